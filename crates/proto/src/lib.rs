@@ -1,0 +1,16 @@
+//! Generated code for the `troupe.v1` gRPC API.
+//!
+//! `proto/troupe/v1/*.proto` is the one source of truth for every language;
+//! this crate only compiles it. Clients, servers and the reflection
+//! descriptor set all come from here.
+
+#![allow(missing_debug_implementations)]
+
+/// The `troupe.v1` package: messages, clients and servers.
+pub mod v1 {
+    tonic::include_proto!("troupe.v1");
+
+    /// Encoded `FileDescriptorSet` of the whole API, for gRPC server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] =
+        tonic::include_file_descriptor_set!("troupe_v1_descriptor");
+}

@@ -1,0 +1,108 @@
+//! Runtime limits and defaults.
+
+use std::time::Duration;
+
+use crate::error::{CallError, ConfigError};
+use crate::types::{StateMode, TypeOptions, TypeSpec};
+
+/// Limits and defaults of one runtime. Every bound the runtime enforces is here.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// Threads' worth of turn dispatchers; actors are spread over them.
+    pub workers: usize,
+    /// Largest payload or state value accepted.
+    pub max_payload_bytes: usize,
+    /// Calls queued or running across the daemon before RESOURCE_EXHAUSTED.
+    pub max_pending_calls: usize,
+    pub default_max_mailbox: usize,
+    pub default_idle_timeout: Duration,
+    pub default_state_mode: StateMode,
+    /// Longest a call may take, whatever deadline the caller set.
+    pub call_timeout: Duration,
+    /// How long calls for a type with no connected app wait for one (also the
+    /// grace period after start during which unknown types wait).
+    pub host_wait: Duration,
+    pub flush_interval: Duration,
+    /// Dirty bytes that trigger a flush before the interval is over.
+    pub flush_max_dirty_bytes: usize,
+    /// How long a graceful shutdown waits for turns and deactivations.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            max_payload_bytes: 4 * 1024 * 1024,
+            max_pending_calls: 100_000,
+            default_max_mailbox: 1_000,
+            default_idle_timeout: Duration::from_secs(600),
+            default_state_mode: StateMode::WriteBehind,
+            call_timeout: Duration::from_secs(60),
+            host_wait: Duration::from_secs(10),
+            flush_interval: Duration::from_secs(1),
+            flush_max_dirty_bytes: 16 * 1024 * 1024,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Bounds a type registration may ask for.
+const MAX_MAILBOX_LIMIT: usize = 1_000_000;
+const MIN_IDLE_TIMEOUT: Duration = Duration::from_millis(10);
+
+impl RuntimeConfig {
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        let positive = [
+            ("workers", self.workers),
+            ("max payload bytes", self.max_payload_bytes),
+            ("max pending calls", self.max_pending_calls),
+            ("default max mailbox", self.default_max_mailbox),
+            ("flush max dirty bytes", self.flush_max_dirty_bytes),
+        ];
+        for (what, value) in positive {
+            if value == 0 {
+                return Err(ConfigError(format!("{what} must be at least 1")));
+            }
+        }
+        for (what, value) in [
+            ("flush interval", self.flush_interval),
+            ("call timeout", self.call_timeout),
+            ("default idle timeout", self.default_idle_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(ConfigError(format!("{what} must be longer than zero")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fills in defaults and checks what an app asked for.
+    pub(crate) fn resolve(&self, spec: &TypeSpec) -> Result<TypeOptions, CallError> {
+        let idle_timeout = spec.idle_timeout.unwrap_or(self.default_idle_timeout);
+        if idle_timeout < MIN_IDLE_TIMEOUT {
+            return Err(CallError::InvalidArgument(format!(
+                "actor type '{}': idle timeout {idle_timeout:?} is below the minimum {MIN_IDLE_TIMEOUT:?}",
+                spec.name
+            )));
+        }
+        let max_mailbox = spec.max_mailbox.unwrap_or(self.default_max_mailbox);
+        if !(1..=MAX_MAILBOX_LIMIT).contains(&max_mailbox) {
+            return Err(CallError::InvalidArgument(format!(
+                "actor type '{}': max_mailbox {max_mailbox} must be between 1 and {MAX_MAILBOX_LIMIT}",
+                spec.name
+            )));
+        }
+        let mut readonly_methods = spec.readonly_methods.clone();
+        readonly_methods.sort();
+        readonly_methods.dedup();
+        Ok(TypeOptions {
+            name: spec.name.as_str().into(),
+            idle_timeout,
+            max_mailbox,
+            reentrant: spec.reentrant,
+            state_mode: spec.state_mode.unwrap_or(self.default_state_mode),
+            readonly_methods,
+        })
+    }
+}

@@ -1,0 +1,210 @@
+//! Write-behind: dirty actor state reaches the store in batches.
+//!
+//! Turns mark keys dirty and put their activation on the dirty list. The
+//! flusher writes every dirty actor's changed keys as one batch when the
+//! flush interval passes, when dirty bytes pass a threshold, or at once when
+//! a `durable` call waits for its writes (group commit). All writes to the
+//! store go through one lock, so a batch can never overtake an older one:
+//! the store never sees an older value after a newer one.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tracing::{debug, warn};
+use troupe_storage::{ActorWrite, StateStore};
+
+use crate::activation::Activation;
+use crate::error::CallError;
+use crate::runtime::Reply;
+use crate::types::Payload;
+
+/// A `durable` reply held until its writes are stored.
+type HeldReply = (Reply, Result<Payload, CallError>);
+
+pub(crate) struct Flusher {
+    store: Arc<dyn StateStore>,
+    dirty: Mutex<Vec<Arc<Activation>>>,
+    dirty_bytes: AtomicUsize,
+    max_dirty_bytes: usize,
+    held: Mutex<Vec<HeldReply>>,
+    wake: Notify,
+    /// Serialises every write to the store (see module doc).
+    write_lock: tokio::sync::Mutex<()>,
+    pub(crate) batches: AtomicU64,
+    pub(crate) keys_written: AtomicU64,
+}
+
+impl std::fmt::Debug for Flusher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flusher")
+            .field("store", &self.store.describe())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Flusher {
+    pub(crate) fn new(store: Arc<dyn StateStore>, max_dirty_bytes: usize) -> Self {
+        Self {
+            store,
+            dirty: Mutex::new(Vec::new()),
+            dirty_bytes: AtomicUsize::new(0),
+            max_dirty_bytes,
+            held: Mutex::new(Vec::new()),
+            wake: Notify::new(),
+            write_lock: tokio::sync::Mutex::new(()),
+            batches: AtomicU64::new(0),
+            keys_written: AtomicU64::new(0),
+        }
+    }
+
+    pub(crate) fn store(&self) -> &Arc<dyn StateStore> {
+        &self.store
+    }
+
+    /// Called with the activation locked, after a turn made it dirty.
+    pub(crate) fn mark_dirty(&self, act: &Arc<Activation>, in_list: &mut bool, bytes: usize) {
+        if !*in_list {
+            *in_list = true;
+            self.dirty.lock().push(act.clone());
+        }
+        let total = self.dirty_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        if total >= self.max_dirty_bytes {
+            self.wake.notify_one();
+        }
+    }
+
+    pub(crate) fn hold_reply(&self, reply: Reply, result: Result<Payload, CallError>) {
+        self.held.lock().push((reply, result));
+        self.wake.notify_one();
+    }
+
+    pub(crate) fn dirty_actors(&self) -> usize {
+        self.dirty.lock().len()
+    }
+
+    /// Flushes on the interval, on the byte threshold and for held replies,
+    /// until `stop` fires; retries failed batches with backoff.
+    pub(crate) async fn run(self: Arc<Self>, interval: Duration, stop: Arc<Notify>) {
+        let mut backoff = Duration::ZERO;
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(interval.max(backoff)) => {}
+                _ = self.wake.notified(), if backoff.is_zero() => {}
+                _ = stop.notified() => return,
+            }
+            match self.flush_dirty().await {
+                Ok(()) => backoff = Duration::ZERO,
+                Err(e) => {
+                    backoff =
+                        (backoff * 2).clamp(Duration::from_millis(50), Duration::from_secs(5));
+                    warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "state flush failed; dirty state kept in memory");
+                }
+            }
+        }
+    }
+
+    /// Writes every dirty actor's changed keys as one batch.
+    pub(crate) async fn flush_dirty(&self) -> Result<(), CallError> {
+        let _guard = self.write_lock.lock().await;
+        // Replies held before the snapshot are covered by it: their changes
+        // were applied before they were held.
+        let held = std::mem::take(&mut *self.held.lock());
+        let acts = std::mem::take(&mut *self.dirty.lock());
+        self.dirty_bytes.store(0, Ordering::Relaxed);
+        let mut batch = Vec::with_capacity(acts.len());
+        let mut written = Vec::with_capacity(acts.len());
+        for act in acts {
+            let mut inner = act.inner.lock();
+            inner.in_dirty_list = false;
+            if let Some(write) = take_dirty(&act, &mut inner) {
+                batch.push(write);
+                drop(inner);
+                written.push(act);
+            }
+        }
+        self.write(batch, written, held).await
+    }
+
+    /// Writes one actor's dirty keys now (deactivation, hand-off).
+    pub(crate) async fn flush_actor(&self, act: &Arc<Activation>) -> Result<(), CallError> {
+        let _guard = self.write_lock.lock().await;
+        let write = take_dirty(act, &mut act.inner.lock());
+        match write {
+            Some(w) => self.write(vec![w], vec![act.clone()], Vec::new()).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn write(
+        &self,
+        batch: Vec<ActorWrite>,
+        acts: Vec<Arc<Activation>>,
+        held: Vec<HeldReply>,
+    ) -> Result<(), CallError> {
+        let result = if batch.is_empty() {
+            Ok(())
+        } else {
+            let keys: usize = batch.iter().map(|w| w.changes.len()).sum();
+            let actors = batch.len();
+            let started = tokio::time::Instant::now();
+            let result = self.store.write_batch(&batch).await;
+            if result.is_ok() {
+                self.batches.fetch_add(1, Ordering::Relaxed);
+                self.keys_written.fetch_add(keys as u64, Ordering::Relaxed);
+                debug!(
+                    actors,
+                    keys,
+                    latency_us = started.elapsed().as_micros() as u64,
+                    "flushed state batch"
+                );
+            }
+            result.map_err(|e| (e, batch))
+        };
+        match result {
+            Ok(()) => {
+                for (reply, result) in held {
+                    reply.send(result);
+                }
+                Ok(())
+            }
+            Err((e, batch)) => {
+                // Put the keys back so the next flush writes them (with
+                // whatever value is current by then: never an older one).
+                for (act, write) in acts.iter().zip(batch) {
+                    let mut inner = act.inner.lock();
+                    let dirty = inner.dirty.get_or_insert_with(Default::default);
+                    dirty.extend(write.changes.into_iter().map(|(k, _)| k));
+                    let mut in_list = inner.in_dirty_list;
+                    self.mark_dirty(act, &mut in_list, 0);
+                    inner.in_dirty_list = in_list;
+                }
+                self.held.lock().extend(held);
+                Err(CallError::Unavailable(format!(
+                    "the state store failed: {e}; state is kept in memory and retried"
+                )))
+            }
+        }
+    }
+}
+
+fn take_dirty(act: &Activation, inner: &mut crate::activation::Inner) -> Option<ActorWrite> {
+    let dirty = inner.dirty.take()?;
+    if dirty.is_empty() {
+        return None;
+    }
+    let changes = dirty
+        .into_iter()
+        .map(|key| {
+            let value = inner.state.get(&key).cloned();
+            (key, value)
+        })
+        .collect();
+    Some(ActorWrite {
+        actor_type: act.id.ty.to_string(),
+        actor_id: act.id.id.to_string(),
+        changes,
+    })
+}

@@ -1,0 +1,192 @@
+//! The seam between the runtime and whatever runs actor code.
+//!
+//! A host is told to activate an actor, run a turn, or deactivate it, and
+//! answers through the completion handle it was given ([`ActivateDone`],
+//! [`TurnDone`], [`DeactivateDone`]). Handles instead of futures let an
+//! in-process host answer synchronously with no allocation, and let the app
+//! stream answer whenever the app's reply arrives. A handle dropped without an
+//! answer counts as the host having gone away.
+
+use std::sync::Arc;
+
+use crate::activation::Activation;
+use crate::error::CallError;
+use crate::runtime::{Reply, Shared};
+use crate::slots::PendingSlot;
+use crate::types::{
+    ActorFailure, ActorId, CallExtra, DeactivateReason, Payload, StateChange, StateSnapshot,
+    TurnKind,
+};
+
+/// Runs actor code for the types it registered.
+pub trait ActorHost: Send + Sync + 'static {
+    /// Who this host is, for logs and status (e.g. the app's name).
+    fn name(&self) -> &str;
+
+    fn activate(&self, request: ActivateRequest, done: ActivateDone);
+
+    fn turn(&self, request: TurnRequest, done: TurnDone);
+
+    fn deactivate(&self, request: DeactivateRequest, done: DeactivateDone);
+}
+
+#[derive(Debug)]
+pub struct ActivateRequest {
+    pub actor: ActorId,
+    pub state: StateSnapshot,
+}
+
+#[derive(Debug)]
+pub struct TurnRequest {
+    pub actor: ActorId,
+    pub kind: TurnKind,
+    pub name: Arc<str>,
+    pub payload: Payload,
+    pub extra: Option<Box<CallExtra>>,
+    /// The actor's state before this turn. Hosts that keep their own copy
+    /// (apps) ignore it; in-process hosts read it instead of keeping one.
+    pub state: StateSnapshot,
+}
+
+#[derive(Debug)]
+pub struct DeactivateRequest {
+    pub actor: ActorId,
+    pub reason: DeactivateReason,
+}
+
+/// The result of one turn.
+#[derive(Debug)]
+pub struct TurnOutcome {
+    pub result: Result<Payload, ActorFailure>,
+    /// Applied atomically when the turn succeeded; ignored when it failed.
+    pub changes: Vec<StateChange>,
+}
+
+// === impl ActivateDone ===
+
+/// Answer to [`ActorHost::activate`].
+#[must_use = "dropping the handle fails the activation"]
+pub struct ActivateDone {
+    pub(crate) rt: Arc<Shared>,
+    pub(crate) act: Option<Arc<Activation>>,
+}
+
+impl ActivateDone {
+    /// `Err` when the actor's activation hook raised: the waiting calls fail with it.
+    pub fn finish(mut self, outcome: Result<Vec<StateChange>, ActorFailure>) {
+        if let Some(act) = self.act.take() {
+            self.rt
+                .activation_finished(act, outcome.map_err(CallError::Actor));
+        }
+    }
+
+    /// The host cannot run this actor (e.g. its connection closed).
+    pub fn fail(mut self, error: CallError) {
+        if let Some(act) = self.act.take() {
+            self.rt.activation_finished(act, Err(error));
+        }
+    }
+}
+
+impl Drop for ActivateDone {
+    fn drop(&mut self) {
+        if let Some(act) = self.act.take() {
+            self.rt.activation_finished(
+                act,
+                Err(CallError::Unavailable(
+                    "the app hosting the actor went away during activation; retry the call".into(),
+                )),
+            );
+        }
+    }
+}
+
+impl std::fmt::Debug for ActivateDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActivateDone").finish_non_exhaustive()
+    }
+}
+
+// === impl TurnDone ===
+
+/// Answer to [`ActorHost::turn`].
+#[must_use = "dropping the handle fails the turn"]
+pub struct TurnDone {
+    pub(crate) rt: Arc<Shared>,
+    pub(crate) act: Option<Arc<Activation>>,
+    pub(crate) reply: Reply,
+    /// Holds the call's place in the daemon-wide pending bound until it ends.
+    pub(crate) _slot: PendingSlot,
+}
+
+impl TurnDone {
+    pub fn finish(mut self, outcome: TurnOutcome) {
+        if let Some(act) = self.act.take() {
+            let reply = std::mem::take(&mut self.reply);
+            self.rt.turn_finished(act, reply, Ok(outcome));
+        }
+    }
+
+    /// The turn could not run to an answer (host gone, timeout).
+    pub fn fail(mut self, error: CallError) {
+        if let Some(act) = self.act.take() {
+            let reply = std::mem::take(&mut self.reply);
+            self.rt.turn_finished(act, reply, Err(error));
+        }
+    }
+}
+
+impl Drop for TurnDone {
+    fn drop(&mut self) {
+        if let Some(act) = self.act.take() {
+            let reply = std::mem::take(&mut self.reply);
+            self.rt.turn_finished(
+                act,
+                reply,
+                Err(CallError::Unavailable(
+                    "the app hosting the actor disconnected before the turn finished; \
+                     the call may or may not have run"
+                        .into(),
+                )),
+            );
+        }
+    }
+}
+
+impl std::fmt::Debug for TurnDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnDone").finish_non_exhaustive()
+    }
+}
+
+// === impl DeactivateDone ===
+
+/// Answer to [`ActorHost::deactivate`].
+#[must_use = "dropping the handle ends the activation without the host's last changes"]
+pub struct DeactivateDone {
+    pub(crate) rt: Arc<Shared>,
+    pub(crate) act: Option<Arc<Activation>>,
+}
+
+impl DeactivateDone {
+    /// The changes the deactivation hook made.
+    pub fn finish(mut self, changes: Vec<StateChange>) {
+        if let Some(act) = self.act.take() {
+            self.rt.deactivation_finished(act, changes);
+        }
+    }
+}
+
+impl Drop for DeactivateDone {
+    fn drop(&mut self) {
+        if let Some(act) = self.act.take() {
+            self.rt.deactivation_finished(act, Vec::new());
+        }
+    }
+}
+
+impl std::fmt::Debug for DeactivateDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeactivateDone").finish_non_exhaustive()
+    }
+}

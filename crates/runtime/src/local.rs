@@ -1,0 +1,53 @@
+//! An in-process host: actor logic as a Rust function, no app, no sockets.
+//! Used by tests and benchmarks to drive the real dispatch path.
+
+use crate::host::{
+    ActivateDone, ActivateRequest, ActorHost, DeactivateDone, DeactivateRequest, TurnDone,
+    TurnOutcome, TurnRequest,
+};
+
+/// Runs every turn with `handler`, synchronously on the worker. The handler
+/// reads state from the request and returns its changes.
+pub struct FnHost<F> {
+    name: String,
+    handler: F,
+}
+
+impl<F> FnHost<F>
+where
+    F: Fn(TurnRequest) -> TurnOutcome + Send + Sync + 'static,
+{
+    pub fn new(name: impl Into<String>, handler: F) -> Self {
+        Self {
+            name: name.into(),
+            handler,
+        }
+    }
+}
+
+impl<F> std::fmt::Debug for FnHost<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FnHost").field("name", &self.name).finish()
+    }
+}
+
+impl<F> ActorHost for FnHost<F>
+where
+    F: Fn(TurnRequest) -> TurnOutcome + Send + Sync + 'static,
+{
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn activate(&self, _request: ActivateRequest, done: ActivateDone) {
+        done.finish(Ok(Vec::new()));
+    }
+
+    fn turn(&self, request: TurnRequest, done: TurnDone) {
+        done.finish((self.handler)(request));
+    }
+
+    fn deactivate(&self, _request: DeactivateRequest, done: DeactivateDone) {
+        done.finish(Vec::new());
+    }
+}

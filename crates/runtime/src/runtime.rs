@@ -1,0 +1,860 @@
+//! The runtime handle and the life of an activation.
+//!
+//! ```text
+//!  invoke/tell ─▶ enqueue ─▶ mailbox ─▶ run queue ─▶ worker ─▶ host.turn(done)
+//!                   │                                              │
+//!                   └─ activation created on first call            ▼
+//!                      (waits for a host, loads state)     turn_finished: apply
+//!                                                         changes, reply, next
+//! ```
+//!
+//! Status moves Unloaded → Activating → Idle ⇄ Running → Deactivating → Gone
+//! (or back to Unloaded when calls arrived during deactivation). Only the
+//! thread that moves an activation out of Idle starts its turn, which is what
+//! makes turns one at a time per actor.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+use troupe_placement::{Owner, Placement};
+use troupe_storage::StateStore;
+
+use crate::activation::{Activation, Envelope, Status};
+use crate::config::RuntimeConfig;
+use crate::directory::Directory;
+use crate::error::{CallError, ConfigError};
+use crate::flush::Flusher;
+use crate::host::{
+    ActivateDone, ActivateRequest, ActorHost, DeactivateDone, DeactivateRequest, TurnDone,
+    TurnOutcome, TurnRequest,
+};
+use crate::hosts::{HostRegistration, HostRegistry};
+use crate::slots::PendingCalls;
+use crate::types::{ActorId, Call, DeactivateReason, Payload, StateChange, StateMode, TypeSpec};
+use crate::validate;
+
+/// Where a call's result goes.
+#[derive(Debug, Default)]
+pub(crate) enum Reply {
+    /// One-way (tell): the result is dropped.
+    #[default]
+    None,
+    To(oneshot::Sender<Result<Payload, CallError>>),
+}
+
+impl Reply {
+    pub(crate) fn abandoned(&self) -> bool {
+        match self {
+            Reply::None => false,
+            Reply::To(tx) => tx.is_closed(),
+        }
+    }
+
+    pub(crate) fn send(self, result: Result<Payload, CallError>) {
+        if let Reply::To(tx) = self {
+            // The caller may have given up; nothing to do then.
+            let _ = tx.send(result);
+        }
+    }
+}
+
+/// A snapshot of the runtime for status output.
+#[derive(Debug, Clone)]
+pub struct RuntimeStatus {
+    pub uptime: Duration,
+    pub active_actors: usize,
+    pub dirty_actors: usize,
+    pub pending_calls: usize,
+    /// Type name, hosting apps, active actors of that type.
+    pub types: Vec<(String, Vec<String>, usize)>,
+    pub store: String,
+    pub flush_batches: u64,
+    pub keys_flushed: u64,
+}
+
+/// One active actor, for listings.
+#[derive(Debug, Clone)]
+pub struct ActorInfo {
+    pub actor: ActorId,
+    pub mailbox_depth: usize,
+    pub turns: u64,
+    pub dirty: bool,
+    pub idle: Duration,
+}
+
+/// The handle to a running actor runtime. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) config: RuntimeConfig,
+    directory: Directory,
+    hosts: HostRegistry,
+    flusher: Arc<Flusher>,
+    /// Consulted before activating: only the owner may.
+    placement: Arc<dyn Placement>,
+    pending: Arc<PendingCalls>,
+    /// One run queue per worker; an activation with work sits on one.
+    workers: Vec<mpsc::UnboundedSender<Arc<Activation>>>,
+    /// Taken by `start`.
+    worker_queues: Mutex<Vec<mpsc::UnboundedReceiver<Arc<Activation>>>>,
+    started_at: Instant,
+    shutting_down: AtomicBool,
+    /// Signals the background tasks (flusher, sweeper) to end.
+    stop: Arc<Notify>,
+    /// During shutdown: an activation became idle or went away.
+    changed: Notify,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("config", &self.config)
+            .field("placement", &self.placement)
+            .finish_non_exhaustive()
+    }
+}
+
+// === impl Runtime ===
+
+impl Runtime {
+    /// Checks the configuration and wires the runtime; starts nothing.
+    pub fn create(
+        config: RuntimeConfig,
+        store: Arc<dyn StateStore>,
+        placement: Arc<dyn Placement>,
+    ) -> Result<Self, ConfigError> {
+        config.check()?;
+        let (workers, queues) = (0..config.workers)
+            .map(|_| mpsc::unbounded_channel())
+            .unzip();
+        let shared = Shared {
+            directory: Directory::new(),
+            hosts: HostRegistry::new(),
+            flusher: Arc::new(Flusher::new(store, config.flush_max_dirty_bytes)),
+            placement,
+            pending: PendingCalls::new(config.max_pending_calls),
+            workers,
+            worker_queues: Mutex::new(queues),
+            started_at: Instant::now(),
+            shutting_down: AtomicBool::new(false),
+            stop: Arc::new(Notify::new()),
+            changed: Notify::new(),
+            config,
+        };
+        Ok(Self {
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// Spawns the workers, the flusher and the idle sweeper on the current
+    /// tokio runtime. Calling it twice does nothing the second time.
+    pub fn start(&self) {
+        let queues = std::mem::take(&mut *self.shared.worker_queues.lock());
+        if queues.is_empty() {
+            return;
+        }
+        for mut queue in queues {
+            let shared = self.shared.clone();
+            tokio::spawn(async move {
+                while let Some(act) = queue.recv().await {
+                    shared.run(act);
+                }
+            });
+        }
+        let flusher = self.shared.flusher.clone();
+        tokio::spawn(flusher.run(self.shared.config.flush_interval, self.shared.stop.clone()));
+        tokio::spawn(self.shared.clone().sweep_idle());
+    }
+
+    pub fn config(&self) -> &RuntimeConfig {
+        &self.shared.config
+    }
+
+    /// Registers a host for actor types; calls for them start reaching it.
+    pub fn register_host(
+        &self,
+        host: Arc<dyn ActorHost>,
+        types: Vec<TypeSpec>,
+    ) -> Result<HostRegistration, CallError> {
+        let name = host.name().to_owned();
+        let registration = self
+            .shared
+            .hosts
+            .register(host, types, &self.shared.config)?;
+        info!(
+            host = %name,
+            host_id = registration.host_id,
+            types = ?registration.types.iter().map(|t| t.name.to_string()).collect::<Vec<_>>(),
+            "host registered"
+        );
+        Ok(registration)
+    }
+
+    /// The host went away: its activations end (state flushed), turns it was
+    /// running fail with UNAVAILABLE, queued calls wait for another host.
+    pub fn unregister_host(&self, host_id: u64) {
+        self.shared.hosts.unregister(host_id);
+        let mut idle = Vec::new();
+        self.shared.directory.for_each(|act| {
+            let mut inner = act.inner.lock();
+            if !inner.binding.as_ref().is_some_and(|b| b.host_id == host_id) {
+                return;
+            }
+            match inner.status {
+                Status::Idle => {
+                    inner.status = Status::Deactivating;
+                    idle.push(act.clone());
+                }
+                Status::Running | Status::Activating | Status::Deactivating => {
+                    inner.host_lost = true;
+                }
+                Status::Unloaded | Status::Gone => {}
+            }
+        });
+        info!(host_id, activations = idle.len(), "host unregistered");
+        for act in idle {
+            tokio::spawn(self.shared.clone().finish_deactivation(act, Vec::new()));
+        }
+    }
+
+    /// Calls a method and waits for its result.
+    pub async fn invoke(&self, call: Call) -> Result<Payload, CallError> {
+        let limit = self.shared.config.call_timeout;
+        let timeout = call.timeout.map_or(limit, |t| t.min(limit));
+        let actor = call.actor.clone();
+        let (tx, rx) = oneshot::channel();
+        self.shared.enqueue(call, Reply::To(tx))?;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(_)) => Err(CallError::Unavailable(format!(
+                "the call to {actor} was dropped before it finished; retry it"
+            ))),
+            Err(_) => Err(CallError::DeadlineExceeded(format!(
+                "the call to {actor} did not finish within {timeout:?}"
+            ))),
+        }
+    }
+
+    /// Queues a call whose result nobody waits for.
+    pub fn tell(&self, call: Call) -> Result<(), CallError> {
+        self.shared.enqueue(call, Reply::None)
+    }
+
+    /// Reads state without a turn: from the activation when it has loaded
+    /// state, otherwise from the store. Also says whether it is active.
+    pub async fn get_state(
+        &self,
+        actor: &ActorId,
+        keys: &[String],
+    ) -> Result<(Vec<(String, Bytes)>, bool), CallError> {
+        validate::name("actor type", &actor.ty)?;
+        validate::name("actor id", &actor.id)?;
+        let wanted = |k: &str| keys.is_empty() || keys.iter().any(|w| w == k);
+        if let Some(act) = self.shared.directory.get(actor) {
+            let inner = act.inner.lock();
+            if inner.state_loaded {
+                let mut out: Vec<_> = inner
+                    .state
+                    .iter()
+                    .filter(|(k, _)| wanted(k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                out.sort_by(|a, b| a.0.cmp(&b.0));
+                return Ok((out, inner.status != Status::Unloaded));
+            }
+        }
+        let stored = self
+            .shared
+            .flusher
+            .store()
+            .load(&actor.ty, &actor.id)
+            .await
+            .map_err(|e| {
+                CallError::Unavailable(format!("cannot read the state of {actor}: {e}"))
+            })?;
+        Ok((
+            stored.into_iter().filter(|(k, _)| wanted(k)).collect(),
+            false,
+        ))
+    }
+
+    /// Graceful stop: refuse new calls, let turns finish, deactivate every
+    /// actor through its host, flush, stop background tasks.
+    pub async fn shutdown(&self) {
+        let shared = &self.shared;
+        shared.shutting_down.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + shared.config.shutdown_grace;
+        info!(
+            active = shared.directory.len(),
+            "shutting down: draining actors"
+        );
+        loop {
+            let changed = shared.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let mut remaining = 0usize;
+            let mut to_deactivate = Vec::new();
+            shared.directory.for_each(|act| {
+                remaining += 1;
+                let mut inner = act.inner.lock();
+                let free = inner.mailbox.is_empty() && !inner.scheduled;
+                match inner.status {
+                    Status::Idle if free => {
+                        inner.status = Status::Deactivating;
+                        to_deactivate.push(act.clone());
+                    }
+                    Status::Unloaded if !inner.scheduled => {
+                        // Never got a host: nothing can run its calls now.
+                        for env in inner.mailbox.drain(..) {
+                            env.reply.send(Err(shutting_down_error()));
+                        }
+                        inner.status = Status::Deactivating;
+                        to_deactivate.push(act.clone());
+                    }
+                    _ => {}
+                }
+            });
+            if remaining == 0 {
+                break;
+            }
+            for act in to_deactivate {
+                shared.deactivate(act, DeactivateReason::Shutdown);
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                warn!(
+                    remaining = shared.directory.len(),
+                    "shutdown grace period over; flushing what is left"
+                );
+                break;
+            }
+        }
+        if let Err(e) = shared.flusher.flush_dirty().await {
+            warn!(error = %e, "final flush failed");
+        }
+        shared.stop.notify_waiters();
+        info!("runtime stopped");
+    }
+
+    pub fn status(&self) -> RuntimeStatus {
+        let shared = &self.shared;
+        let mut per_type = std::collections::HashMap::<String, usize>::new();
+        shared.directory.for_each(|act| {
+            *per_type.entry(act.id.ty.to_string()).or_default() += 1;
+        });
+        let types = shared
+            .hosts
+            .hosted_types()
+            .into_iter()
+            .map(|(name, apps)| {
+                let active = per_type.get(&name).copied().unwrap_or(0);
+                (name, apps, active)
+            })
+            .collect();
+        RuntimeStatus {
+            uptime: shared.started_at.elapsed(),
+            active_actors: shared.directory.len(),
+            dirty_actors: shared.flusher.dirty_actors(),
+            pending_calls: shared.pending.in_use(),
+            types,
+            store: shared.flusher.store().describe(),
+            flush_batches: shared.flusher.batches.load(Ordering::Relaxed),
+            keys_flushed: shared.flusher.keys_written.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Active actors, optionally of one type, ordered by (type, id), after
+    /// `after` (exclusive), at most `limit`.
+    pub fn list_actors(
+        &self,
+        actor_type: Option<&str>,
+        after: Option<&ActorId>,
+        limit: usize,
+    ) -> Vec<ActorInfo> {
+        let now = self.shared.now_ms();
+        let mut out = Vec::new();
+        self.shared.directory.for_each(|act| {
+            if actor_type.is_some_and(|t| *act.id.ty != *t) || after.is_some_and(|a| act.id <= *a) {
+                return;
+            }
+            let inner = act.inner.lock();
+            out.push(ActorInfo {
+                actor: act.id.clone(),
+                mailbox_depth: inner.mailbox.len(),
+                turns: inner.turns,
+                dirty: inner.is_dirty(),
+                idle: Duration::from_millis(now.saturating_sub(inner.last_active_ms)),
+            });
+        });
+        out.sort_by(|a, b| a.actor.cmp(&b.actor));
+        out.truncate(limit);
+        out
+    }
+
+    /// Writes all dirty state now (tests, benchmarks, admin).
+    pub async fn flush(&self) -> Result<(), CallError> {
+        self.shared.flusher.flush_dirty().await
+    }
+}
+
+fn shutting_down_error() -> CallError {
+    CallError::Unavailable(
+        "the daemon is shutting down; retry after it restarts or against another daemon".into(),
+    )
+}
+
+// === impl Shared ===
+
+impl Shared {
+    fn now_ms(&self) -> u64 {
+        self.started_at.elapsed().as_millis() as u64
+    }
+
+    fn schedule(&self, act: Arc<Activation>) {
+        // Spread by address: stable per activation, even across workers.
+        let worker = (Arc::as_ptr(&act) as usize >> 6) % self.workers.len();
+        // A closed queue means the runtime is being torn down with the process.
+        let _ = self.workers[worker].send(act);
+    }
+
+    fn enqueue(self: &Arc<Self>, call: Call, reply: Reply) -> Result<(), CallError> {
+        if self.shutting_down.load(Ordering::Relaxed) {
+            return Err(shutting_down_error());
+        }
+        validate::name("actor type", &call.actor.ty)?;
+        validate::name("actor id", &call.actor.id)?;
+        validate::name("method name", &call.method)?;
+        validate::payload(call.payload.len(), self.config.max_payload_bytes)?;
+        if let Owner::Remote { node, .. } = self.placement.owner(&call.actor.ty, &call.actor.id) {
+            return Err(CallError::Unavailable(format!(
+                "actor {} is owned by daemon {node}; call that daemon (forwarding is not enabled)",
+                call.actor
+            )));
+        }
+        let slot = self.pending.acquire()?;
+        let envelope = Envelope {
+            kind: call.kind,
+            name: call.method,
+            payload: call.payload,
+            extra: call.extra,
+            reply,
+            slot,
+        };
+        loop {
+            let act = self
+                .directory
+                .get_or_create(&call.actor, || self.new_activation(&call.actor))?;
+            let mut inner = act.inner.lock();
+            if inner.status == Status::Gone {
+                continue;
+            }
+            let max_mailbox = match &inner.binding {
+                Some(b) => b.options.max_mailbox,
+                None => self
+                    .hosts
+                    .options(&act.id.ty)
+                    .map_or(self.config.default_max_mailbox, |o| o.max_mailbox),
+            };
+            if inner.mailbox.len() >= max_mailbox {
+                return Err(CallError::Overloaded(format!(
+                    "the mailbox of actor {} is full ({max_mailbox} calls queued, the type's \
+                     max_mailbox); retry with backoff",
+                    act.id
+                )));
+            }
+            inner.mailbox.push_back(envelope);
+            let wake = !inner.scheduled && matches!(inner.status, Status::Idle | Status::Unloaded);
+            if wake {
+                inner.scheduled = true;
+            }
+            drop(inner);
+            if wake {
+                self.schedule(act);
+            }
+            return Ok(());
+        }
+    }
+
+    fn new_activation(&self, id: &ActorId) -> Result<Activation, CallError> {
+        // Unknown types wait for an app only while the daemon has just
+        // started (apps reconnecting after a restart); later they are errors.
+        if self.hosts.options(&id.ty).is_none()
+            && self.started_at.elapsed() >= self.config.host_wait
+        {
+            return Err(CallError::UnknownType {
+                actor_type: id.ty.to_string(),
+                registered: self
+                    .hosts
+                    .hosted_types()
+                    .into_iter()
+                    .map(|(t, _)| t)
+                    .collect(),
+            });
+        }
+        Ok(Activation::new(id.clone(), self.now_ms()))
+    }
+
+    /// A worker picked `act` off its run queue.
+    fn run(self: &Arc<Self>, act: Arc<Activation>) {
+        let mut inner = act.inner.lock();
+        inner.scheduled = false;
+        match inner.status {
+            Status::Unloaded if !inner.mailbox.is_empty() => {
+                inner.status = Status::Activating;
+                drop(inner);
+                tokio::spawn(self.clone().activate(act));
+            }
+            Status::Idle => {
+                let Some(binding) = inner.binding.clone() else {
+                    // Idle always has a host; be safe and re-activate.
+                    inner.status = Status::Unloaded;
+                    inner.scheduled = true;
+                    drop(inner);
+                    self.schedule(act);
+                    return;
+                };
+                let Some(env) = inner.next_envelope() else {
+                    return;
+                };
+                inner.status = Status::Running;
+                let state = inner.state.clone();
+                drop(inner);
+                let request = TurnRequest {
+                    actor: act.id.clone(),
+                    kind: env.kind,
+                    name: env.name,
+                    payload: env.payload,
+                    extra: env.extra,
+                    state,
+                };
+                let done = TurnDone {
+                    rt: self.clone(),
+                    act: Some(act),
+                    reply: env.reply,
+                    _slot: env.slot,
+                };
+                binding.host.turn(request, done);
+            }
+            _ => {}
+        }
+    }
+
+    /// Finds a host (waiting a bounded time), loads state, asks the host to
+    /// create the instance.
+    async fn activate(self: Arc<Self>, act: Arc<Activation>) {
+        let binding = match self.hosts.pick(&act.id.ty) {
+            Some(b) => Some(b),
+            None => {
+                debug!(actor = %act.id, "waiting for an app that hosts the type");
+                let deadline = Instant::now() + self.config.host_wait;
+                self.hosts.wait_for(&act.id.ty, deadline).await
+            }
+        };
+        let Some(binding) = binding else {
+            let error = CallError::Unavailable(format!(
+                "no connected app hosts actor type '{}' (waited {:?}); start or restart the app \
+                 that registers it",
+                act.id.ty, self.config.host_wait
+            ));
+            return self.abandon(act, error);
+        };
+        if !act.inner.lock().state_loaded {
+            match self.flusher.store().load(&act.id.ty, &act.id.id).await {
+                Ok(entries) => {
+                    let mut inner = act.inner.lock();
+                    inner.state = entries.into_iter().collect();
+                    inner.state_loaded = true;
+                }
+                Err(e) => {
+                    let error = CallError::Unavailable(format!(
+                        "cannot load the state of {}: {e}; retry later",
+                        act.id
+                    ));
+                    return self.abandon(act, error);
+                }
+            }
+        }
+        let state = {
+            let mut inner = act.inner.lock();
+            inner.binding = Some(binding.clone());
+            inner.host_lost = false;
+            inner.state.clone()
+        };
+        debug!(actor = %act.id, host = binding.host.name(), "activating");
+        let request = ActivateRequest {
+            actor: act.id.clone(),
+            state,
+        };
+        binding.host.activate(
+            request,
+            ActivateDone {
+                rt: self.clone(),
+                act: Some(act),
+            },
+        );
+    }
+
+    pub(crate) fn activation_finished(
+        self: &Arc<Self>,
+        act: Arc<Activation>,
+        outcome: Result<Vec<StateChange>, CallError>,
+    ) {
+        let outcome = outcome.and_then(|changes| {
+            validate::state_changes(&changes, self.config.max_payload_bytes).map(|()| changes)
+        });
+        match outcome {
+            Ok(changes) => {
+                let mut inner = act.inner.lock();
+                let bytes = inner.apply(&changes);
+                if !changes.is_empty() {
+                    let mut in_list = inner.in_dirty_list;
+                    self.flusher.mark_dirty(&act, &mut in_list, bytes);
+                    inner.in_dirty_list = in_list;
+                }
+                inner.last_active_ms = self.now_ms();
+                if inner.host_lost {
+                    inner.status = Status::Deactivating;
+                    drop(inner);
+                    tokio::spawn(self.clone().finish_deactivation(act, Vec::new()));
+                    return;
+                }
+                inner.status = Status::Idle;
+                let wake = !inner.mailbox.is_empty() && !inner.scheduled;
+                inner.scheduled |= wake;
+                drop(inner);
+                if wake {
+                    self.schedule(act);
+                }
+            }
+            // The host left before the instance existed: start over with
+            // another host; the calls keep their own deadlines.
+            Err(CallError::Unavailable(reason)) => {
+                debug!(actor = %act.id, %reason, "activation lost its host; retrying");
+                let mut inner = act.inner.lock();
+                inner.binding = None;
+                inner.host_lost = false;
+                inner.status = Status::Unloaded;
+                let wake = !inner.mailbox.is_empty() && !inner.scheduled;
+                inner.scheduled |= wake;
+                drop(inner);
+                if wake {
+                    self.schedule(act);
+                } else {
+                    self.abandon(act, CallError::Unavailable(reason));
+                }
+            }
+            Err(error) => self.abandon(act, error),
+        }
+    }
+
+    /// Activation failed: fail the queued calls with `error` and forget the
+    /// activation (unless it still holds unflushed state).
+    fn abandon(self: &Arc<Self>, act: Arc<Activation>, error: CallError) {
+        let mut failed = Vec::new();
+        self.directory.remove_if(&act, |inner| {
+            failed.extend(inner.mailbox.drain(..));
+            inner.binding = None;
+            if inner.is_dirty() {
+                inner.status = Status::Unloaded;
+                false
+            } else {
+                true
+            }
+        });
+        for env in failed {
+            env.reply.send(Err(error.clone()));
+        }
+        self.notify_if_shutting_down();
+    }
+
+    pub(crate) fn turn_finished(
+        self: &Arc<Self>,
+        act: Arc<Activation>,
+        reply: Reply,
+        outcome: Result<TurnOutcome, CallError>,
+    ) {
+        let mut inner = act.inner.lock();
+        let mut hold_until_flushed = false;
+        let result = match outcome {
+            Ok(TurnOutcome {
+                result: Ok(payload),
+                changes,
+            }) => match validate::state_changes(&changes, self.config.max_payload_bytes) {
+                Ok(()) => {
+                    if !changes.is_empty() {
+                        let bytes = inner.apply(&changes);
+                        let mut in_list = inner.in_dirty_list;
+                        self.flusher.mark_dirty(&act, &mut in_list, bytes);
+                        inner.in_dirty_list = in_list;
+                        hold_until_flushed = inner
+                            .binding
+                            .as_ref()
+                            .is_some_and(|b| b.options.state_mode == StateMode::Durable);
+                    }
+                    Ok(payload)
+                }
+                Err(e) => Err(e),
+            },
+            Ok(TurnOutcome {
+                result: Err(failure),
+                ..
+            }) => Err(CallError::Actor(failure)),
+            Err(e) => Err(e),
+        };
+        inner.turns += 1;
+        inner.last_active_ms = self.now_ms();
+        let mut deactivate = false;
+        let mut wake = false;
+        if inner.host_lost {
+            inner.status = Status::Deactivating;
+            deactivate = true;
+        } else {
+            inner.status = Status::Idle;
+            wake = !inner.mailbox.is_empty() && !inner.scheduled;
+            inner.scheduled |= wake;
+        }
+        drop(inner);
+        if hold_until_flushed {
+            self.flusher.hold_reply(reply, result);
+        } else {
+            reply.send(result);
+        }
+        if deactivate {
+            tokio::spawn(self.clone().finish_deactivation(act, Vec::new()));
+        } else if wake {
+            self.schedule(act);
+        }
+        self.notify_if_shutting_down();
+    }
+
+    fn deactivate(self: &Arc<Self>, act: Arc<Activation>, reason: DeactivateReason) {
+        let (binding, host_lost) = {
+            let inner = act.inner.lock();
+            (inner.binding.clone(), inner.host_lost)
+        };
+        match binding {
+            Some(binding) if !host_lost => {
+                debug!(actor = %act.id, ?reason, "deactivating");
+                let request = DeactivateRequest {
+                    actor: act.id.clone(),
+                    reason,
+                };
+                binding.host.deactivate(
+                    request,
+                    DeactivateDone {
+                        rt: self.clone(),
+                        act: Some(act),
+                    },
+                );
+            }
+            _ => {
+                tokio::spawn(self.clone().finish_deactivation(act, Vec::new()));
+            }
+        }
+    }
+
+    pub(crate) fn deactivation_finished(
+        self: &Arc<Self>,
+        act: Arc<Activation>,
+        changes: Vec<StateChange>,
+    ) {
+        tokio::spawn(self.clone().finish_deactivation(act, changes));
+    }
+
+    /// Applies the host's last changes, flushes the actor, then removes it —
+    /// or re-activates it if calls arrived meanwhile. The flush comes first
+    /// so a new activation can only ever load the latest state.
+    async fn finish_deactivation(self: Arc<Self>, act: Arc<Activation>, changes: Vec<StateChange>) {
+        if let Err(e) = validate::state_changes(&changes, self.config.max_payload_bytes) {
+            warn!(actor = %act.id, error = %e, "deactivation changes refused");
+        } else if !changes.is_empty() {
+            let mut inner = act.inner.lock();
+            let bytes = inner.apply(&changes);
+            let mut in_list = inner.in_dirty_list;
+            self.flusher.mark_dirty(&act, &mut in_list, bytes);
+            inner.in_dirty_list = in_list;
+        }
+        if let Err(e) = self.flusher.flush_actor(&act).await {
+            warn!(actor = %act.id, error = %e, "flush on deactivation failed; state kept in memory");
+        }
+        let mut wake = false;
+        let removed = self.directory.remove_if(&act, |inner| {
+            if inner.mailbox.is_empty() && !inner.is_dirty() {
+                return true;
+            }
+            inner.status = Status::Unloaded;
+            inner.binding = None;
+            inner.host_lost = false;
+            wake = !inner.mailbox.is_empty() && !inner.scheduled;
+            inner.scheduled |= wake;
+            false
+        });
+        debug!(actor = %act.id, removed, "deactivated");
+        if wake {
+            self.schedule(act);
+        }
+        self.notify_if_shutting_down();
+    }
+
+    fn notify_if_shutting_down(&self) {
+        if self.shutting_down.load(Ordering::Relaxed) {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Deactivates actors idle past their type's idle timeout.
+    async fn sweep_idle(self: Arc<Self>) {
+        loop {
+            let period = (self.min_idle_timeout() / 4)
+                .clamp(Duration::from_millis(10), Duration::from_secs(1));
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                _ = self.stop.notified() => return,
+            }
+            if self.shutting_down.load(Ordering::Relaxed) {
+                return;
+            }
+            let now = self.now_ms();
+            let default_idle = self.config.default_idle_timeout;
+            let mut expired = Vec::new();
+            self.directory.for_each(|act| {
+                // A busy actor is not idle; skip it rather than wait for its lock.
+                let Some(mut inner) = act.inner.try_lock() else {
+                    return;
+                };
+                let idle = inner
+                    .binding
+                    .as_ref()
+                    .map_or(default_idle, |b| b.options.idle_timeout);
+                if now.saturating_sub(inner.last_active_ms) < idle.as_millis() as u64
+                    || !inner.mailbox.is_empty()
+                    || inner.scheduled
+                {
+                    return;
+                }
+                if matches!(inner.status, Status::Idle | Status::Unloaded) {
+                    inner.status = Status::Deactivating;
+                    expired.push(act.clone());
+                }
+            });
+            for act in expired {
+                self.deactivate(act, DeactivateReason::Idle);
+            }
+        }
+    }
+
+    fn min_idle_timeout(&self) -> Duration {
+        let mut min = self.config.default_idle_timeout;
+        self.hosts
+            .for_each_options(|o| min = min.min(o.idle_timeout));
+        min
+    }
+}

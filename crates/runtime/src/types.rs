@@ -1,0 +1,266 @@
+//! Plain data passed between callers, the runtime and hosts.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+/// One virtual actor: its registered type and the caller-chosen id.
+///
+/// Both parts are reference-counted so a turn, a reply and the directory can
+/// share them without copying strings on the hot path.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ActorId {
+    pub ty: Arc<str>,
+    pub id: Arc<str>,
+}
+
+impl ActorId {
+    pub fn new(ty: impl Into<Arc<str>>, id: impl Into<Arc<str>>) -> Self {
+        Self {
+            ty: ty.into(),
+            id: id.into(),
+        }
+    }
+
+    /// The hash the directory uses; must agree for equal (type, id) pairs
+    /// however they are held.
+    pub(crate) fn hash_parts<S: BuildHasher>(build: &S, ty: &str, id: &str) -> u64 {
+        let mut h = build.build_hasher();
+        h.write(ty.as_bytes());
+        h.write_u8(0xff);
+        h.write(id.as_bytes());
+        h.finish()
+    }
+}
+
+impl fmt::Debug for ActorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.ty, self.id)
+    }
+}
+
+impl fmt::Display for ActorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.ty, self.id)
+    }
+}
+
+/// How a payload's bytes are to be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ContentType {
+    #[default]
+    Json,
+    Bytes,
+}
+
+/// Bytes passed through the daemon untouched.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Payload {
+    pub data: Bytes,
+    pub content_type: ContentType,
+}
+
+impl Payload {
+    pub fn json(data: impl Into<Bytes>) -> Self {
+        Self {
+            data: data.into(),
+            content_type: ContentType::Json,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+}
+
+/// One key changed by a turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateChange {
+    pub key: String,
+    /// `None` deletes the key.
+    pub value: Option<Bytes>,
+}
+
+impl StateChange {
+    pub fn set(key: impl Into<String>, value: impl Into<Bytes>) -> Self {
+        Self {
+            key: key.into(),
+            value: Some(value.into()),
+        }
+    }
+
+    pub fn delete(key: impl Into<String>) -> Self {
+        Self {
+            key: key.into(),
+            value: None,
+        }
+    }
+}
+
+/// An exception raised by actor code, carried back to the caller.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ActorFailure {
+    pub ty: String,
+    pub message: String,
+    pub details: String,
+}
+
+impl fmt::Display for ActorFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.ty, self.message)
+    }
+}
+
+/// What kind of work a turn does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TurnKind {
+    #[default]
+    Call,
+    Reminder,
+    Timer,
+    Alarm,
+}
+
+/// How an actor type's state reaches storage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StateMode {
+    /// Reply at once; flush dirty state in batches.
+    #[default]
+    WriteBehind,
+    /// Hold the reply until the batch holding the turn's writes is stored.
+    Durable,
+}
+
+/// Why an activation ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeactivateReason {
+    Idle,
+    Shutdown,
+    Admin,
+    Migration,
+}
+
+/// The chain of calls a call belongs to (who waits on whom).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CallChain {
+    pub id: String,
+    pub actors: Vec<ActorId>,
+}
+
+/// Per-type options as an app asks for them; `None` means the daemon default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TypeSpec {
+    pub name: String,
+    pub idle_timeout: Option<Duration>,
+    pub max_mailbox: Option<usize>,
+    pub reentrant: bool,
+    pub state_mode: Option<StateMode>,
+    pub readonly_methods: Vec<String>,
+}
+
+/// Per-type options in force, defaults filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeOptions {
+    pub name: Arc<str>,
+    pub idle_timeout: Duration,
+    pub max_mailbox: usize,
+    pub reentrant: bool,
+    pub state_mode: StateMode,
+    pub readonly_methods: Vec<String>,
+}
+
+/// Metadata and call chain of a call; boxed because most calls carry neither.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallExtra {
+    pub metadata: Vec<(String, String)>,
+    pub chain: Option<CallChain>,
+}
+
+/// A call as a caller hands it to the runtime.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub actor: ActorId,
+    pub kind: TurnKind,
+    pub method: Arc<str>,
+    pub payload: Payload,
+    pub extra: Option<Box<CallExtra>>,
+    /// The caller's deadline; the runtime's default call timeout applies
+    /// when it is longer or absent.
+    pub timeout: Option<Duration>,
+}
+
+impl Call {
+    pub fn new(actor: ActorId, method: impl Into<Arc<str>>, payload: Payload) -> Self {
+        Self {
+            actor,
+            kind: TurnKind::Call,
+            method: method.into(),
+            payload,
+            extra: None,
+            timeout: None,
+        }
+    }
+}
+
+pub type StateMap = HashMap<String, Bytes>;
+
+/// A read-only, cheaply cloned view of an actor's state at one moment.
+///
+/// Copy-on-write: the runtime clones the map only when it changes state while
+/// a host still holds an older snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct StateSnapshot(pub(crate) Option<Arc<StateMap>>);
+
+impl StateSnapshot {
+    pub fn get(&self, key: &str) -> Option<&Bytes> {
+        self.0.as_ref()?.get(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |m| m.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Bytes)> {
+        self.0.iter().flat_map(|m| m.iter())
+    }
+
+    pub(crate) fn apply(&mut self, changes: &[StateChange]) {
+        if changes.is_empty() {
+            return;
+        }
+        let map = Arc::make_mut(self.0.get_or_insert_with(Default::default));
+        for change in changes {
+            match &change.value {
+                Some(v) => {
+                    map.insert(change.key.clone(), v.clone());
+                }
+                None => {
+                    map.remove(&change.key);
+                }
+            }
+        }
+    }
+}
+
+impl FromIterator<(String, Bytes)> for StateSnapshot {
+    fn from_iter<T: IntoIterator<Item = (String, Bytes)>>(iter: T) -> Self {
+        let map: StateMap = iter.into_iter().collect();
+        if map.is_empty() {
+            Self(None)
+        } else {
+            Self(Some(Arc::new(map)))
+        }
+    }
+}

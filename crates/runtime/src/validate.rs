@@ -1,0 +1,65 @@
+//! Input checks shared by every entry point (gRPC, in-process hosts).
+
+use crate::error::CallError;
+use crate::types::StateChange;
+
+/// Upper bound for actor types, ids, method and state key names.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// Checks a name: 1 to 256 bytes of UTF-8 with no control characters.
+pub fn name(what: &str, value: &str) -> Result<(), CallError> {
+    if value.is_empty() {
+        return Err(CallError::InvalidArgument(format!(
+            "{what} is empty; it must be 1 to {MAX_NAME_BYTES} bytes of UTF-8"
+        )));
+    }
+    if value.len() > MAX_NAME_BYTES {
+        return Err(CallError::InvalidArgument(format!(
+            "{what} is {} bytes; it must be at most {MAX_NAME_BYTES} bytes",
+            value.len()
+        )));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(CallError::InvalidArgument(format!(
+            "{what} {value:?} contains control characters; use printable UTF-8"
+        )));
+    }
+    Ok(())
+}
+
+pub fn payload(len: usize, limit: usize) -> Result<(), CallError> {
+    if len > limit {
+        return Err(CallError::InvalidArgument(format!(
+            "payload is {len} bytes; the limit is {limit} bytes (daemon flag --max-payload-bytes)"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks the state changes a host returned for a turn.
+pub fn state_changes(changes: &[StateChange], value_limit: usize) -> Result<(), CallError> {
+    for change in changes {
+        name("state key", &change.key)
+            .and_then(|()| payload(change.value.as_ref().map_or(0, |v| v.len()), value_limit))
+            .map_err(|e| {
+                CallError::InvalidArgument(format!(
+                    "the turn returned an invalid state change ({e}); its changes were discarded"
+                ))
+            })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_bounded_non_empty_and_printable() {
+        assert!(name("actor id", "c1").is_ok());
+        assert!(name("actor id", "bus/42 ünïcode").is_ok());
+        assert!(name("actor id", "").is_err());
+        assert!(name("actor id", &"x".repeat(257)).is_err());
+        assert!(name("actor id", "a\nb").is_err());
+    }
+}

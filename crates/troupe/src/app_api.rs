@@ -1,0 +1,329 @@
+//! `troupe.v1.AppHost`: an app's stream, seen by the runtime as an
+//! [`ActorHost`].
+//!
+//! Work for the app goes down the stream tagged with a call id; the handle
+//! that finishes it waits in `pending` until the app answers with that id.
+//! When the stream ends, every pending handle is dropped, which fails the
+//! turns it held with UNAVAILABLE, and the runtime unbinds the app's actors.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::{info, warn};
+use troupe_proto::v1 as pb;
+use troupe_runtime::{
+    ActivateDone, ActivateRequest, ActorHost, DeactivateDone, DeactivateReason, DeactivateRequest,
+    Runtime, TurnDone, TurnKind, TurnOutcome, TurnRequest,
+};
+
+use crate::convert;
+
+/// How long a new stream may take to send its Register message.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(30);
+
+type Outbound = mpsc::UnboundedSender<Result<pb::DaemonMessage, Status>>;
+
+/// Work handed to the app, waiting for its answer.
+enum Pending {
+    Activate(ActivateDone),
+    Turn(TurnDone),
+    Deactivate(DeactivateDone),
+}
+
+/// One connected app.
+struct AppConnection {
+    name: String,
+    /// Down the stream; `None` once the stream is closed, so late work is
+    /// refused at once instead of queueing for nobody.
+    outbound: Mutex<Option<Outbound>>,
+    pending: Mutex<HashMap<u64, Pending>>,
+    next_call_id: AtomicU64,
+}
+
+impl AppConnection {
+    /// Sends `message` with a fresh call id, parking `done` until the answer.
+    /// If the stream is gone, `done` is dropped, failing the work.
+    fn send(&self, done: Pending, message: impl FnOnce(u64) -> pb::daemon_message::Kind) {
+        let call_id = self.next_call_id.fetch_add(1, Ordering::Relaxed);
+        let outbound = self.outbound.lock();
+        let Some(tx) = outbound.as_ref() else {
+            drop(outbound);
+            drop(done);
+            return;
+        };
+        self.pending.lock().insert(call_id, done);
+        let sent = tx.send(Ok(pb::DaemonMessage {
+            kind: Some(message(call_id)),
+        }));
+        drop(outbound);
+        if sent.is_err() {
+            let parked = self.pending.lock().remove(&call_id);
+            drop(parked);
+        }
+    }
+
+    /// Ends the stream (with `error` as its status, if any) and fails all
+    /// work still waiting on the app.
+    fn close(&self, error: Option<Status>) {
+        if let Some(tx) = self.outbound.lock().take() {
+            if let Some(status) = error {
+                let _ = tx.send(Err(status));
+            }
+        }
+        let pending = std::mem::take(&mut *self.pending.lock());
+        drop(pending);
+    }
+
+    fn take(&self, call_id: u64) -> Option<Pending> {
+        self.pending.lock().remove(&call_id)
+    }
+}
+
+impl ActorHost for AppConnection {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn activate(&self, request: ActivateRequest, done: ActivateDone) {
+        let state = request
+            .state
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let actor = Some(convert::actor_ref(&request.actor));
+        self.send(Pending::Activate(done), move |call_id| {
+            pb::daemon_message::Kind::Activate(pb::Activate {
+                call_id,
+                actor,
+                state,
+            })
+        });
+    }
+
+    fn turn(&self, request: TurnRequest, done: TurnDone) {
+        let (metadata, chain) = convert::extra_to_pb(request.extra);
+        let kind = match request.kind {
+            TurnKind::Call => pb::TurnKind::Call,
+            TurnKind::Reminder => pb::TurnKind::Reminder,
+            TurnKind::Timer => pb::TurnKind::Timer,
+            TurnKind::Alarm => pb::TurnKind::Alarm,
+        } as i32;
+        let turn = pb::Turn {
+            call_id: 0,
+            actor: Some(convert::actor_ref(&request.actor)),
+            kind,
+            name: request.name.to_string(),
+            payload: Some(convert::payload_to_pb(request.payload)),
+            metadata,
+            chain,
+        };
+        self.send(Pending::Turn(done), move |call_id| {
+            pb::daemon_message::Kind::Turn(pb::Turn { call_id, ..turn })
+        });
+    }
+
+    fn deactivate(&self, request: DeactivateRequest, done: DeactivateDone) {
+        let reason = match request.reason {
+            DeactivateReason::Idle => pb::deactivate::Reason::Idle,
+            DeactivateReason::Shutdown => pb::deactivate::Reason::Shutdown,
+            DeactivateReason::Admin => pb::deactivate::Reason::Admin,
+            DeactivateReason::Migration => pb::deactivate::Reason::Migration,
+        } as i32;
+        let actor = Some(convert::actor_ref(&request.actor));
+        self.send(Pending::Deactivate(done), move |call_id| {
+            pb::daemon_message::Kind::Deactivate(pb::Deactivate {
+                call_id,
+                actor,
+                reason,
+            })
+        });
+    }
+}
+
+/// The service; keeps every live connection so shutdown can end them.
+#[derive(Clone)]
+pub struct AppApi {
+    runtime: Runtime,
+    connections: Arc<Mutex<HashMap<u64, Arc<AppConnection>>>>,
+}
+
+impl std::fmt::Debug for AppApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppApi").finish_non_exhaustive()
+    }
+}
+
+impl AppApi {
+    pub fn new(runtime: Runtime) -> Self {
+        Self {
+            runtime,
+            connections: Arc::default(),
+        }
+    }
+
+    /// Ends every app stream; apps see the stream close and reconnect later.
+    pub fn close_all(&self) {
+        let connections: Vec<_> = self.connections.lock().drain().map(|(_, c)| c).collect();
+        for connection in connections {
+            connection.close(None);
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl pb::app_host_server::AppHost for AppApi {
+    type AttachStream = UnboundedReceiverStream<Result<pb::DaemonMessage, Status>>;
+
+    async fn attach(
+        &self,
+        request: Request<Streaming<pb::AppMessage>>,
+    ) -> Result<Response<Self::AttachStream>, Status> {
+        let mut inbound = request.into_inner();
+        let first = tokio::time::timeout(REGISTER_TIMEOUT, inbound.message())
+            .await
+            .map_err(|_| {
+                Status::deadline_exceeded(format!(
+                    "no Register message within {REGISTER_TIMEOUT:?} of opening the app stream"
+                ))
+            })??;
+        let register = match first.and_then(|m| m.kind) {
+            Some(pb::app_message::Kind::Register(r)) => r,
+            _ => {
+                return Err(Status::failed_precondition(
+                    "the first message on the app stream must be Register (app_name, types)",
+                ))
+            }
+        };
+        let name = if register.app_name.is_empty() {
+            "unnamed-app".to_owned()
+        } else {
+            register.app_name
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let connection = Arc::new(AppConnection {
+            name: name.clone(),
+            outbound: Mutex::new(Some(tx.clone())),
+            pending: Mutex::new(HashMap::new()),
+            next_call_id: AtomicU64::new(1),
+        });
+        let specs = register.types.into_iter().map(convert::type_spec).collect();
+        let registration = self
+            .runtime
+            .register_host(connection.clone(), specs)
+            .map_err(convert::status_of)?;
+        let host_id = registration.host_id;
+        let registered = pb::DaemonMessage {
+            kind: Some(pb::daemon_message::Kind::Registered(pb::Registered {
+                types: registration
+                    .types
+                    .iter()
+                    .map(|t| convert::type_options_to_pb(t))
+                    .collect(),
+                daemon_version: env!("CARGO_PKG_VERSION").to_owned(),
+            })),
+        };
+        // The receiver is alive (held below), so this cannot fail.
+        let _ = tx.send(Ok(registered));
+        self.connections.lock().insert(host_id, connection.clone());
+        info!(app = %name, sdk = %register.sdk, host_id, "app attached");
+
+        let runtime = self.runtime.clone();
+        let connections = self.connections.clone();
+        tokio::spawn(async move {
+            let error = read_answers(&connection, &mut inbound).await.err();
+            if let Some(status) = &error {
+                warn!(app = %connection.name, host_id, error = %status.message(), "app stream failed");
+            } else {
+                info!(app = %connection.name, host_id, "app detached");
+            }
+            connection.close(error);
+            connections.lock().remove(&host_id);
+            runtime.unregister_host(host_id);
+        });
+        Ok(Response::new(UnboundedReceiverStream::new(rx)))
+    }
+}
+
+/// Matches the app's answers to pending work until the stream ends. An
+/// answer that breaks the protocol ends the stream with a status saying why.
+async fn read_answers(
+    connection: &AppConnection,
+    inbound: &mut Streaming<pb::AppMessage>,
+) -> Result<(), Status> {
+    use pb::app_message::Kind;
+    loop {
+        let message = match inbound.message().await {
+            Ok(Some(m)) => m,
+            Ok(None) => return Ok(()),
+            // The app went away or sent bytes that are not an AppMessage.
+            Err(status) => {
+                return Err(Status::invalid_argument(format!(
+                    "app stream broke: {}",
+                    status.message()
+                )))
+            }
+        };
+        match message.kind {
+            Some(Kind::Activated(a)) => match connection.take(a.call_id) {
+                Some(Pending::Activate(done)) => {
+                    let changes = convert::state_changes(a.changes)?;
+                    done.finish(match a.error {
+                        Some(f) => Err(convert::failure(f)),
+                        None => Ok(changes),
+                    });
+                }
+                other => return Err(unexpected(a.call_id, "ActivateResult", other)),
+            },
+            Some(Kind::TurnResult(t)) => match connection.take(t.call_id) {
+                Some(Pending::Turn(done)) => {
+                    let changes = convert::state_changes(t.changes)?;
+                    let result = match t.outcome {
+                        Some(pb::turn_result::Outcome::Reply(p)) => Ok(convert::payload(Some(p))),
+                        Some(pb::turn_result::Outcome::Error(f)) => Err(convert::failure(f)),
+                        None => Err(troupe_runtime::ActorFailure {
+                            ty: "ProtocolError".into(),
+                            message: "the app answered the turn with neither a reply nor an error"
+                                .into(),
+                            details: String::new(),
+                        }),
+                    };
+                    done.finish(TurnOutcome { result, changes });
+                }
+                other => return Err(unexpected(t.call_id, "TurnResult", other)),
+            },
+            Some(Kind::Deactivated(d)) => match connection.take(d.call_id) {
+                Some(Pending::Deactivate(done)) => done.finish(convert::state_changes(d.changes)?),
+                other => return Err(unexpected(d.call_id, "DeactivateResult", other)),
+            },
+            Some(Kind::Register(_)) => {
+                return Err(Status::failed_precondition(
+                    "Register was sent twice on one stream; open a new stream to register again",
+                ))
+            }
+            None => {
+                return Err(Status::invalid_argument(
+                    "empty AppMessage: set one of activated, turn_result, deactivated",
+                ))
+            }
+        }
+    }
+}
+
+fn unexpected(call_id: u64, got: &str, pending: Option<Pending>) -> Status {
+    let waiting = match pending {
+        None => "nothing".to_owned(),
+        Some(Pending::Activate(_)) => "an ActivateResult".to_owned(),
+        Some(Pending::Turn(_)) => "a TurnResult".to_owned(),
+        Some(Pending::Deactivate(_)) => "a DeactivateResult".to_owned(),
+    };
+    Status::invalid_argument(format!(
+        "{got} for call_id {call_id}, but that call id waits for {waiting}; answer each \
+         daemon message once, with its own call_id and kind"
+    ))
+}

@@ -1,0 +1,199 @@
+//! `troupe serve` settings: flags override the config file, which overrides
+//! the built-in defaults.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Deserialize;
+use troupe_runtime::{RuntimeConfig, StateMode};
+
+/// Flags of `troupe serve`. Every setting can also come from `--config`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServeArgs {
+    /// TOML file with any of the settings below (flag names with `_`).
+    #[arg(long, env = "TROUPE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address for the gRPC API [default: 127.0.0.1:7420]; port 0 picks a free one.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Directory for the embedded state store [default: ./troupe-data].
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// State store: `sled` (under --data-dir) or `memory` (nothing survives) [default: sled].
+    #[arg(long)]
+    pub store: Option<String>,
+    /// Largest payload or state value in bytes [default: 4194304].
+    #[arg(long)]
+    pub max_payload_bytes: Option<usize>,
+    /// Calls queued or running in the daemon before RESOURCE_EXHAUSTED [default: 100000].
+    #[arg(long)]
+    pub max_pending_calls: Option<usize>,
+    /// Default per-actor mailbox bound, for types that set none [default: 1000].
+    #[arg(long)]
+    pub max_mailbox: Option<usize>,
+    /// Default idle time before an actor is deactivated [default: 10m].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub idle_timeout: Option<Duration>,
+    /// Longest any call may take [default: 60s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub call_timeout: Option<Duration>,
+    /// How long calls wait for an app to register their type [default: 10s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub host_wait: Option<Duration>,
+    /// Write-behind flush interval [default: 1s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub flush_interval: Option<Duration>,
+    /// Dirty bytes that trigger an early flush [default: 16777216].
+    #[arg(long)]
+    pub flush_max_dirty_bytes: Option<usize>,
+    /// How long a graceful shutdown waits for turns and deactivations [default: 30s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Option<Duration>,
+    /// Turn dispatch workers [default: number of CPUs].
+    #[arg(long)]
+    pub workers: Option<usize>,
+}
+
+/// The same settings as read from a TOML file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<SocketAddr>,
+    data_dir: Option<PathBuf>,
+    store: Option<String>,
+    max_payload_bytes: Option<usize>,
+    max_pending_calls: Option<usize>,
+    max_mailbox: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    idle_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    call_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    host_wait: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    flush_interval: Option<Duration>,
+    flush_max_dirty_bytes: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    shutdown_grace: Option<Duration>,
+    workers: Option<usize>,
+}
+
+/// Which state store to open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    Sled(PathBuf),
+    Memory,
+}
+
+/// Everything `serve` needs, resolved.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub store: StoreKind,
+    pub runtime: RuntimeConfig,
+}
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
+
+impl ServeArgs {
+    pub fn resolve(&self) -> anyhow::Result<ServeConfig> {
+        let file = match &self.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        let mut runtime = RuntimeConfig::default();
+        macro_rules! pick {
+            ($field:ident, $target:expr) => {
+                if let Some(v) = self.$field.clone().or(file.$field.clone()) {
+                    $target = v;
+                }
+            };
+        }
+        pick!(max_payload_bytes, runtime.max_payload_bytes);
+        pick!(max_pending_calls, runtime.max_pending_calls);
+        pick!(max_mailbox, runtime.default_max_mailbox);
+        pick!(idle_timeout, runtime.default_idle_timeout);
+        pick!(call_timeout, runtime.call_timeout);
+        pick!(host_wait, runtime.host_wait);
+        pick!(flush_interval, runtime.flush_interval);
+        pick!(flush_max_dirty_bytes, runtime.flush_max_dirty_bytes);
+        pick!(shutdown_grace, runtime.shutdown_grace);
+        pick!(workers, runtime.workers);
+        runtime.default_state_mode = StateMode::WriteBehind;
+
+        let listen = match self.listen.or(file.listen) {
+            Some(a) => a,
+            None => DEFAULT_LISTEN.parse().context("built-in listen address")?,
+        };
+        let data_dir = self
+            .data_dir
+            .clone()
+            .or(file.data_dir)
+            .unwrap_or_else(|| PathBuf::from("troupe-data"));
+        let store = match self.store.clone().or(file.store).as_deref() {
+            None | Some("sled") => StoreKind::Sled(data_dir),
+            Some("memory") => StoreKind::Memory,
+            Some(other) => anyhow::bail!(
+                "unknown --store {other:?}; use `sled` (the default, under --data-dir) or `memory`"
+            ),
+        };
+        Ok(ServeConfig {
+            listen,
+            store,
+            runtime,
+        })
+    }
+}
+
+fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| {
+        format!(
+            "config file {} is not valid: settings are the `serve` flag names with `_` \
+             (e.g. listen = \"127.0.0.1:7420\", flush_interval = \"500ms\")",
+            path.display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file_which_overrides_defaults() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("troupe.toml");
+        std::fs::write(
+            &path,
+            "listen = \"127.0.0.1:9000\"\nflush_interval = \"250ms\"\nmax_mailbox = 7\n",
+        )?;
+        let args = ServeArgs {
+            config: Some(path),
+            max_mailbox: Some(9),
+            ..ServeArgs::default()
+        };
+        let cfg = args.resolve()?;
+        assert_eq!(cfg.listen.port(), 9000);
+        assert_eq!(cfg.runtime.flush_interval, Duration::from_millis(250));
+        assert_eq!(cfg.runtime.default_max_mailbox, 9);
+        assert_eq!(cfg.store, StoreKind::Sled(PathBuf::from("troupe-data")));
+        Ok(())
+    }
+
+    #[test]
+    fn unknown_settings_are_refused() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("troupe.toml");
+        std::fs::write(&path, "flush_intervall = \"1s\"\n")?;
+        let args = ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        };
+        assert!(args.resolve().is_err());
+        Ok(())
+    }
+}
