@@ -13,7 +13,7 @@
 //! thread that moves an activation out of Idle starts its turn, which is what
 //! makes turns one at a time per actor.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -107,6 +107,10 @@ pub(crate) struct Shared {
     /// Taken by `start`.
     worker_queues: Mutex<Vec<mpsc::UnboundedReceiver<Arc<Activation>>>>,
     started_at: Instant,
+    /// Milliseconds since start, refreshed by the sweeper: idle tracking
+    /// needs no more precision than the sweep period, and reading it costs
+    /// nothing on the turn path.
+    coarse_now_ms: AtomicU64,
     shutting_down: AtomicBool,
     /// Signals the background tasks (flusher, sweeper) to end.
     stop: Arc<Notify>,
@@ -145,6 +149,7 @@ impl Runtime {
             workers,
             worker_queues: Mutex::new(queues),
             started_at: Instant::now(),
+            coarse_now_ms: AtomicU64::new(0),
             shutting_down: AtomicBool::new(false),
             stop: Arc::new(Notify::new()),
             changed: Notify::new(),
@@ -418,6 +423,10 @@ impl Shared {
         self.started_at.elapsed().as_millis() as u64
     }
 
+    fn coarse_now_ms(&self) -> u64 {
+        self.coarse_now_ms.load(Ordering::Relaxed)
+    }
+
     fn schedule(&self, act: Arc<Activation>) {
         // Spread by address: stable per activation, even across workers.
         let worker = (Arc::as_ptr(&act) as usize >> 6) % self.workers.len();
@@ -499,7 +508,16 @@ impl Shared {
                     .collect(),
             });
         }
-        Ok(Activation::new(id.clone(), self.now_ms()))
+        // Keep the registry's copy of the type name: every activation of the
+        // type then shares one string that stays in cache for comparisons.
+        let id = match self.hosts.options(&id.ty) {
+            Some(options) => ActorId {
+                ty: options.name.clone(),
+                id: id.id.clone(),
+            },
+            None => id.clone(),
+        };
+        Ok(Activation::new(id, self.coarse_now_ms()))
     }
 
     /// A worker picked `act` off its run queue.
@@ -619,7 +637,7 @@ impl Shared {
                     self.flusher.mark_dirty(&act, &mut in_list, bytes);
                     inner.in_dirty_list = in_list;
                 }
-                inner.last_active_ms = self.now_ms();
+                inner.last_active_ms = self.coarse_now_ms();
                 if inner.host_lost {
                     inner.status = Status::Deactivating;
                     drop(inner);
@@ -710,7 +728,7 @@ impl Shared {
             Err(e) => Err(e),
         };
         inner.turns += 1;
-        inner.last_active_ms = self.now_ms();
+        inner.last_active_ms = self.coarse_now_ms();
         let mut deactivate = false;
         let mut wake = false;
         if inner.host_lost {
@@ -823,6 +841,7 @@ impl Shared {
                 return;
             }
             let now = self.now_ms();
+            self.coarse_now_ms.store(now, Ordering::Relaxed);
             let default_idle = self.config.default_idle_timeout;
             let mut expired = Vec::new();
             self.directory.for_each(|act| {
@@ -834,7 +853,10 @@ impl Shared {
                     .binding
                     .as_ref()
                     .map_or(default_idle, |b| b.options.idle_timeout);
-                if now.saturating_sub(inner.last_active_ms) < idle.as_millis() as u64
+                // last_active_ms lags real time by up to one period (coarse
+                // clock); adding it means no actor goes before its timeout.
+                let needed = (idle + period).as_millis() as u64;
+                if now.saturating_sub(inner.last_active_ms) < needed
                     || !inner.mailbox.is_empty()
                     || inner.scheduled
                 {

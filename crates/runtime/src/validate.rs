@@ -19,7 +19,12 @@ pub fn name(what: &str, value: &str) -> Result<(), CallError> {
             value.len()
         )));
     }
-    if value.chars().any(char::is_control) {
+    let control = if value.is_ascii() {
+        value.bytes().any(|b| b.is_ascii_control())
+    } else {
+        value.chars().any(char::is_control)
+    };
+    if control {
         return Err(CallError::InvalidArgument(format!(
             "{what} {value:?} contains control characters; use printable UTF-8"
         )));

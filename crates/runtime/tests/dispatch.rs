@@ -1,0 +1,268 @@
+//! The dispatch path with an in-process host: turn order, bounds, state,
+//! deactivation and flushing, with no sockets involved.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use troupe_placement::SingleNode;
+use troupe_runtime::{
+    ActorId, Call, CallError, FnHost, Payload, Runtime, RuntimeConfig, StateChange, StateMode,
+    TurnOutcome, TurnRequest, TypeSpec,
+};
+use troupe_storage::{MemoryStore, StateStore};
+
+fn counter_turn(req: TurnRequest) -> TurnOutcome {
+    let count: u64 = req
+        .state
+        .get("count")
+        .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
+        .unwrap_or(0);
+    let next = if &*req.name == "incr" {
+        count + 1
+    } else {
+        count
+    };
+    let changes = if next != count {
+        vec![StateChange::set("count", next.to_string())]
+    } else {
+        Vec::new()
+    };
+    TurnOutcome {
+        result: Ok(Payload::json(next.to_string())),
+        changes,
+    }
+}
+
+fn runtime(store: Arc<MemoryStore>, config: RuntimeConfig) -> Runtime {
+    let rt = Runtime::create(config, store, Arc::new(SingleNode)).unwrap_or_else(|e| panic!("{e}"));
+    rt.start();
+    rt
+}
+
+fn spec(name: &str) -> TypeSpec {
+    TypeSpec {
+        name: name.into(),
+        ..TypeSpec::default()
+    }
+}
+
+fn call(id: &str, method: &str) -> Call {
+    Call::new(ActorId::new("counter", id), method, Payload::default())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_on_one_actor_run_one_at_a_time() -> Result<(), CallError> {
+    let store = Arc::new(MemoryStore::new());
+    let rt = runtime(store, RuntimeConfig::default());
+    let in_turn = Arc::new(AtomicUsize::new(0));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let (i, o) = (in_turn.clone(), overlaps.clone());
+    let host = FnHost::new("test", move |req| {
+        if i.fetch_add(1, Ordering::SeqCst) != 0 {
+            o.fetch_add(1, Ordering::SeqCst);
+        }
+        std::thread::yield_now();
+        let out = counter_turn(req);
+        i.fetch_sub(1, Ordering::SeqCst);
+        out
+    });
+    rt.register_host(Arc::new(host), vec![spec("counter")])?;
+    let calls = (0..200).map(|_| {
+        let rt = rt.clone();
+        async move { rt.invoke(call("c1", "incr")).await }
+    });
+    futures_join_all(calls).await?;
+    let result = rt.invoke(call("c1", "get")).await?;
+    assert_eq!(result.data, Bytes::from_static(b"200"));
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_full_mailbox_answers_overloaded() -> Result<(), CallError> {
+    let store = Arc::new(MemoryStore::new());
+    let rt = runtime(store, RuntimeConfig::default());
+    // A host that never answers keeps the first call running forever.
+    let parked = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let p = parked.clone();
+    struct Parking(Arc<parking_lot::Mutex<Vec<troupe_runtime::TurnDone>>>);
+    impl troupe_runtime::ActorHost for Parking {
+        fn name(&self) -> &str {
+            "parking"
+        }
+        fn activate(&self, _: troupe_runtime::ActivateRequest, done: troupe_runtime::ActivateDone) {
+            done.finish(Ok(Vec::new()));
+        }
+        fn turn(&self, _: TurnRequest, done: troupe_runtime::TurnDone) {
+            self.0.lock().push(done);
+        }
+        fn deactivate(
+            &self,
+            _: troupe_runtime::DeactivateRequest,
+            done: troupe_runtime::DeactivateDone,
+        ) {
+            done.finish(Vec::new());
+        }
+    }
+    let mut s = spec("counter");
+    s.max_mailbox = Some(2);
+    rt.register_host(Arc::new(Parking(p)), vec![s])?;
+    rt.tell(call("c1", "incr"))?;
+    // Wait until the first call is running, so the next two are queued.
+    while parked.lock().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    rt.tell(call("c1", "incr"))?;
+    rt.tell(call("c1", "incr"))?;
+    match rt.tell(call("c1", "incr")) {
+        Err(CallError::Overloaded(m)) => assert!(m.contains("mailbox"), "{m}"),
+        other => panic!("expected Overloaded, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn idle_actors_are_deactivated_and_their_state_flushed() -> Result<(), CallError> {
+    let store = Arc::new(MemoryStore::new());
+    let config = RuntimeConfig {
+        flush_interval: Duration::from_secs(3600),
+        ..RuntimeConfig::default()
+    };
+    let rt = runtime(store.clone(), config);
+    let mut s = spec("counter");
+    s.idle_timeout = Some(Duration::from_millis(30));
+    rt.register_host(Arc::new(FnHost::new("test", counter_turn)), vec![s])?;
+    rt.invoke(call("c1", "incr")).await?;
+    // Only deactivation can have written it: the interval is an hour.
+    loop {
+        let stored = store
+            .load("counter", "c1")
+            .await
+            .map_err(|e| CallError::Internal(e.to_string()))?;
+        if !stored.is_empty() {
+            assert_eq!(
+                stored,
+                vec![("count".to_string(), Bytes::from_static(b"1"))]
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(rt.list_actors(None, None, 10).is_empty() || rt.status().active_actors <= 1);
+    // Reactivation loads the flushed state.
+    assert_eq!(
+        rt.invoke(call("c1", "incr")).await?.data,
+        Bytes::from_static(b"2")
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn durable_replies_wait_for_the_store() -> Result<(), CallError> {
+    let store = Arc::new(MemoryStore::new());
+    let config = RuntimeConfig {
+        flush_interval: Duration::from_secs(3600),
+        ..RuntimeConfig::default()
+    };
+    let rt = runtime(store.clone(), config);
+    let mut s = spec("counter");
+    s.state_mode = Some(StateMode::Durable);
+    rt.register_host(Arc::new(FnHost::new("test", counter_turn)), vec![s])?;
+    rt.invoke(call("c1", "incr")).await?;
+    // Acknowledged means stored, even though the flush interval is an hour.
+    let stored = store
+        .load("counter", "c1")
+        .await
+        .map_err(|e| CallError::Internal(e.to_string()))?;
+    assert_eq!(
+        stored,
+        vec![("count".to_string(), Bytes::from_static(b"1"))]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn write_behind_coalesces_hot_keys_and_shutdown_flushes() -> Result<(), CallError> {
+    let store = Arc::new(MemoryStore::new());
+    let config = RuntimeConfig {
+        flush_interval: Duration::from_secs(3600),
+        ..RuntimeConfig::default()
+    };
+    let rt = runtime(store.clone(), config);
+    rt.register_host(
+        Arc::new(FnHost::new("test", counter_turn)),
+        vec![spec("counter")],
+    )?;
+    for _ in 0..100 {
+        rt.invoke(call("c1", "incr")).await?;
+    }
+    assert_eq!(store.key_writes(), 0, "write-behind wrote before a flush");
+    rt.shutdown().await;
+    assert_eq!(
+        store.key_writes(),
+        1,
+        "100 updates of one key should be one write"
+    );
+    let stored = store
+        .load("counter", "c1")
+        .await
+        .map_err(|e| CallError::Internal(e.to_string()))?;
+    assert_eq!(
+        stored,
+        vec![("count".to_string(), Bytes::from_static(b"100"))]
+    );
+    assert!(matches!(
+        rt.tell(call("c1", "incr")),
+        Err(CallError::Unavailable(_))
+    ));
+    Ok(())
+}
+
+#[tokio::test]
+async fn unknown_types_and_bad_names_are_refused() -> Result<(), CallError> {
+    let store = Arc::new(MemoryStore::new());
+    let config = RuntimeConfig {
+        host_wait: Duration::ZERO,
+        max_payload_bytes: 8,
+        ..RuntimeConfig::default()
+    };
+    let rt = runtime(store, config);
+    rt.register_host(
+        Arc::new(FnHost::new("test", counter_turn)),
+        vec![spec("counter")],
+    )?;
+    let unknown = Call::new(ActorId::new("nope", "x"), "m", Payload::default());
+    match rt.invoke(unknown).await {
+        Err(e @ CallError::UnknownType { .. }) => assert!(e.to_string().contains("counter")),
+        other => panic!("expected UnknownType, got {other:?}"),
+    }
+    assert!(matches!(
+        rt.invoke(call("", "incr")).await,
+        Err(CallError::InvalidArgument(_))
+    ));
+    let big = Call::new(
+        ActorId::new("counter", "c"),
+        "incr",
+        Payload::json("123456789"),
+    );
+    assert!(matches!(
+        rt.invoke(big).await,
+        Err(CallError::InvalidArgument(_))
+    ));
+    Ok(())
+}
+
+async fn futures_join_all<F, T>(futures: impl Iterator<Item = F>) -> Result<Vec<T>, CallError>
+where
+    F: std::future::Future<Output = Result<T, CallError>> + Send + 'static,
+    T: Send + 'static,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.map_err(|e| CallError::Internal(e.to_string()))??);
+    }
+    Ok(out)
+}
