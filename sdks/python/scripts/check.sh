@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Static checks and tests of the Python SDK, its example and its benchmark.
+# Assumes an active virtualenv with: pip install -e 'sdks/python[dev]'
+# Integration tests use $TROUPE_BIN (default target/debug/troupe); without a
+# built daemon they are skipped, and the unit tests still run.
+set -euo pipefail
+sdk="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo="$(cd "$sdk/../.." && pwd)"
+cd "$sdk"
+
+python_dirs=(src tests scripts "$repo/examples/python" "$repo/bench/python")
+echo "== ruff check"; ruff check --config pyproject.toml "${python_dirs[@]}"
+echo "== ruff format --check"; ruff format --check --config pyproject.toml "${python_dirs[@]}"
+echo "== mypy --strict"; mypy --strict src "$repo/examples/python" "$repo/bench/python"
+echo "== pytest"; python -m pytest "$@"

@@ -1,0 +1,59 @@
+"""Troupe: virtual actors hosted by the ``troupe`` sidecar daemon.
+
+Host actors::
+
+    @troupe.actor("counter")
+    class Counter(troupe.Actor):
+        @troupe.method
+        async def incr(self, by: int = 1) -> int:
+            self.state["count"] = self.state.get("count", 0) + by
+            return self.state["count"]
+
+    troupe.App(actors=[Counter]).run_forever()
+
+Call them::
+
+    async with troupe.Client() as client:
+        await client.actor("counter", "c1").incr(by=5)
+"""
+
+from ._actor import Actor, actor, method
+from ._app import App
+from ._caller import ActorProxy
+from ._client import Client, SyncActorProxy, SyncClient
+from ._context import Context
+from ._errors import (
+    ActorError,
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Overloaded,
+    TroupeError,
+    Unavailable,
+)
+from ._state import State
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Actor",
+    "ActorError",
+    "ActorProxy",
+    "App",
+    "Client",
+    "Context",
+    "DeadlineExceeded",
+    "FailedPrecondition",
+    "InvalidArgument",
+    "NotFound",
+    "Overloaded",
+    "State",
+    "SyncActorProxy",
+    "SyncClient",
+    "TroupeError",
+    "Unavailable",
+    "__version__",
+    "actor",
+    "method",
+]

@@ -1,0 +1,225 @@
+"""Declaring actor types: the Actor base class and the @actor / @method decorators."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+
+from ._proto.troupe.v1 import app_pb2, common_pb2
+from ._state import State
+
+if TYPE_CHECKING:
+    from ._context import Context
+
+StateModeName = Literal["write_behind", "durable"]
+_STATE_MODES: dict[str | None, common_pb2.StateMode] = {
+    None: common_pb2.STATE_MODE_UNSPECIFIED,
+    "write_behind": common_pb2.STATE_MODE_WRITE_BEHIND,
+    "durable": common_pb2.STATE_MODE_DURABLE,
+}
+_METHOD_ATTR = "__troupe_method__"
+_SPEC_ATTR = "__troupe_actor__"
+
+F = TypeVar("F", bound=Callable[..., Any])
+A = TypeVar("A", bound="type[Actor]")
+
+
+@dataclass(frozen=True)
+class _MethodInfo:
+    name: str
+    readonly: bool
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    """What @actor recorded about a class: its type name, options and callable methods."""
+
+    name: str
+    cls: type[Actor]
+    methods: dict[str, str]  # wire name -> attribute name
+    readonly: frozenset[str]
+    idle_timeout_ms: int = 0
+    max_mailbox: int = 0
+    reentrant: bool = False
+    state_mode: common_pb2.StateMode = common_pb2.STATE_MODE_UNSPECIFIED
+    turn_timeout_ms: int = 0
+
+    def to_proto(self) -> app_pb2.ActorTypeSpec:
+        return app_pb2.ActorTypeSpec(
+            name=self.name,
+            idle_timeout_ms=self.idle_timeout_ms,
+            max_mailbox=self.max_mailbox,
+            reentrant=self.reentrant,
+            state_mode=self.state_mode,
+            readonly_methods=sorted(self.readonly),
+            turn_timeout_ms=self.turn_timeout_ms,
+        )
+
+
+class Actor:
+    """Base class of actor types; decorate subclasses with :func:`actor`.
+
+    The SDK creates one instance per active actor id. Set up per-actor data in
+    :meth:`on_activate`, where ``self.id``, ``self.state`` and ``self.ctx`` are
+    available (they are not yet in ``__init__``).
+    """
+
+    _troupe_id: str
+    _troupe_state: State
+    _troupe_ctx: Context
+
+    @property
+    def id(self) -> str:
+        """The id of this actor (the part of the address after the type)."""
+        return self._troupe_id
+
+    @property
+    def state(self) -> State:
+        """This actor's persistent state, a dict of JSON-serialisable values."""
+        return self._troupe_state
+
+    @property
+    def ctx(self) -> Context:
+        """Calls to other actors from inside a turn."""
+        return self._troupe_ctx
+
+    def on_activate(self) -> Any:
+        """Called (sync or async) after the state is loaded, before the first turn."""
+        return None
+
+    def on_deactivate(self) -> Any:
+        """Called (sync or async) before the instance is dropped; state changes are kept."""
+        return None
+
+
+def _millis(value: float | timedelta | None, what: str) -> int:
+    if value is None:
+        return 0
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds <= 0:
+        raise ValueError(f"{what} must be positive (seconds or timedelta), got {value!r}")
+    return max(1, round(seconds * 1000))
+
+
+_NAME_RE = re.compile(r"^[^\s/]{1,256}$")
+
+
+def actor(
+    name: str,
+    *,
+    idle_timeout: float | timedelta | None = None,
+    state: StateModeName | None = None,
+    max_mailbox: int | None = None,
+    reentrant: bool = False,
+    turn_timeout: float | timedelta | None = None,
+) -> Callable[[A], A]:
+    """Declare an :class:`Actor` subclass as the actor type ``name``.
+
+    Args:
+        name: the type name clients use, e.g. ``"counter"``.
+        idle_timeout: seconds (or a timedelta) without a turn before the actor is deactivated.
+        state: ``"write_behind"`` (reply at once, flush in batches) or ``"durable"``
+            (reply only once the turn's writes are stored). None: the daemon's default.
+        max_mailbox: calls queued per actor before callers get :class:`Overloaded`.
+        reentrant: let a call chain re-enter this actor (A -> B -> A).
+        turn_timeout: upper bound for one turn, in seconds or a timedelta.
+
+    Options left as None use the daemon's defaults.
+    """
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ValueError(
+            f"actor type name must be 1-256 characters without spaces or '/', got {name!r}"
+        )
+    if state not in _STATE_MODES:
+        raise ValueError(f"state must be 'write_behind' or 'durable', got {state!r}")
+    if max_mailbox is not None and max_mailbox <= 0:
+        raise ValueError(f"max_mailbox must be a positive int, got {max_mailbox!r}")
+
+    def wrap(cls: A) -> A:
+        if not (isinstance(cls, type) and issubclass(cls, Actor)):
+            raise TypeError(f"@troupe.actor({name!r}) must decorate a subclass of troupe.Actor")
+        methods: dict[str, str] = {}
+        readonly: set[str] = set()
+        for klass in reversed(cls.__mro__):
+            for attr, value in vars(klass).items():
+                info = getattr(value, _METHOD_ATTR, None)
+                if isinstance(info, _MethodInfo):
+                    methods[info.name] = attr
+                    if info.readonly:
+                        readonly.add(info.name)
+                    else:
+                        readonly.discard(info.name)
+        if not methods:
+            raise TypeError(
+                f"actor type {name!r} ({cls.__qualname__}) has no @troupe.method methods"
+            )
+        spec = ActorSpec(
+            name=name,
+            cls=cls,
+            methods=methods,
+            readonly=frozenset(readonly),
+            idle_timeout_ms=_millis(idle_timeout, "idle_timeout"),
+            max_mailbox=max_mailbox or 0,
+            reentrant=reentrant,
+            state_mode=_STATE_MODES[state],
+            turn_timeout_ms=_millis(turn_timeout, "turn_timeout"),
+        )
+        setattr(cls, _SPEC_ATTR, spec)
+        return cls
+
+    return wrap
+
+
+@overload
+def method(fn: F, /) -> F: ...
+@overload
+def method(*, name: str | None = None, readonly: bool = False) -> Callable[[F], F]: ...
+
+
+def method(
+    fn: F | None = None, /, *, name: str | None = None, readonly: bool = False
+) -> F | Callable[[F], F]:
+    """Expose an actor method to callers (``async def`` or plain ``def``).
+
+    Use bare (``@troupe.method``) or with options:
+
+    Args:
+        name: the name callers use; defaults to the function's name.
+        readonly: the method never changes ``self.state``, so the daemon may run it
+            concurrently with other read-only calls of the same actor. Its turn
+            sends no state changes; don't modify state in it.
+    """
+
+    def wrap(f: F) -> F:
+        if not callable(f):
+            raise TypeError("@troupe.method must decorate a function")
+        wire = name or f.__name__
+        if wire.startswith("_"):
+            raise ValueError(f"method names must not start with '_': {wire!r}")
+        setattr(f, _METHOD_ATTR, _MethodInfo(wire, readonly))
+        return f
+
+    if fn is not None:
+        return wrap(fn)
+    return wrap
+
+
+def spec_of(cls: type[Actor]) -> ActorSpec:
+    """Return the ActorSpec recorded by @actor, or explain how to add it."""
+    spec = cls.__dict__.get(_SPEC_ATTR)
+    if not isinstance(spec, ActorSpec):
+        raise TypeError(
+            f"{cls.__qualname__} is not an actor type: decorate it with @troupe.actor('name')"
+        )
+    return spec
+
+
+async def maybe_await(value: Any) -> Any:
+    """Await the value if a sync-or-async hook returned an awaitable."""
+    if inspect.isawaitable(value):
+        return await value
+    return value

@@ -1,0 +1,390 @@
+"""Hosting actors: App attaches to the daemon and runs the turns it pushes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import signal
+import socket
+import traceback
+from collections.abc import Coroutine, Sequence
+from typing import Any
+
+import grpc
+
+from ._actor import Actor, ActorSpec, maybe_await, spec_of
+from ._address import SDK_NAME, open_channel, resolve_address
+from ._caller import Caller
+from ._context import Context, current_chain
+from ._errors import ActorError, error_for_code
+from ._payload import decode_call, encode_result
+from ._proto.troupe.v1 import app_pb2, app_pb2_grpc, common_pb2
+from ._state import State
+
+log = logging.getLogger("troupe")
+
+_MAX_DETAILS = 8 * 1024
+_INITIAL_DELAY = 0.05
+# Registration failures that a retry cannot fix: report them instead of looping.
+_FATAL_CODES = {
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.ALREADY_EXISTS,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.UNIMPLEMENTED,
+}
+
+_Key = tuple[str, str]
+# What a daemon restart or a dropped stream looks like; anything else is a bug or
+# a refused registration and ends App.run().
+_CONNECTION_ERRORS = (grpc.aio.AioRpcError, ConnectionError, OSError, asyncio.InvalidStateError)
+# grpc.aio's end-of-stream marker (missing from the type stubs).
+_EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return f"{error.code().name}: {error.details()}"
+    return str(error) or type(error).__name__
+
+
+def _failure(exc: BaseException) -> common_pb2.ActorFailure:
+    # An ActorError from a nested call propagates like any exception up a stack:
+    # the caller sees the type that was originally raised.
+    if isinstance(exc, ActorError):
+        kind, message = exc.remote_type, exc.message
+    else:
+        kind, message = type(exc).__name__, str(exc)
+    details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return common_pb2.ActorFailure(type=kind, message=message, details=details[-_MAX_DETAILS:])
+
+
+class _Session:
+    """One Attach stream: the instances it hosts and the tasks running their work."""
+
+    def __init__(self, app: App, channel: grpc.aio.Channel) -> None:
+        self.app = app
+        self.caller = Caller(channel)
+        self.stub = app_pb2_grpc.AppHostStub(channel)  # type: ignore[no-untyped-call]
+        self.instances: dict[_Key, Actor] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        # gRPC streams allow one write at a time; every reply goes through this queue.
+        self.out: asyncio.Queue[app_pb2.AppMessage] = asyncio.Queue()
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def run(self) -> None:
+        call = self.stub.Attach()
+        try:
+            registered = await self._register(call)
+            await self.app._set_registered(True, registered.daemon_version)
+            writer = asyncio.create_task(self._write_loop(call))
+            reader = asyncio.create_task(self._read_loop(call))
+            try:
+                done, _ = await asyncio.wait({writer, reader}, return_when=asyncio.FIRST_COMPLETED)
+                for t in done:
+                    t.result()
+            finally:
+                writer.cancel()
+                reader.cancel()
+                await asyncio.gather(writer, reader, return_exceptions=True)
+        finally:
+            call.cancel()
+            for task in list(self.tasks):
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+            # The daemon re-activates these actors from stored state on the next session.
+            self.instances.clear()
+
+    async def _register(self, call: grpc.aio.StreamStreamCall) -> app_pb2.Registered:  # type: ignore[type-arg]
+        """Send Register and wait for Registered; a refusal raises the matching TroupeError."""
+        try:
+            await call.write(app_pb2.AppMessage(register=self.app._register_message()))
+            first = await call.read()
+        except grpc.aio.AioRpcError as e:
+            if e.code() in _FATAL_CODES:
+                msg = f"daemon refused the registration: {e.details()}"
+                raise error_for_code(e.code(), msg) from None
+            raise
+        if first is _EOF:
+            code = await call.code()
+            details = await call.details()
+            if code in _FATAL_CODES:
+                raise error_for_code(code, f"daemon refused the registration: {details}")
+            raise ConnectionError(f"daemon ended the stream before registering ({code})")
+        assert isinstance(first, app_pb2.DaemonMessage)
+        if first.WhichOneof("kind") != "registered":
+            raise ConnectionError(f"expected Registered first, got {first.WhichOneof('kind')}")
+        return first.registered
+
+    async def _write_loop(self, call: grpc.aio.StreamStreamCall) -> None:  # type: ignore[type-arg]
+        while True:
+            msg = await self.out.get()
+            await call.write(msg)
+
+    async def _read_loop(self, call: grpc.aio.StreamStreamCall) -> None:  # type: ignore[type-arg]
+        while True:
+            msg = await call.read()
+            if msg is _EOF:
+                raise ConnectionError(f"daemon closed the stream ({await call.code()})")
+            assert isinstance(msg, app_pb2.DaemonMessage)
+            kind = msg.WhichOneof("kind")
+            if kind == "turn":
+                self.spawn(self._turn(msg.turn))
+            elif kind == "activate":
+                self.spawn(self._activate(msg.activate))
+            elif kind == "deactivate":
+                self.spawn(self._deactivate(msg.deactivate))
+            else:
+                log.warning("troupe: ignoring unexpected daemon message %r", kind)
+
+    async def _activate(self, msg: app_pb2.Activate) -> None:
+        ref = msg.actor
+        result = app_pb2.ActivateResult(call_id=msg.call_id)
+        spec = self.app._specs.get(ref.type)
+        if spec is None:
+            result.error.CopyFrom(self.app._unknown_type(ref.type))
+        else:
+            try:
+                obj = spec.cls()
+                obj._troupe_id = ref.id
+                obj._troupe_state = State(msg.state)
+                obj._troupe_ctx = Context(self.caller, ref.type, ref.id)
+                await maybe_await(obj.on_activate())
+                result.changes.extend(obj.state._commit())
+            except Exception as e:
+                result.error.CopyFrom(_failure(e))
+            else:
+                self.instances[(ref.type, ref.id)] = obj
+        self.out.put_nowait(app_pb2.AppMessage(activated=result))
+
+    async def _turn(self, msg: app_pb2.Turn) -> None:
+        result = app_pb2.TurnResult(call_id=msg.call_id)
+        try:
+            result.reply.CopyFrom(await self._run_turn(msg, result))
+        except Exception as e:
+            result.ClearField("changes")
+            result.error.CopyFrom(_failure(e))
+        self.out.put_nowait(app_pb2.AppMessage(turn_result=result))
+
+    async def _run_turn(self, msg: app_pb2.Turn, result: app_pb2.TurnResult) -> common_pb2.Payload:
+        ref = msg.actor
+        obj = self.instances.get((ref.type, ref.id))
+        if obj is None:
+            raise LookupError(f"actor {ref.type}/{ref.id} is not active in this app")
+        if msg.kind not in (common_pb2.TURN_KIND_UNSPECIFIED, common_pb2.TURN_KIND_CALL):
+            raise NotImplementedError(
+                f"{SDK_NAME} does not handle {common_pb2.TurnKind.Name(msg.kind)} turns"
+            )
+        spec = self.app._specs[ref.type]
+        attr = spec.methods.get(msg.name)
+        if attr is None:
+            raise AttributeError(
+                f"actor type {ref.type!r} has no method {msg.name!r};"
+                f" its methods are: {', '.join(sorted(spec.methods))}"
+            )
+        readonly = msg.name in spec.readonly
+        current_chain.set(msg.chain if msg.HasField("chain") else None)
+        args, kwargs = decode_call(msg.payload)
+        state = obj.state
+        try:
+            value = await maybe_await(getattr(obj, attr)(*args, **kwargs))
+            reply = encode_result(value)
+            if not readonly:
+                result.changes.extend(state._commit())
+        except BaseException:
+            # Read-only turns may run concurrently, so they must not undo each other's reads.
+            if not readonly:
+                state._rollback()
+            raise
+        return reply
+
+    async def _deactivate(self, msg: app_pb2.Deactivate) -> None:
+        ref = msg.actor
+        result = app_pb2.DeactivateResult(call_id=msg.call_id)
+        obj = self.instances.get((ref.type, ref.id))
+        if obj is not None:
+            try:
+                await maybe_await(obj.on_deactivate())
+                result.changes.extend(obj.state._commit())
+            except Exception:
+                log.exception("troupe: on_deactivate of %s/%s raised", ref.type, ref.id)
+                obj.state._rollback()
+            self.instances.pop((ref.type, ref.id), None)
+        self.out.put_nowait(app_pb2.AppMessage(deactivated=result))
+
+
+class App:
+    """Hosts actor types behind the daemon.
+
+    ``address`` defaults to ``$TROUPE_ADDR``, then ``127.0.0.1:7420``.
+    ``app_name`` is shown in admin output (default: ``hostname-pid``).
+    The app re-connects by itself, with exponential backoff up to
+    ``max_reconnect_delay`` seconds, when the daemon restarts or the stream drops;
+    actors active at that moment are dropped here and re-activated by the daemon
+    from stored state on their next call.
+    """
+
+    def __init__(
+        self,
+        actors: Sequence[type[Actor]],
+        *,
+        address: str | None = None,
+        app_name: str | None = None,
+        max_reconnect_delay: float = 2.0,
+    ) -> None:
+        self._specs: dict[str, ActorSpec] = {}
+        for cls in actors:
+            spec = spec_of(cls)
+            if spec.name in self._specs:
+                raise ValueError(f"two classes declare actor type {spec.name!r}")
+            self._specs[spec.name] = spec
+        if not self._specs:
+            raise ValueError("App needs at least one actor class")
+        self.address = resolve_address(address)
+        self.app_name = app_name or f"{socket.gethostname()}-{os.getpid()}"
+        self.max_reconnect_delay = max_reconnect_delay
+        self.daemon_version = ""
+        self._registered = False
+        self._sessions = 0
+        self._cond = asyncio.Condition()
+        self._stop = asyncio.Event()
+        self._running = False
+
+    @property
+    def registered(self) -> bool:
+        """Whether the app is attached to the daemon and its types are registered right now."""
+        return self._registered
+
+    @property
+    def sessions(self) -> int:
+        """How many times the app has registered with a daemon (re-connects included)."""
+        return self._sessions
+
+    async def wait_registered(self, *, sessions: int = 1, timeout: float | None = None) -> None:
+        """Wait until the app is registered and has registered at least ``sessions`` times.
+
+        ``sessions=app.sessions + 1`` waits for the next re-connect. Raises
+        TimeoutError after ``timeout`` seconds.
+        """
+        await asyncio.wait_for(self._wait_registered(sessions), timeout)
+
+    async def _wait_registered(self, sessions: int) -> None:
+        async with self._cond:
+            await self._cond.wait_for(lambda: self._registered and self._sessions >= sessions)
+
+    async def _set_registered(self, registered: bool, daemon_version: str = "") -> None:
+        async with self._cond:
+            self._registered = registered
+            if registered:
+                self._sessions += 1
+                self.daemon_version = daemon_version
+                log.info(
+                    "troupe: registered %s with daemon %s at %s",
+                    ", ".join(self._specs),
+                    daemon_version or "?",
+                    self.address,
+                )
+            self._cond.notify_all()
+
+    def _register_message(self) -> app_pb2.Register:
+        return app_pb2.Register(
+            app_name=self.app_name,
+            types=[s.to_proto() for s in self._specs.values()],
+            sdk=SDK_NAME,
+        )
+
+    def _unknown_type(self, name: str) -> common_pb2.ActorFailure:
+        return common_pb2.ActorFailure(
+            type="LookupError",
+            message=f"this app does not host actor type {name!r};"
+            f" it hosts {', '.join(self._specs)}",
+        )
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to return: the stream is closed and in-flight turns are cancelled.
+
+        Call it from the event loop's thread (e.g. ``loop.call_soon_threadsafe(app.stop)``
+        from elsewhere).
+        """
+        self._stop.set()
+
+    async def run(self) -> None:
+        """Attach to the daemon and host actors until :meth:`stop` is called or the task is
+        cancelled. Raises :class:`InvalidArgument` (or another TroupeError) if the daemon
+        refuses the registration, which retrying would not fix.
+        """
+        if self._running:
+            raise RuntimeError("App.run() is already running")
+        self._running = True
+        self._stop.clear()
+        delay = _INITIAL_DELAY
+        quiet = False
+        stop_wait = asyncio.create_task(self._stop.wait())
+        try:
+            while not self._stop.is_set():
+                channel = open_channel(self.address)
+                session = _Session(self, channel)
+                sessions_before = self._sessions
+                task = asyncio.create_task(session.run())
+                try:
+                    await asyncio.wait({task, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    # Also reached when run() itself is cancelled: never leave the session behind.
+                    task.cancel()
+                    await asyncio.wait({task})
+                    was_registered = self._registered
+                    if was_registered:
+                        await self._set_registered(False)
+                    await channel.close(None)
+                error = None if task.cancelled() else task.exception()
+                if isinstance(error, _CONNECTION_ERRORS):
+                    # Log the first failure of an outage loudly, the retries quietly.
+                    if self._sessions > sessions_before:
+                        quiet = False
+                    log.log(
+                        logging.DEBUG if quiet else logging.WARNING,
+                        "troupe: no connection to daemon at %s (%s); retrying",
+                        self.address,
+                        _describe(error),
+                    )
+                    quiet = True
+                elif error is not None:
+                    raise error
+                if self._stop.is_set():
+                    break
+                if was_registered:
+                    delay = _INITIAL_DELAY
+                # Jitter keeps many apps from reconnecting to a restarted daemon in lockstep.
+                pause = delay * random.uniform(0.8, 1.2)
+                with contextlib.suppress(TimeoutError, asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(stop_wait), pause)
+                delay = min(delay * 2, self.max_reconnect_delay)
+        finally:
+            stop_wait.cancel()
+            self._running = False
+
+    def run_forever(self) -> None:
+        """Run the app in a new event loop until SIGINT or SIGTERM, then return normally."""
+        asyncio.run(self._run_until_signal())
+
+    async def _run_until_signal(self) -> None:
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self.stop)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError, ValueError):
+                pass  # not the main thread, or a platform without signal handlers
+        try:
+            await self.run()
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)

@@ -1,0 +1,155 @@
+"""The calls shared by Client and an actor's Context: invoke, tell, get_state."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import grpc
+
+from ._errors import InvalidArgument, from_rpc_error
+from ._payload import decode_result, decode_state, encode_call
+from ._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
+
+Params = Mapping[str, Any] | Sequence[Any] | bytes | None
+InvokeFn = Callable[[str, str, str, Sequence[Any], Mapping[str, Any]], Awaitable[Any]]
+
+
+def split_params(params: Params) -> tuple[Sequence[Any], Mapping[str, Any]]:
+    """A dict means keyword arguments, a list/tuple positional ones, bytes one raw argument."""
+    if params is None:
+        return (), {}
+    if isinstance(params, bytes | bytearray | memoryview):
+        return (bytes(params),), {}
+    if isinstance(params, Mapping):
+        return (), params
+    if isinstance(params, str) or not isinstance(params, Sequence):
+        raise TypeError(
+            "params must be a dict (keyword arguments), a list or tuple (positional arguments),"
+            f" bytes (one raw argument) or None, got {type(params).__name__}"
+        )
+    return params, {}
+
+
+class Caller:
+    """Issues ActorClient RPCs on a channel, optionally on behalf of a call chain."""
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self._stub = client_pb2_grpc.ActorClientStub(channel)  # type: ignore[no-untyped-call]
+
+    async def invoke(
+        self,
+        actor_type: str,
+        actor_id: str,
+        method: str,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        *,
+        timeout: float | None = None,
+        metadata: Mapping[str, str] | None = None,
+        chain: common_pb2.CallChain | None = None,
+    ) -> Any:
+        req = client_pb2.InvokeRequest(
+            actor=common_pb2.ActorRef(type=actor_type, id=actor_id),
+            method=method,
+            payload=encode_call(args, kwargs),
+            metadata=dict(metadata or {}),
+            chain=chain,
+        )
+        try:
+            resp: client_pb2.InvokeResponse = await self._stub.Invoke(req, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e, f"invoke {actor_type}/{actor_id}.{method}") from None
+        return decode_result(resp.payload)
+
+    async def tell(
+        self,
+        actor_type: str,
+        actor_id: str,
+        method: str,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        *,
+        timeout: float | None = None,
+        metadata: Mapping[str, str] | None = None,
+        chain: common_pb2.CallChain | None = None,
+    ) -> None:
+        req = client_pb2.TellRequest(
+            actor=common_pb2.ActorRef(type=actor_type, id=actor_id),
+            method=method,
+            payload=encode_call(args, kwargs),
+            metadata=dict(metadata or {}),
+            chain=chain,
+        )
+        try:
+            await self._stub.Tell(req, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e, f"tell {actor_type}/{actor_id}.{method}") from None
+
+    async def get_state(
+        self,
+        actor_type: str,
+        actor_id: str,
+        keys: Sequence[str] = (),
+        *,
+        raw: bool = False,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        if isinstance(keys, str):
+            raise InvalidArgument("keys must be a list of key names, not a single string")
+        req = client_pb2.GetStateRequest(
+            actor=common_pb2.ActorRef(type=actor_type, id=actor_id), keys=list(keys)
+        )
+        try:
+            resp: client_pb2.GetStateResponse = await self._stub.GetState(req, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e, f"get_state {actor_type}/{actor_id}") from None
+        if raw:
+            return dict(resp.entries)
+        return {k: decode_state(v) for k, v in resp.entries.items()}
+
+
+class MethodCaller:
+    """``proxy.name`` — call it with the method's arguments."""
+
+    __slots__ = ("_method", "_proxy")
+
+    def __init__(self, proxy: ActorProxy, method: str) -> None:
+        self._proxy = proxy
+        self._method = method
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        p = self._proxy
+        return await p._invoke(self._method, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<troupe method {self._proxy._actor_type}/{self._proxy._actor_id}.{self._method}>"
+
+
+class ActorProxy:
+    """A handle on one actor: ``await proxy.incr(by=5)`` invokes method ``incr``.
+
+    Attribute access builds a method caller; names starting with ``_`` are not
+    forwarded. Use ``Client.invoke`` for a method whose name clashes with Python.
+    """
+
+    def __init__(
+        self,
+        invoke: InvokeFn,
+        actor_type: str,
+        actor_id: str,
+    ) -> None:
+        self._invoke_fn = invoke
+        self._actor_type = actor_type
+        self._actor_id = actor_id
+
+    async def _invoke(self, method: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
+        return await self._invoke_fn(self._actor_type, self._actor_id, method, args, kwargs)
+
+    def __getattr__(self, name: str) -> MethodCaller:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return MethodCaller(self, name)
+
+    def __repr__(self) -> str:
+        return f"<troupe actor {self._actor_type}/{self._actor_id}>"

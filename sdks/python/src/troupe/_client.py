@@ -1,0 +1,276 @@
+"""Calling actors from any program: Client (asyncio) and SyncClient (blocking)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import grpc
+
+from ._address import open_channel, resolve_address
+from ._caller import ActorProxy, Caller, Params, split_params
+
+T = TypeVar("T")
+
+
+class Client:
+    """An asyncio client for the daemon's ActorClient API.
+
+    ``address`` defaults to ``$TROUPE_ADDR``, then ``127.0.0.1:7420``. ``timeout``
+    (seconds) is the default deadline of every call; None waits as long as the
+    daemon lets the call run. Use as ``async with troupe.Client() as client:``
+    or call :meth:`close` when done.
+    """
+
+    def __init__(self, address: str | None = None, *, timeout: float | None = None) -> None:
+        self.address = resolve_address(address)
+        self.timeout = timeout
+        self._channel: grpc.aio.Channel | None = None
+        self._caller: Caller | None = None
+
+    def _get_caller(self) -> Caller:
+        # The channel is created on first use so that it binds to the event loop
+        # the calls run on, not whichever loop existed when the Client was built.
+        if self._caller is None:
+            self._channel = open_channel(self.address)
+            self._caller = Caller(self._channel)
+        return self._caller
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection; in-flight calls are cancelled."""
+        if self._channel is not None:
+            channel, self._channel, self._caller = self._channel, None, None
+            await channel.close(None)
+
+    def actor(
+        self,
+        actor_type: str,
+        actor_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ActorProxy:
+        """A proxy on one actor: ``await client.actor("counter", "c1").incr(by=5)``."""
+        deadline = self.timeout if timeout is None else timeout
+
+        async def invoke(
+            t: str, i: str, m: str, args: Sequence[Any], kwargs: Mapping[str, Any]
+        ) -> Any:
+            return await self._get_caller().invoke(
+                t, i, m, args, kwargs, timeout=deadline, metadata=metadata
+            )
+
+        return ActorProxy(invoke, actor_type, actor_id)
+
+    async def invoke(
+        self,
+        actor_type: str,
+        actor_id: str,
+        method: str,
+        params: Params = None,
+        *,
+        timeout: float | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Any:
+        """Call ``method`` on the actor and return its result.
+
+        ``params`` is a dict of keyword arguments, a list of positional ones,
+        ``bytes`` for one raw argument, or None. The actor is activated on first
+        use. Raises :class:`ActorError` if the method raised, and the other
+        :class:`TroupeError` subclasses for failures of the call itself.
+        """
+        args, kwargs = split_params(params)
+        return await self._get_caller().invoke(
+            actor_type,
+            actor_id,
+            method,
+            args,
+            kwargs,
+            timeout=self.timeout if timeout is None else timeout,
+            metadata=metadata,
+        )
+
+    async def tell(
+        self,
+        actor_type: str,
+        actor_id: str,
+        method: str,
+        params: Params = None,
+        *,
+        timeout: float | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        """Queue a call and return once the actor's mailbox accepted it; the result is dropped."""
+        args, kwargs = split_params(params)
+        await self._get_caller().tell(
+            actor_type,
+            actor_id,
+            method,
+            args,
+            kwargs,
+            timeout=self.timeout if timeout is None else timeout,
+            metadata=metadata,
+        )
+
+    async def get_state(
+        self,
+        actor_type: str,
+        actor_id: str,
+        keys: Sequence[str] = (),
+        *,
+        raw: bool = False,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """Read an actor's state without running a turn.
+
+        Returns the JSON-decoded values of ``keys`` (every key if empty), or
+        the stored bytes with ``raw=True``. Missing keys are absent from the result.
+        """
+        return await self._get_caller().get_state(
+            actor_type,
+            actor_id,
+            keys,
+            raw=raw,
+            timeout=self.timeout if timeout is None else timeout,
+        )
+
+    @staticmethod
+    def sync(address: str | None = None, *, timeout: float | None = None) -> SyncClient:
+        """A blocking client for scripts; same as ``troupe.SyncClient(address)``."""
+        return SyncClient(address, timeout=timeout)
+
+
+class SyncActorProxy:
+    """The blocking twin of ActorProxy: ``client.actor("counter", "c1").incr(by=5)``."""
+
+    def __init__(self, client: SyncClient, proxy: ActorProxy) -> None:
+        self._client = client
+        self._proxy = proxy
+
+    def __getattr__(self, name: str) -> Any:
+        caller = getattr(self._proxy, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return self._client._run(caller(*args, **kwargs))
+
+        return call
+
+    def __repr__(self) -> str:
+        return repr(self._proxy).replace("<troupe", "<troupe sync", 1)
+
+
+class SyncClient:
+    """A blocking client: the async Client driven by an event loop on a private thread.
+
+    Use it in scripts and non-async code; inside asyncio code use :class:`Client`.
+    """
+
+    def __init__(self, address: str | None = None, *, timeout: float | None = None) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="troupe-sync-client", daemon=True
+        )
+        self._thread.start()
+        self._client = Client(address, timeout=timeout)
+        self.address = self._client.address
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._loop.is_closed():
+            coro.close()
+            raise RuntimeError("this SyncClient is closed")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def __enter__(self) -> SyncClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection and stop the private event loop."""
+        if self._loop.is_closed():
+            return
+        self._run(self._client.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def actor(
+        self,
+        actor_type: str,
+        actor_id: str,
+        *,
+        timeout: float | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> SyncActorProxy:
+        """A blocking proxy on one actor."""
+        return SyncActorProxy(
+            self, self._client.actor(actor_type, actor_id, timeout=timeout, metadata=metadata)
+        )
+
+    def invoke(
+        self,
+        actor_type: str,
+        actor_id: str,
+        method: str,
+        params: Params = None,
+        *,
+        timeout: float | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> Any:
+        """See :meth:`Client.invoke`."""
+        return self._run(
+            self._client.invoke(
+                actor_type, actor_id, method, params, timeout=timeout, metadata=metadata
+            )
+        )
+
+    def tell(
+        self,
+        actor_type: str,
+        actor_id: str,
+        method: str,
+        params: Params = None,
+        *,
+        timeout: float | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        """See :meth:`Client.tell`."""
+        self._run(
+            self._client.tell(
+                actor_type, actor_id, method, params, timeout=timeout, metadata=metadata
+            )
+        )
+
+    def get_state(
+        self,
+        actor_type: str,
+        actor_id: str,
+        keys: Sequence[str] = (),
+        *,
+        raw: bool = False,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """See :meth:`Client.get_state`."""
+        return self._run(
+            self._client.get_state(actor_type, actor_id, keys, raw=raw, timeout=timeout)
+        )

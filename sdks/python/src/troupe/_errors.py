@@ -1,0 +1,82 @@
+"""The exceptions SDK users see. Every one derives from TroupeError."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+ERROR_TYPE_TRAILER = "troupe-error-type"
+
+
+class TroupeError(Exception):
+    """Base class of every error raised by the troupe SDK."""
+
+
+class NotFound(TroupeError):
+    """No app has registered the actor type (the message lists the registered ones)."""
+
+
+class InvalidArgument(TroupeError):
+    """The request was malformed: empty or oversize type/id/method, or a payload over the limit."""
+
+
+class Overloaded(TroupeError):
+    """The actor's mailbox or the daemon's in-flight limit is full; retry later, with backoff."""
+
+
+class Unavailable(TroupeError):
+    """The daemon is unreachable or shutting down, or the app hosting the actor disconnected."""
+
+
+class DeadlineExceeded(TroupeError):
+    """The call did not finish before its deadline (the caller's timeout or the turn timeout)."""
+
+
+class FailedPrecondition(TroupeError):
+    """The call cannot run in the current state, e.g. it would close a non-reentrant call cycle."""
+
+
+class ActorError(TroupeError):
+    """The actor's code raised an exception while handling the call.
+
+    Attributes:
+        remote_type: name of the exception type raised in the actor, e.g. ``"ValueError"``.
+        message: the exception's message.
+    """
+
+    def __init__(self, remote_type: str, message: str) -> None:
+        super().__init__(f"{remote_type}: {message}" if message else remote_type)
+        self.remote_type = remote_type
+        self.message = message
+
+
+_BY_CODE: dict[grpc.StatusCode, type[TroupeError]] = {
+    grpc.StatusCode.NOT_FOUND: NotFound,
+    grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: Overloaded,
+    grpc.StatusCode.UNAVAILABLE: Unavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
+    grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+}
+
+
+def error_for_code(code: grpc.StatusCode | None, message: str) -> TroupeError:
+    """The SDK exception for a gRPC status code (TroupeError for codes without their own)."""
+    return _BY_CODE.get(code, TroupeError)(message) if code is not None else TroupeError(message)
+
+
+def from_rpc_error(err: grpc.aio.AioRpcError, what: str) -> TroupeError:
+    """Translate a gRPC status into the SDK's exception; `what` names the call for context."""
+    code = err.code()
+    details = err.details() or ""
+    if code == grpc.StatusCode.UNKNOWN:
+        # grpc.aio yields (key, value) pairs; the stubs describe the sync API's objects.
+        trailers: Any = err.trailing_metadata() or ()
+        for key, value in trailers:
+            if key == ERROR_TYPE_TRAILER:
+                remote = value.decode() if isinstance(value, bytes) else str(value)
+                return ActorError(remote, details)
+    cls = _BY_CODE.get(code, TroupeError)
+    name = code.name if code is not None else "UNKNOWN"
+    return cls(f"{what}: {details} ({name})" if details else f"{what}: {name}")

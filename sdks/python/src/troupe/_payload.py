@@ -1,0 +1,90 @@
+"""The argument mapping shared by all SDKs (written down in docs/payloads.md)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ._proto.troupe.v1 import common_pb2
+
+JSON = common_pb2.CONTENT_TYPE_JSON
+BYTES = common_pb2.CONTENT_TYPE_BYTES
+
+_EMPTY_CALL = b'{"args":[],"kwargs":{}}'
+
+
+class PayloadError(ValueError):
+    """A payload that does not follow docs/payloads.md."""
+
+
+def _dumps(value: Any) -> bytes:
+    # Compact and ASCII-safe so every SDK decodes the bytes the same way.
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def encode_call(args: Sequence[Any], kwargs: Mapping[str, Any]) -> common_pb2.Payload:
+    """Encode a call's arguments: a lone ``bytes`` argument travels raw, everything else as JSON."""
+    if len(args) == 1 and not kwargs and isinstance(args[0], bytes | bytearray | memoryview):
+        return common_pb2.Payload(data=bytes(args[0]), content_type=BYTES)
+    if not args and not kwargs:
+        return common_pb2.Payload(data=_EMPTY_CALL, content_type=JSON)
+    try:
+        data = _dumps({"args": list(args), "kwargs": dict(kwargs)})
+    except (TypeError, ValueError) as e:
+        raise TypeError(
+            f"call arguments must be JSON-serialisable (or one bytes value): {e}"
+        ) from e
+    return common_pb2.Payload(data=data, content_type=JSON)
+
+
+def decode_call(payload: common_pb2.Payload) -> tuple[list[Any], dict[str, Any]]:
+    """Decode a call's arguments into positional and keyword arguments."""
+    if payload.content_type == BYTES:
+        return [payload.data], {}
+    if not payload.data:
+        return [], {}
+    try:
+        obj = json.loads(payload.data)
+    except ValueError as e:
+        raise PayloadError(f"call payload is not valid JSON: {e}") from e
+    if not isinstance(obj, dict) or not set(obj) <= {"args", "kwargs"}:
+        raise PayloadError('a JSON call payload must be an object {"args": [...], "kwargs": {...}}')
+    args = obj.get("args", [])
+    kwargs = obj.get("kwargs", {})
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise PayloadError('"args" must be a JSON array and "kwargs" a JSON object')
+    return args, kwargs
+
+
+def encode_result(value: Any) -> common_pb2.Payload:
+    """Encode a return value: ``bytes`` travel raw, anything else as JSON (None is null)."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return common_pb2.Payload(data=bytes(value), content_type=BYTES)
+    try:
+        data = _dumps(value)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"return value must be JSON-serialisable or bytes: {e}") from e
+    return common_pb2.Payload(data=data, content_type=JSON)
+
+
+def decode_result(payload: common_pb2.Payload) -> Any:
+    """Decode a reply payload."""
+    if payload.content_type == BYTES:
+        return payload.data
+    if not payload.data:
+        return None
+    return json.loads(payload.data)
+
+
+def encode_state(key: str, value: Any) -> bytes:
+    """Encode one state value as UTF-8 JSON."""
+    try:
+        return _dumps(value)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"state[{key!r}] must be JSON-serialisable: {e}") from e
+
+
+def decode_state(data: bytes) -> Any:
+    """Decode one state value stored as UTF-8 JSON."""
+    return json.loads(data)

@@ -1,0 +1,162 @@
+from troupe._proto.troupe.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AppMessage(_message.Message):
+    __slots__ = ("register", "activated", "turn_result", "deactivated")
+    REGISTER_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATED_FIELD_NUMBER: _ClassVar[int]
+    TURN_RESULT_FIELD_NUMBER: _ClassVar[int]
+    DEACTIVATED_FIELD_NUMBER: _ClassVar[int]
+    register: Register
+    activated: ActivateResult
+    turn_result: TurnResult
+    deactivated: DeactivateResult
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., activated: _Optional[_Union[ActivateResult, _Mapping]] = ..., turn_result: _Optional[_Union[TurnResult, _Mapping]] = ..., deactivated: _Optional[_Union[DeactivateResult, _Mapping]] = ...) -> None: ...
+
+class Register(_message.Message):
+    __slots__ = ("app_name", "types", "sdk")
+    APP_NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    SDK_FIELD_NUMBER: _ClassVar[int]
+    app_name: str
+    types: _containers.RepeatedCompositeFieldContainer[ActorTypeSpec]
+    sdk: str
+    def __init__(self, app_name: _Optional[str] = ..., types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., sdk: _Optional[str] = ...) -> None: ...
+
+class ActorTypeSpec(_message.Message):
+    __slots__ = ("name", "idle_timeout_ms", "max_mailbox", "reentrant", "state_mode", "readonly_methods", "turn_timeout_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MAILBOX_FIELD_NUMBER: _ClassVar[int]
+    REENTRANT_FIELD_NUMBER: _ClassVar[int]
+    STATE_MODE_FIELD_NUMBER: _ClassVar[int]
+    READONLY_METHODS_FIELD_NUMBER: _ClassVar[int]
+    TURN_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    idle_timeout_ms: int
+    max_mailbox: int
+    reentrant: bool
+    state_mode: _common_pb2.StateMode
+    readonly_methods: _containers.RepeatedScalarFieldContainer[str]
+    turn_timeout_ms: int
+    def __init__(self, name: _Optional[str] = ..., idle_timeout_ms: _Optional[int] = ..., max_mailbox: _Optional[int] = ..., reentrant: bool = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., readonly_methods: _Optional[_Iterable[str]] = ..., turn_timeout_ms: _Optional[int] = ...) -> None: ...
+
+class ActivateResult(_message.Message):
+    __slots__ = ("call_id", "error", "changes")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    call_id: int
+    error: _common_pb2.ActorFailure
+    changes: _containers.RepeatedCompositeFieldContainer[_common_pb2.StateChange]
+    def __init__(self, call_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ActorFailure, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ...) -> None: ...
+
+class TurnResult(_message.Message):
+    __slots__ = ("call_id", "reply", "error", "changes")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    call_id: int
+    reply: _common_pb2.Payload
+    error: _common_pb2.ActorFailure
+    changes: _containers.RepeatedCompositeFieldContainer[_common_pb2.StateChange]
+    def __init__(self, call_id: _Optional[int] = ..., reply: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ActorFailure, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ...) -> None: ...
+
+class DeactivateResult(_message.Message):
+    __slots__ = ("call_id", "changes")
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    call_id: int
+    changes: _containers.RepeatedCompositeFieldContainer[_common_pb2.StateChange]
+    def __init__(self, call_id: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ...) -> None: ...
+
+class DaemonMessage(_message.Message):
+    __slots__ = ("registered", "activate", "turn", "deactivate")
+    REGISTERED_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATE_FIELD_NUMBER: _ClassVar[int]
+    TURN_FIELD_NUMBER: _ClassVar[int]
+    DEACTIVATE_FIELD_NUMBER: _ClassVar[int]
+    registered: Registered
+    activate: Activate
+    turn: Turn
+    deactivate: Deactivate
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., activate: _Optional[_Union[Activate, _Mapping]] = ..., turn: _Optional[_Union[Turn, _Mapping]] = ..., deactivate: _Optional[_Union[Deactivate, _Mapping]] = ...) -> None: ...
+
+class Registered(_message.Message):
+    __slots__ = ("types", "daemon_version")
+    TYPES_FIELD_NUMBER: _ClassVar[int]
+    DAEMON_VERSION_FIELD_NUMBER: _ClassVar[int]
+    types: _containers.RepeatedCompositeFieldContainer[ActorTypeSpec]
+    daemon_version: str
+    def __init__(self, types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., daemon_version: _Optional[str] = ...) -> None: ...
+
+class Activate(_message.Message):
+    __slots__ = ("call_id", "actor", "state")
+    class StateEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    call_id: int
+    actor: _common_pb2.ActorRef
+    state: _containers.ScalarMap[str, bytes]
+    def __init__(self, call_id: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., state: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
+
+class Turn(_message.Message):
+    __slots__ = ("call_id", "actor", "kind", "name", "payload", "metadata", "chain")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_FIELD_NUMBER: _ClassVar[int]
+    call_id: int
+    actor: _common_pb2.ActorRef
+    kind: _common_pb2.TurnKind
+    name: str
+    payload: _common_pb2.Payload
+    metadata: _containers.ScalarMap[str, str]
+    chain: _common_pb2.CallChain
+    def __init__(self, call_id: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., kind: _Optional[_Union[_common_pb2.TurnKind, str]] = ..., name: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ...) -> None: ...
+
+class Deactivate(_message.Message):
+    __slots__ = ("call_id", "actor", "reason")
+    class Reason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        REASON_UNSPECIFIED: _ClassVar[Deactivate.Reason]
+        REASON_IDLE: _ClassVar[Deactivate.Reason]
+        REASON_SHUTDOWN: _ClassVar[Deactivate.Reason]
+        REASON_ADMIN: _ClassVar[Deactivate.Reason]
+        REASON_MIGRATION: _ClassVar[Deactivate.Reason]
+    REASON_UNSPECIFIED: Deactivate.Reason
+    REASON_IDLE: Deactivate.Reason
+    REASON_SHUTDOWN: Deactivate.Reason
+    REASON_ADMIN: Deactivate.Reason
+    REASON_MIGRATION: Deactivate.Reason
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    call_id: int
+    actor: _common_pb2.ActorRef
+    reason: Deactivate.Reason
+    def __init__(self, call_id: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., reason: _Optional[_Union[Deactivate.Reason, str]] = ...) -> None: ...
