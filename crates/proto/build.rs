@@ -17,7 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     tonic_prost_build::configure()
         .file_descriptor_set_path(out_dir.join("troupe_v1_descriptor.bin"))
-        .compile_with_config(config, &files, &[root.clone()])?;
+        .compile_with_config(config, &files, std::slice::from_ref(&root))?;
     for f in &files {
         println!("cargo:rerun-if-changed={}", f.display());
     }

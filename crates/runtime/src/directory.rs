@@ -41,8 +41,12 @@ impl Directory {
     }
 
     fn shard(&self, hash: u64) -> &RwLock<HashTable<Arc<Activation>>> {
-        // The table uses the low bits; the shard takes the top ones.
-        &self.shards[(hash >> (64 - SHARD_BITS)) as usize]
+        // hashbrown indexes buckets with the low bits and tags slots with the
+        // top 7; taking the shard from either would leave the tables with
+        // correlated bits (a shard on the top bits makes every tag nearly the
+        // same, so each probe compares ids of cold activations). Bits 48..54
+        // are used by neither.
+        &self.shards[((hash >> 48) as usize) & (SHARDS - 1)]
     }
 
     pub(crate) fn get(&self, id: &ActorId) -> Option<Arc<Activation>> {

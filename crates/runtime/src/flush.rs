@@ -81,8 +81,12 @@ impl Flusher {
         self.wake.notify_one();
     }
 
+    /// Actors with unflushed changes. The list may hold actors a
+    /// deactivation already flushed, so each one is asked; the list is copied
+    /// first because activations are locked before the list elsewhere.
     pub(crate) fn dirty_actors(&self) -> usize {
-        self.dirty.lock().len()
+        let listed = self.dirty.lock().clone();
+        listed.iter().filter(|a| a.inner.lock().is_dirty()).count()
     }
 
     /// Flushes on the interval, on the byte threshold and for held replies,
@@ -133,7 +137,20 @@ impl Flusher {
         let _guard = self.write_lock.lock().await;
         let write = take_dirty(act, &mut act.inner.lock());
         match write {
-            Some(w) => self.write(vec![w], vec![act.clone()], Vec::new()).await,
+            Some(w) => {
+                // These bytes no longer wait for the periodic flush.
+                let bytes: usize = w
+                    .changes
+                    .iter()
+                    .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len()))
+                    .sum();
+                let _ = self
+                    .dirty_bytes
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
+                        Some(d.saturating_sub(bytes))
+                    });
+                self.write(vec![w], vec![act.clone()], Vec::new()).await
+            }
             None => Ok(()),
         }
     }

@@ -176,6 +176,11 @@ impl HostRegistry {
         }
     }
 
+    /// Changes whenever a host registers.
+    pub(crate) fn registrations(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
     pub(crate) fn for_each_options(&self, mut f: impl FnMut(&TypeOptions)) {
         for slot in self.types.read().values() {
             f(&slot.options);
