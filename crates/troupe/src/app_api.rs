@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{info, warn};
@@ -44,6 +44,10 @@ struct AppConnection {
     outbound: Mutex<Option<Outbound>>,
     pending: Mutex<HashMap<u64, Pending>>,
     next_call_id: AtomicU64,
+    /// Tells the reader to stop reading the app's side of the stream once the
+    /// daemon closed it, so the stream ends even if the app keeps its side
+    /// open (otherwise a graceful stop waits for the app to hang up).
+    closed: Notify,
 }
 
 impl AppConnection {
@@ -76,6 +80,7 @@ impl AppConnection {
                 let _ = tx.send(Err(status));
             }
         }
+        self.closed.notify_one();
         let pending = std::mem::take(&mut *self.pending.lock());
         drop(pending);
     }
@@ -211,6 +216,7 @@ impl pb::app_host_server::AppHost for AppApi {
             outbound: Mutex::new(Some(tx.clone())),
             pending: Mutex::new(HashMap::new()),
             next_call_id: AtomicU64::new(1),
+            closed: Notify::new(),
         });
         let specs = register.types.into_iter().map(convert::type_spec).collect();
         let registration = self
@@ -258,7 +264,11 @@ async fn read_answers(
 ) -> Result<(), Status> {
     use pb::app_message::Kind;
     loop {
-        let message = match inbound.message().await {
+        let next = tokio::select! {
+            next = inbound.message() => next,
+            () = connection.closed.notified() => return Ok(()),
+        };
+        let message = match next {
             Ok(Some(m)) => m,
             Ok(None) => return Ok(()),
             // The app went away or sent bytes that are not an AppMessage.

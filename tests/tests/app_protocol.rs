@@ -1,0 +1,131 @@
+//! Broken app streams end with a clear status; the daemon keeps serving.
+
+use bytes::Bytes;
+use prost::Message as _;
+use tonic::Code;
+use troupe_tests::*;
+
+/// Not a valid protobuf message: field 31 with wire type 7.
+const GARBAGE: &[u8] = &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
+
+async fn still_serves(daemon: &mut Daemon, id: &str) -> anyhow::Result<()> {
+    assert!(daemon.is_running(), "daemon died; log:\n{}", daemon.log());
+    let app = TestApp::attach(daemon.addr, vec![type_spec("counter")]).await?;
+    let mut client = daemon.client().await?;
+    assert_eq!(client.incr("counter", id, 1).await?, 1);
+    drop(app);
+    Ok(())
+}
+
+fn turn_result(call_id: u64) -> pb::AppMessage {
+    pb::AppMessage {
+        kind: Some(pb::app_message::Kind::TurnResult(pb::TurnResult {
+            call_id,
+            outcome: Some(pb::turn_result::Outcome::Reply(json_payload("1"))),
+            changes: vec![],
+        })),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn first_message_must_be_register() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut daemon = Daemon::start(dir.path(), &[]).await?;
+    let opened = RawApp::open(daemon.addr, turn_result(1).encode_to_vec().into()).await;
+    let status = expect_code(opened, Code::FailedPrecondition)?;
+    assert!(
+        status.message().contains("Register"),
+        "message: {}",
+        status.message()
+    );
+    still_serves(&mut daemon, "a").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn register_with_a_bad_type_name_is_invalid_argument() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut daemon = Daemon::start(dir.path(), &[]).await?;
+    for name in ["", "bad\u{7}name"] {
+        let first = register_message("bad", vec![type_spec(name)])
+            .encode_to_vec()
+            .into();
+        let status = expect_code(
+            RawApp::open(daemon.addr, first).await,
+            Code::InvalidArgument,
+        )?;
+        assert!(
+            status.message().contains("actor type"),
+            "message: {}",
+            status.message()
+        );
+    }
+    still_serves(&mut daemon, "a").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn answer_for_an_unknown_call_id_ends_the_stream() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut daemon = Daemon::start(dir.path(), &[]).await?;
+    let (mut raw, _) = RawApp::register(daemon.addr, vec![type_spec("counter")]).await?;
+    raw.send(turn_result(987_654))?;
+    let status = raw.ended().await?;
+    let status = expect_code(status.map_or(Ok(()), Err), Code::InvalidArgument)?;
+    assert!(
+        status.message().contains("987654"),
+        "message: {}",
+        status.message()
+    );
+    // The same for an ActivateResult nobody asked for.
+    let (mut raw, _) = RawApp::register(daemon.addr, vec![type_spec("counter")]).await?;
+    raw.send(pb::AppMessage {
+        kind: Some(pb::app_message::Kind::Activated(pb::ActivateResult {
+            call_id: 42,
+            ..Default::default()
+        })),
+    })?;
+    expect_code(
+        raw.ended().await?.map_or(Ok(()), Err),
+        Code::InvalidArgument,
+    )?;
+    drop(raw);
+    still_serves(&mut daemon, "a").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn garbage_bytes_end_the_stream() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut daemon = Daemon::start(dir.path(), &[]).await?;
+    // Garbage after a good Register.
+    let (mut raw, _) = RawApp::register(daemon.addr, vec![type_spec("counter")]).await?;
+    raw.send_bytes(Bytes::from_static(GARBAGE))?;
+    let status = raw.ended().await?;
+    assert!(status.is_some(), "the stream ended cleanly after garbage");
+    drop(raw);
+    still_serves(&mut daemon, "a").await?;
+
+    // Garbage as the very first message.
+    let opened = RawApp::open(daemon.addr, Bytes::from_static(GARBAGE)).await;
+    match opened {
+        Err(status) => assert_ne!(status.code(), Code::Ok),
+        Ok(mut raw) => {
+            let status = raw.ended().await?;
+            assert!(status.is_some(), "the stream ended cleanly after garbage");
+        }
+    }
+    still_serves(&mut daemon, "b").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn garbage_mid_call_fails_the_call_not_the_daemon() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut daemon = Daemon::start(dir.path(), &[]).await?;
+    let (mut raw, _) = RawApp::register(daemon.addr, vec![type_spec("counter")]).await?;
+    let mut client = daemon.client().await?;
+    let call = tokio::spawn(async move { client.invoke_raw("counter", "c1", "incr", "{}").await });
+    raw.next_turn().await?;
+    raw.send_bytes(Bytes::from_static(GARBAGE))?;
+    assert!(raw.ended().await?.is_some());
+    expect_code(within(WAIT, "the call", call).await??, Code::Unavailable)?;
+    drop(raw);
+    still_serves(&mut daemon, "c1").await
+}
