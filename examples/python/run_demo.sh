@@ -55,3 +55,11 @@ grep -q '^registered' "$work/app.log" || { echo "run_demo: the vehicle app did n
 echo "vehicle app registered"
 
 "$python" "$repo_root/examples/python/client.py"
+
+# What the daemon itself knows, through the CLI.
+echo
+echo "\$ troupe actors list --type vehicle"
+"$bin" actors list --type vehicle --addr "$TROUPE_ADDR"
+echo
+echo "\$ troupe state get vehicle bus-7 reports"
+"$bin" state get vehicle bus-7 reports --addr "$TROUPE_ADDR"

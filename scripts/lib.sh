@@ -1,0 +1,16 @@
+# Shared steps of scripts/demo and scripts/test. Sourced, not run.
+
+build_daemon() {
+    echo "== building the troupe daemon (debug)" >&2
+    cargo build --quiet -p troupe
+}
+
+# A virtualenv at .venv with the Python SDK and its dev tools, created once.
+python_venv() {
+    if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import troupe, pytest' 2>/dev/null; then
+        echo "== setting up .venv with the Python SDK" >&2
+        python3 -m venv .venv
+        .venv/bin/python -m pip install --quiet --upgrade pip
+        .venv/bin/python -m pip install --quiet -e 'sdks/python[dev]'
+    fi
+}
