@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use troupe_placement::SingleNode;
 use troupe_runtime::{
-    ActorId, Call, ContentType, FnHost, Payload, Runtime, RuntimeConfig, TurnOutcome, TypeSpec,
+    ActorId, ActorRef, Call, ContentType, FnHost, Payload, Runtime, RuntimeConfig, TurnOutcome,
+    TypeSpec,
 };
 use troupe_storage::MemoryStore;
 
@@ -56,6 +57,9 @@ struct Args {
     actors: usize,
     hops: u32,
     workers: usize,
+    /// Address every message by id (directory lookup per message) instead
+    /// of through `ActorRef` handles.
+    by_id: bool,
 }
 
 fn parse_args() -> Args {
@@ -63,6 +67,7 @@ fn parse_args() -> Args {
         actors: 1_000_000,
         hops: 200,
         workers: 1,
+        by_id: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -71,6 +76,7 @@ fn parse_args() -> Args {
             "--actors" => args.actors = value().unwrap_or(args.actors),
             "--hops" => args.hops = value().map_or(args.hops, |v| v as u32),
             "--workers" => args.workers = value().unwrap_or(args.workers).max(1),
+            "--by-id" => args.by_id = true,
             _ => {} // cargo bench passes --bench; ignore what we do not know
         }
     }
@@ -134,6 +140,8 @@ fn main() {
 async fn run(args: Args) {
     let n = args.actors;
     let ids: Arc<std::sync::OnceLock<Vec<ActorId>>> = Arc::default();
+    let refs: Arc<std::sync::OnceLock<Vec<ActorRef>>> = Arc::default();
+    let by_id = args.by_id;
     let config = RuntimeConfig {
         workers: args.workers,
         max_pending_calls: n * 2 + 16,
@@ -152,17 +160,14 @@ async fn run(args: Args) {
     };
     rt.start();
 
-    let handled = Arc::new(AtomicU64::new(0));
     let finished_tokens = Arc::new(AtomicU64::new(0));
     let all_done = Arc::new(tokio::sync::Notify::new());
     let method: Arc<str> = Arc::from("pass");
     let host = {
-        let (rt, ids, method) = (rt.clone(), ids.clone(), method.clone());
-        let (handled, finished, all_done) =
-            (handled.clone(), finished_tokens.clone(), all_done.clone());
+        let (rt, ids, refs, method) = (rt.clone(), ids.clone(), refs.clone(), method.clone());
+        let (finished, all_done) = (finished_tokens.clone(), all_done.clone());
         let target = n as u64;
-        FnHost::new("ring", move |req| {
-            handled.fetch_add(1, Ordering::Relaxed);
+        FnHost::new("ring", move |_actor: &ActorId, req| {
             let (hops, me) = read_token(&req.payload);
             if hops > 0 {
                 let ids = ids.get().map_or(&[][..], Vec::as_slice);
@@ -173,12 +178,12 @@ async fn run(args: Args) {
                         changes: Vec::new(),
                     };
                 };
-                let call = Call::new(
-                    next_id.clone(),
-                    method.clone(),
-                    token(hops - 1, next as u32),
-                );
-                if let Err(e) = rt.tell(call) {
+                let payload = token(hops - 1, next as u32);
+                let sent = match refs.get().and_then(|r| r.get(next)) {
+                    Some(actor) if !by_id => actor.tell(method.clone(), payload),
+                    _ => rt.tell(Call::new(next_id.clone(), method.clone(), payload)),
+                };
+                if let Err(e) = sent {
                     eprintln!("tell failed: {e}");
                 }
             } else if finished.fetch_add(1, Ordering::Relaxed) + 1 == target {
@@ -218,6 +223,19 @@ async fn run(args: Args) {
         LIVE_BYTES.load(Ordering::Relaxed) - heap_start - n * std::mem::size_of::<ActorId>();
     let _ = ids.set(built);
     let ids = ids.get().map_or(&[][..], Vec::as_slice);
+    if !by_id {
+        let handles: Result<Vec<ActorRef>, _> =
+            ids.iter().map(|id| rt.actor_ref(id.clone())).collect();
+        match handles {
+            Ok(h) => {
+                let _ = refs.set(h);
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                return;
+            }
+        }
+    }
 
     // Phase 1: activate every actor with one message that goes nowhere.
     let rss_before = rss_bytes();
@@ -249,7 +267,6 @@ async fn run(args: Args) {
 
     // Phase 2: every actor starts a token that travels `hops` times.
     finished_tokens.store(0, Ordering::Relaxed);
-    handled.store(0, Ordering::Relaxed);
     let started = Instant::now();
     for (i, id) in ids.iter().enumerate() {
         if let Err(e) = rt.tell(Call::new(
@@ -266,15 +283,22 @@ async fn run(args: Args) {
         all_done.notified().await;
     }
     let secs = started.elapsed().as_secs_f64();
-    let messages = handled.load(Ordering::Relaxed);
+    // Every token makes `hops` turns; counting them as they happen would
+    // put an atomic operation on every message.
+    let messages = n as u64 * u64::from(args.hops);
     let rate = messages as f64 / secs;
 
     println!();
     println!(
-        "ring: {n} actors x {} hops, {} worker(s){}",
+        "ring: {n} actors x {} hops, {} worker(s){}, messages addressed {}",
         args.hops,
         args.workers,
-        if args.workers == 1 { " (one core)" } else { "" }
+        if args.workers == 1 { " (one core)" } else { "" },
+        if args.by_id {
+            "by id (directory lookup each)"
+        } else {
+            "through ActorRef handles"
+        }
     );
     println!(
         "{:<34} {:>16} {:>16} {:>8}",

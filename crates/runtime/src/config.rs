@@ -50,6 +50,8 @@ impl Default for RuntimeConfig {
 /// Bounds a type registration may ask for.
 const MAX_MAILBOX_LIMIT: usize = 1_000_000;
 const MIN_IDLE_TIMEOUT: Duration = Duration::from_millis(10);
+/// Activations track idleness in u32 milliseconds (49 days); stay well inside.
+const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
 
 impl RuntimeConfig {
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
@@ -74,15 +76,21 @@ impl RuntimeConfig {
                 return Err(ConfigError(format!("{what} must be longer than zero")));
             }
         }
+        if self.default_idle_timeout > MAX_IDLE_TIMEOUT {
+            return Err(ConfigError(format!(
+                "default idle timeout must be at most {MAX_IDLE_TIMEOUT:?}"
+            )));
+        }
         Ok(())
     }
 
     /// Fills in defaults and checks what an app asked for.
     pub(crate) fn resolve(&self, spec: &TypeSpec) -> Result<TypeOptions, CallError> {
         let idle_timeout = spec.idle_timeout.unwrap_or(self.default_idle_timeout);
-        if idle_timeout < MIN_IDLE_TIMEOUT {
+        if !(MIN_IDLE_TIMEOUT..=MAX_IDLE_TIMEOUT).contains(&idle_timeout) {
             return Err(CallError::InvalidArgument(format!(
-                "actor type '{}': idle timeout {idle_timeout:?} is below the minimum {MIN_IDLE_TIMEOUT:?}",
+                "actor type '{}': idle timeout {idle_timeout:?} must be between \
+                 {MIN_IDLE_TIMEOUT:?} and {MAX_IDLE_TIMEOUT:?}",
                 spec.name
             )));
         }

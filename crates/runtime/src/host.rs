@@ -36,9 +36,10 @@ pub struct ActivateRequest {
     pub state: StateSnapshot,
 }
 
+/// One turn to run. The actor is [`TurnDone::actor`]: the handle holds it
+/// already, and not copying the id saves atomic operations on every turn.
 #[derive(Debug)]
 pub struct TurnRequest {
-    pub actor: ActorId,
     pub kind: TurnKind,
     pub name: Arc<str>,
     pub payload: Payload,
@@ -109,6 +110,8 @@ impl std::fmt::Debug for ActivateDone {
 
 // === impl TurnDone ===
 
+static EMPTY_ID: std::sync::LazyLock<ActorId> = std::sync::LazyLock::new(|| ActorId::new("", ""));
+
 /// Answer to [`ActorHost::turn`].
 #[must_use = "dropping the handle fails the turn"]
 pub struct TurnDone {
@@ -120,6 +123,15 @@ pub struct TurnDone {
 }
 
 impl TurnDone {
+    /// The actor this turn runs on.
+    pub fn actor(&self) -> &ActorId {
+        match &self.act {
+            Some(act) => &act.id,
+            // Only empty after finishing, which consumes the handle.
+            None => &EMPTY_ID,
+        }
+    }
+
     pub fn finish(mut self, outcome: TurnOutcome) {
         if let Some(act) = self.act.take() {
             let reply = std::mem::take(&mut self.reply);

@@ -19,6 +19,7 @@ mod flush;
 mod host;
 mod hosts;
 mod local;
+mod run_queue;
 mod runtime;
 mod slots;
 mod types;
@@ -32,7 +33,7 @@ pub use host::{
 };
 pub use hosts::HostRegistration;
 pub use local::FnHost;
-pub use runtime::{ActorInfo, Runtime, RuntimeStatus};
+pub use runtime::{ActorInfo, ActorRef, Runtime, RuntimeStatus};
 pub use types::{
     ActorFailure, ActorId, Call, CallChain, CallExtra, ContentType, DeactivateReason, Payload,
     StateChange, StateMap, StateMode, StateSnapshot, TurnKind, TypeOptions, TypeSpec,

@@ -5,9 +5,10 @@ use crate::host::{
     ActivateDone, ActivateRequest, ActorHost, DeactivateDone, DeactivateRequest, TurnDone,
     TurnOutcome, TurnRequest,
 };
+use crate::types::ActorId;
 
-/// Runs every turn with `handler`, synchronously on the worker. The handler
-/// reads state from the request and returns its changes.
+/// Runs every turn with `handler(actor, request)`, synchronously on the
+/// worker. The handler reads state from the request and returns its changes.
 pub struct FnHost<F> {
     name: String,
     handler: F,
@@ -15,7 +16,7 @@ pub struct FnHost<F> {
 
 impl<F> FnHost<F>
 where
-    F: Fn(TurnRequest) -> TurnOutcome + Send + Sync + 'static,
+    F: Fn(&ActorId, TurnRequest) -> TurnOutcome + Send + Sync + 'static,
 {
     pub fn new(name: impl Into<String>, handler: F) -> Self {
         Self {
@@ -33,7 +34,7 @@ impl<F> std::fmt::Debug for FnHost<F> {
 
 impl<F> ActorHost for FnHost<F>
 where
-    F: Fn(TurnRequest) -> TurnOutcome + Send + Sync + 'static,
+    F: Fn(&ActorId, TurnRequest) -> TurnOutcome + Send + Sync + 'static,
 {
     fn name(&self) -> &str {
         &self.name
@@ -44,7 +45,8 @@ where
     }
 
     fn turn(&self, request: TurnRequest, done: TurnDone) {
-        done.finish((self.handler)(request));
+        let outcome = (self.handler)(done.actor(), request);
+        done.finish(outcome);
     }
 
     fn deactivate(&self, _request: DeactivateRequest, done: DeactivateDone) {

@@ -14,12 +14,11 @@
 //! makes turns one at a time per actor.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use parking_lot::Mutex;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 use troupe_placement::{Owner, Placement};
@@ -35,8 +34,11 @@ use crate::host::{
     TurnOutcome, TurnRequest,
 };
 use crate::hosts::{HostRegistration, HostRegistry};
+use crate::run_queue::RunQueue;
 use crate::slots::PendingCalls;
-use crate::types::{ActorId, Call, DeactivateReason, Payload, StateChange, StateMode, TypeSpec};
+use crate::types::{
+    ActorId, Call, CallExtra, DeactivateReason, Payload, StateChange, StateMode, TurnKind, TypeSpec,
+};
 use crate::validate;
 
 /// Where a call's result goes.
@@ -101,11 +103,11 @@ pub(crate) struct Shared {
     flusher: Arc<Flusher>,
     /// Consulted before activating: only the owner may.
     placement: Arc<dyn Placement>,
-    pending: Arc<PendingCalls>,
+    pending: &'static PendingCalls,
     /// One run queue per worker; an activation with work sits on one.
-    workers: Vec<mpsc::UnboundedSender<Runnable>>,
-    /// Taken by `start`.
-    worker_queues: Mutex<Vec<mpsc::UnboundedReceiver<Runnable>>>,
+    workers: Vec<Arc<RunQueue<Runnable>>>,
+    /// Set by the first `start`.
+    started: AtomicBool,
     started_at: Instant,
     /// Milliseconds since start, refreshed by the sweeper: idle tracking
     /// needs no more precision than the sweep period, and reading it costs
@@ -147,9 +149,9 @@ impl Runtime {
         placement: Arc<dyn Placement>,
     ) -> Result<Self, ConfigError> {
         config.check()?;
-        let (workers, queues) = (0..config.workers)
-            .map(|_| mpsc::unbounded_channel())
-            .unzip();
+        let workers = (0..config.workers)
+            .map(|_| Arc::new(RunQueue::new()))
+            .collect();
         let shared = Shared {
             directory: Directory::new(),
             hosts: HostRegistry::new(),
@@ -157,7 +159,7 @@ impl Runtime {
             placement,
             pending: PendingCalls::new(config.max_pending_calls),
             workers,
-            worker_queues: Mutex::new(queues),
+            started: AtomicBool::new(false),
             started_at: Instant::now(),
             coarse_now_ms: AtomicU64::new(0),
             shutting_down: AtomicBool::new(false),
@@ -173,12 +175,11 @@ impl Runtime {
     /// Spawns the workers, the flusher and the idle sweeper on the current
     /// tokio runtime. Calling it twice does nothing the second time.
     pub fn start(&self) {
-        let queues = std::mem::take(&mut *self.shared.worker_queues.lock());
-        if queues.is_empty() {
+        if self.shared.started.swap(true, Ordering::SeqCst) {
             return;
         }
-        for queue in queues {
-            tokio::spawn(self.shared.clone().work(queue));
+        for queue in &self.shared.workers {
+            tokio::spawn(self.shared.clone().work(queue.clone()));
         }
         let flusher = self.shared.flusher.clone();
         tokio::spawn(flusher.run(self.shared.config.flush_interval, self.shared.stop.clone()));
@@ -243,15 +244,7 @@ impl Runtime {
         let actor = call.actor.clone();
         let (tx, rx) = oneshot::channel();
         self.shared.enqueue(call, Reply::To(tx))?;
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_)) => Err(CallError::Unavailable(format!(
-                "the call to {actor} was dropped before it finished; retry it"
-            ))),
-            Err(_) => Err(CallError::DeadlineExceeded(format!(
-                "the call to {actor} did not finish within {timeout:?}"
-            ))),
-        }
+        wait_reply(&actor, timeout, rx).await
     }
 
     /// Queues a call whose result nobody waits for.
@@ -324,7 +317,7 @@ impl Runtime {
                     }
                     Status::Unloaded if !inner.scheduled => {
                         // Never got a host: nothing can run its calls now.
-                        for env in inner.mailbox.drain(..) {
+                        for env in inner.mailbox.take_all() {
                             env.reply.send(Err(shutting_down_error()));
                         }
                         inner.status = Status::Deactivating;
@@ -399,9 +392,11 @@ impl Runtime {
             out.push(ActorInfo {
                 actor: act.id.clone(),
                 mailbox_depth: inner.mailbox.len(),
-                turns: inner.turns,
+                turns: u64::from(inner.turns),
                 dirty: inner.is_dirty(),
-                idle: Duration::from_millis(now.saturating_sub(inner.last_active_ms)),
+                idle: Duration::from_millis(u64::from(
+                    (now as u32).wrapping_sub(inner.last_active_ms),
+                )),
             });
         });
         out.sort_by(|a, b| a.actor.cmp(&b.actor));
@@ -412,6 +407,77 @@ impl Runtime {
     /// Writes all dirty state now (tests, benchmarks, admin).
     pub async fn flush(&self) -> Result<(), CallError> {
         self.shared.flusher.flush_dirty().await
+    }
+}
+
+// === impl ActorRef ===
+
+/// A handle to one actor for in-process callers (hosts, tests, benchmarks).
+///
+/// It remembers the actor's activation, so repeated calls skip the directory
+/// lookup; when the actor was deactivated meanwhile, the next call looks it
+/// up again. Everything after the lookup (mailbox, turn order, host, state)
+/// is the same path as [`Runtime::invoke`] and [`Runtime::tell`].
+#[derive(Debug)]
+pub struct ActorRef {
+    shared: Arc<Shared>,
+    id: ActorId,
+    /// Read with a plain load on every call, so no lock: set on first use
+    /// and kept; once that activation ends, calls resolve by id.
+    activation: OnceLock<Arc<Activation>>,
+}
+
+impl Runtime {
+    /// A handle to `id`; checks the names once, here.
+    pub fn actor_ref(&self, id: ActorId) -> Result<ActorRef, CallError> {
+        self.shared.check_target(&id)?;
+        Ok(ActorRef {
+            shared: self.shared.clone(),
+            id,
+            activation: OnceLock::new(),
+        })
+    }
+}
+
+impl ActorRef {
+    pub fn id(&self) -> &ActorId {
+        &self.id
+    }
+
+    /// Queues a call whose result nobody waits for.
+    pub fn tell(&self, method: Arc<str>, payload: Payload) -> Result<(), CallError> {
+        let envelope = self
+            .shared
+            .envelope(TurnKind::Call, method, payload, None, Reply::None)?;
+        self.shared
+            .deliver(&self.id, Some(&self.activation), envelope)
+    }
+
+    /// Calls a method and waits for its result (at most the call timeout).
+    pub async fn invoke(&self, method: Arc<str>, payload: Payload) -> Result<Payload, CallError> {
+        let (tx, rx) = oneshot::channel();
+        let envelope =
+            self.shared
+                .envelope(TurnKind::Call, method, payload, None, Reply::To(tx))?;
+        self.shared
+            .deliver(&self.id, Some(&self.activation), envelope)?;
+        wait_reply(&self.id, self.shared.config.call_timeout, rx).await
+    }
+}
+
+async fn wait_reply(
+    actor: &ActorId,
+    timeout: Duration,
+    rx: oneshot::Receiver<Result<Payload, CallError>>,
+) -> Result<Payload, CallError> {
+    match tokio::time::timeout(timeout, rx).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err(CallError::Unavailable(format!(
+            "the call to {actor} was dropped before it finished; retry it"
+        ))),
+        Err(_) => Err(CallError::DeadlineExceeded(format!(
+            "the call to {actor} did not finish within {timeout:?}"
+        ))),
     }
 }
 
@@ -428,8 +494,9 @@ impl Shared {
         self.started_at.elapsed().as_millis() as u64
     }
 
-    fn coarse_now_ms(&self) -> u64 {
-        self.coarse_now_ms.load(Ordering::Relaxed)
+    /// Truncated to u32 for activations (see `Inner::last_active_ms`).
+    fn coarse_now_ms(&self) -> u32 {
+        self.coarse_now_ms.load(Ordering::Relaxed) as u32
     }
 
     fn schedule(&self, act: Arc<Activation>) {
@@ -439,39 +506,82 @@ impl Shared {
     fn push_runnable(&self, runnable: Runnable) {
         // Spread by address: stable per activation, even across workers.
         let worker = (Arc::as_ptr(&runnable.act) as usize >> 6) % self.workers.len();
-        // A closed queue means the runtime is being torn down with the process.
-        let _ = self.workers[worker].send(runnable);
+        self.workers[worker].push(runnable);
     }
 
     fn enqueue(self: &Arc<Self>, call: Call, reply: Reply) -> Result<(), CallError> {
+        self.check_target(&call.actor)?;
+        let envelope = self.envelope(call.kind, call.method, call.payload, call.extra, reply)?;
+        self.deliver(&call.actor, None, envelope)
+    }
+
+    /// Checks that `actor` may be called here.
+    fn check_target(&self, actor: &ActorId) -> Result<(), CallError> {
         if self.shutting_down.load(Ordering::Relaxed) {
             return Err(shutting_down_error());
         }
-        validate::name("actor type", &call.actor.ty)?;
-        validate::name("actor id", &call.actor.id)?;
-        validate::name("method name", &call.method)?;
-        validate::payload(call.payload.len(), self.config.max_payload_bytes)?;
-        if let Owner::Remote { node, .. } = self.placement.owner(&call.actor.ty, &call.actor.id) {
+        validate::name("actor type", &actor.ty)?;
+        validate::name("actor id", &actor.id)?;
+        if let Owner::Remote { node, .. } = self.placement.owner(&actor.ty, &actor.id) {
             return Err(CallError::Unavailable(format!(
-                "actor {} is owned by daemon {node}; call that daemon (forwarding is not enabled)",
-                call.actor
+                "actor {actor} is owned by daemon {node}; call that daemon (forwarding is not enabled)"
             )));
         }
-        let slot = self.pending.acquire()?;
-        let envelope = Envelope {
-            kind: call.kind,
-            name: call.method,
-            payload: call.payload,
-            extra: call.extra,
+        Ok(())
+    }
+
+    /// Checks a call's method and payload and takes its place under the
+    /// daemon-wide bound.
+    fn envelope(
+        &self,
+        kind: TurnKind,
+        method: Arc<str>,
+        payload: Payload,
+        extra: Option<Box<CallExtra>>,
+        reply: Reply,
+    ) -> Result<Envelope, CallError> {
+        if self.shutting_down.load(Ordering::Relaxed) {
+            return Err(shutting_down_error());
+        }
+        validate::name("method name", &method)?;
+        validate::payload(payload.len(), self.config.max_payload_bytes)?;
+        Ok(Envelope {
+            kind,
+            name: method,
+            payload,
+            extra,
             reply,
-            slot,
-        };
+            slot: self.pending.acquire()?,
+        })
+    }
+
+    /// Puts a call in the actor's mailbox (or straight on a run queue).
+    /// `bound` is an [`ActorRef`]'s activation: used while it lives, set on first use.
+    fn deliver(
+        self: &Arc<Self>,
+        actor: &ActorId,
+        mut bound: Option<&OnceLock<Arc<Activation>>>,
+        envelope: Envelope,
+    ) -> Result<(), CallError> {
         loop {
-            let act = self
-                .directory
-                .get_or_create(&call.actor, || self.new_activation(&call.actor))?;
+            let act = match bound.and_then(OnceLock::get) {
+                Some(act) => act.clone(),
+                None => {
+                    let act = self
+                        .directory
+                        .get_or_create(actor, || self.new_activation(actor))?;
+                    if let Some(b) = bound {
+                        // A handle binds once; losing a race to another
+                        // caller binds it to the same activation anyway.
+                        let _ = b.set(act.clone());
+                    }
+                    act
+                }
+            };
             let mut inner = act.inner.lock();
             if inner.status == Status::Gone {
+                // The bound activation ended: from now on resolve by id.
+                bound = None;
                 continue;
             }
             let max_mailbox = match &inner.binding {
@@ -539,10 +649,11 @@ impl Shared {
     }
 
     /// A worker: runs activations off its queue in batches.
-    async fn work(self: Arc<Self>, mut queue: mpsc::UnboundedReceiver<Runnable>) {
+    async fn work(self: Arc<Self>, queue: Arc<RunQueue<Runnable>>) {
         const BATCH: usize = 64;
         let mut batch = Vec::with_capacity(BATCH);
-        while queue.recv_many(&mut batch, BATCH).await > 0 {
+        loop {
+            queue.pop_batch(&mut batch, BATCH).await;
             // With many actors busy, the activations on a run queue have gone
             // cold in cache. Touching each one first, with loads that do not
             // depend on each other, lets the CPU fetch them all at once
@@ -550,7 +661,6 @@ impl Shared {
             let mut touched = 0usize;
             for r in &batch {
                 touched += usize::from(r.act.inner.is_locked());
-                touched += usize::from(r.act.id.id.as_bytes().first().copied().unwrap_or(0));
                 if let Some(env) = &r.first {
                     touched += usize::from(env.payload.data.first().copied().unwrap_or(0));
                 }
@@ -559,6 +669,9 @@ impl Shared {
             for runnable in batch.drain(..) {
                 self.run(runnable);
             }
+            // A queue that never empties must still let timers, activations
+            // and I/O on this thread run.
+            tokio::task::consume_budget().await;
         }
     }
 
@@ -597,7 +710,6 @@ impl Shared {
                 let state = inner.state.clone();
                 drop(inner);
                 let request = TurnRequest {
-                    actor: act.id.clone(),
                     kind: env.kind,
                     name: env.name,
                     payload: env.payload,
@@ -729,7 +841,7 @@ impl Shared {
     fn abandon(self: &Arc<Self>, act: Arc<Activation>, error: CallError) {
         let mut failed = Vec::new();
         self.directory.remove_if(&act, |inner| {
-            failed.extend(inner.mailbox.drain(..));
+            failed.extend(inner.mailbox.take_all());
             inner.binding = None;
             if inner.is_dirty() {
                 inner.status = Status::Unloaded;
@@ -778,7 +890,7 @@ impl Shared {
             }) => Err(CallError::Actor(failure)),
             Err(e) => Err(e),
         };
-        inner.turns += 1;
+        inner.turns = inner.turns.wrapping_add(1);
         inner.last_active_ms = self.coarse_now_ms();
         let mut deactivate = false;
         let mut wake = false;
@@ -918,7 +1030,7 @@ impl Shared {
                 // last_active_ms lags real time by up to one period (coarse
                 // clock); adding it means no actor goes before its timeout.
                 let needed = (idle + period).as_millis() as u64;
-                if now.saturating_sub(inner.last_active_ms) < needed
+                if u64::from((now as u32).wrapping_sub(inner.last_active_ms)) < needed
                     || !inner.mailbox.is_empty()
                     || inner.scheduled
                 {

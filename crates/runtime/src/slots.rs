@@ -1,7 +1,6 @@
 //! The daemon-wide bound on calls that are queued or running.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 
 use crate::error::CallError;
 
@@ -12,14 +11,17 @@ pub(crate) struct PendingCalls {
 }
 
 impl PendingCalls {
-    pub(crate) fn new(limit: usize) -> Arc<Self> {
-        Arc::new(Self {
+    /// The counter lives as long as the process: every call's slot points at
+    /// it, and a plain reference (rather than an `Arc`) keeps two atomic
+    /// operations per call off the hot path. One counter per runtime created.
+    pub(crate) fn new(limit: usize) -> &'static Self {
+        Box::leak(Box::new(Self {
             in_use: AtomicUsize::new(0),
             limit,
-        })
+        }))
     }
 
-    pub(crate) fn acquire(self: &Arc<Self>) -> Result<PendingSlot, CallError> {
+    pub(crate) fn acquire(&'static self) -> Result<PendingSlot, CallError> {
         let before = self.in_use.fetch_add(1, Ordering::Relaxed);
         if before >= self.limit {
             self.in_use.fetch_sub(1, Ordering::Relaxed);
@@ -29,7 +31,7 @@ impl PendingCalls {
                 self.limit
             )));
         }
-        Ok(PendingSlot(Some(self.clone())))
+        Ok(PendingSlot(Some(self)))
     }
 
     pub(crate) fn in_use(&self) -> usize {
@@ -39,7 +41,7 @@ impl PendingCalls {
 
 /// One call's place under the bound; freed when the call ends however it ends.
 #[derive(Debug, Default)]
-pub(crate) struct PendingSlot(Option<Arc<PendingCalls>>);
+pub(crate) struct PendingSlot(Option<&'static PendingCalls>);
 
 impl Drop for PendingSlot {
     fn drop(&mut self) {

@@ -13,7 +13,7 @@ use troupe_runtime::{
 };
 use troupe_storage::{MemoryStore, StateStore};
 
-fn counter_turn(req: TurnRequest) -> TurnOutcome {
+fn counter_turn(_actor: &ActorId, req: TurnRequest) -> TurnOutcome {
     let count: u64 = req
         .state
         .get("count")
@@ -59,12 +59,12 @@ async fn concurrent_calls_on_one_actor_run_one_at_a_time() -> Result<(), CallErr
     let in_turn = Arc::new(AtomicUsize::new(0));
     let overlaps = Arc::new(AtomicUsize::new(0));
     let (i, o) = (in_turn.clone(), overlaps.clone());
-    let host = FnHost::new("test", move |req| {
+    let host = FnHost::new("test", move |actor: &ActorId, req| {
         if i.fetch_add(1, Ordering::SeqCst) != 0 {
             o.fetch_add(1, Ordering::SeqCst);
         }
         std::thread::yield_now();
-        let out = counter_turn(req);
+        let out = counter_turn(actor, req);
         i.fetch_sub(1, Ordering::SeqCst);
         out
     });

@@ -112,6 +112,7 @@ impl ActorHost for AppConnection {
     }
 
     fn turn(&self, request: TurnRequest, done: TurnDone) {
+        let actor = Some(convert::actor_ref(done.actor()));
         let (metadata, chain) = convert::extra_to_pb(request.extra);
         let kind = match request.kind {
             TurnKind::Call => pb::TurnKind::Call,
@@ -121,7 +122,7 @@ impl ActorHost for AppConnection {
         } as i32;
         let turn = pb::Turn {
             call_id: 0,
-            actor: Some(convert::actor_ref(&request.actor)),
+            actor,
             kind,
             name: request.name.to_string(),
             payload: Some(convert::payload_to_pb(request.payload)),
