@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 use tracing::{info, warn};
 use troupe_placement::SingleNode;
 use troupe_proto::v1 as pb;
@@ -55,6 +55,10 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .build_v1()
         .context("building the reflection service")?;
 
+    // Small messages (calls, turns) must not wait for Nagle's algorithm to
+    // meet a delayed ACK: that costs tens of milliseconds per exchange.
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+
     let limit = config.runtime.max_payload_bytes.saturating_mul(2) + FRAME_OVERHEAD;
     let app_api = AppApi::new(runtime.clone());
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
@@ -73,7 +77,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .add_service(pb::admin_server::AdminServer::new(AdminApi::new(
             runtime.clone(),
         )))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+        .serve_with_incoming_shutdown(incoming, async {
             let _ = server_stopped.await;
         });
     let server = tokio::spawn(server);
