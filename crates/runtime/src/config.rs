@@ -27,6 +27,9 @@ pub struct RuntimeConfig {
     pub flush_max_dirty_bytes: usize,
     /// How long a graceful shutdown waits for turns and deactivations.
     pub shutdown_grace: Duration,
+    /// Baseline for benchmarks: write each turn's changes to the store on
+    /// their own before replying (no batching), as naive actor runtimes do.
+    pub write_through: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -43,6 +46,7 @@ impl Default for RuntimeConfig {
             flush_interval: Duration::from_secs(1),
             flush_max_dirty_bytes: 16 * 1024 * 1024,
             shutdown_grace: Duration::from_secs(30),
+            write_through: false,
         }
     }
 }

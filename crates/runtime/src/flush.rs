@@ -198,7 +198,16 @@ impl Flusher {
                     self.mark_dirty(act, &mut in_list, 0);
                     inner.in_dirty_list = in_list;
                 }
-                self.held.lock().extend(held);
+                // A durable caller must not wait for the store to come back:
+                // tell it now. The write may or may not have happened; the
+                // state stays dirty and is retried.
+                let error = CallError::Unavailable(format!(
+                    "the state store failed: {e}; the change is kept in memory and retried, but \
+                     was not confirmed durable"
+                ));
+                for (reply, _) in held {
+                    reply.send(Err(error.clone()));
+                }
                 Err(CallError::Unavailable(format!(
                     "the state store failed: {e}; state is kept in memory and retried"
                 )))

@@ -875,10 +875,11 @@ impl Shared {
                         let mut in_list = inner.in_dirty_list;
                         self.flusher.mark_dirty(&act, &mut in_list, bytes);
                         inner.in_dirty_list = in_list;
-                        hold_until_flushed = inner
-                            .binding
-                            .as_ref()
-                            .is_some_and(|b| b.options.state_mode == StateMode::Durable);
+                        hold_until_flushed = self.config.write_through
+                            || inner
+                                .binding
+                                .as_ref()
+                                .is_some_and(|b| b.options.state_mode == StateMode::Durable);
                     }
                     Ok(payload)
                 }
@@ -903,7 +904,16 @@ impl Shared {
             inner.scheduled |= wake;
         }
         drop(inner);
-        if hold_until_flushed {
+        if hold_until_flushed && self.config.write_through {
+            let (flusher, act) = (self.flusher.clone(), act.clone());
+            tokio::spawn(async move {
+                let result = match flusher.flush_actor(&act).await {
+                    Ok(()) => result,
+                    Err(e) => Err(e),
+                };
+                reply.send(result);
+            });
+        } else if hold_until_flushed {
             self.flusher.hold_reply(reply, result);
         } else {
             reply.send(result);

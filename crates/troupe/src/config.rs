@@ -54,6 +54,10 @@ pub struct ServeArgs {
     /// Turn dispatch workers [default: number of CPUs].
     #[arg(long)]
     pub workers: Option<usize>,
+    /// Benchmark baseline: write each turn's state changes before replying,
+    /// one store write per turn (no write-behind, no group commit).
+    #[arg(long)]
+    pub write_through: bool,
 }
 
 /// The same settings as read from a TOML file.
@@ -78,6 +82,8 @@ struct FileConfig {
     #[serde(default, with = "humantime_serde")]
     shutdown_grace: Option<Duration>,
     workers: Option<usize>,
+    #[serde(default)]
+    write_through: bool,
 }
 
 /// Which state store to open.
@@ -122,6 +128,7 @@ impl ServeArgs {
         pick!(shutdown_grace, runtime.shutdown_grace);
         pick!(workers, runtime.workers);
         runtime.default_state_mode = StateMode::WriteBehind;
+        runtime.write_through = self.write_through || file.write_through;
 
         let listen = match self.listen.or(file.listen) {
             Some(a) => a,
