@@ -740,11 +740,25 @@ impl Shared {
             }
         };
         let Some(binding) = binding else {
-            let error = CallError::Unavailable(format!(
-                "no connected app hosts actor type '{}' (waited {:?}); start or restart the app \
-                 that registers it",
-                act.id.ty, self.config.host_wait
-            ));
+            // Never registered at all is the same answer as after the start-up
+            // window: the type is unknown. Registered before means its app is away.
+            let error = if self.hosts.options(&act.id.ty).is_none() {
+                CallError::UnknownType {
+                    actor_type: act.id.ty.to_string(),
+                    registered: self
+                        .hosts
+                        .hosted_types()
+                        .into_iter()
+                        .map(|(t, _)| t)
+                        .collect(),
+                }
+            } else {
+                CallError::Unavailable(format!(
+                    "no connected app hosts actor type '{}' (waited {:?}); start or restart the \
+                     app that registers it",
+                    act.id.ty, self.config.host_wait
+                ))
+            };
             return self.abandon(act, error);
         };
         if !act.inner.lock().state_loaded {
