@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install, build, lint and test the TypeScript SDK, its example and its benchmark.
+#
+#   sdks/typescript/scripts/check.sh [extra node --test args]
+#
+# Integration tests start the real daemon: $TROUPE_BIN (default target/debug/troupe
+# at the repo root); they fail when it is missing. The cross-language test needs
+# the Python SDK's virtualenv: $TROUPE_PYTHON (default <repo>/.venv/bin/python).
+set -euo pipefail
+sdk="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+repo="$(cd "$sdk/../.." && pwd)"
+cd "$sdk"
+
+echo "== npm ci"; npm ci --no-audit --no-fund
+echo "== build (tsc -p tsconfig.build.json)"; npm run --silent build
+echo "== typecheck (tsc --noEmit, strict)"; npm run --silent typecheck
+echo "== eslint (typescript-eslint strictTypeChecked, no-explicit-any)"; npm run --silent lint
+echo "== example and benchmark (tsc --noEmit)"
+for dir in "$repo/examples/typescript" "$repo/bench/typescript"; do
+    "$sdk/scripts/link_sdk.sh" "$dir"
+    "$sdk/node_modules/.bin/tsc" -p "$dir/tsconfig.json" --noEmit
+done
+echo "== node --test"
+npm run --silent pretest
+node --test --test-concurrency=1 --test-timeout=180000 "$@" build/test/

@@ -1,0 +1,533 @@
+// Hosting actors: App attaches to the daemon and runs the turns it pushes.
+import * as grpc from "@grpc/grpc-js";
+import { hostname } from "node:os";
+import { type Actor, type ActorClass, type ActorSpec, instantiate, specOf } from "./actor.js";
+import { CHANNEL_OPTIONS, grpcTarget, resolveAddress, SDK_NAME } from "./address.js";
+import { Caller } from "./caller.js";
+import { Context, currentChain } from "./context.js";
+import { type Duration, toMillis } from "./duration.js";
+import { ActorError, errorForCode, TroupeError } from "./errors.js";
+import {
+  type Activate,
+  type ActivateResult,
+  type AppMessage,
+  AppHostClient,
+  type DaemonMessage,
+  type Deactivate,
+  type DeactivateResult,
+  type Register,
+  type Turn,
+  type TurnResult,
+} from "./gen/troupe/v1/app.js";
+import { ActorClientClient } from "./gen/troupe/v1/client.js";
+import { type ActorFailure, type Payload, TurnKind } from "./gen/troupe/v1/common.js";
+import { decodeCall, encodeResult } from "./payload.js";
+import { commitState, rollbackState, State } from "./state.js";
+
+const MAX_DETAILS = 8 * 1024;
+const INITIAL_DELAY_MS = 50;
+// Registration failures that a retry cannot fix: report them instead of looping.
+const FATAL_CODES = new Set<grpc.status>([
+  grpc.status.INVALID_ARGUMENT,
+  grpc.status.ALREADY_EXISTS,
+  grpc.status.FAILED_PRECONDITION,
+  grpc.status.PERMISSION_DENIED,
+  grpc.status.UNIMPLEMENTED,
+]);
+
+/** Where the App reports connection trouble; `console` by default. */
+export interface Logger {
+  warn(message: string): void;
+  info(message: string): void;
+  debug(message: string): void;
+}
+
+const defaultLogger: Logger = {
+  warn: (m) => {
+    console.warn(m);
+  },
+  info: () => undefined,
+  debug: () => undefined,
+};
+
+/** Options of {@link App}. */
+export interface AppOptions {
+  /** The actor classes to host, each decorated with `@actor`. */
+  actors: readonly ActorClass[];
+  /** Daemon address; defaults to `$TROUPE_ADDR`, then `127.0.0.1:7420`. */
+  address?: string;
+  /** Shown in admin output; defaults to `hostname-pid`. */
+  appName?: string;
+  /** Upper bound of the exponential re-connect backoff (default 2 s). */
+  maxReconnectDelay?: Duration;
+  /** Where connection warnings go (default: console.warn). */
+  logger?: Logger;
+}
+
+/** Options of {@link App.waitRegistered}. */
+export interface WaitRegisteredOptions {
+  /** Wait until the app has registered at least this many times (default 1). */
+  sessions?: number;
+  /** Give up after this long with a TroupeError. */
+  timeout?: Duration;
+}
+
+/** The stream to the daemon ended or could not be opened: the App re-connects. */
+class ConnectionLost extends Error {
+  override name = "ConnectionLost";
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as Partial<grpc.ServiceError>).code;
+    if (typeof code === "number" && "details" in err) return `${grpc.status[code]}: ${(err as grpc.ServiceError).details}`;
+    return err.message === "" ? err.name : err.message;
+  }
+  return String(err);
+}
+
+function failure(err: unknown): ActorFailure {
+  // An ActorError from a nested call propagates like an exception up a stack:
+  // the caller sees the type that was originally thrown.
+  if (err instanceof ActorError) {
+    return { type: err.remoteType, message: err.message, details: (err.stack ?? "").slice(-MAX_DETAILS) };
+  }
+  if (err instanceof Error) {
+    const ctorName = (err.constructor as { name?: unknown } | undefined)?.name;
+    const type = err.name !== "" && err.name !== "Error" ? err.name : typeof ctorName === "string" && ctorName !== "" ? ctorName : "Error";
+    return { type, message: err.message, details: (err.stack ?? "").slice(-MAX_DETAILS) };
+  }
+  return { type: "Error", message: String(err), details: "" };
+}
+
+function namedError(name: string, message: string): Error {
+  const e = new Error(message);
+  e.name = name;
+  return e;
+}
+
+function key(type: string, id: string): string {
+  return `${type}\u0000${id}`;
+}
+
+interface Waiter {
+  sessions: number;
+  resolve: () => void;
+  reject: (err: Error) => void;
+  timer: NodeJS.Timeout | undefined;
+}
+
+/** What a Session needs from its App. */
+interface SessionHost {
+  readonly specs: ReadonlyMap<string, ActorSpec>;
+  readonly logger: Logger;
+  setRegistered(registered: boolean, daemonVersion?: string): void;
+  registerMessage(): Register;
+  unknownType(name: string): ActorFailure;
+}
+
+/** One Attach stream: the instances it hosts. */
+class Session {
+  readonly #app: SessionHost;
+  readonly #host: AppHostClient;
+  readonly #clientStub: ActorClientClient;
+  readonly #caller: Caller;
+  readonly #instances = new Map<string, Actor>();
+  #call: grpc.ClientDuplexStream<AppMessage, DaemonMessage> | undefined;
+  #closed = false;
+
+  constructor(app: SessionHost, target: string) {
+    this.#app = app;
+    const creds = grpc.credentials.createInsecure();
+    this.#host = new AppHostClient(target, creds, CHANNEL_OPTIONS);
+    // Calls made from turns (this.ctx) share the host's channel.
+    this.#clientStub = new ActorClientClient(target, creds, { ...CHANNEL_OPTIONS, channelOverride: this.#host.getChannel() });
+    this.#caller = new Caller(this.#clientStub);
+  }
+
+  /** Register, then serve until the stream ends; always rejects (ConnectionLost or a fatal TroupeError). */
+  run(): Promise<never> {
+    return new Promise<never>((_resolve, reject) => {
+      const call = this.#host.attach();
+      this.#call = call;
+      let registered = false;
+      call.on("data", (msg: DaemonMessage) => {
+        const kind = msg.kind;
+        if (!registered) {
+          if (kind?.$case !== "registered") {
+            reject(new ConnectionLost(`expected Registered first, got ${kind?.$case ?? "nothing"}`));
+            call.cancel();
+            return;
+          }
+          registered = true;
+          this.#app.setRegistered(true, kind.value.daemonVersion);
+          return;
+        }
+        switch (kind?.$case) {
+          case "turn":
+            void this.#turn(kind.value);
+            break;
+          case "activate":
+            void this.#activate(kind.value);
+            break;
+          case "deactivate":
+            void this.#deactivate(kind.value);
+            break;
+          default:
+            this.#app.logger.warn(`troupe: ignoring unexpected daemon message ${kind?.$case ?? "(empty)"}`);
+        }
+      });
+      call.on("error", (err: grpc.ServiceError) => {
+        if (!registered && FATAL_CODES.has(err.code)) {
+          reject(errorForCode(err.code, `daemon refused the registration: ${err.details}`));
+        } else {
+          reject(new ConnectionLost(describe(err)));
+        }
+      });
+      call.on("end", () => {
+        reject(new ConnectionLost("daemon closed the stream"));
+      });
+      call.write({ kind: { $case: "register", value: this.#app.registerMessage() } });
+    });
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#call?.cancel();
+    // The daemon re-activates these actors from stored state on the next session.
+    this.#instances.clear();
+    this.#clientStub.close();
+    this.#host.close();
+  }
+
+  #send(msg: AppMessage): void {
+    if (this.#closed || this.#call === undefined) return;
+    try {
+      this.#call.write(msg);
+    } catch (e) {
+      this.#app.logger.debug(`troupe: could not send a reply: ${describe(e)}`);
+    }
+  }
+
+  async #activate(msg: Activate): Promise<void> {
+    const ref = msg.actor ?? { type: "", id: "" };
+    const result: ActivateResult = { callId: msg.callId, error: undefined, changes: [] };
+    const spec = this.#app.specs.get(ref.type);
+    if (spec === undefined) {
+      result.error = this.#app.unknownType(ref.type);
+    } else {
+      try {
+        const state = new State(msg.state);
+        const obj = instantiate(spec.cls, { id: ref.id, state, ctx: new Context(this.#caller, ref.type, ref.id) });
+        await obj.onActivate();
+        result.changes = commitState(state);
+        this.#instances.set(key(ref.type, ref.id), obj);
+      } catch (e) {
+        result.error = failure(e);
+      }
+    }
+    this.#send({ kind: { $case: "activated", value: result } });
+  }
+
+  async #turn(msg: Turn): Promise<void> {
+    const result: TurnResult = { callId: msg.callId, outcome: undefined, changes: [] };
+    try {
+      const reply = await this.#runTurn(msg, result);
+      result.outcome = { $case: "reply", value: reply };
+    } catch (e) {
+      result.changes = [];
+      result.outcome = { $case: "error", value: failure(e) };
+    }
+    this.#send({ kind: { $case: "turnResult", value: result } });
+  }
+
+  async #runTurn(msg: Turn, result: TurnResult): Promise<Payload> {
+    const ref = msg.actor ?? { type: "", id: "" };
+    const obj = this.#instances.get(key(ref.type, ref.id));
+    if (obj === undefined) throw namedError("LookupError", `actor ${ref.type}/${ref.id} is not active in this app`);
+    if (msg.kind !== TurnKind.TURN_KIND_UNSPECIFIED && msg.kind !== TurnKind.TURN_KIND_CALL) {
+      throw namedError("NotImplementedError", `${SDK_NAME} does not handle ${TurnKind[msg.kind]} turns`);
+    }
+    const spec = this.#app.specs.get(ref.type) as ActorSpec;
+    const prop = spec.methods.get(msg.name);
+    if (prop === undefined) {
+      throw new TypeError(
+        `actor type ${JSON.stringify(ref.type)} has no method ${JSON.stringify(msg.name)}; its methods are: ${[...spec.methods.keys()].sort().join(", ")}`,
+      );
+    }
+    const readonly = spec.readonly.has(msg.name);
+    const args = decodeCall(msg.payload);
+    const state = obj.state;
+    const fn = (obj as unknown as Record<string, unknown>)[prop];
+    if (typeof fn !== "function") throw new TypeError(`${spec.cls.name}.${prop} is not a function`);
+    try {
+      const value: unknown = await currentChain.run(msg.chain, () => (fn as (...a: unknown[]) => unknown).apply(obj, args));
+      const reply = encodeResult(value);
+      if (!readonly) result.changes = commitState(state);
+      return reply;
+    } catch (e) {
+      // Read-only turns may run concurrently, so they must not undo each other's reads.
+      if (!readonly) rollbackState(state);
+      throw e;
+    }
+  }
+
+  async #deactivate(msg: Deactivate): Promise<void> {
+    const ref = msg.actor ?? { type: "", id: "" };
+    const result: DeactivateResult = { callId: msg.callId, changes: [] };
+    const k = key(ref.type, ref.id);
+    const obj = this.#instances.get(k);
+    if (obj !== undefined) {
+      try {
+        await obj.onDeactivate();
+        result.changes = commitState(obj.state);
+      } catch (e) {
+        this.#app.logger.warn(`troupe: onDeactivate of ${ref.type}/${ref.id} threw: ${describe(e)}`);
+        rollbackState(obj.state);
+      }
+      this.#instances.delete(k);
+    }
+    this.#send({ kind: { $case: "deactivated", value: result } });
+  }
+}
+
+/**
+ * Hosts actor types behind the daemon.
+ *
+ * ```ts
+ * const app = new App({ actors: [Counter] });
+ * await app.start();        // resolves once the daemon accepted the types
+ * ...
+ * await app.close();
+ * ```
+ *
+ * The app re-connects by itself, with exponential backoff up to
+ * `maxReconnectDelay`, when the daemon restarts or the stream drops; actors
+ * active at that moment are dropped here and re-activated by the daemon from
+ * stored state on their next call.
+ */
+export class App {
+  readonly address: string;
+  readonly appName: string;
+  /** Version of the daemon of the current (or last) session. */
+  daemonVersion = "";
+  readonly #specs = new Map<string, ActorSpec>();
+  readonly #logger: Logger;
+  readonly #host: SessionHost;
+  readonly #maxDelayMs: number;
+  #registered = false;
+  #sessions = 0;
+  #waiters = new Set<Waiter>();
+  #stopping = false;
+  #loop: Promise<void> | undefined;
+  #session: Session | undefined;
+  #wake: (() => void) | undefined;
+
+  constructor(options: AppOptions) {
+    for (const cls of options.actors) {
+      const spec = specOf(cls);
+      if (this.#specs.has(spec.name)) throw new TypeError(`two classes declare actor type ${JSON.stringify(spec.name)}`);
+      this.#specs.set(spec.name, spec);
+    }
+    if (this.#specs.size === 0) throw new TypeError("App needs at least one actor class");
+    this.address = resolveAddress(options.address);
+    this.appName = options.appName ?? `${hostname()}-${process.pid}`;
+    this.#maxDelayMs = toMillis(options.maxReconnectDelay, "maxReconnectDelay") ?? 2000;
+    this.#logger = options.logger ?? defaultLogger;
+    this.#host = {
+      specs: this.#specs,
+      logger: this.#logger,
+      setRegistered: (registered, version) => {
+        this.#setRegistered(registered, version);
+      },
+      registerMessage: () => ({ appName: this.appName, types: [...this.#specs.values()].map((spec) => spec.proto), sdk: SDK_NAME }),
+      unknownType: (name) => ({
+        type: "LookupError",
+        message: `this app does not host actor type ${JSON.stringify(name)}; it hosts ${[...this.#specs.keys()].join(", ")}`,
+        details: "",
+      }),
+    };
+  }
+
+  /** The actor type names this app hosts. */
+  get actorTypes(): string[] {
+    return [...this.#specs.keys()];
+  }
+
+  /** Whether the app is attached to the daemon and its types are registered right now. */
+  get registered(): boolean {
+    return this.#registered;
+  }
+
+  /** How many times the app has registered with a daemon (re-connects included). */
+  get sessions(): number {
+    return this.#sessions;
+  }
+
+  /** Whether the app's connect loop is running (between start/run and close/stop). */
+  get running(): boolean {
+    return this.#loop !== undefined;
+  }
+
+  /**
+   * Start hosting in the background and resolve once the daemon accepted the
+   * actor types. Keeps re-connecting afterwards until {@link close}. Rejects with
+   * {@link InvalidArgument} (or another TroupeError) if the daemon refuses the
+   * registration, which retrying would not fix.
+   */
+  async start(options: Omit<WaitRegisteredOptions, "sessions"> = {}): Promise<void> {
+    const loop = this.#ensureLoop();
+    const stopped = loop.then(() => {
+      throw new TroupeError("the app was stopped before it registered");
+    });
+    await Promise.race([this.waitRegistered({ sessions: this.#registered ? this.#sessions : this.#sessions + 1, timeout: options.timeout }), stopped]);
+  }
+
+  /** Host actors until {@link stop} or {@link close}; rejects if the registration is refused. */
+  run(): Promise<void> {
+    return this.#ensureLoop();
+  }
+
+  /** {@link run} until SIGINT or SIGTERM, then close and resolve. */
+  async runForever(): Promise<void> {
+    const onSignal = (): void => {
+      this.stop();
+    };
+    process.on("SIGINT", onSignal);
+    process.on("SIGTERM", onSignal);
+    try {
+      await this.run();
+    } finally {
+      process.off("SIGINT", onSignal);
+      process.off("SIGTERM", onSignal);
+    }
+  }
+
+  /** Ask the app to stop: the stream is closed; results of turns still running are dropped. */
+  stop(): void {
+    this.#stopping = true;
+    this.#session?.close();
+    this.#wake?.();
+  }
+
+  /** Stop and wait until the connection is closed. Never rejects. */
+  async close(): Promise<void> {
+    this.stop();
+    await this.#loop?.catch(() => undefined);
+  }
+
+  /**
+   * Wait until the app is registered and has registered at least `sessions`
+   * times (`app.sessions + 1` waits for the next re-connect).
+   */
+  waitRegistered(options: WaitRegisteredOptions = {}): Promise<void> {
+    const sessions = options.sessions ?? 1;
+    if (this.#registered && this.#sessions >= sessions) return Promise.resolve();
+    const timeoutMs = toMillis(options.timeout, "timeout");
+    return new Promise<void>((resolve, reject) => {
+      const waiter: Waiter = { sessions, resolve, reject, timer: undefined };
+      if (timeoutMs !== undefined) {
+        waiter.timer = setTimeout(() => {
+          this.#waiters.delete(waiter);
+          reject(new TroupeError(`app not registered with the daemon at ${this.address} within ${timeoutMs} ms`));
+        }, timeoutMs);
+      }
+      this.#waiters.add(waiter);
+    });
+  }
+
+  #setRegistered(registered: boolean, daemonVersion = ""): void {
+    this.#registered = registered;
+    if (!registered) return;
+    this.#sessions += 1;
+    this.daemonVersion = daemonVersion;
+    this.#logger.info(`troupe: registered ${[...this.#specs.keys()].join(", ")} with daemon ${daemonVersion || "?"} at ${this.address}`);
+    for (const w of [...this.#waiters]) {
+      if (this.#sessions >= w.sessions) {
+        this.#waiters.delete(w);
+        clearTimeout(w.timer);
+        w.resolve();
+      }
+    }
+  }
+
+  #ensureLoop(): Promise<void> {
+    if (this.#loop === undefined) {
+      this.#stopping = false;
+      const loop = this.#connectLoop().finally(() => {
+        this.#loop = undefined;
+      });
+      this.#loop = loop;
+      // Waiters learn about the end of the loop (stop or a refused registration).
+      loop.then(
+        () => {
+          this.#failWaiters(new TroupeError("the app was stopped before it registered"));
+        },
+        (e: unknown) => {
+          this.#failWaiters(e instanceof Error ? e : new TroupeError(String(e)));
+        },
+      );
+    }
+    return this.#loop;
+  }
+
+  #failWaiters(err: Error): void {
+    for (const w of this.#waiters) {
+      clearTimeout(w.timer);
+      w.reject(err);
+    }
+    this.#waiters.clear();
+  }
+
+  #isStopping(): boolean {
+    return this.#stopping;
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#wake = done;
+    }).finally(() => {
+      this.#wake = undefined;
+    });
+  }
+
+  async #connectLoop(): Promise<void> {
+    const target = grpcTarget(this.address);
+    let delay = INITIAL_DELAY_MS;
+    let quiet = false;
+    while (!this.#isStopping()) {
+      const session = new Session(this.#host, target);
+      this.#session = session;
+      const before = this.#sessions;
+      let error: unknown;
+      try {
+        await session.run();
+      } catch (e) {
+        error = e;
+      } finally {
+        session.close();
+        this.#session = undefined;
+      }
+      const wasRegistered = this.#registered;
+      if (wasRegistered) this.#setRegistered(false);
+      if (this.#isStopping()) break;
+      if (error instanceof TroupeError) throw error; // a refused registration
+      if (!(error instanceof ConnectionLost)) throw error instanceof Error ? error : new Error(String(error));
+      // Log the first failure of an outage loudly, the retries quietly.
+      if (this.#sessions > before) quiet = false;
+      const line = `troupe: no connection to daemon at ${this.address} (${describe(error)}); retrying`;
+      if (quiet) this.#logger.debug(line);
+      else this.#logger.warn(line);
+      quiet = true;
+      if (wasRegistered) delay = INITIAL_DELAY_MS;
+      // Jitter keeps many apps from reconnecting to a restarted daemon in lockstep.
+      await this.#sleep(delay * (0.8 + Math.random() * 0.4));
+      delay = Math.min(delay * 2, this.#maxDelayMs);
+    }
+  }
+}

@@ -1,0 +1,92 @@
+// The errors SDK users see. Every one derives from TroupeError.
+import * as grpc from "@grpc/grpc-js";
+
+export const ERROR_TYPE_TRAILER = "troupe-error-type";
+
+/** Base class of every error raised by the troupe SDK. */
+export class TroupeError extends Error {
+  /** The gRPC status code behind the error, when there was one. */
+  readonly code: grpc.status | undefined;
+
+  constructor(message: string, code?: grpc.status, options?: ErrorOptions) {
+    super(message, options);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/** No app has registered the actor type (the message lists the registered ones). */
+export class NotFound extends TroupeError {}
+
+/** The request was malformed: empty or oversize type/id/method, or a payload over the limit. */
+export class InvalidArgument extends TroupeError {}
+
+/** The actor's mailbox or the daemon's in-flight limit is full; retry later, with backoff. */
+export class Overloaded extends TroupeError {}
+
+/** The daemon is unreachable or shutting down, or the app hosting the actor disconnected. */
+export class Unavailable extends TroupeError {}
+
+/** The call did not finish before its deadline. */
+export class DeadlineExceeded extends TroupeError {}
+
+/** The call cannot run in the current state, e.g. it would close a non-reentrant call cycle. */
+export class FailedPrecondition extends TroupeError {}
+
+/**
+ * The actor's code threw while handling the call.
+ *
+ * `remoteType` is the name of the error type thrown in the actor (`"RangeError"`,
+ * or `"ValueError"` from a Python actor); `message` is its message.
+ */
+export class ActorError extends TroupeError {
+  /** Name of the error type thrown in the actor, e.g. `"RangeError"` or `"ValueError"`. */
+  readonly remoteType: string;
+
+  constructor(remoteType: string, message: string) {
+    // The stack trace shows "ActorError: <type>: <message>"; `message` itself is the
+    // remote message alone, as `ActorError.message` in the Python SDK.
+    super(message === "" ? remoteType : `${remoteType}: ${message}`, grpc.status.UNKNOWN);
+    this.remoteType = remoteType;
+    this.message = message;
+  }
+
+  override toString(): string {
+    return this.message === "" ? `ActorError: ${this.remoteType}` : `ActorError: ${this.remoteType}: ${this.message}`;
+  }
+}
+
+type ErrorClass = new (message: string, code?: grpc.status) => TroupeError;
+
+const BY_CODE = new Map<grpc.status, ErrorClass>([
+  [grpc.status.NOT_FOUND, NotFound],
+  [grpc.status.INVALID_ARGUMENT, InvalidArgument],
+  [grpc.status.RESOURCE_EXHAUSTED, Overloaded],
+  [grpc.status.UNAVAILABLE, Unavailable],
+  [grpc.status.DEADLINE_EXCEEDED, DeadlineExceeded],
+  [grpc.status.FAILED_PRECONDITION, FailedPrecondition],
+]);
+
+/** The SDK error for a gRPC status code (TroupeError for codes without their own class). */
+export function errorForCode(code: grpc.status, message: string): TroupeError {
+  const cls = BY_CODE.get(code) ?? TroupeError;
+  return new cls(message, code);
+}
+
+function isServiceError(err: unknown): err is grpc.ServiceError {
+  return err instanceof Error && typeof (err as Partial<grpc.ServiceError>).code === "number" && "metadata" in err;
+}
+
+/** Translate a gRPC error into the SDK's error; `what` names the call for context. */
+export function fromRpcError(err: unknown, what: string): Error {
+  if (!isServiceError(err)) return err instanceof Error ? err : new TroupeError(`${what}: ${String(err)}`);
+  const details = err.details;
+  if (err.code === grpc.status.UNKNOWN) {
+    const remote = err.metadata.get(ERROR_TYPE_TRAILER)[0];
+    if (remote !== undefined) {
+      return new ActorError(typeof remote === "string" ? remote : remote.toString("utf8"), details);
+    }
+  }
+  const name = grpc.status[err.code];
+  return errorForCode(err.code, details === "" ? `${what}: ${name}` : `${what}: ${details} (${name})`);
+}

@@ -1,0 +1,50 @@
+/**
+ * Troupe: virtual actors hosted by the `troupe` sidecar daemon.
+ *
+ * Host actors:
+ *
+ * ```ts
+ * @actor("counter")
+ * class Counter extends Actor<{ count: number }> {
+ *   @method async incr(by = 1): Promise<number> {
+ *     const count = this.state.get("count", 0) + by;
+ *     this.state.set("count", count);
+ *     return count;
+ *   }
+ * }
+ * await new App({ actors: [Counter] }).runForever();
+ * ```
+ *
+ * Call them:
+ *
+ * ```ts
+ * const client = new Client();
+ * await client.actor<Counter>("counter", "c1").call("incr", 5);
+ * ```
+ *
+ * @module
+ */
+export { Actor, actor, method, actorTypeName } from "./actor.js";
+export type { ActorClass, ActorInstance, ActorOptions, MethodOptions, StateModeName } from "./actor.js";
+export { App } from "./app.js";
+export type { AppOptions, Logger, WaitRegisteredOptions } from "./app.js";
+export type { ActorHandle, CallOptions, GetStateOptions, MethodArgs, MethodName, MethodResult, Params, UntypedActor, WithKwargs } from "./caller.js";
+export { Client } from "./client.js";
+export type { ClientOptions } from "./client.js";
+export { Context } from "./context.js";
+export type { Duration } from "./duration.js";
+export {
+  ActorError,
+  DeadlineExceeded,
+  FailedPrecondition,
+  InvalidArgument,
+  NotFound,
+  Overloaded,
+  TroupeError,
+  Unavailable,
+} from "./errors.js";
+export { Kwargs, kwargs, PayloadError } from "./payload.js";
+export type { JsonValue } from "./payload.js";
+export { State } from "./state.js";
+export type { StateShape } from "./state.js";
+export { DEFAULT_ADDRESS, SDK_NAME, SDK_VERSION } from "./address.js";

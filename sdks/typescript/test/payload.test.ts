@@ -1,0 +1,142 @@
+// Unit tests of the argument mapping (docs/payloads.md), the state view and the decorators.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { ContentType } from "../src/gen/troupe/v1/common.js";
+import { Actor, actor, App, kwargs, method, State } from "../src/index.js";
+import { specOf } from "../src/actor.js";
+import { decodeCall, decodeResult, dumps, encodeCall, encodeResult, PayloadError } from "../src/payload.js";
+import { commitState, rollbackState } from "../src/state.js";
+
+const text = (b: Uint8Array | undefined): string => Buffer.from(b ?? new Uint8Array()).toString("utf8");
+
+describe("call payloads", () => {
+  test("encodeCall follows the table in docs/payloads.md", () => {
+    assert.equal(text(encodeCall([], {}).data), '{"args":[],"kwargs":{}}');
+    assert.equal(text(encodeCall([5], {}).data), '{"args":[5],"kwargs":{}}');
+    assert.equal(text(encodeCall([], { by: 5 }).data), '{"args":[],"kwargs":{"by":5}}');
+    const raw = encodeCall([new Uint8Array([0, 1])], {});
+    assert.equal(raw.contentType, ContentType.CONTENT_TYPE_BYTES);
+    assert.deepEqual([...raw.data], [0, 1]);
+    // Bytes next to other arguments cannot travel raw; JSON cannot hold them either.
+    assert.equal(encodeCall([new Uint8Array([1]), 2], {}).contentType, ContentType.CONTENT_TYPE_JSON);
+  });
+
+  test("JSON is compact and ASCII-safe like Python's json.dumps", () => {
+    assert.equal(text(dumps({ a: [1, "zürich ✓", null], b: true })), '{"a":[1,"z\\u00fcrich \\u2713",null],"b":true}');
+    assert.equal(text(dumps("😀")), '"\\ud83d\\ude00"');
+    assert.equal(dumps(undefined), undefined);
+  });
+
+  test("decodeCall maps kwargs to one extra last argument", () => {
+    const json = (s: string) => ({ data: Buffer.from(s), contentType: ContentType.CONTENT_TYPE_JSON });
+    assert.deepEqual(decodeCall(json('{"args":[1,"two"],"kwargs":{}}')), [1, "two"]);
+    assert.deepEqual(decodeCall(json('{"args":[1],"kwargs":{"by":5}}')), [1, { by: 5 }]);
+    assert.deepEqual(decodeCall(json('{"kwargs":{"by":5}}')), [{ by: 5 }]);
+    assert.deepEqual(decodeCall(json("{ }")), []);
+    assert.deepEqual(decodeCall({ data: Buffer.alloc(0), contentType: ContentType.CONTENT_TYPE_UNSPECIFIED }), []);
+    assert.deepEqual(decodeCall({ data: Buffer.from([7]), contentType: ContentType.CONTENT_TYPE_BYTES }), [new Uint8Array([7])]);
+    assert.throws(() => decodeCall(json("[1]")), PayloadError);
+    assert.throws(() => decodeCall(json('{"args":[],"extra":1}')), PayloadError);
+    assert.throws(() => decodeCall(json('{"args":{}}')), PayloadError);
+    assert.throws(() => decodeCall(json("{nope")), PayloadError);
+  });
+
+  test("results: undefined is null, bytes travel raw", () => {
+    assert.equal(text(encodeResult(undefined).data), "null");
+    assert.equal(encodeResult(new Uint8Array([1])).contentType, ContentType.CONTENT_TYPE_BYTES);
+    assert.equal(decodeResult({ data: Buffer.alloc(0), contentType: ContentType.CONTENT_TYPE_JSON }), null);
+    assert.deepEqual(decodeResult({ data: Buffer.from([1, 2]), contentType: ContentType.CONTENT_TYPE_BYTES }), new Uint8Array([1, 2]));
+    assert.throws(() => encodeResult(10n), TypeError);
+    assert.throws(() => encodeResult(() => 1), TypeError);
+  });
+
+  test("kwargs() as the last argument becomes keyword arguments", async () => {
+    const { splitArgs } = await import("../src/payload.js");
+    assert.deepEqual(splitArgs([1, kwargs({ by: 2 })]), [[1], { by: 2 }]);
+    assert.deepEqual(splitArgs([{ by: 2 }]), [[{ by: 2 }], {}]);
+  });
+});
+
+describe("State", () => {
+  test("sends only changed keys, as UTF-8 JSON, and rolls back", () => {
+    const state = new State<{ count: number; items: string[]; gone: boolean }>({
+      count: Buffer.from("1"),
+      items: Buffer.from('["a"]'),
+      gone: Buffer.from("true"),
+    });
+    assert.equal(state.get("count"), 1);
+    assert.deepEqual(commitState(state), []); // read but unchanged
+    state.set("count", 2);
+    state.get("items", []).push("b"); // in-place change of a value read in the turn
+    state.delete("gone");
+    assert.deepEqual(
+      commitState(state).map((c) => [c.key, c.op?.$case, c.op?.$case === "set" ? text(c.op.value) : c.op?.value]),
+      [
+        ["count", "set", "2"],
+        ["gone", "delete", true],
+        ["items", "set", '["a","b"]'],
+      ],
+    );
+    state.set("count", 99);
+    state.get("items", []).push("c");
+    rollbackState(state);
+    assert.equal(state.get("count"), 2);
+    assert.deepEqual(state.get("items"), ["a", "b"]);
+    assert.deepEqual(state.toJSON(), { count: 2, items: ["a", "b"] });
+    assert.equal(state.setDefault("gone", false), false);
+    assert.throws(() => state.set("count", undefined as unknown as number), TypeError);
+    state.set("count", 10n as unknown as number);
+    assert.throws(() => commitState(state), TypeError);
+  });
+
+  test("stored bytes that are not JSON are reported", () => {
+    assert.throws(() => new State({ bad: Buffer.from("{") }), /not JSON/);
+  });
+});
+
+describe("decorators", () => {
+  test("@actor records methods, options and renamed methods", () => {
+    @actor("deco", { idleTimeout: "5m", state: "durable", maxMailbox: 10 })
+    class Deco extends Actor {
+      @method
+      plain(): number {
+        return 1;
+      }
+
+      @method({ name: "renamed", readonly: true })
+      other(): number {
+        return 2;
+      }
+
+      notExposed(): number {
+        return 3;
+      }
+    }
+    const app = new App({ actors: [Deco], address: "127.0.0.1:1" });
+    assert.deepEqual(app.actorTypes, ["deco"]);
+    const spec = specOf(Deco);
+    assert.deepEqual([...spec.methods.entries()], [
+      ["plain", "plain"],
+      ["renamed", "other"],
+    ]);
+    assert.deepEqual(spec.proto.readonlyMethods, ["renamed"]);
+    assert.equal(spec.proto.idleTimeoutMs, 300_000n);
+    assert.equal(spec.proto.maxMailbox, 10);
+    assert.equal(spec.proto.stateMode, 2);
+    assert.equal(new Deco().id, "");
+  });
+
+  test("mistakes are reported when the class is declared", () => {
+    assert.throws(() => actor("has space"), TypeError);
+    assert.throws(() => actor("ok", { maxMailbox: 0 }), TypeError);
+    assert.throws(() => actor("ok", { idleTimeout: "soon" as "1s" }), RangeError);
+    assert.throws(() => {
+      @actor("empty")
+      class Empty extends Actor {}
+      return Empty;
+    }, /no @method/);
+    assert.throws(() => new App({ actors: [] }), TypeError);
+    class Undecorated extends Actor {}
+    assert.throws(() => new App({ actors: [Undecorated] }), /decorate it with @actor/);
+  });
+});
