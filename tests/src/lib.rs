@@ -28,6 +28,9 @@ use tonic::{Status, Streaming};
 pub use troupe_proto::v1 as pb;
 pub use troupe_proto::v1::deactivate::Reason;
 
+pub mod store;
+pub use store::{PgDatabase, PgServer, TestStore, WriteLog, WriteStream};
+
 /// The default bound for any single wait in a test.
 pub const WAIT: Duration = Duration::from_secs(15);
 
@@ -378,7 +381,8 @@ impl AppEvents {
 
 /// A well-behaved app hosting counters: state key "count" (a JSON number);
 /// methods "incr" (`{"kwargs":{"by":N}}`, default 1; replies the new
-/// count), "get", and "fail" (raises ValueError("boom")).
+/// count), "incr_pair" (the same, and sets key "copy" to the same value in
+/// the same turn), "get", and "fail" (raises ValueError("boom")).
 ///
 /// Each turn runs in its own task that yields before it replies, so if the
 /// daemon ever ran two turns of one actor at once, updates would be lost and
@@ -573,6 +577,19 @@ async fn counter_turn(
                 op: Some(pb::state_change::Op::Set(new.to_string().into())),
             };
             (json(new), vec![change])
+        }
+        "incr_pair" => {
+            // Two keys per turn, always equal: a store that ever shows them
+            // different has torn a turn apart.
+            let new = current + parse_by(&turn.payload);
+            if let Ok(mut c) = counts.lock() {
+                c.insert(key.clone(), new);
+            }
+            let set = |k: &str| pb::StateChange {
+                key: k.into(),
+                op: Some(pb::state_change::Op::Set(new.to_string().into())),
+            };
+            (json(new), vec![set("count"), set("copy")])
         }
         "get" => (json(current), Vec::new()),
         "fail" => (

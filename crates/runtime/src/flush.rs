@@ -7,7 +7,7 @@
 //! store go through one lock, so a batch can never overtake an older one:
 //! the store never sees an older value after a newer one.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,6 +35,8 @@ pub(crate) struct Flusher {
     write_lock: tokio::sync::Mutex<()>,
     pub(crate) batches: AtomicU64,
     pub(crate) keys_written: AtomicU64,
+    /// The last write to the store failed (cleared by the next success).
+    failing: AtomicBool,
 }
 
 impl std::fmt::Debug for Flusher {
@@ -57,6 +59,7 @@ impl Flusher {
             write_lock: tokio::sync::Mutex::new(()),
             batches: AtomicU64::new(0),
             keys_written: AtomicU64::new(0),
+            failing: AtomicBool::new(false),
         }
     }
 
@@ -77,6 +80,17 @@ impl Flusher {
     }
 
     pub(crate) fn hold_reply(&self, reply: Reply, result: Result<Payload, CallError>) {
+        // While the store is failing, a durable caller learns it at once
+        // instead of waiting out the retry backoff; its change stays dirty
+        // and is written when the store is back.
+        if self.failing.load(Ordering::Relaxed) {
+            reply.send(Err(CallError::Unavailable(
+                "the state store failed on the last attempt; the change is kept in memory and \
+                 retried, but was not confirmed durable"
+                    .into(),
+            )));
+            return;
+        }
         self.held.lock().push((reply, result));
         self.wake.notify_one();
     }
@@ -139,11 +153,7 @@ impl Flusher {
         match write {
             Some(w) => {
                 // These bytes no longer wait for the periodic flush.
-                let bytes: usize = w
-                    .changes
-                    .iter()
-                    .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len()))
-                    .sum();
+                let bytes = write_bytes(&w);
                 let _ = self
                     .dirty_bytes
                     .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
@@ -165,6 +175,7 @@ impl Flusher {
             Ok(())
         } else {
             let keys: usize = batch.iter().map(|w| w.changes.len()).sum();
+            let bytes: usize = batch.iter().map(write_bytes).sum();
             let actors = batch.len();
             let started = tokio::time::Instant::now();
             let result = self.store.write_batch(&batch).await;
@@ -174,12 +185,14 @@ impl Flusher {
                 debug!(
                     actors,
                     keys,
+                    bytes,
                     latency_us = started.elapsed().as_micros() as u64,
                     "flushed state batch"
                 );
             }
             result.map_err(|e| (e, batch))
         };
+        self.failing.store(result.is_err(), Ordering::Relaxed);
         match result {
             Ok(()) => {
                 for (reply, result) in held {
@@ -214,6 +227,14 @@ impl Flusher {
             }
         }
     }
+}
+
+/// Key and value bytes a write carries, for the flush threshold and logs.
+fn write_bytes(w: &ActorWrite) -> usize {
+    w.changes
+        .iter()
+        .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len()))
+        .sum()
 }
 
 fn take_dirty(act: &Activation, inner: &mut crate::activation::Inner) -> Option<ActorWrite> {

@@ -1,6 +1,7 @@
 //! A minimal Rust app for benchmarks: hosts `echo` (stateless: returns its
-//! payload) and `counter` (stateful: reads and writes key `count`) over the
-//! real app stream, answering each turn as soon as it arrives.
+//! payload), `counter` (stateful: reads and writes key `count`, write-behind)
+//! and `counter_durable` (the same in `durable` state mode) over the real app
+//! stream, answering each turn as soon as it arrives.
 //!
 //! `bench_app ADDR` — prints `registered` once the daemon accepted it.
 
@@ -25,7 +26,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tx.send(pb::AppMessage {
         kind: Some(pb::app_message::Kind::Register(pb::Register {
             app_name: "bench-app".into(),
-            types: vec![spec("echo"), spec("counter")],
+            types: vec![
+                spec("echo"),
+                spec("counter"),
+                pb::ActorTypeSpec {
+                    state_mode: pb::StateMode::Durable as i32,
+                    ..spec("counter_durable")
+                },
+            ],
             sdk: "rust-bench".into(),
         })),
     })?;
@@ -57,7 +65,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             Some(Kind::Turn(t)) => {
                 let actor = t.actor.unwrap_or_default();
-                if actor.r#type == "counter" {
+                if actor.r#type.starts_with("counter") {
                     let count = counts.entry((actor.r#type, actor.id)).or_default();
                     *count += 1;
                     let value = count.to_string();

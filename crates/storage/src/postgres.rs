@@ -1,0 +1,708 @@
+//! The shared store: actor state in PostgreSQL, for several daemons using
+//! one database.
+//!
+//! - One table, `troupe_state (actor_type, actor_id, key) -> value bytea`.
+//!   Names are `text COLLATE "C"` so that ids sort bytewise, as in sled.
+//! - The schema is created and migrated on start: `troupe_schema_version`
+//!   records the applied version; migrations run in one transaction under an
+//!   advisory lock, so daemons starting together do not race, and each is
+//!   idempotent.
+//! - `write_batch` is ONE statement (a data-modifying CTE over `unnest` of
+//!   array parameters: upserts and deletes), so a flush batch of any size is
+//!   one round trip and one transaction: all of it or none of it.
+//! - Connections come from a deadpool pool; every operation is bounded in
+//!   time, so a database that is down or hangs turns into an error the
+//!   runtime can answer (UNAVAILABLE for `durable` calls, retry with backoff
+//!   for write-behind), never into a stuck flush.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::config::Host;
+use tokio_postgres::NoTls;
+use tracing::info;
+
+use crate::{ActorWrite, StateStore, StoreError, StoredState};
+
+/// Connections kept by one daemon. The flusher uses one at a time (its
+/// writes are serialised); the rest serve activations' loads and reads.
+const POOL_SIZE: usize = 16;
+/// Opening one connection (TCP + startup + authentication).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Waiting for a free pooled connection.
+const POOL_WAIT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Any one operation, connection included. A batch whose commit does not
+/// answer in this time is reported failed; the runtime keeps it dirty and
+/// writes the current values again, so an uncertain outcome is harmless.
+const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
+/// Any number fits: advisory-lock key of the schema migrations ("troupe").
+const MIGRATION_LOCK: i64 = 0x7472_6f75_7065;
+
+/// Schema migrations, in order. Version N is `MIGRATIONS[N - 1]`. Each must
+/// be idempotent (`IF NOT EXISTS`), and a released one is never changed:
+/// changes go in a new entry.
+const MIGRATIONS: &[&str] = &[
+    // 1: actor state.
+    "CREATE TABLE IF NOT EXISTS troupe_state (
+        actor_type text COLLATE \"C\" NOT NULL,
+        actor_id   text COLLATE \"C\" NOT NULL,
+        key        text COLLATE \"C\" NOT NULL,
+        value      bytea NOT NULL,
+        PRIMARY KEY (actor_type, actor_id, key)
+    )",
+];
+
+/// Upserts ($1..$4: type, id, key, value per set) and deletes ($5..$7: type,
+/// id, key per delete) of one batch, in one statement. The batch never names
+/// a key twice (see [`PostgresStore::write_batch`]), so the CTE's delete and
+/// the insert never touch the same row.
+const WRITE_BATCH: &str = "
+WITH deleted AS (
+    DELETE FROM troupe_state s
+    USING unnest($5::text[], $6::text[], $7::text[]) AS d(actor_type, actor_id, key)
+    WHERE s.actor_type = d.actor_type AND s.actor_id = d.actor_id AND s.key = d.key
+)
+INSERT INTO troupe_state (actor_type, actor_id, key, value)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[])
+ON CONFLICT (actor_type, actor_id, key) DO UPDATE SET value = EXCLUDED.value";
+
+const LOAD: &str =
+    "SELECT key, value FROM troupe_state WHERE actor_type = $1 AND actor_id = $2 ORDER BY key";
+
+const LIST_ACTORS: &str = "
+SELECT DISTINCT actor_id FROM troupe_state
+WHERE actor_type = $1 AND ($2::text IS NULL OR actor_id > $2)
+ORDER BY actor_id
+LIMIT $3";
+
+/// Actor state in a PostgreSQL database.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+    /// The connection URL without its password, for messages.
+    url: String,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`,
+    /// or libpq's `key=value` form), checks that the database answers and
+    /// creates or migrates the schema.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| {
+            StoreError::Config(format!("{} ({})", error_text(&e), redact_unparsed(url)))
+        })?;
+        config.connect_timeout(CONNECT_TIMEOUT);
+        if config.get_application_name().is_none() {
+            config.application_name("troupe");
+        }
+        let shown = describe_config(&config);
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                // A connection the server closed (restart, failover) is
+                // dropped here rather than failing the next operation.
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(Some(POOL_WAIT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| StoreError::Config(format!("building the connection pool: {e}")))?;
+        let store = Self { pool, url: shown };
+        let version = store.migrate().await?;
+        info!(store = %store.url, schema_version = version, "PostgreSQL state store ready");
+        Ok(store)
+    }
+
+    /// `url` as it may be shown: without its password.
+    pub fn redact(url: &str) -> String {
+        match tokio_postgres::Config::from_str(url) {
+            Ok(config) => describe_config(&config),
+            Err(_) => redact_unparsed(url),
+        }
+    }
+
+    /// Creates or upgrades the schema; returns the version in force.
+    async fn migrate(&self) -> Result<i32, StoreError> {
+        let connect_error = |reason: String| StoreError::Connect {
+            url: self.url.clone(),
+            reason,
+        };
+        let mut client = bounded(self.pool.get())
+            .await
+            .map_err(connect_error)?
+            .map_err(|e| connect_error(pool_error_text(&e)))?;
+        let schema_error = |e: tokio_postgres::Error| StoreError::Schema {
+            url: self.url.clone(),
+            reason: error_text(&e),
+        };
+        let migrate = async {
+            let tx = client.transaction().await.map_err(schema_error)?;
+            // Daemons starting together take turns here.
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+                .await
+                .map_err(schema_error)?;
+            tx.batch_execute(
+                "CREATE TABLE IF NOT EXISTS troupe_schema_version (
+                    version integer NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                )",
+            )
+            .await
+            .map_err(schema_error)?;
+            let row = tx
+                .query_one(
+                    "SELECT COALESCE(max(version), 0) FROM troupe_schema_version",
+                    &[],
+                )
+                .await
+                .map_err(schema_error)?;
+            let current: i32 = row.try_get(0).map_err(schema_error)?;
+            let known = i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX);
+            if current > known {
+                return Err(StoreError::Schema {
+                    url: self.url.clone(),
+                    reason: format!(
+                        "the database has schema version {current}, newer than this troupe \
+                         knows ({known}); upgrade troupe before pointing it at this database"
+                    ),
+                });
+            }
+            for (index, sql) in MIGRATIONS.iter().enumerate().skip(current.max(0) as usize) {
+                let version = i32::try_from(index + 1).unwrap_or(i32::MAX);
+                tx.batch_execute(sql).await.map_err(schema_error)?;
+                tx.execute(
+                    "INSERT INTO troupe_schema_version (version) VALUES ($1)",
+                    &[&version],
+                )
+                .await
+                .map_err(schema_error)?;
+                info!(store = %self.url, version, "applied state schema migration");
+            }
+            tx.commit().await.map_err(schema_error)?;
+            Ok(known)
+        };
+        bounded(migrate)
+            .await
+            .map_err(|reason| StoreError::Schema {
+                url: self.url.clone(),
+                reason,
+            })?
+    }
+
+    /// A pooled connection, or an error that says the database is not
+    /// reachable.
+    async fn client(&self, doing: &str) -> Result<deadpool_postgres::Client, StoreError> {
+        self.pool.get().await.map_err(|e| {
+            StoreError::Io(format!(
+                "PostgreSQL at {}: {doing}: no connection: {} (is the server running and \
+                 reachable?)",
+                self.url,
+                pool_error_text(&e)
+            ))
+        })
+    }
+
+    fn query_error(&self, doing: &str, e: &tokio_postgres::Error) -> StoreError {
+        StoreError::Io(format!(
+            "PostgreSQL at {}: {doing} failed: {}",
+            self.url,
+            error_text(e)
+        ))
+    }
+
+    fn timeout_error(&self, doing: &str, reason: String) -> StoreError {
+        StoreError::Io(format!("PostgreSQL at {}: {doing}: {reason}", self.url))
+    }
+}
+
+/// Runs `fut` for at most [`OPERATION_TIMEOUT`].
+async fn bounded<T>(fut: impl Future<Output = T>) -> Result<T, String> {
+    tokio::time::timeout(OPERATION_TIMEOUT, fut)
+        .await
+        .map_err(|_| format!("no answer within {OPERATION_TIMEOUT:?}"))
+}
+
+#[async_trait]
+impl StateStore for PostgresStore {
+    fn describe(&self) -> String {
+        self.url.clone()
+    }
+
+    async fn load(&self, actor_type: &str, actor_id: &str) -> Result<StoredState, StoreError> {
+        const DOING: &str = "loading actor state";
+        let op = async {
+            let client = self.client(DOING).await?;
+            let statement = client
+                .prepare_cached(LOAD)
+                .await
+                .map_err(|e| self.query_error(DOING, &e))?;
+            let rows = client
+                .query(&statement, &[&actor_type, &actor_id])
+                .await
+                .map_err(|e| self.query_error(DOING, &e))?;
+            rows.iter()
+                .map(|row| {
+                    let key: String = row.try_get(0).map_err(|e| self.query_error(DOING, &e))?;
+                    let value: Vec<u8> = row.try_get(1).map_err(|e| self.query_error(DOING, &e))?;
+                    Ok((key, Bytes::from(value)))
+                })
+                .collect()
+        };
+        bounded(op)
+            .await
+            .map_err(|r| self.timeout_error(DOING, r))?
+    }
+
+    async fn write_batch(&self, batch: &[ActorWrite]) -> Result<(), StoreError> {
+        const DOING: &str = "writing a state batch";
+        // The last change of a key wins, should a batch ever name it twice:
+        // one statement may not touch a row twice.
+        let mut last: HashMap<(&str, &str, &str), Option<&[u8]>> = HashMap::new();
+        let mut order: Vec<(&str, &str, &str)> = Vec::new();
+        for write in batch {
+            for (key, value) in &write.changes {
+                let id = (
+                    write.actor_type.as_str(),
+                    write.actor_id.as_str(),
+                    key.as_str(),
+                );
+                if last.insert(id, value.as_deref()).is_none() {
+                    order.push(id);
+                }
+            }
+        }
+        if order.is_empty() {
+            return Ok(());
+        }
+        let (mut set_types, mut set_ids, mut set_keys, mut set_values) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut del_types, mut del_ids, mut del_keys) = (Vec::new(), Vec::new(), Vec::new());
+        for id in order {
+            match last.get(&id).copied().flatten() {
+                Some(value) => {
+                    set_types.push(id.0);
+                    set_ids.push(id.1);
+                    set_keys.push(id.2);
+                    set_values.push(value);
+                }
+                None => {
+                    del_types.push(id.0);
+                    del_ids.push(id.1);
+                    del_keys.push(id.2);
+                }
+            }
+        }
+        let op = async {
+            let client = self.client(DOING).await?;
+            let statement = client
+                .prepare_cached(WRITE_BATCH)
+                .await
+                .map_err(|e| self.query_error(DOING, &e))?;
+            // One statement in autocommit: one round trip, one transaction,
+            // durable once it returns (synchronous_commit).
+            client
+                .execute(
+                    &statement,
+                    &[
+                        &set_types,
+                        &set_ids,
+                        &set_keys,
+                        &set_values,
+                        &del_types,
+                        &del_ids,
+                        &del_keys,
+                    ],
+                )
+                .await
+                .map_err(|e| self.query_error(DOING, &e))?;
+            Ok(())
+        };
+        bounded(op)
+            .await
+            .map_err(|r| self.timeout_error(DOING, r))?
+    }
+
+    async fn list_actors(
+        &self,
+        actor_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        const DOING: &str = "listing actors";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let op = async {
+            let client = self.client(DOING).await?;
+            let statement = client
+                .prepare_cached(LIST_ACTORS)
+                .await
+                .map_err(|e| self.query_error(DOING, &e))?;
+            let rows = client
+                .query(&statement, &[&actor_type, &after, &limit])
+                .await
+                .map_err(|e| self.query_error(DOING, &e))?;
+            rows.iter()
+                .map(|row| row.try_get(0).map_err(|e| self.query_error(DOING, &e)))
+                .collect()
+        };
+        bounded(op)
+            .await
+            .map_err(|r| self.timeout_error(DOING, r))?
+    }
+}
+
+/// An error with its causes: tokio-postgres puts the interesting part (the
+/// server's message, the OS error) in the source chain.
+fn error_text(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut text = format!(
+            "{}: {} (SQLSTATE {})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        );
+        if let Some(hint) = db.hint() {
+            text.push_str(&format!("; hint: {hint}"));
+        }
+        return text;
+    }
+    chain_text(e)
+}
+
+fn chain_text(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+fn pool_error_text(e: &deadpool_postgres::PoolError) -> String {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => error_text(e),
+        other => chain_text(other),
+    }
+}
+
+/// `postgres://user@host:port/db`: what a person needs to find the
+/// database, never the password.
+fn describe_config(config: &tokio_postgres::Config) -> String {
+    let mut out = String::from("postgres://");
+    if let Some(user) = config.get_user() {
+        out.push_str(user);
+        out.push('@');
+    }
+    let ports = config.get_ports();
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let name = match host {
+                Host::Tcp(name) => name.clone(),
+                #[cfg(unix)]
+                Host::Unix(path) => path.display().to_string(),
+            };
+            // One port for all hosts, or one per host; 5432 by default.
+            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+            format!("{name}:{port}")
+        })
+        .collect();
+    out.push_str(&hosts.join(","));
+    out.push('/');
+    if let Some(db) = config.get_dbname() {
+        out.push_str(db);
+    }
+    out
+}
+
+/// For a URL that does not even parse: the text up to the user info, so a
+/// password in it is never printed.
+fn redact_unparsed(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((_, host)) => format!("{scheme}://***@{host}"),
+            None => url.to_owned(),
+        },
+        None if url.contains("password") => "a key=value connection string".to_owned(),
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptions_never_show_the_password() -> Result<(), Box<dyn std::error::Error>> {
+        let config = tokio_postgres::Config::from_str("postgres://app:s3cret@db.local:6543/state")?;
+        assert_eq!(
+            describe_config(&config),
+            "postgres://app@db.local:6543/state"
+        );
+        let config =
+            tokio_postgres::Config::from_str("host=h1 port=5433 user=u password=s3cret dbname=d")?;
+        assert_eq!(describe_config(&config), "postgres://u@h1:5433/d");
+        assert_eq!(
+            PostgresStore::redact("postgresql://app:s3cret@db.local/state"),
+            "postgres://app@db.local:5432/state"
+        );
+        assert_eq!(
+            PostgresStore::redact("postgres://app:s3cret@db.local:bad/state"),
+            "postgres://***@db.local:bad/state"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_names_the_server_and_what_to_check() {
+        // Port 1 on loopback: nothing listens there.
+        let result = PostgresStore::connect("postgres://app:s3cret@127.0.0.1:1/state").await;
+        let Err(e) = result else {
+            panic!("connecting to a closed port succeeded");
+        };
+        let text = e.to_string();
+        assert!(text.contains("postgres://app@127.0.0.1:1/state"), "{text}");
+        assert!(text.contains("check that the server is running"), "{text}");
+        assert!(!text.contains("s3cret"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_bad_url_is_refused_clearly() {
+        let Err(e) = PostgresStore::connect("postgres://app:s3cret@db:notaport/x").await else {
+            panic!("a bad port was accepted");
+        };
+        let text = e.to_string();
+        assert!(text.contains("invalid PostgreSQL connection"), "{text}");
+        assert!(!text.contains("s3cret"), "{text}");
+    }
+
+    /// Against a real server: `TROUPE_TEST_POSTGRES` (a connection URL).
+    /// Skipped with a message when it is unset, failed when
+    /// `TROUPE_REQUIRE_POSTGRES=1`.
+    mod live {
+        use super::super::*;
+        use crate::test_support::{postgres_url, write};
+
+        type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+        /// A fresh database per test, dropped at the end (best effort).
+        struct TempDb {
+            admin: tokio_postgres::Client,
+            name: String,
+            url: String,
+        }
+
+        impl TempDb {
+            async fn create(base: &str) -> Result<TempDb, Box<dyn std::error::Error>> {
+                let (admin, conn) = tokio_postgres::connect(base, NoTls).await?;
+                tokio::spawn(conn);
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)?
+                    .as_nanos();
+                let name = format!("troupe_unit_{}_{nanos}", std::process::id());
+                admin
+                    .batch_execute(&format!("CREATE DATABASE {name}"))
+                    .await?;
+                let mut config = tokio_postgres::Config::from_str(base)?;
+                config.dbname(&name);
+                let url = format!(
+                    "{} dbname={name}",
+                    key_value_form(&config).ok_or("unsupported base URL")?
+                );
+                Ok(TempDb { admin, name, url })
+            }
+
+            async fn drop_db(self) {
+                let _ = self
+                    .admin
+                    .batch_execute(&format!(
+                        "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                        self.name
+                    ))
+                    .await;
+            }
+        }
+
+        /// The config as libpq key=value text (password included: tests only).
+        fn key_value_form(config: &tokio_postgres::Config) -> Option<String> {
+            let host = match config.get_hosts().first()? {
+                Host::Tcp(h) => h.clone(),
+                #[cfg(unix)]
+                Host::Unix(p) => p.display().to_string(),
+            };
+            let port = config.get_ports().first().copied().unwrap_or(5432);
+            let mut out = format!("host={host} port={port}");
+            if let Some(user) = config.get_user() {
+                out.push_str(&format!(" user={user}"));
+            }
+            if let Some(pw) = config.get_password() {
+                out.push_str(&format!(" password={}", String::from_utf8_lossy(pw)));
+            }
+            Some(out)
+        }
+
+        #[tokio::test]
+        async fn batches_are_atomic_upserts_and_deletes_that_survive_reconnect() -> TestResult {
+            let Some(base) = postgres_url("PostgresStore batches")? else {
+                return Ok(());
+            };
+            let db = TempDb::create(&base).await?;
+            {
+                let store = PostgresStore::connect(&db.url).await?;
+                store
+                    .write_batch(&[
+                        write("counter", "a", &[("n", Some("1")), ("gone", Some("x"))]),
+                        write("counter", "ab", &[("n", Some("2"))]),
+                        write("counterx", "a", &[("n", Some("3"))]),
+                        write("counter", "bin", &[("raw", Some("\u{0}\u{1}\u{ff}"))]),
+                    ])
+                    .await?;
+                store
+                    .write_batch(&[
+                        write("counter", "a", &[("gone", None), ("n", Some("10"))]),
+                        // A key named twice in one batch: the last change wins.
+                        write("counter", "ab", &[("n", Some("20"))]),
+                        write("counter", "ab", &[("n", Some("21"))]),
+                        // Deleting what does not exist is fine.
+                        write("counter", "zz", &[("nothing", None)]),
+                    ])
+                    .await?;
+                store.write_batch(&[]).await?;
+            }
+            let store = PostgresStore::connect(&db.url).await?;
+            assert_eq!(
+                store.load("counter", "a").await?,
+                vec![("n".to_string(), Bytes::from_static(b"10"))]
+            );
+            assert_eq!(
+                store.load("counter", "ab").await?,
+                vec![("n".to_string(), Bytes::from_static(b"21"))]
+            );
+            assert_eq!(
+                store.load("counter", "bin").await?,
+                vec![("raw".to_string(), Bytes::from("\u{0}\u{1}\u{ff}"))]
+            );
+            assert!(store.load("counter", "nobody").await?.is_empty());
+            assert_eq!(
+                store.list_actors("counter", None, 10).await?,
+                vec!["a", "ab", "bin"]
+            );
+            assert_eq!(
+                store.list_actors("counter", Some("a"), 10).await?,
+                vec!["ab", "bin"]
+            );
+            assert_eq!(store.list_actors("counter", None, 1).await?, vec!["a"]);
+            assert_eq!(store.list_actors("counterx", None, 10).await?, vec!["a"]);
+            db.drop_db().await;
+            Ok(())
+        }
+
+        #[tokio::test]
+        async fn a_failing_batch_changes_nothing() -> TestResult {
+            let Some(base) = postgres_url("PostgresStore atomicity")? else {
+                return Ok(());
+            };
+            let db = TempDb::create(&base).await?;
+            let store = PostgresStore::connect(&db.url).await?;
+            store
+                .write_batch(&[write("t", "a", &[("k", Some("before"))])])
+                .await?;
+            // A NUL in a text column makes PostgreSQL refuse the statement
+            // after the first row: nothing of the batch may be applied.
+            let bad = store
+                .write_batch(&[
+                    write("t", "a", &[("k", Some("after"))]),
+                    write("t", "b\u{0}", &[("k", Some("x"))]),
+                ])
+                .await;
+            assert!(bad.is_err(), "a batch with a NUL in an id was accepted");
+            assert_eq!(
+                store.load("t", "a").await?,
+                vec![("k".to_string(), Bytes::from_static(b"before"))]
+            );
+            db.drop_db().await;
+            Ok(())
+        }
+
+        #[tokio::test]
+        async fn migrations_are_idempotent_concurrent_and_refuse_a_newer_schema() -> TestResult {
+            let Some(base) = postgres_url("PostgresStore migrations")? else {
+                return Ok(());
+            };
+            let db = TempDb::create(&base).await?;
+            // Several daemons starting at once against an empty database.
+            let starts = (0..4).map(|_| {
+                let url = db.url.clone();
+                async move { PostgresStore::connect(&url).await.map(drop) }
+            });
+            let results = join_all(starts).await;
+            assert_eq!(results.len(), 4);
+            for result in results {
+                result?;
+            }
+            let (client, conn) = tokio_postgres::connect(&db.url, NoTls).await?;
+            tokio::spawn(conn);
+            let versions: Vec<i32> = client
+                .query(
+                    "SELECT version FROM troupe_schema_version ORDER BY version",
+                    &[],
+                )
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            assert_eq!(versions, vec![1], "each migration is recorded once");
+            client
+                .batch_execute("INSERT INTO troupe_schema_version (version) VALUES (999)")
+                .await?;
+            let Err(e) = PostgresStore::connect(&db.url).await else {
+                panic!("a database from a newer troupe was accepted");
+            };
+            assert!(e.to_string().contains("newer than this troupe"), "{e}");
+            drop(client);
+            db.drop_db().await;
+            Ok(())
+        }
+
+        /// Runs the futures at once, on separate tasks.
+        async fn join_all<F>(futs: impl Iterator<Item = F>) -> Vec<F::Output>
+        where
+            F: Future + Send + 'static,
+            F::Output: Send + 'static,
+        {
+            let handles: Vec<_> = futs.map(tokio::spawn).collect();
+            let mut out = Vec::new();
+            for h in handles {
+                if let Ok(v) = h.await {
+                    out.push(v);
+                }
+            }
+            out
+        }
+    }
+}
