@@ -19,7 +19,7 @@ use troupe_runtime::{
     ActorId, ActorRef, Call, ContentType, FnHost, Payload, Runtime, RuntimeConfig, TurnOutcome,
     TypeSpec,
 };
-use troupe_storage::MemoryStore;
+use troupe_storage::{MemoryReminders, MemoryStore};
 
 /// Counts live heap bytes so the per-actor figure is what actors really
 /// hold, not what the allocator kept from transient peaks.
@@ -151,7 +151,12 @@ async fn run(args: Args) {
         ..RuntimeConfig::default()
     };
     let store = Arc::new(MemoryStore::new());
-    let rt = match Runtime::create(config, store, Arc::new(SingleNode)) {
+    let rt = match Runtime::create(
+        config,
+        store,
+        Arc::new(MemoryReminders::new()),
+        Arc::new(SingleNode),
+    ) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("{e}");

@@ -38,6 +38,9 @@ pub(crate) struct Envelope {
     pub(crate) extra: Option<Box<CallExtra>>,
     pub(crate) reply: Reply,
     pub(crate) slot: PendingSlot,
+    /// Whether the turn counts as activity for idle deactivation (timers
+    /// without keep-alive do not).
+    pub(crate) touch: bool,
 }
 
 impl Envelope {

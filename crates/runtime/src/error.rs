@@ -24,6 +24,13 @@ pub enum CallError {
     /// The actor code raised.
     #[error("actor raised {0}")]
     Actor(ActorFailure),
+    /// The call does not fit the actor's current condition (e.g. a timer
+    /// for an actor that is not active).
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// What was asked for does not exist (e.g. a reminder).
+    #[error("{0}")]
+    NotFound(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -120,6 +120,7 @@ pub struct TurnDone {
     pub(crate) reply: Reply,
     /// Holds the call's place in the daemon-wide pending bound until it ends.
     pub(crate) _slot: PendingSlot,
+    pub(crate) touch: bool,
 }
 
 impl TurnDone {
@@ -135,7 +136,7 @@ impl TurnDone {
     pub fn finish(mut self, outcome: TurnOutcome) {
         if let Some(act) = self.act.take() {
             let reply = std::mem::take(&mut self.reply);
-            self.rt.turn_finished(act, reply, Ok(outcome));
+            self.rt.turn_finished(act, reply, self.touch, Ok(outcome));
         }
     }
 
@@ -143,7 +144,7 @@ impl TurnDone {
     pub fn fail(mut self, error: CallError) {
         if let Some(act) = self.act.take() {
             let reply = std::mem::take(&mut self.reply);
-            self.rt.turn_finished(act, reply, Err(error));
+            self.rt.turn_finished(act, reply, self.touch, Err(error));
         }
     }
 }
@@ -155,6 +156,7 @@ impl Drop for TurnDone {
             self.rt.turn_finished(
                 act,
                 reply,
+                self.touch,
                 Err(CallError::Unavailable(
                     "the app hosting the actor disconnected before the turn finished; \
                      the call may or may not have run"

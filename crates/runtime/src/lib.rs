@@ -21,6 +21,7 @@ mod hosts;
 mod local;
 mod run_queue;
 mod runtime;
+mod scheduler;
 mod slots;
 mod types;
 pub mod validate;
@@ -34,6 +35,7 @@ pub use host::{
 pub use hosts::HostRegistration;
 pub use local::FnHost;
 pub use runtime::{ActorInfo, ActorRef, Runtime, RuntimeStatus};
+pub use scheduler::{MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
 pub use types::{
     ActorFailure, ActorId, Call, CallChain, CallExtra, ContentType, DeactivateReason, Payload,
     StateChange, StateMap, StateMode, StateSnapshot, TurnKind, TypeOptions, TypeSpec,

@@ -13,16 +13,18 @@
 //! thread that moves an activation out of Idle starts its turn, which is what
 //! makes turns one at a time per actor.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{oneshot, Notify};
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 use troupe_placement::{Owner, Placement};
-use troupe_storage::StateStore;
+use troupe_storage::{ReminderKey, ReminderStore, StateStore};
 
 use crate::activation::{Activation, Envelope, Status};
 use crate::config::RuntimeConfig;
@@ -35,6 +37,9 @@ use crate::host::{
 };
 use crate::hosts::{HostRegistration, HostRegistry};
 use crate::run_queue::RunQueue;
+use crate::scheduler::{
+    Dispatch, ReminderInfo, ReminderSpec, RetryPolicy, Scheduler, WriteRequest, ALARM_NAME,
+};
 use crate::slots::PendingCalls;
 use crate::types::{
     ActorId, Call, CallExtra, DeactivateReason, Payload, StateChange, StateMode, TurnKind, TypeSpec,
@@ -118,6 +123,12 @@ pub(crate) struct Shared {
     stop: Arc<Notify>,
     /// During shutdown: an activation became idle or went away.
     changed: Notify,
+    /// Durable reminders and alarms.
+    scheduler: Arc<Scheduler>,
+    /// Taken by `start`, which gives it to the scheduler's writer task.
+    scheduler_writes: Mutex<Option<mpsc::UnboundedReceiver<WriteRequest>>>,
+    /// Timers of active actors, by name; aborted when the actor deactivates.
+    timers: Mutex<HashMap<ActorId, HashMap<String, tokio::task::AbortHandle>>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -146,9 +157,11 @@ impl Runtime {
     pub fn create(
         config: RuntimeConfig,
         store: Arc<dyn StateStore>,
+        reminders: Arc<dyn ReminderStore>,
         placement: Arc<dyn Placement>,
     ) -> Result<Self, ConfigError> {
         config.check()?;
+        let (scheduler, scheduler_writes) = Scheduler::new(reminders);
         let workers = (0..config.workers)
             .map(|_| Arc::new(RunQueue::new()))
             .collect();
@@ -165,6 +178,9 @@ impl Runtime {
             shutting_down: AtomicBool::new(false),
             stop: Arc::new(Notify::new()),
             changed: Notify::new(),
+            scheduler,
+            scheduler_writes: Mutex::new(Some(scheduler_writes)),
+            timers: Mutex::new(HashMap::new()),
             config,
         };
         Ok(Self {
@@ -184,6 +200,10 @@ impl Runtime {
         let flusher = self.shared.flusher.clone();
         tokio::spawn(flusher.run(self.shared.config.flush_interval, self.shared.stop.clone()));
         tokio::spawn(self.shared.clone().sweep_idle());
+        if let Some(writes) = self.shared.scheduler_writes.lock().take() {
+            let dispatch: Arc<dyn Dispatch> = Arc::new(Firing(self.shared.clone()));
+            self.shared.scheduler.start(writes, dispatch);
+        }
     }
 
     pub fn config(&self) -> &RuntimeConfig {
@@ -552,6 +572,7 @@ impl Shared {
             extra,
             reply,
             slot: self.pending.acquire()?,
+            touch: true,
         })
     }
 
@@ -721,6 +742,7 @@ impl Shared {
                     act: Some(act),
                     reply: env.reply,
                     _slot: env.slot,
+                    touch: env.touch,
                 };
                 binding.host.turn(request, done);
             }
@@ -874,6 +896,7 @@ impl Shared {
         self: &Arc<Self>,
         act: Arc<Activation>,
         reply: Reply,
+        touch: bool,
         outcome: Result<TurnOutcome, CallError>,
     ) {
         let mut inner = act.inner.lock();
@@ -906,7 +929,9 @@ impl Shared {
             Err(e) => Err(e),
         };
         inner.turns = inner.turns.wrapping_add(1);
-        inner.last_active_ms = self.coarse_now_ms();
+        if touch {
+            inner.last_active_ms = self.coarse_now_ms();
+        }
         let mut deactivate = false;
         let mut wake = false;
         if inner.host_lost {
@@ -978,6 +1003,12 @@ impl Shared {
     /// or re-activates it if calls arrived meanwhile. The flush comes first
     /// so a new activation can only ever load the latest state.
     async fn finish_deactivation(self: Arc<Self>, act: Arc<Activation>, changes: Vec<StateChange>) {
+        // Timers belong to the activation.
+        if let Some(timers) = self.timers.lock().remove(&act.id) {
+            for timer in timers.into_values() {
+                timer.abort();
+            }
+        }
         if let Err(e) = validate::state_changes(&changes, self.config.max_payload_bytes) {
             warn!(actor = %act.id, error = %e, "deactivation changes refused");
         } else if !changes.is_empty() {
@@ -1020,6 +1051,10 @@ impl Shared {
         // A new type may have a shorter idle timeout: recompute the period.
         let mut registrations = self.hosts.registrations();
         loop {
+            // Refresh the clock before sleeping too: a registration wakes
+            // this loop early, and new activations must not be stamped with
+            // a time older than one period.
+            self.coarse_now_ms.store(self.now_ms(), Ordering::Relaxed);
             let period = (self.min_idle_timeout() / 4)
                 // Each sweep touches every activation; with long timeouts a
                 // rare sweep is plenty (deactivation stays within 25 % + one
@@ -1076,5 +1111,269 @@ impl Shared {
         self.hosts
             .for_each_options(|o| min = min.min(o.idle_timeout));
         min
+    }
+}
+
+// === impl scheduling ===
+
+/// Fires reminders and alarms as turns through the normal call path.
+struct Firing(Arc<Shared>);
+
+impl Dispatch for Firing {
+    fn fire(
+        &self,
+        actor: ActorId,
+        alarm: bool,
+        name: String,
+        payload: Payload,
+    ) -> crate::scheduler::futures_lite::BoxFuture<Result<(), CallError>> {
+        let shared = self.0.clone();
+        Box::pin(async move {
+            let kind = if alarm {
+                TurnKind::Alarm
+            } else {
+                TurnKind::Reminder
+            };
+            let name: Arc<str> = if alarm {
+                Arc::from("alarm")
+            } else {
+                Arc::from(name)
+            };
+            let (tx, rx) = oneshot::channel();
+            shared.check_target(&actor)?;
+            let envelope = shared.envelope(kind, name, payload, None, Reply::To(tx))?;
+            shared.deliver(&actor, None, envelope)?;
+            wait_reply(&actor, shared.config.call_timeout, rx)
+                .await
+                .map(|_| ())
+        })
+    }
+}
+
+fn reminder_key(actor: &ActorId, name: &str) -> ReminderKey {
+    ReminderKey {
+        actor_type: actor.ty.to_string(),
+        actor_id: actor.id.to_string(),
+        name: name.to_owned(),
+    }
+}
+
+fn check_reminder_name(name: &str) -> Result<(), CallError> {
+    validate::name("reminder name", name)?;
+    if name.starts_with('$') {
+        return Err(CallError::InvalidArgument(format!(
+            "reminder name {name:?} starts with '$', which is reserved; pick another name"
+        )));
+    }
+    Ok(())
+}
+
+impl Runtime {
+    /// Stores (or replaces) a reminder; it fires even if the actor is inactive.
+    pub async fn set_reminder(&self, spec: ReminderSpec) -> Result<ReminderInfo, CallError> {
+        self.check_schedule(&spec.actor, spec.payload.len())?;
+        check_reminder_name(&spec.name)?;
+        if let Some(until) = spec.until_unix_ms {
+            if until < spec.due_unix_ms {
+                return Err(CallError::InvalidArgument(format!(
+                    "reminder {:?} ends (until) before it is first due; move `until` after `due`",
+                    spec.name
+                )));
+            }
+        }
+        self.shared.scheduler.set(spec).await
+    }
+
+    pub async fn get_reminder(
+        &self,
+        actor: &ActorId,
+        name: &str,
+    ) -> Result<Option<ReminderInfo>, CallError> {
+        self.shared.check_target(actor)?;
+        self.shared.scheduler.get(&reminder_key(actor, name)).await
+    }
+
+    pub async fn delete_reminder(&self, actor: &ActorId, name: &str) -> Result<bool, CallError> {
+        self.shared.check_target(actor)?;
+        check_reminder_name(name)?;
+        self.shared
+            .scheduler
+            .delete(reminder_key(actor, name))
+            .await
+    }
+
+    /// Reminders (and alarms) of a type, or of one actor, in key order.
+    pub async fn list_reminders(
+        &self,
+        actor_type: Option<&str>,
+        actor_id: Option<&str>,
+        after: Option<(&ActorId, &str)>,
+        limit: usize,
+    ) -> Result<Vec<ReminderInfo>, CallError> {
+        if actor_id.is_some() && actor_type.is_none() {
+            return Err(CallError::InvalidArgument(
+                "listing the reminders of one actor needs its type too".into(),
+            ));
+        }
+        let after = after.map(|(a, n)| reminder_key(a, n));
+        self.shared
+            .scheduler
+            .list(actor_type, actor_id, after.as_ref(), limit)
+            .await
+    }
+
+    /// Registered reminders and alarms in the store.
+    pub async fn reminder_count(&self) -> Result<u64, CallError> {
+        self.shared.scheduler.count().await
+    }
+
+    /// Successful reminder and alarm firings since start.
+    pub fn reminders_fired(&self) -> u64 {
+        self.shared.scheduler.fired.load(Ordering::Relaxed)
+    }
+
+    /// Sets the actor's alarm (replacing any) to fire at `at_unix_ms`.
+    pub async fn set_alarm(
+        &self,
+        actor: ActorId,
+        at_unix_ms: u64,
+        payload: Payload,
+        retry: RetryPolicy,
+    ) -> Result<ReminderInfo, CallError> {
+        self.check_schedule(&actor, payload.len())?;
+        self.shared
+            .scheduler
+            .set(ReminderSpec {
+                actor,
+                name: ALARM_NAME.into(),
+                due_unix_ms: at_unix_ms,
+                period: None,
+                repeat: None,
+                until_unix_ms: None,
+                payload,
+                retry,
+                missed: crate::scheduler::MissedFirings::FireOnce,
+            })
+            .await
+    }
+
+    pub async fn get_alarm(&self, actor: &ActorId) -> Result<Option<ReminderInfo>, CallError> {
+        self.shared.check_target(actor)?;
+        self.shared
+            .scheduler
+            .get(&reminder_key(actor, ALARM_NAME))
+            .await
+    }
+
+    pub async fn delete_alarm(&self, actor: &ActorId) -> Result<bool, CallError> {
+        self.shared.check_target(actor)?;
+        self.shared
+            .scheduler
+            .delete(reminder_key(actor, ALARM_NAME))
+            .await
+    }
+
+    fn check_schedule(&self, actor: &ActorId, payload_len: usize) -> Result<(), CallError> {
+        self.shared.check_target(actor)?;
+        validate::payload(payload_len, self.shared.config.max_payload_bytes)?;
+        // Same rule as calls: an unknown type is a mistake, except while apps
+        // are still reconnecting after a start.
+        self.shared.new_activation(actor).map(|_| ())
+    }
+
+    /// Starts a timer on an active actor: fired as TIMER turns after `due`,
+    /// then every `period`, until deleted or the actor deactivates.
+    pub fn set_timer(
+        &self,
+        actor: &ActorId,
+        name: &str,
+        due: Duration,
+        period: Option<Duration>,
+        payload: Payload,
+        keep_alive: bool,
+    ) -> Result<(), CallError> {
+        self.check_schedule(actor, payload.len())?;
+        validate::name("timer name", name)?;
+        if period.is_some_and(|p| p < Duration::from_millis(1)) {
+            return Err(CallError::InvalidArgument(
+                "a timer period must be at least 1 ms".into(),
+            ));
+        }
+        let active =
+            self.shared.directory.get(actor).is_some_and(|act| {
+                matches!(act.inner.lock().status, Status::Idle | Status::Running)
+            });
+        if !active {
+            return Err(CallError::FailedPrecondition(format!(
+                "actor {actor} is not active; timers live in an activation, so set them from \
+                 inside one of its turns (or use a reminder, which outlives activations)"
+            )));
+        }
+        let shared = self.shared.clone();
+        let (target, method) = (actor.clone(), Arc::<str>::from(name));
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(due).await;
+            loop {
+                // A timer never brings an actor back: only fire while active.
+                let Some(act) = shared.directory.get(&target) else {
+                    break;
+                };
+                if matches!(
+                    act.inner.lock().status,
+                    Status::Gone | Status::Deactivating | Status::Unloaded
+                ) {
+                    break;
+                }
+                let envelope = shared.envelope(
+                    TurnKind::Timer,
+                    method.clone(),
+                    payload.clone(),
+                    None,
+                    Reply::None,
+                );
+                match envelope {
+                    Ok(mut envelope) => {
+                        envelope.touch = keep_alive;
+                        if let Err(e) = shared.deliver(&target, None, envelope) {
+                            debug!(actor = %target, timer = %method, error = %e, "timer firing refused");
+                        }
+                    }
+                    Err(e) => {
+                        debug!(actor = %target, timer = %method, error = %e, "timer firing refused")
+                    }
+                }
+                match period {
+                    Some(p) => tokio::time::sleep(p).await,
+                    None => break,
+                }
+            }
+        });
+        let previous = self
+            .shared
+            .timers
+            .lock()
+            .entry(actor.clone())
+            .or_default()
+            .insert(name.to_owned(), task.abort_handle());
+        if let Some(previous) = previous {
+            previous.abort();
+        }
+        Ok(())
+    }
+
+    pub fn delete_timer(&self, actor: &ActorId, name: &str) -> bool {
+        let mut timers = self.shared.timers.lock();
+        let Some(of_actor) = timers.get_mut(actor) else {
+            return false;
+        };
+        let removed = of_actor.remove(name);
+        if of_actor.is_empty() {
+            timers.remove(actor);
+        }
+        removed.is_some_and(|t| {
+            let running = !t.is_finished();
+            t.abort();
+            running
+        })
     }
 }

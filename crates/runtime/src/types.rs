@@ -29,6 +29,13 @@ impl PartialEq for ActorId {
 
 impl Eq for ActorId {}
 
+impl std::hash::Hash for ActorId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.ty.hash(state);
+        self.id.hash(state);
+    }
+}
+
 impl ActorId {
     pub fn new(ty: impl Into<Arc<str>>, id: impl Into<Arc<str>>) -> Self {
         Self {

@@ -11,7 +11,7 @@ use troupe_runtime::{
     ActorId, Call, CallError, FnHost, Payload, Runtime, RuntimeConfig, StateChange, StateMode,
     TurnOutcome, TurnRequest, TypeSpec,
 };
-use troupe_storage::{MemoryStore, StateStore};
+use troupe_storage::{MemoryReminders, MemoryStore, StateStore};
 
 fn counter_turn(_actor: &ActorId, req: TurnRequest) -> TurnOutcome {
     let count: u64 = req
@@ -36,7 +36,13 @@ fn counter_turn(_actor: &ActorId, req: TurnRequest) -> TurnOutcome {
 }
 
 fn runtime(store: Arc<MemoryStore>, config: RuntimeConfig) -> Runtime {
-    let rt = Runtime::create(config, store, Arc::new(SingleNode)).unwrap_or_else(|e| panic!("{e}"));
+    let rt = Runtime::create(
+        config,
+        store,
+        Arc::new(MemoryReminders::new()),
+        Arc::new(SingleNode),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     rt.start();
     rt
 }

@@ -3,13 +3,19 @@
 //! The runtime keeps each active actor's state in memory and hands dirty keys
 //! to a [`StateStore`] in batches (write-behind). This crate owns the trait and
 //! its implementations: [`SledStore`], the embedded default under
-//! `--data-dir`, and [`MemoryStore`], for tests and benchmarks. A store only
-//! sees opaque bytes addressed by (actor type, actor id, key).
+//! `--data-dir`, [`PostgresStore`], shared by several daemons
+//! (`--store postgres://...`), and [`MemoryStore`], for tests and
+//! benchmarks. A store only sees opaque bytes addressed by (actor type, actor
+//! id, key).
 
 mod memory;
+mod postgres;
+mod reminders;
 mod sled_store;
 
 pub use memory::MemoryStore;
+pub use postgres::PostgresStore;
+pub use reminders::{MemoryReminders, ReminderKey, ReminderRecord, ReminderStore, SledReminders};
 pub use sled_store::SledStore;
 
 use async_trait::async_trait;
@@ -37,6 +43,18 @@ pub enum StoreError {
         #[source]
         source: sled::Error,
     },
+    #[error(
+        "cannot connect to PostgreSQL at {url}: {reason} (check that the server is running and \
+         reachable there, and that the user, password and database in the URL are right)"
+    )]
+    Connect { url: String, reason: String },
+    #[error(
+        "invalid PostgreSQL connection URL: {0} (expected \
+         postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE)"
+    )]
+    Config(String),
+    #[error("cannot set up the state schema in PostgreSQL at {url}: {reason}")]
+    Schema { url: String, reason: String },
     #[error("state store I/O failed: {0}")]
     Io(String),
     #[error("stored data is corrupt: {0}")]
@@ -66,4 +84,48 @@ pub trait StateStore: Send + Sync + std::fmt::Debug + 'static {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<String>, StoreError>;
+}
+
+#[cfg(test)]
+pub(crate) mod test_support {
+    use bytes::Bytes;
+
+    use crate::ActorWrite;
+
+    /// One actor's changes; `None` deletes the key.
+    pub fn write(ty: &str, id: &str, changes: &[(&str, Option<&str>)]) -> ActorWrite {
+        ActorWrite {
+            actor_type: ty.into(),
+            actor_id: id.into(),
+            changes: changes
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string(),
+                        v.map(|v| Bytes::copy_from_slice(v.as_bytes())),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// `TROUPE_TEST_POSTGRES`, a connection URL for tests that need a real
+    /// server. Unset: prints why `test` is skipped and returns `None`, unless
+    /// `TROUPE_REQUIRE_POSTGRES=1`, which makes that an error.
+    pub fn postgres_url(test: &str) -> Result<Option<String>, String> {
+        match std::env::var("TROUPE_TEST_POSTGRES") {
+            Ok(url) if !url.is_empty() => Ok(Some(url)),
+            _ if std::env::var("TROUPE_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") => Err(format!(
+                "{test}: TROUPE_REQUIRE_POSTGRES=1 but TROUPE_TEST_POSTGRES is not set \
+                 (scripts/postgres.sh start prints a URL)"
+            )),
+            _ => {
+                eprintln!(
+                    "skipped {test}: set TROUPE_TEST_POSTGRES to a PostgreSQL URL \
+                     (scripts/postgres.sh start) to run it"
+                );
+                Ok(None)
+            }
+        }
+    }
 }

@@ -30,11 +30,16 @@ impl SledStore {
         })?;
         Ok(Self { db, state, path })
     }
+
+    /// The database, for other trees that live beside the state (reminders).
+    pub(crate) fn db(&self) -> &sled::Db {
+        &self.db
+    }
 }
 
 /// `len(type) u16 | type | len(id) u16 | id`: a prefix shared by all keys of
 /// one actor. Length prefixes (not separators) keep any UTF-8 name safe.
-fn actor_prefix(actor_type: &str, actor_id: &str) -> Vec<u8> {
+pub(crate) fn actor_prefix(actor_type: &str, actor_id: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(4 + actor_type.len() + actor_id.len() + 16);
     push_segment(&mut out, actor_type);
     push_segment(&mut out, actor_id);
@@ -49,14 +54,14 @@ fn push_segment(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
 }
 
-fn type_prefix(actor_type: &str) -> Vec<u8> {
+pub(crate) fn type_prefix(actor_type: &str) -> Vec<u8> {
     let mut out = Vec::new();
     push_segment(&mut out, actor_type);
     out
 }
 
 /// Splits `len | id | rest` after a type prefix into the id.
-fn read_segment(buf: &[u8]) -> Option<(&str, &[u8])> {
+pub(crate) fn read_segment(buf: &[u8]) -> Option<(&str, &[u8])> {
     let len = u16::from_be_bytes([*buf.first()?, *buf.get(1)?]) as usize;
     let s = buf.get(2..2 + len)?;
     Some((std::str::from_utf8(s).ok()?, &buf[2 + len..]))
@@ -151,20 +156,20 @@ impl StateStore for SledStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::write;
 
-    fn write(ty: &str, id: &str, changes: &[(&str, Option<&str>)]) -> ActorWrite {
-        ActorWrite {
-            actor_type: ty.into(),
-            actor_id: id.into(),
-            changes: changes
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.to_string(),
-                        v.map(|v| Bytes::copy_from_slice(v.as_bytes())),
-                    )
-                })
-                .collect(),
+    /// sled releases its directory lock shortly after the last handle is
+    /// dropped (a background thread finishes first); retry briefly.
+    async fn reopen(path: &Path) -> Result<SledStore, StoreError> {
+        let mut tries = 0;
+        loop {
+            match SledStore::open(path) {
+                Err(StoreError::Open { .. }) if tries < 100 => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                other => return other,
+            }
         }
     }
 
@@ -185,7 +190,7 @@ mod tests {
                 .write_batch(&[write("counter", "a", &[("gone", None)])])
                 .await?;
         }
-        let store = SledStore::open(dir.path())?;
+        let store = reopen(dir.path()).await?;
         let a = store.load("counter", "a").await?;
         assert_eq!(a, vec![("n".to_string(), Bytes::from_static(b"1"))]);
         assert_eq!(

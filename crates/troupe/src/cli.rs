@@ -221,3 +221,85 @@ pub async fn status(target: &Target) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+pub async fn reminders_list(
+    target: &Target,
+    actor_type: Option<String>,
+    actor_id: Option<String>,
+) -> anyhow::Result<()> {
+    let mut client = pb::actor_client_client::ActorClientClient::new(channel(target).await?);
+    let mut token = String::new();
+    let mut all = Vec::new();
+    loop {
+        let page = client
+            .list_reminders(pb::ListRemindersRequest {
+                r#type: actor_type.clone().unwrap_or_default(),
+                id: actor_id.clone().unwrap_or_default(),
+                page_size: 1000,
+                page_token: token,
+            })
+            .await
+            .map_err(status_error)?
+            .into_inner();
+        all.extend(page.reminders);
+        if page.next_page_token.is_empty() {
+            break;
+        }
+        token = page.next_page_token;
+    }
+    let due = |ms: u64| {
+        humantime::format_rfc3339_millis(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
+        )
+        .to_string()
+    };
+    match target.output {
+        Output::Json => {
+            let rows: Vec<_> = all
+                .iter()
+                .map(|r| {
+                    let actor = r.actor.clone().unwrap_or_default();
+                    serde_json::json!({
+                        "type": actor.r#type, "id": actor.id,
+                        "name": if r.alarm { "(alarm)".to_owned() } else { r.name.clone() },
+                        "alarm": r.alarm, "next_due": due(r.next_due_unix_ms),
+                        "next_due_unix_ms": r.next_due_unix_ms, "period_ms": r.period_ms,
+                        "remaining": r.remaining, "attempts": r.attempts, "fired": r.fired,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        }
+        Output::Table => {
+            println!(
+                "{:<14} {:<16} {:<16} {:<26} {:>10} {:>8} {:>7}",
+                "TYPE", "ID", "NAME", "NEXT DUE", "PERIOD", "ATTEMPTS", "FIRED"
+            );
+            for r in all {
+                let actor = r.actor.unwrap_or_default();
+                let period = if r.period_ms == 0 {
+                    "-".to_owned()
+                } else {
+                    humantime::format_duration(std::time::Duration::from_millis(r.period_ms))
+                        .to_string()
+                };
+                let name = if r.alarm {
+                    "(alarm)".to_owned()
+                } else {
+                    r.name
+                };
+                println!(
+                    "{:<14} {:<16} {:<16} {:<26} {:>10} {:>8} {:>7}",
+                    actor.r#type,
+                    actor.id,
+                    name,
+                    due(r.next_due_unix_ms),
+                    period,
+                    r.attempts,
+                    r.fired
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -2,9 +2,9 @@
 
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
-use troupe_runtime::{Call, Runtime, TurnKind};
+use troupe_runtime::{ActorId, Call, ReminderSpec, Runtime, TurnKind};
 
-use crate::convert;
+use crate::{convert, schedule};
 
 #[derive(Debug, Clone)]
 pub struct ClientApi {
@@ -78,6 +78,211 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         Ok(Response::new(pb::GetStateResponse {
             entries: entries.into_iter().collect(),
             active,
+        }))
+    }
+
+    async fn set_reminder(
+        &self,
+        request: Request<pb::SetReminderRequest>,
+    ) -> Result<Response<pb::Reminder>, Status> {
+        let r = request.into_inner();
+        let actor = convert::actor_id(r.actor)?;
+        let (period, from_iso) = schedule::period(&r.period)?;
+        let repeat = (r.repeat > 0).then_some(r.repeat).or(from_iso);
+        let until = if r.until.trim().is_empty() {
+            None
+        } else {
+            Some(schedule::instant("until", &r.until)?)
+        };
+        let spec = ReminderSpec {
+            actor,
+            name: r.name,
+            due_unix_ms: schedule::instant("due", &r.due)?,
+            period,
+            repeat,
+            until_unix_ms: until,
+            payload: convert::payload(r.payload),
+            retry: schedule::retry(r.retry),
+            missed: schedule::missed(r.missed),
+        };
+        let info = self
+            .runtime
+            .set_reminder(spec)
+            .await
+            .map_err(convert::status_of)?;
+        Ok(Response::new(schedule::reminder_to_pb(info)))
+    }
+
+    async fn get_reminder(
+        &self,
+        request: Request<pb::ReminderRef>,
+    ) -> Result<Response<pb::Reminder>, Status> {
+        let r = request.into_inner();
+        let actor = convert::actor_id(r.actor)?;
+        match self
+            .runtime
+            .get_reminder(&actor, &r.name)
+            .await
+            .map_err(convert::status_of)?
+        {
+            Some(info) => Ok(Response::new(schedule::reminder_to_pb(info))),
+            None => Err(Status::not_found(format!(
+                "actor {actor} has no reminder {:?}",
+                r.name
+            ))),
+        }
+    }
+
+    async fn delete_reminder(
+        &self,
+        request: Request<pb::ReminderRef>,
+    ) -> Result<Response<pb::DeleteResponse>, Status> {
+        let r = request.into_inner();
+        let actor = convert::actor_id(r.actor)?;
+        let deleted = self
+            .runtime
+            .delete_reminder(&actor, &r.name)
+            .await
+            .map_err(convert::status_of)?;
+        Ok(Response::new(pb::DeleteResponse { deleted }))
+    }
+
+    async fn list_reminders(
+        &self,
+        request: Request<pb::ListRemindersRequest>,
+    ) -> Result<Response<pb::ListRemindersResponse>, Status> {
+        let r = request.into_inner();
+        let size = match r.page_size as usize {
+            0 => 100,
+            n => n.min(1000),
+        };
+        // Names cannot hold control characters: a newline separates the parts.
+        let after = match r.page_token.as_str() {
+            "" => None,
+            token => {
+                let mut parts = token.splitn(3, '\n');
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some(t), Some(i), Some(n)) => Some((ActorId::new(t, i), n.to_owned())),
+                    _ => {
+                        return Err(Status::invalid_argument(
+                            "page_token is not one this daemon returned",
+                        ))
+                    }
+                }
+            }
+        };
+        let ty = (!r.r#type.is_empty()).then_some(r.r#type.as_str());
+        let id = (!r.id.is_empty()).then_some(r.id.as_str());
+        let mut reminders = self
+            .runtime
+            .list_reminders(
+                ty,
+                id,
+                after.as_ref().map(|(a, n)| (a, n.as_str())),
+                size + 1,
+            )
+            .await
+            .map_err(convert::status_of)?;
+        let next_page_token = if reminders.len() > size {
+            reminders.truncate(size);
+            reminders
+                .last()
+                .map(|r| format!("{}\n{}\n{}", r.actor.ty, r.actor.id, r.name))
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Ok(Response::new(pb::ListRemindersResponse {
+            reminders: reminders
+                .into_iter()
+                .map(schedule::reminder_to_pb)
+                .collect(),
+            next_page_token,
+        }))
+    }
+
+    async fn set_alarm(
+        &self,
+        request: Request<pb::SetAlarmRequest>,
+    ) -> Result<Response<pb::Reminder>, Status> {
+        let r = request.into_inner();
+        let actor = convert::actor_id(r.actor)?;
+        let at = schedule::instant("at", &r.at)?;
+        let info = self
+            .runtime
+            .set_alarm(
+                actor,
+                at,
+                convert::payload(r.payload),
+                schedule::retry(r.retry),
+            )
+            .await
+            .map_err(convert::status_of)?;
+        Ok(Response::new(schedule::reminder_to_pb(info)))
+    }
+
+    async fn get_alarm(
+        &self,
+        request: Request<pb::AlarmRef>,
+    ) -> Result<Response<pb::Reminder>, Status> {
+        let actor = convert::actor_id(request.into_inner().actor)?;
+        match self
+            .runtime
+            .get_alarm(&actor)
+            .await
+            .map_err(convert::status_of)?
+        {
+            Some(info) => Ok(Response::new(schedule::reminder_to_pb(info))),
+            None => Err(Status::not_found(format!("actor {actor} has no alarm"))),
+        }
+    }
+
+    async fn delete_alarm(
+        &self,
+        request: Request<pb::AlarmRef>,
+    ) -> Result<Response<pb::DeleteResponse>, Status> {
+        let actor = convert::actor_id(request.into_inner().actor)?;
+        let deleted = self
+            .runtime
+            .delete_alarm(&actor)
+            .await
+            .map_err(convert::status_of)?;
+        Ok(Response::new(pb::DeleteResponse { deleted }))
+    }
+
+    async fn set_timer(
+        &self,
+        request: Request<pb::SetTimerRequest>,
+    ) -> Result<Response<pb::SetTimerResponse>, Status> {
+        let r = request.into_inner();
+        let actor = convert::actor_id(r.actor)?;
+        let due = if r.due.trim().is_empty() {
+            std::time::Duration::ZERO
+        } else {
+            schedule::duration("due", &r.due)?
+        };
+        let (period, _) = schedule::period(&r.period)?;
+        self.runtime
+            .set_timer(
+                &actor,
+                &r.name,
+                due,
+                period,
+                convert::payload(r.payload),
+                r.keep_alive,
+            )
+            .map_err(convert::status_of)?;
+        Ok(Response::new(pb::SetTimerResponse {}))
+    }
+
+    async fn delete_timer(
+        &self,
+        request: Request<pb::TimerRef>,
+    ) -> Result<Response<pb::DeleteResponse>, Status> {
+        let r = request.into_inner();
+        let actor = convert::actor_id(r.actor)?;
+        Ok(Response::new(pb::DeleteResponse {
+            deleted: self.runtime.delete_timer(&actor, &r.name),
         }))
     }
 }

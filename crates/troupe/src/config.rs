@@ -21,7 +21,8 @@ pub struct ServeArgs {
     /// Directory for the embedded state store [default: ./troupe-data].
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
-    /// State store: `sled` (under --data-dir) or `memory` (nothing survives) [default: sled].
+    /// State store: `sled` (under --data-dir), `postgres://USER[:PASSWORD]@HOST[:PORT]/DB`
+    /// (shared by several daemons) or `memory` (nothing survives) [default: sled].
     #[arg(long)]
     pub store: Option<String>,
     /// Largest payload or state value in bytes [default: 4194304].
@@ -90,7 +91,25 @@ struct FileConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreKind {
     Sled(PathBuf),
+    Postgres(PostgresUrl),
     Memory,
+}
+
+/// A PostgreSQL connection URL. It may hold a password, so `Debug` shows it
+/// without one; only [`PostgresUrl::expose`] gives the whole text.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PostgresUrl(String);
+
+impl PostgresUrl {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for PostgresUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&troupe_storage::PostgresStore::redact(&self.0))
+    }
 }
 
 /// Everything `serve` needs, resolved.
@@ -99,6 +118,8 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     pub store: StoreKind,
     pub runtime: RuntimeConfig,
+    /// Where embedded data lives (sled state, or reminders beside another store).
+    pub data_dir: PathBuf,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
@@ -140,15 +161,21 @@ impl ServeArgs {
             .or(file.data_dir)
             .unwrap_or_else(|| PathBuf::from("troupe-data"));
         let store = match self.store.clone().or(file.store).as_deref() {
-            None | Some("sled") => StoreKind::Sled(data_dir),
+            None | Some("sled") => StoreKind::Sled(data_dir.clone()),
             Some("memory") => StoreKind::Memory,
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                StoreKind::Postgres(PostgresUrl(url.to_owned()))
+            }
             Some(other) => anyhow::bail!(
-                "unknown --store {other:?}; use `sled` (the default, under --data-dir) or `memory`"
+                "unknown --store {:?}; use `sled` (the default, under --data-dir), \
+                 `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` or `memory`",
+                troupe_storage::PostgresStore::redact(other)
             ),
         };
         Ok(ServeConfig {
             listen,
             store,
+            data_dir,
             runtime,
         })
     }
@@ -188,6 +215,38 @@ mod tests {
         assert_eq!(cfg.runtime.flush_interval, Duration::from_millis(250));
         assert_eq!(cfg.runtime.default_max_mailbox, 9);
         assert_eq!(cfg.store, StoreKind::Sled(PathBuf::from("troupe-data")));
+        Ok(())
+    }
+
+    #[test]
+    fn a_postgres_url_selects_postgres_and_never_shows_its_password() -> anyhow::Result<()> {
+        let args = ServeArgs {
+            store: Some("postgres://troupe:s3cret@db.internal:5433/state".into()),
+            ..ServeArgs::default()
+        };
+        let cfg = args.resolve()?;
+        let StoreKind::Postgres(url) = &cfg.store else {
+            anyhow::bail!("expected a PostgreSQL store, got {:?}", cfg.store);
+        };
+        assert_eq!(
+            url.expose(),
+            "postgres://troupe:s3cret@db.internal:5433/state"
+        );
+        let shown = format!("{cfg:?}");
+        assert!(
+            shown.contains("postgres://troupe@db.internal:5433/state"),
+            "{shown}"
+        );
+        assert!(!shown.contains("s3cret"), "{shown}");
+
+        let args = ServeArgs {
+            store: Some("mysql://u:s3cret@h/db".into()),
+            ..ServeArgs::default()
+        };
+        let Err(e) = args.resolve() else {
+            anyhow::bail!("an unknown store was accepted");
+        };
+        assert!(!e.to_string().contains("s3cret"), "{e}");
         Ok(())
     }
 

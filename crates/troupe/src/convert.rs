@@ -20,6 +20,8 @@ pub fn status_of(error: CallError) -> Status {
         CallError::Overloaded(m) => Status::resource_exhausted(m),
         CallError::Unavailable(m) => Status::unavailable(m),
         CallError::DeadlineExceeded(m) => Status::deadline_exceeded(m),
+        CallError::FailedPrecondition(m) => Status::failed_precondition(m),
+        CallError::NotFound(m) => Status::not_found(m),
         CallError::Internal(m) => Status::internal(m),
         CallError::Actor(failure) => {
             let mut status = Status::unknown(failure.message);

@@ -8,6 +8,7 @@ mod cli;
 mod client_api;
 mod config;
 mod convert;
+mod schedule;
 mod server;
 
 use std::process::ExitCode;
@@ -48,6 +49,11 @@ enum Command {
         #[command(subcommand)]
         command: ActorsCommand,
     },
+    /// Inspect durable reminders and alarms.
+    Reminders {
+        #[command(subcommand)]
+        command: RemindersCommand,
+    },
     /// Show the daemon's status.
     Status {
         #[command(flatten)]
@@ -63,6 +69,19 @@ enum StateCommand {
         actor_type: String,
         id: String,
         key: Option<String>,
+        #[command(flatten)]
+        target: cli::Target,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum RemindersCommand {
+    /// List reminders and alarms with their next due time, period and attempts.
+    List {
+        #[arg(long = "type", value_name = "TYPE")]
+        actor_type: Option<String>,
+        #[arg(long = "id", value_name = "ID", requires = "actor_type")]
+        actor_id: Option<String>,
         #[command(flatten)]
         target: cli::Target,
     },
@@ -132,5 +151,13 @@ async fn run(command: Command) -> anyhow::Result<()> {
             command: ActorsCommand::List { actor_type, target },
         } => cli::actors_list(&target, actor_type).await,
         Command::Status { target } => cli::status(&target).await,
+        Command::Reminders {
+            command:
+                RemindersCommand::List {
+                    actor_type,
+                    actor_id,
+                    target,
+                },
+        } => cli::reminders_list(&target, actor_type, actor_id).await,
     }
 }

@@ -11,7 +11,10 @@ use tracing::{info, warn};
 use troupe_placement::SingleNode;
 use troupe_proto::v1 as pb;
 use troupe_runtime::Runtime;
-use troupe_storage::{MemoryStore, SledStore, StateStore};
+use troupe_storage::{
+    MemoryReminders, MemoryStore, PostgresStore, ReminderStore, SledReminders, SledStore,
+    StateStore,
+};
 
 use crate::admin_api::AdminApi;
 use crate::app_api::AppApi;
@@ -27,11 +30,33 @@ const FRAME_OVERHEAD: usize = 64 * 1024;
 const SERVER_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
-    let store: Arc<dyn StateStore> = match &config.store {
-        StoreKind::Sled(dir) => Arc::new(SledStore::open(dir)?),
-        StoreKind::Memory => Arc::new(MemoryStore::new()),
+    let (store, reminders): (Arc<dyn StateStore>, Arc<dyn ReminderStore>) = match &config.store {
+        StoreKind::Sled(dir) => {
+            let sled = SledStore::open(dir)?;
+            let reminders = SledReminders::open(&sled)?;
+            (Arc::new(sled), Arc::new(reminders))
+        }
+        StoreKind::Postgres(url) => {
+            // Reminders are not in PostgreSQL yet: keep them durable in sled
+            // under --data-dir, which only this node sees.
+            let sled = SledStore::open(&config.data_dir)?;
+            warn!(data_dir = %config.data_dir.display(), "reminders are stored in sled under --data-dir, not in PostgreSQL");
+            (
+                Arc::new(PostgresStore::connect(url.expose()).await?),
+                Arc::new(SledReminders::open(&sled)?),
+            )
+        }
+        StoreKind::Memory => (
+            Arc::new(MemoryStore::new()),
+            Arc::new(MemoryReminders::new()),
+        ),
     };
-    let runtime = Runtime::create(config.runtime.clone(), store.clone(), Arc::new(SingleNode))?;
+    let runtime = Runtime::create(
+        config.runtime.clone(),
+        store.clone(),
+        reminders,
+        Arc::new(SingleNode),
+    )?;
     runtime.start();
 
     let listener = TcpListener::bind(config.listen).await.with_context(|| {
