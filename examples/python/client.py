@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 import troupe
@@ -75,6 +76,12 @@ async def main() -> None:
 
         stored = await client.get_state("vehicle", BUSES[0], ["reports"])
         print(f"stored state of {BUSES[0]}: reports={stored.get('reports')}")
+
+        # Each report re-armed the bus's durable "parked" reminder.
+        parked = [r for r in await client.list_reminders("vehicle") if r.name == "parked"]
+        due_in = min(r.next_due for r in parked) - datetime.now(timezone.utc)
+        minutes = round(due_in.total_seconds() / 60)
+        print(f"parked reminders: {len(parked)}, first due in {minutes} min")
 
 
 if __name__ == "__main__":

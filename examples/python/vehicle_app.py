@@ -12,16 +12,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from datetime import timedelta
 from typing import Any
 
 import troupe
 
 HISTORY_LENGTH = 5
+# A bus that reports nothing for this long is marked parked (by a durable reminder).
+PARKED_AFTER = timedelta(minutes=10)
 
 
 @troupe.actor("vehicle", idle_timeout=300)
 class Vehicle(troupe.Actor):
-    """A bus on the map. State: `position` (last fix), `history` (last few fixes), `reports`."""
+    """A bus on the map. State: `position` (last fix), `history` (last few fixes), `reports`,
+    `parked` (no report for PARKED_AFTER)."""
 
     @troupe.method
     async def report(self, lat: float, lon: float, ts: float) -> int:
@@ -38,7 +42,16 @@ class Vehicle(troupe.Actor):
             history = [*self.state.get("history", []), fix]
         self.state["history"] = history[-HISTORY_LENGTH:]
         self.state["reports"] = self.state.get("reports", 0) + 1
+        self.state["parked"] = False
+        # Re-arm the "parked" reminder: setting it again replaces the pending one. It is
+        # durable, so it fires even if the actor was deactivated or the daemon restarted.
+        await self.ctx.set_reminder("parked", due=PARKED_AFTER, data={"last_ts": ts})
         return int(self.state["reports"])
+
+    async def on_reminder(self, name: str, data: Any) -> None:
+        """A reminder fired: here only "parked", PARKED_AFTER after the last report."""
+        if name == "parked":
+            self.state["parked"] = True
 
     @troupe.method(readonly=True)
     def position(self) -> dict[str, Any] | None:

@@ -80,6 +80,11 @@ async function main(): Promise<void> {
 
     const stored = await client.getState<{ reports: number }>("vehicle", "bus-7", ["reports"]);
     console.log(`stored state of bus-7: reports=${stored.reports ?? "?"}`);
+
+    // Each report re-armed the bus's durable "parked" reminder.
+    const parked = (await client.listReminders({ actorType: "vehicle" })).filter((r) => r.name === "parked");
+    const firstDue = Math.min(...parked.map((r) => r.nextDue.getTime()));
+    console.log(`parked reminders: ${parked.length}, first due in ${Math.round((firstDue - Date.now()) / 60_000)} min`);
   } finally {
     client.close();
   }

@@ -8,6 +8,8 @@
 import { Actor, actor, App, method } from "@troupe/sdk";
 
 const HISTORY_LENGTH = 5;
+/** A bus that reports nothing for this long is marked parked (by a durable reminder). */
+const PARKED_AFTER = "10m";
 
 /** One position fix of a bus. */
 export interface Fix {
@@ -20,9 +22,13 @@ interface VehicleState {
   position: Fix;
   history: Fix[];
   reports: number;
+  parked: boolean;
 }
 
-/** A bus on the map. State: `position` (last fix), `history` (last few fixes), `reports`. */
+/**
+ * A bus on the map. State: `position` (last fix), `history` (last few fixes), `reports`,
+ * `parked` (no report for PARKED_AFTER).
+ */
 @actor("vehicle", { idleTimeout: "5m" })
 export class Vehicle extends Actor<VehicleState> {
   /** Record a position fix; returns how many fixes this bus has reported in total. */
@@ -44,7 +50,16 @@ export class Vehicle extends Actor<VehicleState> {
     this.state.set("history", history.slice(-HISTORY_LENGTH));
     const reports = this.state.get("reports", 0) + 1;
     this.state.set("reports", reports);
+    this.state.set("parked", false);
+    // Re-arm the "parked" reminder: setting it again replaces the pending one. It is
+    // durable, so it fires even if the actor was deactivated or the daemon restarted.
+    await this.ctx.setReminder("parked", { due: PARKED_AFTER, data: { last_ts: ts } });
     return reports;
+  }
+
+  /** A reminder fired: here only "parked", PARKED_AFTER after the last report. */
+  override onReminder(name: string): void {
+    if (name === "parked") this.state.set("parked", true);
   }
 
   /** The latest fix, or null before the first report. */

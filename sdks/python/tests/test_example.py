@@ -36,12 +36,15 @@ async def test_vehicle_app_process_serves_client_and_exits_cleanly(daemon: Daemo
         text = out.decode()
         assert "bus-7" in text and "bus-44" in text
         assert "bad fix refused by the actor: ValueError" in text
+        assert "parked reminders: 4, first due in 10 min" in text
 
         async with troupe.Client(daemon.address, timeout=10) as c:
             history = await c.actor("vehicle", "bus-12").history()
             assert len(history) == 5
             assert [f["ts"] for f in history] == sorted(f["ts"] for f in history)
             assert await c.get_state("vehicle", "bus-12", ["reports"]) == {"reports": 8}
+            parked = await c.get_reminder("vehicle", "bus-12", "parked")
+            assert parked is not None and parked.data["last_ts"] == history[-1]["ts"]
 
         app.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(app.wait(), 20) == 0

@@ -83,6 +83,33 @@ export abstract class Actor<S extends object = StateShape> {
   onDeactivate(): void | Promise<void> {
     return undefined;
   }
+
+  /* eslint-disable @typescript-eslint/no-unused-vars -- the defaults declare the parameters that overrides use */
+
+  /**
+   * Handles a firing of the reminder `name` (set with `this.ctx.setReminder` or
+   * `client.setReminder`); `data` is the reminder's data. Runs as a turn: state
+   * changes are saved when it returns. If it throws, the daemon retries the
+   * firing per the reminder's retry policy. Override it to use reminders.
+   */
+  onReminder(name: string, data: unknown): void | Promise<void> {
+    throw new Error(`${this.constructor.name} received reminder ${JSON.stringify(name)} but does not override onReminder(name, data)`);
+  }
+
+  /** Handles the actor's alarm (see `this.ctx.setAlarm`), like {@link onReminder}. Override it to use the alarm. */
+  onAlarm(data: unknown): void | Promise<void> {
+    throw new Error(`${this.constructor.name} received its alarm but does not override onAlarm(data)`);
+  }
+
+  /**
+   * Handles a firing of the timer `name` (see `this.ctx.setTimer`). Runs as a
+   * turn. Timers live in memory and end when the actor deactivates. Override it to use timers.
+   */
+  onTimer(name: string, data: unknown): void | Promise<void> {
+    throw new Error(`${this.constructor.name} received timer ${JSON.stringify(name)} but does not override onTimer(name, data)`);
+  }
+
+  /* eslint-enable @typescript-eslint/no-unused-vars */
 }
 
 /** What every actor instance offers (implemented by {@link Actor}). */

@@ -22,6 +22,7 @@ import {
 import { ActorClientClient } from "./gen/troupe/v1/client.js";
 import { type ActorFailure, type Payload, TurnKind } from "./gen/troupe/v1/common.js";
 import { decodeCall, encodeResult } from "./payload.js";
+import { decodeData, Scheduler } from "./schedule.js";
 import { commitState, rollbackState, State } from "./state.js";
 
 const MAX_DETAILS = 8 * 1024;
@@ -132,6 +133,7 @@ class Session {
   readonly #host: AppHostClient;
   readonly #clientStub: ActorClientClient;
   readonly #caller: Caller;
+  readonly #scheduler: Scheduler;
   readonly #instances = new Map<string, Actor>();
   #call: grpc.ClientDuplexStream<AppMessage, DaemonMessage> | undefined;
   #closed = false;
@@ -143,6 +145,7 @@ class Session {
     // Calls made from turns (this.ctx) share the host's channel.
     this.#clientStub = new ActorClientClient(target, creds, { ...CHANNEL_OPTIONS, channelOverride: this.#host.getChannel() });
     this.#caller = new Caller(this.#clientStub);
+    this.#scheduler = new Scheduler(() => this.#clientStub);
   }
 
   /** Register, then serve until the stream ends; always rejects (ConnectionLost or a fatal TroupeError). */
@@ -218,7 +221,7 @@ class Session {
     } else {
       try {
         const state = new State(msg.state);
-        const obj = instantiate(spec.cls, { id: ref.id, state, ctx: new Context(this.#caller, ref.type, ref.id) });
+        const obj = instantiate(spec.cls, { id: ref.id, state, ctx: new Context(this.#caller, this.#scheduler, ref.type, ref.id) });
         await obj.onActivate();
         result.changes = commitState(state);
         this.#instances.set(key(ref.type, ref.id), obj);
@@ -245,8 +248,16 @@ class Session {
     const ref = msg.actor ?? { type: "", id: "" };
     const obj = this.#instances.get(key(ref.type, ref.id));
     if (obj === undefined) throw namedError("LookupError", `actor ${ref.type}/${ref.id} is not active in this app`);
-    if (msg.kind !== TurnKind.TURN_KIND_UNSPECIFIED && msg.kind !== TurnKind.TURN_KIND_CALL) {
-      throw namedError("NotImplementedError", `${SDK_NAME} does not handle ${TurnKind[msg.kind]} turns`);
+    switch (msg.kind) {
+      case TurnKind.TURN_KIND_UNSPECIFIED:
+      case TurnKind.TURN_KIND_CALL:
+        break;
+      case TurnKind.TURN_KIND_REMINDER:
+      case TurnKind.TURN_KIND_ALARM:
+      case TurnKind.TURN_KIND_TIMER:
+        return this.#runScheduled(obj, msg, result);
+      default:
+        throw namedError("NotImplementedError", `${SDK_NAME} does not handle turns of kind ${String(msg.kind)}`);
     }
     const spec = this.#app.specs.get(ref.type) as ActorSpec;
     const prop = spec.methods.get(msg.name);
@@ -268,6 +279,30 @@ class Session {
     } catch (e) {
       // Read-only turns may run concurrently, so they must not undo each other's reads.
       if (!readonly) rollbackState(state);
+      throw e;
+    }
+  }
+
+  /** A reminder, alarm or timer firing: runs the actor's hook like a writing method turn; the reply is null. */
+  async #runScheduled(obj: Actor, msg: Turn, result: TurnResult): Promise<Payload> {
+    const data = decodeData(msg.payload);
+    const state = obj.state;
+    try {
+      await currentChain.run(msg.chain, () => {
+        switch (msg.kind) {
+          case TurnKind.TURN_KIND_REMINDER:
+            return obj.onReminder(msg.name, data);
+          case TurnKind.TURN_KIND_ALARM:
+            return obj.onAlarm(data);
+          default:
+            return obj.onTimer(msg.name, data);
+        }
+      });
+      const reply = encodeResult(null);
+      result.changes = commitState(state);
+      return reply;
+    } catch (e) {
+      rollbackState(state);
       throw e;
     }
   }

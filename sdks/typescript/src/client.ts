@@ -14,6 +14,21 @@ import {
 } from "./caller.js";
 import type { Duration } from "./duration.js";
 import { ActorClientClient } from "./gen/troupe/v1/client.js";
+import {
+  type AlarmOptions,
+  type ListRemindersOptions,
+  type Reminder,
+  type ReminderOptions,
+  Scheduler,
+  type ScheduleTime,
+  type TimerOptions,
+} from "./schedule.js";
+
+type TypeOrClass = string | ActorClass;
+
+function typeName(typeOrClass: TypeOrClass): string {
+  return typeof typeOrClass === "string" ? typeOrClass : actorTypeName(typeOrClass);
+}
 
 /** Options of {@link Client}. */
 export interface ClientOptions {
@@ -40,17 +55,24 @@ export class Client {
   readonly timeout: Duration | undefined;
   #stub: ActorClientClient | undefined;
   #caller: Caller | undefined;
+  readonly #scheduler: Scheduler;
 
   constructor(options: ClientOptions = {}) {
     this.address = resolveAddress(options.address);
     this.timeout = options.timeout;
+    this.#scheduler = new Scheduler(
+      () => this.#getStub(),
+      () => this.timeout,
+    );
+  }
+
+  #getStub(): ActorClientClient {
+    this.#stub ??= new ActorClientClient(grpcTarget(this.address), grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
+    return this.#stub;
   }
 
   #getCaller(): Caller {
-    if (this.#caller === undefined) {
-      this.#stub = new ActorClientClient(grpcTarget(this.address), grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
-      this.#caller = new Caller(this.#stub);
-    }
+    this.#caller ??= new Caller(this.#getStub());
     return this.#caller;
   }
 
@@ -137,5 +159,68 @@ export class Client {
   ): Promise<Partial<S>>;
   getState(type: string, id: string, keys: readonly string[] = [], options: GetStateOptions = {}): Promise<Record<string, unknown>> {
     return this.#getCaller().getState(type, id, keys, { raw: options.raw, timeout: options.timeout ?? this.timeout });
+  }
+
+  /**
+   * Set (or replace) the durable reminder `name` of an actor: it fires the
+   * actor's `onReminder(name, data)`, activating the actor if needed, and
+   * survives daemon restarts.
+   *
+   * ```ts
+   * await client.setReminder("invoice", "i1", "remind", { due: "90s", period: "1h", repeat: 3, data: { n: 1 } });
+   * ```
+   *
+   * Rejects with {@link InvalidArgument} for a bad name, due time or period.
+   */
+  setReminder(actorType: TypeOrClass, actorId: string, name: string, options: ReminderOptions = {}): Promise<Reminder> {
+    return this.#scheduler.setReminder(typeName(actorType), actorId, name, options);
+  }
+
+  /** An actor's reminder `name`, or null if it has none of that name. */
+  getReminder(actorType: TypeOrClass, actorId: string, name: string): Promise<Reminder | null> {
+    return this.#scheduler.getReminder(typeName(actorType), actorId, name);
+  }
+
+  /** Delete an actor's reminder `name`; resolves to whether it existed. */
+  deleteReminder(actorType: TypeOrClass, actorId: string, name: string): Promise<boolean> {
+    return this.#scheduler.deleteReminder(typeName(actorType), actorId, name);
+  }
+
+  /**
+   * Reminders (alarms included, with `alarm: true`) of every actor, of one actor
+   * type (`{ actorType }`) or of one actor (`{ actorType, actorId }`); pages
+   * through ListReminders until the end.
+   */
+  listReminders(options: ListRemindersOptions = {}): Promise<Reminder[]> {
+    return this.#scheduler.listReminders(options);
+  }
+
+  /** Set (or replace) an actor's alarm: its `onAlarm(data)` runs at `at` (RFC 3339, Date, or a duration from now). */
+  setAlarm(actorType: TypeOrClass, actorId: string, at: ScheduleTime, options: AlarmOptions = {}): Promise<Reminder> {
+    return this.#scheduler.setAlarm(typeName(actorType), actorId, at, options);
+  }
+
+  /** An actor's alarm, or null if none is set. */
+  getAlarm(actorType: TypeOrClass, actorId: string): Promise<Reminder | null> {
+    return this.#scheduler.getAlarm(typeName(actorType), actorId);
+  }
+
+  /** Delete an actor's alarm; resolves to whether there was one. */
+  deleteAlarm(actorType: TypeOrClass, actorId: string): Promise<boolean> {
+    return this.#scheduler.deleteAlarm(typeName(actorType), actorId);
+  }
+
+  /**
+   * Set an in-memory timer on an active actor (its `onTimer(name, data)`).
+   * Rejects with {@link FailedPrecondition} when the actor is not active:
+   * timers are usually set from inside a turn with `this.ctx.setTimer`.
+   */
+  setTimer(actorType: TypeOrClass, actorId: string, name: string, options: TimerOptions = {}): Promise<void> {
+    return this.#scheduler.setTimer(typeName(actorType), actorId, name, options);
+  }
+
+  /** Delete an actor's timer `name`; resolves to whether it existed. */
+  deleteTimer(actorType: TypeOrClass, actorId: string, name: string): Promise<boolean> {
+    return this.#scheduler.deleteTimer(typeName(actorType), actorId, name);
   }
 }

@@ -4,6 +4,7 @@ import { randomUUID } from "node:crypto";
 import { type ActorClass, type ActorInstance, actorTypeName } from "./actor.js";
 import { type ActorHandle, type CallOptions, type Caller, makeHandle, type Params, splitParams, type UntypedActor } from "./caller.js";
 import type { ActorRef, CallChain } from "./gen/troupe/v1/common.js";
+import type { AlarmOptions, Reminder, ReminderOptions, Scheduler, ScheduleTime, TimerOptions } from "./schedule.js";
 
 /**
  * @internal The call chain of the turn running in the current async context. Each
@@ -17,17 +18,21 @@ function newChainId(): string {
 }
 
 /**
- * Calls to other actors made from inside a turn. Calls carry the turn's call
- * chain with this actor appended, so the daemon can allow re-entry for reentrant
- * types and detect deadlock cycles for the others.
+ * What an actor can do from inside a turn beyond its own state: call other
+ * actors, and manage its own reminders, alarm and timers.
+ *
+ * Calls carry the turn's call chain with this actor appended, so the daemon can
+ * allow re-entry for reentrant types and detect deadlock cycles for the others.
  */
 export class Context {
   readonly #caller: Caller;
+  readonly #scheduler: Scheduler;
   readonly #self: ActorRef;
 
   /** @internal */
-  constructor(caller: Caller, type: string, id: string) {
+  constructor(caller: Caller, scheduler: Scheduler, type: string, id: string) {
     this.#caller = caller;
+    this.#scheduler = scheduler;
     this.#self = { type, id };
   }
 
@@ -74,5 +79,67 @@ export class Context {
   ): Promise<void> {
     const [args, kw] = splitParams(params, kwargs);
     return this.#caller.tell(type, id, method, args, kw, options, this.#chain());
+  }
+
+  /**
+   * Set (or replace) the durable reminder `name` of this actor; it fires
+   * `onReminder(name, data)` even when the actor is inactive, and survives
+   * daemon restarts. Rejects with {@link InvalidArgument} for a bad due time or period.
+   *
+   * ```ts
+   * await this.ctx.setReminder("bill", { due: "1h", period: "720h", data: { plan: "pro" } });
+   * await this.ctx.setReminder("poll", { period: "R5/PT10S", retry: { maxAttempts: 5 } });
+   * ```
+   */
+  setReminder(name: string, options: ReminderOptions = {}): Promise<Reminder> {
+    return this.#scheduler.setReminder(this.#self.type, this.#self.id, name, options);
+  }
+
+  /** This actor's reminder `name`, or null if it has none of that name. */
+  getReminder(name: string): Promise<Reminder | null> {
+    return this.#scheduler.getReminder(this.#self.type, this.#self.id, name);
+  }
+
+  /** Delete this actor's reminder `name`; resolves to whether it existed. */
+  deleteReminder(name: string): Promise<boolean> {
+    return this.#scheduler.deleteReminder(this.#self.type, this.#self.id, name);
+  }
+
+  /** This actor's reminders (its alarm included, with `alarm: true`). */
+  listReminders(): Promise<Reminder[]> {
+    return this.#scheduler.listReminders({ actorType: this.#self.type, actorId: this.#self.id });
+  }
+
+  /**
+   * Set (or replace) this actor's one alarm: `onAlarm(data)` runs at `at` (an
+   * RFC 3339 string, a Date, or a duration from now), with the durability and
+   * retries of a reminder.
+   */
+  setAlarm(at: ScheduleTime, options: AlarmOptions = {}): Promise<Reminder> {
+    return this.#scheduler.setAlarm(this.#self.type, this.#self.id, at, options);
+  }
+
+  /** This actor's alarm, or null if none is set. */
+  getAlarm(): Promise<Reminder | null> {
+    return this.#scheduler.getAlarm(this.#self.type, this.#self.id);
+  }
+
+  /** Delete this actor's alarm; resolves to whether there was one. */
+  deleteAlarm(): Promise<boolean> {
+    return this.#scheduler.deleteAlarm(this.#self.type, this.#self.id);
+  }
+
+  /**
+   * Set (or replace) the in-memory timer `name`: `onTimer(name, data)` runs after
+   * `due` and then every `period`, until it is deleted or the actor deactivates.
+   * With `keepAlive: true` a firing counts as activity and keeps the actor from idling out.
+   */
+  setTimer(name: string, options: TimerOptions = {}): Promise<void> {
+    return this.#scheduler.setTimer(this.#self.type, this.#self.id, name, options);
+  }
+
+  /** Delete the timer `name`; resolves to whether it existed. */
+  deleteTimer(name: string): Promise<boolean> {
+    return this.#scheduler.deleteTimer(this.#self.type, this.#self.id, name);
   }
 }

@@ -45,6 +45,17 @@ export {
 } from "./errors.js";
 export { Kwargs, kwargs, PayloadError } from "./payload.js";
 export type { JsonValue } from "./payload.js";
+export type {
+  AlarmOptions,
+  ListRemindersOptions,
+  MissedFiringsPolicy,
+  Reminder,
+  ReminderOptions,
+  RetryPolicy,
+  SchedulePeriod,
+  ScheduleTime,
+  TimerOptions,
+} from "./schedule.js";
 export { State } from "./state.js";
 export type { StateShape } from "./state.js";
 export { DEFAULT_ADDRESS, SDK_NAME, SDK_VERSION } from "./address.js";

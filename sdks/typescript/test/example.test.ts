@@ -31,6 +31,7 @@ test("the vehicle app process serves the client and exits cleanly on SIGTERM", a
     assert.match(out, /bus-44/);
     assert.match(out, /bad fix refused by the actor: RangeError/);
     assert.match(out, /stored state of bus-7: reports=8/);
+    assert.match(out, /parked reminders: 4, first due in 10 min/);
 
     const client = new Client({ address: daemon.address, timeout: 10_000 });
     try {

@@ -48,6 +48,8 @@ test("typed handles infer method names, arguments and results", () => {
     void typed.call("incr", "five");
     // @ts-expect-error: base-class members are not methods
     void typed.call("onActivate");
+    // @ts-expect-error: scheduled-work hooks are not methods either
+    void typed.call("onReminder", "r", null);
     const u = client.actor("anything", "x").call("whatever", 1, kwargs({ a: 1 }));
     expectTrue(true satisfies Equal<typeof u, Promise<unknown>>);
     void u;

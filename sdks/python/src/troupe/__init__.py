@@ -15,6 +15,11 @@ Call them::
 
     async with troupe.Client() as client:
         await client.actor("counter", "c1").incr(by=5)
+
+Schedule work (durable reminders, one alarm per actor, in-memory timers) by
+overriding ``on_reminder(name, data)``, ``on_alarm(data)`` and
+``on_timer(name, data)`` and setting them with ``self.ctx.set_reminder(...)``
+or ``client.set_reminder(type, id, ...)``; see docs/scheduling.md.
 """
 
 from ._actor import Actor, actor, method
@@ -32,6 +37,7 @@ from ._errors import (
     TroupeError,
     Unavailable,
 )
+from ._schedule import Reminder, RetryPolicy
 from ._state import State
 
 __version__ = "0.1.0"
@@ -48,6 +54,8 @@ __all__ = [
     "InvalidArgument",
     "NotFound",
     "Overloaded",
+    "Reminder",
+    "RetryPolicy",
     "State",
     "SyncActorProxy",
     "SyncClient",

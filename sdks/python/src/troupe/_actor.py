@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
@@ -94,6 +94,45 @@ class Actor:
     def on_deactivate(self) -> Any:
         """Called (sync or async) before the instance is dropped; state changes are kept."""
         return None
+
+    # Scheduled work (docs/scheduling.md). Override these as ``async def`` (or plain
+    # ``def``); each firing is a turn like a method call: state changes are saved
+    # when it returns, and if it raises they are discarded and the daemon retries
+    # the firing of a reminder or alarm per its RetryPolicy.
+
+    def on_reminder(self, name: str, data: Any) -> Awaitable[None] | None:
+        """Called when the reminder ``name`` fires, with the data it was set with.
+
+        Override as ``async def on_reminder(self, name: str, data: Any) -> None``.
+        Set reminders with ``self.ctx.set_reminder`` or ``Client.set_reminder``.
+        """
+        raise NotImplementedError(
+            _unhandled(self, "reminder", name, "on_reminder(self, name, data)")
+        )
+
+    def on_alarm(self, data: Any) -> Awaitable[None] | None:
+        """Called when the actor's alarm fires, with the data it was set with.
+
+        Override as ``async def on_alarm(self, data: Any) -> None``.
+        Set the alarm with ``self.ctx.set_alarm`` or ``Client.set_alarm``.
+        """
+        raise NotImplementedError(_unhandled(self, "alarm", None, "on_alarm(self, data)"))
+
+    def on_timer(self, name: str, data: Any) -> Awaitable[None] | None:
+        """Called when the timer ``name`` (set with ``self.ctx.set_timer``) fires.
+
+        Override as ``async def on_timer(self, name: str, data: Any) -> None``.
+        """
+        raise NotImplementedError(_unhandled(self, "timer", name, "on_timer(self, name, data)"))
+
+
+def _unhandled(obj: Actor, what: str, name: str | None, hook: str) -> str:
+    spec = type(obj).__dict__.get(_SPEC_ATTR)
+    kind = (
+        f"actor type {spec.name!r} ({type(obj).__qualname__})" if spec else type(obj).__qualname__
+    )
+    which = f"{what} {name!r}" if name is not None else f"the {what}"
+    return f"{kind} got {which} but does not override {hook}; override it to handle {what}s"
 
 
 def _millis(value: float | timedelta | None, what: str) -> int:

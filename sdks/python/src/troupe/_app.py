@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import random
 import signal
 import socket
 import traceback
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import grpc
@@ -20,7 +21,7 @@ from ._address import SDK_NAME, open_channel, resolve_address
 from ._caller import Caller
 from ._context import Context, current_chain
 from ._errors import ActorError, error_for_code
-from ._payload import decode_call, encode_result
+from ._payload import decode_call, decode_data, encode_result
 from ._proto.troupe.v1 import app_pb2, app_pb2_grpc, common_pb2
 from ._state import State
 
@@ -178,24 +179,37 @@ class _Session:
         obj = self.instances.get((ref.type, ref.id))
         if obj is None:
             raise LookupError(f"actor {ref.type}/{ref.id} is not active in this app")
-        if msg.kind not in (common_pb2.TURN_KIND_UNSPECIFIED, common_pb2.TURN_KIND_CALL):
-            raise NotImplementedError(
-                f"{SDK_NAME} does not handle {common_pb2.TurnKind.Name(msg.kind)} turns"
-            )
-        spec = self.app._specs[ref.type]
-        attr = spec.methods.get(msg.name)
-        if attr is None:
-            raise AttributeError(
-                f"actor type {ref.type!r} has no method {msg.name!r};"
-                f" its methods are: {', '.join(sorted(spec.methods))}"
-            )
-        readonly = msg.name in spec.readonly
         current_chain.set(msg.chain if msg.HasField("chain") else None)
-        args, kwargs = decode_call(msg.payload)
+        kind = msg.kind
+        readonly = False
+        scheduled = kind != common_pb2.TURN_KIND_UNSPECIFIED and kind != common_pb2.TURN_KIND_CALL
+        handler: Callable[[], Any]
+        if not scheduled:
+            spec = self.app._specs[ref.type]
+            attr = spec.methods.get(msg.name)
+            if attr is None:
+                raise AttributeError(
+                    f"actor type {ref.type!r} has no method {msg.name!r};"
+                    f" its methods are: {', '.join(sorted(spec.methods))}"
+                )
+            readonly = msg.name in spec.readonly
+            args, kwargs = decode_call(msg.payload)
+            handler = functools.partial(getattr(obj, attr), *args, **kwargs)
+        elif kind == common_pb2.TURN_KIND_REMINDER:
+            handler = functools.partial(obj.on_reminder, msg.name, decode_data(msg.payload))
+        elif kind == common_pb2.TURN_KIND_TIMER:
+            handler = functools.partial(obj.on_timer, msg.name, decode_data(msg.payload))
+        elif kind == common_pb2.TURN_KIND_ALARM:
+            handler = functools.partial(obj.on_alarm, decode_data(msg.payload))
+        else:
+            raise NotImplementedError(
+                f"{SDK_NAME} does not handle turns of kind {kind}; upgrade the SDK"
+            )
         state = obj.state
         try:
-            value = await maybe_await(getattr(obj, attr)(*args, **kwargs))
-            reply = encode_result(value)
+            value = await maybe_await(handler())
+            # A scheduled turn has no caller: its reply is JSON null.
+            reply = encode_result(None if scheduled else value)
             if not readonly:
                 result.changes.extend(state._commit())
         except BaseException:

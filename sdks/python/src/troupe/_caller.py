@@ -1,4 +1,5 @@
-"""The calls shared by Client and an actor's Context: invoke, tell, get_state."""
+"""The calls shared by Client and an actor's Context: invoke, tell, get_state, and the
+management of reminders, alarms and timers."""
 
 from __future__ import annotations
 
@@ -10,8 +11,18 @@ import grpc
 from ._errors import InvalidArgument, from_rpc_error
 from ._payload import decode_result, decode_state, encode_call
 from ._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
+from ._schedule import (
+    Duration,
+    Reminder,
+    RetryPolicy,
+    When,
+    alarm_request,
+    reminder_request,
+    timer_request,
+)
 
 Params = Mapping[str, Any] | Sequence[Any] | bytes | None
+_LIST_PAGE_SIZE = 500
 InvokeFn = Callable[[str, str, str, Sequence[Any], Mapping[str, Any]], Awaitable[Any]]
 
 
@@ -107,6 +118,168 @@ class Caller:
         if raw:
             return dict(resp.entries)
         return {k: decode_state(v) for k, v in resp.entries.items()}
+
+    # ---- reminders, alarms, timers (docs/scheduling.md) ----
+
+    async def set_reminder(
+        self,
+        actor_type: str,
+        actor_id: str,
+        name: str,
+        due: When,
+        period: Duration | None,
+        *,
+        repeat: int = 0,
+        until: When | None = None,
+        data: Any = None,
+        retry: RetryPolicy | None = None,
+        missed: str = "fire_once",
+        timeout: float | None = None,
+    ) -> Reminder:
+        req = reminder_request(
+            _ref(actor_type, actor_id),
+            name,
+            due,
+            period,
+            repeat=repeat,
+            until=until,
+            data=data,
+            retry=retry,
+            missed=missed,
+        )
+        try:
+            resp: client_pb2.Reminder = await self._stub.SetReminder(req, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e, f"set_reminder {actor_type}/{actor_id} {name!r}") from None
+        return Reminder.from_proto(resp)
+
+    async def get_reminder(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+    ) -> Reminder | None:
+        req = client_pb2.ReminderRef(actor=_ref(actor_type, actor_id), name=name)
+        try:
+            resp: client_pb2.Reminder = await self._stub.GetReminder(req, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            if e.code() == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise from_rpc_error(e, f"get_reminder {actor_type}/{actor_id} {name!r}") from None
+        return Reminder.from_proto(resp)
+
+    async def delete_reminder(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+    ) -> bool:
+        req = client_pb2.ReminderRef(actor=_ref(actor_type, actor_id), name=name)
+        try:
+            resp: client_pb2.DeleteResponse = await self._stub.DeleteReminder(req, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e, f"delete_reminder {actor_type}/{actor_id} {name!r}") from None
+        return bool(resp.deleted)
+
+    async def list_reminders(
+        self,
+        actor_type: str | None = None,
+        actor_id: str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> list[Reminder]:
+        if actor_id and not actor_type:
+            raise InvalidArgument("list_reminders: an actor_id needs its actor_type")
+        out: list[Reminder] = []
+        token = ""
+        seen: set[str] = set()
+        while True:
+            req = client_pb2.ListRemindersRequest(
+                type=actor_type or "",
+                id=actor_id or "",
+                page_size=_LIST_PAGE_SIZE,
+                page_token=token,
+            )
+            try:
+                resp: client_pb2.ListRemindersResponse = await self._stub.ListReminders(
+                    req, timeout=timeout
+                )
+            except grpc.aio.AioRpcError as e:
+                what = "/".join(p for p in (actor_type, actor_id) if p) or "all actors"
+                raise from_rpc_error(e, f"list_reminders {what}") from None
+            out.extend(Reminder.from_proto(r) for r in resp.reminders)
+            token = resp.next_page_token
+            if not token:
+                return out
+            if token in seen:
+                # A daemon that hands out the same token twice would loop forever.
+                raise RuntimeError(f"list_reminders: the daemon repeated page token {token!r}")
+            seen.add(token)
+
+    async def set_alarm(
+        self,
+        actor_type: str,
+        actor_id: str,
+        at: When,
+        data: Any = None,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> Reminder:
+        req = alarm_request(_ref(actor_type, actor_id), at, data, retry)
+        try:
+            resp: client_pb2.Reminder = await self._stub.SetAlarm(req, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e, f"set_alarm {actor_type}/{actor_id}") from None
+        return Reminder.from_proto(resp)
+
+    async def get_alarm(
+        self, actor_type: str, actor_id: str, *, timeout: float | None = None
+    ) -> Reminder | None:
+        req = client_pb2.AlarmRef(actor=_ref(actor_type, actor_id))
+        try:
+            resp: client_pb2.Reminder = await self._stub.GetAlarm(req, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            if e.code() == grpc.StatusCode.NOT_FOUND:
+                return None
+            raise from_rpc_error(e, f"get_alarm {actor_type}/{actor_id}") from None
+        return Reminder.from_proto(resp)
+
+    async def delete_alarm(
+        self, actor_type: str, actor_id: str, *, timeout: float | None = None
+    ) -> bool:
+        req = client_pb2.AlarmRef(actor=_ref(actor_type, actor_id))
+        try:
+            resp: client_pb2.DeleteResponse = await self._stub.DeleteAlarm(req, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e, f"delete_alarm {actor_type}/{actor_id}") from None
+        return bool(resp.deleted)
+
+    async def set_timer(
+        self,
+        actor_type: str,
+        actor_id: str,
+        name: str,
+        due: Duration,
+        period: Duration | None,
+        *,
+        data: Any = None,
+        keep_alive: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        req = timer_request(_ref(actor_type, actor_id), name, due, period, data, keep_alive)
+        try:
+            await self._stub.SetTimer(req, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e, f"set_timer {actor_type}/{actor_id} {name!r}") from None
+
+    async def delete_timer(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+    ) -> bool:
+        req = client_pb2.TimerRef(actor=_ref(actor_type, actor_id), name=name)
+        try:
+            resp: client_pb2.DeleteResponse = await self._stub.DeleteTimer(req, timeout=timeout)
+        except grpc.aio.AioRpcError as e:
+            raise from_rpc_error(e, f"delete_timer {actor_type}/{actor_id} {name!r}") from None
+        return bool(resp.deleted)
+
+
+def _ref(actor_type: str, actor_id: str) -> common_pb2.ActorRef:
+    return common_pb2.ActorRef(type=actor_type, id=actor_id)
 
 
 class MethodCaller:

@@ -12,6 +12,7 @@ import grpc
 
 from ._address import open_channel, resolve_address
 from ._caller import ActorProxy, Caller, Params, split_params
+from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 
 T = TypeVar("T")
 
@@ -148,6 +149,147 @@ class Client:
             timeout=self.timeout if timeout is None else timeout,
         )
 
+    # ---- reminders, alarms, timers (docs/scheduling.md) ----
+
+    def _deadline(self, timeout: float | None) -> float | None:
+        return self.timeout if timeout is None else timeout
+
+    async def set_reminder(
+        self,
+        actor_type: str,
+        actor_id: str,
+        name: str,
+        due: When = "10s",
+        period: Duration | None = None,
+        *,
+        repeat: int = 0,
+        until: When | None = None,
+        data: Any = None,
+        retry: RetryPolicy | None = None,
+        missed: MissedName = "fire_once",
+        timeout: float | None = None,
+    ) -> Reminder:
+        """Register (or replace) a durable reminder of an actor; see
+        :meth:`troupe.Context.set_reminder` for the arguments.
+
+        The actor need not be active: when the reminder comes due the daemon
+        activates it and calls its ``on_reminder(name, data)``.
+        """
+        return await self._get_caller().set_reminder(
+            actor_type,
+            actor_id,
+            name,
+            due,
+            period,
+            repeat=repeat,
+            until=until,
+            data=data,
+            retry=retry,
+            missed=missed,
+            timeout=self._deadline(timeout),
+        )
+
+    async def get_reminder(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+    ) -> Reminder | None:
+        """An actor's reminder ``name``, or None if it has none of that name."""
+        return await self._get_caller().get_reminder(
+            actor_type, actor_id, name, timeout=self._deadline(timeout)
+        )
+
+    async def delete_reminder(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+    ) -> bool:
+        """Delete an actor's reminder ``name``; returns whether it existed."""
+        return await self._get_caller().delete_reminder(
+            actor_type, actor_id, name, timeout=self._deadline(timeout)
+        )
+
+    async def list_reminders(
+        self,
+        actor_type: str | None = None,
+        actor_id: str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> list[Reminder]:
+        """Registered reminders and alarms: of every actor, of one type, or of one actor.
+
+        Reads every page of the daemon's listing; ``timeout`` bounds each page.
+        """
+        return await self._get_caller().list_reminders(
+            actor_type, actor_id, timeout=self._deadline(timeout)
+        )
+
+    async def set_alarm(
+        self,
+        actor_type: str,
+        actor_id: str,
+        at: When,
+        data: Any = None,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> Reminder:
+        """Set an actor's alarm (one per actor), replacing any earlier one.
+
+        ``at`` is an aware datetime, an RFC 3339 string, or a duration from now.
+        """
+        return await self._get_caller().set_alarm(
+            actor_type, actor_id, at, data, retry=retry, timeout=self._deadline(timeout)
+        )
+
+    async def get_alarm(
+        self, actor_type: str, actor_id: str, *, timeout: float | None = None
+    ) -> Reminder | None:
+        """An actor's alarm, or None if none is set."""
+        return await self._get_caller().get_alarm(
+            actor_type, actor_id, timeout=self._deadline(timeout)
+        )
+
+    async def delete_alarm(
+        self, actor_type: str, actor_id: str, *, timeout: float | None = None
+    ) -> bool:
+        """Delete an actor's alarm; returns whether one was set."""
+        return await self._get_caller().delete_alarm(
+            actor_type, actor_id, timeout=self._deadline(timeout)
+        )
+
+    async def set_timer(
+        self,
+        actor_type: str,
+        actor_id: str,
+        name: str,
+        due: Duration = "1s",
+        period: Duration | None = None,
+        *,
+        data: Any = None,
+        keep_alive: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """Start an in-memory timer on an active actor.
+
+        Raises :class:`FailedPrecondition` when the actor is not active; timers
+        are usually set from inside a turn with ``self.ctx.set_timer``.
+        """
+        await self._get_caller().set_timer(
+            actor_type,
+            actor_id,
+            name,
+            due,
+            period,
+            data=data,
+            keep_alive=keep_alive,
+            timeout=self._deadline(timeout),
+        )
+
+    async def delete_timer(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+    ) -> bool:
+        """Stop an actor's timer ``name``; returns whether it existed."""
+        return await self._get_caller().delete_timer(
+            actor_type, actor_id, name, timeout=self._deadline(timeout)
+        )
+
     @staticmethod
     def sync(address: str | None = None, *, timeout: float | None = None) -> SyncClient:
         """A blocking client for scripts; same as ``troupe.SyncClient(address)``."""
@@ -274,3 +416,114 @@ class SyncClient:
         return self._run(
             self._client.get_state(actor_type, actor_id, keys, raw=raw, timeout=timeout)
         )
+
+    def set_reminder(
+        self,
+        actor_type: str,
+        actor_id: str,
+        name: str,
+        due: When = "10s",
+        period: Duration | None = None,
+        *,
+        repeat: int = 0,
+        until: When | None = None,
+        data: Any = None,
+        retry: RetryPolicy | None = None,
+        missed: MissedName = "fire_once",
+        timeout: float | None = None,
+    ) -> Reminder:
+        """See :meth:`Client.set_reminder`."""
+        return self._run(
+            self._client.set_reminder(
+                actor_type,
+                actor_id,
+                name,
+                due,
+                period,
+                repeat=repeat,
+                until=until,
+                data=data,
+                retry=retry,
+                missed=missed,
+                timeout=timeout,
+            )
+        )
+
+    def get_reminder(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+    ) -> Reminder | None:
+        """See :meth:`Client.get_reminder`."""
+        return self._run(self._client.get_reminder(actor_type, actor_id, name, timeout=timeout))
+
+    def delete_reminder(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+    ) -> bool:
+        """See :meth:`Client.delete_reminder`."""
+        return self._run(self._client.delete_reminder(actor_type, actor_id, name, timeout=timeout))
+
+    def list_reminders(
+        self,
+        actor_type: str | None = None,
+        actor_id: str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> list[Reminder]:
+        """See :meth:`Client.list_reminders`."""
+        return self._run(self._client.list_reminders(actor_type, actor_id, timeout=timeout))
+
+    def set_alarm(
+        self,
+        actor_type: str,
+        actor_id: str,
+        at: When,
+        data: Any = None,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> Reminder:
+        """See :meth:`Client.set_alarm`."""
+        return self._run(
+            self._client.set_alarm(actor_type, actor_id, at, data, retry=retry, timeout=timeout)
+        )
+
+    def get_alarm(
+        self, actor_type: str, actor_id: str, *, timeout: float | None = None
+    ) -> Reminder | None:
+        """See :meth:`Client.get_alarm`."""
+        return self._run(self._client.get_alarm(actor_type, actor_id, timeout=timeout))
+
+    def delete_alarm(self, actor_type: str, actor_id: str, *, timeout: float | None = None) -> bool:
+        """See :meth:`Client.delete_alarm`."""
+        return self._run(self._client.delete_alarm(actor_type, actor_id, timeout=timeout))
+
+    def set_timer(
+        self,
+        actor_type: str,
+        actor_id: str,
+        name: str,
+        due: Duration = "1s",
+        period: Duration | None = None,
+        *,
+        data: Any = None,
+        keep_alive: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """See :meth:`Client.set_timer`."""
+        self._run(
+            self._client.set_timer(
+                actor_type,
+                actor_id,
+                name,
+                due,
+                period,
+                data=data,
+                keep_alive=keep_alive,
+                timeout=timeout,
+            )
+        )
+
+    def delete_timer(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+    ) -> bool:
+        """See :meth:`Client.delete_timer`."""
+        return self._run(self._client.delete_timer(actor_type, actor_id, name, timeout=timeout))

@@ -1,4 +1,5 @@
-"""``self.ctx``: what an actor can do beyond its own state."""
+"""``self.ctx``: what an actor can do beyond its own state: call other actors, and manage its
+own reminders, alarm and timers."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from ._caller import ActorProxy, Caller, Params, split_params
 from ._proto.troupe.v1 import common_pb2
+from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 
 # The call chain of the turn running in the current asyncio task. Each turn runs
 # in its own task, so concurrent turns of different actors never see each
@@ -19,15 +21,22 @@ current_chain: ContextVar[common_pb2.CallChain | None] = ContextVar(
 
 
 class Context:
-    """Calls to other actors made from inside a turn.
+    """Calls to other actors made from inside a turn, and this actor's scheduled work.
 
     Calls carry the turn's call chain with this actor appended, so the daemon can
     allow re-entry for reentrant types and detect deadlock cycles for the others.
+
+    Reminders (durable, by name), the alarm (durable, one per actor) and timers
+    (in memory, gone when the actor deactivates) fire as turns that call the
+    actor's ``on_reminder(name, data)``, ``on_alarm(data)`` and
+    ``on_timer(name, data)``; see docs/scheduling.md.
     """
 
     def __init__(self, caller: Caller, actor_type: str, actor_id: str) -> None:
         self._caller = caller
         self._self = common_pb2.ActorRef(type=actor_type, id=actor_id)
+        self._type = actor_type
+        self._id = actor_id
 
     def _chain(self) -> common_pb2.CallChain:
         incoming = current_chain.get()
@@ -101,3 +110,125 @@ class Context:
             metadata=metadata,
             chain=self._chain(),
         )
+
+    # ---- reminders ----
+
+    async def set_reminder(
+        self,
+        name: str,
+        due: When = "10s",
+        period: Duration | None = None,
+        *,
+        repeat: int = 0,
+        until: When | None = None,
+        data: Any = None,
+        retry: RetryPolicy | None = None,
+        missed: MissedName = "fire_once",
+        timeout: float | None = None,
+    ) -> Reminder:
+        """Register (or replace) the durable reminder ``name`` of this actor.
+
+        Args:
+            name: the reminder's name, passed to ``on_reminder``; names starting
+                with ``$`` are reserved.
+            due: the first firing: a duration from now (``"90s"``, ``"1h30m"``,
+                ``"PT1M30S"``, a timedelta), or a time (an aware datetime or an
+                RFC 3339 string).
+            period: time between firings (``"10s"``, ``"PT10S"``, a timedelta), or
+                an ISO 8601 repetition ``"R5/PT10S"`` (five firings in all). None: once.
+            repeat: at most this many firings (0: unbounded).
+            until: no firing after this time (or duration from now).
+            data: passed to ``on_reminder``: any JSON value, or bytes.
+            retry: how a failed firing is retried; None: the daemon's defaults.
+            missed: ``"fire_once"`` or ``"skip"``: what happens to firings that
+                came due while the daemon was down.
+
+        Returns the reminder as stored. Raises InvalidArgument for durations or
+        times the daemon cannot read.
+        """
+        return await self._caller.set_reminder(
+            self._type,
+            self._id,
+            name,
+            due,
+            period,
+            repeat=repeat,
+            until=until,
+            data=data,
+            retry=retry,
+            missed=missed,
+            timeout=timeout,
+        )
+
+    async def get_reminder(self, name: str, *, timeout: float | None = None) -> Reminder | None:
+        """This actor's reminder ``name``, or None if there is none."""
+        return await self._caller.get_reminder(self._type, self._id, name, timeout=timeout)
+
+    async def delete_reminder(self, name: str, *, timeout: float | None = None) -> bool:
+        """Delete the reminder ``name``; returns whether it existed."""
+        return await self._caller.delete_reminder(self._type, self._id, name, timeout=timeout)
+
+    async def list_reminders(self, *, timeout: float | None = None) -> list[Reminder]:
+        """Every reminder of this actor (its alarm included, with ``alarm=True``)."""
+        return await self._caller.list_reminders(self._type, self._id, timeout=timeout)
+
+    # ---- the alarm ----
+
+    async def set_alarm(
+        self,
+        at: When,
+        data: Any = None,
+        *,
+        retry: RetryPolicy | None = None,
+        timeout: float | None = None,
+    ) -> Reminder:
+        """Set this actor's alarm, replacing any earlier one; it calls ``on_alarm(data)``.
+
+        ``at`` is an aware datetime, an RFC 3339 string, or a duration from now
+        (a timedelta or a string such as ``"30s"``).
+        """
+        return await self._caller.set_alarm(
+            self._type, self._id, at, data, retry=retry, timeout=timeout
+        )
+
+    async def get_alarm(self, *, timeout: float | None = None) -> Reminder | None:
+        """This actor's alarm, or None if none is set."""
+        return await self._caller.get_alarm(self._type, self._id, timeout=timeout)
+
+    async def delete_alarm(self, *, timeout: float | None = None) -> bool:
+        """Delete this actor's alarm; returns whether one was set."""
+        return await self._caller.delete_alarm(self._type, self._id, timeout=timeout)
+
+    # ---- timers ----
+
+    async def set_timer(
+        self,
+        name: str,
+        due: Duration = "1s",
+        period: Duration | None = None,
+        *,
+        data: Any = None,
+        keep_alive: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        """Start (or replace) the in-memory timer ``name``; it calls ``on_timer(name, data)``.
+
+        Timers belong to this activation: they are gone when the actor
+        deactivates and are not retried. ``due`` and ``period`` are durations
+        (strings or timedeltas); period None fires once. With ``keep_alive``
+        a firing counts as activity, so the timer keeps the actor from idling out.
+        """
+        await self._caller.set_timer(
+            self._type,
+            self._id,
+            name,
+            due,
+            period,
+            data=data,
+            keep_alive=keep_alive,
+            timeout=timeout,
+        )
+
+    async def delete_timer(self, name: str, *, timeout: float | None = None) -> bool:
+        """Stop the timer ``name``; returns whether it existed."""
+        return await self._caller.delete_timer(self._type, self._id, name, timeout=timeout)

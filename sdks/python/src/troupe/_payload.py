@@ -77,6 +77,15 @@ def decode_result(payload: common_pb2.Payload) -> Any:
     return json.loads(payload.data)
 
 
+def decode_data(payload: common_pb2.Payload) -> Any:
+    """Decode the data of a reminder, alarm or timer firing: like a result, a JSON value
+    (empty data is None) or, for BYTES, the raw bytes."""
+    try:
+        return decode_result(payload)
+    except ValueError as e:
+        raise PayloadError(f"scheduled turn data is not valid JSON: {e}") from e
+
+
 def encode_state(key: str, value: Any) -> bytes:
     """Encode one state value as UTF-8 JSON."""
     try:

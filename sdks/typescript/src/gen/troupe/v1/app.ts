@@ -132,6 +132,12 @@ export interface Activate_StateEntry {
   value: Buffer;
 }
 
+/**
+ * A turn. CALL runs method `name`; REMINDER and TIMER fire the reminder or
+ * timer `name` (SDKs call the actor's on_reminder/on_timer hook); ALARM fires
+ * the alarm (on_alarm). A scheduled turn that answers with an error is retried
+ * by the daemon per the reminder's RetryPolicy.
+ */
 export interface Turn {
   callId: bigint;
   actor?: ActorRef | undefined;

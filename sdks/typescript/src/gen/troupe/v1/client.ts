@@ -26,6 +26,131 @@ export const protobufFileName = "troupe/v1/client.proto";
 
 /** The client API: what any program uses to call actors. */
 
+/** What happens to firings that came due while the daemon was down. */
+export enum MissedFirings {
+  /** MISSED_FIRINGS_UNSPECIFIED - FIRE_ONCE */
+  MISSED_FIRINGS_UNSPECIFIED = 0,
+  /** MISSED_FIRINGS_FIRE_ONCE - Fire once on recovery, then continue on schedule. */
+  MISSED_FIRINGS_FIRE_ONCE = 1,
+  /** MISSED_FIRINGS_SKIP - Skip them; continue with the next firing in the future. */
+  MISSED_FIRINGS_SKIP = 2,
+  UNRECOGNIZED = -1,
+}
+
+/**
+ * How a failed firing (the handler raised or the app was away) is retried.
+ * Zero values take the defaults: 3 attempts, 1 s first backoff, 60 s cap.
+ */
+export interface RetryPolicy {
+  maxAttempts: number;
+  initialBackoffMs: bigint;
+  maxBackoffMs: bigint;
+}
+
+export interface SetReminderRequest {
+  actor?: ActorRef | undefined;
+  name: string;
+  /**
+   * First firing: a duration from now ("90s", "1h30m", ISO 8601 "PT1M30S")
+   * or an RFC 3339 time ("2026-12-01T00:00:00Z"). Empty: now.
+   */
+  due: string;
+  /**
+   * Optional period: "10s", "PT10S", or an ISO 8601 repetition "R5/PT10S"
+   * (five firings in all). Empty: fire once.
+   */
+  period: string;
+  /** Optional bound on the number of firings (0: unbounded, or from R<n>). */
+  repeat: number;
+  /** Optional end: no firing after this RFC 3339 time or duration from now. */
+  until: string;
+  payload?: Payload | undefined;
+  retry?: RetryPolicy | undefined;
+  missed: MissedFirings;
+}
+
+export interface Reminder {
+  actor?: ActorRef | undefined;
+  name: string;
+  nextDueUnixMs: bigint;
+  /** 0: one-shot */
+  periodMs: bigint;
+  /** firings left; 0: unbounded */
+  remaining: number;
+  /** 0: no end */
+  untilUnixMs: bigint;
+  payload?:
+    | Payload
+    | undefined;
+  /** with defaults filled in */
+  retry?: RetryPolicy | undefined;
+  missed: MissedFirings;
+  /** failed attempts of the pending firing */
+  attempts: number;
+  /** successful firings so far */
+  fired: bigint;
+  alarm: boolean;
+}
+
+export interface ReminderRef {
+  actor?: ActorRef | undefined;
+  name: string;
+}
+
+export interface AlarmRef {
+  actor?: ActorRef | undefined;
+}
+
+export interface DeleteResponse {
+  deleted: boolean;
+}
+
+export interface ListRemindersRequest {
+  /** empty: every type */
+  type: string;
+  /** empty: every actor (needs type) */
+  id: string;
+  pageSize: number;
+  pageToken: string;
+}
+
+export interface ListRemindersResponse {
+  reminders: Reminder[];
+  nextPageToken: string;
+}
+
+export interface SetAlarmRequest {
+  actor?:
+    | ActorRef
+    | undefined;
+  /** RFC 3339 time or a duration from now. */
+  at: string;
+  payload?: Payload | undefined;
+  retry?: RetryPolicy | undefined;
+}
+
+export interface SetTimerRequest {
+  actor?: ActorRef | undefined;
+  name: string;
+  /** duration from now; empty: now */
+  due: string;
+  /** empty: fire once */
+  period: string;
+  payload?:
+    | Payload
+    | undefined;
+  /** Whether a firing counts as activity (keeps the actor from idling out). */
+  keepAlive: boolean;
+}
+
+export interface SetTimerResponse {
+}
+
+export interface TimerRef {
+  actor?: ActorRef | undefined;
+  name: string;
+}
+
 export interface InvokeRequest {
   actor?: ActorRef | undefined;
   method: string;
@@ -81,6 +206,1151 @@ export interface GetStateResponse_EntriesEntry {
   key: string;
   value: Buffer;
 }
+
+function createBaseRetryPolicy(): RetryPolicy {
+  return { maxAttempts: 0, initialBackoffMs: 0n, maxBackoffMs: 0n };
+}
+
+export const RetryPolicy: MessageFns<RetryPolicy> = {
+  encode(message: RetryPolicy, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.maxAttempts !== 0) {
+      writer.uint32(8).uint32(message.maxAttempts);
+    }
+    if (message.initialBackoffMs !== 0n) {
+      if (BigInt.asUintN(64, message.initialBackoffMs) !== message.initialBackoffMs) {
+        throw new globalThis.Error("value provided for field message.initialBackoffMs of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.initialBackoffMs);
+    }
+    if (message.maxBackoffMs !== 0n) {
+      if (BigInt.asUintN(64, message.maxBackoffMs) !== message.maxBackoffMs) {
+        throw new globalThis.Error("value provided for field message.maxBackoffMs of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.maxBackoffMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RetryPolicy {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRetryPolicy();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.maxAttempts = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.initialBackoffMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.maxBackoffMs = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RetryPolicy>, I>>(base?: I): RetryPolicy {
+    return RetryPolicy.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RetryPolicy>, I>>(object: I): RetryPolicy {
+    const message = createBaseRetryPolicy();
+    message.maxAttempts = object.maxAttempts ?? 0;
+    message.initialBackoffMs = (object.initialBackoffMs !== undefined && object.initialBackoffMs !== null)
+      ? BigInt(object.initialBackoffMs)
+      : 0n;
+    message.maxBackoffMs = (object.maxBackoffMs !== undefined && object.maxBackoffMs !== null)
+      ? BigInt(object.maxBackoffMs)
+      : 0n;
+    return message;
+  },
+};
+
+function createBaseSetReminderRequest(): SetReminderRequest {
+  return {
+    actor: undefined,
+    name: "",
+    due: "",
+    period: "",
+    repeat: 0,
+    until: "",
+    payload: undefined,
+    retry: undefined,
+    missed: 0,
+  };
+}
+
+export const SetReminderRequest: MessageFns<SetReminderRequest> = {
+  encode(message: SetReminderRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    if (message.due !== "") {
+      writer.uint32(26).string(message.due);
+    }
+    if (message.period !== "") {
+      writer.uint32(34).string(message.period);
+    }
+    if (message.repeat !== 0) {
+      writer.uint32(40).uint32(message.repeat);
+    }
+    if (message.until !== "") {
+      writer.uint32(50).string(message.until);
+    }
+    if (message.payload !== undefined) {
+      Payload.encode(message.payload, writer.uint32(58).fork()).join();
+    }
+    if (message.retry !== undefined) {
+      RetryPolicy.encode(message.retry, writer.uint32(66).fork()).join();
+    }
+    if (message.missed !== 0) {
+      writer.uint32(72).int32(message.missed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetReminderRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetReminderRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.due = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.period = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.repeat = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.until = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.payload = Payload.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.retry = RetryPolicy.decode(reader, reader.uint32());
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.missed = reader.int32() as any;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SetReminderRequest>, I>>(base?: I): SetReminderRequest {
+    return SetReminderRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetReminderRequest>, I>>(object: I): SetReminderRequest {
+    const message = createBaseSetReminderRequest();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    message.name = object.name ?? "";
+    message.due = object.due ?? "";
+    message.period = object.period ?? "";
+    message.repeat = object.repeat ?? 0;
+    message.until = object.until ?? "";
+    message.payload = (object.payload !== undefined && object.payload !== null)
+      ? Payload.fromPartial(object.payload)
+      : undefined;
+    message.retry = (object.retry !== undefined && object.retry !== null)
+      ? RetryPolicy.fromPartial(object.retry)
+      : undefined;
+    message.missed = object.missed ?? 0;
+    return message;
+  },
+};
+
+function createBaseReminder(): Reminder {
+  return {
+    actor: undefined,
+    name: "",
+    nextDueUnixMs: 0n,
+    periodMs: 0n,
+    remaining: 0,
+    untilUnixMs: 0n,
+    payload: undefined,
+    retry: undefined,
+    missed: 0,
+    attempts: 0,
+    fired: 0n,
+    alarm: false,
+  };
+}
+
+export const Reminder: MessageFns<Reminder> = {
+  encode(message: Reminder, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    if (message.nextDueUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.nextDueUnixMs) !== message.nextDueUnixMs) {
+        throw new globalThis.Error("value provided for field message.nextDueUnixMs of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.nextDueUnixMs);
+    }
+    if (message.periodMs !== 0n) {
+      if (BigInt.asUintN(64, message.periodMs) !== message.periodMs) {
+        throw new globalThis.Error("value provided for field message.periodMs of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.periodMs);
+    }
+    if (message.remaining !== 0) {
+      writer.uint32(40).uint32(message.remaining);
+    }
+    if (message.untilUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.untilUnixMs) !== message.untilUnixMs) {
+        throw new globalThis.Error("value provided for field message.untilUnixMs of type uint64 too large");
+      }
+      writer.uint32(48).uint64(message.untilUnixMs);
+    }
+    if (message.payload !== undefined) {
+      Payload.encode(message.payload, writer.uint32(58).fork()).join();
+    }
+    if (message.retry !== undefined) {
+      RetryPolicy.encode(message.retry, writer.uint32(66).fork()).join();
+    }
+    if (message.missed !== 0) {
+      writer.uint32(72).int32(message.missed);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(80).uint32(message.attempts);
+    }
+    if (message.fired !== 0n) {
+      if (BigInt.asUintN(64, message.fired) !== message.fired) {
+        throw new globalThis.Error("value provided for field message.fired of type uint64 too large");
+      }
+      writer.uint32(88).uint64(message.fired);
+    }
+    if (message.alarm !== false) {
+      writer.uint32(96).bool(message.alarm);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): Reminder {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReminder();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.nextDueUnixMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.periodMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.remaining = reader.uint32();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.untilUnixMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.payload = Payload.decode(reader, reader.uint32());
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.retry = RetryPolicy.decode(reader, reader.uint32());
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.missed = reader.int32() as any;
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.attempts = reader.uint32();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.fired = reader.uint64() as bigint;
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.alarm = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<Reminder>, I>>(base?: I): Reminder {
+    return Reminder.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<Reminder>, I>>(object: I): Reminder {
+    const message = createBaseReminder();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    message.name = object.name ?? "";
+    message.nextDueUnixMs = (object.nextDueUnixMs !== undefined && object.nextDueUnixMs !== null)
+      ? BigInt(object.nextDueUnixMs)
+      : 0n;
+    message.periodMs = (object.periodMs !== undefined && object.periodMs !== null) ? BigInt(object.periodMs) : 0n;
+    message.remaining = object.remaining ?? 0;
+    message.untilUnixMs = (object.untilUnixMs !== undefined && object.untilUnixMs !== null)
+      ? BigInt(object.untilUnixMs)
+      : 0n;
+    message.payload = (object.payload !== undefined && object.payload !== null)
+      ? Payload.fromPartial(object.payload)
+      : undefined;
+    message.retry = (object.retry !== undefined && object.retry !== null)
+      ? RetryPolicy.fromPartial(object.retry)
+      : undefined;
+    message.missed = object.missed ?? 0;
+    message.attempts = object.attempts ?? 0;
+    message.fired = (object.fired !== undefined && object.fired !== null) ? BigInt(object.fired) : 0n;
+    message.alarm = object.alarm ?? false;
+    return message;
+  },
+};
+
+function createBaseReminderRef(): ReminderRef {
+  return { actor: undefined, name: "" };
+}
+
+export const ReminderRef: MessageFns<ReminderRef> = {
+  encode(message: ReminderRef, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ReminderRef {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseReminderRef();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ReminderRef>, I>>(base?: I): ReminderRef {
+    return ReminderRef.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ReminderRef>, I>>(object: I): ReminderRef {
+    const message = createBaseReminderRef();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    message.name = object.name ?? "";
+    return message;
+  },
+};
+
+function createBaseAlarmRef(): AlarmRef {
+  return { actor: undefined };
+}
+
+export const AlarmRef: MessageFns<AlarmRef> = {
+  encode(message: AlarmRef, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AlarmRef {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAlarmRef();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AlarmRef>, I>>(base?: I): AlarmRef {
+    return AlarmRef.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AlarmRef>, I>>(object: I): AlarmRef {
+    const message = createBaseAlarmRef();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseDeleteResponse(): DeleteResponse {
+  return { deleted: false };
+}
+
+export const DeleteResponse: MessageFns<DeleteResponse> = {
+  encode(message: DeleteResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.deleted !== false) {
+      writer.uint32(8).bool(message.deleted);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeleteResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeleteResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.deleted = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeleteResponse>, I>>(base?: I): DeleteResponse {
+    return DeleteResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeleteResponse>, I>>(object: I): DeleteResponse {
+    const message = createBaseDeleteResponse();
+    message.deleted = object.deleted ?? false;
+    return message;
+  },
+};
+
+function createBaseListRemindersRequest(): ListRemindersRequest {
+  return { type: "", id: "", pageSize: 0, pageToken: "" };
+}
+
+export const ListRemindersRequest: MessageFns<ListRemindersRequest> = {
+  encode(message: ListRemindersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.type !== "") {
+      writer.uint32(10).string(message.type);
+    }
+    if (message.id !== "") {
+      writer.uint32(18).string(message.id);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(24).uint32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(34).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListRemindersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListRemindersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.pageSize = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListRemindersRequest>, I>>(base?: I): ListRemindersRequest {
+    return ListRemindersRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListRemindersRequest>, I>>(object: I): ListRemindersRequest {
+    const message = createBaseListRemindersRequest();
+    message.type = object.type ?? "";
+    message.id = object.id ?? "";
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseListRemindersResponse(): ListRemindersResponse {
+  return { reminders: [], nextPageToken: "" };
+}
+
+export const ListRemindersResponse: MessageFns<ListRemindersResponse> = {
+  encode(message: ListRemindersResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.reminders) {
+      Reminder.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListRemindersResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListRemindersResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.reminders.push(Reminder.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListRemindersResponse>, I>>(base?: I): ListRemindersResponse {
+    return ListRemindersResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListRemindersResponse>, I>>(object: I): ListRemindersResponse {
+    const message = createBaseListRemindersResponse();
+    message.reminders = object.reminders?.map((e) => Reminder.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseSetAlarmRequest(): SetAlarmRequest {
+  return { actor: undefined, at: "", payload: undefined, retry: undefined };
+}
+
+export const SetAlarmRequest: MessageFns<SetAlarmRequest> = {
+  encode(message: SetAlarmRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    if (message.at !== "") {
+      writer.uint32(18).string(message.at);
+    }
+    if (message.payload !== undefined) {
+      Payload.encode(message.payload, writer.uint32(26).fork()).join();
+    }
+    if (message.retry !== undefined) {
+      RetryPolicy.encode(message.retry, writer.uint32(34).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetAlarmRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetAlarmRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.at = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.payload = Payload.decode(reader, reader.uint32());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.retry = RetryPolicy.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SetAlarmRequest>, I>>(base?: I): SetAlarmRequest {
+    return SetAlarmRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetAlarmRequest>, I>>(object: I): SetAlarmRequest {
+    const message = createBaseSetAlarmRequest();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    message.at = object.at ?? "";
+    message.payload = (object.payload !== undefined && object.payload !== null)
+      ? Payload.fromPartial(object.payload)
+      : undefined;
+    message.retry = (object.retry !== undefined && object.retry !== null)
+      ? RetryPolicy.fromPartial(object.retry)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseSetTimerRequest(): SetTimerRequest {
+  return { actor: undefined, name: "", due: "", period: "", payload: undefined, keepAlive: false };
+}
+
+export const SetTimerRequest: MessageFns<SetTimerRequest> = {
+  encode(message: SetTimerRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    if (message.due !== "") {
+      writer.uint32(26).string(message.due);
+    }
+    if (message.period !== "") {
+      writer.uint32(34).string(message.period);
+    }
+    if (message.payload !== undefined) {
+      Payload.encode(message.payload, writer.uint32(42).fork()).join();
+    }
+    if (message.keepAlive !== false) {
+      writer.uint32(48).bool(message.keepAlive);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetTimerRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetTimerRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.due = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.period = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.payload = Payload.decode(reader, reader.uint32());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.keepAlive = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SetTimerRequest>, I>>(base?: I): SetTimerRequest {
+    return SetTimerRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetTimerRequest>, I>>(object: I): SetTimerRequest {
+    const message = createBaseSetTimerRequest();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    message.name = object.name ?? "";
+    message.due = object.due ?? "";
+    message.period = object.period ?? "";
+    message.payload = (object.payload !== undefined && object.payload !== null)
+      ? Payload.fromPartial(object.payload)
+      : undefined;
+    message.keepAlive = object.keepAlive ?? false;
+    return message;
+  },
+};
+
+function createBaseSetTimerResponse(): SetTimerResponse {
+  return {};
+}
+
+export const SetTimerResponse: MessageFns<SetTimerResponse> = {
+  encode(_: SetTimerResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SetTimerResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSetTimerResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SetTimerResponse>, I>>(base?: I): SetTimerResponse {
+    return SetTimerResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SetTimerResponse>, I>>(_: I): SetTimerResponse {
+    const message = createBaseSetTimerResponse();
+    return message;
+  },
+};
+
+function createBaseTimerRef(): TimerRef {
+  return { actor: undefined, name: "" };
+}
+
+export const TimerRef: MessageFns<TimerRef> = {
+  encode(message: TimerRef, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    if (message.name !== "") {
+      writer.uint32(18).string(message.name);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TimerRef {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTimerRef();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<TimerRef>, I>>(base?: I): TimerRef {
+    return TimerRef.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TimerRef>, I>>(object: I): TimerRef {
+    const message = createBaseTimerRef();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    message.name = object.name ?? "";
+    return message;
+  },
+};
 
 function createBaseInvokeRequest(): InvokeRequest {
   return { actor: undefined, method: "", payload: undefined, metadata: {}, chain: undefined };
@@ -820,6 +2090,107 @@ export const ActorClientService = {
     responseSerialize: (value: GetStateResponse): Buffer => Buffer.from(GetStateResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetStateResponse => GetStateResponse.decode(value),
   },
+  /**
+   * Reminders: durable, many per actor (by name). Stored with the actor's
+   * state, they fire as turns of kind REMINDER even when the actor is
+   * inactive (activating it) and survive restarts. Delivery is
+   * at-least-once; a failed firing is retried per its RetryPolicy, then
+   * dropped (a periodic reminder keeps its schedule). Setting a reminder that
+   * exists replaces it. Names starting with '$' are reserved.
+   */
+  setReminder: {
+    path: "/troupe.v1.ActorClient/SetReminder" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetReminderRequest): Buffer => Buffer.from(SetReminderRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetReminderRequest => SetReminderRequest.decode(value),
+    responseSerialize: (value: Reminder): Buffer => Buffer.from(Reminder.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Reminder => Reminder.decode(value),
+  },
+  /** NOT_FOUND when the actor has no reminder of that name. */
+  getReminder: {
+    path: "/troupe.v1.ActorClient/GetReminder" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReminderRef): Buffer => Buffer.from(ReminderRef.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReminderRef => ReminderRef.decode(value),
+    responseSerialize: (value: Reminder): Buffer => Buffer.from(Reminder.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Reminder => Reminder.decode(value),
+  },
+  deleteReminder: {
+    path: "/troupe.v1.ActorClient/DeleteReminder" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReminderRef): Buffer => Buffer.from(ReminderRef.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReminderRef => ReminderRef.decode(value),
+    responseSerialize: (value: DeleteResponse): Buffer => Buffer.from(DeleteResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteResponse => DeleteResponse.decode(value),
+  },
+  listReminders: {
+    path: "/troupe.v1.ActorClient/ListReminders" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListRemindersRequest): Buffer => Buffer.from(ListRemindersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListRemindersRequest => ListRemindersRequest.decode(value),
+    responseSerialize: (value: ListRemindersResponse): Buffer =>
+      Buffer.from(ListRemindersResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListRemindersResponse => ListRemindersResponse.decode(value),
+  },
+  /**
+   * The alarm: at most one per actor, fired as a turn of kind ALARM, with
+   * the same durability and retry rules as reminders. Setting replaces it.
+   */
+  setAlarm: {
+    path: "/troupe.v1.ActorClient/SetAlarm" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetAlarmRequest): Buffer => Buffer.from(SetAlarmRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetAlarmRequest => SetAlarmRequest.decode(value),
+    responseSerialize: (value: Reminder): Buffer => Buffer.from(Reminder.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Reminder => Reminder.decode(value),
+  },
+  /** NOT_FOUND when the actor has no alarm. */
+  getAlarm: {
+    path: "/troupe.v1.ActorClient/GetAlarm" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AlarmRef): Buffer => Buffer.from(AlarmRef.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AlarmRef => AlarmRef.decode(value),
+    responseSerialize: (value: Reminder): Buffer => Buffer.from(Reminder.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Reminder => Reminder.decode(value),
+  },
+  deleteAlarm: {
+    path: "/troupe.v1.ActorClient/DeleteAlarm" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AlarmRef): Buffer => Buffer.from(AlarmRef.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AlarmRef => AlarmRef.decode(value),
+    responseSerialize: (value: DeleteResponse): Buffer => Buffer.from(DeleteResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteResponse => DeleteResponse.decode(value),
+  },
+  /**
+   * Timers: in memory, per activation, gone when the actor deactivates;
+   * fired as turns of kind TIMER. FAILED_PRECONDITION when the actor is not
+   * active (set timers from inside a turn).
+   */
+  setTimer: {
+    path: "/troupe.v1.ActorClient/SetTimer" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SetTimerRequest): Buffer => Buffer.from(SetTimerRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SetTimerRequest => SetTimerRequest.decode(value),
+    responseSerialize: (value: SetTimerResponse): Buffer => Buffer.from(SetTimerResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SetTimerResponse => SetTimerResponse.decode(value),
+  },
+  deleteTimer: {
+    path: "/troupe.v1.ActorClient/DeleteTimer" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: TimerRef): Buffer => Buffer.from(TimerRef.encode(value).finish()),
+    requestDeserialize: (value: Buffer): TimerRef => TimerRef.decode(value),
+    responseSerialize: (value: DeleteResponse): Buffer => Buffer.from(DeleteResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeleteResponse => DeleteResponse.decode(value),
+  },
 } as const;
 
 export interface ActorClientServer extends UntypedServiceImplementation {
@@ -845,6 +2216,34 @@ export interface ActorClientServer extends UntypedServiceImplementation {
    * otherwise from storage) without running a turn.
    */
   getState: handleUnaryCall<GetStateRequest, GetStateResponse>;
+  /**
+   * Reminders: durable, many per actor (by name). Stored with the actor's
+   * state, they fire as turns of kind REMINDER even when the actor is
+   * inactive (activating it) and survive restarts. Delivery is
+   * at-least-once; a failed firing is retried per its RetryPolicy, then
+   * dropped (a periodic reminder keeps its schedule). Setting a reminder that
+   * exists replaces it. Names starting with '$' are reserved.
+   */
+  setReminder: handleUnaryCall<SetReminderRequest, Reminder>;
+  /** NOT_FOUND when the actor has no reminder of that name. */
+  getReminder: handleUnaryCall<ReminderRef, Reminder>;
+  deleteReminder: handleUnaryCall<ReminderRef, DeleteResponse>;
+  listReminders: handleUnaryCall<ListRemindersRequest, ListRemindersResponse>;
+  /**
+   * The alarm: at most one per actor, fired as a turn of kind ALARM, with
+   * the same durability and retry rules as reminders. Setting replaces it.
+   */
+  setAlarm: handleUnaryCall<SetAlarmRequest, Reminder>;
+  /** NOT_FOUND when the actor has no alarm. */
+  getAlarm: handleUnaryCall<AlarmRef, Reminder>;
+  deleteAlarm: handleUnaryCall<AlarmRef, DeleteResponse>;
+  /**
+   * Timers: in memory, per activation, gone when the actor deactivates;
+   * fired as turns of kind TIMER. FAILED_PRECONDITION when the actor is not
+   * active (set timers from inside a turn).
+   */
+  setTimer: handleUnaryCall<SetTimerRequest, SetTimerResponse>;
+  deleteTimer: handleUnaryCall<TimerRef, DeleteResponse>;
 }
 
 export interface ActorClientClient extends Client {
@@ -908,6 +2307,157 @@ export interface ActorClientClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetStateResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Reminders: durable, many per actor (by name). Stored with the actor's
+   * state, they fire as turns of kind REMINDER even when the actor is
+   * inactive (activating it) and survive restarts. Delivery is
+   * at-least-once; a failed firing is retried per its RetryPolicy, then
+   * dropped (a periodic reminder keeps its schedule). Setting a reminder that
+   * exists replaces it. Names starting with '$' are reserved.
+   */
+  setReminder(
+    request: SetReminderRequest,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  setReminder(
+    request: SetReminderRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  setReminder(
+    request: SetReminderRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  /** NOT_FOUND when the actor has no reminder of that name. */
+  getReminder(
+    request: ReminderRef,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  getReminder(
+    request: ReminderRef,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  getReminder(
+    request: ReminderRef,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  deleteReminder(
+    request: ReminderRef,
+    callback: (error: ServiceError | null, response: DeleteResponse) => void,
+  ): ClientUnaryCall;
+  deleteReminder(
+    request: ReminderRef,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteResponse) => void,
+  ): ClientUnaryCall;
+  deleteReminder(
+    request: ReminderRef,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteResponse) => void,
+  ): ClientUnaryCall;
+  listReminders(
+    request: ListRemindersRequest,
+    callback: (error: ServiceError | null, response: ListRemindersResponse) => void,
+  ): ClientUnaryCall;
+  listReminders(
+    request: ListRemindersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListRemindersResponse) => void,
+  ): ClientUnaryCall;
+  listReminders(
+    request: ListRemindersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListRemindersResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * The alarm: at most one per actor, fired as a turn of kind ALARM, with
+   * the same durability and retry rules as reminders. Setting replaces it.
+   */
+  setAlarm(
+    request: SetAlarmRequest,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  setAlarm(
+    request: SetAlarmRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  setAlarm(
+    request: SetAlarmRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  /** NOT_FOUND when the actor has no alarm. */
+  getAlarm(request: AlarmRef, callback: (error: ServiceError | null, response: Reminder) => void): ClientUnaryCall;
+  getAlarm(
+    request: AlarmRef,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  getAlarm(
+    request: AlarmRef,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  deleteAlarm(
+    request: AlarmRef,
+    callback: (error: ServiceError | null, response: DeleteResponse) => void,
+  ): ClientUnaryCall;
+  deleteAlarm(
+    request: AlarmRef,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteResponse) => void,
+  ): ClientUnaryCall;
+  deleteAlarm(
+    request: AlarmRef,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Timers: in memory, per activation, gone when the actor deactivates;
+   * fired as turns of kind TIMER. FAILED_PRECONDITION when the actor is not
+   * active (set timers from inside a turn).
+   */
+  setTimer(
+    request: SetTimerRequest,
+    callback: (error: ServiceError | null, response: SetTimerResponse) => void,
+  ): ClientUnaryCall;
+  setTimer(
+    request: SetTimerRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SetTimerResponse) => void,
+  ): ClientUnaryCall;
+  setTimer(
+    request: SetTimerRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SetTimerResponse) => void,
+  ): ClientUnaryCall;
+  deleteTimer(
+    request: TimerRef,
+    callback: (error: ServiceError | null, response: DeleteResponse) => void,
+  ): ClientUnaryCall;
+  deleteTimer(
+    request: TimerRef,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeleteResponse) => void,
+  ): ClientUnaryCall;
+  deleteTimer(
+    request: TimerRef,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeleteResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from troupe._proto.troupe.v1 import common_pb2 as troupe_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16troupe/v1/client.proto\x12\ttroupe.v1\x1a\x16troupe/v1/common.proto\"\xf8\x01\n\rInvokeRequest\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x0e\n\x06method\x18\x02 \x01(\t\x12#\n\x07payload\x18\x03 \x01(\x0b\x32\x12.troupe.v1.Payload\x12\x38\n\x08metadata\x18\x04 \x03(\x0b\x32&.troupe.v1.InvokeRequest.MetadataEntry\x12#\n\x05\x63hain\x18\x05 \x01(\x0b\x32\x14.troupe.v1.CallChain\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"5\n\x0eInvokeResponse\x12#\n\x07payload\x18\x01 \x01(\x0b\x32\x12.troupe.v1.Payload\"\xf4\x01\n\x0bTellRequest\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x0e\n\x06method\x18\x02 \x01(\t\x12#\n\x07payload\x18\x03 \x01(\x0b\x32\x12.troupe.v1.Payload\x12\x36\n\x08metadata\x18\x04 \x03(\x0b\x32$.troupe.v1.TellRequest.MetadataEntry\x12#\n\x05\x63hain\x18\x05 \x01(\x0b\x32\x14.troupe.v1.CallChain\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x0e\n\x0cTellResponse\"C\n\x0fGetStateRequest\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x0c\n\x04keys\x18\x02 \x03(\t\"\x8d\x01\n\x10GetStateResponse\x12\x39\n\x07\x65ntries\x18\x01 \x03(\x0b\x32(.troupe.v1.GetStateResponse.EntriesEntry\x12\x0e\n\x06\x61\x63tive\x18\x02 \x01(\x08\x1a.\n\x0c\x45ntriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\x32\xca\x01\n\x0b\x41\x63torClient\x12=\n\x06Invoke\x12\x18.troupe.v1.InvokeRequest\x1a\x19.troupe.v1.InvokeResponse\x12\x37\n\x04Tell\x12\x16.troupe.v1.TellRequest\x1a\x17.troupe.v1.TellResponse\x12\x43\n\x08GetState\x12\x1a.troupe.v1.GetStateRequest\x1a\x1b.troupe.v1.GetStateResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16troupe/v1/client.proto\x12\ttroupe.v1\x1a\x16troupe/v1/common.proto\"W\n\x0bRetryPolicy\x12\x14\n\x0cmax_attempts\x18\x01 \x01(\r\x12\x1a\n\x12initial_backoff_ms\x18\x02 \x01(\x04\x12\x16\n\x0emax_backoff_ms\x18\x03 \x01(\x04\"\xf8\x01\n\x12SetReminderRequest\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0b\n\x03\x64ue\x18\x03 \x01(\t\x12\x0e\n\x06period\x18\x04 \x01(\t\x12\x0e\n\x06repeat\x18\x05 \x01(\r\x12\r\n\x05until\x18\x06 \x01(\t\x12#\n\x07payload\x18\x07 \x01(\x0b\x32\x12.troupe.v1.Payload\x12%\n\x05retry\x18\x08 \x01(\x0b\x32\x16.troupe.v1.RetryPolicy\x12(\n\x06missed\x18\t \x01(\x0e\x32\x18.troupe.v1.MissedFirings\"\xb9\x02\n\x08Reminder\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x18\n\x10next_due_unix_ms\x18\x03 \x01(\x04\x12\x11\n\tperiod_ms\x18\x04 \x01(\x04\x12\x11\n\tremaining\x18\x05 \x01(\r\x12\x15\n\runtil_unix_ms\x18\x06 \x01(\x04\x12#\n\x07payload\x18\x07 \x01(\x0b\x32\x12.troupe.v1.Payload\x12%\n\x05retry\x18\x08 \x01(\x0b\x32\x16.troupe.v1.RetryPolicy\x12(\n\x06missed\x18\t \x01(\x0e\x32\x18.troupe.v1.MissedFirings\x12\x10\n\x08\x61ttempts\x18\n \x01(\r\x12\r\n\x05\x66ired\x18\x0b \x01(\x04\x12\r\n\x05\x61larm\x18\x0c \x01(\x08\"?\n\x0bReminderRef\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x0c\n\x04name\x18\x02 \x01(\t\".\n\x08\x41larmRef\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\"!\n\x0e\x44\x65leteResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x08\"W\n\x14ListRemindersRequest\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\x12\x11\n\tpage_size\x18\x03 \x01(\r\x12\x12\n\npage_token\x18\x04 \x01(\t\"X\n\x15ListRemindersResponse\x12&\n\treminders\x18\x01 \x03(\x0b\x32\x13.troupe.v1.Reminder\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\x8d\x01\n\x0fSetAlarmRequest\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\n\n\x02\x61t\x18\x02 \x01(\t\x12#\n\x07payload\x18\x03 \x01(\x0b\x32\x12.troupe.v1.Payload\x12%\n\x05retry\x18\x04 \x01(\x0b\x32\x16.troupe.v1.RetryPolicy\"\x99\x01\n\x0fSetTimerRequest\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0b\n\x03\x64ue\x18\x03 \x01(\t\x12\x0e\n\x06period\x18\x04 \x01(\t\x12#\n\x07payload\x18\x05 \x01(\x0b\x32\x12.troupe.v1.Payload\x12\x12\n\nkeep_alive\x18\x06 \x01(\x08\"\x12\n\x10SetTimerResponse\"<\n\x08TimerRef\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x0c\n\x04name\x18\x02 \x01(\t\"\xf8\x01\n\rInvokeRequest\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x0e\n\x06method\x18\x02 \x01(\t\x12#\n\x07payload\x18\x03 \x01(\x0b\x32\x12.troupe.v1.Payload\x12\x38\n\x08metadata\x18\x04 \x03(\x0b\x32&.troupe.v1.InvokeRequest.MetadataEntry\x12#\n\x05\x63hain\x18\x05 \x01(\x0b\x32\x14.troupe.v1.CallChain\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"5\n\x0eInvokeResponse\x12#\n\x07payload\x18\x01 \x01(\x0b\x32\x12.troupe.v1.Payload\"\xf4\x01\n\x0bTellRequest\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x0e\n\x06method\x18\x02 \x01(\t\x12#\n\x07payload\x18\x03 \x01(\x0b\x32\x12.troupe.v1.Payload\x12\x36\n\x08metadata\x18\x04 \x03(\x0b\x32$.troupe.v1.TellRequest.MetadataEntry\x12#\n\x05\x63hain\x18\x05 \x01(\x0b\x32\x14.troupe.v1.CallChain\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x0e\n\x0cTellResponse\"C\n\x0fGetStateRequest\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x0c\n\x04keys\x18\x02 \x03(\t\"\x8d\x01\n\x10GetStateResponse\x12\x39\n\x07\x65ntries\x18\x01 \x03(\x0b\x32(.troupe.v1.GetStateResponse.EntriesEntry\x12\x0e\n\x06\x61\x63tive\x18\x02 \x01(\x08\x1a.\n\x0c\x45ntriesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01*f\n\rMissedFirings\x12\x1e\n\x1aMISSED_FIRINGS_UNSPECIFIED\x10\x00\x12\x1c\n\x18MISSED_FIRINGS_FIRE_ONCE\x10\x01\x12\x17\n\x13MISSED_FIRINGS_SKIP\x10\x02\x32\x98\x06\n\x0b\x41\x63torClient\x12=\n\x06Invoke\x12\x18.troupe.v1.InvokeRequest\x1a\x19.troupe.v1.InvokeResponse\x12\x37\n\x04Tell\x12\x16.troupe.v1.TellRequest\x1a\x17.troupe.v1.TellResponse\x12\x43\n\x08GetState\x12\x1a.troupe.v1.GetStateRequest\x1a\x1b.troupe.v1.GetStateResponse\x12\x41\n\x0bSetReminder\x12\x1d.troupe.v1.SetReminderRequest\x1a\x13.troupe.v1.Reminder\x12:\n\x0bGetReminder\x12\x16.troupe.v1.ReminderRef\x1a\x13.troupe.v1.Reminder\x12\x43\n\x0e\x44\x65leteReminder\x12\x16.troupe.v1.ReminderRef\x1a\x19.troupe.v1.DeleteResponse\x12R\n\rListReminders\x12\x1f.troupe.v1.ListRemindersRequest\x1a .troupe.v1.ListRemindersResponse\x12;\n\x08SetAlarm\x12\x1a.troupe.v1.SetAlarmRequest\x1a\x13.troupe.v1.Reminder\x12\x34\n\x08GetAlarm\x12\x13.troupe.v1.AlarmRef\x1a\x13.troupe.v1.Reminder\x12=\n\x0b\x44\x65leteAlarm\x12\x13.troupe.v1.AlarmRef\x1a\x19.troupe.v1.DeleteResponse\x12\x43\n\x08SetTimer\x12\x1a.troupe.v1.SetTimerRequest\x1a\x1b.troupe.v1.SetTimerResponse\x12=\n\x0b\x44\x65leteTimer\x12\x13.troupe.v1.TimerRef\x1a\x19.troupe.v1.DeleteResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,24 +38,50 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TELLREQUEST_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_GETSTATERESPONSE_ENTRIESENTRY']._loaded_options = None
   _globals['_GETSTATERESPONSE_ENTRIESENTRY']._serialized_options = b'8\001'
-  _globals['_INVOKEREQUEST']._serialized_start=62
-  _globals['_INVOKEREQUEST']._serialized_end=310
-  _globals['_INVOKEREQUEST_METADATAENTRY']._serialized_start=263
-  _globals['_INVOKEREQUEST_METADATAENTRY']._serialized_end=310
-  _globals['_INVOKERESPONSE']._serialized_start=312
-  _globals['_INVOKERESPONSE']._serialized_end=365
-  _globals['_TELLREQUEST']._serialized_start=368
-  _globals['_TELLREQUEST']._serialized_end=612
-  _globals['_TELLREQUEST_METADATAENTRY']._serialized_start=263
-  _globals['_TELLREQUEST_METADATAENTRY']._serialized_end=310
-  _globals['_TELLRESPONSE']._serialized_start=614
-  _globals['_TELLRESPONSE']._serialized_end=628
-  _globals['_GETSTATEREQUEST']._serialized_start=630
-  _globals['_GETSTATEREQUEST']._serialized_end=697
-  _globals['_GETSTATERESPONSE']._serialized_start=700
-  _globals['_GETSTATERESPONSE']._serialized_end=841
-  _globals['_GETSTATERESPONSE_ENTRIESENTRY']._serialized_start=795
-  _globals['_GETSTATERESPONSE_ENTRIESENTRY']._serialized_end=841
-  _globals['_ACTORCLIENT']._serialized_start=844
-  _globals['_ACTORCLIENT']._serialized_end=1046
+  _globals['_MISSEDFIRINGS']._serialized_start=2208
+  _globals['_MISSEDFIRINGS']._serialized_end=2310
+  _globals['_RETRYPOLICY']._serialized_start=61
+  _globals['_RETRYPOLICY']._serialized_end=148
+  _globals['_SETREMINDERREQUEST']._serialized_start=151
+  _globals['_SETREMINDERREQUEST']._serialized_end=399
+  _globals['_REMINDER']._serialized_start=402
+  _globals['_REMINDER']._serialized_end=715
+  _globals['_REMINDERREF']._serialized_start=717
+  _globals['_REMINDERREF']._serialized_end=780
+  _globals['_ALARMREF']._serialized_start=782
+  _globals['_ALARMREF']._serialized_end=828
+  _globals['_DELETERESPONSE']._serialized_start=830
+  _globals['_DELETERESPONSE']._serialized_end=863
+  _globals['_LISTREMINDERSREQUEST']._serialized_start=865
+  _globals['_LISTREMINDERSREQUEST']._serialized_end=952
+  _globals['_LISTREMINDERSRESPONSE']._serialized_start=954
+  _globals['_LISTREMINDERSRESPONSE']._serialized_end=1042
+  _globals['_SETALARMREQUEST']._serialized_start=1045
+  _globals['_SETALARMREQUEST']._serialized_end=1186
+  _globals['_SETTIMERREQUEST']._serialized_start=1189
+  _globals['_SETTIMERREQUEST']._serialized_end=1342
+  _globals['_SETTIMERRESPONSE']._serialized_start=1344
+  _globals['_SETTIMERRESPONSE']._serialized_end=1362
+  _globals['_TIMERREF']._serialized_start=1364
+  _globals['_TIMERREF']._serialized_end=1424
+  _globals['_INVOKEREQUEST']._serialized_start=1427
+  _globals['_INVOKEREQUEST']._serialized_end=1675
+  _globals['_INVOKEREQUEST_METADATAENTRY']._serialized_start=1628
+  _globals['_INVOKEREQUEST_METADATAENTRY']._serialized_end=1675
+  _globals['_INVOKERESPONSE']._serialized_start=1677
+  _globals['_INVOKERESPONSE']._serialized_end=1730
+  _globals['_TELLREQUEST']._serialized_start=1733
+  _globals['_TELLREQUEST']._serialized_end=1977
+  _globals['_TELLREQUEST_METADATAENTRY']._serialized_start=1628
+  _globals['_TELLREQUEST_METADATAENTRY']._serialized_end=1675
+  _globals['_TELLRESPONSE']._serialized_start=1979
+  _globals['_TELLRESPONSE']._serialized_end=1993
+  _globals['_GETSTATEREQUEST']._serialized_start=1995
+  _globals['_GETSTATEREQUEST']._serialized_end=2062
+  _globals['_GETSTATERESPONSE']._serialized_start=2065
+  _globals['_GETSTATERESPONSE']._serialized_end=2206
+  _globals['_GETSTATERESPONSE_ENTRIESENTRY']._serialized_start=2160
+  _globals['_GETSTATERESPONSE_ENTRIESENTRY']._serialized_end=2206
+  _globals['_ACTORCLIENT']._serialized_start=2313
+  _globals['_ACTORCLIENT']._serialized_end=3105
 # @@protoc_insertion_point(module_scope)

@@ -49,6 +49,51 @@ class ActorClientStub(object):
                 request_serializer=troupe_dot_v1_dot_client__pb2.GetStateRequest.SerializeToString,
                 response_deserializer=troupe_dot_v1_dot_client__pb2.GetStateResponse.FromString,
                 _registered_method=True)
+        self.SetReminder = channel.unary_unary(
+                '/troupe.v1.ActorClient/SetReminder',
+                request_serializer=troupe_dot_v1_dot_client__pb2.SetReminderRequest.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_client__pb2.Reminder.FromString,
+                _registered_method=True)
+        self.GetReminder = channel.unary_unary(
+                '/troupe.v1.ActorClient/GetReminder',
+                request_serializer=troupe_dot_v1_dot_client__pb2.ReminderRef.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_client__pb2.Reminder.FromString,
+                _registered_method=True)
+        self.DeleteReminder = channel.unary_unary(
+                '/troupe.v1.ActorClient/DeleteReminder',
+                request_serializer=troupe_dot_v1_dot_client__pb2.ReminderRef.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_client__pb2.DeleteResponse.FromString,
+                _registered_method=True)
+        self.ListReminders = channel.unary_unary(
+                '/troupe.v1.ActorClient/ListReminders',
+                request_serializer=troupe_dot_v1_dot_client__pb2.ListRemindersRequest.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_client__pb2.ListRemindersResponse.FromString,
+                _registered_method=True)
+        self.SetAlarm = channel.unary_unary(
+                '/troupe.v1.ActorClient/SetAlarm',
+                request_serializer=troupe_dot_v1_dot_client__pb2.SetAlarmRequest.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_client__pb2.Reminder.FromString,
+                _registered_method=True)
+        self.GetAlarm = channel.unary_unary(
+                '/troupe.v1.ActorClient/GetAlarm',
+                request_serializer=troupe_dot_v1_dot_client__pb2.AlarmRef.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_client__pb2.Reminder.FromString,
+                _registered_method=True)
+        self.DeleteAlarm = channel.unary_unary(
+                '/troupe.v1.ActorClient/DeleteAlarm',
+                request_serializer=troupe_dot_v1_dot_client__pb2.AlarmRef.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_client__pb2.DeleteResponse.FromString,
+                _registered_method=True)
+        self.SetTimer = channel.unary_unary(
+                '/troupe.v1.ActorClient/SetTimer',
+                request_serializer=troupe_dot_v1_dot_client__pb2.SetTimerRequest.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_client__pb2.SetTimerResponse.FromString,
+                _registered_method=True)
+        self.DeleteTimer = channel.unary_unary(
+                '/troupe.v1.ActorClient/DeleteTimer',
+                request_serializer=troupe_dot_v1_dot_client__pb2.TimerRef.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_client__pb2.DeleteResponse.FromString,
+                _registered_method=True)
 
 
 class ActorClientServicer(object):
@@ -85,6 +130,73 @@ class ActorClientServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetReminder(self, request, context):
+        """Reminders: durable, many per actor (by name). Stored with the actor's
+        state, they fire as turns of kind REMINDER even when the actor is
+        inactive (activating it) and survive restarts. Delivery is
+        at-least-once; a failed firing is retried per its RetryPolicy, then
+        dropped (a periodic reminder keeps its schedule). Setting a reminder that
+        exists replaces it. Names starting with '$' are reserved.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetReminder(self, request, context):
+        """NOT_FOUND when the actor has no reminder of that name.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteReminder(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListReminders(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetAlarm(self, request, context):
+        """The alarm: at most one per actor, fired as a turn of kind ALARM, with
+        the same durability and retry rules as reminders. Setting replaces it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetAlarm(self, request, context):
+        """NOT_FOUND when the actor has no alarm.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAlarm(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetTimer(self, request, context):
+        """Timers: in memory, per activation, gone when the actor deactivates;
+        fired as turns of kind TIMER. FAILED_PRECONDITION when the actor is not
+        active (set timers from inside a turn).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTimer(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ActorClientServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -102,6 +214,51 @@ def add_ActorClientServicer_to_server(servicer, server):
                     servicer.GetState,
                     request_deserializer=troupe_dot_v1_dot_client__pb2.GetStateRequest.FromString,
                     response_serializer=troupe_dot_v1_dot_client__pb2.GetStateResponse.SerializeToString,
+            ),
+            'SetReminder': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetReminder,
+                    request_deserializer=troupe_dot_v1_dot_client__pb2.SetReminderRequest.FromString,
+                    response_serializer=troupe_dot_v1_dot_client__pb2.Reminder.SerializeToString,
+            ),
+            'GetReminder': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReminder,
+                    request_deserializer=troupe_dot_v1_dot_client__pb2.ReminderRef.FromString,
+                    response_serializer=troupe_dot_v1_dot_client__pb2.Reminder.SerializeToString,
+            ),
+            'DeleteReminder': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteReminder,
+                    request_deserializer=troupe_dot_v1_dot_client__pb2.ReminderRef.FromString,
+                    response_serializer=troupe_dot_v1_dot_client__pb2.DeleteResponse.SerializeToString,
+            ),
+            'ListReminders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListReminders,
+                    request_deserializer=troupe_dot_v1_dot_client__pb2.ListRemindersRequest.FromString,
+                    response_serializer=troupe_dot_v1_dot_client__pb2.ListRemindersResponse.SerializeToString,
+            ),
+            'SetAlarm': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetAlarm,
+                    request_deserializer=troupe_dot_v1_dot_client__pb2.SetAlarmRequest.FromString,
+                    response_serializer=troupe_dot_v1_dot_client__pb2.Reminder.SerializeToString,
+            ),
+            'GetAlarm': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAlarm,
+                    request_deserializer=troupe_dot_v1_dot_client__pb2.AlarmRef.FromString,
+                    response_serializer=troupe_dot_v1_dot_client__pb2.Reminder.SerializeToString,
+            ),
+            'DeleteAlarm': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAlarm,
+                    request_deserializer=troupe_dot_v1_dot_client__pb2.AlarmRef.FromString,
+                    response_serializer=troupe_dot_v1_dot_client__pb2.DeleteResponse.SerializeToString,
+            ),
+            'SetTimer': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetTimer,
+                    request_deserializer=troupe_dot_v1_dot_client__pb2.SetTimerRequest.FromString,
+                    response_serializer=troupe_dot_v1_dot_client__pb2.SetTimerResponse.SerializeToString,
+            ),
+            'DeleteTimer': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTimer,
+                    request_deserializer=troupe_dot_v1_dot_client__pb2.TimerRef.FromString,
+                    response_serializer=troupe_dot_v1_dot_client__pb2.DeleteResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -185,6 +342,249 @@ class ActorClient(object):
             '/troupe.v1.ActorClient/GetState',
             troupe_dot_v1_dot_client__pb2.GetStateRequest.SerializeToString,
             troupe_dot_v1_dot_client__pb2.GetStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetReminder(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.ActorClient/SetReminder',
+            troupe_dot_v1_dot_client__pb2.SetReminderRequest.SerializeToString,
+            troupe_dot_v1_dot_client__pb2.Reminder.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReminder(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.ActorClient/GetReminder',
+            troupe_dot_v1_dot_client__pb2.ReminderRef.SerializeToString,
+            troupe_dot_v1_dot_client__pb2.Reminder.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteReminder(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.ActorClient/DeleteReminder',
+            troupe_dot_v1_dot_client__pb2.ReminderRef.SerializeToString,
+            troupe_dot_v1_dot_client__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListReminders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.ActorClient/ListReminders',
+            troupe_dot_v1_dot_client__pb2.ListRemindersRequest.SerializeToString,
+            troupe_dot_v1_dot_client__pb2.ListRemindersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetAlarm(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.ActorClient/SetAlarm',
+            troupe_dot_v1_dot_client__pb2.SetAlarmRequest.SerializeToString,
+            troupe_dot_v1_dot_client__pb2.Reminder.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAlarm(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.ActorClient/GetAlarm',
+            troupe_dot_v1_dot_client__pb2.AlarmRef.SerializeToString,
+            troupe_dot_v1_dot_client__pb2.Reminder.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAlarm(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.ActorClient/DeleteAlarm',
+            troupe_dot_v1_dot_client__pb2.AlarmRef.SerializeToString,
+            troupe_dot_v1_dot_client__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetTimer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.ActorClient/SetTimer',
+            troupe_dot_v1_dot_client__pb2.SetTimerRequest.SerializeToString,
+            troupe_dot_v1_dot_client__pb2.SetTimerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTimer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.ActorClient/DeleteTimer',
+            troupe_dot_v1_dot_client__pb2.TimerRef.SerializeToString,
+            troupe_dot_v1_dot_client__pb2.DeleteResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,380 @@
+// Scheduled work: reminders, the alarm and timers. Conversions between the SDK's
+// options and the ActorClient messages, and the RPCs shared by Client and Context.
+import * as grpc from "@grpc/grpc-js";
+import { type Duration, toMillis } from "./duration.js";
+import { fromRpcError, InvalidArgument } from "./errors.js";
+import {
+  type ActorClientClient,
+  type DeleteResponse,
+  type ListRemindersResponse,
+  MissedFirings,
+  type Reminder as ReminderMessage,
+  type RetryPolicy as RetryPolicyMessage,
+  type SetAlarmRequest,
+  type SetReminderRequest,
+  type SetTimerRequest,
+  type SetTimerResponse,
+} from "./gen/troupe/v1/client.js";
+import type { Payload } from "./gen/troupe/v1/common.js";
+import { decodeResult, encodeResult } from "./payload.js";
+
+/**
+ * When something fires: a duration from now (milliseconds as a number, or a
+ * string: `"90s"`, `"1h30m"`, `"250ms"`, ISO 8601 `"PT1M30S"`), an RFC 3339 time
+ * as a string (`"2026-12-01T00:00:00Z"`), or a `Date`.
+ */
+export type ScheduleTime = number | string | Date;
+
+/**
+ * How often a reminder or timer repeats: milliseconds as a number, or a string:
+ * `"10s"`, `"PT10S"`, or (reminders) an ISO 8601 repetition `"R5/PT10S"` (five firings in all).
+ */
+export type SchedulePeriod = number | string;
+
+/**
+ * How a failed firing (the handler threw, or no app was there) is retried, with
+ * exponential backoff. Fields left out take the daemon's defaults: 3 attempts,
+ * 1 s first backoff, 60 s cap.
+ */
+export interface RetryPolicy {
+  /** Attempts of one firing in all (the first one included) before it is dropped. */
+  maxAttempts?: number;
+  /** Wait before the first retry, in milliseconds; doubles with every retry. */
+  initialBackoffMs?: number;
+  /** Upper bound of the wait between retries, in milliseconds. */
+  maxBackoffMs?: number;
+}
+
+/**
+ * What happens to firings that came due while the daemon was down:
+ * `"fire_once"` (the default) fires once on recovery, `"skip"` skips to the next future firing.
+ */
+export type MissedFiringsPolicy = "fire_once" | "skip";
+
+/** A reminder (or the alarm) as the daemon stores it. */
+export interface Reminder {
+  actorType: string;
+  actorId: string;
+  /** The reminder's name (the alarm has a reserved name). */
+  name: string;
+  /** When it fires next. */
+  nextDue: Date;
+  /** The period in milliseconds; null for a one-shot reminder. */
+  periodMs: number | null;
+  /** Firings left; null when unbounded. */
+  remaining: number | null;
+  /** No firing after this time; null when there is no end. */
+  until: Date | null;
+  /** The data handed to the handler: a JSON value, or a Uint8Array. */
+  data: unknown;
+  /** The retry policy, with the daemon's defaults filled in. */
+  retry: Required<RetryPolicy>;
+  /** What happens to firings missed while the daemon was down. */
+  missed: MissedFiringsPolicy;
+  /** Failed attempts of the pending firing. */
+  attempts: number;
+  /** Successful firings so far. */
+  fired: number;
+  /** Whether this is the actor's alarm. */
+  alarm: boolean;
+}
+
+/** Options of `setReminder`. */
+export interface ReminderOptions {
+  /** First firing (see {@link ScheduleTime}); default: `"10s"` from now. */
+  due?: ScheduleTime;
+  /** Repeat with this period (see {@link SchedulePeriod}); default: fire once. */
+  period?: SchedulePeriod;
+  /** Fire at most this many times in all. */
+  repeat?: number;
+  /** No firing after this time (RFC 3339, Date, or a duration from now). */
+  until?: ScheduleTime;
+  /** Handed to `onReminder(name, data)`: JSON-serialisable, or a Uint8Array sent raw. */
+  data?: unknown;
+  /** How failed firings are retried. */
+  retry?: RetryPolicy;
+  /** What happens to firings missed while the daemon was down. */
+  missed?: MissedFiringsPolicy;
+}
+
+/** Options of `setAlarm`. */
+export interface AlarmOptions {
+  /** Handed to `onAlarm(data)`: JSON-serialisable, or a Uint8Array sent raw. */
+  data?: unknown;
+  /** How failed firings are retried. */
+  retry?: RetryPolicy;
+}
+
+/** Options of `setTimer`. */
+export interface TimerOptions {
+  /** First firing: a duration from now (ms, or a string: `"5s"`, `"PT5S"`); default: `"1s"`. */
+  due?: number | string;
+  /** Repeat with this period; default: fire once. */
+  period?: SchedulePeriod;
+  /** Handed to `onTimer(name, data)`: JSON-serialisable, or a Uint8Array sent raw. */
+  data?: unknown;
+  /** Whether a firing counts as activity, keeping the actor from idling out (default false). */
+  keepAlive?: boolean;
+}
+
+/** Options of {@link Client.listReminders}. */
+export interface ListRemindersOptions {
+  /** Only reminders of this actor type. */
+  actorType?: string;
+  /** Only reminders of this actor (needs `actorType`). */
+  actorId?: string;
+  /** Reminders fetched per ListReminders page (default: the daemon's). */
+  pageSize?: number;
+}
+
+/** Default first firing of a reminder (the model in docs/scheduling.md). */
+export const DEFAULT_REMINDER_DUE = "10s";
+/** Default first firing of a timer. */
+export const DEFAULT_TIMER_DUE = "1s";
+
+function invalid(message: string): InvalidArgument {
+  return new InvalidArgument(message, grpc.status.INVALID_ARGUMENT);
+}
+
+const MISSED: Record<MissedFiringsPolicy, MissedFirings> = {
+  fire_once: MissedFirings.MISSED_FIRINGS_FIRE_ONCE,
+  skip: MissedFirings.MISSED_FIRINGS_SKIP,
+};
+
+function msString(ms: number, what: string): string {
+  if (!Number.isFinite(ms) || ms < 0) throw invalid(`${what} must be a non-negative number of milliseconds, got ${String(ms)}`);
+  return `${Math.round(ms)}ms`;
+}
+
+/** @internal A due/until/at value as the daemon's string: a duration, or an RFC 3339 time. */
+export function toWireTime(value: ScheduleTime | undefined, what: string): string {
+  if (value === undefined) return "";
+  if (value instanceof Date) {
+    if (Number.isNaN(value.getTime())) throw invalid(`${what} is an invalid Date`);
+    return value.toISOString();
+  }
+  if (typeof value === "number") return msString(value, what);
+  if (typeof value === "string") return value.trim();
+  throw invalid(`${what} must be a duration (ms or string), an RFC 3339 string or a Date, got ${typeof value}`);
+}
+
+/** @internal A period as the daemon's string: `"1500ms"`, or the string as given. */
+export function toWirePeriod(value: SchedulePeriod | undefined, what = "period"): string {
+  if (value === undefined) return "";
+  if (typeof value === "number") {
+    if (!(value > 0)) throw invalid(`${what} must be a positive duration, got ${String(value)}`);
+    // A positive period below 1 ms rounds up to 1 ms, never down to "no period".
+    return msString(Math.max(1, value), what);
+  }
+  if (typeof value === "string") return value.trim();
+  throw invalid(`${what} must be milliseconds or a string like "10s" or "R5/PT10S", got ${typeof value}`);
+}
+
+function uint(value: number | undefined, what: string, max: number): number {
+  if (value === undefined) return 0;
+  if (!Number.isInteger(value) || value < 0 || value > max) {
+    throw invalid(`${what} must be an integer from 0 to ${max}, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** @internal */
+export function retryToProto(retry: RetryPolicy | undefined): RetryPolicyMessage | undefined {
+  if (retry === undefined) return undefined;
+  return {
+    maxAttempts: uint(retry.maxAttempts, "retry.maxAttempts", 0xffffffff),
+    initialBackoffMs: BigInt(uint(retry.initialBackoffMs, "retry.initialBackoffMs", Number.MAX_SAFE_INTEGER)),
+    maxBackoffMs: BigInt(uint(retry.maxBackoffMs, "retry.maxBackoffMs", Number.MAX_SAFE_INTEGER)),
+  };
+}
+
+/** @internal */
+export function missedToProto(missed: MissedFiringsPolicy | undefined): MissedFirings {
+  if (missed === undefined) return MissedFirings.MISSED_FIRINGS_UNSPECIFIED;
+  const value = MISSED[missed] as MissedFirings | undefined;
+  if (value === undefined) throw invalid(`missed must be "fire_once" or "skip", got ${JSON.stringify(missed)}`);
+  return value;
+}
+
+/** @internal Scheduled data travels like a method result: Uint8Array raw, anything else as JSON. */
+export function encodeData(data: unknown): Payload | undefined {
+  if (data === undefined) return undefined;
+  try {
+    return encodeResult(data);
+  } catch (e) {
+    throw invalid(`data must be JSON-serialisable or a Uint8Array: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+/** @internal The data of a scheduled turn (or of a stored reminder). */
+export function decodeData(payload: Payload | undefined): unknown {
+  return decodeResult(payload);
+}
+
+/** @internal */
+export function setReminderRequest(type: string, id: string, name: string, options: ReminderOptions): SetReminderRequest {
+  return {
+    actor: { type, id },
+    name,
+    due: toWireTime(options.due ?? DEFAULT_REMINDER_DUE, "due"),
+    period: toWirePeriod(options.period),
+    repeat: uint(options.repeat, "repeat", 0xffffffff),
+    until: toWireTime(options.until, "until"),
+    payload: encodeData(options.data),
+    retry: retryToProto(options.retry),
+    missed: missedToProto(options.missed),
+  };
+}
+
+/** @internal */
+export function setAlarmRequest(type: string, id: string, at: ScheduleTime, options: AlarmOptions): SetAlarmRequest {
+  return { actor: { type, id }, at: toWireTime(at, "at"), payload: encodeData(options.data), retry: retryToProto(options.retry) };
+}
+
+/** @internal */
+export function setTimerRequest(type: string, id: string, name: string, options: TimerOptions): SetTimerRequest {
+  const due = typeof options.due === "number" ? msString(options.due, "due") : (options.due ?? DEFAULT_TIMER_DUE).trim();
+  return {
+    actor: { type, id },
+    name,
+    due,
+    period: toWirePeriod(options.period),
+    payload: encodeData(options.data),
+    keepAlive: options.keepAlive ?? false,
+  };
+}
+
+function num(v: bigint): number {
+  return Number(v);
+}
+
+/** @internal The SDK's view of a Reminder message. */
+export function reminderFromProto(msg: ReminderMessage): Reminder {
+  const retry = msg.retry;
+  return {
+    actorType: msg.actor?.type ?? "",
+    actorId: msg.actor?.id ?? "",
+    name: msg.name,
+    nextDue: new Date(num(msg.nextDueUnixMs)),
+    periodMs: msg.periodMs === 0n ? null : num(msg.periodMs),
+    remaining: msg.remaining === 0 ? null : msg.remaining,
+    until: msg.untilUnixMs === 0n ? null : new Date(num(msg.untilUnixMs)),
+    data: decodeData(msg.payload),
+    retry: {
+      maxAttempts: retry?.maxAttempts ?? 0,
+      initialBackoffMs: num(retry?.initialBackoffMs ?? 0n),
+      maxBackoffMs: num(retry?.maxBackoffMs ?? 0n),
+    },
+    missed: msg.missed === MissedFirings.MISSED_FIRINGS_SKIP ? "skip" : "fire_once",
+    attempts: msg.attempts,
+    fired: num(msg.fired),
+    alarm: msg.alarm,
+  };
+}
+
+type Callback<T> = (err: grpc.ServiceError | null, resp?: T) => void;
+type Rpc<Resp> = (stub: ActorClientClient, md: grpc.Metadata, options: Partial<grpc.CallOptions>, cb: Callback<Resp>) => unknown;
+
+/** @internal Issues the scheduling RPCs of the ActorClient service. */
+export class Scheduler {
+  readonly #stub: () => ActorClientClient;
+  readonly #timeout: () => Duration | undefined;
+
+  constructor(stub: () => ActorClientClient, timeout: () => Duration | undefined = () => undefined) {
+    this.#stub = stub;
+    this.#timeout = timeout;
+  }
+
+  /** One unary RPC; with `ifNotFound`, NOT_FOUND resolves to it instead of rejecting. */
+  #unary<Resp, Out>(what: string, rpc: Rpc<Resp>, convert: (resp: Resp) => Out, ifNotFound?: { value: Out }): Promise<Out> {
+    const ms = toMillis(this.#timeout(), "timeout");
+    const stub = this.#stub();
+    return new Promise<Out>((resolve, reject) => {
+      rpc(stub, new grpc.Metadata(), ms === undefined ? {} : { deadline: Date.now() + ms }, (err, resp) => {
+        if (err !== null) {
+          if (ifNotFound !== undefined && err.code === grpc.status.NOT_FOUND) resolve(ifNotFound.value);
+          else reject(fromRpcError(err, what));
+          return;
+        }
+        try {
+          resolve(convert(resp as Resp));
+        } catch (e) {
+          reject(e instanceof Error ? e : new Error(String(e)));
+        }
+      });
+    });
+  }
+
+  async setReminder(type: string, id: string, name: string, options: ReminderOptions = {}): Promise<Reminder> {
+    const req = setReminderRequest(type, id, name, options);
+    return this.#unary(`setReminder ${type}/${id} ${JSON.stringify(name)}`, (s, md, o, cb: Callback<ReminderMessage>) => s.setReminder(req, md, o, cb), reminderFromProto);
+  }
+
+  async getReminder(type: string, id: string, name: string): Promise<Reminder | null> {
+    return this.#unary<ReminderMessage, Reminder | null>(
+      `getReminder ${type}/${id} ${JSON.stringify(name)}`,
+      (s, md, o, cb) => s.getReminder({ actor: { type, id }, name }, md, o, cb),
+      reminderFromProto,
+      { value: null },
+    );
+  }
+
+  async deleteReminder(type: string, id: string, name: string): Promise<boolean> {
+    return this.#unary(
+      `deleteReminder ${type}/${id} ${JSON.stringify(name)}`,
+      (s, md, o, cb: Callback<DeleteResponse>) => s.deleteReminder({ actor: { type, id }, name }, md, o, cb),
+      (r) => r.deleted,
+    );
+  }
+
+  async listReminders(options: ListRemindersOptions = {}): Promise<Reminder[]> {
+    const type = options.actorType ?? "";
+    const id = options.actorId ?? "";
+    if (id !== "" && type === "") throw invalid("listReminders: actorId needs actorType");
+    const pageSize = uint(options.pageSize, "pageSize", 0xffffffff);
+    const out: Reminder[] = [];
+    let pageToken = "";
+    for (;;) {
+      const token = pageToken;
+      const page = await this.#unary(
+        "listReminders",
+        (s, md, o, cb: Callback<ListRemindersResponse>) => s.listReminders({ type, id, pageSize, pageToken: token }, md, o, cb),
+        (r) => r,
+      );
+      for (const r of page.reminders) out.push(reminderFromProto(r));
+      if (page.nextPageToken === "" || page.nextPageToken === token) return out;
+      pageToken = page.nextPageToken;
+    }
+  }
+
+  async setAlarm(type: string, id: string, at: ScheduleTime, options: AlarmOptions = {}): Promise<Reminder> {
+    const req = setAlarmRequest(type, id, at, options);
+    return this.#unary(`setAlarm ${type}/${id}`, (s, md, o, cb: Callback<ReminderMessage>) => s.setAlarm(req, md, o, cb), reminderFromProto);
+  }
+
+  async getAlarm(type: string, id: string): Promise<Reminder | null> {
+    return this.#unary<ReminderMessage, Reminder | null>(
+      `getAlarm ${type}/${id}`,
+      (s, md, o, cb) => s.getAlarm({ actor: { type, id } }, md, o, cb),
+      reminderFromProto,
+      { value: null },
+    );
+  }
+
+  async deleteAlarm(type: string, id: string): Promise<boolean> {
+    return this.#unary(`deleteAlarm ${type}/${id}`, (s, md, o, cb: Callback<DeleteResponse>) => s.deleteAlarm({ actor: { type, id } }, md, o, cb), (r) => r.deleted);
+  }
+
+  async setTimer(type: string, id: string, name: string, options: TimerOptions = {}): Promise<void> {
+    const req = setTimerRequest(type, id, name, options);
+    return this.#unary(`setTimer ${type}/${id} ${JSON.stringify(name)}`, (s, md, o, cb: Callback<SetTimerResponse>) => s.setTimer(req, md, o, cb), () => undefined);
+  }
+
+  async deleteTimer(type: string, id: string, name: string): Promise<boolean> {
+    return this.#unary(
+      `deleteTimer ${type}/${id} ${JSON.stringify(name)}`,
+      (s, md, o, cb: Callback<DeleteResponse>) => s.deleteTimer({ actor: { type, id }, name }, md, o, cb),
+      (r) => r.deleted,
+    );
+  }
+}
