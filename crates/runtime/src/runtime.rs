@@ -641,21 +641,26 @@ impl Shared {
         }
     }
 
+    /// NOT_FOUND for a type no app registered, naming the ones that are.
+    fn unknown_type(&self, ty: &str) -> CallError {
+        CallError::UnknownType {
+            actor_type: ty.to_owned(),
+            registered: self
+                .hosts
+                .hosted_types()
+                .into_iter()
+                .map(|(t, _)| t)
+                .collect(),
+        }
+    }
+
     fn new_activation(&self, id: &ActorId) -> Result<Activation, CallError> {
         // Unknown types wait for an app only while the daemon has just
         // started (apps reconnecting after a restart); later they are errors.
         if self.hosts.options(&id.ty).is_none()
             && self.started_at.elapsed() >= self.config.host_wait
         {
-            return Err(CallError::UnknownType {
-                actor_type: id.ty.to_string(),
-                registered: self
-                    .hosts
-                    .hosted_types()
-                    .into_iter()
-                    .map(|(t, _)| t)
-                    .collect(),
-            });
+            return Err(self.unknown_type(&id.ty));
         }
         // Keep the registry's copy of the type name: every activation of the
         // type then shares one string that stays in cache for comparisons.
@@ -765,15 +770,7 @@ impl Shared {
             // Never registered at all is the same answer as after the start-up
             // window: the type is unknown. Registered before means its app is away.
             let error = if self.hosts.options(&act.id.ty).is_none() {
-                CallError::UnknownType {
-                    actor_type: act.id.ty.to_string(),
-                    registered: self
-                        .hosts
-                        .hosted_types()
-                        .into_iter()
-                        .map(|(t, _)| t)
-                        .collect(),
-                }
+                self.unknown_type(&act.id.ty)
             } else {
                 CallError::Unavailable(format!(
                     "no connected app hosts actor type '{}' (waited {:?}); start or restart the \
