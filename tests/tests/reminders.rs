@@ -8,6 +8,7 @@ use anyhow::Context;
 use troupe_proto::v1 as pb;
 use troupe_tests::{
     actor, daemon_with_app, json_payload, poll_until, run_cli, type_spec, Daemon, RawApp, TestApp,
+    TestStore,
 };
 
 fn reminder(id: &str, name: &str, due: &str, period: &str) -> pb::SetReminderRequest {
@@ -142,33 +143,51 @@ async fn a_failing_firing_is_retried_with_backoff_then_dropped() -> anyhow::Resu
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reminders_survive_graceful_and_hard_restarts() -> anyhow::Result<()> {
-    for hard in [false, true] {
-        let dir = tempfile::tempdir()?;
-        let mut daemon = Daemon::start(dir.path(), &[]).await?;
-        let mut client = daemon.client().await?;
-        // Due after the restart: only the stored copy can fire it.
-        client
-            .0
-            .set_reminder(reminder("s1", "incr", "1500ms", ""))
-            .await?;
-        if hard {
-            daemon.kill9().await?;
-        } else {
-            daemon.terminate().await?;
+    let mut stores = vec![TestStore::Sled];
+    if let Some(pg) = TestStore::postgres("reminders on PostgreSQL survive restarts").await? {
+        stores.push(pg);
+    }
+    for store in &stores {
+        let on_postgres = matches!(store, TestStore::Postgres(_));
+        let args: Vec<String> = store.args();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        for hard in [false, true] {
+            let dir = tempfile::tempdir()?;
+            let mut daemon = Daemon::start(dir.path(), &args).await?;
+            let mut client = daemon.client().await?;
+            let id = format!("s-{hard}");
+            // Due after the restart: only the stored copy can fire it.
+            client
+                .0
+                .set_reminder(reminder(&id, "incr", "1500ms", ""))
+                .await?;
+            if hard {
+                daemon.kill9().await?;
+            } else {
+                daemon.terminate().await?;
+            }
+            // On PostgreSQL the new daemon gets an empty data dir: the
+            // reminder must come from the shared database.
+            let second = tempfile::tempdir()?;
+            let restart_dir = if on_postgres {
+                second.path()
+            } else {
+                dir.path()
+            };
+            let daemon = Daemon::start(restart_dir, &args).await?;
+            let _app = TestApp::attach(daemon.addr, vec![type_spec("counter")]).await?;
+            let client = daemon.client().await?;
+            poll_until(
+                Duration::from_secs(15),
+                "the reminder to fire after the restart",
+                || {
+                    let (mut c, id) = (client.clone(), id.clone());
+                    async move { Ok((count(&mut c, &id).await? == 1).then_some(())) }
+                },
+            )
+            .await
+            .with_context(|| format!("store {store:?}, restart hard={hard}"))?;
         }
-        let daemon = Daemon::start(dir.path(), &[]).await?;
-        let _app = TestApp::attach(daemon.addr, vec![type_spec("counter")]).await?;
-        let client = daemon.client().await?;
-        poll_until(
-            Duration::from_secs(15),
-            "the reminder to fire after the restart",
-            || {
-                let mut c = client.clone();
-                async move { Ok((count(&mut c, "s1").await? == 1).then_some(())) }
-            },
-        )
-        .await
-        .with_context(|| format!("restart hard={hard}"))?;
     }
     Ok(())
 }

@@ -426,7 +426,11 @@ impl Scheduler {
     /// queueing its write, so a concurrent `delete` is wholly before or after.
     /// Returns whether the scheduler must wake for an earlier due time.
     fn track_locked(q: &mut Queue, record: &ReminderRecord) -> bool {
-        let covered = (record.due_unix_ms, &record.key) <= (q.cursor.0, &q.cursor.1);
+        // Compare by due time only: stores order keys of equal due time
+        // their own way, so a key in the cursor's millisecond may lie on
+        // either side of it. Keeping it in memory is safe either way: a load
+        // skips keys already there.
+        let covered = record.due_unix_ms <= q.cursor.0;
         if !covered {
             q.live.remove(&record.key);
             return false;

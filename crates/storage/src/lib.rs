@@ -10,6 +10,7 @@
 
 mod memory;
 mod postgres;
+mod postgres_reminders;
 mod reminders;
 mod sled_store;
 

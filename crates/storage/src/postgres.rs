@@ -55,6 +55,17 @@ const MIGRATIONS: &[&str] = &[
         value      bytea NOT NULL,
         PRIMARY KEY (actor_type, actor_id, key)
     )",
+    // 2: reminders and alarms, with the due-time index the scheduler loads by.
+    "CREATE TABLE IF NOT EXISTS troupe_reminders (
+        actor_type text COLLATE \"C\" NOT NULL,
+        actor_id   text COLLATE \"C\" NOT NULL,
+        name       text COLLATE \"C\" NOT NULL,
+        due_ms     bigint NOT NULL,
+        data       bytea NOT NULL,
+        PRIMARY KEY (actor_type, actor_id, name)
+    );
+    CREATE INDEX IF NOT EXISTS troupe_reminders_by_due
+        ON troupe_reminders (due_ms, actor_type, actor_id, name)",
 ];
 
 /// Upserts ($1..$4: type, id, key, value per set) and deletes ($5..$7: type,
@@ -210,7 +221,10 @@ impl PostgresStore {
 
     /// A pooled connection, or an error that says the database is not
     /// reachable.
-    async fn client(&self, doing: &str) -> Result<deadpool_postgres::Client, StoreError> {
+    pub(crate) async fn client(
+        &self,
+        doing: &str,
+    ) -> Result<deadpool_postgres::Client, StoreError> {
         self.pool.get().await.map_err(|e| {
             StoreError::Io(format!(
                 "PostgreSQL at {}: {doing}: no connection: {} (is the server running and \
@@ -221,7 +235,7 @@ impl PostgresStore {
         })
     }
 
-    fn query_error(&self, doing: &str, e: &tokio_postgres::Error) -> StoreError {
+    pub(crate) fn query_error(&self, doing: &str, e: &tokio_postgres::Error) -> StoreError {
         StoreError::Io(format!(
             "PostgreSQL at {}: {doing} failed: {}",
             self.url,
@@ -229,13 +243,13 @@ impl PostgresStore {
         ))
     }
 
-    fn timeout_error(&self, doing: &str, reason: String) -> StoreError {
+    pub(crate) fn timeout_error(&self, doing: &str, reason: String) -> StoreError {
         StoreError::Io(format!("PostgreSQL at {}: {doing}: {reason}", self.url))
     }
 }
 
 /// Runs `fut` for at most [`OPERATION_TIMEOUT`].
-async fn bounded<T>(fut: impl Future<Output = T>) -> Result<T, String> {
+pub(crate) async fn bounded<T>(fut: impl Future<Output = T>) -> Result<T, String> {
     tokio::time::timeout(OPERATION_TIMEOUT, fut)
         .await
         .map_err(|_| format!("no answer within {OPERATION_TIMEOUT:?}"))
@@ -650,6 +664,19 @@ mod tests {
         }
 
         #[tokio::test]
+        async fn reminders_keep_the_store_contract() -> TestResult {
+            let Some(base) = postgres_url("PostgresStore reminders")? else {
+                return Ok(());
+            };
+            let db = TempDb::create(&base).await?;
+            let store = PostgresStore::connect(&db.url).await?;
+            crate::reminders::tests::exercise(&store).await?;
+            drop(store);
+            db.drop_db().await;
+            Ok(())
+        }
+
+        #[tokio::test]
         async fn migrations_are_idempotent_concurrent_and_refuse_a_newer_schema() -> TestResult {
             let Some(base) = postgres_url("PostgresStore migrations")? else {
                 return Ok(());
@@ -676,7 +703,7 @@ mod tests {
                 .iter()
                 .map(|r| r.get(0))
                 .collect();
-            assert_eq!(versions, vec![1], "each migration is recorded once");
+            assert_eq!(versions, vec![1, 2], "each migration is recorded once");
             client
                 .batch_execute("INSERT INTO troupe_schema_version (version) VALUES (999)")
                 .await?;

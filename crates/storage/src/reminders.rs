@@ -406,7 +406,7 @@ impl ReminderStore for MemoryReminders {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn rec(id: &str, name: &str, due: u64) -> ReminderRecord {
@@ -421,7 +421,8 @@ mod tests {
         }
     }
 
-    async fn exercise(store: &dyn ReminderStore) -> Result<(), StoreError> {
+    /// The contract every reminder store keeps (also run against PostgreSQL).
+    pub(crate) async fn exercise(store: &dyn ReminderStore) -> Result<(), StoreError> {
         store
             .apply_reminders(
                 &[rec("a", "r1", 30), rec("b", "r1", 10), rec("a", "r2", 20)],

@@ -118,8 +118,6 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     pub store: StoreKind,
     pub runtime: RuntimeConfig,
-    /// Where embedded data lives (sled state, or reminders beside another store).
-    pub data_dir: PathBuf,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
@@ -161,7 +159,7 @@ impl ServeArgs {
             .or(file.data_dir)
             .unwrap_or_else(|| PathBuf::from("troupe-data"));
         let store = match self.store.clone().or(file.store).as_deref() {
-            None | Some("sled") => StoreKind::Sled(data_dir.clone()),
+            None | Some("sled") => StoreKind::Sled(data_dir),
             Some("memory") => StoreKind::Memory,
             Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
                 StoreKind::Postgres(PostgresUrl(url.to_owned()))
@@ -175,7 +173,6 @@ impl ServeArgs {
         Ok(ServeConfig {
             listen,
             store,
-            data_dir,
             runtime,
         })
     }

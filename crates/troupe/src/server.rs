@@ -37,14 +37,9 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             (Arc::new(sled), Arc::new(reminders))
         }
         StoreKind::Postgres(url) => {
-            // Reminders are not in PostgreSQL yet: keep them durable in sled
-            // under --data-dir, which only this node sees.
-            let sled = SledStore::open(&config.data_dir)?;
-            warn!(data_dir = %config.data_dir.display(), "reminders are stored in sled under --data-dir, not in PostgreSQL");
-            (
-                Arc::new(PostgresStore::connect(url.expose()).await?),
-                Arc::new(SledReminders::open(&sled)?),
-            )
+            // Reminders live beside the state, shared by every daemon.
+            let store = PostgresStore::connect(url.expose()).await?;
+            (Arc::new(store.clone()), Arc::new(store))
         }
         StoreKind::Memory => (
             Arc::new(MemoryStore::new()),
