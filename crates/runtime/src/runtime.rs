@@ -1123,7 +1123,7 @@ impl Dispatch for Firing {
         alarm: bool,
         name: String,
         payload: Payload,
-    ) -> crate::scheduler::futures_lite::BoxFuture<Result<(), CallError>> {
+    ) -> crate::scheduler::BoxFuture<Result<(), CallError>> {
         let shared = self.0.clone();
         Box::pin(async move {
             let kind = if alarm {

@@ -271,12 +271,11 @@ pub(crate) trait Dispatch: Send + Sync + 'static {
         kind_alarm: bool,
         name: String,
         payload: Payload,
-    ) -> futures_lite::BoxFuture<Result<(), CallError>>;
+    ) -> BoxFuture<Result<(), CallError>>;
 }
 
-pub(crate) mod futures_lite {
-    pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
-}
+/// A boxed future, so `Dispatch` stays object-safe.
+pub(crate) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
 pub(crate) struct Scheduler {
     store: Arc<dyn ReminderStore>,
