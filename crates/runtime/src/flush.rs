@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 use tracing::{debug, warn};
 use troupe_storage::{ActorWrite, StateStore};
 
-use crate::activation::Activation;
+use crate::activation::{Activation, Inner};
 use crate::error::CallError;
 use crate::runtime::Reply;
 use crate::types::Payload;
@@ -67,10 +67,10 @@ impl Flusher {
         &self.store
     }
 
-    /// Called with the activation locked, after a turn made it dirty.
-    pub(crate) fn mark_dirty(&self, act: &Arc<Activation>, in_list: &mut bool, bytes: usize) {
-        if !*in_list {
-            *in_list = true;
+    /// Called with the activation locked (`inner`), after a turn made it dirty.
+    pub(crate) fn mark_dirty(&self, act: &Arc<Activation>, inner: &mut Inner, bytes: usize) {
+        if !inner.in_dirty_list {
+            inner.in_dirty_list = true;
             self.dirty.lock().push(act.clone());
         }
         let total = self.dirty_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
@@ -207,9 +207,7 @@ impl Flusher {
                     let mut inner = act.inner.lock();
                     let dirty = inner.dirty.get_or_insert_with(Default::default);
                     dirty.extend(write.changes.into_iter().map(|(k, _)| k));
-                    let mut in_list = inner.in_dirty_list;
-                    self.mark_dirty(act, &mut in_list, 0);
-                    inner.in_dirty_list = in_list;
+                    self.mark_dirty(act, &mut inner, 0);
                 }
                 // A durable caller must not wait for the store to come back:
                 // tell it now. The write may or may not have happened; the
@@ -237,7 +235,7 @@ fn write_bytes(w: &ActorWrite) -> usize {
         .sum()
 }
 
-fn take_dirty(act: &Activation, inner: &mut crate::activation::Inner) -> Option<ActorWrite> {
+fn take_dirty(act: &Activation, inner: &mut Inner) -> Option<ActorWrite> {
     let dirty = inner.dirty.take()?;
     if dirty.is_empty() {
         return None;

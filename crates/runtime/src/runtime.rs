@@ -26,7 +26,7 @@ use tracing::{debug, info, warn};
 use troupe_placement::{Owner, Placement};
 use troupe_storage::{ReminderKey, ReminderStore, StateStore};
 
-use crate::activation::{Activation, Envelope, Status};
+use crate::activation::{Activation, Envelope, Inner, Status};
 use crate::config::RuntimeConfig;
 use crate::directory::Directory;
 use crate::error::{CallError, ConfigError};
@@ -514,6 +514,23 @@ impl Shared {
         self.started_at.elapsed().as_millis() as u64
     }
 
+    /// Applies changes to the state cache (under the activation's lock,
+    /// `inner`) and hands the actor to the flusher.
+    fn record_changes(&self, act: &Arc<Activation>, inner: &mut Inner, changes: &[StateChange]) {
+        if changes.is_empty() {
+            return;
+        }
+        let bytes = inner.apply(changes);
+        self.flusher.mark_dirty(act, inner, bytes);
+    }
+
+    /// Whether `id` has a live activation (one that runs turns).
+    fn is_active(&self, id: &ActorId) -> bool {
+        self.directory
+            .get(id)
+            .is_some_and(|act| matches!(act.inner.lock().status, Status::Idle | Status::Running))
+    }
+
     /// Truncated to u32 for activations (see `Inner::last_active_ms`).
     fn coarse_now_ms(&self) -> u32 {
         self.coarse_now_ms.load(Ordering::Relaxed) as u32
@@ -827,12 +844,7 @@ impl Shared {
         match outcome {
             Ok(changes) => {
                 let mut inner = act.inner.lock();
-                let bytes = inner.apply(&changes);
-                if !changes.is_empty() {
-                    let mut in_list = inner.in_dirty_list;
-                    self.flusher.mark_dirty(&act, &mut in_list, bytes);
-                    inner.in_dirty_list = in_list;
-                }
+                self.record_changes(&act, &mut inner, &changes);
                 inner.last_active_ms = self.coarse_now_ms();
                 if inner.host_lost {
                     inner.status = Status::Deactivating;
@@ -905,10 +917,7 @@ impl Shared {
             }) => match validate::state_changes(&changes, self.config.max_payload_bytes) {
                 Ok(()) => {
                     if !changes.is_empty() {
-                        let bytes = inner.apply(&changes);
-                        let mut in_list = inner.in_dirty_list;
-                        self.flusher.mark_dirty(&act, &mut in_list, bytes);
-                        inner.in_dirty_list = in_list;
+                        self.record_changes(&act, &mut inner, &changes);
                         hold_until_flushed = self.config.write_through
                             || inner
                                 .binding
@@ -1008,12 +1017,8 @@ impl Shared {
         }
         if let Err(e) = validate::state_changes(&changes, self.config.max_payload_bytes) {
             warn!(actor = %act.id, error = %e, "deactivation changes refused");
-        } else if !changes.is_empty() {
-            let mut inner = act.inner.lock();
-            let bytes = inner.apply(&changes);
-            let mut in_list = inner.in_dirty_list;
-            self.flusher.mark_dirty(&act, &mut in_list, bytes);
-            inner.in_dirty_list = in_list;
+        } else {
+            self.record_changes(&act, &mut act.inner.lock(), &changes);
         }
         if let Err(e) = self.flusher.flush_actor(&act).await {
             warn!(actor = %act.id, error = %e, "flush on deactivation failed; state kept in memory");
@@ -1126,20 +1131,17 @@ impl Dispatch for Firing {
     ) -> crate::scheduler::BoxFuture<Result<(), CallError>> {
         let shared = self.0.clone();
         Box::pin(async move {
-            let kind = if alarm {
-                TurnKind::Alarm
+            let (kind, method) = if alarm {
+                (TurnKind::Alarm, "alarm".to_owned())
             } else {
-                TurnKind::Reminder
+                (TurnKind::Reminder, name)
             };
-            let name: Arc<str> = if alarm {
-                Arc::from("alarm")
-            } else {
-                Arc::from(name)
+            let call = Call {
+                kind,
+                ..Call::new(actor.clone(), method, payload)
             };
             let (tx, rx) = oneshot::channel();
-            shared.check_target(&actor)?;
-            let envelope = shared.envelope(kind, name, payload, None, Reply::To(tx))?;
-            shared.deliver(&actor, None, envelope)?;
+            shared.enqueue(call, Reply::To(tx))?;
             wait_reply(&actor, shared.config.call_timeout, rx)
                 .await
                 .map(|_| ())
@@ -1296,11 +1298,7 @@ impl Runtime {
                 "a timer period must be at least 1 ms".into(),
             ));
         }
-        let active =
-            self.shared.directory.get(actor).is_some_and(|act| {
-                matches!(act.inner.lock().status, Status::Idle | Status::Running)
-            });
-        if !active {
+        if !self.shared.is_active(actor) {
             return Err(CallError::FailedPrecondition(format!(
                 "actor {actor} is not active; timers live in an activation, so set them from \
                  inside one of its turns (or use a reminder, which outlives activations)"
@@ -1312,13 +1310,7 @@ impl Runtime {
             tokio::time::sleep(due).await;
             loop {
                 // A timer never brings an actor back: only fire while active.
-                let Some(act) = shared.directory.get(&target) else {
-                    break;
-                };
-                if matches!(
-                    act.inner.lock().status,
-                    Status::Gone | Status::Deactivating | Status::Unloaded
-                ) {
+                if !shared.is_active(&target) {
                     break;
                 }
                 let envelope = shared.envelope(
