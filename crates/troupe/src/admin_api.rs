@@ -6,9 +6,6 @@ use troupe_runtime::{ActorId, Runtime};
 
 use crate::convert;
 
-const DEFAULT_PAGE: usize = 100;
-const MAX_PAGE: usize = 1000;
-
 #[derive(Debug, Clone)]
 pub struct AdminApi {
     runtime: Runtime,
@@ -18,21 +15,6 @@ impl AdminApi {
     pub fn new(runtime: Runtime) -> Self {
         Self { runtime }
     }
-}
-
-// Names cannot hold control characters, so a newline separates type and id.
-fn page_token(id: &ActorId) -> String {
-    format!("{}\n{}", id.ty, id.id)
-}
-
-fn parse_token(token: &str) -> Result<Option<ActorId>, Status> {
-    if token.is_empty() {
-        return Ok(None);
-    }
-    let (ty, id) = token.split_once('\n').ok_or_else(|| {
-        Status::invalid_argument("page_token is not one this daemon returned; start without one")
-    })?;
-    Ok(Some(ActorId::new(ty, id)))
 }
 
 #[tonic::async_trait]
@@ -65,11 +47,9 @@ impl pb::admin_server::Admin for AdminApi {
         request: Request<pb::ListActorsRequest>,
     ) -> Result<Response<pb::ListActorsResponse>, Status> {
         let r = request.into_inner();
-        let after = parse_token(&r.page_token)?;
-        let size = match r.page_size as usize {
-            0 => DEFAULT_PAGE,
-            n => n.min(MAX_PAGE),
-        };
+        let after =
+            convert::parse_page_token::<2>(&r.page_token)?.map(|[ty, id]| ActorId::new(ty, id));
+        let size = convert::page_size(r.page_size);
         let ty = (!r.r#type.is_empty()).then_some(r.r#type.as_str());
         // One extra tells whether another page follows.
         let mut actors = self.runtime.list_actors(ty, after.as_ref(), size + 1);
@@ -77,7 +57,7 @@ impl pb::admin_server::Admin for AdminApi {
             actors.truncate(size);
             actors
                 .last()
-                .map(|a| page_token(&a.actor))
+                .map(|a| convert::page_token(&[&a.actor.ty, &a.actor.id]))
                 .unwrap_or_default()
         } else {
             String::new()

@@ -152,25 +152,9 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         request: Request<pb::ListRemindersRequest>,
     ) -> Result<Response<pb::ListRemindersResponse>, Status> {
         let r = request.into_inner();
-        let size = match r.page_size as usize {
-            0 => 100,
-            n => n.min(1000),
-        };
-        // Names cannot hold control characters: a newline separates the parts.
-        let after = match r.page_token.as_str() {
-            "" => None,
-            token => {
-                let mut parts = token.splitn(3, '\n');
-                match (parts.next(), parts.next(), parts.next()) {
-                    (Some(t), Some(i), Some(n)) => Some((ActorId::new(t, i), n.to_owned())),
-                    _ => {
-                        return Err(Status::invalid_argument(
-                            "page_token is not one this daemon returned",
-                        ))
-                    }
-                }
-            }
-        };
+        let size = convert::page_size(r.page_size);
+        let after = convert::parse_page_token::<3>(&r.page_token)?
+            .map(|[t, i, n]| (ActorId::new(t, i), n.to_owned()));
         let ty = (!r.r#type.is_empty()).then_some(r.r#type.as_str());
         let id = (!r.id.is_empty()).then_some(r.id.as_str());
         let mut reminders = self
@@ -187,7 +171,7 @@ impl pb::actor_client_server::ActorClient for ClientApi {
             reminders.truncate(size);
             reminders
                 .last()
-                .map(|r| format!("{}\n{}\n{}", r.actor.ty, r.actor.id, r.name))
+                .map(|r| convert::page_token(&[&r.actor.ty, &r.actor.id, &r.name]))
                 .unwrap_or_default()
         } else {
             String::new()
