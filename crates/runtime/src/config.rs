@@ -30,6 +30,16 @@ pub struct RuntimeConfig {
     /// Baseline for benchmarks: write each turn's changes to the store on
     /// their own before replying (no batching), as naive actor runtimes do.
     pub write_through: bool,
+    /// Collect metrics for [`Runtime::encode_metrics`]; off, the hot path
+    /// does not even read the clock for them.
+    ///
+    /// [`Runtime::encode_metrics`]: crate::Runtime::encode_metrics
+    pub metrics: bool,
+    /// This daemon's name in status output and traces.
+    pub node: String,
+    /// Actors one call chain may pass through before calls from it are
+    /// refused as runaway recursion.
+    pub max_chain_depth: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -47,6 +57,9 @@ impl Default for RuntimeConfig {
             flush_max_dirty_bytes: 16 * 1024 * 1024,
             shutdown_grace: Duration::from_secs(30),
             write_through: false,
+            metrics: false,
+            node: "local".into(),
+            max_chain_depth: 32,
         }
     }
 }

@@ -18,8 +18,10 @@ use troupe_storage::{ActorWrite, StateStore};
 
 use crate::activation::{Activation, Inner};
 use crate::error::CallError;
+use crate::metrics::Metrics;
 use crate::runtime::Reply;
-use crate::types::Payload;
+use crate::types::{Payload, TRACE_TARGET};
+use tracing::Instrument;
 
 /// A `durable` reply held until its writes are stored.
 type HeldReply = (Reply, Result<Payload, CallError>);
@@ -37,6 +39,25 @@ pub(crate) struct Flusher {
     pub(crate) keys_written: AtomicU64,
     /// The last write to the store failed (cleared by the next success).
     failing: AtomicBool,
+    last_error: Mutex<String>,
+    /// Wall-clock time of the last stored batch (0: none yet).
+    last_flush_unix_ms: AtomicU64,
+    metrics: Option<Arc<Metrics>>,
+}
+
+/// What write-behind still owes the store, for status output.
+#[derive(Debug, Clone, Default)]
+pub struct FlushBacklog {
+    pub dirty_actors: usize,
+    pub dirty_bytes: usize,
+    /// Durable replies waiting for their batch.
+    pub held_replies: usize,
+    pub batches: u64,
+    pub keys_written: u64,
+    pub last_flush_unix_ms: u64,
+    pub failing: bool,
+    /// Empty when the last write succeeded.
+    pub last_error: String,
 }
 
 impl std::fmt::Debug for Flusher {
@@ -48,7 +69,11 @@ impl std::fmt::Debug for Flusher {
 }
 
 impl Flusher {
-    pub(crate) fn new(store: Arc<dyn StateStore>, max_dirty_bytes: usize) -> Self {
+    pub(crate) fn new(
+        store: Arc<dyn StateStore>,
+        max_dirty_bytes: usize,
+        metrics: Option<Arc<Metrics>>,
+    ) -> Self {
         Self {
             store,
             dirty: Mutex::new(Vec::new()),
@@ -60,7 +85,27 @@ impl Flusher {
             batches: AtomicU64::new(0),
             keys_written: AtomicU64::new(0),
             failing: AtomicBool::new(false),
+            last_error: Mutex::new(String::new()),
+            last_flush_unix_ms: AtomicU64::new(0),
+            metrics,
         }
+    }
+
+    pub(crate) fn backlog(&self) -> FlushBacklog {
+        FlushBacklog {
+            dirty_actors: self.dirty_actors(),
+            dirty_bytes: self.dirty_bytes.load(Ordering::Relaxed),
+            held_replies: self.held.lock().len(),
+            batches: self.batches.load(Ordering::Relaxed),
+            keys_written: self.keys_written.load(Ordering::Relaxed),
+            last_flush_unix_ms: self.last_flush_unix_ms.load(Ordering::Relaxed),
+            failing: self.failing.load(Ordering::Relaxed),
+            last_error: self.last_error.lock().clone(),
+        }
+    }
+
+    pub(crate) fn dirty_bytes(&self) -> usize {
+        self.dirty_bytes.load(Ordering::Relaxed)
     }
 
     pub(crate) fn store(&self) -> &Arc<dyn StateStore> {
@@ -69,8 +114,8 @@ impl Flusher {
 
     /// Called with the activation locked (`inner`), after a turn made it dirty.
     pub(crate) fn mark_dirty(&self, act: &Arc<Activation>, inner: &mut Inner, bytes: usize) {
-        if !inner.in_dirty_list {
-            inner.in_dirty_list = true;
+        if !inner.in_dirty_list() {
+            inner.set_in_dirty_list(true);
             self.dirty.lock().push(act.clone());
         }
         let total = self.dirty_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
@@ -136,7 +181,7 @@ impl Flusher {
         let mut written = Vec::with_capacity(acts.len());
         for act in acts {
             let mut inner = act.inner.lock();
-            inner.in_dirty_list = false;
+            inner.set_in_dirty_list(false);
             if let Some(write) = take_dirty(&act, &mut inner) {
                 batch.push(write);
                 drop(inner);
@@ -178,17 +223,47 @@ impl Flusher {
             let bytes: usize = batch.iter().map(write_bytes).sum();
             let actors = batch.len();
             let started = tokio::time::Instant::now();
-            let result = self.store.write_batch(&batch).await;
-            if result.is_ok() {
-                self.batches.fetch_add(1, Ordering::Relaxed);
-                self.keys_written.fetch_add(keys as u64, Ordering::Relaxed);
-                debug!(
-                    actors,
-                    keys,
-                    bytes,
-                    latency_us = started.elapsed().as_micros() as u64,
-                    "flushed state batch"
-                );
+            let span = tracing::info_span!(
+                target: TRACE_TARGET,
+                parent: None,
+                "troupe.flush",
+                troupe.flush.actors = actors,
+                troupe.flush.keys = keys,
+                troupe.flush.bytes = bytes,
+                otel.status_code = tracing::field::Empty,
+                error = tracing::field::Empty,
+            );
+            let result = self
+                .store
+                .write_batch(&batch)
+                .instrument(span.clone())
+                .await;
+            let took = started.elapsed();
+            match &result {
+                Ok(()) => {
+                    self.batches.fetch_add(1, Ordering::Relaxed);
+                    self.keys_written.fetch_add(keys as u64, Ordering::Relaxed);
+                    self.last_flush_unix_ms
+                        .store(crate::scheduler::unix_now_ms(), Ordering::Relaxed);
+                    if let Some(metrics) = &self.metrics {
+                        metrics.flushed(keys, took);
+                    }
+                    debug!(
+                        actors,
+                        keys,
+                        bytes,
+                        latency_us = took.as_micros() as u64,
+                        "flushed state batch"
+                    );
+                }
+                Err(e) => {
+                    span.record("otel.status_code", "ERROR");
+                    span.record("error", tracing::field::display(e));
+                    *self.last_error.lock() = e.to_string();
+                    if let Some(metrics) = &self.metrics {
+                        metrics.flush_failed();
+                    }
+                }
             }
             result.map_err(|e| (e, batch))
         };

@@ -70,6 +70,7 @@ pub struct TurnOutcome {
 pub struct ActivateDone {
     pub(crate) rt: Arc<Shared>,
     pub(crate) act: Option<Arc<Activation>>,
+    pub(crate) _span: tracing::Span,
 }
 
 impl ActivateDone {
@@ -120,7 +121,21 @@ pub struct TurnDone {
     pub(crate) reply: Reply,
     /// Holds the call's place in the daemon-wide pending bound until it ends.
     pub(crate) _slot: PendingSlot,
+    pub(crate) meta: TurnMeta,
+    /// The turn's span, open until the turn ends; only for traced calls.
+    pub(crate) span: Option<Box<tracing::Span>>,
+}
+
+/// What the runtime needs back when a turn ends, besides the outcome.
+#[derive(Debug, Clone)]
+pub(crate) struct TurnMeta {
+    pub(crate) kind: TurnKind,
+    /// Whether the turn counts as activity for idle deactivation.
     pub(crate) touch: bool,
+    /// When the host got the turn; only taken when metrics are on.
+    pub(crate) started: Option<std::time::Instant>,
+    /// The method, when it is read-only: its changes are refused.
+    pub(crate) readonly: Option<Arc<str>>,
 }
 
 impl TurnDone {
@@ -134,35 +149,32 @@ impl TurnDone {
     }
 
     pub fn finish(mut self, outcome: TurnOutcome) {
-        if let Some(act) = self.act.take() {
-            let reply = std::mem::take(&mut self.reply);
-            self.rt.turn_finished(act, reply, self.touch, Ok(outcome));
-        }
+        self.end(Ok(outcome));
     }
 
     /// The turn could not run to an answer (host gone, timeout).
     pub fn fail(mut self, error: CallError) {
+        self.end(Err(error));
+    }
+
+    fn end(&mut self, outcome: Result<TurnOutcome, CallError>) {
         if let Some(act) = self.act.take() {
             let reply = std::mem::take(&mut self.reply);
-            self.rt.turn_finished(act, reply, self.touch, Err(error));
+            self.rt
+                .turn_finished(act, reply, &self.meta, self.span.as_deref(), outcome);
         }
     }
 }
 
 impl Drop for TurnDone {
     fn drop(&mut self) {
-        if let Some(act) = self.act.take() {
-            let reply = std::mem::take(&mut self.reply);
-            self.rt.turn_finished(
-                act,
-                reply,
-                self.touch,
-                Err(CallError::Unavailable(
-                    "the app hosting the actor disconnected before the turn finished; \
-                     the call may or may not have run"
-                        .into(),
-                )),
-            );
+        // Finished turns come here too, with nothing left to do.
+        if self.act.is_some() {
+            self.end(Err(CallError::Unavailable(
+                "the app hosting the actor disconnected before the turn finished; \
+                 the call may or may not have run"
+                    .into(),
+            )));
         }
     }
 }
@@ -180,6 +192,7 @@ impl std::fmt::Debug for TurnDone {
 pub struct DeactivateDone {
     pub(crate) rt: Arc<Shared>,
     pub(crate) act: Option<Arc<Activation>>,
+    pub(crate) _span: tracing::Span,
 }
 
 impl DeactivateDone {

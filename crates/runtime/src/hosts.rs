@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use crate::config::RuntimeConfig;
 use crate::error::CallError;
 use crate::host::ActorHost;
+use crate::metrics::{Metrics, TypeStats};
 use crate::types::{TypeOptions, TypeSpec};
 use crate::validate;
 
@@ -21,6 +22,8 @@ pub(crate) struct Binding {
     pub(crate) host_id: u64,
     pub(crate) host: Arc<dyn ActorHost>,
     pub(crate) options: Arc<TypeOptions>,
+    /// The type's metric handles, when metrics are on.
+    pub(crate) stats: Option<Arc<TypeStats>>,
 }
 
 impl std::fmt::Debug for Binding {
@@ -70,6 +73,7 @@ impl HostRegistry {
         host: Arc<dyn ActorHost>,
         specs: Vec<TypeSpec>,
         config: &RuntimeConfig,
+        metrics: Option<&Metrics>,
     ) -> Result<HostRegistration, CallError> {
         if specs.is_empty() {
             return Err(CallError::InvalidArgument(
@@ -111,6 +115,7 @@ impl HostRegistry {
                 host_id,
                 host: host.clone(),
                 options: options.clone(),
+                stats: metrics.map(|m| m.for_type(&options.name)),
             });
             let slot = types
                 .entry(options.name.clone())
@@ -189,10 +194,20 @@ impl HostRegistry {
 
     /// Types that have a live host, sorted, for error messages and status.
     pub(crate) fn hosted_types(&self) -> Vec<(String, Vec<String>)> {
+        self.types_with_apps(false)
+    }
+
+    /// Every type ever registered, with the apps hosting it now (none while
+    /// its app is away), sorted.
+    pub(crate) fn known_types(&self) -> Vec<(String, Vec<String>)> {
+        self.types_with_apps(true)
+    }
+
+    fn types_with_apps(&self, with_unhosted: bool) -> Vec<(String, Vec<String>)> {
         let types = self.types.read();
         let mut out: Vec<(String, Vec<String>)> = types
             .iter()
-            .filter(|(_, s)| !s.bindings.is_empty())
+            .filter(|(_, s)| with_unhosted || !s.bindings.is_empty())
             .map(|(name, s)| {
                 (
                     name.to_string(),

@@ -19,6 +19,7 @@ mod flush;
 mod host;
 mod hosts;
 mod local;
+mod metrics;
 mod run_queue;
 mod runtime;
 mod scheduler;
@@ -28,15 +29,20 @@ pub mod validate;
 
 pub use config::RuntimeConfig;
 pub use error::{CallError, ConfigError};
+pub use flush::FlushBacklog;
 pub use host::{
     ActivateDone, ActivateRequest, ActorHost, DeactivateDone, DeactivateRequest, TurnDone,
     TurnOutcome, TurnRequest,
 };
 pub use hosts::HostRegistration;
 pub use local::FnHost;
-pub use runtime::{ActorInfo, ActorRef, Runtime, RuntimeStatus};
+pub use runtime::{
+    ActivationState, ActorDetails, ActorInfo, ActorRef, Runtime, RuntimeStatus, TimerInfo,
+    TypeStatus,
+};
 pub use scheduler::{MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
 pub use types::{
-    ActorFailure, ActorId, Call, CallChain, CallExtra, ContentType, DeactivateReason, Payload,
-    StateChange, StateMap, StateMode, StateSnapshot, TurnKind, TypeOptions, TypeSpec,
+    ActorFailure, ActorId, Call, CallChain, CallExtra, CallTrace, ContentType, DeactivateReason,
+    Payload, StateChange, StateMap, StateMode, StateSnapshot, TurnKind, TypeOptions, TypeSpec,
+    TRACE_TARGET,
 };

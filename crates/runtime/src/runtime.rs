@@ -33,18 +33,24 @@ use crate::error::{CallError, ConfigError};
 use crate::flush::Flusher;
 use crate::host::{
     ActivateDone, ActivateRequest, ActorHost, DeactivateDone, DeactivateRequest, TurnDone,
-    TurnOutcome, TurnRequest,
+    TurnMeta, TurnOutcome, TurnRequest,
 };
-use crate::hosts::{HostRegistration, HostRegistry};
+use crate::hosts::{Binding, HostRegistration, HostRegistry};
+use crate::metrics::Metrics;
 use crate::run_queue::RunQueue;
 use crate::scheduler::{
     Dispatch, ReminderInfo, ReminderSpec, RetryPolicy, Scheduler, WriteRequest, ALARM_NAME,
 };
 use crate::slots::PendingCalls;
 use crate::types::{
-    ActorId, Call, CallExtra, DeactivateReason, Payload, StateChange, StateMode, TurnKind, TypeSpec,
+    ActorId, Call, CallChain, CallExtra, CallTrace, DeactivateReason, Payload, StateChange,
+    StateMode, StateSnapshot, TurnKind, TypeSpec, TRACE_TARGET,
 };
 use crate::validate;
+
+mod inspect;
+
+pub use inspect::{ActivationState, ActorDetails, ActorInfo, RuntimeStatus, TimerInfo, TypeStatus};
 
 /// Where a call's result goes.
 #[derive(Debug, Default)]
@@ -69,30 +75,6 @@ impl Reply {
             let _ = tx.send(result);
         }
     }
-}
-
-/// A snapshot of the runtime for status output.
-#[derive(Debug, Clone)]
-pub struct RuntimeStatus {
-    pub uptime: Duration,
-    pub active_actors: usize,
-    pub dirty_actors: usize,
-    pub pending_calls: usize,
-    /// Type name, hosting apps, active actors of that type.
-    pub types: Vec<(String, Vec<String>, usize)>,
-    pub store: String,
-    pub flush_batches: u64,
-    pub keys_flushed: u64,
-}
-
-/// One active actor, for listings.
-#[derive(Debug, Clone)]
-pub struct ActorInfo {
-    pub actor: ActorId,
-    pub mailbox_depth: usize,
-    pub turns: u64,
-    pub dirty: bool,
-    pub idle: Duration,
 }
 
 /// The handle to a running actor runtime. Cheap to clone.
@@ -121,14 +103,30 @@ pub(crate) struct Shared {
     shutting_down: AtomicBool,
     /// Signals the background tasks (flusher, sweeper) to end.
     stop: Arc<Notify>,
-    /// During shutdown: an activation became idle or went away.
+    /// During shutdown or while an admin waits: an activation became idle
+    /// or went away.
     changed: Notify,
+    /// Admin calls waiting on `changed`.
+    admin_waiters: std::sync::atomic::AtomicUsize,
     /// Durable reminders and alarms.
     scheduler: Arc<Scheduler>,
     /// Taken by `start`, which gives it to the scheduler's writer task.
     scheduler_writes: Mutex<Option<mpsc::UnboundedReceiver<WriteRequest>>>,
     /// Timers of active actors, by name; aborted when the actor deactivates.
-    timers: Mutex<HashMap<ActorId, HashMap<String, tokio::task::AbortHandle>>>,
+    timers: Mutex<HashMap<ActorId, HashMap<String, Timer>>>,
+    /// Counters and histograms, when `config.metrics` is on.
+    metrics: Option<Arc<Metrics>>,
+    /// Wall-clock time of `started_at`, for timestamps shown to people.
+    started_unix_ms: u64,
+}
+
+/// A running timer of an active actor.
+#[derive(Debug)]
+struct Timer {
+    task: tokio::task::AbortHandle,
+    first_due: Instant,
+    period: Option<Duration>,
+    keep_alive: bool,
 }
 
 impl std::fmt::Debug for Shared {
@@ -162,13 +160,18 @@ impl Runtime {
     ) -> Result<Self, ConfigError> {
         config.check()?;
         let (scheduler, scheduler_writes) = Scheduler::new(reminders);
+        let metrics = config.metrics.then(|| Arc::new(Metrics::new()));
         let workers = (0..config.workers)
             .map(|_| Arc::new(RunQueue::new()))
             .collect();
         let shared = Shared {
             directory: Directory::new(),
             hosts: HostRegistry::new(),
-            flusher: Arc::new(Flusher::new(store, config.flush_max_dirty_bytes)),
+            flusher: Arc::new(Flusher::new(
+                store,
+                config.flush_max_dirty_bytes,
+                metrics.clone(),
+            )),
             placement,
             pending: PendingCalls::new(config.max_pending_calls),
             workers,
@@ -178,9 +181,12 @@ impl Runtime {
             shutting_down: AtomicBool::new(false),
             stop: Arc::new(Notify::new()),
             changed: Notify::new(),
+            admin_waiters: std::sync::atomic::AtomicUsize::new(0),
             scheduler,
             scheduler_writes: Mutex::new(Some(scheduler_writes)),
             timers: Mutex::new(HashMap::new()),
+            metrics,
+            started_unix_ms: crate::scheduler::unix_now_ms(),
             config,
         };
         Ok(Self {
@@ -217,10 +223,12 @@ impl Runtime {
         types: Vec<TypeSpec>,
     ) -> Result<HostRegistration, CallError> {
         let name = host.name().to_owned();
-        let registration = self
-            .shared
-            .hosts
-            .register(host, types, &self.shared.config)?;
+        let registration = self.shared.hosts.register(
+            host,
+            types,
+            &self.shared.config,
+            self.shared.metrics.as_deref(),
+        )?;
         info!(
             host = %name,
             host_id = registration.host_id,
@@ -246,7 +254,7 @@ impl Runtime {
                     idle.push(act.clone());
                 }
                 Status::Running | Status::Activating | Status::Deactivating => {
-                    inner.host_lost = true;
+                    inner.set_host_lost(true);
                 }
                 Status::Unloaded | Status::Gone => {}
             }
@@ -261,15 +269,28 @@ impl Runtime {
     pub async fn invoke(&self, call: Call) -> Result<Payload, CallError> {
         let limit = self.shared.config.call_timeout;
         let timeout = call.timeout.map_or(limit, |t| t.min(limit));
-        let actor = call.actor.clone();
+        let (actor, kind) = (call.actor.clone(), call.kind);
         let (tx, rx) = oneshot::channel();
-        self.shared.enqueue(call, Reply::To(tx))?;
-        wait_reply(&actor, timeout, rx).await
+        if let Err(e) = self.shared.enqueue(call, Reply::To(tx)) {
+            self.shared.count_failed(&actor.ty, kind, &e);
+            return Err(e);
+        }
+        let result = wait_reply(&actor, timeout, rx).await;
+        // Turn results were counted with the turn; a caller giving up is not one.
+        if let Err(e @ CallError::DeadlineExceeded(_)) = &result {
+            self.shared.count_failed(&actor.ty, kind, e);
+        }
+        result
     }
 
     /// Queues a call whose result nobody waits for.
     pub fn tell(&self, call: Call) -> Result<(), CallError> {
-        self.shared.enqueue(call, Reply::None)
+        let (ty, kind) = (call.actor.ty.clone(), call.kind);
+        let result = self.shared.enqueue(call, Reply::None);
+        if let Err(e) = &result {
+            self.shared.count_failed(&ty, kind, e);
+        }
+        result
     }
 
     /// Reads state without a turn: from the activation when it has loaded
@@ -284,7 +305,7 @@ impl Runtime {
         let wanted = |k: &str| keys.is_empty() || keys.iter().any(|w| w == k);
         if let Some(act) = self.shared.directory.get(actor) {
             let inner = act.inner.lock();
-            if inner.state_loaded {
+            if inner.state_loaded() {
                 let mut out: Vec<_> = inner
                     .state
                     .iter()
@@ -367,63 +388,6 @@ impl Runtime {
         info!("runtime stopped");
     }
 
-    pub fn status(&self) -> RuntimeStatus {
-        let shared = &self.shared;
-        let mut per_type = std::collections::HashMap::<String, usize>::new();
-        shared.directory.for_each(|act| {
-            *per_type.entry(act.id.ty.to_string()).or_default() += 1;
-        });
-        let types = shared
-            .hosts
-            .hosted_types()
-            .into_iter()
-            .map(|(name, apps)| {
-                let active = per_type.get(&name).copied().unwrap_or(0);
-                (name, apps, active)
-            })
-            .collect();
-        RuntimeStatus {
-            uptime: shared.started_at.elapsed(),
-            active_actors: shared.directory.len(),
-            dirty_actors: shared.flusher.dirty_actors(),
-            pending_calls: shared.pending.in_use(),
-            types,
-            store: shared.flusher.store().describe(),
-            flush_batches: shared.flusher.batches.load(Ordering::Relaxed),
-            keys_flushed: shared.flusher.keys_written.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Active actors, optionally of one type, ordered by (type, id), after
-    /// `after` (exclusive), at most `limit`.
-    pub fn list_actors(
-        &self,
-        actor_type: Option<&str>,
-        after: Option<&ActorId>,
-        limit: usize,
-    ) -> Vec<ActorInfo> {
-        let now = self.shared.now_ms();
-        let mut out = Vec::new();
-        self.shared.directory.for_each(|act| {
-            if actor_type.is_some_and(|t| *act.id.ty != *t) || after.is_some_and(|a| act.id <= *a) {
-                return;
-            }
-            let inner = act.inner.lock();
-            out.push(ActorInfo {
-                actor: act.id.clone(),
-                mailbox_depth: inner.mailbox.len(),
-                turns: u64::from(inner.turns),
-                dirty: inner.is_dirty(),
-                idle: Duration::from_millis(u64::from(
-                    (now as u32).wrapping_sub(inner.last_active_ms),
-                )),
-            });
-        });
-        out.sort_by(|a, b| a.actor.cmp(&b.actor));
-        out.truncate(limit);
-        out
-    }
-
     /// Writes all dirty state now (tests, benchmarks, admin).
     pub async fn flush(&self) -> Result<(), CallError> {
         self.shared.flusher.flush_dirty().await
@@ -485,6 +449,75 @@ impl ActorRef {
     }
 }
 
+/// The method's name when `env` calls a read-only method of its type.
+fn readonly_method(binding: &Binding, env: &Envelope) -> Option<Arc<str>> {
+    let readonly = &binding.options.readonly_methods;
+    (env.kind == TurnKind::Call && readonly.iter().any(|m| **m == *env.name))
+        .then(|| env.name.clone())
+}
+
+/// Pops the read-only calls at the head of the mailbox so they run beside
+/// the read-only turn(s) already running; stops at the first writer, which
+/// keeps its place and waits for the group to end.
+fn admit_readers(inner: &mut Inner, binding: &Binding) -> Vec<(Envelope, Arc<str>)> {
+    let mut joining = Vec::new();
+    while inner.extra_turns < u8::MAX {
+        let Some(method) = inner
+            .mailbox
+            .front()
+            .and_then(|e| readonly_method(binding, e))
+        else {
+            break;
+        };
+        let Some(env) = inner.mailbox.pop_front() else {
+            break;
+        };
+        if env.abandoned() {
+            continue;
+        }
+        inner.extra_turns += 1;
+        joining.push((env, method));
+    }
+    joining
+}
+
+/// `a → b → c`, for error messages.
+fn chain_path(actors: &[ActorId]) -> String {
+    actors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+/// A read-only turn returned state changes: refused, state unchanged.
+fn readonly_wrote(actor: &ActorId, method: Option<&str>, changes: &[StateChange]) -> CallError {
+    let mut keys: Vec<&str> = changes.iter().map(|c| c.key.as_str()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    CallError::FailedPrecondition(format!(
+        "method '{}' of {actor} is read-only but changed state (keys: {}); the changes were \
+         refused and the state is unchanged. Write state from a method that is not read-only",
+        method.unwrap_or("?"),
+        keys.join(", ")
+    ))
+}
+
+/// The span of one turn, a child of its call's span.
+fn turn_span(call: &tracing::Span, actor: &ActorId, method: &str, kind: TurnKind) -> tracing::Span {
+    tracing::info_span!(
+        target: TRACE_TARGET,
+        parent: call,
+        "troupe.turn",
+        troupe.actor.r#type = %actor.ty,
+        troupe.actor.id = %actor.id,
+        troupe.method = %method,
+        troupe.turn.kind = kind.as_str(),
+        otel.status_code = tracing::field::Empty,
+        error = tracing::field::Empty,
+    )
+}
+
 async fn wait_reply(
     actor: &ActorId,
     timeout: Duration,
@@ -512,6 +545,21 @@ fn shutting_down_error() -> CallError {
 impl Shared {
     fn now_ms(&self) -> u64 {
         self.started_at.elapsed().as_millis() as u64
+    }
+
+    /// Counts a call that failed without a turn result (refused, timed out).
+    fn count_failed(&self, ty: &str, kind: TurnKind, error: &CallError) {
+        if let Some(metrics) = &self.metrics {
+            metrics.call_failed(ty, kind, error);
+        }
+    }
+
+    /// Wall-clock milliseconds of a coarse runtime timestamp (activation
+    /// clocks are truncated to u32; `now` recovers the high bits).
+    fn unix_ms_of(&self, coarse: u32) -> u64 {
+        let now = self.now_ms();
+        let ago = u64::from((now as u32).wrapping_sub(coarse));
+        self.started_unix_ms + now.saturating_sub(ago)
     }
 
     /// Applies changes to the state cache (under the activation's lock,
@@ -548,8 +596,57 @@ impl Shared {
 
     fn enqueue(self: &Arc<Self>, call: Call, reply: Reply) -> Result<(), CallError> {
         self.check_target(&call.actor)?;
-        let envelope = self.envelope(call.kind, call.method, call.payload, call.extra, reply)?;
+        let mut extra = call.extra;
+        // Only a caller that waits can close a cycle: a one-way call's
+        // sender goes on, so its chain is no wait-for edge.
+        let reentering = match (&reply, extra.as_deref().and_then(|e| e.chain.as_ref())) {
+            (Reply::To(_), Some(chain)) => self.check_chain(&call.actor, chain)?,
+            _ => false,
+        };
+        if let Some(timeout) = call.timeout {
+            // The host learns the caller's deadline, so calls its turn makes
+            // wait no longer than the caller will.
+            let timeout = timeout.min(self.config.call_timeout);
+            extra.get_or_insert_with(Default::default).deadline_unix_ms =
+                Some(crate::scheduler::unix_now_ms() + timeout.as_millis() as u64);
+        }
+        let mut envelope = self.envelope(call.kind, call.method, call.payload, extra, reply)?;
+        envelope.reentering = reentering;
         self.deliver(&call.actor, None, envelope)
+    }
+
+    /// Checks a call made from inside a turn against its chain: refuses
+    /// runaway depth, and a cycle into a type that is not re-entrant (the
+    /// actor already waits on this very chain, so the call could only ever
+    /// time out). Returns whether the call re-enters a re-entrant actor.
+    fn check_chain(&self, target: &ActorId, chain: &CallChain) -> Result<bool, CallError> {
+        let limit = self.config.max_chain_depth;
+        if chain.actors.len() >= limit {
+            return Err(CallError::FailedPrecondition(format!(
+                "call chain {} is {} calls deep, the limit ({limit}); calling {target} from it \
+                 looks like runaway recursion: {} → {target}. Stop the recursion earlier",
+                chain.id,
+                chain.actors.len(),
+                chain_path(&chain.actors[chain.actors.len().saturating_sub(4)..]),
+            )));
+        }
+        let Some(first) = chain.actors.iter().position(|a| a == target) else {
+            return Ok(false);
+        };
+        if self
+            .hosts
+            .options(&target.ty)
+            .is_some_and(|options| options.reentrant)
+        {
+            return Ok(true);
+        }
+        Err(CallError::FailedPrecondition(format!(
+            "deadlock: {} → {target} — {target} is waiting on this call chain already, so the call \
+             would wait forever. Register actor type '{}' as reentrant to let a chain call back \
+             into it, or break the cycle",
+            chain_path(&chain.actors[first..]),
+            target.ty,
+        )))
     }
 
     /// Checks that `actor` may be called here.
@@ -590,6 +687,7 @@ impl Shared {
             reply,
             slot: self.pending.acquire()?,
             touch: true,
+            reentering: false,
         })
     }
 
@@ -644,6 +742,29 @@ impl Shared {
                     first: Some(envelope),
                 });
                 return Ok(());
+            }
+            if inner.status == Status::Running && inner.extra_turns < u8::MAX {
+                if let Some(binding) = inner.binding.clone() {
+                    let readonly = readonly_method(&binding, &envelope);
+                    // Beside a running read-only group, unless a writer
+                    // already waits (it would starve behind new readers).
+                    let joins_readers =
+                        readonly.is_some() && inner.reading() && inner.mailbox.is_empty();
+                    // Nested in the chain's own turn, which waits on this
+                    // call; never beside readers of other chains.
+                    let nests = envelope.reentering
+                        && (readonly.is_some() || !inner.reading() || inner.extra_turns == 0);
+                    if joins_readers || nests {
+                        inner.extra_turns += 1;
+                        if readonly.is_none() {
+                            inner.set_reading(false);
+                        }
+                        let state = inner.state.clone();
+                        drop(inner);
+                        self.start_turn(act, &binding, envelope, state, readonly);
+                        return Ok(());
+                    }
+                }
             }
             inner.mailbox.push_back(envelope);
             let wake = !inner.scheduled && matches!(inner.status, Status::Idle | Status::Unloaded);
@@ -750,31 +871,114 @@ impl Shared {
                     return;
                 };
                 inner.status = Status::Running;
+                let readonly = readonly_method(&binding, &env);
+                if readonly.is_none() {
+                    let state = inner.state.clone();
+                    drop(inner);
+                    self.start_turn(act, &binding, env, state, None);
+                    return;
+                }
+                inner.set_reading(true);
+                let joining = admit_readers(&mut inner, &binding);
                 let state = inner.state.clone();
                 drop(inner);
-                let request = TurnRequest {
-                    kind: env.kind,
-                    name: env.name,
-                    payload: env.payload,
-                    extra: env.extra,
-                    state,
+                for (env, method) in joining {
+                    self.start_turn(act.clone(), &binding, env, state.clone(), Some(method));
+                }
+                self.start_turn(act, &binding, env, state, readonly);
+            }
+            Status::Running if inner.reading() => {
+                // A read-only group is running: read-only calls at the head
+                // of the mailbox join it (a writer waits for all of them).
+                let Some(binding) = inner.binding.clone() else {
+                    return;
                 };
-                let done = TurnDone {
-                    rt: self.clone(),
-                    act: Some(act),
-                    reply: env.reply,
-                    _slot: env.slot,
-                    touch: env.touch,
-                };
-                binding.host.turn(request, done);
+                let joining = admit_readers(&mut inner, &binding);
+                let state = inner.state.clone();
+                drop(inner);
+                for (env, method) in joining {
+                    self.start_turn(act.clone(), &binding, env, state.clone(), Some(method));
+                }
             }
             _ => {}
         }
     }
 
+    /// Hands one turn to the host. The activation is already `Running` (and
+    /// counted in `extra_turns` when it runs beside others).
+    fn start_turn(
+        self: &Arc<Self>,
+        act: Arc<Activation>,
+        binding: &Binding,
+        env: Envelope,
+        state: StateSnapshot,
+        readonly: Option<Arc<str>>,
+    ) {
+        let mut extra = env.extra;
+        let span = extra.as_mut().and_then(|e| e.trace.as_mut()).map(|trace| {
+            // The host sees the turn's span; the caller's W3C
+            // context stays for hosts when nothing is exported.
+            let span = turn_span(&trace.span, &act.id, &env.name, env.kind);
+            trace.span = span.clone();
+            Box::new(span)
+        });
+        let meta = TurnMeta {
+            kind: env.kind,
+            touch: env.touch,
+            started: binding.stats.as_ref().map(|_| std::time::Instant::now()),
+            readonly,
+        };
+        let request = TurnRequest {
+            kind: env.kind,
+            name: env.name,
+            payload: env.payload,
+            extra,
+            state,
+        };
+        let done = TurnDone {
+            rt: self.clone(),
+            act: Some(act),
+            reply: env.reply,
+            _slot: env.slot,
+            meta,
+            span,
+        };
+        binding.host.turn(request, done);
+    }
+
     /// Finds a host (waiting a bounded time), loads state, asks the host to
     /// create the instance.
     async fn activate(self: Arc<Self>, act: Arc<Activation>) {
+        // Part of the trace of the call that caused it, when it has one.
+        let parent = {
+            let inner = act.inner.lock();
+            inner.mailbox.first_trace_span()
+        };
+        let span = tracing::info_span!(
+            target: TRACE_TARGET,
+            parent: parent.as_ref().and_then(|s| s.id()),
+            "troupe.activate",
+            troupe.actor.r#type = %act.id.ty,
+            troupe.actor.id = %act.id.id,
+            otel.status_code = tracing::field::Empty,
+            error = tracing::field::Empty,
+        );
+        let error_span = span.clone();
+        if let Err(error) =
+            tracing::Instrument::instrument(self.clone().activate_in_span(act, span.clone()), span)
+                .await
+        {
+            error_span.record("otel.status_code", "ERROR");
+            error_span.record("error", tracing::field::display(&error));
+        }
+    }
+
+    /// Errors are the ones the queued calls failed with.
+    async fn activate_in_span(
+        self: Arc<Self>,
+        act: Arc<Activation>,
+        span: tracing::Span,
+    ) -> Result<(), CallError> {
         let binding = match self.hosts.pick(&act.id.ty) {
             Some(b) => Some(b),
             None => {
@@ -795,30 +999,37 @@ impl Shared {
                     act.id.ty, self.config.host_wait
                 ))
             };
-            return self.abandon(act, error);
+            self.abandon(act, error.clone());
+            return Err(error);
         };
-        if !act.inner.lock().state_loaded {
+        if !act.inner.lock().state_loaded() {
             match self.flusher.store().load(&act.id.ty, &act.id.id).await {
                 Ok(entries) => {
                     let mut inner = act.inner.lock();
                     inner.state = entries.into_iter().collect();
-                    inner.state_loaded = true;
+                    inner.set_state_loaded();
                 }
                 Err(e) => {
                     let error = CallError::Unavailable(format!(
                         "cannot load the state of {}: {e}; retry later",
                         act.id
                     ));
-                    return self.abandon(act, error);
+                    self.abandon(act, error.clone());
+                    return Err(error);
                 }
             }
         }
         let state = {
             let mut inner = act.inner.lock();
             inner.binding = Some(binding.clone());
-            inner.host_lost = false;
+            inner.set_host_lost(false);
+            inner.activated_ms = self.coarse_now_ms();
             inner.state.clone()
         };
+        if let Some(stats) = &binding.stats {
+            stats.activated();
+        }
+
         debug!(actor = %act.id, host = binding.host.name(), "activating");
         let request = ActivateRequest {
             actor: act.id.clone(),
@@ -829,8 +1040,11 @@ impl Shared {
             ActivateDone {
                 rt: self.clone(),
                 act: Some(act),
+                // Open until the host answers.
+                _span: span,
             },
         );
+        Ok(())
     }
 
     pub(crate) fn activation_finished(
@@ -846,7 +1060,7 @@ impl Shared {
                 let mut inner = act.inner.lock();
                 self.record_changes(&act, &mut inner, &changes);
                 inner.last_active_ms = self.coarse_now_ms();
-                if inner.host_lost {
+                if inner.host_lost() {
                     inner.status = Status::Deactivating;
                     drop(inner);
                     tokio::spawn(self.clone().finish_deactivation(act, Vec::new()));
@@ -859,6 +1073,7 @@ impl Shared {
                 if wake {
                     self.schedule(act);
                 }
+                self.notify_if_shutting_down();
             }
             // The host left before the instance existed: start over with
             // another host; the calls keep their own deadlines.
@@ -866,7 +1081,7 @@ impl Shared {
                 debug!(actor = %act.id, %reason, "activation lost its host; retrying");
                 let mut inner = act.inner.lock();
                 inner.binding = None;
-                inner.host_lost = false;
+                inner.set_host_lost(false);
                 inner.status = Status::Unloaded;
                 let wake = !inner.mailbox.is_empty() && !inner.scheduled;
                 inner.scheduled |= wake;
@@ -896,6 +1111,7 @@ impl Shared {
             }
         });
         for env in failed {
+            self.count_failed(&act.id.ty, env.kind, &error);
             env.reply.send(Err(error.clone()));
         }
         self.notify_if_shutting_down();
@@ -905,12 +1121,20 @@ impl Shared {
         self: &Arc<Self>,
         act: Arc<Activation>,
         reply: Reply,
-        touch: bool,
+        meta: &TurnMeta,
+        span: Option<&tracing::Span>,
         outcome: Result<TurnOutcome, CallError>,
     ) {
+        let touch = meta.touch;
         let mut inner = act.inner.lock();
         let mut hold_until_flushed = false;
         let result = match outcome {
+            Ok(TurnOutcome {
+                result: Ok(_),
+                changes,
+            }) if meta.readonly.is_some() && !changes.is_empty() => {
+                Err(readonly_wrote(&act.id, meta.readonly.as_deref(), &changes))
+            }
             Ok(TurnOutcome {
                 result: Ok(payload),
                 changes,
@@ -934,16 +1158,43 @@ impl Shared {
             }) => Err(CallError::Actor(failure)),
             Err(e) => Err(e),
         };
+        if let Err(e) = &result {
+            if let Some(span) = span {
+                span.record("otel.status_code", "ERROR");
+                span.record("error", tracing::field::display(e));
+            }
+        }
+        if let (Some(started), Some(stats)) = (
+            meta.started,
+            inner.binding.as_ref().and_then(|b| b.stats.as_ref()),
+        ) {
+            match &result {
+                Ok(_) | Err(CallError::Actor(_)) => {
+                    stats.turn(meta.kind, started.elapsed(), result.is_ok());
+                }
+                Err(e) => {
+                    if let Some(metrics) = &self.metrics {
+                        metrics.call_failed(&act.id.ty, meta.kind, e);
+                    }
+                }
+            }
+        }
         inner.turns = inner.turns.wrapping_add(1);
         if touch {
             inner.last_active_ms = self.coarse_now_ms();
         }
         let mut deactivate = false;
         let mut wake = false;
-        if inner.host_lost {
+        if inner.extra_turns > 0 {
+            // Others of a read-only group, or the turn this one nested in,
+            // are still running: the actor stays busy until the last ends.
+            inner.extra_turns -= 1;
+        } else if inner.host_lost() {
+            inner.set_reading(false);
             inner.status = Status::Deactivating;
             deactivate = true;
         } else {
+            inner.set_reading(false);
             inner.status = Status::Idle;
             wake = !inner.mailbox.is_empty() && !inner.scheduled;
             inner.scheduled |= wake;
@@ -974,11 +1225,22 @@ impl Shared {
     fn deactivate(self: &Arc<Self>, act: Arc<Activation>, reason: DeactivateReason) {
         let (binding, host_lost) = {
             let inner = act.inner.lock();
-            (inner.binding.clone(), inner.host_lost)
+            (inner.binding.clone(), inner.host_lost())
         };
+        if let Some(metrics) = &self.metrics {
+            metrics.deactivated(&act.id.ty, reason);
+        }
         match binding {
             Some(binding) if !host_lost => {
                 debug!(actor = %act.id, ?reason, "deactivating");
+                let span = tracing::info_span!(
+                    target: TRACE_TARGET,
+                    parent: None,
+                    "troupe.deactivate",
+                    troupe.actor.r#type = %act.id.ty,
+                    troupe.actor.id = %act.id.id,
+                    troupe.deactivate.reason = ?reason,
+                );
                 let request = DeactivateRequest {
                     actor: act.id.clone(),
                     reason,
@@ -988,6 +1250,7 @@ impl Shared {
                     DeactivateDone {
                         rt: self.clone(),
                         act: Some(act),
+                        _span: span,
                     },
                 );
             }
@@ -1012,7 +1275,7 @@ impl Shared {
         // Timers belong to the activation.
         if let Some(timers) = self.timers.lock().remove(&act.id) {
             for timer in timers.into_values() {
-                timer.abort();
+                timer.task.abort();
             }
         }
         if let Err(e) = validate::state_changes(&changes, self.config.max_payload_bytes) {
@@ -1030,7 +1293,7 @@ impl Shared {
             }
             inner.status = Status::Unloaded;
             inner.binding = None;
-            inner.host_lost = false;
+            inner.set_host_lost(false);
             wake = !inner.mailbox.is_empty() && !inner.scheduled;
             inner.scheduled |= wake;
             false
@@ -1042,8 +1305,12 @@ impl Shared {
         self.notify_if_shutting_down();
     }
 
+    /// Wakes whoever waits for activations to change: a shutdown draining
+    /// them, an admin waiting for a forced deactivation.
     fn notify_if_shutting_down(&self) {
-        if self.shutting_down.load(Ordering::Relaxed) {
+        if self.shutting_down.load(Ordering::Relaxed)
+            || self.admin_waiters.load(Ordering::Relaxed) > 0
+        {
             self.changed.notify_waiters();
         }
     }
@@ -1136,15 +1403,53 @@ impl Dispatch for Firing {
             } else {
                 (TurnKind::Reminder, name)
             };
+            // A firing starts its own trace; its turn is the child.
+            let span = tracing::info_span!(
+                target: TRACE_TARGET,
+                parent: None,
+                "troupe.reminder",
+                troupe.actor.r#type = %actor.ty,
+                troupe.actor.id = %actor.id,
+                troupe.reminder.name = %method,
+                troupe.turn.kind = kind.as_str(),
+                otel.status_code = tracing::field::Empty,
+                error = tracing::field::Empty,
+            );
+            let extra = (!span.is_disabled()).then(|| {
+                Box::new(CallExtra {
+                    trace: Some(CallTrace {
+                        span: span.clone(),
+                        traceparent: String::new(),
+                        tracestate: String::new(),
+                    }),
+                    ..CallExtra::default()
+                })
+            });
             let call = Call {
                 kind,
+                extra,
                 ..Call::new(actor.clone(), method, payload)
             };
             let (tx, rx) = oneshot::channel();
-            shared.enqueue(call, Reply::To(tx))?;
-            wait_reply(&actor, shared.config.call_timeout, rx)
-                .await
-                .map(|_| ())
+            let result = match shared.enqueue(call, Reply::To(tx)) {
+                Ok(()) => wait_reply(&actor, shared.config.call_timeout, rx).await,
+                Err(e) => {
+                    shared.count_failed(&actor.ty, kind, &e);
+                    Err(e)
+                }
+            };
+            match &result {
+                Ok(_) => {
+                    if let Some(metrics) = &shared.metrics {
+                        metrics.fired(&actor.ty, alarm);
+                    }
+                }
+                Err(e) => {
+                    span.record("otel.status_code", "ERROR");
+                    span.record("error", tracing::field::display(e));
+                }
+            }
+            result.map(|_| ())
         })
     }
 }
@@ -1343,9 +1648,17 @@ impl Runtime {
             .lock()
             .entry(actor.clone())
             .or_default()
-            .insert(name.to_owned(), task.abort_handle());
+            .insert(
+                name.to_owned(),
+                Timer {
+                    task: task.abort_handle(),
+                    first_due: Instant::now() + due,
+                    period,
+                    keep_alive,
+                },
+            );
         if let Some(previous) = previous {
-            previous.abort();
+            previous.task.abort();
         }
         Ok(())
     }
@@ -1360,8 +1673,8 @@ impl Runtime {
             timers.remove(actor);
         }
         removed.is_some_and(|t| {
-            let running = !t.is_finished();
-            t.abort();
+            let running = !t.task.is_finished();
+            t.task.abort();
             running
         })
     }

@@ -147,6 +147,18 @@ pub enum TurnKind {
     Alarm,
 }
 
+impl TurnKind {
+    /// Lower-case name, as in metric labels and span attributes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnKind::Call => "call",
+            TurnKind::Reminder => "reminder",
+            TurnKind::Timer => "timer",
+            TurnKind::Alarm => "alarm",
+        }
+    }
+}
+
 /// How an actor type's state reaches storage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StateMode {
@@ -170,7 +182,48 @@ pub enum DeactivateReason {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CallChain {
     pub id: String,
+    /// The actors whose turns wait on this call, outermost first.
     pub actors: Vec<ActorId>,
+}
+
+impl CallChain {
+    /// The chain that calls made from a turn of `actor` carry: the turn's
+    /// own chain (if it was called from one) with `actor` appended, or a new
+    /// chain starting at it.
+    pub fn for_calls_from(turn_chain: Option<&CallChain>, actor: &ActorId) -> CallChain {
+        match turn_chain {
+            Some(chain) => {
+                let mut actors = Vec::with_capacity(chain.actors.len() + 1);
+                actors.extend(chain.actors.iter().cloned());
+                actors.push(actor.clone());
+                CallChain {
+                    id: chain.id.clone(),
+                    actors,
+                }
+            }
+            None => CallChain {
+                id: new_chain_id(),
+                actors: vec![actor.clone()],
+            },
+        }
+    }
+}
+
+/// Unique per process run: start time and a sequence number.
+fn new_chain_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::LazyLock;
+    static START: LazyLock<u128> = LazyLock::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    });
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!(
+        "{:x}-{:x}",
+        *START & 0xffff_ffff_ffff,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Per-type options as an app asks for them; `None` means the daemon default.
@@ -195,11 +248,36 @@ pub struct TypeOptions {
     pub readonly_methods: Vec<String>,
 }
 
-/// Metadata and call chain of a call; boxed because most calls carry neither.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Metadata, call chain and trace of a call; boxed because most calls carry
+/// none of them.
+#[derive(Debug, Clone, Default)]
 pub struct CallExtra {
     pub metadata: Vec<(String, String)>,
     pub chain: Option<CallChain>,
+    pub trace: Option<CallTrace>,
+    /// When the caller stops waiting (wall clock), if it set a deadline.
+    pub deadline_unix_ms: Option<u64>,
+}
+
+/// The target of every span the runtime makes for trace export. Nothing else
+/// logs under it, so a subscriber can enable exactly these spans; with no
+/// subscriber interested they cost a disabled-callsite check.
+pub const TRACE_TARGET: &str = "troupe::otel";
+
+/// Where a call sits in a distributed trace.
+///
+/// The runtime never parses W3C trace context: whoever accepts the call
+/// (the binary) opens `span` with the caller's context as parent, and the
+/// host turns the span it is handed back into context for the app. When the
+/// daemon exports no traces `span` is disabled and the caller's context is
+/// passed on as it came.
+#[derive(Debug, Clone)]
+pub struct CallTrace {
+    /// The daemon's span for the call; for a host, the turn's span.
+    pub span: tracing::Span,
+    /// The caller's W3C `traceparent` / `tracestate` (may be empty).
+    pub traceparent: String,
+    pub tracestate: String,
 }
 
 /// A call as a caller hands it to the runtime.

@@ -2,18 +2,49 @@
 
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
-use troupe_runtime::{ActorId, Runtime};
+use troupe_runtime::{ActivationState, ActorId, Runtime, StateMode};
 
-use crate::convert;
+use crate::{convert, schedule};
 
 #[derive(Debug, Clone)]
 pub struct AdminApi {
     runtime: Runtime,
+    /// The address the daemon serves on, as bound.
+    listen: String,
 }
 
 impl AdminApi {
-    pub fn new(runtime: Runtime) -> Self {
-        Self { runtime }
+    pub fn new(runtime: Runtime, listen: String) -> Self {
+        Self { runtime, listen }
+    }
+}
+
+fn state_mode_to_pb(mode: StateMode) -> pb::StateMode {
+    match mode {
+        StateMode::WriteBehind => pb::StateMode::WriteBehind,
+        StateMode::Durable => pb::StateMode::Durable,
+    }
+}
+
+fn activation_status(state: ActivationState) -> pb::ActivationStatus {
+    match state {
+        ActivationState::Inactive => pb::ActivationStatus::Inactive,
+        ActivationState::Activating => pb::ActivationStatus::Activating,
+        ActivationState::Idle => pb::ActivationStatus::Idle,
+        ActivationState::Running => pb::ActivationStatus::Running,
+        ActivationState::Deactivating => pb::ActivationStatus::Deactivating,
+    }
+}
+
+/// One page of `items` (fetched with one extra to tell whether more follow)
+/// and the token for the next.
+fn page<T>(mut items: Vec<T>, size: usize, token_of: impl Fn(&T) -> String) -> (Vec<T>, String) {
+    if items.len() > size {
+        items.truncate(size);
+        let next = items.last().map(token_of).unwrap_or_default();
+        (items, next)
+    } else {
+        (items, String::new())
     }
 }
 
@@ -24,21 +55,48 @@ impl pb::admin_server::Admin for AdminApi {
         _request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let s = self.runtime.status();
+        let flush = &s.flush;
         Ok(Response::new(pb::StatusResponse {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             uptime_ms: s.uptime.as_millis() as u64,
             types: s
                 .types
                 .into_iter()
-                .map(|(name, apps, active)| pb::RegisteredType {
-                    name,
-                    apps,
-                    active_actors: active as u64,
+                .map(|t| {
+                    let mut out = pb::RegisteredType {
+                        name: t.name,
+                        apps: t.apps,
+                        active_actors: t.active_actors as u64,
+                        ..Default::default()
+                    };
+                    if let Some(o) = t.options {
+                        out.state_mode = state_mode_to_pb(o.state_mode) as i32;
+                        out.idle_timeout_ms = o.idle_timeout.as_millis() as u64;
+                        out.max_mailbox = u32::try_from(o.max_mailbox).unwrap_or(u32::MAX);
+                        out.reentrant = o.reentrant;
+                    }
+                    out
                 })
                 .collect(),
             store: s.store,
             active_actors: s.active_actors as u64,
-            dirty_actors: s.dirty_actors as u64,
+            dirty_actors: flush.dirty_actors as u64,
+            node: s.node,
+            listen: self.listen.clone(),
+            flush: Some(pb::FlushBacklog {
+                dirty_actors: flush.dirty_actors as u64,
+                dirty_bytes: flush.dirty_bytes as u64,
+                held_replies: flush.held_replies as u64,
+                batches: flush.batches,
+                keys_written: flush.keys_written,
+                last_flush_unix_ms: flush.last_flush_unix_ms,
+                failing: flush.failing,
+                last_error: flush.last_error.clone(),
+            }),
+            pending_calls: s.pending_calls as u64,
+            max_pending_calls: s.max_pending_calls as u64,
+            reminders_fired: s.reminders_fired,
+            started_unix_ms: s.started_unix_ms,
         }))
     }
 
@@ -51,17 +109,10 @@ impl pb::admin_server::Admin for AdminApi {
             convert::parse_page_token::<2>(&r.page_token)?.map(|[ty, id]| ActorId::new(ty, id));
         let size = convert::page_size(r.page_size);
         let ty = (!r.r#type.is_empty()).then_some(r.r#type.as_str());
-        // One extra tells whether another page follows.
-        let mut actors = self.runtime.list_actors(ty, after.as_ref(), size + 1);
-        let next_page_token = if actors.len() > size {
-            actors.truncate(size);
-            actors
-                .last()
-                .map(|a| convert::page_token(&[&a.actor.ty, &a.actor.id]))
-                .unwrap_or_default()
-        } else {
-            String::new()
-        };
+        let actors = self.runtime.list_actors(ty, after.as_ref(), size + 1);
+        let (actors, next_page_token) = page(actors, size, |a| {
+            convert::page_token(&[&a.actor.ty, &a.actor.id])
+        });
         Ok(Response::new(pb::ListActorsResponse {
             actors: actors
                 .into_iter()
@@ -71,9 +122,103 @@ impl pb::admin_server::Admin for AdminApi {
                     turns: a.turns,
                     dirty: a.dirty,
                     idle_ms: a.idle.as_millis() as u64,
+                    status: activation_status(a.state) as i32,
                 })
                 .collect(),
             next_page_token,
         }))
+    }
+
+    async fn describe_actor(
+        &self,
+        request: Request<pb::DescribeActorRequest>,
+    ) -> Result<Response<pb::DescribeActorResponse>, Status> {
+        let actor = convert::actor_id(request.into_inner().actor)?;
+        let Some(d) = self
+            .runtime
+            .describe_actor(&actor)
+            .await
+            .map_err(convert::status_of)?
+        else {
+            return Err(Status::not_found(format!(
+                "actor {actor} is not active, has no stored state and no reminders; check the \
+                 type and id (`troupe actors list`, `troupe actors list --stored --type {}`)",
+                actor.ty
+            )));
+        };
+        Ok(Response::new(pb::DescribeActorResponse {
+            actor: Some(convert::actor_ref(&d.actor)),
+            node: d.node,
+            status: activation_status(d.state) as i32,
+            app: d.app.unwrap_or_default(),
+            activated_unix_ms: d.activated_unix_ms.unwrap_or(0),
+            last_active_unix_ms: d.last_active_unix_ms.unwrap_or(0),
+            mailbox_depth: d.mailbox_depth as u64,
+            turns: d.turns,
+            state: d
+                .state_entries
+                .into_iter()
+                .map(|(key, value, dirty)| pb::StateEntry { key, value, dirty })
+                .collect(),
+            dirty: d.dirty,
+            state_mode: d
+                .state_mode
+                .map_or(pb::StateMode::Unspecified, state_mode_to_pb)
+                as i32,
+            reminders: d
+                .reminders
+                .into_iter()
+                .map(schedule::reminder_to_pb)
+                .collect(),
+            alarm: d.alarm.map(schedule::reminder_to_pb),
+            timers: d
+                .timers
+                .into_iter()
+                .map(|t| pb::TimerInfo {
+                    name: t.name,
+                    next_due_unix_ms: t.next_due_unix_ms,
+                    period_ms: t.period.map_or(0, |p| p.as_millis() as u64),
+                    keep_alive: t.keep_alive,
+                })
+                .collect(),
+            stored: d.stored,
+        }))
+    }
+
+    async fn list_stored_actors(
+        &self,
+        request: Request<pb::ListStoredActorsRequest>,
+    ) -> Result<Response<pb::ListStoredActorsResponse>, Status> {
+        let r = request.into_inner();
+        if r.r#type.is_empty() {
+            return Err(Status::invalid_argument(
+                "listing stored actors needs an actor type; set `type`",
+            ));
+        }
+        let after = convert::parse_page_token::<1>(&r.page_token)?.map(|[id]| id);
+        let size = convert::page_size(r.page_size);
+        let ids = self
+            .runtime
+            .list_stored_actors(&r.r#type, after, size + 1)
+            .await
+            .map_err(convert::status_of)?;
+        let (ids, next_page_token) = page(ids, size, |id| convert::page_token(&[id]));
+        Ok(Response::new(pb::ListStoredActorsResponse {
+            ids,
+            next_page_token,
+        }))
+    }
+
+    async fn deactivate_actor(
+        &self,
+        request: Request<pb::DeactivateActorRequest>,
+    ) -> Result<Response<pb::DeactivateActorResponse>, Status> {
+        let actor = convert::actor_id(request.into_inner().actor)?;
+        let deactivated = self
+            .runtime
+            .deactivate_actor(&actor)
+            .await
+            .map_err(convert::status_of)?;
+        Ok(Response::new(pb::DeactivateActorResponse { deactivated }))
     }
 }

@@ -1,0 +1,356 @@
+//! What the runtime counts for the metrics endpoint.
+//!
+//! Counters and histograms live here and are bumped on the paths they
+//! measure; gauges (active actors, mailbox depth, dirty actors, pending
+//! calls) are read off the directory when scraped, so keeping them costs the
+//! hot path nothing. Per-type handles are resolved once per type and held by
+//! the type's hosts, so counting a turn is an atomic add, not a label lookup.
+//! Names follow the Prometheus/OpenTelemetry conventions: base units
+//! (seconds), `_total` on counters, snake-case label values.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::error::CallError;
+use crate::types::{DeactivateReason, TurnKind};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TypeLabels {
+    actor_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    actor_type: String,
+    kind: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    actor_type: String,
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    actor_type: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabels {
+    version: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Turns and flushes span tens of microseconds (in-process) to seconds.
+fn latency_buckets() -> Histogram {
+    Histogram::new([
+        0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+        0.5, 1.0, 2.5, 5.0, 10.0,
+    ])
+}
+
+/// Keys per flush batch: one to millions.
+fn batch_buckets() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        1.0, 4.0, 11,
+    ))
+}
+
+const KINDS: [TurnKind; 4] = [
+    TurnKind::Call,
+    TurnKind::Reminder,
+    TurnKind::Timer,
+    TurnKind::Alarm,
+];
+
+fn kind_index(kind: TurnKind) -> usize {
+    match kind {
+        TurnKind::Call => 0,
+        TurnKind::Reminder => 1,
+        TurnKind::Timer => 2,
+        TurnKind::Alarm => 3,
+    }
+}
+
+/// The `result` label of a call that did not succeed.
+fn result_label(error: &CallError) -> &'static str {
+    match error {
+        CallError::Actor(_) => "actor_error",
+        CallError::InvalidArgument(_) => "invalid_argument",
+        CallError::UnknownType { .. } => "not_found",
+        CallError::NotFound(_) => "not_found",
+        CallError::Overloaded(_) => "resource_exhausted",
+        CallError::Unavailable(_) => "unavailable",
+        CallError::DeadlineExceeded(_) => "deadline_exceeded",
+        CallError::FailedPrecondition(_) => "failed_precondition",
+        CallError::Internal(_) => "internal",
+    }
+}
+
+fn reason_label(reason: DeactivateReason) -> &'static str {
+    match reason {
+        DeactivateReason::Idle => "idle",
+        DeactivateReason::Shutdown => "shutdown",
+        DeactivateReason::Admin => "admin",
+        DeactivateReason::Migration => "migration",
+    }
+}
+
+/// One actor type's pre-resolved handles.
+#[derive(Debug)]
+pub(crate) struct TypeStats {
+    activations: Counter,
+    ok: [Counter; 4],
+    actor_errors: [Counter; 4],
+    turn_seconds: [Histogram; 4],
+    fired: [Counter; 2],
+}
+
+impl TypeStats {
+    pub(crate) fn activated(&self) {
+        self.activations.inc();
+    }
+
+    /// A turn ended with `result` after `took`.
+    pub(crate) fn turn(&self, kind: TurnKind, took: Duration, ok: bool) {
+        let i = kind_index(kind);
+        self.turn_seconds[i].observe(took.as_secs_f64());
+        if ok {
+            self.ok[i].inc();
+        } else {
+            self.actor_errors[i].inc();
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    types: RwLock<HashMap<Arc<str>, Arc<TypeStats>>>,
+    activations: Family<TypeLabels, Counter>,
+    deactivations: Family<ReasonLabels, Counter>,
+    calls: Family<CallLabels, Counter>,
+    turn_seconds: HistogramFamily<KindLabels>,
+    reminders_fired: Family<KindLabels, Counter>,
+    flush_keys: Histogram,
+    flush_seconds: Histogram,
+    flush_failures: Counter,
+}
+
+/// Gauges read at scrape time.
+#[derive(Debug, Default)]
+pub(crate) struct Snapshot {
+    /// Per type: active actors, queued calls.
+    pub(crate) per_type: HashMap<String, (i64, i64)>,
+    pub(crate) dirty_actors: i64,
+    pub(crate) dirty_bytes: i64,
+    pub(crate) pending_calls: i64,
+    pub(crate) uptime: Duration,
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Self {
+        Self {
+            types: RwLock::default(),
+            activations: Family::default(),
+            deactivations: Family::default(),
+            calls: Family::default(),
+            turn_seconds: Family::new_with_constructor(latency_buckets),
+            reminders_fired: Family::default(),
+            flush_keys: batch_buckets(),
+            flush_seconds: latency_buckets(),
+            flush_failures: Counter::default(),
+        }
+    }
+
+    /// The handles for `ty`, created on first use.
+    pub(crate) fn for_type(&self, ty: &Arc<str>) -> Arc<TypeStats> {
+        if let Some(stats) = self.types.read().get(ty) {
+            return stats.clone();
+        }
+        let actor_type = ty.to_string();
+        let call = |kind: TurnKind, result: &str| {
+            self.calls.get_or_create_owned(&CallLabels {
+                actor_type: actor_type.clone(),
+                kind: kind.as_str().into(),
+                result: result.into(),
+            })
+        };
+        let fired = |kind: &str| {
+            self.reminders_fired.get_or_create_owned(&KindLabels {
+                actor_type: actor_type.clone(),
+                kind: kind.into(),
+            })
+        };
+        let stats = Arc::new(TypeStats {
+            activations: self.activations.get_or_create_owned(&TypeLabels {
+                actor_type: actor_type.clone(),
+            }),
+            ok: KINDS.map(|k| call(k, "ok")),
+            actor_errors: KINDS.map(|k| call(k, "actor_error")),
+            turn_seconds: KINDS.map(|k| {
+                self.turn_seconds.get_or_create_owned(&KindLabels {
+                    actor_type: actor_type.clone(),
+                    kind: k.as_str().into(),
+                })
+            }),
+            fired: [fired("reminder"), fired("alarm")],
+        });
+        self.types
+            .write()
+            .entry(ty.clone())
+            .or_insert(stats)
+            .clone()
+    }
+
+    /// A call that failed before or around its turn (refused, timed out,
+    /// host lost); actor errors are counted with the turn.
+    pub(crate) fn call_failed(&self, ty: &str, kind: TurnKind, error: &CallError) {
+        if matches!(error, CallError::Actor(_)) {
+            return;
+        }
+        self.calls
+            .get_or_create(&CallLabels {
+                actor_type: ty.to_owned(),
+                kind: kind.as_str().into(),
+                result: result_label(error).into(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn deactivated(&self, ty: &str, reason: DeactivateReason) {
+        self.deactivations
+            .get_or_create(&ReasonLabels {
+                actor_type: ty.to_owned(),
+                reason: reason_label(reason).into(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn fired(&self, ty: &Arc<str>, alarm: bool) {
+        self.for_type(ty).fired[usize::from(alarm)].inc();
+    }
+
+    pub(crate) fn flushed(&self, keys: usize, took: Duration) {
+        self.flush_keys.observe(keys as f64);
+        self.flush_seconds.observe(took.as_secs_f64());
+    }
+
+    pub(crate) fn flush_failed(&self) {
+        self.flush_failures.inc();
+    }
+
+    /// OpenMetrics text of everything, gauges from `snapshot`.
+    pub(crate) fn encode(&self, snapshot: Snapshot, out: &mut String) -> std::fmt::Result {
+        // A registry per scrape: the persistent families are registered as
+        // clones (they share their values), the gauges are fresh.
+        let mut registry = Registry::with_prefix("troupe");
+        let info: Family<VersionLabels, Gauge> = Family::default();
+        info.get_or_create(&VersionLabels {
+            version: env!("CARGO_PKG_VERSION").into(),
+        })
+        .set(1);
+        registry.register("build_info", "Version of the troupe runtime", info);
+        let uptime: Gauge<f64, std::sync::atomic::AtomicU64> = Gauge::default();
+        uptime.set(snapshot.uptime.as_secs_f64());
+        registry.register_with_unit(
+            "uptime",
+            "Time since the runtime started",
+            Unit::Seconds,
+            uptime,
+        );
+        let active: Family<TypeLabels, Gauge> = Family::default();
+        let mailbox: Family<TypeLabels, Gauge> = Family::default();
+        for (actor_type, (actors, queued)) in snapshot.per_type {
+            let labels = TypeLabels { actor_type };
+            active.get_or_create(&labels).set(actors);
+            mailbox.get_or_create(&labels).set(queued);
+        }
+        registry.register(
+            "actors_active",
+            "Actors with a live activation on this daemon",
+            active,
+        );
+        registry.register(
+            "mailbox_depth",
+            "Calls waiting in actor mailboxes behind the running turn",
+            mailbox,
+        );
+        registry.register(
+            "activations",
+            "Activations started",
+            self.activations.clone(),
+        );
+        registry.register(
+            "deactivations",
+            "Activations ended, by reason",
+            self.deactivations.clone(),
+        );
+        registry.register(
+            "calls",
+            "Calls and scheduled turns by result (ok, actor_error, or the gRPC status)",
+            self.calls.clone(),
+        );
+        registry.register_with_unit(
+            "turn_duration",
+            "Time from handing a turn to its host until its result",
+            Unit::Seconds,
+            self.turn_seconds.clone(),
+        );
+        registry.register(
+            "reminders_fired",
+            "Reminder and alarm firings delivered",
+            self.reminders_fired.clone(),
+        );
+        registry.register(
+            "flush_batch_keys",
+            "Keys written per write-behind batch",
+            self.flush_keys.clone(),
+        );
+        registry.register_with_unit(
+            "flush_duration",
+            "Time to store one write-behind batch",
+            Unit::Seconds,
+            self.flush_seconds.clone(),
+        );
+        registry.register(
+            "flush_failures",
+            "Batches the store refused (retried with backoff)",
+            self.flush_failures.clone(),
+        );
+        let gauge = |v: i64| {
+            let g: Gauge = Gauge::default();
+            g.set(v);
+            g
+        };
+        registry.register(
+            "dirty_actors",
+            "Actors with changes not yet in the store",
+            gauge(snapshot.dirty_actors),
+        );
+        registry.register_with_unit(
+            "dirty",
+            "Bytes of changes not yet in the store",
+            Unit::Bytes,
+            gauge(snapshot.dirty_bytes),
+        );
+        registry.register(
+            "pending_calls",
+            "Calls admitted and not yet answered",
+            gauge(snapshot.pending_calls),
+        );
+        prometheus_client::encoding::text::encode(out, &registry)
+    }
+}

@@ -1,0 +1,425 @@
+//! What operators see: status, listings, one actor in detail, metrics, and
+//! the one admin action, forced deactivation.
+//!
+//! Reads take each activation's lock briefly and copy out; none of them
+//! activates an actor or waits for a turn.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::time::Instant;
+
+use super::{Runtime, Shared};
+use crate::activation::{Activation, Inner, Status};
+use crate::error::CallError;
+use crate::flush::FlushBacklog;
+use crate::metrics::Snapshot;
+use crate::scheduler::{unix_now_ms, ReminderInfo, ALARM_NAME};
+use crate::types::{ActorId, DeactivateReason, StateMode, TypeOptions};
+use crate::validate;
+
+/// Where an actor's activation is in its life, as operators see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActivationState {
+    /// No live activation here.
+    Inactive,
+    /// Waiting for an app, loading state, or in the activation hook.
+    Activating,
+    Idle,
+    Running,
+    Deactivating,
+}
+
+impl ActivationState {
+    fn of(inner: &Inner) -> Self {
+        match inner.status {
+            // Calls are queued: the next worker pass activates it.
+            Status::Unloaded if !inner.mailbox.is_empty() => Self::Activating,
+            // Kept only to hold unflushed state.
+            Status::Unloaded | Status::Gone => Self::Inactive,
+            Status::Activating => Self::Activating,
+            Status::Idle => Self::Idle,
+            Status::Running => Self::Running,
+            Status::Deactivating => Self::Deactivating,
+        }
+    }
+
+    pub fn is_live(self) -> bool {
+        !matches!(self, Self::Inactive)
+    }
+}
+
+/// One registered actor type.
+#[derive(Debug, Clone)]
+pub struct TypeStatus {
+    pub name: String,
+    /// Names of the connected apps hosting it; empty while its app is away.
+    pub apps: Vec<String>,
+    pub active_actors: usize,
+    pub options: Option<Arc<TypeOptions>>,
+}
+
+/// A snapshot of the runtime for status output.
+#[derive(Debug, Clone)]
+pub struct RuntimeStatus {
+    pub node: String,
+    pub uptime: Duration,
+    pub started_unix_ms: u64,
+    pub active_actors: usize,
+    pub pending_calls: usize,
+    pub max_pending_calls: usize,
+    pub types: Vec<TypeStatus>,
+    pub store: String,
+    pub flush: FlushBacklog,
+    pub reminders_fired: u64,
+}
+
+/// One active actor, for listings.
+#[derive(Debug, Clone)]
+pub struct ActorInfo {
+    pub actor: ActorId,
+    pub state: ActivationState,
+    pub mailbox_depth: usize,
+    pub turns: u64,
+    pub dirty: bool,
+    pub idle: Duration,
+}
+
+/// A running timer of an active actor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimerInfo {
+    pub name: String,
+    pub next_due_unix_ms: u64,
+    pub period: Option<Duration>,
+    pub keep_alive: bool,
+}
+
+/// Everything known about one actor.
+#[derive(Debug, Clone)]
+pub struct ActorDetails {
+    pub actor: ActorId,
+    pub node: String,
+    pub state: ActivationState,
+    /// The app hosting the activation.
+    pub app: Option<String>,
+    pub activated_unix_ms: Option<u64>,
+    pub last_active_unix_ms: Option<u64>,
+    pub mailbox_depth: usize,
+    pub turns: u64,
+    /// Key, value, changed since the last flush; sorted by key.
+    pub state_entries: Vec<(String, Bytes, bool)>,
+    pub dirty: bool,
+    pub state_mode: Option<StateMode>,
+    pub reminders: Vec<ReminderInfo>,
+    pub alarm: Option<ReminderInfo>,
+    pub timers: Vec<TimerInfo>,
+    /// The store holds state for it.
+    pub stored: bool,
+}
+
+/// The most reminders one description lists.
+const DESCRIBE_REMINDERS: usize = 1_000;
+
+impl Runtime {
+    pub fn status(&self) -> RuntimeStatus {
+        let shared = &self.shared;
+        let mut per_type = std::collections::HashMap::<String, usize>::new();
+        shared.directory.for_each(|act| {
+            *per_type.entry(act.id.ty.to_string()).or_default() += 1;
+        });
+        let types = shared
+            .hosts
+            .known_types()
+            .into_iter()
+            .map(|(name, apps)| TypeStatus {
+                active_actors: per_type.get(&name).copied().unwrap_or(0),
+                options: shared.hosts.options(&name),
+                name,
+                apps,
+            })
+            .collect();
+        RuntimeStatus {
+            node: shared.config.node.clone(),
+            uptime: shared.started_at.elapsed(),
+            started_unix_ms: shared.started_unix_ms,
+            active_actors: shared.directory.len(),
+            pending_calls: shared.pending.in_use(),
+            max_pending_calls: shared.config.max_pending_calls,
+            types,
+            store: shared.flusher.store().describe(),
+            flush: shared.flusher.backlog(),
+            reminders_fired: shared.scheduler.fired.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Active actors, optionally of one type, ordered by (type, id), after
+    /// `after` (exclusive), at most `limit`.
+    pub fn list_actors(
+        &self,
+        actor_type: Option<&str>,
+        after: Option<&ActorId>,
+        limit: usize,
+    ) -> Vec<ActorInfo> {
+        let now = self.shared.now_ms();
+        let mut out = Vec::new();
+        self.shared.directory.for_each(|act| {
+            if actor_type.is_some_and(|t| *act.id.ty != *t) || after.is_some_and(|a| act.id <= *a) {
+                return;
+            }
+            let inner = act.inner.lock();
+            out.push(ActorInfo {
+                actor: act.id.clone(),
+                state: ActivationState::of(&inner),
+                mailbox_depth: inner.mailbox.len(),
+                turns: u64::from(inner.turns),
+                dirty: inner.is_dirty(),
+                idle: Duration::from_millis(u64::from(
+                    (now as u32).wrapping_sub(inner.last_active_ms),
+                )),
+            });
+        });
+        out.sort_by(|a, b| a.actor.cmp(&b.actor));
+        out.truncate(limit);
+        out
+    }
+
+    /// Ids of actors of `actor_type` with stored state, in id order, after
+    /// `after`, at most `limit`.
+    pub async fn list_stored_actors(
+        &self,
+        actor_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, CallError> {
+        validate::name("actor type", actor_type)?;
+        self.shared
+            .flusher
+            .store()
+            .list_actors(actor_type, after, limit)
+            .await
+            .map_err(|e| {
+                CallError::Unavailable(format!(
+                    "cannot list the stored actors of type '{actor_type}': {e}; retry later"
+                ))
+            })
+    }
+
+    /// Everything about `actor`, active or not; `None` when it is neither
+    /// active, stored, nor scheduled. Never activates it.
+    pub async fn describe_actor(&self, actor: &ActorId) -> Result<Option<ActorDetails>, CallError> {
+        validate::name("actor type", &actor.ty)?;
+        validate::name("actor id", &actor.id)?;
+        let shared = &self.shared;
+        let mut details = ActorDetails {
+            actor: actor.clone(),
+            node: shared.config.node.clone(),
+            state: ActivationState::Inactive,
+            app: None,
+            activated_unix_ms: None,
+            last_active_unix_ms: None,
+            mailbox_depth: 0,
+            turns: 0,
+            state_entries: Vec::new(),
+            dirty: false,
+            state_mode: shared.hosts.options(&actor.ty).map(|o| o.state_mode),
+            reminders: Vec::new(),
+            alarm: None,
+            timers: Vec::new(),
+            stored: false,
+        };
+        let mut have_state = false;
+        if let Some(act) = shared.directory.get(actor) {
+            let inner = act.inner.lock();
+            details.state = ActivationState::of(&inner);
+            if details.state.is_live() {
+                details.app = inner.binding.as_ref().map(|b| b.host.name().to_owned());
+                details.activated_unix_ms = Some(shared.unix_ms_of(inner.activated_ms));
+                details.last_active_unix_ms = Some(shared.unix_ms_of(inner.last_active_ms));
+                details.turns = u64::from(inner.turns);
+            }
+            if let Some(binding) = &inner.binding {
+                details.state_mode = Some(binding.options.state_mode);
+            }
+            details.mailbox_depth = inner.mailbox.len();
+            details.dirty = inner.is_dirty();
+            if inner.state_loaded() {
+                have_state = true;
+                let dirty = inner.dirty.as_deref();
+                details.state_entries = inner
+                    .state
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone(), dirty.is_some_and(|d| d.contains(k))))
+                    .collect();
+            }
+        }
+        let stored = shared
+            .flusher
+            .store()
+            .load(&actor.ty, &actor.id)
+            .await
+            .map_err(|e| {
+                CallError::Unavailable(format!(
+                    "cannot read the state of {actor}: {e}; retry later"
+                ))
+            })?;
+        details.stored = !stored.is_empty();
+        if !have_state {
+            details.state_entries = stored.into_iter().map(|(k, v)| (k, v, false)).collect();
+        }
+        details.state_entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let reminders = shared
+            .scheduler
+            .list(Some(&actor.ty), Some(&actor.id), None, DESCRIBE_REMINDERS)
+            .await?;
+        for reminder in reminders {
+            if reminder.alarm || reminder.name == ALARM_NAME {
+                details.alarm = Some(reminder);
+            } else {
+                details.reminders.push(reminder);
+            }
+        }
+        details.timers = shared.timers_of(actor);
+        let known = details.state.is_live()
+            || details.stored
+            || details.dirty
+            || !details.reminders.is_empty()
+            || details.alarm.is_some();
+        Ok(known.then_some(details))
+    }
+
+    /// Ends `actor`'s activation now: a running turn finishes first, the
+    /// deactivation hook runs and its state is flushed; waits until it has,
+    /// at most the shutdown grace period. Returns whether there was an
+    /// activation to end. Calls arriving meanwhile activate it again.
+    pub async fn deactivate_actor(&self, actor: &ActorId) -> Result<bool, CallError> {
+        validate::name("actor type", &actor.ty)?;
+        validate::name("actor id", &actor.id)?;
+        let shared = &self.shared;
+        let Some(act) = shared.directory.get(actor) else {
+            return Ok(false);
+        };
+        shared.admin_waiters.fetch_add(1, Ordering::SeqCst);
+        let _waiting = AdminWaiter(shared);
+        let deadline = Instant::now() + shared.config.shutdown_grace;
+        let mut requested = false;
+        loop {
+            let changed = shared.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            match shared.try_admin_deactivate(&act, requested) {
+                AdminStep::Started => {
+                    requested = true;
+                    shared.deactivate(act.clone(), DeactivateReason::Admin);
+                }
+                AdminStep::Wait => {}
+                AdminStep::Done(had_activation) => return Ok(had_activation),
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                return Err(CallError::DeadlineExceeded(format!(
+                    "actor {actor} did not finish deactivating within {:?} (a long turn, or \
+                     the app is slow to answer); check `troupe actors get` and retry",
+                    shared.config.shutdown_grace
+                )));
+            }
+        }
+    }
+
+    /// OpenMetrics text of the runtime's metrics; empty when
+    /// [`RuntimeConfig::metrics`](crate::RuntimeConfig::metrics) is off.
+    pub fn encode_metrics(&self, out: &mut String) -> std::fmt::Result {
+        let Some(metrics) = &self.shared.metrics else {
+            return Ok(());
+        };
+        let mut snapshot = Snapshot {
+            dirty_actors: self.shared.flusher.dirty_actors() as i64,
+            dirty_bytes: self.shared.flusher.dirty_bytes() as i64,
+            pending_calls: self.shared.pending.in_use() as i64,
+            uptime: self.shared.started_at.elapsed(),
+            ..Snapshot::default()
+        };
+        // Registered types show up with zeros rather than not at all.
+        for (name, _) in self.shared.hosts.hosted_types() {
+            snapshot.per_type.entry(name).or_default();
+        }
+        self.shared.directory.for_each(|act| {
+            let inner = act.inner.lock();
+            let live = ActivationState::of(&inner).is_live();
+            let queued = inner.mailbox.len() as i64;
+            drop(inner);
+            let entry = snapshot.per_type.entry(act.id.ty.to_string()).or_default();
+            entry.0 += i64::from(live);
+            entry.1 += queued;
+        });
+        metrics.encode(snapshot, out)
+    }
+}
+
+/// One step of a forced deactivation.
+enum AdminStep {
+    /// The activation is now Deactivating on our behalf.
+    Started,
+    /// A turn or an activation is under way; wait for it.
+    Wait,
+    /// Nothing (more) to do; whether there was an activation.
+    Done(bool),
+}
+
+/// Stops counting an admin call as waiting, however it ends.
+struct AdminWaiter<'a>(&'a Arc<Shared>);
+
+impl Drop for AdminWaiter<'_> {
+    fn drop(&mut self) {
+        self.0.admin_waiters.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Shared {
+    fn try_admin_deactivate(&self, act: &Arc<Activation>, requested: bool) -> AdminStep {
+        let mut inner = act.inner.lock();
+        match inner.status {
+            Status::Deactivating => AdminStep::Wait,
+            // Ours finished: gone, or back to Unloaded because calls came in.
+            _ if requested => AdminStep::Done(true),
+            Status::Idle => {
+                inner.status = Status::Deactivating;
+                AdminStep::Started
+            }
+            Status::Running | Status::Activating => AdminStep::Wait,
+            Status::Unloaded | Status::Gone => AdminStep::Done(false),
+        }
+    }
+
+    fn timers_of(&self, actor: &ActorId) -> Vec<TimerInfo> {
+        let now = Instant::now();
+        let now_unix = unix_now_ms();
+        let timers = self.timers.lock();
+        let Some(of_actor) = timers.get(actor) else {
+            return Vec::new();
+        };
+        let mut out: Vec<TimerInfo> = of_actor
+            .iter()
+            .filter(|(_, t)| !t.task.is_finished())
+            .map(|(name, t)| {
+                let mut next = t.first_due;
+                if let Some(period) = t.period.filter(|p| !p.is_zero()) {
+                    if next < now {
+                        let behind = now.duration_since(next).as_nanos();
+                        let periods = behind / period.as_nanos() + 1;
+                        next += period * u32::try_from(periods).unwrap_or(u32::MAX);
+                    }
+                }
+                let ahead = next.saturating_duration_since(now).as_millis() as u64;
+                TimerInfo {
+                    name: name.clone(),
+                    next_due_unix_ms: now_unix + ahead,
+                    period: t.period,
+                    keep_alive: t.keep_alive,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+}
