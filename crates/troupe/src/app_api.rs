@@ -22,7 +22,7 @@ use troupe_runtime::{
     Runtime, TurnDone, TurnKind, TurnOutcome, TurnRequest,
 };
 
-use crate::convert;
+use crate::{convert, telemetry};
 
 /// How long a new stream may take to send its Register message.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -113,7 +113,10 @@ impl ActorHost for AppConnection {
 
     fn turn(&self, request: TurnRequest, done: TurnDone) {
         let actor = Some(convert::actor_ref(done.actor()));
-        let (metadata, chain) = convert::extra_to_pb(request.extra);
+        let mut extra = request.extra;
+        let trace = extra.as_mut().and_then(|e| e.trace.take());
+        let (traceparent, tracestate) = telemetry::turn_context(trace);
+        let (metadata, chain, deadline_unix_ms) = convert::turn_extra(extra, done.actor());
         let kind = match request.kind {
             TurnKind::Call => pb::TurnKind::Call,
             TurnKind::Reminder => pb::TurnKind::Reminder,
@@ -127,7 +130,10 @@ impl ActorHost for AppConnection {
             name: request.name.to_string(),
             payload: Some(convert::payload_to_pb(request.payload)),
             metadata,
-            chain,
+            chain: Some(chain),
+            traceparent,
+            tracestate,
+            deadline_unix_ms,
         };
         self.send(Pending::Turn(done), move |call_id| {
             pb::daemon_message::Kind::Turn(pb::Turn { call_id, ..turn })

@@ -2,9 +2,9 @@
 
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
-use troupe_runtime::{ActorId, Call, ReminderSpec, Runtime, TurnKind};
+use troupe_runtime::{ActorId, Call, CallTrace, ReminderSpec, Runtime, TurnKind};
 
-use crate::{convert, schedule};
+use crate::{convert, schedule, telemetry};
 
 #[derive(Debug, Clone)]
 pub struct ClientApi {
@@ -35,6 +35,13 @@ fn call_from(
     })
 }
 
+/// Sends the call's trace with it; untraced calls keep `extra` unallocated.
+fn attach(call: &mut Call, trace: Option<CallTrace>) {
+    if let Some(trace) = trace {
+        call.extra.get_or_insert_with(Default::default).trace = Some(trace);
+    }
+}
+
 #[tonic::async_trait]
 impl pb::actor_client_server::ActorClient for ClientApi {
     async fn invoke(
@@ -42,26 +49,41 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         request: Request<pb::InvokeRequest>,
     ) -> Result<Response<pb::InvokeResponse>, Status> {
         let timeout = convert::grpc_timeout(request.metadata());
-        let r = request.into_inner();
-        let call = call_from(r.actor, r.method, r.payload, r.metadata, r.chain, timeout)?;
-        let payload = self
+        let (headers, _, r) = request.into_parts();
+        let mut call = call_from(r.actor, r.method, r.payload, r.metadata, r.chain, timeout)?;
+        let mut traced = telemetry::incoming_call(&headers, "Invoke", &call.actor, &call.method);
+        attach(&mut call, traced.take_trace());
+        let result = self
             .runtime
             .invoke(call)
             .await
-            .map_err(convert::status_of)?;
-        Ok(Response::new(pb::InvokeResponse {
-            payload: Some(convert::payload_to_pb(payload)),
-        }))
+            .map_err(convert::status_of)
+            .map(|payload| {
+                Response::new(pb::InvokeResponse {
+                    payload: Some(convert::payload_to_pb(payload)),
+                })
+            });
+        traced.finish(&result);
+        result
     }
 
     async fn tell(
         &self,
         request: Request<pb::TellRequest>,
     ) -> Result<Response<pb::TellResponse>, Status> {
-        let r = request.into_inner();
-        let call = call_from(r.actor, r.method, r.payload, r.metadata, r.chain, None)?;
-        self.runtime.tell(call).map_err(convert::status_of)?;
-        Ok(Response::new(pb::TellResponse {}))
+        let (headers, _, r) = request.into_parts();
+        let mut call = call_from(r.actor, r.method, r.payload, r.metadata, r.chain, None)?;
+        let mut traced = telemetry::incoming_call(&headers, "Tell", &call.actor, &call.method);
+        attach(&mut call, traced.take_trace());
+        // A tell ends when the call is queued; its turn runs later, still
+        // a child of this span.
+        let result = self
+            .runtime
+            .tell(call)
+            .map_err(convert::status_of)
+            .map(|()| Response::new(pb::TellResponse {}));
+        traced.finish(&result);
+        result
     }
 
     async fn get_state(

@@ -59,6 +59,14 @@ pub struct ServeArgs {
     /// one store write per turn (no write-behind, no group commit).
     #[arg(long)]
     pub write_through: bool,
+    /// Export traces over OTLP/gRPC to this collector, e.g. `http://127.0.0.1:4317`
+    /// [default: off].
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    pub otlp_endpoint: Option<String>,
+    /// Serve Prometheus metrics (`GET /metrics`) on this address, e.g.
+    /// `127.0.0.1:9464`; port 0 picks a free one [default: off].
+    #[arg(long)]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// The same settings as read from a TOML file.
@@ -85,6 +93,8 @@ struct FileConfig {
     workers: Option<usize>,
     #[serde(default)]
     write_through: bool,
+    otlp_endpoint: Option<String>,
+    metrics_listen: Option<SocketAddr>,
 }
 
 /// Which state store to open.
@@ -118,6 +128,19 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     pub store: StoreKind,
     pub runtime: RuntimeConfig,
+    /// Where to export traces; `None`: no export.
+    pub trace_export: Option<TraceExport>,
+    /// Where to serve `/metrics`; `None`: no endpoint, and no collection.
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+/// Trace export over OTLP/gRPC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceExport {
+    /// The collector, checked to be an `http://HOST:PORT` URL.
+    pub endpoint: String,
+    /// This daemon's node name, for the exported resource.
+    pub node: String,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
@@ -170,12 +193,56 @@ impl ServeArgs {
                 troupe_storage::PostgresStore::redact(other)
             ),
         };
+        let metrics_listen = self.metrics_listen.or(file.metrics_listen);
+        runtime.metrics = metrics_listen.is_some();
+        let trace_export = match self.otlp_endpoint.clone().or(file.otlp_endpoint) {
+            Some(url) => Some(TraceExport {
+                endpoint: otlp_endpoint(&url)?,
+                node: runtime.node.clone(),
+            }),
+            None => None,
+        };
         Ok(ServeConfig {
             listen,
             store,
             runtime,
+            trace_export,
+            metrics_listen,
         })
     }
+
+    /// Trace export as configured, for setting up logging before `serve`
+    /// runs. `None` also when the settings are invalid: `serve` resolves
+    /// them again and reports why.
+    pub fn trace_export(&self) -> Option<TraceExport> {
+        self.resolve().ok()?.trace_export
+    }
+}
+
+/// Checks an OTLP/gRPC collector URL, so that a typo fails at start rather
+/// than as export errors later.
+fn otlp_endpoint(url: &str) -> anyhow::Result<String> {
+    const HOW: &str = "give the collector's OTLP/gRPC address as http://HOST:PORT \
+                       (usually port 4317), e.g. --otlp-endpoint http://127.0.0.1:4317";
+    let url = url.trim();
+    let uri: tonic::codegen::http::Uri = url
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--otlp-endpoint {url:?} is not a URL ({e}); {HOW}"))?;
+    match uri.scheme_str() {
+        Some("http") => {}
+        // TLS would add a second crypto stack to the binary; a sidecar
+        // normally reaches a collector on the same host or pod.
+        Some("https") => anyhow::bail!(
+            "--otlp-endpoint {url:?}: this build exports without TLS; point it at a \
+             collector reachable over plain http (e.g. a local OpenTelemetry Collector \
+             that forwards over TLS), as http://HOST:PORT"
+        ),
+        _ => anyhow::bail!("--otlp-endpoint {url:?} has no http:// scheme; {HOW}"),
+    }
+    if uri.authority().is_none_or(|a| a.host().is_empty()) {
+        anyhow::bail!("--otlp-endpoint {url:?} names no host; {HOW}");
+    }
+    Ok(url.to_owned())
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -244,6 +311,57 @@ mod tests {
             anyhow::bail!("an unknown store was accepted");
         };
         assert!(!e.to_string().contains("s3cret"), "{e}");
+        Ok(())
+    }
+
+    #[test]
+    fn export_and_metrics_are_off_unless_asked_for() -> anyhow::Result<()> {
+        let cfg = ServeArgs::default().resolve()?;
+        assert_eq!(cfg.trace_export, None);
+        assert_eq!(cfg.metrics_listen, None);
+        assert!(!cfg.runtime.metrics);
+
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("troupe.toml");
+        std::fs::write(
+            &path,
+            "otlp_endpoint = \"http://127.0.0.1:4317\"\nmetrics_listen = \"127.0.0.1:9464\"\n",
+        )?;
+        let cfg = ServeArgs {
+            config: Some(path),
+            ..ServeArgs::default()
+        }
+        .resolve()?;
+        assert_eq!(
+            cfg.trace_export.map(|t| t.endpoint).as_deref(),
+            Some("http://127.0.0.1:4317")
+        );
+        assert_eq!(cfg.metrics_listen, Some("127.0.0.1:9464".parse()?));
+        assert!(cfg.runtime.metrics);
+        Ok(())
+    }
+
+    #[test]
+    fn a_bad_otlp_endpoint_says_what_to_give() -> anyhow::Result<()> {
+        let bad = [
+            "127.0.0.1:4317",
+            "grpc://collector:4317",
+            "http://",
+            "https://collector:4317",
+            "ht tp://x",
+        ];
+        for url in bad {
+            let args = ServeArgs {
+                otlp_endpoint: Some(url.into()),
+                ..ServeArgs::default()
+            };
+            let Err(e) = args.resolve() else {
+                anyhow::bail!("{url:?} was accepted as an OTLP endpoint");
+            };
+            let text = e.to_string();
+            assert!(text.contains("--otlp-endpoint"), "{text}");
+            assert!(text.contains("http://"), "{text}");
+        }
         Ok(())
     }
 

@@ -89,25 +89,33 @@ pub fn extra(
                 .map(|a| ActorId::new(a.r#type, a.id))
                 .collect(),
         }),
+        ..CallExtra::default()
     }))
 }
 
-pub fn extra_to_pb(
+/// What a Turn carries from its call's extra: metadata, the chain calls
+/// from the turn must pass on (this actor appended), the caller's deadline.
+pub fn turn_extra(
     extra: Option<Box<CallExtra>>,
+    actor: &ActorId,
 ) -> (
     std::collections::HashMap<String, String>,
-    Option<pb::CallChain>,
+    pb::CallChain,
+    u64,
 ) {
-    match extra {
-        None => Default::default(),
-        Some(e) => (
-            e.metadata.into_iter().collect(),
-            e.chain.map(|c| pb::CallChain {
-                id: c.id,
-                actors: c.actors.iter().map(actor_ref).collect(),
-            }),
-        ),
-    }
+    let (metadata, chain, deadline) = match extra {
+        None => (Vec::new(), None, None),
+        Some(e) => (e.metadata, e.chain, e.deadline_unix_ms),
+    };
+    let chain = CallChain::for_calls_from(chain.as_ref(), actor);
+    (
+        metadata.into_iter().collect(),
+        pb::CallChain {
+            id: chain.id,
+            actors: chain.actors.iter().map(actor_ref).collect(),
+        },
+        deadline.unwrap_or(0),
+    )
 }
 
 pub fn state_changes(changes: Vec<pb::StateChange>) -> Result<Vec<StateChange>, Status> {

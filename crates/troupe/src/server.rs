@@ -20,6 +20,7 @@ use crate::admin_api::AdminApi;
 use crate::app_api::AppApi;
 use crate::client_api::ClientApi;
 use crate::config::{ServeConfig, StoreKind};
+use crate::{metrics_http, telemetry};
 
 /// Room for protobuf framing around the largest payload we accept, so that
 /// an oversize payload reaches our own check (and its clear message) instead
@@ -61,6 +62,10 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         )
     })?;
     let local = listener.local_addr()?;
+    let metrics = match config.metrics_listen {
+        Some(addr) => Some(metrics_http::start(addr, runtime.clone()).await?),
+        None => None,
+    };
 
     let (health, health_service) = tonic_health::server::health_reporter();
     health
@@ -96,6 +101,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         )
         .add_service(pb::admin_server::AdminServer::new(AdminApi::new(
             runtime.clone(),
+            local.to_string(),
         )))
         .serve_with_incoming_shutdown(incoming, async {
             let _ = server_stopped.await;
@@ -120,6 +126,11 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         Ok(Err(e)) => warn!(error = %e, "gRPC server task failed"),
         Err(_) => warn!("gRPC server did not close its connections in time"),
     }
+    if let Some(metrics) = metrics {
+        metrics.stop().await;
+    }
+    // Last, so the spans of the drain above are exported too.
+    telemetry::shutdown().await;
     info!("troupe daemon stopped");
     Ok(())
 }

@@ -1,0 +1,87 @@
+//! `--metrics-listen`: the runtime's metrics as OpenMetrics text on
+//! `GET /metrics`, for Prometheus to scrape.
+//!
+//! A port of its own rather than a route on the gRPC listener: scrapers speak
+//! HTTP/1.1, and the metrics port can be exposed to the monitoring network
+//! without exposing the actor API.
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+use troupe_runtime::Runtime;
+
+/// What Prometheus expects for the OpenMetrics text format.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The running endpoint; [`MetricsServer::stop`] ends it.
+#[derive(Debug)]
+pub struct MetricsServer {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+/// Binds `addr` and serves `/metrics` until stopped. A bind failure is a
+/// startup error naming the flag to change.
+pub async fn start(addr: SocketAddr, runtime: Runtime) -> anyhow::Result<MetricsServer> {
+    let listener = TcpListener::bind(addr).await.with_context(|| {
+        format!("cannot serve metrics on {addr} (is the port taken? pick another with --metrics-listen)")
+    })?;
+    let local_addr = listener
+        .local_addr()
+        .context("reading the metrics listener's address")?;
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(runtime);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .await;
+        if let Err(e) = served {
+            warn!(error = %e, "the metrics endpoint stopped with an error");
+        }
+    });
+    info!(addr = %local_addr, path = "/metrics", "metrics listening");
+    Ok(MetricsServer { stop, task })
+}
+
+impl MetricsServer {
+    /// Stops accepting scrapes and waits (bounded) for those in flight.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let mut task = self.task;
+        // A scraper holding a keep-alive connection open must not hold up
+        // the daemon's exit.
+        if tokio::time::timeout(std::time::Duration::from_secs(2), &mut task)
+            .await
+            .is_err()
+        {
+            task.abort();
+        }
+    }
+}
+
+async fn metrics(axum::extract::State(runtime): axum::extract::State<Runtime>) -> Response {
+    let mut body = String::with_capacity(16 * 1024);
+    match runtime.encode_metrics(&mut body) {
+        Ok(()) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response(),
+        Err(e) => {
+            warn!(error = %e, "encoding metrics failed");
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "encoding the metrics failed; see the daemon's log\n",
+            )
+                .into_response()
+        }
+    }
+}
