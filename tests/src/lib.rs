@@ -28,6 +28,7 @@ use tonic::{Status, Streaming};
 pub use troupe_proto::v1 as pb;
 pub use troupe_proto::v1::deactivate::Reason;
 
+pub mod scrape;
 pub mod store;
 pub use store::{PgDatabase, PgServer, TestStore, WriteLog, WriteStream};
 
@@ -105,6 +106,16 @@ impl Daemon {
     /// Starts `troupe serve --listen 127.0.0.1:0 --data-dir DIR ARGS...` and
     /// waits for its "troupe listening on ADDR" line.
     pub async fn start(data_dir: &Path, extra_args: &[&str]) -> anyhow::Result<Daemon> {
+        Self::start_with_env(data_dir, extra_args, &[]).await
+    }
+
+    /// [`Daemon::start`] with environment variables set for the daemon
+    /// (e.g. `OTEL_BSP_SCHEDULE_DELAY`).
+    pub async fn start_with_env(
+        data_dir: &Path,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Daemon> {
         let log = tempfile::Builder::new()
             .prefix("troupe-daemon-")
             .suffix(".log")
@@ -114,6 +125,7 @@ impl Daemon {
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .args(extra_args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log.reopen()?)
@@ -382,7 +394,9 @@ impl AppEvents {
 /// A well-behaved app hosting counters: state key "count" (a JSON number);
 /// methods "incr" (`{"kwargs":{"by":N}}`, default 1; replies the new
 /// count), "incr_pair" (the same, and sets key "copy" to the same value in
-/// the same turn), "get", and "fail" (raises ValueError("boom")).
+/// the same turn), "get", "fail" (raises ValueError("boom")), and "put_raw"
+/// (stores the call's payload bytes as they are under key "raw" and replies
+/// them with content type BYTES: state and results that are not JSON).
 ///
 /// Each turn runs in its own task that yields before it replies, so if the
 /// daemon ever ran two turns of one actor at once, updates would be lost and
@@ -592,6 +606,18 @@ async fn counter_turn(
             (json(new), vec![set("count"), set("copy")])
         }
         "get" => (json(current), Vec::new()),
+        "put_raw" => {
+            let data = turn.payload.map(|p| p.data).unwrap_or_default();
+            let change = pb::StateChange {
+                key: "raw".into(),
+                op: Some(pb::state_change::Op::Set(data.clone())),
+            };
+            let reply = pb::Payload {
+                data,
+                content_type: pb::ContentType::Bytes as i32,
+            };
+            (Some(pb::turn_result::Outcome::Reply(reply)), vec![change])
+        }
         "fail" => (
             Some(pb::turn_result::Outcome::Error(pb::ActorFailure {
                 r#type: "ValueError".into(),
@@ -803,12 +829,22 @@ impl RawApp {
 
 /// Runs the troupe CLI with `args`, bounded; (exit status, stdout, stderr).
 pub async fn run_cli(args: &[&str]) -> anyhow::Result<(ExitStatus, String, String)> {
+    run_cli_env(args, &[]).await
+}
+
+/// [`run_cli`] with environment variables set (TROUPE_ADDR is unset unless
+/// `env` sets it).
+pub async fn run_cli_env(
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> anyhow::Result<(ExitStatus, String, String)> {
     let output = within(
         Duration::from_secs(30),
         "the troupe CLI",
         Command::new(troupe_bin())
             .args(args)
             .env_remove("TROUPE_ADDR")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .output(),

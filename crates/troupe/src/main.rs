@@ -8,16 +8,22 @@ mod cli;
 mod client_api;
 mod config;
 mod convert;
+mod metrics_http;
 mod schedule;
 mod server;
+mod telemetry;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Parser)]
-#[command(name = "troupe", version, about = "Virtual actors next to your app")]
+#[command(
+    name = "troupe",
+    version,
+    about = "Virtual actors next to your app",
+    after_help = cli::AFTER_HELP
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -27,7 +33,7 @@ struct Cli {
 enum Command {
     /// Run the daemon.
     Serve(config::ServeArgs),
-    /// Call a method on an actor and print the result.
+    /// Call a method on an actor and print its result.
     Invoke {
         #[arg(value_name = "TYPE")]
         actor_type: String,
@@ -39,12 +45,12 @@ enum Command {
         #[command(flatten)]
         target: cli::Target,
     },
-    /// Read actor state.
+    /// Read an actor's state.
     State {
         #[command(subcommand)]
         command: StateCommand,
     },
-    /// Inspect active actors.
+    /// Inspect actors: list, describe, deactivate.
     Actors {
         #[command(subcommand)]
         command: ActorsCommand,
@@ -54,7 +60,7 @@ enum Command {
         #[command(subcommand)]
         command: RemindersCommand,
     },
-    /// Show the daemon's status.
+    /// Show the daemon: version, store, registered types, load, flush backlog.
     Status {
         #[command(flatten)]
         target: cli::Target,
@@ -63,7 +69,7 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum StateCommand {
-    /// Print an actor's state (all keys, or one).
+    /// Print an actor's state (all keys, or one; a missing key exits 4).
     Get {
         #[arg(value_name = "TYPE")]
         actor_type: String,
@@ -89,10 +95,29 @@ enum RemindersCommand {
 
 #[derive(Debug, Subcommand)]
 enum ActorsCommand {
-    /// List active actors.
+    /// List active actors, or with --stored those of a type with stored state.
     List {
         #[arg(long = "type", value_name = "TYPE")]
         actor_type: Option<String>,
+        /// List the actors of --type that have stored state, active or not.
+        #[arg(long, requires = "actor_type")]
+        stored: bool,
+        #[command(flatten)]
+        target: cli::Target,
+    },
+    /// Describe one actor: where it lives, its activation, state and schedule.
+    Get {
+        #[arg(value_name = "TYPE")]
+        actor_type: String,
+        id: String,
+        #[command(flatten)]
+        target: cli::Target,
+    },
+    /// End an actor's activation now (its state is flushed first).
+    Deactivate {
+        #[arg(value_name = "TYPE")]
+        actor_type: String,
+        id: String,
         #[command(flatten)]
         target: cli::Target,
     },
@@ -100,15 +125,6 @@ enum ActorsCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let is_serve = matches!(cli.command, Command::Serve(_));
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new(if is_serve { "info" } else { "warn" })),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -119,11 +135,24 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let (default_filter, export) = match &cli.command {
+        Command::Serve(args) => ("info", args.trace_export()),
+        _ => ("warn", None),
+    };
+    // Inside the runtime: trace export keeps its channel and batch task there.
+    let logging = {
+        let _entered = runtime.enter();
+        telemetry::init(default_filter, export.as_ref())
+    };
+    if let Err(e) = logging {
+        eprintln!("error: {e:#}");
+        return ExitCode::FAILURE;
+    }
     match runtime.block_on(run(cli.command)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            cli::exit_code(&e)
         }
     }
 }
@@ -147,9 +176,23 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     target,
                 },
         } => cli::state_get(&target, actor_type, id, key).await,
-        Command::Actors {
-            command: ActorsCommand::List { actor_type, target },
-        } => cli::actors_list(&target, actor_type).await,
+        Command::Actors { command } => match command {
+            ActorsCommand::List {
+                actor_type,
+                stored,
+                target,
+            } => cli::actors_list(&target, actor_type, stored).await,
+            ActorsCommand::Get {
+                actor_type,
+                id,
+                target,
+            } => cli::actors_get(&target, actor_type, id).await,
+            ActorsCommand::Deactivate {
+                actor_type,
+                id,
+                target,
+            } => cli::actors_deactivate(&target, actor_type, id).await,
+        },
         Command::Status { target } => cli::status(&target).await,
         Command::Reminders {
             command:

@@ -1,0 +1,362 @@
+//! `troupe actors list | get | deactivate`.
+
+use std::collections::HashSet;
+
+use serde_json::{json, Value};
+use tonic::transport::Channel;
+use troupe_proto::v1 as pb;
+
+use super::render::{self, Shown, Table};
+use super::{actor_name, all_pages, connect, emit, emit_json, reminders, Output, Target};
+
+type Admin = pb::admin_client::AdminClient<Channel>;
+
+fn actor_ref(ty: &str, id: &str) -> Option<pb::ActorRef> {
+    Some(pb::ActorRef {
+        r#type: ty.to_owned(),
+        id: id.to_owned(),
+    })
+}
+
+/// Every active actor (of `ty`, or of every type when empty).
+async fn active(
+    admin: &Admin,
+    request: &super::Request<'_>,
+    ty: &str,
+) -> anyhow::Result<Vec<pb::ActorInfo>> {
+    all_pages(|page_token| {
+        let mut admin = admin.clone();
+        let ask = pb::ListActorsRequest {
+            r#type: ty.to_owned(),
+            page_size: 1000,
+            page_token,
+        };
+        async move {
+            let page = admin
+                .list_actors(ask)
+                .await
+                .map_err(|s| request.failed(s))?
+                .into_inner();
+            Ok((page.actors, page.next_page_token))
+        }
+    })
+    .await
+}
+
+pub async fn actors_list(
+    target: &Target,
+    actor_type: Option<String>,
+    stored: bool,
+) -> anyhow::Result<()> {
+    let daemon = connect(target).await?;
+    let admin = Admin::new(daemon.channel.clone());
+    let ty = actor_type.unwrap_or_default();
+    let of_type = if ty.is_empty() {
+        String::new()
+    } else {
+        format!(" of type {ty}")
+    };
+    if stored {
+        return stored_list(target, &daemon, &admin, &ty).await;
+    }
+    let request = daemon.request(format!("list active actors{of_type}"));
+    let actors = active(&admin, &request, &ty).await?;
+    if target.output == Output::Json {
+        let rows = actors
+            .iter()
+            .map(|a| {
+                let actor = a.actor.clone().unwrap_or_default();
+                json!({
+                    "type": actor.r#type,
+                    "id": actor.id,
+                    "status": render::activation_status(a.status),
+                    "mailbox": a.mailbox_depth,
+                    "turns": a.turns,
+                    "dirty": a.dirty,
+                    "idle_ms": a.idle_ms,
+                })
+            })
+            .collect();
+        return emit_json(&Value::Array(rows));
+    }
+    if actors.is_empty() {
+        return emit(&format!("no active actors{of_type}\n"));
+    }
+    let mut t = Table::new(&[
+        ("TYPE", false),
+        ("ID", false),
+        ("STATUS", false),
+        ("MAILBOX", true),
+        ("TURNS", true),
+        ("DIRTY", false),
+        ("IDLE", true),
+    ]);
+    for a in actors {
+        let actor = a.actor.unwrap_or_default();
+        t.row(vec![
+            actor.r#type,
+            actor.id,
+            render::activation_status(a.status).to_owned(),
+            a.mailbox_depth.to_string(),
+            a.turns.to_string(),
+            render::yes_no(a.dirty).to_owned(),
+            render::duration(a.idle_ms),
+        ]);
+    }
+    emit(&t.render())
+}
+
+/// `actors list --stored --type T`: ids with stored state, and whether each
+/// is active right now.
+async fn stored_list(
+    target: &Target,
+    daemon: &super::Daemon,
+    admin: &Admin,
+    ty: &str,
+) -> anyhow::Result<()> {
+    let request = daemon.request(format!("list stored actors of type {ty}"));
+    let ids = all_pages(|page_token| {
+        let mut admin = admin.clone();
+        let ask = pb::ListStoredActorsRequest {
+            r#type: ty.to_owned(),
+            page_size: 1000,
+            page_token,
+        };
+        let request = &request;
+        async move {
+            let page = admin
+                .list_stored_actors(ask)
+                .await
+                .map_err(|s| request.failed(s))?
+                .into_inner();
+            Ok((page.ids, page.next_page_token))
+        }
+    })
+    .await?;
+    let active: HashSet<String> = active(admin, &request, ty)
+        .await?
+        .into_iter()
+        .filter_map(|a| a.actor.map(|a| a.id))
+        .collect();
+    if target.output == Output::Json {
+        let rows = ids
+            .iter()
+            .map(|id| json!({"type": ty, "id": id, "active": active.contains(id)}))
+            .collect();
+        return emit_json(&Value::Array(rows));
+    }
+    if ids.is_empty() {
+        return emit(&format!("no stored actors of type {ty}\n"));
+    }
+    let mut t = Table::new(&[("TYPE", false), ("ID", false), ("ACTIVE", false)]);
+    for id in ids {
+        let is_active = render::yes_no(active.contains(&id)).to_owned();
+        t.row(vec![ty.to_owned(), id, is_active]);
+    }
+    emit(&t.render())
+}
+
+pub async fn actors_get(target: &Target, actor_type: String, id: String) -> anyhow::Result<()> {
+    let daemon = connect(target).await?;
+    let mut admin = Admin::new(daemon.channel.clone());
+    let name = actor_name(&actor_type, &id);
+    let request = daemon.request(format!("describe {name}"));
+    let d = admin
+        .describe_actor(pb::DescribeActorRequest {
+            actor: actor_ref(&actor_type, &id),
+        })
+        .await
+        .map_err(|s| request.failed(s))?
+        .into_inner();
+    match target.output {
+        Output::Json => emit_json(&describe_json(&actor_type, &id, &d)),
+        Output::Table => emit(&describe_table(&name, &d)),
+    }
+}
+
+fn describe_json(ty: &str, id: &str, d: &pb::DescribeActorResponse) -> Value {
+    let state: serde_json::Map<String, Value> = d
+        .state
+        .iter()
+        .map(|e| (e.key.clone(), Shown::of(&e.value).json()))
+        .collect();
+    let dirty_keys: Vec<&str> = d
+        .state
+        .iter()
+        .filter(|e| e.dirty)
+        .map(|e| e.key.as_str())
+        .collect();
+    let timers: Vec<Value> = d
+        .timers
+        .iter()
+        .map(|t| {
+            let mut row = json!({
+                "name": t.name,
+                "period_ms": t.period_ms,
+                "keep_alive": t.keep_alive,
+            });
+            if let Some(o) = row.as_object_mut() {
+                render::time_json(o, "next_due", t.next_due_unix_ms);
+            }
+            row
+        })
+        .collect();
+    let mut out = json!({
+        "type": ty,
+        "id": id,
+        "node": d.node,
+        "status": render::activation_status(d.status),
+        "app": (!d.app.is_empty()).then_some(&d.app),
+        "mailbox": d.mailbox_depth,
+        "turns": d.turns,
+        "dirty": d.dirty,
+        "stored": d.stored,
+        "state_mode": render::state_mode(d.state_mode),
+        "state": state,
+        "dirty_keys": dirty_keys,
+        "reminders": d.reminders.iter().map(reminders::row_json).collect::<Vec<_>>(),
+        "alarm": d.alarm.as_ref().map(reminders::row_json),
+        "timers": timers,
+    });
+    if let Some(o) = out.as_object_mut() {
+        render::time_json(o, "activated", d.activated_unix_ms);
+        render::time_json(o, "last_active", d.last_active_unix_ms);
+    }
+    out
+}
+
+fn describe_table(name: &str, d: &pb::DescribeActorResponse) -> String {
+    let or_dash = |s: &str| {
+        if s.is_empty() {
+            "-".to_owned()
+        } else {
+            s.to_owned()
+        }
+    };
+    let mut out = render::fields(&[
+        ("actor", name.to_owned()),
+        ("status", render::activation_status(d.status).to_owned()),
+        ("node", or_dash(&d.node)),
+        ("app", or_dash(&d.app)),
+        ("activated", render::time_cell(d.activated_unix_ms)),
+        ("last active", render::time_cell(d.last_active_unix_ms)),
+        ("mailbox", d.mailbox_depth.to_string()),
+        ("turns", d.turns.to_string()),
+        ("state mode", render::state_mode(d.state_mode).to_owned()),
+        ("dirty", render::yes_no(d.dirty).to_owned()),
+        ("stored", render::yes_no(d.stored).to_owned()),
+    ]);
+
+    out.push_str("\nSTATE\n");
+    if d.state.is_empty() {
+        out.push_str("(none)\n");
+    } else {
+        let mut t = Table::new(&[("KEY", false), ("DIRTY", false), ("VALUE", false)]);
+        for e in &d.state {
+            t.row(vec![
+                e.key.clone(),
+                // Only the changed keys are marked, so they stand out.
+                if e.dirty { "*" } else { "" }.to_owned(),
+                Shown::of(&e.value).text(),
+            ]);
+        }
+        out.push_str(&t.render());
+    }
+
+    out.push_str("\nREMINDERS\n");
+    let scheduled: Vec<pb::Reminder> = d.alarm.iter().chain(&d.reminders).cloned().collect();
+    if scheduled.is_empty() {
+        out.push_str("(none)\n");
+    } else {
+        out.push_str(&reminders::table(&scheduled, false));
+    }
+
+    out.push_str("\nTIMERS\n");
+    if d.timers.is_empty() {
+        out.push_str("(none)\n");
+    } else {
+        let mut t = Table::new(&[
+            ("NAME", false),
+            ("NEXT DUE", false),
+            ("PERIOD", true),
+            ("KEEP ALIVE", false),
+        ]);
+        for timer in &d.timers {
+            t.row(vec![
+                timer.name.clone(),
+                render::time_cell(timer.next_due_unix_ms),
+                render::duration_cell(timer.period_ms),
+                render::yes_no(timer.keep_alive).to_owned(),
+            ]);
+        }
+        out.push_str(&t.render());
+    }
+    out
+}
+
+pub async fn actors_deactivate(
+    target: &Target,
+    actor_type: String,
+    id: String,
+) -> anyhow::Result<()> {
+    let daemon = connect(target).await?;
+    let mut admin = Admin::new(daemon.channel.clone());
+    let name = actor_name(&actor_type, &id);
+    let request = daemon.request(format!("deactivate {name}"));
+    let reply = admin
+        .deactivate_actor(pb::DeactivateActorRequest {
+            actor: actor_ref(&actor_type, &id),
+        })
+        .await
+        .map_err(|s| request.failed(s))?
+        .into_inner();
+    match target.output {
+        Output::Json => emit_json(&json!({
+            "type": actor_type,
+            "id": id,
+            "deactivated": reply.deactivated,
+        })),
+        Output::Table if reply.deactivated => emit(&format!(
+            "deactivated {name}: its state is flushed; the next call activates it again\n"
+        )),
+        Output::Table => emit(&format!("{name} was not active; nothing to do\n")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inactive_actor_reads_plainly() {
+        let d = pb::DescribeActorResponse {
+            actor: actor_ref("counter", "c1"),
+            node: "n1".into(),
+            status: pb::ActivationStatus::Inactive as i32,
+            state: vec![pb::StateEntry {
+                key: "count".into(),
+                value: "5".into(),
+                dirty: false,
+            }],
+            stored: true,
+            ..Default::default()
+        };
+        let text = describe_table("counter/c1", &d);
+        assert!(
+            text.starts_with("actor        counter/c1\nstatus       INACTIVE\n"),
+            "{text}"
+        );
+        assert!(text.contains("activated    -\n"), "{text}");
+        assert!(
+            text.contains("\nSTATE\nKEY    DIRTY  VALUE\ncount         5\n"),
+            "{text}"
+        );
+        assert!(text.contains("\nTIMERS\n(none)\n"), "{text}");
+        let json = describe_json("counter", "c1", &d);
+        assert_eq!(json["state"], json!({"count": 5}));
+        assert_eq!(json["activated_unix_ms"], Value::Null);
+        assert_eq!(json["app"], Value::Null);
+        assert_eq!(json["alarm"], Value::Null);
+        assert_eq!(json["state_mode"], "WRITE_BEHIND");
+    }
+}

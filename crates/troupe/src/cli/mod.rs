@@ -1,0 +1,316 @@
+//! Client commands of the `troupe` binary: talk to a running daemon.
+//!
+//! `docs/cli.md` is the reference for users: every command's table and JSON
+//! output and the exit codes. Each command fetches, renders into a string,
+//! then prints once, so rendering stays free of I/O and a closed pipe
+//! (`troupe actors list | head`) is not an error.
+
+mod actors;
+mod calls;
+mod reminders;
+mod render;
+mod status;
+
+use std::fmt;
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
+
+pub use actors::{actors_deactivate, actors_get, actors_list};
+pub use calls::{invoke, state_get};
+pub use reminders::reminders_list;
+pub use status::status;
+
+/// Shown after `troupe --help`; docs/cli.md says the same at more length.
+pub const AFTER_HELP: &str = "\
+Client commands talk to the daemon at --addr (or TROUPE_ADDR, default 127.0.0.1:7420).
+Add -o json for output scripts can parse; docs/cli.md describes every field.
+
+Exit codes:
+  0  success
+  1  any other error (e.g. writing the output failed)
+  2  bad input: wrong arguments, --data that is not JSON, or INVALID_ARGUMENT from the daemon
+  3  the daemon is unreachable (not running, wrong --addr, connection lost)
+  4  not found: unknown actor type, no such actor or state key
+  5  the actor raised an error (invoke)
+  6  the daemon refused or failed the request (UNAVAILABLE, RESOURCE_EXHAUSTED, ...)";
+
+/// How long a client command waits to connect before calling the daemon
+/// unreachable: long enough for a busy host, short enough for a person.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where the daemon is, for client commands.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Target {
+    /// Daemon address (host:port or http://host:port).
+    #[arg(long, env = "TROUPE_ADDR", default_value = crate::config::DEFAULT_LISTEN, global = true)]
+    pub addr: String,
+    /// Output: `table` for people, `json` for scripts.
+    #[arg(short = 'o', long, default_value = "table", global = true)]
+    pub output: Output,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+/// The exit codes scripts can rely on (see [`AFTER_HELP`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    Other = 1,
+    Usage = 2,
+    Unreachable = 3,
+    NotFound = 4,
+    ActorError = 5,
+    Daemon = 6,
+}
+
+/// An error of a client command, carrying its exit code. The message is
+/// complete: what went wrong and, where it helps, what to do.
+#[derive(Debug)]
+pub struct CliError {
+    exit: Exit,
+    message: String,
+}
+
+/// An error with its exit code, as commands return it.
+fn fail(exit: Exit, message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(CliError {
+        exit,
+        message: message.into(),
+    })
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CliError {}
+
+/// The process exit code for an error of any command: a client command's
+/// own code, 1 for everything else (including `troupe serve`).
+pub fn exit_code(error: &anyhow::Error) -> ExitCode {
+    let exit = error
+        .chain()
+        .find_map(|e| e.downcast_ref::<CliError>())
+        .map_or(Exit::Other, |e| e.exit);
+    ExitCode::from(exit as u8)
+}
+
+/// A connection to the daemon, remembering its address for messages.
+#[derive(Debug, Clone)]
+struct Daemon {
+    channel: Channel,
+    addr: String,
+}
+
+async fn connect(target: &Target) -> anyhow::Result<Daemon> {
+    let addr = target.addr.trim();
+    let uri = if addr.contains("://") {
+        addr.to_owned()
+    } else {
+        format!("http://{addr}")
+    };
+    let endpoint = Endpoint::from_shared(uri).map_err(|e| {
+        fail(
+            Exit::Usage,
+            format!(
+                "--addr {addr:?} is not a daemon address ({e}); give host:port, e.g. {}",
+                crate::config::DEFAULT_LISTEN
+            ),
+        )
+    })?;
+    let host_port = addr.rsplit("://").next().unwrap_or(addr);
+    let channel = endpoint
+        .connect_timeout(CONNECT_TIMEOUT)
+        .connect()
+        .await
+        .map_err(|e| {
+            fail(
+                Exit::Unreachable,
+                format!(
+                    "cannot reach the troupe daemon at {addr} ({})\n  \
+                     start it with `troupe serve --listen {host_port}`, or point --addr / TROUPE_ADDR \
+                     at the address a running daemon printed (\"troupe listening on ...\")",
+                    root_cause(&e)
+                ),
+            )
+        })?;
+    Ok(Daemon {
+        channel,
+        addr: addr.to_owned(),
+    })
+}
+
+/// The innermost cause: "Connection refused (os error 111)" says more than
+/// tonic's "transport error" wrapped around it.
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut inner = error;
+    while let Some(source) = inner.source() {
+        inner = source;
+    }
+    inner.to_string()
+}
+
+/// What a failed call was about, for its error message.
+struct Request<'a> {
+    /// e.g. "describe counter/c1".
+    what: String,
+    daemon: &'a Daemon,
+}
+
+impl Daemon {
+    fn request(&self, what: impl Into<String>) -> Request<'_> {
+        Request {
+            what: what.into(),
+            daemon: self,
+        }
+    }
+}
+
+impl Request<'_> {
+    /// Turns a status from the daemon into an error with its exit code.
+    fn failed(&self, status: Status) -> anyhow::Error {
+        let what = &self.what;
+        let addr = &self.daemon.addr;
+        let message = status.message();
+        match status.code() {
+            Code::Unknown => {
+                let ty = status
+                    .metadata()
+                    .get(crate::convert::ERROR_TYPE_TRAILER)
+                    .and_then(|v| v.to_str().ok());
+                match ty {
+                    Some(ty) => fail(
+                        Exit::ActorError,
+                        format!("{what}: the actor raised {ty}: {message}"),
+                    ),
+                    None => fail(Exit::Daemon, format!("{what} failed: UNKNOWN: {message}")),
+                }
+            }
+            // The daemon's message names what is missing and how to look.
+            Code::NotFound => fail(Exit::NotFound, format!("{what}: {message}")),
+            Code::InvalidArgument => fail(
+                Exit::Usage,
+                format!("{what}: the daemon refused the request: {message}"),
+            ),
+            // A status the client library made up from a broken connection
+            // carries its cause; one the daemon sent does not.
+            Code::Unavailable if std::error::Error::source(&status).is_some() => fail(
+                Exit::Unreachable,
+                format!(
+                    "{what}: lost the connection to the troupe daemon at {addr} ({})\n  \
+                     check that it is still running",
+                    root_cause(&status)
+                ),
+            ),
+            Code::Unimplemented => fail(
+                Exit::Daemon,
+                format!(
+                    "{what}: the daemon at {addr} does not support this ({message})\n  \
+                     it is older than this CLI (troupe {}); upgrade the daemon",
+                    env!("CARGO_PKG_VERSION")
+                ),
+            ),
+            code => {
+                let hint = match code {
+                    Code::Unavailable => {
+                        "\n  the app hosting the actor type is not connected, or the daemon is \
+                         shutting down; retry once it is back"
+                    }
+                    Code::ResourceExhausted => {
+                        "\n  the actor's mailbox or the daemon's call limit is full; retry later"
+                    }
+                    Code::DeadlineExceeded => {
+                        "\n  the daemon did not finish in time; retry, or look at `troupe status`"
+                    }
+                    _ => "",
+                };
+                fail(
+                    Exit::Daemon,
+                    format!("{what} failed: {}: {message}{hint}", code_name(code)),
+                )
+            }
+        }
+    }
+}
+
+/// The canonical gRPC name, as grpcurl and the docs spell it.
+fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// Prints a command's whole output. A reader that went away early (a pipe
+/// into `head`) has what it wanted: that is not an error.
+fn emit(text: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(fail(Exit::Other, format!("cannot write the output: {e}")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Prints a JSON document, pretty and newline-terminated.
+fn emit_json(value: &serde_json::Value) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    emit(&text)
+}
+
+/// Shows an actor as people write it: `type/id`.
+fn actor_name(ty: &str, id: &str) -> String {
+    format!("{ty}/{id}")
+}
+
+/// Fetches every page of a paged list: `page(token)` returns one page's
+/// items and the next token (empty at the end).
+async fn all_pages<T, F, Fut>(mut page: F) -> anyhow::Result<Vec<T>>
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<(Vec<T>, String)>>,
+{
+    let mut all = Vec::new();
+    let mut token = String::new();
+    loop {
+        let (items, next) = page(token.clone()).await?;
+        all.extend(items);
+        if next.is_empty() {
+            return Ok(all);
+        }
+        // A daemon that hands back the token it was given would page forever.
+        if next == token {
+            return Err(fail(
+                Exit::Daemon,
+                "the daemon returned the same page twice; this is a daemon bug, please report it",
+            ));
+        }
+        token = next;
+    }
+}

@@ -1,0 +1,156 @@
+//! `troupe status`: the daemon at a glance.
+
+use serde_json::{json, Value};
+use troupe_proto::v1 as pb;
+
+use super::render::{self, Table};
+use super::{connect, emit, emit_json, Output, Target};
+
+pub async fn status(target: &Target) -> anyhow::Result<()> {
+    let daemon = connect(target).await?;
+    let mut admin = pb::admin_client::AdminClient::new(daemon.channel.clone());
+    let request = daemon.request("read the daemon's status");
+    let s = admin
+        .status(pb::StatusRequest {})
+        .await
+        .map_err(|e| request.failed(e))?
+        .into_inner();
+    match target.output {
+        Output::Json => emit_json(&status_json(&s)),
+        Output::Table => emit(&status_table(&s)),
+    }
+}
+
+fn status_json(s: &pb::StatusResponse) -> Value {
+    let flush = s.flush.clone().unwrap_or_default();
+    let mut flush_json = json!({
+        "dirty_actors": flush.dirty_actors,
+        "dirty_bytes": flush.dirty_bytes,
+        "held_replies": flush.held_replies,
+        "batches": flush.batches,
+        "keys_written": flush.keys_written,
+        "failing": flush.failing,
+        "last_error": (!flush.last_error.is_empty()).then_some(&flush.last_error),
+    });
+    if let Some(o) = flush_json.as_object_mut() {
+        render::time_json(o, "last_flush", flush.last_flush_unix_ms);
+    }
+    let types: Vec<Value> = s
+        .types
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "apps": t.apps,
+                "active_actors": t.active_actors,
+                "state_mode": render::state_mode(t.state_mode),
+                "idle_timeout_ms": t.idle_timeout_ms,
+                "max_mailbox": t.max_mailbox,
+                "reentrant": t.reentrant,
+            })
+        })
+        .collect();
+    let mut out = json!({
+        "version": s.version,
+        "node": s.node,
+        "listen": s.listen,
+        "store": s.store,
+        "uptime_ms": s.uptime_ms,
+        "active_actors": s.active_actors,
+        "dirty_actors": s.dirty_actors,
+        "pending_calls": s.pending_calls,
+        "max_pending_calls": s.max_pending_calls,
+        "reminders_fired": s.reminders_fired,
+        "flush": flush_json,
+        "types": types,
+    });
+    if let Some(o) = out.as_object_mut() {
+        render::time_json(o, "started", s.started_unix_ms);
+    }
+    out
+}
+
+fn status_table(s: &pb::StatusResponse) -> String {
+    let flush = s.flush.clone().unwrap_or_default();
+    let or_dash = |v: &str| {
+        if v.is_empty() {
+            "-".to_owned()
+        } else {
+            v.to_owned()
+        }
+    };
+    let started = match render::time(s.started_unix_ms) {
+        Some(t) => format!("{t} (up {})", render::duration(s.uptime_ms)),
+        None => format!("up {}", render::duration(s.uptime_ms)),
+    };
+    let backlog = format!(
+        "{} dirty actors ({} bytes), {} durable replies waiting",
+        flush.dirty_actors, flush.dirty_bytes, flush.held_replies
+    );
+    let written = format!(
+        "{} keys in {} since start, last {}",
+        flush.keys_written,
+        plural(flush.batches, "batch", "batches"),
+        render::time_cell(flush.last_flush_unix_ms)
+    );
+    let mut pairs = vec![
+        ("version", s.version.clone()),
+        ("node", or_dash(&s.node)),
+        ("listen", or_dash(&s.listen)),
+        ("store", or_dash(&s.store)),
+        ("started", started),
+        ("active actors", s.active_actors.to_string()),
+        (
+            "pending calls",
+            format!("{} of at most {}", s.pending_calls, s.max_pending_calls),
+        ),
+        ("reminders fired", s.reminders_fired.to_string()),
+        ("flush backlog", backlog),
+        ("flushed", written),
+    ];
+    if flush.failing {
+        pairs.push((
+            "STORE FAILING",
+            format!(
+                "{} (durable calls get UNAVAILABLE; dirty state waits in memory and is retried)",
+                or_dash(&flush.last_error)
+            ),
+        ));
+    }
+    let mut out = render::fields(&pairs);
+    out.push('\n');
+    if s.types.is_empty() {
+        out.push_str("no actor types registered: no app is connected\n");
+        return out;
+    }
+    let mut t = Table::new(&[
+        ("TYPE", false),
+        ("ACTIVE", true),
+        ("STATE MODE", false),
+        ("IDLE TIMEOUT", true),
+        ("MAX MAILBOX", true),
+        ("REENTRANT", false),
+        ("APPS", false),
+    ]);
+    for ty in &s.types {
+        t.row(vec![
+            ty.name.clone(),
+            ty.active_actors.to_string(),
+            render::state_mode(ty.state_mode).to_owned(),
+            render::duration_cell(ty.idle_timeout_ms),
+            ty.max_mailbox.to_string(),
+            render::yes_no(ty.reentrant).to_owned(),
+            if ty.apps.is_empty() {
+                "(no app connected)".to_owned()
+            } else {
+                ty.apps.join(", ")
+            },
+        ]);
+    }
+    out.push_str(&t.render());
+    out
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
