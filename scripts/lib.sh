@@ -7,10 +7,15 @@ build_daemon() {
 
 # A virtualenv at .venv with the Python SDK and its dev tools, created once.
 python_venv() {
-    if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import troupe, pytest' 2>/dev/null; then
+    # Reinstall when the venv predates the SDK's current dependencies: the
+    # stamp holds the pyproject it was installed from.
+    local stamp=.venv/.pyproject.installed
+    if [ ! -x .venv/bin/python ] || ! cmp -s sdks/python/pyproject.toml "$stamp" \
+        || ! .venv/bin/python -c 'import troupe, pytest' 2>/dev/null; then
         echo "== setting up .venv with the Python SDK" >&2
         python3 -m venv .venv
         .venv/bin/python -m pip install --quiet --upgrade pip
         .venv/bin/python -m pip install --quiet -e 'sdks/python[dev]'
+        cp sdks/python/pyproject.toml "$stamp"
     fi
 }
