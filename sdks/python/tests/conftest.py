@@ -13,13 +13,14 @@ import os
 import signal
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from opentelemetry.trace import TracerProvider
 
 import troupe
 
@@ -72,6 +73,8 @@ class Daemon:
     data_dir: Path
     log_path: Path
     extra_args: Sequence[str] = ()
+    # Added to this process's environment for the daemon.
+    env: Mapping[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     proc: asyncio.subprocess.Process | None = None
 
@@ -91,6 +94,7 @@ class Daemon:
                 *self.extra_args,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env},
             )
         await wait_healthy(self.address, self.proc)
 
@@ -163,10 +167,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 @contextlib.asynccontextmanager
 async def hosting(
-    address: str, *actors: type[troupe.Actor], timeout: float = 10
+    address: str,
+    *actors: type[troupe.Actor],
+    timeout: float = 10,
+    tracer_provider: TracerProvider | None = None,
 ) -> AsyncIterator[troupe.App]:
     """Run an App in this event loop for the duration of the block."""
-    app = troupe.App(actors=list(actors), address=address, app_name="pytest")
+    app = troupe.App(
+        actors=list(actors), address=address, app_name="pytest", tracer_provider=tracer_provider
+    )
     task = asyncio.create_task(app.run())
     try:
         waiter = asyncio.create_task(app.wait_registered(timeout=timeout))

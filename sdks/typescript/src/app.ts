@@ -1,10 +1,11 @@
 // Hosting actors: App attaches to the daemon and runs the turns it pushes.
 import * as grpc from "@grpc/grpc-js";
+import type { TracerProvider } from "@opentelemetry/api";
 import { hostname } from "node:os";
 import { type Actor, type ActorClass, type ActorSpec, instantiate, specOf } from "./actor.js";
 import { CHANNEL_OPTIONS, grpcTarget, resolveAddress, SDK_NAME } from "./address.js";
 import { Caller } from "./caller.js";
-import { Context, currentChain } from "./context.js";
+import { Context } from "./context.js";
 import { type Duration, toMillis } from "./duration.js";
 import { ActorError, errorForCode, TroupeError } from "./errors.js";
 import {
@@ -23,7 +24,9 @@ import { ActorClientClient } from "./gen/troupe/v1/client.js";
 import { type ActorFailure, type Payload, TurnKind } from "./gen/troupe/v1/common.js";
 import { decodeCall, encodeResult } from "./payload.js";
 import { decodeData, Scheduler } from "./schedule.js";
-import { commitState, rollbackState, State } from "./state.js";
+import { commitState, endTurn, refuseState, rollbackState, State } from "./state.js";
+import { Tracing } from "./tracing.js";
+import { currentTurn, TurnScope } from "./turn.js";
 
 const MAX_DETAILS = 8 * 1024;
 const INITIAL_DELAY_MS = 50;
@@ -63,6 +66,11 @@ export interface AppOptions {
   maxReconnectDelay?: Duration;
   /** Where connection warnings go (default: console.warn). */
   logger?: Logger;
+  /**
+   * Records a SERVER span per turn (default: OpenTelemetry's global provider).
+   * The W3C trace context each turn carries is continued either way.
+   */
+  tracerProvider?: TracerProvider;
 }
 
 /** Options of {@link App.waitRegistered}. */
@@ -122,6 +130,7 @@ interface Waiter {
 interface SessionHost {
   readonly specs: ReadonlyMap<string, ActorSpec>;
   readonly logger: Logger;
+  readonly tracing: Tracing;
   setRegistered(registered: boolean, daemonVersion?: string): void;
   registerMessage(): Register;
   unknownType(name: string): ActorFailure;
@@ -144,8 +153,8 @@ class Session {
     this.#host = new AppHostClient(target, creds, CHANNEL_OPTIONS);
     // Calls made from turns (this.ctx) share the host's channel.
     this.#clientStub = new ActorClientClient(target, creds, { ...CHANNEL_OPTIONS, channelOverride: this.#host.getChannel() });
-    this.#caller = new Caller(this.#clientStub);
-    this.#scheduler = new Scheduler(() => this.#clientStub);
+    this.#caller = new Caller(this.#clientStub, app.tracing);
+    this.#scheduler = new Scheduler(() => this.#clientStub, undefined, app.tracing);
   }
 
   /** Register, then serve until the stream ends; always rejects (ConnectionLost or a fatal TroupeError). */
@@ -222,8 +231,13 @@ class Session {
       try {
         const state = new State(msg.state);
         const obj = instantiate(spec.cls, { id: ref.id, state, ctx: new Context(this.#caller, this.#scheduler, ref.type, ref.id) });
-        await obj.onActivate();
-        result.changes = commitState(state);
+        const scope = new TurnScope(state, `${ref.type}/${ref.id}`, "onActivate");
+        try {
+          await currentTurn.run(scope, () => obj.onActivate());
+          result.changes = commitState(state, scope);
+        } finally {
+          endTurn(state, scope);
+        }
         this.#instances.set(key(ref.type, ref.id), obj);
       } catch (e) {
         result.error = failure(e);
@@ -235,7 +249,7 @@ class Session {
   async #turn(msg: Turn): Promise<void> {
     const result: TurnResult = { callId: msg.callId, outcome: undefined, changes: [] };
     try {
-      const reply = await this.#runTurn(msg, result);
+      const reply = await this.#app.tracing.turn(msg, () => this.#runTurn(msg, result));
       result.outcome = { $case: "reply", value: reply };
     } catch (e) {
       result.changes = [];
@@ -266,45 +280,48 @@ class Session {
         `actor type ${JSON.stringify(ref.type)} has no method ${JSON.stringify(msg.name)}; its methods are: ${[...spec.methods.keys()].sort().join(", ")}`,
       );
     }
-    const readonly = spec.readonly.has(msg.name);
     const args = decodeCall(msg.payload);
-    const state = obj.state;
     const fn = (obj as unknown as Record<string, unknown>)[prop];
     if (typeof fn !== "function") throw new TypeError(`${spec.cls.name}.${prop} is not a function`);
+    return this.#inScope(obj, msg, msg.name, spec.readonly.has(msg.name), result, () => (fn as (...a: unknown[]) => unknown).apply(obj, args));
+  }
+
+  /**
+   * Run a handler as this turn, then settle its state: the changes of a writing
+   * turn, or what a read-only one changed in place (which the daemon refuses);
+   * after a throw, its changes are undone.
+   */
+  async #inScope(obj: Actor, msg: Turn, name: string, readonly: boolean, result: TurnResult, handler: () => unknown): Promise<Payload> {
+    const state = obj.state;
+    const ref = msg.actor ?? { type: "", id: "" };
+    // The daemon may run this turn beside others of the same actor (read-only ones,
+    // or one nested in a turn waiting on a chain that called back into this
+    // reentrant actor): the scope keeps this turn's chain, deadline and changes apart.
+    const scope = new TurnScope(state, `${ref.type}/${ref.id}`, name, readonly, msg.chain, msg.deadlineUnixMs);
     try {
-      const value: unknown = await currentChain.run(msg.chain, () => (fn as (...a: unknown[]) => unknown).apply(obj, args));
-      const reply = encodeResult(value);
-      if (!readonly) result.changes = commitState(state);
+      const value: unknown = await currentTurn.run(scope, handler);
+      // A scheduled turn has no caller: its reply is JSON null.
+      const reply = encodeResult(msg.kind === TurnKind.TURN_KIND_UNSPECIFIED || msg.kind === TurnKind.TURN_KIND_CALL ? value : null);
+      result.changes = readonly ? refuseState(state, scope) : commitState(state, scope);
       return reply;
     } catch (e) {
-      // Read-only turns may run concurrently, so they must not undo each other's reads.
-      if (!readonly) rollbackState(state);
+      rollbackState(state, scope);
       throw e;
+    } finally {
+      endTurn(state, scope);
     }
   }
 
   /** A reminder, alarm or timer firing: runs the actor's hook like a writing method turn; the reply is null. */
   async #runScheduled(obj: Actor, msg: Turn, result: TurnResult): Promise<Payload> {
     const data = decodeData(msg.payload);
-    const state = obj.state;
-    try {
-      await currentChain.run(msg.chain, () => {
-        switch (msg.kind) {
-          case TurnKind.TURN_KIND_REMINDER:
-            return obj.onReminder(msg.name, data);
-          case TurnKind.TURN_KIND_ALARM:
-            return obj.onAlarm(data);
-          default:
-            return obj.onTimer(msg.name, data);
-        }
-      });
-      const reply = encodeResult(null);
-      result.changes = commitState(state);
-      return reply;
-    } catch (e) {
-      rollbackState(state);
-      throw e;
-    }
+    const [hook, run] =
+      msg.kind === TurnKind.TURN_KIND_REMINDER
+        ? ["onReminder", () => obj.onReminder(msg.name, data)]
+        : msg.kind === TurnKind.TURN_KIND_ALARM
+          ? ["onAlarm", () => obj.onAlarm(data)]
+          : ["onTimer", () => obj.onTimer(msg.name, data)];
+    return this.#inScope(obj, msg, hook, false, result, run);
   }
 
   async #deactivate(msg: Deactivate): Promise<void> {
@@ -313,12 +330,15 @@ class Session {
     const k = key(ref.type, ref.id);
     const obj = this.#instances.get(k);
     if (obj !== undefined) {
+      const scope = new TurnScope(obj.state, `${ref.type}/${ref.id}`, "onDeactivate");
       try {
-        await obj.onDeactivate();
-        result.changes = commitState(obj.state);
+        await currentTurn.run(scope, () => obj.onDeactivate());
+        result.changes = commitState(obj.state, scope);
       } catch (e) {
         this.#app.logger.warn(`troupe: onDeactivate of ${ref.type}/${ref.id} threw: ${describe(e)}`);
-        rollbackState(obj.state);
+        rollbackState(obj.state, scope);
+      } finally {
+        endTurn(obj.state, scope);
       }
       this.#instances.delete(k);
     }
@@ -372,6 +392,7 @@ export class App {
     this.#host = {
       specs: this.#specs,
       logger: this.#logger,
+      tracing: new Tracing(options.tracerProvider),
       setRegistered: (registered, version) => {
         this.#setRegistered(registered, version);
       },

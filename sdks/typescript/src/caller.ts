@@ -6,13 +6,15 @@ import { fromRpcError } from "./errors.js";
 import type { ActorClientClient, GetStateResponse, InvokeResponse } from "./gen/troupe/v1/client.js";
 import type { CallChain } from "./gen/troupe/v1/common.js";
 import { decodeResult, decodeState, encodeCall, Kwargs, splitArgs } from "./payload.js";
+import { Tracing } from "./tracing.js";
+import { callDeadline, chainForCall } from "./turn.js";
 
 
 /** Options of one call. */
 export interface CallOptions {
   /** Deadline of the call (ms, or "500ms", "5s"...); becomes the gRPC deadline. */
   timeout?: Duration;
-  /** Propagated to the actor with the call (e.g. `traceparent`). */
+  /** Delivered to the actor with the call (the turn's `metadata`). */
   metadata?: Readonly<Record<string, string>>;
 }
 
@@ -104,17 +106,22 @@ export function splitParams(
   return [args, named];
 }
 
-function deadline(timeout: Duration | undefined): Partial<grpc.CallOptions> {
-  const ms = toMillis(timeout, "timeout");
-  return ms === undefined ? {} : { deadline: Date.now() + ms };
+function deadline(timeout: Duration | undefined, what: string): Partial<grpc.CallOptions> {
+  return callDeadline(toMillis(timeout, "timeout"), what);
 }
 
-/** @internal Issues ActorClient RPCs on a channel, optionally on behalf of a call chain. */
+/**
+ * @internal Issues ActorClient RPCs on a channel. An RPC made while a turn runs
+ * (in its async context) is made on the turn's behalf: invoke and tell carry its
+ * call chain, and every RPC's deadline is cut to the turn's caller's (turn.ts).
+ */
 export class Caller {
   readonly #stub: ActorClientClient;
+  readonly #tracing: Tracing;
 
-  constructor(stub: ActorClientClient) {
+  constructor(stub: ActorClientClient, tracing: Tracing = new Tracing()) {
     this.#stub = stub;
+    this.#tracing = tracing;
   }
 
   invoke(
@@ -127,23 +134,29 @@ export class Caller {
     chain?: CallChain,
   ): Promise<unknown> {
     const payload = encodeCall(args, kw);
-    return new Promise((resolve, reject) => {
-      this.#stub.invoke(
-        { actor: { type, id }, method, payload, metadata: { ...options.metadata }, chain },
-        new grpc.Metadata(),
-        deadline(options.timeout),
-        (err: grpc.ServiceError | null, resp?: InvokeResponse) => {
-          if (err !== null) reject(fromRpcError(err, `invoke ${type}/${id}.${method}`));
-          else {
-            try {
-              resolve(decodeResult(resp?.payload));
-            } catch (e) {
-              reject(e instanceof Error ? e : new Error(String(e)));
-            }
-          }
-        },
-      );
-    });
+    const what = `invoke ${type}/${id}.${method}`;
+    const sent = chain ?? chainForCall();
+    return this.#tracing.call(
+      { rpc: "Invoke", type, id, method },
+      (md) =>
+        new Promise((resolve, reject) => {
+          this.#stub.invoke(
+            { actor: { type, id }, method, payload, metadata: { ...options.metadata }, chain: sent },
+            md,
+            deadline(options.timeout, what),
+            (err: grpc.ServiceError | null, resp?: InvokeResponse) => {
+              if (err !== null) reject(fromRpcError(err, what));
+              else {
+                try {
+                  resolve(decodeResult(resp?.payload));
+                } catch (e) {
+                  reject(e instanceof Error ? e : new Error(String(e)));
+                }
+              }
+            },
+          );
+        }),
+    );
   }
 
   tell(
@@ -156,36 +169,46 @@ export class Caller {
     chain?: CallChain,
   ): Promise<void> {
     const payload = encodeCall(args, kw);
-    return new Promise((resolve, reject) => {
-      this.#stub.tell(
-        { actor: { type, id }, method, payload, metadata: { ...options.metadata }, chain },
-        new grpc.Metadata(),
-        deadline(options.timeout),
-        (err: grpc.ServiceError | null) => {
-          if (err !== null) reject(fromRpcError(err, `tell ${type}/${id}.${method}`));
-          else resolve();
-        },
-      );
-    });
+    const what = `tell ${type}/${id}.${method}`;
+    const sent = chain ?? chainForCall();
+    return this.#tracing.call(
+      { rpc: "Tell", type, id, method },
+      (md) =>
+        new Promise<void>((resolve, reject) => {
+          this.#stub.tell(
+            { actor: { type, id }, method, payload, metadata: { ...options.metadata }, chain: sent },
+            md,
+            deadline(options.timeout, what),
+            (err: grpc.ServiceError | null) => {
+              if (err !== null) reject(fromRpcError(err, what));
+              else resolve();
+            },
+          );
+        }),
+    );
   }
 
   getState(type: string, id: string, keys: readonly string[], options: GetStateOptions): Promise<Record<string, unknown>> {
-    return new Promise((resolve, reject) => {
-      this.#stub.getState({ actor: { type, id }, keys: [...keys] }, new grpc.Metadata(), deadline(options.timeout), (err: grpc.ServiceError | null, resp?: GetStateResponse) => {
-        if (err !== null) {
-          reject(fromRpcError(err, `getState ${type}/${id}`));
-          return;
-        }
-        const out: Record<string, unknown> = {};
-        try {
-          for (const [k, v] of Object.entries(resp?.entries ?? {})) out[k] = options.raw === true ? new Uint8Array(v) : decodeState(v);
-        } catch (e) {
-          reject(e instanceof Error ? e : new Error(String(e)));
-          return;
-        }
-        resolve(out);
-      });
-    });
+    return this.#tracing.call(
+      { rpc: "GetState", type, id },
+      (md) =>
+        new Promise((resolve, reject) => {
+          this.#stub.getState({ actor: { type, id }, keys: [...keys] }, md, deadline(options.timeout, `getState ${type}/${id}`), (err: grpc.ServiceError | null, resp?: GetStateResponse) => {
+            if (err !== null) {
+              reject(fromRpcError(err, `getState ${type}/${id}`));
+              return;
+            }
+            const out: Record<string, unknown> = {};
+            try {
+              for (const [k, v] of Object.entries(resp?.entries ?? {})) out[k] = options.raw === true ? new Uint8Array(v) : decodeState(v);
+            } catch (e) {
+              reject(e instanceof Error ? e : new Error(String(e)));
+              return;
+            }
+            resolve(out);
+          });
+        }),
+    );
   }
 }
 

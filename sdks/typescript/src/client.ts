@@ -1,5 +1,6 @@
 // Calling actors from any program.
 import * as grpc from "@grpc/grpc-js";
+import type { TracerProvider } from "@opentelemetry/api";
 import { type ActorClass, type ActorInstance, actorTypeName } from "./actor.js";
 import { CHANNEL_OPTIONS, grpcTarget, resolveAddress } from "./address.js";
 import {
@@ -23,6 +24,7 @@ import {
   type ScheduleTime,
   type TimerOptions,
 } from "./schedule.js";
+import { Tracing } from "./tracing.js";
 
 type TypeOrClass = string | ActorClass;
 
@@ -36,6 +38,12 @@ export interface ClientOptions {
   address?: string;
   /** Default deadline of every call; none waits as long as the daemon lets the call run. */
   timeout?: Duration;
+  /**
+   * Records a CLIENT span per call (default: OpenTelemetry's global provider).
+   * Each call is a child of the active span and carries the W3C trace context
+   * to the daemon.
+   */
+  tracerProvider?: TracerProvider;
 }
 
 /**
@@ -47,6 +55,10 @@ export interface ClientOptions {
  * await client.invoke("counter", "c1", "incr", [5]);
  * client.close();
  * ```
+ *
+ * Used inside an actor's turn, its calls are made for the turn: they carry the
+ * turn's call chain and end no later than the turn's caller's deadline
+ * (docs/calls.md).
  */
 export class Client {
   /** The daemon address this client talks to. */
@@ -56,13 +68,16 @@ export class Client {
   #stub: ActorClientClient | undefined;
   #caller: Caller | undefined;
   readonly #scheduler: Scheduler;
+  readonly #tracing: Tracing;
 
   constructor(options: ClientOptions = {}) {
     this.address = resolveAddress(options.address);
     this.timeout = options.timeout;
+    this.#tracing = new Tracing(options.tracerProvider);
     this.#scheduler = new Scheduler(
       () => this.#getStub(),
       () => this.timeout,
+      this.#tracing,
     );
   }
 
@@ -72,7 +87,7 @@ export class Client {
   }
 
   #getCaller(): Caller {
-    this.#caller ??= new Caller(this.#getStub());
+    this.#caller ??= new Caller(this.#getStub(), this.#tracing);
     return this.#caller;
   }
 

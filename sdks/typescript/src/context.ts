@@ -1,28 +1,18 @@
 // `this.ctx`: what an actor can do beyond its own state.
-import { AsyncLocalStorage } from "node:async_hooks";
-import { randomUUID } from "node:crypto";
 import { type ActorClass, type ActorInstance, actorTypeName } from "./actor.js";
 import { type ActorHandle, type CallOptions, type Caller, makeHandle, type Params, splitParams, type UntypedActor } from "./caller.js";
-import type { ActorRef, CallChain } from "./gen/troupe/v1/common.js";
+import type { ActorRef } from "./gen/troupe/v1/common.js";
 import type { AlarmOptions, Reminder, ReminderOptions, Scheduler, ScheduleTime, TimerOptions } from "./schedule.js";
-
-/**
- * @internal The call chain of the turn running in the current async context. Each
- * turn runs in its own context, so concurrent turns of different actors never
- * see each other's chain, and work a turn starts inherits it.
- */
-export const currentChain = new AsyncLocalStorage<CallChain | undefined>();
-
-function newChainId(): string {
-  return randomUUID().replaceAll("-", "");
-}
+import { liveTurn } from "./turn.js";
 
 /**
  * What an actor can do from inside a turn beyond its own state: call other
  * actors, and manage its own reminders, alarm and timers.
  *
- * Calls carry the turn's call chain with this actor appended, so the daemon can
- * allow re-entry for reentrant types and detect deadlock cycles for the others.
+ * A call made while a turn runs (through `this.ctx` or any {@link Client})
+ * carries the turn's call chain, so the daemon can let a chain re-enter a
+ * reentrant actor and refuse a cycle into any other one at once, and a deadline
+ * no later than the turn's caller's. See docs/calls.md.
  */
 export class Context {
   readonly #caller: Caller;
@@ -36,10 +26,21 @@ export class Context {
     this.#self = { type, id };
   }
 
-  #chain(): CallChain {
-    const incoming = currentChain.getStore();
-    if (incoming === undefined) return { id: newChainId(), actors: [this.#self] };
-    return { id: incoming.id === "" ? newChainId() : incoming.id, actors: [...incoming.actors, this.#self] };
+  /**
+   * The running turn's call chain as `"type/id"` names, outermost caller first
+   * and this actor last; empty outside a turn.
+   */
+  get chain(): readonly string[] {
+    return (liveTurn()?.chain?.actors ?? []).map((a) => `${a.type}/${a.id}`);
+  }
+
+  /**
+   * When the running turn's caller stops waiting; undefined when it set no
+   * deadline (or outside a turn). Calls the turn makes end by then.
+   */
+  get deadline(): Date | undefined {
+    const ms = liveTurn()?.deadline;
+    return ms === undefined ? undefined : new Date(ms);
   }
 
   /** A handle on another actor: `await this.ctx.actor<Counter>("counter", "c2").call("incr", 1)`. */
@@ -50,8 +51,8 @@ export class Context {
     return makeHandle<A>(
       type,
       id,
-      (m, args, kw) => this.#caller.invoke(type, id, m, args, kw, options, this.#chain()),
-      (m, args, kw) => this.#caller.tell(type, id, m, args, kw, options, this.#chain()),
+      (m, args, kw) => this.#caller.invoke(type, id, m, args, kw, options),
+      (m, args, kw) => this.#caller.tell(type, id, m, args, kw, options),
     );
   }
 
@@ -65,7 +66,7 @@ export class Context {
     options: CallOptions = {},
   ): Promise<unknown> {
     const [args, kw] = splitParams(params, kwargs);
-    return this.#caller.invoke(type, id, method, args, kw, options, this.#chain());
+    return this.#caller.invoke(type, id, method, args, kw, options);
   }
 
   /** Queue a call on another actor without waiting for its result. */
@@ -78,7 +79,7 @@ export class Context {
     options: CallOptions = {},
   ): Promise<void> {
     const [args, kw] = splitParams(params, kwargs);
-    return this.#caller.tell(type, id, method, args, kw, options, this.#chain());
+    return this.#caller.tell(type, id, method, args, kw, options);
   }
 
   /**

@@ -30,8 +30,20 @@ export class Unavailable extends TroupeError {}
 /** The call did not finish before its deadline. */
 export class DeadlineExceeded extends TroupeError {}
 
-/** The call cannot run in the current state, e.g. it would close a non-reentrant call cycle. */
+/**
+ * The daemon refused the call as it stands: it would close a cycle of calls into
+ * an actor type that is not reentrant (a deadlock), the call chain is too deep,
+ * a read-only method changed state, or a timer was set on an inactive actor.
+ * The message says which.
+ */
 export class FailedPrecondition extends TroupeError {}
+
+/**
+ * A read-only method (`@method({ readonly: true })`) tried to change `this.state`.
+ * Thrown inside the handler, at the write; if the handler lets it escape, its
+ * caller gets an {@link ActorError} whose `remoteType` is `"ReadOnlyStateError"`.
+ */
+export class ReadOnlyStateError extends TroupeError {}
 
 /**
  * The actor's code threw while handling the call.

@@ -40,6 +40,7 @@ export {
   InvalidArgument,
   NotFound,
   Overloaded,
+  ReadOnlyStateError,
   TroupeError,
   Unavailable,
 } from "./errors.js";

@@ -17,6 +17,8 @@ import {
 } from "./gen/troupe/v1/client.js";
 import type { Payload } from "./gen/troupe/v1/common.js";
 import { decodeResult, encodeResult } from "./payload.js";
+import { type CallTarget, Tracing } from "./tracing.js";
+import { callDeadline } from "./turn.js";
 
 /**
  * When something fires: a duration from now (milliseconds as a number, or a
@@ -279,40 +281,47 @@ type Rpc<Resp> = (stub: ActorClientClient, md: grpc.Metadata, options: Partial<g
 export class Scheduler {
   readonly #stub: () => ActorClientClient;
   readonly #timeout: () => Duration | undefined;
+  readonly #tracing: Tracing;
 
-  constructor(stub: () => ActorClientClient, timeout: () => Duration | undefined = () => undefined) {
+  constructor(stub: () => ActorClientClient, timeout: () => Duration | undefined = () => undefined, tracing: Tracing = new Tracing()) {
     this.#stub = stub;
     this.#timeout = timeout;
+    this.#tracing = tracing;
   }
 
   /** One unary RPC; with `ifNotFound`, NOT_FOUND resolves to it instead of rejecting. */
-  #unary<Resp, Out>(what: string, rpc: Rpc<Resp>, convert: (resp: Resp) => Out, ifNotFound?: { value: Out }): Promise<Out> {
+  #unary<Resp, Out>(what: string, target: CallTarget, rpc: Rpc<Resp>, convert: (resp: Resp) => Out, ifNotFound?: { value: Out }): Promise<Out> {
     const ms = toMillis(this.#timeout(), "timeout");
     const stub = this.#stub();
-    return new Promise<Out>((resolve, reject) => {
-      rpc(stub, new grpc.Metadata(), ms === undefined ? {} : { deadline: Date.now() + ms }, (err, resp) => {
-        if (err !== null) {
-          if (ifNotFound !== undefined && err.code === grpc.status.NOT_FOUND) resolve(ifNotFound.value);
-          else reject(fromRpcError(err, what));
-          return;
-        }
-        try {
-          resolve(convert(resp as Resp));
-        } catch (e) {
-          reject(e instanceof Error ? e : new Error(String(e)));
-        }
-      });
-    });
+    return this.#tracing.call(
+      target,
+      (md) =>
+        new Promise<Out>((resolve, reject) => {
+          rpc(stub, md, callDeadline(ms, what), (err, resp) => {
+            if (err !== null) {
+              if (ifNotFound !== undefined && err.code === grpc.status.NOT_FOUND) resolve(ifNotFound.value);
+              else reject(fromRpcError(err, what));
+              return;
+            }
+            try {
+              resolve(convert(resp as Resp));
+            } catch (e) {
+              reject(e instanceof Error ? e : new Error(String(e)));
+            }
+          });
+        }),
+    );
   }
 
   async setReminder(type: string, id: string, name: string, options: ReminderOptions = {}): Promise<Reminder> {
     const req = setReminderRequest(type, id, name, options);
-    return this.#unary(`setReminder ${type}/${id} ${JSON.stringify(name)}`, (s, md, o, cb: Callback<ReminderMessage>) => s.setReminder(req, md, o, cb), reminderFromProto);
+    return this.#unary(`setReminder ${type}/${id} ${JSON.stringify(name)}`, { rpc: "SetReminder", type, id }, (s, md, o, cb: Callback<ReminderMessage>) => s.setReminder(req, md, o, cb), reminderFromProto);
   }
 
   async getReminder(type: string, id: string, name: string): Promise<Reminder | null> {
     return this.#unary<ReminderMessage, Reminder | null>(
       `getReminder ${type}/${id} ${JSON.stringify(name)}`,
+      { rpc: "GetReminder", type, id },
       (s, md, o, cb) => s.getReminder({ actor: { type, id }, name }, md, o, cb),
       reminderFromProto,
       { value: null },
@@ -322,6 +331,7 @@ export class Scheduler {
   async deleteReminder(type: string, id: string, name: string): Promise<boolean> {
     return this.#unary(
       `deleteReminder ${type}/${id} ${JSON.stringify(name)}`,
+      { rpc: "DeleteReminder", type, id },
       (s, md, o, cb: Callback<DeleteResponse>) => s.deleteReminder({ actor: { type, id }, name }, md, o, cb),
       (r) => r.deleted,
     );
@@ -338,6 +348,7 @@ export class Scheduler {
       const token = pageToken;
       const page = await this.#unary(
         "listReminders",
+        { rpc: "ListReminders", type, id },
         (s, md, o, cb: Callback<ListRemindersResponse>) => s.listReminders({ type, id, pageSize, pageToken: token }, md, o, cb),
         (r) => r,
       );
@@ -349,12 +360,13 @@ export class Scheduler {
 
   async setAlarm(type: string, id: string, at: ScheduleTime, options: AlarmOptions = {}): Promise<Reminder> {
     const req = setAlarmRequest(type, id, at, options);
-    return this.#unary(`setAlarm ${type}/${id}`, (s, md, o, cb: Callback<ReminderMessage>) => s.setAlarm(req, md, o, cb), reminderFromProto);
+    return this.#unary(`setAlarm ${type}/${id}`, { rpc: "SetAlarm", type, id }, (s, md, o, cb: Callback<ReminderMessage>) => s.setAlarm(req, md, o, cb), reminderFromProto);
   }
 
   async getAlarm(type: string, id: string): Promise<Reminder | null> {
     return this.#unary<ReminderMessage, Reminder | null>(
       `getAlarm ${type}/${id}`,
+      { rpc: "GetAlarm", type, id },
       (s, md, o, cb) => s.getAlarm({ actor: { type, id } }, md, o, cb),
       reminderFromProto,
       { value: null },
@@ -362,17 +374,18 @@ export class Scheduler {
   }
 
   async deleteAlarm(type: string, id: string): Promise<boolean> {
-    return this.#unary(`deleteAlarm ${type}/${id}`, (s, md, o, cb: Callback<DeleteResponse>) => s.deleteAlarm({ actor: { type, id } }, md, o, cb), (r) => r.deleted);
+    return this.#unary(`deleteAlarm ${type}/${id}`, { rpc: "DeleteAlarm", type, id }, (s, md, o, cb: Callback<DeleteResponse>) => s.deleteAlarm({ actor: { type, id } }, md, o, cb), (r) => r.deleted);
   }
 
   async setTimer(type: string, id: string, name: string, options: TimerOptions = {}): Promise<void> {
     const req = setTimerRequest(type, id, name, options);
-    return this.#unary(`setTimer ${type}/${id} ${JSON.stringify(name)}`, (s, md, o, cb: Callback<SetTimerResponse>) => s.setTimer(req, md, o, cb), () => undefined);
+    return this.#unary(`setTimer ${type}/${id} ${JSON.stringify(name)}`, { rpc: "SetTimer", type, id }, (s, md, o, cb: Callback<SetTimerResponse>) => s.setTimer(req, md, o, cb), () => undefined);
   }
 
   async deleteTimer(type: string, id: string, name: string): Promise<boolean> {
     return this.#unary(
       `deleteTimer ${type}/${id} ${JSON.stringify(name)}`,
+      { rpc: "DeleteTimer", type, id },
       (s, md, o, cb: Callback<DeleteResponse>) => s.deleteTimer({ actor: { type, id }, name }, md, o, cb),
       (r) => r.deleted,
     );

@@ -17,8 +17,7 @@ import {
   Unavailable,
 } from "../src/index.js";
 import { ActorClientClient } from "../src/gen/troupe/v1/client.js";
-import { type CallChain, ContentType } from "../src/gen/troupe/v1/common.js";
-import { currentChain } from "../src/context.js";
+import { ContentType } from "../src/gen/troupe/v1/common.js";
 import { type Daemon, host, quietLogger, signal, startDaemon, within } from "./helpers.js";
 
 class BadValue extends Error {}
@@ -148,14 +147,14 @@ describe("hosting and calling", () => {
   });
 
   test("an actor calls other actors inside a turn (this.ctx)", async () => {
-    let seenChain: CallChain | undefined;
+    let seenChain: readonly string[] = [];
     @actor("back")
     class Back extends Actor {
       @method
       whoCalls(): number {
-        // The chain the daemon delivered with this turn (internal to the SDK).
-        seenChain = currentChain.getStore();
-        return seenChain?.actors.length ?? 0;
+        // The chain the daemon delivered with this turn: callers first, this actor last.
+        seenChain = this.ctx.chain;
+        return seenChain.length;
       }
     }
     @actor("front")
@@ -181,12 +180,12 @@ describe("hosting and calling", () => {
     }
     const app = await host(daemon.address, Counter, Front, Back);
     try {
-      // A call from inside a turn carries the call chain with the calling actor on it.
-      assert.equal(await client.actor<Front>("front", "f").call("viaBack"), 1);
-      assert.ok(seenChain !== undefined && seenChain.id !== "");
-      assert.deepEqual(seenChain.actors, [{ type: "front", id: "f" }]);
-      // A direct client call has no chain.
-      assert.equal(await client.actor(Back, "b").call("whoCalls"), 0);
+      // A call from inside a turn carries the turn's chain; the daemon adds the callee.
+      assert.equal(await client.actor<Front>("front", "f").call("viaBack"), 2);
+      assert.deepEqual(seenChain, ["front/f", "back/b"]);
+      // A direct client call starts a chain of its own.
+      assert.equal(await client.actor(Back, "b").call("whoCalls"), 1);
+      assert.deepEqual(seenChain, ["back/b"]);
       assert.deepEqual(await client.actor<Front>("front", "f").call("addTwice", "t1", 2), [2, 4]);
       assert.deepEqual(await client.getState("front", "f"), { last: 4 });
       await assert.rejects(client.actor<Front>("front", "f").call("relayFailure"), (err: unknown) => {

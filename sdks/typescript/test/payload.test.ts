@@ -1,11 +1,12 @@
 // Unit tests of the argument mapping (docs/payloads.md), the state view and the decorators.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { ContentType } from "../src/gen/troupe/v1/common.js";
-import { Actor, actor, App, kwargs, method, State } from "../src/index.js";
+import { ContentType, type StateChange } from "../src/gen/troupe/v1/common.js";
+import { Actor, actor, App, kwargs, method, ReadOnlyStateError, State } from "../src/index.js";
 import { specOf } from "../src/actor.js";
 import { decodeCall, decodeResult, dumps, encodeCall, encodeResult, PayloadError } from "../src/payload.js";
-import { commitState, rollbackState } from "../src/state.js";
+import { commitState, endTurn, refuseState, rollbackState } from "../src/state.js";
+import { currentTurn, TurnScope } from "../src/turn.js";
 
 const text = (b: Uint8Array | undefined): string => Buffer.from(b ?? new Uint8Array()).toString("utf8");
 
@@ -91,6 +92,61 @@ describe("State", () => {
 
   test("stored bytes that are not JSON are reported", () => {
     assert.throws(() => new State({ bad: Buffer.from("{") }), /not JSON/);
+  });
+});
+
+describe("State with turns side by side", () => {
+  type S = { a: number; b: number; x: number; l: number[] };
+  const changes = (list: StateChange[]): Record<string, string | null> =>
+    Object.fromEntries(list.map((c) => [c.key, c.op?.$case === "set" ? text(c.op.value) : null]));
+
+  test("a nested turn sends only its own changes", () => {
+    const s = new State<S>({ a: Buffer.from("0"), b: Buffer.from("0") });
+    const outer = new TurnScope(s, "t/1", "outer");
+    const inner = new TurnScope(s, "t/1", "inner");
+    currentTurn.run(outer, () => s.set("a", 1));
+    // The nested turn reads the outer turn's unsent change and writes another key.
+    currentTurn.run(inner, () => s.set("b", s.get("a", 0) + 1));
+    assert.deepEqual(changes(commitState(s, inner)), { b: "2" });
+    endTurn(s, inner);
+    assert.deepEqual(changes(commitState(s, outer)), { a: "1" });
+    endTurn(s, outer);
+  });
+
+  test("a failed nested turn keeps the outer turn's changes; a failed outer one returns to the daemon's", () => {
+    const s = new State<S>({ a: Buffer.from("0") });
+    const outer = new TurnScope(s, "t/1", "outer");
+    const inner = new TurnScope(s, "t/1", "inner");
+    currentTurn.run(outer, () => s.set("a", 1));
+    currentTurn.run(inner, () => s.set("a", 5));
+    rollbackState(s, inner);
+    endTurn(s, inner);
+    assert.equal(s.get("a"), 1);
+
+    const again = new TurnScope(s, "t/1", "again");
+    currentTurn.run(again, () => s.set("a", 7));
+    assert.deepEqual(changes(commitState(s, again)), { a: "7" });
+    endTurn(s, again);
+    currentTurn.run(outer, () => s.set("x", 8));
+    rollbackState(s, outer);
+    endTurn(s, outer);
+    assert.deepEqual(s.toJSON(), { a: 7 });
+  });
+
+  test("a read-only turn cannot write", () => {
+    const s = new State<S>({ l: Buffer.from("[1]") });
+    const scope = new TurnScope(s, "t/1", "peek", true);
+    assert.throws(() => currentTurn.run(scope, () => s.set("l", [2])), (e: unknown) => e instanceof ReadOnlyStateError && /method "peek" of t\/1 is read-only/.test(e.message));
+    assert.throws(() => {
+      currentTurn.run(scope, () => {
+        s.clear();
+      });
+    }, /tried to delete key "l"/);
+    assert.deepEqual(refuseState(s, scope), []);
+    // A change in place is undone and handed back for the daemon to refuse.
+    currentTurn.run(scope, () => s.get("l", []).push(2));
+    assert.deepEqual(changes(refuseState(s, scope)), { l: "[1,2]" });
+    assert.deepEqual(s.toJSON(), { l: [1] });
   });
 });
 

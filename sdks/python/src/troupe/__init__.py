@@ -34,6 +34,7 @@ from ._errors import (
     InvalidArgument,
     NotFound,
     Overloaded,
+    ReadOnlyStateError,
     TroupeError,
     Unavailable,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "InvalidArgument",
     "NotFound",
     "Overloaded",
+    "ReadOnlyStateError",
     "Reminder",
     "RetryPolicy",
     "State",

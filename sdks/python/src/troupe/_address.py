@@ -7,7 +7,8 @@ import os
 import grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:7420"
-SDK_NAME = "troupe-python/0.1.0"
+SDK_VERSION = "0.1.0"
+SDK_NAME = f"troupe-python/{SDK_VERSION}"
 
 # The daemon enforces payload limits with a clear status; don't let the gRPC
 # client's smaller 4 MiB receive default hide that behind its own error.

@@ -15,15 +15,18 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import grpc
+from opentelemetry.trace import TracerProvider
 
 from ._actor import Actor, ActorSpec, maybe_await, spec_of
 from ._address import SDK_NAME, open_channel, resolve_address
 from ._caller import Caller
-from ._context import Context, current_chain
+from ._context import Context
 from ._errors import ActorError, error_for_code
 from ._payload import decode_call, decode_data, encode_result
 from ._proto.troupe.v1 import app_pb2, app_pb2_grpc, common_pb2
 from ._state import State
+from ._tracing import Tracing
+from ._turn import TurnScope, current_turn
 
 log = logging.getLogger("troupe")
 
@@ -68,7 +71,7 @@ class _Session:
 
     def __init__(self, app: App, channel: grpc.aio.Channel) -> None:
         self.app = app
-        self.caller = Caller(channel)
+        self.caller = Caller(channel, app._tracing)
         self.stub = app_pb2_grpc.AppHostStub(channel)  # type: ignore[no-untyped-call]
         self.instances: dict[_Key, Actor] = {}
         self.tasks: set[asyncio.Task[None]] = set()
@@ -157,8 +160,13 @@ class _Session:
                 obj._troupe_id = ref.id
                 obj._troupe_state = State(msg.state)
                 obj._troupe_ctx = Context(self.caller, ref.type, ref.id)
-                await maybe_await(obj.on_activate())
-                result.changes.extend(obj.state._commit())
+                scope = TurnScope(obj.state, f"{ref.type}/{ref.id}", "on_activate")
+                current_turn.set(scope)
+                try:
+                    await maybe_await(obj.on_activate())
+                    result.changes.extend(obj.state._commit(scope))
+                finally:
+                    obj.state._end(scope)
             except Exception as e:
                 result.error.CopyFrom(_failure(e))
             else:
@@ -168,7 +176,9 @@ class _Session:
     async def _turn(self, msg: app_pb2.Turn) -> None:
         result = app_pb2.TurnResult(call_id=msg.call_id)
         try:
-            result.reply.CopyFrom(await self._run_turn(msg, result))
+            with self.app._tracing.turn(msg):
+                reply = await self._run_turn(msg, result)
+            result.reply.CopyFrom(reply)
         except Exception as e:
             result.ClearField("changes")
             result.error.CopyFrom(_failure(e))
@@ -179,11 +189,11 @@ class _Session:
         obj = self.instances.get((ref.type, ref.id))
         if obj is None:
             raise LookupError(f"actor {ref.type}/{ref.id} is not active in this app")
-        current_chain.set(msg.chain if msg.HasField("chain") else None)
         kind = msg.kind
         readonly = False
         scheduled = kind != common_pb2.TURN_KIND_UNSPECIFIED and kind != common_pb2.TURN_KIND_CALL
         handler: Callable[[], Any]
+        name = msg.name  # the method, or the hook a scheduled turn runs (for messages)
         if not scheduled:
             spec = self.app._specs[ref.type]
             attr = spec.methods.get(msg.name)
@@ -196,27 +206,46 @@ class _Session:
             args, kwargs = decode_call(msg.payload)
             handler = functools.partial(getattr(obj, attr), *args, **kwargs)
         elif kind == common_pb2.TURN_KIND_REMINDER:
+            name = "on_reminder"
             handler = functools.partial(obj.on_reminder, msg.name, decode_data(msg.payload))
         elif kind == common_pb2.TURN_KIND_TIMER:
+            name = "on_timer"
             handler = functools.partial(obj.on_timer, msg.name, decode_data(msg.payload))
         elif kind == common_pb2.TURN_KIND_ALARM:
+            name = "on_alarm"
             handler = functools.partial(obj.on_alarm, decode_data(msg.payload))
         else:
             raise NotImplementedError(
                 f"{SDK_NAME} does not handle turns of kind {kind}; upgrade the SDK"
             )
         state = obj.state
+        # The daemon may run this turn beside others of the same actor (read-only ones,
+        # or one nested in a turn waiting on a chain that called back into this
+        # reentrant actor): the scope keeps this turn's chain, deadline and changes apart.
+        scope = TurnScope(
+            state,
+            f"{ref.type}/{ref.id}",
+            name,
+            readonly=readonly,
+            chain=msg.chain if msg.HasField("chain") else None,
+            deadline_unix_ms=msg.deadline_unix_ms,
+        )
+        current_turn.set(scope)
         try:
             value = await maybe_await(handler())
             # A scheduled turn has no caller: its reply is JSON null.
             reply = encode_result(None if scheduled else value)
-            if not readonly:
-                result.changes.extend(state._commit())
+            if readonly:
+                # Normally empty. Changes made in place to values read are undone here
+                # and sent, so that the daemon refuses the turn with an error naming them.
+                result.changes.extend(state._refuse(scope))
+            else:
+                result.changes.extend(state._commit(scope))
         except BaseException:
-            # Read-only turns may run concurrently, so they must not undo each other's reads.
-            if not readonly:
-                state._rollback()
+            state._rollback(scope)
             raise
+        finally:
+            state._end(scope)
         return reply
 
     async def _deactivate(self, msg: app_pb2.Deactivate) -> None:
@@ -224,12 +253,16 @@ class _Session:
         result = app_pb2.DeactivateResult(call_id=msg.call_id)
         obj = self.instances.get((ref.type, ref.id))
         if obj is not None:
+            scope = TurnScope(obj.state, f"{ref.type}/{ref.id}", "on_deactivate")
+            current_turn.set(scope)
             try:
                 await maybe_await(obj.on_deactivate())
-                result.changes.extend(obj.state._commit())
+                result.changes.extend(obj.state._commit(scope))
             except Exception:
                 log.exception("troupe: on_deactivate of %s/%s raised", ref.type, ref.id)
-                obj.state._rollback()
+                obj.state._rollback(scope)
+            finally:
+                obj.state._end(scope)
             self.instances.pop((ref.type, ref.id), None)
         self.out.put_nowait(app_pb2.AppMessage(deactivated=result))
 
@@ -239,6 +272,8 @@ class App:
 
     ``address`` defaults to ``$TROUPE_ADDR``, then ``127.0.0.1:7420``.
     ``app_name`` is shown in admin output (default: ``hostname-pid``).
+    ``tracer_provider`` records the turns' spans (default: OpenTelemetry's global
+    provider); the W3C trace context of each turn is continued either way.
     The app re-connects by itself, with exponential backoff up to
     ``max_reconnect_delay`` seconds, when the daemon restarts or the stream drops;
     actors active at that moment are dropped here and re-activated by the daemon
@@ -252,6 +287,7 @@ class App:
         address: str | None = None,
         app_name: str | None = None,
         max_reconnect_delay: float = 2.0,
+        tracer_provider: TracerProvider | None = None,
     ) -> None:
         self._specs: dict[str, ActorSpec] = {}
         for cls in actors:
@@ -264,6 +300,7 @@ class App:
         self.address = resolve_address(address)
         self.app_name = app_name or f"{socket.gethostname()}-{os.getpid()}"
         self.max_reconnect_delay = max_reconnect_delay
+        self._tracing = Tracing(tracer_provider)
         self.daemon_version = ""
         self._registered = False
         self._sessions = 0

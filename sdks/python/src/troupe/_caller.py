@@ -20,6 +20,8 @@ from ._schedule import (
     reminder_request,
     timer_request,
 )
+from ._tracing import Tracing
+from ._turn import chain_for_call, timeout_for_call
 
 Params = Mapping[str, Any] | Sequence[Any] | bytes | None
 _LIST_PAGE_SIZE = 500
@@ -43,10 +45,16 @@ def split_params(params: Params) -> tuple[Sequence[Any], Mapping[str, Any]]:
 
 
 class Caller:
-    """Issues ActorClient RPCs on a channel, optionally on behalf of a call chain."""
+    """Issues ActorClient RPCs on a channel.
 
-    def __init__(self, channel: grpc.aio.Channel) -> None:
+    An RPC made while a turn runs (in its task, or a task it started) is made on the
+    turn's behalf: invoke and tell carry its call chain, and every RPC's deadline is
+    cut to the turn's caller's (see _turn.py).
+    """
+
+    def __init__(self, channel: grpc.aio.Channel, tracing: Tracing | None = None) -> None:
         self._stub = client_pb2_grpc.ActorClientStub(channel)  # type: ignore[no-untyped-call]
+        self._tracing = tracing or Tracing()
 
     async def invoke(
         self,
@@ -60,17 +68,22 @@ class Caller:
         metadata: Mapping[str, str] | None = None,
         chain: common_pb2.CallChain | None = None,
     ) -> Any:
+        what = f"invoke {actor_type}/{actor_id}.{method}"
+        timeout = timeout_for_call(timeout, what)
         req = client_pb2.InvokeRequest(
             actor=common_pb2.ActorRef(type=actor_type, id=actor_id),
             method=method,
             payload=encode_call(args, kwargs),
             metadata=dict(metadata or {}),
-            chain=chain,
+            chain=chain if chain is not None else chain_for_call(),
         )
-        try:
-            resp: client_pb2.InvokeResponse = await self._stub.Invoke(req, timeout=timeout)
-        except grpc.aio.AioRpcError as e:
-            raise from_rpc_error(e, f"invoke {actor_type}/{actor_id}.{method}") from None
+        with self._tracing.client_call("Invoke", actor_type, actor_id, method) as md:
+            try:
+                resp: client_pb2.InvokeResponse = await self._stub.Invoke(
+                    req, timeout=timeout, metadata=md
+                )
+            except grpc.aio.AioRpcError as e:
+                raise from_rpc_error(e, what) from None
         return decode_result(resp.payload)
 
     async def tell(
@@ -85,17 +98,20 @@ class Caller:
         metadata: Mapping[str, str] | None = None,
         chain: common_pb2.CallChain | None = None,
     ) -> None:
+        what = f"tell {actor_type}/{actor_id}.{method}"
+        timeout = timeout_for_call(timeout, what)
         req = client_pb2.TellRequest(
             actor=common_pb2.ActorRef(type=actor_type, id=actor_id),
             method=method,
             payload=encode_call(args, kwargs),
             metadata=dict(metadata or {}),
-            chain=chain,
+            chain=chain if chain is not None else chain_for_call(),
         )
-        try:
-            await self._stub.Tell(req, timeout=timeout)
-        except grpc.aio.AioRpcError as e:
-            raise from_rpc_error(e, f"tell {actor_type}/{actor_id}.{method}") from None
+        with self._tracing.client_call("Tell", actor_type, actor_id, method) as md:
+            try:
+                await self._stub.Tell(req, timeout=timeout, metadata=md)
+            except grpc.aio.AioRpcError as e:
+                raise from_rpc_error(e, what) from None
 
     async def get_state(
         self,
@@ -106,15 +122,20 @@ class Caller:
         raw: bool = False,
         timeout: float | None = None,
     ) -> dict[str, Any]:
+        what = f"get_state {actor_type}/{actor_id}"
+        timeout = timeout_for_call(timeout, what)
         if isinstance(keys, str):
             raise InvalidArgument("keys must be a list of key names, not a single string")
         req = client_pb2.GetStateRequest(
             actor=common_pb2.ActorRef(type=actor_type, id=actor_id), keys=list(keys)
         )
-        try:
-            resp: client_pb2.GetStateResponse = await self._stub.GetState(req, timeout=timeout)
-        except grpc.aio.AioRpcError as e:
-            raise from_rpc_error(e, f"get_state {actor_type}/{actor_id}") from None
+        with self._tracing.client_call("GetState", actor_type, actor_id) as md:
+            try:
+                resp: client_pb2.GetStateResponse = await self._stub.GetState(
+                    req, timeout=timeout, metadata=md
+                )
+            except grpc.aio.AioRpcError as e:
+                raise from_rpc_error(e, what) from None
         if raw:
             return dict(resp.entries)
         return {k: decode_state(v) for k, v in resp.entries.items()}
@@ -136,6 +157,8 @@ class Caller:
         missed: str = "fire_once",
         timeout: float | None = None,
     ) -> Reminder:
+        what = f"set_reminder {actor_type}/{actor_id} {name!r}"
+        timeout = timeout_for_call(timeout, what)
         req = reminder_request(
             _ref(actor_type, actor_id),
             name,
@@ -147,32 +170,45 @@ class Caller:
             retry=retry,
             missed=missed,
         )
-        try:
-            resp: client_pb2.Reminder = await self._stub.SetReminder(req, timeout=timeout)
-        except grpc.aio.AioRpcError as e:
-            raise from_rpc_error(e, f"set_reminder {actor_type}/{actor_id} {name!r}") from None
+        with self._tracing.client_call("SetReminder", actor_type, actor_id) as md:
+            try:
+                resp: client_pb2.Reminder = await self._stub.SetReminder(
+                    req, timeout=timeout, metadata=md
+                )
+            except grpc.aio.AioRpcError as e:
+                raise from_rpc_error(e, what) from None
         return Reminder.from_proto(resp)
 
     async def get_reminder(
         self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
     ) -> Reminder | None:
+        what = f"get_reminder {actor_type}/{actor_id} {name!r}"
+        timeout = timeout_for_call(timeout, what)
         req = client_pb2.ReminderRef(actor=_ref(actor_type, actor_id), name=name)
-        try:
-            resp: client_pb2.Reminder = await self._stub.GetReminder(req, timeout=timeout)
-        except grpc.aio.AioRpcError as e:
-            if e.code() == grpc.StatusCode.NOT_FOUND:
-                return None
-            raise from_rpc_error(e, f"get_reminder {actor_type}/{actor_id} {name!r}") from None
+        with self._tracing.client_call("GetReminder", actor_type, actor_id) as md:
+            try:
+                resp: client_pb2.Reminder = await self._stub.GetReminder(
+                    req, timeout=timeout, metadata=md
+                )
+            except grpc.aio.AioRpcError as e:
+                if e.code() == grpc.StatusCode.NOT_FOUND:
+                    return None
+                raise from_rpc_error(e, what) from None
         return Reminder.from_proto(resp)
 
     async def delete_reminder(
         self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
     ) -> bool:
+        what = f"delete_reminder {actor_type}/{actor_id} {name!r}"
+        timeout = timeout_for_call(timeout, what)
         req = client_pb2.ReminderRef(actor=_ref(actor_type, actor_id), name=name)
-        try:
-            resp: client_pb2.DeleteResponse = await self._stub.DeleteReminder(req, timeout=timeout)
-        except grpc.aio.AioRpcError as e:
-            raise from_rpc_error(e, f"delete_reminder {actor_type}/{actor_id} {name!r}") from None
+        with self._tracing.client_call("DeleteReminder", actor_type, actor_id) as md:
+            try:
+                resp: client_pb2.DeleteResponse = await self._stub.DeleteReminder(
+                    req, timeout=timeout, metadata=md
+                )
+            except grpc.aio.AioRpcError as e:
+                raise from_rpc_error(e, what) from None
         return bool(resp.deleted)
 
     async def list_reminders(
@@ -188,19 +224,21 @@ class Caller:
         token = ""
         seen: set[str] = set()
         while True:
+            what = "/".join(p for p in (actor_type, actor_id) if p) or "all actors"
+            page_timeout = timeout_for_call(timeout, f"list_reminders {what}")
             req = client_pb2.ListRemindersRequest(
                 type=actor_type or "",
                 id=actor_id or "",
                 page_size=_LIST_PAGE_SIZE,
                 page_token=token,
             )
-            try:
-                resp: client_pb2.ListRemindersResponse = await self._stub.ListReminders(
-                    req, timeout=timeout
-                )
-            except grpc.aio.AioRpcError as e:
-                what = "/".join(p for p in (actor_type, actor_id) if p) or "all actors"
-                raise from_rpc_error(e, f"list_reminders {what}") from None
+            with self._tracing.client_call("ListReminders", actor_type or "", actor_id or "") as md:
+                try:
+                    resp: client_pb2.ListRemindersResponse = await self._stub.ListReminders(
+                        req, timeout=page_timeout, metadata=md
+                    )
+                except grpc.aio.AioRpcError as e:
+                    raise from_rpc_error(e, f"list_reminders {what}") from None
             out.extend(Reminder.from_proto(r) for r in resp.reminders)
             token = resp.next_page_token
             if not token:
@@ -220,33 +258,48 @@ class Caller:
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
     ) -> Reminder:
+        what = f"set_alarm {actor_type}/{actor_id}"
+        timeout = timeout_for_call(timeout, what)
         req = alarm_request(_ref(actor_type, actor_id), at, data, retry)
-        try:
-            resp: client_pb2.Reminder = await self._stub.SetAlarm(req, timeout=timeout)
-        except grpc.aio.AioRpcError as e:
-            raise from_rpc_error(e, f"set_alarm {actor_type}/{actor_id}") from None
+        with self._tracing.client_call("SetAlarm", actor_type, actor_id) as md:
+            try:
+                resp: client_pb2.Reminder = await self._stub.SetAlarm(
+                    req, timeout=timeout, metadata=md
+                )
+            except grpc.aio.AioRpcError as e:
+                raise from_rpc_error(e, what) from None
         return Reminder.from_proto(resp)
 
     async def get_alarm(
         self, actor_type: str, actor_id: str, *, timeout: float | None = None
     ) -> Reminder | None:
+        what = f"get_alarm {actor_type}/{actor_id}"
+        timeout = timeout_for_call(timeout, what)
         req = client_pb2.AlarmRef(actor=_ref(actor_type, actor_id))
-        try:
-            resp: client_pb2.Reminder = await self._stub.GetAlarm(req, timeout=timeout)
-        except grpc.aio.AioRpcError as e:
-            if e.code() == grpc.StatusCode.NOT_FOUND:
-                return None
-            raise from_rpc_error(e, f"get_alarm {actor_type}/{actor_id}") from None
+        with self._tracing.client_call("GetAlarm", actor_type, actor_id) as md:
+            try:
+                resp: client_pb2.Reminder = await self._stub.GetAlarm(
+                    req, timeout=timeout, metadata=md
+                )
+            except grpc.aio.AioRpcError as e:
+                if e.code() == grpc.StatusCode.NOT_FOUND:
+                    return None
+                raise from_rpc_error(e, what) from None
         return Reminder.from_proto(resp)
 
     async def delete_alarm(
         self, actor_type: str, actor_id: str, *, timeout: float | None = None
     ) -> bool:
+        what = f"delete_alarm {actor_type}/{actor_id}"
+        timeout = timeout_for_call(timeout, what)
         req = client_pb2.AlarmRef(actor=_ref(actor_type, actor_id))
-        try:
-            resp: client_pb2.DeleteResponse = await self._stub.DeleteAlarm(req, timeout=timeout)
-        except grpc.aio.AioRpcError as e:
-            raise from_rpc_error(e, f"delete_alarm {actor_type}/{actor_id}") from None
+        with self._tracing.client_call("DeleteAlarm", actor_type, actor_id) as md:
+            try:
+                resp: client_pb2.DeleteResponse = await self._stub.DeleteAlarm(
+                    req, timeout=timeout, metadata=md
+                )
+            except grpc.aio.AioRpcError as e:
+                raise from_rpc_error(e, what) from None
         return bool(resp.deleted)
 
     async def set_timer(
@@ -261,20 +314,28 @@ class Caller:
         keep_alive: bool = False,
         timeout: float | None = None,
     ) -> None:
+        what = f"set_timer {actor_type}/{actor_id} {name!r}"
+        timeout = timeout_for_call(timeout, what)
         req = timer_request(_ref(actor_type, actor_id), name, due, period, data, keep_alive)
-        try:
-            await self._stub.SetTimer(req, timeout=timeout)
-        except grpc.aio.AioRpcError as e:
-            raise from_rpc_error(e, f"set_timer {actor_type}/{actor_id} {name!r}") from None
+        with self._tracing.client_call("SetTimer", actor_type, actor_id) as md:
+            try:
+                await self._stub.SetTimer(req, timeout=timeout, metadata=md)
+            except grpc.aio.AioRpcError as e:
+                raise from_rpc_error(e, what) from None
 
     async def delete_timer(
         self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
     ) -> bool:
+        what = f"delete_timer {actor_type}/{actor_id} {name!r}"
+        timeout = timeout_for_call(timeout, what)
         req = client_pb2.TimerRef(actor=_ref(actor_type, actor_id), name=name)
-        try:
-            resp: client_pb2.DeleteResponse = await self._stub.DeleteTimer(req, timeout=timeout)
-        except grpc.aio.AioRpcError as e:
-            raise from_rpc_error(e, f"delete_timer {actor_type}/{actor_id} {name!r}") from None
+        with self._tracing.client_call("DeleteTimer", actor_type, actor_id) as md:
+            try:
+                resp: client_pb2.DeleteResponse = await self._stub.DeleteTimer(
+                    req, timeout=timeout, metadata=md
+                )
+            except grpc.aio.AioRpcError as e:
+                raise from_rpc_error(e, what) from None
         return bool(resp.deleted)
 
 

@@ -9,10 +9,12 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import grpc
+from opentelemetry.trace import TracerProvider
 
 from ._address import open_channel, resolve_address
 from ._caller import ActorProxy, Caller, Params, split_params
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
+from ._tracing import Tracing
 
 T = TypeVar("T")
 
@@ -24,11 +26,26 @@ class Client:
     (seconds) is the default deadline of every call; None waits as long as the
     daemon lets the call run. Use as ``async with troupe.Client() as client:``
     or call :meth:`close` when done.
+
+    Every call is a CLIENT span of ``tracer_provider`` (default: OpenTelemetry's
+    global provider), child of the current span, and carries the W3C trace
+    context to the daemon.
+
+    Used inside an actor's turn, its calls are made for the turn: they carry the
+    turn's call chain and end no later than the turn's caller's deadline
+    (docs/calls.md).
     """
 
-    def __init__(self, address: str | None = None, *, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        timeout: float | None = None,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
         self.address = resolve_address(address)
         self.timeout = timeout
+        self._tracing = Tracing(tracer_provider)
         self._channel: grpc.aio.Channel | None = None
         self._caller: Caller | None = None
 
@@ -37,7 +54,7 @@ class Client:
         # the calls run on, not whichever loop existed when the Client was built.
         if self._caller is None:
             self._channel = open_channel(self.address)
-            self._caller = Caller(self._channel)
+            self._caller = Caller(self._channel, self._tracing)
         return self._caller
 
     async def __aenter__(self) -> Client:
@@ -291,9 +308,14 @@ class Client:
         )
 
     @staticmethod
-    def sync(address: str | None = None, *, timeout: float | None = None) -> SyncClient:
+    def sync(
+        address: str | None = None,
+        *,
+        timeout: float | None = None,
+        tracer_provider: TracerProvider | None = None,
+    ) -> SyncClient:
         """A blocking client for scripts; same as ``troupe.SyncClient(address)``."""
-        return SyncClient(address, timeout=timeout)
+        return SyncClient(address, timeout=timeout, tracer_provider=tracer_provider)
 
 
 class SyncActorProxy:
@@ -319,21 +341,30 @@ class SyncClient:
     """A blocking client: the async Client driven by an event loop on a private thread.
 
     Use it in scripts and non-async code; inside asyncio code use :class:`Client`.
+    Calls are children of the span current in the calling thread.
     """
 
-    def __init__(self, address: str | None = None, *, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        timeout: float | None = None,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="troupe-sync-client", daemon=True
         )
         self._thread.start()
-        self._client = Client(address, timeout=timeout)
+        self._client = Client(address, timeout=timeout, tracer_provider=tracer_provider)
         self.address = self._client.address
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._loop.is_closed():
             coro.close()
             raise RuntimeError("this SyncClient is closed")
+        # The task runs in a copy of this thread's contextvars (call_soon_threadsafe
+        # captures them), so the caller's current span is the parent of the call's.
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def __enter__(self) -> SyncClient:

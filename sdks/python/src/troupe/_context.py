@@ -3,28 +3,21 @@ own reminders, alarm and timers."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
-from contextvars import ContextVar
 from typing import Any
 
 from ._caller import ActorProxy, Caller, Params, split_params
-from ._proto.troupe.v1 import common_pb2
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
-
-# The call chain of the turn running in the current asyncio task. Each turn runs
-# in its own task, so concurrent turns of different actors never see each
-# other's chain, and tasks a turn spawns inherit it.
-current_chain: ContextVar[common_pb2.CallChain | None] = ContextVar(
-    "troupe_current_chain", default=None
-)
+from ._turn import live_turn
 
 
 class Context:
     """Calls to other actors made from inside a turn, and this actor's scheduled work.
 
-    Calls carry the turn's call chain with this actor appended, so the daemon can
-    allow re-entry for reentrant types and detect deadlock cycles for the others.
+    A call made while a turn runs (through ``self.ctx`` or any :class:`Client`) carries
+    the turn's call chain, so the daemon can let a chain re-enter a reentrant actor and
+    refuse a cycle into any other one at once, and a deadline no later than the turn's
+    caller's. See docs/calls.md.
 
     Reminders (durable, by name), the alarm (durable, one per actor) and timers
     (in memory, gone when the actor deactivates) fire as turns that call the
@@ -34,17 +27,24 @@ class Context:
 
     def __init__(self, caller: Caller, actor_type: str, actor_id: str) -> None:
         self._caller = caller
-        self._self = common_pb2.ActorRef(type=actor_type, id=actor_id)
         self._type = actor_type
         self._id = actor_id
 
-    def _chain(self) -> common_pb2.CallChain:
-        incoming = current_chain.get()
-        if incoming is None:
-            return common_pb2.CallChain(id=uuid.uuid4().hex, actors=[self._self])
-        return common_pb2.CallChain(
-            id=incoming.id or uuid.uuid4().hex, actors=[*incoming.actors, self._self]
-        )
+    @property
+    def chain(self) -> tuple[str, ...]:
+        """The running turn's call chain as ``"type/id"`` names, outermost caller first and
+        this actor last; empty outside a turn."""
+        scope = live_turn()
+        if scope is None or scope.chain is None:
+            return ()
+        return tuple(f"{a.type}/{a.id}" for a in scope.chain.actors)
+
+    @property
+    def deadline(self) -> float | None:
+        """When the running turn's caller stops waiting, as a ``time.time()`` value; None
+        when it set no deadline (or outside a turn). Calls the turn makes end by then."""
+        scope = live_turn()
+        return scope.deadline if scope is not None else None
 
     def actor(
         self,
@@ -60,7 +60,7 @@ class Context:
             t: str, i: str, m: str, args: Sequence[Any], kwargs: Mapping[str, Any]
         ) -> Any:
             return await self._caller.invoke(
-                t, i, m, args, kwargs, timeout=timeout, metadata=metadata, chain=self._chain()
+                t, i, m, args, kwargs, timeout=timeout, metadata=metadata
             )
 
         return ActorProxy(invoke, actor_type, actor_id)
@@ -85,7 +85,6 @@ class Context:
             kwargs,
             timeout=timeout,
             metadata=metadata,
-            chain=self._chain(),
         )
 
     async def tell(
@@ -108,7 +107,6 @@ class Context:
             kwargs,
             timeout=timeout,
             metadata=metadata,
-            chain=self._chain(),
         )
 
     # ---- reminders ----

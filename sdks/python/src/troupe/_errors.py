@@ -34,7 +34,17 @@ class DeadlineExceeded(TroupeError):
 
 
 class FailedPrecondition(TroupeError):
-    """The call cannot run in the current state, e.g. it would close a non-reentrant call cycle."""
+    """The daemon refused the call as it stands: it would close a cycle of calls into an actor
+    type that is not reentrant (a deadlock), the call chain is too deep, a read-only method
+    changed state, or a timer was set on an inactive actor. The message says which."""
+
+
+class ReadOnlyStateError(TroupeError):
+    """A read-only method (``@troupe.method(readonly=True)``) tried to change ``self.state``.
+
+    Raised inside the handler, at the write; if the handler lets it escape, its caller
+    gets an :class:`ActorError` whose ``remote_type`` is ``"ReadOnlyStateError"``.
+    """
 
 
 class ActorError(TroupeError):

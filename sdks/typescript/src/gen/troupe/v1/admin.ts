@@ -18,13 +18,32 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { ActorRef } from "./common.js";
+import { Reminder } from "./client.js";
+import { ActorRef, StateMode } from "./common.js";
 
 export const protobufPackage = "troupe.v1";
 
 export const protobufFileName = "troupe/v1/admin.proto";
 
-/** The admin API: inspection for operators and the CLI. */
+/**
+ * The admin API: inspection for operators and the CLI.
+ *
+ * Everything here answers "where is actor X, what is in it, why is it slow"
+ * without a debugger. Reads never activate an actor; DeactivateActor is the
+ * only call that changes anything.
+ */
+
+export enum ActivationStatus {
+  ACTIVATION_STATUS_UNSPECIFIED = 0,
+  /** ACTIVATION_STATUS_INACTIVE - No live activation here (state may be stored). */
+  ACTIVATION_STATUS_INACTIVE = 1,
+  /** ACTIVATION_STATUS_ACTIVATING - Waiting for an app, loading state, or in on_activate. */
+  ACTIVATION_STATUS_ACTIVATING = 2,
+  ACTIVATION_STATUS_IDLE = 3,
+  ACTIVATION_STATUS_RUNNING = 4,
+  ACTIVATION_STATUS_DEACTIVATING = 5,
+  UNRECOGNIZED = -1,
+}
 
 export interface StatusRequest {
 }
@@ -33,15 +52,49 @@ export interface StatusResponse {
   version: string;
   uptimeMs: bigint;
   types: RegisteredType[];
+  /** Where state lives, e.g. "sled:/var/lib/troupe"; passwords never shown. */
   store: string;
   activeActors: bigint;
   dirtyActors: bigint;
+  /** This daemon's node name and the address it serves on. */
+  node: string;
+  listen: string;
+  flush?:
+    | FlushBacklog
+    | undefined;
+  /** Calls admitted and not yet answered, and the daemon-wide bound. */
+  pendingCalls: bigint;
+  maxPendingCalls: bigint;
+  remindersFired: bigint;
+  startedUnixMs: bigint;
+}
+
+/** What write-behind still owes the store. */
+export interface FlushBacklog {
+  dirtyActors: bigint;
+  dirtyBytes: bigint;
+  /** Durable replies waiting for their batch to be stored. */
+  heldReplies: bigint;
+  /** batches written since start */
+  batches: bigint;
+  /** keys written since start */
+  keysWritten: bigint;
+  /** 0: none yet */
+  lastFlushUnixMs: bigint;
+  /** The store is failing: durable calls get UNAVAILABLE, dirty state waits. */
+  failing: boolean;
+  lastError: string;
 }
 
 export interface RegisteredType {
   name: string;
+  /** Names of the connected apps hosting the type (empty: its app is away). */
   apps: string[];
   activeActors: bigint;
+  stateMode: StateMode;
+  idleTimeoutMs: bigint;
+  maxMailbox: number;
+  reentrant: boolean;
 }
 
 export interface ListActorsRequest {
@@ -62,6 +115,79 @@ export interface ActorInfo {
   turns: bigint;
   dirty: boolean;
   idleMs: bigint;
+  status: ActivationStatus;
+}
+
+export interface DescribeActorRequest {
+  actor?: ActorRef | undefined;
+}
+
+export interface DescribeActorResponse {
+  actor?:
+    | ActorRef
+    | undefined;
+  /** The daemon that owns the actor (this one on a single node). */
+  node: string;
+  status: ActivationStatus;
+  /** The app hosting the activation; empty when inactive. */
+  app: string;
+  /** 0 when inactive */
+  activatedUnixMs: bigint;
+  /** end of the last turn that kept it alive */
+  lastActiveUnixMs: bigint;
+  mailboxDepth: bigint;
+  /** turns served by this activation */
+  turns: bigint;
+  /**
+   * State as the next turn would see it: from the activation when active,
+   * from the store otherwise.
+   */
+  state: StateEntry[];
+  /** Changes not yet in the store (write-behind). */
+  dirty: boolean;
+  stateMode: StateMode;
+  reminders: Reminder[];
+  /** unset: none */
+  alarm?: Reminder | undefined;
+  timers: TimerInfo[];
+  /** Whether the store has state for the actor. */
+  stored: boolean;
+}
+
+export interface StateEntry {
+  key: string;
+  value: Buffer;
+  /** Changed since the last flush. */
+  dirty: boolean;
+}
+
+export interface TimerInfo {
+  name: string;
+  nextDueUnixMs: bigint;
+  /** 0: one-shot */
+  periodMs: bigint;
+  keepAlive: boolean;
+}
+
+export interface ListStoredActorsRequest {
+  /** required */
+  type: string;
+  pageSize: number;
+  pageToken: string;
+}
+
+export interface ListStoredActorsResponse {
+  ids: string[];
+  nextPageToken: string;
+}
+
+export interface DeactivateActorRequest {
+  actor?: ActorRef | undefined;
+}
+
+export interface DeactivateActorResponse {
+  /** False when the actor had no live activation (nothing to do). */
+  deactivated: boolean;
 }
 
 function createBaseStatusRequest(): StatusRequest {
@@ -108,7 +234,21 @@ export const StatusRequest: MessageFns<StatusRequest> = {
 };
 
 function createBaseStatusResponse(): StatusResponse {
-  return { version: "", uptimeMs: 0n, types: [], store: "", activeActors: 0n, dirtyActors: 0n };
+  return {
+    version: "",
+    uptimeMs: 0n,
+    types: [],
+    store: "",
+    activeActors: 0n,
+    dirtyActors: 0n,
+    node: "",
+    listen: "",
+    flush: undefined,
+    pendingCalls: 0n,
+    maxPendingCalls: 0n,
+    remindersFired: 0n,
+    startedUnixMs: 0n,
+  };
 }
 
 export const StatusResponse: MessageFns<StatusResponse> = {
@@ -139,6 +279,39 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         throw new globalThis.Error("value provided for field message.dirtyActors of type uint64 too large");
       }
       writer.uint32(48).uint64(message.dirtyActors);
+    }
+    if (message.node !== "") {
+      writer.uint32(58).string(message.node);
+    }
+    if (message.listen !== "") {
+      writer.uint32(66).string(message.listen);
+    }
+    if (message.flush !== undefined) {
+      FlushBacklog.encode(message.flush, writer.uint32(74).fork()).join();
+    }
+    if (message.pendingCalls !== 0n) {
+      if (BigInt.asUintN(64, message.pendingCalls) !== message.pendingCalls) {
+        throw new globalThis.Error("value provided for field message.pendingCalls of type uint64 too large");
+      }
+      writer.uint32(80).uint64(message.pendingCalls);
+    }
+    if (message.maxPendingCalls !== 0n) {
+      if (BigInt.asUintN(64, message.maxPendingCalls) !== message.maxPendingCalls) {
+        throw new globalThis.Error("value provided for field message.maxPendingCalls of type uint64 too large");
+      }
+      writer.uint32(88).uint64(message.maxPendingCalls);
+    }
+    if (message.remindersFired !== 0n) {
+      if (BigInt.asUintN(64, message.remindersFired) !== message.remindersFired) {
+        throw new globalThis.Error("value provided for field message.remindersFired of type uint64 too large");
+      }
+      writer.uint32(96).uint64(message.remindersFired);
+    }
+    if (message.startedUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.startedUnixMs) !== message.startedUnixMs) {
+        throw new globalThis.Error("value provided for field message.startedUnixMs of type uint64 too large");
+      }
+      writer.uint32(104).uint64(message.startedUnixMs);
     }
     return writer;
   },
@@ -204,6 +377,62 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.dirtyActors = reader.uint64() as bigint;
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.listen = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.flush = FlushBacklog.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.pendingCalls = reader.uint64() as bigint;
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.maxPendingCalls = reader.uint64() as bigint;
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.remindersFired = reader.uint64() as bigint;
+            continue;
+          }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.startedUnixMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -231,12 +460,205 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.dirtyActors = (object.dirtyActors !== undefined && object.dirtyActors !== null)
       ? BigInt(object.dirtyActors)
       : 0n;
+    message.node = object.node ?? "";
+    message.listen = object.listen ?? "";
+    message.flush = (object.flush !== undefined && object.flush !== null)
+      ? FlushBacklog.fromPartial(object.flush)
+      : undefined;
+    message.pendingCalls = (object.pendingCalls !== undefined && object.pendingCalls !== null)
+      ? BigInt(object.pendingCalls)
+      : 0n;
+    message.maxPendingCalls = (object.maxPendingCalls !== undefined && object.maxPendingCalls !== null)
+      ? BigInt(object.maxPendingCalls)
+      : 0n;
+    message.remindersFired = (object.remindersFired !== undefined && object.remindersFired !== null)
+      ? BigInt(object.remindersFired)
+      : 0n;
+    message.startedUnixMs = (object.startedUnixMs !== undefined && object.startedUnixMs !== null)
+      ? BigInt(object.startedUnixMs)
+      : 0n;
+    return message;
+  },
+};
+
+function createBaseFlushBacklog(): FlushBacklog {
+  return {
+    dirtyActors: 0n,
+    dirtyBytes: 0n,
+    heldReplies: 0n,
+    batches: 0n,
+    keysWritten: 0n,
+    lastFlushUnixMs: 0n,
+    failing: false,
+    lastError: "",
+  };
+}
+
+export const FlushBacklog: MessageFns<FlushBacklog> = {
+  encode(message: FlushBacklog, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.dirtyActors !== 0n) {
+      if (BigInt.asUintN(64, message.dirtyActors) !== message.dirtyActors) {
+        throw new globalThis.Error("value provided for field message.dirtyActors of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.dirtyActors);
+    }
+    if (message.dirtyBytes !== 0n) {
+      if (BigInt.asUintN(64, message.dirtyBytes) !== message.dirtyBytes) {
+        throw new globalThis.Error("value provided for field message.dirtyBytes of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.dirtyBytes);
+    }
+    if (message.heldReplies !== 0n) {
+      if (BigInt.asUintN(64, message.heldReplies) !== message.heldReplies) {
+        throw new globalThis.Error("value provided for field message.heldReplies of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.heldReplies);
+    }
+    if (message.batches !== 0n) {
+      if (BigInt.asUintN(64, message.batches) !== message.batches) {
+        throw new globalThis.Error("value provided for field message.batches of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.batches);
+    }
+    if (message.keysWritten !== 0n) {
+      if (BigInt.asUintN(64, message.keysWritten) !== message.keysWritten) {
+        throw new globalThis.Error("value provided for field message.keysWritten of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.keysWritten);
+    }
+    if (message.lastFlushUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.lastFlushUnixMs) !== message.lastFlushUnixMs) {
+        throw new globalThis.Error("value provided for field message.lastFlushUnixMs of type uint64 too large");
+      }
+      writer.uint32(48).uint64(message.lastFlushUnixMs);
+    }
+    if (message.failing !== false) {
+      writer.uint32(56).bool(message.failing);
+    }
+    if (message.lastError !== "") {
+      writer.uint32(66).string(message.lastError);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): FlushBacklog {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseFlushBacklog();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.dirtyActors = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.dirtyBytes = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.heldReplies = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.batches = reader.uint64() as bigint;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.keysWritten = reader.uint64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.lastFlushUnixMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.failing = reader.bool();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.lastError = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<FlushBacklog>, I>>(base?: I): FlushBacklog {
+    return FlushBacklog.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<FlushBacklog>, I>>(object: I): FlushBacklog {
+    const message = createBaseFlushBacklog();
+    message.dirtyActors = (object.dirtyActors !== undefined && object.dirtyActors !== null)
+      ? BigInt(object.dirtyActors)
+      : 0n;
+    message.dirtyBytes = (object.dirtyBytes !== undefined && object.dirtyBytes !== null)
+      ? BigInt(object.dirtyBytes)
+      : 0n;
+    message.heldReplies = (object.heldReplies !== undefined && object.heldReplies !== null)
+      ? BigInt(object.heldReplies)
+      : 0n;
+    message.batches = (object.batches !== undefined && object.batches !== null) ? BigInt(object.batches) : 0n;
+    message.keysWritten = (object.keysWritten !== undefined && object.keysWritten !== null)
+      ? BigInt(object.keysWritten)
+      : 0n;
+    message.lastFlushUnixMs = (object.lastFlushUnixMs !== undefined && object.lastFlushUnixMs !== null)
+      ? BigInt(object.lastFlushUnixMs)
+      : 0n;
+    message.failing = object.failing ?? false;
+    message.lastError = object.lastError ?? "";
     return message;
   },
 };
 
 function createBaseRegisteredType(): RegisteredType {
-  return { name: "", apps: [], activeActors: 0n };
+  return { name: "", apps: [], activeActors: 0n, stateMode: 0, idleTimeoutMs: 0n, maxMailbox: 0, reentrant: false };
 }
 
 export const RegisteredType: MessageFns<RegisteredType> = {
@@ -252,6 +674,21 @@ export const RegisteredType: MessageFns<RegisteredType> = {
         throw new globalThis.Error("value provided for field message.activeActors of type uint64 too large");
       }
       writer.uint32(24).uint64(message.activeActors);
+    }
+    if (message.stateMode !== 0) {
+      writer.uint32(32).int32(message.stateMode);
+    }
+    if (message.idleTimeoutMs !== 0n) {
+      if (BigInt.asUintN(64, message.idleTimeoutMs) !== message.idleTimeoutMs) {
+        throw new globalThis.Error("value provided for field message.idleTimeoutMs of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.idleTimeoutMs);
+    }
+    if (message.maxMailbox !== 0) {
+      writer.uint32(48).uint32(message.maxMailbox);
+    }
+    if (message.reentrant !== false) {
+      writer.uint32(56).bool(message.reentrant);
     }
     return writer;
   },
@@ -293,6 +730,38 @@ export const RegisteredType: MessageFns<RegisteredType> = {
             message.activeActors = reader.uint64() as bigint;
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.stateMode = reader.int32() as any;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.idleTimeoutMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.maxMailbox = reader.uint32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.reentrant = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -315,6 +784,12 @@ export const RegisteredType: MessageFns<RegisteredType> = {
     message.activeActors = (object.activeActors !== undefined && object.activeActors !== null)
       ? BigInt(object.activeActors)
       : 0n;
+    message.stateMode = object.stateMode ?? 0;
+    message.idleTimeoutMs = (object.idleTimeoutMs !== undefined && object.idleTimeoutMs !== null)
+      ? BigInt(object.idleTimeoutMs)
+      : 0n;
+    message.maxMailbox = object.maxMailbox ?? 0;
+    message.reentrant = object.reentrant ?? false;
     return message;
   },
 };
@@ -466,7 +941,7 @@ export const ListActorsResponse: MessageFns<ListActorsResponse> = {
 };
 
 function createBaseActorInfo(): ActorInfo {
-  return { actor: undefined, mailboxDepth: 0n, turns: 0n, dirty: false, idleMs: 0n };
+  return { actor: undefined, mailboxDepth: 0n, turns: 0n, dirty: false, idleMs: 0n, status: 0 };
 }
 
 export const ActorInfo: MessageFns<ActorInfo> = {
@@ -494,6 +969,9 @@ export const ActorInfo: MessageFns<ActorInfo> = {
         throw new globalThis.Error("value provided for field message.idleMs of type uint64 too large");
       }
       writer.uint32(40).uint64(message.idleMs);
+    }
+    if (message.status !== 0) {
+      writer.uint32(48).int32(message.status);
     }
     return writer;
   },
@@ -551,6 +1029,14 @@ export const ActorInfo: MessageFns<ActorInfo> = {
             message.idleMs = reader.uint64() as bigint;
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -577,12 +1063,768 @@ export const ActorInfo: MessageFns<ActorInfo> = {
     message.turns = (object.turns !== undefined && object.turns !== null) ? BigInt(object.turns) : 0n;
     message.dirty = object.dirty ?? false;
     message.idleMs = (object.idleMs !== undefined && object.idleMs !== null) ? BigInt(object.idleMs) : 0n;
+    message.status = object.status ?? 0;
+    return message;
+  },
+};
+
+function createBaseDescribeActorRequest(): DescribeActorRequest {
+  return { actor: undefined };
+}
+
+export const DescribeActorRequest: MessageFns<DescribeActorRequest> = {
+  encode(message: DescribeActorRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DescribeActorRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDescribeActorRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DescribeActorRequest>, I>>(base?: I): DescribeActorRequest {
+    return DescribeActorRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DescribeActorRequest>, I>>(object: I): DescribeActorRequest {
+    const message = createBaseDescribeActorRequest();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseDescribeActorResponse(): DescribeActorResponse {
+  return {
+    actor: undefined,
+    node: "",
+    status: 0,
+    app: "",
+    activatedUnixMs: 0n,
+    lastActiveUnixMs: 0n,
+    mailboxDepth: 0n,
+    turns: 0n,
+    state: [],
+    dirty: false,
+    stateMode: 0,
+    reminders: [],
+    alarm: undefined,
+    timers: [],
+    stored: false,
+  };
+}
+
+export const DescribeActorResponse: MessageFns<DescribeActorResponse> = {
+  encode(message: DescribeActorResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    if (message.node !== "") {
+      writer.uint32(18).string(message.node);
+    }
+    if (message.status !== 0) {
+      writer.uint32(24).int32(message.status);
+    }
+    if (message.app !== "") {
+      writer.uint32(34).string(message.app);
+    }
+    if (message.activatedUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.activatedUnixMs) !== message.activatedUnixMs) {
+        throw new globalThis.Error("value provided for field message.activatedUnixMs of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.activatedUnixMs);
+    }
+    if (message.lastActiveUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.lastActiveUnixMs) !== message.lastActiveUnixMs) {
+        throw new globalThis.Error("value provided for field message.lastActiveUnixMs of type uint64 too large");
+      }
+      writer.uint32(48).uint64(message.lastActiveUnixMs);
+    }
+    if (message.mailboxDepth !== 0n) {
+      if (BigInt.asUintN(64, message.mailboxDepth) !== message.mailboxDepth) {
+        throw new globalThis.Error("value provided for field message.mailboxDepth of type uint64 too large");
+      }
+      writer.uint32(56).uint64(message.mailboxDepth);
+    }
+    if (message.turns !== 0n) {
+      if (BigInt.asUintN(64, message.turns) !== message.turns) {
+        throw new globalThis.Error("value provided for field message.turns of type uint64 too large");
+      }
+      writer.uint32(64).uint64(message.turns);
+    }
+    for (const v of message.state) {
+      StateEntry.encode(v!, writer.uint32(74).fork()).join();
+    }
+    if (message.dirty !== false) {
+      writer.uint32(80).bool(message.dirty);
+    }
+    if (message.stateMode !== 0) {
+      writer.uint32(88).int32(message.stateMode);
+    }
+    for (const v of message.reminders) {
+      Reminder.encode(v!, writer.uint32(98).fork()).join();
+    }
+    if (message.alarm !== undefined) {
+      Reminder.encode(message.alarm, writer.uint32(106).fork()).join();
+    }
+    for (const v of message.timers) {
+      TimerInfo.encode(v!, writer.uint32(114).fork()).join();
+    }
+    if (message.stored !== false) {
+      writer.uint32(120).bool(message.stored);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DescribeActorResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDescribeActorResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.node = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.status = reader.int32() as any;
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.app = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.activatedUnixMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.lastActiveUnixMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.mailboxDepth = reader.uint64() as bigint;
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.turns = reader.uint64() as bigint;
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.state.push(StateEntry.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.dirty = reader.bool();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.stateMode = reader.int32() as any;
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.reminders.push(Reminder.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.alarm = Reminder.decode(reader, reader.uint32());
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.timers.push(TimerInfo.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.stored = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DescribeActorResponse>, I>>(base?: I): DescribeActorResponse {
+    return DescribeActorResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DescribeActorResponse>, I>>(object: I): DescribeActorResponse {
+    const message = createBaseDescribeActorResponse();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    message.node = object.node ?? "";
+    message.status = object.status ?? 0;
+    message.app = object.app ?? "";
+    message.activatedUnixMs = (object.activatedUnixMs !== undefined && object.activatedUnixMs !== null)
+      ? BigInt(object.activatedUnixMs)
+      : 0n;
+    message.lastActiveUnixMs = (object.lastActiveUnixMs !== undefined && object.lastActiveUnixMs !== null)
+      ? BigInt(object.lastActiveUnixMs)
+      : 0n;
+    message.mailboxDepth = (object.mailboxDepth !== undefined && object.mailboxDepth !== null)
+      ? BigInt(object.mailboxDepth)
+      : 0n;
+    message.turns = (object.turns !== undefined && object.turns !== null) ? BigInt(object.turns) : 0n;
+    message.state = object.state?.map((e) => StateEntry.fromPartial(e)) || [];
+    message.dirty = object.dirty ?? false;
+    message.stateMode = object.stateMode ?? 0;
+    message.reminders = object.reminders?.map((e) => Reminder.fromPartial(e)) || [];
+    message.alarm = (object.alarm !== undefined && object.alarm !== null)
+      ? Reminder.fromPartial(object.alarm)
+      : undefined;
+    message.timers = object.timers?.map((e) => TimerInfo.fromPartial(e)) || [];
+    message.stored = object.stored ?? false;
+    return message;
+  },
+};
+
+function createBaseStateEntry(): StateEntry {
+  return { key: "", value: Buffer.alloc(0), dirty: false };
+}
+
+export const StateEntry: MessageFns<StateEntry> = {
+  encode(message: StateEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value.length !== 0) {
+      writer.uint32(18).bytes(message.value);
+    }
+    if (message.dirty !== false) {
+      writer.uint32(24).bool(message.dirty);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StateEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStateEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.dirty = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<StateEntry>, I>>(base?: I): StateEntry {
+    return StateEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StateEntry>, I>>(object: I): StateEntry {
+    const message = createBaseStateEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? Buffer.alloc(0);
+    message.dirty = object.dirty ?? false;
+    return message;
+  },
+};
+
+function createBaseTimerInfo(): TimerInfo {
+  return { name: "", nextDueUnixMs: 0n, periodMs: 0n, keepAlive: false };
+}
+
+export const TimerInfo: MessageFns<TimerInfo> = {
+  encode(message: TimerInfo, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.nextDueUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.nextDueUnixMs) !== message.nextDueUnixMs) {
+        throw new globalThis.Error("value provided for field message.nextDueUnixMs of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.nextDueUnixMs);
+    }
+    if (message.periodMs !== 0n) {
+      if (BigInt.asUintN(64, message.periodMs) !== message.periodMs) {
+        throw new globalThis.Error("value provided for field message.periodMs of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.periodMs);
+    }
+    if (message.keepAlive !== false) {
+      writer.uint32(32).bool(message.keepAlive);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TimerInfo {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTimerInfo();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.nextDueUnixMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.periodMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.keepAlive = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<TimerInfo>, I>>(base?: I): TimerInfo {
+    return TimerInfo.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TimerInfo>, I>>(object: I): TimerInfo {
+    const message = createBaseTimerInfo();
+    message.name = object.name ?? "";
+    message.nextDueUnixMs = (object.nextDueUnixMs !== undefined && object.nextDueUnixMs !== null)
+      ? BigInt(object.nextDueUnixMs)
+      : 0n;
+    message.periodMs = (object.periodMs !== undefined && object.periodMs !== null) ? BigInt(object.periodMs) : 0n;
+    message.keepAlive = object.keepAlive ?? false;
+    return message;
+  },
+};
+
+function createBaseListStoredActorsRequest(): ListStoredActorsRequest {
+  return { type: "", pageSize: 0, pageToken: "" };
+}
+
+export const ListStoredActorsRequest: MessageFns<ListStoredActorsRequest> = {
+  encode(message: ListStoredActorsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.type !== "") {
+      writer.uint32(10).string(message.type);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(16).uint32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(26).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListStoredActorsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListStoredActorsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pageSize = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListStoredActorsRequest>, I>>(base?: I): ListStoredActorsRequest {
+    return ListStoredActorsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListStoredActorsRequest>, I>>(object: I): ListStoredActorsRequest {
+    const message = createBaseListStoredActorsRequest();
+    message.type = object.type ?? "";
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseListStoredActorsResponse(): ListStoredActorsResponse {
+  return { ids: [], nextPageToken: "" };
+}
+
+export const ListStoredActorsResponse: MessageFns<ListStoredActorsResponse> = {
+  encode(message: ListStoredActorsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.ids) {
+      writer.uint32(10).string(v!);
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListStoredActorsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListStoredActorsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.ids.push(reader.string());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListStoredActorsResponse>, I>>(base?: I): ListStoredActorsResponse {
+    return ListStoredActorsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListStoredActorsResponse>, I>>(object: I): ListStoredActorsResponse {
+    const message = createBaseListStoredActorsResponse();
+    message.ids = object.ids?.map((e) => e) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseDeactivateActorRequest(): DeactivateActorRequest {
+  return { actor: undefined };
+}
+
+export const DeactivateActorRequest: MessageFns<DeactivateActorRequest> = {
+  encode(message: DeactivateActorRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeactivateActorRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeactivateActorRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeactivateActorRequest>, I>>(base?: I): DeactivateActorRequest {
+    return DeactivateActorRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeactivateActorRequest>, I>>(object: I): DeactivateActorRequest {
+    const message = createBaseDeactivateActorRequest();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseDeactivateActorResponse(): DeactivateActorResponse {
+  return { deactivated: false };
+}
+
+export const DeactivateActorResponse: MessageFns<DeactivateActorResponse> = {
+  encode(message: DeactivateActorResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.deactivated !== false) {
+      writer.uint32(8).bool(message.deactivated);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeactivateActorResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeactivateActorResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.deactivated = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeactivateActorResponse>, I>>(base?: I): DeactivateActorResponse {
+    return DeactivateActorResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeactivateActorResponse>, I>>(object: I): DeactivateActorResponse {
+    const message = createBaseDeactivateActorResponse();
+    message.deactivated = object.deactivated ?? false;
     return message;
   },
 };
 
 export type AdminService = typeof AdminService;
 export const AdminService = {
+  /** The daemon: version, uptime, node, store, registered types, flush backlog. */
   status: {
     path: "/troupe.v1.Admin/Status" as const,
     requestStream: false as const,
@@ -592,6 +1834,7 @@ export const AdminService = {
     responseSerialize: (value: StatusResponse): Buffer => Buffer.from(StatusResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): StatusResponse => StatusResponse.decode(value),
   },
+  /** Active actors (those with a live activation), ordered by (type, id). */
   listActors: {
     path: "/troupe.v1.Admin/ListActors" as const,
     requestStream: false as const,
@@ -601,14 +1844,70 @@ export const AdminService = {
     responseSerialize: (value: ListActorsResponse): Buffer => Buffer.from(ListActorsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ListActorsResponse => ListActorsResponse.decode(value),
   },
+  /**
+   * One actor, active or not: where it lives, its activation, its state and
+   * schedule. NOT_FOUND when the actor is neither active nor stored.
+   */
+  describeActor: {
+    path: "/troupe.v1.Admin/DescribeActor" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DescribeActorRequest): Buffer => Buffer.from(DescribeActorRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DescribeActorRequest => DescribeActorRequest.decode(value),
+    responseSerialize: (value: DescribeActorResponse): Buffer =>
+      Buffer.from(DescribeActorResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DescribeActorResponse => DescribeActorResponse.decode(value),
+  },
+  /** Actors of one type that have stored state (active or not), by id. */
+  listStoredActors: {
+    path: "/troupe.v1.Admin/ListStoredActors" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListStoredActorsRequest): Buffer =>
+      Buffer.from(ListStoredActorsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListStoredActorsRequest => ListStoredActorsRequest.decode(value),
+    responseSerialize: (value: ListStoredActorsResponse): Buffer =>
+      Buffer.from(ListStoredActorsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListStoredActorsResponse => ListStoredActorsResponse.decode(value),
+  },
+  /**
+   * Ends an activation now: running turns finish, on_deactivate runs, state
+   * is flushed. The next call activates the actor again.
+   */
+  deactivateActor: {
+    path: "/troupe.v1.Admin/DeactivateActor" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeactivateActorRequest): Buffer =>
+      Buffer.from(DeactivateActorRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeactivateActorRequest => DeactivateActorRequest.decode(value),
+    responseSerialize: (value: DeactivateActorResponse): Buffer =>
+      Buffer.from(DeactivateActorResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeactivateActorResponse => DeactivateActorResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServer extends UntypedServiceImplementation {
+  /** The daemon: version, uptime, node, store, registered types, flush backlog. */
   status: handleUnaryCall<StatusRequest, StatusResponse>;
+  /** Active actors (those with a live activation), ordered by (type, id). */
   listActors: handleUnaryCall<ListActorsRequest, ListActorsResponse>;
+  /**
+   * One actor, active or not: where it lives, its activation, its state and
+   * schedule. NOT_FOUND when the actor is neither active nor stored.
+   */
+  describeActor: handleUnaryCall<DescribeActorRequest, DescribeActorResponse>;
+  /** Actors of one type that have stored state (active or not), by id. */
+  listStoredActors: handleUnaryCall<ListStoredActorsRequest, ListStoredActorsResponse>;
+  /**
+   * Ends an activation now: running turns finish, on_deactivate runs, state
+   * is flushed. The next call activates the actor again.
+   */
+  deactivateActor: handleUnaryCall<DeactivateActorRequest, DeactivateActorResponse>;
 }
 
 export interface AdminClient extends Client {
+  /** The daemon: version, uptime, node, store, registered types, flush backlog. */
   status(
     request: StatusRequest,
     callback: (error: ServiceError | null, response: StatusResponse) => void,
@@ -624,6 +1923,7 @@ export interface AdminClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: StatusResponse) => void,
   ): ClientUnaryCall;
+  /** Active actors (those with a live activation), ordered by (type, id). */
   listActors(
     request: ListActorsRequest,
     callback: (error: ServiceError | null, response: ListActorsResponse) => void,
@@ -638,6 +1938,60 @@ export interface AdminClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ListActorsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * One actor, active or not: where it lives, its activation, its state and
+   * schedule. NOT_FOUND when the actor is neither active nor stored.
+   */
+  describeActor(
+    request: DescribeActorRequest,
+    callback: (error: ServiceError | null, response: DescribeActorResponse) => void,
+  ): ClientUnaryCall;
+  describeActor(
+    request: DescribeActorRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DescribeActorResponse) => void,
+  ): ClientUnaryCall;
+  describeActor(
+    request: DescribeActorRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DescribeActorResponse) => void,
+  ): ClientUnaryCall;
+  /** Actors of one type that have stored state (active or not), by id. */
+  listStoredActors(
+    request: ListStoredActorsRequest,
+    callback: (error: ServiceError | null, response: ListStoredActorsResponse) => void,
+  ): ClientUnaryCall;
+  listStoredActors(
+    request: ListStoredActorsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListStoredActorsResponse) => void,
+  ): ClientUnaryCall;
+  listStoredActors(
+    request: ListStoredActorsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListStoredActorsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Ends an activation now: running turns finish, on_deactivate runs, state
+   * is flushed. The next call activates the actor again.
+   */
+  deactivateActor(
+    request: DeactivateActorRequest,
+    callback: (error: ServiceError | null, response: DeactivateActorResponse) => void,
+  ): ClientUnaryCall;
+  deactivateActor(
+    request: DeactivateActorRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeactivateActorResponse) => void,
+  ): ClientUnaryCall;
+  deactivateActor(
+    request: DeactivateActorRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeactivateActorResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -60,15 +60,16 @@ export interface ActorTypeSpec {
   /** Calls queued per actor before callers get RESOURCE_EXHAUSTED. */
   maxMailbox: number;
   /**
-   * Let a call chain re-enter an actor already on it (A -> B -> A).
-   * Reserved: until call chains land, calls queue as usual.
+   * Let a call chain re-enter an actor already on it (A -> B -> A): the call
+   * runs as a turn nested in the waiting one. Off, such a call fails at once
+   * with FAILED_PRECONDITION naming the cycle (it could only ever time out).
    */
   reentrant: boolean;
   stateMode: StateMode;
   /**
    * Methods that may run concurrently with each other (never with a
-   * writing turn); their state changes are refused. Reserved: until
-   * read-only turns land, these run as ordinary turns.
+   * writing turn); a turn of one that returns state changes fails with
+   * FAILED_PRECONDITION and the state stays as it was.
    */
   readonlyMethods: string[];
   /**
@@ -146,7 +147,29 @@ export interface Turn {
   name: string;
   payload?: Payload | undefined;
   metadata: { [key: string]: string };
-  chain?: CallChain | undefined;
+  /**
+   * The chain this turn is part of, this actor last (a new chain when the
+   * turn was not called from another turn). Pass it as `chain` on every
+   * Invoke the turn makes, so the daemon knows who waits on whom
+   * (re-entrancy, deadlock detection).
+   */
+  chain?:
+    | CallChain
+    | undefined;
+  /**
+   * W3C trace context of the daemon's span for this turn (or, when the
+   * daemon exports no traces, the caller's): SDKs start the handler's span
+   * as its child and pass it on with calls made from the handler, so one
+   * trace runs client -> daemon -> app -> nested call. Empty: not traced.
+   */
+  traceparent: string;
+  tracestate: string;
+  /**
+   * When the caller stops waiting (unix ms; 0: it set no deadline). Calls the
+   * turn makes should set a deadline no later than this, so deadlines shrink
+   * along a chain and a wait across chains ends with the outermost caller's.
+   */
+  deadlineUnixMs: bigint;
 }
 
 export interface Turn_MetadataEntry {
@@ -1116,7 +1139,18 @@ export const Activate_StateEntry: MessageFns<Activate_StateEntry> = {
 };
 
 function createBaseTurn(): Turn {
-  return { callId: 0n, actor: undefined, kind: 0, name: "", payload: undefined, metadata: {}, chain: undefined };
+  return {
+    callId: 0n,
+    actor: undefined,
+    kind: 0,
+    name: "",
+    payload: undefined,
+    metadata: {},
+    chain: undefined,
+    traceparent: "",
+    tracestate: "",
+    deadlineUnixMs: 0n,
+  };
 }
 
 export const Turn: MessageFns<Turn> = {
@@ -1144,6 +1178,18 @@ export const Turn: MessageFns<Turn> = {
     });
     if (message.chain !== undefined) {
       CallChain.encode(message.chain, writer.uint32(58).fork()).join();
+    }
+    if (message.traceparent !== "") {
+      writer.uint32(66).string(message.traceparent);
+    }
+    if (message.tracestate !== "") {
+      writer.uint32(74).string(message.tracestate);
+    }
+    if (message.deadlineUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.deadlineUnixMs) !== message.deadlineUnixMs) {
+        throw new globalThis.Error("value provided for field message.deadlineUnixMs of type uint64 too large");
+      }
+      writer.uint32(80).uint64(message.deadlineUnixMs);
     }
     return writer;
   },
@@ -1220,6 +1266,30 @@ export const Turn: MessageFns<Turn> = {
             message.chain = CallChain.decode(reader, reader.uint32());
             continue;
           }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.traceparent = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.tracestate = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.deadlineUnixMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1258,6 +1328,11 @@ export const Turn: MessageFns<Turn> = {
     message.chain = (object.chain !== undefined && object.chain !== null)
       ? CallChain.fromPartial(object.chain)
       : undefined;
+    message.traceparent = object.traceparent ?? "";
+    message.tracestate = object.tracestate ?? "";
+    message.deadlineUnixMs = (object.deadlineUnixMs !== undefined && object.deadlineUnixMs !== null)
+      ? BigInt(object.deadlineUnixMs)
+      : 0n;
     return message;
   },
 };

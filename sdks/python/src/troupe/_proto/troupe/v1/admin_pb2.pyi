@@ -1,40 +1,99 @@
 from troupe._proto.troupe.v1 import common_pb2 as _common_pb2
+from troupe._proto.troupe.v1 import client_pb2 as _client_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ActivationStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ACTIVATION_STATUS_UNSPECIFIED: _ClassVar[ActivationStatus]
+    ACTIVATION_STATUS_INACTIVE: _ClassVar[ActivationStatus]
+    ACTIVATION_STATUS_ACTIVATING: _ClassVar[ActivationStatus]
+    ACTIVATION_STATUS_IDLE: _ClassVar[ActivationStatus]
+    ACTIVATION_STATUS_RUNNING: _ClassVar[ActivationStatus]
+    ACTIVATION_STATUS_DEACTIVATING: _ClassVar[ActivationStatus]
+ACTIVATION_STATUS_UNSPECIFIED: ActivationStatus
+ACTIVATION_STATUS_INACTIVE: ActivationStatus
+ACTIVATION_STATUS_ACTIVATING: ActivationStatus
+ACTIVATION_STATUS_IDLE: ActivationStatus
+ACTIVATION_STATUS_RUNNING: ActivationStatus
+ACTIVATION_STATUS_DEACTIVATING: ActivationStatus
+
 class StatusRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("version", "uptime_ms", "types", "store", "active_actors", "dirty_actors")
+    __slots__ = ("version", "uptime_ms", "types", "store", "active_actors", "dirty_actors", "node", "listen", "flush", "pending_calls", "max_pending_calls", "reminders_fired", "started_unix_ms")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     UPTIME_MS_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
     STORE_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_ACTORS_FIELD_NUMBER: _ClassVar[int]
     DIRTY_ACTORS_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    LISTEN_FIELD_NUMBER: _ClassVar[int]
+    FLUSH_FIELD_NUMBER: _ClassVar[int]
+    PENDING_CALLS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PENDING_CALLS_FIELD_NUMBER: _ClassVar[int]
+    REMINDERS_FIRED_FIELD_NUMBER: _ClassVar[int]
+    STARTED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     version: str
     uptime_ms: int
     types: _containers.RepeatedCompositeFieldContainer[RegisteredType]
     store: str
     active_actors: int
     dirty_actors: int
-    def __init__(self, version: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., types: _Optional[_Iterable[_Union[RegisteredType, _Mapping]]] = ..., store: _Optional[str] = ..., active_actors: _Optional[int] = ..., dirty_actors: _Optional[int] = ...) -> None: ...
+    node: str
+    listen: str
+    flush: FlushBacklog
+    pending_calls: int
+    max_pending_calls: int
+    reminders_fired: int
+    started_unix_ms: int
+    def __init__(self, version: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., types: _Optional[_Iterable[_Union[RegisteredType, _Mapping]]] = ..., store: _Optional[str] = ..., active_actors: _Optional[int] = ..., dirty_actors: _Optional[int] = ..., node: _Optional[str] = ..., listen: _Optional[str] = ..., flush: _Optional[_Union[FlushBacklog, _Mapping]] = ..., pending_calls: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., reminders_fired: _Optional[int] = ..., started_unix_ms: _Optional[int] = ...) -> None: ...
+
+class FlushBacklog(_message.Message):
+    __slots__ = ("dirty_actors", "dirty_bytes", "held_replies", "batches", "keys_written", "last_flush_unix_ms", "failing", "last_error")
+    DIRTY_ACTORS_FIELD_NUMBER: _ClassVar[int]
+    DIRTY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    HELD_REPLIES_FIELD_NUMBER: _ClassVar[int]
+    BATCHES_FIELD_NUMBER: _ClassVar[int]
+    KEYS_WRITTEN_FIELD_NUMBER: _ClassVar[int]
+    LAST_FLUSH_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    FAILING_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    dirty_actors: int
+    dirty_bytes: int
+    held_replies: int
+    batches: int
+    keys_written: int
+    last_flush_unix_ms: int
+    failing: bool
+    last_error: str
+    def __init__(self, dirty_actors: _Optional[int] = ..., dirty_bytes: _Optional[int] = ..., held_replies: _Optional[int] = ..., batches: _Optional[int] = ..., keys_written: _Optional[int] = ..., last_flush_unix_ms: _Optional[int] = ..., failing: bool = ..., last_error: _Optional[str] = ...) -> None: ...
 
 class RegisteredType(_message.Message):
-    __slots__ = ("name", "apps", "active_actors")
+    __slots__ = ("name", "apps", "active_actors", "state_mode", "idle_timeout_ms", "max_mailbox", "reentrant")
     NAME_FIELD_NUMBER: _ClassVar[int]
     APPS_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_ACTORS_FIELD_NUMBER: _ClassVar[int]
+    STATE_MODE_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MAILBOX_FIELD_NUMBER: _ClassVar[int]
+    REENTRANT_FIELD_NUMBER: _ClassVar[int]
     name: str
     apps: _containers.RepeatedScalarFieldContainer[str]
     active_actors: int
-    def __init__(self, name: _Optional[str] = ..., apps: _Optional[_Iterable[str]] = ..., active_actors: _Optional[int] = ...) -> None: ...
+    state_mode: _common_pb2.StateMode
+    idle_timeout_ms: int
+    max_mailbox: int
+    reentrant: bool
+    def __init__(self, name: _Optional[str] = ..., apps: _Optional[_Iterable[str]] = ..., active_actors: _Optional[int] = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., idle_timeout_ms: _Optional[int] = ..., max_mailbox: _Optional[int] = ..., reentrant: bool = ...) -> None: ...
 
 class ListActorsRequest(_message.Message):
     __slots__ = ("type", "page_size", "page_token")
@@ -55,15 +114,109 @@ class ListActorsResponse(_message.Message):
     def __init__(self, actors: _Optional[_Iterable[_Union[ActorInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class ActorInfo(_message.Message):
-    __slots__ = ("actor", "mailbox_depth", "turns", "dirty", "idle_ms")
+    __slots__ = ("actor", "mailbox_depth", "turns", "dirty", "idle_ms", "status")
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     MAILBOX_DEPTH_FIELD_NUMBER: _ClassVar[int]
     TURNS_FIELD_NUMBER: _ClassVar[int]
     DIRTY_FIELD_NUMBER: _ClassVar[int]
     IDLE_MS_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
     actor: _common_pb2.ActorRef
     mailbox_depth: int
     turns: int
     dirty: bool
     idle_ms: int
-    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., mailbox_depth: _Optional[int] = ..., turns: _Optional[int] = ..., dirty: bool = ..., idle_ms: _Optional[int] = ...) -> None: ...
+    status: ActivationStatus
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., mailbox_depth: _Optional[int] = ..., turns: _Optional[int] = ..., dirty: bool = ..., idle_ms: _Optional[int] = ..., status: _Optional[_Union[ActivationStatus, str]] = ...) -> None: ...
+
+class DescribeActorRequest(_message.Message):
+    __slots__ = ("actor",)
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    actor: _common_pb2.ActorRef
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ...) -> None: ...
+
+class DescribeActorResponse(_message.Message):
+    __slots__ = ("actor", "node", "status", "app", "activated_unix_ms", "last_active_unix_ms", "mailbox_depth", "turns", "state", "dirty", "state_mode", "reminders", "alarm", "timers", "stored")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    APP_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    MAILBOX_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    TURNS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    DIRTY_FIELD_NUMBER: _ClassVar[int]
+    STATE_MODE_FIELD_NUMBER: _ClassVar[int]
+    REMINDERS_FIELD_NUMBER: _ClassVar[int]
+    ALARM_FIELD_NUMBER: _ClassVar[int]
+    TIMERS_FIELD_NUMBER: _ClassVar[int]
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    actor: _common_pb2.ActorRef
+    node: str
+    status: ActivationStatus
+    app: str
+    activated_unix_ms: int
+    last_active_unix_ms: int
+    mailbox_depth: int
+    turns: int
+    state: _containers.RepeatedCompositeFieldContainer[StateEntry]
+    dirty: bool
+    state_mode: _common_pb2.StateMode
+    reminders: _containers.RepeatedCompositeFieldContainer[_client_pb2.Reminder]
+    alarm: _client_pb2.Reminder
+    timers: _containers.RepeatedCompositeFieldContainer[TimerInfo]
+    stored: bool
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., node: _Optional[str] = ..., status: _Optional[_Union[ActivationStatus, str]] = ..., app: _Optional[str] = ..., activated_unix_ms: _Optional[int] = ..., last_active_unix_ms: _Optional[int] = ..., mailbox_depth: _Optional[int] = ..., turns: _Optional[int] = ..., state: _Optional[_Iterable[_Union[StateEntry, _Mapping]]] = ..., dirty: bool = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., reminders: _Optional[_Iterable[_Union[_client_pb2.Reminder, _Mapping]]] = ..., alarm: _Optional[_Union[_client_pb2.Reminder, _Mapping]] = ..., timers: _Optional[_Iterable[_Union[TimerInfo, _Mapping]]] = ..., stored: bool = ...) -> None: ...
+
+class StateEntry(_message.Message):
+    __slots__ = ("key", "value", "dirty")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    DIRTY_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: bytes
+    dirty: bool
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ..., dirty: bool = ...) -> None: ...
+
+class TimerInfo(_message.Message):
+    __slots__ = ("name", "next_due_unix_ms", "period_ms", "keep_alive")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NEXT_DUE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    PERIOD_MS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_ALIVE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    next_due_unix_ms: int
+    period_ms: int
+    keep_alive: bool
+    def __init__(self, name: _Optional[str] = ..., next_due_unix_ms: _Optional[int] = ..., period_ms: _Optional[int] = ..., keep_alive: bool = ...) -> None: ...
+
+class ListStoredActorsRequest(_message.Message):
+    __slots__ = ("type", "page_size", "page_token")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    page_size: int
+    page_token: str
+    def __init__(self, type: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListStoredActorsResponse(_message.Message):
+    __slots__ = ("ids", "next_page_token")
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    next_page_token: str
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DeactivateActorRequest(_message.Message):
+    __slots__ = ("actor",)
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    actor: _common_pb2.ActorRef
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ...) -> None: ...
+
+class DeactivateActorResponse(_message.Message):
+    __slots__ = ("deactivated",)
+    DEACTIVATED_FIELD_NUMBER: _ClassVar[int]
+    deactivated: bool
+    def __init__(self, deactivated: bool = ...) -> None: ...

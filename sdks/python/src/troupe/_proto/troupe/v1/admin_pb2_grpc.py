@@ -44,19 +44,59 @@ class AdminStub(object):
                 request_serializer=troupe_dot_v1_dot_admin__pb2.ListActorsRequest.SerializeToString,
                 response_deserializer=troupe_dot_v1_dot_admin__pb2.ListActorsResponse.FromString,
                 _registered_method=True)
+        self.DescribeActor = channel.unary_unary(
+                '/troupe.v1.Admin/DescribeActor',
+                request_serializer=troupe_dot_v1_dot_admin__pb2.DescribeActorRequest.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_admin__pb2.DescribeActorResponse.FromString,
+                _registered_method=True)
+        self.ListStoredActors = channel.unary_unary(
+                '/troupe.v1.Admin/ListStoredActors',
+                request_serializer=troupe_dot_v1_dot_admin__pb2.ListStoredActorsRequest.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_admin__pb2.ListStoredActorsResponse.FromString,
+                _registered_method=True)
+        self.DeactivateActor = channel.unary_unary(
+                '/troupe.v1.Admin/DeactivateActor',
+                request_serializer=troupe_dot_v1_dot_admin__pb2.DeactivateActorRequest.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_admin__pb2.DeactivateActorResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def Status(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """The daemon: version, uptime, node, store, registered types, flush backlog.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListActors(self, request, context):
-        """Missing associated documentation comment in .proto file."""
+        """Active actors (those with a live activation), ordered by (type, id).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DescribeActor(self, request, context):
+        """One actor, active or not: where it lives, its activation, its state and
+        schedule. NOT_FOUND when the actor is neither active nor stored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListStoredActors(self, request, context):
+        """Actors of one type that have stored state (active or not), by id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeactivateActor(self, request, context):
+        """Ends an activation now: running turns finish, on_deactivate runs, state
+        is flushed. The next call activates the actor again.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -73,6 +113,21 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListActors,
                     request_deserializer=troupe_dot_v1_dot_admin__pb2.ListActorsRequest.FromString,
                     response_serializer=troupe_dot_v1_dot_admin__pb2.ListActorsResponse.SerializeToString,
+            ),
+            'DescribeActor': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeActor,
+                    request_deserializer=troupe_dot_v1_dot_admin__pb2.DescribeActorRequest.FromString,
+                    response_serializer=troupe_dot_v1_dot_admin__pb2.DescribeActorResponse.SerializeToString,
+            ),
+            'ListStoredActors': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListStoredActors,
+                    request_deserializer=troupe_dot_v1_dot_admin__pb2.ListStoredActorsRequest.FromString,
+                    response_serializer=troupe_dot_v1_dot_admin__pb2.ListStoredActorsResponse.SerializeToString,
+            ),
+            'DeactivateActor': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeactivateActor,
+                    request_deserializer=troupe_dot_v1_dot_admin__pb2.DeactivateActorRequest.FromString,
+                    response_serializer=troupe_dot_v1_dot_admin__pb2.DeactivateActorResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -129,6 +184,87 @@ class Admin(object):
             '/troupe.v1.Admin/ListActors',
             troupe_dot_v1_dot_admin__pb2.ListActorsRequest.SerializeToString,
             troupe_dot_v1_dot_admin__pb2.ListActorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeActor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.Admin/DescribeActor',
+            troupe_dot_v1_dot_admin__pb2.DescribeActorRequest.SerializeToString,
+            troupe_dot_v1_dot_admin__pb2.DescribeActorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListStoredActors(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.Admin/ListStoredActors',
+            troupe_dot_v1_dot_admin__pb2.ListStoredActorsRequest.SerializeToString,
+            troupe_dot_v1_dot_admin__pb2.ListStoredActorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeactivateActor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.Admin/DeactivateActor',
+            troupe_dot_v1_dot_admin__pb2.DeactivateActorRequest.SerializeToString,
+            troupe_dot_v1_dot_admin__pb2.DeactivateActorResponse.FromString,
             options,
             channel_credentials,
             insecure,

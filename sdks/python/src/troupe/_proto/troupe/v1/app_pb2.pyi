@@ -115,7 +115,7 @@ class Activate(_message.Message):
     def __init__(self, call_id: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., state: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
 
 class Turn(_message.Message):
-    __slots__ = ("call_id", "actor", "kind", "name", "payload", "metadata", "chain")
+    __slots__ = ("call_id", "actor", "kind", "name", "payload", "metadata", "chain", "traceparent", "tracestate", "deadline_unix_ms")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +130,9 @@ class Turn(_message.Message):
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     CHAIN_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    TRACESTATE_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     call_id: int
     actor: _common_pb2.ActorRef
     kind: _common_pb2.TurnKind
@@ -137,7 +140,10 @@ class Turn(_message.Message):
     payload: _common_pb2.Payload
     metadata: _containers.ScalarMap[str, str]
     chain: _common_pb2.CallChain
-    def __init__(self, call_id: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., kind: _Optional[_Union[_common_pb2.TurnKind, str]] = ..., name: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ...) -> None: ...
+    traceparent: str
+    tracestate: str
+    deadline_unix_ms: int
+    def __init__(self, call_id: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., kind: _Optional[_Union[_common_pb2.TurnKind, str]] = ..., name: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ..., deadline_unix_ms: _Optional[int] = ...) -> None: ...
 
 class Deactivate(_message.Message):
     __slots__ = ("call_id", "actor", "reason")

@@ -1,0 +1,76 @@
+// The turn running in the current async context: its call chain, its caller's
+// deadline and the state it touched.
+//
+// Each turn runs in its own async context, so concurrent turns (of different
+// actors, and the read-only or re-entrant turns the daemon runs side by side on
+// one actor) never see each other's scope, while work a handler starts inherits it.
+import { AsyncLocalStorage } from "node:async_hooks";
+import type * as grpc from "@grpc/grpc-js";
+import { DeadlineExceeded } from "./errors.js";
+import type { CallChain } from "./gen/troupe/v1/common.js";
+
+/**
+ * @internal One turn (or activation/deactivation hook) of one actor instance in this app.
+ *
+ * `snapshots` holds, per state key the turn touched, the encoded value it had
+ * when the turn first touched it (undefined: absent); `written` the keys it set
+ * or deleted. `live` turns false when the turn ends, so that work which
+ * outlives it neither records state into it nor claims its chain.
+ */
+export class TurnScope {
+  live = true;
+  readonly snapshots = new Map<string, Buffer | undefined>();
+  readonly written = new Set<string>();
+  /** When the turn's caller stops waiting (unix ms), if it set a deadline. */
+  readonly deadline: number | undefined;
+
+  constructor(
+    /** The State instance of the actor the turn belongs to. */
+    readonly state: object,
+    /** `type/id`, for messages. */
+    readonly actor: string,
+    readonly method: string,
+    readonly readonly = false,
+    readonly chain?: CallChain,
+    deadlineUnixMs = 0n,
+  ) {
+    this.deadline = deadlineUnixMs > 0n ? Number(deadlineUnixMs) : undefined;
+  }
+}
+
+/** @internal */
+export const currentTurn = new AsyncLocalStorage<TurnScope>();
+
+/** @internal The turn the running code works for, if it is still running. */
+export function liveTurn(): TurnScope | undefined {
+  const scope = currentTurn.getStore();
+  return scope?.live === true ? scope : undefined;
+}
+
+/**
+ * @internal The chain a call made now must carry: the running turn's, exactly as
+ * the daemon sent it (it already ends with this actor).
+ */
+export function chainForCall(): CallChain | undefined {
+  return liveTurn()?.chain;
+}
+
+/**
+ * @internal The gRPC deadline of a call: its own timeout, cut to the running
+ * turn's caller's deadline. Nobody waits for the result after that, and
+ * shrinking deadlines along a chain is what ends a wait across two chains (A
+ * waits on B while B waits on A). Throws DeadlineExceeded if it already passed.
+ */
+export function callDeadline(timeoutMs: number | undefined, what: string): Partial<grpc.CallOptions> {
+  const own = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+  const scope = liveTurn();
+  if (scope?.deadline === undefined) return own === undefined ? {} : { deadline: own };
+  const left = scope.deadline - Date.now();
+  if (left <= 0) {
+    throw new DeadlineExceeded(
+      `${what}: not sent, because the caller of turn ${scope.actor}.${scope.method} stopped waiting ${String(-left)} ms ago ` +
+        "(its deadline passed); give the outermost call a longer timeout, or do less in this turn",
+    );
+  }
+  return { deadline: own === undefined ? scope.deadline : Math.min(own, scope.deadline) };
+}
