@@ -168,3 +168,30 @@ fn unix_now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tell_starts_a_chain_of_its_own() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let daemon = Daemon::start(dir.path(), &[]).await?;
+    let (mut app, _) = RawApp::register(daemon.addr, vec![type_spec("node")]).await?;
+    let mut client = daemon.client().await?;
+    // A tell from a turn of node/a: a goes on, it does not wait on b, so b's
+    // turn must not count a as waiting (a call back to a is no cycle).
+    client
+        .0
+        .tell(pb::TellRequest {
+            actor: Some(actor("node", "b")),
+            method: "ping".into(),
+            payload: Some(json_payload("null")),
+            chain: Some(pb::CallChain {
+                id: "c1".into(),
+                actors: vec![actor("node", "a")],
+            }),
+            ..Default::default()
+        })
+        .await?;
+    let turn = app.next_turn().await?;
+    assert_eq!(chain_actors(&turn), ["node/b"]);
+    app.reply(turn.call_id, "null")?;
+    Ok(())
+}

@@ -22,7 +22,7 @@ mod local;
 mod metrics;
 mod run_queue;
 mod runtime;
-mod scheduler;
+pub(crate) mod scheduler;
 mod slots;
 mod types;
 pub mod validate;
@@ -37,9 +37,10 @@ pub use host::{
 pub use hosts::HostRegistration;
 pub use local::FnHost;
 pub use runtime::{
-    ActivationState, ActorDetails, ActorInfo, ActorRef, Runtime, RuntimeStatus, TimerInfo,
-    TypeStatus,
+    ActivationState, ActorDetails, ActorInfo, ActorRef, Forwarder, Route, Runtime, RuntimeStatus,
+    TimerInfo, TypeStatus, MAX_FORWARD_HOPS,
 };
+pub use scheduler::BoxFuture;
 pub use scheduler::{MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
 pub use types::{
     ActorFailure, ActorId, Call, CallChain, CallExtra, CallTrace, ContentType, DeactivateReason,

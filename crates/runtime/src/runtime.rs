@@ -23,7 +23,7 @@ use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
-use troupe_placement::{Owner, Placement};
+use troupe_placement::Placement;
 use troupe_storage::{ReminderKey, ReminderStore, StateStore};
 
 use crate::activation::{Activation, Envelope, Inner, Status};
@@ -48,7 +48,10 @@ use crate::types::{
 };
 use crate::validate;
 
+mod cluster;
 mod inspect;
+
+pub use cluster::{Forwarder, Route, MAX_FORWARD_HOPS};
 
 pub use inspect::{ActivationState, ActorDetails, ActorInfo, RuntimeStatus, TimerInfo, TypeStatus};
 
@@ -118,6 +121,8 @@ pub(crate) struct Shared {
     metrics: Option<Arc<Metrics>>,
     /// Wall-clock time of `started_at`, for timestamps shown to people.
     started_unix_ms: u64,
+    /// Carries calls to other daemons, in a cluster.
+    forwarder: OnceLock<Arc<dyn Forwarder>>,
 }
 
 /// A running timer of an active actor.
@@ -171,6 +176,7 @@ impl Runtime {
                 store,
                 config.flush_max_dirty_bytes,
                 metrics.clone(),
+                placement.clone(),
             )),
             placement,
             pending: PendingCalls::new(config.max_pending_calls),
@@ -187,6 +193,7 @@ impl Runtime {
             timers: Mutex::new(HashMap::new()),
             metrics,
             started_unix_ms: crate::scheduler::unix_now_ms(),
+            forwarder: OnceLock::new(),
             config,
         };
         Ok(Self {
@@ -209,6 +216,16 @@ impl Runtime {
         if let Some(writes) = self.shared.scheduler_writes.lock().take() {
             let dispatch: Arc<dyn Dispatch> = Arc::new(Firing(self.shared.clone()));
             self.shared.scheduler.start(writes, dispatch);
+        }
+        if let Some(mut changes) = self.shared.placement.changes() {
+            // Reminders of actors this daemon gained are in the store, not in
+            // its memory: look again whenever owners change.
+            let scheduler = self.shared.scheduler.clone();
+            tokio::spawn(async move {
+                while changes.changed().await.is_ok() {
+                    scheduler.reload();
+                }
+            });
         }
     }
 
@@ -271,7 +288,19 @@ impl Runtime {
         let timeout = call.timeout.map_or(limit, |t| t.min(limit));
         let (actor, kind) = (call.actor.clone(), call.kind);
         let (tx, rx) = oneshot::channel();
-        if let Err(e) = self.shared.enqueue(call, Reply::To(tx)) {
+        let deadline = cluster::route_deadline(&self.shared, call.timeout);
+        let mut reply = Some(Reply::To(tx));
+        let call = match self.shared.route_call(call, deadline, &mut reply).await {
+            Ok(Some(call)) => call,
+            // Forwarded: the owner's answer is in `rx`.
+            Ok(None) => return wait_reply(&actor, timeout, rx).await,
+            Err(e) => {
+                self.shared.count_failed(&actor.ty, kind, &e);
+                return Err(e);
+            }
+        };
+        let reply = reply.take().unwrap_or_default();
+        if let Err(e) = self.shared.enqueue(call, reply) {
             self.shared.count_failed(&actor.ty, kind, &e);
             return Err(e);
         }
@@ -286,6 +315,28 @@ impl Runtime {
     /// Queues a call whose result nobody waits for.
     pub fn tell(&self, call: Call) -> Result<(), CallError> {
         let (ty, kind) = (call.actor.ty.clone(), call.kind);
+        if self.shared.route(&call.actor)? != Route::Local {
+            // Forwarded or waiting for a table change: the caller does not
+            // wait for either.
+            let shared = self.shared.clone();
+            let deadline = cluster::route_deadline(&shared, call.timeout);
+            tokio::spawn(async move {
+                let actor = call.actor.clone();
+                match shared.route_call(call, deadline, &mut None).await {
+                    Ok(Some(call)) => {
+                        if let Err(e) = shared.enqueue(call, Reply::None) {
+                            shared.count_failed(&actor.ty, kind, &e);
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        shared.count_failed(&actor.ty, kind, &e);
+                        debug!(actor = %actor, error = %e, "one-way call not delivered");
+                    }
+                }
+            });
+            return Ok(());
+        }
         let result = self.shared.enqueue(call, Reply::None);
         if let Err(e) = &result {
             self.shared.count_failed(&ty, kind, e);
@@ -598,9 +649,17 @@ impl Shared {
         self.check_target(&call.actor)?;
         let mut extra = call.extra;
         // Only a caller that waits can close a cycle: a one-way call's
-        // sender goes on, so its chain is no wait-for edge.
+        // sender goes on, so its chain is no wait-for edge, and the turn it
+        // starts begins a chain of its own (else a call back to the sender
+        // would look like a cycle, or re-enter it beside another turn).
         let reentering = match (&reply, extra.as_deref().and_then(|e| e.chain.as_ref())) {
             (Reply::To(_), Some(chain)) => self.check_chain(&call.actor, chain)?,
+            (Reply::None, Some(_)) => {
+                if let Some(e) = extra.as_mut() {
+                    e.chain = None;
+                }
+                false
+            }
             _ => false,
         };
         if let Some(timeout) = call.timeout {
@@ -654,14 +713,15 @@ impl Shared {
         if self.shutting_down.load(Ordering::Relaxed) {
             return Err(shutting_down_error());
         }
-        validate::name("actor type", &actor.ty)?;
-        validate::name("actor id", &actor.id)?;
-        if let Owner::Remote { node, .. } = self.placement.owner(&actor.ty, &actor.id) {
-            return Err(CallError::Unavailable(format!(
-                "actor {actor} is owned by daemon {node}; call that daemon (forwarding is not enabled)"
-            )));
+        match self.route(actor)? {
+            Route::Local => Ok(()),
+            Route::Remote { node, address } => Err(CallError::Unavailable(format!(
+                "actor {actor} is owned by daemon {node} ({address}); call that daemon"
+            ))),
+            Route::Wait => Err(CallError::Unavailable(format!(
+                "actor {actor} is moving between daemons; retry in a moment"
+            ))),
         }
-        Ok(())
     }
 
     /// Checks a call's method and payload and takes its place under the
@@ -979,6 +1039,11 @@ impl Shared {
         act: Arc<Activation>,
         span: tracing::Span,
     ) -> Result<(), CallError> {
+        // The table may have changed since the calls were routed here.
+        if self.route(&act.id).ok() != Some(Route::Local) {
+            self.reroute_mailbox(&act);
+            return Ok(());
+        }
         let binding = match self.hosts.pick(&act.id.ty) {
             Some(b) => Some(b),
             None => {
@@ -1127,6 +1192,20 @@ impl Shared {
     ) {
         let touch = meta.touch;
         let mut inner = act.inner.lock();
+        if inner.status == Status::Gone {
+            // Fenced while the turn ran: its changes must not reach the store.
+            drop(inner);
+            reply.send(Err(cluster::lease_lapsed()));
+            return;
+        }
+        // The lease ended and the fence is on its way: the actor may be
+        // another daemon's already, so the turn's changes and answer must
+        // not count.
+        let outcome = if self.placement.may_serve() {
+            outcome
+        } else {
+            Err(cluster::lease_lapsed())
+        };
         let mut hold_until_flushed = false;
         let result = match outcome {
             Ok(TurnOutcome {
@@ -1389,6 +1468,10 @@ impl Shared {
 struct Firing(Arc<Shared>);
 
 impl Dispatch for Firing {
+    fn owns(&self, actor: &ActorId) -> bool {
+        self.0.route(actor).ok() == Some(Route::Local)
+    }
+
     fn fire(
         &self,
         actor: ActorId,

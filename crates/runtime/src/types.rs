@@ -257,6 +257,8 @@ pub struct CallExtra {
     pub trace: Option<CallTrace>,
     /// When the caller stops waiting (wall clock), if it set a deadline.
     pub deadline_unix_ms: Option<u64>,
+    /// Times the call was forwarded between daemons to reach its owner.
+    pub hops: u32,
 }
 
 /// The target of every span the runtime makes for trace export. Nothing else
