@@ -5,8 +5,14 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    let files = ["common.proto", "client.proto", "app.proto", "admin.proto"]
-        .map(|f| root.join("troupe/v1").join(f));
+    let files = [
+        "common.proto",
+        "client.proto",
+        "app.proto",
+        "admin.proto",
+        "placement.proto",
+    ]
+    .map(|f| root.join("troupe/v1").join(f));
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
 
     let mut config = prost_build::Config::new();

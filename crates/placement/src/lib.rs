@@ -2,18 +2,33 @@
 //!
 //! The runtime asks a [`Placement`] before it activates an actor: only the
 //! owner may activate it, which is how the single-activation guarantee is
-//! kept. One node needs no coordination ([`SingleNode`]); the replicated
-//! placement service (Raft through openraft) and consistent hashing over the
-//! daemons that host a type arrive with the cluster work and implement the
-//! same trait.
+//! kept. One node needs no coordination ([`SingleNode`]); in a cluster the
+//! daemon's view of the replicated placement service answers
+//! ([`cluster::ClusterPlacement`]), computing owners by consistent
+//! hashing over the daemons that host a type. The protocol and why it keeps
+//! one activation per actor: docs/architecture.md, "Cluster".
+//!
+//! - [`ring`]: the owner function (consistent hashing, virtual nodes).
+//! - [`cluster`]: the table types and [`cluster::ClusterPlacement`], the
+//!   daemon's view.
+//! - [`service`]: the replicated placement service (`troupe placement serve`).
+
+pub mod cluster;
+pub mod ring;
+pub mod service;
 
 /// The node that owns an actor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Owner {
     /// This daemon: activate here.
     Local,
-    /// Another daemon, by its transport address: forward the call there.
+    /// Another daemon, by its address: forward the call there.
     Remote { node: String, address: String },
+    /// A table change is moving the actor between daemons: nobody may
+    /// activate it until the change completes; calls wait for it.
+    Moving,
+    /// No daemon in the cluster hosts the actor's type.
+    Unplaced,
 }
 
 /// Decides where actors live.
@@ -23,6 +38,19 @@ pub trait Placement: Send + Sync + std::fmt::Debug + 'static {
 
     /// Version of the placement table the answers come from.
     fn table_version(&self) -> u64;
+
+    /// Whether this daemon may serve actors and write their state now. In a
+    /// cluster this is the placement lease: once it lapses, another daemon
+    /// may be given this daemon's actors.
+    fn may_serve(&self) -> bool {
+        true
+    }
+
+    /// Ticks (with the table version) whenever owners may have changed, so
+    /// callers waiting on [`Owner::Moving`] look again. `None`: never changes.
+    fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 /// One daemon owns every actor.

@@ -1,0 +1,277 @@
+//! The replicated placement service (`troupe placement serve`).
+//!
+//! This module owns one placement replica: its Raft node (openraft), its
+//! storage on disk, and the `troupe.v1.Placement` gRPC service daemons and
+//! the other replicas call. The protocol is docs/architecture.md, "Cluster".
+//!
+//! - [`state`]: the deterministic state machine (members, tables, changes).
+//! - [`store`]: the log, vote and snapshots in sled.
+//! - [`network`]: Raft RPCs to other replicas over the `Raft` rpc.
+//! - [`grpc`]: the service: forwarding to the leader, leases and drain
+//!   reports (leader soft state), expiry and promotion.
+//!
+//! Bootstrap: every replica is configured with the ids and addresses of all
+//! replicas; the one with the lowest id initialises the Raft cluster when
+//! its log is empty, so the first start needs it up (later starts do not).
+
+pub mod grpc;
+pub mod network;
+pub mod state;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{InitializeError, RaftError};
+use openraft::{BasicNode, Raft};
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use troupe_proto::v1::placement_server::PlacementServer;
+
+use crate::cluster::Table;
+use state::Command;
+
+openraft::declare_raft_types!(
+    /// The placement service's Raft types: commands in, tables out.
+    pub TypeConfig:
+        D = Command,
+        R = Table,
+        NodeId = u64,
+        Node = BasicNode,
+        SnapshotData = std::io::Cursor<Vec<u8>>,
+);
+
+/// How a replica runs.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// This replica's id; must be a key of `peers`.
+    pub id: u64,
+    /// Where the log, vote and snapshots live.
+    pub data_dir: PathBuf,
+    /// Every replica, this one included: id → host:port of its gRPC API.
+    pub peers: BTreeMap<u64, String>,
+    /// A member is removed after this long without a heartbeat.
+    pub lease: Duration,
+    /// How often daemons heartbeat; also the leader's expiry/promotion tick.
+    pub heartbeat: Duration,
+}
+
+/// Default lease: long enough to ride out a GC pause or a leader election.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(3);
+/// Default heartbeat: several per lease, so one lost heartbeat is harmless.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_millis(500);
+
+impl ServiceConfig {
+    /// A config with the default lease and heartbeat.
+    pub fn new(id: u64, data_dir: impl Into<PathBuf>, peers: BTreeMap<u64, String>) -> Self {
+        ServiceConfig {
+            id,
+            data_dir: data_dir.into(),
+            peers,
+            lease: DEFAULT_LEASE,
+            heartbeat: DEFAULT_HEARTBEAT,
+        }
+    }
+
+    fn validate(&self) -> Result<(), ServiceError> {
+        if !self.peers.contains_key(&self.id) {
+            return Err(ServiceError::Config(format!(
+                "the peers list must include this replica (id {}) with its address; got ids {:?}",
+                self.id,
+                self.peers.keys().collect::<Vec<_>>()
+            )));
+        }
+        if let Some((id, _)) = self.peers.iter().find(|(_, a)| a.trim().is_empty()) {
+            return Err(ServiceError::Config(format!(
+                "replica {id} has an empty address; give every peer as ID=HOST:PORT"
+            )));
+        }
+        if self.heartbeat.is_zero() || self.lease <= self.heartbeat * 2 {
+            return Err(ServiceError::Config(format!(
+                "the lease ({:?}) must be more than twice the heartbeat interval ({:?}) and the \
+                 heartbeat must be positive, or members expire between two heartbeats",
+                self.lease, self.heartbeat
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Why a replica could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("invalid placement configuration: {0}")]
+    Config(String),
+    #[error(
+        "cannot open the placement data dir {path}: {source}; check that it is writable and that \
+         no other replica uses it"
+    )]
+    Storage { path: PathBuf, source: sled::Error },
+    #[error("cannot read the placement data dir {path}: {source}")]
+    Snapshot {
+        path: PathBuf,
+        source: store::StoreOpenError,
+    },
+    #[error("the Raft node stopped: {0}")]
+    Raft(Box<openraft::error::Fatal<u64>>),
+    #[error("the placement gRPC server failed: {0}")]
+    Serve(#[from] tonic::transport::Error),
+    #[error("cannot read the listening address: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl From<openraft::error::Fatal<u64>> for ServiceError {
+    fn from(e: openraft::error::Fatal<u64>) -> Self {
+        ServiceError::Raft(Box::new(e))
+    }
+}
+
+/// A running replica: Raft node, leader tasks and the gRPC service.
+#[derive(Debug)]
+pub struct Replica {
+    service: grpc::PlacementService,
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    store_closed: store::StoreClosed,
+}
+
+impl Replica {
+    /// Opens storage, starts the Raft node and, on the lowest id with an
+    /// empty log, initialises the cluster.
+    pub async fn start(config: ServiceConfig) -> Result<Replica, ServiceError> {
+        config.validate()?;
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| ServiceError::Storage {
+            path: config.data_dir.clone(),
+            source: sled::Error::Io(e),
+        })?;
+        let db = store::open(&config.data_dir).map_err(|source| ServiceError::Storage {
+            path: config.data_dir.clone(),
+            source,
+        })?;
+        let (guard, store_closed) = store::StoreGuard::new();
+        let log =
+            store::LogStore::new(&db, guard.clone()).map_err(|source| ServiceError::Storage {
+                path: config.data_dir.clone(),
+                source,
+            })?;
+        let sm =
+            store::StateMachineStore::new(&db, guard).map_err(|source| ServiceError::Snapshot {
+                path: config.data_dir.clone(),
+                source,
+            })?;
+
+        let raft_config = openraft::Config {
+            cluster_name: "troupe-placement".into(),
+            // Elections finish well within a lease, so a leader change
+            // does not make members' leases lapse.
+            heartbeat_interval: 100,
+            election_timeout_min: 500,
+            election_timeout_max: 1000,
+            ..Default::default()
+        };
+        let raft_config = Arc::new(
+            raft_config
+                .validate()
+                .map_err(|e| ServiceError::Config(format!("raft timing: {e}")))?,
+        );
+        let applied = sm.applied();
+        let raft = Raft::new(
+            config.id,
+            raft_config,
+            network::Network,
+            log.clone(),
+            sm.clone(),
+        )
+        .await?;
+
+        let lowest = config.peers.keys().next().copied();
+        if lowest == Some(config.id) && !raft.is_initialized().await? {
+            let nodes: BTreeMap<u64, BasicNode> = config
+                .peers
+                .iter()
+                .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
+                .collect();
+            match raft.initialize(nodes).await {
+                Ok(()) => tracing::info!(id = config.id, "initialised the placement Raft cluster"),
+                // Another start got there first (idempotent restart).
+                Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
+                Err(RaftError::APIError(e)) => {
+                    return Err(ServiceError::Config(format!(
+                        "cannot initialise the Raft cluster: {e}"
+                    )))
+                }
+                Err(RaftError::Fatal(f)) => return Err(f.into()),
+            }
+        }
+
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let service = grpc::PlacementService::new(
+            config.id,
+            raft,
+            applied,
+            log,
+            config.peers.clone(),
+            config.lease,
+            config.heartbeat,
+        );
+        let tasks = vec![tokio::spawn(service.clone().leader_loop(stop_rx))];
+        drop(db);
+        Ok(Replica {
+            service,
+            stop,
+            tasks,
+            store_closed,
+        })
+    }
+
+    /// The gRPC service, to mount on a server.
+    pub fn grpc(&self) -> PlacementServer<grpc::PlacementService> {
+        PlacementServer::new(self.service.clone())
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20)
+    }
+
+    /// The service handle (Raft state, tables), e.g. for tests.
+    pub fn service(&self) -> &grpc::PlacementService {
+        &self.service
+    }
+
+    /// Serves on `listener` until `shutdown` completes, then stops Raft.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ServiceError> {
+        let addr: SocketAddr = listener.local_addr()?;
+        tracing::info!(%addr, id = self.service.id(), "placement replica serving");
+        let result = tonic::transport::Server::builder()
+            .add_service(self.grpc())
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+            .await;
+        self.stop().await;
+        result.map_err(Into::into)
+    }
+
+    /// Stops the leader tasks and the Raft node, and waits (bounded) for
+    /// the data dir to be closed, so the same process can open it again.
+    pub async fn stop(self) {
+        self.stop.send_replace(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+        if let Err(e) = self.service.raft().shutdown().await {
+            tracing::warn!(error = %e, "raft shutdown");
+        }
+        drop(self.service);
+        if tokio::time::timeout(Duration::from_secs(10), self.store_closed.closed())
+            .await
+            .is_err()
+        {
+            tracing::warn!("placement storage still in use 10s after shutdown");
+        }
+    }
+}

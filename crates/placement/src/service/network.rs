@@ -1,0 +1,186 @@
+//! Raft RPCs between replicas, over the placement service's own `Raft` rpc.
+//!
+//! This module owns the replica-to-replica client side: openraft's request
+//! is serialised as JSON into `RaftMessage.json` with `kind` naming the
+//! RPC; the answer carries openraft's `Result` the same way, so a remote
+//! Raft error arrives as the error openraft expects. The server side is
+//! `grpc::handle_raft`.
+
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::BasicNode;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tonic::transport::{Channel, Endpoint};
+use troupe_proto::v1 as pb;
+use troupe_proto::v1::placement_client::PlacementClient;
+
+use super::TypeConfig;
+
+type NodeId = u64;
+
+pub const APPEND_ENTRIES: &str = "append_entries";
+pub const VOTE: &str = "vote";
+pub const INSTALL_SNAPSHOT: &str = "install_snapshot";
+
+/// Connects to replicas by the address in the Raft membership.
+#[derive(Debug, Clone, Default)]
+pub struct Network;
+
+impl RaftNetworkFactory<TypeConfig> for Network {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
+        PeerClient::new(target, &node.addr)
+    }
+}
+
+/// One peer's connection; established lazily and re-established by tonic.
+#[derive(Debug)]
+pub struct PeerClient {
+    target: NodeId,
+    addr: String,
+    client: Option<PlacementClient<Channel>>,
+}
+
+/// Why a peer could not be asked.
+#[derive(Debug, thiserror::Error)]
+enum PeerError {
+    #[error("replica {target} at {addr} is not reachable: {status}")]
+    Status {
+        target: NodeId,
+        addr: String,
+        status: tonic::Status,
+    },
+    #[error("replica {target} address {addr:?} is not a valid host:port: {source}")]
+    BadAddress {
+        target: NodeId,
+        addr: String,
+        source: tonic::transport::Error,
+    },
+    #[error("replica {target} sent an answer this replica cannot read: {source}")]
+    Decode {
+        target: NodeId,
+        source: serde_json::Error,
+    },
+    #[error("encoding a Raft message: {0}")]
+    Encode(serde_json::Error),
+}
+
+impl PeerClient {
+    fn new(target: NodeId, addr: &str) -> Self {
+        PeerClient {
+            target,
+            addr: addr.to_owned(),
+            client: None,
+        }
+    }
+
+    fn client(&mut self) -> Result<PlacementClient<Channel>, PeerError> {
+        if let Some(c) = &self.client {
+            return Ok(c.clone());
+        }
+        let channel = Endpoint::from_shared(format!("http://{}", self.addr))
+            .map_err(|source| PeerError::BadAddress {
+                target: self.target,
+                addr: self.addr.clone(),
+                source,
+            })?
+            .connect_timeout(Duration::from_secs(1))
+            .tcp_nodelay(true)
+            .connect_lazy();
+        let client = PlacementClient::new(channel)
+            .max_decoding_message_size(64 << 20)
+            .max_encoding_message_size(64 << 20);
+        self.client = Some(client.clone());
+        Ok(client)
+    }
+
+    async fn call<Req, Resp, E>(
+        &mut self,
+        kind: &str,
+        req: &Req,
+        option: &RPCOption,
+    ) -> Result<Resp, RPCError<NodeId, BasicNode, E>>
+    where
+        Req: Serialize,
+        Resp: DeserializeOwned,
+        E: std::error::Error + DeserializeOwned,
+    {
+        let json = serde_json::to_vec(req)
+            .map_err(|e| RPCError::Network(NetworkError::new(&PeerError::Encode(e))))?;
+        let mut client = self
+            .client()
+            .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
+        let mut request = tonic::Request::new(pb::RaftMessage {
+            kind: kind.to_owned(),
+            json: json.into(),
+        });
+        request.set_timeout(option.hard_ttl());
+        let answer = match client.raft(request).await {
+            Ok(a) => a.into_inner(),
+            Err(status) => {
+                let unreachable = matches!(
+                    status.code(),
+                    tonic::Code::Unavailable | tonic::Code::Unknown
+                );
+                let e = PeerError::Status {
+                    target: self.target,
+                    addr: self.addr.clone(),
+                    status,
+                };
+                // Unreachable makes openraft back off instead of retrying
+                // a down replica in a tight loop.
+                return Err(if unreachable {
+                    RPCError::Unreachable(Unreachable::new(&e))
+                } else {
+                    RPCError::Network(NetworkError::new(&e))
+                });
+            }
+        };
+        let result: Result<Resp, E> = serde_json::from_slice(&answer.json).map_err(|source| {
+            RPCError::Network(NetworkError::new(&PeerError::Decode {
+                target: self.target,
+                source,
+            }))
+        })?;
+        result.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for PeerClient {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        self.call(APPEND_ENTRIES, &rpc, &option).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
+    > {
+        self.call(INSTALL_SNAPSHOT, &rpc, &option).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        self.call(VOTE, &rpc, &option).await
+    }
+}
