@@ -14,7 +14,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tracing::{debug, warn};
-use troupe_storage::{ActorWrite, StateStore};
+use troupe_placement::Placement;
+use troupe_storage::{ActorWrite, StateStore, StoreError};
 
 use crate::activation::{Activation, Inner};
 use crate::error::CallError;
@@ -43,6 +44,9 @@ pub(crate) struct Flusher {
     /// Wall-clock time of the last stored batch (0: none yet).
     last_flush_unix_ms: AtomicU64,
     metrics: Option<Arc<Metrics>>,
+    /// Writes stop when this daemon may no longer serve (its placement lease
+    /// lapsed): the actors may be another daemon's by now.
+    placement: Arc<dyn Placement>,
 }
 
 /// What write-behind still owes the store, for status output.
@@ -73,6 +77,7 @@ impl Flusher {
         store: Arc<dyn StateStore>,
         max_dirty_bytes: usize,
         metrics: Option<Arc<Metrics>>,
+        placement: Arc<dyn Placement>,
     ) -> Self {
         Self {
             store,
@@ -88,6 +93,7 @@ impl Flusher {
             last_error: Mutex::new(String::new()),
             last_flush_unix_ms: AtomicU64::new(0),
             metrics,
+            placement,
         }
     }
 
@@ -218,6 +224,15 @@ impl Flusher {
     ) -> Result<(), CallError> {
         let result = if batch.is_empty() {
             Ok(())
+        } else if !self.placement.may_serve() {
+            Err((
+                StoreError::Io(
+                    "not written: this daemon's placement lease lapsed, so another daemon may \
+                     own these actors now"
+                        .into(),
+                ),
+                batch,
+            ))
         } else {
             let keys: usize = batch.iter().map(|w| w.changes.len()).sum();
             let bytes: usize = batch.iter().map(write_bytes).sum();

@@ -265,6 +265,9 @@ fn empty_key() -> ReminderKey {
 
 /// Fires reminders through `fire`, which runs a turn and reports success.
 pub(crate) trait Dispatch: Send + Sync + 'static {
+    /// Whether this daemon fires the actor's reminders (it owns the actor).
+    fn owns(&self, actor: &ActorId) -> bool;
+
     fn fire(
         &self,
         actor: ActorId,
@@ -274,8 +277,8 @@ pub(crate) trait Dispatch: Send + Sync + 'static {
     ) -> BoxFuture<Result<(), CallError>>;
 }
 
-/// A boxed future, so `Dispatch` stays object-safe.
-pub(crate) type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+/// A boxed future, so `Dispatch` and `Forwarder` stay object-safe.
+pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
 pub(crate) struct Scheduler {
     store: Arc<dyn ReminderStore>,
@@ -453,6 +456,19 @@ impl Scheduler {
         }
     }
 
+    /// Owners changed: forget what is in memory and load again from the
+    /// start, keeping only reminders of actors this daemon owns now.
+    pub(crate) fn reload(&self) {
+        {
+            let mut q = self.queue.lock();
+            q.heap.clear();
+            q.live.clear();
+            q.cursor = (0, empty_key());
+            q.more = true;
+        }
+        self.wake.notify_one();
+    }
+
     /// Loads what comes due before the horizon, from the cursor on.
     async fn load(&self) -> Result<(), CallError> {
         let (after, room) = {
@@ -480,8 +496,9 @@ impl Scheduler {
         }
         q.more = full;
         for record in records {
-            // A version written since the load started is newer: keep it.
-            if q.live.contains_key(&record.key) {
+            // A version written since the load started is newer: keep it;
+            // one being fired is the firing's until it writes the next.
+            if q.live.contains_key(&record.key) || q.firing.contains_key(&record.key) {
                 continue;
             }
             q.heap
@@ -572,6 +589,13 @@ impl Scheduler {
             let _ = self.write(WriteOp::Delete(record.key.clone())).await;
             return;
         };
+        let actor = ActorId::new(record.key.actor_type.as_str(), record.key.actor_id.as_str());
+        if !dispatch.owns(&actor) {
+            // Another daemon owns the actor (or it is moving): that daemon's
+            // scheduler fires it. Forget it here without touching the store.
+            self.queue.lock().firing.remove(&record.key);
+            return;
+        }
         let period = meta.period_ms;
         // A firing missed by more than a period (or a second) while the
         // daemon was down is "missed".
@@ -580,7 +604,6 @@ impl Scheduler {
             debug!(reminder = ?record.key, "missed firing skipped");
             None
         } else {
-            let actor = ActorId::new(record.key.actor_type.as_str(), record.key.actor_id.as_str());
             let alarm = record.key.name == ALARM_NAME;
             Some(
                 dispatch

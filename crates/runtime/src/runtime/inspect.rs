@@ -11,8 +11,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 
+use super::cluster::{AdminWaiting, Step};
 use super::{Runtime, Shared};
-use crate::activation::{Activation, Inner, Status};
+use crate::activation::{Inner, Status};
 use crate::error::CallError;
 use crate::flush::FlushBacklog;
 use crate::metrics::Snapshot;
@@ -152,6 +153,17 @@ impl Runtime {
             flush: shared.flusher.backlog(),
             reminders_fired: shared.scheduler.fired.load(Ordering::Relaxed),
         }
+    }
+
+    /// Actor types a connected app hosts now, sorted. Cheap: no walk over
+    /// the actors (placement heartbeats ask every few hundred ms).
+    pub fn hosted_types(&self) -> Vec<String> {
+        self.shared
+            .hosts
+            .hosted_types()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
     }
 
     /// Active actors, optionally of one type, ordered by (type, id), after
@@ -301,20 +313,20 @@ impl Runtime {
             return Ok(false);
         };
         shared.admin_waiters.fetch_add(1, Ordering::SeqCst);
-        let _waiting = AdminWaiter(shared);
+        let _waiting = AdminWaiting(shared);
         let deadline = Instant::now() + shared.config.shutdown_grace;
         let mut requested = false;
         loop {
             let changed = shared.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            match shared.try_admin_deactivate(&act, requested) {
-                AdminStep::Started => {
+            match shared.try_deactivate(&act, requested) {
+                Step::Started => {
                     requested = true;
                     shared.deactivate(act.clone(), DeactivateReason::Admin);
                 }
-                AdminStep::Wait => {}
-                AdminStep::Done(had_activation) => return Ok(had_activation),
+                Step::Wait => {}
+                Step::Done(had_activation) => return Ok(had_activation),
             }
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
                 return Err(CallError::DeadlineExceeded(format!(
@@ -356,41 +368,7 @@ impl Runtime {
     }
 }
 
-/// One step of a forced deactivation.
-enum AdminStep {
-    /// The activation is now Deactivating on our behalf.
-    Started,
-    /// A turn or an activation is under way; wait for it.
-    Wait,
-    /// Nothing (more) to do; whether there was an activation.
-    Done(bool),
-}
-
-/// Stops counting an admin call as waiting, however it ends.
-struct AdminWaiter<'a>(&'a Arc<Shared>);
-
-impl Drop for AdminWaiter<'_> {
-    fn drop(&mut self) {
-        self.0.admin_waiters.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 impl Shared {
-    fn try_admin_deactivate(&self, act: &Arc<Activation>, requested: bool) -> AdminStep {
-        let mut inner = act.inner.lock();
-        match inner.status {
-            Status::Deactivating => AdminStep::Wait,
-            // Ours finished: gone, or back to Unloaded because calls came in.
-            _ if requested => AdminStep::Done(true),
-            Status::Idle => {
-                inner.status = Status::Deactivating;
-                AdminStep::Started
-            }
-            Status::Running | Status::Activating => AdminStep::Wait,
-            Status::Unloaded | Status::Gone => AdminStep::Done(false),
-        }
-    }
-
     fn timers_of(&self, actor: &ActorId) -> Vec<TimerInfo> {
         let now = Instant::now();
         let now_unix = unix_now_ms();
