@@ -5,6 +5,7 @@
 # with a temp data dir and a Rust app host; stops everything it started.
 #
 #   bench/ghz.sh [CALLS_PER_SCENARIO]      (default 100000; each run is also cut at 120 s)
+#   TROUPE_DAEMON_ARGS="--metrics-listen 127.0.0.1:0" bench/ghz.sh   (measure a daemon option's cost)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 calls=${1:-100000}
@@ -25,7 +26,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-./target/release/troupe serve --listen 127.0.0.1:0 --data-dir "$work/data" \
+# shellcheck disable=SC2086 # word splitting of the extra args is wanted
+./target/release/troupe serve --listen 127.0.0.1:0 --data-dir "$work/data" ${TROUPE_DAEMON_ARGS:-} \
     >"$work/daemon.out" 2>"$work/daemon.err" &
 pids+=($!)
 for _ in $(seq 100); do grep -q "listening on" "$work/daemon.out" 2>/dev/null && break; sleep 0.1; done

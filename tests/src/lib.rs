@@ -28,6 +28,8 @@ use tonic::{Status, Streaming};
 pub use troupe_proto::v1 as pb;
 pub use troupe_proto::v1::deactivate::Reason;
 
+pub mod cluster;
+pub mod placement;
 pub mod scrape;
 pub mod store;
 pub use store::{PgDatabase, PgServer, TestStore, WriteLog, WriteStream};

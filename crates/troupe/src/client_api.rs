@@ -1,19 +1,144 @@
 //! `troupe.v1.ActorClient`: invoke, tell and state reads for any caller.
+//!
+//! In a cluster, Invoke and Tell are routed by the runtime (it forwards them
+//! to the actor's owner); the other per-actor RPCs (state, reminders, alarm,
+//! timers) are routed here and forwarded as they came, so the owner answers
+//! them from its own activation and store.
 
+use std::future::Future;
+
+use tokio::time::Instant;
+use tonic::metadata::MetadataMap;
+use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
-use troupe_runtime::{ActorId, Call, CallTrace, ReminderSpec, Runtime, TurnKind};
+use troupe_proto::v1::actor_client_client::ActorClientClient;
+use troupe_runtime::{
+    ActorId, Call, CallTrace, ReminderSpec, Route, Runtime, TurnKind, MAX_FORWARD_HOPS,
+};
+use troupe_transport::{Forward, Peers, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 
 use crate::{convert, schedule, telemetry};
 
 #[derive(Debug, Clone)]
 pub struct ClientApi {
     runtime: Runtime,
+    /// Connections to the other daemons; `None` on a single node.
+    peers: Option<Peers>,
 }
 
 impl ClientApi {
-    pub fn new(runtime: Runtime) -> Self {
-        Self { runtime }
+    pub fn new(runtime: Runtime, peers: Option<Peers>) -> Self {
+        Self { runtime, peers }
+    }
+
+    /// Where an RPC about `actor` is answered: here, or at its owner (then
+    /// with the headers to forward it with). Waits out a table change that
+    /// is moving the actor, up to the caller's deadline.
+    async fn target(&self, actor: &ActorId, headers: &MetadataMap) -> Result<Target, Status> {
+        let Some(peers) = &self.peers else {
+            return Ok(Target::Here);
+        };
+        let hops = troupe_transport::forwarded_hops(headers);
+        let limit = self.runtime.config().call_timeout;
+        let timeout = convert::grpc_timeout(headers).map_or(limit, |t| t.min(limit));
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.runtime.route(actor).map_err(convert::status_of)? {
+                Route::Local => return Ok(Target::Here),
+                Route::Wait => {
+                    if Instant::now() >= deadline {
+                        return Err(Status::unavailable(format!(
+                            "actor {actor} is moving between daemons and the placement change \
+                             did not finish within {timeout:?}; retry"
+                        )));
+                    }
+                    self.runtime.placement_changed(deadline).await;
+                }
+                Route::Remote { node, address } => {
+                    if hops + 1 > MAX_FORWARD_HOPS {
+                        return Err(Status::unavailable(format!(
+                            "actor {actor} was forwarded {hops} times without reaching its owner \
+                             (daemons disagree on the placement table); retry"
+                        )));
+                    }
+                    let header = |name| {
+                        headers
+                            .get(name)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or_default()
+                            .to_owned()
+                    };
+                    tracing::debug!(actor = %actor, owner = %node, "forwarding to the owner");
+                    return Ok(Target::Owner {
+                        peers: peers.clone(),
+                        address,
+                        forward: Forward {
+                            hops: hops + 1,
+                            timeout: Some(deadline.saturating_duration_since(Instant::now())),
+                            traceparent: header(TRACEPARENT_HEADER),
+                            tracestate: header(TRACESTATE_HEADER),
+                        },
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Where a per-actor RPC is answered.
+enum Target {
+    Here,
+    Owner {
+        peers: Peers,
+        address: String,
+        forward: Forward,
+    },
+}
+
+/// Runs `rpc` on the owner; its answer (or error status) is the answer.
+async fn forward<Req, Resp, F, Fut>(
+    peers: Peers,
+    address: String,
+    forward: Forward,
+    body: Req,
+    rpc: F,
+) -> Result<Response<Resp>, Status>
+where
+    F: FnOnce(ActorClientClient<Channel>, Request<Req>) -> Fut,
+    Fut: Future<Output = Result<Response<Resp>, Status>>,
+{
+    peers
+        .forward(&address, body, &forward, rpc)
+        .await
+        .map(Response::new)
+        .map_err(troupe_transport::TransportError::into_status)
+}
+
+/// Forwards the RPC when its actor lives elsewhere, else falls through to
+/// the local code after it.
+macro_rules! route_or_forward {
+    ($self:ident, $actor:expr, $headers:expr, $body:expr, $method:ident) => {
+        if let Target::Owner {
+            peers,
+            address,
+            forward: fwd,
+        } = $self.target($actor, $headers).await?
+        {
+            return forward(peers, address, fwd, $body, |mut c, r| async move {
+                c.$method(r).await
+            })
+            .await;
+        }
+    };
+}
+
+/// Records a forwarded call's hop count, so the runtime stops forwarding it
+/// past its limit.
+fn hops(call: &mut Call, headers: &MetadataMap) {
+    let hops = troupe_transport::forwarded_hops(headers);
+    if hops > 0 {
+        call.extra.get_or_insert_with(Default::default).hops = hops;
     }
 }
 
@@ -51,6 +176,7 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         let timeout = convert::grpc_timeout(request.metadata());
         let (headers, _, r) = request.into_parts();
         let mut call = call_from(r.actor, r.method, r.payload, r.metadata, r.chain, timeout)?;
+        hops(&mut call, &headers);
         let mut traced = telemetry::incoming_call(&headers, "Invoke", &call.actor, &call.method);
         attach(&mut call, traced.take_trace());
         let result = self
@@ -73,6 +199,7 @@ impl pb::actor_client_server::ActorClient for ClientApi {
     ) -> Result<Response<pb::TellResponse>, Status> {
         let (headers, _, r) = request.into_parts();
         let mut call = call_from(r.actor, r.method, r.payload, r.metadata, r.chain, None)?;
+        hops(&mut call, &headers);
         let mut traced = telemetry::incoming_call(&headers, "Tell", &call.actor, &call.method);
         attach(&mut call, traced.take_trace());
         // A tell ends when the call is queued; its turn runs later, still
@@ -90,8 +217,9 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         &self,
         request: Request<pb::GetStateRequest>,
     ) -> Result<Response<pb::GetStateResponse>, Status> {
-        let r = request.into_inner();
-        let actor = convert::actor_id(r.actor)?;
+        let (headers, _, r) = request.into_parts();
+        let actor = convert::actor_id(r.actor.clone())?;
+        route_or_forward!(self, &actor, &headers, r, get_state);
         let (entries, active) = self
             .runtime
             .get_state(&actor, &r.keys)
@@ -107,8 +235,9 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         &self,
         request: Request<pb::SetReminderRequest>,
     ) -> Result<Response<pb::Reminder>, Status> {
-        let r = request.into_inner();
-        let actor = convert::actor_id(r.actor)?;
+        let (headers, _, r) = request.into_parts();
+        let actor = convert::actor_id(r.actor.clone())?;
+        route_or_forward!(self, &actor, &headers, r, set_reminder);
         let (period, from_iso) = schedule::period(&r.period)?;
         let repeat = (r.repeat > 0).then_some(r.repeat).or(from_iso);
         let until = if r.until.trim().is_empty() {
@@ -139,8 +268,9 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         &self,
         request: Request<pb::ReminderRef>,
     ) -> Result<Response<pb::Reminder>, Status> {
-        let r = request.into_inner();
-        let actor = convert::actor_id(r.actor)?;
+        let (headers, _, r) = request.into_parts();
+        let actor = convert::actor_id(r.actor.clone())?;
+        route_or_forward!(self, &actor, &headers, r, get_reminder);
         match self
             .runtime
             .get_reminder(&actor, &r.name)
@@ -159,8 +289,9 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         &self,
         request: Request<pb::ReminderRef>,
     ) -> Result<Response<pb::DeleteResponse>, Status> {
-        let r = request.into_inner();
-        let actor = convert::actor_id(r.actor)?;
+        let (headers, _, r) = request.into_parts();
+        let actor = convert::actor_id(r.actor.clone())?;
+        route_or_forward!(self, &actor, &headers, r, delete_reminder);
         let deleted = self
             .runtime
             .delete_reminder(&actor, &r.name)
@@ -211,8 +342,9 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         &self,
         request: Request<pb::SetAlarmRequest>,
     ) -> Result<Response<pb::Reminder>, Status> {
-        let r = request.into_inner();
-        let actor = convert::actor_id(r.actor)?;
+        let (headers, _, r) = request.into_parts();
+        let actor = convert::actor_id(r.actor.clone())?;
+        route_or_forward!(self, &actor, &headers, r, set_alarm);
         let at = schedule::instant("at", &r.at)?;
         let info = self
             .runtime
@@ -231,7 +363,9 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         &self,
         request: Request<pb::AlarmRef>,
     ) -> Result<Response<pb::Reminder>, Status> {
-        let actor = convert::actor_id(request.into_inner().actor)?;
+        let (headers, _, r) = request.into_parts();
+        let actor = convert::actor_id(r.actor.clone())?;
+        route_or_forward!(self, &actor, &headers, r, get_alarm);
         match self
             .runtime
             .get_alarm(&actor)
@@ -247,7 +381,9 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         &self,
         request: Request<pb::AlarmRef>,
     ) -> Result<Response<pb::DeleteResponse>, Status> {
-        let actor = convert::actor_id(request.into_inner().actor)?;
+        let (headers, _, r) = request.into_parts();
+        let actor = convert::actor_id(r.actor.clone())?;
+        route_or_forward!(self, &actor, &headers, r, delete_alarm);
         let deleted = self
             .runtime
             .delete_alarm(&actor)
@@ -260,8 +396,9 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         &self,
         request: Request<pb::SetTimerRequest>,
     ) -> Result<Response<pb::SetTimerResponse>, Status> {
-        let r = request.into_inner();
-        let actor = convert::actor_id(r.actor)?;
+        let (headers, _, r) = request.into_parts();
+        let actor = convert::actor_id(r.actor.clone())?;
+        route_or_forward!(self, &actor, &headers, r, set_timer);
         let due = if r.due.trim().is_empty() {
             std::time::Duration::ZERO
         } else {
@@ -285,8 +422,9 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         &self,
         request: Request<pb::TimerRef>,
     ) -> Result<Response<pb::DeleteResponse>, Status> {
-        let r = request.into_inner();
-        let actor = convert::actor_id(r.actor)?;
+        let (headers, _, r) = request.into_parts();
+        let actor = convert::actor_id(r.actor.clone())?;
+        route_or_forward!(self, &actor, &headers, r, delete_timer);
         Ok(Response::new(pb::DeleteResponse {
             deleted: self.runtime.delete_timer(&actor, &r.name),
         }))

@@ -67,6 +67,17 @@ pub struct ServeArgs {
     /// `127.0.0.1:9464`; port 0 picks a free one [default: off].
     #[arg(long)]
     pub metrics_listen: Option<SocketAddr>,
+    /// Join a cluster: the placement replicas' addresses, `HOST:PORT[,HOST:PORT...]`
+    /// [default: off, this daemon owns every actor].
+    #[arg(long, value_delimiter = ',', env = "TROUPE_PLACEMENT")]
+    pub placement: Option<Vec<String>>,
+    /// This daemon's name in the cluster, unique per process run
+    /// [default: HOSTNAME-PID-RANDOM].
+    #[arg(long, env = "TROUPE_NODE")]
+    pub node: Option<String>,
+    /// `HOST:PORT` other daemons dial to forward calls here [default: the --listen address].
+    #[arg(long)]
+    pub advertise: Option<String>,
 }
 
 /// The same settings as read from a TOML file.
@@ -95,6 +106,9 @@ struct FileConfig {
     write_through: bool,
     otlp_endpoint: Option<String>,
     metrics_listen: Option<SocketAddr>,
+    placement: Option<Vec<String>>,
+    node: Option<String>,
+    advertise: Option<String>,
 }
 
 /// Which state store to open.
@@ -132,6 +146,18 @@ pub struct ServeConfig {
     pub trace_export: Option<TraceExport>,
     /// Where to serve `/metrics`; `None`: no endpoint, and no collection.
     pub metrics_listen: Option<SocketAddr>,
+    /// Cluster membership; `None`: a single node owning every actor.
+    pub cluster: Option<ClusterConfig>,
+}
+
+/// How this daemon takes part in a cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// Placement replicas, `host:port` each, tried in turn.
+    pub placement: Vec<String>,
+    /// `host:port` other daemons forward calls to; `None`: the bound listen
+    /// address (known only once bound, for port 0).
+    pub advertise: Option<String>,
 }
 
 /// Trace export over OTLP/gRPC.
@@ -193,6 +219,20 @@ impl ServeArgs {
                 troupe_storage::PostgresStore::redact(other)
             ),
         };
+        runtime.node = match self.node.clone().or(file.node) {
+            Some(node) => node_name(&node)?,
+            None => default_node_name(),
+        };
+        let cluster = match self.placement.clone().or(file.placement) {
+            None => None,
+            Some(replicas) => Some(ClusterConfig {
+                placement: placement_addresses(&replicas)?,
+                advertise: match self.advertise.clone().or(file.advertise) {
+                    Some(a) => Some(host_port("--advertise", &a)?),
+                    None => None,
+                },
+            }),
+        };
         let metrics_listen = self.metrics_listen.or(file.metrics_listen);
         runtime.metrics = metrics_listen.is_some();
         let trace_export = match self.otlp_endpoint.clone().or(file.otlp_endpoint) {
@@ -208,6 +248,7 @@ impl ServeArgs {
             runtime,
             trace_export,
             metrics_listen,
+            cluster,
         })
     }
 
@@ -217,6 +258,75 @@ impl ServeArgs {
     pub fn trace_export(&self) -> Option<TraceExport> {
         self.resolve().ok()?.trace_export
     }
+}
+
+/// A node name from --node: printable, no spaces, so it reads well in logs
+/// and tables and stays one token in the activation log.
+fn node_name(node: &str) -> anyhow::Result<String> {
+    let node = node.trim();
+    if node.is_empty()
+        || node.len() > 200
+        || node.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        anyhow::bail!(
+            "--node {node:?} is not a usable node name; give 1-200 characters without spaces, \
+             unique per daemon process (or leave it out for HOSTNAME-PID-RANDOM)"
+        );
+    }
+    Ok(node.to_owned())
+}
+
+/// Unique per process run: a restarted daemon must join as a new member, so
+/// the pid alone (reused across container restarts) is not enough.
+fn default_node_name() -> String {
+    // Once per process: `resolve` runs more than once (logging is set up
+    // before `serve`) and every caller must see the same name.
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(new_node_name).clone()
+}
+
+fn new_node_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "troupe".to_owned());
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() ^ (d.as_secs() as u32));
+    let random = std::collections::hash_map::RandomState::new();
+    let mixed = std::hash::BuildHasher::hash_one(&random, nanos) as u32;
+    format!("{host}-{}-{mixed:08x}", std::process::id())
+}
+
+/// The replicas of --placement, each checked to be `host:port`.
+fn placement_addresses(replicas: &[String]) -> anyhow::Result<Vec<String>> {
+    let replicas: Vec<String> = replicas
+        .iter()
+        .map(|r| r.trim())
+        .filter(|r| !r.is_empty())
+        .map(|r| host_port("--placement", r))
+        .collect::<anyhow::Result<_>>()?;
+    if replicas.is_empty() {
+        anyhow::bail!(
+            "--placement names no replica; give the placement service's addresses as \
+             HOST:PORT[,HOST:PORT...], or leave it out to run a single node"
+        );
+    }
+    Ok(replicas)
+}
+
+/// `HOST:PORT` (an `http://` prefix is allowed and dropped).
+fn host_port(flag: &str, value: &str) -> anyhow::Result<String> {
+    let bare = value.trim().trim_start_matches("http://");
+    let ok = bare
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+    if !ok || bare.contains('/') {
+        anyhow::bail!("{flag} {value:?} is not HOST:PORT (e.g. 10.0.0.5:7420)");
+    }
+    Ok(bare.to_owned())
 }
 
 /// Checks an OTLP/gRPC collector URL, so that a typo fails at start rather
@@ -361,6 +471,57 @@ mod tests {
             let text = e.to_string();
             assert!(text.contains("--otlp-endpoint"), "{text}");
             assert!(text.contains("http://"), "{text}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn cluster_settings_from_flags_and_file() -> anyhow::Result<()> {
+        let cfg = ServeArgs::default().resolve()?;
+        assert_eq!(cfg.cluster, None);
+        // One name per process run, and the runtime names itself by it.
+        let again = ServeArgs::default().resolve()?;
+        assert_eq!(cfg.runtime.node, again.runtime.node);
+        assert!(cfg.runtime.node.contains(&std::process::id().to_string()));
+        assert_ne!(new_node_name(), new_node_name());
+
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("troupe.toml");
+        std::fs::write(
+            &path,
+            "placement = [\"10.0.0.1:7500\", \"10.0.0.2:7500\"]\nnode = \"a\"\n",
+        )?;
+        let cfg = ServeArgs {
+            config: Some(path),
+            advertise: Some("10.0.0.9:7420".into()),
+            ..ServeArgs::default()
+        }
+        .resolve()?;
+        assert_eq!(cfg.runtime.node, "a");
+        assert_eq!(
+            cfg.cluster,
+            Some(ClusterConfig {
+                placement: vec!["10.0.0.1:7500".into(), "10.0.0.2:7500".into()],
+                advertise: Some("10.0.0.9:7420".into()),
+            })
+        );
+
+        for (placement, advertise, node) in [
+            (vec!["10.0.0.1"], None, None),
+            (vec![""], None, None),
+            (vec!["h:1"], Some("nohost"), None),
+            (vec!["h:1"], None, Some("two words")),
+        ] {
+            let args = ServeArgs {
+                placement: Some(placement.iter().map(|s| s.to_string()).collect()),
+                advertise: advertise.map(Into::into),
+                node: node.map(Into::into),
+                ..ServeArgs::default()
+            };
+            let Err(e) = args.resolve() else {
+                anyhow::bail!("{placement:?} {advertise:?} {node:?} was accepted");
+            };
+            assert!(e.to_string().contains("--"), "{e}");
         }
         Ok(())
     }

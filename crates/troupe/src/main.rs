@@ -6,9 +6,11 @@ mod admin_api;
 mod app_api;
 mod cli;
 mod client_api;
+mod cluster;
 mod config;
 mod convert;
 mod metrics_http;
+mod placement_cmd;
 mod schedule;
 mod server;
 mod telemetry;
@@ -32,7 +34,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the daemon.
-    Serve(config::ServeArgs),
+    Serve(Box<config::ServeArgs>),
     /// Call a method on an actor and print its result.
     Invoke {
         #[arg(value_name = "TYPE")]
@@ -64,6 +66,26 @@ enum Command {
     Status {
         #[command(flatten)]
         target: cli::Target,
+    },
+    /// Inspect the cluster: members, placement table, replicas.
+    Cluster {
+        #[command(subcommand)]
+        command: ClusterCommand,
+    },
+    /// Run the placement service (cluster membership, replicated with Raft).
+    Placement {
+        #[command(subcommand)]
+        command: placement_cmd::PlacementCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ClusterCommand {
+    /// Members, table version and pending change, placement leader and
+    /// replicas, heartbeat ages and active actors per daemon.
+    Status {
+        #[command(flatten)]
+        target: cli::ClusterTarget,
     },
 }
 
@@ -137,6 +159,8 @@ fn main() -> ExitCode {
     };
     let (default_filter, export) = match &cli.command {
         Command::Serve(args) => ("info", args.trace_export()),
+        // A server too: its membership changes and elections belong in its log.
+        Command::Placement { .. } => ("info", None),
         _ => ("warn", None),
     };
     // Inside the runtime: trace export keeps its channel and batch task there.
@@ -194,6 +218,10 @@ async fn run(command: Command) -> anyhow::Result<()> {
             } => cli::actors_deactivate(&target, actor_type, id).await,
         },
         Command::Status { target } => cli::status(&target).await,
+        Command::Cluster {
+            command: ClusterCommand::Status { target },
+        } => cli::cluster_status(&target).await,
+        Command::Placement { command } => placement_cmd::run(command).await,
         Command::Reminders {
             command:
                 RemindersCommand::List {

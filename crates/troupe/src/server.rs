@@ -1,5 +1,7 @@
 //! `troupe serve`: opens the store, starts the runtime and the gRPC server,
-//! and shuts everything down in order on SIGINT/SIGTERM.
+//! joins the cluster when `--placement` is given, and shuts everything down
+//! in order on SIGINT/SIGTERM (in a cluster: leaving it first, so the
+//! daemon's actors move to the others without losing anything).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,17 +10,20 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 use tracing::{info, warn};
-use troupe_placement::SingleNode;
+use troupe_placement::cluster::ClusterPlacement;
+use troupe_placement::{Placement, SingleNode};
 use troupe_proto::v1 as pb;
 use troupe_runtime::Runtime;
 use troupe_storage::{
     MemoryReminders, MemoryStore, PostgresStore, ReminderStore, SledReminders, SledStore,
     StateStore,
 };
+use troupe_transport::{Peers, PeersConfig};
 
 use crate::admin_api::AdminApi;
 use crate::app_api::AppApi;
 use crate::client_api::ClientApi;
+use crate::cluster::{self, TransportForwarder};
 use crate::config::{ServeConfig, StoreKind};
 use crate::{metrics_http, telemetry};
 
@@ -47,12 +52,30 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             Arc::new(MemoryReminders::new()),
         ),
     };
-    let runtime = Runtime::create(
-        config.runtime.clone(),
-        store.clone(),
-        reminders,
-        Arc::new(SingleNode),
-    )?;
+    if config.cluster.is_some() && matches!(config.store, StoreKind::Sled(_) | StoreKind::Memory) {
+        warn!(
+            "--placement with a store of this daemon's own: actors that move between daemons \
+             will not find their state; use --store postgres://... shared by every daemon"
+        );
+    }
+    let limit = config.runtime.max_payload_bytes.saturating_mul(2) + FRAME_OVERHEAD;
+    let peers = Peers::new(PeersConfig {
+        max_message_bytes: limit,
+        default_timeout: config.runtime.call_timeout,
+        ..PeersConfig::default()
+    });
+    let cluster_view = config
+        .cluster
+        .as_ref()
+        .map(|_| ClusterPlacement::new(config.runtime.node.clone()));
+    let placement: Arc<dyn Placement> = match &cluster_view {
+        Some(view) => view.clone(),
+        None => Arc::new(SingleNode),
+    };
+    let runtime = Runtime::create(config.runtime.clone(), store.clone(), reminders, placement)?;
+    if cluster_view.is_some() {
+        runtime.set_forwarder(Arc::new(TransportForwarder::new(peers.clone())));
+    }
     runtime.start();
 
     let listener = TcpListener::bind(config.listen).await.with_context(|| {
@@ -62,6 +85,15 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         )
     })?;
     let local = listener.local_addr()?;
+    let advertise = match config.cluster.as_ref().and_then(|c| c.advertise.clone()) {
+        Some(address) => address,
+        // Other daemons cannot dial "every interface".
+        None if config.cluster.is_some() && local.ip().is_unspecified() => anyhow::bail!(
+            "--listen {local} binds every interface, which other daemons cannot dial; give \
+             --advertise HOST:PORT with the address they should forward calls to"
+        ),
+        None => local.to_string(),
+    };
     let metrics = match config.metrics_listen {
         Some(addr) => Some(metrics_http::start(addr, runtime.clone()).await?),
         None => None,
@@ -84,15 +116,17 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     // meet a delayed ACK: that costs tens of milliseconds per exchange.
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
 
-    let limit = config.runtime.max_payload_bytes.saturating_mul(2) + FRAME_OVERHEAD;
     let app_api = AppApi::new(runtime.clone());
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(reflection)
         .add_service(
-            pb::actor_client_server::ActorClientServer::new(ClientApi::new(runtime.clone()))
-                .max_decoding_message_size(limit),
+            pb::actor_client_server::ActorClientServer::new(ClientApi::new(
+                runtime.clone(),
+                cluster_view.as_ref().map(|_| peers.clone()),
+            ))
+            .max_decoding_message_size(limit),
         )
         .add_service(
             pb::app_host_server::AppHostServer::new(app_api.clone())
@@ -112,12 +146,44 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     // A plain line on stdout for scripts and tests that asked for port 0.
     println!("troupe listening on {local}");
 
+    let mut membership = match (&config.cluster, &cluster_view) {
+        (Some(cluster), Some(view)) => {
+            let identity = cluster::Identity {
+                node: config.runtime.node.clone(),
+                address: advertise.clone(),
+                replicas: cluster.placement.clone(),
+            };
+            info!(node = %identity.node, advertise = %identity.address, placement = ?identity.replicas, "joining the cluster");
+            Some(cluster::start(
+                identity,
+                view.clone(),
+                runtime.clone(),
+                peers.clone(),
+            ))
+        }
+        _ => None,
+    };
+
     shutdown_signal().await?;
     info!("shutdown signal received; refusing new calls and draining actors");
     health
         .set_not_serving::<pb::actor_client_server::ActorClientServer<ClientApi>>()
         .await;
+    if let Some(membership) = membership.as_mut() {
+        // Calls keep being served and forwarded while the actors move.
+        info!("leaving the cluster: handing actors off to the other daemons");
+        if !membership.leave(config.runtime.shutdown_grace).await {
+            warn!(
+                grace = ?config.runtime.shutdown_grace,
+                "the leave did not complete within the shutdown grace period; stopping anyway \
+                 (placement removes this daemon once its lease lapses)"
+            );
+        }
+    }
     runtime.shutdown().await;
+    if let Some(membership) = membership {
+        membership.stop();
+    }
     app_api.close_all();
     let _ = stop_server.send(());
     match tokio::time::timeout(SERVER_CLOSE_TIMEOUT, server).await {

@@ -7,6 +7,7 @@
 
 mod actors;
 mod calls;
+mod cluster;
 mod reminders;
 mod render;
 mod status;
@@ -21,6 +22,7 @@ use tonic::{Code, Status};
 
 pub use actors::{actors_deactivate, actors_get, actors_list};
 pub use calls::{invoke, state_get};
+pub use cluster::{cluster_status, ClusterTarget};
 pub use reminders::reminders_list;
 pub use status::status;
 

@@ -1,0 +1,798 @@
+//! The daemon in a cluster: its placement client and its forwarder.
+//!
+//! This module owns the daemon's side of the protocol in
+//! docs/architecture.md ("Cluster"): joining the placement service, the
+//! heartbeat loop that renews the lease and installs new tables, handing
+//! actors off when a pending table moves them away, fencing when the lease
+//! lapses, and the graceful leave. It also implements the runtime's
+//! [`Forwarder`] over `crates/transport`.
+//!
+//! The decisions (lease arithmetic, when to hand off and what to report,
+//! whether the daemon is still a member) are plain functions and small state
+//! machines below the I/O loop, so they are tested without sockets.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+use tracing::{debug, info, warn};
+use troupe_placement::cluster::{ClusterPlacement, Table};
+use troupe_proto::v1 as pb;
+use troupe_proto::v1::placement_client::PlacementClient;
+use troupe_runtime::{
+    ActorFailure, BoxFuture, Call, CallError, Forwarder, Payload, Runtime, TurnKind,
+};
+use troupe_transport::{Forward, Peers, TransportError};
+
+use crate::{convert, telemetry};
+
+/// Target of the activation log (see `app_api`): one line per activation
+/// start and end, for the single-activation checker.
+pub const ACTIVATION_LOG: &str = "troupe::activation";
+
+// === decisions ===
+
+/// The lease a heartbeat acknowledged by placement grants: from its *send*
+/// time, minus a margin for clock rate drift and a state write in flight.
+/// Placement removes a member only `lease` after it last *received* from it,
+/// which is after the send, so this always ends first.
+pub fn lease_until(sent: Instant, lease: Duration) -> Instant {
+    sent + lease - lease_margin(lease)
+}
+
+pub fn lease_margin(lease: Duration) -> Duration {
+    lease / 4
+}
+
+/// Whether the lease is over at `now` (no lease counts as over).
+pub fn lapsed(lease_end: Option<Instant>, now: Instant) -> bool {
+    lease_end.is_none_or(|end| end <= now)
+}
+
+/// How long one placement request may take: a replica that stopped
+/// answering must not hold the heartbeat loop past the point where another
+/// replica could still renew the lease.
+pub fn request_timeout(lease: Duration, interval: Duration) -> Duration {
+    (lease / 3).max(interval).max(Duration::from_millis(100))
+}
+
+/// Pause before the next round of join attempts: doubling, capped.
+pub fn backoff(round: u32) -> Duration {
+    let base = Duration::from_millis(100);
+    base.saturating_mul(1u32 << round.min(5))
+        .min(Duration::from_secs(2))
+}
+
+/// Which pending table this daemon has handed its actors off for.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Drain {
+    /// The highest `next.version` fully handed off for; reported in every
+    /// heartbeat (placement's drain records are soft state a new leader
+    /// learns only from the next heartbeats).
+    drained: u64,
+    /// A hand-off under way, for this `next.version`.
+    running: Option<u64>,
+}
+
+impl Drain {
+    /// The `drained_version` to report.
+    pub fn report(&self) -> u64 {
+        self.drained
+    }
+
+    /// Whether to start a hand-off for `table`'s pending change now; if so,
+    /// it is recorded as running and its version returned. One at a time: a
+    /// newer `next` arriving meanwhile is looked at once the running one ends.
+    pub fn start(&mut self, table: &Table) -> Option<u64> {
+        let next = table.next.as_ref()?.version;
+        if self.running.is_some() || next <= self.drained {
+            return None;
+        }
+        self.running = Some(next);
+        Some(next)
+    }
+
+    /// The hand-off for `version` ended; only a complete one may be reported
+    /// (a report makes placement promote, and a promoted table lets the new
+    /// owner activate).
+    pub fn finished(&mut self, version: u64, complete: bool) {
+        if self.running == Some(version) {
+            self.running = None;
+        }
+        if complete {
+            self.drained = self.drained.max(version);
+        }
+    }
+
+    pub fn running(&self) -> Option<u64> {
+        self.running
+    }
+}
+
+/// Where this daemon stands according to a table it received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// Listed in `current` or `next`.
+    Member,
+    /// Listed in neither: removed (lease lapsed), or its leave is complete.
+    Gone,
+}
+
+pub fn standing(table: &Table, node: &str) -> Standing {
+    let listed =
+        table.current.contains(node) || table.next.as_ref().is_some_and(|n| n.contains(node));
+    if listed {
+        Standing::Member
+    } else {
+        Standing::Gone
+    }
+}
+
+/// Whether this daemon has dropped out of the tables, across the tables of
+/// one membership. A join queued behind a change in flight is in no table
+/// yet (placement adds it with the following change), so absence counts only
+/// after the daemon was listed once.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Presence {
+    listed: bool,
+}
+
+impl Presence {
+    /// Whether `table` no longer lists a daemon it listed before: its leave
+    /// is complete, or placement removed it.
+    pub fn gone(&mut self, table: &Table, node: &str) -> bool {
+        match standing(table, node) {
+            Standing::Member => {
+                self.listed = true;
+                false
+            }
+            Standing::Gone => self.listed,
+        }
+    }
+}
+
+/// What a heartbeat's failure means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeatFailure {
+    /// Placement does not know this node (removed after its lease lapsed,
+    /// or its leave completed).
+    NotMember,
+    /// This replica could not answer; try the next one.
+    TryElsewhere,
+}
+
+pub fn beat_failure(code: Code) -> BeatFailure {
+    match code {
+        Code::NotFound => BeatFailure::NotMember,
+        _ => BeatFailure::TryElsewhere,
+    }
+}
+
+// === the client ===
+
+/// How the daemon is known in the cluster.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub node: String,
+    /// host:port other daemons forward calls to.
+    pub address: String,
+    pub replicas: Vec<String>,
+}
+
+/// Where the membership is, for the shutdown path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Joining,
+    Member,
+    /// The leave completed: no table lists this daemon any more.
+    Left,
+}
+
+/// The running placement client; dropping it does not stop it ([`stop`]).
+///
+/// [`stop`]: ClusterHandle::stop
+#[derive(Debug)]
+pub struct ClusterHandle {
+    leave: watch::Sender<bool>,
+    phase: watch::Receiver<Phase>,
+    task: JoinHandle<()>,
+}
+
+impl ClusterHandle {
+    /// Leaves the cluster gracefully: asks placement to move this daemon's
+    /// actors away, hands them off, and waits (at most `limit`) until
+    /// placement promoted a table without this daemon. Returns whether it
+    /// did; on `false` the heartbeats go on until [`ClusterHandle::stop`].
+    pub async fn leave(&mut self, limit: Duration) -> bool {
+        let _ = self.leave.send(true);
+        let done = self.phase.wait_for(|p| *p == Phase::Left);
+        matches!(tokio::time::timeout(limit, done).await, Ok(Ok(_)))
+    }
+
+    /// Stops heartbeating (the process is about to exit).
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+/// Starts the placement client: join, then heartbeat until stopped.
+pub fn start(
+    identity: Identity,
+    placement: Arc<ClusterPlacement>,
+    runtime: Runtime,
+    peers: Peers,
+) -> ClusterHandle {
+    let (leave_tx, leave_rx) = watch::channel(false);
+    let (phase_tx, phase_rx) = watch::channel(Phase::Joining);
+    let client = Client {
+        identity,
+        placement,
+        runtime,
+        peers,
+        replica: 0,
+        phase: phase_tx,
+    };
+    let task = tokio::spawn(client.run(leave_rx));
+    ClusterHandle {
+        leave: leave_tx,
+        phase: phase_rx,
+        task,
+    }
+}
+
+struct Client {
+    identity: Identity,
+    placement: Arc<ClusterPlacement>,
+    runtime: Runtime,
+    peers: Peers,
+    /// The replica that answered last; requests start there.
+    replica: usize,
+    phase: watch::Sender<Phase>,
+}
+
+/// The lease terms placement gave at the last join.
+#[derive(Debug, Clone, Copy)]
+struct Terms {
+    lease: Duration,
+    interval: Duration,
+}
+
+/// Why a membership ended.
+enum Ended {
+    /// The lease lapsed or placement dropped this node: fence, rejoin.
+    Lost(&'static str),
+    Left,
+}
+
+impl Client {
+    async fn run(mut self, mut leave: watch::Receiver<bool>) {
+        loop {
+            let Some(terms) = self.join(&mut leave).await else {
+                // Asked to leave before ever joining: nothing to hand off.
+                self.phase.send_replace(Phase::Left);
+                return;
+            };
+            self.phase.send_replace(Phase::Member);
+            match self.member(terms, &mut leave).await {
+                Ended::Left => {
+                    info!(node = %self.identity.node, "left the cluster");
+                    self.phase.send_replace(Phase::Left);
+                    return;
+                }
+                Ended::Lost(why) => {
+                    self.phase.send_replace(Phase::Joining);
+                    self.fence(why);
+                }
+            }
+        }
+    }
+
+    /// Stops serving at once: another daemon may own these actors now.
+    fn fence(&self, why: &str) {
+        let end = self.placement.lease_end();
+        self.placement.revoke_lease();
+        let (now, unix_now) = (Instant::now(), unix_now_ms());
+        // The daemon stopped serving when its lease ended (the runtime
+        // checks it on every call), which may be a while ago if the process
+        // was paused: that is when its activations ended.
+        let ended = end.filter(|e| *e < now).map_or(unix_now, |e| {
+            unix_now.saturating_sub(u64::try_from((now - e).as_millis()).unwrap_or(u64::MAX))
+        });
+        info!(
+            target: ACTIVATION_LOG,
+            event = "lease_lapsed",
+            node = %self.identity.node,
+            unix_ms = ended,
+        );
+        // The app is not told about fenced activations, so app_api cannot
+        // close them in the activation log: close them here.
+        for actor in self.runtime.list_actors(None, None, usize::MAX) {
+            if actor.state.is_live() {
+                info!(
+                    target: ACTIVATION_LOG,
+                    event = "deactivated",
+                    reason = "fenced",
+                    actor = %actor.actor,
+                    node = %self.identity.node,
+                    unix_ms = unix_now,
+                );
+            }
+        }
+        warn!(node = %self.identity.node, reason = why, "placement lease lost: fencing, then joining again");
+        self.runtime.fence();
+    }
+
+    fn types(&self) -> Vec<String> {
+        self.runtime.hosted_types()
+    }
+
+    fn placement_client(&self, index: usize) -> Result<PlacementClient<Channel>, TransportError> {
+        let address = &self.identity.replicas[index % self.identity.replicas.len()];
+        Ok(PlacementClient::new(self.peers.channel(address)?))
+    }
+
+    /// Joins through any replica, retrying with backoff until one accepts.
+    /// `None` if a leave was asked for meanwhile.
+    async fn join(&mut self, leave: &mut watch::Receiver<bool>) -> Option<Terms> {
+        let mut round = 0u32;
+        loop {
+            for _ in 0..self.identity.replicas.len() {
+                if *leave.borrow() {
+                    return None;
+                }
+                let index = self.replica;
+                let address = self.identity.replicas[index % self.identity.replicas.len()].clone();
+                let request = pb::JoinRequest {
+                    node: self.identity.node.clone(),
+                    address: self.identity.address.clone(),
+                    types: self.types(),
+                };
+                let sent = Instant::now();
+                let result = match self.placement_client(index) {
+                    Ok(mut client) => {
+                        let mut request = tonic::Request::new(request);
+                        request.set_timeout(Duration::from_secs(10));
+                        client.join(request).await.map(|r| r.into_inner())
+                    }
+                    Err(e) => Err(Status::unavailable(e.to_string())),
+                };
+                match result {
+                    Ok(answer) => {
+                        let lease = Duration::from_millis(answer.lease_ms);
+                        let interval = Duration::from_millis(answer.heartbeat_interval_ms.max(10));
+                        if let Some(table) = answer.table {
+                            self.placement.set_table(Table::from(table));
+                        }
+                        self.placement.renew_lease(lease_until(sent, lease));
+                        info!(
+                            node = %self.identity.node,
+                            address = %self.identity.address,
+                            placement = %address,
+                            table = self.placement.table().current.version,
+                            lease_ms = answer.lease_ms,
+                            "joined the cluster"
+                        );
+                        return Some(Terms { lease, interval });
+                    }
+                    Err(status) => {
+                        warn!(
+                            placement = %address,
+                            code = ?status.code(),
+                            error = %status.message(),
+                            "cannot join the cluster through this replica; trying the next"
+                        );
+                        self.replica = self.replica.wrapping_add(1);
+                    }
+                }
+            }
+            let pause = backoff(round);
+            round = round.saturating_add(1);
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                _ = leave.changed() => {}
+            }
+        }
+    }
+
+    /// Heartbeats, installs tables, hands off, and leaves when asked, until
+    /// the membership ends.
+    async fn member(&mut self, terms: Terms, leave: &mut watch::Receiver<bool>) -> Ended {
+        let node = self.identity.node.clone();
+        let timeout = request_timeout(terms.lease, terms.interval);
+        let mut drain = Drain::default();
+        let mut leaving = false;
+        let mut next_beat = tokio::time::Instant::now();
+        let mut beat: Option<JoinHandle<(Instant, Result<pb::HeartbeatResponse, Status>)>> = None;
+        let mut leave_call: Option<JoinHandle<Result<pb::LeaveResponse, Status>>> = None;
+        let mut hand_off: Option<JoinHandle<Result<usize, CallError>>> = None;
+        // A join answered after its lease already ran out grants nothing to
+        // fence; the first acknowledged heartbeat starts the lease instead.
+        let mut had_lease = false;
+        let mut presence = Presence::default();
+        loop {
+            let table = self.placement.table();
+            if hand_off.is_none() {
+                if let Some(version) = drain.start(&table) {
+                    let runtime = self.runtime.clone();
+                    let placement = self.placement.clone();
+                    debug!(node = %node, next = version, "table change pending: handing off actors that move away");
+                    let task = tokio::spawn(async move {
+                        runtime
+                            .hand_off(|actor| placement.owns_in_next(&actor.ty, &actor.id))
+                            .await
+                    });
+                    hand_off = Some(task);
+                }
+            }
+            // Wakes the loop when the lease runs out (only a lease still
+            // running: one already over is handled below).
+            let lease_end = self
+                .placement
+                .lease_end()
+                .filter(|end| *end > Instant::now())
+                .map(tokio::time::Instant::from_std);
+            tokio::select! {
+                () = tokio::time::sleep_until(next_beat), if beat.is_none() => {
+                    let request = pb::HeartbeatRequest {
+                        node: node.clone(),
+                        drained_version: drain.report(),
+                        known_current: table.versions().0,
+                        known_next: table.versions().1,
+                        types: self.types(),
+                    };
+                    beat = Some(self.spawn_heartbeat(request, timeout));
+                    next_beat = tokio::time::Instant::now() + terms.interval;
+                }
+                done = join_opt(&mut beat) => {
+                    beat = None;
+                    match done {
+                        Ok((sent, Ok(answer))) => {
+                            self.placement.renew_lease(lease_until(sent, Duration::from_millis(answer.lease_ms)));
+                            if let Some(table) = answer.table {
+                                let table = Table::from(table);
+                                debug!(node = %node, current = table.current.version, next = table.versions().1, "new placement table");
+                                self.install(table);
+                            }
+                        }
+                        Ok((_, Err(status))) => match beat_failure(status.code()) {
+                            BeatFailure::NotMember if leaving => return Ended::Left,
+                            BeatFailure::NotMember => return Ended::Lost("placement no longer lists this daemon"),
+                            BeatFailure::TryElsewhere => {
+                                warn!(code = ?status.code(), error = %status.message(), "heartbeat failed; trying the next placement replica");
+                                self.replica = self.replica.wrapping_add(1);
+                                next_beat = tokio::time::Instant::now();
+                            }
+                        },
+                        Err(e) => warn!(error = %e, "heartbeat task failed"),
+                    }
+                }
+                () = sleep_until_opt(lease_end) => {}
+                done = join_opt(&mut hand_off) => {
+                    hand_off = None;
+                    if let Some(version) = drain.running() {
+                        let complete = match done {
+                            Ok(Ok(count)) => {
+                                if count > 0 {
+                                    info!(node = %node, next = version, actors = count, "handed off actors that move away; reporting drained");
+                                } else {
+                                    debug!(node = %node, next = version, "no actors move away; reporting drained");
+                                }
+                                true
+                            }
+                            Ok(Err(e)) => {
+                                warn!(node = %node, next = version, error = %e, "hand-off incomplete; trying again");
+                                false
+                            }
+                            Err(e) => {
+                                warn!(node = %node, error = %e, "hand-off task failed; trying again");
+                                false
+                            }
+                        };
+                        drain.finished(version, complete);
+                        // Report at once: placement promotes on it.
+                        next_beat = tokio::time::Instant::now();
+                    }
+                }
+                changed = leave.changed(), if !leaving && leave_call.is_none() => {
+                    if changed.is_ok() && *leave.borrow() {
+                        info!(node = %node, "leaving the cluster: asking placement to move this daemon's actors");
+                        leave_call = Some(self.spawn_leave(timeout, Duration::ZERO));
+                    }
+                }
+                done = join_opt(&mut leave_call) => {
+                    leave_call = None;
+                    match done {
+                        Ok(Ok(answer)) => {
+                            leaving = true;
+                            if let Some(table) = answer.table {
+                                self.install(Table::from(table));
+                            }
+                            next_beat = tokio::time::Instant::now();
+                        }
+                        Ok(Err(status)) if status.code() == Code::NotFound => return Ended::Left,
+                        Ok(Err(status)) => {
+                            warn!(code = ?status.code(), error = %status.message(), "leave request failed; trying the next placement replica");
+                            self.replica = self.replica.wrapping_add(1);
+                            leave_call = Some(self.spawn_leave(timeout, terms.interval));
+                        }
+                        Err(e) => warn!(error = %e, "leave task failed"),
+                    }
+                }
+            }
+            if lapsed(self.placement.lease_end(), Instant::now()) {
+                if had_lease {
+                    return Ended::Lost("no heartbeat was acknowledged within the lease");
+                }
+            } else {
+                had_lease = true;
+            }
+            if presence.gone(&self.placement.table(), &node) {
+                // A table without this daemon: the leave is done, or
+                // placement removed it.
+                return if leaving {
+                    Ended::Left
+                } else {
+                    Ended::Lost("the placement table no longer lists this daemon")
+                };
+            }
+        }
+    }
+
+    fn install(&self, table: Table) {
+        let addresses: Vec<String> = table
+            .current
+            .members
+            .iter()
+            .chain(table.next.iter().flat_map(|n| n.members.iter()))
+            .map(|m| m.address.clone())
+            .chain(self.identity.replicas.iter().cloned())
+            .collect();
+        if self.placement.set_table(table) {
+            // Connections to daemons no longer listed are dropped.
+            let keep: Vec<&str> = addresses.iter().map(String::as_str).collect();
+            self.peers.retain(&keep);
+        }
+    }
+
+    fn spawn_heartbeat(
+        &self,
+        request: pb::HeartbeatRequest,
+        timeout: Duration,
+    ) -> JoinHandle<(Instant, Result<pb::HeartbeatResponse, Status>)> {
+        let client = self.placement_client(self.replica);
+        tokio::spawn(async move {
+            // Recorded before sending: the lease counts from here.
+            let sent = Instant::now();
+            let result = match client {
+                Ok(mut client) => {
+                    let mut request = tonic::Request::new(request);
+                    request.set_timeout(timeout);
+                    bounded(timeout, client.heartbeat(request)).await
+                }
+                Err(e) => Err(Status::unavailable(e.to_string())),
+            };
+            (sent, result)
+        })
+    }
+
+    /// Sends Leave after `delay` (a pause between retries, so replicas that
+    /// refuse at once are not hammered).
+    fn spawn_leave(
+        &self,
+        timeout: Duration,
+        delay: Duration,
+    ) -> JoinHandle<Result<pb::LeaveResponse, Status>> {
+        let client = self.placement_client(self.replica);
+        let node = self.identity.node.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            match client {
+                Ok(mut client) => {
+                    let mut request = tonic::Request::new(pb::LeaveRequest { node });
+                    request.set_timeout(timeout);
+                    bounded(timeout, client.leave(request)).await
+                }
+                Err(e) => Err(Status::unavailable(e.to_string())),
+            }
+        })
+    }
+}
+
+/// A placement RPC bounded by `timeout` even if the replica never answers.
+async fn bounded<T>(
+    timeout: Duration,
+    call: impl Future<Output = Result<tonic::Response<T>, Status>>,
+) -> Result<T, Status> {
+    match tokio::time::timeout(timeout + Duration::from_millis(100), call).await {
+        Ok(result) => result.map(tonic::Response::into_inner),
+        Err(_) => Err(Status::deadline_exceeded(format!(
+            "the placement replica did not answer within {timeout:?}"
+        ))),
+    }
+}
+
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Waits for the task in `slot`; never finishes when there is none. The
+/// caller empties the slot once it finished.
+async fn join_opt<T>(slot: &mut Option<JoinHandle<T>>) -> Result<T, tokio::task::JoinError> {
+    match slot {
+        Some(task) => task.await,
+        None => std::future::pending().await,
+    }
+}
+
+pub fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+// === forwarding ===
+
+/// Carries calls for actors other daemons own over `crates/transport`.
+#[derive(Debug, Clone)]
+pub struct TransportForwarder {
+    peers: Peers,
+}
+
+impl TransportForwarder {
+    pub fn new(peers: Peers) -> Self {
+        Self { peers }
+    }
+}
+
+/// A call as it goes over the wire: the request's fields and what travels
+/// in headers.
+struct Wire {
+    actor: pb::ActorRef,
+    method: String,
+    payload: pb::Payload,
+    metadata: std::collections::HashMap<String, String>,
+    chain: Option<pb::CallChain>,
+    forward: Forward,
+}
+
+fn wire(call: Call, hops: u32) -> Wire {
+    let actor = convert::actor_ref(&call.actor);
+    let (metadata, chain, trace) = match call.extra {
+        None => (Vec::new(), None, None),
+        Some(extra) => {
+            let extra = *extra;
+            (extra.metadata, extra.chain, extra.trace)
+        }
+    };
+    // The call span's own context when it is exported, else the caller's.
+    let (traceparent, tracestate) = telemetry::turn_context(trace);
+    Wire {
+        actor,
+        method: call.method.to_string(),
+        payload: convert::payload_to_pb(call.payload),
+        metadata: metadata.into_iter().collect(),
+        chain: chain.map(|c| pb::CallChain {
+            id: c.id,
+            actors: c.actors.iter().map(convert::actor_ref).collect(),
+        }),
+        forward: Forward {
+            hops,
+            timeout: call.timeout,
+            traceparent,
+            tracestate,
+        },
+    }
+}
+
+/// A forwarded call's failure as the runtime reports it: the owner's own
+/// status keeps its code and message (an actor's exception stays one).
+fn call_error(actor: &str, error: TransportError) -> CallError {
+    let status = match error {
+        TransportError::Remote { status, .. } => status,
+        e @ TransportError::Timeout { .. } => {
+            return CallError::DeadlineExceeded(format!("forwarding the call for {actor}: {e}"))
+        }
+        e => {
+            return CallError::Unavailable(format!(
+                "the daemon that owns {actor} is unreachable: {e}; retry (placement moves its \
+                 actors to other daemons once it is gone)"
+            ))
+        }
+    };
+    let message = status.message().to_owned();
+    match status.code() {
+        Code::Unknown => match status
+            .metadata()
+            .get(convert::ERROR_TYPE_TRAILER)
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(ty) => CallError::Actor(ActorFailure {
+                ty: ty.to_owned(),
+                message,
+                details: String::new(),
+            }),
+            None => {
+                CallError::Internal(format!("the owner of {actor} answered UNKNOWN: {message}"))
+            }
+        },
+        Code::NotFound => CallError::NotFound(message),
+        Code::InvalidArgument => CallError::InvalidArgument(message),
+        Code::ResourceExhausted => CallError::Overloaded(message),
+        Code::Unavailable => CallError::Unavailable(message),
+        Code::DeadlineExceeded | Code::Cancelled => CallError::DeadlineExceeded(message),
+        Code::FailedPrecondition => CallError::FailedPrecondition(message),
+        code => CallError::Internal(format!("the owner of {actor} answered {code:?}: {message}")),
+    }
+}
+
+/// Reminder and alarm firings are not forwarded: the new owner's scheduler
+/// fires them from the shared store.
+fn only_calls(call: &Call) -> Result<(), CallError> {
+    if call.kind == TurnKind::Call {
+        return Ok(());
+    }
+    Err(CallError::Unavailable(format!(
+        "a {} firing for {} reached a daemon that no longer owns the actor; its owner fires it",
+        call.kind.as_str(),
+        call.actor
+    )))
+}
+
+impl Forwarder for TransportForwarder {
+    fn invoke(
+        &self,
+        address: &str,
+        call: Call,
+        hops: u32,
+    ) -> BoxFuture<Result<Payload, CallError>> {
+        let peers = self.peers.clone();
+        let address = address.to_owned();
+        Box::pin(async move {
+            only_calls(&call)?;
+            let name = call.actor.to_string();
+            let w = wire(call, hops);
+            let request = pb::InvokeRequest {
+                actor: Some(w.actor),
+                method: w.method,
+                payload: Some(w.payload),
+                metadata: w.metadata,
+                chain: w.chain,
+            };
+            match peers.invoke(&address, request, &w.forward).await {
+                Ok(answer) => Ok(convert::payload(answer.payload)),
+                Err(e) => Err(call_error(&name, e)),
+            }
+        })
+    }
+
+    fn tell(&self, address: &str, call: Call, hops: u32) -> BoxFuture<Result<(), CallError>> {
+        let peers = self.peers.clone();
+        let address = address.to_owned();
+        Box::pin(async move {
+            only_calls(&call)?;
+            let name = call.actor.to_string();
+            let w = wire(call, hops);
+            let request = pb::TellRequest {
+                actor: Some(w.actor),
+                method: w.method,
+                payload: Some(w.payload),
+                metadata: w.metadata,
+                chain: w.chain,
+            };
+            match peers.tell(&address, request, &w.forward).await {
+                Ok(_) => Ok(()),
+                Err(e) => Err(call_error(&name, e)),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,213 @@
+//! The placement client's decisions, without sockets.
+
+use troupe_placement::cluster::{Member, TableVersion};
+
+use super::*;
+
+fn member(node: &str) -> Member {
+    Member {
+        node: node.into(),
+        address: format!("{node}:1"),
+        types: vec!["counter".into()],
+        leaving: false,
+    }
+}
+
+fn version(v: u64, nodes: &[&str]) -> TableVersion {
+    TableVersion {
+        version: v,
+        members: nodes.iter().map(|n| member(n)).collect(),
+    }
+}
+
+fn table(current: TableVersion, next: Option<TableVersion>) -> Table {
+    Table {
+        current,
+        next,
+        waiting_for: vec![],
+    }
+}
+
+#[test]
+fn the_lease_ends_a_margin_before_placement_can_remove_the_member() {
+    let sent = Instant::now();
+    let lease = Duration::from_secs(3);
+    let end = lease_until(sent, lease);
+    assert_eq!(end, sent + Duration::from_millis(2250));
+    // Placement counts from receipt, which is after the send: whatever the
+    // network delay, the daemon's right to serve ends first.
+    let received = sent + Duration::from_millis(1);
+    assert!(end < received + lease);
+    assert_eq!(lease_margin(lease), Duration::from_millis(750));
+}
+
+#[test]
+fn a_lease_is_over_at_its_end_and_when_there_is_none() {
+    let now = Instant::now();
+    assert!(lapsed(None, now));
+    assert!(lapsed(Some(now), now));
+    assert!(!lapsed(Some(now + Duration::from_millis(1)), now));
+    assert!(lapsed(Some(now), now + Duration::from_millis(1)));
+}
+
+#[test]
+fn requests_are_bounded_below_the_lease_and_joins_back_off() {
+    let t = request_timeout(Duration::from_secs(3), Duration::from_millis(500));
+    assert_eq!(t, Duration::from_secs(1));
+    assert_eq!(
+        request_timeout(Duration::from_millis(90), Duration::from_millis(10)),
+        Duration::from_millis(100)
+    );
+    assert_eq!(backoff(0), Duration::from_millis(100));
+    assert_eq!(backoff(1), Duration::from_millis(200));
+    assert_eq!(backoff(4), Duration::from_millis(1600));
+    assert_eq!(backoff(5), Duration::from_secs(2));
+    assert_eq!(backoff(u32::MAX), Duration::from_secs(2));
+}
+
+#[test]
+fn a_pending_table_starts_one_hand_off_and_is_reported_only_when_complete() {
+    let mut drain = Drain::default();
+    let stable = table(version(1, &["a"]), None);
+    assert_eq!(drain.start(&stable), None);
+    assert_eq!(drain.report(), 0);
+
+    let pending = table(version(1, &["a"]), Some(version(2, &["a", "b"])));
+    assert_eq!(drain.start(&pending), Some(2));
+    // Running: not again, and nothing reported yet.
+    assert_eq!(drain.start(&pending), None);
+    assert_eq!(drain.report(), 0);
+    // An incomplete hand-off (grace period over) is retried, not reported.
+    drain.finished(2, false);
+    assert_eq!(drain.report(), 0);
+    assert_eq!(drain.start(&pending), Some(2));
+    drain.finished(2, true);
+    assert_eq!(drain.report(), 2);
+    assert_eq!(drain.running(), None);
+    // Done for version 2: the same table starts nothing, a later one does.
+    assert_eq!(drain.start(&pending), None);
+    let later = table(version(2, &["a", "b"]), Some(version(3, &["b"])));
+    assert_eq!(drain.start(&later), Some(3));
+    // A newer change arriving while one runs waits for it.
+    let newer = table(version(3, &["b"]), Some(version(4, &["b", "c"])));
+    assert_eq!(drain.start(&newer), None);
+    drain.finished(3, true);
+    assert_eq!(drain.start(&newer), Some(4));
+    // A stale completion changes nothing it should not.
+    drain.finished(2, true);
+    assert_eq!((drain.report(), drain.running()), (3, Some(4)));
+}
+
+#[test]
+fn standing_follows_both_tables() {
+    // Joining: only in `next`.
+    let joining = table(version(1, &["a"]), Some(version(2, &["a", "b"])));
+    assert_eq!(standing(&joining, "b"), Standing::Member);
+    // Leaving: only in `current`.
+    let leaving = table(version(2, &["a", "b"]), Some(version(3, &["a"])));
+    assert_eq!(standing(&leaving, "b"), Standing::Member);
+    // Promoted without it: gone.
+    let left = table(version(3, &["a"]), None);
+    assert_eq!(standing(&left, "b"), Standing::Gone);
+    assert_eq!(standing(&left, "a"), Standing::Member);
+}
+
+#[test]
+fn a_queued_join_is_not_taken_for_a_removal() {
+    let mut presence = Presence::default();
+    // "c" joined while a change was in flight: in neither table yet.
+    let busy = table(version(1, &["a"]), Some(version(2, &["a", "b"])));
+    assert!(!presence.gone(&busy, "c"));
+    let queued = table(version(2, &["a", "b"]), Some(version(3, &["a", "b", "c"])));
+    assert!(!presence.gone(&queued, "c"));
+    let settled = table(version(3, &["a", "b", "c"]), None);
+    assert!(!presence.gone(&settled, "c"));
+    // Listed once, then absent: removed (or left).
+    let without = table(version(4, &["a", "b"]), None);
+    assert!(presence.gone(&without, "c"));
+}
+
+#[test]
+fn only_not_found_means_the_member_was_dropped() {
+    assert_eq!(beat_failure(Code::NotFound), BeatFailure::NotMember);
+    for code in [
+        Code::Unavailable,
+        Code::DeadlineExceeded,
+        Code::Internal,
+        Code::Unknown,
+    ] {
+        assert_eq!(beat_failure(code), BeatFailure::TryElsewhere, "{code:?}");
+    }
+}
+
+#[test]
+fn the_owners_statuses_become_the_same_call_errors() {
+    let mut raised = Status::unknown("boom");
+    raised.metadata_mut().insert(
+        convert::ERROR_TYPE_TRAILER,
+        tonic::metadata::MetadataValue::from_static("ValueError"),
+    );
+    let remote = |status| TransportError::Remote {
+        address: "b:1".into(),
+        status,
+    };
+    match call_error("counter/c1", remote(raised)) {
+        CallError::Actor(f) => {
+            assert_eq!((f.ty.as_str(), f.message.as_str()), ("ValueError", "boom"))
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(matches!(
+        call_error("counter/c1", remote(Status::resource_exhausted("full"))),
+        CallError::Overloaded(m) if m == "full"
+    ));
+    let unreachable = call_error(
+        "counter/c1",
+        TransportError::Unreachable {
+            address: "b:1".into(),
+            reason: "Connection refused".into(),
+        },
+    );
+    let CallError::Unavailable(m) = unreachable else {
+        panic!("unexpected {unreachable:?}");
+    };
+    assert!(
+        m.contains("counter/c1") && m.contains("b:1") && m.contains("retry"),
+        "{m}"
+    );
+}
+
+#[test]
+fn firings_are_not_forwarded() {
+    let mut call = Call::new(
+        troupe_runtime::ActorId::new("counter", "c1"),
+        "tick",
+        Payload::default(),
+    );
+    assert!(only_calls(&call).is_ok());
+    call.kind = TurnKind::Reminder;
+    assert!(matches!(only_calls(&call), Err(CallError::Unavailable(_))));
+}
+
+#[test]
+fn a_forwarded_call_keeps_its_metadata_chain_deadline_and_hops() {
+    let actor = troupe_runtime::ActorId::new("counter", "c1");
+    let mut call = Call::new(actor.clone(), "incr", Payload::json(&b"{}"[..]));
+    call.timeout = Some(Duration::from_secs(2));
+    call.extra = Some(Box::new(troupe_runtime::CallExtra {
+        metadata: vec![("k".into(), "v".into())],
+        chain: Some(troupe_runtime::CallChain {
+            id: "chain-1".into(),
+            actors: vec![troupe_runtime::ActorId::new("a", "1")],
+        }),
+        ..Default::default()
+    }));
+    let w = wire(call, 2);
+    assert_eq!(w.method, "incr");
+    assert_eq!(w.metadata.get("k").map(String::as_str), Some("v"));
+    let chain = w.chain.unwrap_or_default();
+    assert_eq!((chain.id.as_str(), chain.actors.len()), ("chain-1", 1));
+    assert_eq!(w.forward.hops, 2);
+    assert_eq!(w.forward.timeout, Some(Duration::from_secs(2)));
+    assert_eq!(w.actor.id, "c1");
+}

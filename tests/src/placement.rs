@@ -1,0 +1,310 @@
+//! Placement replicas as real `troupe placement serve` processes on
+//! loopback, and a daemon's view of them (Join/Heartbeat by hand).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tonic::transport::Channel;
+
+use crate::{pb, poll_until, troupe_bin, within, WAIT};
+
+pub type PlacementClient = pb::placement_client::PlacementClient<Channel>;
+
+/// A free loopback port. Another process could take it before it is used;
+/// replicas need their peers' ports before they start, so this is the
+/// price of real processes.
+pub fn free_port() -> anyhow::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// One `troupe placement serve` process. Killed when dropped.
+#[derive(Debug)]
+pub struct PlacementReplica {
+    pub id: u64,
+    pub addr: SocketAddr,
+    child: Child,
+    log: tempfile::NamedTempFile,
+}
+
+impl PlacementReplica {
+    /// Starts a replica and waits for its "troupe placement listening on
+    /// ADDR" line.
+    pub async fn start(
+        id: u64,
+        listen: &str,
+        data_dir: &Path,
+        peers: Option<&str>,
+        extra_args: &[&str],
+    ) -> anyhow::Result<PlacementReplica> {
+        let log = tempfile::Builder::new()
+            .prefix(&format!("troupe-placement-{id}-"))
+            .suffix(".log")
+            .tempfile()?;
+        let mut cmd = Command::new(troupe_bin());
+        cmd.args([
+            "placement",
+            "serve",
+            "--id",
+            &id.to_string(),
+            "--listen",
+            listen,
+        ])
+        .arg("--data-dir")
+        .arg(data_dir);
+        if let Some(peers) = peers {
+            cmd.args(["--peers", peers]);
+        }
+        let mut child = cmd
+            .args(extra_args)
+            .env("RUST_LOG", "troupe_placement=info,openraft=warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log.reopen()?)
+            .kill_on_drop(true)
+            .spawn()
+            .context("spawning troupe placement serve")?;
+        let stdout = child.stdout.take().context("no stdout pipe")?;
+        let mut lines = BufReader::new(stdout);
+        let mut line = String::new();
+        let read = within(
+            Duration::from_secs(20),
+            "the placement replica's listening line",
+            lines.read_line(&mut line),
+        )
+        .await;
+        let addr = match read {
+            Ok(Ok(n)) if n > 0 => line
+                .trim()
+                .strip_prefix("troupe placement listening on ")
+                .and_then(|a| a.parse::<SocketAddr>().ok()),
+            _ => None,
+        };
+        let Some(addr) = addr else {
+            let _ = child.start_kill();
+            let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+            bail!("troupe placement serve did not announce its address (got {line:?}); its log:\n{text}");
+        };
+        tokio::spawn(async move {
+            let mut sink = Vec::new();
+            let _ = lines.read_to_end(&mut sink).await;
+        });
+        Ok(PlacementReplica {
+            id,
+            addr,
+            child,
+            log,
+        })
+    }
+
+    /// The replica's stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    pub async fn client(&self) -> anyhow::Result<PlacementClient> {
+        let channel = Channel::from_shared(format!("http://{}", self.addr))?
+            .timeout(Duration::from_secs(10))
+            .connect()
+            .await?;
+        Ok(PlacementClient::new(channel))
+    }
+
+    /// SIGTERM, then waits (bounded) for the exit.
+    pub async fn terminate(&mut self) -> anyhow::Result<ExitStatus> {
+        let pid = self.child.id().context("the replica has already exited")?;
+        let status = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .await?;
+        if !status.success() {
+            bail!("kill -TERM {pid} failed: {status}");
+        }
+        match within(WAIT, "the replica to exit after SIGTERM", self.child.wait()).await {
+            Ok(status) => Ok(status?),
+            Err(e) => {
+                let _ = self.child.start_kill();
+                Err(e.context(self.log()))
+            }
+        }
+    }
+
+    /// SIGKILL, then waits for the exit.
+    pub async fn kill9(&mut self) -> anyhow::Result<()> {
+        self.child.start_kill()?;
+        within(WAIT, "the replica to die", self.child.wait()).await??;
+        Ok(())
+    }
+}
+
+/// Replicas 1..=n on fixed loopback ports, each with its own data dir.
+#[derive(Debug)]
+pub struct PlacementCluster {
+    pub dir: tempfile::TempDir,
+    pub peers: BTreeMap<u64, String>,
+    pub replicas: BTreeMap<u64, PlacementReplica>,
+    extra_args: Vec<String>,
+}
+
+impl PlacementCluster {
+    /// Starts `n` replicas with `extra_args` (e.g. `--lease 1s`).
+    pub async fn start(n: u64, extra_args: &[&str]) -> anyhow::Result<PlacementCluster> {
+        let mut peers = BTreeMap::new();
+        for id in 1..=n {
+            peers.insert(id, format!("127.0.0.1:{}", free_port()?));
+        }
+        let mut cluster = PlacementCluster {
+            dir: tempfile::tempdir()?,
+            peers,
+            replicas: BTreeMap::new(),
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+        };
+        for id in 1..=n {
+            cluster.start_replica(id).await?;
+        }
+        Ok(cluster)
+    }
+
+    pub fn data_dir(&self, id: u64) -> PathBuf {
+        self.dir.path().join(format!("replica-{id}"))
+    }
+
+    fn peers_arg(&self) -> String {
+        self.peers
+            .iter()
+            .map(|(id, a)| format!("{id}={a}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// (Re)starts replica `id` on its port and data dir.
+    pub async fn start_replica(&mut self, id: u64) -> anyhow::Result<()> {
+        let listen = self.peers.get(&id).context("no such replica")?.clone();
+        let extra: Vec<&str> = self.extra_args.iter().map(String::as_str).collect();
+        let r = PlacementReplica::start(
+            id,
+            &listen,
+            &self.data_dir(id),
+            Some(&self.peers_arg()),
+            &extra,
+        )
+        .await?;
+        self.replicas.insert(id, r);
+        Ok(())
+    }
+
+    pub async fn client(&self, id: u64) -> anyhow::Result<PlacementClient> {
+        self.replicas
+            .get(&id)
+            .context("replica not running")?
+            .client()
+            .await
+    }
+
+    /// Waits until every running replica names the same running leader.
+    pub async fn leader(&self) -> anyhow::Result<u64> {
+        let ids: Vec<u64> = self.replicas.keys().copied().collect();
+        poll_until(WAIT, "a placement leader all replicas agree on", || async {
+            let mut seen: Option<String> = None;
+            for id in &ids {
+                let Ok(mut c) = self.client(*id).await else {
+                    return Ok(None);
+                };
+                let Ok(s) = c.cluster_status(pb::ClusterStatusRequest {}).await else {
+                    return Ok(None);
+                };
+                let s = s.into_inner();
+                if s.leader.is_empty() || seen.as_ref().is_some_and(|l| *l != s.leader) {
+                    return Ok(None);
+                }
+                seen = Some(s.leader);
+            }
+            Ok(seen
+                .and_then(|l| l.parse::<u64>().ok())
+                .filter(|l| ids.contains(l)))
+        })
+        .await
+    }
+
+    /// All replicas' logs, for failure messages.
+    pub fn logs(&self) -> String {
+        self.replicas
+            .values()
+            .map(|r| format!("--- replica {} ---\n{}", r.id, r.log()))
+            .collect()
+    }
+}
+
+/// A Join as a daemon named `node` hosting `types` sends it.
+pub fn join_request(node: &str, types: &[&str]) -> pb::JoinRequest {
+    pb::JoinRequest {
+        node: node.into(),
+        address: format!("127.0.0.1:{}", 20000 + node.len()),
+        types: types.iter().map(|t| t.to_string()).collect(),
+    }
+}
+
+/// A Heartbeat that knows no table (so the answer always carries one).
+pub fn heartbeat_request(node: &str, drained: u64, types: &[&str]) -> pb::HeartbeatRequest {
+    pb::HeartbeatRequest {
+        node: node.into(),
+        drained_version: drained,
+        known_current: 0,
+        known_next: 0,
+        types: types.iter().map(|t| t.to_string()).collect(),
+    }
+}
+
+/// Node names of a table version.
+pub fn table_nodes(t: Option<&pb::TableVersion>) -> Vec<String> {
+    t.map(|v| v.members.iter().map(|m| m.node.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// Heartbeats for `node` every `every`, reporting drained for any pending
+/// table, rotating over `clients` (errors are retried on the next one),
+/// until the returned sender is dropped.
+pub fn keep_alive(
+    clients: Vec<PlacementClient>,
+    node: &str,
+    types: &[&str],
+    every: Duration,
+) -> tokio::sync::oneshot::Sender<()> {
+    let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+    let node = node.to_owned();
+    let types: Vec<String> = types.iter().map(|t| t.to_string()).collect();
+    tokio::spawn(async move {
+        let mut drained = 0;
+        let mut i = 0usize;
+        loop {
+            if clients.is_empty() {
+                return;
+            }
+            let mut c = clients[i % clients.len()].clone();
+            i += 1;
+            let req = pb::HeartbeatRequest {
+                node: node.clone(),
+                drained_version: drained,
+                known_current: 0,
+                known_next: 0,
+                types: types.clone(),
+            };
+            if let Ok(r) = c.heartbeat(req).await {
+                if let Some(next) = r.into_inner().table.and_then(|t| t.next) {
+                    drained = next.version;
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = &mut rx => return,
+            }
+        }
+    });
+    tx
+}

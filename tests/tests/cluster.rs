@@ -1,0 +1,561 @@
+//! Several daemons, one owner per actor: three placement replicas and three
+//! daemons as real processes on loopback, sharing a real PostgreSQL.
+//!
+//! Every test here needs PostgreSQL (`TROUPE_TEST_POSTGRES`); without it
+//! they print why and pass as skipped, unless `TROUPE_REQUIRE_POSTGRES=1`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use std::sync::Mutex as StdMutex;
+
+use troupe_tests::cluster::*;
+use troupe_tests::placement::PlacementCluster;
+use troupe_tests::store::{ids, postgres_url, type_with_mode};
+use troupe_tests::*;
+
+/// Short leases keep failovers (and the tests) quick.
+const LEASE: &str = "2s";
+const LEASE_MS: u64 = 2_000;
+
+fn durable(name: &str) -> pb::ActorTypeSpec {
+    type_with_mode(name, pb::StateMode::Durable)
+}
+
+struct Fixture {
+    replicas: PlacementCluster,
+    members: Vec<Member>,
+    store_url: String,
+    _db: PgDatabase,
+}
+
+impl Fixture {
+    async fn start(test: &str, daemons: usize) -> anyhow::Result<Option<Fixture>> {
+        let Some(server) = postgres_url(test)? else {
+            return Ok(None);
+        };
+        let db = PgDatabase::create(&server).await?;
+        let store_url = db.url.clone();
+        let replicas = PlacementCluster::start(3, &["--lease", LEASE]).await?;
+        replicas.leader().await?;
+        let mut fx = Fixture {
+            replicas,
+            members: Vec::new(),
+            store_url,
+            _db: db,
+        };
+        for i in 1..=daemons {
+            fx.add(&format!("d{i}")).await?;
+        }
+        let nodes: Vec<String> = fx.members.iter().map(|m| m.node.clone()).collect();
+        settled_with(
+            &fx.replicas,
+            &nodes.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+        .await?;
+        Ok(Some(fx))
+    }
+
+    async fn add(&mut self, node: &str) -> anyhow::Result<()> {
+        let member = Member::start(
+            node,
+            &placement_arg(&self.replicas),
+            &self.store_url,
+            vec![durable("counter")],
+            &[],
+        )
+        .await?;
+        self.members.push(member);
+        Ok(())
+    }
+
+    fn nodes(&self) -> Vec<&str> {
+        self.members.iter().map(|m| m.node.as_str()).collect()
+    }
+
+    fn member(&mut self, node: &str) -> anyhow::Result<&mut Member> {
+        self.members
+            .iter_mut()
+            .find(|m| m.node == node)
+            .with_context(|| format!("no member {node}"))
+    }
+
+    /// Removes `node` from the fixture (after killing or stopping it).
+    fn forget(&mut self, node: &str) -> Option<Member> {
+        let i = self.members.iter().position(|m| m.node == node)?;
+        Some(self.members.remove(i))
+    }
+
+    fn clients(&self) -> Vec<Client> {
+        self.members.iter().map(|m| m.client.clone()).collect()
+    }
+
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        for m in &self.members {
+            out.push_str(&format!("--- daemon {}\n{}\n", m.node, m.daemon.log()));
+        }
+        out.push_str(&self.replicas.logs());
+        out
+    }
+}
+
+/// Reads `actor`'s count (an `incr` by 0) through `client`, retrying until
+/// it answers, at most `limit`. Each attempt has a short deadline of its
+/// own: a call forwarded to a daemon that stopped answering ends at its
+/// caller's deadline (it is not re-sent: it may have run), so waiting on
+/// one attempt would measure the test's patience, not the failover.
+async fn until_served(client: &mut Client, actor: &str, limit: Duration) -> anyhow::Result<i64> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut request = tonic::Request::new(pb::InvokeRequest {
+            actor: Some(troupe_tests::actor("counter", actor)),
+            method: "incr".into(),
+            payload: Some(json_payload(r#"{"kwargs": {"by": 0}}"#)),
+            ..Default::default()
+        });
+        request.set_timeout(Duration::from_millis(500));
+        let answer = within(
+            Duration::from_secs(2),
+            "one attempt",
+            client.0.invoke(request),
+        )
+        .await;
+        match answer {
+            Ok(Ok(reply)) => {
+                let data = reply
+                    .into_inner()
+                    .payload
+                    .map(|p| p.data)
+                    .unwrap_or_default();
+                return Ok(serde_json::from_slice::<i64>(&data)?);
+            }
+            _ if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(Err(status)) => bail!("{actor} was not served within {limit:?}: {status}"),
+            Err(e) => return Err(e.context(format!("{actor} was not served within {limit:?}"))),
+        }
+    }
+}
+
+/// Increments over `actors` through whichever clients are current, until
+/// stopped (or its bounds end it); counts acknowledged increments per actor.
+struct Load {
+    stop: Arc<AtomicBool>,
+    clients: Arc<StdMutex<Vec<Client>>>,
+    acked: Arc<StdMutex<HashMap<String, i64>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Load {
+    fn start(clients: Vec<Client>, actors: Vec<String>) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let clients = Arc::new(StdMutex::new(clients));
+        let acked = Arc::new(StdMutex::new(HashMap::new()));
+        let task = tokio::spawn({
+            let (stop, clients, acked) = (stop.clone(), clients.clone(), acked.clone());
+            async move {
+                let started = Instant::now();
+                // Bounded in count and time whatever the test does.
+                for i in 0..200_000usize {
+                    if stop.load(Ordering::SeqCst) || started.elapsed() > Duration::from_secs(240) {
+                        break;
+                    }
+                    let actor = &actors[i % actors.len()];
+                    let client = {
+                        let clients = clients.lock().unwrap_or_else(|p| p.into_inner());
+                        if clients.is_empty() {
+                            None
+                        } else {
+                            Some(clients[i % clients.len()].clone())
+                        }
+                    };
+                    let Some(mut client) = client else {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    };
+                    if client.incr("counter", actor, 1).await.is_ok() {
+                        *acked
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .entry(actor.clone())
+                            .or_default() += 1;
+                    }
+                }
+            }
+        });
+        Load {
+            stop,
+            clients,
+            acked,
+            task,
+        }
+    }
+
+    fn set_clients(&self, clients: Vec<Client>) {
+        *self.clients.lock().unwrap_or_else(|p| p.into_inner()) = clients;
+    }
+
+    async fn finish(self) -> anyhow::Result<HashMap<String, i64>> {
+        self.stop.store(true, Ordering::SeqCst);
+        within(Duration::from_secs(30), "the load to stop", self.task).await??;
+        let acked = self.acked.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Ok(acked)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn calls_through_any_daemon_reach_the_one_actor() -> anyhow::Result<()> {
+    let Some(fx) = Fixture::start("calls_through_any_daemon_reach_the_one_actor", 3).await? else {
+        return Ok(());
+    };
+    let mut total = 0;
+    for round in 0..3 {
+        for m in &fx.members {
+            let mut client = m.client.clone();
+            total += 1;
+            let got = client
+                .incr("counter", "shared", 1)
+                .await
+                .with_context(|| format!("round {round} via {}\n{}", m.node, fx.logs()))?;
+            assert_eq!(got, total, "one actor, whichever daemon is asked");
+        }
+    }
+    // Exactly one daemon has it live.
+    let mut live = Vec::new();
+    for m in &fx.members {
+        if m.daemon
+            .actors()
+            .await?
+            .iter()
+            .any(|a| a.actor.as_ref().is_some_and(|r| r.id == "shared"))
+        {
+            live.push(m.node.clone());
+        }
+    }
+    assert_eq!(live.len(), 1, "live on {live:?}");
+
+    let status = cluster_status(&fx.replicas).await?;
+    let table = status.table.context("no table")?;
+    let members = table.current.context("no current table")?.members;
+    assert_eq!(members.len(), 3);
+    assert!(!status.leader.is_empty(), "a leader is known");
+
+    // The CLI shows the same.
+    let (code, out, err) = run_cli(&[
+        "cluster",
+        "status",
+        "--placement",
+        &placement_arg(&fx.replicas),
+        "-o",
+        "json",
+    ])
+    .await?;
+    assert!(code.success(), "cluster status failed: {err}");
+    for node in fx.nodes() {
+        assert!(
+            out.contains(node),
+            "{node} missing from cluster status:\n{out}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_daemons_actors_resume_elsewhere_with_their_state() -> anyhow::Result<()> {
+    let Some(mut fx) = Fixture::start(
+        "a_killed_daemons_actors_resume_elsewhere_with_their_state",
+        3,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let actors = ids("k", 24);
+    let load = Load::start(fx.clients(), actors.clone());
+    // Let every actor activate somewhere.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let victim = "d2";
+    let on_victim: Vec<String> = fx
+        .member(victim)?
+        .daemon
+        .actors()
+        .await?
+        .into_iter()
+        .filter_map(|a| a.actor.map(|r| r.id))
+        .collect();
+    if on_victim.is_empty() {
+        bail!(
+            "no actor was live on {victim}; the load did not spread\n{}",
+            fx.logs()
+        );
+    }
+    let survivors: Vec<Client> = fx
+        .members
+        .iter()
+        .filter(|m| m.node != victim)
+        .map(|m| m.client.clone())
+        .collect();
+    load.set_clients(survivors.clone());
+    let killed_at = Instant::now();
+    fx.member(victim)?.daemon.kill9().await?;
+    let mut resumed = Vec::new();
+    for actor in &on_victim {
+        let mut client = survivors[0].clone();
+        until_served(&mut client, actor, Duration::from_secs(20)).await?;
+        resumed.push(killed_at.elapsed().as_millis() as u64);
+    }
+    let (p50, max) = p50_max(&resumed);
+    println!(
+        "failover after kill -9: {} actors, p50 {p50} ms, max {max} ms (lease {LEASE_MS} ms)",
+        resumed.len()
+    );
+    assert!(
+        max <= LEASE_MS + 2_000,
+        "actors resumed after {max} ms, more than lease + 2 s"
+    );
+    let acked = load.finish().await?;
+    // Durable: every acknowledged increment is in the count.
+    let mut client = survivors[0].clone();
+    for actor in &actors {
+        let count = client.incr("counter", actor, 0).await?;
+        let want = acked.get(actor).copied().unwrap_or(0);
+        assert!(
+            count >= want,
+            "{actor}: count {count} < {want} acknowledged"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn losing_the_placement_leader_keeps_calls_and_changes_flowing() -> anyhow::Result<()> {
+    let Some(mut fx) = Fixture::start(
+        "losing_the_placement_leader_keeps_calls_and_changes_flowing",
+        2,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let actors = ids("l", 10);
+    let load = Load::start(fx.clients(), actors.clone());
+    let leader = fx.replicas.leader().await?;
+    let mut dead = fx
+        .replicas
+        .replicas
+        .remove(&leader)
+        .context("the leader is not running")?;
+    dead.kill9().await?;
+    // Calls keep flowing through the election.
+    let before = load
+        .acked
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .values()
+        .sum::<i64>();
+    poll_until(
+        Duration::from_secs(20),
+        "calls after the leader died",
+        || async {
+            let now = load
+                .acked
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .values()
+                .sum::<i64>();
+            Ok((now > before + 50).then_some(()))
+        },
+    )
+    .await?;
+    // Membership changes still apply: a third daemon joins.
+    fx.add("d3").await?;
+    settled_with(&fx.replicas, &["d1", "d2", "d3"]).await?;
+    let new_leader = fx.replicas.leader().await?;
+    assert_ne!(new_leader, leader, "a new leader was elected");
+    load.finish().await?;
+    drop(dead);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paused_daemon_stops_serving_before_its_actors_move() -> anyhow::Result<()> {
+    let Some(mut fx) =
+        Fixture::start("a_paused_daemon_stops_serving_before_its_actors_move", 2).await?
+    else {
+        return Ok(());
+    };
+    // Find an actor live on d1.
+    let mut client = fx.member("d1")?.client.clone();
+    let mut actor = None;
+    for id in ids("p", 20) {
+        client.incr("counter", &id, 1).await?;
+        let on_d1 = fx
+            .member("d1")?
+            .daemon
+            .actors()
+            .await?
+            .iter()
+            .any(|a| a.actor.as_ref().is_some_and(|r| r.id == id));
+        if on_d1 {
+            actor = Some(id);
+            break;
+        }
+    }
+    let actor = actor.context("no actor landed on d1")?;
+    let pid = fx.member("d1")?.daemon.pid()?;
+    signal(pid, "STOP").await?;
+    let paused_at = Instant::now();
+    // d2 takes the actor over once d1's lease is gone.
+    let mut other = fx.member("d2")?.client.clone();
+    let count = until_served(&mut other, &actor, Duration::from_secs(20)).await?;
+    assert_eq!(count, 1, "durable state moved with the actor");
+    println!(
+        "paused daemon's actor served elsewhere after {} ms",
+        paused_at.elapsed().as_millis()
+    );
+    signal(pid, "CONT").await?;
+    // d1 wakes up without its lease: it must not serve the actor.
+    let mut d1 = fx.member("d1")?.client.clone();
+    let _ = d1.incr("counter", &actor, 0).await;
+    let mut events = Vec::new();
+    for m in &fx.members {
+        events.extend(activation_events(&m.daemon.log()));
+    }
+    let report = check_single_activation(&events, &HashMap::new(), unix_now_ms());
+    assert!(
+        report.overlaps.is_empty(),
+        "two live activations: {:?}\n{}",
+        report.overlaps,
+        fx.logs()
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e.event == "lease_lapsed" && e.node == "d1"),
+        "d1 never noticed its lease lapsed\n{}",
+        fx.logs()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn no_two_live_activations_through_joins_leaves_kills_and_leader_loss() -> anyhow::Result<()>
+{
+    let Some(mut fx) = Fixture::start(
+        "no_two_live_activations_through_joins_leaves_kills_and_leader_loss",
+        3,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let actors = ids("c", 40);
+    let load = Load::start(fx.clients(), actors.clone());
+    let mut killed: HashMap<String, u64> = HashMap::new();
+    let mut logs_of_gone = Vec::new();
+    let mut changes = 0usize;
+    let mut failovers = Vec::new();
+    let mut next_node = 4;
+
+    for round in 0..2 {
+        // Join.
+        let node = format!("d{next_node}");
+        next_node += 1;
+        fx.add(&node).await?;
+        changes += 1;
+        load.set_clients(fx.clients());
+        settled_with(&fx.replicas, &fx.nodes()).await?;
+
+        // Graceful leave of the oldest member.
+        let leaving = fx.members[0].node.clone();
+        let mut member = fx.forget(&leaving).context("member vanished")?;
+        load.set_clients(fx.clients());
+        member.daemon.terminate().await?;
+        logs_of_gone.push(member.daemon.log());
+        changes += 1;
+        settled_with(&fx.replicas, &fx.nodes()).await?;
+
+        // Crash of another.
+        let victim = fx.members[0].node.clone();
+        let on_victim: Vec<String> = fx.members[0]
+            .daemon
+            .actors()
+            .await?
+            .into_iter()
+            .filter_map(|a| a.actor.map(|r| r.id))
+            .collect();
+        let mut member = fx.forget(&victim).context("member vanished")?;
+        load.set_clients(fx.clients());
+        let at = Instant::now();
+        member.daemon.kill9().await?;
+        killed.insert(victim.clone(), unix_now_ms());
+        logs_of_gone.push(member.daemon.log());
+        changes += 1;
+        let mut client = fx.members[0].client.clone();
+        for actor in &on_victim {
+            until_served(&mut client, actor, Duration::from_secs(20)).await?;
+        }
+        failovers.push(at.elapsed().as_millis() as u64);
+        settled_with(&fx.replicas, &fx.nodes()).await?;
+
+        // Lose the placement leader (first round only: two of three must stay).
+        if round == 0 {
+            let leader = fx.replicas.leader().await?;
+            if let Some(mut dead) = fx.replicas.replicas.remove(&leader) {
+                dead.kill9().await?;
+            }
+            changes += 1;
+        }
+        // Keep at least two daemons for the next round.
+        while fx.members.len() < 2 {
+            let node = format!("d{next_node}");
+            next_node += 1;
+            fx.add(&node).await?;
+            changes += 1;
+            load.set_clients(fx.clients());
+        }
+        settled_with(&fx.replicas, &fx.nodes()).await?;
+    }
+    let acked = load.finish().await?;
+
+    let mut events = Vec::new();
+    for log in &logs_of_gone {
+        events.extend(activation_events(log));
+    }
+    for m in &fx.members {
+        events.extend(activation_events(&m.daemon.log()));
+    }
+    let report = check_single_activation(&events, &killed, unix_now_ms());
+    let (p50, max) = p50_max(&failovers);
+    println!(
+        "checker: {} activations of {} actors checked, {changes} membership changes, {} \
+         failovers (p50 {p50} ms, max {max} ms), {} increments acknowledged, overlaps: {}",
+        report.activations,
+        report.actors,
+        failovers.len(),
+        acked.values().sum::<i64>(),
+        report.overlaps.len()
+    );
+    assert!(report.activations > 0, "no activation events in the logs");
+    assert!(
+        report.overlaps.is_empty(),
+        "two live activations of one actor: {:?}",
+        report.overlaps
+    );
+    // Durable counters: nothing acknowledged was lost through all of it.
+    let mut client = fx.members[0].client.clone();
+    for actor in &actors {
+        let count = client.incr("counter", actor, 0).await?;
+        let want = acked.get(actor).copied().unwrap_or(0);
+        assert!(
+            count >= want,
+            "{actor}: count {count} < {want} acknowledged"
+        );
+    }
+    Ok(())
+}
