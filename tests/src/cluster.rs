@@ -63,6 +63,19 @@ impl Member {
     }
 }
 
+impl Member {
+    /// Ids of the actors live on this daemon.
+    pub async fn live_ids(&self) -> anyhow::Result<Vec<String>> {
+        Ok(self
+            .daemon
+            .actors()
+            .await?
+            .into_iter()
+            .filter_map(|a| a.actor.map(|r| r.id))
+            .collect())
+    }
+}
+
 /// The replicas' addresses, for `--placement`.
 pub fn placement_arg(replicas: &PlacementCluster) -> String {
     replicas

@@ -95,6 +95,52 @@ pub fn troupe_bin() -> PathBuf {
 
 // ---------------------------------------------------------------- daemon
 
+/// Spawns `cmd` (a troupe server), its stderr into `log`, and waits for the
+/// stdout line `announce` + ADDR that says it serves; keeps draining stdout
+/// after it so the server never writes into a closed pipe.
+pub async fn spawn_announced(
+    mut cmd: Command,
+    log: &tempfile::NamedTempFile,
+    announce: &str,
+) -> anyhow::Result<(Child, SocketAddr)> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log.reopen()?)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("spawning {:?}", cmd.as_std()))?;
+    let stdout = child.stdout.take().context("no stdout pipe")?;
+    let mut lines = BufReader::new(stdout);
+    let mut line = String::new();
+    let read = within(
+        Duration::from_secs(20),
+        "the server's listening line",
+        lines.read_line(&mut line),
+    )
+    .await;
+    let addr = match read {
+        Ok(Ok(n)) if n > 0 => line
+            .trim()
+            .strip_prefix(announce)
+            .and_then(|a| a.parse::<SocketAddr>().ok()),
+        _ => None,
+    };
+    let Some(addr) = addr else {
+        let _ = child.start_kill();
+        let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+        bail!(
+            "{:?} did not announce its address (got {line:?}); its log:\n{text}",
+            cmd.as_std()
+        );
+    };
+    tokio::spawn(async move {
+        let mut sink = Vec::new();
+        let _ = lines.read_to_end(&mut sink).await;
+    });
+    Ok((child, addr))
+}
+
 /// One running `troupe serve` process. Killed when dropped.
 #[derive(Debug)]
 pub struct Daemon {
@@ -122,44 +168,13 @@ impl Daemon {
             .prefix("troupe-daemon-")
             .suffix(".log")
             .tempfile()?;
-        let mut child = Command::new(troupe_bin())
-            .arg("serve")
+        let mut cmd = Command::new(troupe_bin());
+        cmd.arg("serve")
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
             .args(extra_args)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log.reopen()?)
-            .kill_on_drop(true)
-            .spawn()
-            .context("spawning troupe serve")?;
-        let stdout = child.stdout.take().context("no stdout pipe")?;
-        let mut lines = BufReader::new(stdout);
-        let mut line = String::new();
-        let read = within(
-            Duration::from_secs(20),
-            "the daemon's listening line",
-            lines.read_line(&mut line),
-        )
-        .await;
-        let addr = match read {
-            Ok(Ok(n)) if n > 0 => line
-                .trim()
-                .strip_prefix("troupe listening on ")
-                .and_then(|a| a.parse::<SocketAddr>().ok()),
-            _ => None,
-        };
-        let Some(addr) = addr else {
-            let _ = child.start_kill();
-            let text = std::fs::read_to_string(log.path()).unwrap_or_default();
-            bail!("troupe serve did not announce its address (got {line:?}); its log:\n{text}");
-        };
-        // Keep draining stdout so the daemon never writes into a closed pipe.
-        tokio::spawn(async move {
-            let mut sink = Vec::new();
-            let _ = lines.read_to_end(&mut sink).await;
-        });
+            .envs(env.iter().copied());
+        let (child, addr) = spawn_announced(cmd, &log, "troupe listening on ").await?;
         Ok(Daemon {
             child,
             addr,

@@ -4,11 +4,10 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tonic::transport::Channel;
 
@@ -61,40 +60,10 @@ impl PlacementReplica {
         if let Some(peers) = peers {
             cmd.args(["--peers", peers]);
         }
-        let mut child = cmd
-            .args(extra_args)
-            .env("RUST_LOG", "troupe_placement=info,openraft=warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log.reopen()?)
-            .kill_on_drop(true)
-            .spawn()
-            .context("spawning troupe placement serve")?;
-        let stdout = child.stdout.take().context("no stdout pipe")?;
-        let mut lines = BufReader::new(stdout);
-        let mut line = String::new();
-        let read = within(
-            Duration::from_secs(20),
-            "the placement replica's listening line",
-            lines.read_line(&mut line),
-        )
-        .await;
-        let addr = match read {
-            Ok(Ok(n)) if n > 0 => line
-                .trim()
-                .strip_prefix("troupe placement listening on ")
-                .and_then(|a| a.parse::<SocketAddr>().ok()),
-            _ => None,
-        };
-        let Some(addr) = addr else {
-            let _ = child.start_kill();
-            let text = std::fs::read_to_string(log.path()).unwrap_or_default();
-            bail!("troupe placement serve did not announce its address (got {line:?}); its log:\n{text}");
-        };
-        tokio::spawn(async move {
-            let mut sink = Vec::new();
-            let _ = lines.read_to_end(&mut sink).await;
-        });
+        cmd.args(extra_args)
+            .env("RUST_LOG", "troupe_placement=info,openraft=warn");
+        let (child, addr) =
+            crate::spawn_announced(cmd, &log, "troupe placement listening on ").await?;
         Ok(PlacementReplica {
             id,
             addr,

@@ -208,6 +208,23 @@ impl Load {
     }
 }
 
+/// Durable counters: each count holds at least the increments acknowledged.
+async fn nothing_acknowledged_lost(
+    client: &mut Client,
+    actors: &[String],
+    acked: &HashMap<String, i64>,
+) -> anyhow::Result<()> {
+    for actor in actors {
+        let count = client.incr("counter", actor, 0).await?;
+        let want = acked.get(actor).copied().unwrap_or(0);
+        assert!(
+            count >= want,
+            "{actor}: count {count} < {want} acknowledged"
+        );
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn calls_through_any_daemon_reach_the_one_actor() -> anyhow::Result<()> {
     let Some(fx) = Fixture::start("calls_through_any_daemon_reach_the_one_actor", 3).await? else {
@@ -228,12 +245,7 @@ async fn calls_through_any_daemon_reach_the_one_actor() -> anyhow::Result<()> {
     // Exactly one daemon has it live.
     let mut live = Vec::new();
     for m in &fx.members {
-        if m.daemon
-            .actors()
-            .await?
-            .iter()
-            .any(|a| a.actor.as_ref().is_some_and(|r| r.id == "shared"))
-        {
+        if m.live_ids().await?.iter().any(|id| id == "shared") {
             live.push(m.node.clone());
         }
     }
@@ -277,17 +289,14 @@ async fn a_killed_daemons_actors_resume_elsewhere_with_their_state() -> anyhow::
     };
     let actors = ids("k", 24);
     let load = Load::start(fx.clients(), actors.clone());
-    // Let every actor activate somewhere.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Every actor active somewhere: each has answered once.
+    poll_until(WAIT, "every actor to answer once", || async {
+        let answered = load.acked.lock().unwrap_or_else(|p| p.into_inner()).len();
+        Ok((answered == actors.len()).then_some(()))
+    })
+    .await?;
     let victim = "d2";
-    let on_victim: Vec<String> = fx
-        .member(victim)?
-        .daemon
-        .actors()
-        .await?
-        .into_iter()
-        .filter_map(|a| a.actor.map(|r| r.id))
-        .collect();
+    let on_victim = fx.member(victim)?.live_ids().await?;
     if on_victim.is_empty() {
         bail!(
             "no actor was live on {victim}; the load did not spread\n{}",
@@ -320,16 +329,7 @@ async fn a_killed_daemons_actors_resume_elsewhere_with_their_state() -> anyhow::
     );
     let acked = load.finish().await?;
     // Durable: every acknowledged increment is in the count.
-    let mut client = survivors[0].clone();
-    for actor in &actors {
-        let count = client.incr("counter", actor, 0).await?;
-        let want = acked.get(actor).copied().unwrap_or(0);
-        assert!(
-            count >= want,
-            "{actor}: count {count} < {want} acknowledged"
-        );
-    }
-    Ok(())
+    nothing_acknowledged_lost(&mut survivors[0].clone(), &actors, &acked).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -394,13 +394,7 @@ async fn a_paused_daemon_stops_serving_before_its_actors_move() -> anyhow::Resul
     let mut actor = None;
     for id in ids("p", 20) {
         client.incr("counter", &id, 1).await?;
-        let on_d1 = fx
-            .member("d1")?
-            .daemon
-            .actors()
-            .await?
-            .iter()
-            .any(|a| a.actor.as_ref().is_some_and(|r| r.id == id));
+        let on_d1 = fx.member("d1")?.live_ids().await?.contains(&id);
         if on_d1 {
             actor = Some(id);
             break;
@@ -482,13 +476,7 @@ async fn no_two_live_activations_through_joins_leaves_kills_and_leader_loss() ->
 
         // Crash of another.
         let victim = fx.members[0].node.clone();
-        let on_victim: Vec<String> = fx.members[0]
-            .daemon
-            .actors()
-            .await?
-            .into_iter()
-            .filter_map(|a| a.actor.map(|r| r.id))
-            .collect();
+        let on_victim = fx.members[0].live_ids().await?;
         let mut member = fx.forget(&victim).context("member vanished")?;
         load.set_clients(fx.clients());
         let at = Instant::now();
@@ -548,14 +536,67 @@ async fn no_two_live_activations_through_joins_leaves_kills_and_leader_loss() ->
         report.overlaps
     );
     // Durable counters: nothing acknowledged was lost through all of it.
-    let mut client = fx.members[0].client.clone();
-    for actor in &actors {
-        let count = client.incr("counter", actor, 0).await?;
-        let want = acked.get(actor).copied().unwrap_or(0);
-        assert!(
-            count >= want,
-            "{actor}: count {count} < {want} acknowledged"
-        );
+    nothing_acknowledged_lost(&mut fx.members[0].client.clone(), &actors, &acked).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reminder_moves_with_its_actor() -> anyhow::Result<()> {
+    let Some(mut fx) = Fixture::start("a_reminder_moves_with_its_actor", 2).await? else {
+        return Ok(());
+    };
+    // An actor owned by d1, its reminder set through d2 (which forwards it).
+    let mut via_d2 = fx.member("d2")?.client.clone();
+    let mut target = None;
+    for id in ids("r", 20) {
+        via_d2.incr("counter", &id, 0).await?;
+        if fx.member("d1")?.live_ids().await?.contains(&id) {
+            target = Some(id);
+            break;
+        }
     }
+    let id = target.context("no actor landed on d1")?;
+    via_d2
+        .0
+        .set_reminder(pb::SetReminderRequest {
+            actor: Some(troupe_tests::actor("counter", &id)),
+            name: "incr".into(),
+            due: "200ms".into(),
+            period: "R8/PT0.3S".into(),
+            ..Default::default()
+        })
+        .await?;
+    poll_until(WAIT, "two firings on d1", || {
+        let mut c = via_d2.clone();
+        let id = id.clone();
+        async move { Ok((until_served(&mut c, &id, WAIT).await? >= 2).then_some(())) }
+    })
+    .await?;
+    fx.member("d1")?.daemon.kill9().await?;
+    fx.forget("d1");
+    // d2 owns the actor now and its scheduler picks the reminder up from the
+    // shared store: the remaining firings happen there.
+    let done = poll_until(Duration::from_secs(30), "all eight firings", || {
+        let mut c = via_d2.clone();
+        let id = id.clone();
+        async move {
+            let gone = matches!(
+                c.0.get_reminder(pb::ReminderRef {
+                    actor: Some(troupe_tests::actor("counter", &id)),
+                    name: "incr".into(),
+                })
+                .await,
+                Err(s) if s.code() == tonic::Code::NotFound
+            );
+            Ok(gone.then_some(()))
+        }
+    })
+    .await;
+    done.with_context(|| fx.logs())?;
+    let count = until_served(&mut via_d2, &id, WAIT).await?;
+    // At least once: a firing in flight at the kill may run again.
+    assert!(
+        (8..=9).contains(&count),
+        "{count} firings counted for 8 repetitions"
+    );
     Ok(())
 }

@@ -13,7 +13,7 @@
 //! thread that moves an activation out of Idle starts its turn, which is what
 //! makes turns one at a time per actor.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -1161,12 +1161,13 @@ impl Shared {
         }
     }
 
-    /// Activation failed: fail the queued calls with `error` and forget the
-    /// activation (unless it still holds unflushed state).
-    fn abandon(self: &Arc<Self>, act: Arc<Activation>, error: CallError) {
-        let mut failed = Vec::new();
-        self.directory.remove_if(&act, |inner| {
-            failed.extend(inner.mailbox.take_all());
+    /// Takes an activation that never got going out of service: returns its
+    /// queued calls and forgets it, unless it still holds unflushed state
+    /// (then it stays, unloaded, until that is written).
+    fn unload(&self, act: &Arc<Activation>) -> VecDeque<Envelope> {
+        let mut queued = VecDeque::new();
+        self.directory.remove_if(act, |inner| {
+            queued = inner.mailbox.take_all();
             inner.binding = None;
             if inner.is_dirty() {
                 inner.status = Status::Unloaded;
@@ -1175,7 +1176,13 @@ impl Shared {
                 true
             }
         });
-        for env in failed {
+        queued
+    }
+
+    /// Activation failed: fail the queued calls with `error` and forget the
+    /// activation (unless it still holds unflushed state).
+    fn abandon(self: &Arc<Self>, act: Arc<Activation>, error: CallError) {
+        for env in self.unload(&act) {
             self.count_failed(&act.id.ty, env.kind, &error);
             env.reply.send(Err(error.clone()));
         }

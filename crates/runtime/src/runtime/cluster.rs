@@ -219,18 +219,7 @@ impl Shared {
     /// Activation found the actor is no longer this daemon's: its queued
     /// calls go where placement says now.
     pub(super) fn reroute_mailbox(self: &Arc<Self>, act: &Arc<Activation>) {
-        let mut queued = Vec::new();
-        self.directory.remove_if(act, |inner| {
-            queued.extend(inner.mailbox.take_all());
-            inner.binding = None;
-            if inner.is_dirty() {
-                inner.status = Status::Unloaded;
-                false
-            } else {
-                true
-            }
-        });
-        for env in queued {
+        for env in self.unload(act) {
             let shared = self.clone();
             let actor = act.id.clone();
             tokio::spawn(async move { shared.reroute(actor, env).await });
