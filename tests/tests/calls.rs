@@ -91,6 +91,7 @@ async fn turns_carry_their_chain_and_a_cycle_fails_at_once() -> anyhow::Result<(
         status.message()
     );
     assert!(took < Duration::from_secs(1), "refused after {took:?}");
+    println!("a cycle A -> B -> A was refused {took:?} after the call back");
 
     // The chain unwinds normally.
     app.reply(turn_b.call_id, "\"b\"")?;

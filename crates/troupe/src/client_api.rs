@@ -41,7 +41,7 @@ impl ClientApi {
         };
         let hops = troupe_transport::forwarded_hops(headers);
         let limit = self.runtime.config().call_timeout;
-        let timeout = convert::grpc_timeout(headers).map_or(limit, |t| t.min(limit));
+        let timeout = convert::answer_within(headers).map_or(limit, |t| t.min(limit));
         let deadline = Instant::now() + timeout;
         loop {
             match self.runtime.route(actor).map_err(convert::status_of)? {
@@ -173,7 +173,7 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         &self,
         request: Request<pb::InvokeRequest>,
     ) -> Result<Response<pb::InvokeResponse>, Status> {
-        let timeout = convert::grpc_timeout(request.metadata());
+        let timeout = convert::answer_within(request.metadata());
         let (headers, _, r) = request.into_parts();
         let mut call = call_from(r.actor, r.method, r.payload, r.metadata, r.chain, timeout)?;
         hops(&mut call, &headers);

@@ -178,6 +178,20 @@ pub fn type_options_to_pb(o: &TypeOptions) -> pb::ActorTypeSpec {
     }
 }
 
+/// How long the daemon has to answer a call whose caller set a deadline:
+/// a little less than the `grpc-timeout` header says. tonic's server cuts
+/// the request off at exactly that time and answers CANCELLED ("Timeout
+/// expired"); answering first gives the caller DEADLINE_EXCEEDED with a
+/// message naming the actor, which is what ran out.
+pub fn answer_within(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
+    let timeout = grpc_timeout(metadata)?;
+    // Enough to be ahead of tonic's timer (started when the request arrived,
+    // before the call reached us); small, because every hop of a call chain
+    // takes it off again.
+    let margin = (timeout / 100).clamp(Duration::from_millis(1), Duration::from_millis(10));
+    Some(timeout.saturating_sub(margin))
+}
+
 /// The caller's deadline from the `grpc-timeout` header ("100m", "5S", ...).
 pub fn grpc_timeout(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
     let value = metadata.get("grpc-timeout")?.to_str().ok()?;

@@ -262,7 +262,14 @@ async def test_a_wait_across_two_chains_ends_at_the_callers_deadline(
 
         results = await asyncio.gather(call("ping_a"), call("ping_b"))
         for error, elapsed in results:
-            assert isinstance(error, troupe.DeadlineExceeded), error
+            # Deadlines shrink along a chain, so the nested call may run out
+            # just before its caller does and the handler re-raise it: then
+            # the caller sees that DeadlineExceeded as the actor's error.
+            by_deadline = isinstance(error, troupe.DeadlineExceeded) or (
+                isinstance(error, troupe.ActorError)
+                and error.remote_type == "DeadlineExceeded"
+            )
+            assert by_deadline, error
             assert 0.8 < elapsed < 2.0, elapsed
         # The nested calls ended with the outer deadline, not the daemon's 60 s limit.
         for me in ("ping_a", "ping_b"):

@@ -391,7 +391,13 @@ describe("actors calling actors", () => {
       };
       const results = await Promise.all([call("ping_a"), call("ping_b")]);
       for (const [error, elapsed] of results) {
-        assert.ok(error instanceof DeadlineExceeded, String(error));
+        // Deadlines shrink along a chain, so the nested call may run out just
+        // before its caller does and the handler rethrow it: then the caller
+        // sees that DeadlineExceeded as the actor's error.
+        const byDeadline =
+          error instanceof DeadlineExceeded ||
+          (error instanceof ActorError && error.remoteType === "DeadlineExceeded");
+        assert.ok(byDeadline, String(error));
         assert.ok(elapsed > 800 && elapsed < 2000, `took ${String(elapsed)} ms`);
       }
       // The nested calls ended with the outer deadline, not the daemon's 60 s limit.
