@@ -266,8 +266,7 @@ async def test_a_wait_across_two_chains_ends_at_the_callers_deadline(
             # just before its caller does and the handler re-raise it: then
             # the caller sees that DeadlineExceeded as the actor's error.
             by_deadline = isinstance(error, troupe.DeadlineExceeded) or (
-                isinstance(error, troupe.ActorError)
-                and error.remote_type == "DeadlineExceeded"
+                isinstance(error, troupe.ActorError) and error.remote_type == "DeadlineExceeded"
             )
             assert by_deadline, error
             assert 0.8 < elapsed < 2.0, elapsed
