@@ -134,6 +134,24 @@ pub async fn settled_with(replicas: &PlacementCluster, nodes: &[&str]) -> anyhow
     .await
 }
 
+/// Waits until every member routes by table `version` (or newer) and may
+/// serve: placement settling does not mean each daemon heard of it yet.
+pub async fn routing_by(members: &[Member], version: u64) -> anyhow::Result<()> {
+    for m in members {
+        crate::poll_until(
+            Duration::from_secs(15),
+            "a daemon to route by the table",
+            || async {
+                let mut admin = m.daemon.admin().await?;
+                let status = admin.status(pb::StatusRequest {}).await?.into_inner();
+                Ok((status.placement_version >= version && status.serving).then_some(()))
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
 /// One line of a daemon's activation log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ActivationEvent {

@@ -16,7 +16,7 @@
 //! joining takes about 1/n of the actors, all from others; a member leaving
 //! gives away only its own.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 #[cfg(test)]
@@ -79,14 +79,49 @@ impl Ring {
 
     /// The owner of the actor `(actor_type, id)`; `None` on an empty ring.
     pub fn owner(&self, actor_type: &str, id: &str) -> Option<&RingMember> {
+        self.owner_at(actor_hash(actor_type, id))
+    }
+}
+
+impl Ring {
+    /// The owner of ring position `h`.
+    fn owner_at(&self, h: u64) -> Option<&RingMember> {
         if self.points.is_empty() {
             return None;
         }
-        let h = actor_hash(actor_type, id);
         let at = self.points.partition_point(|&(p, _)| p < h);
         let (_, idx) = self.points[at % self.points.len()];
         self.members.get(idx as usize)
     }
+}
+
+/// Members that own some actor under `from` which they will not own under
+/// `to`: the ones a change must wait for (they hand actors off). The others
+/// only gain actors or keep theirs, so waiting for their drain report would
+/// only slow the change, e.g. a failover after a crash.
+pub fn members_losing_actors(from: &TableVersion, to: &TableVersion) -> BTreeSet<String> {
+    let (before, after) = (Rings::new(from), Rings::new(to));
+    let mut losing = BTreeSet::new();
+    for (ty, ring) in &before.by_type {
+        let other = after.by_type.get(ty);
+        // Owners are constant between consecutive points of the two rings
+        // together, so checking at every point decides every actor.
+        let points = ring
+            .points
+            .iter()
+            .chain(other.map_or(&[][..], |o| &o.points[..]))
+            .map(|&(p, _)| p);
+        for h in points {
+            let Some(old) = ring.owner_at(h) else {
+                continue;
+            };
+            let new = other.and_then(|o| o.owner_at(h));
+            if new.is_none_or(|n| n.node != old.node) {
+                losing.insert(old.node.to_string());
+            }
+        }
+    }
+    losing
 }
 
 /// The ring position of an actor.
@@ -231,5 +266,43 @@ mod tests {
         assert!(ring(&[]).owner("Counter", "x").is_none());
         let rings = Rings::default();
         assert!(rings.owner("Counter", "x").is_none());
+    }
+
+    #[test]
+    fn only_members_giving_actors_away_are_losing() {
+        let table = |version: u64, nodes: &[&str]| TableVersion {
+            version,
+            members: nodes
+                .iter()
+                .map(|n| crate::cluster::Member {
+                    node: (*n).into(),
+                    address: format!("{n}:1"),
+                    types: vec!["t".into()],
+                    leaving: false,
+                })
+                .collect(),
+        };
+        let ab = table(1, &["a", "b"]);
+        let abc = table(2, &["a", "b", "c"]);
+        let a = table(3, &["a"]);
+        let losing = |from: &TableVersion, to: &TableVersion| -> Vec<String> {
+            members_losing_actors(from, to).into_iter().collect()
+        };
+        // A join takes from everyone; a removal only from the removed.
+        assert_eq!(losing(&ab, &abc), ["a", "b"]);
+        assert_eq!(losing(&abc, &ab), ["c"]);
+        assert_eq!(losing(&ab, &a), ["b"]);
+        assert!(losing(&ab, &ab).is_empty());
+        // Every actor agrees with the point-wise answer.
+        let (before, after) = (Rings::new(&abc), Rings::new(&ab));
+        for i in 0..2000 {
+            let id = format!("x{i}");
+            let (o, n) = (before.owner("t", &id), after.owner("t", &id));
+            if let (Some(o), Some(n)) = (o, n) {
+                if o.node != n.node {
+                    assert_eq!(&*o.node, "c");
+                }
+            }
+        }
     }
 }

@@ -222,7 +222,21 @@ impl Runtime {
             // its memory: look again whenever owners change.
             let scheduler = self.shared.scheduler.clone();
             tokio::spawn(async move {
-                while changes.changed().await.is_ok() {
+                // Also now and then: a daemon routing by an older table may
+                // have stored a reminder for an actor it did not own, which
+                // the owner's scheduler, already past its due time, would
+                // otherwise only see at the next change.
+                let mut every = tokio::time::interval(crate::scheduler::HORIZON / 2);
+                every.tick().await;
+                loop {
+                    tokio::select! {
+                        changed = changes.changed() => {
+                            if changed.is_err() {
+                                return;
+                            }
+                        }
+                        _ = every.tick() => {}
+                    }
                     scheduler.reload();
                 }
             });

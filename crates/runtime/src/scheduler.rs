@@ -234,7 +234,7 @@ async fn run_writer(store: Arc<dyn ReminderStore>, mut rx: mpsc::UnboundedReceiv
 // === scheduler ===
 
 /// How far ahead due reminders are kept in memory.
-const HORIZON: Duration = Duration::from_secs(30);
+pub(crate) const HORIZON: Duration = Duration::from_secs(30);
 /// At most this many reminders are held in memory at once.
 const MAX_IN_MEMORY: usize = 200_000;
 /// Firings running at once.

@@ -97,6 +97,8 @@ impl pb::admin_server::Admin for AdminApi {
             max_pending_calls: s.max_pending_calls as u64,
             reminders_fired: s.reminders_fired,
             started_unix_ms: s.started_unix_ms,
+            placement_version: s.placement_version,
+            serving: s.serving,
         }))
     }
 

@@ -406,7 +406,9 @@ impl PlacementService {
     /// members silent for longer than the lease, promotes `next` once
     /// everyone it waits for has drained.
     pub(super) async fn leader_loop(self, mut stop: tokio::sync::watch::Receiver<bool>) {
-        let mut tick = tokio::time::interval(self.inner.heartbeat);
+        // A fifth of the heartbeat: a crashed member's removal (and with it
+        // the failover) follows its lease's end closely.
+        let mut tick = tokio::time::interval(self.inner.heartbeat / 5);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {

@@ -142,11 +142,17 @@ impl ClusterState {
             version: self.last_version,
             members: desired,
         });
+        // Only members handing actors off must report; removed ones are not
+        // waited for (their lease is over).
+        let losing = crate::ring::members_losing_actors(
+            &self.current,
+            self.next.as_ref().unwrap_or(&self.current),
+        );
         self.waiting_for = self
             .current
             .members
             .iter()
-            .filter(|m| self.members.contains_key(&m.node))
+            .filter(|m| self.members.contains_key(&m.node) && losing.contains(&m.node))
             .map(|m| m.node.clone())
             .collect();
     }
@@ -262,11 +268,20 @@ mod tests {
         m.types = vec!["D".into(), "C".into(), "D".into()];
         assert!(types_differ(&s.members["a"], &m.types));
         let t = s.apply(&Command::Join { member: m });
-        // Only "a" is in current and it is waited for.
+        // Hosting one more type takes nothing from anyone: promoted at once.
+        assert!(t.next.is_none());
+        assert_eq!(t.current.members[0].types, ["C", "D"]);
+        assert!(!types_differ(
+            &t.current.members[0],
+            &["D".into(), "C".into()]
+        ));
+        // Dropping a type gives its actors away: "a" must hand them off.
+        let mut m = member("a");
+        m.types = vec!["D".into()];
+        let t = s.apply(&Command::Join { member: m });
         let next = t.next.as_ref().unwrap_or_else(|| unreachable!());
-        assert_eq!(next.members[0].types, ["C", "D"]);
+        assert_eq!(next.members[0].types, ["D"]);
         assert_eq!(t.waiting_for, ["a"]);
-        assert!(!types_differ(&next.members[0], &["D".into(), "C".into()]));
     }
 
     #[test]
@@ -300,14 +315,11 @@ mod tests {
             nodes: vec!["c".into()],
         });
         // The change is replaced by one to the same members as current,
-        // with a newer version, so daemons holding v3 accept it.
+        // with a newer version, so daemons holding v3 accept it; nobody
+        // loses actors in it, so it is promoted at once.
         assert!(t.versions() > held, "{:?} !> {held:?}", t.versions());
-        let next = t.next.as_ref().unwrap_or_else(|| unreachable!());
-        assert_eq!(nodes(next), nodes(&t.current));
-        let t = s.apply(&Command::Promote {
-            version: next.version,
-        });
-        assert!(t.versions() > held);
+        assert!(t.next.is_none());
+        assert!(t.current.version > 3);
         assert_eq!(nodes(&t.current), ["a", "b"]);
     }
 
@@ -330,17 +342,20 @@ mod tests {
     }
 
     #[test]
-    fn removing_a_member_of_current_only_stops_waiting_for_it() {
+    fn removing_the_only_member_handing_off_completes_the_change() {
         let mut s = ClusterState::default();
         join(&mut s, "a");
         join(&mut s, "b");
         s.apply(&Command::Promote { version: 2 });
-        s.apply(&Command::Leave { node: "a".into() }); // next v3 = b
+        let t = s.apply(&Command::Leave { node: "a".into() }); // next v3 = b
+                                                               // Only the leaver hands actors off; b just gains them.
+        assert_eq!(t.waiting_for, ["a"]);
         let t = s.apply(&Command::Remove {
             nodes: vec!["a".into()],
         });
-        assert_eq!(t.next.as_ref().map(|n| n.version), Some(3));
-        assert_eq!(t.waiting_for, ["b"]);
+        // Its lease is over: nobody left to wait for.
+        assert_eq!(t.current.version, 3);
+        assert!(t.next.is_none());
     }
 
     #[test]

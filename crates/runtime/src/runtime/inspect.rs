@@ -75,6 +75,10 @@ pub struct RuntimeStatus {
     pub store: String,
     pub flush: FlushBacklog,
     pub reminders_fired: u64,
+    /// The placement table version calls are routed by.
+    pub placement_version: u64,
+    /// Whether this daemon may serve actors (its placement lease holds).
+    pub serving: bool,
 }
 
 /// One active actor, for listings.
@@ -152,6 +156,8 @@ impl Runtime {
             store: shared.flusher.store().describe(),
             flush: shared.flusher.backlog(),
             reminders_fired: shared.scheduler.fired.load(Ordering::Relaxed),
+            placement_version: shared.placement.table_version(),
+            serving: shared.placement.may_serve(),
         }
     }
 
