@@ -67,6 +67,10 @@ export interface StatusResponse {
   maxPendingCalls: bigint;
   remindersFired: bigint;
   startedUnixMs: bigint;
+  /** The placement table version this daemon routes by (1 on a single node). */
+  placementVersion: bigint;
+  /** Whether it may serve actors now (false: its placement lease lapsed). */
+  serving: boolean;
 }
 
 /** What write-behind still owes the store. */
@@ -248,6 +252,8 @@ function createBaseStatusResponse(): StatusResponse {
     maxPendingCalls: 0n,
     remindersFired: 0n,
     startedUnixMs: 0n,
+    placementVersion: 0n,
+    serving: false,
   };
 }
 
@@ -312,6 +318,15 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         throw new globalThis.Error("value provided for field message.startedUnixMs of type uint64 too large");
       }
       writer.uint32(104).uint64(message.startedUnixMs);
+    }
+    if (message.placementVersion !== 0n) {
+      if (BigInt.asUintN(64, message.placementVersion) !== message.placementVersion) {
+        throw new globalThis.Error("value provided for field message.placementVersion of type uint64 too large");
+      }
+      writer.uint32(112).uint64(message.placementVersion);
+    }
+    if (message.serving !== false) {
+      writer.uint32(120).bool(message.serving);
     }
     return writer;
   },
@@ -433,6 +448,22 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.startedUnixMs = reader.uint64() as bigint;
             continue;
           }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.placementVersion = reader.uint64() as bigint;
+            continue;
+          }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.serving = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -477,6 +508,10 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.startedUnixMs = (object.startedUnixMs !== undefined && object.startedUnixMs !== null)
       ? BigInt(object.startedUnixMs)
       : 0n;
+    message.placementVersion = (object.placementVersion !== undefined && object.placementVersion !== null)
+      ? BigInt(object.placementVersion)
+      : 0n;
+    message.serving = object.serving ?? false;
     return message;
   },
 };
