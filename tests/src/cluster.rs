@@ -110,8 +110,14 @@ pub async fn cluster_status(
 }
 
 /// Waits until the table is settled (no change in flight) with exactly
-/// `nodes` as members; returns its version.
-pub async fn settled_with(replicas: &PlacementCluster, nodes: &[&str]) -> anyhow::Result<u64> {
+/// `nodes` as members, each hosting `actor_type` (a daemon joins before its
+/// app attaches; its types reach the table with a later heartbeat);
+/// returns its version.
+pub async fn settled_with(
+    replicas: &PlacementCluster,
+    nodes: &[&str],
+    actor_type: &str,
+) -> anyhow::Result<u64> {
     let mut wanted: Vec<String> = nodes.iter().map(|n| n.to_string()).collect();
     wanted.sort();
     crate::poll_until(Duration::from_secs(30), "the table to settle", || {
@@ -128,7 +134,11 @@ pub async fn settled_with(replicas: &PlacementCluster, nodes: &[&str]) -> anyhow
             };
             let mut members: Vec<String> = current.members.iter().map(|m| m.node.clone()).collect();
             members.sort();
-            Ok((table.next.is_none() && members == wanted).then_some(current.version))
+            let hosting = current
+                .members
+                .iter()
+                .all(|m| m.types.iter().any(|t| t == actor_type));
+            Ok((table.next.is_none() && members == wanted && hosting).then_some(current.version))
         }
     })
     .await

@@ -67,7 +67,7 @@ impl Fixture {
     /// Waits until placement's table has exactly the current members and no
     /// change in flight, and every member routes by it.
     async fn settle(&self) -> anyhow::Result<()> {
-        let version = settled_with(&self.replicas, &self.nodes()).await?;
+        let version = settled_with(&self.replicas, &self.nodes(), "counter").await?;
         routing_by(&self.members, version).await
     }
 
