@@ -478,8 +478,13 @@ impl PlacementService {
 /// (their drain reports are then not needed); otherwise promote `next`
 /// once every member it waits for reported draining for it.
 fn decide(state: &ClusterState, soft: &mut Soft, now: Instant, lease: Duration) -> Option<Command> {
-    // Forget nodes that are no longer members (removed, or left).
-    soft.last_heard.retain(|n, _| state.members.contains_key(n));
+    // Forget nodes that are no longer members (removed, or left) — but not
+    // one heard from within the lease: a join records its clock before its
+    // write commits, and forgetting it here would start its clock at this
+    // leader's start instead, removing a member that just joined.
+    soft.last_heard.retain(|n, at| {
+        state.members.contains_key(n) || now.saturating_duration_since(*at) <= lease
+    });
     soft.drained.retain(|n, _| state.members.contains_key(n));
     let expired: Vec<String> = state
         .members
@@ -716,8 +721,33 @@ mod tests {
         let mut soft = soft(t0);
         soft.heard("gone", t0);
         soft.drained.insert("gone".into(), 9);
+        // Heard within the lease: maybe a join whose write is not applied
+        // yet; its clock must survive until it is.
         decide(&state, &mut soft, t0, LEASE);
-        assert!(!soft.last_heard.contains_key("gone"));
+        assert!(soft.last_heard.contains_key("gone"));
         assert!(!soft.drained.contains_key("gone"));
+        decide(&state, &mut soft, t0 + LEASE * 2, LEASE);
+        assert!(!soft.last_heard.contains_key("gone"));
+    }
+
+    #[test]
+    fn a_join_not_yet_applied_keeps_its_clock() {
+        // The leader has led for long; "b" joins now and its write is not
+        // applied when the tick runs: it must not start from `since`.
+        let t0 = Instant::now();
+        let mut soft = soft(t0);
+        let joined = t0 + LEASE * 10;
+        soft.heard("a", joined);
+        soft.heard("b", joined);
+        assert_eq!(decide(&cluster(&["a"]), &mut soft, joined, LEASE), None);
+        let state = cluster(&["a", "b"]);
+        let tick = joined + LEASE / 2;
+        assert!(
+            !matches!(
+                decide(&state, &mut soft, tick, LEASE),
+                Some(Command::Remove { .. })
+            ),
+            "a member that just joined was removed"
+        );
     }
 }
