@@ -152,12 +152,9 @@ async fn a_member_that_stops_heartbeating_is_removed_after_the_lease() -> anyhow
     })
     .await
     .context(cluster.logs())?;
-    // Not before the daemon's own lease end (lease - lease/4 after it sent
-    // the heartbeat or join): that is the bound single activation rests on.
-    // (Under load a removal has been seen up to ~70 ms short of a full lease
-    // after the join was sent, cause not yet found; well inside that margin.)
+    // Never before the lease, counted from when the join was sent.
     assert!(
-        joined.elapsed() >= Duration::from_millis(750),
+        joined.elapsed() >= Duration::from_secs(1),
         "removed after {:?}\n{}",
         joined.elapsed(),
         cluster.logs()
