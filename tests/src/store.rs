@@ -339,6 +339,18 @@ impl WriteStream {
         *self.acks.borrow()
     }
 
+    /// Collects the logs of writers that end by themselves (their daemon
+    /// is gone, so their next call fails), without telling them to stop:
+    /// a stop could end one between two calls, before any call failed.
+    pub async fn ended(self) -> anyhow::Result<Vec<WriteLog>> {
+        let mut logs = Vec::with_capacity(self.tasks.len());
+        for task in self.tasks {
+            logs.push(within(WAIT + WAIT, "a writer to fail", task).await??);
+        }
+        drop(self.stop);
+        Ok(logs)
+    }
+
     /// Tells the writers to stop after their current call and collects
     /// their logs (bounded).
     pub async fn finish(self) -> anyhow::Result<Vec<WriteLog>> {

@@ -42,7 +42,7 @@ async fn crash_during_writes(
     run(&mut writes).await?;
     let killed_at = Instant::now();
     daemon.kill9().await?;
-    let logs = writes.finish().await?;
+    let logs = writes.ended().await?;
     drop(app);
     for log in &logs {
         anyhow::ensure!(
