@@ -302,7 +302,7 @@ impl Runtime {
         let timeout = call.timeout.map_or(limit, |t| t.min(limit));
         let (actor, kind) = (call.actor.clone(), call.kind);
         let (tx, rx) = oneshot::channel();
-        let deadline = cluster::route_deadline(&self.shared, call.timeout);
+        let deadline = Instant::now() + timeout;
         let mut reply = Some(Reply::To(tx));
         let call = match self.shared.route_call(call, deadline, &mut reply).await {
             Ok(Some(call)) => call,
@@ -314,7 +314,7 @@ impl Runtime {
             }
         };
         let reply = reply.take().unwrap_or_default();
-        if let Err(e) = self.shared.enqueue(call, reply) {
+        if let Err(e) = self.shared.enqueue_routed(call, reply) {
             self.shared.count_failed(&actor.ty, kind, &e);
             return Err(e);
         }
@@ -338,7 +338,7 @@ impl Runtime {
                 let actor = call.actor.clone();
                 match shared.route_call(call, deadline, &mut None).await {
                     Ok(Some(call)) => {
-                        if let Err(e) = shared.enqueue(call, Reply::None) {
+                        if let Err(e) = shared.enqueue_routed(call, Reply::None) {
                             shared.count_failed(&actor.ty, kind, &e);
                         }
                     }
@@ -351,7 +351,7 @@ impl Runtime {
             });
             return Ok(());
         }
-        let result = self.shared.enqueue(call, Reply::None);
+        let result = self.shared.enqueue_routed(call, Reply::None);
         if let Err(e) = &result {
             self.shared.count_failed(&ty, kind, e);
         }
@@ -661,6 +661,12 @@ impl Shared {
 
     fn enqueue(self: &Arc<Self>, call: Call, reply: Reply) -> Result<(), CallError> {
         self.check_target(&call.actor)?;
+        self.enqueue_routed(call, reply)
+    }
+
+    /// [`Shared::enqueue`] for a call whose route was just found local (it
+    /// checked the names and the owner already).
+    fn enqueue_routed(self: &Arc<Self>, call: Call, reply: Reply) -> Result<(), CallError> {
         let mut extra = call.extra;
         // Only a caller that waits can close a cycle: a one-way call's
         // sender goes on, so its chain is no wait-for edge, and the turn it
@@ -817,7 +823,10 @@ impl Shared {
                 });
                 return Ok(());
             }
-            if inner.status == Status::Running && inner.extra_turns < u8::MAX {
+            // Only a re-entering call or a running read-only group can let a
+            // call start beside the running turn; others queue as usual.
+            let may_join = envelope.reentering || inner.reading();
+            if may_join && inner.status == Status::Running && inner.extra_turns < u8::MAX {
                 if let Some(binding) = inner.binding.clone() {
                     let readonly = readonly_method(&binding, &envelope);
                     // Beside a running read-only group, unless a writer
@@ -953,28 +962,35 @@ impl Shared {
                     return;
                 }
                 inner.set_reading(true);
-                let joining = admit_readers(&mut inner, &binding);
                 let state = inner.state.clone();
-                drop(inner);
-                for (env, method) in joining {
-                    self.start_turn(act.clone(), &binding, env, state.clone(), Some(method));
-                }
+                self.start_readers(&act, &binding, inner);
                 self.start_turn(act, &binding, env, state, readonly);
             }
             Status::Running if inner.reading() => {
                 // A read-only group is running: read-only calls at the head
                 // of the mailbox join it (a writer waits for all of them).
-                let Some(binding) = inner.binding.clone() else {
-                    return;
-                };
-                let joining = admit_readers(&mut inner, &binding);
-                let state = inner.state.clone();
-                drop(inner);
-                for (env, method) in joining {
-                    self.start_turn(act.clone(), &binding, env, state.clone(), Some(method));
+                if let Some(binding) = inner.binding.clone() {
+                    self.start_readers(&act, &binding, inner);
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Starts the read-only calls at the head of the mailbox beside the
+    /// running read-only group; takes the activation's lock guard and
+    /// releases it before handing turns to the host.
+    fn start_readers(
+        self: &Arc<Self>,
+        act: &Arc<Activation>,
+        binding: &Binding,
+        mut inner: parking_lot::MutexGuard<'_, Inner>,
+    ) {
+        let joining = admit_readers(&mut inner, binding);
+        let state = inner.state.clone();
+        drop(inner);
+        for (env, method) in joining {
+            self.start_turn(act.clone(), binding, env, state.clone(), Some(method));
         }
     }
 

@@ -13,9 +13,7 @@ use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
 use troupe_proto::v1::actor_client_client::ActorClientClient;
-use troupe_runtime::{
-    ActorId, Call, CallTrace, ReminderSpec, Route, Runtime, TurnKind, MAX_FORWARD_HOPS,
-};
+use troupe_runtime::{ActorId, Call, CallTrace, ReminderSpec, Route, Runtime, TurnKind};
 use troupe_transport::{Forward, Peers, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 
 use crate::{convert, schedule, telemetry};
@@ -43,45 +41,33 @@ impl ClientApi {
         let limit = self.runtime.config().call_timeout;
         let timeout = convert::answer_within(headers).map_or(limit, |t| t.min(limit));
         let deadline = Instant::now() + timeout;
-        loop {
-            match self.runtime.route(actor).map_err(convert::status_of)? {
-                Route::Local => return Ok(Target::Here),
-                Route::Wait => {
-                    if Instant::now() >= deadline {
-                        return Err(Status::unavailable(format!(
-                            "actor {actor} is moving between daemons and the placement change \
-                             did not finish within {timeout:?}; retry"
-                        )));
-                    }
-                    self.runtime.placement_changed(deadline).await;
-                }
-                Route::Remote { node, address } => {
-                    if hops + 1 > MAX_FORWARD_HOPS {
-                        return Err(Status::unavailable(format!(
-                            "actor {actor} was forwarded {hops} times without reaching its owner \
-                             (daemons disagree on the placement table); retry"
-                        )));
-                    }
-                    let header = |name| {
-                        headers
-                            .get(name)
-                            .and_then(|v| v.to_str().ok())
-                            .unwrap_or_default()
-                            .to_owned()
-                    };
-                    tracing::debug!(actor = %actor, owner = %node, "forwarding to the owner");
-                    return Ok(Target::Owner {
-                        peers: peers.clone(),
-                        address,
-                        forward: Forward {
-                            hops: hops + 1,
-                            timeout: Some(deadline.saturating_duration_since(Instant::now())),
-                            traceparent: header(TRACEPARENT_HEADER),
-                            tracestate: header(TRACESTATE_HEADER),
-                        },
-                    });
-                }
+        match self
+            .runtime
+            .resolve(actor, deadline, hops)
+            .await
+            .map_err(convert::status_of)?
+        {
+            Route::Remote { node, address } => {
+                let header = |name| {
+                    headers
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                tracing::debug!(actor = %actor, owner = %node, "forwarding to the owner");
+                Ok(Target::Owner {
+                    peers: peers.clone(),
+                    address,
+                    forward: Forward {
+                        hops: hops + 1,
+                        timeout: Some(deadline.saturating_duration_since(Instant::now())),
+                        traceparent: header(TRACEPARENT_HEADER),
+                        tracestate: header(TRACESTATE_HEADER),
+                    },
+                })
             }
+            _ => Ok(Target::Here),
         }
     }
 }

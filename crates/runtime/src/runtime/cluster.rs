@@ -66,9 +66,17 @@ impl Runtime {
         self.shared.route(actor)
     }
 
-    /// Waits until placement's table changes or `deadline` passes.
-    pub async fn placement_changed(&self, deadline: Instant) {
-        self.shared.placement_changed(deadline).await;
+    /// Where a request about `actor` must go, waiting out a table change
+    /// that is moving it (until `deadline`); `hops` is how often the request
+    /// was forwarded already. Never [`Route::Wait`]: a remote owner is only
+    /// answered while another forward stays within [`MAX_FORWARD_HOPS`].
+    pub async fn resolve(
+        &self,
+        actor: &ActorId,
+        deadline: Instant,
+        hops: u32,
+    ) -> Result<Route, CallError> {
+        self.shared.resolve(actor, deadline, hops).await
     }
 
     /// Hands off every active actor for which `keep` is false: its running
@@ -115,10 +123,9 @@ impl Runtime {
                 env.reply.send(Err(lease_lapsed()));
             }
         }
-        if let Some(timers) = Some(std::mem::take(&mut *shared.timers.lock())) {
-            for timer in timers.into_values().flat_map(|t| t.into_values()) {
-                timer.task.abort();
-            }
+        let timers = std::mem::take(&mut *shared.timers.lock());
+        for timer in timers.into_values().flat_map(|t| t.into_values()) {
+            timer.task.abort();
         }
         warn!(
             activations = dropped.len(),
@@ -155,12 +162,41 @@ impl Shared {
         })
     }
 
-    pub(super) async fn placement_changed(&self, deadline: Instant) {
+    async fn placement_changed(&self, deadline: Instant) {
         let Some(mut changes) = self.placement.changes() else {
             tokio::time::sleep_until(deadline).await;
             return;
         };
         let _ = tokio::time::timeout_at(deadline, changes.changed()).await;
+    }
+
+    /// See [`Runtime::resolve`].
+    async fn resolve(
+        &self,
+        actor: &ActorId,
+        deadline: Instant,
+        hops: u32,
+    ) -> Result<Route, CallError> {
+        loop {
+            match self.route(actor)? {
+                Route::Wait => {
+                    if Instant::now() >= deadline {
+                        return Err(CallError::Unavailable(format!(
+                            "actor {actor} is moving between daemons and the placement change did \
+                             not finish in time; retry"
+                        )));
+                    }
+                    self.placement_changed(deadline).await;
+                }
+                Route::Remote { .. } if hops + 1 > MAX_FORWARD_HOPS => {
+                    return Err(CallError::Unavailable(format!(
+                        "actor {actor} was forwarded {hops} times without reaching its owner \
+                         (daemons disagree on the placement table); retry"
+                    )));
+                }
+                route => return Ok(route),
+            }
+        }
     }
 
     /// Routes `call` until it can be delivered here, forwarding it or
@@ -171,49 +207,28 @@ impl Shared {
         deadline: Instant,
         reply: &mut Option<Reply>,
     ) -> Result<Option<Call>, CallError> {
-        loop {
-            match self.route(&call.actor)? {
-                Route::Local => return Ok(Some(call)),
-                Route::Wait => {
-                    if Instant::now() >= deadline {
-                        return Err(CallError::Unavailable(format!(
-                            "actor {} is moving between daemons and the placement change did not \
-                             finish in time; retry",
-                            call.actor
-                        )));
-                    }
-                    self.placement_changed(deadline).await;
-                }
-                Route::Remote { node, address } => {
-                    let Some(forwarder) = self.forwarder.get() else {
-                        return Err(CallError::Unavailable(format!(
-                            "actor {} is owned by daemon {node} ({address}); call that daemon",
-                            call.actor
-                        )));
-                    };
-                    let hops = call.extra.as_ref().map_or(0, |e| e.hops) + 1;
-                    if hops > MAX_FORWARD_HOPS {
-                        return Err(CallError::Unavailable(format!(
-                            "actor {} was forwarded {} times without reaching its owner (daemons \
-                             disagree on the placement table); retry",
-                            call.actor,
-                            hops - 1
-                        )));
-                    }
-                    let mut call = call;
-                    let remaining = deadline.saturating_duration_since(Instant::now());
-                    call.timeout = Some(call.timeout.map_or(remaining, |t| t.min(remaining)));
-                    match reply.take() {
-                        Some(Reply::To(tx)) => {
-                            let result = forwarder.invoke(&address, call, hops).await;
-                            let _ = tx.send(result);
-                        }
-                        _ => forwarder.tell(&address, call, hops).await?,
-                    }
-                    return Ok(None);
-                }
+        let hops = call.extra.as_ref().map_or(0, |e| e.hops);
+        let (node, address) = match self.resolve(&call.actor, deadline, hops).await? {
+            Route::Remote { node, address } => (node, address),
+            _ => return Ok(Some(call)),
+        };
+        let Some(forwarder) = self.forwarder.get() else {
+            return Err(CallError::Unavailable(format!(
+                "actor {} is owned by daemon {node} ({address}); call that daemon",
+                call.actor
+            )));
+        };
+        let mut call = call;
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        call.timeout = Some(call.timeout.map_or(remaining, |t| t.min(remaining)));
+        match reply.take() {
+            Some(Reply::To(tx)) => {
+                let result = forwarder.invoke(&address, call, hops + 1).await;
+                let _ = tx.send(result);
             }
+            _ => forwarder.tell(&address, call, hops + 1).await?,
         }
+        Ok(None)
     }
 
     /// Activation found the actor is no longer this daemon's: its queued
@@ -246,7 +261,7 @@ impl Shared {
             Ok(None) => {}
             Ok(Some(call)) => {
                 let reply = reply.take().unwrap_or_default();
-                if let Err(e) = self.enqueue(call, reply) {
+                if let Err(e) = self.enqueue_routed(call, reply) {
                     warn!(error = %e, "a rerouted call could not be queued");
                 }
             }
@@ -259,14 +274,15 @@ impl Shared {
     }
 
     /// Deactivates `acts` (running turns finish first) and waits until each
-    /// is gone or re-activated, at most the shutdown grace period.
+    /// is gone or re-activated, at most the shutdown grace period. Returns
+    /// how many had a live activation to end.
     pub(super) async fn deactivate_all(
         self: &Arc<Self>,
         acts: Vec<Arc<Activation>>,
         reason: DeactivateReason,
-    ) -> Result<(), CallError> {
+    ) -> Result<usize, CallError> {
         if acts.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         self.admin_waiters.fetch_add(1, Ordering::SeqCst);
         let _waiting = AdminWaiting(self);
@@ -276,7 +292,7 @@ impl Shared {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let mut pending = 0usize;
+            let (mut pending, mut ended) = (0usize, 0usize);
             for (act, requested) in acts.iter().zip(requested.iter_mut()) {
                 match self.try_deactivate(act, *requested) {
                     Step::Started => {
@@ -285,11 +301,11 @@ impl Shared {
                         self.deactivate(act.clone(), reason);
                     }
                     Step::Wait => pending += 1,
-                    Step::Done(_) => {}
+                    Step::Done(live) => ended += usize::from(live),
                 }
             }
             if pending == 0 {
-                return Ok(());
+                return Ok(ended);
             }
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
                 return Err(CallError::DeadlineExceeded(format!(
@@ -301,7 +317,7 @@ impl Shared {
         }
     }
 
-    pub(super) fn try_deactivate(&self, act: &Arc<Activation>, requested: bool) -> Step {
+    fn try_deactivate(&self, act: &Arc<Activation>, requested: bool) -> Step {
         let mut inner = act.inner.lock();
         match inner.status {
             Status::Deactivating => Step::Wait,
@@ -318,7 +334,7 @@ impl Shared {
 }
 
 /// One step of deactivating an activation on request.
-pub(super) enum Step {
+enum Step {
     /// The activation is now Deactivating on our behalf.
     Started,
     /// A turn or an activation is under way; wait for it.
@@ -328,7 +344,7 @@ pub(super) enum Step {
 }
 
 /// Stops counting a caller as waiting on `changed`, however it ends.
-pub(super) struct AdminWaiting<'a>(pub(super) &'a Arc<Shared>);
+struct AdminWaiting<'a>(&'a Arc<Shared>);
 
 impl Drop for AdminWaiting<'_> {
     fn drop(&mut self) {

@@ -11,7 +11,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::cluster::{AdminWaiting, Step};
 use super::{Runtime, Shared};
 use crate::activation::{Inner, Status};
 use crate::error::CallError;
@@ -318,30 +317,17 @@ impl Runtime {
         let Some(act) = shared.directory.get(actor) else {
             return Ok(false);
         };
-        shared.admin_waiters.fetch_add(1, Ordering::SeqCst);
-        let _waiting = AdminWaiting(shared);
-        let deadline = Instant::now() + shared.config.shutdown_grace;
-        let mut requested = false;
-        loop {
-            let changed = shared.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            match shared.try_deactivate(&act, requested) {
-                Step::Started => {
-                    requested = true;
-                    shared.deactivate(act.clone(), DeactivateReason::Admin);
-                }
-                Step::Wait => {}
-                Step::Done(had_activation) => return Ok(had_activation),
-            }
-            if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                return Err(CallError::DeadlineExceeded(format!(
+        let ended = shared
+            .deactivate_all(vec![act], DeactivateReason::Admin)
+            .await
+            .map_err(|_| {
+                CallError::DeadlineExceeded(format!(
                     "actor {actor} did not finish deactivating within {:?} (a long turn, or \
                      the app is slow to answer); check `troupe actors get` and retry",
                     shared.config.shutdown_grace
-                )));
-            }
-        }
+                ))
+            })?;
+        Ok(ended > 0)
     }
 
     /// OpenMetrics text of the runtime's metrics; empty when
