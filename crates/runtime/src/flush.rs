@@ -98,15 +98,21 @@ impl Flusher {
     }
 
     pub(crate) fn backlog(&self) -> FlushBacklog {
+        let failing = self.failing.load(Ordering::Relaxed);
         FlushBacklog {
             dirty_actors: self.dirty_actors(),
-            dirty_bytes: self.dirty_bytes.load(Ordering::Relaxed),
+            dirty_bytes: self.dirty_bytes(),
             held_replies: self.held.lock().len(),
             batches: self.batches.load(Ordering::Relaxed),
             keys_written: self.keys_written.load(Ordering::Relaxed),
             last_flush_unix_ms: self.last_flush_unix_ms.load(Ordering::Relaxed),
-            failing: self.failing.load(Ordering::Relaxed),
-            last_error: self.last_error.lock().clone(),
+            failing,
+            // The error of the last write, which is the one that failed.
+            last_error: if failing {
+                self.last_error.lock().clone()
+            } else {
+                String::new()
+            },
         }
     }
 
