@@ -63,7 +63,7 @@ async fn pg_connect(url: &str) -> anyhow::Result<tokio_postgres::Client> {
     .with_context(|| {
         format!(
             "connecting to {}",
-            troupe_storage::PostgresStore::redact(url)
+            troupe_storage_postgres::PostgresStore::redact(url)
         )
     })?;
     tokio::spawn(connection);
@@ -231,7 +231,7 @@ pub async fn postgres_state(
     actor_type: &str,
     actor_id: &str,
 ) -> anyhow::Result<std::collections::HashMap<String, bytes::Bytes>> {
-    let store = troupe_storage::PostgresStore::connect(url).await?;
+    let store = troupe_storage_postgres::PostgresStore::connect(url).await?;
     use troupe_storage::StateStore as _;
     Ok(store
         .load(actor_type, actor_id)

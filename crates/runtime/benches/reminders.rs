@@ -20,7 +20,8 @@ use troupe_runtime::{
     ActorId, ContentType, FnHost, MissedFirings, Payload, ReminderSpec, RetryPolicy, Runtime,
     RuntimeConfig, TurnKind, TurnOutcome, TypeSpec,
 };
-use troupe_storage::{MemoryStore, SledReminders, SledStore};
+use troupe_storage::MemoryStore;
+use troupe_storage_sled::{SledReminders, SledStore};
 
 const DAPR_REGISTRATIONS: f64 = 667.0;
 const DAPR_FIRINGS: f64 = 15_463.0;

@@ -1,23 +1,25 @@
-//! Actor state stores.
+//! The contract between the runtime and whatever keeps actor state and
+//! reminders between activations.
 //!
 //! The runtime keeps each active actor's state in memory and hands dirty keys
-//! to a [`StateStore`] in batches (write-behind). This crate owns the trait and
-//! its implementations: [`SledStore`], the embedded default under
-//! `--data-dir`, [`PostgresStore`], shared by several daemons
-//! (`--store postgres://...`), and [`MemoryStore`], for tests and
-//! benchmarks. A store only sees opaque bytes addressed by (actor type, actor
-//! id, key).
+//! to a [`StateStore`] in batches (write-behind); durable reminders live in a
+//! [`ReminderStore`]. This crate owns those traits, the records they move and
+//! [`StoreError`], and names no backend: the embedded sled store is
+//! `troupe-storage-sled`, the shared PostgreSQL store `troupe-storage-postgres`,
+//! so a crate that needs only the contract (the runtime) never compiles a
+//! database driver. [`MemoryStore`] and [`MemoryReminders`] keep everything in
+//! the process, for tests and benchmarks. A store only sees opaque bytes
+//! addressed by (actor type, actor id, key).
 
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
 mod memory;
-mod postgres;
-mod postgres_reminders;
 mod reminders;
-mod sled_store;
 
-pub use memory::MemoryStore;
-pub use postgres::PostgresStore;
-pub use reminders::{MemoryReminders, ReminderKey, ReminderRecord, ReminderStore, SledReminders};
-pub use sled_store::SledStore;
+pub use memory::{MemoryReminders, MemoryStore};
+pub use reminders::{ReminderKey, ReminderRecord, ReminderStore};
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -34,15 +36,19 @@ pub struct ActorWrite {
     pub changes: Vec<(String, Option<Bytes>)>,
 }
 
+/// A backend's own error, kept as the cause of a [`StoreError`] without
+/// this crate naming the backend's type. Shared so errors stay cheap to clone.
+pub type BackendError = Arc<dyn std::error::Error + Send + Sync>;
+
 /// A storage failure. The message says what failed; the runtime keeps dirty
 /// state in memory and retries, so no failure here loses data by itself.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("cannot open the state store at {path}: {source} (check that the directory is writable and no other troupe daemon uses it)")]
     Open {
         path: String,
         #[source]
-        source: sled::Error,
+        source: BackendError,
     },
     #[error(
         "cannot connect to PostgreSQL at {url}: {reason} (check that the server is running and \
@@ -85,48 +91,4 @@ pub trait StateStore: Send + Sync + std::fmt::Debug + 'static {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<String>, StoreError>;
-}
-
-#[cfg(test)]
-pub(crate) mod test_support {
-    use bytes::Bytes;
-
-    use crate::ActorWrite;
-
-    /// One actor's changes; `None` deletes the key.
-    pub fn write(ty: &str, id: &str, changes: &[(&str, Option<&str>)]) -> ActorWrite {
-        ActorWrite {
-            actor_type: ty.into(),
-            actor_id: id.into(),
-            changes: changes
-                .iter()
-                .map(|(k, v)| {
-                    (
-                        k.to_string(),
-                        v.map(|v| Bytes::copy_from_slice(v.as_bytes())),
-                    )
-                })
-                .collect(),
-        }
-    }
-
-    /// `TROUPE_TEST_POSTGRES`, a connection URL for tests that need a real
-    /// server. Unset: prints why `test` is skipped and returns `None`, unless
-    /// `TROUPE_REQUIRE_POSTGRES=1`, which makes that an error.
-    pub fn postgres_url(test: &str) -> Result<Option<String>, String> {
-        match std::env::var("TROUPE_TEST_POSTGRES") {
-            Ok(url) if !url.is_empty() => Ok(Some(url)),
-            _ if std::env::var("TROUPE_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") => Err(format!(
-                "{test}: TROUPE_REQUIRE_POSTGRES=1 but TROUPE_TEST_POSTGRES is not set \
-                 (scripts/postgres.sh start prints a URL)"
-            )),
-            _ => {
-                eprintln!(
-                    "skipped {test}: set TROUPE_TEST_POSTGRES to a PostgreSQL URL \
-                     (scripts/postgres.sh start) to run it"
-                );
-                Ok(None)
-            }
-        }
-    }
 }

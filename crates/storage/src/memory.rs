@@ -1,13 +1,16 @@
-//! An in-memory store for tests and benchmarks: nothing survives the process.
+//! In-memory state and reminders for tests and benchmarks: nothing survives
+//! the process.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::{ActorWrite, StateStore, StoreError, StoredState};
+use crate::{
+    ActorWrite, ReminderKey, ReminderRecord, ReminderStore, StateStore, StoreError, StoredState,
+};
 
 type ActorKey = (String, String);
 
@@ -83,5 +86,130 @@ impl StateStore for MemoryStore {
             .take(limit)
             .map(|(_, id)| id.clone())
             .collect())
+    }
+}
+
+/// Reminders in memory, for tests and benchmarks.
+#[derive(Debug, Default)]
+pub struct MemoryReminders {
+    inner: Mutex<MemoryInner>,
+}
+
+#[derive(Debug, Default)]
+struct MemoryInner {
+    records: BTreeMap<ReminderKey, (u64, Bytes)>,
+    by_due: BTreeSet<(u64, ReminderKey)>,
+}
+
+impl MemoryReminders {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[async_trait]
+impl ReminderStore for MemoryReminders {
+    async fn apply_reminders(
+        &self,
+        puts: &[ReminderRecord],
+        deletes: &[ReminderKey],
+    ) -> Result<Vec<bool>, StoreError> {
+        let mut inner = self.inner.lock();
+        for r in puts {
+            if let Some((old, _)) = inner
+                .records
+                .insert(r.key.clone(), (r.due_unix_ms, r.data.clone()))
+            {
+                inner.by_due.remove(&(old, r.key.clone()));
+            }
+            inner.by_due.insert((r.due_unix_ms, r.key.clone()));
+        }
+        Ok(deletes
+            .iter()
+            .map(|key| match inner.records.remove(key) {
+                Some((due, _)) => {
+                    inner.by_due.remove(&(due, key.clone()));
+                    true
+                }
+                None => false,
+            })
+            .collect())
+    }
+
+    async fn get_reminder(&self, key: &ReminderKey) -> Result<Option<ReminderRecord>, StoreError> {
+        Ok(self
+            .inner
+            .lock()
+            .records
+            .get(key)
+            .map(|(due, data)| ReminderRecord {
+                key: key.clone(),
+                due_unix_ms: *due,
+                data: data.clone(),
+            }))
+    }
+
+    async fn due_reminders(
+        &self,
+        after: Option<(u64, &ReminderKey)>,
+        until_unix_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<ReminderRecord>, StoreError> {
+        use std::ops::Bound;
+        let inner = self.inner.lock();
+        let lower = match after {
+            Some((due, key)) => Bound::Excluded((due, key.clone())),
+            None => Bound::Unbounded,
+        };
+        Ok(inner
+            .by_due
+            .range((lower, Bound::Unbounded))
+            .take_while(|(due, _)| *due <= until_unix_ms)
+            .take(limit)
+            .filter_map(|(due, key)| {
+                inner.records.get(key).map(|(_, data)| ReminderRecord {
+                    key: key.clone(),
+                    due_unix_ms: *due,
+                    data: data.clone(),
+                })
+            })
+            .collect())
+    }
+
+    async fn list_reminders(
+        &self,
+        actor_type: Option<&str>,
+        actor_id: Option<&str>,
+        after: Option<&ReminderKey>,
+        limit: usize,
+    ) -> Result<Vec<ReminderRecord>, StoreError> {
+        let inner = self.inner.lock();
+        Ok(inner
+            .records
+            .iter()
+            .filter(|(k, _)| after.is_none_or(|a| *k > a))
+            .filter(|(k, _)| actor_type.is_none_or(|t| k.actor_type == t))
+            .filter(|(k, _)| actor_id.is_none_or(|i| k.actor_id == i))
+            .take(limit)
+            .map(|(k, (due, data))| ReminderRecord {
+                key: k.clone(),
+                due_unix_ms: *due,
+                data: data.clone(),
+            })
+            .collect())
+    }
+
+    async fn count_reminders(&self) -> Result<u64, StoreError> {
+        Ok(self.inner.lock().records.len() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn memory_reminders_keep_the_store_contract() -> Result<(), StoreError> {
+        crate::conformance::reminders(&MemoryReminders::new()).await
     }
 }

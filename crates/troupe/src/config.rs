@@ -132,7 +132,7 @@ impl PostgresUrl {
 
 impl std::fmt::Debug for PostgresUrl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&troupe_storage::PostgresStore::redact(&self.0))
+        f.write_str(&troupe_storage_postgres::PostgresStore::redact(&self.0))
     }
 }
 
@@ -216,7 +216,7 @@ impl ServeArgs {
             Some(other) => anyhow::bail!(
                 "unknown --store {:?}; use `sled` (the default, under --data-dir), \
                  `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` or `memory`",
-                troupe_storage::PostgresStore::redact(other)
+                troupe_storage_postgres::PostgresStore::redact(other)
             ),
         };
         runtime.node = match self.node.clone().or(file.node) {

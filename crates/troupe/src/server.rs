@@ -14,10 +14,9 @@ use troupe_placement::cluster::ClusterPlacement;
 use troupe_placement::{Placement, SingleNode};
 use troupe_proto::v1 as pb;
 use troupe_runtime::Runtime;
-use troupe_storage::{
-    MemoryReminders, MemoryStore, PostgresStore, ReminderStore, SledReminders, SledStore,
-    StateStore,
-};
+use troupe_storage::{MemoryReminders, MemoryStore, ReminderStore, StateStore};
+use troupe_storage_postgres::PostgresStore;
+use troupe_storage_sled::{SledReminders, SledStore};
 use troupe_transport::{Peers, PeersConfig};
 
 use crate::admin_api::AdminApi;

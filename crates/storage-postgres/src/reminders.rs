@@ -7,9 +7,9 @@ use std::collections::{HashMap, HashSet};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::postgres::{bounded, PostgresStore};
-use crate::reminders::{ReminderKey, ReminderRecord, ReminderStore};
-use crate::StoreError;
+use troupe_storage::{ReminderKey, ReminderRecord, ReminderStore, StoreError};
+
+use crate::state::{bounded, PostgresStore};
 
 /// `existing` reads the deleted keys in the statement's snapshot (before
 /// its changes), so each delete can say whether the reminder was there.

@@ -27,7 +27,7 @@ use tokio_postgres::config::Host;
 use tokio_postgres::NoTls;
 use tracing::info;
 
-use crate::{ActorWrite, StateStore, StoreError, StoredState};
+use troupe_storage::{ActorWrite, StateStore, StoreError, StoredState};
 
 /// Connections kept by one daemon. The flusher uses one at a time (its
 /// writes are serialised); the rest serve activations' loads and reads.
@@ -520,7 +520,7 @@ mod tests {
     /// `TROUPE_REQUIRE_POSTGRES=1`.
     mod live {
         use super::super::*;
-        use crate::test_support::{postgres_url, write};
+        use troupe_storage::conformance::{postgres_url, write};
 
         type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -670,7 +670,7 @@ mod tests {
             };
             let db = TempDb::create(&base).await?;
             let store = PostgresStore::connect(&db.url).await?;
-            crate::reminders::tests::exercise(&store).await?;
+            troupe_storage::conformance::reminders(&store).await?;
             drop(store);
             db.drop_db().await;
             Ok(())

@@ -1,12 +1,14 @@
-//! The embedded store: one sled tree, keys encoded so that one actor's keys
-//! are contiguous and no type/id/key value can collide with another.
+//! Actor state in one sled tree (`state`), keyed by [`crate::keys`] so one
+//! actor's keys are contiguous.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use troupe_storage::{ActorWrite, StateStore, StoreError, StoredState};
 
-use crate::{ActorWrite, StateStore, StoreError, StoredState};
+use crate::keys::{actor_prefix, read_segment, type_prefix};
 
 /// State in a sled database under the daemon's data directory.
 #[derive(Debug, Clone)]
@@ -20,14 +22,12 @@ impl SledStore {
     /// Opens (or creates) the store in `dir`.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let path = dir.display().to_string();
-        let db = sled::open(dir).map_err(|source| StoreError::Open {
+        let open_error = |source: sled::Error| StoreError::Open {
             path: path.clone(),
-            source,
-        })?;
-        let state = db.open_tree("state").map_err(|source| StoreError::Open {
-            path: path.clone(),
-            source,
-        })?;
+            source: Arc::new(source),
+        };
+        let db = sled::open(dir).map_err(open_error)?;
+        let state = db.open_tree("state").map_err(open_error)?;
         Ok(Self { db, state, path })
     }
 
@@ -35,36 +35,6 @@ impl SledStore {
     pub(crate) fn db(&self) -> &sled::Db {
         &self.db
     }
-}
-
-/// `len(type) u16 | type | len(id) u16 | id`: a prefix shared by all keys of
-/// one actor. Length prefixes (not separators) keep any UTF-8 name safe.
-pub(crate) fn actor_prefix(actor_type: &str, actor_id: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(4 + actor_type.len() + actor_id.len() + 16);
-    push_segment(&mut out, actor_type);
-    push_segment(&mut out, actor_id);
-    out
-}
-
-fn push_segment(out: &mut Vec<u8>, s: &str) {
-    // Names are validated to at most 256 bytes by the runtime; saturate to be
-    // safe rather than wrap if a caller ever bypasses that.
-    let len = u16::try_from(s.len()).unwrap_or(u16::MAX);
-    out.extend_from_slice(&len.to_be_bytes());
-    out.extend_from_slice(s.as_bytes());
-}
-
-pub(crate) fn type_prefix(actor_type: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    push_segment(&mut out, actor_type);
-    out
-}
-
-/// Splits `len | id | rest` after a type prefix into the id.
-pub(crate) fn read_segment(buf: &[u8]) -> Option<(&str, &[u8])> {
-    let len = u16::from_be_bytes([*buf.first()?, *buf.get(1)?]) as usize;
-    let s = buf.get(2..2 + len)?;
-    Some((std::str::from_utf8(s).ok()?, &buf[2 + len..]))
 }
 
 fn io(e: sled::Error) -> StoreError {
@@ -156,7 +126,7 @@ impl StateStore for SledStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_support::write;
+    use troupe_storage::conformance::write;
 
     /// sled releases its directory lock shortly after the last handle is
     /// dropped (a background thread finishes first); retry briefly.
