@@ -61,7 +61,7 @@ impl PlacementReplica {
             cmd.args(["--peers", peers]);
         }
         cmd.args(extra_args)
-            .env("RUST_LOG", "troupe_placement=info,openraft=warn");
+            .env("RUST_LOG", "troupe_placement_service=info,openraft=warn");
         let (child, addr) =
             crate::spawn_announced(cmd, &log, "troupe placement listening on ").await?;
         Ok(PlacementReplica {

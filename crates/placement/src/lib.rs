@@ -4,18 +4,22 @@
 //! owner may activate it, which is how the single-activation guarantee is
 //! kept. One node needs no coordination ([`SingleNode`]); in a cluster the
 //! daemon's view of the replicated placement service answers
-//! ([`cluster::ClusterPlacement`]), computing owners by consistent
-//! hashing over the daemons that host a type. The protocol and why it keeps
-//! one activation per actor: docs/architecture.md, "Cluster".
+//! ([`view::ClusterPlacement`]), computing owners by consistent hashing over
+//! the daemons that host a type. The protocol and why it keeps one
+//! activation per actor: docs/architecture.md, "Cluster".
+//!
+//! This crate is the contract and the owner function only: the replicated
+//! service (openraft, its storage and gRPC) is `troupe-placement-service`,
+//! which the runtime never compiles.
 //!
 //! - [`ring`]: the owner function (consistent hashing, virtual nodes).
-//! - [`cluster`]: the table types and [`cluster::ClusterPlacement`], the
-//!   daemon's view.
-//! - [`service`]: the replicated placement service (`troupe placement serve`).
+//! - [`table`]: the placement table (members, versions, the change in flight).
+//! - [`view`]: [`view::ClusterPlacement`], the daemon's view of the table and
+//!   its lease.
 
-pub mod cluster;
 pub mod ring;
-pub mod service;
+pub mod table;
+pub mod view;
 
 /// The node that owns an actor.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use xxhash_rust::xxh3::xxh3_64;
 use xxhash_rust::xxh3::{xxh3_64_with_seed, Xxh3Default};
 
-use crate::cluster::TableVersion;
+use crate::table::TableVersion;
 
 /// Points per member on each type's ring.
 pub const VNODES: u64 = 128;
@@ -274,7 +274,7 @@ mod tests {
             version,
             members: nodes
                 .iter()
-                .map(|n| crate::cluster::Member {
+                .map(|n| crate::table::Member {
                     node: (*n).into(),
                     address: format!("{n}:1"),
                     types: vec!["t".into()],

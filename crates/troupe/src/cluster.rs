@@ -20,7 +20,9 @@ use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tracing::{debug, info, warn};
-use troupe_placement::cluster::{ClusterPlacement, Table};
+use troupe_placement::table::Table;
+use troupe_placement::view::ClusterPlacement;
+use troupe_placement_service::convert::table_from_pb;
 use troupe_proto::v1 as pb;
 use troupe_proto::v1::placement_client::PlacementClient;
 use troupe_runtime::{
@@ -365,7 +367,7 @@ impl Client {
                         let lease = Duration::from_millis(answer.lease_ms);
                         let interval = Duration::from_millis(answer.heartbeat_interval_ms.max(10));
                         if let Some(table) = answer.table {
-                            self.placement.set_table(Table::from(table));
+                            self.placement.set_table(table_from_pb(table));
                         }
                         self.placement.renew_lease(lease_until(sent, lease));
                         info!(
@@ -453,7 +455,7 @@ impl Client {
                         Ok((sent, Ok(answer))) => {
                             self.placement.renew_lease(lease_until(sent, Duration::from_millis(answer.lease_ms)));
                             if let Some(table) = answer.table {
-                                let table = Table::from(table);
+                                let table = table_from_pb(table);
                                 debug!(node = %node, current = table.current.version, next = table.versions().1, "new placement table");
                                 self.install(table);
                             }
@@ -509,7 +511,7 @@ impl Client {
                         Ok(Ok(answer)) => {
                             leaving = true;
                             if let Some(table) = answer.table {
-                                self.install(Table::from(table));
+                                self.install(table_from_pb(table));
                             }
                             next_beat = tokio::time::Instant::now();
                         }

@@ -2,7 +2,7 @@
 //!
 //! This module owns the command's arguments and its process lifecycle
 //! (bind, announce, serve, stop on SIGTERM/SIGINT); the replica itself is
-//! `troupe_placement::service`.
+//! `troupe_placement_service`.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use troupe_placement::service::{Replica, ServiceConfig};
+use troupe_placement_service::{Replica, ServiceConfig};
 
 /// Default listen address of a placement replica (loopback only).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7470";

@@ -10,7 +10,7 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 use tracing::{info, warn};
-use troupe_placement::cluster::ClusterPlacement;
+use troupe_placement::view::ClusterPlacement;
 use troupe_placement::{Placement, SingleNode};
 use troupe_proto::v1 as pb;
 use troupe_runtime::Runtime;

@@ -1,6 +1,6 @@
 //! The placement client's decisions, without sockets.
 
-use troupe_placement::cluster::{Member, TableVersion};
+use troupe_placement::table::{Member, TableVersion};
 
 use super::*;
 

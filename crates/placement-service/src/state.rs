@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{Member, Table, TableVersion};
+use troupe_placement::table::{Member, Table, TableVersion};
 
 /// A change to the cluster, as a Raft log entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -144,7 +144,7 @@ impl ClusterState {
         });
         // Only members handing actors off must report; removed ones are not
         // waited for (their lease is over).
-        let losing = crate::ring::members_losing_actors(
+        let losing = troupe_placement::ring::members_losing_actors(
             &self.current,
             self.next.as_ref().unwrap_or(&self.current),
         );

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use super::state::ClusterState;
 use super::TypeConfig;
-use crate::cluster::Table;
+use troupe_placement::table::Table;
 
 type NodeId = u64;
 type StorageResult<T> = Result<T, StorageError<NodeId>>;
@@ -467,9 +467,9 @@ impl RaftStateMachine<TypeConfig> for StateMachineStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::Member;
-    use crate::service::state::Command;
+    use crate::state::Command;
     use openraft::CommittedLeaderId;
+    use troupe_placement::table::Member;
 
     fn join(index: u64, node: &str) -> Entry<TypeConfig> {
         Entry {

@@ -35,7 +35,9 @@ use super::network::{APPEND_ENTRIES, INSTALL_SNAPSHOT, VOTE};
 use super::state::{types_differ, ClusterState, Command};
 use super::store::{Applied, LogStore};
 use super::TypeConfig;
-use crate::cluster::{Member, Table};
+use troupe_placement::table::{Member, Table};
+
+use crate::convert::table_to_pb;
 
 /// Set on requests a follower forwards, so they are never forwarded again.
 const FORWARDED: &str = "troupe-placement-forwarded";
@@ -292,7 +294,7 @@ impl PlacementService {
         Ok(pb::JoinResponse {
             lease_ms: self.lease_ms(),
             heartbeat_interval_ms: self.heartbeat_ms(),
-            table: Some(table.into()),
+            table: Some(table_to_pb(table)),
         })
     }
 
@@ -330,7 +332,7 @@ impl PlacementService {
         let changed = table.versions() != (req.known_current, req.known_next);
         Ok(pb::HeartbeatResponse {
             lease_ms: self.lease_ms(),
-            table: changed.then(|| table.into()),
+            table: changed.then(|| table_to_pb(table)),
         })
     }
 
@@ -346,7 +348,7 @@ impl PlacementService {
             tracing::info!(node = %req.node, "member leaving");
         }
         Ok(pb::LeaveResponse {
-            table: Some(self.table().into()),
+            table: Some(table_to_pb(self.table())),
         })
     }
 
@@ -397,7 +399,7 @@ impl PlacementService {
                 .and_then(|l| self.inner.peers.get(&l).cloned())
                 .unwrap_or_default(),
             replicas,
-            table: Some(table.into()),
+            table: Some(table_to_pb(table)),
             last_heartbeat_ms_ago: heartbeats,
         }
     }
@@ -600,7 +602,7 @@ impl pb::placement_server::Placement for PlacementService {
         request: Request<pb::GetTableRequest>,
     ) -> Result<Response<pb::PlacementTable>, Status> {
         match self.route(&request)? {
-            Route::Local => Ok(Response::new(self.table().into())),
+            Route::Local => Ok(Response::new(table_to_pb(self.table()))),
             Route::Forward(mut leader) => leader
                 .get_table(forwarded(request))
                 .await

@@ -1,6 +1,6 @@
 //! The replicated placement service (`troupe placement serve`).
 //!
-//! This module owns one placement replica: its Raft node (openraft), its
+//! This crate owns one placement replica: its Raft node (openraft), its
 //! storage on disk, and the `troupe.v1.Placement` gRPC service daemons and
 //! the other replicas call. The protocol is docs/architecture.md, "Cluster".
 //!
@@ -14,6 +14,7 @@
 //! replicas; the one with the lowest id initialises the Raft cluster when
 //! its log is empty, so the first start needs it up (later starts do not).
 
+pub mod convert;
 pub mod grpc;
 pub mod network;
 pub mod state;
@@ -32,8 +33,8 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use troupe_proto::v1::placement_server::PlacementServer;
 
-use crate::cluster::Table;
 use state::Command;
+use troupe_placement::table::Table;
 
 openraft::declare_raft_types!(
     /// The placement service's Raft types: commands in, tables out.

@@ -1,138 +1,21 @@
-//! The placement table as Rust types, and the daemon's view of it.
-//!
-//! This module owns [`ClusterPlacement`]: the table the daemon last received
-//! from the placement service, its lease, and the owner answers the runtime
-//! asks for on every call. The daemon's client (which joins, heartbeats and
-//! calls [`ClusterPlacement::set_table`] / [`ClusterPlacement::renew_lease`])
-//! lives in the binary; the rules that make one activation per actor hold
-//! across table changes are in docs/architecture.md, "Cluster".
+//! The daemon's view of the cluster: [`ClusterPlacement`] holds the table
+//! the daemon last received from the placement service and its lease, and
+//! answers the owner questions the runtime asks on every call. The daemon's
+//! client (which joins, heartbeats and calls [`ClusterPlacement::set_table`]
+//! / [`ClusterPlacement::renew_lease`]) lives in the binary; the rules that
+//! keep one activation per actor across table changes are in
+//! docs/architecture.md, "Cluster".
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
-use troupe_proto::v1 as pb;
 
 use crate::ring::Rings;
+use crate::table::Table;
 use crate::{Owner, Placement};
-
-/// A daemon in the cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Member {
-    /// Unique per daemon process run.
-    pub node: String,
-    /// host:port of the daemon's gRPC API.
-    pub address: String,
-    /// Actor types its apps host.
-    pub types: Vec<String>,
-    /// Asked to leave. Leavers are absent from the table they leave in, so
-    /// they own nothing there; published tables never change after their
-    /// version is assigned, so the placement service only sets this in its
-    /// own membership, and owners are computed over every listed member.
-    pub leaving: bool,
-}
-
-/// One version of the table: everything needed to compute owners.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TableVersion {
-    pub version: u64,
-    /// Sorted by node.
-    pub members: Vec<Member>,
-}
-
-impl TableVersion {
-    /// Whether `node` is listed.
-    pub fn contains(&self, node: &str) -> bool {
-        self.members.iter().any(|m| m.node == node)
-    }
-}
-
-/// The table daemons serve by, and the change in progress if any.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Table {
-    pub current: TableVersion,
-    pub next: Option<TableVersion>,
-    /// Members of `current` that have not yet reported draining for `next`.
-    pub waiting_for: Vec<String>,
-}
-
-impl Table {
-    /// `(current, next)` versions; `next` is 0 when no change is in flight.
-    /// Tables are ordered by this pair: a newer table never has a smaller one.
-    pub fn versions(&self) -> (u64, u64) {
-        (
-            self.current.version,
-            self.next.as_ref().map_or(0, |n| n.version),
-        )
-    }
-}
-
-impl From<Member> for pb::Member {
-    fn from(m: Member) -> Self {
-        pb::Member {
-            node: m.node,
-            address: m.address,
-            types: m.types,
-            leaving: m.leaving,
-        }
-    }
-}
-
-impl From<pb::Member> for Member {
-    fn from(m: pb::Member) -> Self {
-        Member {
-            node: m.node,
-            address: m.address,
-            types: m.types,
-            leaving: m.leaving,
-        }
-    }
-}
-
-impl From<TableVersion> for pb::TableVersion {
-    fn from(t: TableVersion) -> Self {
-        pb::TableVersion {
-            version: t.version,
-            members: t.members.into_iter().map(Into::into).collect(),
-        }
-    }
-}
-
-impl From<pb::TableVersion> for TableVersion {
-    fn from(t: pb::TableVersion) -> Self {
-        let mut members: Vec<Member> = t.members.into_iter().map(Into::into).collect();
-        members.sort_by(|a, b| a.node.cmp(&b.node));
-        TableVersion {
-            version: t.version,
-            members,
-        }
-    }
-}
-
-impl From<Table> for pb::PlacementTable {
-    fn from(t: Table) -> Self {
-        pb::PlacementTable {
-            current: Some(t.current.into()),
-            next: t.next.map(Into::into),
-            waiting_for: t.waiting_for,
-        }
-    }
-}
-
-impl From<pb::PlacementTable> for Table {
-    /// A table without `current` (never sent by the service) reads as the
-    /// empty version 0, which every real table supersedes.
-    fn from(t: pb::PlacementTable) -> Self {
-        Table {
-            current: t.current.map(Into::into).unwrap_or_default(),
-            next: t.next.map(Into::into),
-            waiting_for: t.waiting_for,
-        }
-    }
-}
 
 /// A table with its rings computed once, swapped in whole.
 #[derive(Debug, Default)]
@@ -284,6 +167,7 @@ impl Placement for ClusterPlacement {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::{Member, TableVersion};
     use std::time::Duration;
 
     fn member(node: &str, types: &[&str]) -> Member {
@@ -412,16 +296,5 @@ mod tests {
         assert!(!p.may_serve());
         p.renew_lease(now);
         assert!(!p.may_serve());
-    }
-
-    #[test]
-    fn proto_round_trip() {
-        let t = Table {
-            current: version(4, vec![member("a", &["C"]), member("b", &[])]),
-            next: Some(version(5, vec![member("a", &["C"])])),
-            waiting_for: vec!["b".into()],
-        };
-        let wire: pb::PlacementTable = t.clone().into();
-        assert_eq!(Table::from(wire), t);
     }
 }

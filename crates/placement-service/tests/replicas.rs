@@ -11,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
-use troupe_placement::service::{Replica, ServiceConfig};
+use troupe_placement_service::{Replica, ServiceConfig};
 use troupe_proto::v1 as pb;
 use troupe_proto::v1::placement_client::PlacementClient;
 
