@@ -11,9 +11,9 @@ use bytes::Bytes;
 use hashbrown::HashSet;
 use parking_lot::Mutex;
 
-use crate::hosts::Binding;
-use crate::runtime::Reply;
-use crate::slots::PendingSlot;
+use crate::dispatch::pending::PendingSlot;
+use crate::host_registry::Binding;
+use crate::reply::Reply;
 use crate::types::{ActorId, CallExtra, Payload, StateChange, StateSnapshot, TurnKind};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use troupe_storage::{ActorWrite, StateStore, StoreError};
 use crate::activation::{Activation, Inner};
 use crate::error::CallError;
 use crate::metrics::Metrics;
-use crate::runtime::Reply;
+use crate::reply::Reply;
 use crate::types::{Payload, TRACE_TARGET};
 use tracing::Instrument;
 
@@ -265,7 +265,7 @@ impl Flusher {
                     self.batches.fetch_add(1, Ordering::Relaxed);
                     self.keys_written.fetch_add(keys as u64, Ordering::Relaxed);
                     self.last_flush_unix_ms
-                        .store(crate::scheduler::unix_now_ms(), Ordering::Relaxed);
+                        .store(crate::clock::unix_now_ms(), Ordering::Relaxed);
                     if let Some(metrics) = &self.metrics {
                         metrics.flushed(keys, took);
                     }

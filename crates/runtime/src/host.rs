@@ -10,9 +10,10 @@
 use std::sync::Arc;
 
 use crate::activation::Activation;
+use crate::dispatch::pending::PendingSlot;
 use crate::error::CallError;
-use crate::runtime::{Reply, Shared};
-use crate::slots::PendingSlot;
+use crate::reply::Reply;
+use crate::shared::Shared;
 use crate::types::{
     ActorFailure, ActorId, CallExtra, DeactivateReason, Payload, StateChange, StateSnapshot,
     TurnKind,

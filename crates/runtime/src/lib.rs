@@ -1,5 +1,5 @@
 //! The actor runtime: activation, mailboxes and turns, the state cache and
-//! write-behind flushing.
+//! write-behind flushing, reminders, alarms and timers.
 //!
 //! A call enters through [`Runtime::invoke`] or [`Runtime::tell`], lands in
 //! the actor's bounded mailbox and, one turn at a time, reaches the
@@ -9,41 +9,53 @@
 //! atomically to its cache and hands to the [`StateStore`] in batches.
 //! Storage and placement are reached only through their traits.
 //!
+//! The module map is in `runtime.rs`; docs/architecture.md follows a call,
+//! a state change and a reminder through it.
+//!
 //! [`StateStore`]: troupe_storage::StateStore
 
 mod activation;
+pub mod clock;
 mod config;
 mod directory;
+mod dispatch;
 mod error;
 mod flush;
+mod fn_host;
+mod forwarding;
 mod host;
-mod hosts;
-mod local;
+mod host_registry;
+mod inspect;
+mod lifecycle;
 mod metrics;
-mod run_queue;
+mod reply;
+mod routing;
 mod runtime;
-pub(crate) mod scheduler;
-mod slots;
+mod schedule;
+mod scheduling;
+mod shared;
+mod turn;
 mod types;
 pub mod validate;
 
 pub use config::RuntimeConfig;
+pub use dispatch::ActorRef;
 pub use error::{CallError, ConfigError};
 pub use flush::FlushBacklog;
+pub use fn_host::FnHost;
+pub use forwarding::Forwarder;
 pub use host::{
     ActivateDone, ActivateRequest, ActorHost, DeactivateDone, DeactivateRequest, TurnDone,
     TurnOutcome, TurnRequest,
 };
-pub use hosts::HostRegistration;
-pub use local::FnHost;
-pub use runtime::{
-    ActivationState, ActorDetails, ActorInfo, ActorRef, Forwarder, Route, Runtime, RuntimeStatus,
-    TimerInfo, TypeStatus, MAX_FORWARD_HOPS,
-};
-pub use scheduler::BoxFuture;
-pub use scheduler::{MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
+pub use host_registry::HostRegistration;
+pub use inspect::{ActivationState, ActorDetails, ActorInfo, RuntimeStatus, TypeStatus};
+pub use routing::{Route, MAX_FORWARD_HOPS};
+pub use runtime::Runtime;
+pub use schedule::timers::TimerInfo;
+pub use schedule::{MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
 pub use types::{
-    ActorFailure, ActorId, Call, CallChain, CallExtra, CallTrace, ContentType, DeactivateReason,
-    Payload, StateChange, StateMap, StateMode, StateSnapshot, TurnKind, TypeOptions, TypeSpec,
-    TRACE_TARGET,
+    ActorFailure, ActorId, BoxFuture, Call, CallChain, CallExtra, CallTrace, ContentType,
+    DeactivateReason, Payload, StateChange, StateMap, StateMode, StateSnapshot, TurnKind,
+    TypeOptions, TypeSpec, TRACE_TARGET,
 };

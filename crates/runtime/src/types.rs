@@ -310,6 +310,10 @@ impl Call {
 
 pub type StateMap = HashMap<String, Bytes>;
 
+/// A boxed future, so traits the binary implements (`Forwarder`) stay
+/// object-safe.
+pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
 /// A read-only, cheaply cloned view of an actor's state at one moment.
 ///
 /// Copy-on-write: the runtime clones the map only when it changes state while

@@ -17,221 +17,29 @@
 //! reminder's policy, then dropped and logged; periodic reminders keep their
 //! schedule either way.
 
+pub(crate) mod record;
+pub(crate) mod timers;
+mod writer;
+
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use bytes::Bytes;
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 use tracing::{debug, warn};
 use troupe_storage::{ReminderKey, ReminderRecord, ReminderStore};
 
+use crate::clock::unix_now_ms;
 use crate::error::CallError;
-use crate::types::{ActorId, ContentType, Payload};
-
-/// The alarm is the reminder of this reserved name.
-pub(crate) const ALARM_NAME: &str = "$alarm";
-
-/// How a failed firing is retried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    pub max_attempts: u32,
-    pub initial_backoff: Duration,
-    pub max_backoff: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_attempts: 3,
-            initial_backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(60),
-        }
-    }
-}
-
-impl RetryPolicy {
-    fn backoff(&self, attempt: u32) -> Duration {
-        let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
-        self.initial_backoff
-            .saturating_mul(factor)
-            .min(self.max_backoff)
-    }
-}
-
-/// What to do with firings that came due while the daemon was down.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum MissedFirings {
-    #[default]
-    FireOnce,
-    Skip,
-}
-
-/// A reminder as a caller sets it.
-#[derive(Debug, Clone)]
-pub struct ReminderSpec {
-    pub actor: ActorId,
-    pub name: String,
-    pub due_unix_ms: u64,
-    pub period: Option<Duration>,
-    /// Bound on the number of firings.
-    pub repeat: Option<u32>,
-    pub until_unix_ms: Option<u64>,
-    pub payload: Payload,
-    pub retry: RetryPolicy,
-    pub missed: MissedFirings,
-}
-
-/// A stored reminder as callers see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReminderInfo {
-    pub actor: ActorId,
-    pub name: String,
-    pub alarm: bool,
-    pub next_due_unix_ms: u64,
-    pub period: Option<Duration>,
-    /// Firings left, when bounded.
-    pub remaining: Option<u32>,
-    pub until_unix_ms: Option<u64>,
-    pub payload: Payload,
-    pub retry: RetryPolicy,
-    pub missed: MissedFirings,
-    /// Failed attempts of the pending firing.
-    pub attempts: u32,
-    pub fired: u64,
-}
-
-/// The runtime's part of a stored record (the store keeps it opaque).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Meta {
-    #[serde(default)]
-    period_ms: u64,
-    #[serde(default)]
-    remaining: Option<u32>,
-    #[serde(default)]
-    until_unix_ms: Option<u64>,
-    #[serde(default)]
-    bytes: bool,
-    max_attempts: u32,
-    initial_backoff_ms: u64,
-    max_backoff_ms: u64,
-    #[serde(default)]
-    skip_missed: bool,
-    #[serde(default)]
-    attempts: u32,
-    #[serde(default)]
-    fired: u64,
-}
-
-fn encode(meta: &Meta, payload: &Payload) -> Bytes {
-    let header = serde_json::to_vec(meta).unwrap_or_default();
-    let mut out = Vec::with_capacity(4 + header.len() + payload.data.len());
-    out.extend_from_slice(&(header.len() as u32).to_le_bytes());
-    out.extend_from_slice(&header);
-    out.extend_from_slice(&payload.data);
-    Bytes::from(out)
-}
-
-fn decode(data: &Bytes) -> Option<(Meta, Payload)> {
-    let len = u32::from_le_bytes(data.get(..4)?.try_into().ok()?) as usize;
-    let meta: Meta = serde_json::from_slice(data.get(4..4 + len)?).ok()?;
-    let payload = Payload {
-        data: data.slice(4 + len..),
-        content_type: if meta.bytes {
-            ContentType::Bytes
-        } else {
-            ContentType::Json
-        },
-    };
-    Some((meta, payload))
-}
-
-fn info(record: &ReminderRecord) -> Option<ReminderInfo> {
-    let (meta, payload) = decode(&record.data)?;
-    Some(ReminderInfo {
-        actor: ActorId::new(record.key.actor_type.as_str(), record.key.actor_id.as_str()),
-        name: record.key.name.clone(),
-        alarm: record.key.name == ALARM_NAME,
-        next_due_unix_ms: record.due_unix_ms,
-        period: (meta.period_ms > 0).then(|| Duration::from_millis(meta.period_ms)),
-        remaining: meta.remaining,
-        until_unix_ms: meta.until_unix_ms,
-        payload,
-        retry: RetryPolicy {
-            max_attempts: meta.max_attempts,
-            initial_backoff: Duration::from_millis(meta.initial_backoff_ms),
-            max_backoff: Duration::from_millis(meta.max_backoff_ms),
-        },
-        missed: if meta.skip_missed {
-            MissedFirings::Skip
-        } else {
-            MissedFirings::FireOnce
-        },
-        attempts: meta.attempts,
-        fired: meta.fired,
-    })
-}
-
-pub(crate) fn unix_now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-fn store_error(e: troupe_storage::StoreError) -> CallError {
-    CallError::Unavailable(format!("the reminder store failed: {e}; retry later"))
-}
-
-// === writer ===
-
-pub(crate) enum WriteOp {
-    Put(ReminderRecord),
-    Delete(ReminderKey),
-}
-
-pub(crate) struct WriteRequest {
-    op: WriteOp,
-    /// Whether the op was applied (a delete: whether the reminder existed).
-    done: oneshot::Sender<Result<bool, CallError>>,
-}
-
-/// Largest batch one store write carries.
-const MAX_WRITE_BATCH: usize = 8192;
-
-async fn run_writer(store: Arc<dyn ReminderStore>, mut rx: mpsc::UnboundedReceiver<WriteRequest>) {
-    let mut batch = Vec::with_capacity(MAX_WRITE_BATCH);
-    while rx.recv_many(&mut batch, MAX_WRITE_BATCH).await > 0 {
-        let mut puts = Vec::new();
-        let mut deletes = Vec::new();
-        for req in &batch {
-            match &req.op {
-                WriteOp::Put(record) => puts.push(record.clone()),
-                WriteOp::Delete(key) => deletes.push(key.clone()),
-            }
-        }
-        let result = store.apply_reminders(&puts, &deletes).await;
-        let mut existed = match &result {
-            Ok(e) => e.clone().into_iter(),
-            Err(_) => Vec::new().into_iter(),
-        };
-        for req in batch.drain(..) {
-            let outcome = match &result {
-                Err(e) => Err(store_error(troupe_storage::StoreError::Io(e.to_string()))),
-                Ok(_) => match req.op {
-                    WriteOp::Put(_) => Ok(true),
-                    WriteOp::Delete(_) => Ok(existed.next().unwrap_or(false)),
-                },
-            };
-            let _ = req.done.send(outcome);
-        }
-    }
-}
-
-// === scheduler ===
+use crate::types::{ActorId, BoxFuture, ContentType, Payload};
+pub(crate) use record::ALARM_NAME;
+use record::{advance, decode, encode, info, Meta};
+pub use record::{MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
+pub(crate) use writer::WriteRequest;
+use writer::{run_writer, store_error, WriteOp};
 
 /// How far ahead due reminders are kept in memory.
 pub(crate) const HORIZON: Duration = Duration::from_secs(30);
@@ -276,9 +84,6 @@ pub(crate) trait Dispatch: Send + Sync + 'static {
         payload: Payload,
     ) -> BoxFuture<Result<(), CallError>>;
 }
-
-/// A boxed future, so `Dispatch` and `Forwarder` stay object-safe.
-pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
 
 pub(crate) struct Scheduler {
     store: Arc<dyn ReminderStore>,
@@ -680,90 +485,5 @@ impl Scheduler {
                 .min((record.due_unix_ms.saturating_sub(1), empty_key()));
             q.more = true;
         }
-    }
-}
-
-/// The next due time after a firing (successful, dropped or skipped) of
-/// the one due at `due`, or `None` when the reminder is done.
-fn advance(meta: &mut Meta, due: u64, now: u64) -> Option<u64> {
-    if let Some(remaining) = meta.remaining.as_mut() {
-        *remaining = remaining.saturating_sub(1);
-        if *remaining == 0 {
-            return None;
-        }
-    }
-    if meta.period_ms == 0 {
-        return None;
-    }
-    // Skip every slot already in the past: missed firings fire at most once.
-    let behind = now.saturating_sub(due) / meta.period_ms;
-    let next = due + (behind + 1) * meta.period_ms;
-    match meta.until_unix_ms {
-        Some(until) if next > until => None,
-        _ => Some(next),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn advance_skips_missed_slots_and_honours_bounds() {
-        let mut meta = Meta {
-            period_ms: 100,
-            remaining: Some(3),
-            until_unix_ms: None,
-            bytes: false,
-            max_attempts: 3,
-            initial_backoff_ms: 10,
-            max_backoff_ms: 100,
-            skip_missed: false,
-            attempts: 0,
-            fired: 0,
-        };
-        assert_eq!(advance(&mut meta, 1000, 1000), Some(1100));
-        // Down for 550 ms: the next slot is the first in the future.
-        assert_eq!(advance(&mut meta, 1100, 1650), Some(1700));
-        assert_eq!(advance(&mut meta, 1700, 1700), None, "three firings in all");
-        meta.remaining = None;
-        meta.until_unix_ms = Some(1850);
-        assert_eq!(advance(&mut meta, 1700, 1700), Some(1800));
-        assert_eq!(advance(&mut meta, 1800, 1800), None);
-    }
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        let p = RetryPolicy {
-            max_attempts: 5,
-            initial_backoff: Duration::from_millis(50),
-            max_backoff: Duration::from_millis(150),
-        };
-        assert_eq!(p.backoff(1), Duration::from_millis(50));
-        assert_eq!(p.backoff(2), Duration::from_millis(100));
-        assert_eq!(p.backoff(3), Duration::from_millis(150));
-    }
-
-    #[test]
-    fn records_round_trip() {
-        let meta = Meta {
-            period_ms: 5,
-            remaining: None,
-            until_unix_ms: Some(9),
-            bytes: true,
-            max_attempts: 2,
-            initial_backoff_ms: 1,
-            max_backoff_ms: 2,
-            skip_missed: true,
-            attempts: 1,
-            fired: 3,
-        };
-        let payload = Payload {
-            data: Bytes::from_static(b"\x00\x01"),
-            content_type: ContentType::Bytes,
-        };
-        let (m, p) = decode(&encode(&meta, &payload)).unwrap_or_else(|| panic!("decodes"));
-        assert_eq!(m.fired, 3);
-        assert_eq!(p, payload);
     }
 }

@@ -1,5 +1,5 @@
-//! What operators see: status, listings, one actor in detail, metrics, and
-//! the one admin action, forced deactivation.
+//! What operators and callers read without a turn: status, listings, one
+//! actor in detail, its state, metrics.
 //!
 //! Reads take each activation's lock briefly and copy out; none of them
 //! activates an actor or waits for a turn.
@@ -9,15 +9,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::time::Instant;
 
-use super::{Runtime, Shared};
 use crate::activation::{Inner, Status};
 use crate::error::CallError;
 use crate::flush::FlushBacklog;
 use crate::metrics::Snapshot;
-use crate::scheduler::{unix_now_ms, ReminderInfo, ALARM_NAME};
-use crate::types::{ActorId, DeactivateReason, StateMode, TypeOptions};
+use crate::runtime::Runtime;
+use crate::schedule::timers::TimerInfo;
+use crate::schedule::{ReminderInfo, ALARM_NAME};
+use crate::types::{ActorId, StateMode, TypeOptions};
 use crate::validate;
 
 /// Where an actor's activation is in its life, as operators see it.
@@ -91,15 +91,6 @@ pub struct ActorInfo {
     pub idle: Duration,
 }
 
-/// A running timer of an active actor.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TimerInfo {
-    pub name: String,
-    pub next_due_unix_ms: u64,
-    pub period: Option<Duration>,
-    pub keep_alive: bool,
-}
-
 /// Everything known about one actor.
 #[derive(Debug, Clone)]
 pub struct ActorDetails {
@@ -146,8 +137,8 @@ impl Runtime {
             .collect();
         RuntimeStatus {
             node: shared.config.node.clone(),
-            uptime: shared.started_at.elapsed(),
-            started_unix_ms: shared.started_unix_ms,
+            uptime: shared.clock.uptime(),
+            started_unix_ms: shared.clock.started_unix_ms(),
             active_actors: shared.directory.len(),
             pending_calls: shared.pending.in_use(),
             max_pending_calls: shared.config.max_pending_calls,
@@ -179,7 +170,7 @@ impl Runtime {
         after: Option<&ActorId>,
         limit: usize,
     ) -> Vec<ActorInfo> {
-        let now = self.shared.now_ms();
+        let now = self.shared.clock.now_ms();
         let mut out = Vec::new();
         self.shared.directory.for_each(|act| {
             if actor_type.is_some_and(|t| *act.id.ty != *t) || after.is_some_and(|a| act.id <= *a) {
@@ -200,6 +191,44 @@ impl Runtime {
         out.sort_by(|a, b| a.actor.cmp(&b.actor));
         out.truncate(limit);
         out
+    }
+
+    /// Reads state without a turn: from the activation when it has loaded
+    /// state, otherwise from the store. Also says whether it is active.
+    pub async fn get_state(
+        &self,
+        actor: &ActorId,
+        keys: &[String],
+    ) -> Result<(Vec<(String, Bytes)>, bool), CallError> {
+        validate::name("actor type", &actor.ty)?;
+        validate::name("actor id", &actor.id)?;
+        let wanted = |k: &str| keys.is_empty() || keys.iter().any(|w| w == k);
+        if let Some(act) = self.shared.directory.get(actor) {
+            let inner = act.inner.lock();
+            if inner.state_loaded() {
+                let mut out: Vec<_> = inner
+                    .state
+                    .iter()
+                    .filter(|(k, _)| wanted(k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                out.sort_by(|a, b| a.0.cmp(&b.0));
+                return Ok((out, inner.status != Status::Unloaded));
+            }
+        }
+        let stored = self
+            .shared
+            .flusher
+            .store()
+            .load(&actor.ty, &actor.id)
+            .await
+            .map_err(|e| {
+                CallError::Unavailable(format!("cannot read the state of {actor}: {e}"))
+            })?;
+        Ok((
+            stored.into_iter().filter(|(k, _)| wanted(k)).collect(),
+            false,
+        ))
     }
 
     /// Ids of actors of `actor_type` with stored state, in id order, after
@@ -252,8 +281,8 @@ impl Runtime {
             details.state = ActivationState::of(&inner);
             if details.state.is_live() {
                 details.app = inner.binding.as_ref().map(|b| b.host.name().to_owned());
-                details.activated_unix_ms = Some(shared.unix_ms_of(inner.activated_ms));
-                details.last_active_unix_ms = Some(shared.unix_ms_of(inner.last_active_ms));
+                details.activated_unix_ms = Some(shared.clock.unix_ms_of(inner.activated_ms));
+                details.last_active_unix_ms = Some(shared.clock.unix_ms_of(inner.last_active_ms));
                 details.turns = u64::from(inner.turns);
             }
             if let Some(binding) = &inner.binding {
@@ -297,37 +326,13 @@ impl Runtime {
                 details.reminders.push(reminder);
             }
         }
-        details.timers = shared.timers_of(actor);
+        details.timers = shared.timers.describe(actor);
         let known = details.state.is_live()
             || details.stored
             || details.dirty
             || !details.reminders.is_empty()
             || details.alarm.is_some();
         Ok(known.then_some(details))
-    }
-
-    /// Ends `actor`'s activation now: a running turn finishes first, the
-    /// deactivation hook runs and its state is flushed; waits until it has,
-    /// at most the shutdown grace period. Returns whether there was an
-    /// activation to end. Calls arriving meanwhile activate it again.
-    pub async fn deactivate_actor(&self, actor: &ActorId) -> Result<bool, CallError> {
-        validate::name("actor type", &actor.ty)?;
-        validate::name("actor id", &actor.id)?;
-        let shared = &self.shared;
-        let Some(act) = shared.directory.get(actor) else {
-            return Ok(false);
-        };
-        let ended = shared
-            .deactivate_all(vec![act], DeactivateReason::Admin)
-            .await
-            .map_err(|_| {
-                CallError::DeadlineExceeded(format!(
-                    "actor {actor} did not finish deactivating within {:?} (a long turn, or \
-                     the app is slow to answer); check `troupe actors get` and retry",
-                    shared.config.shutdown_grace
-                ))
-            })?;
-        Ok(ended > 0)
     }
 
     /// OpenMetrics text of the runtime's metrics; empty when
@@ -340,7 +345,7 @@ impl Runtime {
             dirty_actors: self.shared.flusher.dirty_actors() as i64,
             dirty_bytes: self.shared.flusher.dirty_bytes() as i64,
             pending_calls: self.shared.pending.in_use() as i64,
-            uptime: self.shared.started_at.elapsed(),
+            uptime: self.shared.clock.uptime(),
             ..Snapshot::default()
         };
         // Registered types show up with zeros rather than not at all.
@@ -357,39 +362,5 @@ impl Runtime {
             entry.1 += queued;
         });
         metrics.encode(snapshot, out)
-    }
-}
-
-impl Shared {
-    fn timers_of(&self, actor: &ActorId) -> Vec<TimerInfo> {
-        let now = Instant::now();
-        let now_unix = unix_now_ms();
-        let timers = self.timers.lock();
-        let Some(of_actor) = timers.get(actor) else {
-            return Vec::new();
-        };
-        let mut out: Vec<TimerInfo> = of_actor
-            .iter()
-            .filter(|(_, t)| !t.task.is_finished())
-            .map(|(name, t)| {
-                let mut next = t.first_due;
-                if let Some(period) = t.period.filter(|p| !p.is_zero()) {
-                    if next < now {
-                        let behind = now.duration_since(next).as_nanos();
-                        let periods = behind / period.as_nanos() + 1;
-                        next += period * u32::try_from(periods).unwrap_or(u32::MAX);
-                    }
-                }
-                let ahead = next.saturating_duration_since(now).as_millis() as u64;
-                TimerInfo {
-                    name: name.clone(),
-                    next_due_unix_ms: now_unix + ahead,
-                    period: t.period,
-                    keep_alive: t.keep_alive,
-                }
-            })
-            .collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        out
     }
 }

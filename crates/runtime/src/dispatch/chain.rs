@@ -1,0 +1,58 @@
+//! Call chains: who waits on whom. A call made from inside a turn carries
+//! its chain; a call back into an actor already on it either nests in that
+//! actor's waiting turn (re-entrant types) or is refused at once as a
+//! deadlock, and a chain past the depth limit is refused as runaway
+//! recursion.
+
+use crate::error::CallError;
+use crate::shared::Shared;
+use crate::types::{ActorId, CallChain};
+
+/// `a → b → c`, for error messages.
+fn chain_path(actors: &[ActorId]) -> String {
+    actors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+impl Shared {
+    /// Checks a call made from inside a turn against its chain: refuses
+    /// runaway depth, and a cycle into a type that is not re-entrant (the
+    /// actor already waits on this very chain, so the call could only ever
+    /// time out). Returns whether the call re-enters a re-entrant actor.
+    pub(crate) fn check_chain(
+        &self,
+        target: &ActorId,
+        chain: &CallChain,
+    ) -> Result<bool, CallError> {
+        let limit = self.config.max_chain_depth;
+        if chain.actors.len() >= limit {
+            return Err(CallError::FailedPrecondition(format!(
+                "call chain {} is {} calls deep, the limit ({limit}); calling {target} from it \
+                 looks like runaway recursion: {} → {target}. Stop the recursion earlier",
+                chain.id,
+                chain.actors.len(),
+                chain_path(&chain.actors[chain.actors.len().saturating_sub(4)..]),
+            )));
+        }
+        let Some(first) = chain.actors.iter().position(|a| a == target) else {
+            return Ok(false);
+        };
+        if self
+            .hosts
+            .options(&target.ty)
+            .is_some_and(|options| options.reentrant)
+        {
+            return Ok(true);
+        }
+        Err(CallError::FailedPrecondition(format!(
+            "deadlock: {} → {target} — {target} is waiting on this call chain already, so the call \
+             would wait forever. Register actor type '{}' as reentrant to let a chain call back \
+             into it, or break the cycle",
+            chain_path(&chain.actors[first..]),
+            target.ty,
+        )))
+    }
+}

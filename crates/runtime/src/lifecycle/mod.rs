@@ -1,0 +1,349 @@
+//! The life of an activation: created on the first call, activated through
+//! its host (state loaded first), deactivated when idle, asked to, handed
+//! off or shut down (state flushed before it is forgotten), dropped without
+//! writing when fenced.
+//!
+//! Status moves Unloaded → Activating → Idle ⇄ Running → Deactivating → Gone
+//! (or back to Unloaded when calls arrived during deactivation).
+//!
+//! - `drain`: deactivating many activations and waiting until they are gone
+//!   (hand-off, admin deactivation), and fencing.
+//! - `sweep`: idle deactivation.
+
+mod drain;
+mod sweep;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use crate::activation::{Activation, Envelope, Status};
+use crate::error::CallError;
+use crate::host::{ActivateDone, ActivateRequest, ActorHost, DeactivateDone, DeactivateRequest};
+use crate::host_registry::HostRegistration;
+use crate::routing::Route;
+use crate::runtime::Runtime;
+use crate::shared::Shared;
+use crate::types::{DeactivateReason, StateChange, TypeSpec, TRACE_TARGET};
+use crate::validate;
+
+impl Runtime {
+    /// Registers a host for actor types; calls for them start reaching it.
+    pub fn register_host(
+        &self,
+        host: Arc<dyn ActorHost>,
+        types: Vec<TypeSpec>,
+    ) -> Result<HostRegistration, CallError> {
+        let name = host.name().to_owned();
+        let registration = self.shared.hosts.register(
+            host,
+            types,
+            &self.shared.config,
+            self.shared.metrics.as_deref(),
+        )?;
+        info!(
+            host = %name,
+            host_id = registration.host_id,
+            types = ?registration.types.iter().map(|t| t.name.to_string()).collect::<Vec<_>>(),
+            "host registered"
+        );
+        Ok(registration)
+    }
+
+    /// The host went away: its activations end (state flushed), turns it was
+    /// running fail with UNAVAILABLE, queued calls wait for another host.
+    pub fn unregister_host(&self, host_id: u64) {
+        self.shared.hosts.unregister(host_id);
+        let mut idle = Vec::new();
+        self.shared.directory.for_each(|act| {
+            let mut inner = act.inner.lock();
+            if inner.binding.as_ref().is_none_or(|b| b.host_id != host_id) {
+                return;
+            }
+            match inner.status {
+                Status::Idle => {
+                    inner.status = Status::Deactivating;
+                    idle.push(act.clone());
+                }
+                Status::Running | Status::Activating | Status::Deactivating => {
+                    inner.set_host_lost(true);
+                }
+                Status::Unloaded | Status::Gone => {}
+            }
+        });
+        info!(host_id, activations = idle.len(), "host unregistered");
+        for act in idle {
+            tokio::spawn(self.shared.clone().finish_deactivation(act, Vec::new()));
+        }
+    }
+}
+
+impl Shared {
+    /// Finds a host (waiting a bounded time), loads state, asks the host to
+    /// create the instance.
+    pub(crate) async fn activate(self: Arc<Self>, act: Arc<Activation>) {
+        // Part of the trace of the call that caused it, when it has one.
+        let parent = {
+            let inner = act.inner.lock();
+            inner.mailbox.first_trace_span()
+        };
+        let span = tracing::info_span!(
+            target: TRACE_TARGET,
+            parent: parent.as_ref().and_then(|s| s.id()),
+            "troupe.activate",
+            troupe.actor.r#type = %act.id.ty,
+            troupe.actor.id = %act.id.id,
+            otel.status_code = tracing::field::Empty,
+            error = tracing::field::Empty,
+        );
+        let error_span = span.clone();
+        if let Err(error) =
+            tracing::Instrument::instrument(self.clone().activate_in_span(act, span.clone()), span)
+                .await
+        {
+            error_span.record("otel.status_code", "ERROR");
+            error_span.record("error", tracing::field::display(&error));
+        }
+    }
+
+    /// Errors are the ones the queued calls failed with.
+    async fn activate_in_span(
+        self: Arc<Self>,
+        act: Arc<Activation>,
+        span: tracing::Span,
+    ) -> Result<(), CallError> {
+        // The table may have changed since the calls were routed here.
+        if self.route(&act.id).ok() != Some(Route::Local) {
+            self.reroute_mailbox(&act);
+            return Ok(());
+        }
+        let binding = match self.hosts.pick(&act.id.ty) {
+            Some(b) => Some(b),
+            None => {
+                debug!(actor = %act.id, "waiting for an app that hosts the type");
+                let deadline = Instant::now() + self.config.host_wait;
+                self.hosts.wait_for(&act.id.ty, deadline).await
+            }
+        };
+        let Some(binding) = binding else {
+            // Never registered at all is the same answer as after the start-up
+            // window: the type is unknown. Registered before means its app is away.
+            let error = if self.hosts.options(&act.id.ty).is_none() {
+                self.unknown_type(&act.id.ty)
+            } else {
+                CallError::Unavailable(format!(
+                    "no connected app hosts actor type '{}' (waited {:?}); start or restart the \
+                     app that registers it",
+                    act.id.ty, self.config.host_wait
+                ))
+            };
+            self.abandon(act, error.clone());
+            return Err(error);
+        };
+        if !act.inner.lock().state_loaded() {
+            match self.flusher.store().load(&act.id.ty, &act.id.id).await {
+                Ok(entries) => {
+                    let mut inner = act.inner.lock();
+                    inner.state = entries.into_iter().collect();
+                    inner.set_state_loaded();
+                }
+                Err(e) => {
+                    let error = CallError::Unavailable(format!(
+                        "cannot load the state of {}: {e}; retry later",
+                        act.id
+                    ));
+                    self.abandon(act, error.clone());
+                    return Err(error);
+                }
+            }
+        }
+        let state = {
+            let mut inner = act.inner.lock();
+            inner.binding = Some(binding.clone());
+            inner.set_host_lost(false);
+            inner.activated_ms = self.clock.coarse_ms();
+            inner.state.clone()
+        };
+        if let Some(stats) = &binding.stats {
+            stats.activated();
+        }
+
+        debug!(actor = %act.id, host = binding.host.name(), "activating");
+        let request = ActivateRequest {
+            actor: act.id.clone(),
+            state,
+        };
+        binding.host.activate(
+            request,
+            ActivateDone {
+                rt: self.clone(),
+                act: Some(act),
+                // Open until the host answers.
+                _span: span,
+            },
+        );
+        Ok(())
+    }
+
+    pub(crate) fn activation_finished(
+        self: &Arc<Self>,
+        act: Arc<Activation>,
+        outcome: Result<Vec<StateChange>, CallError>,
+    ) {
+        let outcome = outcome.and_then(|changes| {
+            validate::state_changes(&changes, self.config.max_payload_bytes).map(|()| changes)
+        });
+        match outcome {
+            Ok(changes) => {
+                let mut inner = act.inner.lock();
+                self.record_changes(&act, &mut inner, &changes);
+                inner.last_active_ms = self.clock.coarse_ms();
+                if inner.host_lost() {
+                    inner.status = Status::Deactivating;
+                    drop(inner);
+                    tokio::spawn(self.clone().finish_deactivation(act, Vec::new()));
+                    return;
+                }
+                inner.status = Status::Idle;
+                let wake = !inner.mailbox.is_empty() && !inner.scheduled;
+                inner.scheduled |= wake;
+                drop(inner);
+                if wake {
+                    self.schedule(act);
+                }
+                self.notify_if_shutting_down();
+            }
+            // The host left before the instance existed: start over with
+            // another host; the calls keep their own deadlines.
+            Err(CallError::Unavailable(reason)) => {
+                debug!(actor = %act.id, %reason, "activation lost its host; retrying");
+                let mut inner = act.inner.lock();
+                inner.binding = None;
+                inner.set_host_lost(false);
+                inner.status = Status::Unloaded;
+                let wake = !inner.mailbox.is_empty() && !inner.scheduled;
+                inner.scheduled |= wake;
+                drop(inner);
+                if wake {
+                    self.schedule(act);
+                } else {
+                    self.abandon(act, CallError::Unavailable(reason));
+                }
+            }
+            Err(error) => self.abandon(act, error),
+        }
+    }
+
+    /// Takes an activation that never got going out of service: returns its
+    /// queued calls and forgets it, unless it still holds unflushed state
+    /// (then it stays, unloaded, until that is written).
+    pub(crate) fn unload(&self, act: &Arc<Activation>) -> VecDeque<Envelope> {
+        let mut queued = VecDeque::new();
+        self.directory.remove_if(act, |inner| {
+            queued = inner.mailbox.take_all();
+            inner.binding = None;
+            if inner.is_dirty() {
+                inner.status = Status::Unloaded;
+                false
+            } else {
+                true
+            }
+        });
+        queued
+    }
+
+    /// Activation failed: fail the queued calls with `error` and forget the
+    /// activation (unless it still holds unflushed state).
+    fn abandon(self: &Arc<Self>, act: Arc<Activation>, error: CallError) {
+        for env in self.unload(&act) {
+            self.count_failed(&act.id.ty, env.kind, &error);
+            env.reply.send(Err(error.clone()));
+        }
+        self.notify_if_shutting_down();
+    }
+
+    pub(crate) fn deactivate(self: &Arc<Self>, act: Arc<Activation>, reason: DeactivateReason) {
+        let (binding, host_lost) = {
+            let inner = act.inner.lock();
+            (inner.binding.clone(), inner.host_lost())
+        };
+        if let Some(metrics) = &self.metrics {
+            metrics.deactivated(&act.id.ty, reason);
+        }
+        match binding {
+            Some(binding) if !host_lost => {
+                debug!(actor = %act.id, ?reason, "deactivating");
+                let span = tracing::info_span!(
+                    target: TRACE_TARGET,
+                    parent: None,
+                    "troupe.deactivate",
+                    troupe.actor.r#type = %act.id.ty,
+                    troupe.actor.id = %act.id.id,
+                    troupe.deactivate.reason = ?reason,
+                );
+                let request = DeactivateRequest {
+                    actor: act.id.clone(),
+                    reason,
+                };
+                binding.host.deactivate(
+                    request,
+                    DeactivateDone {
+                        rt: self.clone(),
+                        act: Some(act),
+                        _span: span,
+                    },
+                );
+            }
+            _ => {
+                tokio::spawn(self.clone().finish_deactivation(act, Vec::new()));
+            }
+        }
+    }
+
+    pub(crate) fn deactivation_finished(
+        self: &Arc<Self>,
+        act: Arc<Activation>,
+        changes: Vec<StateChange>,
+    ) {
+        tokio::spawn(self.clone().finish_deactivation(act, changes));
+    }
+
+    /// Applies the host's last changes, flushes the actor, then removes it —
+    /// or re-activates it if calls arrived meanwhile. The flush comes first
+    /// so a new activation can only ever load the latest state.
+    pub(crate) async fn finish_deactivation(
+        self: Arc<Self>,
+        act: Arc<Activation>,
+        changes: Vec<StateChange>,
+    ) {
+        // Timers belong to the activation.
+        self.timers.end_actor(&act.id);
+        if let Err(e) = validate::state_changes(&changes, self.config.max_payload_bytes) {
+            warn!(actor = %act.id, error = %e, "deactivation changes refused");
+        } else {
+            self.record_changes(&act, &mut act.inner.lock(), &changes);
+        }
+        if let Err(e) = self.flusher.flush_actor(&act).await {
+            warn!(actor = %act.id, error = %e, "flush on deactivation failed; state kept in memory");
+        }
+        let mut wake = false;
+        let removed = self.directory.remove_if(&act, |inner| {
+            if inner.mailbox.is_empty() && !inner.is_dirty() {
+                return true;
+            }
+            inner.status = Status::Unloaded;
+            inner.binding = None;
+            inner.set_host_lost(false);
+            wake = !inner.mailbox.is_empty() && !inner.scheduled;
+            inner.scheduled |= wake;
+            false
+        });
+        debug!(actor = %act.id, removed, "deactivated");
+        if wake {
+            self.schedule(act);
+        }
+        self.notify_if_shutting_down();
+    }
+}

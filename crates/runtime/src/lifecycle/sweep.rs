@@ -1,0 +1,79 @@
+//! Idle deactivation: a sweeper, period a quarter of the shortest idle
+//! timeout, deactivates actors idle past their type's timeout. It also
+//! keeps the coarse clock that activations are stamped with.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::activation::Status;
+use crate::shared::Shared;
+use crate::types::DeactivateReason;
+
+impl Shared {
+    /// Deactivates actors idle past their type's idle timeout.
+    pub(crate) async fn sweep_idle(self: Arc<Self>) {
+        // A new type may have a shorter idle timeout: recompute the period.
+        let mut registrations = self.hosts.registrations();
+        loop {
+            // Refresh the clock before sleeping too: a registration wakes
+            // this loop early, and new activations must not be stamped with
+            // a time older than one period.
+            self.clock.refresh_coarse();
+            let period = (self.min_idle_timeout() / 4)
+                // Each sweep touches every activation; with long timeouts a
+                // rare sweep is plenty (deactivation stays within 25 % + one
+                // period of the timeout).
+                .clamp(Duration::from_millis(10), Duration::from_secs(30));
+            tokio::select! {
+                _ = tokio::time::sleep(period) => {}
+                changed = registrations.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                _ = self.stop.notified() => return,
+            }
+            if self.shutting_down.load(Ordering::Relaxed) {
+                return;
+            }
+            let now = self.clock.refresh_coarse();
+            let default_idle = self.config.default_idle_timeout;
+            let mut expired = Vec::new();
+            self.directory.for_each(|act| {
+                // A busy actor is not idle; skip it rather than wait for its lock.
+                let Some(mut inner) = act.inner.try_lock() else {
+                    return;
+                };
+                let idle = inner
+                    .binding
+                    .as_ref()
+                    .map_or(default_idle, |b| b.options.idle_timeout);
+                // last_active_ms lags real time by up to one period (coarse
+                // clock); adding it means no actor goes before its timeout.
+                let needed = (idle + period).as_millis() as u64;
+                if u64::from((now as u32).wrapping_sub(inner.last_active_ms)) < needed
+                    || !inner.mailbox.is_empty()
+                    || inner.scheduled
+                {
+                    return;
+                }
+                if matches!(inner.status, Status::Idle | Status::Unloaded) {
+                    inner.status = Status::Deactivating;
+                    expired.push(act.clone());
+                }
+            });
+            for act in expired {
+                self.deactivate(act, DeactivateReason::Idle);
+            }
+        }
+    }
+
+    fn min_idle_timeout(&self) -> Duration {
+        let mut min = self.config.default_idle_timeout;
+        self.hosts
+            .for_each_options(|o| min = min.min(o.idle_timeout));
+        min
+    }
+}

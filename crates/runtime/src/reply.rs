@@ -1,0 +1,50 @@
+//! Where a call's result goes, and waiting for it.
+
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use crate::error::CallError;
+use crate::types::{ActorId, Payload};
+
+/// Where a call's result goes.
+#[derive(Debug, Default)]
+pub(crate) enum Reply {
+    /// One-way (tell): the result is dropped.
+    #[default]
+    None,
+    To(oneshot::Sender<Result<Payload, CallError>>),
+}
+
+impl Reply {
+    pub(crate) fn abandoned(&self) -> bool {
+        match self {
+            Reply::None => false,
+            Reply::To(tx) => tx.is_closed(),
+        }
+    }
+
+    pub(crate) fn send(self, result: Result<Payload, CallError>) {
+        if let Reply::To(tx) = self {
+            // The caller may have given up; nothing to do then.
+            let _ = tx.send(result);
+        }
+    }
+}
+
+/// Waits for a call's result, at most `timeout`.
+pub(crate) async fn wait_reply(
+    actor: &ActorId,
+    timeout: Duration,
+    rx: oneshot::Receiver<Result<Payload, CallError>>,
+) -> Result<Payload, CallError> {
+    match tokio::time::timeout(timeout, rx).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err(CallError::Unavailable(format!(
+            "the call to {actor} was dropped before it finished; retry it"
+        ))),
+        Err(_) => Err(CallError::DeadlineExceeded(format!(
+            "the call to {actor} did not finish within {timeout:?}"
+        ))),
+    }
+}

@@ -1,0 +1,306 @@
+//! The runtime's side of reminders, alarms and timers: the API that sets
+//! and reads them, and the firings that run as turns through the normal
+//! call path. The machinery (due-time queue, writer, timer table) is in
+//! `schedule`, which knows nothing of activations.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tracing::debug;
+use troupe_storage::ReminderKey;
+
+use crate::error::CallError;
+use crate::reply::{wait_reply, Reply};
+use crate::routing::Route;
+use crate::runtime::Runtime;
+use crate::schedule::timers::Timer;
+use crate::schedule::{
+    Dispatch, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy, ALARM_NAME,
+};
+use crate::shared::Shared;
+use crate::types::{
+    ActorId, BoxFuture, Call, CallExtra, CallTrace, Payload, TurnKind, TRACE_TARGET,
+};
+use crate::validate;
+
+/// Fires reminders and alarms as turns through the normal call path.
+pub(crate) struct Firing(pub(crate) Arc<Shared>);
+
+impl Dispatch for Firing {
+    fn owns(&self, actor: &ActorId) -> bool {
+        self.0.route(actor).ok() == Some(Route::Local)
+    }
+
+    fn fire(
+        &self,
+        actor: ActorId,
+        alarm: bool,
+        name: String,
+        payload: Payload,
+    ) -> BoxFuture<Result<(), CallError>> {
+        let shared = self.0.clone();
+        Box::pin(async move {
+            let (kind, method) = if alarm {
+                (TurnKind::Alarm, "alarm".to_owned())
+            } else {
+                (TurnKind::Reminder, name)
+            };
+            // A firing starts its own trace; its turn is the child.
+            let span = tracing::info_span!(
+                target: TRACE_TARGET,
+                parent: None,
+                "troupe.reminder",
+                troupe.actor.r#type = %actor.ty,
+                troupe.actor.id = %actor.id,
+                troupe.reminder.name = %method,
+                troupe.turn.kind = kind.as_str(),
+                otel.status_code = tracing::field::Empty,
+                error = tracing::field::Empty,
+            );
+            let extra = (!span.is_disabled()).then(|| {
+                Box::new(CallExtra {
+                    trace: Some(CallTrace {
+                        span: span.clone(),
+                        traceparent: String::new(),
+                        tracestate: String::new(),
+                    }),
+                    ..CallExtra::default()
+                })
+            });
+            let call = Call {
+                kind,
+                extra,
+                ..Call::new(actor.clone(), method, payload)
+            };
+            let (tx, rx) = oneshot::channel();
+            let result = match shared.enqueue(call, Reply::To(tx)) {
+                Ok(()) => wait_reply(&actor, shared.config.call_timeout, rx).await,
+                Err(e) => {
+                    shared.count_failed(&actor.ty, kind, &e);
+                    Err(e)
+                }
+            };
+            match &result {
+                Ok(_) => {
+                    if let Some(metrics) = &shared.metrics {
+                        metrics.fired(&actor.ty, alarm);
+                    }
+                }
+                Err(e) => {
+                    span.record("otel.status_code", "ERROR");
+                    span.record("error", tracing::field::display(e));
+                }
+            }
+            result.map(|_| ())
+        })
+    }
+}
+
+fn reminder_key(actor: &ActorId, name: &str) -> ReminderKey {
+    ReminderKey {
+        actor_type: actor.ty.to_string(),
+        actor_id: actor.id.to_string(),
+        name: name.to_owned(),
+    }
+}
+
+fn check_reminder_name(name: &str) -> Result<(), CallError> {
+    validate::name("reminder name", name)?;
+    if name.starts_with('$') {
+        return Err(CallError::InvalidArgument(format!(
+            "reminder name {name:?} starts with '$', which is reserved; pick another name"
+        )));
+    }
+    Ok(())
+}
+
+impl Runtime {
+    /// Stores (or replaces) a reminder; it fires even if the actor is inactive.
+    pub async fn set_reminder(&self, spec: ReminderSpec) -> Result<ReminderInfo, CallError> {
+        self.check_schedule(&spec.actor, spec.payload.len())?;
+        check_reminder_name(&spec.name)?;
+        if let Some(until) = spec.until_unix_ms {
+            if until < spec.due_unix_ms {
+                return Err(CallError::InvalidArgument(format!(
+                    "reminder {:?} ends (until) before it is first due; move `until` after `due`",
+                    spec.name
+                )));
+            }
+        }
+        self.shared.scheduler.set(spec).await
+    }
+
+    pub async fn get_reminder(
+        &self,
+        actor: &ActorId,
+        name: &str,
+    ) -> Result<Option<ReminderInfo>, CallError> {
+        self.shared.check_target(actor)?;
+        self.shared.scheduler.get(&reminder_key(actor, name)).await
+    }
+
+    pub async fn delete_reminder(&self, actor: &ActorId, name: &str) -> Result<bool, CallError> {
+        self.shared.check_target(actor)?;
+        check_reminder_name(name)?;
+        self.shared
+            .scheduler
+            .delete(reminder_key(actor, name))
+            .await
+    }
+
+    /// Reminders (and alarms) of a type, or of one actor, in key order.
+    pub async fn list_reminders(
+        &self,
+        actor_type: Option<&str>,
+        actor_id: Option<&str>,
+        after: Option<(&ActorId, &str)>,
+        limit: usize,
+    ) -> Result<Vec<ReminderInfo>, CallError> {
+        if actor_id.is_some() && actor_type.is_none() {
+            return Err(CallError::InvalidArgument(
+                "listing the reminders of one actor needs its type too".into(),
+            ));
+        }
+        let after = after.map(|(a, n)| reminder_key(a, n));
+        self.shared
+            .scheduler
+            .list(actor_type, actor_id, after.as_ref(), limit)
+            .await
+    }
+
+    /// Registered reminders and alarms in the store.
+    pub async fn reminder_count(&self) -> Result<u64, CallError> {
+        self.shared.scheduler.count().await
+    }
+
+    /// Successful reminder and alarm firings since start.
+    pub fn reminders_fired(&self) -> u64 {
+        self.shared.scheduler.fired.load(Ordering::Relaxed)
+    }
+
+    /// Sets the actor's alarm (replacing any) to fire at `at_unix_ms`.
+    pub async fn set_alarm(
+        &self,
+        actor: ActorId,
+        at_unix_ms: u64,
+        payload: Payload,
+        retry: RetryPolicy,
+    ) -> Result<ReminderInfo, CallError> {
+        self.check_schedule(&actor, payload.len())?;
+        self.shared
+            .scheduler
+            .set(ReminderSpec {
+                actor,
+                name: ALARM_NAME.into(),
+                due_unix_ms: at_unix_ms,
+                period: None,
+                repeat: None,
+                until_unix_ms: None,
+                payload,
+                retry,
+                missed: MissedFirings::FireOnce,
+            })
+            .await
+    }
+
+    pub async fn get_alarm(&self, actor: &ActorId) -> Result<Option<ReminderInfo>, CallError> {
+        self.shared.check_target(actor)?;
+        self.shared
+            .scheduler
+            .get(&reminder_key(actor, ALARM_NAME))
+            .await
+    }
+
+    pub async fn delete_alarm(&self, actor: &ActorId) -> Result<bool, CallError> {
+        self.shared.check_target(actor)?;
+        self.shared
+            .scheduler
+            .delete(reminder_key(actor, ALARM_NAME))
+            .await
+    }
+
+    fn check_schedule(&self, actor: &ActorId, payload_len: usize) -> Result<(), CallError> {
+        self.shared.check_target(actor)?;
+        validate::payload(payload_len, self.shared.config.max_payload_bytes)?;
+        // Same rule as calls: an unknown type is a mistake, except while apps
+        // are still reconnecting after a start.
+        self.shared.new_activation(actor).map(|_| ())
+    }
+
+    /// Starts a timer on an active actor: fired as TIMER turns after `due`,
+    /// then every `period`, until deleted or the actor deactivates.
+    pub fn set_timer(
+        &self,
+        actor: &ActorId,
+        name: &str,
+        due: Duration,
+        period: Option<Duration>,
+        payload: Payload,
+        keep_alive: bool,
+    ) -> Result<(), CallError> {
+        self.check_schedule(actor, payload.len())?;
+        validate::name("timer name", name)?;
+        if period.is_some_and(|p| p < Duration::from_millis(1)) {
+            return Err(CallError::InvalidArgument(
+                "a timer period must be at least 1 ms".into(),
+            ));
+        }
+        if !self.shared.is_active(actor) {
+            return Err(CallError::FailedPrecondition(format!(
+                "actor {actor} is not active; timers live in an activation, so set them from \
+                 inside one of its turns (or use a reminder, which outlives activations)"
+            )));
+        }
+        let shared = self.shared.clone();
+        let (target, method) = (actor.clone(), Arc::<str>::from(name));
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(due).await;
+            loop {
+                // A timer never brings an actor back: only fire while active.
+                if !shared.is_active(&target) {
+                    break;
+                }
+                let envelope = shared.envelope(
+                    TurnKind::Timer,
+                    method.clone(),
+                    payload.clone(),
+                    None,
+                    Reply::None,
+                );
+                match envelope {
+                    Ok(mut envelope) => {
+                        envelope.touch = keep_alive;
+                        if let Err(e) = shared.deliver(&target, None, envelope) {
+                            debug!(actor = %target, timer = %method, error = %e, "timer firing refused");
+                        }
+                    }
+                    Err(e) => {
+                        debug!(actor = %target, timer = %method, error = %e, "timer firing refused")
+                    }
+                }
+                match period {
+                    Some(p) => tokio::time::sleep(p).await,
+                    None => break,
+                }
+            }
+        });
+        self.shared.timers.insert(
+            actor,
+            name,
+            Timer {
+                task: task.abort_handle(),
+                first_due: Instant::now() + due,
+                period,
+                keep_alive,
+            },
+        );
+        Ok(())
+    }
+
+    pub fn delete_timer(&self, actor: &ActorId, name: &str) -> bool {
+        self.shared.timers.remove(actor, name)
+    }
+}

@@ -1,0 +1,128 @@
+//! The state every part of the runtime reaches: one `Shared` behind the
+//! [`Runtime`](crate::Runtime) handle and every completion handle.
+//!
+//! Each part of the runtime adds its behaviour to `Shared` in its own module
+//! (`dispatch`, `turn`, `lifecycle`, `routing`, `inspect`, `scheduling`);
+//! this module holds only the fields, what each is for, and the few helpers
+//! every part uses.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, Notify};
+use troupe_placement::Placement;
+
+use crate::activation::{Activation, Inner, Status};
+use crate::clock::Clock;
+use crate::config::RuntimeConfig;
+use crate::directory::Directory;
+use crate::dispatch::pending::PendingCalls;
+use crate::dispatch::run_queue::{RunQueue, Runnable};
+use crate::error::CallError;
+use crate::flush::Flusher;
+use crate::forwarding::Forwarder;
+use crate::host_registry::HostRegistry;
+use crate::metrics::Metrics;
+use crate::schedule::timers::Timers;
+use crate::schedule::{Scheduler, WriteRequest};
+use crate::types::{ActorId, StateChange, TurnKind};
+
+pub(crate) struct Shared {
+    pub(crate) config: RuntimeConfig,
+    /// The activations of this daemon.
+    pub(crate) directory: Directory,
+    /// Which host serves which type, with the type's options.
+    pub(crate) hosts: HostRegistry,
+    pub(crate) flusher: Arc<Flusher>,
+    /// Consulted before activating: only the owner may.
+    pub(crate) placement: Arc<dyn Placement>,
+    /// The daemon-wide bound on calls queued or running.
+    pub(crate) pending: &'static PendingCalls,
+    /// One run queue per worker; an activation with work sits on one.
+    pub(crate) workers: Vec<Arc<RunQueue<Runnable>>>,
+    /// Set by the first `start`.
+    pub(crate) started: AtomicBool,
+    pub(crate) clock: Clock,
+    pub(crate) shutting_down: AtomicBool,
+    /// Signals the background tasks (flusher, sweeper) to end.
+    pub(crate) stop: Arc<Notify>,
+    /// During shutdown or while an admin waits: an activation became idle
+    /// or went away.
+    pub(crate) changed: Notify,
+    /// Admin calls waiting on `changed`.
+    pub(crate) admin_waiters: AtomicUsize,
+    /// Durable reminders and alarms.
+    pub(crate) scheduler: Arc<Scheduler>,
+    /// Taken by `start`, which gives it to the scheduler's writer task.
+    pub(crate) scheduler_writes: Mutex<Option<mpsc::UnboundedReceiver<WriteRequest>>>,
+    /// Timers of active actors; aborted when the actor deactivates.
+    pub(crate) timers: Timers,
+    /// Counters and histograms, when `config.metrics` is on.
+    pub(crate) metrics: Option<Arc<Metrics>>,
+    /// Carries calls to other daemons, in a cluster.
+    pub(crate) forwarder: OnceLock<Arc<dyn Forwarder>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("config", &self.config)
+            .field("placement", &self.placement)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// Counts a call that failed without a turn result (refused, timed out).
+    pub(crate) fn count_failed(&self, ty: &str, kind: TurnKind, error: &CallError) {
+        if let Some(metrics) = &self.metrics {
+            metrics.call_failed(ty, kind, error);
+        }
+    }
+
+    /// Applies changes to the state cache (under the activation's lock,
+    /// `inner`) and hands the actor to the flusher.
+    pub(crate) fn record_changes(
+        &self,
+        act: &Arc<Activation>,
+        inner: &mut Inner,
+        changes: &[StateChange],
+    ) {
+        if changes.is_empty() {
+            return;
+        }
+        let bytes = inner.apply(changes);
+        self.flusher.mark_dirty(act, inner, bytes);
+    }
+
+    /// Whether `id` has a live activation (one that runs turns).
+    pub(crate) fn is_active(&self, id: &ActorId) -> bool {
+        self.directory
+            .get(id)
+            .is_some_and(|act| matches!(act.inner.lock().status, Status::Idle | Status::Running))
+    }
+
+    /// NOT_FOUND for a type no app registered, naming the ones that are.
+    pub(crate) fn unknown_type(&self, ty: &str) -> CallError {
+        CallError::UnknownType {
+            actor_type: ty.to_owned(),
+            registered: self
+                .hosts
+                .hosted_types()
+                .into_iter()
+                .map(|(t, _)| t)
+                .collect(),
+        }
+    }
+
+    /// Wakes whoever waits for activations to change: a shutdown draining
+    /// them, an admin waiting for a forced deactivation.
+    pub(crate) fn notify_if_shutting_down(&self) {
+        if self.shutting_down.load(Ordering::Relaxed)
+            || self.admin_waiters.load(Ordering::Relaxed) > 0
+        {
+            self.changed.notify_waiters();
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! One turn: handing it to the host, and applying what the host answered.
+//!
+//! A turn's state changes apply atomically when it ends (under the
+//! activation's lock, all or nothing), then the caller gets its reply — at
+//! once, or for `durable` types once the flush that stores the changes is
+//! done — and the actor is scheduled again if more calls wait.
+
+use std::sync::Arc;
+
+use crate::activation::{Activation, Envelope, Status};
+use crate::error::CallError;
+use crate::host::{TurnDone, TurnMeta, TurnOutcome, TurnRequest};
+use crate::host_registry::Binding;
+use crate::reply::Reply;
+use crate::routing::lease_lapsed;
+use crate::shared::Shared;
+use crate::types::{ActorId, StateChange, StateMode, StateSnapshot, TurnKind, TRACE_TARGET};
+use crate::validate;
+
+/// A read-only turn returned state changes: refused, state unchanged.
+fn readonly_wrote(actor: &ActorId, method: Option<&str>, changes: &[StateChange]) -> CallError {
+    let mut keys: Vec<&str> = changes.iter().map(|c| c.key.as_str()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    CallError::FailedPrecondition(format!(
+        "method '{}' of {actor} is read-only but changed state (keys: {}); the changes were \
+         refused and the state is unchanged. Write state from a method that is not read-only",
+        method.unwrap_or("?"),
+        keys.join(", ")
+    ))
+}
+
+/// The span of one turn, a child of its call's span.
+fn turn_span(call: &tracing::Span, actor: &ActorId, method: &str, kind: TurnKind) -> tracing::Span {
+    tracing::info_span!(
+        target: TRACE_TARGET,
+        parent: call,
+        "troupe.turn",
+        troupe.actor.r#type = %actor.ty,
+        troupe.actor.id = %actor.id,
+        troupe.method = %method,
+        troupe.turn.kind = kind.as_str(),
+        otel.status_code = tracing::field::Empty,
+        error = tracing::field::Empty,
+    )
+}
+
+impl Shared {
+    /// Hands one turn to the host. The activation is already `Running` (and
+    /// counted in `extra_turns` when it runs beside others).
+    pub(crate) fn start_turn(
+        self: &Arc<Self>,
+        act: Arc<Activation>,
+        binding: &Binding,
+        env: Envelope,
+        state: StateSnapshot,
+        readonly: Option<Arc<str>>,
+    ) {
+        let mut extra = env.extra;
+        let span = extra.as_mut().and_then(|e| e.trace.as_mut()).map(|trace| {
+            // The host sees the turn's span; the caller's W3C
+            // context stays for hosts when nothing is exported.
+            let span = turn_span(&trace.span, &act.id, &env.name, env.kind);
+            trace.span = span.clone();
+            Box::new(span)
+        });
+        let meta = TurnMeta {
+            kind: env.kind,
+            touch: env.touch,
+            started: binding.stats.as_ref().map(|_| std::time::Instant::now()),
+            readonly,
+        };
+        let request = TurnRequest {
+            kind: env.kind,
+            name: env.name,
+            payload: env.payload,
+            extra,
+            state,
+        };
+        let done = TurnDone {
+            rt: self.clone(),
+            act: Some(act),
+            reply: env.reply,
+            _slot: env.slot,
+            meta,
+            span,
+        };
+        binding.host.turn(request, done);
+    }
+
+    pub(crate) fn turn_finished(
+        self: &Arc<Self>,
+        act: Arc<Activation>,
+        reply: Reply,
+        meta: &TurnMeta,
+        span: Option<&tracing::Span>,
+        outcome: Result<TurnOutcome, CallError>,
+    ) {
+        let touch = meta.touch;
+        let mut inner = act.inner.lock();
+        if inner.status == Status::Gone {
+            // Fenced while the turn ran: its changes must not reach the store.
+            drop(inner);
+            reply.send(Err(lease_lapsed()));
+            return;
+        }
+        // The lease ended and the fence is on its way: the actor may be
+        // another daemon's already, so the turn's changes and answer must
+        // not count.
+        let outcome = if self.placement.may_serve() {
+            outcome
+        } else {
+            Err(lease_lapsed())
+        };
+        let mut hold_until_flushed = false;
+        let result = match outcome {
+            Ok(TurnOutcome {
+                result: Ok(_),
+                changes,
+            }) if meta.readonly.is_some() && !changes.is_empty() => {
+                Err(readonly_wrote(&act.id, meta.readonly.as_deref(), &changes))
+            }
+            Ok(TurnOutcome {
+                result: Ok(payload),
+                changes,
+            }) => match validate::state_changes(&changes, self.config.max_payload_bytes) {
+                Ok(()) => {
+                    if !changes.is_empty() {
+                        self.record_changes(&act, &mut inner, &changes);
+                        hold_until_flushed = self.config.write_through
+                            || inner
+                                .binding
+                                .as_ref()
+                                .is_some_and(|b| b.options.state_mode == StateMode::Durable);
+                    }
+                    Ok(payload)
+                }
+                Err(e) => Err(e),
+            },
+            Ok(TurnOutcome {
+                result: Err(failure),
+                ..
+            }) => Err(CallError::Actor(failure)),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &result {
+            if let Some(span) = span {
+                span.record("otel.status_code", "ERROR");
+                span.record("error", tracing::field::display(e));
+            }
+        }
+        if let (Some(started), Some(stats)) = (
+            meta.started,
+            inner.binding.as_ref().and_then(|b| b.stats.as_ref()),
+        ) {
+            match &result {
+                Ok(_) | Err(CallError::Actor(_)) => {
+                    stats.turn(meta.kind, started.elapsed(), result.is_ok());
+                }
+                Err(e) => {
+                    if let Some(metrics) = &self.metrics {
+                        metrics.call_failed(&act.id.ty, meta.kind, e);
+                    }
+                }
+            }
+        }
+        inner.turns = inner.turns.wrapping_add(1);
+        if touch {
+            inner.last_active_ms = self.clock.coarse_ms();
+        }
+        let mut deactivate = false;
+        let mut wake = false;
+        if inner.extra_turns > 0 {
+            // Others of a read-only group, or the turn this one nested in,
+            // are still running: the actor stays busy until the last ends.
+            inner.extra_turns -= 1;
+        } else if inner.host_lost() {
+            inner.set_reading(false);
+            inner.status = Status::Deactivating;
+            deactivate = true;
+        } else {
+            inner.set_reading(false);
+            inner.status = Status::Idle;
+            wake = !inner.mailbox.is_empty() && !inner.scheduled;
+            inner.scheduled |= wake;
+        }
+        drop(inner);
+        if hold_until_flushed && self.config.write_through {
+            let (flusher, act) = (self.flusher.clone(), act.clone());
+            tokio::spawn(async move {
+                let result = match flusher.flush_actor(&act).await {
+                    Ok(()) => result,
+                    Err(e) => Err(e),
+                };
+                reply.send(result);
+            });
+        } else if hold_until_flushed {
+            self.flusher.hold_reply(reply, result);
+        } else {
+            reply.send(result);
+        }
+        if deactivate {
+            tokio::spawn(self.clone().finish_deactivation(act, Vec::new()));
+        } else if wake {
+            self.schedule(act);
+        }
+        self.notify_if_shutting_down();
+    }
+}
