@@ -1,9 +1,15 @@
 //! Errors a caller of the runtime can see. Each maps to one gRPC status in
-//! the binary; each message says what was wrong and what to do.
+//! the binary; each message says what was wrong and what to do. Causes that
+//! callers act on differently are variants of their own, so code (and
+//! tests) match on types, never on message text.
 
-use crate::types::ActorFailure;
+use std::time::Duration;
 
-#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+use troupe_storage::StoreError;
+
+use crate::types::{ActorFailure, ActorId};
+
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum CallError {
     /// No app has registered the actor type.
     #[error("no app hosts actor type '{actor_type}'; registered types: [{}]. Start an app that registers it, or check the type name", registered.join(", "))]
@@ -16,9 +22,10 @@ pub enum CallError {
     /// A bound was reached (mailbox, pending calls).
     #[error("{0}")]
     Overloaded(String),
-    /// The hosting app or the daemon cannot serve the call now; retrying later may work.
-    #[error("{0}")]
-    Unavailable(String),
+    /// The hosting app or the daemon cannot serve the call now; retrying
+    /// later (or against another daemon) may work.
+    #[error(transparent)]
+    Unavailable(#[from] Unavailable),
     #[error("{0}")]
     DeadlineExceeded(String),
     /// The actor code raised.
@@ -33,6 +40,98 @@ pub enum CallError {
     NotFound(String),
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// Why a call cannot be served now.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unavailable {
+    /// SIGTERM (or [`Runtime::shutdown`](crate::Runtime::shutdown)) began:
+    /// new calls are refused while the actors drain.
+    #[error("the daemon is shutting down; retry after it restarts or against another daemon")]
+    ShuttingDown,
+    /// The placement lease lapsed: another daemon may own this daemon's
+    /// actors now, so it serves none until it rejoins.
+    #[error(
+        "this daemon lost its placement lease (it cannot reach the placement service), so it \
+         serves no actors until it rejoins; retry, or call another daemon"
+    )]
+    LeaseLapsed,
+    /// A placement change is moving the actor and did not finish in time.
+    #[error(
+        "actor {actor} is moving between daemons and the placement change did not finish in \
+         time; retry"
+    )]
+    Moving { actor: ActorId },
+    /// Another daemon owns the actor and this one cannot forward to it.
+    #[error("actor {actor} is owned by daemon {node} ({address}); call that daemon")]
+    NotOwner {
+        actor: ActorId,
+        node: String,
+        address: String,
+    },
+    /// Daemons disagree on the placement table.
+    #[error(
+        "actor {actor} was forwarded {hops} times without reaching its owner (daemons disagree \
+         on the placement table); retry"
+    )]
+    TooManyHops { actor: ActorId, hops: u32 },
+    /// The type is known, but no app hosting it connected in time.
+    #[error(
+        "no connected app hosts actor type '{actor_type}' (waited {waited:?}); start or restart \
+         the app that registers it"
+    )]
+    NoHost {
+        actor_type: String,
+        waited: Duration,
+    },
+    /// The app hosting the actor went away while it had the work.
+    #[error("{0}")]
+    HostGone(HostGone),
+    /// The state or reminder store failed.
+    #[error("{what}: {source}; {remedy}")]
+    Store {
+        /// What the runtime was doing.
+        what: String,
+        #[source]
+        source: StoreError,
+        /// What happens now, and what the caller may do.
+        remedy: &'static str,
+    },
+    /// The call was dropped without an answer (its activation ended).
+    #[error("the call to {actor} was dropped before it finished; retry it")]
+    Dropped { actor: ActorId },
+    /// The daemon that owns the actor cannot be reached.
+    #[error(
+        "the daemon that owns {actor} is unreachable: {reason}; retry (placement moves its \
+         actors to other daemons once it is gone)"
+    )]
+    OwnerUnreachable { actor: String, reason: String },
+    /// Another daemon answered UNAVAILABLE; its message as it came.
+    #[error("{message}")]
+    Remote { message: String },
+}
+
+/// What the app had when it went away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HostGone {
+    #[error("the app hosting the actor went away during activation; retry the call")]
+    DuringActivation,
+    #[error(
+        "the app hosting the actor disconnected before the turn finished; the call may or may \
+         not have run"
+    )]
+    DuringTurn,
+}
+
+impl Unavailable {
+    /// A store failure while doing `what`.
+    pub(crate) fn store(what: impl Into<String>, source: StoreError) -> Self {
+        Self::Store {
+            what: what.into(),
+            source,
+            remedy: "retry later",
+        }
+    }
 }
 
 /// Invalid runtime configuration, reported before anything starts.

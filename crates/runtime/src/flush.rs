@@ -15,10 +15,10 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tracing::{debug, warn};
 use troupe_placement::Placement;
-use troupe_storage::{ActorWrite, StateStore, StoreError};
+use troupe_storage::{ActorWrite, StateStore};
 
 use crate::activation::{Activation, Inner};
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
 use crate::metrics::Metrics;
 use crate::reply::Reply;
 use crate::types::{Payload, TRACE_TARGET};
@@ -40,7 +40,8 @@ pub(crate) struct Flusher {
     pub(crate) keys_written: AtomicU64,
     /// The last write to the store failed (cleared by the next success).
     failing: AtomicBool,
-    last_error: Mutex<String>,
+    /// Why the last failed write failed, as durable callers are told.
+    last_failure: Mutex<Option<Unavailable>>,
     /// Wall-clock time of the last stored batch (0: none yet).
     last_flush_unix_ms: AtomicU64,
     metrics: Option<Arc<Metrics>>,
@@ -90,7 +91,7 @@ impl Flusher {
             batches: AtomicU64::new(0),
             keys_written: AtomicU64::new(0),
             failing: AtomicBool::new(false),
-            last_error: Mutex::new(String::new()),
+            last_failure: Mutex::new(None),
             last_flush_unix_ms: AtomicU64::new(0),
             metrics,
             placement,
@@ -109,7 +110,11 @@ impl Flusher {
             failing,
             // The error of the last write, which is the one that failed.
             last_error: if failing {
-                self.last_error.lock().clone()
+                self.last_failure
+                    .lock()
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
             } else {
                 String::new()
             },
@@ -141,12 +146,10 @@ impl Flusher {
         // instead of waiting out the retry backoff; its change stays dirty
         // and is written when the store is back.
         if self.failing.load(Ordering::Relaxed) {
-            reply.send(Err(CallError::Unavailable(
-                "the state store failed on the last attempt; the change is kept in memory and \
-                 retried, but was not confirmed durable"
-                    .into(),
-            )));
-            return;
+            if let Some(failure) = self.last_failure.lock().clone() {
+                reply.send(Err(failure.into()));
+                return;
+            }
         }
         self.held.lock().push((reply, result));
         self.wake.notify_one();
@@ -231,14 +234,8 @@ impl Flusher {
         let result = if batch.is_empty() {
             Ok(())
         } else if !self.placement.may_serve() {
-            Err((
-                StoreError::Io(
-                    "not written: this daemon's placement lease lapsed, so another daemon may \
-                     own these actors now"
-                        .into(),
-                ),
-                batch,
-            ))
+            // Another daemon may own these actors now: not written.
+            Err((Unavailable::LeaseLapsed, batch))
         } else {
             let keys: usize = batch.iter().map(|w| w.changes.len()).sum();
             let bytes: usize = batch.iter().map(write_bytes).sum();
@@ -280,13 +277,20 @@ impl Flusher {
                 Err(e) => {
                     span.record("otel.status_code", "ERROR");
                     span.record("error", tracing::field::display(e));
-                    *self.last_error.lock() = e.to_string();
                     if let Some(metrics) = &self.metrics {
                         metrics.flush_failed();
                     }
                 }
             }
-            result.map_err(|e| (e, batch))
+            result.map_err(|source| {
+                let failure = Unavailable::Store {
+                    what: "the state store failed".into(),
+                    source,
+                    remedy: "the change is kept in memory and retried, but was not confirmed \
+                             durable",
+                };
+                (failure, batch)
+            })
         };
         self.failing.store(result.is_err(), Ordering::Relaxed);
         match result {
@@ -296,7 +300,7 @@ impl Flusher {
                 }
                 Ok(())
             }
-            Err((e, batch)) => {
+            Err((failure, batch)) => {
                 // Put the keys back so the next flush writes them (with
                 // whatever value is current by then: never an older one).
                 for (act, write) in acts.iter().zip(batch) {
@@ -308,16 +312,11 @@ impl Flusher {
                 // A durable caller must not wait for the store to come back:
                 // tell it now. The write may or may not have happened; the
                 // state stays dirty and is retried.
-                let error = CallError::Unavailable(format!(
-                    "the state store failed: {e}; the change is kept in memory and retried, but \
-                     was not confirmed durable"
-                ));
+                *self.last_failure.lock() = Some(failure.clone());
                 for (reply, _) in held {
-                    reply.send(Err(error.clone()));
+                    reply.send(Err(failure.clone().into()));
                 }
-                Err(CallError::Unavailable(format!(
-                    "the state store failed: {e}; state is kept in memory and retried"
-                )))
+                Err(failure.into())
             }
         }
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::activation::Activation;
 use crate::dispatch::pending::PendingSlot;
-use crate::error::CallError;
+use crate::error::{CallError, HostGone, Unavailable};
 use crate::reply::Reply;
 use crate::shared::Shared;
 use crate::types::{
@@ -96,9 +96,7 @@ impl Drop for ActivateDone {
         if let Some(act) = self.act.take() {
             self.rt.activation_finished(
                 act,
-                Err(CallError::Unavailable(
-                    "the app hosting the actor went away during activation; retry the call".into(),
-                )),
+                Err(Unavailable::HostGone(HostGone::DuringActivation).into()),
             );
         }
     }
@@ -171,11 +169,7 @@ impl Drop for TurnDone {
     fn drop(&mut self) {
         // Finished turns come here too, with nothing left to do.
         if self.act.is_some() {
-            self.end(Err(CallError::Unavailable(
-                "the app hosting the actor disconnected before the turn finished; \
-                 the call may or may not have run"
-                    .into(),
-            )));
+            self.end(Err(Unavailable::HostGone(HostGone::DuringTurn).into()));
         }
     }
 }

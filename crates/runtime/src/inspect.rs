@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::activation::{Inner, Status};
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
 use crate::flush::FlushBacklog;
 use crate::metrics::Snapshot;
 use crate::runtime::Runtime;
@@ -222,9 +222,7 @@ impl Runtime {
             .store()
             .load(&actor.ty, &actor.id)
             .await
-            .map_err(|e| {
-                CallError::Unavailable(format!("cannot read the state of {actor}: {e}"))
-            })?;
+            .map_err(|e| Unavailable::store(format!("cannot read the state of {actor}"), e))?;
         Ok((
             stored.into_iter().filter(|(k, _)| wanted(k)).collect(),
             false,
@@ -246,9 +244,11 @@ impl Runtime {
             .list_actors(actor_type, after, limit)
             .await
             .map_err(|e| {
-                CallError::Unavailable(format!(
-                    "cannot list the stored actors of type '{actor_type}': {e}; retry later"
-                ))
+                Unavailable::store(
+                    format!("cannot list the stored actors of type '{actor_type}'"),
+                    e,
+                )
+                .into()
             })
     }
 
@@ -305,11 +305,7 @@ impl Runtime {
             .store()
             .load(&actor.ty, &actor.id)
             .await
-            .map_err(|e| {
-                CallError::Unavailable(format!(
-                    "cannot read the state of {actor}: {e}; retry later"
-                ))
-            })?;
+            .map_err(|e| Unavailable::store(format!("cannot read the state of {actor}"), e))?;
         details.stored = !stored.is_empty();
         if !have_state {
             details.state_entries = stored.into_iter().map(|(k, v)| (k, v, false)).collect();

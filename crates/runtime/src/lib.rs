@@ -40,7 +40,7 @@ pub mod validate;
 
 pub use config::RuntimeConfig;
 pub use dispatch::ActorRef;
-pub use error::{CallError, ConfigError};
+pub use error::{CallError, ConfigError, HostGone, Unavailable};
 pub use flush::FlushBacklog;
 pub use fn_host::FnHost;
 pub use forwarding::Forwarder;

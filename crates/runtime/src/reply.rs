@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
 use crate::types::{ActorId, Payload};
 
 /// Where a call's result goes.
@@ -40,9 +40,10 @@ pub(crate) async fn wait_reply(
 ) -> Result<Payload, CallError> {
     match tokio::time::timeout(timeout, rx).await {
         Ok(Ok(result)) => result,
-        Ok(Err(_)) => Err(CallError::Unavailable(format!(
-            "the call to {actor} was dropped before it finished; retry it"
-        ))),
+        Ok(Err(_)) => Err(Unavailable::Dropped {
+            actor: actor.clone(),
+        }
+        .into()),
         Err(_) => Err(CallError::DeadlineExceeded(format!(
             "the call to {actor} did not finish within {timeout:?}"
         ))),

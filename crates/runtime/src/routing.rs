@@ -18,7 +18,7 @@ use tracing::{debug, warn};
 use troupe_placement::Owner;
 
 use crate::activation::{Activation, Envelope};
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
 use crate::forwarding::Forwarder;
 use crate::reply::{wait_reply, Reply};
 use crate::runtime::Runtime;
@@ -44,11 +44,7 @@ pub enum Route {
 }
 
 pub(crate) fn lease_lapsed() -> CallError {
-    CallError::Unavailable(
-        "this daemon lost its placement lease (it cannot reach the placement service), so it \
-         serves no actors until it rejoins; retry, or call another daemon"
-            .into(),
-    )
+    Unavailable::LeaseLapsed.into()
 }
 
 impl Runtime {
@@ -178,18 +174,19 @@ impl Shared {
             match self.route(actor)? {
                 Route::Wait => {
                     if Instant::now() >= deadline {
-                        return Err(CallError::Unavailable(format!(
-                            "actor {actor} is moving between daemons and the placement change did \
-                             not finish in time; retry"
-                        )));
+                        return Err(Unavailable::Moving {
+                            actor: actor.clone(),
+                        }
+                        .into());
                     }
                     self.placement_changed(deadline).await;
                 }
                 Route::Remote { .. } if hops + 1 > MAX_FORWARD_HOPS => {
-                    return Err(CallError::Unavailable(format!(
-                        "actor {actor} was forwarded {hops} times without reaching its owner \
-                         (daemons disagree on the placement table); retry"
-                    )));
+                    return Err(Unavailable::TooManyHops {
+                        actor: actor.clone(),
+                        hops,
+                    }
+                    .into());
                 }
                 route => return Ok(route),
             }
@@ -210,10 +207,12 @@ impl Shared {
             _ => return Ok(Some(call)),
         };
         let Some(forwarder) = self.forwarder.get() else {
-            return Err(CallError::Unavailable(format!(
-                "actor {} is owned by daemon {node} ({address}); call that daemon",
-                call.actor
-            )));
+            return Err(Unavailable::NotOwner {
+                actor: call.actor,
+                node,
+                address,
+            }
+            .into());
         };
         let mut call = call;
         let remaining = deadline.saturating_duration_since(Instant::now());

@@ -32,8 +32,7 @@ use crate::config::RuntimeConfig;
 use crate::directory::Directory;
 use crate::dispatch::pending::PendingCalls;
 use crate::dispatch::run_queue::RunQueue;
-use crate::dispatch::shutting_down_error;
-use crate::error::{CallError, ConfigError};
+use crate::error::{CallError, ConfigError, Unavailable};
 use crate::flush::Flusher;
 use crate::host_registry::HostRegistry;
 use crate::metrics::Metrics;
@@ -167,7 +166,7 @@ impl Runtime {
                     Status::Unloaded if !inner.scheduled => {
                         // Never got a host: nothing can run its calls now.
                         for env in inner.mailbox.take_all() {
-                            env.reply.send(Err(shutting_down_error()));
+                            env.reply.send(Err(Unavailable::ShuttingDown.into()));
                         }
                         inner.status = Status::Deactivating;
                         to_deactivate.push(act.clone());

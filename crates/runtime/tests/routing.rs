@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use troupe_placement::{Owner, Placement};
 use troupe_runtime::{
     ActorId, BoxFuture, Call, CallError, FnHost, Forwarder, Payload, Runtime, RuntimeConfig,
-    StateChange, TurnOutcome, TypeSpec,
+    StateChange, TurnOutcome, TypeSpec, Unavailable,
 };
 use troupe_storage::{MemoryReminders, MemoryStore, StateStore};
 
@@ -132,7 +132,7 @@ async fn calls_for_remote_actors_are_forwarded_once() -> Result<(), CallError> {
     // Without a forwarder the owner is named.
     let refused = rt.invoke(call("x")).await;
     assert!(
-        matches!(&refused, Err(CallError::Unavailable(m)) if m.contains("daemon b")),
+        matches!(&refused, Err(CallError::Unavailable(Unavailable::NotOwner { node, .. })) if node == "b"),
         "{refused:?}"
     );
     let recorder = Arc::new(Recorder::default());
@@ -218,7 +218,7 @@ async fn hand_off_flushes_and_fencing_writes_nothing() -> Result<(), CallError> 
     assert!(rt.list_actors(None, None, 10).is_empty());
     assert!(matches!(
         rt.invoke(call("keep")).await,
-        Err(CallError::Unavailable(m)) if m.contains("lease")
+        Err(CallError::Unavailable(Unavailable::LeaseLapsed))
     ));
     rt.flush().await.ok();
     assert!(

@@ -26,7 +26,7 @@ use troupe_placement_service::convert::table_from_pb;
 use troupe_proto::v1 as pb;
 use troupe_proto::v1::placement_client::PlacementClient;
 use troupe_runtime::{
-    ActorFailure, BoxFuture, Call, CallError, Forwarder, Payload, Runtime, TurnKind,
+    ActorFailure, BoxFuture, Call, CallError, Forwarder, Payload, Runtime, TurnKind, Unavailable,
 };
 use troupe_transport::{Forward, Peers, TransportError};
 
@@ -702,10 +702,11 @@ fn call_error(actor: &str, error: TransportError) -> CallError {
             return CallError::DeadlineExceeded(format!("forwarding the call for {actor}: {e}"))
         }
         e => {
-            return CallError::Unavailable(format!(
-                "the daemon that owns {actor} is unreachable: {e}; retry (placement moves its \
-                 actors to other daemons once it is gone)"
-            ))
+            return Unavailable::OwnerUnreachable {
+                actor: actor.to_owned(),
+                reason: e.to_string(),
+            }
+            .into()
         }
     };
     let message = status.message().to_owned();
@@ -727,7 +728,7 @@ fn call_error(actor: &str, error: TransportError) -> CallError {
         Code::NotFound => CallError::NotFound(message),
         Code::InvalidArgument => CallError::InvalidArgument(message),
         Code::ResourceExhausted => CallError::Overloaded(message),
-        Code::Unavailable => CallError::Unavailable(message),
+        Code::Unavailable => Unavailable::Remote { message }.into(),
         Code::DeadlineExceeded | Code::Cancelled => CallError::DeadlineExceeded(message),
         Code::FailedPrecondition => CallError::FailedPrecondition(message),
         code => CallError::Internal(format!("the owner of {actor} answered {code:?}: {message}")),
@@ -740,7 +741,7 @@ fn only_calls(call: &Call) -> Result<(), CallError> {
     if call.kind == TurnKind::Call {
         return Ok(());
     }
-    Err(CallError::Unavailable(format!(
+    Err(CallError::FailedPrecondition(format!(
         "a {} firing for {} reached a daemon that no longer owns the actor; its owner fires it",
         call.kind.as_str(),
         call.actor

@@ -18,7 +18,7 @@ pub fn status_of(error: CallError) -> Status {
         e @ CallError::UnknownType { .. } => Status::not_found(e.to_string()),
         CallError::InvalidArgument(m) => Status::invalid_argument(m),
         CallError::Overloaded(m) => Status::resource_exhausted(m),
-        CallError::Unavailable(m) => Status::unavailable(m),
+        e @ CallError::Unavailable(_) => Status::unavailable(e.to_string()),
         CallError::DeadlineExceeded(m) => Status::deadline_exceeded(m),
         CallError::FailedPrecondition(m) => Status::failed_precondition(m),
         CallError::NotFound(m) => Status::not_found(m),

@@ -27,7 +27,7 @@ pub use actor_ref::ActorRef;
 pub(crate) use worker::readonly_method;
 
 use crate::activation::{Activation, Envelope, Status};
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
 use crate::reply::Reply;
 use crate::routing::Route;
 use crate::shared::Shared;
@@ -35,12 +35,6 @@ use crate::types::{Call, CallExtra, Payload, TurnKind};
 use crate::validate;
 use crate::{clock, ActorId};
 use run_queue::Runnable;
-
-pub(crate) fn shutting_down_error() -> CallError {
-    CallError::Unavailable(
-        "the daemon is shutting down; retry after it restarts or against another daemon".into(),
-    )
-}
 
 impl Shared {
     pub(crate) fn schedule(&self, act: Arc<Activation>) {
@@ -98,16 +92,20 @@ impl Shared {
             .shutting_down
             .load(std::sync::atomic::Ordering::Relaxed)
         {
-            return Err(shutting_down_error());
+            return Err(Unavailable::ShuttingDown.into());
         }
         match self.route(actor)? {
             Route::Local => Ok(()),
-            Route::Remote { node, address } => Err(CallError::Unavailable(format!(
-                "actor {actor} is owned by daemon {node} ({address}); call that daemon"
-            ))),
-            Route::Wait => Err(CallError::Unavailable(format!(
-                "actor {actor} is moving between daemons; retry in a moment"
-            ))),
+            Route::Remote { node, address } => Err(Unavailable::NotOwner {
+                actor: actor.clone(),
+                node,
+                address,
+            }
+            .into()),
+            Route::Wait => Err(Unavailable::Moving {
+                actor: actor.clone(),
+            }
+            .into()),
         }
     }
 
@@ -125,7 +123,7 @@ impl Shared {
             .shutting_down
             .load(std::sync::atomic::Ordering::Relaxed)
         {
-            return Err(shutting_down_error());
+            return Err(Unavailable::ShuttingDown.into());
         }
         validate::name("method name", &method)?;
         validate::payload(payload.len(), self.config.max_payload_bytes)?;

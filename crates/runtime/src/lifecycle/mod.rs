@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use crate::activation::{Activation, Envelope, Status};
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
 use crate::host::{ActivateDone, ActivateRequest, ActorHost, DeactivateDone, DeactivateRequest};
 use crate::host_registry::HostRegistration;
 use crate::routing::Route;
@@ -133,11 +133,11 @@ impl Shared {
             let error = if self.hosts.options(&act.id.ty).is_none() {
                 self.unknown_type(&act.id.ty)
             } else {
-                CallError::Unavailable(format!(
-                    "no connected app hosts actor type '{}' (waited {:?}); start or restart the \
-                     app that registers it",
-                    act.id.ty, self.config.host_wait
-                ))
+                Unavailable::NoHost {
+                    actor_type: act.id.ty.to_string(),
+                    waited: self.config.host_wait,
+                }
+                .into()
             };
             self.abandon(act, error.clone());
             return Err(error);
@@ -150,10 +150,9 @@ impl Shared {
                     inner.set_state_loaded();
                 }
                 Err(e) => {
-                    let error = CallError::Unavailable(format!(
-                        "cannot load the state of {}: {e}; retry later",
-                        act.id
-                    ));
+                    let error: CallError =
+                        Unavailable::store(format!("cannot load the state of {}", act.id), e)
+                            .into();
                     self.abandon(act, error.clone());
                     return Err(error);
                 }

@@ -33,7 +33,7 @@ use tracing::{debug, warn};
 use troupe_storage::{ReminderKey, ReminderRecord, ReminderStore};
 
 use crate::clock::unix_now_ms;
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
 use crate::types::{ActorId, BoxFuture, ContentType, Payload};
 pub(crate) use record::ALARM_NAME;
 use record::{advance, decode, encode, info, Meta};
@@ -143,13 +143,13 @@ impl Scheduler {
         let (done, rx) = oneshot::channel();
         self.writes
             .send(WriteRequest { op, done })
-            .map_err(|_| CallError::Unavailable("the reminder writer stopped".into()))?;
+            .map_err(|_| CallError::from(Unavailable::ShuttingDown))?;
         Ok(rx)
     }
 
     async fn finished(rx: oneshot::Receiver<Result<bool, CallError>>) -> Result<bool, CallError> {
         rx.await
-            .map_err(|_| CallError::Unavailable("the reminder writer stopped".into()))?
+            .map_err(|_| CallError::from(Unavailable::ShuttingDown))?
     }
 
     pub(crate) async fn set(&self, spec: ReminderSpec) -> Result<ReminderInfo, CallError> {

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use troupe_storage::{ReminderKey, ReminderRecord, ReminderStore};
 
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
 
 pub(crate) fn store_error(e: troupe_storage::StoreError) -> CallError {
-    CallError::Unavailable(format!("the reminder store failed: {e}; retry later"))
+    Unavailable::store("the reminder store failed", e).into()
 }
 
 pub(crate) enum WriteOp {
@@ -48,7 +48,7 @@ pub(crate) async fn run_writer(
         };
         for req in batch.drain(..) {
             let outcome = match &result {
-                Err(e) => Err(store_error(troupe_storage::StoreError::Io(e.to_string()))),
+                Err(e) => Err(store_error(e.clone())),
                 Ok(_) => match req.op {
                     WriteOp::Put(_) => Ok(true),
                     WriteOp::Delete(_) => Ok(existed.next().unwrap_or(false)),
