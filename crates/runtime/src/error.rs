@@ -125,7 +125,7 @@ pub enum HostGone {
 
 impl Unavailable {
     /// A store failure while doing `what`.
-    pub(crate) fn store(what: impl Into<String>, source: StoreError) -> Self {
+    pub fn store(what: impl Into<String>, source: StoreError) -> Self {
         Self::Store {
             what: what.into(),
             source,

@@ -1,18 +1,117 @@
-//! The seam to other daemons: the trait the binary implements over its
-//! transport to carry a call to the daemon that owns the actor. Routing
-//! (`routing`) decides when to use it.
+//! The seam to other daemons: every per-actor request as one type, its
+//! answer, and the trait the binary implements over its transport to carry
+//! a request to the daemon that owns the actor. `routing` decides when.
+
+use std::time::Duration;
+
+use bytes::Bytes;
 
 use crate::error::CallError;
-use crate::types::{BoxFuture, Call, Payload};
+use crate::schedule::timers::TimerSpec;
+use crate::schedule::{AlarmSpec, ReminderInfo, ReminderSpec};
+use crate::types::{ActorId, BoxFuture, Call, Payload};
 
-/// Carries calls to the daemon that owns their actor. The binary implements
-/// it over `crates/transport`; the runtime only knows the owner's address.
+/// Another daemon, as the placement table names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    pub node: String,
+    /// host:port of its API.
+    pub address: String,
+}
+
+/// A request about one actor, which any daemon may receive: answered by the
+/// daemon that owns the actor, forwarded there by any other.
+#[derive(Debug, Clone)]
+pub enum ActorRequest {
+    Invoke(Call),
+    Tell(Call),
+    GetState { actor: ActorId, keys: Vec<String> },
+    SetReminder(ReminderSpec),
+    GetReminder { actor: ActorId, name: String },
+    DeleteReminder { actor: ActorId, name: String },
+    SetAlarm(AlarmSpec),
+    GetAlarm { actor: ActorId },
+    DeleteAlarm { actor: ActorId },
+    SetTimer(TimerSpec),
+    DeleteTimer { actor: ActorId, name: String },
+}
+
+impl ActorRequest {
+    /// The actor the request is about; its owner answers.
+    pub fn actor(&self) -> &ActorId {
+        match self {
+            Self::Invoke(call) | Self::Tell(call) => &call.actor,
+            Self::SetReminder(spec) => &spec.actor,
+            Self::SetAlarm(spec) => &spec.actor,
+            Self::SetTimer(spec) => &spec.actor,
+            Self::GetState { actor, .. }
+            | Self::GetReminder { actor, .. }
+            | Self::DeleteReminder { actor, .. }
+            | Self::GetAlarm { actor }
+            | Self::DeleteAlarm { actor }
+            | Self::DeleteTimer { actor, .. } => actor,
+        }
+    }
+}
+
+/// The answer to an [`ActorRequest`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ActorResponse {
+    /// An invoked method's result.
+    Payload(Payload),
+    /// A tell was queued; a timer was started.
+    Accepted,
+    /// The state read (sorted by key), and whether the actor is active.
+    State {
+        entries: Vec<(String, Bytes)>,
+        active: bool,
+    },
+    /// The reminder or alarm set or read; `None`: there is none.
+    Reminder(Option<ReminderInfo>),
+    /// Whether there was a reminder, alarm or timer to delete.
+    Deleted(bool),
+}
+
+impl ActorResponse {
+    /// Another variant than the request's: a peer broke the protocol.
+    pub(crate) fn unexpected(self, wanted: &str) -> CallError {
+        CallError::Internal(format!("expected {wanted} in answer, got {self:?}"))
+    }
+}
+
+/// What travels with a request besides its body.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestContext {
+    /// How long the caller waits; `None`: the daemon's call timeout.
+    pub timeout: Option<Duration>,
+    /// Times the request was forwarded between daemons (when handed to a
+    /// [`Forwarder`], this forward included).
+    pub hops: u32,
+    /// The caller's W3C trace context, passed on unchanged for requests
+    /// that are not calls (calls carry their trace in their extra).
+    pub traceparent: String,
+    pub tracestate: String,
+}
+
+impl RequestContext {
+    /// The context a call carries itself.
+    pub fn of_call(call: &Call) -> Self {
+        Self {
+            timeout: call.timeout,
+            hops: call.extra.as_ref().map_or(0, |e| e.hops),
+            ..Self::default()
+        }
+    }
+}
+
+/// Carries requests to the daemon that owns their actor. The binary
+/// implements it over `crates/transport`; the runtime only knows the owner.
 pub trait Forwarder: Send + Sync + std::fmt::Debug + 'static {
-    /// Runs `call` on the daemon at `address` and returns its answer. `hops`
-    /// counts this forward (1 for the first).
-    fn invoke(&self, address: &str, call: Call, hops: u32)
-        -> BoxFuture<Result<Payload, CallError>>;
-
-    /// Delivers a one-way call to the daemon at `address`.
-    fn tell(&self, address: &str, call: Call, hops: u32) -> BoxFuture<Result<(), CallError>>;
+    /// Has `owner` answer `request`; its answer (or error) is the answer.
+    fn forward(
+        &self,
+        owner: &Peer,
+        request: ActorRequest,
+        context: RequestContext,
+    ) -> BoxFuture<Result<ActorResponse, CallError>>;
 }

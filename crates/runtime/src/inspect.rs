@@ -13,10 +13,12 @@ use bytes::Bytes;
 use crate::activation::{Inner, Status};
 use crate::error::{CallError, Unavailable};
 use crate::flush::FlushBacklog;
+use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::metrics::Snapshot;
 use crate::runtime::Runtime;
 use crate::schedule::timers::TimerInfo;
 use crate::schedule::{ReminderInfo, ALARM_NAME};
+use crate::shared::Shared;
 use crate::types::{ActorId, StateMode, TypeOptions};
 use crate::validate;
 
@@ -193,40 +195,21 @@ impl Runtime {
         out
     }
 
-    /// Reads state without a turn: from the activation when it has loaded
-    /// state, otherwise from the store. Also says whether it is active.
+    /// Reads state without a turn, where the actor lives; also says whether
+    /// it is active.
     pub async fn get_state(
         &self,
         actor: &ActorId,
         keys: &[String],
     ) -> Result<(Vec<(String, Bytes)>, bool), CallError> {
-        validate::name("actor type", &actor.ty)?;
-        validate::name("actor id", &actor.id)?;
-        let wanted = |k: &str| keys.is_empty() || keys.iter().any(|w| w == k);
-        if let Some(act) = self.shared.directory.get(actor) {
-            let inner = act.inner.lock();
-            if inner.state_loaded() {
-                let mut out: Vec<_> = inner
-                    .state
-                    .iter()
-                    .filter(|(k, _)| wanted(k))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                out.sort_by(|a, b| a.0.cmp(&b.0));
-                return Ok((out, inner.status != Status::Unloaded));
-            }
+        let request = ActorRequest::GetState {
+            actor: actor.clone(),
+            keys: keys.to_vec(),
+        };
+        match self.request(request, RequestContext::default()).await? {
+            ActorResponse::State { entries, active } => Ok((entries, active)),
+            other => Err(other.unexpected("state")),
         }
-        let stored = self
-            .shared
-            .flusher
-            .store()
-            .load(&actor.ty, &actor.id)
-            .await
-            .map_err(|e| Unavailable::store(format!("cannot read the state of {actor}"), e))?;
-        Ok((
-            stored.into_iter().filter(|(k, _)| wanted(k)).collect(),
-            false,
-        ))
     }
 
     /// Ids of actors of `actor_type` with stored state, in id order, after
@@ -358,5 +341,42 @@ impl Runtime {
             entry.1 += queued;
         });
         metrics.encode(snapshot, out)
+    }
+}
+
+impl Shared {
+    /// Reads state without a turn: from the activation when it has loaded
+    /// state, otherwise from the store. Also says whether it is active.
+    pub(crate) async fn get_state_here(
+        &self,
+        actor: &ActorId,
+        keys: &[String],
+    ) -> Result<(Vec<(String, Bytes)>, bool), CallError> {
+        validate::name("actor type", &actor.ty)?;
+        validate::name("actor id", &actor.id)?;
+        let wanted = |k: &str| keys.is_empty() || keys.iter().any(|w| w == k);
+        if let Some(act) = self.directory.get(actor) {
+            let inner = act.inner.lock();
+            if inner.state_loaded() {
+                let mut out: Vec<_> = inner
+                    .state
+                    .iter()
+                    .filter(|(k, _)| wanted(k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                out.sort_by(|a, b| a.0.cmp(&b.0));
+                return Ok((out, inner.status != Status::Unloaded));
+            }
+        }
+        let stored = self
+            .flusher
+            .store()
+            .load(&actor.ty, &actor.id)
+            .await
+            .map_err(|e| Unavailable::store(format!("cannot read the state of {actor}"), e))?;
+        Ok((
+            stored.into_iter().filter(|(k, _)| wanted(k)).collect(),
+            false,
+        ))
     }
 }

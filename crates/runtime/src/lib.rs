@@ -43,17 +43,17 @@ pub use dispatch::ActorRef;
 pub use error::{CallError, ConfigError, HostGone, Unavailable};
 pub use flush::FlushBacklog;
 pub use fn_host::FnHost;
-pub use forwarding::Forwarder;
+pub use forwarding::{ActorRequest, ActorResponse, Forwarder, Peer, RequestContext};
 pub use host::{
     ActivateDone, ActivateRequest, ActorHost, DeactivateDone, DeactivateRequest, TurnDone,
     TurnOutcome, TurnRequest,
 };
 pub use host_registry::HostRegistration;
 pub use inspect::{ActivationState, ActorDetails, ActorInfo, RuntimeStatus, TypeStatus};
-pub use routing::{Route, MAX_FORWARD_HOPS};
+pub use routing::MAX_FORWARD_HOPS;
 pub use runtime::Runtime;
-pub use schedule::timers::TimerInfo;
-pub use schedule::{MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
+pub use schedule::timers::{TimerInfo, TimerSpec};
+pub use schedule::{AlarmSpec, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy, ALARM_NAME};
 pub use types::{
     ActorFailure, ActorId, BoxFuture, Call, CallChain, CallExtra, CallTrace, ContentType,
     DeactivateReason, Payload, StateChange, StateMap, StateMode, StateSnapshot, TurnKind,

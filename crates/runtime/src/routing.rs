@@ -1,43 +1,39 @@
-//! Local or remote: where a call for an actor goes, decided in one place.
+//! Local or remote, decided in one place for every per-actor request.
 //!
 //! Placement decides owners ([`Placement::owner`]); this module acts on the
-//! answer. A call for a local actor takes the normal path (`dispatch`); one
-//! for another daemon goes through the [`Forwarder`] (the binary's
-//! transport); one for a moving actor waits for the next table. The protocol
-//! and why it keeps one activation per actor: docs/architecture.md,
-//! "Cluster".
+//! answer. Every [`ActorRequest`] (calls, state reads, reminders, alarms,
+//! timers) takes the same path: a request for a local actor is answered here
+//! (`answer_here`), one for an actor another daemon owns goes to it through
+//! the [`Forwarder`] (the binary's transport), one for a moving actor waits
+//! for the next table. The protocol and why it keeps one activation per
+//! actor: docs/architecture.md, "Cluster".
 //!
 //! [`Placement::owner`]: troupe_placement::Placement::owner
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tracing::{debug, warn};
 use troupe_placement::Owner;
 
 use crate::activation::{Activation, Envelope};
 use crate::error::{CallError, Unavailable};
-use crate::forwarding::Forwarder;
-use crate::reply::{wait_reply, Reply};
+use crate::forwarding::{ActorRequest, ActorResponse, Forwarder, Peer, RequestContext};
+use crate::reply::Reply;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
-use crate::types::{ActorId, Call, Payload};
+use crate::types::{ActorId, Call, Payload, TurnKind};
 use crate::validate;
 
-/// How many times a call may be forwarded: daemons may briefly disagree on
-/// the table, but a call bouncing further means something is wrong.
+/// How many times a request may be forwarded: daemons may briefly disagree
+/// on the table, but a request bouncing further means something is wrong.
 pub const MAX_FORWARD_HOPS: u32 = 2;
 
-/// Where a call for an actor goes now.
+/// Where a request for an actor goes now.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
+pub(crate) enum Route {
     Local,
-    Remote {
-        node: String,
-        address: String,
-    },
+    Remote(Peer),
     /// A table change is moving the actor, or no daemon hosts its type yet:
     /// wait for the next table.
     Wait,
@@ -48,91 +44,47 @@ pub(crate) fn lease_lapsed() -> CallError {
 }
 
 impl Runtime {
-    /// Lets the runtime forward calls for actors other daemons own. Without
-    /// one, such calls fail with UNAVAILABLE naming the owner.
+    /// Lets the runtime forward requests for actors other daemons own.
+    /// Without one, such requests fail with UNAVAILABLE naming the owner.
     pub fn set_forwarder(&self, forwarder: Arc<dyn Forwarder>) {
         let _ = self.shared.forwarder.set(forwarder);
     }
 
-    /// Where a call for `actor` goes now (for the binary's other RPCs, which
-    /// it forwards itself).
-    pub fn route(&self, actor: &ActorId) -> Result<Route, CallError> {
-        self.shared.route(actor)
-    }
-
-    /// Where a request about `actor` must go, waiting out a table change
-    /// that is moving it (until `deadline`); `hops` is how often the request
-    /// was forwarded already. Never [`Route::Wait`]: a remote owner is only
-    /// answered while another forward stays within [`MAX_FORWARD_HOPS`].
-    pub async fn resolve(
+    /// Answers `request` here, or has the actor's owner answer it: the path
+    /// every per-actor request takes.
+    pub async fn request(
         &self,
-        actor: &ActorId,
-        deadline: Instant,
-        hops: u32,
-    ) -> Result<Route, CallError> {
-        self.shared.resolve(actor, deadline, hops).await
+        request: ActorRequest,
+        context: RequestContext,
+    ) -> Result<ActorResponse, CallError> {
+        self.shared.request(request, context).await
     }
 
     /// Calls a method and waits for its result.
     pub async fn invoke(&self, call: Call) -> Result<Payload, CallError> {
-        let limit = self.shared.config.call_timeout;
-        let timeout = call.timeout.map_or(limit, |t| t.min(limit));
-        let (actor, kind) = (call.actor.clone(), call.kind);
-        let (tx, rx) = oneshot::channel();
-        let deadline = Instant::now() + timeout;
-        let mut reply = Some(Reply::To(tx));
-        let call = match self.shared.route_call(call, deadline, &mut reply).await {
-            Ok(Some(call)) => call,
-            // Forwarded: the owner's answer is in `rx`.
-            Ok(None) => return wait_reply(&actor, timeout, rx).await,
-            Err(e) => {
-                self.shared.count_failed(&actor.ty, kind, &e);
-                return Err(e);
-            }
-        };
-        let reply = reply.take().unwrap_or_default();
-        if let Err(e) = self.shared.enqueue_routed(call, reply) {
-            self.shared.count_failed(&actor.ty, kind, &e);
-            return Err(e);
+        let context = RequestContext::of_call(&call);
+        match self.request(ActorRequest::Invoke(call), context).await? {
+            ActorResponse::Payload(payload) => Ok(payload),
+            other => Err(other.unexpected("a payload")),
         }
-        let result = wait_reply(&actor, timeout, rx).await;
-        // Turn results were counted with the turn; a caller giving up is not one.
-        if let Err(e @ CallError::DeadlineExceeded(_)) = &result {
-            self.shared.count_failed(&actor.ty, kind, e);
-        }
-        result
     }
 
     /// Queues a call whose result nobody waits for.
     pub fn tell(&self, call: Call) -> Result<(), CallError> {
-        let (ty, kind) = (call.actor.ty.clone(), call.kind);
-        if self.shared.route(&call.actor)? != Route::Local {
-            // Forwarded or waiting for a table change: the caller does not
-            // wait for either.
-            let shared = self.shared.clone();
-            let deadline = route_deadline(&shared, call.timeout);
-            tokio::spawn(async move {
-                let actor = call.actor.clone();
-                match shared.route_call(call, deadline, &mut None).await {
-                    Ok(Some(call)) => {
-                        if let Err(e) = shared.enqueue_routed(call, Reply::None) {
-                            shared.count_failed(&actor.ty, kind, &e);
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        shared.count_failed(&actor.ty, kind, &e);
-                        debug!(actor = %actor, error = %e, "one-way call not delivered");
-                    }
-                }
-            });
-            return Ok(());
+        if self.shared.route(&call.actor)? == Route::Local {
+            return self.shared.tell_here(call);
         }
-        let result = self.shared.enqueue_routed(call, Reply::None);
-        if let Err(e) = &result {
-            self.shared.count_failed(&ty, kind, e);
-        }
-        result
+        // Forwarded or waiting for a table change: the caller waits for
+        // neither.
+        let shared = self.shared.clone();
+        let context = RequestContext::of_call(&call);
+        tokio::spawn(async move {
+            let actor = call.actor.clone();
+            if let Err(e) = shared.request(ActorRequest::Tell(call), context).await {
+                debug!(actor = %actor, error = %e, "one-way call not delivered");
+            }
+        });
+        Ok(())
     }
 }
 
@@ -145,7 +97,7 @@ impl Shared {
         }
         Ok(match self.placement.owner(&actor.ty, &actor.id) {
             Owner::Local => Route::Local,
-            Owner::Remote { node, address } => Route::Remote { node, address },
+            Owner::Remote { node, address } => Route::Remote(Peer { node, address }),
             Owner::Moving => Route::Wait,
             // Nobody hosts the type in the table. Our own apps' types reach
             // the table a moment after they register; otherwise the usual
@@ -153,6 +105,11 @@ impl Shared {
             Owner::Unplaced if self.hosts.options(&actor.ty).is_some() => Route::Wait,
             Owner::Unplaced => Route::Local,
         })
+    }
+
+    /// Whether requests for `actor` are answered here now.
+    pub(crate) fn owns(&self, actor: &ActorId) -> bool {
+        self.route(actor).ok() == Some(Route::Local)
     }
 
     async fn placement_changed(&self, deadline: Instant) {
@@ -163,15 +120,20 @@ impl Shared {
         let _ = tokio::time::timeout_at(deadline, changes.changed()).await;
     }
 
-    /// See [`Runtime::resolve`].
+    /// Where a request about `actor` goes, waiting out a table change that
+    /// is moving it (until `deadline`): `None` here, else the owner. `hops`
+    /// is how often the request was forwarded already; a remote owner is
+    /// only answered while another forward stays within
+    /// [`MAX_FORWARD_HOPS`].
     async fn resolve(
         &self,
         actor: &ActorId,
         deadline: Instant,
         hops: u32,
-    ) -> Result<Route, CallError> {
+    ) -> Result<Option<Peer>, CallError> {
         loop {
             match self.route(actor)? {
+                Route::Local => return Ok(None),
                 Route::Wait => {
                     if Instant::now() >= deadline {
                         return Err(Unavailable::Moving {
@@ -181,50 +143,114 @@ impl Shared {
                     }
                     self.placement_changed(deadline).await;
                 }
-                Route::Remote { .. } if hops + 1 > MAX_FORWARD_HOPS => {
+                Route::Remote(_) if hops + 1 > MAX_FORWARD_HOPS => {
                     return Err(Unavailable::TooManyHops {
                         actor: actor.clone(),
                         hops,
                     }
                     .into());
                 }
-                route => return Ok(route),
+                Route::Remote(peer) => return Ok(Some(peer)),
             }
         }
     }
 
-    /// Routes `call` until it can be delivered here, forwarding it or
-    /// waiting out a table change. `Ok(Some(call))`: deliver locally.
-    async fn route_call(
+    /// See [`Runtime::request`].
+    pub(crate) async fn request(
         self: &Arc<Self>,
-        call: Call,
-        deadline: Instant,
-        reply: &mut Option<Reply>,
-    ) -> Result<Option<Call>, CallError> {
-        let hops = call.extra.as_ref().map_or(0, |e| e.hops);
-        let (node, address) = match self.resolve(&call.actor, deadline, hops).await? {
-            Route::Remote { node, address } => (node, address),
-            _ => return Ok(Some(call)),
-        };
-        let Some(forwarder) = self.forwarder.get() else {
-            return Err(Unavailable::NotOwner {
-                actor: call.actor,
-                node,
-                address,
+        request: ActorRequest,
+        context: RequestContext,
+    ) -> Result<ActorResponse, CallError> {
+        let limit = self.config.call_timeout;
+        let deadline = Instant::now() + context.timeout.map_or(limit, |t| t.min(limit));
+        let peer = match self.resolve(request.actor(), deadline, context.hops).await {
+            Ok(peer) => peer,
+            Err(e) => {
+                if let ActorRequest::Invoke(call) | ActorRequest::Tell(call) = &request {
+                    self.count_failed(&call.actor.ty, call.kind, &e);
+                }
+                return Err(e);
             }
-            .into());
         };
-        let mut call = call;
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        call.timeout = Some(call.timeout.map_or(remaining, |t| t.min(remaining)));
-        match reply.take() {
-            Some(Reply::To(tx)) => {
-                let result = forwarder.invoke(&address, call, hops + 1).await;
-                let _ = tx.send(result);
-            }
-            _ => forwarder.tell(&address, call, hops + 1).await?,
+        match peer {
+            None => self.answer_here(request).await,
+            Some(peer) => self.forward(peer, request, context, deadline).await,
         }
-        Ok(None)
+    }
+
+    /// Answers a request for an actor this daemon owns.
+    async fn answer_here(
+        self: &Arc<Self>,
+        request: ActorRequest,
+    ) -> Result<ActorResponse, CallError> {
+        Ok(match request {
+            ActorRequest::Invoke(call) => ActorResponse::Payload(self.invoke_here(call).await?),
+            ActorRequest::Tell(call) => {
+                self.tell_here(call)?;
+                ActorResponse::Accepted
+            }
+            ActorRequest::GetState { actor, keys } => {
+                let (entries, active) = self.get_state_here(&actor, &keys).await?;
+                ActorResponse::State { entries, active }
+            }
+            ActorRequest::SetReminder(spec) => {
+                ActorResponse::Reminder(Some(self.set_reminder_here(spec).await?))
+            }
+            ActorRequest::GetReminder { actor, name } => {
+                ActorResponse::Reminder(self.get_reminder_here(&actor, &name).await?)
+            }
+            ActorRequest::DeleteReminder { actor, name } => {
+                ActorResponse::Deleted(self.delete_reminder_here(&actor, &name).await?)
+            }
+            ActorRequest::SetAlarm(spec) => {
+                ActorResponse::Reminder(Some(self.set_alarm_here(spec).await?))
+            }
+            ActorRequest::GetAlarm { actor } => {
+                ActorResponse::Reminder(self.get_alarm_here(&actor).await?)
+            }
+            ActorRequest::DeleteAlarm { actor } => {
+                ActorResponse::Deleted(self.delete_alarm_here(&actor).await?)
+            }
+            ActorRequest::SetTimer(spec) => {
+                self.set_timer_here(spec)?;
+                ActorResponse::Accepted
+            }
+            ActorRequest::DeleteTimer { actor, name } => {
+                ActorResponse::Deleted(self.delete_timer_here(&actor, &name)?)
+            }
+        })
+    }
+
+    /// Has `owner` answer `request`, within what is left until `deadline`.
+    async fn forward(
+        &self,
+        owner: Peer,
+        request: ActorRequest,
+        mut context: RequestContext,
+        deadline: Instant,
+    ) -> Result<ActorResponse, CallError> {
+        let actor = request.actor().clone();
+        let not_owner = |owner: Peer| Unavailable::NotOwner {
+            actor: actor.clone(),
+            node: owner.node,
+            address: owner.address,
+        };
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        context.timeout = Some(context.timeout.map_or(remaining, |t| t.min(remaining)));
+        context.hops += 1;
+        if let ActorRequest::Invoke(call) | ActorRequest::Tell(call) = &request {
+            // Reminder, alarm and timer firings are never forwarded: the new
+            // owner fires them from the shared store (timers die with their
+            // activation).
+            if call.kind != TurnKind::Call {
+                return Err(not_owner(owner).into());
+            }
+        }
+        let Some(forwarder) = self.forwarder.get() else {
+            return Err(not_owner(owner).into());
+        };
+        debug!(actor = %actor, owner = %owner.node, "forwarding to the owner");
+        forwarder.forward(&owner, request, context).await
     }
 
     /// Activation found the actor is no longer this daemon's: its queued
@@ -246,32 +272,25 @@ impl Shared {
             reply,
             ..
         } = env;
-        let deadline = Instant::now() + self.config.call_timeout;
         let call = Call {
             kind,
             extra,
             ..Call::new(actor, name, payload)
         };
-        let mut reply = Some(reply);
-        match self.route_call(call, deadline, &mut reply).await {
-            Ok(None) => {}
-            Ok(Some(call)) => {
-                let reply = reply.take().unwrap_or_default();
-                if let Err(e) = self.enqueue_routed(call, reply) {
-                    warn!(error = %e, "a rerouted call could not be queued");
+        let context = RequestContext::of_call(&call);
+        match reply {
+            Reply::None => {
+                if let Err(e) = self.request(ActorRequest::Tell(call), context).await {
+                    warn!(error = %e, "a rerouted one-way call could not be delivered");
                 }
             }
-            Err(e) => {
-                if let Some(reply) = reply.take() {
-                    reply.send(Err(e));
-                }
+            reply => {
+                let result = self.request(ActorRequest::Invoke(call), context).await;
+                reply.send(result.and_then(|answer| match answer {
+                    ActorResponse::Payload(payload) => Ok(payload),
+                    other => Err(other.unexpected("a payload")),
+                }));
             }
         }
     }
-}
-
-/// The longest a call waits for a table change before giving up.
-fn route_deadline(shared: &Shared, timeout: Option<Duration>) -> Instant {
-    let limit = shared.config.call_timeout;
-    Instant::now() + timeout.map_or(limit, |t| t.min(limit))
 }

@@ -13,13 +13,11 @@ use tracing::debug;
 use troupe_storage::ReminderKey;
 
 use crate::error::CallError;
+use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::reply::{wait_reply, Reply};
-use crate::routing::Route;
 use crate::runtime::Runtime;
-use crate::schedule::timers::Timer;
-use crate::schedule::{
-    Dispatch, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy, ALARM_NAME,
-};
+use crate::schedule::timers::{Timer, TimerSpec};
+use crate::schedule::{AlarmSpec, Dispatch, MissedFirings, ReminderInfo, ReminderSpec, ALARM_NAME};
 use crate::shared::Shared;
 use crate::types::{
     ActorId, BoxFuture, Call, CallExtra, CallTrace, Payload, TurnKind, TRACE_TARGET,
@@ -31,7 +29,7 @@ pub(crate) struct Firing(pub(crate) Arc<Shared>);
 
 impl Dispatch for Firing {
     fn owns(&self, actor: &ActorId) -> bool {
-        self.0.route(actor).ok() == Some(Route::Local)
+        self.0.owns(actor)
     }
 
     fn fire(
@@ -120,17 +118,9 @@ fn check_reminder_name(name: &str) -> Result<(), CallError> {
 impl Runtime {
     /// Stores (or replaces) a reminder; it fires even if the actor is inactive.
     pub async fn set_reminder(&self, spec: ReminderSpec) -> Result<ReminderInfo, CallError> {
-        self.check_schedule(&spec.actor, spec.payload.len())?;
-        check_reminder_name(&spec.name)?;
-        if let Some(until) = spec.until_unix_ms {
-            if until < spec.due_unix_ms {
-                return Err(CallError::InvalidArgument(format!(
-                    "reminder {:?} ends (until) before it is first due; move `until` after `due`",
-                    spec.name
-                )));
-            }
-        }
-        self.shared.scheduler.set(spec).await
+        self.reminder(ActorRequest::SetReminder(spec))
+            .await?
+            .ok_or_else(|| CallError::Internal("a set reminder was not returned".into()))
     }
 
     pub async fn get_reminder(
@@ -138,17 +128,74 @@ impl Runtime {
         actor: &ActorId,
         name: &str,
     ) -> Result<Option<ReminderInfo>, CallError> {
-        self.shared.check_target(actor)?;
-        self.shared.scheduler.get(&reminder_key(actor, name)).await
+        self.reminder(ActorRequest::GetReminder {
+            actor: actor.clone(),
+            name: name.to_owned(),
+        })
+        .await
     }
 
     pub async fn delete_reminder(&self, actor: &ActorId, name: &str) -> Result<bool, CallError> {
-        self.shared.check_target(actor)?;
-        check_reminder_name(name)?;
-        self.shared
-            .scheduler
-            .delete(reminder_key(actor, name))
-            .await
+        self.deleted(ActorRequest::DeleteReminder {
+            actor: actor.clone(),
+            name: name.to_owned(),
+        })
+        .await
+    }
+
+    /// Sets the actor's alarm (replacing any).
+    pub async fn set_alarm(&self, spec: AlarmSpec) -> Result<ReminderInfo, CallError> {
+        self.reminder(ActorRequest::SetAlarm(spec))
+            .await?
+            .ok_or_else(|| CallError::Internal("a set alarm was not returned".into()))
+    }
+
+    pub async fn get_alarm(&self, actor: &ActorId) -> Result<Option<ReminderInfo>, CallError> {
+        self.reminder(ActorRequest::GetAlarm {
+            actor: actor.clone(),
+        })
+        .await
+    }
+
+    pub async fn delete_alarm(&self, actor: &ActorId) -> Result<bool, CallError> {
+        self.deleted(ActorRequest::DeleteAlarm {
+            actor: actor.clone(),
+        })
+        .await
+    }
+
+    /// Starts a timer on an active actor.
+    pub async fn set_timer(&self, spec: TimerSpec) -> Result<(), CallError> {
+        match self
+            .request(ActorRequest::SetTimer(spec), RequestContext::default())
+            .await?
+        {
+            ActorResponse::Accepted => Ok(()),
+            other => Err(other.unexpected("an acceptance")),
+        }
+    }
+
+    /// Stops a timer; whether it was running.
+    pub async fn delete_timer(&self, actor: &ActorId, name: &str) -> Result<bool, CallError> {
+        self.deleted(ActorRequest::DeleteTimer {
+            actor: actor.clone(),
+            name: name.to_owned(),
+        })
+        .await
+    }
+
+    async fn reminder(&self, request: ActorRequest) -> Result<Option<ReminderInfo>, CallError> {
+        match self.request(request, RequestContext::default()).await? {
+            ActorResponse::Reminder(info) => Ok(info),
+            other => Err(other.unexpected("a reminder")),
+        }
+    }
+
+    async fn deleted(&self, request: ActorRequest) -> Result<bool, CallError> {
+        match self.request(request, RequestContext::default()).await? {
+            ActorResponse::Deleted(deleted) => Ok(deleted),
+            other => Err(other.unexpected("a deletion")),
+        }
     }
 
     /// Reminders (and alarms) of a type, or of one actor, in key order.
@@ -180,82 +227,110 @@ impl Runtime {
     pub fn reminders_fired(&self) -> u64 {
         self.shared.scheduler.fired.load(Ordering::Relaxed)
     }
+}
 
-    /// Sets the actor's alarm (replacing any) to fire at `at_unix_ms`.
-    pub async fn set_alarm(
+// The requests, answered where the actor lives (see `routing`).
+impl Shared {
+    pub(crate) async fn set_reminder_here(
         &self,
-        actor: ActorId,
-        at_unix_ms: u64,
-        payload: Payload,
-        retry: RetryPolicy,
+        spec: ReminderSpec,
     ) -> Result<ReminderInfo, CallError> {
-        self.check_schedule(&actor, payload.len())?;
-        self.shared
-            .scheduler
+        self.check_schedule(&spec.actor, spec.payload.len())?;
+        check_reminder_name(&spec.name)?;
+        if let Some(until) = spec.until_unix_ms {
+            if until < spec.due_unix_ms {
+                return Err(CallError::InvalidArgument(format!(
+                    "reminder {:?} ends (until) before it is first due; move `until` after `due`",
+                    spec.name
+                )));
+            }
+        }
+        self.scheduler.set(spec).await
+    }
+
+    pub(crate) async fn get_reminder_here(
+        &self,
+        actor: &ActorId,
+        name: &str,
+    ) -> Result<Option<ReminderInfo>, CallError> {
+        self.check_target(actor)?;
+        self.scheduler.get(&reminder_key(actor, name)).await
+    }
+
+    pub(crate) async fn delete_reminder_here(
+        &self,
+        actor: &ActorId,
+        name: &str,
+    ) -> Result<bool, CallError> {
+        self.check_target(actor)?;
+        check_reminder_name(name)?;
+        self.scheduler.delete(reminder_key(actor, name)).await
+    }
+
+    pub(crate) async fn set_alarm_here(&self, spec: AlarmSpec) -> Result<ReminderInfo, CallError> {
+        self.check_schedule(&spec.actor, spec.payload.len())?;
+        self.scheduler
             .set(ReminderSpec {
-                actor,
+                actor: spec.actor,
                 name: ALARM_NAME.into(),
-                due_unix_ms: at_unix_ms,
+                due_unix_ms: spec.at_unix_ms,
                 period: None,
                 repeat: None,
                 until_unix_ms: None,
-                payload,
-                retry,
+                payload: spec.payload,
+                retry: spec.retry,
                 missed: MissedFirings::FireOnce,
             })
             .await
     }
 
-    pub async fn get_alarm(&self, actor: &ActorId) -> Result<Option<ReminderInfo>, CallError> {
-        self.shared.check_target(actor)?;
-        self.shared
-            .scheduler
-            .get(&reminder_key(actor, ALARM_NAME))
-            .await
+    pub(crate) async fn get_alarm_here(
+        &self,
+        actor: &ActorId,
+    ) -> Result<Option<ReminderInfo>, CallError> {
+        self.check_target(actor)?;
+        self.scheduler.get(&reminder_key(actor, ALARM_NAME)).await
     }
 
-    pub async fn delete_alarm(&self, actor: &ActorId) -> Result<bool, CallError> {
-        self.shared.check_target(actor)?;
-        self.shared
-            .scheduler
-            .delete(reminder_key(actor, ALARM_NAME))
-            .await
+    pub(crate) async fn delete_alarm_here(&self, actor: &ActorId) -> Result<bool, CallError> {
+        self.check_target(actor)?;
+        self.scheduler.delete(reminder_key(actor, ALARM_NAME)).await
     }
 
     fn check_schedule(&self, actor: &ActorId, payload_len: usize) -> Result<(), CallError> {
-        self.shared.check_target(actor)?;
-        validate::payload(payload_len, self.shared.config.max_payload_bytes)?;
+        self.check_target(actor)?;
+        validate::payload(payload_len, self.config.max_payload_bytes)?;
         // Same rule as calls: an unknown type is a mistake, except while apps
         // are still reconnecting after a start.
-        self.shared.new_activation(actor).map(|_| ())
+        self.new_activation(actor).map(|_| ())
     }
 
     /// Starts a timer on an active actor: fired as TIMER turns after `due`,
     /// then every `period`, until deleted or the actor deactivates.
-    pub fn set_timer(
-        &self,
-        actor: &ActorId,
-        name: &str,
-        due: Duration,
-        period: Option<Duration>,
-        payload: Payload,
-        keep_alive: bool,
-    ) -> Result<(), CallError> {
-        self.check_schedule(actor, payload.len())?;
-        validate::name("timer name", name)?;
+    pub(crate) fn set_timer_here(self: &Arc<Self>, spec: TimerSpec) -> Result<(), CallError> {
+        let TimerSpec {
+            actor,
+            name,
+            due,
+            period,
+            payload,
+            keep_alive,
+        } = spec;
+        self.check_schedule(&actor, payload.len())?;
+        validate::name("timer name", &name)?;
         if period.is_some_and(|p| p < Duration::from_millis(1)) {
             return Err(CallError::InvalidArgument(
                 "a timer period must be at least 1 ms".into(),
             ));
         }
-        if !self.shared.is_active(actor) {
+        if !self.is_active(&actor) {
             return Err(CallError::FailedPrecondition(format!(
                 "actor {actor} is not active; timers live in an activation, so set them from \
                  inside one of its turns (or use a reminder, which outlives activations)"
             )));
         }
-        let shared = self.shared.clone();
-        let (target, method) = (actor.clone(), Arc::<str>::from(name));
+        let shared = self.clone();
+        let (target, method) = (actor.clone(), Arc::<str>::from(name.as_str()));
         let task = tokio::spawn(async move {
             tokio::time::sleep(due).await;
             loop {
@@ -287,9 +362,9 @@ impl Runtime {
                 }
             }
         });
-        self.shared.timers.insert(
-            actor,
-            name,
+        self.timers.insert(
+            &actor,
+            &name,
             Timer {
                 task: task.abort_handle(),
                 first_due: Instant::now() + due,
@@ -300,7 +375,9 @@ impl Runtime {
         Ok(())
     }
 
-    pub fn delete_timer(&self, actor: &ActorId, name: &str) -> bool {
-        self.shared.timers.remove(actor, name)
+    pub(crate) fn delete_timer_here(&self, actor: &ActorId, name: &str) -> Result<bool, CallError> {
+        self.check_target(actor)?;
+        validate::name("timer name", name)?;
+        Ok(self.timers.remove(actor, name))
     }
 }

@@ -10,8 +10,9 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use troupe_placement::{Owner, Placement};
 use troupe_runtime::{
-    ActorId, BoxFuture, Call, CallError, FnHost, Forwarder, Payload, Runtime, RuntimeConfig,
-    StateChange, TurnOutcome, TypeSpec, Unavailable,
+    ActorId, ActorRequest, ActorResponse, BoxFuture, Call, CallError, FnHost, Forwarder, Payload,
+    Peer, RequestContext, Runtime, RuntimeConfig, StateChange, TurnKind, TurnOutcome, TypeSpec,
+    Unavailable,
 };
 use troupe_storage::{MemoryReminders, MemoryStore, StateStore};
 
@@ -64,25 +65,32 @@ struct Recorder {
 }
 
 impl Forwarder for Recorder {
-    fn invoke(
+    fn forward(
         &self,
-        address: &str,
-        call: Call,
-        hops: u32,
-    ) -> BoxFuture<Result<Payload, CallError>> {
+        owner: &Peer,
+        request: ActorRequest,
+        context: RequestContext,
+    ) -> BoxFuture<Result<ActorResponse, CallError>> {
+        let address = owner.address.clone();
         self.sent
             .lock()
-            .push((address.to_owned(), call.actor.to_string(), hops));
-        let answer = format!("\"from {address}\"");
-        Box::pin(async move { Ok(Payload::json(answer)) })
-    }
-
-    fn tell(&self, address: &str, call: Call, hops: u32) -> BoxFuture<Result<(), CallError>> {
-        self.sent
-            .lock()
-            .push((address.to_owned(), call.actor.to_string(), hops));
-        self.told.notify_one();
-        Box::pin(async { Ok(()) })
+            .push((address.clone(), request.actor().to_string(), context.hops));
+        let answer = match request {
+            ActorRequest::Invoke(_) => {
+                ActorResponse::Payload(Payload::json(format!("\"from {address}\"")))
+            }
+            ActorRequest::Tell(_) => {
+                self.told.notify_one();
+                ActorResponse::Accepted
+            }
+            ActorRequest::GetState { .. } => ActorResponse::State {
+                entries: vec![("from".into(), address.into())],
+                active: true,
+            },
+            ActorRequest::DeleteTimer { .. } => ActorResponse::Deleted(true),
+            _ => ActorResponse::Reminder(None),
+        };
+        Box::pin(async move { Ok(answer) })
     }
 }
 
@@ -152,12 +160,45 @@ async fn calls_for_remote_actors_are_forwarded_once() -> Result<(), CallError> {
     }));
     assert!(matches!(
         rt.invoke(bounced).await,
-        Err(CallError::Unavailable(_))
+        Err(CallError::Unavailable(Unavailable::TooManyHops {
+            hops: 2,
+            ..
+        }))
     ));
     let sent = recorder.sent.lock().clone();
     assert_eq!(sent[0], ("127.0.0.1:9".into(), "t/x".into(), 1));
     assert_eq!(sent.len(), 2, "{sent:?}");
     assert_eq!(rt.list_actors(None, None, 10).len(), 0, "nothing ran here");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_request_takes_the_same_path_to_the_owner() -> Result<(), CallError> {
+    let placement = Scripted::new(remote());
+    let (rt, _) = setup(placement)?;
+    let recorder = Arc::new(Recorder::default());
+    rt.set_forwarder(recorder.clone());
+    let actor = ActorId::new("t", "s");
+    let (state, active) = rt.get_state(&actor, &[]).await?;
+    assert_eq!(state, vec![("from".to_owned(), "127.0.0.1:9".into())]);
+    assert!(active);
+    assert_eq!(rt.get_alarm(&actor).await?, None);
+    assert!(rt.delete_timer(&actor, "tick").await?);
+    let hops: Vec<u32> = recorder.sent.lock().iter().map(|s| s.2).collect();
+    assert_eq!(hops, [1, 1, 1], "each forwarded once, as a first hop");
+    // Bad names are refused where they arrive, before any forward.
+    let refused = rt.get_state(&ActorId::new("t", ""), &[]).await;
+    assert!(matches!(refused, Err(CallError::InvalidArgument(_))));
+    // A reminder firing is never forwarded: the owner fires its reminders.
+    let firing = Call {
+        kind: TurnKind::Reminder,
+        ..call("s")
+    };
+    assert!(matches!(
+        rt.invoke(firing).await,
+        Err(CallError::Unavailable(Unavailable::NotOwner { .. }))
+    ));
+    assert_eq!(recorder.sent.lock().len(), 3);
     Ok(())
 }
 

@@ -73,21 +73,6 @@ pub enum TransportError {
     Remote { address: String, status: Status },
 }
 
-impl TransportError {
-    /// The status to give the original caller: the peer's own answer
-    /// unchanged, otherwise UNAVAILABLE / DEADLINE_EXCEEDED saying what broke.
-    pub fn into_status(self) -> Status {
-        match self {
-            TransportError::Remote { status, .. } => status,
-            e @ TransportError::Timeout { .. } => Status::deadline_exceeded(e.to_string()),
-            e => Status::unavailable(format!(
-                "{e}; the actor's owner is unreachable, retry (placement moves its actors to \
-                 other daemons once it is gone)"
-            )),
-        }
-    }
-}
-
 /// Settings for connections to peers.
 #[derive(Debug, Clone)]
 pub struct PeersConfig {

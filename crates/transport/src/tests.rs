@@ -245,7 +245,9 @@ async fn the_peers_own_errors_pass_through_unchanged() -> Result<(), Box<dyn std
     let Err(e) = peers.invoke(&a, invoke("raise"), &Forward::default()).await else {
         return Err("an actor error was not passed on".into());
     };
-    let status = e.into_status();
+    let TransportError::Remote { status, .. } = e else {
+        return Err(format!("not the peer's answer: {e:?}").into());
+    };
     assert_eq!(status.code(), Code::Unknown);
     assert_eq!(status.message(), "boom");
     assert_eq!(
@@ -290,10 +292,9 @@ async fn an_unreachable_peer_gives_a_clear_error() -> Result<(), Box<dyn std::er
         matches!(&e, TransportError::Unreachable { .. }),
         "unexpected {e:?}"
     );
-    let status = e.into_status();
-    assert_eq!(status.code(), Code::Unavailable);
-    assert!(status.message().contains(&address), "{}", status.message());
-    assert!(status.message().contains("refused"), "{}", status.message());
+    let message = e.to_string();
+    assert!(message.contains(&address), "{message}");
+    assert!(message.contains("refused"), "{message}");
 
     let Err(e) = peers.channel("not an address") else {
         return Err("a bad address was accepted".into());
@@ -315,7 +316,7 @@ async fn a_peer_that_stops_answering_times_out() -> Result<(), Box<dyn std::erro
         return Err("a call past its deadline succeeded".into());
     };
     assert!(started.elapsed() < Duration::from_secs(5));
-    assert_eq!(e.into_status().code(), Code::DeadlineExceeded);
+    assert!(matches!(e, TransportError::Timeout { .. }), "{e:?}");
     Ok(())
 }
 

@@ -4,7 +4,10 @@ use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
 use troupe_runtime::{ActivationState, ActorId, Runtime, StateMode};
 
-use crate::{convert, schedule};
+use crate::convert;
+use crate::convert::paging;
+use crate::convert::requests::reminder_to_pb;
+use crate::convert::status::status_of;
 
 #[derive(Debug, Clone)]
 pub struct AdminApi {
@@ -108,12 +111,12 @@ impl pb::admin_server::Admin for AdminApi {
     ) -> Result<Response<pb::ListActorsResponse>, Status> {
         let r = request.into_inner();
         let after =
-            convert::parse_page_token::<2>(&r.page_token)?.map(|[ty, id]| ActorId::new(ty, id));
-        let size = convert::page_size(r.page_size);
+            paging::parse_page_token::<2>(&r.page_token)?.map(|[ty, id]| ActorId::new(ty, id));
+        let size = paging::page_size(r.page_size);
         let ty = (!r.r#type.is_empty()).then_some(r.r#type.as_str());
         let actors = self.runtime.list_actors(ty, after.as_ref(), size + 1);
         let (actors, next_page_token) = page(actors, size, |a| {
-            convert::page_token(&[&a.actor.ty, &a.actor.id])
+            paging::page_token(&[&a.actor.ty, &a.actor.id])
         });
         Ok(Response::new(pb::ListActorsResponse {
             actors: actors
@@ -140,7 +143,7 @@ impl pb::admin_server::Admin for AdminApi {
             .runtime
             .describe_actor(&actor)
             .await
-            .map_err(convert::status_of)?
+            .map_err(status_of)?
         else {
             return Err(Status::not_found(format!(
                 "actor {actor} is not active, has no stored state and no reminders; check the \
@@ -167,12 +170,8 @@ impl pb::admin_server::Admin for AdminApi {
                 .state_mode
                 .map_or(pb::StateMode::Unspecified, state_mode_to_pb)
                 as i32,
-            reminders: d
-                .reminders
-                .into_iter()
-                .map(schedule::reminder_to_pb)
-                .collect(),
-            alarm: d.alarm.map(schedule::reminder_to_pb),
+            reminders: d.reminders.into_iter().map(reminder_to_pb).collect(),
+            alarm: d.alarm.map(reminder_to_pb),
             timers: d
                 .timers
                 .into_iter()
@@ -197,14 +196,14 @@ impl pb::admin_server::Admin for AdminApi {
                 "listing stored actors needs an actor type; set `type`",
             ));
         }
-        let after = convert::parse_page_token::<1>(&r.page_token)?.map(|[id]| id);
-        let size = convert::page_size(r.page_size);
+        let after = paging::parse_page_token::<1>(&r.page_token)?.map(|[id]| id);
+        let size = paging::page_size(r.page_size);
         let ids = self
             .runtime
             .list_stored_actors(&r.r#type, after, size + 1)
             .await
-            .map_err(convert::status_of)?;
-        let (ids, next_page_token) = page(ids, size, |id| convert::page_token(&[id]));
+            .map_err(status_of)?;
+        let (ids, next_page_token) = page(ids, size, |id| paging::page_token(&[id]));
         Ok(Response::new(pb::ListStoredActorsResponse {
             ids,
             next_page_token,
@@ -220,7 +219,7 @@ impl pb::admin_server::Admin for AdminApi {
             .runtime
             .deactivate_actor(&actor)
             .await
-            .map_err(convert::status_of)?;
+            .map_err(status_of)?;
         Ok(Response::new(pb::DeactivateActorResponse { deactivated }))
     }
 }

@@ -22,7 +22,8 @@ use troupe_runtime::{
     DeactivateRequest, Runtime, TurnDone, TurnKind, TurnOutcome, TurnRequest,
 };
 
-use crate::cluster::ACTIVATION_LOG;
+use crate::convert::status::status_of;
+use crate::membership::ACTIVATION_LOG;
 use crate::{convert, telemetry};
 
 /// How long a new stream may take to send its Register message.
@@ -44,7 +45,7 @@ enum Pending {
 /// its deactivation or its stream closes (fenced activations are logged by
 /// the cluster client, which knows when the lease ended).
 fn log_activation(event: &'static str, reason: Option<&'static str>, actor: &ActorId, node: &str) {
-    let unix_ms = crate::cluster::unix_now_ms();
+    let unix_ms = troupe_runtime::clock::unix_now_ms();
     match reason {
         None => info!(target: ACTIVATION_LOG, event, actor = %actor, node = %node, unix_ms),
         Some(reason) => info!(
@@ -275,7 +276,7 @@ impl pb::app_host_server::AppHost for AppApi {
         let registration = self
             .runtime
             .register_host(connection.clone(), specs)
-            .map_err(convert::status_of)?;
+            .map_err(status_of)?;
         let host_id = registration.host_id;
         let registered = pb::DaemonMessage {
             kind: Some(pb::daemon_message::Kind::Registered(pb::Registered {

@@ -6,12 +6,12 @@ mod admin_api;
 mod app_api;
 mod cli;
 mod client_api;
-mod cluster;
 mod config;
 mod convert;
+mod forwarder;
+mod membership;
 mod metrics_http;
 mod placement_cmd;
-mod schedule;
 mod server;
 mod telemetry;
 

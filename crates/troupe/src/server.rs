@@ -22,8 +22,9 @@ use troupe_transport::{Peers, PeersConfig};
 use crate::admin_api::AdminApi;
 use crate::app_api::AppApi;
 use crate::client_api::ClientApi;
-use crate::cluster::{self, TransportForwarder};
 use crate::config::{ServeConfig, StoreKind};
+use crate::forwarder::TransportForwarder;
+use crate::membership;
 use crate::{metrics_http, telemetry};
 
 /// Room for protobuf framing around the largest payload we accept, so that
@@ -121,11 +122,8 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .add_service(health_service)
         .add_service(reflection)
         .add_service(
-            pb::actor_client_server::ActorClientServer::new(ClientApi::new(
-                runtime.clone(),
-                cluster_view.as_ref().map(|_| peers.clone()),
-            ))
-            .max_decoding_message_size(limit),
+            pb::actor_client_server::ActorClientServer::new(ClientApi::new(runtime.clone()))
+                .max_decoding_message_size(limit),
         )
         .add_service(
             pb::app_host_server::AppHostServer::new(app_api.clone())
@@ -147,13 +145,13 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
 
     let mut membership = match (&config.cluster, &cluster_view) {
         (Some(cluster), Some(view)) => {
-            let identity = cluster::Identity {
+            let identity = membership::Identity {
                 node: config.runtime.node.clone(),
                 address: advertise.clone(),
                 replicas: cluster.placement.clone(),
             };
             info!(node = %identity.node, advertise = %identity.address, placement = ?identity.replicas, "joining the cluster");
-            Some(cluster::start(
+            Some(membership::start(
                 identity,
                 view.clone(),
                 runtime.clone(),

@@ -23,12 +23,14 @@ mod worker;
 
 use std::sync::{Arc, OnceLock};
 
+use tokio::sync::oneshot;
+
 pub use actor_ref::ActorRef;
 pub(crate) use worker::readonly_method;
 
 use crate::activation::{Activation, Envelope, Status};
 use crate::error::{CallError, Unavailable};
-use crate::reply::Reply;
+use crate::reply::{wait_reply, Reply};
 use crate::routing::Route;
 use crate::shared::Shared;
 use crate::types::{Call, CallExtra, Payload, TurnKind};
@@ -86,6 +88,34 @@ impl Shared {
         self.deliver(&call.actor, None, envelope)
     }
 
+    /// Runs a call on an actor this daemon owns and waits for its result.
+    pub(crate) async fn invoke_here(self: &Arc<Self>, call: Call) -> Result<Payload, CallError> {
+        let limit = self.config.call_timeout;
+        let timeout = call.timeout.map_or(limit, |t| t.min(limit));
+        let (actor, kind) = (call.actor.clone(), call.kind);
+        let (tx, rx) = oneshot::channel();
+        if let Err(e) = self.enqueue_routed(call, Reply::To(tx)) {
+            self.count_failed(&actor.ty, kind, &e);
+            return Err(e);
+        }
+        let result = wait_reply(&actor, timeout, rx).await;
+        // Turn results were counted with the turn; a caller giving up is not one.
+        if let Err(e @ CallError::DeadlineExceeded(_)) = &result {
+            self.count_failed(&actor.ty, kind, e);
+        }
+        result
+    }
+
+    /// Queues a one-way call for an actor this daemon owns.
+    pub(crate) fn tell_here(self: &Arc<Self>, call: Call) -> Result<(), CallError> {
+        let (ty, kind) = (call.actor.ty.clone(), call.kind);
+        let result = self.enqueue_routed(call, Reply::None);
+        if let Err(e) = &result {
+            self.count_failed(&ty, kind, e);
+        }
+        result
+    }
+
     /// Checks that `actor` may be called here.
     pub(crate) fn check_target(&self, actor: &ActorId) -> Result<(), CallError> {
         if self
@@ -96,10 +126,10 @@ impl Shared {
         }
         match self.route(actor)? {
             Route::Local => Ok(()),
-            Route::Remote { node, address } => Err(Unavailable::NotOwner {
+            Route::Remote(peer) => Err(Unavailable::NotOwner {
                 actor: actor.clone(),
-                node,
-                address,
+                node: peer.node,
+                address: peer.address,
             }
             .into()),
             Route::Wait => Err(Unavailable::Moving {

@@ -35,9 +35,9 @@ use troupe_storage::{ReminderKey, ReminderRecord, ReminderStore};
 use crate::clock::unix_now_ms;
 use crate::error::{CallError, Unavailable};
 use crate::types::{ActorId, BoxFuture, ContentType, Payload};
-pub(crate) use record::ALARM_NAME;
+pub use record::ALARM_NAME;
 use record::{advance, decode, encode, info, Meta};
-pub use record::{MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
+pub use record::{AlarmSpec, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
 pub(crate) use writer::WriteRequest;
 use writer::{run_writer, store_error, WriteOp};
 

@@ -11,7 +11,7 @@ use troupe_storage::ReminderRecord;
 use crate::types::{ActorId, ContentType, Payload};
 
 /// The alarm is the reminder of this reserved name.
-pub(crate) const ALARM_NAME: &str = "$alarm";
+pub const ALARM_NAME: &str = "$alarm";
 
 /// How a failed firing is retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +61,15 @@ pub struct ReminderSpec {
     pub payload: Payload,
     pub retry: RetryPolicy,
     pub missed: MissedFirings,
+}
+
+/// The alarm as a caller sets it: one per actor, a reminder that fires once.
+#[derive(Debug, Clone)]
+pub struct AlarmSpec {
+    pub actor: ActorId,
+    pub at_unix_ms: u64,
+    pub payload: Payload,
+    pub retry: RetryPolicy,
 }
 
 /// A stored reminder as callers see it.

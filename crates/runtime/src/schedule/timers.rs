@@ -10,7 +10,20 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::clock::unix_now_ms;
-use crate::types::ActorId;
+use crate::types::{ActorId, Payload};
+
+/// A timer as a caller sets it: TIMER turns after `due`, then every
+/// `period`, until deleted or the actor deactivates.
+#[derive(Debug, Clone)]
+pub struct TimerSpec {
+    pub actor: ActorId,
+    pub name: String,
+    pub due: Duration,
+    pub period: Option<Duration>,
+    pub payload: Payload,
+    /// Whether its turns count as activity for idle deactivation.
+    pub keep_alive: bool,
+}
 
 /// A running timer of an active actor.
 #[derive(Debug)]

@@ -1,11 +1,11 @@
-//! The daemon in a cluster: its placement client and its forwarder.
+//! The daemon's membership in a cluster: its placement client.
 //!
 //! This module owns the daemon's side of the protocol in
 //! docs/architecture.md ("Cluster"): joining the placement service, the
 //! heartbeat loop that renews the lease and installs new tables, handing
 //! actors off when a pending table moves them away, fencing when the lease
-//! lapses, and the graceful leave. It also implements the runtime's
-//! [`Forwarder`] over `crates/transport`.
+//! lapses, and the graceful leave. Requests for actors other daemons own
+//! reach them through `forwarder`.
 //!
 //! The decisions (lease arithmetic, when to hand off and what to report,
 //! whether the daemon is still a member) are plain functions and small state
@@ -25,12 +25,9 @@ use troupe_placement::view::ClusterPlacement;
 use troupe_placement_service::convert::table_from_pb;
 use troupe_proto::v1 as pb;
 use troupe_proto::v1::placement_client::PlacementClient;
-use troupe_runtime::{
-    ActorFailure, BoxFuture, Call, CallError, Forwarder, Payload, Runtime, TurnKind, Unavailable,
-};
-use troupe_transport::{Forward, Peers, TransportError};
-
-use crate::{convert, telemetry};
+use troupe_runtime::clock::unix_now_ms;
+use troupe_runtime::{CallError, Runtime};
+use troupe_transport::{Peers, TransportError};
 
 /// Target of the activation log (see `app_api`): one line per activation
 /// start and end, for the single-activation checker.
@@ -630,170 +627,6 @@ async fn join_opt<T>(slot: &mut Option<JoinHandle<T>>) -> Result<T, tokio::task:
     match slot {
         Some(task) => task.await,
         None => std::future::pending().await,
-    }
-}
-
-pub fn unix_now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-// === forwarding ===
-
-/// Carries calls for actors other daemons own over `crates/transport`.
-#[derive(Debug, Clone)]
-pub struct TransportForwarder {
-    peers: Peers,
-}
-
-impl TransportForwarder {
-    pub fn new(peers: Peers) -> Self {
-        Self { peers }
-    }
-}
-
-/// A call as it goes over the wire: the request's fields and what travels
-/// in headers.
-struct Wire {
-    actor: pb::ActorRef,
-    method: String,
-    payload: pb::Payload,
-    metadata: std::collections::HashMap<String, String>,
-    chain: Option<pb::CallChain>,
-    forward: Forward,
-}
-
-fn wire(call: Call, hops: u32) -> Wire {
-    let actor = convert::actor_ref(&call.actor);
-    let (metadata, chain, trace) = match call.extra {
-        None => (Vec::new(), None, None),
-        Some(extra) => {
-            let extra = *extra;
-            (extra.metadata, extra.chain, extra.trace)
-        }
-    };
-    // The call span's own context when it is exported, else the caller's.
-    let (traceparent, tracestate) = telemetry::turn_context(trace);
-    Wire {
-        actor,
-        method: call.method.to_string(),
-        payload: convert::payload_to_pb(call.payload),
-        metadata: metadata.into_iter().collect(),
-        chain: chain.map(|c| pb::CallChain {
-            id: c.id,
-            actors: c.actors.iter().map(convert::actor_ref).collect(),
-        }),
-        forward: Forward {
-            hops,
-            timeout: call.timeout,
-            traceparent,
-            tracestate,
-        },
-    }
-}
-
-/// A forwarded call's failure as the runtime reports it: the owner's own
-/// status keeps its code and message (an actor's exception stays one).
-fn call_error(actor: &str, error: TransportError) -> CallError {
-    let status = match error {
-        TransportError::Remote { status, .. } => status,
-        e @ TransportError::Timeout { .. } => {
-            return CallError::DeadlineExceeded(format!("forwarding the call for {actor}: {e}"))
-        }
-        e => {
-            return Unavailable::OwnerUnreachable {
-                actor: actor.to_owned(),
-                reason: e.to_string(),
-            }
-            .into()
-        }
-    };
-    let message = status.message().to_owned();
-    match status.code() {
-        Code::Unknown => match status
-            .metadata()
-            .get(convert::ERROR_TYPE_TRAILER)
-            .and_then(|v| v.to_str().ok())
-        {
-            Some(ty) => CallError::Actor(ActorFailure {
-                ty: ty.to_owned(),
-                message,
-                details: String::new(),
-            }),
-            None => {
-                CallError::Internal(format!("the owner of {actor} answered UNKNOWN: {message}"))
-            }
-        },
-        Code::NotFound => CallError::NotFound(message),
-        Code::InvalidArgument => CallError::InvalidArgument(message),
-        Code::ResourceExhausted => CallError::Overloaded(message),
-        Code::Unavailable => Unavailable::Remote { message }.into(),
-        Code::DeadlineExceeded | Code::Cancelled => CallError::DeadlineExceeded(message),
-        Code::FailedPrecondition => CallError::FailedPrecondition(message),
-        code => CallError::Internal(format!("the owner of {actor} answered {code:?}: {message}")),
-    }
-}
-
-/// Reminder and alarm firings are not forwarded: the new owner's scheduler
-/// fires them from the shared store.
-fn only_calls(call: &Call) -> Result<(), CallError> {
-    if call.kind == TurnKind::Call {
-        return Ok(());
-    }
-    Err(CallError::FailedPrecondition(format!(
-        "a {} firing for {} reached a daemon that no longer owns the actor; its owner fires it",
-        call.kind.as_str(),
-        call.actor
-    )))
-}
-
-impl Forwarder for TransportForwarder {
-    fn invoke(
-        &self,
-        address: &str,
-        call: Call,
-        hops: u32,
-    ) -> BoxFuture<Result<Payload, CallError>> {
-        let peers = self.peers.clone();
-        let address = address.to_owned();
-        Box::pin(async move {
-            only_calls(&call)?;
-            let name = call.actor.to_string();
-            let w = wire(call, hops);
-            let request = pb::InvokeRequest {
-                actor: Some(w.actor),
-                method: w.method,
-                payload: Some(w.payload),
-                metadata: w.metadata,
-                chain: w.chain,
-            };
-            match peers.invoke(&address, request, &w.forward).await {
-                Ok(answer) => Ok(convert::payload(answer.payload)),
-                Err(e) => Err(call_error(&name, e)),
-            }
-        })
-    }
-
-    fn tell(&self, address: &str, call: Call, hops: u32) -> BoxFuture<Result<(), CallError>> {
-        let peers = self.peers.clone();
-        let address = address.to_owned();
-        Box::pin(async move {
-            only_calls(&call)?;
-            let name = call.actor.to_string();
-            let w = wire(call, hops);
-            let request = pb::TellRequest {
-                actor: Some(w.actor),
-                method: w.method,
-                payload: Some(w.payload),
-                metadata: w.metadata,
-                chain: w.chain,
-            };
-            match peers.tell(&address, request, &w.forward).await {
-                Ok(_) => Ok(()),
-                Err(e) => Err(call_error(&name, e)),
-            }
-        })
     }
 }
 

@@ -1,14 +1,13 @@
 //! Times and durations of reminders, alarms and timers as the API spells
-//! them ("90s", "1h30m", ISO 8601 "PT1M30S" and "R5/PT10S", RFC 3339), and
-//! conversions between the wire types and the runtime's.
+//! them ("90s", "1h30m", ISO 8601 "PT1M30S" and "R5/PT10S", RFC 3339): read
+//! from requests, and written when a request is forwarded to another daemon
+//! (which reads them back to the same millisecond).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use time::format_description::well_known::Rfc3339;
 use tonic::Status;
-use troupe_proto::v1 as pb;
-use troupe_runtime::{MissedFirings, ReminderInfo, RetryPolicy};
-
-use crate::convert;
+use troupe_runtime::clock::unix_now_ms;
 
 /// A duration: humantime ("90s", "1h30m", "250ms") or ISO 8601 ("PT1M30S").
 pub fn duration(what: &str, text: &str) -> Result<Duration, Status> {
@@ -33,12 +32,6 @@ fn bad(what: &str, text: &str, why: &str) -> Status {
     ))
 }
 
-pub fn unix_now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// A point in time: RFC 3339, or a duration from now. Empty means now.
 pub fn instant(what: &str, text: &str) -> Result<u64, Status> {
     let text = text.trim();
@@ -46,7 +39,7 @@ pub fn instant(what: &str, text: &str) -> Result<u64, Status> {
         return Ok(unix_now_ms());
     }
     if text.contains('T') && text.contains('-') && !text.starts_with('P') {
-        let at = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        let at = time::OffsetDateTime::parse(text, &Rfc3339)
             .map_err(|e| {
                 Status::invalid_argument(format!(
                     "{what} {text:?} is not an RFC 3339 time ({e}); write e.g. \"2026-12-01T09:00:00Z\" \
@@ -58,6 +51,21 @@ pub fn instant(what: &str, text: &str) -> Result<u64, Status> {
             .map_err(|_| Status::invalid_argument(format!("{what} {text:?} is before 1970")));
     }
     Ok(unix_now_ms() + duration(what, text)?.as_millis() as u64)
+}
+
+/// `unix_ms` as RFC 3339 (UTC, milliseconds), which [`instant`] reads back.
+pub fn format_instant(unix_ms: u64) -> String {
+    let nanos = i128::from(unix_ms) * 1_000_000;
+    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        // Past year 9999, which no instant read by `instant` can be.
+        .unwrap_or_default()
+}
+
+/// `d` as humantime ("1s 500ms"), which [`duration`] reads back.
+pub fn format_duration(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
 }
 
 /// A period, with the repetition count of an ISO 8601 "R5/PT10S".
@@ -85,61 +93,6 @@ pub fn period(text: &str) -> Result<(Option<Duration>, Option<u32>), Status> {
     Ok((Some(every), repeat))
 }
 
-pub fn retry(policy: Option<pb::RetryPolicy>) -> RetryPolicy {
-    let defaults = RetryPolicy::default();
-    let Some(p) = policy else {
-        return defaults;
-    };
-    RetryPolicy {
-        max_attempts: if p.max_attempts == 0 {
-            defaults.max_attempts
-        } else {
-            p.max_attempts
-        },
-        initial_backoff: if p.initial_backoff_ms == 0 {
-            defaults.initial_backoff
-        } else {
-            Duration::from_millis(p.initial_backoff_ms)
-        },
-        max_backoff: if p.max_backoff_ms == 0 {
-            defaults.max_backoff
-        } else {
-            Duration::from_millis(p.max_backoff_ms)
-        },
-    }
-}
-
-pub fn missed(value: i32) -> MissedFirings {
-    match pb::MissedFirings::try_from(value) {
-        Ok(pb::MissedFirings::Skip) => MissedFirings::Skip,
-        _ => MissedFirings::FireOnce,
-    }
-}
-
-pub fn reminder_to_pb(r: ReminderInfo) -> pb::Reminder {
-    pb::Reminder {
-        actor: Some(convert::actor_ref(&r.actor)),
-        name: if r.alarm { String::new() } else { r.name },
-        next_due_unix_ms: r.next_due_unix_ms,
-        period_ms: r.period.map_or(0, |p| p.as_millis() as u64),
-        remaining: r.remaining.unwrap_or(0),
-        until_unix_ms: r.until_unix_ms.unwrap_or(0),
-        payload: Some(convert::payload_to_pb(r.payload)),
-        retry: Some(pb::RetryPolicy {
-            max_attempts: r.retry.max_attempts,
-            initial_backoff_ms: r.retry.initial_backoff.as_millis() as u64,
-            max_backoff_ms: r.retry.max_backoff.as_millis() as u64,
-        }),
-        missed: match r.missed {
-            MissedFirings::FireOnce => pb::MissedFirings::FireOnce,
-            MissedFirings::Skip => pb::MissedFirings::Skip,
-        } as i32,
-        attempts: r.attempts,
-        fired: r.fired,
-        alarm: r.alarm,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +108,8 @@ mod tests {
             "months have no fixed length"
         );
         assert!(duration("due", "soon").is_err());
+        let odd = Duration::from_micros(90_061_001_500);
+        assert_eq!(duration("due", &format_duration(odd))?, odd);
         Ok(())
     }
 
@@ -176,6 +131,10 @@ mod tests {
         assert_eq!(
             instant("due", "2026-01-01T02:00:00+02:00")?,
             1_767_225_600_000
+        );
+        assert_eq!(
+            instant("due", &format_instant(1_767_225_600_123))?,
+            1_767_225_600_123
         );
         let soon = instant("due", "10s")?;
         let now = unix_now_ms();

@@ -1,37 +1,27 @@
-//! Between the wire types of `troupe.v1` and the runtime's own.
+//! Between the wire types of `troupe.v1` and the runtime's own, in both
+//! directions: what the daemon's services read and answer, and what its
+//! forwarder sends to and reads from another daemon.
+//!
+//! - this module: actors, payloads, chains, state changes, type options,
+//!   deadlines.
+//! - [`requests`]: every per-actor request and its answer.
+//! - [`status`]: errors as gRPC statuses and back.
+//! - [`time`]: durations and instants as the API spells them.
+//! - [`paging`]: page sizes and tokens.
+
+pub mod paging;
+pub mod requests;
+pub mod status;
+pub mod time;
 
 use std::time::Duration;
 
-use tonic::metadata::MetadataValue;
 use tonic::Status;
 use troupe_proto::v1 as pb;
 use troupe_runtime::{
-    ActorFailure, ActorId, CallChain, CallError, CallExtra, ContentType, Payload, StateChange,
-    StateMode, TypeOptions, TypeSpec,
+    ActorFailure, ActorId, CallChain, CallExtra, ContentType, Payload, StateChange, StateMode,
+    TypeOptions, TypeSpec,
 };
-
-/// Trailer that marks an UNKNOWN status as an exception raised by actor code.
-pub const ERROR_TYPE_TRAILER: &str = "troupe-error-type";
-
-pub fn status_of(error: CallError) -> Status {
-    match error {
-        e @ CallError::UnknownType { .. } => Status::not_found(e.to_string()),
-        CallError::InvalidArgument(m) => Status::invalid_argument(m),
-        CallError::Overloaded(m) => Status::resource_exhausted(m),
-        e @ CallError::Unavailable(_) => Status::unavailable(e.to_string()),
-        CallError::DeadlineExceeded(m) => Status::deadline_exceeded(m),
-        CallError::FailedPrecondition(m) => Status::failed_precondition(m),
-        CallError::NotFound(m) => Status::not_found(m),
-        CallError::Internal(m) => Status::internal(m),
-        CallError::Actor(failure) => {
-            let mut status = Status::unknown(failure.message);
-            let ty = MetadataValue::try_from(failure.ty.as_str())
-                .unwrap_or_else(|_| MetadataValue::from_static("ActorError"));
-            status.metadata_mut().insert(ERROR_TYPE_TRAILER, ty);
-            status
-        }
-    }
-}
 
 pub fn actor_id(actor: Option<pb::ActorRef>) -> Result<ActorId, Status> {
     let actor = actor.ok_or_else(|| {
@@ -110,12 +100,16 @@ pub fn turn_extra(
     let chain = CallChain::for_calls_from(chain.as_ref(), actor);
     (
         metadata.into_iter().collect(),
-        pb::CallChain {
-            id: chain.id,
-            actors: chain.actors.iter().map(actor_ref).collect(),
-        },
+        chain_to_pb(&chain),
         deadline.unwrap_or(0),
     )
+}
+
+pub fn chain_to_pb(chain: &CallChain) -> pb::CallChain {
+    pb::CallChain {
+        id: chain.id.clone(),
+        actors: chain.actors.iter().map(actor_ref).collect(),
+    }
 }
 
 pub fn state_changes(changes: Vec<pb::StateChange>) -> Result<Vec<StateChange>, Status> {
@@ -206,55 +200,4 @@ pub fn grpc_timeout(metadata: &tonic::metadata::MetadataMap) -> Option<Duration>
         "n" => Duration::from_nanos(n),
         _ => return None,
     })
-}
-
-// === paging ===
-
-const DEFAULT_PAGE: usize = 100;
-const MAX_PAGE: usize = 1000;
-
-/// A request's page size: 0 takes the default, larger asks are capped.
-pub fn page_size(asked: u32) -> usize {
-    match asked as usize {
-        0 => DEFAULT_PAGE,
-        n => n.min(MAX_PAGE),
-    }
-}
-
-/// A page token from the parts of the last item's key. Names cannot hold
-/// control characters, so a newline separates the parts unambiguously.
-pub fn page_token(parts: &[&str]) -> String {
-    parts.join("\n")
-}
-
-/// The `N` parts of a page token this daemon returned; `None` for no token.
-pub fn parse_page_token<const N: usize>(token: &str) -> Result<Option<[&str; N]>, Status> {
-    if token.is_empty() {
-        return Ok(None);
-    }
-    let parts: Vec<&str> = token.splitn(N, '\n').collect();
-    <[&str; N]>::try_from(parts).map(Some).map_err(|_| {
-        Status::invalid_argument("page_token is not one this daemon returned; start without one")
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn page_tokens_round_trip_and_refuse_strangers() -> Result<(), Status> {
-        let token = page_token(&["counter", "c/1", "tick"]);
-        assert_eq!(
-            parse_page_token::<3>(&token)?,
-            Some(["counter", "c/1", "tick"])
-        );
-        assert_eq!(parse_page_token::<2>("")?, None);
-        assert!(parse_page_token::<3>("counter\nc1").is_err());
-        assert_eq!(
-            (page_size(0), page_size(5), page_size(50_000)),
-            (100, 5, 1000)
-        );
-        Ok(())
-    }
 }

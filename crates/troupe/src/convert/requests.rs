@@ -1,0 +1,487 @@
+//! Every per-actor request and its answer between the runtime's
+//! [`ActorRequest`] / [`ActorResponse`] and the `ActorClient` messages, both
+//! ways: the client API reads requests and writes answers, the forwarder
+//! writes requests to the owner and reads its answers. A request forwarded
+//! once is read back as the same request (tested below).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tonic::Status;
+use troupe_proto::v1 as pb;
+use troupe_runtime::{
+    ActorRequest, ActorResponse, AlarmSpec, Call, CallExtra, MissedFirings, ReminderInfo,
+    ReminderSpec, RetryPolicy, TimerSpec, TurnKind, ALARM_NAME,
+};
+
+use super::time::{duration, format_duration, format_instant, instant, period};
+use super::{actor_id, actor_ref, chain_to_pb, extra, payload, payload_to_pb};
+
+/// An `ActorClient` request message, one variant per per-actor RPC.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PbRequest {
+    Invoke(pb::InvokeRequest),
+    Tell(pb::TellRequest),
+    GetState(pb::GetStateRequest),
+    SetReminder(pb::SetReminderRequest),
+    GetReminder(pb::ReminderRef),
+    DeleteReminder(pb::ReminderRef),
+    SetAlarm(pb::SetAlarmRequest),
+    GetAlarm(pb::AlarmRef),
+    DeleteAlarm(pb::AlarmRef),
+    SetTimer(pb::SetTimerRequest),
+    DeleteTimer(pb::TimerRef),
+}
+
+/// An `ActorClient` answer message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PbResponse {
+    Invoke(pb::InvokeResponse),
+    Tell(pb::TellResponse),
+    State(pb::GetStateResponse),
+    /// `None`: the reminder or alarm does not exist (NOT_FOUND on the wire).
+    Reminder(Option<pb::Reminder>),
+    Deleted(pb::DeleteResponse),
+    Timer(pb::SetTimerResponse),
+}
+
+/// Reads a request; `timeout` is the caller's deadline (calls carry it).
+pub fn request_from_pb(
+    request: PbRequest,
+    timeout: Option<Duration>,
+) -> Result<ActorRequest, Status> {
+    Ok(match request {
+        PbRequest::Invoke(r) => ActorRequest::Invoke(call(
+            r.actor, r.method, r.payload, r.metadata, r.chain, timeout,
+        )?),
+        PbRequest::Tell(r) => ActorRequest::Tell(call(
+            r.actor, r.method, r.payload, r.metadata, r.chain, None,
+        )?),
+        PbRequest::GetState(r) => ActorRequest::GetState {
+            actor: actor_id(r.actor)?,
+            keys: r.keys,
+        },
+        PbRequest::SetReminder(r) => {
+            let (every, from_iso) = period(&r.period)?;
+            let until = if r.until.trim().is_empty() {
+                None
+            } else {
+                Some(instant("until", &r.until)?)
+            };
+            ActorRequest::SetReminder(ReminderSpec {
+                actor: actor_id(r.actor)?,
+                name: r.name,
+                due_unix_ms: instant("due", &r.due)?,
+                period: every,
+                repeat: (r.repeat > 0).then_some(r.repeat).or(from_iso),
+                until_unix_ms: until,
+                payload: payload(r.payload),
+                retry: retry(r.retry),
+                missed: missed(r.missed),
+            })
+        }
+        PbRequest::GetReminder(r) => ActorRequest::GetReminder {
+            actor: actor_id(r.actor)?,
+            name: r.name,
+        },
+        PbRequest::DeleteReminder(r) => ActorRequest::DeleteReminder {
+            actor: actor_id(r.actor)?,
+            name: r.name,
+        },
+        PbRequest::SetAlarm(r) => ActorRequest::SetAlarm(AlarmSpec {
+            actor: actor_id(r.actor)?,
+            at_unix_ms: instant("at", &r.at)?,
+            payload: payload(r.payload),
+            retry: retry(r.retry),
+        }),
+        PbRequest::GetAlarm(r) => ActorRequest::GetAlarm {
+            actor: actor_id(r.actor)?,
+        },
+        PbRequest::DeleteAlarm(r) => ActorRequest::DeleteAlarm {
+            actor: actor_id(r.actor)?,
+        },
+        PbRequest::SetTimer(r) => ActorRequest::SetTimer(TimerSpec {
+            actor: actor_id(r.actor)?,
+            name: r.name,
+            due: if r.due.trim().is_empty() {
+                Duration::ZERO
+            } else {
+                duration("due", &r.due)?
+            },
+            period: period(&r.period)?.0,
+            payload: payload(r.payload),
+            keep_alive: r.keep_alive,
+        }),
+        PbRequest::DeleteTimer(r) => ActorRequest::DeleteTimer {
+            actor: actor_id(r.actor)?,
+            name: r.name,
+        },
+    })
+}
+
+/// Writes a request for another daemon. Deadlines, hop counts and trace
+/// context travel in headers, not here.
+pub fn request_to_pb(request: ActorRequest) -> PbRequest {
+    match request {
+        ActorRequest::Invoke(c) => {
+            let (actor, method, payload, metadata, chain) = call_parts(c);
+            PbRequest::Invoke(pb::InvokeRequest {
+                actor,
+                method,
+                payload,
+                metadata,
+                chain,
+            })
+        }
+        ActorRequest::Tell(c) => {
+            let (actor, method, payload, metadata, chain) = call_parts(c);
+            PbRequest::Tell(pb::TellRequest {
+                actor,
+                method,
+                payload,
+                metadata,
+                chain,
+            })
+        }
+        ActorRequest::GetState { actor, keys } => PbRequest::GetState(pb::GetStateRequest {
+            actor: Some(actor_ref(&actor)),
+            keys,
+        }),
+        ActorRequest::SetReminder(s) => PbRequest::SetReminder(pb::SetReminderRequest {
+            actor: Some(actor_ref(&s.actor)),
+            name: s.name,
+            due: format_instant(s.due_unix_ms),
+            period: s.period.map(format_duration).unwrap_or_default(),
+            repeat: s.repeat.unwrap_or(0),
+            until: s.until_unix_ms.map(format_instant).unwrap_or_default(),
+            payload: Some(payload_to_pb(s.payload)),
+            retry: Some(retry_to_pb(s.retry)),
+            missed: missed_to_pb(s.missed),
+        }),
+        ActorRequest::GetReminder { actor, name } => PbRequest::GetReminder(pb::ReminderRef {
+            actor: Some(actor_ref(&actor)),
+            name,
+        }),
+        ActorRequest::DeleteReminder { actor, name } => {
+            PbRequest::DeleteReminder(pb::ReminderRef {
+                actor: Some(actor_ref(&actor)),
+                name,
+            })
+        }
+        ActorRequest::SetAlarm(s) => PbRequest::SetAlarm(pb::SetAlarmRequest {
+            actor: Some(actor_ref(&s.actor)),
+            at: format_instant(s.at_unix_ms),
+            payload: Some(payload_to_pb(s.payload)),
+            retry: Some(retry_to_pb(s.retry)),
+        }),
+        ActorRequest::GetAlarm { actor } => PbRequest::GetAlarm(pb::AlarmRef {
+            actor: Some(actor_ref(&actor)),
+        }),
+        ActorRequest::DeleteAlarm { actor } => PbRequest::DeleteAlarm(pb::AlarmRef {
+            actor: Some(actor_ref(&actor)),
+        }),
+        ActorRequest::SetTimer(s) => PbRequest::SetTimer(pb::SetTimerRequest {
+            actor: Some(actor_ref(&s.actor)),
+            name: s.name,
+            due: format_duration(s.due),
+            period: s.period.map(format_duration).unwrap_or_default(),
+            payload: Some(payload_to_pb(s.payload)),
+            keep_alive: s.keep_alive,
+        }),
+        ActorRequest::DeleteTimer { actor, name } => PbRequest::DeleteTimer(pb::TimerRef {
+            actor: Some(actor_ref(&actor)),
+            name,
+        }),
+    }
+}
+
+/// Writes an answer.
+pub fn response_to_pb(response: ActorResponse) -> PbResponse {
+    match response {
+        ActorResponse::Payload(p) => PbResponse::Invoke(pb::InvokeResponse {
+            payload: Some(payload_to_pb(p)),
+        }),
+        ActorResponse::Accepted => PbResponse::Tell(pb::TellResponse {}),
+        ActorResponse::State { entries, active } => PbResponse::State(pb::GetStateResponse {
+            entries: entries.into_iter().collect(),
+            active,
+        }),
+        ActorResponse::Reminder(info) => PbResponse::Reminder(info.map(reminder_to_pb)),
+        ActorResponse::Deleted(deleted) => PbResponse::Deleted(pb::DeleteResponse { deleted }),
+    }
+}
+
+/// Reads another daemon's answer.
+pub fn response_from_pb(response: PbResponse) -> ActorResponse {
+    match response {
+        PbResponse::Invoke(r) => ActorResponse::Payload(payload(r.payload)),
+        PbResponse::Tell(_) | PbResponse::Timer(_) => ActorResponse::Accepted,
+        PbResponse::State(r) => {
+            let mut entries: Vec<_> = r.entries.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            ActorResponse::State {
+                entries,
+                active: r.active,
+            }
+        }
+        PbResponse::Reminder(r) => ActorResponse::Reminder(r.map(reminder_from_pb)),
+        PbResponse::Deleted(r) => ActorResponse::Deleted(r.deleted),
+    }
+}
+
+fn call(
+    actor: Option<pb::ActorRef>,
+    method: String,
+    body: Option<pb::Payload>,
+    metadata: HashMap<String, String>,
+    chain: Option<pb::CallChain>,
+    timeout: Option<Duration>,
+) -> Result<Call, Status> {
+    Ok(Call {
+        actor: actor_id(actor)?,
+        kind: TurnKind::Call,
+        method: method.into(),
+        payload: payload(body),
+        extra: extra(metadata, chain),
+        timeout,
+    })
+}
+
+type CallParts = (
+    Option<pb::ActorRef>,
+    String,
+    Option<pb::Payload>,
+    HashMap<String, String>,
+    Option<pb::CallChain>,
+);
+
+fn call_parts(call: Call) -> CallParts {
+    let (metadata, chain) = match call.extra {
+        None => (Vec::new(), None),
+        Some(extra) => {
+            let CallExtra {
+                metadata, chain, ..
+            } = *extra;
+            (metadata, chain)
+        }
+    };
+    (
+        Some(actor_ref(&call.actor)),
+        call.method.to_string(),
+        Some(payload_to_pb(call.payload)),
+        metadata.into_iter().collect(),
+        chain.as_ref().map(chain_to_pb),
+    )
+}
+
+pub fn retry(policy: Option<pb::RetryPolicy>) -> RetryPolicy {
+    let defaults = RetryPolicy::default();
+    let Some(p) = policy else {
+        return defaults;
+    };
+    RetryPolicy {
+        max_attempts: if p.max_attempts == 0 {
+            defaults.max_attempts
+        } else {
+            p.max_attempts
+        },
+        initial_backoff: if p.initial_backoff_ms == 0 {
+            defaults.initial_backoff
+        } else {
+            Duration::from_millis(p.initial_backoff_ms)
+        },
+        max_backoff: if p.max_backoff_ms == 0 {
+            defaults.max_backoff
+        } else {
+            Duration::from_millis(p.max_backoff_ms)
+        },
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn retry_to_pb(r: RetryPolicy) -> pb::RetryPolicy {
+    pb::RetryPolicy {
+        max_attempts: r.max_attempts,
+        initial_backoff_ms: millis(r.initial_backoff),
+        max_backoff_ms: millis(r.max_backoff),
+    }
+}
+
+pub fn missed(value: i32) -> MissedFirings {
+    match pb::MissedFirings::try_from(value) {
+        Ok(pb::MissedFirings::Skip) => MissedFirings::Skip,
+        _ => MissedFirings::FireOnce,
+    }
+}
+
+fn missed_to_pb(m: MissedFirings) -> i32 {
+    let wire = match m {
+        MissedFirings::FireOnce => pb::MissedFirings::FireOnce,
+        MissedFirings::Skip => pb::MissedFirings::Skip,
+    };
+    wire as i32
+}
+
+pub fn reminder_to_pb(r: ReminderInfo) -> pb::Reminder {
+    pb::Reminder {
+        actor: Some(actor_ref(&r.actor)),
+        name: if r.alarm { String::new() } else { r.name },
+        next_due_unix_ms: r.next_due_unix_ms,
+        period_ms: r.period.map_or(0, millis),
+        remaining: r.remaining.unwrap_or(0),
+        until_unix_ms: r.until_unix_ms.unwrap_or(0),
+        payload: Some(payload_to_pb(r.payload)),
+        retry: Some(retry_to_pb(r.retry)),
+        missed: missed_to_pb(r.missed),
+        attempts: r.attempts,
+        fired: r.fired,
+        alarm: r.alarm,
+    }
+}
+
+fn reminder_from_pb(r: pb::Reminder) -> ReminderInfo {
+    let actor = r
+        .actor
+        .map(|a| troupe_runtime::ActorId::new(a.r#type, a.id))
+        .unwrap_or_else(|| troupe_runtime::ActorId::new("", ""));
+    ReminderInfo {
+        actor,
+        name: if r.alarm { ALARM_NAME.into() } else { r.name },
+        alarm: r.alarm,
+        next_due_unix_ms: r.next_due_unix_ms,
+        period: (r.period_ms > 0).then(|| Duration::from_millis(r.period_ms)),
+        remaining: (r.remaining > 0).then_some(r.remaining),
+        until_unix_ms: (r.until_unix_ms > 0).then_some(r.until_unix_ms),
+        payload: payload(r.payload),
+        retry: retry(r.retry),
+        missed: missed(r.missed),
+        attempts: r.attempts,
+        fired: r.fired,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use troupe_runtime::{ActorId, CallChain, Payload};
+
+    use super::*;
+
+    fn requests() -> Vec<ActorRequest> {
+        let actor = ActorId::new("counter", "c1");
+        let mut invoke = Call::new(actor.clone(), "incr", Payload::json(&b"{\"by\":2}"[..]));
+        invoke.extra = Some(Box::new(CallExtra {
+            metadata: vec![("k".into(), "v".into())],
+            chain: Some(CallChain {
+                id: "ch".into(),
+                actors: vec![ActorId::new("a", "1")],
+            }),
+            ..CallExtra::default()
+        }));
+        let retry = RetryPolicy {
+            max_attempts: 5,
+            initial_backoff: Duration::from_millis(250),
+            max_backoff: Duration::from_secs(9),
+        };
+        vec![
+            ActorRequest::Invoke(invoke.clone()),
+            ActorRequest::Tell(invoke),
+            ActorRequest::GetState {
+                actor: actor.clone(),
+                keys: vec!["count".into()],
+            },
+            ActorRequest::SetReminder(ReminderSpec {
+                actor: actor.clone(),
+                name: "bill".into(),
+                due_unix_ms: 1_767_225_600_123,
+                period: Some(Duration::from_millis(86_400_500)),
+                repeat: Some(3),
+                until_unix_ms: Some(1_800_000_000_000),
+                payload: Payload {
+                    data: Bytes::from_static(b"\x00\x01"),
+                    content_type: troupe_runtime::ContentType::Bytes,
+                },
+                retry,
+                missed: MissedFirings::Skip,
+            }),
+            ActorRequest::GetReminder {
+                actor: actor.clone(),
+                name: "bill".into(),
+            },
+            ActorRequest::DeleteReminder {
+                actor: actor.clone(),
+                name: "bill".into(),
+            },
+            ActorRequest::SetAlarm(AlarmSpec {
+                actor: actor.clone(),
+                at_unix_ms: 1_767_225_601_000,
+                payload: Payload::json("null"),
+                retry,
+            }),
+            ActorRequest::GetAlarm {
+                actor: actor.clone(),
+            },
+            ActorRequest::DeleteAlarm {
+                actor: actor.clone(),
+            },
+            ActorRequest::SetTimer(TimerSpec {
+                actor: actor.clone(),
+                name: "tick".into(),
+                due: Duration::from_millis(1_500),
+                period: Some(Duration::from_millis(20)),
+                payload: Payload::json("1"),
+                keep_alive: true,
+            }),
+            ActorRequest::DeleteTimer {
+                actor,
+                name: "tick".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn a_forwarded_request_is_read_back_as_the_same_request() -> Result<(), Status> {
+        for request in requests() {
+            let wire = request_to_pb(request.clone());
+            let back = request_from_pb(wire.clone(), None)?;
+            // Everything a request carries is in its wire form, so equal wire
+            // forms mean equal requests.
+            assert_eq!(request_to_pb(back), wire, "{request:?}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn answers_read_back_as_written() {
+        let reminder = ReminderInfo {
+            actor: ActorId::new("counter", "c1"),
+            name: "$alarm".into(),
+            alarm: true,
+            next_due_unix_ms: 5,
+            period: None,
+            remaining: None,
+            until_unix_ms: None,
+            payload: Payload::json("1"),
+            retry: RetryPolicy::default(),
+            missed: MissedFirings::FireOnce,
+            attempts: 1,
+            fired: 2,
+        };
+        for answer in [
+            ActorResponse::Payload(Payload::json("7")),
+            ActorResponse::Accepted,
+            ActorResponse::State {
+                entries: vec![("a".into(), "1".into()), ("b".into(), "2".into())],
+                active: true,
+            },
+            ActorResponse::Reminder(Some(reminder)),
+            ActorResponse::Reminder(None),
+            ActorResponse::Deleted(true),
+        ] {
+            assert_eq!(response_from_pb(response_to_pb(answer.clone())), answer);
+        }
+    }
+}

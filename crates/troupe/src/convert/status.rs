@@ -1,0 +1,251 @@
+//! Errors as gRPC statuses and back, in one place: the daemon answers its
+//! callers with [`status_of`], and reads another daemon's answer to a
+//! forwarded request with [`call_error`], so an error keeps its code, its
+//! message and (where the caller acts on it) its typed cause across daemons.
+
+use tonic::metadata::MetadataValue;
+use tonic::{Code, Status};
+use troupe_runtime::{ActorFailure, CallError, Unavailable};
+use troupe_transport::TransportError;
+
+/// Trailer that marks an UNKNOWN status as an exception raised by actor
+/// code; its value is the exception's type. SDKs read it.
+pub const ERROR_TYPE_TRAILER: &str = "troupe-error-type";
+
+/// Trailer on UNAVAILABLE naming a cause the caller acts on: whether to
+/// retry this daemon later or another one now.
+pub const UNAVAILABLE_TRAILER: &str = "troupe-unavailable";
+
+/// The typed causes that travel in [`UNAVAILABLE_TRAILER`].
+const SHUTTING_DOWN: &str = "shutting-down";
+const LEASE_LAPSED: &str = "lease-lapsed";
+
+pub fn status_of(error: CallError) -> Status {
+    match error {
+        e @ CallError::UnknownType { .. } => Status::not_found(e.to_string()),
+        CallError::InvalidArgument(m) => Status::invalid_argument(m),
+        CallError::Overloaded(m) => Status::resource_exhausted(m),
+        CallError::Unavailable(cause) => {
+            let mut status = Status::unavailable(cause.to_string());
+            let reason = match cause {
+                Unavailable::ShuttingDown => Some(SHUTTING_DOWN),
+                Unavailable::LeaseLapsed => Some(LEASE_LAPSED),
+                _ => None,
+            };
+            if let Some(reason) = reason {
+                status
+                    .metadata_mut()
+                    .insert(UNAVAILABLE_TRAILER, MetadataValue::from_static(reason));
+            }
+            status
+        }
+        CallError::DeadlineExceeded(m) => Status::deadline_exceeded(m),
+        CallError::FailedPrecondition(m) => Status::failed_precondition(m),
+        CallError::NotFound(m) => Status::not_found(m),
+        CallError::Internal(m) => Status::internal(m),
+        CallError::Actor(failure) => {
+            let mut status = Status::unknown(failure.message);
+            let ty = MetadataValue::try_from(failure.ty.as_str())
+                .unwrap_or_else(|_| MetadataValue::from_static("ActorError"));
+            status.metadata_mut().insert(ERROR_TYPE_TRAILER, ty);
+            status
+        }
+    }
+}
+
+/// Another daemon's answer as the runtime reports it: its code and message
+/// kept (an actor's exception stays one, a typed cause stays typed).
+pub fn call_error(status: Status) -> CallError {
+    let trailer = |name| {
+        status
+            .metadata()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let message = status.message().to_owned();
+    match status.code() {
+        Code::Unknown => match trailer(ERROR_TYPE_TRAILER) {
+            Some(ty) => CallError::Actor(ActorFailure {
+                ty,
+                message,
+                details: String::new(),
+            }),
+            None => CallError::Internal(format!("another daemon answered UNKNOWN: {message}")),
+        },
+        Code::Unavailable => match trailer(UNAVAILABLE_TRAILER).as_deref() {
+            Some(SHUTTING_DOWN) => Unavailable::ShuttingDown.into(),
+            Some(LEASE_LAPSED) => Unavailable::LeaseLapsed.into(),
+            _ => Unavailable::Remote { message }.into(),
+        },
+        Code::NotFound => CallError::NotFound(message),
+        Code::InvalidArgument => CallError::InvalidArgument(message),
+        Code::ResourceExhausted => CallError::Overloaded(message),
+        Code::DeadlineExceeded | Code::Cancelled => CallError::DeadlineExceeded(message),
+        Code::FailedPrecondition => CallError::FailedPrecondition(message),
+        Code::Internal => CallError::Internal(message),
+        code => CallError::Internal(format!("another daemon answered {code:?}: {message}")),
+    }
+}
+
+/// Why a request forwarded to the owner of `actor` got no answer, or the
+/// owner's own answer.
+pub fn forward_error(actor: &str, error: TransportError) -> CallError {
+    match error {
+        TransportError::Remote { status, .. } => call_error(status),
+        e @ TransportError::Timeout { .. } => {
+            CallError::DeadlineExceeded(format!("forwarding the request for {actor}: {e}"))
+        }
+        e => Unavailable::OwnerUnreachable {
+            actor: actor.to_owned(),
+            reason: e.to_string(),
+        }
+        .into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use troupe_runtime::{ActorId, HostGone};
+
+    use super::*;
+
+    /// What a caller can see of a status.
+    fn seen(status: &Status) -> (Code, String, Vec<(String, String)>) {
+        let mut trailers: Vec<(String, String)> = status
+            .metadata()
+            .iter()
+            .filter_map(|kv| match kv {
+                tonic::metadata::KeyAndValueRef::Ascii(k, v) => {
+                    Some((k.to_string(), v.to_str().unwrap_or_default().to_owned()))
+                }
+                tonic::metadata::KeyAndValueRef::Binary(..) => None,
+            })
+            .collect();
+        trailers.sort();
+        (status.code(), status.message().to_owned(), trailers)
+    }
+
+    fn every_error() -> Vec<CallError> {
+        let actor = ActorId::new("counter", "c1");
+        vec![
+            CallError::UnknownType {
+                actor_type: "nope".into(),
+                registered: vec!["counter".into()],
+            },
+            CallError::InvalidArgument("actor id is empty".into()),
+            CallError::Overloaded("mailbox full".into()),
+            Unavailable::ShuttingDown.into(),
+            Unavailable::LeaseLapsed.into(),
+            Unavailable::Moving {
+                actor: actor.clone(),
+            }
+            .into(),
+            Unavailable::NotOwner {
+                actor: actor.clone(),
+                node: "b".into(),
+                address: "127.0.0.1:9".into(),
+            }
+            .into(),
+            Unavailable::TooManyHops {
+                actor: actor.clone(),
+                hops: 2,
+            }
+            .into(),
+            Unavailable::NoHost {
+                actor_type: "counter".into(),
+                waited: Duration::from_secs(10),
+            }
+            .into(),
+            Unavailable::HostGone(HostGone::DuringTurn).into(),
+            Unavailable::store(
+                "cannot read the state of counter/c1",
+                troupe_storage::StoreError::Io("disk on fire".into()),
+            )
+            .into(),
+            Unavailable::Dropped { actor }.into(),
+            Unavailable::OwnerUnreachable {
+                actor: "counter/c1".into(),
+                reason: "connection refused".into(),
+            }
+            .into(),
+            Unavailable::Remote {
+                message: "as it came".into(),
+            }
+            .into(),
+            CallError::DeadlineExceeded("took too long".into()),
+            CallError::Actor(ActorFailure {
+                ty: "ValueError".into(),
+                message: "boom".into(),
+                details: String::new(),
+            }),
+            CallError::FailedPrecondition("deadlock: a → b → a".into()),
+            CallError::NotFound("no alarm".into()),
+            CallError::Internal("bug".into()),
+        ]
+    }
+
+    #[test]
+    fn every_error_survives_a_forward_unchanged() {
+        for error in every_error() {
+            let direct = status_of(error.clone());
+            let forwarded = status_of(call_error(direct.clone()));
+            assert_eq!(seen(&forwarded), seen(&direct), "{error:?}");
+        }
+    }
+
+    #[test]
+    fn causes_callers_act_on_stay_typed() {
+        for cause in [Unavailable::ShuttingDown, Unavailable::LeaseLapsed] {
+            let back = call_error(status_of(cause.clone().into()));
+            assert_eq!(
+                std::mem::discriminant(match &back {
+                    CallError::Unavailable(u) => u,
+                    other => panic!("{other:?}"),
+                }),
+                std::mem::discriminant(&cause)
+            );
+        }
+        let raised = call_error(status_of(CallError::Actor(ActorFailure {
+            ty: "KeyError".into(),
+            message: "'x'".into(),
+            details: String::new(),
+        })));
+        assert!(matches!(raised, CallError::Actor(f) if f.ty == "KeyError" && f.message == "'x'"));
+    }
+
+    #[test]
+    fn a_forward_that_broke_names_the_owner_and_keeps_its_answer() {
+        let unreachable = forward_error(
+            "counter/c1",
+            TransportError::Unreachable {
+                address: "b:1".into(),
+                reason: "Connection refused".into(),
+            },
+        );
+        let CallError::Unavailable(Unavailable::OwnerUnreachable { actor, reason }) = &unreachable
+        else {
+            panic!("unexpected {unreachable:?}");
+        };
+        assert_eq!(actor, "counter/c1");
+        assert!(reason.contains("b:1"), "{reason}");
+        let timed_out = forward_error(
+            "counter/c1",
+            TransportError::Timeout {
+                address: "b:1".into(),
+                timeout: Duration::from_secs(1),
+            },
+        );
+        assert!(matches!(timed_out, CallError::DeadlineExceeded(_)));
+        let answered = forward_error(
+            "counter/c1",
+            TransportError::Remote {
+                address: "b:1".into(),
+                status: Status::resource_exhausted("full"),
+            },
+        );
+        assert!(matches!(answered, CallError::Overloaded(m) if m == "full"));
+    }
+}
