@@ -129,3 +129,44 @@ async fn garbage_mid_call_fails_the_call_not_the_daemon() -> anyhow::Result<()> 
     drop(raw);
     still_serves(&mut daemon, "c1").await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn registered_comes_first_even_when_calls_wait_for_the_type() -> anyhow::Result<()> {
+    // A type registered once and then away: calls for it wait (--host-wait)
+    // for an app to come back, and activate the moment one registers.
+    let dir = tempfile::tempdir()?;
+    let daemon = Daemon::start(dir.path(), &["--host-wait", "30s"]).await?;
+    drop(RawApp::register(daemon.addr, vec![type_spec("counter")]).await?);
+    let client = daemon.client().await?;
+    let mut admin = daemon.admin().await?;
+    let waiting: Vec<_> = (0..50)
+        .map(|i| {
+            let mut c = client.clone();
+            tokio::spawn(
+                async move { c.invoke_raw("counter", &format!("w{i}"), "get", "{}").await },
+            )
+        })
+        .collect();
+    poll_until(WAIT, "50 calls waiting for an app", || {
+        let mut admin = admin.clone();
+        async move {
+            let status = admin.status(pb::StatusRequest {}).await?.into_inner();
+            Ok((status.pending_calls == 50).then_some(()))
+        }
+    })
+    .await?;
+    // The daemon's first message on a stream is always its answer to
+    // Register, however quickly waiting work is sent after it. (A race:
+    // each round is one more chance to lose it.)
+    for _ in 0..5 {
+        let (mut app, _) = RawApp::register(daemon.addr, vec![type_spec("counter")]).await?;
+        let next = app.recv().await?.and_then(|m| m.kind);
+        assert!(
+            matches!(next, Some(pb::daemon_message::Kind::Activate(_))),
+            "{next:?}"
+        );
+    }
+    drop(waiting);
+    let _ = admin.status(pb::StatusRequest {}).await?;
+    Ok(())
+}

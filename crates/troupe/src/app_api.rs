@@ -273,6 +273,10 @@ impl pb::app_host_server::AppHost for AppApi {
             closed: Notify::new(),
         });
         let specs = register.types.into_iter().map(convert::type_spec).collect();
+        // Work for the new host can be sent the moment it is registered
+        // (calls may be waiting for its types); it queues behind this lock
+        // until Registered, the answer to Register, is on the stream first.
+        let outbound = connection.outbound.lock();
         let registration = self
             .runtime
             .register_host(connection.clone(), specs)
@@ -290,6 +294,7 @@ impl pb::app_host_server::AppHost for AppApi {
         };
         // The receiver is alive (held below), so this cannot fail.
         let _ = tx.send(Ok(registered));
+        drop(outbound);
         self.connections.lock().insert(host_id, connection.clone());
         info!(app = %name, sdk = %register.sdk, host_id, "app attached");
 
