@@ -410,10 +410,12 @@ impl AppEvents {
 
 /// A well-behaved app hosting counters: state key "count" (a JSON number);
 /// methods "incr" (`{"kwargs":{"by":N}}`, default 1; replies the new
-/// count), "incr_pair" (the same, and sets key "copy" to the same value in
-/// the same turn), "get", "fail" (raises ValueError("boom")), and "put_raw"
-/// (stores the call's payload bytes as they are under key "raw" and replies
-/// them with content type BYTES: state and results that are not JSON).
+/// count; an alarm firing runs it too), "incr_pair" (the same, and sets key
+/// "copy" to the same value in the same turn), "get", "fail" (raises
+/// ValueError("boom")), "sleep" (`{"kwargs":{"ms":N}}`: holds the turn open
+/// that long, then replies null), and "put_raw" (stores the call's payload
+/// bytes as they are under key "raw" and replies them with content type
+/// BYTES: state and results that are not JSON).
 ///
 /// Each turn runs in its own task that yields before it replies, so if the
 /// daemon ever ran two turns of one actor at once, updates would be lost and
@@ -506,12 +508,16 @@ impl TestApp {
     }
 }
 
-fn parse_by(payload: &Option<pb::Payload>) -> i64 {
+/// The integer keyword argument `name` of a JSON payload (`{"kwargs": {...}}`).
+fn json_kwarg(payload: &Option<pb::Payload>, name: &str) -> Option<i64> {
     let data = payload.as_ref().map(|p| p.data.clone()).unwrap_or_default();
     serde_json::from_slice::<serde_json::Value>(&data)
         .ok()
-        .and_then(|v| v.pointer("/kwargs/by").and_then(|b| b.as_i64()))
-        .unwrap_or(1)
+        .and_then(|v| v.get("kwargs")?.get(name)?.as_i64())
+}
+
+fn parse_by(payload: &Option<pb::Payload>) -> i64 {
+    json_kwarg(payload, "by").unwrap_or(1)
 }
 
 async fn serve_counter(
@@ -598,7 +604,15 @@ async fn counter_turn(
     }
     let json = |v: i64| Some(pb::turn_result::Outcome::Reply(json_payload(v.to_string())));
     let (outcome, changes) = match turn.name.as_str() {
-        "incr" => {
+        "sleep" => {
+            let ms = json_kwarg(&turn.payload, "ms").unwrap_or(0);
+            tokio::time::sleep(Duration::from_millis(u64::try_from(ms).unwrap_or(0))).await;
+            (
+                Some(pb::turn_result::Outcome::Reply(json_payload("null"))),
+                Vec::new(),
+            )
+        }
+        "incr" | "alarm" => {
             let new = current + parse_by(&turn.payload);
             if let Ok(mut c) = counts.lock() {
                 c.insert(key.clone(), new);

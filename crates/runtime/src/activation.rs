@@ -81,7 +81,7 @@ pub(crate) struct Inner {
     /// beside each other, or re-entrant turns nested in their chain's turn.
     pub(crate) extra_turns: u8,
     /// Rarely touched flags packed in one byte (`STATE_LOADED`,
-    /// `IN_DIRTY_LIST`, `HOST_LOST`, `READING`) so the three u32 clocks and
+    /// `IN_DIRTY_LIST`, `HOST_LOST`, `READING`, `ANNOUNCED`) so the three u32 clocks and
     /// the bytes above still fit in the 16 before the first pointer: no
     /// growth per actor.
     flags: u8,
@@ -174,6 +174,8 @@ const IN_DIRTY_LIST: u8 = 2;
 const HOST_LOST: u8 = 4;
 /// The running turns are all read-only: more read-only calls may join them.
 const READING: u8 = 8;
+/// Its start is in the activation log and its end is not yet.
+const ANNOUNCED: u8 = 16;
 
 impl Inner {
     pub(crate) fn state_loaded(&self) -> bool {
@@ -206,6 +208,14 @@ impl Inner {
 
     pub(crate) fn set_reading(&mut self, on: bool) {
         self.set_flag(READING, on);
+    }
+
+    pub(crate) fn announced(&self) -> bool {
+        self.flags & ANNOUNCED != 0
+    }
+
+    pub(crate) fn set_announced(&mut self, on: bool) {
+        self.set_flag(ANNOUNCED, on);
     }
 
     fn set_flag(&mut self, flag: u8, on: bool) {

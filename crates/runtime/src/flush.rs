@@ -7,6 +7,7 @@
 //! store go through one lock, so a batch can never overtake an older one:
 //! the store never sees an older value after a newer one.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -164,14 +165,16 @@ impl Flusher {
     }
 
     /// Flushes on the interval, on the byte threshold and for held replies,
-    /// until `stop` fires; retries failed batches with backoff.
-    pub(crate) async fn run(self: Arc<Self>, interval: Duration, stop: Arc<Notify>) {
+    /// until `stop` completes; retries failed batches with backoff. Stops
+    /// only between flushes, never in the middle of a store write.
+    pub(crate) async fn run(self: Arc<Self>, interval: Duration, stop: impl Future<Output = ()>) {
+        tokio::pin!(stop);
         let mut backoff = Duration::ZERO;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(interval.max(backoff)) => {}
                 _ = self.wake.notified(), if backoff.is_zero() => {}
-                _ = stop.notified() => return,
+                () = &mut stop => return,
             }
             match self.flush_dirty().await {
                 Ok(()) => backoff = Duration::ZERO,

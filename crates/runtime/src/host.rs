@@ -12,6 +12,7 @@ use std::sync::Arc;
 use crate::activation::Activation;
 use crate::dispatch::pending::PendingSlot;
 use crate::error::{CallError, HostGone, Unavailable};
+use crate::lifecycle::events::Ended;
 use crate::reply::Reply;
 use crate::shared::Shared;
 use crate::types::{
@@ -187,6 +188,7 @@ impl std::fmt::Debug for TurnDone {
 pub struct DeactivateDone {
     pub(crate) rt: Arc<Shared>,
     pub(crate) act: Option<Arc<Activation>>,
+    pub(crate) reason: DeactivateReason,
     pub(crate) _span: tracing::Span,
 }
 
@@ -194,7 +196,8 @@ impl DeactivateDone {
     /// The changes the deactivation hook made.
     pub fn finish(mut self, changes: Vec<StateChange>) {
         if let Some(act) = self.act.take() {
-            self.rt.deactivation_finished(act, changes);
+            self.rt
+                .deactivation_finished(act, changes, Ended::Deactivated(self.reason));
         }
     }
 }
@@ -202,7 +205,9 @@ impl DeactivateDone {
 impl Drop for DeactivateDone {
     fn drop(&mut self) {
         if let Some(act) = self.act.take() {
-            self.rt.deactivation_finished(act, Vec::new());
+            // The host went away without answering.
+            self.rt
+                .deactivation_finished(act, Vec::new(), Ended::AppDetached);
         }
     }
 }

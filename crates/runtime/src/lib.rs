@@ -34,6 +34,7 @@ mod runtime;
 mod schedule;
 mod scheduling;
 mod shared;
+mod shutdown;
 mod turn;
 mod types;
 pub mod validate;
@@ -50,6 +51,7 @@ pub use host::{
 };
 pub use host_registry::HostRegistration;
 pub use inspect::{ActivationState, ActorDetails, ActorInfo, RuntimeStatus, TypeStatus};
+pub use lifecycle::events::ACTIVATION_LOG;
 pub use routing::MAX_FORWARD_HOPS;
 pub use runtime::Runtime;
 pub use schedule::timers::{TimerInfo, TimerSpec};

@@ -1,6 +1,6 @@
 //! The runtime handle: checks the configuration and wires the parts
 //! (`create`), spawns the background tasks (`start`), and stops them in
-//! order (`shutdown`).
+//! the order `shutdown.rs` writes down (`shutdown`).
 //!
 //! ```text
 //!  invoke/tell ─▶ routing ─▶ dispatch ─▶ mailbox ─▶ run queue ─▶ worker ─▶ host.turn(done)
@@ -20,26 +20,26 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 use tracing::{info, warn};
 use troupe_placement::Placement;
 use troupe_storage::{ReminderStore, StateStore};
 
-use crate::activation::Status;
 use crate::clock::Clock;
 use crate::config::RuntimeConfig;
 use crate::directory::Directory;
 use crate::dispatch::pending::PendingCalls;
 use crate::dispatch::run_queue::RunQueue;
-use crate::error::{CallError, ConfigError, Unavailable};
+use crate::error::{CallError, ConfigError};
 use crate::flush::Flusher;
 use crate::host_registry::HostRegistry;
+use crate::lifecycle::{DrainTimedOut, Scope};
 use crate::metrics::Metrics;
 use crate::schedule::timers::Timers;
-use crate::schedule::{Dispatch, Scheduler, HORIZON};
-use crate::scheduling::Firing;
+use crate::schedule::{Scheduler, HORIZON};
 use crate::shared::Shared;
+use crate::shutdown::{Shutdown, Stage};
 use crate::types::DeactivateReason;
 
 /// The handle to a running actor runtime. Cheap to clone.
@@ -76,10 +76,9 @@ impl Runtime {
             workers,
             started: AtomicBool::new(false),
             clock: Clock::new(),
-            shutting_down: AtomicBool::new(false),
-            stop: Arc::new(Notify::new()),
+            shutdown: Shutdown::new(),
             changed: Notify::new(),
-            admin_waiters: AtomicUsize::new(0),
+            drains: AtomicUsize::new(0),
             scheduler,
             scheduler_writes: Mutex::new(Some(scheduler_writes)),
             timers: Timers::default(),
@@ -92,27 +91,47 @@ impl Runtime {
         })
     }
 
-    /// Spawns the workers, the flusher and the idle sweeper on the current
-    /// tokio runtime. Calling it twice does nothing the second time.
+    /// Spawns the background tasks on the current tokio runtime: workers,
+    /// flusher, idle sweeper, reminder scheduler, firings and writer (see
+    /// `shutdown` for when each ends). Calling it twice does nothing the
+    /// second time.
     pub fn start(&self) {
-        if self.shared.started.swap(true, Ordering::SeqCst) {
+        let shared = &self.shared;
+        if shared.started.swap(true, Ordering::SeqCst) {
             return;
         }
-        for queue in &self.shared.workers {
-            tokio::spawn(self.shared.clone().work(queue.clone()));
+        let shutdown = &shared.shutdown;
+        for queue in &shared.workers {
+            shutdown.spawn(shared.clone().work(queue.clone()));
         }
-        let flusher = self.shared.flusher.clone();
-        tokio::spawn(flusher.run(self.shared.config.flush_interval, self.shared.stop.clone()));
-        tokio::spawn(self.shared.clone().sweep_idle());
-        if let Some(writes) = self.shared.scheduler_writes.lock().take() {
-            let dispatch: Arc<dyn Dispatch> = Arc::new(Firing(self.shared.clone()));
-            self.shared.scheduler.start(writes, dispatch);
+        let flusher = shared.flusher.clone();
+        shutdown.spawn(flusher.run(
+            shared.config.flush_interval,
+            shutdown.reached(Stage::Stopping),
+        ));
+        shutdown.spawn(shared.clone().sweep_idle());
+        if let Some(writes) = shared.scheduler_writes.lock().take() {
+            shutdown.spawn_last(
+                shared
+                    .scheduler
+                    .writer(writes, shutdown.reached(Stage::Closing)),
+            );
+            let (due, firings) = mpsc::unbounded_channel();
+            shutdown.spawn(
+                shared
+                    .scheduler
+                    .clone()
+                    .run(due, shutdown.reached(Stage::Draining)),
+            );
+            shutdown.spawn(shared.clone().fire_due(firings));
         }
-        if let Some(mut changes) = self.shared.placement.changes() {
+        if let Some(mut changes) = shared.placement.changes() {
             // Reminders of actors this daemon gained are in the store, not in
             // its memory: look again whenever owners change.
-            let scheduler = self.shared.scheduler.clone();
-            tokio::spawn(async move {
+            let scheduler = shared.scheduler.clone();
+            let draining = shutdown.reached(Stage::Draining);
+            shutdown.spawn(async move {
+                tokio::pin!(draining);
                 // Also now and then: a daemon routing by an older table may
                 // have stored a reminder for an actor it did not own, which
                 // the owner's scheduler, already past its due time, would
@@ -127,6 +146,7 @@ impl Runtime {
                             }
                         }
                         _ = every.tick() => {}
+                        () = &mut draining => return,
                     }
                     scheduler.reload();
                 }
@@ -138,60 +158,38 @@ impl Runtime {
         &self.shared.config
     }
 
-    /// Graceful stop: refuse new calls, let turns finish, deactivate every
-    /// actor through its host, flush, stop background tasks.
+    /// Graceful stop, in the order `shutdown` writes down: refuse new calls
+    /// and stop firing reminders and timers; let turns (and calls already
+    /// queued) finish and deactivate every actor through its host, at most
+    /// the shutdown grace period; flush what is left; stop every background
+    /// task and wait for it; last, the reminder writer writes what it was
+    /// handed. Nothing due during the drain is lost: it was not attempted,
+    /// so it fires after the restart.
     pub async fn shutdown(&self) {
         let shared = &self.shared;
-        shared.shutting_down.store(true, Ordering::SeqCst);
-        let deadline = Instant::now() + shared.config.shutdown_grace;
         info!(
             active = shared.directory.len(),
-            "shutting down: draining actors"
+            "shutting down: refusing new calls, stopping reminders, draining actors"
         );
-        loop {
-            let changed = shared.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            let mut remaining = 0usize;
-            let mut to_deactivate = Vec::new();
-            shared.directory.for_each(|act| {
-                remaining += 1;
-                let mut inner = act.inner.lock();
-                let free = inner.mailbox.is_empty() && !inner.scheduled;
-                match inner.status {
-                    Status::Idle if free => {
-                        inner.status = Status::Deactivating;
-                        to_deactivate.push(act.clone());
-                    }
-                    Status::Unloaded if !inner.scheduled => {
-                        // Never got a host: nothing can run its calls now.
-                        for env in inner.mailbox.take_all() {
-                            env.reply.send(Err(Unavailable::ShuttingDown.into()));
-                        }
-                        inner.status = Status::Deactivating;
-                        to_deactivate.push(act.clone());
-                    }
-                    _ => {}
-                }
-            });
-            if remaining == 0 {
-                break;
-            }
-            for act in to_deactivate {
-                shared.deactivate(act, DeactivateReason::Shutdown);
-            }
-            if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                warn!(
-                    remaining = shared.directory.len(),
-                    "shutdown grace period over; flushing what is left"
-                );
-                break;
-            }
+        shared.shutdown.enter(Stage::Draining);
+        shared.timers.end_all();
+        let deadline = Instant::now() + shared.config.shutdown_grace;
+        if let Err(DrainTimedOut { pending }) = shared
+            .drain(Scope::Everything, DeactivateReason::Shutdown, deadline)
+            .await
+        {
+            warn!(
+                remaining = pending,
+                "shutdown grace period over; flushing what is left"
+            );
         }
+        shared.shutdown.enter(Stage::Stopping);
         if let Err(e) = shared.flusher.flush_dirty().await {
             warn!(error = %e, "final flush failed");
         }
-        shared.stop.notify_waiters();
+        shared.shutdown.tasks_ended().await;
+        shared.shutdown.enter(Stage::Closing);
+        shared.shutdown.last_ended().await;
         info!("runtime stopped");
     }
 

@@ -1,99 +1,120 @@
 //! The runtime's side of reminders, alarms and timers: the API that sets
 //! and reads them, and the firings that run as turns through the normal
 //! call path. The machinery (due-time queue, writer, timer table) is in
-//! `schedule`, which knows nothing of activations.
+//! `schedule`, which knows nothing of activations: it hands due firings
+//! over a channel and is told how they went.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tracing::debug;
 use troupe_storage::ReminderKey;
 
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::reply::{wait_reply, Reply};
 use crate::runtime::Runtime;
 use crate::schedule::timers::{Timer, TimerSpec};
-use crate::schedule::{AlarmSpec, Dispatch, MissedFirings, ReminderInfo, ReminderSpec, ALARM_NAME};
-use crate::shared::Shared;
-use crate::types::{
-    ActorId, BoxFuture, Call, CallExtra, CallTrace, Payload, TurnKind, TRACE_TARGET,
+use crate::schedule::{
+    AlarmSpec, Due, Fired, MissedFirings, ReminderInfo, ReminderSpec, ALARM_NAME,
 };
+use crate::shared::Shared;
+use crate::shutdown::Stage;
+use crate::types::{ActorId, Call, CallExtra, CallTrace, TurnKind, TRACE_TARGET};
 use crate::validate;
 
-/// Fires reminders and alarms as turns through the normal call path.
-pub(crate) struct Firing(pub(crate) Arc<Shared>);
-
-impl Dispatch for Firing {
-    fn owns(&self, actor: &ActorId) -> bool {
-        self.0.owns(actor)
+impl Shared {
+    /// Runs the reminders and alarms the scheduler hands over as turns,
+    /// through the normal call path, until the drain begins. A firing still
+    /// waiting for its turn when the runtime stops is given up unrecorded, so
+    /// it fires again after the restart.
+    pub(crate) async fn fire_due(self: Arc<Self>, mut due: mpsc::UnboundedReceiver<Due>) {
+        let draining = self.shutdown.reached(Stage::Draining);
+        tokio::pin!(draining);
+        loop {
+            let firing = tokio::select! {
+                firing = due.recv() => firing,
+                () = &mut draining => None,
+            };
+            let Some(firing) = firing else {
+                return;
+            };
+            let shared = self.clone();
+            self.shutdown.spawn(async move {
+                let fired = tokio::select! {
+                    fired = shared.fire(&firing) => fired,
+                    () = shared.shutdown.reached(Stage::Stopping) => return,
+                };
+                shared.scheduler.finish(firing, fired).await;
+            });
+        }
     }
 
-    fn fire(
-        &self,
-        actor: ActorId,
-        alarm: bool,
-        name: String,
-        payload: Payload,
-    ) -> BoxFuture<Result<(), CallError>> {
-        let shared = self.0.clone();
-        Box::pin(async move {
-            let (kind, method) = if alarm {
-                (TurnKind::Alarm, "alarm".to_owned())
-            } else {
-                (TurnKind::Reminder, name)
-            };
-            // A firing starts its own trace; its turn is the child.
-            let span = tracing::info_span!(
-                target: TRACE_TARGET,
-                parent: None,
-                "troupe.reminder",
-                troupe.actor.r#type = %actor.ty,
-                troupe.actor.id = %actor.id,
-                troupe.reminder.name = %method,
-                troupe.turn.kind = kind.as_str(),
-                otel.status_code = tracing::field::Empty,
-                error = tracing::field::Empty,
-            );
-            let extra = (!span.is_disabled()).then(|| {
-                Box::new(CallExtra {
-                    trace: Some(CallTrace {
-                        span: span.clone(),
-                        traceparent: String::new(),
-                        tracestate: String::new(),
-                    }),
-                    ..CallExtra::default()
-                })
-            });
-            let call = Call {
-                kind,
-                extra,
-                ..Call::new(actor.clone(), method, payload)
-            };
-            let (tx, rx) = oneshot::channel();
-            let result = match shared.enqueue(call, Reply::To(tx)) {
-                Ok(()) => wait_reply(&actor, shared.config.call_timeout, rx).await,
-                Err(e) => {
-                    shared.count_failed(&actor.ty, kind, &e);
-                    Err(e)
-                }
-            };
-            match &result {
-                Ok(_) => {
-                    if let Some(metrics) = &shared.metrics {
-                        metrics.fired(&actor.ty, alarm);
-                    }
-                }
-                Err(e) => {
-                    span.record("otel.status_code", "ERROR");
-                    span.record("error", tracing::field::display(e));
-                }
+    async fn fire(self: &Arc<Self>, firing: &Due) -> Fired {
+        let actor = &firing.actor;
+        if !self.owns(actor) {
+            // Another daemon owns the actor (or it is moving): that daemon's
+            // scheduler fires it.
+            return Fired::NotOwned;
+        }
+        let (kind, method) = if firing.alarm {
+            (TurnKind::Alarm, "alarm".to_owned())
+        } else {
+            (TurnKind::Reminder, firing.name.clone())
+        };
+        // A firing starts its own trace; its turn is the child.
+        let span = tracing::info_span!(
+            target: TRACE_TARGET,
+            parent: None,
+            "troupe.reminder",
+            troupe.actor.r#type = %actor.ty,
+            troupe.actor.id = %actor.id,
+            troupe.reminder.name = %method,
+            troupe.turn.kind = kind.as_str(),
+            otel.status_code = tracing::field::Empty,
+            error = tracing::field::Empty,
+        );
+        let extra = (!span.is_disabled()).then(|| {
+            Box::new(CallExtra {
+                trace: Some(CallTrace {
+                    span: span.clone(),
+                    traceparent: String::new(),
+                    tracestate: String::new(),
+                }),
+                ..CallExtra::default()
+            })
+        });
+        let call = Call {
+            kind,
+            extra,
+            ..Call::new(actor.clone(), method, firing.payload.clone())
+        };
+        let (tx, rx) = oneshot::channel();
+        let result = match self.enqueue(call, Reply::To(tx)) {
+            Ok(()) => wait_reply(actor, self.config.call_timeout, rx).await,
+            Err(e) => {
+                self.count_failed(&actor.ty, kind, &e);
+                Err(e)
             }
-            result.map(|_| ())
-        })
+        };
+        match result {
+            Ok(_) => {
+                if let Some(metrics) = &self.metrics {
+                    metrics.fired(&actor.ty, firing.alarm);
+                }
+                Fired::Ran
+            }
+            // The drain refused it: no attempt was made.
+            Err(CallError::Unavailable(Unavailable::ShuttingDown)) => Fired::NotAttempted,
+            Err(e) => {
+                span.record("otel.status_code", "ERROR");
+                span.record("error", tracing::field::display(&e));
+                Fired::Failed(e)
+            }
+        }
     }
 }
 

@@ -26,6 +26,7 @@ use crate::host_registry::HostRegistry;
 use crate::metrics::Metrics;
 use crate::schedule::timers::Timers;
 use crate::schedule::{Scheduler, WriteRequest};
+use crate::shutdown::Shutdown;
 use crate::types::{ActorId, StateChange, TurnKind};
 
 pub(crate) struct Shared {
@@ -44,14 +45,12 @@ pub(crate) struct Shared {
     /// Set by the first `start`.
     pub(crate) started: AtomicBool,
     pub(crate) clock: Clock,
-    pub(crate) shutting_down: AtomicBool,
-    /// Signals the background tasks (flusher, sweeper) to end.
-    pub(crate) stop: Arc<Notify>,
-    /// During shutdown or while an admin waits: an activation became idle
-    /// or went away.
+    /// The stop sequence, and every background task to wait for.
+    pub(crate) shutdown: Shutdown,
+    /// While a drain waits: an activation became idle or went away.
     pub(crate) changed: Notify,
-    /// Admin calls waiting on `changed`.
-    pub(crate) admin_waiters: AtomicUsize,
+    /// Drains waiting on `changed` (shutdown, hand-off, admin).
+    pub(crate) drains: AtomicUsize,
     /// Durable reminders and alarms.
     pub(crate) scheduler: Arc<Scheduler>,
     /// Taken by `start`, which gives it to the scheduler's writer task.
@@ -116,12 +115,10 @@ impl Shared {
         }
     }
 
-    /// Wakes whoever waits for activations to change: a shutdown draining
-    /// them, an admin waiting for a forced deactivation.
-    pub(crate) fn notify_if_shutting_down(&self) {
-        if self.shutting_down.load(Ordering::Relaxed)
-            || self.admin_waiters.load(Ordering::Relaxed) > 0
-        {
+    /// Wakes the drains waiting for activations to change (shutdown,
+    /// hand-off, an admin's forced deactivation); costs a load otherwise.
+    pub(crate) fn notify_drains(&self) {
+        if self.drains.load(Ordering::Relaxed) > 0 {
             self.changed.notify_waiters();
         }
     }

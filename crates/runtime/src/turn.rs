@@ -11,6 +11,7 @@ use crate::activation::{Activation, Envelope, Status};
 use crate::error::CallError;
 use crate::host::{TurnDone, TurnMeta, TurnOutcome, TurnRequest};
 use crate::host_registry::Binding;
+use crate::lifecycle::events::Ended;
 use crate::reply::Reply;
 use crate::routing::lease_lapsed;
 use crate::shared::Shared;
@@ -200,10 +201,13 @@ impl Shared {
             reply.send(result);
         }
         if deactivate {
-            tokio::spawn(self.clone().finish_deactivation(act, Vec::new()));
+            tokio::spawn(
+                self.clone()
+                    .finish_deactivation(act, Vec::new(), Ended::AppDetached),
+            );
         } else if wake {
             self.schedule(act);
         }
-        self.notify_if_shutting_down();
+        self.notify_drains();
     }
 }

@@ -255,7 +255,7 @@ async fn hand_off_flushes_and_fencing_writes_nothing() -> Result<(), CallError> 
 
     // The lease lapses: nothing is served or written any more.
     placement.serving.store(false, Ordering::SeqCst);
-    rt.fence();
+    rt.fence(troupe_runtime::clock::unix_now_ms());
     assert!(rt.list_actors(None, None, 10).is_empty());
     assert!(matches!(
         rt.invoke(call("keep")).await,

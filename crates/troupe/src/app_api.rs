@@ -6,7 +6,7 @@
 //! When the stream ends, every pending handle is dropped, which fails the
 //! turns it held with UNAVAILABLE, and the runtime unbinds the app's actors.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,12 +18,11 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::{info, warn};
 use troupe_proto::v1 as pb;
 use troupe_runtime::{
-    ActivateDone, ActivateRequest, ActorHost, ActorId, DeactivateDone, DeactivateReason,
-    DeactivateRequest, Runtime, TurnDone, TurnKind, TurnOutcome, TurnRequest,
+    ActivateDone, ActivateRequest, ActorHost, DeactivateDone, DeactivateReason, DeactivateRequest,
+    Runtime, TurnDone, TurnKind, TurnOutcome, TurnRequest,
 };
 
 use crate::convert::status::status_of;
-use crate::membership::ACTIVATION_LOG;
 use crate::{convert, telemetry};
 
 /// How long a new stream may take to send its Register message.
@@ -31,42 +30,16 @@ const REGISTER_TIMEOUT: Duration = Duration::from_secs(30);
 
 type Outbound = mpsc::UnboundedSender<Result<pb::DaemonMessage, Status>>;
 
-/// Work handed to the app, waiting for its answer. Activations and
-/// deactivations keep their actor for the activation log.
+/// Work handed to the app, waiting for its answer.
 enum Pending {
-    Activate(ActivateDone, ActorId),
+    Activate(ActivateDone),
     Turn(TurnDone),
-    Deactivate(DeactivateDone, ActorId, &'static str),
-}
-
-/// One line of the activation log (target `troupe::activation`): the
-/// single-activation checker reads these from every daemon's log. An
-/// activation starts when its app confirms it and ends when the app confirms
-/// its deactivation or its stream closes (fenced activations are logged by
-/// the cluster client, which knows when the lease ended).
-fn log_activation(event: &'static str, reason: Option<&'static str>, actor: &ActorId, node: &str) {
-    let unix_ms = troupe_runtime::clock::unix_now_ms();
-    match reason {
-        None => info!(target: ACTIVATION_LOG, event, actor = %actor, node = %node, unix_ms),
-        Some(reason) => info!(
-            target: ACTIVATION_LOG,
-            event,
-            reason,
-            actor = %actor,
-            node = %node,
-            unix_ms,
-        ),
-    }
+    Deactivate(DeactivateDone),
 }
 
 /// One connected app.
 struct AppConnection {
     name: String,
-    /// This daemon's node name, for the activation log.
-    node: Arc<str>,
-    /// Actors the app confirmed active, so that a closing stream ends their
-    /// entries in the activation log.
-    live: Mutex<HashSet<ActorId>>,
     /// Down the stream; `None` once the stream is closed, so late work is
     /// refused at once instead of queueing for nobody.
     outbound: Mutex<Option<Outbound>>,
@@ -111,19 +84,6 @@ impl AppConnection {
         self.closed.notify_one();
         let pending = std::mem::take(&mut *self.pending.lock());
         drop(pending);
-        for actor in std::mem::take(&mut *self.live.lock()) {
-            log_activation("deactivated", Some("app_detached"), &actor, &self.node);
-        }
-    }
-
-    fn activated(&self, actor: ActorId) {
-        log_activation("activated", None, &actor, &self.node);
-        self.live.lock().insert(actor);
-    }
-
-    fn deactivated(&self, actor: &ActorId, reason: &'static str) {
-        self.live.lock().remove(actor);
-        log_activation("deactivated", Some(reason), actor, &self.node);
     }
 
     fn take(&self, call_id: u64) -> Option<Pending> {
@@ -143,7 +103,7 @@ impl ActorHost for AppConnection {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let actor = Some(convert::actor_ref(&request.actor));
-        self.send(Pending::Activate(done, request.actor), move |call_id| {
+        self.send(Pending::Activate(done), move |call_id| {
             pb::daemon_message::Kind::Activate(pb::Activate {
                 call_id,
                 actor,
@@ -182,24 +142,20 @@ impl ActorHost for AppConnection {
     }
 
     fn deactivate(&self, request: DeactivateRequest, done: DeactivateDone) {
-        let (reason, why) = match request.reason {
-            DeactivateReason::Idle => (pb::deactivate::Reason::Idle, "idle"),
-            DeactivateReason::Shutdown => (pb::deactivate::Reason::Shutdown, "shutdown"),
-            DeactivateReason::Admin => (pb::deactivate::Reason::Admin, "admin"),
-            DeactivateReason::Migration => (pb::deactivate::Reason::Migration, "migration"),
-        };
-        let reason = reason as i32;
+        let reason = match request.reason {
+            DeactivateReason::Idle => pb::deactivate::Reason::Idle,
+            DeactivateReason::Shutdown => pb::deactivate::Reason::Shutdown,
+            DeactivateReason::Admin => pb::deactivate::Reason::Admin,
+            DeactivateReason::Migration => pb::deactivate::Reason::Migration,
+        } as i32;
         let actor = Some(convert::actor_ref(&request.actor));
-        self.send(
-            Pending::Deactivate(done, request.actor, why),
-            move |call_id| {
-                pb::daemon_message::Kind::Deactivate(pb::Deactivate {
-                    call_id,
-                    actor,
-                    reason,
-                })
-            },
-        );
+        self.send(Pending::Deactivate(done), move |call_id| {
+            pb::daemon_message::Kind::Deactivate(pb::Deactivate {
+                call_id,
+                actor,
+                reason,
+            })
+        });
     }
 }
 
@@ -265,8 +221,6 @@ impl pb::app_host_server::AppHost for AppApi {
         let (tx, rx) = mpsc::unbounded_channel();
         let connection = Arc::new(AppConnection {
             name: name.clone(),
-            node: self.runtime.config().node.as_str().into(),
-            live: Mutex::new(HashSet::new()),
             outbound: Mutex::new(Some(tx.clone())),
             pending: Mutex::new(HashMap::new()),
             next_call_id: AtomicU64::new(1),
@@ -340,14 +294,11 @@ async fn read_answers(
         };
         match message.kind {
             Some(Kind::Activated(a)) => match connection.take(a.call_id) {
-                Some(Pending::Activate(done, actor)) => {
+                Some(Pending::Activate(done)) => {
                     let changes = convert::state_changes(a.changes)?;
                     done.finish(match a.error {
                         Some(f) => Err(convert::failure(f)),
-                        None => {
-                            connection.activated(actor);
-                            Ok(changes)
-                        }
+                        None => Ok(changes),
                     });
                 }
                 other => return Err(unexpected(a.call_id, "ActivateResult", other)),
@@ -370,9 +321,8 @@ async fn read_answers(
                 other => return Err(unexpected(t.call_id, "TurnResult", other)),
             },
             Some(Kind::Deactivated(d)) => match connection.take(d.call_id) {
-                Some(Pending::Deactivate(done, actor, why)) => {
+                Some(Pending::Deactivate(done)) => {
                     let changes = convert::state_changes(d.changes)?;
-                    connection.deactivated(&actor, why);
                     done.finish(changes);
                 }
                 other => return Err(unexpected(d.call_id, "DeactivateResult", other)),
@@ -394,9 +344,9 @@ async fn read_answers(
 fn unexpected(call_id: u64, got: &str, pending: Option<Pending>) -> Status {
     let waiting = match pending {
         None => "nothing".to_owned(),
-        Some(Pending::Activate(..)) => "an ActivateResult".to_owned(),
+        Some(Pending::Activate(_)) => "an ActivateResult".to_owned(),
         Some(Pending::Turn(_)) => "a TurnResult".to_owned(),
-        Some(Pending::Deactivate(..)) => "a DeactivateResult".to_owned(),
+        Some(Pending::Deactivate(_)) => "a DeactivateResult".to_owned(),
     };
     Status::invalid_argument(format!(
         "{got} for call_id {call_id}, but that call id waits for {waiting}; answer each \

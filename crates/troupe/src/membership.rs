@@ -29,10 +29,6 @@ use troupe_runtime::clock::unix_now_ms;
 use troupe_runtime::{CallError, Runtime};
 use troupe_transport::{Peers, TransportError};
 
-/// Target of the activation log (see `app_api`): one line per activation
-/// start and end, for the single-activation checker.
-pub const ACTIVATION_LOG: &str = "troupe::activation";
-
 // === decisions ===
 
 /// The lease a heartbeat acknowledged by placement grants: from its *send*
@@ -301,28 +297,8 @@ impl Client {
         let ended = end.filter(|e| *e < now).map_or(unix_now, |e| {
             unix_now.saturating_sub(u64::try_from((now - e).as_millis()).unwrap_or(u64::MAX))
         });
-        info!(
-            target: ACTIVATION_LOG,
-            event = "lease_lapsed",
-            node = %self.identity.node,
-            unix_ms = ended,
-        );
-        // The app is not told about fenced activations, so app_api cannot
-        // close them in the activation log: close them here.
-        for actor in self.runtime.list_actors(None, None, usize::MAX) {
-            if actor.state.is_live() {
-                info!(
-                    target: ACTIVATION_LOG,
-                    event = "deactivated",
-                    reason = "fenced",
-                    actor = %actor.actor,
-                    node = %self.identity.node,
-                    unix_ms = unix_now,
-                );
-            }
-        }
         warn!(node = %self.identity.node, reason = why, "placement lease lost: fencing, then joining again");
-        self.runtime.fence();
+        self.runtime.fence(ended);
     }
 
     fn types(&self) -> Vec<String> {

@@ -118,10 +118,7 @@ impl Shared {
 
     /// Checks that `actor` may be called here.
     pub(crate) fn check_target(&self, actor: &ActorId) -> Result<(), CallError> {
-        if self
-            .shutting_down
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
+        if self.shutdown.refusing() {
             return Err(Unavailable::ShuttingDown.into());
         }
         match self.route(actor)? {
@@ -149,10 +146,7 @@ impl Shared {
         extra: Option<Box<CallExtra>>,
         reply: Reply,
     ) -> Result<Envelope, CallError> {
-        if self
-            .shutting_down
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
+        if self.shutdown.refusing() {
             return Err(Unavailable::ShuttingDown.into());
         }
         validate::name("method name", &method)?;

@@ -10,6 +10,7 @@ use crate::activation::{Activation, Envelope, Inner, Status};
 use crate::dispatch::run_queue::{RunQueue, Runnable};
 use crate::host_registry::Binding;
 use crate::shared::Shared;
+use crate::shutdown::Stage;
 use crate::types::TurnKind;
 
 /// The method's name when `env` calls a read-only method of its type.
@@ -45,12 +46,18 @@ fn admit_readers(inner: &mut Inner, binding: &Binding) -> Vec<(Envelope, Arc<str
 }
 
 impl Shared {
-    /// A worker: runs activations off its queue in batches.
+    /// A worker: runs activations off its queue in batches, until the
+    /// runtime stops.
     pub(crate) async fn work(self: Arc<Self>, queue: Arc<RunQueue<Runnable>>) {
         const BATCH: usize = 64;
         let mut batch = Vec::with_capacity(BATCH);
+        let stopping = self.shutdown.reached(Stage::Stopping);
+        tokio::pin!(stopping);
         loop {
-            queue.pop_batch(&mut batch, BATCH).await;
+            tokio::select! {
+                () = queue.pop_batch(&mut batch, BATCH) => {}
+                () = &mut stopping => return,
+            }
             // With many actors busy, the activations on a run queue have gone
             // cold in cache. Touching each one first, with loads that do not
             // depend on each other, lets the CPU fetch them all at once

@@ -1,37 +1,67 @@
-//! Ending many activations and waiting until they are gone: hand-off to
-//! other daemons, admin deactivation; and fencing, which drops them at once.
+//! Ending activations and waiting until they are gone: one drain loop for
+//! a shutdown, a hand-off to other daemons and an admin's deactivation; and
+//! fencing, which drops every activation at once.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::time::Instant;
 use tracing::{info, warn};
 
+use super::events;
 use crate::activation::{Activation, Status};
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
 use crate::routing::lease_lapsed;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
 use crate::types::{ActorId, DeactivateReason};
 use crate::validate;
 
+/// Which activations a drain ends. Those picked by a rule are looked up
+/// afresh on every pass, so one that activates while the drain runs is
+/// ended too.
+pub(crate) enum Scope<'a> {
+    /// One activation (an admin's deactivation).
+    One(Arc<Activation>),
+    /// Those whose actor the rule picks (a hand-off: the actors moving away).
+    Matching(&'a (dyn Fn(&ActorId) -> bool + Sync)),
+    /// All of them (a shutdown).
+    Everything,
+}
+
+/// The drain's deadline passed with activations still to end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DrainTimedOut {
+    pub(crate) pending: usize,
+}
+
 impl Runtime {
     /// Hands off every active actor for which `keep` is false: its running
     /// turn finishes, it deactivates (reason Migration) and its state is
-    /// flushed. Returns once all of them are gone, or the shutdown grace
-    /// period passed (the error names how many remain).
-    pub async fn hand_off(&self, keep: impl Fn(&ActorId) -> bool) -> Result<usize, CallError> {
+    /// flushed. Returns how many were handed off once all of them are gone,
+    /// or an error once the shutdown grace period passed.
+    pub async fn hand_off(
+        &self,
+        keep: impl Fn(&ActorId) -> bool + Sync,
+    ) -> Result<usize, CallError> {
         let shared = &self.shared;
-        let mut leaving = Vec::new();
-        shared.directory.for_each(|act| {
-            if !keep(&act.id) {
-                leaving.push(act.clone());
-            }
-        });
-        let count = leaving.len();
-        shared
-            .deactivate_all(leaving, DeactivateReason::Migration)
-            .await?;
+        let leaving = |actor: &ActorId| !keep(actor);
+        let deadline = Instant::now() + shared.config.shutdown_grace;
+        let count = shared
+            .drain(
+                Scope::Matching(&leaving),
+                DeactivateReason::Migration,
+                deadline,
+            )
+            .await
+            .map_err(|DrainTimedOut { pending }| {
+                CallError::DeadlineExceeded(format!(
+                    "{pending} actors did not finish deactivating within {:?} (long turns, or \
+                     their app is slow to answer)",
+                    shared.config.shutdown_grace
+                ))
+            })?;
         if count > 0 {
             info!(actors = count, "handed off actors");
         }
@@ -49,8 +79,9 @@ impl Runtime {
         let Some(act) = shared.directory.get(actor) else {
             return Ok(false);
         };
+        let deadline = Instant::now() + shared.config.shutdown_grace;
         let ended = shared
-            .deactivate_all(vec![act], DeactivateReason::Admin)
+            .drain(Scope::One(act), DeactivateReason::Admin, deadline)
             .await
             .map_err(|_| {
                 CallError::DeadlineExceeded(format!(
@@ -62,12 +93,17 @@ impl Runtime {
         Ok(ended > 0)
     }
 
-    /// The placement lease lapsed: another daemon may own these actors now.
-    /// Drops every activation at once, without writing its state (a write
-    /// now could land after the new owner read the store) and without
-    /// waiting for the app; queued calls fail with UNAVAILABLE.
-    pub fn fence(&self) {
+    /// The placement lease lapsed at `lapsed_unix_ms`: another daemon may
+    /// own these actors now. Drops every activation at once, without writing
+    /// its state (a write now could land after the new owner read the store)
+    /// and without waiting for the app; queued calls fail with UNAVAILABLE.
+    pub fn fence(&self, lapsed_unix_ms: u64) {
         let shared = &self.shared;
+        let node = &shared.config.node;
+        // The daemon stopped serving when its lease ended (every call checks
+        // it), which may be a while ago if the process was paused: that is
+        // when its activations ended.
+        events::lease_lapsed(node, lapsed_unix_ms);
         let mut dropped = Vec::new();
         shared.directory.for_each(|act| dropped.push(act.clone()));
         let mut unflushed = 0usize;
@@ -78,6 +114,10 @@ impl Runtime {
                 unflushed += usize::from(inner.is_dirty());
                 inner.dirty = None;
                 inner.binding = None;
+                if inner.announced() {
+                    inner.set_announced(false);
+                    events::deactivated(node, &act.id, "fenced", lapsed_unix_ms);
+                }
                 true
             });
             for env in failed {
@@ -89,86 +129,114 @@ impl Runtime {
             activations = dropped.len(),
             unflushed, "placement lease lapsed: dropped every activation without writing"
         );
-        shared.notify_if_shutting_down();
+        shared.notify_drains();
     }
 }
 
+/// One step of draining an activation.
+enum Step {
+    /// The activation is now Deactivating on the drain's behalf.
+    Started,
+    /// A turn, an activation or a deactivation is under way; wait for it.
+    Wait,
+    /// Nothing (more) to do for it.
+    Done,
+}
+
 impl Shared {
-    /// Deactivates `acts` (running turns finish first) and waits until each
-    /// is gone or re-activated, at most the shutdown grace period. Returns
-    /// how many had a live activation to end.
-    pub(crate) async fn deactivate_all(
+    /// Deactivates the activations in `scope` (running turns finish first)
+    /// and waits until each is gone or re-activated, at most until
+    /// `deadline`. Returns how many it ended.
+    pub(crate) async fn drain(
         self: &Arc<Self>,
-        acts: Vec<Arc<Activation>>,
+        scope: Scope<'_>,
         reason: DeactivateReason,
-    ) -> Result<usize, CallError> {
-        if acts.is_empty() {
-            return Ok(0);
-        }
-        self.admin_waiters.fetch_add(1, Ordering::SeqCst);
-        let _waiting = AdminWaiting(self);
-        let deadline = Instant::now() + self.config.shutdown_grace;
-        let mut requested = vec![false; acts.len()];
+        deadline: Instant,
+    ) -> Result<usize, DrainTimedOut> {
+        self.drains.fetch_add(1, Ordering::SeqCst);
+        let _waiting = Waiting(self);
+        // Kept alive here, so an address in `ours` is never reused.
+        let mut requested: Vec<Arc<Activation>> = Vec::new();
+        let mut ours: HashSet<usize> = HashSet::new();
+        let address = |act: &Arc<Activation>| Arc::as_ptr(act) as usize;
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let (mut pending, mut ended) = (0usize, 0usize);
-            for (act, requested) in acts.iter().zip(requested.iter_mut()) {
-                match self.try_deactivate(act, *requested) {
+            let targets = match &scope {
+                Scope::One(act) => vec![act.clone()],
+                Scope::Matching(pick) => {
+                    let mut picked = Vec::new();
+                    self.directory.for_each(|act| {
+                        if pick(&act.id) {
+                            picked.push(act.clone());
+                        }
+                    });
+                    picked
+                }
+                Scope::Everything => {
+                    let mut all = Vec::with_capacity(self.directory.len());
+                    self.directory.for_each(|act| all.push(act.clone()));
+                    all
+                }
+            };
+            let mut pending = 0usize;
+            for act in targets {
+                match self.drain_step(&act, ours.contains(&address(&act)), reason) {
                     Step::Started => {
-                        *requested = true;
                         pending += 1;
-                        self.deactivate(act.clone(), reason);
+                        ours.insert(address(&act));
+                        requested.push(act.clone());
+                        self.deactivate(act, reason);
                     }
                     Step::Wait => pending += 1,
-                    Step::Done(live) => ended += usize::from(live),
+                    Step::Done => {}
                 }
             }
             if pending == 0 {
-                return Ok(ended);
+                return Ok(requested.len());
             }
             if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                return Err(CallError::DeadlineExceeded(format!(
-                    "{pending} actors did not finish deactivating within {:?} (long turns, or \
-                     their app is slow to answer)",
-                    self.config.shutdown_grace
-                )));
+                return Err(DrainTimedOut { pending });
             }
         }
     }
 
-    fn try_deactivate(&self, act: &Arc<Activation>, requested: bool) -> Step {
+    fn drain_step(&self, act: &Arc<Activation>, requested: bool, reason: DeactivateReason) -> Step {
+        let shutdown = reason == DeactivateReason::Shutdown;
         let mut inner = act.inner.lock();
         match inner.status {
             Status::Deactivating => Step::Wait,
             // Ours finished: gone, or back to Unloaded because calls came in.
-            _ if requested => Step::Done(true),
-            Status::Idle => {
+            _ if requested => Step::Done,
+            // A shutdown lets calls it accepted run first; other drains end
+            // the activation now, and queued calls start a new one where
+            // placement says.
+            Status::Idle if !shutdown || (inner.mailbox.is_empty() && !inner.scheduled) => {
                 inner.status = Status::Deactivating;
                 Step::Started
             }
-            Status::Running | Status::Activating => Step::Wait,
-            Status::Unloaded | Status::Gone => Step::Done(false),
+            Status::Idle | Status::Running | Status::Activating => Step::Wait,
+            // Never got a host: nothing can run its calls now.
+            Status::Unloaded if shutdown && !inner.scheduled => {
+                for env in inner.mailbox.take_all() {
+                    env.reply.send(Err(Unavailable::ShuttingDown.into()));
+                }
+                inner.status = Status::Deactivating;
+                Step::Started
+            }
+            // A worker is about to activate it.
+            Status::Unloaded if shutdown => Step::Wait,
+            Status::Unloaded | Status::Gone => Step::Done,
         }
     }
 }
 
-/// One step of deactivating an activation on request.
-enum Step {
-    /// The activation is now Deactivating on our behalf.
-    Started,
-    /// A turn or an activation is under way; wait for it.
-    Wait,
-    /// Nothing (more) to do; whether there was an activation.
-    Done(bool),
-}
+/// Stops counting a drain as waiting on `changed`, however it ends.
+struct Waiting<'a>(&'a Arc<Shared>);
 
-/// Stops counting a caller as waiting on `changed`, however it ends.
-struct AdminWaiting<'a>(&'a Arc<Shared>);
-
-impl Drop for AdminWaiting<'_> {
+impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.0.admin_waiters.fetch_sub(1, Ordering::SeqCst);
+        self.0.drains.fetch_sub(1, Ordering::SeqCst);
     }
 }

@@ -6,12 +6,17 @@
 //! Status moves Unloaded → Activating → Idle ⇄ Running → Deactivating → Gone
 //! (or back to Unloaded when calls arrived during deactivation).
 //!
-//! - `drain`: deactivating many activations and waiting until they are gone
-//!   (hand-off, admin deactivation), and fencing.
+//! - `drain`: the one loop that ends activations and waits until they are
+//!   gone (shutdown, hand-off, admin deactivation), and fencing.
 //! - `sweep`: idle deactivation.
+//! - `events`: the activation log the single-activation checker reads.
 
 mod drain;
+pub(crate) mod events;
 mod sweep;
+
+pub(crate) use drain::{DrainTimedOut, Scope};
+use events::Ended;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -75,7 +80,11 @@ impl Runtime {
         });
         info!(host_id, activations = idle.len(), "host unregistered");
         for act in idle {
-            tokio::spawn(self.shared.clone().finish_deactivation(act, Vec::new()));
+            tokio::spawn(self.shared.clone().finish_deactivation(
+                act,
+                Vec::new(),
+                Ended::AppDetached,
+            ));
         }
     }
 }
@@ -199,12 +208,22 @@ impl Shared {
                 let mut inner = act.inner.lock();
                 self.record_changes(&act, &mut inner, &changes);
                 inner.last_active_ms = self.clock.coarse_ms();
-                if inner.host_lost() {
+                inner.set_announced(true);
+                let host_lost = inner.host_lost();
+                if host_lost {
                     inner.status = Status::Deactivating;
-                    drop(inner);
-                    tokio::spawn(self.clone().finish_deactivation(act, Vec::new()));
+                }
+                drop(inner);
+                events::activated(&self.config.node, &act.id);
+                if host_lost {
+                    tokio::spawn(self.clone().finish_deactivation(
+                        act,
+                        Vec::new(),
+                        Ended::AppDetached,
+                    ));
                     return;
                 }
+                let mut inner = act.inner.lock();
                 inner.status = Status::Idle;
                 let wake = !inner.mailbox.is_empty() && !inner.scheduled;
                 inner.scheduled |= wake;
@@ -212,7 +231,7 @@ impl Shared {
                 if wake {
                     self.schedule(act);
                 }
-                self.notify_if_shutting_down();
+                self.notify_drains();
             }
             // The host left before the instance existed: start over with
             // another host; the calls keep their own deadlines.
@@ -260,7 +279,7 @@ impl Shared {
             self.count_failed(&act.id.ty, env.kind, &error);
             env.reply.send(Err(error.clone()));
         }
-        self.notify_if_shutting_down();
+        self.notify_drains();
     }
 
     pub(crate) fn deactivate(self: &Arc<Self>, act: Arc<Activation>, reason: DeactivateReason) {
@@ -291,22 +310,31 @@ impl Shared {
                     DeactivateDone {
                         rt: self.clone(),
                         act: Some(act),
+                        reason,
                         _span: span,
                     },
                 );
             }
             _ => {
-                tokio::spawn(self.clone().finish_deactivation(act, Vec::new()));
+                let how = if host_lost {
+                    Ended::AppDetached
+                } else {
+                    Ended::Deactivated(reason)
+                };
+                tokio::spawn(self.clone().finish_deactivation(act, Vec::new(), how));
             }
         }
     }
 
+    /// The host answered a deactivation with its last changes (or went
+    /// away without answering).
     pub(crate) fn deactivation_finished(
         self: &Arc<Self>,
         act: Arc<Activation>,
         changes: Vec<StateChange>,
+        how: Ended,
     ) {
-        tokio::spawn(self.clone().finish_deactivation(act, changes));
+        tokio::spawn(self.clone().finish_deactivation(act, changes, how));
     }
 
     /// Applies the host's last changes, flushes the actor, then removes it —
@@ -316,7 +344,18 @@ impl Shared {
         self: Arc<Self>,
         act: Arc<Activation>,
         changes: Vec<StateChange>,
+        how: Ended,
     ) {
+        // The host has let go of it: it serves nothing from here on.
+        let announced = {
+            let mut inner = act.inner.lock();
+            let announced = inner.announced();
+            inner.set_announced(false);
+            announced
+        };
+        if announced {
+            events::ended(&self.config.node, &act.id, how);
+        }
         // Timers belong to the activation.
         self.timers.end_actor(&act.id);
         if let Err(e) = validate::state_changes(&changes, self.config.max_payload_bytes) {
@@ -343,6 +382,6 @@ impl Shared {
         if wake {
             self.schedule(act);
         }
-        self.notify_if_shutting_down();
+        self.notify_drains();
     }
 }

@@ -2,19 +2,22 @@
 //! timeout, deactivates actors idle past their type's timeout. It also
 //! keeps the coarse clock that activations are stamped with.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::activation::Status;
 use crate::shared::Shared;
+use crate::shutdown::Stage;
 use crate::types::DeactivateReason;
 
 impl Shared {
-    /// Deactivates actors idle past their type's idle timeout.
+    /// Deactivates actors idle past their type's idle timeout, until the
+    /// drain begins (the drain ends every activation itself).
     pub(crate) async fn sweep_idle(self: Arc<Self>) {
         // A new type may have a shorter idle timeout: recompute the period.
         let mut registrations = self.hosts.registrations();
+        let draining = self.shutdown.reached(Stage::Draining);
+        tokio::pin!(draining);
         loop {
             // Refresh the clock before sleeping too: a registration wakes
             // this loop early, and new activations must not be stamped with
@@ -33,10 +36,7 @@ impl Shared {
                     }
                     continue;
                 }
-                _ = self.stop.notified() => return,
-            }
-            if self.shutting_down.load(Ordering::Relaxed) {
-                return;
+                () = &mut draining => return,
             }
             let now = self.clock.refresh_coarse();
             let default_idle = self.config.default_idle_timeout;

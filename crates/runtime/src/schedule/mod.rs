@@ -17,26 +17,29 @@
 //! reminder's policy, then dropped and logged; periodic reminders keep their
 //! schedule either way.
 
+mod firing;
 pub(crate) mod record;
 pub(crate) mod timers;
 mod writer;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::future::Future;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
-use tracing::{debug, warn};
+use tracing::warn;
 use troupe_storage::{ReminderKey, ReminderRecord, ReminderStore};
 
 use crate::clock::unix_now_ms;
 use crate::error::{CallError, Unavailable};
-use crate::types::{ActorId, BoxFuture, ContentType, Payload};
+use crate::types::ContentType;
+pub(crate) use firing::{Due, Fired};
 pub use record::ALARM_NAME;
-use record::{advance, decode, encode, info, Meta};
+use record::{encode, info, Meta};
 pub use record::{AlarmSpec, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
 pub(crate) use writer::WriteRequest;
 use writer::{run_writer, store_error, WriteOp};
@@ -69,20 +72,6 @@ fn empty_key() -> ReminderKey {
         actor_id: String::new(),
         name: String::new(),
     }
-}
-
-/// Fires reminders through `fire`, which runs a turn and reports success.
-pub(crate) trait Dispatch: Send + Sync + 'static {
-    /// Whether this daemon fires the actor's reminders (it owns the actor).
-    fn owns(&self, actor: &ActorId) -> bool;
-
-    fn fire(
-        &self,
-        actor: ActorId,
-        kind_alarm: bool,
-        name: String,
-        payload: Payload,
-    ) -> BoxFuture<Result<(), CallError>>;
 }
 
 pub(crate) struct Scheduler {
@@ -121,13 +110,14 @@ impl Scheduler {
         (scheduler, rx)
     }
 
-    pub(crate) fn start(
-        self: &Arc<Self>,
+    /// The writer task for the queue `new` returned; it ends once `stop`
+    /// completes, after writing everything queued before.
+    pub(crate) fn writer(
+        &self,
         writes: mpsc::UnboundedReceiver<WriteRequest>,
-        dispatch: Arc<dyn Dispatch>,
-    ) {
-        tokio::spawn(run_writer(self.store.clone(), writes));
-        tokio::spawn(self.clone().run(dispatch));
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        run_writer(self.store.clone(), writes, stop)
     }
 
     async fn write(&self, op: WriteOp) -> Result<bool, CallError> {
@@ -313,7 +303,14 @@ impl Scheduler {
         Ok(())
     }
 
-    async fn run(self: Arc<Self>, dispatch: Arc<dyn Dispatch>) {
+    /// Hands what comes due to `due`, in due order, until `stop` completes
+    /// (or nobody takes firings any more).
+    pub(crate) async fn run(
+        self: Arc<Self>,
+        due: mpsc::UnboundedSender<Due>,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) {
+        tokio::pin!(stop);
         loop {
             let now = unix_now_ms();
             let (next, needs_load) = {
@@ -326,7 +323,10 @@ impl Scheduler {
             if needs_load {
                 if let Err(e) = self.load().await {
                     warn!(error = %e, "loading due reminders failed; retrying");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        () = &mut stop => return,
+                    }
                 }
                 // Loading may have found earlier work; look again.
                 let q = self.queue.lock();
@@ -336,7 +336,12 @@ impl Scheduler {
                 }
             }
             match next {
-                Some(due) if due <= now => self.pop_and_fire(now, &dispatch).await,
+                Some(at) if at <= now => {
+                    tokio::select! {
+                        handed = self.pop_due(now, &due) => if !handed { return },
+                        () = &mut stop => return,
+                    }
+                }
                 _ => {
                     let load_at = {
                         let q = self.queue.lock();
@@ -345,145 +350,12 @@ impl Scheduler {
                     let until = next.map_or(load_at, |d| d.min(load_at)).max(now + 1);
                     let wait = Duration::from_millis(until - now);
                     tokio::select! {
-                        _ = tokio::time::sleep(wait) => {}
-                        _ = self.wake.notified() => {}
+                        () = tokio::time::sleep(wait) => {}
+                        () = self.wake.notified() => {}
+                        () = &mut stop => return,
                     }
                 }
             }
-        }
-    }
-
-    async fn pop_and_fire(self: &Arc<Self>, now: u64, dispatch: &Arc<dyn Dispatch>) {
-        // Fire everything due, each under a permit so at most MAX_FIRING run.
-        loop {
-            let record = {
-                let mut q = self.queue.lock();
-                let Some(Reverse((due, _))) = q.heap.peek() else {
-                    return;
-                };
-                if *due > now {
-                    return;
-                }
-                let Some(Reverse((due, key))) = q.heap.pop() else {
-                    return;
-                };
-                match q.live.get(&key) {
-                    // The firing owns it until it writes the next version.
-                    Some(r) if r.due_unix_ms == due => {
-                        q.firing.insert(key.clone(), false);
-                        q.live.remove(&key)
-                    }
-                    _ => continue, // stale entry: moved or deleted
-                }
-            };
-            let Some(record) = record else { continue };
-            let Ok(permit) = self.firing.clone().acquire_owned().await else {
-                return;
-            };
-            let (scheduler, dispatch) = (self.clone(), dispatch.clone());
-            tokio::spawn(async move {
-                scheduler.fire(record, now, &*dispatch).await;
-                drop(permit);
-            });
-        }
-    }
-
-    async fn fire(&self, record: ReminderRecord, now: u64, dispatch: &dyn Dispatch) {
-        let Some((mut meta, payload)) = decode(&record.data) else {
-            warn!(reminder = ?record.key, "undecodable reminder dropped");
-            let _ = self.write(WriteOp::Delete(record.key.clone())).await;
-            return;
-        };
-        let actor = ActorId::new(record.key.actor_type.as_str(), record.key.actor_id.as_str());
-        if !dispatch.owns(&actor) {
-            // Another daemon owns the actor (or it is moving): that daemon's
-            // scheduler fires it. Forget it here without touching the store.
-            self.queue.lock().firing.remove(&record.key);
-            return;
-        }
-        let period = meta.period_ms;
-        // A firing missed by more than a period (or a second) while the
-        // daemon was down is "missed".
-        let missed = now.saturating_sub(record.due_unix_ms) > period.max(1000);
-        let result = if missed && meta.skip_missed {
-            debug!(reminder = ?record.key, "missed firing skipped");
-            None
-        } else {
-            let alarm = record.key.name == ALARM_NAME;
-            Some(
-                dispatch
-                    .fire(actor, alarm, record.key.name.clone(), payload.clone())
-                    .await,
-            )
-        };
-        let next_due = match result {
-            Some(Err(e)) => {
-                meta.attempts += 1;
-                if meta.attempts < meta.max_attempts.max(1) {
-                    let policy = RetryPolicy {
-                        max_attempts: meta.max_attempts,
-                        initial_backoff: Duration::from_millis(meta.initial_backoff_ms),
-                        max_backoff: Duration::from_millis(meta.max_backoff_ms),
-                    };
-                    let backoff = policy.backoff(meta.attempts);
-                    debug!(reminder = ?record.key, attempt = meta.attempts, error = %e, "firing failed; retrying");
-                    Some(unix_now_ms() + backoff.as_millis() as u64)
-                } else {
-                    warn!(reminder = ?record.key, attempts = meta.attempts, error = %e, "firing failed after all retries; dropped");
-                    meta.attempts = 0;
-                    advance(&mut meta, record.due_unix_ms, now)
-                }
-            }
-            Some(Ok(())) => {
-                meta.attempts = 0;
-                meta.fired += 1;
-                self.fired.fetch_add(1, Ordering::Relaxed);
-                advance(&mut meta, record.due_unix_ms, now)
-            }
-            None => advance(&mut meta, record.due_unix_ms, now),
-        };
-        let next = next_due.map(|due| ReminderRecord {
-            key: record.key.clone(),
-            due_unix_ms: due,
-            data: encode(&meta, &payload),
-        });
-        // Decide and enqueue under the lock a concurrent `set`/`delete` takes
-        // to mark the firing: either it marked us first (we drop our write),
-        // or our write is queued before its, and its write lands last.
-        let (queued, wake) = {
-            let mut q = self.queue.lock();
-            let touched = q.firing.remove(&record.key).unwrap_or(true);
-            if touched {
-                (None, false)
-            } else {
-                let op = match &next {
-                    Some(next) => WriteOp::Put(next.clone()),
-                    None => WriteOp::Delete(record.key.clone()),
-                };
-                let wake = next.as_ref().is_some_and(|n| Self::track_locked(&mut q, n));
-                (Some(self.enqueue(op)), wake)
-            }
-        };
-        if wake {
-            self.wake.notify_one();
-        }
-        let outcome = match queued {
-            None => Ok(()), // replaced or deleted meanwhile: the newer call stands
-            Some(Err(e)) => Err(e),
-            Some(Ok(done)) => Self::finished(done).await.map(|_| ()),
-        };
-        if let Err(e) = outcome {
-            if let Some(next) = &next {
-                self.untrack(next);
-            }
-            // The stored version still says due: it fires again once loaded.
-            warn!(reminder = ?record.key, error = %e, "could not record a firing; it will fire again");
-            let mut q = self.queue.lock();
-            q.cursor = q
-                .cursor
-                .clone()
-                .min((record.due_unix_ms.saturating_sub(1), empty_key()));
-            q.more = true;
         }
     }
 }

@@ -2,6 +2,7 @@
 //! batching whatever has queued into one atomic, durable store write (group
 //! commit).
 
+use std::future::Future;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
@@ -27,34 +28,66 @@ pub(crate) struct WriteRequest {
 /// Largest batch one store write carries.
 const MAX_WRITE_BATCH: usize = 8192;
 
+/// Applies queued writes batch by batch until `stop` completes, then
+/// writes what is still queued and ends.
 pub(crate) async fn run_writer(
     store: Arc<dyn ReminderStore>,
     mut rx: mpsc::UnboundedReceiver<WriteRequest>,
+    stop: impl Future<Output = ()>,
 ) {
+    tokio::pin!(stop);
     let mut batch = Vec::with_capacity(MAX_WRITE_BATCH);
-    while rx.recv_many(&mut batch, MAX_WRITE_BATCH).await > 0 {
-        let mut puts = Vec::new();
-        let mut deletes = Vec::new();
-        for req in &batch {
-            match &req.op {
-                WriteOp::Put(record) => puts.push(record.clone()),
-                WriteOp::Delete(key) => deletes.push(key.clone()),
+    loop {
+        tokio::select! {
+            biased;
+            n = rx.recv_many(&mut batch, MAX_WRITE_BATCH) => {
+                if n == 0 {
+                    return;
+                }
+                apply(&*store, &mut batch).await;
+            }
+            () = &mut stop => {
+                // Every task that writes has ended: what is queued is all.
+                loop {
+                    while batch.len() < MAX_WRITE_BATCH {
+                        match rx.try_recv() {
+                            Ok(request) => batch.push(request),
+                            Err(_) => break,
+                        }
+                    }
+                    if batch.is_empty() {
+                        return;
+                    }
+                    apply(&*store, &mut batch).await;
+                }
             }
         }
-        let result = store.apply_reminders(&puts, &deletes).await;
-        let mut existed = match &result {
-            Ok(e) => e.clone().into_iter(),
-            Err(_) => Vec::new().into_iter(),
-        };
-        for req in batch.drain(..) {
-            let outcome = match &result {
-                Err(e) => Err(store_error(e.clone())),
-                Ok(_) => match req.op {
-                    WriteOp::Put(_) => Ok(true),
-                    WriteOp::Delete(_) => Ok(existed.next().unwrap_or(false)),
-                },
-            };
-            let _ = req.done.send(outcome);
+    }
+}
+
+/// Writes `batch` as one atomic store write and answers each request.
+async fn apply(store: &dyn ReminderStore, batch: &mut Vec<WriteRequest>) {
+    let mut puts = Vec::new();
+    let mut deletes = Vec::new();
+    for req in batch.iter() {
+        match &req.op {
+            WriteOp::Put(record) => puts.push(record.clone()),
+            WriteOp::Delete(key) => deletes.push(key.clone()),
         }
+    }
+    let result = store.apply_reminders(&puts, &deletes).await;
+    let mut existed = match &result {
+        Ok(e) => e.clone().into_iter(),
+        Err(_) => Vec::new().into_iter(),
+    };
+    for req in batch.drain(..) {
+        let outcome = match &result {
+            Err(e) => Err(store_error(e.clone())),
+            Ok(_) => match req.op {
+                WriteOp::Put(_) => Ok(true),
+                WriteOp::Delete(_) => Ok(existed.next().unwrap_or(false)),
+            },
+        };
+        let _ = req.done.send(outcome);
     }
 }

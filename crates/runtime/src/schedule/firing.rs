@@ -1,0 +1,214 @@
+//! A firing's way through the scheduler: popped when due and handed to the
+//! runtime as a [`Due`] (the scheduler never runs turns itself), then its
+//! outcome recorded: the next due time, a retry with backoff, or the end of
+//! the reminder. The stored record moves on only when the outcome is
+//! recorded, so a firing that never reports back fires again once loaded.
+
+use std::cmp::Reverse;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tracing::{debug, warn};
+use troupe_storage::ReminderRecord;
+
+use super::record::{advance, decode, encode, Meta, RetryPolicy, ALARM_NAME};
+use super::writer::WriteOp;
+use super::{empty_key, Scheduler};
+use crate::clock::unix_now_ms;
+use crate::error::CallError;
+use crate::types::{ActorId, Payload};
+
+/// A reminder or alarm due now, for the runtime to run as a turn and report
+/// on with [`Scheduler::finish`].
+#[derive(Debug)]
+pub(crate) struct Due {
+    pub(crate) actor: ActorId,
+    pub(crate) alarm: bool,
+    pub(crate) name: String,
+    pub(crate) payload: Payload,
+    record: ReminderRecord,
+    meta: Meta,
+    /// When it was popped; slots missed before then are skipped.
+    now: u64,
+    /// One of the places that bound the firings in flight.
+    _permit: OwnedSemaphorePermit,
+}
+
+/// How a firing went.
+#[derive(Debug)]
+pub(crate) enum Fired {
+    /// Its turn ran and succeeded.
+    Ran,
+    /// Its turn failed: an attempt, retried with backoff up to the policy.
+    Failed(CallError),
+    /// Another daemon owns the actor and fires it: forgotten here.
+    NotOwned,
+    /// Not attempted (the daemon is stopping): the stored record stays as
+    /// it is and fires again after the restart.
+    NotAttempted,
+}
+
+impl Scheduler {
+    /// Hands everything due at `now` to `due`, each under a permit so at most
+    /// `MAX_FIRING` are in flight. Returns `false` once nobody takes them.
+    pub(super) async fn pop_due(
+        self: &Arc<Self>,
+        now: u64,
+        due: &mpsc::UnboundedSender<Due>,
+    ) -> bool {
+        loop {
+            let record = {
+                let mut q = self.queue.lock();
+                let Some(Reverse((at, _))) = q.heap.peek() else {
+                    return true;
+                };
+                if *at > now {
+                    return true;
+                }
+                let Some(Reverse((at, key))) = q.heap.pop() else {
+                    return true;
+                };
+                match q.live.get(&key) {
+                    // The firing owns it until it writes the next version.
+                    Some(r) if r.due_unix_ms == at => {
+                        q.firing.insert(key.clone(), false);
+                        q.live.remove(&key)
+                    }
+                    _ => continue, // stale entry: moved or deleted
+                }
+            };
+            let Some(record) = record else { continue };
+            let Ok(permit) = self.firing.clone().acquire_owned().await else {
+                return false;
+            };
+            let Some((meta, payload)) = decode(&record.data) else {
+                warn!(reminder = ?record.key, "undecodable reminder dropped");
+                let this = self.clone();
+                tokio::spawn(async move {
+                    this.queue.lock().firing.remove(&record.key);
+                    let _ = this.write(WriteOp::Delete(record.key)).await;
+                });
+                continue;
+            };
+            // A firing missed by more than a period (or a second) while the
+            // daemon was down is "missed".
+            let missed = now.saturating_sub(record.due_unix_ms) > meta.period_ms.max(1000);
+            let firing = Due {
+                actor: ActorId::new(record.key.actor_type.as_str(), record.key.actor_id.as_str()),
+                alarm: record.key.name == ALARM_NAME,
+                name: record.key.name.clone(),
+                payload,
+                record,
+                meta,
+                now,
+                _permit: permit,
+            };
+            if missed && firing.meta.skip_missed {
+                debug!(reminder = ?firing.record.key, "missed firing skipped");
+                let this = self.clone();
+                tokio::spawn(async move { this.record_outcome(firing, None).await });
+                continue;
+            }
+            if due.send(firing).is_err() {
+                return false;
+            }
+        }
+    }
+
+    /// Records how a [`Due`] firing went.
+    pub(crate) async fn finish(&self, firing: Due, fired: Fired) {
+        let result = match fired {
+            Fired::Ran => Ok(()),
+            Fired::Failed(e) => Err(e),
+            Fired::NotOwned | Fired::NotAttempted => {
+                // The store keeps the record as it is: the owner's scheduler
+                // fires it (or this one, after a restart).
+                self.queue.lock().firing.remove(&firing.record.key);
+                return;
+            }
+        };
+        self.record_outcome(firing, Some(result)).await;
+    }
+
+    /// Moves the stored record on after a firing: `None` for one skipped.
+    async fn record_outcome(&self, firing: Due, result: Option<Result<(), CallError>>) {
+        let Due {
+            record,
+            mut meta,
+            payload,
+            now,
+            ..
+        } = firing;
+        let next_due = match result {
+            Some(Err(e)) => {
+                meta.attempts += 1;
+                if meta.attempts < meta.max_attempts.max(1) {
+                    let policy = RetryPolicy {
+                        max_attempts: meta.max_attempts,
+                        initial_backoff: Duration::from_millis(meta.initial_backoff_ms),
+                        max_backoff: Duration::from_millis(meta.max_backoff_ms),
+                    };
+                    let backoff = policy.backoff(meta.attempts);
+                    debug!(reminder = ?record.key, attempt = meta.attempts, error = %e, "firing failed; retrying");
+                    Some(unix_now_ms() + backoff.as_millis() as u64)
+                } else {
+                    warn!(reminder = ?record.key, attempts = meta.attempts, error = %e, "firing failed after all retries; dropped");
+                    meta.attempts = 0;
+                    advance(&mut meta, record.due_unix_ms, now)
+                }
+            }
+            Some(Ok(())) => {
+                meta.attempts = 0;
+                meta.fired += 1;
+                self.fired.fetch_add(1, Ordering::Relaxed);
+                advance(&mut meta, record.due_unix_ms, now)
+            }
+            None => advance(&mut meta, record.due_unix_ms, now),
+        };
+        let next = next_due.map(|due| ReminderRecord {
+            key: record.key.clone(),
+            due_unix_ms: due,
+            data: encode(&meta, &payload),
+        });
+        // Decide and enqueue under the lock a concurrent `set`/`delete` takes
+        // to mark the firing: either it marked us first (we drop our write),
+        // or our write is queued before its, and its write lands last.
+        let (queued, wake) = {
+            let mut q = self.queue.lock();
+            let touched = q.firing.remove(&record.key).unwrap_or(true);
+            if touched {
+                (None, false)
+            } else {
+                let op = match &next {
+                    Some(next) => WriteOp::Put(next.clone()),
+                    None => WriteOp::Delete(record.key.clone()),
+                };
+                let wake = next.as_ref().is_some_and(|n| Self::track_locked(&mut q, n));
+                (Some(self.enqueue(op)), wake)
+            }
+        };
+        if wake {
+            self.wake.notify_one();
+        }
+        let outcome = match queued {
+            None => Ok(()), // replaced or deleted meanwhile: the newer call stands
+            Some(Err(e)) => Err(e),
+            Some(Ok(done)) => Self::finished(done).await.map(|_| ()),
+        };
+        if let Err(e) = outcome {
+            if let Some(next) = &next {
+                self.untrack(next);
+            }
+            // The stored version still says due: it fires again once loaded.
+            warn!(reminder = ?record.key, error = %e, "could not record a firing; it will fire again");
+            let mut q = self.queue.lock();
+            q.cursor = q
+                .cursor
+                .clone()
+                .min((record.due_unix_ms.saturating_sub(1), empty_key()));
+            q.more = true;
+        }
+    }
+}
