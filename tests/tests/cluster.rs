@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use std::sync::Mutex as StdMutex;
 
-use troupe_tests::cluster::*;
-use troupe_tests::placement::PlacementCluster;
+use troupe_tests::cluster_harness::*;
+use troupe_tests::replicas::PlacementCluster;
 use troupe_tests::store::{ids, postgres_url, type_with_mode};
 use troupe_tests::*;
 

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use troupe_tests::placement::{
+use troupe_tests::replicas::{
     free_port, heartbeat_request, join_request, keep_alive, table_nodes, PlacementCluster,
     PlacementReplica,
 };

@@ -1,15 +1,11 @@
 //! The `troupe.v1.Placement` service of one replica.
 //!
-//! This module owns what a replica answers and the leader's soft state.
-//! Daemon requests are handled by the Raft leader; followers forward them
-//! (one hop: a forwarded request reaching a non-leader is refused, so two
-//! replicas with different ideas of the leader cannot bounce it around).
-//! The leader keeps, outside the log, when it last heard from each member
-//! and which `next` version each has drained for; a tick turns them into
-//! `Remove` (lease lapsed) and `Promote` (everyone drained) commands. A new
-//! leader starts every member's clock at its own start, which can only delay
-//! a removal, and learns drain reports from the next heartbeats (daemons
-//! resend them every time).
+//! This module owns what a replica answers. Daemon requests are handled by
+//! the Raft leader; followers forward them (one hop: a forwarded request
+//! reaching a non-leader is refused, so two replicas with different ideas of
+//! the leader cannot bounce it around). The leader's soft state (leases,
+//! drain reports) and the tick that expires members and promotes tables are
+//! in `leader`.
 //!
 //! Lease safety needs every acknowledged heartbeat to come from a replica
 //! that was still the leader after it received it: a deposed leader that
@@ -31,8 +27,9 @@ use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
 use troupe_proto::v1::placement_client::PlacementClient;
 
+use super::leader::{decide, Soft};
 use super::network::{APPEND_ENTRIES, INSTALL_SNAPSHOT, VOTE};
-use super::state::{types_differ, ClusterState, Command};
+use super::state::{types_differ, Command};
 use super::store::{Applied, LogStore};
 use super::TypeConfig;
 use troupe_placement::table::{Member, Table};
@@ -72,31 +69,6 @@ struct Inner {
     heartbeat: Duration,
     soft: Mutex<Soft>,
     leaders: Mutex<HashMap<u64, PlacementClient<Channel>>>,
-}
-
-/// The leader's knowledge that is not in the log.
-#[derive(Debug)]
-struct Soft {
-    /// The term this soft state belongs to; another term starts afresh.
-    term: Option<u64>,
-    /// When this replica became leader: every member's clock starts here.
-    since: Instant,
-    last_heard: HashMap<String, Instant>,
-    drained: HashMap<String, u64>,
-}
-
-impl Soft {
-    fn clock(&self, node: &str) -> Instant {
-        self.last_heard
-            .get(node)
-            .copied()
-            .map_or(self.since, |t| t.max(self.since))
-    }
-
-    fn heard(&mut self, node: &str, at: Instant) {
-        let e = self.last_heard.entry(node.to_owned()).or_insert(at);
-        *e = (*e).max(at);
-    }
 }
 
 enum Route {
@@ -476,38 +448,6 @@ impl PlacementService {
     }
 }
 
-/// The leader's rule: remove members silent for longer than `lease`
-/// (their drain reports are then not needed); otherwise promote `next`
-/// once every member it waits for reported draining for it.
-fn decide(state: &ClusterState, soft: &mut Soft, now: Instant, lease: Duration) -> Option<Command> {
-    // Forget nodes that are no longer members (removed, or left) — but not
-    // one heard from within the lease: a join records its clock before its
-    // write commits, and forgetting it here would start its clock at this
-    // leader's start instead, removing a member that just joined.
-    soft.last_heard.retain(|n, at| {
-        state.members.contains_key(n) || now.saturating_duration_since(*at) <= lease
-    });
-    soft.drained.retain(|n, _| state.members.contains_key(n));
-    let expired: Vec<String> = state
-        .members
-        .keys()
-        .filter(|n| now.saturating_duration_since(soft.clock(n)) > lease)
-        .cloned()
-        .collect();
-    if !expired.is_empty() {
-        for n in &expired {
-            tracing::info!(node = %n, ?lease, "member's lease lapsed: removing it");
-        }
-        return Some(Command::Remove { nodes: expired });
-    }
-    let version = state.next.as_ref()?.version;
-    let all_drained = state
-        .waiting_for
-        .iter()
-        .all(|n| soft.drained.get(n).copied().unwrap_or(0) >= version);
-    all_drained.then_some(Command::Promote { version })
-}
-
 fn decode<T: DeserializeOwned>(msg: &pb::RaftMessage) -> Result<T, Status> {
     serde_json::from_slice(&msg.json).map_err(|e| {
         Status::invalid_argument(format!(
@@ -634,122 +574,5 @@ impl pb::placement_server::Placement for PlacementService {
         self.handle_raft(request.into_inner())
             .await
             .map(Response::new)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn member(node: &str) -> Member {
-        Member {
-            node: node.into(),
-            address: "127.0.0.1:1".into(),
-            types: vec!["C".into()],
-            leaving: false,
-        }
-    }
-
-    fn soft(since: Instant) -> Soft {
-        Soft {
-            term: Some(1),
-            since,
-            last_heard: HashMap::new(),
-            drained: HashMap::new(),
-        }
-    }
-
-    fn cluster(nodes: &[&str]) -> ClusterState {
-        let mut s = ClusterState::default();
-        for n in nodes {
-            s.apply(&Command::Join { member: member(n) });
-        }
-        s
-    }
-
-    const LEASE: Duration = Duration::from_secs(3);
-
-    #[test]
-    fn promotes_only_once_everyone_waited_for_drained() {
-        let t0 = Instant::now();
-        let state = cluster(&["a", "b", "c"]); // current {a}, next {a, b, c}
-        let version = state.next.as_ref().map(|n| n.version).unwrap_or_default();
-        let mut soft = soft(t0);
-        soft.heard("a", t0);
-        assert_eq!(decide(&state, &mut soft, t0, LEASE), None);
-        soft.drained.insert("a".into(), version - 1);
-        assert_eq!(decide(&state, &mut soft, t0, LEASE), None);
-        soft.drained.insert("a".into(), version);
-        assert_eq!(
-            decide(&state, &mut soft, t0, LEASE),
-            Some(Command::Promote { version })
-        );
-    }
-
-    #[test]
-    fn removes_members_silent_longer_than_the_lease() {
-        let t0 = Instant::now();
-        let state = cluster(&["a", "b"]);
-        let mut soft = soft(t0);
-        soft.heard("a", t0 + Duration::from_secs(2));
-        // b's clock starts at the leader's start: not expired at exactly
-        // the lease, expired after it.
-        assert_eq!(decide(&state, &mut soft, t0 + LEASE, LEASE), None);
-        let later = t0 + LEASE + Duration::from_millis(1);
-        assert_eq!(
-            decide(&state, &mut soft, later, LEASE),
-            Some(Command::Remove {
-                nodes: vec!["b".into()]
-            })
-        );
-    }
-
-    #[test]
-    fn a_new_leader_never_expires_before_its_own_start_plus_lease() {
-        let t0 = Instant::now();
-        let state = cluster(&["a"]);
-        // Heard long ago (under a previous leader's clock)...
-        let mut soft = soft(t0 + Duration::from_secs(10));
-        soft.heard("a", t0);
-        // ...still counts from this leader's start.
-        let at = t0 + Duration::from_secs(12);
-        assert_eq!(decide(&state, &mut soft, at, LEASE), None);
-    }
-
-    #[test]
-    fn forgets_soft_state_of_non_members() {
-        let t0 = Instant::now();
-        let state = cluster(&["a"]);
-        let mut soft = soft(t0);
-        soft.heard("gone", t0);
-        soft.drained.insert("gone".into(), 9);
-        // Heard within the lease: maybe a join whose write is not applied
-        // yet; its clock must survive until it is.
-        decide(&state, &mut soft, t0, LEASE);
-        assert!(soft.last_heard.contains_key("gone"));
-        assert!(!soft.drained.contains_key("gone"));
-        decide(&state, &mut soft, t0 + LEASE * 2, LEASE);
-        assert!(!soft.last_heard.contains_key("gone"));
-    }
-
-    #[test]
-    fn a_join_not_yet_applied_keeps_its_clock() {
-        // The leader has led for long; "b" joins now and its write is not
-        // applied when the tick runs: it must not start from `since`.
-        let t0 = Instant::now();
-        let mut soft = soft(t0);
-        let joined = t0 + LEASE * 10;
-        soft.heard("a", joined);
-        soft.heard("b", joined);
-        assert_eq!(decide(&cluster(&["a"]), &mut soft, joined, LEASE), None);
-        let state = cluster(&["a", "b"]);
-        let tick = joined + LEASE / 2;
-        assert!(
-            !matches!(
-                decide(&state, &mut soft, tick, LEASE),
-                Some(Command::Remove { .. })
-            ),
-            "a member that just joined was removed"
-        );
     }
 }

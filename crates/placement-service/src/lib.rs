@@ -7,8 +7,9 @@
 //! - [`state`]: the deterministic state machine (members, tables, changes).
 //! - [`store`]: the log, vote and snapshots in sled.
 //! - [`network`]: Raft RPCs to other replicas over the `Raft` rpc.
-//! - [`grpc`]: the service: forwarding to the leader, leases and drain
-//!   reports (leader soft state), expiry and promotion.
+//! - [`grpc`]: the service: forwarding to the leader, answering daemons.
+//! - `leader`: the leader's soft state (leases, drain reports) and the rule
+//!   that expires members and promotes tables.
 //!
 //! Bootstrap: every replica is configured with the ids and addresses of all
 //! replicas; the one with the lowest id initialises the Raft cluster when
@@ -16,6 +17,7 @@
 
 pub mod convert;
 pub mod grpc;
+mod leader;
 pub mod network;
 pub mod state;
 pub mod store;

@@ -5,9 +5,9 @@ use troupe_proto::v1 as pb;
 use troupe_runtime::{ActivationState, ActorId, Runtime, StateMode};
 
 use crate::convert;
+use crate::convert::errors::status_of;
 use crate::convert::paging;
 use crate::convert::requests::reminder_to_pb;
-use crate::convert::status::status_of;
 
 #[derive(Debug, Clone)]
 pub struct AdminApi {

@@ -22,7 +22,7 @@ use troupe_runtime::{
     Runtime, TurnDone, TurnKind, TurnOutcome, TurnRequest,
 };
 
-use crate::convert::status::status_of;
+use crate::convert::errors::status_of;
 use crate::{convert, telemetry};
 
 /// How long a new stream may take to send its Register message.

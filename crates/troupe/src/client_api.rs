@@ -12,8 +12,8 @@ use troupe_proto::v1 as pb;
 use troupe_runtime::{ActorId, ActorRequest, Call, CallTrace, RequestContext, Runtime};
 use troupe_transport::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
 
+use crate::convert::errors::status_of;
 use crate::convert::requests::{request_from_pb, response_to_pb, PbRequest, PbResponse};
-use crate::convert::status::status_of;
 use crate::convert::{self, paging};
 use crate::telemetry;
 

@@ -8,8 +8,8 @@ use troupe_runtime::{
 };
 use troupe_transport::{Forward, Peers, TransportError};
 
+use crate::convert::errors::forward_error;
 use crate::convert::requests::{request_to_pb, response_from_pb, PbRequest, PbResponse};
-use crate::convert::status::forward_error;
 use crate::telemetry;
 
 #[derive(Debug, Clone)]

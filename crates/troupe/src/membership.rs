@@ -9,7 +9,14 @@
 //!
 //! The decisions (lease arithmetic, when to hand off and what to report,
 //! whether the daemon is still a member) are plain functions and small state
-//! machines below the I/O loop, so they are tested without sockets.
+//! machines in `decisions`, so they are tested without sockets; this module
+//! is the I/O loop around them.
+
+mod decisions;
+
+use decisions::{
+    backoff, beat_failure, lapsed, lease_until, request_timeout, BeatFailure, Drain, Presence,
+};
 
 use std::future::Future;
 use std::sync::Arc;
@@ -28,146 +35,6 @@ use troupe_proto::v1::placement_client::PlacementClient;
 use troupe_runtime::clock::unix_now_ms;
 use troupe_runtime::{CallError, Runtime};
 use troupe_transport::{Peers, TransportError};
-
-// === decisions ===
-
-/// The lease a heartbeat acknowledged by placement grants: from its *send*
-/// time, minus a margin for clock rate drift and a state write in flight.
-/// Placement removes a member only `lease` after it last *received* from it,
-/// which is after the send, so this always ends first.
-pub fn lease_until(sent: Instant, lease: Duration) -> Instant {
-    sent + lease - lease_margin(lease)
-}
-
-pub fn lease_margin(lease: Duration) -> Duration {
-    lease / 4
-}
-
-/// Whether the lease is over at `now` (no lease counts as over).
-pub fn lapsed(lease_end: Option<Instant>, now: Instant) -> bool {
-    lease_end.is_none_or(|end| end <= now)
-}
-
-/// How long one placement request may take: a replica that stopped
-/// answering must not hold the heartbeat loop past the point where another
-/// replica could still renew the lease.
-pub fn request_timeout(lease: Duration, interval: Duration) -> Duration {
-    (lease / 3).max(interval).max(Duration::from_millis(100))
-}
-
-/// Pause before the next round of join attempts: doubling, capped.
-pub fn backoff(round: u32) -> Duration {
-    let base = Duration::from_millis(100);
-    base.saturating_mul(1u32 << round.min(5))
-        .min(Duration::from_secs(2))
-}
-
-/// Which pending table this daemon has handed its actors off for.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Drain {
-    /// The highest `next.version` fully handed off for; reported in every
-    /// heartbeat (placement's drain records are soft state a new leader
-    /// learns only from the next heartbeats).
-    drained: u64,
-    /// A hand-off under way, for this `next.version`.
-    running: Option<u64>,
-}
-
-impl Drain {
-    /// The `drained_version` to report.
-    pub fn report(&self) -> u64 {
-        self.drained
-    }
-
-    /// Whether to start a hand-off for `table`'s pending change now; if so,
-    /// it is recorded as running and its version returned. One at a time: a
-    /// newer `next` arriving meanwhile is looked at once the running one ends.
-    pub fn start(&mut self, table: &Table) -> Option<u64> {
-        let next = table.next.as_ref()?.version;
-        if self.running.is_some() || next <= self.drained {
-            return None;
-        }
-        self.running = Some(next);
-        Some(next)
-    }
-
-    /// The hand-off for `version` ended; only a complete one may be reported
-    /// (a report makes placement promote, and a promoted table lets the new
-    /// owner activate).
-    pub fn finished(&mut self, version: u64, complete: bool) {
-        if self.running == Some(version) {
-            self.running = None;
-        }
-        if complete {
-            self.drained = self.drained.max(version);
-        }
-    }
-
-    pub fn running(&self) -> Option<u64> {
-        self.running
-    }
-}
-
-/// Where this daemon stands according to a table it received.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Standing {
-    /// Listed in `current` or `next`.
-    Member,
-    /// Listed in neither: removed (lease lapsed), or its leave is complete.
-    Gone,
-}
-
-pub fn standing(table: &Table, node: &str) -> Standing {
-    let listed =
-        table.current.contains(node) || table.next.as_ref().is_some_and(|n| n.contains(node));
-    if listed {
-        Standing::Member
-    } else {
-        Standing::Gone
-    }
-}
-
-/// Whether this daemon has dropped out of the tables, across the tables of
-/// one membership. A join queued behind a change in flight is in no table
-/// yet (placement adds it with the following change), so absence counts only
-/// after the daemon was listed once.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Presence {
-    listed: bool,
-}
-
-impl Presence {
-    /// Whether `table` no longer lists a daemon it listed before: its leave
-    /// is complete, or placement removed it.
-    pub fn gone(&mut self, table: &Table, node: &str) -> bool {
-        match standing(table, node) {
-            Standing::Member => {
-                self.listed = true;
-                false
-            }
-            Standing::Gone => self.listed,
-        }
-    }
-}
-
-/// What a heartbeat's failure means.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BeatFailure {
-    /// Placement does not know this node (removed after its lease lapsed,
-    /// or its leave completed).
-    NotMember,
-    /// This replica could not answer; try the next one.
-    TryElsewhere,
-}
-
-pub fn beat_failure(code: Code) -> BeatFailure {
-    match code {
-        Code::NotFound => BeatFailure::NotMember,
-        _ => BeatFailure::TryElsewhere,
-    }
-}
-
-// === the client ===
 
 /// How the daemon is known in the cluster.
 #[derive(Debug, Clone)]
@@ -605,6 +472,3 @@ async fn join_opt<T>(slot: &mut Option<JoinHandle<T>>) -> Result<T, tokio::task:
         None => std::future::pending().await,
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -187,7 +187,7 @@ impl Request<'_> {
             Code::Unknown => {
                 let ty = status
                     .metadata()
-                    .get(crate::convert::status::ERROR_TYPE_TRAILER)
+                    .get(crate::convert::errors::ERROR_TYPE_TRAILER)
                     .and_then(|v| v.to_str().ok());
                 match ty {
                     Some(ty) => fail(

@@ -5,13 +5,13 @@
 //! - this module: actors, payloads, chains, state changes, type options,
 //!   deadlines.
 //! - [`requests`]: every per-actor request and its answer.
-//! - [`status`]: errors as gRPC statuses and back.
+//! - [`errors`]: errors as gRPC statuses and back.
 //! - [`time`]: durations and instants as the API spells them.
 //! - [`paging`]: page sizes and tokens.
 
+pub mod errors;
 pub mod paging;
 pub mod requests;
-pub mod status;
 pub mod time;
 
 use std::time::Duration;

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::bail;
 use tokio::process::Command;
 
-use crate::placement::PlacementCluster;
+use crate::replicas::PlacementCluster;
 use crate::{pb, Client, Daemon, TestApp};
 
 pub fn unix_now_ms() -> u64 {

@@ -5,7 +5,7 @@
 //! runtime memory per active actor, against syndicate-java (3.15 M msg/s on
 //! one core) and Akka (~300–430 bytes per actor).
 //!
-//! `cargo bench -p troupe-runtime --bench ring -- [--actors N] [--hops M] [--workers W]`
+//! `cargo bench -p troupe-runtime --bench actor_ring -- [--actors N] [--hops M] [--workers W]`
 //! With one worker it runs on a current-thread tokio runtime: one core.
 
 use std::alloc::{GlobalAlloc, Layout, System};
