@@ -34,13 +34,11 @@ use crate::dispatch::run_queue::RunQueue;
 use crate::error::{CallError, ConfigError};
 use crate::flush::Flusher;
 use crate::host_registry::HostRegistry;
-use crate::lifecycle::{DrainTimedOut, Scope};
 use crate::metrics::Metrics;
 use crate::schedule::timers::Timers;
 use crate::schedule::{Scheduler, HORIZON};
 use crate::shared::Shared;
 use crate::shutdown::{Shutdown, Stage};
-use crate::types::DeactivateReason;
 
 /// The handle to a running actor runtime. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -173,16 +171,9 @@ impl Runtime {
         );
         shared.shutdown.enter(Stage::Draining);
         shared.timers.end_all();
-        let deadline = Instant::now() + shared.config.shutdown_grace;
-        if let Err(DrainTimedOut { pending }) = shared
-            .drain(Scope::Everything, DeactivateReason::Shutdown, deadline)
-            .await
-        {
-            warn!(
-                remaining = pending,
-                "shutdown grace period over; flushing what is left"
-            );
-        }
+        shared
+            .drain_for_shutdown(Instant::now() + shared.config.shutdown_grace)
+            .await;
         shared.shutdown.enter(Stage::Stopping);
         if let Err(e) = shared.flusher.flush_dirty().await {
             warn!(error = %e, "final flush failed");

@@ -79,7 +79,7 @@ impl Shared {
             state,
         };
         let done = TurnDone {
-            rt: self.clone(),
+            rt: Some(self.clone()),
             act: Some(act),
             reply: env.reply,
             _slot: env.slot,

@@ -144,6 +144,20 @@ enum Step {
 }
 
 impl Shared {
+    /// A shutdown's drain: every activation ends, calls it accepted first;
+    /// at most until `deadline`.
+    pub(crate) async fn drain_for_shutdown(self: &Arc<Self>, deadline: Instant) {
+        let drained = self
+            .drain(Scope::Everything, DeactivateReason::Shutdown, deadline)
+            .await;
+        if let Err(DrainTimedOut { pending }) = drained {
+            warn!(
+                remaining = pending,
+                "shutdown grace period over; flushing what is left"
+            );
+        }
+    }
+
     /// Deactivates the activations in `scope` (running turns finish first)
     /// and waits until each is gone or re-activated, at most until
     /// `deadline`. Returns how many it ended.

@@ -15,7 +15,6 @@ mod drain;
 pub(crate) mod events;
 mod sweep;
 
-pub(crate) use drain::{DrainTimedOut, Scope};
 use events::Ended;
 
 use std::collections::VecDeque;
@@ -186,7 +185,7 @@ impl Shared {
         binding.host.activate(
             request,
             ActivateDone {
-                rt: self.clone(),
+                rt: Some(self.clone()),
                 act: Some(act),
                 // Open until the host answers.
                 _span: span,
@@ -308,7 +307,7 @@ impl Shared {
                 binding.host.deactivate(
                     request,
                     DeactivateDone {
-                        rt: self.clone(),
+                        rt: Some(self.clone()),
                         act: Some(act),
                         reason,
                         _span: span,
