@@ -226,6 +226,14 @@ impl Inner {
         }
     }
 
+    /// Whether the activation must go on a run queue now (calls wait and
+    /// it is not on one); if so, it counts as scheduled from here on.
+    pub(crate) fn claim_wake(&mut self) -> bool {
+        let wake = !self.mailbox.is_empty() && !self.scheduled;
+        self.scheduled |= wake;
+        wake
+    }
+
     /// Pops the next call whose caller still waits.
     pub(crate) fn next_envelope(&mut self) -> Option<Envelope> {
         loop {

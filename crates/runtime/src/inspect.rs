@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use troupe_storage::StoredState;
 
 use crate::activation::{Inner, Status};
 use crate::error::{CallError, Unavailable};
@@ -283,12 +284,7 @@ impl Runtime {
                     .collect();
             }
         }
-        let stored = shared
-            .flusher
-            .store()
-            .load(&actor.ty, &actor.id)
-            .await
-            .map_err(|e| Unavailable::store(format!("cannot read the state of {actor}"), e))?;
+        let stored = shared.stored_state(actor).await?;
         details.stored = !stored.is_empty();
         if !have_state {
             details.state_entries = stored.into_iter().map(|(k, v)| (k, v, false)).collect();
@@ -368,15 +364,19 @@ impl Shared {
                 return Ok((out, inner.status != Status::Unloaded));
             }
         }
-        let stored = self
-            .flusher
-            .store()
-            .load(&actor.ty, &actor.id)
-            .await
-            .map_err(|e| Unavailable::store(format!("cannot read the state of {actor}"), e))?;
+        let stored = self.stored_state(actor).await?;
         Ok((
             stored.into_iter().filter(|(k, _)| wanted(k)).collect(),
             false,
         ))
+    }
+
+    /// What the store holds for `actor`.
+    async fn stored_state(&self, actor: &ActorId) -> Result<StoredState, CallError> {
+        self.flusher
+            .store()
+            .load(&actor.ty, &actor.id)
+            .await
+            .map_err(|e| Unavailable::store(format!("cannot read the state of {actor}"), e).into())
     }
 }

@@ -182,8 +182,7 @@ impl Shared {
         } else {
             inner.set_reading(false);
             inner.status = Status::Idle;
-            wake = !inner.mailbox.is_empty() && !inner.scheduled;
-            inner.scheduled |= wake;
+            wake = inner.claim_wake();
         }
         drop(inner);
         if hold_until_flushed && self.config.write_through {

@@ -224,8 +224,7 @@ impl Shared {
                 }
                 let mut inner = act.inner.lock();
                 inner.status = Status::Idle;
-                let wake = !inner.mailbox.is_empty() && !inner.scheduled;
-                inner.scheduled |= wake;
+                let wake = inner.claim_wake();
                 drop(inner);
                 if wake {
                     self.schedule(act);
@@ -240,8 +239,7 @@ impl Shared {
                 inner.binding = None;
                 inner.set_host_lost(false);
                 inner.status = Status::Unloaded;
-                let wake = !inner.mailbox.is_empty() && !inner.scheduled;
-                inner.scheduled |= wake;
+                let wake = inner.claim_wake();
                 drop(inner);
                 if wake {
                     self.schedule(act);
@@ -373,8 +371,7 @@ impl Shared {
             inner.status = Status::Unloaded;
             inner.binding = None;
             inner.set_host_lost(false);
-            wake = !inner.mailbox.is_empty() && !inner.scheduled;
-            inner.scheduled |= wake;
+            wake = inner.claim_wake();
             false
         });
         debug!(actor = %act.id, removed, "deactivated");
