@@ -14,6 +14,7 @@ use crate::dispatch::pending::PendingSlot;
 use crate::error::{CallError, HostGone, Unavailable};
 use crate::lifecycle::events::Ended;
 use crate::reply::Reply;
+use crate::shared::Shared;
 use crate::types::{
     ActorFailure, ActorId, CallExtra, DeactivateReason, Payload, StateChange, StateSnapshot,
     TurnKind,
@@ -64,38 +65,12 @@ pub struct TurnOutcome {
     pub changes: Vec<StateChange>,
 }
 
-// === the seam ===
-
-/// Where a completion handle reports: the runtime, behind a trait object so
-/// that this module (which hosts see) names no part of the runtime but the
-/// activation a handle carries back. That activation, whose binding names
-/// its host, is the one import cycle in the runtime, and a deliberate one:
-/// a handle must lead back to what it completes.
-pub(crate) trait Completions: Send + Sync + 'static {
-    fn activated(
-        self: Arc<Self>,
-        act: Arc<Activation>,
-        outcome: Result<Vec<StateChange>, CallError>,
-    );
-
-    fn turn_ended(
-        self: Arc<Self>,
-        act: Arc<Activation>,
-        reply: Reply,
-        meta: &TurnMeta,
-        span: Option<&tracing::Span>,
-        outcome: Result<TurnOutcome, CallError>,
-    );
-
-    fn deactivated(self: Arc<Self>, act: Arc<Activation>, changes: Vec<StateChange>, how: Ended);
-}
-
 // === impl ActivateDone ===
 
 /// Answer to [`ActorHost::activate`].
 #[must_use = "dropping the handle fails the activation"]
 pub struct ActivateDone {
-    pub(crate) rt: Option<Arc<dyn Completions>>,
+    pub(crate) rt: Arc<Shared>,
     pub(crate) act: Option<Arc<Activation>>,
     pub(crate) _span: tracing::Span,
 }
@@ -103,24 +78,28 @@ pub struct ActivateDone {
 impl ActivateDone {
     /// `Err` when the actor's activation hook raised: the waiting calls fail with it.
     pub fn finish(mut self, outcome: Result<Vec<StateChange>, ActorFailure>) {
-        self.end(outcome.map_err(CallError::Actor));
+        if let Some(act) = self.act.take() {
+            self.rt
+                .activation_finished(act, outcome.map_err(CallError::Actor));
+        }
     }
 
     /// The host cannot run this actor (e.g. its connection closed).
     pub fn fail(mut self, error: CallError) {
-        self.end(Err(error));
-    }
-
-    fn end(&mut self, outcome: Result<Vec<StateChange>, CallError>) {
-        if let (Some(rt), Some(act)) = (self.rt.take(), self.act.take()) {
-            rt.activated(act, outcome);
+        if let Some(act) = self.act.take() {
+            self.rt.activation_finished(act, Err(error));
         }
     }
 }
 
 impl Drop for ActivateDone {
     fn drop(&mut self) {
-        self.end(Err(Unavailable::HostGone(HostGone::DuringActivation).into()));
+        if let Some(act) = self.act.take() {
+            self.rt.activation_finished(
+                act,
+                Err(Unavailable::HostGone(HostGone::DuringActivation).into()),
+            );
+        }
     }
 }
 
@@ -137,7 +116,7 @@ static EMPTY_ID: std::sync::LazyLock<ActorId> = std::sync::LazyLock::new(|| Acto
 /// Answer to [`ActorHost::turn`].
 #[must_use = "dropping the handle fails the turn"]
 pub struct TurnDone {
-    pub(crate) rt: Option<Arc<dyn Completions>>,
+    pub(crate) rt: Arc<Shared>,
     pub(crate) act: Option<Arc<Activation>>,
     pub(crate) reply: Reply,
     /// Holds the call's place in the daemon-wide pending bound until it ends.
@@ -179,9 +158,10 @@ impl TurnDone {
     }
 
     fn end(&mut self, outcome: Result<TurnOutcome, CallError>) {
-        if let (Some(rt), Some(act)) = (self.rt.take(), self.act.take()) {
+        if let Some(act) = self.act.take() {
             let reply = std::mem::take(&mut self.reply);
-            rt.turn_ended(act, reply, &self.meta, self.span.as_deref(), outcome);
+            self.rt
+                .turn_finished(act, reply, &self.meta, self.span.as_deref(), outcome);
         }
     }
 }
@@ -206,7 +186,7 @@ impl std::fmt::Debug for TurnDone {
 /// Answer to [`ActorHost::deactivate`].
 #[must_use = "dropping the handle ends the activation without the host's last changes"]
 pub struct DeactivateDone {
-    pub(crate) rt: Option<Arc<dyn Completions>>,
+    pub(crate) rt: Arc<Shared>,
     pub(crate) act: Option<Arc<Activation>>,
     pub(crate) reason: DeactivateReason,
     pub(crate) _span: tracing::Span,
@@ -215,20 +195,20 @@ pub struct DeactivateDone {
 impl DeactivateDone {
     /// The changes the deactivation hook made.
     pub fn finish(mut self, changes: Vec<StateChange>) {
-        self.end(changes, Ended::Deactivated(self.reason));
-    }
-
-    fn end(&mut self, changes: Vec<StateChange>, how: Ended) {
-        if let (Some(rt), Some(act)) = (self.rt.take(), self.act.take()) {
-            rt.deactivated(act, changes, how);
+        if let Some(act) = self.act.take() {
+            self.rt
+                .deactivation_finished(act, changes, Ended::Deactivated(self.reason));
         }
     }
 }
 
 impl Drop for DeactivateDone {
     fn drop(&mut self) {
-        // The host went away without answering.
-        self.end(Vec::new(), Ended::AppDetached);
+        if let Some(act) = self.act.take() {
+            // The host went away without answering.
+            self.rt
+                .deactivation_finished(act, Vec::new(), Ended::AppDetached);
+        }
     }
 }
 

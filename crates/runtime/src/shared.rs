@@ -22,11 +22,8 @@ use crate::dispatch::run_queue::{RunQueue, Runnable};
 use crate::error::CallError;
 use crate::flush::Flusher;
 use crate::forwarding::Forwarder;
-use crate::host::{Completions, TurnMeta, TurnOutcome};
 use crate::host_registry::HostRegistry;
-use crate::lifecycle::events::Ended;
 use crate::metrics::Metrics;
-use crate::reply::Reply;
 use crate::schedule::timers::Timers;
 use crate::schedule::{Scheduler, WriteRequest};
 use crate::shutdown::Shutdown;
@@ -72,32 +69,6 @@ impl std::fmt::Debug for Shared {
             .field("config", &self.config)
             .field("placement", &self.placement)
             .finish_non_exhaustive()
-    }
-}
-
-/// The completion handles report to the runtime through this.
-impl Completions for Shared {
-    fn activated(
-        self: Arc<Self>,
-        act: Arc<Activation>,
-        outcome: Result<Vec<StateChange>, CallError>,
-    ) {
-        self.activation_finished(act, outcome);
-    }
-
-    fn turn_ended(
-        self: Arc<Self>,
-        act: Arc<Activation>,
-        reply: Reply,
-        meta: &TurnMeta,
-        span: Option<&tracing::Span>,
-        outcome: Result<TurnOutcome, CallError>,
-    ) {
-        self.turn_finished(act, reply, meta, span, outcome);
-    }
-
-    fn deactivated(self: Arc<Self>, act: Arc<Activation>, changes: Vec<StateChange>, how: Ended) {
-        self.deactivation_finished(act, changes, how);
     }
 }
 

@@ -185,7 +185,7 @@ impl Shared {
         binding.host.activate(
             request,
             ActivateDone {
-                rt: Some(self.clone()),
+                rt: self.clone(),
                 act: Some(act),
                 // Open until the host answers.
                 _span: span,
@@ -305,7 +305,7 @@ impl Shared {
                 binding.host.deactivate(
                     request,
                     DeactivateDone {
-                        rt: Some(self.clone()),
+                        rt: self.clone(),
                         act: Some(act),
                         reason,
                         _span: span,
