@@ -319,7 +319,6 @@ impl Runtime {
         let mut snapshot = Snapshot {
             dirty_actors: self.shared.flusher.dirty_actors() as i64,
             dirty_bytes: self.shared.flusher.dirty_bytes() as i64,
-            pending_calls: self.shared.pending.in_use() as i64,
             uptime: self.shared.clock.uptime(),
             ..Snapshot::default()
         };
@@ -336,6 +335,10 @@ impl Runtime {
             entry.0 += i64::from(live);
             entry.1 += queued;
         });
+        // Read after the mailboxes: a call takes its pending slot before it
+        // enters a mailbox, so a scrape never shows fewer pending calls than
+        // the queued ones it counted.
+        snapshot.pending_calls = self.shared.pending.in_use() as i64;
         metrics.encode(snapshot, out)
     }
 }
