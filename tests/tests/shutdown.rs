@@ -124,3 +124,44 @@ async fn a_reminder_and_an_alarm_due_during_a_slow_drain_fire_once_after_the_res
     );
     Ok(())
 }
+
+/// Threads that keep every core busy while it lives, so the daemon's main
+/// task is as late as on a loaded host.
+struct Busy {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Busy {
+    fn start(threads: usize) -> Busy {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        for _ in 0..threads {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            });
+        }
+        Busy { stop }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_right_after_the_listening_line_is_a_graceful_stop() -> anyhow::Result<()> {
+    // The handler must be in place before the daemon announces itself: a
+    // supervisor may stop it the moment it is up, on a busy host too.
+    let _busy = Busy::start(4);
+    for _ in 0..10 {
+        let dir = tempfile::tempdir()?;
+        let mut daemon = Daemon::start(dir.path(), &[]).await?;
+        let exit = daemon.terminate().await?;
+        assert!(exit.success(), "exit {exit}: {}", daemon.log());
+    }
+    Ok(())
+}

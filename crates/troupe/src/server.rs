@@ -36,6 +36,9 @@ const FRAME_OVERHEAD: usize = 64 * 1024;
 const SERVER_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
+    // Before anything can announce the daemon: a SIGTERM that follows the
+    // "listening" line must find the handler in place, not end the process.
+    let signals = ShutdownSignals::install()?;
     let (store, reminders): (Arc<dyn StateStore>, Arc<dyn ReminderStore>) = match &config.store {
         StoreKind::Sled(dir) => {
             let sled = SledStore::open(dir)?;
@@ -161,7 +164,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         _ => None,
     };
 
-    shutdown_signal().await?;
+    signals.received().await;
     info!("shutdown signal received; refusing new calls and draining actors");
     health
         .set_not_serving::<pb::actor_client_server::ActorClientServer<ClientApi>>()
@@ -198,14 +201,25 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn shutdown_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut terminate =
-        signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    tokio::select! {
-        _ = terminate.recv() => {}
-        _ = interrupt.recv() => {}
+/// SIGTERM and SIGINT, the signals that start a graceful shutdown.
+struct ShutdownSignals {
+    terminate: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignals {
+    fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            terminate: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            interrupt: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+        })
     }
-    Ok(())
+
+    async fn received(mut self) {
+        tokio::select! {
+            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => {}
+        }
+    }
 }
