@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::error::{CallError, ConfigError};
+use crate::input::{range, UserDuration};
 use crate::types::{StateMode, TypeOptions, TypeSpec};
 
 /// Limits and defaults of one runtime. Every bound the runtime enforces is here.
@@ -71,32 +72,59 @@ const MIN_IDLE_TIMEOUT: Duration = Duration::from_millis(10);
 const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
 
 impl RuntimeConfig {
-    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+    /// Checks every limit; errors name the setting as the daemon's config
+    /// file and flags spell it.
+    pub fn check(&self) -> Result<(), ConfigError> {
         let positive = [
-            ("workers", self.workers),
-            ("max payload bytes", self.max_payload_bytes),
-            ("max pending calls", self.max_pending_calls),
-            ("default max mailbox", self.default_max_mailbox),
-            ("flush max dirty bytes", self.flush_max_dirty_bytes),
+            ("`workers` (--workers)", self.workers),
+            (
+                "`max_payload_bytes` (--max-payload-bytes)",
+                self.max_payload_bytes,
+            ),
+            (
+                "`max_pending_calls` (--max-pending-calls)",
+                self.max_pending_calls,
+            ),
+            ("`max_mailbox` (--max-mailbox)", self.default_max_mailbox),
+            (
+                "`flush_max_dirty_bytes` (--flush-max-dirty-bytes)",
+                self.flush_max_dirty_bytes,
+            ),
         ];
         for (what, value) in positive {
             if value == 0 {
                 return Err(ConfigError(format!("{what} must be at least 1")));
             }
         }
-        for (what, value) in [
-            ("flush interval", self.flush_interval),
-            ("call timeout", self.call_timeout),
-            ("default idle timeout", self.default_idle_timeout),
+        let idle = MIN_IDLE_TIMEOUT..=MAX_IDLE_TIMEOUT;
+        for (what, value, allowed) in [
+            (
+                "`flush_interval` (--flush-interval)",
+                self.flush_interval,
+                &range::POSITIVE,
+            ),
+            (
+                "`call_timeout` (--call-timeout)",
+                self.call_timeout,
+                &range::POSITIVE,
+            ),
+            (
+                "`idle_timeout` (--idle-timeout)",
+                self.default_idle_timeout,
+                &idle,
+            ),
+            (
+                "`host_wait` (--host-wait)",
+                self.host_wait,
+                &range::UP_TO_A_DAY,
+            ),
+            (
+                "`shutdown_grace` (--shutdown-grace)",
+                self.shutdown_grace,
+                &range::UP_TO_A_DAY,
+            ),
         ] {
-            if value.is_zero() {
-                return Err(ConfigError(format!("{what} must be longer than zero")));
-            }
-        }
-        if self.default_idle_timeout > MAX_IDLE_TIMEOUT {
-            return Err(ConfigError(format!(
-                "default idle timeout must be at most {MAX_IDLE_TIMEOUT:?}"
-            )));
+            UserDuration::new(what, value, allowed).map_err(|e| ConfigError(e.to_string()))?;
         }
         Ok(())
     }

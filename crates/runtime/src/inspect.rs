@@ -353,6 +353,9 @@ impl Shared {
     ) -> Result<(Vec<(String, Bytes)>, bool), CallError> {
         validate::name("actor type", &actor.ty)?;
         validate::name("actor id", &actor.id)?;
+        for key in keys {
+            validate::name("state key", key)?;
+        }
         let wanted = |k: &str| keys.is_empty() || keys.iter().any(|w| w == k);
         if let Some(act) = self.directory.get(actor) {
             let inner = act.inner.lock();

@@ -25,6 +25,7 @@ mod fn_host;
 mod forwarding;
 mod host;
 mod host_registry;
+pub mod input;
 mod inspect;
 mod lifecycle;
 mod metrics;

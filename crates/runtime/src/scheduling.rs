@@ -6,7 +6,6 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -232,6 +231,17 @@ impl Runtime {
                 "listing the reminders of one actor needs its type too".into(),
             ));
         }
+        if let Some(ty) = actor_type {
+            validate::name("actor type", ty)?;
+        }
+        if let Some(id) = actor_id {
+            validate::name("actor id", id)?;
+        }
+        if let Some((actor, name)) = after {
+            validate::name("page token's actor type", &actor.ty)?;
+            validate::name("page token's actor id", &actor.id)?;
+            validate::name("page token's reminder name", name)?;
+        }
         let after = after.map(|(a, n)| reminder_key(a, n));
         self.shared
             .scheduler
@@ -258,14 +268,7 @@ impl Shared {
     ) -> Result<ReminderInfo, CallError> {
         self.check_schedule(&spec.actor, spec.payload.len())?;
         check_reminder_name(&spec.name)?;
-        if let Some(until) = spec.until_unix_ms {
-            if until < spec.due_unix_ms {
-                return Err(CallError::InvalidArgument(format!(
-                    "reminder {:?} ends (until) before it is first due; move `until` after `due`",
-                    spec.name
-                )));
-            }
-        }
+        spec.check()?;
         self.scheduler.set(spec).await
     }
 
@@ -275,6 +278,7 @@ impl Shared {
         name: &str,
     ) -> Result<Option<ReminderInfo>, CallError> {
         self.check_target(actor)?;
+        check_reminder_name(name)?;
         self.scheduler.get(&reminder_key(actor, name)).await
     }
 
@@ -290,6 +294,7 @@ impl Shared {
 
     pub(crate) async fn set_alarm_here(&self, spec: AlarmSpec) -> Result<ReminderInfo, CallError> {
         self.check_schedule(&spec.actor, spec.payload.len())?;
+        spec.check()?;
         self.scheduler
             .set(ReminderSpec {
                 actor: spec.actor,
@@ -329,6 +334,7 @@ impl Shared {
     /// Starts a timer on an active actor: fired as TIMER turns after `due`,
     /// then every `period`, until deleted or the actor deactivates.
     pub(crate) fn set_timer_here(self: &Arc<Self>, spec: TimerSpec) -> Result<(), CallError> {
+        spec.check()?;
         let TimerSpec {
             actor,
             name,
@@ -339,11 +345,6 @@ impl Shared {
         } = spec;
         self.check_schedule(&actor, payload.len())?;
         validate::name("timer name", &name)?;
-        if period.is_some_and(|p| p < Duration::from_millis(1)) {
-            return Err(CallError::InvalidArgument(
-                "a timer period must be at least 1 ms".into(),
-            ));
-        }
         if !self.is_active(&actor) {
             return Err(CallError::FailedPrecondition(format!(
                 "actor {actor} is not active; timers live in an activation, so set them from \

@@ -1,7 +1,7 @@
 //! Input checks shared by every entry point (gRPC, in-process hosts).
 
 use crate::error::CallError;
-use crate::types::StateChange;
+use crate::types::{CallExtra, StateChange};
 
 /// Upper bound for actor types, ids, method and state key names.
 pub const MAX_NAME_BYTES: usize = 256;
@@ -37,6 +37,30 @@ pub fn payload(len: usize, limit: usize) -> Result<(), CallError> {
         return Err(CallError::InvalidArgument(format!(
             "payload is {len} bytes; the limit is {limit} bytes (daemon flag --max-payload-bytes)"
         )));
+    }
+    Ok(())
+}
+
+/// Checks what a call carries besides its payload: metadata names and size
+/// (counted against the payload limit), the names on its call chain.
+pub fn extra(extra: &CallExtra, limit: usize) -> Result<(), CallError> {
+    let mut bytes = 0usize;
+    for (key, value) in &extra.metadata {
+        name("metadata key", key)?;
+        bytes = bytes.saturating_add(key.len()).saturating_add(value.len());
+    }
+    if bytes > limit {
+        return Err(CallError::InvalidArgument(format!(
+            "call metadata is {bytes} bytes; the limit is {limit} bytes (daemon flag \
+             --max-payload-bytes)"
+        )));
+    }
+    if let Some(chain) = &extra.chain {
+        name("call chain id", &chain.id)?;
+        for actor in &chain.actors {
+            name("actor type on the call chain", &actor.ty)?;
+            name("actor id on the call chain", &actor.id)?;
+        }
     }
     Ok(())
 }

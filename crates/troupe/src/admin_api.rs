@@ -114,6 +114,9 @@ impl pb::admin_server::Admin for AdminApi {
             paging::parse_page_token::<2>(&r.page_token)?.map(|[ty, id]| ActorId::new(ty, id));
         let size = paging::page_size(r.page_size);
         let ty = (!r.r#type.is_empty()).then_some(r.r#type.as_str());
+        if let Some(ty) = ty {
+            troupe_runtime::validate::name("actor type", ty).map_err(status_of)?;
+        }
         let actors = self.runtime.list_actors(ty, after.as_ref(), size + 1);
         let (actors, next_page_token) = page(actors, size, |a| {
             paging::page_token(&[&a.actor.ty, &a.actor.id])

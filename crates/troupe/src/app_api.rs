@@ -218,6 +218,11 @@ impl pb::app_host_server::AppHost for AppApi {
         } else {
             register.app_name
         };
+        // Both end up in logs and status output.
+        troupe_runtime::validate::name("app_name", &name).map_err(status_of)?;
+        if !register.sdk.is_empty() {
+            troupe_runtime::validate::name("sdk", &register.sdk).map_err(status_of)?;
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         let connection = Arc::new(AppConnection {
             name: name.clone(),

@@ -242,6 +242,8 @@ impl ServeArgs {
             }),
             None => None,
         };
+        // Before anything starts, with the setting's name in the message.
+        runtime.check()?;
         Ok(ServeConfig {
             listen,
             store,

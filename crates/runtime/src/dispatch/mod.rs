@@ -81,7 +81,7 @@ impl Shared {
             // wait no longer than the caller will.
             let timeout = timeout.min(self.config.call_timeout);
             extra.get_or_insert_with(Default::default).deadline_unix_ms =
-                Some(clock::unix_now_ms() + timeout.as_millis() as u64);
+                Some(clock::unix_now_ms().saturating_add(crate::input::millis(timeout)));
         }
         let mut envelope = self.envelope(call.kind, call.method, call.payload, extra, reply)?;
         envelope.reentering = reentering;
@@ -151,6 +151,9 @@ impl Shared {
         }
         validate::name("method name", &method)?;
         validate::payload(payload.len(), self.config.max_payload_bytes)?;
+        if let Some(extra) = &extra {
+            validate::extra(extra, self.config.max_payload_bytes)?;
+        }
         Ok(Envelope {
             kind,
             name: method,

@@ -18,6 +18,7 @@ use super::writer::WriteOp;
 use super::{empty_key, Scheduler};
 use crate::clock::unix_now_ms;
 use crate::error::CallError;
+use crate::input::millis;
 use crate::types::{ActorId, Payload};
 
 /// A reminder or alarm due now, for the runtime to run as a turn and report
@@ -152,7 +153,7 @@ impl Scheduler {
                     };
                     let backoff = policy.backoff(meta.attempts);
                     debug!(reminder = ?record.key, attempt = meta.attempts, error = %e, "firing failed; retrying");
-                    Some(unix_now_ms() + backoff.as_millis() as u64)
+                    Some(unix_now_ms().saturating_add(millis(backoff)))
                 } else {
                     warn!(reminder = ?record.key, attempts = meta.attempts, error = %e, "firing failed after all retries; dropped");
                     meta.attempts = 0;

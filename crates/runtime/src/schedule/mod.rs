@@ -36,6 +36,7 @@ use troupe_storage::{ReminderKey, ReminderRecord, ReminderStore};
 
 use crate::clock::unix_now_ms;
 use crate::error::{CallError, Unavailable};
+use crate::input::millis;
 use crate::types::ContentType;
 pub(crate) use firing::{Due, Fired};
 pub use record::ALARM_NAME;
@@ -144,13 +145,13 @@ impl Scheduler {
 
     pub(crate) async fn set(&self, spec: ReminderSpec) -> Result<ReminderInfo, CallError> {
         let meta = Meta {
-            period_ms: spec.period.map_or(0, |p| p.as_millis() as u64),
+            period_ms: spec.period.map_or(0, millis),
             remaining: spec.repeat,
             until_unix_ms: spec.until_unix_ms,
             bytes: spec.payload.content_type == ContentType::Bytes,
             max_attempts: spec.retry.max_attempts,
-            initial_backoff_ms: spec.retry.initial_backoff.as_millis() as u64,
-            max_backoff_ms: spec.retry.max_backoff.as_millis() as u64,
+            initial_backoff_ms: millis(spec.retry.initial_backoff),
+            max_backoff_ms: millis(spec.retry.max_backoff),
             skip_missed: spec.missed == MissedFirings::Skip,
             attempts: 0,
             fired: 0,
@@ -273,7 +274,7 @@ impl Scheduler {
         if room == 0 {
             return Ok(());
         }
-        let until = unix_now_ms() + HORIZON.as_millis() as u64;
+        let until = unix_now_ms().saturating_add(millis(HORIZON));
         let after_ref = (after.0, &after.1);
         let records = self
             .store

@@ -8,6 +8,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use troupe_storage::ReminderRecord;
 
+use crate::error::CallError;
+use crate::input::{count, range, UserDuration, UserInstant};
 use crate::types::{ActorId, ContentType, Payload};
 
 /// The alarm is the reminder of this reserved name.
@@ -37,6 +39,27 @@ impl RetryPolicy {
         self.initial_backoff
             .saturating_mul(factor)
             .min(self.max_backoff)
+    }
+}
+
+/// Attempts one firing may take at most.
+const MAX_ATTEMPTS: u64 = 1_000;
+
+impl RetryPolicy {
+    /// Checks a policy a user gave (fields named as the API names them).
+    pub(crate) fn check(&self) -> Result<(), CallError> {
+        count(
+            "retry.max_attempts",
+            u64::from(self.max_attempts),
+            &(1..=MAX_ATTEMPTS),
+        )?;
+        UserDuration::new(
+            "retry.initial_backoff",
+            self.initial_backoff,
+            &range::POSITIVE,
+        )?;
+        UserDuration::new("retry.max_backoff", self.max_backoff, &range::POSITIVE)?;
+        Ok(())
     }
 }
 
@@ -70,6 +93,37 @@ pub struct AlarmSpec {
     pub at_unix_ms: u64,
     pub payload: Payload,
     pub retry: RetryPolicy,
+}
+
+impl ReminderSpec {
+    /// Checks the times and counts a user gave, so nothing computed from
+    /// them later can overflow.
+    pub(crate) fn check(&self) -> Result<(), CallError> {
+        UserInstant::at("due", self.due_unix_ms)?;
+        if let Some(period) = self.period {
+            UserDuration::new("period", period, &range::POSITIVE)?;
+        }
+        if let Some(repeat) = self.repeat {
+            count("repeat", u64::from(repeat), &(1..=u64::from(u32::MAX)))?;
+        }
+        if let Some(until) = self.until_unix_ms {
+            UserInstant::at("until", until)?;
+            if until < self.due_unix_ms {
+                return Err(CallError::InvalidArgument(format!(
+                    "reminder {:?} ends (until) before it is first due; move `until` after `due`",
+                    self.name
+                )));
+            }
+        }
+        self.retry.check()
+    }
+}
+
+impl AlarmSpec {
+    pub(crate) fn check(&self) -> Result<(), CallError> {
+        UserInstant::at("at", self.at_unix_ms)?;
+        self.retry.check()
+    }
 }
 
 /// A stored reminder as callers see it.
@@ -176,7 +230,10 @@ pub(crate) fn advance(meta: &mut Meta, due: u64, now: u64) -> Option<u64> {
     }
     // Skip every slot already in the past: missed firings fire at most once.
     let behind = now.saturating_sub(due) / meta.period_ms;
-    let next = due + (behind + 1) * meta.period_ms;
+    let next = behind
+        .saturating_add(1)
+        .saturating_mul(meta.period_ms)
+        .saturating_add(due);
     match meta.until_unix_ms {
         Some(until) if next > until => None,
         _ => Some(next),

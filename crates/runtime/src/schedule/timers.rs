@@ -10,6 +10,8 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use crate::clock::unix_now_ms;
+use crate::error::CallError;
+use crate::input::{millis, range, UserDuration};
 use crate::types::{ActorId, Payload};
 
 /// A timer as a caller sets it: TIMER turns after `due`, then every
@@ -23,6 +25,17 @@ pub struct TimerSpec {
     pub payload: Payload,
     /// Whether its turns count as activity for idle deactivation.
     pub keep_alive: bool,
+}
+
+impl TimerSpec {
+    /// Checks the times a user gave.
+    pub(crate) fn check(&self) -> Result<(), CallError> {
+        UserDuration::new("due", self.due, &range::ANY)?;
+        if let Some(period) = self.period {
+            UserDuration::new("period", period, &range::POSITIVE)?;
+        }
+        Ok(())
+    }
 }
 
 /// A running timer of an active actor.
@@ -112,13 +125,14 @@ impl Timers {
                     if next < now {
                         let behind = now.duration_since(next).as_nanos();
                         let periods = behind / period.as_nanos() + 1;
-                        next += period * u32::try_from(periods).unwrap_or(u32::MAX);
+                        let step = period.checked_mul(u32::try_from(periods).unwrap_or(u32::MAX));
+                        next = step.and_then(|s| next.checked_add(s)).unwrap_or(now);
                     }
                 }
-                let ahead = next.saturating_duration_since(now).as_millis() as u64;
+                let ahead = millis(next.saturating_duration_since(now));
                 TimerInfo {
                     name: name.clone(),
-                    next_due_unix_ms: now_unix + ahead,
+                    next_due_unix_ms: now_unix.saturating_add(ahead),
                     period: t.period,
                     keep_alive: t.keep_alive,
                 }

@@ -24,10 +24,20 @@ pub fn parse_page_token<const N: usize>(token: &str) -> Result<Option<[&str; N]>
     if token.is_empty() {
         return Ok(None);
     }
-    let parts: Vec<&str> = token.splitn(N, '\n').collect();
-    <[&str; N]>::try_from(parts).map(Some).map_err(|_| {
+    let stranger = || {
         Status::invalid_argument("page_token is not one this daemon returned; start without one")
-    })
+    };
+    let parts: Vec<&str> = token.splitn(N, '\n').collect();
+    // Each part is a name this daemon wrote; anything else was not.
+    if parts
+        .iter()
+        .any(|part| troupe_runtime::validate::name("page token", part).is_err())
+    {
+        return Err(stranger());
+    }
+    <[&str; N]>::try_from(parts)
+        .map(Some)
+        .map_err(|_| stranger())
 }
 
 #[cfg(test)]

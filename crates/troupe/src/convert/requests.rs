@@ -14,6 +14,8 @@ use troupe_runtime::{
     ReminderSpec, RetryPolicy, TimerSpec, TurnKind, ALARM_NAME,
 };
 
+use troupe_runtime::input::{range, UserDuration};
+
 use super::time::{duration, format_duration, format_instant, instant, period};
 use super::{actor_id, actor_ref, chain_to_pb, extra, payload, payload_to_pb};
 
@@ -66,13 +68,13 @@ pub fn request_from_pb(
             let until = if r.until.trim().is_empty() {
                 None
             } else {
-                Some(instant("until", &r.until)?)
+                Some(instant("until", &r.until)?.unix_ms())
             };
             ActorRequest::SetReminder(ReminderSpec {
                 actor: actor_id(r.actor)?,
                 name: r.name,
-                due_unix_ms: instant("due", &r.due)?,
-                period: every,
+                due_unix_ms: instant("due", &r.due)?.unix_ms(),
+                period: every.map(UserDuration::get),
                 repeat: (r.repeat > 0).then_some(r.repeat).or(from_iso),
                 until_unix_ms: until,
                 payload: payload(r.payload),
@@ -90,7 +92,7 @@ pub fn request_from_pb(
         },
         PbRequest::SetAlarm(r) => ActorRequest::SetAlarm(AlarmSpec {
             actor: actor_id(r.actor)?,
-            at_unix_ms: instant("at", &r.at)?,
+            at_unix_ms: instant("at", &r.at)?.unix_ms(),
             payload: payload(r.payload),
             retry: retry(r.retry),
         }),
@@ -106,9 +108,9 @@ pub fn request_from_pb(
             due: if r.due.trim().is_empty() {
                 Duration::ZERO
             } else {
-                duration("due", &r.due)?
+                duration("due", &r.due, &range::ANY)?.get()
             },
-            period: period(&r.period)?.0,
+            period: period(&r.period)?.0.map(UserDuration::get),
             payload: payload(r.payload),
             keep_alive: r.keep_alive,
         }),

@@ -3,54 +3,86 @@
 //! from requests, and written when a request is forwarded to another daemon
 //! (which reads them back to the same millisecond).
 
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use time::format_description::well_known::Rfc3339;
 use tonic::Status;
 use troupe_runtime::clock::unix_now_ms;
+use troupe_runtime::input::{range, UserDuration, UserInstant};
 
-/// A duration: humantime ("90s", "1h30m", "250ms") or ISO 8601 ("PT1M30S").
-pub fn duration(what: &str, text: &str) -> Result<Duration, Status> {
+use super::errors::status_of;
+
+/// A duration given for `field`: humantime ("90s", "1h30m", "250ms") or
+/// ISO 8601 ("PT1M30S"), within `allowed`.
+pub fn duration(
+    field: &str,
+    text: &str,
+    allowed: &RangeInclusive<Duration>,
+) -> Result<UserDuration, Status> {
+    let parsed = parse_duration(field, text)?;
+    UserDuration::new(field, parsed, allowed).map_err(status_of)
+}
+
+fn parse_duration(field: &str, text: &str) -> Result<Duration, Status> {
     let text = text.trim();
     if let Some(iso) = text.strip_prefix('P').or_else(|| text.strip_prefix('p')) {
-        let parsed = iso8601::duration(&format!("P{iso}")).map_err(|e| bad(what, text, &e))?;
+        if iso.contains('-') {
+            return Err(bad(field, text, "a duration cannot be negative"));
+        }
+        let parsed = iso8601::duration(&format!("P{iso}")).map_err(|e| bad(field, text, &e))?;
         if let iso8601::Duration::YMDHMS { year, month, .. } = parsed {
             if year > 0 || month > 0 {
                 return Err(Status::invalid_argument(format!(
-                    "{what} {text:?} uses years or months, which have no fixed length; use days (P30D) instead"
+                    "{field} {} uses years or months, which have no fixed length; use days \
+                     (P30D) instead",
+                    shown(text)
                 )));
             }
         }
         return Ok(parsed.into());
     }
-    humantime::parse_duration(text).map_err(|e| bad(what, text, &e.to_string()))
+    humantime::parse_duration(text).map_err(|e| bad(field, text, &e.to_string()))
 }
 
-fn bad(what: &str, text: &str, why: &str) -> Status {
+fn bad(field: &str, text: &str, why: &str) -> Status {
     Status::invalid_argument(format!(
-        "{what} {text:?} is not a duration ({why}); write e.g. \"90s\", \"1h30m\" or ISO 8601 \"PT1M30S\""
+        "{field} {} is not a duration ({why}); write e.g. \"90s\", \"1h30m\" or ISO 8601 \"PT1M30S\"",
+        shown(text)
     ))
 }
 
-/// A point in time: RFC 3339, or a duration from now. Empty means now.
-pub fn instant(what: &str, text: &str) -> Result<u64, Status> {
+/// `text` as an error message may repeat it: quoted, and cut short, so a
+/// huge value never makes the answer itself too large.
+pub fn shown(text: &str) -> String {
+    const MAX: usize = 64;
+    match text.char_indices().nth(MAX) {
+        None => format!("{text:?}"),
+        Some((cut, _)) => format!("{:?}… ({} bytes)", &text[..cut], text.len()),
+    }
+}
+
+/// A point in time given for `field`: RFC 3339, or a duration from now.
+/// Empty means now.
+pub fn instant(field: &str, text: &str) -> Result<UserInstant, Status> {
     let text = text.trim();
     if text.is_empty() {
-        return Ok(unix_now_ms());
+        return UserInstant::at(field, unix_now_ms()).map_err(status_of);
     }
     if text.contains('T') && text.contains('-') && !text.starts_with('P') {
-        let at = time::OffsetDateTime::parse(text, &Rfc3339)
-            .map_err(|e| {
-                Status::invalid_argument(format!(
-                    "{what} {text:?} is not an RFC 3339 time ({e}); write e.g. \"2026-12-01T09:00:00Z\" \
-                     or \"2026-12-01T10:00:00+01:00\", or a duration from now such as \"10m\""
-                ))
-            })?;
-        let ms = at.unix_timestamp_nanos() / 1_000_000;
-        return u64::try_from(ms)
-            .map_err(|_| Status::invalid_argument(format!("{what} {text:?} is before 1970")));
+        let at = time::OffsetDateTime::parse(text, &Rfc3339).map_err(|e| {
+            Status::invalid_argument(format!(
+                "{field} {} is not an RFC 3339 time ({e}); write e.g. \"2026-12-01T09:00:00Z\" \
+                 or \"2026-12-01T10:00:00+01:00\", or a duration from now such as \"10m\"",
+                shown(text)
+            ))
+        })?;
+        let ms = u64::try_from(at.unix_timestamp_nanos() / 1_000_000).map_err(|_| {
+            Status::invalid_argument(format!("{field} {} is before 1970", shown(text)))
+        })?;
+        return UserInstant::at(field, ms).map_err(status_of);
     }
-    Ok(unix_now_ms() + duration(what, text)?.as_millis() as u64)
+    UserInstant::from_now(field, duration(field, text, &range::ANY)?).map_err(status_of)
 }
 
 /// `unix_ms` as RFC 3339 (UTC, milliseconds), which [`instant`] reads back.
@@ -69,28 +101,27 @@ pub fn format_duration(d: Duration) -> String {
 }
 
 /// A period, with the repetition count of an ISO 8601 "R5/PT10S".
-pub fn period(text: &str) -> Result<(Option<Duration>, Option<u32>), Status> {
+pub fn period(text: &str) -> Result<(Option<UserDuration>, Option<u32>), Status> {
     let text = text.trim();
     if text.is_empty() {
         return Ok((None, None));
     }
     let (repeat, rest) = match text.strip_prefix('R').and_then(|r| r.split_once('/')) {
         Some(("", rest)) => (None, rest),
-        Some((n, rest)) => {
-            let n: u32 = n.parse().map_err(|_| {
-                Status::invalid_argument(format!(
-                    "period {text:?}: the repetition count in R<n>/... must be a whole number"
-                ))
-            })?;
-            (Some(n), rest)
-        }
+        Some((n, rest)) => match n.parse::<u32>() {
+            Ok(n) if n > 0 => (Some(n), rest),
+            _ => {
+                return Err(Status::invalid_argument(format!(
+                    "period {}: the repetition count in R<n>/... must be a whole number from 1 \
+                     to {}",
+                    shown(text),
+                    u32::MAX
+                )))
+            }
+        },
         None => (None, text),
     };
-    let every = duration("period", rest)?;
-    if every < Duration::from_millis(1) {
-        return Err(Status::invalid_argument("a period must be at least 1 ms"));
-    }
-    Ok((Some(every), repeat))
+    Ok((Some(duration("period", rest, &range::POSITIVE)?), repeat))
 }
 
 #[cfg(test)]
@@ -99,44 +130,47 @@ mod tests {
 
     #[test]
     fn durations_in_both_spellings() -> Result<(), Status> {
-        assert_eq!(duration("due", "90s")?, Duration::from_secs(90));
-        assert_eq!(duration("due", "1h30m")?, Duration::from_secs(5400));
-        assert_eq!(duration("due", "PT1M30S")?, Duration::from_secs(90));
-        assert_eq!(duration("due", "P1DT1H")?, Duration::from_secs(90_000));
-        assert!(
-            duration("due", "P1M").is_err(),
-            "months have no fixed length"
-        );
-        assert!(duration("due", "soon").is_err());
+        let any = |text: &str| duration("due", text, &range::ANY).map(UserDuration::get);
+        assert_eq!(any("90s")?, Duration::from_secs(90));
+        assert_eq!(any("1h30m")?, Duration::from_secs(5400));
+        assert_eq!(any("PT1M30S")?, Duration::from_secs(90));
+        assert_eq!(any("P1DT1H")?, Duration::from_secs(90_000));
+        assert!(any("P1M").is_err(), "months have no fixed length");
+        assert!(any("soon").is_err());
+        assert!(any("PT-5S").is_err(), "negative, spelled the ISO way");
+        assert!(any("-5s").is_err(), "negative, spelled the humantime way");
         let odd = Duration::from_micros(90_061_001_500);
-        assert_eq!(duration("due", &format_duration(odd))?, odd);
+        assert_eq!(any(&format_duration(odd))?, odd);
+        let huge = any("584542046090y").err().map(|s| s.message().to_owned());
+        assert!(
+            huge.is_some_and(|m| m.contains("100y")),
+            "far past the longest duration"
+        );
         Ok(())
     }
 
     #[test]
     fn periods_with_repetitions() -> Result<(), Status> {
-        assert_eq!(
-            period("R5/PT10S")?,
-            (Some(Duration::from_secs(10)), Some(5))
+        let plain = |text: &str| period(text).map(|(every, n)| (every.map(UserDuration::get), n));
+        assert_eq!(plain("R5/PT10S")?, (Some(Duration::from_secs(10)), Some(5)));
+        assert_eq!(plain("10s")?, (Some(Duration::from_secs(10)), None));
+        assert_eq!(plain("")?, (None, None));
+        assert!(plain("Rx/PT1S").is_err());
+        assert!(
+            plain("R0/PT1S").is_err(),
+            "zero repetitions would read as unbounded"
         );
-        assert_eq!(period("10s")?, (Some(Duration::from_secs(10)), None));
-        assert_eq!(period("")?, (None, None));
-        assert!(period("Rx/PT1S").is_err());
+        assert!(plain("0s").is_err());
         Ok(())
     }
 
     #[test]
     fn instants_from_rfc3339_or_durations() -> Result<(), Status> {
-        assert_eq!(instant("due", "2026-01-01T00:00:00Z")?, 1_767_225_600_000);
-        assert_eq!(
-            instant("due", "2026-01-01T02:00:00+02:00")?,
-            1_767_225_600_000
-        );
-        assert_eq!(
-            instant("due", &format_instant(1_767_225_600_123))?,
-            1_767_225_600_123
-        );
-        let soon = instant("due", "10s")?;
+        let at = |text: &str| instant("due", text).map(UserInstant::unix_ms);
+        assert_eq!(at("2026-01-01T00:00:00Z")?, 1_767_225_600_000);
+        assert_eq!(at("2026-01-01T02:00:00+02:00")?, 1_767_225_600_000);
+        assert_eq!(at(&format_instant(1_767_225_600_123))?, 1_767_225_600_123);
+        let soon = at("10s")?;
         let now = unix_now_ms();
         assert!(soon >= now + 9_000 && soon <= now + 11_000);
         Ok(())
