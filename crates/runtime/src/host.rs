@@ -95,10 +95,16 @@ impl ActivateDone {
 impl Drop for ActivateDone {
     fn drop(&mut self) {
         if let Some(act) = self.act.take() {
-            self.rt.activation_finished(
-                act,
-                Err(Unavailable::HostGone(HostGone::DuringActivation).into()),
-            );
+            let error = if std::thread::panicking() {
+                CallError::Internal(format!(
+                    "the host activating {} panicked; the calls waiting for it failed (see the \
+                     daemon's log)",
+                    act.id
+                ))
+            } else {
+                Unavailable::HostGone(HostGone::DuringActivation).into()
+            };
+            self.rt.activation_finished(act, Err(error));
         }
     }
 }
@@ -169,9 +175,20 @@ impl TurnDone {
 impl Drop for TurnDone {
     fn drop(&mut self) {
         // Finished turns come here too, with nothing left to do.
-        if self.act.is_some() {
-            self.end(Err(Unavailable::HostGone(HostGone::DuringTurn).into()));
+        if self.act.is_none() {
+            return;
         }
+        // Dropped while the host's code unwinds: it panicked on this turn.
+        let error = if std::thread::panicking() {
+            CallError::Internal(format!(
+                "the host running {} panicked during this turn; the turn's changes were \
+                 discarded (see the daemon's log)",
+                self.actor()
+            ))
+        } else {
+            Unavailable::HostGone(HostGone::DuringTurn).into()
+        };
+        self.end(Err(error));
     }
 }
 

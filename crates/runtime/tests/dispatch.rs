@@ -272,3 +272,30 @@ where
     }
     Ok(out)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_turn_fails_only_its_own_call() -> Result<(), CallError> {
+    let store = Arc::new(MemoryStore::new());
+    let rt = runtime(store, RuntimeConfig::default());
+    let host = FnHost::new("app", |actor: &ActorId, req: TurnRequest| {
+        if &*req.name == "panic" {
+            panic!("injected panic in a handler of {actor}");
+        }
+        counter_turn(actor, req)
+    });
+    rt.register_host(Arc::new(host), vec![spec("counter")])?;
+    assert_eq!(&rt.invoke(call("p", "incr")).await?.data[..], b"1");
+    // The panic becomes INTERNAL for its caller only...
+    let panicked = rt.invoke(call("p", "panic")).await;
+    assert!(
+        matches!(&panicked, Err(CallError::Internal(m)) if m.contains("panicked")),
+        "{panicked:?}"
+    );
+    // ...its changes are discarded, and the actor, the worker and every
+    // other actor go on.
+    assert_eq!(&rt.invoke(call("p", "incr")).await?.data[..], b"2");
+    for i in 0..20 {
+        rt.invoke(call(&format!("other-{i}"), "incr")).await?;
+    }
+    Ok(())
+}

@@ -122,6 +122,11 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let app_api = AppApi::new(runtime.clone());
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tonic::transport::Server::builder()
+        // A request whose handler panics answers INTERNAL; the connection
+        // and every other request on it go on.
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            internal_for_panic,
+        ))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(
@@ -199,6 +204,24 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     telemetry::shutdown().await;
     info!("troupe daemon stopped");
     Ok(())
+}
+
+/// The answer to a request whose handler panicked (the panic itself is in
+/// the log, from the panic hook).
+fn internal_for_panic(
+    panic: Box<dyn std::any::Any + Send + 'static>,
+) -> tonic::codegen::http::Response<tonic::body::Body> {
+    let said = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    warn!(panic = %said, "a request's handler panicked; it was answered INTERNAL");
+    tonic::Status::internal(
+        "the daemon failed on this request (a panic, logged with its message); retry, and report \
+         it if it happens again",
+    )
+    .into_http()
 }
 
 /// SIGTERM and SIGINT, the signals that start a graceful shutdown.

@@ -6,12 +6,23 @@
 
 use std::sync::Arc;
 
+use tracing::error;
+
 use crate::activation::{Activation, Envelope, Inner, Status};
 use crate::dispatch::run_queue::{RunQueue, Runnable};
 use crate::host_registry::Binding;
 use crate::shared::Shared;
 use crate::shutdown::Stage;
 use crate::types::TurnKind;
+
+/// What a panic said, when it said it with a string.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not a string)")
+}
 
 /// The method's name when `env` calls a read-only method of its type.
 pub(crate) fn readonly_method(binding: &Binding, env: &Envelope) -> Option<Arc<str>> {
@@ -71,7 +82,20 @@ impl Shared {
             }
             std::hint::black_box(touched);
             for runnable in batch.drain(..) {
-                self.run(runnable);
+                // One request's panic (in a host's code, or a bug here) fails
+                // that request and is logged; the worker goes on with the
+                // rest of its queue.
+                let actor = runnable.act.clone();
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.run(runnable);
+                }));
+                if let Err(panic) = ran {
+                    error!(
+                        actor = %actor.id,
+                        panic = panic_message(&*panic),
+                        "a turn panicked; its caller got INTERNAL and the daemon goes on"
+                    );
+                }
             }
             // A queue that never empties must still let timers, activations
             // and I/O on this thread run.
