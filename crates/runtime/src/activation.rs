@@ -81,7 +81,7 @@ pub(crate) struct Inner {
     /// beside each other, or re-entrant turns nested in their chain's turn.
     pub(crate) extra_turns: u8,
     /// Rarely touched flags packed in one byte (`STATE_LOADED`,
-    /// `IN_DIRTY_LIST`, `HOST_LOST`, `READING`, `ANNOUNCED`) so the three u32 clocks and
+    /// `IN_DIRTY_LIST`, `HOST_LOST`, `READING`, `ANNOUNCED`, `RETIRING`) so the three u32 clocks and
     /// the bytes above still fit in the 16 before the first pointer: no
     /// growth per actor.
     flags: u8,
@@ -176,6 +176,8 @@ const HOST_LOST: u8 = 4;
 const READING: u8 = 8;
 /// Its start is in the activation log and its end is not yet.
 const ANNOUNCED: u8 = 16;
+/// A turn timed out: deactivate it through its host once no turn runs.
+const RETIRING: u8 = 32;
 
 impl Inner {
     pub(crate) fn state_loaded(&self) -> bool {
@@ -208,6 +210,14 @@ impl Inner {
 
     pub(crate) fn set_reading(&mut self, on: bool) {
         self.set_flag(READING, on);
+    }
+
+    pub(crate) fn retiring(&self) -> bool {
+        self.flags & RETIRING != 0
+    }
+
+    pub(crate) fn set_retiring(&mut self, on: bool) {
+        self.set_flag(RETIRING, on);
     }
 
     pub(crate) fn announced(&self) -> bool {

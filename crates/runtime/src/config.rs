@@ -41,6 +41,12 @@ pub struct RuntimeConfig {
     /// Actors one call chain may pass through before calls from it are
     /// refused as runaway recursion.
     pub max_chain_depth: usize,
+    /// Longest a turn may run, for types that set none.
+    pub default_turn_timeout: Duration,
+    /// Calls of one type queued or running, for types that set no bound
+    /// of their own: a type whose app hangs holds at most this many of the
+    /// daemon's `max_pending_calls`. `None`: half of them.
+    pub max_pending_per_type: Option<usize>,
 }
 
 impl Default for RuntimeConfig {
@@ -61,6 +67,8 @@ impl Default for RuntimeConfig {
             metrics: false,
             node: "local".into(),
             max_chain_depth: 32,
+            default_turn_timeout: Duration::from_secs(60),
+            max_pending_per_type: None,
         }
     }
 }
@@ -70,6 +78,9 @@ const MAX_MAILBOX_LIMIT: usize = 1_000_000;
 const MIN_IDLE_TIMEOUT: Duration = Duration::from_millis(10);
 /// Activations track idleness in u32 milliseconds (49 days); stay well inside.
 const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
+/// A turn may run from a millisecond to a day.
+const TURN_TIMEOUTS: std::ops::RangeInclusive<Duration> =
+    std::ops::RangeInclusive::new(Duration::from_millis(1), Duration::from_secs(24 * 3600));
 
 impl RuntimeConfig {
     /// Checks every limit; errors name the setting as the daemon's config
@@ -89,6 +100,10 @@ impl RuntimeConfig {
             (
                 "`flush_max_dirty_bytes` (--flush-max-dirty-bytes)",
                 self.flush_max_dirty_bytes,
+            ),
+            (
+                "`max_pending_per_type` (--max-pending-per-type)",
+                self.max_pending_per_type.unwrap_or(1),
             ),
         ];
         for (what, value) in positive {
@@ -146,6 +161,23 @@ impl RuntimeConfig {
                 spec.name
             )));
         }
+        let turn_timeout = spec.turn_timeout.unwrap_or(self.default_turn_timeout);
+        UserDuration::new(
+            &format!("actor type '{}': turn timeout", spec.name),
+            turn_timeout,
+            &TURN_TIMEOUTS,
+        )?;
+        let max_pending_calls = spec
+            .max_pending_calls
+            .or(self.max_pending_per_type)
+            .unwrap_or((self.max_pending_calls / 2).max(1))
+            .min(self.max_pending_calls);
+        if max_pending_calls == 0 {
+            return Err(CallError::InvalidArgument(format!(
+                "actor type '{}': max_pending_calls must be at least 1",
+                spec.name
+            )));
+        }
         let mut readonly_methods = spec.readonly_methods.clone();
         readonly_methods.sort();
         readonly_methods.dedup();
@@ -156,6 +188,8 @@ impl RuntimeConfig {
             reentrant: spec.reentrant,
             state_mode: spec.state_mode.unwrap_or(self.default_state_mode),
             readonly_methods,
+            turn_timeout,
+            max_pending_calls,
         })
     }
 }

@@ -28,6 +28,14 @@ pub enum CallError {
     Unavailable(#[from] Unavailable),
     #[error("{0}")]
     DeadlineExceeded(String),
+    /// A turn ran past its type's turn timeout: its caller is answered, its
+    /// place under the bounds freed, and the actor deactivated.
+    #[error(
+        "the turn of {actor} ran past its type's turn timeout ({limit:?}); the actor was \
+         deactivated and its app told. Make the handler return sooner, or raise the type's \
+         turn_timeout"
+    )]
+    TurnTimedOut { actor: ActorId, limit: Duration },
     /// The actor code raised.
     #[error("actor raised {0}")]
     Actor(ActorFailure),

@@ -49,6 +49,9 @@ pub struct TurnRequest {
     /// The actor's state before this turn. Hosts that keep their own copy
     /// (apps) ignore it; in-process hosts read it instead of keeping one.
     pub state: StateSnapshot,
+    /// The type's turn timeout: a host that can lose track of a turn (an
+    /// app) fails it with [`CallError::TurnTimedOut`] once it runs longer.
+    pub timeout: std::time::Duration,
 }
 
 #[derive(Debug)]

@@ -11,6 +11,7 @@ use parking_lot::RwLock;
 use tokio::sync::watch;
 
 use crate::config::RuntimeConfig;
+use crate::dispatch::pending::PendingCalls;
 use crate::error::CallError;
 use crate::host::ActorHost;
 use crate::metrics::{Metrics, TypeStats};
@@ -22,6 +23,8 @@ pub(crate) struct Binding {
     pub(crate) host_id: u64,
     pub(crate) host: Arc<dyn ActorHost>,
     pub(crate) options: Arc<TypeOptions>,
+    /// The type's bound on calls queued or running (shared by its hosts).
+    pub(crate) pending: &'static PendingCalls,
     /// The type's metric handles, when metrics are on.
     pub(crate) stats: Option<Arc<TypeStats>>,
 }
@@ -40,6 +43,9 @@ impl std::fmt::Debug for Binding {
 struct TypeSlot {
     options: Arc<TypeOptions>,
     bindings: Vec<Arc<Binding>>,
+    /// Kept for the life of the process once a type is known: one small
+    /// counter per distinct type name.
+    pending: &'static PendingCalls,
     /// Round-robin position for spreading new activations over hosts.
     next: usize,
 }
@@ -111,22 +117,24 @@ impl HostRegistry {
         let mut out = Vec::with_capacity(resolved.len());
         for options in resolved {
             let options = Arc::new(options);
-            let binding = Arc::new(Binding {
-                host_id,
-                host: host.clone(),
-                options: options.clone(),
-                stats: metrics.map(|m| m.for_type(&options.name)),
-            });
             let slot = types
                 .entry(options.name.clone())
                 .or_insert_with(|| TypeSlot {
                     options: options.clone(),
                     bindings: Vec::new(),
+                    pending: PendingCalls::new(options.max_pending_calls),
                     next: 0,
                 });
             // With no live host the new registration's options take over.
             slot.options = options.clone();
-            slot.bindings.push(binding);
+            slot.pending.set_limit(options.max_pending_calls);
+            slot.bindings.push(Arc::new(Binding {
+                host_id,
+                host: host.clone(),
+                options: options.clone(),
+                pending: slot.pending,
+                stats: metrics.map(|m| m.for_type(&options.name)),
+            }));
             out.push(options);
         }
         drop(types);
@@ -142,6 +150,11 @@ impl HostRegistry {
         for slot in types.values_mut() {
             slot.bindings.retain(|b| b.host_id != host_id);
         }
+    }
+
+    /// The bound on calls of a type, if any host ever registered it.
+    pub(crate) fn pending_of(&self, ty: &str) -> Option<&'static PendingCalls> {
+        self.types.read().get(ty).map(|s| s.pending)
     }
 
     /// Options of a type, if any host ever registered it.

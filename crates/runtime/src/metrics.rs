@@ -94,18 +94,9 @@ fn result_label(error: &CallError) -> &'static str {
         CallError::NotFound(_) => "not_found",
         CallError::Overloaded(_) => "resource_exhausted",
         CallError::Unavailable(_) => "unavailable",
-        CallError::DeadlineExceeded(_) => "deadline_exceeded",
+        CallError::DeadlineExceeded(_) | CallError::TurnTimedOut { .. } => "deadline_exceeded",
         CallError::FailedPrecondition(_) => "failed_precondition",
         CallError::Internal(_) => "internal",
-    }
-}
-
-fn reason_label(reason: DeactivateReason) -> &'static str {
-    match reason {
-        DeactivateReason::Idle => "idle",
-        DeactivateReason::Shutdown => "shutdown",
-        DeactivateReason::Admin => "admin",
-        DeactivateReason::Migration => "migration",
     }
 }
 
@@ -234,7 +225,7 @@ impl Metrics {
         self.deactivations
             .get_or_create(&ReasonLabels {
                 actor_type: ty.to_owned(),
-                reason: reason_label(reason).into(),
+                reason: reason.as_str().into(),
             })
             .inc();
     }

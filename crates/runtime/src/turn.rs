@@ -15,7 +15,9 @@ use crate::lifecycle::events::Ended;
 use crate::reply::Reply;
 use crate::routing::lease_lapsed;
 use crate::shared::Shared;
-use crate::types::{ActorId, StateChange, StateMode, StateSnapshot, TurnKind, TRACE_TARGET};
+use crate::types::{
+    ActorId, DeactivateReason, StateChange, StateMode, StateSnapshot, TurnKind, TRACE_TARGET,
+};
 use crate::validate;
 
 /// A read-only turn returned state changes: refused, state unchanged.
@@ -77,6 +79,7 @@ impl Shared {
             payload: env.payload,
             extra,
             state,
+            timeout: binding.options.turn_timeout,
         };
         let done = TurnDone {
             rt: self.clone(),
@@ -172,7 +175,13 @@ impl Shared {
         if touch {
             inner.last_active_ms = self.clock.coarse_ms();
         }
+        if matches!(result, Err(CallError::TurnTimedOut { .. })) {
+            // The app may still be running it: the actor must not get
+            // another turn on that instance.
+            inner.set_retiring(true);
+        }
         let mut deactivate = false;
+        let mut retire = false;
         let mut wake = false;
         if inner.extra_turns > 0 {
             // Others of a read-only group, or the turn this one nested in,
@@ -182,6 +191,11 @@ impl Shared {
             inner.set_reading(false);
             inner.status = Status::Deactivating;
             deactivate = true;
+        } else if inner.retiring() {
+            inner.set_reading(false);
+            inner.set_retiring(false);
+            inner.status = Status::Deactivating;
+            retire = true;
         } else {
             inner.set_reading(false);
             inner.status = Status::Idle;
@@ -207,6 +221,9 @@ impl Shared {
                 self.clone()
                     .finish_deactivation(act, Vec::new(), Ended::AppDetached),
             );
+        } else if retire {
+            // Through its app, which learns to drop the stuck instance.
+            self.deactivate(act, DeactivateReason::TurnTimeout);
         } else if wake {
             self.schedule(act);
         }

@@ -176,6 +176,22 @@ pub enum DeactivateReason {
     Shutdown,
     Admin,
     Migration,
+    /// A turn ran past the type's turn timeout; its handler may still run
+    /// in the app, on an instance the daemon no longer uses.
+    TurnTimeout,
+}
+
+impl DeactivateReason {
+    /// Lower-case name, as in metric labels and the activation log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeactivateReason::Idle => "idle",
+            DeactivateReason::Shutdown => "shutdown",
+            DeactivateReason::Admin => "admin",
+            DeactivateReason::Migration => "migration",
+            DeactivateReason::TurnTimeout => "turn_timeout",
+        }
+    }
 }
 
 /// The chain of calls a call belongs to (who waits on whom).
@@ -235,6 +251,11 @@ pub struct TypeSpec {
     pub reentrant: bool,
     pub state_mode: Option<StateMode>,
     pub readonly_methods: Vec<String>,
+    /// Longest one turn may run before its caller gets DEADLINE_EXCEEDED
+    /// and the actor is deactivated.
+    pub turn_timeout: Option<Duration>,
+    /// Calls of this type queued or running before RESOURCE_EXHAUSTED.
+    pub max_pending_calls: Option<usize>,
 }
 
 /// Per-type options in force, defaults filled in.
@@ -246,6 +267,8 @@ pub struct TypeOptions {
     pub reentrant: bool,
     pub state_mode: StateMode,
     pub readonly_methods: Vec<String>,
+    pub turn_timeout: Duration,
+    pub max_pending_calls: usize,
 }
 
 /// Metadata, call chain and trace of a call; boxed because most calls carry

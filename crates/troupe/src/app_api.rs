@@ -6,10 +6,10 @@
 //! When the stream ends, every pending handle is dropped, which fails the
 //! turns it held with UNAVAILABLE, and the runtime unbinds the app's actors.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, Notify};
@@ -18,8 +18,8 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::{info, warn};
 use troupe_proto::v1 as pb;
 use troupe_runtime::{
-    ActivateDone, ActivateRequest, ActorHost, DeactivateDone, DeactivateReason, DeactivateRequest,
-    Runtime, TurnDone, TurnKind, TurnOutcome, TurnRequest,
+    ActivateDone, ActivateRequest, ActorHost, CallError, DeactivateDone, DeactivateReason,
+    DeactivateRequest, Runtime, TurnDone, TurnKind, TurnOutcome, TurnRequest,
 };
 
 use crate::convert::errors::status_of;
@@ -33,9 +33,14 @@ type Outbound = mpsc::UnboundedSender<Result<pb::DaemonMessage, Status>>;
 /// Work handed to the app, waiting for its answer.
 enum Pending {
     Activate(ActivateDone),
-    Turn(TurnDone),
+    /// With when it must be answered by, and the type's turn timeout.
+    Turn(TurnDone, Instant, Duration),
     Deactivate(DeactivateDone),
 }
+
+/// How many turns that timed out are remembered, so that their late
+/// answers are dropped quietly rather than taken for protocol errors.
+const REMEMBERED_TIMEOUTS: usize = 65_536;
 
 /// One connected app.
 struct AppConnection {
@@ -49,6 +54,15 @@ struct AppConnection {
     /// daemon closed it, so the stream ends even if the app keeps its side
     /// open (otherwise a graceful stop waits for the app to hang up).
     closed: Notify,
+    /// Call ids of turns failed for running past their timeout.
+    timed_out: Mutex<TimedOut>,
+}
+
+/// Call ids of timed-out turns, the oldest forgotten first.
+#[derive(Default)]
+struct TimedOut {
+    ids: HashSet<u64>,
+    order: VecDeque<u64>,
 }
 
 impl AppConnection {
@@ -88,6 +102,45 @@ impl AppConnection {
 
     fn take(&self, call_id: u64) -> Option<Pending> {
         self.pending.lock().remove(&call_id)
+    }
+
+    /// Fails every turn past its deadline with `TurnTimedOut`; the runtime
+    /// then deactivates the actor through this app.
+    fn fail_overdue_turns(&self, now: Instant) {
+        let overdue: Vec<(u64, TurnDone, Duration)> = {
+            let mut pending = self.pending.lock();
+            let ids: Vec<u64> = pending
+                .iter()
+                .filter(|(_, p)| matches!(p, Pending::Turn(_, due, _) if *due <= now))
+                .map(|(id, _)| *id)
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| match pending.remove(&id) {
+                    Some(Pending::Turn(done, _, limit)) => Some((id, done, limit)),
+                    _ => None,
+                })
+                .collect()
+        };
+        for (call_id, done, limit) in overdue {
+            {
+                let mut timed_out = self.timed_out.lock();
+                timed_out.ids.insert(call_id);
+                timed_out.order.push_back(call_id);
+                while timed_out.order.len() > REMEMBERED_TIMEOUTS {
+                    if let Some(old) = timed_out.order.pop_front() {
+                        timed_out.ids.remove(&old);
+                    }
+                }
+            }
+            let actor = done.actor().clone();
+            warn!(app = %self.name, actor = %actor, ?limit, "turn timed out; deactivating the actor");
+            done.fail(CallError::TurnTimedOut { actor, limit });
+        }
+    }
+
+    /// Whether `call_id` is a turn that timed out (forgetting it).
+    fn was_timed_out(&self, call_id: u64) -> bool {
+        self.timed_out.lock().ids.remove(&call_id)
     }
 }
 
@@ -136,7 +189,9 @@ impl ActorHost for AppConnection {
             tracestate,
             deadline_unix_ms,
         };
-        self.send(Pending::Turn(done), move |call_id| {
+        let due = Instant::now() + request.timeout;
+        let limit = request.timeout;
+        self.send(Pending::Turn(done, due, limit), move |call_id| {
             pb::daemon_message::Kind::Turn(pb::Turn { call_id, ..turn })
         });
     }
@@ -147,6 +202,7 @@ impl ActorHost for AppConnection {
             DeactivateReason::Shutdown => pb::deactivate::Reason::Shutdown,
             DeactivateReason::Admin => pb::deactivate::Reason::Admin,
             DeactivateReason::Migration => pb::deactivate::Reason::Migration,
+            DeactivateReason::TurnTimeout => pb::deactivate::Reason::TurnTimeout,
         } as i32;
         let actor = Some(convert::actor_ref(&request.actor));
         self.send(Pending::Deactivate(done), move |call_id| {
@@ -230,6 +286,7 @@ impl pb::app_host_server::AppHost for AppApi {
             pending: Mutex::new(HashMap::new()),
             next_call_id: AtomicU64::new(1),
             closed: Notify::new(),
+            timed_out: Mutex::default(),
         });
         let specs = register.types.into_iter().map(convert::type_spec).collect();
         // Work for the new host can be sent the moment it is registered
@@ -241,6 +298,14 @@ impl pb::app_host_server::AppHost for AppApi {
             .register_host(connection.clone(), specs)
             .map_err(status_of)?;
         let host_id = registration.host_id;
+        // Overdue turns are looked for a few times per the shortest timeout.
+        let sweep = registration
+            .types
+            .iter()
+            .map(|t| t.turn_timeout / 4)
+            .min()
+            .unwrap_or(Duration::from_secs(1))
+            .clamp(Duration::from_millis(10), Duration::from_secs(1));
         let registered = pb::DaemonMessage {
             kind: Some(pb::daemon_message::Kind::Registered(pb::Registered {
                 types: registration
@@ -260,7 +325,7 @@ impl pb::app_host_server::AppHost for AppApi {
         let runtime = self.runtime.clone();
         let connections = self.connections.clone();
         tokio::spawn(async move {
-            let error = read_answers(&connection, &mut inbound).await.err();
+            let error = read_answers(&connection, &mut inbound, sweep).await.err();
             if let Some(status) = &error {
                 warn!(app = %connection.name, host_id, error = %status.message(), "app stream failed");
             } else {
@@ -279,11 +344,18 @@ impl pb::app_host_server::AppHost for AppApi {
 async fn read_answers(
     connection: &AppConnection,
     inbound: &mut Streaming<pb::AppMessage>,
+    sweep: Duration,
 ) -> Result<(), Status> {
     use pb::app_message::Kind;
+    let mut overdue = tokio::time::interval(sweep);
+    overdue.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let next = tokio::select! {
             next = inbound.message() => next,
+            _ = overdue.tick() => {
+                connection.fail_overdue_turns(Instant::now());
+                continue;
+            }
             () = connection.closed.notified() => return Ok(()),
         };
         let message = match next {
@@ -309,7 +381,7 @@ async fn read_answers(
                 other => return Err(unexpected(a.call_id, "ActivateResult", other)),
             },
             Some(Kind::TurnResult(t)) => match connection.take(t.call_id) {
-                Some(Pending::Turn(done)) => {
+                Some(Pending::Turn(done, ..)) => {
                     let changes = convert::state_changes(t.changes)?;
                     let result = match t.outcome {
                         Some(pb::turn_result::Outcome::Reply(p)) => Ok(convert::payload(Some(p))),
@@ -323,6 +395,9 @@ async fn read_answers(
                     };
                     done.finish(TurnOutcome { result, changes });
                 }
+                // Too late: its caller got DEADLINE_EXCEEDED and the actor
+                // was deactivated; the answer and its changes are dropped.
+                None if connection.was_timed_out(t.call_id) => {}
                 other => return Err(unexpected(t.call_id, "TurnResult", other)),
             },
             Some(Kind::Deactivated(d)) => match connection.take(d.call_id) {
@@ -350,7 +425,7 @@ fn unexpected(call_id: u64, got: &str, pending: Option<Pending>) -> Status {
     let waiting = match pending {
         None => "nothing".to_owned(),
         Some(Pending::Activate(_)) => "an ActivateResult".to_owned(),
-        Some(Pending::Turn(_)) => "a TurnResult".to_owned(),
+        Some(Pending::Turn(..)) => "a TurnResult".to_owned(),
         Some(Pending::Deactivate(_)) => "a DeactivateResult".to_owned(),
     };
     Status::invalid_argument(format!(

@@ -31,6 +31,14 @@ pub struct ServeArgs {
     /// Calls queued or running in the daemon before RESOURCE_EXHAUSTED [default: 100000].
     #[arg(long)]
     pub max_pending_calls: Option<usize>,
+    /// Calls of one actor type queued or running before RESOURCE_EXHAUSTED, for
+    /// types that set none [default: half of --max-pending-calls].
+    #[arg(long)]
+    pub max_pending_per_type: Option<usize>,
+    /// Longest one turn may run, for types that set none; past it the caller gets
+    /// DEADLINE_EXCEEDED and the actor is deactivated [default: 60s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub turn_timeout: Option<Duration>,
     /// Default per-actor mailbox bound, for types that set none [default: 1000].
     #[arg(long)]
     pub max_mailbox: Option<usize>,
@@ -89,6 +97,9 @@ struct FileConfig {
     store: Option<String>,
     max_payload_bytes: Option<usize>,
     max_pending_calls: Option<usize>,
+    max_pending_per_type: Option<usize>,
+    #[serde(default, with = "humantime_serde")]
+    turn_timeout: Option<Duration>,
     max_mailbox: Option<usize>,
     #[serde(default, with = "humantime_serde")]
     idle_timeout: Option<Duration>,
@@ -187,6 +198,8 @@ impl ServeArgs {
         }
         pick!(max_payload_bytes, runtime.max_payload_bytes);
         pick!(max_pending_calls, runtime.max_pending_calls);
+        runtime.max_pending_per_type = self.max_pending_per_type.or(file.max_pending_per_type);
+        pick!(turn_timeout, runtime.default_turn_timeout);
         pick!(max_mailbox, runtime.default_max_mailbox);
         pick!(idle_timeout, runtime.default_idle_timeout);
         pick!(call_timeout, runtime.call_timeout);

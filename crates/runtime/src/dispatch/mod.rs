@@ -172,7 +172,7 @@ impl Shared {
         self: &Arc<Self>,
         actor: &ActorId,
         mut bound: Option<&OnceLock<Arc<Activation>>>,
-        envelope: Envelope,
+        mut envelope: Envelope,
     ) -> Result<(), CallError> {
         loop {
             let act = match bound.and_then(OnceLock::get) {
@@ -195,12 +195,14 @@ impl Shared {
                 bound = None;
                 continue;
             }
-            let max_mailbox = match &inner.binding {
-                Some(b) => b.options.max_mailbox,
-                None => self
-                    .hosts
-                    .options(&act.id.ty)
-                    .map_or(self.config.default_max_mailbox, |o| o.max_mailbox),
+            let (max_mailbox, type_pending) = match &inner.binding {
+                Some(b) => (b.options.max_mailbox, Some(b.pending)),
+                None => (
+                    self.hosts
+                        .options(&act.id.ty)
+                        .map_or(self.config.default_max_mailbox, |o| o.max_mailbox),
+                    self.hosts.pending_of(&act.id.ty),
+                ),
             };
             if inner.mailbox.len() >= max_mailbox {
                 return Err(CallError::Overloaded(format!(
@@ -208,6 +210,9 @@ impl Shared {
                      max_mailbox); retry with backoff",
                     act.id
                 )));
+            }
+            if let Some(type_pending) = type_pending {
+                envelope.slot.add_type(type_pending, &act.id.ty)?;
             }
             if !inner.scheduled && inner.status == Status::Idle && inner.mailbox.is_empty() {
                 inner.scheduled = true;

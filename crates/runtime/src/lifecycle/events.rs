@@ -24,10 +24,7 @@ pub(crate) enum Ended {
 impl Ended {
     fn as_str(self) -> &'static str {
         match self {
-            Ended::Deactivated(DeactivateReason::Idle) => "idle",
-            Ended::Deactivated(DeactivateReason::Shutdown) => "shutdown",
-            Ended::Deactivated(DeactivateReason::Admin) => "admin",
-            Ended::Deactivated(DeactivateReason::Migration) => "migration",
+            Ended::Deactivated(reason) => reason.as_str(),
             Ended::AppDetached => "app_detached",
         }
     }

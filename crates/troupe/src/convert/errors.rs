@@ -40,6 +40,7 @@ pub fn status_of(error: CallError) -> Status {
             status
         }
         CallError::DeadlineExceeded(m) => Status::deadline_exceeded(m),
+        e @ CallError::TurnTimedOut { .. } => Status::deadline_exceeded(e.to_string()),
         CallError::FailedPrecondition(m) => Status::failed_precondition(m),
         CallError::NotFound(m) => Status::not_found(m),
         CallError::Internal(m) => Status::internal(m),

@@ -154,13 +154,15 @@ pub fn type_spec(t: pb::ActorTypeSpec) -> TypeSpec {
             _ => None,
         },
         readonly_methods: t.readonly_methods,
+        turn_timeout: millis(t.turn_timeout_ms),
+        max_pending_calls: (t.max_pending_calls > 0).then_some(t.max_pending_calls as usize),
     }
 }
 
 pub fn type_options_to_pb(o: &TypeOptions) -> pb::ActorTypeSpec {
     pb::ActorTypeSpec {
         name: o.name.to_string(),
-        idle_timeout_ms: o.idle_timeout.as_millis() as u64,
+        idle_timeout_ms: troupe_runtime::input::millis(o.idle_timeout),
         max_mailbox: u32::try_from(o.max_mailbox).unwrap_or(u32::MAX),
         reentrant: o.reentrant,
         state_mode: match o.state_mode {
@@ -168,7 +170,8 @@ pub fn type_options_to_pb(o: &TypeOptions) -> pb::ActorTypeSpec {
             StateMode::Durable => pb::StateMode::Durable,
         } as i32,
         readonly_methods: o.readonly_methods.clone(),
-        turn_timeout_ms: 0,
+        turn_timeout_ms: troupe_runtime::input::millis(o.turn_timeout),
+        max_pending_calls: u32::try_from(o.max_pending_calls).unwrap_or(u32::MAX),
     }
 }
 

@@ -73,10 +73,18 @@ export interface ActorTypeSpec {
    */
   readonlyMethods: string[];
   /**
-   * Reserved for a per-turn time limit; not enforced yet (the caller's
-   * deadline still ends its wait).
+   * Longest one turn may run (the daemon's --turn-timeout by default, 60 s).
+   * A turn past it fails its caller with DEADLINE_EXCEEDED, frees its place
+   * under the pending bounds, and the actor is deactivated with reason
+   * TURN_TIMEOUT; the daemon ignores the late answer.
    */
   turnTimeoutMs: bigint;
+  /**
+   * Calls of this type queued or running before callers get
+   * RESOURCE_EXHAUSTED (the daemon's --max-pending-per-type by default:
+   * half of --max-pending-calls), so one stuck type cannot starve the others.
+   */
+  maxPendingCalls: number;
 }
 
 export interface ActivateResult {
@@ -190,6 +198,11 @@ export enum Deactivate_Reason {
   REASON_SHUTDOWN = 2,
   REASON_ADMIN = 3,
   REASON_MIGRATION = 4,
+  /**
+   * REASON_TURN_TIMEOUT - A turn ran past the type's turn timeout: drop this instance (the
+   * stuck turn's late answer is ignored); the next call activates anew.
+   */
+  REASON_TURN_TIMEOUT = 5,
   UNRECOGNIZED = -1,
 }
 
@@ -396,6 +409,7 @@ function createBaseActorTypeSpec(): ActorTypeSpec {
     stateMode: 0,
     readonlyMethods: [],
     turnTimeoutMs: 0n,
+    maxPendingCalls: 0,
   };
 }
 
@@ -427,6 +441,9 @@ export const ActorTypeSpec: MessageFns<ActorTypeSpec> = {
         throw new globalThis.Error("value provided for field message.turnTimeoutMs of type uint64 too large");
       }
       writer.uint32(56).uint64(message.turnTimeoutMs);
+    }
+    if (message.maxPendingCalls !== 0) {
+      writer.uint32(64).uint32(message.maxPendingCalls);
     }
     return writer;
   },
@@ -500,6 +517,14 @@ export const ActorTypeSpec: MessageFns<ActorTypeSpec> = {
             message.turnTimeoutMs = reader.uint64() as bigint;
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.maxPendingCalls = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -528,6 +553,7 @@ export const ActorTypeSpec: MessageFns<ActorTypeSpec> = {
     message.turnTimeoutMs = (object.turnTimeoutMs !== undefined && object.turnTimeoutMs !== null)
       ? BigInt(object.turnTimeoutMs)
       : 0n;
+    message.maxPendingCalls = object.maxPendingCalls ?? 0;
     return message;
   },
 };

@@ -30,7 +30,7 @@ class Register(_message.Message):
     def __init__(self, app_name: _Optional[str] = ..., types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., sdk: _Optional[str] = ...) -> None: ...
 
 class ActorTypeSpec(_message.Message):
-    __slots__ = ("name", "idle_timeout_ms", "max_mailbox", "reentrant", "state_mode", "readonly_methods", "turn_timeout_ms")
+    __slots__ = ("name", "idle_timeout_ms", "max_mailbox", "reentrant", "state_mode", "readonly_methods", "turn_timeout_ms", "max_pending_calls")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_MAILBOX_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +38,7 @@ class ActorTypeSpec(_message.Message):
     STATE_MODE_FIELD_NUMBER: _ClassVar[int]
     READONLY_METHODS_FIELD_NUMBER: _ClassVar[int]
     TURN_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PENDING_CALLS_FIELD_NUMBER: _ClassVar[int]
     name: str
     idle_timeout_ms: int
     max_mailbox: int
@@ -45,7 +46,8 @@ class ActorTypeSpec(_message.Message):
     state_mode: _common_pb2.StateMode
     readonly_methods: _containers.RepeatedScalarFieldContainer[str]
     turn_timeout_ms: int
-    def __init__(self, name: _Optional[str] = ..., idle_timeout_ms: _Optional[int] = ..., max_mailbox: _Optional[int] = ..., reentrant: bool = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., readonly_methods: _Optional[_Iterable[str]] = ..., turn_timeout_ms: _Optional[int] = ...) -> None: ...
+    max_pending_calls: int
+    def __init__(self, name: _Optional[str] = ..., idle_timeout_ms: _Optional[int] = ..., max_mailbox: _Optional[int] = ..., reentrant: bool = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., readonly_methods: _Optional[_Iterable[str]] = ..., turn_timeout_ms: _Optional[int] = ..., max_pending_calls: _Optional[int] = ...) -> None: ...
 
 class ActivateResult(_message.Message):
     __slots__ = ("call_id", "error", "changes")
@@ -154,11 +156,13 @@ class Deactivate(_message.Message):
         REASON_SHUTDOWN: _ClassVar[Deactivate.Reason]
         REASON_ADMIN: _ClassVar[Deactivate.Reason]
         REASON_MIGRATION: _ClassVar[Deactivate.Reason]
+        REASON_TURN_TIMEOUT: _ClassVar[Deactivate.Reason]
     REASON_UNSPECIFIED: Deactivate.Reason
     REASON_IDLE: Deactivate.Reason
     REASON_SHUTDOWN: Deactivate.Reason
     REASON_ADMIN: Deactivate.Reason
     REASON_MIGRATION: Deactivate.Reason
+    REASON_TURN_TIMEOUT: Deactivate.Reason
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
