@@ -7,6 +7,8 @@
 #   scripts/postgres.sh start DIR        initdb DIR (once) and start; prints the URL
 #   scripts/postgres.sh stop DIR         stop (fast: open sessions are ended)
 #   scripts/postgres.sh url DIR          print the URL of the cluster in DIR
+#   scripts/postgres.sh pause DIR        SIGSTOP the server and its backends (a frozen host)
+#   scripts/postgres.sh resume DIR       SIGCONT them
 #
 # DIR is created if needed; a restart keeps the port, so the URL stays valid.
 # PostgreSQL refuses to run as root: as root the server runs as the
@@ -91,11 +93,29 @@ stop() {
     fi
 }
 
+# Signals the server and every process it started (one backend per
+# connection): stopping only the postmaster would leave sessions answering.
+signal_all() {
+    local dir=$1 sig=$2 pid
+    [ -f "$dir/data/postmaster.pid" ] || die "no server runs in $dir"
+    pid=$(head -n 1 "$dir/data/postmaster.pid")
+    kill "-$sig" "$pid"
+    local proc stat fields
+    for proc in /proc/[0-9]*; do
+        stat=$(cat "$proc/stat" 2>/dev/null) || continue
+        # "PID (COMM) STATE PPID ...": read past the command name.
+        read -r -a fields <<<"${stat##*) }"
+        [ "${fields[1]}" = "$pid" ] && kill "-$sig" "${proc#/proc/}" 2>/dev/null || true
+    done
+}
+
 cmd=${1:-}
 case "$cmd" in
     install) install ;;
     start) [ -n "${2:-}" ] || die "usage: $0 start DIR"; start "$2" ;;
     stop) [ -n "${2:-}" ] || die "usage: $0 stop DIR"; stop "$2" ;;
+    pause) [ -n "${2:-}" ] || die "usage: $0 pause DIR"; signal_all "$2" STOP ;;
+    resume) [ -n "${2:-}" ] || die "usage: $0 resume DIR"; signal_all "$2" CONT ;;
     url) [ -f "${2:-}/port" ] || die "usage: $0 url DIR (a DIR that '$0 start' set up)"; url_of "$2" ;;
-    *) die "usage: $0 install | start DIR | stop DIR | url DIR" ;;
+    *) die "usage: $0 install | start DIR | stop DIR | pause DIR | resume DIR | url DIR" ;;
 esac

@@ -184,6 +184,17 @@ impl PgServer {
         run_script("stop", &self.dir).await.map(drop)
     }
 
+    /// Freezes the server and its sessions (SIGSTOP), as a paused VM or
+    /// container would: connections stay open and nothing answers.
+    pub async fn pause(&self) -> anyhow::Result<()> {
+        run_script("pause", &self.dir).await.map(drop)
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    pub async fn resume(&self) -> anyhow::Result<()> {
+        run_script("resume", &self.dir).await.map(drop)
+    }
+
     /// Starts it again, on the same port.
     pub async fn restart(&self) -> anyhow::Result<()> {
         let url = run_script("start", &self.dir).await?;
@@ -196,6 +207,13 @@ impl PgServer {
 
 impl Drop for PgServer {
     fn drop(&mut self) {
+        // A paused server cannot stop; resuming one that runs does nothing.
+        let _ = std::process::Command::new(postgres_script())
+            .arg("resume")
+            .arg(self.dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
         let _ = std::process::Command::new(postgres_script())
             .arg("stop")
             .arg(self.dir.path())

@@ -9,9 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 use tonic::Code;
-use troupe_tests::{
-    expect_code, pb, poll_until, type_spec, Daemon, RawApp, Reason, TestApp, WAIT,
-};
+use troupe_tests::{expect_code, pb, poll_until, type_spec, Daemon, RawApp, Reason, TestApp, WAIT};
 
 /// What the hung app saw.
 #[derive(Debug, Default)]

@@ -1,7 +1,9 @@
 //! PostgreSQL stopped and restarted under load: while it is down, `durable`
 //! calls fail with UNAVAILABLE and `write_behind` calls keep succeeding with
 //! their state kept dirty; once it is back the daemon recovers by itself
-//! (no restart) and every write-behind write reaches PostgreSQL.
+//! (no restart) and every write-behind write reaches PostgreSQL. And a
+//! SIGTERM while PostgreSQL is frozen ends anyway, saying what it could not
+//! write.
 
 use std::time::Duration;
 
@@ -137,6 +139,65 @@ async fn postgres_outage_under_load_fails_durable_calls_keeps_write_behind_and_r
     assert!(
         log.contains("state flush failed"),
         "no flush failure in the daemon log:\n{log}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_while_postgres_is_frozen_exits_non_zero_naming_the_unwritten_actors_and_keys(
+) -> anyhow::Result<()> {
+    let Some(pg) = PgServer::start("sigterm_while_postgres_is_frozen").await? else {
+        return Ok(());
+    };
+    let dir = tempfile::tempdir()?;
+    // The state stays dirty until the shutdown: the flush interval never
+    // comes.
+    let args = [
+        "--store",
+        pg.url.as_str(),
+        "--flush-interval",
+        "1h",
+        "--shutdown-grace",
+        "1s",
+        "--shutdown-flush-timeout",
+        "2s",
+    ];
+    let mut daemon = Daemon::start(dir.path(), &args).await?;
+    let types = vec![type_with_mode("wb", pb::StateMode::WriteBehind)];
+    let _app = TestApp::attach(daemon.addr, types).await?;
+    let mut client = daemon.client().await?;
+    let actors = ids("p", 3);
+    for id in &actors {
+        client.invoke("wb", id, "incr_pair", "{}").await?;
+    }
+
+    // Frozen, not stopped: the daemon's connections stay open and its
+    // writes get no answer at all, which is the case a bound must cover.
+    pg.pause().await?;
+    // `terminate` waits 30 s for the exit: far more than the 1 s grace and
+    // 2 s flush timeout, so only a shutdown that waits for the store fails.
+    let status = daemon.terminate().await;
+    pg.resume().await?;
+    let status = status?;
+    assert!(
+        !status.success(),
+        "the daemon exited 0 without writing its state:\n{}",
+        daemon.log()
+    );
+    let log = daemon.log();
+    for id in &actors {
+        let line = log
+            .lines()
+            .find(|l| l.contains("state not written to the store") && l.contains(id.as_str()))
+            .ok_or_else(|| anyhow::anyhow!("wb/{id} is not reported as unwritten:\n{log}"))?;
+        assert!(
+            line.contains("count") && line.contains("copy"),
+            "the report of wb/{id} does not name both keys: {line}"
+        );
+    }
+    assert!(
+        log.contains("--shutdown-flush-timeout"),
+        "the exit error does not say what was waited for:\n{log}"
     );
     Ok(())
 }

@@ -28,6 +28,9 @@ pub struct RuntimeConfig {
     pub flush_max_dirty_bytes: usize,
     /// How long a graceful shutdown waits for turns and deactivations.
     pub shutdown_grace: Duration,
+    /// How long a shutdown, after the grace period, tries to write what is
+    /// left before it gives up and reports what it could not write.
+    pub shutdown_flush_timeout: Duration,
     /// Baseline for benchmarks: write each turn's changes to the store on
     /// their own before replying (no batching), as naive actor runtimes do.
     pub write_through: bool,
@@ -63,6 +66,7 @@ impl Default for RuntimeConfig {
             flush_interval: Duration::from_secs(1),
             flush_max_dirty_bytes: 16 * 1024 * 1024,
             shutdown_grace: Duration::from_secs(30),
+            shutdown_flush_timeout: Duration::from_secs(10),
             write_through: false,
             metrics: false,
             node: "local".into(),
@@ -136,6 +140,11 @@ impl RuntimeConfig {
             (
                 "`shutdown_grace` (--shutdown-grace)",
                 self.shutdown_grace,
+                &range::UP_TO_A_DAY,
+            ),
+            (
+                "`shutdown_flush_timeout` (--shutdown-flush-timeout)",
+                self.shutdown_flush_timeout,
                 &range::UP_TO_A_DAY,
             ),
         ] {

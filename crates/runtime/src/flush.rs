@@ -7,6 +7,7 @@
 //! store go through one lock, so a batch can never overtake an older one:
 //! the store never sees an older value after a newer one.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,6 +38,9 @@ pub(crate) struct Flusher {
     wake: Notify,
     /// Serialises every write to the store (see module doc).
     write_lock: tokio::sync::Mutex<()>,
+    /// The batch the store is writing, until it answers: when a shutdown
+    /// gives up on a write that hangs, these changes are not confirmed.
+    in_flight: Mutex<Option<Arc<Vec<ActorWrite>>>>,
     pub(crate) batches: AtomicU64,
     pub(crate) keys_written: AtomicU64,
     /// The last write to the store failed (cleared by the next success).
@@ -89,6 +93,7 @@ impl Flusher {
             held: Mutex::new(Vec::new()),
             wake: Notify::new(),
             write_lock: tokio::sync::Mutex::new(()),
+            in_flight: Mutex::new(None),
             batches: AtomicU64::new(0),
             keys_written: AtomicU64::new(0),
             failing: AtomicBool::new(false),
@@ -254,11 +259,17 @@ impl Flusher {
                 otel.status_code = tracing::field::Empty,
                 error = tracing::field::Empty,
             );
+            let batch = Arc::new(batch);
+            *self.in_flight.lock() = Some(batch.clone());
             let result = self
                 .store
                 .write_batch(&batch)
                 .instrument(span.clone())
                 .await;
+            // Not reached when the write is abandoned (its future dropped):
+            // the batch then stays in flight, for `unwritten`.
+            self.in_flight.lock().take();
+            let batch = Arc::unwrap_or_clone(batch);
             let took = started.elapsed();
             match &result {
                 Ok(()) => {
@@ -322,6 +333,49 @@ impl Flusher {
                 Err(failure.into())
             }
         }
+    }
+}
+
+/// State the store has not confirmed: one actor's keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnwrittenState {
+    pub actor_type: String,
+    pub actor_id: String,
+    pub keys: Vec<String>,
+}
+
+impl Flusher {
+    /// Every change the store has not confirmed: dirty keys, and the batch
+    /// of a write that was abandoned before the store answered. Sorted by
+    /// actor, keys sorted.
+    pub(crate) fn unwritten(&self) -> Vec<UnwrittenState> {
+        let mut unwritten: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+        if let Some(batch) = self.in_flight.lock().clone() {
+            for write in batch.iter() {
+                unwritten
+                    .entry((write.actor_type.clone(), write.actor_id.clone()))
+                    .or_default()
+                    .extend(write.changes.iter().map(|(key, _)| key.clone()));
+            }
+        }
+        let listed = self.dirty.lock().clone();
+        for act in listed {
+            let inner = act.inner.lock();
+            if let Some(dirty) = inner.dirty.as_ref().filter(|d| !d.is_empty()) {
+                unwritten
+                    .entry((act.id.ty.to_string(), act.id.id.to_string()))
+                    .or_default()
+                    .extend(dirty.iter().cloned());
+            }
+        }
+        unwritten
+            .into_iter()
+            .map(|((actor_type, actor_id), keys)| UnwrittenState {
+                actor_type,
+                actor_id,
+                keys: keys.into_iter().collect(),
+            })
+            .collect()
     }
 }
 

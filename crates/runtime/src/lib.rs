@@ -57,6 +57,7 @@ pub use routing::MAX_FORWARD_HOPS;
 pub use runtime::Runtime;
 pub use schedule::timers::{TimerInfo, TimerSpec};
 pub use schedule::{AlarmSpec, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy, ALARM_NAME};
+pub use shutdown::{ShutdownReport, UnwrittenState};
 pub use types::{
     ActorFailure, ActorId, BoxFuture, Call, CallChain, CallExtra, CallTrace, ContentType,
     DeactivateReason, Payload, StateChange, StateMap, StateMode, StateSnapshot, TurnKind,

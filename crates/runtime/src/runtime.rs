@@ -38,7 +38,7 @@ use crate::metrics::Metrics;
 use crate::schedule::timers::Timers;
 use crate::schedule::{Scheduler, HORIZON};
 use crate::shared::Shared;
-use crate::shutdown::{Shutdown, Stage};
+use crate::shutdown::{Shutdown, ShutdownReport, Stage};
 
 /// The handle to a running actor runtime. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -163,7 +163,11 @@ impl Runtime {
     /// task and wait for it; last, the reminder writer writes what it was
     /// handed. Nothing due during the drain is lost: it was not attempted,
     /// so it fires after the restart.
-    pub async fn shutdown(&self) {
+    ///
+    /// Everything after the grace period is bounded by the shutdown flush
+    /// timeout, so a store that fails or hangs cannot hold the stop: the
+    /// report then says what the store did not confirm.
+    pub async fn shutdown(&self) -> ShutdownReport {
         let shared = &self.shared;
         info!(
             active = shared.directory.len(),
@@ -175,13 +179,39 @@ impl Runtime {
             .drain_for_shutdown(Instant::now() + shared.config.shutdown_grace)
             .await;
         shared.shutdown.enter(Stage::Stopping);
-        if let Err(e) = shared.flusher.flush_dirty().await {
-            warn!(error = %e, "final flush failed");
+        let limit = shared.config.shutdown_flush_timeout;
+        let give_up = Instant::now() + limit;
+        match tokio::time::timeout_at(give_up, shared.flusher.flush_dirty()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(error = %e, "final flush failed"),
+            Err(_) => warn!(
+                limit_ms = limit.as_millis() as u64,
+                "final flush did not finish within the shutdown flush timeout"
+            ),
         }
-        shared.shutdown.tasks_ended().await;
+        let mut abandoned_tasks = tokio::time::timeout_at(give_up, shared.shutdown.tasks_ended())
+            .await
+            .is_err();
         shared.shutdown.enter(Stage::Closing);
-        shared.shutdown.last_ended().await;
-        info!("runtime stopped");
+        abandoned_tasks |= tokio::time::timeout_at(give_up, shared.shutdown.last_ended())
+            .await
+            .is_err();
+        let report = ShutdownReport {
+            unwritten_state: shared.flusher.unwritten(),
+            failed_reminder_writes: shared.scheduler.failed_while_closing(),
+            abandoned_tasks,
+        };
+        if report.is_complete() {
+            info!("runtime stopped");
+        } else {
+            warn!(
+                unwritten_actors = report.unwritten_state.len(),
+                failed_reminder_writes = report.failed_reminder_writes,
+                abandoned_tasks,
+                "runtime stopped without writing everything"
+            );
+        }
+        report
     }
 
     /// Writes all dirty state now (tests, benchmarks, admin).

@@ -14,6 +14,11 @@
 //! | workers, flusher, firings still waiting for their turn | `Stopping`: after the drain and the final flush |
 //! | reminder writer | `Closing`: once every other task is gone, after writing what it was handed |
 //!
+//! Past the grace period every wait is bounded by the shutdown flush
+//! timeout: a task still in a store write then is abandoned (the process is
+//! about to end), and the [`ShutdownReport`] says what the store did not
+//! confirm.
+//!
 //! [`Runtime::shutdown`]: crate::Runtime::shutdown
 
 use std::future::Future;
@@ -21,6 +26,31 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::watch;
 use tokio_util::task::TaskTracker;
+
+pub use crate::flush::UnwrittenState;
+
+/// What a shutdown could not finish, for the operator: empty when every
+/// change reached the store.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[must_use = "a shutdown that could not write everything must be reported"]
+pub struct ShutdownReport {
+    /// State changes the store did not confirm, by actor.
+    pub unwritten_state: Vec<UnwrittenState>,
+    /// Reminder writes the store refused while the runtime closed (their
+    /// reminders may fire again after a restart).
+    pub failed_reminder_writes: usize,
+    /// Background tasks were still in a store write when the shutdown flush
+    /// timeout ran out; the writes they held are in `unwritten_state`, or
+    /// (reminder writes) fire again after a restart.
+    pub abandoned_tasks: bool,
+}
+
+impl ShutdownReport {
+    /// Whether everything was written.
+    pub fn is_complete(&self) -> bool {
+        self.unwritten_state.is_empty() && self.failed_reminder_writes == 0 && !self.abandoned_tasks
+    }
+}
 
 /// Where the runtime is in its life, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -205,7 +205,7 @@ async fn write_behind_coalesces_hot_keys_and_shutdown_flushes() -> Result<(), Ca
         rt.invoke(call("c1", "incr")).await?;
     }
     assert_eq!(store.key_writes(), 0, "write-behind wrote before a flush");
-    rt.shutdown().await;
+    assert!(rt.shutdown().await.is_complete());
     assert_eq!(
         store.key_writes(),
         1,

@@ -60,6 +60,10 @@ pub struct ServeArgs {
     /// How long a graceful shutdown waits for turns and deactivations [default: 30s].
     #[arg(long, value_parser = humantime::parse_duration)]
     pub shutdown_grace: Option<Duration>,
+    /// How long SIGTERM then tries to write what is left; past it the daemon
+    /// logs the actors and keys it could not write and exits 1 [default: 10s].
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub shutdown_flush_timeout: Option<Duration>,
     /// Turn dispatch workers [default: number of CPUs].
     #[arg(long)]
     pub workers: Option<usize>,
@@ -112,6 +116,8 @@ struct FileConfig {
     flush_max_dirty_bytes: Option<usize>,
     #[serde(default, with = "humantime_serde")]
     shutdown_grace: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    shutdown_flush_timeout: Option<Duration>,
     workers: Option<usize>,
     #[serde(default)]
     write_through: bool,
@@ -207,6 +213,7 @@ impl ServeArgs {
         pick!(flush_interval, runtime.flush_interval);
         pick!(flush_max_dirty_bytes, runtime.flush_max_dirty_bytes);
         pick!(shutdown_grace, runtime.shutdown_grace);
+        pick!(shutdown_flush_timeout, runtime.shutdown_flush_timeout);
         pick!(workers, runtime.workers);
         runtime.default_state_mode = StateMode::WriteBehind;
         runtime.write_through = self.write_through || file.write_through;

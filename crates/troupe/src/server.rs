@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 use troupe_placement::view::ClusterPlacement;
 use troupe_placement::{Placement, SingleNode};
 use troupe_proto::v1 as pb;
@@ -185,7 +185,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             );
         }
     }
-    runtime.shutdown().await;
+    let report = runtime.shutdown().await;
     if let Some(membership) = membership {
         membership.stop();
     }
@@ -202,8 +202,57 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     }
     // Last, so the spans of the drain above are exported too.
     telemetry::shutdown().await;
-    info!("troupe daemon stopped");
-    Ok(())
+    if report.is_complete() {
+        info!("troupe daemon stopped");
+        Ok(())
+    } else {
+        Err(unwritten_error(&report))
+    }
+}
+
+/// Actors a log names one by one when a shutdown could not write them; the
+/// rest are counted, so a daemon with a million dirty actors still stops.
+const UNWRITTEN_LOGGED: usize = 1000;
+
+/// Logs what the store did not confirm (names only: values may be secrets)
+/// and says what the operator can do.
+fn unwritten_error(report: &troupe_runtime::ShutdownReport) -> anyhow::Error {
+    for state in report.unwritten_state.iter().take(UNWRITTEN_LOGGED) {
+        error!(
+            actor_type = %state.actor_type,
+            actor_id = %state.actor_id,
+            keys = ?state.keys,
+            "state not written to the store"
+        );
+    }
+    let actors = report.unwritten_state.len();
+    if actors > UNWRITTEN_LOGGED {
+        error!(
+            more_actors = actors - UNWRITTEN_LOGGED,
+            "more actors' state not written to the store"
+        );
+    }
+    let mut what = Vec::new();
+    if actors > 0 {
+        what.push(format!(
+            "the state of {actors} actors (each logged above with its keys)"
+        ));
+    }
+    if report.failed_reminder_writes > 0 {
+        what.push(format!(
+            "{} reminder writes (those reminders may fire again after a restart)",
+            report.failed_reminder_writes
+        ));
+    }
+    if report.abandoned_tasks {
+        what.push("a store write that was still running".to_owned());
+    }
+    anyhow::anyhow!(
+        "stopped without the store confirming {}: it failed or did not answer within \
+         --shutdown-flush-timeout. Check the store; unconfirmed state changes are lost unless it \
+         applied them before it stopped answering",
+        what.join(", ")
+    )
 }
 
 /// The answer to a request whose handler panicked (the panic itself is in

@@ -25,7 +25,7 @@ mod writer;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::future::Future;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -83,6 +83,8 @@ pub(crate) struct Scheduler {
     wake: Notify,
     firing: Arc<Semaphore>,
     pub(crate) fired: AtomicU64,
+    /// Writes the store refused after the writer was told to stop.
+    failed_while_closing: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -107,6 +109,7 @@ impl Scheduler {
             wake: Notify::new(),
             firing: Arc::new(Semaphore::new(MAX_FIRING)),
             fired: AtomicU64::new(0),
+            failed_while_closing: Arc::default(),
         });
         (scheduler, rx)
     }
@@ -118,7 +121,17 @@ impl Scheduler {
         writes: mpsc::UnboundedReceiver<WriteRequest>,
         stop: impl Future<Output = ()> + Send + 'static,
     ) -> impl Future<Output = ()> + Send + 'static {
-        run_writer(self.store.clone(), writes, stop)
+        run_writer(
+            self.store.clone(),
+            writes,
+            stop,
+            self.failed_while_closing.clone(),
+        )
+    }
+
+    /// Reminder writes the store refused while the runtime closed.
+    pub(crate) fn failed_while_closing(&self) -> usize {
+        self.failed_while_closing.load(Ordering::Relaxed)
     }
 
     async fn write(&self, op: WriteOp) -> Result<bool, CallError> {

@@ -3,6 +3,7 @@
 //! commit).
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
@@ -29,11 +30,13 @@ pub(crate) struct WriteRequest {
 const MAX_WRITE_BATCH: usize = 8192;
 
 /// Applies queued writes batch by batch until `stop` completes, then
-/// writes what is still queued and ends.
+/// writes what is still queued and ends, counting in `failed_while_closing`
+/// the writes the store refused after `stop`.
 pub(crate) async fn run_writer(
     store: Arc<dyn ReminderStore>,
     mut rx: mpsc::UnboundedReceiver<WriteRequest>,
     stop: impl Future<Output = ()>,
+    failed_while_closing: Arc<AtomicUsize>,
 ) {
     tokio::pin!(stop);
     let mut batch = Vec::with_capacity(MAX_WRITE_BATCH);
@@ -44,7 +47,8 @@ pub(crate) async fn run_writer(
                 if n == 0 {
                     return;
                 }
-                apply(&*store, &mut batch).await;
+                // A failure reached every request of the batch.
+                let _ = apply(&*store, &mut batch).await;
             }
             () = &mut stop => {
                 // Every task that writes has ended: what is queued is all.
@@ -58,7 +62,15 @@ pub(crate) async fn run_writer(
                     if batch.is_empty() {
                         return;
                     }
-                    apply(&*store, &mut batch).await;
+                    let writes = batch.len();
+                    if let Err(e) = apply(&*store, &mut batch).await {
+                        tracing::warn!(
+                            writes,
+                            error = %e,
+                            "reminder writes failed while stopping; those reminders may fire again after a restart"
+                        );
+                        failed_while_closing.fetch_add(writes, Ordering::Relaxed);
+                    }
                 }
             }
         }
@@ -66,7 +78,10 @@ pub(crate) async fn run_writer(
 }
 
 /// Writes `batch` as one atomic store write and answers each request.
-async fn apply(store: &dyn ReminderStore, batch: &mut Vec<WriteRequest>) {
+async fn apply(
+    store: &dyn ReminderStore,
+    batch: &mut Vec<WriteRequest>,
+) -> Result<(), troupe_storage::StoreError> {
     let mut puts = Vec::new();
     let mut deletes = Vec::new();
     for req in batch.iter() {
@@ -90,4 +105,5 @@ async fn apply(store: &dyn ReminderStore, batch: &mut Vec<WriteRequest>) {
         };
         let _ = req.done.send(outcome);
     }
+    result.map(drop)
 }

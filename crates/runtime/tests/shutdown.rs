@@ -1,0 +1,148 @@
+//! A shutdown whose store hangs or fails still ends, and says what it could
+//! not write.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use troupe_placement::SingleNode;
+use troupe_runtime::{
+    ActorId, Call, CallError, FnHost, Payload, Runtime, RuntimeConfig, ShutdownReport, StateChange,
+    TurnOutcome, TypeSpec, UnwrittenState,
+};
+use troupe_storage::{
+    ActorWrite, MemoryReminders, MemoryStore, StateStore, StoreError, StoredState,
+};
+
+/// How the store answers writes once the test flips it.
+#[derive(Debug, Clone, Copy)]
+enum Breakage {
+    /// Never answers, as a frozen database server or a dead connection do.
+    Hang,
+    /// Answers with an error at once, as a server that refuses connections does.
+    Fail,
+}
+
+#[derive(Debug)]
+struct BreakingStore {
+    inner: MemoryStore,
+    broken: AtomicBool,
+    how: Breakage,
+}
+
+#[async_trait]
+impl StateStore for BreakingStore {
+    fn describe(&self) -> String {
+        "breaking".into()
+    }
+
+    async fn load(&self, actor_type: &str, actor_id: &str) -> Result<StoredState, StoreError> {
+        self.inner.load(actor_type, actor_id).await
+    }
+
+    async fn write_batch(&self, batch: &[ActorWrite]) -> Result<(), StoreError> {
+        if !self.broken.load(Ordering::SeqCst) {
+            return self.inner.write_batch(batch).await;
+        }
+        match self.how {
+            Breakage::Hang => std::future::pending().await,
+            Breakage::Fail => Err(StoreError::Io("the test broke the store".into())),
+        }
+    }
+
+    async fn list_actors(
+        &self,
+        actor_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        self.inner.list_actors(actor_type, after, limit).await
+    }
+}
+
+/// Sets `count` and `other` on every call.
+fn two_keys(_actor: &ActorId, _req: troupe_runtime::TurnRequest) -> TurnOutcome {
+    TurnOutcome {
+        result: Ok(Payload::json("null")),
+        changes: vec![
+            StateChange::set("count", "1"),
+            StateChange::set("other", "2"),
+        ],
+    }
+}
+
+/// Dirties three actors, breaks the store and shuts down with a short grace period and
+/// flush timeout. Returns the report; fails if the shutdown does not end.
+async fn shut_down_with_broken_store(how: Breakage) -> Result<ShutdownReport, CallError> {
+    let store = Arc::new(BreakingStore {
+        inner: MemoryStore::new(),
+        broken: AtomicBool::new(false),
+        how,
+    });
+    let config = RuntimeConfig {
+        flush_interval: Duration::from_secs(3600),
+        shutdown_grace: Duration::from_millis(200),
+        shutdown_flush_timeout: Duration::from_millis(300),
+        ..RuntimeConfig::default()
+    };
+    let rt = Runtime::create(
+        config,
+        store.clone(),
+        Arc::new(MemoryReminders::new()),
+        Arc::new(SingleNode),
+    )
+    .map_err(|e| CallError::Internal(e.to_string()))?;
+    rt.start();
+    rt.register_host(
+        Arc::new(FnHost::new("test", two_keys)),
+        vec![TypeSpec {
+            name: "t".into(),
+            ..TypeSpec::default()
+        }],
+    )?;
+    for id in ["a", "b", "c"] {
+        rt.invoke(Call::new(ActorId::new("t", id), "set", Payload::default()))
+            .await?;
+    }
+    store.broken.store(true, Ordering::SeqCst);
+    // Without the bound a hanging store holds the shutdown forever; this
+    // limit only turns that hang into a failure.
+    tokio::time::timeout(Duration::from_secs(30), rt.shutdown())
+        .await
+        .map_err(|_| CallError::Internal("the shutdown did not end".into()))
+}
+
+fn expected() -> Vec<UnwrittenState> {
+    ["a", "b", "c"]
+        .into_iter()
+        .map(|id| UnwrittenState {
+            actor_type: "t".into(),
+            actor_id: id.into(),
+            keys: vec!["count".into(), "other".into()],
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_hangs_cannot_hold_the_shutdown_and_the_report_names_every_key(
+) -> Result<(), CallError> {
+    let report = shut_down_with_broken_store(Breakage::Hang).await?;
+    assert!(!report.is_complete());
+    // A deactivation's write was in flight when the shutdown gave up on it:
+    // its actor is reported along with those still dirty.
+    assert_eq!(report.unwritten_state, expected());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_fails_ends_the_shutdown_with_what_was_not_written() -> Result<(), CallError> {
+    let report = shut_down_with_broken_store(Breakage::Fail).await?;
+    assert!(!report.is_complete());
+    assert_eq!(report.unwritten_state, expected());
+    assert!(
+        !report.abandoned_tasks,
+        "nothing hung, yet a task was abandoned"
+    );
+    Ok(())
+}
