@@ -164,6 +164,7 @@ impl RawApp {
                         call_id: a.call_id,
                         error: None,
                         changes: Vec::new(),
+                        ..Default::default()
                     })),
                 })?,
                 Some(pb::daemon_message::Kind::Turn(t)) => return Ok(t),
@@ -181,6 +182,7 @@ impl RawApp {
                     json.to_owned(),
                 ))),
                 changes: Vec::new(),
+                ..Default::default()
             })),
         })
     }

@@ -195,6 +195,7 @@ async fn serve_counter(
                         call_id: a.call_id,
                         error: None,
                         changes: Vec::new(),
+                        ..Default::default()
                     })),
                 });
             }
@@ -324,6 +325,7 @@ async fn counter_turn(
             call_id: turn.call_id,
             outcome,
             changes,
+            ..Default::default()
         })),
     });
 }

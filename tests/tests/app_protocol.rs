@@ -23,6 +23,7 @@ fn turn_result(call_id: u64) -> pb::AppMessage {
             call_id,
             outcome: Some(pb::turn_result::Outcome::Reply(json_payload("1"))),
             changes: vec![],
+            ..Default::default()
         })),
     }
 }

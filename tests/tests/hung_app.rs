@@ -32,6 +32,7 @@ fn hung_app(mut app: RawApp, seen: Arc<Mutex<Seen>>, changed: Arc<Notify>) {
                         call_id: a.call_id,
                         error: None,
                         changes: Vec::new(),
+                        ..Default::default()
                     })
                 }
                 Some(pb::daemon_message::Kind::Deactivate(d)) => {

@@ -354,6 +354,7 @@ async fn a_failed_call_is_an_error_span_with_its_grpc_code() -> anyhow::Result<(
                 details: String::new(),
             })),
             changes: Vec::new(),
+            ..Default::default()
         })),
     })?;
     let failed = within(WAIT, "the failing call", call).await??;

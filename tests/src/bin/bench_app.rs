@@ -79,6 +79,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                             key: "count".into(),
                             op: Some(pb::state_change::Op::Set(value.into_bytes().into())),
                         }],
+                        ..Default::default()
                     })
                 } else {
                     pb::app_message::Kind::TurnResult(pb::TurnResult {
@@ -87,6 +88,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                             t.payload.unwrap_or_default(),
                         )),
                         changes: Vec::new(),
+                        ..Default::default()
                     })
                 }
             }

@@ -92,6 +92,11 @@ export interface ActivateResult {
   /** Set when on_activate raised; the pending calls fail with it. */
   error?: ActorFailure | undefined;
   changes: StateChange[];
+  /**
+   * The SDK did not activate the actor: the Activate arrived after its
+   * lease_deadline_unix_ms (no instance was created, no hook ran).
+   */
+  leaseExpired: boolean;
 }
 
 export interface TurnResult {
@@ -102,6 +107,11 @@ export interface TurnResult {
     | undefined;
   /** Applied atomically when the turn ends; ignored when the turn failed. */
   changes: StateChange[];
+  /**
+   * The SDK did not run the turn (no outcome, no changes): it arrived after
+   * its lease_deadline_unix_ms.
+   */
+  leaseExpired: boolean;
 }
 
 export interface DeactivateResult {
@@ -134,6 +144,11 @@ export interface Activate {
   callId: bigint;
   actor?: ActorRef | undefined;
   state: { [key: string]: Buffer };
+  /**
+   * As Turn.lease_deadline_unix_ms: past it, answer lease_expired and do
+   * not create the instance.
+   */
+  leaseDeadlineUnixMs: bigint;
 }
 
 export interface Activate_StateEntry {
@@ -178,6 +193,15 @@ export interface Turn {
    * along a chain and a wait across chains ends with the outermost caller's.
    */
   deadlineUnixMs: bigint;
+  /**
+   * The end of the daemon's placement lease when it sent this turn (unix ms
+   * on the host clock the daemon and the app share; 0: no lease, as on a
+   * single daemon). Past it another daemon may own the actor, so an SDK must
+   * not start the turn: it answers TurnResult.lease_expired without running
+   * the handler. A daemon frozen (SIGSTOP, a paused VM) with the turn on its
+   * way to the app would otherwise run it after the actor moved.
+   */
+  leaseDeadlineUnixMs: bigint;
 }
 
 export interface Turn_MetadataEntry {
@@ -559,7 +583,7 @@ export const ActorTypeSpec: MessageFns<ActorTypeSpec> = {
 };
 
 function createBaseActivateResult(): ActivateResult {
-  return { callId: 0n, error: undefined, changes: [] };
+  return { callId: 0n, error: undefined, changes: [], leaseExpired: false };
 }
 
 export const ActivateResult: MessageFns<ActivateResult> = {
@@ -575,6 +599,9 @@ export const ActivateResult: MessageFns<ActivateResult> = {
     }
     for (const v of message.changes) {
       StateChange.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.leaseExpired !== false) {
+      writer.uint32(32).bool(message.leaseExpired);
     }
     return writer;
   },
@@ -616,6 +643,14 @@ export const ActivateResult: MessageFns<ActivateResult> = {
             message.changes.push(StateChange.decode(reader, reader.uint32()));
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.leaseExpired = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -638,12 +673,13 @@ export const ActivateResult: MessageFns<ActivateResult> = {
       ? ActorFailure.fromPartial(object.error)
       : undefined;
     message.changes = object.changes?.map((e) => StateChange.fromPartial(e)) || [];
+    message.leaseExpired = object.leaseExpired ?? false;
     return message;
   },
 };
 
 function createBaseTurnResult(): TurnResult {
-  return { callId: 0n, outcome: undefined, changes: [] };
+  return { callId: 0n, outcome: undefined, changes: [], leaseExpired: false };
 }
 
 export const TurnResult: MessageFns<TurnResult> = {
@@ -664,6 +700,9 @@ export const TurnResult: MessageFns<TurnResult> = {
     }
     for (const v of message.changes) {
       StateChange.encode(v!, writer.uint32(34).fork()).join();
+    }
+    if (message.leaseExpired !== false) {
+      writer.uint32(40).bool(message.leaseExpired);
     }
     return writer;
   },
@@ -713,6 +752,14 @@ export const TurnResult: MessageFns<TurnResult> = {
             message.changes.push(StateChange.decode(reader, reader.uint32()));
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.leaseExpired = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -746,6 +793,7 @@ export const TurnResult: MessageFns<TurnResult> = {
       }
     }
     message.changes = object.changes?.map((e) => StateChange.fromPartial(e)) || [];
+    message.leaseExpired = object.leaseExpired ?? false;
     return message;
   },
 };
@@ -1003,7 +1051,7 @@ export const Registered: MessageFns<Registered> = {
 };
 
 function createBaseActivate(): Activate {
-  return { callId: 0n, actor: undefined, state: {} };
+  return { callId: 0n, actor: undefined, state: {}, leaseDeadlineUnixMs: 0n };
 }
 
 export const Activate: MessageFns<Activate> = {
@@ -1020,6 +1068,12 @@ export const Activate: MessageFns<Activate> = {
     globalThis.Object.entries(message.state).forEach(([key, value]: [string, Buffer]) => {
       Activate_StateEntry.encode({ key: key as any, value }, writer.uint32(26).fork()).join();
     });
+    if (message.leaseDeadlineUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.leaseDeadlineUnixMs) !== message.leaseDeadlineUnixMs) {
+        throw new globalThis.Error("value provided for field message.leaseDeadlineUnixMs of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.leaseDeadlineUnixMs);
+    }
     return writer;
   },
 
@@ -1063,6 +1117,14 @@ export const Activate: MessageFns<Activate> = {
             }
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.leaseDeadlineUnixMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1093,6 +1155,9 @@ export const Activate: MessageFns<Activate> = {
       },
       {},
     );
+    message.leaseDeadlineUnixMs = (object.leaseDeadlineUnixMs !== undefined && object.leaseDeadlineUnixMs !== null)
+      ? BigInt(object.leaseDeadlineUnixMs)
+      : 0n;
     return message;
   },
 };
@@ -1176,6 +1241,7 @@ function createBaseTurn(): Turn {
     traceparent: "",
     tracestate: "",
     deadlineUnixMs: 0n,
+    leaseDeadlineUnixMs: 0n,
   };
 }
 
@@ -1216,6 +1282,12 @@ export const Turn: MessageFns<Turn> = {
         throw new globalThis.Error("value provided for field message.deadlineUnixMs of type uint64 too large");
       }
       writer.uint32(80).uint64(message.deadlineUnixMs);
+    }
+    if (message.leaseDeadlineUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.leaseDeadlineUnixMs) !== message.leaseDeadlineUnixMs) {
+        throw new globalThis.Error("value provided for field message.leaseDeadlineUnixMs of type uint64 too large");
+      }
+      writer.uint32(88).uint64(message.leaseDeadlineUnixMs);
     }
     return writer;
   },
@@ -1316,6 +1388,14 @@ export const Turn: MessageFns<Turn> = {
             message.deadlineUnixMs = reader.uint64() as bigint;
             continue;
           }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.leaseDeadlineUnixMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1358,6 +1438,9 @@ export const Turn: MessageFns<Turn> = {
     message.tracestate = object.tracestate ?? "";
     message.deadlineUnixMs = (object.deadlineUnixMs !== undefined && object.deadlineUnixMs !== null)
       ? BigInt(object.deadlineUnixMs)
+      : 0n;
+    message.leaseDeadlineUnixMs = (object.leaseDeadlineUnixMs !== undefined && object.leaseDeadlineUnixMs !== null)
+      ? BigInt(object.leaseDeadlineUnixMs)
       : 0n;
     return message;
   },

@@ -50,26 +50,30 @@ class ActorTypeSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., idle_timeout_ms: _Optional[int] = ..., max_mailbox: _Optional[int] = ..., reentrant: bool = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., readonly_methods: _Optional[_Iterable[str]] = ..., turn_timeout_ms: _Optional[int] = ..., max_pending_calls: _Optional[int] = ...) -> None: ...
 
 class ActivateResult(_message.Message):
-    __slots__ = ("call_id", "error", "changes")
+    __slots__ = ("call_id", "error", "changes", "lease_expired")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     CHANGES_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRED_FIELD_NUMBER: _ClassVar[int]
     call_id: int
     error: _common_pb2.ActorFailure
     changes: _containers.RepeatedCompositeFieldContainer[_common_pb2.StateChange]
-    def __init__(self, call_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ActorFailure, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ...) -> None: ...
+    lease_expired: bool
+    def __init__(self, call_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ActorFailure, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ..., lease_expired: bool = ...) -> None: ...
 
 class TurnResult(_message.Message):
-    __slots__ = ("call_id", "reply", "error", "changes")
+    __slots__ = ("call_id", "reply", "error", "changes", "lease_expired")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     REPLY_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     CHANGES_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRED_FIELD_NUMBER: _ClassVar[int]
     call_id: int
     reply: _common_pb2.Payload
     error: _common_pb2.ActorFailure
     changes: _containers.RepeatedCompositeFieldContainer[_common_pb2.StateChange]
-    def __init__(self, call_id: _Optional[int] = ..., reply: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ActorFailure, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ...) -> None: ...
+    lease_expired: bool
+    def __init__(self, call_id: _Optional[int] = ..., reply: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ActorFailure, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ..., lease_expired: bool = ...) -> None: ...
 
 class DeactivateResult(_message.Message):
     __slots__ = ("call_id", "changes")
@@ -100,7 +104,7 @@ class Registered(_message.Message):
     def __init__(self, types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., daemon_version: _Optional[str] = ...) -> None: ...
 
 class Activate(_message.Message):
-    __slots__ = ("call_id", "actor", "state")
+    __slots__ = ("call_id", "actor", "state", "lease_deadline_unix_ms")
     class StateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -111,13 +115,15 @@ class Activate(_message.Message):
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    LEASE_DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     call_id: int
     actor: _common_pb2.ActorRef
     state: _containers.ScalarMap[str, bytes]
-    def __init__(self, call_id: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., state: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
+    lease_deadline_unix_ms: int
+    def __init__(self, call_id: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., state: _Optional[_Mapping[str, bytes]] = ..., lease_deadline_unix_ms: _Optional[int] = ...) -> None: ...
 
 class Turn(_message.Message):
-    __slots__ = ("call_id", "actor", "kind", "name", "payload", "metadata", "chain", "traceparent", "tracestate", "deadline_unix_ms")
+    __slots__ = ("call_id", "actor", "kind", "name", "payload", "metadata", "chain", "traceparent", "tracestate", "deadline_unix_ms", "lease_deadline_unix_ms")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +141,7 @@ class Turn(_message.Message):
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     TRACESTATE_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     call_id: int
     actor: _common_pb2.ActorRef
     kind: _common_pb2.TurnKind
@@ -145,7 +152,8 @@ class Turn(_message.Message):
     traceparent: str
     tracestate: str
     deadline_unix_ms: int
-    def __init__(self, call_id: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., kind: _Optional[_Union[_common_pb2.TurnKind, str]] = ..., name: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ..., deadline_unix_ms: _Optional[int] = ...) -> None: ...
+    lease_deadline_unix_ms: int
+    def __init__(self, call_id: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., kind: _Optional[_Union[_common_pb2.TurnKind, str]] = ..., name: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ..., deadline_unix_ms: _Optional[int] = ..., lease_deadline_unix_ms: _Optional[int] = ...) -> None: ...
 
 class Deactivate(_message.Message):
     __slots__ = ("call_id", "actor", "reason")
