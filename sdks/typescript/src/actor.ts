@@ -273,6 +273,8 @@ export function actor(name: string, options: ActorOptions = {}) {
         stateMode: options.state === undefined ? StateMode.STATE_MODE_UNSPECIFIED : STATE_MODES[options.state],
         readonlyMethods: [...readonly].sort(),
         turnTimeoutMs: BigInt(turnTimeoutMs),
+        // Not an option of this SDK yet: the daemon's --max-pending-per-type.
+        maxPendingCalls: 0,
       },
     });
   };

@@ -115,6 +115,35 @@ function namedError(name: string, message: string): Error {
   return e;
 }
 
+/**
+ * How long ago (ms) the placement lease a Turn or Activate was sent under ended, or
+ * undefined while it lasts (or when there is none: 0, a single daemon). Past the
+ * lease another daemon may own the actor, so the work must not start. The daemon
+ * and the app share the host's clock, hence wall-clock time.
+ */
+function leaseLateMs(leaseDeadlineUnixMs: bigint): number | undefined {
+  if (leaseDeadlineUnixMs === 0n) return undefined;
+  const late = Date.now() - Number(leaseDeadlineUnixMs);
+  return late >= 0 ? late : undefined;
+}
+
+/** What a turn runs, for messages: "call incr", "reminder expire", "alarm". */
+function turnLabel(msg: Turn): string {
+  switch (msg.kind) {
+    case TurnKind.TURN_KIND_UNSPECIFIED:
+    case TurnKind.TURN_KIND_CALL:
+      return `call ${msg.name}`;
+    case TurnKind.TURN_KIND_REMINDER:
+      return `reminder ${msg.name}`;
+    case TurnKind.TURN_KIND_TIMER:
+      return `timer ${msg.name}`;
+    case TurnKind.TURN_KIND_ALARM:
+      return "alarm";
+    default:
+      return `turn of kind ${String(msg.kind)}`;
+  }
+}
+
 function key(type: string, id: string): string {
   return `${type}\u0000${id}`;
 }
@@ -223,7 +252,18 @@ class Session {
 
   async #activate(msg: Activate): Promise<void> {
     const ref = msg.actor ?? { type: "", id: "" };
-    const result: ActivateResult = { callId: msg.callId, error: undefined, changes: [] };
+    const result: ActivateResult = { callId: msg.callId, error: undefined, changes: [], leaseExpired: false };
+    // Checked here, where the activation starts (nothing is awaited before the
+    // constructor and onActivate run), not when the message arrived.
+    const late = leaseLateMs(msg.leaseDeadlineUnixMs);
+    if (late !== undefined) {
+      this.#app.logger.warn(
+        `troupe: not activating ${ref.type}/${ref.id}: its daemon's placement lease ended ${String(late)} ms before the activation could start; answered leaseExpired`,
+      );
+      result.leaseExpired = true;
+      this.#send({ kind: { $case: "activated", value: result } });
+      return;
+    }
     const spec = this.#app.specs.get(ref.type);
     if (spec === undefined) {
       result.error = this.#app.unknownType(ref.type);
@@ -247,7 +287,19 @@ class Session {
   }
 
   async #turn(msg: Turn): Promise<void> {
-    const result: TurnResult = { callId: msg.callId, outcome: undefined, changes: [] };
+    const result: TurnResult = { callId: msg.callId, outcome: undefined, changes: [], leaseExpired: false };
+    // Checked here, where the turn starts (nothing is awaited between this and the
+    // handler), not when the message arrived: no outcome, no changes, no span.
+    const late = leaseLateMs(msg.leaseDeadlineUnixMs);
+    if (late !== undefined) {
+      const ref = msg.actor ?? { type: "", id: "" };
+      this.#app.logger.warn(
+        `troupe: not running ${turnLabel(msg)} of ${ref.type}/${ref.id}: its daemon's placement lease ended ${String(late)} ms before the turn could start; answered leaseExpired`,
+      );
+      result.leaseExpired = true;
+      this.#send({ kind: { $case: "turnResult", value: result } });
+      return;
+    }
     try {
       const reply = await this.#app.tracing.turn(msg, () => this.#runTurn(msg, result));
       result.outcome = { $case: "reply", value: reply };

@@ -10,6 +10,7 @@ import os
 import random
 import signal
 import socket
+import time
 import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
@@ -64,6 +65,33 @@ def _failure(exc: BaseException) -> common_pb2.ActorFailure:
         kind, message = type(exc).__name__, str(exc)
     details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return common_pb2.ActorFailure(type=kind, message=message, details=details[-_MAX_DETAILS:])
+
+
+def _lease_late_ms(lease_deadline_unix_ms: int) -> float | None:
+    """How long ago (ms) the placement lease a Turn or Activate was sent under ended, or None
+    while it lasts (or when there is none: 0, a single daemon).
+
+    Past the lease another daemon may own the actor, so the work must not start. The
+    daemon and the app share the host's clock, hence wall-clock time.
+    """
+    if not lease_deadline_unix_ms:
+        return None
+    late = time.time() * 1000 - lease_deadline_unix_ms
+    return late if late >= 0 else None
+
+
+def _turn_label(msg: app_pb2.Turn) -> str:
+    """What a turn runs, for messages: "call incr", "reminder expire", "alarm"."""
+    kind = msg.kind
+    if kind in (common_pb2.TURN_KIND_UNSPECIFIED, common_pb2.TURN_KIND_CALL):
+        return f"call {msg.name}"
+    if kind == common_pb2.TURN_KIND_REMINDER:
+        return f"reminder {msg.name}"
+    if kind == common_pb2.TURN_KIND_TIMER:
+        return f"timer {msg.name}"
+    if kind == common_pb2.TURN_KIND_ALARM:
+        return "alarm"
+    return f"turn of kind {kind}"
 
 
 class _Session:
@@ -151,6 +179,20 @@ class _Session:
     async def _activate(self, msg: app_pb2.Activate) -> None:
         ref = msg.actor
         result = app_pb2.ActivateResult(call_id=msg.call_id)
+        # Checked here, where the activation starts (nothing is awaited before the
+        # constructor and on_activate run), not when the message was read.
+        late = _lease_late_ms(msg.lease_deadline_unix_ms)
+        if late is not None:
+            log.warning(
+                "troupe: not activating %s/%s: its daemon's placement lease ended %.0f ms"
+                " before the activation could start; answered lease_expired",
+                ref.type,
+                ref.id,
+                late,
+            )
+            result.lease_expired = True
+            self.out.put_nowait(app_pb2.AppMessage(activated=result))
+            return
         spec = self.app._specs.get(ref.type)
         if spec is None:
             result.error.CopyFrom(self.app._unknown_type(ref.type))
@@ -175,6 +217,22 @@ class _Session:
 
     async def _turn(self, msg: app_pb2.Turn) -> None:
         result = app_pb2.TurnResult(call_id=msg.call_id)
+        # Checked here, where the turn starts (nothing is awaited between this and the
+        # handler), not when the message was read: no outcome, no changes, no span.
+        late = _lease_late_ms(msg.lease_deadline_unix_ms)
+        if late is not None:
+            ref = msg.actor
+            log.warning(
+                "troupe: not running %s of %s/%s: its daemon's placement lease ended"
+                " %.0f ms before the turn could start; answered lease_expired",
+                _turn_label(msg),
+                ref.type,
+                ref.id,
+                late,
+            )
+            result.lease_expired = True
+            self.out.put_nowait(app_pb2.AppMessage(turn_result=result))
+            return
         try:
             with self.app._tracing.turn(msg):
                 reply = await self._run_turn(msg, result)
