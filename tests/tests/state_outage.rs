@@ -10,7 +10,8 @@ use std::time::Duration;
 use troupe_tests::store::{ids, pair_of, postgres_state, type_with_mode};
 use troupe_tests::*;
 
-/// How long recovery may take: the flusher's retry backoff tops out at 5 s.
+/// How long recovery may take: the flusher retries at most 2 s apart; the rest
+/// is slack for a loaded machine.
 const RECOVERY: Duration = Duration::from_secs(30);
 
 async fn dirty_actors(daemon: &Daemon) -> anyhow::Result<u64> {

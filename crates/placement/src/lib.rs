@@ -35,6 +35,18 @@ pub enum Owner {
     Unplaced,
 }
 
+/// The epoch a daemon writes an actor with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerEpoch {
+    /// Nothing else can own the actor (a single daemon): writes are not
+    /// fenced.
+    Unfenced,
+    /// This daemon owns it under the table with this version.
+    Owned(u64),
+    /// Not this daemon's under its current table.
+    NotOwned,
+}
+
 /// Decides where actors live.
 pub trait Placement: Send + Sync + std::fmt::Debug + 'static {
     /// The owner of `(actor_type, actor_id)` under the current table.
@@ -48,6 +60,24 @@ pub trait Placement: Send + Sync + std::fmt::Debug + 'static {
     /// may be given this daemon's actors.
     fn may_serve(&self) -> bool {
         true
+    }
+
+    /// The owner epoch this daemon writes the actor's state and reminders
+    /// with: the version of the current table if this daemon owns the
+    /// actor under it (also while handing it off: it is still its own until
+    /// the change is promoted). A later owner always owns the actor under a
+    /// later table, so stores refuse writes with an older epoch than the
+    /// actor's (see `troupe_storage::Epoch`).
+    fn epoch(&self, actor_type: &str, actor_id: &str) -> OwnerEpoch {
+        let _ = (actor_type, actor_id);
+        OwnerEpoch::Unfenced
+    }
+
+    /// When this daemon's right to serve ends, in unix milliseconds; `None`
+    /// when it does not end (a single daemon). Sent with every turn, so the
+    /// app refuses a turn that reaches it later.
+    fn lease_end_unix_ms(&self) -> Option<u64> {
+        None
     }
 
     /// Ticks (with the table version) whenever owners may have changed, so

@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::ring::Rings;
 use crate::table::Table;
-use crate::{Owner, Placement};
+use crate::{Owner, OwnerEpoch, Placement};
 
 /// A table with its rings computed once, swapped in whole.
 #[derive(Debug, Default)]
@@ -155,6 +155,31 @@ impl Placement for ClusterPlacement {
         self.view.load().table.current.version
     }
 
+    fn epoch(&self, actor_type: &str, actor_id: &str) -> OwnerEpoch {
+        // One load: the owner and the version come from the same table.
+        let view = self.view.load();
+        match view.current.owner(actor_type, actor_id) {
+            Some(m) if *m.node == *self.node => OwnerEpoch::Owned(view.table.current.version),
+            _ => OwnerEpoch::NotOwned,
+        }
+    }
+
+    fn lease_end_unix_ms(&self) -> Option<u64> {
+        // No lease: nothing may run; a deadline long past says so (0 would
+        // mean "no deadline" on the wire).
+        let Some(end) = self.lease_end() else {
+            return Some(1);
+        };
+        let left = end.saturating_duration_since(Instant::now());
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        // Rounded down: a turn is never sent with more time than the lease has.
+        u64::try_from(now.saturating_add(left).as_millis())
+            .ok()
+            .or(Some(u64::MAX))
+    }
+
     fn may_serve(&self) -> bool {
         self.lease_end().is_some_and(|end| end > Instant::now())
     }
@@ -281,6 +306,31 @@ mod tests {
         }));
         assert_eq!(p.table_version(), 3);
         assert_eq!(p.owner("C", "x"), Owner::Local);
+    }
+
+    #[test]
+    fn the_epoch_is_the_current_version_while_owned_and_moving() {
+        let p = ClusterPlacement::new("a");
+        assert_eq!(p.epoch("C", "x"), OwnerEpoch::NotOwned);
+        p.set_table(Table {
+            current: version(4, vec![member("a", &["C"])]),
+            next: Some(version(5, vec![member("a", &["C"]), member("b", &["C"])])),
+            waiting_for: vec!["a".into()],
+        });
+        // Every actor is a's under version 4, those moving to b included:
+        // a hands them off, and writes them, under its own epoch.
+        for i in 0..50 {
+            assert_eq!(p.epoch("C", &i.to_string()), OwnerEpoch::Owned(4));
+        }
+        p.set_table(Table {
+            current: version(5, vec![member("a", &["C"]), member("b", &["C"])]),
+            next: None,
+            waiting_for: vec![],
+        });
+        let epochs: Vec<_> = (0..50).map(|i| p.epoch("C", &i.to_string())).collect();
+        assert!(epochs.contains(&OwnerEpoch::Owned(5)));
+        assert!(epochs.contains(&OwnerEpoch::NotOwned));
+        assert_eq!(p.epoch("Other", "x"), OwnerEpoch::NotOwned);
     }
 
     #[test]

@@ -64,6 +64,15 @@ pub enum Unavailable {
          serves no actors until it rejoins; retry, or call another daemon"
     )]
     LeaseLapsed,
+    /// The store refused this daemon's write or claim for the actor: a
+    /// newer owner has it (this daemon lost it while paused or cut off, or
+    /// routed by an old table). Its activation here was dropped.
+    #[error(
+        "actor {actor} is owned by another daemon now (the store refused this daemon's write as \
+         older than the new owner's); the change was not stored; retry: the call goes to the \
+         owner"
+    )]
+    Fenced { actor: ActorId },
     /// A placement change is moving the actor and did not finish in time.
     #[error(
         "actor {actor} is moving between daemons and the placement change did not finish in \

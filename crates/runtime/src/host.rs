@@ -36,6 +36,8 @@ pub trait ActorHost: Send + Sync + 'static {
 pub struct ActivateRequest {
     pub actor: ActorId,
     pub state: StateSnapshot,
+    /// As [`TurnRequest::lease_deadline_unix_ms`].
+    pub lease_deadline_unix_ms: u64,
 }
 
 /// One turn to run. The actor is [`TurnDone::actor`]: the handle holds it
@@ -52,6 +54,10 @@ pub struct TurnRequest {
     /// The type's turn timeout: a host that can lose track of a turn (an
     /// app) fails it with [`CallError::TurnTimedOut`] once it runs longer.
     pub timeout: std::time::Duration,
+    /// When this daemon's placement lease ends (unix ms; 0: no lease). A
+    /// host must not start the turn after it: another daemon may own the
+    /// actor by then (an app answers `lease_expired`).
+    pub lease_deadline_unix_ms: u64,
 }
 
 #[derive(Debug)]

@@ -138,6 +138,7 @@ pub(crate) struct Metrics {
     flush_keys: Histogram,
     flush_seconds: Histogram,
     flush_failures: Counter,
+    fenced_writes: Counter,
 }
 
 /// Gauges read at scrape time.
@@ -163,6 +164,7 @@ impl Metrics {
             flush_keys: batch_buckets(),
             flush_seconds: latency_buckets(),
             flush_failures: Counter::default(),
+            fenced_writes: Counter::default(),
         }
     }
 
@@ -243,6 +245,10 @@ impl Metrics {
         self.flush_failures.inc();
     }
 
+    pub(crate) fn write_fenced(&self) {
+        self.fenced_writes.inc();
+    }
+
     /// OpenMetrics text of everything, gauges from `snapshot`.
     pub(crate) fn encode(&self, snapshot: Snapshot, out: &mut String) -> std::fmt::Result {
         // A registry per scrape: the persistent families are registered as
@@ -320,6 +326,12 @@ impl Metrics {
             "flush_failures",
             "Batches the store refused (retried with backoff)",
             self.flush_failures.clone(),
+        );
+        registry.register(
+            "fenced_writes",
+            "Actors whose state write the store refused because a newer owner had them (their \
+             activation here was dropped)",
+            self.fenced_writes.clone(),
         );
         let gauge = |v: i64| {
             let g: Gauge = Gauge::default();

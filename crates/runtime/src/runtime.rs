@@ -55,7 +55,8 @@ impl Runtime {
         placement: Arc<dyn Placement>,
     ) -> Result<Self, ConfigError> {
         config.check()?;
-        let (scheduler, scheduler_writes) = Scheduler::new(reminders);
+        let (scheduler, scheduler_writes) = Scheduler::new(reminders, placement.clone());
+        let (refused_tx, refused) = mpsc::unbounded_channel();
         let metrics = config.metrics.then(|| Arc::new(Metrics::new()));
         let workers = (0..config.workers)
             .map(|_| Arc::new(RunQueue::new()))
@@ -68,6 +69,7 @@ impl Runtime {
                 config.flush_max_dirty_bytes,
                 metrics.clone(),
                 placement.clone(),
+                refused_tx,
             )),
             placement,
             pending: PendingCalls::new(config.max_pending_calls),
@@ -79,6 +81,7 @@ impl Runtime {
             drains: AtomicUsize::new(0),
             scheduler,
             scheduler_writes: Mutex::new(Some(scheduler_writes)),
+            refused: Mutex::new(Some(refused)),
             timers: Timers::default(),
             metrics,
             forwarder: OnceLock::new(),
@@ -108,6 +111,13 @@ impl Runtime {
             shutdown.reached(Stage::Stopping),
         ));
         shutdown.spawn(shared.clone().sweep_idle());
+        if let Some(refused) = shared.refused.lock().take() {
+            shutdown.spawn(
+                shared
+                    .clone()
+                    .drop_refused(refused, shutdown.reached(Stage::Stopping)),
+            );
+        }
         if let Some(writes) = shared.scheduler_writes.lock().take() {
             shutdown.spawn_last(
                 shared

@@ -11,7 +11,7 @@
 //! | task | ends at |
 //! |---|---|
 //! | reminder scheduler, its reload, the firing loop, idle sweeper | `Draining`: nothing new starts while actors drain |
-//! | workers, flusher, firings still waiting for their turn | `Stopping`: after the drain and the final flush |
+//! | workers, flusher, firings still waiting for their turn, the dropper of refused (fenced) activations | `Stopping`: after the drain and the final flush |
 //! | reminder writer | `Closing`: once every other task is gone, after writing what it was handed |
 //!
 //! Past the grace period every wait is bounded by the shutdown flush

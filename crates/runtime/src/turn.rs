@@ -80,6 +80,7 @@ impl Shared {
             extra,
             state,
             timeout: binding.options.turn_timeout,
+            lease_deadline_unix_ms: self.placement.lease_end_unix_ms().unwrap_or(0),
         };
         let done = TurnDone {
             rt: self.clone(),
@@ -212,7 +213,7 @@ impl Shared {
                 reply.send(result);
             });
         } else if hold_until_flushed {
-            self.flusher.hold_reply(reply, result);
+            self.flusher.hold_reply(&act, reply, result);
         } else {
             reply.send(result);
         }

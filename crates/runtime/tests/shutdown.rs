@@ -5,15 +5,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use troupe_placement::SingleNode;
 use troupe_runtime::{
     ActorId, Call, CallError, FnHost, Payload, Runtime, RuntimeConfig, ShutdownReport, StateChange,
     TurnOutcome, TypeSpec, UnwrittenState,
 };
-use troupe_storage::{
-    ActorWrite, MemoryReminders, MemoryStore, StateStore, StoreError, StoredState,
-};
+use troupe_storage::{MemoryReminders, StoreError};
+
+mod common;
+use common::HookedStore;
 
 /// How the store answers writes once the test flips it.
 #[derive(Debug, Clone, Copy)]
@@ -22,43 +22,6 @@ enum Breakage {
     Hang,
     /// Answers with an error at once, as a server that refuses connections does.
     Fail,
-}
-
-#[derive(Debug)]
-struct BreakingStore {
-    inner: MemoryStore,
-    broken: AtomicBool,
-    how: Breakage,
-}
-
-#[async_trait]
-impl StateStore for BreakingStore {
-    fn describe(&self) -> String {
-        "breaking".into()
-    }
-
-    async fn load(&self, actor_type: &str, actor_id: &str) -> Result<StoredState, StoreError> {
-        self.inner.load(actor_type, actor_id).await
-    }
-
-    async fn write_batch(&self, batch: &[ActorWrite]) -> Result<(), StoreError> {
-        if !self.broken.load(Ordering::SeqCst) {
-            return self.inner.write_batch(batch).await;
-        }
-        match self.how {
-            Breakage::Hang => std::future::pending().await,
-            Breakage::Fail => Err(StoreError::Io("the test broke the store".into())),
-        }
-    }
-
-    async fn list_actors(
-        &self,
-        actor_type: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<String>, StoreError> {
-        self.inner.list_actors(actor_type, after, limit).await
-    }
 }
 
 /// Sets `count` and `other` on every call.
@@ -75,11 +38,18 @@ fn two_keys(_actor: &ActorId, _req: troupe_runtime::TurnRequest) -> TurnOutcome 
 /// Dirties three actors, breaks the store and shuts down with a short grace period and
 /// flush timeout. Returns the report; fails if the shutdown does not end.
 async fn shut_down_with_broken_store(how: Breakage) -> Result<ShutdownReport, CallError> {
-    let store = Arc::new(BreakingStore {
-        inner: MemoryStore::new(),
-        broken: AtomicBool::new(false),
-        how,
-    });
+    let broken = Arc::new(AtomicBool::new(false));
+    let flag = broken.clone();
+    let store = Arc::new(HookedStore::new(Box::new(move |_| {
+        let broken = flag.load(Ordering::SeqCst);
+        Box::pin(async move {
+            match (broken, how) {
+                (false, _) => Ok(()),
+                (true, Breakage::Hang) => std::future::pending().await,
+                (true, Breakage::Fail) => Err(StoreError::Io("the test broke the store".into())),
+            }
+        })
+    })));
     let config = RuntimeConfig {
         flush_interval: Duration::from_secs(3600),
         shutdown_grace: Duration::from_millis(200),
@@ -105,7 +75,7 @@ async fn shut_down_with_broken_store(how: Breakage) -> Result<ShutdownReport, Ca
         rt.invoke(Call::new(ActorId::new("t", id), "set", Payload::default()))
             .await?;
     }
-    store.broken.store(true, Ordering::SeqCst);
+    broken.store(true, Ordering::SeqCst);
     // Without the bound a hanging store holds the shutdown forever; this
     // limit only turns that hang into a failure.
     tokio::time::timeout(Duration::from_secs(30), rt.shutdown())

@@ -1,8 +1,17 @@
 //! The shared store (`--store postgres://...`): actor state and reminders in
 //! PostgreSQL, so several daemons serve the same actors. Each batch is one
-//! statement in one transaction; every operation is bounded in time.
+//! transaction; every operation is bounded in time; writes are fenced by
+//! owner epochs (`troupe_actor_epochs`), checked in the same transaction.
+//!
+//! - `store`: the database handle (pool, migrations, bounds, error text).
+//! - `state`: `StateStore` (actor state, claims, fenced batches).
+//! - `reminders`: `ReminderStore`.
 
 mod reminders;
 mod state;
+mod store;
 
-pub use state::PostgresStore;
+pub use store::PostgresStore;
+
+#[cfg(test)]
+mod tests;

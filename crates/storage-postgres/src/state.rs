@@ -1,72 +1,25 @@
-//! The shared store: actor state in PostgreSQL, for several daemons using
-//! one database.
+//! Actor state in PostgreSQL, for several daemons using one database.
 //!
 //! - One table, `troupe_state (actor_type, actor_id, key) -> value bytea`.
 //!   Names are `text COLLATE "C"` so that ids sort bytewise, as in sled.
-//! - The schema is created and migrated on start: `troupe_schema_version`
-//!   records the applied version; migrations run in one transaction under an
-//!   advisory lock, so daemons starting together do not race, and each is
-//!   idempotent.
 //! - `write_batch` is ONE statement (a data-modifying CTE over `unnest` of
 //!   array parameters: upserts and deletes), so a flush batch of any size is
 //!   one round trip and one transaction: all of it or none of it.
-//! - Connections come from a deadpool pool; every operation is bounded in
-//!   time, so a database that is down or hangs turns into an error the
-//!   runtime can answer (UNAVAILABLE for `durable` calls, retry with backoff
-//!   for write-behind), never into a stuck flush.
+//! - Fencing: `troupe_actor_epochs (actor_type, actor_id) -> epoch` holds
+//!   each actor's owner epoch. A fenced batch raises it in the same
+//!   statement, and writes only the actors whose epoch did not go past the
+//!   batch's; a claim raises it in a transaction that then reads the state,
+//!   holding the epoch's row lock, so no older write lands in between.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::str::FromStr;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::config::Host;
-use tokio_postgres::NoTls;
-use tracing::info;
+use deadpool_postgres::GenericClient;
 
-use troupe_storage::{ActorWrite, StateStore, StoreError, StoredState};
+use troupe_storage::{ActorWrite, Epoch, FencedActor, StateStore, StoreError, StoredState};
 
-/// Connections kept by one daemon. The flusher uses one at a time (its
-/// writes are serialised); the rest serve activations' loads and reads.
-const POOL_SIZE: usize = 16;
-/// Opening one connection (TCP + startup + authentication).
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Waiting for a free pooled connection.
-const POOL_WAIT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Any one operation, connection included. A batch whose commit does not
-/// answer in this time is reported failed; the runtime keeps it dirty and
-/// writes the current values again, so an uncertain outcome is harmless.
-const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
-/// Any number fits: advisory-lock key of the schema migrations ("troupe").
-const MIGRATION_LOCK: i64 = 0x7472_6f75_7065;
-
-/// Schema migrations, in order. Version N is `MIGRATIONS[N - 1]`. Each must
-/// be idempotent (`IF NOT EXISTS`), and a released one is never changed:
-/// changes go in a new entry.
-const MIGRATIONS: &[&str] = &[
-    // 1: actor state.
-    "CREATE TABLE IF NOT EXISTS troupe_state (
-        actor_type text COLLATE \"C\" NOT NULL,
-        actor_id   text COLLATE \"C\" NOT NULL,
-        key        text COLLATE \"C\" NOT NULL,
-        value      bytea NOT NULL,
-        PRIMARY KEY (actor_type, actor_id, key)
-    )",
-    // 2: reminders and alarms, with the due-time index the scheduler loads by.
-    "CREATE TABLE IF NOT EXISTS troupe_reminders (
-        actor_type text COLLATE \"C\" NOT NULL,
-        actor_id   text COLLATE \"C\" NOT NULL,
-        name       text COLLATE \"C\" NOT NULL,
-        due_ms     bigint NOT NULL,
-        data       bytea NOT NULL,
-        PRIMARY KEY (actor_type, actor_id, name)
-    );
-    CREATE INDEX IF NOT EXISTS troupe_reminders_by_due
-        ON troupe_reminders (due_ms, actor_type, actor_id, name)",
-];
+use crate::store::{bounded, PostgresStore};
 
 /// Upserts ($1..$4: type, id, key, value per set) and deletes ($5..$7: type,
 /// id, key per delete) of one batch, in one statement. The batch never names
@@ -82,6 +35,49 @@ INSERT INTO troupe_state (actor_type, actor_id, key, value)
 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[])
 ON CONFLICT (actor_type, actor_id, key) DO UPDATE SET value = EXCLUDED.value";
 
+/// [`WRITE_BATCH`] with fencing: $8..$10 are the fenced actors and their
+/// epochs. `claimed` raises each one's epoch unless the stored one is newer
+/// (ON CONFLICT sees, and locks, the newest committed row, so a concurrent
+/// claim is waited for, then counted); the changes of the actors it did not
+/// claim are left out, and those actors are returned.
+const WRITE_FENCED: &str = "
+WITH input AS (
+    SELECT * FROM unnest($8::text[], $9::text[], $10::bigint[]) AS i(actor_type, actor_id, epoch)
+), claimed AS (
+    INSERT INTO troupe_actor_epochs AS e (actor_type, actor_id, epoch)
+    SELECT actor_type, actor_id, epoch FROM input
+    ON CONFLICT (actor_type, actor_id) DO UPDATE SET epoch = EXCLUDED.epoch
+        WHERE e.epoch <= EXCLUDED.epoch
+    RETURNING e.actor_type, e.actor_id
+), refused AS (
+    SELECT i.actor_type, i.actor_id, i.epoch FROM input i
+    WHERE NOT EXISTS (
+        SELECT 1 FROM claimed c WHERE c.actor_type = i.actor_type AND c.actor_id = i.actor_id)
+), deleted AS (
+    DELETE FROM troupe_state s
+    USING unnest($5::text[], $6::text[], $7::text[]) AS d(actor_type, actor_id, key)
+    WHERE s.actor_type = d.actor_type AND s.actor_id = d.actor_id AND s.key = d.key
+      AND NOT EXISTS (
+        SELECT 1 FROM refused r WHERE r.actor_type = d.actor_type AND r.actor_id = d.actor_id)
+), upserted AS (
+    INSERT INTO troupe_state (actor_type, actor_id, key, value)
+    SELECT u.actor_type, u.actor_id, u.key, u.value
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) AS u(actor_type, actor_id, key, value)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM refused r WHERE r.actor_type = u.actor_type AND r.actor_id = u.actor_id)
+    ON CONFLICT (actor_type, actor_id, key) DO UPDATE SET value = EXCLUDED.value
+)
+SELECT actor_type, actor_id, epoch FROM refused";
+
+/// Raises one actor's epoch unless the stored one is newer; a row back
+/// means it was raised (or equal). The row stays locked until the claim's
+/// transaction ends, so an older write waits and is then refused.
+const CLAIM: &str = "
+INSERT INTO troupe_actor_epochs AS e (actor_type, actor_id, epoch) VALUES ($1, $2, $3)
+ON CONFLICT (actor_type, actor_id) DO UPDATE SET epoch = EXCLUDED.epoch
+    WHERE e.epoch <= EXCLUDED.epoch
+RETURNING 1";
+
 const LOAD: &str =
     "SELECT key, value FROM troupe_state WHERE actor_type = $1 AND actor_id = $2 ORDER BY key";
 
@@ -91,168 +87,9 @@ WHERE actor_type = $1 AND ($2::text IS NULL OR actor_id > $2)
 ORDER BY actor_id
 LIMIT $3";
 
-/// Actor state in a PostgreSQL database.
-#[derive(Clone)]
-pub struct PostgresStore {
-    pool: Pool,
-    /// The connection URL without its password, for messages.
-    url: String,
-}
-
-impl std::fmt::Debug for PostgresStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PostgresStore")
-            .field("url", &self.url)
-            .finish_non_exhaustive()
-    }
-}
-
-impl PostgresStore {
-    /// Connects to `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE`,
-    /// or libpq's `key=value` form), checks that the database answers and
-    /// creates or migrates the schema.
-    pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| {
-            StoreError::Config(format!("{} ({})", error_text(&e), redact_unparsed(url)))
-        })?;
-        config.connect_timeout(CONNECT_TIMEOUT);
-        if config.get_application_name().is_none() {
-            config.application_name("troupe");
-        }
-        let shown = describe_config(&config);
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                // A connection the server closed (restart, failover) is
-                // dropped here rather than failing the next operation.
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(POOL_WAIT_TIMEOUT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .recycle_timeout(Some(CONNECT_TIMEOUT))
-            .build()
-            .map_err(|e| StoreError::Config(format!("building the connection pool: {e}")))?;
-        let store = Self { pool, url: shown };
-        let version = store.migrate().await?;
-        info!(store = %store.url, schema_version = version, "PostgreSQL state store ready");
-        Ok(store)
-    }
-
-    /// `url` as it may be shown: without its password.
-    pub fn redact(url: &str) -> String {
-        match tokio_postgres::Config::from_str(url) {
-            Ok(config) => describe_config(&config),
-            Err(_) => redact_unparsed(url),
-        }
-    }
-
-    /// Creates or upgrades the schema; returns the version in force.
-    async fn migrate(&self) -> Result<i32, StoreError> {
-        let connect_error = |reason: String| StoreError::Connect {
-            url: self.url.clone(),
-            reason,
-        };
-        let mut client = bounded(self.pool.get())
-            .await
-            .map_err(connect_error)?
-            .map_err(|e| connect_error(pool_error_text(&e)))?;
-        let schema_error = |e: tokio_postgres::Error| StoreError::Schema {
-            url: self.url.clone(),
-            reason: error_text(&e),
-        };
-        let migrate = async {
-            let tx = client.transaction().await.map_err(schema_error)?;
-            // Daemons starting together take turns here.
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-                .await
-                .map_err(schema_error)?;
-            tx.batch_execute(
-                "CREATE TABLE IF NOT EXISTS troupe_schema_version (
-                    version integer NOT NULL,
-                    applied_at timestamptz NOT NULL DEFAULT now()
-                )",
-            )
-            .await
-            .map_err(schema_error)?;
-            let row = tx
-                .query_one(
-                    "SELECT COALESCE(max(version), 0) FROM troupe_schema_version",
-                    &[],
-                )
-                .await
-                .map_err(schema_error)?;
-            let current: i32 = row.try_get(0).map_err(schema_error)?;
-            let known = i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX);
-            if current > known {
-                return Err(StoreError::Schema {
-                    url: self.url.clone(),
-                    reason: format!(
-                        "the database has schema version {current}, newer than this troupe \
-                         knows ({known}); upgrade troupe before pointing it at this database"
-                    ),
-                });
-            }
-            for (index, sql) in MIGRATIONS.iter().enumerate().skip(current.max(0) as usize) {
-                let version = i32::try_from(index + 1).unwrap_or(i32::MAX);
-                tx.batch_execute(sql).await.map_err(schema_error)?;
-                tx.execute(
-                    "INSERT INTO troupe_schema_version (version) VALUES ($1)",
-                    &[&version],
-                )
-                .await
-                .map_err(schema_error)?;
-                info!(store = %self.url, version, "applied state schema migration");
-            }
-            tx.commit().await.map_err(schema_error)?;
-            Ok(known)
-        };
-        bounded(migrate)
-            .await
-            .map_err(|reason| StoreError::Schema {
-                url: self.url.clone(),
-                reason,
-            })?
-    }
-
-    /// A pooled connection, or an error that says the database is not
-    /// reachable.
-    pub(crate) async fn client(
-        &self,
-        doing: &str,
-    ) -> Result<deadpool_postgres::Client, StoreError> {
-        self.pool.get().await.map_err(|e| {
-            StoreError::Io(format!(
-                "PostgreSQL at {}: {doing}: no connection: {} (is the server running and \
-                 reachable?)",
-                self.url,
-                pool_error_text(&e)
-            ))
-        })
-    }
-
-    pub(crate) fn query_error(&self, doing: &str, e: &tokio_postgres::Error) -> StoreError {
-        StoreError::Io(format!(
-            "PostgreSQL at {}: {doing} failed: {}",
-            self.url,
-            error_text(e)
-        ))
-    }
-
-    pub(crate) fn timeout_error(&self, doing: &str, reason: String) -> StoreError {
-        StoreError::Io(format!("PostgreSQL at {}: {doing}: {reason}", self.url))
-    }
-}
-
-/// Runs `fut` for at most [`OPERATION_TIMEOUT`].
-pub(crate) async fn bounded<T>(fut: impl Future<Output = T>) -> Result<T, String> {
-    tokio::time::timeout(OPERATION_TIMEOUT, fut)
-        .await
-        .map_err(|_| format!("no answer within {OPERATION_TIMEOUT:?}"))
+/// An epoch as PostgreSQL's bigint (table versions never come near 2^63).
+pub(crate) fn sql_epoch(epoch: Epoch) -> i64 {
+    i64::try_from(epoch).unwrap_or(i64::MAX)
 }
 
 #[async_trait]
@@ -265,47 +102,75 @@ impl StateStore for PostgresStore {
         const DOING: &str = "loading actor state";
         let op = async {
             let client = self.client(DOING).await?;
-            let statement = client
-                .prepare_cached(LOAD)
+            read_state(&client, actor_type, actor_id)
                 .await
-                .map_err(|e| self.query_error(DOING, &e))?;
-            let rows = client
-                .query(&statement, &[&actor_type, &actor_id])
-                .await
-                .map_err(|e| self.query_error(DOING, &e))?;
-            rows.iter()
-                .map(|row| {
-                    let key: String = row.try_get(0).map_err(|e| self.query_error(DOING, &e))?;
-                    let value: Vec<u8> = row.try_get(1).map_err(|e| self.query_error(DOING, &e))?;
-                    Ok((key, Bytes::from(value)))
-                })
-                .collect()
+                .map_err(|e| self.query_error(DOING, &e))
         };
         bounded(op)
             .await
             .map_err(|r| self.timeout_error(DOING, r))?
     }
 
-    async fn write_batch(&self, batch: &[ActorWrite]) -> Result<(), StoreError> {
+    async fn claim(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        epoch: Epoch,
+    ) -> Result<StoredState, StoreError> {
+        const DOING: &str = "claiming an actor";
+        let op = async {
+            let mut client = self.client(DOING).await?;
+            let failed = |e: tokio_postgres::Error| self.query_error(DOING, &e);
+            // Read committed: the read below takes a new snapshot, after the
+            // claim, so it sees every write that got in before the claim.
+            let tx = client.transaction().await.map_err(failed)?;
+            let statement = tx.prepare_cached(CLAIM).await.map_err(failed)?;
+            let claimed = tx
+                .query_opt(&statement, &[&actor_type, &actor_id, &sql_epoch(epoch)])
+                .await
+                .map_err(failed)?;
+            if claimed.is_none() {
+                return Err(StoreError::Fenced {
+                    actor_type: actor_type.to_owned(),
+                    actor_id: actor_id.to_owned(),
+                    epoch,
+                });
+            }
+            let state = read_state(&tx, actor_type, actor_id)
+                .await
+                .map_err(failed)?;
+            tx.commit().await.map_err(failed)?;
+            Ok(state)
+        };
+        bounded(op)
+            .await
+            .map_err(|r| self.timeout_error(DOING, r))?
+    }
+
+    async fn write_batch(&self, batch: &[ActorWrite]) -> Result<Vec<FencedActor>, StoreError> {
         const DOING: &str = "writing a state batch";
         // The last change of a key wins, should a batch ever name it twice:
         // one statement may not touch a row twice.
         let mut last: HashMap<(&str, &str, &str), Option<&[u8]>> = HashMap::new();
         let mut order: Vec<(&str, &str, &str)> = Vec::new();
+        // Fenced actors with their epoch (the smallest, should an actor come
+        // twice: its older write must not ride on the newer one's epoch).
+        let mut epochs: HashMap<(&str, &str), Epoch> = HashMap::new();
         for write in batch {
+            let actor = (write.actor_type.as_str(), write.actor_id.as_str());
+            if let Some(epoch) = write.epoch {
+                let held = epochs.entry(actor).or_insert(epoch);
+                *held = (*held).min(epoch);
+            }
             for (key, value) in &write.changes {
-                let id = (
-                    write.actor_type.as_str(),
-                    write.actor_id.as_str(),
-                    key.as_str(),
-                );
+                let id = (actor.0, actor.1, key.as_str());
                 if last.insert(id, value.as_deref()).is_none() {
                     order.push(id);
                 }
             }
         }
-        if order.is_empty() {
-            return Ok(());
+        if order.is_empty() && epochs.is_empty() {
+            return Ok(Vec::new());
         }
         let (mut set_types, mut set_ids, mut set_keys, mut set_values) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -325,30 +190,47 @@ impl StateStore for PostgresStore {
                 }
             }
         }
+        let (mut fenced_types, mut fenced_ids, mut fenced_epochs) =
+            (Vec::new(), Vec::new(), Vec::new());
+        for ((ty, id), epoch) in &epochs {
+            fenced_types.push(*ty);
+            fenced_ids.push(*id);
+            fenced_epochs.push(sql_epoch(*epoch));
+        }
         let op = async {
             let client = self.client(DOING).await?;
-            let statement = client
-                .prepare_cached(WRITE_BATCH)
-                .await
-                .map_err(|e| self.query_error(DOING, &e))?;
+            let failed = |e: tokio_postgres::Error| self.query_error(DOING, &e);
+            let changes: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
+                &set_types,
+                &set_ids,
+                &set_keys,
+                &set_values,
+                &del_types,
+                &del_ids,
+                &del_keys,
+            ];
             // One statement in autocommit: one round trip, one transaction,
             // durable once it returns (synchronous_commit).
-            client
-                .execute(
-                    &statement,
-                    &[
-                        &set_types,
-                        &set_ids,
-                        &set_keys,
-                        &set_values,
-                        &del_types,
-                        &del_ids,
-                        &del_keys,
-                    ],
-                )
-                .await
-                .map_err(|e| self.query_error(DOING, &e))?;
-            Ok(())
+            if epochs.is_empty() {
+                let statement = client.prepare_cached(WRITE_BATCH).await.map_err(failed)?;
+                client.execute(&statement, &changes).await.map_err(failed)?;
+                return Ok(Vec::new());
+            }
+            let statement = client.prepare_cached(WRITE_FENCED).await.map_err(failed)?;
+            let mut params = changes.to_vec();
+            params.extend_from_slice(&[&fenced_types, &fenced_ids, &fenced_epochs]);
+            let rows = client.query(&statement, &params).await.map_err(failed)?;
+            rows.iter()
+                .map(|row| {
+                    let epoch: i64 = row.try_get(2)?;
+                    Ok(FencedActor {
+                        actor_type: row.try_get(0)?,
+                        actor_id: row.try_get(1)?,
+                        epoch: u64::try_from(epoch).unwrap_or(0),
+                    })
+                })
+                .collect::<Result<Vec<_>, tokio_postgres::Error>>()
+                .map_err(failed)
         };
         bounded(op)
             .await
@@ -383,89 +265,20 @@ impl StateStore for PostgresStore {
     }
 }
 
-/// An error with its causes: tokio-postgres puts the interesting part (the
-/// server's message, the OS error) in the source chain.
-fn error_text(e: &tokio_postgres::Error) -> String {
-    if let Some(db) = e.as_db_error() {
-        let mut text = format!(
-            "{}: {} (SQLSTATE {})",
-            db.severity(),
-            db.message(),
-            db.code().code()
-        );
-        if let Some(hint) = db.hint() {
-            text.push_str(&format!("; hint: {hint}"));
-        }
-        return text;
-    }
-    chain_text(e)
-}
-
-fn chain_text(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
-fn pool_error_text(e: &deadpool_postgres::PoolError) -> String {
-    match e {
-        deadpool_postgres::PoolError::Backend(e) => error_text(e),
-        other => chain_text(other),
-    }
-}
-
-/// `postgres://user@host:port/db`: what a person needs to find the
-/// database, never the password.
-fn describe_config(config: &tokio_postgres::Config) -> String {
-    let mut out = String::from("postgres://");
-    if let Some(user) = config.get_user() {
-        out.push_str(user);
-        out.push('@');
-    }
-    let ports = config.get_ports();
-    let hosts: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .enumerate()
-        .map(|(i, host)| {
-            let name = match host {
-                Host::Tcp(name) => name.clone(),
-                #[cfg(unix)]
-                Host::Unix(path) => path.display().to_string(),
-            };
-            // One port for all hosts, or one per host; 5432 by default.
-            let port = ports.get(i).or(ports.first()).copied().unwrap_or(5432);
-            format!("{name}:{port}")
+/// Every key of one actor's state, through `client` (a pooled connection or
+/// a transaction).
+async fn read_state(
+    client: &impl GenericClient,
+    actor_type: &str,
+    actor_id: &str,
+) -> Result<StoredState, tokio_postgres::Error> {
+    let statement = client.prepare_cached(LOAD).await?;
+    let rows = client.query(&statement, &[&actor_type, &actor_id]).await?;
+    rows.iter()
+        .map(|row| {
+            let key: String = row.try_get(0)?;
+            let value: Vec<u8> = row.try_get(1)?;
+            Ok((key, Bytes::from(value)))
         })
-        .collect();
-    out.push_str(&hosts.join(","));
-    out.push('/');
-    if let Some(db) = config.get_dbname() {
-        out.push_str(db);
-    }
-    out
+        .collect()
 }
-
-/// For a URL that does not even parse: the text up to the user info, so a
-/// password in it is never printed.
-fn redact_unparsed(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => match rest.rsplit_once('@') {
-            Some((_, host)) => format!("{scheme}://***@{host}"),
-            None => url.to_owned(),
-        },
-        None if url.contains("password") => "a key=value connection string".to_owned(),
-        None => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests;

@@ -1,6 +1,11 @@
 //! The embedded store, the default under `--data-dir`: actor state and
 //! reminders in one sled database, each batch one atomic `apply_batch` plus
 //! an fsync.
+//!
+//! Owner epochs (fencing) are accepted and not checked: sled locks its
+//! directory, so one daemon holds the database, and the daemon refuses to
+//! join a cluster on it (state would not follow actors between daemons).
+//! There is never another owner to fence.
 
 mod keys;
 mod reminders;

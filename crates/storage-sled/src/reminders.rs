@@ -4,7 +4,10 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use troupe_storage::{ReminderKey, ReminderRecord, ReminderStore, StoreError};
+use troupe_storage::{
+    ReminderApplied, ReminderKey, ReminderOp, ReminderRecord, ReminderStore, ReminderWrite,
+    StoreError,
+};
 
 use crate::keys::{actor_prefix, read_segment, type_prefix};
 use crate::SledStore;
@@ -90,11 +93,15 @@ fn io(e: impl std::fmt::Display) -> StoreError {
 impl ReminderStore for SledReminders {
     async fn apply_reminders(
         &self,
-        puts: &[ReminderRecord],
-        deletes: &[ReminderKey],
-    ) -> Result<Vec<bool>, StoreError> {
-        let puts: Vec<(Vec<u8>, Vec<u8>, [u8; 8])> = puts
+        writes: &[ReminderWrite],
+    ) -> Result<Vec<ReminderApplied>, StoreError> {
+        // Epochs are not checked: see the crate doc.
+        let puts: Vec<(Vec<u8>, Vec<u8>, [u8; 8])> = writes
             .iter()
+            .filter_map(|w| match &w.op {
+                ReminderOp::Put(r) => Some(r),
+                ReminderOp::Delete(_) => None,
+            })
             .map(|r| {
                 let due = r.due_unix_ms.to_be_bytes();
                 let mut value = due.to_vec();
@@ -102,7 +109,17 @@ impl ReminderStore for SledReminders {
                 (bare_key(&r.key), value, due)
             })
             .collect();
-        let deletes: Vec<Vec<u8>> = deletes.iter().map(bare_key).collect();
+        let deletes: Vec<Vec<u8>> = writes
+            .iter()
+            .filter_map(|w| match &w.op {
+                ReminderOp::Delete(key) => Some(bare_key(key)),
+                ReminderOp::Put(_) => None,
+            })
+            .collect();
+        let kinds: Vec<bool> = writes
+            .iter()
+            .map(|w| matches!(w.op, ReminderOp::Put(_)))
+            .collect();
         let (tree, db) = (self.tree.clone(), self.db.clone());
         // Reads, the batch and the fsync block; keep them off the async workers.
         tokio::task::spawn_blocking(move || {
@@ -144,7 +161,16 @@ impl ReminderStore for SledReminders {
             }
             tree.apply_batch(batch).map_err(io)?;
             db.flush().map_err(io)?;
-            Ok(existed)
+            let mut existed = existed.into_iter();
+            Ok(kinds
+                .into_iter()
+                .map(|put| match put {
+                    true => ReminderApplied::Put,
+                    false => ReminderApplied::Deleted {
+                        existed: existed.next().unwrap_or(false),
+                    },
+                })
+                .collect())
         })
         .await
         .map_err(|e| StoreError::Io(format!("reminder write task failed: {e}")))?

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use troupe_storage::{ActorWrite, StateStore, StoreError, StoredState};
+use troupe_storage::{ActorWrite, Epoch, FencedActor, StateStore, StoreError, StoredState};
 
 use crate::keys::{actor_prefix, read_segment, type_prefix};
 
@@ -61,7 +61,17 @@ impl StateStore for SledStore {
         Ok(out)
     }
 
-    async fn write_batch(&self, batch: &[ActorWrite]) -> Result<(), StoreError> {
+    async fn claim(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        _epoch: Epoch,
+    ) -> Result<StoredState, StoreError> {
+        // No other daemon can hold this database: see the crate doc.
+        self.load(actor_type, actor_id).await
+    }
+
+    async fn write_batch(&self, batch: &[ActorWrite]) -> Result<Vec<FencedActor>, StoreError> {
         let mut sled_batch = sled::Batch::default();
         for write in batch {
             let prefix = actor_prefix(&write.actor_type, &write.actor_id);
@@ -81,7 +91,7 @@ impl StateStore for SledStore {
         tokio::task::spawn_blocking(move || {
             tree.apply_batch(sled_batch).map_err(io)?;
             db.flush().map_err(io)?;
-            Ok(())
+            Ok(Vec::new())
         })
         .await
         .map_err(|e| StoreError::Io(format!("flush task failed: {e}")))?

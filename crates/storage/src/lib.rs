@@ -13,11 +13,14 @@
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+pub mod fencing;
 mod memory;
 mod reminders;
 
 pub use memory::{MemoryReminders, MemoryStore};
-pub use reminders::{ReminderKey, ReminderRecord, ReminderStore};
+pub use reminders::{
+    ReminderApplied, ReminderKey, ReminderOp, ReminderRecord, ReminderStore, ReminderWrite,
+};
 
 use std::sync::Arc;
 
@@ -32,8 +35,29 @@ pub type StoredState = Vec<(String, Bytes)>;
 pub struct ActorWrite {
     pub actor_type: String,
     pub actor_id: String,
+    /// The writer's owner epoch for this actor (see [`Epoch`]); `None`: not
+    /// fenced (a single daemon, which nothing else can write beside).
+    pub epoch: Option<Epoch>,
     /// `None` deletes the key.
     pub changes: Vec<(String, Option<Bytes>)>,
+}
+
+/// An owner epoch: a fencing token that orders the daemons that have owned
+/// one actor. A daemon writes an actor with the version of the placement
+/// table under which it owns it, and a later owner always owns it under a
+/// later table, so a store that keeps, per actor, the largest epoch it has
+/// seen and refuses any write with a smaller one refuses exactly the writes
+/// of owners that lost the actor, however late they arrive.
+pub type Epoch = u64;
+
+/// An actor whose write the store refused: a newer owner has written or
+/// claimed it (its epoch is past the write's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FencedActor {
+    pub actor_type: String,
+    pub actor_id: String,
+    /// The epoch the refused write carried.
+    pub epoch: Epoch,
 }
 
 /// A backend's own error, kept as the cause of a [`StoreError`] without
@@ -66,22 +90,51 @@ pub enum StoreError {
     Io(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A claim with an epoch older than the actor's: another daemon owns it
+    /// now.
+    #[error(
+        "actor {actor_type}/{actor_id} is owned under a newer placement table than {epoch}: \
+         another daemon owns it now (this daemon's table is behind; the call is retried there)"
+    )]
+    Fenced {
+        actor_type: String,
+        actor_id: String,
+        epoch: Epoch,
+    },
 }
 
 /// Where actor state lives between activations.
 ///
 /// `write_batch` must apply the whole batch atomically and durably before it
 /// returns: the runtime answers `durable` calls once it has.
+///
+/// Fencing: a store keeps, per actor, the largest [`Epoch`] it was written
+/// or claimed with, and refuses writes with a smaller one, checking and
+/// writing atomically (in PostgreSQL, in one transaction), so a write held
+/// by a paused daemon cannot land after a newer owner read the state.
+/// Writes and claims without an epoch are neither checked nor recorded.
 #[async_trait]
 pub trait StateStore: Send + Sync + std::fmt::Debug + 'static {
     /// A short description for status output, e.g. `sled:/var/lib/troupe`.
     fn describe(&self) -> String;
 
-    /// Reads every key of one actor's state.
+    /// Reads every key of one actor's state (inspection; no claim).
     async fn load(&self, actor_type: &str, actor_id: &str) -> Result<StoredState, StoreError>;
 
-    /// Writes the changes of several actors as one atomic, durable batch.
-    async fn write_batch(&self, batch: &[ActorWrite]) -> Result<(), StoreError>;
+    /// Raises the actor's epoch to `epoch` and then reads its state, as an
+    /// activation does: no write with an older epoch can land after this
+    /// read. [`StoreError::Fenced`] when the actor's epoch is already newer.
+    async fn claim(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        epoch: Epoch,
+    ) -> Result<StoredState, StoreError>;
+
+    /// Writes the changes of several actors as one atomic, durable batch,
+    /// except the actors whose epoch is newer than their write's: those are
+    /// left as they were and returned.
+    async fn write_batch(&self, batch: &[ActorWrite]) -> Result<Vec<FencedActor>, StoreError>;
 
     /// Lists ids of actors of a type that have stored state, in id order,
     /// starting after `after`.

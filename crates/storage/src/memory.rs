@@ -1,24 +1,54 @@
 //! In-memory state and reminders for tests and benchmarks: nothing survives
 //! the process.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use crate::fencing::EpochCheck;
 use crate::{
-    ActorWrite, ReminderKey, ReminderRecord, ReminderStore, StateStore, StoreError, StoredState,
+    ActorWrite, Epoch, FencedActor, ReminderApplied, ReminderKey, ReminderOp, ReminderRecord,
+    ReminderStore, ReminderWrite, StateStore, StoreError, StoredState,
 };
 
 type ActorKey = (String, String);
+
+/// Actors' owner epochs, shared by a state store and the reminder store
+/// beside it (as they share one database elsewhere).
+type Epochs = Arc<Mutex<HashMap<ActorKey, Epoch>>>;
+
+/// Runs the epoch check over the actors `writes` name, and stores what the
+/// admitted ones raise.
+fn checked<'a, T>(
+    epochs: &Epochs,
+    writes: impl Iterator<Item = (&'a str, &'a str, Option<Epoch>, T)>,
+) -> Vec<(bool, T)> {
+    let mut epochs = epochs.lock();
+    let writes: Vec<_> = writes.collect();
+    let mut check = EpochCheck::new(writes.iter().filter_map(|(ty, id, _, _)| {
+        let key = ((*ty).to_owned(), (*id).to_owned());
+        epochs.get(&key).map(|e| (key, *e))
+    }));
+    let admitted = writes
+        .into_iter()
+        .map(|(ty, id, epoch, item)| (check.admit(ty, id, epoch), item))
+        .collect();
+    for (ty, id, epoch) in check.raised() {
+        epochs.insert((ty.to_owned(), id.to_owned()), epoch);
+    }
+    admitted
+}
 
 /// State kept in a map; counts batches and key writes so benchmarks can
 /// report how many storage writes write-behind saved.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     actors: Mutex<BTreeMap<ActorKey, BTreeMap<String, Bytes>>>,
+    epochs: Epochs,
     batches: AtomicU64,
     key_writes: AtomicU64,
 }
@@ -37,6 +67,15 @@ impl MemoryStore {
     pub fn key_writes(&self) -> u64 {
         self.key_writes.load(Ordering::Relaxed)
     }
+
+    /// A reminder store whose writes are fenced by the same epochs as this
+    /// store's.
+    pub fn reminders(&self) -> MemoryReminders {
+        MemoryReminders {
+            epochs: self.epochs.clone(),
+            ..MemoryReminders::default()
+        }
+    }
 }
 
 #[async_trait]
@@ -53,10 +92,45 @@ impl StateStore for MemoryStore {
             .unwrap_or_default())
     }
 
-    async fn write_batch(&self, batch: &[ActorWrite]) -> Result<(), StoreError> {
+    async fn claim(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        epoch: Epoch,
+    ) -> Result<StoredState, StoreError> {
+        let admitted = checked(
+            &self.epochs,
+            std::iter::once((actor_type, actor_id, Some(epoch), ())),
+        );
+        if admitted.iter().any(|(ok, ())| !ok) {
+            return Err(StoreError::Fenced {
+                actor_type: actor_type.to_owned(),
+                actor_id: actor_id.to_owned(),
+                epoch,
+            });
+        }
+        self.load(actor_type, actor_id).await
+    }
+
+    async fn write_batch(&self, batch: &[ActorWrite]) -> Result<Vec<FencedActor>, StoreError> {
         let mut actors = self.actors.lock();
         self.batches.fetch_add(1, Ordering::Relaxed);
-        for write in batch {
+        let admitted = checked(
+            &self.epochs,
+            batch
+                .iter()
+                .map(|w| (w.actor_type.as_str(), w.actor_id.as_str(), w.epoch, w)),
+        );
+        let mut fenced = Vec::new();
+        for (ok, write) in admitted {
+            if !ok {
+                fenced.push(FencedActor {
+                    actor_type: write.actor_type.clone(),
+                    actor_id: write.actor_id.clone(),
+                    epoch: write.epoch.unwrap_or_default(),
+                });
+                continue;
+            }
             let actor = (write.actor_type.clone(), write.actor_id.clone());
             let entry = actors.entry(actor.clone()).or_default();
             for (key, value) in &write.changes {
@@ -70,7 +144,7 @@ impl StateStore for MemoryStore {
                 actors.remove(&actor);
             }
         }
-        Ok(())
+        Ok(fenced)
     }
 
     async fn list_actors(
@@ -93,6 +167,7 @@ impl StateStore for MemoryStore {
 #[derive(Debug, Default)]
 pub struct MemoryReminders {
     inner: Mutex<MemoryInner>,
+    epochs: Epochs,
 }
 
 #[derive(Debug, Default)]
@@ -111,29 +186,47 @@ impl MemoryReminders {
 impl ReminderStore for MemoryReminders {
     async fn apply_reminders(
         &self,
-        puts: &[ReminderRecord],
-        deletes: &[ReminderKey],
-    ) -> Result<Vec<bool>, StoreError> {
+        writes: &[ReminderWrite],
+    ) -> Result<Vec<ReminderApplied>, StoreError> {
         let mut inner = self.inner.lock();
-        for r in puts {
-            if let Some((old, _)) = inner
-                .records
-                .insert(r.key.clone(), (r.due_unix_ms, r.data.clone()))
-            {
-                inner.by_due.remove(&(old, r.key.clone()));
-            }
-            inner.by_due.insert((r.due_unix_ms, r.key.clone()));
-        }
-        Ok(deletes
-            .iter()
-            .map(|key| match inner.records.remove(key) {
-                Some((due, _)) => {
-                    inner.by_due.remove(&(due, key.clone()));
-                    true
+        let admitted = checked(
+            &self.epochs,
+            writes.iter().map(|w| {
+                let key = w.op.key();
+                (
+                    key.actor_type.as_str(),
+                    key.actor_id.as_str(),
+                    w.epoch,
+                    &w.op,
+                )
+            }),
+        );
+        let mut answers = vec![ReminderApplied::Fenced; writes.len()];
+        for (i, (ok, op)) in admitted.iter().enumerate() {
+            if let (true, ReminderOp::Put(r)) = (ok, op) {
+                if let Some((old, _)) = inner
+                    .records
+                    .insert(r.key.clone(), (r.due_unix_ms, r.data.clone()))
+                {
+                    inner.by_due.remove(&(old, r.key.clone()));
                 }
-                None => false,
-            })
-            .collect())
+                inner.by_due.insert((r.due_unix_ms, r.key.clone()));
+                answers[i] = ReminderApplied::Put;
+            }
+        }
+        for (i, (ok, op)) in admitted.iter().enumerate() {
+            if let (true, ReminderOp::Delete(key)) = (ok, op) {
+                let existed = match inner.records.remove(key) {
+                    Some((due, _)) => {
+                        inner.by_due.remove(&(due, key.clone()));
+                        true
+                    }
+                    None => false,
+                };
+                answers[i] = ReminderApplied::Deleted { existed };
+            }
+        }
+        Ok(answers)
     }
 
     async fn get_reminder(&self, key: &ReminderKey) -> Result<Option<ReminderRecord>, StoreError> {
@@ -211,5 +304,11 @@ mod tests {
     #[tokio::test]
     async fn memory_reminders_keep_the_store_contract() -> Result<(), StoreError> {
         crate::conformance::reminders(&MemoryReminders::new()).await
+    }
+
+    #[tokio::test]
+    async fn memory_stores_keep_the_fencing_contract() -> Result<(), StoreError> {
+        let state = MemoryStore::new();
+        crate::conformance::fencing(&state, &state.reminders()).await
     }
 }

@@ -26,16 +26,54 @@ pub struct ReminderRecord {
     pub data: Bytes,
 }
 
+/// A change to one reminder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReminderOp {
+    /// Insert or replace.
+    Put(ReminderRecord),
+    Delete(ReminderKey),
+}
+
+impl ReminderOp {
+    pub fn key(&self) -> &ReminderKey {
+        match self {
+            ReminderOp::Put(record) => &record.key,
+            ReminderOp::Delete(key) => key,
+        }
+    }
+}
+
+/// A reminder change with the writer's owner epoch for its actor (fenced
+/// like state writes: see [`crate::StateStore`]; `None`: not fenced).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReminderWrite {
+    pub op: ReminderOp,
+    pub epoch: Option<crate::Epoch>,
+}
+
+/// What became of one [`ReminderWrite`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReminderApplied {
+    Put,
+    /// Whether the reminder existed before.
+    Deleted {
+        existed: bool,
+    },
+    /// Refused: a newer owner has written or claimed the actor.
+    Fenced,
+}
+
 /// Where reminders and alarms live.
 #[async_trait]
 pub trait ReminderStore: Send + Sync + std::fmt::Debug + 'static {
-    /// Inserts or replaces `puts` and removes `deletes`, as one atomic and
-    /// durable batch. Returns, per delete, whether the reminder existed.
+    /// Applies `writes` as one atomic and durable batch, every put before
+    /// every delete (a delete queued with a put of the same reminder wins),
+    /// except writes refused by their actor's epoch. Returns one answer per
+    /// write, in order.
     async fn apply_reminders(
         &self,
-        puts: &[ReminderRecord],
-        deletes: &[ReminderKey],
-    ) -> Result<Vec<bool>, StoreError>;
+        writes: &[ReminderWrite],
+    ) -> Result<Vec<ReminderApplied>, StoreError>;
 
     async fn get_reminder(&self, key: &ReminderKey) -> Result<Option<ReminderRecord>, StoreError>;
 

@@ -19,7 +19,7 @@ use tracing::{info, warn};
 use troupe_proto::v1 as pb;
 use troupe_runtime::{
     ActivateDone, ActivateRequest, ActorHost, CallError, DeactivateDone, DeactivateReason,
-    DeactivateRequest, Runtime, TurnDone, TurnKind, TurnOutcome, TurnRequest,
+    DeactivateRequest, Runtime, TurnDone, TurnKind, TurnOutcome, TurnRequest, Unavailable,
 };
 
 use crate::convert::errors::status_of;
@@ -161,6 +161,7 @@ impl ActorHost for AppConnection {
                 call_id,
                 actor,
                 state,
+                lease_deadline_unix_ms: request.lease_deadline_unix_ms,
             })
         });
     }
@@ -188,6 +189,7 @@ impl ActorHost for AppConnection {
             traceparent,
             tracestate,
             deadline_unix_ms,
+            lease_deadline_unix_ms: request.lease_deadline_unix_ms,
         };
         let due = Instant::now() + request.timeout;
         let limit = request.timeout;
@@ -371,6 +373,10 @@ async fn read_answers(
         };
         match message.kind {
             Some(Kind::Activated(a)) => match connection.take(a.call_id) {
+                // The app saw the lease over before it created the instance.
+                Some(Pending::Activate(done)) if a.lease_expired => {
+                    done.fail(Unavailable::LeaseLapsed.into());
+                }
                 Some(Pending::Activate(done)) => {
                     let changes = convert::state_changes(a.changes)?;
                     done.finish(match a.error {
@@ -381,6 +387,10 @@ async fn read_answers(
                 other => return Err(unexpected(a.call_id, "ActivateResult", other)),
             },
             Some(Kind::TurnResult(t)) => match connection.take(t.call_id) {
+                // The app did not run it: the lease was over when it came.
+                Some(Pending::Turn(done, ..)) if t.lease_expired => {
+                    done.fail(Unavailable::LeaseLapsed.into());
+                }
                 Some(Pending::Turn(done, ..)) => {
                     let changes = convert::state_changes(t.changes)?;
                     let result = match t.outcome {

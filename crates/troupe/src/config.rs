@@ -253,6 +253,14 @@ impl ServeArgs {
                 },
             }),
         };
+        if cluster.is_some() && matches!(store, StoreKind::Sled(_)) {
+            anyhow::bail!(
+                "--placement (a cluster) needs a store the daemons share: with sled each daemon \
+                 keeps its own state, and an actor moving to another daemon would lose it; use \
+                 --store postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (or --store memory for \
+                 actors without state)"
+            );
+        }
         let metrics_listen = self.metrics_listen.or(file.metrics_listen);
         runtime.metrics = metrics_listen.is_some();
         let trace_export = match self.otlp_endpoint.clone().or(file.otlp_endpoint) {
@@ -511,7 +519,8 @@ mod tests {
         let path = dir.path().join("troupe.toml");
         std::fs::write(
             &path,
-            "placement = [\"10.0.0.1:7500\", \"10.0.0.2:7500\"]\nnode = \"a\"\n",
+            "placement = [\"10.0.0.1:7500\", \"10.0.0.2:7500\"]\nnode = \"a\"\n\
+             store = \"memory\"\n",
         )?;
         let cfg = ServeArgs {
             config: Some(path),
@@ -527,6 +536,16 @@ mod tests {
                 advertise: Some("10.0.0.9:7420".into()),
             })
         );
+
+        // A cluster on sled would lose state whenever an actor moves.
+        let on_sled = ServeArgs {
+            placement: Some(vec!["10.0.0.1:7500".into()]),
+            ..ServeArgs::default()
+        };
+        let Err(e) = on_sled.resolve() else {
+            anyhow::bail!("a cluster on sled was accepted");
+        };
+        assert!(e.to_string().contains("--store postgres://"), "{e}");
 
         for (placement, advertise, node) in [
             (vec!["10.0.0.1"], None, None),

@@ -108,21 +108,8 @@ impl Runtime {
         shared.directory.for_each(|act| dropped.push(act.clone()));
         let mut unflushed = 0usize;
         for act in &dropped {
-            let mut failed = Vec::new();
-            shared.directory.remove_if(act, |inner| {
-                failed.extend(inner.mailbox.take_all());
-                unflushed += usize::from(inner.is_dirty());
-                inner.dirty = None;
-                inner.binding = None;
-                if inner.announced() {
-                    inner.set_announced(false);
-                    events::deactivated(node, &act.id, "fenced", lapsed_unix_ms);
-                }
-                true
-            });
-            for env in failed {
-                env.reply.send(Err(lease_lapsed()));
-            }
+            let dirty = shared.drop_unwritten(act, lapsed_unix_ms, lease_lapsed);
+            unflushed += usize::from(dirty);
         }
         shared.timers.end_all();
         warn!(
@@ -130,6 +117,63 @@ impl Runtime {
             unflushed, "placement lease lapsed: dropped every activation without writing"
         );
         shared.notify_drains();
+    }
+}
+
+impl Shared {
+    /// Drops `act` without writing its state or waiting for its app,
+    /// because another daemon may own the actor (its activation log entry
+    /// ends at `at_unix_ms`); its queued calls fail with `error`. Returns
+    /// whether it had unwritten changes.
+    pub(crate) fn drop_unwritten(
+        &self,
+        act: &Arc<Activation>,
+        at_unix_ms: u64,
+        error: impl Fn() -> CallError,
+    ) -> bool {
+        let mut failed = Vec::new();
+        let mut dirty = false;
+        self.directory.remove_if(act, |inner| {
+            failed.extend(inner.mailbox.take_all());
+            dirty = inner.is_dirty();
+            inner.dirty = None;
+            inner.binding = None;
+            if inner.announced() {
+                inner.set_announced(false);
+                events::deactivated(&self.config.node, &act.id, "fenced", at_unix_ms);
+            }
+            true
+        });
+        self.timers.end_actor(&act.id);
+        for env in failed {
+            env.reply.send(Err(error()));
+        }
+        dirty
+    }
+
+    /// Drops the activations whose writes the store refused, as the
+    /// flusher hands them over, until the runtime stops.
+    pub(crate) async fn drop_refused(
+        self: Arc<Self>,
+        mut refused: tokio::sync::mpsc::UnboundedReceiver<Arc<Activation>>,
+        stop: impl std::future::Future<Output = ()>,
+    ) {
+        tokio::pin!(stop);
+        loop {
+            let act = tokio::select! {
+                act = refused.recv() => act,
+                () = &mut stop => return,
+            };
+            let Some(act) = act else { return };
+            let fenced = || -> CallError {
+                Unavailable::Fenced {
+                    actor: act.id.clone(),
+                }
+                .into()
+            };
+            self.drop_unwritten(&act, crate::clock::unix_now_ms(), fenced);
+            self.notify_drains();
+        }
     }
 }
 

@@ -22,6 +22,8 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
+use troupe_placement::OwnerEpoch;
+use troupe_storage::{StoreError, StoredState};
 
 use crate::activation::{Activation, Envelope, Status};
 use crate::error::{CallError, Unavailable};
@@ -30,7 +32,7 @@ use crate::host_registry::HostRegistration;
 use crate::routing::Route;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
-use crate::types::{DeactivateReason, StateChange, TypeSpec, TRACE_TARGET};
+use crate::types::{ActorId, DeactivateReason, StateChange, TypeSpec, TRACE_TARGET};
 use crate::validate;
 
 impl Runtime {
@@ -151,16 +153,18 @@ impl Shared {
             return Err(error);
         };
         if !act.inner.lock().state_loaded() {
-            match self.flusher.store().load(&act.id.ty, &act.id.id).await {
-                Ok(entries) => {
+            match self.load_claimed(&act.id).await {
+                Ok(Some(entries)) => {
                     let mut inner = act.inner.lock();
                     inner.state = entries.into_iter().collect();
                     inner.set_state_loaded();
                 }
-                Err(e) => {
-                    let error: CallError =
-                        Unavailable::store(format!("cannot load the state of {}", act.id), e)
-                            .into();
+                // The table moved on while the calls waited: route again.
+                Ok(None) => {
+                    self.reroute_mailbox(&act);
+                    return Ok(());
+                }
+                Err(error) => {
                     self.abandon(act, error.clone());
                     return Err(error);
                 }
@@ -181,6 +185,7 @@ impl Shared {
         let request = ActivateRequest {
             actor: act.id.clone(),
             state,
+            lease_deadline_unix_ms: self.placement.lease_end_unix_ms().unwrap_or(0),
         };
         binding.host.activate(
             request,
@@ -192,6 +197,42 @@ impl Shared {
             },
         );
         Ok(())
+    }
+
+    /// The actor's stored state, read under a claim of this daemon's owner
+    /// epoch, so that no older owner's write can land after the read (see
+    /// `troupe_storage::Epoch`). `None` when the actor is not this daemon's
+    /// under its current table.
+    async fn load_claimed(&self, actor: &ActorId) -> Result<Option<StoredState>, CallError> {
+        let store = self.flusher.store();
+        let cannot_load = |e| Unavailable::store(format!("cannot load the state of {actor}"), e);
+        // Refused, it tries again only under a newer table: this daemon's
+        // own write under that table (a reminder) may have raised the epoch
+        // past the first claim. Tables only move on, so this ends.
+        let mut refused: Option<u64> = None;
+        loop {
+            let epoch = match self.placement.epoch(&actor.ty, &actor.id) {
+                OwnerEpoch::Unfenced => {
+                    return match store.load(&actor.ty, &actor.id).await {
+                        Ok(state) => Ok(Some(state)),
+                        Err(e) => Err(cannot_load(e).into()),
+                    };
+                }
+                OwnerEpoch::NotOwned => return Ok(None),
+                OwnerEpoch::Owned(epoch) => epoch,
+            };
+            if refused.is_some_and(|r| epoch <= r) {
+                return Err(Unavailable::Fenced {
+                    actor: actor.clone(),
+                }
+                .into());
+            }
+            match store.claim(&actor.ty, &actor.id, epoch).await {
+                Ok(state) => return Ok(Some(state)),
+                Err(StoreError::Fenced { .. }) => refused = Some(epoch),
+                Err(e) => return Err(cannot_load(e).into()),
+            }
+        }
     }
 
     pub(crate) fn activation_finished(

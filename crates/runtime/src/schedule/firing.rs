@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tracing::{debug, warn};
-use troupe_storage::ReminderRecord;
+use troupe_storage::{ReminderOp, ReminderRecord};
 
 use super::record::{advance, decode, encode, Meta, RetryPolicy, ALARM_NAME};
-use super::writer::WriteOp;
+
 use super::{empty_key, Scheduler};
 use crate::clock::unix_now_ms;
 use crate::error::CallError;
@@ -89,7 +89,7 @@ impl Scheduler {
                 let this = self.clone();
                 tokio::spawn(async move {
                     this.queue.lock().firing.remove(&record.key);
-                    let _ = this.write(WriteOp::Delete(record.key)).await;
+                    let _ = this.write(ReminderOp::Delete(record.key)).await;
                 });
                 continue;
             };
@@ -183,8 +183,8 @@ impl Scheduler {
                 (None, false)
             } else {
                 let op = match &next {
-                    Some(next) => WriteOp::Put(next.clone()),
-                    None => WriteOp::Delete(record.key.clone()),
+                    Some(next) => ReminderOp::Put(next.clone()),
+                    None => ReminderOp::Delete(record.key.clone()),
                 };
                 let wake = next.as_ref().is_some_and(|n| Self::track_locked(&mut q, n));
                 (Some(self.enqueue(op)), wake)

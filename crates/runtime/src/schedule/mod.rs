@@ -32,18 +32,19 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
 use tracing::warn;
-use troupe_storage::{ReminderKey, ReminderRecord, ReminderStore};
+use troupe_placement::{OwnerEpoch, Placement};
+use troupe_storage::{ReminderKey, ReminderOp, ReminderRecord, ReminderStore, ReminderWrite};
 
 use crate::clock::unix_now_ms;
 use crate::error::{CallError, Unavailable};
 use crate::input::millis;
-use crate::types::ContentType;
+use crate::types::{ActorId, ContentType};
 pub(crate) use firing::{Due, Fired};
 pub use record::ALARM_NAME;
 use record::{encode, info, Meta};
 pub use record::{AlarmSpec, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
 pub(crate) use writer::WriteRequest;
-use writer::{run_writer, store_error, WriteOp};
+use writer::{run_writer, store_error};
 
 /// How far ahead due reminders are kept in memory.
 pub(crate) const HORIZON: Duration = Duration::from_secs(30);
@@ -85,6 +86,8 @@ pub(crate) struct Scheduler {
     pub(crate) fired: AtomicU64,
     /// Writes the store refused after the writer was told to stop.
     failed_while_closing: Arc<AtomicUsize>,
+    /// Gives each write the owner epoch of its actor.
+    placement: Arc<dyn Placement>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -96,6 +99,7 @@ impl std::fmt::Debug for Scheduler {
 impl Scheduler {
     pub(crate) fn new(
         store: Arc<dyn ReminderStore>,
+        placement: Arc<dyn Placement>,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<WriteRequest>) {
         let (writes, rx) = mpsc::unbounded_channel();
         let scheduler = Arc::new(Self {
@@ -110,6 +114,7 @@ impl Scheduler {
             firing: Arc::new(Semaphore::new(MAX_FIRING)),
             fired: AtomicU64::new(0),
             failed_while_closing: Arc::default(),
+            placement,
         });
         (scheduler, rx)
     }
@@ -134,19 +139,33 @@ impl Scheduler {
         self.failed_while_closing.load(Ordering::Relaxed)
     }
 
-    async fn write(&self, op: WriteOp) -> Result<bool, CallError> {
+    async fn write(&self, op: ReminderOp) -> Result<bool, CallError> {
         let done = self.enqueue(op)?;
         Self::finished(done).await
     }
 
-    /// Queues a write; the writer applies queued writes in order.
+    /// Queues a write, with the owner epoch this daemon holds its actor
+    /// under now; the writer applies queued writes in order.
     fn enqueue(
         &self,
-        op: WriteOp,
+        op: ReminderOp,
     ) -> Result<oneshot::Receiver<Result<bool, CallError>>, CallError> {
+        let key = op.key();
+        let epoch = match self.placement.epoch(&key.actor_type, &key.actor_id) {
+            OwnerEpoch::Unfenced => None,
+            OwnerEpoch::Owned(epoch) => Some(epoch),
+            // The table moved on: the new owner's scheduler has it now.
+            OwnerEpoch::NotOwned => {
+                return Err(Unavailable::Fenced {
+                    actor: ActorId::new(key.actor_type.as_str(), key.actor_id.as_str()),
+                }
+                .into())
+            }
+        };
         let (done, rx) = oneshot::channel();
+        let write = ReminderWrite { op, epoch };
         self.writes
-            .send(WriteRequest { op, done })
+            .send(WriteRequest { write, done })
             .map_err(|_| CallError::from(Unavailable::ShuttingDown))?;
         Ok(rx)
     }
@@ -183,7 +202,7 @@ impl Scheduler {
             if let Some(touched) = q.firing.get_mut(&record.key) {
                 *touched = true;
             }
-            let done = self.enqueue(WriteOp::Put(record.clone()))?;
+            let done = self.enqueue(ReminderOp::Put(record.clone()))?;
             (done, Self::track_locked(&mut q, &record))
         };
         if wake {
@@ -208,7 +227,7 @@ impl Scheduler {
                 *touched = true;
             }
             q.live.remove(&key);
-            self.enqueue(WriteOp::Delete(key.clone()))?
+            self.enqueue(ReminderOp::Delete(key.clone()))?
         };
         Self::finished(done).await
     }

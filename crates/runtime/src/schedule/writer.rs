@@ -7,21 +7,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
-use troupe_storage::{ReminderKey, ReminderRecord, ReminderStore};
+use troupe_storage::{ReminderApplied, ReminderStore, ReminderWrite};
 
 use crate::error::{CallError, Unavailable};
+use crate::types::ActorId;
 
 pub(crate) fn store_error(e: troupe_storage::StoreError) -> CallError {
     Unavailable::store("the reminder store failed", e).into()
 }
 
-pub(crate) enum WriteOp {
-    Put(ReminderRecord),
-    Delete(ReminderKey),
-}
-
 pub(crate) struct WriteRequest {
-    pub(crate) op: WriteOp,
+    /// With the owner epoch the daemon held the actor under when it queued
+    /// the write (the store refuses it if a newer owner came since).
+    pub(crate) write: ReminderWrite,
     /// Whether the op was applied (a delete: whether the reminder existed).
     pub(crate) done: oneshot::Sender<Result<bool, CallError>>,
 }
@@ -82,25 +80,22 @@ async fn apply(
     store: &dyn ReminderStore,
     batch: &mut Vec<WriteRequest>,
 ) -> Result<(), troupe_storage::StoreError> {
-    let mut puts = Vec::new();
-    let mut deletes = Vec::new();
-    for req in batch.iter() {
-        match &req.op {
-            WriteOp::Put(record) => puts.push(record.clone()),
-            WriteOp::Delete(key) => deletes.push(key.clone()),
-        }
-    }
-    let result = store.apply_reminders(&puts, &deletes).await;
-    let mut existed = match &result {
-        Ok(e) => e.clone().into_iter(),
-        Err(_) => Vec::new().into_iter(),
-    };
-    for req in batch.drain(..) {
+    let writes: Vec<ReminderWrite> = batch.iter().map(|req| req.write.clone()).collect();
+    let result = store.apply_reminders(&writes).await;
+    for (i, req) in batch.drain(..).enumerate() {
+        let key = req.write.op.key();
         let outcome = match &result {
             Err(e) => Err(store_error(e.clone())),
-            Ok(_) => match req.op {
-                WriteOp::Put(_) => Ok(true),
-                WriteOp::Delete(_) => Ok(existed.next().unwrap_or(false)),
+            Ok(applied) => match applied.get(i) {
+                Some(ReminderApplied::Put) => Ok(true),
+                Some(ReminderApplied::Deleted { existed }) => Ok(*existed),
+                Some(ReminderApplied::Fenced) => Err(Unavailable::Fenced {
+                    actor: ActorId::new(key.actor_type.as_str(), key.actor_id.as_str()),
+                }
+                .into()),
+                None => Err(CallError::Internal(
+                    "the reminder store answered fewer writes than it was given".into(),
+                )),
             },
         };
         let _ = req.done.send(outcome);

@@ -166,6 +166,10 @@ mod tests {
                 troupe_storage::StoreError::Io("disk on fire".into()),
             )
             .into(),
+            Unavailable::Fenced {
+                actor: actor.clone(),
+            }
+            .into(),
             Unavailable::Dropped { actor }.into(),
             Unavailable::OwnerUnreachable {
                 actor: "counter/c1".into(),

@@ -8,7 +8,9 @@ use tonic::Code;
 use troupe_placement::table::Table;
 
 /// The lease a heartbeat acknowledged by placement grants: from its *send*
-/// time, minus a margin for clock rate drift and a state write in flight.
+/// time, minus a margin for clock rate drift (a write or turn that outlives
+/// the lease is the stores' and the apps' to refuse: owner epochs, lease
+/// deadlines).
 /// Placement removes a member only `lease` after it last *received* from it,
 /// which is after the send, so this always ends first.
 pub fn lease_until(sent: Instant, lease: Duration) -> Instant {

@@ -7,7 +7,12 @@
 //! store go through one lock, so a batch can never overtake an older one:
 //! the store never sees an older value after a newer one.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod fenced;
+mod report;
+
+pub(crate) use fenced::RefusedActors;
+pub use report::{FlushBacklog, UnwrittenState};
+
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -16,18 +21,18 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tracing::{debug, warn};
-use troupe_placement::Placement;
+use troupe_placement::{OwnerEpoch, Placement};
 use troupe_storage::{ActorWrite, StateStore};
 
-use crate::activation::{Activation, Inner};
+use crate::activation::{Activation, Inner, Status};
 use crate::error::{CallError, Unavailable};
 use crate::metrics::Metrics;
 use crate::reply::Reply;
 use crate::types::{Payload, TRACE_TARGET};
 use tracing::Instrument;
 
-/// A `durable` reply held until its writes are stored.
-type HeldReply = (Reply, Result<Payload, CallError>);
+/// A `durable` reply held until its actor's writes are stored.
+type HeldReply = (Arc<Activation>, Reply, Result<Payload, CallError>);
 
 pub(crate) struct Flusher {
     store: Arc<dyn StateStore>,
@@ -51,23 +56,12 @@ pub(crate) struct Flusher {
     last_flush_unix_ms: AtomicU64,
     metrics: Option<Arc<Metrics>>,
     /// Writes stop when this daemon may no longer serve (its placement lease
-    /// lapsed): the actors may be another daemon's by now.
+    /// lapsed): the actors may be another daemon's by now. Also gives each
+    /// write its owner epoch.
     placement: Arc<dyn Placement>,
-}
-
-/// What write-behind still owes the store, for status output.
-#[derive(Debug, Clone, Default)]
-pub struct FlushBacklog {
-    pub dirty_actors: usize,
-    pub dirty_bytes: usize,
-    /// Durable replies waiting for their batch.
-    pub held_replies: usize,
-    pub batches: u64,
-    pub keys_written: u64,
-    pub last_flush_unix_ms: u64,
-    pub failing: bool,
-    /// Empty when the last write succeeded.
-    pub last_error: String,
+    /// Activations whose writes the store refused (a newer owner has the
+    /// actor), for the runtime to drop.
+    refused: RefusedActors,
 }
 
 impl std::fmt::Debug for Flusher {
@@ -84,6 +78,7 @@ impl Flusher {
         max_dirty_bytes: usize,
         metrics: Option<Arc<Metrics>>,
         placement: Arc<dyn Placement>,
+        refused: RefusedActors,
     ) -> Self {
         Self {
             store,
@@ -101,29 +96,7 @@ impl Flusher {
             last_flush_unix_ms: AtomicU64::new(0),
             metrics,
             placement,
-        }
-    }
-
-    pub(crate) fn backlog(&self) -> FlushBacklog {
-        let failing = self.failing.load(Ordering::Relaxed);
-        FlushBacklog {
-            dirty_actors: self.dirty_actors(),
-            dirty_bytes: self.dirty_bytes(),
-            held_replies: self.held.lock().len(),
-            batches: self.batches.load(Ordering::Relaxed),
-            keys_written: self.keys_written.load(Ordering::Relaxed),
-            last_flush_unix_ms: self.last_flush_unix_ms.load(Ordering::Relaxed),
-            failing,
-            // The error of the last write, which is the one that failed.
-            last_error: if failing {
-                self.last_failure
-                    .lock()
-                    .as_ref()
-                    .map(ToString::to_string)
-                    .unwrap_or_default()
-            } else {
-                String::new()
-            },
+            refused,
         }
     }
 
@@ -147,7 +120,12 @@ impl Flusher {
         }
     }
 
-    pub(crate) fn hold_reply(&self, reply: Reply, result: Result<Payload, CallError>) {
+    pub(crate) fn hold_reply(
+        &self,
+        act: &Arc<Activation>,
+        reply: Reply,
+        result: Result<Payload, CallError>,
+    ) {
         // While the store is failing, a durable caller learns it at once
         // instead of waiting out the retry backoff; its change stays dirty
         // and is written when the store is back.
@@ -157,7 +135,7 @@ impl Flusher {
                 return;
             }
         }
-        self.held.lock().push((reply, result));
+        self.held.lock().push((act.clone(), reply, result));
         self.wake.notify_one();
     }
 
@@ -184,8 +162,12 @@ impl Flusher {
             match self.flush_dirty().await {
                 Ok(()) => backoff = Duration::ZERO,
                 Err(e) => {
+                    // At most 2 s apart: a store that recovers (PostgreSQL
+                    // back, disk space freed) is written again within
+                    // seconds, while one that stays down costs a write
+                    // attempt every 2 s.
                     backoff =
-                        (backoff * 2).clamp(Duration::from_millis(50), Duration::from_secs(5));
+                        (backoff * 2).clamp(Duration::from_millis(50), Duration::from_secs(2));
                     warn!(error = %e, retry_in_ms = backoff.as_millis() as u64, "state flush failed; dirty state kept in memory");
                 }
             }
@@ -200,54 +182,55 @@ impl Flusher {
         let held = std::mem::take(&mut *self.held.lock());
         let acts = std::mem::take(&mut *self.dirty.lock());
         self.dirty_bytes.store(0, Ordering::Relaxed);
-        let mut batch = Vec::with_capacity(acts.len());
-        let mut written = Vec::with_capacity(acts.len());
+        let mut batch = Batch::with_capacity(acts.len(), held);
         for act in acts {
             let mut inner = act.inner.lock();
             inner.set_in_dirty_list(false);
-            if let Some(write) = take_dirty(&act, &mut inner) {
-                batch.push(write);
-                drop(inner);
-                written.push(act);
-            }
+            batch.take(&act, &mut inner, &*self.placement);
         }
-        self.write(batch, written, held).await
+        self.write(batch).await.map(drop)
     }
 
     /// Writes one actor's dirty keys now (deactivation, hand-off).
     pub(crate) async fn flush_actor(&self, act: &Arc<Activation>) -> Result<(), CallError> {
         let _guard = self.write_lock.lock().await;
-        let write = take_dirty(act, &mut act.inner.lock());
-        match write {
-            Some(w) => {
-                // These bytes no longer wait for the periodic flush.
-                let bytes = write_bytes(&w);
-                let _ = self
-                    .dirty_bytes
-                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
-                        Some(d.saturating_sub(bytes))
-                    });
-                self.write(vec![w], vec![act.clone()], Vec::new()).await
+        let mut batch = Batch::with_capacity(1, Vec::new());
+        batch.take(act, &mut act.inner.lock(), &*self.placement);
+        // These bytes no longer wait for the periodic flush.
+        let bytes: usize = batch.writes.iter().map(write_bytes).sum();
+        let _ = self
+            .dirty_bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
+                Some(d.saturating_sub(bytes))
+            });
+        let refused = self.write(batch).await?;
+        if refused > 0 {
+            return Err(Unavailable::Fenced {
+                actor: act.id.clone(),
             }
-            None => Ok(()),
+            .into());
         }
+        Ok(())
     }
 
-    async fn write(
-        &self,
-        batch: Vec<ActorWrite>,
-        acts: Vec<Arc<Activation>>,
-        held: Vec<HeldReply>,
-    ) -> Result<(), CallError> {
-        let result = if batch.is_empty() {
-            Ok(())
+    /// Writes `batch`, answers its held replies and hands the activations
+    /// whose writes the store refused to the runtime; returns how many.
+    async fn write(&self, batch: Batch) -> Result<usize, CallError> {
+        let Batch {
+            writes,
+            acts,
+            held,
+            not_owned,
+        } = batch;
+        let result = if writes.is_empty() {
+            Ok(Vec::new())
         } else if !self.placement.may_serve() {
             // Another daemon may own these actors now: not written.
-            Err((Unavailable::LeaseLapsed, batch))
+            Err((Unavailable::LeaseLapsed, writes))
         } else {
-            let keys: usize = batch.iter().map(|w| w.changes.len()).sum();
-            let bytes: usize = batch.iter().map(write_bytes).sum();
-            let actors = batch.len();
+            let keys: usize = writes.iter().map(|w| w.changes.len()).sum();
+            let bytes: usize = writes.iter().map(write_bytes).sum();
+            let actors = writes.len();
             let started = tokio::time::Instant::now();
             let span = tracing::info_span!(
                 target: TRACE_TARGET,
@@ -259,20 +242,20 @@ impl Flusher {
                 otel.status_code = tracing::field::Empty,
                 error = tracing::field::Empty,
             );
-            let batch = Arc::new(batch);
-            *self.in_flight.lock() = Some(batch.clone());
+            let writes = Arc::new(writes);
+            *self.in_flight.lock() = Some(writes.clone());
             let result = self
                 .store
-                .write_batch(&batch)
+                .write_batch(&writes)
                 .instrument(span.clone())
                 .await;
             // Not reached when the write is abandoned (its future dropped):
             // the batch then stays in flight, for `unwritten`.
             self.in_flight.lock().take();
-            let batch = Arc::unwrap_or_clone(batch);
+            let writes = Arc::unwrap_or_clone(writes);
             let took = started.elapsed();
             match &result {
-                Ok(()) => {
+                Ok(_) => {
                     self.batches.fetch_add(1, Ordering::Relaxed);
                     self.keys_written.fetch_add(keys as u64, Ordering::Relaxed);
                     self.last_flush_unix_ms
@@ -296,86 +279,130 @@ impl Flusher {
                     }
                 }
             }
-            result.map_err(|source| {
-                let failure = Unavailable::Store {
-                    what: "the state store failed".into(),
-                    source,
-                    remedy: "the change is kept in memory and retried, but was not confirmed \
-                             durable",
-                };
-                (failure, batch)
-            })
+            match result {
+                Ok(fenced) => Ok(self.sort_fenced(&writes, &acts, fenced)),
+                Err(source) => {
+                    let failure = Unavailable::Store {
+                        what: "the state store failed".into(),
+                        source,
+                        remedy: "the change is kept in memory and retried, but was not \
+                                 confirmed durable",
+                    };
+                    Err((failure, writes))
+                }
+            }
         };
         self.failing.store(result.is_err(), Ordering::Relaxed);
         match result {
-            Ok(()) => {
-                for (reply, result) in held {
-                    reply.send(result);
+            Ok(fenced) => {
+                let mut refused = not_owned;
+                let mut retried = Vec::new();
+                for (i, verdict) in fenced {
+                    match verdict {
+                        fenced::Verdict::Retry(write) => {
+                            self.restore(&acts[i], write);
+                            retried.push(acts[i].clone());
+                        }
+                        fenced::Verdict::Refused => refused.push(acts[i].clone()),
+                    }
                 }
-                Ok(())
+                self.answer_held(held, &refused, &retried);
+                let count = refused.len();
+                self.refuse(refused);
+                Ok(count)
             }
-            Err((failure, batch)) => {
+            Err((failure, writes)) => {
                 // Put the keys back so the next flush writes them (with
                 // whatever value is current by then: never an older one).
-                for (act, write) in acts.iter().zip(batch) {
-                    let mut inner = act.inner.lock();
-                    let dirty = inner.dirty.get_or_insert_with(Default::default);
-                    dirty.extend(write.changes.into_iter().map(|(k, _)| k));
-                    self.mark_dirty(act, &mut inner, 0);
+                for (act, write) in acts.iter().zip(writes) {
+                    self.restore(act, write);
                 }
+                self.refuse(not_owned);
                 // A durable caller must not wait for the store to come back:
                 // tell it now. The write may or may not have happened; the
                 // state stays dirty and is retried.
                 *self.last_failure.lock() = Some(failure.clone());
-                for (reply, _) in held {
+                for (_, reply, _) in held {
                     reply.send(Err(failure.clone().into()));
                 }
                 Err(failure.into())
             }
         }
     }
+
+    /// Marks `write`'s keys dirty again, to be written with whatever value
+    /// is current at the next flush (never an older one). Not for an
+    /// activation that is gone: its state may be stale.
+    fn restore(&self, act: &Arc<Activation>, write: ActorWrite) {
+        let mut inner = act.inner.lock();
+        if inner.status == Status::Gone {
+            return;
+        }
+        let dirty = inner.dirty.get_or_insert_with(Default::default);
+        dirty.extend(write.changes.into_iter().map(|(k, _)| k));
+        self.mark_dirty(act, &mut inner, 0);
+    }
 }
 
-/// State the store has not confirmed: one actor's keys.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnwrittenState {
-    pub actor_type: String,
-    pub actor_id: String,
-    pub keys: Vec<String>,
+/// The writes of one flush, with the activations they came from (same
+/// order) and the replies waiting for them.
+struct Batch {
+    writes: Vec<ActorWrite>,
+    acts: Vec<Arc<Activation>>,
+    held: Vec<HeldReply>,
+    /// Dirty actors this daemon no longer owns under its table: not
+    /// written, refused at once.
+    not_owned: Vec<Arc<Activation>>,
 }
 
-impl Flusher {
-    /// Every change the store has not confirmed: dirty keys, and the batch
-    /// of a write that was abandoned before the store answered. Sorted by
-    /// actor, keys sorted.
-    pub(crate) fn unwritten(&self) -> Vec<UnwrittenState> {
-        let mut unwritten: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
-        if let Some(batch) = self.in_flight.lock().clone() {
-            for write in batch.iter() {
-                unwritten
-                    .entry((write.actor_type.clone(), write.actor_id.clone()))
-                    .or_default()
-                    .extend(write.changes.iter().map(|(key, _)| key.clone()));
-            }
+impl Batch {
+    fn with_capacity(actors: usize, held: Vec<HeldReply>) -> Self {
+        Self {
+            writes: Vec::with_capacity(actors),
+            acts: Vec::with_capacity(actors),
+            held,
+            not_owned: Vec::new(),
         }
-        let listed = self.dirty.lock().clone();
-        for act in listed {
-            let inner = act.inner.lock();
-            if let Some(dirty) = inner.dirty.as_ref().filter(|d| !d.is_empty()) {
-                unwritten
-                    .entry((act.id.ty.to_string(), act.id.id.to_string()))
-                    .or_default()
-                    .extend(dirty.iter().cloned());
-            }
+    }
+
+    /// Takes `act`'s dirty keys (and their values now) into the batch,
+    /// with the owner epoch this daemon holds the actor under now.
+    fn take(&mut self, act: &Arc<Activation>, inner: &mut Inner, placement: &dyn Placement) {
+        // Gone: dropped without writing (fenced); its state may be stale.
+        if inner.status == Status::Gone {
+            inner.dirty = None;
+            return;
         }
-        unwritten
+        let Some(dirty) = inner.dirty.take() else {
+            return;
+        };
+        if dirty.is_empty() {
+            return;
+        }
+        // Read with the keys, under the activation's lock: a fence cannot
+        // come in between, so the epoch is one this state was current under.
+        let epoch = match placement.epoch(&act.id.ty, &act.id.id) {
+            OwnerEpoch::Unfenced => None,
+            OwnerEpoch::Owned(epoch) => Some(epoch),
+            OwnerEpoch::NotOwned => {
+                self.not_owned.push(act.clone());
+                return;
+            }
+        };
+        let changes = dirty
             .into_iter()
-            .map(|((actor_type, actor_id), keys)| UnwrittenState {
-                actor_type,
-                actor_id,
-                keys: keys.into_iter().collect(),
+            .map(|key| {
+                let value = inner.state.get(&key).cloned();
+                (key, value)
             })
-            .collect()
+            .collect();
+        self.writes.push(ActorWrite {
+            actor_type: act.id.ty.to_string(),
+            actor_id: act.id.id.to_string(),
+            epoch,
+            changes,
+        });
+        self.acts.push(act.clone());
     }
 }
 
@@ -385,23 +412,4 @@ fn write_bytes(w: &ActorWrite) -> usize {
         .iter()
         .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len()))
         .sum()
-}
-
-fn take_dirty(act: &Activation, inner: &mut Inner) -> Option<ActorWrite> {
-    let dirty = inner.dirty.take()?;
-    if dirty.is_empty() {
-        return None;
-    }
-    let changes = dirty
-        .into_iter()
-        .map(|key| {
-            let value = inner.state.get(&key).cloned();
-            (key, value)
-        })
-        .collect();
-    Some(ActorWrite {
-        actor_type: act.id.ty.to_string(),
-        actor_id: act.id.id.to_string(),
-        changes,
-    })
 }

@@ -1,7 +1,16 @@
 //! The store against bad URLs, and against a real server when
 //! `TROUPE_TEST_POSTGRES` names one.
 
-use super::*;
+use std::future::Future;
+use std::str::FromStr;
+
+use bytes::Bytes;
+use tokio_postgres::config::Host;
+use tokio_postgres::NoTls;
+use troupe_storage::StateStore;
+
+use crate::store::describe_config;
+use crate::PostgresStore;
 
 #[test]
 fn descriptions_never_show_the_password() -> Result<(), Box<dyn std::error::Error>> {
@@ -51,7 +60,7 @@ async fn a_bad_url_is_refused_clearly() {
 /// Skipped with a message when it is unset, failed when
 /// `TROUPE_REQUIRE_POSTGRES=1`.
 mod live {
-    use super::super::*;
+    use super::*;
     use troupe_storage::conformance::{postgres_url, write};
 
     type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -196,6 +205,19 @@ mod live {
     }
 
     #[tokio::test]
+    async fn writes_are_fenced_by_owner_epochs() -> TestResult {
+        let Some(base) = postgres_url("PostgresStore fencing")? else {
+            return Ok(());
+        };
+        let db = TempDb::create(&base).await?;
+        let store = PostgresStore::connect(&db.url).await?;
+        troupe_storage::conformance::fencing(&store, &store).await?;
+        drop(store);
+        db.drop_db().await;
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn reminders_keep_the_store_contract() -> TestResult {
         let Some(base) = postgres_url("PostgresStore reminders")? else {
             return Ok(());
@@ -235,7 +257,7 @@ mod live {
             .iter()
             .map(|r| r.get(0))
             .collect();
-        assert_eq!(versions, vec![1, 2], "each migration is recorded once");
+        assert_eq!(versions, vec![1, 2, 3], "each migration is recorded once");
         client
             .batch_execute("INSERT INTO troupe_schema_version (version) VALUES (999)")
             .await?;

@@ -1,0 +1,74 @@
+//! Helpers the runtime's integration tests share.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use async_trait::async_trait;
+use troupe_storage::{
+    ActorWrite, Epoch, FencedActor, MemoryStore, StateStore, StoreError, StoredState,
+};
+
+/// What runs before each batch: it may fail it, hang it, or change the
+/// store first (a claim by "another daemon").
+pub type BeforeWrite = Box<
+    dyn for<'a> Fn(
+            &'a MemoryStore,
+        ) -> Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'a>>
+        + Send
+        + Sync,
+>;
+
+/// A [`MemoryStore`] whose batches go through a hook first.
+pub struct HookedStore {
+    pub inner: MemoryStore,
+    before: BeforeWrite,
+}
+
+impl HookedStore {
+    pub fn new(before: BeforeWrite) -> Self {
+        Self {
+            inner: MemoryStore::new(),
+            before,
+        }
+    }
+}
+
+impl std::fmt::Debug for HookedStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookedStore").finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl StateStore for HookedStore {
+    fn describe(&self) -> String {
+        "hooked memory".into()
+    }
+
+    async fn load(&self, actor_type: &str, actor_id: &str) -> Result<StoredState, StoreError> {
+        self.inner.load(actor_type, actor_id).await
+    }
+
+    async fn claim(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        epoch: Epoch,
+    ) -> Result<StoredState, StoreError> {
+        self.inner.claim(actor_type, actor_id, epoch).await
+    }
+
+    async fn write_batch(&self, batch: &[ActorWrite]) -> Result<Vec<FencedActor>, StoreError> {
+        (self.before)(&self.inner).await?;
+        self.inner.write_batch(batch).await
+    }
+
+    async fn list_actors(
+        &self,
+        actor_type: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        self.inner.list_actors(actor_type, after, limit).await
+    }
+}
