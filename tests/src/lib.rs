@@ -16,8 +16,10 @@ pub use troupe_proto::v1 as pb;
 pub use troupe_proto::v1::deactivate::Reason;
 
 mod client;
+pub mod cluster_fixture;
 pub mod cluster_harness;
 mod daemon;
+pub mod freeze;
 mod raw_app;
 pub mod replicas;
 pub mod scrape;

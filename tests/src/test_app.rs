@@ -43,6 +43,11 @@ pub struct AppEvents {
     pub max_concurrent: HashMap<ActorKey, u32>,
     /// Set when the daemon's stream ended: Ok(()) or the error status text.
     pub stream_end: Option<Result<(), String>>,
+    /// Each turn the app ran: the actor and when it started (unix ms).
+    pub turns_run: Vec<(ActorKey, u64)>,
+    /// Activations and turns refused because their lease deadline had
+    /// passed when they arrived, as SDKs refuse them.
+    pub lease_refusals: Vec<ActorKey>,
 }
 
 impl AppEvents {
@@ -61,6 +66,9 @@ impl AppEvents {
 /// that long, then replies null), and "put_raw" (stores the call's payload
 /// bytes as they are under key "raw" and replies them with content type
 /// BYTES: state and results that are not JSON).
+///
+/// Like the SDKs, it refuses an activation or a turn that arrives after its
+/// lease deadline (`lease_expired`).
 ///
 /// Each turn runs in its own task that yields before it replies, so if the
 /// daemon ever ran two turns of one actor at once, updates would be lost and
@@ -179,6 +187,16 @@ async fn serve_counter(
             Err(status) => break Err(format!("{:?}: {}", status.code(), status.message())),
         };
         match message.kind {
+            Some(Kind::Activate(a)) if lease_over(a.lease_deadline_unix_ms) => {
+                events.send_modify(|e| e.lease_refusals.push(key_of(&a.actor)));
+                let _ = out.send(pb::AppMessage {
+                    kind: Some(pb::app_message::Kind::Activated(pb::ActivateResult {
+                        call_id: a.call_id,
+                        lease_expired: true,
+                        ..Default::default()
+                    })),
+                });
+            }
             Some(Kind::Activate(a)) => {
                 let key = key_of(&a.actor);
                 let count = a
@@ -213,13 +231,32 @@ async fn serve_counter(
                     })),
                 });
             }
+            Some(Kind::Turn(t)) if lease_over(t.lease_deadline_unix_ms) => {
+                events.send_modify(|e| e.lease_refusals.push(key_of(&t.actor)));
+                let _ = out.send(pb::AppMessage {
+                    kind: Some(pb::app_message::Kind::TurnResult(pb::TurnResult {
+                        call_id: t.call_id,
+                        lease_expired: true,
+                        ..Default::default()
+                    })),
+                });
+            }
             Some(Kind::Turn(t)) => {
+                events.send_modify(|e| {
+                    e.turns_run
+                        .push((key_of(&t.actor), crate::cluster_harness::unix_now_ms()))
+                });
                 tokio::spawn(counter_turn(t, counts.clone(), out.clone(), events.clone()));
             }
             Some(Kind::Registered(_)) | None => {}
         }
     };
     events.send_modify(|e| e.stream_end = Some(end));
+}
+
+/// Whether a lease deadline (unix ms; 0: none) has passed.
+fn lease_over(deadline_unix_ms: u64) -> bool {
+    deadline_unix_ms != 0 && crate::cluster_harness::unix_now_ms() >= deadline_unix_ms
 }
 
 async fn counter_turn(

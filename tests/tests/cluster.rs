@@ -12,147 +12,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use std::sync::Mutex as StdMutex;
 
+use troupe_tests::cluster_fixture::*;
 use troupe_tests::cluster_harness::*;
-use troupe_tests::replicas::PlacementCluster;
-use troupe_tests::store::{ids, postgres_url, type_with_mode};
+use troupe_tests::store::ids;
 use troupe_tests::*;
-
-/// The default lease. Shorter ones keep tests quicker but let a loaded
-/// 2-core machine delay a heartbeat past the lease, which fences a healthy
-/// daemon (correctly, but not what these tests are about).
-const LEASE: &str = "3s";
-const LEASE_MS: u64 = 3_000;
-
-/// One cluster at a time: each is six processes plus the load, and two at
-/// once on two cores starve heartbeats.
-static ONE_CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn durable(name: &str) -> pb::ActorTypeSpec {
-    type_with_mode(name, pb::StateMode::Durable)
-}
-
-struct Fixture {
-    replicas: PlacementCluster,
-    members: Vec<Member>,
-    store_url: String,
-    _db: PgDatabase,
-    /// Last, so the next test starts only once these processes are gone.
-    _alone: tokio::sync::MutexGuard<'static, ()>,
-}
-
-impl Fixture {
-    async fn start(test: &str, daemons: usize) -> anyhow::Result<Option<Fixture>> {
-        let Some(server) = postgres_url(test)? else {
-            return Ok(None);
-        };
-        let alone = ONE_CLUSTER.lock().await;
-        let db = PgDatabase::create(&server).await?;
-        let store_url = db.url.clone();
-        let replicas = PlacementCluster::start(3, &["--lease", LEASE]).await?;
-        replicas.leader().await?;
-        let mut fx = Fixture {
-            replicas,
-            members: Vec::new(),
-            store_url,
-            _db: db,
-            _alone: alone,
-        };
-        for i in 1..=daemons {
-            fx.add(&format!("d{i}")).await?;
-        }
-        fx.settle().await?;
-        Ok(Some(fx))
-    }
-
-    /// Waits until placement's table has exactly the current members and no
-    /// change in flight, and every member routes by it.
-    async fn settle(&self) -> anyhow::Result<()> {
-        let version = settled_with(&self.replicas, &self.nodes(), "counter").await?;
-        routing_by(&self.members, version).await
-    }
-
-    async fn add(&mut self, node: &str) -> anyhow::Result<()> {
-        let member = Member::start(
-            node,
-            &placement_arg(&self.replicas),
-            &self.store_url,
-            vec![durable("counter")],
-            &[],
-        )
-        .await?;
-        self.members.push(member);
-        Ok(())
-    }
-
-    fn nodes(&self) -> Vec<&str> {
-        self.members.iter().map(|m| m.node.as_str()).collect()
-    }
-
-    fn member(&mut self, node: &str) -> anyhow::Result<&mut Member> {
-        self.members
-            .iter_mut()
-            .find(|m| m.node == node)
-            .with_context(|| format!("no member {node}"))
-    }
-
-    /// Removes `node` from the fixture (after killing or stopping it).
-    fn forget(&mut self, node: &str) -> Option<Member> {
-        let i = self.members.iter().position(|m| m.node == node)?;
-        Some(self.members.remove(i))
-    }
-
-    fn clients(&self) -> Vec<Client> {
-        self.members.iter().map(|m| m.client.clone()).collect()
-    }
-
-    fn logs(&self) -> String {
-        let mut out = String::new();
-        for m in &self.members {
-            out.push_str(&format!("--- daemon {}\n{}\n", m.node, m.daemon.log()));
-        }
-        out.push_str(&self.replicas.logs());
-        out
-    }
-}
-
-/// Reads `actor`'s count (an `incr` by 0) through `client`, retrying until
-/// it answers, at most `limit`. Each attempt has a short deadline of its
-/// own: a call forwarded to a daemon that stopped answering ends at its
-/// caller's deadline (it is not re-sent: it may have run), so waiting on
-/// one attempt would measure the test's patience, not the failover.
-async fn until_served(client: &mut Client, actor: &str, limit: Duration) -> anyhow::Result<i64> {
-    let deadline = Instant::now() + limit;
-    loop {
-        let mut request = tonic::Request::new(pb::InvokeRequest {
-            actor: Some(troupe_tests::actor("counter", actor)),
-            method: "incr".into(),
-            payload: Some(json_payload(r#"{"kwargs": {"by": 0}}"#)),
-            ..Default::default()
-        });
-        request.set_timeout(Duration::from_millis(500));
-        let answer = within(
-            Duration::from_secs(2),
-            "one attempt",
-            client.0.invoke(request),
-        )
-        .await;
-        match answer {
-            Ok(Ok(reply)) => {
-                let data = reply
-                    .into_inner()
-                    .payload
-                    .map(|p| p.data)
-                    .unwrap_or_default();
-                return Ok(serde_json::from_slice::<i64>(&data)?);
-            }
-            _ if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Ok(Err(status)) => bail!("{actor} was not served within {limit:?}: {status}"),
-            Err(e) => return Err(e.context(format!("{actor} was not served within {limit:?}"))),
-        }
-    }
-}
 
 /// Increments over `actors` through whichever clients are current, until
 /// stopped (or its bounds end it); counts acknowledged increments per actor.
@@ -239,7 +102,7 @@ async fn nothing_acknowledged_lost(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn calls_through_any_daemon_reach_the_one_actor() -> anyhow::Result<()> {
-    let Some(fx) = Fixture::start("calls_through_any_daemon_reach_the_one_actor", 3).await? else {
+    let Some(fx) = Cluster::start("calls_through_any_daemon_reach_the_one_actor", 3).await? else {
         return Ok(());
     };
     let mut total = 0;
@@ -291,7 +154,7 @@ async fn calls_through_any_daemon_reach_the_one_actor() -> anyhow::Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_killed_daemons_actors_resume_elsewhere_with_their_state() -> anyhow::Result<()> {
-    let Some(mut fx) = Fixture::start(
+    let Some(mut fx) = Cluster::start(
         "a_killed_daemons_actors_resume_elsewhere_with_their_state",
         3,
     )
@@ -346,7 +209,7 @@ async fn a_killed_daemons_actors_resume_elsewhere_with_their_state() -> anyhow::
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn losing_the_placement_leader_keeps_calls_and_changes_flowing() -> anyhow::Result<()> {
-    let Some(mut fx) = Fixture::start(
+    let Some(mut fx) = Cluster::start(
         "losing_the_placement_leader_keeps_calls_and_changes_flowing",
         2,
     )
@@ -397,7 +260,7 @@ async fn losing_the_placement_leader_keeps_calls_and_changes_flowing() -> anyhow
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_paused_daemon_stops_serving_before_its_actors_move() -> anyhow::Result<()> {
     let Some(mut fx) =
-        Fixture::start("a_paused_daemon_stops_serving_before_its_actors_move", 2).await?
+        Cluster::start("a_paused_daemon_stops_serving_before_its_actors_move", 2).await?
     else {
         return Ok(());
     };
@@ -452,7 +315,7 @@ async fn a_paused_daemon_stops_serving_before_its_actors_move() -> anyhow::Resul
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn no_two_live_activations_through_joins_leaves_kills_and_leader_loss() -> anyhow::Result<()>
 {
-    let Some(mut fx) = Fixture::start(
+    let Some(mut fx) = Cluster::start(
         "no_two_live_activations_through_joins_leaves_kills_and_leader_loss",
         3,
     )
@@ -553,7 +416,7 @@ async fn no_two_live_activations_through_joins_leaves_kills_and_leader_loss() ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_reminder_moves_with_its_actor() -> anyhow::Result<()> {
-    let Some(mut fx) = Fixture::start("a_reminder_moves_with_its_actor", 2).await? else {
+    let Some(mut fx) = Cluster::start("a_reminder_moves_with_its_actor", 2).await? else {
         return Ok(());
     };
     // An actor owned by d1, its reminder set through d2 (which forwards it).
