@@ -1,15 +1,18 @@
 //! The embedded store, the default under `--data-dir`: actor state and
 //! reminders in one sled database, each batch one atomic `apply_batch` plus
-//! an fsync.
+//! an fsync. The database is re-opened after an I/O error (`db`), so a store
+//! that failed (a full disk) recovers by itself once the file system does.
 //!
 //! Owner epochs (fencing) are accepted and not checked: sled locks its
 //! directory, so one daemon holds the database, and the daemon refuses to
 //! join a cluster on it (state would not follow actors between daemons).
 //! There is never another owner to fence.
 
+mod db;
 mod keys;
 mod reminders;
 mod state;
 
+pub use db::ReopenError;
 pub use reminders::SledReminders;
 pub use state::SledStore;

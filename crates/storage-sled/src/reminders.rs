@@ -9,32 +9,36 @@ use troupe_storage::{
     StoreError,
 };
 
+use crate::db::{Failure, SledDb};
 use crate::keys::{actor_prefix, read_segment, type_prefix};
 use crate::SledStore;
 
 /// Reminders in the daemon's sled database, beside the state.
 ///
-/// One tree holds both the records and the due-time index, under different
-/// key prefixes, so one `apply_batch` changes both atomically (sled's
-/// multi-tree transactions cost several times more per reminder).
+/// One tree (`reminders`) holds both the records and the due-time index,
+/// under different key prefixes, so one `apply_batch` changes both
+/// atomically (sled's multi-tree transactions cost several times more per
+/// reminder):
+/// `R | actor prefix | name` → `due (u64 BE) | data`;
+/// `D | due (u64 BE) | actor prefix | name` → ().
+///
+/// The database is the state store's, re-opened after an I/O error by
+/// whichever store meets it first (see [`crate::db`]).
 #[derive(Debug, Clone)]
 pub struct SledReminders {
-    db: sled::Db,
-    /// `R | actor prefix | name` → `due (u64 BE) | data`;
-    /// `D | due (u64 BE) | actor prefix | name` → ()
-    tree: sled::Tree,
+    db: SledDb,
 }
 
 const RECORD: u8 = b'R';
 const BY_DUE: u8 = b'D';
 
 impl SledReminders {
+    /// The reminders in `store`'s database (its `reminders` tree is opened
+    /// with the database).
     pub fn open(store: &SledStore) -> Result<Self, StoreError> {
-        let db = store.db().clone();
-        let tree = db
-            .open_tree("reminders")
-            .map_err(|e| StoreError::Io(format!("opening the reminders tree: {e}")))?;
-        Ok(Self { db, tree })
+        Ok(Self {
+            db: store.db().clone(),
+        })
     }
 }
 
@@ -85,10 +89,6 @@ fn parse_record(key: ReminderKey, value: &[u8]) -> Result<ReminderRecord, StoreE
     })
 }
 
-fn io(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Io(e.to_string())
-}
-
 #[async_trait]
 impl ReminderStore for SledReminders {
     async fn apply_reminders(
@@ -116,71 +116,74 @@ impl ReminderStore for SledReminders {
                 ReminderOp::Put(_) => None,
             })
             .collect();
-        let kinds: Vec<bool> = writes
+        let puts_in_order: Vec<bool> = writes
             .iter()
             .map(|w| matches!(w.op, ReminderOp::Put(_)))
             .collect();
-        let (tree, db) = (self.tree.clone(), self.db.clone());
-        // Reads, the batch and the fsync block; keep them off the async workers.
-        tokio::task::spawn_blocking(move || {
-            // Only the scheduler's single writer calls this, so the due times
-            // read here cannot change before the batch applies. An op on a
-            // key already in this batch sees that earlier op's result.
-            let mut seen: HashMap<Vec<u8>, Option<[u8; 8]>> = HashMap::new();
-            let old_due = |seen: &HashMap<Vec<u8>, Option<[u8; 8]>>,
-                           bare: &[u8]|
-             -> Result<Option<[u8; 8]>, StoreError> {
-                if let Some(d) = seen.get(bare) {
-                    return Ok(*d);
-                }
-                Ok(tree
-                    .get(tagged(RECORD, &[bare]))
-                    .map_err(io)?
-                    .and_then(|v| v.get(..8).and_then(|d| d.try_into().ok())))
-            };
-            let mut batch = sled::Batch::default();
-            for (bare, value, due) in &puts {
-                if let Some(old) = old_due(&seen, bare)? {
-                    batch.remove(tagged(BY_DUE, &[&old, bare]));
-                }
-                batch.insert(tagged(RECORD, &[bare]), value.as_slice());
-                batch.insert(tagged(BY_DUE, &[due, bare]), &[] as &[u8]);
-                seen.insert(bare.clone(), Some(*due));
-            }
-            let mut existed = Vec::with_capacity(deletes.len());
-            for bare in &deletes {
-                match old_due(&seen, bare)? {
-                    Some(old) => {
-                        batch.remove(tagged(BY_DUE, &[&old, bare]));
-                        batch.remove(tagged(RECORD, &[bare]));
-                        existed.push(true);
+        // Reads, the batch and the fsync block: `write` keeps them off the
+        // async workers.
+        self.db
+            .write(move |db| {
+                let tree = &db.reminders;
+                // Only the scheduler's single writer calls this, so the due times
+                // read here cannot change before the batch applies. An op on a
+                // key already in this batch sees that earlier op's result.
+                let mut seen: HashMap<Vec<u8>, Option<[u8; 8]>> = HashMap::new();
+                let old_due = |seen: &HashMap<Vec<u8>, Option<[u8; 8]>>,
+                               bare: &[u8]|
+                 -> Result<Option<[u8; 8]>, Failure> {
+                    if let Some(d) = seen.get(bare) {
+                        return Ok(*d);
                     }
-                    None => existed.push(false),
+                    Ok(tree
+                        .get(tagged(RECORD, &[bare]))?
+                        .and_then(|v| v.get(..8).and_then(|d| d.try_into().ok())))
+                };
+                let mut batch = sled::Batch::default();
+                for (bare, value, due) in &puts {
+                    if let Some(old) = old_due(&seen, bare)? {
+                        batch.remove(tagged(BY_DUE, &[&old, bare]));
+                    }
+                    batch.insert(tagged(RECORD, &[bare]), value.as_slice());
+                    batch.insert(tagged(BY_DUE, &[due, bare]), &[] as &[u8]);
+                    seen.insert(bare.clone(), Some(*due));
                 }
-                seen.insert(bare.clone(), None);
-            }
-            tree.apply_batch(batch).map_err(io)?;
-            db.flush().map_err(io)?;
-            let mut existed = existed.into_iter();
-            Ok(kinds
-                .into_iter()
-                .map(|put| match put {
-                    true => ReminderApplied::Put,
-                    false => ReminderApplied::Deleted {
-                        existed: existed.next().unwrap_or(false),
-                    },
-                })
-                .collect())
-        })
-        .await
-        .map_err(|e| StoreError::Io(format!("reminder write task failed: {e}")))?
+                let mut existed = Vec::with_capacity(deletes.len());
+                for bare in &deletes {
+                    match old_due(&seen, bare)? {
+                        Some(old) => {
+                            batch.remove(tagged(BY_DUE, &[&old, bare]));
+                            batch.remove(tagged(RECORD, &[bare]));
+                            existed.push(true);
+                        }
+                        None => existed.push(false),
+                    }
+                    seen.insert(bare.clone(), None);
+                }
+                tree.apply_batch(batch)?;
+                db.db.flush()?;
+                let mut existed = existed.into_iter();
+                Ok(puts_in_order
+                    .iter()
+                    .map(|put| match put {
+                        true => ReminderApplied::Put,
+                        false => ReminderApplied::Deleted {
+                            existed: existed.next().unwrap_or(false),
+                        },
+                    })
+                    .collect())
+            })
+            .await
     }
 
     async fn get_reminder(&self, key: &ReminderKey) -> Result<Option<ReminderRecord>, StoreError> {
-        match self.tree.get(record_key(key)).map_err(io)? {
-            Some(v) => Ok(Some(parse_record(key.clone(), &v)?)),
-            None => Ok(None),
-        }
+        let key = key.clone();
+        self.db
+            .read(move |db| match db.reminders.get(record_key(&key))? {
+                Some(v) => Ok(Some(parse_record(key, &v)?)),
+                None => Ok(None),
+            })
+            .await
     }
 
     async fn due_reminders(
@@ -198,23 +201,28 @@ impl ReminderStore for SledReminders {
             None => vec![BY_DUE],
         };
         let end = tagged(BY_DUE, &[&until_unix_ms.saturating_add(1).to_be_bytes()]);
-        let mut out = Vec::new();
-        for item in self.tree.range(start..end) {
-            if out.len() == limit {
-                break;
-            }
-            let (k, _) = item.map_err(io)?;
-            let bare = k
-                .get(9..)
-                .ok_or_else(|| StoreError::Corrupt("short reminder index key".into()))?;
-            let key = parse_record_key(bare)?;
-            // The index and the records change in one batch; a missing
-            // record would be corruption: skip it rather than fail the load.
-            if let Some(v) = self.tree.get(tagged(RECORD, &[bare])).map_err(io)? {
-                out.push(parse_record(key, &v)?);
-            }
-        }
-        Ok(out)
+        self.db
+            .read(move |db| {
+                let mut out = Vec::new();
+                for item in db.reminders.range(start..end) {
+                    if out.len() == limit {
+                        break;
+                    }
+                    let (k, _) = item?;
+                    let bare = k
+                        .get(9..)
+                        .ok_or_else(|| StoreError::Corrupt("short reminder index key".into()))?;
+                    let key = parse_record_key(bare)?;
+                    // The index and the records change in one batch; a
+                    // missing record would be corruption: skip it rather
+                    // than fail the load.
+                    if let Some(v) = db.reminders.get(tagged(RECORD, &[bare]))? {
+                        out.push(parse_record(key, &v)?);
+                    }
+                }
+                Ok(out)
+            })
+            .await
     }
 
     async fn list_reminders(
@@ -237,23 +245,37 @@ impl ReminderStore for SledReminders {
             }
             None => prefix.clone(),
         };
-        let mut out = Vec::new();
-        for item in self.tree.range(start..) {
-            if out.len() == limit {
-                break;
-            }
-            let (k, v) = item.map_err(io)?;
-            if !k.starts_with(&prefix) {
-                break;
-            }
-            out.push(parse_record(parse_record_key(&k[1..])?, &v)?);
-        }
-        Ok(out)
+        self.db
+            .read(move |db| {
+                let mut out = Vec::new();
+                for item in db.reminders.range(start..) {
+                    if out.len() == limit {
+                        break;
+                    }
+                    let (k, v) = item?;
+                    if !k.starts_with(&prefix) {
+                        break;
+                    }
+                    out.push(parse_record(parse_record_key(&k[1..])?, &v)?);
+                }
+                Ok(out)
+            })
+            .await
     }
 
     async fn count_reminders(&self) -> Result<u64, StoreError> {
-        // Records only, not index entries.
-        Ok(self.tree.scan_prefix([RECORD]).count() as u64)
+        // Records only, not index entries; a read error fails the count
+        // instead of being counted.
+        self.db
+            .read(|db| {
+                let mut n = 0u64;
+                for item in db.reminders.scan_prefix([RECORD]) {
+                    item?;
+                    n += 1;
+                }
+                Ok(n)
+            })
+            .await
     }
 }
 
@@ -263,7 +285,7 @@ mod tests {
 
     #[tokio::test]
     async fn sled_reminders_keep_the_store_contract() -> Result<(), StoreError> {
-        let dir = tempfile::tempdir().map_err(io)?;
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Io(e.to_string()))?;
         let store = SledStore::open(dir.path())?;
         troupe_storage::conformance::reminders(&SledReminders::open(&store)?).await
     }

@@ -2,63 +2,59 @@
 //! actor's keys are contiguous.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use troupe_storage::{ActorWrite, Epoch, FencedActor, StateStore, StoreError, StoredState};
 
+use crate::db::SledDb;
 use crate::keys::{actor_prefix, read_segment, type_prefix};
 
 /// State in a sled database under the daemon's data directory.
+///
+/// The database is re-opened after an I/O error (see [`crate::db`]), so a
+/// full disk that gets space again needs no restart.
 #[derive(Debug, Clone)]
 pub struct SledStore {
-    db: sled::Db,
-    state: sled::Tree,
-    path: String,
+    db: SledDb,
 }
 
 impl SledStore {
     /// Opens (or creates) the store in `dir`.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        let path = dir.display().to_string();
-        let open_error = |source: sled::Error| StoreError::Open {
-            path: path.clone(),
-            source: Arc::new(source),
-        };
-        let db = sled::open(dir).map_err(open_error)?;
-        let state = db.open_tree("state").map_err(open_error)?;
-        Ok(Self { db, state, path })
+        Ok(Self {
+            db: SledDb::open(dir)?,
+        })
     }
 
-    /// The database, for other trees that live beside the state (reminders).
-    pub(crate) fn db(&self) -> &sled::Db {
+    /// The database, shared with the reminders that live beside the state.
+    pub(crate) fn db(&self) -> &SledDb {
         &self.db
     }
-}
-
-fn io(e: sled::Error) -> StoreError {
-    StoreError::Io(e.to_string())
 }
 
 #[async_trait]
 impl StateStore for SledStore {
     fn describe(&self) -> String {
-        format!("sled:{}", self.path)
+        format!("sled:{}", self.db.dir().display())
     }
 
     async fn load(&self, actor_type: &str, actor_id: &str) -> Result<StoredState, StoreError> {
         let prefix = actor_prefix(actor_type, actor_id);
-        let mut out = Vec::new();
-        // Reads come from sled's page cache; they are short enough to run inline.
-        for item in self.state.scan_prefix(&prefix) {
-            let (k, v) = item.map_err(io)?;
-            let key = std::str::from_utf8(&k[prefix.len()..]).map_err(|_| {
-                StoreError::Corrupt(format!("state key of {actor_type}/{actor_id} is not UTF-8"))
-            })?;
-            out.push((key.to_owned(), Bytes::copy_from_slice(&v)));
-        }
-        Ok(out)
+        let actor = format!("{actor_type}/{actor_id}");
+        self.db
+            .read(move |db| {
+                let mut out = Vec::new();
+                for item in db.state.scan_prefix(&prefix) {
+                    let (k, v) = item?;
+                    let key = std::str::from_utf8(&k[prefix.len()..]).map_err(|_| {
+                        StoreError::Corrupt(format!("state key of {actor} is not UTF-8"))
+                    })?;
+                    out.push((key.to_owned(), Bytes::copy_from_slice(&v)));
+                }
+                Ok(out)
+            })
+            .await
     }
 
     async fn claim(
@@ -84,17 +80,13 @@ impl StateStore for SledStore {
                 }
             }
         }
-        let tree = self.state.clone();
-        let db = self.db.clone();
-        // apply_batch plus the fsync behind flush() block; keep them off the
-        // async workers.
-        tokio::task::spawn_blocking(move || {
-            tree.apply_batch(sled_batch).map_err(io)?;
-            db.flush().map_err(io)?;
-            Ok(Vec::new())
-        })
-        .await
-        .map_err(|e| StoreError::Io(format!("flush task failed: {e}")))?
+        self.db
+            .write(move |db| {
+                db.state.apply_batch(sled_batch)?;
+                db.db.flush()?;
+                Ok(Vec::new())
+            })
+            .await
     }
 
     async fn list_actors(
@@ -113,23 +105,27 @@ impl StateStore for SledStore {
             }
             None => prefix.clone(),
         };
-        let mut ids: Vec<String> = Vec::new();
-        for item in self.state.range(start..) {
-            let (k, _) = item.map_err(io)?;
-            if !k.starts_with(&prefix) {
-                break;
-            }
-            let Some((id, _)) = read_segment(&k[prefix.len()..]) else {
-                return Err(StoreError::Corrupt("malformed actor key".into()));
-            };
-            if ids.last().map(String::as_str) != Some(id) {
-                if ids.len() == limit {
-                    break;
+        self.db
+            .read(move |db| {
+                let mut ids: Vec<String> = Vec::new();
+                for item in db.state.range(start..) {
+                    let (k, _) = item?;
+                    if !k.starts_with(&prefix) {
+                        break;
+                    }
+                    let Some((id, _)) = read_segment(&k[prefix.len()..]) else {
+                        return Err(StoreError::Corrupt("malformed actor key".into()).into());
+                    };
+                    if ids.last().map(String::as_str) != Some(id) {
+                        if ids.len() == limit {
+                            break;
+                        }
+                        ids.push(id.to_owned());
+                    }
                 }
-                ids.push(id.to_owned());
-            }
-        }
-        Ok(ids)
+                Ok(ids)
+            })
+            .await
     }
 }
 

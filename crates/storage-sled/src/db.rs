@@ -1,0 +1,446 @@
+//! The one sled database under a data directory, shared by the state and
+//! reminder stores, and re-opened after an I/O error.
+//!
+//! sled 0.34 records the first I/O error of a database (a full disk, say)
+//! and fails every later write with it, so a store that only retried would
+//! stay failed after the disk has space again. Every operation of
+//! [`SledStore`](crate::SledStore) and [`SledReminders`](crate::SledReminders)
+//! therefore reaches sled through [`SledDb`], under a read lock: an I/O error
+//! marks the open database broken, and the next write re-opens it. The
+//! re-open takes the write lock, so it waits for running operations and no
+//! handle of the old database survives it; drops the old database, which
+//! ends sled's flusher thread; waits (bounded) for sled to release the
+//! directory lock; and opens the directory again, which recovers from sled's
+//! log as after a crash. The runtime keeps every change it could not write
+//! dirty and writes it again, so nothing is lost across a re-open.
+//!
+//! Reads go on using a broken database while it is open (sled serves them
+//! from its cache and its files; a disk that is still full would fail a
+//! re-open anyway). Only after a failed re-open, when no database is open,
+//! do reads re-open it too, at most every [`REOPEN_EVERY`] so that a burst of
+//! reads does not retry a re-open that just failed.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLock;
+use troupe_storage::StoreError;
+
+/// After a failed re-open, operations are told that failure instead of
+/// trying again for this long.
+pub(crate) const REOPEN_EVERY: Duration = Duration::from_millis(100);
+
+/// How long a re-open waits for sled to release the directory lock held by
+/// the database it replaces (its background threads end shortly after the
+/// last handle is dropped).
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// How often a re-open looks at the lock again while waiting for it. sled
+/// signals nothing when it lets go, so this is a bounded poll.
+const LOCK_POLL: Duration = Duration::from_millis(5);
+
+/// Why the database could not be re-opened after an I/O error: the cause of
+/// the [`StoreError::Open`] that operations get until it can.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "re-opening it after an I/O error failed: {source}; it is tried again at the next write, \
+     so the store recovers by itself once the file system has space and accepts writes"
+)]
+pub struct ReopenError {
+    #[source]
+    pub source: sled::Error,
+}
+
+/// The open database and the trees the stores use.
+#[derive(Debug)]
+pub(crate) struct Handles {
+    pub(crate) db: sled::Db,
+    /// Actor state (`crate::state`).
+    pub(crate) state: sled::Tree,
+    /// Reminders and their due-time index (`crate::reminders`).
+    pub(crate) reminders: sled::Tree,
+}
+
+impl Handles {
+    fn open(dir: &Path) -> sled::Result<Self> {
+        let db = sled::open(dir)?;
+        let state = db.open_tree("state")?;
+        let reminders = db.open_tree("reminders")?;
+        Ok(Self {
+            db,
+            state,
+            reminders,
+        })
+    }
+}
+
+/// What an operation on the database failed with: sled's error, which may
+/// break the database, or the store's own (corrupt data).
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Sled(sled::Error),
+    Store(StoreError),
+}
+
+impl From<sled::Error> for Failure {
+    fn from(e: sled::Error) -> Self {
+        Self::Sled(e)
+    }
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+/// Whether an operation may use a database that an I/O error broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Access {
+    /// Yes: reads still work on it.
+    Read,
+    /// No: re-open it first, or the write fails with the old error.
+    Write,
+}
+
+/// A shared handle on the data directory's sled database (see the module
+/// doc). Cloning it shares the database.
+#[derive(Debug, Clone)]
+pub(crate) struct SledDb(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    dir: PathBuf,
+    slot: RwLock<Slot>,
+    /// The generation of the open database once an I/O error broke it
+    /// (0: none; generations start at 1).
+    broken: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Slot {
+    /// `None` after a failed re-open.
+    open: Option<Handles>,
+    /// Counts opens, so that an error of a replaced database cannot mark
+    /// its successor broken.
+    generation: u64,
+    /// The last failed re-open, told to operations for [`REOPEN_EVERY`].
+    failed_reopen: Option<(Instant, StoreError)>,
+}
+
+impl SledDb {
+    /// Opens (or creates) the database in `dir`.
+    pub(crate) fn open(dir: &Path) -> Result<Self, StoreError> {
+        let handles = Handles::open(dir).map_err(|source| StoreError::Open {
+            path: dir.display().to_string(),
+            source: Arc::new(source),
+        })?;
+        Ok(Self(Arc::new(Shared {
+            dir: dir.to_owned(),
+            slot: RwLock::new(Slot {
+                open: Some(handles),
+                generation: 1,
+                failed_reopen: None,
+            }),
+            broken: AtomicU64::new(0),
+        })))
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.0.dir
+    }
+
+    /// Runs a read: inline, as sled reads are short, unless the database
+    /// is closed or being re-opened, which blocks; then on the blocking pool.
+    pub(crate) async fn read<T, F>(&self, read: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Handles) -> Result<T, Failure> + Send + 'static,
+    {
+        let read = match self.try_read_now(read) {
+            Ok(result) => return result,
+            Err(read) => read,
+        };
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || db.run(Access::Read, read))
+            .await
+            .map_err(|e| StoreError::Io(format!("state store read task failed: {e}")))?
+    }
+
+    /// Runs a write on the blocking pool (writes end in an fsync), on a
+    /// database re-opened first if an I/O error broke it.
+    pub(crate) async fn write<T, F>(&self, write: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Handles) -> Result<T, Failure> + Send + 'static,
+    {
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || db.run(Access::Write, write))
+            .await
+            .map_err(|e| StoreError::Io(format!("state store write task failed: {e}")))?
+    }
+
+    /// `read` now if an open database can be had without waiting; `read`
+    /// back otherwise.
+    fn try_read_now<T, F>(&self, read: F) -> Result<Result<T, StoreError>, F>
+    where
+        F: FnOnce(&Handles) -> Result<T, Failure>,
+    {
+        let Some(slot) = self.0.slot.try_read() else {
+            return Err(read);
+        };
+        let Some(handles) = slot.open.as_ref() else {
+            return Err(read);
+        };
+        Ok(self.outcome(slot.generation, read(handles)))
+    }
+
+    /// Runs `op` under the read lock, re-opening the database first when
+    /// `access` cannot use it as it is. Blocks.
+    fn run<T>(
+        &self,
+        access: Access,
+        op: impl FnOnce(&Handles) -> Result<T, Failure>,
+    ) -> Result<T, StoreError> {
+        {
+            let slot = self.0.slot.read();
+            if let Some(handles) = slot.open.as_ref() {
+                if access == Access::Read || !self.is_broken(&slot) {
+                    return self.outcome(slot.generation, op(handles));
+                }
+            }
+        }
+        self.reopen()?;
+        let slot = self.0.slot.read();
+        match slot.open.as_ref() {
+            Some(handles) => self.outcome(slot.generation, op(handles)),
+            // Another failed re-open came in between: its error.
+            None => Err(slot
+                .failed_reopen
+                .as_ref()
+                .map(|(_, e)| e.clone())
+                .unwrap_or_else(|| StoreError::Io("the state store is not open".into()))),
+        }
+    }
+
+    fn is_broken(&self, slot: &Slot) -> bool {
+        self.0.broken.load(Ordering::Acquire) == slot.generation
+    }
+
+    /// The store's error for an operation's result, marking the database of
+    /// `generation` broken on an I/O error (the read lock is still held, so
+    /// `generation` is the open one).
+    fn outcome<T>(&self, generation: u64, result: Result<T, Failure>) -> Result<T, StoreError> {
+        result.map_err(|failure| match failure {
+            Failure::Sled(e) => {
+                if matches!(e, sled::Error::Io(_)) {
+                    self.0.broken.store(generation, Ordering::Release);
+                }
+                StoreError::Io(e.to_string())
+            }
+            Failure::Store(e) => e,
+        })
+    }
+
+    /// Replaces a broken (or closed) database with a newly opened one; does
+    /// nothing if another operation already did. Blocks.
+    fn reopen(&self) -> Result<(), StoreError> {
+        let mut slot = self.0.slot.write();
+        if slot.open.is_some() && !self.is_broken(&slot) {
+            return Ok(());
+        }
+        if let Some((at, e)) = &slot.failed_reopen {
+            if at.elapsed() < REOPEN_EVERY {
+                return Err(e.clone());
+            }
+        }
+        // Every handle of the old database is in the slot (operations hold
+        // the read lock for as long as they use one), so this drops the
+        // database: sled joins its flusher thread and, once its I/O threads
+        // are done, closes the file that holds the directory lock.
+        slot.open = None;
+        match self.open_when_unlocked() {
+            Ok(handles) => {
+                slot.open = Some(handles);
+                slot.generation += 1;
+                slot.failed_reopen = None;
+                tracing::info!(
+                    dir = %self.0.dir.display(),
+                    "re-opened the sled database after an I/O error"
+                );
+                Ok(())
+            }
+            Err(source) => {
+                let e = StoreError::Open {
+                    path: self.0.dir.display().to_string(),
+                    source: Arc::new(ReopenError { source }),
+                };
+                slot.failed_reopen = Some((Instant::now(), e.clone()));
+                Err(e)
+            }
+        }
+    }
+
+    /// Opens the directory, retrying for [`LOCK_WAIT`] while the replaced
+    /// database still holds its lock. sled 0.34 reports a held lock as an
+    /// I/O error of kind `Other` ("could not acquire lock on ..."); a full
+    /// disk or a permission problem has a kind of its own and fails at once.
+    fn open_when_unlocked(&self) -> sled::Result<Handles> {
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            match Handles::open(&self.0.dir) {
+                Err(sled::Error::Io(e))
+                    if e.kind() == std::io::ErrorKind::Other && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(LOCK_POLL);
+                }
+                opened => return opened,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+impl SledDb {
+    /// Marks the open database broken, as an I/O error would.
+    pub(crate) fn break_for_test(&self) {
+        let generation = self.0.slot.read().generation;
+        self.0.broken.store(generation, Ordering::Release);
+    }
+
+    /// The open database's generation (`None`: closed).
+    pub(crate) fn generation(&self) -> Option<u64> {
+        let slot = self.0.slot.read();
+        slot.open.as_ref().map(|_| slot.generation)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use troupe_storage::conformance::write;
+    use troupe_storage::{
+        ReminderKey, ReminderOp, ReminderRecord, ReminderStore, ReminderWrite, StateStore,
+        StoreError,
+    };
+
+    use super::REOPEN_EVERY;
+    use crate::{ReopenError, SledReminders, SledStore};
+
+    fn io(e: std::io::Error) -> StoreError {
+        StoreError::Io(e.to_string())
+    }
+
+    fn reminder(name: &str) -> ReminderWrite {
+        ReminderWrite {
+            op: ReminderOp::Put(ReminderRecord {
+                key: ReminderKey {
+                    actor_type: "t".into(),
+                    actor_id: "a".into(),
+                    name: name.into(),
+                },
+                due_unix_ms: 1_000,
+                data: Bytes::from_static(b"r"),
+            }),
+            epoch: None,
+        }
+    }
+
+    fn value(v: &str) -> Bytes {
+        Bytes::copy_from_slice(v.as_bytes())
+    }
+
+    #[tokio::test]
+    async fn a_write_reopens_a_broken_database_for_state_and_reminders_alike(
+    ) -> Result<(), StoreError> {
+        let dir = tempfile::tempdir().map_err(io)?;
+        let store = SledStore::open(dir.path())?;
+        let reminders = SledReminders::open(&store)?;
+        store
+            .write_batch(&[write("t", "a", &[("k", Some("1"))])])
+            .await?;
+        reminders.apply_reminders(&[reminder("r1")]).await?;
+        assert_eq!(store.db().generation(), Some(1));
+
+        store.db().break_for_test();
+        // Reads go on with the broken database: nothing re-opens it.
+        assert_eq!(store.load("t", "a").await?, vec![("k".into(), value("1"))]);
+        assert_eq!(store.db().generation(), Some(1));
+        // A write re-opens it, which needs every old handle gone (sled
+        // locks the directory), the reminders' included.
+        store
+            .write_batch(&[write("t", "a", &[("k", Some("2"))])])
+            .await?;
+        assert_eq!(store.db().generation(), Some(2));
+        assert_eq!(store.load("t", "a").await?, vec![("k".into(), value("2"))]);
+        assert!(reminders
+            .get_reminder(reminder("r1").op.key())
+            .await?
+            .is_some());
+
+        // The reminders' writes re-open it as well, for both.
+        store.db().break_for_test();
+        reminders.apply_reminders(&[reminder("r2")]).await?;
+        assert_eq!(store.db().generation(), Some(3));
+        assert_eq!(reminders.count_reminders().await?, 2);
+        assert_eq!(store.list_actors("t", None, 10).await?, vec!["a"]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_failed_reopen_says_what_to_do_and_the_next_attempt_recovers(
+    ) -> Result<(), StoreError> {
+        let parent = tempfile::tempdir().map_err(io)?;
+        let dir = parent.path().join("data");
+        let aside = parent.path().join("aside");
+        let store = SledStore::open(&dir)?;
+        store
+            .write_batch(&[write("t", "a", &[("k", Some("1"))])])
+            .await?;
+        store.db().break_for_test();
+        // The directory is gone and a file stands in its place: sled
+        // cannot open it there.
+        std::fs::rename(&dir, &aside).map_err(io)?;
+        std::fs::write(&dir, b"not a directory").map_err(io)?;
+        let failed = store
+            .write_batch(&[write("t", "a", &[("k", Some("2"))])])
+            .await;
+        let Err(StoreError::Open { path, source }) = failed else {
+            panic!("a re-open that cannot open gave {failed:?}");
+        };
+        assert_eq!(path, dir.display().to_string());
+        assert!(source.downcast_ref::<ReopenError>().is_some(), "{source:?}");
+        let message = StoreError::Open { path, source }.to_string();
+        assert!(
+            message.contains("recovers by itself once the file system"),
+            "{message}"
+        );
+        // Closed now: reads get the same error instead of a database.
+        assert!(matches!(
+            store.load("t", "a").await,
+            Err(StoreError::Open { .. })
+        ));
+
+        std::fs::remove_file(&dir).map_err(io)?;
+        std::fs::rename(&aside, &dir).map_err(io)?;
+        // Attempts after a failure wait out REOPEN_EVERY; a few are enough.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match store
+                .write_batch(&[write("t", "a", &[("k", Some("2"))])])
+                .await
+            {
+                Ok(_) => break,
+                Err(StoreError::Open { .. }) if tries < 20 => {
+                    tokio::time::sleep(REOPEN_EVERY).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        assert_eq!(store.load("t", "a").await?, vec![("k".into(), value("2"))]);
+        Ok(())
+    }
+}
