@@ -11,7 +11,7 @@ import { ActorError, errorForCode, TroupeError } from "./errors.js";
 import {
   type Activate,
   type ActivateResult,
-  type AppMessage,
+  AppMessage,
   AppHostClient,
   type DaemonMessage,
   type Deactivate,
@@ -29,6 +29,16 @@ import { Tracing } from "./tracing.js";
 import { currentTurn, TurnScope } from "./turn.js";
 
 const MAX_DETAILS = 8 * 1024;
+// Answers that are ready together go out in one AppBatch (many tiny HTTP/2 DATA
+// frames cost the daemon far more than a few larger ones, and HTTP/2 peers limit
+// how many they buffer). A batch stays well under the daemon's 64 MiB message
+// limit: at most this many answers and bytes; an answer above ALONE_BYTES goes alone.
+const BATCH_MESSAGES = 256;
+const BATCH_BYTES = 1024 * 1024;
+const ALONE_BYTES = 64 * 1024;
+// What each answer adds inside AppBatch beyond its own size: the field tag (1 byte)
+// and its length (at most 3 bytes for an answer of ALONE_BYTES or less).
+const BATCH_ENTRY_OVERHEAD = 4;
 const INITIAL_DELAY_MS = 50;
 // Registration failures that a retry cannot fix: report them instead of looping.
 const FATAL_CODES = new Set<grpc.status>([
@@ -144,6 +154,39 @@ function turnLabel(msg: Turn): string {
   }
 }
 
+/**
+ * The writes that send `ready` (answers queued at once), in order: runs of answers
+ * in one AppBatch each (at most BATCH_MESSAGES answers and BATCH_BYTES bytes), an
+ * answer larger than ALONE_BYTES alone, a single answer as itself.
+ * @internal exported for tests
+ */
+export function packAnswers(ready: readonly AppMessage[]): AppMessage[] {
+  if (ready.length <= 1) return [...ready];
+  const writes: AppMessage[] = [];
+  let batch: AppMessage[] = [];
+  let bytes = 0;
+  const close = (): void => {
+    const [only] = batch;
+    if (batch.length > 1) writes.push({ kind: { $case: "batch", value: { messages: batch } } });
+    else if (only !== undefined) writes.push(only);
+    batch = [];
+    bytes = 0;
+  };
+  for (const msg of ready) {
+    const size = AppMessage.encode(msg).finish().length;
+    if (size > ALONE_BYTES) {
+      close();
+      writes.push(msg);
+      continue;
+    }
+    if (batch.length >= BATCH_MESSAGES || bytes + size + BATCH_ENTRY_OVERHEAD > BATCH_BYTES) close();
+    batch.push(msg);
+    bytes += size + BATCH_ENTRY_OVERHEAD;
+  }
+  close();
+  return writes;
+}
+
 function key(type: string, id: string): string {
   return `${type}\u0000${id}`;
 }
@@ -175,6 +218,17 @@ class Session {
   readonly #instances = new Map<string, Actor>();
   #call: grpc.ClientDuplexStream<AppMessage, DaemonMessage> | undefined;
   #closed = false;
+  // Answers not yet written: they go out together at the next flush.
+  #outbox: AppMessage[] = [];
+  // Writes handed to the stream whose callback has not come yet; while there are
+  // some, answers wait in #outbox (they would wait in the stream's buffer anyway).
+  #writesInFlight = 0;
+  #flushScheduled = false;
+  // Whether answers may go out in an AppBatch: once the daemon has sent a
+  // DaemonBatch. It sends those only to apps that set acceptsBatches, and a daemon
+  // that batches reads batches; an older one would end the stream on an AppBatch
+  // (to it an empty AppMessage), and Registered does not say which it is.
+  #batchAnswers = false;
 
   constructor(app: SessionHost, target: string) {
     this.#app = app;
@@ -204,18 +258,13 @@ class Session {
           this.#app.setRegistered(true, kind.value.daemonVersion);
           return;
         }
-        switch (kind?.$case) {
-          case "turn":
-            void this.#turn(kind.value);
-            break;
-          case "activate":
-            void this.#activate(kind.value);
-            break;
-          case "deactivate":
-            void this.#deactivate(kind.value);
-            break;
-          default:
-            this.#app.logger.warn(`troupe: ignoring unexpected daemon message ${kind?.$case ?? "(empty)"}`);
+        if (kind?.$case === "batch") {
+          this.#batchAnswers = true;
+          // Work that was ready together: each message runs as if it came alone, in
+          // order (each starts before the next one's).
+          for (const inner of kind.value.messages) this.#dispatch(inner, " in a batch");
+        } else {
+          this.#dispatch(msg, "");
         }
       });
       call.on("error", (err: grpc.ServiceError) => {
@@ -232,8 +281,26 @@ class Session {
     });
   }
 
+  #dispatch(msg: DaemonMessage, where: string): void {
+    const kind = msg.kind;
+    switch (kind?.$case) {
+      case "turn":
+        void this.#turn(kind.value);
+        break;
+      case "activate":
+        void this.#activate(kind.value);
+        break;
+      case "deactivate":
+        void this.#deactivate(kind.value);
+        break;
+      default:
+        this.#app.logger.warn(`troupe: ignoring unexpected daemon message ${kind?.$case ?? "(empty)"}${where}`);
+    }
+  }
+
   close(): void {
     this.#closed = true;
+    this.#outbox = [];
     this.#call?.cancel();
     // The daemon re-activates these actors from stored state on the next session.
     this.#instances.clear();
@@ -241,12 +308,40 @@ class Session {
     this.#host.close();
   }
 
+  /**
+   * Queue an answer. The answers queued by the time the stream can take them go
+   * out together (see packAnswers; one by one until the daemon has sent a batch):
+   * once the synchronous work under way (this turn of the event loop) is done,
+   * or, while earlier writes are still being sent, as soon as they are. Nothing
+   * waits for more answers to come.
+   */
   #send(msg: AppMessage): void {
     if (this.#closed || this.#call === undefined) return;
-    try {
-      this.#call.write(msg);
-    } catch (e) {
-      this.#app.logger.debug(`troupe: could not send a reply: ${describe(e)}`);
+    this.#outbox.push(msg);
+    if (this.#flushScheduled || this.#writesInFlight > 0) return;
+    this.#flushScheduled = true;
+    setImmediate(() => {
+      this.#flushScheduled = false;
+      this.#flush();
+    });
+  }
+
+  #flush(): void {
+    const call = this.#call;
+    const ready = this.#outbox;
+    this.#outbox = [];
+    if (this.#closed || call === undefined) return;
+    for (const msg of this.#batchAnswers ? packAnswers(ready) : ready) {
+      this.#writesInFlight += 1;
+      try {
+        call.write(msg, () => {
+          this.#writesInFlight -= 1;
+          if (this.#writesInFlight === 0 && this.#outbox.length > 0) this.#flush();
+        });
+      } catch (e) {
+        this.#writesInFlight -= 1;
+        this.#app.logger.debug(`troupe: could not send a reply: ${describe(e)}`);
+      }
     }
   }
 
@@ -448,7 +543,12 @@ export class App {
       setRegistered: (registered, version) => {
         this.#setRegistered(registered, version);
       },
-      registerMessage: () => ({ appName: this.appName, types: [...this.#specs.values()].map((spec) => spec.proto), sdk: SDK_NAME }),
+      registerMessage: () => ({
+        appName: this.appName,
+        types: [...this.#specs.values()].map((spec) => spec.proto),
+        sdk: SDK_NAME,
+        acceptsBatches: true,
+      }),
       unknownType: (name) => ({
         type: "LookupError",
         message: `this app does not host actor type ${JSON.stringify(name)}; it hosts ${[...this.#specs.keys()].join(", ")}`,

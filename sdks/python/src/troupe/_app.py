@@ -32,6 +32,16 @@ from ._turn import TurnScope, current_turn
 log = logging.getLogger("troupe")
 
 _MAX_DETAILS = 8 * 1024
+# Answers that are ready together go out in one AppBatch (many tiny HTTP/2 DATA
+# frames cost the daemon far more than a few larger ones, and HTTP/2 peers limit
+# how many they buffer). A batch stays well under the daemon's 64 MiB message
+# limit: at most this many answers and bytes; an answer above _ALONE_BYTES goes alone.
+_BATCH_MESSAGES = 256
+_BATCH_BYTES = 1024 * 1024
+_ALONE_BYTES = 64 * 1024
+# What each answer adds inside AppBatch beyond its own size: the field tag (1 byte)
+# and its length (at most 3 bytes for an answer of _ALONE_BYTES or less).
+_BATCH_ENTRY_OVERHEAD = 4
 _INITIAL_DELAY = 0.05
 # Registration failures that a retry cannot fix: report them instead of looping.
 _FATAL_CODES = {
@@ -105,6 +115,13 @@ class _Session:
         self.tasks: set[asyncio.Task[None]] = set()
         # gRPC streams allow one write at a time; every reply goes through this queue.
         self.out: asyncio.Queue[app_pb2.AppMessage] = asyncio.Queue()
+        # An answer taken from `out` that did not fit in the previous batch: written next.
+        self._held: app_pb2.AppMessage | None = None
+        # Whether answers may go out in an AppBatch: once the daemon has sent a
+        # DaemonBatch. It sends those only to apps that set accepts_batches, and a daemon
+        # that batches reads batches; an older one would end the stream on an AppBatch
+        # (to it an empty AppMessage), and Registered does not say which it is.
+        self.batch_answers = False
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
@@ -157,8 +174,33 @@ class _Session:
 
     async def _write_loop(self, call: grpc.aio.StreamStreamCall) -> None:  # type: ignore[type-arg]
         while True:
-            msg = await self.out.get()
-            await call.write(msg)
+            await call.write(await self._next_write())
+
+    async def _next_write(self) -> app_pb2.AppMessage:
+        """The next message to write: the answers queued by now, in one AppBatch when there
+        are several (a single answer goes alone). Never waits for more than the first."""
+        first = self._held
+        self._held = None
+        if first is None:
+            first = await self.out.get()
+        if not self.batch_answers or self.out.empty():
+            return first
+        size = first.ByteSize()
+        if size > _ALONE_BYTES:
+            return first
+        batch = [first]
+        total = size + _BATCH_ENTRY_OVERHEAD
+        while len(batch) < _BATCH_MESSAGES and not self.out.empty():
+            msg = self.out.get_nowait()
+            size = msg.ByteSize()
+            if size > _ALONE_BYTES or total + size + _BATCH_ENTRY_OVERHEAD > _BATCH_BYTES:
+                self._held = msg  # goes first in the next write, alone or starting a batch
+                break
+            batch.append(msg)
+            total += size + _BATCH_ENTRY_OVERHEAD
+        if len(batch) == 1:
+            return first
+        return app_pb2.AppMessage(batch=app_pb2.AppBatch(messages=batch))
 
     async def _read_loop(self, call: grpc.aio.StreamStreamCall) -> None:  # type: ignore[type-arg]
         while True:
@@ -166,15 +208,26 @@ class _Session:
             if msg is _EOF:
                 raise ConnectionError(f"daemon closed the stream ({await call.code()})")
             assert isinstance(msg, app_pb2.DaemonMessage)
-            kind = msg.WhichOneof("kind")
-            if kind == "turn":
-                self.spawn(self._turn(msg.turn))
-            elif kind == "activate":
-                self.spawn(self._activate(msg.activate))
-            elif kind == "deactivate":
-                self.spawn(self._deactivate(msg.deactivate))
+            if msg.WhichOneof("kind") == "batch":
+                self.batch_answers = True
+                # Work that was ready together: each message runs as if it came alone, in
+                # order (its task starts before the next one's).
+                for inner in msg.batch.messages:
+                    self._dispatch(inner, in_batch=True)
             else:
-                log.warning("troupe: ignoring unexpected daemon message %r", kind)
+                self._dispatch(msg)
+
+    def _dispatch(self, msg: app_pb2.DaemonMessage, *, in_batch: bool = False) -> None:
+        kind = msg.WhichOneof("kind")
+        if kind == "turn":
+            self.spawn(self._turn(msg.turn))
+        elif kind == "activate":
+            self.spawn(self._activate(msg.activate))
+        elif kind == "deactivate":
+            self.spawn(self._deactivate(msg.deactivate))
+        else:
+            where = " in a batch" if in_batch else ""
+            log.warning("troupe: ignoring unexpected daemon message %r%s", kind, where)
 
     async def _activate(self, msg: app_pb2.Activate) -> None:
         ref = msg.actor
@@ -407,6 +460,7 @@ class App:
             app_name=self.app_name,
             types=[s.to_proto() for s in self._specs.values()],
             sdk=SDK_NAME,
+            accepts_batches=True,
         )
 
     def _unknown_type(self, name: str) -> common_pb2.ActorFailure:
