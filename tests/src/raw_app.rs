@@ -61,6 +61,7 @@ pub fn register_message(app_name: &str, types: Vec<pb::ActorTypeSpec>) -> pb::Ap
             app_name: app_name.into(),
             types,
             sdk: "troupe-tests-raw".into(),
+            accepts_batches: false,
         })),
     }
 }

@@ -102,6 +102,7 @@ impl TestApp {
                 app_name: "rust-test-app".into(),
                 types,
                 sdk: "troupe-tests".into(),
+                accepts_batches: false,
             })),
         })?;
         let mut inbound = within(
@@ -247,6 +248,10 @@ async fn serve_counter(
                         .push((key_of(&t.actor), crate::cluster_harness::unix_now_ms()))
                 });
                 tokio::spawn(counter_turn(t, counts.clone(), out.clone(), events.clone()));
+            }
+            // It did not set accepts_batches.
+            Some(Kind::Batch(_)) => {
+                break Err("the daemon sent a batch to an app that does not accept them".into())
             }
             Some(Kind::Registered(_)) | None => {}
         }

@@ -81,7 +81,7 @@ pub(crate) struct Inner {
     /// beside each other, or re-entrant turns nested in their chain's turn.
     pub(crate) extra_turns: u8,
     /// Rarely touched flags packed in one byte (`STATE_LOADED`,
-    /// `IN_DIRTY_LIST`, `HOST_LOST`, `READING`, `ANNOUNCED`, `RETIRING`) so the three u32 clocks and
+    /// `IN_DIRTY_LIST`, `HOST_LOST`, `READING`, `ANNOUNCED`, `RETIRING`, `IN_WAVE`) so the three u32 clocks and
     /// the bytes above still fit in the 16 before the first pointer: no
     /// growth per actor.
     flags: u8,
@@ -178,6 +178,8 @@ const READING: u8 = 8;
 const ANNOUNCED: u8 = 16;
 /// A turn timed out: deactivate it through its host once no turn runs.
 const RETIRING: u8 = 32;
+/// Holds a place among the deactivations under way (`lifecycle::waves`).
+const IN_WAVE: u8 = 64;
 
 impl Inner {
     pub(crate) fn state_loaded(&self) -> bool {
@@ -186,6 +188,14 @@ impl Inner {
 
     pub(crate) fn set_state_loaded(&mut self) {
         self.flags |= STATE_LOADED;
+    }
+
+    pub(crate) fn in_wave(&self) -> bool {
+        self.flags & IN_WAVE != 0
+    }
+
+    pub(crate) fn set_in_wave(&mut self, on: bool) {
+        self.set_flag(IN_WAVE, on);
     }
 
     pub(crate) fn in_dirty_list(&self) -> bool {

@@ -14,6 +14,8 @@ use crate::types::ActorId;
 
 const SHARD_BITS: u32 = 6;
 const SHARDS: usize = 1 << SHARD_BITS;
+/// Shards this small are left as they are: shrinking them saves nothing.
+const MIN_SHRINK_CAPACITY: usize = 1024;
 
 pub(crate) struct Directory {
     hasher: DefaultHashBuilder,
@@ -95,6 +97,15 @@ impl Directory {
         drop(inner);
         if let Ok(entry) = table.find_entry(hash, |a| Arc::ptr_eq(a, act)) {
             entry.remove();
+        }
+        // A table never shrinks by itself: after a spike (200k actors that
+        // all idled out) the memory would stay taken. Halve it once it is a
+        // quarter full, so a steady load does not grow and shrink it again
+        // and again.
+        if table.capacity() > MIN_SHRINK_CAPACITY && table.len() < table.capacity() / 4 {
+            let hasher = &self.hasher;
+            let keep = table.len() * 2;
+            table.shrink_to(keep, |a| ActorId::hash_parts(hasher, &a.id.ty, &a.id.id));
         }
         true
     }

@@ -83,6 +83,7 @@ impl Runtime {
             scheduler_writes: Mutex::new(Some(scheduler_writes)),
             refused: Mutex::new(Some(refused)),
             timers: Timers::default(),
+            waves: Default::default(),
             metrics,
             forwarder: OnceLock::new(),
             config,

@@ -60,6 +60,8 @@ pub(crate) struct Shared {
     pub(crate) refused: Mutex<Option<mpsc::UnboundedReceiver<Arc<Activation>>>>,
     /// Timers of active actors; aborted when the actor deactivates.
     pub(crate) timers: Timers,
+    /// Deactivations under way and waiting (`lifecycle::waves`).
+    pub(crate) waves: crate::lifecycle::waves::Waves,
     /// Counters and histograms, when `config.metrics` is on.
     pub(crate) metrics: Option<Arc<Metrics>>,
     /// Carries calls to other daemons, in a cluster.

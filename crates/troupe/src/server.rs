@@ -32,6 +32,14 @@ use crate::{metrics_http, telemetry};
 /// of tonic's generic one.
 const FRAME_OVERHEAD: usize = 64 * 1024;
 
+/// Largest message an app may send: a reply over `--max-payload-bytes` but
+/// under this fails its own turn with a clear error, not the whole stream.
+const APP_MESSAGE_LIMIT: usize = 64 * 1024 * 1024;
+
+/// HTTP/2 flow-control windows (see where the server is built).
+const CONNECTION_WINDOW: u32 = 8 * 1024 * 1024;
+const STREAM_WINDOW: u32 = 4 * 1024 * 1024;
+
 /// How long the gRPC server may take to close connections after the runtime stopped.
 const SERVER_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -55,10 +63,10 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             Arc::new(MemoryReminders::new()),
         ),
     };
-    if config.cluster.is_some() && matches!(config.store, StoreKind::Sled(_) | StoreKind::Memory) {
+    if config.cluster.is_some() && matches!(config.store, StoreKind::Memory) {
         warn!(
-            "--placement with a store of this daemon's own: actors that move between daemons \
-             will not find their state; use --store postgres://... shared by every daemon"
+            "--placement with --store memory: actors that move between daemons start without \
+             state; use --store postgres://... shared by every daemon for stateful actors"
         );
     }
     let limit = config.runtime.max_payload_bytes.saturating_mul(2) + FRAME_OVERHEAD;
@@ -122,6 +130,15 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let app_api = AppApi::new(runtime.clone());
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tonic::transport::Server::builder()
+        // Set on purpose, for app streams: a peer may have up to this much
+        // in flight before it must wait for the daemon to read. h2 also
+        // limits how many small DATA frames it buffers to half the
+        // connection window (after which it ends the connection with
+        // ENHANCE_YOUR_CALM), so a wide window lets a burst of tiny answers
+        // wait for the reader instead of killing the stream; batches and
+        // deactivation waves keep such bursts small besides.
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .initial_stream_window_size(STREAM_WINDOW)
         // A request whose handler panics answers INTERNAL; the connection
         // and every other request on it go on.
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
@@ -134,8 +151,10 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
                 .max_decoding_message_size(limit),
         )
         .add_service(
+            // An app's answer larger than --max-payload-bytes fails its turn
+            // (app_api); only beyond this does it break the stream.
             pb::app_host_server::AppHostServer::new(app_api.clone())
-                .max_decoding_message_size(limit)
+                .max_decoding_message_size(APP_MESSAGE_LIMIT.max(limit))
                 .max_encoding_message_size(limit),
         )
         .add_service(pb::admin_server::AdminServer::new(AdminApi::new(

@@ -121,6 +121,8 @@ async def session() -> AsyncIterator[_Session]:
 
 @pytest.fixture
 async def stream(session: _Session) -> AsyncIterator[_FakeStream]:
+    # As a daemon that reads batches says in Registered.
+    session.batch_answers = True
     fake = _FakeStream()
     loops = [
         asyncio.create_task(session._read_loop(fake)),  # type: ignore[arg-type]
@@ -196,19 +198,15 @@ async def test_answers_ready_together_go_out_in_one_batch(
     assert _call_ids(list(written.batch.messages)) == [1, 2, 3, 4, 5]
 
 
-async def test_answers_go_one_by_one_until_the_daemon_sends_a_batch(
+async def test_answers_go_one_by_one_to_a_daemon_that_does_not_read_batches(
     session: _Session, stream: _FakeStream
 ) -> None:
-    # A daemon without batching would take an AppBatch for an empty AppMessage.
-    for i in range(1, 4):
-        stream.incoming.put_nowait(_activate(i, f"a{i}"))
+    # An older daemon (Registered without accepts_batches) would take an AppBatch for an
+    # empty AppMessage.
+    session.batch_answers = False
+    stream.incoming.put_nowait(_batch(*(_activate(i, f"a{i}") for i in range(1, 4))))
     await stream.wait_answers(3)
     assert [w.WhichOneof("kind") for w in stream.written] == ["activated"] * 3
-    assert not session.batch_answers
-    stream.incoming.put_nowait(_batch(_turn(4, "a1"), _turn(5, "a2")))
-    await stream.wait_answers(5)
-    assert session.batch_answers
-    assert [w.WhichOneof("kind") for w in stream.written] == ["activated"] * 3 + ["batch"]
 
 
 async def test_a_burst_is_answered_in_few_full_batches(

@@ -224,10 +224,8 @@ class Session {
   // some, answers wait in #outbox (they would wait in the stream's buffer anyway).
   #writesInFlight = 0;
   #flushScheduled = false;
-  // Whether answers may go out in an AppBatch: once the daemon has sent a
-  // DaemonBatch. It sends those only to apps that set acceptsBatches, and a daemon
-  // that batches reads batches; an older one would end the stream on an AppBatch
-  // (to it an empty AppMessage), and Registered does not say which it is.
+  // Whether answers may go out in an AppBatch: the daemon says so in Registered.
+  // An older one would end the stream on an AppBatch (to it an empty AppMessage).
   #batchAnswers = false;
 
   constructor(app: SessionHost, target: string) {
@@ -255,11 +253,11 @@ class Session {
             return;
           }
           registered = true;
+          this.#batchAnswers = kind.value.acceptsBatches;
           this.#app.setRegistered(true, kind.value.daemonVersion);
           return;
         }
         if (kind?.$case === "batch") {
-          this.#batchAnswers = true;
           // Work that was ready together: each message runs as if it came alone, in
           // order (each starts before the next one's).
           for (const inner of kind.value.messages) this.#dispatch(inner, " in a batch");

@@ -47,7 +47,7 @@ class FakeDaemon {
         this.#stream = stream;
         stream.on("data", (msg: AppMessage) => {
           if (msg.kind?.$case === "register") {
-            stream.write({ kind: { $case: "registered", value: { types: [], daemonVersion: "fake" } } });
+            stream.write({ kind: { $case: "registered", value: { types: [], daemonVersion: "fake", acceptsBatches: true } } });
             return;
           }
           this.#inbox.push(msg);

@@ -1,7 +1,8 @@
 //! A minimal Rust app for benchmarks: hosts `echo` (stateless: returns its
 //! payload), `counter` (stateful: reads and writes key `count`, write-behind)
 //! and `counter_durable` (the same in `durable` state mode) over the real app
-//! stream, answering each turn as soon as it arrives.
+//! stream, answering each turn as soon as it arrives. It takes the daemon's
+//! batches and answers a batch with one batch, as the SDKs do.
 //!
 //! `bench_app ADDR` — prints `registered` once the daemon accepted it.
 
@@ -35,6 +36,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 },
             ],
             sdk: "rust-bench".into(),
+            accepts_batches: true,
         })),
     })?;
     let mut inbound = client
@@ -45,64 +47,90 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut counts: HashMap<(String, String), u64> = HashMap::new();
     while let Some(message) = inbound.message().await? {
         use pb::daemon_message::Kind;
-        let reply = match message.kind {
+        let work = match message.kind {
             Some(Kind::Registered(_)) => {
                 println!("registered");
                 continue;
             }
-            Some(Kind::Activate(a)) => {
-                let actor = a.actor.unwrap_or_default();
-                let count = a
-                    .state
-                    .get("count")
-                    .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
-                    .unwrap_or(0);
-                counts.insert((actor.r#type, actor.id), count);
-                pb::app_message::Kind::Activated(pb::ActivateResult {
-                    call_id: a.call_id,
+            Some(Kind::Batch(batch)) => batch.messages,
+            kind => vec![pb::DaemonMessage { kind }],
+        };
+        let mut replies: Vec<pb::AppMessage> = work
+            .into_iter()
+            .filter_map(|m| answer(&mut counts, m.kind?))
+            .map(|reply| pb::AppMessage { kind: Some(reply) })
+            .collect();
+        let message = match replies.len() {
+            0 => continue,
+            1 => replies.pop().unwrap_or_default(),
+            _ => pb::AppMessage {
+                kind: Some(pb::app_message::Kind::Batch(pb::AppBatch {
+                    messages: replies,
+                })),
+            },
+        };
+        tx.send(message)?;
+    }
+    Ok(())
+}
+
+/// The answer to one piece of work; `None` for messages that need none.
+fn answer(
+    counts: &mut HashMap<(String, String), u64>,
+    work: pb::daemon_message::Kind,
+) -> Option<pb::app_message::Kind> {
+    use pb::daemon_message::Kind;
+    Some(match work {
+        Kind::Activate(a) => {
+            let actor = a.actor.unwrap_or_default();
+            let count = a
+                .state
+                .get("count")
+                .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
+                .unwrap_or(0);
+            counts.insert((actor.r#type, actor.id), count);
+            pb::app_message::Kind::Activated(pb::ActivateResult {
+                call_id: a.call_id,
+                ..Default::default()
+            })
+        }
+        Kind::Turn(t) => {
+            let actor = t.actor.unwrap_or_default();
+            if actor.r#type.starts_with("counter") {
+                let count = counts.entry((actor.r#type, actor.id)).or_default();
+                *count += 1;
+                let value = count.to_string();
+                pb::app_message::Kind::TurnResult(pb::TurnResult {
+                    call_id: t.call_id,
+                    outcome: Some(pb::turn_result::Outcome::Reply(pb::Payload {
+                        data: value.clone().into_bytes().into(),
+                        content_type: pb::ContentType::Json as i32,
+                    })),
+                    changes: vec![pb::StateChange {
+                        key: "count".into(),
+                        op: Some(pb::state_change::Op::Set(value.into_bytes().into())),
+                    }],
+                    ..Default::default()
+                })
+            } else {
+                pb::app_message::Kind::TurnResult(pb::TurnResult {
+                    call_id: t.call_id,
+                    outcome: Some(pb::turn_result::Outcome::Reply(
+                        t.payload.unwrap_or_default(),
+                    )),
+                    changes: Vec::new(),
                     ..Default::default()
                 })
             }
-            Some(Kind::Turn(t)) => {
-                let actor = t.actor.unwrap_or_default();
-                if actor.r#type.starts_with("counter") {
-                    let count = counts.entry((actor.r#type, actor.id)).or_default();
-                    *count += 1;
-                    let value = count.to_string();
-                    pb::app_message::Kind::TurnResult(pb::TurnResult {
-                        call_id: t.call_id,
-                        outcome: Some(pb::turn_result::Outcome::Reply(pb::Payload {
-                            data: value.clone().into_bytes().into(),
-                            content_type: pb::ContentType::Json as i32,
-                        })),
-                        changes: vec![pb::StateChange {
-                            key: "count".into(),
-                            op: Some(pb::state_change::Op::Set(value.into_bytes().into())),
-                        }],
-                        ..Default::default()
-                    })
-                } else {
-                    pb::app_message::Kind::TurnResult(pb::TurnResult {
-                        call_id: t.call_id,
-                        outcome: Some(pb::turn_result::Outcome::Reply(
-                            t.payload.unwrap_or_default(),
-                        )),
-                        changes: Vec::new(),
-                        ..Default::default()
-                    })
-                }
-            }
-            Some(Kind::Deactivate(d)) => {
-                let actor = d.actor.unwrap_or_default();
-                counts.remove(&(actor.r#type, actor.id));
-                pb::app_message::Kind::Deactivated(pb::DeactivateResult {
-                    call_id: d.call_id,
-                    changes: Vec::new(),
-                })
-            }
-            None => continue,
-        };
-        tx.send(pb::AppMessage { kind: Some(reply) })?;
-    }
-    Ok(())
+        }
+        Kind::Deactivate(d) => {
+            let actor = d.actor.unwrap_or_default();
+            counts.remove(&(actor.r#type, actor.id));
+            pb::app_message::Kind::Deactivated(pb::DeactivateResult {
+                call_id: d.call_id,
+                changes: Vec::new(),
+            })
+        }
+        Kind::Registered(_) | Kind::Batch(_) => return None,
+    })
 }

@@ -14,6 +14,7 @@
 mod drain;
 pub(crate) mod events;
 mod sweep;
+pub(crate) mod waves;
 
 use events::Ended;
 
@@ -320,7 +321,16 @@ impl Shared {
         self.notify_drains();
     }
 
+    /// Deactivates `act` through its host, in waves (see `waves`): it may
+    /// wait for a place first.
     pub(crate) fn deactivate(self: &Arc<Self>, act: Arc<Activation>, reason: DeactivateReason) {
+        if self.waves.admit(&act, reason) {
+            act.inner.lock().set_in_wave(true);
+            self.deactivate_now(act, reason);
+        }
+    }
+
+    fn deactivate_now(self: &Arc<Self>, act: Arc<Activation>, reason: DeactivateReason) {
         let (binding, host_lost) = {
             let inner = act.inner.lock();
             (inner.binding.clone(), inner.host_lost())
@@ -385,12 +395,21 @@ impl Shared {
         how: Ended,
     ) {
         // The host has let go of it: it serves nothing from here on.
-        let announced = {
+        let (announced, in_wave) = {
             let mut inner = act.inner.lock();
             let announced = inner.announced();
             inner.set_announced(false);
-            announced
+            let in_wave = inner.in_wave();
+            inner.set_in_wave(false);
+            (announced, in_wave)
         };
+        // Its place in the wave goes to the next waiting deactivation.
+        if in_wave {
+            if let Some((next, reason)) = self.waves.finished() {
+                next.inner.lock().set_in_wave(true);
+                self.deactivate_now(next, reason);
+            }
+        }
         if announced {
             events::ended(&self.config.node, &act.id, how);
         }

@@ -117,10 +117,8 @@ class _Session:
         self.out: asyncio.Queue[app_pb2.AppMessage] = asyncio.Queue()
         # An answer taken from `out` that did not fit in the previous batch: written next.
         self._held: app_pb2.AppMessage | None = None
-        # Whether answers may go out in an AppBatch: once the daemon has sent a
-        # DaemonBatch. It sends those only to apps that set accepts_batches, and a daemon
-        # that batches reads batches; an older one would end the stream on an AppBatch
-        # (to it an empty AppMessage), and Registered does not say which it is.
+        # Whether answers may go out in an AppBatch: the daemon says so in Registered.
+        # An older one would end the stream on an AppBatch (to it an empty AppMessage).
         self.batch_answers = False
 
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -132,6 +130,7 @@ class _Session:
         call = self.stub.Attach()
         try:
             registered = await self._register(call)
+            self.batch_answers = registered.accepts_batches
             await self.app._set_registered(True, registered.daemon_version)
             writer = asyncio.create_task(self._write_loop(call))
             reader = asyncio.create_task(self._read_loop(call))
@@ -209,7 +208,6 @@ class _Session:
                 raise ConnectionError(f"daemon closed the stream ({await call.code()})")
             assert isinstance(msg, app_pb2.DaemonMessage)
             if msg.WhichOneof("kind") == "batch":
-                self.batch_answers = True
                 # Work that was ready together: each message runs as if it came alone, in
                 # order (its task starts before the next one's).
                 for inner in msg.batch.messages:

@@ -41,7 +41,24 @@ export interface AppMessage {
     | { $case: "activated"; value: ActivateResult }
     | { $case: "turnResult"; value: TurnResult }
     | { $case: "deactivated"; value: DeactivateResult }
+    | //
+    /**
+     * Several answers in one message: many tiny HTTP/2 DATA frames cost the
+     * daemon more than one larger one (and HTTP/2 peers limit how many tiny
+     * frames they buffer). Send what is ready together, without waiting
+     * for more.
+     */
+    { $case: "batch"; value: AppBatch }
     | undefined;
+}
+
+/**
+ * Answers (activated, turn_result, deactivated; never register or another
+ * batch), handled in order. Keep a batch well under the daemon's message
+ * limit (64 MiB): e.g. at most 256 answers and 1 MiB, a large answer alone.
+ */
+export interface AppBatch {
+  messages: AppMessage[];
 }
 
 export interface Register {
@@ -50,6 +67,11 @@ export interface Register {
   types: ActorTypeSpec[];
   /** SDK name and version, for diagnostics (e.g. "troupe-python/0.1.0"). */
   sdk: string;
+  /**
+   * The app understands DaemonMessage.batch: the daemon then sends work
+   * that is ready together in one message. Off, every message comes alone.
+   */
+  acceptsBatches: boolean;
 }
 
 /** Per-type options. Zero values mean "use the daemon's default". */
@@ -127,13 +149,31 @@ export interface DaemonMessage {
     | { $case: "activate"; value: Activate }
     | { $case: "turn"; value: Turn }
     | { $case: "deactivate"; value: Deactivate }
+    | //
+    /** Only to apps that set Register.accepts_batches. */
+    { $case: "batch"; value: DaemonBatch }
     | undefined;
+}
+
+/**
+ * Work that was ready together (activate, turn, deactivate; never
+ * registered or another batch), to handle in order as if sent one by one.
+ * The daemon keeps a batch under 1 MiB and 256 messages; a large message
+ * comes alone.
+ */
+export interface DaemonBatch {
+  messages: DaemonMessage[];
 }
 
 export interface Registered {
   /** The daemon's effective options per type (defaults filled in). */
   types: ActorTypeSpec[];
   daemonVersion: string;
+  /**
+   * The daemon reads AppMessage.batch: answers ready together may go in
+   * one. Off (an older daemon), send every answer alone.
+   */
+  acceptsBatches: boolean;
 }
 
 /**
@@ -249,6 +289,9 @@ export const AppMessage: MessageFns<AppMessage> = {
       case "deactivated":
         DeactivateResult.encode(message.kind.value, writer.uint32(34).fork()).join();
         break;
+      case "batch":
+        AppBatch.encode(message.kind.value, writer.uint32(42).fork()).join();
+        break;
     }
     return writer;
   },
@@ -298,6 +341,14 @@ export const AppMessage: MessageFns<AppMessage> = {
             message.kind = { $case: "deactivated", value: DeactivateResult.decode(reader, reader.uint32()) };
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kind = { $case: "batch", value: AppBatch.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -340,13 +391,74 @@ export const AppMessage: MessageFns<AppMessage> = {
         }
         break;
       }
+      case "batch": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "batch", value: AppBatch.fromPartial(object.kind.value) };
+        }
+        break;
+      }
     }
     return message;
   },
 };
 
+function createBaseAppBatch(): AppBatch {
+  return { messages: [] };
+}
+
+export const AppBatch: MessageFns<AppBatch> = {
+  encode(message: AppBatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.messages) {
+      AppMessage.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AppBatch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAppBatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.messages.push(AppMessage.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AppBatch>, I>>(base?: I): AppBatch {
+    return AppBatch.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AppBatch>, I>>(object: I): AppBatch {
+    const message = createBaseAppBatch();
+    message.messages = object.messages?.map((e) => AppMessage.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBaseRegister(): Register {
-  return { appName: "", types: [], sdk: "" };
+  return { appName: "", types: [], sdk: "", acceptsBatches: false };
 }
 
 export const Register: MessageFns<Register> = {
@@ -359,6 +471,9 @@ export const Register: MessageFns<Register> = {
     }
     if (message.sdk !== "") {
       writer.uint32(26).string(message.sdk);
+    }
+    if (message.acceptsBatches !== false) {
+      writer.uint32(32).bool(message.acceptsBatches);
     }
     return writer;
   },
@@ -400,6 +515,14 @@ export const Register: MessageFns<Register> = {
             message.sdk = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.acceptsBatches = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -420,6 +543,7 @@ export const Register: MessageFns<Register> = {
     message.appName = object.appName ?? "";
     message.types = object.types?.map((e) => ActorTypeSpec.fromPartial(e)) || [];
     message.sdk = object.sdk ?? "";
+    message.acceptsBatches = object.acceptsBatches ?? false;
     return message;
   },
 };
@@ -887,6 +1011,9 @@ export const DaemonMessage: MessageFns<DaemonMessage> = {
       case "deactivate":
         Deactivate.encode(message.kind.value, writer.uint32(34).fork()).join();
         break;
+      case "batch":
+        DaemonBatch.encode(message.kind.value, writer.uint32(42).fork()).join();
+        break;
     }
     return writer;
   },
@@ -936,6 +1063,14 @@ export const DaemonMessage: MessageFns<DaemonMessage> = {
             message.kind = { $case: "deactivate", value: Deactivate.decode(reader, reader.uint32()) };
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kind = { $case: "batch", value: DaemonBatch.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -978,13 +1113,74 @@ export const DaemonMessage: MessageFns<DaemonMessage> = {
         }
         break;
       }
+      case "batch": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "batch", value: DaemonBatch.fromPartial(object.kind.value) };
+        }
+        break;
+      }
     }
     return message;
   },
 };
 
+function createBaseDaemonBatch(): DaemonBatch {
+  return { messages: [] };
+}
+
+export const DaemonBatch: MessageFns<DaemonBatch> = {
+  encode(message: DaemonBatch, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.messages) {
+      DaemonMessage.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DaemonBatch {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDaemonBatch();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.messages.push(DaemonMessage.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DaemonBatch>, I>>(base?: I): DaemonBatch {
+    return DaemonBatch.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DaemonBatch>, I>>(object: I): DaemonBatch {
+    const message = createBaseDaemonBatch();
+    message.messages = object.messages?.map((e) => DaemonMessage.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBaseRegistered(): Registered {
-  return { types: [], daemonVersion: "" };
+  return { types: [], daemonVersion: "", acceptsBatches: false };
 }
 
 export const Registered: MessageFns<Registered> = {
@@ -994,6 +1190,9 @@ export const Registered: MessageFns<Registered> = {
     }
     if (message.daemonVersion !== "") {
       writer.uint32(18).string(message.daemonVersion);
+    }
+    if (message.acceptsBatches !== false) {
+      writer.uint32(24).bool(message.acceptsBatches);
     }
     return writer;
   },
@@ -1027,6 +1226,14 @@ export const Registered: MessageFns<Registered> = {
             message.daemonVersion = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.acceptsBatches = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1046,6 +1253,7 @@ export const Registered: MessageFns<Registered> = {
     const message = createBaseRegistered();
     message.types = object.types?.map((e) => ActorTypeSpec.fromPartial(e)) || [];
     message.daemonVersion = object.daemonVersion ?? "";
+    message.acceptsBatches = object.acceptsBatches ?? false;
     return message;
   },
 };

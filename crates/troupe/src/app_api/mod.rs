@@ -13,17 +13,21 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, Notify};
-use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{info, warn};
 use troupe_proto::v1 as pb;
 use troupe_runtime::{
     ActivateDone, ActivateRequest, ActorHost, CallError, DeactivateDone, DeactivateReason,
-    DeactivateRequest, Runtime, TurnDone, TurnKind, TurnOutcome, TurnRequest, Unavailable,
+    DeactivateRequest, Runtime, TurnDone, TurnKind, TurnRequest,
 };
 
 use crate::convert::errors::status_of;
 use crate::{convert, telemetry};
+
+mod answers;
+mod outbound;
+
+use answers::read_answers;
 
 /// How long a new stream may take to send its Register message.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -56,6 +60,9 @@ struct AppConnection {
     closed: Notify,
     /// Call ids of turns failed for running past their timeout.
     timed_out: Mutex<TimedOut>,
+    /// Largest reply a turn may give (`--max-payload-bytes`): a larger one
+    /// fails that turn, not the stream.
+    max_payload_bytes: usize,
 }
 
 /// Call ids of timed-out turns, the oldest forgotten first.
@@ -101,7 +108,15 @@ impl AppConnection {
     }
 
     fn take(&self, call_id: u64) -> Option<Pending> {
-        self.pending.lock().remove(&call_id)
+        let mut pending = self.pending.lock();
+        let taken = pending.remove(&call_id);
+        // After a burst (every actor deactivated at once) the map would keep
+        // its size for good; give the memory back once it is mostly empty.
+        if pending.capacity() > 4096 && pending.len() < pending.capacity() / 4 {
+            let keep = pending.len() * 2;
+            pending.shrink_to(keep);
+        }
+        taken
     }
 
     /// Fails every turn past its deadline with `TurnTimedOut`; the runtime
@@ -249,7 +264,7 @@ impl AppApi {
 
 #[tonic::async_trait]
 impl pb::app_host_server::AppHost for AppApi {
-    type AttachStream = UnboundedReceiverStream<Result<pb::DaemonMessage, Status>>;
+    type AttachStream = outbound::DaemonStream;
 
     async fn attach(
         &self,
@@ -289,6 +304,7 @@ impl pb::app_host_server::AppHost for AppApi {
             next_call_id: AtomicU64::new(1),
             closed: Notify::new(),
             timed_out: Mutex::default(),
+            max_payload_bytes: self.runtime.config().max_payload_bytes,
         });
         let specs = register.types.into_iter().map(convert::type_spec).collect();
         // Work for the new host can be sent the moment it is registered
@@ -316,13 +332,14 @@ impl pb::app_host_server::AppHost for AppApi {
                     .map(|t| convert::type_options_to_pb(t))
                     .collect(),
                 daemon_version: env!("CARGO_PKG_VERSION").to_owned(),
+                accepts_batches: true,
             })),
         };
         // The receiver is alive (held below), so this cannot fail.
         let _ = tx.send(Ok(registered));
         drop(outbound);
         self.connections.lock().insert(host_id, connection.clone());
-        info!(app = %name, sdk = %register.sdk, host_id, "app attached");
+        info!(app = %name, sdk = %register.sdk, host_id, batches = register.accepts_batches, "app attached");
 
         let runtime = self.runtime.clone();
         let connections = self.connections.clone();
@@ -337,109 +354,9 @@ impl pb::app_host_server::AppHost for AppApi {
             connections.lock().remove(&host_id);
             runtime.unregister_host(host_id);
         });
-        Ok(Response::new(UnboundedReceiverStream::new(rx)))
+        Ok(Response::new(outbound::stream(
+            rx,
+            register.accepts_batches,
+        )))
     }
-}
-
-/// Matches the app's answers to pending work until the stream ends. An
-/// answer that breaks the protocol ends the stream with a status saying why.
-async fn read_answers(
-    connection: &AppConnection,
-    inbound: &mut Streaming<pb::AppMessage>,
-    sweep: Duration,
-) -> Result<(), Status> {
-    use pb::app_message::Kind;
-    let mut overdue = tokio::time::interval(sweep);
-    overdue.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let next = tokio::select! {
-            next = inbound.message() => next,
-            _ = overdue.tick() => {
-                connection.fail_overdue_turns(Instant::now());
-                continue;
-            }
-            () = connection.closed.notified() => return Ok(()),
-        };
-        let message = match next {
-            Ok(Some(m)) => m,
-            Ok(None) => return Ok(()),
-            // The app went away or sent bytes that are not an AppMessage.
-            Err(status) => {
-                return Err(Status::invalid_argument(format!(
-                    "app stream broke: {}",
-                    status.message()
-                )))
-            }
-        };
-        match message.kind {
-            Some(Kind::Activated(a)) => match connection.take(a.call_id) {
-                // The app saw the lease over before it created the instance.
-                Some(Pending::Activate(done)) if a.lease_expired => {
-                    done.fail(Unavailable::LeaseLapsed.into());
-                }
-                Some(Pending::Activate(done)) => {
-                    let changes = convert::state_changes(a.changes)?;
-                    done.finish(match a.error {
-                        Some(f) => Err(convert::failure(f)),
-                        None => Ok(changes),
-                    });
-                }
-                other => return Err(unexpected(a.call_id, "ActivateResult", other)),
-            },
-            Some(Kind::TurnResult(t)) => match connection.take(t.call_id) {
-                // The app did not run it: the lease was over when it came.
-                Some(Pending::Turn(done, ..)) if t.lease_expired => {
-                    done.fail(Unavailable::LeaseLapsed.into());
-                }
-                Some(Pending::Turn(done, ..)) => {
-                    let changes = convert::state_changes(t.changes)?;
-                    let result = match t.outcome {
-                        Some(pb::turn_result::Outcome::Reply(p)) => Ok(convert::payload(Some(p))),
-                        Some(pb::turn_result::Outcome::Error(f)) => Err(convert::failure(f)),
-                        None => Err(troupe_runtime::ActorFailure {
-                            ty: "ProtocolError".into(),
-                            message: "the app answered the turn with neither a reply nor an error"
-                                .into(),
-                            details: String::new(),
-                        }),
-                    };
-                    done.finish(TurnOutcome { result, changes });
-                }
-                // Too late: its caller got DEADLINE_EXCEEDED and the actor
-                // was deactivated; the answer and its changes are dropped.
-                None if connection.was_timed_out(t.call_id) => {}
-                other => return Err(unexpected(t.call_id, "TurnResult", other)),
-            },
-            Some(Kind::Deactivated(d)) => match connection.take(d.call_id) {
-                Some(Pending::Deactivate(done)) => {
-                    let changes = convert::state_changes(d.changes)?;
-                    done.finish(changes);
-                }
-                other => return Err(unexpected(d.call_id, "DeactivateResult", other)),
-            },
-            Some(Kind::Register(_)) => {
-                return Err(Status::failed_precondition(
-                    "Register was sent twice on one stream; open a new stream to register again",
-                ))
-            }
-            None => {
-                return Err(Status::invalid_argument(
-                    "empty AppMessage: set one of activated, turn_result, deactivated",
-                ))
-            }
-        }
-    }
-}
-
-fn unexpected(call_id: u64, got: &str, pending: Option<Pending>) -> Status {
-    let waiting = match pending {
-        None => "nothing".to_owned(),
-        Some(Pending::Activate(_)) => "an ActivateResult".to_owned(),
-        Some(Pending::Turn(..)) => "a TurnResult".to_owned(),
-        Some(Pending::Deactivate(_)) => "a DeactivateResult".to_owned(),
-    };
-    Status::invalid_argument(format!(
-        "{got} for call_id {call_id}, but that call id waits for {waiting}; answer each \
-         daemon message once, with its own call_id and kind"
-    ))
 }
