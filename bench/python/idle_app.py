@@ -1,4 +1,4 @@
-"""A Python app for benchmarks against a daemon you started: hosts `counter`.
+"""A Python app for benchmarks against a daemon you started: hosts `counter` and `echo`.
 
     python bench/python/idle_app.py [ADDR] [--idle-timeout SECONDS] [--report SECONDS]
 
@@ -6,6 +6,8 @@
 state key `count` and returns it. The Python counterpart of the Rust
 tests/src/bin/bench_app.rs `counter`, e.g. for idle-out benchmarks: activate many
 actors (tell_many ADDR counter N) and watch them all deactivate together.
+`echo` has no state (`incr` returns its argument), so a benchmark measures the
+daemon's activations, not the state it keeps (bench/idle_out.sh uses it).
 
 ADDR defaults to $TROUPE_ADDR, then 127.0.0.1:7420. Without --idle-timeout the
 type leaves its idle timeout to the daemon (`troupe serve --idle-timeout`).
@@ -49,6 +51,20 @@ class Counter(troupe.Actor):
         return count
 
 
+class Echo(troupe.Actor):
+    """Declared as type `echo` in main(): no state."""
+
+    def on_activate(self) -> None:
+        STATS.activated += 1
+
+    def on_deactivate(self) -> None:
+        STATS.deactivated += 1
+
+    @troupe.method
+    def incr(self, by: int = 1) -> int:
+        return by
+
+
 async def report(every: float) -> None:
     last = (-1, -1)
     while True:
@@ -64,7 +80,8 @@ async def run(args: argparse.Namespace) -> None:
     troupe.actor(
         "counter", state="write_behind", idle_timeout=args.idle_timeout, max_mailbox=10_000
     )(Counter)
-    app = troupe.App(actors=[Counter], address=args.addr, app_name="bench-python-idle")
+    troupe.actor("echo", idle_timeout=args.idle_timeout, max_mailbox=10_000)(Echo)
+    app = troupe.App(actors=[Counter, Echo], address=args.addr, app_name="bench-python-idle")
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, app.stop)
