@@ -180,6 +180,9 @@ const ANNOUNCED: u8 = 16;
 const RETIRING: u8 = 32;
 /// Holds a place among the deactivations under way (`lifecycle::waves`).
 const IN_WAVE: u8 = 64;
+/// Dropped without writing its changes (fenced): a reply still held for
+/// them must fail, not report them stored.
+const CHANGES_DROPPED: u8 = 128;
 
 impl Inner {
     pub(crate) fn state_loaded(&self) -> bool {
@@ -228,6 +231,18 @@ impl Inner {
 
     pub(crate) fn set_retiring(&mut self, on: bool) {
         self.set_flag(RETIRING, on);
+    }
+
+    pub(crate) fn changes_dropped(&self) -> bool {
+        self.flags & CHANGES_DROPPED != 0
+    }
+
+    /// Forgets the unwritten changes for good.
+    pub(crate) fn drop_changes(&mut self) {
+        if self.is_dirty() {
+            self.set_flag(CHANGES_DROPPED, true);
+        }
+        self.dirty = None;
     }
 
     pub(crate) fn announced(&self) -> bool {

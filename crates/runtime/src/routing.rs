@@ -273,7 +273,7 @@ impl Shared {
         }
     }
 
-    async fn reroute(self: Arc<Self>, actor: ActorId, env: Envelope) {
+    pub(crate) async fn reroute(self: Arc<Self>, actor: ActorId, env: Envelope) {
         let Envelope {
             kind,
             name,

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::activation::{Activation, Envelope, Status};
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
 use crate::host::{TurnDone, TurnMeta, TurnOutcome, TurnRequest};
 use crate::host_registry::Binding;
 use crate::lifecycle::events::Ended;
@@ -108,8 +108,17 @@ impl Shared {
         let mut inner = act.inner.lock();
         if inner.status == Status::Gone {
             // Fenced while the turn ran: its changes must not reach the store.
+            // With the lease still held, only a newer owner's refusal of a
+            // write drops an activation under a running turn.
             drop(inner);
-            reply.send(Err(lease_lapsed()));
+            reply.send(Err(if self.placement.may_serve() {
+                Unavailable::Fenced {
+                    actor: act.id.clone(),
+                }
+                .into()
+            } else {
+                lease_lapsed()
+            }));
             return;
         }
         // The lease ended and the fence is on its way: the actor may be

@@ -154,6 +154,16 @@ impl Shared {
                     self.start_readers(&act, &binding, inner);
                 }
             }
+            Status::Gone => {
+                // Dropped (fenced) after this call was put on the run queue,
+                // so the drop could not fail it: it goes to whatever
+                // activation of the actor there is now, like any new call.
+                let queued = inner.mailbox.take_all();
+                drop(inner);
+                for env in queued {
+                    tokio::spawn(self.clone().reroute(act.id.clone(), env));
+                }
+            }
             _ => {}
         }
     }

@@ -87,7 +87,9 @@ impl Flusher {
         let retried: HashSet<usize> = retried.iter().map(key).collect();
         let mut waiting = Vec::new();
         for (act, reply, result) in held {
-            if refused.contains(&key(&act)) {
+            // Dropped by a fence after the reply was held: its changes may
+            // have been taken from the batch before they were written.
+            if refused.contains(&key(&act)) || act.inner.lock().changes_dropped() {
                 reply.send(Err(Unavailable::Fenced {
                     actor: act.id.clone(),
                 }
@@ -113,7 +115,7 @@ impl Flusher {
                 "a newer owner has this actor (the store refused this daemon's write, or the \
                  table no longer gives it here): dropping its activation without writing"
             );
-            act.inner.lock().dirty = None;
+            act.inner.lock().drop_changes();
             if let Some(metrics) = &self.metrics {
                 metrics.write_fenced();
             }

@@ -370,7 +370,7 @@ impl Batch {
     fn take(&mut self, act: &Arc<Activation>, inner: &mut Inner, placement: &dyn Placement) {
         // Gone: dropped without writing (fenced); its state may be stale.
         if inner.status == Status::Gone {
-            inner.dirty = None;
+            inner.drop_changes();
             return;
         }
         let Some(dirty) = inner.dirty.take() else {

@@ -136,7 +136,7 @@ impl Shared {
         self.directory.remove_if(act, |inner| {
             failed.extend(inner.mailbox.take_all());
             dirty = inner.is_dirty();
-            inner.dirty = None;
+            inner.drop_changes();
             inner.binding = None;
             if inner.announced() {
                 inner.set_announced(false);
