@@ -2,7 +2,8 @@
 //! system is full, `durable` calls fail with UNAVAILABLE naming "No space
 //! left on device"; once space returns they succeed again within 5 s in the
 //! same daemon process, the flush backlog stops `failing`, and what was kept
-//! dirty meanwhile reaches the disk.
+//! dirty meanwhile reaches the disk. A value big enough for sled to keep
+//! in a file of its own (over ~128 KiB) recovers the same way.
 //!
 //! The data directory is on a 24 MiB tmpfs mounted in a private mount
 //! namespace that a helper process (`unshare`) holds, so the test never
@@ -157,7 +158,11 @@ async fn flush_backlog(daemon: &Daemon) -> anyhow::Result<pb::FlushBacklog> {
 /// A `put_raw` payload: a JSON string of 64 KiB starting with `n`, so each
 /// write needs fresh space and the stored value says which write it was.
 fn big_value(n: usize) -> String {
-    format!("\"{n:04}{}\"", "x".repeat(64 << 10))
+    value_of(n, 64 << 10)
+}
+
+fn value_of(n: usize, bytes: usize) -> String {
+    format!("\"{n:04}{}\"", "x".repeat(bytes))
 }
 
 fn is_no_space(message: &str) -> bool {
@@ -278,5 +283,82 @@ async fn durable_calls_fail_while_the_disk_is_full_and_succeed_within_5s_once_sp
         big_value(last_big).as_bytes(),
         "big does not hold its last write (refused while full, kept dirty)"
     );
+    Ok(())
+}
+
+/// sled 0.34 writes a value over ~128 KiB to a blob file of its own; a blob
+/// write failing on a full disk used to wedge the database until the daemon
+/// restarted (every later flush waited forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_sled_keeps_in_a_blob_fails_on_a_full_disk_and_is_written_once_space_returns(
+) -> anyhow::Result<()> {
+    const BLOB: usize = 256 << 10;
+    let tmpfs = match PrivateTmpfs::mount(TMPFS_MIB).await? {
+        Ok(tmpfs) => tmpfs,
+        Err(why) => {
+            println!("skipped: {why}");
+            return Ok(());
+        }
+    };
+    let data_dir = tmpfs.root.join("data");
+    let filler = tmpfs.root.join("filler");
+    let mut daemon = Daemon::start(&data_dir, &[]).await?;
+    let _app = TestApp::attach(
+        daemon.addr,
+        vec![type_with_mode("dur", pb::StateMode::Durable)],
+    )
+    .await?;
+    let mut client = daemon.client().await?;
+    client
+        .invoke("dur", "blob", "put_raw", &value_of(0, BLOB))
+        .await?;
+
+    fill(filler.clone()).await?;
+    let refused = within(
+        WAIT,
+        "a durable blob write on a full disk",
+        client.invoke_raw("dur", "blob", "put_raw", value_of(1, BLOB)),
+    )
+    .await?;
+    let refused = expect_code(refused, tonic::Code::Unavailable)?;
+    assert!(
+        is_no_space(refused.message()),
+        "UNAVAILABLE does not name the full disk: {}",
+        refused.message()
+    );
+
+    std::fs::remove_file(&filler)?;
+    let freed = Instant::now();
+    poll_until(RECOVERY, "a durable blob write to succeed again", || {
+        let mut client = client.clone();
+        async move {
+            // Bounded: a wedged store never answers.
+            let put = tokio::time::timeout(
+                Duration::from_secs(2),
+                client.invoke_raw("dur", "blob", "put_raw", value_of(2, BLOB)),
+            )
+            .await;
+            match put {
+                Ok(Ok(_)) => Ok(Some(())),
+                Ok(Err(status)) if status.code() == tonic::Code::Unavailable => Ok(None),
+                Ok(Err(status)) => Err(status.into()),
+                Err(_) => Ok(None),
+            }
+        }
+    })
+    .await
+    .with_context(|| format!("daemon log:\n{}", daemon.log()))?;
+    println!(
+        "a {} KiB durable write succeeded again {:?} after space returned",
+        BLOB >> 10,
+        freed.elapsed()
+    );
+
+    daemon.kill9().await?;
+    let daemon = Daemon::start(&data_dir, &[]).await?;
+    let mut client = daemon.client().await?;
+    let (blob, _) = client.state("dur", "blob").await?;
+    let stored = blob.get("raw").context("blob has no stored value")?;
+    assert_eq!(stored.as_ref(), value_of(2, BLOB).as_bytes());
     Ok(())
 }

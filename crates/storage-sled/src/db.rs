@@ -14,6 +14,14 @@
 //! log as after a crash. The runtime keeps every change it could not write
 //! dirty and writes it again, so nothing is lost across a re-open.
 //!
+//! A write is refused before sled sees it unless the file system has room
+//! for twice its bytes plus [`MIN_FREE`]: a blob write (a value over about
+//! 128 KiB) that fails on a full disk leaves sled 0.34 waiting forever for
+//! the log buffer it claimed, so every later flush of that database hangs,
+//! its drop too, and the directory lock it keeps holding stops any re-open
+//! until the daemon restarts. The bound is rough and races with anything
+//! else filling the disk; what slips past it is re-opened as above.
+//!
 //! Reads go on using a broken database while it is open (sled serves them
 //! from its cache and its files; a disk that is still full would fail a
 //! re-open anyway). Only after a failed re-open, when no database is open,
@@ -31,6 +39,10 @@ use troupe_storage::StoreError;
 /// After a failed re-open, operations are told that failure instead of
 /// trying again for this long.
 pub(crate) const REOPEN_EVERY: Duration = Duration::from_millis(100);
+
+/// Free space a write leaves besides twice its own bytes: two of sled's
+/// 512 KiB log segments, for the log records and node rewrites of a batch.
+pub(crate) const MIN_FREE: u64 = 1 << 20;
 
 /// How long a re-open waits for sled to release the directory lock held by
 /// the database it replaces (its background threads end shortly after the
@@ -169,17 +181,38 @@ impl SledDb {
             .map_err(|e| StoreError::Io(format!("state store read task failed: {e}")))?
     }
 
-    /// Runs a write on the blocking pool (writes end in an fsync), on a
-    /// database re-opened first if an I/O error broke it.
-    pub(crate) async fn write<T, F>(&self, write: F) -> Result<T, StoreError>
+    /// Runs a write of about `bytes` bytes on the blocking pool (writes end
+    /// in an fsync), once the file system has room for it, on a database
+    /// re-opened first if an I/O error broke it.
+    pub(crate) async fn write<T, F>(&self, bytes: u64, write: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Handles) -> Result<T, Failure> + Send + 'static,
     {
         let db = self.clone();
-        tokio::task::spawn_blocking(move || db.run(Access::Write, write))
-            .await
-            .map_err(|e| StoreError::Io(format!("state store write task failed: {e}")))?
+        tokio::task::spawn_blocking(move || {
+            db.check_space(bytes)?;
+            db.run(Access::Write, write)
+        })
+        .await
+        .map_err(|e| StoreError::Io(format!("state store write task failed: {e}")))?
+    }
+
+    /// Refuses a write that may not fit (see the module doc).
+    fn check_space(&self, bytes: u64) -> Result<(), StoreError> {
+        let path = || self.0.dir.display().to_string();
+        let available = fs2::available_space(&self.0.dir).map_err(|e| {
+            StoreError::Io(format!("cannot read the free space under {}: {e}", path()))
+        })?;
+        let needed = bytes.saturating_mul(2).saturating_add(MIN_FREE);
+        if available < needed {
+            return Err(StoreError::NoSpace {
+                path: path(),
+                available,
+                needed,
+            });
+        }
+        Ok(())
     }
 
     /// `read` now if an open database can be had without waiting; `read`

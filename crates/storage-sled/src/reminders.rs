@@ -120,10 +120,14 @@ impl ReminderStore for SledReminders {
             .iter()
             .map(|w| matches!(w.op, ReminderOp::Put(_)))
             .collect();
+        // Each put is a record and an index entry; a delete, two removals.
+        let bytes = puts.iter().fold(0u64, |sum, (key, value, _)| {
+            sum.saturating_add(key.len().saturating_mul(2).saturating_add(value.len()) as u64)
+        });
         // Reads, the batch and the fsync block: `write` keeps them off the
         // async workers.
         self.db
-            .write(move |db| {
+            .write(bytes, move |db| {
                 let tree = &db.reminders;
                 // Only the scheduler's single writer calls this, so the due times
                 // read here cannot change before the batch applies. An op on a

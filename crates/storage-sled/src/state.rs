@@ -69,11 +69,16 @@ impl StateStore for SledStore {
 
     async fn write_batch(&self, batch: &[ActorWrite]) -> Result<Vec<FencedActor>, StoreError> {
         let mut sled_batch = sled::Batch::default();
+        let mut bytes = 0u64;
         for write in batch {
             let prefix = actor_prefix(&write.actor_type, &write.actor_id);
             for (key, value) in &write.changes {
                 let mut full = prefix.clone();
                 full.extend_from_slice(key.as_bytes());
+                let size = full
+                    .len()
+                    .saturating_add(value.as_ref().map_or(0, |v| v.len()));
+                bytes = bytes.saturating_add(size as u64);
                 match value {
                     Some(v) => sled_batch.insert(full, v.as_ref()),
                     None => sled_batch.remove(full),
@@ -81,7 +86,7 @@ impl StateStore for SledStore {
             }
         }
         self.db
-            .write(move |db| {
+            .write(bytes, move |db| {
                 db.state.apply_batch(sled_batch)?;
                 db.db.flush()?;
                 Ok(Vec::new())

@@ -90,6 +90,18 @@ pub enum StoreError {
     Io(String),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A write refused before it started because the file system under the
+    /// store may not have room for it.
+    #[error(
+        "not enough free space for a write to the state store at {path}: {available} bytes \
+         available, {needed} needed (No space left on device); free space on that file system \
+         and the write goes through by itself at its next retry"
+    )]
+    NoSpace {
+        path: String,
+        available: u64,
+        needed: u64,
+    },
     /// A claim with an epoch older than the actor's: another daemon owns it
     /// now.
     #[error(
