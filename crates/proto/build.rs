@@ -11,6 +11,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "app.proto",
         "admin.proto",
         "placement.proto",
+        "link.proto",
     ]
     .map(|f| root.join("troupe/v1").join(f));
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);

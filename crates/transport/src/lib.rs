@@ -1,27 +1,22 @@
 //! Daemon-to-daemon connections.
 //!
-//! With several daemons, a call that arrives at a daemon not owning the actor
-//! is forwarded to the owner. This crate owns those connections: [`Peers`]
-//! keeps one gRPC channel per peer address (connected on first use, then
-//! reused by every call to that peer) and forwards `ActorClient` RPCs over
-//! it with the call's deadline, trace context and hop count
-//! ([`Forward`]). The binary turns runtime calls into requests; this crate
-//! knows only `troupe.v1`.
-//!
-//! The multi-channel transport (several connections per peer, message
-//! classes on separate channels, per-actor-pair affinity) grows here later;
-//! [`MessageClass`] already names the classes the channels will be split by.
+//! With several daemons, a request that arrives at a daemon not owning the
+//! actor goes to the owner. [`link`] owns how: long-lived streams to each
+//! peer in channels (small calls, bulk payloads), batched, chunked and
+//! matched to replies by id. [`Peers`] keeps the plain gRPC channels to the
+//! placement replicas (membership and hand-off: control traffic, on
+//! connections of their own). The binary turns runtime requests into link
+//! messages; this crate knows only `troupe.v1`.
+
+pub mod link;
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, Endpoint};
-use tonic::{Code, Status};
+use tonic::Status;
 use tracing::debug;
-use troupe_proto::v1 as pb;
 
 /// Request header carrying how many times a call has been forwarded; the
 /// receiving daemon refuses to forward it past its limit.
@@ -31,29 +26,16 @@ pub const FORWARDED_HEADER: &str = "troupe-forwarded";
 pub const TRACEPARENT_HEADER: &str = "traceparent";
 pub const TRACESTATE_HEADER: &str = "tracestate";
 
-/// Traffic classes that get their own channels to a peer.
+/// A boxed future, as the daemon's [`link::Inbound`] answers.
+pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+/// What a request travels as, which picks its channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MessageClass {
-    /// Calls and replies under the small-payload threshold.
+    /// Calls and replies under the bulk threshold.
     Small,
-    /// Calls and replies whose payload passes the threshold.
+    /// Calls and replies whose payload reaches it.
     Bulk,
-    /// Placement, hand-off and membership traffic.
-    Control,
-}
-
-impl MessageClass {
-    /// Payloads from this size on travel on the bulk channel.
-    pub const BULK_THRESHOLD: usize = 64 * 1024;
-
-    /// The class of a call carrying `payload_len` bytes.
-    pub fn for_payload(payload_len: usize) -> Self {
-        if payload_len >= Self::BULK_THRESHOLD {
-            Self::Bulk
-        } else {
-            Self::Small
-        }
-    }
 }
 
 /// Why a forwarded request got no answer from the peer.
@@ -71,9 +53,22 @@ pub enum TransportError {
     /// The peer answered with an error status: pass it on as it is.
     #[error("the daemon at {address} answered {}: {}", .status.code(), .status.message())]
     Remote { address: String, status: Status },
+    /// More is queued for the peer than the channel may hold: the peer (or
+    /// the link to it) does not keep up.
+    #[error(
+        "the {channel} link to the daemon at {address} has {queued} bytes queued, its limit \
+         ({limit}, --peer-queue-bytes): that daemon or the network to it does not keep up; retry \
+         with backoff"
+    )]
+    Overloaded {
+        address: String,
+        channel: &'static str,
+        queued: usize,
+        limit: usize,
+    },
 }
 
-/// Settings for connections to peers.
+/// Settings for the placement channels.
 #[derive(Debug, Clone)]
 pub struct PeersConfig {
     /// How long dialling a peer may take before it counts as unreachable.
@@ -101,42 +96,6 @@ impl Default for PeersConfig {
     }
 }
 
-/// What travels with a forwarded request besides its body.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Forward {
-    /// Times the call has been forwarded, this forward included.
-    pub hops: u32,
-    /// Time left until the caller's deadline; `None`: the peer's default.
-    pub timeout: Option<Duration>,
-    /// W3C trace context to continue on the peer (empty: none).
-    pub traceparent: String,
-    pub tracestate: String,
-}
-
-impl Forward {
-    /// `body` as a request carrying the deadline (`grpc-timeout`), trace
-    /// context and `troupe-forwarded` headers.
-    pub fn request<T>(&self, body: T) -> tonic::Request<T> {
-        let mut request = tonic::Request::new(body);
-        if let Some(timeout) = self.timeout {
-            request.set_timeout(timeout);
-        }
-        let metadata = request.metadata_mut();
-        metadata.insert(FORWARDED_HEADER, MetadataValue::from(self.hops));
-        for (name, value) in [
-            (TRACEPARENT_HEADER, &self.traceparent),
-            (TRACESTATE_HEADER, &self.tracestate),
-        ] {
-            // A value that is no valid header came from a caller's header
-            // in the first place; dropping it only loses the trace link.
-            if let (false, Ok(value)) = (value.is_empty(), value.parse()) {
-                metadata.insert(name, value);
-            }
-        }
-        request
-    }
-}
-
 /// The `troupe-forwarded` hop count of an incoming request (0: not forwarded).
 pub fn forwarded_hops(metadata: &tonic::metadata::MetadataMap) -> u32 {
     metadata
@@ -146,8 +105,8 @@ pub fn forwarded_hops(metadata: &tonic::metadata::MetadataMap) -> u32 {
         .unwrap_or(0)
 }
 
-/// One gRPC connection per peer daemon, created on first use and shared by
-/// every request to that peer (HTTP/2 multiplexes them).
+/// One gRPC connection per placement replica, created on first use and
+/// shared by every request to it (HTTP/2 multiplexes them).
 #[derive(Debug, Clone)]
 pub struct Peers {
     inner: Arc<PeersInner>,
@@ -232,128 +191,14 @@ impl Peers {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-
-    fn client(
-        &self,
-        address: &str,
-    ) -> Result<pb::actor_client_client::ActorClientClient<Channel>, TransportError> {
-        let limit = self.inner.config.max_message_bytes;
-        Ok(
-            pb::actor_client_client::ActorClientClient::new(self.channel(address)?)
-                .max_decoding_message_size(limit)
-                .max_encoding_message_size(limit),
-        )
-    }
-
-    /// Runs `Invoke` on the peer.
-    pub async fn invoke(
-        &self,
-        address: &str,
-        request: pb::InvokeRequest,
-        forward: &Forward,
-    ) -> Result<pb::InvokeResponse, TransportError> {
-        self.forward(
-            address,
-            request,
-            forward,
-            |mut client, request| async move { client.invoke(request).await },
-        )
-        .await
-    }
-
-    /// Delivers `Tell` to the peer (returns once the peer queued it).
-    pub async fn tell(
-        &self,
-        address: &str,
-        request: pb::TellRequest,
-        forward: &Forward,
-    ) -> Result<pb::TellResponse, TransportError> {
-        self.forward(
-            address,
-            request,
-            forward,
-            |mut client, request| async move { client.tell(request).await },
-        )
-        .await
-    }
-
-    /// Forwards any `ActorClient` RPC: `rpc` picks the method, e.g.
-    /// `|mut c, r| async move { c.get_state(r).await }`. The request carries
-    /// `forward`'s headers, and waiting is bounded by its timeout.
-    pub async fn forward<Req, Resp, F, Fut>(
-        &self,
-        address: &str,
-        body: Req,
-        forward: &Forward,
-        rpc: F,
-    ) -> Result<Resp, TransportError>
-    where
-        F: FnOnce(pb::actor_client_client::ActorClientClient<Channel>, tonic::Request<Req>) -> Fut,
-        Fut: Future<Output = Result<tonic::Response<Resp>, Status>>,
-    {
-        let client = self.client(address)?;
-        let timeout = forward.timeout.unwrap_or(self.inner.config.default_timeout);
-        let request = Forward {
-            timeout: Some(timeout),
-            ..forward.clone()
-        }
-        .request(body);
-        // The peer enforces grpc-timeout itself; this bound covers a peer
-        // that stopped answering altogether (e.g. SIGSTOPped) with a
-        // connection that still looks open.
-        let slack = Duration::from_millis(250);
-        match tokio::time::timeout(timeout + slack, rpc(client, request)).await {
-            Ok(Ok(response)) => Ok(response.into_inner()),
-            Ok(Err(status)) => Err(classify(address, status, timeout)),
-            Err(_) => Err(TransportError::Timeout {
-                address: address.to_owned(),
-                timeout,
-            }),
-        }
-    }
-}
-
-/// A status the client library made up from a broken connection carries the
-/// I/O error as its source; one the peer sent has none.
-fn classify(address: &str, status: Status, timeout: Duration) -> TransportError {
-    if status.code() == Code::Unavailable || status.code() == Code::Unknown {
-        if let Some(source) = std::error::Error::source(&status) {
-            return TransportError::Unreachable {
-                address: address.to_owned(),
-                reason: root_cause(source),
-            };
-        }
-    }
-    if status.code() == Code::Cancelled {
-        // The channel's own deadline (from grpc-timeout) fired.
-        if status.message() == tonic::TimeoutExpired(()).to_string() {
-            return TransportError::Timeout {
-                address: address.to_owned(),
-                timeout,
-            };
-        }
-        if std::error::Error::source(&status).is_some() {
-            return TransportError::Unreachable {
-                address: address.to_owned(),
-                reason: root_cause(&status),
-            };
-        }
-    }
-    TransportError::Remote {
-        address: address.to_owned(),
-        status,
-    }
 }
 
 /// The innermost cause: "Connection refused (os error 111)" says more than
 /// "transport error" wrapped around it.
-fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
     let mut inner = error;
     while let Some(source) = inner.source() {
         inner = source;
     }
     inner.to_string()
 }
-
-#[cfg(test)]
-mod tests;

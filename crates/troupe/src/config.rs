@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Deserialize;
 use troupe_runtime::{RuntimeConfig, StateMode};
+use troupe_transport::link::{ChannelPlan, LinksConfig, Window};
 
 /// Flags of `troupe serve`. Every setting can also come from `--config`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -90,6 +91,21 @@ pub struct ServeArgs {
     /// `HOST:PORT` other daemons dial to forward calls here [default: the --listen address].
     #[arg(long)]
     pub advertise: Option<String>,
+    /// Channels of the links to each other daemon and their connections:
+    /// `call=N,bulk=M` (small calls apart from chunked payloads of 64 KiB and
+    /// more) or `single=N` (everything on N connections, no chunking)
+    /// [default: control=1,call=2,bulk=4].
+    #[arg(long)]
+    pub peer_channels: Option<ChannelPlan>,
+    /// HTTP/2 windows of the links: `auto` (grown to each connection's
+    /// bandwidth-delay product), `default` (the HTTP/2 library's) or bytes
+    /// [default: auto].
+    #[arg(long)]
+    pub peer_window: Option<Window>,
+    /// Bytes one channel may hold queued for one peer; past it forwarded calls
+    /// get RESOURCE_EXHAUSTED [default: 268435456].
+    #[arg(long)]
+    pub peer_queue_bytes: Option<usize>,
 }
 
 /// The same settings as read from a TOML file.
@@ -126,6 +142,9 @@ struct FileConfig {
     placement: Option<Vec<String>>,
     node: Option<String>,
     advertise: Option<String>,
+    peer_channels: Option<String>,
+    peer_window: Option<String>,
+    peer_queue_bytes: Option<usize>,
 }
 
 /// Which state store to open.
@@ -175,6 +194,16 @@ pub struct ClusterConfig {
     /// `host:port` other daemons forward calls to; `None`: the bound listen
     /// address (known only once bound, for port 0).
     pub advertise: Option<String>,
+    /// How the links to other daemons are laid out.
+    pub links: LinkSettings,
+}
+
+/// The settable part of `troupe_transport::link::LinksConfig`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkSettings {
+    pub channels: ChannelPlan,
+    pub window: Window,
+    pub queue_bytes: usize,
 }
 
 /// Trace export over OTLP/gRPC.
@@ -194,6 +223,7 @@ impl ServeArgs {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
+        let links = self.link_settings(&file)?;
         let mut runtime = RuntimeConfig::default();
         macro_rules! pick {
             ($field:ident, $target:expr) => {
@@ -251,6 +281,7 @@ impl ServeArgs {
                     Some(a) => Some(host_port("--advertise", &a)?),
                     None => None,
                 },
+                links,
             }),
         };
         if cluster.is_some() && matches!(store, StoreKind::Sled(_)) {
@@ -279,6 +310,34 @@ impl ServeArgs {
             trace_export,
             metrics_listen,
             cluster,
+        })
+    }
+
+    fn link_settings(&self, file: &FileConfig) -> anyhow::Result<LinkSettings> {
+        let defaults = LinksConfig::default();
+        let channels = match (self.peer_channels, &file.peer_channels) {
+            (Some(plan), _) => plan,
+            (None, Some(text)) => text.parse()?,
+            (None, None) => defaults.channels,
+        };
+        let window = match (self.peer_window, &file.peer_window) {
+            (Some(window), _) => window,
+            (None, Some(text)) => text.parse()?,
+            (None, None) => defaults.window,
+        };
+        let queue_bytes = self
+            .peer_queue_bytes
+            .or(file.peer_queue_bytes)
+            .unwrap_or(defaults.queue_bytes);
+        if queue_bytes < 1024 * 1024 {
+            anyhow::bail!(
+                "--peer-queue-bytes {queue_bytes} is too small: give at least 1048576 (1 MiB)"
+            );
+        }
+        Ok(LinkSettings {
+            channels,
+            window,
+            queue_bytes,
         })
     }
 
@@ -520,7 +579,7 @@ mod tests {
         std::fs::write(
             &path,
             "placement = [\"10.0.0.1:7500\", \"10.0.0.2:7500\"]\nnode = \"a\"\n\
-             store = \"memory\"\n",
+             store = \"memory\"\npeer_channels = \"single=16\"\n",
         )?;
         let cfg = ServeArgs {
             config: Some(path),
@@ -534,6 +593,11 @@ mod tests {
             Some(ClusterConfig {
                 placement: vec!["10.0.0.1:7500".into(), "10.0.0.2:7500".into()],
                 advertise: Some("10.0.0.9:7420".into()),
+                links: LinkSettings {
+                    channels: ChannelPlan::Single(16),
+                    window: Window::Auto,
+                    queue_bytes: LinksConfig::default().queue_bytes,
+                },
             })
         );
 

@@ -1,12 +1,18 @@
-//! The runtime's [`Forwarder`] over `crates/transport`: a request for an
-//! actor another daemon owns goes there as the same `ActorClient` RPC a
-//! caller would send, with its deadline, hop count and trace context in
-//! headers, and the owner's answer (or error) comes back as the runtime's.
+//! The runtime's [`Forwarder`] over links (`troupe_transport::link`): a
+//! request for an actor another daemon owns goes there as the link message
+//! of the same `ActorClient` request a caller would send, with its
+//! deadline, hop count and trace context, on the channel its payload size
+//! picks and the connection its actor and call chain pick; the owner's
+//! answer (or error) comes back as the runtime's.
 
+use troupe_proto::v1 as pb;
+use troupe_proto::v1::link_reply::Result as Answer;
+use troupe_proto::v1::link_request::Call;
 use troupe_runtime::{
     ActorRequest, ActorResponse, BoxFuture, CallError, Forwarder, Peer, RequestContext,
 };
-use troupe_transport::{Forward, Peers, TransportError};
+use troupe_transport::link::{affinity, status_of_reply, Links};
+use troupe_transport::{MessageClass, TransportError};
 
 use crate::convert::errors::forward_error;
 use crate::convert::requests::{request_to_pb, response_from_pb, PbRequest, PbResponse};
@@ -14,92 +20,124 @@ use crate::telemetry;
 
 #[derive(Debug, Clone)]
 pub struct TransportForwarder {
-    peers: Peers,
+    links: Links,
 }
 
 impl TransportForwarder {
-    pub fn new(peers: Peers) -> Self {
-        Self { peers }
+    pub fn new(links: Links) -> Self {
+        Self { links }
     }
 }
 
-/// The headers a forwarded request carries: the context, and for a call its
-/// own trace (the call span's context when it is exported, else the
-/// caller's).
-fn headers(request: &mut ActorRequest, context: RequestContext) -> Forward {
-    let (traceparent, tracestate) = match request {
+/// The link request for `request`: its context, and for a call its own
+/// trace (the call span's context when it is exported, else the caller's).
+fn link_request(mut request: ActorRequest, context: RequestContext) -> pb::LinkRequest {
+    let (traceparent, tracestate) = match &mut request {
         ActorRequest::Invoke(call) | ActorRequest::Tell(call) => {
             telemetry::turn_context(call.extra.as_mut().and_then(|e| e.trace.take()))
         }
         _ => (context.traceparent, context.tracestate),
     };
-    Forward {
+    let call = match request_to_pb(request) {
+        PbRequest::Invoke(r) => Call::Invoke(r),
+        PbRequest::Tell(r) => Call::Tell(r),
+        PbRequest::GetState(r) => Call::GetState(r),
+        PbRequest::SetReminder(r) => Call::SetReminder(r),
+        PbRequest::GetReminder(r) => Call::GetReminder(r),
+        PbRequest::DeleteReminder(r) => Call::DeleteReminder(r),
+        PbRequest::SetAlarm(r) => Call::SetAlarm(r),
+        PbRequest::GetAlarm(r) => Call::GetAlarm(r),
+        PbRequest::DeleteAlarm(r) => Call::DeleteAlarm(r),
+        PbRequest::SetTimer(r) => Call::SetTimer(r),
+        PbRequest::DeleteTimer(r) => Call::DeleteTimer(r),
+    };
+    pb::LinkRequest {
         hops: context.hops,
-        timeout: context.timeout,
+        timeout_ms: context.timeout.map_or(0, |t| {
+            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
+        }),
         traceparent,
         tracestate,
+        call: Some(call),
     }
 }
 
-impl TransportForwarder {
-    async fn send(
-        &self,
-        address: &str,
-        request: PbRequest,
-        forward: &Forward,
-    ) -> Result<PbResponse, TransportError> {
-        let peers = &self.peers;
-        macro_rules! rpc {
-            ($body:expr, $method:ident) => {
-                peers
-                    .forward(address, $body, forward, |mut c, r| async move {
-                        c.$method(r).await
-                    })
-                    .await
-            };
-        }
-        Ok(match request {
-            PbRequest::Invoke(r) => PbResponse::Invoke(rpc!(r, invoke)?),
-            PbRequest::Tell(r) => PbResponse::Tell(rpc!(r, tell)?),
-            PbRequest::GetState(r) => PbResponse::State(rpc!(r, get_state)?),
-            PbRequest::SetReminder(r) => PbResponse::Reminder(Some(rpc!(r, set_reminder)?)),
-            PbRequest::GetReminder(r) => PbResponse::Reminder(absent(rpc!(r, get_reminder))?),
-            PbRequest::DeleteReminder(r) => PbResponse::Deleted(rpc!(r, delete_reminder)?),
-            PbRequest::SetAlarm(r) => PbResponse::Reminder(Some(rpc!(r, set_alarm)?)),
-            PbRequest::GetAlarm(r) => PbResponse::Reminder(absent(rpc!(r, get_alarm))?),
-            PbRequest::DeleteAlarm(r) => PbResponse::Deleted(rpc!(r, delete_alarm)?),
-            PbRequest::SetTimer(r) => PbResponse::Timer(rpc!(r, set_timer)?),
-            PbRequest::DeleteTimer(r) => PbResponse::Deleted(rpc!(r, delete_timer)?),
-        })
+/// The payload a request carries, which picks its channel.
+fn payload_bytes(request: &ActorRequest) -> usize {
+    match request {
+        ActorRequest::Invoke(call) | ActorRequest::Tell(call) => call.payload.len(),
+        _ => 0,
     }
 }
 
-/// A reminder or alarm the owner does not have: NOT_FOUND on the wire,
-/// `None` to the runtime.
-fn absent<T>(answer: Result<T, TransportError>) -> Result<Option<T>, TransportError> {
-    match answer {
-        Ok(found) => Ok(Some(found)),
-        Err(TransportError::Remote { status, .. }) if status.code() == tonic::Code::NotFound => {
-            Ok(None)
-        }
-        Err(e) => Err(e),
+/// The call chain a request belongs to (empty: none).
+fn chain_of(request: &ActorRequest) -> String {
+    match request {
+        ActorRequest::Invoke(call) | ActorRequest::Tell(call) => call
+            .extra
+            .as_ref()
+            .and_then(|e| e.chain.as_ref())
+            .map(|c| c.id.to_string())
+            .unwrap_or_default(),
+        _ => String::new(),
     }
+}
+
+/// The owner's answer as the RPC's: an error reply is the status the RPC
+/// would have failed with.
+fn answer(
+    address: &str,
+    reply: pb::LinkReply,
+    absent_ok: bool,
+) -> Result<PbResponse, TransportError> {
+    let remote = |status| TransportError::Remote {
+        address: address.to_owned(),
+        status,
+    };
+    Ok(match reply.result {
+        Some(Answer::Invoke(r)) => PbResponse::Invoke(r),
+        Some(Answer::Tell(r)) => PbResponse::Tell(r),
+        Some(Answer::State(r)) => PbResponse::State(r),
+        Some(Answer::Reminder(r)) => PbResponse::Reminder(Some(r)),
+        Some(Answer::Deleted(r)) => PbResponse::Deleted(r),
+        Some(Answer::Timer(r)) => PbResponse::Timer(r),
+        // A reminder or alarm the owner does not have.
+        Some(Answer::Error(e)) if absent_ok && e.code == tonic::Code::NotFound as i32 => {
+            PbResponse::Reminder(None)
+        }
+        Some(Answer::Error(e)) => return Err(remote(status_of_reply(e))),
+        None => {
+            return Err(remote(tonic::Status::internal(
+                "the owner answered a forwarded request with nothing",
+            )))
+        }
+    })
 }
 
 impl Forwarder for TransportForwarder {
     fn forward(
         &self,
         owner: &Peer,
-        mut request: ActorRequest,
+        request: ActorRequest,
         context: RequestContext,
     ) -> BoxFuture<Result<ActorResponse, CallError>> {
-        let this = self.clone();
+        let links = self.links.clone();
         let address = owner.address.clone();
+        let actor = request.actor().clone();
+        let class: MessageClass = links.class_of(payload_bytes(&request));
+        let affinity = affinity(&actor.ty, &actor.id, &chain_of(&request));
+        let absent_ok = matches!(
+            request,
+            ActorRequest::GetReminder { .. } | ActorRequest::GetAlarm { .. }
+        );
+        let request = link_request(request, context);
         Box::pin(async move {
-            let actor = request.actor().to_string();
-            let forward = headers(&mut request, context);
-            this.send(&address, request_to_pb(request), &forward)
+            let actor = actor.to_string();
+            let reply = links
+                .request(&address, class, affinity, request)
                 .await
+                .and_then(|reply| answer(&address, reply, absent_ok));
+            reply
                 .map(response_from_pb)
                 .map_err(|e| forward_error(&actor, e))
         })
@@ -122,17 +160,20 @@ mod tests {
             traceparent: "00-aa-bb-01".into(),
             tracestate: "k=v".into(),
         };
-        let mut state = ActorRequest::GetState {
+        let state = ActorRequest::GetState {
             actor: ActorId::new("counter", "c1"),
             keys: Vec::new(),
         };
-        let forward = headers(&mut state, context.clone());
-        assert_eq!(forward.hops, 2);
-        assert_eq!(forward.timeout, Some(Duration::from_secs(2)));
-        assert_eq!(forward.traceparent, "00-aa-bb-01");
+        let sent = link_request(state, context.clone());
+        assert_eq!((sent.hops, sent.timeout_ms), (2, 2000));
+        assert_eq!(sent.traceparent, "00-aa-bb-01");
+        assert!(matches!(
+            sent.call,
+            Some(pb::link_request::Call::GetState(_))
+        ));
         // A call carries its own trace; untraced, it carries none.
         let call = Call::new(ActorId::new("counter", "c1"), "incr", Payload::default());
-        let forward = headers(&mut ActorRequest::Invoke(call), context);
-        assert_eq!((forward.hops, forward.traceparent.as_str()), (2, ""));
+        let sent = link_request(ActorRequest::Invoke(call), context);
+        assert_eq!((sent.hops, sent.traceparent.as_str()), (2, ""));
     }
 }

@@ -9,6 +9,7 @@ mod client_api;
 mod config;
 mod convert;
 mod forwarder;
+mod link_api;
 mod membership;
 mod metrics_http;
 mod placement_cmd;

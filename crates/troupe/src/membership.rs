@@ -34,6 +34,7 @@ use troupe_proto::v1 as pb;
 use troupe_proto::v1::placement_client::PlacementClient;
 use troupe_runtime::clock::unix_now_ms;
 use troupe_runtime::{CallError, Runtime};
+use troupe_transport::link::Links;
 use troupe_transport::{Peers, TransportError};
 
 /// How the daemon is known in the cluster.
@@ -87,6 +88,7 @@ pub fn start(
     placement: Arc<ClusterPlacement>,
     runtime: Runtime,
     peers: Peers,
+    links: Option<Links>,
 ) -> ClusterHandle {
     let (leave_tx, leave_rx) = watch::channel(false);
     let (phase_tx, phase_rx) = watch::channel(Phase::Joining);
@@ -95,6 +97,7 @@ pub fn start(
         placement,
         runtime,
         peers,
+        links,
         replica: 0,
         phase: phase_tx,
     };
@@ -110,7 +113,10 @@ struct Client {
     identity: Identity,
     placement: Arc<ClusterPlacement>,
     runtime: Runtime,
+    /// Placement replicas.
     peers: Peers,
+    /// Other daemons.
+    links: Option<Links>,
     /// The replica that answered last; requests start there.
     replica: usize,
     phase: watch::Sender<Phase>,
@@ -397,6 +403,9 @@ impl Client {
             // Connections to daemons no longer listed are dropped.
             let keep: Vec<&str> = addresses.iter().map(String::as_str).collect();
             self.peers.retain(&keep);
+            if let Some(links) = &self.links {
+                links.retain(&keep);
+            }
         }
     }
 

@@ -17,6 +17,7 @@ use troupe_runtime::Runtime;
 use troupe_storage::{MemoryReminders, MemoryStore, ReminderStore, StateStore};
 use troupe_storage_postgres::PostgresStore;
 use troupe_storage_sled::{SledReminders, SledStore};
+use troupe_transport::link::{Links, LinksConfig};
 use troupe_transport::{Peers, PeersConfig};
 
 use crate::admin_api::AdminApi;
@@ -24,6 +25,7 @@ use crate::app_api::AppApi;
 use crate::client_api::ClientApi;
 use crate::config::{ServeConfig, StoreKind};
 use crate::forwarder::TransportForwarder;
+use crate::link_api::LinkApi;
 use crate::membership;
 use crate::{metrics_http, telemetry};
 
@@ -84,8 +86,19 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         None => Arc::new(SingleNode),
     };
     let runtime = Runtime::create(config.runtime.clone(), store.clone(), reminders, placement)?;
-    if cluster_view.is_some() {
-        runtime.set_forwarder(Arc::new(TransportForwarder::new(peers.clone())));
+    let links = config.cluster.as_ref().map(|cluster| {
+        Links::new(LinksConfig {
+            node: config.runtime.node.clone(),
+            channels: cluster.links.channels,
+            window: cluster.links.window,
+            queue_bytes: cluster.links.queue_bytes,
+            max_message_bytes: limit,
+            default_timeout: config.runtime.call_timeout,
+            ..LinksConfig::default()
+        })
+    });
+    if let Some(links) = &links {
+        runtime.set_forwarder(Arc::new(TransportForwarder::new(links.clone())));
     }
     runtime.start();
 
@@ -157,6 +170,12 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
                 .max_decoding_message_size(APP_MESSAGE_LIMIT.max(limit))
                 .max_encoding_message_size(limit),
         )
+        // Only daemons of a cluster forward to each other.
+        .add_optional_service(
+            links
+                .as_ref()
+                .map(|links| links.server(Arc::new(LinkApi::new(ClientApi::new(runtime.clone()))))),
+        )
         .add_service(pb::admin_server::AdminServer::new(AdminApi::new(
             runtime.clone(),
             local.to_string(),
@@ -183,6 +202,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
                 view.clone(),
                 runtime.clone(),
                 peers.clone(),
+                links.clone(),
             ))
         }
         _ => None,

@@ -97,6 +97,9 @@ pub fn forward_error(actor: &str, error: TransportError) -> CallError {
         e @ TransportError::Timeout { .. } => {
             CallError::DeadlineExceeded(format!("forwarding the request for {actor}: {e}"))
         }
+        e @ TransportError::Overloaded { .. } => {
+            CallError::Overloaded(format!("forwarding the request for {actor}: {e}"))
+        }
         e => Unavailable::OwnerUnreachable {
             actor: actor.to_owned(),
             reason: e.to_string(),

@@ -1,0 +1,417 @@
+//! One connection of a channel to a peer: its own HTTP/2 connection with one
+//! long-lived `PeerLink.Open` stream, the requests queued for it and those
+//! waiting for replies. A task keeps it connected: it dials, writes frames
+//! from the outbox, reads replies, and when the stream breaks fails the
+//! requests in flight on it (and only those) and dials again after a
+//! jittered backoff. While it is down between attempts, requests fail at
+//! once instead of waiting out their deadline.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use prost::Message;
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::Endpoint;
+use tracing::{debug, info};
+use troupe_proto::v1 as pb;
+
+use super::config::{LinksConfig, Window};
+use super::stats::ChannelCounters;
+use super::wire::{Outbox, Reassembly};
+use crate::{root_cause, TransportError};
+
+type Waiter = oneshot::Sender<Result<pb::LinkReply, TransportError>>;
+
+/// Whether requests may be queued now.
+#[derive(Debug, Clone)]
+enum Link {
+    /// Dialling (or about to): requests queue and go once it is up.
+    Connecting,
+    Up,
+    /// The last attempt failed: requests fail with this until the next.
+    Down(String),
+}
+
+#[derive(Debug)]
+struct State {
+    link: Link,
+    outbox: Outbox,
+    waiting: HashMap<u64, Waiter>,
+    next_id: u64,
+    /// The ping in flight: its id and when it left.
+    ping: Option<(u64, Instant)>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    address: String,
+    channel: &'static str,
+    config: Arc<LinksConfig>,
+    counters: Arc<ChannelCounters>,
+    state: Mutex<State>,
+    /// Wakes the writer when the outbox gets a message.
+    wake: Notify,
+}
+
+/// A handle on one connection; dropping it ends the connection's task.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Removes a request's waiter when its caller stops waiting (deadline or
+/// dropped), so the table only holds requests someone waits for.
+struct Forget<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        if self.shared.state.lock().waiting.remove(&self.id).is_some() {
+            self.shared
+                .counters
+                .in_flight
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Connection {
+    pub(crate) fn open(
+        address: &str,
+        channel: &'static str,
+        config: Arc<LinksConfig>,
+        counters: Arc<ChannelCounters>,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            address: address.to_owned(),
+            channel,
+            state: Mutex::new(State {
+                link: Link::Connecting,
+                outbox: Outbox::new(config.framing()),
+                waiting: HashMap::new(),
+                next_id: 1,
+                ping: None,
+            }),
+            config,
+            counters,
+            wake: Notify::new(),
+        });
+        let task = tokio::spawn(shared.clone().keep_connected());
+        Self { shared, task }
+    }
+
+    /// Sends `request` and waits for its reply, at most `timeout` (plus a
+    /// little: the peer enforces the deadline itself, this bounds a peer
+    /// that stopped answering on a connection that still looks open).
+    pub(crate) async fn request(
+        &self,
+        request: pb::LinkRequest,
+        timeout: Duration,
+    ) -> Result<pb::LinkReply, TransportError> {
+        let shared = &*self.shared;
+        let (tx, rx) = oneshot::channel();
+        let id = {
+            let mut state = shared.state.lock();
+            if let Link::Down(reason) = &state.link {
+                return Err(shared.unreachable(reason));
+            }
+            let queued = shared.counters.queued_bytes.load(Ordering::Relaxed);
+            let size = request.encoded_len();
+            let limit = shared.config.queue_bytes;
+            if queued > 0 && queued.saturating_add(size) > limit {
+                return Err(TransportError::Overloaded {
+                    address: shared.address.clone(),
+                    channel: shared.channel,
+                    queued,
+                    limit,
+                });
+            }
+            let id = state.next_id;
+            state.next_id = state.next_id.wrapping_add(1);
+            state.waiting.insert(id, tx);
+            let len = state.outbox.push(pb::LinkMessage {
+                id,
+                body: Some(pb::link_message::Body::Request(request)),
+            });
+            shared
+                .counters
+                .queued_bytes
+                .fetch_add(len, Ordering::Relaxed);
+            shared.counters.in_flight.fetch_add(1, Ordering::Relaxed);
+            id
+        };
+        shared.wake.notify_one();
+        let _forget = Forget { shared, id };
+        let slack = Duration::from_millis(250);
+        match tokio::time::timeout(timeout.saturating_add(slack), rx).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(shared.unreachable("the connection closed")),
+            Err(_) => Err(TransportError::Timeout {
+                address: shared.address.clone(),
+                timeout,
+            }),
+        }
+    }
+}
+
+impl Shared {
+    fn unreachable(&self, reason: &str) -> TransportError {
+        TransportError::Unreachable {
+            address: self.address.clone(),
+            reason: format!("{} link: {reason}", self.channel),
+        }
+    }
+
+    async fn keep_connected(self: Arc<Self>) {
+        let mut failures = 0u32;
+        loop {
+            let (reason, was_up) = match self.session().await {
+                Ok(()) => ("the peer closed the stream".to_owned(), true),
+                Err((reason, was_up)) => (reason, was_up),
+            };
+            if was_up {
+                // Only what was in flight on the broken stream fails; new
+                // requests wait for the stream dialled at once.
+                failures = 0;
+                self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+                info!(peer = %self.address, channel = self.channel, %reason, "peer link broke; reconnecting");
+                self.fail_all(&reason, Link::Connecting);
+            } else {
+                failures = failures.saturating_add(1);
+                debug!(peer = %self.address, channel = self.channel, %reason, "cannot open a peer link");
+                self.fail_all(&reason, Link::Down(reason.clone()));
+                tokio::time::sleep(backoff(failures)).await;
+                self.state.lock().link = Link::Connecting;
+            }
+        }
+    }
+
+    /// Fails every request queued or in flight; `next` says whether new
+    /// ones queue (for the next stream) or fail too.
+    fn fail_all(&self, reason: &str, next: Link) {
+        let (waiting, queued) = {
+            let mut state = self.state.lock();
+            state.link = next;
+            state.ping = None;
+            let queued = state.outbox.bytes();
+            state.outbox.clear();
+            (std::mem::take(&mut state.waiting), queued)
+        };
+        self.counters
+            .queued_bytes
+            .fetch_sub(queued, Ordering::Relaxed);
+        self.counters
+            .in_flight
+            .fetch_sub(waiting.len(), Ordering::Relaxed);
+        for (_, waiter) in waiting {
+            let _ = waiter.send(Err(self.unreachable(reason)));
+        }
+    }
+
+    fn endpoint(&self) -> Result<Endpoint, String> {
+        let uri = if self.address.contains("://") {
+            self.address.clone()
+        } else {
+            format!("http://{}", self.address)
+        };
+        let config = &self.config;
+        let endpoint = Endpoint::from_shared(uri)
+            .map_err(|e| format!("bad peer address: {e}"))?
+            .connect_timeout(config.connect_timeout)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(config.keep_alive_interval)
+            .keep_alive_timeout(config.keep_alive_timeout)
+            .keep_alive_while_idle(true);
+        Ok(match config.window {
+            Window::Default => endpoint,
+            Window::Auto => endpoint.http2_adaptive_window(true),
+            Window::Fixed(bytes) => endpoint
+                .initial_stream_window_size(bytes)
+                .initial_connection_window_size(bytes),
+        })
+    }
+
+    /// Dials and serves one stream until it breaks; the reason, and whether
+    /// the stream was up at all.
+    async fn session(self: &Arc<Self>) -> Result<(), (String, bool)> {
+        let down = |reason: String| (reason, false);
+        let channel = self
+            .endpoint()
+            .map_err(down)?
+            .connect()
+            .await
+            .map_err(|e| down(root_cause(&e)))?;
+        let limit = self.config.max_message_bytes;
+        let mut client = pb::peer_link_client::PeerLinkClient::new(channel)
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(limit);
+        // One frame in hand at most: the outbox, where small messages can
+        // still overtake large ones, holds the rest.
+        let (tx, rx) = mpsc::channel(1);
+        let hello = pb::LinkFrame {
+            hello: Some(pb::LinkHello {
+                node: self.config.node.clone(),
+                channel: self.channel.to_owned(),
+            }),
+            ..pb::LinkFrame::default()
+        };
+        tx.send(hello)
+            .await
+            .map_err(|_| down("the stream closed".into()))?;
+        let incoming = tokio::time::timeout(
+            self.config.connect_timeout,
+            client.open(ReceiverStream::new(rx)),
+        )
+        .await
+        .map_err(|_| down("the peer did not open the stream in time".into()))?
+        .map_err(|status| down(format!("{}: {}", status.code(), status.message())))?
+        .into_inner();
+        self.state.lock().link = Link::Up;
+        self.counters.connected.fetch_add(1, Ordering::Relaxed);
+        let ended = tokio::select! {
+            r = self.write(tx) => r,
+            r = self.read(incoming) => r,
+            r = self.ping() => r,
+        };
+        self.counters.connected.fetch_sub(1, Ordering::Relaxed);
+        ended.map_err(|reason| (reason, true))
+    }
+
+    async fn write(&self, tx: mpsc::Sender<pb::LinkFrame>) -> Result<(), String> {
+        loop {
+            let frame = loop {
+                let wake = self.wake.notified();
+                let next = {
+                    let mut state = self.state.lock();
+                    let before = state.outbox.bytes();
+                    let frame = state.outbox.next_frame();
+                    let taken = before.saturating_sub(state.outbox.bytes());
+                    self.counters
+                        .queued_bytes
+                        .fetch_sub(taken, Ordering::Relaxed);
+                    frame
+                };
+                match next {
+                    Some(frame) => break frame,
+                    None => wake.await,
+                }
+            };
+            let bytes = frame.encoded_len();
+            let messages = frame.messages.len() + frame.chunks.iter().filter(|c| c.last).count();
+            tx.send(frame)
+                .await
+                .map_err(|_| "the stream closed".to_owned())?;
+            ChannelCounters::add(&self.counters.bytes_sent, bytes);
+            ChannelCounters::add(&self.counters.messages_sent, messages);
+        }
+    }
+
+    async fn read(&self, mut incoming: tonic::Streaming<pb::LinkFrame>) -> Result<(), String> {
+        let mut reassembly = Reassembly::new(self.config.max_message_bytes);
+        loop {
+            let frame = incoming
+                .message()
+                .await
+                .map_err(|status| match std::error::Error::source(&status) {
+                    Some(source) => root_cause(source),
+                    None => format!("{}: {}", status.code(), status.message()),
+                })?
+                .ok_or_else(|| "the peer ended the stream".to_owned())?;
+            ChannelCounters::add(&self.counters.bytes_received, frame.encoded_len());
+            for message in frame.messages {
+                self.receive(message);
+            }
+            for chunk in frame.chunks {
+                if let Some(message) = reassembly.add(chunk).map_err(|e| e.to_string())? {
+                    self.receive(message);
+                }
+            }
+        }
+    }
+
+    fn receive(&self, message: pb::LinkMessage) {
+        ChannelCounters::add(&self.counters.messages_received, 1);
+        match message.body {
+            Some(pb::link_message::Body::Reply(reply)) => {
+                let waiter = self.state.lock().waiting.remove(&message.id);
+                if let Some(waiter) = waiter {
+                    self.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+                    let _ = waiter.send(Ok(reply));
+                }
+            }
+            Some(pb::link_message::Body::Pong(_)) => {
+                let mut state = self.state.lock();
+                if let Some((id, sent)) = state.ping {
+                    if id == message.id {
+                        state.ping = None;
+                        let rtt = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+                        self.counters.rtt_us.store(rtt.max(1), Ordering::Relaxed);
+                    }
+                }
+            }
+            // Requests only travel the other way on this stream.
+            _ => debug!(peer = %self.address, "unexpected message on a peer link"),
+        }
+    }
+
+    /// Measures the round trip now and then (liveness is HTTP/2's
+    /// keep-alive's job).
+    async fn ping(&self) -> Result<(), String> {
+        let mut every = tokio::time::interval(self.config.keep_alive_interval);
+        loop {
+            every.tick().await;
+            {
+                let mut state = self.state.lock();
+                let id = state.next_id;
+                state.next_id = state.next_id.wrapping_add(1);
+                state.ping = Some((id, Instant::now()));
+                let len = state.outbox.push(pb::LinkMessage {
+                    id,
+                    body: Some(pb::link_message::Body::Ping(pb::LinkPing {})),
+                });
+                self.counters.queued_bytes.fetch_add(len, Ordering::Relaxed);
+            }
+            self.wake.notify_one();
+        }
+    }
+}
+
+/// How long to wait before dialling again after `failures` failed attempts
+/// in a row: 50 ms doubling to 2 s, each drawn between half and all of it,
+/// so that daemons cut off together do not all dial back at once.
+fn backoff(failures: u32) -> Duration {
+    let ceiling = 50u64.saturating_mul(1u64 << failures.min(6)).min(2_000);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()));
+    let half = ceiling / 2;
+    Duration::from_millis(half + nanos % (half + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backoff;
+    use std::time::Duration;
+
+    #[test]
+    fn backoff_grows_to_two_seconds_and_stays_jittered() {
+        for failures in 0..40 {
+            let wait = backoff(failures);
+            assert!(wait >= Duration::from_millis(25) && wait <= Duration::from_secs(2));
+        }
+        assert!(backoff(30) >= Duration::from_secs(1));
+    }
+}

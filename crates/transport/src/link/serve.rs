@@ -1,0 +1,211 @@
+//! The answering side of a link: the `PeerLink` service. Each stream a peer
+//! opens is read by one task, which hands requests to the daemon's
+//! [`Inbound`] in the order they arrived (each one's first step, routing it
+//! into an actor's mailbox, runs before the next one's, so the order of a
+//! sender's messages holds) and lets them run concurrently after that;
+//! replies go back through an outbox like the sender's.
+
+use std::sync::Arc;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, Notify};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+use tracing::debug;
+use troupe_proto::v1 as pb;
+
+use super::config::LinksConfig;
+use super::wire::{Framing, Outbox, Reassembly};
+use crate::BoxFuture;
+
+/// What the daemon does with a request a peer sent over a link.
+pub trait Inbound: Send + Sync + 'static {
+    /// Answers `request`; errors travel as a `LinkStatus` reply.
+    fn handle(&self, request: pb::LinkRequest) -> BoxFuture<pb::LinkReply>;
+}
+
+/// The `PeerLink` service, answering with `inbound`.
+#[derive(Clone)]
+pub struct LinkServer {
+    inbound: Arc<dyn Inbound>,
+    framing: Framing,
+    max_message_bytes: usize,
+}
+
+impl std::fmt::Debug for LinkServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkServer")
+            .field("framing", &self.framing)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LinkServer {
+    pub fn new(config: &LinksConfig, inbound: Arc<dyn Inbound>) -> Self {
+        Self {
+            inbound,
+            framing: config.framing(),
+            max_message_bytes: config.max_message_bytes,
+        }
+    }
+
+    /// The tonic service, with the message limits of `config`.
+    pub fn into_service(self) -> pb::peer_link_server::PeerLinkServer<Self> {
+        let limit = self.max_message_bytes;
+        pb::peer_link_server::PeerLinkServer::new(self)
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(limit)
+    }
+}
+
+#[tonic::async_trait]
+impl pb::peer_link_server::PeerLink for LinkServer {
+    type OpenStream = ReceiverStream<Result<pb::LinkFrame, Status>>;
+
+    async fn open(
+        &self,
+        request: Request<Streaming<pb::LinkFrame>>,
+    ) -> Result<Response<Self::OpenStream>, Status> {
+        let (tx, rx) = mpsc::channel(1);
+        let outbox = Arc::new(Replies {
+            outbox: Mutex::new(Outbox::new(self.framing)),
+            wake: Notify::new(),
+        });
+        let writer = tokio::spawn(outbox.clone().write(tx));
+        tokio::spawn(serve(
+            request.into_inner(),
+            self.inbound.clone(),
+            outbox,
+            self.max_message_bytes,
+            writer,
+        ));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+struct Replies {
+    outbox: Mutex<Outbox>,
+    wake: Notify,
+}
+
+impl Replies {
+    fn push(&self, message: pb::LinkMessage) {
+        self.outbox.lock().push(message);
+        self.wake.notify_one();
+    }
+
+    async fn write(self: Arc<Self>, tx: mpsc::Sender<Result<pb::LinkFrame, Status>>) {
+        loop {
+            let wake = self.wake.notified();
+            let frame = self.outbox.lock().next_frame();
+            match frame {
+                Some(frame) => {
+                    if tx.send(Ok(frame)).await.is_err() {
+                        return;
+                    }
+                }
+                None => wake.await,
+            }
+        }
+    }
+}
+
+async fn serve(
+    mut incoming: Streaming<pb::LinkFrame>,
+    inbound: Arc<dyn Inbound>,
+    replies: Arc<Replies>,
+    max_message_bytes: usize,
+    writer: tokio::task::JoinHandle<()>,
+) {
+    let mut reassembly = Reassembly::new(max_message_bytes);
+    let mut running = FuturesUnordered::new();
+    let mut peer = String::new();
+    let ended = loop {
+        tokio::select! {
+            frame = incoming.message() => {
+                let frame = match frame {
+                    Ok(Some(frame)) => frame,
+                    Ok(None) => break "the peer closed the stream".to_owned(),
+                    Err(status) => break status.to_string(),
+                };
+                if let Some(hello) = frame.hello {
+                    peer = format!("{}/{}", hello.node, hello.channel);
+                }
+                let mut messages = frame.messages;
+                for chunk in frame.chunks {
+                    match reassembly.add(chunk) {
+                        Ok(Some(message)) => messages.push(message),
+                        Ok(None) => {}
+                        Err(e) => {
+                            // The stream's framing is broken: end it, so the
+                            // peer fails what it had in flight and redials.
+                            writer.abort();
+                            debug!(%peer, error = %e, "closing a peer link");
+                            return;
+                        }
+                    }
+                }
+                for message in messages {
+                    match message.body {
+                        Some(pb::link_message::Body::Request(request)) => {
+                            let answer = inbound.handle(request);
+                            let id = message.id;
+                            running.push(async move { (id, answer.await) });
+                        }
+                        Some(pb::link_message::Body::Ping(ping)) => {
+                            replies.push(pb::LinkMessage {
+                                id: message.id,
+                                body: Some(pb::link_message::Body::Pong(ping)),
+                            });
+                        }
+                        _ => debug!(%peer, "unexpected message on a peer link"),
+                    }
+                }
+            }
+            Some((id, reply)) = running.next(), if !running.is_empty() => {
+                replies.push(pb::LinkMessage {
+                    id,
+                    body: Some(pb::link_message::Body::Reply(reply)),
+                });
+            }
+        }
+    };
+    debug!(%peer, reason = %ended, "peer link ended");
+    writer.abort();
+}
+
+/// The reply for a failed request, as the RPC would have answered it.
+pub fn status_reply(status: &Status) -> pb::LinkReply {
+    let metadata = status
+        .metadata()
+        .iter()
+        .filter_map(|entry| match entry {
+            tonic::metadata::KeyAndValueRef::Ascii(key, value) => {
+                Some((key.to_string(), value.to_str().ok()?.to_owned()))
+            }
+            tonic::metadata::KeyAndValueRef::Binary(..) => None,
+        })
+        .collect();
+    pb::LinkReply {
+        result: Some(pb::link_reply::Result::Error(pb::LinkStatus {
+            code: status.code() as i32,
+            message: status.message().to_owned(),
+            metadata,
+        })),
+    }
+}
+
+/// The status a `LinkStatus` reply stands for, trailers included.
+pub fn status_of_reply(error: pb::LinkStatus) -> Status {
+    let mut status = Status::new(tonic::Code::from_i32(error.code), error.message);
+    for (key, value) in error.metadata {
+        if let (Ok(key), Ok(value)) = (
+            key.parse::<tonic::metadata::MetadataKey<tonic::metadata::Ascii>>(),
+            value.parse(),
+        ) {
+            status.metadata_mut().insert(key, value);
+        }
+    }
+    status
+}

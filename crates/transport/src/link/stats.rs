@@ -1,0 +1,67 @@
+//! Counters of one channel to one peer, shared by its connections and read
+//! by `/metrics` and `troupe cluster status`.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+#[derive(Debug, Default)]
+pub(crate) struct ChannelCounters {
+    pub(crate) bytes_sent: AtomicU64,
+    pub(crate) bytes_received: AtomicU64,
+    pub(crate) messages_sent: AtomicU64,
+    pub(crate) messages_received: AtomicU64,
+    /// Bytes queued for the peer and not yet written, over all connections.
+    pub(crate) queued_bytes: AtomicUsize,
+    /// Requests waiting for their reply.
+    pub(crate) in_flight: AtomicUsize,
+    pub(crate) reconnects: AtomicU64,
+    /// Connections whose stream is open.
+    pub(crate) connected: AtomicUsize,
+    /// The last ping's round trip, in microseconds (0: none yet).
+    pub(crate) rtt_us: AtomicU64,
+}
+
+impl ChannelCounters {
+    pub(crate) fn add(counter: &AtomicU64, n: usize) {
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// A snapshot of one channel to one peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelStats {
+    /// The peer's advertised address.
+    pub peer: String,
+    /// `call`, `bulk` or `single`.
+    pub channel: String,
+    /// Connections the channel has to the peer, and how many are up.
+    pub connections: usize,
+    pub connected: usize,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    pub queued_bytes: usize,
+    pub in_flight: usize,
+    pub reconnects: u64,
+    /// The latest measured round trip in microseconds (0: not measured yet).
+    pub rtt_us: u64,
+}
+
+impl ChannelCounters {
+    pub(crate) fn snapshot(&self, peer: &str, channel: &str, connections: usize) -> ChannelStats {
+        ChannelStats {
+            peer: peer.to_owned(),
+            channel: channel.to_owned(),
+            connections,
+            connected: self.connected.load(Ordering::Relaxed),
+            bytes_sent: self.bytes_sent.load(Ordering::Relaxed),
+            bytes_received: self.bytes_received.load(Ordering::Relaxed),
+            messages_sent: self.messages_sent.load(Ordering::Relaxed),
+            messages_received: self.messages_received.load(Ordering::Relaxed),
+            queued_bytes: self.queued_bytes.load(Ordering::Relaxed),
+            in_flight: self.in_flight.load(Ordering::Relaxed),
+            reconnects: self.reconnects.load(Ordering::Relaxed),
+            rtt_us: self.rtt_us.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! What one link stream writes and reads, without the stream: the outbox
+//! that turns queued messages into frames (small messages first, large ones
+//! cut into chunks that take turns), and the reassembly of chunks on the
+//! other side. Pure, so the framing is tested without sockets.
+
+use std::collections::{HashMap, VecDeque};
+
+use bytes::{Bytes, BytesMut};
+use prost::Message;
+use troupe_proto::v1 as pb;
+
+/// How an outbox cuts its frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Framing {
+    /// Messages whose encoding is at least this long travel as chunks of
+    /// this size; `None`: every message goes whole (one frame may then hold
+    /// a message of any size ahead of everything queued behind it).
+    pub(crate) chunk_bytes: Option<usize>,
+    /// A frame stops taking whole messages past this many bytes.
+    pub(crate) frame_bytes: usize,
+}
+
+/// A large message on its way, piece by piece.
+#[derive(Debug)]
+struct Chunking {
+    id: u64,
+    data: Bytes,
+    sent: usize,
+}
+
+/// Messages waiting for the stream, and how many bytes they hold.
+#[derive(Debug)]
+pub(crate) struct Outbox {
+    framing: Framing,
+    whole: VecDeque<(pb::LinkMessage, usize)>,
+    chunked: VecDeque<Chunking>,
+    bytes: usize,
+}
+
+impl Outbox {
+    pub(crate) fn new(framing: Framing) -> Self {
+        Self {
+            framing,
+            whole: VecDeque::new(),
+            chunked: VecDeque::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Bytes queued and not yet handed to the stream.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.whole.is_empty() && self.chunked.is_empty()
+    }
+
+    /// Queues `message`; returns its encoded size.
+    pub(crate) fn push(&mut self, message: pb::LinkMessage) -> usize {
+        let len = message.encoded_len();
+        self.bytes = self.bytes.saturating_add(len);
+        match self.framing.chunk_bytes {
+            Some(chunk) if len > chunk => self.chunked.push_back(Chunking {
+                id: message.id,
+                data: Bytes::from(message.encode_to_vec()),
+                sent: 0,
+            }),
+            _ => self.whole.push_back((message, len)),
+        }
+        len
+    }
+
+    /// Drops everything queued (the stream broke); the ids it held.
+    pub(crate) fn clear(&mut self) -> Vec<u64> {
+        let ids = self
+            .whole
+            .drain(..)
+            .map(|(m, _)| m.id)
+            .chain(self.chunked.drain(..).map(|c| c.id))
+            .collect();
+        self.bytes = 0;
+        ids
+    }
+
+    /// The next frame: whole messages first (at least one, then up to the
+    /// frame size), then one chunk of each large message in turn, so a small
+    /// message waits behind at most one frame's worth of bulk.
+    pub(crate) fn next_frame(&mut self) -> Option<pb::LinkFrame> {
+        if self.is_empty() {
+            return None;
+        }
+        let mut frame = pb::LinkFrame::default();
+        let mut size = 0usize;
+        while let Some((_, len)) = self.whole.front() {
+            if size > 0 && size.saturating_add(*len) > self.framing.frame_bytes {
+                break;
+            }
+            let Some((message, len)) = self.whole.pop_front() else {
+                break;
+            };
+            size = size.saturating_add(len);
+            self.bytes = self.bytes.saturating_sub(len);
+            frame.messages.push(message);
+        }
+        let chunk = self.framing.chunk_bytes.unwrap_or(usize::MAX).max(1);
+        let mut turns = self.chunked.len();
+        while turns > 0 && size < self.framing.frame_bytes {
+            turns -= 1;
+            let Some(mut large) = self.chunked.pop_front() else {
+                break;
+            };
+            let end = large.sent.saturating_add(chunk).min(large.data.len());
+            let data = large.data.slice(large.sent..end);
+            let taken = end - large.sent;
+            large.sent = end;
+            size = size.saturating_add(taken);
+            self.bytes = self.bytes.saturating_sub(taken);
+            let last = end == large.data.len();
+            frame.chunks.push(pb::LinkChunk {
+                id: large.id,
+                data,
+                last,
+            });
+            if !last {
+                self.chunked.push_back(large);
+            }
+        }
+        Some(frame)
+    }
+}
+
+/// Why a stream's frames cannot be read: the stream is reset.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub(crate) enum WireError {
+    #[error("a chunked message of {bytes}+ bytes exceeds the limit of {limit} bytes")]
+    TooLarge { bytes: usize, limit: usize },
+    #[error("a chunked message does not decode: {0}")]
+    Undecodable(String),
+}
+
+/// Chunks received so far, by message id.
+#[derive(Debug)]
+pub(crate) struct Reassembly {
+    partial: HashMap<u64, BytesMut>,
+    limit: usize,
+}
+
+impl Reassembly {
+    /// `limit`: the largest message accepted.
+    pub(crate) fn new(limit: usize) -> Self {
+        Self {
+            partial: HashMap::new(),
+            limit,
+        }
+    }
+
+    /// Takes one chunk; the message once its last chunk is in.
+    pub(crate) fn add(
+        &mut self,
+        chunk: pb::LinkChunk,
+    ) -> Result<Option<pb::LinkMessage>, WireError> {
+        let buffer = self.partial.entry(chunk.id).or_default();
+        let bytes = buffer.len().saturating_add(chunk.data.len());
+        if bytes > self.limit {
+            self.partial.remove(&chunk.id);
+            return Err(WireError::TooLarge {
+                bytes,
+                limit: self.limit,
+            });
+        }
+        buffer.extend_from_slice(&chunk.data);
+        if !chunk.last {
+            return Ok(None);
+        }
+        let Some(whole) = self.partial.remove(&chunk.id) else {
+            return Ok(None);
+        };
+        pb::LinkMessage::decode(whole.freeze())
+            .map(Some)
+            .map_err(|e| WireError::Undecodable(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(id: u64, payload: usize) -> pb::LinkMessage {
+        pb::LinkMessage {
+            id,
+            body: Some(pb::link_message::Body::Request(pb::LinkRequest {
+                call: Some(pb::link_request::Call::Invoke(pb::InvokeRequest {
+                    method: "echo".into(),
+                    payload: Some(pb::Payload {
+                        data: Bytes::from(vec![b'x'; payload]),
+                        ..pb::Payload::default()
+                    }),
+                    ..pb::InvokeRequest::default()
+                })),
+                ..pb::LinkRequest::default()
+            })),
+        }
+    }
+
+    const CHUNKED: Framing = Framing {
+        chunk_bytes: Some(1024),
+        frame_bytes: 4096,
+    };
+
+    /// Sends every frame through a reassembly; the messages in the order
+    /// they came out.
+    fn deliver(outbox: &mut Outbox) -> Result<Vec<u64>, WireError> {
+        let mut reassembly = Reassembly::new(1 << 20);
+        let mut order = Vec::new();
+        while let Some(frame) = outbox.next_frame() {
+            order.extend(frame.messages.iter().map(|m| m.id));
+            for chunk in frame.chunks {
+                if let Some(m) = reassembly.add(chunk)? {
+                    order.push(m.id);
+                }
+            }
+        }
+        Ok(order)
+    }
+
+    #[test]
+    fn small_messages_overtake_a_large_one_already_on_its_way() -> Result<(), WireError> {
+        let mut outbox = Outbox::new(CHUNKED);
+        let mut reassembly = Reassembly::new(1 << 20);
+        let mut order = Vec::new();
+        outbox.push(message(1, 100_000));
+        let mut frames = 0;
+        while let Some(frame) = outbox.next_frame() {
+            frames += 1;
+            if frames == 2 {
+                // A small message queued while the large one is on its way
+                // goes in the very next frame.
+                outbox.push(message(2, 10));
+            }
+            order.extend(frame.messages.iter().map(|m| m.id));
+            assert!(frame.chunks.len() <= 1);
+            for chunk in frame.chunks {
+                if let Some(m) = reassembly.add(chunk)? {
+                    order.push(m.id);
+                }
+            }
+        }
+        assert!(frames > 50);
+        assert_eq!(order, vec![2, 1]);
+        assert_eq!(outbox.bytes(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn large_messages_take_turns_and_arrive_whole() -> Result<(), WireError> {
+        let mut outbox = Outbox::new(CHUNKED);
+        outbox.push(message(1, 20_000));
+        outbox.push(message(2, 5_000));
+        outbox.push(message(3, 10));
+        // 2 is shorter, so it finishes first although queued second.
+        assert_eq!(deliver(&mut outbox)?, vec![3, 2, 1]);
+        Ok(())
+    }
+
+    #[test]
+    fn whole_messages_keep_their_order_across_frames() -> Result<(), WireError> {
+        let mut outbox = Outbox::new(CHUNKED);
+        for id in 0..50 {
+            outbox.push(message(id, 500));
+        }
+        assert_eq!(deliver(&mut outbox)?, (0..50).collect::<Vec<_>>());
+        Ok(())
+    }
+
+    #[test]
+    fn without_chunking_a_large_message_goes_whole() {
+        let mut outbox = Outbox::new(Framing {
+            chunk_bytes: None,
+            frame_bytes: 4096,
+        });
+        outbox.push(message(1, 100_000));
+        let frame = outbox.next_frame();
+        assert!(frame.is_some_and(|f| f.messages.len() == 1 && f.chunks.is_empty()));
+    }
+
+    #[test]
+    fn a_chunked_message_over_the_limit_is_refused() {
+        let mut outbox = Outbox::new(CHUNKED);
+        outbox.push(message(1, 100_000));
+        let mut reassembly = Reassembly::new(10_000);
+        let mut refused = None;
+        while let Some(frame) = outbox.next_frame() {
+            for chunk in frame.chunks {
+                if let Err(e) = reassembly.add(chunk) {
+                    refused = Some(e);
+                }
+            }
+        }
+        assert!(matches!(refused, Some(WireError::TooLarge { .. })));
+    }
+}

@@ -1,0 +1,411 @@
+//! Links over loopback, through a TCP proxy the tests can pause (a peer or
+//! network that stops reading) and cut (a connection reset), to a stub
+//! daemon whose `Inbound` records the order requests reached it.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use troupe_proto::v1 as pb;
+use troupe_transport::link::{affinity, ChannelPlan, Inbound, Links, LinksConfig};
+use troupe_transport::{BoxFuture, TransportError};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Records, per actor, the sequence numbers (the method name) in the order
+/// they arrived; answers with the payload it got.
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<HashMap<String, Vec<u64>>>,
+}
+
+impl Inbound for Recorder {
+    fn handle(&self, request: pb::LinkRequest) -> BoxFuture<pb::LinkReply> {
+        let Some(pb::link_request::Call::Invoke(invoke)) = request.call else {
+            return Box::pin(async { pb::LinkReply::default() });
+        };
+        let actor = invoke.actor.map(|a| a.id).unwrap_or_default();
+        if let Ok(seq) = invoke.method.parse() {
+            self.seen.lock().entry(actor).or_default().push(seq);
+        }
+        let payload = invoke.payload;
+        Box::pin(async move {
+            pb::LinkReply {
+                result: Some(pb::link_reply::Result::Invoke(pb::InvokeResponse {
+                    payload,
+                })),
+            }
+        })
+    }
+}
+
+/// Serves `inbound` on a loopback port.
+async fn serve(links: &Links, inbound: Arc<dyn Inbound>) -> Result<SocketAddr, std::io::Error> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    let service = links.server(inbound);
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    Ok(address)
+}
+
+/// A TCP proxy in front of `upstream`.
+struct Proxy {
+    address: SocketAddr,
+    paused: watch::Sender<bool>,
+    connections: Arc<Mutex<JoinSet<()>>>,
+}
+
+impl Proxy {
+    async fn start(upstream: SocketAddr) -> Result<Self, std::io::Error> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        let (paused, watch) = watch::channel(false);
+        let connections = Arc::new(Mutex::new(JoinSet::new()));
+        let accepted = connections.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(server) = TcpStream::connect(upstream).await else {
+                    continue;
+                };
+                let (cr, cw) = client.into_split();
+                let (sr, sw) = server.into_split();
+                let mut set = accepted.lock();
+                set.spawn(pump(cr, sw, watch.clone()));
+                set.spawn(pump(sr, cw, watch.clone()));
+            }
+        });
+        Ok(Self {
+            address,
+            paused,
+            connections,
+        })
+    }
+
+    /// Stops (or resumes) moving bytes: to the sender, the peer stopped
+    /// reading.
+    fn pause(&self, on: bool) {
+        let _ = self.paused.send(on);
+    }
+
+    /// Resets every connection through the proxy.
+    fn cut(&self) {
+        self.connections.lock().abort_all();
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut paused: watch::Receiver<bool>,
+) {
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        if paused.wait_for(|p| !*p).await.is_err() {
+            return;
+        }
+        let n = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        if to.write_all(&buffer[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn config(plan: ChannelPlan) -> LinksConfig {
+    LinksConfig {
+        node: "test".into(),
+        channels: plan,
+        connect_timeout: Duration::from_secs(2),
+        default_timeout: Duration::from_secs(10),
+        max_message_bytes: 16 << 20,
+        ..LinksConfig::default()
+    }
+}
+
+fn invoke(actor: &str, seq: u64, payload: usize) -> pb::LinkRequest {
+    pb::LinkRequest {
+        timeout_ms: 10_000,
+        call: Some(pb::link_request::Call::Invoke(pb::InvokeRequest {
+            actor: Some(pb::ActorRef {
+                r#type: "t".into(),
+                id: actor.into(),
+            }),
+            method: seq.to_string(),
+            payload: Some(pb::Payload {
+                data: Bytes::from(vec![7u8; payload]),
+                ..pb::Payload::default()
+            }),
+            ..pb::InvokeRequest::default()
+        })),
+        ..pb::LinkRequest::default()
+    }
+}
+
+async fn send(
+    links: &Links,
+    address: &str,
+    actor: &str,
+    seq: u64,
+    payload: usize,
+) -> Result<pb::LinkReply, TransportError> {
+    let class = links.class_of(payload);
+    links
+        .request(
+            address,
+            class,
+            affinity("t", actor, ""),
+            invoke(actor, seq, payload),
+        )
+        .await
+}
+
+fn is_increasing(seqs: &[u64]) -> bool {
+    seqs.windows(2).all(|w| w[0] < w[1])
+}
+
+/// Many pairs, each sending pipelined requests (not waiting for replies),
+/// over several connections: each pair's requests arrive in order; then
+/// again after every connection was reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_pairs_order_holds_across_connections_and_a_reset() -> TestResult {
+    let links = Links::new(config(ChannelPlan::Split { call: 4, bulk: 2 }));
+    let recorder = Arc::new(Recorder::default());
+    let server = serve(&links, recorder.clone()).await?;
+    let proxy = Proxy::start(server).await?;
+    let address = proxy.address.to_string();
+    const PAIRS: u64 = 64;
+    const EACH: u64 = 50;
+    for round in 0..2u64 {
+        // All requests are queued in order (join_all polls them in order)
+        // before any reply comes back.
+        let sends = (0..PAIRS).flat_map(|pair| {
+            let (links, address) = (&links, &address);
+            (0..EACH).map(move |n| async move {
+                let payload = if n % 10 == 9 { 100_000 } else { 100 };
+                send(
+                    links,
+                    address,
+                    &format!("a{pair}"),
+                    round * EACH + n,
+                    payload,
+                )
+                .await
+            })
+        });
+        let results = futures::future::join_all(sends).await;
+        let failed = results.iter().filter(|r| r.is_err()).count();
+        assert_eq!(failed, 0, "round {round}: {failed} requests failed");
+        if round == 0 {
+            proxy.cut();
+            // Requests sent before a connection noticed the reset would be in
+            // flight on it, and fail: wait until every one came back.
+            wait_for(|| {
+                links
+                    .stats()
+                    .iter()
+                    .all(|s| s.reconnects >= s.connections as u64 && s.connected == s.connections)
+            })
+            .await?;
+        }
+    }
+    let seen = recorder.seen.lock();
+    assert_eq!(seen.len(), PAIRS as usize);
+    for (actor, seqs) in seen.iter() {
+        // Small and bulk requests travel on different channels: order holds
+        // within each class.
+        let small: Vec<u64> = seqs.iter().copied().filter(|s| s % 10 != 9).collect();
+        let bulk: Vec<u64> = seqs.iter().copied().filter(|s| s % 10 == 9).collect();
+        assert!(is_increasing(&small), "{actor}: {small:?}");
+        assert!(is_increasing(&bulk), "{actor}: {bulk:?}");
+        assert_eq!(seqs.len() as u64, 2 * EACH);
+    }
+    let stats = links.stats();
+    assert!(
+        stats.iter().map(|s| s.reconnects).sum::<u64>() >= 1,
+        "{stats:?}"
+    );
+    Ok(())
+}
+
+/// A reset in the middle of an 8 MiB transfer fails only what was in
+/// flight, saying which peer; the next request succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_mid_transfer_fails_only_what_was_in_flight() -> TestResult {
+    let links = Links::new(config(ChannelPlan::default()));
+    let server = serve(&links, Arc::new(Recorder::default())).await?;
+    let proxy = Proxy::start(server).await?;
+    let address = proxy.address.to_string();
+    send(&links, &address, "warm", 0, 10).await?;
+    // Paused, the transfer stays in flight however fast the machine.
+    proxy.pause(true);
+    let big = {
+        let (links, address) = (links.clone(), address.clone());
+        tokio::spawn(async move { send(&links, &address, "big", 1, 8 << 20).await })
+    };
+    wait_for(|| {
+        links
+            .stats()
+            .iter()
+            .any(|s| s.channel == "bulk" && s.in_flight == 1)
+    })
+    .await?;
+    proxy.cut();
+    proxy.pause(false);
+    match big.await? {
+        Err(TransportError::Unreachable { address: peer, .. }) => assert_eq!(peer, address),
+        other => return Err(format!("the cut transfer ended with {other:?}").into()),
+    }
+    // The call channel was cut too, with nothing in flight on it: the next
+    // small and large requests go through on new connections.
+    wait_until_ok(|| send(&links, &address, "after", 2, 10)).await?;
+    let reply = wait_until_ok(|| send(&links, &address, "after", 3, 8 << 20)).await?;
+    let Some(pb::link_reply::Result::Invoke(answer)) = reply.result else {
+        return Err("no invoke answer".into());
+    };
+    assert_eq!(answer.payload.map(|p| p.data.len()), Some(8 << 20));
+    Ok(())
+}
+
+/// A peer that stops reading: senders get `Overloaded` once the channel
+/// holds its limit, and the queue never holds more than the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_stops_reading_makes_senders_back_off() -> TestResult {
+    let limit = 4 << 20;
+    let links = Links::new(LinksConfig {
+        queue_bytes: limit,
+        ..config(ChannelPlan::default())
+    });
+    let server = serve(&links, Arc::new(Recorder::default())).await?;
+    let proxy = Proxy::start(server).await?;
+    let address = proxy.address.to_string();
+    send(&links, &address, "warm", 0, 10).await?;
+    proxy.pause(true);
+    let overloaded = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut senders = JoinSet::new();
+    // Bounded: 400 requests of 256 KiB is 25 times the limit.
+    for n in 0..400u64 {
+        let (links, address, overloaded) = (links.clone(), address.clone(), overloaded.clone());
+        senders.spawn(async move {
+            let sent = send(&links, &address, &format!("s{}", n % 8), n, 256 << 10).await;
+            if let Err(TransportError::Overloaded { .. }) = sent {
+                overloaded.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+    }
+    let mut queued_most = 0;
+    wait_for(|| {
+        let queued = links
+            .stats()
+            .iter()
+            .map(|s| s.queued_bytes)
+            .max()
+            .unwrap_or(0);
+        queued_most = queued_most.max(queued);
+        overloaded.load(std::sync::atomic::Ordering::SeqCst) > 0
+    })
+    .await?;
+    proxy.pause(false);
+    while let Some(joined) = senders.join_next().await {
+        joined?;
+    }
+    assert!(
+        queued_most <= limit + (256 << 10) + 1024,
+        "queued {queued_most} over {limit}"
+    );
+    Ok(())
+}
+
+async fn wait_for(mut condition: impl FnMut() -> bool) -> Result<(), String> {
+    for _ in 0..500 {
+        if condition() {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Err("condition not reached within 5 s".into())
+}
+
+async fn wait_until_ok<T, F, Fut>(mut attempt: F) -> Result<T, TransportError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, TransportError>>,
+{
+    let mut last = None;
+    for _ in 0..100 {
+        match attempt().await {
+            Ok(answer) => return Ok(answer),
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(last.unwrap_or(TransportError::Unreachable {
+        address: String::new(),
+        reason: "never tried".into(),
+    }))
+}
+
+/// Nobody listens: the request fails at once, naming the peer and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_peer_fails_at_once_saying_why() -> TestResult {
+    let closed = TcpListener::bind("127.0.0.1:0").await?.local_addr()?;
+    let links = Links::new(config(ChannelPlan::default()));
+    let address = closed.to_string();
+    let started = std::time::Instant::now();
+    match send(&links, &address, "a", 0, 10).await {
+        Err(e @ TransportError::Unreachable { .. }) => {
+            assert!(e.to_string().contains(&address), "{e}");
+            assert!(e.to_string().contains("refused"), "{e}");
+        }
+        other => return Err(format!("expected Unreachable, got {other:?}").into()),
+    }
+    // Between attempts, requests are refused without waiting.
+    let again = send(&links, &address, "a", 1, 10).await;
+    assert!(
+        matches!(again, Err(TransportError::Unreachable { .. })),
+        "{again:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+    Ok(())
+}
+
+/// A peer that stops answering on a connection that stays open: the
+/// request ends at its deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_stops_answering_times_out() -> TestResult {
+    let links = Links::new(config(ChannelPlan::default()));
+    let server = serve(&links, Arc::new(Recorder::default())).await?;
+    let proxy = Proxy::start(server).await?;
+    let address = proxy.address.to_string();
+    send(&links, &address, "warm", 0, 10).await?;
+    proxy.pause(true);
+    let request = pb::LinkRequest {
+        timeout_ms: 300,
+        ..invoke("a", 1, 10)
+    };
+    let answer = links
+        .request(
+            &address,
+            links.class_of(10),
+            affinity("t", "a", ""),
+            request,
+        )
+        .await;
+    assert!(
+        matches!(answer, Err(TransportError::Timeout { .. })),
+        "{answer:?}"
+    );
+    Ok(())
+}

@@ -1,0 +1,122 @@
+from troupe._proto.troupe.v1 import client_pb2 as _client_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class LinkFrame(_message.Message):
+    __slots__ = ("hello", "messages", "chunks")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    hello: LinkHello
+    messages: _containers.RepeatedCompositeFieldContainer[LinkMessage]
+    chunks: _containers.RepeatedCompositeFieldContainer[LinkChunk]
+    def __init__(self, hello: _Optional[_Union[LinkHello, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[LinkMessage, _Mapping]]] = ..., chunks: _Optional[_Iterable[_Union[LinkChunk, _Mapping]]] = ...) -> None: ...
+
+class LinkHello(_message.Message):
+    __slots__ = ("node", "channel")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    channel: str
+    def __init__(self, node: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
+
+class LinkChunk(_message.Message):
+    __slots__ = ("id", "data", "last")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    data: bytes
+    last: bool
+    def __init__(self, id: _Optional[int] = ..., data: _Optional[bytes] = ..., last: bool = ...) -> None: ...
+
+class LinkMessage(_message.Message):
+    __slots__ = ("id", "request", "reply", "ping", "pong")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    PING_FIELD_NUMBER: _ClassVar[int]
+    PONG_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    request: LinkRequest
+    reply: LinkReply
+    ping: LinkPing
+    pong: LinkPing
+    def __init__(self, id: _Optional[int] = ..., request: _Optional[_Union[LinkRequest, _Mapping]] = ..., reply: _Optional[_Union[LinkReply, _Mapping]] = ..., ping: _Optional[_Union[LinkPing, _Mapping]] = ..., pong: _Optional[_Union[LinkPing, _Mapping]] = ...) -> None: ...
+
+class LinkPing(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class LinkRequest(_message.Message):
+    __slots__ = ("hops", "timeout_ms", "traceparent", "tracestate", "invoke", "tell", "get_state", "set_reminder", "get_reminder", "delete_reminder", "set_alarm", "get_alarm", "delete_alarm", "set_timer", "delete_timer")
+    HOPS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    TRACESTATE_FIELD_NUMBER: _ClassVar[int]
+    INVOKE_FIELD_NUMBER: _ClassVar[int]
+    TELL_FIELD_NUMBER: _ClassVar[int]
+    GET_STATE_FIELD_NUMBER: _ClassVar[int]
+    SET_REMINDER_FIELD_NUMBER: _ClassVar[int]
+    GET_REMINDER_FIELD_NUMBER: _ClassVar[int]
+    DELETE_REMINDER_FIELD_NUMBER: _ClassVar[int]
+    SET_ALARM_FIELD_NUMBER: _ClassVar[int]
+    GET_ALARM_FIELD_NUMBER: _ClassVar[int]
+    DELETE_ALARM_FIELD_NUMBER: _ClassVar[int]
+    SET_TIMER_FIELD_NUMBER: _ClassVar[int]
+    DELETE_TIMER_FIELD_NUMBER: _ClassVar[int]
+    hops: int
+    timeout_ms: int
+    traceparent: str
+    tracestate: str
+    invoke: _client_pb2.InvokeRequest
+    tell: _client_pb2.TellRequest
+    get_state: _client_pb2.GetStateRequest
+    set_reminder: _client_pb2.SetReminderRequest
+    get_reminder: _client_pb2.ReminderRef
+    delete_reminder: _client_pb2.ReminderRef
+    set_alarm: _client_pb2.SetAlarmRequest
+    get_alarm: _client_pb2.AlarmRef
+    delete_alarm: _client_pb2.AlarmRef
+    set_timer: _client_pb2.SetTimerRequest
+    delete_timer: _client_pb2.TimerRef
+    def __init__(self, hops: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ..., invoke: _Optional[_Union[_client_pb2.InvokeRequest, _Mapping]] = ..., tell: _Optional[_Union[_client_pb2.TellRequest, _Mapping]] = ..., get_state: _Optional[_Union[_client_pb2.GetStateRequest, _Mapping]] = ..., set_reminder: _Optional[_Union[_client_pb2.SetReminderRequest, _Mapping]] = ..., get_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., delete_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., set_alarm: _Optional[_Union[_client_pb2.SetAlarmRequest, _Mapping]] = ..., get_alarm: _Optional[_Union[_client_pb2.AlarmRef, _Mapping]] = ..., delete_alarm: _Optional[_Union[_client_pb2.AlarmRef, _Mapping]] = ..., set_timer: _Optional[_Union[_client_pb2.SetTimerRequest, _Mapping]] = ..., delete_timer: _Optional[_Union[_client_pb2.TimerRef, _Mapping]] = ...) -> None: ...
+
+class LinkReply(_message.Message):
+    __slots__ = ("invoke", "tell", "state", "reminder", "deleted", "timer", "error")
+    INVOKE_FIELD_NUMBER: _ClassVar[int]
+    TELL_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    REMINDER_FIELD_NUMBER: _ClassVar[int]
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    TIMER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    invoke: _client_pb2.InvokeResponse
+    tell: _client_pb2.TellResponse
+    state: _client_pb2.GetStateResponse
+    reminder: _client_pb2.Reminder
+    deleted: _client_pb2.DeleteResponse
+    timer: _client_pb2.SetTimerResponse
+    error: LinkStatus
+    def __init__(self, invoke: _Optional[_Union[_client_pb2.InvokeResponse, _Mapping]] = ..., tell: _Optional[_Union[_client_pb2.TellResponse, _Mapping]] = ..., state: _Optional[_Union[_client_pb2.GetStateResponse, _Mapping]] = ..., reminder: _Optional[_Union[_client_pb2.Reminder, _Mapping]] = ..., deleted: _Optional[_Union[_client_pb2.DeleteResponse, _Mapping]] = ..., timer: _Optional[_Union[_client_pb2.SetTimerResponse, _Mapping]] = ..., error: _Optional[_Union[LinkStatus, _Mapping]] = ...) -> None: ...
+
+class LinkStatus(_message.Message):
+    __slots__ = ("code", "message", "metadata")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    metadata: _containers.ScalarMap[str, str]
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
