@@ -1,7 +1,7 @@
 //! Two daemons and one placement replica sharing a PostgreSQL store: a call
 //! through either daemon reaches the one activation of an actor (forwarded
-//! to its owner; state reads and timers too), `troupe cluster status` lists
-//! both, and a daemon that stops gracefully hands its actors to the other
+//! to its owner over links; state reads and timers too), `troupe cluster
+//! status` lists both with their links, and a daemon that stops gracefully hands its actors to the other
 //! without losing a count.
 
 use std::path::Path;
@@ -240,6 +240,23 @@ async fn two_daemons_share_actors_and_hand_them_off() -> anyhow::Result<()> {
         .filter_map(|m| m["active_actors"].as_u64())
         .sum();
     assert_eq!(counted, ids.len() as u64, "{status:#}");
+    // Each daemon forwarded over its links to the other, and says so.
+    for member in status["members"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let links = member["links"].as_array().cloned().unwrap_or_default();
+        let call = links
+            .iter()
+            .find(|l| l["channel"] == "call")
+            .with_context(|| format!("no call channel in {member:#}"))?;
+        assert!(
+            call["connected"].as_u64() >= Some(1) && call["messages_sent"].as_u64() >= Some(16),
+            "{call:#}"
+        );
+        assert_eq!(links.len(), 2, "call and bulk expected: {links:#?}");
+    }
 
     // A graceful stop hands b's actors to a with their counts.
     let exit = b.terminate().await?;

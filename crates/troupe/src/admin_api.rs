@@ -3,6 +3,7 @@
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
 use troupe_runtime::{ActivationState, ActorId, Runtime, StateMode};
+use troupe_transport::link::{ChannelStats, Links};
 
 use crate::convert;
 use crate::convert::errors::status_of;
@@ -14,11 +15,35 @@ pub struct AdminApi {
     runtime: Runtime,
     /// The address the daemon serves on, as bound.
     listen: String,
+    /// Links to other daemons (cluster only).
+    links: Option<Links>,
 }
 
 impl AdminApi {
-    pub fn new(runtime: Runtime, listen: String) -> Self {
-        Self { runtime, listen }
+    pub fn new(runtime: Runtime, listen: String, links: Option<Links>) -> Self {
+        Self {
+            runtime,
+            listen,
+            links,
+        }
+    }
+}
+
+fn link_to_pb(s: ChannelStats) -> pb::PeerLinkStatus {
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    pb::PeerLinkStatus {
+        peer: s.peer,
+        channel: s.channel,
+        connections: count(s.connections),
+        connected: count(s.connected),
+        bytes_sent: s.bytes_sent,
+        bytes_received: s.bytes_received,
+        messages_sent: s.messages_sent,
+        messages_received: s.messages_received,
+        queued_bytes: s.queued_bytes as u64,
+        in_flight: s.in_flight as u64,
+        reconnects: s.reconnects,
+        rtt_us: s.rtt_us,
     }
 }
 
@@ -102,6 +127,11 @@ impl pb::admin_server::Admin for AdminApi {
             started_unix_ms: s.started_unix_ms,
             placement_version: s.placement_version,
             serving: s.serving,
+            links: self
+                .links
+                .as_ref()
+                .map(|l| l.stats().into_iter().map(link_to_pb).collect())
+                .unwrap_or_default(),
         }))
     }
 

@@ -10,6 +10,7 @@ mod config;
 mod convert;
 mod forwarder;
 mod link_api;
+mod link_metrics;
 mod membership;
 mod metrics_http;
 mod placement_cmd;

@@ -17,6 +17,9 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use troupe_runtime::Runtime;
+use troupe_transport::link::Links;
+
+use crate::link_metrics;
 
 /// What Prometheus expects for the OpenMetrics text format.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -30,7 +33,11 @@ pub struct MetricsServer {
 
 /// Binds `addr` and serves `/metrics` until stopped. A bind failure is a
 /// startup error naming the flag to change.
-pub async fn start(addr: SocketAddr, runtime: Runtime) -> anyhow::Result<MetricsServer> {
+pub async fn start(
+    addr: SocketAddr,
+    runtime: Runtime,
+    links: Option<Links>,
+) -> anyhow::Result<MetricsServer> {
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!("cannot serve metrics on {addr} (is the port taken? pick another with --metrics-listen)")
     })?;
@@ -39,7 +46,7 @@ pub async fn start(addr: SocketAddr, runtime: Runtime) -> anyhow::Result<Metrics
         .context("reading the metrics listener's address")?;
     let app = Router::new()
         .route("/metrics", get(metrics))
-        .with_state(runtime);
+        .with_state(Sources { runtime, links });
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let served = axum::serve(listener, app)
@@ -71,9 +78,28 @@ impl MetricsServer {
     }
 }
 
-async fn metrics(axum::extract::State(runtime): axum::extract::State<Runtime>) -> Response {
+/// What a scrape reads.
+#[derive(Clone)]
+struct Sources {
+    runtime: Runtime,
+    links: Option<Links>,
+}
+
+fn encode(sources: &Sources, body: &mut String) -> std::fmt::Result {
+    sources.runtime.encode_metrics(body)?;
+    if let Some(links) = &sources.links {
+        // One exposition has one `# EOF`, at its end.
+        if body.ends_with("# EOF\n") {
+            body.truncate(body.len() - "# EOF\n".len());
+        }
+        link_metrics::encode(&links.stats(), body)?;
+    }
+    Ok(())
+}
+
+async fn metrics(axum::extract::State(sources): axum::extract::State<Sources>) -> Response {
     let mut body = String::with_capacity(16 * 1024);
-    match runtime.encode_metrics(&mut body) {
+    match encode(&sources, &mut body) {
         Ok(()) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response(),
         Err(e) => {
             warn!(error = %e, "encoding metrics failed");

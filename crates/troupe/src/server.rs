@@ -119,7 +119,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         None => local.to_string(),
     };
     let metrics = match config.metrics_listen {
-        Some(addr) => Some(metrics_http::start(addr, runtime.clone()).await?),
+        Some(addr) => Some(metrics_http::start(addr, runtime.clone(), links.clone()).await?),
         None => None,
     };
 
@@ -179,6 +179,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .add_service(pb::admin_server::AdminServer::new(AdminApi::new(
             runtime.clone(),
             local.to_string(),
+            links.clone(),
         )))
         .serve_with_incoming_shutdown(incoming, async {
             let _ = server_stopped.await;

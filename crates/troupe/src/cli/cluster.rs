@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use tonic::transport::{Channel, Endpoint};
 use troupe_proto::v1 as pb;
 
+use super::links;
 use super::render::{self, Table};
 use super::{code_name, emit, emit_json, fail, root_cause, Exit, Output};
 
@@ -37,6 +38,8 @@ struct MemberView {
     heartbeat_ms_ago: Option<u64>,
     /// The daemon's own count, or why it could not be asked.
     actors: Result<u64, String>,
+    /// Its links to the other daemons, as it reports them.
+    links: Vec<pb::PeerLinkStatus>,
 }
 
 pub async fn cluster_status(target: &ClusterTarget) -> anyhow::Result<()> {
@@ -142,6 +145,7 @@ async fn members(status: &pb::ClusterStatusResponse) -> Vec<MemberView> {
                 .is_some_and(|n| n.members.iter().any(|m| m.node == member.node)),
             heartbeat_ms_ago: status.last_heartbeat_ms_ago.get(&member.node).copied(),
             actors: Err(String::new()),
+            links: Vec::new(),
         });
     }
     for member in next.iter().flat_map(|n| &n.members) {
@@ -152,6 +156,7 @@ async fn members(status: &pb::ClusterStatusResponse) -> Vec<MemberView> {
                 in_next: true,
                 heartbeat_ms_ago: status.last_heartbeat_ms_ago.get(&member.node).copied(),
                 actors: Err(String::new()),
+                links: Vec::new(),
             });
         }
     }
@@ -159,22 +164,28 @@ async fn members(status: &pb::ClusterStatusResponse) -> Vec<MemberView> {
     let counts = futures::future::join_all(
         views
             .iter()
-            .map(|v| active_actors(v.member.address.clone())),
+            .map(|v| daemon_status(v.member.address.clone())),
     )
     .await;
-    for (view, count) in views.iter_mut().zip(counts) {
-        view.actors = count;
+    for (view, status) in views.iter_mut().zip(counts) {
+        match status {
+            Ok(status) => {
+                view.actors = Ok(status.active_actors);
+                view.links = status.links;
+            }
+            Err(e) => view.actors = Err(e),
+        }
     }
     views
 }
 
-async fn active_actors(address: String) -> Result<u64, String> {
+async fn daemon_status(address: String) -> Result<pb::StatusResponse, String> {
     let channel = connect(&address).await?;
     let mut admin = pb::admin_client::AdminClient::new(channel);
     admin
         .status(pb::StatusRequest {})
         .await
-        .map(|r| r.into_inner().active_actors)
+        .map(tonic::Response::into_inner)
         .map_err(|s| match std::error::Error::source(&s) {
             Some(_) => root_cause(&s),
             None => format!("{}: {}", code_name(s.code()), s.message()),
@@ -221,6 +232,7 @@ fn status_json(replica: &str, s: &pb::ClusterStatusResponse, members: &[MemberVi
                 "reachable": v.actors.is_ok(),
                 "active_actors": v.actors.as_ref().ok(),
                 "error": v.actors.as_ref().err(),
+                "links": links::json(&v.links),
             })
         })
         .collect();
@@ -316,6 +328,14 @@ fn status_table(replica: &str, s: &pb::ClusterStatusResponse, members: &[MemberV
         ]);
     }
     out.push_str(&t.render());
+    let linked: Vec<(&str, &[pb::PeerLinkStatus])> = members
+        .iter()
+        .map(|v| (v.member.node.as_str(), v.links.as_slice()))
+        .collect();
+    if linked.iter().any(|(_, l)| !l.is_empty()) {
+        out.push('\n');
+        out.push_str(&links::table(&linked));
+    }
     out
 }
 
@@ -367,6 +387,7 @@ mod tests {
                 in_next: true,
                 heartbeat_ms_ago: Some(120),
                 actors: Ok(5),
+                links: Vec::new(),
             },
             MemberView {
                 member: member("bb", true),
@@ -374,6 +395,7 @@ mod tests {
                 in_next: false,
                 heartbeat_ms_ago: Some(80),
                 actors: Err("Connection refused (os error 111)".into()),
+                links: Vec::new(),
             },
             MemberView {
                 member: member("ccc", false),
@@ -381,6 +403,7 @@ mod tests {
                 in_next: true,
                 heartbeat_ms_ago: None,
                 actors: Ok(0),
+                links: Vec::new(),
             },
         ]
     }

@@ -8,6 +8,7 @@
 mod actors;
 mod calls;
 mod cluster;
+mod links;
 mod reminders;
 mod render;
 mod status;

@@ -71,6 +71,30 @@ export interface StatusResponse {
   placementVersion: bigint;
   /** Whether it may serve actors now (false: its placement lease lapsed). */
   serving: boolean;
+  /** Its links to the other daemons of the cluster, one per peer and channel. */
+  links: PeerLinkStatus[];
+}
+
+/** One channel of links to one peer (counts since the daemon started). */
+export interface PeerLinkStatus {
+  /** the peer's advertised address */
+  peer: string;
+  /** "call", "bulk" or "single" */
+  channel: string;
+  connections: number;
+  /** connections whose stream is open now */
+  connected: number;
+  bytesSent: bigint;
+  bytesReceived: bigint;
+  messagesSent: bigint;
+  messagesReceived: bigint;
+  /** waiting to be written now */
+  queuedBytes: bigint;
+  /** requests waiting for their reply now */
+  inFlight: bigint;
+  reconnects: bigint;
+  /** the latest measured round trip (0: none yet) */
+  rttUs: bigint;
 }
 
 /** What write-behind still owes the store. */
@@ -254,6 +278,7 @@ function createBaseStatusResponse(): StatusResponse {
     startedUnixMs: 0n,
     placementVersion: 0n,
     serving: false,
+    links: [],
   };
 }
 
@@ -327,6 +352,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     if (message.serving !== false) {
       writer.uint32(120).bool(message.serving);
+    }
+    for (const v of message.links) {
+      PeerLinkStatus.encode(v!, writer.uint32(130).fork()).join();
     }
     return writer;
   },
@@ -464,6 +492,14 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.serving = reader.bool();
             continue;
           }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.links.push(PeerLinkStatus.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -512,6 +548,241 @@ export const StatusResponse: MessageFns<StatusResponse> = {
       ? BigInt(object.placementVersion)
       : 0n;
     message.serving = object.serving ?? false;
+    message.links = object.links?.map((e) => PeerLinkStatus.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBasePeerLinkStatus(): PeerLinkStatus {
+  return {
+    peer: "",
+    channel: "",
+    connections: 0,
+    connected: 0,
+    bytesSent: 0n,
+    bytesReceived: 0n,
+    messagesSent: 0n,
+    messagesReceived: 0n,
+    queuedBytes: 0n,
+    inFlight: 0n,
+    reconnects: 0n,
+    rttUs: 0n,
+  };
+}
+
+export const PeerLinkStatus: MessageFns<PeerLinkStatus> = {
+  encode(message: PeerLinkStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.peer !== "") {
+      writer.uint32(10).string(message.peer);
+    }
+    if (message.channel !== "") {
+      writer.uint32(18).string(message.channel);
+    }
+    if (message.connections !== 0) {
+      writer.uint32(24).uint32(message.connections);
+    }
+    if (message.connected !== 0) {
+      writer.uint32(32).uint32(message.connected);
+    }
+    if (message.bytesSent !== 0n) {
+      if (BigInt.asUintN(64, message.bytesSent) !== message.bytesSent) {
+        throw new globalThis.Error("value provided for field message.bytesSent of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.bytesSent);
+    }
+    if (message.bytesReceived !== 0n) {
+      if (BigInt.asUintN(64, message.bytesReceived) !== message.bytesReceived) {
+        throw new globalThis.Error("value provided for field message.bytesReceived of type uint64 too large");
+      }
+      writer.uint32(48).uint64(message.bytesReceived);
+    }
+    if (message.messagesSent !== 0n) {
+      if (BigInt.asUintN(64, message.messagesSent) !== message.messagesSent) {
+        throw new globalThis.Error("value provided for field message.messagesSent of type uint64 too large");
+      }
+      writer.uint32(56).uint64(message.messagesSent);
+    }
+    if (message.messagesReceived !== 0n) {
+      if (BigInt.asUintN(64, message.messagesReceived) !== message.messagesReceived) {
+        throw new globalThis.Error("value provided for field message.messagesReceived of type uint64 too large");
+      }
+      writer.uint32(64).uint64(message.messagesReceived);
+    }
+    if (message.queuedBytes !== 0n) {
+      if (BigInt.asUintN(64, message.queuedBytes) !== message.queuedBytes) {
+        throw new globalThis.Error("value provided for field message.queuedBytes of type uint64 too large");
+      }
+      writer.uint32(72).uint64(message.queuedBytes);
+    }
+    if (message.inFlight !== 0n) {
+      if (BigInt.asUintN(64, message.inFlight) !== message.inFlight) {
+        throw new globalThis.Error("value provided for field message.inFlight of type uint64 too large");
+      }
+      writer.uint32(80).uint64(message.inFlight);
+    }
+    if (message.reconnects !== 0n) {
+      if (BigInt.asUintN(64, message.reconnects) !== message.reconnects) {
+        throw new globalThis.Error("value provided for field message.reconnects of type uint64 too large");
+      }
+      writer.uint32(88).uint64(message.reconnects);
+    }
+    if (message.rttUs !== 0n) {
+      if (BigInt.asUintN(64, message.rttUs) !== message.rttUs) {
+        throw new globalThis.Error("value provided for field message.rttUs of type uint64 too large");
+      }
+      writer.uint32(96).uint64(message.rttUs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PeerLinkStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePeerLinkStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.peer = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.channel = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.connections = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.connected = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.bytesSent = reader.uint64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.bytesReceived = reader.uint64() as bigint;
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.messagesSent = reader.uint64() as bigint;
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.messagesReceived = reader.uint64() as bigint;
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.queuedBytes = reader.uint64() as bigint;
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.inFlight = reader.uint64() as bigint;
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.reconnects = reader.uint64() as bigint;
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.rttUs = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PeerLinkStatus>, I>>(base?: I): PeerLinkStatus {
+    return PeerLinkStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PeerLinkStatus>, I>>(object: I): PeerLinkStatus {
+    const message = createBasePeerLinkStatus();
+    message.peer = object.peer ?? "";
+    message.channel = object.channel ?? "";
+    message.connections = object.connections ?? 0;
+    message.connected = object.connected ?? 0;
+    message.bytesSent = (object.bytesSent !== undefined && object.bytesSent !== null) ? BigInt(object.bytesSent) : 0n;
+    message.bytesReceived = (object.bytesReceived !== undefined && object.bytesReceived !== null)
+      ? BigInt(object.bytesReceived)
+      : 0n;
+    message.messagesSent = (object.messagesSent !== undefined && object.messagesSent !== null)
+      ? BigInt(object.messagesSent)
+      : 0n;
+    message.messagesReceived = (object.messagesReceived !== undefined && object.messagesReceived !== null)
+      ? BigInt(object.messagesReceived)
+      : 0n;
+    message.queuedBytes = (object.queuedBytes !== undefined && object.queuedBytes !== null)
+      ? BigInt(object.queuedBytes)
+      : 0n;
+    message.inFlight = (object.inFlight !== undefined && object.inFlight !== null) ? BigInt(object.inFlight) : 0n;
+    message.reconnects = (object.reconnects !== undefined && object.reconnects !== null)
+      ? BigInt(object.reconnects)
+      : 0n;
+    message.rttUs = (object.rttUs !== undefined && object.rttUs !== null) ? BigInt(object.rttUs) : 0n;
     return message;
   },
 };

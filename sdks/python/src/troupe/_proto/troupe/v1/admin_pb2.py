@@ -26,45 +26,47 @@ from troupe._proto.troupe.v1 import common_pb2 as troupe_dot_v1_dot_common__pb2
 from troupe._proto.troupe.v1 import client_pb2 as troupe_dot_v1_dot_client__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15troupe/v1/admin.proto\x12\ttroupe.v1\x1a\x16troupe/v1/common.proto\x1a\x16troupe/v1/client.proto\"\x0f\n\rStatusRequest\"\xf0\x02\n\x0eStatusResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x11\n\tuptime_ms\x18\x02 \x01(\x04\x12(\n\x05types\x18\x03 \x03(\x0b\x32\x19.troupe.v1.RegisteredType\x12\r\n\x05store\x18\x04 \x01(\t\x12\x15\n\ractive_actors\x18\x05 \x01(\x04\x12\x14\n\x0c\x64irty_actors\x18\x06 \x01(\x04\x12\x0c\n\x04node\x18\x07 \x01(\t\x12\x0e\n\x06listen\x18\x08 \x01(\t\x12&\n\x05\x66lush\x18\t \x01(\x0b\x32\x17.troupe.v1.FlushBacklog\x12\x15\n\rpending_calls\x18\n \x01(\x04\x12\x19\n\x11max_pending_calls\x18\x0b \x01(\x04\x12\x17\n\x0freminders_fired\x18\x0c \x01(\x04\x12\x17\n\x0fstarted_unix_ms\x18\r \x01(\x04\x12\x19\n\x11placement_version\x18\x0e \x01(\x04\x12\x0f\n\x07serving\x18\x0f \x01(\x08\"\xb7\x01\n\x0c\x46lushBacklog\x12\x14\n\x0c\x64irty_actors\x18\x01 \x01(\x04\x12\x13\n\x0b\x64irty_bytes\x18\x02 \x01(\x04\x12\x14\n\x0cheld_replies\x18\x03 \x01(\x04\x12\x0f\n\x07\x62\x61tches\x18\x04 \x01(\x04\x12\x14\n\x0ckeys_written\x18\x05 \x01(\x04\x12\x1a\n\x12last_flush_unix_ms\x18\x06 \x01(\x04\x12\x0f\n\x07\x66\x61iling\x18\x07 \x01(\x08\x12\x12\n\nlast_error\x18\x08 \x01(\t\"\xae\x01\n\x0eRegisteredType\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04\x61pps\x18\x02 \x03(\t\x12\x15\n\ractive_actors\x18\x03 \x01(\x04\x12(\n\nstate_mode\x18\x04 \x01(\x0e\x32\x14.troupe.v1.StateMode\x12\x17\n\x0fidle_timeout_ms\x18\x05 \x01(\x04\x12\x13\n\x0bmax_mailbox\x18\x06 \x01(\r\x12\x11\n\treentrant\x18\x07 \x01(\x08\"H\n\x11ListActorsRequest\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\x12\x12\n\npage_token\x18\x03 \x01(\t\"S\n\x12ListActorsResponse\x12$\n\x06\x61\x63tors\x18\x01 \x03(\x0b\x32\x14.troupe.v1.ActorInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xa2\x01\n\tActorInfo\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x15\n\rmailbox_depth\x18\x02 \x01(\x04\x12\r\n\x05turns\x18\x03 \x01(\x04\x12\r\n\x05\x64irty\x18\x04 \x01(\x08\x12\x0f\n\x07idle_ms\x18\x05 \x01(\x04\x12+\n\x06status\x18\x06 \x01(\x0e\x32\x1b.troupe.v1.ActivationStatus\":\n\x14\x44\x65scribeActorRequest\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\"\xc2\x03\n\x15\x44\x65scribeActorResponse\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x0c\n\x04node\x18\x02 \x01(\t\x12+\n\x06status\x18\x03 \x01(\x0e\x32\x1b.troupe.v1.ActivationStatus\x12\x0b\n\x03\x61pp\x18\x04 \x01(\t\x12\x19\n\x11\x61\x63tivated_unix_ms\x18\x05 \x01(\x04\x12\x1b\n\x13last_active_unix_ms\x18\x06 \x01(\x04\x12\x15\n\rmailbox_depth\x18\x07 \x01(\x04\x12\r\n\x05turns\x18\x08 \x01(\x04\x12$\n\x05state\x18\t \x03(\x0b\x32\x15.troupe.v1.StateEntry\x12\r\n\x05\x64irty\x18\n \x01(\x08\x12(\n\nstate_mode\x18\x0b \x01(\x0e\x32\x14.troupe.v1.StateMode\x12&\n\treminders\x18\x0c \x03(\x0b\x32\x13.troupe.v1.Reminder\x12\"\n\x05\x61larm\x18\r \x01(\x0b\x32\x13.troupe.v1.Reminder\x12$\n\x06timers\x18\x0e \x03(\x0b\x32\x14.troupe.v1.TimerInfo\x12\x0e\n\x06stored\x18\x0f \x01(\x08\"7\n\nStateEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\r\n\x05\x64irty\x18\x03 \x01(\x08\"Z\n\tTimerInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x18\n\x10next_due_unix_ms\x18\x02 \x01(\x04\x12\x11\n\tperiod_ms\x18\x03 \x01(\x04\x12\x12\n\nkeep_alive\x18\x04 \x01(\x08\"N\n\x17ListStoredActorsRequest\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\x12\x12\n\npage_token\x18\x03 \x01(\t\"@\n\x18ListStoredActorsResponse\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"<\n\x16\x44\x65\x61\x63tivateActorRequest\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\".\n\x17\x44\x65\x61\x63tivateActorResponse\x12\x13\n\x0b\x64\x65\x61\x63tivated\x18\x01 \x01(\x08*\xd6\x01\n\x10\x41\x63tivationStatus\x12!\n\x1d\x41\x43TIVATION_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x41\x43TIVATION_STATUS_INACTIVE\x10\x01\x12 \n\x1c\x41\x43TIVATION_STATUS_ACTIVATING\x10\x02\x12\x1a\n\x16\x41\x43TIVATION_STATUS_IDLE\x10\x03\x12\x1d\n\x19\x41\x43TIVATION_STATUS_RUNNING\x10\x04\x12\"\n\x1e\x41\x43TIVATION_STATUS_DEACTIVATING\x10\x05\x32\x9c\x03\n\x05\x41\x64min\x12=\n\x06Status\x12\x18.troupe.v1.StatusRequest\x1a\x19.troupe.v1.StatusResponse\x12I\n\nListActors\x12\x1c.troupe.v1.ListActorsRequest\x1a\x1d.troupe.v1.ListActorsResponse\x12R\n\rDescribeActor\x12\x1f.troupe.v1.DescribeActorRequest\x1a .troupe.v1.DescribeActorResponse\x12[\n\x10ListStoredActors\x12\".troupe.v1.ListStoredActorsRequest\x1a#.troupe.v1.ListStoredActorsResponse\x12X\n\x0f\x44\x65\x61\x63tivateActor\x12!.troupe.v1.DeactivateActorRequest\x1a\".troupe.v1.DeactivateActorResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15troupe/v1/admin.proto\x12\ttroupe.v1\x1a\x16troupe/v1/common.proto\x1a\x16troupe/v1/client.proto\"\x0f\n\rStatusRequest\"\x9a\x03\n\x0eStatusResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x11\n\tuptime_ms\x18\x02 \x01(\x04\x12(\n\x05types\x18\x03 \x03(\x0b\x32\x19.troupe.v1.RegisteredType\x12\r\n\x05store\x18\x04 \x01(\t\x12\x15\n\ractive_actors\x18\x05 \x01(\x04\x12\x14\n\x0c\x64irty_actors\x18\x06 \x01(\x04\x12\x0c\n\x04node\x18\x07 \x01(\t\x12\x0e\n\x06listen\x18\x08 \x01(\t\x12&\n\x05\x66lush\x18\t \x01(\x0b\x32\x17.troupe.v1.FlushBacklog\x12\x15\n\rpending_calls\x18\n \x01(\x04\x12\x19\n\x11max_pending_calls\x18\x0b \x01(\x04\x12\x17\n\x0freminders_fired\x18\x0c \x01(\x04\x12\x17\n\x0fstarted_unix_ms\x18\r \x01(\x04\x12\x19\n\x11placement_version\x18\x0e \x01(\x04\x12\x0f\n\x07serving\x18\x0f \x01(\x08\x12(\n\x05links\x18\x10 \x03(\x0b\x32\x19.troupe.v1.PeerLinkStatus\"\x82\x02\n\x0ePeerLinkStatus\x12\x0c\n\x04peer\x18\x01 \x01(\t\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12\x13\n\x0b\x63onnections\x18\x03 \x01(\r\x12\x11\n\tconnected\x18\x04 \x01(\r\x12\x12\n\nbytes_sent\x18\x05 \x01(\x04\x12\x16\n\x0e\x62ytes_received\x18\x06 \x01(\x04\x12\x15\n\rmessages_sent\x18\x07 \x01(\x04\x12\x19\n\x11messages_received\x18\x08 \x01(\x04\x12\x14\n\x0cqueued_bytes\x18\t \x01(\x04\x12\x11\n\tin_flight\x18\n \x01(\x04\x12\x12\n\nreconnects\x18\x0b \x01(\x04\x12\x0e\n\x06rtt_us\x18\x0c \x01(\x04\"\xb7\x01\n\x0c\x46lushBacklog\x12\x14\n\x0c\x64irty_actors\x18\x01 \x01(\x04\x12\x13\n\x0b\x64irty_bytes\x18\x02 \x01(\x04\x12\x14\n\x0cheld_replies\x18\x03 \x01(\x04\x12\x0f\n\x07\x62\x61tches\x18\x04 \x01(\x04\x12\x14\n\x0ckeys_written\x18\x05 \x01(\x04\x12\x1a\n\x12last_flush_unix_ms\x18\x06 \x01(\x04\x12\x0f\n\x07\x66\x61iling\x18\x07 \x01(\x08\x12\x12\n\nlast_error\x18\x08 \x01(\t\"\xae\x01\n\x0eRegisteredType\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04\x61pps\x18\x02 \x03(\t\x12\x15\n\ractive_actors\x18\x03 \x01(\x04\x12(\n\nstate_mode\x18\x04 \x01(\x0e\x32\x14.troupe.v1.StateMode\x12\x17\n\x0fidle_timeout_ms\x18\x05 \x01(\x04\x12\x13\n\x0bmax_mailbox\x18\x06 \x01(\r\x12\x11\n\treentrant\x18\x07 \x01(\x08\"H\n\x11ListActorsRequest\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\x12\x12\n\npage_token\x18\x03 \x01(\t\"S\n\x12ListActorsResponse\x12$\n\x06\x61\x63tors\x18\x01 \x03(\x0b\x32\x14.troupe.v1.ActorInfo\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"\xa2\x01\n\tActorInfo\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x15\n\rmailbox_depth\x18\x02 \x01(\x04\x12\r\n\x05turns\x18\x03 \x01(\x04\x12\r\n\x05\x64irty\x18\x04 \x01(\x08\x12\x0f\n\x07idle_ms\x18\x05 \x01(\x04\x12+\n\x06status\x18\x06 \x01(\x0e\x32\x1b.troupe.v1.ActivationStatus\":\n\x14\x44\x65scribeActorRequest\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\"\xc2\x03\n\x15\x44\x65scribeActorResponse\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\x0c\n\x04node\x18\x02 \x01(\t\x12+\n\x06status\x18\x03 \x01(\x0e\x32\x1b.troupe.v1.ActivationStatus\x12\x0b\n\x03\x61pp\x18\x04 \x01(\t\x12\x19\n\x11\x61\x63tivated_unix_ms\x18\x05 \x01(\x04\x12\x1b\n\x13last_active_unix_ms\x18\x06 \x01(\x04\x12\x15\n\rmailbox_depth\x18\x07 \x01(\x04\x12\r\n\x05turns\x18\x08 \x01(\x04\x12$\n\x05state\x18\t \x03(\x0b\x32\x15.troupe.v1.StateEntry\x12\r\n\x05\x64irty\x18\n \x01(\x08\x12(\n\nstate_mode\x18\x0b \x01(\x0e\x32\x14.troupe.v1.StateMode\x12&\n\treminders\x18\x0c \x03(\x0b\x32\x13.troupe.v1.Reminder\x12\"\n\x05\x61larm\x18\r \x01(\x0b\x32\x13.troupe.v1.Reminder\x12$\n\x06timers\x18\x0e \x03(\x0b\x32\x14.troupe.v1.TimerInfo\x12\x0e\n\x06stored\x18\x0f \x01(\x08\"7\n\nStateEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\r\n\x05\x64irty\x18\x03 \x01(\x08\"Z\n\tTimerInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x18\n\x10next_due_unix_ms\x18\x02 \x01(\x04\x12\x11\n\tperiod_ms\x18\x03 \x01(\x04\x12\x12\n\nkeep_alive\x18\x04 \x01(\x08\"N\n\x17ListStoredActorsRequest\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\r\x12\x12\n\npage_token\x18\x03 \x01(\t\"@\n\x18ListStoredActorsResponse\x12\x0b\n\x03ids\x18\x01 \x03(\t\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"<\n\x16\x44\x65\x61\x63tivateActorRequest\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\".\n\x17\x44\x65\x61\x63tivateActorResponse\x12\x13\n\x0b\x64\x65\x61\x63tivated\x18\x01 \x01(\x08*\xd6\x01\n\x10\x41\x63tivationStatus\x12!\n\x1d\x41\x43TIVATION_STATUS_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x41\x43TIVATION_STATUS_INACTIVE\x10\x01\x12 \n\x1c\x41\x43TIVATION_STATUS_ACTIVATING\x10\x02\x12\x1a\n\x16\x41\x43TIVATION_STATUS_IDLE\x10\x03\x12\x1d\n\x19\x41\x43TIVATION_STATUS_RUNNING\x10\x04\x12\"\n\x1e\x41\x43TIVATION_STATUS_DEACTIVATING\x10\x05\x32\x9c\x03\n\x05\x41\x64min\x12=\n\x06Status\x12\x18.troupe.v1.StatusRequest\x1a\x19.troupe.v1.StatusResponse\x12I\n\nListActors\x12\x1c.troupe.v1.ListActorsRequest\x1a\x1d.troupe.v1.ListActorsResponse\x12R\n\rDescribeActor\x12\x1f.troupe.v1.DescribeActorRequest\x1a .troupe.v1.DescribeActorResponse\x12[\n\x10ListStoredActors\x12\".troupe.v1.ListStoredActorsRequest\x1a#.troupe.v1.ListStoredActorsResponse\x12X\n\x0f\x44\x65\x61\x63tivateActor\x12!.troupe.v1.DeactivateActorRequest\x1a\".troupe.v1.DeactivateActorResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'troupe.v1.admin_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ACTIVATIONSTATUS']._serialized_start=2078
-  _globals['_ACTIVATIONSTATUS']._serialized_end=2292
+  _globals['_ACTIVATIONSTATUS']._serialized_start=2381
+  _globals['_ACTIVATIONSTATUS']._serialized_end=2595
   _globals['_STATUSREQUEST']._serialized_start=84
   _globals['_STATUSREQUEST']._serialized_end=99
   _globals['_STATUSRESPONSE']._serialized_start=102
-  _globals['_STATUSRESPONSE']._serialized_end=470
-  _globals['_FLUSHBACKLOG']._serialized_start=473
-  _globals['_FLUSHBACKLOG']._serialized_end=656
-  _globals['_REGISTEREDTYPE']._serialized_start=659
-  _globals['_REGISTEREDTYPE']._serialized_end=833
-  _globals['_LISTACTORSREQUEST']._serialized_start=835
-  _globals['_LISTACTORSREQUEST']._serialized_end=907
-  _globals['_LISTACTORSRESPONSE']._serialized_start=909
-  _globals['_LISTACTORSRESPONSE']._serialized_end=992
-  _globals['_ACTORINFO']._serialized_start=995
-  _globals['_ACTORINFO']._serialized_end=1157
-  _globals['_DESCRIBEACTORREQUEST']._serialized_start=1159
-  _globals['_DESCRIBEACTORREQUEST']._serialized_end=1217
-  _globals['_DESCRIBEACTORRESPONSE']._serialized_start=1220
-  _globals['_DESCRIBEACTORRESPONSE']._serialized_end=1670
-  _globals['_STATEENTRY']._serialized_start=1672
-  _globals['_STATEENTRY']._serialized_end=1727
-  _globals['_TIMERINFO']._serialized_start=1729
-  _globals['_TIMERINFO']._serialized_end=1819
-  _globals['_LISTSTOREDACTORSREQUEST']._serialized_start=1821
-  _globals['_LISTSTOREDACTORSREQUEST']._serialized_end=1899
-  _globals['_LISTSTOREDACTORSRESPONSE']._serialized_start=1901
-  _globals['_LISTSTOREDACTORSRESPONSE']._serialized_end=1965
-  _globals['_DEACTIVATEACTORREQUEST']._serialized_start=1967
-  _globals['_DEACTIVATEACTORREQUEST']._serialized_end=2027
-  _globals['_DEACTIVATEACTORRESPONSE']._serialized_start=2029
-  _globals['_DEACTIVATEACTORRESPONSE']._serialized_end=2075
-  _globals['_ADMIN']._serialized_start=2295
-  _globals['_ADMIN']._serialized_end=2707
+  _globals['_STATUSRESPONSE']._serialized_end=512
+  _globals['_PEERLINKSTATUS']._serialized_start=515
+  _globals['_PEERLINKSTATUS']._serialized_end=773
+  _globals['_FLUSHBACKLOG']._serialized_start=776
+  _globals['_FLUSHBACKLOG']._serialized_end=959
+  _globals['_REGISTEREDTYPE']._serialized_start=962
+  _globals['_REGISTEREDTYPE']._serialized_end=1136
+  _globals['_LISTACTORSREQUEST']._serialized_start=1138
+  _globals['_LISTACTORSREQUEST']._serialized_end=1210
+  _globals['_LISTACTORSRESPONSE']._serialized_start=1212
+  _globals['_LISTACTORSRESPONSE']._serialized_end=1295
+  _globals['_ACTORINFO']._serialized_start=1298
+  _globals['_ACTORINFO']._serialized_end=1460
+  _globals['_DESCRIBEACTORREQUEST']._serialized_start=1462
+  _globals['_DESCRIBEACTORREQUEST']._serialized_end=1520
+  _globals['_DESCRIBEACTORRESPONSE']._serialized_start=1523
+  _globals['_DESCRIBEACTORRESPONSE']._serialized_end=1973
+  _globals['_STATEENTRY']._serialized_start=1975
+  _globals['_STATEENTRY']._serialized_end=2030
+  _globals['_TIMERINFO']._serialized_start=2032
+  _globals['_TIMERINFO']._serialized_end=2122
+  _globals['_LISTSTOREDACTORSREQUEST']._serialized_start=2124
+  _globals['_LISTSTOREDACTORSREQUEST']._serialized_end=2202
+  _globals['_LISTSTOREDACTORSRESPONSE']._serialized_start=2204
+  _globals['_LISTSTOREDACTORSRESPONSE']._serialized_end=2268
+  _globals['_DEACTIVATEACTORREQUEST']._serialized_start=2270
+  _globals['_DEACTIVATEACTORREQUEST']._serialized_end=2330
+  _globals['_DEACTIVATEACTORRESPONSE']._serialized_start=2332
+  _globals['_DEACTIVATEACTORRESPONSE']._serialized_end=2378
+  _globals['_ADMIN']._serialized_start=2598
+  _globals['_ADMIN']._serialized_end=3010
 # @@protoc_insertion_point(module_scope)

@@ -1,0 +1,108 @@
+//! The links between daemons as `troupe cluster status` shows them: one row
+//! per daemon, peer and channel, from each daemon's own Status.
+
+use serde_json::{json, Value};
+use troupe_proto::v1 as pb;
+
+use super::render::Table;
+
+/// A byte count for people: "512 B", "3.2 MiB".
+fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+fn rtt(us: u64) -> String {
+    match us {
+        0 => "-".into(),
+        us if us < 10_000 => format!("{:.2}ms", us as f64 / 1000.0),
+        us => format!("{}ms", us / 1000),
+    }
+}
+
+pub fn table(daemons: &[(&str, &[pb::PeerLinkStatus])]) -> String {
+    let mut t = Table::new(&[
+        ("NODE", false),
+        ("PEER", false),
+        ("CHANNEL", false),
+        ("UP", true),
+        ("RTT", true),
+        ("QUEUED", true),
+        ("IN FLIGHT", true),
+        ("RECONNECTS", true),
+        ("SENT", true),
+        ("RECEIVED", true),
+    ]);
+    for (node, links) in daemons {
+        for l in *links {
+            t.row(vec![
+                (*node).to_owned(),
+                l.peer.clone(),
+                l.channel.clone(),
+                format!("{}/{}", l.connected, l.connections),
+                rtt(l.rtt_us),
+                bytes(l.queued_bytes),
+                l.in_flight.to_string(),
+                l.reconnects.to_string(),
+                bytes(l.bytes_sent),
+                bytes(l.bytes_received),
+            ]);
+        }
+    }
+    t.render()
+}
+
+pub fn json(links: &[pb::PeerLinkStatus]) -> Value {
+    links
+        .iter()
+        .map(|l| {
+            json!({
+                "peer": l.peer,
+                "channel": l.channel,
+                "connections": l.connections,
+                "connected": l.connected,
+                "rtt_us": l.rtt_us,
+                "queued_bytes": l.queued_bytes,
+                "in_flight": l.in_flight,
+                "reconnects": l.reconnects,
+                "bytes_sent": l.bytes_sent,
+                "bytes_received": l.bytes_received,
+                "messages_sent": l.messages_sent,
+                "messages_received": l.messages_received,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_per_daemon_peer_and_channel() {
+        let link = pb::PeerLinkStatus {
+            peer: "10.0.0.2:7420".into(),
+            channel: "bulk".into(),
+            connections: 4,
+            connected: 3,
+            rtt_us: 20_400,
+            queued_bytes: 3 << 20,
+            bytes_sent: 5 << 30,
+            ..Default::default()
+        };
+        let out = table(&[("a", std::slice::from_ref(&link))]);
+        for cell in ["10.0.0.2:7420", "bulk", "3/4", "20ms", "3.0 MiB", "5.0 GiB"] {
+            assert!(out.contains(cell), "{cell} missing:\n{out}");
+        }
+        assert_eq!(json(&[link])[0]["connected"], 3);
+    }
+}
