@@ -409,3 +409,63 @@ async fn a_peer_that_stops_answering_times_out() -> TestResult {
     );
     Ok(())
 }
+
+/// Answers only once the test lets it, and says when a request arrived.
+struct Held {
+    arrived: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Semaphore>,
+}
+
+impl Inbound for Held {
+    fn handle(&self, _request: pb::LinkRequest) -> BoxFuture<pb::LinkReply> {
+        self.arrived.notify_one();
+        let release = self.release.clone();
+        Box::pin(async move {
+            let _ = release.acquire().await;
+            pb::LinkReply {
+                result: Some(pb::link_reply::Result::Tell(pb::TellResponse {})),
+            }
+        })
+    }
+}
+
+/// A daemon closing its links answers what it took before the stream
+/// ends; the sender then redials (without a hot loop) and only new
+/// requests find it gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draining_answers_what_was_taken_then_ends_the_stream() -> TestResult {
+    let server_links = Links::new(config(ChannelPlan::default()));
+    let held = Arc::new(Held {
+        arrived: Arc::default(),
+        release: Arc::new(tokio::sync::Semaphore::new(0)),
+    });
+    let server = serve(&server_links, held.clone()).await?;
+    let links = Links::new(config(ChannelPlan::default()));
+    let address = server.to_string();
+    let arrived = held.arrived.notified();
+    let taken = {
+        let (links, address) = (links.clone(), address.clone());
+        tokio::spawn(async move { send(&links, &address, "a", 0, 10).await })
+    };
+    arrived.await;
+    server_links.drain_inbound();
+    held.release.add_permits(1_000);
+    let answer = taken.await??;
+    assert!(matches!(
+        answer.result,
+        Some(pb::link_reply::Result::Tell(_))
+    ));
+    // The drained stream ended: the sender counts a reconnect.
+    wait_for(|| links.stats().iter().any(|s| s.reconnects >= 1)).await?;
+    let reconnects = || links.stats().iter().map(|s| s.reconnects).sum::<u64>();
+    let before = reconnects();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Streams opened to a draining daemon end at once; redialled with
+    // backoff, a few times in 300 ms at most, not thousands.
+    assert!(
+        reconnects() - before < 20,
+        "{} reconnects",
+        reconnects() - before
+    );
+    Ok(())
+}

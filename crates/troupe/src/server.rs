@@ -230,6 +230,9 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         membership.stop();
     }
     app_api.close_all();
+    if let Some(links) = &links {
+        links.drain_inbound();
+    }
     let _ = stop_server.send(());
     match tokio::time::timeout(SERVER_CLOSE_TIMEOUT, server).await {
         Ok(Ok(Ok(()))) => {}

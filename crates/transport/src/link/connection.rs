@@ -26,6 +26,10 @@ use crate::{root_cause, TransportError};
 
 type Waiter = oneshot::Sender<Result<pb::LinkReply, TransportError>>;
 
+/// A stream up this long was a working one: after it breaks, the next is
+/// dialled at once.
+const STEADY: Duration = Duration::from_secs(1);
+
 /// Whether requests may be queued now.
 #[derive(Debug, Clone)]
 enum Link {
@@ -178,11 +182,19 @@ impl Shared {
     async fn keep_connected(self: Arc<Self>) {
         let mut failures = 0u32;
         loop {
+            let started = Instant::now();
             let (reason, was_up) = match self.session().await {
                 Ok(()) => ("the peer closed the stream".to_owned(), true),
                 Err((reason, was_up)) => (reason, was_up),
             };
-            if was_up {
+            // A peer that ends every stream at once (a daemon draining its
+            // links before it stops) must not be dialled in a hot loop.
+            if was_up && started.elapsed() < STEADY {
+                failures = failures.saturating_add(1);
+                self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
+                self.fail_all(&reason, Link::Connecting);
+                tokio::time::sleep(backoff(failures)).await;
+            } else if was_up {
                 // Only what was in flight on the broken stream fails; new
                 // requests wait for the stream dialled at once.
                 failures = 0;

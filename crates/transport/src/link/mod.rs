@@ -81,6 +81,8 @@ pub struct Links {
 struct Inner {
     config: Arc<LinksConfig>,
     peers: Mutex<HashMap<String, Arc<PeerLinks>>>,
+    /// Tells the streams peers opened here that the daemon is closing.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl Links {
@@ -89,6 +91,7 @@ impl Links {
             inner: Arc::new(Inner {
                 config: Arc::new(config),
                 peers: Mutex::new(HashMap::new()),
+                closing: tokio::sync::watch::Sender::new(false),
             }),
         }
     }
@@ -191,7 +194,14 @@ impl Links {
         &self,
         inbound: Arc<dyn Inbound>,
     ) -> pb::peer_link_server::PeerLinkServer<LinkServer> {
-        LinkServer::new(&self.inner.config, inbound).into_service()
+        LinkServer::new(&self.inner.config, inbound, self.inner.closing.subscribe()).into_service()
+    }
+
+    /// The daemon is closing: the streams peers opened here stop taking
+    /// requests, answer those they took, and end (so the server's graceful
+    /// stop does not wait on them); peers fail only what they sent after.
+    pub fn drain_inbound(&self) {
+        self.inner.closing.send_replace(true);
     }
 }
 

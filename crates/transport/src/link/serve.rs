@@ -5,11 +5,12 @@
 //! sender's messages holds) and lets them run concurrently after that;
 //! replies go back through an outbox like the sender's.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::debug;
@@ -31,6 +32,9 @@ pub struct LinkServer {
     inbound: Arc<dyn Inbound>,
     framing: Framing,
     max_message_bytes: usize,
+    /// Set when the daemon closes: streams stop taking requests, answer
+    /// those they have, and end.
+    closing: watch::Receiver<bool>,
 }
 
 impl std::fmt::Debug for LinkServer {
@@ -42,11 +46,16 @@ impl std::fmt::Debug for LinkServer {
 }
 
 impl LinkServer {
-    pub fn new(config: &LinksConfig, inbound: Arc<dyn Inbound>) -> Self {
+    pub(crate) fn new(
+        config: &LinksConfig,
+        inbound: Arc<dyn Inbound>,
+        closing: watch::Receiver<bool>,
+    ) -> Self {
         Self {
             inbound,
             framing: config.framing(),
             max_message_bytes: config.max_message_bytes,
+            closing,
         }
     }
 
@@ -71,6 +80,7 @@ impl pb::peer_link_server::PeerLink for LinkServer {
         let outbox = Arc::new(Replies {
             outbox: Mutex::new(Outbox::new(self.framing)),
             wake: Notify::new(),
+            finishing: AtomicBool::new(false),
         });
         let writer = tokio::spawn(outbox.clone().write(tx));
         tokio::spawn(serve(
@@ -79,6 +89,7 @@ impl pb::peer_link_server::PeerLink for LinkServer {
             outbox,
             self.max_message_bytes,
             writer,
+            self.closing.clone(),
         ));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
@@ -87,6 +98,8 @@ impl pb::peer_link_server::PeerLink for LinkServer {
 struct Replies {
     outbox: Mutex<Outbox>,
     wake: Notify,
+    /// No more replies will come: end the stream once the outbox is empty.
+    finishing: AtomicBool,
 }
 
 impl Replies {
@@ -105,6 +118,8 @@ impl Replies {
                         return;
                     }
                 }
+                // Dropping `tx` ends the response stream with OK.
+                None if self.finishing.load(Ordering::Acquire) => return,
                 None => wake.await,
             }
         }
@@ -117,13 +132,24 @@ async fn serve(
     replies: Arc<Replies>,
     max_message_bytes: usize,
     writer: tokio::task::JoinHandle<()>,
+    mut closing: watch::Receiver<bool>,
 ) {
     let mut reassembly = Reassembly::new(max_message_bytes);
     let mut running = FuturesUnordered::new();
     let mut peer = String::new();
+    let mut draining = false;
     let ended = loop {
+        if draining && running.is_empty() {
+            // Every request taken is answered: send the last replies and
+            // end the stream; the peer dials another daemon's links.
+            replies.finishing.store(true, Ordering::Release);
+            replies.wake.notify_one();
+            debug!(%peer, "peer link drained");
+            return;
+        }
         tokio::select! {
-            frame = incoming.message() => {
+            _ = closing.wait_for(|closing| *closing), if !draining => draining = true,
+            frame = incoming.message(), if !draining => {
                 let frame = match frame {
                     Ok(Some(frame)) => frame,
                     Ok(None) => break "the peer closed the stream".to_owned(),
