@@ -124,6 +124,18 @@ async fn pump(
     }
 }
 
+/// Links to a recorder behind a proxy, with one request answered already.
+async fn proxied(
+    config: LinksConfig,
+) -> Result<(Links, Proxy, String), Box<dyn std::error::Error>> {
+    let links = Links::new(config);
+    let server = serve(&links, Arc::new(Recorder::default())).await?;
+    let proxy = Proxy::start(server).await?;
+    let address = proxy.address.to_string();
+    send(&links, &address, "warm", 0, 10).await?;
+    Ok((links, proxy, address))
+}
+
 fn config(plan: ChannelPlan) -> LinksConfig {
     LinksConfig {
         node: "test".into(),
@@ -244,11 +256,7 @@ async fn each_pairs_order_holds_across_connections_and_a_reset() -> TestResult {
 /// flight, saying which peer; the next request succeeds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reset_mid_transfer_fails_only_what_was_in_flight() -> TestResult {
-    let links = Links::new(config(ChannelPlan::default()));
-    let server = serve(&links, Arc::new(Recorder::default())).await?;
-    let proxy = Proxy::start(server).await?;
-    let address = proxy.address.to_string();
-    send(&links, &address, "warm", 0, 10).await?;
+    let (links, proxy, address) = proxied(config(ChannelPlan::default())).await?;
     // Paused, the transfer stays in flight however fast the machine.
     proxy.pause(true);
     let big = {
@@ -284,14 +292,11 @@ async fn a_reset_mid_transfer_fails_only_what_was_in_flight() -> TestResult {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_that_stops_reading_makes_senders_back_off() -> TestResult {
     let limit = 4 << 20;
-    let links = Links::new(LinksConfig {
+    let (links, proxy, address) = proxied(LinksConfig {
         queue_bytes: limit,
         ..config(ChannelPlan::default())
-    });
-    let server = serve(&links, Arc::new(Recorder::default())).await?;
-    let proxy = Proxy::start(server).await?;
-    let address = proxy.address.to_string();
-    send(&links, &address, "warm", 0, 10).await?;
+    })
+    .await?;
     proxy.pause(true);
     let overloaded = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut senders = JoinSet::new();
@@ -385,11 +390,7 @@ async fn an_unreachable_peer_fails_at_once_saying_why() -> TestResult {
 /// request ends at its deadline.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_that_stops_answering_times_out() -> TestResult {
-    let links = Links::new(config(ChannelPlan::default()));
-    let server = serve(&links, Arc::new(Recorder::default())).await?;
-    let proxy = Proxy::start(server).await?;
-    let address = proxy.address.to_string();
-    send(&links, &address, "warm", 0, 10).await?;
+    let (links, proxy, address) = proxied(config(ChannelPlan::default())).await?;
     proxy.pause(true);
     let request = pb::LinkRequest {
         timeout_ms: 300,
