@@ -1,10 +1,63 @@
-//! A turn or an activation too large for an app fails that work, never the
-//! app's stream: the real binary on 127.0.0.1 and raw app streams.
+//! Any payload the daemon accepts reaches the app that hosts the actor, and a
+//! turn or an activation too large for an app fails that work, never the
+//! app's stream: the real binary on 127.0.0.1, with the Rust bench app and
+//! raw app streams.
 
+use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
 use troupe_tests::*;
+
+const MIB: usize = 1024 * 1024;
+
+/// The daemon's `--max-payload-bytes` in these tests: 9 MiB, so that an
+/// 8 MiB payload is accepted with room to spare.
+const MAX_PAYLOAD: usize = 9 * MIB;
+
+/// `bench_app` (this package's binary) attached to `addr`, killed when
+/// dropped.
+struct BenchApp {
+    child: Child,
+}
+
+impl BenchApp {
+    /// Starts it with `args` after the address and waits for its
+    /// `registered` line.
+    async fn start(addr: std::net::SocketAddr, args: &[&str]) -> anyhow::Result<BenchApp> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bench_app"))
+            .arg(addr.to_string())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .context("spawning bench_app")?;
+        let stdout = child
+            .stdout
+            .take()
+            .context("bench_app has no stdout pipe")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let line = within(WAIT, "bench_app to register", lines.next_line()).await??;
+        if line.as_deref() != Some("registered") {
+            let _ = child.start_kill();
+            bail!("bench_app printed {line:?} instead of registered");
+        }
+        // Keep reading so that the app never writes into a closed pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(BenchApp { child })
+    }
+
+    /// Fails if the app has exited.
+    fn still_running(&mut self) -> anyhow::Result<()> {
+        match self.child.try_wait()? {
+            None => Ok(()),
+            Some(status) => bail!("bench_app exited: {status}"),
+        }
+    }
+}
 
 /// A JSON string of exactly `len` bytes, quotes included.
 fn json_string(len: usize) -> Vec<u8> {
@@ -12,6 +65,63 @@ fn json_string(len: usize) -> Vec<u8> {
     data[0] = b'"';
     data[len - 1] = b'"';
     data
+}
+
+async fn daemon(dir: &tempfile::TempDir) -> anyhow::Result<Daemon> {
+    Daemon::start(
+        dir.path(),
+        &["--max-payload-bytes", &MAX_PAYLOAD.to_string()],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_app_echoes_8_mib_and_the_daemons_largest_payload() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let daemon = daemon(&dir).await?;
+    let mut app = BenchApp::start(daemon.addr, &[]).await?;
+    let client = daemon.client().await?;
+
+    // 8 MiB, and exactly --max-payload-bytes: the turn carrying it is a few
+    // bytes larger still, and must reach the app all the same.
+    for (id, len) in [("e8", 8 * MIB), ("emax", MAX_PAYLOAD)] {
+        let payload = json_string(len);
+        let reply = within(
+            Duration::from_secs(60),
+            "a large echo",
+            client
+                .clone()
+                .invoke_raw("echo", id, "echo", payload.clone()),
+        )
+        .await?
+        .map_err(|s| {
+            anyhow::anyhow!(
+                "echoing {len} bytes: {:?}: {} (the app's log is its stderr)",
+                s.code(),
+                s.message()
+            )
+        })?;
+        assert!(reply == payload, "echo of {len} bytes came back different");
+    }
+    // Several at once, to several actors.
+    let calls: Vec<_> = (0..3)
+        .map(|i| {
+            let mut caller = client.clone();
+            tokio::spawn(async move {
+                caller
+                    .invoke_raw("echo", &format!("c{i}"), "echo", json_string(8 * MIB))
+                    .await
+            })
+        })
+        .collect();
+    for call in calls {
+        let reply = within(Duration::from_secs(60), "a concurrent echo", call).await???;
+        assert_eq!(reply.len(), 8 * MIB);
+    }
+
+    app.still_running()?;
+    assert_eq!(client.clone().invoke("echo", "e8", "echo", "1").await?, 1);
+    Ok(())
 }
 
 /// RESOURCE_EXHAUSTED whose message names every one of `words`.
@@ -25,6 +135,54 @@ fn exhausted<T: std::fmt::Debug>(
         assert!(message.contains(word), "{word:?} not in: {message}");
     }
     Ok(message)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_over_the_apps_declared_limit_fails_that_call_not_the_app() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let daemon = daemon(&dir).await?;
+    let limit = MIB.to_string();
+    let mut app = BenchApp::start(daemon.addr, &["--max-receive-bytes", &limit]).await?;
+    let mut client = daemon.client().await?;
+
+    assert_eq!(client.invoke("echo", "a", "echo", "1").await?, 1);
+    // Accepted by the daemon (under --max-payload-bytes), too large for the
+    // app: only this call fails, saying both sizes and what to do.
+    let result = within(
+        WAIT,
+        "the oversize call",
+        client.invoke_raw("echo", "a", "echo", json_string(2 * MIB)),
+    )
+    .await?;
+    let message = exhausted(
+        result,
+        &[
+            "echo/a",
+            "bytes in one message",
+            &limit,
+            "bench-app",
+            "max_receive_bytes",
+        ],
+    )?;
+    assert!(message.contains("smaller payload"), "what to do: {message}");
+
+    // The same app serves the same actor next, on the same stream.
+    assert_eq!(client.invoke("echo", "a", "echo", "2").await?, 2);
+    let just_fits = json_string(MIB - 1024);
+    let reply = within(
+        WAIT,
+        "a call just under the limit",
+        client.invoke_raw("echo", "a", "echo", just_fits.clone()),
+    )
+    .await??;
+    assert!(reply == just_fits);
+    app.still_running()?;
+    let log = daemon.log();
+    assert!(
+        !log.contains("app detached") && !log.contains("app stream failed"),
+        "{log}"
+    );
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
