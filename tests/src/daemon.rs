@@ -179,10 +179,14 @@ impl Daemon {
         Ok(Channel::from_shared(self.url())?.connect().await?)
     }
 
+    /// A client that, like the SDKs' clients, takes replies of any size the
+    /// daemon sends (tonic's own default would stop at 4 MiB).
     pub async fn client(&self) -> anyhow::Result<Client> {
-        Ok(Client(pb::actor_client_client::ActorClientClient::new(
-            self.channel().await?,
-        )))
+        Ok(Client(
+            pb::actor_client_client::ActorClientClient::new(self.channel().await?)
+                .max_decoding_message_size(usize::MAX)
+                .max_encoding_message_size(usize::MAX),
+        ))
     }
 
     pub async fn admin(&self) -> anyhow::Result<pb::admin_client::AdminClient<Channel>> {

@@ -62,6 +62,8 @@ pub fn register_message(app_name: &str, types: Vec<pb::ActorTypeSpec>) -> pb::Ap
             types,
             sdk: "troupe-tests-raw".into(),
             accepts_batches: false,
+            // It takes any size (see `RawApp::open`).
+            max_receive_bytes: 0,
         })),
     }
 }
@@ -83,7 +85,7 @@ impl RawApp {
             .connect()
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
-        let mut grpc = tonic::client::Grpc::new(channel);
+        let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(usize::MAX);
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = tx.send(first);
         let opened = async {

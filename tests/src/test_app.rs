@@ -103,6 +103,8 @@ impl TestApp {
                 types,
                 sdk: "troupe-tests".into(),
                 accepts_batches: false,
+                // tonic's default receive limit, which this app keeps.
+                max_receive_bytes: 4 * 1024 * 1024,
             })),
         })?;
         let mut inbound = within(

@@ -36,6 +36,11 @@ pub enum CallError {
          turn_timeout"
     )]
     TurnTimedOut { actor: ActorId, limit: Duration },
+    /// Work for the actor does not fit in one message to the app hosting
+    /// it. Only this work fails; the app stays attached. Boxed: it is rare,
+    /// and every `Result<_, CallError>` would otherwise carry its size.
+    #[error(transparent)]
+    TooLargeForApp(Box<TooLargeForApp>),
     /// The actor code raised.
     #[error("actor raised {0}")]
     Actor(ActorFailure),
@@ -128,6 +133,91 @@ pub enum Unavailable {
     Remote { message: String },
 }
 
+/// Work the daemon did not send to an app because the one message holding
+/// it would have been larger than `limit`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{} is {bytes} bytes in one message, more than {}; {}", self.what(), self.bound_text(), self.remedy())]
+pub struct TooLargeForApp {
+    pub actor: ActorId,
+    pub work: AppWork,
+    /// The encoded message.
+    pub bytes: usize,
+    pub limit: usize,
+    /// Which side's limit it is.
+    pub bound: MessageBound,
+    /// The app's name, as it registered.
+    pub app: String,
+}
+
+/// What did not fit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppWork {
+    /// A turn: a call's method, or the reminder or timer it fires.
+    Turn { name: String },
+    /// An activation: the message carries the actor's stored state.
+    Activation,
+}
+
+/// Whose limit a message to an app went over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageBound {
+    /// The app's own receive limit (`Register.max_receive_bytes`).
+    App,
+    /// The most the daemon sends in one message: twice
+    /// `--max-payload-bytes` plus room for framing.
+    Daemon,
+}
+
+impl TooLargeForApp {
+    fn what(&self) -> String {
+        match &self.work {
+            AppWork::Turn { name } => format!("the turn '{name}' of {}", self.actor),
+            AppWork::Activation => format!("activating {} (with its stored state)", self.actor),
+        }
+    }
+
+    fn bound_text(&self) -> String {
+        match self.bound {
+            MessageBound::App => format!(
+                "app '{}' receives ({} bytes, the max_receive_bytes it registered with)",
+                self.app, self.limit
+            ),
+            MessageBound::Daemon => format!(
+                "the daemon sends to an app ({} bytes: twice --max-payload-bytes plus 64 KiB)",
+                self.limit
+            ),
+        }
+    }
+
+    fn remedy(&self) -> &'static str {
+        match (self.bound, &self.work) {
+            (MessageBound::App, AppWork::Turn { .. }) => {
+                "raise the app's receive limit (the App option max_receive_bytes, \
+                 maxReceiveBytes in TypeScript) or send a smaller payload"
+            }
+            (MessageBound::App, AppWork::Activation) => {
+                "raise the app's receive limit (the App option max_receive_bytes, \
+                 maxReceiveBytes in TypeScript): the actor cannot activate on that app until its \
+                 state fits"
+            }
+            (MessageBound::Daemon, AppWork::Turn { .. }) => {
+                "send a smaller payload or less metadata, or raise the daemon's \
+                 --max-payload-bytes"
+            }
+            (MessageBound::Daemon, AppWork::Activation) => {
+                "raise the daemon's --max-payload-bytes: the actor cannot activate until its \
+                 state fits in one message"
+            }
+        }
+    }
+}
+
+impl From<TooLargeForApp> for CallError {
+    fn from(error: TooLargeForApp) -> Self {
+        Self::TooLargeForApp(Box::new(error))
+    }
+}
+
 /// What the app had when it went away.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum HostGone {
@@ -155,3 +245,53 @@ impl Unavailable {
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[error("invalid runtime configuration: {0}")]
 pub struct ConfigError(pub String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn too_large_for_app_says_both_sizes_whose_limit_and_what_to_raise() {
+        let cases = [
+            (
+                AppWork::Turn {
+                    name: "echo".into(),
+                },
+                MessageBound::App,
+                "max_receive_bytes",
+            ),
+            (AppWork::Activation, MessageBound::App, "max_receive_bytes"),
+            (
+                AppWork::Turn {
+                    name: "echo".into(),
+                },
+                MessageBound::Daemon,
+                "--max-payload-bytes",
+            ),
+            (
+                AppWork::Activation,
+                MessageBound::Daemon,
+                "--max-payload-bytes",
+            ),
+        ];
+        for (work, bound, remedy) in cases {
+            let error = CallError::from(TooLargeForApp {
+                actor: ActorId::new("counter", "c1"),
+                work,
+                bytes: 2_000_000,
+                limit: 1_000_000,
+                bound,
+                app: "billing".into(),
+            });
+            let text = error.to_string();
+            for part in ["counter/c1", "2000000 bytes", "1000000 bytes", remedy] {
+                assert!(text.contains(part), "{part:?} not in: {text}");
+            }
+            assert_eq!(
+                text.contains("'billing'"),
+                bound == MessageBound::App,
+                "{text}"
+            );
+        }
+    }
+}

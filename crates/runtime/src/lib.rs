@@ -42,7 +42,9 @@ pub mod validate;
 
 pub use config::RuntimeConfig;
 pub use dispatch::ActorRef;
-pub use error::{CallError, ConfigError, HostGone, Unavailable};
+pub use error::{
+    AppWork, CallError, ConfigError, HostGone, MessageBound, TooLargeForApp, Unavailable,
+};
 pub use flush::FlushBacklog;
 pub use fn_host::FnHost;
 pub use forwarding::{ActorRequest, ActorResponse, Forwarder, Peer, RequestContext};

@@ -92,7 +92,7 @@ fn result_label(error: &CallError) -> &'static str {
         CallError::InvalidArgument(_) => "invalid_argument",
         CallError::UnknownType { .. } => "not_found",
         CallError::NotFound(_) => "not_found",
-        CallError::Overloaded(_) => "resource_exhausted",
+        CallError::Overloaded(_) | CallError::TooLargeForApp(_) => "resource_exhausted",
         CallError::Unavailable(_) => "unavailable",
         CallError::DeadlineExceeded(_) | CallError::TurnTimedOut { .. } => "deadline_exceeded",
         CallError::FailedPrecondition(_) => "failed_precondition",

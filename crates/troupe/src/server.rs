@@ -140,7 +140,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     // meet a delayed ACK: that costs tens of milliseconds per exchange.
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
 
-    let app_api = AppApi::new(runtime.clone());
+    let app_api = AppApi::new(runtime.clone(), limit);
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let server = tonic::transport::Server::builder()
         // Set on purpose, for app streams: a peer may have up to this much

@@ -171,10 +171,15 @@ async def hosting(
     *actors: type[troupe.Actor],
     timeout: float = 10,
     tracer_provider: TracerProvider | None = None,
+    max_receive_bytes: int | None = None,
 ) -> AsyncIterator[troupe.App]:
     """Run an App in this event loop for the duration of the block."""
     app = troupe.App(
-        actors=list(actors), address=address, app_name="pytest", tracer_provider=tracer_provider
+        actors=list(actors),
+        address=address,
+        app_name="pytest",
+        tracer_provider=tracer_provider,
+        max_receive_bytes=max_receive_bytes,
     )
     task = asyncio.create_task(app.run())
     try:

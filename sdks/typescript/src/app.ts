@@ -3,7 +3,7 @@ import * as grpc from "@grpc/grpc-js";
 import type { TracerProvider } from "@opentelemetry/api";
 import { hostname } from "node:os";
 import { type Actor, type ActorClass, type ActorSpec, instantiate, specOf } from "./actor.js";
-import { CHANNEL_OPTIONS, grpcTarget, resolveAddress, SDK_NAME } from "./address.js";
+import { channelOptions, checkReceiveLimit, grpcTarget, resolveAddress, SDK_NAME } from "./address.js";
 import { Caller } from "./caller.js";
 import { Context } from "./context.js";
 import { type Duration, toMillis } from "./duration.js";
@@ -81,6 +81,16 @@ export interface AppOptions {
    * The W3C trace context each turn carries is continued either way.
    */
   tracerProvider?: TracerProvider;
+  /**
+   * The largest message the app receives from the daemon, in bytes (a turn
+   * with its payload, an activation with the actor's stored state, or several
+   * together); at least 65536. Left out, the app receives any size the daemon
+   * sends. The app declares it when it registers, and the daemon fails work
+   * that would not fit with RESOURCE_EXHAUSTED for its caller instead of
+   * sending it, so the app stays attached. It also bounds replies to calls
+   * made from turns, which share the app's connection.
+   */
+  maxReceiveBytes?: number;
 }
 
 /** Options of {@link App.waitRegistered}. */
@@ -203,6 +213,8 @@ interface SessionHost {
   readonly specs: ReadonlyMap<string, ActorSpec>;
   readonly logger: Logger;
   readonly tracing: Tracing;
+  /** The channel's options (its receive limit is the one registered). */
+  readonly channelOptions: grpc.ChannelOptions;
   setRegistered(registered: boolean, daemonVersion?: string): void;
   registerMessage(): Register;
   unknownType(name: string): ActorFailure;
@@ -231,9 +243,9 @@ class Session {
   constructor(app: SessionHost, target: string) {
     this.#app = app;
     const creds = grpc.credentials.createInsecure();
-    this.#host = new AppHostClient(target, creds, CHANNEL_OPTIONS);
+    this.#host = new AppHostClient(target, creds, app.channelOptions);
     // Calls made from turns (this.ctx) share the host's channel.
-    this.#clientStub = new ActorClientClient(target, creds, { ...CHANNEL_OPTIONS, channelOverride: this.#host.getChannel() });
+    this.#clientStub = new ActorClientClient(target, creds, { ...app.channelOptions, channelOverride: this.#host.getChannel() });
     this.#caller = new Caller(this.#clientStub, app.tracing);
     this.#scheduler = new Scheduler(() => this.#clientStub, undefined, app.tracing);
   }
@@ -534,10 +546,13 @@ export class App {
     this.appName = options.appName ?? `${hostname()}-${process.pid}`;
     this.#maxDelayMs = toMillis(options.maxReconnectDelay, "maxReconnectDelay") ?? 2000;
     this.#logger = options.logger ?? defaultLogger;
+    const maxReceiveBytes = options.maxReceiveBytes;
+    checkReceiveLimit(maxReceiveBytes);
     this.#host = {
       specs: this.#specs,
       logger: this.#logger,
       tracing: new Tracing(options.tracerProvider),
+      channelOptions: channelOptions(maxReceiveBytes),
       setRegistered: (registered, version) => {
         this.#setRegistered(registered, version);
       },
@@ -546,6 +561,8 @@ export class App {
         types: [...this.#specs.values()].map((spec) => spec.proto),
         sdk: SDK_NAME,
         acceptsBatches: true,
+        // 0: no limit of the app's own (the channel takes any size).
+        maxReceiveBytes: BigInt(maxReceiveBytes ?? 0),
       }),
       unknownType: (name) => ({
         type: "LookupError",

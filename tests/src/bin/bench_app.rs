@@ -4,7 +4,11 @@
 //! stream, answering each turn as soon as it arrives. It takes the daemon's
 //! batches and answers a batch with one batch, as the SDKs do.
 //!
-//! `bench_app ADDR` — prints `registered` once the daemon accepted it.
+//! `bench_app [ADDR] [--max-receive-bytes N]` — prints `registered` once the
+//! daemon accepted it. It receives messages of any size unless
+//! `--max-receive-bytes` sets a limit, which it then declares to the daemon
+//! (`Register.max_receive_bytes`), so that turns too large for it fail
+//! their callers instead of its stream.
 
 use std::collections::HashMap;
 
@@ -12,12 +16,54 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use troupe_proto::v1 as pb;
 
+/// The command line.
+struct Args {
+    addr: String,
+    /// 0: no limit.
+    max_receive_bytes: u64,
+}
+
+fn parse_args() -> Result<Args, String> {
+    const USAGE: &str = "usage: bench_app [ADDR] [--max-receive-bytes N]";
+    let mut args = Args {
+        addr: "127.0.0.1:7420".into(),
+        max_receive_bytes: 0,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        if arg == "--max-receive-bytes" {
+            let value = it
+                .next()
+                .ok_or_else(|| format!("--max-receive-bytes needs a value; {USAGE}"))?;
+            args.max_receive_bytes = value.parse().map_err(|_| {
+                format!("--max-receive-bytes {value:?} is not a number of bytes; {USAGE}")
+            })?;
+        } else if arg.starts_with('-') {
+            return Err(format!("unknown option {arg:?}; {USAGE}"));
+        } else {
+            args.addr = arg;
+        }
+    }
+    Ok(args)
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:7420".into());
-    let mut client = pb::app_host_client::AppHostClient::connect(format!("http://{addr}")).await?;
+    let Args {
+        addr,
+        max_receive_bytes,
+    } = parse_args()?;
+    // tonic's default (4 MiB) is less than a turn carrying the daemon's
+    // default largest payload; take what the daemon sends unless told
+    // otherwise.
+    let receive_limit = match max_receive_bytes {
+        0 => usize::MAX,
+        n => usize::try_from(n).unwrap_or(usize::MAX),
+    };
+    let mut client = pb::app_host_client::AppHostClient::connect(format!("http://{addr}"))
+        .await?
+        .max_decoding_message_size(receive_limit)
+        .max_encoding_message_size(usize::MAX);
     let (tx, rx) = mpsc::unbounded_channel();
     let spec = |name: &str| pb::ActorTypeSpec {
         name: name.into(),
@@ -37,6 +83,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             ],
             sdk: "rust-bench".into(),
             accepts_batches: true,
+            max_receive_bytes,
         })),
     })?;
     let mut inbound = client

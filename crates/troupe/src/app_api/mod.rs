@@ -5,6 +5,11 @@
 //! that finishes it waits in `pending` until the app answers with that id.
 //! When the stream ends, every pending handle is dropped, which fails the
 //! turns it held with UNAVAILABLE, and the runtime unbinds the app's actors.
+//!
+//! No message goes down the stream larger than the app can receive (the
+//! limit it declared at registration, or the daemon's own): a turn or an
+//! activation that would not fit fails its callers with RESOURCE_EXHAUSTED
+//! before it is sent, since the app could only fail the whole stream on it.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,13 +17,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use prost::Message as _;
 use tokio::sync::{mpsc, Notify};
 use tonic::{Request, Response, Status, Streaming};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 use troupe_proto::v1 as pb;
 use troupe_runtime::{
-    ActivateDone, ActivateRequest, ActorHost, CallError, DeactivateDone, DeactivateReason,
-    DeactivateRequest, Runtime, TurnDone, TurnKind, TurnRequest,
+    ActivateDone, ActivateRequest, ActorHost, ActorId, AppWork, CallError, DeactivateDone,
+    DeactivateReason, DeactivateRequest, MessageBound, Runtime, TooLargeForApp, TurnDone, TurnKind,
+    TurnRequest,
 };
 
 use crate::convert::errors::status_of;
@@ -28,11 +35,18 @@ mod answers;
 mod outbound;
 
 use answers::read_answers;
+use outbound::Sized;
 
 /// How long a new stream may take to send its Register message.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(30);
 
-type Outbound = mpsc::UnboundedSender<Result<pb::DaemonMessage, Status>>;
+/// The smallest receive limit an app may declare. Every message besides
+/// turns and activations (Registered, Deactivate: names and ids of at most
+/// a few hundred bytes) must fit whatever the app declared, since those
+/// have no caller to fail instead.
+const MIN_APP_RECEIVE_BYTES: u64 = 64 * 1024;
+
+type Outbound = mpsc::UnboundedSender<Result<Sized, Status>>;
 
 /// Work handed to the app, waiting for its answer.
 enum Pending {
@@ -63,6 +77,9 @@ struct AppConnection {
     /// Largest reply a turn may give (`--max-payload-bytes`): a larger one
     /// fails that turn, not the stream.
     max_payload_bytes: usize,
+    /// Largest message the daemon sends down this stream, and whose limit
+    /// that is.
+    max_message: (usize, MessageBound),
 }
 
 /// Call ids of timed-out turns, the oldest forgotten first.
@@ -73,10 +90,37 @@ struct TimedOut {
 }
 
 impl AppConnection {
-    /// Sends `message` with a fresh call id, parking `done` until the answer.
-    /// If the stream is gone, `done` is dropped, failing the work.
-    fn send(&self, done: Pending, message: impl FnOnce(u64) -> pb::daemon_message::Kind) {
-        let call_id = self.next_call_id.fetch_add(1, Ordering::Relaxed);
+    fn next_call_id(&self) -> u64 {
+        self.next_call_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// `message`, with its encoded size, if it fits in one message to the
+    /// app; otherwise why not, for the callers waiting on the work.
+    fn sized(
+        &self,
+        kind: pb::daemon_message::Kind,
+        actor: &ActorId,
+        work: impl FnOnce() -> AppWork,
+    ) -> Result<Sized, TooLargeForApp> {
+        let message = pb::DaemonMessage { kind: Some(kind) };
+        let bytes = message.encoded_len();
+        let (limit, bound) = self.max_message;
+        if bytes > limit {
+            return Err(TooLargeForApp {
+                actor: actor.clone(),
+                work: work(),
+                bytes,
+                limit,
+                bound,
+                app: self.name.clone(),
+            });
+        }
+        Ok(Sized { message, bytes })
+    }
+
+    /// Sends `message` (which carries `call_id`), parking `done` until the
+    /// answer. If the stream is gone, `done` is dropped, failing the work.
+    fn send(&self, call_id: u64, done: Pending, message: Sized) {
         let outbound = self.outbound.lock();
         let Some(tx) = outbound.as_ref() else {
             drop(outbound);
@@ -84,9 +128,7 @@ impl AppConnection {
             return;
         };
         self.pending.lock().insert(call_id, done);
-        let sent = tx.send(Ok(pb::DaemonMessage {
-            kind: Some(message(call_id)),
-        }));
+        let sent = tx.send(Ok(message));
         drop(outbound);
         if sent.is_err() {
             let parked = self.pending.lock().remove(&call_id);
@@ -170,15 +212,20 @@ impl ActorHost for AppConnection {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let actor = Some(convert::actor_ref(&request.actor));
-        self.send(Pending::Activate(done), move |call_id| {
-            pb::daemon_message::Kind::Activate(pb::Activate {
-                call_id,
-                actor,
-                state,
-                lease_deadline_unix_ms: request.lease_deadline_unix_ms,
-            })
+        let call_id = self.next_call_id();
+        let activate = pb::daemon_message::Kind::Activate(pb::Activate {
+            call_id,
+            actor: Some(convert::actor_ref(&request.actor)),
+            state,
+            lease_deadline_unix_ms: request.lease_deadline_unix_ms,
         });
+        match self.sized(activate, &request.actor, || AppWork::Activation) {
+            Ok(message) => self.send(call_id, Pending::Activate(done), message),
+            Err(too_large) => {
+                debug!(app = %self.name, error = %too_large, "activation not sent");
+                done.fail(too_large.into());
+            }
+        }
     }
 
     fn turn(&self, request: TurnRequest, done: TurnDone) {
@@ -193,8 +240,9 @@ impl ActorHost for AppConnection {
             TurnKind::Timer => pb::TurnKind::Timer,
             TurnKind::Alarm => pb::TurnKind::Alarm,
         } as i32;
-        let turn = pb::Turn {
-            call_id: 0,
+        let call_id = self.next_call_id();
+        let turn = pb::daemon_message::Kind::Turn(pb::Turn {
+            call_id,
             actor,
             kind,
             name: request.name.to_string(),
@@ -205,12 +253,21 @@ impl ActorHost for AppConnection {
             tracestate,
             deadline_unix_ms,
             lease_deadline_unix_ms: request.lease_deadline_unix_ms,
-        };
-        let due = Instant::now() + request.timeout;
-        let limit = request.timeout;
-        self.send(Pending::Turn(done, due, limit), move |call_id| {
-            pb::daemon_message::Kind::Turn(pb::Turn { call_id, ..turn })
         });
+        let work = || AppWork::Turn {
+            name: request.name.to_string(),
+        };
+        match self.sized(turn, done.actor(), work) {
+            Ok(message) => {
+                let due = Instant::now() + request.timeout;
+                let limit = request.timeout;
+                self.send(call_id, Pending::Turn(done, due, limit), message);
+            }
+            Err(too_large) => {
+                debug!(app = %self.name, error = %too_large, "turn not sent");
+                done.fail(too_large.into());
+            }
+        }
     }
 
     fn deactivate(&self, request: DeactivateRequest, done: DeactivateDone) {
@@ -221,14 +278,18 @@ impl ActorHost for AppConnection {
             DeactivateReason::Migration => pb::deactivate::Reason::Migration,
             DeactivateReason::TurnTimeout => pb::deactivate::Reason::TurnTimeout,
         } as i32;
-        let actor = Some(convert::actor_ref(&request.actor));
-        self.send(Pending::Deactivate(done), move |call_id| {
-            pb::daemon_message::Kind::Deactivate(pb::Deactivate {
+        let call_id = self.next_call_id();
+        let message = pb::DaemonMessage {
+            kind: Some(pb::daemon_message::Kind::Deactivate(pb::Deactivate {
                 call_id,
-                actor,
+                actor: Some(convert::actor_ref(&request.actor)),
                 reason,
-            })
-        });
+            })),
+        };
+        // Not checked against the app's limit: an actor ref and a call id
+        // stay far below the least an app may declare.
+        let bytes = message.encoded_len();
+        self.send(call_id, Pending::Deactivate(done), Sized { message, bytes });
     }
 }
 
@@ -237,6 +298,9 @@ impl ActorHost for AppConnection {
 pub struct AppApi {
     runtime: Runtime,
     connections: Arc<Mutex<HashMap<u64, Arc<AppConnection>>>>,
+    /// The most the daemon sends in one message on an app stream (the
+    /// server's encoding limit): more would end the stream.
+    max_message_bytes: usize,
 }
 
 impl std::fmt::Debug for AppApi {
@@ -246,10 +310,12 @@ impl std::fmt::Debug for AppApi {
 }
 
 impl AppApi {
-    pub fn new(runtime: Runtime) -> Self {
+    /// `max_message_bytes`: the server's encoding limit for app streams.
+    pub fn new(runtime: Runtime, max_message_bytes: usize) -> Self {
         Self {
             runtime,
             connections: Arc::default(),
+            max_message_bytes,
         }
     }
 
@@ -296,6 +362,7 @@ impl pb::app_host_server::AppHost for AppApi {
         if !register.sdk.is_empty() {
             troupe_runtime::validate::name("sdk", &register.sdk).map_err(status_of)?;
         }
+        let max_message = max_message(register.max_receive_bytes, self.max_message_bytes)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let connection = Arc::new(AppConnection {
             name: name.clone(),
@@ -305,6 +372,7 @@ impl pb::app_host_server::AppHost for AppApi {
             closed: Notify::new(),
             timed_out: Mutex::default(),
             max_payload_bytes: self.runtime.config().max_payload_bytes,
+            max_message,
         });
         let specs = register.types.into_iter().map(convert::type_spec).collect();
         // Work for the new host can be sent the moment it is registered
@@ -335,11 +403,18 @@ impl pb::app_host_server::AppHost for AppApi {
                 accepts_batches: true,
             })),
         };
+        let bytes = registered.encoded_len();
         // The receiver is alive (held below), so this cannot fail.
-        let _ = tx.send(Ok(registered));
+        let _ = tx.send(Ok(Sized {
+            message: registered,
+            bytes,
+        }));
         drop(outbound);
         self.connections.lock().insert(host_id, connection.clone());
-        info!(app = %name, sdk = %register.sdk, host_id, batches = register.accepts_batches, "app attached");
+        info!(
+            app = %name, sdk = %register.sdk, host_id, batches = register.accepts_batches,
+            max_receive_bytes = register.max_receive_bytes, "app attached"
+        );
 
         let runtime = self.runtime.clone();
         let connections = self.connections.clone();
@@ -357,6 +432,56 @@ impl pb::app_host_server::AppHost for AppApi {
         Ok(Response::new(outbound::stream(
             rx,
             register.accepts_batches,
+            max_message.0,
         )))
+    }
+}
+
+/// The largest message to send an app that declared `declared` bytes
+/// (`Register.max_receive_bytes`, 0 for none) on a daemon that sends at
+/// most `daemon` bytes, and whose limit that is.
+fn max_message(declared: u64, daemon: usize) -> Result<(usize, MessageBound), Status> {
+    if declared == 0 {
+        return Ok((daemon, MessageBound::Daemon));
+    }
+    if declared < MIN_APP_RECEIVE_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "Register.max_receive_bytes is {declared}, less than the daemon needs to send any \
+             message ({MIN_APP_RECEIVE_BYTES}); declare at least {MIN_APP_RECEIVE_BYTES}, or 0 \
+             if the app receives messages of any size"
+        )));
+    }
+    Ok(match usize::try_from(declared) {
+        Ok(app) if app < daemon => (app, MessageBound::App),
+        _ => (daemon, MessageBound::Daemon),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_smaller_of_the_apps_and_the_daemons_limit_applies() {
+        let daemon = 8 << 20;
+        assert_eq!(
+            max_message(0, daemon).ok(),
+            Some((daemon, MessageBound::Daemon))
+        );
+        assert_eq!(
+            max_message(1 << 20, daemon).ok(),
+            Some((1 << 20, MessageBound::App))
+        );
+        assert_eq!(
+            max_message(u64::MAX, daemon).ok(),
+            Some((daemon, MessageBound::Daemon))
+        );
+        let refused = max_message(1000, daemon)
+            .err()
+            .map(|s| (s.code(), s.message().to_owned()));
+        assert!(
+            matches!(&refused, Some((tonic::Code::InvalidArgument, m)) if m.contains("65536")),
+            "{refused:?}"
+        );
     }
 }

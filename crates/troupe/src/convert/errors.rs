@@ -25,6 +25,7 @@ pub fn status_of(error: CallError) -> Status {
         e @ CallError::UnknownType { .. } => Status::not_found(e.to_string()),
         CallError::InvalidArgument(m) => Status::invalid_argument(m),
         CallError::Overloaded(m) => Status::resource_exhausted(m),
+        e @ CallError::TooLargeForApp(_) => Status::resource_exhausted(e.to_string()),
         CallError::Unavailable(cause) => {
             let mut status = Status::unavailable(cause.to_string());
             let reason = match cause {
@@ -112,7 +113,7 @@ pub fn forward_error(actor: &str, error: TransportError) -> CallError {
 mod tests {
     use std::time::Duration;
 
-    use troupe_runtime::{ActorId, HostGone};
+    use troupe_runtime::{ActorId, AppWork, HostGone, MessageBound, TooLargeForApp};
 
     use super::*;
 
@@ -141,6 +142,26 @@ mod tests {
             },
             CallError::InvalidArgument("actor id is empty".into()),
             CallError::Overloaded("mailbox full".into()),
+            TooLargeForApp {
+                actor: actor.clone(),
+                work: AppWork::Turn {
+                    name: "echo".into(),
+                },
+                bytes: 2 << 20,
+                limit: 1 << 20,
+                bound: MessageBound::App,
+                app: "billing".into(),
+            }
+            .into(),
+            TooLargeForApp {
+                actor: actor.clone(),
+                work: AppWork::Activation,
+                bytes: 9 << 20,
+                limit: 8 << 20,
+                bound: MessageBound::Daemon,
+                app: "billing".into(),
+            }
+            .into(),
             Unavailable::ShuttingDown.into(),
             Unavailable::LeaseLapsed.into(),
             Unavailable::Moving {

@@ -10,11 +10,18 @@ DEFAULT_ADDRESS = "127.0.0.1:7420"
 SDK_VERSION = "0.1.0"
 SDK_NAME = f"troupe-python/{SDK_VERSION}"
 
-# The daemon enforces payload limits with a clear status; don't let the gRPC
-# client's smaller 4 MiB receive default hide that behind its own error.
+# The smallest receive limit an app may declare (the daemon refuses less: its
+# other messages must always fit).
+MIN_RECEIVE_BYTES = 64 * 1024
+
+# The daemon enforces payload limits with a clear status, and sends an app up to
+# twice its --max-payload-bytes (configurable) in one message; any fixed receive
+# limit here (gRPC's default is 4 MiB) would fail what the daemon accepted, and
+# on an app's stream would end the stream. So -1: no limit, unless the app sets
+# one (App(max_receive_bytes=...)) and declares it to the daemon.
 CHANNEL_OPTIONS: list[tuple[str, int]] = [
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-    ("grpc.max_send_message_length", 64 * 1024 * 1024),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
     # gRPC's default reconnect backoff grows to 2 minutes; a sidecar on
     # loopback should be picked up again within a couple of seconds.
     ("grpc.initial_reconnect_backoff_ms", 100),
@@ -28,7 +35,31 @@ def resolve_address(address: str | None) -> str:
     return address or os.environ.get("TROUPE_ADDR") or DEFAULT_ADDRESS
 
 
-def open_channel(address: str) -> grpc.aio.Channel:
-    """An insecure channel: the daemon is a sidecar reached over loopback."""
+def check_receive_limit(max_receive_bytes: int | None) -> None:
+    """Raise ValueError unless ``max_receive_bytes`` is None or a limit the daemon takes."""
+    if max_receive_bytes is None:
+        return
+    if isinstance(max_receive_bytes, bool) or not isinstance(max_receive_bytes, int):
+        raise ValueError(
+            f"max_receive_bytes must be a whole number of bytes or None, not {max_receive_bytes!r}"
+        )
+    if max_receive_bytes < MIN_RECEIVE_BYTES:
+        raise ValueError(
+            f"max_receive_bytes={max_receive_bytes} is below the smallest the daemon accepts "
+            f"({MIN_RECEIVE_BYTES}); pass at least {MIN_RECEIVE_BYTES}, or None for no limit"
+        )
+
+
+def open_channel(address: str, max_receive_bytes: int | None = None) -> grpc.aio.Channel:
+    """An insecure channel: the daemon is a sidecar reached over loopback.
+
+    ``max_receive_bytes`` bounds one received message (None: no bound).
+    """
     target = address.removeprefix("http://")
-    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+    options = CHANNEL_OPTIONS
+    if max_receive_bytes is not None:
+        options = [
+            ("grpc.max_receive_message_length", max_receive_bytes),
+            *(o for o in CHANNEL_OPTIONS if o[0] != "grpc.max_receive_message_length"),
+        ]
+    return grpc.aio.insecure_channel(target, options=options)

@@ -19,7 +19,7 @@ import grpc
 from opentelemetry.trace import TracerProvider
 
 from ._actor import Actor, ActorSpec, maybe_await, spec_of
-from ._address import SDK_NAME, open_channel, resolve_address
+from ._address import SDK_NAME, check_receive_limit, open_channel, resolve_address
 from ._caller import Caller
 from ._context import Context
 from ._errors import ActorError, error_for_code
@@ -387,6 +387,14 @@ class App:
     ``max_reconnect_delay`` seconds, when the daemon restarts or the stream drops;
     actors active at that moment are dropped here and re-activated by the daemon
     from stored state on their next call.
+
+    ``max_receive_bytes`` bounds one message from the daemon (a turn with its
+    payload, an activation with the actor's stored state, or several together);
+    None (the default) receives any size the daemon sends. The app declares it
+    when it registers, and the daemon fails work that would not fit with
+    RESOURCE_EXHAUSTED for its caller instead of sending it, so the app stays
+    attached. At least 65536. It also bounds replies to calls made from turns,
+    which share the app's connection.
     """
 
     def __init__(
@@ -397,6 +405,7 @@ class App:
         app_name: str | None = None,
         max_reconnect_delay: float = 2.0,
         tracer_provider: TracerProvider | None = None,
+        max_receive_bytes: int | None = None,
     ) -> None:
         self._specs: dict[str, ActorSpec] = {}
         for cls in actors:
@@ -406,6 +415,8 @@ class App:
             self._specs[spec.name] = spec
         if not self._specs:
             raise ValueError("App needs at least one actor class")
+        check_receive_limit(max_receive_bytes)
+        self.max_receive_bytes = max_receive_bytes
         self.address = resolve_address(address)
         self.app_name = app_name or f"{socket.gethostname()}-{os.getpid()}"
         self.max_reconnect_delay = max_reconnect_delay
@@ -459,6 +470,8 @@ class App:
             types=[s.to_proto() for s in self._specs.values()],
             sdk=SDK_NAME,
             accepts_batches=True,
+            # 0: no limit of the app's own (the channel takes any size).
+            max_receive_bytes=self.max_receive_bytes or 0,
         )
 
     def _unknown_type(self, name: str) -> common_pb2.ActorFailure:
@@ -490,7 +503,7 @@ class App:
         stop_wait = asyncio.create_task(self._stop.wait())
         try:
             while not self._stop.is_set():
-                channel = open_channel(self.address)
+                channel = open_channel(self.address, self.max_receive_bytes)
                 session = _Session(self, channel)
                 sessions_before = self._sessions
                 task = asyncio.create_task(session.run())

@@ -72,6 +72,17 @@ export interface Register {
    * that is ready together in one message. Off, every message comes alone.
    */
   acceptsBatches: boolean;
+  /**
+   * The largest DaemonMessage the app can receive, in encoded bytes (its
+   * gRPC receive limit); 0: unknown or unlimited (older apps). The daemon
+   * never sends a larger message: a turn or an activation that would not
+   * fit fails its callers with RESOURCE_EXHAUSTED (saying both sizes) and
+   * the stream goes on; batches stay under it. At least 65536 when set.
+   * Left at 0, the daemon sends up to twice its --max-payload-bytes plus
+   * 64 KiB in one message, so an app that sets no limit of its own should
+   * receive any size (gRPC libraries default to 4 MiB).
+   */
+  maxReceiveBytes: bigint;
 }
 
 /** Per-type options. Zero values mean "use the daemon's default". */
@@ -158,8 +169,8 @@ export interface DaemonMessage {
 /**
  * Work that was ready together (activate, turn, deactivate; never
  * registered or another batch), to handle in order as if sent one by one.
- * The daemon keeps a batch under 1 MiB and 256 messages; a large message
- * comes alone.
+ * The daemon keeps a batch under 1 MiB, 256 messages and the app's
+ * Register.max_receive_bytes; a large message comes alone.
  */
 export interface DaemonBatch {
   messages: DaemonMessage[];
@@ -458,7 +469,7 @@ export const AppBatch: MessageFns<AppBatch> = {
 };
 
 function createBaseRegister(): Register {
-  return { appName: "", types: [], sdk: "", acceptsBatches: false };
+  return { appName: "", types: [], sdk: "", acceptsBatches: false, maxReceiveBytes: 0n };
 }
 
 export const Register: MessageFns<Register> = {
@@ -474,6 +485,12 @@ export const Register: MessageFns<Register> = {
     }
     if (message.acceptsBatches !== false) {
       writer.uint32(32).bool(message.acceptsBatches);
+    }
+    if (message.maxReceiveBytes !== 0n) {
+      if (BigInt.asUintN(64, message.maxReceiveBytes) !== message.maxReceiveBytes) {
+        throw new globalThis.Error("value provided for field message.maxReceiveBytes of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.maxReceiveBytes);
     }
     return writer;
   },
@@ -523,6 +540,14 @@ export const Register: MessageFns<Register> = {
             message.acceptsBatches = reader.bool();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.maxReceiveBytes = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -544,6 +569,9 @@ export const Register: MessageFns<Register> = {
     message.types = object.types?.map((e) => ActorTypeSpec.fromPartial(e)) || [];
     message.sdk = object.sdk ?? "";
     message.acceptsBatches = object.acceptsBatches ?? false;
+    message.maxReceiveBytes = (object.maxReceiveBytes !== undefined && object.maxReceiveBytes !== null)
+      ? BigInt(object.maxReceiveBytes)
+      : 0n;
     return message;
   },
 };

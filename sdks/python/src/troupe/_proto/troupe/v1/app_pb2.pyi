@@ -28,16 +28,18 @@ class AppBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[AppMessage, _Mapping]]] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("app_name", "types", "sdk", "accepts_batches")
+    __slots__ = ("app_name", "types", "sdk", "accepts_batches", "max_receive_bytes")
     APP_NAME_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
     SDK_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    MAX_RECEIVE_BYTES_FIELD_NUMBER: _ClassVar[int]
     app_name: str
     types: _containers.RepeatedCompositeFieldContainer[ActorTypeSpec]
     sdk: str
     accepts_batches: bool
-    def __init__(self, app_name: _Optional[str] = ..., types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., sdk: _Optional[str] = ..., accepts_batches: bool = ...) -> None: ...
+    max_receive_bytes: int
+    def __init__(self, app_name: _Optional[str] = ..., types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., sdk: _Optional[str] = ..., accepts_batches: bool = ..., max_receive_bytes: _Optional[int] = ...) -> None: ...
 
 class ActorTypeSpec(_message.Message):
     __slots__ = ("name", "idle_timeout_ms", "max_mailbox", "reentrant", "state_mode", "readonly_methods", "turn_timeout_ms", "max_pending_calls")
