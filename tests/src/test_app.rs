@@ -95,7 +95,10 @@ impl TestApp {
         let channel = Channel::from_shared(format!("http://{addr}"))?
             .connect()
             .await?;
-        let mut client = pb::app_host_client::AppHostClient::new(channel);
+        // Any turn the daemon may send (tests raise --max-payload-bytes).
+        let mut client = pb::app_host_client::AppHostClient::new(channel)
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX);
         let (out, rx) = mpsc::unbounded_channel();
         out.send(pb::AppMessage {
             kind: Some(pb::app_message::Kind::Register(pb::Register {
@@ -103,8 +106,7 @@ impl TestApp {
                 types,
                 sdk: "troupe-tests".into(),
                 accepts_batches: false,
-                // tonic's default receive limit, which this app keeps.
-                max_receive_bytes: 4 * 1024 * 1024,
+                max_receive_bytes: 0,
             })),
         })?;
         let mut inbound = within(
@@ -327,6 +329,10 @@ async fn counter_turn(
             (json(new), vec![set("count"), set("copy")])
         }
         "get" => (json(current), Vec::new()),
+        "echo" => {
+            let reply = turn.payload.unwrap_or_default();
+            (Some(pb::turn_result::Outcome::Reply(reply)), Vec::new())
+        }
         "put_raw" => {
             let data = turn.payload.map(|p| p.data).unwrap_or_default();
             let change = pb::StateChange {

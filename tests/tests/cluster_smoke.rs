@@ -9,6 +9,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use bytes::Bytes;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -102,6 +103,9 @@ async fn daemon(
             node,
             "--shutdown-grace",
             "10s",
+            // Room for the 8 MiB calls below.
+            "--max-payload-bytes",
+            "9437184",
         ]
         .map(String::from),
     );
@@ -257,6 +261,33 @@ async fn two_daemons_share_actors_and_hand_them_off() -> anyhow::Result<()> {
         );
         assert_eq!(links.len(), 2, "call and bulk expected: {links:#?}");
     }
+    // 8 MiB each way through both daemons: every actor's call through the
+    // daemon that does not own it crosses a link on the bulk channel, in
+    // chunks, and comes back whole.
+    let big = Bytes::from(format!("\"{}\"", "b".repeat(8 << 20)));
+    for id in ["e0", "e1"] {
+        for client in [&mut client_a, &mut client_b] {
+            let echoed = client
+                .invoke_raw("counter", id, "echo", big.clone())
+                .await
+                .with_context(|| format!("8 MiB echo of {id}"))?;
+            assert!(echoed == big, "the 8 MiB echo of {id} came back different");
+        }
+    }
+    let status = cluster_status(&placement.addr).await?;
+    let bulk_sent: u64 = status["members"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|m| m["links"].as_array().cloned().unwrap_or_default())
+        .filter(|l| l["channel"] == "bulk")
+        .filter_map(|l| l["bytes_sent"].as_u64())
+        .sum();
+    assert!(
+        bulk_sent >= 2 * (8 << 20),
+        "bulk carried {bulk_sent} bytes: {status:#}"
+    );
 
     // A graceful stop hands b's actors to a with their counts.
     let exit = b.terminate().await?;
@@ -275,7 +306,8 @@ async fn two_daemons_share_actors_and_hand_them_off() -> anyhow::Result<()> {
             .with_context(|| format!("after b left, {id}; log of a:\n{}", a.log()))?;
         assert_eq!(count, 4, "{id}: a count was lost in the hand-off");
     }
-    assert_eq!(a.actors().await?.len(), ids.len());
+    // The counters and the two 8 MiB echo actors.
+    assert_eq!(a.actors().await?.len(), ids.len() + 2);
     let status = cluster_status(&placement.addr).await?;
     assert_eq!(settled_nodes(&status), ["node-a"], "{status:#}");
     drop(app_a);
