@@ -69,7 +69,7 @@ run() { # case round
     echo "== $1 (round $2): $calls calls, $PAIRS callers, $PAYLOAD-byte echo, all through daemon A" >&2
     local owner=${addr[a]}
     [ "$1" = forwarded ] && owner=${addr[b]}
-    timeout 300 "$bin/transport_load" run --via "${addr[a]}" --owner "$owner" --pairs "$PAIRS" \
+    timeout --foreground 300 "$bin/transport_load" run --via "${addr[a]}" --owner "$owner" --pairs "$PAIRS" \
         --payload "$PAYLOAD" --messages "$calls" --seconds 120 --call-timeout 30 \
         --cpu-pids "${daemon[a]},${daemon[b]}" | sed "s/^{/{\"case\":\"$1\",/" >>"$work/results.jsonl"
 }

@@ -126,6 +126,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 in_a() { ip netns exec "$ns_a" "$@"; }
+# Runs a command in the background and waits for it: the `wait` builtin,
+# unlike a foreground child, lets a signal's trap run at once.
+waited() { "$@" & wait "$!"; }
 in_b() { ip netns exec "$ns_b" "$@"; }
 
 # === the emulated WAN ===
@@ -235,7 +238,7 @@ stop_cluster() {
 alive() { [ -n "${pid[$1]:-}" ] && kill -0 "${pid[$1]}" 2>/dev/null; }
 
 settle() {
-    in_a "$bin/transport_load" wait --placement "$placement_addr" \
+    waited ip netns exec "$ns_a" "$bin/transport_load" wait --placement "$placement_addr" \
         --daemons "127.0.0.1:$port,$ctl_b:$port" --type echo --seconds 60 >/dev/null
 }
 
@@ -284,7 +287,7 @@ run_cell() { # config rtt kind pairs payload flags...
         rc=1
     else
         args+=(--cpu-pids "${pid[daemon_a]},${pid[daemon_b]}")
-        timeout $((CELL_SECONDS + 180)) ip netns exec "$ns_a" "$bin/transport_load" "${args[@]}" \
+        waited timeout $((CELL_SECONDS + 180)) ip netns exec "$ns_a" "$bin/transport_load" "${args[@]}" \
             >"$base.out" 2>"$base.err" || rc=$?
     fi
     echo "$rc" >"$base.rc"
