@@ -49,6 +49,8 @@
 #   PROBE_PAIRS=4       small-call callers in the saturation run (0: skip the run)
 #   CONFIGS="baseline:" see above
 #   MAX_PAYLOAD=9437184 the daemons' --max-payload-bytes (9 MiB: room for 8 MiB)
+#   BENCH_APP=PATH      another bench_app binary (default: the one built here; until it
+#                       takes turns over 4 MiB, the 8 MiB cells fail, reported as such)
 #   KEEP=1              keep the work dir (daemon logs) instead of removing it
 #
 #   sudo bench/transport.sh
@@ -74,6 +76,7 @@ CELL_SECONDS=${CELL_SECONDS:-60}
 PROBE_PAIRS=${PROBE_PAIRS:-4}
 CONFIGS=${CONFIGS:-"baseline:"}
 MAX_PAYLOAD=${MAX_PAYLOAD:-9437184}
+BENCH_APP=${BENCH_APP:-$bin/bench_app}
 
 mkdir -p "$tools" "$target/bench-results"
 if [ ! -x "$toxi/server" ] || [ ! -x "$toxi/cli" ]; then
@@ -213,7 +216,7 @@ start_daemon() { # side flags...
 declare -A app_log=()
 start_app() { # side
     local side=$1 ns="ns_$1" name="$1$gen-app-$RANDOM"
-    ip netns exec "${!ns}" "$bin/bench_app" "127.0.0.1:$port" >"$work/$name.out" 2>"$work/$name.err" &
+    ip netns exec "${!ns}" "$BENCH_APP" "127.0.0.1:$port" >"$work/$name.out" 2>"$work/$name.err" &
     pid[app_$side]=$!
     app_log[$side]="$work/$name.err"
     wait_for "$work/$name.out" registered "the bench app on $side$gen"
