@@ -49,6 +49,7 @@ def load(base, link_bytes):
             mb_s=calls * g["payload"] / 1e6,
             link=calls * g["payload"] / link_bytes,
             cores=(g["cpu_ticks"] / TICKS / secs) if g.get("cpu_ticks") is not None and secs else None,
+            host=g.get("host_busy_cores"),
         )
     main = cell.get("main")
     if rc != 0 or not main:
@@ -110,13 +111,14 @@ def table(work, link_bytes, rate, queue_ms, results):
     print(f"Transport over an emulated WAN: calls enter daemon A, echo actors live on daemon B;")
     print(f"link: veth with tbf {rate} each way (queue ≤ {queue_ms} ms), toxiproxy RTT as shown;")
     print(f"closed-loop pairs; payload MB/s = calls/s × payload (each direction); link = that / {link_bytes / 1e6:.0f} MB/s;")
-    print(f"CPU = both daemons' cores busy; ×base = calls/s over the baseline's ({baseline}); p99 ÷ = baseline p99 / this p99")
+    print(f"CPU = cores busy: both daemons / the whole machine ({os.cpu_count()} cores; niced work not counted);")
+    print(f"×base = calls/s over the baseline's ({baseline}); p99 ÷ = baseline p99 / this p99")
     notes = []
     for rtt in sorted({c["rtt"] for c in cells}, reverse=True):
         print()
         print(f"RTT {rtt} ms")
         print(f"{'config':<12} {'payload':>8} {'pairs':>5} {'calls':>7} {'errors':>6} {'calls/s':>9} {'MB/s':>7} "
-              f"{'p50 ms':>9} {'p99 ms':>9} {'link':>5} {'CPU':>5} {'×base':>6} {'p99 ÷':>6}")
+              f"{'p50 ms':>9} {'p99 ms':>9} {'link':>5} {'CPU':>9} {'×base':>6} {'p99 ÷':>6}")
         for c in cells:
             if c["rtt"] != rtt or c["kind"] != "matrix":
                 continue
@@ -131,14 +133,14 @@ def table(work, link_bytes, rate, queue_ms, results):
                              f"{errors_text(m)} {c['notes']}".strip())
             x = m["calls_s"] / b["main"]["calls_s"] if b and b["main"]["calls_s"] else None
             y = b["main"]["p99_ms"] / m["p99_ms"] if b and m["p99_ms"] else None
-            cores = f"{m['cores']:.2f}" if m["cores"] is not None else "—"
+            cores = "/".join(f"{v:.1f}" if v is not None else "—" for v in (m["cores"], m["host"]))
             print(f"{lead} {m['ok']:>7} {m['errors']:>6} {m['calls_s']:>9.1f} {m['mb_s']:>7.1f} "
-                  f"{m['p50_ms']:>9.1f} {m['p99_ms']:>9.1f} {m['link']:>5.0%} {cores:>5} {ratio(x):>6} {ratio(y):>6}")
+                  f"{m['p50_ms']:>9.1f} {m['p99_ms']:>9.1f} {m['link']:>5.0%} {cores:>9} {ratio(x):>6} {ratio(y):>6}")
         sats = [c for c in cells if c["rtt"] == rtt and c["kind"] == "saturation"]
         if sats:
             print()
             print(f"small calls (1 KiB) while 16 callers of 8 MiB fill the link, RTT {rtt} ms")
-            print(f"{'config':<12} {'bulk MB/s':>9} {'link':>5} {'small/s':>8} {'errors':>6} {'p50 ms':>8} "
+            print(f"{'config':<12} {'bulk MB/s':>9} {'link':>5} {'CPU':>9} {'small/s':>8} {'errors':>6} {'p50 ms':>8} "
                   f"{'p99 ms':>8} {'p99-RTT':>8} {'p99 ÷':>6}")
             for c in sats:
                 if "failed" in c:
@@ -155,7 +157,8 @@ def table(work, link_bytes, rate, queue_ms, results):
                         notes.append(f"{c['config']} RTT {rtt} saturation {g['group']}: {errors_text(g)}")
                 bp = b.get("probe") if b else None
                 y = bp["p99_ms"] / p["p99_ms"] if bp and bp["ok"] and p["p99_ms"] else None
-                print(f"{c['config']:<12} {m['mb_s']:>9.1f} {m['link']:>5.0%} {p['calls_s']:>8.1f} {p['errors']:>6} "
+                cores = "/".join(f"{v:.1f}" if v is not None else "—" for v in (m["cores"], m["host"]))
+                print(f"{c['config']:<12} {m['mb_s']:>9.1f} {m['link']:>5.0%} {cores:>9} {p['calls_s']:>8.1f} {p['errors']:>6} "
                       f"{p['p50_ms']:>8.1f} {p['p99_ms']:>8.1f} {p['p99_ms'] - rtt:>8.1f} {ratio(y):>6}")
     if notes:
         print()

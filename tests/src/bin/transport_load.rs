@@ -24,7 +24,8 @@
 //! Prints one JSON object per group (`main`, `probe`) on stdout: calls
 //! answered, errors with a sample, elapsed seconds, p50/p99 in ms, and with
 //! `--cpu-pids` the processes' CPU ticks (utime + stime) over the timed
-//! phase only. Setup failures exit non-zero with the reason on stderr.
+//! phase only, and the machine's busy cores over it (without `nice`d work).
+//! Setup failures exit non-zero with the reason on stderr.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -279,6 +280,7 @@ async fn run(flags: &Flags) -> anyhow::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let bound = Duration::from_secs_f64(seconds);
     let cpu_before = cpu_ticks(&cpu_pids)?;
+    let host_before = host_ticks()?;
     let started_at = Instant::now();
     let main = Group {
         name: "main",
@@ -328,10 +330,23 @@ async fn run(flags: &Flags) -> anyhow::Result<()> {
     let probe_measured = probe_measured?;
     let cpu_after = cpu_ticks(&cpu_pids)?;
     let cpu = cpu_after.zip(cpu_before).map(|(a, b)| a.saturating_sub(b));
+    let host = host_ticks()?;
+    let (busy, all) = (
+        host.0.saturating_sub(host_before.0),
+        host.1.saturating_sub(host_before.1),
+    );
+    let host_busy = (all > 0).then(|| busy as f64 / all as f64 * host.2 as f64);
 
-    report(&main, pairs, payload, main_measured, cpu);
+    report(&main, pairs, payload, main_measured, cpu, host_busy);
     if probe_pairs > 0 {
-        report(&probe, probe_pairs, probe_payload, probe_measured, None);
+        report(
+            &probe,
+            probe_pairs,
+            probe_payload,
+            probe_measured,
+            None,
+            None,
+        );
     }
     Ok(())
 }
@@ -553,6 +568,28 @@ fn cpu_ticks(pids: &[u32]) -> anyhow::Result<Option<u64>> {
     Ok(Some(total))
 }
 
+/// The machine's (busy, all) clock ticks summed over its CPUs, and how many
+/// CPUs: busy is user, system, irq, softirq and steal time, without `nice`d
+/// work (a niced build elsewhere yields to this load); all adds idle,
+/// iowait and nice.
+fn host_ticks() -> anyhow::Result<(u64, u64, usize)> {
+    let stat = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
+    let mut lines = stat.lines();
+    let total: Vec<u64> = lines
+        .next()
+        .and_then(|l| l.strip_prefix("cpu "))
+        .context("unexpected /proc/stat")?
+        .split_whitespace()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let cpus = lines.filter(|l| l.starts_with("cpu")).count().max(1);
+    let at = |i: usize| total.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal (guest is in user)
+    let busy = at(0) + at(2) + at(5) + at(6) + at(7);
+    let all = busy + at(1) + at(3) + at(4);
+    Ok((busy, all, cpus))
+}
+
 fn percentile_ms(sorted_us: &[u64], p: f64) -> f64 {
     if sorted_us.is_empty() {
         return 0.0;
@@ -561,7 +598,14 @@ fn percentile_ms(sorted_us: &[u64], p: f64) -> f64 {
     sorted_us[rank - 1] as f64 / 1000.0
 }
 
-fn report(group: &Group, pairs: usize, payload: usize, mut m: Measured, cpu: Option<u64>) {
+fn report(
+    group: &Group,
+    pairs: usize,
+    payload: usize,
+    mut m: Measured,
+    cpu: Option<u64>,
+    host_busy_cores: Option<f64>,
+) {
     m.latencies_us.sort_unstable();
     let ok = m.latencies_us.len();
     let elapsed = match (m.first_start, m.last_end) {
@@ -584,6 +628,7 @@ fn report(group: &Group, pairs: usize, payload: usize, mut m: Measured, cpu: Opt
         "p50_ms": percentile_ms(&m.latencies_us, 0.50),
         "p99_ms": percentile_ms(&m.latencies_us, 0.99),
         "cpu_ticks": cpu,
+        "host_busy_cores": host_busy_cores,
     });
     println!("{line}");
 }
