@@ -11,6 +11,9 @@
 #   scripts/postgres.sh resume DIR       SIGCONT them
 #
 # DIR is created if needed; a restart keeps the port, so the URL stays valid.
+# PG_LISTEN=ADDR[,ADDR] makes `start` also listen there and trust clients on
+# the subnets the server's host is on (meant for an address in a network
+# namespace, as bench/transport.sh does); the printed URL stays 127.0.0.1.
 # PostgreSQL refuses to run as root: as root the server runs as the
 # `postgres` system user (created by Debian's package), which then owns DIR.
 set -euo pipefail
@@ -71,9 +74,12 @@ start() {
         free_port >"$dir/port"
     fi
     local port; port=$(cat "$dir/port")
+    if [ -n "${PG_LISTEN:-}" ] && ! grep -q '^host all all samenet trust' "$dir/data/pg_hba.conf"; then
+        echo 'host all all samenet trust' | as_pg tee -a "$dir/data/pg_hba.conf" >/dev/null
+    fi
     if ! as_pg "$bin/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
         as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-            -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir -c max_connections=200" \
+            -o "-c listen_addresses=127.0.0.1${PG_LISTEN:+,$PG_LISTEN} -p $port -c unix_socket_directories=$dir -c max_connections=200" \
             start >/dev/null \
             || { tail -n 20 "$dir/server.log" >&2; die "the server did not start (log: $dir/server.log)"; }
     fi

@@ -1,0 +1,332 @@
+#!/usr/bin/env bash
+# Transport benchmark over an emulated WAN (issue 15): calls enter daemon A
+# and go to echo actors owned by daemon B, so every call and its reply cross
+# the link between the two daemons.
+#
+# The emulated WAN: two network namespaces joined by a veth pair (`wan0`)
+# with a `tbf` bandwidth cap (RATE) on both ends, and a toxiproxy in front of
+# each daemon's *advertised* address (the proxy for B runs in A's namespace
+# and reaches B over the veth, and the other way round), adding RTT/2 of
+# latency in each direction (toxiproxy counts whole ms: an odd RTT puts the
+# extra ms on the way out). The kernel here has no netem, hence the proxy.
+# A second veth pair (`ctl0`, no cap, no latency) carries what is not under
+# test: B's placement heartbeats, its PostgreSQL connections, and admin reads.
+#
+#   namespace A: PostgreSQL, one placement replica, daemon A + bench_app,
+#                toxiproxy (peer "b": 10.201.0.1:17420 -> B), transport_load
+#   namespace B: daemon B + bench_app, toxiproxy (peer "a": 10.201.0.2:17420 -> A)
+#
+# Everything runs inside namespaces this script creates (needs root); it
+# removes them, and every process it started, on exit, failure or ctrl-C.
+#
+# The matrix (Partisan's): PAIRS concurrent closed-loop caller/actor pairs
+# (each caller sends one message and waits for the reply before the next) ×
+# PAYLOADS echoed, each cell bounded by MESSAGES calls and CELL_SECONDS;
+# then, per configuration and RTT, small calls (PROBE_PAIRS callers, 1 KiB)
+# while 16 callers of 8 MiB saturate the link. Per cell: calls/s, payload
+# MB/s (one direction: calls/s × payload), p50/p99, the share of the link's
+# rate that is, the daemons' CPU (cores), and the ratio to the first
+# configuration (the baseline). A cell that fails (errors, or a setup step
+# that did not succeed) is reported as such and the matrix goes on; a dead
+# app or daemon is restarted before the next cell.
+#
+# CONFIGS: named daemon flag sets, "NAME: FLAGS" separated by newlines or
+# ';', the first being the baseline the others are compared with. The
+# multi-channel transport (issue 15) adds `--peer-channels` and
+# `--peer-window`; today's binary has neither, so the default is today's
+# transport only. Once they exist:
+#
+#   CONFIGS='baseline: --peer-channels single=1 --peer-window default;
+#            single16: --peer-channels single=16;
+#            full: --peer-channels control=1,call=4,bulk=4 --peer-window auto' bench/transport.sh
+#
+# Knobs (environment):
+#   RATE=1gbit          tbf rate on each end of the link (tc syntax: kbit, mbit, gbit)
+#   QUEUE_MS=2          tbf queue bound in ms at that rate (the most a full link adds per direction)
+#   RTTS="20 1"         round-trip times to emulate, in ms
+#   PAIRS="16 32 64 128"  PAYLOADS="1024 524288 8388608"
+#   MESSAGES=10000  CELL_SECONDS=60   per-cell bounds (calls started / seconds)
+#   PROBE_PAIRS=4       small-call callers in the saturation run (0: skip the run)
+#   CONFIGS="baseline:" see above
+#   MAX_PAYLOAD=9437184 the daemons' --max-payload-bytes (9 MiB: room for 8 MiB)
+#   BENCH_APP=PATH      another bench_app binary (default: the one built here; until it
+#                       takes turns over 4 MiB, the 8 MiB cells fail, reported as such)
+#   KEEP=1              keep the work dir (daemon logs) instead of removing it
+#
+#   sudo bench/transport.sh
+#   MESSAGES=300 CELL_SECONDS=10 PAIRS="16 128" RTTS=20 bench/transport.sh   (a quick check)
+#
+# Results: the table on stdout, every cell as JSON in
+# target/bench-results/transport-DATE.jsonl.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "bench/transport.sh creates network namespaces: run it as root" >&2; exit 1; }
+target=${CARGO_TARGET_DIR:-$PWD/target}
+bin="$target/release"
+tools="$target/bench-tools"
+toxi="$tools/toxiproxy-v2.5.0"
+
+RATE=${RATE:-1gbit}
+QUEUE_MS=${QUEUE_MS:-2}
+RTTS=${RTTS:-"20 1"}
+PAIRS=${PAIRS:-"16 32 64 128"}
+PAYLOADS=${PAYLOADS:-"1024 524288 8388608"}
+MESSAGES=${MESSAGES:-10000}
+CELL_SECONDS=${CELL_SECONDS:-60}
+PROBE_PAIRS=${PROBE_PAIRS:-4}
+CONFIGS=${CONFIGS:-"baseline:"}
+MAX_PAYLOAD=${MAX_PAYLOAD:-9437184}
+BENCH_APP=${BENCH_APP:-$bin/bench_app}
+
+mkdir -p "$tools" "$target/bench-results"
+if [ ! -x "$toxi/server" ] || [ ! -x "$toxi/cli" ]; then
+    echo "installing toxiproxy (Go module) into $toxi" >&2
+    GOBIN="$toxi" go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0 \
+        github.com/Shopify/toxiproxy/v2/cmd/cli@v2.5.0
+fi
+nice -n 19 cargo build --release -q -p troupe -p troupe-tests \
+    --bin troupe --bin bench_app --bin transport_load
+
+# tc's rate syntax -> bytes per second.
+rate_bytes() {
+    python3 - "$1" <<'PY'
+import re, sys
+m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)(bit|bps)", sys.argv[1].lower())
+if not m:
+    sys.exit(f"RATE {sys.argv[1]!r}: expected e.g. 1gbit, 500mbit")
+n = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
+print(int(n / 8 if m.group(3) == "bit" else n))
+PY
+}
+link_bytes=$(rate_bytes "$RATE")
+
+ns_a="troupe-bench-$$-a"
+ns_b="troupe-bench-$$-b"
+wan_a=10.201.0.1 wan_b=10.201.0.2 ctl_a=10.201.1.1 ctl_b=10.201.1.2
+port=7420 proxy_port=17420 placement_addr="$ctl_a:7470"
+work=$(mktemp -d)
+chmod 755 "$work" # the postgres user reaches its dir below it
+results="$target/bench-results/transport-$(date +%Y%m%d-%H%M%S).jsonl"
+
+cleanup() {
+    set +e
+    # Everything started here runs in one of the two namespaces.
+    for ns in "$ns_a" "$ns_b"; do
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null
+    done
+    for _ in $(seq 50); do
+        [ -z "$(ip netns pids "$ns_a" 2>/dev/null)$(ip netns pids "$ns_b" 2>/dev/null)" ] && break
+        sleep 0.1
+    done
+    for ns in "$ns_a" "$ns_b"; do
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
+        ip netns del "$ns" 2>/dev/null
+    done
+    wait 2>/dev/null
+    if [ -n "${KEEP:-}" ]; then echo "work dir kept: $work" >&2; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+in_a() { ip netns exec "$ns_a" "$@"; }
+# Runs a command in the background and waits for it: the `wait` builtin,
+# unlike a foreground child, lets a signal's trap run at once.
+waited() { "$@" & wait "$!"; }
+in_b() { ip netns exec "$ns_b" "$@"; }
+
+# === the emulated WAN ===
+
+ip netns add "$ns_a"
+ip netns add "$ns_b"
+ip link add wan0 netns "$ns_a" type veth peer name wan0 netns "$ns_b"
+ip link add ctl0 netns "$ns_a" type veth peer name ctl0 netns "$ns_b"
+burst=$(( link_bytes / 1000 > 65536 ? link_bytes / 1000 : 65536 )) # 1 ms at the rate, at least 64 KiB
+for side in a b; do
+    ns="ns_$side" wan="wan_$side" ctl="ctl_$side"
+    ip -n "${!ns}" link set lo up
+    ip -n "${!ns}" addr add "${!wan}/30" dev wan0
+    ip -n "${!ns}" addr add "${!ctl}/30" dev ctl0
+    ip -n "${!ns}" link set wan0 up
+    ip -n "${!ns}" link set ctl0 up
+    tc -n "${!ns}" qdisc add dev wan0 root tbf rate "$RATE" burst "$burst" latency "${QUEUE_MS}ms"
+done
+
+# toxiproxy: in A, "b" -> B's daemon; in B, "a" -> A's daemon. Each
+# daemon advertises its proxy, so the other one dials through it.
+in_a "$toxi/server" -host 127.0.0.1 -port 8474 >"$work/toxi-a.log" 2>&1 &
+in_b "$toxi/server" -host 127.0.0.1 -port 8474 >"$work/toxi-b.log" 2>&1 &
+toxi_cli() { local ns=$1; shift; ip netns exec "$ns" "$toxi/cli" -h http://127.0.0.1:8474 "$@"; }
+for _ in $(seq 100); do
+    toxi_cli "$ns_a" list >/dev/null 2>&1 && toxi_cli "$ns_b" list >/dev/null 2>&1 && break
+    sleep 0.1
+done
+toxi_cli "$ns_a" create -l "$wan_a:$proxy_port" -u "$wan_b:$port" b >/dev/null
+toxi_cli "$ns_b" create -l "$wan_b:$proxy_port" -u "$wan_a:$port" a >/dev/null
+
+set_rtt() { # ms: half each way, the odd ms on the way out
+    local up=$(( ($1 + 1) / 2 )) down=$(( $1 / 2 ))
+    for pair in "$ns_a b" "$ns_b a"; do
+        read -r ns proxy <<<"$pair"
+        toxi_cli "$ns" toxic remove -n out "$proxy" >/dev/null 2>&1 || true
+        toxi_cli "$ns" toxic remove -n back "$proxy" >/dev/null 2>&1 || true
+        if [ "$up" -gt 0 ]; then
+            toxi_cli "$ns" toxic add -t latency -a "latency=$up" -u -n out "$proxy" >/dev/null
+        fi
+        if [ "$down" -gt 0 ]; then
+            toxi_cli "$ns" toxic add -t latency -a "latency=$down" -d -n back "$proxy" >/dev/null
+        fi
+    done
+}
+
+# === PostgreSQL and placement, in A, reached by B over ctl0 ===
+
+echo "starting PostgreSQL and placement in $ns_a" >&2
+pg_url=$(PG_LISTEN="$ctl_a" in_a scripts/postgres.sh start "$work/pg")
+pg_url="${pg_url/127.0.0.1/$ctl_a}"
+stop_pg() { in_a scripts/postgres.sh stop "$work/pg" >/dev/null 2>&1 || true; }
+trap 'stop_pg; cleanup' EXIT
+
+wait_for() { # file pattern what
+    for _ in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+    echo "$3 did not start; its log:" >&2; tail -n 30 "$1" "${1%.out}.err" >&2 2>/dev/null; return 1
+}
+
+# A long lease: a loaded 2-core machine may delay heartbeats, and a fenced
+# daemon is not what this measures.
+in_a "$bin/troupe" placement serve --id 1 --listen "$placement_addr" --data-dir "$work/placement" \
+    --lease 10s >"$work/placement.out" 2>"$work/placement.err" &
+wait_for "$work/placement.out" "listening on" "the placement replica"
+
+# === the two daemons and their apps ===
+
+gen=0
+declare -A pid=()
+
+start_daemon() { # side flags...
+    local side=$1; shift
+    local ns="ns_$side" other; other=$([ "$side" = a ] && echo "$wan_b" || echo "$wan_a")
+    local name="$side$gen"
+    ip netns exec "${!ns}" "$bin/troupe" serve --listen "0.0.0.0:$port" --advertise "$other:$proxy_port" \
+        --node "$name" --placement "$placement_addr" --store "$pg_url" --data-dir "$work/data-$name" \
+        --max-payload-bytes "$MAX_PAYLOAD" "$@" >"$work/$name.out" 2>"$work/$name.err" &
+    pid[daemon_$side]=$!
+    wait_for "$work/$name.out" "listening on" "daemon $name"
+}
+
+declare -A app_log=()
+start_app() { # side
+    local side=$1 ns="ns_$1" name="$1$gen-app-$RANDOM"
+    ip netns exec "${!ns}" "$BENCH_APP" "127.0.0.1:$port" >"$work/$name.out" 2>"$work/$name.err" &
+    pid[app_$side]=$!
+    app_log[$side]="$work/$name.err"
+    wait_for "$work/$name.out" registered "the bench app on $side$gen"
+}
+
+stop_pid() { # pid: TERM, then KILL after 10 s
+    local p=$1
+    kill "$p" 2>/dev/null || return 0
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+}
+
+stop_cluster() {
+    local k
+    for k in app_a app_b daemon_a daemon_b; do
+        [ -n "${pid[$k]:-}" ] && stop_pid "${pid[$k]}"
+        pid[$k]=
+    done
+}
+
+alive() { [ -n "${pid[$1]:-}" ] && kill -0 "${pid[$1]}" 2>/dev/null; }
+
+settle() {
+    waited ip netns exec "$ns_a" "$bin/transport_load" wait --placement "$placement_addr" \
+        --daemons "127.0.0.1:$port,$ctl_b:$port" --type echo --seconds 60 >/dev/null
+}
+
+start_cluster() { # flags...
+    stop_cluster
+    gen=$((gen + 1))
+    start_daemon a "$@" && start_daemon b "$@" && start_app a && start_app b && settle
+}
+
+# Before each cell: both daemons and apps up, the table settled. A dead
+# app (today's bench_app exits on a turn over 4 MiB) is started again; a
+# dead daemon restarts the pair. Fails when the cluster cannot be had.
+ensure_cluster() { # flags...
+    if ! alive daemon_a || ! alive daemon_b; then
+        echo "  (a daemon is gone: restarting the cluster)" >&2
+        start_cluster "$@" || return 1
+        return 0
+    fi
+    local side restarted=
+    for side in a b; do
+        if ! alive "app_$side"; then
+            echo "  (the bench app on $side$gen is gone: starting it again)" >&2
+            start_app "$side" || return 1
+            restarted=1
+        fi
+    done
+    [ -z "$restarted" ] || settle
+}
+
+# === the cells ===
+
+cell=0
+run_cell() { # config rtt kind pairs payload flags...
+    local config=$1 rtt=$2 kind=$3 pairs=$4 payload=$5; shift 5
+    cell=$((cell + 1))
+    local base="$work/cell-$cell"
+    printf '%s\n' "$config" "$rtt" "$kind" "$pairs" "$payload" >"$base.meta"
+    local args=(run --via "127.0.0.1:$port" --owner "$ctl_b:$port" --pairs "$pairs" --payload "$payload"
+        --messages "$MESSAGES" --seconds "$CELL_SECONDS" --call-timeout 60)
+    if [ "$kind" = saturation ]; then
+        args+=(--probe-pairs "$PROBE_PAIRS" --probe-payload 1024 --probe-after 3)
+    fi
+    local rc=0
+    if ! ensure_cluster "$@" >"$base.setup" 2>&1; then
+        echo "the cluster could not be started: $(tail -n 3 "$base.setup" | tr '\n' ' ')" >"$base.err"
+        rc=1
+    else
+        args+=(--cpu-pids "${pid[daemon_a]},${pid[daemon_b]}")
+        waited timeout $((CELL_SECONDS + 180)) ip netns exec "$ns_a" "$bin/transport_load" "${args[@]}" \
+            >"$base.out" 2>"$base.err" || rc=$?
+    fi
+    echo "$rc" >"$base.rc"
+    local side
+    for side in a b; do
+        if [ -n "${pid[app_$side]:-}" ] && ! alive "app_$side"; then
+            echo "the bench app on ${side^^} exited: $(tail -n 1 "${app_log[$side]}")" >>"$base.notes"
+        fi
+    done
+    python3 bench/transport_table.py --cell "$base" "$link_bytes" >&2 || true
+}
+
+mapfile -t config_lines < <(printf '%s\n' "$CONFIGS" | tr ';' '\n' | sed 's/^[[:space:]]*//; /^$/d')
+for line in "${config_lines[@]}"; do
+    name=${line%%:*}
+    flags=()
+    read -r -a flags <<<"${line#*:}"
+    echo "== $name: ${flags[*]:-(no flags)}" >&2
+    if ! start_cluster "${flags[@]}" >"$work/start-$name.log" 2>&1; then
+        echo "config $name: the cluster did not start:" >&2
+        tail -n 20 "$work/start-$name.log" >&2
+        continue
+    fi
+    for rtt in $RTTS; do
+        set_rtt "$rtt"
+        for payload in $PAYLOADS; do
+            for pairs in $PAIRS; do
+                run_cell "$name" "$rtt" matrix "$pairs" "$payload" "${flags[@]}"
+            done
+        done
+        if [ "$PROBE_PAIRS" -gt 0 ]; then
+            run_cell "$name" "$rtt" saturation 16 8388608 "${flags[@]}"
+        fi
+    done
+    stop_cluster
+done
+
+python3 bench/transport_table.py --table "$work" "$link_bytes" "$RATE" "$QUEUE_MS" "$results"
+echo "cells as JSON: $results" >&2
