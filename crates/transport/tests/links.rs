@@ -111,13 +111,15 @@ async fn pump(
 ) {
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
-        if paused.wait_for(|p| !*p).await.is_err() {
-            return;
-        }
         let n = match from.read(&mut buffer).await {
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        // Checked after the read: bytes sent once the proxy is paused are
+        // held, even by a pump that was already waiting to read them.
+        if paused.wait_for(|p| !*p).await.is_err() {
+            return;
+        }
         if to.write_all(&buffer[..n]).await.is_err() {
             return;
         }
