@@ -20,6 +20,13 @@ pub(crate) struct Framing {
     pub(crate) frame_bytes: usize,
 }
 
+/// How many large messages take turns at once. Interleaving every queued
+/// one would make each finish only when all of them do (128 bulk callers:
+/// every 512 KiB reply as late as the last); a couple at a time keeps the
+/// link full while the rest wait whole, in order. Small messages overtake
+/// them all the same.
+const INTERLEAVED: usize = 2;
+
 /// A large message on its way, piece by piece.
 #[derive(Debug)]
 struct Chunking {
@@ -104,10 +111,9 @@ impl Outbox {
             frame.messages.push(message);
         }
         let chunk = self.framing.chunk_bytes.unwrap_or(usize::MAX).max(1);
-        let mut turns = self.chunked.len();
-        while turns > 0 && size < self.framing.frame_bytes {
-            turns -= 1;
-            let Some(mut large) = self.chunked.pop_front() else {
+        let mut turn = 0;
+        while turn < self.chunked.len().min(INTERLEAVED) && size < self.framing.frame_bytes {
+            let Some(large) = self.chunked.get_mut(turn) else {
                 break;
             };
             let end = large.sent.saturating_add(chunk).min(large.data.len());
@@ -122,8 +128,11 @@ impl Outbox {
                 data,
                 last,
             });
-            if !last {
-                self.chunked.push_back(large);
+            if last {
+                // The next one waiting moves up into this turn.
+                self.chunked.remove(turn);
+            } else {
+                turn += 1;
             }
         }
         Some(frame)
@@ -260,6 +269,23 @@ mod tests {
         outbox.push(message(3, 10));
         // 2 is shorter, so it finishes first although queued second.
         assert_eq!(deliver(&mut outbox)?, vec![3, 2, 1]);
+        Ok(())
+    }
+
+    #[test]
+    fn only_a_couple_of_large_messages_are_on_their_way_at_once() -> Result<(), WireError> {
+        let mut outbox = Outbox::new(CHUNKED);
+        for id in 1..=6 {
+            outbox.push(message(id, 10_000));
+        }
+        // Equal sizes: they finish in order, not all at the very end.
+        assert_eq!(deliver(&mut outbox)?, vec![1, 2, 3, 4, 5, 6]);
+        let mut outbox = Outbox::new(CHUNKED);
+        for id in 1..=6 {
+            outbox.push(message(id, 10_000));
+        }
+        let first = outbox.next_frame();
+        assert!(first.is_some_and(|f| f.chunks.len() == INTERLEAVED));
         Ok(())
     }
 
