@@ -318,7 +318,12 @@ impl Shared {
                 };
                 match next {
                     Some(frame) => break frame,
-                    None => wake.await,
+                    None => {
+                        wake.await;
+                        // Let the other requests woken in this tick join the
+                        // frame: one write for many.
+                        tokio::task::yield_now().await;
+                    }
                 }
             };
             let bytes = frame.encoded_len();

@@ -120,7 +120,12 @@ impl Replies {
                 }
                 // Dropping `tx` ends the response stream with OK.
                 None if self.finishing.load(Ordering::Acquire) => return,
-                None => wake.await,
+                None => {
+                    wake.await;
+                    // Let the other requests woken in this tick join the
+                    // frame: one write for many.
+                    tokio::task::yield_now().await;
+                }
             }
         }
     }
