@@ -71,15 +71,14 @@ fn payload_bytes(request: &ActorRequest) -> usize {
 }
 
 /// The call chain a request belongs to (empty: none).
-fn chain_of(request: &ActorRequest) -> String {
+fn chain_of(request: &ActorRequest) -> &str {
     match request {
         ActorRequest::Invoke(call) | ActorRequest::Tell(call) => call
             .extra
             .as_ref()
             .and_then(|e| e.chain.as_ref())
-            .map(|c| c.id.to_string())
-            .unwrap_or_default(),
-        _ => String::new(),
+            .map_or("", |c| c.id.as_str()),
+        _ => "",
     }
 }
 
@@ -125,7 +124,7 @@ impl Forwarder for TransportForwarder {
         let address = owner.address.clone();
         let actor = request.actor().clone();
         let class: MessageClass = links.class_of(payload_bytes(&request));
-        let affinity = affinity(&actor.ty, &actor.id, &chain_of(&request));
+        let affinity = affinity(&actor.ty, &actor.id, chain_of(&request));
         let absent_ok = matches!(
             request,
             ActorRequest::GetReminder { .. } | ActorRequest::GetAlarm { .. }

@@ -132,8 +132,14 @@ impl Connection {
             if let Link::Down(reason) = &state.link {
                 return Err(shared.unreachable(reason));
             }
+            let id = state.next_id;
+            state.next_id = state.next_id.wrapping_add(1);
+            let message = pb::LinkMessage {
+                id,
+                body: Some(pb::link_message::Body::Request(request)),
+            };
+            let size = message.encoded_len();
             let queued = shared.counters.queued_bytes.load(Ordering::Relaxed);
-            let size = request.encoded_len();
             let limit = shared.config.queue_bytes;
             if queued > 0 && queued.saturating_add(size) > limit {
                 return Err(TransportError::Overloaded {
@@ -143,17 +149,8 @@ impl Connection {
                     limit,
                 });
             }
-            let id = state.next_id;
-            state.next_id = state.next_id.wrapping_add(1);
             state.waiting.insert(id, tx);
-            let len = state.outbox.push(pb::LinkMessage {
-                id,
-                body: Some(pb::link_message::Body::Request(request)),
-            });
-            shared
-                .counters
-                .queued_bytes
-                .fetch_add(len, Ordering::Relaxed);
+            shared.enqueue(&mut state, message, size);
             shared.counters.in_flight.fetch_add(1, Ordering::Relaxed);
             id
         };
@@ -177,6 +174,14 @@ impl Shared {
             address: self.address.clone(),
             reason: format!("{} link: {reason}", self.channel),
         }
+    }
+
+    /// Queues `message` of `size` encoded bytes and counts it as queued.
+    fn enqueue(&self, state: &mut State, message: pb::LinkMessage, size: usize) {
+        state.outbox.push_sized(message, size);
+        self.counters
+            .queued_bytes
+            .fetch_add(size, Ordering::Relaxed);
     }
 
     async fn keep_connected(self: Arc<Self>) {
@@ -395,11 +400,12 @@ impl Shared {
                 let id = state.next_id;
                 state.next_id = state.next_id.wrapping_add(1);
                 state.ping = Some((id, Instant::now()));
-                let len = state.outbox.push(pb::LinkMessage {
+                let ping = pb::LinkMessage {
                     id,
                     body: Some(pb::link_message::Body::Ping(pb::LinkPing {})),
-                });
-                self.counters.queued_bytes.fetch_add(len, Ordering::Relaxed);
+                };
+                let size = ping.encoded_len();
+                self.enqueue(&mut state, ping, size);
             }
             self.wake.notify_one();
         }

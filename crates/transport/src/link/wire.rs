@@ -66,6 +66,12 @@ impl Outbox {
     /// Queues `message`; returns its encoded size.
     pub(crate) fn push(&mut self, message: pb::LinkMessage) -> usize {
         let len = message.encoded_len();
+        self.push_sized(message, len);
+        len
+    }
+
+    /// Queues `message` whose encoded size the caller measured already.
+    pub(crate) fn push_sized(&mut self, message: pb::LinkMessage, len: usize) {
         self.bytes = self.bytes.saturating_add(len);
         match self.framing.chunk_bytes {
             Some(chunk) if len > chunk => self.chunked.push_back(Chunking {
@@ -75,7 +81,6 @@ impl Outbox {
             }),
             _ => self.whole.push_back((message, len)),
         }
-        len
     }
 
     /// Drops everything queued (the stream broke); the ids it held.
