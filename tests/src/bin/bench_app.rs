@@ -4,8 +4,11 @@
 //! stream, answering each turn as soon as it arrives. It takes the daemon's
 //! batches and answers a batch with one batch, as the SDKs do.
 //!
-//! `bench_app [ADDR] [--max-receive-bytes N]` — prints `registered` once the
-//! daemon accepted it. It receives messages of any size unless
+//! `bench_app [ADDR] [--max-receive-bytes N] [--types NAME,...]` — prints
+//! `registered` once the daemon accepted it. `--types` hosts other names
+//! instead (a name starting with `counter` counts, `counter_durable` in
+//! durable mode; any other echoes), so a benchmark can give some actors an
+//! app stream of their own. It receives messages of any size unless
 //! `--max-receive-bytes` sets a limit, which it then declares to the daemon
 //! (`Register.max_receive_bytes`), so that turns too large for it fail
 //! their callers instead of its stream.
@@ -21,13 +24,17 @@ struct Args {
     addr: String,
     /// 0: no limit.
     max_receive_bytes: u64,
+    types: Vec<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
-    const USAGE: &str = "usage: bench_app [ADDR] [--max-receive-bytes N]";
+    const USAGE: &str = "usage: bench_app [ADDR] [--max-receive-bytes N] [--types NAME,...]";
     let mut args = Args {
         addr: "127.0.0.1:7420".into(),
         max_receive_bytes: 0,
+        types: ["echo", "counter", "counter_durable"]
+            .map(String::from)
+            .to_vec(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -38,6 +45,11 @@ fn parse_args() -> Result<Args, String> {
             args.max_receive_bytes = value.parse().map_err(|_| {
                 format!("--max-receive-bytes {value:?} is not a number of bytes; {USAGE}")
             })?;
+        } else if arg == "--types" {
+            let value = it
+                .next()
+                .ok_or_else(|| format!("--types needs a comma-separated list; {USAGE}"))?;
+            args.types = value.split(',').map(str::to_owned).collect();
         } else if arg.starts_with('-') {
             return Err(format!("unknown option {arg:?}; {USAGE}"));
         } else {
@@ -52,6 +64,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let Args {
         addr,
         max_receive_bytes,
+        types,
     } = parse_args()?;
     // tonic's default (4 MiB) is less than a turn carrying the daemon's
     // default largest payload; take what the daemon sends unless told
@@ -68,19 +81,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let spec = |name: &str| pb::ActorTypeSpec {
         name: name.into(),
         max_mailbox: 10_000,
+        state_mode: if name == "counter_durable" {
+            pb::StateMode::Durable as i32
+        } else {
+            pb::StateMode::Unspecified as i32
+        },
         ..Default::default()
     };
     tx.send(pb::AppMessage {
         kind: Some(pb::app_message::Kind::Register(pb::Register {
             app_name: "bench-app".into(),
-            types: vec![
-                spec("echo"),
-                spec("counter"),
-                pb::ActorTypeSpec {
-                    state_mode: pb::StateMode::Durable as i32,
-                    ..spec("counter_durable")
-                },
-            ],
+            types: types.iter().map(|name| spec(name)).collect(),
             sdk: "rust-bench".into(),
             accepts_batches: true,
             max_receive_bytes,

@@ -8,7 +8,8 @@
 //!     hosting the type, and both route by it; prints the table version
 //! transport_load run --via ADDR --owner ADDR --pairs N --payload BYTES
 //!     [--messages 10000] [--seconds 60] [--connections 4] [--call-timeout 60]
-//!     [--probe-pairs K --probe-payload BYTES --probe-after SECS]
+//!     [--probe-pairs K --probe-payload BYTES --probe-after SECS --probe-connection shared|own]
+//!     [--probe-type TYPE]
 //!     [--cpu-pids PID,PID] [--type echo]
 //! ```
 //!
@@ -19,12 +20,19 @@
 //! the reply before sending the next, until `--messages` calls were started
 //! in all or `--seconds` passed, whichever comes first: every loop ends by
 //! itself. Probe callers (small calls beside the main load) start
-//! `--probe-after` seconds in and stop when the main callers stop.
+//! `--probe-after` seconds in and stop when the main callers stop. They
+//! share the main callers' client connections to `--via` unless
+//! `--probe-connection own` gives them one of their own, which takes the
+//! client's hop out of what the probes measure and leaves the daemons' link.
+//! `--probe-type` (default: `--type`) can put the probes' actors on an app
+//! stream of their own.
 //!
 //! Prints one JSON object per group (`main`, `probe`) on stdout: calls
 //! answered, errors with a sample, elapsed seconds, p50/p99 in ms, and with
 //! `--cpu-pids` the processes' CPU ticks (utime + stime) over the timed
 //! phase only, and the machine's busy cores over it (without `nice`d work).
+//! A caller answered RESOURCE_EXHAUSTED (a full queue shed its call) backs
+//! off, jittered, from 50 ms doubling to 2 s, as the error asks.
 //! Setup failures exit non-zero with the reason on stderr.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -247,6 +255,7 @@ async fn run(flags: &Flags) -> anyhow::Result<()> {
     let via = flags.str("via")?;
     let owner = flags.str("owner")?;
     let ty = flags.str_or("type", "echo").to_owned();
+    let probe_ty = flags.str_or("probe-type", &ty).to_owned();
     let pairs: usize = flags.num("pairs", None)?;
     let payload: usize = flags.num("payload", None)?;
     let messages: u64 = flags.num("messages", Some(10_000))?;
@@ -256,6 +265,11 @@ async fn run(flags: &Flags) -> anyhow::Result<()> {
     let probe_pairs: usize = flags.num("probe-pairs", Some(0))?;
     let probe_payload: usize = flags.num("probe-payload", Some(1024))?;
     let probe_after = Duration::from_secs_f64(flags.num("probe-after", Some(2.0))?);
+    let own_probe_connection = match flags.str_or("probe-connection", "shared") {
+        "shared" => false,
+        "own" => true,
+        other => bail!("--probe-connection {other:?}: expected shared or own"),
+    };
     let cpu_pids: Vec<u32> = flags
         .list("cpu-pids")
         .iter()
@@ -264,18 +278,26 @@ async fn run(flags: &Flags) -> anyhow::Result<()> {
 
     // Room for the largest message either way, plus the envelope.
     let max_message = payload.max(probe_payload) + 64 * 1024;
-    let mut clients = Vec::new();
-    for _ in 0..connections.max(1) {
-        clients.push(
+    let client = || async {
+        anyhow::Ok(
             ActorClient::new(channel(via).await?)
                 .max_decoding_message_size(max_message)
                 .max_encoding_message_size(max_message),
-        );
+        )
+    };
+    let mut clients = Vec::new();
+    for _ in 0..connections.max(1) {
+        clients.push(client().await?);
     }
+    let probe_clients = if own_probe_connection {
+        vec![client().await?]
+    } else {
+        clients.clone()
+    };
 
     // The owner's actors: main callers first, then probes, disjoint ids.
     let main_actors = owned_actors(&clients[0], owner, &ty, "pair", pairs).await?;
-    let probe_actors = owned_actors(&clients[0], owner, &ty, "probe", probe_pairs).await?;
+    let probe_actors = owned_actors(&clients[0], owner, &probe_ty, "probe", probe_pairs).await?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let bound = Duration::from_secs_f64(seconds);
@@ -309,7 +331,7 @@ async fn run(flags: &Flags) -> anyhow::Result<()> {
         })
     };
     let probe_task = {
-        let (clients, ty, stop) = (clients.clone(), ty.clone(), stop.clone());
+        let (clients, ty, stop) = (probe_clients, probe_ty, stop.clone());
         let probe = probe.clone();
         tokio::spawn(async move {
             tokio::time::sleep(probe_after).await;
@@ -368,6 +390,7 @@ async fn run_group(
         let (id, ty, group, stop) = (id.clone(), ty.to_owned(), group.clone(), stop.clone());
         callers.spawn(async move {
             let mut m = Measured::default();
+            let mut backoff = SHED_BACKOFF_MIN;
             loop {
                 if Instant::now() >= deadline
                     || (probe && stop.load(Ordering::Relaxed))
@@ -383,6 +406,7 @@ async fn run_group(
                 match result {
                     Ok(len) if len == group.payload.len() => {
                         m.latencies_us.push((end - begin).as_micros() as u64);
+                        backoff = SHED_BACKOFF_MIN;
                     }
                     Ok(len) => note_error(
                         &mut m,
@@ -395,8 +419,16 @@ async fn run_group(
                             &format!("{:?}", status.code()),
                             status.message().to_owned(),
                         );
-                        // A failing cell should fail quickly, not spin.
-                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        if status.code() == tonic::Code::ResourceExhausted {
+                            // Shed by a full queue: back off as the error
+                            // asks, as a well-behaved client does, rather
+                            // than resend 8 MiB at once into the same queue.
+                            tokio::time::sleep(jittered(backoff)).await;
+                            backoff = (backoff * 2).min(SHED_BACKOFF_MAX);
+                        } else {
+                            // A failing cell should fail quickly, not spin.
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
                     }
                 }
             }
@@ -411,6 +443,22 @@ async fn run_group(
         }
     }
     all
+}
+
+/// The backoff after RESOURCE_EXHAUSTED: doubling from the least to the
+/// most, reset by a call that succeeds.
+const SHED_BACKOFF_MIN: Duration = Duration::from_millis(50);
+const SHED_BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+/// Between half and all of `backoff`, so that callers shed together do not
+/// come back together.
+fn jittered(backoff: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let share = 0.5 + (random % 1000) as f64 / 2000.0;
+    backoff.mul_f64(share)
 }
 
 fn note_error(m: &mut Measured, code: &str, message: String) {
