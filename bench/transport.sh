@@ -32,13 +32,11 @@
 #
 # CONFIGS: named daemon flag sets, "NAME: FLAGS" separated by newlines or
 # ';', the first being the baseline the others are compared with. The
-# multi-channel transport (issue 15) adds `--peer-channels` and
-# `--peer-window`; today's binary has neither, so the default is today's
-# transport only. Once they exist:
-#
-#   CONFIGS='baseline: --peer-channels single=1 --peer-window default;
-#            single16: --peer-channels single=16;
-#            full: --peer-channels control=1,call=4,bulk=4 --peer-window auto' bench/transport.sh
+# default compares the three layouts of issue 15, all from this binary:
+#   baseline: one connection per peer with the library's windows (the
+#             transport before links: --peer-channels single=1 --peer-window default)
+#   single16: one channel of 16 connections (--peer-channels single=16 --peer-window default)
+#   full:     the defaults (call and bulk channels, windows sized to the link)
 #
 # Knobs (environment):
 #   RATE=1gbit          tbf rate on each end of the link (tc syntax: kbit, mbit, gbit)
@@ -47,7 +45,13 @@
 #   PAIRS="16 32 64 128"  PAYLOADS="1024 524288 8388608"
 #   MESSAGES=10000  CELL_SECONDS=60   per-cell bounds (calls started / seconds)
 #   PROBE_PAIRS=4       small-call callers in the saturation run (0: skip the run)
-#   CONFIGS="baseline:" see above
+#   PROBE_CONNECTION=shared  the probes' client connection to daemon A: shared with the
+#                       8 MiB callers, or "own" (then only the daemons' link is shared)
+#   CALIBRATE_STREAMS=4 plain TCP streams (iperf3) per direction for the calibration
+#                       that precedes each RTT's cells (0: skip it)
+#   PROBE_APP=shared    the probes' actors: in the bench_app that echoes 8 MiB, or "own" (a
+#                       second bench_app on B hosts them, so they share no app stream)
+#   CONFIGS=...         see above
 #   MAX_PAYLOAD=9437184 the daemons' --max-payload-bytes (9 MiB: room for 8 MiB)
 #   BENCH_APP=PATH      another bench_app binary (default: the one built here; until it
 #                       takes turns over 4 MiB, the 8 MiB cells fail, reported as such)
@@ -74,7 +78,11 @@ PAYLOADS=${PAYLOADS:-"1024 524288 8388608"}
 MESSAGES=${MESSAGES:-10000}
 CELL_SECONDS=${CELL_SECONDS:-60}
 PROBE_PAIRS=${PROBE_PAIRS:-4}
-CONFIGS=${CONFIGS:-"baseline:"}
+PROBE_CONNECTION=${PROBE_CONNECTION:-shared}
+PROBE_APP=${PROBE_APP:-shared}
+CALIBRATE_STREAMS=${CALIBRATE_STREAMS:-4}
+CONFIGS=${CONFIGS:-"baseline: --peer-channels single=1 --peer-window default;
+    single16: --peer-channels single=16 --peer-window default; full:"}
 MAX_PAYLOAD=${MAX_PAYLOAD:-9437184}
 BENCH_APP=${BENCH_APP:-$bin/bench_app}
 
@@ -103,7 +111,7 @@ link_bytes=$(rate_bytes "$RATE")
 ns_a="troupe-bench-$$-a"
 ns_b="troupe-bench-$$-b"
 wan_a=10.201.0.1 wan_b=10.201.0.2 ctl_a=10.201.1.1 ctl_b=10.201.1.2
-port=7420 proxy_port=17420 placement_addr="$ctl_a:7470"
+port=7420 proxy_port=17420 placement_addr="$ctl_a:7470" iperf_port=5201 iperf_proxy_port=17421
 work=$(mktemp -d)
 chmod 755 "$work" # the postgres user reaches its dir below it
 results="$target/bench-results/transport-$(date +%Y%m%d-%H%M%S).jsonl"
@@ -162,10 +170,12 @@ for _ in $(seq 100); do
 done
 toxi_cli "$ns_a" create -l "$wan_a:$proxy_port" -u "$wan_b:$port" b >/dev/null
 toxi_cli "$ns_b" create -l "$wan_b:$proxy_port" -u "$wan_a:$port" a >/dev/null
+# The calibration's plain TCP takes the same path: A's toxiproxy, then the link.
+toxi_cli "$ns_a" create -l "$wan_a:$iperf_proxy_port" -u "$wan_b:$iperf_port" iperf >/dev/null
 
 set_rtt() { # ms: half each way, the odd ms on the way out
     local up=$(( ($1 + 1) / 2 )) down=$(( $1 / 2 ))
-    for pair in "$ns_a b" "$ns_b a"; do
+    for pair in "$ns_a b" "$ns_b a" "$ns_a iperf"; do
         read -r ns proxy <<<"$pair"
         toxi_cli "$ns" toxic remove -n out "$proxy" >/dev/null 2>&1 || true
         toxi_cli "$ns" toxic remove -n back "$proxy" >/dev/null 2>&1 || true
@@ -176,6 +186,33 @@ set_rtt() { # ms: half each way, the odd ms on the way out
             toxi_cli "$ns" toxic add -t latency -a "latency=$down" -d -n back "$proxy" >/dev/null
         fi
     done
+}
+
+# What plain TCP gets through the emulator at the current RTT, both ways at
+# once as an echo loads it: the most any transport can reach here, on this
+# machine (toxiproxy's copying shares the cores with everything else).
+calibrate() { # rtt
+    [ "$CALIBRATE_STREAMS" -gt 0 ] || return 0
+    if ! command -v iperf3 >/dev/null; then
+        echo "  (no iperf3: skipping the plain-TCP calibration; apt-get install iperf3)" >&2
+        return 0
+    fi
+    in_b iperf3 -s -1 -B "$wan_b" -p "$iperf_port" >/dev/null 2>&1 &
+    local server=$!
+    for _ in $(seq 50); do in_b ss -ltn | grep -q ":$iperf_port " && break; sleep 0.1; done
+    in_a timeout 60 iperf3 -c "$wan_a" -p "$iperf_proxy_port" -P "$CALIBRATE_STREAMS" -t 10 --bidir -J \
+        >"$work/calibrate-$1.json" 2>/dev/null || true
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    python3 - "$work/calibrate-$1.json" "$link_bytes" "$1" "$CALIBRATE_STREAMS" <<'PY' >>"$work/calibration.txt" || true
+import json, sys
+path, link, rtt, streams = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
+end = json.load(open(path))["end"]
+ways = [end[k]["bits_per_second"] / 8 for k in ("sum_received", "sum_received_bidir_reverse")]
+mb = min(ways) / 1e6
+print(f"calibration, RTT {rtt} ms: plain TCP ({streams} streams each way, both ways at once) "
+      f"{mb:.1f} MB/s each way = {100 * min(ways) / link:.0f}% of the link")
+PY
 }
 
 # === PostgreSQL and placement, in A, reached by B over ctl0 ===
@@ -220,6 +257,12 @@ start_app() { # side
     pid[app_$side]=$!
     app_log[$side]="$work/$name.err"
     wait_for "$work/$name.out" registered "the bench app on $side$gen"
+    if [ "$side" = b ] && [ "$PROBE_APP" = own ]; then
+        ip netns exec "${!ns}" "$BENCH_APP" "127.0.0.1:$port" --types probe_echo \
+            >"$work/$name-probe.out" 2>"$work/$name-probe.err" &
+        pid[probe_app_b]=$!
+        wait_for "$work/$name-probe.out" registered "the probes' bench app on $side$gen"
+    fi
 }
 
 stop_pid() { # pid: TERM, then KILL after 10 s
@@ -232,7 +275,7 @@ stop_pid() { # pid: TERM, then KILL after 10 s
 
 stop_cluster() {
     local k
-    for k in app_a app_b daemon_a daemon_b; do
+    for k in app_a app_b probe_app_b daemon_a daemon_b; do
         [ -n "${pid[$k]:-}" ] && stop_pid "${pid[$k]}"
         pid[$k]=
     done
@@ -282,7 +325,8 @@ run_cell() { # config rtt kind pairs payload flags...
     local args=(run --via "127.0.0.1:$port" --owner "$ctl_b:$port" --pairs "$pairs" --payload "$payload"
         --messages "$MESSAGES" --seconds "$CELL_SECONDS" --call-timeout 60)
     if [ "$kind" = saturation ]; then
-        args+=(--probe-pairs "$PROBE_PAIRS" --probe-payload 1024 --probe-after 3)
+        args+=(--probe-pairs "$PROBE_PAIRS" --probe-payload 1024 --probe-after 3 --probe-connection "$PROBE_CONNECTION")
+        [ "$PROBE_APP" = own ] && args+=(--probe-type probe_echo)
     fi
     local rc=0
     if ! ensure_cluster "$@" >"$base.setup" 2>&1; then
@@ -302,6 +346,12 @@ run_cell() { # config rtt kind pairs payload flags...
     done
     python3 bench/transport_table.py --cell "$base" "$link_bytes" >&2 || true
 }
+
+for rtt in $RTTS; do
+    set_rtt "$rtt"
+    calibrate "$rtt"
+done
+[ -f "$work/calibration.txt" ] && cat "$work/calibration.txt" >&2
 
 mapfile -t config_lines < <(printf '%s\n' "$CONFIGS" | tr ';' '\n' | sed 's/^[[:space:]]*//; /^$/d')
 for line in "${config_lines[@]}"; do
@@ -329,4 +379,5 @@ for line in "${config_lines[@]}"; do
 done
 
 python3 bench/transport_table.py --table "$work" "$link_bytes" "$RATE" "$QUEUE_MS" "$results"
+if [ -f "$work/calibration.txt" ]; then echo; cat "$work/calibration.txt"; fi
 echo "cells as JSON: $results" >&2
