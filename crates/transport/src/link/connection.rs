@@ -30,6 +30,10 @@ type Waiter = oneshot::Sender<Result<pb::LinkReply, TransportError>>;
 /// dialled at once.
 const STEADY: Duration = Duration::from_secs(1);
 
+/// How long replies already received are looked for once the peer ended
+/// the call from its side.
+const READ_AFTER_CLOSE: Duration = Duration::from_secs(1);
+
 /// Whether requests may be queued now.
 #[derive(Debug, Clone)]
 enum Link {
@@ -298,9 +302,20 @@ impl Shared {
         .into_inner();
         self.state.lock().link = Link::Up;
         self.counters.connected.fetch_add(1, Ordering::Relaxed);
+        let read = self.read(incoming);
+        tokio::pin!(read);
         let ended = tokio::select! {
-            r = self.write(tx) => r,
-            r = self.read(incoming) => r,
+            r = self.write(tx) => match r {
+                Ok(()) => Ok(()),
+                Err(reason) => {
+                    // The peer ended the call (a drain): replies it sent
+                    // before may still wait in `incoming`. Take them, so
+                    // only what it never answered fails.
+                    let _ = tokio::time::timeout(READ_AFTER_CLOSE, &mut read).await;
+                    Err(reason)
+                }
+            },
+            r = &mut read => r,
             r = self.ping() => r,
         };
         self.counters.connected.fetch_sub(1, Ordering::Relaxed);
