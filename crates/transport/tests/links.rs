@@ -14,7 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use troupe_proto::v1 as pb;
-use troupe_transport::link::{affinity, ChannelPlan, Inbound, Links, LinksConfig};
+use troupe_transport::link::{affinity, Authorization, ChannelPlan, Inbound, Links, LinksConfig};
 use troupe_transport::{BoxFuture, TransportError};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -470,5 +470,44 @@ async fn draining_answers_what_was_taken_then_ends_the_stream() -> TestResult {
         "{} reconnects",
         reconnects() - before
     );
+    Ok(())
+}
+
+/// A peer that requires a token: a link presenting it carries requests; one
+/// without it is refused when it opens, and the request fails as
+/// unreachable, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_present_the_configured_authorization() -> TestResult {
+    let server_links = Links::new(config(ChannelPlan::default()));
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?.to_string();
+    let service = tonic::service::interceptor::InterceptedService::new(
+        server_links.server(Arc::new(Recorder::default())),
+        |request: tonic::Request<()>| match request.metadata().get("authorization") {
+            Some(value) if value == "Bearer s3cret" => Ok(request),
+            _ => Err(tonic::Status::unauthenticated("this peer wants its token")),
+        },
+    );
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+
+    let with_token = Links::new(LinksConfig {
+        authorization: Some(Authorization("Bearer s3cret".parse()?)),
+        ..config(ChannelPlan::default())
+    });
+    let reply = wait_until_ok(|| send(&with_token, &address, "a", 0, 10)).await?;
+    assert!(reply.result.is_some(), "{reply:?}");
+
+    let without = Links::new(config(ChannelPlan::default()));
+    match send(&without, &address, "a", 0, 10).await {
+        Err(e @ TransportError::Unreachable { .. }) => {
+            assert!(e.to_string().contains("wants its token"), "{e}");
+        }
+        other => return Err(format!("expected Unreachable, got {other:?}").into()),
+    }
+    assert!(!format!("{with_token:?}").contains("s3cret"));
     Ok(())
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::server::TcpIncoming;
 use tracing::{error, info, warn};
 use troupe_placement::view::ClusterPlacement;
@@ -17,11 +18,12 @@ use troupe_runtime::Runtime;
 use troupe_storage::{MemoryReminders, MemoryStore, ReminderStore, StateStore};
 use troupe_storage_postgres::PostgresStore;
 use troupe_storage_sled::{SledReminders, SledStore};
-use troupe_transport::link::{Links, LinksConfig};
+use troupe_transport::link::{Authorization, Links, LinksConfig};
 use troupe_transport::{Peers, PeersConfig};
 
 use crate::admin_api::AdminApi;
 use crate::app_api::AppApi;
+use crate::auth::{Guard, Tokens};
 use crate::client_api::ClientApi;
 use crate::config::{ServeConfig, StoreKind};
 use crate::forwarder::TransportForwarder;
@@ -72,6 +74,31 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         );
     }
     let limit = config.runtime.max_payload_bytes.saturating_mul(2) + FRAME_OVERHEAD;
+    let api_tokens = config.api_tokens.clone().map(Tokens::load).transpose()?;
+    let app_tokens = config.app_tokens.clone().map(Tokens::load).transpose()?;
+    for tokens in [&api_tokens, &app_tokens].into_iter().flatten() {
+        tokens.watch();
+    }
+    info!(
+        api_tokens = api_tokens.as_ref().map_or(0, |t| t.count()),
+        app_tokens = app_tokens.as_ref().map_or(0, |t| t.count()),
+        "tokens accepted (0: that API is open to anyone who can reach the port)"
+    );
+    // Peers of a cluster share the API token and present the first one.
+    let peer_authorization = match &config.api_tokens {
+        Some(source) => match source.first_token()? {
+            Some(token) => Some(Authorization(
+                format!("Bearer {token}")
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("the API token holds characters that cannot travel in gRPC metadata; use printable ASCII"))?,
+            )),
+            None => None,
+        },
+        None => None,
+    };
+    let api_guard = Guard::new(api_tokens.clone());
+    let client_guard = Guard::new(api_tokens).or(app_tokens.clone());
+    let app_guard = Guard::new(app_tokens);
     let peers = Peers::new(PeersConfig {
         max_message_bytes: limit,
         default_timeout: config.runtime.call_timeout,
@@ -94,6 +121,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             queue_bytes: cluster.links.queue_bytes,
             max_message_bytes: limit,
             default_timeout: config.runtime.call_timeout,
+            authorization: peer_authorization.clone(),
             ..LinksConfig::default()
         })
     });
@@ -157,30 +185,37 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(
             internal_for_panic,
         ))
+        // Open, for probes.
         .add_service(health_service)
-        .add_service(reflection)
-        .add_service(
+        .add_service(InterceptedService::new(reflection, api_guard.clone()))
+        .add_service(InterceptedService::new(
             pb::actor_client_server::ActorClientServer::new(ClientApi::new(runtime.clone()))
                 .max_decoding_message_size(limit),
-        )
-        .add_service(
+            client_guard,
+        ))
+        .add_service(InterceptedService::new(
             // An app's answer larger than --max-payload-bytes fails its turn
             // (app_api); only beyond this does it break the stream.
             pb::app_host_server::AppHostServer::new(app_api.clone())
                 .max_decoding_message_size(APP_MESSAGE_LIMIT.max(limit))
                 .max_encoding_message_size(limit),
-        )
+            app_guard,
+        ))
         // Only daemons of a cluster forward to each other.
-        .add_optional_service(
-            links
-                .as_ref()
-                .map(|links| links.server(Arc::new(LinkApi::new(ClientApi::new(runtime.clone()))))),
-        )
-        .add_service(pb::admin_server::AdminServer::new(AdminApi::new(
-            runtime.clone(),
-            local.to_string(),
-            links.clone(),
-        )))
+        .add_optional_service(links.as_ref().map(|links| {
+            InterceptedService::new(
+                links.server(Arc::new(LinkApi::new(ClientApi::new(runtime.clone())))),
+                api_guard.clone(),
+            )
+        }))
+        .add_service(InterceptedService::new(
+            pb::admin_server::AdminServer::new(AdminApi::new(
+                runtime.clone(),
+                local.to_string(),
+                links.clone(),
+            )),
+            api_guard,
+        ))
         .serve_with_incoming_shutdown(incoming, async {
             let _ = server_stopped.await;
         });

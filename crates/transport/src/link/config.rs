@@ -191,6 +191,19 @@ pub struct LinksConfig {
     pub keep_alive_timeout: Duration,
     /// Bound on a request without a deadline of its own.
     pub default_timeout: Duration,
+    /// Sent when a stream opens, for peers that require a token.
+    pub authorization: Option<Authorization>,
+}
+
+/// The `authorization` metadata a daemon presents to its peers (`Bearer
+/// <token>`). Its `Debug` never shows the value.
+#[derive(Clone)]
+pub struct Authorization(pub tonic::metadata::AsciiMetadataValue);
+
+impl std::fmt::Debug for Authorization {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Authorization(<redacted>)")
+    }
 }
 
 impl Default for LinksConfig {
@@ -207,6 +220,7 @@ impl Default for LinksConfig {
             keep_alive_interval: Duration::from_secs(10),
             keep_alive_timeout: Duration::from_secs(5),
             default_timeout: Duration::from_secs(60),
+            authorization: None,
         }
     }
 }

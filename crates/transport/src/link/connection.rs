@@ -292,14 +292,16 @@ impl Shared {
         tx.send(hello)
             .await
             .map_err(|_| down("the stream closed".into()))?;
-        let incoming = tokio::time::timeout(
-            self.config.connect_timeout,
-            client.open(ReceiverStream::new(rx)),
-        )
-        .await
-        .map_err(|_| down("the peer did not open the stream in time".into()))?
-        .map_err(|status| down(format!("{}: {}", status.code(), status.message())))?
-        .into_inner();
+        let mut open = tonic::Request::new(ReceiverStream::new(rx));
+        if let Some(authorization) = &self.config.authorization {
+            open.metadata_mut()
+                .insert("authorization", authorization.0.clone());
+        }
+        let incoming = tokio::time::timeout(self.config.connect_timeout, client.open(open))
+            .await
+            .map_err(|_| down("the peer did not open the stream in time".into()))?
+            .map_err(|status| down(format!("{}: {}", status.code(), status.message())))?
+            .into_inner();
         self.state.lock().link = Link::Up;
         self.counters.connected.fetch_add(1, Ordering::Relaxed);
         let read = self.read(incoming);

@@ -28,7 +28,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use troupe_proto::v1 as pb;
 
-pub use config::{ChannelPlan, ChannelPlanError, LinksConfig, Window, WindowError};
+pub use config::{Authorization, ChannelPlan, ChannelPlanError, LinksConfig, Window, WindowError};
 pub use serve::{status_of_reply, status_reply, Inbound, LinkServer};
 pub use stats::ChannelStats;
 

@@ -3,13 +3,12 @@
 use std::collections::HashSet;
 
 use serde_json::{json, Value};
-use tonic::transport::Channel;
 use troupe_proto::v1 as pb;
 
 use super::render::{self, Shown, Table};
 use super::{actor_name, all_pages, connect, emit, emit_json, reminders, Output, Target};
 
-type Admin = pb::admin_client::AdminClient<Channel>;
+type Admin = pb::admin_client::AdminClient<super::Authed>;
 
 fn actor_ref(ty: &str, id: &str) -> Option<pb::ActorRef> {
     Some(pb::ActorRef {

@@ -7,6 +7,8 @@ use serde_json::{json, Value};
 use tonic::transport::{Channel, Endpoint};
 use troupe_proto::v1 as pb;
 
+use crate::auth::BearerToken;
+
 use super::links;
 use super::render::{self, Table};
 use super::{code_name, emit, emit_json, fail, root_cause, Exit, Output};
@@ -181,7 +183,8 @@ async fn members(status: &pb::ClusterStatusResponse) -> Vec<MemberView> {
 
 async fn daemon_status(address: String) -> Result<pb::StatusResponse, String> {
     let channel = connect(&address).await?;
-    let mut admin = pb::admin_client::AdminClient::new(channel);
+    let token = BearerToken::api_from_env().map_err(|e| e.to_string())?;
+    let mut admin = pb::admin_client::AdminClient::with_interceptor(channel, token);
     admin
         .status(pb::StatusRequest {})
         .await

@@ -18,7 +18,10 @@ use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
+
+use crate::auth::BearerToken;
 use tonic::{Code, Status};
 
 pub use actors::{actors_deactivate, actors_get, actors_list};
@@ -29,7 +32,8 @@ pub use status::status;
 
 /// Shown after `troupe --help`; docs/cli.md says the same at more length.
 pub const AFTER_HELP: &str = "\
-Client commands talk to the daemon at --addr (or TROUPE_ADDR, default 127.0.0.1:7420).
+Client commands talk to the daemon at --addr (or TROUPE_ADDR, default 127.0.0.1:7420),
+sending the token in TROUPE_API_TOKEN when the daemon requires one.
 Add -o json for output scripts can parse; docs/cli.md describes every field.
 
 Exit codes:
@@ -107,11 +111,19 @@ pub fn exit_code(error: &anyhow::Error) -> ExitCode {
     ExitCode::from(exit as u8)
 }
 
+/// A connection to a daemon that sends the API token with every call.
+type Authed = InterceptedService<Channel, BearerToken>;
+
 /// A connection to the daemon, remembering its address for messages.
 #[derive(Debug, Clone)]
 struct Daemon {
-    channel: Channel,
+    channel: Authed,
     addr: String,
+}
+
+/// The token in TROUPE_API_TOKEN (the first, if it lists several), to send.
+fn api_token() -> anyhow::Result<BearerToken> {
+    BearerToken::api_from_env().map_err(|e| fail(Exit::Usage, e.to_string()))
 }
 
 async fn connect(target: &Target) -> anyhow::Result<Daemon> {
@@ -147,7 +159,7 @@ async fn connect(target: &Target) -> anyhow::Result<Daemon> {
             )
         })?;
     Ok(Daemon {
-        channel,
+        channel: InterceptedService::new(channel, api_token()?),
         addr: addr.to_owned(),
     })
 }

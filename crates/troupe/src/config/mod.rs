@@ -2,13 +2,24 @@
 //! the built-in defaults.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
 use serde::Deserialize;
 use troupe_runtime::{RuntimeConfig, StateMode};
 use troupe_transport::link::{ChannelPlan, LinksConfig, Window};
+
+use crate::auth::{Credential, TokenSource};
+
+mod values;
+
+#[cfg(test)]
+use values::new_node_name;
+use values::{
+    default_node_name, host_port, node_name, otlp_endpoint, placement_addresses, read_file,
+    token_source,
+};
 
 /// Flags of `troupe serve`. Every setting can also come from `--config`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -97,15 +108,24 @@ pub struct ServeArgs {
     /// [default: control=1,call=2,bulk=4].
     #[arg(long)]
     pub peer_channels: Option<ChannelPlan>,
-    /// HTTP/2 windows of the links: `auto` (grown to each connection's
-    /// bandwidth-delay product), `default` (the HTTP/2 library's) or bytes
-    /// [default: auto].
+    /// HTTP/2 windows of the links, per stream and connection: bytes,
+    /// `auto` (grown to each connection's bandwidth-delay product) or
+    /// `default` (the HTTP/2 library's) [default: 16777216].
     #[arg(long)]
     pub peer_window: Option<Window>,
     /// Bytes one channel may hold queued for one peer; past it forwarded calls
     /// get RESOURCE_EXHAUSTED [default: 268435456].
     #[arg(long)]
     pub peer_queue_bytes: Option<usize>,
+    /// File of client API tokens, one per line (several while rotating),
+    /// read again when it changes; `TROUPE_API_TOKEN` adds more. With any,
+    /// client, admin and reflection calls, and peers' links, must send one.
+    #[arg(long)]
+    pub api_token_file: Option<PathBuf>,
+    /// File of app tokens, as --api-token-file; `TROUPE_APP_TOKEN` adds
+    /// more. With any, an app must send one to attach.
+    #[arg(long)]
+    pub app_token_file: Option<PathBuf>,
 }
 
 /// The same settings as read from a TOML file.
@@ -145,6 +165,8 @@ struct FileConfig {
     peer_channels: Option<String>,
     peer_window: Option<String>,
     peer_queue_bytes: Option<usize>,
+    api_token_file: Option<PathBuf>,
+    app_token_file: Option<PathBuf>,
 }
 
 /// Which state store to open.
@@ -184,6 +206,10 @@ pub struct ServeConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// Cluster membership; `None`: a single node owning every actor.
     pub cluster: Option<ClusterConfig>,
+    /// Client API tokens; `None`: that API is open.
+    pub api_tokens: Option<TokenSource>,
+    /// App tokens; `None`: any process may attach as an app.
+    pub app_tokens: Option<TokenSource>,
 }
 
 /// How this daemon takes part in a cluster.
@@ -301,6 +327,14 @@ impl ServeArgs {
             }),
             None => None,
         };
+        let api_tokens = token_source(
+            Credential::Api,
+            self.api_token_file.clone().or(file.api_token_file),
+        );
+        let app_tokens = token_source(
+            Credential::App,
+            self.app_token_file.clone().or(file.app_token_file),
+        );
         // Before anything starts, with the setting's name in the message.
         runtime.check()?;
         Ok(ServeConfig {
@@ -310,6 +344,8 @@ impl ServeArgs {
             trace_export,
             metrics_listen,
             cluster,
+            api_tokens,
+            app_tokens,
         })
     }
 
@@ -349,298 +385,5 @@ impl ServeArgs {
     }
 }
 
-/// A node name from --node: printable, no spaces, so it reads well in logs
-/// and tables and stays one token in the activation log.
-fn node_name(node: &str) -> anyhow::Result<String> {
-    let node = node.trim();
-    if node.is_empty()
-        || node.len() > 200
-        || node.chars().any(|c| c.is_whitespace() || c.is_control())
-    {
-        anyhow::bail!(
-            "--node {node:?} is not a usable node name; give 1-200 characters without spaces, \
-             unique per daemon process (or leave it out for HOSTNAME-PID-RANDOM)"
-        );
-    }
-    Ok(node.to_owned())
-}
-
-/// Unique per process run: a restarted daemon must join as a new member, so
-/// the pid alone (reused across container restarts) is not enough.
-fn default_node_name() -> String {
-    // Once per process: `resolve` runs more than once (logging is set up
-    // before `serve`) and every caller must see the same name.
-    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    NAME.get_or_init(new_node_name).clone()
-}
-
-fn new_node_name() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "troupe".to_owned());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos() ^ (d.as_secs() as u32));
-    let random = std::collections::hash_map::RandomState::new();
-    let mixed = std::hash::BuildHasher::hash_one(&random, nanos) as u32;
-    format!("{host}-{}-{mixed:08x}", std::process::id())
-}
-
-/// The replicas of --placement, each checked to be `host:port`.
-fn placement_addresses(replicas: &[String]) -> anyhow::Result<Vec<String>> {
-    let replicas: Vec<String> = replicas
-        .iter()
-        .map(|r| r.trim())
-        .filter(|r| !r.is_empty())
-        .map(|r| host_port("--placement", r))
-        .collect::<anyhow::Result<_>>()?;
-    if replicas.is_empty() {
-        anyhow::bail!(
-            "--placement names no replica; give the placement service's addresses as \
-             HOST:PORT[,HOST:PORT...], or leave it out to run a single node"
-        );
-    }
-    Ok(replicas)
-}
-
-/// `HOST:PORT` (an `http://` prefix is allowed and dropped).
-fn host_port(flag: &str, value: &str) -> anyhow::Result<String> {
-    let bare = value.trim().trim_start_matches("http://");
-    let ok = bare
-        .rsplit_once(':')
-        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
-    if !ok || bare.contains('/') {
-        anyhow::bail!("{flag} {value:?} is not HOST:PORT (e.g. 10.0.0.5:7420)");
-    }
-    Ok(bare.to_owned())
-}
-
-/// Checks an OTLP/gRPC collector URL, so that a typo fails at start rather
-/// than as export errors later.
-fn otlp_endpoint(url: &str) -> anyhow::Result<String> {
-    const HOW: &str = "give the collector's OTLP/gRPC address as http://HOST:PORT \
-                       (usually port 4317), e.g. --otlp-endpoint http://127.0.0.1:4317";
-    let url = url.trim();
-    let uri: tonic::codegen::http::Uri = url
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--otlp-endpoint {url:?} is not a URL ({e}); {HOW}"))?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        // TLS would add a second crypto stack to the binary; a sidecar
-        // normally reaches a collector on the same host or pod.
-        Some("https") => anyhow::bail!(
-            "--otlp-endpoint {url:?}: this build exports without TLS; point it at a \
-             collector reachable over plain http (e.g. a local OpenTelemetry Collector \
-             that forwards over TLS), as http://HOST:PORT"
-        ),
-        _ => anyhow::bail!("--otlp-endpoint {url:?} has no http:// scheme; {HOW}"),
-    }
-    if uri.authority().is_none_or(|a| a.host().is_empty()) {
-        anyhow::bail!("--otlp-endpoint {url:?} names no host; {HOW}");
-    }
-    Ok(url.to_owned())
-}
-
-fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read config file {}", path.display()))?;
-    toml::from_str(&text).with_context(|| {
-        format!(
-            "config file {} is not valid: settings are the `serve` flag names with `_` \
-             (e.g. listen = \"127.0.0.1:7420\", flush_interval = \"500ms\")",
-            path.display()
-        )
-    })
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn flags_override_the_file_which_overrides_defaults() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("troupe.toml");
-        std::fs::write(
-            &path,
-            "listen = \"127.0.0.1:9000\"\nflush_interval = \"250ms\"\nmax_mailbox = 7\n",
-        )?;
-        let args = ServeArgs {
-            config: Some(path),
-            max_mailbox: Some(9),
-            ..ServeArgs::default()
-        };
-        let cfg = args.resolve()?;
-        assert_eq!(cfg.listen.port(), 9000);
-        assert_eq!(cfg.runtime.flush_interval, Duration::from_millis(250));
-        assert_eq!(cfg.runtime.default_max_mailbox, 9);
-        assert_eq!(cfg.store, StoreKind::Sled(PathBuf::from("troupe-data")));
-        Ok(())
-    }
-
-    #[test]
-    fn a_postgres_url_selects_postgres_and_never_shows_its_password() -> anyhow::Result<()> {
-        let args = ServeArgs {
-            store: Some("postgres://troupe:s3cret@db.internal:5433/state".into()),
-            ..ServeArgs::default()
-        };
-        let cfg = args.resolve()?;
-        let StoreKind::Postgres(url) = &cfg.store else {
-            anyhow::bail!("expected a PostgreSQL store, got {:?}", cfg.store);
-        };
-        assert_eq!(
-            url.expose(),
-            "postgres://troupe:s3cret@db.internal:5433/state"
-        );
-        let shown = format!("{cfg:?}");
-        assert!(
-            shown.contains("postgres://troupe@db.internal:5433/state"),
-            "{shown}"
-        );
-        assert!(!shown.contains("s3cret"), "{shown}");
-
-        let args = ServeArgs {
-            store: Some("mysql://u:s3cret@h/db".into()),
-            ..ServeArgs::default()
-        };
-        let Err(e) = args.resolve() else {
-            anyhow::bail!("an unknown store was accepted");
-        };
-        assert!(!e.to_string().contains("s3cret"), "{e}");
-        Ok(())
-    }
-
-    #[test]
-    fn export_and_metrics_are_off_unless_asked_for() -> anyhow::Result<()> {
-        let cfg = ServeArgs::default().resolve()?;
-        assert_eq!(cfg.trace_export, None);
-        assert_eq!(cfg.metrics_listen, None);
-        assert!(!cfg.runtime.metrics);
-
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("troupe.toml");
-        std::fs::write(
-            &path,
-            "otlp_endpoint = \"http://127.0.0.1:4317\"\nmetrics_listen = \"127.0.0.1:9464\"\n",
-        )?;
-        let cfg = ServeArgs {
-            config: Some(path),
-            ..ServeArgs::default()
-        }
-        .resolve()?;
-        assert_eq!(
-            cfg.trace_export.map(|t| t.endpoint).as_deref(),
-            Some("http://127.0.0.1:4317")
-        );
-        assert_eq!(cfg.metrics_listen, Some("127.0.0.1:9464".parse()?));
-        assert!(cfg.runtime.metrics);
-        Ok(())
-    }
-
-    #[test]
-    fn a_bad_otlp_endpoint_says_what_to_give() -> anyhow::Result<()> {
-        let bad = [
-            "127.0.0.1:4317",
-            "grpc://collector:4317",
-            "http://",
-            "https://collector:4317",
-            "ht tp://x",
-        ];
-        for url in bad {
-            let args = ServeArgs {
-                otlp_endpoint: Some(url.into()),
-                ..ServeArgs::default()
-            };
-            let Err(e) = args.resolve() else {
-                anyhow::bail!("{url:?} was accepted as an OTLP endpoint");
-            };
-            let text = e.to_string();
-            assert!(text.contains("--otlp-endpoint"), "{text}");
-            assert!(text.contains("http://"), "{text}");
-        }
-        Ok(())
-    }
-
-    #[test]
-    fn cluster_settings_from_flags_and_file() -> anyhow::Result<()> {
-        let cfg = ServeArgs::default().resolve()?;
-        assert_eq!(cfg.cluster, None);
-        // One name per process run, and the runtime names itself by it.
-        let again = ServeArgs::default().resolve()?;
-        assert_eq!(cfg.runtime.node, again.runtime.node);
-        assert!(cfg.runtime.node.contains(&std::process::id().to_string()));
-        assert_ne!(new_node_name(), new_node_name());
-
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("troupe.toml");
-        std::fs::write(
-            &path,
-            "placement = [\"10.0.0.1:7500\", \"10.0.0.2:7500\"]\nnode = \"a\"\n\
-             store = \"memory\"\npeer_channels = \"single=16\"\n",
-        )?;
-        let cfg = ServeArgs {
-            config: Some(path),
-            advertise: Some("10.0.0.9:7420".into()),
-            ..ServeArgs::default()
-        }
-        .resolve()?;
-        assert_eq!(cfg.runtime.node, "a");
-        assert_eq!(
-            cfg.cluster,
-            Some(ClusterConfig {
-                placement: vec!["10.0.0.1:7500".into(), "10.0.0.2:7500".into()],
-                advertise: Some("10.0.0.9:7420".into()),
-                links: LinkSettings {
-                    channels: ChannelPlan::Single(16),
-                    window: Window::Auto,
-                    queue_bytes: LinksConfig::default().queue_bytes,
-                },
-            })
-        );
-
-        // A cluster on sled would lose state whenever an actor moves.
-        let on_sled = ServeArgs {
-            placement: Some(vec!["10.0.0.1:7500".into()]),
-            ..ServeArgs::default()
-        };
-        let Err(e) = on_sled.resolve() else {
-            anyhow::bail!("a cluster on sled was accepted");
-        };
-        assert!(e.to_string().contains("--store postgres://"), "{e}");
-
-        for (placement, advertise, node) in [
-            (vec!["10.0.0.1"], None, None),
-            (vec![""], None, None),
-            (vec!["h:1"], Some("nohost"), None),
-            (vec!["h:1"], None, Some("two words")),
-        ] {
-            let args = ServeArgs {
-                placement: Some(placement.iter().map(|s| s.to_string()).collect()),
-                advertise: advertise.map(Into::into),
-                node: node.map(Into::into),
-                ..ServeArgs::default()
-            };
-            let Err(e) = args.resolve() else {
-                anyhow::bail!("{placement:?} {advertise:?} {node:?} was accepted");
-            };
-            assert!(e.to_string().contains("--"), "{e}");
-        }
-        Ok(())
-    }
-
-    #[test]
-    fn unknown_settings_are_refused() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("troupe.toml");
-        std::fs::write(&path, "flush_intervall = \"1s\"\n")?;
-        let args = ServeArgs {
-            config: Some(path),
-            ..ServeArgs::default()
-        };
-        assert!(args.resolve().is_err());
-        Ok(())
-    }
-}
+mod tests;

@@ -1,0 +1,492 @@
+//! Who may call the daemon: the client/admin API token and the app token,
+//! sent as `authorization: Bearer <token>` metadata and checked by a tonic
+//! interceptor in front of each service.
+//!
+//! Two credentials, so that a process holding the client token cannot
+//! register as an app and take a type's calls. Each accepts several tokens
+//! at once (for rotation), from the environment (`TROUPE_API_TOKEN`,
+//! `TROUPE_APP_TOKEN`, as the CLI and SDKs read them) and from files named
+//! by flags, one token per line; a file is read again when it changes.
+//! Tokens are kept only as SHA-256 digests and compared in constant time,
+//! and never reach logs, errors or status output.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tonic::metadata::MetadataMap;
+use tonic::{Request, Status};
+use tracing::{info, warn};
+
+/// The metadata key tokens travel in, as gRPC clients send them.
+pub const AUTHORIZATION: &str = "authorization";
+
+/// How often token files are looked at for changes.
+const RELOAD_EVERY: Duration = Duration::from_secs(1);
+
+/// Which credential a service wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    /// Clients and the CLI: `ActorClient`, `Admin`, reflection, and daemons
+    /// forwarding to each other.
+    Api,
+    /// Apps hosting actors: `AppHost`.
+    App,
+}
+
+impl Credential {
+    pub fn env_var(self) -> &'static str {
+        match self {
+            Self::Api => "TROUPE_API_TOKEN",
+            Self::App => "TROUPE_APP_TOKEN",
+        }
+    }
+
+    pub fn flag(self) -> &'static str {
+        match self {
+            Self::Api => "--api-token-file",
+            Self::App => "--app-token-file",
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Self::Api => "the client API token",
+            Self::App => "the app token",
+        }
+    }
+}
+
+/// Where one credential's tokens come from. Its `Debug` names the file and
+/// counts the tokens; it never shows one.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TokenSource {
+    pub credential: Credential,
+    /// Tokens given in the environment.
+    pub inline: Vec<String>,
+    pub file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for TokenSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenSource")
+            .field("credential", &self.credential)
+            .field("inline_tokens", &self.inline.len())
+            .field("file", &self.file)
+            .finish()
+    }
+}
+
+impl TokenSource {
+    /// The token this daemon presents to its peers: the first one given
+    /// (the environment's, else the file's). Read once, at start.
+    pub fn first_token(&self) -> Result<Option<String>, TokenError> {
+        if let Some(token) = self.inline.first() {
+            return Ok(Some(token.clone()));
+        }
+        let Some(path) = &self.file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| TokenError::Unreadable {
+            path: path.clone(),
+            flag: self.credential.flag(),
+            source,
+        })?;
+        Ok(parse_tokens(&text).into_iter().next())
+    }
+}
+
+/// Tokens from text: one per line or separated by commas; blank lines and
+/// lines starting with `#` are skipped, surrounding spaces trimmed.
+pub fn parse_tokens(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.starts_with('#'))
+        .flat_map(|line| line.split(','))
+        .map(str::trim)
+        .filter(|token| !token.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Why tokens could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("cannot read the token file {path} ({source}); check the path given to {flag}")]
+    Unreadable {
+        path: PathBuf,
+        flag: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{flag} {path} holds no token; put one token per line (several while rotating)")]
+    Empty { path: PathBuf, flag: &'static str },
+}
+
+fn digest(token: &[u8]) -> [u8; 32] {
+    Sha256::digest(token).into()
+}
+
+/// The digests a credential accepts now.
+#[derive(Default)]
+struct Accepted {
+    digests: Vec<[u8; 32]>,
+}
+
+impl Accepted {
+    /// Compares against every accepted digest, without stopping at a match,
+    /// so the time taken says nothing about which token (or how much of one)
+    /// was right.
+    fn accepts(&self, token: &[u8]) -> bool {
+        let given = digest(token);
+        let mut any = subtle::Choice::from(0);
+        for accepted in &self.digests {
+            any |= accepted.ct_eq(&given);
+        }
+        any.into()
+    }
+}
+
+/// One credential's accepted tokens, reloaded from its file when it changes.
+pub struct Tokens {
+    source: TokenSource,
+    accepted: ArcSwap<Accepted>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens")
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+/// A file's identity and version, to notice a change (also a replacement by
+/// rename, as Kubernetes updates mounted secrets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    modified: Option<SystemTime>,
+    len: u64,
+    #[cfg(unix)]
+    inode: u64,
+}
+
+fn stamp(path: &Path) -> Option<FileStamp> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some(FileStamp {
+        modified: meta.modified().ok(),
+        len: meta.len(),
+        #[cfg(unix)]
+        inode: std::os::unix::fs::MetadataExt::ino(&meta),
+    })
+}
+
+impl Tokens {
+    /// Reads the source once; fails when its file cannot be read or holds
+    /// no token, so a daemon never starts believing it is protected when
+    /// it is not.
+    pub fn load(source: TokenSource) -> Result<Arc<Self>, TokenError> {
+        let accepted = Self::read(&source)?;
+        Ok(Arc::new(Self {
+            source,
+            accepted: ArcSwap::from_pointee(accepted),
+        }))
+    }
+
+    fn read(source: &TokenSource) -> Result<Accepted, TokenError> {
+        let mut tokens = source.inline.clone();
+        if let Some(path) = &source.file {
+            let text =
+                std::fs::read_to_string(path).map_err(|source_error| TokenError::Unreadable {
+                    path: path.clone(),
+                    flag: source.credential.flag(),
+                    source: source_error,
+                })?;
+            let from_file = parse_tokens(&text);
+            if from_file.is_empty() {
+                return Err(TokenError::Empty {
+                    path: path.clone(),
+                    flag: source.credential.flag(),
+                });
+            }
+            tokens.extend(from_file);
+        }
+        Ok(Accepted {
+            digests: tokens.iter().map(|t| digest(t.as_bytes())).collect(),
+        })
+    }
+
+    /// How many tokens are accepted now (for the startup log).
+    pub fn count(&self) -> usize {
+        self.accepted.load().digests.len()
+    }
+
+    /// Looks at the file every second and takes its tokens when it changed.
+    /// A file that became unreadable or empty keeps the tokens it had (and
+    /// says so): a half-written rotation must not lock everyone out.
+    pub fn watch(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
+        let path = self.source.file.clone()?;
+        let tokens = Arc::downgrade(self);
+        Some(tokio::spawn(async move {
+            let mut seen = stamp(&path);
+            let mut tick = tokio::time::interval(RELOAD_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(tokens) = tokens.upgrade() else {
+                    return;
+                };
+                let now = stamp(&path);
+                if now == seen {
+                    continue;
+                }
+                seen = now;
+                match Self::read(&tokens.source) {
+                    Ok(accepted) => {
+                        let count = accepted.digests.len();
+                        tokens.accepted.store(Arc::new(accepted));
+                        info!(file = %path.display(), tokens = count, "token file changed: reloaded");
+                    }
+                    Err(error) => warn!(
+                        %error,
+                        "token file changed but cannot be used; keeping the tokens it held before"
+                    ),
+                }
+            }
+        }))
+    }
+
+    /// Whether `metadata` carries one of the accepted tokens; the status to
+    /// answer otherwise.
+    pub fn check(&self, metadata: &MetadataMap) -> Result<(), Status> {
+        let credential = self.source.credential;
+        let Some(value) = metadata.get(AUTHORIZATION) else {
+            return Err(Status::unauthenticated(format!(
+                "this daemon requires {}: send the metadata `authorization: Bearer <token>` with a \
+                 token the daemon accepts (the troupe CLI and SDKs send {} from the environment; \
+                 the daemon takes it from {} or {})",
+                credential.what(),
+                credential.env_var(),
+                credential.env_var(),
+                credential.flag()
+            )));
+        };
+        let token = value
+            .as_bytes()
+            .strip_prefix(b"Bearer ")
+            .or_else(|| value.as_bytes().strip_prefix(b"bearer "));
+        let Some(token) = token else {
+            return Err(Status::unauthenticated(format!(
+                "the authorization metadata is not `Bearer <token>`; send {} as `Bearer <token>`",
+                credential.what()
+            )));
+        };
+        if self.accepted.load().accepts(token.trim_ascii()) {
+            return Ok(());
+        }
+        Err(Status::unauthenticated(format!(
+            "the token sent is not {} this daemon accepts; use the value of {} or of the file \
+             given to {} on the daemon (an app token is not a client token, nor the reverse)",
+            credential.what(),
+            credential.env_var(),
+            credential.flag()
+        )))
+    }
+}
+
+/// The interceptor for one service: lets a request through when its
+/// credential is not required or a token it accepts was sent.
+#[derive(Debug, Clone)]
+pub struct Guard {
+    required: Option<Arc<Tokens>>,
+    /// Also accepted: the app token on `ActorClient`, so that an app's
+    /// actors can call others with the one token the app holds (calling
+    /// is less than hosting; the reverse is not allowed).
+    also: Option<Arc<Tokens>>,
+}
+
+impl Guard {
+    pub fn new(required: Option<Arc<Tokens>>) -> Self {
+        Self {
+            required,
+            also: None,
+        }
+    }
+
+    pub fn or(mut self, also: Option<Arc<Tokens>>) -> Self {
+        self.also = also;
+        self
+    }
+}
+
+impl tonic::service::Interceptor for Guard {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let Some(required) = &self.required else {
+            return Ok(request);
+        };
+        match required.check(request.metadata()) {
+            Ok(()) => Ok(request),
+            Err(_)
+                if self
+                    .also
+                    .as_ref()
+                    .is_some_and(|also| also.check(request.metadata()).is_ok()) =>
+            {
+                Ok(request)
+            }
+            Err(status) => Err(status),
+        }
+    }
+}
+
+/// Adds `authorization: Bearer <token>` to every request a client sends.
+#[derive(Clone)]
+pub struct BearerToken {
+    header: Option<tonic::metadata::AsciiMetadataValue>,
+}
+
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BearerToken")
+            .field("set", &self.header.is_some())
+            .finish()
+    }
+}
+
+/// Why a token cannot be sent.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} holds characters that cannot travel in gRPC metadata; use printable ASCII")]
+pub struct UnsendableToken {
+    pub what: String,
+}
+
+impl BearerToken {
+    /// None: send nothing.
+    pub fn new(token: Option<&str>, what: &str) -> Result<Self, UnsendableToken> {
+        let header = token
+            .map(|token| {
+                format!("Bearer {}", token.trim())
+                    .parse()
+                    .map_err(|_| UnsendableToken {
+                        what: what.to_owned(),
+                    })
+            })
+            .transpose()?;
+        Ok(Self { header })
+    }
+
+    /// The first token of `TROUPE_API_TOKEN`, if set.
+    pub fn api_from_env() -> Result<Self, UnsendableToken> {
+        let tokens = std::env::var(Credential::Api.env_var())
+            .ok()
+            .map(|text| parse_tokens(&text))
+            .unwrap_or_default();
+        Self::new(
+            tokens.first().map(String::as_str),
+            Credential::Api.env_var(),
+        )
+    }
+}
+
+impl tonic::service::Interceptor for BearerToken {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(header) = &self.header {
+            request.metadata_mut().insert(AUTHORIZATION, header.clone());
+        }
+        Ok(request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(inline: &[&str], file: Option<PathBuf>) -> TokenSource {
+        TokenSource {
+            credential: Credential::Api,
+            inline: inline.iter().map(|s| s.to_string()).collect(),
+            file,
+        }
+    }
+
+    fn with(token: &str) -> MetadataMap {
+        let mut m = MetadataMap::new();
+        if let Ok(v) = format!("Bearer {token}").parse() {
+            m.insert(AUTHORIZATION, v);
+        }
+        m
+    }
+
+    #[test]
+    fn tokens_split_by_lines_and_commas_skipping_comments() {
+        assert_eq!(
+            parse_tokens("# rotation\n old , new\n\n third\n"),
+            vec!["old", "new", "third"]
+        );
+    }
+
+    #[test]
+    fn every_accepted_token_works_and_nothing_else() -> Result<(), TokenError> {
+        let tokens = Tokens::load(source(&["old", "new"], None))?;
+        assert!(tokens.check(&with("old")).is_ok());
+        assert!(tokens.check(&with("new")).is_ok());
+        for wrong in [with("ol"), with("old2"), with(""), MetadataMap::new()] {
+            let status = tokens.check(&wrong).err();
+            assert_eq!(status.map(|s| s.code()), Some(tonic::Code::Unauthenticated));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn errors_name_what_is_expected_and_never_a_token() -> Result<(), TokenError> {
+        let tokens = Tokens::load(source(&["s3cret-value"], None))?;
+        for metadata in [MetadataMap::new(), with("guess")] {
+            let Err(status) = tokens.check(&metadata) else {
+                panic!("accepted without the token");
+            };
+            assert!(status.message().contains("TROUPE_API_TOKEN"), "{status:?}");
+            assert!(!status.message().contains("s3cret"), "{status:?}");
+        }
+        assert!(!format!("{tokens:?}").contains("s3cret"));
+        Ok(())
+    }
+
+    #[test]
+    fn a_file_without_tokens_is_refused() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("token");
+        std::fs::write(&path, "# nothing yet\n")?;
+        let result = Tokens::load(source(&[], Some(path.clone())));
+        assert!(matches!(result, Err(TokenError::Empty { .. })));
+        let missing = Tokens::load(source(&[], Some(dir.path().join("absent"))));
+        assert!(matches!(missing, Err(TokenError::Unreadable { .. })));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_changed_file_is_used_without_a_restart() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("token");
+        std::fs::write(&path, "first\n")?;
+        let tokens = Tokens::load(source(&[], Some(path.clone())))?;
+        let watcher = tokens.watch();
+        assert!(tokens.check(&with("first")).is_ok());
+        // A new file renamed over the old one, as a secret mount updates.
+        let next = dir.path().join("token.new");
+        std::fs::write(&next, "second\n")?;
+        std::fs::rename(&next, &path)?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while tokens.check(&with("second")).is_err() {
+            assert!(tokio::time::Instant::now() < deadline, "never reloaded");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(tokens.check(&with("first")).is_err());
+        if let Some(w) = watcher {
+            w.abort();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,187 @@
+//! How flags, the config file and defaults combine, and what is refused.
+
+use super::*;
+
+#[test]
+fn flags_override_the_file_which_overrides_defaults() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("troupe.toml");
+    std::fs::write(
+        &path,
+        "listen = \"127.0.0.1:9000\"\nflush_interval = \"250ms\"\nmax_mailbox = 7\n",
+    )?;
+    let args = ServeArgs {
+        config: Some(path),
+        max_mailbox: Some(9),
+        ..ServeArgs::default()
+    };
+    let cfg = args.resolve()?;
+    assert_eq!(cfg.listen.port(), 9000);
+    assert_eq!(cfg.runtime.flush_interval, Duration::from_millis(250));
+    assert_eq!(cfg.runtime.default_max_mailbox, 9);
+    assert_eq!(cfg.store, StoreKind::Sled(PathBuf::from("troupe-data")));
+    Ok(())
+}
+
+#[test]
+fn a_postgres_url_selects_postgres_and_never_shows_its_password() -> anyhow::Result<()> {
+    let args = ServeArgs {
+        store: Some("postgres://troupe:s3cret@db.internal:5433/state".into()),
+        ..ServeArgs::default()
+    };
+    let cfg = args.resolve()?;
+    let StoreKind::Postgres(url) = &cfg.store else {
+        anyhow::bail!("expected a PostgreSQL store, got {:?}", cfg.store);
+    };
+    assert_eq!(
+        url.expose(),
+        "postgres://troupe:s3cret@db.internal:5433/state"
+    );
+    let shown = format!("{cfg:?}");
+    assert!(
+        shown.contains("postgres://troupe@db.internal:5433/state"),
+        "{shown}"
+    );
+    assert!(!shown.contains("s3cret"), "{shown}");
+
+    let args = ServeArgs {
+        store: Some("mysql://u:s3cret@h/db".into()),
+        ..ServeArgs::default()
+    };
+    let Err(e) = args.resolve() else {
+        anyhow::bail!("an unknown store was accepted");
+    };
+    assert!(!e.to_string().contains("s3cret"), "{e}");
+    Ok(())
+}
+
+#[test]
+fn export_and_metrics_are_off_unless_asked_for() -> anyhow::Result<()> {
+    let cfg = ServeArgs::default().resolve()?;
+    assert_eq!(cfg.trace_export, None);
+    assert_eq!(cfg.metrics_listen, None);
+    assert!(!cfg.runtime.metrics);
+
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("troupe.toml");
+    std::fs::write(
+        &path,
+        "otlp_endpoint = \"http://127.0.0.1:4317\"\nmetrics_listen = \"127.0.0.1:9464\"\n",
+    )?;
+    let cfg = ServeArgs {
+        config: Some(path),
+        ..ServeArgs::default()
+    }
+    .resolve()?;
+    assert_eq!(
+        cfg.trace_export.map(|t| t.endpoint).as_deref(),
+        Some("http://127.0.0.1:4317")
+    );
+    assert_eq!(cfg.metrics_listen, Some("127.0.0.1:9464".parse()?));
+    assert!(cfg.runtime.metrics);
+    Ok(())
+}
+
+#[test]
+fn a_bad_otlp_endpoint_says_what_to_give() -> anyhow::Result<()> {
+    let bad = [
+        "127.0.0.1:4317",
+        "grpc://collector:4317",
+        "http://",
+        "https://collector:4317",
+        "ht tp://x",
+    ];
+    for url in bad {
+        let args = ServeArgs {
+            otlp_endpoint: Some(url.into()),
+            ..ServeArgs::default()
+        };
+        let Err(e) = args.resolve() else {
+            anyhow::bail!("{url:?} was accepted as an OTLP endpoint");
+        };
+        let text = e.to_string();
+        assert!(text.contains("--otlp-endpoint"), "{text}");
+        assert!(text.contains("http://"), "{text}");
+    }
+    Ok(())
+}
+
+#[test]
+fn cluster_settings_from_flags_and_file() -> anyhow::Result<()> {
+    let cfg = ServeArgs::default().resolve()?;
+    assert_eq!(cfg.cluster, None);
+    // One name per process run, and the runtime names itself by it.
+    let again = ServeArgs::default().resolve()?;
+    assert_eq!(cfg.runtime.node, again.runtime.node);
+    assert!(cfg.runtime.node.contains(&std::process::id().to_string()));
+    assert_ne!(new_node_name(), new_node_name());
+
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("troupe.toml");
+    std::fs::write(
+        &path,
+        "placement = [\"10.0.0.1:7500\", \"10.0.0.2:7500\"]\nnode = \"a\"\n\
+         store = \"memory\"\npeer_channels = \"single=16\"\npeer_window = \"auto\"\n",
+    )?;
+    let cfg = ServeArgs {
+        config: Some(path),
+        advertise: Some("10.0.0.9:7420".into()),
+        ..ServeArgs::default()
+    }
+    .resolve()?;
+    assert_eq!(cfg.runtime.node, "a");
+    assert_eq!(
+        cfg.cluster,
+        Some(ClusterConfig {
+            placement: vec!["10.0.0.1:7500".into(), "10.0.0.2:7500".into()],
+            advertise: Some("10.0.0.9:7420".into()),
+            links: LinkSettings {
+                channels: ChannelPlan::Single(16),
+                window: Window::Auto,
+                queue_bytes: LinksConfig::default().queue_bytes,
+            },
+        })
+    );
+
+    // A cluster on sled would lose state whenever an actor moves.
+    let on_sled = ServeArgs {
+        placement: Some(vec!["10.0.0.1:7500".into()]),
+        ..ServeArgs::default()
+    };
+    let Err(e) = on_sled.resolve() else {
+        anyhow::bail!("a cluster on sled was accepted");
+    };
+    assert!(e.to_string().contains("--store postgres://"), "{e}");
+
+    for (placement, advertise, node) in [
+        (vec!["10.0.0.1"], None, None),
+        (vec![""], None, None),
+        (vec!["h:1"], Some("nohost"), None),
+        (vec!["h:1"], None, Some("two words")),
+    ] {
+        let args = ServeArgs {
+            placement: Some(placement.iter().map(|s| s.to_string()).collect()),
+            advertise: advertise.map(Into::into),
+            node: node.map(Into::into),
+            ..ServeArgs::default()
+        };
+        let Err(e) = args.resolve() else {
+            anyhow::bail!("{placement:?} {advertise:?} {node:?} was accepted");
+        };
+        assert!(e.to_string().contains("--"), "{e}");
+    }
+    Ok(())
+}
+
+#[test]
+fn unknown_settings_are_refused() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("troupe.toml");
+    std::fs::write(&path, "flush_intervall = \"1s\"\n")?;
+    let args = ServeArgs {
+        config: Some(path),
+        ..ServeArgs::default()
+    };
+    assert!(args.resolve().is_err());
+    Ok(())
+}

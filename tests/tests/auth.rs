@@ -1,0 +1,213 @@
+//! Tokens (issue 16): every RPC the daemon serves, without a token, with a
+//! wrong one, with the other credential's and with the right ones; several
+//! tokens at once, and a token file replaced while the daemon runs.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use bytes::Bytes;
+use prost::Message as _;
+use tonic::codegen::http::uri::PathAndQuery;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+use troupe_tests::*;
+
+const API_TOKENS: &str = "api-old, api-new";
+const APP_TOKEN: &str = "app-first";
+
+/// Which tokens a service takes: `None` is open.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Wants {
+    Open,
+    Api,
+    App,
+    /// ActorClient: the API token, or an app's own token for its actors' calls.
+    ApiOrApp,
+}
+
+/// Every method of every service in the API's descriptors, so that a service
+/// added later is checked here too (or fails this test until it is placed).
+fn all_methods() -> anyhow::Result<BTreeMap<String, Wants>> {
+    let set = prost_types::FileDescriptorSet::decode(troupe_proto::v1::FILE_DESCRIPTOR_SET)?;
+    let mut methods = BTreeMap::new();
+    for file in &set.file {
+        for service in &file.service {
+            let name = format!("{}.{}", file.package(), service.name());
+            let wants = match name.as_str() {
+                "troupe.v1.ActorClient" => Wants::ApiOrApp,
+                "troupe.v1.Admin" => Wants::Api,
+                "troupe.v1.AppHost" => Wants::App,
+                // Served by placement replicas and by daemons of a cluster only.
+                "troupe.v1.Placement" | "troupe.v1.PeerLink" => continue,
+                other => {
+                    bail!("service {other} is not placed in this test: which token guards it?")
+                }
+            };
+            for method in &service.method {
+                methods.insert(format!("/{name}/{}", method.name()), wants);
+            }
+        }
+    }
+    methods.insert(
+        "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo".into(),
+        Wants::Api,
+    );
+    methods.insert("/grpc.health.v1.Health/Check".into(), Wants::Open);
+    Ok(methods)
+}
+
+/// Calls `path` with one empty message (any RPC shape accepts that), and
+/// reads the first answer; the status it ends with, or Ok.
+async fn call(
+    channel: &Channel,
+    path: &str,
+    token: Option<&str>,
+) -> anyhow::Result<Result<(), Status>> {
+    let mut grpc = tonic::client::Grpc::new(channel.clone());
+    grpc.ready().await.context("the channel is not ready")?;
+    let mut request = tonic::Request::new(tokio_stream::once(Bytes::new()));
+    if let Some(token) = token {
+        request
+            .metadata_mut()
+            .insert("authorization", format!("Bearer {token}").parse()?);
+    }
+    let path = PathAndQuery::from_maybe_shared(path.to_owned())?;
+    let answer = within(Duration::from_secs(10), path.as_str(), async {
+        let mut stream = grpc
+            .streaming(request, path.clone(), RawCodec)
+            .await?
+            .into_inner();
+        stream.message().await.map(|_| ())
+    })
+    .await?;
+    Ok(answer)
+}
+
+fn refused(answer: &Result<(), Status>) -> bool {
+    matches!(answer, Err(status) if status.code() == Code::Unauthenticated)
+}
+
+async fn daemon_with_tokens(dir: &Path, app_token_file: &Path) -> anyhow::Result<Daemon> {
+    let file = app_token_file.to_str().context("temp path is not UTF-8")?;
+    Daemon::start_with_env(
+        dir,
+        &["--app-token-file", file],
+        &[("TROUPE_API_TOKEN", API_TOKENS)],
+    )
+    .await
+}
+
+#[tokio::test]
+async fn every_rpc_wants_its_own_token() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let token_file = dir.path().join("app-token");
+    std::fs::write(&token_file, format!("# the app token\n{APP_TOKEN}\n"))?;
+    let daemon = daemon_with_tokens(&dir.path().join("data"), &token_file).await?;
+    let channel = Channel::from_shared(daemon.url())?.connect().await?;
+
+    let methods = all_methods()?;
+    assert!(methods.len() >= 20, "only {} methods found", methods.len());
+    for (path, wants) in &methods {
+        for (token, accepted) in [
+            (None, *wants == Wants::Open),
+            (Some("nope"), *wants == Wants::Open),
+            (
+                Some("api-old"),
+                matches!(wants, Wants::Open | Wants::Api | Wants::ApiOrApp),
+            ),
+            (
+                Some("api-new"),
+                matches!(wants, Wants::Open | Wants::Api | Wants::ApiOrApp),
+            ),
+            (
+                Some(APP_TOKEN),
+                matches!(wants, Wants::Open | Wants::App | Wants::ApiOrApp),
+            ),
+        ] {
+            let answer = call(&channel, path, token).await?;
+            assert_eq!(
+                !refused(&answer),
+                accepted,
+                "{path} with token {token:?} ({wants:?}): {answer:?}"
+            );
+            if let Err(status) = &answer {
+                for secret in ["api-old", "api-new", APP_TOKEN] {
+                    assert!(!status.message().contains(secret), "{path}: {status:?}");
+                }
+            }
+        }
+    }
+    for secret in ["api-old", "api-new", APP_TOKEN] {
+        assert!(
+            !daemon.log().contains(secret),
+            "a token in the daemon's log"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_token_file_replaced_on_disk_is_used_without_a_restart() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let token_file = dir.path().join("app-token");
+    std::fs::write(&token_file, format!("{APP_TOKEN}\n"))?;
+    let daemon = daemon_with_tokens(&dir.path().join("data"), &token_file).await?;
+    let channel = Channel::from_shared(daemon.url())?.connect().await?;
+    let attach = "/troupe.v1.AppHost/Attach";
+    assert!(!refused(&call(&channel, attach, Some(APP_TOKEN)).await?));
+
+    // As a mounted secret is updated: a new file renamed over the old one.
+    let next = dir.path().join("app-token.next");
+    std::fs::write(&next, "app-second\n")?;
+    std::fs::rename(&next, &token_file)?;
+    poll_until(
+        Duration::from_secs(15),
+        "the new app token accepted",
+        || async {
+            Ok((!refused(&call(&channel, attach, Some("app-second")).await?)).then_some(()))
+        },
+    )
+    .await?;
+    assert!(refused(&call(&channel, attach, Some(APP_TOKEN)).await?));
+
+    // A file emptied mid-rotation keeps the tokens it had.
+    std::fs::write(&token_file, "")?;
+    poll_until(
+        Duration::from_secs(15),
+        "the daemon saw the empty file",
+        || async {
+            Ok(daemon
+                .log()
+                .contains("keeping the tokens it held before")
+                .then_some(()))
+        },
+    )
+    .await?;
+    assert!(!refused(&call(&channel, attach, Some("app-second")).await?));
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_cli_sends_the_token_from_the_environment() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let token_file = dir.path().join("app-token");
+    std::fs::write(&token_file, format!("{APP_TOKEN}\n"))?;
+    let daemon = daemon_with_tokens(&dir.path().join("data"), &token_file).await?;
+    let addr = daemon.addr.to_string();
+    let args = ["status", "--addr", addr.as_str()];
+
+    let (status, _, stderr) = run_cli(&args).await?;
+    assert!(!status.success());
+    assert!(stderr.contains("UNAUTHENTICATED"), "{stderr}");
+    assert!(
+        stderr.contains("TROUPE_API_TOKEN"),
+        "says where the token goes: {stderr}"
+    );
+
+    let (status, stdout, stderr) = run_cli_env(&args, &[("TROUPE_API_TOKEN", "api-new")]).await?;
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains(&addr), "{stdout}");
+    Ok(())
+}
