@@ -154,6 +154,9 @@ impl Accepted {
 pub struct Tokens {
     source: TokenSource,
     accepted: ArcSwap<Accepted>,
+    /// The file as it was just before it was first read: a change after
+    /// that, even before the watcher first looks, is one to read.
+    loaded: Option<FileStamp>,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -189,10 +192,12 @@ impl Tokens {
     /// no token, so a daemon never starts believing it is protected when
     /// it is not.
     pub fn load(source: TokenSource) -> Result<Arc<Self>, TokenError> {
+        let loaded = source.file.as_deref().and_then(stamp);
         let accepted = Self::read(&source)?;
         Ok(Arc::new(Self {
             source,
             accepted: ArcSwap::from_pointee(accepted),
+            loaded,
         }))
     }
 
@@ -229,9 +234,9 @@ impl Tokens {
     /// says so): a half-written rotation must not lock everyone out.
     pub fn watch(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
         let path = self.source.file.clone()?;
+        let mut seen = self.loaded.clone();
         let tokens = Arc::downgrade(self);
         Some(tokio::spawn(async move {
-            let mut seen = stamp(&path);
             let mut tick = tokio::time::interval(RELOAD_EVERY);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
