@@ -172,6 +172,8 @@ async def hosting(
     timeout: float = 10,
     tracer_provider: TracerProvider | None = None,
     max_receive_bytes: int | None = None,
+    token: str | None = None,
+    token_file: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[troupe.App]:
     """Run an App in this event loop for the duration of the block."""
     app = troupe.App(
@@ -180,6 +182,8 @@ async def hosting(
         app_name="pytest",
         tracer_provider=tracer_provider,
         max_receive_bytes=max_receive_bytes,
+        token=token,
+        token_file=token_file,
     )
     task = asyncio.create_task(app.run())
     try:

@@ -20,6 +20,11 @@ Schedule work (durable reminders, one alarm per actor, in-memory timers) by
 overriding ``on_reminder(name, data)``, ``on_alarm(data)`` and
 ``on_timer(name, data)`` and setting them with ``self.ctx.set_reminder(...)``
 or ``client.set_reminder(type, id, ...)``; see docs/scheduling.md.
+
+A daemon that requires tokens gets them from ``Client(token=...)`` /
+``token_file=...`` or ``$TROUPE_API_TOKEN``, and ``App(token=...)`` /
+``token_file=...`` or ``$TROUPE_APP_TOKEN``; a missing or wrong one raises
+:class:`Unauthenticated`.
 """
 
 from ._actor import Actor, actor, method
@@ -36,6 +41,7 @@ from ._errors import (
     Overloaded,
     ReadOnlyStateError,
     TroupeError,
+    Unauthenticated,
     Unavailable,
 )
 from ._schedule import Reminder, RetryPolicy
@@ -62,6 +68,7 @@ __all__ = [
     "SyncActorProxy",
     "SyncClient",
     "TroupeError",
+    "Unauthenticated",
     "Unavailable",
     "__version__",
     "actor",

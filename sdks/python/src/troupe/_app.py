@@ -20,13 +20,14 @@ from opentelemetry.trace import TracerProvider
 
 from ._actor import Actor, ActorSpec, maybe_await, spec_of
 from ._address import SDK_NAME, check_receive_limit, open_channel, resolve_address
+from ._auth import APP_TOKEN_ENV, TokenPath, TokenSource
 from ._caller import Caller
 from ._context import Context
 from ._errors import ActorError, error_for_code
 from ._payload import decode_call, decode_data, encode_result
 from ._proto.troupe.v1 import app_pb2, app_pb2_grpc, common_pb2
 from ._state import State
-from ._tracing import Tracing
+from ._tracing import Metadata, Tracing
 from ._turn import TurnScope, current_turn
 
 log = logging.getLogger("troupe")
@@ -44,7 +45,9 @@ _ALONE_BYTES = 64 * 1024
 _BATCH_ENTRY_OVERHEAD = 4
 _INITIAL_DELAY = 0.05
 # Registration failures that a retry cannot fix: report them instead of looping.
+# UNAUTHENTICATED among them: a missing or wrong token stays wrong until someone fixes it.
 _FATAL_CODES = {
+    grpc.StatusCode.UNAUTHENTICATED,
     grpc.StatusCode.INVALID_ARGUMENT,
     grpc.StatusCode.ALREADY_EXISTS,
     grpc.StatusCode.FAILED_PRECONDITION,
@@ -64,6 +67,12 @@ def _describe(error: BaseException) -> str:
     if isinstance(error, grpc.aio.AioRpcError):
         return f"{error.code().name}: {error.details()}"
     return str(error) or type(error).__name__
+
+
+def _raise_refusal(code: grpc.StatusCode, details: str | None) -> None:
+    """Raise the TroupeError of a registration refused for good (see _FATAL_CODES)."""
+    if code in _FATAL_CODES:
+        raise error_for_code(code, f"daemon refused the registration: {details}") from None
 
 
 def _failure(exc: BaseException) -> common_pb2.ActorFailure:
@@ -107,10 +116,13 @@ def _turn_label(msg: app_pb2.Turn) -> str:
 class _Session:
     """One Attach stream: the instances it hosts and the tasks running their work."""
 
-    def __init__(self, app: App, channel: grpc.aio.Channel) -> None:
+    def __init__(self, app: App, channel: grpc.aio.Channel, auth: Metadata = ()) -> None:
         self.app = app
-        self.caller = Caller(channel, app._tracing)
+        # Calls from turns go on the app's connection with the app's token, which the
+        # daemon's ActorClient accepts as well as the client API token.
+        self.caller = Caller(channel, app._tracing, auth)
         self.stub = app_pb2_grpc.AppHostStub(channel)  # type: ignore[no-untyped-call]
+        self.auth = auth
         self.instances: dict[_Key, Actor] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         # gRPC streams allow one write at a time; every reply goes through this queue.
@@ -127,7 +139,7 @@ class _Session:
         task.add_done_callback(self.tasks.discard)
 
     async def run(self) -> None:
-        call = self.stub.Attach()
+        call = self.stub.Attach(metadata=self.auth or None)
         try:
             registered = await self._register(call)
             self.batch_answers = registered.accepts_batches
@@ -154,17 +166,24 @@ class _Session:
         """Send Register and wait for Registered; a refusal raises the matching TroupeError."""
         try:
             await call.write(app_pb2.AppMessage(register=self.app._register_message()))
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            # The daemon checks the token before reading anything, so it may end the stream
+            # before Register is written. Its status is then on the call, unless grpc.aio lost
+            # it to the write racing it (it reports INTERNAL then): retried as a dropped
+            # connection, the next attempt learns it.
+            code = await call.code()
+            _raise_refusal(code, await call.details())
+            raise ConnectionError(
+                f"daemon ended the stream before registering ({code.name})"
+            ) from None
+        try:
             first = await call.read()
         except grpc.aio.AioRpcError as e:
-            if e.code() in _FATAL_CODES:
-                msg = f"daemon refused the registration: {e.details()}"
-                raise error_for_code(e.code(), msg) from None
+            _raise_refusal(e.code(), e.details())
             raise
         if first is _EOF:
             code = await call.code()
-            details = await call.details()
-            if code in _FATAL_CODES:
-                raise error_for_code(code, f"daemon refused the registration: {details}")
+            _raise_refusal(code, await call.details())
             raise ConnectionError(f"daemon ended the stream before registering ({code})")
         assert isinstance(first, app_pb2.DaemonMessage)
         if first.WhichOneof("kind") != "registered":
@@ -395,6 +414,17 @@ class App:
     RESOURCE_EXHAUSTED for its caller instead of sending it, so the app stays
     attached. At least 65536. It also bounds replies to calls made from turns,
     which share the app's connection.
+
+    A daemon started with app tokens wants one on the app's stream, as
+    ``authorization: Bearer <token>`` metadata. The token is ``token``, else the
+    first one in the file ``token_file`` (one per line; blank lines and lines
+    starting with ``#`` are skipped), else the first of ``$TROUPE_APP_TOKEN``
+    (comma- or newline-separated), else none is sent. The file and the
+    environment are read again at each (re-)connect, so a rotated file is picked
+    up. Calls the actors make through ``self.ctx`` send the same token. The
+    client API token is not an app token: a missing or refused token ends
+    :meth:`run` with :class:`Unauthenticated` instead of re-connecting. The token
+    never appears in ``repr()`` or in log messages.
     """
 
     def __init__(
@@ -406,7 +436,10 @@ class App:
         max_reconnect_delay: float = 2.0,
         tracer_provider: TracerProvider | None = None,
         max_receive_bytes: int | None = None,
+        token: str | None = None,
+        token_file: TokenPath | None = None,
     ) -> None:
+        self._auth = TokenSource(token, token_file, APP_TOKEN_ENV)
         self._specs: dict[str, ActorSpec] = {}
         for cls in actors:
             spec = spec_of(cls)
@@ -427,6 +460,12 @@ class App:
         self._cond = asyncio.Condition()
         self._stop = asyncio.Event()
         self._running = False
+
+    def __repr__(self) -> str:
+        return (
+            f"<troupe.App {self.app_name} ({', '.join(self._specs)}) at {self.address},"
+            f" {self._auth.describe()}>"
+        )
 
     @property
     def registered(self) -> bool:
@@ -491,8 +530,10 @@ class App:
 
     async def run(self) -> None:
         """Attach to the daemon and host actors until :meth:`stop` is called or the task is
-        cancelled. Raises :class:`InvalidArgument` (or another TroupeError) if the daemon
-        refuses the registration, which retrying would not fix.
+        cancelled. Raises :class:`Unauthenticated` if the daemon refuses the app's token
+        (or wants one), :class:`InvalidArgument` (or another TroupeError) if it refuses the
+        registration, which retrying would not fix; OSError or ValueError if ``token_file``
+        cannot be read or holds no token.
         """
         if self._running:
             raise RuntimeError("App.run() is already running")
@@ -503,8 +544,9 @@ class App:
         stop_wait = asyncio.create_task(self._stop.wait())
         try:
             while not self._stop.is_set():
+                auth = self._auth.metadata()
                 channel = open_channel(self.address, self.max_receive_bytes)
-                session = _Session(self, channel)
+                session = _Session(self, channel, auth)
                 sessions_before = self._sessions
                 task = asyncio.create_task(session.run())
                 try:

@@ -3,7 +3,8 @@ management of reminders, alarms and timers."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -20,7 +21,7 @@ from ._schedule import (
     reminder_request,
     timer_request,
 )
-from ._tracing import Tracing
+from ._tracing import Metadata, Tracing
 from ._turn import chain_for_call, timeout_for_call
 
 Params = Mapping[str, Any] | Sequence[Any] | bytes | None
@@ -50,11 +51,25 @@ class Caller:
     An RPC made while a turn runs (in its task, or a task it started) is made on the
     turn's behalf: invoke and tell carry its call chain, and every RPC's deadline is
     cut to the turn's caller's (see _turn.py).
+
+    ``auth`` is metadata sent with every RPC besides the trace context: the
+    ``authorization`` entry of the Client's or App's token, or nothing.
     """
 
-    def __init__(self, channel: grpc.aio.Channel, tracing: Tracing | None = None) -> None:
+    def __init__(
+        self, channel: grpc.aio.Channel, tracing: Tracing | None = None, auth: Metadata = ()
+    ) -> None:
         self._stub = client_pb2_grpc.ActorClientStub(channel)  # type: ignore[no-untyped-call]
         self._tracing = tracing or Tracing()
+        self._auth = auth
+
+    @contextlib.contextmanager
+    def _rpc(
+        self, rpc: str, actor_type: str = "", actor_id: str = "", method: str = ""
+    ) -> Iterator[Metadata | None]:
+        """The RPC's CLIENT span; yields the call's metadata: trace context and token."""
+        with self._tracing.client_call(rpc, actor_type, actor_id, method) as md:
+            yield (md or ()) + self._auth or None
 
     async def invoke(
         self,
@@ -77,7 +92,7 @@ class Caller:
             metadata=dict(metadata or {}),
             chain=chain if chain is not None else chain_for_call(),
         )
-        with self._tracing.client_call("Invoke", actor_type, actor_id, method) as md:
+        with self._rpc("Invoke", actor_type, actor_id, method) as md:
             try:
                 resp: client_pb2.InvokeResponse = await self._stub.Invoke(
                     req, timeout=timeout, metadata=md
@@ -107,7 +122,7 @@ class Caller:
             metadata=dict(metadata or {}),
             chain=chain if chain is not None else chain_for_call(),
         )
-        with self._tracing.client_call("Tell", actor_type, actor_id, method) as md:
+        with self._rpc("Tell", actor_type, actor_id, method) as md:
             try:
                 await self._stub.Tell(req, timeout=timeout, metadata=md)
             except grpc.aio.AioRpcError as e:
@@ -129,7 +144,7 @@ class Caller:
         req = client_pb2.GetStateRequest(
             actor=common_pb2.ActorRef(type=actor_type, id=actor_id), keys=list(keys)
         )
-        with self._tracing.client_call("GetState", actor_type, actor_id) as md:
+        with self._rpc("GetState", actor_type, actor_id) as md:
             try:
                 resp: client_pb2.GetStateResponse = await self._stub.GetState(
                     req, timeout=timeout, metadata=md
@@ -170,7 +185,7 @@ class Caller:
             retry=retry,
             missed=missed,
         )
-        with self._tracing.client_call("SetReminder", actor_type, actor_id) as md:
+        with self._rpc("SetReminder", actor_type, actor_id) as md:
             try:
                 resp: client_pb2.Reminder = await self._stub.SetReminder(
                     req, timeout=timeout, metadata=md
@@ -185,7 +200,7 @@ class Caller:
         what = f"get_reminder {actor_type}/{actor_id} {name!r}"
         timeout = timeout_for_call(timeout, what)
         req = client_pb2.ReminderRef(actor=_ref(actor_type, actor_id), name=name)
-        with self._tracing.client_call("GetReminder", actor_type, actor_id) as md:
+        with self._rpc("GetReminder", actor_type, actor_id) as md:
             try:
                 resp: client_pb2.Reminder = await self._stub.GetReminder(
                     req, timeout=timeout, metadata=md
@@ -202,7 +217,7 @@ class Caller:
         what = f"delete_reminder {actor_type}/{actor_id} {name!r}"
         timeout = timeout_for_call(timeout, what)
         req = client_pb2.ReminderRef(actor=_ref(actor_type, actor_id), name=name)
-        with self._tracing.client_call("DeleteReminder", actor_type, actor_id) as md:
+        with self._rpc("DeleteReminder", actor_type, actor_id) as md:
             try:
                 resp: client_pb2.DeleteResponse = await self._stub.DeleteReminder(
                     req, timeout=timeout, metadata=md
@@ -232,7 +247,7 @@ class Caller:
                 page_size=_LIST_PAGE_SIZE,
                 page_token=token,
             )
-            with self._tracing.client_call("ListReminders", actor_type or "", actor_id or "") as md:
+            with self._rpc("ListReminders", actor_type or "", actor_id or "") as md:
                 try:
                     resp: client_pb2.ListRemindersResponse = await self._stub.ListReminders(
                         req, timeout=page_timeout, metadata=md
@@ -261,7 +276,7 @@ class Caller:
         what = f"set_alarm {actor_type}/{actor_id}"
         timeout = timeout_for_call(timeout, what)
         req = alarm_request(_ref(actor_type, actor_id), at, data, retry)
-        with self._tracing.client_call("SetAlarm", actor_type, actor_id) as md:
+        with self._rpc("SetAlarm", actor_type, actor_id) as md:
             try:
                 resp: client_pb2.Reminder = await self._stub.SetAlarm(
                     req, timeout=timeout, metadata=md
@@ -276,7 +291,7 @@ class Caller:
         what = f"get_alarm {actor_type}/{actor_id}"
         timeout = timeout_for_call(timeout, what)
         req = client_pb2.AlarmRef(actor=_ref(actor_type, actor_id))
-        with self._tracing.client_call("GetAlarm", actor_type, actor_id) as md:
+        with self._rpc("GetAlarm", actor_type, actor_id) as md:
             try:
                 resp: client_pb2.Reminder = await self._stub.GetAlarm(
                     req, timeout=timeout, metadata=md
@@ -293,7 +308,7 @@ class Caller:
         what = f"delete_alarm {actor_type}/{actor_id}"
         timeout = timeout_for_call(timeout, what)
         req = client_pb2.AlarmRef(actor=_ref(actor_type, actor_id))
-        with self._tracing.client_call("DeleteAlarm", actor_type, actor_id) as md:
+        with self._rpc("DeleteAlarm", actor_type, actor_id) as md:
             try:
                 resp: client_pb2.DeleteResponse = await self._stub.DeleteAlarm(
                     req, timeout=timeout, metadata=md
@@ -317,7 +332,7 @@ class Caller:
         what = f"set_timer {actor_type}/{actor_id} {name!r}"
         timeout = timeout_for_call(timeout, what)
         req = timer_request(_ref(actor_type, actor_id), name, due, period, data, keep_alive)
-        with self._tracing.client_call("SetTimer", actor_type, actor_id) as md:
+        with self._rpc("SetTimer", actor_type, actor_id) as md:
             try:
                 await self._stub.SetTimer(req, timeout=timeout, metadata=md)
             except grpc.aio.AioRpcError as e:
@@ -329,7 +344,7 @@ class Caller:
         what = f"delete_timer {actor_type}/{actor_id} {name!r}"
         timeout = timeout_for_call(timeout, what)
         req = client_pb2.TimerRef(actor=_ref(actor_type, actor_id), name=name)
-        with self._tracing.client_call("DeleteTimer", actor_type, actor_id) as md:
+        with self._rpc("DeleteTimer", actor_type, actor_id) as md:
             try:
                 resp: client_pb2.DeleteResponse = await self._stub.DeleteTimer(
                     req, timeout=timeout, metadata=md

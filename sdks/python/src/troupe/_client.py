@@ -12,6 +12,7 @@ import grpc
 from opentelemetry.trace import TracerProvider
 
 from ._address import open_channel, resolve_address
+from ._auth import API_TOKEN_ENV, TokenPath, TokenSource
 from ._caller import ActorProxy, Caller, Params, split_params
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._tracing import Tracing
@@ -34,6 +35,16 @@ class Client:
     Used inside an actor's turn, its calls are made for the turn: they carry the
     turn's call chain and end no later than the turn's caller's deadline
     (docs/calls.md).
+
+    A daemon started with client API tokens wants one with every call, as
+    ``authorization: Bearer <token>`` metadata. The token is ``token``, else the
+    first one in the file ``token_file`` (one per line; blank lines and lines
+    starting with ``#`` are skipped), else the first of ``$TROUPE_API_TOKEN``
+    (comma- or newline-separated), else none is sent. The file and the
+    environment are read when the connection opens, at the first call (which
+    raises OSError or ValueError if the file cannot be read or holds no token).
+    The daemon takes an app token here too. A missing or refused token raises
+    :class:`Unauthenticated`. The token never appears in ``repr()``.
     """
 
     def __init__(
@@ -42,19 +53,26 @@ class Client:
         *,
         timeout: float | None = None,
         tracer_provider: TracerProvider | None = None,
+        token: str | None = None,
+        token_file: TokenPath | None = None,
     ) -> None:
         self.address = resolve_address(address)
         self.timeout = timeout
         self._tracing = Tracing(tracer_provider)
+        self._auth = TokenSource(token, token_file, API_TOKEN_ENV)
         self._channel: grpc.aio.Channel | None = None
         self._caller: Caller | None = None
+
+    def __repr__(self) -> str:
+        return f"<troupe.Client {self.address}, {self._auth.describe()}>"
 
     def _get_caller(self) -> Caller:
         # The channel is created on first use so that it binds to the event loop
         # the calls run on, not whichever loop existed when the Client was built.
         if self._caller is None:
+            auth = self._auth.metadata()
             self._channel = open_channel(self.address)
-            self._caller = Caller(self._channel, self._tracing)
+            self._caller = Caller(self._channel, self._tracing, auth)
         return self._caller
 
     async def __aenter__(self) -> Client:
@@ -313,9 +331,17 @@ class Client:
         *,
         timeout: float | None = None,
         tracer_provider: TracerProvider | None = None,
+        token: str | None = None,
+        token_file: TokenPath | None = None,
     ) -> SyncClient:
         """A blocking client for scripts; same as ``troupe.SyncClient(address)``."""
-        return SyncClient(address, timeout=timeout, tracer_provider=tracer_provider)
+        return SyncClient(
+            address,
+            timeout=timeout,
+            tracer_provider=tracer_provider,
+            token=token,
+            token_file=token_file,
+        )
 
 
 class SyncActorProxy:
@@ -341,7 +367,8 @@ class SyncClient:
     """A blocking client: the async Client driven by an event loop on a private thread.
 
     Use it in scripts and non-async code; inside asyncio code use :class:`Client`.
-    Calls are children of the span current in the calling thread.
+    Calls are children of the span current in the calling thread. ``token`` and
+    ``token_file`` (default: ``$TROUPE_API_TOKEN``) as for :class:`Client`.
     """
 
     def __init__(
@@ -350,14 +377,26 @@ class SyncClient:
         *,
         timeout: float | None = None,
         tracer_provider: TracerProvider | None = None,
+        token: str | None = None,
+        token_file: TokenPath | None = None,
     ) -> None:
+        # Built first: a bad token option raises before a thread is started.
+        self._client = Client(
+            address,
+            timeout=timeout,
+            tracer_provider=tracer_provider,
+            token=token,
+            token_file=token_file,
+        )
+        self.address = self._client.address
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="troupe-sync-client", daemon=True
         )
         self._thread.start()
-        self._client = Client(address, timeout=timeout, tracer_provider=tracer_provider)
-        self.address = self._client.address
+
+    def __repr__(self) -> str:
+        return repr(self._client).replace("troupe.Client", "troupe.SyncClient", 1)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._loop.is_closed():

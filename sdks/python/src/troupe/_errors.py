@@ -39,6 +39,15 @@ class FailedPrecondition(TroupeError):
     changed state, or a timer was set on an inactive actor. The message says which."""
 
 
+class Unauthenticated(TroupeError):
+    """The daemon requires a token and none was sent, or not one it accepts.
+
+    The message says which token the daemon expects (the client API token,
+    ``$TROUPE_API_TOKEN``, or the app token, ``$TROUPE_APP_TOKEN``) and where the daemon
+    is configured with it; it never contains the token sent. Retrying does not help.
+    """
+
+
 class ReadOnlyStateError(TroupeError):
     """A read-only method (``@troupe.method(readonly=True)``) tried to change ``self.state``.
 
@@ -68,6 +77,7 @@ _BY_CODE: dict[grpc.StatusCode, type[TroupeError]] = {
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
     grpc.StatusCode.FAILED_PRECONDITION: FailedPrecondition,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
 }
 
 
