@@ -4,6 +4,7 @@ import type { TracerProvider } from "@opentelemetry/api";
 import { hostname } from "node:os";
 import { type Actor, type ActorClass, type ActorSpec, instantiate, specOf } from "./actor.js";
 import { channelOptions, checkReceiveLimit, grpcTarget, resolveAddress, SDK_NAME } from "./address.js";
+import { APP_TOKEN_ENV, resolveToken, tokenClientOptions } from "./auth.js";
 import { Caller } from "./caller.js";
 import { Context } from "./context.js";
 import { type Duration, toMillis } from "./duration.js";
@@ -41,11 +42,13 @@ const ALONE_BYTES = 64 * 1024;
 const BATCH_ENTRY_OVERHEAD = 4;
 const INITIAL_DELAY_MS = 50;
 // Registration failures that a retry cannot fix: report them instead of looping.
+// A missing or wrong token is one: the app reads its token once.
 const FATAL_CODES = new Set<grpc.status>([
   grpc.status.INVALID_ARGUMENT,
   grpc.status.ALREADY_EXISTS,
   grpc.status.FAILED_PRECONDITION,
   grpc.status.PERMISSION_DENIED,
+  grpc.status.UNAUTHENTICATED,
   grpc.status.UNIMPLEMENTED,
 ]);
 
@@ -91,6 +94,23 @@ export interface AppOptions {
    * made from turns, which share the app's connection.
    */
   maxReceiveBytes?: number;
+  /**
+   * The app token of a daemon that requires one (its `$TROUPE_APP_TOKEN` or
+   * `--app-token-file`), sent as `authorization: Bearer <token>` on the app's
+   * stream and with the calls its actors make from turns (the daemon takes the
+   * app token for calls too). Defaults to the first token in `tokenFile`, then
+   * the first in `$TROUPE_APP_TOKEN` (comma- or newline-separated), else none.
+   * The client API token does not let an app register. Kept out of the App's
+   * messages, logs and `util.inspect` output.
+   */
+  token?: string;
+  /**
+   * A file holding the app token, one per line (blank lines and `#` comments
+   * skipped; the first is sent), as the daemon's `--app-token-file`. Read
+   * once, when the App is created; throws if it cannot be read or holds no
+   * token. Ignored when `token` is given.
+   */
+  tokenFile?: string;
 }
 
 /** Options of {@link App.waitRegistered}. */
@@ -213,8 +233,8 @@ interface SessionHost {
   readonly specs: ReadonlyMap<string, ActorSpec>;
   readonly logger: Logger;
   readonly tracing: Tracing;
-  /** The channel's options (its receive limit is the one registered). */
-  readonly channelOptions: grpc.ChannelOptions;
+  /** The channel's options (its receive limit is the one registered) and the app token's interceptor. */
+  readonly clientOptions: grpc.ClientOptions;
   setRegistered(registered: boolean, daemonVersion?: string): void;
   registerMessage(): Register;
   unknownType(name: string): ActorFailure;
@@ -243,9 +263,9 @@ class Session {
   constructor(app: SessionHost, target: string) {
     this.#app = app;
     const creds = grpc.credentials.createInsecure();
-    this.#host = new AppHostClient(target, creds, app.channelOptions);
-    // Calls made from turns (this.ctx) share the host's channel.
-    this.#clientStub = new ActorClientClient(target, creds, { ...app.channelOptions, channelOverride: this.#host.getChannel() });
+    this.#host = new AppHostClient(target, creds, app.clientOptions);
+    // Calls made from turns (this.ctx) share the host's channel, and its token.
+    this.#clientStub = new ActorClientClient(target, creds, { ...app.clientOptions, channelOverride: this.#host.getChannel() });
     this.#caller = new Caller(this.#clientStub, app.tracing);
     this.#scheduler = new Scheduler(() => this.#clientStub, undefined, app.tracing);
   }
@@ -516,7 +536,9 @@ class Session {
  * The app re-connects by itself, with exponential backoff up to
  * `maxReconnectDelay`, when the daemon restarts or the stream drops; actors
  * active at that moment are dropped here and re-activated by the daemon from
- * stored state on their next call.
+ * stored state on their next call. It stops, and `start`/`run` reject, when
+ * the daemon refuses it for good: with {@link Unauthenticated} when the
+ * daemon requires an app token and the app has none or a wrong one.
  */
 export class App {
   readonly address: string;
@@ -552,7 +574,8 @@ export class App {
       specs: this.#specs,
       logger: this.#logger,
       tracing: new Tracing(options.tracerProvider),
-      channelOptions: channelOptions(maxReceiveBytes),
+      // The token lives only in this interceptor's closure, out of reach of inspection.
+      clientOptions: { ...channelOptions(maxReceiveBytes), ...tokenClientOptions(resolveToken(options, APP_TOKEN_ENV)) },
       setRegistered: (registered, version) => {
         this.#setRegistered(registered, version);
       },
@@ -595,8 +618,8 @@ export class App {
   /**
    * Start hosting in the background and resolve once the daemon accepted the
    * actor types. Keeps re-connecting afterwards until {@link close}. Rejects with
-   * {@link InvalidArgument} (or another TroupeError) if the daemon refuses the
-   * registration, which retrying would not fix.
+   * {@link InvalidArgument}, {@link Unauthenticated} (or another TroupeError)
+   * if the daemon refuses the registration, which retrying would not fix.
    */
   async start(options: Omit<WaitRegisteredOptions, "sessions"> = {}): Promise<void> {
     const loop = this.#ensureLoop();
@@ -606,7 +629,10 @@ export class App {
     await Promise.race([this.waitRegistered({ sessions: this.#registered ? this.#sessions : this.#sessions + 1, timeout: options.timeout }), stopped]);
   }
 
-  /** Host actors until {@link stop} or {@link close}; rejects if the registration is refused. */
+  /**
+   * Host actors until {@link stop} or {@link close}; rejects if the registration
+   * is refused (with {@link Unauthenticated} for a missing or wrong token).
+   */
   run(): Promise<void> {
     return this.#ensureLoop();
   }

@@ -3,6 +3,7 @@ import * as grpc from "@grpc/grpc-js";
 import type { TracerProvider } from "@opentelemetry/api";
 import { type ActorClass, type ActorInstance, actorTypeName } from "./actor.js";
 import { CHANNEL_OPTIONS, grpcTarget, resolveAddress } from "./address.js";
+import { API_TOKEN_ENV, resolveToken, tokenClientOptions } from "./auth.js";
 import {
   type ActorHandle,
   type CallOptions,
@@ -44,6 +45,21 @@ export interface ClientOptions {
    * to the daemon.
    */
   tracerProvider?: TracerProvider;
+  /**
+   * The client API token of a daemon that requires one, sent with every call
+   * as `authorization: Bearer <token>`. Defaults to the first token in
+   * `tokenFile`, then the first in `$TROUPE_API_TOKEN` (comma- or
+   * newline-separated), else none. A daemon that requires none ignores it. The
+   * Client keeps it out of its messages, logs and `util.inspect` output.
+   */
+  token?: string;
+  /**
+   * A file holding the token, one per line (blank lines and `#` comments
+   * skipped; the first is sent), as the daemon's `--api-token-file`. Read
+   * once, when the Client is created; throws if it cannot be read or holds no
+   * token. Ignored when `token` is given.
+   */
+  tokenFile?: string;
 }
 
 /**
@@ -59,6 +75,9 @@ export interface ClientOptions {
  * Used inside an actor's turn, its calls are made for the turn: they carry the
  * turn's call chain and end no later than the turn's caller's deadline
  * (docs/calls.md).
+ *
+ * Against a daemon that requires a token, calls without the right one reject
+ * with {@link Unauthenticated}.
  */
 export class Client {
   /** The daemon address this client talks to. */
@@ -69,10 +88,13 @@ export class Client {
   #caller: Caller | undefined;
   readonly #scheduler: Scheduler;
   readonly #tracing: Tracing;
+  // Private, so that inspecting or serialising the Client never shows it.
+  readonly #token: string | undefined;
 
   constructor(options: ClientOptions = {}) {
     this.address = resolveAddress(options.address);
     this.timeout = options.timeout;
+    this.#token = resolveToken(options, API_TOKEN_ENV);
     this.#tracing = new Tracing(options.tracerProvider);
     this.#scheduler = new Scheduler(
       () => this.#getStub(),
@@ -82,7 +104,10 @@ export class Client {
   }
 
   #getStub(): ActorClientClient {
-    this.#stub ??= new ActorClientClient(grpcTarget(this.address), grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
+    this.#stub ??= new ActorClientClient(grpcTarget(this.address), grpc.credentials.createInsecure(), {
+      ...CHANNEL_OPTIONS,
+      ...tokenClientOptions(this.#token),
+    });
     return this.#stub;
   }
 

@@ -31,6 +31,14 @@ export class Unavailable extends TroupeError {}
 export class DeadlineExceeded extends TroupeError {}
 
 /**
+ * The daemon requires a token and got none, or one it does not accept there:
+ * calls need the client API token (or the app token), hosting actors needs the
+ * app token. The message is the daemon's, saying which token it expects and
+ * where it is configured. Retrying with the same token cannot help.
+ */
+export class Unauthenticated extends TroupeError {}
+
+/**
  * The daemon refused the call as it stands: it would close a cycle of calls into
  * an actor type that is not reentrant (a deadlock), the call chain is too deep,
  * a read-only method changed state, or a timer was set on an inactive actor.
@@ -77,6 +85,7 @@ const BY_CODE = new Map<grpc.status, ErrorClass>([
   [grpc.status.UNAVAILABLE, Unavailable],
   [grpc.status.DEADLINE_EXCEEDED, DeadlineExceeded],
   [grpc.status.FAILED_PRECONDITION, FailedPrecondition],
+  [grpc.status.UNAUTHENTICATED, Unauthenticated],
 ]);
 
 /** The SDK error for a gRPC status code (TroupeError for codes without their own class). */

@@ -42,6 +42,7 @@ export {
   Overloaded,
   ReadOnlyStateError,
   TroupeError,
+  Unauthenticated,
   Unavailable,
 } from "./errors.js";
 export { Kwargs, kwargs, PayloadError } from "./payload.js";

@@ -56,18 +56,25 @@ export function waitForLine(proc: ChildProcess, pattern: RegExp, ms: number, wha
 }
 
 const HOST_WAIT_MS = 200;
+// A daemon requires tokens only when a test gives them: never ones the test run
+// happens to have in its environment.
+const TOKEN_ENV = ["TROUPE_API_TOKEN", "TROUPE_APP_TOKEN"];
 
 /** A running `troupe serve` on a fixed data dir; restartable on the same port. */
 export class Daemon {
   readonly dir: string;
   readonly extraArgs: readonly string[];
+  readonly #env: NodeJS.ProcessEnv;
   port = 0;
   #proc: ChildProcess | undefined;
   #listeningAt = 0;
 
-  constructor(extraArgs: readonly string[] = []) {
+  /** `env` is added to the daemon's environment (and only to its own), e.g. TROUPE_API_TOKEN. */
+  constructor(extraArgs: readonly string[] = [], env: Readonly<Record<string, string>> = {}) {
     this.dir = mkdtempSync(join(tmpdir(), "troupe-ts-test-"));
     this.extraArgs = extraArgs;
+    const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !TOKEN_ENV.includes(k)));
+    this.#env = { ...inherited, ...env };
   }
 
   get address(): string {
@@ -84,7 +91,7 @@ export class Daemon {
     const proc = spawn(
       troupeBin(),
       ["serve", "--listen", `127.0.0.1:${this.port}`, "--data-dir", join(this.dir, "data"), "--host-wait", `${HOST_WAIT_MS}ms`, ...this.extraArgs],
-      { stdio: ["ignore", "pipe", "pipe"] },
+      { stdio: ["ignore", "pipe", "pipe"], env: this.#env },
     );
     proc.stderr.pipe(log);
     this.#proc = proc;
@@ -142,9 +149,9 @@ export class Daemon {
   }
 }
 
-/** Start a daemon for a test; `t.after` disposes of it. */
-export async function startDaemon(extraArgs: readonly string[] = []): Promise<Daemon> {
-  const d = new Daemon(extraArgs);
+/** Start a daemon for a test (with `env` added to its environment); dispose of it when done. */
+export async function startDaemon(extraArgs: readonly string[] = [], env: Readonly<Record<string, string>> = {}): Promise<Daemon> {
+  const d = new Daemon(extraArgs, env);
   await d.start();
   return d;
 }
