@@ -73,7 +73,7 @@ async fn call(
             .metadata_mut()
             .insert("authorization", format!("Bearer {token}").parse()?);
     }
-    let path = PathAndQuery::from_maybe_shared(path.to_owned())?;
+    let path = PathAndQuery::try_from(path)?;
     let answer = within(Duration::from_secs(10), path.as_str(), async {
         let mut stream = grpc
             .streaming(request, path.clone(), RawCodec)
