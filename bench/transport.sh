@@ -230,7 +230,7 @@ wait_for() { # file pattern what
 
 # A long lease: a loaded 2-core machine may delay heartbeats, and a fenced
 # daemon is not what this measures.
-in_a "$bin/troupe" placement serve --id 1 --listen "$placement_addr" --data-dir "$work/placement" \
+in_a "$bin/troupe" placement serve --insecure --id 1 --listen "$placement_addr" --data-dir "$work/placement" \
     --lease 10s >"$work/placement.out" 2>"$work/placement.err" &
 wait_for "$work/placement.out" "listening on" "the placement replica"
 
@@ -243,7 +243,8 @@ start_daemon() { # side flags...
     local side=$1; shift
     local ns="ns_$side" other; other=$([ "$side" = a ] && echo "$wan_b" || echo "$wan_a")
     local name="$side$gen"
-    ip netns exec "${!ns}" "$bin/troupe" serve --listen "0.0.0.0:$port" --advertise "$other:$proxy_port" \
+    # --insecure: only the other namespace, through the emulated link, reaches it.
+    ip netns exec "${!ns}" "$bin/troupe" serve --insecure --listen "0.0.0.0:$port" --advertise "$other:$proxy_port" \
         --node "$name" --placement "$placement_addr" --store "$pg_url" --data-dir "$work/data-$name" \
         --max-payload-bytes "$MAX_PAYLOAD" "$@" >"$work/$name.out" 2>"$work/$name.err" &
     pid[daemon_$side]=$!

@@ -211,3 +211,32 @@ async fn the_cli_sends_the_token_from_the_environment() -> anyhow::Result<()> {
     assert!(stdout.contains(&addr), "{stdout}");
     Ok(())
 }
+
+#[tokio::test]
+async fn nothing_listens_beyond_loopback_unprotected_unless_told() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let data = dir.path().to_str().context("temp path is not UTF-8")?;
+    let serve = ["serve", "--listen", "0.0.0.0:0", "--data-dir", data];
+    let (status, _, stderr) = run_cli(&serve).await?;
+    assert!(
+        !status.success(),
+        "an unprotected daemon started on 0.0.0.0"
+    );
+    assert!(stderr.contains("--insecure"), "{stderr}");
+
+    let placement = [
+        "placement",
+        "serve",
+        "--id",
+        "1",
+        "--listen",
+        "0.0.0.0:0",
+        "--data-dir",
+        data,
+    ];
+    let (status, _, stderr) = run_cli(&placement).await?;
+    assert!(!status.success(), "placement started on 0.0.0.0");
+    assert!(stderr.contains("--insecure"), "{stderr}");
+
+    Ok(())
+}

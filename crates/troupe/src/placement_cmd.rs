@@ -45,6 +45,11 @@ pub struct ServeArgs {
     /// How often daemons heartbeat.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "500ms")]
     heartbeat: Duration,
+    /// Listen beyond loopback although placement does not authenticate its
+    /// callers yet (anyone who reaches it can join a node): only where
+    /// nothing but daemons can reach the address.
+    #[arg(long)]
+    insecure: bool,
 }
 
 /// The `--peers` list.
@@ -85,6 +90,16 @@ pub async fn run(command: PlacementCommand) -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    if !args.listen.ip().is_loopback() && !args.insecure {
+        anyhow::bail!(
+            "--listen {} is reachable from other machines, and placement does not authenticate \
+             its callers yet: anyone who reaches it could join a node and take actors. Listen on \
+             a loopback address, or pass --insecure if only the daemons can reach {} (a private \
+             network or namespace)",
+            args.listen,
+            args.listen
+        );
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| {

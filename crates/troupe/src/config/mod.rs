@@ -126,6 +126,10 @@ pub struct ServeArgs {
     /// more. With any, an app must send one to attach.
     #[arg(long)]
     pub app_token_file: Option<PathBuf>,
+    /// Listen beyond loopback without requiring both tokens: only where
+    /// nobody but trusted callers can reach the address.
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 /// The same settings as read from a TOML file.
@@ -167,6 +171,8 @@ struct FileConfig {
     peer_queue_bytes: Option<usize>,
     api_token_file: Option<PathBuf>,
     app_token_file: Option<PathBuf>,
+    #[serde(default)]
+    insecure: bool,
 }
 
 /// Which state store to open.
@@ -335,6 +341,28 @@ impl ServeArgs {
             Credential::App,
             self.app_token_file.clone().or(file.app_token_file),
         );
+        let insecure = self.insecure || file.insecure;
+        if !listen.ip().is_loopback() && !insecure {
+            let missing: Vec<&str> = [
+                (&api_tokens, Credential::Api),
+                (&app_tokens, Credential::App),
+            ]
+            .into_iter()
+            .filter(|(tokens, _)| tokens.is_none())
+            .map(|(_, credential)| credential.env_var())
+            .collect();
+            if !missing.is_empty() {
+                anyhow::bail!(
+                    "--listen {listen} is reachable from other machines, and without {} anyone \
+                     who reaches it can call, read and deactivate every actor or register as an \
+                     app and take a type's calls. Set {} (or --api-token-file / --app-token-file; \
+                     docs/security.md), listen on a loopback address, or pass --insecure if only \
+                     trusted callers can reach it",
+                    missing.join(" and "),
+                    missing.join(" and ")
+                );
+            }
+        }
         // Before anything starts, with the setting's name in the message.
         runtime.check()?;
         Ok(ServeConfig {

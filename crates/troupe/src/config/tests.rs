@@ -185,3 +185,53 @@ fn unknown_settings_are_refused() -> anyhow::Result<()> {
     assert!(args.resolve().is_err());
     Ok(())
 }
+
+#[test]
+fn beyond_loopback_needs_both_tokens_or_insecure() -> anyhow::Result<()> {
+    let open = ServeArgs {
+        listen: Some("0.0.0.0:7420".parse()?),
+        ..ServeArgs::default()
+    };
+    // The variables may be set where the tests run; this test is about
+    // flags, so it only runs when they are not.
+    if std::env::var_os("TROUPE_API_TOKEN").is_some()
+        || std::env::var_os("TROUPE_APP_TOKEN").is_some()
+    {
+        return Ok(());
+    }
+    let Err(e) = open.resolve() else {
+        anyhow::bail!("an unprotected non-loopback listener was accepted");
+    };
+    let text = e.to_string();
+    assert!(
+        text.contains("TROUPE_API_TOKEN and TROUPE_APP_TOKEN"),
+        "{text}"
+    );
+    assert!(text.contains("--insecure"), "{text}");
+
+    let dir = tempfile::tempdir()?;
+    let (api, app) = (dir.path().join("api"), dir.path().join("app"));
+    let only_api = ServeArgs {
+        api_token_file: Some(api.clone()),
+        ..open.clone()
+    };
+    let Err(e) = only_api.resolve() else {
+        anyhow::bail!("a listener without the app token was accepted");
+    };
+    assert!(e.to_string().contains("without TROUPE_APP_TOKEN"), "{e}");
+
+    let both = ServeArgs {
+        api_token_file: Some(api),
+        app_token_file: Some(app),
+        ..open.clone()
+    };
+    assert!(both.resolve().is_ok());
+    let insecure = ServeArgs {
+        insecure: true,
+        ..open
+    };
+    assert!(insecure.resolve().is_ok());
+    // Loopback needs neither.
+    assert!(ServeArgs::default().resolve().is_ok());
+    Ok(())
+}
