@@ -6,6 +6,7 @@
 #
 #   bench/ghz.sh [CALLS_PER_SCENARIO]      (default 100000; each run is also cut at 120 s)
 #   TROUPE_DAEMON_ARGS="--metrics-listen 127.0.0.1:0" bench/ghz.sh   (measure a daemon option's cost)
+#   TOKENS=1 bench/ghz.sh   (the daemon requires the API and app tokens; ghz and the app send them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 calls=${1:-100000}
@@ -26,6 +27,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
+ghz_auth=()
+if [ "${TOKENS:-0}" = 1 ]; then
+    TROUPE_API_TOKEN="bench-api-$RANDOM$RANDOM" TROUPE_APP_TOKEN="bench-app-$RANDOM$RANDOM"
+    export TROUPE_API_TOKEN TROUPE_APP_TOKEN
+    auth="{\"authorization\":\"Bearer $TROUPE_API_TOKEN\"}"
+    # ghz learns the API by reflection, which wants the token too.
+    ghz_auth=(-m "$auth" --reflect-metadata "$auth")
+fi
 # shellcheck disable=SC2086 # word splitting of the extra args is wanted
 ./target/release/troupe serve --listen 127.0.0.1:0 --data-dir "$work/data" ${TROUPE_DAEMON_ARGS:-} \
     >"$work/daemon.out" 2>"$work/daemon.err" &
@@ -44,13 +53,13 @@ run() { # type -> json report, plus the daemon's CPU ticks spent on it
     local before; before=$(cpu_ticks "${pids[0]}")
     # Bounded by count; `timeout` bounds it in time too. ghz's default of one
     # connection, as in the anchor's `ghz -c 64`.
-    timeout 120 "$tools/ghz" --insecure --call troupe.v1.ActorClient.Invoke -c 64 -n "$calls" \
+    timeout 120 "$tools/ghz" --insecure --call troupe.v1.ActorClient.Invoke -c 64 -n "$calls" "${ghz_auth[@]}" \
         -d "{\"actor\":{\"type\":\"$1\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\",\"payload\":{\"data\":\"e30=\"}}" \
         -O json "$addr" >"$work/$1.json"
     echo $(( $(cpu_ticks "${pids[0]}") - before )) >"$work/$1.cpu"
 }
 # Warm up: activate the 1000 actors of each type.
-"$tools/ghz" --insecure --call troupe.v1.ActorClient.Invoke -c 16 -n 4000 \
+"$tools/ghz" --insecure --call troupe.v1.ActorClient.Invoke -c 16 -n 4000 "${ghz_auth[@]}" \
     -d '{"actor":{"type":"echo","id":"a{{randomInt 0 1000}}"},"method":"m"}' "$addr" >/dev/null
 run echo
 run counter

@@ -11,7 +11,8 @@
 //! app stream of their own. It receives messages of any size unless
 //! `--max-receive-bytes` sets a limit, which it then declares to the daemon
 //! (`Register.max_receive_bytes`), so that turns too large for it fail
-//! their callers instead of its stream.
+//! their callers instead of its stream. It sends the first token of
+//! `TROUPE_APP_TOKEN`, if set, to a daemon that requires one.
 
 use std::collections::HashMap;
 
@@ -97,10 +98,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             max_receive_bytes,
         })),
     })?;
-    let mut inbound = client
-        .attach(UnboundedReceiverStream::new(rx))
-        .await?
-        .into_inner();
+    let mut attach = tonic::Request::new(UnboundedReceiverStream::new(rx));
+    // A daemon that requires the app token gets the first one listed.
+    if let Some(token) = std::env::var("TROUPE_APP_TOKEN").ok().and_then(|t| {
+        t.split([',', '\n'])
+            .map(str::trim)
+            .find(|t| !t.is_empty())
+            .map(str::to_owned)
+    }) {
+        attach
+            .metadata_mut()
+            .insert("authorization", format!("Bearer {token}").parse()?);
+    }
+    let mut inbound = client.attach(attach).await?.into_inner();
     // Instance state per actor, as an SDK keeps it.
     let mut counts: HashMap<(String, String), u64> = HashMap::new();
     while let Some(message) = inbound.message().await? {
