@@ -495,7 +495,7 @@ async fn links_present_the_configured_authorization() -> TestResult {
     );
 
     let with_token = Links::new(LinksConfig {
-        authorization: Some(Authorization("Bearer s3cret".parse()?)),
+        authorization: Some(Authorization::fixed("Bearer s3cret".parse()?)),
         ..config(ChannelPlan::default())
     });
     let reply = wait_until_ok(|| send(&with_token, &address, "a", 0, 10)).await?;

@@ -18,12 +18,12 @@ use troupe_runtime::Runtime;
 use troupe_storage::{MemoryReminders, MemoryStore, ReminderStore, StateStore};
 use troupe_storage_postgres::PostgresStore;
 use troupe_storage_sled::{SledReminders, SledStore};
-use troupe_transport::link::{Authorization, Links, LinksConfig};
+use troupe_transport::link::{Links, LinksConfig};
 use troupe_transport::{Peers, PeersConfig};
 
 use crate::admin_api::AdminApi;
 use crate::app_api::AppApi;
-use crate::auth::{Guard, Tokens};
+use crate::auth::{peer_authorization, Guard, Tokens};
 use crate::client_api::ClientApi;
 use crate::config::{ServeConfig, StoreKind};
 use crate::forwarder::TransportForwarder;
@@ -85,17 +85,20 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         "tokens accepted (0: that API is open to anyone who can reach the port)"
     );
     // Peers of a cluster share the API token and present the first one.
-    let peer_authorization = match &config.api_tokens {
-        Some(source) => match source.first_token()? {
-            Some(token) => Some(Authorization(
-                format!("Bearer {token}")
-                    .parse()
-                    .map_err(|_| anyhow::anyhow!("the API token holds characters that cannot travel in gRPC metadata; use printable ASCII"))?,
-            )),
-            None => None,
-        },
-        None => None,
-    };
+    if let Some(token) = config
+        .api_tokens
+        .as_ref()
+        .map(|s| s.first_token())
+        .transpose()?
+        .flatten()
+    {
+        if tonic::metadata::AsciiMetadataValue::try_from(format!("Bearer {token}")).is_err() {
+            anyhow::bail!(
+                "the API token holds characters that cannot travel in gRPC metadata; use printable ASCII"
+            );
+        }
+    }
+    let peer_authorization = config.api_tokens.clone().map(peer_authorization);
     let api_guard = Guard::new(api_tokens.clone());
     let client_guard = Guard::new(api_tokens).or(app_tokens.clone());
     let app_guard = Guard::new(app_tokens);

@@ -2,7 +2,10 @@
 //! connections each, HTTP/2 windows, chunking and queue bounds.
 
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
+
+use tonic::metadata::AsciiMetadataValue;
 
 use super::wire::Framing;
 
@@ -196,9 +199,26 @@ pub struct LinksConfig {
 }
 
 /// The `authorization` metadata a daemon presents to its peers (`Bearer
-/// <token>`). Its `Debug` never shows the value.
+/// <token>`), asked for each time a stream opens, so a rotated token is
+/// presented from the next connection on. Its `Debug` never shows it.
 #[derive(Clone)]
-pub struct Authorization(pub tonic::metadata::AsciiMetadataValue);
+pub struct Authorization(Arc<dyn Fn() -> Option<AsciiMetadataValue> + Send + Sync>);
+
+impl Authorization {
+    /// The value `current` gives when a stream opens (`None`: send none).
+    pub fn new(current: impl Fn() -> Option<AsciiMetadataValue> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(current))
+    }
+
+    /// Always `value`.
+    pub fn fixed(value: AsciiMetadataValue) -> Self {
+        Self::new(move || Some(value.clone()))
+    }
+
+    pub fn current(&self) -> Option<AsciiMetadataValue> {
+        (self.0)()
+    }
+}
 
 impl std::fmt::Debug for Authorization {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -293,9 +293,8 @@ impl Shared {
             .await
             .map_err(|_| down("the stream closed".into()))?;
         let mut open = tonic::Request::new(ReceiverStream::new(rx));
-        if let Some(authorization) = &self.config.authorization {
-            open.metadata_mut()
-                .insert("authorization", authorization.0.clone());
+        if let Some(value) = self.config.authorization.as_ref().and_then(|a| a.current()) {
+            open.metadata_mut().insert("authorization", value);
         }
         let incoming = tokio::time::timeout(self.config.connect_timeout, client.open(open))
             .await

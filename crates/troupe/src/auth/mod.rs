@@ -17,9 +17,10 @@ use std::time::{Duration, SystemTime};
 use arc_swap::ArcSwap;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use tonic::metadata::MetadataMap;
+use tonic::metadata::{AsciiMetadataValue, MetadataMap};
 use tonic::Status;
 use tracing::{info, warn};
+use troupe_transport::link::Authorization;
 
 mod bearer;
 mod guard;
@@ -103,6 +104,26 @@ impl TokenSource {
         })?;
         Ok(parse_tokens(&text).into_iter().next())
     }
+}
+
+/// What this daemon presents to its peers: the source's first token, read
+/// again at each new connection, so moving a new token to the top of the
+/// file rotates what peers see without a restart. A file that cannot be
+/// read or is empty for a moment keeps the token it gave before.
+pub fn peer_authorization(source: TokenSource) -> Authorization {
+    let last = parking_lot::Mutex::new(None::<AsciiMetadataValue>);
+    Authorization::new(move || {
+        let fresh = source
+            .first_token()
+            .ok()
+            .flatten()
+            .and_then(|token| format!("Bearer {token}").parse().ok());
+        let mut last = last.lock();
+        if fresh.is_some() {
+            *last = fresh;
+        }
+        last.clone()
+    })
 }
 
 /// Tokens from text: one per line or separated by commas; blank lines and

@@ -92,3 +92,26 @@ async fn a_changed_file_is_used_without_a_restart() -> Result<(), Box<dyn std::e
     }
     Ok(())
 }
+
+#[test]
+fn peers_are_shown_the_first_token_as_the_file_has_it_now() -> Result<(), Box<dyn std::error::Error>>
+{
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("token");
+    std::fs::write(&path, "old\n")?;
+    let presented = peer_authorization(source(&[], Some(path.clone())));
+    let shown = |p: &Authorization| {
+        p.current()
+            .map(|v| v.to_str().unwrap_or_default().to_owned())
+    };
+    assert_eq!(shown(&presented).as_deref(), Some("Bearer old"));
+    // Rotation: the new token first (peers already accept both).
+    let next = dir.path().join("token.next");
+    std::fs::write(&next, "new\nold\n")?;
+    std::fs::rename(&next, &path)?;
+    assert_eq!(shown(&presented).as_deref(), Some("Bearer new"));
+    // Emptied for a moment: the last token is still shown.
+    std::fs::write(&path, "")?;
+    assert_eq!(shown(&presented).as_deref(), Some("Bearer new"));
+    Ok(())
+}
