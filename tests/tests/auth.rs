@@ -3,7 +3,7 @@
 //! tokens at once, and a token file replaced while the daemon runs.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -89,22 +89,27 @@ fn refused(answer: &Result<(), Status>) -> bool {
     matches!(answer, Err(status) if status.code() == Code::Unauthenticated)
 }
 
-async fn daemon_with_tokens(dir: &Path, app_token_file: &Path) -> anyhow::Result<Daemon> {
-    let file = app_token_file.to_str().context("temp path is not UTF-8")?;
-    Daemon::start_with_env(
-        dir,
+/// A daemon under `dir` that takes the API tokens from its environment and
+/// the app token from a file holding `app_tokens` (the file's path, to
+/// change it).
+async fn daemon_with_tokens(dir: &Path, app_tokens: &str) -> anyhow::Result<(Daemon, PathBuf)> {
+    let token_file = dir.join("app-token");
+    std::fs::write(&token_file, app_tokens)?;
+    let file = token_file.to_str().context("temp path is not UTF-8")?;
+    let daemon = Daemon::start_with_env(
+        &dir.join("data"),
         &["--app-token-file", file],
         &[("TROUPE_API_TOKEN", API_TOKENS)],
     )
-    .await
+    .await?;
+    Ok((daemon, token_file))
 }
 
 #[tokio::test]
 async fn every_rpc_wants_its_own_token() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let token_file = dir.path().join("app-token");
-    std::fs::write(&token_file, format!("# the app token\n{APP_TOKEN}\n"))?;
-    let daemon = daemon_with_tokens(&dir.path().join("data"), &token_file).await?;
+    let (daemon, _) =
+        daemon_with_tokens(dir.path(), &format!("# the app token\n{APP_TOKEN}\n")).await?;
     let channel = Channel::from_shared(daemon.url())?.connect().await?;
 
     let methods = all_methods()?;
@@ -151,9 +156,7 @@ async fn every_rpc_wants_its_own_token() -> anyhow::Result<()> {
 #[tokio::test]
 async fn a_token_file_replaced_on_disk_is_used_without_a_restart() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let token_file = dir.path().join("app-token");
-    std::fs::write(&token_file, format!("{APP_TOKEN}\n"))?;
-    let daemon = daemon_with_tokens(&dir.path().join("data"), &token_file).await?;
+    let (daemon, token_file) = daemon_with_tokens(dir.path(), &format!("{APP_TOKEN}\n")).await?;
     let channel = Channel::from_shared(daemon.url())?.connect().await?;
     let attach = "/troupe.v1.AppHost/Attach";
     assert!(!refused(&call(&channel, attach, Some(APP_TOKEN)).await?));
@@ -192,9 +195,7 @@ async fn a_token_file_replaced_on_disk_is_used_without_a_restart() -> anyhow::Re
 #[tokio::test]
 async fn the_cli_sends_the_token_from_the_environment() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let token_file = dir.path().join("app-token");
-    std::fs::write(&token_file, format!("{APP_TOKEN}\n"))?;
-    let daemon = daemon_with_tokens(&dir.path().join("data"), &token_file).await?;
+    let (daemon, _) = daemon_with_tokens(dir.path(), &format!("{APP_TOKEN}\n")).await?;
     let addr = daemon.addr.to_string();
     let args = ["status", "--addr", addr.as_str()];
 

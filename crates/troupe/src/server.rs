@@ -85,20 +85,11 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         "tokens accepted (0: that API is open to anyone who can reach the port)"
     );
     // Peers of a cluster share the API token and present the first one.
-    if let Some(token) = config
+    let peer_authorization = config
         .api_tokens
-        .as_ref()
-        .map(|s| s.first_token())
-        .transpose()?
-        .flatten()
-    {
-        if tonic::metadata::AsciiMetadataValue::try_from(format!("Bearer {token}")).is_err() {
-            anyhow::bail!(
-                "the API token holds characters that cannot travel in gRPC metadata; use printable ASCII"
-            );
-        }
-    }
-    let peer_authorization = config.api_tokens.clone().map(peer_authorization);
+        .clone()
+        .map(peer_authorization)
+        .transpose()?;
     let api_guard = Guard::new(api_tokens.clone());
     let client_guard = Guard::new(api_tokens).or(app_tokens.clone());
     let app_guard = Guard::new(app_tokens);

@@ -123,8 +123,8 @@ pub enum Window {
 /// Chosen over `Auto` by `bench/transport.sh` (8 MiB echoes at 20 ms, 1
 /// Gbit/s): 87-88 % of the link against 85 % with 16 pairs, 86 % against
 /// 69 % with 128 pairs (and a queue that holds them), where the adaptive
-/// window, which starts at 64 KiB
-/// and grows with ping samples, lagged behind deep queues. The window only
+/// window, which starts at 64 KiB and grows with ping samples, lagged
+/// behind deep queues. The window only
 /// bounds what a peer may send before this daemon reads it, and a link
 /// reader reads at once.
 pub const DEFAULT_WINDOW: u32 = 16 * 1024 * 1024;

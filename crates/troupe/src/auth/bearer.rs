@@ -2,12 +2,14 @@
 
 use tonic::{Request, Status};
 
-use super::{parse_tokens, Credential, AUTHORIZATION};
+use tonic::metadata::AsciiMetadataValue;
+
+use super::{Credential, AUTHORIZATION};
 
 /// Adds `authorization: Bearer <token>` to every request a client sends.
 #[derive(Clone)]
 pub struct BearerToken {
-    header: Option<tonic::metadata::AsciiMetadataValue>,
+    header: Option<AsciiMetadataValue>,
 }
 
 impl std::fmt::Debug for BearerToken {
@@ -25,31 +27,26 @@ pub struct UnsendableToken {
     pub what: String,
 }
 
+/// `Bearer <token>` as metadata; `what` names where the token came from
+/// in the error (never the token).
+pub fn bearer_value(token: &str, what: &str) -> Result<AsciiMetadataValue, UnsendableToken> {
+    format!("Bearer {}", token.trim())
+        .parse()
+        .map_err(|_| UnsendableToken {
+            what: what.to_owned(),
+        })
+}
+
 impl BearerToken {
-    /// None: send nothing.
-    pub fn new(token: Option<&str>, what: &str) -> Result<Self, UnsendableToken> {
-        let header = token
-            .map(|token| {
-                format!("Bearer {}", token.trim())
-                    .parse()
-                    .map_err(|_| UnsendableToken {
-                        what: what.to_owned(),
-                    })
-            })
+    /// The first token of `TROUPE_API_TOKEN`, if set; else send nothing.
+    pub fn api_from_env() -> Result<Self, UnsendableToken> {
+        let what = Credential::Api.env_var();
+        let header = Credential::Api
+            .env_tokens()
+            .first()
+            .map(|token| bearer_value(token, what))
             .transpose()?;
         Ok(Self { header })
-    }
-
-    /// The first token of `TROUPE_API_TOKEN`, if set.
-    pub fn api_from_env() -> Result<Self, UnsendableToken> {
-        let tokens = std::env::var(Credential::Api.env_var())
-            .ok()
-            .map(|text| parse_tokens(&text))
-            .unwrap_or_default();
-        Self::new(
-            tokens.first().map(String::as_str),
-            Credential::Api.env_var(),
-        )
     }
 }
 

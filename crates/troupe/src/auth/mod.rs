@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use arc_swap::ArcSwap;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use tonic::metadata::{AsciiMetadataValue, MetadataMap};
+use tonic::metadata::MetadataMap;
 use tonic::Status;
 use tracing::{info, warn};
 use troupe_transport::link::Authorization;
@@ -25,7 +25,7 @@ use troupe_transport::link::Authorization;
 mod bearer;
 mod guard;
 
-pub use bearer::BearerToken;
+pub use bearer::{bearer_value, BearerToken, UnsendableToken};
 pub use guard::Guard;
 
 /// The metadata key tokens travel in, as gRPC clients send them.
@@ -59,6 +59,13 @@ impl Credential {
         }
     }
 
+    /// The tokens in this credential's environment variable.
+    pub fn env_tokens(self) -> Vec<String> {
+        std::env::var(self.env_var())
+            .map(|text| parse_tokens(&text))
+            .unwrap_or_default()
+    }
+
     fn what(self) -> &'static str {
         match self {
             Self::Api => "the client API token",
@@ -88,12 +95,8 @@ impl std::fmt::Debug for TokenSource {
 }
 
 impl TokenSource {
-    /// The token this daemon presents to its peers: the first one given
-    /// (the environment's, else the file's). Read once, at start.
-    pub fn first_token(&self) -> Result<Option<String>, TokenError> {
-        if let Some(token) = self.inline.first() {
-            return Ok(Some(token.clone()));
-        }
+    /// The tokens in the file, if one is named.
+    fn file_tokens(&self) -> Result<Option<Vec<String>>, TokenError> {
         let Some(path) = &self.file else {
             return Ok(None);
         };
@@ -102,28 +105,53 @@ impl TokenSource {
             flag: self.credential.flag(),
             source,
         })?;
-        Ok(parse_tokens(&text).into_iter().next())
+        Ok(Some(parse_tokens(&text)))
     }
+
+    /// The first token given: the environment's, else the file's.
+    fn first_token(&self) -> Result<Option<String>, TokenError> {
+        if let Some(token) = self.inline.first() {
+            return Ok(Some(token.clone()));
+        }
+        Ok(self
+            .file_tokens()?
+            .and_then(|tokens| tokens.into_iter().next()))
+    }
+}
+
+/// Why this daemon cannot present its API token to its peers.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerTokenError {
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    #[error(transparent)]
+    Unsendable(#[from] UnsendableToken),
 }
 
 /// What this daemon presents to its peers: the source's first token, read
 /// again at each new connection, so moving a new token to the top of the
-/// file rotates what peers see without a restart. A file that cannot be
+/// file rotates what peers see without a restart. Read once here too, so a
+/// token that cannot be sent stops the start; later, a file that cannot be
 /// read or is empty for a moment keeps the token it gave before.
-pub fn peer_authorization(source: TokenSource) -> Authorization {
-    let last = parking_lot::Mutex::new(None::<AsciiMetadataValue>);
-    Authorization::new(move || {
+pub fn peer_authorization(source: TokenSource) -> Result<Authorization, PeerTokenError> {
+    let what = source.credential.env_var();
+    let first = source
+        .first_token()?
+        .map(|token| bearer_value(&token, what))
+        .transpose()?;
+    let last = parking_lot::Mutex::new(first);
+    Ok(Authorization::new(move || {
         let fresh = source
             .first_token()
             .ok()
             .flatten()
-            .and_then(|token| format!("Bearer {token}").parse().ok());
+            .and_then(|token| bearer_value(&token, what).ok());
         let mut last = last.lock();
         if fresh.is_some() {
             *last = fresh;
         }
         last.clone()
-    })
+    }))
 }
 
 /// Tokens from text: one per line or separated by commas; blank lines and
@@ -230,14 +258,7 @@ impl Tokens {
 
     fn read(source: &TokenSource) -> Result<Accepted, TokenError> {
         let mut tokens = source.inline.clone();
-        if let Some(path) = &source.file {
-            let text =
-                std::fs::read_to_string(path).map_err(|source_error| TokenError::Unreadable {
-                    path: path.clone(),
-                    flag: source.credential.flag(),
-                    source: source_error,
-                })?;
-            let from_file = parse_tokens(&text);
+        if let (Some(path), Some(from_file)) = (&source.file, source.file_tokens()?) {
             if from_file.is_empty() {
                 return Err(TokenError::Empty {
                     path: path.clone(),

@@ -99,7 +99,7 @@ fn peers_are_shown_the_first_token_as_the_file_has_it_now() -> Result<(), Box<dy
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("token");
     std::fs::write(&path, "old\n")?;
-    let presented = peer_authorization(source(&[], Some(path.clone())));
+    let presented = peer_authorization(source(&[], Some(path.clone())))?;
     let shown = |p: &Authorization| {
         p.current()
             .map(|v| v.to_str().unwrap_or_default().to_owned())

@@ -352,14 +352,13 @@ impl ServeArgs {
             .map(|(_, credential)| credential.env_var())
             .collect();
             if !missing.is_empty() {
+                let missing = missing.join(" and ");
                 anyhow::bail!(
-                    "--listen {listen} is reachable from other machines, and without {} anyone \
-                     who reaches it can call, read and deactivate every actor or register as an \
-                     app and take a type's calls. Set {} (or --api-token-file / --app-token-file; \
-                     docs/security.md), listen on a loopback address, or pass --insecure if only \
-                     trusted callers can reach it",
-                    missing.join(" and "),
-                    missing.join(" and ")
+                    "--listen {listen} is reachable from other machines, and without {missing} \
+                     anyone who reaches it can call, read and deactivate every actor or register \
+                     as an app and take a type's calls. Set {missing} (or --api-token-file / \
+                     --app-token-file; docs/security.md), listen on a loopback address, or pass \
+                     --insecure if only trusted callers can reach it"
                 );
             }
         }

@@ -6,14 +6,12 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::FileConfig;
-use crate::auth::{parse_tokens, Credential, TokenSource};
+use crate::auth::{Credential, TokenSource};
 
 /// A credential's tokens from its environment variable and its file;
 /// `None` when neither gives any (the API it guards stays open).
 pub(super) fn token_source(credential: Credential, file: Option<PathBuf>) -> Option<TokenSource> {
-    let inline = std::env::var(credential.env_var())
-        .map(|text| parse_tokens(&text))
-        .unwrap_or_default();
+    let inline = credential.env_tokens();
     if inline.is_empty() && file.is_none() {
         return None;
     }
