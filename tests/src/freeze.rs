@@ -65,8 +65,12 @@ impl Freeze {
     /// Attaches to `pid`, arms a breakpoint at `location` (`file:line`) and
     /// lets the process run on; returns once it runs.
     pub async fn arm(pid: u32, location: &str) -> anyhow::Result<Freeze> {
+        // gdb reads the binary's symbols before it attaches: attaching
+        // first stops the daemon for as long as that takes (seconds for a
+        // debug build, past a cluster lease), which fences it before the
+        // test begins.
         let mut gdb = Command::new("gdb")
-            .args(["-q", "-nx", "-p", &pid.to_string()])
+            .args(["-q", "-nx", &format!("/proc/{pid}/exe")])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -85,8 +89,8 @@ impl Freeze {
         // breakpoint stops it.
         freeze
             .send(&format!(
-                "set pagination off\nset confirm off\nhandle all nostop noprint pass\n\
-                 break {location}\necho ARMED\\n\ncontinue\n"
+                "set pagination off\nset confirm off\nbreak {location}\nattach {pid}\n\
+                 handle all nostop noprint pass\necho ARMED\\n\ncontinue\n"
             ))
             .await?;
         freeze.wait_for("ARMED", Duration::from_secs(60)).await?;
