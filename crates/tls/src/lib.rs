@@ -1,0 +1,30 @@
+//! TLS for every Troupe connection: the client and app listener, daemon to
+//! daemon links, daemons to placement replicas and replicas among
+//! themselves.
+//!
+//! This crate owns the certificate, key and CA files and their reloading
+//! ([`Tls`]: every new connection uses what the files hold now, so a renewed
+//! certificate needs no restart), the identity check of cluster members
+//! (a DNS name or SPIFFE-style URI in the peer's certificate, against
+//! configuration: [`PeerIdentities`]), the server side (a listener's
+//! handshakes, [`Tls::incoming`]) and the client side (a connector for
+//! tonic endpoints, [`Connector`]), and development certificates made with
+//! rcgen ([`dev`]) so tests and a first try need no openssl.
+
+mod connect;
+pub mod dev;
+mod error;
+mod files;
+mod identity;
+mod incoming;
+mod tls;
+mod verify;
+
+pub use connect::Connector;
+pub use error::TlsError;
+pub use files::TlsFiles;
+pub use identity::{identities_of, NotAPeer, PeerIdentities};
+pub use tls::{client_config_for_server, ClientCerts, Tls, TlsSettings};
+
+/// Certificates as tonic hands them to services (`Request::peer_certs`).
+pub use rustls_pki_types::CertificateDer;
