@@ -67,6 +67,8 @@ struct Inner {
     peers: BTreeMap<u64, String>,
     lease: Duration,
     heartbeat: Duration,
+    /// mTLS to the other replicas, when on.
+    tls: Option<troupe_tls::Connector>,
     soft: Mutex<Soft>,
     leaders: Mutex<HashMap<u64, PlacementClient<Channel>>>,
 }
@@ -78,23 +80,21 @@ enum Route {
 
 impl PlacementService {
     pub(super) fn new(
-        id: u64,
+        config: &super::ServiceConfig,
         raft: Raft<TypeConfig>,
         applied: Arc<RwLock<Applied>>,
         log: LogStore,
-        peers: BTreeMap<u64, String>,
-        lease: Duration,
-        heartbeat: Duration,
     ) -> Self {
         PlacementService {
             inner: Arc::new(Inner {
-                id,
+                id: config.id,
                 raft,
                 applied,
                 log,
-                peers,
-                lease,
-                heartbeat,
+                peers: config.peers.clone(),
+                lease: config.lease,
+                heartbeat: config.heartbeat,
+                tls: config.tls.clone().map(troupe_tls::Connector::to_members),
                 soft: Mutex::new(Soft {
                     term: None,
                     since: Instant::now(),
@@ -192,15 +192,18 @@ impl PlacementService {
                  give every replica the same peers list"
             ))
         })?;
-        let channel = Endpoint::from_shared(format!("http://{addr}"))
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
             .map_err(|e| {
                 Status::internal(format!(
                     "replica {id} address {addr:?} is not a valid host:port: {e}"
                 ))
             })?
             .connect_timeout(Duration::from_secs(1))
-            .timeout(FORWARD_TIMEOUT)
-            .connect_lazy();
+            .timeout(FORWARD_TIMEOUT);
+        let channel = match &self.inner.tls {
+            Some(tls) => endpoint.connect_with_connector_lazy(tls.clone()),
+            None => endpoint.connect_lazy(),
+        };
         let client = PlacementClient::new(channel);
         clients.insert(id, client.clone());
         Ok(client)

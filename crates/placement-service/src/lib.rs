@@ -61,6 +61,10 @@ pub struct ServiceConfig {
     pub lease: Duration,
     /// How often daemons heartbeat; also the leader's expiry/promotion tick.
     pub heartbeat: Duration,
+    /// mTLS for the API and between replicas: only cluster members (a
+    /// certificate from the cluster's CA with a member identity) connect.
+    /// `None`: plaintext, for loopback only.
+    pub tls: Option<troupe_tls::Tls>,
 }
 
 /// Default lease: long enough to ride out a GC pause or a leader election.
@@ -77,6 +81,7 @@ impl ServiceConfig {
             peers,
             lease: DEFAULT_LEASE,
             heartbeat: DEFAULT_HEARTBEAT,
+            tls: None,
         }
     }
 
@@ -140,6 +145,7 @@ pub struct Replica {
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     store_closed: store::StoreClosed,
+    tls: Option<troupe_tls::Tls>,
 }
 
 impl Replica {
@@ -185,7 +191,7 @@ impl Replica {
         let raft = Raft::new(
             config.id,
             raft_config,
-            network::Network,
+            network::Network::new(config.tls.clone().map(troupe_tls::Connector::to_members)),
             log.clone(),
             sm.clone(),
         )
@@ -212,15 +218,8 @@ impl Replica {
         }
 
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
-        let service = grpc::PlacementService::new(
-            config.id,
-            raft,
-            applied,
-            log,
-            config.peers.clone(),
-            config.lease,
-            config.heartbeat,
-        );
+        let service = grpc::PlacementService::new(&config, raft, applied, log);
+        let tls = config.tls.clone();
         let tasks = vec![tokio::spawn(service.clone().leader_loop(stop_rx))];
         drop(db);
         Ok(Replica {
@@ -228,6 +227,7 @@ impl Replica {
             stop,
             tasks,
             store_closed,
+            tls,
         })
     }
 
@@ -251,10 +251,19 @@ impl Replica {
     ) -> Result<(), ServiceError> {
         let addr: SocketAddr = listener.local_addr()?;
         tracing::info!(%addr, id = self.service.id(), "placement replica serving");
-        let result = tonic::transport::Server::builder()
-            .add_service(self.grpc())
-            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
-            .await;
+        let router = tonic::transport::Server::builder().add_service(self.grpc());
+        let result = match &self.tls {
+            Some(tls) => {
+                router
+                    .serve_with_incoming_shutdown(tls.incoming(listener), shutdown)
+                    .await
+            }
+            None => {
+                router
+                    .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+                    .await
+            }
+        };
         self.stop().await;
         result.map_err(Into::into)
     }

@@ -22,6 +22,7 @@ use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
 use troupe_proto::v1 as pb;
 use troupe_proto::v1::placement_client::PlacementClient;
+use troupe_tls::Connector;
 
 use super::TypeConfig;
 
@@ -33,13 +34,21 @@ pub const INSTALL_SNAPSHOT: &str = "install_snapshot";
 
 /// Connects to replicas by the address in the Raft membership.
 #[derive(Debug, Clone, Default)]
-pub struct Network;
+pub struct Network {
+    tls: Option<Connector>,
+}
+
+impl Network {
+    pub fn new(tls: Option<Connector>) -> Self {
+        Self { tls }
+    }
+}
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
-        PeerClient::new(target, &node.addr)
+        PeerClient::new(target, &node.addr, self.tls.clone())
     }
 }
 
@@ -48,6 +57,7 @@ impl RaftNetworkFactory<TypeConfig> for Network {
 pub struct PeerClient {
     target: NodeId,
     addr: String,
+    tls: Option<Connector>,
     client: Option<PlacementClient<Channel>>,
 }
 
@@ -76,10 +86,11 @@ enum PeerError {
 }
 
 impl PeerClient {
-    fn new(target: NodeId, addr: &str) -> Self {
+    fn new(target: NodeId, addr: &str, tls: Option<Connector>) -> Self {
         PeerClient {
             target,
             addr: addr.to_owned(),
+            tls,
             client: None,
         }
     }
@@ -88,15 +99,18 @@ impl PeerClient {
         if let Some(c) = &self.client {
             return Ok(c.clone());
         }
-        let channel = Endpoint::from_shared(format!("http://{}", self.addr))
+        let endpoint = Endpoint::from_shared(format!("http://{}", self.addr))
             .map_err(|source| PeerError::BadAddress {
                 target: self.target,
                 addr: self.addr.clone(),
                 source,
             })?
             .connect_timeout(Duration::from_secs(1))
-            .tcp_nodelay(true)
-            .connect_lazy();
+            .tcp_nodelay(true);
+        let channel = match &self.tls {
+            Some(tls) => endpoint.connect_with_connector_lazy(tls.clone()),
+            None => endpoint.connect_lazy(),
+        };
         let client = PlacementClient::new(channel)
             .max_decoding_message_size(64 << 20)
             .max_encoding_message_size(64 << 20);

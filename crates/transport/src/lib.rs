@@ -82,6 +82,8 @@ pub struct PeersConfig {
     pub max_message_bytes: usize,
     /// Upper bound on a forwarded request without a deadline of its own.
     pub default_timeout: Duration,
+    /// mTLS to the replicas; `None`: plaintext.
+    pub tls: Option<troupe_tls::Connector>,
 }
 
 impl Default for PeersConfig {
@@ -92,6 +94,7 @@ impl Default for PeersConfig {
             keep_alive_timeout: Duration::from_secs(5),
             max_message_bytes: 8 * 1024 * 1024 + 64 * 1024,
             default_timeout: Duration::from_secs(60),
+            tls: None,
         }
     }
 }
@@ -163,7 +166,10 @@ impl Peers {
             .tcp_nodelay(true)
             .http2_keep_alive_interval(config.keep_alive_interval)
             .keep_alive_timeout(config.keep_alive_timeout);
-        let channel = endpoint.connect_lazy();
+        let channel = match &config.tls {
+            Some(tls) => endpoint.connect_with_connector_lazy(tls.clone()),
+            None => endpoint.connect_lazy(),
+        };
         debug!(peer = %address, "new peer channel");
         channels.insert(address.to_owned(), channel.clone());
         Ok(channel)

@@ -5,6 +5,7 @@
 mod admin_api;
 mod app_api;
 mod auth;
+mod certs_cmd;
 mod cli;
 mod client_api;
 mod config;
@@ -103,6 +104,11 @@ enum Command {
     Placement {
         #[command(subcommand)]
         command: placement_cmd::PlacementCommand,
+    },
+    /// Make development TLS certificates (a CA, and certificates it issues).
+    Certs {
+        #[command(subcommand)]
+        command: certs_cmd::CertsCommand,
     },
 }
 
@@ -249,6 +255,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             command: ClusterCommand::Status { target },
         } => cli::cluster_status(&target).await,
         Command::Placement { command } => placement_cmd::run(command).await,
+        Command::Certs { command } => certs_cmd::run(command),
         Command::Reminders {
             command:
                 RemindersCommand::List {
@@ -257,5 +264,18 @@ async fn run(command: Command) -> anyhow::Result<()> {
                     target,
                 },
         } => cli::reminders_list(&target, actor_type, actor_id).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every subcommand's arguments, global ones included, fit together
+    /// (clap checks this only when a command is parsed, so a clash between
+    /// a global flag and one command's argument would otherwise surface as
+    /// a panic in that command alone).
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
     }
 }

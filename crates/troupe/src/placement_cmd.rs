@@ -14,6 +14,8 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use troupe_placement_service::{Replica, ServiceConfig};
 
+use crate::config::{TlsArgs, TlsRole};
+
 /// Default listen address of a placement replica (loopback only).
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7470";
 
@@ -45,11 +47,15 @@ pub struct ServeArgs {
     /// How often daemons heartbeat.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "500ms")]
     heartbeat: Duration,
-    /// Listen beyond loopback although placement does not authenticate its
-    /// callers yet (anyone who reaches it can join a node): only where
-    /// nothing but daemons can reach the address.
+    /// Listen beyond loopback without TLS, so without knowing who calls
+    /// (anyone who reaches it can join a node): only where nothing but
+    /// daemons can reach the address.
     #[arg(long)]
     insecure: bool,
+    /// mTLS: only daemons and replicas with a member certificate from
+    /// --tls-ca connect, and replicas talk to each other over it.
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 /// The `--peers` list.
@@ -90,11 +96,18 @@ pub async fn run(command: PlacementCommand) -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    if !args.listen.ip().is_loopback() && !args.insecure {
+    let tls = args
+        .tls
+        .resolve(None, TlsRole::Placement)?
+        .map(troupe_tls::Tls::load)
+        .transpose()
+        .context("setting up TLS")?;
+    if !args.listen.ip().is_loopback() && !args.insecure && tls.is_none() {
         anyhow::bail!(
-            "--listen {} is reachable from other machines, and placement does not authenticate \
-             its callers yet: anyone who reaches it could join a node and take actors. Listen on \
-             a loopback address, or pass --insecure if only the daemons can reach {} (a private \
+            "--listen {} is reachable from other machines, and without TLS placement cannot tell \
+             who calls: anyone who reaches it could join a node and take actors. Give \
+             --tls-cert, --tls-key and --tls-ca (only cluster members then connect), listen on a \
+             loopback address, or pass --insecure if only the daemons can reach {} (a private \
              network or namespace)",
             args.listen,
             args.listen
@@ -124,6 +137,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = ServiceConfig {
         lease: args.lease,
         heartbeat: args.heartbeat,
+        tls,
         ..ServiceConfig::new(args.id, args.data_dir, peers)
     };
     let replica = Replica::start(config)

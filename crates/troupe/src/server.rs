@@ -90,12 +90,24 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .clone()
         .map(peer_authorization)
         .transpose()?;
+    let tls = config
+        .tls
+        .clone()
+        .map(troupe_tls::Tls::load)
+        .transpose()
+        .context("setting up TLS")?;
+    // Daemons and replicas present this daemon's certificate and accept
+    // only a cluster member's.
+    let member_tls = tls.clone().map(troupe_tls::Connector::to_members);
     let api_guard = Guard::new(api_tokens.clone());
+    // Links carry any actor's calls: with TLS, only a member may open one.
+    let peer_guard = api_guard.clone().members_only(tls.clone());
     let client_guard = Guard::new(api_tokens).or(app_tokens.clone());
     let app_guard = Guard::new(app_tokens);
     let peers = Peers::new(PeersConfig {
         max_message_bytes: limit,
         default_timeout: config.runtime.call_timeout,
+        tls: member_tls.clone(),
         ..PeersConfig::default()
     });
     let cluster_view = config
@@ -116,6 +128,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
             max_message_bytes: limit,
             default_timeout: config.runtime.call_timeout,
             authorization: peer_authorization.clone(),
+            tls: member_tls.clone(),
             ..LinksConfig::default()
         })
     });
@@ -158,13 +171,9 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .build_v1()
         .context("building the reflection service")?;
 
-    // Small messages (calls, turns) must not wait for Nagle's algorithm to
-    // meet a delayed ACK: that costs tens of milliseconds per exchange.
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-
     let app_api = AppApi::new(runtime.clone(), limit);
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tonic::transport::Server::builder()
+    let router = tonic::transport::Server::builder()
         // Set on purpose, for app streams: a peer may have up to this much
         // in flight before it must wait for the daemon to read. h2 also
         // limits how many small DATA frames it buffers to half the
@@ -199,7 +208,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         .add_optional_service(links.as_ref().map(|links| {
             InterceptedService::new(
                 links.server(Arc::new(LinkApi::new(ClientApi::new(runtime.clone())))),
-                api_guard.clone(),
+                peer_guard,
             )
         }))
         .add_service(InterceptedService::new(
@@ -209,13 +218,25 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
                 links.clone(),
             )),
             api_guard,
-        ))
-        .serve_with_incoming_shutdown(incoming, async {
-            let _ = server_stopped.await;
-        });
-    let server = tokio::spawn(server);
+        ));
+    let stopped = async {
+        let _ = server_stopped.await;
+    };
+    let server = match &tls {
+        // Plaintext clients and peers fail the handshake: nothing is
+        // served without TLS once it is on.
+        Some(tls) => {
+            tokio::spawn(router.serve_with_incoming_shutdown(tls.incoming(listener), stopped))
+        }
+        // Small messages (calls, turns) must not wait for Nagle's algorithm
+        // to meet a delayed ACK: that costs tens of milliseconds each.
+        None => tokio::spawn(router.serve_with_incoming_shutdown(
+            TcpIncoming::from(listener).with_nodelay(Some(true)),
+            stopped,
+        )),
+    };
 
-    info!(address = %local, store = %store.describe(), "troupe daemon listening");
+    info!(address = %local, store = %store.describe(), tls = tls.is_some(), "troupe daemon listening");
     // A plain line on stdout for scripts and tests that asked for port 0.
     println!("troupe listening on {local}");
 

@@ -196,6 +196,9 @@ pub struct LinksConfig {
     pub default_timeout: Duration,
     /// Sent when a stream opens, for peers that require a token.
     pub authorization: Option<Authorization>,
+    /// TLS to peers (mutual: this daemon's certificate presented, a
+    /// cluster member's expected); `None`: plaintext.
+    pub tls: Option<troupe_tls::Connector>,
 }
 
 /// The `authorization` metadata a daemon presents to its peers (`Bearer
@@ -241,6 +244,7 @@ impl Default for LinksConfig {
             keep_alive_timeout: Duration::from_secs(5),
             default_timeout: Duration::from_secs(60),
             authorization: None,
+            tls: None,
         }
     }
 }

@@ -269,12 +269,12 @@ impl Shared {
     /// the stream was up at all.
     async fn session(self: &Arc<Self>) -> Result<(), (String, bool)> {
         let down = |reason: String| (reason, false);
-        let channel = self
-            .endpoint()
-            .map_err(down)?
-            .connect()
-            .await
-            .map_err(|e| down(root_cause(&e)))?;
+        let endpoint = self.endpoint().map_err(down)?;
+        let connected = match &self.config.tls {
+            Some(tls) => endpoint.connect_with_connector(tls.clone()).await,
+            None => endpoint.connect().await,
+        };
+        let channel = connected.map_err(|e| down(root_cause(&e)))?;
         let limit = self.config.max_message_bytes;
         let mut client = pb::peer_link_client::PeerLinkClient::new(channel)
             .max_decoding_message_size(limit)

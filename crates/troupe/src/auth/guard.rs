@@ -15,6 +15,8 @@ pub struct Guard {
     /// actors can call others with the one token the app holds (calling
     /// is less than hosting; the reverse is not allowed).
     also: Option<Arc<Tokens>>,
+    /// With TLS: the connection's certificate must name a cluster member.
+    members: Option<troupe_tls::Tls>,
 }
 
 impl Guard {
@@ -22,7 +24,14 @@ impl Guard {
         Self {
             required,
             also: None,
+            members: None,
         }
+    }
+
+    /// Also requires a cluster member's certificate, when TLS is on.
+    pub fn members_only(mut self, tls: Option<troupe_tls::Tls>) -> Self {
+        self.members = tls;
+        self
     }
 
     pub fn or(mut self, also: Option<Arc<Tokens>>) -> Self {
@@ -33,6 +42,15 @@ impl Guard {
 
 impl tonic::service::Interceptor for Guard {
     fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(tls) = &self.members {
+            let certs = request.peer_certs();
+            tls.check_member(certs.as_deref().map(Vec::as_slice))
+                .map_err(|refused| {
+                    Status::unauthenticated(format!(
+                        "only cluster members may open links to this daemon: {refused}"
+                    ))
+                })?;
+        }
         let Some(required) = &self.required else {
             return Ok(request);
         };

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tonic::transport::{Channel, Endpoint};
 use troupe_proto::v1 as pb;
+use troupe_tls::Connector;
 
 use crate::auth::BearerToken;
 
@@ -29,6 +30,8 @@ pub struct ClusterTarget {
     /// Output: `table` for people, `json` for scripts.
     #[arg(short = 'o', long, default_value = "table")]
     pub output: Output,
+    #[command(flatten)]
+    pub tls: super::tls::TlsClient,
 }
 
 /// One member daemon as shown: what the table says and what it answered.
@@ -45,8 +48,9 @@ struct MemberView {
 }
 
 pub async fn cluster_status(target: &ClusterTarget) -> anyhow::Result<()> {
-    let (replica, status) = ask_placement(&target.placement).await?;
-    let members = members(&status).await;
+    let tls = target.tls.to_members()?;
+    let (replica, status) = ask_placement(&target.placement, tls.as_ref()).await?;
+    let members = members(&status, tls.as_ref()).await;
     match target.output {
         Output::Json => emit_json(&status_json(&replica, &status, &members)),
         Output::Table => emit(&status_table(&replica, &status, &members)),
@@ -65,16 +69,18 @@ fn endpoint(address: &str) -> Result<Endpoint, String> {
         .map_err(|e| format!("{address:?} is not HOST:PORT ({e})"))
 }
 
-async fn connect(address: &str) -> Result<Channel, String> {
-    endpoint(address)?
-        .connect()
+async fn connect(address: &str, tls: Option<&Connector>) -> Result<Channel, String> {
+    super::tls::connect(endpoint(address)?, tls)
         .await
         .map_err(|e| root_cause(&e))
 }
 
 /// ClusterStatus from the first replica that answers; the error says what
 /// each one did.
-async fn ask_placement(replicas: &[String]) -> anyhow::Result<(String, pb::ClusterStatusResponse)> {
+async fn ask_placement(
+    replicas: &[String],
+    tls: Option<&Connector>,
+) -> anyhow::Result<(String, pb::ClusterStatusResponse)> {
     let replicas: Vec<&str> = replicas
         .iter()
         .map(|r| r.trim())
@@ -89,7 +95,7 @@ async fn ask_placement(replicas: &[String]) -> anyhow::Result<(String, pb::Clust
     let mut unreachable = Vec::new();
     let mut refused = Vec::new();
     for address in &replicas {
-        let channel = match connect(address).await {
+        let channel = match connect(address, tls).await {
             Ok(c) => c,
             Err(why) => {
                 unreachable.push(format!("{address}: {why}"));
@@ -133,7 +139,7 @@ async fn ask_placement(replicas: &[String]) -> anyhow::Result<(String, pb::Clust
 /// Every member of the current and pending table, with its actor count
 /// asked from the daemon itself (all at once: an unreachable one costs one
 /// timeout, not one each).
-async fn members(status: &pb::ClusterStatusResponse) -> Vec<MemberView> {
+async fn members(status: &pb::ClusterStatusResponse, tls: Option<&Connector>) -> Vec<MemberView> {
     let table = status.table.clone().unwrap_or_default();
     let current = table.current.unwrap_or_default();
     let next = table.next;
@@ -166,7 +172,7 @@ async fn members(status: &pb::ClusterStatusResponse) -> Vec<MemberView> {
     let counts = futures::future::join_all(
         views
             .iter()
-            .map(|v| daemon_status(v.member.address.clone())),
+            .map(|v| daemon_status(v.member.address.clone(), tls)),
     )
     .await;
     for (view, status) in views.iter_mut().zip(counts) {
@@ -181,8 +187,11 @@ async fn members(status: &pb::ClusterStatusResponse) -> Vec<MemberView> {
     views
 }
 
-async fn daemon_status(address: String) -> Result<pb::StatusResponse, String> {
-    let channel = connect(&address).await?;
+async fn daemon_status(
+    address: String,
+    tls: Option<&Connector>,
+) -> Result<pb::StatusResponse, String> {
+    let channel = connect(&address, tls).await?;
     let token = BearerToken::api_from_env().map_err(|e| e.to_string())?;
     let mut admin = pb::admin_client::AdminClient::with_interceptor(channel, token);
     admin

@@ -12,6 +12,7 @@ mod links;
 mod reminders;
 mod render;
 mod status;
+mod tls;
 
 use std::fmt;
 use std::io::Write as _;
@@ -58,6 +59,8 @@ pub struct Target {
     /// Output: `table` for people, `json` for scripts.
     #[arg(short = 'o', long, default_value = "table", global = true)]
     pub output: Output,
+    #[command(flatten)]
+    pub tls: tls::TlsClient,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -143,9 +146,17 @@ async fn connect(target: &Target) -> anyhow::Result<Daemon> {
         )
     })?;
     let host_port = addr.rsplit("://").next().unwrap_or(addr);
-    let channel = endpoint
-        .connect_timeout(CONNECT_TIMEOUT)
-        .connect()
+    let connector = target.tls.to_daemon()?;
+    if connector.is_none() && tls::speaks_tls(host_port).await {
+        return Err(fail(
+            Exit::Unreachable,
+            format!(
+                "the troupe daemon at {addr} has TLS on and this command does not: give the CA \
+                 its certificate chains to with --tls-ca or TROUPE_TLS_CA"
+            ),
+        ));
+    }
+    let channel = tls::connect(endpoint.connect_timeout(CONNECT_TIMEOUT), connector.as_ref())
         .await
         .map_err(|e| {
             fail(

@@ -12,7 +12,10 @@ use troupe_transport::link::{ChannelPlan, LinksConfig, Window};
 
 use crate::auth::{Credential, TokenSource};
 
+mod tls;
 mod values;
+
+pub use tls::{TlsArgs, TlsRole};
 
 #[cfg(test)]
 use values::new_node_name;
@@ -130,6 +133,8 @@ pub struct ServeArgs {
     /// nobody but trusted callers can reach the address.
     #[arg(long)]
     pub insecure: bool,
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 /// The same settings as read from a TOML file.
@@ -173,6 +178,7 @@ struct FileConfig {
     app_token_file: Option<PathBuf>,
     #[serde(default)]
     insecure: bool,
+    tls: Option<TlsArgs>,
 }
 
 /// Which state store to open.
@@ -216,6 +222,8 @@ pub struct ServeConfig {
     pub api_tokens: Option<TokenSource>,
     /// App tokens; `None`: any process may attach as an app.
     pub app_tokens: Option<TokenSource>,
+    /// TLS on the listener and to peers and placement; `None`: plaintext.
+    pub tls: Option<troupe_tls::TlsSettings>,
 }
 
 /// How this daemon takes part in a cluster.
@@ -342,7 +350,12 @@ impl ServeArgs {
             self.app_token_file.clone().or(file.app_token_file),
         );
         let insecure = self.insecure || file.insecure;
-        if !listen.ip().is_loopback() && !insecure {
+        let tls = self.tls.resolve(file.tls.as_ref(), TlsRole::Daemon)?;
+        // Client certificates authenticate every caller as tokens would.
+        let callers_proven = tls
+            .as_ref()
+            .is_some_and(|t| t.client_certs == troupe_tls::ClientCerts::Required);
+        if !listen.ip().is_loopback() && !insecure && !callers_proven {
             let missing: Vec<&str> = [
                 (&api_tokens, Credential::Api),
                 (&app_tokens, Credential::App),
@@ -361,6 +374,9 @@ impl ServeArgs {
                      --insecure if only trusted callers can reach it"
                 );
             }
+            if tls.is_none() {
+                tracing::warn!(%listen, "listening beyond loopback without TLS: tokens and calls cross the network in plaintext; give --tls-cert, --tls-key and --tls-ca (docs/security.md)");
+            }
         }
         // Before anything starts, with the setting's name in the message.
         runtime.check()?;
@@ -373,6 +389,7 @@ impl ServeArgs {
             cluster,
             api_tokens,
             app_tokens,
+            tls,
         })
     }
 

@@ -235,3 +235,63 @@ fn beyond_loopback_needs_both_tokens_or_insecure() -> anyhow::Result<()> {
     assert!(ServeArgs::default().resolve().is_ok());
     Ok(())
 }
+
+#[test]
+fn tls_needs_all_three_files_and_required_client_certs_stand_in_for_tokens() -> anyhow::Result<()> {
+    use super::TlsArgs;
+    let dir = tempfile::tempdir()?;
+    let file = |name: &str| Some(dir.path().join(name));
+    let partial = ServeArgs {
+        tls: TlsArgs {
+            cert: file("d.pem"),
+            ..TlsArgs::default()
+        },
+        ..ServeArgs::default()
+    };
+    let Err(e) = partial.resolve() else {
+        anyhow::bail!("a certificate without key and CA was accepted");
+    };
+    let text = e.to_string();
+    assert!(text.contains("--tls-key and --tls-ca missing"), "{text}");
+
+    let full = TlsArgs {
+        cert: file("d.pem"),
+        key: file("d.key"),
+        ca: file("ca.pem"),
+        ..TlsArgs::default()
+    };
+    let on = ServeArgs {
+        tls: full.clone(),
+        ..ServeArgs::default()
+    }
+    .resolve()?;
+    let settings = on.tls.context("TLS should be on")?;
+    assert_eq!(settings.client_certs, troupe_tls::ClientCerts::Optional);
+
+    if std::env::var_os("TROUPE_API_TOKEN").is_some()
+        || std::env::var_os("TROUPE_APP_TOKEN").is_some()
+    {
+        return Ok(());
+    }
+    // Beyond loopback, TLS alone lets anyone connect: tokens still needed...
+    let wide = ServeArgs {
+        listen: Some("0.0.0.0:7420".parse()?),
+        tls: full.clone(),
+        ..ServeArgs::default()
+    };
+    assert!(wide.resolve().is_err());
+    // ...unless every caller must prove itself with a certificate.
+    let proven = ServeArgs {
+        tls: TlsArgs {
+            client_certs: Some(super::tls::ClientCertsArg::Required),
+            ..full
+        },
+        ..wide
+    };
+    let resolved = proven.resolve()?;
+    assert_eq!(
+        resolved.tls.map(|t| t.client_certs),
+        Some(troupe_tls::ClientCerts::Required)
+    );
+    Ok(())
+}
