@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use crate::cluster_harness::{placement_arg, routing_by, settled_with, Member};
 use crate::replicas::PlacementCluster;
 use crate::store::{postgres_url, type_with_mode, PgDatabase};
+use crate::tls::TestCa;
 use crate::{json_payload, pb, within, Client};
 
 /// The default lease. Shorter ones keep tests quicker but let a loaded
@@ -54,7 +55,10 @@ impl Cluster {
         let alone = ONE_CLUSTER.lock().await;
         let db = PgDatabase::create(&server).await?;
         let store_url = db.url.clone();
-        let replicas = PlacementCluster::start(3, &["--lease", lease]).await?;
+        // Every cluster test runs with mTLS between all members, as a
+        // production cluster would.
+        let ca = TestCa::new()?;
+        let replicas = PlacementCluster::start_with_tls(3, &["--lease", lease], Some(ca)).await?;
         replicas.leader().await?;
         let mut fx = Cluster {
             replicas,
@@ -84,6 +88,7 @@ impl Cluster {
             &self.store_url,
             vec![durable("counter")],
             &[],
+            self.replicas.tls.as_deref(),
         )
         .await?;
         self.members.push(member);

@@ -12,6 +12,7 @@ use anyhow::bail;
 use tokio::process::Command;
 
 use crate::replicas::PlacementCluster;
+use crate::tls::TestCa;
 use crate::{pb, Client, Daemon, TestApp};
 
 pub fn unix_now_ms() -> u64 {
@@ -32,13 +33,15 @@ pub struct Member {
 
 impl Member {
     /// Starts daemon `node` against `placement` on the shared `store_url`
-    /// and attaches a counter app hosting `types`.
+    /// and attaches a counter app hosting `types`; with `tls`, the daemon
+    /// holds member certificate `node` and clients dial it over TLS.
     pub async fn start(
         node: &str,
         placement: &str,
         store_url: &str,
         types: Vec<pb::ActorTypeSpec>,
         extra: &[&str],
+        tls: Option<&TestCa>,
     ) -> anyhow::Result<Member> {
         let dir = tempfile::tempdir()?;
         let mut args = vec![
@@ -50,8 +53,11 @@ impl Member {
             store_url,
         ];
         args.extend_from_slice(extra);
-        let daemon = Daemon::start(dir.path(), &args).await?;
-        let app = TestApp::attach(daemon.addr, types).await?;
+        let tls_args = tls.map(|ca| ca.member_args(node)).transpose()?;
+        args.extend(tls_args.iter().flatten().map(String::as_str));
+        let mut daemon = Daemon::start(dir.path(), &args).await?;
+        daemon.tls = tls.map(TestCa::client_connector).transpose()?;
+        let app = TestApp::attach_over(daemon.channel().await?, types).await?;
         let client = daemon.client().await?;
         Ok(Member {
             node: node.to_owned(),

@@ -90,6 +90,8 @@ pub struct Daemon {
     pub addr: SocketAddr,
     pub data_dir: PathBuf,
     log: tempfile::NamedTempFile,
+    /// How clients dial it when its listener has TLS on.
+    pub tls: Option<troupe_tls::Connector>,
 }
 
 impl Daemon {
@@ -122,6 +124,7 @@ impl Daemon {
             addr,
             data_dir: data_dir.to_owned(),
             log,
+            tls: None,
         })
     }
 
@@ -176,7 +179,8 @@ impl Daemon {
     }
 
     pub async fn channel(&self) -> anyhow::Result<Channel> {
-        Ok(Channel::from_shared(self.url())?.connect().await?)
+        let endpoint = Channel::from_shared(self.url())?;
+        Ok(crate::tls::connect(endpoint, self.tls.as_ref()).await?)
     }
 
     /// A client that, like the SDKs' clients, takes replies of any size the

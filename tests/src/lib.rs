@@ -25,6 +25,7 @@ pub mod replicas;
 pub mod scrape;
 pub mod store;
 mod test_app;
+pub mod tls;
 
 pub use client::*;
 pub use daemon::*;

@@ -5,12 +5,14 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use tokio::process::{Child, Command};
 use tonic::transport::Channel;
 
+use crate::tls::TestCa;
 use crate::{pb, poll_until, troupe_bin, within, WAIT};
 
 pub type PlacementClient = pb::placement_client::PlacementClient<Channel>;
@@ -30,6 +32,8 @@ pub struct PlacementReplica {
     pub addr: SocketAddr,
     child: Child,
     log: tempfile::NamedTempFile,
+    /// How the harness dials it when it has TLS on (as a member).
+    tls: Option<troupe_tls::Connector>,
 }
 
 impl PlacementReplica {
@@ -60,8 +64,10 @@ impl PlacementReplica {
         if let Some(peers) = peers {
             cmd.args(["--peers", peers]);
         }
-        cmd.args(extra_args)
-            .env("RUST_LOG", "troupe_placement_service=info,openraft=warn");
+        cmd.args(extra_args).env(
+            "RUST_LOG",
+            "troupe_placement_service=info,troupe_tls=info,openraft=warn",
+        );
         let (child, addr) =
             crate::spawn_announced(cmd, &log, "troupe placement listening on ").await?;
         Ok(PlacementReplica {
@@ -69,6 +75,7 @@ impl PlacementReplica {
             addr,
             child,
             log,
+            tls: None,
         })
     }
 
@@ -78,10 +85,9 @@ impl PlacementReplica {
     }
 
     pub async fn client(&self) -> anyhow::Result<PlacementClient> {
-        let channel = Channel::from_shared(format!("http://{}", self.addr))?
-            .timeout(Duration::from_secs(10))
-            .connect()
-            .await?;
+        let endpoint =
+            Channel::from_shared(format!("http://{}", self.addr))?.timeout(Duration::from_secs(10));
+        let channel = crate::tls::connect(endpoint, self.tls.as_ref()).await?;
         Ok(PlacementClient::new(channel))
     }
 
@@ -119,11 +125,23 @@ pub struct PlacementCluster {
     pub peers: BTreeMap<u64, String>,
     pub replicas: BTreeMap<u64, PlacementReplica>,
     extra_args: Vec<String>,
+    /// mTLS among the replicas and with their callers, when set.
+    pub tls: Option<Arc<TestCa>>,
 }
 
 impl PlacementCluster {
     /// Starts `n` replicas with `extra_args` (e.g. `--lease 1s`).
     pub async fn start(n: u64, extra_args: &[&str]) -> anyhow::Result<PlacementCluster> {
+        Self::start_with_tls(n, extra_args, None).await
+    }
+
+    /// [`PlacementCluster::start`], with mTLS from `tls` when given:
+    /// replica `id` holds member certificate `p{id}`.
+    pub async fn start_with_tls(
+        n: u64,
+        extra_args: &[&str],
+        tls: Option<Arc<TestCa>>,
+    ) -> anyhow::Result<PlacementCluster> {
         let mut peers = BTreeMap::new();
         for id in 1..=n {
             peers.insert(id, format!("127.0.0.1:{}", free_port()?));
@@ -133,6 +151,7 @@ impl PlacementCluster {
             peers,
             replicas: BTreeMap::new(),
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+            tls,
         };
         for id in 1..=n {
             cluster.start_replica(id).await?;
@@ -155,8 +174,13 @@ impl PlacementCluster {
     /// (Re)starts replica `id` on its port and data dir.
     pub async fn start_replica(&mut self, id: u64) -> anyhow::Result<()> {
         let listen = self.peers.get(&id).context("no such replica")?.clone();
-        let extra: Vec<&str> = self.extra_args.iter().map(String::as_str).collect();
-        let r = PlacementReplica::start(
+        let mut extra_args = self.extra_args.clone();
+        let name = format!("p{id}");
+        if let Some(ca) = &self.tls {
+            extra_args.extend(ca.member_args(&name)?);
+        }
+        let extra: Vec<&str> = extra_args.iter().map(String::as_str).collect();
+        let mut r = PlacementReplica::start(
             id,
             &listen,
             &self.data_dir(id),
@@ -164,6 +188,11 @@ impl PlacementCluster {
             &extra,
         )
         .await?;
+        r.tls = self
+            .tls
+            .as_ref()
+            .map(|ca| ca.member_connector(&name))
+            .transpose()?;
         self.replicas.insert(id, r);
         Ok(())
     }

@@ -95,6 +95,14 @@ impl TestApp {
         let channel = Channel::from_shared(format!("http://{addr}"))?
             .connect()
             .await?;
+        Self::attach_over(channel, types).await
+    }
+
+    /// [`TestApp::attach`] over a channel already connected (e.g. with TLS).
+    pub async fn attach_over(
+        channel: Channel,
+        types: Vec<pb::ActorTypeSpec>,
+    ) -> anyhow::Result<TestApp> {
         // Any turn the daemon may send (tests raise --max-payload-bytes).
         let mut client = pb::app_host_client::AppHostClient::new(channel)
             .max_decoding_message_size(usize::MAX)

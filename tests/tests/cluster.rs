@@ -132,15 +132,25 @@ async fn calls_through_any_daemon_reach_the_one_actor() -> anyhow::Result<()> {
     assert_eq!(members.len(), 3);
     assert!(!status.leader.is_empty(), "a leader is known");
 
-    // The CLI shows the same.
-    let (code, out, err) = run_cli(&[
-        "cluster",
-        "status",
-        "--placement",
-        &placement_arg(&fx.replicas),
-        "-o",
-        "json",
-    ])
+    // The CLI shows the same, as a member (placement admits no one else).
+    let ca = fx
+        .replicas
+        .tls
+        .clone()
+        .context("the fixture runs with TLS")?;
+    let env = ca.member_env("cli")?;
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (code, out, err) = run_cli_env(
+        &[
+            "cluster",
+            "status",
+            "--placement",
+            &placement_arg(&fx.replicas),
+            "-o",
+            "json",
+        ],
+        &env,
+    )
     .await?;
     assert!(code.success(), "cluster status failed: {err}");
     for node in fx.nodes() {

@@ -12,7 +12,8 @@
 //! `--max-receive-bytes` sets a limit, which it then declares to the daemon
 //! (`Register.max_receive_bytes`), so that turns too large for it fail
 //! their callers instead of its stream. It sends the first token of
-//! `TROUPE_APP_TOKEN`, if set, to a daemon that requires one.
+//! `TROUPE_APP_TOKEN`, if set, to a daemon that requires one, and dials
+//! over TLS when `TROUPE_TLS_CA` names the CA of a daemon with TLS on.
 
 use std::collections::HashMap;
 
@@ -74,8 +75,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         0 => usize::MAX,
         n => usize::try_from(n).unwrap_or(usize::MAX),
     };
-    let mut client = pb::app_host_client::AppHostClient::connect(format!("http://{addr}"))
-        .await?
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?;
+    // A daemon with TLS on: its CA in TROUPE_TLS_CA, as for the CLI.
+    let tls = match std::env::var_os("TROUPE_TLS_CA") {
+        Some(ca) => Some(troupe_tls::Connector::with_config(
+            troupe_tls::client_config_for_server(std::path::Path::new(&ca), None)?,
+        )),
+        None => None,
+    };
+    let channel = troupe_tests::tls::connect(endpoint, tls.as_ref()).await?;
+    let mut client = pb::app_host_client::AppHostClient::new(channel)
         .max_decoding_message_size(receive_limit)
         .max_encoding_message_size(usize::MAX);
     let (tx, rx) = mpsc::unbounded_channel();

@@ -1,0 +1,263 @@
+//! TLS and mTLS end to end: a daemon's listener, daemon-to-daemon links and
+//! placement refuse plaintext and certificates from another CA or without a
+//! member identity, and a certificate renewed on disk is what the next
+//! connection gets. (The cluster tests run with mTLS on throughout: see
+//! `cluster_fixture`.)
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use tonic::transport::{Channel, Endpoint};
+use tower_service::Service;
+use troupe_tests::cluster_harness::{cluster_status, placement_arg};
+use troupe_tests::replicas::PlacementCluster;
+use troupe_tests::tls::{connect, TestCa};
+use troupe_tests::*;
+use troupe_tls::dev::Subject;
+use troupe_tls::Connector;
+
+fn endpoint(addr: impl std::fmt::Display) -> anyhow::Result<Endpoint> {
+    Ok(Channel::from_shared(format!("http://{addr}"))?.timeout(Duration::from_secs(10)))
+}
+
+/// `--tls-*` flags with the certificate of `holder` but trusting `trusted`'s
+/// CA: a process that knows the cluster's CA but holds no certificate of it.
+fn foreign_args(holder: &TestCa, trusted: &TestCa, name: &str) -> anyhow::Result<Vec<String>> {
+    let mut args = holder.member_args(name)?;
+    args[5] = trusted.ca_path().display().to_string();
+    Ok(args)
+}
+
+/// A cluster daemon with no state to share (`--store memory`) and `tls`.
+fn cluster_daemon_args(placement: &str, node: &str, tls: Vec<String>) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--placement",
+        placement,
+        "--node",
+        node,
+        "--store",
+        "memory",
+    ]
+    .map(str::to_owned)
+    .into();
+    args.extend(tls);
+    args
+}
+
+async fn peer_link_open(channel: Channel) -> Result<(), tonic::Status> {
+    let mut client = pb::peer_link_client::PeerLinkClient::new(channel);
+    client
+        .open(tokio_stream::iter(Vec::<pb::LinkFrame>::new()))
+        .await
+        .map(|_| ())
+}
+
+/// A daemon with TLS on serves TLS clients only; plaintext never reaches a
+/// service.
+#[tokio::test]
+async fn a_daemon_with_tls_refuses_plaintext_and_serves_tls_clients() -> anyhow::Result<()> {
+    let ca = TestCa::new()?;
+    let dir = tempfile::tempdir()?;
+    let args = ca.member_args("d1")?;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = Daemon::start(dir.path(), &args).await?;
+
+    let plain = endpoint(daemon.addr)?.connect().await;
+    if let Ok(channel) = plain {
+        let mut admin = pb::admin_client::AdminClient::new(channel);
+        assert!(admin.status(pb::StatusRequest {}).await.is_err());
+    }
+    let channel = connect(endpoint(daemon.addr)?, Some(&ca.client_connector()?)).await?;
+    let status = pb::admin_client::AdminClient::new(channel)
+        .status(pb::StatusRequest {})
+        .await?;
+    assert_eq!(status.into_inner().listen, daemon.addr.to_string());
+
+    // The CLI: plaintext is told what to do; with the CA it works.
+    let addr = daemon.addr.to_string();
+    let (code, _, err) = run_cli(&["status", "--addr", &addr]).await?;
+    assert_eq!(code.code(), Some(3), "{err}");
+    assert!(err.contains("TROUPE_TLS_CA"), "{err}");
+    let ca_path = ca.ca_path().display().to_string();
+    let (code, out, err) = run_cli_env(
+        &["status", "--addr", &addr],
+        &[("TROUPE_TLS_CA", ca_path.as_str())],
+    )
+    .await?;
+    assert!(code.success(), "{err}");
+    assert!(out.contains("d1") || out.contains(&addr), "{out}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn required_client_certificates_keep_out_clients_without_one() -> anyhow::Result<()> {
+    let ca = TestCa::new()?;
+    let dir = tempfile::tempdir()?;
+    let mut args = ca.member_args("d1")?;
+    args.extend(["--tls-client-certs".to_owned(), "required".to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = Daemon::start(dir.path(), &args).await?;
+
+    let anonymous = connect(endpoint(daemon.addr)?, Some(&ca.client_connector()?)).await;
+    let refused = match anonymous {
+        Err(_) => true,
+        Ok(channel) => pb::admin_client::AdminClient::new(channel)
+            .status(pb::StatusRequest {})
+            .await
+            .is_err(),
+    };
+    assert!(refused, "a client without a certificate was served");
+
+    let (cert, key) = ca.issue("app", &Subject::client("app"))?;
+    let with_cert = Connector::with_config(troupe_tls::client_config_for_server(
+        ca.ca_path(),
+        Some((cert.as_path(), key.as_path())),
+    )?);
+    let channel = connect(endpoint(daemon.addr)?, Some(&with_cert)).await?;
+    pb::admin_client::AdminClient::new(channel)
+        .status(pb::StatusRequest {})
+        .await?;
+
+    Ok(())
+}
+
+/// Every path into a cluster refuses a certificate from another CA: a
+/// daemon joining placement, a link to a daemon, a replica's Raft rpc; and
+/// a daemon refuses a placement replica it cannot verify.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn certificates_from_another_ca_are_refused_on_every_cluster_path() -> anyhow::Result<()> {
+    let ca = TestCa::new()?;
+    let other = TestCa::new()?;
+    let replicas = PlacementCluster::start_with_tls(1, &[], Some(ca.clone())).await?;
+    replicas.leader().await?;
+    let placement = placement_arg(&replicas);
+
+    let d1_dir = tempfile::tempdir()?;
+    let d1_args = cluster_daemon_args(&placement, "d1", ca.member_args("d1")?);
+    let d1_args: Vec<&str> = d1_args.iter().map(String::as_str).collect();
+    let d1 = Daemon::start(d1_dir.path(), &d1_args).await?;
+    poll_until(WAIT, "d1 in the placement table", || async {
+        let status = cluster_status(&replicas).await?;
+        Ok(format!("{status:?}").contains("\"d1\"").then_some(()))
+    })
+    .await?;
+
+    // Daemon -> placement: a node that trusts the cluster's CA but holds a
+    // certificate of another cannot join.
+    let rogue_dir = tempfile::tempdir()?;
+    let rogue_args = cluster_daemon_args(&placement, "rogue", foreign_args(&other, &ca, "rogue")?);
+    let rogue_args: Vec<&str> = rogue_args.iter().map(String::as_str).collect();
+    let rogue = Daemon::start(rogue_dir.path(), &rogue_args).await?;
+    poll_until(WAIT, "placement refusing the rogue's handshake", || async {
+        Ok(replicas
+            .logs()
+            .contains("TLS handshake refused")
+            .then_some(()))
+    })
+    .await?;
+    let status = cluster_status(&replicas).await?;
+    assert!(!format!("{status:?}").contains("rogue"), "{status:?}");
+    drop(rogue);
+
+    // Placement -> daemon: a daemon of the cluster refuses a replica whose
+    // certificate comes from another CA (it never joins through it).
+    let fake = PlacementCluster::start_with_tls(1, &[], Some(other.clone())).await?;
+    let d2_dir = tempfile::tempdir()?;
+    let d2_args = cluster_daemon_args(&placement_arg(&fake), "d2", ca.member_args("d2")?);
+    let d2_args: Vec<&str> = d2_args.iter().map(String::as_str).collect();
+    let d2 = Daemon::start(d2_dir.path(), &d2_args).await?;
+    poll_until(WAIT, "d2 refusing the fake replica", || async {
+        Ok(d2.log().contains("invalid peer certificate").then_some(()))
+    })
+    .await?;
+
+    // Daemon -> daemon: a link from a stranger is refused in the handshake;
+    // plaintext gets nowhere.
+    let stranger = other.member_connector("stranger")?;
+    let refused = match connect(endpoint(d1.addr)?, Some(&stranger)).await {
+        Err(_) => true,
+        Ok(channel) => peer_link_open(channel).await.is_err(),
+    };
+    assert!(refused, "a stranger opened a link");
+    if let Ok(channel) = endpoint(d1.addr)?.connect().await {
+        assert!(peer_link_open(channel).await.is_err());
+    }
+    // A certificate of the cluster's CA that names no member (a client's)
+    // does not open a link either.
+    let (cert, key) = ca.issue("app", &Subject::client("app"))?;
+    let client_cert = Connector::with_config(troupe_tls::client_config_for_server(
+        ca.ca_path(),
+        Some((cert.as_path(), key.as_path())),
+    )?);
+    let channel = connect(endpoint(d1.addr)?, Some(&client_cert)).await?;
+    let status = peer_link_open(channel)
+        .await
+        .err()
+        .context("a client opened a link")?;
+    assert_eq!(status.code(), tonic::Code::Unauthenticated, "{status:?}");
+    assert!(status.message().contains("cluster members"), "{status:?}");
+    // ...while a member's link is let in.
+    let member = connect(endpoint(d1.addr)?, Some(&ca.member_connector("d3")?)).await?;
+    let opened = peer_link_open(member).await;
+    assert!(
+        !matches!(&opened, Err(s) if s.code() == tonic::Code::Unauthenticated),
+        "{opened:?}"
+    );
+
+    // Replica <-> replica: another CA's member cannot send Raft messages.
+    let replica = replicas.replicas.values().next().context("a replica")?;
+    let refused = match connect(endpoint(replica.addr)?, Some(&stranger)).await {
+        Err(_) => true,
+        Ok(channel) => pb::placement_client::PlacementClient::new(channel)
+            .raft(pb::RaftMessage::default())
+            .await
+            .is_err(),
+    };
+    assert!(refused, "a stranger reached the Raft rpc");
+    drop(d1);
+    Ok(())
+}
+
+/// Reads the certificate a daemon shows a new connection.
+async fn served_names(addr: std::net::SocketAddr, ca: &Path) -> anyhow::Result<Vec<String>> {
+    let mut connector = Connector::with_config(troupe_tls::client_config_for_server(ca, None)?);
+    let io = connector
+        .call(format!("http://{addr}").parse()?)
+        .await?
+        .into_inner();
+    let (_, session) = io.get_ref();
+    let leaf = session
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .context("no certificate")?;
+    Ok(troupe_tls::identities_of(leaf))
+}
+
+#[tokio::test]
+async fn a_certificate_renewed_on_disk_is_used_without_a_restart() -> anyhow::Result<()> {
+    let ca = TestCa::new()?;
+    let dir = tempfile::tempdir()?;
+    let args = ca.member_args("d1")?;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = Daemon::start(dir.path(), &args).await?;
+    let before = served_names(daemon.addr, ca.ca_path()).await?;
+    assert!(!before.contains(&"renewed.example".to_owned()));
+
+    // A connection made before the renewal keeps working after it.
+    let kept = connect(endpoint(daemon.addr)?, Some(&ca.client_connector()?)).await?;
+    ca.issue(
+        "d1",
+        &Subject {
+            hosts: vec!["renewed.example".into(), "127.0.0.1".into()],
+            ..Subject::member("d1")
+        },
+    )?;
+    let after = served_names(daemon.addr, ca.ca_path()).await?;
+    assert!(after.contains(&"renewed.example".to_owned()), "{after:?}");
+    pb::admin_client::AdminClient::new(kept)
+        .status(pb::StatusRequest {})
+        .await?;
+    assert!(daemon.log().contains("TLS certificate files changed"));
+    Ok(())
+}
