@@ -45,11 +45,21 @@ def free_port() -> int:
         return port
 
 
-async def wait_healthy(address: str, proc: asyncio.subprocess.Process, timeout: float = 20) -> None:
-    """Poll the gRPC health service until it answers SERVING."""
+async def wait_healthy(
+    address: str,
+    proc: asyncio.subprocess.Process,
+    timeout: float = 20,
+    credentials: grpc.ChannelCredentials | None = None,
+) -> None:
+    """Poll the gRPC health service until it answers SERVING (over TLS with ``credentials``)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    async with grpc.aio.insecure_channel(address) as channel:
+    channel_cm = (
+        grpc.aio.insecure_channel(address)
+        if credentials is None
+        else grpc.aio.secure_channel(address, credentials)
+    )
+    async with channel_cm as channel:
         stub = health_pb2_grpc.HealthStub(channel)  # type: ignore[no-untyped-call]
         while True:
             if proc.returncode is not None:
@@ -75,6 +85,8 @@ class Daemon:
     extra_args: Sequence[str] = ()
     # Added to this process's environment for the daemon.
     env: Mapping[str, str] = field(default_factory=dict)
+    # How the readiness probe reaches a daemon with TLS on (None: plaintext).
+    health_credentials: grpc.ChannelCredentials | None = None
     port: int = field(default_factory=free_port)
     proc: asyncio.subprocess.Process | None = None
 
@@ -96,7 +108,7 @@ class Daemon:
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **self.env},
             )
-        await wait_healthy(self.address, self.proc)
+        await wait_healthy(self.address, self.proc, credentials=self.health_credentials)
 
     async def stop(self, sig: int = signal.SIGTERM) -> int:
         """Signal the daemon and wait for it to exit; returns its exit code."""
@@ -130,6 +142,13 @@ def _daemon_args(request: pytest.FixtureRequest) -> list[str]:
     if marker is not None:
         args.extend(marker.args)
     return args
+
+
+@pytest.fixture(autouse=True)
+def no_tls_in_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Clients, apps and daemons read these; tests set them only through monkeypatch.
+    for variable in ("TROUPE_TLS_CA", "TROUPE_TLS_CERT", "TROUPE_TLS_KEY"):
+        monkeypatch.delenv(variable, raising=False)
 
 
 @pytest.fixture
@@ -174,6 +193,9 @@ async def hosting(
     max_receive_bytes: int | None = None,
     token: str | None = None,
     token_file: str | os.PathLike[str] | None = None,
+    tls_ca: str | os.PathLike[str] | None = None,
+    tls_cert: str | os.PathLike[str] | None = None,
+    tls_key: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[troupe.App]:
     """Run an App in this event loop for the duration of the block."""
     app = troupe.App(
@@ -184,6 +206,9 @@ async def hosting(
         max_receive_bytes=max_receive_bytes,
         token=token,
         token_file=token_file,
+        tls_ca=tls_ca,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
     )
     task = asyncio.create_task(app.run())
     try:

@@ -26,6 +26,7 @@ import { type ActorFailure, type Payload, TurnKind } from "./gen/troupe/v1/commo
 import { decodeCall, encodeResult } from "./payload.js";
 import { decodeData, Scheduler } from "./schedule.js";
 import { commitState, endTurn, refuseState, rollbackState, State } from "./state.js";
+import { channelCredentials, resolveTls, type TlsOptions } from "./tls.js";
 import { Tracing } from "./tracing.js";
 import { currentTurn, TurnScope } from "./turn.js";
 
@@ -68,7 +69,7 @@ const defaultLogger: Logger = {
 };
 
 /** Options of {@link App}. */
-export interface AppOptions {
+export interface AppOptions extends TlsOptions {
   /** The actor classes to host, each decorated with `@actor`. */
   actors: readonly ActorClass[];
   /** Daemon address; defaults to `$TROUPE_ADDR`, then `127.0.0.1:7420`. */
@@ -235,6 +236,8 @@ interface SessionHost {
   readonly tracing: Tracing;
   /** The channel's options (its receive limit is the one registered) and the app token's interceptor. */
   readonly clientOptions: grpc.ClientOptions;
+  /** The credentials of a new channel: TLS files read now, or insecure. */
+  credentials(): grpc.ChannelCredentials;
   setRegistered(registered: boolean, daemonVersion?: string): void;
   registerMessage(): Register;
   unknownType(name: string): ActorFailure;
@@ -262,7 +265,7 @@ class Session {
 
   constructor(app: SessionHost, target: string) {
     this.#app = app;
-    const creds = grpc.credentials.createInsecure();
+    const creds = app.credentials();
     this.#host = new AppHostClient(target, creds, app.clientOptions);
     // Calls made from turns (this.ctx) share the host's channel, and its token.
     this.#clientStub = new ActorClientClient(target, creds, { ...app.clientOptions, channelOverride: this.#host.getChannel() });
@@ -538,7 +541,8 @@ class Session {
  * active at that moment are dropped here and re-activated by the daemon from
  * stored state on their next call. It stops, and `start`/`run` reject, when
  * the daemon refuses it for good: with {@link Unauthenticated} when the
- * daemon requires an app token and the app has none or a wrong one.
+ * daemon requires an app token and the app has none or a wrong one, and
+ * with {@link TlsConfigError} when its TLS files cannot be read at a re-connect.
  */
 export class App {
   readonly address: string;
@@ -570,12 +574,15 @@ export class App {
     this.#logger = options.logger ?? defaultLogger;
     const maxReceiveBytes = options.maxReceiveBytes;
     checkReceiveLimit(maxReceiveBytes);
+    const tls = resolveTls(options);
+    channelCredentials(tls); // unusable files throw here; read again at each (re-)connect
     this.#host = {
       specs: this.#specs,
       logger: this.#logger,
       tracing: new Tracing(options.tracerProvider),
       // The token lives only in this interceptor's closure, out of reach of inspection.
       clientOptions: { ...channelOptions(maxReceiveBytes), ...tokenClientOptions(resolveToken(options, APP_TOKEN_ENV)) },
+      credentials: () => channelCredentials(tls),
       setRegistered: (registered, version) => {
         this.#setRegistered(registered, version);
       },

@@ -1,5 +1,4 @@
 // Calling actors from any program.
-import * as grpc from "@grpc/grpc-js";
 import type { TracerProvider } from "@opentelemetry/api";
 import { type ActorClass, type ActorInstance, actorTypeName } from "./actor.js";
 import { CHANNEL_OPTIONS, grpcTarget, resolveAddress } from "./address.js";
@@ -25,6 +24,7 @@ import {
   type ScheduleTime,
   type TimerOptions,
 } from "./schedule.js";
+import { channelCredentials, resolveTls, type TlsFiles, type TlsOptions } from "./tls.js";
 import { Tracing } from "./tracing.js";
 
 type TypeOrClass = string | ActorClass;
@@ -34,7 +34,7 @@ function typeName(typeOrClass: TypeOrClass): string {
 }
 
 /** Options of {@link Client}. */
-export interface ClientOptions {
+export interface ClientOptions extends TlsOptions {
   /** Daemon address; defaults to `$TROUPE_ADDR`, then `127.0.0.1:7420`. */
   address?: string;
   /** Default deadline of every call; none waits as long as the daemon lets the call run. */
@@ -77,7 +77,9 @@ export interface ClientOptions {
  * (docs/calls.md).
  *
  * Against a daemon that requires a token, calls without the right one reject
- * with {@link Unauthenticated}.
+ * with {@link Unauthenticated}. A daemon with TLS on wants `tlsCa` (or
+ * `$TROUPE_TLS_CA`), see {@link TlsOptions}; calls without it reject with
+ * {@link Unavailable}.
  */
 export class Client {
   /** The daemon address this client talks to. */
@@ -90,11 +92,14 @@ export class Client {
   readonly #tracing: Tracing;
   // Private, so that inspecting or serialising the Client never shows it.
   readonly #token: string | undefined;
+  readonly #tls: TlsFiles | undefined;
 
   constructor(options: ClientOptions = {}) {
     this.address = resolveAddress(options.address);
     this.timeout = options.timeout;
     this.#token = resolveToken(options, API_TOKEN_ENV);
+    this.#tls = resolveTls(options);
+    channelCredentials(this.#tls); // unusable files throw here; read again for each channel
     this.#tracing = new Tracing(options.tracerProvider);
     this.#scheduler = new Scheduler(
       () => this.#getStub(),
@@ -104,7 +109,7 @@ export class Client {
   }
 
   #getStub(): ActorClientClient {
-    this.#stub ??= new ActorClientClient(grpcTarget(this.address), grpc.credentials.createInsecure(), {
+    this.#stub ??= new ActorClientClient(grpcTarget(this.address), channelCredentials(this.#tls), {
       ...CHANNEL_OPTIONS,
       ...tokenClientOptions(this.#token),
     });

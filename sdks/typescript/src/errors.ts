@@ -53,6 +53,35 @@ export class FailedPrecondition extends TroupeError {}
  */
 export class ReadOnlyStateError extends TroupeError {}
 
+/** Where a {@link TlsConfigError} comes from. */
+export interface TlsConfigErrorOptions extends ErrorOptions {
+  /** The option (`tlsCa`, `tlsCert`, `tlsKey`) or variable (`$TROUPE_TLS_CA`, ...) at fault. */
+  option: string;
+  /** The file's path, when the error is about one file. */
+  path?: string | undefined;
+}
+
+/**
+ * A TLS option or variable cannot be used: its file is missing, unreadable or
+ * holds no PEM, a client certificate comes without its key (or without a CA),
+ * or Node refuses the files (a key that is not the certificate's). The message
+ * names the option or variable and the path. Thrown by the Client and App
+ * constructors, and where a connection is opened (an App's re-connect ends
+ * with it instead of retrying).
+ */
+export class TlsConfigError extends TroupeError {
+  /** The option (`tlsCa`, `tlsCert`, `tlsKey`) or variable (`$TROUPE_TLS_CA`, ...) at fault. */
+  readonly option: string;
+  /** The file's path, when the error is about one file. */
+  readonly path: string | undefined;
+
+  constructor(message: string, options: TlsConfigErrorOptions) {
+    super(message, undefined, options.cause === undefined ? undefined : { cause: options.cause });
+    this.option = options.option;
+    this.path = options.path;
+  }
+}
+
 /**
  * The actor's code threw while handling the call.
  *

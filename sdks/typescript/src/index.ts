@@ -41,6 +41,7 @@ export {
   NotFound,
   Overloaded,
   ReadOnlyStateError,
+  TlsConfigError,
   TroupeError,
   Unauthenticated,
   Unavailable,
@@ -60,4 +61,5 @@ export type {
 } from "./schedule.js";
 export { State } from "./state.js";
 export type { StateShape } from "./state.js";
+export type { TlsOptions } from "./tls.js";
 export { DEFAULT_ADDRESS, SDK_NAME, SDK_VERSION } from "./address.js";

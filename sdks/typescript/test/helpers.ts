@@ -59,6 +59,11 @@ const HOST_WAIT_MS = 200;
 // A daemon requires tokens only when a test gives them: never ones the test run
 // happens to have in its environment.
 const TOKEN_ENV = ["TROUPE_API_TOKEN", "TROUPE_APP_TOKEN"];
+// Nor TLS: daemons, clients and apps all read these, so they are dropped from the
+// test process too; TLS tests set them around what they construct.
+const TLS_ENV = ["TROUPE_TLS_CA", "TROUPE_TLS_CERT", "TROUPE_TLS_KEY"];
+for (const name of TLS_ENV) Reflect.deleteProperty(process.env, name);
+const DAEMON_ENV_DROPPED = [...TOKEN_ENV, ...TLS_ENV];
 
 /** A running `troupe serve` on a fixed data dir; restartable on the same port. */
 export class Daemon {
@@ -73,7 +78,7 @@ export class Daemon {
   constructor(extraArgs: readonly string[] = [], env: Readonly<Record<string, string>> = {}) {
     this.dir = mkdtempSync(join(tmpdir(), "troupe-ts-test-"));
     this.extraArgs = extraArgs;
-    const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !TOKEN_ENV.includes(k)));
+    const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !DAEMON_ENV_DROPPED.includes(k)));
     this.#env = { ...inherited, ...env };
   }
 

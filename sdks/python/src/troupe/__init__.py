@@ -24,7 +24,9 @@ or ``client.set_reminder(type, id, ...)``; see docs/scheduling.md.
 A daemon that requires tokens gets them from ``Client(token=...)`` /
 ``token_file=...`` or ``$TROUPE_API_TOKEN``, and ``App(token=...)`` /
 ``token_file=...`` or ``$TROUPE_APP_TOKEN``; a missing or wrong one raises
-:class:`Unauthenticated`.
+:class:`Unauthenticated`. A daemon with TLS on is reached with ``tls_ca=`` (or
+``$TROUPE_TLS_CA``), and ``tls_cert=`` / ``tls_key=`` when it requires client
+certificates; an unusable TLS file raises :class:`TlsConfigError`.
 """
 
 from ._actor import Actor, actor, method
@@ -40,6 +42,7 @@ from ._errors import (
     NotFound,
     Overloaded,
     ReadOnlyStateError,
+    TlsConfigError,
     TroupeError,
     Unauthenticated,
     Unavailable,
@@ -67,6 +70,7 @@ __all__ = [
     "State",
     "SyncActorProxy",
     "SyncClient",
+    "TlsConfigError",
     "TroupeError",
     "Unauthenticated",
     "Unavailable",

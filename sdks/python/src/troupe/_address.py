@@ -50,8 +50,12 @@ def check_receive_limit(max_receive_bytes: int | None) -> None:
         )
 
 
-def open_channel(address: str, max_receive_bytes: int | None = None) -> grpc.aio.Channel:
-    """An insecure channel: the daemon is a sidecar reached over loopback.
+def open_channel(
+    address: str,
+    max_receive_bytes: int | None = None,
+    credentials: grpc.ChannelCredentials | None = None,
+) -> grpc.aio.Channel:
+    """A TLS channel with ``credentials``, else a plaintext one (a sidecar on loopback).
 
     ``max_receive_bytes`` bounds one received message (None: no bound).
     """
@@ -62,4 +66,6 @@ def open_channel(address: str, max_receive_bytes: int | None = None) -> grpc.aio
             ("grpc.max_receive_message_length", max_receive_bytes),
             *(o for o in CHANNEL_OPTIONS if o[0] != "grpc.max_receive_message_length"),
         ]
+    if credentials is not None:
+        return grpc.aio.secure_channel(target, credentials, options=options)
     return grpc.aio.insecure_channel(target, options=options)

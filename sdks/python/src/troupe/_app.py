@@ -27,6 +27,7 @@ from ._errors import ActorError, error_for_code
 from ._payload import decode_call, decode_data, encode_result
 from ._proto.troupe.v1 import app_pb2, app_pb2_grpc, common_pb2
 from ._state import State
+from ._tls import TlsPath, TlsSource
 from ._tracing import Metadata, Tracing
 from ._turn import TurnScope, current_turn
 
@@ -425,6 +426,11 @@ class App:
     client API token is not an app token: a missing or refused token ends
     :meth:`run` with :class:`Unauthenticated` instead of re-connecting. The token
     never appears in ``repr()`` or in log messages.
+
+    ``tls_ca``, ``tls_cert`` and ``tls_key`` (default: ``$TROUPE_TLS_CA``,
+    ``$TROUPE_TLS_CERT``, ``$TROUPE_TLS_KEY``) connect to a daemon with TLS on, as
+    for :class:`Client`; the files are read again at each (re-)connect, and one
+    that cannot be read ends :meth:`run` with :class:`TlsConfigError`.
     """
 
     def __init__(
@@ -438,8 +444,12 @@ class App:
         max_receive_bytes: int | None = None,
         token: str | None = None,
         token_file: TokenPath | None = None,
+        tls_ca: TlsPath | None = None,
+        tls_cert: TlsPath | None = None,
+        tls_key: TlsPath | None = None,
     ) -> None:
         self._auth = TokenSource(token, token_file, APP_TOKEN_ENV)
+        self._tls = TlsSource(tls_ca, tls_cert, tls_key)
         self._specs: dict[str, ActorSpec] = {}
         for cls in actors:
             spec = spec_of(cls)
@@ -462,9 +472,10 @@ class App:
         self._running = False
 
     def __repr__(self) -> str:
+        tls = self._tls.describe()
         return (
             f"<troupe.App {self.app_name} ({', '.join(self._specs)}) at {self.address},"
-            f" {self._auth.describe()}>"
+            f" {self._auth.describe()}{', ' + tls if tls else ''}>"
         )
 
     @property
@@ -533,7 +544,7 @@ class App:
         cancelled. Raises :class:`Unauthenticated` if the daemon refuses the app's token
         (or wants one), :class:`InvalidArgument` (or another TroupeError) if it refuses the
         registration, which retrying would not fix; OSError or ValueError if ``token_file``
-        cannot be read or holds no token.
+        cannot be read or holds no token, :class:`TlsConfigError` if a TLS file cannot.
         """
         if self._running:
             raise RuntimeError("App.run() is already running")
@@ -545,7 +556,8 @@ class App:
         try:
             while not self._stop.is_set():
                 auth = self._auth.metadata()
-                channel = open_channel(self.address, self.max_receive_bytes)
+                credentials = self._tls.credentials()
+                channel = open_channel(self.address, self.max_receive_bytes, credentials)
                 session = _Session(self, channel, auth)
                 sessions_before = self._sessions
                 task = asyncio.create_task(session.run())

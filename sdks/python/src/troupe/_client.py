@@ -15,6 +15,7 @@ from ._address import open_channel, resolve_address
 from ._auth import API_TOKEN_ENV, TokenPath, TokenSource
 from ._caller import ActorProxy, Caller, Params, split_params
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
+from ._tls import TlsPath, TlsSource
 from ._tracing import Tracing
 
 T = TypeVar("T")
@@ -45,6 +46,15 @@ class Client:
     raises OSError or ValueError if the file cannot be read or holds no token).
     The daemon takes an app token here too. A missing or refused token raises
     :class:`Unauthenticated`. The token never appears in ``repr()``.
+
+    A daemon with TLS on wants ``tls_ca``, the CA file (PEM) its certificate
+    chains to, which turns TLS on; the certificate is checked against the name
+    dialled. ``tls_cert`` and ``tls_key`` (both or neither) are a client
+    certificate, for a daemon started with ``--tls-client-certs required``.
+    Each defaults to ``$TROUPE_TLS_CA``, ``$TROUPE_TLS_CERT``, ``$TROUPE_TLS_KEY``.
+    The files are read when the connection opens, at the first call, which raises
+    :class:`TlsConfigError` naming the option or variable and the path if one
+    cannot be read. Without a CA the connection is plaintext.
     """
 
     def __init__(
@@ -55,23 +65,28 @@ class Client:
         tracer_provider: TracerProvider | None = None,
         token: str | None = None,
         token_file: TokenPath | None = None,
+        tls_ca: TlsPath | None = None,
+        tls_cert: TlsPath | None = None,
+        tls_key: TlsPath | None = None,
     ) -> None:
         self.address = resolve_address(address)
         self.timeout = timeout
         self._tracing = Tracing(tracer_provider)
         self._auth = TokenSource(token, token_file, API_TOKEN_ENV)
+        self._tls = TlsSource(tls_ca, tls_cert, tls_key)
         self._channel: grpc.aio.Channel | None = None
         self._caller: Caller | None = None
 
     def __repr__(self) -> str:
-        return f"<troupe.Client {self.address}, {self._auth.describe()}>"
+        tls = self._tls.describe()
+        return f"<troupe.Client {self.address}, {self._auth.describe()}{', ' + tls if tls else ''}>"
 
     def _get_caller(self) -> Caller:
         # The channel is created on first use so that it binds to the event loop
         # the calls run on, not whichever loop existed when the Client was built.
         if self._caller is None:
             auth = self._auth.metadata()
-            self._channel = open_channel(self.address)
+            self._channel = open_channel(self.address, credentials=self._tls.credentials())
             self._caller = Caller(self._channel, self._tracing, auth)
         return self._caller
 
@@ -333,6 +348,9 @@ class Client:
         tracer_provider: TracerProvider | None = None,
         token: str | None = None,
         token_file: TokenPath | None = None,
+        tls_ca: TlsPath | None = None,
+        tls_cert: TlsPath | None = None,
+        tls_key: TlsPath | None = None,
     ) -> SyncClient:
         """A blocking client for scripts; same as ``troupe.SyncClient(address)``."""
         return SyncClient(
@@ -341,6 +359,9 @@ class Client:
             tracer_provider=tracer_provider,
             token=token,
             token_file=token_file,
+            tls_ca=tls_ca,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
         )
 
 
@@ -368,7 +389,8 @@ class SyncClient:
 
     Use it in scripts and non-async code; inside asyncio code use :class:`Client`.
     Calls are children of the span current in the calling thread. ``token`` and
-    ``token_file`` (default: ``$TROUPE_API_TOKEN``) as for :class:`Client`.
+    ``token_file`` (default: ``$TROUPE_API_TOKEN``), ``tls_ca``, ``tls_cert`` and
+    ``tls_key`` (default: ``$TROUPE_TLS_CA``...) as for :class:`Client`.
     """
 
     def __init__(
@@ -379,14 +401,20 @@ class SyncClient:
         tracer_provider: TracerProvider | None = None,
         token: str | None = None,
         token_file: TokenPath | None = None,
+        tls_ca: TlsPath | None = None,
+        tls_cert: TlsPath | None = None,
+        tls_key: TlsPath | None = None,
     ) -> None:
-        # Built first: a bad token option raises before a thread is started.
+        # Built first: a bad token or TLS option raises before a thread is started.
         self._client = Client(
             address,
             timeout=timeout,
             tracer_provider=tracer_provider,
             token=token,
             token_file=token_file,
+            tls_ca=tls_ca,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
         )
         self.address = self._client.address
         self._loop = asyncio.new_event_loop()

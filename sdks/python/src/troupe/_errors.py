@@ -48,6 +48,26 @@ class Unauthenticated(TroupeError):
     """
 
 
+class TlsConfigError(TroupeError):
+    """A TLS option or variable cannot be used: its file is missing, unreadable or holds no
+    PEM, or a client certificate comes without its key (or without a CA).
+
+    Raised where the files are read, when a channel is opened (a Client's first call, each
+    (re-)connect of an App), or by the constructor for options that cannot work. The message
+    names the option (``tls_ca``, ``tls_cert``, ``tls_key``) or variable (``$TROUPE_TLS_CA``,
+    ``$TROUPE_TLS_CERT``, ``$TROUPE_TLS_KEY``) and the path.
+
+    Attributes:
+        option: the option or variable at fault, e.g. ``"tls_ca"`` or ``"$TROUPE_TLS_CA"``.
+        path: the file's path, or None when the error is not about one file.
+    """
+
+    def __init__(self, message: str, *, option: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
+        self.path = path
+
+
 class ReadOnlyStateError(TroupeError):
     """A read-only method (``@troupe.method(readonly=True)``) tried to change ``self.state``.
 
