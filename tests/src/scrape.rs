@@ -29,9 +29,23 @@ impl HttpResponse {
 
 /// `GET path` on `addr`, bounded.
 pub async fn http_get(addr: SocketAddr, path: &str) -> anyhow::Result<HttpResponse> {
+    http_get_with(addr, path, &[]).await
+}
+
+/// [`http_get`] with extra request headers.
+pub async fn http_get_with(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> anyhow::Result<HttpResponse> {
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     let exchange = async {
         let mut stream = TcpStream::connect(addr).await?;
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Connection: close\r\n\r\n");
         stream.write_all(request.as_bytes()).await?;
         let mut raw = Vec::new();
         stream.read_to_end(&mut raw).await?;

@@ -15,6 +15,7 @@ use tonic::{Code, Status};
 use troupe_tests::*;
 
 const API_TOKENS: &str = "api-old, api-new";
+const FIRST_API_TOKEN: &str = "api-old";
 const APP_TOKEN: &str = "app-first";
 
 /// Which tokens a service takes: `None` is open.
@@ -239,5 +240,45 @@ async fn nothing_listens_beyond_loopback_unprotected_unless_told() -> anyhow::Re
     assert!(!status.success(), "placement started on 0.0.0.0");
     assert!(stderr.contains("--insecure"), "{stderr}");
 
+    let metrics = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "0.0.0.0:0",
+        "--data-dir",
+        data,
+    ];
+    let (status, _, stderr) = run_cli_env(&metrics, &[("TROUPE_API_TOKEN", "")]).await?;
+    assert!(!status.success(), "open metrics started on 0.0.0.0");
+    assert!(stderr.contains("--metrics-listen"), "{stderr}");
+
+    Ok(())
+}
+
+#[tokio::test]
+async fn metrics_want_the_api_token_when_the_daemon_does() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let daemon = Daemon::start_with_env(
+        dir.path(),
+        &["--metrics-listen", "127.0.0.1:0"],
+        &[("TROUPE_API_TOKEN", API_TOKENS)],
+    )
+    .await?;
+    let addr = scrape::metrics_addr(&daemon.log()).context("no metrics address logged")?;
+    let anonymous = scrape::http_get(addr, "/metrics").await?;
+    assert_eq!(anonymous.status, 401, "{anonymous:?}");
+    assert!(anonymous.body.contains("TROUPE_API_TOKEN"), "{anonymous:?}");
+    assert!(
+        !anonymous.body.contains(FIRST_API_TOKEN),
+        "the answer shows the token"
+    );
+    let wrong =
+        scrape::http_get_with(addr, "/metrics", &[("authorization", "Bearer wrong")]).await?;
+    assert_eq!(wrong.status, 401);
+    let bearer = format!("Bearer {FIRST_API_TOKEN}");
+    let scraped = scrape::http_get_with(addr, "/metrics", &[("authorization", &bearer)]).await?;
+    assert_eq!(scraped.status, 200, "{scraped:?}");
+    assert!(scraped.body.contains("# EOF"));
     Ok(())
 }

@@ -3,9 +3,12 @@
 //!
 //! A port of its own rather than a route on the gRPC listener: scrapers speak
 //! HTTP/1.1, and the metrics port can be exposed to the monitoring network
-//! without exposing the actor API.
+//! without exposing the actor API. When the daemon requires the API token,
+//! so does a scrape (`authorization: Bearer <token>`, Prometheus's
+//! `authorization.credentials_file`).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use anyhow::Context;
 use axum::http::{header, StatusCode};
@@ -15,10 +18,12 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tonic::metadata::MetadataMap;
 use tracing::{info, warn};
 use troupe_runtime::Runtime;
 use troupe_transport::link::Links;
 
+use crate::auth::Tokens;
 use crate::link_metrics;
 
 /// What Prometheus expects for the OpenMetrics text format.
@@ -37,6 +42,7 @@ pub async fn start(
     addr: SocketAddr,
     runtime: Runtime,
     links: Option<Links>,
+    api_tokens: Option<Arc<Tokens>>,
 ) -> anyhow::Result<MetricsServer> {
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!("cannot serve metrics on {addr} (is the port taken? pick another with --metrics-listen)")
@@ -46,7 +52,11 @@ pub async fn start(
         .context("reading the metrics listener's address")?;
     let app = Router::new()
         .route("/metrics", get(metrics))
-        .with_state(Sources { runtime, links });
+        .with_state(Sources {
+            runtime,
+            links,
+            api_tokens,
+        });
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let served = axum::serve(listener, app)
@@ -83,6 +93,8 @@ impl MetricsServer {
 struct Sources {
     runtime: Runtime,
     links: Option<Links>,
+    /// Required of scrapers when the daemon requires it of clients.
+    api_tokens: Option<Arc<Tokens>>,
 }
 
 fn encode(sources: &Sources, body: &mut String) -> std::fmt::Result {
@@ -97,7 +109,20 @@ fn encode(sources: &Sources, body: &mut String) -> std::fmt::Result {
     Ok(())
 }
 
-async fn metrics(axum::extract::State(sources): axum::extract::State<Sources>) -> Response {
+async fn metrics(
+    axum::extract::State(sources): axum::extract::State<Sources>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    if let Some(tokens) = &sources.api_tokens {
+        if let Err(refused) = tokens.check(&MetadataMap::from_headers(headers)) {
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                format!("{}\n", refused.message()),
+            )
+                .into_response();
+        }
+    }
     let mut body = String::with_capacity(16 * 1024);
     match encode(&sources, &mut body) {
         Ok(()) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response(),

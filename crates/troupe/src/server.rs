@@ -102,7 +102,7 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     let api_guard = Guard::new(api_tokens.clone());
     // Links carry any actor's calls: with TLS, only a member may open one.
     let peer_guard = api_guard.clone().members_only(tls.clone());
-    let client_guard = Guard::new(api_tokens).or(app_tokens.clone());
+    let client_guard = Guard::new(api_tokens.clone()).or(app_tokens.clone());
     let app_guard = Guard::new(app_tokens);
     let peers = Peers::new(PeersConfig {
         max_message_bytes: limit,
@@ -154,7 +154,9 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         None => local.to_string(),
     };
     let metrics = match config.metrics_listen {
-        Some(addr) => Some(metrics_http::start(addr, runtime.clone(), links.clone()).await?),
+        Some(addr) => Some(
+            metrics_http::start(addr, runtime.clone(), links.clone(), api_tokens.clone()).await?,
+        ),
         None => None,
     };
 

@@ -378,6 +378,17 @@ impl ServeArgs {
                 tracing::warn!(%listen, "listening beyond loopback without TLS: tokens and calls cross the network in plaintext; give --tls-cert, --tls-key and --tls-ca (docs/security.md)");
             }
         }
+        if let Some(metrics) = metrics_listen {
+            if !metrics.ip().is_loopback() && !insecure && api_tokens.is_none() {
+                anyhow::bail!(
+                    "--metrics-listen {metrics} is reachable from other machines, and without \
+                     TROUPE_API_TOKEN anyone who reaches it reads the metrics (actor types, peers, \
+                     load). Set the API token (scrapers then send it as a bearer token, e.g. \
+                     Prometheus's authorization.credentials_file), serve metrics on a loopback \
+                     address, or pass --insecure if only the monitoring network can reach it"
+                );
+            }
+        }
         // Before anything starts, with the setting's name in the message.
         runtime.check()?;
         Ok(ServeConfig {
