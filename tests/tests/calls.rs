@@ -175,24 +175,28 @@ async fn a_tell_starts_a_chain_of_its_own() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let daemon = Daemon::start(dir.path(), &[]).await?;
     let (mut app, _) = RawApp::register(daemon.addr, vec![type_spec("node")]).await?;
-    let mut client = daemon.client().await?;
-    // A tell from a turn of node/a: a goes on, it does not wait on b, so b's
-    // turn must not count a as waiting (a call back to a is no cycle).
-    client
+    let client = daemon.client().await?;
+    let mut outer_client = client.clone();
+    let outer =
+        tokio::spawn(async move { outer_client.invoke_raw("node", "a", "ping", "null").await });
+    let turn_a = app.next_turn().await?;
+    // A tell from the turn of node/a: a goes on, it does not wait on b, so
+    // b's turn must not count a as waiting (a call back to a is no cycle).
+    let mut a_client = client.clone();
+    a_client
         .0
         .tell(pb::TellRequest {
             actor: Some(actor("node", "b")),
             method: "ping".into(),
             payload: Some(json_payload("null")),
-            chain: Some(pb::CallChain {
-                id: "c1".into(),
-                actors: vec![actor("node", "a")],
-            }),
+            chain: turn_a.chain.clone(),
             ..Default::default()
         })
         .await?;
     let turn = app.next_turn().await?;
     assert_eq!(chain_actors(&turn), ["node/b"]);
     app.reply(turn.call_id, "null")?;
+    app.reply(turn_a.call_id, "null")?;
+    assert_eq!(outer.await??, "null");
     Ok(())
 }
