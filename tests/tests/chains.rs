@@ -1,7 +1,9 @@
 //! Chains the daemon issued, against the real daemon: a call chain lets a
 //! call run nested in a re-entrant actor's running turn, so the daemon
 //! honours only a chain it issued to a turn still running (its token), and
-//! refuses any other with FAILED_PRECONDITION, which runs nowhere.
+//! refuses any other with FAILED_PRECONDITION, which runs nowhere. A → B → A
+//! with issued chains, and B's chain stale once B's turn ends, are in
+//! tests/calls.rs; across daemons in tests/cluster_chains.rs.
 //!
 //! The app here is a [`RawApp`]: a turn stays open until the test answers
 //! it, and every turn the daemon starts arrives on the one stream in order,
@@ -13,14 +15,6 @@ use std::time::Duration;
 use tonic::Code;
 use troupe_tests::*;
 
-fn chain_actors(turn: &pb::Turn) -> Vec<String> {
-    turn.chain
-        .iter()
-        .flat_map(|c| c.actors.iter())
-        .map(|a| format!("{}/{}", a.r#type, a.id))
-        .collect()
-}
-
 fn invoke_with(id: &str, method: &str, chain: Option<pb::CallChain>) -> pb::InvokeRequest {
     pb::InvokeRequest {
         actor: Some(actor("node", id)),
@@ -31,22 +25,13 @@ fn invoke_with(id: &str, method: &str, chain: Option<pb::CallChain>) -> pb::Invo
     }
 }
 
-fn reentrant(name: &str) -> pb::ActorTypeSpec {
-    pb::ActorTypeSpec {
-        reentrant: true,
-        ..type_spec(name)
-    }
-}
-
 /// The attack of issue 16: a client outside any turn sends a chain naming a
 /// re-entrant actor while that actor's turn runs. Before chains were
 /// issued, its call nested in the running turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_forged_chain_never_runs_beside_a_running_turn() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let daemon = Daemon::start(dir.path(), &[]).await?;
-    let (mut app, _) = RawApp::register(daemon.addr, vec![reentrant("node")]).await?;
-    let client = daemon.client().await?;
+    let (_dir, _daemon, mut app, client) =
+        daemon_with_raw_app(vec![reentrant_type("node")]).await?;
 
     // A turn of h that ends: the chain issued to it goes stale.
     let mut c = client.clone();
@@ -142,60 +127,11 @@ async fn a_forged_chain_never_runs_beside_a_running_turn() -> anyhow::Result<()>
     Ok(())
 }
 
-/// A → B → A on one daemon, with the chains the daemon issued: the nested
-/// turn of A arrives while A's first turn waits, and B's chain goes stale
-/// once B's turn ends.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_issued_chain_re_enters_until_its_turn_ends() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let daemon = Daemon::start(dir.path(), &[]).await?;
-    let (mut app, _) = RawApp::register(daemon.addr, vec![reentrant("node")]).await?;
-    let client = daemon.client().await?;
-
-    let mut c = client.clone();
-    let outer = tokio::spawn(async move { c.invoke_raw("node", "a", "ping", "null").await });
-    let turn_a = app.next_turn().await?;
-    let mut c = client.clone();
-    let a_calls_b = {
-        let request = invoke_with("b", "ping", turn_a.chain.clone());
-        tokio::spawn(async move { c.0.invoke(request).await })
-    };
-    let turn_b = app.next_turn().await?;
-    assert_eq!(chain_actors(&turn_b), ["node/a", "node/b"]);
-    let mut c = client.clone();
-    let b_calls_a = {
-        let request = invoke_with("a", "ping", turn_b.chain.clone());
-        tokio::spawn(async move { c.0.invoke(request).await })
-    };
-    let nested = app.next_turn().await?;
-    assert_eq!(chain_actors(&nested), ["node/a", "node/b", "node/a"]);
-    app.reply(nested.call_id, "1")?;
-    b_calls_a.await??;
-    app.reply(turn_b.call_id, "2")?;
-    a_calls_b.await??;
-
-    // b's turn ended while a's still runs: b's chain names a, but it can no
-    // longer put a call beside a's turn.
-    let mut c = client.clone();
-    let mut request = tonic::Request::new(invoke_with("a", "ping", turn_b.chain.clone()));
-    request.set_timeout(Duration::from_secs(5));
-    let stale = c.0.invoke(request).await;
-    let status = expect_code(stale, Code::FailedPrecondition)?;
-    assert!(status.message().contains("ended"), "{}", status.message());
-
-    app.reply(turn_a.call_id, "3")?;
-    assert_eq!(outer.await??, "3");
-    Ok(())
-}
-
 /// Reminder turns are issued chains too, so calls from them carry the
 /// chain on, as calls from any turn do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_reminder_turn_can_call_with_its_chain() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let daemon = Daemon::start(dir.path(), &[]).await?;
-    let (mut app, _) = RawApp::register(daemon.addr, vec![type_spec("node")]).await?;
-    let mut client = daemon.client().await?;
+    let (_dir, _daemon, mut app, mut client) = daemon_with_raw_app(vec![type_spec("node")]).await?;
     client
         .0
         .set_reminder(pb::SetReminderRequest {

@@ -15,14 +15,6 @@ use troupe_tests::cluster_fixture::*;
 use troupe_tests::cluster_harness::*;
 use troupe_tests::*;
 
-fn chain_actors(turn: &pb::Turn) -> Vec<String> {
-    turn.chain
-        .iter()
-        .flat_map(|c| c.actors.iter())
-        .map(|a| format!("{}/{}", a.r#type, a.id))
-        .collect()
-}
-
 fn invoke_with(id: &str, chain: Option<pb::CallChain>) -> tonic::Request<pb::InvokeRequest> {
     let mut request = tonic::Request::new(pb::InvokeRequest {
         actor: Some(actor("node", id)),
@@ -67,10 +59,7 @@ async fn re_entrancy_across_daemons_uses_each_daemons_chain() -> anyhow::Result<
     let Some(mut cluster) = Cluster::start("re_entrancy_across_daemons", 2).await? else {
         return Ok(());
     };
-    let spec = pb::ActorTypeSpec {
-        reentrant: true,
-        ..type_spec("node")
-    };
+    let spec = reentrant_type("node");
     let d1 = cluster.member("d1")?.daemon.addr;
     let d2 = cluster.member("d2")?.daemon.addr;
     let mut apps = [
