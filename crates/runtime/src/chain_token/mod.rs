@@ -108,7 +108,10 @@ impl ChainTokens {
     }
 
     fn shard(&self, turn: u64) -> &Mutex<HashSet<u64>> {
-        &self.live[(turn as usize) & (SHARDS - 1)].0
+        // Mixing in the block keeps threads numbering turns at the same
+        // pace, from their own blocks, out of each other's shards.
+        let mixed = turn ^ (turn / BLOCK);
+        &self.live[(mixed as usize) & (SHARDS - 1)].0
     }
 
     /// Numbers a turn and counts it as running until [`ChainTokens::end`].
