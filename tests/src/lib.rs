@@ -124,3 +124,15 @@ pub async fn daemon_with_app(
     let client = daemon.client().await?;
     Ok((dir, daemon, app, client))
 }
+
+/// A fresh daemon on a temporary data dir with a [`RawApp`] hosting
+/// `types` registered, and a client. Keep the `TempDir` alive for the test.
+pub async fn daemon_with_raw_app(
+    types: Vec<pb::ActorTypeSpec>,
+) -> anyhow::Result<(tempfile::TempDir, Daemon, RawApp, Client)> {
+    let dir = tempfile::tempdir()?;
+    let daemon = Daemon::start(dir.path(), &[]).await?;
+    let (app, _) = RawApp::register(daemon.addr, types).await?;
+    let client = daemon.client().await?;
+    Ok((dir, daemon, app, client))
+}

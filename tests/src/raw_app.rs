@@ -55,6 +55,15 @@ impl Decoder for RawCodec {
     }
 }
 
+/// A turn's call chain as `type/id` names, outermost first.
+pub fn chain_actors(turn: &pb::Turn) -> Vec<String> {
+    turn.chain
+        .iter()
+        .flat_map(|c| c.actors.iter())
+        .map(|a| format!("{}/{}", a.r#type, a.id))
+        .collect()
+}
+
 pub fn register_message(app_name: &str, types: Vec<pb::ActorTypeSpec>) -> pb::AppMessage {
     pb::AppMessage {
         kind: Some(pb::app_message::Kind::Register(pb::Register {

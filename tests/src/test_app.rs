@@ -22,6 +22,14 @@ pub fn type_spec(name: &str) -> pb::ActorTypeSpec {
     }
 }
 
+/// [`type_spec`] for a type that lets a call chain re-enter its actors.
+pub fn reentrant_type(name: &str) -> pb::ActorTypeSpec {
+    pb::ActorTypeSpec {
+        reentrant: true,
+        ..type_spec(name)
+    }
+}
+
 pub type ActorKey = (String, String);
 
 fn key_of(actor: &Option<pb::ActorRef>) -> ActorKey {

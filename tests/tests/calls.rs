@@ -8,14 +8,6 @@ use std::time::{Duration, Instant};
 use tonic::Code;
 use troupe_tests::*;
 
-fn chain_actors(turn: &pb::Turn) -> Vec<String> {
-    turn.chain
-        .iter()
-        .flat_map(|c| c.actors.iter())
-        .map(|a| format!("{}/{}", a.r#type, a.id))
-        .collect()
-}
-
 /// An Invoke made from inside a turn: passes the turn's chain on.
 fn nested_invoke(turn: &pb::Turn, ty: &str, id: &str) -> tonic::Request<pb::InvokeRequest> {
     let mut request = tonic::Request::new(pb::InvokeRequest {
@@ -31,10 +23,7 @@ fn nested_invoke(turn: &pb::Turn, ty: &str, id: &str) -> tonic::Request<pb::Invo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn turns_carry_their_chain_and_a_cycle_fails_at_once() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let daemon = Daemon::start(dir.path(), &[]).await?;
-    let (mut app, _) = RawApp::register(daemon.addr, vec![type_spec("node")]).await?;
-    let client = daemon.client().await?;
+    let (_dir, _daemon, mut app, client) = daemon_with_raw_app(vec![type_spec("node")]).await?;
 
     // The outer call, with a deadline the turn must learn.
     let mut outer_client = client.clone();
@@ -112,14 +101,8 @@ async fn turns_carry_their_chain_and_a_cycle_fails_at_once() -> anyhow::Result<(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_reentrant_type_gets_the_nested_turn_while_its_first_waits() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let daemon = Daemon::start(dir.path(), &[]).await?;
-    let spec = pb::ActorTypeSpec {
-        reentrant: true,
-        ..type_spec("node")
-    };
-    let (mut app, _) = RawApp::register(daemon.addr, vec![spec]).await?;
-    let client = daemon.client().await?;
+    let (_dir, _daemon, mut app, client) =
+        daemon_with_raw_app(vec![reentrant_type("node")]).await?;
     let mut outer_client = client.clone();
     let outer =
         tokio::spawn(async move { outer_client.invoke_raw("node", "a", "ping", "null").await });
@@ -159,6 +142,13 @@ async fn a_reentrant_type_gets_the_nested_turn_while_its_first_waits() -> anyhow
             .unwrap_or_default(),
         "2"
     );
+    // b's turn ended while a's still runs: b's chain names a, but it no
+    // longer lets a call in beside a's turn (tests/chains.rs has the rest).
+    let mut late_client = client.clone();
+    let mut late = nested_invoke(&turn_b, "node", "a");
+    late.set_timeout(Duration::from_secs(5));
+    let status = expect_code(late_client.0.invoke(late).await, Code::FailedPrecondition)?;
+    assert!(status.message().contains("ended"), "{}", status.message());
     app.reply(turn_a.call_id, "3")?;
     assert_eq!(outer.await??, "3");
     Ok(())
@@ -172,27 +162,28 @@ fn unix_now_ms() -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_tell_starts_a_chain_of_its_own() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let daemon = Daemon::start(dir.path(), &[]).await?;
-    let (mut app, _) = RawApp::register(daemon.addr, vec![type_spec("node")]).await?;
-    let mut client = daemon.client().await?;
-    // A tell from a turn of node/a: a goes on, it does not wait on b, so b's
-    // turn must not count a as waiting (a call back to a is no cycle).
-    client
+    let (_dir, _daemon, mut app, client) = daemon_with_raw_app(vec![type_spec("node")]).await?;
+    let mut outer_client = client.clone();
+    let outer =
+        tokio::spawn(async move { outer_client.invoke_raw("node", "a", "ping", "null").await });
+    let turn_a = app.next_turn().await?;
+    // A tell from the turn of node/a: a goes on, it does not wait on b, so
+    // b's turn must not count a as waiting (a call back to a is no cycle).
+    let mut a_client = client.clone();
+    a_client
         .0
         .tell(pb::TellRequest {
             actor: Some(actor("node", "b")),
             method: "ping".into(),
             payload: Some(json_payload("null")),
-            chain: Some(pb::CallChain {
-                id: "c1".into(),
-                actors: vec![actor("node", "a")],
-            }),
+            chain: turn_a.chain.clone(),
             ..Default::default()
         })
         .await?;
     let turn = app.next_turn().await?;
     assert_eq!(chain_actors(&turn), ["node/b"]);
     app.reply(turn.call_id, "null")?;
+    app.reply(turn_a.call_id, "null")?;
+    assert_eq!(outer.await??, "null");
     Ok(())
 }

@@ -48,6 +48,10 @@ pub enum CallError {
     /// for an actor that is not active).
     #[error("{0}")]
     FailedPrecondition(String),
+    /// The call carries a chain this daemon did not issue to a running
+    /// turn (FAILED_PRECONDITION): it was refused, and ran nowhere.
+    #[error(transparent)]
+    ChainRefused(#[from] ChainRefused),
     /// What was asked for does not exist (e.g. a reminder).
     #[error("{0}")]
     NotFound(String),
@@ -215,6 +219,43 @@ impl TooLargeForApp {
 impl From<TooLargeForApp> for CallError {
     fn from(error: TooLargeForApp) -> Self {
         Self::TooLargeForApp(Box::new(error))
+    }
+}
+
+/// Why a call's chain was not honoured. A chain lets a call run nested in
+/// the turn of an actor on it, so the daemon honours only the chain it
+/// issued to a turn that still runs; `chain` is the chain's id and actors
+/// (never its token).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChainRefused {
+    #[error(
+        "call chain {chain} has no token: the daemon honours only a chain it issued to a running \
+         turn. From inside a turn pass the turn's chain unchanged (the SDKs do); from outside a \
+         turn send no chain"
+    )]
+    NoToken { chain: String },
+    #[error(
+        "call chain {chain} was not issued by this daemon: its token does not verify (made up, \
+         altered, or issued by another daemon or before a restart). Pass a turn's chain \
+         unchanged, to the daemon that sent the turn; from outside a turn send no chain"
+    )]
+    NotIssued { chain: String },
+    #[error(
+        "call chain {chain} was issued to a turn that has ended; a chain is valid only while \
+         its turn runs. Make the call before the turn returns (await it), or send it without a \
+         chain as a call of its own"
+    )]
+    TurnEnded { chain: String },
+}
+
+impl ChainRefused {
+    /// A short label, for logs.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::NoToken { .. } => "no_token",
+            Self::NotIssued { .. } => "not_issued",
+            Self::TurnEnded { .. } => "turn_ended",
+        }
     }
 }
 

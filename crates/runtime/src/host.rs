@@ -7,6 +7,7 @@
 //! stream answer whenever the app's reply arrives. A handle dropped without an
 //! answer counts as the host having gone away.
 
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use crate::activation::Activation;
@@ -16,8 +17,8 @@ use crate::lifecycle::events::Ended;
 use crate::reply::Reply;
 use crate::shared::Shared;
 use crate::types::{
-    ActorFailure, ActorId, CallExtra, DeactivateReason, Payload, StateChange, StateSnapshot,
-    TurnKind,
+    ActorFailure, ActorId, CallChain, CallExtra, DeactivateReason, Payload, StateChange,
+    StateSnapshot, TurnKind,
 };
 
 /// Runs actor code for the types it registered.
@@ -139,6 +140,9 @@ pub struct TurnDone {
     pub(crate) meta: TurnMeta,
     /// The turn's span, open until the turn ends; only for traced calls.
     pub(crate) span: Option<Box<tracing::Span>>,
+    /// The turn's number among the running turns, once it was issued a
+    /// chain: its tokens are valid until the turn ends.
+    pub(crate) chain_turn: Option<NonZeroU64>,
 }
 
 /// What the runtime needs back when a turn ends, besides the outcome.
@@ -163,6 +167,22 @@ impl TurnDone {
         }
     }
 
+    /// The chain calls made from this turn must carry: the turn's own
+    /// chain (`turn_chain`, from [`TurnRequest::extra`]) with this actor
+    /// appended, or a new one, sealed with a token that proves the daemon
+    /// issued it to this turn. The daemon honours it on calls from outside
+    /// (an app's) only until the turn ends. Hosts whose turns make calls
+    /// through the daemon's API ask for it; others need not.
+    pub fn chain_for_calls(&mut self, turn_chain: Option<&CallChain>) -> CallChain {
+        let mut chain = CallChain::for_calls_from(turn_chain, self.actor());
+        if self.act.is_some() {
+            let tokens = &self.rt.chain_tokens;
+            let turn = *self.chain_turn.get_or_insert_with(|| tokens.begin());
+            tokens.seal(turn, &mut chain);
+        }
+        chain
+    }
+
     pub fn finish(mut self, outcome: TurnOutcome) {
         self.end(Ok(outcome));
     }
@@ -173,6 +193,11 @@ impl TurnDone {
     }
 
     fn end(&mut self, outcome: Result<TurnOutcome, CallError>) {
+        // Before the actor can start another turn: from here on a chain
+        // issued to this one is stale.
+        if let Some(turn) = self.chain_turn.take() {
+            self.rt.chain_tokens.end(turn);
+        }
         if let Some(act) = self.act.take() {
             let reply = std::mem::take(&mut self.reply);
             self.rt

@@ -15,6 +15,7 @@
 //! [`StateStore`]: troupe_storage::StateStore
 
 mod activation;
+mod chain_token;
 pub mod clock;
 mod config;
 mod directory;
@@ -43,7 +44,8 @@ pub mod validate;
 pub use config::RuntimeConfig;
 pub use dispatch::ActorRef;
 pub use error::{
-    AppWork, CallError, ConfigError, HostGone, MessageBound, TooLargeForApp, Unavailable,
+    AppWork, CallError, ChainRefused, ConfigError, HostGone, MessageBound, TooLargeForApp,
+    Unavailable,
 };
 pub use flush::FlushBacklog;
 pub use fn_host::FnHost;
@@ -61,7 +63,7 @@ pub use schedule::timers::{TimerInfo, TimerSpec};
 pub use schedule::{AlarmSpec, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy, ALARM_NAME};
 pub use shutdown::{ShutdownReport, UnwrittenState};
 pub use types::{
-    ActorFailure, ActorId, BoxFuture, Call, CallChain, CallExtra, CallTrace, ContentType,
-    DeactivateReason, Payload, StateChange, StateMap, StateMode, StateSnapshot, TurnKind,
-    TypeOptions, TypeSpec, TRACE_TARGET,
+    ActorFailure, ActorId, BoxFuture, Call, CallChain, CallExtra, CallTrace, ChainToken,
+    ContentType, DeactivateReason, Payload, StateChange, StateMap, StateMode, StateSnapshot,
+    TurnKind, TypeOptions, TypeSpec, TRACE_TARGET,
 };

@@ -95,7 +95,7 @@ fn result_label(error: &CallError) -> &'static str {
         CallError::Overloaded(_) | CallError::TooLargeForApp(_) => "resource_exhausted",
         CallError::Unavailable(_) => "unavailable",
         CallError::DeadlineExceeded(_) | CallError::TurnTimedOut { .. } => "deadline_exceeded",
-        CallError::FailedPrecondition(_) => "failed_precondition",
+        CallError::FailedPrecondition(_) | CallError::ChainRefused(_) => "failed_precondition",
         CallError::Internal(_) => "internal",
     }
 }

@@ -52,16 +52,32 @@ impl Runtime {
 
     /// Answers `request` here, or has the actor's owner answer it: the path
     /// every per-actor request takes.
+    ///
+    /// A call that carries a chain is refused unless this daemon issued the
+    /// chain to a turn that still runs (or a peer forwarded it): see
+    /// [`Runtime::invoke`].
     pub async fn request(
         &self,
         request: ActorRequest,
         context: RequestContext,
     ) -> Result<ActorResponse, CallError> {
+        if let ActorRequest::Invoke(call) | ActorRequest::Tell(call) = &request {
+            self.shared.admit_chain(call)?;
+        }
         self.shared.request(request, context).await
     }
 
     /// Calls a method and waits for its result.
+    ///
+    /// A call with a chain is refused ([`CallError::ChainRefused`]) unless
+    /// the chain is one this daemon issued to a turn that still runs
+    /// ([`TurnDone::chain_for_calls`](crate::TurnDone::chain_for_calls)),
+    /// or came from a peer ([`CallExtra::chain_from_peer`]): a chain lets a
+    /// call run nested in a running turn, so it must not be made up.
+    ///
+    /// [`CallExtra::chain_from_peer`]: crate::CallExtra::chain_from_peer
     pub async fn invoke(&self, call: Call) -> Result<Payload, CallError> {
+        self.shared.admit_chain(&call)?;
         // The common case, an actor of this daemon, takes the short way: no
         // request to build, no table change to wait out.
         match self.shared.route(&call.actor) {
@@ -79,8 +95,10 @@ impl Runtime {
         }
     }
 
-    /// Queues a call whose result nobody waits for.
+    /// Queues a call whose result nobody waits for. Its chain, if any, is
+    /// checked as [`Runtime::invoke`]'s.
     pub fn tell(&self, call: Call) -> Result<(), CallError> {
+        self.shared.admit_chain(&call)?;
         if self.shared.route(&call.actor)? == Route::Local {
             return self.shared.tell_here(call);
         }

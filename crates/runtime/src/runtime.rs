@@ -26,6 +26,7 @@ use tracing::{info, warn};
 use troupe_placement::Placement;
 use troupe_storage::{ReminderStore, StateStore};
 
+use crate::chain_token::ChainTokens;
 use crate::clock::Clock;
 use crate::config::RuntimeConfig;
 use crate::directory::Directory;
@@ -55,6 +56,12 @@ impl Runtime {
         placement: Arc<dyn Placement>,
     ) -> Result<Self, ConfigError> {
         config.check()?;
+        let chain_tokens = ChainTokens::new().map_err(|e| {
+            ConfigError(format!(
+                "the operating system gave no random bytes for the key of call-chain tokens \
+                 ({e}); the daemon cannot start without it"
+            ))
+        })?;
         let (scheduler, scheduler_writes) = Scheduler::new(reminders, placement.clone());
         let (refused_tx, refused) = mpsc::unbounded_channel();
         let metrics = config.metrics.then(|| Arc::new(Metrics::new()));
@@ -86,6 +93,7 @@ impl Runtime {
             waves: Default::default(),
             metrics,
             forwarder: OnceLock::new(),
+            chain_tokens,
             config,
         };
         Ok(Self {

@@ -14,6 +14,7 @@ use tokio::sync::{mpsc, Notify};
 use troupe_placement::Placement;
 
 use crate::activation::{Activation, Inner, Status};
+use crate::chain_token::ChainTokens;
 use crate::clock::Clock;
 use crate::config::RuntimeConfig;
 use crate::directory::Directory;
@@ -66,6 +67,9 @@ pub(crate) struct Shared {
     pub(crate) metrics: Option<Arc<Metrics>>,
     /// Carries calls to other daemons, in a cluster.
     pub(crate) forwarder: OnceLock<Arc<dyn Forwarder>>,
+    /// The key of the chains this daemon issues to turns, and the turns
+    /// running with one (`chain_token`).
+    pub(crate) chain_tokens: ChainTokens,
 }
 
 impl std::fmt::Debug for Shared {

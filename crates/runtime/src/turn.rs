@@ -89,6 +89,7 @@ impl Shared {
             _slot: env.slot,
             meta,
             span,
+            chain_turn: None,
         };
         binding.host.turn(request, done);
     }

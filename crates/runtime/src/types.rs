@@ -200,12 +200,42 @@ pub struct CallChain {
     pub id: String,
     /// The actors whose turns wait on this call, outermost first.
     pub actors: Vec<ActorId>,
+    /// Set by the daemon on the chain it issues to a running turn
+    /// ([`TurnDone::chain_for_calls`](crate::TurnDone::chain_for_calls));
+    /// a call from outside the daemon is honoured only with a valid one.
+    pub token: ChainToken,
+}
+
+/// Proof that the daemon issued a chain to a turn that still runs: opaque
+/// bytes, passed back unchanged, never printed (`Debug` shows the length).
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct ChainToken(Bytes);
+
+impl ChainToken {
+    pub fn new(bytes: Bytes) -> Self {
+        Self(bytes)
+    }
+
+    pub fn as_bytes(&self) -> &Bytes {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for ChainToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ChainToken(<{} bytes>)", self.0.len())
+    }
 }
 
 impl CallChain {
     /// The chain that calls made from a turn of `actor` carry: the turn's
     /// own chain (if it was called from one) with `actor` appended, or a new
-    /// chain starting at it.
+    /// chain starting at it. Without a token: hosts get theirs, sealed,
+    /// from [`TurnDone::chain_for_calls`](crate::TurnDone::chain_for_calls).
     pub fn for_calls_from(turn_chain: Option<&CallChain>, actor: &ActorId) -> CallChain {
         match turn_chain {
             Some(chain) => {
@@ -215,11 +245,13 @@ impl CallChain {
                 CallChain {
                     id: chain.id.clone(),
                     actors,
+                    token: ChainToken::default(),
                 }
             }
             None => CallChain {
                 id: new_chain_id(),
                 actors: vec![actor.clone()],
+                token: ChainToken::default(),
             },
         }
     }
@@ -282,6 +314,13 @@ pub struct CallExtra {
     pub deadline_unix_ms: Option<u64>,
     /// Times the call was forwarded between daemons to reach its owner.
     pub hops: u32,
+    /// The call came from another daemon of the cluster over an
+    /// authenticated link: that daemon checked its chain when the call
+    /// entered the cluster, and the token is that daemon's, so the chain is
+    /// honoured without a check here. Set only by whoever receives
+    /// forwarded calls (the binary's link service), never from a request's
+    /// fields.
+    pub chain_from_peer: bool,
 }
 
 /// The target of every span the runtime makes for trace export. Nothing else

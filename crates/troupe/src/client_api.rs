@@ -17,6 +17,12 @@ use crate::convert::requests::{request_from_pb, response_to_pb, PbRequest, PbRes
 use crate::convert::{self, paging};
 use crate::telemetry;
 
+/// Marks a request as forwarded by another daemon over an authenticated
+/// link (`link_api` puts it in the request's extensions, which no caller
+/// can set): its call chain was checked by the daemon the call entered.
+#[derive(Debug, Clone, Copy)]
+pub struct FromPeer;
+
 #[derive(Debug, Clone)]
 pub struct ClientApi {
     runtime: Runtime,
@@ -63,8 +69,13 @@ fn mismatch(answer: PbResponse) -> Status {
 }
 
 /// Reads a call; records its hop count, so the runtime stops forwarding it
-/// past its limit.
-fn call(request: PbRequest, headers: &MetadataMap) -> Result<Call, Status> {
+/// past its limit, and whether a peer forwarded it, so its chain is not
+/// checked again (the daemon it entered did; the token is that daemon's).
+fn call(
+    request: PbRequest,
+    headers: &MetadataMap,
+    extensions: &tonic::Extensions,
+) -> Result<Call, Status> {
     let timeout = convert::answer_within(headers);
     let mut call = match request_from_pb(request, timeout)? {
         ActorRequest::Invoke(call) | ActorRequest::Tell(call) => call,
@@ -73,6 +84,10 @@ fn call(request: PbRequest, headers: &MetadataMap) -> Result<Call, Status> {
     let hops = troupe_transport::forwarded_hops(headers);
     if hops > 0 {
         call.extra.get_or_insert_with(Default::default).hops = hops;
+    }
+    if let Some(extra) = call.extra.as_mut() {
+        // The hop header is a caller's to set; only the link sets this.
+        extra.chain_from_peer = extensions.get::<FromPeer>().is_some();
     }
     Ok(call)
 }
@@ -101,8 +116,8 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         &self,
         request: Request<pb::InvokeRequest>,
     ) -> Result<Response<pb::InvokeResponse>, Status> {
-        let (headers, _, r) = request.into_parts();
-        let mut call = call(PbRequest::Invoke(r), &headers)?;
+        let (headers, extensions, r) = request.into_parts();
+        let mut call = call(PbRequest::Invoke(r), &headers, &extensions)?;
         let mut traced = telemetry::incoming_call(&headers, "Invoke", &call.actor, &call.method);
         attach(&mut call, traced.take_trace());
         let result = self
@@ -123,8 +138,8 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         &self,
         request: Request<pb::TellRequest>,
     ) -> Result<Response<pb::TellResponse>, Status> {
-        let (headers, _, r) = request.into_parts();
-        let mut call = call(PbRequest::Tell(r), &headers)?;
+        let (headers, extensions, r) = request.into_parts();
+        let mut call = call(PbRequest::Tell(r), &headers, &extensions)?;
         let mut traced = telemetry::incoming_call(&headers, "Tell", &call.actor, &call.method);
         attach(&mut call, traced.take_trace());
         // A tell ends when the call is queued; its turn runs later, still

@@ -1,7 +1,10 @@
 //! Requests other daemons forward over links (`troupe_transport::link`):
 //! each is answered exactly as the same `ActorClient` RPC from a caller
 //! would be (the link's deadline, hop count and trace context become that
-//! RPC's headers), so a forwarded request has no path of its own.
+//! RPC's headers), so a forwarded request has no path of its own. One
+//! difference: the RPC is marked as a peer's ([`FromPeer`]), so a call
+//! chain it carries, checked by the daemon the call entered, is honoured
+//! without this daemon's token.
 
 use std::sync::Arc;
 
@@ -14,7 +17,7 @@ use troupe_proto::v1::link_request::Call;
 use troupe_transport::link::{status_reply, Inbound};
 use troupe_transport::{BoxFuture, FORWARDED_HEADER, TRACEPARENT_HEADER, TRACESTATE_HEADER};
 
-use crate::client_api::ClientApi;
+use crate::client_api::{ClientApi, FromPeer};
 
 #[derive(Debug, Clone)]
 pub struct LinkApi {
@@ -53,8 +56,12 @@ fn headers(request: &pb::LinkRequest) -> MetadataMap {
     metadata
 }
 
+/// The RPC, marked as a peer's: a chain it carries was checked by the
+/// daemon the call entered (the link is authenticated with the API token).
 fn rpc<T>(metadata: MetadataMap, body: T) -> Request<T> {
-    Request::from_parts(metadata, Default::default(), body)
+    let mut extensions = tonic::Extensions::new();
+    extensions.insert(FromPeer);
+    Request::from_parts(metadata, extensions, body)
 }
 
 fn reply<T>(answer: Result<Response<T>, Status>, into: impl FnOnce(T) -> Answer) -> pb::LinkReply {

@@ -40,9 +40,9 @@ export class Unauthenticated extends TroupeError {}
 
 /**
  * The daemon refused the call as it stands: it would close a cycle of calls into
- * an actor type that is not reentrant (a deadlock), the call chain is too deep,
- * a read-only method changed state, or a timer was set on an inactive actor.
- * The message says which.
+ * an actor type that is not reentrant (a deadlock), the call chain is too deep or
+ * is not one the daemon issued to a turn still running, a read-only method
+ * changed state, or a timer was set on an inactive actor. The message says which.
  */
 export class FailedPrecondition extends TroupeError {}
 

@@ -2,11 +2,14 @@
 //! its chain; a call back into an actor already on it either nests in that
 //! actor's waiting turn (re-entrant types) or is refused at once as a
 //! deadlock, and a chain past the depth limit is refused as runaway
-//! recursion.
+//! recursion. A chain is honoured only when this daemon issued it to a
+//! turn still running, or a peer forwarded it (`chain_token`).
+
+use tracing::debug;
 
 use crate::error::CallError;
 use crate::shared::Shared;
-use crate::types::{ActorId, CallChain};
+use crate::types::{ActorId, Call, CallChain};
 
 /// `a → b → c`, for error messages.
 fn chain_path(actors: &[ActorId]) -> String {
@@ -18,6 +21,36 @@ fn chain_path(actors: &[ActorId]) -> String {
 }
 
 impl Shared {
+    /// Refuses a call entering the daemon with a chain it did not issue to
+    /// a running turn. Such a chain could make the call nest in (run
+    /// beside) the running turn of any re-entrant actor it names, so it is
+    /// refused, never dropped: the caller learns at once that its chain is
+    /// wrong (docs/security.md).
+    pub(crate) fn admit_chain(&self, call: &Call) -> Result<(), CallError> {
+        let Some(extra) = call.extra.as_deref() else {
+            return Ok(());
+        };
+        let Some(chain) = &extra.chain else {
+            return Ok(());
+        };
+        if extra.chain_from_peer {
+            return Ok(());
+        }
+        self.chain_tokens
+            .check(chain, self.config.max_chain_depth)
+            .map_err(|refused| {
+                debug!(
+                    actor = %call.actor,
+                    chain = %chain.id,
+                    reason = refused.reason(),
+                    "call chain refused"
+                );
+                let error = CallError::from(refused);
+                self.count_failed(&call.actor.ty, call.kind, &error);
+                error
+            })
+    }
+
     /// Checks a call made from inside a turn against its chain: refuses
     /// runaway depth, and a cycle into a type that is not re-entrant (the
     /// actor already waits on this very chain, so the call could only ever

@@ -228,12 +228,15 @@ impl ActorHost for AppConnection {
         }
     }
 
-    fn turn(&self, request: TurnRequest, done: TurnDone) {
+    fn turn(&self, request: TurnRequest, mut done: TurnDone) {
         let actor = Some(convert::actor_ref(done.actor()));
         let mut extra = request.extra;
         let trace = extra.as_mut().and_then(|e| e.trace.take());
         let (traceparent, tracestate) = telemetry::turn_context(trace);
-        let (metadata, chain, deadline_unix_ms) = convert::turn_extra(extra, done.actor());
+        let (metadata, came_with, deadline_unix_ms) = convert::turn_extra(extra);
+        // Every turn gets one, reminders' and timers' too: the app may make
+        // calls from any turn.
+        let chain = convert::chain_to_pb(&done.chain_for_calls(came_with.as_ref()));
         let kind = match request.kind {
             TurnKind::Call => pb::TurnKind::Call,
             TurnKind::Reminder => pb::TurnKind::Reminder,

@@ -43,6 +43,7 @@ pub fn status_of(error: CallError) -> Status {
         CallError::DeadlineExceeded(m) => Status::deadline_exceeded(m),
         e @ CallError::TurnTimedOut { .. } => Status::deadline_exceeded(e.to_string()),
         CallError::FailedPrecondition(m) => Status::failed_precondition(m),
+        e @ CallError::ChainRefused(_) => Status::failed_precondition(e.to_string()),
         CallError::NotFound(m) => Status::not_found(m),
         CallError::Internal(m) => Status::internal(m),
         CallError::Actor(failure) => {

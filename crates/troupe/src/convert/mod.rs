@@ -19,8 +19,8 @@ use std::time::Duration;
 use tonic::Status;
 use troupe_proto::v1 as pb;
 use troupe_runtime::{
-    ActorFailure, ActorId, CallChain, CallExtra, ContentType, Payload, StateChange, StateMode,
-    TypeOptions, TypeSpec,
+    ActorFailure, ActorId, CallChain, CallExtra, ChainToken, ContentType, Payload, StateChange,
+    StateMode, TypeOptions, TypeSpec,
 };
 
 pub fn actor_id(actor: Option<pb::ActorRef>) -> Result<ActorId, Status> {
@@ -78,37 +78,37 @@ pub fn extra(
                 .into_iter()
                 .map(|a| ActorId::new(a.r#type, a.id))
                 .collect(),
+            token: ChainToken::new(c.token),
         }),
         ..CallExtra::default()
     }))
 }
 
-/// What a Turn carries from its call's extra: metadata, the chain calls
-/// from the turn must pass on (this actor appended), the caller's deadline.
+/// What a Turn carries from its call's extra: metadata, the chain the
+/// call came with (the turn's chain is issued from it), the caller's
+/// deadline.
 pub fn turn_extra(
     extra: Option<Box<CallExtra>>,
-    actor: &ActorId,
 ) -> (
     std::collections::HashMap<String, String>,
-    pb::CallChain,
+    Option<CallChain>,
     u64,
 ) {
-    let (metadata, chain, deadline) = match extra {
-        None => (Vec::new(), None, None),
-        Some(e) => (e.metadata, e.chain, e.deadline_unix_ms),
-    };
-    let chain = CallChain::for_calls_from(chain.as_ref(), actor);
-    (
-        metadata.into_iter().collect(),
-        chain_to_pb(&chain),
-        deadline.unwrap_or(0),
-    )
+    match extra {
+        None => (Default::default(), None, 0),
+        Some(e) => (
+            e.metadata.into_iter().collect(),
+            e.chain,
+            e.deadline_unix_ms.unwrap_or(0),
+        ),
+    }
 }
 
 pub fn chain_to_pb(chain: &CallChain) -> pb::CallChain {
     pb::CallChain {
         id: chain.id.clone(),
         actors: chain.actors.iter().map(actor_ref).collect(),
+        token: chain.token.as_bytes().clone(),
     }
 }
 

@@ -368,7 +368,7 @@ fn reminder_from_pb(r: pb::Reminder) -> ReminderInfo {
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
-    use troupe_runtime::{ActorId, CallChain, Payload};
+    use troupe_runtime::{ActorId, CallChain, ChainToken, Payload};
 
     use super::*;
 
@@ -380,6 +380,9 @@ mod tests {
             chain: Some(CallChain {
                 id: "ch".into(),
                 actors: vec![ActorId::new("a", "1")],
+                // A forwarded chain keeps its token (the peer does not
+                // check it, but passes it back unchanged).
+                token: ChainToken::new(Bytes::from_static(b"token")),
             }),
             ..CallExtra::default()
         }));

@@ -223,9 +223,10 @@ export interface Turn {
   metadata: { [key: string]: string };
   /**
    * The chain this turn is part of, this actor last (a new chain when the
-   * turn was not called from another turn). Pass it as `chain` on every
-   * Invoke the turn makes, so the daemon knows who waits on whom
-   * (re-entrancy, deadlock detection).
+   * turn was not called from another turn), issued to this turn: its token
+   * is valid until the turn ends. Pass it unchanged as `chain` on every
+   * Invoke and Tell the turn makes, to this daemon, so the daemon knows who
+   * waits on whom (re-entrancy, deadlock detection).
    */
   chain?:
     | CallChain

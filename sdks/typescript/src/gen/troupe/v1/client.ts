@@ -159,7 +159,11 @@ export interface InvokeRequest {
     | undefined;
   /** Propagated to the app with the call (e.g. traceparent). */
   metadata: { [key: string]: string };
-  /** Set by SDKs for calls made from inside a turn. */
+  /**
+   * For calls made from inside a turn: the turn's chain (Turn.chain),
+   * unchanged; SDKs set it. Unset for any other call: a chain the daemon
+   * did not issue to a running turn fails with FAILED_PRECONDITION.
+   */
   chain?: CallChain | undefined;
 }
 
@@ -177,6 +181,7 @@ export interface TellRequest {
   method: string;
   payload?: Payload | undefined;
   metadata: { [key: string]: string };
+  /** As InvokeRequest.chain. */
   chain?: CallChain | undefined;
 }
 

@@ -92,13 +92,22 @@ export interface ActorFailure {
 }
 
 /**
- * The chain of calls a call belongs to. Set by the daemon for calls made from
- * inside a turn so it knows who waits on whom (reentrancy, deadlocks).
+ * The chain of calls a call belongs to, so the daemon knows who waits on
+ * whom (reentrancy, deadlocks). Only the daemon makes one: each Turn carries
+ * the chain issued to it (Turn.chain). Pass that chain back unchanged, to
+ * the daemon that sent the turn, on the calls the turn makes while it runs;
+ * send none from outside a turn. A call whose chain the daemon did not issue
+ * to a turn still running fails with FAILED_PRECONDITION.
  */
 export interface CallChain {
   id: string;
   /** outermost first */
   actors: ActorRef[];
+  /**
+   * Opaque; proves the daemon issued this chain to one running turn, and
+   * stops doing so when that turn ends. Never log it.
+   */
+  token: Buffer;
 }
 
 function createBaseActorRef(): ActorRef {
@@ -408,7 +417,7 @@ export const ActorFailure: MessageFns<ActorFailure> = {
 };
 
 function createBaseCallChain(): CallChain {
-  return { id: "", actors: [] };
+  return { id: "", actors: [], token: Buffer.alloc(0) };
 }
 
 export const CallChain: MessageFns<CallChain> = {
@@ -418,6 +427,9 @@ export const CallChain: MessageFns<CallChain> = {
     }
     for (const v of message.actors) {
       ActorRef.encode(v!, writer.uint32(18).fork()).join();
+    }
+    if (message.token.length !== 0) {
+      writer.uint32(26).bytes(message.token);
     }
     return writer;
   },
@@ -451,6 +463,14 @@ export const CallChain: MessageFns<CallChain> = {
             message.actors.push(ActorRef.decode(reader, reader.uint32()));
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.token = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -470,6 +490,7 @@ export const CallChain: MessageFns<CallChain> = {
     const message = createBaseCallChain();
     message.id = object.id ?? "";
     message.actors = object.actors?.map((e) => ActorRef.fromPartial(e)) || [];
+    message.token = object.token ?? Buffer.alloc(0);
     return message;
   },
 };

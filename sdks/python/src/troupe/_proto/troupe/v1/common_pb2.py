@@ -24,19 +24,19 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16troupe/v1/common.proto\x12\ttroupe.v1\"$\n\x08\x41\x63torRef\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"E\n\x07Payload\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12,\n\x0c\x63ontent_type\x18\x02 \x01(\x0e\x32\x16.troupe.v1.ContentType\"A\n\x0bStateChange\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x03set\x18\x02 \x01(\x0cH\x00\x12\x10\n\x06\x64\x65lete\x18\x03 \x01(\x08H\x00\x42\x04\n\x02op\">\n\x0c\x41\x63torFailure\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0f\n\x07\x64\x65tails\x18\x03 \x01(\t\"<\n\tCallChain\x12\n\n\x02id\x18\x01 \x01(\t\x12#\n\x06\x61\x63tors\x18\x02 \x03(\x0b\x32\x13.troupe.v1.ActorRef*Z\n\x0b\x43ontentType\x12\x1c\n\x18\x43ONTENT_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43ONTENT_TYPE_JSON\x10\x01\x12\x16\n\x12\x43ONTENT_TYPE_BYTES\x10\x02*\\\n\tStateMode\x12\x1a\n\x16STATE_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17STATE_MODE_WRITE_BEHIND\x10\x01\x12\x16\n\x12STATE_MODE_DURABLE\x10\x02*{\n\x08TurnKind\x12\x19\n\x15TURN_KIND_UNSPECIFIED\x10\x00\x12\x12\n\x0eTURN_KIND_CALL\x10\x01\x12\x16\n\x12TURN_KIND_REMINDER\x10\x02\x12\x13\n\x0fTURN_KIND_TIMER\x10\x03\x12\x13\n\x0fTURN_KIND_ALARM\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16troupe/v1/common.proto\x12\ttroupe.v1\"$\n\x08\x41\x63torRef\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"E\n\x07Payload\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12,\n\x0c\x63ontent_type\x18\x02 \x01(\x0e\x32\x16.troupe.v1.ContentType\"A\n\x0bStateChange\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x03set\x18\x02 \x01(\x0cH\x00\x12\x10\n\x06\x64\x65lete\x18\x03 \x01(\x08H\x00\x42\x04\n\x02op\">\n\x0c\x41\x63torFailure\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0f\n\x07\x64\x65tails\x18\x03 \x01(\t\"K\n\tCallChain\x12\n\n\x02id\x18\x01 \x01(\t\x12#\n\x06\x61\x63tors\x18\x02 \x03(\x0b\x32\x13.troupe.v1.ActorRef\x12\r\n\x05token\x18\x03 \x01(\x0c*Z\n\x0b\x43ontentType\x12\x1c\n\x18\x43ONTENT_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43ONTENT_TYPE_JSON\x10\x01\x12\x16\n\x12\x43ONTENT_TYPE_BYTES\x10\x02*\\\n\tStateMode\x12\x1a\n\x16STATE_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17STATE_MODE_WRITE_BEHIND\x10\x01\x12\x16\n\x12STATE_MODE_DURABLE\x10\x02*{\n\x08TurnKind\x12\x19\n\x15TURN_KIND_UNSPECIFIED\x10\x00\x12\x12\n\x0eTURN_KIND_CALL\x10\x01\x12\x16\n\x12TURN_KIND_REMINDER\x10\x02\x12\x13\n\x0fTURN_KIND_TIMER\x10\x03\x12\x13\n\x0fTURN_KIND_ALARM\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'troupe.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CONTENTTYPE']._serialized_start=339
-  _globals['_CONTENTTYPE']._serialized_end=429
-  _globals['_STATEMODE']._serialized_start=431
-  _globals['_STATEMODE']._serialized_end=523
-  _globals['_TURNKIND']._serialized_start=525
-  _globals['_TURNKIND']._serialized_end=648
+  _globals['_CONTENTTYPE']._serialized_start=354
+  _globals['_CONTENTTYPE']._serialized_end=444
+  _globals['_STATEMODE']._serialized_start=446
+  _globals['_STATEMODE']._serialized_end=538
+  _globals['_TURNKIND']._serialized_start=540
+  _globals['_TURNKIND']._serialized_end=663
   _globals['_ACTORREF']._serialized_start=37
   _globals['_ACTORREF']._serialized_end=73
   _globals['_PAYLOAD']._serialized_start=75
@@ -46,5 +46,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ACTORFAILURE']._serialized_start=213
   _globals['_ACTORFAILURE']._serialized_end=275
   _globals['_CALLCHAIN']._serialized_start=277
-  _globals['_CALLCHAIN']._serialized_end=337
+  _globals['_CALLCHAIN']._serialized_end=352
 # @@protoc_insertion_point(module_scope)

@@ -74,9 +74,11 @@ class ActorFailure(_message.Message):
     def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., details: _Optional[str] = ...) -> None: ...
 
 class CallChain(_message.Message):
-    __slots__ = ("id", "actors")
+    __slots__ = ("id", "actors", "token")
     ID_FIELD_NUMBER: _ClassVar[int]
     ACTORS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
     id: str
     actors: _containers.RepeatedCompositeFieldContainer[ActorRef]
-    def __init__(self, id: _Optional[str] = ..., actors: _Optional[_Iterable[_Union[ActorRef, _Mapping]]] = ...) -> None: ...
+    token: bytes
+    def __init__(self, id: _Optional[str] = ..., actors: _Optional[_Iterable[_Union[ActorRef, _Mapping]]] = ..., token: _Optional[bytes] = ...) -> None: ...
