@@ -94,6 +94,11 @@ impl RawApp {
             .connect()
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
+        Self::open_over(channel, first).await
+    }
+
+    /// [`RawApp::open`] over a channel already connected (e.g. with TLS).
+    pub async fn open_over(channel: Channel, first: Bytes) -> Result<RawApp, Status> {
         let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(usize::MAX);
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = tx.send(first);
@@ -122,8 +127,19 @@ impl RawApp {
         addr: SocketAddr,
         types: Vec<pb::ActorTypeSpec>,
     ) -> anyhow::Result<(RawApp, pb::Registered)> {
-        let mut app = RawApp::open(
-            addr,
+        let channel = Channel::from_shared(format!("http://{addr}"))?
+            .connect()
+            .await?;
+        Self::register_over(channel, types).await
+    }
+
+    /// [`RawApp::register`] over a channel already connected (e.g. with TLS).
+    pub async fn register_over(
+        channel: Channel,
+        types: Vec<pb::ActorTypeSpec>,
+    ) -> anyhow::Result<(RawApp, pb::Registered)> {
+        let mut app = RawApp::open_over(
+            channel,
             register_message("raw-test-app", types)
                 .encode_to_vec()
                 .into(),

@@ -60,11 +60,12 @@ async fn re_entrancy_across_daemons_uses_each_daemons_chain() -> anyhow::Result<
         return Ok(());
     };
     let spec = reentrant_type("node");
-    let d1 = cluster.member("d1")?.daemon.addr;
-    let d2 = cluster.member("d2")?.daemon.addr;
+    // The cluster runs with TLS: the apps dial as its clients do.
+    let d1 = cluster.member("d1")?.daemon.channel().await?;
+    let d2 = cluster.member("d2")?.daemon.channel().await?;
     let mut apps = [
-        RawApp::register(d1, vec![spec.clone()]).await?.0,
-        RawApp::register(d2, vec![spec]).await?.0,
+        RawApp::register_over(d1, vec![spec.clone()]).await?.0,
+        RawApp::register_over(d2, vec![spec]).await?.0,
     ];
     let version = settled_with(&cluster.replicas, &["d1", "d2"], "node").await?;
     routing_by(&cluster.members, version).await?;
