@@ -12,7 +12,7 @@ use crate::types::{ActorFailure, ActorId};
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CallError {
     /// No app has registered the actor type.
-    #[error("no app hosts actor type '{actor_type}'; registered types: [{}]. Start an app that registers it, or check the type name", registered.join(", "))]
+    #[error("no app hosts actor type '{actor_type}'; registered types: [{}]. Start an app that registers it, or check the type name", abridged_list(registered, 10))]
     UnknownType {
         actor_type: String,
         registered: Vec<String>,
@@ -287,6 +287,36 @@ impl Unavailable {
 #[error("invalid runtime configuration: {0}")]
 pub struct ConfigError(pub String);
 
+/// Quotes `text` for an error message, cut after `max` characters with its
+/// length said. Status messages travel in an HTTP/2 header: one that
+/// repeats a caller's input whole can outgrow the header limit, and the
+/// caller then sees a protocol error instead of what was wrong.
+pub fn abridged(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => format!("{text:?}"),
+        Some((cut, _)) => format!("{:?}… ({} bytes)", &text[..cut], text.len()),
+    }
+}
+
+/// `text` as it is, or cut after `max` characters with its length said:
+/// for names already known to be printable, where [`abridged`]'s quotes
+/// would only add noise.
+pub fn shortened(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((cut, _)) => format!("{}… ({} bytes)", &text[..cut], text.len()).into(),
+    }
+}
+
+/// `items` joined for a message, at most `max` of them and how many more.
+pub fn abridged_list(items: &[String], max: usize) -> String {
+    let shown: Vec<&str> = items.iter().take(max).map(String::as_str).collect();
+    match items.len().saturating_sub(max) {
+        0 => shown.join(", "),
+        more => format!("{}, and {more} more", shown.join(", ")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,5 +364,22 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn messages_quote_input_cut_short() {
+        let long = "x".repeat(100_000);
+        let quoted = super::abridged(&long, 64);
+        assert!(quoted.len() < 100, "{quoted}");
+        assert!(quoted.contains("100000 bytes"), "{quoted}");
+        assert_eq!(super::abridged("short", 64), "\"short\"");
+        let types: Vec<String> = (0..1000).map(|i| format!("type-{i}")).collect();
+        let error = CallError::UnknownType {
+            actor_type: "nosuch".into(),
+            registered: types,
+        };
+        let text = error.to_string();
+        assert!(text.len() < 1024, "{text}");
+        assert!(text.contains("and 990 more"), "{text}");
     }
 }

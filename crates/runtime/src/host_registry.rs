@@ -18,6 +18,11 @@ use crate::metrics::{Metrics, TypeStats};
 use crate::types::{TypeOptions, TypeSpec};
 use crate::validate;
 
+/// Most actor types one registration may list: the daemon answers a
+/// registration with every type's options, and that answer must fit the
+/// app stream's message limit.
+pub const MAX_TYPES_PER_REGISTRATION: usize = 1000;
+
 /// One host serving one type: what an activation is bound to.
 pub(crate) struct Binding {
     pub(crate) host_id: u64,
@@ -86,9 +91,25 @@ impl HostRegistry {
                 "registration lists no actor types; register at least one".into(),
             ));
         }
+        if specs.len() > MAX_TYPES_PER_REGISTRATION {
+            return Err(CallError::InvalidArgument(format!(
+                "registration lists {} actor types, more than the {MAX_TYPES_PER_REGISTRATION} \
+                 one app may register; split them across apps",
+                specs.len()
+            )));
+        }
         let mut resolved = Vec::with_capacity(specs.len());
         for spec in &specs {
             validate::name("actor type", &spec.name)?;
+            for method in &spec.readonly_methods {
+                validate::name(
+                    &format!(
+                        "a read-only method (readonly_methods) of actor type '{}'",
+                        spec.name
+                    ),
+                    method,
+                )?;
+            }
             if resolved.iter().any(|o: &TypeOptions| *o.name == *spec.name) {
                 return Err(CallError::InvalidArgument(format!(
                     "actor type '{}' is listed twice in one registration",

@@ -1,6 +1,7 @@
 //! Input checks shared by every entry point (gRPC, in-process hosts).
 
 use crate::error::CallError;
+pub use crate::error::{abridged, abridged_list};
 use crate::types::{CallExtra, StateChange};
 
 /// Upper bound for actor types, ids, method and state key names.

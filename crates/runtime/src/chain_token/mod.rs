@@ -196,14 +196,26 @@ impl ChainTokens {
 }
 
 /// `id (a → b)`, for refusals: the chain's id and actors, never its token.
+/// The chain for a message: its id and path, both cut short, since both
+/// come from the caller and could be any length.
 fn describe(chain: &CallChain) -> String {
-    let path = chain
-        .actors
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(" → ");
-    format!("{} ({path})", chain.id)
+    const ENDS: usize = 2;
+    let actor =
+        |a: &crate::types::ActorId| crate::error::shortened(&a.to_string(), 80).into_owned();
+    let actors = &chain.actors;
+    let path = if actors.len() <= 2 * ENDS {
+        actors.iter().map(actor).collect::<Vec<_>>().join(" → ")
+    } else {
+        let (head, rest) = actors.split_at(ENDS);
+        let tail = &rest[rest.len() - ENDS..];
+        format!(
+            "{} → … {} more → {}",
+            head.iter().map(actor).collect::<Vec<_>>().join(" → "),
+            actors.len() - 2 * ENDS,
+            tail.iter().map(actor).collect::<Vec<_>>().join(" → "),
+        )
+    };
+    format!("{} ({path})", crate::error::shortened(&chain.id, 64))
 }
 
 #[cfg(test)]

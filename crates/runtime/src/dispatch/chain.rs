@@ -11,13 +11,25 @@ use crate::error::CallError;
 use crate::shared::Shared;
 use crate::types::{ActorId, Call, CallChain};
 
-/// `a → b → c`, for error messages.
+/// `a → b → c`, for error messages; a long chain shows its ends.
 fn chain_path(actors: &[ActorId]) -> String {
-    actors
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(" → ")
+    const ENDS: usize = 3;
+    let join = |part: &[ActorId]| {
+        part.iter()
+            .map(|a| crate::error::shortened(&a.to_string(), 80).into_owned())
+            .collect::<Vec<_>>()
+            .join(" → ")
+    };
+    if actors.len() <= 2 * ENDS {
+        return join(actors);
+    }
+    let (head, rest) = actors.split_at(ENDS);
+    format!(
+        "{} → … {} more → {}",
+        join(head),
+        actors.len() - 2 * ENDS,
+        join(&rest[rest.len() - ENDS..])
+    )
 }
 
 impl Shared {
@@ -65,7 +77,7 @@ impl Shared {
             return Err(CallError::FailedPrecondition(format!(
                 "call chain {} is {} calls deep, the limit ({limit}); calling {target} from it \
                  looks like runaway recursion: {} → {target}. Stop the recursion earlier",
-                chain.id,
+                crate::error::shortened(&chain.id, 64),
                 chain.actors.len(),
                 chain_path(&chain.actors[chain.actors.len().saturating_sub(4)..]),
             )));

@@ -20,7 +20,35 @@ pub const UNAVAILABLE_TRAILER: &str = "troupe-unavailable";
 const SHUTTING_DOWN: &str = "shutting-down";
 const LEASE_LAPSED: &str = "lease-lapsed";
 
+/// Longest status message sent. Messages travel in an HTTP/2 header
+/// (`grpc-message`, percent-encoded, so up to three times as long): past the
+/// caller's header limit (16 KiB by default) the answer would arrive as a
+/// protocol error instead of what went wrong. The daemon's own messages are
+/// short; this bounds an actor's exception text and anything quoting input.
+const MAX_MESSAGE_BYTES: usize = 3 * 1024;
+
 pub fn status_of(error: CallError) -> Status {
+    bounded(unbounded_status_of(error))
+}
+
+fn bounded(status: Status) -> Status {
+    let message = status.message();
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return status;
+    }
+    let mut cut = MAX_MESSAGE_BYTES;
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let shortened = format!(
+        "{}… (message of {} bytes cut)",
+        &message[..cut],
+        message.len()
+    );
+    Status::with_metadata(status.code(), shortened, status.metadata().clone())
+}
+
+fn unbounded_status_of(error: CallError) -> Status {
     match error {
         e @ CallError::UnknownType { .. } => Status::not_found(e.to_string()),
         CallError::InvalidArgument(m) => Status::invalid_argument(m),
@@ -277,5 +305,18 @@ mod tests {
             },
         );
         assert!(matches!(answered, CallError::Overloaded(m) if m == "full"));
+    }
+
+    #[test]
+    fn a_long_message_is_cut_to_fit_a_header() {
+        let status = status_of(CallError::Actor(ActorFailure {
+            ty: "ValueError".into(),
+            message: "é".repeat(50_000),
+            ..ActorFailure::default()
+        }));
+        assert_eq!(status.code(), Code::Unknown);
+        assert!(status.message().len() <= MAX_MESSAGE_BYTES + 64);
+        assert!(status.message().ends_with("(message of 100000 bytes cut)"));
+        assert!(status.metadata().get(ERROR_TYPE_TRAILER).is_some());
     }
 }

@@ -119,8 +119,8 @@ pub fn state_changes(changes: Vec<pb::StateChange>) -> Result<Vec<StateChange>, 
             Some(pb::state_change::Op::Set(v)) => Ok(StateChange::set(c.key, v)),
             Some(pb::state_change::Op::Delete(_)) => Ok(StateChange::delete(c.key)),
             None => Err(Status::invalid_argument(format!(
-                "state change for key {:?} has neither `set` nor `delete`",
-                c.key
+                "state change for key {} has neither `set` nor `delete`",
+                troupe_runtime::validate::abridged(&c.key, 80)
             ))),
         })
         .collect()

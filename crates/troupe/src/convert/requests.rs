@@ -110,7 +110,17 @@ pub fn request_from_pb(
             } else {
                 duration("due", &r.due, &range::ANY)?.get()
             },
-            period: period(&r.period)?.0.map(UserDuration::get),
+            period: match period(&r.period)? {
+                (every, None) => every.map(UserDuration::get),
+                (_, Some(_)) => {
+                    return Err(Status::invalid_argument(format!(
+                        "timer period {} has a repetition count; a timer fires until it is \
+                         deleted or its actor deactivates: give the period alone (e.g. \
+                         \"PT1S\"), or use a reminder for a fixed number of firings",
+                        troupe_runtime::validate::abridged(&r.period, 80)
+                    )))
+                }
+            },
             payload: payload(r.payload),
             keep_alive: r.keep_alive,
         }),
