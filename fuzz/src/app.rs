@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use futures::StreamExt;
 use http_body::Frame;
 use prost::Message;
@@ -30,7 +30,7 @@ use troupe_runtime::{ActorId, Call, Payload, Runtime};
 
 use crate::app_api::AppApi;
 use crate::daemon::{self, block_on, bounded};
-use crate::input::{number, Ops, OpsWriter};
+use crate::input::{grpc_frame, number, Ops, OpsWriter};
 
 /// The operations, by their byte modulo their count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,19 +61,10 @@ const OPS: [Op; 9] = [
 const MAX_OPS: usize = 64;
 
 type BodyTx = mpsc::UnboundedSender<Result<Frame<Bytes>, Infallible>>;
+
 /// What the daemon sends down the stream.
 type DaemonStream = <AppApi as AppHost>::AttachStream;
 type Attached = Result<Response<DaemonStream>, Status>;
-
-/// `message` as one gRPC message on the wire: uncompressed, its length,
-/// itself.
-fn grpc_frame(message: &[u8]) -> Bytes {
-    let mut framed = BytesMut::with_capacity(message.len() + 5);
-    framed.put_u8(0);
-    framed.put_u32(u32::try_from(message.len()).unwrap_or(u32::MAX));
-    framed.put_slice(message);
-    framed.freeze()
-}
 
 /// Work the daemon sent that the app has not answered yet.
 #[derive(Debug, Clone, Copy)]

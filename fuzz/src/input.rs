@@ -53,6 +53,26 @@ impl OpsWriter {
     }
 }
 
+/// `message` as one gRPC message on the wire: uncompressed, its length,
+/// itself.
+pub fn grpc_frame(message: &[u8]) -> bytes::Bytes {
+    let mut framed = bytes::BytesMut::with_capacity(message.len() + 5);
+    bytes::BufMut::put_u8(&mut framed, 0);
+    bytes::BufMut::put_u32(
+        &mut framed,
+        u32::try_from(message.len()).unwrap_or(u32::MAX),
+    );
+    bytes::BufMut::put_slice(&mut framed, message);
+    framed.freeze()
+}
+
+/// `text` after one leading byte (the inputs of the value targets).
+pub fn prefixed(first: u8, text: &str) -> Vec<u8> {
+    let mut input = vec![first];
+    input.extend_from_slice(text.as_bytes());
+    input
+}
+
 /// A little-endian number from the first bytes of `body` (missing bytes
 /// read as zero), and the rest.
 pub fn number(body: &[u8], bytes: usize) -> (u64, &[u8]) {

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use http_body::Frame;
 use http_body_util::BodyExt;
 use prost::Message;
@@ -27,7 +27,7 @@ use troupe_transport::link::{ChannelPlan, Links, LinksConfig};
 
 use crate::client_api::ClientApi;
 use crate::daemon::{self, block_on, bounded};
-use crate::input::{number, Ops, OpsWriter};
+use crate::input::{grpc_frame, number, Ops, OpsWriter};
 use crate::link_api::LinkApi;
 use crate::wire::{Framing, Outbox, Reassembly, WireError};
 
@@ -35,14 +35,6 @@ const MAX_OPS: usize = 64;
 
 /// The largest message the stream takes: small, so inputs reach the limit.
 const LIMIT: usize = 4096;
-
-fn grpc_frame(message: &[u8]) -> Bytes {
-    let mut framed = BytesMut::with_capacity(message.len() + 5);
-    framed.put_u8(0);
-    framed.put_u32(u32::try_from(message.len()).unwrap_or(u32::MAX));
-    framed.put_slice(message);
-    framed.freeze()
-}
 
 /// Runs one `PeerLink.Open` stream against a fresh daemon.
 pub fn run_stream(data: &[u8]) {

@@ -149,6 +149,24 @@ impl Services {
                 let _ = self.$service.$method(request(headers, message)).await;
             }};
         }
+        // A listing, then the next page with the token it returned.
+        macro_rules! list {
+            ($service:ident . $method:ident ( $message:ty )) => {{
+                let Ok(mut message) = <$message>::decode(body) else {
+                    return;
+                };
+                let answer = self
+                    .$service
+                    .$method(request(headers, message.clone()))
+                    .await;
+                let token = answer.ok().map(|page| page.into_inner().next_page_token);
+                if let Some(token) = token.filter(|t| !t.is_empty()) {
+                    message.page_token = token.clone();
+                    let next = self.$service.$method(request(headers, message)).await;
+                    check_token_taken(rpc, &token, &next);
+                }
+            }};
+        }
         match rpc {
             Rpc::Invoke => handle!(client.invoke(pb::InvokeRequest)),
             Rpc::Tell => handle!(client.tell(pb::TellRequest)),
@@ -164,60 +182,9 @@ impl Services {
             Rpc::Status => handle!(admin.status(pb::StatusRequest)),
             Rpc::DescribeActor => handle!(admin.describe_actor(pb::DescribeActorRequest)),
             Rpc::DeactivateActor => handle!(admin.deactivate_actor(pb::DeactivateActorRequest)),
-            Rpc::ListReminders => {
-                let Ok(mut message) = pb::ListRemindersRequest::decode(body) else {
-                    return;
-                };
-                let answer = self
-                    .client
-                    .list_reminders(request(headers, message.clone()))
-                    .await;
-                if let Ok(page) = answer {
-                    let token = page.into_inner().next_page_token;
-                    if !token.is_empty() {
-                        message.page_token = token.clone();
-                        let next = self.client.list_reminders(request(headers, message)).await;
-                        check_token_taken(rpc, &token, &next);
-                    }
-                }
-            }
-            Rpc::ListActors => {
-                let Ok(mut message) = pb::ListActorsRequest::decode(body) else {
-                    return;
-                };
-                let answer = self
-                    .admin
-                    .list_actors(request(headers, message.clone()))
-                    .await;
-                if let Ok(page) = answer {
-                    let token = page.into_inner().next_page_token;
-                    if !token.is_empty() {
-                        message.page_token = token.clone();
-                        let next = self.admin.list_actors(request(headers, message)).await;
-                        check_token_taken(rpc, &token, &next);
-                    }
-                }
-            }
-            Rpc::ListStoredActors => {
-                let Ok(mut message) = pb::ListStoredActorsRequest::decode(body) else {
-                    return;
-                };
-                let answer = self
-                    .admin
-                    .list_stored_actors(request(headers, message.clone()))
-                    .await;
-                if let Ok(page) = answer {
-                    let token = page.into_inner().next_page_token;
-                    if !token.is_empty() {
-                        message.page_token = token.clone();
-                        let next = self
-                            .admin
-                            .list_stored_actors(request(headers, message))
-                            .await;
-                        check_token_taken(rpc, &token, &next);
-                    }
-                }
-            }
+            Rpc::ListReminders => list!(client.list_reminders(pb::ListRemindersRequest)),
+            Rpc::ListActors => list!(admin.list_actors(pb::ListActorsRequest)),
+            Rpc::ListStoredActors => list!(admin.list_stored_actors(pb::ListStoredActorsRequest)),
             Rpc::Headers => {}
         }
     }

@@ -9,6 +9,7 @@ use troupe_runtime::input::range;
 
 use crate::config::ServeArgs;
 use crate::convert::{self, paging, time};
+use crate::input::prefixed;
 
 /// Durations, periods, instants and `grpc-timeout`, by the first byte;
 /// the rest is the text. Besides "no panic": what the daemon writes when it
@@ -68,25 +69,20 @@ fn round_trip_duration(d: Duration, allowed: &std::ops::RangeInclusive<Duration>
 }
 
 pub fn duration_seeds() -> Vec<Vec<u8>> {
-    let seed = |which: u8, text: &str| {
-        let mut s = vec![which];
-        s.extend_from_slice(text.as_bytes());
-        s
-    };
     vec![
-        seed(0, "90s"),
-        seed(0, "1h30m"),
-        seed(0, "PT1M30S"),
-        seed(0, "P1DT1H"),
-        seed(0, "2days 3h 250ms 17us 9ns"),
-        seed(1, "R5/PT10S"),
-        seed(1, "R/1s"),
-        seed(2, "2026-01-01T00:00:00Z"),
-        seed(2, "2026-01-01T02:00:00.123+02:00"),
-        seed(2, "10m"),
-        seed(3, "100m"),
-        seed(3, "5S"),
-        seed(4, "ünïcödé"),
+        prefixed(0, "90s"),
+        prefixed(0, "1h30m"),
+        prefixed(0, "PT1M30S"),
+        prefixed(0, "P1DT1H"),
+        prefixed(0, "2days 3h 250ms 17us 9ns"),
+        prefixed(1, "R5/PT10S"),
+        prefixed(1, "R/1s"),
+        prefixed(2, "2026-01-01T00:00:00Z"),
+        prefixed(2, "2026-01-01T02:00:00.123+02:00"),
+        prefixed(2, "10m"),
+        prefixed(3, "100m"),
+        prefixed(3, "5S"),
+        prefixed(4, "ünïcödé"),
     ]
 }
 
@@ -121,16 +117,11 @@ pub fn run_page_tokens(data: &[u8]) {
 }
 
 pub fn page_token_seeds() -> Vec<Vec<u8>> {
-    let seed = |parts: u8, text: &str| {
-        let mut s = vec![parts];
-        s.extend_from_slice(text.as_bytes());
-        s
-    };
     vec![
-        seed(0, "c1"),
-        seed(1, "counter\nc/1"),
-        seed(2, "counter\nc/1\ntick"),
-        seed(2, "counter\nc1"),
+        prefixed(0, "c1"),
+        prefixed(1, "counter\nc/1"),
+        prefixed(2, "counter\nc/1\ntick"),
+        prefixed(2, "counter\nc1"),
     ]
 }
 
