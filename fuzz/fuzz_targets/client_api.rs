@@ -1,0 +1,7 @@
+//! Every `ActorClient` RPC through the daemon's handler over a real runtime.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(
+    init: troupe_fuzz::seeds::write_if_asked(troupe_fuzz::rpc::client_seeds),
+    |data: &[u8]| troupe_fuzz::rpc::run(troupe_fuzz::rpc::CLIENT, data)
+);
