@@ -300,6 +300,8 @@ pub fn client_seeds() -> Vec<Vec<u8>> {
                 r#type: "counter".into(),
                 id: "c1".into(),
             }],
+            // Forged: the daemon issued no token for it.
+            ..Default::default()
         }),
     }
     .encode_to_vec();
