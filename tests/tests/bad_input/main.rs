@@ -22,7 +22,7 @@
 //! - `app_stream`, `cases_app_stream`: the AppHost.Attach scripts, their
 //!   runner and their cases;
 //! - `fixture`: the daemon and the state the matrix must leave alone;
-//! - `known_bugs`: the cases that fail, kept (ignored) to reproduce them.
+//! - `found_bugs`: what the matrix found, one regression test each.
 
 mod app_stream;
 mod cases_actor;

@@ -33,13 +33,7 @@ pub(super) async fn read_answers(
         let message = match next {
             Ok(Some(m)) => m,
             Ok(None) => return Ok(()),
-            // The app went away or sent bytes that are not an AppMessage.
-            Err(status) => {
-                return Err(Status::invalid_argument(format!(
-                    "app stream broke: {}",
-                    status.message()
-                )))
-            }
+            Err(status) => return Err(broken_stream(&status)),
         };
         match message.kind {
             Some(Kind::Batch(batch)) => {
@@ -154,5 +148,15 @@ fn unexpected(call_id: u64, got: &str, pending: Option<Pending>) -> Status {
     Status::invalid_argument(format!(
         "{got} for call_id {call_id}, but that call id waits for {waiting}; answer each \
          daemon message once, with its own call_id and kind"
+    ))
+}
+
+/// What the app hears when its stream cannot be read: it went away or sent
+/// bytes that are not an AppMessage. The decoder's own status would say
+/// INTERNAL, which blames the daemon for the app's bytes.
+pub(super) fn broken_stream(status: &Status) -> Status {
+    Status::invalid_argument(format!(
+        "app stream broke: {}; send AppMessages as app.proto defines them",
+        status.message()
     ))
 }

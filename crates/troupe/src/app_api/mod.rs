@@ -346,7 +346,8 @@ impl pb::app_host_server::AppHost for AppApi {
                 Status::deadline_exceeded(format!(
                     "no Register message within {REGISTER_TIMEOUT:?} of opening the app stream"
                 ))
-            })??;
+            })?
+            .map_err(|status| answers::broken_stream(&status))?;
         let register = match first.and_then(|m| m.kind) {
             Some(pb::app_message::Kind::Register(r)) => r,
             _ => {
