@@ -151,12 +151,10 @@ fn unexpected(call_id: u64, got: &str, pending: Option<Pending>) -> Status {
     ))
 }
 
-/// What the app hears when its stream cannot be read: it went away or sent
-/// bytes that are not an AppMessage. The decoder's own status would say
-/// INTERNAL, which blames the daemon for the app's bytes.
+/// What the app hears when its stream cannot be read: it went away (the
+/// status says how) or sent bytes that are not an AppMessage (the decoder
+/// says so). The decoder's own status would say INTERNAL, which blames the
+/// daemon for the app's bytes.
 pub(super) fn broken_stream(status: &Status) -> Status {
-    Status::invalid_argument(format!(
-        "app stream broke: {}; send AppMessages as app.proto defines them",
-        status.message()
-    ))
+    Status::invalid_argument(format!("app stream broke: {}", status.message()))
 }
