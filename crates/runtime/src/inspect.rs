@@ -165,6 +165,13 @@ impl Runtime {
             .collect()
     }
 
+    /// Changes whenever an app registers (the value counts registrations),
+    /// so a watcher (`troupe dev`) learns of one without polling; read
+    /// [`Runtime::hosted_types`] after a change.
+    pub fn registrations(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.hosts.registrations()
+    }
+
     /// Active actors, optionally of one type, ordered by (type, id), after
     /// `after` (exclusive), at most `limit`.
     pub fn list_actors(

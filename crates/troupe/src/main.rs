@@ -10,6 +10,7 @@ mod cli;
 mod client_api;
 mod config;
 mod convert;
+mod dev_cmd;
 mod forwarder;
 mod link_api;
 mod link_metrics;
@@ -63,6 +64,9 @@ struct Cli {
 enum Command {
     /// Run the daemon.
     Serve(Box<config::ServeArgs>),
+    /// Run a daemon and your app together, for development:
+    /// `troupe dev -- python app.py`.
+    Dev(Box<dev_cmd::DevArgs>),
     /// Call a method on an actor and print its result.
     Invoke {
         #[arg(value_name = "TYPE")]
@@ -217,6 +221,7 @@ fn main() -> ExitCode {
 async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => server::serve(args.resolve()?).await,
+        Command::Dev(args) => dev_cmd::run(*args).await,
         Command::Invoke {
             actor_type,
             id,

@@ -2,6 +2,7 @@
 //! joins the cluster when `--placement` is given, and shuts everything down
 //! in order on SIGINT/SIGTERM (in a cluster: leaving it first, so the
 //! daemon's actors move to the others without losing anything).
+//! `troupe dev` runs the same daemon in-process through [`run_until`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +52,29 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     // Before anything can announce the daemon: a SIGTERM that follows the
     // "listening" line must find the handler in place, not end the process.
     let signals = ShutdownSignals::install()?;
+    run_until(config, signals.received(), |listening| {
+        // A plain line on stdout for scripts and tests that asked for port 0.
+        println!("troupe listening on {}", listening.address);
+    })
+    .await
+}
+
+/// A daemon that has bound its listener and serves.
+#[derive(Debug, Clone)]
+pub struct Listening {
+    /// The bound address (the real port when port 0 was asked for).
+    pub address: std::net::SocketAddr,
+    pub runtime: Runtime,
+}
+
+/// Runs the daemon until `stop` completes, then shuts it down gracefully
+/// (the same sequence as a signal to `troupe serve`). `on_listening` hears
+/// once the listener is bound and the services are up.
+pub async fn run_until(
+    config: ServeConfig,
+    stop: impl std::future::Future<Output = ()>,
+    on_listening: impl FnOnce(Listening),
+) -> anyhow::Result<()> {
     let (store, reminders): (Arc<dyn StateStore>, Arc<dyn ReminderStore>) = match &config.store {
         StoreKind::Sled(dir) => {
             let sled = SledStore::open(dir)?;
@@ -239,8 +263,10 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
     };
 
     info!(address = %local, store = %store.describe(), tls = tls.is_some(), "troupe daemon listening");
-    // A plain line on stdout for scripts and tests that asked for port 0.
-    println!("troupe listening on {local}");
+    on_listening(Listening {
+        address: local,
+        runtime: runtime.clone(),
+    });
 
     let mut membership = match (&config.cluster, &cluster_view) {
         (Some(cluster), Some(view)) => {
@@ -261,8 +287,8 @@ pub async fn serve(config: ServeConfig) -> anyhow::Result<()> {
         _ => None,
     };
 
-    signals.received().await;
-    info!("shutdown signal received; refusing new calls and draining actors");
+    stop.await;
+    info!("shutting down: refusing new calls and draining actors");
     health
         .set_not_serving::<pb::actor_client_server::ActorClientServer<ClientApi>>()
         .await;
@@ -369,13 +395,14 @@ fn internal_for_panic(
 }
 
 /// SIGTERM and SIGINT, the signals that start a graceful shutdown.
-struct ShutdownSignals {
+#[derive(Debug)]
+pub(crate) struct ShutdownSignals {
     terminate: tokio::signal::unix::Signal,
     interrupt: tokio::signal::unix::Signal,
 }
 
 impl ShutdownSignals {
-    fn install() -> anyhow::Result<Self> {
+    pub(crate) fn install() -> anyhow::Result<Self> {
         use tokio::signal::unix::{signal, SignalKind};
         Ok(Self {
             terminate: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
@@ -384,9 +411,14 @@ impl ShutdownSignals {
     }
 
     async fn received(mut self) {
+        self.next().await;
+    }
+
+    /// The next signal, by name. Cancel-safe.
+    pub(crate) async fn next(&mut self) -> &'static str {
         tokio::select! {
-            _ = self.terminate.recv() => {}
-            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => "SIGTERM",
+            _ = self.interrupt.recv() => "SIGINT",
         }
     }
 }

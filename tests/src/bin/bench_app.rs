@@ -4,8 +4,11 @@
 //! stream, answering each turn as soon as it arrives. It takes the daemon's
 //! batches and answers a batch with one batch, as the SDKs do.
 //!
-//! `bench_app [ADDR] [--max-receive-bytes N] [--types NAME,...]` — prints
-//! `registered` once the daemon accepted it. `--types` hosts other names
+//! `bench_app [ADDR] [--max-receive-bytes N] [--types NAME,...]
+//! [--exit-after-register CODE]` — dials ADDR, else `TROUPE_ADDR` (as the
+//! SDKs do), else 127.0.0.1:7420; prints `registered` once the daemon
+//! accepted it, and with `--exit-after-register` then exits with CODE (an
+//! app that fails, for `troupe dev`'s restarts). `--types` hosts other names
 //! instead (a name starting with `counter` counts, `counter_durable` in
 //! durable mode; any other echoes), so a benchmark can give some actors an
 //! app stream of their own. It receives messages of any size unless
@@ -27,12 +30,15 @@ struct Args {
     /// 0: no limit.
     max_receive_bytes: u64,
     types: Vec<String>,
+    exit_after_register: Option<i32>,
 }
 
 fn parse_args() -> Result<Args, String> {
-    const USAGE: &str = "usage: bench_app [ADDR] [--max-receive-bytes N] [--types NAME,...]";
+    const USAGE: &str = "usage: bench_app [ADDR] [--max-receive-bytes N] [--types NAME,...] \
+                         [--exit-after-register CODE]";
     let mut args = Args {
-        addr: "127.0.0.1:7420".into(),
+        addr: std::env::var("TROUPE_ADDR").unwrap_or_else(|_| "127.0.0.1:7420".into()),
+        exit_after_register: None,
         max_receive_bytes: 0,
         types: ["echo", "counter", "counter_durable"]
             .map(String::from)
@@ -52,6 +58,14 @@ fn parse_args() -> Result<Args, String> {
                 .next()
                 .ok_or_else(|| format!("--types needs a comma-separated list; {USAGE}"))?;
             args.types = value.split(',').map(str::to_owned).collect();
+        } else if arg == "--exit-after-register" {
+            let value = it
+                .next()
+                .ok_or_else(|| format!("--exit-after-register needs an exit code; {USAGE}"))?;
+            let code = value
+                .parse()
+                .map_err(|_| format!("--exit-after-register {value:?} is not an exit code"))?;
+            args.exit_after_register = Some(code);
         } else if arg.starts_with('-') {
             return Err(format!("unknown option {arg:?}; {USAGE}"));
         } else {
@@ -67,6 +81,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         addr,
         max_receive_bytes,
         types,
+        exit_after_register,
     } = parse_args()?;
     // tonic's default (4 MiB) is less than a turn carrying the daemon's
     // default largest payload; take what the daemon sends unless told
@@ -127,6 +142,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let work = match message.kind {
             Some(Kind::Registered(_)) => {
                 println!("registered");
+                if let Some(code) = exit_after_register {
+                    std::process::exit(code);
+                }
                 continue;
             }
             Some(Kind::Batch(batch)) => batch.messages,

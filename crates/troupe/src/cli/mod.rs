@@ -89,7 +89,7 @@ pub struct CliError {
 }
 
 /// An error with its exit code, as commands return it.
-fn fail(exit: Exit, message: impl Into<String>) -> anyhow::Error {
+pub(crate) fn fail(exit: Exit, message: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(CliError {
         exit,
         message: message.into(),
