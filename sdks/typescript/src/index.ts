@@ -32,6 +32,7 @@ export type { ActorHandle, CallOptions, GetStateOptions, MethodArgs, MethodName,
 export { Client } from "./client.js";
 export type { ClientOptions } from "./client.js";
 export { Context } from "./context.js";
+export { daemonPackage, daemonPath, DaemonNotFound, platformKey } from "./daemon.js";
 export type { Duration } from "./duration.js";
 export {
   ActorError,

@@ -34,6 +34,7 @@ from ._app import App
 from ._caller import ActorProxy
 from ._client import Client, SyncActorProxy, SyncClient
 from ._context import Context
+from ._daemon import DaemonNotFound, daemon_path
 from ._errors import (
     ActorError,
     DeadlineExceeded,
@@ -59,6 +60,7 @@ __all__ = [
     "App",
     "Client",
     "Context",
+    "DaemonNotFound",
     "DeadlineExceeded",
     "FailedPrecondition",
     "InvalidArgument",
@@ -76,5 +78,6 @@ __all__ = [
     "Unavailable",
     "__version__",
     "actor",
+    "daemon_path",
     "method",
 ]
