@@ -35,6 +35,7 @@ export { Context } from "./context.js";
 export type { Duration } from "./duration.js";
 export {
   ActorError,
+  ApiVersionMismatch,
   DeadlineExceeded,
   FailedPrecondition,
   InvalidArgument,
@@ -46,6 +47,7 @@ export {
   Unauthenticated,
   Unavailable,
 } from "./errors.js";
+export type { ApiVersions } from "./errors.js";
 export { Kwargs, kwargs, PayloadError } from "./payload.js";
 export type { JsonValue } from "./payload.js";
 export type {
@@ -62,4 +64,4 @@ export type {
 export { State } from "./state.js";
 export type { StateShape } from "./state.js";
 export type { TlsOptions } from "./tls.js";
-export { DEFAULT_ADDRESS, SDK_NAME, SDK_VERSION } from "./address.js";
+export { API_VERSION, DEFAULT_ADDRESS, SDK_NAME, SDK_VERSION } from "./address.js";
