@@ -312,6 +312,7 @@ fn register(batches: bool) -> Vec<u8> {
         sdk: "troupe-fuzz/0".into(),
         accepts_batches: batches,
         max_receive_bytes: 65_536,
+        api_version: pb::API_VERSION,
     }))
 }
 

@@ -73,6 +73,7 @@ pub fn register_message(app_name: &str, types: Vec<pb::ActorTypeSpec>) -> pb::Ap
             accepts_batches: false,
             // It takes any size (see `RawApp::open`).
             max_receive_bytes: 0,
+            api_version: pb::API_VERSION,
         })),
     }
 }

@@ -123,6 +123,7 @@ impl TestApp {
                 sdk: "troupe-tests".into(),
                 accepts_batches: false,
                 max_receive_bytes: 0,
+                api_version: pb::API_VERSION,
             })),
         })?;
         let mut inbound = within(

@@ -171,3 +171,60 @@ async fn registered_comes_first_even_when_calls_wait_for_the_type() -> anyhow::R
     let _ = admin.status(pb::StatusRequest {}).await?;
     Ok(())
 }
+
+/// Opens an app stream whose Register says `api_version`.
+async fn open_with_api_version(daemon: &Daemon, api_version: u32) -> Result<RawApp, tonic::Status> {
+    let mut register = register_message("versioned", vec![type_spec("counter")]);
+    if let Some(pb::app_message::Kind::Register(r)) = &mut register.kind {
+        r.api_version = api_version;
+    }
+    RawApp::open(daemon.addr, register.encode_to_vec().into()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_app_of_another_api_version_is_refused_naming_both() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut daemon = Daemon::start(dir.path(), &[]).await?;
+    let status = expect_code(
+        open_with_api_version(&daemon, 2).await,
+        Code::FailedPrecondition,
+    )?;
+    let message = status.message();
+    // Both versions, the SDK that sent it and what to do about it.
+    for part in [
+        "app API version 2",
+        "speaks version 1",
+        "troupe-tests-raw",
+        "install matching versions",
+        "pip install troupe",
+        "npm install @troupe/sdk",
+    ] {
+        assert!(message.contains(part), "{part:?} missing in: {message}");
+    }
+    // The daemon's version also travels on its own, for the SDKs' typed error.
+    let trailer = status.metadata().get("troupe-api-version");
+    assert_eq!(
+        trailer.and_then(|v| v.to_str().ok()),
+        Some("1"),
+        "{status:?}"
+    );
+    still_serves(&mut daemon, "a").await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn apps_of_this_api_version_and_from_before_it_are_answered_with_it() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut daemon = Daemon::start(dir.path(), &[]).await?;
+    // 0: an SDK from before the field, which spoke version 1.
+    for api_version in [1, 0] {
+        let mut app = open_with_api_version(&daemon, api_version).await?;
+        match app.recv().await?.and_then(|m| m.kind) {
+            Some(pb::daemon_message::Kind::Registered(r)) => {
+                assert_eq!(r.api_version, 1, "Registered of api_version {api_version}");
+                assert_eq!(r.daemon_version, env!("CARGO_PKG_VERSION"));
+            }
+            other => anyhow::bail!("api_version {api_version}: expected Registered, got {other:?}"),
+        }
+    }
+    still_serves(&mut daemon, "a").await
+}

@@ -10,6 +10,13 @@
 pub mod v1 {
     tonic::include_proto!("troupe.v1");
 
+    /// The app API version this build speaks: `Register.api_version` and
+    /// `Registered.api_version` (see `app.proto`). Raise it only for an
+    /// incompatible change of the app or client protocol; the SDKs define the
+    /// same number (`API_VERSION` in `troupe._address` and in the TypeScript
+    /// SDK's `address.ts`) and refuse a daemon that answers another.
+    pub const API_VERSION: u32 = 1;
+
     /// Encoded `FileDescriptorSet` of the whole API, for gRPC server reflection.
     pub const FILE_DESCRIPTOR_SET: &[u8] =
         tonic::include_file_descriptor_set!("troupe_v1_descriptor");

@@ -2,8 +2,21 @@
 import * as grpc from "@grpc/grpc-js";
 
 export const DEFAULT_ADDRESS = "127.0.0.1:7420";
+/**
+ * The SDK's release: package.json's version, the daemon's (the workspace
+ * Cargo.toml) and the Python SDK's, which ship together (a test keeps them equal).
+ * A constant because the compiled file's place relative to package.json differs
+ * between the package (dist/) and the tests (build/src/).
+ */
 export const SDK_VERSION = "0.1.0";
 export const SDK_NAME = `troupe-typescript/${SDK_VERSION}`;
+/**
+ * The app API version this SDK speaks (`Register.api_version` in app.proto): the
+ * daemon refuses another, and the SDK refuses a daemon that answers another. Goes
+ * up only with an incompatible change of the app or client protocol, together with
+ * the daemon's (`troupe_proto::v1::API_VERSION`) and the Python SDK's.
+ */
+export const API_VERSION = 1;
 
 /** The smallest receive limit an app may declare (the daemon refuses less: its other messages must always fit). */
 export const MIN_RECEIVE_BYTES = 64 * 1024;

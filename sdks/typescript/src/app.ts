@@ -3,12 +3,12 @@ import * as grpc from "@grpc/grpc-js";
 import type { TracerProvider } from "@opentelemetry/api";
 import { hostname } from "node:os";
 import { type Actor, type ActorClass, type ActorSpec, instantiate, specOf } from "./actor.js";
-import { channelOptions, checkReceiveLimit, grpcTarget, resolveAddress, SDK_NAME } from "./address.js";
+import { API_VERSION, channelOptions, checkReceiveLimit, grpcTarget, resolveAddress, SDK_NAME } from "./address.js";
 import { APP_TOKEN_ENV, resolveToken, tokenClientOptions } from "./auth.js";
 import { Caller } from "./caller.js";
 import { Context } from "./context.js";
 import { type Duration, toMillis } from "./duration.js";
-import { ActorError, errorForCode, TroupeError } from "./errors.js";
+import { ActorError, API_VERSION_TRAILER, ApiVersionMismatch, errorForCode, INSTALL_MATCHING, TroupeError } from "./errors.js";
 import {
   type Activate,
   type ActivateResult,
@@ -18,6 +18,7 @@ import {
   type Deactivate,
   type DeactivateResult,
   type Register,
+  type Registered,
   type Turn,
   type TurnResult,
 } from "./gen/troupe/v1/app.js";
@@ -136,6 +137,40 @@ function describe(err: unknown): string {
   return String(err);
 }
 
+/**
+ * The error of a registration the daemon refused for good (see FATAL_CODES), or
+ * undefined for one a re-connect may fix. A FAILED_PRECONDITION with the
+ * troupe-api-version trailer is the daemon refusing this SDK's API version.
+ */
+function refusal(err: grpc.ServiceError): TroupeError | undefined {
+  if (!FATAL_CODES.has(err.code)) return undefined;
+  const message = `daemon refused the registration: ${err.details}`;
+  const [daemonVersion] = err.metadata.get(API_VERSION_TRAILER);
+  if (err.code === grpc.status.FAILED_PRECONDITION && daemonVersion !== undefined) {
+    const text = typeof daemonVersion === "string" ? daemonVersion : daemonVersion.toString("utf8");
+    return new ApiVersionMismatch(message, { sdkApiVersion: API_VERSION, daemonApiVersion: /^\d+$/.test(text) ? Number(text) : 0 });
+  }
+  return errorForCode(err.code, message);
+}
+
+/**
+ * An ApiVersionMismatch unless the daemon at `address` speaks this SDK's app API
+ * version. A daemon of another version would have refused our Register; one that
+ * answers anyway either takes several versions, or is from before API versions (0),
+ * and then what it lacks is unknown: stopping with a clear message beats failing
+ * later on a message one side misreads.
+ */
+function versionMismatch(address: string, registered: Registered): ApiVersionMismatch | undefined {
+  const daemonApiVersion = registered.apiVersion;
+  if (daemonApiVersion === API_VERSION) return undefined;
+  const daemon = `the daemon at ${address} (troupe ${registered.daemonVersion || "?"})`;
+  const speaks = daemonApiVersion === 0 ? `${daemon} is from before app API versions (it names none)` : `${daemon} speaks app API version ${String(daemonApiVersion)}`;
+  return new ApiVersionMismatch(`${speaks}, this SDK (${SDK_NAME}) speaks version ${String(API_VERSION)}: ${INSTALL_MATCHING}`, {
+    sdkApiVersion: API_VERSION,
+    daemonApiVersion,
+  });
+}
+
 function failure(err: unknown): ActorFailure {
   // An ActorError from a nested call propagates like an exception up a stack:
   // the caller sees the type that was originally thrown.
@@ -231,6 +266,8 @@ interface Waiter {
 
 /** What a Session needs from its App. */
 interface SessionHost {
+  /** The daemon's address, for messages. */
+  readonly address: string;
   readonly specs: ReadonlyMap<string, ActorSpec>;
   readonly logger: Logger;
   readonly tracing: Tracing;
@@ -288,6 +325,12 @@ class Session {
             return;
           }
           registered = true;
+          const mismatch = versionMismatch(this.#app.address, kind.value);
+          if (mismatch !== undefined) {
+            reject(mismatch);
+            call.cancel();
+            return;
+          }
           this.#batchAnswers = kind.value.acceptsBatches;
           this.#app.setRegistered(true, kind.value.daemonVersion);
           return;
@@ -301,11 +344,8 @@ class Session {
         }
       });
       call.on("error", (err: grpc.ServiceError) => {
-        if (!registered && FATAL_CODES.has(err.code)) {
-          reject(errorForCode(err.code, `daemon refused the registration: ${err.details}`));
-        } else {
-          reject(new ConnectionLost(describe(err)));
-        }
+        const refused = registered ? undefined : refusal(err);
+        reject(refused ?? new ConnectionLost(describe(err)));
       });
       call.on("end", () => {
         reject(new ConnectionLost("daemon closed the stream"));
@@ -577,6 +617,7 @@ export class App {
     const tls = resolveTls(options);
     channelCredentials(tls); // unusable files throw here; read again at each (re-)connect
     this.#host = {
+      address: this.address,
       specs: this.#specs,
       logger: this.#logger,
       tracing: new Tracing(options.tracerProvider),
@@ -590,6 +631,7 @@ export class App {
         appName: this.appName,
         types: [...this.#specs.values()].map((spec) => spec.proto),
         sdk: SDK_NAME,
+        apiVersion: API_VERSION,
         acceptsBatches: true,
         // 0: no limit of the app's own (the channel takes any size).
         maxReceiveBytes: BigInt(maxReceiveBytes ?? 0),
@@ -625,8 +667,10 @@ export class App {
   /**
    * Start hosting in the background and resolve once the daemon accepted the
    * actor types. Keeps re-connecting afterwards until {@link close}. Rejects with
-   * {@link InvalidArgument}, {@link Unauthenticated} (or another TroupeError)
-   * if the daemon refuses the registration, which retrying would not fix.
+   * {@link ApiVersionMismatch} if the daemon speaks another app API version
+   * (install matching versions), {@link InvalidArgument}, {@link Unauthenticated}
+   * (or another TroupeError) if the daemon refuses the registration, which
+   * retrying would not fix.
    */
   async start(options: Omit<WaitRegisteredOptions, "sessions"> = {}): Promise<void> {
     const loop = this.#ensureLoop();
@@ -638,7 +682,8 @@ export class App {
 
   /**
    * Host actors until {@link stop} or {@link close}; rejects if the registration
-   * is refused (with {@link Unauthenticated} for a missing or wrong token).
+   * is refused (with {@link Unauthenticated} for a missing or wrong token,
+   * {@link ApiVersionMismatch} for a daemon of another app API version).
    */
   run(): Promise<void> {
     return this.#ensureLoop();

@@ -2,6 +2,11 @@
 import * as grpc from "@grpc/grpc-js";
 
 export const ERROR_TYPE_TRAILER = "troupe-error-type";
+/** On the FAILED_PRECONDITION that refuses an app of another app API version: the daemon's version. */
+export const API_VERSION_TRAILER = "troupe-api-version";
+/** What to do about an API version mismatch, in the SDK's messages as in the daemon's. */
+export const INSTALL_MATCHING =
+  "install matching versions: the SDK and the daemon ship together in `pip install troupe` / `npm install @troupe/sdk` (or run the daemon built from the same checkout as the SDK)";
 
 /** Base class of every error raised by the troupe SDK. */
 export class TroupeError extends Error {
@@ -42,9 +47,40 @@ export class Unauthenticated extends TroupeError {}
  * The daemon refused the call as it stands: it would close a cycle of calls into
  * an actor type that is not reentrant (a deadlock), the call chain is too deep or
  * is not one the daemon issued to a turn still running, a read-only method
- * changed state, or a timer was set on an inactive actor. The message says which.
+ * changed state, or a timer was set on an inactive actor; or, as
+ * {@link ApiVersionMismatch}, it speaks another app API version. The message
+ * says which.
  */
 export class FailedPrecondition extends TroupeError {}
+
+/** The app API versions behind an {@link ApiVersionMismatch}. */
+export interface ApiVersions {
+  /** The version this SDK speaks (`API_VERSION`). */
+  sdkApiVersion: number;
+  /** The daemon's; 0 for a daemon from before API versions. */
+  daemonApiVersion: number;
+}
+
+/**
+ * The daemon speaks another app API version than this SDK, so the app cannot
+ * attach. `App.start()` / `App.run()` reject with it at once, without retrying:
+ * the daemon refused the SDK's version, or answered with another one, or with
+ * none (a daemon from before API versions, whose protocol the SDK cannot vouch
+ * for). The message names both versions; the fix is an SDK and a daemon of the
+ * same release.
+ */
+export class ApiVersionMismatch extends FailedPrecondition {
+  /** The version this SDK speaks. */
+  readonly sdkApiVersion: number;
+  /** The daemon's; 0 for a daemon from before API versions. */
+  readonly daemonApiVersion: number;
+
+  constructor(message: string, versions: ApiVersions) {
+    super(message, grpc.status.FAILED_PRECONDITION);
+    this.sdkApiVersion = versions.sdkApiVersion;
+    this.daemonApiVersion = versions.daemonApiVersion;
+  }
+}
 
 /**
  * A read-only method (`@method({ readonly: true })`) tried to change `this.state`.

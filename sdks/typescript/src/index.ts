@@ -36,6 +36,7 @@ export { daemonPackage, daemonPath, DaemonNotFound, platformKey } from "./daemon
 export type { Duration } from "./duration.js";
 export {
   ActorError,
+  ApiVersionMismatch,
   DeadlineExceeded,
   FailedPrecondition,
   InvalidArgument,
@@ -47,6 +48,7 @@ export {
   Unauthenticated,
   Unavailable,
 } from "./errors.js";
+export type { ApiVersions } from "./errors.js";
 export { Kwargs, kwargs, PayloadError } from "./payload.js";
 export type { JsonValue } from "./payload.js";
 export type {
@@ -63,4 +65,4 @@ export type {
 export { State } from "./state.js";
 export type { StateShape } from "./state.js";
 export type { TlsOptions } from "./tls.js";
-export { DEFAULT_ADDRESS, SDK_NAME, SDK_VERSION } from "./address.js";
+export { API_VERSION, DEFAULT_ADDRESS, SDK_NAME, SDK_VERSION } from "./address.js";

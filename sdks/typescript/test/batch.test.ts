@@ -8,7 +8,7 @@ import { after, before, describe, test } from "node:test";
 import { packAnswers } from "../src/app.js";
 import { type AppMessage, AppHostService, type DaemonMessage, Deactivate_Reason, type Register, type Turn } from "../src/gen/troupe/v1/app.js";
 import { TurnKind } from "../src/gen/troupe/v1/common.js";
-import { Actor, actor, App, type Logger, method } from "../src/index.js";
+import { Actor, actor, API_VERSION, App, type Logger, method } from "../src/index.js";
 import { within } from "./helpers.js";
 
 const ran: string[] = [];
@@ -49,7 +49,7 @@ class FakeDaemon {
           if (msg.kind?.$case === "register") {
             this.register = msg.kind.value;
             stream.write({
-              kind: { $case: "registered", value: { types: [], daemonVersion: "fake", acceptsBatches: true } },
+              kind: { $case: "registered", value: { types: [], daemonVersion: "fake", acceptsBatches: true, apiVersion: API_VERSION } },
             });
             return;
           }
@@ -262,7 +262,7 @@ describe("batching on the app stream", () => {
   test("unexpected messages in a batch are skipped with a warning", async () => {
     warnings.length = 0;
     const registered: DaemonMessage = {
-      kind: { $case: "registered", value: { types: [], daemonVersion: "x", acceptsBatches: true } },
+      kind: { $case: "registered", value: { types: [], daemonVersion: "x", acceptsBatches: true, apiVersion: API_VERSION } },
     };
     daemon.send(batch(registered, batch(activate(30n, "x")), activate(31n, "d")));
     assert.deepEqual(answersOf(await daemon.writes(1)).map(callId), [31n]);

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { after, afterEach, before, describe, test } from "node:test";
 import { type Activate, type AppMessage, AppHostService, type DaemonMessage, Deactivate_Reason, type Turn } from "../src/gen/troupe/v1/app.js";
 import { TurnKind } from "../src/gen/troupe/v1/common.js";
-import { Actor, actor, App, type Logger, method } from "../src/index.js";
+import { Actor, actor, API_VERSION, App, type Logger, method } from "../src/index.js";
 import { within } from "./helpers.js";
 
 const ran: string[] = [];
@@ -47,7 +47,7 @@ class FakeDaemon {
         this.#stream = stream;
         stream.on("data", (msg: AppMessage) => {
           if (msg.kind?.$case === "register") {
-            stream.write({ kind: { $case: "registered", value: { types: [], daemonVersion: "fake", acceptsBatches: true } } });
+            stream.write({ kind: { $case: "registered", value: { types: [], daemonVersion: "fake", acceptsBatches: true, apiVersion: API_VERSION } } });
             return;
           }
           this.#inbox.push(msg);

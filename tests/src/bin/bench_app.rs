@@ -120,6 +120,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             sdk: "rust-bench".into(),
             accepts_batches: true,
             max_receive_bytes,
+            api_version: pb::API_VERSION,
         })),
     })?;
     let mut attach = tonic::Request::new(UnboundedReceiverStream::new(rx));

@@ -19,16 +19,17 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use prost::Message as _;
 use tokio::sync::{mpsc, Notify};
+use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
-use troupe_proto::v1 as pb;
+use troupe_proto::v1::{self as pb, API_VERSION};
 use troupe_runtime::{
     ActivateDone, ActivateRequest, ActorHost, ActorId, AppWork, CallError, DeactivateDone,
     DeactivateReason, DeactivateRequest, MessageBound, Runtime, TooLargeForApp, TurnDone, TurnKind,
     TurnRequest,
 };
 
-use crate::convert::errors::status_of;
+use crate::convert::errors::{status_of, API_VERSION_TRAILER};
 use crate::{convert, telemetry};
 
 mod answers;
@@ -39,6 +40,9 @@ use outbound::Sized;
 
 /// How long a new stream may take to send its Register message.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// This daemon's release, told to apps in `Registered.daemon_version`.
+const DAEMON_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The smallest receive limit an app may declare. Every message besides
 /// turns and activations (Registered, Deactivate: names and ids of at most
@@ -366,6 +370,7 @@ impl pb::app_host_server::AppHost for AppApi {
         if !register.sdk.is_empty() {
             troupe_runtime::validate::name("sdk", &register.sdk).map_err(status_of)?;
         }
+        check_api_version(register.api_version, &register.sdk)?;
         let max_message = max_message(register.max_receive_bytes, self.max_message_bytes)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let connection = Arc::new(AppConnection {
@@ -403,8 +408,9 @@ impl pb::app_host_server::AppHost for AppApi {
                     .iter()
                     .map(|t| convert::type_options_to_pb(t))
                     .collect(),
-                daemon_version: env!("CARGO_PKG_VERSION").to_owned(),
+                daemon_version: DAEMON_VERSION.to_owned(),
                 accepts_batches: true,
+                api_version: API_VERSION,
             })),
         };
         let bytes = registered.encoded_len();
@@ -416,7 +422,8 @@ impl pb::app_host_server::AppHost for AppApi {
         drop(outbound);
         self.connections.lock().insert(host_id, connection.clone());
         info!(
-            app = %name, sdk = %register.sdk, host_id, batches = register.accepts_batches,
+            app = %name, sdk = %register.sdk, api_version = register.api_version, host_id,
+            batches = register.accepts_batches,
             max_receive_bytes = register.max_receive_bytes, "app attached"
         );
 
@@ -439,6 +446,38 @@ impl pb::app_host_server::AppHost for AppApi {
             max_message.0,
         )))
     }
+}
+
+/// Refuses an app whose SDK speaks another app API version
+/// (`Register.api_version`) than this daemon: its messages could mean
+/// something else to us, so it fails at registration with a message that
+/// says what to install, not later on a misread turn. `sdk` is the SDK's
+/// own name and release (`Register.sdk`, already validated), for the message.
+fn check_api_version(api_version: u32, sdk: &str) -> Result<(), Status> {
+    // 0: an SDK from before the field. Every such SDK spoke version 1, the
+    // version the field came with, so it is taken as 1: accepted while the
+    // daemon speaks 1 (apps built before the check keep working), and
+    // refused like any other mismatch once the version goes up.
+    let app_version = if api_version == 0 { 1 } else { api_version };
+    if app_version == API_VERSION {
+        return Ok(());
+    }
+    let sdk = if sdk.is_empty() {
+        "an SDK that did not name itself"
+    } else {
+        sdk
+    };
+    let mut status = Status::failed_precondition(format!(
+        "app API version mismatch: the app's SDK ({sdk}) speaks app API version \
+         {app_version}, this daemon (troupe {DAEMON_VERSION}) speaks version {API_VERSION}; \
+         install matching versions: the SDK and the daemon ship together in \
+         `pip install troupe` / `npm install @troupe/sdk` (or run the daemon built from \
+         the same checkout as the SDK)"
+    ));
+    status
+        .metadata_mut()
+        .insert(API_VERSION_TRAILER, MetadataValue::from(API_VERSION));
+    Err(status)
 }
 
 /// The largest message to send an app that declared `declared` bytes

@@ -16,6 +16,11 @@ pub const ERROR_TYPE_TRAILER: &str = "troupe-error-type";
 /// retry this daemon later or another one now.
 pub const UNAVAILABLE_TRAILER: &str = "troupe-unavailable";
 
+/// Trailer on the FAILED_PRECONDITION that refuses an app of another app
+/// API version: the daemon's version, so an SDK can say which versions
+/// differ without parsing the message.
+pub const API_VERSION_TRAILER: &str = "troupe-api-version";
+
 /// The typed causes that travel in [`UNAVAILABLE_TRAILER`].
 const SHUTTING_DOWN: &str = "shutting-down";
 const LEASE_LAPSED: &str = "lease-lapsed";

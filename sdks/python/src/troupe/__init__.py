@@ -30,6 +30,7 @@ certificates; an unusable TLS file raises :class:`TlsConfigError`.
 """
 
 from ._actor import Actor, actor, method
+from ._address import API_VERSION, SDK_VERSION
 from ._app import App
 from ._caller import ActorProxy
 from ._client import Client, SyncActorProxy, SyncClient
@@ -37,6 +38,7 @@ from ._context import Context
 from ._daemon import DaemonNotFound, daemon_path
 from ._errors import (
     ActorError,
+    ApiVersionMismatch,
     DeadlineExceeded,
     FailedPrecondition,
     InvalidArgument,
@@ -51,12 +53,14 @@ from ._errors import (
 from ._schedule import Reminder, RetryPolicy
 from ._state import State
 
-__version__ = "0.1.0"
+__version__ = SDK_VERSION
 
 __all__ = [
+    "API_VERSION",
     "Actor",
     "ActorError",
     "ActorProxy",
+    "ApiVersionMismatch",
     "App",
     "Client",
     "Context",

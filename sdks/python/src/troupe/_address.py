@@ -7,8 +7,17 @@ import os
 import grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:7420"
+# The SDK's release: the package version in pyproject.toml, the daemon's (the
+# workspace Cargo.toml) and the TypeScript SDK's, which ship together (a test
+# keeps them equal). A constant rather than importlib.metadata, which knows only
+# installed distributions, not a source tree on the path.
 SDK_VERSION = "0.1.0"
 SDK_NAME = f"troupe-python/{SDK_VERSION}"
+# The app API version this SDK speaks (Register.api_version in app.proto): the
+# daemon refuses another, and the SDK refuses a daemon that answers another. Goes
+# up only with an incompatible change of the app or client protocol, together
+# with the daemon's (troupe_proto::v1::API_VERSION) and the TypeScript SDK's.
+API_VERSION = 1
 
 # The smallest receive limit an app may declare (the daemon refuses less: its
 # other messages must always fit).

@@ -19,11 +19,23 @@ import grpc
 from opentelemetry.trace import TracerProvider
 
 from ._actor import Actor, ActorSpec, maybe_await, spec_of
-from ._address import SDK_NAME, check_receive_limit, open_channel, resolve_address
+from ._address import (
+    API_VERSION,
+    SDK_NAME,
+    check_receive_limit,
+    open_channel,
+    resolve_address,
+)
 from ._auth import APP_TOKEN_ENV, TokenPath, TokenSource
 from ._caller import Caller
 from ._context import Context
-from ._errors import ActorError, error_for_code
+from ._errors import (
+    API_VERSION_TRAILER,
+    INSTALL_MATCHING,
+    ActorError,
+    ApiVersionMismatch,
+    error_for_code,
+)
 from ._payload import decode_call, decode_data, encode_result
 from ._proto.troupe.v1 import app_pb2, app_pb2_grpc, common_pb2
 from ._state import State
@@ -70,10 +82,45 @@ def _describe(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
-def _raise_refusal(code: grpc.StatusCode, details: str | None) -> None:
-    """Raise the TroupeError of a registration refused for good (see _FATAL_CODES)."""
+def _raise_refusal(code: grpc.StatusCode, details: str | None, trailers: Any = None) -> None:
+    """Raise the TroupeError of a registration refused for good (see _FATAL_CODES).
+
+    ``trailers``: the status's trailing metadata, as grpc.aio gives it ((key, value) pairs).
+    """
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        for key, value in trailers or ():
+            if key == API_VERSION_TRAILER:
+                text = value.decode() if isinstance(value, bytes) else str(value)
+                daemon_api_version = int(text) if text.isdigit() else 0
+                raise ApiVersionMismatch(
+                    f"daemon refused the registration: {details}",
+                    sdk_api_version=API_VERSION,
+                    daemon_api_version=daemon_api_version,
+                ) from None
     if code in _FATAL_CODES:
         raise error_for_code(code, f"daemon refused the registration: {details}") from None
+
+
+def _check_api_version(address: str, registered: app_pb2.Registered) -> None:
+    """Raise ApiVersionMismatch unless the daemon speaks this SDK's app API version.
+
+    A daemon of another version would have refused our Register; one that answers
+    anyway either accepts several versions, or is from before API versions (0), and
+    then what it lacks is unknown: stopping with a clear message beats failing later
+    on a message one side misreads.
+    """
+    if registered.api_version == API_VERSION:
+        return
+    daemon = f"the daemon at {address} (troupe {registered.daemon_version or '?'})"
+    if registered.api_version == 0:
+        speaks = f"{daemon} is from before app API versions (it names none)"
+    else:
+        speaks = f"{daemon} speaks app API version {registered.api_version}"
+    raise ApiVersionMismatch(
+        f"{speaks}, this SDK ({SDK_NAME}) speaks version {API_VERSION}: {INSTALL_MATCHING}",
+        sdk_api_version=API_VERSION,
+        daemon_api_version=registered.api_version,
+    )
 
 
 def _failure(exc: BaseException) -> common_pb2.ActorFailure:
@@ -173,22 +220,23 @@ class _Session:
             # it to the write racing it (it reports INTERNAL then): retried as a dropped
             # connection, the next attempt learns it.
             code = await call.code()
-            _raise_refusal(code, await call.details())
+            _raise_refusal(code, await call.details(), await call.trailing_metadata())
             raise ConnectionError(
                 f"daemon ended the stream before registering ({code.name})"
             ) from None
         try:
             first = await call.read()
         except grpc.aio.AioRpcError as e:
-            _raise_refusal(e.code(), e.details())
+            _raise_refusal(e.code(), e.details(), e.trailing_metadata())
             raise
         if first is _EOF:
             code = await call.code()
-            _raise_refusal(code, await call.details())
+            _raise_refusal(code, await call.details(), await call.trailing_metadata())
             raise ConnectionError(f"daemon ended the stream before registering ({code})")
         assert isinstance(first, app_pb2.DaemonMessage)
         if first.WhichOneof("kind") != "registered":
             raise ConnectionError(f"expected Registered first, got {first.WhichOneof('kind')}")
+        _check_api_version(self.app.address, first.registered)
         return first.registered
 
     async def _write_loop(self, call: grpc.aio.StreamStreamCall) -> None:  # type: ignore[type-arg]
@@ -519,6 +567,7 @@ class App:
             app_name=self.app_name,
             types=[s.to_proto() for s in self._specs.values()],
             sdk=SDK_NAME,
+            api_version=API_VERSION,
             accepts_batches=True,
             # 0: no limit of the app's own (the channel takes any size).
             max_receive_bytes=self.max_receive_bytes or 0,
@@ -542,9 +591,11 @@ class App:
     async def run(self) -> None:
         """Attach to the daemon and host actors until :meth:`stop` is called or the task is
         cancelled. Raises :class:`Unauthenticated` if the daemon refuses the app's token
-        (or wants one), :class:`InvalidArgument` (or another TroupeError) if it refuses the
-        registration, which retrying would not fix; OSError or ValueError if ``token_file``
-        cannot be read or holds no token, :class:`TlsConfigError` if a TLS file cannot.
+        (or wants one), :class:`ApiVersionMismatch` if it speaks another app API version
+        (install matching versions), :class:`InvalidArgument` (or another TroupeError) if
+        it refuses the registration, which retrying would not fix; OSError or ValueError if
+        ``token_file`` cannot be read or holds no token, :class:`TlsConfigError` if a TLS
+        file cannot.
         """
         if self._running:
             raise RuntimeError("App.run() is already running")

@@ -7,6 +7,15 @@ from typing import Any
 import grpc
 
 ERROR_TYPE_TRAILER = "troupe-error-type"
+# On the FAILED_PRECONDITION that refuses an app of another app API version: the
+# daemon's version (its message says the rest).
+API_VERSION_TRAILER = "troupe-api-version"
+# What to do about an API version mismatch, in the SDK's messages as in the daemon's.
+INSTALL_MATCHING = (
+    "install matching versions: the SDK and the daemon ship together in"
+    " `pip install troupe` / `npm install @troupe/sdk` (or run the daemon built from"
+    " the same checkout as the SDK)"
+)
 
 
 class TroupeError(Exception):
@@ -37,7 +46,27 @@ class FailedPrecondition(TroupeError):
     """The daemon refused the call as it stands: it would close a cycle of calls into an actor
     type that is not reentrant (a deadlock), the call chain is too deep or is not one the
     daemon issued to a turn still running, a read-only method changed state, or a timer was
-    set on an inactive actor. The message says which."""
+    set on an inactive actor; or, as :class:`ApiVersionMismatch`, it speaks another app
+    API version. The message says which."""
+
+
+class ApiVersionMismatch(FailedPrecondition):
+    """The daemon speaks another app API version than this SDK, so the app cannot attach.
+
+    Raised by :meth:`App.run` at once, not retried: either the daemon refused the SDK's
+    version, or it answered with another one, or with none (a daemon from before API
+    versions, whose protocol the SDK cannot vouch for). The message names both versions;
+    the fix is to install an SDK and a daemon of the same release.
+
+    Attributes:
+        sdk_api_version: the version this SDK speaks (``troupe.API_VERSION``).
+        daemon_api_version: the daemon's, 0 for a daemon from before API versions.
+    """
+
+    def __init__(self, message: str, *, sdk_api_version: int, daemon_api_version: int) -> None:
+        super().__init__(message)
+        self.sdk_api_version = sdk_api_version
+        self.daemon_api_version = daemon_api_version
 
 
 class Unauthenticated(TroupeError):

@@ -65,7 +65,10 @@ export interface Register {
   /** Free-form name shown in admin output (e.g. "billing-worker-3"). */
   appName: string;
   types: ActorTypeSpec[];
-  /** SDK name and version, for diagnostics (e.g. "troupe-python/0.1.0"). */
+  /**
+   * SDK name and package version, for diagnostics and messages (e.g.
+   * "troupe-python/0.1.0"). Compatibility is api_version's, not this.
+   */
   sdk: string;
   /**
    * The app understands DaemonMessage.batch: the daemon then sends work
@@ -83,6 +86,19 @@ export interface Register {
    * receive any size (gRPC libraries default to 4 MiB).
    */
   maxReceiveBytes: bigint;
+  /**
+   * The app API version the SDK speaks (1 today). The version goes up only
+   * for an incompatible change of the app or client protocol: one an SDK
+   * and a daemon of different versions could not work across (a field that
+   * changes meaning, a message one side must understand). Compatible
+   * additions, new fields the other side may ignore, keep it. The daemon
+   * refuses a Register whose version differs from its own with
+   * FAILED_PRECONDITION naming both versions and the trailer
+   * "troupe-api-version" holding its own, so the SDK can tell the user to
+   * install matching versions. 0: an SDK from before this field, which
+   * speaks version 1 (the daemon treats it so).
+   */
+  apiVersion: number;
 }
 
 /** Per-type options. Zero values mean "use the daemon's default". */
@@ -179,12 +195,24 @@ export interface DaemonBatch {
 export interface Registered {
   /** The daemon's effective options per type (defaults filled in). */
   types: ActorTypeSpec[];
+  /**
+   * The daemon's release (e.g. "0.1.0"), for diagnostics and messages; the
+   * SDKs of the same release ship with it. Compatibility is api_version's.
+   */
   daemonVersion: string;
   /**
    * The daemon reads AppMessage.batch: answers ready together may go in
    * one. Off (an older daemon), send every answer alone.
    */
   acceptsBatches: boolean;
+  /**
+   * The app API version the daemon speaks (see Register.api_version); the
+   * daemon only answers Register of its own version (or 0). An SDK stops
+   * when it differs from its own, or is 0 (a daemon from before this field,
+   * whose protocol the SDK cannot vouch for), telling the user to install
+   * matching versions rather than reconnecting.
+   */
+  apiVersion: number;
 }
 
 /**
@@ -470,7 +498,7 @@ export const AppBatch: MessageFns<AppBatch> = {
 };
 
 function createBaseRegister(): Register {
-  return { appName: "", types: [], sdk: "", acceptsBatches: false, maxReceiveBytes: 0n };
+  return { appName: "", types: [], sdk: "", acceptsBatches: false, maxReceiveBytes: 0n, apiVersion: 0 };
 }
 
 export const Register: MessageFns<Register> = {
@@ -492,6 +520,9 @@ export const Register: MessageFns<Register> = {
         throw new globalThis.Error("value provided for field message.maxReceiveBytes of type uint64 too large");
       }
       writer.uint32(40).uint64(message.maxReceiveBytes);
+    }
+    if (message.apiVersion !== 0) {
+      writer.uint32(48).uint32(message.apiVersion);
     }
     return writer;
   },
@@ -549,6 +580,14 @@ export const Register: MessageFns<Register> = {
             message.maxReceiveBytes = reader.uint64() as bigint;
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.apiVersion = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -573,6 +612,7 @@ export const Register: MessageFns<Register> = {
     message.maxReceiveBytes = (object.maxReceiveBytes !== undefined && object.maxReceiveBytes !== null)
       ? BigInt(object.maxReceiveBytes)
       : 0n;
+    message.apiVersion = object.apiVersion ?? 0;
     return message;
   },
 };
@@ -1209,7 +1249,7 @@ export const DaemonBatch: MessageFns<DaemonBatch> = {
 };
 
 function createBaseRegistered(): Registered {
-  return { types: [], daemonVersion: "", acceptsBatches: false };
+  return { types: [], daemonVersion: "", acceptsBatches: false, apiVersion: 0 };
 }
 
 export const Registered: MessageFns<Registered> = {
@@ -1222,6 +1262,9 @@ export const Registered: MessageFns<Registered> = {
     }
     if (message.acceptsBatches !== false) {
       writer.uint32(24).bool(message.acceptsBatches);
+    }
+    if (message.apiVersion !== 0) {
+      writer.uint32(32).uint32(message.apiVersion);
     }
     return writer;
   },
@@ -1263,6 +1306,14 @@ export const Registered: MessageFns<Registered> = {
             message.acceptsBatches = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.apiVersion = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1283,6 +1334,7 @@ export const Registered: MessageFns<Registered> = {
     message.types = object.types?.map((e) => ActorTypeSpec.fromPartial(e)) || [];
     message.daemonVersion = object.daemonVersion ?? "";
     message.acceptsBatches = object.acceptsBatches ?? false;
+    message.apiVersion = object.apiVersion ?? 0;
     return message;
   },
 };

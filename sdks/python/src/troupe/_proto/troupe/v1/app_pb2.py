@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from troupe._proto.troupe.v1 import common_pb2 as troupe_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13troupe/v1/app.proto\x12\ttroupe.v1\x1a\x16troupe/v1/common.proto\"\xf5\x01\n\nAppMessage\x12\'\n\x08register\x18\x01 \x01(\x0b\x32\x13.troupe.v1.RegisterH\x00\x12.\n\tactivated\x18\x02 \x01(\x0b\x32\x19.troupe.v1.ActivateResultH\x00\x12,\n\x0bturn_result\x18\x03 \x01(\x0b\x32\x15.troupe.v1.TurnResultH\x00\x12\x32\n\x0b\x64\x65\x61\x63tivated\x18\x04 \x01(\x0b\x32\x1b.troupe.v1.DeactivateResultH\x00\x12$\n\x05\x62\x61tch\x18\x05 \x01(\x0b\x32\x13.troupe.v1.AppBatchH\x00\x42\x06\n\x04kind\"3\n\x08\x41ppBatch\x12\'\n\x08messages\x18\x01 \x03(\x0b\x32\x15.troupe.v1.AppMessage\"\x86\x01\n\x08Register\x12\x10\n\x08\x61pp_name\x18\x01 \x01(\t\x12\'\n\x05types\x18\x02 \x03(\x0b\x32\x18.troupe.v1.ActorTypeSpec\x12\x0b\n\x03sdk\x18\x03 \x01(\t\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x04 \x01(\x08\x12\x19\n\x11max_receive_bytes\x18\x05 \x01(\x04\"\xd6\x01\n\rActorTypeSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\x0fidle_timeout_ms\x18\x02 \x01(\x04\x12\x13\n\x0bmax_mailbox\x18\x03 \x01(\r\x12\x11\n\treentrant\x18\x04 \x01(\x08\x12(\n\nstate_mode\x18\x05 \x01(\x0e\x32\x14.troupe.v1.StateMode\x12\x18\n\x10readonly_methods\x18\x06 \x03(\t\x12\x17\n\x0fturn_timeout_ms\x18\x07 \x01(\x04\x12\x19\n\x11max_pending_calls\x18\x08 \x01(\r\"\x89\x01\n\x0e\x41\x63tivateResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12&\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x17.troupe.v1.ActorFailure\x12\'\n\x07\x63hanges\x18\x03 \x03(\x0b\x32\x16.troupe.v1.StateChange\x12\x15\n\rlease_expired\x18\x04 \x01(\x08\"\xb7\x01\n\nTurnResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12#\n\x05reply\x18\x02 \x01(\x0b\x32\x12.troupe.v1.PayloadH\x00\x12(\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x17.troupe.v1.ActorFailureH\x00\x12\'\n\x07\x63hanges\x18\x04 \x03(\x0b\x32\x16.troupe.v1.StateChange\x12\x15\n\rlease_expired\x18\x05 \x01(\x08\x42\t\n\x07outcome\"L\n\x10\x44\x65\x61\x63tivateResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\'\n\x07\x63hanges\x18\x02 \x03(\x0b\x32\x16.troupe.v1.StateChange\"\xe4\x01\n\rDaemonMessage\x12+\n\nregistered\x18\x01 \x01(\x0b\x32\x15.troupe.v1.RegisteredH\x00\x12\'\n\x08\x61\x63tivate\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActivateH\x00\x12\x1f\n\x04turn\x18\x03 \x01(\x0b\x32\x0f.troupe.v1.TurnH\x00\x12+\n\ndeactivate\x18\x04 \x01(\x0b\x32\x15.troupe.v1.DeactivateH\x00\x12\'\n\x05\x62\x61tch\x18\x05 \x01(\x0b\x32\x16.troupe.v1.DaemonBatchH\x00\x42\x06\n\x04kind\"9\n\x0b\x44\x61\x65monBatch\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.troupe.v1.DaemonMessage\"f\n\nRegistered\x12\'\n\x05types\x18\x01 \x03(\x0b\x32\x18.troupe.v1.ActorTypeSpec\x12\x16\n\x0e\x64\x61\x65mon_version\x18\x02 \x01(\t\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x03 \x01(\x08\"\xbc\x01\n\x08\x41\x63tivate\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\"\n\x05\x61\x63tor\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12-\n\x05state\x18\x03 \x03(\x0b\x32\x1e.troupe.v1.Activate.StateEntry\x12\x1e\n\x16lease_deadline_unix_ms\x18\x04 \x01(\x04\x1a,\n\nStateEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"\xfb\x02\n\x04Turn\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\"\n\x05\x61\x63tor\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12!\n\x04kind\x18\x03 \x01(\x0e\x32\x13.troupe.v1.TurnKind\x12\x0c\n\x04name\x18\x04 \x01(\t\x12#\n\x07payload\x18\x05 \x01(\x0b\x32\x12.troupe.v1.Payload\x12/\n\x08metadata\x18\x06 \x03(\x0b\x32\x1d.troupe.v1.Turn.MetadataEntry\x12#\n\x05\x63hain\x18\x07 \x01(\x0b\x32\x14.troupe.v1.CallChain\x12\x13\n\x0btraceparent\x18\x08 \x01(\t\x12\x12\n\ntracestate\x18\t \x01(\t\x12\x18\n\x10\x64\x65\x61\x64line_unix_ms\x18\n \x01(\x04\x12\x1e\n\x16lease_deadline_unix_ms\x18\x0b \x01(\x04\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xf9\x01\n\nDeactivate\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\"\n\x05\x61\x63tor\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12,\n\x06reason\x18\x03 \x01(\x0e\x32\x1c.troupe.v1.Deactivate.Reason\"\x87\x01\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x0f\n\x0bREASON_IDLE\x10\x01\x12\x13\n\x0fREASON_SHUTDOWN\x10\x02\x12\x10\n\x0cREASON_ADMIN\x10\x03\x12\x14\n\x10REASON_MIGRATION\x10\x04\x12\x17\n\x13REASON_TURN_TIMEOUT\x10\x05\x32H\n\x07\x41ppHost\x12=\n\x06\x41ttach\x12\x15.troupe.v1.AppMessage\x1a\x18.troupe.v1.DaemonMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13troupe/v1/app.proto\x12\ttroupe.v1\x1a\x16troupe/v1/common.proto\"\xf5\x01\n\nAppMessage\x12\'\n\x08register\x18\x01 \x01(\x0b\x32\x13.troupe.v1.RegisterH\x00\x12.\n\tactivated\x18\x02 \x01(\x0b\x32\x19.troupe.v1.ActivateResultH\x00\x12,\n\x0bturn_result\x18\x03 \x01(\x0b\x32\x15.troupe.v1.TurnResultH\x00\x12\x32\n\x0b\x64\x65\x61\x63tivated\x18\x04 \x01(\x0b\x32\x1b.troupe.v1.DeactivateResultH\x00\x12$\n\x05\x62\x61tch\x18\x05 \x01(\x0b\x32\x13.troupe.v1.AppBatchH\x00\x42\x06\n\x04kind\"3\n\x08\x41ppBatch\x12\'\n\x08messages\x18\x01 \x03(\x0b\x32\x15.troupe.v1.AppMessage\"\x9b\x01\n\x08Register\x12\x10\n\x08\x61pp_name\x18\x01 \x01(\t\x12\'\n\x05types\x18\x02 \x03(\x0b\x32\x18.troupe.v1.ActorTypeSpec\x12\x0b\n\x03sdk\x18\x03 \x01(\t\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x04 \x01(\x08\x12\x19\n\x11max_receive_bytes\x18\x05 \x01(\x04\x12\x13\n\x0b\x61pi_version\x18\x06 \x01(\r\"\xd6\x01\n\rActorTypeSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\x0fidle_timeout_ms\x18\x02 \x01(\x04\x12\x13\n\x0bmax_mailbox\x18\x03 \x01(\r\x12\x11\n\treentrant\x18\x04 \x01(\x08\x12(\n\nstate_mode\x18\x05 \x01(\x0e\x32\x14.troupe.v1.StateMode\x12\x18\n\x10readonly_methods\x18\x06 \x03(\t\x12\x17\n\x0fturn_timeout_ms\x18\x07 \x01(\x04\x12\x19\n\x11max_pending_calls\x18\x08 \x01(\r\"\x89\x01\n\x0e\x41\x63tivateResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12&\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x17.troupe.v1.ActorFailure\x12\'\n\x07\x63hanges\x18\x03 \x03(\x0b\x32\x16.troupe.v1.StateChange\x12\x15\n\rlease_expired\x18\x04 \x01(\x08\"\xb7\x01\n\nTurnResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12#\n\x05reply\x18\x02 \x01(\x0b\x32\x12.troupe.v1.PayloadH\x00\x12(\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x17.troupe.v1.ActorFailureH\x00\x12\'\n\x07\x63hanges\x18\x04 \x03(\x0b\x32\x16.troupe.v1.StateChange\x12\x15\n\rlease_expired\x18\x05 \x01(\x08\x42\t\n\x07outcome\"L\n\x10\x44\x65\x61\x63tivateResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\'\n\x07\x63hanges\x18\x02 \x03(\x0b\x32\x16.troupe.v1.StateChange\"\xe4\x01\n\rDaemonMessage\x12+\n\nregistered\x18\x01 \x01(\x0b\x32\x15.troupe.v1.RegisteredH\x00\x12\'\n\x08\x61\x63tivate\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActivateH\x00\x12\x1f\n\x04turn\x18\x03 \x01(\x0b\x32\x0f.troupe.v1.TurnH\x00\x12+\n\ndeactivate\x18\x04 \x01(\x0b\x32\x15.troupe.v1.DeactivateH\x00\x12\'\n\x05\x62\x61tch\x18\x05 \x01(\x0b\x32\x16.troupe.v1.DaemonBatchH\x00\x42\x06\n\x04kind\"9\n\x0b\x44\x61\x65monBatch\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.troupe.v1.DaemonMessage\"{\n\nRegistered\x12\'\n\x05types\x18\x01 \x03(\x0b\x32\x18.troupe.v1.ActorTypeSpec\x12\x16\n\x0e\x64\x61\x65mon_version\x18\x02 \x01(\t\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x03 \x01(\x08\x12\x13\n\x0b\x61pi_version\x18\x04 \x01(\r\"\xbc\x01\n\x08\x41\x63tivate\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\"\n\x05\x61\x63tor\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12-\n\x05state\x18\x03 \x03(\x0b\x32\x1e.troupe.v1.Activate.StateEntry\x12\x1e\n\x16lease_deadline_unix_ms\x18\x04 \x01(\x04\x1a,\n\nStateEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"\xfb\x02\n\x04Turn\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\"\n\x05\x61\x63tor\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12!\n\x04kind\x18\x03 \x01(\x0e\x32\x13.troupe.v1.TurnKind\x12\x0c\n\x04name\x18\x04 \x01(\t\x12#\n\x07payload\x18\x05 \x01(\x0b\x32\x12.troupe.v1.Payload\x12/\n\x08metadata\x18\x06 \x03(\x0b\x32\x1d.troupe.v1.Turn.MetadataEntry\x12#\n\x05\x63hain\x18\x07 \x01(\x0b\x32\x14.troupe.v1.CallChain\x12\x13\n\x0btraceparent\x18\x08 \x01(\t\x12\x12\n\ntracestate\x18\t \x01(\t\x12\x18\n\x10\x64\x65\x61\x64line_unix_ms\x18\n \x01(\x04\x12\x1e\n\x16lease_deadline_unix_ms\x18\x0b \x01(\x04\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xf9\x01\n\nDeactivate\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\"\n\x05\x61\x63tor\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12,\n\x06reason\x18\x03 \x01(\x0e\x32\x1c.troupe.v1.Deactivate.Reason\"\x87\x01\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x0f\n\x0bREASON_IDLE\x10\x01\x12\x13\n\x0fREASON_SHUTDOWN\x10\x02\x12\x10\n\x0cREASON_ADMIN\x10\x03\x12\x14\n\x10REASON_MIGRATION\x10\x04\x12\x17\n\x13REASON_TURN_TIMEOUT\x10\x05\x32H\n\x07\x41ppHost\x12=\n\x06\x41ttach\x12\x15.troupe.v1.AppMessage\x1a\x18.troupe.v1.DaemonMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,33 +41,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_APPBATCH']._serialized_start=306
   _globals['_APPBATCH']._serialized_end=357
   _globals['_REGISTER']._serialized_start=360
-  _globals['_REGISTER']._serialized_end=494
-  _globals['_ACTORTYPESPEC']._serialized_start=497
-  _globals['_ACTORTYPESPEC']._serialized_end=711
-  _globals['_ACTIVATERESULT']._serialized_start=714
-  _globals['_ACTIVATERESULT']._serialized_end=851
-  _globals['_TURNRESULT']._serialized_start=854
-  _globals['_TURNRESULT']._serialized_end=1037
-  _globals['_DEACTIVATERESULT']._serialized_start=1039
-  _globals['_DEACTIVATERESULT']._serialized_end=1115
-  _globals['_DAEMONMESSAGE']._serialized_start=1118
-  _globals['_DAEMONMESSAGE']._serialized_end=1346
-  _globals['_DAEMONBATCH']._serialized_start=1348
-  _globals['_DAEMONBATCH']._serialized_end=1405
-  _globals['_REGISTERED']._serialized_start=1407
-  _globals['_REGISTERED']._serialized_end=1509
-  _globals['_ACTIVATE']._serialized_start=1512
-  _globals['_ACTIVATE']._serialized_end=1700
-  _globals['_ACTIVATE_STATEENTRY']._serialized_start=1656
-  _globals['_ACTIVATE_STATEENTRY']._serialized_end=1700
-  _globals['_TURN']._serialized_start=1703
-  _globals['_TURN']._serialized_end=2082
-  _globals['_TURN_METADATAENTRY']._serialized_start=2035
-  _globals['_TURN_METADATAENTRY']._serialized_end=2082
-  _globals['_DEACTIVATE']._serialized_start=2085
-  _globals['_DEACTIVATE']._serialized_end=2334
-  _globals['_DEACTIVATE_REASON']._serialized_start=2199
-  _globals['_DEACTIVATE_REASON']._serialized_end=2334
-  _globals['_APPHOST']._serialized_start=2336
-  _globals['_APPHOST']._serialized_end=2408
+  _globals['_REGISTER']._serialized_end=515
+  _globals['_ACTORTYPESPEC']._serialized_start=518
+  _globals['_ACTORTYPESPEC']._serialized_end=732
+  _globals['_ACTIVATERESULT']._serialized_start=735
+  _globals['_ACTIVATERESULT']._serialized_end=872
+  _globals['_TURNRESULT']._serialized_start=875
+  _globals['_TURNRESULT']._serialized_end=1058
+  _globals['_DEACTIVATERESULT']._serialized_start=1060
+  _globals['_DEACTIVATERESULT']._serialized_end=1136
+  _globals['_DAEMONMESSAGE']._serialized_start=1139
+  _globals['_DAEMONMESSAGE']._serialized_end=1367
+  _globals['_DAEMONBATCH']._serialized_start=1369
+  _globals['_DAEMONBATCH']._serialized_end=1426
+  _globals['_REGISTERED']._serialized_start=1428
+  _globals['_REGISTERED']._serialized_end=1551
+  _globals['_ACTIVATE']._serialized_start=1554
+  _globals['_ACTIVATE']._serialized_end=1742
+  _globals['_ACTIVATE_STATEENTRY']._serialized_start=1698
+  _globals['_ACTIVATE_STATEENTRY']._serialized_end=1742
+  _globals['_TURN']._serialized_start=1745
+  _globals['_TURN']._serialized_end=2124
+  _globals['_TURN_METADATAENTRY']._serialized_start=2077
+  _globals['_TURN_METADATAENTRY']._serialized_end=2124
+  _globals['_DEACTIVATE']._serialized_start=2127
+  _globals['_DEACTIVATE']._serialized_end=2376
+  _globals['_DEACTIVATE_REASON']._serialized_start=2241
+  _globals['_DEACTIVATE_REASON']._serialized_end=2376
+  _globals['_APPHOST']._serialized_start=2378
+  _globals['_APPHOST']._serialized_end=2450
 # @@protoc_insertion_point(module_scope)

@@ -28,18 +28,20 @@ class AppBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[AppMessage, _Mapping]]] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("app_name", "types", "sdk", "accepts_batches", "max_receive_bytes")
+    __slots__ = ("app_name", "types", "sdk", "accepts_batches", "max_receive_bytes", "api_version")
     APP_NAME_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
     SDK_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
     MAX_RECEIVE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
     app_name: str
     types: _containers.RepeatedCompositeFieldContainer[ActorTypeSpec]
     sdk: str
     accepts_batches: bool
     max_receive_bytes: int
-    def __init__(self, app_name: _Optional[str] = ..., types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., sdk: _Optional[str] = ..., accepts_batches: bool = ..., max_receive_bytes: _Optional[int] = ...) -> None: ...
+    api_version: int
+    def __init__(self, app_name: _Optional[str] = ..., types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., sdk: _Optional[str] = ..., accepts_batches: bool = ..., max_receive_bytes: _Optional[int] = ..., api_version: _Optional[int] = ...) -> None: ...
 
 class ActorTypeSpec(_message.Message):
     __slots__ = ("name", "idle_timeout_ms", "max_mailbox", "reentrant", "state_mode", "readonly_methods", "turn_timeout_ms", "max_pending_calls")
@@ -116,14 +118,16 @@ class DaemonBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[DaemonMessage, _Mapping]]] = ...) -> None: ...
 
 class Registered(_message.Message):
-    __slots__ = ("types", "daemon_version", "accepts_batches")
+    __slots__ = ("types", "daemon_version", "accepts_batches", "api_version")
     TYPES_FIELD_NUMBER: _ClassVar[int]
     DAEMON_VERSION_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
+    API_VERSION_FIELD_NUMBER: _ClassVar[int]
     types: _containers.RepeatedCompositeFieldContainer[ActorTypeSpec]
     daemon_version: str
     accepts_batches: bool
-    def __init__(self, types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., daemon_version: _Optional[str] = ..., accepts_batches: bool = ...) -> None: ...
+    api_version: int
+    def __init__(self, types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., daemon_version: _Optional[str] = ..., accepts_batches: bool = ..., api_version: _Optional[int] = ...) -> None: ...
 
 class Activate(_message.Message):
     __slots__ = ("call_id", "actor", "state", "lease_deadline_unix_ms")
