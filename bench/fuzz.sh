@@ -79,7 +79,11 @@ for t in "${targets[@]}"; do
     # Energy scaled by execution time: inputs that sleep (the app stream's
     # waits for turn timeouts) are mutated less often, which tripled
     # app_stream's executions/s with no loss of coverage.
-    args=(-print_final_stats=1 -timeout=25 -rss_limit_mb=2048 -entropic_scale_per_exec_time=1
+    # The RSS limit leaves room for the ~230 bytes each input's runtime
+    # keeps for the life of the process (fuzz/src/daemon.rs): 10 M inputs
+    # reach about 2.4 GB. One allocation past 2 GiB still counts as a crash.
+    args=(-print_final_stats=1 -timeout=25 -rss_limit_mb=6144 -malloc_limit_mb=2048
+        -entropic_scale_per_exec_time=1
         "-artifact_prefix=$artifacts/")
     # The words the target's decoders compare against (type names, units,
     # setting names), so mutations insert them whole; libFuzzer also learns
