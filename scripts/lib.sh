@@ -15,7 +15,11 @@ python_venv() {
         echo "== setting up .venv with the Python SDK" >&2
         python3 -m venv .venv
         .venv/bin/python -m pip install --quiet --upgrade pip
-        .venv/bin/python -m pip install --quiet -e 'sdks/python[dev]'
+        # The SDK's build (maturin) also builds the daemon into the wheel:
+        # the debug profile reuses what build_daemon built (release would
+        # take minutes more, and .venv/bin/troupe is not what tests run).
+        MATURIN_PEP517_ARGS="--profile dev" \
+            .venv/bin/python -m pip install --quiet -e 'sdks/python[dev]'
         cp sdks/python/pyproject.toml "$stamp"
     fi
 }

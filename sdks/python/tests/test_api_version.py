@@ -5,6 +5,7 @@ and the TypeScript SDK's."""
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import re
 from collections.abc import AsyncIterable, AsyncIterator
@@ -37,14 +38,17 @@ def _toml_version(path: Path, section: str) -> str:
 
 
 def test_the_sdk_release_is_the_package_version_and_the_daemons() -> None:
-    python = _toml_version(REPO_ROOT / "sdks" / "python" / "pyproject.toml", "project")
+    # The wheel takes its version from the daemon's crate (maturin,
+    # `dynamic = ["version"]`), so the installed package's metadata is it.
     daemon = _toml_version(REPO_ROOT / "Cargo.toml", "workspace.package")
+    python = importlib.metadata.version("troupe")
     typescript = json.loads((REPO_ROOT / "sdks" / "typescript" / "package.json").read_text())[
         "version"
     ]
-    assert troupe.__version__ == python, "troupe._address.SDK_VERSION != pyproject.toml"
+    assert troupe.__version__ == daemon, "troupe._address.SDK_VERSION != the workspace's version"
     assert (python, typescript) == (daemon, daemon), (
-        "the SDKs ship with the daemon: keep pyproject.toml, package.json and Cargo.toml equal"
+        "the SDKs ship with the daemon: keep package.json and Cargo.toml equal "
+        "(the wheel's version is Cargo's)"
     )
     assert f"troupe-python/{python}" == _app.SDK_NAME
 
