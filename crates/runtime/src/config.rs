@@ -50,6 +50,13 @@ pub struct RuntimeConfig {
     /// of their own: a type whose app hangs holds at most this many of the
     /// daemon's `max_pending_calls`. `None`: half of them.
     pub max_pending_per_type: Option<usize>,
+    /// Scheduling time (reminders, alarms, timers) from a [`TestClock`]
+    /// that [`Runtime::advance_clock`] moves forward, instead of the system
+    /// clock. For tests only: the daemon refuses it in a cluster.
+    ///
+    /// [`TestClock`]: crate::clock::TestClock
+    /// [`Runtime::advance_clock`]: crate::Runtime::advance_clock
+    pub test_clock: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -73,6 +80,7 @@ impl Default for RuntimeConfig {
             max_chain_depth: 32,
             default_turn_timeout: Duration::from_secs(60),
             max_pending_per_type: None,
+            test_clock: false,
         }
     }
 }

@@ -9,7 +9,6 @@ use std::fmt;
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
-use crate::clock::unix_now_ms;
 use crate::error::CallError;
 
 const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -95,10 +94,10 @@ impl UserInstant {
         )))
     }
 
-    /// `after` from now, for `field`.
-    pub fn from_now(field: &str, after: UserDuration) -> Result<Self, CallError> {
+    /// `after` from `now_unix_ms` (the runtime's scheduling time), for `field`.
+    pub fn from_now(field: &str, now_unix_ms: u64, after: UserDuration) -> Result<Self, CallError> {
         let ms = u64::try_from(after.get().as_millis()).unwrap_or(u64::MAX);
-        Self::at(field, unix_now_ms().saturating_add(ms))
+        Self::at(field, now_unix_ms.saturating_add(ms))
     }
 
     pub fn unix_ms(self) -> u64 {
@@ -181,8 +180,9 @@ mod tests {
         assert!(UserInstant::at("at", MAX_UNIX_MS + 1).is_err());
         let far =
             UserDuration::new("due", MAX_DURATION, &range::ANY).unwrap_or_else(|_| unreachable!());
-        let due = UserInstant::from_now("due", far).unwrap_or_else(|_| unreachable!());
-        assert!(due.unix_ms() > unix_now_ms());
+        let now = crate::clock::unix_now_ms();
+        let due = UserInstant::from_now("due", now, far).unwrap_or_else(|_| unreachable!());
+        assert!(due.unix_ms() > now);
         assert!(count("repetitions", 0, &(1..=10)).is_err());
     }
 }

@@ -15,6 +15,7 @@
 //! [`StateStore`]: troupe_storage::StateStore
 
 mod activation;
+mod advance;
 mod chain_token;
 pub mod clock;
 mod config;
@@ -41,6 +42,7 @@ mod turn;
 mod types;
 pub mod validate;
 
+pub use advance::Advanced;
 pub use config::RuntimeConfig;
 pub use dispatch::ActorRef;
 pub use error::{

@@ -27,7 +27,7 @@ use troupe_placement::Placement;
 use troupe_storage::{ReminderStore, StateStore};
 
 use crate::chain_token::ChainTokens;
-use crate::clock::Clock;
+use crate::clock::{Clock, SystemTimeSource, TestClock, TimeSource};
 use crate::config::RuntimeConfig;
 use crate::directory::Directory;
 use crate::dispatch::pending::PendingCalls;
@@ -62,7 +62,13 @@ impl Runtime {
                  ({e}); the daemon cannot start without it"
             ))
         })?;
-        let (scheduler, scheduler_writes) = Scheduler::new(reminders, placement.clone());
+        let test_clock = config.test_clock.then(|| Arc::new(TestClock::new()));
+        let time: Arc<dyn TimeSource> = match &test_clock {
+            Some(clock) => clock.clone(),
+            None => Arc::new(SystemTimeSource),
+        };
+        let (scheduler, scheduler_writes) =
+            Scheduler::new(reminders, placement.clone(), time.clone());
         let (refused_tx, refused) = mpsc::unbounded_channel();
         let metrics = config.metrics.then(|| Arc::new(Metrics::new()));
         let workers = (0..config.workers)
@@ -83,6 +89,10 @@ impl Runtime {
             workers,
             started: AtomicBool::new(false),
             clock: Clock::new(),
+            time,
+            test_clock,
+            advancing: tokio::sync::Mutex::new(()),
+            timers_fired: Default::default(),
             shutdown: Shutdown::new(),
             changed: Notify::new(),
             drains: AtomicUsize::new(0),

@@ -4,16 +4,17 @@
 //! `schedule`, which knows nothing of activations: it hands due firings
 //! over a channel and is told how they went.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
 use tracing::debug;
 use troupe_storage::ReminderKey;
 
+use crate::clock::{sleep_for, sleep_until};
 use crate::error::{CallError, Unavailable};
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
+use crate::input::millis;
 use crate::reply::{wait_reply, Reply};
 use crate::runtime::Runtime;
 use crate::schedule::timers::{Timer, TimerSpec};
@@ -22,7 +23,7 @@ use crate::schedule::{
 };
 use crate::shared::Shared;
 use crate::shutdown::Stage;
-use crate::types::{ActorId, Call, CallExtra, CallTrace, TurnKind, TRACE_TARGET};
+use crate::types::{ActorId, Call, CallExtra, CallTrace, Payload, TurnKind, TRACE_TARGET};
 use crate::validate;
 
 impl Shared {
@@ -353,48 +354,96 @@ impl Shared {
         }
         let shared = self.clone();
         let (target, method) = (actor.clone(), Arc::<str>::from(name.as_str()));
+        let first_due = self.time.now_ms().saturating_add(millis(due));
+        let next_due_ms = Arc::new(AtomicU64::new(first_due));
+        let next = next_due_ms.clone();
+        // Under a test clock firings stay on the grid of the first due time,
+        // so an advance of a day fires an hourly timer 24 times however long
+        // each turn took; in production a timer waits its period after each
+        // firing, on the monotonic clock.
+        let on_grid = self.test_clock.is_some();
         let task = tokio::spawn(async move {
-            tokio::time::sleep(due).await;
+            let mut at = first_due;
+            if on_grid {
+                sleep_until(&*shared.time, at).await;
+            } else {
+                sleep_for(&*shared.time, due).await;
+            }
             loop {
                 // A timer never brings an actor back: only fire while active.
                 if !shared.is_active(&target) {
                     break;
                 }
-                let envelope = shared.envelope(
-                    TurnKind::Timer,
-                    method.clone(),
-                    payload.clone(),
-                    None,
-                    Reply::None,
-                );
-                match envelope {
-                    Ok(mut envelope) => {
-                        envelope.touch = keep_alive;
-                        if let Err(e) = shared.deliver(&target, None, envelope) {
-                            debug!(actor = %target, timer = %method, error = %e, "timer firing refused");
-                        }
-                    }
-                    Err(e) => {
-                        debug!(actor = %target, timer = %method, error = %e, "timer firing refused")
-                    }
-                }
-                match period {
-                    Some(p) => tokio::time::sleep(p).await,
-                    None => break,
+                shared
+                    .fire_timer(&target, &method, &payload, keep_alive)
+                    .await;
+                let Some(p) = period else { break };
+                at = if on_grid {
+                    at.saturating_add(millis(p))
+                } else {
+                    shared.time.now_ms().saturating_add(millis(p))
+                };
+                next.store(at, Ordering::Relaxed);
+                shared.scheduler.note_progress();
+                if on_grid {
+                    sleep_until(&*shared.time, at).await;
+                } else {
+                    sleep_for(&*shared.time, p).await;
                 }
             }
+            next.store(u64::MAX, Ordering::Relaxed);
+            shared.scheduler.note_progress();
         });
         self.timers.insert(
             &actor,
             &name,
             Timer {
                 task: task.abort_handle(),
-                first_due: Instant::now() + due,
+                next_due_ms,
                 period,
                 keep_alive,
             },
         );
         Ok(())
+    }
+
+    /// Delivers one TIMER turn. Under a test clock it also waits for the
+    /// turn to finish, so `advance_clock` returns after timer turns ran;
+    /// in production a timer does not wait for its turns (they queue).
+    async fn fire_timer(
+        self: &Arc<Self>,
+        target: &ActorId,
+        method: &Arc<str>,
+        payload: &Payload,
+        keep_alive: bool,
+    ) {
+        let (reply, done) = if self.test_clock.is_some() {
+            let (tx, rx) = oneshot::channel();
+            (Reply::To(tx), Some(rx))
+        } else {
+            (Reply::None, None)
+        };
+        let envelope = self.envelope(
+            TurnKind::Timer,
+            method.clone(),
+            payload.clone(),
+            None,
+            reply,
+        );
+        let delivered = envelope.and_then(|mut envelope| {
+            envelope.touch = keep_alive;
+            self.deliver(target, None, envelope)
+        });
+        if let Err(e) = delivered {
+            debug!(actor = %target, timer = %method, error = %e, "timer firing refused");
+            return;
+        }
+        self.timers_fired.fetch_add(1, Ordering::Relaxed);
+        if let Some(done) = done {
+            if let Err(e) = wait_reply(target, self.config.call_timeout, done).await {
+                debug!(actor = %target, timer = %method, error = %e, "timer turn failed");
+            }
+        }
     }
 
     pub(crate) fn delete_timer_here(&self, actor: &ActorId, name: &str) -> Result<bool, CallError> {

@@ -15,7 +15,7 @@ use troupe_placement::Placement;
 
 use crate::activation::{Activation, Inner, Status};
 use crate::chain_token::ChainTokens;
-use crate::clock::Clock;
+use crate::clock::{Clock, TestClock, TimeSource};
 use crate::config::RuntimeConfig;
 use crate::directory::Directory;
 use crate::dispatch::pending::PendingCalls;
@@ -46,6 +46,14 @@ pub(crate) struct Shared {
     /// Set by the first `start`.
     pub(crate) started: AtomicBool,
     pub(crate) clock: Clock,
+    /// Scheduling time: due times of reminders, alarms and timers.
+    pub(crate) time: Arc<dyn TimeSource>,
+    /// The same source when it is a test clock (`config.test_clock`).
+    pub(crate) test_clock: Option<Arc<TestClock>>,
+    /// One `advance_clock` at a time.
+    pub(crate) advancing: tokio::sync::Mutex<()>,
+    /// Timer firings whose turn was delivered, since start.
+    pub(crate) timers_fired: std::sync::atomic::AtomicU64,
     /// The stop sequence, and every background task to wait for.
     pub(crate) shutdown: Shutdown,
     /// While a drain waits: an activation became idle or went away.

@@ -2,6 +2,7 @@
 
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
+use troupe_runtime::input::range;
 use troupe_runtime::{ActivationState, ActorId, Runtime, StateMode};
 use troupe_transport::link::{ChannelStats, Links};
 
@@ -254,5 +255,29 @@ impl pb::admin_server::Admin for AdminApi {
             .await
             .map_err(status_of)?;
         Ok(Response::new(pb::DeactivateActorResponse { deactivated }))
+    }
+
+    async fn advance_clock(
+        &self,
+        request: Request<pb::AdvanceClockRequest>,
+    ) -> Result<Response<pb::AdvanceClockResponse>, Status> {
+        if !self.runtime.has_test_clock() {
+            return Err(Status::failed_precondition(
+                "the daemon was not started with --test-clock; only a test daemon's time can be \
+                 moved (docs/testing.md)",
+            ));
+        }
+        let by = convert::time::duration("by", &request.into_inner().by, &range::ANY)?;
+        let advanced = self
+            .runtime
+            .advance_clock(by.get())
+            .await
+            .map_err(status_of)?;
+        Ok(Response::new(pb::AdvanceClockResponse {
+            now_unix_ms: advanced.now_unix_ms,
+            reminders_fired: advanced.reminders_fired,
+            alarms_fired: advanced.alarms_fired,
+            timers_fired: advanced.timers_fired,
+        }))
     }
 }

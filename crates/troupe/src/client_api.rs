@@ -45,7 +45,8 @@ impl ClientApi {
             traceparent: header(headers, TRACEPARENT_HEADER),
             tracestate: header(headers, TRACESTATE_HEADER),
         };
-        let request = request_from_pb(request, context.timeout)?;
+        let now = self.runtime.schedule_now_ms();
+        let request = request_from_pb(request, context.timeout, now)?;
         let answer = self
             .runtime
             .request(request, context)
@@ -77,7 +78,8 @@ fn call(
     extensions: &tonic::Extensions,
 ) -> Result<Call, Status> {
     let timeout = convert::answer_within(headers);
-    let mut call = match request_from_pb(request, timeout)? {
+    // A call carries no times to read, so no scheduling "now" is needed.
+    let mut call = match request_from_pb(request, timeout, 0)? {
         ActorRequest::Invoke(call) | ActorRequest::Tell(call) => call,
         other => return Err(Status::internal(format!("not a call: {other:?}"))),
     };

@@ -7,6 +7,11 @@ set -euo pipefail
 sdk="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 repo="$(cd "$sdk/../.." && pwd)"
 cd "$sdk"
+# The test kit's example (examples/python/test_cart.py) finds the daemon as a
+# user's tests would: $TROUPE_BIN, else the one installed with the package.
+if [[ -z "${TROUPE_BIN:-}" && -x "$repo/target/debug/troupe" ]]; then
+    export TROUPE_BIN="$repo/target/debug/troupe"
+fi
 
 python_dirs=(src tests scripts "$repo/examples/python" "$repo/bench/python")
 echo "== ruff check"; ruff check --config pyproject.toml "${python_dirs[@]}"

@@ -23,3 +23,6 @@ done
 echo "== node --test"
 npm run --silent pretest
 node --test --test-concurrency=1 --test-timeout=180000 "$@" build/test/
+echo "== example tests (the cart with @troupe/sdk/testing)"
+"$sdk/node_modules/.bin/tsc" -p "$repo/examples/typescript/tsconfig.json"
+node --test --test-concurrency=1 --test-timeout=60000 "$repo/examples/typescript/build/cart.test.js"

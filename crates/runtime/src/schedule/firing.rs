@@ -16,7 +16,6 @@ use troupe_storage::{ReminderOp, ReminderRecord};
 use super::record::{advance, decode, encode, Meta, RetryPolicy, ALARM_NAME};
 
 use super::{empty_key, Scheduler};
-use crate::clock::unix_now_ms;
 use crate::error::CallError;
 use crate::input::millis;
 use crate::types::{ActorId, Payload};
@@ -127,6 +126,7 @@ impl Scheduler {
                 // The store keeps the record as it is: the owner's scheduler
                 // fires it (or this one, after a restart).
                 self.queue.lock().firing.remove(&firing.record.key);
+                self.note_progress();
                 return;
             }
         };
@@ -153,7 +153,7 @@ impl Scheduler {
                     };
                     let backoff = policy.backoff(meta.attempts);
                     debug!(reminder = ?record.key, attempt = meta.attempts, error = %e, "firing failed; retrying");
-                    Some(unix_now_ms().saturating_add(millis(backoff)))
+                    Some(self.time.now_ms().saturating_add(millis(backoff)))
                 } else {
                     warn!(reminder = ?record.key, attempts = meta.attempts, error = %e, "firing failed after all retries; dropped");
                     meta.attempts = 0;
@@ -164,6 +164,9 @@ impl Scheduler {
                 meta.attempts = 0;
                 meta.fired += 1;
                 self.fired.fetch_add(1, Ordering::Relaxed);
+                if record.key.name == ALARM_NAME {
+                    self.alarms_fired.fetch_add(1, Ordering::Relaxed);
+                }
                 advance(&mut meta, record.due_unix_ms, now)
             }
             None => advance(&mut meta, record.due_unix_ms, now),
@@ -211,5 +214,6 @@ impl Scheduler {
                 .min((record.due_unix_ms.saturating_sub(1), empty_key()));
             q.more = true;
         }
+        self.note_progress();
     }
 }

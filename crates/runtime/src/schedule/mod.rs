@@ -35,7 +35,7 @@ use tracing::warn;
 use troupe_placement::{OwnerEpoch, Placement};
 use troupe_storage::{ReminderKey, ReminderOp, ReminderRecord, ReminderStore, ReminderWrite};
 
-use crate::clock::unix_now_ms;
+use crate::clock::TimeSource;
 use crate::error::{CallError, Unavailable};
 use crate::input::millis;
 use crate::types::{ActorId, ContentType};
@@ -88,6 +88,13 @@ pub(crate) struct Scheduler {
     failed_while_closing: Arc<AtomicUsize>,
     /// Gives each write the owner epoch of its actor.
     placement: Arc<dyn Placement>,
+    /// Scheduling time: what "due" is measured against.
+    pub(crate) time: Arc<dyn TimeSource>,
+    /// Bumped whenever a firing's outcome is recorded, so whoever waits
+    /// for due work to be done (`advance_clock`) looks again.
+    pub(crate) progress: tokio::sync::watch::Sender<u64>,
+    /// Successful alarm firings since start (also counted in `fired`).
+    pub(crate) alarms_fired: AtomicU64,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -100,6 +107,7 @@ impl Scheduler {
     pub(crate) fn new(
         store: Arc<dyn ReminderStore>,
         placement: Arc<dyn Placement>,
+        time: Arc<dyn TimeSource>,
     ) -> (Arc<Self>, mpsc::UnboundedReceiver<WriteRequest>) {
         let (writes, rx) = mpsc::unbounded_channel();
         let scheduler = Arc::new(Self {
@@ -115,6 +123,9 @@ impl Scheduler {
             fired: AtomicU64::new(0),
             failed_while_closing: Arc::default(),
             placement,
+            time,
+            progress: tokio::sync::watch::Sender::new(0),
+            alarms_fired: AtomicU64::new(0),
         });
         (scheduler, rx)
     }
@@ -306,7 +317,7 @@ impl Scheduler {
         if room == 0 {
             return Ok(());
         }
-        let until = unix_now_ms().saturating_add(millis(HORIZON));
+        let until = self.time.now_ms().saturating_add(millis(HORIZON));
         let after_ref = (after.0, &after.1);
         let records = self
             .store
@@ -344,8 +355,10 @@ impl Scheduler {
         stop: impl Future<Output = ()> + Send + 'static,
     ) {
         tokio::pin!(stop);
+        // A test clock jumps: wake and look again (nothing else would).
+        let mut jumps = self.time.jumps();
         loop {
-            let now = unix_now_ms();
+            let now = self.time.now_ms();
             let (next, needs_load) = {
                 let q = self.queue.lock();
                 let horizon_edge = q.cursor.0.saturating_sub(HORIZON.as_millis() as u64 / 2);
@@ -385,10 +398,41 @@ impl Scheduler {
                     tokio::select! {
                         () = tokio::time::sleep(wait) => {}
                         () = self.wake.notified() => {}
+                        jumped = jumped(&mut jumps) => if !jumped { jumps = None },
                         () = &mut stop => return,
                     }
                 }
             }
         }
+    }
+}
+
+/// Waits until the time source jumps; `false` once it never will again.
+/// Pends forever for a source that does not jump.
+async fn jumped(jumps: &mut Option<tokio::sync::watch::Receiver<u64>>) -> bool {
+    match jumps {
+        Some(rx) => rx.changed().await.is_ok(),
+        None => std::future::pending().await,
+    }
+}
+
+impl Scheduler {
+    /// Tells whoever waits for due work to be done to look again: a firing
+    /// was recorded, or a timer moved on.
+    pub(crate) fn note_progress(&self) {
+        self.progress.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// The earliest stored due time at or before `until`, if any: what
+    /// `advance_clock` steps to next. The store holds every reminder,
+    /// including those being fired (their record moves on only when the
+    /// firing is recorded), so nothing due is missed.
+    pub(crate) async fn earliest_due(&self, until: u64) -> Result<Option<u64>, CallError> {
+        let first = self
+            .store
+            .due_reminders(None, until, 1)
+            .await
+            .map_err(store_error)?;
+        Ok(first.first().map(|r| r.due_unix_ms))
     }
 }

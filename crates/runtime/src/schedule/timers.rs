@@ -3,15 +3,15 @@
 //! a timer never outlives (or brings back) its activation.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::task::AbortHandle;
-use tokio::time::Instant;
 
-use crate::clock::unix_now_ms;
 use crate::error::CallError;
-use crate::input::{millis, range, UserDuration};
+use crate::input::{range, UserDuration};
 use crate::types::{ActorId, Payload};
 
 /// A timer as a caller sets it: TIMER turns after `due`, then every
@@ -42,7 +42,10 @@ impl TimerSpec {
 #[derive(Debug)]
 pub(crate) struct Timer {
     pub(crate) task: AbortHandle,
-    pub(crate) first_due: Instant,
+    /// Scheduling time of the next firing, kept by the timer's task: it
+    /// moves on only once a firing was delivered (`u64::MAX` after the
+    /// last), so a due time at or before now means a firing is pending.
+    pub(crate) next_due_ms: Arc<AtomicU64>,
     pub(crate) period: Option<Duration>,
     pub(crate) keep_alive: bool,
 }
@@ -110,8 +113,6 @@ impl Timers {
 
     /// `actor`'s running timers with their next due time, by name.
     pub(crate) fn describe(&self, actor: &ActorId) -> Vec<TimerInfo> {
-        let now = Instant::now();
-        let now_unix = unix_now_ms();
         let timers = self.0.lock();
         let Some(of_actor) = timers.get(actor) else {
             return Vec::new();
@@ -119,26 +120,25 @@ impl Timers {
         let mut out: Vec<TimerInfo> = of_actor
             .iter()
             .filter(|(_, t)| !t.task.is_finished())
-            .map(|(name, t)| {
-                let mut next = t.first_due;
-                if let Some(period) = t.period.filter(|p| !p.is_zero()) {
-                    if next < now {
-                        let behind = now.duration_since(next).as_nanos();
-                        let periods = behind / period.as_nanos() + 1;
-                        let step = period.checked_mul(u32::try_from(periods).unwrap_or(u32::MAX));
-                        next = step.and_then(|s| next.checked_add(s)).unwrap_or(now);
-                    }
-                }
-                let ahead = millis(next.saturating_duration_since(now));
-                TimerInfo {
-                    name: name.clone(),
-                    next_due_unix_ms: now_unix.saturating_add(ahead),
-                    period: t.period,
-                    keep_alive: t.keep_alive,
-                }
+            .map(|(name, t)| TimerInfo {
+                name: name.clone(),
+                next_due_unix_ms: t.next_due_ms.load(Ordering::Relaxed),
+                period: t.period,
+                keep_alive: t.keep_alive,
             })
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
+    }
+
+    /// The earliest next due time of any running timer.
+    pub(crate) fn earliest_due(&self) -> Option<u64> {
+        self.0
+            .lock()
+            .values()
+            .flat_map(HashMap::values)
+            .filter(|t| !t.task.is_finished())
+            .map(|t| t.next_due_ms.load(Ordering::Relaxed))
+            .min()
     }
 }

@@ -133,6 +133,11 @@ pub struct ServeArgs {
     /// nobody but trusted callers can reach the address.
     #[arg(long)]
     pub insecure: bool,
+    /// For tests only: reminders, alarms and timers run on a clock that
+    /// `Admin.AdvanceClock` moves forward (docs/testing.md). Refused with
+    /// --placement and with a --listen beyond loopback.
+    #[arg(long, hide_short_help = true)]
+    pub test_clock: bool,
     #[command(flatten)]
     pub tls: TlsArgs,
 }
@@ -389,6 +394,10 @@ impl ServeArgs {
                 );
             }
         }
+        if self.test_clock {
+            check_test_clock(listen, cluster.is_some())?;
+            runtime.test_clock = true;
+        }
         // Before anything starts, with the setting's name in the message.
         runtime.check()?;
         Ok(ServeConfig {
@@ -442,3 +451,20 @@ impl ServeArgs {
 
 #[cfg(test)]
 mod tests;
+
+/// Whoever reaches a daemon with `--test-clock` can move its reminders'
+/// time forward and fire a month of them at once: only a daemon a test
+/// starts for itself, alone and on loopback, may have one.
+fn check_test_clock(listen: SocketAddr, cluster: bool) -> anyhow::Result<()> {
+    if cluster {
+        anyhow::bail!(
+            "--test-clock is for tests: it lets any caller move time forward, so a daemon in a              cluster (--placement) refuses it; start a lone test daemon on 127.0.0.1 instead"
+        );
+    }
+    if !listen.ip().is_loopback() {
+        anyhow::bail!(
+            "--test-clock is for tests: it lets any caller move time forward, so it needs a              loopback --listen (e.g. 127.0.0.1:0), not {listen}"
+        );
+    }
+    Ok(())
+}

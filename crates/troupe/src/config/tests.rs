@@ -295,3 +295,33 @@ fn tls_needs_all_three_files_and_required_client_certs_stand_in_for_tokens() -> 
     );
     Ok(())
 }
+
+#[test]
+fn the_test_clock_is_only_for_a_lone_loopback_daemon() -> anyhow::Result<()> {
+    let loopback = ServeArgs {
+        test_clock: true,
+        ..ServeArgs::default()
+    };
+    assert!(loopback.resolve()?.runtime.test_clock);
+    assert!(!ServeArgs::default().resolve()?.runtime.test_clock);
+    // Even with --insecure, which lets a plain daemon listen beyond loopback.
+    let open = ServeArgs {
+        listen: Some("0.0.0.0:7420".parse()?),
+        insecure: true,
+        ..loopback.clone()
+    };
+    let Err(e) = open.resolve() else {
+        anyhow::bail!("a test clock beyond loopback was accepted");
+    };
+    assert!(e.to_string().contains("for tests"), "{e}");
+    let clustered = ServeArgs {
+        placement: Some(vec!["127.0.0.1:7500".into()]),
+        store: Some("memory".into()),
+        ..loopback
+    };
+    let Err(e) = clustered.resolve() else {
+        anyhow::bail!("a test clock in a cluster was accepted");
+    };
+    assert!(e.to_string().contains("--placement"), "{e}");
+    Ok(())
+}

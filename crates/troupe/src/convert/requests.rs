@@ -47,10 +47,12 @@ pub enum PbResponse {
     Timer(pb::SetTimerResponse),
 }
 
-/// Reads a request; `timeout` is the caller's deadline (calls carry it).
+/// Reads a request; `timeout` is the caller's deadline (calls carry it),
+/// `now` the scheduling time that due times "from now" count from.
 pub fn request_from_pb(
     request: PbRequest,
     timeout: Option<Duration>,
+    now: u64,
 ) -> Result<ActorRequest, Status> {
     Ok(match request {
         PbRequest::Invoke(r) => ActorRequest::Invoke(call(
@@ -68,12 +70,12 @@ pub fn request_from_pb(
             let until = if r.until.trim().is_empty() {
                 None
             } else {
-                Some(instant("until", &r.until)?.unix_ms())
+                Some(instant("until", &r.until, now)?.unix_ms())
             };
             ActorRequest::SetReminder(ReminderSpec {
                 actor: actor_id(r.actor)?,
                 name: r.name,
-                due_unix_ms: instant("due", &r.due)?.unix_ms(),
+                due_unix_ms: instant("due", &r.due, now)?.unix_ms(),
                 period: every.map(UserDuration::get),
                 repeat: (r.repeat > 0).then_some(r.repeat).or(from_iso),
                 until_unix_ms: until,
@@ -92,7 +94,7 @@ pub fn request_from_pb(
         },
         PbRequest::SetAlarm(r) => ActorRequest::SetAlarm(AlarmSpec {
             actor: actor_id(r.actor)?,
-            at_unix_ms: instant("at", &r.at)?.unix_ms(),
+            at_unix_ms: instant("at", &r.at, now)?.unix_ms(),
             payload: payload(r.payload),
             retry: retry(r.retry),
         }),
@@ -461,7 +463,8 @@ mod tests {
     fn a_forwarded_request_is_read_back_as_the_same_request() -> Result<(), Status> {
         for request in requests() {
             let wire = request_to_pb(request.clone());
-            let back = request_from_pb(wire.clone(), None)?;
+            let now = troupe_runtime::clock::unix_now_ms();
+            let back = request_from_pb(wire.clone(), None, now)?;
             // Everything a request carries is in its wire form, so equal wire
             // forms mean equal requests.
             assert_eq!(request_to_pb(back), wire, "{request:?}");

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use time::format_description::well_known::Rfc3339;
 use tonic::Status;
+#[cfg(test)]
 use troupe_runtime::clock::unix_now_ms;
 use troupe_runtime::input::{range, UserDuration, UserInstant};
 
@@ -62,12 +63,13 @@ pub fn shown(text: &str) -> String {
     }
 }
 
-/// A point in time given for `field`: RFC 3339, or a duration from now.
+/// A point in time given for `field`: RFC 3339, or a duration from `now`
+/// (the runtime's scheduling time, a test clock's under `--test-clock`).
 /// Empty means now.
-pub fn instant(field: &str, text: &str) -> Result<UserInstant, Status> {
+pub fn instant(field: &str, text: &str, now: u64) -> Result<UserInstant, Status> {
     let text = text.trim();
     if text.is_empty() {
-        return UserInstant::at(field, unix_now_ms()).map_err(status_of);
+        return UserInstant::at(field, now).map_err(status_of);
     }
     if text.contains('T') && text.contains('-') && !text.starts_with('P') {
         let at = time::OffsetDateTime::parse(text, &Rfc3339).map_err(|e| {
@@ -82,7 +84,7 @@ pub fn instant(field: &str, text: &str) -> Result<UserInstant, Status> {
         })?;
         return UserInstant::at(field, ms).map_err(status_of);
     }
-    UserInstant::from_now(field, duration(field, text, &range::ANY)?).map_err(status_of)
+    UserInstant::from_now(field, now, duration(field, text, &range::ANY)?).map_err(status_of)
 }
 
 /// `unix_ms` as RFC 3339 (UTC, milliseconds), which [`instant`] reads back.
@@ -166,13 +168,12 @@ mod tests {
 
     #[test]
     fn instants_from_rfc3339_or_durations() -> Result<(), Status> {
-        let at = |text: &str| instant("due", text).map(UserInstant::unix_ms);
+        let now = unix_now_ms();
+        let at = |text: &str| instant("due", text, now).map(UserInstant::unix_ms);
         assert_eq!(at("2026-01-01T00:00:00Z")?, 1_767_225_600_000);
         assert_eq!(at("2026-01-01T02:00:00+02:00")?, 1_767_225_600_000);
         assert_eq!(at(&format_instant(1_767_225_600_123))?, 1_767_225_600_123);
-        let soon = at("10s")?;
-        let now = unix_now_ms();
-        assert!(soon >= now + 9_000 && soon <= now + 11_000);
+        assert_eq!(at("10s")?, now + 10_000);
         Ok(())
     }
 }

@@ -30,7 +30,7 @@ export const protobufFileName = "troupe/v1/admin.proto";
  *
  * Everything here answers "where is actor X, what is in it, why is it slow"
  * without a debugger. Reads never activate an actor; DeactivateActor is the
- * only call that changes anything.
+ * only call that changes anything, apart from AdvanceClock of a test daemon.
  */
 
 export enum ActivationStatus {
@@ -216,6 +216,23 @@ export interface DeactivateActorRequest {
 export interface DeactivateActorResponse {
   /** False when the actor had no live activation (nothing to do). */
   deactivated: boolean;
+}
+
+export interface AdvanceClockRequest {
+  /** A duration as everywhere else: "90s", "720h", ISO 8601 "P30D". */
+  by: string;
+}
+
+export interface AdvanceClockResponse {
+  /** The daemon's scheduling time after the advance. */
+  nowUnixMs: bigint;
+  /**
+   * Firings that ran (and succeeded) during the advance, by kind; timers
+   * count the turns delivered.
+   */
+  remindersFired: bigint;
+  alarmsFired: bigint;
+  timersFired: bigint;
 }
 
 function createBaseStatusRequest(): StatusRequest {
@@ -2128,6 +2145,170 @@ export const DeactivateActorResponse: MessageFns<DeactivateActorResponse> = {
   },
 };
 
+function createBaseAdvanceClockRequest(): AdvanceClockRequest {
+  return { by: "" };
+}
+
+export const AdvanceClockRequest: MessageFns<AdvanceClockRequest> = {
+  encode(message: AdvanceClockRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.by !== "") {
+      writer.uint32(10).string(message.by);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AdvanceClockRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAdvanceClockRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.by = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AdvanceClockRequest>, I>>(base?: I): AdvanceClockRequest {
+    return AdvanceClockRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AdvanceClockRequest>, I>>(object: I): AdvanceClockRequest {
+    const message = createBaseAdvanceClockRequest();
+    message.by = object.by ?? "";
+    return message;
+  },
+};
+
+function createBaseAdvanceClockResponse(): AdvanceClockResponse {
+  return { nowUnixMs: 0n, remindersFired: 0n, alarmsFired: 0n, timersFired: 0n };
+}
+
+export const AdvanceClockResponse: MessageFns<AdvanceClockResponse> = {
+  encode(message: AdvanceClockResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.nowUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.nowUnixMs) !== message.nowUnixMs) {
+        throw new globalThis.Error("value provided for field message.nowUnixMs of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.nowUnixMs);
+    }
+    if (message.remindersFired !== 0n) {
+      if (BigInt.asUintN(64, message.remindersFired) !== message.remindersFired) {
+        throw new globalThis.Error("value provided for field message.remindersFired of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.remindersFired);
+    }
+    if (message.alarmsFired !== 0n) {
+      if (BigInt.asUintN(64, message.alarmsFired) !== message.alarmsFired) {
+        throw new globalThis.Error("value provided for field message.alarmsFired of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.alarmsFired);
+    }
+    if (message.timersFired !== 0n) {
+      if (BigInt.asUintN(64, message.timersFired) !== message.timersFired) {
+        throw new globalThis.Error("value provided for field message.timersFired of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.timersFired);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AdvanceClockResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAdvanceClockResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.nowUnixMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.remindersFired = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.alarmsFired = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.timersFired = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AdvanceClockResponse>, I>>(base?: I): AdvanceClockResponse {
+    return AdvanceClockResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AdvanceClockResponse>, I>>(object: I): AdvanceClockResponse {
+    const message = createBaseAdvanceClockResponse();
+    message.nowUnixMs = (object.nowUnixMs !== undefined && object.nowUnixMs !== null) ? BigInt(object.nowUnixMs) : 0n;
+    message.remindersFired = (object.remindersFired !== undefined && object.remindersFired !== null)
+      ? BigInt(object.remindersFired)
+      : 0n;
+    message.alarmsFired = (object.alarmsFired !== undefined && object.alarmsFired !== null)
+      ? BigInt(object.alarmsFired)
+      : 0n;
+    message.timersFired = (object.timersFired !== undefined && object.timersFired !== null)
+      ? BigInt(object.timersFired)
+      : 0n;
+    return message;
+  },
+};
+
 export type AdminService = typeof AdminService;
 export const AdminService = {
   /** The daemon: version, uptime, node, store, registered types, flush backlog. */
@@ -2191,6 +2372,23 @@ export const AdminService = {
       Buffer.from(DeactivateActorResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeactivateActorResponse => DeactivateActorResponse.decode(value),
   },
+  /**
+   * Tests only: moves the daemon's scheduling time forward by `by`, firing
+   * every reminder, alarm and timer due on the way in due order, and answers
+   * once everything due by the new time has run (docs/testing.md).
+   * FAILED_PRECONDITION unless the daemon was started with --test-clock.
+   * `by` = "0s" reads the time and waits for what is due now.
+   */
+  advanceClock: {
+    path: "/troupe.v1.Admin/AdvanceClock" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: AdvanceClockRequest): Buffer => Buffer.from(AdvanceClockRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AdvanceClockRequest => AdvanceClockRequest.decode(value),
+    responseSerialize: (value: AdvanceClockResponse): Buffer =>
+      Buffer.from(AdvanceClockResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AdvanceClockResponse => AdvanceClockResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServer extends UntypedServiceImplementation {
@@ -2210,6 +2408,14 @@ export interface AdminServer extends UntypedServiceImplementation {
    * is flushed. The next call activates the actor again.
    */
   deactivateActor: handleUnaryCall<DeactivateActorRequest, DeactivateActorResponse>;
+  /**
+   * Tests only: moves the daemon's scheduling time forward by `by`, firing
+   * every reminder, alarm and timer due on the way in due order, and answers
+   * once everything due by the new time has run (docs/testing.md).
+   * FAILED_PRECONDITION unless the daemon was started with --test-clock.
+   * `by` = "0s" reads the time and waits for what is due now.
+   */
+  advanceClock: handleUnaryCall<AdvanceClockRequest, AdvanceClockResponse>;
 }
 
 export interface AdminClient extends Client {
@@ -2298,6 +2504,28 @@ export interface AdminClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeactivateActorResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Tests only: moves the daemon's scheduling time forward by `by`, firing
+   * every reminder, alarm and timer due on the way in due order, and answers
+   * once everything due by the new time has run (docs/testing.md).
+   * FAILED_PRECONDITION unless the daemon was started with --test-clock.
+   * `by` = "0s" reads the time and waits for what is due now.
+   */
+  advanceClock(
+    request: AdvanceClockRequest,
+    callback: (error: ServiceError | null, response: AdvanceClockResponse) => void,
+  ): ClientUnaryCall;
+  advanceClock(
+    request: AdvanceClockRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: AdvanceClockResponse) => void,
+  ): ClientUnaryCall;
+  advanceClock(
+    request: AdvanceClockRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: AdvanceClockResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -254,3 +254,21 @@ class DeactivateActorResponse(_message.Message):
     DEACTIVATED_FIELD_NUMBER: _ClassVar[int]
     deactivated: bool
     def __init__(self, deactivated: bool = ...) -> None: ...
+
+class AdvanceClockRequest(_message.Message):
+    __slots__ = ("by",)
+    BY_FIELD_NUMBER: _ClassVar[int]
+    by: str
+    def __init__(self, by: _Optional[str] = ...) -> None: ...
+
+class AdvanceClockResponse(_message.Message):
+    __slots__ = ("now_unix_ms", "reminders_fired", "alarms_fired", "timers_fired")
+    NOW_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    REMINDERS_FIRED_FIELD_NUMBER: _ClassVar[int]
+    ALARMS_FIRED_FIELD_NUMBER: _ClassVar[int]
+    TIMERS_FIRED_FIELD_NUMBER: _ClassVar[int]
+    now_unix_ms: int
+    reminders_fired: int
+    alarms_fired: int
+    timers_fired: int
+    def __init__(self, now_unix_ms: _Optional[int] = ..., reminders_fired: _Optional[int] = ..., alarms_fired: _Optional[int] = ..., timers_fired: _Optional[int] = ...) -> None: ...

@@ -59,6 +59,11 @@ class AdminStub(object):
                 request_serializer=troupe_dot_v1_dot_admin__pb2.DeactivateActorRequest.SerializeToString,
                 response_deserializer=troupe_dot_v1_dot_admin__pb2.DeactivateActorResponse.FromString,
                 _registered_method=True)
+        self.AdvanceClock = channel.unary_unary(
+                '/troupe.v1.Admin/AdvanceClock',
+                request_serializer=troupe_dot_v1_dot_admin__pb2.AdvanceClockRequest.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_admin__pb2.AdvanceClockResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer(object):
@@ -101,6 +106,17 @@ class AdminServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AdvanceClock(self, request, context):
+        """Tests only: moves the daemon's scheduling time forward by `by`, firing
+        every reminder, alarm and timer due on the way in due order, and answers
+        once everything due by the new time has run (docs/testing.md).
+        FAILED_PRECONDITION unless the daemon was started with --test-clock.
+        `by` = "0s" reads the time and waits for what is due now.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -128,6 +144,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.DeactivateActor,
                     request_deserializer=troupe_dot_v1_dot_admin__pb2.DeactivateActorRequest.FromString,
                     response_serializer=troupe_dot_v1_dot_admin__pb2.DeactivateActorResponse.SerializeToString,
+            ),
+            'AdvanceClock': grpc.unary_unary_rpc_method_handler(
+                    servicer.AdvanceClock,
+                    request_deserializer=troupe_dot_v1_dot_admin__pb2.AdvanceClockRequest.FromString,
+                    response_serializer=troupe_dot_v1_dot_admin__pb2.AdvanceClockResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -265,6 +286,33 @@ class Admin(object):
             '/troupe.v1.Admin/DeactivateActor',
             troupe_dot_v1_dot_admin__pb2.DeactivateActorRequest.SerializeToString,
             troupe_dot_v1_dot_admin__pb2.DeactivateActorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AdvanceClock(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.Admin/AdvanceClock',
+            troupe_dot_v1_dot_admin__pb2.AdvanceClockRequest.SerializeToString,
+            troupe_dot_v1_dot_admin__pb2.AdvanceClockResponse.FromString,
             options,
             channel_credentials,
             insecure,

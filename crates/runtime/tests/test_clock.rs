@@ -1,0 +1,99 @@
+//! The test clock in process: `advance_clock` fires what is due on the way
+//! in due order and returns after those turns ran; without a test clock it
+//! is FAILED_PRECONDITION.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use troupe_placement::SingleNode;
+use troupe_runtime::{
+    ActorId, CallError, FnHost, MissedFirings, Payload, ReminderSpec, RetryPolicy, Runtime,
+    RuntimeConfig, TurnOutcome, TypeSpec,
+};
+use troupe_storage::{MemoryReminders, MemoryStore};
+
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+/// The names of the turns a host ran, in order.
+type Turns = Arc<Mutex<Vec<String>>>;
+
+/// A runtime hosting type "box", whose turns are recorded by name, in order.
+fn runtime(test_clock: bool) -> Result<(Runtime, Turns), CallError> {
+    let rt = Runtime::create(
+        RuntimeConfig {
+            test_clock,
+            ..RuntimeConfig::default()
+        },
+        Arc::new(MemoryStore::new()),
+        Arc::new(MemoryReminders::new()),
+        Arc::new(SingleNode),
+    )
+    .map_err(|e| CallError::Internal(e.to_string()))?;
+    rt.start();
+    let turns = Turns::default();
+    let seen = turns.clone();
+    let host = FnHost::new("clock-app", move |_actor: &ActorId, req| {
+        seen.lock().push(req.name.to_string());
+        TurnOutcome {
+            result: Ok(Payload::json("null")),
+            changes: Vec::new(),
+        }
+    });
+    rt.register_host(
+        Arc::new(host),
+        vec![TypeSpec {
+            name: "box".into(),
+            ..TypeSpec::default()
+        }],
+    )?;
+    Ok((rt, turns))
+}
+
+fn reminder(rt: &Runtime, name: &str, after: Duration) -> ReminderSpec {
+    let due = rt.schedule_now_ms() + u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
+    ReminderSpec {
+        actor: ActorId::new("box", "b1"),
+        name: name.into(),
+        due_unix_ms: due,
+        period: None,
+        repeat: None,
+        until_unix_ms: None,
+        payload: Payload::json("null"),
+        retry: RetryPolicy::default(),
+        missed: MissedFirings::FireOnce,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advancing_fires_what_is_due_in_due_order_and_nothing_later() -> Result<(), CallError> {
+    let (rt, turns) = runtime(true)?;
+    assert!(rt.has_test_clock());
+    // Set out of order: firing follows due times, not the order of setting.
+    rt.set_reminder(reminder(&rt, "twenty", 20 * DAY)).await?;
+    rt.set_reminder(reminder(&rt, "ten", 10 * DAY)).await?;
+    rt.set_reminder(reminder(&rt, "thirty", 30 * DAY)).await?;
+    let start = rt.schedule_now_ms();
+
+    let advanced = rt.advance_clock(25 * DAY).await?;
+    assert_eq!(advanced.reminders_fired, 2);
+    assert!(advanced.now_unix_ms >= start + 25 * 24 * 3600 * 1000);
+    // Read at once: the call returned after the turns ran.
+    assert_eq!(*turns.lock(), ["ten", "twenty"]);
+
+    assert_eq!(rt.advance_clock(5 * DAY).await?.reminders_fired, 1);
+    assert_eq!(*turns.lock(), ["ten", "twenty", "thirty"]);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_test_clock_time_cannot_be_moved() -> Result<(), CallError> {
+    let (rt, _) = runtime(false)?;
+    assert!(!rt.has_test_clock());
+    match rt.advance_clock(DAY).await {
+        Err(CallError::FailedPrecondition(_)) => Ok(()),
+        other => Err(CallError::Internal(format!(
+            "expected FAILED_PRECONDITION, got {other:?}"
+        ))),
+    }
+}

@@ -1,0 +1,109 @@
+"""One test's view of a test daemon: apps hosting the actor classes under
+test in this process, a client, state reads, and the clock.
+
+A :class:`TestEnv` owns what it starts (apps, client) and stops it in
+:meth:`TestEnv.aclose`; the daemon is given to it, and whether the env may
+move that daemon's clock (only when the daemon is the test's alone) too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from typing import Any
+
+from .._actor import Actor, spec_of
+from .._app import App
+from .._caller import ActorProxy
+from .._client import Client
+from ._daemon import Advanced, Duration, TestDaemon, TestDaemonError
+
+# How long hosting waits for the daemon to accept the app's types.
+_REGISTER_TIMEOUT = 30.0
+
+
+class TestEnv:
+    """Host actors, call them, read their state and move the clock, on ``daemon``.
+
+    ``owns_clock``: whether :meth:`advance` may move the daemon's clock. The
+    clock is the daemon's, shared by every test on it: a test sharing a daemon
+    cannot move it without firing other tests' reminders, so only an env on a
+    daemon of its own may (the ``troupe_env`` fixture; ``troupe_shared_env``
+    refuses).
+    """
+
+    __test__ = False
+
+    def __init__(self, daemon: TestDaemon, *, owns_clock: bool = True, timeout: float = 30.0):
+        self.daemon = daemon
+        self.client = Client(daemon.address, timeout=timeout)
+        """A client of the daemon; every call waits at most ``timeout`` seconds."""
+        self._owns_clock = owns_clock
+        self._apps: list[tuple[App, asyncio.Task[None]]] = []
+
+    async def host(self, *actors: type[Actor]) -> App:
+        """Host ``actors`` in this process (an :class:`App` on the daemon) until the env
+        closes; returns once the daemon accepted their types."""
+        app = App(list(actors), address=self.daemon.address, max_reconnect_delay=0.2)
+        task = asyncio.create_task(app.run(), name=f"troupe test app {app.app_name}")
+        self._apps.append((app, task))
+        registered = asyncio.create_task(app.wait_registered())
+        done, _ = await asyncio.wait(
+            {task, registered}, timeout=_REGISTER_TIMEOUT, return_when=asyncio.FIRST_COMPLETED
+        )
+        if registered in done:
+            return app
+        registered.cancel()
+        if task in done:
+            task.result()  # raises why the app stopped (a refused registration)
+        raise TestDaemonError(
+            f"the daemon did not register {', '.join(spec_of(a).name for a in actors)} within "
+            f"{_REGISTER_TIMEOUT}s; its log:\n{self.daemon.log()}"
+        )
+
+    def actor(self, actor_type: str | type[Actor], actor_id: str) -> ActorProxy:
+        """A proxy to call one actor: ``await env.actor(Cart, "c1").add("apple", 2)``."""
+        return self.client.actor(_type_name(actor_type), actor_id)
+
+    async def state(
+        self, actor_type: str | type[Actor], actor_id: str, *keys: str
+    ) -> dict[str, Any]:
+        """The actor's state as stored (every key, or only ``keys``), without running a turn."""
+        return await self.client.get_state(_type_name(actor_type), actor_id, keys)
+
+    async def advance(self, by: Duration) -> Advanced:
+        """Move the clock forward by ``by`` (seconds, a timedelta or "720h"): every reminder,
+        alarm and timer due on the way fires in due order, and this returns once their turns
+        ran, so the state they left can be asserted at once."""
+        if not self._owns_clock:
+            raise TestDaemonError(
+                "this test shares its daemon, whose clock is every test's: moving it would fire "
+                "other tests' reminders. Use the troupe_env fixture (a daemon of the test's own) "
+                "to move time."
+            )
+        return await self.daemon.advance(by)
+
+    @staticmethod
+    def unique_id(prefix: str = "") -> str:
+        """A fresh actor id, so tests sharing a daemon never meet each other's actors."""
+        return f"{prefix}{uuid.uuid4().hex[:12]}"
+
+    async def aclose(self) -> None:
+        """Stop the apps this env started and close its client."""
+        apps, self._apps = self._apps, []
+        for app, task in apps:
+            app.stop()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(task, 10)
+        await self.client.close()
+
+    async def __aenter__(self) -> TestEnv:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+
+def _type_name(actor_type: str | type[Actor]) -> str:
+    return actor_type if isinstance(actor_type, str) else spec_of(actor_type).name
