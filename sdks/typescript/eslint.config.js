@@ -22,5 +22,7 @@ export default tseslint.config(
     files: ["test/**/*.ts"],
     rules: { "@typescript-eslint/no-floating-promises": "off" },
   },
-  { files: ["eslint.config.js"], ...tseslint.configs.disableTypeChecked },
+  // Plain Node scripts outside the TypeScript project: linted without types.
+  { files: ["eslint.config.js", "npm/*.mjs"], ...tseslint.configs.disableTypeChecked },
+  { files: ["npm/*.mjs"], languageOptions: { globals: { process: "readonly", console: "readonly" } } },
 );
