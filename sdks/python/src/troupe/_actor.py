@@ -6,9 +6,9 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
+from ._duration import DurationLike, to_millis
 from ._proto.troupe.v1 import app_pb2, common_pb2
 from ._state import State
 
@@ -135,39 +135,32 @@ def _unhandled(obj: Actor, what: str, name: str | None, hook: str) -> str:
     return f"{kind} got {which} but does not override {hook}; override it to handle {what}s"
 
 
-def _millis(value: float | timedelta | None, what: str) -> int:
-    if value is None:
-        return 0
-    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
-    if seconds <= 0:
-        raise ValueError(f"{what} must be positive (seconds or timedelta), got {value!r}")
-    return max(1, round(seconds * 1000))
-
-
 _NAME_RE = re.compile(r"^[^\s/]{1,256}$")
 
 
 def actor(
     name: str,
     *,
-    idle_timeout: float | timedelta | None = None,
+    idle_timeout: DurationLike | None = None,
     state: StateModeName | None = None,
     max_mailbox: int | None = None,
     reentrant: bool = False,
-    turn_timeout: float | timedelta | None = None,
+    turn_timeout: DurationLike | None = None,
 ) -> Callable[[A], A]:
     """Declare an :class:`Actor` subclass as the actor type ``name``.
 
     Args:
         name: the type name clients use, e.g. ``"counter"``.
-        idle_timeout: seconds (or a timedelta) without a turn before the actor is deactivated.
+        idle_timeout: how long without a turn before the actor is deactivated: seconds, a
+            timedelta or a string such as ``"5m"`` or ``"PT5M"``.
         state: ``"write_behind"`` (reply at once, flush in batches) or ``"durable"``
             (reply only once the turn's writes are stored). None: the daemon's default.
         max_mailbox: calls queued per actor before callers get :class:`Overloaded`.
         reentrant: let a call chain re-enter this actor (A -> B -> A).
-        turn_timeout: upper bound for one turn, in seconds or a timedelta.
+        turn_timeout: upper bound for one turn, a duration as ``idle_timeout``.
 
-    Options left as None use the daemon's defaults.
+    Options left as None use the daemon's defaults. A bad option raises
+    :class:`InvalidArgument` (durations) or ValueError here, not when the app registers.
     """
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ValueError(
@@ -175,6 +168,9 @@ def actor(
         )
     if state not in _STATE_MODES:
         raise ValueError(f"state must be 'write_behind' or 'durable', got {state!r}")
+    # Read now, so that a bad duration fails at the decorator, not when the app registers.
+    idle_timeout_ms = 0 if idle_timeout is None else to_millis(idle_timeout, "idle_timeout")
+    turn_timeout_ms = 0 if turn_timeout is None else to_millis(turn_timeout, "turn_timeout")
     if max_mailbox is not None and max_mailbox <= 0:
         raise ValueError(f"max_mailbox must be a positive int, got {max_mailbox!r}")
 
@@ -201,11 +197,11 @@ def actor(
             cls=cls,
             methods=methods,
             readonly=frozenset(readonly),
-            idle_timeout_ms=_millis(idle_timeout, "idle_timeout"),
+            idle_timeout_ms=idle_timeout_ms,
             max_mailbox=max_mailbox or 0,
             reentrant=reentrant,
             state_mode=_STATE_MODES[state],
-            turn_timeout_ms=_millis(turn_timeout, "turn_timeout"),
+            turn_timeout_ms=turn_timeout_ms,
         )
         setattr(cls, _SPEC_ATTR, spec)
         return cls

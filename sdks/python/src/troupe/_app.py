@@ -29,6 +29,7 @@ from ._address import (
 from ._auth import APP_TOKEN_ENV, TokenPath, TokenSource
 from ._caller import Caller
 from ._context import Context
+from ._duration import DurationLike, timeout_seconds, to_seconds
 from ._errors import (
     API_VERSION_TRAILER,
     INSTALL_MATCHING,
@@ -487,7 +488,7 @@ class App:
         *,
         address: str | None = None,
         app_name: str | None = None,
-        max_reconnect_delay: float = 2.0,
+        max_reconnect_delay: DurationLike = 2.0,
         tracer_provider: TracerProvider | None = None,
         max_receive_bytes: int | None = None,
         token: str | None = None,
@@ -510,7 +511,7 @@ class App:
         self.max_receive_bytes = max_receive_bytes
         self.address = resolve_address(address)
         self.app_name = app_name or f"{socket.gethostname()}-{os.getpid()}"
-        self.max_reconnect_delay = max_reconnect_delay
+        self.max_reconnect_delay = to_seconds(max_reconnect_delay, "max_reconnect_delay")
         self._tracing = Tracing(tracer_provider)
         self.daemon_version = ""
         self._registered = False
@@ -536,13 +537,15 @@ class App:
         """How many times the app has registered with a daemon (re-connects included)."""
         return self._sessions
 
-    async def wait_registered(self, *, sessions: int = 1, timeout: float | None = None) -> None:
+    async def wait_registered(
+        self, *, sessions: int = 1, timeout: DurationLike | None = None
+    ) -> None:
         """Wait until the app is registered and has registered at least ``sessions`` times.
 
         ``sessions=app.sessions + 1`` waits for the next re-connect. Raises
-        TimeoutError after ``timeout`` seconds.
+        TimeoutError after ``timeout`` (seconds, a timedelta or ``"15s"``).
         """
-        await asyncio.wait_for(self._wait_registered(sessions), timeout)
+        await asyncio.wait_for(self._wait_registered(sessions), timeout_seconds(timeout))
 
     async def _wait_registered(self, sessions: int) -> None:
         async with self._cond:

@@ -9,6 +9,7 @@ from typing import Any
 
 import grpc
 
+from ._duration import DurationLike
 from ._errors import InvalidArgument, from_rpc_error
 from ._payload import decode_result, decode_state, encode_call
 from ._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
@@ -79,7 +80,7 @@ class Caller:
         args: Sequence[Any],
         kwargs: Mapping[str, Any],
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
         chain: common_pb2.CallChain | None = None,
     ) -> Any:
@@ -109,7 +110,7 @@ class Caller:
         args: Sequence[Any],
         kwargs: Mapping[str, Any],
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
         chain: common_pb2.CallChain | None = None,
     ) -> None:
@@ -135,7 +136,7 @@ class Caller:
         keys: Sequence[str] = (),
         *,
         raw: bool = False,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> dict[str, Any]:
         what = f"get_state {actor_type}/{actor_id}"
         timeout = timeout_for_call(timeout, what)
@@ -170,7 +171,7 @@ class Caller:
         data: Any = None,
         retry: RetryPolicy | None = None,
         missed: str = "fire_once",
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> Reminder:
         what = f"set_reminder {actor_type}/{actor_id} {name!r}"
         timeout = timeout_for_call(timeout, what)
@@ -195,7 +196,7 @@ class Caller:
         return Reminder.from_proto(resp)
 
     async def get_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
     ) -> Reminder | None:
         what = f"get_reminder {actor_type}/{actor_id} {name!r}"
         timeout = timeout_for_call(timeout, what)
@@ -212,7 +213,7 @@ class Caller:
         return Reminder.from_proto(resp)
 
     async def delete_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
     ) -> bool:
         what = f"delete_reminder {actor_type}/{actor_id} {name!r}"
         timeout = timeout_for_call(timeout, what)
@@ -231,7 +232,7 @@ class Caller:
         actor_type: str | None = None,
         actor_id: str | None = None,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> list[Reminder]:
         if actor_id and not actor_type:
             raise InvalidArgument("list_reminders: an actor_id needs its actor_type")
@@ -271,7 +272,7 @@ class Caller:
         data: Any = None,
         *,
         retry: RetryPolicy | None = None,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> Reminder:
         what = f"set_alarm {actor_type}/{actor_id}"
         timeout = timeout_for_call(timeout, what)
@@ -286,7 +287,7 @@ class Caller:
         return Reminder.from_proto(resp)
 
     async def get_alarm(
-        self, actor_type: str, actor_id: str, *, timeout: float | None = None
+        self, actor_type: str, actor_id: str, *, timeout: DurationLike | None = None
     ) -> Reminder | None:
         what = f"get_alarm {actor_type}/{actor_id}"
         timeout = timeout_for_call(timeout, what)
@@ -303,7 +304,7 @@ class Caller:
         return Reminder.from_proto(resp)
 
     async def delete_alarm(
-        self, actor_type: str, actor_id: str, *, timeout: float | None = None
+        self, actor_type: str, actor_id: str, *, timeout: DurationLike | None = None
     ) -> bool:
         what = f"delete_alarm {actor_type}/{actor_id}"
         timeout = timeout_for_call(timeout, what)
@@ -327,7 +328,7 @@ class Caller:
         *,
         data: Any = None,
         keep_alive: bool = False,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> None:
         what = f"set_timer {actor_type}/{actor_id} {name!r}"
         timeout = timeout_for_call(timeout, what)
@@ -339,7 +340,7 @@ class Caller:
                 raise from_rpc_error(e, what) from None
 
     async def delete_timer(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
     ) -> bool:
         what = f"delete_timer {actor_type}/{actor_id} {name!r}"
         timeout = timeout_for_call(timeout, what)

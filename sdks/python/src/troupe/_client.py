@@ -14,6 +14,7 @@ from opentelemetry.trace import TracerProvider
 from ._address import open_channel, resolve_address
 from ._auth import API_TOKEN_ENV, TokenPath, TokenSource
 from ._caller import ActorProxy, Caller, Params, split_params
+from ._duration import DurationLike, timeout_seconds
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._tls import TlsPath, TlsSource
 from ._tracing import Tracing
@@ -25,8 +26,8 @@ class Client:
     """An asyncio client for the daemon's ActorClient API.
 
     ``address`` defaults to ``$TROUPE_ADDR``, then ``127.0.0.1:7420``. ``timeout``
-    (seconds) is the default deadline of every call; None waits as long as the
-    daemon lets the call run. Use as ``async with troupe.Client() as client:``
+    (seconds, a timedelta or ``"5s"``) is the default deadline of every call; None
+    waits as long as the daemon lets the call run. Use as ``async with troupe.Client() as client:``
     or call :meth:`close` when done.
 
     Every call is a CLIENT span of ``tracer_provider`` (default: OpenTelemetry's
@@ -61,7 +62,7 @@ class Client:
         self,
         address: str | None = None,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
         tracer_provider: TracerProvider | None = None,
         token: str | None = None,
         token_file: TokenPath | None = None,
@@ -70,7 +71,8 @@ class Client:
         tls_key: TlsPath | None = None,
     ) -> None:
         self.address = resolve_address(address)
-        self.timeout = timeout
+        # Read now: a bad timeout fails the constructor, not the first call.
+        self.timeout = timeout_seconds(timeout)
         self._tracing = Tracing(tracer_provider)
         self._auth = TokenSource(token, token_file, API_TOKEN_ENV)
         self._tls = TlsSource(tls_ca, tls_cert, tls_key)
@@ -112,11 +114,11 @@ class Client:
         actor_type: str,
         actor_id: str,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> ActorProxy:
         """A proxy on one actor: ``await client.actor("counter", "c1").incr(by=5)``."""
-        deadline = self.timeout if timeout is None else timeout
+        deadline = self.timeout if timeout is None else timeout_seconds(timeout)
 
         async def invoke(
             t: str, i: str, m: str, args: Sequence[Any], kwargs: Mapping[str, Any]
@@ -134,7 +136,7 @@ class Client:
         method: str,
         params: Params = None,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> Any:
         """Call ``method`` on the actor and return its result.
@@ -162,7 +164,7 @@ class Client:
         method: str,
         params: Params = None,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> None:
         """Queue a call and return once the actor's mailbox accepted it; the result is dropped."""
@@ -184,7 +186,7 @@ class Client:
         keys: Sequence[str] = (),
         *,
         raw: bool = False,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> dict[str, Any]:
         """Read an actor's state without running a turn.
 
@@ -201,7 +203,7 @@ class Client:
 
     # ---- reminders, alarms, timers (docs/scheduling.md) ----
 
-    def _deadline(self, timeout: float | None) -> float | None:
+    def _deadline(self, timeout: DurationLike | None) -> DurationLike | None:
         return self.timeout if timeout is None else timeout
 
     async def set_reminder(
@@ -217,7 +219,7 @@ class Client:
         data: Any = None,
         retry: RetryPolicy | None = None,
         missed: MissedName = "fire_once",
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> Reminder:
         """Register (or replace) a durable reminder of an actor; see
         :meth:`troupe.Context.set_reminder` for the arguments.
@@ -240,7 +242,7 @@ class Client:
         )
 
     async def get_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
     ) -> Reminder | None:
         """An actor's reminder ``name``, or None if it has none of that name."""
         return await self._get_caller().get_reminder(
@@ -248,7 +250,7 @@ class Client:
         )
 
     async def delete_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
     ) -> bool:
         """Delete an actor's reminder ``name``; returns whether it existed."""
         return await self._get_caller().delete_reminder(
@@ -260,7 +262,7 @@ class Client:
         actor_type: str | None = None,
         actor_id: str | None = None,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> list[Reminder]:
         """Registered reminders and alarms: of every actor, of one type, or of one actor.
 
@@ -278,7 +280,7 @@ class Client:
         data: Any = None,
         *,
         retry: RetryPolicy | None = None,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> Reminder:
         """Set an actor's alarm (one per actor), replacing any earlier one.
 
@@ -289,7 +291,7 @@ class Client:
         )
 
     async def get_alarm(
-        self, actor_type: str, actor_id: str, *, timeout: float | None = None
+        self, actor_type: str, actor_id: str, *, timeout: DurationLike | None = None
     ) -> Reminder | None:
         """An actor's alarm, or None if none is set."""
         return await self._get_caller().get_alarm(
@@ -297,7 +299,7 @@ class Client:
         )
 
     async def delete_alarm(
-        self, actor_type: str, actor_id: str, *, timeout: float | None = None
+        self, actor_type: str, actor_id: str, *, timeout: DurationLike | None = None
     ) -> bool:
         """Delete an actor's alarm; returns whether one was set."""
         return await self._get_caller().delete_alarm(
@@ -314,7 +316,7 @@ class Client:
         *,
         data: Any = None,
         keep_alive: bool = False,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> None:
         """Start an in-memory timer on an active actor.
 
@@ -333,7 +335,7 @@ class Client:
         )
 
     async def delete_timer(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
     ) -> bool:
         """Stop an actor's timer ``name``; returns whether it existed."""
         return await self._get_caller().delete_timer(
@@ -344,7 +346,7 @@ class Client:
     def sync(
         address: str | None = None,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
         tracer_provider: TracerProvider | None = None,
         token: str | None = None,
         token_file: TokenPath | None = None,
@@ -397,7 +399,7 @@ class SyncClient:
         self,
         address: str | None = None,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
         tracer_provider: TracerProvider | None = None,
         token: str | None = None,
         token_file: TokenPath | None = None,
@@ -459,7 +461,7 @@ class SyncClient:
         actor_type: str,
         actor_id: str,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> SyncActorProxy:
         """A blocking proxy on one actor."""
@@ -474,7 +476,7 @@ class SyncClient:
         method: str,
         params: Params = None,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> Any:
         """See :meth:`Client.invoke`."""
@@ -491,7 +493,7 @@ class SyncClient:
         method: str,
         params: Params = None,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> None:
         """See :meth:`Client.tell`."""
@@ -508,7 +510,7 @@ class SyncClient:
         keys: Sequence[str] = (),
         *,
         raw: bool = False,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> dict[str, Any]:
         """See :meth:`Client.get_state`."""
         return self._run(
@@ -528,7 +530,7 @@ class SyncClient:
         data: Any = None,
         retry: RetryPolicy | None = None,
         missed: MissedName = "fire_once",
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> Reminder:
         """See :meth:`Client.set_reminder`."""
         return self._run(
@@ -548,13 +550,13 @@ class SyncClient:
         )
 
     def get_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
     ) -> Reminder | None:
         """See :meth:`Client.get_reminder`."""
         return self._run(self._client.get_reminder(actor_type, actor_id, name, timeout=timeout))
 
     def delete_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
     ) -> bool:
         """See :meth:`Client.delete_reminder`."""
         return self._run(self._client.delete_reminder(actor_type, actor_id, name, timeout=timeout))
@@ -564,7 +566,7 @@ class SyncClient:
         actor_type: str | None = None,
         actor_id: str | None = None,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> list[Reminder]:
         """See :meth:`Client.list_reminders`."""
         return self._run(self._client.list_reminders(actor_type, actor_id, timeout=timeout))
@@ -577,7 +579,7 @@ class SyncClient:
         data: Any = None,
         *,
         retry: RetryPolicy | None = None,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> Reminder:
         """See :meth:`Client.set_alarm`."""
         return self._run(
@@ -585,12 +587,14 @@ class SyncClient:
         )
 
     def get_alarm(
-        self, actor_type: str, actor_id: str, *, timeout: float | None = None
+        self, actor_type: str, actor_id: str, *, timeout: DurationLike | None = None
     ) -> Reminder | None:
         """See :meth:`Client.get_alarm`."""
         return self._run(self._client.get_alarm(actor_type, actor_id, timeout=timeout))
 
-    def delete_alarm(self, actor_type: str, actor_id: str, *, timeout: float | None = None) -> bool:
+    def delete_alarm(
+        self, actor_type: str, actor_id: str, *, timeout: DurationLike | None = None
+    ) -> bool:
         """See :meth:`Client.delete_alarm`."""
         return self._run(self._client.delete_alarm(actor_type, actor_id, timeout=timeout))
 
@@ -604,7 +608,7 @@ class SyncClient:
         *,
         data: Any = None,
         keep_alive: bool = False,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> None:
         """See :meth:`Client.set_timer`."""
         self._run(
@@ -621,7 +625,7 @@ class SyncClient:
         )
 
     def delete_timer(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: float | None = None
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
     ) -> bool:
         """See :meth:`Client.delete_timer`."""
         return self._run(self._client.delete_timer(actor_type, actor_id, name, timeout=timeout))

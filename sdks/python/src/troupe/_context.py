@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._caller import ActorProxy, Caller, Params, split_params
+from ._duration import DurationLike, timeout_seconds
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._turn import live_turn
 
@@ -51,10 +52,11 @@ class Context:
         actor_type: str,
         actor_id: str,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> ActorProxy:
         """A proxy on another actor: ``await self.ctx.actor("t", "id").method(...)``."""
+        timeout = timeout_seconds(timeout)  # a bad one fails here, not at the first call
 
         async def invoke(
             t: str, i: str, m: str, args: Sequence[Any], kwargs: Mapping[str, Any]
@@ -72,7 +74,7 @@ class Context:
         method: str,
         params: Params = None,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> Any:
         """Call a method on another actor and return its result (see Client.invoke)."""
@@ -94,7 +96,7 @@ class Context:
         method: str,
         params: Params = None,
         *,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
     ) -> None:
         """Queue a call on another actor without waiting for its result."""
@@ -122,7 +124,7 @@ class Context:
         data: Any = None,
         retry: RetryPolicy | None = None,
         missed: MissedName = "fire_once",
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> Reminder:
         """Register (or replace) the durable reminder ``name`` of this actor.
 
@@ -158,15 +160,17 @@ class Context:
             timeout=timeout,
         )
 
-    async def get_reminder(self, name: str, *, timeout: float | None = None) -> Reminder | None:
+    async def get_reminder(
+        self, name: str, *, timeout: DurationLike | None = None
+    ) -> Reminder | None:
         """This actor's reminder ``name``, or None if there is none."""
         return await self._caller.get_reminder(self._type, self._id, name, timeout=timeout)
 
-    async def delete_reminder(self, name: str, *, timeout: float | None = None) -> bool:
+    async def delete_reminder(self, name: str, *, timeout: DurationLike | None = None) -> bool:
         """Delete the reminder ``name``; returns whether it existed."""
         return await self._caller.delete_reminder(self._type, self._id, name, timeout=timeout)
 
-    async def list_reminders(self, *, timeout: float | None = None) -> list[Reminder]:
+    async def list_reminders(self, *, timeout: DurationLike | None = None) -> list[Reminder]:
         """Every reminder of this actor (its alarm included, with ``alarm=True``)."""
         return await self._caller.list_reminders(self._type, self._id, timeout=timeout)
 
@@ -178,7 +182,7 @@ class Context:
         data: Any = None,
         *,
         retry: RetryPolicy | None = None,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> Reminder:
         """Set this actor's alarm, replacing any earlier one; it calls ``on_alarm(data)``.
 
@@ -189,11 +193,11 @@ class Context:
             self._type, self._id, at, data, retry=retry, timeout=timeout
         )
 
-    async def get_alarm(self, *, timeout: float | None = None) -> Reminder | None:
+    async def get_alarm(self, *, timeout: DurationLike | None = None) -> Reminder | None:
         """This actor's alarm, or None if none is set."""
         return await self._caller.get_alarm(self._type, self._id, timeout=timeout)
 
-    async def delete_alarm(self, *, timeout: float | None = None) -> bool:
+    async def delete_alarm(self, *, timeout: DurationLike | None = None) -> bool:
         """Delete this actor's alarm; returns whether one was set."""
         return await self._caller.delete_alarm(self._type, self._id, timeout=timeout)
 
@@ -207,7 +211,7 @@ class Context:
         *,
         data: Any = None,
         keep_alive: bool = False,
-        timeout: float | None = None,
+        timeout: DurationLike | None = None,
     ) -> None:
         """Start (or replace) the in-memory timer ``name``; it calls ``on_timer(name, data)``.
 
@@ -227,6 +231,6 @@ class Context:
             timeout=timeout,
         )
 
-    async def delete_timer(self, name: str, *, timeout: float | None = None) -> bool:
+    async def delete_timer(self, name: str, *, timeout: DurationLike | None = None) -> bool:
         """Stop the timer ``name``; returns whether it existed."""
         return await self._caller.delete_timer(self._type, self._id, name, timeout=timeout)

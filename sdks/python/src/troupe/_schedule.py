@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
+from ._duration import DurationLike, period_wire, to_millis, to_timedelta
 from ._errors import InvalidArgument
 from ._payload import decode_result, encode_result
 from ._proto.troupe.v1 import client_pb2, common_pb2
@@ -20,10 +21,10 @@ from ._proto.troupe.v1 import client_pb2, common_pb2
 MissedName = Literal["fire_once", "skip"]
 """What happens to firings that came due while the daemon was down."""
 
-Duration = str | timedelta
-"""A duration: ``"90s"``, ``"1h30m"``, ``"PT1M30S"`` or a ``datetime.timedelta``."""
+Duration = DurationLike
+"""A duration: seconds as a number, a ``timedelta``, ``"90s"``, ``"1h30m"`` or ``"PT1M30S"``."""
 
-When = str | timedelta | datetime
+When = str | int | float | timedelta | datetime
 """A point in time: an RFC 3339 string, an aware ``datetime``, or a duration from now."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -46,25 +47,10 @@ def _ms(value: timedelta) -> int:
 
 
 def format_duration(value: Duration, what: str, *, positive: bool = False) -> str:
-    """A duration argument as sent on the wire: strings as given, a timedelta as ``"<n>ms"``.
-
-    Raises InvalidArgument for a negative timedelta (or a zero one if ``positive``)
-    and TypeError for anything that is neither a string nor a timedelta.
-    """
-    if isinstance(value, str):
-        return value.strip()
-    if isinstance(value, timedelta):
-        ms = _ms(value)
-        if value < timedelta(0) or (positive and value <= timedelta(0)):
-            sign = "positive" if positive else "zero or positive"
-            raise InvalidArgument(f"{what} must be {sign}, got {value!r}")
-        if positive:
-            ms = max(ms, 1)
-        return f"{ms}ms"
-    raise TypeError(
-        f"{what} must be a duration string such as '90s' or 'PT1M30S', or a timedelta;"
-        f" got {type(value).__name__}"
-    )
+    """A duration argument as sent on the wire, ``"<n>ms"``, read by the SDK's one grammar
+    (:mod:`troupe._duration`) so that a bad value fails here with InvalidArgument naming
+    ``what``; a zero duration is refused when ``positive``."""
+    return f"{to_millis(value, what, allow_zero=not positive)}ms"
 
 
 def format_time(value: datetime) -> str:
@@ -78,17 +64,22 @@ def format_time(value: datetime) -> str:
     return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def _is_rfc3339(text: str) -> bool:
+    # The daemon's own test: a time has a date ("-") and a time ("T"); a duration has neither
+    # (ISO durations start with "P").
+    return "T" in text and "-" in text and not text.startswith(("P", "p"))
+
+
 def format_when(value: When, what: str) -> str:
-    """A time argument: a datetime as RFC 3339, a timedelta as a duration from now, a string
-    as given."""
+    """A time argument: a datetime, or an RFC 3339 string, as RFC 3339 (the daemon checks the
+    string); anything else as a duration from now, checked here."""
     if isinstance(value, datetime):
         return format_time(value)
-    if isinstance(value, str | timedelta):
-        return format_duration(value, what)
-    raise TypeError(
-        f"{what} must be a datetime, a timedelta or a string (RFC 3339 time or duration);"
-        f" got {type(value).__name__}"
-    )
+    if isinstance(value, str) and _is_rfc3339(value.strip()):
+        return value.strip()
+    if isinstance(value, str) and not value.strip():
+        return "0ms"  # the daemon has always read an empty time as "now"
+    return format_duration(value, what)
 
 
 def format_missed(value: str) -> client_pb2.MissedFirings:
@@ -112,7 +103,7 @@ def encode_data(data: Any) -> common_pb2.Payload:
         raise TypeError(f"reminder/alarm/timer data must be JSON-serialisable or bytes: {e}") from e
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class RetryPolicy:
     """How the daemon retries a failed firing of a reminder or alarm.
 
@@ -120,28 +111,30 @@ class RetryPolicy:
     retries it after ``initial_backoff``, doubling the wait up to ``max_backoff``,
     for ``max_attempts`` attempts in all; then it drops that firing and logs it
     (a periodic reminder keeps its schedule). Fields left as None take the
-    daemon's defaults (3 attempts, 1 s, 60 s).
+    daemon's defaults (3 attempts, 1 s, 60 s). The backoffs take any duration
+    (seconds, a timedelta, ``"1s"``, ``"PT1M"``) and read back as timedeltas.
     """
 
-    max_attempts: int | None = None
-    initial_backoff: timedelta | None = None
-    max_backoff: timedelta | None = None
+    max_attempts: int | None
+    initial_backoff: timedelta | None
+    max_backoff: timedelta | None
 
-    def __post_init__(self) -> None:
-        if self.max_attempts is not None and (
-            not isinstance(self.max_attempts, int)
-            or isinstance(self.max_attempts, bool)
-            or not 1 <= self.max_attempts < 2**32
+    def __init__(
+        self,
+        max_attempts: int | None = None,
+        initial_backoff: DurationLike | None = None,
+        max_backoff: DurationLike | None = None,
+    ) -> None:
+        if max_attempts is not None and (
+            not isinstance(max_attempts, int)
+            or isinstance(max_attempts, bool)
+            or not 1 <= max_attempts < 2**32
         ):
-            raise InvalidArgument(f"max_attempts must be a positive int, got {self.max_attempts!r}")
-        for what in ("initial_backoff", "max_backoff"):
-            value = getattr(self, what)
-            if value is None:
-                continue
-            if not isinstance(value, timedelta):
-                raise TypeError(f"{what} must be a timedelta, got {type(value).__name__}")
-            if value <= timedelta(0):
-                raise InvalidArgument(f"{what} must be positive, got {value!r}")
+            raise InvalidArgument(f"max_attempts must be a positive int, got {max_attempts!r}")
+        # Frozen: the fields are set the way dataclasses' own __init__ sets them.
+        object.__setattr__(self, "max_attempts", max_attempts)
+        for what, value in (("initial_backoff", initial_backoff), ("max_backoff", max_backoff)):
+            object.__setattr__(self, what, None if value is None else to_timedelta(value, what))
 
     def to_proto(self) -> client_pb2.RetryPolicy:
         """The wire form; None fields are sent as 0 (the daemon's default)."""
@@ -240,7 +233,7 @@ def reminder_request(
         actor=actor,
         name=name,
         due=format_when(due, "due"),
-        period="" if period is None else format_duration(period, "period", positive=True),
+        period="" if period is None else period_wire(period),
         repeat=repeat,
         until="" if until is None else format_when(until, "until"),
         payload=encode_data(data),
@@ -278,7 +271,7 @@ def timer_request(
         actor=actor,
         name=name,
         due=format_duration(due, "due"),
-        period="" if period is None else format_duration(period, "period", positive=True),
+        period="" if period is None else period_wire(period, repetitions=False),
         payload=encode_data(data),
         keep_alive=bool(keep_alive),
     )

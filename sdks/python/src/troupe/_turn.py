@@ -12,6 +12,7 @@ import time
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
+from ._duration import DurationLike, timeout_seconds
 from ._errors import DeadlineExceeded
 from ._proto.troupe.v1 import common_pb2
 
@@ -77,12 +78,15 @@ def chain_for_call() -> common_pb2.CallChain | None:
     return scope.chain if scope is not None else None
 
 
-def timeout_for_call(timeout: float | None, what: str) -> float | None:
-    """The call's own timeout, cut to what is left of the running turn's caller's deadline.
+def timeout_for_call(timeout: DurationLike | None, what: str) -> float | None:
+    """The call's own timeout in seconds (read here, where a call takes it, so a bad one fails
+    the call with InvalidArgument before anything is sent), cut to what is left of the running
+    turn's caller's deadline.
 
     Nobody waits for the result after that deadline, and shrinking deadlines along a
     chain is what ends a wait across two chains (A waits on B while B waits on A).
     """
+    timeout = timeout_seconds(timeout)
     scope = live_turn()
     if scope is None or scope.deadline is None:
         return timeout

@@ -19,7 +19,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
 
@@ -27,15 +27,16 @@ import grpc
 
 from .._address import open_channel
 from .._daemon import daemon_path
+from .._duration import DurationLike, to_millis
 from .._errors import TroupeError, from_rpc_error
 from .._proto.troupe.v1 import admin_pb2, admin_pb2_grpc
 
 # The line the daemon prints on stdout once it serves, with the bound address.
 _ANNOUNCE = "troupe listening on "
 
-Duration = float | int | timedelta | str
-"""How far to move the clock: seconds, a timedelta, or a duration string the
-daemon reads ("90s", "720h", ISO 8601 "P30D")."""
+Duration = DurationLike
+"""How far to move the clock: seconds, a timedelta, or a duration string ("90s",
+"720h", ISO 8601 "P30D"): the SDK's one grammar (troupe._duration)."""
 
 
 class TestDaemonError(TroupeError):
@@ -55,13 +56,9 @@ class Advanced:
 
 
 def duration_text(by: Duration) -> str:
-    """``by`` as the daemon's duration grammar (whole milliseconds for numbers)."""
-    if isinstance(by, str):
-        return by
-    seconds = by.total_seconds() if isinstance(by, timedelta) else float(by)
-    if seconds < 0:
-        raise ValueError(f"the test clock only moves forward; got {by!r}")
-    return f"{round(seconds * 1000)}ms"
+    """``by`` in whole milliseconds, as the daemon reads it; InvalidArgument for what is not a
+    duration, a negative one included (the test clock only moves forward)."""
+    return f"{to_millis(by, 'advance by', allow_zero=True)}ms"
 
 
 class TestDaemon:
