@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import pytest
@@ -64,6 +65,30 @@ async def test_state_survives_daemon_restart_and_app_reconnects(
         await app.wait_registered(sessions=sessions + 1, timeout=15)
         assert await client.get_state("counter", "persist") == {"count": 3}
         assert await client.actor("counter", "persist").incr(by=1) == 4
+
+
+async def test_a_daemon_restart_is_logged_once_as_a_reconnect(
+    daemon: Daemon, client: troupe.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="troupe")
+    async with hosting(daemon.address, Counter) as app:
+        sessions = app.sessions
+        assert await daemon.stop() == 0, daemon.log_tail()
+        await daemon.start()
+        await app.wait_registered(sessions=sessions + 1, timeout=15)
+    records = [r for r in caplog.records if r.name == "troupe"]
+    messages = [r.getMessage() for r in records]
+    # The record names its logger; the message does not repeat it ("troupe: troupe: ...").
+    assert not [m for m in messages if m.startswith("troupe:")], messages
+    # A stream the daemon ended cleanly is a restart to ride out, not a gRPC status to show.
+    assert not [m for m in messages if "StatusCode" in m], messages
+    loud = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+    assert loud == [
+        f"the daemon at {daemon.address} closed the app's stream (stopping or restarting);"
+        " re-connecting until it is back"
+    ], messages
+    registered = [m for m in messages if m.startswith("registered counter with daemon")]
+    assert len(registered) == 2, messages
 
 
 async def test_concurrent_calls_on_one_actor_are_serialised(

@@ -44,6 +44,7 @@ from ._tls import TlsPath, TlsSource
 from ._tracing import Metadata, Tracing
 from ._turn import TurnScope, current_turn
 
+# Records carry the logger's name ("troupe"), so messages do not repeat it.
 log = logging.getLogger("troupe")
 
 _MAX_DETAILS = 8 * 1024
@@ -75,6 +76,11 @@ _Key = tuple[str, str]
 _CONNECTION_ERRORS = (grpc.aio.AioRpcError, ConnectionError, OSError, asyncio.InvalidStateError)
 # grpc.aio's end-of-stream marker (missing from the type stubs).
 _EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]
+
+
+class _StreamEnded(ConnectionError):
+    """The daemon ended the app's stream without an error: it is stopping or restarting,
+    which an app rides out by re-connecting."""
 
 
 def _describe(error: BaseException) -> str:
@@ -233,7 +239,7 @@ class _Session:
         if first is _EOF:
             code = await call.code()
             _raise_refusal(code, await call.details(), await call.trailing_metadata())
-            raise ConnectionError(f"daemon ended the stream before registering ({code})")
+            raise ConnectionError(f"daemon ended the stream before registering ({code.name})")
         assert isinstance(first, app_pb2.DaemonMessage)
         if first.WhichOneof("kind") != "registered":
             raise ConnectionError(f"expected Registered first, got {first.WhichOneof('kind')}")
@@ -274,7 +280,10 @@ class _Session:
         while True:
             msg = await call.read()
             if msg is _EOF:
-                raise ConnectionError(f"daemon closed the stream ({await call.code()})")
+                code = await call.code()
+                if code == grpc.StatusCode.OK:
+                    raise _StreamEnded()
+                raise ConnectionError(f"the daemon ended the app's stream with {code.name}")
             assert isinstance(msg, app_pb2.DaemonMessage)
             if msg.WhichOneof("kind") == "batch":
                 # Work that was ready together: each message runs as if it came alone, in
@@ -294,7 +303,7 @@ class _Session:
             self.spawn(self._deactivate(msg.deactivate))
         else:
             where = " in a batch" if in_batch else ""
-            log.warning("troupe: ignoring unexpected daemon message %r%s", kind, where)
+            log.warning("ignoring unexpected daemon message %r%s", kind, where)
 
     async def _activate(self, msg: app_pb2.Activate) -> None:
         ref = msg.actor
@@ -304,7 +313,7 @@ class _Session:
         late = _lease_late_ms(msg.lease_deadline_unix_ms)
         if late is not None:
             log.warning(
-                "troupe: not activating %s/%s: its daemon's placement lease ended %.0f ms"
+                "not activating %s/%s: its daemon's placement lease ended %.0f ms"
                 " before the activation could start; answered lease_expired",
                 ref.type,
                 ref.id,
@@ -343,7 +352,7 @@ class _Session:
         if late is not None:
             ref = msg.actor
             log.warning(
-                "troupe: not running %s of %s/%s: its daemon's placement lease ended"
+                "not running %s of %s/%s: its daemon's placement lease ended"
                 " %.0f ms before the turn could start; answered lease_expired",
                 _turn_label(msg),
                 ref.type,
@@ -437,7 +446,7 @@ class _Session:
                 await maybe_await(obj.on_deactivate())
                 result.changes.extend(obj.state._commit(scope))
             except Exception:
-                log.exception("troupe: on_deactivate of %s/%s raised", ref.type, ref.id)
+                log.exception("on_deactivate of %s/%s raised", ref.type, ref.id)
                 obj.state._rollback(scope)
             finally:
                 obj.state._end(scope)
@@ -558,7 +567,7 @@ class App:
                 self._sessions += 1
                 self.daemon_version = daemon_version
                 log.info(
-                    "troupe: registered %s with daemon %s at %s",
+                    "registered %s with daemon %s at %s",
                     ", ".join(self._specs),
                     daemon_version or "?",
                     self.address,
@@ -626,13 +635,22 @@ class App:
                         await self._set_registered(False)
                     await channel.close(None)
                 error = None if task.cancelled() else task.exception()
-                if isinstance(error, _CONNECTION_ERRORS):
+                if isinstance(error, _StreamEnded):
+                    # An expected end (the daemon stopping, e.g. for a restart): said once;
+                    # the failed attempts while it is down are only debug records.
+                    log.warning(
+                        "the daemon at %s closed the app's stream (stopping or restarting);"
+                        " re-connecting until it is back",
+                        self.address,
+                    )
+                    quiet = True
+                elif isinstance(error, _CONNECTION_ERRORS):
                     # Log the first failure of an outage loudly, the retries quietly.
                     if self._sessions > sessions_before:
                         quiet = False
                     log.log(
                         logging.DEBUG if quiet else logging.WARNING,
-                        "troupe: no connection to daemon at %s (%s); retrying",
+                        "no connection to the daemon at %s (%s); re-connecting",
                         self.address,
                         _describe(error),
                     )
