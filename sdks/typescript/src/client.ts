@@ -13,7 +13,7 @@ import {
   splitParams,
   type UntypedActor,
 } from "./caller.js";
-import type { Duration } from "./duration.js";
+import { type Duration, toMillis } from "./duration.js";
 import { ActorClientClient } from "./gen/troupe/v1/client.js";
 import {
   type AlarmOptions,
@@ -96,7 +96,8 @@ export class Client {
 
   constructor(options: ClientOptions = {}) {
     this.address = resolveAddress(options.address);
-    this.timeout = options.timeout;
+    // Read now: a bad timeout fails the constructor with InvalidArgument, not the first call.
+    this.timeout = toMillis(options.timeout, "timeout");
     this.#token = resolveToken(options, API_TOKEN_ENV);
     this.#tls = resolveTls(options);
     channelCredentials(this.#tls); // unusable files throw here; read again for each channel
@@ -148,6 +149,7 @@ export class Client {
   actor<A>(typeOrClass: string | ActorClass, id: string, options?: CallOptions): ActorHandle<A> {
     const type = typeof typeOrClass === "string" ? typeOrClass : actorTypeName(typeOrClass);
     const opts = this.#options(options);
+    toMillis(opts.timeout, "timeout"); // a bad timeout fails here, not at the handle's first call
     return makeHandle<A>(
       type,
       id,

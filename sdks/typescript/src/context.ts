@@ -1,6 +1,7 @@
 // `this.ctx`: what an actor can do beyond its own state.
 import { type ActorClass, type ActorInstance, actorTypeName } from "./actor.js";
 import { type ActorHandle, type CallOptions, type Caller, makeHandle, type Params, splitParams, type UntypedActor } from "./caller.js";
+import { toMillis } from "./duration.js";
 import type { ActorRef } from "./gen/troupe/v1/common.js";
 import type { AlarmOptions, Reminder, ReminderOptions, Scheduler, ScheduleTime, TimerOptions } from "./schedule.js";
 import { liveTurn } from "./turn.js";
@@ -48,6 +49,7 @@ export class Context {
   actor<A = UntypedActor>(type: string, id: string, options?: CallOptions): ActorHandle<A>;
   actor<A>(typeOrClass: string | ActorClass, id: string, options: CallOptions = {}): ActorHandle<A> {
     const type = typeof typeOrClass === "string" ? typeOrClass : actorTypeName(typeOrClass);
+    toMillis(options.timeout, "timeout"); // a bad timeout fails here, not at the handle's first call
     return makeHandle<A>(
       type,
       id,

@@ -58,6 +58,7 @@ export type {
   Reminder,
   ReminderOptions,
   RetryPolicy,
+  RetrySettings,
   SchedulePeriod,
   ScheduleTime,
   TimerOptions,

@@ -1,7 +1,7 @@
 // Scheduled work: reminders, the alarm and timers. Conversions between the SDK's
 // options and the ActorClient messages, and the RPCs shared by Client and Context.
 import * as grpc from "@grpc/grpc-js";
-import { type Duration, toMillis } from "./duration.js";
+import { type Duration, periodWire, toMillis } from "./duration.js";
 import { fromRpcError, InvalidArgument } from "./errors.js";
 import {
   type ActorClientClient,
@@ -21,17 +21,18 @@ import { type CallTarget, Tracing } from "./tracing.js";
 import { callDeadline } from "./turn.js";
 
 /**
- * When something fires: a duration from now (milliseconds as a number, or a
+ * When something fires: a {@link Duration} from now (milliseconds as a number, or a
  * string: `"90s"`, `"1h30m"`, `"250ms"`, ISO 8601 `"PT1M30S"`), an RFC 3339 time
  * as a string (`"2026-12-01T00:00:00Z"`), or a `Date`.
  */
-export type ScheduleTime = number | string | Date;
+export type ScheduleTime = Duration | Date;
 
 /**
- * How often a reminder or timer repeats: milliseconds as a number, or a string:
- * `"10s"`, `"PT10S"`, or (reminders) an ISO 8601 repetition `"R5/PT10S"` (five firings in all).
+ * How often a reminder or timer repeats: a {@link Duration} (milliseconds as a number,
+ * or a string: `"10s"`, `"PT10S"`), or (reminders) an ISO 8601 repetition `"R5/PT10S"`
+ * (five firings in all).
  */
-export type SchedulePeriod = number | string;
+export type SchedulePeriod = Duration;
 
 /**
  * How a failed firing (the handler threw, or no app was there) is retried, with
@@ -41,10 +42,21 @@ export type SchedulePeriod = number | string;
 export interface RetryPolicy {
   /** Attempts of one firing in all (the first one included) before it is dropped. */
   maxAttempts?: number;
-  /** Wait before the first retry, in milliseconds; doubles with every retry. */
+  /** Wait before the first retry, a {@link Duration} (`"1s"`, or ms); doubles with every retry. */
+  initialBackoff?: Duration;
+  /** Upper bound of the wait between retries, a {@link Duration} (`"1m"`, or ms). */
+  maxBackoff?: Duration;
+  /** The same as `initialBackoff`, in milliseconds (the older spelling; give one of the two). */
   initialBackoffMs?: number;
-  /** Upper bound of the wait between retries, in milliseconds. */
+  /** The same as `maxBackoff`, in milliseconds (the older spelling; give one of the two). */
   maxBackoffMs?: number;
+}
+
+/** A stored reminder's retry policy, the daemon's defaults filled in, in milliseconds. */
+export interface RetrySettings {
+  maxAttempts: number;
+  initialBackoffMs: number;
+  maxBackoffMs: number;
 }
 
 /**
@@ -70,7 +82,7 @@ export interface Reminder {
   /** The data handed to the handler: a JSON value, or a Uint8Array. */
   data: unknown;
   /** The retry policy, with the daemon's defaults filled in. */
-  retry: Required<RetryPolicy>;
+  retry: RetrySettings;
   /** What happens to firings missed while the daemon was down. */
   missed: MissedFiringsPolicy;
   /** Failed attempts of the pending firing. */
@@ -109,8 +121,8 @@ export interface AlarmOptions {
 
 /** Options of `setTimer`. */
 export interface TimerOptions {
-  /** First firing: a duration from now (ms, or a string: `"5s"`, `"PT5S"`); default: `"1s"`. */
-  due?: number | string;
+  /** First firing: a {@link Duration} from now (ms, or a string: `"5s"`, `"PT5S"`); default: `"1s"`. */
+  due?: Duration;
   /** Repeat with this period; default: fire once. */
   period?: SchedulePeriod;
   /** Handed to `onTimer(name, data)`: JSON-serialisable, or a Uint8Array sent raw. */
@@ -143,33 +155,40 @@ const MISSED: Record<MissedFiringsPolicy, MissedFirings> = {
   skip: MissedFirings.MISSED_FIRINGS_SKIP,
 };
 
-function msString(ms: number, what: string): string {
-  if (!Number.isFinite(ms) || ms < 0) throw invalid(`${what} must be a non-negative number of milliseconds, got ${String(ms)}`);
-  return `${Math.round(ms)}ms`;
+// The daemon's own test: a time has a date ("-") and a time ("T"); a duration has
+// neither (ISO durations start with "P").
+function isRfc3339(text: string): boolean {
+  return text.includes("T") && text.includes("-") && !text.startsWith("P") && !text.startsWith("p");
 }
 
-/** @internal A due/until/at value as the daemon's string: a duration, or an RFC 3339 time. */
+/**
+ * @internal A due/until/at value as the daemon's string: a Date or an RFC 3339 string
+ * as RFC 3339 (the daemon checks the string), any other as a duration from now read
+ * here, sent as milliseconds.
+ */
 export function toWireTime(value: ScheduleTime | undefined, what: string): string {
   if (value === undefined) return "";
   if (value instanceof Date) {
     if (Number.isNaN(value.getTime())) throw invalid(`${what} is an invalid Date`);
     return value.toISOString();
   }
-  if (typeof value === "number") return msString(value, what);
-  if (typeof value === "string") return value.trim();
-  throw invalid(`${what} must be a duration (ms or string), an RFC 3339 string or a Date, got ${typeof value}`);
+  if (typeof value === "string" && isRfc3339(value.trim())) return value.trim();
+  return `${String(toMillis(value, what, true))}ms`;
 }
 
-/** @internal A period as the daemon's string: `"1500ms"`, or the string as given. */
-export function toWirePeriod(value: SchedulePeriod | undefined, what = "period"): string {
-  if (value === undefined) return "";
-  if (typeof value === "number") {
-    if (!(value > 0)) throw invalid(`${what} must be a positive duration, got ${String(value)}`);
-    // A positive period below 1 ms rounds up to 1 ms, never down to "no period".
-    return msString(Math.max(1, value), what);
+/** @internal A period as the daemon's string: `"1500ms"`, or `"R5/10000ms"` for a reminder's repetition. */
+export function toWirePeriod(value: SchedulePeriod | undefined, what = "period", repetitions = true): string {
+  return value === undefined ? "" : periodWire(value, what, repetitions);
+}
+
+function backoffMs(retry: RetryPolicy, name: "initialBackoff" | "maxBackoff"): bigint {
+  const given = retry[name];
+  const ms = retry[`${name}Ms`];
+  if (given !== undefined && ms !== undefined) {
+    throw invalid(`retry.${name} and retry.${name}Ms are the same setting; give one of them`);
   }
-  if (typeof value === "string") return value.trim();
-  throw invalid(`${what} must be milliseconds or a string like "10s" or "R5/PT10S", got ${typeof value}`);
+  if (ms !== undefined) return BigInt(uint(ms, `retry.${name}Ms`, Number.MAX_SAFE_INTEGER));
+  return BigInt(toMillis(given, `retry.${name}`) ?? 0);
 }
 
 function uint(value: number | undefined, what: string, max: number): number {
@@ -185,8 +204,8 @@ export function retryToProto(retry: RetryPolicy | undefined): RetryPolicyMessage
   if (retry === undefined) return undefined;
   return {
     maxAttempts: uint(retry.maxAttempts, "retry.maxAttempts", 0xffffffff),
-    initialBackoffMs: BigInt(uint(retry.initialBackoffMs, "retry.initialBackoffMs", Number.MAX_SAFE_INTEGER)),
-    maxBackoffMs: BigInt(uint(retry.maxBackoffMs, "retry.maxBackoffMs", Number.MAX_SAFE_INTEGER)),
+    initialBackoffMs: backoffMs(retry, "initialBackoff"),
+    maxBackoffMs: backoffMs(retry, "maxBackoff"),
   };
 }
 
@@ -235,12 +254,11 @@ export function setAlarmRequest(type: string, id: string, at: ScheduleTime, opti
 
 /** @internal */
 export function setTimerRequest(type: string, id: string, name: string, options: TimerOptions): SetTimerRequest {
-  const due = typeof options.due === "number" ? msString(options.due, "due") : (options.due ?? DEFAULT_TIMER_DUE).trim();
   return {
     actor: { type, id },
     name,
-    due,
-    period: toWirePeriod(options.period),
+    due: `${String(toMillis(options.due ?? DEFAULT_TIMER_DUE, "due", true))}ms`,
+    period: toWirePeriod(options.period, "period", false),
     payload: encodeData(options.data),
     keepAlive: options.keepAlive ?? false,
   };

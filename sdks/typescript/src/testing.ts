@@ -35,7 +35,7 @@ import { App } from "./app.js";
 import type { ActorHandle, UntypedActor } from "./caller.js";
 import { Client } from "./client.js";
 import { daemonPath } from "./daemon.js";
-import type { Duration } from "./duration.js";
+import { type Duration, toMillis } from "./duration.js";
 import { TroupeError, fromRpcError } from "./errors.js";
 import { AdminClient, type AdvanceClockResponse } from "./gen/troupe/v1/admin.js";
 
@@ -71,11 +71,8 @@ export interface TestDaemonOptions {
 
 /** `by` as the daemon's duration grammar (whole milliseconds for numbers). */
 export function clockStepText(by: ClockStep): string {
-  if (typeof by === "string") return by;
-  if (!Number.isFinite(by) || by < 0) {
-    throw new RangeError(`the test clock only moves forward by a finite number of milliseconds; got ${String(by)}`);
-  }
-  return `${String(Math.round(by))}ms`;
+  // The SDK's one grammar; a negative step is InvalidArgument (the test clock only moves forward).
+  return `${String(toMillis(by, "advance by", true))}ms`;
 }
 
 /** One `troupe serve --test-clock` process. Stop it with {@link stop} (or `await using`). */
@@ -146,8 +143,9 @@ export class TestDaemon {
    * due on the way fires in due order, and this resolves once their turns ran.
    */
   advance(by: ClockStep): Promise<Advanced> {
-    const text = clockStepText(by);
     return new Promise<Advanced>((resolve, reject) => {
+      // Read inside the executor: a bad step rejects the promise rather than throwing.
+      const text = clockStepText(by);
       this.#admin.advanceClock({ by: text }, (err: grpc.ServiceError | null, reply: AdvanceClockResponse) => {
         if (err !== null) {
           reject(fromRpcError(err, `advancing the test clock by ${text}`));

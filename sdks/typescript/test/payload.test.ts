@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { ContentType, type StateChange } from "../src/gen/troupe/v1/common.js";
-import { Actor, actor, App, kwargs, method, ReadOnlyStateError, State } from "../src/index.js";
+import { Actor, actor, App, InvalidArgument, kwargs, method, ReadOnlyStateError, State } from "../src/index.js";
 import { specOf } from "../src/actor.js";
 import { decodeCall, decodeResult, dumps, encodeCall, encodeResult, PayloadError } from "../src/payload.js";
 import { commitState, endTurn, refuseState, rollbackState } from "../src/state.js";
@@ -185,7 +185,7 @@ describe("decorators", () => {
   test("mistakes are reported when the class is declared", () => {
     assert.throws(() => actor("has space"), TypeError);
     assert.throws(() => actor("ok", { maxMailbox: 0 }), TypeError);
-    assert.throws(() => actor("ok", { idleTimeout: "soon" as "1s" }), RangeError);
+    assert.throws(() => actor("ok", { idleTimeout: "soon" }), InvalidArgument);
     assert.throws(() => {
       @actor("empty")
       class Empty extends Actor {}

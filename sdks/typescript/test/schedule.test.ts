@@ -20,14 +20,15 @@ import {
 const text = (b: Uint8Array | undefined): string => Buffer.from(b ?? new Uint8Array()).toString("utf8");
 
 describe("schedule conversions", () => {
-  test("due/until: numbers are milliseconds from now, strings pass through, Dates are RFC 3339", () => {
+  test("due/until: durations from now go out as milliseconds, RFC 3339 strings as given, Dates as RFC 3339", () => {
     assert.equal(toWireTime(undefined, "due"), "");
     assert.equal(toWireTime(1500, "due"), "1500ms");
     assert.equal(toWireTime(0, "due"), "0ms");
-    assert.equal(toWireTime(0.4, "due"), "0ms");
-    assert.equal(toWireTime("90s", "due"), "90s");
-    assert.equal(toWireTime(" 1h30m ", "due"), "1h30m");
-    assert.equal(toWireTime("PT1M30S", "due"), "PT1M30S");
+    assert.equal(toWireTime(0.4, "due"), "1ms");
+    assert.equal(toWireTime("90s", "due"), "90000ms");
+    assert.equal(toWireTime(" 1h30m ", "due"), "5400000ms");
+    assert.equal(toWireTime("PT1M30S", "due"), "90000ms");
+    assert.throws(() => toWireTime("tomorrow", "due"), /^InvalidArgument: due "tomorrow" is not a duration/);
     assert.equal(toWireTime("2026-12-01T00:00:00Z", "until"), "2026-12-01T00:00:00Z");
     assert.equal(toWireTime(new Date(Date.UTC(2026, 11, 1, 0, 0, 0, 250)), "until"), "2026-12-01T00:00:00.250Z");
     assert.throws(() => toWireTime(-1, "due"), InvalidArgument);
@@ -35,12 +36,13 @@ describe("schedule conversions", () => {
     assert.throws(() => toWireTime(new Date("nope"), "until"), /invalid Date/);
   });
 
-  test("period: numbers are milliseconds, strings (durations, ISO 8601, R<n>/) pass through", () => {
+  test("period: numbers are milliseconds, strings (durations, ISO 8601, R<n>/) are read and sent as milliseconds", () => {
     assert.equal(toWirePeriod(undefined), "");
     assert.equal(toWirePeriod(200), "200ms");
-    assert.equal(toWirePeriod("10s"), "10s");
-    assert.equal(toWirePeriod("R5/PT10S"), "R5/PT10S");
-    assert.throws(() => toWirePeriod(0), /period must be a positive duration/);
+    assert.equal(toWirePeriod("10s"), "10000ms");
+    assert.equal(toWirePeriod("R5/PT10S"), "R5/10000ms");
+    assert.throws(() => toWirePeriod("R5/PT10S", "period", false), /repetition count; a timer fires until/);
+    assert.throws(() => toWirePeriod(0), /period must be longer than zero/);
     assert.throws(() => toWirePeriod(-5), InvalidArgument);
     assert.equal(toWirePeriod(0.2), "1ms");
     assert.equal(toWirePeriod(1.6), "2ms");
@@ -57,6 +59,13 @@ describe("schedule conversions", () => {
     });
     assert.throws(() => retryToProto({ maxAttempts: 1.5 }), /retry.maxAttempts must be an integer/);
     assert.throws(() => retryToProto({ initialBackoffMs: -1 }), InvalidArgument);
+    assert.deepEqual(retryToProto({ initialBackoff: "500ms", maxBackoff: "PT1M" }), {
+      maxAttempts: 0,
+      initialBackoffMs: 500n,
+      maxBackoffMs: 60_000n,
+    });
+    assert.throws(() => retryToProto({ maxBackoff: "a minute" }), /^InvalidArgument: retry.maxBackoff "a minute" is not a duration/);
+    assert.throws(() => retryToProto({ initialBackoff: "1s", initialBackoffMs: 1000 }), /same setting; give one of them/);
     assert.equal(missedToProto(undefined), MissedFirings.MISSED_FIRINGS_UNSPECIFIED);
     assert.equal(missedToProto("fire_once"), MissedFirings.MISSED_FIRINGS_FIRE_ONCE);
     assert.equal(missedToProto("skip"), MissedFirings.MISSED_FIRINGS_SKIP);
@@ -87,7 +96,7 @@ describe("schedule conversions", () => {
     assert.deepEqual(setReminderRequest("t", "i", "r", {}), {
       actor: { type: "t", id: "i" },
       name: "r",
-      due: "10s",
+      due: "10000ms",
       period: "",
       repeat: 0,
       until: "",
@@ -107,7 +116,7 @@ describe("schedule conversions", () => {
     assert.equal(full.due, "100ms");
     assert.equal(full.period, "200ms");
     assert.equal(full.repeat, 3);
-    assert.equal(full.until, "1h");
+    assert.equal(full.until, "3600000ms");
     assert.equal(text(full.payload?.data), "[1]");
     assert.deepEqual(full.retry, { maxAttempts: 3, initialBackoffMs: 50n, maxBackoffMs: 0n });
     assert.equal(full.missed, MissedFirings.MISSED_FIRINGS_SKIP);
@@ -120,7 +129,7 @@ describe("schedule conversions", () => {
       payload: { data: Buffer.from('"x"'), contentType: ContentType.CONTENT_TYPE_JSON },
       retry: undefined,
     });
-    assert.equal(setAlarmRequest("t", "i", "5s", {}).at, "5s");
+    assert.equal(setAlarmRequest("t", "i", "5s", {}).at, "5000ms");
 
     assert.deepEqual(setTimerRequest("t", "i", "tick", { due: 10, period: 20, keepAlive: true }), {
       actor: { type: "t", id: "i" },
@@ -131,8 +140,9 @@ describe("schedule conversions", () => {
       keepAlive: true,
     });
     assert.equal(setTimerRequest("t", "i", "tick", {}).keepAlive, false);
-    assert.equal(setTimerRequest("t", "i", "tick", {}).due, "1s");
-    assert.equal(setTimerRequest("t", "i", "tick", { due: "1s" }).due, "1s");
+    assert.equal(setTimerRequest("t", "i", "tick", {}).due, "1000ms");
+    assert.equal(setTimerRequest("t", "i", "tick", { due: "1s" }).due, "1000ms");
+    assert.throws(() => setTimerRequest("t", "i", "tick", { due: "soon" }), /^InvalidArgument: due "soon" is not a duration/);
   });
 
   test("Reminder messages: zero means none, times become Dates", () => {
