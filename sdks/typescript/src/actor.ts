@@ -3,6 +3,7 @@ import type { Context } from "./context.js";
 import { StateMode } from "./gen/troupe/v1/common.js";
 import type { ActorTypeSpec } from "./gen/troupe/v1/app.js";
 import { type Duration, toMillis } from "./duration.js";
+import { declaredParams } from "./params.js";
 import { State, type StateShape } from "./state.js";
 
 /** How an actor type's state reaches storage (see PRODUCT.md). */
@@ -154,6 +155,8 @@ export interface ActorSpec {
   /** wire name -> property name */
   methods: Map<string, string>;
   readonly: Set<string>;
+  /** wire name -> the most arguments the method declares; absent: any number (a rest parameter). */
+  maxArgs: Map<string, number>;
   proto: ActorTypeSpec;
 }
 
@@ -208,13 +211,14 @@ export function method<F extends AnyMethod>(
   return <G extends AnyMethod>(value: G, ctx: ClassMethodDecoratorContext): G => markMethod(value, ctx, options);
 }
 
-function collectMethods(cls: ActorClass, name: string): [Map<string, string>, Set<string>] {
+function collectMethods(cls: ActorClass, name: string): [Map<string, string>, Set<string>, Map<string, number>] {
   const chain: object[] = [];
   for (let p: unknown = cls.prototype; p !== null && p !== Actor.prototype && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
     chain.push(p as object);
   }
   const methods = new Map<string, string>();
   const readonly = new Set<string>();
+  const maxArgs = new Map<string, number>();
   for (const proto of chain.reverse()) {
     for (const key of Object.getOwnPropertyNames(proto)) {
       const desc = Object.getOwnPropertyDescriptor(proto, key);
@@ -225,10 +229,13 @@ function collectMethods(cls: ActorClass, name: string): [Map<string, string>, Se
       methods.set(info.name, propertyNames.get(fn) ?? key);
       if (info.readonly) readonly.add(info.name);
       else readonly.delete(info.name);
+      const declared = declaredParams(fn as AnyMethod);
+      if (declared === undefined) maxArgs.delete(info.name);
+      else maxArgs.set(info.name, declared);
     }
   }
   if (methods.size === 0) throw new TypeError(`actor type ${JSON.stringify(name)} (${cls.name}) has no @method methods`);
-  return [methods, readonly];
+  return [methods, readonly, maxArgs];
 }
 
 /**
@@ -259,12 +266,13 @@ export function actor(name: string, options: ActorOptions = {}) {
     }
     // Method decorators have run already; collect what they marked once the
     // class is complete (static initialisers cannot add prototype methods).
-    const [methods, readonly] = collectMethods(cls, name);
+    const [methods, readonly, maxArgs] = collectMethods(cls, name);
     SPECS.set(cls, {
       name,
       cls,
       methods,
       readonly,
+      maxArgs,
       proto: {
         name,
         idleTimeoutMs: BigInt(idleTimeoutMs),

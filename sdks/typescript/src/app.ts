@@ -501,6 +501,15 @@ class Session {
       );
     }
     const args = decodeCall(msg.payload);
+    const most = spec.maxArgs.get(msg.name);
+    if (most !== undefined && args.length > most) {
+      // JS would drop the extra arguments and run with the wrong values; Python raises
+      // TypeError for the same call, so the caller sees ActorError("TypeError") from either.
+      throw new TypeError(
+        `${ref.type}.${msg.name} takes at most ${most} argument${most === 1 ? "" : "s"} but was called with ${args.length}` +
+          " (keyword arguments, when there are any, count as one last argument: docs/payloads.md); call it with fewer",
+      );
+    }
     const fn = (obj as unknown as Record<string, unknown>)[prop];
     if (typeof fn !== "function") throw new TypeError(`${spec.cls.name}.${prop} is not a function`);
     return this.#inScope(obj, msg, msg.name, spec.readonly.has(msg.name), result, () => (fn as (...a: unknown[]) => unknown).apply(obj, args));

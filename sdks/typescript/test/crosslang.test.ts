@@ -107,6 +107,13 @@ async function tsScenario(client: Client, type: string, id: string): Promise<unk
     if (!(e instanceof ActorError)) throw e;
     out["fail"] = { type: e.remoteType, message: e.message };
   }
+  try {
+    await ledger.call("add", 1, "x", "extra");
+    out["too_many"] = "no error";
+  } catch (e) {
+    if (!(e instanceof ActorError)) throw e;
+    out["too_many"] = e.remoteType;
+  }
   out["state"] = await client.getState(type, id);
   out["raw_city"] = await client.getState(type, id, ["city", "total"], { raw: true });
   return plain(out);
@@ -127,6 +134,8 @@ const EXPECTED = {
   reverse: { hex: "6362610100" },
   nothing: null,
   fail: { type: "LedgerError", message: "boom" },
+  // More positional arguments than add(amount, note = "") declares: TypeError from either language.
+  too_many: "TypeError",
   state: { total: 3.75, entries: ENTRIES, currency: "EUR", limit: 100, city: "Zürich ✓" },
   // Byte-identical state encoding in both SDKs: compact, ASCII-safe JSON.
   raw_city: { city: hex(Buffer.from('"Z\\u00fcrich \\u2713"')), total: hex(Buffer.from("3.75")) },
