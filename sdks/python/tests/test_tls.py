@@ -301,7 +301,7 @@ async def test_app_without_tls_keeps_reconnecting_with_a_warning(tls_daemon: Dae
     task = asyncio.create_task(app.run())
     try:
         await asyncio.wait_for(handler.event.wait(), 10)
-        assert "no connection to daemon" in handler.message
+        assert "no connection to the daemon" in handler.message
         assert "retrying" in handler.message
         assert not task.done()
         assert app.sessions == 0

@@ -650,7 +650,7 @@ class App:
                         quiet = False
                     log.log(
                         logging.DEBUG if quiet else logging.WARNING,
-                        "no connection to the daemon at %s (%s); re-connecting",
+                        "no connection to the daemon at %s (%s); retrying",
                         self.address,
                         _describe(error),
                     )
