@@ -253,6 +253,22 @@ def spec_of(cls: type[Actor]) -> ActorSpec:
     return spec
 
 
+def type_name(actor_type: str | type[Actor]) -> str:
+    """The wire name of an actor type given as its name or as its @troupe.actor class."""
+    return actor_type if isinstance(actor_type, str) else spec_of(actor_type).name
+
+
+def method_name(method: Callable[..., Any]) -> str:
+    """The wire name of a @troupe.method function, e.g. ``Cart.add_item``."""
+    info = getattr(method, _METHOD_ATTR, None)
+    if not isinstance(info, _MethodInfo):
+        raise TypeError(
+            f"{getattr(method, '__qualname__', method)!r} is not a @troupe.method;"
+            " pass an actor method such as Cart.add_item, or its name as a string"
+        )
+    return info.name
+
+
 async def maybe_await(value: Any) -> Any:
     """Await the value if a sync-or-async hook returned an awaitable."""
     if inspect.isawaitable(value):

@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, TypeVar, overload
 
 import grpc
 from opentelemetry.trace import TracerProvider
 
+from ._actor import type_name
 from ._address import open_channel, resolve_address
 from ._auth import API_TOKEN_ENV, TokenPath, TokenSource
-from ._caller import ActorProxy, Caller, Params, split_params
+from ._caller import A, ActorProxy, Caller, P, Params, R, split_params
 from ._duration import DurationLike, timeout_seconds
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._tls import TlsPath, TlsSource
 from ._tracing import Tracing
+
+if TYPE_CHECKING:
+    from ._actor import Actor
 
 T = TypeVar("T")
 
@@ -109,6 +113,17 @@ class Client:
             channel, self._channel, self._caller = self._channel, None, None
             await channel.close(None)
 
+    @overload
+    def actor(
+        self,
+        actor_type: type[A],
+        actor_id: str,
+        *,
+        timeout: DurationLike | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ActorProxy[A]: ...
+
+    @overload
     def actor(
         self,
         actor_type: str,
@@ -116,8 +131,22 @@ class Client:
         *,
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
-    ) -> ActorProxy:
-        """A proxy on one actor: ``await client.actor("counter", "c1").incr(by=5)``."""
+    ) -> ActorProxy[Any]: ...
+
+    def actor(
+        self,
+        actor_type: str | type[Actor],
+        actor_id: str,
+        *,
+        timeout: DurationLike | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ActorProxy[Any]:
+        """A proxy on one actor: ``await client.actor("counter", "c1").incr(by=5)``.
+
+        ``actor_type`` is the type's name or its ``@troupe.actor`` class; with the class,
+        ``await proxy.call(Cart.add_item, ...)`` is type-checked (see :class:`ActorProxy`).
+        """
+        actor_type = type_name(actor_type)
         deadline = self.timeout if timeout is None else timeout_seconds(timeout)
 
         async def invoke(
@@ -367,12 +396,34 @@ class Client:
         )
 
 
-class SyncActorProxy:
-    """The blocking twin of ActorProxy: ``client.actor("counter", "c1").incr(by=5)``."""
+class SyncActorProxy(Generic[A]):
+    """The blocking twin of ActorProxy: ``client.actor("counter", "c1").incr(by=5)``,
+    or typed, ``client.actor(Cart, "c1").call(Cart.add_item, "apple")``."""
 
-    def __init__(self, client: SyncClient, proxy: ActorProxy) -> None:
+    def __init__(self, client: SyncClient, proxy: ActorProxy[A]) -> None:
         self._client = client
         self._proxy = proxy
+
+    @overload
+    def call(
+        self,
+        method: Callable[Concatenate[A, P], Awaitable[R]],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R: ...
+
+    @overload
+    def call(
+        self, method: Callable[Concatenate[A, P], R], /, *args: P.args, **kwargs: P.kwargs
+    ) -> R: ...
+
+    @overload
+    def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any: ...
+
+    def call(self, method: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> Any:
+        """See :meth:`ActorProxy.call`; blocks until the result is there."""
+        return self._client._run(self._proxy.call(method, *args, **kwargs))
 
     def __getattr__(self, name: str) -> Any:
         caller = getattr(self._proxy, name)
@@ -456,6 +507,17 @@ class SyncClient:
         self._thread.join()
         self._loop.close()
 
+    @overload
+    def actor(
+        self,
+        actor_type: type[A],
+        actor_id: str,
+        *,
+        timeout: DurationLike | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> SyncActorProxy[A]: ...
+
+    @overload
     def actor(
         self,
         actor_type: str,
@@ -463,8 +525,17 @@ class SyncClient:
         *,
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
-    ) -> SyncActorProxy:
-        """A blocking proxy on one actor."""
+    ) -> SyncActorProxy[Any]: ...
+
+    def actor(
+        self,
+        actor_type: str | type[Actor],
+        actor_id: str,
+        *,
+        timeout: DurationLike | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> SyncActorProxy[Any]:
+        """A blocking proxy on one actor; ``actor_type`` is a name or an actor class."""
         return SyncActorProxy(
             self, self._client.actor(actor_type, actor_id, timeout=timeout, metadata=metadata)
         )

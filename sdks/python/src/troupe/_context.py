@@ -4,12 +4,16 @@ own reminders, alarm and timers."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
-from ._caller import ActorProxy, Caller, Params, split_params
+from ._actor import type_name
+from ._caller import A, ActorProxy, Caller, Params, split_params
 from ._duration import DurationLike, timeout_seconds
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._turn import live_turn
+
+if TYPE_CHECKING:
+    from ._actor import Actor
 
 
 class Context:
@@ -47,6 +51,17 @@ class Context:
         scope = live_turn()
         return scope.deadline if scope is not None else None
 
+    @overload
+    def actor(
+        self,
+        actor_type: type[A],
+        actor_id: str,
+        *,
+        timeout: DurationLike | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ActorProxy[A]: ...
+
+    @overload
     def actor(
         self,
         actor_type: str,
@@ -54,8 +69,19 @@ class Context:
         *,
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
-    ) -> ActorProxy:
-        """A proxy on another actor: ``await self.ctx.actor("t", "id").method(...)``."""
+    ) -> ActorProxy[Any]: ...
+
+    def actor(
+        self,
+        actor_type: str | type[Actor],
+        actor_id: str,
+        *,
+        timeout: DurationLike | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> ActorProxy[Any]:
+        """A proxy on another actor: ``await self.ctx.actor("t", "id").method(...)``; the type
+        may be the actor class, as for :meth:`Client.actor`."""
+        actor_type = type_name(actor_type)
         timeout = timeout_seconds(timeout)  # a bad one fails here, not at the first call
 
         async def invoke(

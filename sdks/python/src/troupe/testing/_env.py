@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from typing import Any
+from typing import Any, overload
 
 from .._actor import Actor, spec_of
 from .._app import App
-from .._caller import ActorProxy
+from .._caller import A, ActorProxy
 from .._client import Client
 from ._daemon import Advanced, Duration, TestDaemon, TestDaemonError
 
@@ -62,8 +62,15 @@ class TestEnv:
             f"{_REGISTER_TIMEOUT}s; its log:\n{self.daemon.log()}"
         )
 
-    def actor(self, actor_type: str | type[Actor], actor_id: str) -> ActorProxy:
-        """A proxy to call one actor: ``await env.actor(Cart, "c1").add("apple", 2)``."""
+    @overload
+    def actor(self, actor_type: type[A], actor_id: str) -> ActorProxy[A]: ...
+
+    @overload
+    def actor(self, actor_type: str, actor_id: str) -> ActorProxy[Any]: ...
+
+    def actor(self, actor_type: str | type[Actor], actor_id: str) -> ActorProxy[Any]:
+        """A proxy to call one actor: ``await env.actor(Cart, "c1").add("apple", 2)``, or
+        type-checked, ``await env.actor(Cart, "c1").call(Cart.add, "apple", 2)``."""
         return self.client.actor(_type_name(actor_type), actor_id)
 
     async def state(
