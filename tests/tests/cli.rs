@@ -764,6 +764,19 @@ async fn an_unreachable_daemon_exits_3_naming_the_address_and_the_fix() -> anyho
         .await?
         .exit(3)?
         .stderr_has(&[&wanted])?;
+    // No port: the URL default (80) was dialled, so the hint is the port.
+    cli(&["status", "--addr", "localhost"], &[])
+        .await?
+        .exit(3)?
+        .stderr_has(&[
+            "has no port",
+            "--addr localhost:7420",
+            "TROUPE_ADDR=localhost:7420",
+        ])?;
+    cli(&["actors", "list"], &[("TROUPE_ADDR", "http://localhost")])
+        .await?
+        .exit(3)?
+        .stderr_has(&["--addr localhost:7420", "--listen 127.0.0.1:7420"])?;
     Ok(())
 }
 

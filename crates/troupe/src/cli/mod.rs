@@ -156,24 +156,64 @@ async fn connect(target: &Target) -> anyhow::Result<Daemon> {
             ),
         ));
     }
-    let channel = tls::connect(endpoint.connect_timeout(CONNECT_TIMEOUT), connector.as_ref())
-        .await
-        .map_err(|e| {
-            fail(
-                Exit::Unreachable,
-                format!(
-                    "cannot reach the troupe daemon at {addr} ({})\n  \
-                     start it with `troupe serve --listen {host_port}`, or point --addr / TROUPE_ADDR \
-                     at the address a running daemon printed (\"troupe listening on ...\")",
-                    root_cause(&e)
-                ),
-            )
-        })?;
+    let channel = tls::connect(
+        endpoint.connect_timeout(CONNECT_TIMEOUT),
+        connector.as_ref(),
+    )
+    .await
+    .map_err(|e| {
+        fail(
+            Exit::Unreachable,
+            format!(
+                "cannot reach the troupe daemon at {addr} ({})\n  {}",
+                root_cause(&e),
+                unreachable_hint(addr)
+            ),
+        )
+    })?;
     Ok(Daemon {
         channel: InterceptedService::new(channel, api_token()?),
         addr: addr.to_owned(),
     })
 }
+
+/// What to do when nothing answers at `addr`, as commands that work when
+/// pasted: an address without a port went to port 80 (the URL default), so
+/// the likely fix is the port, not starting a daemon there.
+fn unreachable_hint(addr: &str) -> String {
+    let host_port = addr
+        .rsplit("://")
+        .next()
+        .unwrap_or(addr)
+        .trim_end_matches('/');
+    let port = host_port
+        .rsplit_once(':')
+        .filter(|(host, _)| !host.ends_with(':') && (!host.starts_with('[') || host.ends_with(']')))
+        .and_then(|(_, port)| port.parse::<u16>().ok());
+    // `--listen` takes an IP address, not a name.
+    let listen = |port: u16| match host_port.parse::<std::net::SocketAddr>() {
+        Ok(a) => a.to_string(),
+        Err(_) => format!("127.0.0.1:{port}"),
+    };
+    match port {
+        Some(port) => format!(
+            "start it with `troupe serve --listen {}`, or point --addr / TROUPE_ADDR at the \
+             address a running daemon printed (\"troupe listening on ...\")",
+            listen(port)
+        ),
+        None => {
+            let with_port = format!("{host_port}:{DEFAULT_PORT}");
+            format!(
+                "{addr:?} has no port, so port 80 was tried; a daemon listens on {DEFAULT_PORT} \
+                 unless told otherwise: use --addr {with_port} (or TROUPE_ADDR={with_port}), \
+                 and start one there with `troupe serve --listen 127.0.0.1:{DEFAULT_PORT}`"
+            )
+        }
+    }
+}
+
+/// The port of [`crate::config::DEFAULT_LISTEN`].
+const DEFAULT_PORT: u16 = 7420;
 
 /// The innermost cause: "Connection refused (os error 111)" says more than
 /// tonic's "transport error" wrapped around it.
