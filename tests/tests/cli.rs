@@ -497,18 +497,26 @@ async fn bytes_that_are_not_json(fx: &Fixture) -> anyhow::Result<()> {
         .json()?;
     assert_eq!(j["state"], json!({"raw": {"base64": "/wAB"}}));
 
-    // A result sent as BYTES is base64 even when the bytes are JSON.
+    // A result sent as BYTES is base64 even when the bytes are JSON
+    // (--payload: these bytes exactly, no arguments around them).
     let data = r#""hi""#;
     let j = fx
         .run(&[
-            "invoke", "counter", "r2", "put_raw", "--data", data, "-o", "json",
+            "invoke",
+            "counter",
+            "r2",
+            "put_raw",
+            "--payload",
+            data,
+            "-o",
+            "json",
         ])
         .await?
         .ok()?
         .json()?;
     assert_eq!(j, json!({"base64": "ImhpIg=="}));
     let t = fx
-        .run(&["invoke", "counter", "r2", "put_raw", "--data", data])
+        .run(&["invoke", "counter", "r2", "put_raw", "--payload", data])
         .await?
         .ok()?;
     assert_eq!(t.out, "base64:ImhpIg==\n");
@@ -522,7 +530,8 @@ async fn bytes_that_are_not_json(fx: &Fixture) -> anyhow::Result<()> {
 }
 
 async fn invoke(fx: &Fixture) -> anyhow::Result<()> {
-    let by4 = r#"{"kwargs": {"by": 4}}"#;
+    // An object is keyword arguments, as the Python client's `invoke` takes it.
+    let by4 = r#"{"by": 4}"#;
     let t = fx
         .run(&["invoke", "counter", "c2", "incr", "--data", by4])
         .await?
@@ -536,6 +545,44 @@ async fn invoke(fx: &Fixture) -> anyhow::Result<()> {
         .ok()?;
     assert_eq!(j.json()?, json!(9));
 
+    let kwargs = r#"{"sku": "x-1"}"#;
+    for (data, flag) in [
+        (kwargs, "--data"),
+        (r#"["x-1"]"#, "--data"),
+        (r#""x-1""#, "--data"),
+    ]
+    .into_iter()
+    .chain([(r#"{"args": [], "kwargs": {"sku": "x-1"}}"#, "--payload")])
+    {
+        let t = fx
+            .run(&["invoke", "counter", "k1", "add_item", flag, data])
+            .await?
+            .ok()?;
+        assert_eq!(t.out, "\"x-1\"\n", "{flag} {data}");
+    }
+    // Arguments the method does not take are the caller's mistake: exit 2;
+    // --data in the payload's shape gets pointed at --payload.
+    let refused: [(&str, &str, &[&str]); 3] = [
+        (
+            "--data",
+            r#"{"qty": 1}"#,
+            &["refused the arguments", "TypeError", "'qty'"],
+        ),
+        (
+            "--payload",
+            "[1]",
+            &["refused the arguments", "PayloadError"],
+        ),
+        (
+            "--data",
+            r#"{"kwargs": {"sku": "x"}}"#,
+            &["'kwargs'", "--payload"],
+        ),
+    ];
+    for (flag, data, says) in refused {
+        let add = ["invoke", "counter", "k1", "add_item", flag, data];
+        fx.run(&add).await?.exit(2)?.stderr_has(says)?;
+    }
     fx.run(&["invoke", "counter", "c2", "fail"])
         .await?
         .exit(5)?
@@ -543,7 +590,19 @@ async fn invoke(fx: &Fixture) -> anyhow::Result<()> {
     fx.run(&["invoke", "counter", "c2", "incr", "--data", "{nope"])
         .await?
         .exit(2)?
-        .stderr_has(&["--data is not JSON", "kwargs"])?;
+        .stderr_has(&["--data is not JSON", "--data '[5]'"])?;
+    fx.run(&[
+        "invoke",
+        "counter",
+        "c2",
+        "incr",
+        "--data",
+        "{}",
+        "--payload",
+        "{}",
+    ])
+    .await?
+    .exit(2)?;
     fx.run(&["invoke", "counter", "c2", ""])
         .await?
         .exit(2)?

@@ -73,9 +73,8 @@ enum Command {
         actor_type: String,
         id: String,
         method: String,
-        /// Arguments as JSON, e.g. '{"kwargs": {"by": 5}}'.
-        #[arg(long)]
-        data: Option<String>,
+        #[command(flatten)]
+        call: cli::CallArgs,
         #[command(flatten)]
         target: cli::Target,
     },
@@ -226,9 +225,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
             actor_type,
             id,
             method,
-            data,
+            call,
             target,
-        } => cli::invoke(&target, actor_type, id, method, data).await,
+        } => cli::invoke(&target, actor_type, id, method, call).await,
         Command::State {
             command:
                 StateCommand::Get {

@@ -26,7 +26,7 @@ use crate::auth::BearerToken;
 use tonic::{Code, Status};
 
 pub use actors::{actors_deactivate, actors_get, actors_list};
-pub use calls::{invoke, state_get};
+pub use calls::{invoke, state_get, CallArgs};
 pub use cluster::{cluster_status, ClusterTarget};
 pub use reminders::reminders_list;
 pub use status::status;
@@ -40,7 +40,8 @@ Add -o json for output scripts can parse; docs/cli.md describes every field.
 Exit codes:
   0  success
   1  any other error (e.g. writing the output failed)
-  2  bad input: wrong arguments, --data that is not JSON, or INVALID_ARGUMENT from the daemon
+  2  bad input: wrong arguments, --data that is not JSON, INVALID_ARGUMENT from the daemon,
+     or an actor refusing the call's arguments (TypeError, PayloadError)
   3  the daemon is unreachable (not running, wrong --addr, connection lost)
   4  not found: unknown actor type, no such actor or state key
   5  the actor raised an error (invoke)
@@ -230,6 +231,8 @@ struct Request<'a> {
     /// e.g. "describe counter/c1".
     what: String,
     daemon: &'a Daemon,
+    /// Added to the message when the actor refuses the call's arguments.
+    refused_hint: &'static str,
 }
 
 impl Daemon {
@@ -237,11 +240,28 @@ impl Daemon {
         Request {
             what: what.into(),
             daemon: self,
+            refused_hint: "",
         }
     }
 }
 
+/// The failure types with which the SDKs refuse a call's arguments rather
+/// than fail running it: `TypeError` (Python's argument binding: a missing,
+/// unexpected or surplus argument; TypeScript's unknown method) and
+/// `PayloadError` (arguments that are not a call payload). A `TypeError`
+/// the method raises itself says, by Python's convention, that it was given
+/// a value of the wrong type: the caller's to fix as well.
+const REFUSED_ARGUMENTS: [&str; 2] = ["TypeError", "PayloadError"];
+
 impl Request<'_> {
+    /// Says `hint` too when the actor refuses the arguments.
+    fn when_refused(self, hint: &'static str) -> Self {
+        Self {
+            refused_hint: hint,
+            ..self
+        }
+    }
+
     /// Turns a status from the daemon into an error with its exit code.
     fn failed(&self, status: Status) -> anyhow::Error {
         let what = &self.what;
@@ -254,6 +274,22 @@ impl Request<'_> {
                     .get(crate::convert::errors::ERROR_TYPE_TRAILER)
                     .and_then(|v| v.to_str().ok());
                 match ty {
+                    Some(ty) if REFUSED_ARGUMENTS.contains(&ty) => {
+                        let hint = match self.refused_hint {
+                            "" => {
+                                "check the arguments against the method's parameters \
+                                   (--data '{\"name\": value}' for keyword arguments, \
+                                   '[value]' for positional ones)"
+                            }
+                            hint => hint,
+                        };
+                        fail(
+                            Exit::Usage,
+                            format!(
+                                "{what}: the actor refused the arguments: {ty}: {message}\n  {hint}"
+                            ),
+                        )
+                    }
                     Some(ty) => fail(
                         Exit::ActorError,
                         format!("{what}: the actor raised {ty}: {message}"),
