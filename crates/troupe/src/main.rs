@@ -11,6 +11,7 @@ mod client_api;
 mod config;
 mod convert;
 mod dev_cmd;
+mod duration;
 mod forwarder;
 mod link_api;
 mod link_metrics;

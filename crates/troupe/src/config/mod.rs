@@ -52,32 +52,32 @@ pub struct ServeArgs {
     pub max_pending_per_type: Option<usize>,
     /// Longest one turn may run, for types that set none; past it the caller gets
     /// DEADLINE_EXCEEDED and the actor is deactivated [default: 60s].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::flag)]
     pub turn_timeout: Option<Duration>,
     /// Default per-actor mailbox bound, for types that set none [default: 1000].
     #[arg(long)]
     pub max_mailbox: Option<usize>,
     /// Default idle time before an actor is deactivated [default: 10m].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::flag)]
     pub idle_timeout: Option<Duration>,
     /// Longest any call may take [default: 60s].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::flag)]
     pub call_timeout: Option<Duration>,
     /// How long calls wait for an app to register their type [default: 10s].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::flag)]
     pub host_wait: Option<Duration>,
     /// Write-behind flush interval [default: 1s].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::flag)]
     pub flush_interval: Option<Duration>,
     /// Dirty bytes that trigger an early flush [default: 16777216].
     #[arg(long)]
     pub flush_max_dirty_bytes: Option<usize>,
     /// How long a graceful shutdown waits for turns and deactivations [default: 30s].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::flag)]
     pub shutdown_grace: Option<Duration>,
     /// How long SIGTERM then tries to write what is left; past it the daemon
     /// logs the actors and keys it could not write and exits 1 [default: 10s].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::flag)]
     pub shutdown_flush_timeout: Option<Duration>,
     /// Turn dispatch workers [default: number of CPUs].
     #[arg(long)]
@@ -152,21 +152,21 @@ struct FileConfig {
     max_payload_bytes: Option<usize>,
     max_pending_calls: Option<usize>,
     max_pending_per_type: Option<usize>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     turn_timeout: Option<Duration>,
     max_mailbox: Option<usize>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     idle_timeout: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     call_timeout: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     host_wait: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     flush_interval: Option<Duration>,
     flush_max_dirty_bytes: Option<usize>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     shutdown_grace: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     shutdown_flush_timeout: Option<Duration>,
     workers: Option<usize>,
     #[serde(default)]
