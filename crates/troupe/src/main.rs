@@ -194,16 +194,16 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let (default_filter, export) = match &cli.command {
-        Command::Serve(args) => ("info", args.trace_export()),
+    let (default_filter, (format, export)) = match &cli.command {
+        Command::Serve(args) => ("info", args.logging()),
         // A server too: its membership changes and elections belong in its log.
-        Command::Placement { .. } => ("info", None),
-        _ => ("warn", None),
+        Command::Placement { .. } => ("info", Default::default()),
+        _ => ("warn", Default::default()),
     };
     // Inside the runtime: trace export keeps its channel and batch task there.
     let logging = {
         let _entered = runtime.enter();
-        telemetry::init(default_filter, export.as_ref())
+        telemetry::init(default_filter, format, export.as_ref())
     };
     if let Err(e) = logging {
         eprintln!("error: {e:#}");
@@ -282,5 +282,30 @@ mod tests {
     fn the_command_line_is_consistent() {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
+    }
+
+    /// A daemon in a container or a unit file is configured through its
+    /// environment: every `serve` flag reads TROUPE_ and its name
+    /// (`--idle-timeout`: TROUPE_IDLE_TIMEOUT), as docs/cli.md says. The
+    /// OTLP endpoint keeps OpenTelemetry's own variable.
+    #[test]
+    fn every_serve_flag_has_its_environment_variable() {
+        use clap::CommandFactory;
+        let cli = super::Cli::command();
+        let serve = cli.find_subcommand("serve");
+        assert!(serve.is_some(), "no serve subcommand");
+        let flags = serve.into_iter().flat_map(|s| s.get_arguments());
+        let mut checked = 0;
+        for arg in flags.filter(|a| a.get_id() != "help") {
+            let long = arg.get_long().unwrap_or_default();
+            let wanted = match long {
+                "otlp-endpoint" => "OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(),
+                _ => format!("TROUPE_{}", long.to_uppercase().replace('-', "_")),
+            };
+            let env = arg.get_env().and_then(|e| e.to_str());
+            assert_eq!(env, Some(wanted.as_str()), "serve --{long}");
+            checked += 1;
+        }
+        assert!(checked > 30, "only {checked} serve flags seen");
     }
 }

@@ -392,3 +392,17 @@ fn a_bad_duration_names_its_flag_or_key() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn the_log_format_comes_from_the_flag_or_the_file() -> anyhow::Result<()> {
+    use crate::telemetry::LogFormat;
+    assert_eq!(ServeArgs::default().resolve()?.log_format, LogFormat::Text);
+    assert_eq!(
+        from_file("log_format = \"json\"\n")?.log_format,
+        LogFormat::Json
+    );
+    let flags = serve_flags(&["--log-format", "json"])?;
+    assert_eq!(flags.logging().0, LogFormat::Json);
+    assert!(from_file("log_format = \"yaml\"\n").is_err());
+    Ok(())
+}
