@@ -872,3 +872,18 @@ async fn bad_input_exits_2_and_help_lists_the_exit_codes() -> anyhow::Result<()>
     }
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_scripts_for_each_shell() -> anyhow::Result<()> {
+    for shell in ["bash", "zsh", "fish"] {
+        let run = cli(&["completion", shell], &[]).await?.ok()?;
+        ensure!(
+            run.out.len() > 1000,
+            "{shell}: a short script:\n{}",
+            run.out
+        );
+        run.stdout_has(&["serve", "invoke", "addr"])?;
+    }
+    cli(&["completion", "powershell7"], &[]).await?.exit(2)?;
+    Ok(())
+}

@@ -114,6 +114,35 @@ enum Command {
         #[command(subcommand)]
         command: certs_cmd::CertsCommand,
     },
+    /// Print a shell completion script: `source <(troupe completion bash)`,
+    /// or save it where the shell loads completions from (docs/cli.md).
+    Completion {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+}
+
+/// The shells `troupe completion` writes scripts for.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// Writes the completion script for `shell`, generated from the command
+/// line's own definition so it never lags a new flag.
+fn completion(shell: Shell) -> anyhow::Result<()> {
+    use clap::CommandFactory;
+    use clap_complete::{generate, Shell as S};
+    let shell = match shell {
+        Shell::Bash => S::Bash,
+        Shell::Zsh => S::Zsh,
+        Shell::Fish => S::Fish,
+    };
+    let mut script = Vec::new();
+    generate(shell, &mut Cli::command(), "troupe", &mut script);
+    cli::emit_bytes(&script)
 }
 
 #[derive(Debug, Subcommand)]
@@ -261,6 +290,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         } => cli::cluster_status(&target).await,
         Command::Placement { command } => placement_cmd::run(command).await,
         Command::Certs { command } => certs_cmd::run(command),
+        Command::Completion { shell } => completion(shell),
         Command::Reminders {
             command:
                 RemindersCommand::List {

@@ -370,8 +370,13 @@ fn code_name(code: Code) -> &'static str {
 /// Prints a command's whole output. A reader that went away early (a pipe
 /// into `head`) has what it wanted: that is not an error.
 fn emit(text: &str) -> anyhow::Result<()> {
+    emit_bytes(text.as_bytes())
+}
+
+/// [`emit`] for output that is already bytes.
+pub fn emit_bytes(bytes: &[u8]) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(fail(Exit::Other, format!("cannot write the output: {e}")))
         }
