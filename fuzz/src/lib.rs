@@ -24,6 +24,8 @@ mod client_api;
 mod config;
 #[path = "../../crates/troupe/src/convert/mod.rs"]
 mod convert;
+#[path = "../../crates/troupe/src/duration.rs"]
+mod duration;
 #[path = "../../crates/troupe/src/link_api.rs"]
 mod link_api;
 #[path = "../../crates/troupe/src/telemetry.rs"]

@@ -69,7 +69,9 @@ impl AppEvents {
 /// A well-behaved app hosting counters: state key "count" (a JSON number);
 /// methods "incr" (`{"kwargs":{"by":N}}`, default 1; replies the new
 /// count; an alarm firing runs it too), "incr_pair" (the same, and sets key
-/// "copy" to the same value in the same turn), "get", "fail" (raises
+/// "copy" to the same value in the same turn), "get", "add_item" (takes one
+/// argument `sku` and replies it, refusing other arguments with `TypeError`
+/// as Python's argument binding does), "fail" (raises
 /// ValueError("boom")), "sleep" (`{"kwargs":{"ms":N}}`: holds the turn open
 /// that long, then replies null), and "put_raw" (stores the call's payload
 /// bytes as they are under key "raw" and replies them with content type
@@ -193,6 +195,49 @@ fn json_kwarg(payload: &Option<pb::Payload>, name: &str) -> Option<i64> {
 
 fn parse_by(payload: &Option<pb::Payload>) -> i64 {
     json_kwarg(payload, "by").unwrap_or(1)
+}
+
+/// Binds the arguments of "add_item(sku)" the way the Python SDK does, with
+/// its failure types: `PayloadError` for a payload that is no call,
+/// `TypeError` for arguments that do not fit the signature.
+fn bind_sku(payload: &Option<pb::Payload>) -> Result<String, pb::ActorFailure> {
+    let refuse = |ty: &str, message: String| pb::ActorFailure {
+        r#type: ty.into(),
+        message,
+        details: String::new(),
+    };
+    let data = payload.as_ref().map(|p| p.data.clone()).unwrap_or_default();
+    let call: serde_json::Value = serde_json::from_slice(&data).map_err(|e| {
+        refuse(
+            "PayloadError",
+            format!("call payload is not valid JSON: {e}"),
+        )
+    })?;
+    let args = call.get("args").and_then(|a| a.as_array()).cloned();
+    let kwargs = call.get("kwargs").and_then(|k| k.as_object()).cloned();
+    let (Some(args), Some(kwargs)) = (args, kwargs) else {
+        return Err(refuse(
+            "PayloadError",
+            "not {\"args\": [...], \"kwargs\": {...}}".into(),
+        ));
+    };
+    if let Some(other) = kwargs.keys().find(|k| *k != "sku") {
+        return Err(refuse(
+            "TypeError",
+            format!("add_item() got an unexpected keyword argument '{other}'"),
+        ));
+    }
+    match (args.as_slice(), kwargs.get("sku")) {
+        ([sku], None) | ([], Some(sku)) => Ok(sku.to_string()),
+        ([], None) => Err(refuse(
+            "TypeError",
+            "add_item() missing 1 required positional argument: 'sku'".into(),
+        )),
+        _ => Err(refuse(
+            "TypeError",
+            "add_item() takes 2 positional arguments but more were given".into(),
+        )),
+    }
 }
 
 async fn serve_counter(
@@ -346,6 +391,13 @@ async fn counter_turn(
             (json(new), vec![set("count"), set("copy")])
         }
         "get" => (json(current), Vec::new()),
+        "add_item" => match bind_sku(&turn.payload) {
+            Ok(sku) => (
+                Some(pb::turn_result::Outcome::Reply(json_payload(sku))),
+                Vec::new(),
+            ),
+            Err(failure) => (Some(pb::turn_result::Outcome::Error(failure)), Vec::new()),
+        },
         "echo" => {
             let reply = turn.payload.unwrap_or_default();
             (Some(pb::turn_result::Outcome::Reply(reply)), Vec::new())

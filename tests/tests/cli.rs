@@ -497,18 +497,26 @@ async fn bytes_that_are_not_json(fx: &Fixture) -> anyhow::Result<()> {
         .json()?;
     assert_eq!(j["state"], json!({"raw": {"base64": "/wAB"}}));
 
-    // A result sent as BYTES is base64 even when the bytes are JSON.
+    // A result sent as BYTES is base64 even when the bytes are JSON
+    // (--payload: these bytes exactly, no arguments around them).
     let data = r#""hi""#;
     let j = fx
         .run(&[
-            "invoke", "counter", "r2", "put_raw", "--data", data, "-o", "json",
+            "invoke",
+            "counter",
+            "r2",
+            "put_raw",
+            "--payload",
+            data,
+            "-o",
+            "json",
         ])
         .await?
         .ok()?
         .json()?;
     assert_eq!(j, json!({"base64": "ImhpIg=="}));
     let t = fx
-        .run(&["invoke", "counter", "r2", "put_raw", "--data", data])
+        .run(&["invoke", "counter", "r2", "put_raw", "--payload", data])
         .await?
         .ok()?;
     assert_eq!(t.out, "base64:ImhpIg==\n");
@@ -522,7 +530,8 @@ async fn bytes_that_are_not_json(fx: &Fixture) -> anyhow::Result<()> {
 }
 
 async fn invoke(fx: &Fixture) -> anyhow::Result<()> {
-    let by4 = r#"{"kwargs": {"by": 4}}"#;
+    // An object is keyword arguments, as the Python client's `invoke` takes it.
+    let by4 = r#"{"by": 4}"#;
     let t = fx
         .run(&["invoke", "counter", "c2", "incr", "--data", by4])
         .await?
@@ -536,6 +545,44 @@ async fn invoke(fx: &Fixture) -> anyhow::Result<()> {
         .ok()?;
     assert_eq!(j.json()?, json!(9));
 
+    let kwargs = r#"{"sku": "x-1"}"#;
+    for (data, flag) in [
+        (kwargs, "--data"),
+        (r#"["x-1"]"#, "--data"),
+        (r#""x-1""#, "--data"),
+    ]
+    .into_iter()
+    .chain([(r#"{"args": [], "kwargs": {"sku": "x-1"}}"#, "--payload")])
+    {
+        let t = fx
+            .run(&["invoke", "counter", "k1", "add_item", flag, data])
+            .await?
+            .ok()?;
+        assert_eq!(t.out, "\"x-1\"\n", "{flag} {data}");
+    }
+    // Arguments the method does not take are the caller's mistake: exit 2;
+    // --data in the payload's shape gets pointed at --payload.
+    let refused: [(&str, &str, &[&str]); 3] = [
+        (
+            "--data",
+            r#"{"qty": 1}"#,
+            &["refused the arguments", "TypeError", "'qty'"],
+        ),
+        (
+            "--payload",
+            "[1]",
+            &["refused the arguments", "PayloadError"],
+        ),
+        (
+            "--data",
+            r#"{"kwargs": {"sku": "x"}}"#,
+            &["'kwargs'", "--payload"],
+        ),
+    ];
+    for (flag, data, says) in refused {
+        let add = ["invoke", "counter", "k1", "add_item", flag, data];
+        fx.run(&add).await?.exit(2)?.stderr_has(says)?;
+    }
     fx.run(&["invoke", "counter", "c2", "fail"])
         .await?
         .exit(5)?
@@ -543,7 +590,19 @@ async fn invoke(fx: &Fixture) -> anyhow::Result<()> {
     fx.run(&["invoke", "counter", "c2", "incr", "--data", "{nope"])
         .await?
         .exit(2)?
-        .stderr_has(&["--data is not JSON", "kwargs"])?;
+        .stderr_has(&["--data is not JSON", "--data '[5]'"])?;
+    fx.run(&[
+        "invoke",
+        "counter",
+        "c2",
+        "incr",
+        "--data",
+        "{}",
+        "--payload",
+        "{}",
+    ])
+    .await?
+    .exit(2)?;
     fx.run(&["invoke", "counter", "c2", ""])
         .await?
         .exit(2)?
@@ -764,6 +823,19 @@ async fn an_unreachable_daemon_exits_3_naming_the_address_and_the_fix() -> anyho
         .await?
         .exit(3)?
         .stderr_has(&[&wanted])?;
+    // No port: the URL default (80) was dialled, so the hint is the port.
+    cli(&["status", "--addr", "localhost"], &[])
+        .await?
+        .exit(3)?
+        .stderr_has(&[
+            "has no port",
+            "--addr localhost:7420",
+            "TROUPE_ADDR=localhost:7420",
+        ])?;
+    cli(&["actors", "list"], &[("TROUPE_ADDR", "http://localhost")])
+        .await?
+        .exit(3)?
+        .stderr_has(&["--addr localhost:7420", "--listen 127.0.0.1:7420"])?;
     Ok(())
 }
 
@@ -798,5 +870,20 @@ async fn bad_input_exits_2_and_help_lists_the_exit_codes() -> anyhow::Result<()>
             bail!("`troupe {}` exited 2 without saying why", run.args);
         }
     }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completion_scripts_for_each_shell() -> anyhow::Result<()> {
+    for shell in ["bash", "zsh", "fish"] {
+        let run = cli(&["completion", shell], &[]).await?.ok()?;
+        ensure!(
+            run.out.len() > 1000,
+            "{shell}: a short script:\n{}",
+            run.out
+        );
+        run.stdout_has(&["serve", "invoke", "addr"])?;
+    }
+    cli(&["completion", "powershell7"], &[]).await?.exit(2)?;
     Ok(())
 }

@@ -71,8 +71,9 @@ pub(crate) struct Inner {
     /// truncated: compared with wrapping arithmetic, which holds because
     /// idle timeouts are capped far below the 49 days a u32 spans.
     pub(crate) last_active_ms: u32,
-    /// Coarse milliseconds since runtime start when the host was asked to
-    /// activate the actor (same clock and wrapping rule as `last_active_ms`).
+    /// Milliseconds since runtime start when the host was asked to activate
+    /// the actor: exact, read once per activation (same wrapping rule as
+    /// `last_active_ms`; only shown, never compared with the coarse clock).
     pub(crate) activated_ms: u32,
     pub(crate) status: Status,
     /// On a worker's run queue already; keeps an activation queued once.

@@ -23,9 +23,10 @@ pub(crate) struct Clock {
     started_at: Instant,
     /// Wall-clock time of `started_at`, for timestamps shown to people.
     started_unix_ms: u64,
-    /// Milliseconds since start, refreshed by the idle sweeper: idle
-    /// tracking needs no more precision than the sweep period, and reading
-    /// it costs nothing on the turn path.
+    /// Milliseconds since start, refreshed every 100 ms by the idle
+    /// sweeper: turns stamp last activity with it, which is then shown to
+    /// people to within that tick, and reading it costs nothing on the turn
+    /// path.
     coarse_ms: AtomicU64,
 }
 

@@ -11,6 +11,7 @@ mod client_api;
 mod config;
 mod convert;
 mod dev_cmd;
+mod duration;
 mod forwarder;
 mod link_api;
 mod link_metrics;
@@ -73,9 +74,8 @@ enum Command {
         actor_type: String,
         id: String,
         method: String,
-        /// Arguments as JSON, e.g. '{"kwargs": {"by": 5}}'.
-        #[arg(long)]
-        data: Option<String>,
+        #[command(flatten)]
+        call: cli::CallArgs,
         #[command(flatten)]
         target: cli::Target,
     },
@@ -114,6 +114,35 @@ enum Command {
         #[command(subcommand)]
         command: certs_cmd::CertsCommand,
     },
+    /// Print a shell completion script: `source <(troupe completion bash)`,
+    /// or save it where the shell loads completions from (docs/cli.md).
+    Completion {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+}
+
+/// The shells `troupe completion` writes scripts for.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// Writes the completion script for `shell`, generated from the command
+/// line's own definition so it never lags a new flag.
+fn completion(shell: Shell) -> anyhow::Result<()> {
+    use clap::CommandFactory;
+    use clap_complete::{generate, Shell as S};
+    let shell = match shell {
+        Shell::Bash => S::Bash,
+        Shell::Zsh => S::Zsh,
+        Shell::Fish => S::Fish,
+    };
+    let mut script = Vec::new();
+    generate(shell, &mut Cli::command(), "troupe", &mut script);
+    cli::emit_bytes(&script)
 }
 
 #[derive(Debug, Subcommand)]
@@ -194,16 +223,16 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let (default_filter, export) = match &cli.command {
-        Command::Serve(args) => ("info", args.trace_export()),
+    let (default_filter, (format, export)) = match &cli.command {
+        Command::Serve(args) => ("info", args.logging()),
         // A server too: its membership changes and elections belong in its log.
-        Command::Placement { .. } => ("info", None),
-        _ => ("warn", None),
+        Command::Placement { .. } => ("info", Default::default()),
+        _ => ("warn", Default::default()),
     };
     // Inside the runtime: trace export keeps its channel and batch task there.
     let logging = {
         let _entered = runtime.enter();
-        telemetry::init(default_filter, export.as_ref())
+        telemetry::init(default_filter, format, export.as_ref())
     };
     if let Err(e) = logging {
         eprintln!("error: {e:#}");
@@ -226,9 +255,9 @@ async fn run(command: Command) -> anyhow::Result<()> {
             actor_type,
             id,
             method,
-            data,
+            call,
             target,
-        } => cli::invoke(&target, actor_type, id, method, data).await,
+        } => cli::invoke(&target, actor_type, id, method, call).await,
         Command::State {
             command:
                 StateCommand::Get {
@@ -261,6 +290,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
         } => cli::cluster_status(&target).await,
         Command::Placement { command } => placement_cmd::run(command).await,
         Command::Certs { command } => certs_cmd::run(command),
+        Command::Completion { shell } => completion(shell),
         Command::Reminders {
             command:
                 RemindersCommand::List {
@@ -282,5 +312,30 @@ mod tests {
     fn the_command_line_is_consistent() {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
+    }
+
+    /// A daemon in a container or a unit file is configured through its
+    /// environment: every `serve` flag reads TROUPE_ and its name
+    /// (`--idle-timeout`: TROUPE_IDLE_TIMEOUT), as docs/cli.md says. The
+    /// OTLP endpoint keeps OpenTelemetry's own variable.
+    #[test]
+    fn every_serve_flag_has_its_environment_variable() {
+        use clap::CommandFactory;
+        let cli = super::Cli::command();
+        let serve = cli.find_subcommand("serve");
+        assert!(serve.is_some(), "no serve subcommand");
+        let flags = serve.into_iter().flat_map(|s| s.get_arguments());
+        let mut checked = 0;
+        for arg in flags.filter(|a| a.get_id() != "help") {
+            let long = arg.get_long().unwrap_or_default();
+            let wanted = match long {
+                "otlp-endpoint" => "OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(),
+                _ => format!("TROUPE_{}", long.to_uppercase().replace('-', "_")),
+            };
+            let env = arg.get_env().and_then(|e| e.to_str());
+            assert_eq!(env, Some(wanted.as_str()), "serve --{long}");
+            checked += 1;
+        }
+        assert!(checked > 30, "only {checked} serve flags seen");
     }
 }

@@ -42,10 +42,10 @@ pub struct ServeArgs {
     #[arg(long, value_parser = parse_peers)]
     peers: Option<Peers>,
     /// A daemon is removed after this long without a heartbeat.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "3s")]
+    #[arg(long, value_parser = crate::duration::flag, default_value = "3s")]
     lease: Duration,
     /// How often daemons heartbeat.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "500ms")]
+    #[arg(long, value_parser = crate::duration::flag, default_value = "500ms")]
     heartbeat: Duration,
     /// Listen beyond loopback without TLS, so without knowing who calls
     /// (anyone who reaches it can join a node): only where nothing but

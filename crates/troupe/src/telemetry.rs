@@ -40,17 +40,38 @@ static PROVIDER: Mutex<Option<SdkTracerProvider>> = Mutex::new(None);
 /// How long a graceful stop waits for the last spans to reach the collector.
 const EXPORT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Installs the global subscriber: logs at `default_filter` unless `RUST_LOG`
-/// says otherwise, and trace export when `export` is given.
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One readable line per event (colour on a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// Installs the global subscriber: logs in `format` at `default_filter`
+/// unless `RUST_LOG` says otherwise, and trace export when `export` is given.
 ///
 /// With export, this must run inside the tokio runtime: the exporter's
 /// channel and the batch processor's task live on it.
-pub fn init(default_filter: &str, export: Option<&TraceExport>) -> anyhow::Result<()> {
+pub fn init(
+    default_filter: &str,
+    format: LogFormat,
+    export: Option<&TraceExport>,
+) -> anyhow::Result<()> {
     let rust_log = std::env::var("RUST_LOG").ok();
-    let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_filter(log_filter(rust_log.as_deref(), default_filter)?);
+    let filter = log_filter(rust_log.as_deref(), default_filter)?;
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // Boxed: the two formats are different layer types.
+    let fmt = match format {
+        LogFormat::Text => fmt
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Json => fmt.json().with_filter(filter).boxed(),
+    };
     let registry = tracing_subscriber::registry().with(fmt);
     match export {
         None => registry.try_init(),

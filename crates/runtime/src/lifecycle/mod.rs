@@ -175,7 +175,8 @@ impl Shared {
             let mut inner = act.inner.lock();
             inner.binding = Some(binding.clone());
             inner.set_host_lost(false);
-            inner.activated_ms = self.clock.coarse_ms();
+            // Exact: once per activation, and shown to people as its time.
+            inner.activated_ms = self.clock.now_ms() as u32;
             inner.state.clone()
         };
         if let Some(stats) = &binding.stats {

@@ -1,14 +1,19 @@
 //! Idle deactivation: a sweeper, period a quarter of the shortest idle
 //! timeout, deactivates actors idle past their type's timeout. It also
-//! keeps the coarse clock that activations are stamped with.
+//! ticks the coarse clock that turns stamp their actor's last activity with.
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::activation::Status;
 use crate::shared::Shared;
 use crate::shutdown::Stage;
 use crate::types::DeactivateReason;
+
+/// How far behind real time the coarse clock may fall.
+const COARSE_TICK: Duration = Duration::from_millis(100);
 
 impl Shared {
     /// Deactivates actors idle past their type's idle timeout, until the
@@ -18,25 +23,33 @@ impl Shared {
         let mut registrations = self.hosts.registrations();
         let draining = self.shutdown.reached(Stage::Draining);
         tokio::pin!(draining);
-        loop {
-            // Refresh the clock before sleeping too: a registration wakes
-            // this loop early, and new activations must not be stamped with
-            // a time older than one period.
+        'sweeps: loop {
             self.clock.refresh_coarse();
             let period = (self.min_idle_timeout() / 4)
                 // Each sweep touches every activation; with long timeouts a
                 // rare sweep is plenty (deactivation stays within 25 % + one
                 // period of the timeout).
                 .clamp(Duration::from_millis(10), Duration::from_secs(30));
-            tokio::select! {
-                _ = tokio::time::sleep(period) => {}
-                changed = registrations.changed() => {
-                    if changed.is_err() {
-                        return;
+            let sweep_at = Instant::now() + period;
+            // The coarse clock ticks faster than sweeps: turns stamp their
+            // actor's last activity with it, which `actors get` shows, so it
+            // must stay well under a second behind; one store per tick.
+            loop {
+                let wake = sweep_at.min(Instant::now() + COARSE_TICK);
+                tokio::select! {
+                    () = tokio::time::sleep_until(wake) => {}
+                    changed = registrations.changed() => {
+                        if changed.is_err() {
+                            return;
+                        }
+                        continue 'sweeps;
                     }
-                    continue;
+                    () = &mut draining => return,
                 }
-                () = &mut draining => return,
+                self.clock.refresh_coarse();
+                if Instant::now() >= sweep_at {
+                    break;
+                }
             }
             let now = self.clock.refresh_coarse();
             let default_idle = self.config.default_idle_timeout;

@@ -10,26 +10,75 @@ fn actor_ref(ty: String, id: String) -> Option<pb::ActorRef> {
     Some(pb::ActorRef { r#type: ty, id })
 }
 
+/// The arguments of `troupe invoke`: `--data` as the SDKs' clients take
+/// them, or `--payload` as they travel.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct CallArgs {
+    /// The arguments as JSON: an object is keyword arguments ('{"by": 5}'),
+    /// an array positional ones ('[5]'), anything else one positional
+    /// argument, as the Python client's `invoke` takes them.
+    #[arg(long, conflicts_with = "payload")]
+    pub data: Option<String>,
+    /// The call payload exactly as sent, '{"args": [...], "kwargs": {...}}'
+    /// (docs/payloads.md): positional and keyword arguments together.
+    #[arg(long)]
+    pub payload: Option<String>,
+}
+
+impl CallArgs {
+    /// The JSON call payload to send. Checked here rather than by the
+    /// actor: a typo in the shell should not cost a turn, and the message
+    /// can show the expected shape.
+    fn encode(&self) -> anyhow::Result<String> {
+        let (flag, text) = match (&self.data, &self.payload) {
+            (Some(data), _) => ("--data", data),
+            (None, Some(payload)) => ("--payload", payload),
+            (None, None) => return Ok(r#"{"args":[],"kwargs":{}}"#.to_owned()),
+        };
+        let value = serde_json::from_str::<Value>(text).map_err(|e| {
+            fail(
+                Exit::Usage,
+                format!(
+                    "{flag} is not JSON ({e}): {text}\n  \
+                     pass keyword arguments as an object, e.g. --data '{{\"by\": 5}}', or \
+                     positional ones as an array, e.g. --data '[5]'"
+                ),
+            )
+        })?;
+        if self.payload.is_some() {
+            return Ok(text.clone());
+        }
+        // The Python client's `invoke(..., params)`: a dict is kwargs, a
+        // list args; a lone value is the one argument a shell user means.
+        let envelope = match value {
+            Value::Object(kwargs) => json!({ "args": [], "kwargs": kwargs }),
+            Value::Array(args) => json!({ "args": args, "kwargs": {} }),
+            Value::Null => json!({ "args": [], "kwargs": {} }),
+            one => json!({ "args": [one], "kwargs": {} }),
+        };
+        Ok(envelope.to_string())
+    }
+
+    /// `--data` that reads as a payload (`{"kwargs": ...}`, as `--data`
+    /// meant before it took the arguments themselves): worth a word when the
+    /// actor refuses it.
+    fn looks_like_payload(&self) -> bool {
+        let Some(Ok(Value::Object(data))) = self.data.as_deref().map(serde_json::from_str::<Value>)
+        else {
+            return false;
+        };
+        !data.is_empty() && data.keys().all(|k| k == "args" || k == "kwargs")
+    }
+}
+
 pub async fn invoke(
     target: &Target,
     actor_type: String,
     id: String,
     method: String,
-    data: Option<String>,
+    call: CallArgs,
 ) -> anyhow::Result<()> {
-    let data = data.unwrap_or_else(|| "{}".into());
-    // Checked here rather than by the actor: a typo in the shell should not
-    // cost a turn, and the message can show the expected shape.
-    if let Err(e) = serde_json::from_str::<Value>(&data) {
-        return Err(fail(
-            Exit::Usage,
-            format!(
-                "--data is not JSON ({e}): {data}\n  \
-                 pass the arguments as {{\"args\": [...], \"kwargs\": {{...}}}}, \
-                 e.g. --data '{{\"kwargs\": {{\"by\": 5}}}}' (docs/payloads.md)"
-            ),
-        ));
-    }
+    let data = call.encode()?;
     let daemon = connect(target).await?;
     let mut client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());
     let name = actor_name(&actor_type, &id);
@@ -38,6 +87,14 @@ pub async fn invoke(
     } else {
         format!("call {name}.{method}")
     });
+    let request = if call.looks_like_payload() {
+        request.when_refused(
+            "--data is the arguments themselves ('{\"by\": 5}'); to send \"args\" and \
+             \"kwargs\" as written, pass them with --payload",
+        )
+    } else {
+        request
+    };
     let reply = client
         .invoke(pb::InvokeRequest {
             actor: actor_ref(actor_type, id),

@@ -26,7 +26,7 @@ use crate::auth::BearerToken;
 use tonic::{Code, Status};
 
 pub use actors::{actors_deactivate, actors_get, actors_list};
-pub use calls::{invoke, state_get};
+pub use calls::{invoke, state_get, CallArgs};
 pub use cluster::{cluster_status, ClusterTarget};
 pub use reminders::reminders_list;
 pub use status::status;
@@ -40,7 +40,8 @@ Add -o json for output scripts can parse; docs/cli.md describes every field.
 Exit codes:
   0  success
   1  any other error (e.g. writing the output failed)
-  2  bad input: wrong arguments, --data that is not JSON, or INVALID_ARGUMENT from the daemon
+  2  bad input: wrong arguments, --data that is not JSON, INVALID_ARGUMENT from the daemon,
+     or an actor refusing the call's arguments (TypeError, PayloadError)
   3  the daemon is unreachable (not running, wrong --addr, connection lost)
   4  not found: unknown actor type, no such actor or state key
   5  the actor raised an error (invoke)
@@ -156,24 +157,64 @@ async fn connect(target: &Target) -> anyhow::Result<Daemon> {
             ),
         ));
     }
-    let channel = tls::connect(endpoint.connect_timeout(CONNECT_TIMEOUT), connector.as_ref())
-        .await
-        .map_err(|e| {
-            fail(
-                Exit::Unreachable,
-                format!(
-                    "cannot reach the troupe daemon at {addr} ({})\n  \
-                     start it with `troupe serve --listen {host_port}`, or point --addr / TROUPE_ADDR \
-                     at the address a running daemon printed (\"troupe listening on ...\")",
-                    root_cause(&e)
-                ),
-            )
-        })?;
+    let channel = tls::connect(
+        endpoint.connect_timeout(CONNECT_TIMEOUT),
+        connector.as_ref(),
+    )
+    .await
+    .map_err(|e| {
+        fail(
+            Exit::Unreachable,
+            format!(
+                "cannot reach the troupe daemon at {addr} ({})\n  {}",
+                root_cause(&e),
+                unreachable_hint(addr)
+            ),
+        )
+    })?;
     Ok(Daemon {
         channel: InterceptedService::new(channel, api_token()?),
         addr: addr.to_owned(),
     })
 }
+
+/// What to do when nothing answers at `addr`, as commands that work when
+/// pasted: an address without a port went to port 80 (the URL default), so
+/// the likely fix is the port, not starting a daemon there.
+fn unreachable_hint(addr: &str) -> String {
+    let host_port = addr
+        .rsplit("://")
+        .next()
+        .unwrap_or(addr)
+        .trim_end_matches('/');
+    let port = host_port
+        .rsplit_once(':')
+        .filter(|(host, _)| !host.ends_with(':') && (!host.starts_with('[') || host.ends_with(']')))
+        .and_then(|(_, port)| port.parse::<u16>().ok());
+    // `--listen` takes an IP address, not a name.
+    let listen = |port: u16| match host_port.parse::<std::net::SocketAddr>() {
+        Ok(a) => a.to_string(),
+        Err(_) => format!("127.0.0.1:{port}"),
+    };
+    match port {
+        Some(port) => format!(
+            "start it with `troupe serve --listen {}`, or point --addr / TROUPE_ADDR at the \
+             address a running daemon printed (\"troupe listening on ...\")",
+            listen(port)
+        ),
+        None => {
+            let with_port = format!("{host_port}:{DEFAULT_PORT}");
+            format!(
+                "{addr:?} has no port, so port 80 was tried; a daemon listens on {DEFAULT_PORT} \
+                 unless told otherwise: use --addr {with_port} (or TROUPE_ADDR={with_port}), \
+                 and start one there with `troupe serve --listen 127.0.0.1:{DEFAULT_PORT}`"
+            )
+        }
+    }
+}
+
+/// The port of [`crate::config::DEFAULT_LISTEN`].
+const DEFAULT_PORT: u16 = 7420;
 
 /// The innermost cause: "Connection refused (os error 111)" says more than
 /// tonic's "transport error" wrapped around it.
@@ -190,6 +231,8 @@ struct Request<'a> {
     /// e.g. "describe counter/c1".
     what: String,
     daemon: &'a Daemon,
+    /// Added to the message when the actor refuses the call's arguments.
+    refused_hint: &'static str,
 }
 
 impl Daemon {
@@ -197,11 +240,28 @@ impl Daemon {
         Request {
             what: what.into(),
             daemon: self,
+            refused_hint: "",
         }
     }
 }
 
+/// The failure types with which the SDKs refuse a call's arguments rather
+/// than fail running it: `TypeError` (Python's argument binding: a missing,
+/// unexpected or surplus argument; TypeScript's unknown method) and
+/// `PayloadError` (arguments that are not a call payload). A `TypeError`
+/// the method raises itself says, by Python's convention, that it was given
+/// a value of the wrong type: the caller's to fix as well.
+const REFUSED_ARGUMENTS: [&str; 2] = ["TypeError", "PayloadError"];
+
 impl Request<'_> {
+    /// Says `hint` too when the actor refuses the arguments.
+    fn when_refused(self, hint: &'static str) -> Self {
+        Self {
+            refused_hint: hint,
+            ..self
+        }
+    }
+
     /// Turns a status from the daemon into an error with its exit code.
     fn failed(&self, status: Status) -> anyhow::Error {
         let what = &self.what;
@@ -214,6 +274,22 @@ impl Request<'_> {
                     .get(crate::convert::errors::ERROR_TYPE_TRAILER)
                     .and_then(|v| v.to_str().ok());
                 match ty {
+                    Some(ty) if REFUSED_ARGUMENTS.contains(&ty) => {
+                        let hint = match self.refused_hint {
+                            "" => {
+                                "check the arguments against the method's parameters \
+                                   (--data '{\"name\": value}' for keyword arguments, \
+                                   '[value]' for positional ones)"
+                            }
+                            hint => hint,
+                        };
+                        fail(
+                            Exit::Usage,
+                            format!(
+                                "{what}: the actor refused the arguments: {ty}: {message}\n  {hint}"
+                            ),
+                        )
+                    }
                     Some(ty) => fail(
                         Exit::ActorError,
                         format!("{what}: the actor raised {ty}: {message}"),
@@ -294,8 +370,13 @@ fn code_name(code: Code) -> &'static str {
 /// Prints a command's whole output. A reader that went away early (a pipe
 /// into `head`) has what it wanted: that is not an error.
 fn emit(text: &str) -> anyhow::Result<()> {
+    emit_bytes(text.as_bytes())
+}
+
+/// [`emit`] for output that is already bytes.
+pub fn emit_bytes(bytes: &[u8]) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(fail(Exit::Other, format!("cannot write the output: {e}")))
         }

@@ -1,5 +1,5 @@
-//! `troupe serve` settings: flags override the config file, which overrides
-//! the built-in defaults.
+//! `troupe serve` settings: flags (or their TROUPE_* variables) override the
+//! config file, which overrides the built-in defaults.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,6 +11,7 @@ use troupe_runtime::{RuntimeConfig, StateMode};
 use troupe_transport::link::{ChannelPlan, LinksConfig, Window};
 
 use crate::auth::{Credential, TokenSource};
+use crate::telemetry::LogFormat;
 
 mod tls;
 mod values;
@@ -31,60 +32,60 @@ pub struct ServeArgs {
     #[arg(long, env = "TROUPE_CONFIG")]
     pub config: Option<PathBuf>,
     /// Address for the gRPC API [default: 127.0.0.1:7420]; port 0 picks a free one.
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_LISTEN")]
     pub listen: Option<SocketAddr>,
     /// Directory for the embedded state store [default: ./troupe-data].
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// State store: `sled` (under --data-dir), `postgres://USER[:PASSWORD]@HOST[:PORT]/DB`
     /// (shared by several daemons) or `memory` (nothing survives) [default: sled].
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_STORE")]
     pub store: Option<String>,
     /// Largest payload or state value in bytes [default: 4194304].
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_MAX_PAYLOAD_BYTES")]
     pub max_payload_bytes: Option<usize>,
     /// Calls queued or running in the daemon before RESOURCE_EXHAUSTED [default: 100000].
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_MAX_PENDING_CALLS")]
     pub max_pending_calls: Option<usize>,
     /// Calls of one actor type queued or running before RESOURCE_EXHAUSTED, for
     /// types that set none [default: half of --max-pending-calls].
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_MAX_PENDING_PER_TYPE")]
     pub max_pending_per_type: Option<usize>,
     /// Longest one turn may run, for types that set none; past it the caller gets
     /// DEADLINE_EXCEEDED and the actor is deactivated [default: 60s].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::flag, env = "TROUPE_TURN_TIMEOUT")]
     pub turn_timeout: Option<Duration>,
     /// Default per-actor mailbox bound, for types that set none [default: 1000].
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_MAX_MAILBOX")]
     pub max_mailbox: Option<usize>,
     /// Default idle time before an actor is deactivated [default: 10m].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::flag, env = "TROUPE_IDLE_TIMEOUT")]
     pub idle_timeout: Option<Duration>,
     /// Longest any call may take [default: 60s].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::flag, env = "TROUPE_CALL_TIMEOUT")]
     pub call_timeout: Option<Duration>,
     /// How long calls wait for an app to register their type [default: 10s].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::flag, env = "TROUPE_HOST_WAIT")]
     pub host_wait: Option<Duration>,
     /// Write-behind flush interval [default: 1s].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::flag, env = "TROUPE_FLUSH_INTERVAL")]
     pub flush_interval: Option<Duration>,
     /// Dirty bytes that trigger an early flush [default: 16777216].
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_FLUSH_MAX_DIRTY_BYTES")]
     pub flush_max_dirty_bytes: Option<usize>,
     /// How long a graceful shutdown waits for turns and deactivations [default: 30s].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::flag, env = "TROUPE_SHUTDOWN_GRACE")]
     pub shutdown_grace: Option<Duration>,
     /// How long SIGTERM then tries to write what is left; past it the daemon
     /// logs the actors and keys it could not write and exits 1 [default: 10s].
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::duration::flag, env = "TROUPE_SHUTDOWN_FLUSH_TIMEOUT")]
     pub shutdown_flush_timeout: Option<Duration>,
     /// Turn dispatch workers [default: number of CPUs].
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_WORKERS")]
     pub workers: Option<usize>,
     /// Benchmark baseline: write each turn's state changes before replying,
     /// one store write per turn (no write-behind, no group commit).
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_WRITE_THROUGH", value_parser = clap::builder::BoolishValueParser::new())]
     pub write_through: bool,
     /// Export traces over OTLP/gRPC to this collector, e.g. `http://127.0.0.1:4317`
     /// [default: off].
@@ -92,7 +93,7 @@ pub struct ServeArgs {
     pub otlp_endpoint: Option<String>,
     /// Serve Prometheus metrics (`GET /metrics`) on this address, e.g.
     /// `127.0.0.1:9464`; port 0 picks a free one [default: off].
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
     /// Join a cluster: the placement replicas' addresses, `HOST:PORT[,HOST:PORT...]`
     /// [default: off, this daemon owns every actor].
@@ -103,41 +104,45 @@ pub struct ServeArgs {
     #[arg(long, env = "TROUPE_NODE")]
     pub node: Option<String>,
     /// `HOST:PORT` other daemons dial to forward calls here [default: the --listen address].
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_ADVERTISE")]
     pub advertise: Option<String>,
     /// Channels of the links to each other daemon and their connections:
     /// `call=N,bulk=M` (small calls apart from chunked payloads of 64 KiB and
     /// more) or `single=N` (everything on N connections, no chunking)
     /// [default: control=1,call=2,bulk=4].
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_PEER_CHANNELS")]
     pub peer_channels: Option<ChannelPlan>,
     /// HTTP/2 windows of the links, per stream and connection: bytes,
     /// `auto` (grown to each connection's bandwidth-delay product) or
     /// `default` (the HTTP/2 library's) [default: 16777216].
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_PEER_WINDOW")]
     pub peer_window: Option<Window>,
     /// Bytes one channel may hold queued for one peer; past it forwarded calls
     /// get RESOURCE_EXHAUSTED [default: 268435456].
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_PEER_QUEUE_BYTES")]
     pub peer_queue_bytes: Option<usize>,
     /// File of client API tokens, one per line (several while rotating),
     /// read again when it changes; `TROUPE_API_TOKEN` adds more. With any,
     /// client, admin and reflection calls, and peers' links, must send one.
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_API_TOKEN_FILE")]
     pub api_token_file: Option<PathBuf>,
     /// File of app tokens, as --api-token-file; `TROUPE_APP_TOKEN` adds
     /// more. With any, an app must send one to attach.
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_APP_TOKEN_FILE")]
     pub app_token_file: Option<PathBuf>,
     /// Listen beyond loopback without requiring both tokens: only where
     /// nobody but trusted callers can reach the address.
-    #[arg(long)]
+    #[arg(long, env = "TROUPE_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]
     pub insecure: bool,
     /// For tests only: reminders, alarms and timers run on a clock that
     /// `Admin.AdvanceClock` moves forward (docs/testing.md). Refused with
     /// --placement and with a --listen beyond loopback.
-    #[arg(long, hide_short_help = true)]
+    #[arg(long, hide_short_help = true, env = "TROUPE_TEST_CLOCK", value_parser = clap::builder::BoolishValueParser::new())]
     pub test_clock: bool,
+    /// Log lines on stderr: `text` for people, `json` (one object per line)
+    /// for log collectors [default: text].
+    #[arg(long, value_enum, env = "TROUPE_LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
     #[command(flatten)]
     pub tls: TlsArgs,
 }
@@ -152,21 +157,21 @@ struct FileConfig {
     max_payload_bytes: Option<usize>,
     max_pending_calls: Option<usize>,
     max_pending_per_type: Option<usize>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     turn_timeout: Option<Duration>,
     max_mailbox: Option<usize>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     idle_timeout: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     call_timeout: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     host_wait: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     flush_interval: Option<Duration>,
     flush_max_dirty_bytes: Option<usize>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     shutdown_grace: Option<Duration>,
-    #[serde(default, with = "humantime_serde")]
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     shutdown_flush_timeout: Option<Duration>,
     workers: Option<usize>,
     #[serde(default)]
@@ -183,6 +188,7 @@ struct FileConfig {
     app_token_file: Option<PathBuf>,
     #[serde(default)]
     insecure: bool,
+    log_format: Option<LogFormat>,
     tls: Option<TlsArgs>,
 }
 
@@ -229,6 +235,7 @@ pub struct ServeConfig {
     pub app_tokens: Option<TokenSource>,
     /// TLS on the listener and to peers and placement; `None`: plaintext.
     pub tls: Option<troupe_tls::TlsSettings>,
+    pub log_format: LogFormat,
 }
 
 /// How this daemon takes part in a cluster.
@@ -410,6 +417,7 @@ impl ServeArgs {
             api_tokens,
             app_tokens,
             tls,
+            log_format: self.log_format.or(file.log_format).unwrap_or_default(),
         })
     }
 
@@ -441,11 +449,15 @@ impl ServeArgs {
         })
     }
 
-    /// Trace export as configured, for setting up logging before `serve`
-    /// runs. `None` also when the settings are invalid: `serve` resolves
-    /// them again and reports why.
-    pub fn trace_export(&self) -> Option<TraceExport> {
-        self.resolve().ok()?.trace_export
+    /// The log format and trace export as configured, for setting up
+    /// logging before `serve` runs. When the settings are invalid: the
+    /// flag's format and no export; `serve` resolves them again and reports
+    /// why, in that format.
+    pub fn logging(&self) -> (LogFormat, Option<TraceExport>) {
+        match self.resolve() {
+            Ok(config) => (config.log_format, config.trace_export),
+            Err(_) => (self.log_format.unwrap_or_default(), None),
+        }
     }
 }
 

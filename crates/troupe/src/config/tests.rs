@@ -325,3 +325,84 @@ fn the_test_clock_is_only_for_a_lone_loopback_daemon() -> anyhow::Result<()> {
     assert!(e.to_string().contains("--placement"), "{e}");
     Ok(())
 }
+
+/// `troupe serve`'s flags alone, parsed as the binary parses them.
+#[derive(Debug, clap::Parser)]
+struct Serve {
+    #[command(flatten)]
+    args: ServeArgs,
+}
+
+fn serve_flags(flags: &[&str]) -> Result<ServeArgs, clap::Error> {
+    use clap::Parser;
+    Serve::try_parse_from(std::iter::once("serve").chain(flags.iter().copied())).map(|s| s.args)
+}
+
+/// `body` as a config file, resolved.
+fn from_file(body: &str) -> anyhow::Result<ServeConfig> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("troupe.toml");
+    std::fs::write(&path, body)?;
+    ServeArgs {
+        config: Some(path),
+        ..ServeArgs::default()
+    }
+    .resolve()
+}
+
+#[test]
+fn durations_in_every_spelling_from_flags_and_the_file() -> anyhow::Result<()> {
+    let minutes = |m: u64| Duration::from_secs(60 * m);
+    for (text, want) in [
+        ("90m", minutes(90)),
+        ("1h30m", minutes(90)),
+        ("PT1H30M", minutes(90)),
+        ("5400", minutes(90)),
+    ] {
+        let flags = serve_flags(&["--idle-timeout", text])?.resolve()?;
+        assert_eq!(flags.runtime.default_idle_timeout, want, "flag {text}");
+        let file = from_file(&format!("idle_timeout = \"{text}\"\n"))?;
+        assert_eq!(file.runtime.default_idle_timeout, want, "file {text}");
+    }
+    // TOML numbers are seconds too.
+    let file = from_file("idle_timeout = 5400\nflush_interval = 0.25\n")?;
+    assert_eq!(file.runtime.default_idle_timeout, minutes(90));
+    assert_eq!(file.runtime.flush_interval, Duration::from_millis(250));
+    Ok(())
+}
+
+#[test]
+fn a_bad_duration_names_its_flag_or_key() -> anyhow::Result<()> {
+    let Err(e) = serve_flags(&["--flush-interval", "soon"]) else {
+        anyhow::bail!("--flush-interval soon was accepted");
+    };
+    let said = e.to_string();
+    assert!(said.contains("--flush-interval"), "{said}");
+    assert!(
+        said.contains("not a duration") && said.contains("PT1M30S"),
+        "{said}"
+    );
+    for body in ["flush_interval = \"soon\"\n", "flush_interval = -1\n"] {
+        let Err(e) = from_file(body) else {
+            anyhow::bail!("{body} was accepted");
+        };
+        let said = format!("{e:#}");
+        assert!(said.contains("flush_interval"), "{said}");
+        assert!(said.contains("not a duration"), "{said}");
+    }
+    Ok(())
+}
+
+#[test]
+fn the_log_format_comes_from_the_flag_or_the_file() -> anyhow::Result<()> {
+    use crate::telemetry::LogFormat;
+    assert_eq!(ServeArgs::default().resolve()?.log_format, LogFormat::Text);
+    assert_eq!(
+        from_file("log_format = \"json\"\n")?.log_format,
+        LogFormat::Json
+    );
+    let flags = serve_flags(&["--log-format", "json"])?;
+    assert_eq!(flags.logging().0, LogFormat::Json);
+    assert!(from_file("log_format = \"yaml\"\n").is_err());
+    Ok(())
+}

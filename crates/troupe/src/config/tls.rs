@@ -58,17 +58,24 @@ pub struct TlsArgs {
     )]
     pub ca: Option<PathBuf>,
     /// An identity (URI or DNS name in the certificate) other daemons and
-    /// replicas must carry; repeat for several [default: the URI identities
+    /// replicas must carry; repeat for several, or separate with commas [default: the URI identities
     /// of --tls-cert, e.g. spiffe://troupe.local/node].
     #[arg(
         id = "tls_peer_identity",
         long = "tls-peer-identity",
+        env = "TROUPE_TLS_PEER_IDENTITY",
+        value_delimiter = ',',
         value_name = "IDENTITY"
     )]
     #[serde(default)]
     pub peer_identities: Vec<String>,
     /// Whether clients and apps must present a certificate [default: optional].
-    #[arg(id = "tls_client_certs", long = "tls-client-certs", value_enum)]
+    #[arg(
+        id = "tls_client_certs",
+        long = "tls-client-certs",
+        env = "TROUPE_TLS_CLIENT_CERTS",
+        value_enum
+    )]
     pub client_certs: Option<ClientCertsArg>,
 }
 

@@ -1,5 +1,6 @@
 //! Times and durations of reminders, alarms and timers as the API spells
-//! them ("90s", "1h30m", ISO 8601 "PT1M30S" and "R5/PT10S", RFC 3339): read
+//! them ("90s", "1h30m", ISO 8601 "PT1M30S" and "R5/PT10S", seconds "90",
+//! RFC 3339): read
 //! from requests, and written when a request is forwarded to another daemon
 //! (which reads them back to the same millisecond).
 
@@ -14,43 +15,21 @@ use troupe_runtime::input::{range, UserDuration, UserInstant};
 
 use super::errors::status_of;
 
-/// A duration given for `field`: humantime ("90s", "1h30m", "250ms") or
-/// ISO 8601 ("PT1M30S"), within `allowed`.
+/// A duration given for `field` in the daemon's one grammar
+/// ([`crate::duration`]), within `allowed`.
 pub fn duration(
     field: &str,
     text: &str,
     allowed: &RangeInclusive<Duration>,
 ) -> Result<UserDuration, Status> {
-    let parsed = parse_duration(field, text)?;
+    let parsed = crate::duration::parse(text).map_err(|why| {
+        Status::invalid_argument(format!(
+            "{field} {} is not a duration ({why}); {}",
+            shown(text.trim()),
+            crate::duration::EXAMPLES
+        ))
+    })?;
     UserDuration::new(field, parsed, allowed).map_err(status_of)
-}
-
-fn parse_duration(field: &str, text: &str) -> Result<Duration, Status> {
-    let text = text.trim();
-    if let Some(iso) = text.strip_prefix('P').or_else(|| text.strip_prefix('p')) {
-        if iso.contains('-') {
-            return Err(bad(field, text, "a duration cannot be negative"));
-        }
-        let parsed = iso8601::duration(&format!("P{iso}")).map_err(|e| bad(field, text, &e))?;
-        if let iso8601::Duration::YMDHMS { year, month, .. } = parsed {
-            if year > 0 || month > 0 {
-                return Err(Status::invalid_argument(format!(
-                    "{field} {} uses years or months, which have no fixed length; use days \
-                     (P30D) instead",
-                    shown(text)
-                )));
-            }
-        }
-        return Ok(parsed.into());
-    }
-    humantime::parse_duration(text).map_err(|e| bad(field, text, &e.to_string()))
-}
-
-fn bad(field: &str, text: &str, why: &str) -> Status {
-    Status::invalid_argument(format!(
-        "{field} {} is not a duration ({why}); write e.g. \"90s\", \"1h30m\" or ISO 8601 \"PT1M30S\"",
-        shown(text)
-    ))
 }
 
 /// `text` as an error message may repeat it: quoted, and cut short, so a
@@ -137,6 +116,7 @@ mod tests {
         assert_eq!(any("1h30m")?, Duration::from_secs(5400));
         assert_eq!(any("PT1M30S")?, Duration::from_secs(90));
         assert_eq!(any("P1DT1H")?, Duration::from_secs(90_000));
+        assert_eq!(any("90")?, Duration::from_secs(90));
         assert!(any("P1M").is_err(), "months have no fixed length");
         assert!(any("soon").is_err());
         assert!(any("PT-5S").is_err(), "negative, spelled the ISO way");
