@@ -392,3 +392,15 @@ async def test_read_only_method_cannot_write_state(daemon: Daemon, client: troup
         assert await client.get_state("board", "b1") == before
         # The app's copy was put back as well.
         assert await board.view() == before
+
+
+async def test_an_unknown_method_is_the_callers_type_error(
+    daemon: Daemon, client: troupe.Client
+) -> None:
+    # TypeError as in the TypeScript SDK, so every caller (and the CLI's
+    # exit code) sees the same kind of failure for a method the type lacks.
+    async with hosting(daemon.address, PlainOrder):
+        with pytest.raises(troupe.ActorError) as err:
+            await client.invoke("plain_order", "o1", "no_such_method")
+    assert err.value.remote_type == "TypeError"
+    assert "has no method 'no_such_method'" in str(err.value)

@@ -385,7 +385,9 @@ class _Session:
             spec = self.app._specs[ref.type]
             attr = spec.methods.get(msg.name)
             if attr is None:
-                raise AttributeError(
+                # TypeError, as the TypeScript SDK raises: the caller named a
+                # method the type lacks, a caller error (the CLI exits 2).
+                raise TypeError(
                     f"actor type {ref.type!r} has no method {msg.name!r};"
                     f" its methods are: {', '.join(sorted(spec.methods))}"
                 )
