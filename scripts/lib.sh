@@ -5,6 +5,13 @@ build_daemon() {
     cargo build --quiet -p troupe
 }
 
+# The debug daemon build_daemon built, wherever CARGO_TARGET_DIR puts it.
+daemon_bin() {
+    local target=${CARGO_TARGET_DIR:-target}
+    case $target in /*) ;; *) target=$PWD/$target ;; esac
+    echo "$target/debug/troupe"
+}
+
 # A virtualenv at .venv with the Python SDK and its dev tools, created once.
 python_venv() {
     # Reinstall when the venv predates the SDK's current dependencies: the
