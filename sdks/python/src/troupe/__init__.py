@@ -33,7 +33,7 @@ from ._actor import Actor, actor, method
 from ._address import API_VERSION, SDK_VERSION
 from ._app import App
 from ._caller import ActorProxy
-from ._client import Client, SyncActorProxy, SyncClient
+from ._client import Client
 from ._context import Context
 from ._daemon import DaemonNotFound, daemon_path
 from ._errors import (
@@ -52,6 +52,7 @@ from ._errors import (
 )
 from ._schedule import Reminder, RetryPolicy
 from ._state import State
+from ._sync_client import SyncActorProxy, SyncClient
 
 __version__ = SDK_VERSION
 

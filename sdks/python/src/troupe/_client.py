@@ -1,12 +1,10 @@
-"""Calling actors from any program: Client (asyncio) and SyncClient (blocking)."""
+"""Calling actors from any program with asyncio: Client. (SyncClient wraps it.)"""
 
 from __future__ import annotations
 
-import asyncio
-import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import grpc
 from opentelemetry.trace import TracerProvider
@@ -14,7 +12,7 @@ from opentelemetry.trace import TracerProvider
 from ._actor import type_name
 from ._address import open_channel, resolve_address
 from ._auth import API_TOKEN_ENV, TokenPath, TokenSource
-from ._caller import A, ActorProxy, Caller, P, Params, R, split_params
+from ._caller import A, ActorProxy, Caller, Params, split_params
 from ._duration import DurationLike, timeout_seconds
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._tls import TlsPath, TlsSource
@@ -22,6 +20,7 @@ from ._tracing import Tracing
 
 if TYPE_CHECKING:
     from ._actor import Actor
+    from ._sync_client import SyncClient
 
 T = TypeVar("T")
 
@@ -384,6 +383,9 @@ class Client:
         tls_key: TlsPath | None = None,
     ) -> SyncClient:
         """A blocking client for scripts; same as ``troupe.SyncClient(address)``."""
+        # Here, not at the top: _sync_client imports this module.
+        from ._sync_client import SyncClient
+
         return SyncClient(
             address,
             timeout=timeout,
@@ -394,309 +396,3 @@ class Client:
             tls_cert=tls_cert,
             tls_key=tls_key,
         )
-
-
-class SyncActorProxy(Generic[A]):
-    """The blocking twin of ActorProxy: ``client.actor("counter", "c1").incr(by=5)``,
-    or typed, ``client.actor(Cart, "c1").call(Cart.add_item, "apple")``."""
-
-    def __init__(self, client: SyncClient, proxy: ActorProxy[A]) -> None:
-        self._client = client
-        self._proxy = proxy
-
-    @overload
-    def call(
-        self,
-        method: Callable[Concatenate[A, P], Awaitable[R]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> R: ...
-
-    @overload
-    def call(
-        self, method: Callable[Concatenate[A, P], R], /, *args: P.args, **kwargs: P.kwargs
-    ) -> R: ...
-
-    @overload
-    def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any: ...
-
-    def call(self, method: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> Any:
-        """See :meth:`ActorProxy.call`; blocks until the result is there."""
-        return self._client._run(self._proxy.call(method, *args, **kwargs))
-
-    def __getattr__(self, name: str) -> Any:
-        caller = getattr(self._proxy, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return self._client._run(caller(*args, **kwargs))
-
-        return call
-
-    def __repr__(self) -> str:
-        return repr(self._proxy).replace("<troupe", "<troupe sync", 1)
-
-
-class SyncClient:
-    """A blocking client: the async Client driven by an event loop on a private thread.
-
-    Use it in scripts and non-async code; inside asyncio code use :class:`Client`.
-    Calls are children of the span current in the calling thread. ``token`` and
-    ``token_file`` (default: ``$TROUPE_API_TOKEN``), ``tls_ca``, ``tls_cert`` and
-    ``tls_key`` (default: ``$TROUPE_TLS_CA``...) as for :class:`Client`.
-    """
-
-    def __init__(
-        self,
-        address: str | None = None,
-        *,
-        timeout: DurationLike | None = None,
-        tracer_provider: TracerProvider | None = None,
-        token: str | None = None,
-        token_file: TokenPath | None = None,
-        tls_ca: TlsPath | None = None,
-        tls_cert: TlsPath | None = None,
-        tls_key: TlsPath | None = None,
-    ) -> None:
-        # Built first: a bad token or TLS option raises before a thread is started.
-        self._client = Client(
-            address,
-            timeout=timeout,
-            tracer_provider=tracer_provider,
-            token=token,
-            token_file=token_file,
-            tls_ca=tls_ca,
-            tls_cert=tls_cert,
-            tls_key=tls_key,
-        )
-        self.address = self._client.address
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="troupe-sync-client", daemon=True
-        )
-        self._thread.start()
-
-    def __repr__(self) -> str:
-        return repr(self._client).replace("troupe.Client", "troupe.SyncClient", 1)
-
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._loop.is_closed():
-            coro.close()
-            raise RuntimeError("this SyncClient is closed")
-        # The task runs in a copy of this thread's contextvars (call_soon_threadsafe
-        # captures them), so the caller's current span is the parent of the call's.
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
-    def __enter__(self) -> SyncClient:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Close the connection and stop the private event loop."""
-        if self._loop.is_closed():
-            return
-        self._run(self._client.close())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
-
-    @overload
-    def actor(
-        self,
-        actor_type: type[A],
-        actor_id: str,
-        *,
-        timeout: DurationLike | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> SyncActorProxy[A]: ...
-
-    @overload
-    def actor(
-        self,
-        actor_type: str,
-        actor_id: str,
-        *,
-        timeout: DurationLike | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> SyncActorProxy[Any]: ...
-
-    def actor(
-        self,
-        actor_type: str | type[Actor],
-        actor_id: str,
-        *,
-        timeout: DurationLike | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> SyncActorProxy[Any]:
-        """A blocking proxy on one actor; ``actor_type`` is a name or an actor class."""
-        return SyncActorProxy(
-            self, self._client.actor(actor_type, actor_id, timeout=timeout, metadata=metadata)
-        )
-
-    def invoke(
-        self,
-        actor_type: str,
-        actor_id: str,
-        method: str,
-        params: Params = None,
-        *,
-        timeout: DurationLike | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> Any:
-        """See :meth:`Client.invoke`."""
-        return self._run(
-            self._client.invoke(
-                actor_type, actor_id, method, params, timeout=timeout, metadata=metadata
-            )
-        )
-
-    def tell(
-        self,
-        actor_type: str,
-        actor_id: str,
-        method: str,
-        params: Params = None,
-        *,
-        timeout: DurationLike | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> None:
-        """See :meth:`Client.tell`."""
-        self._run(
-            self._client.tell(
-                actor_type, actor_id, method, params, timeout=timeout, metadata=metadata
-            )
-        )
-
-    def get_state(
-        self,
-        actor_type: str,
-        actor_id: str,
-        keys: Sequence[str] = (),
-        *,
-        raw: bool = False,
-        timeout: DurationLike | None = None,
-    ) -> dict[str, Any]:
-        """See :meth:`Client.get_state`."""
-        return self._run(
-            self._client.get_state(actor_type, actor_id, keys, raw=raw, timeout=timeout)
-        )
-
-    def set_reminder(
-        self,
-        actor_type: str,
-        actor_id: str,
-        name: str,
-        due: When = "10s",
-        period: Duration | None = None,
-        *,
-        repeat: int = 0,
-        until: When | None = None,
-        data: Any = None,
-        retry: RetryPolicy | None = None,
-        missed: MissedName = "fire_once",
-        timeout: DurationLike | None = None,
-    ) -> Reminder:
-        """See :meth:`Client.set_reminder`."""
-        return self._run(
-            self._client.set_reminder(
-                actor_type,
-                actor_id,
-                name,
-                due,
-                period,
-                repeat=repeat,
-                until=until,
-                data=data,
-                retry=retry,
-                missed=missed,
-                timeout=timeout,
-            )
-        )
-
-    def get_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
-    ) -> Reminder | None:
-        """See :meth:`Client.get_reminder`."""
-        return self._run(self._client.get_reminder(actor_type, actor_id, name, timeout=timeout))
-
-    def delete_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
-    ) -> bool:
-        """See :meth:`Client.delete_reminder`."""
-        return self._run(self._client.delete_reminder(actor_type, actor_id, name, timeout=timeout))
-
-    def list_reminders(
-        self,
-        actor_type: str | None = None,
-        actor_id: str | None = None,
-        *,
-        timeout: DurationLike | None = None,
-    ) -> list[Reminder]:
-        """See :meth:`Client.list_reminders`."""
-        return self._run(self._client.list_reminders(actor_type, actor_id, timeout=timeout))
-
-    def set_alarm(
-        self,
-        actor_type: str,
-        actor_id: str,
-        at: When,
-        data: Any = None,
-        *,
-        retry: RetryPolicy | None = None,
-        timeout: DurationLike | None = None,
-    ) -> Reminder:
-        """See :meth:`Client.set_alarm`."""
-        return self._run(
-            self._client.set_alarm(actor_type, actor_id, at, data, retry=retry, timeout=timeout)
-        )
-
-    def get_alarm(
-        self, actor_type: str, actor_id: str, *, timeout: DurationLike | None = None
-    ) -> Reminder | None:
-        """See :meth:`Client.get_alarm`."""
-        return self._run(self._client.get_alarm(actor_type, actor_id, timeout=timeout))
-
-    def delete_alarm(
-        self, actor_type: str, actor_id: str, *, timeout: DurationLike | None = None
-    ) -> bool:
-        """See :meth:`Client.delete_alarm`."""
-        return self._run(self._client.delete_alarm(actor_type, actor_id, timeout=timeout))
-
-    def set_timer(
-        self,
-        actor_type: str,
-        actor_id: str,
-        name: str,
-        due: Duration = "1s",
-        period: Duration | None = None,
-        *,
-        data: Any = None,
-        keep_alive: bool = False,
-        timeout: DurationLike | None = None,
-    ) -> None:
-        """See :meth:`Client.set_timer`."""
-        self._run(
-            self._client.set_timer(
-                actor_type,
-                actor_id,
-                name,
-                due,
-                period,
-                data=data,
-                keep_alive=keep_alive,
-                timeout=timeout,
-            )
-        )
-
-    def delete_timer(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
-    ) -> bool:
-        """See :meth:`Client.delete_timer`."""
-        return self._run(self._client.delete_timer(actor_type, actor_id, name, timeout=timeout))
