@@ -59,11 +59,7 @@ def _install_dirs() -> list[Path]:
     user_scheme = f"{os.name}_user"
     if user_scheme in sysconfig.get_scheme_names():
         dirs.append(Path(sysconfig.get_path("scripts", user_scheme)))
-    unique: list[Path] = []
-    for d in dirs:
-        if d not in unique:
-            unique.append(d)
-    return unique
+    return list(dict.fromkeys(dirs))
 
 
 def _runnable(path: Path) -> bool:
