@@ -6,7 +6,7 @@
 import { Actor, actor, method } from "@troupe/sdk";
 
 /** A cart nobody touched for this long is emptied (by a durable reminder). */
-export const ABANDONED_AFTER_MS = 30 * 24 * 3600 * 1000;
+export const ABANDONED_AFTER = "30d";
 
 /** One line of the cart. */
 export interface Line {
@@ -31,7 +31,7 @@ export class Cart extends Actor<CartState> {
     this.state.set("items", items);
     this.state.set("abandoned", false);
     // Setting it again replaces the pending one: 30 days from the last change.
-    await this.ctx.setReminder("abandoned", { due: ABANDONED_AFTER_MS });
+    await this.ctx.setReminder("abandoned", { due: ABANDONED_AFTER });
     return this.#total();
   }
 
@@ -50,7 +50,7 @@ export class Cart extends Actor<CartState> {
     return this.#total();
   }
 
-  /** Only "abandoned": nobody touched the cart for ABANDONED_AFTER_MS. */
+  /** Only "abandoned": nobody touched the cart for ABANDONED_AFTER. */
   override onReminder(name: string): void {
     if (name === "abandoned") {
       this.state.set("items", {});

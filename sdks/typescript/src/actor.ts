@@ -125,7 +125,7 @@ export type ActorClass<A extends ActorInstance = ActorInstance> = new () => A;
 
 /** Options of {@link actor}; those left out use the daemon's defaults. */
 export interface ActorOptions {
-  /** Time without a turn before the actor is deactivated (ms, or "30s", "5m"...). */
+  /** Time without a turn before the actor is deactivated (seconds, or "30s", "5m"...). */
   idleTimeout?: Duration;
   /** `"write_behind"` (reply at once, flush in batches) or `"durable"` (reply once stored). */
   state?: StateModeName;

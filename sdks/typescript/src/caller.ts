@@ -12,7 +12,7 @@ import { callDeadline, chainForCall } from "./turn.js";
 
 /** Options of one call. */
 export interface CallOptions {
-  /** Deadline of the call (ms, or a string: "500ms", "5s", "PT1M"...); becomes the gRPC deadline. */
+  /** Deadline of the call (seconds, or a string: "500ms", "5s", "PT1M"...); becomes the gRPC deadline. */
   timeout?: Duration;
   /** Delivered to the actor with the call (the turn's `metadata`). */
   metadata?: Readonly<Record<string, string>>;

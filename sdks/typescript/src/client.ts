@@ -97,7 +97,8 @@ export class Client {
   constructor(options: ClientOptions = {}) {
     this.address = resolveAddress(options.address);
     // Read now: a bad timeout fails the constructor with InvalidArgument, not the first call.
-    this.timeout = toMillis(options.timeout, "timeout");
+    toMillis(options.timeout, "timeout");
+    this.timeout = options.timeout;
     this.#token = resolveToken(options, API_TOKEN_ENV);
     this.#tls = resolveTls(options);
     channelCredentials(this.#tls); // unusable files throw here; read again for each channel

@@ -4,13 +4,13 @@
 // Each is read here where the option is given, so that a bad value fails the
 // decorator, constructor or call that took it with InvalidArgument naming the
 // option, never later inside the library. The Python SDK's troupe/_duration.py
-// reads the same strings (its numbers are seconds, as in Python's standard
-// library; here they are milliseconds, as setTimeout takes them).
+// and the daemon's flags read the same strings, and a number is seconds in all
+// three, so `timeout: 2` means the same wherever it is written.
 import * as grpc from "@grpc/grpc-js";
 import { InvalidArgument } from "./errors.js";
 
 /**
- * A duration: a number of **milliseconds**, or a string of `<number><unit>` parts
+ * A duration: a number of **seconds** (`90`, `1.5`, `0.25`), or a string of `<number><unit>` parts
  * (`"90s"`, `"1h30m"`, `"500ms"`, `"30d"`, `"1.5h"`; units `ms s m h d w` and their
  * long names) or ISO 8601 (`"PT1M30S"`, `"P30D"`). Months and years have no fixed
  * length and are refused.
@@ -41,7 +41,7 @@ const ISO_CALENDAR = /^[Pp](?:\d+(?:\.\d+)?[YyMm])+/;
 // The daemon's longest duration; longer values are surely mistakes.
 const MAX_MS = 100 * 365.25 * 86_400_000;
 
-const HINT = `write milliseconds as a number, or a string such as "90s", "1h30m", "500ms", "30d" or ISO 8601 "PT1M30S"`;
+const HINT = `write seconds as a number, or a string such as "90s", "1h30m", "500ms", "30d" or ISO 8601 "PT1M30S"`;
 
 function shown(value: unknown): string {
   let text: string;
@@ -91,7 +91,7 @@ export function durationMs(value: unknown, option: string, allowZero = false): n
   let ms: number;
   if (typeof value === "number") {
     if (!Number.isFinite(value)) throw bad(option, value, "not finite");
-    ms = value;
+    ms = value * 1_000;
   } else if (typeof value === "string") {
     ms = stringMs(option, value);
   } else {

@@ -21,14 +21,14 @@ import { type CallTarget, Tracing } from "./tracing.js";
 import { callDeadline } from "./turn.js";
 
 /**
- * When something fires: a {@link Duration} from now (milliseconds as a number, or a
+ * When something fires: a {@link Duration} from now (seconds as a number, or a
  * string: `"90s"`, `"1h30m"`, `"250ms"`, ISO 8601 `"PT1M30S"`), an RFC 3339 time
  * as a string (`"2026-12-01T00:00:00Z"`), or a `Date`.
  */
 export type ScheduleTime = Duration | Date;
 
 /**
- * How often a reminder or timer repeats: a {@link Duration} (milliseconds as a number,
+ * How often a reminder or timer repeats: a {@link Duration} (seconds as a number,
  * or a string: `"10s"`, `"PT10S"`), or (reminders) an ISO 8601 repetition `"R5/PT10S"`
  * (five firings in all).
  */
@@ -42,9 +42,9 @@ export type SchedulePeriod = Duration;
 export interface RetryPolicy {
   /** Attempts of one firing in all (the first one included) before it is dropped. */
   maxAttempts?: number;
-  /** Wait before the first retry, a {@link Duration} (`"1s"`, or ms); doubles with every retry. */
+  /** Wait before the first retry, a {@link Duration} (`"1s"`, or seconds); doubles with every retry. */
   initialBackoff?: Duration;
-  /** Upper bound of the wait between retries, a {@link Duration} (`"1m"`, or ms). */
+  /** Upper bound of the wait between retries, a {@link Duration} (`"1m"`, or seconds). */
   maxBackoff?: Duration;
   /** The same as `initialBackoff`, in milliseconds (the older spelling; give one of the two). */
   initialBackoffMs?: number;
@@ -121,7 +121,7 @@ export interface AlarmOptions {
 
 /** Options of `setTimer`. */
 export interface TimerOptions {
-  /** First firing: a {@link Duration} from now (ms, or a string: `"5s"`, `"PT5S"`); default: `"1s"`. */
+  /** First firing: a {@link Duration} from now (seconds, or a string: `"5s"`, `"PT5S"`); default: `"1s"`. */
   due?: Duration;
   /** Repeat with this period; default: fire once. */
   period?: SchedulePeriod;

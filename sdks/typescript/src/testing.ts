@@ -43,7 +43,7 @@ import { AdminClient, type AdvanceClockResponse } from "./gen/troupe/v1/admin.js
 const ANNOUNCE = /^troupe listening on (\S+)/;
 
 /**
- * How far to move the clock: milliseconds, or a duration string the daemon
+ * How far to move the clock: seconds, or a duration string the daemon
  * reads (`"90s"`, `"720h"`, ISO 8601 `"P30D"`).
  */
 export type ClockStep = number | string;
@@ -69,7 +69,7 @@ export interface TestDaemonOptions {
   startTimeoutMs?: number;
 }
 
-/** `by` as the daemon's duration grammar (whole milliseconds for numbers). */
+/** `by` as the daemon's duration grammar (numbers are seconds, sent as whole milliseconds). */
 export function clockStepText(by: ClockStep): string {
   // The SDK's one grammar; a negative step is InvalidArgument (the test clock only moves forward).
   return `${String(toMillis(by, "advance by", true))}ms`;
@@ -209,14 +209,14 @@ export class TestEnv {
   constructor(daemon: TestDaemon, options: TestEnvOptions = {}) {
     this.daemon = daemon;
     this.#ownsClock = options.ownsClock ?? true;
-    this.client = new Client({ address: daemon.address, timeout: options.timeout ?? 30_000 });
+    this.client = new Client({ address: daemon.address, timeout: options.timeout ?? 30 });
   }
 
   /** Host `actors` in this process until {@link close}; resolves once the daemon accepted their types. */
   async host(...actors: ActorClass[]): Promise<App> {
-    const app = new App({ actors, address: this.daemon.address, maxReconnectDelay: 200 });
+    const app = new App({ actors, address: this.daemon.address, maxReconnectDelay: 0.2 });
     this.#apps.push(app);
-    await app.start({ timeout: 30_000 });
+    await app.start({ timeout: 30 });
     return app;
   }
 
@@ -234,7 +234,7 @@ export class TestEnv {
   }
 
   /**
-   * Move the clock forward by `by` (milliseconds or `"720h"`): reminders,
+   * Move the clock forward by `by` (seconds, or `"720h"`): reminders,
    * alarms and timers due on the way fire in due order, and this resolves
    * once their turns ran, so the state they left can be asserted at once.
    */

@@ -179,7 +179,7 @@ describe("a daemon that requires tokens", () => {
     // Two API tokens, as while rotating: the SDK sends one, the first it is given.
     daemon = await startDaemon([], { [API_TOKEN_ENV]: `${API_TOKEN},${ROTATED_API_TOKEN}`, [APP_TOKEN_ENV]: APP_TOKEN });
     app = noEnvToken(() => new App({ actors: [Echo, Relay], address: daemon.address, token: APP_TOKEN, logger: recordingLogger(appLog) }));
-    await app.start({ timeout: 15_000 });
+    await app.start({ timeout: 15 });
   });
   after(async () => {
     await app.close();
@@ -188,7 +188,7 @@ describe("a daemon that requires tokens", () => {
   });
 
   test("a client without a token gets Unauthenticated, on every kind of call", async () => {
-    const client = noEnvToken(() => new Client({ address: daemon.address, timeout: 10_000 }));
+    const client = noEnvToken(() => new Client({ address: daemon.address, timeout: 10 }));
     try {
       const check = unauthenticated(/requires the client API token.*TROUPE_API_TOKEN/);
       await assert.rejects(client.invoke("auth_echo", "e1", "echo", ["hi"]), check);
@@ -201,7 +201,7 @@ describe("a daemon that requires tokens", () => {
   });
 
   test("a client with a wrong token gets Unauthenticated that does not show the token", async () => {
-    const client = noEnvToken(() => new Client({ address: daemon.address, token: WRONG_TOKEN, timeout: 10_000 }));
+    const client = noEnvToken(() => new Client({ address: daemon.address, token: WRONG_TOKEN, timeout: 10 }));
     try {
       await assert.rejects(client.actor<Echo>("auth_echo", "e1").call("echo", "hi"), unauthenticated(/not the client API token this daemon accepts/));
     } finally {
@@ -212,9 +212,9 @@ describe("a daemon that requires tokens", () => {
   test("the right token works from the option, a token file with a comment, or $TROUPE_API_TOKEN", async () => {
     const file = tokenFile(dir, "api-token", `# client token, rotated 2026-11\n\n${API_TOKEN}\n`);
     const clients: [string, Client][] = [
-      ["option", noEnvToken(() => new Client({ address: daemon.address, token: ROTATED_API_TOKEN, timeout: 10_000 }))],
-      ["tokenFile", withEnv({ [API_TOKEN_ENV]: WRONG_TOKEN }, () => new Client({ address: daemon.address, tokenFile: file, timeout: 10_000 }))],
-      ["env", withEnv({ [API_TOKEN_ENV]: `${API_TOKEN},${WRONG_TOKEN}` }, () => new Client({ address: daemon.address, timeout: 10_000 }))],
+      ["option", noEnvToken(() => new Client({ address: daemon.address, token: ROTATED_API_TOKEN, timeout: 10 }))],
+      ["tokenFile", withEnv({ [API_TOKEN_ENV]: WRONG_TOKEN }, () => new Client({ address: daemon.address, tokenFile: file, timeout: 10 }))],
+      ["env", withEnv({ [API_TOKEN_ENV]: `${API_TOKEN},${WRONG_TOKEN}` }, () => new Client({ address: daemon.address, timeout: 10 }))],
     ];
     try {
       for (const [how, client] of clients) {
@@ -230,14 +230,14 @@ describe("a daemon that requires tokens", () => {
 
   test("an app with the app token registers, and its actors call others from their turns", async () => {
     assert.ok(app.registered);
-    const client = noEnvToken(() => new Client({ address: daemon.address, token: API_TOKEN, timeout: 10_000 }));
+    const client = noEnvToken(() => new Client({ address: daemon.address, token: API_TOKEN, timeout: 10 }));
     try {
       assert.equal(await client.actor<Relay>("auth_relay", "r1").call("relay", "hi"), "relayed hi");
     } finally {
       client.close();
     }
     // The daemon takes the app token for calls too.
-    const asApp = noEnvToken(() => new Client({ address: daemon.address, token: APP_TOKEN, timeout: 10_000 }));
+    const asApp = noEnvToken(() => new Client({ address: daemon.address, token: APP_TOKEN, timeout: 10 }));
     try {
       assert.equal(await asApp.invoke("auth_echo", "e2", "echo", ["as app"]), "as app");
     } finally {
@@ -252,9 +252,9 @@ describe("a daemon that requires tokens", () => {
     const traced = noEnvToken(
       () => new App({ actors: [ChainCaller, ChainCallee], address: daemon.address, token: APP_TOKEN, logger: quietLogger, tracerProvider: provider }),
     );
-    const client = noEnvToken(() => new Client({ address: daemon.address, token: API_TOKEN, timeout: 10_000, tracerProvider: provider }));
+    const client = noEnvToken(() => new Client({ address: daemon.address, token: API_TOKEN, timeout: 10, tracerProvider: provider }));
     try {
-      await traced.start({ timeout: 15_000 });
+      await traced.start({ timeout: 15 });
       assert.deepEqual(await client.actor<ChainCaller>("auth_chain_caller", "t1").call("ask"), ["auth_chain_caller/t1", "auth_chain_callee/t1"]);
     } finally {
       client.close();
@@ -272,10 +272,10 @@ describe("a daemon that requires tokens", () => {
     const file = tokenFile(dir, "app-token", `# app token\n${APP_TOKEN}\n`);
     const fromFile = noEnvToken(() => new App({ actors: [FromFile], address: daemon.address, tokenFile: file, logger: quietLogger }));
     const fromEnv = withEnv({ [APP_TOKEN_ENV]: APP_TOKEN, [API_TOKEN_ENV]: undefined }, () => new App({ actors: [FromEnv], address: daemon.address, logger: quietLogger }));
-    const client = noEnvToken(() => new Client({ address: daemon.address, token: API_TOKEN, timeout: 10_000 }));
+    const client = noEnvToken(() => new Client({ address: daemon.address, token: API_TOKEN, timeout: 10 }));
     try {
-      await fromFile.start({ timeout: 15_000 });
-      await fromEnv.start({ timeout: 15_000 });
+      await fromFile.start({ timeout: 15 });
+      await fromEnv.start({ timeout: 15 });
       assert.equal(await client.invoke("auth_from_file", "f1", "echo", ["file"]), "file");
       assert.equal(await client.invoke("auth_from_env", "v1", "echo", ["env"]), "env");
     } finally {
@@ -316,7 +316,7 @@ describe("a daemon that requires tokens", () => {
   });
 
   test("inspecting or serialising a Client or an App does not show its token", async () => {
-    const client = noEnvToken(() => new Client({ address: daemon.address, token: API_TOKEN, timeout: 10_000 }));
+    const client = noEnvToken(() => new Client({ address: daemon.address, token: API_TOKEN, timeout: 10 }));
     try {
       // After a call, so that the connection and its interceptor exist.
       assert.equal(await client.invoke("auth_echo", "i1", "echo", ["x"]), "x");
@@ -337,9 +337,9 @@ describe("a daemon that requires no token", () => {
   test("ignores the token of a client and of an app", async () => {
     const daemon = await startDaemon();
     const app = noEnvToken(() => new App({ actors: [Echo], address: daemon.address, token: APP_TOKEN, logger: quietLogger }));
-    const client = noEnvToken(() => new Client({ address: daemon.address, token: API_TOKEN, timeout: 10_000 }));
+    const client = noEnvToken(() => new Client({ address: daemon.address, token: API_TOKEN, timeout: 10 }));
     try {
-      await app.start({ timeout: 15_000 });
+      await app.start({ timeout: 15 });
       assert.equal(await client.invoke("auth_echo", "o1", "echo", ["open"]), "open");
     } finally {
       client.close();

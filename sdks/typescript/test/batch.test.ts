@@ -179,7 +179,7 @@ describe("batching on the app stream", () => {
   before(async () => {
     await daemon.start();
     app = new App({ actors: [Batched], address: `127.0.0.1:${String(daemon.port)}`, appName: "batch-test", logger });
-    await app.start({ timeout: 10_000 });
+    await app.start({ timeout: 10 });
   });
 
   after(async () => {

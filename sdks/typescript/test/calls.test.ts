@@ -184,7 +184,7 @@ describe("actors calling actors", () => {
   let client: Client;
   before(async () => {
     daemon = await startDaemon();
-    client = new Client({ address: daemon.address, timeout: 20_000 });
+    client = new Client({ address: daemon.address, timeout: 20 });
   });
   after(async () => {
     client.close();
@@ -317,7 +317,7 @@ describe("actors calling actors", () => {
 
       // A shorter timeout of the nested call wins.
       start = Date.now();
-      got = await client.actor(Relay, "r", { timeout: "5s" }).call("forward", 500);
+      got = await client.actor(Relay, "r", { timeout: "5s" }).call("forward", 0.5); // seconds
       assert.ok(near(got.ctx.deadline, start + 500, 300), JSON.stringify(got));
 
       // A client call with no timeout carries no deadline.
@@ -383,7 +383,7 @@ describe("actors calling actors", () => {
       const call = async (type: Name): Promise<[unknown, number]> => {
         const t0 = performance.now();
         try {
-          await client.actor(type, "x", { timeout: 1000 }).call("hold");
+          await client.actor(type, "x", { timeout: 1 }).call("hold");
           return [undefined, performance.now() - t0];
         } catch (e) {
           return [e, performance.now() - t0];

@@ -164,7 +164,7 @@ describe("cross-language", () => {
   before(async () => {
     const python = pythonBin();
     daemon = await startDaemon();
-    client = new Client({ address: daemon.address, timeout: 20_000 });
+    client = new Client({ address: daemon.address, timeout: 20 });
     app = await host(daemon.address, Ledger);
     pyHost = spawn(python, ["-u", join(FIXTURES, "ledger_py.py"), daemon.address, "ledger-py"], { stdio: ["ignore", "pipe", "inherit"] });
     await waitForLine(pyHost, /^registered$/, 30_000, "the Python ledger app to register");

@@ -33,7 +33,7 @@ test("the vehicle app process serves the client and exits cleanly on SIGTERM", a
     assert.match(out, /stored state of bus-7: reports=8/);
     assert.match(out, /parked reminders: 4, first due in 10 min/);
 
-    const client = new Client({ address: daemon.address, timeout: 10_000 });
+    const client = new Client({ address: daemon.address, timeout: 10 });
     try {
       const history = (await client.invoke("vehicle", "bus-12", "history")) as { ts: number }[];
       assert.equal(history.length, 5);

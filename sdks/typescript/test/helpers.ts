@@ -164,7 +164,7 @@ export async function startDaemon(extraArgs: readonly string[] = [], env: Readon
 /** An App hosting `actors` at `address`, registered (bounded wait). Close it when done. */
 export async function host(address: string, ...actors: ActorClass[]): Promise<App> {
   const app = new App({ actors, address, appName: "node-test", logger: quietLogger });
-  await app.start({ timeout: 15_000 });
+  await app.start({ timeout: 15 });
   return app;
 }
 

@@ -59,7 +59,7 @@ describe("hosting and calling", () => {
   let client: Client;
   before(async () => {
     daemon = await startDaemon();
-    client = new Client({ address: daemon.address, timeout: 20_000 });
+    client = new Client({ address: daemon.address, timeout: 20 });
   });
   after(async () => {
     client.close();
@@ -376,7 +376,7 @@ describe("hosting and calling", () => {
     const d = await startDaemon();
     const address = d.address;
     await d.dispose();
-    const c = new Client({ address, timeout: 2000 });
+    const c = new Client({ address, timeout: 2 });
     try {
       await assert.rejects(c.actor("counter", "c").call("incr"), Unavailable);
     } finally {
@@ -427,7 +427,7 @@ describe("App lifecycle", () => {
 describe("payload limit", () => {
   test("an oversize call or an empty id is InvalidArgument", async () => {
     const daemon = await startDaemon(["--max-payload-bytes", "1024"]);
-    const client = new Client({ address: daemon.address, timeout: 20_000 });
+    const client = new Client({ address: daemon.address, timeout: 20 });
     const app = await host(daemon.address, Counter);
     try {
       await assert.rejects(client.actor("counter", "").call("incr"), InvalidArgument);
@@ -444,14 +444,14 @@ describe("payload limit", () => {
 describe("daemon restart", () => {
   test("state survives a daemon restart and the app re-connects by itself", async () => {
     const daemon = await startDaemon();
-    const client = new Client({ address: daemon.address, timeout: 20_000 });
+    const client = new Client({ address: daemon.address, timeout: 20 });
     const app = await host(daemon.address, Counter);
     try {
       assert.equal(await client.actor<Counter>("counter", "persist").call("incr", 3), 3);
       const sessions = app.sessions;
       assert.equal(await daemon.stop(), 0, daemon.logTail());
       await daemon.start(); // same port, same data dir
-      await app.waitRegistered({ sessions: sessions + 1, timeout: 15_000 });
+      await app.waitRegistered({ sessions: sessions + 1, timeout: 15 });
       assert.deepEqual(await client.getState("counter", "persist"), { count: 3 });
       assert.equal(await client.actor<Counter>("counter", "persist").call("incr", 1), 4);
     } finally {

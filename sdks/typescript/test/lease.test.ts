@@ -133,7 +133,7 @@ describe("placement lease", () => {
   before(async () => {
     await daemon.start();
     app = new App({ actors: [Leased], address: `127.0.0.1:${daemon.port}`, appName: "lease-test", logger });
-    await app.start({ timeout: 10_000 });
+    await app.start({ timeout: 10 });
   });
 
   afterEach(async () => {

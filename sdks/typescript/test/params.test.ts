@@ -76,7 +76,7 @@ describe("calls with more arguments than declared", () => {
   before(async () => {
     daemon = await startDaemon();
     app = await host(daemon.address, Sums);
-    client = new Client({ address: daemon.address, timeout: 20_000 });
+    client = new Client({ address: daemon.address, timeout: 20 });
   });
   after(async () => {
     await app.close();

@@ -23,9 +23,9 @@ class Echo extends Actor {
 /** A daemon taking payloads up to 9 MiB, a client, and an App hosting Echo with `maxReceiveBytes`. */
 async function setUp(maxReceiveBytes?: number) {
   const daemon = await startDaemon(["--max-payload-bytes", String(9 * MIB)]);
-  const client = new Client({ address: daemon.address, timeout: 60_000 });
+  const client = new Client({ address: daemon.address, timeout: 60 });
   const app = new App({ actors: [Echo], address: daemon.address, appName: "node-test", logger: quietLogger, maxReceiveBytes });
-  await app.start({ timeout: 15_000 });
+  await app.start({ timeout: 15 });
   const tearDown = async () => {
     await app.close();
     client.close();

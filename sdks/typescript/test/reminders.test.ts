@@ -68,7 +68,7 @@ describe("reminders, alarms and timers", () => {
   let client: Client;
   before(async () => {
     daemon = await startDaemon();
-    client = new Client({ address: daemon.address, timeout: 20_000 });
+    client = new Client({ address: daemon.address, timeout: 20 });
   });
   after(async () => {
     client.close();
@@ -200,7 +200,7 @@ describe("reminders, alarms and timers", () => {
     class SelfScheduling extends Actor<{ fired: string[] }> {
       @method
       async schedule(name: string, data: unknown): Promise<{ set: string; got: string | null; listed: string[] }> {
-        const r = await this.ctx.setReminder(name, { due: 100, data });
+        const r = await this.ctx.setReminder(name, { due: 0.1, data });
         const got = await this.ctx.getReminder(name);
         const listed = await this.ctx.listReminders();
         return { set: `${r.actorType}/${r.actorId}/${r.name}`, got: got?.name ?? null, listed: listed.map((x) => x.name) };
@@ -384,7 +384,7 @@ describe("reminders, alarms and timers", () => {
 
       @method
       async start(): Promise<null> {
-        await this.ctx.setTimer("tick", { due: 50, period: 100, data: { k: 1 } });
+        await this.ctx.setTimer("tick", { due: 0.05, period: 0.1, data: { k: 1 } });
         await this.ctx.setTimer("once", { due: "20ms", data: "one" });
         return null;
       }

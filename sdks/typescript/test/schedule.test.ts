@@ -20,11 +20,11 @@ import {
 const text = (b: Uint8Array | undefined): string => Buffer.from(b ?? new Uint8Array()).toString("utf8");
 
 describe("schedule conversions", () => {
-  test("due/until: durations from now go out as milliseconds, RFC 3339 strings as given, Dates as RFC 3339", () => {
+  test("due/until: durations from now (numbers are seconds) go out as milliseconds, RFC 3339 strings as given, Dates as RFC 3339", () => {
     assert.equal(toWireTime(undefined, "due"), "");
-    assert.equal(toWireTime(1500, "due"), "1500ms");
+    assert.equal(toWireTime(1.5, "due"), "1500ms");
     assert.equal(toWireTime(0, "due"), "0ms");
-    assert.equal(toWireTime(0.4, "due"), "1ms");
+    assert.equal(toWireTime(0.0004, "due"), "1ms");
     assert.equal(toWireTime("90s", "due"), "90000ms");
     assert.equal(toWireTime(" 1h30m ", "due"), "5400000ms");
     assert.equal(toWireTime("PT1M30S", "due"), "90000ms");
@@ -36,16 +36,16 @@ describe("schedule conversions", () => {
     assert.throws(() => toWireTime(new Date("nope"), "until"), /invalid Date/);
   });
 
-  test("period: numbers are milliseconds, strings (durations, ISO 8601, R<n>/) are read and sent as milliseconds", () => {
+  test("period: numbers are seconds, strings (durations, ISO 8601, R<n>/) are read and sent as milliseconds", () => {
     assert.equal(toWirePeriod(undefined), "");
-    assert.equal(toWirePeriod(200), "200ms");
+    assert.equal(toWirePeriod(0.2), "200ms");
     assert.equal(toWirePeriod("10s"), "10000ms");
     assert.equal(toWirePeriod("R5/PT10S"), "R5/10000ms");
     assert.throws(() => toWirePeriod("R5/PT10S", "period", false), /repetition count; a timer fires until/);
     assert.throws(() => toWirePeriod(0), /period must be longer than zero/);
     assert.throws(() => toWirePeriod(-5), InvalidArgument);
-    assert.equal(toWirePeriod(0.2), "1ms");
-    assert.equal(toWirePeriod(1.6), "2ms");
+    assert.equal(toWirePeriod(0.0002), "1ms");
+    assert.equal(toWirePeriod(0.0016), "2ms");
     assert.throws(() => toWirePeriod(Number.POSITIVE_INFINITY), InvalidArgument);
   });
 
@@ -105,7 +105,7 @@ describe("schedule conversions", () => {
       missed: MissedFirings.MISSED_FIRINGS_UNSPECIFIED,
     });
     const full = setReminderRequest("t", "i", "r", {
-      due: 100,
+      due: 0.1,
       period: "200ms",
       repeat: 3,
       until: "1h",
@@ -131,7 +131,7 @@ describe("schedule conversions", () => {
     });
     assert.equal(setAlarmRequest("t", "i", "5s", {}).at, "5000ms");
 
-    assert.deepEqual(setTimerRequest("t", "i", "tick", { due: 10, period: 20, keepAlive: true }), {
+    assert.deepEqual(setTimerRequest("t", "i", "tick", { due: 0.01, period: 0.02, keepAlive: true }), {
       actor: { type: "t", id: "i" },
       name: "tick",
       due: "10ms",

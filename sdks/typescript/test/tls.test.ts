@@ -80,7 +80,7 @@ function withTlsEnv<T>(vars: Partial<Record<(typeof TLS_VARS)[number], string>>,
 async function hostTls(address: string, options: { tlsCa?: string; tlsCert?: string; tlsKey?: string; token?: string } = {}): Promise<App> {
   const app = new App({ actors: [Front, Back], address, appName: "node-tls-test", logger: quietLogger, ...options });
   try {
-    await app.start({ timeout: 15_000 });
+    await app.start({ timeout: 15 });
   } catch (e) {
     await app.close();
     throw e;
@@ -203,7 +203,7 @@ describe("a daemon with TLS on", () => {
 
   test("a client with tlsCa calls an actor hosted by an app with tlsCa, which calls another", async () => {
     assert.ok(app.registered);
-    const client = new Client({ address: daemon.address, tlsCa: certs.ca, timeout: 10_000 });
+    const client = new Client({ address: daemon.address, tlsCa: certs.ca, timeout: 10 });
     try {
       await roundTrip(client, "option");
       // A Client used again after close() opens a new channel, with the files read again.
@@ -216,7 +216,7 @@ describe("a daemon with TLS on", () => {
 
   test("a client without TLS, or with another CA, fails at once with Unavailable", async () => {
     for (const tlsCa of [undefined, otherCerts.ca]) {
-      const client = new Client({ address: daemon.address, tlsCa, timeout: 5_000 });
+      const client = new Client({ address: daemon.address, tlsCa, timeout: 5 });
       try {
         await within(10_000, "a call to fail", assert.rejects(client.invoke("tls_back", "x", "incr"), unavailable));
       } finally {
@@ -241,7 +241,7 @@ describe("a daemon with TLS on", () => {
   });
 
   test("$TROUPE_TLS_CA is the default of clients and apps", async () => {
-    const client = withTlsEnv({ TROUPE_TLS_CA: certs.ca }, () => new Client({ address: daemon.address, timeout: 10_000 }));
+    const client = withTlsEnv({ TROUPE_TLS_CA: certs.ca }, () => new Client({ address: daemon.address, timeout: 10 }));
     const fromEnv = await withTlsEnv({ TROUPE_TLS_CA: certs.ca }, () => hostTls(daemon.address));
     try {
       // Two apps host the types now: either one may run the turns.
@@ -266,9 +266,9 @@ describe("a daemon that requires client certificates", () => {
   test("clients and apps with a client certificate get through, from the options or the variables", async () => {
     const cert = { tlsCa: certs.ca, tlsCert: certs.pem("app"), tlsKey: certs.key("app") };
     const app = await hostTls(daemon.address, cert);
-    const client = new Client({ address: daemon.address, timeout: 10_000, ...cert });
+    const client = new Client({ address: daemon.address, timeout: 10, ...cert });
     const env = { TROUPE_TLS_CA: certs.ca, TROUPE_TLS_CERT: certs.pem("app"), TROUPE_TLS_KEY: certs.key("app") };
-    const fromEnv = withTlsEnv(env, () => new Client({ address: daemon.address, timeout: 10_000 }));
+    const fromEnv = withTlsEnv(env, () => new Client({ address: daemon.address, timeout: 10 }));
     try {
       await roundTrip(client, "mtls");
       assert.deepEqual(await fromEnv.getState("tls_back", "mtls"), { n: 2 });
@@ -280,7 +280,7 @@ describe("a daemon that requires client certificates", () => {
   });
 
   test("a client without a certificate fails at once with Unavailable", async () => {
-    const client = new Client({ address: daemon.address, tlsCa: certs.ca, timeout: 5_000 });
+    const client = new Client({ address: daemon.address, tlsCa: certs.ca, timeout: 5 });
     try {
       await within(10_000, "a call to fail", assert.rejects(client.invoke("tls_back", "x", "incr"), unavailable));
     } finally {
@@ -291,8 +291,8 @@ describe("a daemon that requires client certificates", () => {
 
 test("tokens travel over TLS as over plaintext", async () => {
   const daemon = await startDaemon(certs.daemonArgs(), { TROUPE_API_TOKEN: API_TOKEN, TROUPE_APP_TOKEN: APP_TOKEN });
-  const anonymous = new Client({ address: daemon.address, tlsCa: certs.ca, timeout: 10_000 });
-  const client = new Client({ address: daemon.address, tlsCa: certs.ca, token: API_TOKEN, timeout: 10_000 });
+  const anonymous = new Client({ address: daemon.address, tlsCa: certs.ca, timeout: 10 });
+  const client = new Client({ address: daemon.address, tlsCa: certs.ca, token: API_TOKEN, timeout: 10 });
   let app: App | undefined;
   try {
     await assert.rejects(anonymous.getState("tls_back", "t"), (e: unknown) => e instanceof Unauthenticated);
@@ -329,8 +329,8 @@ test("an app reads its CA file again when it re-connects", async () => {
     await daemon.stop();
     install(otherCerts);
     await daemon.start();
-    await app.waitRegistered({ sessions: 2, timeout: 20_000 });
-    const client = new Client({ address: daemon.address, tlsCa: join(dir, "ca.pem"), timeout: 10_000 });
+    await app.waitRegistered({ sessions: 2, timeout: 20 });
+    const client = new Client({ address: daemon.address, tlsCa: join(dir, "ca.pem"), timeout: 10 });
     try {
       assert.equal(await client.actor<Back>("tls_back", "renewed").call("incr"), 1);
     } finally {

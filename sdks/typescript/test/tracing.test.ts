@@ -260,7 +260,7 @@ describe("tracing through the daemon", () => {
     });
     const client = new Client({ address: daemon.address, timeout: "20s" });
     const app = new App({ actors: [Ticker], address: daemon.address, appName: "node-test", logger: quietLogger, tracerProvider: provider });
-    await app.start({ timeout: 15_000 });
+    await app.start({ timeout: 15 });
     let span: ReadableSpan;
     try {
       await client.actor<Ticker>("ts-ticker", "t").call("start");
@@ -283,6 +283,6 @@ describe("tracing through the daemon", () => {
 /** Caller and Callee hosted by an App that records its turns to `provider`. */
 async function hostTraced(address: string, provider: BasicTracerProvider): Promise<App> {
   const app = new App({ actors: [Caller, Callee], address, appName: "node-test", logger: quietLogger, tracerProvider: provider });
-  await app.start({ timeout: 15_000 });
+  await app.start({ timeout: 15 });
   return app;
 }
