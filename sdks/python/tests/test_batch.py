@@ -14,8 +14,8 @@ import grpc
 import pytest
 
 import troupe
-from troupe._app import _ALONE_BYTES, _BATCH_BYTES, _BATCH_MESSAGES, _Session
 from troupe._proto.troupe.v1 import app_pb2, common_pb2
+from troupe._session import _ALONE_BYTES, _BATCH_BYTES, _BATCH_MESSAGES, _Session
 
 ran: list[str] = []
 

@@ -13,8 +13,8 @@ import grpc
 import pytest
 
 import troupe
-from troupe._app import _Session
 from troupe._proto.troupe.v1 import app_pb2, common_pb2
+from troupe._session import _Session
 
 ran: list[str] = []
 

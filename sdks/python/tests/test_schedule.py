@@ -10,7 +10,6 @@ import grpc
 import pytest
 
 import troupe
-from troupe._app import _Session
 from troupe._payload import BYTES, JSON
 from troupe._proto.troupe.v1 import app_pb2, client_pb2, common_pb2
 from troupe._schedule import (
@@ -22,6 +21,7 @@ from troupe._schedule import (
     reminder_request,
     timer_request,
 )
+from troupe._session import _Session
 from troupe._state import State
 
 REF = common_pb2.ActorRef(type="t", id="1")

@@ -5,7 +5,7 @@
 import * as grpc from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import { packAnswers } from "../src/app.js";
+import { packAnswers } from "../src/session.js";
 import { type AppMessage, AppHostService, type DaemonMessage, Deactivate_Reason, type Register, type Turn } from "../src/gen/troupe/v1/app.js";
 import { TurnKind } from "../src/gen/troupe/v1/common.js";
 import { Actor, actor, API_VERSION, App, type Logger, method } from "../src/index.js";

@@ -1,0 +1,447 @@
+"""One Attach stream to the daemon (_Session): registration, the turns it pushes and their
+answers, batched on the way out. App (_app.py) owns the re-connects."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+import traceback
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from ._actor import Actor, maybe_await
+from ._address import (
+    API_VERSION,
+    SDK_NAME,
+)
+from ._caller import Caller
+from ._context import Context
+from ._errors import (
+    API_VERSION_TRAILER,
+    INSTALL_MATCHING,
+    ActorError,
+    ApiVersionMismatch,
+    error_for_code,
+)
+from ._payload import decode_call, decode_data, encode_result
+from ._proto.troupe.v1 import app_pb2, app_pb2_grpc, common_pb2
+from ._state import State
+from ._tracing import Metadata
+from ._turn import TurnScope, current_turn
+
+if TYPE_CHECKING:
+    from ._app import App
+
+# Records carry the logger's name ("troupe"), so messages do not repeat it.
+log = logging.getLogger("troupe")
+
+_MAX_DETAILS = 8 * 1024
+# Answers that are ready together go out in one AppBatch (many tiny HTTP/2 DATA
+# frames cost the daemon far more than a few larger ones, and HTTP/2 peers limit
+# how many they buffer). A batch stays well under the daemon's 64 MiB message
+# limit: at most this many answers and bytes; an answer above _ALONE_BYTES goes alone.
+_BATCH_MESSAGES = 256
+_BATCH_BYTES = 1024 * 1024
+_ALONE_BYTES = 64 * 1024
+# What each answer adds inside AppBatch beyond its own size: the field tag (1 byte)
+# and its length (at most 3 bytes for an answer of _ALONE_BYTES or less).
+_BATCH_ENTRY_OVERHEAD = 4
+# Registration failures that a retry cannot fix: report them instead of looping.
+# UNAUTHENTICATED among them: a missing or wrong token stays wrong until someone fixes it.
+_FATAL_CODES = {
+    grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.ALREADY_EXISTS,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.UNIMPLEMENTED,
+}
+
+_Key = tuple[str, str]
+# What a daemon restart or a dropped stream looks like; anything else is a bug or
+# a refused registration and ends App.run().
+_CONNECTION_ERRORS = (grpc.aio.AioRpcError, ConnectionError, OSError, asyncio.InvalidStateError)
+# grpc.aio's end-of-stream marker (missing from the type stubs).
+_EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]
+
+
+class _StreamEnded(ConnectionError):
+    """The daemon ended the app's stream without an error: it is stopping or restarting,
+    which an app rides out by re-connecting."""
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return f"{error.code().name}: {error.details()}"
+    return str(error) or type(error).__name__
+
+
+def _raise_refusal(code: grpc.StatusCode, details: str | None, trailers: Any = None) -> None:
+    """Raise the TroupeError of a registration refused for good (see _FATAL_CODES).
+
+    ``trailers``: the status's trailing metadata, as grpc.aio gives it ((key, value) pairs).
+    """
+    if code == grpc.StatusCode.FAILED_PRECONDITION:
+        for key, value in trailers or ():
+            if key == API_VERSION_TRAILER:
+                text = value.decode() if isinstance(value, bytes) else str(value)
+                daemon_api_version = int(text) if text.isdigit() else 0
+                raise ApiVersionMismatch(
+                    f"daemon refused the registration: {details}",
+                    sdk_api_version=API_VERSION,
+                    daemon_api_version=daemon_api_version,
+                ) from None
+    if code in _FATAL_CODES:
+        raise error_for_code(code, f"daemon refused the registration: {details}") from None
+
+
+def _check_api_version(address: str, registered: app_pb2.Registered) -> None:
+    """Raise ApiVersionMismatch unless the daemon speaks this SDK's app API version.
+
+    A daemon of another version would have refused our Register; one that answers
+    anyway either accepts several versions, or is from before API versions (0), and
+    then what it lacks is unknown: stopping with a clear message beats failing later
+    on a message one side misreads.
+    """
+    if registered.api_version == API_VERSION:
+        return
+    daemon = f"the daemon at {address} (troupe {registered.daemon_version or '?'})"
+    if registered.api_version == 0:
+        speaks = f"{daemon} is from before app API versions (it names none)"
+    else:
+        speaks = f"{daemon} speaks app API version {registered.api_version}"
+    raise ApiVersionMismatch(
+        f"{speaks}, this SDK ({SDK_NAME}) speaks version {API_VERSION}: {INSTALL_MATCHING}",
+        sdk_api_version=API_VERSION,
+        daemon_api_version=registered.api_version,
+    )
+
+
+def _failure(exc: BaseException) -> common_pb2.ActorFailure:
+    # An ActorError from a nested call propagates like any exception up a stack:
+    # the caller sees the type that was originally raised.
+    if isinstance(exc, ActorError):
+        kind, message = exc.remote_type, exc.message
+    else:
+        kind, message = type(exc).__name__, str(exc)
+    details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return common_pb2.ActorFailure(type=kind, message=message, details=details[-_MAX_DETAILS:])
+
+
+def _lease_late_ms(lease_deadline_unix_ms: int) -> float | None:
+    """How long ago (ms) the placement lease a Turn or Activate was sent under ended, or None
+    while it lasts (or when there is none: 0, a single daemon).
+
+    Past the lease another daemon may own the actor, so the work must not start. The
+    daemon and the app share the host's clock, hence wall-clock time.
+    """
+    if not lease_deadline_unix_ms:
+        return None
+    late = time.time() * 1000 - lease_deadline_unix_ms
+    return late if late >= 0 else None
+
+
+def _turn_label(msg: app_pb2.Turn) -> str:
+    """What a turn runs, for messages: "call incr", "reminder expire", "alarm"."""
+    kind = msg.kind
+    if kind in (common_pb2.TURN_KIND_UNSPECIFIED, common_pb2.TURN_KIND_CALL):
+        return f"call {msg.name}"
+    if kind == common_pb2.TURN_KIND_REMINDER:
+        return f"reminder {msg.name}"
+    if kind == common_pb2.TURN_KIND_TIMER:
+        return f"timer {msg.name}"
+    if kind == common_pb2.TURN_KIND_ALARM:
+        return "alarm"
+    return f"turn of kind {kind}"
+
+
+class _Session:
+    """One Attach stream: the instances it hosts and the tasks running their work."""
+
+    def __init__(self, app: App, channel: grpc.aio.Channel, auth: Metadata = ()) -> None:
+        self.app = app
+        # Calls from turns go on the app's connection with the app's token, which the
+        # daemon's ActorClient accepts as well as the client API token.
+        self.caller = Caller(channel, app._tracing, auth)
+        self.stub = app_pb2_grpc.AppHostStub(channel)  # type: ignore[no-untyped-call]
+        self.auth = auth
+        self.instances: dict[_Key, Actor] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+        # gRPC streams allow one write at a time; every reply goes through this queue.
+        self.out: asyncio.Queue[app_pb2.AppMessage] = asyncio.Queue()
+        # An answer taken from `out` that did not fit in the previous batch: written next.
+        self._held: app_pb2.AppMessage | None = None
+        # Whether answers may go out in an AppBatch: the daemon says so in Registered.
+        # An older one would end the stream on an AppBatch (to it an empty AppMessage).
+        self.batch_answers = False
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def run(self) -> None:
+        call = self.stub.Attach(metadata=self.auth or None)
+        try:
+            registered = await self._register(call)
+            self.batch_answers = registered.accepts_batches
+            await self.app._set_registered(True, registered.daemon_version)
+            writer = asyncio.create_task(self._write_loop(call))
+            reader = asyncio.create_task(self._read_loop(call))
+            try:
+                done, _ = await asyncio.wait({writer, reader}, return_when=asyncio.FIRST_COMPLETED)
+                for t in done:
+                    t.result()
+            finally:
+                writer.cancel()
+                reader.cancel()
+                await asyncio.gather(writer, reader, return_exceptions=True)
+        finally:
+            call.cancel()
+            for task in list(self.tasks):
+                task.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+            # The daemon re-activates these actors from stored state on the next session.
+            self.instances.clear()
+
+    async def _register(self, call: grpc.aio.StreamStreamCall) -> app_pb2.Registered:  # type: ignore[type-arg]
+        """Send Register and wait for Registered; a refusal raises the matching TroupeError."""
+        try:
+            await call.write(app_pb2.AppMessage(register=self.app._register_message()))
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            # The daemon checks the token before reading anything, so it may end the stream
+            # before Register is written. Its status is then on the call, unless grpc.aio lost
+            # it to the write racing it (it reports INTERNAL then): retried as a dropped
+            # connection, the next attempt learns it.
+            code = await call.code()
+            _raise_refusal(code, await call.details(), await call.trailing_metadata())
+            raise ConnectionError(
+                f"daemon ended the stream before registering ({code.name})"
+            ) from None
+        try:
+            first = await call.read()
+        except grpc.aio.AioRpcError as e:
+            _raise_refusal(e.code(), e.details(), e.trailing_metadata())
+            raise
+        if first is _EOF:
+            code = await call.code()
+            _raise_refusal(code, await call.details(), await call.trailing_metadata())
+            raise ConnectionError(f"daemon ended the stream before registering ({code.name})")
+        assert isinstance(first, app_pb2.DaemonMessage)
+        if first.WhichOneof("kind") != "registered":
+            raise ConnectionError(f"expected Registered first, got {first.WhichOneof('kind')}")
+        _check_api_version(self.app.address, first.registered)
+        return first.registered
+
+    async def _write_loop(self, call: grpc.aio.StreamStreamCall) -> None:  # type: ignore[type-arg]
+        while True:
+            await call.write(await self._next_write())
+
+    async def _next_write(self) -> app_pb2.AppMessage:
+        """The next message to write: the answers queued by now, in one AppBatch when there
+        are several (a single answer goes alone). Never waits for more than the first."""
+        first = self._held
+        self._held = None
+        if first is None:
+            first = await self.out.get()
+        if not self.batch_answers or self.out.empty():
+            return first
+        size = first.ByteSize()
+        if size > _ALONE_BYTES:
+            return first
+        batch = [first]
+        total = size + _BATCH_ENTRY_OVERHEAD
+        while len(batch) < _BATCH_MESSAGES and not self.out.empty():
+            msg = self.out.get_nowait()
+            size = msg.ByteSize()
+            if size > _ALONE_BYTES or total + size + _BATCH_ENTRY_OVERHEAD > _BATCH_BYTES:
+                self._held = msg  # goes first in the next write, alone or starting a batch
+                break
+            batch.append(msg)
+            total += size + _BATCH_ENTRY_OVERHEAD
+        if len(batch) == 1:
+            return first
+        return app_pb2.AppMessage(batch=app_pb2.AppBatch(messages=batch))
+
+    async def _read_loop(self, call: grpc.aio.StreamStreamCall) -> None:  # type: ignore[type-arg]
+        while True:
+            msg = await call.read()
+            if msg is _EOF:
+                code = await call.code()
+                if code == grpc.StatusCode.OK:
+                    raise _StreamEnded()
+                raise ConnectionError(f"the daemon ended the app's stream with {code.name}")
+            assert isinstance(msg, app_pb2.DaemonMessage)
+            if msg.WhichOneof("kind") == "batch":
+                # Work that was ready together: each message runs as if it came alone, in
+                # order (its task starts before the next one's).
+                for inner in msg.batch.messages:
+                    self._dispatch(inner, in_batch=True)
+            else:
+                self._dispatch(msg)
+
+    def _dispatch(self, msg: app_pb2.DaemonMessage, *, in_batch: bool = False) -> None:
+        kind = msg.WhichOneof("kind")
+        if kind == "turn":
+            self.spawn(self._turn(msg.turn))
+        elif kind == "activate":
+            self.spawn(self._activate(msg.activate))
+        elif kind == "deactivate":
+            self.spawn(self._deactivate(msg.deactivate))
+        else:
+            where = " in a batch" if in_batch else ""
+            log.warning("ignoring unexpected daemon message %r%s", kind, where)
+
+    async def _activate(self, msg: app_pb2.Activate) -> None:
+        ref = msg.actor
+        result = app_pb2.ActivateResult(call_id=msg.call_id)
+        # Checked here, where the activation starts (nothing is awaited before the
+        # constructor and on_activate run), not when the message was read.
+        late = _lease_late_ms(msg.lease_deadline_unix_ms)
+        if late is not None:
+            log.warning(
+                "not activating %s/%s: its daemon's placement lease ended %.0f ms"
+                " before the activation could start; answered lease_expired",
+                ref.type,
+                ref.id,
+                late,
+            )
+            result.lease_expired = True
+            self.out.put_nowait(app_pb2.AppMessage(activated=result))
+            return
+        spec = self.app._specs.get(ref.type)
+        if spec is None:
+            result.error.CopyFrom(self.app._unknown_type(ref.type))
+        else:
+            try:
+                obj = spec.cls()
+                obj._troupe_id = ref.id
+                obj._troupe_state = State(msg.state)
+                obj._troupe_ctx = Context(self.caller, ref.type, ref.id)
+                scope = TurnScope(obj.state, f"{ref.type}/{ref.id}", "on_activate")
+                current_turn.set(scope)
+                try:
+                    await maybe_await(obj.on_activate())
+                    result.changes.extend(obj.state._commit(scope))
+                finally:
+                    obj.state._end(scope)
+            except Exception as e:
+                result.error.CopyFrom(_failure(e))
+            else:
+                self.instances[(ref.type, ref.id)] = obj
+        self.out.put_nowait(app_pb2.AppMessage(activated=result))
+
+    async def _turn(self, msg: app_pb2.Turn) -> None:
+        result = app_pb2.TurnResult(call_id=msg.call_id)
+        # Checked here, where the turn starts (nothing is awaited between this and the
+        # handler), not when the message was read: no outcome, no changes, no span.
+        late = _lease_late_ms(msg.lease_deadline_unix_ms)
+        if late is not None:
+            ref = msg.actor
+            log.warning(
+                "not running %s of %s/%s: its daemon's placement lease ended"
+                " %.0f ms before the turn could start; answered lease_expired",
+                _turn_label(msg),
+                ref.type,
+                ref.id,
+                late,
+            )
+            result.lease_expired = True
+            self.out.put_nowait(app_pb2.AppMessage(turn_result=result))
+            return
+        try:
+            with self.app._tracing.turn(msg):
+                reply = await self._run_turn(msg, result)
+            result.reply.CopyFrom(reply)
+        except Exception as e:
+            result.ClearField("changes")
+            result.error.CopyFrom(_failure(e))
+        self.out.put_nowait(app_pb2.AppMessage(turn_result=result))
+
+    async def _run_turn(self, msg: app_pb2.Turn, result: app_pb2.TurnResult) -> common_pb2.Payload:
+        ref = msg.actor
+        obj = self.instances.get((ref.type, ref.id))
+        if obj is None:
+            raise LookupError(f"actor {ref.type}/{ref.id} is not active in this app")
+        kind = msg.kind
+        readonly = False
+        scheduled = kind != common_pb2.TURN_KIND_UNSPECIFIED and kind != common_pb2.TURN_KIND_CALL
+        handler: Callable[[], Any]
+        name = msg.name  # the method, or the hook a scheduled turn runs (for messages)
+        if not scheduled:
+            spec = self.app._specs[ref.type]
+            attr = spec.methods.get(msg.name)
+            if attr is None:
+                # TypeError, as the TypeScript SDK raises: the caller named a
+                # method the type lacks, a caller error (the CLI exits 2).
+                raise TypeError(
+                    f"actor type {ref.type!r} has no method {msg.name!r};"
+                    f" its methods are: {', '.join(sorted(spec.methods))}"
+                )
+            readonly = msg.name in spec.readonly
+            args, kwargs = decode_call(msg.payload)
+            handler = functools.partial(getattr(obj, attr), *args, **kwargs)
+        elif kind == common_pb2.TURN_KIND_REMINDER:
+            name = "on_reminder"
+            handler = functools.partial(obj.on_reminder, msg.name, decode_data(msg.payload))
+        elif kind == common_pb2.TURN_KIND_TIMER:
+            name = "on_timer"
+            handler = functools.partial(obj.on_timer, msg.name, decode_data(msg.payload))
+        elif kind == common_pb2.TURN_KIND_ALARM:
+            name = "on_alarm"
+            handler = functools.partial(obj.on_alarm, decode_data(msg.payload))
+        else:
+            raise NotImplementedError(
+                f"{SDK_NAME} does not handle turns of kind {kind}; upgrade the SDK"
+            )
+        state = obj.state
+        # The daemon may run this turn beside others of the same actor (read-only ones,
+        # or one nested in a turn waiting on a chain that called back into this
+        # reentrant actor): the scope keeps this turn's chain, deadline and changes apart.
+        scope = TurnScope(
+            state,
+            f"{ref.type}/{ref.id}",
+            name,
+            readonly=readonly,
+            chain=msg.chain if msg.HasField("chain") else None,
+            deadline_unix_ms=msg.deadline_unix_ms,
+        )
+        current_turn.set(scope)
+        try:
+            value = await maybe_await(handler())
+            # A scheduled turn has no caller: its reply is JSON null.
+            reply = encode_result(None if scheduled else value)
+            if readonly:
+                # Normally empty. Changes made in place to values read are undone here
+                # and sent, so that the daemon refuses the turn with an error naming them.
+                result.changes.extend(state._refuse(scope))
+            else:
+                result.changes.extend(state._commit(scope))
+        except BaseException:
+            state._rollback(scope)
+            raise
+        finally:
+            state._end(scope)
+        return reply
+
+    async def _deactivate(self, msg: app_pb2.Deactivate) -> None:
+        ref = msg.actor
+        result = app_pb2.DeactivateResult(call_id=msg.call_id)
+        obj = self.instances.get((ref.type, ref.id))
+        if obj is not None:
+            scope = TurnScope(obj.state, f"{ref.type}/{ref.id}", "on_deactivate")
+            current_turn.set(scope)
+            try:
+                await maybe_await(obj.on_deactivate())
+                result.changes.extend(obj.state._commit(scope))
+            except Exception:
+                log.exception("on_deactivate of %s/%s raised", ref.type, ref.id)
+                obj.state._rollback(scope)
+            finally:
+                obj.state._end(scope)
+            self.instances.pop((ref.type, ref.id), None)
+        self.out.put_nowait(app_pb2.AppMessage(deactivated=result))

@@ -1,0 +1,501 @@
+// One Attach stream to the daemon (Session): registration, the turns it pushes
+// and their answers, batched on the way out. App (app.ts) owns the re-connects.
+import * as grpc from "@grpc/grpc-js";
+import { type Actor, type ActorSpec, instantiate } from "./actor.js";
+import { API_VERSION, SDK_NAME } from "./address.js";
+import { Caller } from "./caller.js";
+import { Context } from "./context.js";
+import { ActorError, API_VERSION_TRAILER, ApiVersionMismatch, errorForCode, INSTALL_MATCHING, TroupeError } from "./errors.js";
+import {
+  type Activate,
+  type ActivateResult,
+  AppMessage,
+  AppHostClient,
+  type DaemonMessage,
+  type Deactivate,
+  type DeactivateResult,
+  type Register,
+  type Registered,
+  type Turn,
+  type TurnResult,
+} from "./gen/troupe/v1/app.js";
+import { ActorClientClient } from "./gen/troupe/v1/client.js";
+import { type ActorFailure, type Payload, TurnKind } from "./gen/troupe/v1/common.js";
+import { decodeCall, encodeResult } from "./payload.js";
+import { decodeData, Scheduler } from "./schedule.js";
+import { commitState, endTurn, refuseState, rollbackState, State } from "./state.js";
+import { Tracing } from "./tracing.js";
+import { currentTurn, TurnScope } from "./turn.js";
+
+const MAX_DETAILS = 8 * 1024;
+// Answers that are ready together go out in one AppBatch (many tiny HTTP/2 DATA
+// frames cost the daemon far more than a few larger ones, and HTTP/2 peers limit
+// how many they buffer). A batch stays well under the daemon's 64 MiB message
+// limit: at most this many answers and bytes; an answer above ALONE_BYTES goes alone.
+const BATCH_MESSAGES = 256;
+const BATCH_BYTES = 1024 * 1024;
+const ALONE_BYTES = 64 * 1024;
+// What each answer adds inside AppBatch beyond its own size: the field tag (1 byte)
+// and its length (at most 3 bytes for an answer of ALONE_BYTES or less).
+const BATCH_ENTRY_OVERHEAD = 4;
+// Registration failures that a retry cannot fix: report them instead of looping.
+// A missing or wrong token is one: the app reads its token once.
+const FATAL_CODES = new Set<grpc.status>([
+  grpc.status.INVALID_ARGUMENT,
+  grpc.status.ALREADY_EXISTS,
+  grpc.status.FAILED_PRECONDITION,
+  grpc.status.PERMISSION_DENIED,
+  grpc.status.UNAUTHENTICATED,
+  grpc.status.UNIMPLEMENTED,
+]);
+
+
+/** Where the App reports connection trouble; `console` by default. */
+export interface Logger {
+  warn(message: string): void;
+  info(message: string): void;
+  debug(message: string): void;
+}
+
+export class ConnectionLost extends Error {
+  override name = "ConnectionLost";
+}
+
+export function describe(err: unknown): string {
+  if (err instanceof Error) {
+    const code = (err as Partial<grpc.ServiceError>).code;
+    if (typeof code === "number" && "details" in err) return `${grpc.status[code]}: ${(err as grpc.ServiceError).details}`;
+    return err.message === "" ? err.name : err.message;
+  }
+  return String(err);
+}
+
+/**
+ * The error of a registration the daemon refused for good (see FATAL_CODES), or
+ * undefined for one a re-connect may fix. A FAILED_PRECONDITION with the
+ * troupe-api-version trailer is the daemon refusing this SDK's API version.
+ */
+function refusal(err: grpc.ServiceError): TroupeError | undefined {
+  if (!FATAL_CODES.has(err.code)) return undefined;
+  const message = `daemon refused the registration: ${err.details}`;
+  const [daemonVersion] = err.metadata.get(API_VERSION_TRAILER);
+  if (err.code === grpc.status.FAILED_PRECONDITION && daemonVersion !== undefined) {
+    const text = typeof daemonVersion === "string" ? daemonVersion : daemonVersion.toString("utf8");
+    return new ApiVersionMismatch(message, { sdkApiVersion: API_VERSION, daemonApiVersion: /^\d+$/.test(text) ? Number(text) : 0 });
+  }
+  return errorForCode(err.code, message);
+}
+
+/**
+ * An ApiVersionMismatch unless the daemon at `address` speaks this SDK's app API
+ * version. A daemon of another version would have refused our Register; one that
+ * answers anyway either takes several versions, or is from before API versions (0),
+ * and then what it lacks is unknown: stopping with a clear message beats failing
+ * later on a message one side misreads.
+ */
+function versionMismatch(address: string, registered: Registered): ApiVersionMismatch | undefined {
+  const daemonApiVersion = registered.apiVersion;
+  if (daemonApiVersion === API_VERSION) return undefined;
+  const daemon = `the daemon at ${address} (troupe ${registered.daemonVersion || "?"})`;
+  const speaks = daemonApiVersion === 0 ? `${daemon} is from before app API versions (it names none)` : `${daemon} speaks app API version ${String(daemonApiVersion)}`;
+  return new ApiVersionMismatch(`${speaks}, this SDK (${SDK_NAME}) speaks version ${String(API_VERSION)}: ${INSTALL_MATCHING}`, {
+    sdkApiVersion: API_VERSION,
+    daemonApiVersion,
+  });
+}
+
+function failure(err: unknown): ActorFailure {
+  // An ActorError from a nested call propagates like an exception up a stack:
+  // the caller sees the type that was originally thrown.
+  if (err instanceof ActorError) {
+    return { type: err.remoteType, message: err.message, details: (err.stack ?? "").slice(-MAX_DETAILS) };
+  }
+  if (err instanceof Error) {
+    const ctorName = (err.constructor as { name?: unknown } | undefined)?.name;
+    const type = err.name !== "" && err.name !== "Error" ? err.name : typeof ctorName === "string" && ctorName !== "" ? ctorName : "Error";
+    return { type, message: err.message, details: (err.stack ?? "").slice(-MAX_DETAILS) };
+  }
+  return { type: "Error", message: String(err), details: "" };
+}
+
+function namedError(name: string, message: string): Error {
+  const e = new Error(message);
+  e.name = name;
+  return e;
+}
+
+/**
+ * How long ago (ms) the placement lease a Turn or Activate was sent under ended, or
+ * undefined while it lasts (or when there is none: 0, a single daemon). Past the
+ * lease another daemon may own the actor, so the work must not start. The daemon
+ * and the app share the host's clock, hence wall-clock time.
+ */
+function leaseLateMs(leaseDeadlineUnixMs: bigint): number | undefined {
+  if (leaseDeadlineUnixMs === 0n) return undefined;
+  const late = Date.now() - Number(leaseDeadlineUnixMs);
+  return late >= 0 ? late : undefined;
+}
+
+/** What a turn runs, for messages: "call incr", "reminder expire", "alarm". */
+function turnLabel(msg: Turn): string {
+  switch (msg.kind) {
+    case TurnKind.TURN_KIND_UNSPECIFIED:
+    case TurnKind.TURN_KIND_CALL:
+      return `call ${msg.name}`;
+    case TurnKind.TURN_KIND_REMINDER:
+      return `reminder ${msg.name}`;
+    case TurnKind.TURN_KIND_TIMER:
+      return `timer ${msg.name}`;
+    case TurnKind.TURN_KIND_ALARM:
+      return "alarm";
+    default:
+      return `turn of kind ${String(msg.kind)}`;
+  }
+}
+
+/**
+ * The writes that send `ready` (answers queued at once), in order: runs of answers
+ * in one AppBatch each (at most BATCH_MESSAGES answers and BATCH_BYTES bytes), an
+ * answer larger than ALONE_BYTES alone, a single answer as itself.
+ * @internal exported for tests
+ */
+export function packAnswers(ready: readonly AppMessage[]): AppMessage[] {
+  if (ready.length <= 1) return [...ready];
+  const writes: AppMessage[] = [];
+  let batch: AppMessage[] = [];
+  let bytes = 0;
+  const close = (): void => {
+    const [only] = batch;
+    if (batch.length > 1) writes.push({ kind: { $case: "batch", value: { messages: batch } } });
+    else if (only !== undefined) writes.push(only);
+    batch = [];
+    bytes = 0;
+  };
+  for (const msg of ready) {
+    const size = AppMessage.encode(msg).finish().length;
+    if (size > ALONE_BYTES) {
+      close();
+      writes.push(msg);
+      continue;
+    }
+    if (batch.length >= BATCH_MESSAGES || bytes + size + BATCH_ENTRY_OVERHEAD > BATCH_BYTES) close();
+    batch.push(msg);
+    bytes += size + BATCH_ENTRY_OVERHEAD;
+  }
+  close();
+  return writes;
+}
+
+function key(type: string, id: string): string {
+  return `${type}\u0000${id}`;
+}
+
+export interface SessionHost {
+  /** The daemon's address, for messages. */
+  readonly address: string;
+  readonly specs: ReadonlyMap<string, ActorSpec>;
+  readonly logger: Logger;
+  readonly tracing: Tracing;
+  /** The channel's options (its receive limit is the one registered) and the app token's interceptor. */
+  readonly clientOptions: grpc.ClientOptions;
+  /** The credentials of a new channel: TLS files read now, or insecure. */
+  credentials(): grpc.ChannelCredentials;
+  setRegistered(registered: boolean, daemonVersion?: string): void;
+  registerMessage(): Register;
+  unknownType(name: string): ActorFailure;
+}
+
+/** One Attach stream: the instances it hosts. */
+export class Session {
+  readonly #app: SessionHost;
+  readonly #host: AppHostClient;
+  readonly #clientStub: ActorClientClient;
+  readonly #caller: Caller;
+  readonly #scheduler: Scheduler;
+  readonly #instances = new Map<string, Actor>();
+  #call: grpc.ClientDuplexStream<AppMessage, DaemonMessage> | undefined;
+  #closed = false;
+  // Answers not yet written: they go out together at the next flush.
+  #outbox: AppMessage[] = [];
+  // Writes handed to the stream whose callback has not come yet; while there are
+  // some, answers wait in #outbox (they would wait in the stream's buffer anyway).
+  #writesInFlight = 0;
+  #flushScheduled = false;
+  // Whether answers may go out in an AppBatch: the daemon says so in Registered.
+  // An older one would end the stream on an AppBatch (to it an empty AppMessage).
+  #batchAnswers = false;
+
+  constructor(app: SessionHost, target: string) {
+    this.#app = app;
+    const creds = app.credentials();
+    this.#host = new AppHostClient(target, creds, app.clientOptions);
+    // Calls made from turns (this.ctx) share the host's channel, and its token.
+    this.#clientStub = new ActorClientClient(target, creds, { ...app.clientOptions, channelOverride: this.#host.getChannel() });
+    this.#caller = new Caller(this.#clientStub, app.tracing);
+    this.#scheduler = new Scheduler(() => this.#clientStub, undefined, app.tracing);
+  }
+
+  /** Register, then serve until the stream ends; always rejects (ConnectionLost or a fatal TroupeError). */
+  run(): Promise<never> {
+    return new Promise<never>((_resolve, reject) => {
+      const call = this.#host.attach();
+      this.#call = call;
+      let registered = false;
+      call.on("data", (msg: DaemonMessage) => {
+        const kind = msg.kind;
+        if (!registered) {
+          if (kind?.$case !== "registered") {
+            reject(new ConnectionLost(`expected Registered first, got ${kind?.$case ?? "nothing"}`));
+            call.cancel();
+            return;
+          }
+          registered = true;
+          const mismatch = versionMismatch(this.#app.address, kind.value);
+          if (mismatch !== undefined) {
+            reject(mismatch);
+            call.cancel();
+            return;
+          }
+          this.#batchAnswers = kind.value.acceptsBatches;
+          this.#app.setRegistered(true, kind.value.daemonVersion);
+          return;
+        }
+        if (kind?.$case === "batch") {
+          // Work that was ready together: each message runs as if it came alone, in
+          // order (each starts before the next one's).
+          for (const inner of kind.value.messages) this.#dispatch(inner, " in a batch");
+        } else {
+          this.#dispatch(msg, "");
+        }
+      });
+      call.on("error", (err: grpc.ServiceError) => {
+        const refused = registered ? undefined : refusal(err);
+        reject(refused ?? new ConnectionLost(describe(err)));
+      });
+      call.on("end", () => {
+        reject(new ConnectionLost("daemon closed the stream"));
+      });
+      call.write({ kind: { $case: "register", value: this.#app.registerMessage() } });
+    });
+  }
+
+  #dispatch(msg: DaemonMessage, where: string): void {
+    const kind = msg.kind;
+    switch (kind?.$case) {
+      case "turn":
+        void this.#turn(kind.value);
+        break;
+      case "activate":
+        void this.#activate(kind.value);
+        break;
+      case "deactivate":
+        void this.#deactivate(kind.value);
+        break;
+      default:
+        this.#app.logger.warn(`troupe: ignoring unexpected daemon message ${kind?.$case ?? "(empty)"}${where}`);
+    }
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#outbox = [];
+    this.#call?.cancel();
+    // The daemon re-activates these actors from stored state on the next session.
+    this.#instances.clear();
+    this.#clientStub.close();
+    this.#host.close();
+  }
+
+  /**
+   * Queue an answer. The answers queued by the time the stream can take them go
+   * out together (see packAnswers; one by one until the daemon has sent a batch):
+   * once the synchronous work under way (this turn of the event loop) is done,
+   * or, while earlier writes are still being sent, as soon as they are. Nothing
+   * waits for more answers to come.
+   */
+  #send(msg: AppMessage): void {
+    if (this.#closed || this.#call === undefined) return;
+    this.#outbox.push(msg);
+    if (this.#flushScheduled || this.#writesInFlight > 0) return;
+    this.#flushScheduled = true;
+    setImmediate(() => {
+      this.#flushScheduled = false;
+      this.#flush();
+    });
+  }
+
+  #flush(): void {
+    const call = this.#call;
+    const ready = this.#outbox;
+    this.#outbox = [];
+    if (this.#closed || call === undefined) return;
+    for (const msg of this.#batchAnswers ? packAnswers(ready) : ready) {
+      this.#writesInFlight += 1;
+      try {
+        call.write(msg, () => {
+          this.#writesInFlight -= 1;
+          if (this.#writesInFlight === 0 && this.#outbox.length > 0) this.#flush();
+        });
+      } catch (e) {
+        this.#writesInFlight -= 1;
+        this.#app.logger.debug(`troupe: could not send a reply: ${describe(e)}`);
+      }
+    }
+  }
+
+  async #activate(msg: Activate): Promise<void> {
+    const ref = msg.actor ?? { type: "", id: "" };
+    const result: ActivateResult = { callId: msg.callId, error: undefined, changes: [], leaseExpired: false };
+    // Checked here, where the activation starts (nothing is awaited before the
+    // constructor and onActivate run), not when the message arrived.
+    const late = leaseLateMs(msg.leaseDeadlineUnixMs);
+    if (late !== undefined) {
+      this.#app.logger.warn(
+        `troupe: not activating ${ref.type}/${ref.id}: its daemon's placement lease ended ${String(late)} ms before the activation could start; answered leaseExpired`,
+      );
+      result.leaseExpired = true;
+      this.#send({ kind: { $case: "activated", value: result } });
+      return;
+    }
+    const spec = this.#app.specs.get(ref.type);
+    if (spec === undefined) {
+      result.error = this.#app.unknownType(ref.type);
+    } else {
+      try {
+        const state = new State(msg.state);
+        const obj = instantiate(spec.cls, { id: ref.id, state, ctx: new Context(this.#caller, this.#scheduler, ref.type, ref.id) });
+        const scope = new TurnScope(state, `${ref.type}/${ref.id}`, "onActivate");
+        try {
+          await currentTurn.run(scope, () => obj.onActivate());
+          result.changes = commitState(state, scope);
+        } finally {
+          endTurn(state, scope);
+        }
+        this.#instances.set(key(ref.type, ref.id), obj);
+      } catch (e) {
+        result.error = failure(e);
+      }
+    }
+    this.#send({ kind: { $case: "activated", value: result } });
+  }
+
+  async #turn(msg: Turn): Promise<void> {
+    const result: TurnResult = { callId: msg.callId, outcome: undefined, changes: [], leaseExpired: false };
+    // Checked here, where the turn starts (nothing is awaited between this and the
+    // handler), not when the message arrived: no outcome, no changes, no span.
+    const late = leaseLateMs(msg.leaseDeadlineUnixMs);
+    if (late !== undefined) {
+      const ref = msg.actor ?? { type: "", id: "" };
+      this.#app.logger.warn(
+        `troupe: not running ${turnLabel(msg)} of ${ref.type}/${ref.id}: its daemon's placement lease ended ${String(late)} ms before the turn could start; answered leaseExpired`,
+      );
+      result.leaseExpired = true;
+      this.#send({ kind: { $case: "turnResult", value: result } });
+      return;
+    }
+    try {
+      const reply = await this.#app.tracing.turn(msg, () => this.#runTurn(msg, result));
+      result.outcome = { $case: "reply", value: reply };
+    } catch (e) {
+      result.changes = [];
+      result.outcome = { $case: "error", value: failure(e) };
+    }
+    this.#send({ kind: { $case: "turnResult", value: result } });
+  }
+
+  async #runTurn(msg: Turn, result: TurnResult): Promise<Payload> {
+    const ref = msg.actor ?? { type: "", id: "" };
+    const obj = this.#instances.get(key(ref.type, ref.id));
+    if (obj === undefined) throw namedError("LookupError", `actor ${ref.type}/${ref.id} is not active in this app`);
+    switch (msg.kind) {
+      case TurnKind.TURN_KIND_UNSPECIFIED:
+      case TurnKind.TURN_KIND_CALL:
+        break;
+      case TurnKind.TURN_KIND_REMINDER:
+      case TurnKind.TURN_KIND_ALARM:
+      case TurnKind.TURN_KIND_TIMER:
+        return this.#runScheduled(obj, msg, result);
+      default:
+        throw namedError("NotImplementedError", `${SDK_NAME} does not handle turns of kind ${String(msg.kind)}`);
+    }
+    const spec = this.#app.specs.get(ref.type) as ActorSpec;
+    const prop = spec.methods.get(msg.name);
+    if (prop === undefined) {
+      throw new TypeError(
+        `actor type ${JSON.stringify(ref.type)} has no method ${JSON.stringify(msg.name)}; its methods are: ${[...spec.methods.keys()].sort().join(", ")}`,
+      );
+    }
+    const args = decodeCall(msg.payload);
+    const most = spec.maxArgs.get(msg.name);
+    if (most !== undefined && args.length > most) {
+      // JS would drop the extra arguments and run with the wrong values; Python raises
+      // TypeError for the same call, so the caller sees ActorError("TypeError") from either.
+      throw new TypeError(
+        `${ref.type}.${msg.name} takes at most ${most} argument${most === 1 ? "" : "s"} but was called with ${args.length}` +
+          " (keyword arguments, when there are any, count as one last argument: docs/payloads.md); call it with fewer",
+      );
+    }
+    const fn = (obj as unknown as Record<string, unknown>)[prop];
+    if (typeof fn !== "function") throw new TypeError(`${spec.cls.name}.${prop} is not a function`);
+    return this.#inScope(obj, msg, msg.name, spec.readonly.has(msg.name), result, () => (fn as (...a: unknown[]) => unknown).apply(obj, args));
+  }
+
+  /**
+   * Run a handler as this turn, then settle its state: the changes of a writing
+   * turn, or what a read-only one changed in place (which the daemon refuses);
+   * after a throw, its changes are undone.
+   */
+  async #inScope(obj: Actor, msg: Turn, name: string, readonly: boolean, result: TurnResult, handler: () => unknown): Promise<Payload> {
+    const state = obj.state;
+    const ref = msg.actor ?? { type: "", id: "" };
+    // The daemon may run this turn beside others of the same actor (read-only ones,
+    // or one nested in a turn waiting on a chain that called back into this
+    // reentrant actor): the scope keeps this turn's chain, deadline and changes apart.
+    const scope = new TurnScope(state, `${ref.type}/${ref.id}`, name, readonly, msg.chain, msg.deadlineUnixMs);
+    try {
+      const value: unknown = await currentTurn.run(scope, handler);
+      // A scheduled turn has no caller: its reply is JSON null.
+      const reply = encodeResult(msg.kind === TurnKind.TURN_KIND_UNSPECIFIED || msg.kind === TurnKind.TURN_KIND_CALL ? value : null);
+      result.changes = readonly ? refuseState(state, scope) : commitState(state, scope);
+      return reply;
+    } catch (e) {
+      rollbackState(state, scope);
+      throw e;
+    } finally {
+      endTurn(state, scope);
+    }
+  }
+
+  /** A reminder, alarm or timer firing: runs the actor's hook like a writing method turn; the reply is null. */
+  async #runScheduled(obj: Actor, msg: Turn, result: TurnResult): Promise<Payload> {
+    const data = decodeData(msg.payload);
+    const [hook, run] =
+      msg.kind === TurnKind.TURN_KIND_REMINDER
+        ? ["onReminder", () => obj.onReminder(msg.name, data)]
+        : msg.kind === TurnKind.TURN_KIND_ALARM
+          ? ["onAlarm", () => obj.onAlarm(data)]
+          : ["onTimer", () => obj.onTimer(msg.name, data)];
+    return this.#inScope(obj, msg, hook, false, result, run);
+  }
+
+  async #deactivate(msg: Deactivate): Promise<void> {
+    const ref = msg.actor ?? { type: "", id: "" };
+    const result: DeactivateResult = { callId: msg.callId, changes: [] };
+    const k = key(ref.type, ref.id);
+    const obj = this.#instances.get(k);
+    if (obj !== undefined) {
+      const scope = new TurnScope(obj.state, `${ref.type}/${ref.id}`, "onDeactivate");
+      try {
+        await currentTurn.run(scope, () => obj.onDeactivate());
+        result.changes = commitState(obj.state, scope);
+      } catch (e) {
+        this.#app.logger.warn(`troupe: onDeactivate of ${ref.type}/${ref.id} threw: ${describe(e)}`);
+        rollbackState(obj.state, scope);
+      } finally {
+        endTurn(obj.state, scope);
+      }
+      this.#instances.delete(k);
+    }
+    this.#send({ kind: { $case: "deactivated", value: result } });
+  }
+}
