@@ -75,7 +75,7 @@ async def test_client_without_the_token_is_unauthenticated(
     assert token is None or token not in message
 
 
-@pytest.mark.parametrize("how", ["option", "file", "env", "app token"])
+@pytest.mark.parametrize("how", ["option", "file", "env file", "env", "app token"])
 async def test_client_with_a_token_the_daemon_accepts(
     secured: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
@@ -86,6 +86,11 @@ async def test_client_with_a_token_the_daemon_accepts(
         client = troupe.Client(
             secured.address, timeout=10, token_file=token_file(tmp_path, API_TOKEN)
         )
+    elif how == "env file":
+        # The daemon's variable, as a Kubernetes Secret mounted as a file gives it; it wins
+        # over a stale token in $TROUPE_API_TOKEN.
+        monkeypatch.setenv("TROUPE_API_TOKEN_FILE", str(token_file(tmp_path, API_TOKEN)))
+        monkeypatch.setenv("TROUPE_API_TOKEN", "a-stale-token")
     elif how == "env":
         monkeypatch.setenv("TROUPE_API_TOKEN", f"{API_TOKEN},an-older-token")
     else:
@@ -124,7 +129,7 @@ async def test_app_without_the_app_token_stops_with_unauthenticated(
     assert not app.registered
 
 
-@pytest.mark.parametrize("how", ["option", "file", "env"])
+@pytest.mark.parametrize("how", ["option", "file", "env file", "env"])
 async def test_app_with_the_app_token_hosts_and_calls_actors_from_turns(
     secured: Daemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
@@ -132,6 +137,8 @@ async def test_app_with_the_app_token_hosts_and_calls_actors_from_turns(
     path = token_file(tmp_path, APP_TOKEN) if how == "file" else None
     if how == "env":
         monkeypatch.setenv("TROUPE_APP_TOKEN", APP_TOKEN)
+    if how == "env file":
+        monkeypatch.setenv("TROUPE_APP_TOKEN_FILE", str(token_file(tmp_path, APP_TOKEN)))
     async with (
         hosting(secured.address, Front, Back, token=token, token_file=path) as app,
         troupe.Client(secured.address, timeout=10, token=API_TOKEN) as client,

@@ -41,24 +41,26 @@ function sendable(token: string, where: string): string {
   return token;
 }
 
-function fromFile(path: string): string {
+function fromFile(path: string, givenAs: string): string {
   let text: string;
   try {
     text = readFileSync(path, "utf8");
   } catch (e) {
     const reason = e instanceof Error ? e.message : String(e);
-    throw new Error(`cannot read the token file ${path} given as tokenFile (${reason})`, { cause: e });
+    throw new Error(`cannot read the token file ${path} given as ${givenAs} (${reason})`, { cause: e });
   }
   const [first] = parseTokens(text);
   // A file given but empty is a mistake (a secret not mounted yet, say): sending
   // nothing, or the environment's token instead, would only fail later and less clearly.
-  if (first === undefined) throw new TypeError(`the token file ${path} given as tokenFile holds no token; put the token on a line of its own`);
+  if (first === undefined) throw new TypeError(`the token file ${path} given as ${givenAs} holds no token; put the token on a line of its own`);
   return sendable(first, `the token file ${path}`);
 }
 
 /**
  * The token to send: `token` if given (not blank), else the first one in
- * `tokenFile`, else the first one in the environment variable `env`, else none.
+ * `tokenFile`, else in the file named by `$<env>_FILE` (the variable the daemon
+ * reads too, and how Kubernetes hands over a mounted Secret), else the first one
+ * in the environment variable `env`, else none.
  * Throws when `tokenFile` cannot be read or holds none, and for a token that
  * cannot be sent; the messages never include a token.
  * @internal
@@ -66,7 +68,9 @@ function fromFile(path: string): string {
 export function resolveToken(options: TokenOptions, env: string): string | undefined {
   const explicit = options.token?.trim() ?? "";
   if (explicit !== "") return sendable(explicit, "the token option");
-  if (options.tokenFile !== undefined) return fromFile(options.tokenFile);
+  if (options.tokenFile !== undefined) return fromFile(options.tokenFile, "tokenFile");
+  const envFile = process.env[`${env}_FILE`]?.trim() ?? "";
+  if (envFile !== "") return fromFile(envFile, `$${env}_FILE`);
   const [first] = parseTokens(process.env[env] ?? "");
   return first === undefined ? undefined : sendable(first, `$${env}`);
 }

@@ -82,7 +82,7 @@ function withEnv<T>(vars: Readonly<Record<string, string | undefined>>, make: ()
 
 /** `make` with neither token variable set. */
 function noEnvToken<T>(make: () => T): T {
-  return withEnv({ [API_TOKEN_ENV]: undefined, [APP_TOKEN_ENV]: undefined }, make);
+  return withEnv({ [API_TOKEN_ENV]: undefined, [APP_TOKEN_ENV]: undefined, [`${API_TOKEN_ENV}_FILE`]: undefined, [`${APP_TOKEN_ENV}_FILE`]: undefined }, make);
 }
 
 /** A Logger that keeps every line. */
@@ -143,6 +143,19 @@ describe("token resolution", () => {
     });
     noEnvToken(() => {
       assert.equal(resolveToken({}, API_TOKEN_ENV), undefined);
+    });
+  });
+
+  test("$TROUPE_*_TOKEN_FILE, the daemon's variable for a mounted Secret, comes after the options and before the token variable", () => {
+    const file = tokenFile(dir, "mounted", "from-mounted-file\n");
+    withEnv({ [`${API_TOKEN_ENV}_FILE`]: file, [API_TOKEN_ENV]: "stale" }, () => {
+      assert.equal(resolveToken({}, API_TOKEN_ENV), "from-mounted-file");
+      assert.equal(resolveToken({ token: "given" }, API_TOKEN_ENV), "given");
+      assert.equal(resolveToken({}, APP_TOKEN_ENV), undefined, "the API token's file is not the app's");
+    });
+    const empty = tokenFile(dir, "not-mounted-yet", "");
+    withEnv({ [`${APP_TOKEN_ENV}_FILE`]: empty, [APP_TOKEN_ENV]: "from-env" }, () => {
+      assert.throws(() => resolveToken({}, APP_TOKEN_ENV), (e: unknown) => e instanceof TypeError && e.message.includes("$TROUPE_APP_TOKEN_FILE") && /holds no token/.test(e.message));
     });
   });
 

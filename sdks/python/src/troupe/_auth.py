@@ -42,10 +42,24 @@ def _sendable(token: str, where: str) -> str:
     return token
 
 
+def _from_file(path: Path, where: str) -> str:
+    tokens = parse_tokens(path.read_text(encoding="utf-8"))
+    if not tokens:
+        # A file given but empty is a mistake (a Secret not mounted yet, say): sending
+        # nothing, or the environment's token instead, would only fail later and less clearly.
+        raise ValueError(
+            f"{where} holds no token; put the token on a line of its own"
+            " (lines starting with # are comments)"
+        )
+    return _sendable(tokens[0], where)
+
+
 class TokenSource:
     """Where one Client's or App's token comes from: the ``token`` option, else the first
-    token of ``token_file`` (read each time a connection is opened, so a rotated file is
-    picked up), else the first token of the environment variable ``env``, else none."""
+    token of ``token_file``, else of the file named by ``$<env>_FILE`` (the variable the
+    daemon reads too, and how Kubernetes hands over a mounted Secret), else the first
+    token of the environment variable ``env``, else none. Files are read each time a
+    connection is opened, so a rotated file is picked up."""
 
     __slots__ = ("_env", "_file", "_token")
 
@@ -68,13 +82,10 @@ class TokenSource:
         if self._token is not None:
             return self._token
         if self._file is not None:
-            tokens = parse_tokens(self._file.read_text(encoding="utf-8"))
-            if not tokens:
-                raise ValueError(
-                    f"token_file {str(self._file)!r} holds no token; put the token on a line"
-                    " of its own (lines starting with # are comments)"
-                )
-            return _sendable(tokens[0], f"token_file {str(self._file)!r}")
+            return _from_file(self._file, f"token_file {str(self._file)!r}")
+        env_file = os.environ.get(f"{self._env}_FILE", "").strip()
+        if env_file:
+            return _from_file(Path(env_file), f"${self._env}_FILE ({env_file!r})")
         tokens = parse_tokens(os.environ.get(self._env, ""))
         return _sendable(tokens[0], f"${self._env}") if tokens else None
 
@@ -89,6 +100,8 @@ class TokenSource:
             return "token from the token option"
         if self._file is not None:
             return f"token from token_file {str(self._file)!r}"
+        if os.environ.get(f"{self._env}_FILE", "").strip():
+            return f"token from the file in ${self._env}_FILE"
         if parse_tokens(os.environ.get(self._env, "")):
             return f"token from ${self._env}"
         return "no token"
