@@ -20,6 +20,7 @@ pub mod cluster_fixture;
 pub mod cluster_harness;
 mod daemon;
 pub mod freeze;
+pub mod injector;
 mod raw_app;
 pub mod replicas;
 pub mod scrape;

@@ -33,6 +33,9 @@ use openraft::error::{InitializeError, RaftError};
 use openraft::{BasicNode, Raft};
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
+use tonic_health::pb::health_server::HealthServer;
+use tonic_health::server::{HealthReporter, HealthService};
+use tonic_health::ServingStatus;
 use troupe_proto::v1::placement_server::PlacementServer;
 
 use state::Command;
@@ -146,6 +149,9 @@ pub struct Replica {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     store_closed: store::StoreClosed,
     tls: Option<troupe_tls::Tls>,
+    /// grpc.health.v1 statuses: `""` and `troupe.v1.Placement` SERVING
+    /// from start until the replica stops.
+    health: HealthReporter,
 }
 
 impl Replica {
@@ -222,12 +228,17 @@ impl Replica {
         let tls = config.tls.clone();
         let tasks = vec![tokio::spawn(service.clone().leader_loop(stop_rx))];
         drop(db);
+        let health = HealthReporter::new();
+        health
+            .set_serving::<PlacementServer<grpc::PlacementService>>()
+            .await;
         Ok(Replica {
             service,
             stop,
             tasks,
             store_closed,
             tls,
+            health,
         })
     }
 
@@ -243,7 +254,14 @@ impl Replica {
         &self.service
     }
 
-    /// Serves on `listener` until `shutdown` completes, then stops Raft.
+    /// The replica's health statuses, to serve on another listener too
+    /// (kubelet's plaintext probes).
+    pub fn health(&self) -> HealthReporter {
+        self.health.clone()
+    }
+
+    /// Serves the placement API and grpc.health.v1 on `listener` until
+    /// `shutdown` completes, then reports NOT_SERVING and stops Raft.
     pub async fn serve(
         self,
         listener: TcpListener,
@@ -251,7 +269,21 @@ impl Replica {
     ) -> Result<(), ServiceError> {
         let addr: SocketAddr = listener.local_addr()?;
         tracing::info!(%addr, id = self.service.id(), "placement replica serving");
-        let router = tonic::transport::Server::builder().add_service(self.grpc());
+        let health = self.health.clone();
+        let shutdown = async move {
+            shutdown.await;
+            health
+                .set_service_status("", ServingStatus::NotServing)
+                .await;
+            health
+                .set_not_serving::<PlacementServer<grpc::PlacementService>>()
+                .await;
+        };
+        let router = tonic::transport::Server::builder()
+            .add_service(HealthServer::new(HealthService::from_health_reporter(
+                self.health.clone(),
+            )))
+            .add_service(self.grpc());
         let result = match &self.tls {
             Some(tls) => {
                 router

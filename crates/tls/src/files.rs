@@ -36,32 +36,16 @@ pub(crate) type Stamp = [Option<(SystemTime, u64)>; 3];
 
 impl TlsFiles {
     pub(crate) fn stamp(&self) -> Stamp {
-        let one = |path: &Path| {
-            // Following symlinks, as Kubernetes swaps a secret's files.
-            std::fs::metadata(path)
-                .ok()
-                .and_then(|m| Some((m.modified().ok()?, m.len())))
-        };
-        [one(&self.cert), one(&self.key), one(&self.ca)]
+        [
+            stamp_of(&self.cert),
+            stamp_of(&self.key),
+            stamp_of(&self.ca),
+        ]
     }
 
     pub(crate) fn load(&self) -> Result<Material, TlsError> {
         let chain = read_certs(&self.cert, "certificate", "--tls-cert")?;
-        let key_pem = read(&self.key, "key", "--tls-key")?;
-        let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| match e {
-            rustls_pki_types::pem::Error::NoItemsFound => TlsError::Empty {
-                what: "key",
-                flag: "--tls-key",
-                path: self.key.clone(),
-                expected: "PRIVATE KEY block",
-            },
-            other => TlsError::Pem {
-                what: "key",
-                flag: "--tls-key",
-                path: self.key.clone(),
-                reason: other.to_string(),
-            },
-        })?;
+        let key = read_key(&self.key)?;
         let mut roots = RootCertStore::empty();
         for cert in read_certs(&self.ca, "CA", "--tls-ca")? {
             roots.add(cert).map_err(|e| TlsError::BadCa {
@@ -75,6 +59,33 @@ impl TlsFiles {
             roots: Arc::new(roots),
         })
     }
+}
+
+/// One file's modification time and length, `None` when it cannot be read.
+pub(crate) fn stamp_of(path: &Path) -> Option<(SystemTime, u64)> {
+    // Following symlinks, as Kubernetes swaps a secret's files.
+    std::fs::metadata(path)
+        .ok()
+        .and_then(|m| Some((m.modified().ok()?, m.len())))
+}
+
+/// The private key in a PEM file (`--tls-key`).
+pub(crate) fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    let key_pem = read(path, "key", "--tls-key")?;
+    PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| match e {
+        rustls_pki_types::pem::Error::NoItemsFound => TlsError::Empty {
+            what: "key",
+            flag: "--tls-key",
+            path: path.to_owned(),
+            expected: "PRIVATE KEY block",
+        },
+        other => TlsError::Pem {
+            what: "key",
+            flag: "--tls-key",
+            path: path.to_owned(),
+            reason: other.to_string(),
+        },
+    })
 }
 
 fn read(path: &Path, what: &'static str, flag: &'static str) -> Result<Vec<u8>, TlsError> {

@@ -7,9 +7,11 @@
 //! certificate needs no restart), the identity check of cluster members
 //! (a DNS name or SPIFFE-style URI in the peer's certificate, against
 //! configuration: [`PeerIdentities`]), the server side (a listener's
-//! handshakes, [`Tls::incoming`]) and the client side (a connector for
-//! tonic endpoints, [`Connector`]), and development certificates made with
-//! rcgen ([`dev`]) so tests and a first try need no openssl.
+//! handshakes, [`Tls::incoming`]; [`ServerTls`] for a listener that asks
+//! clients for no certificate, such as the admission webhook) and the
+//! client side (a connector for tonic endpoints, [`Connector`]), and
+//! development certificates made with rcgen ([`dev`]) so tests and a first
+//! try need no openssl.
 
 mod connect;
 pub mod dev;
@@ -17,6 +19,7 @@ mod error;
 mod files;
 mod identity;
 mod incoming;
+mod server_only;
 mod tls;
 mod verify;
 
@@ -24,6 +27,8 @@ pub use connect::Connector;
 pub use error::TlsError;
 pub use files::TlsFiles;
 pub use identity::{identities_of, NotAPeer, PeerIdentities};
+pub use incoming::Incoming;
+pub use server_only::ServerTls;
 pub use tls::{client_config_for_server, ClientCerts, Tls, TlsSettings};
 
 /// Certificates as tonic hands them to services (`Request::peer_certs`).

@@ -13,6 +13,8 @@ mod convert;
 mod dev_cmd;
 mod duration;
 mod forwarder;
+mod health_listen;
+mod injector;
 mod link_api;
 mod link_metrics;
 mod membership;
@@ -109,6 +111,9 @@ enum Command {
         #[command(subcommand)]
         command: placement_cmd::PlacementCommand,
     },
+    /// Run the Kubernetes admission webhook that adds the daemon as a
+    /// sidecar to pods annotated `troupe.dev/enabled: "true"`.
+    Injector(Box<injector::InjectorArgs>),
     /// Make development TLS certificates (a CA, and certificates it issues).
     Certs {
         #[command(subcommand)]
@@ -226,7 +231,8 @@ fn main() -> ExitCode {
     let (default_filter, (format, export)) = match &cli.command {
         Command::Serve(args) => ("info", args.logging()),
         // A server too: its membership changes and elections belong in its log.
-        Command::Placement { .. } => ("info", Default::default()),
+        Command::Placement { command } => ("info", (command.log_format(), None)),
+        Command::Injector(args) => ("info", (args.log_format(), None)),
         _ => ("warn", Default::default()),
     };
     // Inside the runtime: trace export keeps its channel and batch task there.
@@ -289,6 +295,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             command: ClusterCommand::Status { target },
         } => cli::cluster_status(&target).await,
         Command::Placement { command } => placement_cmd::run(command).await,
+        Command::Injector(args) => injector::run(*args).await,
         Command::Certs { command } => certs_cmd::run(command),
         Command::Completion { shell } => completion(shell),
         Command::Reminders {

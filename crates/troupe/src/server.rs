@@ -30,7 +30,7 @@ use crate::config::{ServeConfig, StoreKind};
 use crate::forwarder::TransportForwarder;
 use crate::link_api::LinkApi;
 use crate::membership;
-use crate::{metrics_http, telemetry};
+use crate::{health_listen, metrics_http, telemetry};
 
 /// Room for protobuf framing around the largest payload we accept, so that
 /// an oversize payload reaches our own check (and its clear message) instead
@@ -191,6 +191,11 @@ pub async fn run_until(
     health
         .set_serving::<pb::app_host_server::AppHostServer<AppApi>>()
         .await;
+    // Plaintext, for kubelet's grpc probes; the same statuses as below.
+    let health_listener = match config.health_listen {
+        Some(addr) => Some(health_listen::start(addr, health.clone()).await?),
+        None => None,
+    };
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -320,6 +325,9 @@ pub async fn run_until(
     }
     if let Some(metrics) = metrics {
         metrics.stop().await;
+    }
+    if let Some(health) = health_listener {
+        health.stop().await;
     }
     // Last, so the spans of the drain above are exported too.
     telemetry::shutdown().await;

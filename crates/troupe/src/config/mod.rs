@@ -95,6 +95,11 @@ pub struct ServeArgs {
     /// `127.0.0.1:9464`; port 0 picks a free one [default: off].
     #[arg(long, env = "TROUPE_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Serve gRPC health checks (grpc.health.v1 only) in plaintext on this
+    /// address too, for Kubernetes `grpc:` probes when --listen has TLS; no
+    /// token needed, even beyond loopback [default: off].
+    #[arg(long, env = "TROUPE_HEALTH_LISTEN")]
+    pub health_listen: Option<SocketAddr>,
     /// Join a cluster: the placement replicas' addresses, `HOST:PORT[,HOST:PORT...]`
     /// [default: off, this daemon owns every actor].
     #[arg(long, value_delimiter = ',', env = "TROUPE_PLACEMENT")]
@@ -178,6 +183,7 @@ struct FileConfig {
     write_through: bool,
     otlp_endpoint: Option<String>,
     metrics_listen: Option<SocketAddr>,
+    health_listen: Option<SocketAddr>,
     placement: Option<Vec<String>>,
     node: Option<String>,
     advertise: Option<String>,
@@ -227,6 +233,9 @@ pub struct ServeConfig {
     pub trace_export: Option<TraceExport>,
     /// Where to serve `/metrics`; `None`: no endpoint, and no collection.
     pub metrics_listen: Option<SocketAddr>,
+    /// Where to serve plaintext health checks; `None`: only on `listen`.
+    /// Allowed anywhere: it serves nothing but grpc.health.v1.
+    pub health_listen: Option<SocketAddr>,
     /// Cluster membership; `None`: a single node owning every actor.
     pub cluster: Option<ClusterConfig>,
     /// Client API tokens; `None`: that API is open.
@@ -413,6 +422,7 @@ impl ServeArgs {
             runtime,
             trace_export,
             metrics_listen,
+            health_listen: self.health_listen.or(file.health_listen),
             cluster,
             api_tokens,
             app_tokens,

@@ -406,3 +406,28 @@ fn the_log_format_comes_from_the_flag_or_the_file() -> anyhow::Result<()> {
     assert!(from_file("log_format = \"yaml\"\n").is_err());
     Ok(())
 }
+
+/// Health checks carry nothing secret: `--health-listen` beyond loopback
+/// needs no token, and comes from the flag or the file.
+#[test]
+fn health_listen_beyond_loopback_needs_no_token() -> anyhow::Result<()> {
+    let args = ServeArgs {
+        health_listen: Some("0.0.0.0:7421".parse()?),
+        ..ServeArgs::default()
+    };
+    let cfg = args.resolve()?;
+    assert_eq!(cfg.health_listen, Some("0.0.0.0:7421".parse()?));
+    assert!(cfg.api_tokens.is_none() || std::env::var_os("TROUPE_API_TOKEN").is_some());
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("troupe.toml");
+    std::fs::write(&path, "health_listen = \"0.0.0.0:7431\"\n")?;
+    let from_file = ServeArgs {
+        config: Some(path),
+        ..ServeArgs::default()
+    };
+    assert_eq!(
+        from_file.resolve()?.health_listen,
+        Some("0.0.0.0:7431".parse()?)
+    );
+    Ok(())
+}

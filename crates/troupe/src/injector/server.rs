@@ -1,0 +1,137 @@
+//! The injector's HTTPS server: `POST /mutate` answers admission reviews,
+//! `GET /healthz` answers probes. TLS comes from `troupe_tls::ServerTls`
+//! (certificate files re-read when they change); HTTP/1.1 and HTTP/2 are
+//! both served, as the API server and kubelet's probes may use either.
+
+use std::future::{Future, IntoFuture};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use futures::StreamExt as _;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::server::TlsStream;
+use tracing::{info, warn};
+use troupe_tls::{Incoming, ServerTls};
+
+use super::config::ConfigSource;
+use super::review::{answer, Answer, Decision};
+
+/// A review carries the pod (and on updates the old one); Kubernetes keeps
+/// objects under 1.5 MiB, so this leaves room without inviting floods.
+const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
+
+/// How long a stop waits for reviews in flight.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Both protocols are offered; each connection speaks what it negotiated.
+pub fn alpn() -> Vec<Vec<u8>> {
+    vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+}
+
+/// The routes, on `config`.
+pub fn router(config: Arc<ConfigSource>) -> Router {
+    Router::new()
+        .route("/mutate", post(mutate))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES))
+        .with_state(config)
+}
+
+/// Serves `listener` over TLS until `stop` completes.
+pub async fn serve(
+    listener: TcpListener,
+    tls: &ServerTls,
+    config: Arc<ConfigSource>,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let local = listener.local_addr()?;
+    let listener = TlsListener {
+        incoming: tls.incoming(listener),
+        local,
+    };
+    let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, router(config)).with_graceful_shutdown(async move {
+        stop.await;
+        let _ = stopping.send(());
+    });
+    let mut server = std::pin::pin!(server.into_future());
+    tokio::select! {
+        served = &mut server => return served,
+        _ = stopped => {}
+    }
+    // An API server holding a keep-alive connection must not hold up exit.
+    match tokio::time::timeout(STOP_TIMEOUT, server).await {
+        Ok(served) => served,
+        Err(_) => {
+            warn!("reviews still in flight after the stop timeout; exiting anyway");
+            Ok(())
+        }
+    }
+}
+
+async fn mutate(State(config): State<Arc<ConfigSource>>, body: Bytes) -> Response {
+    match answer(&body, &config.current()) {
+        Ok(Answer {
+            review,
+            decision,
+            pod,
+        }) => {
+            let response = &review["response"];
+            let uid = response["uid"].as_str().unwrap_or_default();
+            if decision == Decision::Refused {
+                let message = response["status"]["message"].as_str().unwrap_or_default();
+                warn!(
+                    uid,
+                    pod, message, "pod refused: a bad troupe.dev annotation"
+                );
+            } else {
+                info!(uid, pod, ?decision, "review answered");
+            }
+            (
+                [(header::CONTENT_TYPE, "application/json")],
+                review.to_string(),
+            )
+                .into_response()
+        }
+        Err(malformed) => {
+            warn!(error = %malformed, "malformed admission review");
+            (StatusCode::BAD_REQUEST, format!("{malformed}\n")).into_response()
+        }
+    }
+}
+
+/// Connections after their TLS handshake, as axum accepts them.
+struct TlsListener {
+    incoming: Incoming,
+    local: SocketAddr,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            match self.incoming.next().await {
+                Some(Ok(stream)) => {
+                    let remote = stream.get_ref().0.peer_addr().unwrap_or(self.local);
+                    return (stream, remote);
+                }
+                Some(Err(error)) => warn!(%error, "accepting a connection failed"),
+                // The accept loop ends only when this stream is dropped.
+                None => std::future::pending::<()>().await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
+}
