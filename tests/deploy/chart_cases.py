@@ -1,0 +1,165 @@
+"""What chart_test.py renders: the matrix of values (`Case`), the values the chart must
+refuse, the helm commands docs/kubernetes.md shows (run offline), and a parent chart that
+includes the `troupe.sidecar` named template by hand."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from chart import CHART
+from runner import REPO
+
+DOC = REPO / "docs" / "kubernetes.md"
+# A value the chart must have (the defaults point at an operator-made Secret instead).
+PG_URL = "postgres://troupe:secret@db.example.svc:5432/troupe"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    args: tuple[str, ...] = ()
+    api_versions: tuple[str, ...] = ()
+    # Kinds this case must render (beyond the always-present ones).
+    expect: frozenset[str] = frozenset()
+    absent: frozenset[str] = frozenset()
+
+
+MATRIX = (
+    Case("defaults", expect=frozenset({"StatefulSet", "MutatingWebhookConfiguration"})),
+    Case(
+        "ha-5-replicas",
+        ("--set", "placement.replicas=5", "--set", "placement.antiAffinity=hard"),
+    ),
+    Case(
+        "existing-secrets",
+        (
+            "--set",
+            "tokens.existingSecret=my-tokens",
+            "--set",
+            "stateStore.existingSecret=pg-cluster-app",
+            "--set",
+            "tls.existingSecrets.placement=my-placement-tls",
+            "--set",
+            "tls.existingSecrets.sidecar=my-sidecar-tls",
+        ),
+    ),
+    Case("url-secret", ("--set", f"stateStore.url={PG_URL}")),
+    Case("tls-off-development", ("--set", "tls.enabled=false")),
+    Case(
+        "injector-off",
+        ("--set", "injector.enabled=false"),
+        absent=frozenset({"MutatingWebhookConfiguration", "Deployment"}),
+    ),
+    Case(
+        "cert-manager",
+        ("--set", "certManager.enabled=true"),
+        api_versions=("cert-manager.io/v1",),
+        expect=frozenset({"Certificate", "Issuer"}),
+    ),
+    Case(
+        "metrics-servicemonitor",
+        ("--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"),
+        api_versions=("monitoring.coreos.com/v1",),
+        expect=frozenset({"ServiceMonitor"}),
+    ),
+    Case(
+        "digest-external-placement",
+        (
+            "--set",
+            "image.digest=sha256:" + "ab" * 32,
+            "--set",
+            "placement.enabled=false",
+            "--set",
+            "placement.externalAddresses={placement.example:7470}",
+        ),
+        absent=frozenset({"StatefulSet"}),
+    ),
+)
+
+# --set values the schema (or a required value) must refuse, with a word the error names.
+REFUSED = (
+    (("--set", "placement.replicas=abc"), "replicas"),
+    (("--set", "placement.replicas=0"), "replicas"),
+    (("--set", "tls.enabled=maybe"), "enabled"),
+    (("--set", "injector.failurePolicy=Sometimes"), "failurePolicy"),
+    (("--set", "sidecar.port=70000"), "port"),
+    (("--set", "logging.format=xml"), "format"),
+    (("--set", "placement.lease=soon"), "lease"),
+    (("--set", "unknownValue=1"), "unknownValue"),
+    (("--set", "placement.unknown=1"), "unknown"),
+    (("--set", "stateStore.url=mysql://x"), "url"),
+    (("--set", "certManager.enabled=true"), "cert-manager"),  # no cert-manager.io/v1
+    (("--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"),
+     "monitoring"),
+    (("--set", "placement.enabled=false"), "externalAddresses"),
+    (("--set", "stateStore.existingSecret="), "stateStore"),
+)  # fmt: skip
+
+
+def doc_commands() -> list[list[str]]:
+    """The helm lint/template/install/upgrade commands in docs/kubernetes.md's sh blocks."""
+    text = DOC.read_text()
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        for line in joined.splitlines():
+            line = line.split(" #", 1)[0].strip()
+            if re.match(r"helm (lint|template|install|upgrade)\b", line):
+                commands.append(shlex.split(line))
+    return commands
+
+
+def as_offline(cmd: list[str]) -> list[str] | None:
+    """A doc command as one that runs here: install/upgrade become template."""
+    verb = cmd[1]
+    if verb in ("lint", "template"):
+        return cmd
+    install_only = ("--install", "--wait", "--atomic", "--create-namespace", "--reuse-values")
+    args = [a for a in cmd[2:] if a not in install_only]
+    args = [a for a in args if not a.startswith("--timeout")]
+    if verb in ("install", "upgrade"):
+        return ["helm", "template", *args]
+    return None
+
+
+PARENT_POD = """\
+{{- $troupe := include "troupe.sidecar" .Subcharts.troupe | fromYaml }}
+apiVersion: v1
+kind: Pod
+metadata:
+  name: app
+spec:
+  terminationGracePeriodSeconds: {{ $troupe.terminationGracePeriodSeconds }}
+  initContainers:
+    - {{- toYaml $troupe.sidecar | nindent 6 }}
+  containers:
+    - name: app
+      image: registry.example.com/app:1.0.0
+      env: {{- toYaml $troupe.appEnv | nindent 8 }}
+      volumeMounts: {{- toYaml $troupe.appVolumeMounts | nindent 8 }}
+  volumes: {{- toYaml $troupe.volumes | nindent 4 }}
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def make_parent_chart(root: Path) -> Path:
+    """A user's chart with this chart as its dependency "troupe", adding the sidecar to a
+    pod by hand as docs/kubernetes.md shows."""
+    (root / "templates").mkdir(parents=True)
+    (root / "charts").mkdir()
+    shutil.copytree(CHART, root / "charts" / "troupe")
+    write(
+        root / "Chart.yaml",
+        "apiVersion: v2\nname: app\nversion: 0.1.0\n"
+        "dependencies:\n  - name: troupe\n    version: 0.1.0\n",
+    )
+    write(root / "templates" / "pod.yaml", PARENT_POD)
+    return root

@@ -1,0 +1,190 @@
+"""The checks of one case's rendered manifests (`CASE_CHECKS`), and `Results`, which counts
+and prints every check of chart_test.py ("ok    ..." / "FAIL  ..." and the detail)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from chart import Json, by_kind, name_of, sidecar_config
+from chart_cases import Case
+
+
+@dataclass
+class Results:
+    passed: int = 0
+    failed: list[str] = field(default_factory=list)
+
+    def check(self, ok: bool, what: str, detail: str = "") -> bool:
+        if ok:
+            self.passed += 1
+            print(f"ok    {what}")
+        else:
+            self.failed.append(what)
+            print(f"FAIL  {what}\n{indent(detail)}" if detail else f"FAIL  {what}")
+        return ok
+
+
+def indent(text: str) -> str:
+    return "\n".join("      " + line for line in text.strip().splitlines()[-40:])
+
+
+def pod_specs(docs: list[Json]) -> Iterator[tuple[str, Json]]:
+    for doc in docs:
+        if doc.get("kind") in ("Deployment", "StatefulSet"):
+            yield f"{doc['kind']}/{name_of(doc)}", doc["spec"]["template"]["spec"]
+
+
+def check_hardening(case: Case, docs: list[Json], results: Results) -> None:
+    problems = []
+    for where, spec in pod_specs(docs):
+        if spec.get("automountServiceAccountToken") is not False:
+            problems.append(f"{where}: automountServiceAccountToken is not false")
+        if (
+            spec.get("securityContext", {}).get("seccompProfile", {}).get("type")
+            != "RuntimeDefault"
+        ):
+            problems.append(f"{where}: no RuntimeDefault seccomp")
+        for c in spec["containers"]:
+            sc = c.get("securityContext", {})
+            if not (
+                sc.get("runAsNonRoot")
+                and sc.get("readOnlyRootFilesystem")
+                and sc.get("allowPrivilegeEscalation") is False
+                and sc.get("capabilities", {}).get("drop") == ["ALL"]
+            ):
+                problems.append(f"{where}/{c['name']}: not hardened: {sc}")
+            for probe in ("readinessProbe", "livenessProbe"):
+                if probe not in c:
+                    problems.append(f"{where}/{c['name']}: no {probe}")
+            if "limits" not in c.get("resources", {}):
+                problems.append(f"{where}/{c['name']}: no resource limits")
+    results.check(
+        not problems, f"[{case.name}] pods hardened, probed, limited", "\n".join(problems)
+    )
+
+
+def check_placement(case: Case, docs: list[Json], results: Results) -> None:
+    sets = by_kind(docs, "StatefulSet")
+    if not sets:
+        return
+    sts = sets[0]
+    replicas = int(sts["spec"]["replicas"])
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"]
+    peers = args[args.index("--peers") + 1].split(",")
+    problems = []
+    if len(peers) != replicas:
+        problems.append(f"--peers has {len(peers)} replicas, not {replicas}")
+    if "--id-from-hostname" not in args:
+        problems.append("no --id-from-hostname")
+    tls = not any("tls.enabled=false" in a for a in case.args)
+    if tls == ("--insecure" in args):
+        problems.append(f"--insecure {'given with' if tls else 'missing without'} TLS")
+    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+        if container[probe].get("grpc", {}).get("port") != 7471:
+            problems.append(f"{probe} is not gRPC on 7471")
+    headless = [s for s in by_kind(docs, "Service") if s["spec"].get("clusterIP") == "None"]
+    if not any(s["spec"].get("publishNotReadyAddresses") for s in headless):
+        problems.append("no headless Service publishing not-ready addresses")
+    pdbs = [p for p in by_kind(docs, "PodDisruptionBudget") if "placement" in name_of(p)]
+    if not pdbs or pdbs[0]["spec"].get("minAvailable") != replicas // 2 + 1:
+        problems.append(f"no PodDisruptionBudget keeping a majority of {replicas}")
+    if not sts["spec"].get("volumeClaimTemplates"):
+        problems.append("no volumeClaimTemplates")
+    affinity = sts["spec"]["template"]["spec"].get("affinity", {}).get("podAntiAffinity")
+    if not affinity:
+        problems.append("no pod anti-affinity")
+    results.check(
+        not problems,
+        f"[{case.name}] placement: {replicas} replicas, peers, probes, PDB",
+        "\n".join(problems),
+    )
+
+
+def check_webhook(case: Case, docs: list[Json], results: Results) -> None:
+    hooks = by_kind(docs, "MutatingWebhookConfiguration")
+    if not hooks:
+        return
+    hook = hooks[0]["webhooks"][0]
+    cert_manager = "cert-manager.io/inject-ca-from" in hooks[0]["metadata"].get("annotations", {})
+    problems = []
+    if not cert_manager and not hook["clientConfig"].get("caBundle"):
+        problems.append("no caBundle and no cert-manager CA injection")
+    if hook.get("sideEffects") != "None" or hook.get("failurePolicy") not in ("Fail", "Ignore"):
+        problems.append("sideEffects/failurePolicy")
+    if not hook.get("namespaceSelector") or not hook.get("objectSelector"):
+        problems.append("no namespaceSelector/objectSelector")
+    own = [d for d in by_kind(docs, "Deployment") if "injector" in name_of(d)]
+    labels = own[0]["spec"]["template"]["metadata"]["labels"] if own else {}
+    if labels.get("troupe.dev/control-plane") != "true":
+        problems.append("the injector's own pods are not excluded from the webhook")
+    results.check(not problems, f"[{case.name}] webhook registration", "\n".join(problems))
+
+
+def check_network_policies(case: Case, docs: list[Json], results: Results) -> None:
+    policies = {name_of(p): p for p in by_kind(docs, "NetworkPolicy")}
+    problems = []
+    if "placement.enabled=false" not in case.args and not any(
+        n.endswith("-placement") for n in policies
+    ):
+        problems.append("no placement NetworkPolicy")
+    for name, policy in policies.items():
+        for rule in policy["spec"].get("ingress", []):
+            if not rule.get("ports"):
+                problems.append(f"{name}: an ingress rule open on every port")
+    results.check(not problems, f"[{case.name}] NetworkPolicies", "\n".join(problems))
+
+
+def check_secrets(case: Case, docs: list[Json], results: Results) -> None:
+    secrets = {name_of(s) for s in by_kind(docs, "Secret")}
+    config = sidecar_config(docs)
+    problems = []
+    if config is not None:
+        env = {e["name"]: e for e in config["sidecar"]["env"]}
+        store = env["TROUPE_STORE"]["valueFrom"]["secretKeyRef"]
+        expected = {"name": "pg-cluster-app", "key": "uri"}
+        if "existingSecret=pg-cluster-app" in " ".join(case.args) and store != expected:
+            problems.append(f"store from {store}")
+        tls = "TROUPE_TLS_PEER_IDENTITY" in env
+        if tls == any("tls.enabled=false" in a for a in case.args):
+            problems.append("TLS environment does not follow tls.enabled")
+    if "tokens.existingSecret=my-tokens" in case.args:
+        if "t-troupe-tokens" in secrets:
+            problems.append("tokens generated although an existing Secret is given")
+    elif "t-troupe-tokens" not in secrets:
+        problems.append("no generated tokens Secret")
+    results.check(not problems, f"[{case.name}] secrets and their references", "\n".join(problems))
+
+
+def check_crds(case: Case, docs: list[Json], results: Results) -> None:
+    """The custom resources kubeconform skips: the fields that matter, by hand."""
+    problems = []
+    for cert in by_kind(docs, "Certificate"):
+        spec = cert["spec"]
+        if cert["apiVersion"] != "cert-manager.io/v1" or not spec.get("secretName"):
+            problems.append(f"Certificate/{name_of(cert)}: apiVersion or secretName")
+        if "issuerRef" not in spec:
+            problems.append(f"Certificate/{name_of(cert)}: no issuerRef")
+        if name_of(cert).endswith(("-placement", "-sidecar")) and not any(
+            n.startswith("member.") for n in spec.get("dnsNames", [])
+        ):
+            problems.append(f"Certificate/{name_of(cert)}: no member identity")
+    for monitor in by_kind(docs, "ServiceMonitor"):
+        endpoint = monitor["spec"]["endpoints"][0]
+        if endpoint.get("authorization", {}).get("type") != "Bearer":
+            problems.append("ServiceMonitor does not send the API token")
+    if by_kind(docs, "Certificate") or by_kind(docs, "ServiceMonitor"):
+        results.check(
+            not problems, f"[{case.name}] custom resources (by hand)", "\n".join(problems)
+        )
+
+
+CASE_CHECKS: tuple[Callable[[Case, list[Json], Results], None], ...] = (
+    check_hardening,
+    check_placement,
+    check_webhook,
+    check_network_policies,
+    check_secrets,
+    check_crds,
+)
