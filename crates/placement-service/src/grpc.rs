@@ -30,6 +30,7 @@ use troupe_proto::v1::placement_client::PlacementClient;
 use super::leader::{decide, Soft};
 use super::network::{APPEND_ENTRIES, INSTALL_SNAPSHOT, VOTE};
 use super::state::{types_differ, Command};
+use super::status::{address_of, replicas};
 use super::store::{Applied, LogStore};
 use super::TypeConfig;
 use troupe_placement::table::{Member, Table};
@@ -186,10 +187,13 @@ impl PlacementService {
         if let Some(c) = clients.get(&id) {
             return Ok(c.clone());
         }
-        let addr = self.inner.peers.get(&id).ok_or_else(|| {
+        // A leader missing from --peers was added by a leader with a newer
+        // list (a scale-up in progress): the membership has its address.
+        let metrics = self.inner.raft.metrics().borrow().clone();
+        let addr = address_of(id, &self.inner.peers, &metrics).ok_or_else(|| {
             Status::unavailable(format!(
-                "the placement leader is replica {id}, which is not in this replica's --peers; \
-                 give every replica the same peers list"
+                "the placement leader is replica {id}, which is neither in this replica's \
+                 --peers nor in the Raft membership it knows; retry"
             ))
         })?;
         let endpoint = Endpoint::from_shared(format!("http://{addr}"))
@@ -346,32 +350,16 @@ impl PlacementService {
         } else {
             (self.applied_table(), HashMap::new())
         };
-        let replicas = self
-            .inner
-            .peers
-            .iter()
-            .map(|(id, addr)| {
-                let last_log_index = if *id == self.inner.id {
-                    self.inner.log.last_index()
-                } else {
-                    metrics
-                        .replication
-                        .as_ref()
-                        .and_then(|r| r.get(id).copied().flatten())
-                        .map_or(0, |l| l.index)
-                };
-                pb::Replica {
-                    id: id.to_string(),
-                    address: addr.clone(),
-                    leader: leader == Some(*id),
-                    last_log_index,
-                }
-            })
-            .collect();
+        let replicas = replicas(
+            self.inner.id,
+            self.inner.log.last_index(),
+            &self.inner.peers,
+            &metrics,
+        );
         pb::ClusterStatusResponse {
             leader: leader.map(|l| l.to_string()).unwrap_or_default(),
             leader_address: leader
-                .and_then(|l| self.inner.peers.get(&l).cloned())
+                .and_then(|l| address_of(l, &self.inner.peers, &metrics))
                 .unwrap_or_default(),
             replicas,
             table: Some(table_to_pb(table)),

@@ -11,15 +11,26 @@
 //! - `leader`: the leader's soft state (leases, drain reports) and the rule
 //!   that expires members and promotes tables.
 //!
+//! - [`membership`]: the rule that makes the Raft membership follow the
+//!   leader's `--peers`; `reconcile` probes replicas and applies it.
+//!
 //! Bootstrap: every replica is configured with the ids and addresses of all
 //! replicas; the one with the lowest id initialises the Raft cluster when
 //! its log is empty, so the first start needs it up (later starts do not).
+//! Any other replica with an empty log waits to be added by the leader: a
+//! replica that joins a running group (a scale-up) never initialises one.
+//! Afterwards the leader grows and shrinks the membership toward its own
+//! `--peers` (`membership` says how, and why an older list on another
+//! replica cannot undo it).
 
 pub mod convert;
 pub mod grpc;
 mod leader;
+pub mod membership;
 pub mod network;
+mod reconcile;
 pub mod state;
+mod status;
 pub mod store;
 
 use std::collections::BTreeMap;
@@ -226,7 +237,16 @@ impl Replica {
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let service = grpc::PlacementService::new(&config, raft, applied, log);
         let tls = config.tls.clone();
-        let tasks = vec![tokio::spawn(service.clone().leader_loop(stop_rx))];
+        let reconciler = reconcile::Reconciler::new(
+            config.id,
+            service.raft().clone(),
+            config.peers.clone(),
+            config.tls.clone().map(troupe_tls::Connector::to_members),
+        );
+        let tasks = vec![
+            tokio::spawn(reconciler.run(stop_rx.clone())),
+            tokio::spawn(service.clone().leader_loop(stop_rx)),
+        ];
         drop(db);
         let health = HealthReporter::new();
         health

@@ -214,6 +214,16 @@ fn role(v: &MemberView, pending: bool) -> &'static str {
     }
 }
 
+/// A replica's part in the Raft group; `None`: listed in the answering
+/// replica's --peers but not a member (not added yet, or removed).
+fn raft_role(r: &pb::Replica) -> Option<&'static str> {
+    match (r.voter, r.learner) {
+        (true, _) => Some("voter"),
+        (false, true) => Some("learner"),
+        (false, false) => None,
+    }
+}
+
 fn status_json(replica: &str, s: &pb::ClusterStatusResponse, members: &[MemberView]) -> Value {
     let table = s.table.clone().unwrap_or_default();
     let pending = table.next.is_some();
@@ -225,6 +235,7 @@ fn status_json(replica: &str, s: &pb::ClusterStatusResponse, members: &[MemberVi
                 "id": r.id,
                 "address": r.address,
                 "leader": r.leader,
+                "raft": raft_role(r),
                 "last_log_index": r.last_log_index,
             })
         })
@@ -295,6 +306,7 @@ fn status_table(replica: &str, s: &pb::ClusterStatusResponse, members: &[MemberV
         ("REPLICA", false),
         ("ADDRESS", false),
         ("LEADER", false),
+        ("RAFT", false),
         ("LAST LOG INDEX", true),
     ]);
     for r in &s.replicas {
@@ -302,6 +314,7 @@ fn status_table(replica: &str, s: &pb::ClusterStatusResponse, members: &[MemberV
             r.id.clone(),
             r.address.clone(),
             render::yes_no(r.leader).to_owned(),
+            raft_role(r).unwrap_or("-").to_owned(),
             r.last_log_index.to_string(),
         ]);
     }
@@ -314,7 +327,7 @@ fn status_table(replica: &str, s: &pb::ClusterStatusResponse, members: &[MemberV
     let mut t = Table::new(&[
         ("NODE", false),
         ("ADDRESS", false),
-        ("ROLE", false),
+        ("RAFT", false),
         ("TYPES", false),
         ("HEARTBEAT", true),
         ("ACTORS", true),
@@ -373,6 +386,8 @@ mod tests {
                 address: "127.0.0.1:7471".into(),
                 leader: true,
                 last_log_index: 9,
+                voter: true,
+                learner: false,
             }],
             table: Some(pb::PlacementTable {
                 current: Some(pb::TableVersion {
@@ -427,6 +442,7 @@ mod tests {
         assert_eq!(out["pending"]["version"], 4);
         assert_eq!(out["pending"]["waiting_for"], json!(["bb"]));
         assert_eq!(out["leader"], "1");
+        assert_eq!(out["replicas"][0]["raft"], "voter");
         let members = out["members"].as_array().cloned().unwrap_or_default();
         assert_eq!(members.len(), 3);
         assert_eq!(members[0]["active_actors"], 5);

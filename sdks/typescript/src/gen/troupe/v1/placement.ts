@@ -141,11 +141,18 @@ export interface ClusterStatusResponse_LastHeartbeatMsAgoEntry {
   value: bigint;
 }
 
+/** A replica in the answering replica's --peers or in the Raft membership. */
 export interface Replica {
   id: string;
   address: string;
   leader: boolean;
   lastLogIndex: bigint;
+  /**
+   * In the Raft membership: a voter, or a learner (being added, catching
+   * up). Neither: listed in --peers but not (yet, or any more) a member.
+   */
+  voter: boolean;
+  learner: boolean;
 }
 
 /** An openraft RPC (append entries, vote, install snapshot) or its answer. */
@@ -1145,7 +1152,7 @@ export const ClusterStatusResponse_LastHeartbeatMsAgoEntry: MessageFns<ClusterSt
   };
 
 function createBaseReplica(): Replica {
-  return { id: "", address: "", leader: false, lastLogIndex: 0n };
+  return { id: "", address: "", leader: false, lastLogIndex: 0n, voter: false, learner: false };
 }
 
 export const Replica: MessageFns<Replica> = {
@@ -1164,6 +1171,12 @@ export const Replica: MessageFns<Replica> = {
         throw new globalThis.Error("value provided for field message.lastLogIndex of type uint64 too large");
       }
       writer.uint32(32).uint64(message.lastLogIndex);
+    }
+    if (message.voter !== false) {
+      writer.uint32(40).bool(message.voter);
+    }
+    if (message.learner !== false) {
+      writer.uint32(48).bool(message.learner);
     }
     return writer;
   },
@@ -1213,6 +1226,22 @@ export const Replica: MessageFns<Replica> = {
             message.lastLogIndex = reader.uint64() as bigint;
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.voter = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.learner = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1236,6 +1265,8 @@ export const Replica: MessageFns<Replica> = {
     message.lastLogIndex = (object.lastLogIndex !== undefined && object.lastLogIndex !== null)
       ? BigInt(object.lastLogIndex)
       : 0n;
+    message.voter = object.voter ?? false;
+    message.learner = object.learner ?? false;
     return message;
   },
 };

@@ -119,16 +119,20 @@ class ClusterStatusResponse(_message.Message):
     def __init__(self, leader: _Optional[str] = ..., leader_address: _Optional[str] = ..., replicas: _Optional[_Iterable[_Union[Replica, _Mapping]]] = ..., table: _Optional[_Union[PlacementTable, _Mapping]] = ..., last_heartbeat_ms_ago: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class Replica(_message.Message):
-    __slots__ = ("id", "address", "leader", "last_log_index")
+    __slots__ = ("id", "address", "leader", "last_log_index", "voter", "learner")
     ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     LAST_LOG_INDEX_FIELD_NUMBER: _ClassVar[int]
+    VOTER_FIELD_NUMBER: _ClassVar[int]
+    LEARNER_FIELD_NUMBER: _ClassVar[int]
     id: str
     address: str
     leader: bool
     last_log_index: int
-    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., leader: bool = ..., last_log_index: _Optional[int] = ...) -> None: ...
+    voter: bool
+    learner: bool
+    def __init__(self, id: _Optional[str] = ..., address: _Optional[str] = ..., leader: bool = ..., last_log_index: _Optional[int] = ..., voter: bool = ..., learner: bool = ...) -> None: ...
 
 class RaftMessage(_message.Message):
     __slots__ = ("kind", "json")
