@@ -78,6 +78,16 @@ def secrets_of(docs: list[Json]) -> dict[str, dict[str, bytes]]:
     return out
 
 
+def config_maps_of(docs: list[Json]) -> dict[str, dict[str, bytes]]:
+    """Each ConfigMap's data by name (data and binaryData), as a volume would hold it."""
+    out: dict[str, dict[str, bytes]] = {}
+    for d in by_kind(docs, "ConfigMap"):
+        data = {k: str(v).encode() for k, v in (d.get("data") or {}).items()}
+        data.update({k: base64.b64decode(v) for k, v in (d.get("binaryData") or {}).items()})
+        out[d["metadata"]["name"]] = data
+    return out
+
+
 def sidecar_json(docs: list[Json]) -> str | None:
     """The injector's config (the ConfigMap's sidecar.json) as rendered, if any."""
     for doc in by_kind(docs, "ConfigMap"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from chart import Json, by_kind, name_of, sidecar_config
+from chart import Json, by_kind, documents, helm_template, name_of, sidecar_config
 from chart_cases import Case
 
 
@@ -60,8 +60,34 @@ def check_hardening(case: Case, docs: list[Json], results: Results) -> None:
             if "limits" not in c.get("resources", {}):
                 problems.append(f"{where}/{c['name']}: no resource limits")
     results.check(
-        not problems, f"[{case.name}] pods hardened, probed, limited", "\n".join(problems)
+        not problems,
+        f"[{case.name}] pods hardened, probed, limited",
+        "\n".join(problems),
     )
+
+
+def peers_file_entries(docs: list[Json], sts: Json) -> tuple[list[str], list[str]]:
+    """The entries of the peers file the StatefulSet's replicas read (--peers-file, from the
+    ConfigMap volume mounted over its directory), and the problems finding it."""
+    container = sts["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"]
+    if "--peers" in args:
+        return [], ["--peers is an argument: changing placement.replicas would restart replicas"]
+    if "--peers-file" not in args:
+        return [], ["no --peers-file"]
+    path = args[args.index("--peers-file") + 1]
+    directory, _, key = path.rpartition("/")
+    mounts = [m for m in container.get("volumeMounts", []) if m["mountPath"] == directory]
+    if not mounts or "subPath" in mounts[0]:
+        # A subPath mount is never refreshed by the kubelet.
+        return [], [f"no directory mount at {directory} for --peers-file {path}"]
+    volumes = {v["name"]: v for v in sts["spec"]["template"]["spec"].get("volumes", [])}
+    config_map = volumes.get(mounts[0]["name"], {}).get("configMap", {}).get("name")
+    maps = {name_of(c): c for c in by_kind(docs, "ConfigMap")}
+    if config_map not in maps or key not in maps[config_map].get("data", {}):
+        return [], [f"--peers-file {path}: no ConfigMap {config_map} with key {key!r}"]
+    lines = (line.split("#", 1)[0].strip() for line in maps[config_map]["data"][key].splitlines())
+    return [e for line in lines for e in line.split(",") if e.strip()], []
 
 
 def check_placement(case: Case, docs: list[Json], results: Results) -> None:
@@ -72,10 +98,13 @@ def check_placement(case: Case, docs: list[Json], results: Results) -> None:
     replicas = int(sts["spec"]["replicas"])
     container = sts["spec"]["template"]["spec"]["containers"][0]
     args = container["args"]
-    peers = args[args.index("--peers") + 1].split(",")
-    problems = []
-    if len(peers) != replicas:
-        problems.append(f"--peers has {len(peers)} replicas, not {replicas}")
+    peers, problems = peers_file_entries(docs, sts)
+    if not problems and len(peers) != replicas:
+        problems.append(f"the peers file has {len(peers)} replicas, not {replicas}: {peers}")
+    if not problems and name_of(sts) + "-peers" not in {
+        name_of(c) for c in by_kind(docs, "ConfigMap")
+    }:
+        problems.append(f"the peers ConfigMap is not {name_of(sts)}-peers")
     if "--id-from-hostname" not in args:
         problems.append("no --id-from-hostname")
     tls = not any("tls.enabled=false" in a for a in case.args)
@@ -97,7 +126,38 @@ def check_placement(case: Case, docs: list[Json], results: Results) -> None:
         problems.append("no pod anti-affinity")
     results.check(
         not problems,
-        f"[{case.name}] placement: {replicas} replicas, peers, probes, PDB",
+        f"[{case.name}] placement: {replicas} replicas, peers file, probes, PDB",
+        "\n".join(problems),
+    )
+    check_scaling_keeps_the_template(case, results)
+
+
+def check_scaling_keeps_the_template(case: Case, results: Results) -> None:
+    """Changing placement.replicas must not change the pod template: Kubernetes would restart
+    every running replica (all at once with Parallel pod management) and placement would lose
+    its majority mid-scale. Only the StatefulSet's replicas and the peers ConfigMap change."""
+    rendered = {}
+    problems = []
+    for n in (3, 5):
+        code, out = helm_template(
+            (*case.args, "--set", f"placement.replicas={n}"), case.api_versions
+        )
+        if code != 0:
+            problems.append(f"helm template with placement.replicas={n}:\n{out}")
+            continue
+        sets = by_kind(documents(out), "StatefulSet")
+        rendered[n] = (
+            sets[0]["spec"]["template"],
+            peers_file_entries(documents(out), sets[0])[0],
+        )
+    if not problems:
+        if rendered[3][0] != rendered[5][0]:
+            problems.append("the StatefulSet's pod template differs between 3 and 5 replicas")
+        if (len(rendered[3][1]), len(rendered[5][1])) != (3, 5):
+            problems.append(f"peers files of {len(rendered[3][1])} and {len(rendered[5][1])}")
+    results.check(
+        not problems,
+        f"[{case.name}] placement.replicas 3 -> 5: the peers ConfigMap changes, the pods do not",
         "\n".join(problems),
     )
 
@@ -111,7 +171,10 @@ def check_webhook(case: Case, docs: list[Json], results: Results) -> None:
     problems = []
     if not cert_manager and not hook["clientConfig"].get("caBundle"):
         problems.append("no caBundle and no cert-manager CA injection")
-    if hook.get("sideEffects") != "None" or hook.get("failurePolicy") not in ("Fail", "Ignore"):
+    if hook.get("sideEffects") != "None" or hook.get("failurePolicy") not in (
+        "Fail",
+        "Ignore",
+    ):
         problems.append("sideEffects/failurePolicy")
     if not hook.get("namespaceSelector") or not hook.get("objectSelector"):
         problems.append("no namespaceSelector/objectSelector")
@@ -176,7 +239,9 @@ def check_crds(case: Case, docs: list[Json], results: Results) -> None:
             problems.append("ServiceMonitor does not send the API token")
     if by_kind(docs, "Certificate") or by_kind(docs, "ServiceMonitor"):
         results.check(
-            not problems, f"[{case.name}] custom resources (by hand)", "\n".join(problems)
+            not problems,
+            f"[{case.name}] custom resources (by hand)",
+            "\n".join(problems),
         )
 
 

@@ -20,8 +20,9 @@ What a kubelet does and podman 4.3 does not, done here, each step named where it
 - Probes: podman 4.3 turns only exec/httpGet/tcpSocket livenessProbes into systemd-timer
   health checks; the test runs each probe itself (gRPC health on the probe's port, the
   app's exec probe with `podman exec`).
-- Secrets: podman 4.3's secret volumes ignore `items` (and need `optional` set), so the
-  test writes each Secret volume's files as the kubelet does (mode 0644) and mounts them
+- Secrets and ConfigMaps: podman 4.3's secret volumes ignore `items` (and need `optional`
+  set), so the test writes each Secret and ConfigMap volume's files as the kubelet does
+  (mode 0644) and mounts them
   with hostPath; secretKeyRef environment variables get the Secret's value; `$(VAR)` in
   args is expanded from the container's environment; emptyDirs and the claim templates
   are host directories (0777 as a kubelet's emptyDir; the claims owned by the fsGroup).
@@ -101,11 +102,22 @@ def expand(value: str, env: dict[str, str]) -> str:
     return re.sub(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)", sub, value)
 
 
+def write_items(where: Path, source: Json, data: dict[str, bytes]) -> None:
+    """A Secret or ConfigMap volume's files, honouring `items` and `defaultMode`."""
+    items = source.get("items") or [{"key": k, "path": k} for k in data]
+    for item in items:
+        path = where / item["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data[item["key"]])
+        path.chmod(source.get("defaultMode", 0o644))
+
+
 def for_podman(
     pod: Json,
     ip: str,
     aliases: dict[str, str],
     secrets: dict[str, dict[str, bytes]],
+    config_maps: dict[str, dict[str, bytes]],
     work: Path,
 ) -> Played:
     """The pod as podman 4.3 can run it, doing what a kubelet would (module docstring)."""
@@ -134,13 +146,9 @@ def for_podman(
         where = work / "volumes" / name / vol["name"]
         where.mkdir(parents=True)
         if "secret" in vol:
-            data = secrets[vol["secret"]["secretName"]]
-            items = vol["secret"].get("items") or [{"key": k, "path": k} for k in data]
-            for item in items:
-                path = where / item["path"]
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(data[item["key"]])
-                path.chmod(vol["secret"].get("defaultMode", 0o644))
+            write_items(where, vol["secret"], secrets[vol["secret"]["secretName"]])
+        elif "configMap" in vol:
+            write_items(where, vol["configMap"], config_maps[vol["configMap"]["name"]])
         elif "emptyDir" in vol:
             where.chmod(0o777)
         elif "persistentVolumeClaim" in vol:

@@ -47,7 +47,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from chart import Json, documents, example_deployment, helm_template, k8s_tools, one, secrets_of
+from chart import (
+    Json,
+    config_maps_of,
+    documents,
+    example_deployment,
+    helm_template,
+    k8s_tools,
+    one,
+    secrets_of,
+)
 from kubelet import (
     Played,
     create_pod,
@@ -306,11 +315,12 @@ def main() -> int:
         placement_pods = statefulset_pods(one(docs, "StatefulSet"))
         aliases = {stable_name(p): f"{net}.{i + 1}" for i, p in enumerate(placement_pods)}
         secrets = secrets_of(docs)
+        config_maps = config_maps_of(docs)
         placement = [
-            for_podman(p, f"{net}.{i + 1}", aliases, secrets, work)
+            for_podman(p, f"{net}.{i + 1}", aliases, secrets, config_maps, work)
             for i, p in enumerate(placement_pods)
         ]
-        app = for_podman(patched, "127.0.0.1", aliases, secrets, work)
+        app = for_podman(patched, "127.0.0.1", aliases, secrets, config_maps, work)
         pods = Pods(binary, cleanup, work, pg_url, secrets, placement, app, sidecar_port)
         try:
             with timed(timings, "placement healthy"):

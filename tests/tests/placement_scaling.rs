@@ -1,14 +1,21 @@
-//! Scaling the placement service as a StatefulSet does: replicas restart
-//! one at a time with a new `--peers` list, new ones start, old ones stop.
+//! Scaling the placement service as a StatefulSet does, two ways:
+//!
+//! - `--peers`: replicas restart one at a time with a new list, new ones
+//!   start, old ones stop;
+//! - `--peers-file` (the Helm chart's ConfigMap): the running replicas' files
+//!   are rewritten, as the kubelet refreshes a mounted ConfigMap, and nothing
+//!   restarts; new replicas start, old ones stop.
+//!
 //! The Raft membership follows (3 → 5 → 3 voters, watched through
 //! ClusterStatus), a daemon's calls keep succeeding, and killing the leader
-//! after each step elects another.
+//! elects another.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use troupe_tests::replicas::{free_port, PlacementCluster};
+use troupe_tests::replicas::{free_port, PlacementCluster, PlacementReplica};
 use troupe_tests::{pb, poll_until, type_spec, Client, Daemon, TestApp, WAIT};
 
 /// Adding waits for a probe round and catching up; removing waits for the
@@ -70,11 +77,21 @@ impl Member {
 /// Waits until a leader's status lists exactly `expected` as voters and no
 /// learners.
 async fn wait_voters(cluster: &PlacementCluster, expected: &[u64]) -> anyhow::Result<()> {
+    voters_of(&cluster.replicas, expected)
+        .await
+        .with_context(|| cluster.logs())
+}
+
+/// [`wait_voters`] over any running replicas.
+async fn voters_of(
+    replicas: &BTreeMap<u64, PlacementReplica>,
+    expected: &[u64],
+) -> anyhow::Result<()> {
     let expected: BTreeSet<String> = expected.iter().map(u64::to_string).collect();
     let what = format!("voters {expected:?}");
     poll_until(MEMBERSHIP_WAIT, &what, || async {
-        for id in cluster.replicas.keys() {
-            let Ok(mut c) = cluster.client(*id).await else {
+        for r in replicas.values() {
+            let Ok(mut c) = r.client().await else {
                 continue;
             };
             let Ok(s) = c.cluster_status(pb::ClusterStatusRequest {}).await else {
@@ -96,7 +113,6 @@ async fn wait_voters(cluster: &PlacementCluster, expected: &[u64]) -> anyhow::Re
         Ok(None)
     })
     .await
-    .context(cluster.logs())
 }
 
 /// Restarts replica `id` (SIGTERM, then start) with the cluster's current
@@ -193,5 +209,208 @@ async fn placement_grows_to_five_and_shrinks_to_three_with_peers() -> anyhow::Re
     fail_over(&mut cluster, &mut member).await?;
     wait_voters(&cluster, &[1, 2, 3]).await?;
     member.call("after the last fail-over").await?;
+    Ok(())
+}
+
+/// Replicas 1–5 on fixed ports, each reading its own peers file (as each
+/// pod reads its own mount of the chart's ConfigMap); only some run.
+struct FileCluster {
+    dir: tempfile::TempDir,
+    addrs: BTreeMap<u64, String>,
+    replicas: BTreeMap<u64, PlacementReplica>,
+}
+
+impl FileCluster {
+    fn new() -> anyhow::Result<FileCluster> {
+        let mut addrs = BTreeMap::new();
+        for id in 1..=5 {
+            addrs.insert(id, format!("127.0.0.1:{}", free_port()?));
+        }
+        Ok(FileCluster {
+            dir: tempfile::tempdir()?,
+            addrs,
+            replicas: BTreeMap::new(),
+        })
+    }
+
+    fn file(&self, id: u64) -> PathBuf {
+        self.dir.path().join(format!("peers-{id}"))
+    }
+
+    /// Replaces replica `id`'s file at once, as the kubelet swaps a
+    /// ConfigMap's files (write aside, rename over).
+    fn write(&self, id: u64, text: &str) -> anyhow::Result<()> {
+        let aside = self.dir.path().join(format!(".peers-{id}.new"));
+        std::fs::write(&aside, text)?;
+        std::fs::rename(&aside, self.file(id))?;
+        Ok(())
+    }
+
+    /// Gives replica `id` a file listing `ids`, one a line, as the chart
+    /// renders it.
+    fn list(&self, id: u64, ids: &[u64]) -> anyhow::Result<()> {
+        let mut text = String::from("# Every placement replica as ID=HOST:PORT, one a line.\n");
+        for i in ids {
+            let addr = self.addrs.get(i).context("no such replica")?;
+            text.push_str(&format!("{i}={addr}\n"));
+        }
+        self.write(id, &text)
+    }
+
+    async fn start(&mut self, id: u64) -> anyhow::Result<()> {
+        let listen = self.addrs.get(&id).context("no such replica")?.clone();
+        let file = self.file(id);
+        let file = file.to_str().context("temp path is not UTF-8")?;
+        let data = self.dir.path().join(format!("replica-{id}"));
+        let r = PlacementReplica::start(id, &listen, &data, None, &["--peers-file", file]).await?;
+        self.replicas.insert(id, r);
+        Ok(())
+    }
+
+    async fn stop(&mut self, id: u64) -> anyhow::Result<()> {
+        let mut r = self.replicas.remove(&id).context("replica not running")?;
+        let status = r.terminate().await?;
+        anyhow::ensure!(status.success(), "replica {id} exited with {status}");
+        Ok(())
+    }
+
+    /// Waits until every running replica names the same running leader.
+    async fn leader(&self) -> anyhow::Result<u64> {
+        poll_until(WAIT, "a placement leader all replicas agree on", || async {
+            let mut seen: Option<String> = None;
+            for r in self.replicas.values() {
+                let Ok(mut c) = r.client().await else {
+                    return Ok(None);
+                };
+                let Ok(s) = c.cluster_status(pb::ClusterStatusRequest {}).await else {
+                    return Ok(None);
+                };
+                let s = s.into_inner();
+                if s.leader.is_empty() || seen.as_ref().is_some_and(|l| *l != s.leader) {
+                    return Ok(None);
+                }
+                seen = Some(s.leader);
+            }
+            Ok(seen
+                .and_then(|l| l.parse::<u64>().ok())
+                .filter(|l| self.replicas.contains_key(l)))
+        })
+        .await
+        .with_context(|| self.logs())
+    }
+
+    async fn voters(&self, expected: &[u64]) -> anyhow::Result<()> {
+        voters_of(&self.replicas, expected)
+            .await
+            .with_context(|| self.logs())
+    }
+
+    /// Waits until replica `id`'s log has `line`.
+    async fn logged(&self, id: u64, line: &str) -> anyhow::Result<()> {
+        let r = self.replicas.get(&id).context("replica not running")?;
+        poll_until(WAIT, &format!("replica {id} to log {line:?}"), || async {
+            Ok(r.log().contains(line).then_some(()))
+        })
+        .await
+        .with_context(|| r.log())
+    }
+
+    fn logs(&self) -> String {
+        self.replicas
+            .values()
+            .map(|r| format!("--- replica {} ---\n{}", r.id, r.log()))
+            .collect()
+    }
+}
+
+fn placement_arg(addrs: &BTreeMap<u64, String>, ids: &[u64]) -> String {
+    ids.iter()
+        .filter_map(|id| addrs.get(id).cloned())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[tokio::test]
+async fn placement_scales_by_rewriting_the_peers_file_without_restarts() -> anyhow::Result<()> {
+    let mut cluster = FileCluster::new()?;
+    for id in [1, 2, 3] {
+        cluster.list(id, &[1, 2, 3])?;
+    }
+    for id in [1, 2, 3] {
+        cluster.start(id).await?;
+    }
+    cluster.leader().await?;
+    cluster.voters(&[1, 2, 3]).await?;
+    let mut member = Member::start(&placement_arg(&cluster.addrs, &[1, 2, 3])).await?;
+    member.call("3 replicas").await?;
+
+    // Scale up. The new pods start with the new ConfigMap; the running
+    // ones see it when the kubelet refreshes their mount, in any order.
+    for id in [4, 5] {
+        cluster.list(id, &[1, 2, 3, 4, 5])?;
+        cluster.start(id).await?;
+        member.call(&format!("replica {id} started")).await?;
+    }
+    for id in [3, 2, 1] {
+        cluster.list(id, &[1, 2, 3, 4, 5])?;
+        member
+            .call(&format!("replica {id}'s file lists 5 replicas"))
+            .await?;
+    }
+    cluster.voters(&[1, 2, 3, 4, 5]).await?;
+    member.call("5 voters").await?;
+
+    // The leader crashes at 5 voters; another leads, and the kubelet
+    // starts the crashed one again (with the file as it is now).
+    let leader = cluster.leader().await?;
+    cluster
+        .replicas
+        .get_mut(&leader)
+        .context("leader not running")?
+        .kill9()
+        .await?;
+    let killed = cluster.replicas.remove(&leader);
+    let next = cluster.leader().await?;
+    anyhow::ensure!(
+        next != leader,
+        "replica {leader} still leads after its kill"
+    );
+    member
+        .call(&format!("after killing leader {leader}"))
+        .await?;
+    drop(killed);
+    cluster.start(leader).await?;
+    cluster.voters(&[1, 2, 3, 4, 5]).await?;
+
+    // A broken file (here: cut off mid-entry) keeps the last good list.
+    for id in [1, 2, 3] {
+        cluster.write(id, "1=127.0.0.1:1\n2=127.0.0")?;
+    }
+    cluster
+        .logged(
+            1,
+            "placement peers file unusable; keeping the last good list",
+        )
+        .await?;
+    member.call("broken peers files").await?;
+    cluster.voters(&[1, 2, 3, 4, 5]).await?;
+
+    // Scale down: every pod's file drops 4 and 5; they keep serving (and
+    // stay voters) until they are stopped, then the leader removes them.
+    for id in [1, 2, 3, 4, 5] {
+        cluster.list(id, &[1, 2, 3])?;
+    }
+    for id in [4, 5] {
+        cluster
+            .logged(id, "this placement replica is not in the peers file")
+            .await?;
+    }
+    member.call("every file lists 3 replicas").await?;
+    for id in [5, 4] {
+        cluster.stop(id).await?;
+        member.call(&format!("replica {id} stopped")).await?;
+    }
+    cluster.voters(&[1, 2, 3]).await?;
+    member.call("3 voters").await?;
     Ok(())
 }

@@ -13,6 +13,8 @@
 //!
 //! - [`membership`]: the rule that makes the Raft membership follow the
 //!   leader's `--peers`; `reconcile` probes replicas and applies it.
+//! - [`peers`]: the replica list, fixed (`--peers`) or followed in a file
+//!   (`--peers-file`), and the one handle every address lookup goes through.
 //!
 //! Bootstrap: every replica is configured with the ids and addresses of all
 //! replicas; the one with the lowest id initialises the Raft cluster when
@@ -20,14 +22,15 @@
 //! Any other replica with an empty log waits to be added by the leader: a
 //! replica that joins a running group (a scale-up) never initialises one.
 //! Afterwards the leader grows and shrinks the membership toward its own
-//! `--peers` (`membership` says how, and why an older list on another
-//! replica cannot undo it).
+//! `--peers`, or the current contents of its `--peers-file` (`membership`
+//! says how, and why an older list on another replica cannot undo it).
 
 pub mod convert;
 pub mod grpc;
 mod leader;
 pub mod membership;
 pub mod network;
+pub mod peers;
 mod reconcile;
 pub mod state;
 mod status;
@@ -70,7 +73,11 @@ pub struct ServiceConfig {
     /// Where the log, vote and snapshots live.
     pub data_dir: PathBuf,
     /// Every replica, this one included: id → host:port of its gRPC API.
+    /// With `peers_file`, the file's contents at start.
     pub peers: BTreeMap<u64, String>,
+    /// Follow this file's list instead of a fixed one: re-read every
+    /// reconcile round (`peers::Peers::reload`).
+    pub peers_file: Option<PathBuf>,
     /// A member is removed after this long without a heartbeat.
     pub lease: Duration,
     /// How often daemons heartbeat; also the leader's expiry/promotion tick.
@@ -93,6 +100,7 @@ impl ServiceConfig {
             id,
             data_dir: data_dir.into(),
             peers,
+            peers_file: None,
             lease: DEFAULT_LEASE,
             heartbeat: DEFAULT_HEARTBEAT,
             tls: None,
@@ -100,7 +108,13 @@ impl ServiceConfig {
     }
 
     fn validate(&self) -> Result<(), ServiceError> {
-        if !self.peers.contains_key(&self.id) {
+        // A fixed list without this replica is a typo: the replica could
+        // never lead a membership change nor form the group. A followed file
+        // drops a replica that is being scaled away before the replica
+        // stops (and it may restart meanwhile); refusing to start it then
+        // would only take a voter away early. It serves on and is removed
+        // once stopped (`peers::Peers` logs its absence).
+        if self.peers_file.is_none() && !self.peers.contains_key(&self.id) {
             return Err(ServiceError::Config(format!(
                 "the peers list must include this replica (id {}) with its address; got ids {:?}",
                 self.id,
@@ -205,15 +219,24 @@ impl Replica {
                 .map_err(|e| ServiceError::Config(format!("raft timing: {e}")))?,
         );
         let applied = sm.applied();
+        let peers = match &config.peers_file {
+            Some(path) => peers::Peers::from_file(config.id, path.clone(), config.peers.clone()),
+            None => peers::Peers::fixed(config.id, config.peers.clone()),
+        };
         let raft = Raft::new(
             config.id,
             raft_config,
-            network::Network::new(config.tls.clone().map(troupe_tls::Connector::to_members)),
+            network::Network::new(
+                config.tls.clone().map(troupe_tls::Connector::to_members),
+                peers.clone(),
+            ),
             log.clone(),
             sm.clone(),
         )
         .await?;
 
+        // Never true for a replica its file does not list: only a listed
+        // lowest id forms a group.
         let lowest = config.peers.keys().next().copied();
         if lowest == Some(config.id) && !raft.is_initialized().await? {
             let nodes: BTreeMap<u64, BasicNode> = config
@@ -235,12 +258,12 @@ impl Replica {
         }
 
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
-        let service = grpc::PlacementService::new(&config, raft, applied, log);
+        let service = grpc::PlacementService::new(&config, peers.clone(), raft, applied, log);
         let tls = config.tls.clone();
         let reconciler = reconcile::Reconciler::new(
             config.id,
             service.raft().clone(),
-            config.peers.clone(),
+            peers,
             config.tls.clone().map(troupe_tls::Connector::to_members),
         );
         let tasks = vec![

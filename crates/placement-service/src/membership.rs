@@ -23,8 +23,11 @@
 //!   reachable voters are the same before and after, and the new voter set is
 //!   smaller, so if they were a majority of the old set they are one of the
 //!   new set too.
-//! - The leader is always in its own list (the config is refused otherwise),
-//!   so it never removes itself.
+//! - The leader never removes itself: a voter is removed only once it is
+//!   `gone`, and the leader always answers itself. With `--peers` it is in
+//!   its own list (the config is refused otherwise); a `--peers-file` may
+//!   drop it while it leads (it is being scaled away), and it goes on
+//!   leading, removing only stopped voters, until it is stopped itself.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -176,3 +176,23 @@ fn unlisted_learners_are_dropped_once_gone() {
         Some(Step::RemoveLearners { ids: ids(&[4]) })
     );
 }
+
+#[test]
+fn a_leader_its_file_dropped_removes_stopped_voters_but_never_itself() {
+    // Leader 4 (not in the file any more: being scaled away) with 5 stopped.
+    let desired = peers(&[1, 2, 3]);
+    let mut seen = healthy(&[1, 2, 3, 4, 5]);
+    seen.reachable.remove(&5);
+    assert_eq!(next_step(&desired, &seen), None, "5 not gone yet");
+    seen.gone.insert(5);
+    assert_eq!(
+        next_step(&desired, &seen),
+        Some(Step::RemoveVoters {
+            voters: ids(&[1, 2, 3, 4]),
+            removed: ids(&[5]),
+        })
+    );
+    seen.configs = vec![ids(&[1, 2, 3, 4])];
+    seen.gone.clear();
+    assert_eq!(next_step(&desired, &seen), None, "4 answers: never removed");
+}

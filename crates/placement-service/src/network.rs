@@ -4,7 +4,13 @@
 //! is serialised as JSON into `RaftMessage.json` with `kind` naming the
 //! RPC; the answer carries openraft's `Result` the same way, so a remote
 //! Raft error arrives as the error openraft expects. The server side is
-//! `grpc::handle_raft`.
+//! `grpc::raft`.
+//!
+//! A replica's address is the one the replica list (`peers`) gives now, or
+//! else the one the Raft membership recorded when it was added: openraft
+//! keeps a client per replication stream for as long as the stream lives, so
+//! each call looks the address up again and a changed one (a `--peers-file`
+//! that moved a replica) takes effect on the next RPC.
 
 use std::time::Duration;
 
@@ -24,6 +30,7 @@ use troupe_proto::v1 as pb;
 use troupe_proto::v1::placement_client::PlacementClient;
 use troupe_tls::Connector;
 
+use super::peers::Peers;
 use super::TypeConfig;
 
 type NodeId = u64;
@@ -32,15 +39,17 @@ pub const APPEND_ENTRIES: &str = "append_entries";
 pub const VOTE: &str = "vote";
 pub const INSTALL_SNAPSHOT: &str = "install_snapshot";
 
-/// Connects to replicas by the address in the Raft membership.
-#[derive(Debug, Clone, Default)]
+/// Connects to replicas by their address in the replica list, else in the
+/// Raft membership.
+#[derive(Debug, Clone)]
 pub struct Network {
     tls: Option<Connector>,
+    peers: Peers,
 }
 
 impl Network {
-    pub fn new(tls: Option<Connector>) -> Self {
-        Self { tls }
+    pub fn new(tls: Option<Connector>, peers: Peers) -> Self {
+        Self { tls, peers }
     }
 }
 
@@ -48,16 +57,21 @@ impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
-        PeerClient::new(target, &node.addr, self.tls.clone())
+        PeerClient::new(target, &node.addr, self.tls.clone(), self.peers.clone())
     }
 }
 
-/// One peer's connection; established lazily and re-established by tonic.
+/// One peer's connection; established lazily and re-established by tonic,
+/// and anew when the peer's address changes.
 #[derive(Debug)]
 pub struct PeerClient {
     target: NodeId,
+    /// The address the Raft membership recorded.
+    member_addr: String,
+    /// The address `client` dials.
     addr: String,
     tls: Option<Connector>,
+    peers: Peers,
     client: Option<PlacementClient<Channel>>,
 }
 
@@ -86,16 +100,27 @@ enum PeerError {
 }
 
 impl PeerClient {
-    fn new(target: NodeId, addr: &str, tls: Option<Connector>) -> Self {
+    fn new(target: NodeId, member_addr: &str, tls: Option<Connector>, peers: Peers) -> Self {
         PeerClient {
             target,
-            addr: addr.to_owned(),
+            member_addr: member_addr.to_owned(),
+            addr: member_addr.to_owned(),
             tls,
+            peers,
             client: None,
         }
     }
 
     fn client(&mut self) -> Result<PlacementClient<Channel>, PeerError> {
+        let addr = self
+            .peers
+            .address(self.target)
+            .unwrap_or_else(|| self.member_addr.clone());
+        if addr != self.addr {
+            tracing::info!(replica = self.target, from = %self.addr, to = %addr, "placement replica address changed; reconnecting");
+            self.addr = addr;
+            self.client = None;
+        }
         if let Some(c) = &self.client {
             return Ok(c.clone());
         }

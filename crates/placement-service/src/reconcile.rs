@@ -14,6 +14,7 @@ use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 
 use crate::membership::{next_step, Observed, Step};
+use crate::peers::Peers;
 use crate::TypeConfig;
 
 /// How often the leader looks at the membership.
@@ -39,7 +40,9 @@ enum ChangeError {
 pub(crate) struct Reconciler {
     id: u64,
     raft: Raft<TypeConfig>,
-    desired: BTreeMap<u64, String>,
+    /// The list the membership moves toward: `--peers`, or the file
+    /// re-read at the start of every round.
+    peers: Peers,
     tls: Option<troupe_tls::Connector>,
     /// Health clients by (replica, address).
     clients: HashMap<(u64, String), HealthClient<Channel>>,
@@ -52,13 +55,13 @@ impl Reconciler {
     pub(crate) fn new(
         id: u64,
         raft: Raft<TypeConfig>,
-        desired: BTreeMap<u64, String>,
+        peers: Peers,
         tls: Option<troupe_tls::Connector>,
     ) -> Self {
         Reconciler {
             id,
             raft,
-            desired,
+            peers,
             tls,
             clients: HashMap::new(),
             leading: None,
@@ -82,6 +85,10 @@ impl Reconciler {
     }
 
     async fn round(&mut self) {
+        // Every replica follows its file, not only the leader: forwarding
+        // and Raft RPCs use the addresses too, and a follower may lead next.
+        self.peers.reload();
+        let desired = self.peers.current();
         let metrics = self.raft.metrics().borrow().clone();
         if metrics.current_leader != Some(self.id) {
             self.leading = None;
@@ -103,10 +110,12 @@ impl Reconciler {
             .nodes()
             .map(|(id, node)| (*id, node.addr.clone()))
             .collect();
-        for (id, addr) in &self.desired {
-            targets.entry(*id).or_insert_with(|| addr.clone());
-        }
+        // The list's address wins, as for Raft RPCs (`network`): a replica
+        // is probed where the other replicas reach it.
+        targets.extend(desired.iter().map(|(id, addr)| (*id, addr.clone())));
         targets.remove(&self.id);
+        self.clients
+            .retain(|(id, addr), _| targets.get(id).is_some_and(|a| a == addr));
         let reachable = self.probe(&targets).await;
         let now = Instant::now();
         for id in &reachable {
@@ -134,7 +143,7 @@ impl Reconciler {
             matched,
             last_index: metrics.last_log_index.unwrap_or(0),
         };
-        let Some(step) = next_step(&self.desired, &seen) else {
+        let Some(step) = next_step(&desired, &seen) else {
             return;
         };
         tracing::info!(step = ?step, voters = ?seen.configs, learners = ?seen.learners, reachable = ?seen.reachable, "placement membership change proposed");

@@ -1,5 +1,6 @@
-//! The replicas as `ClusterStatus` lists them: this replica's `--peers`
-//! and the Raft membership it knows, each with its role, so an operator
+//! The replicas as `ClusterStatus` lists them: this replica's peers list
+//! (`--peers`, or `--peers-file` as last read) and the Raft membership it
+//! knows, each with its role, so an operator
 //! (and the tests) can watch a scale-up or scale-down happen.
 
 use std::collections::BTreeMap;

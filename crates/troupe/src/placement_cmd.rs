@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
+use troupe_placement_service::peers::read_file;
 use troupe_placement_service::{Replica, ServiceConfig};
 
 use crate::config::{TlsArgs, TlsRole};
@@ -50,10 +51,17 @@ pub struct ServeArgs {
     /// Every replica as ID=HOST:PORT, comma-separated, this one included,
     /// e.g. 1=127.0.0.1:7471,2=127.0.0.1:7472,3=127.0.0.1:7473. Host names
     /// may resolve only later (replicas are dialled when needed, and again
-    /// after a failure). Omitted: a single-replica service at the listen
-    /// address.
-    #[arg(long, env = "TROUPE_PLACEMENT_PEERS", value_parser = parse_peers)]
+    /// after a failure). Omitted (and no --peers-file): a single-replica
+    /// service at the listen address.
+    #[arg(long, env = "TROUPE_PLACEMENT_PEERS", value_parser = parse_peers, conflicts_with = "peers_file")]
     peers: Option<Peers>,
+    /// A file with the --peers list (entries separated by commas or
+    /// newlines, # comments), re-read every second: the Raft leader follows
+    /// its current contents without a restart (a Kubernetes ConfigMap). A
+    /// replica the file no longer lists keeps serving until it is stopped;
+    /// an unreadable or broken file keeps the last good list.
+    #[arg(long, env = "TROUPE_PLACEMENT_PEERS_FILE")]
+    peers_file: Option<PathBuf>,
     /// A daemon is removed after this long without a heartbeat.
     #[arg(long, env = "TROUPE_PLACEMENT_LEASE", value_parser = crate::duration::flag, default_value = "3s")]
     lease: Duration,
@@ -93,30 +101,9 @@ impl PlacementCommand {
 pub struct Peers(BTreeMap<u64, String>);
 
 fn parse_peers(s: &str) -> Result<Peers, String> {
-    let mut peers = BTreeMap::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (id, addr) = part
-            .split_once('=')
-            .ok_or_else(|| format!("{part:?} is not ID=HOST:PORT (e.g. 1=127.0.0.1:7471)"))?;
-        let id: u64 = id
-            .trim()
-            .parse()
-            .map_err(|_| format!("replica id {id:?} in {part:?} is not a positive integer"))?;
-        let addr = addr.trim();
-        if addr
-            .rsplit_once(':')
-            .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
-        {
-            return Err(format!("address {addr:?} of replica {id} is not HOST:PORT"));
-        }
-        if peers.insert(id, addr.to_owned()).is_some() {
-            return Err(format!("replica id {id} appears twice in --peers"));
-        }
-    }
-    if peers.is_empty() {
-        return Err("--peers is empty; give every replica as ID=HOST:PORT".into());
-    }
-    Ok(Peers(peers))
+    troupe_placement_service::peers::parse(s)
+        .map(Peers)
+        .map_err(|e| e.to_string())
 }
 
 pub async fn run(command: PlacementCommand) -> anyhow::Result<()> {
@@ -163,9 +150,21 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let local = listener
         .local_addr()
         .context("reading the placement listen address")?;
-    let peers = match args.peers {
-        Some(Peers(p)) => p,
-        None => BTreeMap::from([(id, local.to_string())]),
+    let (peers, peers_file) = match (args.peers, args.peers_file) {
+        (Some(Peers(p)), _) => (p, None),
+        (None, Some(path)) => {
+            // No last good list yet: a file that does not read now is an
+            // error, where a later one only keeps the list.
+            let p = read_file(&path).with_context(|| {
+                format!(
+                    "--peers-file {}: give a readable file listing every replica as \
+                     ID=HOST:PORT (comma- or newline-separated)",
+                    path.display()
+                )
+            })?;
+            (p, Some(path))
+        }
+        (None, None) => (BTreeMap::from([(id, local.to_string())]), None),
     };
     if args.listen.port() == 0 && peers.len() > 1 {
         bail!(
@@ -177,6 +176,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         lease: args.lease,
         heartbeat: args.heartbeat,
         tls,
+        peers_file,
         ..ServiceConfig::new(id, args.data_dir, peers)
     };
     let replica = Replica::start(config)
@@ -269,6 +269,28 @@ mod tests {
         assert!(parse_peers("x=127.0.0.1:1").is_err());
         assert!(parse_peers("1=a:1,1=b:2").is_err());
         assert!(parse_peers("").is_err());
+    }
+
+    #[test]
+    fn peers_and_peers_file_are_exclusive() {
+        use clap::Parser;
+        #[derive(Debug, clap::Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            command: PlacementCommand,
+        }
+        let base = ["t", "serve", "--id", "1", "--data-dir", "/tmp/x"];
+        let both = [&base[..], &["--peers", "1=a:1", "--peers-file", "/p"]].concat();
+        assert!(Cli::try_parse_from(both).is_err());
+        let file = [&base[..], &["--peers-file", "/p"]].concat();
+        let parsed = Cli::try_parse_from(file).map_err(|e| e.to_string());
+        let Ok(Cli {
+            command: PlacementCommand::Serve(args),
+        }) = parsed
+        else {
+            panic!("--peers-file alone did not parse: {parsed:?}");
+        };
+        assert_eq!(args.peers_file, Some(PathBuf::from("/p")));
     }
 
     #[test]
