@@ -17,7 +17,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use deadpool_postgres::GenericClient;
 
-use troupe_storage::{ActorWrite, Epoch, FencedActor, StateStore, StoreError, StoredState};
+use troupe_storage::{
+    ActorWrite, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, StateStore, StoreError,
+    StoredState,
+};
 
 use crate::store::{bounded, PostgresStore};
 
@@ -169,7 +172,7 @@ impl StateStore for PostgresStore {
                 }
             }
         }
-        if order.is_empty() && epochs.is_empty() {
+        if order.is_empty() && epochs.is_empty() && !crate::inbox::has_inbox(batch) {
             return Ok(Vec::new());
         }
         let (mut set_types, mut set_ids, mut set_keys, mut set_values) =
@@ -197,8 +200,9 @@ impl StateStore for PostgresStore {
             fenced_ids.push(*id);
             fenced_epochs.push(sql_epoch(*epoch));
         }
+        let with_inbox = crate::inbox::has_inbox(batch);
         let op = async {
-            let client = self.client(DOING).await?;
+            let mut client = self.client(DOING).await?;
             let failed = |e: tokio_postgres::Error| self.query_error(DOING, &e);
             let changes: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
                 &set_types,
@@ -209,28 +213,29 @@ impl StateStore for PostgresStore {
                 &del_ids,
                 &del_keys,
             ];
-            // One statement in autocommit: one round trip, one transaction,
-            // durable once it returns (synchronous_commit).
-            if epochs.is_empty() {
-                let statement = client.prepare_cached(WRITE_BATCH).await.map_err(failed)?;
-                client.execute(&statement, &changes).await.map_err(failed)?;
-                return Ok(Vec::new());
+            let fencing: Option<[&(dyn tokio_postgres::types::ToSql + Sync); 3]> =
+                (!epochs.is_empty()).then_some([&fenced_types, &fenced_ids, &fenced_epochs]);
+            if !with_inbox {
+                // One statement in autocommit: one round trip, one
+                // transaction, durable once it returns (synchronous_commit).
+                return write_state(&client, &changes, fencing)
+                    .await
+                    .map_err(failed);
             }
-            let statement = client.prepare_cached(WRITE_FENCED).await.map_err(failed)?;
-            let mut params = changes.to_vec();
-            params.extend_from_slice(&[&fenced_types, &fenced_ids, &fenced_epochs]);
-            let rows = client.query(&statement, &params).await.map_err(failed)?;
-            rows.iter()
-                .map(|row| {
-                    let epoch: i64 = row.try_get(2)?;
-                    Ok(FencedActor {
-                        actor_type: row.try_get(0)?,
-                        actor_id: row.try_get(1)?,
-                        epoch: u64::try_from(epoch).unwrap_or(0),
-                    })
-                })
-                .collect::<Result<Vec<_>, tokio_postgres::Error>>()
-                .map_err(failed)
+            // Inbox ops ride in the state's transaction, after the fencing
+            // statement has locked the actors' epochs, so they land with the
+            // state or not at all.
+            let tx = client.transaction().await.map_err(failed)?;
+            let refused = write_state(&tx, &changes, fencing).await.map_err(failed)?;
+            let skip: std::collections::HashSet<(String, String)> = refused
+                .iter()
+                .map(|f| (f.actor_type.clone(), f.actor_id.clone()))
+                .collect();
+            crate::inbox::write(&tx, batch, &skip)
+                .await
+                .map_err(failed)?;
+            tx.commit().await.map_err(failed)?;
+            Ok(refused)
         };
         bounded(op)
             .await
@@ -263,6 +268,67 @@ impl StateStore for PostgresStore {
             .await
             .map_err(|r| self.timeout_error(DOING, r))?
     }
+
+    async fn load_inbox(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+    ) -> Result<Vec<InboxEntry>, StoreError> {
+        self.inbox_load(actor_type, actor_id).await
+    }
+
+    async fn inbox_actors(
+        &self,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.inbox_list_actors(after, limit).await
+    }
+
+    async fn list_dead_letters(
+        &self,
+        actor_type: Option<&str>,
+        after: Option<&DeadLetterKey>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        self.dead_list(actor_type, after, limit).await
+    }
+
+    async fn get_dead_letter(&self, key: &DeadLetterKey) -> Result<Option<DeadLetter>, StoreError> {
+        self.dead_get(key).await
+    }
+
+    async fn remove_dead_letter(&self, key: &DeadLetterKey) -> Result<bool, StoreError> {
+        self.dead_remove(key).await
+    }
+}
+
+/// The state part of a batch (fenced when `fencing` holds the actors and
+/// their epochs); returns the refused actors.
+async fn write_state(
+    client: &impl GenericClient,
+    changes: &[&(dyn tokio_postgres::types::ToSql + Sync); 7],
+    fencing: Option<[&(dyn tokio_postgres::types::ToSql + Sync); 3]>,
+) -> Result<Vec<FencedActor>, tokio_postgres::Error> {
+    let Some(fencing) = fencing else {
+        let statement = client.prepare_cached(WRITE_BATCH).await?;
+        client.execute(&statement, changes).await?;
+        return Ok(Vec::new());
+    };
+    let statement = client.prepare_cached(WRITE_FENCED).await?;
+    let mut params = changes.to_vec();
+    params.extend_from_slice(&fencing);
+    let rows = client.query(&statement, &params).await?;
+    rows.iter()
+        .map(|row| {
+            let epoch: i64 = row.try_get(2)?;
+            Ok(FencedActor {
+                actor_type: row.try_get(0)?,
+                actor_id: row.try_get(1)?,
+                epoch: u64::try_from(epoch).unwrap_or(0),
+            })
+        })
+        .collect()
 }
 
 /// Every key of one actor's state, through `client` (a pooled connection or

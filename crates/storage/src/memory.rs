@@ -11,8 +11,9 @@ use parking_lot::Mutex;
 
 use crate::fencing::EpochCheck;
 use crate::{
-    ActorWrite, Epoch, FencedActor, ReminderApplied, ReminderKey, ReminderOp, ReminderRecord,
-    ReminderStore, ReminderWrite, StateStore, StoreError, StoredState,
+    ActorWrite, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, InboxOp,
+    ReminderApplied, ReminderKey, ReminderOp, ReminderRecord, ReminderStore, ReminderWrite,
+    StateStore, StoreError, StoredState,
 };
 
 type ActorKey = (String, String);
@@ -48,6 +49,9 @@ fn checked<'a, T>(
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     actors: Mutex<BTreeMap<ActorKey, BTreeMap<String, Bytes>>>,
+    /// Inboxes and dead letters; locked after `actors`, so a batch's state
+    /// and inbox changes are seen together.
+    inboxes: Mutex<Inboxes>,
     epochs: Epochs,
     batches: AtomicU64,
     key_writes: AtomicU64,
@@ -132,6 +136,7 @@ impl StateStore for MemoryStore {
                 continue;
             }
             let actor = (write.actor_type.clone(), write.actor_id.clone());
+            self.inboxes.lock().apply(&actor, &write.inbox);
             let entry = actors.entry(actor.clone()).or_default();
             for (key, value) in &write.changes {
                 self.key_writes.fetch_add(1, Ordering::Relaxed);
@@ -160,6 +165,102 @@ impl StateStore for MemoryStore {
             .take(limit)
             .map(|(_, id)| id.clone())
             .collect())
+    }
+
+    async fn load_inbox(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+    ) -> Result<Vec<InboxEntry>, StoreError> {
+        let inboxes = self.inboxes.lock();
+        let key = (actor_type.to_owned(), actor_id.to_owned());
+        Ok(inboxes
+            .entries
+            .get(&key)
+            .map(|m| {
+                m.iter()
+                    .map(|(seq, data)| InboxEntry {
+                        seq: *seq,
+                        data: data.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    async fn inbox_actors(
+        &self,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let inboxes = self.inboxes.lock();
+        Ok(inboxes
+            .entries
+            .keys()
+            .filter(|(ty, id)| {
+                after.is_none_or(|(aty, aid)| (ty.as_str(), id.as_str()) > (aty, aid))
+            })
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn list_dead_letters(
+        &self,
+        actor_type: Option<&str>,
+        after: Option<&DeadLetterKey>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        let inboxes = self.inboxes.lock();
+        Ok(inboxes
+            .dead
+            .values()
+            .filter(|d| actor_type.is_none_or(|t| d.key.actor_type == t))
+            .filter(|d| after.is_none_or(|a| &d.key > a))
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn get_dead_letter(&self, key: &DeadLetterKey) -> Result<Option<DeadLetter>, StoreError> {
+        Ok(self.inboxes.lock().dead.get(key).cloned())
+    }
+
+    async fn remove_dead_letter(&self, key: &DeadLetterKey) -> Result<bool, StoreError> {
+        Ok(self.inboxes.lock().dead.remove(key).is_some())
+    }
+}
+
+/// Every actor's inbox and the dead letters, in key order.
+#[derive(Debug, Default)]
+struct Inboxes {
+    entries: BTreeMap<ActorKey, BTreeMap<u64, Bytes>>,
+    dead: BTreeMap<DeadLetterKey, DeadLetter>,
+}
+
+impl Inboxes {
+    fn apply(&mut self, actor: &ActorKey, ops: &[InboxOp]) {
+        if ops.is_empty() {
+            return;
+        }
+        let inbox = self.entries.entry(actor.clone()).or_default();
+        for op in ops {
+            match op {
+                InboxOp::Append(entry) => {
+                    inbox.insert(entry.seq, entry.data.clone());
+                }
+                InboxOp::Remove { seq } => {
+                    inbox.remove(seq);
+                }
+                InboxOp::DeadLetter(letter) => {
+                    inbox.remove(&letter.key.seq);
+                    self.dead.insert(letter.key.clone(), letter.clone());
+                }
+            }
+        }
+        if inbox.is_empty() {
+            self.entries.remove(actor);
+        }
     }
 }
 
@@ -304,6 +405,12 @@ mod tests {
     #[tokio::test]
     async fn memory_reminders_keep_the_store_contract() -> Result<(), StoreError> {
         crate::conformance::reminders(&MemoryReminders::new()).await
+    }
+
+    #[tokio::test]
+    async fn memory_inboxes_keep_the_store_contract() -> Result<(), StoreError> {
+        crate::conformance::inbox(&MemoryStore::new()).await?;
+        crate::conformance::inbox_fencing(&MemoryStore::new()).await
     }
 
     #[tokio::test]

@@ -401,6 +401,7 @@ impl Batch {
             actor_id: act.id.id.to_string(),
             epoch,
             changes,
+            inbox: Vec::new(),
         });
         self.acts.push(act.clone());
     }
