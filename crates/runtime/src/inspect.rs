@@ -287,7 +287,13 @@ impl Runtime {
                 details.state_entries = inner
                     .state
                     .iter()
-                    .map(|(k, v)| (k.clone(), v.clone(), dirty.is_some_and(|d| d.contains(k))))
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            v.clone(),
+                            dirty.is_some_and(|d| d.keys.contains(k)),
+                        )
+                    })
                     .collect();
             }
         }

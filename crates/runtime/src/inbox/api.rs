@@ -1,0 +1,261 @@
+//! What callers and operators reach: `Runtime::tell_durable`, the dead
+//! letters (list, show, re-drive, drop), and the scan that activates actors
+//! whose inbox holds entries (after a restart, a crash or a hand-off).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+use tracing::{debug, warn};
+use troupe_storage::{DeadLetterKey, StoreError};
+
+use super::record::{self, Header};
+use super::{InboxDelivery, InboxTag};
+use crate::activation::Status;
+use crate::error::{CallError, Unavailable};
+use crate::reply::{wait_reply, Reply};
+use crate::routing::Route;
+use crate::runtime::Runtime;
+use crate::shared::Shared;
+use crate::types::{ActorId, Call, ContentType, Payload};
+
+/// How often the daemon looks for stored inbox entries of actors it owns
+/// and does not have active.
+const SCAN_EVERY: Duration = Duration::from_secs(2);
+const SCAN_PAGE: usize = 256;
+
+/// A dead letter, decoded for people and tools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetterInfo {
+    pub actor: ActorId,
+    pub seq: u64,
+    pub method: String,
+    pub payload: Payload,
+    pub metadata: Vec<(String, String)>,
+    pub error: String,
+    pub attempts: u32,
+    pub failed_unix_ms: u64,
+}
+
+fn store_failed(source: StoreError) -> CallError {
+    Unavailable::Store {
+        what: "the state store failed".into(),
+        source,
+        remedy: "retry once the store is back",
+    }
+    .into()
+}
+
+impl Runtime {
+    /// A tell stored in the actor's inbox before this returns: delivered at
+    /// least once, in order per caller, across crashes and restarts; its
+    /// state effects happen once (docs/delivery.md).
+    pub async fn tell_durable(&self, call: Call) -> Result<(), CallError> {
+        self.shared.admit_chain(&call)?;
+        match self.shared.route(&call.actor)? {
+            Route::Local => self.shared.tell_durable_here(call).await,
+            Route::Remote(peer) => Err(CallError::FailedPrecondition(format!(
+                "actor {} is owned by daemon {} ({}): durable tells are not forwarded between \
+                 daemons yet; send it to that daemon, or use invoke",
+                call.actor, peer.node, peer.address
+            ))),
+            Route::Wait => Err(Unavailable::Moving {
+                actor: call.actor.clone(),
+            }
+            .into()),
+        }
+    }
+
+    /// Dead letters (of one type when set), after `after`, at most `limit`.
+    pub async fn list_dead_letters(
+        &self,
+        actor_type: Option<&str>,
+        after: Option<(&ActorId, u64)>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetterInfo>, CallError> {
+        let after = after.map(|(actor, seq)| key_of(actor, seq));
+        let letters = self
+            .shared
+            .flusher
+            .store()
+            .list_dead_letters(actor_type, after.as_ref(), limit)
+            .await
+            .map_err(store_failed)?;
+        Ok(letters.into_iter().map(info_of).collect())
+    }
+
+    pub async fn get_dead_letter(
+        &self,
+        actor: &ActorId,
+        seq: u64,
+    ) -> Result<Option<DeadLetterInfo>, CallError> {
+        let letter = self
+            .shared
+            .flusher
+            .store()
+            .get_dead_letter(&key_of(actor, seq))
+            .await
+            .map_err(store_failed)?;
+        Ok(letter.map(info_of))
+    }
+
+    /// Forgets a dead letter; whether it existed.
+    pub async fn drop_dead_letter(&self, actor: &ActorId, seq: u64) -> Result<bool, CallError> {
+        self.shared
+            .flusher
+            .store()
+            .remove_dead_letter(&key_of(actor, seq))
+            .await
+            .map_err(store_failed)
+    }
+
+    /// Sends a dead letter again as a new durable tell (stored first), then
+    /// forgets it. A crash in between leaves both: delivery stays at least
+    /// once. `false` when there was no such letter.
+    pub async fn redrive_dead_letter(&self, actor: &ActorId, seq: u64) -> Result<bool, CallError> {
+        let Some(info) = self.get_dead_letter(actor, seq).await? else {
+            return Ok(false);
+        };
+        let mut call = Call::new(info.actor.clone(), info.method.as_str(), info.payload);
+        if !info.metadata.is_empty() {
+            call.extra = Some(Box::new(crate::types::CallExtra {
+                metadata: info.metadata,
+                ..Default::default()
+            }));
+        }
+        self.tell_durable(call).await?;
+        self.drop_dead_letter(actor, seq).await?;
+        Ok(true)
+    }
+}
+
+fn key_of(actor: &ActorId, seq: u64) -> DeadLetterKey {
+    DeadLetterKey {
+        actor_type: actor.ty.to_string(),
+        actor_id: actor.id.to_string(),
+        seq,
+    }
+}
+
+fn info_of(letter: troupe_storage::DeadLetter) -> DeadLetterInfo {
+    let (header, payload) = record::decode(&letter.data).unwrap_or_else(|| {
+        (
+            Header {
+                method: "$corrupt".into(),
+                bytes: true,
+                metadata: Vec::new(),
+            },
+            Payload {
+                data: letter.data.clone(),
+                content_type: ContentType::Bytes,
+            },
+        )
+    });
+    DeadLetterInfo {
+        actor: ActorId::new(letter.key.actor_type.as_str(), letter.key.actor_id.as_str()),
+        seq: letter.key.seq,
+        method: header.method,
+        payload,
+        metadata: header.metadata,
+        error: letter.error,
+        attempts: letter.attempts,
+        failed_unix_ms: letter.failed_unix_ms,
+    }
+}
+
+impl Shared {
+    /// Queues a durable tell for an actor this daemon owns and waits until
+    /// its append is stored.
+    pub(crate) async fn tell_durable_here(self: &Arc<Self>, call: Call) -> Result<(), CallError> {
+        self.check_target(&call.actor)?;
+        let header = Header {
+            method: call.method.to_string(),
+            bytes: call.payload.content_type == ContentType::Bytes,
+            metadata: call
+                .extra
+                .as_ref()
+                .map(|e| e.metadata.clone())
+                .unwrap_or_default(),
+        };
+        let data = record::encode(&header, &call.payload);
+        let (tx, rx) = oneshot::channel();
+        let mut extra = call.extra;
+        // One-way: its chain is no wait-for edge (as for plain tells).
+        if let Some(e) = extra.as_mut() {
+            e.chain = None;
+        }
+        let mut envelope =
+            self.envelope(call.kind, call.method, call.payload, extra, Reply::None)?;
+        envelope.inbox = Some(Box::new(InboxTag {
+            delivery: InboxDelivery {
+                seq: 0,
+                attempts: 0,
+                data,
+            },
+            ack: Some(Reply::To(tx)),
+        }));
+        self.deliver(&call.actor, None, envelope)?;
+        wait_reply(&call.actor, self.config.call_timeout, rx)
+            .await
+            .map(drop)
+    }
+
+    /// Activates, every [`SCAN_EVERY`], the actors this daemon owns whose
+    /// inbox holds entries and that are not active here.
+    /// Ends at `Draining`: a draining daemon activates nothing.
+    pub(crate) async fn scan_inboxes(self: Arc<Self>) {
+        let draining = self.shutdown.reached(crate::shutdown::Stage::Draining);
+        tokio::pin!(draining);
+        loop {
+            tokio::select! {
+                result = self.scan_once() => {
+                    if let Err(e) = result {
+                        warn!(error = %e, "looking for actors with stored durable tells failed; retrying");
+                    }
+                }
+                () = &mut draining => return,
+            }
+            tokio::select! {
+                () = tokio::time::sleep(SCAN_EVERY) => {}
+                () = &mut draining => return,
+            }
+        }
+    }
+
+    async fn scan_once(self: &Arc<Self>) -> Result<(), StoreError> {
+        let store = self.flusher.store().clone();
+        let mut after: Option<(String, String)> = None;
+        loop {
+            let page = store
+                .inbox_actors(
+                    after.as_ref().map(|(t, i)| (t.as_str(), i.as_str())),
+                    SCAN_PAGE,
+                )
+                .await?;
+            for (ty, id) in &page {
+                let actor = ActorId::new(ty.as_str(), id.as_str());
+                if !self.owns(&actor) || self.directory.get(&actor).is_some() {
+                    continue;
+                }
+                let Ok(act) = self
+                    .directory
+                    .get_or_create(&actor, || self.new_activation(&actor))
+                else {
+                    continue;
+                };
+                let mut inner = act.inner.lock();
+                if inner.status != Status::Unloaded || inner.scheduled {
+                    continue;
+                }
+                inner.status = Status::Activating;
+                drop(inner);
+                debug!(actor = %actor, "activating for its stored durable tells");
+                tokio::spawn(self.clone().activate(act));
+            }
+            if page.len() < SCAN_PAGE {
+                return Ok(());
+            }
+            after = page.last().cloned();
+        }
+    }
+}
