@@ -141,16 +141,19 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         request: Request<pb::TellRequest>,
     ) -> Result<Response<pb::TellResponse>, Status> {
         let (headers, extensions, r) = request.into_parts();
+        let durable = r.delivery() == pb::Delivery::Durable;
         let mut call = call(PbRequest::Tell(r), &headers, &extensions)?;
         let mut traced = telemetry::incoming_call(&headers, "Tell", &call.actor, &call.method);
         attach(&mut call, traced.take_trace());
-        // A tell ends when the call is queued; its turn runs later, still
-        // a child of this span.
-        let result = self
-            .runtime
-            .tell(call)
-            .map_err(status_of)
-            .map(|()| Response::new(pb::TellResponse {}));
+        // A tell ends when the call is queued (durable: stored in the
+        // actor's inbox); its turn runs later, still a child of this span.
+        let result = if durable {
+            self.runtime.tell_durable(call).await
+        } else {
+            self.runtime.tell(call)
+        }
+        .map_err(status_of)
+        .map(|()| Response::new(pb::TellResponse {}));
         traced.finish(&result);
         result
     }

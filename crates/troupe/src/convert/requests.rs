@@ -149,12 +149,15 @@ pub fn request_to_pb(request: ActorRequest) -> PbRequest {
         }
         ActorRequest::Tell(c) => {
             let (actor, method, payload, metadata, chain) = call_parts(c);
+            // Forwarded tells are best effort: durable ones are not
+            // forwarded yet (Runtime::tell_durable refuses them).
             PbRequest::Tell(pb::TellRequest {
                 actor,
                 method,
                 payload,
                 metadata,
                 chain,
+                delivery: pb::Delivery::Unspecified.into(),
             })
         }
         ActorRequest::GetState { actor, keys } => PbRequest::GetState(pb::GetStateRequest {
