@@ -54,6 +54,25 @@ export enum TurnKind {
   UNRECOGNIZED = -1,
 }
 
+/** How a one-way call (Tell) reaches its actor (docs/delivery.md). */
+export enum Delivery {
+  /**
+   * DELIVERY_UNSPECIFIED - Best effort: acknowledged once queued in memory; a crash or a hand-off
+   * before its turn loses it.
+   */
+  DELIVERY_UNSPECIFIED = 0,
+  DELIVERY_BEST_EFFORT = 1,
+  /**
+   * DELIVERY_DURABLE - Stored in the actor's inbox before it is acknowledged; delivered at
+   * least once, in order per caller, across crashes and restarts; its state
+   * effects happen once. Failed deliveries are retried, then kept as dead
+   * letters. For now only the daemon that owns the actor accepts it
+   * (others answer FAILED_PRECONDITION naming the owner).
+   */
+  DELIVERY_DURABLE = 2,
+  UNRECOGNIZED = -1,
+}
+
 /**
  * Identifies one virtual actor: the type registered by an app plus an id
  * chosen by the caller. Both are non-empty UTF-8, at most 256 bytes.
