@@ -13,6 +13,7 @@ use super::record::{self, Header};
 use super::{InboxDelivery, InboxTag};
 use crate::activation::Status;
 use crate::error::{CallError, Unavailable};
+use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::reply::{wait_reply, Reply};
 use crate::routing::Route;
 use crate::runtime::Runtime;
@@ -52,17 +53,19 @@ impl Runtime {
     /// state effects happen once (docs/delivery.md).
     pub async fn tell_durable(&self, call: Call) -> Result<(), CallError> {
         self.shared.admit_chain(&call)?;
-        match self.shared.route(&call.actor)? {
-            Route::Local => self.shared.tell_durable_here(call).await,
-            Route::Remote(peer) => Err(CallError::FailedPrecondition(format!(
-                "actor {} is owned by daemon {} ({}): durable tells are not forwarded between \
-                 daemons yet; send it to that daemon, or use invoke",
-                call.actor, peer.node, peer.address
-            ))),
-            Route::Wait => Err(Unavailable::Moving {
-                actor: call.actor.clone(),
-            }
-            .into()),
+        if self.shared.route(&call.actor)? == Route::Local {
+            return self.shared.tell_durable_here(call).await;
+        }
+        // Another daemon's actor, or a moving one: acknowledged only once
+        // the owner has stored it (it answers after its append is written).
+        let context = RequestContext::of_call(&call);
+        match self
+            .shared
+            .request(ActorRequest::TellDurable(call), context)
+            .await?
+        {
+            ActorResponse::Accepted => Ok(()),
+            other => Err(other.unexpected("an acceptance")),
         }
     }
 
