@@ -69,6 +69,16 @@ impl Runtime {
         }
     }
 
+    /// Whether tells to actors of `ty` sent without a delivery mode are
+    /// durable: the type's registration says so (`TypeSpec::durable_tells`).
+    /// `false` for a type no app of this daemon hosts.
+    pub fn durable_tells_by_default(&self, ty: &str) -> bool {
+        self.shared
+            .hosts
+            .options(ty)
+            .is_some_and(|o| o.durable_tells)
+    }
+
     /// Dead letters (of one type when set), after `after`, at most `limit`.
     pub async fn list_dead_letters(
         &self,
@@ -166,7 +176,34 @@ fn info_of(letter: troupe_storage::DeadLetter) -> DeadLetterInfo {
     }
 }
 
+/// The most dead letters of one actor an actor's description counts.
+const DESCRIBE_DEAD_LETTERS: usize = 1_000;
+
 impl Shared {
+    /// Stored inbox entries and dead letters of `actor`, for its description.
+    pub(crate) async fn inbox_counts(&self, actor: &ActorId) -> Result<(usize, usize), CallError> {
+        let store = self.flusher.store();
+        let depth = store
+            .load_inbox(&actor.ty, &actor.id)
+            .await
+            .map_err(store_failed)?
+            .len();
+        // Dead letters are ordered by (type, id, seq): the actor's come
+        // right after (type, id, 0).
+        let letters = store
+            .list_dead_letters(
+                Some(&actor.ty),
+                Some(&key_of(actor, 0)),
+                DESCRIBE_DEAD_LETTERS,
+            )
+            .await
+            .map_err(store_failed)?
+            .iter()
+            .take_while(|l| *l.key.actor_id == *actor.id)
+            .count();
+        Ok((depth, letters))
+    }
+
     /// Queues a durable tell for an actor this daemon owns and waits until
     /// its append is stored.
     pub(crate) async fn tell_durable_here(self: &Arc<Self>, call: Call) -> Result<(), CallError> {
