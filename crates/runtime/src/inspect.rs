@@ -115,7 +115,8 @@ pub struct ActorDetails {
     pub timers: Vec<TimerInfo>,
     /// The store holds state for it.
     pub stored: bool,
-    /// Durable tells stored in its inbox, not yet handled.
+    /// Durable tells stored in its inbox: not yet handled, or handled by a
+    /// turn whose writes (which remove them) are not yet flushed.
     pub inbox_depth: usize,
     /// Its durable tells that failed every attempt (counted up to a bound).
     pub dead_letters: usize,

@@ -181,7 +181,11 @@ export interface DescribeActorResponse {
   timers: TimerInfo[];
   /** Whether the store has state for the actor. */
   stored: boolean;
-  /** Durable tells stored in the actor's inbox and not yet handled. */
+  /**
+   * Durable tells stored in the actor's inbox: not yet handled, or handled
+   * by a turn whose state changes (which carry the removal) are not yet
+   * written.
+   */
   inboxDepth: bigint;
   /** Its durable tells that failed every attempt (at most 1000 counted). */
   deadLetters: bigint;
