@@ -3,10 +3,13 @@
 //! effects applied twice, one out of place a tell delivered out of order.
 //!
 //! Methods: `append(n)` adds `n` to state key `log` (a JSON array);
-//! `hold(ms)` keeps the actor busy; `fail` raises.
+//! `flaky(n)` too, but raises while the app is told to fail
+//! ([`LogApp::set_failing`]); `hold(ms)` keeps the actor busy; any other
+//! method raises.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,6 +27,7 @@ type Logs = Arc<Mutex<HashMap<(String, String), Vec<i64>>>>;
 #[derive(Debug)]
 pub struct LogApp {
     task: JoinHandle<()>,
+    failing: Arc<AtomicBool>,
 }
 
 impl Drop for LogApp {
@@ -49,6 +53,11 @@ fn kwarg(payload: &Option<pb::Payload>, name: &str) -> i64 {
 }
 
 impl LogApp {
+    /// Whether `flaky` raises from now on.
+    pub fn set_failing(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
+    }
+
     pub async fn attach(addr: SocketAddr, types: Vec<pb::ActorTypeSpec>) -> anyhow::Result<LogApp> {
         let channel = Channel::from_shared(format!("http://{addr}"))?
             .connect()
@@ -71,6 +80,8 @@ impl LogApp {
             other => bail!("expected Registered, got {other:?}"),
         }
         let logs = Logs::default();
+        let failing = Arc::new(AtomicBool::new(false));
+        let flaky = failing.clone();
         let task = tokio::spawn(async move {
             use pb::app_message::Kind as Out;
             use pb::daemon_message::Kind;
@@ -102,17 +113,18 @@ impl LogApp {
                         });
                     }
                     Some(Kind::Turn(t)) => {
-                        tokio::spawn(turn(t, logs.clone(), out.clone()));
+                        let fail = t.name == "flaky" && flaky.load(Ordering::SeqCst);
+                        tokio::spawn(turn(t, fail, logs.clone(), out.clone()));
                     }
                     _ => {}
                 }
             }
         });
-        Ok(LogApp { task })
+        Ok(LogApp { task, failing })
     }
 }
 
-async fn turn(t: pb::Turn, logs: Logs, out: mpsc::UnboundedSender<pb::AppMessage>) {
+async fn turn(t: pb::Turn, fail: bool, logs: Logs, out: mpsc::UnboundedSender<pb::AppMessage>) {
     use pb::turn_result::Outcome;
     let key = t
         .actor
@@ -120,7 +132,7 @@ async fn turn(t: pb::Turn, logs: Logs, out: mpsc::UnboundedSender<pb::AppMessage
         .map(|a| (a.r#type.clone(), a.id.clone()))
         .unwrap_or_default();
     let (outcome, changes) = match t.name.as_str() {
-        "append" => {
+        "append" | "flaky" if !fail => {
             let n = kwarg(&t.payload, "n");
             let log = logs.lock().map(|mut logs| {
                 let log = logs.entry(key).or_default();
