@@ -1,17 +1,13 @@
 //! What callers and operators reach: `Runtime::tell_durable`, the dead
-//! letters (list, show, re-drive, drop), and the scan that activates actors
-//! whose inbox holds entries (after a restart, a crash or a hand-off).
+//! letters (list, show, re-drive, drop), an actor's inbox counts.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::oneshot;
-use tracing::{debug, warn};
 use troupe_storage::{DeadLetterKey, StoreError};
 
 use super::record::{self, Header};
 use super::{InboxDelivery, InboxTag};
-use crate::activation::Status;
 use crate::error::{CallError, Unavailable};
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::reply::{wait_reply, Reply};
@@ -19,11 +15,6 @@ use crate::routing::Route;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
 use crate::types::{ActorId, Call, ContentType, Payload};
-
-/// How often the daemon looks for stored inbox entries of actors it owns
-/// and does not have active.
-const SCAN_EVERY: Duration = Duration::from_secs(2);
-const SCAN_PAGE: usize = 256;
 
 /// A dead letter, decoded for people and tools.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,64 +229,5 @@ impl Shared {
         wait_reply(&call.actor, self.config.call_timeout, rx)
             .await
             .map(drop)
-    }
-
-    /// Activates, every [`SCAN_EVERY`], the actors this daemon owns whose
-    /// inbox holds entries and that are not active here.
-    /// Ends at `Draining`: a draining daemon activates nothing.
-    pub(crate) async fn scan_inboxes(self: Arc<Self>) {
-        let draining = self.shutdown.reached(crate::shutdown::Stage::Draining);
-        tokio::pin!(draining);
-        loop {
-            tokio::select! {
-                result = self.scan_once() => {
-                    if let Err(e) = result {
-                        warn!(error = %e, "looking for actors with stored durable tells failed; retrying");
-                    }
-                }
-                () = &mut draining => return,
-            }
-            tokio::select! {
-                () = tokio::time::sleep(SCAN_EVERY) => {}
-                () = &mut draining => return,
-            }
-        }
-    }
-
-    async fn scan_once(self: &Arc<Self>) -> Result<(), StoreError> {
-        let store = self.flusher.store().clone();
-        let mut after: Option<(String, String)> = None;
-        loop {
-            let page = store
-                .inbox_actors(
-                    after.as_ref().map(|(t, i)| (t.as_str(), i.as_str())),
-                    SCAN_PAGE,
-                )
-                .await?;
-            for (ty, id) in &page {
-                let actor = ActorId::new(ty.as_str(), id.as_str());
-                if !self.owns(&actor) || self.directory.get(&actor).is_some() {
-                    continue;
-                }
-                let Ok(act) = self
-                    .directory
-                    .get_or_create(&actor, || self.new_activation(&actor))
-                else {
-                    continue;
-                };
-                let mut inner = act.inner.lock();
-                if inner.status != Status::Unloaded || inner.scheduled {
-                    continue;
-                }
-                inner.status = Status::Activating;
-                drop(inner);
-                debug!(actor = %actor, "activating for its stored durable tells");
-                tokio::spawn(self.clone().activate(act));
-            }
-            if page.len() < SCAN_PAGE {
-                return Ok(());
-            }
-            after = page.last().cloned();
-        }
     }
 }

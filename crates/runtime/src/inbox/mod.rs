@@ -13,12 +13,15 @@
 //! come first; until then a tell waits in the mailbox unsequenced, its
 //! acknowledgement not yet held.
 //!
+//! - `ops`: the inbox changes an activation has not written yet.
 //! - `record`: the entry's encoding.
-//! - `api`: `Runtime::tell_durable`, dead letters, the scan that activates
-//!   actors with pending entries.
+//! - `api`: `Runtime::tell_durable`, dead letters, inbox counts.
+//! - `scan`: activating owned actors with pending entries.
 
 mod api;
+mod ops;
 mod record;
+mod scan;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -35,6 +38,8 @@ use crate::shared::Shared;
 use crate::types::{CallExtra, Payload, TurnKind};
 
 pub use api::DeadLetterInfo;
+use ops::push_op;
+pub(crate) use ops::restore_ops;
 pub(crate) use record::Header;
 
 /// Attempts before a tell becomes a dead letter, and the backoff between
@@ -61,56 +66,6 @@ pub(crate) struct InboxTag {
     /// The caller's acknowledgement, until it is held for the batch that
     /// stores the append.
     pub(crate) ack: Option<Reply>,
-}
-
-/// Records `op` among the actor's unwritten changes; an append not yet
-/// written and its removal cancel out (the batch never names a seq twice).
-fn push_op(inner: &mut Inner, op: InboxOp) -> usize {
-    let dirty = inner.dirty.get_or_insert_with(Default::default);
-    let seq = match &op {
-        InboxOp::Append(e) => return push_append(&mut dirty.inbox, e.clone()),
-        InboxOp::Remove { seq } => *seq,
-        InboxOp::DeadLetter(d) => d.key.seq,
-    };
-    let appended = dirty
-        .inbox
-        .iter()
-        .position(|o| matches!(o, InboxOp::Append(e) if e.seq == seq));
-    match (appended, op) {
-        (Some(i), InboxOp::Remove { .. }) => {
-            dirty.inbox.remove(i);
-        }
-        (Some(i), op) => dirty.inbox[i] = op,
-        (None, op) => dirty.inbox.push(op),
-    }
-    0
-}
-
-fn push_append(ops: &mut Vec<InboxOp>, entry: InboxEntry) -> usize {
-    let bytes = entry.data.len();
-    ops.push(InboxOp::Append(entry));
-    bytes
-}
-
-/// Puts the inbox ops of a failed write back before the ones recorded
-/// since. An append the failed write carried that was removed or
-/// dead-lettered since is dropped (the later op is idempotent whether or not
-/// the failed write landed), so no batch names a seq twice.
-pub(crate) fn restore_ops(current: &mut Vec<InboxOp>, failed: Vec<InboxOp>) {
-    let later = std::mem::take(current);
-    let superseded = |seq: u64| {
-        later.iter().any(|o| match o {
-            InboxOp::Remove { seq: s } => *s == seq,
-            InboxOp::DeadLetter(d) => d.key.seq == seq,
-            InboxOp::Append(_) => false,
-        })
-    };
-    current.extend(
-        failed
-            .into_iter()
-            .filter(|op| !matches!(op, InboxOp::Append(e) if superseded(e.seq))),
-    );
-    current.extend(later);
 }
 
 impl Shared {
