@@ -12,6 +12,7 @@
 mod inbox;
 mod reminders;
 mod state;
+mod state_write;
 mod store;
 
 pub use store::PostgresStore;
