@@ -19,7 +19,11 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 use tonic::transport::Channel;
 
+use crate::store::TestStore;
 use crate::*;
+
+/// The actor type the helpers below start and read.
+pub const LOG_TYPE: &str = "log";
 
 type Logs = Arc<Mutex<HashMap<(String, String), Vec<i64>>>>;
 
@@ -177,14 +181,82 @@ pub async fn tell_durable(
     method: &str,
     n: i64,
 ) -> Result<(), tonic::Status> {
+    tell_with(client, ty, id, method, n, pb::Delivery::Durable).await
+}
+
+/// Sends `method(n=n)` to `ty/id` as a tell with `delivery`.
+pub async fn tell_with(
+    client: &mut Client,
+    ty: &str,
+    id: &str,
+    method: &str,
+    n: i64,
+    delivery: pb::Delivery,
+) -> Result<(), tonic::Status> {
     let request = pb::TellRequest {
         actor: Some(actor(ty, id)),
         method: method.into(),
         payload: Some(json_payload(format!(
             "{{\"args\":[],\"kwargs\":{{\"n\":{n},\"ms\":{n}}}}}"
         ))),
-        delivery: pb::Delivery::Durable.into(),
+        delivery: delivery.into(),
         ..Default::default()
     };
     client.0.tell(request).await.map(drop)
+}
+
+// ---------------------------------------------------- daemons for the tests
+
+/// The daemon's flags: `store`, and a flush interval of an hour, so that
+/// only the group commits of durable tells write anything.
+pub fn crash_args(store: &TestStore) -> Vec<String> {
+    let mut args = store.args();
+    args.extend(["--flush-interval".into(), "1h".into()]);
+    args
+}
+
+/// The restarted daemon's flags: the default flush interval, so that the
+/// inbox removals of the tells it delivers are written (with their state)
+/// and the inbox is seen to empty.
+pub fn restart_args(store: &TestStore) -> Vec<String> {
+    store.args()
+}
+
+pub async fn start(dir: &std::path::Path, args: &[String]) -> anyhow::Result<(Daemon, LogApp)> {
+    start_typed(dir, args, type_spec(LOG_TYPE)).await
+}
+
+pub async fn start_typed(
+    dir: &std::path::Path,
+    args: &[String],
+    spec: pb::ActorTypeSpec,
+) -> anyhow::Result<(Daemon, LogApp)> {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = Daemon::start(dir, &args).await?;
+    let app = LogApp::attach(daemon.addr, vec![spec]).await?;
+    Ok((daemon, app))
+}
+
+/// The stored log of `LOG_TYPE/id` once its inbox is empty and it holds at least
+/// `at_least` numbers (pending tells are delivered by the inbox scan; a
+/// handled tell leaves the stored inbox with the flush of its turn's state).
+pub async fn settled_log(daemon: &Daemon, id: &str, at_least: usize) -> anyhow::Result<Vec<i64>> {
+    let client = daemon.client().await?;
+    let admin = daemon.admin().await?;
+    poll_until(Duration::from_secs(30), "pending durable tells", || {
+        let (mut client, mut admin) = (client.clone(), admin.clone());
+        async move {
+            let (entries, _) = client.state(LOG_TYPE, id).await?;
+            let log = log_of(&entries)?;
+            let described = admin
+                .describe_actor(pb::DescribeActorRequest {
+                    actor: Some(actor(LOG_TYPE, id)),
+                })
+                .await?
+                .into_inner();
+            Ok((described.inbox_depth == 0 && log.len() >= at_least).then_some(log))
+        }
+    })
+    .await
+    .map_err(|e| e.context(format!("daemon log:\n{}", daemon.log())))
 }

@@ -2,7 +2,8 @@
 //! PostgreSQL: an acknowledged tell survives kill -9 and a graceful restart
 //! before its delivery; per sender, tells arrive in order; a crash right after
 //! handling turns never applies a tell twice (its removal from the inbox is
-//! in the same write as its state changes).
+//! in the same write as its state changes); a type's `durable_tells` default
+//! makes tells without a delivery mode durable.
 //!
 //! The actors log the numbers told to them (`troupe_tests::log_app`), so a
 //! duplicate, a loss or a reordering is visible in their stored state.
@@ -11,57 +12,13 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
-use troupe_tests::log_app::{log_of, tell_durable, LogApp};
+use troupe_tests::log_app::{
+    crash_args, log_of, restart_args, settled_log, start, start_typed, tell_durable, tell_with,
+    LOG_TYPE,
+};
 use troupe_tests::*;
 
-const TY: &str = "log";
-
-/// The daemon's flags: `store`, and a flush interval of an hour, so that
-/// only the group commits of durable tells write anything.
-fn args(store: &TestStore) -> Vec<String> {
-    let mut args = store.args();
-    args.extend(["--flush-interval".into(), "1h".into()]);
-    args
-}
-
-/// The restarted daemon's flags: the default flush interval, so that the
-/// inbox removals of the tells it delivers are written (with their state)
-/// and the inbox is seen to empty.
-fn restart_args(store: &TestStore) -> Vec<String> {
-    store.args()
-}
-
-async fn start(dir: &std::path::Path, args: &[String]) -> anyhow::Result<(Daemon, LogApp)> {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let daemon = Daemon::start(dir, &args).await?;
-    let app = LogApp::attach(daemon.addr, vec![type_spec(TY)]).await?;
-    Ok((daemon, app))
-}
-
-/// The stored log of `id` once its inbox is empty and it holds at least
-/// `at_least` numbers (pending tells are delivered by the inbox scan; a
-/// handled tell leaves the stored inbox with the flush of its turn's state).
-async fn settled_log(daemon: &Daemon, id: &str, at_least: usize) -> anyhow::Result<Vec<i64>> {
-    let client = daemon.client().await?;
-    let admin = daemon.admin().await?;
-    poll_until(Duration::from_secs(30), "pending durable tells", || {
-        let (mut client, mut admin) = (client.clone(), admin.clone());
-        async move {
-            let (entries, _) = client.state(TY, id).await?;
-            let log = log_of(&entries)?;
-            let described = admin
-                .describe_actor(pb::DescribeActorRequest {
-                    actor: Some(actor(TY, id)),
-                })
-                .await?
-                .into_inner();
-            Ok((described.inbox_depth == 0 && log.len() >= at_least).then_some(log))
-        }
-    })
-    .await
-    .map_err(|e| e.context(format!("daemon log:\n{}", daemon.log())))
-}
+const TY: &str = LOG_TYPE;
 
 /// Tells acknowledged while the actor is busy, so none is delivered yet;
 /// `stop` ends the daemon (kill -9 or SIGTERM); a new daemon on the same
@@ -71,7 +28,7 @@ async fn acknowledged_tells_survive(
     stop: impl AsyncFnOnce(&mut Daemon) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let args = args(&store);
+    let args = crash_args(&store);
     let (mut daemon, app) = start(dir.path(), &args).await?;
     let mut client = daemon.client().await?;
     // A best-effort call keeps the actor busy; the tells queue behind it.
@@ -145,7 +102,7 @@ const WRITERS: usize = 8;
 /// again and log its number twice.
 async fn a_crash_after_handling_applies_each_tell_once(store: TestStore) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let args = args(&store);
+    let args = crash_args(&store);
     let (mut daemon, app) = start(dir.path(), &args).await?;
     let client = daemon.client().await?;
     let acked = Arc::new(AtomicI64::new(0));
@@ -210,84 +167,33 @@ async fn postgres_a_crash_after_handling_applies_each_tell_once() -> anyhow::Res
     }
 }
 
-/// Runs the CLI against `daemon`; fails unless it exits with `code`.
-async fn cli(daemon: &Daemon, args: &[&str], code: i32) -> anyhow::Result<String> {
-    let addr = daemon.addr.to_string();
-    let mut all = args.to_vec();
-    all.extend(["--addr", &addr]);
-    let (status, out, err) = run_cli(&all).await?;
-    anyhow::ensure!(
-        status.code() == Some(code),
-        "`troupe {}` exited {:?}, expected {code}\nstdout:\n{out}\nstderr:\n{err}",
-        all.join(" "),
-        status.code()
-    );
-    Ok(out)
-}
-
+/// A type registered with `durable_tells`: tells sent without a delivery
+/// mode are stored before they are acknowledged, so they survive kill -9
+/// like explicitly durable ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn failed_tells_become_dead_letters_the_cli_lists_and_redrives() -> anyhow::Result<()> {
+async fn a_types_default_makes_its_tells_durable() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let (daemon, app) = start(dir.path(), &restart_args(&TestStore::Sled)).await?;
+    let store = TestStore::Sled;
+    let spec = pb::ActorTypeSpec {
+        durable_tells: true,
+        ..type_spec(TY)
+    };
+    let (mut daemon, app) = start_typed(dir.path(), &crash_args(&store), spec.clone()).await?;
     let mut client = daemon.client().await?;
-    app.set_failing(true);
-    tell_durable(&mut client, TY, "d", "flaky", 42).await?;
-    // Three attempts with backoff, then a dead letter, stored with the flush.
-    let letters = poll_until(WAIT, "a dead letter", || {
-        let daemon = &daemon;
-        async move {
-            let out = cli(daemon, &["dead-letters", "list", "-o", "json"], 0).await?;
-            let letters: serde_json::Value = serde_json::from_str(&out)?;
-            let found = letters.as_array().is_some_and(|l| !l.is_empty());
-            Ok(found.then_some(letters))
-        }
-    })
-    .await?;
-    let letter = &letters[0];
-    assert_eq!(
-        (
-            &letter["type"],
-            &letter["id"],
-            &letter["method"],
-            &letter["attempts"]
-        ),
-        (&"log".into(), &"d".into(), &"flaky".into(), &3.into()),
-        "{letters}"
-    );
-    assert!(
-        letter["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("flaky failed on purpose")),
-        "{letter}"
-    );
-    let seq = letter["seq"]
-        .as_u64()
-        .context("the dead letter has no numeric seq")?
-        .to_string();
-    let table = cli(&daemon, &["dead-letters", "list", "--type", TY], 0).await?;
-    assert!(table.starts_with("TYPE") && table.contains(&seq), "{table}");
-    let shown = cli(
-        &daemon,
-        &["dead-letters", "get", TY, "d", &seq, "-o", "json"],
-        0,
-    )
-    .await?;
-    let shown: serde_json::Value = serde_json::from_str(&shown)?;
-    assert_eq!(shown["payload"]["kwargs"]["n"], 42, "{shown}");
-    let described = cli(&daemon, &["actors", "get", TY, "d", "-o", "json"], 0).await?;
-    let described: serde_json::Value = serde_json::from_str(&described)?;
-    assert_eq!(described["dead_letters"], 1, "{described}");
-
-    // Fixed, re-driven: delivered (once), and the letter is gone.
-    app.set_failing(false);
-    let out = cli(&daemon, &["dead-letters", "redrive", TY, "d", &seq], 0).await?;
-    assert!(out.starts_with("re-drove dead letter"), "{out}");
-    assert_eq!(settled_log(&daemon, "d", 1).await?, [42]);
-    let left = cli(&daemon, &["dead-letters", "list", "-o", "json"], 0).await?;
-    assert_eq!(left.trim(), "[]");
-    // Gone: not found (exit 4), for get, redrive and drop alike.
-    for verb in ["get", "redrive", "drop"] {
-        cli(&daemon, &["dead-letters", verb, TY, "d", &seq], 4).await?;
+    let mut holder = client.clone();
+    let hold = tokio::spawn(async move {
+        holder
+            .invoke_raw(TY, "p", "hold", r#"{"kwargs":{"ms":4000}}"#)
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for n in 0..5 {
+        tell_with(&mut client, TY, "p", "append", n, pb::Delivery::Unspecified).await?;
     }
+    daemon.kill9().await?;
+    hold.abort();
+    drop(app);
+    let (daemon, _app) = start_typed(dir.path(), &restart_args(&store), spec).await?;
+    assert_eq!(settled_log(&daemon, "p", 5).await?, [0, 1, 2, 3, 4]);
     Ok(())
 }
