@@ -12,7 +12,7 @@
 // binary crate, so no other crate can link them; including the files keeps
 // the fuzzed code exactly the shipped code, with no copy to drift and no
 // library target added to the binary only for fuzzing.
-#[path = "../../crates/troupe/src/admin_api.rs"]
+#[path = "../../crates/troupe/src/admin_api/mod.rs"]
 mod admin_api;
 #[path = "../../crates/troupe/src/app_api/mod.rs"]
 mod app_api;

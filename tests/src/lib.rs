@@ -21,6 +21,7 @@ pub mod cluster_harness;
 mod daemon;
 pub mod freeze;
 pub mod injector;
+pub mod log_app;
 mod raw_app;
 pub mod replicas;
 pub mod scrape;

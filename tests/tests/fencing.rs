@@ -82,7 +82,7 @@ async fn a_write_held_across_a_freeze_cannot_overwrite_the_new_owners_acknowledg
     };
     // After the lease check, before the statement goes to PostgreSQL.
     let location = source_line(
-        "crates/storage-postgres/src/state.rs",
+        "crates/storage-postgres/src/state_write.rs",
         "prepare_cached(WRITE_FENCED)",
     )?;
     let d1 = fx.member("d1")?;

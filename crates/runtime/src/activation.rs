@@ -44,6 +44,8 @@ pub(crate) struct Envelope {
     /// A call back into an actor already waiting on its chain, for a
     /// re-entrant type: runs nested in that turn instead of queueing.
     pub(crate) reentering: bool,
+    /// A durable tell: its place in the actor's inbox (`crate::inbox`).
+    pub(crate) inbox: Option<Box<crate::inbox::InboxTag>>,
 }
 
 impl Envelope {
@@ -90,8 +92,22 @@ pub(crate) struct Inner {
     /// The host and type options this activation runs with.
     pub(crate) binding: Option<Arc<Binding>>,
     pub(crate) state: StateSnapshot,
-    /// Keys changed since the last flush.
-    pub(crate) dirty: Option<Box<HashSet<String>>>,
+    /// Keys changed since the last flush, and inbox changes to write with
+    /// them (in the same batch: see `crate::inbox`).
+    pub(crate) dirty: Option<Box<Dirty>>,
+}
+
+/// What the next flush owes the store for one actor.
+#[derive(Debug, Default)]
+pub(crate) struct Dirty {
+    pub(crate) keys: HashSet<String>,
+    pub(crate) inbox: Vec<troupe_storage::InboxOp>,
+}
+
+impl Dirty {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.inbox.is_empty()
+    }
 }
 
 /// Calls waiting behind the running turn. Boxed and allocated only while
@@ -291,7 +307,7 @@ impl Inner {
         let mut bytes = 0;
         for change in changes {
             bytes += change.key.len() + change.value.as_ref().map_or(0, Bytes::len);
-            dirty.insert(change.key.clone());
+            dirty.keys.insert(change.key.clone());
         }
         bytes
     }

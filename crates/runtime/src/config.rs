@@ -207,6 +207,7 @@ impl RuntimeConfig {
             readonly_methods,
             turn_timeout,
             max_pending_calls,
+            durable_tells: spec.durable_tells,
         })
     }
 }

@@ -25,22 +25,41 @@ pub struct Peer {
 pub enum ActorRequest {
     Invoke(Call),
     Tell(Call),
-    GetState { actor: ActorId, keys: Vec<String> },
+    /// A tell stored in the actor's inbox before it is acknowledged
+    /// (docs/delivery.md): the owner answers once its append is stored.
+    TellDurable(Call),
+    GetState {
+        actor: ActorId,
+        keys: Vec<String>,
+    },
     SetReminder(ReminderSpec),
-    GetReminder { actor: ActorId, name: String },
-    DeleteReminder { actor: ActorId, name: String },
+    GetReminder {
+        actor: ActorId,
+        name: String,
+    },
+    DeleteReminder {
+        actor: ActorId,
+        name: String,
+    },
     SetAlarm(AlarmSpec),
-    GetAlarm { actor: ActorId },
-    DeleteAlarm { actor: ActorId },
+    GetAlarm {
+        actor: ActorId,
+    },
+    DeleteAlarm {
+        actor: ActorId,
+    },
     SetTimer(TimerSpec),
-    DeleteTimer { actor: ActorId, name: String },
+    DeleteTimer {
+        actor: ActorId,
+        name: String,
+    },
 }
 
 impl ActorRequest {
     /// The actor the request is about; its owner answers.
     pub fn actor(&self) -> &ActorId {
         match self {
-            Self::Invoke(call) | Self::Tell(call) => &call.actor,
+            Self::Invoke(call) | Self::Tell(call) | Self::TellDurable(call) => &call.actor,
             Self::SetReminder(spec) => &spec.actor,
             Self::SetAlarm(spec) => &spec.actor,
             Self::SetTimer(spec) => &spec.actor,
@@ -50,6 +69,23 @@ impl ActorRequest {
             | Self::GetAlarm { actor }
             | Self::DeleteAlarm { actor }
             | Self::DeleteTimer { actor, .. } => actor,
+        }
+    }
+}
+
+impl ActorRequest {
+    /// The call, for the requests that are calls.
+    pub fn call(&self) -> Option<&Call> {
+        match self {
+            Self::Invoke(call) | Self::Tell(call) | Self::TellDurable(call) => Some(call),
+            _ => None,
+        }
+    }
+
+    pub fn call_mut(&mut self) -> Option<&mut Call> {
+        match self {
+            Self::Invoke(call) | Self::Tell(call) | Self::TellDurable(call) => Some(call),
+            _ => None,
         }
     }
 }

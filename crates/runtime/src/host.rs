@@ -155,6 +155,8 @@ pub(crate) struct TurnMeta {
     pub(crate) started: Option<std::time::Instant>,
     /// The method, when it is read-only: its changes are refused.
     pub(crate) readonly: Option<Arc<str>>,
+    /// The inbox entry a durable tell's turn delivers.
+    pub(crate) inbox: Option<Box<crate::inbox::InboxDelivery>>,
 }
 
 impl TurnDone {

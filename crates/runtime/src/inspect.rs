@@ -115,6 +115,11 @@ pub struct ActorDetails {
     pub timers: Vec<TimerInfo>,
     /// The store holds state for it.
     pub stored: bool,
+    /// Durable tells stored in its inbox: not yet handled, or handled by a
+    /// turn whose writes (which remove them) are not yet flushed.
+    pub inbox_depth: usize,
+    /// Its durable tells that failed every attempt (counted up to a bound).
+    pub dead_letters: usize,
 }
 
 /// The most reminders one description lists.
@@ -265,6 +270,8 @@ impl Runtime {
             alarm: None,
             timers: Vec::new(),
             stored: false,
+            inbox_depth: 0,
+            dead_letters: 0,
         };
         let mut have_state = false;
         if let Some(act) = shared.directory.get(actor) {
@@ -287,7 +294,13 @@ impl Runtime {
                 details.state_entries = inner
                     .state
                     .iter()
-                    .map(|(k, v)| (k.clone(), v.clone(), dirty.is_some_and(|d| d.contains(k))))
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            v.clone(),
+                            dirty.is_some_and(|d| d.keys.contains(k)),
+                        )
+                    })
                     .collect();
             }
         }
@@ -309,8 +322,11 @@ impl Runtime {
             }
         }
         details.timers = shared.timers.describe(actor);
+        (details.inbox_depth, details.dead_letters) = shared.inbox_counts(actor).await?;
         let known = details.state.is_live()
             || details.stored
+            || details.inbox_depth > 0
+            || details.dead_letters > 0
             || details.dirty
             || !details.reminders.is_empty()
             || details.alarm.is_some();

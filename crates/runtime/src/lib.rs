@@ -27,6 +27,7 @@ mod fn_host;
 mod forwarding;
 mod host;
 mod host_registry;
+mod inbox;
 pub mod input;
 mod inspect;
 mod lifecycle;
@@ -57,6 +58,7 @@ pub use host::{
     TurnOutcome, TurnRequest,
 };
 pub use host_registry::HostRegistration;
+pub use inbox::DeadLetterInfo;
 pub use inspect::{ActivationState, ActorDetails, ActorInfo, RuntimeStatus, TypeStatus};
 pub use lifecycle::events::ACTIVATION_LOG;
 pub use routing::MAX_FORWARD_HOPS;

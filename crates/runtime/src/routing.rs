@@ -61,7 +61,7 @@ impl Runtime {
         request: ActorRequest,
         context: RequestContext,
     ) -> Result<ActorResponse, CallError> {
-        if let ActorRequest::Invoke(call) | ActorRequest::Tell(call) = &request {
+        if let Some(call) = request.call() {
             self.shared.admit_chain(call)?;
         }
         self.shared.request(request, context).await
@@ -194,7 +194,7 @@ impl Shared {
         let peer = match self.resolve(request.actor(), deadline, context.hops).await {
             Ok(peer) => peer,
             Err(e) => {
-                if let ActorRequest::Invoke(call) | ActorRequest::Tell(call) = &request {
+                if let Some(call) = request.call() {
                     self.count_failed(&call.actor.ty, call.kind, &e);
                 }
                 return Err(e);
@@ -215,6 +215,10 @@ impl Shared {
             ActorRequest::Invoke(call) => ActorResponse::Payload(self.invoke_here(call).await?),
             ActorRequest::Tell(call) => {
                 self.tell_here(call)?;
+                ActorResponse::Accepted
+            }
+            ActorRequest::TellDurable(call) => {
+                self.tell_durable_here(call).await?;
                 ActorResponse::Accepted
             }
             ActorRequest::GetState { actor, keys } => {
@@ -266,7 +270,7 @@ impl Shared {
         let remaining = deadline.saturating_duration_since(Instant::now());
         context.timeout = Some(context.timeout.map_or(remaining, |t| t.min(remaining)));
         context.hops += 1;
-        if let ActorRequest::Invoke(call) | ActorRequest::Tell(call) = &request {
+        if let Some(call) = request.call() {
             // Reminder, alarm and timer firings are never forwarded: the new
             // owner fires them from the shared store (timers die with their
             // activation).
@@ -298,6 +302,7 @@ impl Shared {
             payload,
             extra,
             reply,
+            inbox,
             ..
         } = env;
         let call = Call {
@@ -306,6 +311,17 @@ impl Shared {
             ..Call::new(actor, name, payload)
         };
         let context = RequestContext::of_call(&call);
+        if let Some(tag) = inbox {
+            // A durable tell not stored yet still has its caller waiting:
+            // the new owner stores it and the caller hears when. A stored
+            // one (no caller left) stays in the store, where its actor's
+            // next activation reads it, wherever that is.
+            if let Some(ack) = tag.ack {
+                let result = self.request(ActorRequest::TellDurable(call), context).await;
+                ack.send(result.map(|_| Payload::default()));
+            }
+            return;
+        }
         match reply {
             Reply::None => {
                 if let Err(e) = self.request(ActorRequest::Tell(call), context).await {

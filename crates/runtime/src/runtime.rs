@@ -103,6 +103,7 @@ impl Runtime {
             waves: Default::default(),
             metrics,
             forwarder: OnceLock::new(),
+            inbox_clock: Default::default(),
             chain_tokens,
             config,
         };
@@ -130,6 +131,7 @@ impl Runtime {
             shutdown.reached(Stage::Stopping),
         ));
         shutdown.spawn(shared.clone().sweep_idle());
+        shutdown.spawn(shared.clone().scan_inboxes());
         if let Some(refused) = shared.refused.lock().take() {
             shutdown.spawn(
                 shared

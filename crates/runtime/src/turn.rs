@@ -72,6 +72,7 @@ impl Shared {
             touch: env.touch,
             started: binding.stats.as_ref().map(|_| std::time::Instant::now()),
             readonly,
+            inbox: env.inbox.map(|tag| Box::new(tag.delivery)),
         };
         let request = TurnRequest {
             kind: env.kind,
@@ -182,6 +183,12 @@ impl Shared {
                 }
             }
         }
+        // A durable tell's removal joins this turn's state changes, under
+        // the same lock, so one flush writes both or neither.
+        let retry = meta
+            .inbox
+            .as_deref()
+            .and_then(|delivery| self.inbox_turn_ended(&act, &mut inner, delivery, &result));
         inner.turns = inner.turns.wrapping_add(1);
         if touch {
             inner.last_active_ms = self.clock.coarse_ms();
@@ -213,6 +220,9 @@ impl Shared {
             wake = inner.claim_wake();
         }
         drop(inner);
+        if let Some((delivery, backoff)) = retry {
+            self.retry_tell(act.clone(), delivery, backoff);
+        }
         if hold_until_flushed && self.config.write_through {
             let (flusher, act) = (self.flusher.clone(), act.clone());
             tokio::spawn(async move {

@@ -288,6 +288,8 @@ pub struct TypeSpec {
     pub turn_timeout: Option<Duration>,
     /// Calls of this type queued or running before RESOURCE_EXHAUSTED.
     pub max_pending_calls: Option<usize>,
+    /// Tells sent without a delivery mode are durable (docs/delivery.md).
+    pub durable_tells: bool,
 }
 
 /// Per-type options in force, defaults filled in.
@@ -301,6 +303,7 @@ pub struct TypeOptions {
     pub readonly_methods: Vec<String>,
     pub turn_timeout: Duration,
     pub max_pending_calls: usize,
+    pub durable_tells: bool,
 }
 
 /// Metadata, call chain and trace of a call; boxed because most calls carry

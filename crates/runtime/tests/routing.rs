@@ -62,6 +62,8 @@ impl Placement for Scripted {
 struct Recorder {
     sent: Mutex<Vec<(String, String, u32)>>,
     told: tokio::sync::Notify,
+    /// Durable tells forwarded, by method.
+    durable: Mutex<Vec<String>>,
 }
 
 impl Forwarder for Recorder {
@@ -81,6 +83,10 @@ impl Forwarder for Recorder {
             }
             ActorRequest::Tell(_) => {
                 self.told.notify_one();
+                ActorResponse::Accepted
+            }
+            ActorRequest::TellDurable(call) => {
+                self.durable.lock().push(call.method.to_string());
                 ActorResponse::Accepted
             }
             ActorRequest::GetState { .. } => ActorResponse::State {
@@ -169,6 +175,35 @@ async fn calls_for_remote_actors_are_forwarded_once() -> Result<(), CallError> {
     assert_eq!(sent[0], ("127.0.0.1:9".into(), "t/x".into(), 1));
     assert_eq!(sent.len(), 2, "{sent:?}");
     assert_eq!(rt.list_actors(None, None, 10).len(), 0, "nothing ran here");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_tells_for_remote_actors_are_acknowledged_by_the_owner() -> Result<(), CallError> {
+    let placement = Scripted::new(remote());
+    let (rt, store) = setup(placement)?;
+    // Without a forwarder nobody can store it: refused, naming the owner,
+    // never acknowledged.
+    let refused = rt.tell_durable(call("d")).await;
+    assert!(
+        matches!(&refused, Err(CallError::Unavailable(Unavailable::NotOwner { node, .. })) if node == "b"),
+        "{refused:?}"
+    );
+    let recorder = Arc::new(Recorder::default());
+    rt.set_forwarder(recorder.clone());
+    // Forwarded as a durable tell, and awaited: the answer is the owner's.
+    rt.tell_durable(call("d")).await?;
+    assert_eq!(recorder.durable.lock().clone(), ["m"]);
+    assert_eq!(
+        recorder.sent.lock().clone(),
+        [("127.0.0.1:9".into(), "t/d".into(), 1)]
+    );
+    // Nothing was stored here: the owner's inbox holds it.
+    assert!(store
+        .inbox_actors(None, 10)
+        .await
+        .map_err(|e| CallError::Internal(e.to_string()))?
+        .is_empty());
     Ok(())
 }
 

@@ -6,9 +6,13 @@
 //! - `store`: the database handle (pool, migrations, bounds, error text).
 //! - `state`: `StateStore` (actor state, claims, fenced batches).
 //! - `reminders`: `ReminderStore`.
+//! - `inbox`: actor inboxes and dead letters, written in the state batch's
+//!   transaction.
 
+mod inbox;
 mod reminders;
 mod state;
+mod state_write;
 mod store;
 
 pub use store::PostgresStore;

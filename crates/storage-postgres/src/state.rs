@@ -10,6 +10,8 @@
 //!   statement, and writes only the actors whose epoch did not go past the
 //!   batch's; a claim raises it in a transaction that then reads the state,
 //!   holding the epoch's row lock, so no older write lands in between.
+//!
+//! The batch statements are in `state_write`.
 
 use std::collections::HashMap;
 
@@ -17,57 +19,13 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use deadpool_postgres::GenericClient;
 
-use troupe_storage::{ActorWrite, Epoch, FencedActor, StateStore, StoreError, StoredState};
+use troupe_storage::{
+    ActorWrite, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, StateStore, StoreError,
+    StoredState,
+};
 
+use crate::state_write::write_state;
 use crate::store::{bounded, PostgresStore};
-
-/// Upserts ($1..$4: type, id, key, value per set) and deletes ($5..$7: type,
-/// id, key per delete) of one batch, in one statement. The batch never names
-/// a key twice (see [`PostgresStore::write_batch`]), so the CTE's delete and
-/// the insert never touch the same row.
-const WRITE_BATCH: &str = "
-WITH deleted AS (
-    DELETE FROM troupe_state s
-    USING unnest($5::text[], $6::text[], $7::text[]) AS d(actor_type, actor_id, key)
-    WHERE s.actor_type = d.actor_type AND s.actor_id = d.actor_id AND s.key = d.key
-)
-INSERT INTO troupe_state (actor_type, actor_id, key, value)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[])
-ON CONFLICT (actor_type, actor_id, key) DO UPDATE SET value = EXCLUDED.value";
-
-/// [`WRITE_BATCH`] with fencing: $8..$10 are the fenced actors and their
-/// epochs. `claimed` raises each one's epoch unless the stored one is newer
-/// (ON CONFLICT sees, and locks, the newest committed row, so a concurrent
-/// claim is waited for, then counted); the changes of the actors it did not
-/// claim are left out, and those actors are returned.
-const WRITE_FENCED: &str = "
-WITH input AS (
-    SELECT * FROM unnest($8::text[], $9::text[], $10::bigint[]) AS i(actor_type, actor_id, epoch)
-), claimed AS (
-    INSERT INTO troupe_actor_epochs AS e (actor_type, actor_id, epoch)
-    SELECT actor_type, actor_id, epoch FROM input
-    ON CONFLICT (actor_type, actor_id) DO UPDATE SET epoch = EXCLUDED.epoch
-        WHERE e.epoch <= EXCLUDED.epoch
-    RETURNING e.actor_type, e.actor_id
-), refused AS (
-    SELECT i.actor_type, i.actor_id, i.epoch FROM input i
-    WHERE NOT EXISTS (
-        SELECT 1 FROM claimed c WHERE c.actor_type = i.actor_type AND c.actor_id = i.actor_id)
-), deleted AS (
-    DELETE FROM troupe_state s
-    USING unnest($5::text[], $6::text[], $7::text[]) AS d(actor_type, actor_id, key)
-    WHERE s.actor_type = d.actor_type AND s.actor_id = d.actor_id AND s.key = d.key
-      AND NOT EXISTS (
-        SELECT 1 FROM refused r WHERE r.actor_type = d.actor_type AND r.actor_id = d.actor_id)
-), upserted AS (
-    INSERT INTO troupe_state (actor_type, actor_id, key, value)
-    SELECT u.actor_type, u.actor_id, u.key, u.value
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[]) AS u(actor_type, actor_id, key, value)
-    WHERE NOT EXISTS (
-        SELECT 1 FROM refused r WHERE r.actor_type = u.actor_type AND r.actor_id = u.actor_id)
-    ON CONFLICT (actor_type, actor_id, key) DO UPDATE SET value = EXCLUDED.value
-)
-SELECT actor_type, actor_id, epoch FROM refused";
 
 /// Raises one actor's epoch unless the stored one is newer; a row back
 /// means it was raised (or equal). The row stays locked until the claim's
@@ -169,7 +127,7 @@ impl StateStore for PostgresStore {
                 }
             }
         }
-        if order.is_empty() && epochs.is_empty() {
+        if order.is_empty() && epochs.is_empty() && !crate::inbox::has_inbox(batch) {
             return Ok(Vec::new());
         }
         let (mut set_types, mut set_ids, mut set_keys, mut set_values) =
@@ -197,8 +155,9 @@ impl StateStore for PostgresStore {
             fenced_ids.push(*id);
             fenced_epochs.push(sql_epoch(*epoch));
         }
+        let with_inbox = crate::inbox::has_inbox(batch);
         let op = async {
-            let client = self.client(DOING).await?;
+            let mut client = self.client(DOING).await?;
             let failed = |e: tokio_postgres::Error| self.query_error(DOING, &e);
             let changes: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
                 &set_types,
@@ -209,28 +168,29 @@ impl StateStore for PostgresStore {
                 &del_ids,
                 &del_keys,
             ];
-            // One statement in autocommit: one round trip, one transaction,
-            // durable once it returns (synchronous_commit).
-            if epochs.is_empty() {
-                let statement = client.prepare_cached(WRITE_BATCH).await.map_err(failed)?;
-                client.execute(&statement, &changes).await.map_err(failed)?;
-                return Ok(Vec::new());
+            let fencing: Option<[&(dyn tokio_postgres::types::ToSql + Sync); 3]> =
+                (!epochs.is_empty()).then_some([&fenced_types, &fenced_ids, &fenced_epochs]);
+            if !with_inbox {
+                // One statement in autocommit: one round trip, one
+                // transaction, durable once it returns (synchronous_commit).
+                return write_state(&client, &changes, fencing)
+                    .await
+                    .map_err(failed);
             }
-            let statement = client.prepare_cached(WRITE_FENCED).await.map_err(failed)?;
-            let mut params = changes.to_vec();
-            params.extend_from_slice(&[&fenced_types, &fenced_ids, &fenced_epochs]);
-            let rows = client.query(&statement, &params).await.map_err(failed)?;
-            rows.iter()
-                .map(|row| {
-                    let epoch: i64 = row.try_get(2)?;
-                    Ok(FencedActor {
-                        actor_type: row.try_get(0)?,
-                        actor_id: row.try_get(1)?,
-                        epoch: u64::try_from(epoch).unwrap_or(0),
-                    })
-                })
-                .collect::<Result<Vec<_>, tokio_postgres::Error>>()
-                .map_err(failed)
+            // Inbox ops ride in the state's transaction, after the fencing
+            // statement has locked the actors' epochs, so they land with the
+            // state or not at all.
+            let tx = client.transaction().await.map_err(failed)?;
+            let refused = write_state(&tx, &changes, fencing).await.map_err(failed)?;
+            let skip: std::collections::HashSet<(String, String)> = refused
+                .iter()
+                .map(|f| (f.actor_type.clone(), f.actor_id.clone()))
+                .collect();
+            crate::inbox::write(&tx, batch, &skip)
+                .await
+                .map_err(failed)?;
+            tx.commit().await.map_err(failed)?;
+            Ok(refused)
         };
         bounded(op)
             .await
@@ -262,6 +222,39 @@ impl StateStore for PostgresStore {
         bounded(op)
             .await
             .map_err(|r| self.timeout_error(DOING, r))?
+    }
+
+    async fn load_inbox(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+    ) -> Result<Vec<InboxEntry>, StoreError> {
+        self.inbox_load(actor_type, actor_id).await
+    }
+
+    async fn inbox_actors(
+        &self,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.inbox_list_actors(after, limit).await
+    }
+
+    async fn list_dead_letters(
+        &self,
+        actor_type: Option<&str>,
+        after: Option<&DeadLetterKey>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        self.dead_list(actor_type, after, limit).await
+    }
+
+    async fn get_dead_letter(&self, key: &DeadLetterKey) -> Result<Option<DeadLetter>, StoreError> {
+        self.dead_get(key).await
+    }
+
+    async fn remove_dead_letter(&self, key: &DeadLetterKey) -> Result<bool, StoreError> {
+        self.dead_remove(key).await
     }
 }
 

@@ -67,6 +67,25 @@ const MIGRATIONS: &[&str] = &[
         epoch      bigint NOT NULL,
         PRIMARY KEY (actor_type, actor_id)
     )",
+    // 4: actor inboxes (durable tells, written with the state batch of
+    // their actor) and the dead letters they become.
+    "CREATE TABLE IF NOT EXISTS troupe_inbox (
+        actor_type text COLLATE \"C\" NOT NULL,
+        actor_id   text COLLATE \"C\" NOT NULL,
+        seq        bigint NOT NULL,
+        data       bytea NOT NULL,
+        PRIMARY KEY (actor_type, actor_id, seq)
+    );
+    CREATE TABLE IF NOT EXISTS troupe_dead_letters (
+        actor_type text COLLATE \"C\" NOT NULL,
+        actor_id   text COLLATE \"C\" NOT NULL,
+        seq        bigint NOT NULL,
+        data       bytea NOT NULL,
+        error      text NOT NULL,
+        attempts   bigint NOT NULL,
+        failed_ms  bigint NOT NULL,
+        PRIMARY KEY (actor_type, actor_id, seq)
+    )",
 ];
 
 /// Actor state in a PostgreSQL database.

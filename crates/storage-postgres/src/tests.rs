@@ -218,6 +218,20 @@ mod live {
     }
 
     #[tokio::test]
+    async fn inboxes_keep_the_store_contract() -> TestResult {
+        let Some(base) = postgres_url("PostgresStore inboxes")? else {
+            return Ok(());
+        };
+        let db = TempDb::create(&base).await?;
+        let store = PostgresStore::connect(&db.url).await?;
+        troupe_storage::conformance::inbox(&store).await?;
+        troupe_storage::conformance::inbox_fencing(&store).await?;
+        drop(store);
+        db.drop_db().await;
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn reminders_keep_the_store_contract() -> TestResult {
         let Some(base) = postgres_url("PostgresStore reminders")? else {
             return Ok(());
@@ -257,7 +271,11 @@ mod live {
             .iter()
             .map(|r| r.get(0))
             .collect();
-        assert_eq!(versions, vec![1, 2, 3], "each migration is recorded once");
+        assert_eq!(
+            versions,
+            vec![1, 2, 3, 4],
+            "each migration is recorded once"
+        );
         client
             .batch_execute("INSERT INTO troupe_schema_version (version) VALUES (999)")
             .await?;

@@ -9,6 +9,7 @@
 //! There is never another owner to fence.
 
 mod db;
+mod inbox;
 mod keys;
 mod reminders;
 mod state;

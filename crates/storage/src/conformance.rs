@@ -2,6 +2,10 @@
 //! against its own implementation (feature `conformance`), plus the helpers
 //! those tests share.
 
+mod inbox;
+
+pub use inbox::{inbox, inbox_fencing};
+
 use bytes::Bytes;
 
 use crate::{
@@ -34,6 +38,7 @@ pub fn write_at(
                 )
             })
             .collect(),
+        inbox: Vec::new(),
     }
 }
 

@@ -14,9 +14,11 @@
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod fencing;
+mod inbox;
 mod memory;
 mod reminders;
 
+pub use inbox::{DeadLetter, DeadLetterKey, InboxEntry, InboxOp};
 pub use memory::{MemoryReminders, MemoryStore};
 pub use reminders::{
     ReminderApplied, ReminderKey, ReminderOp, ReminderRecord, ReminderStore, ReminderWrite,
@@ -40,6 +42,17 @@ pub struct ActorWrite {
     pub epoch: Option<Epoch>,
     /// `None` deletes the key.
     pub changes: Vec<(String, Option<Bytes>)>,
+    /// Inbox appends, removals and dead letters, applied with `changes` in
+    /// the same atomic batch and refused with them when fenced. A batch
+    /// never names one `seq` twice for an actor.
+    pub inbox: Vec<InboxOp>,
+}
+
+impl ActorWrite {
+    /// Whether the write changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty() && self.inbox.is_empty()
+    }
 }
 
 /// An owner epoch: a fencing token that orders the daemons that have owned
@@ -156,4 +169,33 @@ pub trait StateStore: Send + Sync + std::fmt::Debug + 'static {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<String>, StoreError>;
+
+    /// The actor's inbox, lowest `seq` first.
+    async fn load_inbox(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+    ) -> Result<Vec<InboxEntry>, StoreError>;
+
+    /// Actors with at least one inbox entry, in (type, id) order, after
+    /// `after`: the ones to activate after a restart or a hand-off.
+    async fn inbox_actors(
+        &self,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// Dead letters (of one type when `actor_type` is set), in key order,
+    /// after `after`.
+    async fn list_dead_letters(
+        &self,
+        actor_type: Option<&str>,
+        after: Option<&DeadLetterKey>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>, StoreError>;
+
+    async fn get_dead_letter(&self, key: &DeadLetterKey) -> Result<Option<DeadLetter>, StoreError>;
+
+    /// Forgets a dead letter; whether it existed.
+    async fn remove_dead_letter(&self, key: &DeadLetterKey) -> Result<bool, StoreError>;
 }

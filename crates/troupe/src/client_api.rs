@@ -80,7 +80,9 @@ fn call(
     let timeout = convert::answer_within(headers);
     // A call carries no times to read, so no scheduling "now" is needed.
     let mut call = match request_from_pb(request, timeout, 0)? {
-        ActorRequest::Invoke(call) | ActorRequest::Tell(call) => call,
+        ActorRequest::Invoke(call) | ActorRequest::Tell(call) | ActorRequest::TellDurable(call) => {
+            call
+        }
         other => return Err(Status::internal(format!("not a call: {other:?}"))),
     };
     let hops = troupe_transport::forwarded_hops(headers);
@@ -141,16 +143,28 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         request: Request<pb::TellRequest>,
     ) -> Result<Response<pb::TellResponse>, Status> {
         let (headers, extensions, r) = request.into_parts();
+        // Unset: the type's default, where this daemon hosts the type; one
+        // that does not forwards the tell to its owner, which applies it.
+        let durable = match r.delivery() {
+            pb::Delivery::Durable => true,
+            pb::Delivery::BestEffort => false,
+            pb::Delivery::Unspecified => r
+                .actor
+                .as_ref()
+                .is_some_and(|a| self.runtime.durable_tells_by_default(&a.r#type)),
+        };
         let mut call = call(PbRequest::Tell(r), &headers, &extensions)?;
         let mut traced = telemetry::incoming_call(&headers, "Tell", &call.actor, &call.method);
         attach(&mut call, traced.take_trace());
-        // A tell ends when the call is queued; its turn runs later, still
-        // a child of this span.
-        let result = self
-            .runtime
-            .tell(call)
-            .map_err(status_of)
-            .map(|()| Response::new(pb::TellResponse {}));
+        // A tell ends when the call is queued (durable: stored in the
+        // actor's inbox); its turn runs later, still a child of this span.
+        let result = if durable {
+            self.runtime.tell_durable(call).await
+        } else {
+            self.runtime.tell(call)
+        }
+        .map_err(status_of)
+        .map(|()| Response::new(pb::TellResponse {}));
         traced.finish(&result);
         result
     }

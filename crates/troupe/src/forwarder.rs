@@ -32,11 +32,9 @@ impl TransportForwarder {
 /// The link request for `request`: its context, and for a call its own
 /// trace (the call span's context when it is exported, else the caller's).
 fn link_request(mut request: ActorRequest, context: RequestContext) -> pb::LinkRequest {
-    let (traceparent, tracestate) = match &mut request {
-        ActorRequest::Invoke(call) | ActorRequest::Tell(call) => {
-            telemetry::turn_context(call.extra.as_mut().and_then(|e| e.trace.take()))
-        }
-        _ => (context.traceparent, context.tracestate),
+    let (traceparent, tracestate) = match request.call_mut() {
+        Some(call) => telemetry::turn_context(call.extra.as_mut().and_then(|e| e.trace.take())),
+        None => (context.traceparent, context.tracestate),
     };
     let call = match request_to_pb(request) {
         PbRequest::Invoke(r) => Call::Invoke(r),
@@ -64,22 +62,16 @@ fn link_request(mut request: ActorRequest, context: RequestContext) -> pb::LinkR
 
 /// The payload a request carries, which picks its channel.
 fn payload_bytes(request: &ActorRequest) -> usize {
-    match request {
-        ActorRequest::Invoke(call) | ActorRequest::Tell(call) => call.payload.len(),
-        _ => 0,
-    }
+    request.call().map_or(0, |call| call.payload.len())
 }
 
 /// The call chain a request belongs to (empty: none).
 fn chain_of(request: &ActorRequest) -> &str {
-    match request {
-        ActorRequest::Invoke(call) | ActorRequest::Tell(call) => call
-            .extra
-            .as_ref()
-            .and_then(|e| e.chain.as_ref())
-            .map_or("", |c| c.id.as_str()),
-        _ => "",
-    }
+    request
+        .call()
+        .and_then(|call| call.extra.as_ref())
+        .and_then(|e| e.chain.as_ref())
+        .map_or("", |c| c.id.as_str())
 }
 
 /// The owner's answer as the RPC's: an error reply is the status the RPC

@@ -91,6 +91,11 @@ enum Command {
         #[command(subcommand)]
         command: ActorsCommand,
     },
+    /// Durable tells that failed every attempt: list, show, re-drive, drop.
+    DeadLetters {
+        #[command(subcommand)]
+        command: cli::DeadLettersCommand,
+    },
     /// Inspect durable reminders and alarms.
     Reminders {
         #[command(subcommand)]
@@ -290,6 +295,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
                 target,
             } => cli::actors_deactivate(&target, actor_type, id).await,
         },
+        Command::DeadLetters { command } => cli::dead_letters(command).await,
         Command::Status { target } => cli::status(&target).await,
         Command::Cluster {
             command: ClusterCommand::Status { target },

@@ -135,6 +135,12 @@ export interface ActorOptions {
   reentrant?: boolean;
   /** Upper bound for one turn (reserved by the daemon). */
   turnTimeout?: Duration;
+  /**
+   * Tells to this type sent without `durable` are durable: stored in the actor's
+   * inbox before the sender hears back, delivered at least once (docs/delivery.md).
+   * A sender's `{ durable: false }` still opts out.
+   */
+  durableTells?: boolean;
 }
 
 /** Options of {@link method}. */
@@ -283,6 +289,7 @@ export function actor(name: string, options: ActorOptions = {}) {
         turnTimeoutMs: BigInt(turnTimeoutMs),
         // Not an option of this SDK yet: the daemon's --max-pending-per-type.
         maxPendingCalls: 0,
+        durableTells: options.durableTells ?? false,
       },
     });
   };

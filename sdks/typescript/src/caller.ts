@@ -4,7 +4,7 @@ import type { Actor } from "./actor.js";
 import { type Duration, toMillis } from "./duration.js";
 import { fromRpcError } from "./errors.js";
 import type { ActorClientClient, GetStateResponse, InvokeResponse } from "./gen/troupe/v1/client.js";
-import type { CallChain } from "./gen/troupe/v1/common.js";
+import { type CallChain, Delivery } from "./gen/troupe/v1/common.js";
 import { decodeResult, decodeState, encodeCall, Kwargs, splitArgs } from "./payload.js";
 import { Tracing } from "./tracing.js";
 import { callDeadline, chainForCall } from "./turn.js";
@@ -16,6 +16,25 @@ export interface CallOptions {
   timeout?: Duration;
   /** Delivered to the actor with the call (the turn's `metadata`). */
   metadata?: Readonly<Record<string, string>>;
+}
+
+/**
+ * Options of `tell` (and of a handle, for its tells).
+ */
+export interface TellOptions extends CallOptions {
+  /**
+   * `true`: resolve once the call is stored in the actor's inbox, from where it is
+   * delivered at least once, in order per caller, across crashes, restarts and
+   * hand-offs; its state changes apply once (docs/delivery.md). `false`: best
+   * effort. Left out: the actor type's `durableTells` option decides.
+   */
+  durable?: boolean;
+}
+
+/** The wire delivery mode of `durable`. */
+function delivery(durable: boolean | undefined): Delivery {
+  if (durable === undefined) return Delivery.DELIVERY_UNSPECIFIED;
+  return durable ? Delivery.DELIVERY_DURABLE : Delivery.DELIVERY_BEST_EFFORT;
 }
 
 /** Options of getState. */
@@ -79,7 +98,10 @@ export interface ActorHandle<A = UntypedActor> {
   readonly id: string;
   /** Invoke `method` with positional arguments (end with `kwargs({...})` for keyword ones). */
   call<M extends MethodName<A>>(method: M, ...args: MethodArgs<A, M>): Promise<MethodResult<A, M>>;
-  /** Queue a call and return once the actor's mailbox accepted it; the result is dropped. */
+  /**
+   * Queue a call and return once the actor's mailbox accepted it (with the handle's
+   * `durable: true`, once it is stored in the actor's inbox); the result is dropped.
+   */
   tell<M extends MethodName<A>>(method: M, ...args: MethodArgs<A, M>): Promise<void>;
 }
 
@@ -165,7 +187,7 @@ export class Caller {
     method: string,
     args: readonly unknown[],
     kw: Readonly<Record<string, unknown>>,
-    options: CallOptions,
+    options: TellOptions,
     chain?: CallChain,
   ): Promise<void> {
     const payload = encodeCall(args, kw);
@@ -176,7 +198,14 @@ export class Caller {
       (md) =>
         new Promise<void>((resolve, reject) => {
           this.#stub.tell(
-            { actor: { type, id }, method, payload, metadata: { ...options.metadata }, chain: sent },
+            {
+              actor: { type, id },
+              method,
+              payload,
+              metadata: { ...options.metadata },
+              chain: sent,
+              delivery: delivery(options.durable),
+            },
             md,
             deadline(options.timeout, what),
             (err: grpc.ServiceError | null) => {

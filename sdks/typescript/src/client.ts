@@ -6,6 +6,7 @@ import { API_TOKEN_ENV, resolveToken, tokenClientOptions } from "./auth.js";
 import {
   type ActorHandle,
   type CallOptions,
+  type TellOptions,
   Caller,
   type GetStateOptions,
   makeHandle,
@@ -123,8 +124,8 @@ export class Client {
     return this.#caller;
   }
 
-  #options(options: CallOptions | undefined): CallOptions {
-    return { timeout: options?.timeout ?? this.timeout, metadata: options?.metadata };
+  #options(options: TellOptions | undefined): TellOptions {
+    return { timeout: options?.timeout ?? this.timeout, metadata: options?.metadata, durable: options?.durable };
   }
 
   /** Close the connection; in-flight calls fail. The client re-connects if used again. */
@@ -145,9 +146,9 @@ export class Client {
    * parameter (`client.actor<Counter>("counter", "c1")`) or as the class itself
    * (`client.actor(Counter, "c1")`, which also reads the type name from `@actor`).
    */
-  actor<A extends ActorInstance>(cls: ActorClass<A>, id: string, options?: CallOptions): ActorHandle<A>;
-  actor<A = UntypedActor>(type: string, id: string, options?: CallOptions): ActorHandle<A>;
-  actor<A>(typeOrClass: string | ActorClass, id: string, options?: CallOptions): ActorHandle<A> {
+  actor<A extends ActorInstance>(cls: ActorClass<A>, id: string, options?: TellOptions): ActorHandle<A>;
+  actor<A = UntypedActor>(type: string, id: string, options?: TellOptions): ActorHandle<A>;
+  actor<A>(typeOrClass: string | ActorClass, id: string, options?: TellOptions): ActorHandle<A> {
     const type = typeof typeOrClass === "string" ? typeOrClass : actorTypeName(typeOrClass);
     const opts = this.#options(options);
     toMillis(opts.timeout, "timeout"); // a bad timeout fails here, not at the handle's first call
@@ -180,14 +181,18 @@ export class Client {
     return this.#getCaller().invoke(type, id, method, args, kw, this.#options(options));
   }
 
-  /** Queue a call and return once the actor's mailbox accepted it; the result is dropped. */
+  /**
+   * Queue a call and return once the actor's mailbox accepted it; the result is
+   * dropped. With `{ durable: true }` it returns once the call is stored in the
+   * actor's inbox, from where it is delivered at least once (see {@link TellOptions}).
+   */
   tell(
     type: string,
     id: string,
     method: string,
     params?: Params,
     kwargs?: Readonly<Record<string, unknown>>,
-    options?: CallOptions,
+    options?: TellOptions,
   ): Promise<void> {
     const [args, kw] = splitParams(params, kwargs);
     return this.#getCaller().tell(type, id, method, args, kw, this.#options(options));

@@ -1,6 +1,6 @@
 // `this.ctx`: what an actor can do beyond its own state.
 import { type ActorClass, type ActorInstance, actorTypeName } from "./actor.js";
-import { type ActorHandle, type CallOptions, type Caller, makeHandle, type Params, splitParams, type UntypedActor } from "./caller.js";
+import { type ActorHandle, type CallOptions, type Caller, makeHandle, type Params, splitParams, type TellOptions, type UntypedActor } from "./caller.js";
 import { toMillis } from "./duration.js";
 import type { ActorRef } from "./gen/troupe/v1/common.js";
 import type { AlarmOptions, Reminder, ReminderOptions, Scheduler, ScheduleTime, TimerOptions } from "./schedule.js";
@@ -45,9 +45,9 @@ export class Context {
   }
 
   /** A handle on another actor: `await this.ctx.actor<Counter>("counter", "c2").call("incr", 1)`. */
-  actor<A extends ActorInstance>(cls: ActorClass<A>, id: string, options?: CallOptions): ActorHandle<A>;
-  actor<A = UntypedActor>(type: string, id: string, options?: CallOptions): ActorHandle<A>;
-  actor<A>(typeOrClass: string | ActorClass, id: string, options: CallOptions = {}): ActorHandle<A> {
+  actor<A extends ActorInstance>(cls: ActorClass<A>, id: string, options?: TellOptions): ActorHandle<A>;
+  actor<A = UntypedActor>(type: string, id: string, options?: TellOptions): ActorHandle<A>;
+  actor<A>(typeOrClass: string | ActorClass, id: string, options: TellOptions = {}): ActorHandle<A> {
     const type = typeof typeOrClass === "string" ? typeOrClass : actorTypeName(typeOrClass);
     toMillis(options.timeout, "timeout"); // a bad timeout fails here, not at the handle's first call
     return makeHandle<A>(
@@ -71,14 +71,14 @@ export class Context {
     return this.#caller.invoke(type, id, method, args, kw, options);
   }
 
-  /** Queue a call on another actor without waiting for its result. */
+  /** Queue a call on another actor without waiting for its result (`{ durable: true }`: see {@link TellOptions}). */
   tell(
     type: string,
     id: string,
     method: string,
     params?: Params,
     kwargs?: Readonly<Record<string, unknown>>,
-    options: CallOptions = {},
+    options: TellOptions = {},
   ): Promise<void> {
     const [args, kw] = splitParams(params, kwargs);
     return this.#caller.tell(type, id, method, args, kw, options);

@@ -201,6 +201,7 @@ pub fn tell_of(r: pb::InvokeRequest) -> pb::TellRequest {
         payload: r.payload,
         metadata: r.metadata,
         chain: r.chain,
+        delivery: 0,
     }
 }
 

@@ -163,6 +163,7 @@ impl Shared {
             slot: self.pending.acquire()?,
             touch: true,
             reentering: false,
+            inbox: None,
         })
     }
 
@@ -214,6 +215,7 @@ impl Shared {
             if let Some(type_pending) = type_pending {
                 envelope.slot.add_type(type_pending, &act.id.ty)?;
             }
+            self.sequence_tell(&act, &mut inner, &mut envelope);
             if !inner.scheduled && inner.status == Status::Idle && inner.mailbox.is_empty() {
                 inner.scheduled = true;
                 drop(inner);

@@ -228,7 +228,7 @@ impl Flusher {
             // Another daemon may own these actors now: not written.
             Err((Unavailable::LeaseLapsed, writes))
         } else {
-            let keys: usize = writes.iter().map(|w| w.changes.len()).sum();
+            let keys: usize = writes.iter().map(|w| w.changes.len() + w.inbox.len()).sum();
             let bytes: usize = writes.iter().map(write_bytes).sum();
             let actors = writes.len();
             let started = tokio::time::Instant::now();
@@ -339,7 +339,8 @@ impl Flusher {
             return;
         }
         let dirty = inner.dirty.get_or_insert_with(Default::default);
-        dirty.extend(write.changes.into_iter().map(|(k, _)| k));
+        dirty.keys.extend(write.changes.into_iter().map(|(k, _)| k));
+        crate::inbox::restore_ops(&mut dirty.inbox, write.inbox);
         self.mark_dirty(act, &mut inner, 0);
     }
 }
@@ -389,7 +390,8 @@ impl Batch {
                 return;
             }
         };
-        let changes = dirty
+        let crate::activation::Dirty { keys, inbox } = *dirty;
+        let changes = keys
             .into_iter()
             .map(|key| {
                 let value = inner.state.get(&key).cloned();
@@ -401,6 +403,7 @@ impl Batch {
             actor_id: act.id.id.to_string(),
             epoch,
             changes,
+            inbox,
         });
         self.acts.push(act.clone());
     }

@@ -75,7 +75,7 @@ impl Flusher {
                 unwritten
                     .entry((act.id.ty.to_string(), act.id.id.to_string()))
                     .or_default()
-                    .extend(dirty.iter().cloned());
+                    .extend(dirty.keys.iter().cloned());
             }
         }
         unwritten

@@ -156,9 +156,30 @@ impl Shared {
         if !act.inner.lock().state_loaded() {
             match self.load_claimed(&act.id).await {
                 Ok(Some(entries)) => {
+                    // The inbox is read after the claim, so no older owner's
+                    // append can land after it.
+                    let inbox = match self
+                        .flusher
+                        .store()
+                        .load_inbox(&act.id.ty, &act.id.id)
+                        .await
+                    {
+                        Ok(inbox) => inbox,
+                        Err(source) => {
+                            let error: CallError = Unavailable::Store {
+                                what: format!("cannot read the inbox of actor {}", act.id),
+                                source,
+                                remedy: "the actor is activated again by its next call",
+                            }
+                            .into();
+                            self.abandon(act, error.clone());
+                            return Err(error);
+                        }
+                    };
                     let mut inner = act.inner.lock();
                     inner.state = entries.into_iter().collect();
                     inner.set_state_loaded();
+                    self.inbox_loaded(&act, &mut inner, inbox);
                 }
                 // The table moved on while the calls waited: route again.
                 Ok(None) => {

@@ -71,4 +71,43 @@ impl StateStore for HookedStore {
     ) -> Result<Vec<String>, StoreError> {
         self.inner.list_actors(actor_type, after, limit).await
     }
+
+    async fn load_inbox(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+    ) -> Result<Vec<troupe_storage::InboxEntry>, StoreError> {
+        self.inner.load_inbox(actor_type, actor_id).await
+    }
+
+    async fn inbox_actors(
+        &self,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.inner.inbox_actors(after, limit).await
+    }
+
+    async fn list_dead_letters(
+        &self,
+        actor_type: Option<&str>,
+        after: Option<&troupe_storage::DeadLetterKey>,
+        limit: usize,
+    ) -> Result<Vec<troupe_storage::DeadLetter>, StoreError> {
+        self.inner.list_dead_letters(actor_type, after, limit).await
+    }
+
+    async fn get_dead_letter(
+        &self,
+        key: &troupe_storage::DeadLetterKey,
+    ) -> Result<Option<troupe_storage::DeadLetter>, StoreError> {
+        self.inner.get_dead_letter(key).await
+    }
+
+    async fn remove_dead_letter(
+        &self,
+        key: &troupe_storage::DeadLetterKey,
+    ) -> Result<bool, StoreError> {
+        self.inner.remove_dead_letter(key).await
+    }
 }

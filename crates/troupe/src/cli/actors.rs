@@ -210,6 +210,8 @@ fn describe_json(ty: &str, id: &str, d: &pb::DescribeActorResponse) -> Value {
         "turns": d.turns,
         "dirty": d.dirty,
         "stored": d.stored,
+        "inbox": d.inbox_depth,
+        "dead_letters": d.dead_letters,
         "state_mode": render::state_mode(d.state_mode),
         "state": state,
         "dirty_keys": dirty_keys,
@@ -244,6 +246,8 @@ fn describe_table(name: &str, d: &pb::DescribeActorResponse) -> String {
         ("state mode", render::state_mode(d.state_mode).to_owned()),
         ("dirty", render::yes_no(d.dirty).to_owned()),
         ("stored", render::yes_no(d.stored).to_owned()),
+        ("inbox", d.inbox_depth.to_string()),
+        ("dead letters", d.dead_letters.to_string()),
     ]);
 
     out.push_str("\nSTATE\n");
@@ -342,10 +346,10 @@ mod tests {
         };
         let text = describe_table("counter/c1", &d);
         assert!(
-            text.starts_with("actor        counter/c1\nstatus       INACTIVE\n"),
+            text.starts_with("actor         counter/c1\nstatus        INACTIVE\n"),
             "{text}"
         );
-        assert!(text.contains("activated    -\n"), "{text}");
+        assert!(text.contains("activated     -\n"), "{text}");
         assert!(
             text.contains("\nSTATE\nKEY    DIRTY  VALUE\ncount         5\n"),
             "{text}"

@@ -8,6 +8,7 @@
 mod actors;
 mod calls;
 mod cluster;
+mod dead_letters;
 mod links;
 mod reminders;
 mod render;
@@ -28,6 +29,8 @@ use tonic::{Code, Status};
 pub use actors::{actors_deactivate, actors_get, actors_list};
 pub use calls::{invoke, state_get, CallArgs};
 pub use cluster::{cluster_status, ClusterTarget};
+pub use dead_letters::run as dead_letters;
+pub use dead_letters::DeadLettersCommand;
 pub use reminders::reminders_list;
 pub use status::status;
 
@@ -43,7 +46,7 @@ Exit codes:
   2  bad input: wrong arguments, --data that is not JSON, INVALID_ARGUMENT from the daemon,
      or an actor refusing the call's arguments (TypeError, PayloadError)
   3  the daemon is unreachable (not running, wrong --addr, connection lost)
-  4  not found: unknown actor type, no such actor or state key
+  4  not found: unknown actor type, no such actor, state key or dead letter
   5  the actor raised an error (invoke)
   6  the daemon refused or failed the request (UNAVAILABLE, RESOURCE_EXHAUSTED, ...)";
 

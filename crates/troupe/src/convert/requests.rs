@@ -58,9 +58,15 @@ pub fn request_from_pb(
         PbRequest::Invoke(r) => ActorRequest::Invoke(call(
             r.actor, r.method, r.payload, r.metadata, r.chain, timeout,
         )?),
-        PbRequest::Tell(r) => ActorRequest::Tell(call(
-            r.actor, r.method, r.payload, r.metadata, r.chain, None,
-        )?),
+        PbRequest::Tell(r) => {
+            let durable = r.delivery() == pb::Delivery::Durable;
+            let call = call(r.actor, r.method, r.payload, r.metadata, r.chain, None)?;
+            if durable {
+                ActorRequest::TellDurable(call)
+            } else {
+                ActorRequest::Tell(call)
+            }
+        }
         PbRequest::GetState(r) => ActorRequest::GetState {
             actor: actor_id(r.actor)?,
             keys: r.keys,
@@ -133,6 +139,18 @@ pub fn request_from_pb(
     })
 }
 
+fn tell_to_pb(c: Call, delivery: pb::Delivery) -> PbRequest {
+    let (actor, method, payload, metadata, chain) = call_parts(c);
+    PbRequest::Tell(pb::TellRequest {
+        actor,
+        method,
+        payload,
+        metadata,
+        chain,
+        delivery: delivery.into(),
+    })
+}
+
 /// Writes a request for another daemon. Deadlines, hop counts and trace
 /// context travel in headers, not here.
 pub fn request_to_pb(request: ActorRequest) -> PbRequest {
@@ -147,16 +165,8 @@ pub fn request_to_pb(request: ActorRequest) -> PbRequest {
                 chain,
             })
         }
-        ActorRequest::Tell(c) => {
-            let (actor, method, payload, metadata, chain) = call_parts(c);
-            PbRequest::Tell(pb::TellRequest {
-                actor,
-                method,
-                payload,
-                metadata,
-                chain,
-            })
-        }
+        ActorRequest::Tell(c) => tell_to_pb(c, pb::Delivery::Unspecified),
+        ActorRequest::TellDurable(c) => tell_to_pb(c, pb::Delivery::Durable),
         ActorRequest::GetState { actor, keys } => PbRequest::GetState(pb::GetStateRequest {
             actor: Some(actor_ref(&actor)),
             keys,
@@ -405,7 +415,8 @@ mod tests {
         };
         vec![
             ActorRequest::Invoke(invoke.clone()),
-            ActorRequest::Tell(invoke),
+            ActorRequest::Tell(invoke.clone()),
+            ActorRequest::TellDurable(invoke),
             ActorRequest::GetState {
                 actor: actor.clone(),
                 keys: vec!["count".into()],

@@ -47,6 +47,7 @@ class ActorSpec:
     reentrant: bool = False
     state_mode: common_pb2.StateMode = common_pb2.STATE_MODE_UNSPECIFIED
     turn_timeout_ms: int = 0
+    durable_tells: bool = False
 
     def to_proto(self) -> app_pb2.ActorTypeSpec:
         return app_pb2.ActorTypeSpec(
@@ -57,6 +58,7 @@ class ActorSpec:
             state_mode=self.state_mode,
             readonly_methods=sorted(self.readonly),
             turn_timeout_ms=self.turn_timeout_ms,
+            durable_tells=self.durable_tells,
         )
 
 
@@ -146,6 +148,7 @@ def actor(
     max_mailbox: int | None = None,
     reentrant: bool = False,
     turn_timeout: DurationLike | None = None,
+    durable_tells: bool = False,
 ) -> Callable[[A], A]:
     """Declare an :class:`Actor` subclass as the actor type ``name``.
 
@@ -158,6 +161,9 @@ def actor(
         max_mailbox: calls queued per actor before callers get :class:`Overloaded`.
         reentrant: let a call chain re-enter this actor (A -> B -> A).
         turn_timeout: upper bound for one turn, a duration as ``idle_timeout``.
+        durable_tells: tells to this type sent without ``durable=`` are durable: stored in
+            the actor's inbox before the sender hears back, delivered at least once
+            (docs/delivery.md). A sender's ``durable=False`` still opts out.
 
     Options left as None use the daemon's defaults. A bad option raises
     :class:`InvalidArgument` (durations) or ValueError here, not when the app registers.
@@ -202,6 +208,7 @@ def actor(
             reentrant=reentrant,
             state_mode=_STATE_MODES[state],
             turn_timeout_ms=turn_timeout_ms,
+            durable_tells=durable_tells,
         )
         setattr(cls, _SPEC_ATTR, spec)
         return cls

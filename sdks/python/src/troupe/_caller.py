@@ -30,6 +30,13 @@ Params = Mapping[str, Any] | Sequence[Any] | bytes | None
 _LIST_PAGE_SIZE = 500
 InvokeFn = Callable[[str, str, str, Sequence[Any], Mapping[str, Any]], Awaitable[Any]]
 
+# None leaves the choice to the actor type's registration (durable_tells).
+_DELIVERY: dict[bool | None, common_pb2.Delivery] = {
+    None: common_pb2.DELIVERY_UNSPECIFIED,
+    False: common_pb2.DELIVERY_BEST_EFFORT,
+    True: common_pb2.DELIVERY_DURABLE,
+}
+
 
 def split_params(params: Params) -> tuple[Sequence[Any], Mapping[str, Any]]:
     """A dict means keyword arguments, a list/tuple positional ones, bytes one raw argument."""
@@ -114,6 +121,7 @@ class Caller:
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
         chain: common_pb2.CallChain | None = None,
+        durable: bool | None = None,
     ) -> None:
         what = f"tell {actor_type}/{actor_id}.{method}"
         timeout = timeout_for_call(timeout, what)
@@ -123,6 +131,7 @@ class Caller:
             payload=encode_call(args, kwargs),
             metadata=dict(metadata or {}),
             chain=chain if chain is not None else chain_for_call(),
+            delivery=_DELIVERY[durable],
         )
         with self._rpc("Tell", actor_type, actor_id, method) as md:
             try:

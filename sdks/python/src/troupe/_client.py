@@ -194,8 +194,16 @@ class Client:
         *,
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
+        durable: bool | None = None,
     ) -> None:
-        """Queue a call and return once the actor's mailbox accepted it; the result is dropped."""
+        """Send a call whose result is dropped.
+
+        Returns once the actor's mailbox accepted it; with ``durable=True``, once it is
+        stored in the actor's inbox, from where it is delivered at least once, in order
+        per caller, across crashes, restarts and hand-offs, and its state changes apply
+        once (docs/delivery.md). ``durable=False`` forces best effort; None (the default)
+        follows the actor type's ``durable_tells`` option.
+        """
         args, kwargs = split_params(params)
         await self._get_caller().tell(
             actor_type,
@@ -205,6 +213,7 @@ class Client:
             kwargs,
             timeout=self.timeout if timeout is None else timeout,
             metadata=metadata,
+            durable=durable,
         )
 
     async def get_state(

@@ -124,8 +124,13 @@ class Context:
         *,
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
+        durable: bool | None = None,
     ) -> None:
-        """Queue a call on another actor without waiting for its result."""
+        """Queue a call on another actor without waiting for its result.
+
+        ``durable`` as in :meth:`Client.tell`: True returns once the call is stored in the
+        target's inbox.
+        """
         args, kwargs = split_params(params)
         await self._caller.tell(
             actor_type,
@@ -135,6 +140,7 @@ class Context:
             kwargs,
             timeout=timeout,
             metadata=metadata,
+            durable=durable,
         )
 
     # ---- reminders ----

@@ -193,11 +193,18 @@ class SyncClient:
         *,
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
+        durable: bool | None = None,
     ) -> None:
         """See :meth:`Client.tell`."""
         self._run(
             self._client.tell(
-                actor_type, actor_id, method, params, timeout=timeout, metadata=metadata
+                actor_type,
+                actor_id,
+                method,
+                params,
+                timeout=timeout,
+                metadata=metadata,
+                durable=durable,
             )
         )
 

@@ -19,7 +19,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { Reminder } from "./client.js";
-import { ActorRef, StateMode } from "./common.js";
+import { ActorRef, Payload, StateMode } from "./common.js";
 
 export const protobufPackage = "troupe.v1";
 
@@ -29,8 +29,9 @@ export const protobufFileName = "troupe/v1/admin.proto";
  * The admin API: inspection for operators and the CLI.
  *
  * Everything here answers "where is actor X, what is in it, why is it slow"
- * without a debugger. Reads never activate an actor; DeactivateActor is the
- * only call that changes anything, apart from AdvanceClock of a test daemon.
+ * without a debugger. Reads never activate an actor; DeactivateActor and the
+ * dead-letter re-drive and drop are the only calls that change anything,
+ * apart from AdvanceClock of a test daemon.
  */
 
 export enum ActivationStatus {
@@ -180,6 +181,14 @@ export interface DescribeActorResponse {
   timers: TimerInfo[];
   /** Whether the store has state for the actor. */
   stored: boolean;
+  /**
+   * Durable tells stored in the actor's inbox: not yet handled, or handled
+   * by a turn whose state changes (which carry the removal) are not yet
+   * written.
+   */
+  inboxDepth: bigint;
+  /** Its durable tells that failed every attempt (at most 1000 counted). */
+  deadLetters: bigint;
 }
 
 export interface StateEntry {
@@ -233,6 +242,51 @@ export interface AdvanceClockResponse {
   remindersFired: bigint;
   alarmsFired: bigint;
   timersFired: bigint;
+}
+
+export interface ListDeadLettersRequest {
+  /** empty: every type */
+  type: string;
+  pageSize: number;
+  pageToken: string;
+}
+
+export interface ListDeadLettersResponse {
+  /** Without payloads: GetDeadLetter has them. */
+  deadLetters: DeadLetter[];
+  nextPageToken: string;
+}
+
+export interface DeadLetterRef {
+  actor?:
+    | ActorRef
+    | undefined;
+  /** The tell's sequence number in the actor's inbox (from the listing). */
+  seq: bigint;
+}
+
+export interface DeadLetter {
+  actor?: ActorRef | undefined;
+  seq: bigint;
+  method: string;
+  /** unset in listings */
+  payload?: Payload | undefined;
+  metadata: { [key: string]: string };
+  /** The last attempt's error. */
+  error: string;
+  attempts: number;
+  failedUnixMs: bigint;
+}
+
+export interface DeadLetter_MetadataEntry {
+  key: string;
+  value: string;
+}
+
+export interface RedriveDeadLetterResponse {
+}
+
+export interface DropDeadLetterResponse {
 }
 
 function createBaseStatusRequest(): StatusRequest {
@@ -1465,6 +1519,8 @@ function createBaseDescribeActorResponse(): DescribeActorResponse {
     alarm: undefined,
     timers: [],
     stored: false,
+    inboxDepth: 0n,
+    deadLetters: 0n,
   };
 }
 
@@ -1526,6 +1582,18 @@ export const DescribeActorResponse: MessageFns<DescribeActorResponse> = {
     }
     if (message.stored !== false) {
       writer.uint32(120).bool(message.stored);
+    }
+    if (message.inboxDepth !== 0n) {
+      if (BigInt.asUintN(64, message.inboxDepth) !== message.inboxDepth) {
+        throw new globalThis.Error("value provided for field message.inboxDepth of type uint64 too large");
+      }
+      writer.uint32(128).uint64(message.inboxDepth);
+    }
+    if (message.deadLetters !== 0n) {
+      if (BigInt.asUintN(64, message.deadLetters) !== message.deadLetters) {
+        throw new globalThis.Error("value provided for field message.deadLetters of type uint64 too large");
+      }
+      writer.uint32(136).uint64(message.deadLetters);
     }
     return writer;
   },
@@ -1663,6 +1731,22 @@ export const DescribeActorResponse: MessageFns<DescribeActorResponse> = {
             message.stored = reader.bool();
             continue;
           }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.inboxDepth = reader.uint64() as bigint;
+            continue;
+          }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.deadLetters = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1705,6 +1789,12 @@ export const DescribeActorResponse: MessageFns<DescribeActorResponse> = {
       : undefined;
     message.timers = object.timers?.map((e) => TimerInfo.fromPartial(e)) || [];
     message.stored = object.stored ?? false;
+    message.inboxDepth = (object.inboxDepth !== undefined && object.inboxDepth !== null)
+      ? BigInt(object.inboxDepth)
+      : 0n;
+    message.deadLetters = (object.deadLetters !== undefined && object.deadLetters !== null)
+      ? BigInt(object.deadLetters)
+      : 0n;
     return message;
   },
 };
@@ -2309,6 +2399,548 @@ export const AdvanceClockResponse: MessageFns<AdvanceClockResponse> = {
   },
 };
 
+function createBaseListDeadLettersRequest(): ListDeadLettersRequest {
+  return { type: "", pageSize: 0, pageToken: "" };
+}
+
+export const ListDeadLettersRequest: MessageFns<ListDeadLettersRequest> = {
+  encode(message: ListDeadLettersRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.type !== "") {
+      writer.uint32(10).string(message.type);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(16).uint32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(26).string(message.pageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDeadLettersRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListDeadLettersRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pageSize = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListDeadLettersRequest>, I>>(base?: I): ListDeadLettersRequest {
+    return ListDeadLettersRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListDeadLettersRequest>, I>>(object: I): ListDeadLettersRequest {
+    const message = createBaseListDeadLettersRequest();
+    message.type = object.type ?? "";
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseListDeadLettersResponse(): ListDeadLettersResponse {
+  return { deadLetters: [], nextPageToken: "" };
+}
+
+export const ListDeadLettersResponse: MessageFns<ListDeadLettersResponse> = {
+  encode(message: ListDeadLettersResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.deadLetters) {
+      DeadLetter.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ListDeadLettersResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseListDeadLettersResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.deadLetters.push(DeadLetter.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ListDeadLettersResponse>, I>>(base?: I): ListDeadLettersResponse {
+    return ListDeadLettersResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ListDeadLettersResponse>, I>>(object: I): ListDeadLettersResponse {
+    const message = createBaseListDeadLettersResponse();
+    message.deadLetters = object.deadLetters?.map((e) => DeadLetter.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
+function createBaseDeadLetterRef(): DeadLetterRef {
+  return { actor: undefined, seq: 0n };
+}
+
+export const DeadLetterRef: MessageFns<DeadLetterRef> = {
+  encode(message: DeadLetterRef, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    if (message.seq !== 0n) {
+      if (BigInt.asUintN(64, message.seq) !== message.seq) {
+        throw new globalThis.Error("value provided for field message.seq of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.seq);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetterRef {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetterRef();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.seq = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeadLetterRef>, I>>(base?: I): DeadLetterRef {
+    return DeadLetterRef.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLetterRef>, I>>(object: I): DeadLetterRef {
+    const message = createBaseDeadLetterRef();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    message.seq = (object.seq !== undefined && object.seq !== null) ? BigInt(object.seq) : 0n;
+    return message;
+  },
+};
+
+function createBaseDeadLetter(): DeadLetter {
+  return {
+    actor: undefined,
+    seq: 0n,
+    method: "",
+    payload: undefined,
+    metadata: {},
+    error: "",
+    attempts: 0,
+    failedUnixMs: 0n,
+  };
+}
+
+export const DeadLetter: MessageFns<DeadLetter> = {
+  encode(message: DeadLetter, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    if (message.seq !== 0n) {
+      if (BigInt.asUintN(64, message.seq) !== message.seq) {
+        throw new globalThis.Error("value provided for field message.seq of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.seq);
+    }
+    if (message.method !== "") {
+      writer.uint32(26).string(message.method);
+    }
+    if (message.payload !== undefined) {
+      Payload.encode(message.payload, writer.uint32(34).fork()).join();
+    }
+    globalThis.Object.entries(message.metadata).forEach(([key, value]: [string, string]) => {
+      DeadLetter_MetadataEntry.encode({ key: key as any, value }, writer.uint32(42).fork()).join();
+    });
+    if (message.error !== "") {
+      writer.uint32(50).string(message.error);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(56).uint32(message.attempts);
+    }
+    if (message.failedUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.failedUnixMs) !== message.failedUnixMs) {
+        throw new globalThis.Error("value provided for field message.failedUnixMs of type uint64 too large");
+      }
+      writer.uint32(64).uint64(message.failedUnixMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetter {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetter();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.seq = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.method = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.payload = Payload.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            const entry5 = DeadLetter_MetadataEntry.decode(reader, reader.uint32());
+            if (entry5.value !== undefined) {
+              message.metadata[entry5.key] = entry5.value;
+            }
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.attempts = reader.uint32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.failedUnixMs = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeadLetter>, I>>(base?: I): DeadLetter {
+    return DeadLetter.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLetter>, I>>(object: I): DeadLetter {
+    const message = createBaseDeadLetter();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    message.seq = (object.seq !== undefined && object.seq !== null) ? BigInt(object.seq) : 0n;
+    message.method = object.method ?? "";
+    message.payload = (object.payload !== undefined && object.payload !== null)
+      ? Payload.fromPartial(object.payload)
+      : undefined;
+    message.metadata = (globalThis.Object.entries(object.metadata ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.error = object.error ?? "";
+    message.attempts = object.attempts ?? 0;
+    message.failedUnixMs = (object.failedUnixMs !== undefined && object.failedUnixMs !== null)
+      ? BigInt(object.failedUnixMs)
+      : 0n;
+    return message;
+  },
+};
+
+function createBaseDeadLetter_MetadataEntry(): DeadLetter_MetadataEntry {
+  return { key: "", value: "" };
+}
+
+export const DeadLetter_MetadataEntry: MessageFns<DeadLetter_MetadataEntry> = {
+  encode(message: DeadLetter_MetadataEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeadLetter_MetadataEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeadLetter_MetadataEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeadLetter_MetadataEntry>, I>>(base?: I): DeadLetter_MetadataEntry {
+    return DeadLetter_MetadataEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeadLetter_MetadataEntry>, I>>(object: I): DeadLetter_MetadataEntry {
+    const message = createBaseDeadLetter_MetadataEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseRedriveDeadLetterResponse(): RedriveDeadLetterResponse {
+  return {};
+}
+
+export const RedriveDeadLetterResponse: MessageFns<RedriveDeadLetterResponse> = {
+  encode(_: RedriveDeadLetterResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RedriveDeadLetterResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRedriveDeadLetterResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<RedriveDeadLetterResponse>, I>>(base?: I): RedriveDeadLetterResponse {
+    return RedriveDeadLetterResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RedriveDeadLetterResponse>, I>>(_: I): RedriveDeadLetterResponse {
+    const message = createBaseRedriveDeadLetterResponse();
+    return message;
+  },
+};
+
+function createBaseDropDeadLetterResponse(): DropDeadLetterResponse {
+  return {};
+}
+
+export const DropDeadLetterResponse: MessageFns<DropDeadLetterResponse> = {
+  encode(_: DropDeadLetterResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DropDeadLetterResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDropDeadLetterResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DropDeadLetterResponse>, I>>(base?: I): DropDeadLetterResponse {
+    return DropDeadLetterResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DropDeadLetterResponse>, I>>(_: I): DropDeadLetterResponse {
+    const message = createBaseDropDeadLetterResponse();
+    return message;
+  },
+};
+
 export type AdminService = typeof AdminService;
 export const AdminService = {
   /** The daemon: version, uptime, node, store, registered types, flush backlog. */
@@ -2389,6 +3021,58 @@ export const AdminService = {
       Buffer.from(AdvanceClockResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): AdvanceClockResponse => AdvanceClockResponse.decode(value),
   },
+  /**
+   * Durable tells that failed every attempt (docs/delivery.md), ordered by
+   * (type, id, seq). The store is shared by the cluster, so any daemon lists
+   * all of them.
+   */
+  listDeadLetters: {
+    path: "/troupe.v1.Admin/ListDeadLetters" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ListDeadLettersRequest): Buffer =>
+      Buffer.from(ListDeadLettersRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ListDeadLettersRequest => ListDeadLettersRequest.decode(value),
+    responseSerialize: (value: ListDeadLettersResponse): Buffer =>
+      Buffer.from(ListDeadLettersResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ListDeadLettersResponse => ListDeadLettersResponse.decode(value),
+  },
+  /** One dead letter with its payload. NOT_FOUND when there is none. */
+  getDeadLetter: {
+    path: "/troupe.v1.Admin/GetDeadLetter" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeadLetterRef): Buffer => Buffer.from(DeadLetterRef.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeadLetterRef => DeadLetterRef.decode(value),
+    responseSerialize: (value: DeadLetter): Buffer => Buffer.from(DeadLetter.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DeadLetter => DeadLetter.decode(value),
+  },
+  /**
+   * Sends a dead letter again as a new durable tell (stored in the actor's
+   * inbox first, wherever its owner is), then forgets it. NOT_FOUND when
+   * there is none.
+   */
+  redriveDeadLetter: {
+    path: "/troupe.v1.Admin/RedriveDeadLetter" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeadLetterRef): Buffer => Buffer.from(DeadLetterRef.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeadLetterRef => DeadLetterRef.decode(value),
+    responseSerialize: (value: RedriveDeadLetterResponse): Buffer =>
+      Buffer.from(RedriveDeadLetterResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): RedriveDeadLetterResponse => RedriveDeadLetterResponse.decode(value),
+  },
+  /** Forgets a dead letter. NOT_FOUND when there is none. */
+  dropDeadLetter: {
+    path: "/troupe.v1.Admin/DropDeadLetter" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: DeadLetterRef): Buffer => Buffer.from(DeadLetterRef.encode(value).finish()),
+    requestDeserialize: (value: Buffer): DeadLetterRef => DeadLetterRef.decode(value),
+    responseSerialize: (value: DropDeadLetterResponse): Buffer =>
+      Buffer.from(DropDeadLetterResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): DropDeadLetterResponse => DropDeadLetterResponse.decode(value),
+  },
 } as const;
 
 export interface AdminServer extends UntypedServiceImplementation {
@@ -2416,6 +3100,22 @@ export interface AdminServer extends UntypedServiceImplementation {
    * `by` = "0s" reads the time and waits for what is due now.
    */
   advanceClock: handleUnaryCall<AdvanceClockRequest, AdvanceClockResponse>;
+  /**
+   * Durable tells that failed every attempt (docs/delivery.md), ordered by
+   * (type, id, seq). The store is shared by the cluster, so any daemon lists
+   * all of them.
+   */
+  listDeadLetters: handleUnaryCall<ListDeadLettersRequest, ListDeadLettersResponse>;
+  /** One dead letter with its payload. NOT_FOUND when there is none. */
+  getDeadLetter: handleUnaryCall<DeadLetterRef, DeadLetter>;
+  /**
+   * Sends a dead letter again as a new durable tell (stored in the actor's
+   * inbox first, wherever its owner is), then forgets it. NOT_FOUND when
+   * there is none.
+   */
+  redriveDeadLetter: handleUnaryCall<DeadLetterRef, RedriveDeadLetterResponse>;
+  /** Forgets a dead letter. NOT_FOUND when there is none. */
+  dropDeadLetter: handleUnaryCall<DeadLetterRef, DropDeadLetterResponse>;
 }
 
 export interface AdminClient extends Client {
@@ -2526,6 +3226,78 @@ export interface AdminClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AdvanceClockResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Durable tells that failed every attempt (docs/delivery.md), ordered by
+   * (type, id, seq). The store is shared by the cluster, so any daemon lists
+   * all of them.
+   */
+  listDeadLetters(
+    request: ListDeadLettersRequest,
+    callback: (error: ServiceError | null, response: ListDeadLettersResponse) => void,
+  ): ClientUnaryCall;
+  listDeadLetters(
+    request: ListDeadLettersRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ListDeadLettersResponse) => void,
+  ): ClientUnaryCall;
+  listDeadLetters(
+    request: ListDeadLettersRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ListDeadLettersResponse) => void,
+  ): ClientUnaryCall;
+  /** One dead letter with its payload. NOT_FOUND when there is none. */
+  getDeadLetter(
+    request: DeadLetterRef,
+    callback: (error: ServiceError | null, response: DeadLetter) => void,
+  ): ClientUnaryCall;
+  getDeadLetter(
+    request: DeadLetterRef,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DeadLetter) => void,
+  ): ClientUnaryCall;
+  getDeadLetter(
+    request: DeadLetterRef,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DeadLetter) => void,
+  ): ClientUnaryCall;
+  /**
+   * Sends a dead letter again as a new durable tell (stored in the actor's
+   * inbox first, wherever its owner is), then forgets it. NOT_FOUND when
+   * there is none.
+   */
+  redriveDeadLetter(
+    request: DeadLetterRef,
+    callback: (error: ServiceError | null, response: RedriveDeadLetterResponse) => void,
+  ): ClientUnaryCall;
+  redriveDeadLetter(
+    request: DeadLetterRef,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: RedriveDeadLetterResponse) => void,
+  ): ClientUnaryCall;
+  redriveDeadLetter(
+    request: DeadLetterRef,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: RedriveDeadLetterResponse) => void,
+  ): ClientUnaryCall;
+  /** Forgets a dead letter. NOT_FOUND when there is none. */
+  dropDeadLetter(
+    request: DeadLetterRef,
+    callback: (error: ServiceError | null, response: DropDeadLetterResponse) => void,
+  ): ClientUnaryCall;
+  dropDeadLetter(
+    request: DeadLetterRef,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: DropDeadLetterResponse) => void,
+  ): ClientUnaryCall;
+  dropDeadLetter(
+    request: DeadLetterRef,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: DropDeadLetterResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -134,6 +134,15 @@ export interface ActorTypeSpec {
    * half of --max-pending-calls), so one stuck type cannot starve the others.
    */
   maxPendingCalls: number;
+  /**
+   * Tells sent without a delivery mode (DELIVERY_UNSPECIFIED) are durable:
+   * stored in the actor's inbox before they are acknowledged
+   * (docs/delivery.md). DELIVERY_BEST_EFFORT still opts a call out. Applied
+   * by daemons that host the type; a daemon that does not forwards such a
+   * tell to its owner without waiting, so send DELIVERY_DURABLE where the
+   * acknowledgement must mean "stored".
+   */
+  durableTells: boolean;
 }
 
 export interface ActivateResult {
@@ -627,6 +636,7 @@ function createBaseActorTypeSpec(): ActorTypeSpec {
     readonlyMethods: [],
     turnTimeoutMs: 0n,
     maxPendingCalls: 0,
+    durableTells: false,
   };
 }
 
@@ -661,6 +671,9 @@ export const ActorTypeSpec: MessageFns<ActorTypeSpec> = {
     }
     if (message.maxPendingCalls !== 0) {
       writer.uint32(64).uint32(message.maxPendingCalls);
+    }
+    if (message.durableTells !== false) {
+      writer.uint32(72).bool(message.durableTells);
     }
     return writer;
   },
@@ -742,6 +755,14 @@ export const ActorTypeSpec: MessageFns<ActorTypeSpec> = {
             message.maxPendingCalls = reader.uint32();
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.durableTells = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -771,6 +792,7 @@ export const ActorTypeSpec: MessageFns<ActorTypeSpec> = {
       ? BigInt(object.turnTimeoutMs)
       : 0n;
     message.maxPendingCalls = object.maxPendingCalls ?? 0;
+    message.durableTells = object.durableTells ?? false;
     return message;
   },
 };

@@ -18,7 +18,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { ActorRef, CallChain, Payload } from "./common.js";
+import { ActorRef, CallChain, Delivery, Payload } from "./common.js";
 
 export const protobufPackage = "troupe.v1";
 
@@ -182,7 +182,11 @@ export interface TellRequest {
   payload?: Payload | undefined;
   metadata: { [key: string]: string };
   /** As InvokeRequest.chain. */
-  chain?: CallChain | undefined;
+  chain?:
+    | CallChain
+    | undefined;
+  /** Unset: best effort, as before the field existed. */
+  delivery: Delivery;
 }
 
 export interface TellRequest_MetadataEntry {
@@ -1602,7 +1606,7 @@ export const InvokeResponse: MessageFns<InvokeResponse> = {
 };
 
 function createBaseTellRequest(): TellRequest {
-  return { actor: undefined, method: "", payload: undefined, metadata: {}, chain: undefined };
+  return { actor: undefined, method: "", payload: undefined, metadata: {}, chain: undefined, delivery: 0 };
 }
 
 export const TellRequest: MessageFns<TellRequest> = {
@@ -1621,6 +1625,9 @@ export const TellRequest: MessageFns<TellRequest> = {
     });
     if (message.chain !== undefined) {
       CallChain.encode(message.chain, writer.uint32(42).fork()).join();
+    }
+    if (message.delivery !== 0) {
+      writer.uint32(48).int32(message.delivery);
     }
     return writer;
   },
@@ -1681,6 +1688,14 @@ export const TellRequest: MessageFns<TellRequest> = {
             message.chain = CallChain.decode(reader, reader.uint32());
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.delivery = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1717,6 +1732,7 @@ export const TellRequest: MessageFns<TellRequest> = {
     message.chain = (object.chain !== undefined && object.chain !== null)
       ? CallChain.fromPartial(object.chain)
       : undefined;
+    message.delivery = object.delivery ?? 0;
     return message;
   },
 };

@@ -54,6 +54,29 @@ export enum TurnKind {
   UNRECOGNIZED = -1,
 }
 
+/** How a one-way call (Tell) reaches its actor (docs/delivery.md). */
+export enum Delivery {
+  /**
+   * DELIVERY_UNSPECIFIED - The actor type's default: durable when it was registered with
+   * durable_tells (ActorTypeSpec), else best effort.
+   */
+  DELIVERY_UNSPECIFIED = 0,
+  /**
+   * DELIVERY_BEST_EFFORT - Acknowledged once queued in memory; a crash or a hand-off before its
+   * turn loses it.
+   */
+  DELIVERY_BEST_EFFORT = 1,
+  /**
+   * DELIVERY_DURABLE - Stored in the actor's inbox before it is acknowledged; delivered at
+   * least once, in order per caller, across crashes, restarts and
+   * hand-offs; its state effects happen once. A daemon that does not own
+   * the actor forwards it and answers once the owner has stored it. Failed
+   * deliveries are retried, then kept as dead letters.
+   */
+  DELIVERY_DURABLE = 2,
+  UNRECOGNIZED = -1,
+}
+
 /**
  * Identifies one virtual actor: the type registered by an app plus an id
  * chosen by the caller. Both are non-empty UTF-8, at most 256 bytes.

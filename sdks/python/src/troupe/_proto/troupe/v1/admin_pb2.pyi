@@ -170,7 +170,7 @@ class DescribeActorRequest(_message.Message):
     def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ...) -> None: ...
 
 class DescribeActorResponse(_message.Message):
-    __slots__ = ("actor", "node", "status", "app", "activated_unix_ms", "last_active_unix_ms", "mailbox_depth", "turns", "state", "dirty", "state_mode", "reminders", "alarm", "timers", "stored")
+    __slots__ = ("actor", "node", "status", "app", "activated_unix_ms", "last_active_unix_ms", "mailbox_depth", "turns", "state", "dirty", "state_mode", "reminders", "alarm", "timers", "stored", "inbox_depth", "dead_letters")
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +186,8 @@ class DescribeActorResponse(_message.Message):
     ALARM_FIELD_NUMBER: _ClassVar[int]
     TIMERS_FIELD_NUMBER: _ClassVar[int]
     STORED_FIELD_NUMBER: _ClassVar[int]
+    INBOX_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
     actor: _common_pb2.ActorRef
     node: str
     status: ActivationStatus
@@ -201,7 +203,9 @@ class DescribeActorResponse(_message.Message):
     alarm: _client_pb2.Reminder
     timers: _containers.RepeatedCompositeFieldContainer[TimerInfo]
     stored: bool
-    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., node: _Optional[str] = ..., status: _Optional[_Union[ActivationStatus, str]] = ..., app: _Optional[str] = ..., activated_unix_ms: _Optional[int] = ..., last_active_unix_ms: _Optional[int] = ..., mailbox_depth: _Optional[int] = ..., turns: _Optional[int] = ..., state: _Optional[_Iterable[_Union[StateEntry, _Mapping]]] = ..., dirty: bool = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., reminders: _Optional[_Iterable[_Union[_client_pb2.Reminder, _Mapping]]] = ..., alarm: _Optional[_Union[_client_pb2.Reminder, _Mapping]] = ..., timers: _Optional[_Iterable[_Union[TimerInfo, _Mapping]]] = ..., stored: bool = ...) -> None: ...
+    inbox_depth: int
+    dead_letters: int
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., node: _Optional[str] = ..., status: _Optional[_Union[ActivationStatus, str]] = ..., app: _Optional[str] = ..., activated_unix_ms: _Optional[int] = ..., last_active_unix_ms: _Optional[int] = ..., mailbox_depth: _Optional[int] = ..., turns: _Optional[int] = ..., state: _Optional[_Iterable[_Union[StateEntry, _Mapping]]] = ..., dirty: bool = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., reminders: _Optional[_Iterable[_Union[_client_pb2.Reminder, _Mapping]]] = ..., alarm: _Optional[_Union[_client_pb2.Reminder, _Mapping]] = ..., timers: _Optional[_Iterable[_Union[TimerInfo, _Mapping]]] = ..., stored: bool = ..., inbox_depth: _Optional[int] = ..., dead_letters: _Optional[int] = ...) -> None: ...
 
 class StateEntry(_message.Message):
     __slots__ = ("key", "value", "dirty")
@@ -272,3 +276,64 @@ class AdvanceClockResponse(_message.Message):
     alarms_fired: int
     timers_fired: int
     def __init__(self, now_unix_ms: _Optional[int] = ..., reminders_fired: _Optional[int] = ..., alarms_fired: _Optional[int] = ..., timers_fired: _Optional[int] = ...) -> None: ...
+
+class ListDeadLettersRequest(_message.Message):
+    __slots__ = ("type", "page_size", "page_token")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    page_size: int
+    page_token: str
+    def __init__(self, type: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListDeadLettersResponse(_message.Message):
+    __slots__ = ("dead_letters", "next_page_token")
+    DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    dead_letters: _containers.RepeatedCompositeFieldContainer[DeadLetter]
+    next_page_token: str
+    def __init__(self, dead_letters: _Optional[_Iterable[_Union[DeadLetter, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class DeadLetterRef(_message.Message):
+    __slots__ = ("actor", "seq")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    actor: _common_pb2.ActorRef
+    seq: int
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., seq: _Optional[int] = ...) -> None: ...
+
+class DeadLetter(_message.Message):
+    __slots__ = ("actor", "seq", "method", "payload", "metadata", "error", "attempts", "failed_unix_ms")
+    class MetadataEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    FAILED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    actor: _common_pb2.ActorRef
+    seq: int
+    method: str
+    payload: _common_pb2.Payload
+    metadata: _containers.ScalarMap[str, str]
+    error: str
+    attempts: int
+    failed_unix_ms: int
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., seq: _Optional[int] = ..., method: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ..., failed_unix_ms: _Optional[int] = ...) -> None: ...
+
+class RedriveDeadLetterResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DropDeadLetterResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -64,6 +64,26 @@ class AdminStub(object):
                 request_serializer=troupe_dot_v1_dot_admin__pb2.AdvanceClockRequest.SerializeToString,
                 response_deserializer=troupe_dot_v1_dot_admin__pb2.AdvanceClockResponse.FromString,
                 _registered_method=True)
+        self.ListDeadLetters = channel.unary_unary(
+                '/troupe.v1.Admin/ListDeadLetters',
+                request_serializer=troupe_dot_v1_dot_admin__pb2.ListDeadLettersRequest.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_admin__pb2.ListDeadLettersResponse.FromString,
+                _registered_method=True)
+        self.GetDeadLetter = channel.unary_unary(
+                '/troupe.v1.Admin/GetDeadLetter',
+                request_serializer=troupe_dot_v1_dot_admin__pb2.DeadLetterRef.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_admin__pb2.DeadLetter.FromString,
+                _registered_method=True)
+        self.RedriveDeadLetter = channel.unary_unary(
+                '/troupe.v1.Admin/RedriveDeadLetter',
+                request_serializer=troupe_dot_v1_dot_admin__pb2.DeadLetterRef.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_admin__pb2.RedriveDeadLetterResponse.FromString,
+                _registered_method=True)
+        self.DropDeadLetter = channel.unary_unary(
+                '/troupe.v1.Admin/DropDeadLetter',
+                request_serializer=troupe_dot_v1_dot_admin__pb2.DeadLetterRef.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_admin__pb2.DropDeadLetterResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer(object):
@@ -117,6 +137,38 @@ class AdminServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListDeadLetters(self, request, context):
+        """Durable tells that failed every attempt (docs/delivery.md), ordered by
+        (type, id, seq). The store is shared by the cluster, so any daemon lists
+        all of them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetDeadLetter(self, request, context):
+        """One dead letter with its payload. NOT_FOUND when there is none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RedriveDeadLetter(self, request, context):
+        """Sends a dead letter again as a new durable tell (stored in the actor's
+        inbox first, wherever its owner is), then forgets it. NOT_FOUND when
+        there is none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DropDeadLetter(self, request, context):
+        """Forgets a dead letter. NOT_FOUND when there is none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -149,6 +201,26 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.AdvanceClock,
                     request_deserializer=troupe_dot_v1_dot_admin__pb2.AdvanceClockRequest.FromString,
                     response_serializer=troupe_dot_v1_dot_admin__pb2.AdvanceClockResponse.SerializeToString,
+            ),
+            'ListDeadLetters': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDeadLetters,
+                    request_deserializer=troupe_dot_v1_dot_admin__pb2.ListDeadLettersRequest.FromString,
+                    response_serializer=troupe_dot_v1_dot_admin__pb2.ListDeadLettersResponse.SerializeToString,
+            ),
+            'GetDeadLetter': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetDeadLetter,
+                    request_deserializer=troupe_dot_v1_dot_admin__pb2.DeadLetterRef.FromString,
+                    response_serializer=troupe_dot_v1_dot_admin__pb2.DeadLetter.SerializeToString,
+            ),
+            'RedriveDeadLetter': grpc.unary_unary_rpc_method_handler(
+                    servicer.RedriveDeadLetter,
+                    request_deserializer=troupe_dot_v1_dot_admin__pb2.DeadLetterRef.FromString,
+                    response_serializer=troupe_dot_v1_dot_admin__pb2.RedriveDeadLetterResponse.SerializeToString,
+            ),
+            'DropDeadLetter': grpc.unary_unary_rpc_method_handler(
+                    servicer.DropDeadLetter,
+                    request_deserializer=troupe_dot_v1_dot_admin__pb2.DeadLetterRef.FromString,
+                    response_serializer=troupe_dot_v1_dot_admin__pb2.DropDeadLetterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -313,6 +385,114 @@ class Admin(object):
             '/troupe.v1.Admin/AdvanceClock',
             troupe_dot_v1_dot_admin__pb2.AdvanceClockRequest.SerializeToString,
             troupe_dot_v1_dot_admin__pb2.AdvanceClockResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDeadLetters(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.Admin/ListDeadLetters',
+            troupe_dot_v1_dot_admin__pb2.ListDeadLettersRequest.SerializeToString,
+            troupe_dot_v1_dot_admin__pb2.ListDeadLettersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetDeadLetter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.Admin/GetDeadLetter',
+            troupe_dot_v1_dot_admin__pb2.DeadLetterRef.SerializeToString,
+            troupe_dot_v1_dot_admin__pb2.DeadLetter.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RedriveDeadLetter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.Admin/RedriveDeadLetter',
+            troupe_dot_v1_dot_admin__pb2.DeadLetterRef.SerializeToString,
+            troupe_dot_v1_dot_admin__pb2.RedriveDeadLetterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DropDeadLetter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.Admin/DropDeadLetter',
+            troupe_dot_v1_dot_admin__pb2.DeadLetterRef.SerializeToString,
+            troupe_dot_v1_dot_admin__pb2.DropDeadLetterResponse.FromString,
             options,
             channel_credentials,
             insecure,

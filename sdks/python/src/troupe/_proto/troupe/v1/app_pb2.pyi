@@ -44,7 +44,7 @@ class Register(_message.Message):
     def __init__(self, app_name: _Optional[str] = ..., types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., sdk: _Optional[str] = ..., accepts_batches: bool = ..., max_receive_bytes: _Optional[int] = ..., api_version: _Optional[int] = ...) -> None: ...
 
 class ActorTypeSpec(_message.Message):
-    __slots__ = ("name", "idle_timeout_ms", "max_mailbox", "reentrant", "state_mode", "readonly_methods", "turn_timeout_ms", "max_pending_calls")
+    __slots__ = ("name", "idle_timeout_ms", "max_mailbox", "reentrant", "state_mode", "readonly_methods", "turn_timeout_ms", "max_pending_calls", "durable_tells")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_MAILBOX_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +53,7 @@ class ActorTypeSpec(_message.Message):
     READONLY_METHODS_FIELD_NUMBER: _ClassVar[int]
     TURN_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_PENDING_CALLS_FIELD_NUMBER: _ClassVar[int]
+    DURABLE_TELLS_FIELD_NUMBER: _ClassVar[int]
     name: str
     idle_timeout_ms: int
     max_mailbox: int
@@ -61,7 +62,8 @@ class ActorTypeSpec(_message.Message):
     readonly_methods: _containers.RepeatedScalarFieldContainer[str]
     turn_timeout_ms: int
     max_pending_calls: int
-    def __init__(self, name: _Optional[str] = ..., idle_timeout_ms: _Optional[int] = ..., max_mailbox: _Optional[int] = ..., reentrant: bool = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., readonly_methods: _Optional[_Iterable[str]] = ..., turn_timeout_ms: _Optional[int] = ..., max_pending_calls: _Optional[int] = ...) -> None: ...
+    durable_tells: bool
+    def __init__(self, name: _Optional[str] = ..., idle_timeout_ms: _Optional[int] = ..., max_mailbox: _Optional[int] = ..., reentrant: bool = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., readonly_methods: _Optional[_Iterable[str]] = ..., turn_timeout_ms: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., durable_tells: bool = ...) -> None: ...
 
 class ActivateResult(_message.Message):
     __slots__ = ("call_id", "error", "changes", "lease_expired")

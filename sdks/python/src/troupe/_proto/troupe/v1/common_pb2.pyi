@@ -25,6 +25,12 @@ class TurnKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TURN_KIND_REMINDER: _ClassVar[TurnKind]
     TURN_KIND_TIMER: _ClassVar[TurnKind]
     TURN_KIND_ALARM: _ClassVar[TurnKind]
+
+class Delivery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DELIVERY_UNSPECIFIED: _ClassVar[Delivery]
+    DELIVERY_BEST_EFFORT: _ClassVar[Delivery]
+    DELIVERY_DURABLE: _ClassVar[Delivery]
 CONTENT_TYPE_UNSPECIFIED: ContentType
 CONTENT_TYPE_JSON: ContentType
 CONTENT_TYPE_BYTES: ContentType
@@ -36,6 +42,9 @@ TURN_KIND_CALL: TurnKind
 TURN_KIND_REMINDER: TurnKind
 TURN_KIND_TIMER: TurnKind
 TURN_KIND_ALARM: TurnKind
+DELIVERY_UNSPECIFIED: Delivery
+DELIVERY_BEST_EFFORT: Delivery
+DELIVERY_DURABLE: Delivery
 
 class ActorRef(_message.Message):
     __slots__ = ("type", "id")

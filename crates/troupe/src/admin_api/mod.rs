@@ -1,5 +1,7 @@
 //! `troupe.v1.Admin`: what operators and the CLI inspect.
 
+mod dead_letters;
+
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
 use troupe_runtime::input::range;
@@ -217,6 +219,8 @@ impl pb::admin_server::Admin for AdminApi {
                 })
                 .collect(),
             stored: d.stored,
+            inbox_depth: d.inbox_depth as u64,
+            dead_letters: d.dead_letters as u64,
         }))
     }
 
@@ -279,5 +283,33 @@ impl pb::admin_server::Admin for AdminApi {
             alarms_fired: advanced.alarms_fired,
             timers_fired: advanced.timers_fired,
         }))
+    }
+
+    async fn list_dead_letters(
+        &self,
+        request: Request<pb::ListDeadLettersRequest>,
+    ) -> Result<Response<pb::ListDeadLettersResponse>, Status> {
+        dead_letters::list(&self.runtime, request.into_inner()).await
+    }
+
+    async fn get_dead_letter(
+        &self,
+        request: Request<pb::DeadLetterRef>,
+    ) -> Result<Response<pb::DeadLetter>, Status> {
+        dead_letters::get(&self.runtime, request.into_inner()).await
+    }
+
+    async fn redrive_dead_letter(
+        &self,
+        request: Request<pb::DeadLetterRef>,
+    ) -> Result<Response<pb::RedriveDeadLetterResponse>, Status> {
+        dead_letters::redrive(&self.runtime, request.into_inner()).await
+    }
+
+    async fn drop_dead_letter(
+        &self,
+        request: Request<pb::DeadLetterRef>,
+    ) -> Result<Response<pb::DropDeadLetterResponse>, Status> {
+        dead_letters::drop_letter(&self.runtime, request.into_inner()).await
     }
 }

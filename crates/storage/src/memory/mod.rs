@@ -1,7 +1,13 @@
 //! In-memory state and reminders for tests and benchmarks: nothing survives
 //! the process.
+//!
+//! - `inbox`: actors' inboxes and the dead letters.
+//! - `reminders`: [`MemoryReminders`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+mod inbox;
+mod reminders;
+
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -11,9 +17,11 @@ use parking_lot::Mutex;
 
 use crate::fencing::EpochCheck;
 use crate::{
-    ActorWrite, Epoch, FencedActor, ReminderApplied, ReminderKey, ReminderOp, ReminderRecord,
-    ReminderStore, ReminderWrite, StateStore, StoreError, StoredState,
+    ActorWrite, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, StateStore, StoreError,
+    StoredState,
 };
+use inbox::Inboxes;
+pub use reminders::MemoryReminders;
 
 type ActorKey = (String, String);
 
@@ -48,6 +56,9 @@ fn checked<'a, T>(
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     actors: Mutex<BTreeMap<ActorKey, BTreeMap<String, Bytes>>>,
+    /// Inboxes and dead letters; locked after `actors`, so a batch's state
+    /// and inbox changes are seen together.
+    inboxes: Mutex<Inboxes>,
     epochs: Epochs,
     batches: AtomicU64,
     key_writes: AtomicU64,
@@ -71,10 +82,7 @@ impl MemoryStore {
     /// A reminder store whose writes are fenced by the same epochs as this
     /// store's.
     pub fn reminders(&self) -> MemoryReminders {
-        MemoryReminders {
-            epochs: self.epochs.clone(),
-            ..MemoryReminders::default()
-        }
+        MemoryReminders::with_epochs(self.epochs.clone())
     }
 }
 
@@ -132,6 +140,7 @@ impl StateStore for MemoryStore {
                 continue;
             }
             let actor = (write.actor_type.clone(), write.actor_id.clone());
+            self.inboxes.lock().apply(&actor, &write.inbox);
             let entry = actors.entry(actor.clone()).or_default();
             for (key, value) in &write.changes {
                 self.key_writes.fetch_add(1, Ordering::Relaxed);
@@ -161,139 +170,38 @@ impl StateStore for MemoryStore {
             .map(|(_, id)| id.clone())
             .collect())
     }
-}
 
-/// Reminders in memory, for tests and benchmarks.
-#[derive(Debug, Default)]
-pub struct MemoryReminders {
-    inner: Mutex<MemoryInner>,
-    epochs: Epochs,
-}
-
-#[derive(Debug, Default)]
-struct MemoryInner {
-    records: BTreeMap<ReminderKey, (u64, Bytes)>,
-    by_due: BTreeSet<(u64, ReminderKey)>,
-}
-
-impl MemoryReminders {
-    pub fn new() -> Self {
-        Self::default()
-    }
-}
-
-#[async_trait]
-impl ReminderStore for MemoryReminders {
-    async fn apply_reminders(
+    async fn load_inbox(
         &self,
-        writes: &[ReminderWrite],
-    ) -> Result<Vec<ReminderApplied>, StoreError> {
-        let mut inner = self.inner.lock();
-        let admitted = checked(
-            &self.epochs,
-            writes.iter().map(|w| {
-                let key = w.op.key();
-                (
-                    key.actor_type.as_str(),
-                    key.actor_id.as_str(),
-                    w.epoch,
-                    &w.op,
-                )
-            }),
-        );
-        let mut answers = vec![ReminderApplied::Fenced; writes.len()];
-        for (i, (ok, op)) in admitted.iter().enumerate() {
-            if let (true, ReminderOp::Put(r)) = (ok, op) {
-                if let Some((old, _)) = inner
-                    .records
-                    .insert(r.key.clone(), (r.due_unix_ms, r.data.clone()))
-                {
-                    inner.by_due.remove(&(old, r.key.clone()));
-                }
-                inner.by_due.insert((r.due_unix_ms, r.key.clone()));
-                answers[i] = ReminderApplied::Put;
-            }
-        }
-        for (i, (ok, op)) in admitted.iter().enumerate() {
-            if let (true, ReminderOp::Delete(key)) = (ok, op) {
-                let existed = match inner.records.remove(key) {
-                    Some((due, _)) => {
-                        inner.by_due.remove(&(due, key.clone()));
-                        true
-                    }
-                    None => false,
-                };
-                answers[i] = ReminderApplied::Deleted { existed };
-            }
-        }
-        Ok(answers)
+        actor_type: &str,
+        actor_id: &str,
+    ) -> Result<Vec<InboxEntry>, StoreError> {
+        Ok(self.inboxes.lock().load(actor_type, actor_id))
     }
 
-    async fn get_reminder(&self, key: &ReminderKey) -> Result<Option<ReminderRecord>, StoreError> {
-        Ok(self
-            .inner
-            .lock()
-            .records
-            .get(key)
-            .map(|(due, data)| ReminderRecord {
-                key: key.clone(),
-                due_unix_ms: *due,
-                data: data.clone(),
-            }))
-    }
-
-    async fn due_reminders(
+    async fn inbox_actors(
         &self,
-        after: Option<(u64, &ReminderKey)>,
-        until_unix_ms: u64,
+        after: Option<(&str, &str)>,
         limit: usize,
-    ) -> Result<Vec<ReminderRecord>, StoreError> {
-        use std::ops::Bound;
-        let inner = self.inner.lock();
-        let lower = match after {
-            Some((due, key)) => Bound::Excluded((due, key.clone())),
-            None => Bound::Unbounded,
-        };
-        Ok(inner
-            .by_due
-            .range((lower, Bound::Unbounded))
-            .take_while(|(due, _)| *due <= until_unix_ms)
-            .take(limit)
-            .filter_map(|(due, key)| {
-                inner.records.get(key).map(|(_, data)| ReminderRecord {
-                    key: key.clone(),
-                    due_unix_ms: *due,
-                    data: data.clone(),
-                })
-            })
-            .collect())
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(self.inboxes.lock().actors(after, limit))
     }
 
-    async fn list_reminders(
+    async fn list_dead_letters(
         &self,
         actor_type: Option<&str>,
-        actor_id: Option<&str>,
-        after: Option<&ReminderKey>,
+        after: Option<&DeadLetterKey>,
         limit: usize,
-    ) -> Result<Vec<ReminderRecord>, StoreError> {
-        let inner = self.inner.lock();
-        Ok(inner
-            .records
-            .iter()
-            .filter(|(k, _)| after.is_none_or(|a| *k > a))
-            .filter(|(k, _)| actor_type.is_none_or(|t| k.actor_type == t))
-            .filter(|(k, _)| actor_id.is_none_or(|i| k.actor_id == i))
-            .take(limit)
-            .map(|(k, (due, data))| ReminderRecord {
-                key: k.clone(),
-                due_unix_ms: *due,
-                data: data.clone(),
-            })
-            .collect())
+    ) -> Result<Vec<DeadLetter>, StoreError> {
+        Ok(self.inboxes.lock().dead_letters(actor_type, after, limit))
     }
 
-    async fn count_reminders(&self) -> Result<u64, StoreError> {
-        Ok(self.inner.lock().records.len() as u64)
+    async fn get_dead_letter(&self, key: &DeadLetterKey) -> Result<Option<DeadLetter>, StoreError> {
+        Ok(self.inboxes.lock().dead.get(key).cloned())
+    }
+
+    async fn remove_dead_letter(&self, key: &DeadLetterKey) -> Result<bool, StoreError> {
+        Ok(self.inboxes.lock().dead.remove(key).is_some())
     }
 }
 
@@ -304,6 +212,12 @@ mod tests {
     #[tokio::test]
     async fn memory_reminders_keep_the_store_contract() -> Result<(), StoreError> {
         crate::conformance::reminders(&MemoryReminders::new()).await
+    }
+
+    #[tokio::test]
+    async fn memory_inboxes_keep_the_store_contract() -> Result<(), StoreError> {
+        crate::conformance::inbox(&MemoryStore::new()).await?;
+        crate::conformance::inbox_fencing(&MemoryStore::new()).await
     }
 
     #[tokio::test]

@@ -1,0 +1,285 @@
+//! Durable tells: the actor's inbox in the store, and delivering from it.
+//!
+//! A durable tell is appended to its actor's inbox through the flusher, in
+//! the same batch as other writes (group commit), and acknowledged once that
+//! batch is stored. Its turn's end records the entry's removal under the
+//! activation's lock, beside the turn's state changes, so both reach the
+//! store in one batch: the state effects of a tell happen once. A failed
+//! turn is retried with backoff, then the entry becomes a dead letter.
+//!
+//! Sequence numbers order an actor's entries. They are given only once the
+//! activation has read the stored inbox (with its state, after its claim),
+//! above every stored one, so entries of an earlier owner or life always
+//! come first; until then a tell waits in the mailbox unsequenced, its
+//! acknowledgement not yet held.
+//!
+//! - `ops`: the inbox changes an activation has not written yet.
+//! - `record`: the entry's encoding.
+//! - `api`: `Runtime::tell_durable`, dead letters, inbox counts.
+//! - `scan`: activating owned actors with pending entries.
+
+mod api;
+mod ops;
+mod record;
+mod scan;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tracing::{debug, warn};
+use troupe_storage::{DeadLetter, DeadLetterKey, InboxEntry, InboxOp};
+
+use crate::activation::{Activation, Envelope, Inner, Status};
+use crate::error::CallError;
+use crate::reply::Reply;
+use crate::shared::Shared;
+use crate::types::{CallExtra, Payload, TurnKind};
+
+pub use api::DeadLetterInfo;
+use ops::push_op;
+pub(crate) use ops::restore_ops;
+pub(crate) use record::Header;
+
+/// Attempts before a tell becomes a dead letter, and the backoff between
+/// them (doubling from the first, capped).
+pub(crate) const MAX_ATTEMPTS: u32 = 3;
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// Which inbox entry a turn delivers.
+#[derive(Debug, Clone)]
+pub(crate) struct InboxDelivery {
+    /// 0 until sequenced.
+    pub(crate) seq: u64,
+    /// Failed attempts so far.
+    pub(crate) attempts: u32,
+    /// The stored entry (kept for a dead letter).
+    pub(crate) data: Bytes,
+}
+
+/// A durable tell's envelope tag.
+#[derive(Debug)]
+pub(crate) struct InboxTag {
+    pub(crate) delivery: InboxDelivery,
+    /// The caller's acknowledgement, until it is held for the batch that
+    /// stores the append.
+    pub(crate) ack: Option<Reply>,
+}
+
+impl Shared {
+    /// The next inbox sequence number: above `floor` and every one given
+    /// before, near the wall clock in microseconds so that numbers keep
+    /// rising across restarts (below 2^63, as stores keep them signed).
+    fn next_inbox_seq(&self, floor: u64) -> u64 {
+        let now_us = crate::clock::unix_now_ms().saturating_mul(1000);
+        let mut next = 0;
+        let _ = self
+            .inbox_clock
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |prev| {
+                next = prev.saturating_add(1).max(floor).max(now_us);
+                Some(next)
+            });
+        next
+    }
+
+    /// Gives a durable tell its sequence number and records its append, once
+    /// the activation knows its stored inbox; holds the caller's
+    /// acknowledgement until the batch with the append is stored. Called
+    /// with the activation locked.
+    pub(crate) fn sequence_tell(
+        &self,
+        act: &Arc<Activation>,
+        inner: &mut Inner,
+        env: &mut Envelope,
+    ) {
+        let Some(tag) = env.inbox.as_mut() else {
+            return;
+        };
+        if tag.delivery.seq != 0 || !inner.state_loaded() {
+            return;
+        }
+        tag.delivery.seq = self.next_inbox_seq(0);
+        let bytes = push_op(
+            inner,
+            InboxOp::Append(InboxEntry {
+                seq: tag.delivery.seq,
+                data: tag.delivery.data.clone(),
+            }),
+        );
+        self.flusher.mark_dirty(act, inner, bytes);
+        if let Some(ack) = tag.ack.take() {
+            self.flusher.hold_reply(act, ack, Ok(Payload::default()));
+        }
+    }
+
+    /// The activation read its stored inbox (`entries`, lowest seq first):
+    /// they go to the front of the mailbox, before anything that arrived
+    /// meanwhile, and the tells waiting unsequenced get numbers after them.
+    pub(crate) fn inbox_loaded(
+        &self,
+        act: &Arc<Activation>,
+        inner: &mut Inner,
+        entries: Vec<InboxEntry>,
+    ) {
+        if let Some(last) = entries.last() {
+            let _ = self
+                .inbox_clock
+                .fetch_max(last.seq.saturating_add(1), Ordering::Relaxed);
+        }
+        let mut stored = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match self.stored_envelope(&act.id, entry) {
+                Some(env) => stored.push(env),
+                None => break,
+            }
+        }
+        for env in stored.into_iter().rev() {
+            inner.mailbox.push_front(env);
+        }
+        let mut waiting: Vec<Envelope> = Vec::new();
+        for env in inner.mailbox.take_all() {
+            waiting.push(env);
+        }
+        for mut env in waiting {
+            self.sequence_tell(act, inner, &mut env);
+            inner.mailbox.push_back(env);
+        }
+    }
+
+    /// An envelope for a stored entry; `None` when the daemon-wide bound is
+    /// reached (the entry stays stored for the next activation).
+    fn stored_envelope(&self, actor: &crate::ActorId, entry: InboxEntry) -> Option<Envelope> {
+        let (header, payload) = record::decode(&entry.data).unwrap_or_else(|| {
+            warn!(actor = %actor, seq = entry.seq, "undecodable inbox entry; delivering it as method '$corrupt' so it ends as a dead letter");
+            (
+                Header {
+                    method: "$corrupt".into(),
+                    bytes: true,
+                    metadata: Vec::new(),
+                },
+                Payload::default(),
+            )
+        });
+        let slot = match self.pending.acquire() {
+            Ok(slot) => slot,
+            Err(e) => {
+                warn!(actor = %actor, error = %e, "inbox entries left stored: too many calls pending");
+                return None;
+            }
+        };
+        let extra = (!header.metadata.is_empty()).then(|| {
+            Box::new(CallExtra {
+                metadata: header.metadata,
+                ..CallExtra::default()
+            })
+        });
+        Some(Envelope {
+            kind: TurnKind::Call,
+            name: header.method.into(),
+            payload,
+            extra,
+            reply: Reply::None,
+            slot,
+            touch: true,
+            reentering: false,
+            inbox: Some(Box::new(InboxTag {
+                delivery: InboxDelivery {
+                    seq: entry.seq,
+                    attempts: 0,
+                    data: entry.data,
+                },
+                ack: None,
+            })),
+        })
+    }
+
+    /// A durable tell's turn ended (the activation locked): on success its
+    /// removal joins the turn's state changes; on failure it is retried
+    /// (returned, to deliver after the backoff) or becomes a dead letter.
+    pub(crate) fn inbox_turn_ended(
+        &self,
+        act: &Arc<Activation>,
+        inner: &mut Inner,
+        delivery: &InboxDelivery,
+        result: &Result<Payload, CallError>,
+    ) -> Option<(InboxDelivery, Duration)> {
+        let error = match result {
+            Ok(_) => {
+                push_op(inner, InboxOp::Remove { seq: delivery.seq });
+                self.flusher.mark_dirty(act, inner, 0);
+                return None;
+            }
+            Err(e) => e,
+        };
+        let attempts = delivery.attempts.saturating_add(1);
+        if attempts < MAX_ATTEMPTS {
+            let factor = 2u32.saturating_pow(attempts.saturating_sub(1));
+            let backoff = FIRST_BACKOFF.saturating_mul(factor).min(MAX_BACKOFF);
+            debug!(actor = %act.id, seq = delivery.seq, attempts, error = %error, "durable tell failed; retrying");
+            return Some((
+                InboxDelivery {
+                    attempts,
+                    ..delivery.clone()
+                },
+                backoff,
+            ));
+        }
+        warn!(actor = %act.id, seq = delivery.seq, attempts, error = %error, "durable tell failed every attempt; moved to the dead letters");
+        let letter = DeadLetter {
+            key: DeadLetterKey {
+                actor_type: act.id.ty.to_string(),
+                actor_id: act.id.id.to_string(),
+                seq: delivery.seq,
+            },
+            data: delivery.data.clone(),
+            error: error.to_string(),
+            attempts,
+            failed_unix_ms: crate::clock::unix_now_ms(),
+        };
+        let bytes = letter.data.len() + letter.error.len();
+        push_op(inner, InboxOp::DeadLetter(letter));
+        self.flusher.mark_dirty(act, inner, bytes);
+        None
+    }
+
+    /// Delivers a failed tell again after `backoff`, to the same
+    /// activation only: once it is gone, the stored entry is delivered by
+    /// the actor's next activation instead (never both).
+    pub(crate) fn retry_tell(
+        self: &Arc<Self>,
+        act: Arc<Activation>,
+        delivery: InboxDelivery,
+        backoff: Duration,
+    ) {
+        let shared = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(backoff).await;
+            let Some(mut env) = shared.stored_envelope(
+                &act.id,
+                InboxEntry {
+                    seq: delivery.seq,
+                    data: delivery.data.clone(),
+                },
+            ) else {
+                return;
+            };
+            if let Some(tag) = env.inbox.as_mut() {
+                tag.delivery.attempts = delivery.attempts;
+            }
+            let mut inner = act.inner.lock();
+            if matches!(inner.status, Status::Gone | Status::Deactivating) {
+                return;
+            }
+            inner.mailbox.push_front(env);
+            // A running turn's end schedules the actor itself.
+            let wake = !inner.scheduled && matches!(inner.status, Status::Idle | Status::Unloaded);
+            inner.scheduled |= wake;
+            drop(inner);
+            if wake {
+                shared.schedule(act);
+            }
+        });
+    }
+}

@@ -1,0 +1,77 @@
+//! Durable tells in a 2-daemon cluster on PostgreSQL: sent through the
+//! daemon that does not own the actor (forwarded, acknowledged once the
+//! owner stored them), then the owner leaves while they wait behind a long
+//! turn; the other daemon takes the actor over and delivers each one once.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use troupe_tests::cluster_fixture::{until_served, Cluster};
+use troupe_tests::log_app::tell_durable;
+use troupe_tests::store::ids;
+use troupe_tests::*;
+
+const TELLS: i64 = 30;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn durable_tells_are_forwarded_and_survive_a_hand_off() -> anyhow::Result<()> {
+    let Some(mut fx) =
+        Cluster::start("durable_tells_are_forwarded_and_survive_a_hand_off", 2).await?
+    else {
+        return Ok(());
+    };
+    // An actor d1 owns, reached through d2.
+    let mut via_d2 = fx.member("d2")?.client.clone();
+    let mut target = None;
+    for id in ids("t", 20) {
+        via_d2
+            .incr("counter", &id, 0)
+            .await
+            .with_context(|| fx.logs())?;
+        if fx.member("d1")?.live_ids().await?.contains(&id) {
+            target = Some(id);
+            break;
+        }
+    }
+    let id = target.context("no actor landed on d1")?;
+    // A long turn on d1 keeps the tells waiting there, stored.
+    let mut holder = via_d2.clone();
+    let hold_id = id.clone();
+    let hold = tokio::spawn(async move {
+        holder
+            .invoke_raw("counter", &hold_id, "sleep", r#"{"kwargs":{"ms":3000}}"#)
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for n in 0..TELLS {
+        tell_durable(&mut via_d2, "counter", &id, "incr", n)
+            .await
+            .with_context(|| format!("durable tell {n} through d2\n{}", fx.logs()))?;
+    }
+    // Acknowledged by d1 (the owner) with the actor still busy: none ran.
+    let (entries, _) = via_d2.state("counter", &id).await?;
+    anyhow::ensure!(
+        entries.get("count").map(|v| &v[..]) == Some(&b"0"[..]),
+        "tells ran before the hand-off: the test checks nothing ({entries:?})"
+    );
+    // d1 leaves: d2 takes the actor over from the shared store.
+    let mut d1 = fx.forget("d1").context("no d1")?;
+    let status = d1.daemon.terminate().await?;
+    anyhow::ensure!(status.success(), "d1 did not stop cleanly: {status:?}");
+    hold.abort();
+    let count = poll_until(Duration::from_secs(30), "every tell applied on d2", || {
+        let mut c = via_d2.clone();
+        let id = id.clone();
+        async move {
+            let count = until_served(&mut c, &id, WAIT).await?;
+            Ok((count >= TELLS).then_some(count))
+        }
+    })
+    .await
+    .with_context(|| fx.logs())?;
+    // Settled: no tell applied twice, after the scan had time to run again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let again = until_served(&mut via_d2, &id, WAIT).await?;
+    assert_eq!((count, again), (TELLS, TELLS), "each tell applied once");
+    Ok(())
+}
