@@ -44,8 +44,8 @@ pub(crate) struct Envelope {
     /// A call back into an actor already waiting on its chain, for a
     /// re-entrant type: runs nested in that turn instead of queueing.
     pub(crate) reentering: bool,
-    /// A durable tell: its place in the actor's inbox (`crate::inbox`).
-    pub(crate) inbox: Option<Box<crate::inbox::InboxTag>>,
+    /// A durable tell: its place in the actor's inbox (the `inbox` module).
+    pub(crate) inbox: Option<Box<crate::inbox::tag::InboxTag>>,
 }
 
 impl Envelope {
@@ -93,7 +93,7 @@ pub(crate) struct Inner {
     pub(crate) binding: Option<Arc<Binding>>,
     pub(crate) state: StateSnapshot,
     /// Keys changed since the last flush, and inbox changes to write with
-    /// them (in the same batch: see `crate::inbox`).
+    /// them (in the same batch: see the `inbox` module).
     pub(crate) dirty: Option<Box<Dirty>>,
 }
 

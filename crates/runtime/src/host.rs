@@ -156,7 +156,7 @@ pub(crate) struct TurnMeta {
     /// The method, when it is read-only: its changes are refused.
     pub(crate) readonly: Option<Arc<str>>,
     /// The inbox entry a durable tell's turn delivers.
-    pub(crate) inbox: Option<Box<crate::inbox::InboxDelivery>>,
+    pub(crate) inbox: Option<Box<crate::inbox::tag::InboxDelivery>>,
 }
 
 impl TurnDone {

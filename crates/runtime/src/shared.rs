@@ -75,7 +75,7 @@ pub(crate) struct Shared {
     pub(crate) metrics: Option<Arc<Metrics>>,
     /// Carries calls to other daemons, in a cluster.
     pub(crate) forwarder: OnceLock<Arc<dyn Forwarder>>,
-    /// The last inbox sequence number given (`crate::inbox`).
+    /// The last inbox sequence number given (the `inbox` module).
     pub(crate) inbox_clock: std::sync::atomic::AtomicU64,
     /// The key of the chains this daemon issues to turns, and the turns
     /// running with one (`chain_token`).

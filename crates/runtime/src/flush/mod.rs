@@ -340,7 +340,7 @@ impl Flusher {
         }
         let dirty = inner.dirty.get_or_insert_with(Default::default);
         dirty.keys.extend(write.changes.into_iter().map(|(k, _)| k));
-        crate::inbox::restore_ops(&mut dirty.inbox, write.inbox);
+        crate::inbox::ops::restore_ops(&mut dirty.inbox, write.inbox);
         self.mark_dirty(act, &mut inner, 0);
     }
 }

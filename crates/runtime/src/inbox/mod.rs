@@ -19,15 +19,15 @@
 //! - `scan`: activating owned actors with pending entries.
 
 mod api;
-mod ops;
+pub(crate) mod ops;
 mod record;
 mod scan;
+pub(crate) mod tag;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use tracing::{debug, warn};
 use troupe_storage::{DeadLetter, DeadLetterKey, InboxEntry, InboxOp};
 
@@ -39,34 +39,14 @@ use crate::types::{CallExtra, Payload, TurnKind};
 
 pub use api::DeadLetterInfo;
 use ops::push_op;
-pub(crate) use ops::restore_ops;
 pub(crate) use record::Header;
+pub(crate) use tag::{InboxDelivery, InboxTag};
 
 /// Attempts before a tell becomes a dead letter, and the backoff between
 /// them (doubling from the first, capped).
 pub(crate) const MAX_ATTEMPTS: u32 = 3;
 const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
-
-/// Which inbox entry a turn delivers.
-#[derive(Debug, Clone)]
-pub(crate) struct InboxDelivery {
-    /// 0 until sequenced.
-    pub(crate) seq: u64,
-    /// Failed attempts so far.
-    pub(crate) attempts: u32,
-    /// The stored entry (kept for a dead letter).
-    pub(crate) data: Bytes,
-}
-
-/// A durable tell's envelope tag.
-#[derive(Debug)]
-pub(crate) struct InboxTag {
-    pub(crate) delivery: InboxDelivery,
-    /// The caller's acknowledgement, until it is held for the batch that
-    /// stores the append.
-    pub(crate) ack: Option<Reply>,
-}
 
 impl Shared {
     /// The next inbox sequence number: above `floor` and every one given
