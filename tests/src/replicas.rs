@@ -17,12 +17,40 @@ use crate::{pb, poll_until, troupe_bin, within, WAIT};
 
 pub type PlacementClient = pb::placement_client::PlacementClient<Channel>;
 
-/// A free loopback port. Another process could take it before it is used;
-/// replicas need their peers' ports before they start, so this is the
-/// price of real processes.
+/// A free loopback port for a process started later (replicas need their
+/// peers' ports before they start).
+///
+/// Not from `bind(0)`: that hands out ports of the ephemeral range, which
+/// every outgoing connection on the machine also draws from, so a port
+/// picked there was seen taken by a client socket by the time its replica
+/// started seconds later. Below that range only listeners that name their
+/// port land; a random one that binds now is very likely still free then.
 pub fn free_port() -> anyhow::Result<u16> {
+    let low = ephemeral_low().unwrap_or(32768);
+    let base: u16 = 10_000;
+    let span = low.saturating_sub(base).max(1);
+    for attempt in 0..1_000u64 {
+        let random = {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(attempt);
+            h.write_u32(std::process::id());
+            h.finish()
+        };
+        let port = base.saturating_add(u16::try_from(random % u64::from(span)).unwrap_or(0));
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    // Nothing free below the range (unlikely): the ephemeral range after all.
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
+}
+
+/// The first port of the kernel's ephemeral range, where it says.
+fn ephemeral_low() -> Option<u16> {
+    let text = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    text.split_whitespace().next()?.parse().ok()
 }
 
 /// One `troupe placement serve` process. Killed when dropped.
