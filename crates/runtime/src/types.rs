@@ -324,6 +324,9 @@ pub struct CallExtra {
     /// forwarded calls (the binary's link service), never from a request's
     /// fields.
     pub chain_from_peer: bool,
+    /// Names one logical call across its retries: its answer is recorded
+    /// with the actor and replayed to a retry (the `idempotency` module).
+    pub idempotency_key: Option<Box<str>>,
 }
 
 /// The target of every span the runtime makes for trace export. Nothing else

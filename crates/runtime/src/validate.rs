@@ -56,6 +56,9 @@ pub fn extra(extra: &CallExtra, limit: usize) -> Result<(), CallError> {
              --max-payload-bytes)"
         )));
     }
+    if let Some(key) = &extra.idempotency_key {
+        name("idempotency key", key)?;
+    }
     if let Some(chain) = &extra.chain {
         name("call chain id", &chain.id)?;
         for actor in &chain.actors {

@@ -202,6 +202,7 @@ pub fn tell_of(r: pb::InvokeRequest) -> pb::TellRequest {
         metadata: r.metadata,
         chain: r.chain,
         delivery: 0,
+        idempotency_key: r.idempotency_key,
     }
 }
 

@@ -63,8 +63,9 @@ pub fn payload_to_pb(p: Payload) -> pb::Payload {
 pub fn extra(
     metadata: std::collections::HashMap<String, String>,
     chain: Option<pb::CallChain>,
+    idempotency_key: String,
 ) -> Option<Box<CallExtra>> {
-    if metadata.is_empty() && chain.is_none() {
+    if metadata.is_empty() && chain.is_none() && idempotency_key.is_empty() {
         return None;
     }
     let mut metadata: Vec<_> = metadata.into_iter().collect();
@@ -80,6 +81,7 @@ pub fn extra(
                 .collect(),
             token: ChainToken::new(c.token),
         }),
+        idempotency_key: (!idempotency_key.is_empty()).then(|| idempotency_key.into()),
         ..CallExtra::default()
     }))
 }

@@ -56,11 +56,21 @@ pub fn request_from_pb(
 ) -> Result<ActorRequest, Status> {
     Ok(match request {
         PbRequest::Invoke(r) => ActorRequest::Invoke(call(
-            r.actor, r.method, r.payload, r.metadata, r.chain, timeout,
+            r.actor,
+            r.method,
+            r.payload,
+            extra(r.metadata, r.chain, r.idempotency_key),
+            timeout,
         )?),
         PbRequest::Tell(r) => {
             let durable = r.delivery() == pb::Delivery::Durable;
-            let call = call(r.actor, r.method, r.payload, r.metadata, r.chain, None)?;
+            let call = call(
+                r.actor,
+                r.method,
+                r.payload,
+                extra(r.metadata, r.chain, r.idempotency_key),
+                None,
+            )?;
             if durable {
                 ActorRequest::TellDurable(call)
             } else {
@@ -140,7 +150,7 @@ pub fn request_from_pb(
 }
 
 fn tell_to_pb(c: Call, delivery: pb::Delivery) -> PbRequest {
-    let (actor, method, payload, metadata, chain) = call_parts(c);
+    let (actor, method, payload, metadata, chain, idempotency_key) = call_parts(c);
     PbRequest::Tell(pb::TellRequest {
         actor,
         method,
@@ -148,6 +158,7 @@ fn tell_to_pb(c: Call, delivery: pb::Delivery) -> PbRequest {
         metadata,
         chain,
         delivery: delivery.into(),
+        idempotency_key,
     })
 }
 
@@ -156,13 +167,14 @@ fn tell_to_pb(c: Call, delivery: pb::Delivery) -> PbRequest {
 pub fn request_to_pb(request: ActorRequest) -> PbRequest {
     match request {
         ActorRequest::Invoke(c) => {
-            let (actor, method, payload, metadata, chain) = call_parts(c);
+            let (actor, method, payload, metadata, chain, idempotency_key) = call_parts(c);
             PbRequest::Invoke(pb::InvokeRequest {
                 actor,
                 method,
                 payload,
                 metadata,
                 chain,
+                idempotency_key,
             })
         }
         ActorRequest::Tell(c) => tell_to_pb(c, pb::Delivery::Unspecified),
@@ -257,8 +269,7 @@ fn call(
     actor: Option<pb::ActorRef>,
     method: String,
     body: Option<pb::Payload>,
-    metadata: HashMap<String, String>,
-    chain: Option<pb::CallChain>,
+    extra: Option<Box<CallExtra>>,
     timeout: Option<Duration>,
 ) -> Result<Call, Status> {
     Ok(Call {
@@ -266,7 +277,7 @@ fn call(
         kind: TurnKind::Call,
         method: method.into(),
         payload: payload(body),
-        extra: extra(metadata, chain),
+        extra,
         timeout,
     })
 }
@@ -277,16 +288,20 @@ type CallParts = (
     Option<pb::Payload>,
     HashMap<String, String>,
     Option<pb::CallChain>,
+    String,
 );
 
 fn call_parts(call: Call) -> CallParts {
-    let (metadata, chain) = match call.extra {
-        None => (Vec::new(), None),
+    let (metadata, chain, key) = match call.extra {
+        None => (Vec::new(), None, None),
         Some(extra) => {
             let CallExtra {
-                metadata, chain, ..
+                metadata,
+                chain,
+                idempotency_key,
+                ..
             } = *extra;
-            (metadata, chain)
+            (metadata, chain, idempotency_key)
         }
     };
     (
@@ -295,6 +310,7 @@ fn call_parts(call: Call) -> CallParts {
         Some(payload_to_pb(call.payload)),
         metadata.into_iter().collect(),
         chain.as_ref().map(chain_to_pb),
+        key.map(String::from).unwrap_or_default(),
     )
 }
 
