@@ -8,8 +8,10 @@
 //! - `reminders`: `ReminderStore`.
 //! - `inbox`: actor inboxes and dead letters, written in the state batch's
 //!   transaction.
+//! - `records`: call records (idempotency keys' answers), likewise.
 
 mod inbox;
+mod records;
 mod reminders;
 mod state;
 mod state_write;

@@ -20,8 +20,8 @@ use bytes::Bytes;
 use deadpool_postgres::GenericClient;
 
 use troupe_storage::{
-    ActorWrite, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, StateStore, StoreError,
-    StoredState,
+    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, StateStore,
+    StoreError, StoredState,
 };
 
 use crate::state_write::write_state;
@@ -127,7 +127,8 @@ impl StateStore for PostgresStore {
                 }
             }
         }
-        if order.is_empty() && epochs.is_empty() && !crate::inbox::has_inbox(batch) {
+        let with_extras = crate::inbox::has_inbox(batch) || crate::records::has_records(batch);
+        if order.is_empty() && epochs.is_empty() && !with_extras {
             return Ok(Vec::new());
         }
         let (mut set_types, mut set_ids, mut set_keys, mut set_values) =
@@ -155,7 +156,6 @@ impl StateStore for PostgresStore {
             fenced_ids.push(*id);
             fenced_epochs.push(sql_epoch(*epoch));
         }
-        let with_inbox = crate::inbox::has_inbox(batch);
         let op = async {
             let mut client = self.client(DOING).await?;
             let failed = |e: tokio_postgres::Error| self.query_error(DOING, &e);
@@ -170,16 +170,16 @@ impl StateStore for PostgresStore {
             ];
             let fencing: Option<[&(dyn tokio_postgres::types::ToSql + Sync); 3]> =
                 (!epochs.is_empty()).then_some([&fenced_types, &fenced_ids, &fenced_epochs]);
-            if !with_inbox {
+            if !with_extras {
                 // One statement in autocommit: one round trip, one
                 // transaction, durable once it returns (synchronous_commit).
                 return write_state(&client, &changes, fencing)
                     .await
                     .map_err(failed);
             }
-            // Inbox ops ride in the state's transaction, after the fencing
-            // statement has locked the actors' epochs, so they land with the
-            // state or not at all.
+            // Inbox ops and call records ride in the state's transaction,
+            // after the fencing statement has locked the actors' epochs, so
+            // they land with the state or not at all.
             let tx = client.transaction().await.map_err(failed)?;
             let refused = write_state(&tx, &changes, fencing).await.map_err(failed)?;
             let skip: std::collections::HashSet<(String, String)> = refused
@@ -187,6 +187,9 @@ impl StateStore for PostgresStore {
                 .map(|f| (f.actor_type.clone(), f.actor_id.clone()))
                 .collect();
             crate::inbox::write(&tx, batch, &skip)
+                .await
+                .map_err(failed)?;
+            crate::records::write(&tx, batch, &skip)
                 .await
                 .map_err(failed)?;
             tx.commit().await.map_err(failed)?;
@@ -255,6 +258,19 @@ impl StateStore for PostgresStore {
 
     async fn remove_dead_letter(&self, key: &DeadLetterKey) -> Result<bool, StoreError> {
         self.dead_remove(key).await
+    }
+
+    async fn load_records(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        since_unix_ms: u64,
+    ) -> Result<Vec<CallRecord>, StoreError> {
+        self.records_load(actor_type, actor_id, since_unix_ms).await
+    }
+
+    async fn expire_records(&self, before_unix_ms: u64, limit: usize) -> Result<u64, StoreError> {
+        self.records_expire(before_unix_ms, limit).await
     }
 }
 

@@ -86,6 +86,18 @@ const MIGRATIONS: &[&str] = &[
         failed_ms  bigint NOT NULL,
         PRIMARY KEY (actor_type, actor_id, seq)
     )",
+    // 5: call records (answers of keyed calls, written with the state batch
+    // of their actor), with the age index expiry deletes by.
+    "CREATE TABLE IF NOT EXISTS troupe_call_records (
+        actor_type  text COLLATE \"C\" NOT NULL,
+        actor_id    text COLLATE \"C\" NOT NULL,
+        key         text COLLATE \"C\" NOT NULL,
+        recorded_ms bigint NOT NULL,
+        data        bytea NOT NULL,
+        PRIMARY KEY (actor_type, actor_id, key)
+    );
+    CREATE INDEX IF NOT EXISTS troupe_call_records_by_age
+        ON troupe_call_records (recorded_ms)",
 ];
 
 /// Actor state in a PostgreSQL database.

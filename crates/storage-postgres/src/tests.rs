@@ -232,6 +232,20 @@ mod live {
     }
 
     #[tokio::test]
+    async fn call_records_keep_the_store_contract() -> TestResult {
+        let Some(base) = postgres_url("PostgresStore call records")? else {
+            return Ok(());
+        };
+        let db = TempDb::create(&base).await?;
+        let store = PostgresStore::connect(&db.url).await?;
+        troupe_storage::conformance::records(&store).await?;
+        troupe_storage::conformance::records_fencing(&store).await?;
+        drop(store);
+        db.drop_db().await;
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn reminders_keep_the_store_contract() -> TestResult {
         let Some(base) = postgres_url("PostgresStore reminders")? else {
             return Ok(());
@@ -273,7 +287,7 @@ mod live {
             .collect();
         assert_eq!(
             versions,
-            vec![1, 2, 3, 4],
+            vec![1, 2, 3, 4, 5],
             "each migration is recorded once"
         );
         client

@@ -1,6 +1,6 @@
-//! The embedded store, the default under `--data-dir`: actor state and
-//! reminders in one sled database, each batch one atomic `apply_batch` plus
-//! an fsync. The database is re-opened after an I/O error (`db`), so a store
+//! The embedded store, the default under `--data-dir`: actor state,
+//! inboxes, call records and reminders in one sled database, each batch one
+//! atomic `apply_batch` plus an fsync. The database is re-opened after an I/O error (`db`), so a store
 //! that failed (a full disk) recovers by itself once the file system does.
 //!
 //! Owner epochs (fencing) are accepted and not checked: sled locks its
@@ -11,6 +11,7 @@
 mod db;
 mod inbox;
 mod keys;
+mod records;
 mod reminders;
 mod state;
 

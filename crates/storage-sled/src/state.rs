@@ -6,8 +6,8 @@ use std::path::Path;
 use async_trait::async_trait;
 use bytes::Bytes;
 use troupe_storage::{
-    ActorWrite, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, StateStore, StoreError,
-    StoredState,
+    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, StateStore,
+    StoreError, StoredState,
 };
 
 use crate::db::SledDb;
@@ -73,6 +73,7 @@ impl StateStore for SledStore {
     async fn write_batch(&self, batch: &[ActorWrite]) -> Result<Vec<FencedActor>, StoreError> {
         let mut sled_batch = sled::Batch::default();
         let mut bytes = 0u64;
+        let mut records = Vec::new();
         for write in batch {
             let prefix = actor_prefix(&write.actor_type, &write.actor_id);
             for (key, value) in &write.changes {
@@ -94,9 +95,16 @@ impl StateStore for SledStore {
                 &write.inbox,
             );
             bytes = bytes.saturating_add(inbox_bytes);
+            records.extend(crate::records::prepare(
+                &write.actor_type,
+                &write.actor_id,
+                &write.records,
+                &mut bytes,
+            ));
         }
         self.db
             .write(bytes, move |db| {
+                crate::records::stage(db, &mut sled_batch, records)?;
                 db.state.apply_batch(sled_batch)?;
                 db.db.flush()?;
                 Ok(Vec::new())
@@ -187,6 +195,26 @@ impl StateStore for SledStore {
             .await
     }
 
+    async fn load_records(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        since_unix_ms: u64,
+    ) -> Result<Vec<CallRecord>, StoreError> {
+        let (ty, id) = (actor_type.to_owned(), actor_id.to_owned());
+        self.db
+            .read(move |db| crate::records::load(db, &ty, &id, since_unix_ms))
+            .await
+    }
+
+    async fn expire_records(&self, before_unix_ms: u64, limit: usize) -> Result<u64, StoreError> {
+        self.db
+            .write(0, move |db| {
+                crate::records::expire(db, before_unix_ms, limit)
+            })
+            .await
+    }
+
     async fn remove_dead_letter(&self, key: &DeadLetterKey) -> Result<bool, StoreError> {
         let key = crate::inbox::dead_key(key);
         self.db
@@ -224,6 +252,7 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| StoreError::Io(e.to_string()))?;
         let store = SledStore::open(dir.path())?;
         troupe_storage::conformance::inbox(&store).await?;
+        troupe_storage::conformance::records(&store).await?;
         // Inbox and dead-letter keys never show up as actors with state:
         // only `a` has a state key.
         assert_eq!(store.list_actors("i", None, 10).await?, vec!["a"]);

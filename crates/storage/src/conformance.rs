@@ -3,8 +3,10 @@
 //! those tests share.
 
 mod inbox;
+mod records;
 
 pub use inbox::{inbox, inbox_fencing};
+pub use records::{records, records_fencing};
 
 use bytes::Bytes;
 
@@ -39,6 +41,7 @@ pub fn write_at(
             })
             .collect(),
         inbox: Vec::new(),
+        records: Vec::new(),
     }
 }
 

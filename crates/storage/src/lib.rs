@@ -16,10 +16,12 @@ pub mod conformance;
 pub mod fencing;
 mod inbox;
 mod memory;
+mod records;
 mod reminders;
 
 pub use inbox::{DeadLetter, DeadLetterKey, InboxEntry, InboxOp};
 pub use memory::{MemoryReminders, MemoryStore};
+pub use records::CallRecord;
 pub use reminders::{
     ReminderApplied, ReminderKey, ReminderOp, ReminderRecord, ReminderStore, ReminderWrite,
 };
@@ -46,12 +48,15 @@ pub struct ActorWrite {
     /// the same atomic batch and refused with them when fenced. A batch
     /// never names one `seq` twice for an actor.
     pub inbox: Vec<InboxOp>,
+    /// Answers of keyed calls, stored with `changes` in the same atomic,
+    /// fenced batch (a key recorded again keeps its first record).
+    pub records: Vec<CallRecord>,
 }
 
 impl ActorWrite {
     /// Whether the write changes nothing.
     pub fn is_empty(&self) -> bool {
-        self.changes.is_empty() && self.inbox.is_empty()
+        self.changes.is_empty() && self.inbox.is_empty() && self.records.is_empty()
     }
 }
 
@@ -198,4 +203,17 @@ pub trait StateStore: Send + Sync + std::fmt::Debug + 'static {
 
     /// Forgets a dead letter; whether it existed.
     async fn remove_dead_letter(&self, key: &DeadLetterKey) -> Result<bool, StoreError>;
+
+    /// The actor's call records recorded at or after `since_unix_ms`.
+    async fn load_records(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        since_unix_ms: u64,
+    ) -> Result<Vec<CallRecord>, StoreError>;
+
+    /// Forgets up to `limit` call records (of any actor) recorded before
+    /// `before_unix_ms`; returns how many went. Not fenced: an expired
+    /// record is no one's to keep.
+    async fn expire_records(&self, before_unix_ms: u64, limit: usize) -> Result<u64, StoreError>;
 }

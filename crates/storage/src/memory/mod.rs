@@ -5,6 +5,7 @@
 //! - `reminders`: [`MemoryReminders`].
 
 mod inbox;
+mod records;
 mod reminders;
 
 use std::collections::{BTreeMap, HashMap};
@@ -17,10 +18,11 @@ use parking_lot::Mutex;
 
 use crate::fencing::EpochCheck;
 use crate::{
-    ActorWrite, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, StateStore, StoreError,
-    StoredState,
+    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, StateStore,
+    StoreError, StoredState,
 };
 use inbox::Inboxes;
+use records::Records;
 pub use reminders::MemoryReminders;
 
 type ActorKey = (String, String);
@@ -59,6 +61,8 @@ pub struct MemoryStore {
     /// Inboxes and dead letters; locked after `actors`, so a batch's state
     /// and inbox changes are seen together.
     inboxes: Mutex<Inboxes>,
+    /// Call records; locked after `actors`, like `inboxes`.
+    records: Mutex<Records>,
     epochs: Epochs,
     batches: AtomicU64,
     key_writes: AtomicU64,
@@ -141,6 +145,7 @@ impl StateStore for MemoryStore {
             }
             let actor = (write.actor_type.clone(), write.actor_id.clone());
             self.inboxes.lock().apply(&actor, &write.inbox);
+            self.records.lock().apply(&actor, &write.records);
             let entry = actors.entry(actor.clone()).or_default();
             for (key, value) in &write.changes {
                 self.key_writes.fetch_add(1, Ordering::Relaxed);
@@ -203,6 +208,20 @@ impl StateStore for MemoryStore {
     async fn remove_dead_letter(&self, key: &DeadLetterKey) -> Result<bool, StoreError> {
         Ok(self.inboxes.lock().dead.remove(key).is_some())
     }
+
+    async fn load_records(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        since_unix_ms: u64,
+    ) -> Result<Vec<CallRecord>, StoreError> {
+        let actor = (actor_type.to_owned(), actor_id.to_owned());
+        Ok(self.records.lock().load(&actor, since_unix_ms))
+    }
+
+    async fn expire_records(&self, before_unix_ms: u64, limit: usize) -> Result<u64, StoreError> {
+        Ok(self.records.lock().expire(before_unix_ms, limit))
+    }
 }
 
 #[cfg(test)]
@@ -218,6 +237,12 @@ mod tests {
     async fn memory_inboxes_keep_the_store_contract() -> Result<(), StoreError> {
         crate::conformance::inbox(&MemoryStore::new()).await?;
         crate::conformance::inbox_fencing(&MemoryStore::new()).await
+    }
+
+    #[tokio::test]
+    async fn memory_call_records_keep_the_store_contract() -> Result<(), StoreError> {
+        crate::conformance::records(&MemoryStore::new()).await?;
+        crate::conformance::records_fencing(&MemoryStore::new()).await
     }
 
     #[tokio::test]

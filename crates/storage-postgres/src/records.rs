@@ -1,0 +1,128 @@
+//! Call records in PostgreSQL: `troupe_call_records (actor_type, actor_id,
+//! key) -> recorded_ms, data`, written in the transaction of the state batch
+//! they came with (see [`crate::state`]), after its fencing statement, so a
+//! refused actor's records are left out and the others land with their
+//! state. Expiry deletes by the `recorded_ms` index, oldest first.
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+use deadpool_postgres::GenericClient;
+use troupe_storage::{ActorWrite, CallRecord, StoreError};
+
+use crate::store::{bounded, PostgresStore};
+
+/// A key recorded already keeps its first answer.
+const WRITE_RECORDS: &str = "
+INSERT INTO troupe_call_records (actor_type, actor_id, key, recorded_ms, data)
+SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bytea[])
+ON CONFLICT (actor_type, actor_id, key) DO NOTHING";
+
+const LOAD_RECORDS: &str = "
+SELECT key, recorded_ms, data FROM troupe_call_records
+WHERE actor_type = $1 AND actor_id = $2 AND recorded_ms >= $3";
+
+const EXPIRE_RECORDS: &str = "
+DELETE FROM troupe_call_records WHERE ctid IN (
+    SELECT ctid FROM troupe_call_records WHERE recorded_ms < $1
+    ORDER BY recorded_ms LIMIT $2)";
+
+fn sql_ms(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// Whether any write of the batch carries call records.
+pub(crate) fn has_records(batch: &[ActorWrite]) -> bool {
+    batch.iter().any(|w| !w.records.is_empty())
+}
+
+/// Writes the call records of `batch`, except those of `refused` actors.
+pub(crate) async fn write(
+    client: &impl GenericClient,
+    batch: &[ActorWrite],
+    refused: &HashSet<(String, String)>,
+) -> Result<(), tokio_postgres::Error> {
+    let (mut tys, mut ids, mut keys, mut ats, mut data) = (vec![], vec![], vec![], vec![], vec![]);
+    for w in batch {
+        if w.records.is_empty() || refused.contains(&(w.actor_type.clone(), w.actor_id.clone())) {
+            continue;
+        }
+        for r in &w.records {
+            tys.push(w.actor_type.as_str());
+            ids.push(w.actor_id.as_str());
+            keys.push(r.key.as_str());
+            ats.push(sql_ms(r.recorded_unix_ms));
+            data.push(r.data.as_ref());
+        }
+    }
+    if tys.is_empty() {
+        return Ok(());
+    }
+    let statement = client.prepare_cached(WRITE_RECORDS).await?;
+    client
+        .execute(&statement, &[&tys, &ids, &keys, &ats, &data])
+        .await?;
+    Ok(())
+}
+
+impl PostgresStore {
+    pub(crate) async fn records_load(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        since_unix_ms: u64,
+    ) -> Result<Vec<CallRecord>, StoreError> {
+        const DOING: &str = "loading an actor's call records";
+        let op = async {
+            let client = self.client(DOING).await?;
+            let failed = |e: tokio_postgres::Error| self.query_error(DOING, &e);
+            let statement = client.prepare_cached(LOAD_RECORDS).await.map_err(failed)?;
+            let rows = client
+                .query(
+                    &statement,
+                    &[&actor_type, &actor_id, &sql_ms(since_unix_ms)],
+                )
+                .await
+                .map_err(failed)?;
+            rows.iter()
+                .map(|row| {
+                    let at: i64 = row.try_get(1)?;
+                    let data: Vec<u8> = row.try_get(2)?;
+                    Ok(CallRecord {
+                        key: row.try_get(0)?,
+                        recorded_unix_ms: u64::try_from(at).unwrap_or(0),
+                        data: Bytes::from(data),
+                    })
+                })
+                .collect::<Result<Vec<_>, tokio_postgres::Error>>()
+                .map_err(failed)
+        };
+        bounded(op)
+            .await
+            .map_err(|r| self.timeout_error(DOING, r))?
+    }
+
+    pub(crate) async fn records_expire(
+        &self,
+        before_unix_ms: u64,
+        limit: usize,
+    ) -> Result<u64, StoreError> {
+        const DOING: &str = "expiring call records";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let op = async {
+            let client = self.client(DOING).await?;
+            let failed = |e: tokio_postgres::Error| self.query_error(DOING, &e);
+            let statement = client
+                .prepare_cached(EXPIRE_RECORDS)
+                .await
+                .map_err(failed)?;
+            client
+                .execute(&statement, &[&sql_ms(before_unix_ms), &limit])
+                .await
+                .map_err(failed)
+        };
+        bounded(op)
+            .await
+            .map_err(|r| self.timeout_error(DOING, r))?
+    }
+}

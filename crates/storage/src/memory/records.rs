@@ -1,0 +1,53 @@
+//! The in-memory store's call records.
+
+use std::collections::BTreeMap;
+
+use super::ActorKey;
+use crate::CallRecord;
+
+/// Every actor's call records, by key.
+#[derive(Debug, Default)]
+pub(super) struct Records {
+    by_actor: BTreeMap<ActorKey, BTreeMap<String, CallRecord>>,
+}
+
+impl Records {
+    /// Stores one actor's records of a batch; a key recorded already keeps
+    /// its first record.
+    pub(super) fn apply(&mut self, actor: &ActorKey, records: &[CallRecord]) {
+        if records.is_empty() {
+            return;
+        }
+        let held = self.by_actor.entry(actor.clone()).or_default();
+        for record in records {
+            held.entry(record.key.clone())
+                .or_insert_with(|| record.clone());
+        }
+    }
+
+    pub(super) fn load(&self, actor: &ActorKey, since_unix_ms: u64) -> Vec<CallRecord> {
+        self.by_actor.get(actor).map_or_else(Vec::new, |held| {
+            held.values()
+                .filter(|r| r.recorded_unix_ms >= since_unix_ms)
+                .cloned()
+                .collect()
+        })
+    }
+
+    pub(super) fn expire(&mut self, before_unix_ms: u64, limit: usize) -> u64 {
+        let mut removed = 0u64;
+        let mut budget = limit;
+        self.by_actor.retain(|_, held| {
+            held.retain(|_, r| {
+                let expired = budget > 0 && r.recorded_unix_ms < before_unix_ms;
+                if expired {
+                    budget -= 1;
+                    removed += 1;
+                }
+                !expired
+            });
+            !held.is_empty()
+        });
+        removed
+    }
+}

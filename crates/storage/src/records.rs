@@ -1,0 +1,23 @@
+//! Call records: the answers of keyed calls (idempotency keys), kept with
+//! their actor so a retry of the same logical call gets the recorded answer
+//! instead of running the method again.
+//!
+//! Records travel inside [`crate::ActorWrite`] (field `records`), so a store
+//! writes a call's record in the same atomic, fenced batch as the state
+//! changes of the turn that answered it: either both are stored or neither,
+//! and a retry after a crash finds the answer exactly when the effects are
+//! there. The record's `data` is the runtime's own encoding. Records expire
+//! by age: [`crate::StateStore::expire_records`] forgets those recorded
+//! before a time, whatever actor they belong to.
+
+use bytes::Bytes;
+
+/// The recorded answer of one keyed call to one actor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallRecord {
+    /// The caller's idempotency key; unique per actor.
+    pub key: String,
+    /// When it was recorded, in milliseconds since the Unix epoch.
+    pub recorded_unix_ms: u64,
+    pub data: Bytes,
+}
