@@ -92,8 +92,9 @@ pub(crate) struct Inner {
     /// The host and type options this activation runs with.
     pub(crate) binding: Option<Arc<Binding>>,
     pub(crate) state: StateSnapshot,
-    /// Keys changed since the last flush, and inbox changes to write with
-    /// them (in the same batch: see the `inbox` module).
+    /// Keys changed since the last flush, and inbox changes and call
+    /// records to write with them (in the same batch: see the `inbox` and
+    /// `idempotency` modules).
     pub(crate) dirty: Option<Box<Dirty>>,
 }
 
@@ -102,11 +103,13 @@ pub(crate) struct Inner {
 pub(crate) struct Dirty {
     pub(crate) keys: HashSet<String>,
     pub(crate) inbox: Vec<troupe_storage::InboxOp>,
+    /// Answers of keyed calls (the `idempotency` module).
+    pub(crate) records: Vec<troupe_storage::CallRecord>,
 }
 
 impl Dirty {
     pub(crate) fn is_empty(&self) -> bool {
-        self.keys.is_empty() && self.inbox.is_empty()
+        self.keys.is_empty() && self.inbox.is_empty() && self.records.is_empty()
     }
 }
 

@@ -57,6 +57,9 @@ pub struct RuntimeConfig {
     /// [`TestClock`]: crate::clock::TestClock
     /// [`Runtime::advance_clock`]: crate::Runtime::advance_clock
     pub test_clock: bool,
+    /// How long the answer of a keyed call (idempotency key) is kept: a
+    /// retry within it gets the recorded answer (the `idempotency` module).
+    pub idempotency_retention: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -81,6 +84,7 @@ impl Default for RuntimeConfig {
             default_turn_timeout: Duration::from_secs(60),
             max_pending_per_type: None,
             test_clock: false,
+            idempotency_retention: Duration::from_secs(24 * 3600),
         }
     }
 }

@@ -157,6 +157,10 @@ pub(crate) struct TurnMeta {
     pub(crate) readonly: Option<Arc<str>>,
     /// The inbox entry a durable tell's turn delivers.
     pub(crate) inbox: Option<Box<crate::inbox::tag::InboxDelivery>>,
+    /// The idempotency key the turn's answer is recorded under.
+    pub(crate) key: Option<Box<str>>,
+    /// Answered from a call record: the method did not run.
+    pub(crate) replayed: bool,
 }
 
 impl TurnDone {

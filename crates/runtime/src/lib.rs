@@ -27,6 +27,7 @@ mod fn_host;
 mod forwarding;
 mod host;
 mod host_registry;
+mod idempotency;
 mod inbox;
 pub mod input;
 mod inspect;

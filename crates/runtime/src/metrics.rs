@@ -223,6 +223,17 @@ impl Metrics {
             .inc();
     }
 
+    /// A keyed call answered from its record: the method did not run again.
+    pub(crate) fn call_replayed(&self, ty: &str) {
+        self.calls
+            .get_or_create(&CallLabels {
+                actor_type: ty.to_owned(),
+                kind: TurnKind::Call.as_str().into(),
+                result: "replayed".into(),
+            })
+            .inc();
+    }
+
     pub(crate) fn deactivated(&self, ty: &str, reason: DeactivateReason) {
         self.deactivations
             .get_or_create(&ReasonLabels {

@@ -18,6 +18,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, Notify};
@@ -104,6 +105,7 @@ impl Runtime {
             metrics,
             forwarder: OnceLock::new(),
             inbox_clock: Default::default(),
+            records: crate::idempotency::CallRecords::new(config.idempotency_retention),
             chain_tokens,
             config,
         };
@@ -132,6 +134,11 @@ impl Runtime {
         ));
         shutdown.spawn(shared.clone().sweep_idle());
         shutdown.spawn(shared.clone().scan_inboxes());
+        // A tenth of the window, within a second to a minute: records live
+        // at most about 10% past their retention.
+        let every = (shared.config.idempotency_retention / 10)
+            .clamp(Duration::from_secs(1), Duration::from_secs(60));
+        shutdown.spawn(shared.clone().sweep_records(every));
         if let Some(refused) = shared.refused.lock().take() {
             shutdown.spawn(
                 shared

@@ -77,6 +77,8 @@ pub(crate) struct Shared {
     pub(crate) forwarder: OnceLock<Arc<dyn Forwarder>>,
     /// The last inbox sequence number given (the `inbox` module).
     pub(crate) inbox_clock: std::sync::atomic::AtomicU64,
+    /// The answers of keyed calls to live actors (the `idempotency` module).
+    pub(crate) records: crate::idempotency::CallRecords,
     /// The key of the chains this daemon issues to turns, and the turns
     /// running with one (`chain_token`).
     pub(crate) chain_tokens: ChainTokens,

@@ -59,6 +59,25 @@ impl Shared {
         state: StateSnapshot,
         readonly: Option<Arc<str>>,
     ) {
+        let key = crate::idempotency::turn_key(&env, readonly.is_some());
+        if let Some(answer) = key.as_deref().and_then(|k| self.recorded_answer(&act, k)) {
+            // Answered before: the method must not run again.
+            let meta = TurnMeta {
+                kind: env.kind,
+                touch: env.touch,
+                started: None,
+                readonly,
+                inbox: None,
+                key: None,
+                replayed: true,
+            };
+            let outcome = Ok(TurnOutcome {
+                result: answer,
+                changes: Vec::new(),
+            });
+            self.turn_finished(act, env.reply, &meta, None, outcome);
+            return;
+        }
         let mut extra = env.extra;
         let span = extra.as_mut().and_then(|e| e.trace.as_mut()).map(|trace| {
             // The host sees the turn's span; the caller's W3C
@@ -73,6 +92,8 @@ impl Shared {
             started: binding.stats.as_ref().map(|_| std::time::Instant::now()),
             readonly,
             inbox: env.inbox.map(|tag| Box::new(tag.delivery)),
+            key,
+            replayed: false,
         };
         let request = TurnRequest {
             kind: env.kind,
@@ -131,6 +152,12 @@ impl Shared {
         } else {
             Err(lease_lapsed())
         };
+        // Whether the caller hears only once the turn's writes are stored.
+        let durable = self.config.write_through
+            || inner
+                .binding
+                .as_ref()
+                .is_some_and(|b| b.options.state_mode == StateMode::Durable);
         let mut hold_until_flushed = false;
         let result = match outcome {
             Ok(TurnOutcome {
@@ -146,11 +173,7 @@ impl Shared {
                 Ok(()) => {
                     if !changes.is_empty() {
                         self.record_changes(&act, &mut inner, &changes);
-                        hold_until_flushed = self.config.write_through
-                            || inner
-                                .binding
-                                .as_ref()
-                                .is_some_and(|b| b.options.state_mode == StateMode::Durable);
+                        hold_until_flushed = durable;
                     }
                     Ok(payload)
                 }
@@ -162,6 +185,16 @@ impl Shared {
             }) => Err(CallError::Actor(failure)),
             Err(e) => Err(e),
         };
+        if let Some(key) = meta.key.as_deref() {
+            if self.record_answer(&act, &mut inner, key, &result) {
+                // The answer is stored beside the changes, and for a durable
+                // type acknowledged only once it is.
+                hold_until_flushed |= durable;
+            }
+        } else if meta.replayed {
+            // A replay must not report an answer whose record is unwritten.
+            hold_until_flushed = durable && inner.is_dirty();
+        }
         if let Err(e) = &result {
             if let Some(span) = span {
                 span.record("otel.status_code", "ERROR");

@@ -215,7 +215,10 @@ impl Shared {
             if let Some(type_pending) = type_pending {
                 envelope.slot.add_type(type_pending, &act.id.ty)?;
             }
-            self.sequence_tell(&act, &mut inner, &mut envelope);
+            if !self.sequence_tell(&act, &mut inner, &mut envelope) {
+                // A retry of a durable tell stored before: acknowledged.
+                return Ok(());
+            }
             if !inner.scheduled && inner.status == Status::Idle && inner.mailbox.is_empty() {
                 inner.scheduled = true;
                 drop(inner);

@@ -341,6 +341,8 @@ impl Flusher {
         let dirty = inner.dirty.get_or_insert_with(Default::default);
         dirty.keys.extend(write.changes.into_iter().map(|(k, _)| k));
         crate::inbox::ops::restore_ops(&mut dirty.inbox, write.inbox);
+        // A key recorded twice keeps its first answer in every store.
+        dirty.records.splice(0..0, write.records);
         self.mark_dirty(act, &mut inner, 0);
     }
 }
@@ -390,7 +392,11 @@ impl Batch {
                 return;
             }
         };
-        let crate::activation::Dirty { keys, inbox } = *dirty;
+        let crate::activation::Dirty {
+            keys,
+            inbox,
+            records,
+        } = *dirty;
         let changes = keys
             .into_iter()
             .map(|key| {
@@ -404,6 +410,7 @@ impl Batch {
             epoch,
             changes,
             inbox,
+            records,
         });
         self.acts.push(act.clone());
     }

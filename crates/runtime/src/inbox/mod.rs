@@ -67,18 +67,39 @@ impl Shared {
     /// Gives a durable tell its sequence number and records its append, once
     /// the activation knows its stored inbox; holds the caller's
     /// acknowledgement until the batch with the append is stored. Called
-    /// with the activation locked.
+    /// with the activation locked. False: a retry of a keyed tell stored
+    /// before, acknowledged (once that is stored) and to be dropped.
     pub(crate) fn sequence_tell(
         &self,
         act: &Arc<Activation>,
         inner: &mut Inner,
         env: &mut Envelope,
-    ) {
+    ) -> bool {
+        let key = env
+            .extra
+            .as_deref()
+            .and_then(|e| e.idempotency_key.as_deref());
         let Some(tag) = env.inbox.as_mut() else {
-            return;
+            return true;
         };
         if tag.delivery.seq != 0 || !inner.state_loaded() {
-            return;
+            return true;
+        }
+        if let Some(key) = key {
+            if self.recorded_answer(act, key).is_some() {
+                if let Some(ack) = tag.ack.take() {
+                    self.flusher.hold_reply(act, ack, Ok(Payload::default()));
+                }
+                return false;
+            }
+            // The key goes in the batch that stores the append.
+            let record = self.records.record(
+                &act.id,
+                key,
+                crate::clock::unix_now_ms(),
+                Ok(Payload::default()),
+            );
+            self.store_record(act, inner, record);
         }
         tag.delivery.seq = self.next_inbox_seq(0);
         let bytes = push_op(
@@ -92,6 +113,7 @@ impl Shared {
         if let Some(ack) = tag.ack.take() {
             self.flusher.hold_reply(act, ack, Ok(Payload::default()));
         }
+        true
     }
 
     /// The activation read its stored inbox (`entries`, lowest seq first):
@@ -123,8 +145,9 @@ impl Shared {
             waiting.push(env);
         }
         for mut env in waiting {
-            self.sequence_tell(act, inner, &mut env);
-            inner.mailbox.push_back(env);
+            if self.sequence_tell(act, inner, &mut env) {
+                inner.mailbox.push_back(env);
+            }
         }
     }
 

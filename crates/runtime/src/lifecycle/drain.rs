@@ -142,6 +142,9 @@ impl Shared {
                 inner.set_announced(false);
                 events::deactivated(&self.config.node, &act.id, "fenced", at_unix_ms);
             }
+            // Answers whose records were dropped unwritten must not be
+            // replayed by the next activation here.
+            self.records.forget(&act.id);
             true
         });
         self.timers.end_actor(&act.id);

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 use troupe_placement::OwnerEpoch;
-use troupe_storage::{StoreError, StoredState};
+use troupe_storage::{CallRecord, InboxEntry, StoreError, StoredState};
 
 use crate::activation::{Activation, Envelope, Status};
 use crate::error::{CallError, Unavailable};
@@ -156,28 +156,18 @@ impl Shared {
         if !act.inner.lock().state_loaded() {
             match self.load_claimed(&act.id).await {
                 Ok(Some(entries)) => {
-                    // The inbox is read after the claim, so no older owner's
-                    // append can land after it.
-                    let inbox = match self
-                        .flusher
-                        .store()
-                        .load_inbox(&act.id.ty, &act.id.id)
-                        .await
-                    {
-                        Ok(inbox) => inbox,
-                        Err(source) => {
-                            let error: CallError = Unavailable::Store {
-                                what: format!("cannot read the inbox of actor {}", act.id),
-                                source,
-                                remedy: "the actor is activated again by its next call",
-                            }
-                            .into();
+                    // The inbox and call records are read after the claim,
+                    // so no older owner's write can land after them.
+                    let (inbox, records) = match self.load_inbox_and_records(&act.id).await {
+                        Ok(both) => both,
+                        Err(error) => {
                             self.abandon(act, error.clone());
                             return Err(error);
                         }
                     };
                     let mut inner = act.inner.lock();
                     inner.state = entries.into_iter().collect();
+                    self.records.loaded(&act.id, records);
                     inner.set_state_loaded();
                     self.inbox_loaded(&act, &mut inner, inbox);
                 }
@@ -226,6 +216,33 @@ impl Shared {
     /// epoch, so that no older owner's write can land after the read (see
     /// `troupe_storage::Epoch`). `None` when the actor is not this daemon's
     /// under its current table.
+    /// What an activation reads beside its state: its inbox and the call
+    /// records of the retention window.
+    async fn load_inbox_and_records(
+        &self,
+        actor: &ActorId,
+    ) -> Result<(Vec<InboxEntry>, Vec<CallRecord>), CallError> {
+        let store = self.flusher.store();
+        let since = self.records.cutoff(crate::clock::unix_now_ms());
+        let (inbox, records) = tokio::join!(
+            store.load_inbox(&actor.ty, &actor.id),
+            store.load_records(&actor.ty, &actor.id, since),
+        );
+        let failed = |what: String, source| -> CallError {
+            Unavailable::Store {
+                what,
+                source,
+                remedy: "the actor is activated again by its next call",
+            }
+            .into()
+        };
+        let inbox =
+            inbox.map_err(|e| failed(format!("cannot read the inbox of actor {actor}"), e))?;
+        let records = records
+            .map_err(|e| failed(format!("cannot read the call records of actor {actor}"), e))?;
+        Ok((inbox, records))
+    }
+
     async fn load_claimed(&self, actor: &ActorId) -> Result<Option<StoredState>, CallError> {
         let store = self.flusher.store();
         let cannot_load = |e| Unavailable::store(format!("cannot load the state of {actor}"), e);
@@ -327,6 +344,9 @@ impl Shared {
                 inner.status = Status::Unloaded;
                 false
             } else {
+                // Inside the directory's lock: a next activation cannot
+                // load its records before these are gone.
+                self.records.forget(&act.id);
                 true
             }
         });
@@ -448,6 +468,7 @@ impl Shared {
         let mut wake = false;
         let removed = self.directory.remove_if(&act, |inner| {
             if inner.mailbox.is_empty() && !inner.is_dirty() {
+                self.records.forget(&act.id);
                 return true;
             }
             inner.status = Status::Unloaded;

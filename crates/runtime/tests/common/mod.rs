@@ -110,4 +110,19 @@ impl StateStore for HookedStore {
     ) -> Result<bool, StoreError> {
         self.inner.remove_dead_letter(key).await
     }
+
+    async fn load_records(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        since_unix_ms: u64,
+    ) -> Result<Vec<troupe_storage::CallRecord>, StoreError> {
+        self.inner
+            .load_records(actor_type, actor_id, since_unix_ms)
+            .await
+    }
+
+    async fn expire_records(&self, before_unix_ms: u64, limit: usize) -> Result<u64, StoreError> {
+        self.inner.expire_records(before_unix_ms, limit).await
+    }
 }

@@ -1,0 +1,105 @@
+//! Idempotency keys: the answer of a keyed call is recorded with the actor,
+//! in the same batch as the state changes of the turn that produced it, and
+//! a later call with the same key gets that answer instead of a new turn.
+//!
+//! - A keyed call (not read-only, not an inbox delivery) records its answer
+//!   at its turn's end, under the activation's lock, beside the turn's
+//!   state changes: one flush writes both or neither, so after a crash a
+//!   retry either finds the answer or finds the effects absent and runs
+//!   again. For `durable` types the reply waits for that flush, as for any
+//!   change.
+//! - A call whose key is recorded is answered at its turn's start, before
+//!   the host sees it; turns of an actor run one at a time, so an attempt
+//!   queued behind the first finds its answer when its turn comes. A
+//!   replay of a `durable` type waits for the flush under way, so no
+//!   replay reports an answer the store may still lose.
+//! - A keyed durable tell records its key with its inbox append: a retry
+//!   of a stored tell is acknowledged, not stored again.
+//! - Records live in memory only for live actors (`table`), loaded from the
+//!   store at activation; the store forgets them after the retention
+//!   window (`sweep`).
+//!
+//! Read-only methods are neither recorded nor replayed: they change
+//! nothing, so running them again is the cheaper answer.
+//!
+//! - `answer`: a recorded answer's encoding.
+//! - `table`: the live actors' records.
+//! - `sweep`: expiring old records.
+
+mod answer;
+mod sweep;
+mod table;
+
+use std::sync::Arc;
+
+use troupe_storage::CallRecord;
+
+pub(crate) use answer::Answer;
+pub(crate) use table::CallRecords;
+
+use crate::activation::{Activation, Envelope, Inner};
+use crate::error::CallError;
+use crate::shared::Shared;
+use crate::types::{Payload, TurnKind};
+
+/// The key a turn for `env` answers under: a call's, unless it is
+/// read-only or delivers a durable tell from the inbox (whose key was
+/// recorded when it was stored).
+pub(crate) fn turn_key(env: &Envelope, readonly: bool) -> Option<Box<str>> {
+    if readonly || env.kind != TurnKind::Call || env.inbox.is_some() {
+        return None;
+    }
+    env.extra.as_ref()?.idempotency_key.clone()
+}
+
+impl Shared {
+    /// The recorded answer for a turn keyed `key`, if there is one.
+    pub(crate) fn recorded_answer(&self, act: &Activation, key: &str) -> Option<Answer> {
+        let answer = self
+            .records
+            .lookup(&act.id, key, crate::clock::unix_now_ms())?;
+        if let Some(metrics) = &self.metrics {
+            metrics.call_replayed(&act.id.ty);
+        }
+        Some(answer)
+    }
+
+    /// Records a keyed turn's answer beside its state changes (the
+    /// activation locked). Only answers the method gave count: an error of
+    /// the daemon's (timeout, lost app, fencing) left no effects, and a
+    /// retry must run the method. Returns whether it recorded.
+    pub(crate) fn record_answer(
+        &self,
+        act: &Arc<Activation>,
+        inner: &mut Inner,
+        key: &str,
+        result: &Result<Payload, CallError>,
+    ) -> bool {
+        let answer = match result {
+            Ok(payload) => Ok(payload.clone()),
+            Err(CallError::Actor(failure)) => Err(failure.clone()),
+            Err(_) => return false,
+        };
+        let record = self
+            .records
+            .record(&act.id, key, crate::clock::unix_now_ms(), answer);
+        self.store_record(act, inner, record);
+        true
+    }
+
+    /// Puts `record` among the actor's unwritten changes.
+    pub(crate) fn store_record(
+        &self,
+        act: &Arc<Activation>,
+        inner: &mut Inner,
+        record: CallRecord,
+    ) {
+        let bytes = record.key.len() + record.data.len();
+        inner
+            .dirty
+            .get_or_insert_with(Default::default)
+            .records
+            .push(record);
+        self.flusher.mark_dirty(act, inner, bytes);
+    }
+}

@@ -1,0 +1,205 @@
+//! Idempotency keys through the runtime on an in-memory store: a keyed
+//! call's answer (result or the method's error) is recorded with its state
+//! changes and replayed to any retry with the same key — concurrent, after
+//! the runtime is gone, for durable tells too — until it expires; read-only
+//! and unkeyed calls run every time.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use troupe_placement::SingleNode;
+use troupe_runtime::{
+    ActorFailure, ActorId, Call, CallError, CallExtra, FnHost, Payload, Runtime, RuntimeConfig,
+    StateChange, StateMode, TurnOutcome, TypeSpec,
+};
+use troupe_storage::{MemoryReminders, MemoryStore, StateStore};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Type `t` (durable state): `incr` adds one to `count` and answers the new
+/// count, `fail` raises, `get` (read-only) answers the count. `ran` counts
+/// the turns the host ran.
+fn start(
+    store: Arc<MemoryStore>,
+    ran: Arc<AtomicU32>,
+    retention: Duration,
+) -> Result<Runtime, CallError> {
+    let config = RuntimeConfig {
+        idempotency_retention: retention,
+        ..RuntimeConfig::default()
+    };
+    let rt = Runtime::create(
+        config,
+        store,
+        Arc::new(MemoryReminders::new()),
+        Arc::new(SingleNode),
+    )
+    .map_err(|e| CallError::Internal(e.to_string()))?;
+    rt.start();
+    let host = FnHost::new(
+        "test",
+        move |_actor: &ActorId, req: troupe_runtime::TurnRequest| {
+            ran.fetch_add(1, Ordering::SeqCst);
+            let count: u64 = req
+                .state
+                .get("count")
+                .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
+                .unwrap_or(0);
+            match &*req.name {
+                "fail" => TurnOutcome {
+                    result: Err(ActorFailure {
+                        ty: "ValueError".into(),
+                        message: format!("refused at {count}"),
+                        details: String::new(),
+                    }),
+                    changes: Vec::new(),
+                },
+                "get" => TurnOutcome {
+                    result: Ok(Payload::json(count.to_string())),
+                    changes: Vec::new(),
+                },
+                _ => TurnOutcome {
+                    result: Ok(Payload::json((count + 1).to_string())),
+                    changes: vec![StateChange::set("count", (count + 1).to_string())],
+                },
+            }
+        },
+    );
+    rt.register_host(
+        Arc::new(host),
+        vec![TypeSpec {
+            name: "t".into(),
+            state_mode: Some(StateMode::Durable),
+            readonly_methods: vec!["get".into()],
+            ..TypeSpec::default()
+        }],
+    )?;
+    Ok(rt)
+}
+
+fn keyed(actor: &ActorId, method: &str, key: Option<&str>) -> Call {
+    let mut call = Call::new(actor.clone(), method, Payload::json("null"));
+    call.extra = key.map(|k| {
+        Box::new(CallExtra {
+            idempotency_key: Some(k.into()),
+            ..CallExtra::default()
+        })
+    });
+    call
+}
+
+fn text(p: &Payload) -> String {
+    String::from_utf8_lossy(&p.data).into_owned()
+}
+
+#[tokio::test]
+async fn a_keyed_call_runs_once_and_every_retry_gets_its_answer() -> TestResult {
+    let ran = Arc::new(AtomicU32::new(0));
+    let rt = start(
+        Arc::new(MemoryStore::new()),
+        ran.clone(),
+        Duration::from_secs(3600),
+    )?;
+    let a = ActorId::new("t", "a");
+    let first = rt.invoke(keyed(&a, "incr", Some("k1"))).await?;
+    let again = rt.invoke(keyed(&a, "incr", Some("k1"))).await?;
+    assert_eq!((text(&first), text(&again)), ("1".into(), "1".into()));
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the retry did not run");
+
+    // Concurrent attempts of one new key: one turn, one answer for all.
+    let attempts: Vec<_> = (0..8)
+        .map(|_| {
+            let (rt, a) = (rt.clone(), a.clone());
+            tokio::spawn(async move { rt.invoke(keyed(&a, "incr", Some("k2"))).await })
+        })
+        .collect();
+    for attempt in attempts {
+        assert_eq!(text(&attempt.await??), "2");
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 2);
+
+    // The method's error is an answer too.
+    for _ in 0..2 {
+        match rt.invoke(keyed(&a, "fail", Some("k3"))).await {
+            Err(CallError::Actor(f)) => assert_eq!(f.message, "refused at 2"),
+            other => panic!("expected the recorded ValueError, got {other:?}"),
+        }
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 3);
+
+    // Unkeyed and read-only calls run every time; keys are per actor.
+    rt.invoke(keyed(&a, "incr", None)).await?;
+    rt.invoke(keyed(&a, "incr", None)).await?;
+    rt.invoke(keyed(&a, "get", Some("r"))).await?;
+    let read = rt.invoke(keyed(&a, "get", Some("r"))).await?;
+    assert_eq!(text(&read), "4");
+    let b = ActorId::new("t", "b");
+    assert_eq!(text(&rt.invoke(keyed(&b, "incr", Some("k1"))).await?), "1");
+    assert_eq!(ran.load(Ordering::SeqCst), 8);
+    let _ = rt.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_retry_on_the_next_runtime_gets_the_stored_answer() -> TestResult {
+    let store = Arc::new(MemoryStore::new());
+    let ran = Arc::new(AtomicU32::new(0));
+    let a = ActorId::new("t", "a");
+    let rt = start(store.clone(), ran.clone(), Duration::from_secs(3600))?;
+    // Durable type: answered once the answer is stored with the count.
+    assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k"))).await?), "1");
+    let records = store.load_records("t", "a", 0).await?;
+    assert_eq!(records.len(), 1, "recorded with the state: {records:?}");
+    // The runtime goes without a word (as a killed daemon would): the next
+    // one on the store answers the retry from the record.
+    drop(rt);
+    let rt = start(store.clone(), ran.clone(), Duration::from_secs(3600))?;
+    assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k"))).await?), "1");
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the method ran once");
+    assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k+"))).await?), "2");
+    let _ = rt.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_expired_answer_is_forgotten_and_the_call_runs_again() -> TestResult {
+    let store = Arc::new(MemoryStore::new());
+    let ran = Arc::new(AtomicU32::new(0));
+    let a = ActorId::new("t", "a");
+    let rt = start(store.clone(), ran.clone(), Duration::from_millis(50))?;
+    rt.invoke(keyed(&a, "incr", Some("k"))).await?;
+    // The retention window is the subject: let it pass.
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k"))).await?), "2");
+    assert_eq!(ran.load(Ordering::SeqCst), 2);
+    // The sweeper (every second at the least) deletes it from the store.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !store.load_records("t", "a", 0).await?.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "records never expired"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = rt.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_retried_durable_tell_is_stored_and_applied_once() -> TestResult {
+    let store = Arc::new(MemoryStore::new());
+    let ran = Arc::new(AtomicU32::new(0));
+    let a = ActorId::new("t", "a");
+    let rt = start(store.clone(), ran.clone(), Duration::from_secs(3600))?;
+    for _ in 0..3 {
+        rt.tell_durable(keyed(&a, "incr", Some("t1"))).await?;
+    }
+    rt.tell_durable(keyed(&a, "incr", Some("t2"))).await?;
+    // Read through the actor: its turns run in order, so the tells are in.
+    let count = rt.invoke(keyed(&a, "get", None)).await?;
+    assert_eq!(text(&count), "2", "each keyed tell applied once");
+    assert_eq!(ran.load(Ordering::SeqCst), 3);
+    let _ = rt.shutdown().await;
+    Ok(())
+}
