@@ -48,6 +48,27 @@ impl Client {
         Ok(reply.payload.map(|p| p.data).unwrap_or_default())
     }
 
+    /// Invokes with idempotency key `key`; the status on failure.
+    pub async fn invoke_keyed(
+        &mut self,
+        ty: &str,
+        id: &str,
+        method: &str,
+        data: &str,
+        key: &str,
+    ) -> Result<Bytes, Status> {
+        let mut request = tonic::Request::new(pb::InvokeRequest {
+            actor: Some(actor(ty, id)),
+            method: method.to_owned(),
+            payload: Some(json_payload(data.to_owned())),
+            idempotency_key: key.to_owned(),
+            ..Default::default()
+        });
+        request.set_timeout(Duration::from_secs(30));
+        let reply = self.0.invoke(request).await?.into_inner();
+        Ok(reply.payload.map(|p| p.data).unwrap_or_default())
+    }
+
     /// Invokes with a JSON payload and parses the JSON reply.
     pub async fn invoke(
         &mut self,

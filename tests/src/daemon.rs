@@ -173,6 +173,11 @@ impl Daemon {
         Ok(())
     }
 
+    /// Waits for the daemon to exit by itself (e.g. at a crash point).
+    pub async fn exited(&mut self) -> anyhow::Result<ExitStatus> {
+        Ok(within(WAIT, "the daemon to exit", self.child.wait()).await??)
+    }
+
     /// Whether the process still runs.
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

@@ -159,6 +159,11 @@ impl RuntimeConfig {
                 self.shutdown_flush_timeout,
                 &range::UP_TO_A_DAY,
             ),
+            (
+                "`idempotency_retention` (--idempotency-retention)",
+                self.idempotency_retention,
+                &range::POSITIVE,
+            ),
         ] {
             UserDuration::new(what, value, allowed).map_err(|e| ConfigError(e.to_string()))?;
         }

@@ -124,12 +124,16 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         let mut call = call(PbRequest::Invoke(r), &headers, &extensions)?;
         let mut traced = telemetry::incoming_call(&headers, "Invoke", &call.actor, &call.method);
         attach(&mut call, traced.take_trace());
+        let crash_point = crate::failpoint::armed().then(|| call.method.clone());
         let result = self
             .runtime
             .invoke(call)
             .await
             .map_err(status_of)
             .map(|payload| {
+                if let Some(method) = &crash_point {
+                    crate::failpoint::abort_before_reply(method);
+                }
                 Response::new(pb::InvokeResponse {
                     payload: Some(convert::payload_to_pb(payload)),
                 })

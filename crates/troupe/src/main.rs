@@ -12,6 +12,7 @@ mod config;
 mod convert;
 mod dev_cmd;
 mod duration;
+mod failpoint;
 mod forwarder;
 mod health_listen;
 mod injector;

@@ -80,6 +80,10 @@ pub struct ServeArgs {
     /// logs the actors and keys it could not write and exits 1 [default: 10s].
     #[arg(long, value_parser = crate::duration::flag, env = "TROUPE_SHUTDOWN_FLUSH_TIMEOUT")]
     pub shutdown_flush_timeout: Option<Duration>,
+    /// How long the answer of a keyed call (idempotency key) is kept for
+    /// its retries [default: 24h].
+    #[arg(long, value_parser = crate::duration::flag, env = "TROUPE_IDEMPOTENCY_RETENTION")]
+    pub idempotency_retention: Option<Duration>,
     /// Turn dispatch workers [default: number of CPUs].
     #[arg(long, env = "TROUPE_WORKERS")]
     pub workers: Option<usize>,
@@ -178,6 +182,8 @@ struct FileConfig {
     shutdown_grace: Option<Duration>,
     #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     shutdown_flush_timeout: Option<Duration>,
+    #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
+    idempotency_retention: Option<Duration>,
     workers: Option<usize>,
     #[serde(default)]
     write_through: bool,
@@ -305,6 +311,7 @@ impl ServeArgs {
         pick!(flush_max_dirty_bytes, runtime.flush_max_dirty_bytes);
         pick!(shutdown_grace, runtime.shutdown_grace);
         pick!(shutdown_flush_timeout, runtime.shutdown_flush_timeout);
+        pick!(idempotency_retention, runtime.idempotency_retention);
         pick!(workers, runtime.workers);
         runtime.default_state_mode = StateMode::WriteBehind;
         runtime.write_through = self.write_through || file.write_through;
