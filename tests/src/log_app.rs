@@ -66,6 +66,14 @@ impl LogApp {
         let channel = Channel::from_shared(format!("http://{addr}"))?
             .connect()
             .await?;
+        Self::attach_over(channel, types).await
+    }
+
+    /// [`LogApp::attach`] over a channel of the caller's (e.g. with TLS).
+    pub async fn attach_over(
+        channel: Channel,
+        types: Vec<pb::ActorTypeSpec>,
+    ) -> anyhow::Result<LogApp> {
         let mut client = pb::app_host_client::AppHostClient::new(channel);
         let (out, rx) = mpsc::unbounded_channel();
         out.send(register_message("log-test-app", types))?;
