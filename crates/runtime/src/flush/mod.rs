@@ -228,7 +228,10 @@ impl Flusher {
             // Another daemon may own these actors now: not written.
             Err((Unavailable::LeaseLapsed, writes))
         } else {
-            let keys: usize = writes.iter().map(|w| w.changes.len() + w.inbox.len()).sum();
+            let keys: usize = writes
+                .iter()
+                .map(|w| w.changes.len() + w.inbox.len() + w.records.len())
+                .sum();
             let bytes: usize = writes.iter().map(write_bytes).sum();
             let actors = writes.len();
             let started = tokio::time::Instant::now();
