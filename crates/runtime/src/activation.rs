@@ -151,6 +151,31 @@ impl Mailbox {
         env
     }
 
+    /// Whether all that waits is durable tells held behind a retry's
+    /// backoff: stored, so a shutdown need not wait for them (the actor's
+    /// next activation delivers them).
+    pub(crate) fn only_held_retries(&self, now: tokio::time::Instant) -> bool {
+        let Some(queue) = self.0.as_ref() else {
+            return false;
+        };
+        queue
+            .front()
+            .and_then(|env| env.inbox.as_ref())
+            .is_some_and(|tag| tag.held(now))
+            && queue.iter().all(|env| env.inbox.is_some())
+    }
+
+    /// Takes the first call that is not a durable tell's delivery.
+    pub(crate) fn pop_first_not_inbox(&mut self) -> Option<Envelope> {
+        let queue = self.0.as_mut()?;
+        let at = queue.iter().position(|env| env.inbox.is_none())?;
+        let env = queue.remove(at);
+        if queue.is_empty() {
+            self.0 = None;
+        }
+        env
+    }
+
     /// The span of the oldest traced call waiting, if any.
     pub(crate) fn first_trace_span(&self) -> Option<tracing::Span> {
         self.0.as_ref()?.iter().find_map(|env| {
@@ -289,10 +314,22 @@ impl Inner {
         wake
     }
 
-    /// Pops the next call whose caller still waits.
+    /// Pops the next call whose caller still waits. While a durable tell
+    /// waits out a retry backoff, it and the durable tells behind it stay
+    /// (in order); other calls go ahead.
     pub(crate) fn next_envelope(&mut self) -> Option<Envelope> {
         loop {
-            match self.mailbox.pop_front() {
+            let held = self
+                .mailbox
+                .front()
+                .and_then(|env| env.inbox.as_ref())
+                .is_some_and(|tag| tag.held(tokio::time::Instant::now()));
+            let env = if held {
+                self.mailbox.pop_first_not_inbox()
+            } else {
+                self.mailbox.pop_front()
+            };
+            match env {
                 Some(env) if env.abandoned() => continue,
                 other => return other,
             }

@@ -252,9 +252,11 @@ impl Shared {
             inner.status = Status::Idle;
             wake = inner.claim_wake();
         }
+        let retry_due = retry
+            .and_then(|(delivery, backoff)| self.hold_retry(&act, &mut inner, delivery, backoff));
         drop(inner);
-        if let Some((delivery, backoff)) = retry {
-            self.retry_tell(act.clone(), delivery, backoff);
+        if let Some(backoff) = retry_due {
+            self.wake_after(act.clone(), backoff);
         }
         if hold_until_flushed && self.config.write_through {
             let (flusher, act) = (self.flusher.clone(), act.clone());

@@ -25,9 +25,11 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
 }
 
 /// The method's name when `env` calls a read-only method of its type.
+/// A durable tell's delivery never is: it removes its inbox entry, and a
+/// held retry must not join a read-only group past its backoff.
 pub(crate) fn readonly_method(binding: &Binding, env: &Envelope) -> Option<Arc<str>> {
     let readonly = &binding.options.readonly_methods;
-    (env.kind == TurnKind::Call && readonly.iter().any(|m| **m == *env.name))
+    (env.kind == TurnKind::Call && env.inbox.is_none() && readonly.iter().any(|m| **m == *env.name))
         .then(|| env.name.clone())
 }
 

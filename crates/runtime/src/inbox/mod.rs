@@ -192,6 +192,7 @@ impl Shared {
                     seq: entry.seq,
                     attempts: 0,
                     data: entry.data,
+                    held_until: None,
                 },
                 ack: None,
             })),
@@ -247,35 +248,43 @@ impl Shared {
         None
     }
 
-    /// Delivers a failed tell again after `backoff`, to the same
-    /// activation only: once it is gone, the stored entry is delivered by
-    /// the actor's next activation instead (never both).
-    pub(crate) fn retry_tell(
-        self: &Arc<Self>,
-        act: Arc<Activation>,
+    /// Puts a failed tell back at the front of the mailbox, held for
+    /// `backoff` (the activation locked, its turn just ended): the durable
+    /// tells behind it wait with it, so a retry never lets a later tell
+    /// overtake it; other calls go ahead. Only into the same activation:
+    /// once it ends, the stored entry is delivered by the actor's next
+    /// activation instead (never both). Returns when to wake the actor.
+    pub(crate) fn hold_retry(
+        &self,
+        act: &Activation,
+        inner: &mut Inner,
         delivery: InboxDelivery,
         backoff: Duration,
-    ) {
+    ) -> Option<Duration> {
+        if matches!(inner.status, Status::Gone | Status::Deactivating) {
+            return None;
+        }
+        let mut env = self.stored_envelope(
+            &act.id,
+            InboxEntry {
+                seq: delivery.seq,
+                data: delivery.data.clone(),
+            },
+        )?;
+        if let Some(tag) = env.inbox.as_mut() {
+            tag.delivery.attempts = delivery.attempts;
+            tag.delivery.held_until = Some(tokio::time::Instant::now() + backoff);
+        }
+        inner.mailbox.push_front(env);
+        Some(backoff)
+    }
+
+    /// Schedules `act` after `backoff`, when its held retry is due.
+    pub(crate) fn wake_after(self: &Arc<Self>, act: Arc<Activation>, backoff: Duration) {
         let shared = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(backoff).await;
-            let Some(mut env) = shared.stored_envelope(
-                &act.id,
-                InboxEntry {
-                    seq: delivery.seq,
-                    data: delivery.data.clone(),
-                },
-            ) else {
-                return;
-            };
-            if let Some(tag) = env.inbox.as_mut() {
-                tag.delivery.attempts = delivery.attempts;
-            }
             let mut inner = act.inner.lock();
-            if matches!(inner.status, Status::Gone | Status::Deactivating) {
-                return;
-            }
-            inner.mailbox.push_front(env);
             // A running turn's end schedules the actor itself.
             let wake = !inner.scheduled && matches!(inner.status, Status::Idle | Status::Unloaded);
             inner.scheduled |= wake;

@@ -16,6 +16,16 @@ pub(crate) struct InboxDelivery {
     pub(crate) attempts: u32,
     /// The stored entry (kept for a dead letter).
     pub(crate) data: Bytes,
+    /// A failed delivery waiting out its backoff: until then neither it nor
+    /// any durable tell behind it runs (order holds), other calls do.
+    pub(crate) held_until: Option<tokio::time::Instant>,
+}
+
+impl InboxTag {
+    /// Whether this delivery waits out a retry backoff at `now`.
+    pub(crate) fn held(&self, now: tokio::time::Instant) -> bool {
+        self.delivery.held_until.is_some_and(|t| t > now)
+    }
 }
 
 /// A durable tell's envelope tag.

@@ -273,7 +273,16 @@ impl Shared {
             // A shutdown lets calls it accepted run first; other drains end
             // the activation now, and queued calls start a new one where
             // placement says.
-            Status::Idle if !shutdown || (inner.mailbox.is_empty() && !inner.scheduled) => {
+            Status::Idle
+                if !shutdown
+                    || ((inner.mailbox.is_empty()
+                        || inner.mailbox.only_held_retries(tokio::time::Instant::now()))
+                        && !inner.scheduled) =>
+            {
+                if shutdown {
+                    // Held retries stay stored, for the next activation.
+                    drop(inner.mailbox.take_all());
+                }
                 inner.status = Status::Deactivating;
                 Step::Started
             }
