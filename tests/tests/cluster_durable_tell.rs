@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use troupe_tests::cluster_fixture::{until_served, Cluster};
-use troupe_tests::log_app::tell_durable;
+use troupe_tests::log_app::{log_of, tell_durable, tell_with, LogApp};
 use troupe_tests::store::ids;
 use troupe_tests::*;
 
@@ -73,5 +73,90 @@ async fn durable_tells_are_forwarded_and_survive_a_hand_off() -> anyhow::Result<
     tokio::time::sleep(Duration::from_secs(3)).await;
     let again = until_served(&mut via_d2, &id, WAIT).await?;
     assert_eq!((count, again), (TELLS, TELLS), "each tell applied once");
+    Ok(())
+}
+
+/// A tell without a delivery mode sent to a daemon that does not host the
+/// type cannot know the type's default: it must not be acknowledged before
+/// the owner has answered (for a durable-by-default type, stored it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_non_hosting_daemon_acknowledges_a_default_tell_only_once_the_owner_has(
+) -> anyhow::Result<()> {
+    let Some(mut fx) = Cluster::start(
+        "a_non_hosting_daemon_acknowledges_a_default_tell_only_once_the_owner_has",
+        2,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    // Only d1 hosts `dlog`, whose tells are durable by default.
+    let spec = pb::ActorTypeSpec {
+        durable_tells: true,
+        ..type_spec("dlog")
+    };
+    let channel = fx.member("d1")?.daemon.channel().await?;
+    let _app = LogApp::attach_over(channel, vec![spec]).await?;
+    let mut via_d2 = fx.member("d2")?.client.clone();
+    poll_until(Duration::from_secs(30), "d2 to reach dlog on d1", || {
+        let mut c = via_d2.clone();
+        async move {
+            let reached = c
+                .invoke_raw("dlog", "x", "hold", r#"{"kwargs":{"ms":0}}"#)
+                .await;
+            Ok(reached.ok())
+        }
+    })
+    .await
+    .with_context(|| fx.logs())?;
+
+    // The owner cannot answer: no acknowledgement may come.
+    let d1 = fx.member("d1")?.daemon.pid()?;
+    signal(d1, "-STOP").await?;
+    let unheard = tokio::time::timeout(
+        Duration::from_secs(2),
+        tell_with(
+            &mut via_d2,
+            "dlog",
+            "x",
+            "append",
+            1,
+            pb::Delivery::Unspecified,
+        ),
+    )
+    .await;
+    signal(d1, "-CONT").await?;
+    anyhow::ensure!(
+        !matches!(unheard, Ok(Ok(()))),
+        "acknowledged while the owner was stopped: nothing stored it"
+    );
+    // Answering again, the owner stores and delivers a default tell.
+    tell_with(
+        &mut via_d2,
+        "dlog",
+        "x",
+        "append",
+        2,
+        pb::Delivery::Unspecified,
+    )
+    .await
+    .with_context(|| fx.logs())?;
+    poll_until(Duration::from_secs(30), "the tell applied", || {
+        let mut c = via_d2.clone();
+        async move {
+            let (entries, _) = c.state("dlog", "x").await?;
+            Ok(log_of(&entries)?.contains(&2).then_some(()))
+        }
+    })
+    .await?;
+    Ok(())
+}
+
+async fn signal(pid: u32, sig: &str) -> anyhow::Result<()> {
+    let status = tokio::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .await?;
+    anyhow::ensure!(status.success(), "kill {sig} {pid} failed: {status}");
     Ok(())
 }

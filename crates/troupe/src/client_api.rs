@@ -148,14 +148,17 @@ impl pb::actor_client_server::ActorClient for ClientApi {
     ) -> Result<Response<pb::TellResponse>, Status> {
         let (headers, extensions, r) = request.into_parts();
         // Unset: the type's default, where this daemon hosts the type; one
-        // that does not forwards the tell to its owner, which applies it.
-        let durable = match r.delivery() {
-            pb::Delivery::Durable => true,
-            pb::Delivery::BestEffort => false,
-            pb::Delivery::Unspecified => r
-                .actor
-                .as_ref()
-                .is_some_and(|a| self.runtime.durable_tells_by_default(&a.r#type)),
+        // that does not forwards the tell to its owner, which applies it,
+        // and answers once the owner has (stored it, if durable).
+        let (durable, owner_decides) = match r.delivery() {
+            pb::Delivery::Durable => (true, false),
+            pb::Delivery::BestEffort => (false, false),
+            pb::Delivery::Unspecified => match r.actor.as_ref() {
+                Some(a) if self.runtime.hosts_type(&a.r#type) => {
+                    (self.runtime.durable_tells_by_default(&a.r#type), false)
+                }
+                _ => (false, true),
+            },
         };
         let mut call = call(PbRequest::Tell(r), &headers, &extensions)?;
         let mut traced = telemetry::incoming_call(&headers, "Tell", &call.actor, &call.method);
@@ -164,6 +167,8 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         // actor's inbox); its turn runs later, still a child of this span.
         let result = if durable {
             self.runtime.tell_durable(call).await
+        } else if owner_decides {
+            self.runtime.tell_with_owner_default(call).await
         } else {
             self.runtime.tell(call)
         }

@@ -60,6 +60,32 @@ impl Runtime {
         }
     }
 
+    /// A tell sent without a delivery mode to a daemon that does not host
+    /// its type, which cannot know the type's default: the owner applies
+    /// it, and this returns once the owner has answered (for a type with
+    /// durable tells by default, once it stored the tell), so the caller's
+    /// acknowledgement means what the type promises.
+    pub async fn tell_with_owner_default(&self, call: Call) -> Result<(), CallError> {
+        self.shared.admit_chain(&call)?;
+        if self.shared.route(&call.actor)? == Route::Local {
+            return self.tell(call);
+        }
+        let context = RequestContext::of_call(&call);
+        match self
+            .shared
+            .request(ActorRequest::Tell(call), context)
+            .await?
+        {
+            ActorResponse::Accepted => Ok(()),
+            other => Err(other.unexpected("an acceptance")),
+        }
+    }
+
+    /// Whether this daemon's apps host `ty` (and so know its defaults).
+    pub fn hosts_type(&self, ty: &str) -> bool {
+        self.shared.hosts.options(ty).is_some()
+    }
+
     /// Whether tells to actors of `ty` sent without a delivery mode are
     /// durable: the type's registration says so (`TypeSpec::durable_tells`).
     /// `false` for a type no app of this daemon hosts.
@@ -222,6 +248,7 @@ impl Shared {
                 seq: 0,
                 attempts: 0,
                 data,
+                held_until: None,
             },
             ack: Some(Reply::To(tx)),
         }));
