@@ -11,6 +11,7 @@ use crate::activation::{Activation, Envelope, Status};
 use crate::error::{CallError, Unavailable};
 use crate::host::{TurnDone, TurnMeta, TurnOutcome, TurnRequest};
 use crate::host_registry::Binding;
+use crate::idempotency::Lookup;
 use crate::lifecycle::events::Ended;
 use crate::reply::Reply;
 use crate::routing::lease_lapsed;
@@ -60,24 +61,29 @@ impl Shared {
         readonly: Option<Arc<str>>,
     ) {
         let key = crate::idempotency::turn_key(&env, readonly.is_some());
-        if let Some(answer) = key.as_deref().and_then(|k| self.recorded_answer(&act, k)) {
-            // Answered before: the method must not run again.
-            let meta = TurnMeta {
-                kind: env.kind,
-                touch: env.touch,
-                started: None,
-                readonly,
-                inbox: None,
-                key: None,
-                replayed: true,
-            };
-            let outcome = Ok(TurnOutcome {
-                result: answer,
-                changes: Vec::new(),
-            });
-            self.turn_finished(act, env.reply, &meta, None, outcome);
-            return;
+        if let Some(k) = key.as_deref() {
+            match self.recorded_answer(&act, k) {
+                // Answered before: the method must not run again.
+                Lookup::Recorded(answer) => return self.replay(act, env, readonly, answer),
+                Lookup::AskStore => {
+                    return self.ask_store_then_turn(act, env, state, readonly, key)
+                }
+                Lookup::New => {}
+            }
         }
+        self.hand_to_host(act, binding, env, state, readonly, key);
+    }
+
+    /// Gives the host a turn whose key (if any) has no recorded answer.
+    pub(crate) fn hand_to_host(
+        self: &Arc<Self>,
+        act: Arc<Activation>,
+        binding: &Binding,
+        env: Envelope,
+        state: StateSnapshot,
+        readonly: Option<Arc<str>>,
+        key: Option<Box<str>>,
+    ) {
         let mut extra = env.extra;
         let span = extra.as_mut().and_then(|e| e.trace.as_mut()).map(|trace| {
             // The host sees the turn's span; the caller's W3C

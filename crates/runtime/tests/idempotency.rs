@@ -149,7 +149,7 @@ async fn a_retry_on_the_next_runtime_gets_the_stored_answer() -> TestResult {
     let rt = start(store.clone(), ran.clone(), Duration::from_secs(3600))?;
     // Durable type: answered once the answer is stored with the count.
     assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k"))).await?), "1");
-    let records = store.load_records("t", "a", 0).await?;
+    let records = store.load_records("t", "a", 0, usize::MAX).await?;
     assert_eq!(records.len(), 1, "recorded with the state: {records:?}");
     // The runtime goes without a word (as a killed daemon would): the next
     // one on the store answers the retry from the record.
@@ -175,7 +175,11 @@ async fn an_expired_answer_is_forgotten_and_the_call_runs_again() -> TestResult 
     assert_eq!(ran.load(Ordering::SeqCst), 2);
     // The sweeper (every second at the least) deletes it from the store.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !store.load_records("t", "a", 0).await?.is_empty() {
+    while !store
+        .load_records("t", "a", 0, usize::MAX)
+        .await?
+        .is_empty()
+    {
         assert!(
             tokio::time::Instant::now() < deadline,
             "records never expired"
@@ -200,6 +204,36 @@ async fn a_retried_durable_tell_is_stored_and_applied_once() -> TestResult {
     let count = rt.invoke(keyed(&a, "get", None)).await?;
     assert_eq!(text(&count), "2", "each keyed tell applied once");
     assert_eq!(ran.load(Ordering::SeqCst), 3);
+    let _ = rt.shutdown().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_old_answer_past_the_memory_bound_comes_from_the_store() -> TestResult {
+    let store = Arc::new(MemoryStore::new());
+    let ran = Arc::new(AtomicU32::new(0));
+    let a = ActorId::new("t", "a");
+    let rt = start(store.clone(), ran.clone(), Duration::from_secs(3600))?;
+    // More keyed calls than memory keeps for one actor (1024).
+    let calls = 1_100u32;
+    for i in 0..calls {
+        rt.invoke(keyed(&a, "incr", Some(&format!("k{i}")))).await?;
+    }
+    rt.tell_durable(keyed(&a, "incr", Some("t0"))).await?;
+    for i in 0..1_030u32 {
+        rt.invoke(keyed(&a, "incr", Some(&format!("later{i}"))))
+            .await?;
+    }
+    let before = ran.load(Ordering::SeqCst);
+    // The first ones left memory long ago: the store answers.
+    assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k0"))).await?), "1");
+    rt.tell_durable(keyed(&a, "incr", Some("t0"))).await?;
+    assert_eq!(ran.load(Ordering::SeqCst), before, "nothing ran again");
+    // And after a restart, whose load stops at the bound.
+    drop(rt);
+    let rt = start(store.clone(), ran.clone(), Duration::from_secs(3600))?;
+    assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k1"))).await?), "2");
+    assert_eq!(ran.load(Ordering::SeqCst), before, "nothing ran again");
     let _ = rt.shutdown().await;
     Ok(())
 }

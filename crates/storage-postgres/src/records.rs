@@ -20,12 +20,27 @@ ON CONFLICT (actor_type, actor_id, key) DO NOTHING";
 
 const LOAD_RECORDS: &str = "
 SELECT key, recorded_ms, data FROM troupe_call_records
-WHERE actor_type = $1 AND actor_id = $2 AND recorded_ms >= $3";
+WHERE actor_type = $1 AND actor_id = $2 AND recorded_ms >= $3
+ORDER BY recorded_ms DESC LIMIT $4";
+
+const LOAD_RECORD: &str = "
+SELECT key, recorded_ms, data FROM troupe_call_records
+WHERE actor_type = $1 AND actor_id = $2 AND key = $3";
 
 const EXPIRE_RECORDS: &str = "
 DELETE FROM troupe_call_records WHERE ctid IN (
     SELECT ctid FROM troupe_call_records WHERE recorded_ms < $1
     ORDER BY recorded_ms LIMIT $2)";
+
+fn record_of(row: &tokio_postgres::Row) -> Result<CallRecord, tokio_postgres::Error> {
+    let at: i64 = row.try_get(1)?;
+    let data: Vec<u8> = row.try_get(2)?;
+    Ok(CallRecord {
+        key: row.try_get(0)?,
+        recorded_unix_ms: u64::try_from(at).unwrap_or(0),
+        data: Bytes::from(data),
+    })
+}
 
 fn sql_ms(ms: u64) -> i64 {
     i64::try_from(ms).unwrap_or(i64::MAX)
@@ -71,8 +86,10 @@ impl PostgresStore {
         actor_type: &str,
         actor_id: &str,
         since_unix_ms: u64,
+        limit: usize,
     ) -> Result<Vec<CallRecord>, StoreError> {
         const DOING: &str = "loading an actor's call records";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let op = async {
             let client = self.client(DOING).await?;
             let failed = |e: tokio_postgres::Error| self.query_error(DOING, &e);
@@ -80,22 +97,36 @@ impl PostgresStore {
             let rows = client
                 .query(
                     &statement,
-                    &[&actor_type, &actor_id, &sql_ms(since_unix_ms)],
+                    &[&actor_type, &actor_id, &sql_ms(since_unix_ms), &limit],
                 )
                 .await
                 .map_err(failed)?;
             rows.iter()
-                .map(|row| {
-                    let at: i64 = row.try_get(1)?;
-                    let data: Vec<u8> = row.try_get(2)?;
-                    Ok(CallRecord {
-                        key: row.try_get(0)?,
-                        recorded_unix_ms: u64::try_from(at).unwrap_or(0),
-                        data: Bytes::from(data),
-                    })
-                })
+                .map(record_of)
                 .collect::<Result<Vec<_>, tokio_postgres::Error>>()
                 .map_err(failed)
+        };
+        bounded(op)
+            .await
+            .map_err(|r| self.timeout_error(DOING, r))?
+    }
+
+    pub(crate) async fn record_get(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        key: &str,
+    ) -> Result<Option<CallRecord>, StoreError> {
+        const DOING: &str = "reading a call record";
+        let op = async {
+            let client = self.client(DOING).await?;
+            let failed = |e: tokio_postgres::Error| self.query_error(DOING, &e);
+            let statement = client.prepare_cached(LOAD_RECORD).await.map_err(failed)?;
+            let row = client
+                .query_opt(&statement, &[&actor_type, &actor_id, &key])
+                .await
+                .map_err(failed)?;
+            row.as_ref().map(record_of).transpose().map_err(failed)
         };
         bounded(op)
             .await

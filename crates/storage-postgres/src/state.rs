@@ -265,8 +265,19 @@ impl StateStore for PostgresStore {
         actor_type: &str,
         actor_id: &str,
         since_unix_ms: u64,
+        limit: usize,
     ) -> Result<Vec<CallRecord>, StoreError> {
-        self.records_load(actor_type, actor_id, since_unix_ms).await
+        self.records_load(actor_type, actor_id, since_unix_ms, limit)
+            .await
+    }
+
+    async fn load_record(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        key: &str,
+    ) -> Result<Option<CallRecord>, StoreError> {
+        self.record_get(actor_type, actor_id, key).await
     }
 
     async fn expire_records(&self, before_unix_ms: u64, limit: usize) -> Result<u64, StoreError> {

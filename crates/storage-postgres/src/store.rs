@@ -97,7 +97,9 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (actor_type, actor_id, key)
     );
     CREATE INDEX IF NOT EXISTS troupe_call_records_by_age
-        ON troupe_call_records (recorded_ms)",
+        ON troupe_call_records (recorded_ms);
+    CREATE INDEX IF NOT EXISTS troupe_call_records_by_actor_age
+        ON troupe_call_records (actor_type, actor_id, recorded_ms)",
 ];
 
 /// Actor state in a PostgreSQL database.

@@ -85,11 +85,27 @@ fn corrupt(what: &str) -> Failure {
     StoreError::Corrupt(format!("malformed {what} in the sled store")).into()
 }
 
+fn decode(key: &str, value: &[u8]) -> Result<CallRecord, Failure> {
+    let at = value
+        .get(..8)
+        .and_then(|s| <[u8; 8]>::try_from(s).ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| corrupt("call record"))?;
+    Ok(CallRecord {
+        key: key.to_owned(),
+        recorded_unix_ms: at,
+        data: Bytes::copy_from_slice(&value[8..]),
+    })
+}
+
+/// Reads all the actor's records (they are keyed by call key, not time)
+/// and keeps the `limit` most recent.
 pub(crate) fn load(
     db: &Handles,
     actor_type: &str,
     actor_id: &str,
     since_unix_ms: u64,
+    limit: usize,
 ) -> Result<Vec<CallRecord>, Failure> {
     let prefix = record_key(&actor_prefix(actor_type, actor_id), "");
     let mut out = Vec::new();
@@ -99,21 +115,27 @@ pub(crate) fn load(
             .get(prefix.len()..)
             .and_then(|s| std::str::from_utf8(s).ok())
             .ok_or_else(|| corrupt("call-record key"))?;
-        let at = v
-            .get(..8)
-            .and_then(|s| <[u8; 8]>::try_from(s).ok())
-            .map(u64::from_be_bytes)
-            .ok_or_else(|| corrupt("call record"))?;
-        if at < since_unix_ms {
-            continue;
+        let record = decode(key, &v)?;
+        if record.recorded_unix_ms >= since_unix_ms {
+            out.push(record);
         }
-        out.push(CallRecord {
-            key: key.to_owned(),
-            recorded_unix_ms: at,
-            data: Bytes::copy_from_slice(&v[8..]),
-        });
     }
+    out.sort_by(|a, b| b.recorded_unix_ms.cmp(&a.recorded_unix_ms));
+    out.truncate(limit);
     Ok(out)
+}
+
+pub(crate) fn get(
+    db: &Handles,
+    actor_type: &str,
+    actor_id: &str,
+    key: &str,
+) -> Result<Option<CallRecord>, Failure> {
+    let k = record_key(&actor_prefix(actor_type, actor_id), key);
+    match db.state.get(&k)? {
+        Some(v) => Ok(Some(decode(key, &v)?)),
+        None => Ok(None),
+    }
 }
 
 /// Removes up to `limit` records older than `before_unix_ms`, oldest first,

@@ -200,10 +200,23 @@ impl StateStore for SledStore {
         actor_type: &str,
         actor_id: &str,
         since_unix_ms: u64,
+        limit: usize,
     ) -> Result<Vec<CallRecord>, StoreError> {
         let (ty, id) = (actor_type.to_owned(), actor_id.to_owned());
         self.db
-            .read(move |db| crate::records::load(db, &ty, &id, since_unix_ms))
+            .read(move |db| crate::records::load(db, &ty, &id, since_unix_ms, limit))
+            .await
+    }
+
+    async fn load_record(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        key: &str,
+    ) -> Result<Option<CallRecord>, StoreError> {
+        let (ty, id, key) = (actor_type.to_owned(), actor_id.to_owned(), key.to_owned());
+        self.db
+            .read(move |db| crate::records::get(db, &ty, &id, &key))
             .await
     }
 

@@ -204,13 +204,23 @@ pub trait StateStore: Send + Sync + std::fmt::Debug + 'static {
     /// Forgets a dead letter; whether it existed.
     async fn remove_dead_letter(&self, key: &DeadLetterKey) -> Result<bool, StoreError>;
 
-    /// The actor's call records recorded at or after `since_unix_ms`.
+    /// The actor's `limit` most recent call records among those recorded
+    /// at or after `since_unix_ms`, in no particular order.
     async fn load_records(
         &self,
         actor_type: &str,
         actor_id: &str,
         since_unix_ms: u64,
+        limit: usize,
     ) -> Result<Vec<CallRecord>, StoreError>;
+
+    /// One call record of the actor, by key.
+    async fn load_record(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        key: &str,
+    ) -> Result<Option<CallRecord>, StoreError>;
 
     /// Forgets up to `limit` call records (of any actor) recorded before
     /// `before_unix_ms`; returns how many went. Not fenced: an expired

@@ -35,12 +35,13 @@ use std::sync::Arc;
 use troupe_storage::CallRecord;
 
 pub(crate) use answer::Answer;
-pub(crate) use table::CallRecords;
+pub(crate) use table::{CallRecords, Lookup, MAX_IN_MEMORY};
 
 use crate::activation::{Activation, Envelope, Inner};
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
+use crate::host::{TurnMeta, TurnOutcome};
 use crate::shared::Shared;
-use crate::types::{Payload, TurnKind};
+use crate::types::{ActorId, Payload, StateSnapshot, TurnKind};
 
 /// The key a turn for `env` answers under: a call's, unless it is
 /// read-only or delivers a durable tell from the inbox (whose key was
@@ -53,15 +54,124 @@ pub(crate) fn turn_key(env: &Envelope, readonly: bool) -> Option<Box<str>> {
 }
 
 impl Shared {
-    /// The recorded answer for a turn keyed `key`, if there is one.
-    pub(crate) fn recorded_answer(&self, act: &Activation, key: &str) -> Option<Answer> {
-        let answer = self
+    /// What memory knows of the answer for a call keyed `key`.
+    pub(crate) fn recorded_answer(&self, act: &Activation, key: &str) -> Lookup {
+        let found = self
             .records
-            .lookup(&act.id, key, crate::clock::unix_now_ms())?;
-        if let Some(metrics) = &self.metrics {
+            .lookup(&act.id, key, crate::clock::unix_now_ms());
+        if let (Lookup::Recorded(_), Some(metrics)) = (&found, &self.metrics) {
             metrics.call_replayed(&act.id.ty);
         }
-        Some(answer)
+        found
+    }
+
+    /// The store's answer for `key`, for an actor whose records spilled
+    /// out of memory: `Ok(None)` when none is recorded in the window.
+    pub(crate) async fn stored_answer(
+        &self,
+        actor: &ActorId,
+        key: &str,
+    ) -> Result<Option<Answer>, CallError> {
+        let record = self
+            .flusher
+            .store()
+            .load_record(&actor.ty, &actor.id, key)
+            .await
+            .map_err(|source| Unavailable::Store {
+                what: format!("cannot read the call record {key:?} of actor {actor}"),
+                source,
+                remedy: "retry the call with the same key",
+            })?;
+        let cutoff = self.records.cutoff(crate::clock::unix_now_ms());
+        let answer = record
+            .filter(|r| r.recorded_unix_ms >= cutoff)
+            .and_then(|r| answer::decode(&r.data));
+        if let (Some(_), Some(metrics)) = (&answer, &self.metrics) {
+            metrics.call_replayed(&actor.ty);
+        }
+        Ok(answer)
+    }
+
+    /// Ends a turn with its recorded answer: the method does not run.
+    pub(crate) fn replay(
+        self: &Arc<Self>,
+        act: Arc<Activation>,
+        env: Envelope,
+        readonly: Option<Arc<str>>,
+        answer: Answer,
+    ) {
+        let meta = TurnMeta {
+            kind: env.kind,
+            touch: env.touch,
+            started: None,
+            readonly,
+            inbox: None,
+            key: None,
+            replayed: true,
+        };
+        let outcome = Ok(TurnOutcome {
+            result: answer,
+            changes: Vec::new(),
+        });
+        self.turn_finished(act, env.reply, &meta, None, outcome);
+    }
+
+    /// A keyed turn of a spilled actor: the store says whether it was
+    /// answered before, while the actor stays busy (no other turn can
+    /// record the key meanwhile); then it is replayed or runs.
+    pub(crate) fn ask_store_then_turn(
+        self: &Arc<Self>,
+        act: Arc<Activation>,
+        env: Envelope,
+        state: StateSnapshot,
+        readonly: Option<Arc<str>>,
+        key: Option<Box<str>>,
+    ) {
+        let shared = self.clone();
+        tokio::spawn(async move {
+            let asked = match key.as_deref() {
+                Some(k) => shared.stored_answer(&act.id, k).await,
+                None => Ok(None),
+            };
+            match asked {
+                Ok(Some(answer)) => shared.replay(act, env, readonly, answer),
+                Ok(None) => {
+                    let binding = act.inner.lock().binding.clone();
+                    match binding {
+                        Some(binding) => {
+                            shared.hand_to_host(act, &binding, env, state, readonly, key);
+                        }
+                        None => {
+                            let error = Unavailable::Dropped {
+                                actor: act.id.clone(),
+                            };
+                            shared.fail_turn(act, env, readonly, error.into());
+                        }
+                    }
+                }
+                Err(e) => shared.fail_turn(act, env, readonly, e),
+            }
+        });
+    }
+
+    /// Ends a turn that did not reach the host with `error`.
+    fn fail_turn(
+        self: &Arc<Self>,
+        act: Arc<Activation>,
+        env: Envelope,
+        readonly: Option<Arc<str>>,
+        error: CallError,
+    ) {
+        let meta = TurnMeta {
+            kind: env.kind,
+            touch: env.touch,
+            started: None,
+            readonly,
+            inbox: None,
+            key: None,
+            replayed: false,
+        };
+        self.turn_finished(act, env.reply, &meta, None, Err(error));
     }
 
     /// Records a keyed turn's answer beside its state changes (the

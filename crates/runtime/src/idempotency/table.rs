@@ -1,10 +1,16 @@
 //! The answers of keyed calls to this daemon's live actors, in memory: what
 //! a retry is answered from without a store read. An actor's records are
-//! loaded with its state when it activates and forgotten when it goes, so
-//! the table holds live actors' records only, each for the retention window.
+//! loaded with its state when it activates and forgotten when it goes.
+//!
+//! Memory is bounded per actor: the [`MAX_IN_MEMORY`] most recent records
+//! of the retention window. An actor that has more (a busy one, or one
+//! whose load was cut at the bound) is marked spilled: a key not found in
+//! memory may still be in the store, and the caller looks there.
 
 use std::collections::hash_map::RandomState;
+use std::collections::VecDeque;
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 use hashbrown::HashMap;
 use parking_lot::Mutex;
@@ -16,42 +22,60 @@ use crate::types::ActorId;
 
 const SHARDS: usize = 32;
 
+/// Records kept in memory per live actor (about 100-200 bytes each plus
+/// the answer); older ones are read from the store when asked for.
+pub(crate) const MAX_IN_MEMORY: usize = 1024;
+
+/// What memory knows about a key.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    Recorded(Answer),
+    /// Not recorded (within the retention window).
+    New,
+    /// Not in memory, but the actor has records only the store holds.
+    AskStore,
+}
+
 #[derive(Debug)]
 struct Recorded {
     at_unix_ms: u64,
     answer: Answer,
 }
 
-/// One actor's records, and the oldest one's time (pruning skips actors
-/// with nothing old enough).
+/// One actor's records, oldest first in `order`.
 #[derive(Debug, Default)]
 struct ActorRecords {
-    by_key: HashMap<Box<str>, Recorded>,
-    oldest_unix_ms: u64,
+    by_key: HashMap<Arc<str>, Recorded>,
+    order: VecDeque<(u64, Arc<str>)>,
+    /// The store holds records of this actor that memory does not.
+    spilled: bool,
 }
 
 impl ActorRecords {
     fn insert(&mut self, key: &str, at_unix_ms: u64, answer: Answer) {
-        if self.by_key.is_empty() || at_unix_ms < self.oldest_unix_ms {
-            self.oldest_unix_ms = at_unix_ms;
+        if self.by_key.contains_key(key) {
+            return;
         }
-        self.by_key
-            .entry(key.into())
-            .or_insert(Recorded { at_unix_ms, answer });
+        if self.by_key.len() >= MAX_IN_MEMORY {
+            if let Some((_, oldest)) = self.order.pop_front() {
+                self.by_key.remove(&oldest);
+                self.spilled = true;
+            }
+        }
+        let key: Arc<str> = key.into();
+        self.order.push_back((at_unix_ms, key.clone()));
+        self.by_key.insert(key, Recorded { at_unix_ms, answer });
     }
 
-    /// Drops records from before `cutoff`; whether any are left.
+    /// Drops records from before `cutoff`; whether any are left (or the
+    /// store may still hold some).
     fn prune(&mut self, cutoff: u64) -> bool {
-        if self.oldest_unix_ms < cutoff {
-            self.by_key.retain(|_, r| r.at_unix_ms >= cutoff);
-            self.oldest_unix_ms = self
-                .by_key
-                .values()
-                .map(|r| r.at_unix_ms)
-                .min()
-                .unwrap_or(0);
+        while self.order.front().is_some_and(|(at, _)| *at < cutoff) {
+            if let Some((_, key)) = self.order.pop_front() {
+                self.by_key.remove(&key);
+            }
         }
-        !self.by_key.is_empty()
+        !self.by_key.is_empty() || self.spilled
     }
 }
 
@@ -81,11 +105,20 @@ impl CallRecords {
         now_unix_ms.saturating_sub(self.retention_ms)
     }
 
-    /// The recorded answer of `key`, unless it expired.
-    pub(crate) fn lookup(&self, actor: &ActorId, key: &str, now_unix_ms: u64) -> Option<Answer> {
+    /// What memory knows of `key` at `now_unix_ms`.
+    pub(crate) fn lookup(&self, actor: &ActorId, key: &str, now_unix_ms: u64) -> Lookup {
         let shard = self.shard(actor).lock();
-        let recorded = shard.get(actor)?.by_key.get(key)?;
-        (recorded.at_unix_ms >= self.cutoff(now_unix_ms)).then(|| recorded.answer.clone())
+        let Some(records) = shard.get(actor) else {
+            return Lookup::New;
+        };
+        match records.by_key.get(key) {
+            Some(r) if r.at_unix_ms >= self.cutoff(now_unix_ms) => {
+                Lookup::Recorded(r.answer.clone())
+            }
+            Some(_) => Lookup::New,
+            None if records.spilled => Lookup::AskStore,
+            None => Lookup::New,
+        }
     }
 
     /// Records `answer` for `key` (a key recorded already keeps its first
@@ -109,10 +142,15 @@ impl CallRecords {
         }
     }
 
-    /// The actor activated with `stored` records (read with its state):
-    /// they replace whatever an earlier activation left.
-    pub(crate) fn loaded(&self, actor: &ActorId, stored: Vec<CallRecord>) {
-        let mut records = ActorRecords::default();
+    /// The actor activated with `stored` records, its most recent (read
+    /// with its state; `complete`: all it has in the window). They replace
+    /// whatever an earlier activation left.
+    pub(crate) fn loaded(&self, actor: &ActorId, mut stored: Vec<CallRecord>, complete: bool) {
+        stored.sort_by_key(|r| r.recorded_unix_ms);
+        let mut records = ActorRecords {
+            spilled: !complete,
+            ..ActorRecords::default()
+        };
         for record in stored {
             match answer::decode(&record.data) {
                 Some(answer) => records.insert(&record.key, record.recorded_unix_ms, answer),
@@ -124,7 +162,7 @@ impl CallRecords {
             }
         }
         let mut shard = self.shard(actor).lock();
-        if records.by_key.is_empty() {
+        if records.by_key.is_empty() && !records.spilled {
             shard.remove(actor);
         } else {
             shard.insert(actor.clone(), records);
@@ -173,18 +211,40 @@ mod tests {
         let stored = table.record(&a, "k", 1_000, ok("1"));
         assert_eq!(answer::decode(&stored.data), Some(ok("1")));
         table.record(&a, "k", 2_000, ok("2"));
-        assert_eq!(table.lookup(&a, "k", 5_000), Some(ok("1")));
-        assert_eq!(table.lookup(&b, "k", 5_000), None, "per actor");
-        assert_eq!(table.lookup(&a, "k", 11_001), None, "expired");
+        assert_eq!(table.lookup(&a, "k", 5_000), Lookup::Recorded(ok("1")));
+        assert_eq!(table.lookup(&b, "k", 5_000), Lookup::New, "per actor");
+        assert_eq!(table.lookup(&a, "k", 11_001), Lookup::New, "expired");
         table.prune(11_001);
         assert_eq!(table.len(), 0);
 
-        table.loaded(&a, vec![stored.clone()]);
-        assert_eq!(table.lookup(&a, "k", 5_000), Some(ok("1")), "loaded back");
-        table.loaded(&a, Vec::new());
-        assert_eq!(table.lookup(&a, "k", 5_000), None, "a new life replaces");
-        table.loaded(&a, vec![stored]);
+        table.loaded(&a, vec![stored.clone()], true);
+        assert_eq!(table.lookup(&a, "k", 5_000), Lookup::Recorded(ok("1")));
+        table.loaded(&a, Vec::new(), true);
+        assert_eq!(
+            table.lookup(&a, "k", 5_000),
+            Lookup::New,
+            "a new life replaces"
+        );
+        table.loaded(&a, vec![stored], true);
         table.forget(&a);
         assert_eq!(table.len(), 0);
+    }
+
+    #[test]
+    fn memory_keeps_the_newest_and_sends_the_rest_to_the_store() {
+        let table = CallRecords::new(Duration::from_secs(3600));
+        let a = ActorId::new("t", "a");
+        for i in 0..MAX_IN_MEMORY + 10 {
+            table.record(&a, &format!("k{i}"), 1_000 + i as u64, ok("1"));
+        }
+        assert_eq!(table.len(), MAX_IN_MEMORY, "bounded");
+        assert_eq!(table.lookup(&a, "k0", 5_000), Lookup::AskStore, "evicted");
+        let newest = format!("k{}", MAX_IN_MEMORY + 9);
+        assert_eq!(table.lookup(&a, &newest, 5_000), Lookup::Recorded(ok("1")));
+        // A load cut at the bound: unknown keys may be in the store.
+        table.loaded(&a, Vec::new(), false);
+        assert_eq!(table.lookup(&a, "k5", 5_000), Lookup::AskStore);
+        table.loaded(&a, Vec::new(), true);
+        assert_eq!(table.lookup(&a, "k5", 5_000), Lookup::New);
     }
 }

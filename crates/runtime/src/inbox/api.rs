@@ -10,6 +10,7 @@ use super::record::{self, Header};
 use super::{InboxDelivery, InboxTag};
 use crate::error::{CallError, Unavailable};
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
+use crate::idempotency::Lookup;
 use crate::reply::{wait_reply, Reply};
 use crate::routing::Route;
 use crate::runtime::Runtime;
@@ -225,6 +226,20 @@ impl Shared {
     /// its append is stored.
     pub(crate) async fn tell_durable_here(self: &Arc<Self>, call: Call) -> Result<(), CallError> {
         self.check_target(&call.actor)?;
+        // An actor whose records spilled out of memory: a retry of a tell
+        // stored long ago is known to the store only.
+        if let Some(key) = call
+            .extra
+            .as_ref()
+            .and_then(|e| e.idempotency_key.as_deref())
+        {
+            let now = crate::clock::unix_now_ms();
+            if self.records.lookup(&call.actor, key, now) == Lookup::AskStore
+                && self.stored_answer(&call.actor, key).await?.is_some()
+            {
+                return Ok(());
+            }
+        }
         let header = Header {
             method: call.method.to_string(),
             bytes: call.payload.content_type == ContentType::Bytes,

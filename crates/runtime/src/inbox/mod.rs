@@ -37,6 +37,7 @@ use crate::reply::Reply;
 use crate::shared::Shared;
 use crate::types::{CallExtra, Payload, TurnKind};
 
+use crate::idempotency::Lookup;
 pub use api::DeadLetterInfo;
 use ops::push_op;
 pub(crate) use record::Header;
@@ -86,7 +87,8 @@ impl Shared {
             return true;
         }
         if let Some(key) = key {
-            if self.recorded_answer(act, key).is_some() {
+            // A spilled actor's store was asked before (`tell_durable_here`).
+            if matches!(self.recorded_answer(act, key), Lookup::Recorded(_)) {
                 if let Some(ack) = tag.ack.take() {
                     self.flusher.hold_reply(act, ack, Ok(Payload::default()));
                 }

@@ -30,6 +30,7 @@ use crate::activation::{Activation, Envelope, Status};
 use crate::error::{CallError, Unavailable};
 use crate::host::{ActivateDone, ActivateRequest, ActorHost, DeactivateDone, DeactivateRequest};
 use crate::host_registry::HostRegistration;
+use crate::idempotency::MAX_IN_MEMORY;
 use crate::routing::Route;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
@@ -167,7 +168,8 @@ impl Shared {
                     };
                     let mut inner = act.inner.lock();
                     inner.state = entries.into_iter().collect();
-                    self.records.loaded(&act.id, records);
+                    let complete = records.len() < MAX_IN_MEMORY;
+                    self.records.loaded(&act.id, records, complete);
                     inner.set_state_loaded();
                     self.inbox_loaded(&act, &mut inner, inbox);
                 }
@@ -226,7 +228,7 @@ impl Shared {
         let since = self.records.cutoff(crate::clock::unix_now_ms());
         let (inbox, records) = tokio::join!(
             store.load_inbox(&actor.ty, &actor.id),
-            store.load_records(&actor.ty, &actor.id, since),
+            store.load_records(&actor.ty, &actor.id, since, MAX_IN_MEMORY),
         );
         let failed = |what: String, source| -> CallError {
             Unavailable::Store {

@@ -116,10 +116,20 @@ impl StateStore for HookedStore {
         actor_type: &str,
         actor_id: &str,
         since_unix_ms: u64,
+        limit: usize,
     ) -> Result<Vec<troupe_storage::CallRecord>, StoreError> {
         self.inner
-            .load_records(actor_type, actor_id, since_unix_ms)
+            .load_records(actor_type, actor_id, since_unix_ms, limit)
             .await
+    }
+
+    async fn load_record(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        key: &str,
+    ) -> Result<Option<troupe_storage::CallRecord>, StoreError> {
+        self.inner.load_record(actor_type, actor_id, key).await
     }
 
     async fn expire_records(&self, before_unix_ms: u64, limit: usize) -> Result<u64, StoreError> {

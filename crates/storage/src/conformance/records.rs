@@ -48,13 +48,30 @@ pub async fn records(store: &dyn StateStore) -> Result<(), StoreError> {
             with_records(ty, "b", None, &[], vec![record("k1", 1_500)]),
         ])
         .await?;
-    let a = store.load_records(ty, "a", 0).await?;
+    let a = store.load_records(ty, "a", 0, usize::MAX).await?;
     assert_eq!(keys(&a), ["k1", "k2"], "records of a stored");
     assert!(a.contains(&record("k1", 1_000)), "record read back: {a:?}");
     assert_eq!(store.load(ty, "a").await?.len(), 1, "state beside them");
-    assert_eq!(keys(&store.load_records(ty, "a", 1_500).await?), ["k2"]);
-    assert_eq!(keys(&store.load_records(ty, "b", 0).await?), ["k1"]);
-    assert!(store.load_records(other, "a", 0).await?.is_empty());
+    assert_eq!(
+        keys(&store.load_records(ty, "a", 1_500, usize::MAX).await?),
+        ["k2"]
+    );
+    assert_eq!(
+        keys(&store.load_records(ty, "b", 0, usize::MAX).await?),
+        ["k1"]
+    );
+    assert!(store
+        .load_records(other, "a", 0, usize::MAX)
+        .await?
+        .is_empty());
+
+    // The most recent ones when limited; one by key.
+    let newest = store.load_records(ty, "a", 0, 1).await?;
+    assert_eq!(keys(&newest), ["k2"], "the newest of a's");
+    let one = store.load_record(ty, "a", "k1").await?;
+    assert_eq!(one, Some(record("k1", 1_000)));
+    assert_eq!(store.load_record(ty, "a", "nope").await?, None);
+    assert_eq!(store.load_record(ty, "b", "k2").await?, None, "per actor");
 
     // A key recorded again keeps its first answer.
     let mut again = record("k1", 3_000);
@@ -62,7 +79,7 @@ pub async fn records(store: &dyn StateStore) -> Result<(), StoreError> {
     store
         .write_batch(&[with_records(ty, "a", None, &[], vec![again])])
         .await?;
-    let a = store.load_records(ty, "a", 0).await?;
+    let a = store.load_records(ty, "a", 0, usize::MAX).await?;
     assert!(a.contains(&record("k1", 1_000)), "first answer kept: {a:?}");
 
     // Expiry by age, across actors, bounded by `limit`.
@@ -70,8 +87,11 @@ pub async fn records(store: &dyn StateStore) -> Result<(), StoreError> {
     assert_eq!(gone, 1, "one of the two older records, as limited");
     let gone = store.expire_records(1_600, 100).await?;
     assert_eq!(gone, 1, "the other older one");
-    assert_eq!(keys(&store.load_records(ty, "a", 0).await?), ["k2"]);
-    assert!(store.load_records(ty, "b", 0).await?.is_empty());
+    assert_eq!(
+        keys(&store.load_records(ty, "a", 0, usize::MAX).await?),
+        ["k2"]
+    );
+    assert!(store.load_records(ty, "b", 0, usize::MAX).await?.is_empty());
     assert_eq!(store.expire_records(1_600, 100).await?, 0);
     Ok(())
 }
@@ -90,7 +110,7 @@ pub async fn records_fencing(store: &dyn StateStore) -> Result<(), StoreError> {
         )])
         .await?;
     assert_eq!(refused.len(), 1, "the stale write is refused");
-    assert!(store.load_records(ty, "f", 0).await?.is_empty());
+    assert!(store.load_records(ty, "f", 0, usize::MAX).await?.is_empty());
     store
         .write_batch(&[with_records(
             ty,
@@ -100,6 +120,9 @@ pub async fn records_fencing(store: &dyn StateStore) -> Result<(), StoreError> {
             vec![record("ok", 1_000)],
         )])
         .await?;
-    assert_eq!(keys(&store.load_records(ty, "f", 0).await?), ["ok"]);
+    assert_eq!(
+        keys(&store.load_records(ty, "f", 0, usize::MAX).await?),
+        ["ok"]
+    );
     Ok(())
 }

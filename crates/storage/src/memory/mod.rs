@@ -214,9 +214,20 @@ impl StateStore for MemoryStore {
         actor_type: &str,
         actor_id: &str,
         since_unix_ms: u64,
+        limit: usize,
     ) -> Result<Vec<CallRecord>, StoreError> {
         let actor = (actor_type.to_owned(), actor_id.to_owned());
-        Ok(self.records.lock().load(&actor, since_unix_ms))
+        Ok(self.records.lock().load(&actor, since_unix_ms, limit))
+    }
+
+    async fn load_record(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        key: &str,
+    ) -> Result<Option<CallRecord>, StoreError> {
+        let actor = (actor_type.to_owned(), actor_id.to_owned());
+        Ok(self.records.lock().get(&actor, key))
     }
 
     async fn expire_records(&self, before_unix_ms: u64, limit: usize) -> Result<u64, StoreError> {

@@ -25,13 +25,25 @@ impl Records {
         }
     }
 
-    pub(super) fn load(&self, actor: &ActorKey, since_unix_ms: u64) -> Vec<CallRecord> {
-        self.by_actor.get(actor).map_or_else(Vec::new, |held| {
+    pub(super) fn load(
+        &self,
+        actor: &ActorKey,
+        since_unix_ms: u64,
+        limit: usize,
+    ) -> Vec<CallRecord> {
+        let mut out: Vec<CallRecord> = self.by_actor.get(actor).map_or_else(Vec::new, |held| {
             held.values()
                 .filter(|r| r.recorded_unix_ms >= since_unix_ms)
                 .cloned()
                 .collect()
-        })
+        });
+        out.sort_by(|a, b| b.recorded_unix_ms.cmp(&a.recorded_unix_ms));
+        out.truncate(limit);
+        out
+    }
+
+    pub(super) fn get(&self, actor: &ActorKey, key: &str) -> Option<CallRecord> {
+        self.by_actor.get(actor)?.get(key).cloned()
     }
 
     pub(super) fn expire(&mut self, before_unix_ms: u64, limit: usize) -> u64 {
