@@ -32,6 +32,7 @@ mod inbox;
 pub mod input;
 mod inspect;
 mod lifecycle;
+mod mailbox;
 mod metrics;
 mod reply;
 mod routing;

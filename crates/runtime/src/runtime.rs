@@ -105,7 +105,7 @@ impl Runtime {
             metrics,
             forwarder: OnceLock::new(),
             inbox_clock: Default::default(),
-            records: crate::idempotency::CallRecords::new(config.idempotency_retention),
+            records: crate::idempotency::table::CallRecords::new(config.idempotency_retention),
             chain_tokens,
             config,
         };

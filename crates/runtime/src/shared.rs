@@ -78,7 +78,7 @@ pub(crate) struct Shared {
     /// The last inbox sequence number given (the `inbox` module).
     pub(crate) inbox_clock: std::sync::atomic::AtomicU64,
     /// The answers of keyed calls to live actors (the `idempotency` module).
-    pub(crate) records: crate::idempotency::CallRecords,
+    pub(crate) records: crate::idempotency::table::CallRecords,
     /// The key of the chains this daemon issues to turns, and the turns
     /// running with one (`chain_token`).
     pub(crate) chain_tokens: ChainTokens,

@@ -7,9 +7,11 @@
 //! store go through one lock, so a batch can never overtake an older one:
 //! the store never sees an older value after a newer one.
 
+mod batch;
 mod fenced;
 mod report;
 
+use batch::Batch;
 pub(crate) use fenced::RefusedActors;
 pub use report::{FlushBacklog, UnwrittenState};
 
@@ -21,7 +23,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tracing::{debug, warn};
-use troupe_placement::{OwnerEpoch, Placement};
+use troupe_placement::Placement;
 use troupe_storage::{ActorWrite, StateStore};
 
 use crate::activation::{Activation, Inner, Status};
@@ -347,75 +349,6 @@ impl Flusher {
         // A key recorded twice keeps its first answer in every store.
         dirty.records.splice(0..0, write.records);
         self.mark_dirty(act, &mut inner, 0);
-    }
-}
-
-/// The writes of one flush, with the activations they came from (same
-/// order) and the replies waiting for them.
-struct Batch {
-    writes: Vec<ActorWrite>,
-    acts: Vec<Arc<Activation>>,
-    held: Vec<HeldReply>,
-    /// Dirty actors this daemon no longer owns under its table: not
-    /// written, refused at once.
-    not_owned: Vec<Arc<Activation>>,
-}
-
-impl Batch {
-    fn with_capacity(actors: usize, held: Vec<HeldReply>) -> Self {
-        Self {
-            writes: Vec::with_capacity(actors),
-            acts: Vec::with_capacity(actors),
-            held,
-            not_owned: Vec::new(),
-        }
-    }
-
-    /// Takes `act`'s dirty keys (and their values now) into the batch,
-    /// with the owner epoch this daemon holds the actor under now.
-    fn take(&mut self, act: &Arc<Activation>, inner: &mut Inner, placement: &dyn Placement) {
-        // Gone: dropped without writing (fenced); its state may be stale.
-        if inner.status == Status::Gone {
-            inner.drop_changes();
-            return;
-        }
-        let Some(dirty) = inner.dirty.take() else {
-            return;
-        };
-        if dirty.is_empty() {
-            return;
-        }
-        // Read with the keys, under the activation's lock: a fence cannot
-        // come in between, so the epoch is one this state was current under.
-        let epoch = match placement.epoch(&act.id.ty, &act.id.id) {
-            OwnerEpoch::Unfenced => None,
-            OwnerEpoch::Owned(epoch) => Some(epoch),
-            OwnerEpoch::NotOwned => {
-                self.not_owned.push(act.clone());
-                return;
-            }
-        };
-        let crate::activation::Dirty {
-            keys,
-            inbox,
-            records,
-        } = *dirty;
-        let changes = keys
-            .into_iter()
-            .map(|key| {
-                let value = inner.state.get(&key).cloned();
-                (key, value)
-            })
-            .collect();
-        self.writes.push(ActorWrite {
-            actor_type: act.id.ty.to_string(),
-            actor_id: act.id.id.to_string(),
-            epoch,
-            changes,
-            inbox,
-            records,
-        });
-        self.acts.push(act.clone());
     }
 }
 

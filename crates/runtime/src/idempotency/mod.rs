@@ -28,14 +28,14 @@
 
 mod answer;
 mod sweep;
-mod table;
+pub(crate) mod table;
 
 use std::sync::Arc;
 
 use troupe_storage::CallRecord;
 
 pub(crate) use answer::Answer;
-pub(crate) use table::{CallRecords, Lookup, MAX_IN_MEMORY};
+pub(crate) use table::{Lookup, MAX_IN_MEMORY};
 
 use crate::activation::{Activation, Envelope, Inner};
 use crate::error::{CallError, Unavailable};
