@@ -120,7 +120,7 @@ pub(crate) fn load(
             out.push(record);
         }
     }
-    out.sort_by(|a, b| b.recorded_unix_ms.cmp(&a.recorded_unix_ms));
+    out.sort_by_key(|r| std::cmp::Reverse(r.recorded_unix_ms));
     out.truncate(limit);
     Ok(out)
 }

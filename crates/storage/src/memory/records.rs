@@ -37,7 +37,7 @@ impl Records {
                 .cloned()
                 .collect()
         });
-        out.sort_by(|a, b| b.recorded_unix_ms.cmp(&a.recorded_unix_ms));
+        out.sort_by_key(|r| std::cmp::Reverse(r.recorded_unix_ms));
         out.truncate(limit);
         out
     }
