@@ -18,48 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
-tools="$PWD/target/bench-tools"
-mkdir -p "$tools"
-if [ ! -x "$tools/ghz" ]; then
-    echo "installing ghz (Go module) into $tools" >&2
-    GOBIN="$tools" go install github.com/bojand/ghz/cmd/ghz@v0.120.0
-fi
-cargo build --release -q -p troupe -p troupe-tests --bin troupe --bin bench_app
-
-work=$(mktemp -d)
-pgdir=$(mktemp -d)   # its own: the server's user must own it
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    scripts/postgres.sh stop "$pgdir" || true
-    rm -rf "$work" "$pgdir"
-}
-trap cleanup EXIT
-
-echo "starting PostgreSQL" >&2
-pg_url=$(scripts/postgres.sh start "$pgdir")
-pg_base=${pg_url%/*}
-
-wait_for() { # file pattern what
-    for _ in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-    echo "$3 did not start:" >&2; cat "$1" "${1%.out}.err" >&2 2>/dev/null; return 1
-}
-
-# Counts "flushed state batch" lines and their keys in a daemon log.
-flush_stats() {
-    python3 - "$1" <<'PY'
-import re, sys
-batches = keys = 0
-for line in open(sys.argv[1], errors="replace"):
-    line = re.sub(r"\x1b\[[0-9;]*m", "", line)
-    if "flushed state batch" in line:
-        batches += 1
-        m = re.search(r"\bkeys=(\d+)", line)
-        keys += int(m.group(1)) if m else 0
-print(batches, keys)
-PY
-}
+source bench/store_bench_setup.sh
 
 run_case() { # backend mode
     local backend=$1 mode=$2 case="$1-$2"

@@ -53,6 +53,19 @@ pub(crate) fn turn_key(env: &Envelope, readonly: bool) -> Option<Box<str>> {
     env.extra.as_ref()?.idempotency_key.clone()
 }
 
+/// The meta of a turn that ends without the host: nothing to record.
+fn hostless_meta(env: &Envelope, readonly: Option<Arc<str>>, replayed: bool) -> TurnMeta {
+    TurnMeta {
+        kind: env.kind,
+        touch: env.touch,
+        started: None,
+        readonly,
+        inbox: None,
+        key: None,
+        replayed,
+    }
+}
+
 impl Shared {
     /// What memory knows of the answer for a call keyed `key`.
     pub(crate) fn recorded_answer(&self, act: &Activation, key: &str) -> Lookup {
@@ -100,15 +113,7 @@ impl Shared {
         readonly: Option<Arc<str>>,
         answer: Answer,
     ) {
-        let meta = TurnMeta {
-            kind: env.kind,
-            touch: env.touch,
-            started: None,
-            readonly,
-            inbox: None,
-            key: None,
-            replayed: true,
-        };
+        let meta = hostless_meta(&env, readonly, true);
         let outcome = Ok(TurnOutcome {
             result: answer,
             changes: Vec::new(),
@@ -162,15 +167,7 @@ impl Shared {
         readonly: Option<Arc<str>>,
         error: CallError,
     ) {
-        let meta = TurnMeta {
-            kind: env.kind,
-            touch: env.touch,
-            started: None,
-            readonly,
-            inbox: None,
-            key: None,
-            replayed: false,
-        };
+        let meta = hostless_meta(&env, readonly, false);
         self.turn_finished(act, env.reply, &meta, None, Err(error));
     }
 
