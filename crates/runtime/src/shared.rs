@@ -77,6 +77,11 @@ pub(crate) struct Shared {
     pub(crate) forwarder: OnceLock<Arc<dyn Forwarder>>,
     /// The last inbox sequence number given (the `inbox` module).
     pub(crate) inbox_clock: std::sync::atomic::AtomicU64,
+    /// Durable tells counted per type, always on (`inbox::stats`); the
+    /// host registry shares it to hand each binding its type's counters.
+    pub(crate) inbox_stats: Arc<crate::inbox::stats::InboxStats>,
+    /// Durable tells waiting for another attempt (`inbox::retries`).
+    pub(crate) inbox_retries: crate::inbox::retries::RetryBoard,
     /// The key of the chains this daemon issues to turns, and the turns
     /// running with one (`chain_token`).
     pub(crate) chain_tokens: ChainTokens,

@@ -17,12 +17,19 @@
 //! - `record`: the entry's encoding.
 //! - `api`: `Runtime::tell_durable`, dead letters, inbox counts.
 //! - `scan`: activating owned actors with pending entries.
+//! - `stats`, `retries`, `track`, `status`, `metrics`: what operators see
+//!   of it (counts per type, retries waiting, `troupe status`, `/metrics`).
 
 mod api;
+pub(crate) mod metrics;
 pub(crate) mod ops;
 mod record;
+pub(crate) mod retries;
 mod scan;
+pub(crate) mod stats;
+pub(crate) mod status;
 pub(crate) mod tag;
+mod track;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -81,6 +88,7 @@ impl Shared {
             return;
         }
         tag.delivery.seq = self.next_inbox_seq(0);
+        tag.delivery.held = Some(self.tell_stored(act, inner));
         let bytes = push_op(
             inner,
             InboxOp::Append(InboxEntry {
@@ -169,6 +177,7 @@ impl Shared {
                     seq: entry.seq,
                     attempts: 0,
                     data: entry.data,
+                    held: Some(self.tell_loaded(actor)),
                 },
                 ack: None,
             })),
@@ -189,6 +198,7 @@ impl Shared {
             Ok(_) => {
                 push_op(inner, InboxOp::Remove { seq: delivery.seq });
                 self.flusher.mark_dirty(act, inner, 0);
+                self.tell_handled(act, delivery);
                 return None;
             }
             Err(e) => e,
@@ -198,6 +208,7 @@ impl Shared {
             let factor = 2u32.saturating_pow(attempts.saturating_sub(1));
             let backoff = FIRST_BACKOFF.saturating_mul(factor).min(MAX_BACKOFF);
             debug!(actor = %act.id, seq = delivery.seq, attempts, error = %error, "durable tell failed; retrying");
+            self.tell_retrying(act, delivery, attempts, backoff, error);
             return Some((
                 InboxDelivery {
                     attempts,
@@ -207,6 +218,7 @@ impl Shared {
             ));
         }
         warn!(actor = %act.id, seq = delivery.seq, attempts, error = %error, "durable tell failed every attempt; moved to the dead letters");
+        self.tell_dead_lettered(act, delivery);
         let letter = DeadLetter {
             key: DeadLetterKey {
                 actor_type: act.id.ty.to_string(),
@@ -235,6 +247,9 @@ impl Shared {
     ) {
         let shared = self.clone();
         tokio::spawn(async move {
+            // Owned whole, so its inbox-depth guard lives through the wait
+            // (the block would capture only the fields it reads).
+            let delivery = delivery;
             tokio::time::sleep(backoff).await;
             let Some(mut env) = shared.stored_envelope(
                 &act.id,
@@ -243,6 +258,7 @@ impl Shared {
                     data: delivery.data.clone(),
                 },
             ) else {
+                shared.retry_given_up(&act.id, delivery.seq);
                 return;
             };
             if let Some(tag) = env.inbox.as_mut() {
@@ -250,6 +266,7 @@ impl Shared {
             }
             let mut inner = act.inner.lock();
             if matches!(inner.status, Status::Gone | Status::Deactivating) {
+                shared.retry_given_up(&act.id, delivery.seq);
                 return;
             }
             inner.mailbox.push_front(env);

@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 
+use super::stats::Held;
 use crate::reply::Reply;
 
 /// Which inbox entry a turn delivers.
@@ -16,6 +17,9 @@ pub(crate) struct InboxDelivery {
     pub(crate) attempts: u32,
     /// The stored entry (kept for a dead letter).
     pub(crate) data: Bytes,
+    /// Counts it in its type's inbox depth while it lives; set once it is
+    /// sequenced or read from the store.
+    pub(crate) held: Option<Held>,
 }
 
 /// A durable tell's envelope tag.
