@@ -93,7 +93,11 @@ impl Shared {
             let page = store
                 .list_dead_letters(None, after.as_ref(), COUNT_PAGE)
                 .await
-                .map_err(|e| Unavailable::store("cannot count the dead letters", e))?;
+                .map_err(|source| Unavailable::Store {
+                    what: "cannot count the dead letters".into(),
+                    source,
+                    remedy: "check the store; the next status counts them again",
+                })?;
             counted += page.len();
             if counted > DEAD_LETTERS_COUNTED {
                 return Ok(DeadLetterCount {
