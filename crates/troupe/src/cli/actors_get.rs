@@ -63,6 +63,7 @@ fn describe_json(ty: &str, id: &str, d: &pb::DescribeActorResponse) -> Value {
         "dirty": d.dirty,
         "stored": d.stored,
         "inbox": d.inbox_depth,
+        "inbox_retries": d.inbox_retries.iter().map(retry_json).collect::<Vec<_>>(),
         "dead_letters": d.dead_letters,
         "state_mode": render::state_mode(d.state_mode),
         "state": state,
@@ -98,9 +99,15 @@ fn describe_table(name: &str, d: &pb::DescribeActorResponse) -> String {
         ("state mode", render::state_mode(d.state_mode).to_owned()),
         ("dirty", render::yes_no(d.dirty).to_owned()),
         ("stored", render::yes_no(d.stored).to_owned()),
-        ("inbox", d.inbox_depth.to_string()),
+        ("inbox", inbox_cell(d)),
         ("dead letters", d.dead_letters.to_string()),
     ]);
+
+    // Only actors with trouble have retries: no empty section for the rest.
+    if !d.inbox_retries.is_empty() {
+        out.push_str("\nRETRIES\n");
+        out.push_str(&retries_table(&d.inbox_retries));
+    }
 
     out.push_str("\nSTATE\n");
     if d.state.is_empty() {
@@ -149,6 +156,50 @@ fn describe_table(name: &str, d: &pb::DescribeActorResponse) -> String {
     out
 }
 
+/// The stored depth, and how many of its tells wait to be retried here.
+fn inbox_cell(d: &pb::DescribeActorResponse) -> String {
+    match d.inbox_retries.len() {
+        0 => d.inbox_depth.to_string(),
+        n => format!("{} ({n} retrying)", d.inbox_depth),
+    }
+}
+
+fn retry_json(r: &pb::InboxRetry) -> Value {
+    let mut row = json!({
+        "seq": r.seq,
+        "attempts": r.attempts,
+        "max_attempts": r.max_attempts,
+        "waiting": r.waiting,
+        "last_error": r.last_error,
+    });
+    if let Some(o) = row.as_object_mut() {
+        render::time_json(o, "next_attempt", r.next_attempt_unix_ms);
+    }
+    row
+}
+
+fn retries_table(retries: &[pb::InboxRetry]) -> String {
+    let mut t = Table::new(&[
+        ("SEQ", false),
+        ("FAILED", true),
+        ("NEXT ATTEMPT", false),
+        ("LAST ERROR", false),
+    ]);
+    for r in retries {
+        t.row(vec![
+            r.seq.to_string(),
+            format!("{} of {}", r.attempts, r.max_attempts),
+            if r.waiting {
+                render::time_cell(r.next_attempt_unix_ms)
+            } else {
+                "under way".to_owned()
+            },
+            r.last_error.clone(),
+        ]);
+    }
+    t.render()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,5 +235,49 @@ mod tests {
         assert_eq!(json["app"], Value::Null);
         assert_eq!(json["alarm"], Value::Null);
         assert_eq!(json["state_mode"], "WRITE_BEHIND");
+        assert_eq!(json["inbox_retries"], json!([]));
+        assert!(!text.contains("RETRIES"), "{text}");
+    }
+
+    #[test]
+    fn retries_show_beside_the_inbox() {
+        let retry = |seq, attempts, waiting| pb::InboxRetry {
+            seq,
+            attempts,
+            max_attempts: 3,
+            next_attempt_unix_ms: 1_795_244_602_317,
+            waiting,
+            last_error: "actor raised ValueError: no".into(),
+        };
+        let d = pb::DescribeActorResponse {
+            actor: actor_ref("log", "d"),
+            status: pb::ActivationStatus::Idle as i32,
+            inbox_depth: 3,
+            inbox_retries: vec![retry(7, 1, true), retry(9, 2, false)],
+            ..Default::default()
+        };
+        let text = describe_table("log/d", &d);
+        assert!(text.contains("\ninbox         3 (2 retrying)\n"), "{text}");
+        assert!(
+            text.contains(
+                "\nRETRIES\nSEQ  FAILED  NEXT ATTEMPT              LAST ERROR\n\
+                 7    1 of 3  2026-11-21T07:03:22.317Z  actor raised ValueError: no\n\
+                 9    2 of 3  under way                 actor raised ValueError: no\n"
+            ),
+            "{text}"
+        );
+        let json = describe_json("log", "d", &d);
+        assert_eq!(
+            json["inbox_retries"][0],
+            json!({
+                "seq": 7,
+                "attempts": 1,
+                "max_attempts": 3,
+                "waiting": true,
+                "last_error": "actor raised ValueError: no",
+                "next_attempt": "2026-11-21T07:03:22.317Z",
+                "next_attempt_unix_ms": 1_795_244_602_317u64,
+            })
+        );
     }
 }
