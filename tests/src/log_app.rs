@@ -4,8 +4,9 @@
 //!
 //! Methods: `append(n)` adds `n` to state key `log` (a JSON array);
 //! `flaky(n)` too, but raises while the app is told to fail
-//! ([`LogApp::set_failing`]); `hold(ms)` keeps the actor busy; any other
-//! method raises.
+//! ([`LogApp::set_failing`]); `slow_flaky(ms)` is `flaky` after `ms` of
+//! work (so a retry can be watched); `hold(ms)` keeps the actor busy; any
+//! other method raises.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -125,7 +126,8 @@ impl LogApp {
                         });
                     }
                     Some(Kind::Turn(t)) => {
-                        let fail = t.name == "flaky" && flaky.load(Ordering::SeqCst);
+                        let fail = matches!(t.name.as_str(), "flaky" | "slow_flaky")
+                            && flaky.load(Ordering::SeqCst);
                         tokio::spawn(turn(t, fail, logs.clone(), out.clone()));
                     }
                     _ => {}
@@ -143,8 +145,12 @@ async fn turn(t: pb::Turn, fail: bool, logs: Logs, out: mpsc::UnboundedSender<pb
         .as_ref()
         .map(|a| (a.r#type.clone(), a.id.clone()))
         .unwrap_or_default();
+    if t.name == "slow_flaky" {
+        let ms = u64::try_from(kwarg(&t.payload, "ms")).unwrap_or(0);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
     let (outcome, changes) = match t.name.as_str() {
-        "append" | "flaky" if !fail => {
+        "append" | "flaky" | "slow_flaky" if !fail => {
             let n = kwarg(&t.payload, "n");
             let log = logs.lock().map(|mut logs| {
                 let log = logs.entry(key).or_default();

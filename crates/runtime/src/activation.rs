@@ -219,7 +219,7 @@ impl Inner {
                 .mailbox
                 .front()
                 .and_then(|env| env.inbox.as_ref())
-                .is_some_and(|tag| tag.held(tokio::time::Instant::now()));
+                .is_some_and(|tag| tag.in_backoff(tokio::time::Instant::now()));
             let env = if held {
                 self.mailbox.pop_first_not_inbox()
             } else {

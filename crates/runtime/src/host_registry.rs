@@ -14,6 +14,7 @@ use crate::config::RuntimeConfig;
 use crate::dispatch::pending::PendingCalls;
 use crate::error::CallError;
 use crate::host::ActorHost;
+use crate::inbox::stats::{InboxCounters, InboxStats};
 use crate::metrics::{Metrics, TypeStats};
 use crate::types::{TypeOptions, TypeSpec};
 use crate::validate;
@@ -32,6 +33,8 @@ pub(crate) struct Binding {
     pub(crate) pending: &'static PendingCalls,
     /// The type's metric handles, when metrics are on.
     pub(crate) stats: Option<Arc<TypeStats>>,
+    /// The type's durable-tell counters (always on).
+    pub(crate) inbox: &'static InboxCounters,
 }
 
 impl std::fmt::Debug for Binding {
@@ -68,14 +71,17 @@ pub(crate) struct HostRegistry {
     /// Bumped on every registration so waiting activations look again.
     generation: watch::Sender<u64>,
     next_host_id: AtomicU64,
+    /// Where bindings find their type's durable-tell counters.
+    inbox: Arc<InboxStats>,
 }
 
 impl HostRegistry {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(inbox: Arc<InboxStats>) -> Self {
         Self {
             types: RwLock::new(HashMap::new()),
             generation: watch::Sender::new(0),
             next_host_id: AtomicU64::new(1),
+            inbox,
         }
     }
 
@@ -155,6 +161,7 @@ impl HostRegistry {
                 options: options.clone(),
                 pending: slot.pending,
                 stats: metrics.map(|m| m.for_type(&options.name)),
+                inbox: self.inbox.for_type(&options.name),
             }));
             out.push(options);
         }

@@ -15,6 +15,7 @@ use crate::activation::{Inner, Status};
 use crate::error::{CallError, Unavailable};
 use crate::flush::FlushBacklog;
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
+use crate::inbox::status::InboxRetry;
 use crate::metrics::Snapshot;
 use crate::runtime::Runtime;
 use crate::schedule::timers::TimerInfo;
@@ -120,6 +121,8 @@ pub struct ActorDetails {
     pub inbox_depth: usize,
     /// Its durable tells that failed every attempt (counted up to a bound).
     pub dead_letters: usize,
+    /// Its durable tells waiting for another attempt here, by seq.
+    pub inbox_retries: Vec<InboxRetry>,
 }
 
 /// The most reminders one description lists.
@@ -272,6 +275,7 @@ impl Runtime {
             stored: false,
             inbox_depth: 0,
             dead_letters: 0,
+            inbox_retries: Vec::new(),
         };
         let mut have_state = false;
         if let Some(act) = shared.directory.get(actor) {
@@ -323,6 +327,7 @@ impl Runtime {
         }
         details.timers = shared.timers.describe(actor);
         (details.inbox_depth, details.dead_letters) = shared.inbox_counts(actor).await?;
+        details.inbox_retries = shared.inbox_retries_of(actor);
         let known = details.state.is_live()
             || details.stored
             || details.inbox_depth > 0
@@ -362,6 +367,7 @@ impl Runtime {
         // enters a mailbox, so a scrape never shows fewer pending calls than
         // the queued ones it counted.
         snapshot.pending_calls = self.shared.pending.in_use() as i64;
+        snapshot.delivery = self.shared.delivery_per_type();
         metrics.encode(snapshot, out)
     }
 }

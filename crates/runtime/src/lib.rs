@@ -60,6 +60,8 @@ pub use host::{
     TurnOutcome, TurnRequest,
 };
 pub use host_registry::HostRegistration;
+pub use inbox::stats::DeliveryCounts;
+pub use inbox::status::{DeadLetterCount, DeliveryStatus, InboxRetry, DEAD_LETTERS_COUNTED};
 pub use inbox::DeadLetterInfo;
 pub use inspect::{ActivationState, ActorDetails, ActorInfo, RuntimeStatus, TypeStatus};
 pub use lifecycle::events::ACTIVATION_LOG;

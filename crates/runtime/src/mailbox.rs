@@ -83,8 +83,29 @@ impl Mailbox {
         queue
             .front()
             .and_then(|env| env.inbox.as_ref())
-            .is_some_and(|tag| tag.held(now))
+            .is_some_and(|tag| tag.in_backoff(now))
             && queue.iter().all(|env| env.inbox.is_some())
+    }
+
+    /// Drops the deliveries of stored durable tells (their store entry
+    /// outlives the activation); returns each one's seq and whether it was
+    /// a retry.
+    pub(crate) fn drop_stored_tells(&mut self) -> Vec<(u64, bool)> {
+        let Some(queue) = self.0.as_mut() else {
+            return Vec::new();
+        };
+        let mut dropped = Vec::new();
+        queue.retain(|env| match &env.inbox {
+            Some(tag) if tag.ack.is_none() && tag.delivery.seq != 0 => {
+                dropped.push((tag.delivery.seq, tag.delivery.attempts > 0));
+                false
+            }
+            _ => true,
+        });
+        if queue.is_empty() {
+            self.0 = None;
+        }
+        dropped
     }
 
     /// Takes the first call that is not a durable tell's delivery.

@@ -21,6 +21,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 use crate::error::CallError;
+use crate::inbox::metrics::TypeDelivery;
 use crate::types::{DeactivateReason, TurnKind};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -150,6 +151,8 @@ pub(crate) struct Snapshot {
     pub(crate) dirty_bytes: i64,
     pub(crate) pending_calls: i64,
     pub(crate) uptime: Duration,
+    /// Durable tells per type (`inbox::metrics`).
+    pub(crate) delivery: Vec<TypeDelivery>,
 }
 
 impl Metrics {
@@ -365,6 +368,7 @@ impl Metrics {
             "Calls admitted and not yet answered",
             gauge(snapshot.pending_calls),
         );
+        crate::inbox::metrics::register(&mut registry, &snapshot.delivery);
         prometheus_client::encoding::text::encode(out, &registry)
     }
 }

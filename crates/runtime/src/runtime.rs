@@ -36,6 +36,7 @@ use crate::dispatch::run_queue::RunQueue;
 use crate::error::{CallError, ConfigError};
 use crate::flush::Flusher;
 use crate::host_registry::HostRegistry;
+use crate::inbox::stats::InboxStats;
 use crate::metrics::Metrics;
 use crate::schedule::timers::Timers;
 use crate::schedule::{Scheduler, HORIZON};
@@ -72,12 +73,13 @@ impl Runtime {
             Scheduler::new(reminders, placement.clone(), time.clone());
         let (refused_tx, refused) = mpsc::unbounded_channel();
         let metrics = config.metrics.then(|| Arc::new(Metrics::new()));
+        let inbox_stats = Arc::new(InboxStats::default());
         let workers = (0..config.workers)
             .map(|_| Arc::new(RunQueue::new()))
             .collect();
         let shared = Shared {
             directory: Directory::new(),
-            hosts: HostRegistry::new(),
+            hosts: HostRegistry::new(inbox_stats.clone()),
             flusher: Arc::new(Flusher::new(
                 store,
                 config.flush_max_dirty_bytes,
@@ -106,6 +108,8 @@ impl Runtime {
             forwarder: OnceLock::new(),
             inbox_clock: Default::default(),
             records: crate::idempotency::table::CallRecords::new(config.idempotency_retention),
+            inbox_stats,
+            inbox_retries: Default::default(),
             chain_tokens,
             config,
         };

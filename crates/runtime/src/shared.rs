@@ -79,6 +79,11 @@ pub(crate) struct Shared {
     pub(crate) inbox_clock: std::sync::atomic::AtomicU64,
     /// The answers of keyed calls to live actors (the `idempotency` module).
     pub(crate) records: crate::idempotency::table::CallRecords,
+    /// Durable tells counted per type, always on (`inbox::stats`); the
+    /// host registry shares it to hand each binding its type's counters.
+    pub(crate) inbox_stats: Arc<crate::inbox::stats::InboxStats>,
+    /// Durable tells waiting for another attempt (`inbox::retries`).
+    pub(crate) inbox_retries: crate::inbox::retries::RetryBoard,
     /// The key of the chains this daemon issues to turns, and the turns
     /// running with one (`chain_token`).
     pub(crate) chain_tokens: ChainTokens,

@@ -132,6 +132,14 @@ impl Runtime {
 
     /// Forgets a dead letter; whether it existed.
     pub async fn drop_dead_letter(&self, actor: &ActorId, seq: u64) -> Result<bool, CallError> {
+        let existed = self.forget_dead_letter(actor, seq).await?;
+        if existed {
+            self.shared.inbox_stats.for_type(&actor.ty).dropped();
+        }
+        Ok(existed)
+    }
+
+    async fn forget_dead_letter(&self, actor: &ActorId, seq: u64) -> Result<bool, CallError> {
         self.shared
             .flusher
             .store()
@@ -155,7 +163,9 @@ impl Runtime {
             }));
         }
         self.tell_durable(call).await?;
-        self.drop_dead_letter(actor, seq).await?;
+        // Counted once stored again, whoever else forgets it meanwhile.
+        self.shared.inbox_stats.for_type(&actor.ty).redriven();
+        self.forget_dead_letter(actor, seq).await?;
         Ok(true)
     }
 }
@@ -263,7 +273,8 @@ impl Shared {
                 seq: 0,
                 attempts: 0,
                 data,
-                held_until: None,
+                backoff_until: None,
+                held: None,
             },
             ack: Some(Reply::To(tx)),
         }));

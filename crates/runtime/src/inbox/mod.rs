@@ -17,12 +17,19 @@
 //! - `record`: the entry's encoding.
 //! - `api`: `Runtime::tell_durable`, dead letters, inbox counts.
 //! - `scan`: activating owned actors with pending entries.
+//! - `stats`, `retries`, `track`, `status`, `metrics`: what operators see
+//!   of it (counts per type, retries waiting, `troupe status`, `/metrics`).
 
 mod api;
+pub(crate) mod metrics;
 pub(crate) mod ops;
 mod record;
+pub(crate) mod retries;
 mod scan;
+pub(crate) mod stats;
+pub(crate) mod status;
 pub(crate) mod tag;
+mod track;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -104,6 +111,7 @@ impl Shared {
             self.store_record(act, inner, record);
         }
         tag.delivery.seq = self.next_inbox_seq(0);
+        tag.delivery.held = Some(self.tell_stored(act, inner));
         let bytes = push_op(
             inner,
             InboxOp::Append(InboxEntry {
@@ -194,7 +202,8 @@ impl Shared {
                     seq: entry.seq,
                     attempts: 0,
                     data: entry.data,
-                    held_until: None,
+                    backoff_until: None,
+                    held: Some(self.tell_loaded(actor)),
                 },
                 ack: None,
             })),
@@ -215,6 +224,7 @@ impl Shared {
             Ok(_) => {
                 push_op(inner, InboxOp::Remove { seq: delivery.seq });
                 self.flusher.mark_dirty(act, inner, 0);
+                self.tell_handled(act, delivery);
                 return None;
             }
             Err(e) => e,
@@ -224,6 +234,7 @@ impl Shared {
             let factor = 2u32.saturating_pow(attempts.saturating_sub(1));
             let backoff = FIRST_BACKOFF.saturating_mul(factor).min(MAX_BACKOFF);
             debug!(actor = %act.id, seq = delivery.seq, attempts, error = %error, "durable tell failed; retrying");
+            self.tell_retrying(act, delivery, attempts, backoff, error);
             return Some((
                 InboxDelivery {
                     attempts,
@@ -233,6 +244,7 @@ impl Shared {
             ));
         }
         warn!(actor = %act.id, seq = delivery.seq, attempts, error = %error, "durable tell failed every attempt; moved to the dead letters");
+        self.tell_dead_lettered(act, delivery);
         let letter = DeadLetter {
             key: DeadLetterKey {
                 actor_type: act.id.ty.to_string(),
@@ -264,18 +276,22 @@ impl Shared {
         backoff: Duration,
     ) -> Option<Duration> {
         if matches!(inner.status, Status::Gone | Status::Deactivating) {
+            self.retry_given_up(&act.id, delivery.seq);
             return None;
         }
-        let mut env = self.stored_envelope(
+        let Some(mut env) = self.stored_envelope(
             &act.id,
             InboxEntry {
                 seq: delivery.seq,
                 data: delivery.data.clone(),
             },
-        )?;
+        ) else {
+            self.retry_given_up(&act.id, delivery.seq);
+            return None;
+        };
         if let Some(tag) = env.inbox.as_mut() {
             tag.delivery.attempts = delivery.attempts;
-            tag.delivery.held_until = Some(tokio::time::Instant::now() + backoff);
+            tag.delivery.backoff_until = Some(tokio::time::Instant::now() + backoff);
         }
         inner.mailbox.push_front(env);
         Some(backoff)

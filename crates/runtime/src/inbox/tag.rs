@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 
+use super::stats::Held;
 use crate::reply::Reply;
 
 /// Which inbox entry a turn delivers.
@@ -18,13 +19,16 @@ pub(crate) struct InboxDelivery {
     pub(crate) data: Bytes,
     /// A failed delivery waiting out its backoff: until then neither it nor
     /// any durable tell behind it runs (order holds), other calls do.
-    pub(crate) held_until: Option<tokio::time::Instant>,
+    pub(crate) backoff_until: Option<tokio::time::Instant>,
+    /// Counts it in its type's inbox depth while it lives; set once it is
+    /// sequenced or read from the store.
+    pub(crate) held: Option<Held>,
 }
 
 impl InboxTag {
     /// Whether this delivery waits out a retry backoff at `now`.
-    pub(crate) fn held(&self, now: tokio::time::Instant) -> bool {
-        self.delivery.held_until.is_some_and(|t| t > now)
+    pub(crate) fn in_backoff(&self, now: tokio::time::Instant) -> bool {
+        self.delivery.backoff_until.is_some_and(|t| t > now)
     }
 }
 

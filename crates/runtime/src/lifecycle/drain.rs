@@ -279,9 +279,12 @@ impl Shared {
                         || inner.mailbox.only_held_retries(tokio::time::Instant::now()))
                         && !inner.scheduled) =>
             {
-                if shutdown {
-                    // Held retries stay stored, for the next activation.
-                    drop(inner.mailbox.take_all());
+                // Stored tells waiting here (held retries among them) stay
+                // in the store, for the actor's next activation.
+                for (seq, retrying) in inner.mailbox.drop_stored_tells() {
+                    if retrying {
+                        self.retry_given_up(&act.id, seq);
+                    }
                 }
                 inner.status = Status::Deactivating;
                 Step::Started

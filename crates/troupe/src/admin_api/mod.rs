@@ -1,6 +1,7 @@
 //! `troupe.v1.Admin`: what operators and the CLI inspect.
 
 mod dead_letters;
+mod delivery;
 
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
@@ -86,6 +87,7 @@ impl pb::admin_server::Admin for AdminApi {
         _request: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
         let s = self.runtime.status();
+        let delivery = self.runtime.delivery_status().await;
         let flush = &s.flush;
         Ok(Response::new(pb::StatusResponse {
             version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -135,6 +137,7 @@ impl pb::admin_server::Admin for AdminApi {
                 .as_ref()
                 .map(|l| l.stats().into_iter().map(link_to_pb).collect())
                 .unwrap_or_default(),
+            delivery: Some(delivery::status_to_pb(delivery)),
         }))
     }
 
@@ -221,6 +224,11 @@ impl pb::admin_server::Admin for AdminApi {
             stored: d.stored,
             inbox_depth: d.inbox_depth as u64,
             dead_letters: d.dead_letters as u64,
+            inbox_retries: d
+                .inbox_retries
+                .into_iter()
+                .map(delivery::retry_to_pb)
+                .collect(),
         }))
     }
 

@@ -1,16 +1,16 @@
-//! `troupe actors list | get | deactivate`.
+//! `troupe actors list | deactivate` (`get` is `actors_get`).
 
 use std::collections::HashSet;
 
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
-use super::render::{self, Shown, Table};
-use super::{actor_name, all_pages, connect, emit, emit_json, reminders, Output, Target};
+use super::render::{self, Table};
+use super::{actor_name, all_pages, connect, emit, emit_json, Output, Target};
 
-type Admin = pb::admin_client::AdminClient<super::Authed>;
+pub(super) type Admin = pb::admin_client::AdminClient<super::Authed>;
 
-fn actor_ref(ty: &str, id: &str) -> Option<pb::ActorRef> {
+pub(super) fn actor_ref(ty: &str, id: &str) -> Option<pb::ActorRef> {
     Some(pb::ActorRef {
         r#type: ty.to_owned(),
         id: id.to_owned(),
@@ -155,148 +155,6 @@ async fn stored_list(
     emit(&t.render())
 }
 
-pub async fn actors_get(target: &Target, actor_type: String, id: String) -> anyhow::Result<()> {
-    let daemon = connect(target).await?;
-    let mut admin = Admin::new(daemon.channel.clone());
-    let name = actor_name(&actor_type, &id);
-    let request = daemon.request(format!("describe {name}"));
-    let d = admin
-        .describe_actor(pb::DescribeActorRequest {
-            actor: actor_ref(&actor_type, &id),
-        })
-        .await
-        .map_err(|s| request.failed(s))?
-        .into_inner();
-    match target.output {
-        Output::Json => emit_json(&describe_json(&actor_type, &id, &d)),
-        Output::Table => emit(&describe_table(&name, &d)),
-    }
-}
-
-fn describe_json(ty: &str, id: &str, d: &pb::DescribeActorResponse) -> Value {
-    let state: serde_json::Map<String, Value> = d
-        .state
-        .iter()
-        .map(|e| (e.key.clone(), Shown::of(&e.value).json()))
-        .collect();
-    let dirty_keys: Vec<&str> = d
-        .state
-        .iter()
-        .filter(|e| e.dirty)
-        .map(|e| e.key.as_str())
-        .collect();
-    let timers: Vec<Value> = d
-        .timers
-        .iter()
-        .map(|t| {
-            let mut row = json!({
-                "name": t.name,
-                "period_ms": t.period_ms,
-                "keep_alive": t.keep_alive,
-            });
-            if let Some(o) = row.as_object_mut() {
-                render::time_json(o, "next_due", t.next_due_unix_ms);
-            }
-            row
-        })
-        .collect();
-    let mut out = json!({
-        "type": ty,
-        "id": id,
-        "node": d.node,
-        "status": render::activation_status(d.status),
-        "app": (!d.app.is_empty()).then_some(&d.app),
-        "mailbox": d.mailbox_depth,
-        "turns": d.turns,
-        "dirty": d.dirty,
-        "stored": d.stored,
-        "inbox": d.inbox_depth,
-        "dead_letters": d.dead_letters,
-        "state_mode": render::state_mode(d.state_mode),
-        "state": state,
-        "dirty_keys": dirty_keys,
-        "reminders": d.reminders.iter().map(reminders::row_json).collect::<Vec<_>>(),
-        "alarm": d.alarm.as_ref().map(reminders::row_json),
-        "timers": timers,
-    });
-    if let Some(o) = out.as_object_mut() {
-        render::time_json(o, "activated", d.activated_unix_ms);
-        render::time_json(o, "last_active", d.last_active_unix_ms);
-    }
-    out
-}
-
-fn describe_table(name: &str, d: &pb::DescribeActorResponse) -> String {
-    let or_dash = |s: &str| {
-        if s.is_empty() {
-            "-".to_owned()
-        } else {
-            s.to_owned()
-        }
-    };
-    let mut out = render::fields(&[
-        ("actor", name.to_owned()),
-        ("status", render::activation_status(d.status).to_owned()),
-        ("node", or_dash(&d.node)),
-        ("app", or_dash(&d.app)),
-        ("activated", render::time_cell(d.activated_unix_ms)),
-        ("last active", render::time_cell(d.last_active_unix_ms)),
-        ("mailbox", d.mailbox_depth.to_string()),
-        ("turns", d.turns.to_string()),
-        ("state mode", render::state_mode(d.state_mode).to_owned()),
-        ("dirty", render::yes_no(d.dirty).to_owned()),
-        ("stored", render::yes_no(d.stored).to_owned()),
-        ("inbox", d.inbox_depth.to_string()),
-        ("dead letters", d.dead_letters.to_string()),
-    ]);
-
-    out.push_str("\nSTATE\n");
-    if d.state.is_empty() {
-        out.push_str("(none)\n");
-    } else {
-        let mut t = Table::new(&[("KEY", false), ("DIRTY", false), ("VALUE", false)]);
-        for e in &d.state {
-            t.row(vec![
-                e.key.clone(),
-                // Only the changed keys are marked, so they stand out.
-                if e.dirty { "*" } else { "" }.to_owned(),
-                Shown::of(&e.value).text(),
-            ]);
-        }
-        out.push_str(&t.render());
-    }
-
-    out.push_str("\nREMINDERS\n");
-    let scheduled: Vec<pb::Reminder> = d.alarm.iter().chain(&d.reminders).cloned().collect();
-    if scheduled.is_empty() {
-        out.push_str("(none)\n");
-    } else {
-        out.push_str(&reminders::table(&scheduled, false));
-    }
-
-    out.push_str("\nTIMERS\n");
-    if d.timers.is_empty() {
-        out.push_str("(none)\n");
-    } else {
-        let mut t = Table::new(&[
-            ("NAME", false),
-            ("NEXT DUE", false),
-            ("PERIOD", true),
-            ("KEEP ALIVE", false),
-        ]);
-        for timer in &d.timers {
-            t.row(vec![
-                timer.name.clone(),
-                render::time_cell(timer.next_due_unix_ms),
-                render::duration_cell(timer.period_ms),
-                render::yes_no(timer.keep_alive).to_owned(),
-            ]);
-        }
-        out.push_str(&t.render());
-    }
-    out
-}
-
 pub async fn actors_deactivate(
     target: &Target,
     actor_type: String,
@@ -323,43 +181,5 @@ pub async fn actors_deactivate(
             "deactivated {name}: its state is flushed; the next call activates it again\n"
         )),
         Output::Table => emit(&format!("{name} was not active; nothing to do\n")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_inactive_actor_reads_plainly() {
-        let d = pb::DescribeActorResponse {
-            actor: actor_ref("counter", "c1"),
-            node: "n1".into(),
-            status: pb::ActivationStatus::Inactive as i32,
-            state: vec![pb::StateEntry {
-                key: "count".into(),
-                value: "5".into(),
-                dirty: false,
-            }],
-            stored: true,
-            ..Default::default()
-        };
-        let text = describe_table("counter/c1", &d);
-        assert!(
-            text.starts_with("actor         counter/c1\nstatus        INACTIVE\n"),
-            "{text}"
-        );
-        assert!(text.contains("activated     -\n"), "{text}");
-        assert!(
-            text.contains("\nSTATE\nKEY    DIRTY  VALUE\ncount         5\n"),
-            "{text}"
-        );
-        assert!(text.contains("\nTIMERS\n(none)\n"), "{text}");
-        let json = describe_json("counter", "c1", &d);
-        assert_eq!(json["state"], json!({"count": 5}));
-        assert_eq!(json["activated_unix_ms"], Value::Null);
-        assert_eq!(json["app"], Value::Null);
-        assert_eq!(json["alarm"], Value::Null);
-        assert_eq!(json["state_mode"], "WRITE_BEHIND");
     }
 }

@@ -6,6 +6,7 @@
 //! (`troupe actors list | head`) is not an error.
 
 mod actors;
+mod actors_get;
 mod calls;
 mod cluster;
 mod dead_letters;
@@ -26,7 +27,8 @@ use tonic::transport::{Channel, Endpoint};
 use crate::auth::BearerToken;
 use tonic::{Code, Status};
 
-pub use actors::{actors_deactivate, actors_get, actors_list};
+pub use actors::{actors_deactivate, actors_list};
+pub use actors_get::actors_get;
 pub use calls::{invoke, state_get, CallArgs};
 pub use cluster::{cluster_status, ClusterTarget};
 pub use dead_letters::run as dead_letters;

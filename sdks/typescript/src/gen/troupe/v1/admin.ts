@@ -74,6 +74,50 @@ export interface StatusResponse {
   serving: boolean;
   /** Its links to the other daemons of the cluster, one per peer and channel. */
   links: PeerLinkStatus[];
+  /** Durable tells on this daemon, and the dead letters in the store. */
+  delivery?: DeliveryStatus | undefined;
+}
+
+/**
+ * Durable tells (docs/delivery.md): what this daemon's activations hold now,
+ * what became of tells since it started, and the dead letters in the store.
+ */
+export interface DeliveryStatus {
+  /**
+   * Durable tells held by this daemon's activations: stored (or being
+   * stored) and neither handled nor dead-lettered yet, whether queued,
+   * running or waiting to retry. Inboxes of actors not active here are not
+   * read (DescribeActor reads one from the store).
+   */
+  inboxDepth: bigint;
+  /**
+   * Of those, tells whose last attempt failed and that wait for, or are in,
+   * their next attempt.
+   */
+  retrying: bigint;
+  /** Since the daemon started, summed over actor types: */
+  stored: bigint;
+  /** handled by a turn that succeeded */
+  delivered: bigint;
+  /** failed attempts that were retried */
+  retries: bigint;
+  /** failed every attempt */
+  deadLettered: bigint;
+  /** dead letters re-driven through this daemon */
+  redriven: bigint;
+  /** dead letters dropped through this daemon */
+  dropped: bigint;
+  /**
+   * Dead letters in the store, which the cluster shares, counted up to 1000;
+   * dead_letters_at_least: the count stopped there and there are more.
+   */
+  deadLetters: bigint;
+  deadLettersAtLeast: boolean;
+  /**
+   * Why they could not be counted (the store failed or was slow); empty
+   * when dead_letters holds.
+   */
+  deadLettersError: string;
 }
 
 /** One channel of links to one peer (counts since the daemon started). */
@@ -189,6 +233,29 @@ export interface DescribeActorResponse {
   inboxDepth: bigint;
   /** Its durable tells that failed every attempt (at most 1000 counted). */
   deadLetters: bigint;
+  /**
+   * Its durable tells whose last attempt failed and that are tried again,
+   * by seq. Retries live in the activation on this daemon: an actor that
+   * moves or restarts delivers its stored entries afresh.
+   */
+  inboxRetries: InboxRetry[];
+}
+
+/** A durable tell waiting for another attempt. */
+export interface InboxRetry {
+  /** Its sequence number in the inbox (its dead letter would keep it). */
+  seq: bigint;
+  /** Failed attempts so far, and how many fail before it is a dead letter. */
+  attempts: number;
+  maxAttempts: number;
+  nextAttemptUnixMs: bigint;
+  /**
+   * Still waiting out its backoff; false: the attempt is due, queued or
+   * running.
+   */
+  waiting: boolean;
+  /** Why the last attempt failed (cut at 1 KiB; the dead letter keeps all). */
+  lastError: string;
 }
 
 export interface StateEntry {
@@ -350,6 +417,7 @@ function createBaseStatusResponse(): StatusResponse {
     placementVersion: 0n,
     serving: false,
     links: [],
+    delivery: undefined,
   };
 }
 
@@ -426,6 +494,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     for (const v of message.links) {
       PeerLinkStatus.encode(v!, writer.uint32(130).fork()).join();
+    }
+    if (message.delivery !== undefined) {
+      DeliveryStatus.encode(message.delivery, writer.uint32(138).fork()).join();
     }
     return writer;
   },
@@ -571,6 +642,14 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.links.push(PeerLinkStatus.decode(reader, reader.uint32()));
             continue;
           }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.delivery = DeliveryStatus.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -620,6 +699,229 @@ export const StatusResponse: MessageFns<StatusResponse> = {
       : 0n;
     message.serving = object.serving ?? false;
     message.links = object.links?.map((e) => PeerLinkStatus.fromPartial(e)) || [];
+    message.delivery = (object.delivery !== undefined && object.delivery !== null)
+      ? DeliveryStatus.fromPartial(object.delivery)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseDeliveryStatus(): DeliveryStatus {
+  return {
+    inboxDepth: 0n,
+    retrying: 0n,
+    stored: 0n,
+    delivered: 0n,
+    retries: 0n,
+    deadLettered: 0n,
+    redriven: 0n,
+    dropped: 0n,
+    deadLetters: 0n,
+    deadLettersAtLeast: false,
+    deadLettersError: "",
+  };
+}
+
+export const DeliveryStatus: MessageFns<DeliveryStatus> = {
+  encode(message: DeliveryStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.inboxDepth !== 0n) {
+      if (BigInt.asUintN(64, message.inboxDepth) !== message.inboxDepth) {
+        throw new globalThis.Error("value provided for field message.inboxDepth of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.inboxDepth);
+    }
+    if (message.retrying !== 0n) {
+      if (BigInt.asUintN(64, message.retrying) !== message.retrying) {
+        throw new globalThis.Error("value provided for field message.retrying of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.retrying);
+    }
+    if (message.stored !== 0n) {
+      if (BigInt.asUintN(64, message.stored) !== message.stored) {
+        throw new globalThis.Error("value provided for field message.stored of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.stored);
+    }
+    if (message.delivered !== 0n) {
+      if (BigInt.asUintN(64, message.delivered) !== message.delivered) {
+        throw new globalThis.Error("value provided for field message.delivered of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.delivered);
+    }
+    if (message.retries !== 0n) {
+      if (BigInt.asUintN(64, message.retries) !== message.retries) {
+        throw new globalThis.Error("value provided for field message.retries of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.retries);
+    }
+    if (message.deadLettered !== 0n) {
+      if (BigInt.asUintN(64, message.deadLettered) !== message.deadLettered) {
+        throw new globalThis.Error("value provided for field message.deadLettered of type uint64 too large");
+      }
+      writer.uint32(48).uint64(message.deadLettered);
+    }
+    if (message.redriven !== 0n) {
+      if (BigInt.asUintN(64, message.redriven) !== message.redriven) {
+        throw new globalThis.Error("value provided for field message.redriven of type uint64 too large");
+      }
+      writer.uint32(56).uint64(message.redriven);
+    }
+    if (message.dropped !== 0n) {
+      if (BigInt.asUintN(64, message.dropped) !== message.dropped) {
+        throw new globalThis.Error("value provided for field message.dropped of type uint64 too large");
+      }
+      writer.uint32(64).uint64(message.dropped);
+    }
+    if (message.deadLetters !== 0n) {
+      if (BigInt.asUintN(64, message.deadLetters) !== message.deadLetters) {
+        throw new globalThis.Error("value provided for field message.deadLetters of type uint64 too large");
+      }
+      writer.uint32(72).uint64(message.deadLetters);
+    }
+    if (message.deadLettersAtLeast !== false) {
+      writer.uint32(80).bool(message.deadLettersAtLeast);
+    }
+    if (message.deadLettersError !== "") {
+      writer.uint32(90).string(message.deadLettersError);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): DeliveryStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseDeliveryStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.inboxDepth = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.retrying = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.stored = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.delivered = reader.uint64() as bigint;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.retries = reader.uint64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.deadLettered = reader.uint64() as bigint;
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.redriven = reader.uint64() as bigint;
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.dropped = reader.uint64() as bigint;
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.deadLetters = reader.uint64() as bigint;
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.deadLettersAtLeast = reader.bool();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.deadLettersError = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<DeliveryStatus>, I>>(base?: I): DeliveryStatus {
+    return DeliveryStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<DeliveryStatus>, I>>(object: I): DeliveryStatus {
+    const message = createBaseDeliveryStatus();
+    message.inboxDepth = (object.inboxDepth !== undefined && object.inboxDepth !== null)
+      ? BigInt(object.inboxDepth)
+      : 0n;
+    message.retrying = (object.retrying !== undefined && object.retrying !== null) ? BigInt(object.retrying) : 0n;
+    message.stored = (object.stored !== undefined && object.stored !== null) ? BigInt(object.stored) : 0n;
+    message.delivered = (object.delivered !== undefined && object.delivered !== null) ? BigInt(object.delivered) : 0n;
+    message.retries = (object.retries !== undefined && object.retries !== null) ? BigInt(object.retries) : 0n;
+    message.deadLettered = (object.deadLettered !== undefined && object.deadLettered !== null)
+      ? BigInt(object.deadLettered)
+      : 0n;
+    message.redriven = (object.redriven !== undefined && object.redriven !== null) ? BigInt(object.redriven) : 0n;
+    message.dropped = (object.dropped !== undefined && object.dropped !== null) ? BigInt(object.dropped) : 0n;
+    message.deadLetters = (object.deadLetters !== undefined && object.deadLetters !== null)
+      ? BigInt(object.deadLetters)
+      : 0n;
+    message.deadLettersAtLeast = object.deadLettersAtLeast ?? false;
+    message.deadLettersError = object.deadLettersError ?? "";
     return message;
   },
 };
@@ -1521,6 +1823,7 @@ function createBaseDescribeActorResponse(): DescribeActorResponse {
     stored: false,
     inboxDepth: 0n,
     deadLetters: 0n,
+    inboxRetries: [],
   };
 }
 
@@ -1594,6 +1897,9 @@ export const DescribeActorResponse: MessageFns<DescribeActorResponse> = {
         throw new globalThis.Error("value provided for field message.deadLetters of type uint64 too large");
       }
       writer.uint32(136).uint64(message.deadLetters);
+    }
+    for (const v of message.inboxRetries) {
+      InboxRetry.encode(v!, writer.uint32(146).fork()).join();
     }
     return writer;
   },
@@ -1747,6 +2053,14 @@ export const DescribeActorResponse: MessageFns<DescribeActorResponse> = {
             message.deadLetters = reader.uint64() as bigint;
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.inboxRetries.push(InboxRetry.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1795,6 +2109,130 @@ export const DescribeActorResponse: MessageFns<DescribeActorResponse> = {
     message.deadLetters = (object.deadLetters !== undefined && object.deadLetters !== null)
       ? BigInt(object.deadLetters)
       : 0n;
+    message.inboxRetries = object.inboxRetries?.map((e) => InboxRetry.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseInboxRetry(): InboxRetry {
+  return { seq: 0n, attempts: 0, maxAttempts: 0, nextAttemptUnixMs: 0n, waiting: false, lastError: "" };
+}
+
+export const InboxRetry: MessageFns<InboxRetry> = {
+  encode(message: InboxRetry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.seq !== 0n) {
+      if (BigInt.asUintN(64, message.seq) !== message.seq) {
+        throw new globalThis.Error("value provided for field message.seq of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.seq);
+    }
+    if (message.attempts !== 0) {
+      writer.uint32(16).uint32(message.attempts);
+    }
+    if (message.maxAttempts !== 0) {
+      writer.uint32(24).uint32(message.maxAttempts);
+    }
+    if (message.nextAttemptUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.nextAttemptUnixMs) !== message.nextAttemptUnixMs) {
+        throw new globalThis.Error("value provided for field message.nextAttemptUnixMs of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.nextAttemptUnixMs);
+    }
+    if (message.waiting !== false) {
+      writer.uint32(40).bool(message.waiting);
+    }
+    if (message.lastError !== "") {
+      writer.uint32(50).string(message.lastError);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): InboxRetry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInboxRetry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.seq = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.attempts = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.maxAttempts = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.nextAttemptUnixMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.waiting = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.lastError = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<InboxRetry>, I>>(base?: I): InboxRetry {
+    return InboxRetry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<InboxRetry>, I>>(object: I): InboxRetry {
+    const message = createBaseInboxRetry();
+    message.seq = (object.seq !== undefined && object.seq !== null) ? BigInt(object.seq) : 0n;
+    message.attempts = object.attempts ?? 0;
+    message.maxAttempts = object.maxAttempts ?? 0;
+    message.nextAttemptUnixMs = (object.nextAttemptUnixMs !== undefined && object.nextAttemptUnixMs !== null)
+      ? BigInt(object.nextAttemptUnixMs)
+      : 0n;
+    message.waiting = object.waiting ?? false;
+    message.lastError = object.lastError ?? "";
     return message;
   },
 };

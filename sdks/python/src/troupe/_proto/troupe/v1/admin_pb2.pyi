@@ -28,7 +28,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("version", "uptime_ms", "types", "store", "active_actors", "dirty_actors", "node", "listen", "flush", "pending_calls", "max_pending_calls", "reminders_fired", "started_unix_ms", "placement_version", "serving", "links")
+    __slots__ = ("version", "uptime_ms", "types", "store", "active_actors", "dirty_actors", "node", "listen", "flush", "pending_calls", "max_pending_calls", "reminders_fired", "started_unix_ms", "placement_version", "serving", "links", "delivery")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     UPTIME_MS_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
@@ -45,6 +45,7 @@ class StatusResponse(_message.Message):
     PLACEMENT_VERSION_FIELD_NUMBER: _ClassVar[int]
     SERVING_FIELD_NUMBER: _ClassVar[int]
     LINKS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_FIELD_NUMBER: _ClassVar[int]
     version: str
     uptime_ms: int
     types: _containers.RepeatedCompositeFieldContainer[RegisteredType]
@@ -61,7 +62,34 @@ class StatusResponse(_message.Message):
     placement_version: int
     serving: bool
     links: _containers.RepeatedCompositeFieldContainer[PeerLinkStatus]
-    def __init__(self, version: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., types: _Optional[_Iterable[_Union[RegisteredType, _Mapping]]] = ..., store: _Optional[str] = ..., active_actors: _Optional[int] = ..., dirty_actors: _Optional[int] = ..., node: _Optional[str] = ..., listen: _Optional[str] = ..., flush: _Optional[_Union[FlushBacklog, _Mapping]] = ..., pending_calls: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., reminders_fired: _Optional[int] = ..., started_unix_ms: _Optional[int] = ..., placement_version: _Optional[int] = ..., serving: bool = ..., links: _Optional[_Iterable[_Union[PeerLinkStatus, _Mapping]]] = ...) -> None: ...
+    delivery: DeliveryStatus
+    def __init__(self, version: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., types: _Optional[_Iterable[_Union[RegisteredType, _Mapping]]] = ..., store: _Optional[str] = ..., active_actors: _Optional[int] = ..., dirty_actors: _Optional[int] = ..., node: _Optional[str] = ..., listen: _Optional[str] = ..., flush: _Optional[_Union[FlushBacklog, _Mapping]] = ..., pending_calls: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., reminders_fired: _Optional[int] = ..., started_unix_ms: _Optional[int] = ..., placement_version: _Optional[int] = ..., serving: bool = ..., links: _Optional[_Iterable[_Union[PeerLinkStatus, _Mapping]]] = ..., delivery: _Optional[_Union[DeliveryStatus, _Mapping]] = ...) -> None: ...
+
+class DeliveryStatus(_message.Message):
+    __slots__ = ("inbox_depth", "retrying", "stored", "delivered", "retries", "dead_lettered", "redriven", "dropped", "dead_letters", "dead_letters_at_least", "dead_letters_error")
+    INBOX_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    RETRYING_FIELD_NUMBER: _ClassVar[int]
+    STORED_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_FIELD_NUMBER: _ClassVar[int]
+    RETRIES_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERED_FIELD_NUMBER: _ClassVar[int]
+    REDRIVEN_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERS_AT_LEAST_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    inbox_depth: int
+    retrying: int
+    stored: int
+    delivered: int
+    retries: int
+    dead_lettered: int
+    redriven: int
+    dropped: int
+    dead_letters: int
+    dead_letters_at_least: bool
+    dead_letters_error: str
+    def __init__(self, inbox_depth: _Optional[int] = ..., retrying: _Optional[int] = ..., stored: _Optional[int] = ..., delivered: _Optional[int] = ..., retries: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., redriven: _Optional[int] = ..., dropped: _Optional[int] = ..., dead_letters: _Optional[int] = ..., dead_letters_at_least: bool = ..., dead_letters_error: _Optional[str] = ...) -> None: ...
 
 class PeerLinkStatus(_message.Message):
     __slots__ = ("peer", "channel", "connections", "connected", "bytes_sent", "bytes_received", "messages_sent", "messages_received", "queued_bytes", "in_flight", "reconnects", "rtt_us")
@@ -170,7 +198,7 @@ class DescribeActorRequest(_message.Message):
     def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ...) -> None: ...
 
 class DescribeActorResponse(_message.Message):
-    __slots__ = ("actor", "node", "status", "app", "activated_unix_ms", "last_active_unix_ms", "mailbox_depth", "turns", "state", "dirty", "state_mode", "reminders", "alarm", "timers", "stored", "inbox_depth", "dead_letters")
+    __slots__ = ("actor", "node", "status", "app", "activated_unix_ms", "last_active_unix_ms", "mailbox_depth", "turns", "state", "dirty", "state_mode", "reminders", "alarm", "timers", "stored", "inbox_depth", "dead_letters", "inbox_retries")
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -188,6 +216,7 @@ class DescribeActorResponse(_message.Message):
     STORED_FIELD_NUMBER: _ClassVar[int]
     INBOX_DEPTH_FIELD_NUMBER: _ClassVar[int]
     DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
+    INBOX_RETRIES_FIELD_NUMBER: _ClassVar[int]
     actor: _common_pb2.ActorRef
     node: str
     status: ActivationStatus
@@ -205,7 +234,24 @@ class DescribeActorResponse(_message.Message):
     stored: bool
     inbox_depth: int
     dead_letters: int
-    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., node: _Optional[str] = ..., status: _Optional[_Union[ActivationStatus, str]] = ..., app: _Optional[str] = ..., activated_unix_ms: _Optional[int] = ..., last_active_unix_ms: _Optional[int] = ..., mailbox_depth: _Optional[int] = ..., turns: _Optional[int] = ..., state: _Optional[_Iterable[_Union[StateEntry, _Mapping]]] = ..., dirty: bool = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., reminders: _Optional[_Iterable[_Union[_client_pb2.Reminder, _Mapping]]] = ..., alarm: _Optional[_Union[_client_pb2.Reminder, _Mapping]] = ..., timers: _Optional[_Iterable[_Union[TimerInfo, _Mapping]]] = ..., stored: bool = ..., inbox_depth: _Optional[int] = ..., dead_letters: _Optional[int] = ...) -> None: ...
+    inbox_retries: _containers.RepeatedCompositeFieldContainer[InboxRetry]
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., node: _Optional[str] = ..., status: _Optional[_Union[ActivationStatus, str]] = ..., app: _Optional[str] = ..., activated_unix_ms: _Optional[int] = ..., last_active_unix_ms: _Optional[int] = ..., mailbox_depth: _Optional[int] = ..., turns: _Optional[int] = ..., state: _Optional[_Iterable[_Union[StateEntry, _Mapping]]] = ..., dirty: bool = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., reminders: _Optional[_Iterable[_Union[_client_pb2.Reminder, _Mapping]]] = ..., alarm: _Optional[_Union[_client_pb2.Reminder, _Mapping]] = ..., timers: _Optional[_Iterable[_Union[TimerInfo, _Mapping]]] = ..., stored: bool = ..., inbox_depth: _Optional[int] = ..., dead_letters: _Optional[int] = ..., inbox_retries: _Optional[_Iterable[_Union[InboxRetry, _Mapping]]] = ...) -> None: ...
+
+class InboxRetry(_message.Message):
+    __slots__ = ("seq", "attempts", "max_attempts", "next_attempt_unix_ms", "waiting", "last_error")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_ATTEMPT_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    attempts: int
+    max_attempts: int
+    next_attempt_unix_ms: int
+    waiting: bool
+    last_error: str
+    def __init__(self, seq: _Optional[int] = ..., attempts: _Optional[int] = ..., max_attempts: _Optional[int] = ..., next_attempt_unix_ms: _Optional[int] = ..., waiting: bool = ..., last_error: _Optional[str] = ...) -> None: ...
 
 class StateEntry(_message.Message):
     __slots__ = ("key", "value", "dirty")
