@@ -4,12 +4,11 @@ management of reminders, alarms and timers."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import grpc
 
-from ._actor import method_name
 from ._duration import DurationLike
 from ._errors import InvalidArgument, from_rpc_error
 from ._payload import decode_result, decode_state, encode_call
@@ -28,7 +27,6 @@ from ._turn import chain_for_call, timeout_for_call
 
 Params = Mapping[str, Any] | Sequence[Any] | bytes | None
 _LIST_PAGE_SIZE = 500
-InvokeFn = Callable[[str, str, str, Sequence[Any], Mapping[str, Any]], Awaitable[Any]]
 
 # None leaves the choice to the actor type's registration (durable_tells).
 _DELIVERY: dict[bool | None, common_pb2.Delivery] = {
@@ -367,87 +365,3 @@ class Caller:
 
 def _ref(actor_type: str, actor_id: str) -> common_pb2.ActorRef:
     return common_pb2.ActorRef(type=actor_type, id=actor_id)
-
-
-if TYPE_CHECKING:
-    from ._actor import Actor
-
-A = TypeVar("A", bound="Actor")
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-class MethodCaller:
-    """``proxy.name`` — call it with the method's arguments."""
-
-    __slots__ = ("_method", "_proxy")
-
-    def __init__(self, proxy: ActorProxy[Any], method: str) -> None:
-        self._proxy = proxy
-        self._method = method
-
-    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        p = self._proxy
-        return await p._invoke(self._method, args, kwargs)
-
-    def __repr__(self) -> str:
-        return f"<troupe method {self._proxy._actor_type}/{self._proxy._actor_id}.{self._method}>"
-
-
-class ActorProxy(Generic[A]):
-    """A handle on one actor: ``await proxy.incr(by=5)`` invokes method ``incr``.
-
-    Attribute access builds a method caller; names starting with ``_`` are not
-    forwarded. Use ``Client.invoke`` for a method whose name clashes with Python.
-
-    ``A`` is the actor class when the proxy was made from it
-    (``client.actor(Cart, "c1")``): then :meth:`call` with a method of the class,
-    ``await proxy.call(Cart.add_item, "apple", qty=2)``, is checked by mypy against
-    the method's parameters and returns its (awaited) return type. Attribute calls
-    are not typed: Python's type system cannot map a class's methods to a proxy's.
-    """
-
-    def __init__(
-        self,
-        invoke: InvokeFn,
-        actor_type: str,
-        actor_id: str,
-    ) -> None:
-        self._invoke_fn = invoke
-        self._actor_type = actor_type
-        self._actor_id = actor_id
-
-    async def _invoke(self, method: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
-        return await self._invoke_fn(self._actor_type, self._actor_id, method, args, kwargs)
-
-    # Async methods first: for them R is the awaited type, not the coroutine.
-    @overload
-    async def call(
-        self,
-        method: Callable[Concatenate[A, P], Awaitable[R]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> R: ...
-
-    @overload
-    async def call(
-        self, method: Callable[Concatenate[A, P], R], /, *args: P.args, **kwargs: P.kwargs
-    ) -> R: ...
-
-    @overload
-    async def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any: ...
-
-    async def call(self, method: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> Any:
-        """Call ``method`` (a ``@troupe.method`` of the actor class, or its name) with these
-        arguments and return its result."""
-        name = method if isinstance(method, str) else method_name(method)
-        return await self._invoke(name, args, kwargs)
-
-    def __getattr__(self, name: str) -> MethodCaller:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return MethodCaller(self, name)
-
-    def __repr__(self) -> str:
-        return f"<troupe actor {self._actor_type}/{self._actor_id}>"

@@ -12,8 +12,9 @@ from opentelemetry.trace import TracerProvider
 from ._actor import type_name
 from ._address import open_channel, resolve_address
 from ._auth import API_TOKEN_ENV, TokenPath, TokenSource
-from ._caller import A, ActorProxy, Caller, Params, split_params
+from ._caller import Caller, Params, split_params
 from ._duration import DurationLike, timeout_seconds
+from ._proxy import A, ActorProxy
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._tls import TlsPath, TlsSource
 from ._tracing import Tracing

@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from ._actor import type_name
-from ._caller import A, ActorProxy, Caller, Params, split_params
+from ._caller import Caller, Params, split_params
 from ._duration import DurationLike, timeout_seconds
+from ._proxy import A, ActorProxy
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._turn import live_turn
 

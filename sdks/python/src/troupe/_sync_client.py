@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, TypeVar, overload
 from opentelemetry.trace import TracerProvider
 
 from ._auth import TokenPath
-from ._caller import A, ActorProxy, P, Params, R
+from ._caller import Params
 from ._client import Client
 from ._duration import DurationLike
+from ._proxy import A, ActorProxy, P, R
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._tls import TlsPath
 
