@@ -237,6 +237,8 @@ async def test_invalid_argument(daemon: Daemon, client: troupe.Client) -> None:
 async def test_full_mailbox_is_overloaded(daemon: Daemon, client: troupe.Client) -> None:
     entered = asyncio.Event()
     release = asyncio.Event()
+    pinged = asyncio.Condition()
+    pings = 0
 
     @troupe.actor("narrow", max_mailbox=2)
     class Narrow(troupe.Actor):
@@ -246,24 +248,32 @@ async def test_full_mailbox_is_overloaded(daemon: Daemon, client: troupe.Client)
             await release.wait()
 
         @troupe.method
-        def ping(self) -> str:
+        async def ping(self) -> str:
+            nonlocal pings
+            async with pinged:
+                pings += 1
+                pinged.notify_all()
             return "pong"
 
     async with hosting(daemon.address, Narrow):
         held = asyncio.create_task(client.actor("narrow", "n").hold())
         await asyncio.wait_for(entered.wait(), 10)
+        told = 0
         with pytest.raises(troupe.Overloaded) as err:
             for _ in range(10):
                 await client.tell("narrow", "n", "ping")
+                told += 1
         assert str(err.value)
         release.set()
         await held
+        # The told pings may still be queued after hold answered: wait until they ran,
+        # so the mailbox has room again.
+        async with pinged:
+            await asyncio.wait_for(pinged.wait_for(lambda: pings >= told), 10)
         assert await client.actor("narrow", "n").ping() == "pong"
 
 
-async def test_app_disconnect_mid_call_is_unavailable(
-    daemon: Daemon, client: troupe.Client
-) -> None:
+async def test_app_disconnect_mid_call_is_unavailable(daemon: Daemon) -> None:
     entered = asyncio.Event()
 
     @troupe.actor("stuck")
