@@ -13,6 +13,7 @@ from ._duration import DurationLike
 from ._errors import InvalidArgument, from_rpc_error
 from ._payload import decode_result, decode_state, encode_call
 from ._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
+from ._retry import call_key, send_with_retries
 from ._schedule import (
     Duration,
     Reminder,
@@ -61,14 +62,24 @@ class Caller:
 
     ``auth`` is metadata sent with every RPC besides the trace context: the
     ``authorization`` entry of the Client's or App's token, or nothing.
+
+    Invoke and tell carry an idempotency key, the caller's or a fresh one per call, and
+    with ``retry`` are resent with the same key on UNAVAILABLE while their deadline
+    leaves time (_retry.py). The other RPCs are sent once.
     """
 
     def __init__(
-        self, channel: grpc.aio.Channel, tracing: Tracing | None = None, auth: Metadata = ()
+        self,
+        channel: grpc.aio.Channel,
+        tracing: Tracing | None = None,
+        auth: Metadata = (),
+        *,
+        retry: bool = True,
     ) -> None:
         self._stub = client_pb2_grpc.ActorClientStub(channel)  # type: ignore[no-untyped-call]
         self._tracing = tracing or Tracing()
         self._auth = auth
+        self._retry = retry
 
     @contextlib.contextmanager
     def _rpc(
@@ -89,8 +100,10 @@ class Caller:
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
         chain: common_pb2.CallChain | None = None,
+        idempotency_key: str | None = None,
     ) -> Any:
         what = f"invoke {actor_type}/{actor_id}.{method}"
+        key = call_key(idempotency_key)
         timeout = timeout_for_call(timeout, what)
         req = client_pb2.InvokeRequest(
             actor=common_pb2.ActorRef(type=actor_type, id=actor_id),
@@ -98,14 +111,18 @@ class Caller:
             payload=encode_call(args, kwargs),
             metadata=dict(metadata or {}),
             chain=chain if chain is not None else chain_for_call(),
+            idempotency_key=key,
         )
+        # One span for the logical call: its retries are not separate calls.
         with self._rpc("Invoke", actor_type, actor_id, method) as md:
-            try:
+
+            async def attempt(left: float | None) -> client_pb2.InvokeResponse:
                 resp: client_pb2.InvokeResponse = await self._stub.Invoke(
-                    req, timeout=timeout, metadata=md
+                    req, timeout=left, metadata=md
                 )
-            except grpc.aio.AioRpcError as e:
-                raise from_rpc_error(e, what) from None
+                return resp
+
+            resp = await send_with_retries(attempt, timeout, retry=self._retry, what=what)
         return decode_result(resp.payload)
 
     async def tell(
@@ -120,8 +137,10 @@ class Caller:
         metadata: Mapping[str, str] | None = None,
         chain: common_pb2.CallChain | None = None,
         durable: bool | None = None,
+        idempotency_key: str | None = None,
     ) -> None:
         what = f"tell {actor_type}/{actor_id}.{method}"
+        key = call_key(idempotency_key)
         timeout = timeout_for_call(timeout, what)
         req = client_pb2.TellRequest(
             actor=common_pb2.ActorRef(type=actor_type, id=actor_id),
@@ -130,12 +149,14 @@ class Caller:
             metadata=dict(metadata or {}),
             chain=chain if chain is not None else chain_for_call(),
             delivery=_DELIVERY[durable],
+            idempotency_key=key,
         )
         with self._rpc("Tell", actor_type, actor_id, method) as md:
-            try:
-                await self._stub.Tell(req, timeout=timeout, metadata=md)
-            except grpc.aio.AioRpcError as e:
-                raise from_rpc_error(e, what) from None
+
+            async def attempt(left: float | None) -> None:
+                await self._stub.Tell(req, timeout=left, metadata=md)
+
+            await send_with_retries(attempt, timeout, retry=self._retry, what=what)
 
     async def get_state(
         self,
