@@ -208,7 +208,8 @@ export class Caller {
       const resp = await sendWithRetries(
         () =>
           new Promise<InvokeResponse>((resolve, reject) => {
-            this.#stub.invoke(request, md, callOptions, (err: grpc.ServiceError | null, r?: InvokeResponse) => {
+            // A copy per attempt: interceptors may edit the metadata they are given.
+            this.#stub.invoke(request, md.clone(), callOptions, (err: grpc.ServiceError | null, r?: InvokeResponse) => {
               if (err !== null) reject(err);
               else resolve(r ?? { payload: undefined });
             });
@@ -245,7 +246,7 @@ export class Caller {
       sendWithRetries(
         () =>
           new Promise<void>((resolve, reject) => {
-            this.#stub.tell(request, md, callOptions, (err: grpc.ServiceError | null) => {
+            this.#stub.tell(request, md.clone(), callOptions, (err: grpc.ServiceError | null) => {
               if (err !== null) reject(err);
               else resolve();
             });
