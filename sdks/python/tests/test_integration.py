@@ -237,6 +237,8 @@ async def test_invalid_argument(daemon: Daemon, client: troupe.Client) -> None:
 async def test_full_mailbox_is_overloaded(daemon: Daemon, client: troupe.Client) -> None:
     entered = asyncio.Event()
     release = asyncio.Event()
+    pinged = asyncio.Condition()
+    pings = 0
 
     @troupe.actor("narrow", max_mailbox=2)
     class Narrow(troupe.Actor):
@@ -246,24 +248,32 @@ async def test_full_mailbox_is_overloaded(daemon: Daemon, client: troupe.Client)
             await release.wait()
 
         @troupe.method
-        def ping(self) -> str:
+        async def ping(self) -> str:
+            nonlocal pings
+            async with pinged:
+                pings += 1
+                pinged.notify_all()
             return "pong"
 
     async with hosting(daemon.address, Narrow):
         held = asyncio.create_task(client.actor("narrow", "n").hold())
         await asyncio.wait_for(entered.wait(), 10)
+        told = 0
         with pytest.raises(troupe.Overloaded) as err:
             for _ in range(10):
                 await client.tell("narrow", "n", "ping")
+                told += 1
         assert str(err.value)
         release.set()
         await held
+        # The told pings may still be queued after hold answered: wait until they ran,
+        # so the mailbox has room again.
+        async with pinged:
+            await asyncio.wait_for(pinged.wait_for(lambda: pings >= told), 10)
         assert await client.actor("narrow", "n").ping() == "pong"
 
 
-async def test_app_disconnect_mid_call_is_unavailable(
-    daemon: Daemon, client: troupe.Client
-) -> None:
+async def test_app_disconnect_mid_call_is_unavailable(daemon: Daemon) -> None:
     entered = asyncio.Event()
 
     @troupe.actor("stuck")
@@ -273,12 +283,22 @@ async def test_app_disconnect_mid_call_is_unavailable(
             entered.set()
             await asyncio.Event().wait()
 
-    async with hosting(daemon.address, Stuck) as app:
-        call = asyncio.create_task(client.actor("stuck", "s").forever())
-        await asyncio.wait_for(entered.wait(), 10)
-        app.stop()
-        with pytest.raises(troupe.Unavailable):
-            await asyncio.wait_for(call, 15)
+    # Sent once, the call fails when the app goes; retried (the default), it keeps
+    # waiting for an app to host the type again until its deadline.
+    async with (
+        troupe.Client(daemon.address, timeout=20, retry=False) as once,
+        troupe.Client(daemon.address, timeout=2) as retrying,
+    ):
+        async with hosting(daemon.address, Stuck) as app:
+            call = asyncio.create_task(once.actor("stuck", "s").forever())
+            await asyncio.wait_for(entered.wait(), 10)
+            app.stop()
+            with pytest.raises(troupe.Unavailable):
+                await asyncio.wait_for(call, 15)
+        # The last attempt may be the one the deadline ends, while the daemon waits for a
+        # host: then DeadlineExceeded, which still says what was retried.
+        with pytest.raises((troupe.Unavailable, troupe.DeadlineExceeded), match="retried"):
+            await asyncio.wait_for(retrying.actor("stuck", "s").forever(), 10)
 
 
 async def test_caller_timeout_is_deadline_exceeded(daemon: Daemon) -> None:

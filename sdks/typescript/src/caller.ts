@@ -2,20 +2,33 @@
 import * as grpc from "@grpc/grpc-js";
 import type { Actor } from "./actor.js";
 import { type Duration, toMillis } from "./duration.js";
-import { fromRpcError } from "./errors.js";
+import { fromRpcError, InvalidArgument } from "./errors.js";
 import type { ActorClientClient, GetStateResponse, InvokeResponse } from "./gen/troupe/v1/client.js";
 import { type CallChain, Delivery } from "./gen/troupe/v1/common.js";
 import { decodeResult, decodeState, encodeCall, Kwargs, splitArgs } from "./payload.js";
+import { callKey, sendWithRetries } from "./retry.js";
 import { Tracing } from "./tracing.js";
 import { callDeadline, chainForCall } from "./turn.js";
 
 
 /** Options of one call. */
 export interface CallOptions {
-  /** Deadline of the call (seconds, or a string: "500ms", "5s", "PT1M"...); becomes the gRPC deadline. */
+  /**
+   * Deadline of the call (seconds, or a string: "500ms", "5s", "PT1M"...); becomes
+   * the gRPC deadline, and bounds the retries of an invoke or tell.
+   */
   timeout?: Duration;
   /** Delivered to the actor with the call (the turn's `metadata`). */
   metadata?: Readonly<Record<string, string>>;
+  /**
+   * Names this logical call (1 to 256 bytes of printable UTF-8) for `invoke` and
+   * `tell`; left out, the SDK sends a fresh UUID. Every retry of the call resends
+   * it, and a daemon that records keys answers a call with a key it has seen with
+   * the recorded answer instead of running the method again. Pass your own to
+   * make a call you repeat yourself (e.g. after your process restarted) count
+   * once. Not for handles, whose calls each need their own.
+   */
+  idempotencyKey?: string;
 }
 
 /**
@@ -29,6 +42,24 @@ export interface TellOptions extends CallOptions {
    * effort. Left out: the actor type's `durableTells` option decides.
    */
   durable?: boolean;
+}
+
+/** Options of a handle (`client.actor(...)`, `ctx.actor(...)`): those of its calls, each with its own key. */
+export type HandleOptions = Omit<TellOptions, "idempotencyKey">;
+
+/**
+ * @internal A handle's options, refusing a key: one key on every call of the
+ * handle would make the daemon answer each of them with the first one's answer.
+ */
+export function handleOptions(options: HandleOptions | undefined): HandleOptions {
+  // Read untyped: HandleOptions has no such field, but a JavaScript caller may pass one.
+  const key: unknown = options === undefined ? undefined : Reflect.get(options, "idempotencyKey");
+  if (key !== undefined) {
+    throw new InvalidArgument(
+      "idempotencyKey names one call, so a handle, whose calls are many, cannot take one: pass it to invoke() or tell() instead",
+    );
+  }
+  return options ?? {};
 }
 
 /** The wire delivery mode of `durable`. */
@@ -132,21 +163,34 @@ function deadline(timeout: Duration | undefined, what: string): Partial<grpc.Cal
   return callDeadline(toMillis(timeout, "timeout"), what);
 }
 
+/** The absolute deadline (unix ms) in call options, if any. */
+function deadlineMs(options: Partial<grpc.CallOptions>): number | undefined {
+  const d = options.deadline;
+  return d === undefined ? undefined : d instanceof Date ? d.getTime() : d;
+}
+
 /**
  * @internal Issues ActorClient RPCs on a channel. An RPC made while a turn runs
  * (in its async context) is made on the turn's behalf: invoke and tell carry its
  * call chain, and every RPC's deadline is cut to the turn's caller's (turn.ts).
+ *
+ * Invoke and tell carry an idempotency key, the caller's or a fresh one per
+ * call, and with `retry` are resent with the same key and deadline on
+ * UNAVAILABLE while the deadline leaves time (retry.ts). getState is sent once.
  */
 export class Caller {
   readonly #stub: ActorClientClient;
   readonly #tracing: Tracing;
+  readonly #retry: boolean;
 
-  constructor(stub: ActorClientClient, tracing: Tracing = new Tracing()) {
+  constructor(stub: ActorClientClient, tracing: Tracing = new Tracing(), retry = true) {
     this.#stub = stub;
     this.#tracing = tracing;
+    this.#retry = retry;
   }
 
-  invoke(
+  // async: a bad key, timeout or payload rejects the call's promise, never throws.
+  async invoke(
     type: string,
     id: string,
     method: string,
@@ -155,33 +199,29 @@ export class Caller {
     options: CallOptions,
     chain?: CallChain,
   ): Promise<unknown> {
-    const payload = encodeCall(args, kw);
     const what = `invoke ${type}/${id}.${method}`;
-    const sent = chain ?? chainForCall();
-    return this.#tracing.call(
-      { rpc: "Invoke", type, id, method },
-      (md) =>
-        new Promise((resolve, reject) => {
-          this.#stub.invoke(
-            { actor: { type, id }, method, payload, metadata: { ...options.metadata }, chain: sent },
-            md,
-            deadline(options.timeout, what),
-            (err: grpc.ServiceError | null, resp?: InvokeResponse) => {
-              if (err !== null) reject(fromRpcError(err, what));
-              else {
-                try {
-                  resolve(decodeResult(resp?.payload));
-                } catch (e) {
-                  reject(e instanceof Error ? e : new Error(String(e)));
-                }
-              }
-            },
-          );
-        }),
-    );
+    const idempotencyKey = callKey(options.idempotencyKey);
+    const callOptions = deadline(options.timeout, what);
+    const request = { actor: { type, id }, method, payload: encodeCall(args, kw), metadata: { ...options.metadata }, chain: chain ?? chainForCall(), idempotencyKey };
+    // One span for the logical call: its retries are not separate calls.
+    return this.#tracing.call({ rpc: "Invoke", type, id, method }, async (md) => {
+      const resp = await sendWithRetries(
+        () =>
+          new Promise<InvokeResponse>((resolve, reject) => {
+            // A copy per attempt: interceptors may edit the metadata they are given.
+            this.#stub.invoke(request, md.clone(), callOptions, (err: grpc.ServiceError | null, r?: InvokeResponse) => {
+              if (err !== null) reject(err);
+              else resolve(r ?? { payload: undefined });
+            });
+          }),
+        deadlineMs(callOptions),
+        { retry: this.#retry, what },
+      );
+      return decodeResult(resp.payload);
+    });
   }
 
-  tell(
+  async tell(
     type: string,
     id: string,
     method: string,
@@ -190,30 +230,30 @@ export class Caller {
     options: TellOptions,
     chain?: CallChain,
   ): Promise<void> {
-    const payload = encodeCall(args, kw);
     const what = `tell ${type}/${id}.${method}`;
-    const sent = chain ?? chainForCall();
-    return this.#tracing.call(
-      { rpc: "Tell", type, id, method },
-      (md) =>
-        new Promise<void>((resolve, reject) => {
-          this.#stub.tell(
-            {
-              actor: { type, id },
-              method,
-              payload,
-              metadata: { ...options.metadata },
-              chain: sent,
-              delivery: delivery(options.durable),
-            },
-            md,
-            deadline(options.timeout, what),
-            (err: grpc.ServiceError | null) => {
-              if (err !== null) reject(fromRpcError(err, what));
+    const idempotencyKey = callKey(options.idempotencyKey);
+    const callOptions = deadline(options.timeout, what);
+    const request = {
+      actor: { type, id },
+      method,
+      payload: encodeCall(args, kw),
+      metadata: { ...options.metadata },
+      chain: chain ?? chainForCall(),
+      delivery: delivery(options.durable),
+      idempotencyKey,
+    };
+    return this.#tracing.call({ rpc: "Tell", type, id, method }, (md) =>
+      sendWithRetries(
+        () =>
+          new Promise<void>((resolve, reject) => {
+            this.#stub.tell(request, md.clone(), callOptions, (err: grpc.ServiceError | null) => {
+              if (err !== null) reject(err);
               else resolve();
-            },
-          );
-        }),
+            });
+          }),
+        deadlineMs(callOptions),
+        { retry: this.#retry, what },
+      ),
     );
   }
 

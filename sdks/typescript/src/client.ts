@@ -6,6 +6,8 @@ import { API_TOKEN_ENV, resolveToken, tokenClientOptions } from "./auth.js";
 import {
   type ActorHandle,
   type CallOptions,
+  type HandleOptions,
+  handleOptions,
   type TellOptions,
   Caller,
   type GetStateOptions,
@@ -61,6 +63,15 @@ export interface ClientOptions extends TlsOptions {
    * token. Ignored when `token` is given.
    */
   tokenFile?: string;
+  /**
+   * Resend an invoke or tell that failed with UNAVAILABLE (the daemon
+   * restarting, a forward to another daemon that broke, a refused or reset
+   * connection), with the same idempotency key, after 50 ms, doubling up to 1 s
+   * (jittered), while the call's timeout leaves time (without one: for up to
+   * 10 s); then reject with the last error, which says how often it retried.
+   * Other errors are never retried. Default true; false sends each call once.
+   */
+  retry?: boolean;
 }
 
 /**
@@ -81,12 +92,20 @@ export interface ClientOptions extends TlsOptions {
  * with {@link Unauthenticated}. A daemon with TLS on wants `tlsCa` (or
  * `$TROUPE_TLS_CA`), see {@link TlsOptions}; calls without it reject with
  * {@link Unavailable}.
+ *
+ * Every invoke and tell carries an idempotency key naming the logical call
+ * (`{ idempotencyKey }`, else a fresh UUID) and is resent with it when the
+ * daemon answers UNAVAILABLE, while the call's timeout leaves time (see
+ * {@link ClientOptions.retry}); a daemon that honours keys runs the call once
+ * and answers every attempt with its first answer (docs/delivery.md).
  */
 export class Client {
   /** The daemon address this client talks to. */
   readonly address: string;
   /** Default deadline of every call. */
   readonly timeout: Duration | undefined;
+  /** Whether invoke and tell are resent on UNAVAILABLE (see {@link ClientOptions.retry}). */
+  readonly retry: boolean;
   #stub: ActorClientClient | undefined;
   #caller: Caller | undefined;
   readonly #scheduler: Scheduler;
@@ -100,6 +119,10 @@ export class Client {
     // Read now: a bad timeout fails the constructor with InvalidArgument, not the first call.
     toMillis(options.timeout, "timeout");
     this.timeout = options.timeout;
+    if (options.retry !== undefined && typeof options.retry !== "boolean") {
+      throw new TypeError(`retry must be true or false, not ${JSON.stringify(options.retry)}`);
+    }
+    this.retry = options.retry ?? true;
     this.#token = resolveToken(options, API_TOKEN_ENV);
     this.#tls = resolveTls(options);
     channelCredentials(this.#tls); // unusable files throw here; read again for each channel
@@ -120,12 +143,12 @@ export class Client {
   }
 
   #getCaller(): Caller {
-    this.#caller ??= new Caller(this.#getStub(), this.#tracing);
+    this.#caller ??= new Caller(this.#getStub(), this.#tracing, this.retry);
     return this.#caller;
   }
 
   #options(options: TellOptions | undefined): TellOptions {
-    return { timeout: options?.timeout ?? this.timeout, metadata: options?.metadata, durable: options?.durable };
+    return { timeout: options?.timeout ?? this.timeout, metadata: options?.metadata, durable: options?.durable, idempotencyKey: options?.idempotencyKey };
   }
 
   /** Close the connection; in-flight calls fail. The client re-connects if used again. */
@@ -146,11 +169,11 @@ export class Client {
    * parameter (`client.actor<Counter>("counter", "c1")`) or as the class itself
    * (`client.actor(Counter, "c1")`, which also reads the type name from `@actor`).
    */
-  actor<A extends ActorInstance>(cls: ActorClass<A>, id: string, options?: TellOptions): ActorHandle<A>;
-  actor<A = UntypedActor>(type: string, id: string, options?: TellOptions): ActorHandle<A>;
-  actor<A>(typeOrClass: string | ActorClass, id: string, options?: TellOptions): ActorHandle<A> {
+  actor<A extends ActorInstance>(cls: ActorClass<A>, id: string, options?: HandleOptions): ActorHandle<A>;
+  actor<A = UntypedActor>(type: string, id: string, options?: HandleOptions): ActorHandle<A>;
+  actor<A>(typeOrClass: string | ActorClass, id: string, options?: HandleOptions): ActorHandle<A> {
     const type = typeof typeOrClass === "string" ? typeOrClass : actorTypeName(typeOrClass);
-    const opts = this.#options(options);
+    const opts = this.#options(handleOptions(options));
     toMillis(opts.timeout, "timeout"); // a bad timeout fails here, not at the handle's first call
     return makeHandle<A>(
       type,
@@ -168,6 +191,9 @@ export class Client {
    * arguments to positional ones. The actor is activated on first use. Rejects
    * with {@link ActorError} if the method threw, and the other {@link TroupeError}
    * subclasses for failures of the call itself.
+   *
+   * Sent with `options.idempotencyKey`, else a fresh key, and retried on
+   * UNAVAILABLE with that key (see {@link ClientOptions.retry}).
    */
   invoke(
     type: string,
@@ -185,6 +211,8 @@ export class Client {
    * Queue a call and return once the actor's mailbox accepted it; the result is
    * dropped. With `{ durable: true }` it returns once the call is stored in the
    * actor's inbox, from where it is delivered at least once (see {@link TellOptions}).
+   * Keyed and retried as {@link Client.invoke}: a durable tell retried with its
+   * key is stored once.
    */
   tell(
     type: string,

@@ -1,6 +1,17 @@
 // `this.ctx`: what an actor can do beyond its own state.
 import { type ActorClass, type ActorInstance, actorTypeName } from "./actor.js";
-import { type ActorHandle, type CallOptions, type Caller, makeHandle, type Params, splitParams, type TellOptions, type UntypedActor } from "./caller.js";
+import {
+  type ActorHandle,
+  type CallOptions,
+  type Caller,
+  type HandleOptions,
+  handleOptions,
+  makeHandle,
+  type Params,
+  splitParams,
+  type TellOptions,
+  type UntypedActor,
+} from "./caller.js";
 import { toMillis } from "./duration.js";
 import type { ActorRef } from "./gen/troupe/v1/common.js";
 import type { AlarmOptions, Reminder, ReminderOptions, Scheduler, ScheduleTime, TimerOptions } from "./schedule.js";
@@ -14,6 +25,9 @@ import { liveTurn } from "./turn.js";
  * carries the turn's call chain, so the daemon can let a chain re-enter a
  * reentrant actor and refuse a cycle into any other one at once, and a deadline
  * no later than the turn's caller's. See docs/calls.md.
+ *
+ * Invoke and tell carry an idempotency key and are retried on UNAVAILABLE
+ * within the turn's caller's deadline, as a {@link Client}'s.
  */
 export class Context {
   readonly #caller: Caller;
@@ -45,10 +59,11 @@ export class Context {
   }
 
   /** A handle on another actor: `await this.ctx.actor<Counter>("counter", "c2").call("incr", 1)`. */
-  actor<A extends ActorInstance>(cls: ActorClass<A>, id: string, options?: TellOptions): ActorHandle<A>;
-  actor<A = UntypedActor>(type: string, id: string, options?: TellOptions): ActorHandle<A>;
-  actor<A>(typeOrClass: string | ActorClass, id: string, options: TellOptions = {}): ActorHandle<A> {
+  actor<A extends ActorInstance>(cls: ActorClass<A>, id: string, options?: HandleOptions): ActorHandle<A>;
+  actor<A = UntypedActor>(type: string, id: string, options?: HandleOptions): ActorHandle<A>;
+  actor<A>(typeOrClass: string | ActorClass, id: string, handle?: HandleOptions): ActorHandle<A> {
     const type = typeof typeOrClass === "string" ? typeOrClass : actorTypeName(typeOrClass);
+    const options = handleOptions(handle);
     toMillis(options.timeout, "timeout"); // a bad timeout fails here, not at the handle's first call
     return makeHandle<A>(
       type,
@@ -58,7 +73,7 @@ export class Context {
     );
   }
 
-  /** Call a method on another actor and return its result (see {@link Client.invoke}). */
+  /** Call a method on another actor and return its result (see {@link Client.invoke}, also for `idempotencyKey`). */
   invoke(
     type: string,
     id: string,

@@ -159,12 +159,16 @@ export function errorForCode(code: grpc.status, message: string): TroupeError {
   return new cls(message, code);
 }
 
-function isServiceError(err: unknown): err is grpc.ServiceError {
+/** @internal */
+export function isServiceError(err: unknown): err is grpc.ServiceError {
   return err instanceof Error && typeof (err as Partial<grpc.ServiceError>).code === "number" && "metadata" in err;
 }
 
-/** Translate a gRPC error into the SDK's error; `what` names the call for context. */
-export function fromRpcError(err: unknown, what: string): Error {
+/**
+ * Translate a gRPC error into the SDK's error; `what` names the call for context,
+ * `note` is appended to the message (not to an ActorError's, which is the actor's own).
+ */
+export function fromRpcError(err: unknown, what: string, note = ""): Error {
   if (!isServiceError(err)) return err instanceof Error ? err : new TroupeError(`${what}: ${String(err)}`);
   const details = err.details;
   if (err.code === grpc.status.UNKNOWN) {
@@ -174,5 +178,5 @@ export function fromRpcError(err: unknown, what: string): Error {
     }
   }
   const name = grpc.status[err.code];
-  return errorForCode(err.code, details === "" ? `${what}: ${name}` : `${what}: ${details} (${name})`);
+  return errorForCode(err.code, (details === "" ? `${what}: ${name}` : `${what}: ${details} (${name})`) + note);
 }

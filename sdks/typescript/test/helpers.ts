@@ -95,7 +95,7 @@ export class Daemon {
     const log = createWriteStream(this.logPath, { flags: "a" });
     const proc = spawn(
       troupeBin(),
-      ["serve", "--listen", `127.0.0.1:${this.port}`, "--data-dir", join(this.dir, "data"), "--host-wait", `${HOST_WAIT_MS}ms`, ...this.extraArgs],
+      ["serve", "--listen", `127.0.0.1:${this.port}`, "--data-dir", join(this.dir, "data"), ...this.#hostWait(), ...this.extraArgs],
       { stdio: ["ignore", "pipe", "pipe"], env: this.#env },
     );
     proc.stderr.pipe(log);
@@ -104,6 +104,11 @@ export class Daemon {
     this.port = Number(m[1]);
     this.#listeningAt = performance.now();
     proc.stdout.resume();
+  }
+
+  /** The tests' short start-up grace, unless the test set its own (the flag may be given once). */
+  #hostWait(): string[] {
+    return this.extraArgs.includes("--host-wait") ? [] : ["--host-wait", `${HOST_WAIT_MS}ms`];
   }
 
   /**

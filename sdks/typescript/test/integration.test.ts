@@ -246,7 +246,7 @@ describe("hosting and calling", () => {
       try {
         const err = await new Promise<grpc.ServiceError | null>((resolve) => {
           stub.invoke(
-            { actor: { type: "counter", id: "p" }, method: "incr", payload: { data: Buffer.from("[1]"), contentType: ContentType.CONTENT_TYPE_JSON }, metadata: {}, chain: undefined },
+            { actor: { type: "counter", id: "p" }, method: "incr", payload: { data: Buffer.from("[1]"), contentType: ContentType.CONTENT_TYPE_JSON }, metadata: {}, chain: undefined, idempotencyKey: "" },
             (e) => {
               resolve(e);
             },
@@ -358,15 +358,28 @@ describe("hosting and calling", () => {
 
       await assert.rejects(client.actor<Narrow>("narrow", "slow", { timeout: "300ms" }).call("forever"), DeadlineExceeded);
 
-      const call = client.actor<Narrow>("narrow", "gone").call("forever");
-      const outcome = call.then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-      await within(10_000, "the forever turn to start", stuck.promise);
-      await app.close();
-      const err = await within(15_000, "the call to fail after the app left", outcome);
-      assert.ok(err instanceof Unavailable, `expected Unavailable, got ${String(err)}`);
+      // Sent once, the call fails when the app goes; retried (the default), it
+      // keeps waiting for an app to host the type again until its deadline.
+      const once = new Client({ address: daemon.address, timeout: 20, retry: false });
+      const retrying = new Client({ address: daemon.address, timeout: 2 });
+      try {
+        const call = once.actor<Narrow>("narrow", "gone").call("forever");
+        const outcome = call.then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        await within(10_000, "the forever turn to start", stuck.promise);
+        await app.close();
+        const err = await within(15_000, "the call to fail after the app left", outcome);
+        assert.ok(err instanceof Unavailable, `expected Unavailable, got ${String(err)}`);
+        // The last attempt may be the one the deadline ends, while the daemon waits
+        // for a host: then DeadlineExceeded, which still says what was retried.
+        const retried = await within(10_000, "the retried call to give up", retrying.actor<Narrow>("narrow", "gone").call("forever").then(() => undefined, (e: unknown) => e));
+        assert.ok((retried instanceof Unavailable || retried instanceof DeadlineExceeded) && retried.message.includes("retried"), String(retried));
+      } finally {
+        once.close();
+        retrying.close();
+      }
     } finally {
       await app.close();
     }

@@ -32,7 +32,6 @@ certificates; an unusable TLS file raises :class:`TlsConfigError`.
 from ._actor import Actor, actor, method
 from ._address import API_VERSION, SDK_VERSION
 from ._app import App
-from ._caller import ActorProxy
 from ._client import Client
 from ._context import Context
 from ._daemon import DaemonNotFound, daemon_path
@@ -50,6 +49,7 @@ from ._errors import (
     Unauthenticated,
     Unavailable,
 )
+from ._proxy import ActorProxy
 from ._schedule import Reminder, RetryPolicy
 from ._state import State
 from ._sync_client import SyncActorProxy, SyncClient

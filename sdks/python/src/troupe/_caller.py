@@ -4,16 +4,16 @@ management of reminders, alarms and timers."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import grpc
 
-from ._actor import method_name
 from ._duration import DurationLike
 from ._errors import InvalidArgument, from_rpc_error
 from ._payload import decode_result, decode_state, encode_call
 from ._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
+from ._retry import call_key, send_with_retries
 from ._schedule import (
     Duration,
     Reminder,
@@ -28,7 +28,6 @@ from ._turn import chain_for_call, timeout_for_call
 
 Params = Mapping[str, Any] | Sequence[Any] | bytes | None
 _LIST_PAGE_SIZE = 500
-InvokeFn = Callable[[str, str, str, Sequence[Any], Mapping[str, Any]], Awaitable[Any]]
 
 # None leaves the choice to the actor type's registration (durable_tells).
 _DELIVERY: dict[bool | None, common_pb2.Delivery] = {
@@ -63,14 +62,24 @@ class Caller:
 
     ``auth`` is metadata sent with every RPC besides the trace context: the
     ``authorization`` entry of the Client's or App's token, or nothing.
+
+    Invoke and tell carry an idempotency key, the caller's or a fresh one per call, and
+    with ``retry`` are resent with the same key on UNAVAILABLE while their deadline
+    leaves time (_retry.py). The other RPCs are sent once.
     """
 
     def __init__(
-        self, channel: grpc.aio.Channel, tracing: Tracing | None = None, auth: Metadata = ()
+        self,
+        channel: grpc.aio.Channel,
+        tracing: Tracing | None = None,
+        auth: Metadata = (),
+        *,
+        retry: bool = True,
     ) -> None:
         self._stub = client_pb2_grpc.ActorClientStub(channel)  # type: ignore[no-untyped-call]
         self._tracing = tracing or Tracing()
         self._auth = auth
+        self._retry = retry
 
     @contextlib.contextmanager
     def _rpc(
@@ -91,8 +100,10 @@ class Caller:
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
         chain: common_pb2.CallChain | None = None,
+        idempotency_key: str | None = None,
     ) -> Any:
         what = f"invoke {actor_type}/{actor_id}.{method}"
+        key = call_key(idempotency_key)
         timeout = timeout_for_call(timeout, what)
         req = client_pb2.InvokeRequest(
             actor=common_pb2.ActorRef(type=actor_type, id=actor_id),
@@ -100,14 +111,18 @@ class Caller:
             payload=encode_call(args, kwargs),
             metadata=dict(metadata or {}),
             chain=chain if chain is not None else chain_for_call(),
+            idempotency_key=key,
         )
+        # One span for the logical call: its retries are not separate calls.
         with self._rpc("Invoke", actor_type, actor_id, method) as md:
-            try:
+
+            async def attempt(left: float | None) -> client_pb2.InvokeResponse:
                 resp: client_pb2.InvokeResponse = await self._stub.Invoke(
-                    req, timeout=timeout, metadata=md
+                    req, timeout=left, metadata=md
                 )
-            except grpc.aio.AioRpcError as e:
-                raise from_rpc_error(e, what) from None
+                return resp
+
+            resp = await send_with_retries(attempt, timeout, retry=self._retry, what=what)
         return decode_result(resp.payload)
 
     async def tell(
@@ -122,8 +137,10 @@ class Caller:
         metadata: Mapping[str, str] | None = None,
         chain: common_pb2.CallChain | None = None,
         durable: bool | None = None,
+        idempotency_key: str | None = None,
     ) -> None:
         what = f"tell {actor_type}/{actor_id}.{method}"
+        key = call_key(idempotency_key)
         timeout = timeout_for_call(timeout, what)
         req = client_pb2.TellRequest(
             actor=common_pb2.ActorRef(type=actor_type, id=actor_id),
@@ -132,12 +149,14 @@ class Caller:
             metadata=dict(metadata or {}),
             chain=chain if chain is not None else chain_for_call(),
             delivery=_DELIVERY[durable],
+            idempotency_key=key,
         )
         with self._rpc("Tell", actor_type, actor_id, method) as md:
-            try:
-                await self._stub.Tell(req, timeout=timeout, metadata=md)
-            except grpc.aio.AioRpcError as e:
-                raise from_rpc_error(e, what) from None
+
+            async def attempt(left: float | None) -> None:
+                await self._stub.Tell(req, timeout=left, metadata=md)
+
+            await send_with_retries(attempt, timeout, retry=self._retry, what=what)
 
     async def get_state(
         self,
@@ -367,87 +386,3 @@ class Caller:
 
 def _ref(actor_type: str, actor_id: str) -> common_pb2.ActorRef:
     return common_pb2.ActorRef(type=actor_type, id=actor_id)
-
-
-if TYPE_CHECKING:
-    from ._actor import Actor
-
-A = TypeVar("A", bound="Actor")
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-class MethodCaller:
-    """``proxy.name`` — call it with the method's arguments."""
-
-    __slots__ = ("_method", "_proxy")
-
-    def __init__(self, proxy: ActorProxy[Any], method: str) -> None:
-        self._proxy = proxy
-        self._method = method
-
-    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        p = self._proxy
-        return await p._invoke(self._method, args, kwargs)
-
-    def __repr__(self) -> str:
-        return f"<troupe method {self._proxy._actor_type}/{self._proxy._actor_id}.{self._method}>"
-
-
-class ActorProxy(Generic[A]):
-    """A handle on one actor: ``await proxy.incr(by=5)`` invokes method ``incr``.
-
-    Attribute access builds a method caller; names starting with ``_`` are not
-    forwarded. Use ``Client.invoke`` for a method whose name clashes with Python.
-
-    ``A`` is the actor class when the proxy was made from it
-    (``client.actor(Cart, "c1")``): then :meth:`call` with a method of the class,
-    ``await proxy.call(Cart.add_item, "apple", qty=2)``, is checked by mypy against
-    the method's parameters and returns its (awaited) return type. Attribute calls
-    are not typed: Python's type system cannot map a class's methods to a proxy's.
-    """
-
-    def __init__(
-        self,
-        invoke: InvokeFn,
-        actor_type: str,
-        actor_id: str,
-    ) -> None:
-        self._invoke_fn = invoke
-        self._actor_type = actor_type
-        self._actor_id = actor_id
-
-    async def _invoke(self, method: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
-        return await self._invoke_fn(self._actor_type, self._actor_id, method, args, kwargs)
-
-    # Async methods first: for them R is the awaited type, not the coroutine.
-    @overload
-    async def call(
-        self,
-        method: Callable[Concatenate[A, P], Awaitable[R]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> R: ...
-
-    @overload
-    async def call(
-        self, method: Callable[Concatenate[A, P], R], /, *args: P.args, **kwargs: P.kwargs
-    ) -> R: ...
-
-    @overload
-    async def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any: ...
-
-    async def call(self, method: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> Any:
-        """Call ``method`` (a ``@troupe.method`` of the actor class, or its name) with these
-        arguments and return its result."""
-        name = method if isinstance(method, str) else method_name(method)
-        return await self._invoke(name, args, kwargs)
-
-    def __getattr__(self, name: str) -> MethodCaller:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return MethodCaller(self, name)
-
-    def __repr__(self) -> str:
-        return f"<troupe actor {self._actor_type}/{self._actor_id}>"

@@ -12,8 +12,9 @@ from opentelemetry.trace import TracerProvider
 from ._actor import type_name
 from ._address import open_channel, resolve_address
 from ._auth import API_TOKEN_ENV, TokenPath, TokenSource
-from ._caller import A, ActorProxy, Caller, Params, split_params
+from ._caller import Caller, Params, split_params
 from ._duration import DurationLike, timeout_seconds
+from ._proxy import A, ActorProxy
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._tls import TlsPath, TlsSource
 from ._tracing import Tracing
@@ -59,6 +60,16 @@ class Client:
     The files are read when the connection opens, at the first call, which raises
     :class:`TlsConfigError` naming the option or variable and the path if one
     cannot be read. Without a CA the connection is plaintext.
+
+    Every invoke and tell carries an idempotency key naming the logical call: the
+    ``idempotency_key`` passed to :meth:`invoke` or :meth:`tell`, else a fresh UUID. When
+    the daemon answers UNAVAILABLE (restarting, a forward to another daemon broke, the
+    connection was refused or reset) the call is sent again with the same key, after
+    50 ms, then twice as long each time up to 1 s (jittered), while its timeout leaves
+    time (without a timeout, for up to 10 s); then the last error is raised, saying how
+    often it was retried. A daemon that honours keys runs the call once and answers every
+    attempt with its first answer (docs/delivery.md). Other errors are never retried.
+    ``retry=False`` sends each call once.
     """
 
     def __init__(
@@ -72,13 +83,17 @@ class Client:
         tls_ca: TlsPath | None = None,
         tls_cert: TlsPath | None = None,
         tls_key: TlsPath | None = None,
+        retry: bool = True,
     ) -> None:
+        if not isinstance(retry, bool):
+            raise TypeError(f"retry must be True or False, not {retry!r}")
         self.address = resolve_address(address)
         # Read now: a bad timeout fails the constructor, not the first call.
         self.timeout = timeout_seconds(timeout)
         self._tracing = Tracing(tracer_provider)
         self._auth = TokenSource(token, token_file, API_TOKEN_ENV)
         self._tls = TlsSource(tls_ca, tls_cert, tls_key)
+        self.retry = retry
         self._channel: grpc.aio.Channel | None = None
         self._caller: Caller | None = None
 
@@ -92,7 +107,7 @@ class Client:
         if self._caller is None:
             auth = self._auth.metadata()
             self._channel = open_channel(self.address, credentials=self._tls.credentials())
-            self._caller = Caller(self._channel, self._tracing, auth)
+            self._caller = Caller(self._channel, self._tracing, auth, retry=self.retry)
         return self._caller
 
     async def __aenter__(self) -> Client:
@@ -166,6 +181,7 @@ class Client:
         *,
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
     ) -> Any:
         """Call ``method`` on the actor and return its result.
 
@@ -173,6 +189,11 @@ class Client:
         ``bytes`` for one raw argument, or None. The actor is activated on first
         use. Raises :class:`ActorError` if the method raised, and the other
         :class:`TroupeError` subclasses for failures of the call itself.
+
+        ``idempotency_key`` (1 to 256 bytes of printable UTF-8) names this logical call;
+        None sends a fresh one. Pass your own to make a call you repeat yourself (e.g.
+        after your process restarted) run once: the daemon answers a call with a key it
+        recorded with the recorded answer, within its retention window.
         """
         args, kwargs = split_params(params)
         return await self._get_caller().invoke(
@@ -183,6 +204,7 @@ class Client:
             kwargs,
             timeout=self.timeout if timeout is None else timeout,
             metadata=metadata,
+            idempotency_key=idempotency_key,
         )
 
     async def tell(
@@ -195,6 +217,7 @@ class Client:
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
         durable: bool | None = None,
+        idempotency_key: str | None = None,
     ) -> None:
         """Send a call whose result is dropped.
 
@@ -202,7 +225,8 @@ class Client:
         stored in the actor's inbox, from where it is delivered at least once, in order
         per caller, across crashes, restarts and hand-offs, and its state changes apply
         once (docs/delivery.md). ``durable=False`` forces best effort; None (the default)
-        follows the actor type's ``durable_tells`` option.
+        follows the actor type's ``durable_tells`` option. ``idempotency_key`` as in
+        :meth:`invoke`: a durable tell retried with its key is stored once.
         """
         args, kwargs = split_params(params)
         await self._get_caller().tell(
@@ -214,6 +238,7 @@ class Client:
             timeout=self.timeout if timeout is None else timeout,
             metadata=metadata,
             durable=durable,
+            idempotency_key=idempotency_key,
         )
 
     async def get_state(
@@ -390,6 +415,7 @@ class Client:
         tls_ca: TlsPath | None = None,
         tls_cert: TlsPath | None = None,
         tls_key: TlsPath | None = None,
+        retry: bool = True,
     ) -> SyncClient:
         """A blocking client for scripts; same as ``troupe.SyncClient(address)``."""
         # Here, not at the top: _sync_client imports this module.
@@ -404,4 +430,5 @@ class Client:
             tls_ca=tls_ca,
             tls_cert=tls_cert,
             tls_key=tls_key,
+            retry=retry,
         )

@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from ._actor import type_name
-from ._caller import A, ActorProxy, Caller, Params, split_params
+from ._caller import Caller, Params, split_params
 from ._duration import DurationLike, timeout_seconds
+from ._proxy import A, ActorProxy
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._turn import live_turn
 
@@ -28,6 +29,9 @@ class Context:
     (in memory, gone when the actor deactivates) fire as turns that call the
     actor's ``on_reminder(name, data)``, ``on_alarm(data)`` and
     ``on_timer(name, data)``; see docs/scheduling.md.
+
+    Invoke and tell carry an idempotency key and are retried on UNAVAILABLE within the
+    turn's caller's deadline, as a :class:`Client`'s.
     """
 
     def __init__(self, caller: Caller, actor_type: str, actor_id: str) -> None:
@@ -102,8 +106,10 @@ class Context:
         *,
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
     ) -> Any:
-        """Call a method on another actor and return its result (see Client.invoke)."""
+        """Call a method on another actor and return its result (see Client.invoke, also
+        for ``idempotency_key``)."""
         args, kwargs = split_params(params)
         return await self._caller.invoke(
             actor_type,
@@ -113,6 +119,7 @@ class Context:
             kwargs,
             timeout=timeout,
             metadata=metadata,
+            idempotency_key=idempotency_key,
         )
 
     async def tell(
@@ -125,11 +132,12 @@ class Context:
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
         durable: bool | None = None,
+        idempotency_key: str | None = None,
     ) -> None:
         """Queue a call on another actor without waiting for its result.
 
-        ``durable`` as in :meth:`Client.tell`: True returns once the call is stored in the
-        target's inbox.
+        ``durable`` and ``idempotency_key`` as in :meth:`Client.tell`: True returns once
+        the call is stored in the target's inbox.
         """
         args, kwargs = split_params(params)
         await self._caller.tell(
@@ -141,6 +149,7 @@ class Context:
             timeout=timeout,
             metadata=metadata,
             durable=durable,
+            idempotency_key=idempotency_key,
         )
 
     # ---- reminders ----

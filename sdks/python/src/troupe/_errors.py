@@ -136,8 +136,9 @@ def error_for_code(code: grpc.StatusCode | None, message: str) -> TroupeError:
     return _BY_CODE.get(code, TroupeError)(message) if code is not None else TroupeError(message)
 
 
-def from_rpc_error(err: grpc.aio.AioRpcError, what: str) -> TroupeError:
-    """Translate a gRPC status into the SDK's exception; `what` names the call for context."""
+def from_rpc_error(err: grpc.aio.AioRpcError, what: str, *, note: str = "") -> TroupeError:
+    """Translate a gRPC status into the SDK's exception; `what` names the call for context,
+    `note` is appended to the message (not to an ActorError's, which is the actor's own)."""
     code = err.code()
     details = err.details() or ""
     if code == grpc.StatusCode.UNKNOWN:
@@ -149,4 +150,5 @@ def from_rpc_error(err: grpc.aio.AioRpcError, what: str) -> TroupeError:
                 return ActorError(remote, details)
     cls = _BY_CODE.get(code, TroupeError)
     name = code.name if code is not None else "UNKNOWN"
-    return cls(f"{what}: {details} ({name})" if details else f"{what}: {name}")
+    message = f"{what}: {details} ({name})" if details else f"{what}: {name}"
+    return cls(message + note)

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, TypeVar, overload
 from opentelemetry.trace import TracerProvider
 
 from ._auth import TokenPath
-from ._caller import A, ActorProxy, P, Params, R
+from ._caller import Params
 from ._client import Client
 from ._duration import DurationLike
+from ._proxy import A, ActorProxy, P, R
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._tls import TlsPath
 
@@ -70,7 +71,7 @@ class SyncClient:
     Use it in scripts and non-async code; inside asyncio code use :class:`Client`.
     Calls are children of the span current in the calling thread. ``token`` and
     ``token_file`` (default: ``$TROUPE_API_TOKEN``), ``tls_ca``, ``tls_cert`` and
-    ``tls_key`` (default: ``$TROUPE_TLS_CA``...) as for :class:`Client`.
+    ``tls_key`` (default: ``$TROUPE_TLS_CA``...) and ``retry`` as for :class:`Client`.
     """
 
     def __init__(
@@ -84,6 +85,7 @@ class SyncClient:
         tls_ca: TlsPath | None = None,
         tls_cert: TlsPath | None = None,
         tls_key: TlsPath | None = None,
+        retry: bool = True,
     ) -> None:
         # Built first: a bad token or TLS option raises before a thread is started.
         self._client = Client(
@@ -95,6 +97,7 @@ class SyncClient:
             tls_ca=tls_ca,
             tls_cert=tls_cert,
             tls_key=tls_key,
+            retry=retry,
         )
         self.address = self._client.address
         self._loop = asyncio.new_event_loop()
@@ -176,11 +179,18 @@ class SyncClient:
         *,
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
+        idempotency_key: str | None = None,
     ) -> Any:
         """See :meth:`Client.invoke`."""
         return self._run(
             self._client.invoke(
-                actor_type, actor_id, method, params, timeout=timeout, metadata=metadata
+                actor_type,
+                actor_id,
+                method,
+                params,
+                timeout=timeout,
+                metadata=metadata,
+                idempotency_key=idempotency_key,
             )
         )
 
@@ -194,6 +204,7 @@ class SyncClient:
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
         durable: bool | None = None,
+        idempotency_key: str | None = None,
     ) -> None:
         """See :meth:`Client.tell`."""
         self._run(
@@ -205,6 +216,7 @@ class SyncClient:
                 timeout=timeout,
                 metadata=metadata,
                 durable=durable,
+                idempotency_key=idempotency_key,
             )
         )
 

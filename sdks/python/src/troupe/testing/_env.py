@@ -15,8 +15,8 @@ from typing import Any, overload
 
 from .._actor import Actor, spec_of
 from .._app import App
-from .._caller import A, ActorProxy
 from .._client import Client
+from .._proxy import A, ActorProxy
 from ._daemon import Advanced, Duration, TestDaemon, TestDaemonError
 
 # How long hosting waits for the daemon to accept the app's types.

@@ -164,7 +164,21 @@ export interface InvokeRequest {
    * unchanged; SDKs set it. Unset for any other call: a chain the daemon
    * did not issue to a running turn fails with FAILED_PRECONDITION.
    */
-  chain?: CallChain | undefined;
+  chain?:
+    | CallChain
+    | undefined;
+  /**
+   * Names one logical call across retries (SDKs put a fresh UUID per call
+   * and resend it unchanged on every retry; 1 to 256 bytes of printable
+   * UTF-8). The first attempt to finish records its answer (result or the
+   * actor's error) with the actor, atomically with the turn's state
+   * changes, for the daemon's idempotency retention (`--idempotency-retention`,
+   * default 24h); a call with a recorded key gets that answer without the
+   * method running again, on whichever daemon owns the actor by then. An
+   * attempt arriving while the first still runs waits for its answer.
+   * Empty: not keyed, every call runs.
+   */
+  idempotencyKey: string;
 }
 
 export interface InvokeRequest_MetadataEntry {
@@ -187,6 +201,12 @@ export interface TellRequest {
     | undefined;
   /** Unset: best effort, as before the field existed. */
   delivery: Delivery;
+  /**
+   * As InvokeRequest.idempotency_key. For a durable tell the key is
+   * recorded with the inbox append: a retry of a tell already stored is
+   * acknowledged without being stored (or delivered) again.
+   */
+  idempotencyKey: string;
 }
 
 export interface TellRequest_MetadataEntry {
@@ -1362,7 +1382,7 @@ export const TimerRef: MessageFns<TimerRef> = {
 };
 
 function createBaseInvokeRequest(): InvokeRequest {
-  return { actor: undefined, method: "", payload: undefined, metadata: {}, chain: undefined };
+  return { actor: undefined, method: "", payload: undefined, metadata: {}, chain: undefined, idempotencyKey: "" };
 }
 
 export const InvokeRequest: MessageFns<InvokeRequest> = {
@@ -1381,6 +1401,9 @@ export const InvokeRequest: MessageFns<InvokeRequest> = {
     });
     if (message.chain !== undefined) {
       CallChain.encode(message.chain, writer.uint32(42).fork()).join();
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(50).string(message.idempotencyKey);
     }
     return writer;
   },
@@ -1441,6 +1464,14 @@ export const InvokeRequest: MessageFns<InvokeRequest> = {
             message.chain = CallChain.decode(reader, reader.uint32());
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1477,6 +1508,7 @@ export const InvokeRequest: MessageFns<InvokeRequest> = {
     message.chain = (object.chain !== undefined && object.chain !== null)
       ? CallChain.fromPartial(object.chain)
       : undefined;
+    message.idempotencyKey = object.idempotencyKey ?? "";
     return message;
   },
 };
@@ -1606,7 +1638,15 @@ export const InvokeResponse: MessageFns<InvokeResponse> = {
 };
 
 function createBaseTellRequest(): TellRequest {
-  return { actor: undefined, method: "", payload: undefined, metadata: {}, chain: undefined, delivery: 0 };
+  return {
+    actor: undefined,
+    method: "",
+    payload: undefined,
+    metadata: {},
+    chain: undefined,
+    delivery: 0,
+    idempotencyKey: "",
+  };
 }
 
 export const TellRequest: MessageFns<TellRequest> = {
@@ -1628,6 +1668,9 @@ export const TellRequest: MessageFns<TellRequest> = {
     }
     if (message.delivery !== 0) {
       writer.uint32(48).int32(message.delivery);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(58).string(message.idempotencyKey);
     }
     return writer;
   },
@@ -1696,6 +1739,14 @@ export const TellRequest: MessageFns<TellRequest> = {
             message.delivery = reader.int32() as any;
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1733,6 +1784,7 @@ export const TellRequest: MessageFns<TellRequest> = {
       ? CallChain.fromPartial(object.chain)
       : undefined;
     message.delivery = object.delivery ?? 0;
+    message.idempotencyKey = object.idempotencyKey ?? "";
     return message;
   },
 };

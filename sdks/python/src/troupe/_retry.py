@@ -1,0 +1,137 @@
+"""Idempotency keys and retries of invoke and tell.
+
+Every invoke and tell names its logical call with an idempotency key, resent unchanged
+on every retry, so that a daemon which honours keys (proto/troupe/v1/client.proto) runs
+the call once and answers each attempt with the first answer. That is what makes it safe
+to retry a call whose fate is unknown: UNAVAILABLE means the daemon restarted, a forward
+to another daemon broke, or the connection was refused or reset, and the first attempt
+may or may not have reached the actor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import unicodedata
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import grpc
+
+from ._errors import InvalidArgument, from_rpc_error
+
+log = logging.getLogger("troupe")
+
+T = TypeVar("T")
+
+MAX_KEY_BYTES = 256
+FIRST_BACKOFF = 0.05
+MAX_BACKOFF = 1.0
+# A call without a deadline would otherwise retry forever against a daemon that
+# never comes back; this bounds its retries, counted from its first failure.
+NO_DEADLINE_RETRY_WINDOW = 10.0
+# Below this much time left another attempt is not sent: it would most likely end in
+# DEADLINE_EXCEEDED, hiding the UNAVAILABLE that explains the failure.
+MIN_ATTEMPT = 0.05
+
+
+def call_key(key: str | None) -> str:
+    """The key a call sends: the caller's own (checked as the daemon would), else a fresh
+    UUID. Raises InvalidArgument before anything is sent."""
+    if key is None:
+        return str(uuid.uuid4())
+    if not isinstance(key, str):
+        raise InvalidArgument(
+            f"idempotency_key must be a str (or None for a fresh one), not {type(key).__name__}"
+        )
+    size = len(key.encode())
+    if size == 0:
+        raise InvalidArgument(
+            "idempotency_key is empty; pass 1 to 256 bytes of printable UTF-8, or None to"
+            " let the SDK make a fresh key"
+        )
+    if size > MAX_KEY_BYTES:
+        raise InvalidArgument(
+            f"idempotency_key is {size} bytes; it must be at most {MAX_KEY_BYTES} bytes"
+            " (a UUID or a hash of what names the call fits)"
+        )
+    if any(unicodedata.category(c) == "Cc" for c in key):
+        raise InvalidArgument(
+            f"idempotency_key {key!r} contains control characters; use printable UTF-8"
+        )
+    return key
+
+
+async def send_with_retries(
+    attempt: Callable[[float | None], Awaitable[T]],
+    timeout: float | None,
+    *,
+    retry: bool,
+    what: str,
+) -> T:
+    """Run ``attempt(time_left)`` until it answers, fails with another status than
+    UNAVAILABLE, or the call's ``timeout`` (seconds, None: no deadline) leaves no time for
+    another attempt. Raises the SDK's error for the last status, saying how often it
+    retried. ``attempt`` must resend the same request, idempotency key included.
+    """
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    deadline = None if timeout is None else start + timeout
+    attempt_timeout = timeout
+    backoff = FIRST_BACKOFF
+    retries = 0
+    window_end: float | None = deadline
+    last = ""
+    while True:
+        try:
+            return await attempt(attempt_timeout)
+        except grpc.aio.AioRpcError as e:
+            if not retry or e.code() != grpc.StatusCode.UNAVAILABLE:
+                # Another status ends the retries: the restarted daemon's NOT_FOUND, or the
+                # deadline passing while a retry waited (then the UNAVAILABLE explains more).
+                rest = f" after UNAVAILABLE: {last}" if last else ""
+                note = _retried(retries, loop.time() - start, rest)
+                raise from_rpc_error(e, what, note=note) from None
+            last = e.details() or "no details"
+            now = loop.time()
+            if window_end is None:
+                window_end = now + NO_DEADLINE_RETRY_WINDOW
+            # Jitter keeps many clients of a restarted daemon from retrying in lockstep; the
+            # last pause is cut short so that the attempt after it still fits.
+            pause = min(backoff * random.uniform(0.8, 1.2), window_end - now - MIN_ATTEMPT)
+            if pause < 0:
+                until = (
+                    "until the call's deadline left no time for another attempt"
+                    if deadline is not None
+                    else f"for {NO_DEADLINE_RETRY_WINDOW:.0f}s, the limit for a call without"
+                    " a timeout"
+                )
+                note = _retried(
+                    retries,
+                    now - start,
+                    f" {until}; check that the daemon is running and reachable, or give the"
+                    " call a longer timeout to ride out a longer restart",
+                )
+                raise from_rpc_error(e, what, note=note) from None
+            log.debug(
+                "%s: %s (UNAVAILABLE); retry %d in %.0f ms, same idempotency key",
+                what,
+                last,
+                retries + 1,
+                pause * 1000,
+            )
+            await asyncio.sleep(pause)
+            retries += 1
+            backoff = min(backoff * 2, MAX_BACKOFF)
+            if deadline is not None:
+                attempt_timeout = deadline - loop.time()
+
+
+def _retried(retries: int, elapsed: float, rest: str) -> str:
+    """What the error message adds about the retries made before it ("" for none)."""
+    if retries == 0:
+        return ""
+    times = "once" if retries == 1 else f"{retries} times"
+    return f"; retried {times} over {elapsed:.1f}s with the same idempotency key{rest}"

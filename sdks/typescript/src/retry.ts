@@ -1,0 +1,114 @@
+// Idempotency keys and retries of invoke and tell.
+//
+// Every invoke and tell names its logical call with an idempotency key, resent
+// unchanged on every retry, so that a daemon which honours keys
+// (proto/troupe/v1/client.proto) runs the call once and answers each attempt
+// with the first answer. That is what makes it safe to retry a call whose fate
+// is unknown: UNAVAILABLE means the daemon restarted, a forward to another
+// daemon broke, or the connection was refused or reset, and the first attempt
+// may or may not have reached the actor.
+import * as grpc from "@grpc/grpc-js";
+import { randomUUID } from "node:crypto";
+import { fromRpcError, InvalidArgument, isServiceError } from "./errors.js";
+
+export const MAX_KEY_BYTES = 256;
+const FIRST_BACKOFF_MS = 50;
+const MAX_BACKOFF_MS = 1000;
+/**
+ * A call without a deadline would otherwise retry forever against a daemon that
+ * never comes back; this bounds its retries, counted from its first failure.
+ */
+export const NO_DEADLINE_RETRY_WINDOW_MS = 10_000;
+/**
+ * Below this much time left another attempt is not sent: it would most likely
+ * end in DEADLINE_EXCEEDED, hiding the UNAVAILABLE that explains the failure.
+ */
+const MIN_ATTEMPT_MS = 50;
+
+// Unicode category Cc, as the daemon's check (Rust's char::is_control).
+const CONTROL = /\p{Cc}/u;
+
+/**
+ * @internal The key a call sends: the caller's own (checked as the daemon
+ * would), else a fresh UUID. Throws InvalidArgument before anything is sent.
+ */
+export function callKey(key: string | undefined): string {
+  if (key === undefined) return randomUUID();
+  if (typeof key !== "string") {
+    throw new InvalidArgument(`idempotencyKey must be a string (or left out for a fresh one), not ${typeof key}`);
+  }
+  const size = Buffer.byteLength(key, "utf8");
+  if (size === 0) {
+    throw new InvalidArgument("idempotencyKey is empty; pass 1 to 256 bytes of printable UTF-8, or leave it out to let the SDK make a fresh key");
+  }
+  if (size > MAX_KEY_BYTES) {
+    throw new InvalidArgument(`idempotencyKey is ${size} bytes; it must be at most ${MAX_KEY_BYTES} bytes (a UUID or a hash of what names the call fits)`);
+  }
+  if (CONTROL.test(key)) {
+    throw new InvalidArgument(`idempotencyKey ${JSON.stringify(key)} contains control characters; use printable UTF-8`);
+  }
+  return key;
+}
+
+function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** What the error message adds about the retries made before it ("" for none). */
+function retried(retries: number, elapsedMs: number, rest: string): string {
+  if (retries === 0) return "";
+  const times = retries === 1 ? "once" : `${retries} times`;
+  return `; retried ${times} over ${(elapsedMs / 1000).toFixed(1)}s with the same idempotency key${rest}`;
+}
+
+/** How {@link sendWithRetries} sends. */
+export interface RetryOptions {
+  /** Resend on UNAVAILABLE (the Client's `retry` option). */
+  retry: boolean;
+  /** The call, for error messages: "invoke counter/c1.incr". */
+  what: string;
+}
+
+/**
+ * @internal Run `attempt()` until it answers, fails with another status than
+ * UNAVAILABLE, or the call's `deadline` (unix ms; undefined: none) leaves no
+ * time for another attempt. Rejects with the SDK's error for the last status,
+ * saying how often it retried. `attempt` must resend the same request,
+ * idempotency key and deadline included, and reject with the gRPC error.
+ */
+export async function sendWithRetries<T>(attempt: () => Promise<T>, deadline: number | undefined, options: RetryOptions): Promise<T> {
+  const start = Date.now();
+  let windowEnd = deadline;
+  let backoff = FIRST_BACKOFF_MS;
+  let retries = 0;
+  let last = "";
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (!isServiceError(err)) throw err;
+      if (!options.retry || err.code !== grpc.status.UNAVAILABLE) {
+        // Another status ends the retries: the restarted daemon's NOT_FOUND, or the
+        // deadline passing while a retry waited (then the UNAVAILABLE explains more).
+        throw fromRpcError(err, options.what, retried(retries, Date.now() - start, last === "" ? "" : ` after UNAVAILABLE: ${last}`));
+      }
+      last = err.details === "" ? "no details" : err.details;
+      const now = Date.now();
+      windowEnd ??= now + NO_DEADLINE_RETRY_WINDOW_MS;
+      // Jitter keeps many clients of a restarted daemon from retrying in lockstep;
+      // the last pause is cut short so that the attempt after it still fits.
+      const wait = Math.min(backoff * (0.8 + 0.4 * Math.random()), windowEnd - now - MIN_ATTEMPT_MS);
+      if (wait < 0) {
+        const until =
+          deadline === undefined
+            ? `for ${NO_DEADLINE_RETRY_WINDOW_MS / 1000}s, the limit for a call without a timeout`
+            : "until the call's deadline left no time for another attempt";
+        const advice = "; check that the daemon is running and reachable, or give the call a longer timeout to ride out a longer restart";
+        throw fromRpcError(err, options.what, retried(retries, now - start, ` ${until}${advice}`));
+      }
+      await pause(wait);
+      retries += 1;
+      backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
+    }
+  }
+}

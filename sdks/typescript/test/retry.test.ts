@@ -1,0 +1,250 @@
+// Idempotency keys and retries, against an in-process fake of the daemon's
+// ActorClient API that records the key of every attempt and fails the first
+// ones as told.
+import * as grpc from "@grpc/grpc-js";
+import assert from "node:assert/strict";
+import { after, before, beforeEach, describe, test } from "node:test";
+import { Caller } from "../src/caller.js";
+import { Client, Context, DeadlineExceeded, InvalidArgument, NotFound, Overloaded, TroupeError, Unavailable } from "../src/index.js";
+import { ActorClientClient, ActorClientService, type InvokeRequest, type InvokeResponse, type TellRequest, type TellResponse } from "../src/gen/troupe/v1/client.js";
+import { Delivery } from "../src/gen/troupe/v1/common.js";
+import { encodeResult } from "../src/payload.js";
+import { callKey } from "../src/retry.js";
+import type { Scheduler } from "../src/schedule.js";
+import { currentTurn, TurnScope } from "../src/turn.js";
+import { within } from "./helpers.js";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+interface Attempt {
+  rpc: "invoke" | "tell";
+  key: string;
+  delivery: Delivery | undefined;
+}
+
+/** Answers invoke with "ok" and tell with nothing, after failing the first `failFirst` attempts with `code`. */
+class FakeActorClient {
+  readonly #server = new grpc.Server();
+  failFirst = 0;
+  code = grpc.status.UNAVAILABLE;
+  attempts: Attempt[] = [];
+  address = "";
+
+  async start(): Promise<void> {
+    const answer = <T>(attempt: Attempt, callback: grpc.sendUnaryData<T>, ok: T): void => {
+      this.attempts.push(attempt);
+      if (this.attempts.length <= this.failFirst) callback({ code: this.code, details: "fake daemon restarting" }, null);
+      else callback(null, ok);
+    };
+    this.#server.addService(ActorClientService, {
+      invoke: (call: grpc.ServerUnaryCall<InvokeRequest, InvokeResponse>, callback: grpc.sendUnaryData<InvokeResponse>) => {
+        answer({ rpc: "invoke", key: call.request.idempotencyKey, delivery: undefined }, callback, { payload: encodeResult("ok") });
+      },
+      tell: (call: grpc.ServerUnaryCall<TellRequest, TellResponse>, callback: grpc.sendUnaryData<TellResponse>) => {
+        answer({ rpc: "tell", key: call.request.idempotencyKey, delivery: call.request.delivery }, callback, {});
+      },
+    });
+    const port = await new Promise<number>((resolve, reject) => {
+      this.#server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => {
+        if (err === null) resolve(p);
+        else reject(err);
+      });
+    });
+    this.address = `127.0.0.1:${port}`;
+  }
+
+  keys(): string[] {
+    return this.attempts.map((a) => a.key);
+  }
+
+  async stop(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      this.#server.tryShutdown(() => {
+        resolve();
+      });
+    });
+  }
+}
+
+/** A Context over its own Caller on the fake: the calls a turn makes through `this.ctx`. */
+function contextOn(address: string): { ctx: Context; close: () => void } {
+  const stub = new ActorClientClient(address, grpc.credentials.createInsecure());
+  // Reminders are not used here; the scheduler is never touched.
+  const ctx = new Context(new Caller(stub), undefined as unknown as Scheduler, "me", "1");
+  return { ctx, close: () => { stub.close(); } };
+}
+
+test("a call's key is a fresh UUID, or the caller's own", () => {
+  const a = callKey(undefined);
+  assert.match(a, UUID);
+  assert.notEqual(a, callKey(undefined));
+  assert.equal(callKey("order-42/charge"), "order-42/charge");
+  assert.equal(callKey("ü".repeat(128)), "ü".repeat(128)); // 256 bytes
+});
+
+test("bad keys are refused before anything is sent", () => {
+  for (const [key, says] of [["", /empty/], ["x".repeat(257), /257 bytes/], ["ü".repeat(129), /258 bytes/], ["a\nb", /control characters/]] as const) {
+    assert.throws(() => callKey(key), (e: unknown) => e instanceof InvalidArgument && says.test(e.message));
+  }
+});
+
+describe("against a fake daemon", () => {
+  const fake = new FakeActorClient();
+  before(async () => {
+    await fake.start();
+  });
+  after(async () => {
+    await fake.stop();
+  });
+  beforeEach(() => {
+    fake.attempts = [];
+    fake.failFirst = 0;
+    fake.code = grpc.status.UNAVAILABLE;
+  });
+
+  test("every invoke and tell carries its own key, from a client and from a turn's context", async () => {
+    const client = new Client({ address: fake.address, timeout: 5 });
+    const { ctx, close } = contextOn(fake.address);
+    try {
+      assert.equal(await client.invoke("t", "1", "m"), "ok");
+      assert.equal(await client.actor("t", "1").call("m"), "ok");
+      await client.tell("t", "1", "m");
+      await client.tell("t", "1", "m", undefined, undefined, { durable: true });
+      await client.actor("t", "1", { durable: false }).tell("m");
+      assert.equal(await ctx.invoke("t", "1", "m"), "ok");
+      assert.equal(await ctx.actor("t", "1").call("m"), "ok");
+      await ctx.tell("t", "1", "m", undefined, undefined, { durable: true });
+    } finally {
+      client.close();
+      close();
+    }
+    const keys = fake.keys();
+    assert.equal(keys.length, 8);
+    for (const key of keys) assert.match(key, UUID);
+    assert.equal(new Set(keys).size, keys.length, "one key per logical call");
+    assert.deepEqual(
+      fake.attempts.filter((a) => a.rpc === "tell").map((a) => a.delivery),
+      [Delivery.DELIVERY_UNSPECIFIED, Delivery.DELIVERY_DURABLE, Delivery.DELIVERY_BEST_EFFORT, Delivery.DELIVERY_DURABLE],
+    );
+  });
+
+  test("an explicit key is sent unchanged; a handle refuses one", async () => {
+    const client = new Client({ address: fake.address, timeout: 5 });
+    const { ctx, close } = contextOn(fake.address);
+    try {
+      await client.invoke("t", "1", "m", undefined, undefined, { idempotencyKey: "k-invoke" });
+      await client.tell("t", "1", "m", undefined, undefined, { durable: true, idempotencyKey: "k-tell" });
+      await ctx.invoke("t", "1", "m", undefined, undefined, { idempotencyKey: "k-ctx-invoke" });
+      await ctx.tell("t", "1", "m", undefined, undefined, { idempotencyKey: "k-ctx-tell" });
+      await assert.rejects(client.invoke("t", "1", "m", undefined, undefined, { idempotencyKey: "" }), InvalidArgument);
+      // As a JavaScript caller could: the type has no such field.
+      const keyed = { idempotencyKey: "shared" } as Parameters<Client["actor"]>[2];
+      assert.throws(() => client.actor("t", "1", keyed), (e: unknown) => e instanceof InvalidArgument && /invoke\(\) or tell\(\)/.test(e.message));
+      assert.throws(() => ctx.actor("t", "1", keyed), InvalidArgument);
+    } finally {
+      client.close();
+      close();
+    }
+    assert.deepEqual(fake.keys(), ["k-invoke", "k-tell", "k-ctx-invoke", "k-ctx-tell"]);
+  });
+
+  for (const rpc of ["invoke", "tell", "durable tell", "handle"] as const) {
+    test(`UNAVAILABLE is retried with the same key (${rpc})`, async () => {
+      fake.failFirst = 3;
+      const client = new Client({ address: fake.address, timeout: 10 });
+      try {
+        if (rpc === "invoke") assert.equal(await client.invoke("t", "1", "m"), "ok");
+        else if (rpc === "handle") assert.equal(await client.actor("t", "1").call("m"), "ok");
+        else await client.tell("t", "1", "m", undefined, undefined, { durable: rpc === "durable tell" });
+      } finally {
+        client.close();
+      }
+      const keys = fake.keys();
+      assert.equal(keys.length, 4);
+      assert.match(keys[0] ?? "", UUID);
+      assert.deepEqual(keys, Array<string | undefined>(4).fill(keys[0]));
+    });
+  }
+
+  test("an explicit key is the one retried", async () => {
+    fake.failFirst = 2;
+    const client = new Client({ address: fake.address, timeout: 10 });
+    try {
+      await client.invoke("t", "1", "m", undefined, undefined, { idempotencyKey: "mine" });
+    } finally {
+      client.close();
+    }
+    assert.deepEqual(fake.keys(), ["mine", "mine", "mine"]);
+  });
+
+  test("retries end at the deadline with the last error, saying how often", async () => {
+    fake.failFirst = Number.MAX_SAFE_INTEGER;
+    const client = new Client({ address: fake.address, timeout: 0.6 });
+    const started = performance.now();
+    try {
+      const err = await within(5_000, "the call to give up", client.invoke("t", "1", "m").then(() => undefined, (e: unknown) => e));
+      assert.ok(err instanceof Unavailable, String(err));
+      const keys = fake.keys();
+      assert.ok(keys.length >= 3, `${keys.length} attempts`);
+      assert.deepEqual(keys, Array<string | undefined>(keys.length).fill(keys[0]));
+      assert.match(err.message, new RegExp(`retried ${keys.length - 1} times`));
+      assert.match(err.message, /fake daemon restarting/);
+      assert.match(err.message, /longer timeout/);
+    } finally {
+      client.close();
+    }
+    assert.ok(performance.now() - started < 3_000, "retries outlived the deadline");
+  });
+
+  test("retries inside a turn end at its caller's deadline", async () => {
+    fake.failFirst = Number.MAX_SAFE_INTEGER;
+    const { ctx, close } = contextOn(fake.address);
+    const scope = new TurnScope({}, "me/1", "work", false, undefined, BigInt(Date.now() + 500));
+    try {
+      const call = currentTurn.run(scope, () => ctx.invoke("t", "1", "m"));
+      await within(5_000, "the call to give up", assert.rejects(call, (e: unknown) => e instanceof Unavailable && /retried/.test(e.message)));
+    } finally {
+      close();
+    }
+    assert.ok(fake.attempts.length >= 2);
+  });
+
+  for (const [code, type] of [
+    [grpc.status.RESOURCE_EXHAUSTED, Overloaded],
+    [grpc.status.NOT_FOUND, NotFound],
+    [grpc.status.DEADLINE_EXCEEDED, DeadlineExceeded],
+    [grpc.status.INTERNAL, TroupeError],
+  ] as const) {
+    test(`${grpc.status[code]} is never retried`, async () => {
+      fake.failFirst = 1;
+      fake.code = code;
+      const client = new Client({ address: fake.address, timeout: 5 });
+      try {
+        await assert.rejects(client.invoke("t", "1", "m"), type);
+        fake.failFirst = 2;
+        await assert.rejects(client.tell("t", "1", "m", undefined, undefined, { durable: true }), type);
+      } finally {
+        client.close();
+      }
+      assert.equal(fake.attempts.length, 2);
+    });
+  }
+
+  test("retry: false sends each call once", async () => {
+    fake.failFirst = 1;
+    const client = new Client({ address: fake.address, timeout: 5, retry: false });
+    try {
+      await assert.rejects(client.invoke("t", "1", "m"), (e: unknown) => e instanceof Unavailable && !e.message.includes("retried"));
+      assert.equal(await client.invoke("t", "1", "m"), "ok");
+    } finally {
+      client.close();
+    }
+    const keys = fake.keys();
+    assert.equal(keys.length, 2);
+    assert.notEqual(keys[0], keys[1], "each call is its own, with its own key");
+  });
+});
+
+test("retry must be a boolean", () => {
+  assert.throws(() => new Client({ address: "127.0.0.1:1", retry: "no" as unknown as boolean }), /retry must be true or false/);
+});
