@@ -16,9 +16,11 @@
 # this machine class; ~250 sequential).
 #
 #   bench/delivery.sh [SECONDS_PER_RUN]   (default 10; each run is killed at +60 s)
+#   BACKENDS=postgres bench/delivery.sh   (one store only; default: sled postgres)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
+backends=${BACKENDS:-sled postgres}
 source bench/store_bench_setup.sh
 
 # case: name rpc type extra-json
@@ -83,23 +85,23 @@ run_case() { # backend name rpc type extra
     wait "$app" "$daemon" 2>/dev/null || true
 }
 
-for backend in sled postgres; do
+for backend in $backends; do
     for c in "${cases[@]}"; do
         read -r name rpc type extra <<<"$c"
         run_case "$backend" "$name" "$rpc" "$type" "${extra:-}"
     done
 done
 
-python3 - "$work" "${cases[@]%% *}" <<'PY'
+python3 - "$work" "$backends" "${cases[@]%% *}" <<'PY'
 import json, sys
-work, names = sys.argv[1], sys.argv[2:]
+work, backends, names = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
 RESTATE = (520, 730)  # ../shared/PRODUCT.md: durable, 64 concurrent
 print()
 print("Delivery benchmark: ghz -c 64 over 1000 counter actors, every message one state update; flush 1 s")
 print(f"{'store':<9} {'case':<21} {'acked':>7} {'errors':>6} {'acked/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
       f"{'drain s':>7} {'to drained/s':>12} {'writes/msg':>10} {'keys/msg':>8} {'vs anchor':>9}")
 rows = {}
-for backend in ("sled", "postgres"):
+for backend in backends:
     for name in names:
         case = f"{backend}-{name}"
         r = json.load(open(f"{work}/{case}.json"))
@@ -121,7 +123,7 @@ for (backend, name), x in rows.items():
           f"{x['keys_per_msg']:>8.3f} {x['rate'] / max(anchor, 1e-9):>8.2f}x")
 print()
 print("Goals (issue 19): durable tell >= 50% of the write-behind invoke rate; >= 10x Restate's durable rate")
-for backend in ("sled", "postgres"):
+for backend in backends:
     anchor = rows[(backend, "invoke_plain")]["rate"]
     for name in ("tell_durable", "tell_durable_keyed"):
         x = rows[(backend, name)]

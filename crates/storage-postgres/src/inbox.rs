@@ -1,33 +1,12 @@
 //! Inboxes and dead letters in PostgreSQL: `troupe_inbox (actor_type,
 //! actor_id, seq) -> data` and `troupe_dead_letters`, written in the
-//! transaction of the state batch they came with (see
-//! [`crate::state`]), after its fencing statement, so the refused actors'
-//! inbox ops are left out and the others land with their state.
-
-use std::collections::HashSet;
+//! statement of the state batch they came with (`batch_sql`), behind its
+//! fencing claim, so the refused actors' inbox ops are left out and the
+//! others land with their state.
 
 use bytes::Bytes;
 use deadpool_postgres::GenericClient;
-use troupe_storage::{ActorWrite, DeadLetter, DeadLetterKey, InboxEntry, InboxOp};
-
-/// Appends ($1..$4), removals ($5..$7: handled tells and dead letters) and
-/// dead letters ($8..$14) of one batch in one statement. A batch never
-/// names one seq twice for an actor, so no two parts touch one row.
-const WRITE_INBOX: &str = "
-WITH appended AS (
-    INSERT INTO troupe_inbox (actor_type, actor_id, seq, data)
-    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bytea[])
-    ON CONFLICT (actor_type, actor_id, seq) DO UPDATE SET data = EXCLUDED.data
-), removed AS (
-    DELETE FROM troupe_inbox i
-    USING unnest($5::text[], $6::text[], $7::bigint[]) AS d(actor_type, actor_id, seq)
-    WHERE i.actor_type = d.actor_type AND i.actor_id = d.actor_id AND i.seq = d.seq
-)
-INSERT INTO troupe_dead_letters (actor_type, actor_id, seq, data, error, attempts, failed_ms)
-SELECT * FROM unnest($8::text[], $9::text[], $10::bigint[], $11::bytea[], $12::text[],
-                     $13::bigint[], $14::bigint[])
-ON CONFLICT (actor_type, actor_id, seq) DO UPDATE SET data = EXCLUDED.data,
-    error = EXCLUDED.error, attempts = EXCLUDED.attempts, failed_ms = EXCLUDED.failed_ms";
+use troupe_storage::{ActorWrite, DeadLetter, DeadLetterKey, InboxEntry};
 
 pub(crate) const LOAD_INBOX: &str = "
 SELECT seq, data FROM troupe_inbox WHERE actor_type = $1 AND actor_id = $2 ORDER BY seq";
@@ -64,77 +43,6 @@ fn seq_of(seq: i64) -> u64 {
 /// Whether any write of the batch carries inbox ops.
 pub(crate) fn has_inbox(batch: &[ActorWrite]) -> bool {
     batch.iter().any(|w| !w.inbox.is_empty())
-}
-
-/// Writes the inbox ops of `batch`, except those of `refused` actors.
-pub(crate) async fn write(
-    client: &impl GenericClient,
-    batch: &[ActorWrite],
-    refused: &HashSet<(String, String)>,
-) -> Result<(), tokio_postgres::Error> {
-    let (mut a_ty, mut a_id, mut a_seq, mut a_data) = (vec![], vec![], vec![], vec![]);
-    let (mut r_ty, mut r_id, mut r_seq) = (vec![], vec![], vec![]);
-    let (mut d_ty, mut d_id, mut d_seq, mut d_data) = (vec![], vec![], vec![], vec![]);
-    let (mut d_err, mut d_attempts, mut d_failed) = (vec![], vec![], vec![]);
-    for w in batch {
-        if refused.contains(&(w.actor_type.clone(), w.actor_id.clone())) {
-            continue;
-        }
-        let (ty, id) = (w.actor_type.as_str(), w.actor_id.as_str());
-        for op in &w.inbox {
-            match op {
-                InboxOp::Append(entry) => {
-                    a_ty.push(ty);
-                    a_id.push(id);
-                    a_seq.push(sql_seq(entry.seq));
-                    a_data.push(entry.data.as_ref());
-                }
-                InboxOp::Remove { seq } => {
-                    r_ty.push(ty);
-                    r_id.push(id);
-                    r_seq.push(sql_seq(*seq));
-                }
-                InboxOp::DeadLetter(letter) => {
-                    r_ty.push(ty);
-                    r_id.push(id);
-                    r_seq.push(sql_seq(letter.key.seq));
-                    d_ty.push(ty);
-                    d_id.push(id);
-                    d_seq.push(sql_seq(letter.key.seq));
-                    d_data.push(letter.data.as_ref());
-                    d_err.push(letter.error.as_str());
-                    d_attempts.push(i64::from(letter.attempts));
-                    d_failed.push(i64::try_from(letter.failed_unix_ms).unwrap_or(i64::MAX));
-                }
-            }
-        }
-    }
-    if a_ty.is_empty() && r_ty.is_empty() {
-        return Ok(());
-    }
-    let statement = client.prepare_cached(WRITE_INBOX).await?;
-    client
-        .execute(
-            &statement,
-            &[
-                &a_ty,
-                &a_id,
-                &a_seq,
-                &a_data,
-                &r_ty,
-                &r_id,
-                &r_seq,
-                &d_ty,
-                &d_id,
-                &d_seq,
-                &d_data,
-                &d_err,
-                &d_attempts,
-                &d_failed,
-            ],
-        )
-        .await?;
-    Ok(())
 }
 
 pub(crate) fn entry_of(row: &tokio_postgres::Row) -> Result<InboxEntry, tokio_postgres::Error> {

@@ -9,7 +9,9 @@
 //! - `inbox`: actor inboxes and dead letters, written in the state batch's
 //!   transaction.
 //! - `records`: call records (idempotency keys' answers), likewise.
+//! - `batch_sql`: a batch with inbox ops or records as one statement.
 
+mod batch_sql;
 mod inbox;
 mod records;
 mod reminders;

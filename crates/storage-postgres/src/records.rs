@@ -1,22 +1,15 @@
 //! Call records in PostgreSQL: `troupe_call_records (actor_type, actor_id,
-//! key) -> recorded_ms, data`, written in the transaction of the state batch
-//! they came with (see [`crate::state`]), after its fencing statement, so a
-//! refused actor's records are left out and the others land with their
-//! state. Expiry deletes by the `recorded_ms` index, oldest first.
-
-use std::collections::HashSet;
+//! key) -> recorded_ms, data`, written in the statement of the state batch
+//! they came with (`batch_sql`; a key recorded already keeps its first
+//! answer), behind its fencing claim, so a refused actor's records are left
+//! out and the others land with their state. Expiry deletes by the
+//! `recorded_ms` index, oldest first.
 
 use bytes::Bytes;
 use deadpool_postgres::GenericClient;
 use troupe_storage::{ActorWrite, CallRecord, StoreError};
 
 use crate::store::{bounded, PostgresStore};
-
-/// A key recorded already keeps its first answer.
-const WRITE_RECORDS: &str = "
-INSERT INTO troupe_call_records (actor_type, actor_id, key, recorded_ms, data)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bytea[])
-ON CONFLICT (actor_type, actor_id, key) DO NOTHING";
 
 const LOAD_RECORDS: &str = "
 SELECT key, recorded_ms, data FROM troupe_call_records
@@ -49,35 +42,6 @@ fn sql_ms(ms: u64) -> i64 {
 /// Whether any write of the batch carries call records.
 pub(crate) fn has_records(batch: &[ActorWrite]) -> bool {
     batch.iter().any(|w| !w.records.is_empty())
-}
-
-/// Writes the call records of `batch`, except those of `refused` actors.
-pub(crate) async fn write(
-    client: &impl GenericClient,
-    batch: &[ActorWrite],
-    refused: &HashSet<(String, String)>,
-) -> Result<(), tokio_postgres::Error> {
-    let (mut tys, mut ids, mut keys, mut ats, mut data) = (vec![], vec![], vec![], vec![], vec![]);
-    for w in batch {
-        if w.records.is_empty() || refused.contains(&(w.actor_type.clone(), w.actor_id.clone())) {
-            continue;
-        }
-        for r in &w.records {
-            tys.push(w.actor_type.as_str());
-            ids.push(w.actor_id.as_str());
-            keys.push(r.key.as_str());
-            ats.push(sql_ms(r.recorded_unix_ms));
-            data.push(r.data.as_ref());
-        }
-    }
-    if tys.is_empty() {
-        return Ok(());
-    }
-    let statement = client.prepare_cached(WRITE_RECORDS).await?;
-    client
-        .execute(&statement, &[&tys, &ids, &keys, &ats, &data])
-        .await?;
-    Ok(())
 }
 
 impl PostgresStore {

@@ -157,7 +157,7 @@ impl StateStore for PostgresStore {
             fenced_epochs.push(sql_epoch(*epoch));
         }
         let op = async {
-            let mut client = self.client(DOING).await?;
+            let client = self.client(DOING).await?;
             let failed = |e: tokio_postgres::Error| self.query_error(DOING, &e);
             let changes: [&(dyn tokio_postgres::types::ToSql + Sync); 7] = [
                 &set_types,
@@ -177,23 +177,12 @@ impl StateStore for PostgresStore {
                     .await
                     .map_err(failed);
             }
-            // Inbox ops and call records ride in the state's transaction,
-            // after the fencing statement has locked the actors' epochs, so
-            // they land with the state or not at all.
-            let tx = client.transaction().await.map_err(failed)?;
-            let refused = write_state(&tx, &changes, fencing).await.map_err(failed)?;
-            let skip: std::collections::HashSet<(String, String)> = refused
-                .iter()
-                .map(|f| (f.actor_type.clone(), f.actor_id.clone()))
-                .collect();
-            crate::inbox::write(&tx, batch, &skip)
+            // Inbox ops and call records ride in the state's statement,
+            // behind its fencing claim, so they land with the state or not
+            // at all, in one round trip.
+            crate::batch_sql::write(&client, batch, &changes, fencing)
                 .await
-                .map_err(failed)?;
-            crate::records::write(&tx, batch, &skip)
-                .await
-                .map_err(failed)?;
-            tx.commit().await.map_err(failed)?;
-            Ok(refused)
+                .map_err(failed)
         };
         bounded(op)
             .await
