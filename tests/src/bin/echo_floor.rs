@@ -10,7 +10,7 @@
 
 use std::net::SocketAddr;
 
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
 
@@ -31,7 +31,10 @@ impl pb::actor_client_server::ActorClient for Echo {
             payload: request.into_inner().payload,
         }))
     }
-    async fn tell(&self, _: Request<pb::TellRequest>) -> Result<Response<pb::TellResponse>, Status> {
+    async fn tell(
+        &self,
+        _: Request<pb::TellRequest>,
+    ) -> Result<Response<pb::TellResponse>, Status> {
         none()
     }
     async fn get_state(
@@ -108,11 +111,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_v1()?;
     println!("echo listening on {local}");
     tonic::transport::Server::builder()
-        // As the daemon: no Nagle delay on replies.
-        .tcp_nodelay(true)
         .add_service(reflection)
         .add_service(pb::actor_client_server::ActorClientServer::new(Echo))
-        .serve_with_incoming(TcpListenerStream::new(listener))
+        // As the daemon: no Nagle delay on replies (the builder's own
+        // setting does not reach connections from a listener of ours).
+        .serve_with_incoming(TcpIncoming::from(listener).with_nodelay(Some(true)))
         .await?;
     Ok(())
 }
