@@ -9,6 +9,12 @@
 #   MODES="plain secure" bench/ghz.sh   (one run per mode, compared side by side:
 #       plain: no credentials; tokens: API and app tokens; tls: TLS on the listener;
 #       secure: tokens and TLS, as a production daemon runs; default: plain)
+#
+# The floor: the same ghz loads against a bare tonic echo server of the same
+# API (tests/src/bin/echo_floor.rs), so the daemon's CPU per call and calls/s
+# print as ratios to what tonic alone costs. Besides 64 callers on one
+# connection, the first mode also runs 64 callers on 8 connections and one
+# sequential caller (a tenth of the calls), for the daemon and the floor.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 calls=${1:-100000}
@@ -19,7 +25,7 @@ if [ ! -x "$tools/ghz" ]; then
     echo "installing ghz (Go module) into $tools" >&2
     GOBIN="$tools" go install github.com/bojand/ghz/cmd/ghz@v0.120.0
 fi
-cargo build --release -q -p troupe -p troupe-tests --bin troupe --bin bench_app
+cargo build --release -q -p troupe -p troupe-tests --bin troupe --bin bench_app --bin echo_floor
 
 work=$(mktemp -d)
 pids=()
@@ -37,7 +43,33 @@ trap 'stop_all; rm -rf "$work"' EXIT
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
-bench_mode() { # mode -> $work/MODE/{echo,counter}.{json,cpu}, rss
+# One ghz run against process PID at TARGET: OUT.json and OUT.cpu (ticks).
+load() { # pid out target actor-type ghz-args...
+    local pid=$1 out=$2 target=$3 t=$4
+    shift 4
+    local before; before=$(cpu_ticks "$pid")
+    timeout 120 "$tools/ghz" --call troupe.v1.ActorClient.Invoke "$@" \
+        -d "{\"actor\":{\"type\":\"$t\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\",\"payload\":{\"data\":\"e30=\"}}" \
+        -O json "$target" >"$out.json"
+    echo $(( $(cpu_ticks "$pid") - before )) >"$out.cpu"
+}
+
+bench_floor() { # -> $work/floor/{echo,echo-c8,echo-seq}.{json,cpu}
+    local dir="$work/floor"
+    mkdir -p "$dir"
+    ./target/release/echo_floor >"$dir/echo.out" 2>"$dir/echo.err" &
+    pids+=($!)
+    local echo=$!
+    for _ in $(seq 100); do grep -q "listening on" "$dir/echo.out" 2>/dev/null && break; sleep 0.1; done
+    local addr; addr=$(sed -n 's/^echo listening on //p' "$dir/echo.out")
+    [ -n "$addr" ] || { echo "echo floor did not start:" >&2; cat "$dir/echo.err" >&2; exit 1; }
+    load "$echo" "$dir/echo" "$addr" echo --insecure -c 64 -n "$calls"
+    load "$echo" "$dir/echo-c8" "$addr" echo --insecure -c 64 --connections 8 -n "$calls"
+    load "$echo" "$dir/echo-seq" "$addr" echo --insecure -c 1 -n "$((calls / 10))"
+    stop_all
+}
+
+bench_mode() { # mode -> $work/MODE/{echo,counter}[-c8|-seq].{json,cpu}, rss
     local mode=$1 dir="$work/$1"
     mkdir -p "$dir"
     local daemon_args=() ghz_args=(--insecure) app_env=()
@@ -82,19 +114,21 @@ bench_mode() { # mode -> $work/MODE/{echo,counter}.{json,cpu}, rss
     "$tools/ghz" "${g[@]}" --call troupe.v1.ActorClient.Invoke -c 16 -n 4000 \
         -d '{"actor":{"type":"echo","id":"a{{randomInt 0 1000}}"},"method":"m"}' "$target" >/dev/null
     for t in echo counter; do
-        local before; before=$(cpu_ticks "$daemon")
         # Bounded by count; `timeout` bounds it in time too. ghz's default of
         # one connection, as in the anchor's `ghz -c 64`.
-        timeout 120 "$tools/ghz" "${g[@]}" --call troupe.v1.ActorClient.Invoke -c 64 -n "$calls" \
-            -d "{\"actor\":{\"type\":\"$t\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\",\"payload\":{\"data\":\"e30=\"}}" \
-            -O json "$target" >"$dir/$t.json"
-        echo $(( $(cpu_ticks "$daemon") - before )) >"$dir/$t.cpu"
+        load "$daemon" "$dir/$t" "$target" "$t" -c 64 -n "$calls" "${g[@]}"
+        if [ "$mode" = "$first_mode" ]; then
+            load "$daemon" "$dir/$t-c8" "$target" "$t" -c 64 --connections 8 -n "$calls" "${g[@]}"
+            load "$daemon" "$dir/$t-seq" "$target" "$t" -c 1 -n "$((calls / 10))" "${g[@]}"
+        fi
     done
     ps -o rss= -p "$daemon" | tr -d ' ' >"$dir/rss"
     stop_all
 }
 
+first_mode=${modes%% *}
 for mode in $modes; do bench_mode "$mode"; done
+bench_floor
 
 python3 - "$work" $modes <<'PY'
 import json, os, sys
@@ -120,6 +154,21 @@ print(f"Dapr anchors: stateless p50 6.2 ms / p99 18.7 ms; stateful p50 18.8 ms /
 for m in modes:
     rss_kb = int(open(f"{work}/{m}/rss").read())
     print(f"daemon RSS after load ({m}): {rss_kb / 1024:.0f} MB (Dapr daprd: 111 MB)")
+def run(path):
+    r = json.load(open(f"{path}.json"))
+    lat = {d["percentage"]: d["latency"] / 1e6 for d in r.get("latencyDistribution") or []}
+    cpu_us = int(open(f"{path}.cpu").read()) / ticks * 1e6 / max(r["count"], 1)
+    return r["rps"], lat.get(50, 0), lat.get(99, 0), cpu_us
+print()
+print("Against the floor: a bare tonic echo of the same API, same ghz, same cores (issue 20 goals:")
+print("64 callers CPU <= 1.25x and calls/s >= 0.95x the echo's; sequential calls/s >= 0.8x, p99 <= 1.5x)")
+print(f"{'load':<24} {'scenario':<20} {'calls/s':>9} {'p99 ms':>7} {'CPU us/call':>11} {'echo calls/s':>12} {'echo p99':>8} {'echo CPU':>8} {'CPU x':>6} {'calls/s x':>9} {'p99 x':>6}")
+for suffix, load in (("", "64 callers, 1 conn"), ("-c8", "64 callers, 8 conns"), ("-seq", "1 caller, sequential")):
+    floor = run(f"{work}/floor/echo{suffix}")
+    for t in ("echo", "counter"):
+        rps, _, p99, cpu_us = run(f"{work}/{modes[0]}/{t}{suffix}")
+        print(f"{load:<24} {names[t]:<20} {rps:>9.0f} {p99:>7.2f} {cpu_us:>11.1f} {floor[0]:>12.0f} {floor[2]:>8.2f} {floor[3]:>8.1f} "
+              f"{cpu_us / max(floor[3], 1e-9):>5.2f}x {rps / max(floor[0], 1e-9):>8.2f}x {p99 / max(floor[2], 1e-9):>5.2f}x")
 if len(modes) > 1:
     base = modes[0]
     print()
