@@ -82,8 +82,8 @@ async fn a_write_held_across_a_freeze_cannot_overwrite_the_new_owners_acknowledg
     };
     // After the lease check, before the statement goes to PostgreSQL.
     let location = source_line(
-        "crates/storage-postgres/src/state_write.rs",
-        "prepare_cached(WRITE_FENCED)",
+        "crates/storage-postgres/src/batch_sql.rs",
+        "prepare_cached(&statement(parts))",
     )?;
     let d1 = fx.member("d1")?;
     let mut freeze = Freeze::arm(d1.daemon.pid()?, &location).await?;

@@ -1,7 +1,8 @@
-//! A flush batch with inbox ops or call records as one statement: the
-//! state's upserts and deletes, the fencing claim, inbox appends, removals
-//! and dead letters, and call records, each a data-modifying CTE of one
-//! `WITH`. One statement is one atomic transaction in autocommit, so a
+//! A flush batch as one statement: the state's upserts and deletes, the
+//! fencing claim, inbox appends, removals and dead letters, and call
+//! records, each a data-modifying CTE of one `WITH` (only the parts the
+//! batch has). The batch never names a key or an inbox seq twice per actor
+//! (see `PostgresStore::write_batch`), so no two CTEs touch one row. One statement is one atomic transaction in autocommit, so a
 //! batch costs one round trip and one commit however many parts it has; the
 //! parts of actors the fencing claim refused are left out by every CTE.
 //!
@@ -249,8 +250,7 @@ impl<'a> RecordColumns<'a> {
     }
 }
 
-/// Writes a batch with inbox ops or call records in one statement; returns
-/// the refused actors.
+/// Writes a batch in one statement; returns the refused actors.
 pub(crate) async fn write(
     client: &impl GenericClient,
     batch: &[ActorWrite],

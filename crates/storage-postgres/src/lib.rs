@@ -9,14 +9,14 @@
 //! - `inbox`: actor inboxes and dead letters, written in the state batch's
 //!   transaction.
 //! - `records`: call records (idempotency keys' answers), likewise.
-//! - `batch_sql`: a batch with inbox ops or records as one statement.
+//! - `batch_sql`: a flush batch (state, fencing, inbox, records) as one
+//!   statement.
 
 mod batch_sql;
 mod inbox;
 mod records;
 mod reminders;
 mod state;
-mod state_write;
 mod store;
 
 pub use store::PostgresStore;

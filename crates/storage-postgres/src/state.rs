@@ -11,7 +11,7 @@
 //!   batch's; a claim raises it in a transaction that then reads the state,
 //!   holding the epoch's row lock, so no older write lands in between.
 //!
-//! The batch statements are in `state_write`.
+//! The batch statement is built in `batch_sql`.
 
 use std::collections::HashMap;
 
@@ -24,7 +24,6 @@ use troupe_storage::{
     StoreError, StoredState,
 };
 
-use crate::state_write::write_state;
 use crate::store::{bounded, PostgresStore};
 
 /// Raises one actor's epoch unless the stored one is newer; a row back
@@ -170,16 +169,10 @@ impl StateStore for PostgresStore {
             ];
             let fencing: Option<[&(dyn tokio_postgres::types::ToSql + Sync); 3]> =
                 (!epochs.is_empty()).then_some([&fenced_types, &fenced_ids, &fenced_epochs]);
-            if !with_extras {
-                // One statement in autocommit: one round trip, one
-                // transaction, durable once it returns (synchronous_commit).
-                return write_state(&client, &changes, fencing)
-                    .await
-                    .map_err(failed);
-            }
-            // Inbox ops and call records ride in the state's statement,
-            // behind its fencing claim, so they land with the state or not
-            // at all, in one round trip.
+            // One statement in autocommit: one round trip, one transaction,
+            // durable once it returns (synchronous_commit). Inbox ops and
+            // call records ride in it behind the fencing claim, so they
+            // land with the state or not at all.
             crate::batch_sql::write(&client, batch, &changes, fencing)
                 .await
                 .map_err(failed)
