@@ -158,12 +158,15 @@ impl Shared {
         } else {
             Err(lease_lapsed())
         };
-        // Whether the caller hears only once the turn's writes are stored.
-        let durable = self.config.write_through
-            || inner
-                .binding
-                .as_ref()
-                .is_some_and(|b| b.options.state_mode == StateMode::Durable);
+        // Whether the caller hears only once the turn's writes are stored;
+        // asked only by turns that wrote something.
+        let durable = |inner: &crate::activation::Inner| {
+            self.config.write_through
+                || inner
+                    .binding
+                    .as_ref()
+                    .is_some_and(|b| b.options.state_mode == StateMode::Durable)
+        };
         let mut hold_until_flushed = false;
         let result = match outcome {
             Ok(TurnOutcome {
@@ -179,7 +182,7 @@ impl Shared {
                 Ok(()) => {
                     if !changes.is_empty() {
                         self.record_changes(&act, &mut inner, &changes);
-                        hold_until_flushed = durable;
+                        hold_until_flushed = durable(&inner);
                     }
                     Ok(payload)
                 }
@@ -195,11 +198,11 @@ impl Shared {
             if self.record_answer(&act, &mut inner, key, &result) {
                 // The answer is stored beside the changes, and for a durable
                 // type acknowledged only once it is.
-                hold_until_flushed |= durable;
+                hold_until_flushed |= durable(&inner);
             }
         } else if meta.replayed {
             // A replay must not report an answer whose record is unwritten.
-            hold_until_flushed = durable && inner.is_dirty();
+            hold_until_flushed = inner.is_dirty() && durable(&inner);
         }
         if let Err(e) = &result {
             if let Some(span) = span {

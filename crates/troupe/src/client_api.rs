@@ -153,11 +153,13 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         let (durable, owner_decides) = match r.delivery() {
             pb::Delivery::Durable => (true, false),
             pb::Delivery::BestEffort => (false, false),
-            pb::Delivery::Unspecified => match r.actor.as_ref() {
-                Some(a) if self.runtime.hosts_type(&a.r#type) => {
-                    (self.runtime.durable_tells_by_default(&a.r#type), false)
-                }
-                _ => (false, true),
+            pb::Delivery::Unspecified => match r
+                .actor
+                .as_ref()
+                .and_then(|a| self.runtime.durable_tells_by_default(&a.r#type))
+            {
+                Some(durable) => (durable, false),
+                None => (false, true),
             },
         };
         let mut call = call(PbRequest::Tell(r), &headers, &extensions)?;

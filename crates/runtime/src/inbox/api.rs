@@ -50,15 +50,7 @@ impl Runtime {
         }
         // Another daemon's actor, or a moving one: acknowledged only once
         // the owner has stored it (it answers after its append is written).
-        let context = RequestContext::of_call(&call);
-        match self
-            .shared
-            .request(ActorRequest::TellDurable(call), context)
-            .await?
-        {
-            ActorResponse::Accepted => Ok(()),
-            other => Err(other.unexpected("an acceptance")),
-        }
+        self.owner_accepts(ActorRequest::TellDurable(call)).await
     }
 
     /// A tell sent without a delivery mode to a daemon that does not host
@@ -71,30 +63,27 @@ impl Runtime {
         if self.shared.route(&call.actor)? == Route::Local {
             return self.tell(call);
         }
-        let context = RequestContext::of_call(&call);
-        match self
-            .shared
-            .request(ActorRequest::Tell(call), context)
-            .await?
-        {
+        self.owner_accepts(ActorRequest::Tell(call)).await
+    }
+
+    /// Sends a tell to its owner (or waits out a move) and returns once the
+    /// owner accepted it.
+    async fn owner_accepts(&self, request: ActorRequest) -> Result<(), CallError> {
+        let context = request
+            .call()
+            .map(RequestContext::of_call)
+            .unwrap_or_default();
+        match self.shared.request(request, context).await? {
             ActorResponse::Accepted => Ok(()),
             other => Err(other.unexpected("an acceptance")),
         }
     }
 
-    /// Whether this daemon's apps host `ty` (and so know its defaults).
-    pub fn hosts_type(&self, ty: &str) -> bool {
-        self.shared.hosts.options(ty).is_some()
-    }
-
     /// Whether tells to actors of `ty` sent without a delivery mode are
-    /// durable: the type's registration says so (`TypeSpec::durable_tells`).
-    /// `false` for a type no app of this daemon hosts.
-    pub fn durable_tells_by_default(&self, ty: &str) -> bool {
-        self.shared
-            .hosts
-            .options(ty)
-            .is_some_and(|o| o.durable_tells)
+    /// durable (`TypeSpec::durable_tells`); `None` when no app of this
+    /// daemon hosts the type, which then cannot know its default.
+    pub fn durable_tells_by_default(&self, ty: &str) -> Option<bool> {
+        self.shared.hosts.options(ty).map(|o| o.durable_tells)
     }
 
     /// Dead letters (of one type when set), after `after`, at most `limit`.
