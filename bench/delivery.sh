@@ -35,25 +35,9 @@ cases=(
 
 run_case() { # backend name rpc type extra
     local backend=$1 name=$2 rpc=$3 type=$4 extra=$5 case="$1-$2"
-    local args=(--listen 127.0.0.1:0 --data-dir "$work/$case-data" --flush-interval 1s)
-    if [ "$backend" = postgres ]; then
-        local db="bench_${name}"
-        psql -q "$pg_url" -c "CREATE DATABASE $db" >/dev/null
-        args+=(--store "$pg_base/$db")
-    else
-        args+=(--store sled)
-    fi
     echo "== $backend / $name: ${secs}s of ghz -c 64 over 1000 actors" >&2
-    RUST_LOG=info,troupe_runtime::flush=debug ./target/release/troupe serve "${args[@]}" \
-        >"$work/$case.out" 2>"$work/$case.err" &
-    local daemon=$!
-    pids+=("$daemon")
-    wait_for "$work/$case.out" "listening on" "the daemon"
-    local addr; addr=$(sed -n 's/^troupe listening on //p' "$work/$case.out")
-    ./target/release/bench_app "$addr" >"$work/$case-app.out" 2>"$work/$case-app.err" &
-    local app=$!
-    pids+=("$app")
-    wait_for "$work/$case-app.out" registered "the bench app"
+    local addr daemon app
+    start_case "$backend" "bench_${name}" "$case"
 
     local actor="{\"type\":\"$type\",\"id\":\"a{{randomInt 0 1000}}\"}"
     local data="{\"actor\":$actor,\"method\":\"incr\",\"payload\":{\"data\":\"e30=\"}$extra}"

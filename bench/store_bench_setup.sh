@@ -46,3 +46,28 @@ for line in open(sys.argv[1], errors="replace"):
 print(batches, keys)
 PY
 }
+
+# Starts a release daemon for one case on BACKEND (sled, or a fresh
+# PostgreSQL database DB), with the flush log on and EXTRA flags, and the
+# bench app on it; sets `addr`, `daemon` and `app`.
+start_case() { # backend db case extra-flags...
+    local backend=$1 db=$2 case=$3
+    shift 3
+    local args=(--listen 127.0.0.1:0 --data-dir "$work/$case-data" --flush-interval 1s "$@")
+    if [ "$backend" = postgres ]; then
+        psql -q "$pg_url" -c "CREATE DATABASE $db" >/dev/null
+        args+=(--store "$pg_base/$db")
+    else
+        args+=(--store sled)
+    fi
+    RUST_LOG=info,troupe_runtime::flush=debug ./target/release/troupe serve "${args[@]}" \
+        >"$work/$case.out" 2>"$work/$case.err" &
+    daemon=$!
+    pids+=("$daemon")
+    wait_for "$work/$case.out" "listening on" "the daemon"
+    addr=$(sed -n 's/^troupe listening on //p' "$work/$case.out")
+    ./target/release/bench_app "$addr" >"$work/$case-app.out" 2>"$work/$case-app.err" &
+    app=$!
+    pids+=("$app")
+    wait_for "$work/$case-app.out" registered "the bench app"
+}
