@@ -299,3 +299,41 @@ async fn a_panicking_turn_fails_only_its_own_call() -> Result<(), CallError> {
     }
     Ok(())
 }
+
+/// A caller that waits for its answer starts the turn of an idle actor
+/// itself: with a host that answers at once, the call is done on its
+/// first poll, with no hop through a worker's queue (a wake-up, often on
+/// another thread, per call).
+#[tokio::test]
+async fn an_invoke_of_an_idle_actor_runs_its_turn_on_the_callers_task() -> Result<(), CallError> {
+    let rt = runtime(Arc::new(MemoryStore::new()), RuntimeConfig::default());
+    rt.register_host(
+        Arc::new(FnHost::new("app", counter_turn)),
+        vec![spec("counter")],
+    )?;
+    // The first call activates the actor (that goes through a worker).
+    rt.invoke(call("here", "incr")).await?;
+    let answered = poll_once(rt.invoke(call("here", "incr")));
+    assert!(
+        matches!(&answered, Some(Ok(p)) if &p.data[..] == b"2"),
+        "{answered:?}"
+    );
+    // A handle's invoke does the same.
+    let handle = rt.actor_ref(ActorId::new("counter", "here"))?;
+    let answered = poll_once(handle.invoke("incr".into(), Payload::default()));
+    assert!(
+        matches!(&answered, Some(Ok(p)) if &p.data[..] == b"3"),
+        "{answered:?}"
+    );
+    Ok(())
+}
+
+/// `future`'s output if it is ready on its first poll.
+fn poll_once<F: std::future::Future>(future: F) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(output) => Some(output),
+        std::task::Poll::Pending => None,
+    }
+}

@@ -5,6 +5,7 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::oneshot;
 
 use crate::activation::Activation;
+use crate::dispatch::Start;
 use crate::error::CallError;
 use crate::reply::{wait_reply, Reply};
 use crate::runtime::Runtime;
@@ -59,7 +60,7 @@ impl ActorRef {
             self.shared
                 .envelope(TurnKind::Call, method, payload, None, Reply::To(tx))?;
         self.shared
-            .deliver(&self.id, Some(&self.activation), envelope)?;
+            .deliver_with(&self.id, Some(&self.activation), envelope, Start::Here)?;
         wait_reply(&self.id, self.shared.config.call_timeout, rx).await
     }
 }
