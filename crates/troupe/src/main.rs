@@ -224,10 +224,23 @@ enum ActorsCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `serve` is resolved before the async runtime exists: its settings
+    // size that runtime.
+    let serve = match &cli.command {
+        Command::Serve(args) => match args.resolve() {
+            Ok(config) => Some(config),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return cli::exit_code(&e);
+            }
+        },
+        _ => None,
+    };
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(config) = &serve {
+        builder.worker_threads(config.threads);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -250,7 +263,7 @@ fn main() -> ExitCode {
         eprintln!("error: {e:#}");
         return ExitCode::FAILURE;
     }
-    match runtime.block_on(run(cli.command)) {
+    match runtime.block_on(run(cli.command, serve)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -259,9 +272,12 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(command: Command) -> anyhow::Result<()> {
+async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Result<()> {
     match command {
-        Command::Serve(args) => server::serve(args.resolve()?).await,
+        Command::Serve(args) => match serve {
+            Some(config) => server::serve(config).await,
+            None => server::serve(args.resolve()?).await,
+        },
         Command::Dev(args) => dev_cmd::run(*args).await,
         Command::Invoke {
             actor_type,

@@ -84,7 +84,13 @@ pub struct ServeArgs {
     /// its retries [default: 24h].
     #[arg(long, value_parser = crate::duration::flag, env = "TROUPE_IDEMPOTENCY_RETENTION")]
     pub idempotency_retention: Option<Duration>,
-    /// Turn dispatch workers [default: number of CPUs].
+    /// Threads that run the daemon: its gRPC connections, app streams and
+    /// turns [default: number of CPUs]. A sidecar whose traffic one core
+    /// carries spends the least CPU per call with 1: no wake-ups across
+    /// threads (`bench/ghz.sh` measures both).
+    #[arg(long, env = "TROUPE_THREADS")]
+    pub threads: Option<usize>,
+    /// Turn dispatch workers [default: --threads].
     #[arg(long, env = "TROUPE_WORKERS")]
     pub workers: Option<usize>,
     /// Benchmark baseline: write each turn's state changes before replying,
@@ -184,6 +190,7 @@ struct FileConfig {
     shutdown_flush_timeout: Option<Duration>,
     #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     idempotency_retention: Option<Duration>,
+    threads: Option<usize>,
     workers: Option<usize>,
     #[serde(default)]
     write_through: bool,
@@ -233,6 +240,8 @@ impl std::fmt::Debug for PostgresUrl {
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     pub listen: SocketAddr,
+    /// Worker threads of the daemon's async runtime.
+    pub threads: usize,
     pub store: StoreKind,
     pub runtime: RuntimeConfig,
     /// Where to export traces; `None`: no export.
@@ -283,6 +292,14 @@ pub struct TraceExport {
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
+/// One thread per CPU, as tokio sizes a runtime. One thread would spend
+/// less CPU per call (`bench/ghz.sh`, `MODES="plain onethread"`), but a
+/// daemon on one thread shares it between turns and the write-behind flush:
+/// on a loaded machine its flushes fell more than a second behind
+/// (tests/tests/state_crash.rs, four daemons at once on 2 cores).
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
 
 impl ServeArgs {
     pub fn resolve(&self) -> anyhow::Result<ServeConfig> {
@@ -312,6 +329,17 @@ impl ServeArgs {
         pick!(shutdown_grace, runtime.shutdown_grace);
         pick!(shutdown_flush_timeout, runtime.shutdown_flush_timeout);
         pick!(idempotency_retention, runtime.idempotency_retention);
+        let threads = self
+            .threads
+            .or(file.threads)
+            .unwrap_or_else(default_threads);
+        if threads == 0 {
+            anyhow::bail!(
+                "`threads` (--threads) is 0; give the daemon at least one thread \
+                 (the default is one per CPU)"
+            );
+        }
+        runtime.workers = threads;
         pick!(workers, runtime.workers);
         runtime.default_state_mode = StateMode::WriteBehind;
         runtime.write_through = self.write_through || file.write_through;
@@ -425,6 +453,7 @@ impl ServeArgs {
         runtime.check()?;
         Ok(ServeConfig {
             listen,
+            threads,
             store,
             runtime,
             trace_export,

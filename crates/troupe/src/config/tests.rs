@@ -431,3 +431,22 @@ fn health_listen_beyond_loopback_needs_no_token() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn threads_default_to_the_cpus_size_the_workers_and_zero_is_refused() -> anyhow::Result<()> {
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let cfg = ServeArgs::default().resolve()?;
+    assert_eq!((cfg.threads, cfg.runtime.workers), (cpus, cpus));
+    let cfg = serve_flags(&["--threads", "4"])?.resolve()?;
+    assert_eq!((cfg.threads, cfg.runtime.workers), (4, 4));
+    let cfg = serve_flags(&["--threads", "4", "--workers", "2"])?.resolve()?;
+    assert_eq!((cfg.threads, cfg.runtime.workers), (4, 2));
+    assert_eq!(from_file("threads = 3\n")?.threads, 3);
+    let refused = serve_flags(&["--threads", "0"])?
+        .resolve()
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(refused.contains("--threads"), "{refused}");
+    Ok(())
+}
