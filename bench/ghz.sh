@@ -8,13 +8,16 @@
 #   TROUPE_DAEMON_ARGS="--metrics-listen 127.0.0.1:0" bench/ghz.sh   (measure a daemon option's cost)
 #   MODES="plain secure" bench/ghz.sh   (one run per mode, compared side by side:
 #       plain: no credentials; tokens: API and app tokens; tls: TLS on the listener;
-#       secure: tokens and TLS, as a production daemon runs; default: plain)
+#       secure: tokens and TLS, as a production daemon runs;
+#       onethread: plain with --threads 1; default: plain)
 #
 # The floor: the same ghz loads against a bare tonic echo server of the same
 # API (tests/src/bin/echo_floor.rs), so the daemon's CPU per call and calls/s
 # print as ratios to what tonic alone costs. Besides 64 callers on one
 # connection, the first mode also runs 64 callers on 8 connections and one
 # sequential caller (a tenth of the calls), for the daemon and the floor.
+# The floor runs twice: with tokio's default threads (one per core, as the
+# daemon by default) and on one thread (the reference for MODES=onethread).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 calls=${1:-100000}
@@ -54,10 +57,11 @@ load() { # pid out target actor-type ghz-args...
     echo $(( $(cpu_ticks "$pid") - before )) >"$out.cpu"
 }
 
-bench_floor() { # -> $work/floor/{echo,echo-c8,echo-seq}.{json,cpu}
-    local dir="$work/floor"
+bench_floor() { # [threads] -> $work/floor[-tN]/{echo,echo-c8,echo-seq}.{json,cpu}
+    local dir="$work/floor${1:+-t$1}"
     mkdir -p "$dir"
-    ./target/release/echo_floor >"$dir/echo.out" 2>"$dir/echo.err" &
+    # tokio's default: a worker thread per core, unless told otherwise.
+    env ${1:+TOKIO_WORKER_THREADS=$1} ./target/release/echo_floor >"$dir/echo.out" 2>"$dir/echo.err" &
     pids+=($!)
     local echo=$!
     for _ in $(seq 100); do grep -q "listening on" "$dir/echo.out" 2>/dev/null && break; sleep 0.1; done
@@ -92,7 +96,8 @@ bench_mode() { # mode -> $work/MODE/{echo,counter}[-c8|-seq].{json,cpu}, rss
             app_env+=(TROUPE_TLS_CA="$work/certs/ca.pem")
             ;;
         tokens) ;;
-        *) echo "unknown mode $mode (plain, tokens, tls, secure)" >&2; exit 2 ;;
+        onethread) daemon_args+=(--threads 1) ;;
+        *) echo "unknown mode $mode (plain, tokens, tls, secure, onethread)" >&2; exit 2 ;;
     esac
     # shellcheck disable=SC2086 # word splitting of the extra args is wanted
     ./target/release/troupe serve --listen 127.0.0.1:0 --data-dir "$dir/data" \
@@ -117,7 +122,7 @@ bench_mode() { # mode -> $work/MODE/{echo,counter}[-c8|-seq].{json,cpu}, rss
         # Bounded by count; `timeout` bounds it in time too. ghz's default of
         # one connection, as in the anchor's `ghz -c 64`.
         load "$daemon" "$dir/$t" "$target" "$t" -c 64 -n "$calls" "${g[@]}"
-        if [ "$mode" = "$first_mode" ]; then
+        if [ "$mode" = "$first_mode" ] || [ "$mode" = onethread ]; then
             load "$daemon" "$dir/$t-c8" "$target" "$t" -c 64 --connections 8 -n "$calls" "${g[@]}"
             load "$daemon" "$dir/$t-seq" "$target" "$t" -c 1 -n "$((calls / 10))" "${g[@]}"
         fi
@@ -129,6 +134,8 @@ bench_mode() { # mode -> $work/MODE/{echo,counter}[-c8|-seq].{json,cpu}, rss
 first_mode=${modes%% *}
 for mode in $modes; do bench_mode "$mode"; done
 bench_floor
+# The echo on one thread too, the reference for a daemon on --threads 1.
+bench_floor 1
 
 python3 - "$work" $modes <<'PY'
 import json, os, sys
@@ -168,6 +175,16 @@ for suffix, load in (("", "64 callers, 1 conn"), ("-c8", "64 callers, 8 conns"),
     for t in ("echo", "counter"):
         rps, _, p99, cpu_us = run(f"{work}/{modes[0]}/{t}{suffix}")
         print(f"{load:<24} {names[t]:<20} {rps:>9.0f} {p99:>7.2f} {cpu_us:>11.1f} {floor[0]:>12.0f} {floor[2]:>8.2f} {floor[3]:>8.1f} "
+              f"{cpu_us / max(floor[3], 1e-9):>5.2f}x {rps / max(floor[0], 1e-9):>8.2f}x {p99 / max(floor[2], 1e-9):>5.2f}x")
+one = "onethread" if "onethread" in modes else modes[0]
+print()
+print(f"The floor on one thread (TOKIO_WORKER_THREADS=1) against mode '{one}'")
+print(f"{'load':<24} {'scenario':<20} {'echo-1t calls/s':>15} {'echo-1t p99':>11} {'echo-1t CPU':>11} {'CPU x':>6} {'calls/s x':>9} {'p99 x':>6}")
+for suffix, load in (("", "64 callers, 1 conn"), ("-c8", "64 callers, 8 conns"), ("-seq", "1 caller, sequential")):
+    floor = run(f"{work}/floor-t1/echo{suffix}")
+    for t in ("echo", "counter"):
+        rps, _, p99, cpu_us = run(f"{work}/{one}/{t}{suffix}")
+        print(f"{load:<24} {names[t]:<20} {floor[0]:>15.0f} {floor[2]:>11.2f} {floor[3]:>11.1f} "
               f"{cpu_us / max(floor[3], 1e-9):>5.2f}x {rps / max(floor[0], 1e-9):>8.2f}x {p99 / max(floor[2], 1e-9):>5.2f}x")
 if len(modes) > 1:
     base = modes[0]
