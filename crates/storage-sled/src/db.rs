@@ -188,6 +188,19 @@ impl SledDb {
             .map_err(|e| StoreError::Io(format!("state store read task failed: {e}")))?
     }
 
+    /// Runs a long read (a scan of many keys) on the blocking pool, so that
+    /// it does not hold up the async worker it was called from.
+    pub(crate) async fn scan<T, F>(&self, read: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Handles) -> Result<T, Failure> + Send + 'static,
+    {
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || db.run(Access::Read, read))
+            .await
+            .map_err(|e| StoreError::Io(format!("state store scan task failed: {e}")))?
+    }
+
     /// Runs a write of about `bytes` bytes on the blocking pool (writes end
     /// in an fsync), once the file system has room for it, on a database
     /// re-opened first if an I/O error broke it.
@@ -385,6 +398,7 @@ mod tests {
                 data: Bytes::from_static(b"r"),
             }),
             epoch: None,
+            stored_due: None,
         }
     }
 
