@@ -368,7 +368,25 @@ impl Scheduler {
         tokio::pin!(stop);
         // A test clock jumps: wake and look again (nothing else would).
         let mut jumps = self.time.jumps();
+        // Loads run beside the firings: a load of a few thousand records
+        // takes milliseconds, tens while sled merges the nodes of a mass
+        // delete, and awaiting it here held every due firing that long.
+        let mut loading: Option<Loading> = None;
+        let mut load_again_at = 0u64;
         loop {
+            if loading.as_ref().is_some_and(|l| l.0.is_finished()) {
+                if let Some(mut finished) = loading.take() {
+                    let failed = match (&mut finished.0).await {
+                        Ok(Ok(())) => None,
+                        Ok(Err(e)) => Some(e.to_string()),
+                        Err(e) => Some(e.to_string()),
+                    };
+                    if let Some(error) = failed {
+                        warn!(%error, "loading due reminders failed; retrying in a second");
+                        load_again_at = self.time.now_ms().saturating_add(1000);
+                    }
+                }
+            }
             let now = self.time.now_ms();
             let (next, needs_load) = {
                 let q = self.queue.lock();
@@ -381,20 +399,14 @@ impl Scheduler {
                     (q.more && q.live.len() < MAX_IN_MEMORY / 2) || (now >= horizon_edge && room);
                 (q.heap.peek().map(|Reverse((d, _))| *d), needs_load)
             };
-            if needs_load {
-                if let Err(e) = self.load().await {
-                    warn!(error = %e, "loading due reminders failed; retrying");
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        () = &mut stop => return,
-                    }
-                }
-                // Loading may have found earlier work; look again.
-                let q = self.queue.lock();
-                let next_now = q.heap.peek().map(|Reverse((d, _))| *d);
-                if next_now != next {
-                    continue;
-                }
+            if needs_load && loading.is_none() && now >= load_again_at {
+                let this = self.clone();
+                loading = Some(Loading(tokio::spawn(async move {
+                    let loaded = this.load().await;
+                    // It may have found earlier work: look again.
+                    this.wake.notify_one();
+                    loaded
+                })));
             }
             match next {
                 Some(at) if at <= now => {
@@ -406,7 +418,12 @@ impl Scheduler {
                 _ => {
                     let load_at = {
                         let q = self.queue.lock();
-                        if q.live.len() < MAX_IN_MEMORY {
+                        if loading.is_some() {
+                            // Its end wakes this loop.
+                            now.saturating_add(millis(HORIZON))
+                        } else if now < load_again_at {
+                            load_again_at
+                        } else if q.live.len() < MAX_IN_MEMORY {
                             q.cursor.0.saturating_sub(HORIZON.as_millis() as u64 / 2)
                         } else {
                             // Full: only a firing makes room, at `next`.
@@ -424,6 +441,15 @@ impl Scheduler {
                 }
             }
         }
+    }
+}
+
+/// A load in flight, ended when the scheduler's loop ends.
+struct Loading(tokio::task::JoinHandle<Result<(), CallError>>);
+
+impl Drop for Loading {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
