@@ -23,6 +23,19 @@ use troupe_runtime::{
 use troupe_storage::MemoryStore;
 use troupe_storage_sled::{SledReminders, SledStore};
 
+/// The daemon's allocator and settings (crates/troupe/src/main.rs), so that
+/// the time and the RSS measured here are the daemon's: glibc's malloc spent
+/// a quarter of this bench's CPU in its free lists and held on to what
+/// firings freed.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+// jemalloc reads this symbol by name, before the first allocation.
+#[allow(non_upper_case_globals, unsafe_code)]
+#[export_name = "_rjem_malloc_conf"]
+pub static malloc_conf: &[u8] =
+    b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,oversize_threshold:0\0";
+
 const DAPR_REGISTRATIONS: f64 = 667.0;
 const DAPR_FIRINGS: f64 = 15_463.0;
 

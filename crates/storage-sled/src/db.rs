@@ -76,8 +76,11 @@ pub(crate) struct Handles {
 }
 
 impl Handles {
-    fn open(dir: &Path) -> sled::Result<Self> {
-        let db = sled::open(dir)?;
+    fn open(dir: &Path, cache_bytes: u64) -> sled::Result<Self> {
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .open()?;
         let state = db.open_tree("state")?;
         let reminders = db.open_tree("reminders")?;
         Ok(Self {
@@ -125,6 +128,8 @@ pub(crate) struct SledDb(Arc<Shared>);
 #[derive(Debug)]
 struct Shared {
     dir: PathBuf,
+    /// sled's page cache bound, kept for re-opens.
+    cache_bytes: u64,
     slot: RwLock<Slot>,
     /// The generation of the open database once an I/O error broke it
     /// (0: none; generations start at 1).
@@ -143,14 +148,16 @@ struct Slot {
 }
 
 impl SledDb {
-    /// Opens (or creates) the database in `dir`.
-    pub(crate) fn open(dir: &Path) -> Result<Self, StoreError> {
-        let handles = Handles::open(dir).map_err(|source| StoreError::Open {
+    /// Opens (or creates) the database in `dir`, its page cache bounded to
+    /// `cache_bytes`.
+    pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<Self, StoreError> {
+        let handles = Handles::open(dir, cache_bytes).map_err(|source| StoreError::Open {
             path: dir.display().to_string(),
             source: Arc::new(source),
         })?;
         Ok(Self(Arc::new(Shared {
             dir: dir.to_owned(),
+            cache_bytes,
             slot: RwLock::new(Slot {
                 open: Some(handles),
                 generation: 1,
@@ -179,6 +186,19 @@ impl SledDb {
         tokio::task::spawn_blocking(move || db.run(Access::Read, read))
             .await
             .map_err(|e| StoreError::Io(format!("state store read task failed: {e}")))?
+    }
+
+    /// Runs a long read (a scan of many keys) on the blocking pool, so that
+    /// it does not hold up the async worker it was called from.
+    pub(crate) async fn scan<T, F>(&self, read: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Handles) -> Result<T, Failure> + Send + 'static,
+    {
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || db.run(Access::Read, read))
+            .await
+            .map_err(|e| StoreError::Io(format!("state store scan task failed: {e}")))?
     }
 
     /// Runs a write of about `bytes` bytes on the blocking pool (writes end
@@ -323,7 +343,7 @@ impl SledDb {
     fn open_when_unlocked(&self) -> sled::Result<Handles> {
         let deadline = Instant::now() + LOCK_WAIT;
         loop {
-            match Handles::open(&self.0.dir) {
+            match Handles::open(&self.0.dir, self.0.cache_bytes) {
                 Err(sled::Error::Io(e))
                     if e.kind() == std::io::ErrorKind::Other && Instant::now() < deadline =>
                 {
@@ -378,6 +398,7 @@ mod tests {
                 data: Bytes::from_static(b"r"),
             }),
             epoch: None,
+            stored_due: None,
         }
     }
 

@@ -17,4 +17,4 @@ mod state;
 
 pub use db::ReopenError;
 pub use reminders::SledReminders;
-pub use state::SledStore;
+pub use state::{SledStore, DEFAULT_CACHE_BYTES};

@@ -22,11 +22,26 @@ pub struct SledStore {
     db: SledDb,
 }
 
+/// sled's page cache bound when none is given: what the daemon's
+/// `--sled-cache-bytes` defaults to. sled's own default (1 GiB) let a
+/// daemon holding a million reminders grow past 1.6 GB; this keeps it within
+/// 600 MB (`cargo bench -p troupe-runtime --bench reminders`) while the
+/// due-time index and the records being fired stay cached.
+pub const DEFAULT_CACHE_BYTES: u64 = 256 * 1024 * 1024;
+
 impl SledStore {
-    /// Opens (or creates) the store in `dir`.
+    /// Opens (or creates) the store in `dir`, with the default page cache
+    /// ([`DEFAULT_CACHE_BYTES`]).
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        Self::open_with_cache(dir, DEFAULT_CACHE_BYTES)
+    }
+
+    /// Opens (or creates) the store in `dir`, sled's page cache bounded to
+    /// about `cache_bytes` (sled counts its nodes' sizes, not allocator
+    /// overhead, so the process holds somewhat more).
+    pub fn open_with_cache(dir: &Path, cache_bytes: u64) -> Result<Self, StoreError> {
         Ok(Self {
-            db: SledDb::open(dir)?,
+            db: SledDb::open(dir, cache_bytes)?,
         })
     }
 

@@ -49,6 +49,13 @@ impl ReminderOp {
 pub struct ReminderWrite {
     pub op: ReminderOp,
     pub epoch: Option<crate::Epoch>,
+    /// The due time of the version the writer believes is stored (a firing
+    /// knows the one it fired), `None` when it does not know. A store may
+    /// trust it instead of reading the record first; a wrong one must not
+    /// make anything fire (at worst it leaves an index entry behind that the
+    /// store skips and removes). A delete given one may answer `existed: true`
+    /// without looking.
+    pub stored_due: Option<u64>,
 }
 
 /// What became of one [`ReminderWrite`].

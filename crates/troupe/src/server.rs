@@ -77,7 +77,7 @@ pub async fn run_until(
 ) -> anyhow::Result<()> {
     let (store, reminders): (Arc<dyn StateStore>, Arc<dyn ReminderStore>) = match &config.store {
         StoreKind::Sled(dir) => {
-            let sled = SledStore::open(dir)?;
+            let sled = SledStore::open_with_cache(dir, config.sled_cache_bytes)?;
             let reminders = SledReminders::open(&sled)?;
             (Arc::new(sled), Arc::new(reminders))
         }

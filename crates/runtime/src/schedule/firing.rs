@@ -190,7 +190,9 @@ impl Scheduler {
                     None => ReminderOp::Delete(record.key.clone()),
                 };
                 let wake = next.as_ref().is_some_and(|n| Self::track_locked(&mut q, n));
-                (Some(self.enqueue(op)), wake)
+                // The firing's version is the stored one unless a write
+                // failed or raced it; the store copes with a wrong hint.
+                (Some(self.enqueue(op, Some(record.due_unix_ms))), wake)
             }
         };
         if wake {

@@ -50,6 +50,9 @@ use writer::{run_writer, store_error};
 pub(crate) const HORIZON: Duration = Duration::from_secs(30);
 /// At most this many reminders are held in memory at once.
 const MAX_IN_MEMORY: usize = 200_000;
+/// Most reminders one load reads: the scheduler hands out no firings while
+/// it waits for a load, so loads stay short (a few ms on the blocking pool).
+const LOAD_CHUNK: usize = 2048;
 /// Firings running at once.
 const MAX_FIRING: usize = 10_000;
 
@@ -151,15 +154,18 @@ impl Scheduler {
     }
 
     async fn write(&self, op: ReminderOp) -> Result<bool, CallError> {
-        let done = self.enqueue(op)?;
+        let done = self.enqueue(op, None)?;
         Self::finished(done).await
     }
 
     /// Queues a write, with the owner epoch this daemon holds its actor
-    /// under now; the writer applies queued writes in order.
+    /// under now; the writer applies queued writes in order. `stored_due`:
+    /// the due time of the version the store holds, when known (a firing
+    /// knows it), which saves the store a read.
     fn enqueue(
         &self,
         op: ReminderOp,
+        stored_due: Option<u64>,
     ) -> Result<oneshot::Receiver<Result<bool, CallError>>, CallError> {
         let key = op.key();
         let epoch = match self.placement.epoch(&key.actor_type, &key.actor_id) {
@@ -174,7 +180,11 @@ impl Scheduler {
             }
         };
         let (done, rx) = oneshot::channel();
-        let write = ReminderWrite { op, epoch };
+        let write = ReminderWrite {
+            op,
+            epoch,
+            stored_due,
+        };
         self.writes
             .send(WriteRequest { write, done })
             .map_err(|_| CallError::from(Unavailable::ShuttingDown))?;
@@ -213,7 +223,7 @@ impl Scheduler {
             if let Some(touched) = q.firing.get_mut(&record.key) {
                 *touched = true;
             }
-            let done = self.enqueue(ReminderOp::Put(record.clone()))?;
+            let done = self.enqueue(ReminderOp::Put(record.clone()), None)?;
             (done, Self::track_locked(&mut q, &record))
         };
         if wake {
@@ -238,7 +248,7 @@ impl Scheduler {
                 *touched = true;
             }
             q.live.remove(&key);
-            self.enqueue(ReminderOp::Delete(key.clone()))?
+            self.enqueue(ReminderOp::Delete(key.clone()), None)?
         };
         Self::finished(done).await
     }
@@ -312,7 +322,8 @@ impl Scheduler {
     async fn load(&self) -> Result<(), CallError> {
         let (after, room) = {
             let q = self.queue.lock();
-            (q.cursor.clone(), MAX_IN_MEMORY.saturating_sub(q.live.len()))
+            let room = MAX_IN_MEMORY.saturating_sub(q.live.len());
+            (q.cursor.clone(), room.min(LOAD_CHUNK))
         };
         if room == 0 {
             return Ok(());
@@ -357,29 +368,45 @@ impl Scheduler {
         tokio::pin!(stop);
         // A test clock jumps: wake and look again (nothing else would).
         let mut jumps = self.time.jumps();
+        // Loads run beside the firings: a load of a few thousand records
+        // takes milliseconds, tens while sled merges the nodes of a mass
+        // delete, and awaiting it here held every due firing that long.
+        let mut loading: Option<Loading> = None;
+        let mut load_again_at = 0u64;
         loop {
+            if loading.as_ref().is_some_and(|l| l.0.is_finished()) {
+                if let Some(mut finished) = loading.take() {
+                    let failed = match (&mut finished.0).await {
+                        Ok(Ok(())) => None,
+                        Ok(Err(e)) => Some(e.to_string()),
+                        Err(e) => Some(e.to_string()),
+                    };
+                    if let Some(error) = failed {
+                        warn!(%error, "loading due reminders failed; retrying in a second");
+                        load_again_at = self.time.now_ms().saturating_add(1000);
+                    }
+                }
+            }
             let now = self.time.now_ms();
             let (next, needs_load) = {
                 let q = self.queue.lock();
                 let horizon_edge = q.cursor.0.saturating_sub(HORIZON.as_millis() as u64 / 2);
+                // With memory full, a load has no room: nothing to do at
+                // the horizon's edge (looking again every millisecond there
+                // only spent a worker's time) until firings make room.
+                let room = q.live.len() < MAX_IN_MEMORY;
                 let needs_load =
-                    (q.more && q.live.len() < MAX_IN_MEMORY / 2) || now >= horizon_edge;
+                    (q.more && q.live.len() < MAX_IN_MEMORY / 2) || (now >= horizon_edge && room);
                 (q.heap.peek().map(|Reverse((d, _))| *d), needs_load)
             };
-            if needs_load {
-                if let Err(e) = self.load().await {
-                    warn!(error = %e, "loading due reminders failed; retrying");
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_secs(1)) => {}
-                        () = &mut stop => return,
-                    }
-                }
-                // Loading may have found earlier work; look again.
-                let q = self.queue.lock();
-                let next_now = q.heap.peek().map(|Reverse((d, _))| *d);
-                if next_now != next {
-                    continue;
-                }
+            if needs_load && loading.is_none() && now >= load_again_at {
+                let this = self.clone();
+                loading = Some(Loading(tokio::spawn(async move {
+                    let loaded = this.load().await;
+                    // It may have found earlier work: look again.
+                    this.wake.notify_one();
+                    loaded
+                })));
             }
             match next {
                 Some(at) if at <= now => {
@@ -391,7 +418,17 @@ impl Scheduler {
                 _ => {
                     let load_at = {
                         let q = self.queue.lock();
-                        q.cursor.0.saturating_sub(HORIZON.as_millis() as u64 / 2)
+                        if loading.is_some() {
+                            // Its end wakes this loop.
+                            now.saturating_add(millis(HORIZON))
+                        } else if now < load_again_at {
+                            load_again_at
+                        } else if q.live.len() < MAX_IN_MEMORY {
+                            q.cursor.0.saturating_sub(HORIZON.as_millis() as u64 / 2)
+                        } else {
+                            // Full: only a firing makes room, at `next`.
+                            now.saturating_add(millis(HORIZON))
+                        }
                     };
                     let until = next.map_or(load_at, |d| d.min(load_at)).max(now + 1);
                     let wait = Duration::from_millis(until - now);
@@ -404,6 +441,15 @@ impl Scheduler {
                 }
             }
         }
+    }
+}
+
+/// A load in flight, ended when the scheduler's loop ends.
+struct Loading(tokio::task::JoinHandle<Result<(), CallError>>);
+
+impl Drop for Loading {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -22,7 +22,7 @@ pub use tls::{TlsArgs, TlsRole};
 use values::new_node_name;
 use values::{
     default_node_name, host_port, node_name, otlp_endpoint, placement_addresses, read_file,
-    token_source,
+    sled_cache_bytes, token_source,
 };
 
 /// Flags of `troupe serve`. Every setting can also come from `--config`.
@@ -41,6 +41,10 @@ pub struct ServeArgs {
     /// (shared by several daemons) or `memory` (nothing survives) [default: sled].
     #[arg(long, env = "TROUPE_STORE")]
     pub store: Option<String>,
+    /// Bytes of sled's page cache (the embedded store's memory, besides
+    /// what the runtime holds) [default: 268435456].
+    #[arg(long, env = "TROUPE_SLED_CACHE_BYTES")]
+    pub sled_cache_bytes: Option<u64>,
     /// Largest payload or state value in bytes [default: 4194304].
     #[arg(long, env = "TROUPE_MAX_PAYLOAD_BYTES")]
     pub max_payload_bytes: Option<usize>,
@@ -169,6 +173,7 @@ struct FileConfig {
     listen: Option<SocketAddr>,
     data_dir: Option<PathBuf>,
     store: Option<String>,
+    sled_cache_bytes: Option<u64>,
     max_payload_bytes: Option<usize>,
     max_pending_calls: Option<usize>,
     max_pending_per_type: Option<usize>,
@@ -243,6 +248,8 @@ pub struct ServeConfig {
     /// Worker threads of the daemon's async runtime.
     pub threads: usize,
     pub store: StoreKind,
+    /// sled's page cache, for `StoreKind::Sled`.
+    pub sled_cache_bytes: u64,
     pub runtime: RuntimeConfig,
     /// Where to export traces; `None`: no export.
     pub trace_export: Option<TraceExport>,
@@ -455,6 +462,7 @@ impl ServeArgs {
             listen,
             threads,
             store,
+            sled_cache_bytes: sled_cache_bytes(self.sled_cache_bytes.or(file.sled_cache_bytes))?,
             runtime,
             trace_export,
             metrics_listen,

@@ -372,6 +372,32 @@ fn durations_in_every_spelling_from_flags_and_the_file() -> anyhow::Result<()> {
 }
 
 #[test]
+fn the_sled_cache_comes_from_the_flag_or_the_file_and_must_be_usable() -> anyhow::Result<()> {
+    let cfg = ServeArgs::default().resolve()?;
+    assert_eq!(
+        cfg.sled_cache_bytes,
+        troupe_storage_sled::DEFAULT_CACHE_BYTES
+    );
+    let cfg = serve_flags(&["--sled-cache-bytes", "67108864"])?.resolve()?;
+    assert_eq!(cfg.sled_cache_bytes, 64 << 20);
+    assert_eq!(
+        from_file("sled_cache_bytes = 33554432\n")?.sled_cache_bytes,
+        32 << 20
+    );
+    let Err(e) = serve_flags(&["--sled-cache-bytes", "1024"])?.resolve() else {
+        anyhow::bail!("a 1 KiB sled cache was accepted");
+    };
+    let said = e.to_string();
+    assert!(
+        said.contains("--sled-cache-bytes 1024 is too small"),
+        "{said}"
+    );
+    assert!(said.contains("at least 4194304"), "{said}");
+    assert!(serve_flags(&["--sled-cache-bytes", "lots"]).is_err());
+    Ok(())
+}
+
+#[test]
 fn a_bad_duration_names_its_flag_or_key() -> anyhow::Result<()> {
     let Err(e) = serve_flags(&["--flush-interval", "soon"]) else {
         anyhow::bail!("--flush-interval soon was accepted");

@@ -22,6 +22,21 @@ pub(super) fn token_source(credential: Credential, file: Option<PathBuf>) -> Opt
     })
 }
 
+/// sled's page cache from --sled-cache-bytes, or the default. sled cannot
+/// hold even the index pages of a busy store in less than a few MiB.
+pub(super) fn sled_cache_bytes(bytes: Option<u64>) -> anyhow::Result<u64> {
+    const MIN: u64 = 4 * 1024 * 1024;
+    match bytes {
+        None => Ok(troupe_storage_sled::DEFAULT_CACHE_BYTES),
+        Some(bytes) if bytes < MIN => anyhow::bail!(
+            "--sled-cache-bytes {bytes} is too small: give at least {MIN} (4 MiB); the default, \
+             {}, keeps a daemon with a million reminders within 600 MB",
+            troupe_storage_sled::DEFAULT_CACHE_BYTES
+        ),
+        Some(bytes) => Ok(bytes),
+    }
+}
+
 /// A node name from --node: printable, no spaces, so it reads well in logs
 /// and tables and stays one token in the activation log.
 pub(super) fn node_name(node: &str) -> anyhow::Result<String> {

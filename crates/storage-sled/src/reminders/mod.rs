@@ -1,17 +1,22 @@
 //! Reminders in the daemon's sled database, beside the state.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use troupe_storage::{
-    ReminderApplied, ReminderKey, ReminderOp, ReminderRecord, ReminderStore, ReminderWrite,
-    StoreError,
+    ReminderApplied, ReminderKey, ReminderRecord, ReminderStore, ReminderWrite, StoreError,
 };
 
-use crate::db::{Failure, SledDb};
+use parking_lot::Mutex;
+
+use crate::db::SledDb;
 use crate::keys::{actor_prefix, read_segment, type_prefix};
 use crate::SledStore;
+
+mod write;
+
+use write::{due_of, Prepared};
 
 /// Reminders in the daemon's sled database, beside the state.
 ///
@@ -22,12 +27,22 @@ use crate::SledStore;
 /// `R | actor prefix | name` → `due (u64 BE) | data`;
 /// `D | due (u64 BE) | actor prefix | name` → ().
 ///
+/// An index entry whose due time is not its record's is an orphan, left by
+/// a wrong `stored_due` hint (see [`write`]): loads skip it, and the next
+/// batch removes it.
+///
 /// The database is the state store's, re-opened after an I/O error by
 /// whichever store meets it first (see [`crate::db`]).
 #[derive(Debug, Clone)]
 pub struct SledReminders {
     db: SledDb,
+    /// Orphan index entries loads met, for the next batch to remove.
+    orphans: Arc<Mutex<Vec<Vec<u8>>>>,
 }
+
+/// Orphans kept for removal at most; more wait for a later load to meet
+/// them again (they only cost a skipped key).
+const MAX_ORPHANS: usize = 4096;
 
 const RECORD: u8 = b'R';
 const BY_DUE: u8 = b'D';
@@ -38,6 +53,7 @@ impl SledReminders {
     pub fn open(store: &SledStore) -> Result<Self, StoreError> {
         Ok(Self {
             db: store.db().clone(),
+            orphans: Arc::default(),
         })
     }
 }
@@ -96,87 +112,15 @@ impl ReminderStore for SledReminders {
         writes: &[ReminderWrite],
     ) -> Result<Vec<ReminderApplied>, StoreError> {
         // Epochs are not checked: see the crate doc.
-        let puts: Vec<(Vec<u8>, Vec<u8>, [u8; 8])> = writes
+        let writes: Vec<Prepared> = writes.iter().map(Prepared::new).collect();
+        let bytes = writes
             .iter()
-            .filter_map(|w| match &w.op {
-                ReminderOp::Put(r) => Some(r),
-                ReminderOp::Delete(_) => None,
-            })
-            .map(|r| {
-                let due = r.due_unix_ms.to_be_bytes();
-                let mut value = due.to_vec();
-                value.extend_from_slice(&r.data);
-                (bare_key(&r.key), value, due)
-            })
-            .collect();
-        let deletes: Vec<Vec<u8>> = writes
-            .iter()
-            .filter_map(|w| match &w.op {
-                ReminderOp::Delete(key) => Some(bare_key(key)),
-                ReminderOp::Put(_) => None,
-            })
-            .collect();
-        let puts_in_order: Vec<bool> = writes
-            .iter()
-            .map(|w| matches!(w.op, ReminderOp::Put(_)))
-            .collect();
-        // Each put is a record and an index entry; a delete, two removals.
-        let bytes = puts.iter().fold(0u64, |sum, (key, value, _)| {
-            sum.saturating_add(key.len().saturating_mul(2).saturating_add(value.len()) as u64)
-        });
+            .fold(0u64, |sum, w| sum.saturating_add(w.bytes()));
+        let orphans = std::mem::take(&mut *self.orphans.lock());
         // Reads, the batch and the fsync block: `write` keeps them off the
         // async workers.
         self.db
-            .write(bytes, move |db| {
-                let tree = &db.reminders;
-                // Only the scheduler's single writer calls this, so the due times
-                // read here cannot change before the batch applies. An op on a
-                // key already in this batch sees that earlier op's result.
-                let mut seen: HashMap<Vec<u8>, Option<[u8; 8]>> = HashMap::new();
-                let old_due = |seen: &HashMap<Vec<u8>, Option<[u8; 8]>>,
-                               bare: &[u8]|
-                 -> Result<Option<[u8; 8]>, Failure> {
-                    if let Some(d) = seen.get(bare) {
-                        return Ok(*d);
-                    }
-                    Ok(tree
-                        .get(tagged(RECORD, &[bare]))?
-                        .and_then(|v| v.get(..8).and_then(|d| d.try_into().ok())))
-                };
-                let mut batch = sled::Batch::default();
-                for (bare, value, due) in &puts {
-                    if let Some(old) = old_due(&seen, bare)? {
-                        batch.remove(tagged(BY_DUE, &[&old, bare]));
-                    }
-                    batch.insert(tagged(RECORD, &[bare]), value.as_slice());
-                    batch.insert(tagged(BY_DUE, &[due, bare]), &[] as &[u8]);
-                    seen.insert(bare.clone(), Some(*due));
-                }
-                let mut existed = Vec::with_capacity(deletes.len());
-                for bare in &deletes {
-                    match old_due(&seen, bare)? {
-                        Some(old) => {
-                            batch.remove(tagged(BY_DUE, &[&old, bare]));
-                            batch.remove(tagged(RECORD, &[bare]));
-                            existed.push(true);
-                        }
-                        None => existed.push(false),
-                    }
-                    seen.insert(bare.clone(), None);
-                }
-                tree.apply_batch(batch)?;
-                db.db.flush()?;
-                let mut existed = existed.into_iter();
-                Ok(puts_in_order
-                    .iter()
-                    .map(|put| match put {
-                        true => ReminderApplied::Put,
-                        false => ReminderApplied::Deleted {
-                            existed: existed.next().unwrap_or(false),
-                        },
-                    })
-                    .collect())
-            })
+            .write(bytes, move |db| write::apply(db, &writes, &orphans))
             .await
     }
 
@@ -205,28 +149,42 @@ impl ReminderStore for SledReminders {
             None => vec![BY_DUE],
         };
         let end = tagged(BY_DUE, &[&until_unix_ms.saturating_add(1).to_be_bytes()]);
-        self.db
-            .read(move |db| {
+        // A load reads up to `limit` records: off the async workers.
+        let (out, orphans) = self
+            .db
+            .scan(move |db| {
                 let mut out = Vec::new();
+                let mut orphans = Vec::new();
                 for item in db.reminders.range(start..end) {
                     if out.len() == limit {
                         break;
                     }
                     let (k, _) = item?;
-                    let bare = k
-                        .get(9..)
-                        .ok_or_else(|| StoreError::Corrupt("short reminder index key".into()))?;
-                    let key = parse_record_key(bare)?;
-                    // The index and the records change in one batch; a
-                    // missing record would be corruption: skip it rather
-                    // than fail the load.
-                    if let Some(v) = db.reminders.get(tagged(RECORD, &[bare]))? {
-                        out.push(parse_record(key, &v)?);
+                    let (Some(due), Some(bare)) = (k.get(1..9), k.get(9..)) else {
+                        return Err(StoreError::Corrupt("short reminder index key".into()).into());
+                    };
+                    let record = db.reminders.get(tagged(RECORD, &[bare]))?;
+                    match record {
+                        Some(v) if due_of(&v).as_ref().map(|d| &d[..]) == Some(due) => {
+                            out.push(parse_record(parse_record_key(bare)?, &v)?);
+                        }
+                        // An orphan (see the type's doc): never fired.
+                        _ => orphans.push(k.to_vec()),
                     }
                 }
-                Ok(out)
+                Ok((out, orphans))
             })
-            .await
+            .await?;
+        if !orphans.is_empty() {
+            tracing::debug!(
+                orphans = orphans.len(),
+                "reminder index entries without their record"
+            );
+            let mut kept = self.orphans.lock();
+            let room = MAX_ORPHANS.saturating_sub(kept.len());
+            kept.extend(orphans.into_iter().take(room));
+        }
+        Ok(out)
     }
 
     async fn list_reminders(
