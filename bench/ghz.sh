@@ -189,7 +189,7 @@ for suffix, load in (("", "64 callers, 1 conn"), ("-c8", "64 callers, 8 conns"),
 if len(modes) > 1:
     base = modes[0]
     print()
-    print(f"daemon CPU us/call against '{base}' (security's cost on the hot path; aim: <= 1.15x)")
+    print(f"daemon CPU us/call against '{base}' (each mode's cost on the hot path; security's aim: <= 1.15x)")
     for m in modes[1:]:
         for t in ("echo", "counter"):
             print(f"  {m:<7} {names[t]:<20} {cpu[(m, t)]:>6.1f} vs {cpu[(base, t)]:>6.1f} = {cpu[(m, t)] / cpu[(base, t)]:.2f}x")
