@@ -166,26 +166,22 @@ def run(path):
     lat = {d["percentage"]: d["latency"] / 1e6 for d in r.get("latencyDistribution") or []}
     cpu_us = int(open(f"{path}.cpu").read()) / ticks * 1e6 / max(r["count"], 1)
     return r["rps"], lat.get(50, 0), lat.get(99, 0), cpu_us
+def against(floor_dir, mode):
+    print(f"{'load':<24} {'scenario':<20} {'calls/s':>9} {'p99 ms':>7} {'CPU us/call':>11} {'echo calls/s':>12} {'echo p99':>8} {'echo CPU':>8} {'CPU x':>6} {'calls/s x':>9} {'p99 x':>6}")
+    for suffix, load in (("", "64 callers, 1 conn"), ("-c8", "64 callers, 8 conns"), ("-seq", "1 caller, sequential")):
+        floor = run(f"{work}/{floor_dir}/echo{suffix}")
+        for t in ("echo", "counter"):
+            rps, _, p99, cpu_us = run(f"{work}/{mode}/{t}{suffix}")
+            print(f"{load:<24} {names[t]:<20} {rps:>9.0f} {p99:>7.2f} {cpu_us:>11.1f} {floor[0]:>12.0f} {floor[2]:>8.2f} {floor[3]:>8.1f} "
+                  f"{cpu_us / max(floor[3], 1e-9):>5.2f}x {rps / max(floor[0], 1e-9):>8.2f}x {p99 / max(floor[2], 1e-9):>5.2f}x")
 print()
 print("Against the floor: a bare tonic echo of the same API, same ghz, same cores (issue 20 goals:")
 print("64 callers CPU <= 1.25x and calls/s >= 0.95x the echo's; sequential calls/s >= 0.8x, p99 <= 1.5x)")
-print(f"{'load':<24} {'scenario':<20} {'calls/s':>9} {'p99 ms':>7} {'CPU us/call':>11} {'echo calls/s':>12} {'echo p99':>8} {'echo CPU':>8} {'CPU x':>6} {'calls/s x':>9} {'p99 x':>6}")
-for suffix, load in (("", "64 callers, 1 conn"), ("-c8", "64 callers, 8 conns"), ("-seq", "1 caller, sequential")):
-    floor = run(f"{work}/floor/echo{suffix}")
-    for t in ("echo", "counter"):
-        rps, _, p99, cpu_us = run(f"{work}/{modes[0]}/{t}{suffix}")
-        print(f"{load:<24} {names[t]:<20} {rps:>9.0f} {p99:>7.2f} {cpu_us:>11.1f} {floor[0]:>12.0f} {floor[2]:>8.2f} {floor[3]:>8.1f} "
-              f"{cpu_us / max(floor[3], 1e-9):>5.2f}x {rps / max(floor[0], 1e-9):>8.2f}x {p99 / max(floor[2], 1e-9):>5.2f}x")
+against("floor", modes[0])
 one = "onethread" if "onethread" in modes else modes[0]
 print()
-print(f"The floor on one thread (TOKIO_WORKER_THREADS=1) against mode '{one}'")
-print(f"{'load':<24} {'scenario':<20} {'echo-1t calls/s':>15} {'echo-1t p99':>11} {'echo-1t CPU':>11} {'CPU x':>6} {'calls/s x':>9} {'p99 x':>6}")
-for suffix, load in (("", "64 callers, 1 conn"), ("-c8", "64 callers, 8 conns"), ("-seq", "1 caller, sequential")):
-    floor = run(f"{work}/floor-t1/echo{suffix}")
-    for t in ("echo", "counter"):
-        rps, _, p99, cpu_us = run(f"{work}/{one}/{t}{suffix}")
-        print(f"{load:<24} {names[t]:<20} {floor[0]:>15.0f} {floor[2]:>11.2f} {floor[3]:>11.1f} "
-              f"{cpu_us / max(floor[3], 1e-9):>5.2f}x {rps / max(floor[0], 1e-9):>8.2f}x {p99 / max(floor[2], 1e-9):>5.2f}x")
+print(f"Mode '{one}' against the same echo on one thread (TOKIO_WORKER_THREADS=1)")
+against("floor-t1", one)
 if len(modes) > 1:
     base = modes[0]
     print()
