@@ -5,7 +5,6 @@ use std::sync::{Arc, OnceLock};
 use tokio::sync::oneshot;
 
 use crate::activation::Activation;
-use crate::dispatch::Start;
 use crate::error::CallError;
 use crate::reply::{wait_reply, Reply};
 use crate::runtime::Runtime;
@@ -60,7 +59,7 @@ impl ActorRef {
             self.shared
                 .envelope(TurnKind::Call, method, payload, None, Reply::To(tx))?;
         self.shared
-            .deliver_with(&self.id, Some(&self.activation), envelope, Start::Here)?;
+            .deliver(&self.id, Some(&self.activation), envelope)?;
         wait_reply(&self.id, self.shared.config.call_timeout, rx).await
     }
 }

@@ -38,20 +38,6 @@ use crate::validate;
 use crate::{clock, ActorId};
 use run_queue::Runnable;
 
-/// Who starts the turn of a call that finds its actor idle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Start {
-    /// The calling task, at once: a caller that waits for the answer gains
-    /// nothing from a hop to a worker thread and pays a wake-up for it.
-    /// Only for callers outside any turn (an RPC's task, an in-process
-    /// caller awaiting), so turns never nest on one stack.
-    Here,
-    /// A worker: for one-way calls, which hosts make from inside their own
-    /// turns (a chain of tells would otherwise grow the stack), and for the
-    /// daemon's own deliveries (reminders, timers, inboxes).
-    OnWorker,
-}
-
 impl Shared {
     pub(crate) fn schedule(&self, act: Arc<Activation>) {
         self.push_runnable(Runnable { act, first: None });
@@ -65,7 +51,7 @@ impl Shared {
 
     pub(crate) fn enqueue(self: &Arc<Self>, call: Call, reply: Reply) -> Result<(), CallError> {
         self.check_target(&call.actor)?;
-        self.enqueue_routed(call, reply, Start::OnWorker)
+        self.enqueue_routed(call, reply)
     }
 
     /// [`Shared::enqueue`] for a call whose route was just found local (it
@@ -74,7 +60,6 @@ impl Shared {
         self: &Arc<Self>,
         call: Call,
         reply: Reply,
-        start: Start,
     ) -> Result<(), CallError> {
         let mut extra = call.extra;
         // Only a caller that waits can close a cycle: a one-way call's
@@ -100,7 +85,7 @@ impl Shared {
         }
         let mut envelope = self.envelope(call.kind, call.method, call.payload, extra, reply)?;
         envelope.reentering = reentering;
-        self.deliver_with(&call.actor, None, envelope, start)
+        self.deliver(&call.actor, None, envelope)
     }
 
     /// Runs a call on an actor this daemon owns and waits for its result.
@@ -109,7 +94,7 @@ impl Shared {
         let timeout = call.timeout.map_or(limit, |t| t.min(limit));
         let (actor, kind) = (call.actor.clone(), call.kind);
         let (tx, rx) = oneshot::channel();
-        if let Err(e) = self.enqueue_routed(call, Reply::To(tx), Start::Here) {
+        if let Err(e) = self.enqueue_routed(call, Reply::To(tx)) {
             self.count_failed(&actor.ty, kind, &e);
             return Err(e);
         }
@@ -124,7 +109,7 @@ impl Shared {
     /// Queues a one-way call for an actor this daemon owns.
     pub(crate) fn tell_here(self: &Arc<Self>, call: Call) -> Result<(), CallError> {
         let (ty, kind) = (call.actor.ty.clone(), call.kind);
-        let result = self.enqueue_routed(call, Reply::None, Start::OnWorker);
+        let result = self.enqueue_routed(call, Reply::None);
         if let Err(e) = &result {
             self.count_failed(&ty, kind, e);
         }
@@ -187,20 +172,8 @@ impl Shared {
     pub(crate) fn deliver(
         self: &Arc<Self>,
         actor: &ActorId,
-        bound: Option<&OnceLock<Arc<Activation>>>,
-        envelope: Envelope,
-    ) -> Result<(), CallError> {
-        self.deliver_with(actor, bound, envelope, Start::OnWorker)
-    }
-
-    /// [`Shared::deliver`], where `start` says who starts the turn of a call
-    /// that finds its actor idle.
-    pub(crate) fn deliver_with(
-        self: &Arc<Self>,
-        actor: &ActorId,
         mut bound: Option<&OnceLock<Arc<Activation>>>,
         mut envelope: Envelope,
-        start: Start,
     ) -> Result<(), CallError> {
         loop {
             let act = match bound.and_then(OnceLock::get) {
@@ -249,14 +222,10 @@ impl Shared {
             if !inner.scheduled && inner.status == Status::Idle && inner.mailbox.is_empty() {
                 inner.scheduled = true;
                 drop(inner);
-                let runnable = Runnable {
+                self.push_runnable(Runnable {
                     act,
                     first: Some(envelope),
-                };
-                match start {
-                    Start::Here => self.run_guarded(runnable),
-                    Start::OnWorker => self.push_runnable(runnable),
-                }
+                });
                 return Ok(());
             }
             // Only a re-entering call or a running read-only group can let a

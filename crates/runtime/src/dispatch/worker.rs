@@ -84,7 +84,20 @@ impl Shared {
             }
             std::hint::black_box(touched);
             for runnable in batch.drain(..) {
-                self.run_guarded(runnable);
+                // One request's panic (in a host's code, or a bug here) fails
+                // that request and is logged; the worker goes on with the
+                // rest of its queue.
+                let actor = runnable.act.clone();
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.run(runnable);
+                }));
+                if let Err(panic) = ran {
+                    error!(
+                        actor = %actor.id,
+                        panic = panic_message(&*panic),
+                        "a turn panicked; its caller got INTERNAL and the daemon goes on"
+                    );
+                }
             }
             // A queue that never empties must still let timers, activations
             // and I/O on this thread run.
@@ -92,24 +105,7 @@ impl Shared {
         }
     }
 
-    /// [`Shared::run`], where one request's panic (in a host's code, or a
-    /// bug here) fails that request and is logged; the worker or the
-    /// calling task goes on.
-    pub(super) fn run_guarded(self: &Arc<Self>, runnable: Runnable) {
-        let actor = runnable.act.clone();
-        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.run(runnable);
-        }));
-        if let Err(panic) = ran {
-            error!(
-                actor = %actor.id,
-                panic = panic_message(&*panic),
-                "a turn panicked; its caller got INTERNAL and the daemon goes on"
-            );
-        }
-    }
-
-    /// An activation with work: off a run queue, or a call starting here.
+    /// A worker picked an activation off its run queue.
     fn run(self: &Arc<Self>, runnable: Runnable) {
         let Runnable { act, first } = runnable;
         let mut inner = act.inner.lock();
