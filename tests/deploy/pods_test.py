@@ -251,11 +251,20 @@ def delete_app(pods: Pods, sidecar_log: Lines) -> None:
     states = delete_pod(pods.app)
     took = time.monotonic() - started
     assert took < pods.app.grace, f"deleting the pod took {took:.1f}s, past its grace"
-    sidecar_log.wait(
-        "the sidecar's 'troupe daemon stopped'",
-        lambda s: "troupe daemon stopped" in s,
-        START_TIMEOUT,
-    )
+    try:
+        sidecar_log.wait(
+            "the sidecar's 'troupe daemon stopped'",
+            lambda s: "troupe daemon stopped" in s,
+            START_TIMEOUT,
+        )
+    except AssertionError as e:
+        # The container is gone by now: what it logged and how it ended are
+        # all there is to tell a hung drain from a log that was cut short.
+        tail = "\n".join(sidecar_log.text().splitlines()[-30:])
+        raise AssertionError(
+            f"{e}; deleting took {took:.1f}s; the sidecar ended {states.get('troupe')}; "
+            f"its last lines:\n{tail}"
+        ) from e
     check_drain(states, sidecar_log.text())
     rows = psql(
         pods.pg_url,
