@@ -16,7 +16,7 @@ use crate::SledStore;
 
 mod write;
 
-use write::{due_of, Prepared};
+use write::{index_parts, indexes, Prepared};
 
 /// Reminders in the daemon's sled database, beside the state.
 ///
@@ -160,12 +160,11 @@ impl ReminderStore for SledReminders {
                         break;
                     }
                     let (k, _) = item?;
-                    let (Some(due), Some(bare)) = (k.get(1..9), k.get(9..)) else {
+                    let Some((due, bare)) = index_parts(&k) else {
                         return Err(StoreError::Corrupt("short reminder index key".into()).into());
                     };
-                    let record = db.reminders.get(tagged(RECORD, &[bare]))?;
-                    match record {
-                        Some(v) if due_of(&v).as_ref().map(|d| &d[..]) == Some(due) => {
+                    match db.reminders.get(tagged(RECORD, &[bare]))? {
+                        Some(v) if indexes(Some(&v), due) => {
                             out.push(parse_record(parse_record_key(bare)?, &v)?);
                         }
                         // An orphan (see the type's doc): never fired.

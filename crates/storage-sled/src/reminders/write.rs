@@ -57,6 +57,17 @@ pub(super) fn due_of(value: &[u8]) -> Option<[u8; 8]> {
     value.get(..8).and_then(|d| d.try_into().ok())
 }
 
+/// An index key's due time and its record's key without the tag.
+pub(super) fn index_parts(key: &[u8]) -> Option<(&[u8], &[u8])> {
+    Some((key.get(1..9)?, key.get(9..)?))
+}
+
+/// Whether an index entry of `due` belongs to the stored `record`: not an
+/// orphan.
+pub(super) fn indexes(record: Option<&[u8]>, due: &[u8]) -> bool {
+    record.and_then(|value| value.get(..8)) == Some(due)
+}
+
 /// Applies `writes` (every put before every delete, see the trait) and
 /// removes those of `orphans` (whole index keys) that still are orphans.
 /// Runs on the blocking pool, the only writer of the tree (the scheduler's
@@ -72,11 +83,10 @@ pub(super) fn apply(
     // First, so that a put in this batch that re-creates the same entry
     // overrides the removal.
     for orphan in orphans {
-        let (Some(due), Some(bare)) = (orphan.get(1..9), orphan.get(9..)) else {
+        let Some((due, bare)) = index_parts(orphan) else {
             continue;
         };
-        let stored = tree.get(tagged(RECORD, &[bare]))?;
-        if stored.as_deref().and_then(due_of).as_ref().map(|d| &d[..]) != Some(due) {
+        if !indexes(tree.get(tagged(RECORD, &[bare]))?.as_deref(), due) {
             batch.remove(orphan.as_slice());
         }
     }
@@ -96,9 +106,10 @@ pub(super) fn apply(
             .as_deref()
             .and_then(due_of))
     };
-    let mut answers = Vec::with_capacity(writes.len());
-    for write in writes.iter().filter(|w| w.value.is_some()) {
-        let Some(value) = &write.value else { continue };
+    let puts = writes
+        .iter()
+        .filter_map(|w| w.value.as_ref().map(|value| (w, value)));
+    for (write, value) in puts {
         let Some(due) = due_of(value) else { continue };
         if let Some(old) = old_due(&seen, write)? {
             batch.remove(tagged(BY_DUE, &[&old, &write.bare]));
@@ -122,13 +133,13 @@ pub(super) fn apply(
     tree.apply_batch(batch)?;
     db.db.flush()?;
     let mut existed = existed.into_iter();
-    for write in writes {
-        answers.push(match write.value {
+    Ok(writes
+        .iter()
+        .map(|write| match write.value {
             Some(_) => ReminderApplied::Put,
             None => ReminderApplied::Deleted {
                 existed: existed.next().unwrap_or(false),
             },
-        });
-    }
-    Ok(answers)
+        })
+        .collect())
 }
