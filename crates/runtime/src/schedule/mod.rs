@@ -50,8 +50,9 @@ use writer::{run_writer, store_error};
 pub(crate) const HORIZON: Duration = Duration::from_secs(30);
 /// At most this many reminders are held in memory at once.
 const MAX_IN_MEMORY: usize = 200_000;
-/// Most reminders one load reads: the scheduler hands out no firings while
-/// it waits for a load, so loads stay short (a few ms on the blocking pool).
+/// Most reminders one load reads: a short read (a few ms on the blocking
+/// pool) hands the reminders it found to the loop soon, instead of after a
+/// read of up to `MAX_IN_MEMORY` records.
 const LOAD_CHUNK: usize = 2048;
 /// Firings running at once.
 const MAX_FIRING: usize = 10_000;

@@ -299,14 +299,6 @@ pub struct TraceExport {
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
-/// One thread per CPU, as tokio sizes a runtime. One thread would spend
-/// less CPU per call (`bench/ghz.sh`, `MODES="plain onethread"`), but a
-/// daemon on one thread shares it between turns and the write-behind flush:
-/// on a loaded machine its flushes fell more than a second behind
-/// (tests/tests/state_crash.rs, four daemons at once on 2 cores).
-fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get())
-}
 
 impl ServeArgs {
     pub fn resolve(&self) -> anyhow::Result<ServeConfig> {
@@ -336,10 +328,13 @@ impl ServeArgs {
         pick!(shutdown_grace, runtime.shutdown_grace);
         pick!(shutdown_flush_timeout, runtime.shutdown_flush_timeout);
         pick!(idempotency_retention, runtime.idempotency_retention);
-        let threads = self
-            .threads
-            .or(file.threads)
-            .unwrap_or_else(default_threads);
+        // By default one per CPU, as tokio and the runtime's workers are
+        // sized. One thread would spend less CPU per call (`bench/ghz.sh`,
+        // `MODES="plain onethread"`), but a daemon on one thread shares it
+        // between turns and the write-behind flush: on a loaded machine its
+        // flushes fell more than a second behind (tests/tests/state_crash.rs,
+        // four daemons at once on 2 cores).
+        let threads = self.threads.or(file.threads).unwrap_or(runtime.workers);
         if threads == 0 {
             anyhow::bail!(
                 "`threads` (--threads) is 0; give the daemon at least one thread \

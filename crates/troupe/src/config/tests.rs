@@ -460,7 +460,7 @@ fn health_listen_beyond_loopback_needs_no_token() -> anyhow::Result<()> {
 
 #[test]
 fn threads_default_to_the_cpus_size_the_workers_and_zero_is_refused() -> anyhow::Result<()> {
-    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let cpus = RuntimeConfig::default().workers;
     let cfg = ServeArgs::default().resolve()?;
     assert_eq!((cfg.threads, cfg.runtime.workers), (cpus, cpus));
     let cfg = serve_flags(&["--threads", "4"])?.resolve()?;
