@@ -71,7 +71,6 @@ impl Runtime {
         };
         let (scheduler, scheduler_writes) =
             Scheduler::new(reminders, placement.clone(), time.clone());
-        let (refused_tx, refused) = mpsc::unbounded_channel();
         let metrics = config.metrics.then(|| Arc::new(Metrics::new()));
         let inbox_stats = Arc::new(InboxStats::default());
         let workers = (0..config.workers)
@@ -85,7 +84,6 @@ impl Runtime {
                 config.flush_max_dirty_bytes,
                 metrics.clone(),
                 placement.clone(),
-                refused_tx,
             )),
             placement,
             pending: PendingCalls::new(config.max_pending_calls),
@@ -101,7 +99,6 @@ impl Runtime {
             drains: AtomicUsize::new(0),
             scheduler,
             scheduler_writes: Mutex::new(Some(scheduler_writes)),
-            refused: Mutex::new(Some(refused)),
             timers: Timers::default(),
             waves: Default::default(),
             metrics,
@@ -113,9 +110,10 @@ impl Runtime {
             chain_tokens,
             config,
         };
-        Ok(Self {
-            shared: Arc::new(shared),
-        })
+        let shared = Arc::new(shared);
+        let dropper: std::sync::Weak<Shared> = Arc::downgrade(&shared);
+        shared.flusher.set_dropper(dropper);
+        Ok(Self { shared })
     }
 
     /// Spawns the background tasks on the current tokio runtime: workers,
@@ -143,13 +141,6 @@ impl Runtime {
         let every = (shared.config.idempotency_retention / 10)
             .clamp(Duration::from_secs(1), Duration::from_secs(60));
         shutdown.spawn(shared.clone().sweep_records(every));
-        if let Some(refused) = shared.refused.lock().take() {
-            shutdown.spawn(
-                shared
-                    .clone()
-                    .drop_refused(refused, shutdown.reached(Stage::Stopping)),
-            );
-        }
         if let Some(writes) = shared.scheduler_writes.lock().take() {
             shutdown.spawn_last(
                 shared

@@ -64,9 +64,6 @@ pub(crate) struct Shared {
     pub(crate) scheduler: Arc<Scheduler>,
     /// Taken by `start`, which gives it to the scheduler's writer task.
     pub(crate) scheduler_writes: Mutex<Option<mpsc::UnboundedReceiver<WriteRequest>>>,
-    /// The flusher's refused activations, until `start` hands them to the
-    /// task that drops them.
-    pub(crate) refused: Mutex<Option<mpsc::UnboundedReceiver<Arc<Activation>>>>,
     /// Timers of active actors; aborted when the actor deactivates.
     pub(crate) timers: Timers,
     /// Deactivations under way and waiting (`lifecycle::waves`).

@@ -112,6 +112,35 @@ async fn a_write_refused_for_a_newer_owner_drops_the_activation_and_fails_the_ca
     Ok(())
 }
 
+/// The refused activation is out before its caller hears of the refusal:
+/// a call made at once, under a table that gives the actor back to this
+/// daemon, activates anew from the stored state instead of landing in the
+/// stale activation (which would write its own count under the new epoch).
+/// Many rounds: when the drop was a task of its own, the caller won the
+/// race to the directory within a few hundred.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_right_after_a_refusal_never_reaches_the_refused_activation() -> Result<(), CallError>
+{
+    for round in 0..500 {
+        let store = Arc::new(MemoryStore::new());
+        let table = Arc::new(Table(AtomicU64::new(1)));
+        let rt = runtime(store.clone(), table.clone())?;
+        rt.invoke(incr()).await?;
+        rt.invoke(incr()).await?;
+        store
+            .claim("counter", "c", 2)
+            .await
+            .map_err(|e| CallError::Internal(e.to_string()))?;
+        let refused = rt.invoke(incr()).await;
+        assert!(is_fenced(&refused), "round {round}: {refused:?}");
+        table.0.store(3, Ordering::SeqCst);
+        // Stored: 2. The stale activation would answer 4.
+        let count = rt.invoke(incr()).await?;
+        assert_eq!(count.data, Bytes::from("3"), "round {round}");
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_by_this_daemons_own_newer_epoch_is_written_again() -> Result<(), CallError> {
     let table = Arc::new(Table(AtomicU64::new(1)));

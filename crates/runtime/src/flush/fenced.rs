@@ -8,11 +8,14 @@
 //! simply written again under the newer epoch. An activation that lost its
 //! actor to another daemon does not survive to see a newer table naming
 //! this daemon again: the fence on the lapsed lease drops it first.
+//!
+//! A refused activation leaves the directory before any caller hears of the
+//! refusal, so no later call can land in it and write its stale state under
+//! a newer table.
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
-use tokio::sync::mpsc;
 use tracing::warn;
 use troupe_placement::OwnerEpoch;
 use troupe_storage::{ActorWrite, FencedActor};
@@ -21,8 +24,15 @@ use super::{Flusher, HeldReply};
 use crate::activation::{Activation, Status};
 use crate::error::Unavailable;
 
-/// Where the flusher hands refused activations, for the runtime to drop.
-pub(crate) type RefusedActors = mpsc::UnboundedSender<Arc<Activation>>;
+/// Drops an activation whose write the store refused: out of the directory,
+/// its queued calls failed. The runtime implements it; the flusher holds it
+/// weakly, since the runtime owns the flusher.
+pub(crate) trait DropRefused: Send + Sync {
+    fn drop_refused(&self, act: &Arc<Activation>);
+}
+
+/// The flusher's handle on the runtime, set once the runtime exists.
+pub(crate) type Dropper = std::sync::OnceLock<Weak<dyn DropRefused>>;
 
 /// What becomes of one refused write.
 pub(super) enum Verdict {
@@ -106,22 +116,25 @@ impl Flusher {
         }
     }
 
-    /// Drops the changes of `refused` activations (they are stale: another
-    /// daemon owns the actors) and hands the activations to the runtime.
-    pub(super) fn refuse(&self, refused: Vec<Arc<Activation>>) {
+    /// Drops `refused` activations without writing (they are stale: another
+    /// daemon owns the actors), before their held replies are answered.
+    pub(super) fn refuse(&self, refused: &[Arc<Activation>]) {
+        let dropper = self.dropper.get().and_then(Weak::upgrade);
         for act in refused {
             warn!(
                 actor = %act.id,
                 "a newer owner has this actor (the store refused this daemon's write, or the \
                  table no longer gives it here): dropping its activation without writing"
             );
-            act.inner.lock().drop_changes();
             if let Some(metrics) = &self.metrics {
                 metrics.write_fenced();
             }
-            // The runtime is gone only at the very end of a shutdown, when
-            // nothing is served any more.
-            let _ = self.refused.send(act);
+            match &dropper {
+                Some(dropper) => dropper.drop_refused(act),
+                // The runtime is gone only at the very end of a shutdown,
+                // when nothing is served any more.
+                None => act.inner.lock().drop_changes(),
+            }
         }
     }
 }

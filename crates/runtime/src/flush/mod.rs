@@ -12,7 +12,7 @@ mod fenced;
 mod report;
 
 use batch::Batch;
-pub(crate) use fenced::RefusedActors;
+pub(crate) use fenced::DropRefused;
 pub use report::{FlushBacklog, UnwrittenState};
 
 use std::future::Future;
@@ -61,9 +61,9 @@ pub(crate) struct Flusher {
     /// lapsed): the actors may be another daemon's by now. Also gives each
     /// write its owner epoch.
     placement: Arc<dyn Placement>,
-    /// Activations whose writes the store refused (a newer owner has the
-    /// actor), for the runtime to drop.
-    refused: RefusedActors,
+    /// Drops the activations whose writes the store refused (a newer owner
+    /// has the actor): the runtime, once it exists.
+    dropper: fenced::Dropper,
 }
 
 impl std::fmt::Debug for Flusher {
@@ -80,7 +80,6 @@ impl Flusher {
         max_dirty_bytes: usize,
         metrics: Option<Arc<Metrics>>,
         placement: Arc<dyn Placement>,
-        refused: RefusedActors,
     ) -> Self {
         Self {
             store,
@@ -98,8 +97,13 @@ impl Flusher {
             last_flush_unix_ms: AtomicU64::new(0),
             metrics,
             placement,
-            refused,
+            dropper: fenced::Dropper::new(),
         }
+    }
+
+    /// Who drops refused activations; set once, when the runtime is made.
+    pub(crate) fn set_dropper(&self, dropper: std::sync::Weak<dyn DropRefused>) {
+        let _ = self.dropper.set(dropper);
     }
 
     pub(crate) fn dirty_bytes(&self) -> usize {
@@ -311,10 +315,9 @@ impl Flusher {
                         fenced::Verdict::Refused => refused.push(acts[i].clone()),
                     }
                 }
+                self.refuse(&refused);
                 self.answer_held(held, &refused, &retried);
-                let count = refused.len();
-                self.refuse(refused);
-                Ok(count)
+                Ok(refused.len())
             }
             Err((failure, writes)) => {
                 // Put the keys back so the next flush writes them (with
@@ -322,7 +325,7 @@ impl Flusher {
                 for (act, write) in acts.iter().zip(writes) {
                     self.restore(act, write);
                 }
-                self.refuse(not_owned);
+                self.refuse(&not_owned);
                 // A durable caller must not wait for the store to come back:
                 // tell it now. The write may or may not have happened; the
                 // state stays dirty and is retried.

@@ -153,30 +153,18 @@ impl Shared {
         }
         dirty
     }
+}
 
-    /// Drops the activations whose writes the store refused, as the
-    /// flusher hands them over, until the runtime stops.
-    pub(crate) async fn drop_refused(
-        self: Arc<Self>,
-        mut refused: tokio::sync::mpsc::UnboundedReceiver<Arc<Activation>>,
-        stop: impl std::future::Future<Output = ()>,
-    ) {
-        tokio::pin!(stop);
-        loop {
-            let act = tokio::select! {
-                act = refused.recv() => act,
-                () = &mut stop => return,
-            };
-            let Some(act) = act else { return };
-            let fenced = || -> CallError {
-                Unavailable::Fenced {
-                    actor: act.id.clone(),
-                }
-                .into()
-            };
-            self.drop_unwritten(&act, crate::clock::unix_now_ms(), fenced);
-            self.notify_drains();
-        }
+impl crate::flush::DropRefused for Shared {
+    fn drop_refused(&self, act: &Arc<Activation>) {
+        let fenced = || -> CallError {
+            Unavailable::Fenced {
+                actor: act.id.clone(),
+            }
+            .into()
+        };
+        self.drop_unwritten(act, crate::clock::unix_now_ms(), fenced);
+        self.notify_drains();
     }
 }
 
