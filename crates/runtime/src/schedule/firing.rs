@@ -15,6 +15,7 @@ use troupe_storage::{ReminderOp, ReminderRecord};
 
 use super::record::{advance, decode, encode, Meta, RetryPolicy, ALARM_NAME};
 
+use super::load_window::Latest;
 use super::{empty_key, Scheduler};
 use crate::error::CallError;
 use crate::input::millis;
@@ -88,7 +89,7 @@ impl Scheduler {
                 let this = self.clone();
                 tokio::spawn(async move {
                     this.queue.lock().firing.remove(&record.key);
-                    let _ = this.write(ReminderOp::Delete(record.key)).await;
+                    let _ = this.delete_unloaded(record.key).await;
                 });
                 continue;
             };
@@ -185,14 +186,21 @@ impl Scheduler {
             if touched {
                 (None, false)
             } else {
-                let op = match &next {
-                    Some(next) => ReminderOp::Put(next.clone()),
-                    None => ReminderOp::Delete(record.key.clone()),
-                };
-                let wake = next.as_ref().is_some_and(|n| Self::track_locked(&mut q, n));
                 // The firing's version is the stored one unless a write
                 // failed or raced it; the store copes with a wrong hint.
-                (Some(self.enqueue(op, Some(record.due_unix_ms))), wake)
+                let stored_due = Some(record.due_unix_ms);
+                let queued = match &next {
+                    Some(next) => {
+                        let latest = q.latest_of_put(next);
+                        self.enqueue(&mut q, ReminderOp::Put(next.clone()), stored_due, latest)
+                    }
+                    None => {
+                        let op = ReminderOp::Delete(record.key.clone());
+                        self.enqueue(&mut q, op, stored_due, || Latest::Settled)
+                    }
+                };
+                let wake = next.as_ref().is_some_and(|n| Self::track_locked(&mut q, n));
+                (Some(queued), wake)
             }
         };
         if wake {

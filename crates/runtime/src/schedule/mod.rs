@@ -18,6 +18,7 @@
 //! schedule either way.
 
 mod firing;
+mod load_window;
 pub(crate) mod record;
 pub(crate) mod timers;
 mod writer;
@@ -40,6 +41,7 @@ use crate::error::{CallError, Unavailable};
 use crate::input::millis;
 use crate::types::{ActorId, ContentType};
 pub(crate) use firing::{Due, Fired};
+use load_window::{Latest, LoadStart, LoadWindow};
 pub use record::ALARM_NAME;
 use record::{encode, info, Meta};
 pub use record::{AlarmSpec, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
@@ -70,6 +72,33 @@ struct Queue {
     /// Reminders being fired, and whether a `set` or `delete` touched them
     /// since: the firing's bookkeeping is then dropped (the newer call wins).
     firing: HashMap<ReminderKey, bool>,
+    /// Numbers writes and keeps those a load in flight may not see.
+    window: LoadWindow,
+}
+
+impl Queue {
+    /// Whether a reminder due at `due_unix_ms` belongs in memory: the
+    /// loaded range covers it.
+    fn covers(&self, due_unix_ms: u64) -> bool {
+        // Compare by due time only: stores order keys of equal due time
+        // their own way, so a key in the cursor's millisecond may lie on
+        // either side of it. Keeping it in memory is safe either way: a load
+        // skips keys already there.
+        due_unix_ms <= self.cursor.0
+    }
+
+    /// What putting `record` leaves in memory, for a load in flight: asked
+    /// for only while one is.
+    fn latest_of_put<'a>(&self, record: &'a ReminderRecord) -> impl FnOnce() -> Latest + 'a {
+        let covered = self.covers(record.due_unix_ms);
+        move || {
+            if covered {
+                Latest::Settled
+            } else {
+                Latest::Beyond(record.clone())
+            }
+        }
+    }
 }
 
 fn empty_key() -> ReminderKey {
@@ -90,6 +119,8 @@ pub(crate) struct Scheduler {
     pub(crate) fired: AtomicU64,
     /// Writes the store refused after the writer was told to stop.
     failed_while_closing: Arc<AtomicUsize>,
+    /// The number of the last write the writer settled (stored or failed).
+    settled: Arc<tokio::sync::watch::Sender<u64>>,
     /// Gives each write the owner epoch of its actor.
     placement: Arc<dyn Placement>,
     /// Scheduling time: what "due" is measured against.
@@ -126,6 +157,7 @@ impl Scheduler {
             firing: Arc::new(Semaphore::new(MAX_FIRING)),
             fired: AtomicU64::new(0),
             failed_while_closing: Arc::default(),
+            settled: Arc::new(tokio::sync::watch::Sender::new(0)),
             placement,
             time,
             progress: tokio::sync::watch::Sender::new(0),
@@ -146,6 +178,7 @@ impl Scheduler {
             writes,
             stop,
             self.failed_while_closing.clone(),
+            self.settled.clone(),
         )
     }
 
@@ -154,19 +187,27 @@ impl Scheduler {
         self.failed_while_closing.load(Ordering::Relaxed)
     }
 
-    async fn write(&self, op: ReminderOp) -> Result<bool, CallError> {
-        let done = self.enqueue(op, None)?;
+    /// Deletes `key`, which is in memory nowhere.
+    async fn delete_unloaded(&self, key: ReminderKey) -> Result<bool, CallError> {
+        let done = {
+            let mut q = self.queue.lock();
+            self.enqueue(&mut q, ReminderOp::Delete(key), None, || Latest::Settled)?
+        };
         Self::finished(done).await
     }
 
     /// Queues a write, with the owner epoch this daemon holds its actor
     /// under now; the writer applies queued writes in order. `stored_due`:
     /// the due time of the version the store holds, when known (a firing
-    /// knows it), which saves the store a read.
+    /// knows it), which saves the store a read. `latest`: what the write
+    /// leaves in memory, for a load in flight. Under the queue lock, so
+    /// writes are numbered in the order the writer gets them.
     fn enqueue(
         &self,
+        q: &mut Queue,
         op: ReminderOp,
         stored_due: Option<u64>,
+        latest: impl FnOnce() -> Latest,
     ) -> Result<oneshot::Receiver<Result<bool, CallError>>, CallError> {
         let key = op.key();
         let epoch = match self.placement.epoch(&key.actor_type, &key.actor_id) {
@@ -181,13 +222,15 @@ impl Scheduler {
             }
         };
         let (done, rx) = oneshot::channel();
+        q.window.note(key, latest);
+        let seq = q.window.next_seq();
         let write = ReminderWrite {
             op,
             epoch,
             stored_due,
         };
         self.writes
-            .send(WriteRequest { write, done })
+            .send(WriteRequest { write, done, seq })
             .map_err(|_| CallError::from(Unavailable::ShuttingDown))?;
         Ok(rx)
     }
@@ -224,7 +267,8 @@ impl Scheduler {
             if let Some(touched) = q.firing.get_mut(&record.key) {
                 *touched = true;
             }
-            let done = self.enqueue(ReminderOp::Put(record.clone()), None)?;
+            let latest = q.latest_of_put(&record);
+            let done = self.enqueue(&mut q, ReminderOp::Put(record.clone()), None, latest)?;
             (done, Self::track_locked(&mut q, &record))
         };
         if wake {
@@ -249,7 +293,9 @@ impl Scheduler {
                 *touched = true;
             }
             q.live.remove(&key);
-            self.enqueue(ReminderOp::Delete(key.clone()), None)?
+            self.enqueue(&mut q, ReminderOp::Delete(key.clone()), None, || {
+                Latest::Settled
+            })?
         };
         Self::finished(done).await
     }
@@ -278,12 +324,7 @@ impl Scheduler {
     /// queueing its write, so a concurrent `delete` is wholly before or after.
     /// Returns whether the scheduler must wake for an earlier due time.
     fn track_locked(q: &mut Queue, record: &ReminderRecord) -> bool {
-        // Compare by due time only: stores order keys of equal due time
-        // their own way, so a key in the cursor's millisecond may lie on
-        // either side of it. Keeping it in memory is safe either way: a load
-        // skips keys already there.
-        let covered = record.due_unix_ms <= q.cursor.0;
-        if !covered {
+        if !q.covers(record.due_unix_ms) {
             q.live.remove(&record.key);
             return false;
         }
@@ -315,29 +356,31 @@ impl Scheduler {
             q.live.clear();
             q.cursor = (0, empty_key());
             q.more = true;
+            q.window.forget();
         }
         self.wake.notify_one();
     }
 
     /// Loads what comes due before the horizon, from the cursor on.
     async fn load(&self) -> Result<(), CallError> {
-        let (after, room) = {
-            let q = self.queue.lock();
-            let room = MAX_IN_MEMORY.saturating_sub(q.live.len());
-            (q.cursor.clone(), room.min(LOAD_CHUNK))
+        let (after, room, start) = {
+            let mut q = self.queue.lock();
+            let room = MAX_IN_MEMORY.saturating_sub(q.live.len()).min(LOAD_CHUNK);
+            if room == 0 {
+                return Ok(());
+            }
+            (q.cursor.clone(), room, q.window.open())
         };
-        if room == 0 {
-            return Ok(());
-        }
         let until = self.time.now_ms().saturating_add(millis(HORIZON));
-        let after_ref = (after.0, &after.1);
-        let records = self
-            .store
-            .due_reminders(Some(after_ref), until, room)
-            .await
-            .map_err(store_error)?;
-        let full = records.len() == room;
+        let read = self.read_due(&after, until, room, start).await;
         let mut q = self.queue.lock();
+        let written = q.window.close(start);
+        let records = read?;
+        // Forgotten meanwhile (owners changed): the next load starts over.
+        let Some(written) = written else {
+            return Ok(());
+        };
+        let full = records.len() == room;
         if let Some(last) = records.last() {
             q.cursor = (last.due_unix_ms, last.key.clone());
         }
@@ -347,16 +390,58 @@ impl Scheduler {
         }
         q.more = full;
         for record in records {
-            // A version written since the load started is newer: keep it;
-            // one being fired is the firing's until it writes the next.
-            if q.live.contains_key(&record.key) || q.firing.contains_key(&record.key) {
+            // Written since the load started: the write's version stands.
+            // A version in memory is newer; one being fired is the firing's
+            // until it writes the next.
+            if written.contains_key(&record.key)
+                || q.live.contains_key(&record.key)
+                || q.firing.contains_key(&record.key)
+            {
                 continue;
             }
             q.heap
                 .push(Reverse((record.due_unix_ms, record.key.clone())));
             q.live.insert(record.key.clone(), record);
         }
+        for latest in written.into_values() {
+            if let Latest::Beyond(record) = latest {
+                Self::track_loaded(&mut q, record);
+            }
+        }
         Ok(())
+    }
+
+    /// Reads up to `limit` reminders due after `after` and by `until`, once
+    /// every write queued before the load started is settled: the read
+    /// sees those, and the window holds the ones queued since.
+    async fn read_due(
+        &self,
+        after: &(u64, ReminderKey),
+        until: u64,
+        limit: usize,
+        start: LoadStart,
+    ) -> Result<Vec<ReminderRecord>, CallError> {
+        let mut settled = self.settled.subscribe();
+        settled
+            .wait_for(|seq| *seq >= start.queued)
+            .await
+            .map_err(|_| CallError::from(Unavailable::ShuttingDown))?;
+        self.store
+            .due_reminders(Some((after.0, &after.1)), until, limit)
+            .await
+            .map_err(store_error)
+    }
+
+    /// Puts `record`, written during a load past the range of the time, in
+    /// memory if the load's range covers it now.
+    fn track_loaded(q: &mut Queue, record: ReminderRecord) {
+        let taken = q.live.contains_key(&record.key) || q.firing.contains_key(&record.key);
+        if taken || !q.covers(record.due_unix_ms) {
+            return;
+        }
+        q.heap
+            .push(Reverse((record.due_unix_ms, record.key.clone())));
+        q.live.insert(record.key.clone(), record);
     }
 
     /// Hands what comes due to `due`, in due order, until `stop` completes

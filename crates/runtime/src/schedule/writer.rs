@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use troupe_storage::{ReminderApplied, ReminderStore, ReminderWrite};
 
 use crate::error::{CallError, Unavailable};
@@ -22,6 +22,8 @@ pub(crate) struct WriteRequest {
     pub(crate) write: ReminderWrite,
     /// Whether the op was applied (a delete: whether the reminder existed).
     pub(crate) done: oneshot::Sender<Result<bool, CallError>>,
+    /// Its place in the order writes were queued (from 1).
+    pub(crate) seq: u64,
 }
 
 /// Largest batch one store write carries.
@@ -29,12 +31,15 @@ const MAX_WRITE_BATCH: usize = 8192;
 
 /// Applies queued writes batch by batch until `stop` completes, then
 /// writes what is still queued and ends, counting in `failed_while_closing`
-/// the writes the store refused after `stop`.
+/// the writes the store refused after `stop`. After each batch, `settled`
+/// holds the last `seq` it carried: every write up to it is in the store or
+/// failed (a load waits for it, see `Scheduler::load`).
 pub(crate) async fn run_writer(
     store: Arc<dyn ReminderStore>,
     mut rx: mpsc::UnboundedReceiver<WriteRequest>,
     stop: impl Future<Output = ()>,
     failed_while_closing: Arc<AtomicUsize>,
+    settled: Arc<watch::Sender<u64>>,
 ) {
     tokio::pin!(stop);
     let mut batch = Vec::with_capacity(MAX_WRITE_BATCH);
@@ -46,7 +51,7 @@ pub(crate) async fn run_writer(
                     return;
                 }
                 // A failure reached every request of the batch.
-                let _ = apply(&*store, &mut batch).await;
+                let _ = apply(&*store, &mut batch, &settled).await;
             }
             () = &mut stop => {
                 // Every task that writes has ended: what is queued is all.
@@ -61,7 +66,7 @@ pub(crate) async fn run_writer(
                         return;
                     }
                     let writes = batch.len();
-                    if let Err(e) = apply(&*store, &mut batch).await {
+                    if let Err(e) = apply(&*store, &mut batch, &settled).await {
                         tracing::warn!(
                             writes,
                             error = %e,
@@ -79,9 +84,13 @@ pub(crate) async fn run_writer(
 async fn apply(
     store: &dyn ReminderStore,
     batch: &mut Vec<WriteRequest>,
+    settled: &watch::Sender<u64>,
 ) -> Result<(), troupe_storage::StoreError> {
     let writes: Vec<ReminderWrite> = batch.iter().map(|req| req.write.clone()).collect();
     let result = store.apply_reminders(&writes).await;
+    if let Some(last) = batch.last() {
+        settled.send_replace(last.seq);
+    }
     for (i, req) in batch.drain(..).enumerate() {
         let key = req.write.op.key();
         let outcome = match &result {
