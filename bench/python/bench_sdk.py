@@ -9,6 +9,10 @@ load runs in this process through troupe.Client: one sequential caller, then 64
 concurrent callers, each spread over --actors actor ids. Every scenario stops
 after --duration seconds or --max-calls calls, whichever comes first.
 Everything runs on loopback; the processes share the machine's cores.
+
+CPU per call is the CPU time (user + system, all threads, from /proc/PID/stat)
+the app process and this client process spent during the scenario, divided by
+its calls: what the SDK costs on each side, whatever else runs on the machine.
 """
 
 from __future__ import annotations
@@ -104,6 +108,13 @@ SCENARIOS = [
 ]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far, all its threads (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the command.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Result:
     scenario: Scenario
@@ -111,6 +122,11 @@ class Result:
     errors: int
     seconds: float
     latencies_ms: list[float]
+    app_cpu_s: float
+    client_cpu_s: float
+
+    def cpu_us_per_call(self, cpu_s: float) -> str:
+        return f"{cpu_s / self.calls * 1e6:.0f}" if self.calls else "-"
 
     def row(self) -> list[str]:
         rate = self.calls / self.seconds if self.seconds else 0.0
@@ -125,13 +141,15 @@ class Result:
             f"{rate:,.0f}",
             f"{p50:.2f}",
             f"{p99:.2f}",
+            self.cpu_us_per_call(self.app_cpu_s),
+            self.cpu_us_per_call(self.client_cpu_s),
             self.scenario.anchor,
             ratio,
         ]
 
 
 async def run_scenario(
-    client: troupe.Client, sc: Scenario, actors: int, duration: float, max_calls: int
+    client: troupe.Client, sc: Scenario, actors: int, duration: float, max_calls: int, app_pid: int
 ) -> Result:
     latencies: list[float] = []
     errors = 0
@@ -153,9 +171,19 @@ async def run_scenario(
                 continue
             latencies.append((time.perf_counter() - t0) * 1000)
 
+    app_cpu, client_cpu = cpu_seconds(app_pid), cpu_seconds(os.getpid())
     started = time.perf_counter()
     await asyncio.gather(*(caller(w) for w in range(sc.concurrency)))
-    return Result(sc, len(latencies), errors, time.perf_counter() - started, latencies)
+    seconds = time.perf_counter() - started
+    return Result(
+        sc,
+        len(latencies),
+        errors,
+        seconds,
+        latencies,
+        cpu_seconds(app_pid) - app_cpu,
+        cpu_seconds(os.getpid()) - client_cpu,
+    )
 
 
 async def warm_up(client: troupe.Client, actors: int) -> None:
@@ -185,7 +213,17 @@ async def wait_healthy(address: str, proc: asyncio.subprocess.Process) -> None:
 
 
 def print_table(results: list[Result]) -> None:
-    header = ["scenario", "calls", "calls/s", "p50 ms", "p99 ms", "anchor", "ratio"]
+    header = [
+        "scenario",
+        "calls",
+        "calls/s",
+        "p50 ms",
+        "p99 ms",
+        "app CPU µs/call",
+        "client CPU µs/call",
+        "anchor",
+        "ratio",
+    ]
     rows = [header, *(r.row() for r in results)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     for n, row in enumerate(rows):
@@ -228,7 +266,9 @@ async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO
             results = []
             for sc in SCENARIOS:
                 results.append(
-                    await run_scenario(client, sc, args.actors, args.duration, args.max_calls)
+                    await run_scenario(
+                        client, sc, args.actors, args.duration, args.max_calls, app.pid
+                    )
                 )
         print_table(results)
     finally:
