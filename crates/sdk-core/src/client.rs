@@ -75,16 +75,28 @@ async fn within<T, F>(timeout: Option<Duration>, call: F) -> Result<T, CallError
 where
     F: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 {
-    let answer = match timeout {
-        Some(timeout) => match tokio::time::timeout(timeout, call).await {
-            Ok(answer) => answer,
-            Err(_) => return Err(CallError::deadline_exceeded()),
-        },
-        None => call.await,
+    let Some(timeout) = timeout else {
+        return call
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(CallError::from);
     };
-    answer
-        .map(tonic::Response::into_inner)
-        .map_err(CallError::from)
+    let deadline = tokio::time::Instant::now() + timeout;
+    match tokio::time::timeout_at(deadline, call).await {
+        Ok(Ok(answer)) => Ok(answer.into_inner()),
+        // The daemon enforces `grpc-timeout` too, and tonic answers a call it
+        // timed out with CANCELLED "Timeout expired", which can beat the timer
+        // here by a hair: the caller's deadline passed either way.
+        Ok(Err(status)) if timed_out(&status) || tokio::time::Instant::now() >= deadline => {
+            Err(CallError::deadline_exceeded())
+        }
+        Ok(Err(status)) => Err(status.into()),
+        Err(_) => Err(CallError::deadline_exceeded()),
+    }
+}
+
+fn timed_out(status: &tonic::Status) -> bool {
+    status.code() == Code::Cancelled && status.message() == "Timeout expired"
 }
 
 /// `request` with `metadata` appended; an entry that is not valid ASCII
