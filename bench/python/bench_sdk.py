@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -128,6 +129,12 @@ class Result:
     def cpu_us_per_call(self, cpu_s: float) -> str:
         return f"{cpu_s / self.calls * 1e6:.0f}" if self.calls else "-"
 
+    def summary(self) -> dict[str, str]:
+        """The figures compare_cores.py tabulates, as printed."""
+        row = self.row()
+        keys = ["scenario", "calls", "calls/s", "p50 ms", "p99 ms", "app µs", "client µs"]
+        return dict(zip(keys, row, strict=False))
+
     def row(self) -> list[str]:
         rate = self.calls / self.seconds if self.seconds else 0.0
         lat = sorted(self.latencies_ms)
@@ -232,7 +239,7 @@ def print_table(results: list[Result]) -> None:
             print("-+-".join("-" * w for w in widths))
 
 
-async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO) -> None:
+async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO) -> list[Result]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"
@@ -260,7 +267,11 @@ async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO
         line = await asyncio.wait_for(app.stdout.readline(), 30)
         if line.strip() != b"registered":
             raise SystemExit(f"bench app did not register (said {line!r})")
-        print(f"daemon {binary} at {address}; {args.actors} actors per type", flush=True)
+        print(
+            f"daemon {binary} at {address}; {args.actors} actors per type;"
+            f" SDK core: {troupe._core.name()}",
+            flush=True,
+        )
         async with troupe.Client(address, timeout=30) as client:
             await warm_up(client, args.actors)
             results = []
@@ -271,6 +282,7 @@ async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO
                     )
                 )
         print_table(results)
+        return results
     finally:
         for proc in (app, daemon):
             if proc is not None and proc.returncode is None:
@@ -288,6 +300,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per scenario")
     parser.add_argument("--max-calls", type=int, default=20_000, help="calls per scenario")
     parser.add_argument("--actors", type=int, default=1000, help="actor ids per actor type")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures to FILE as JSON")
     args = parser.parse_args()
     if args.app:
         run_app(args.app)
@@ -299,10 +312,12 @@ def main() -> None:
         log_path = Path(tmp, "daemon.log")
         with log_path.open("wb") as log:
             try:
-                asyncio.run(bench(args, binary, Path(tmp), log))
+                results = asyncio.run(bench(args, binary, Path(tmp), log))
             except BaseException:
                 sys.stderr.write(log_path.read_text(errors="replace")[-4000:])
                 raise
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.summary() for r in results]))
 
 
 if __name__ == "__main__":
