@@ -3,17 +3,23 @@
 //!
 //! Python names each call with an id and keeps its future; the answer comes
 //! back as `(id, response_bytes)` or `(id, (code, message, trailers))`.
+//! Calls queue here until Python's `flush`, once per pass of its event loop:
+//! the runtime is woken once for all the calls made in that pass, where a
+//! wake per call would cost a thread switch per call.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures::future::{AbortHandle, Abortable};
 
 use parking_lot::Mutex;
 use prost::Message;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use tokio::task::AbortHandle;
 use troupe_sdk_core::client::{ActorCalls, CallOptions};
 use troupe_sdk_core::connect::{self, ConnectOptions};
 use troupe_sdk_core::proto::{InvokeRequest, TellRequest};
@@ -23,14 +29,25 @@ use crate::inbox::Inbox;
 use crate::{connect_options, py_call_error, runtime};
 
 type Answer = (u64, Result<Vec<u8>, CallError>);
+type Call = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 #[pyclass(module = "troupe._native", frozen)]
-#[derive(Debug)]
 pub(crate) struct Client {
     calls: ActorCalls,
     answers: Arc<Inbox<Answer>>,
     /// The calls under way, so that a cancelled Python call ends its RPC too.
     running: Arc<Mutex<HashMap<u64, AbortHandle>>>,
+    /// Calls made since the last flush, not started yet.
+    queued: Mutex<Vec<Call>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("running", &self.running.lock().len())
+            .field("queued", &self.queued.lock().len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Client {
@@ -42,24 +59,27 @@ impl Client {
             calls: ActorCalls::new(channel, options),
             answers: Arc::new(Inbox::new().map_err(|e| PyOSError::new_err(e.to_string()))?),
             running: Arc::default(),
+            queued: Mutex::default(),
         })
     }
 
-    fn start<F>(&self, id: u64, call: F) -> PyResult<()>
+    fn queue<F>(&self, id: u64, call: F)
     where
-        F: std::future::Future<Output = Result<Vec<u8>, CallError>> + Send + 'static,
+        F: Future<Output = Result<Vec<u8>, CallError>> + Send + 'static,
     {
         let answers = self.answers.clone();
         let running = self.running.clone();
-        // Held while spawning: the task's own removal waits for the insert.
-        let mut calls = self.running.lock();
-        let task = runtime()?.spawn(async move {
-            let answer = call.await;
-            running.lock().remove(&id);
-            answers.push((id, answer));
-        });
-        calls.insert(id, task.abort_handle());
-        Ok(())
+        // Registered before the call can start, so a cancel always finds it.
+        let (abort, registration) = AbortHandle::new_pair();
+        self.running.lock().insert(id, abort);
+        let call = Abortable::new(call, registration);
+        self.queued.lock().push(Box::pin(async move {
+            // Aborted: the Python caller is gone and wants no answer.
+            if let Ok(answer) = call.await {
+                running.lock().remove(&id);
+                answers.push((id, answer));
+            }
+        }));
     }
 }
 
@@ -108,12 +128,13 @@ impl Client {
         let request: InvokeRequest = decode(request, "troupe.v1.InvokeRequest")?;
         let calls = self.calls.clone();
         let options = call_options(timeout, metadata);
-        self.start(id, async move {
+        self.queue(id, async move {
             calls
                 .invoke(request, options)
                 .await
                 .map(|r| r.encode_to_vec())
-        })
+        });
+        Ok(())
     }
 
     /// Starts `ActorClient.Tell` with the serialized `TellRequest`.
@@ -127,12 +148,27 @@ impl Client {
         let request: TellRequest = decode(request, "troupe.v1.TellRequest")?;
         let calls = self.calls.clone();
         let options = call_options(timeout, metadata);
-        self.start(id, async move {
+        self.queue(id, async move {
             calls
                 .tell(request, options)
                 .await
                 .map(|r| r.encode_to_vec())
-        })
+        });
+        Ok(())
+    }
+
+    /// Starts the calls queued since the last flush.
+    fn flush(&self) -> PyResult<()> {
+        let calls = std::mem::take(&mut *self.queued.lock());
+        if calls.is_empty() {
+            return Ok(());
+        }
+        runtime()?.spawn(async move {
+            for call in calls {
+                tokio::spawn(call);
+            }
+        });
+        Ok(())
     }
 
     /// Ends call `id` (its Python caller was cancelled); no answer follows.
@@ -159,6 +195,7 @@ impl Client {
 
     /// Ends every call under way.
     fn close(&self) {
+        self.queued.lock().clear();
         for (_, task) in self.running.lock().drain() {
             task.abort();
         }

@@ -40,6 +40,9 @@ class NativeCalls:
         self._ids = itertools.count()
         self._waiting: dict[int, asyncio.Future[bytes]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The calls made in one pass of the event loop start together, at its end: one
+        # wake of the native runtime for all of them.
+        self._flush_due = False
 
     def _bind(self) -> asyncio.AbstractEventLoop:
         loop = asyncio.get_running_loop()
@@ -75,6 +78,9 @@ class NativeCalls:
             self._client.invoke(call_id, request, timeout, metadata)
         else:
             self._client.tell(call_id, request, timeout, metadata)
+        if not self._flush_due:
+            self._flush_due = True
+            loop.call_soon(self._flush)
         try:
             return await future
         except asyncio.CancelledError:
@@ -82,6 +88,10 @@ class NativeCalls:
             self._waiting.pop(call_id, None)
             self._client.cancel(call_id)
             raise
+
+    def _flush(self) -> None:
+        self._flush_due = False
+        self._client.flush()
 
     async def invoke(
         self, request: bytes, timeout: float | None, metadata: Sequence[tuple[str, str]]
@@ -99,6 +109,7 @@ class NativeCalls:
         if self._loop is not None and not self._loop.is_closed():
             self._loop.remove_reader(self._client.fileno())
         self._loop = None
+        self._flush_due = False
         self._client.close()
         waiting, self._waiting = self._waiting, {}
         for future in waiting.values():

@@ -30,15 +30,23 @@ _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 class _Outbox:
-    """Where _Session's handlers put answers: straight to the native writer, which
-    batches what is ready together."""
+    """Where _Session's handlers put answers. The answers of one pass of the event loop go
+    to the native writer together at its end (one wake of the writer for all of them),
+    which batches them on the stream."""
 
     def __init__(self, native: _native.Session) -> None:
         self._native = native
+        self._pending: list[bytes] = []
 
     def put_nowait(self, msg: app_pb2.AppMessage) -> None:
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._pending.append(msg.SerializeToString())
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
         # False once the stream is gone: the daemon fails that work with the stream.
-        self._native.send(msg.SerializeToString())
+        self._native.send(pending)
 
 
 class _NativeSession(_Session):
