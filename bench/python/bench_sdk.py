@@ -11,8 +11,9 @@ after --duration seconds or --max-calls calls, whichever comes first.
 Everything runs on loopback; the processes share the machine's cores.
 
 CPU per call is the CPU time (user + system, all threads, from /proc/PID/stat)
-the app process and this client process spent during the scenario, divided by
-its calls: what the SDK costs on each side, whatever else runs on the machine.
+the app process, this client process and the daemon spent during the scenario,
+divided by its calls: what the SDK costs on each side, whatever else runs on
+the machine. Their sum bounds the calls/s the machine's cores allow.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ class Result:
     latencies_ms: list[float]
     app_cpu_s: float
     client_cpu_s: float
+    daemon_cpu_s: float
 
     def cpu_us_per_call(self, cpu_s: float) -> str:
         return f"{cpu_s / self.calls * 1e6:.0f}" if self.calls else "-"
@@ -132,7 +134,8 @@ class Result:
     def summary(self) -> dict[str, str]:
         """The figures compare_cores.py tabulates, as printed."""
         row = self.row()
-        keys = ["scenario", "calls", "calls/s", "p50 ms", "p99 ms", "app µs", "client µs"]
+        keys = ["scenario", "calls", "calls/s", "p50 ms", "p99 ms"]
+        keys += ["app µs", "client µs", "daemon µs"]
         return dict(zip(keys, row, strict=False))
 
     def row(self) -> list[str]:
@@ -150,13 +153,19 @@ class Result:
             f"{p99:.2f}",
             self.cpu_us_per_call(self.app_cpu_s),
             self.cpu_us_per_call(self.client_cpu_s),
+            self.cpu_us_per_call(self.daemon_cpu_s),
             self.scenario.anchor,
             ratio,
         ]
 
 
 async def run_scenario(
-    client: troupe.Client, sc: Scenario, actors: int, duration: float, max_calls: int, app_pid: int
+    client: troupe.Client,
+    sc: Scenario,
+    actors: int,
+    duration: float,
+    max_calls: int,
+    pids: tuple[int, int],
 ) -> Result:
     latencies: list[float] = []
     errors = 0
@@ -178,7 +187,9 @@ async def run_scenario(
                 continue
             latencies.append((time.perf_counter() - t0) * 1000)
 
+    app_pid, daemon_pid = pids
     app_cpu, client_cpu = cpu_seconds(app_pid), cpu_seconds(os.getpid())
+    daemon_cpu = cpu_seconds(daemon_pid)
     started = time.perf_counter()
     await asyncio.gather(*(caller(w) for w in range(sc.concurrency)))
     seconds = time.perf_counter() - started
@@ -190,6 +201,7 @@ async def run_scenario(
         latencies,
         cpu_seconds(app_pid) - app_cpu,
         cpu_seconds(os.getpid()) - client_cpu,
+        cpu_seconds(daemon_pid) - daemon_cpu,
     )
 
 
@@ -228,6 +240,7 @@ def print_table(results: list[Result]) -> None:
         "p99 ms",
         "app CPU µs/call",
         "client CPU µs/call",
+        "daemon CPU µs/call",
         "anchor",
         "ratio",
     ]
@@ -278,7 +291,12 @@ async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO
             for sc in SCENARIOS:
                 results.append(
                     await run_scenario(
-                        client, sc, args.actors, args.duration, args.max_calls, app.pid
+                        client,
+                        sc,
+                        args.actors,
+                        args.duration,
+                        args.max_calls,
+                        (app.pid, daemon.pid),
                     )
                 )
         print_table(results)

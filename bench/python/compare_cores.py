@@ -20,7 +20,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).with_name("bench_sdk.py")
 CORES = [("python", "before (grpcio)"), ("native", "after (native)")]
-COLUMNS = ["calls/s", "p50 ms", "p99 ms", "app µs", "client µs"]
+COLUMNS = ["calls/s", "p50 ms", "p99 ms", "app µs", "client µs", "daemon µs"]
 
 
 def run(core: str, extra: list[str], out: Path) -> list[dict[str, str]]:
@@ -34,7 +34,8 @@ def run(core: str, extra: list[str], out: Path) -> list[dict[str, str]]:
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="troupe-cores-") as tmp:
         results = {core: run(core, sys.argv[1:], Path(tmp, f"{core}.json")) for core, _ in CORES}
-    header = ["scenario", "core", *COLUMNS[:3], "app CPU µs/call", "client CPU µs/call"]
+    header = ["scenario", "core", *COLUMNS[:3]]
+    header += ["app CPU µs/call", "client CPU µs/call", "daemon CPU µs/call"]
     rows = [header]
     for i, before in enumerate(results["python"]):
         for core, label in CORES:
