@@ -22,9 +22,9 @@ python_venv() {
         echo "== setting up .venv with the Python SDK" >&2
         python3 -m venv .venv
         .venv/bin/python -m pip install --quiet --upgrade pip
-        # The SDK's build (maturin) also builds the daemon into the wheel:
-        # the debug profile reuses what build_daemon built (release would
-        # take minutes more, and .venv/bin/troupe is not what tests run).
+        # The SDK's build (maturin) builds its native core, troupe._native,
+        # in the debug profile, sharing the dependencies build_daemon built
+        # (release would take minutes more); the tests run $TROUPE_BIN.
         MATURIN_PEP517_ARGS="--profile dev" \
             .venv/bin/python -m pip install --quiet -e 'sdks/python[dev]'
         cp sdks/python/pyproject.toml "$stamp"

@@ -9,6 +9,11 @@ load runs in this process through troupe.Client: one sequential caller, then 64
 concurrent callers, each spread over --actors actor ids. Every scenario stops
 after --duration seconds or --max-calls calls, whichever comes first.
 Everything runs on loopback; the processes share the machine's cores.
+
+CPU per call is the CPU time (user + system, all threads, from /proc/PID/stat)
+the app process, this client process and the daemon spent during the scenario,
+divided by its calls: what the SDK costs on each side, whatever else runs on
+the machine. Their sum bounds the calls/s the machine's cores allow.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -104,6 +110,13 @@ SCENARIOS = [
 ]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far, all its threads (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the command.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class Result:
     scenario: Scenario
@@ -111,6 +124,19 @@ class Result:
     errors: int
     seconds: float
     latencies_ms: list[float]
+    app_cpu_s: float
+    client_cpu_s: float
+    daemon_cpu_s: float
+
+    def cpu_us_per_call(self, cpu_s: float) -> str:
+        return f"{cpu_s / self.calls * 1e6:.0f}" if self.calls else "-"
+
+    def summary(self) -> dict[str, str]:
+        """The figures compare_cores.py tabulates, as printed."""
+        row = self.row()
+        keys = ["scenario", "calls", "calls/s", "p50 ms", "p99 ms"]
+        keys += ["app µs", "client µs", "daemon µs"]
+        return dict(zip(keys, row, strict=False))
 
     def row(self) -> list[str]:
         rate = self.calls / self.seconds if self.seconds else 0.0
@@ -125,13 +151,21 @@ class Result:
             f"{rate:,.0f}",
             f"{p50:.2f}",
             f"{p99:.2f}",
+            self.cpu_us_per_call(self.app_cpu_s),
+            self.cpu_us_per_call(self.client_cpu_s),
+            self.cpu_us_per_call(self.daemon_cpu_s),
             self.scenario.anchor,
             ratio,
         ]
 
 
 async def run_scenario(
-    client: troupe.Client, sc: Scenario, actors: int, duration: float, max_calls: int
+    client: troupe.Client,
+    sc: Scenario,
+    actors: int,
+    duration: float,
+    max_calls: int,
+    pids: tuple[int, int],
 ) -> Result:
     latencies: list[float] = []
     errors = 0
@@ -153,9 +187,22 @@ async def run_scenario(
                 continue
             latencies.append((time.perf_counter() - t0) * 1000)
 
+    app_pid, daemon_pid = pids
+    app_cpu, client_cpu = cpu_seconds(app_pid), cpu_seconds(os.getpid())
+    daemon_cpu = cpu_seconds(daemon_pid)
     started = time.perf_counter()
     await asyncio.gather(*(caller(w) for w in range(sc.concurrency)))
-    return Result(sc, len(latencies), errors, time.perf_counter() - started, latencies)
+    seconds = time.perf_counter() - started
+    return Result(
+        sc,
+        len(latencies),
+        errors,
+        seconds,
+        latencies,
+        cpu_seconds(app_pid) - app_cpu,
+        cpu_seconds(os.getpid()) - client_cpu,
+        cpu_seconds(daemon_pid) - daemon_cpu,
+    )
 
 
 async def warm_up(client: troupe.Client, actors: int) -> None:
@@ -185,7 +232,18 @@ async def wait_healthy(address: str, proc: asyncio.subprocess.Process) -> None:
 
 
 def print_table(results: list[Result]) -> None:
-    header = ["scenario", "calls", "calls/s", "p50 ms", "p99 ms", "anchor", "ratio"]
+    header = [
+        "scenario",
+        "calls",
+        "calls/s",
+        "p50 ms",
+        "p99 ms",
+        "app CPU µs/call",
+        "client CPU µs/call",
+        "daemon CPU µs/call",
+        "anchor",
+        "ratio",
+    ]
     rows = [header, *(r.row() for r in results)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     for n, row in enumerate(rows):
@@ -194,7 +252,7 @@ def print_table(results: list[Result]) -> None:
             print("-+-".join("-" * w for w in widths))
 
 
-async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO) -> None:
+async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO) -> list[Result]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"
@@ -222,15 +280,27 @@ async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO
         line = await asyncio.wait_for(app.stdout.readline(), 30)
         if line.strip() != b"registered":
             raise SystemExit(f"bench app did not register (said {line!r})")
-        print(f"daemon {binary} at {address}; {args.actors} actors per type", flush=True)
+        print(
+            f"daemon {binary} at {address}; {args.actors} actors per type;"
+            f" SDK core: {troupe._core.name()}",
+            flush=True,
+        )
         async with troupe.Client(address, timeout=30) as client:
             await warm_up(client, args.actors)
             results = []
             for sc in SCENARIOS:
                 results.append(
-                    await run_scenario(client, sc, args.actors, args.duration, args.max_calls)
+                    await run_scenario(
+                        client,
+                        sc,
+                        args.actors,
+                        args.duration,
+                        args.max_calls,
+                        (app.pid, daemon.pid),
+                    )
                 )
         print_table(results)
+        return results
     finally:
         for proc in (app, daemon):
             if proc is not None and proc.returncode is None:
@@ -248,6 +318,7 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per scenario")
     parser.add_argument("--max-calls", type=int, default=20_000, help="calls per scenario")
     parser.add_argument("--actors", type=int, default=1000, help="actor ids per actor type")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures to FILE as JSON")
     args = parser.parse_args()
     if args.app:
         run_app(args.app)
@@ -259,10 +330,12 @@ def main() -> None:
         log_path = Path(tmp, "daemon.log")
         with log_path.open("wb") as log:
             try:
-                asyncio.run(bench(args, binary, Path(tmp), log))
+                results = asyncio.run(bench(args, binary, Path(tmp), log))
             except BaseException:
                 sys.stderr.write(log_path.read_text(errors="replace")[-4000:])
                 raise
+    if args.json:
+        Path(args.json).write_text(json.dumps([r.summary() for r in results]))
 
 
 if __name__ == "__main__":

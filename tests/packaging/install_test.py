@@ -49,6 +49,7 @@ with troupe.SyncClient() as client:
     print(client.actor("counter", "c1").incr(by=1))
     print(troupe.daemon_path())
     print(troupe.__version__)
+    print(troupe._core.name())
 '''
 
 TS_APP = '''
@@ -176,6 +177,8 @@ def python_user(
     expect(out[0] == "1", f"the Python client's first incr answered {out[0]!r}, not 1")
     expect(out[1] == str(venv / "bin" / "troupe"), f"troupe.daemon_path() is {out[1]}")
     expect(out[2] == version, f"the SDK says version {out[2]}, the wheel {version}")
+    # The wheel's native core loads where it was built (no fallback warning).
+    expect(out[3] == "native", f"the installed SDK runs on its {out[3]} core, not the native one")
     return [
         ("python: venv + pip install of the wheel", installed - start),
         ("python: `troupe dev -- python app.py` until registered", registered - installed),

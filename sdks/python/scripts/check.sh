@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Static checks and tests of the Python SDK, its example and its benchmark.
+# Static checks and tests of the Python SDK, its example and its benchmark, with
+# the tests run on both of the SDK's cores.
 # Assumes an active virtualenv with: pip install -e 'sdks/python[dev]'
 # Integration tests use $TROUPE_BIN (default target/debug/troupe); without a
 # built daemon they are skipped, and the unit tests still run.
@@ -17,4 +18,7 @@ python_dirs=(src tests scripts "$repo/examples/python" "$repo/bench/python")
 echo "== ruff check"; ruff check --config pyproject.toml "${python_dirs[@]}"
 echo "== ruff format --check"; ruff format --check --config pyproject.toml "${python_dirs[@]}"
 echo "== mypy --strict"; mypy --strict src "$repo/examples/python" "$repo/bench/python"
-echo "== pytest"; python -m pytest "$@"
+# Once per core (src/troupe/_core.py): the native one (troupe._native, built by the
+# editable install) and the pure-Python fallback; both must pass every test.
+echo "== pytest (native core)"; TROUPE_SDK_CORE=native python -m pytest "$@"
+echo "== pytest (pure-Python core)"; TROUPE_SDK_CORE=python python -m pytest "$@"

@@ -12,8 +12,10 @@ import signal
 import socket
 from collections.abc import Sequence
 
+import grpc
 from opentelemetry.trace import TracerProvider
 
+from . import _core
 from ._actor import Actor, ActorSpec, spec_of
 from ._address import (
     API_VERSION,
@@ -27,7 +29,7 @@ from ._duration import DurationLike, timeout_seconds, to_seconds
 from ._proto.troupe.v1 import app_pb2, common_pb2
 from ._session import _CONNECTION_ERRORS, _describe, _Session, _StreamEnded
 from ._tls import TlsPath, TlsSource
-from ._tracing import Tracing
+from ._tracing import Metadata, Tracing
 
 # Records carry the logger's name ("troupe"), so messages do not repeat it.
 log = logging.getLogger("troupe")
@@ -173,6 +175,19 @@ class App:
             f" it hosts {', '.join(self._specs)}",
         )
 
+    def _session(self, channel: grpc.aio.Channel, auth: Metadata) -> _Session:
+        """One stream's session on the core in use (_core.py). The grpc.aio channel carries
+        the rarer RPCs actors make either way; it connects only when one is made."""
+        if _core.native is None:
+            return _Session(self, channel, auth)
+        from ._native_session import _NativeSession
+
+        pem = self._tls.pem()
+        ca, client = pem if pem is not None else (None, None)
+        cert, key = client if client is not None else (None, None)
+        native = _core.native.Session(self.address, ca, cert, key, self.max_receive_bytes)
+        return _NativeSession(self, channel, native, auth)
+
     def stop(self) -> None:
         """Ask :meth:`run` to return: the stream is closed and in-flight turns are cancelled.
 
@@ -202,7 +217,7 @@ class App:
                 auth = self._auth.metadata()
                 credentials = self._tls.credentials()
                 channel = open_channel(self.address, self.max_receive_bytes, credentials)
-                session = _Session(self, channel, auth)
+                session = self._session(channel, auth)
                 sessions_before = self._sessions
                 task = asyncio.create_task(session.run())
                 try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -25,6 +25,9 @@ from ._schedule import (
 )
 from ._tracing import Metadata, Tracing
 from ._turn import chain_for_call, timeout_for_call
+
+if TYPE_CHECKING:
+    from ._native_calls import NativeCalls
 
 Params = Mapping[str, Any] | Sequence[Any] | bytes | None
 _LIST_PAGE_SIZE = 500
@@ -66,6 +69,9 @@ class Caller:
     Invoke and tell carry an idempotency key, the caller's or a fresh one per call, and
     with ``retry`` are resent with the same key on UNAVAILABLE while their deadline
     leaves time (_retry.py). The other RPCs are sent once.
+
+    With ``native`` (the native core, _core.py), invoke and tell go through it; the
+    rarer RPCs stay on ``channel``, which connects only when one of them is made.
     """
 
     def __init__(
@@ -75,11 +81,13 @@ class Caller:
         auth: Metadata = (),
         *,
         retry: bool = True,
+        native: NativeCalls | None = None,
     ) -> None:
         self._stub = client_pb2_grpc.ActorClientStub(channel)  # type: ignore[no-untyped-call]
         self._tracing = tracing or Tracing()
         self._auth = auth
         self._retry = retry
+        self._native = native
 
     @contextlib.contextmanager
     def _rpc(
@@ -113,14 +121,23 @@ class Caller:
             chain=chain if chain is not None else chain_for_call(),
             idempotency_key=key,
         )
+        native = self._native
         # One span for the logical call: its retries are not separate calls.
         with self._rpc("Invoke", actor_type, actor_id, method) as md:
+            if native is not None:
+                data = req.SerializeToString()
 
-            async def attempt(left: float | None) -> client_pb2.InvokeResponse:
-                resp: client_pb2.InvokeResponse = await self._stub.Invoke(
-                    req, timeout=left, metadata=md
-                )
-                return resp
+                async def attempt(left: float | None) -> client_pb2.InvokeResponse:
+                    answer = await native.invoke(data, left, md or ())
+                    return client_pb2.InvokeResponse.FromString(answer)
+
+            else:
+
+                async def attempt(left: float | None) -> client_pb2.InvokeResponse:
+                    resp: client_pb2.InvokeResponse = await self._stub.Invoke(
+                        req, timeout=left, metadata=md
+                    )
+                    return resp
 
             resp = await send_with_retries(attempt, timeout, retry=self._retry, what=what)
         return decode_result(resp.payload)
@@ -151,10 +168,18 @@ class Caller:
             delivery=_DELIVERY[durable],
             idempotency_key=key,
         )
+        native = self._native
         with self._rpc("Tell", actor_type, actor_id, method) as md:
+            if native is not None:
+                data = req.SerializeToString()
 
-            async def attempt(left: float | None) -> None:
-                await self._stub.Tell(req, timeout=left, metadata=md)
+                async def attempt(left: float | None) -> None:
+                    await native.tell(data, left, md or ())
+
+            else:
+
+                async def attempt(left: float | None) -> None:
+                    await self._stub.Tell(req, timeout=left, metadata=md)
 
             await send_with_retries(attempt, timeout, retry=self._retry, what=what)
 

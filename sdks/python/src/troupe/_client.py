@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import grpc
 from opentelemetry.trace import TracerProvider
 
+from . import _core
 from ._actor import type_name
 from ._address import open_channel, resolve_address
 from ._auth import API_TOKEN_ENV, TokenPath, TokenSource
@@ -21,6 +22,7 @@ from ._tracing import Tracing
 
 if TYPE_CHECKING:
     from ._actor import Actor
+    from ._native_calls import NativeCalls
     from ._sync_client import SyncClient
 
 T = TypeVar("T")
@@ -96,6 +98,7 @@ class Client:
         self.retry = retry
         self._channel: grpc.aio.Channel | None = None
         self._caller: Caller | None = None
+        self._native: NativeCalls | None = None
 
     def __repr__(self) -> str:
         tls = self._tls.describe()
@@ -107,7 +110,16 @@ class Client:
         if self._caller is None:
             auth = self._auth.metadata()
             self._channel = open_channel(self.address, credentials=self._tls.credentials())
-            self._caller = Caller(self._channel, self._tracing, auth, retry=self.retry)
+            if _core.native is not None:
+                from ._native_calls import NativeCalls
+
+                pem = self._tls.pem()
+                ca, client = pem if pem is not None else (None, None)
+                cert, key = client if client is not None else (None, None)
+                self._native = NativeCalls(_core.native.Client(self.address, ca, cert, key))
+            self._caller = Caller(
+                self._channel, self._tracing, auth, retry=self.retry, native=self._native
+            )
         return self._caller
 
     async def __aenter__(self) -> Client:
@@ -123,6 +135,9 @@ class Client:
 
     async def close(self) -> None:
         """Close the connection; in-flight calls are cancelled."""
+        if self._native is not None:
+            native, self._native = self._native, None
+            native.close()
         if self._channel is not None:
             channel, self._channel, self._caller = self._channel, None, None
             await channel.close(None)

@@ -124,8 +124,8 @@ class TlsSource:
             )
         return ca, None
 
-    def credentials(self) -> grpc.ChannelCredentials | None:
-        """Credentials of a new TLS channel from the files as they are now, or None for
+    def pem(self) -> tuple[bytes, tuple[bytes, bytes] | None] | None:
+        """The CA and the client certificate and key as they are now (PEM bytes), or None for
         plaintext. Raises TlsConfigError when a file cannot be read or holds no PEM."""
         files = self.files()
         if files is None:
@@ -133,9 +133,21 @@ class TlsSource:
         ca, client = files
         root = _read(ca, _CERTIFICATE, "a CA certificate")
         if client is None:
-            return grpc.ssl_channel_credentials(root_certificates=root)
+            return root, None
         chain = _read(client[0], _CERTIFICATE, "a certificate")
         key = _read(client[1], _PRIVATE_KEY, "a private key")
+        return root, (chain, key)
+
+    def credentials(self) -> grpc.ChannelCredentials | None:
+        """Credentials of a new TLS channel from the files as they are now, or None for
+        plaintext. Raises TlsConfigError when a file cannot be read or holds no PEM."""
+        pem = self.pem()
+        if pem is None:
+            return None
+        root, client = pem
+        if client is None:
+            return grpc.ssl_channel_credentials(root_certificates=root)
+        chain, key = client
         return grpc.ssl_channel_credentials(
             root_certificates=root, private_key=key, certificate_chain=chain
         )

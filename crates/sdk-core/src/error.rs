@@ -1,0 +1,78 @@
+//! Errors at the crate's boundary: a channel that cannot be configured, and a
+//! call (or an app stream) that ended with a gRPC status.
+
+use tonic::Code;
+
+/// A channel that could not be set up; nothing was sent.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The address is not `host:port` (or a URI tonic takes).
+    #[error("invalid daemon address {address:?}: {reason}")]
+    Address { address: String, reason: String },
+    /// The CA, certificate or key was refused by the TLS stack.
+    #[error("TLS setup failed: {0}")]
+    Tls(String),
+}
+
+/// A call or stream that ended with a status other than OK, as the language
+/// layer shows it to its users: the code, the message, and the trailers
+/// (the daemon names an actor's error type and its API version there).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{code:?}: {message}")]
+pub struct CallError {
+    pub code: Code,
+    pub message: String,
+    /// ASCII trailers only; binary ones (`-bin`) carry nothing the SDKs read.
+    pub trailers: Vec<(String, String)>,
+}
+
+impl CallError {
+    pub fn new(code: Code, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            trailers: Vec::new(),
+        }
+    }
+
+    /// The call's local deadline passed before an answer came: what gRPC
+    /// libraries report, so callers see one wording whichever core they use.
+    pub fn deadline_exceeded() -> Self {
+        Self::new(Code::DeadlineExceeded, "Deadline Exceeded")
+    }
+}
+
+impl From<tonic::Status> for CallError {
+    fn from(status: tonic::Status) -> Self {
+        let trailers = status
+            .metadata()
+            .iter()
+            .filter_map(|entry| match entry {
+                tonic::metadata::KeyAndValueRef::Ascii(key, value) => {
+                    Some((key.as_str().to_owned(), value.to_str().ok()?.to_owned()))
+                }
+                tonic::metadata::KeyAndValueRef::Binary(..) => None,
+            })
+            .collect();
+        Self {
+            code: status.code(),
+            message: status.message().to_owned(),
+            trailers,
+        }
+    }
+}
+
+/// Why an app stream did not get as far as `Registered`.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AttachError {
+    /// The daemon (or the connection to it) ended the stream with this
+    /// status; the layer decides from its code whether to re-connect.
+    #[error("daemon refused the registration: {0}")]
+    Refused(CallError),
+    /// The stream ended cleanly before `Registered` came.
+    #[error("daemon ended the stream before registering (OK)")]
+    EndedEarly,
+    /// The first message was not `Registered`; names what it was.
+    #[error("expected Registered first, got {0}")]
+    Unexpected(&'static str),
+}
