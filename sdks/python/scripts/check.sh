@@ -14,10 +14,10 @@ if [[ -z "${TROUPE_BIN:-}" && -x "$repo/target/debug/troupe" ]]; then
     export TROUPE_BIN="$repo/target/debug/troupe"
 fi
 
-python_dirs=(src tests scripts "$repo/examples/python" "$repo/bench/python")
+python_dirs=(src tests scripts build_backend "$repo/examples/python" "$repo/bench/python")
 echo "== ruff check"; ruff check --config pyproject.toml "${python_dirs[@]}"
 echo "== ruff format --check"; ruff format --check --config pyproject.toml "${python_dirs[@]}"
-echo "== mypy --strict"; mypy --strict src "$repo/examples/python" "$repo/bench/python"
+echo "== mypy --strict"; mypy --strict src build_backend "$repo/examples/python" "$repo/bench/python"
 # Once per core (src/troupe/_core.py): the native one (troupe._native, built by the
 # editable install) and the pure-Python fallback; both must pass every test.
 echo "== pytest (native core)"; TROUPE_SDK_CORE=native python -m pytest "$@"
