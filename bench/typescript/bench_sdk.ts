@@ -255,7 +255,7 @@ async function main(): Promise<void> {
     const address = m[1] ?? "";
     app = spawn(process.execPath, [fileURLToPath(import.meta.url), "--app", address], { stdio: ["ignore", "pipe", "inherit"] });
     await firstLine(app, /^registered$/, 30_000, "bench app registration");
-    console.log(`daemon ${binary} at ${address}; ${actors} actors per type; node ${process.version}`);
+    console.log(`daemon ${binary} at ${address}; ${actors} actors per type; node ${process.version}; TROUPE_SDK_CORE=${process.env["TROUPE_SDK_CORE"] ?? "(unset: native if it loads)"}`);
     const client = new Client({ address, timeout: "30s" });
     try {
       await warmUp(client, actors);
