@@ -44,7 +44,7 @@ pub struct NativeClient {
     /// (a server waiting for its clients to leave would wait until then).
     calls: Mutex<Option<ActorCalls>>,
     answers: Arc<Inbox<Vec<Answer>>>,
-    /// The calls under way, so that `cancel` and `close` end their RPCs.
+    /// The calls under way, so that `close` ends their RPCs.
     running: Arc<Mutex<HashMap<u32, AbortHandle>>>,
 }
 
@@ -147,14 +147,6 @@ impl NativeClient {
                 .map(|r| r.encode_to_vec())
         })?;
         Ok(())
-    }
-
-    /// Ends call `id`; no answer follows.
-    #[napi]
-    pub fn cancel(&self, id: u32) {
-        if let Some(task) = self.running.lock().remove(&id) {
-            task.abort();
-        }
     }
 
     /// The answers that arrived since the last take.

@@ -45,7 +45,6 @@ export interface NativeAnswer {
 export interface NativeClient {
   invoke(id: number, request: Buffer, timeoutMs: number | undefined | null, metadata: string[]): void;
   tell(id: number, request: Buffer, timeoutMs: number | undefined | null, metadata: string[]): void;
-  cancel(id: number): void;
   take(): NativeAnswer[];
   close(): void;
 }
