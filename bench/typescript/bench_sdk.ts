@@ -10,6 +10,10 @@
 // ids. Every scenario stops after --duration seconds or --max-calls calls,
 // whichever comes first. Everything runs on loopback; the processes share the
 // machine's cores. Prints the same table as bench/python/bench_sdk.py.
+//
+// CPU per call is the CPU time (user + system, all threads, from /proc/PID/stat)
+// the app process and this client process spent during the scenario, divided by
+// its calls: what the SDK costs on each side, whatever else runs on the machine.
 import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -83,6 +87,22 @@ interface Result {
   errors: number;
   seconds: number;
   latenciesMs: number[];
+  appCpuS: number;
+  clientCpuS: number;
+}
+
+const CLOCK_TICKS_PER_S = 100;
+
+/** User + system CPU time of process `pid` so far, all its threads (Linux). */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${String(pid)}/stat`, "utf8");
+  // utime and stime are fields 14 and 15 of stat(5), 12 and 13 after the command.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
+}
+
+function usPerCall(cpuS: number, calls: number): string {
+  return calls > 0 ? ((cpuS / calls) * 1e6).toFixed(0) : "-";
 }
 
 function row(r: Result): string[] {
@@ -97,12 +117,14 @@ function row(r: Result): string[] {
     Math.round(rate).toLocaleString("en-US"),
     p50.toFixed(2),
     pct(0.99).toFixed(2),
+    usPerCall(r.appCpuS, r.calls),
+    usPerCall(r.clientCpuS, r.calls),
     r.scenario.anchor,
     anchor === undefined ? "-" : `${(rate / anchor).toFixed(2)}x`,
   ];
 }
 
-async function runScenario(client: Client, sc: Scenario, actors: number, durationS: number, maxCalls: number): Promise<Result> {
+async function runScenario(client: Client, sc: Scenario, actors: number, durationS: number, maxCalls: number, appPid: number): Promise<Result> {
   const latencies: number[] = [];
   let errors = 0;
   let issued = 0;
@@ -126,9 +148,18 @@ async function runScenario(client: Client, sc: Scenario, actors: number, duratio
     }
   }
 
+  const [appCpu, clientCpu] = [cpuSeconds(appPid), cpuSeconds(process.pid)];
   const started = performance.now();
   await Promise.all(Array.from({ length: sc.concurrency }, (_, w) => caller(w)));
-  return { scenario: sc, calls: latencies.length, errors, seconds: (performance.now() - started) / 1000, latenciesMs: latencies };
+  return {
+    scenario: sc,
+    calls: latencies.length,
+    errors,
+    seconds: (performance.now() - started) / 1000,
+    latenciesMs: latencies,
+    appCpuS: cpuSeconds(appPid) - appCpu,
+    clientCpuS: cpuSeconds(process.pid) - clientCpu,
+  };
 }
 
 /** Activate every actor once so the scenarios measure calls, not activations. */
@@ -149,7 +180,7 @@ async function warmUp(client: Client, actors: number): Promise<void> {
 }
 
 function printTable(results: Result[]): void {
-  const header = ["scenario", "calls", "calls/s", "p50 ms", "p99 ms", "anchor", "ratio"];
+  const header = ["scenario", "calls", "calls/s", "p50 ms", "p99 ms", "app CPU µs/call", "client CPU µs/call", "anchor", "ratio"];
   const rows = [header, ...results.map(row)];
   const widths = header.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
   rows.forEach((r, n) => {
@@ -224,12 +255,14 @@ async function main(): Promise<void> {
     const address = m[1] ?? "";
     app = spawn(process.execPath, [fileURLToPath(import.meta.url), "--app", address], { stdio: ["ignore", "pipe", "inherit"] });
     await firstLine(app, /^registered$/, 30_000, "bench app registration");
-    console.log(`daemon ${binary} at ${address}; ${actors} actors per type; node ${process.version}`);
+    console.log(`daemon ${binary} at ${address}; ${actors} actors per type; node ${process.version}; TROUPE_SDK_CORE=${process.env["TROUPE_SDK_CORE"] ?? "(unset: native if it loads)"}`);
     const client = new Client({ address, timeout: "30s" });
     try {
       await warmUp(client, actors);
       const results: Result[] = [];
-      for (const sc of SCENARIOS) results.push(await runScenario(client, sc, actors, durationS, maxCalls));
+      const appPid = app.pid;
+      if (appPid === undefined) throw new Error("bench app has no pid");
+      for (const sc of SCENARIOS) results.push(await runScenario(client, sc, actors, durationS, maxCalls, appPid));
       printTable(results);
     } finally {
       client.close();

@@ -3,7 +3,9 @@
 #
 #   bench/typescript/run_bench.sh [--duration 5] [--max-calls 20000] [--actors 1000]
 #
-# TROUPE_BIN: daemon binary (default target/debug/troupe). Builds the SDK first
+# TROUPE_BIN: daemon binary (default target/debug/troupe). TROUPE_SDK_CORE=js|native
+# picks the SDK's core on both sides (default: native when its addon loads; build it
+# with sdks/typescript/scripts/build_native.sh --release). Builds the SDK first
 # if sdks/typescript/dist is missing.
 set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

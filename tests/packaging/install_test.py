@@ -205,8 +205,11 @@ def node_user(work: Path, env: dict[str, str], sdk_tgz: Path, daemon_tgz: Path) 
     run(["npx", "tsc", "-p", "."], project, env)
     # What `npx troupe` runs; npx itself dies of the Ctrl-C without waiting.
     troupe = str(project / "node_modules" / ".bin" / "troupe")
-    with DevSession([troupe, "dev", "--", "node", "out/app.js"], project, env) as dev:
-        out = run(["node", "out/client.js"], project, {**env, "TROUPE_ADDR": dev.addr}).split()
+    # The platform package's native core must load where it was built: forced,
+    # the app and the client fail rather than fall back to @grpc/grpc-js.
+    native = {**env, "TROUPE_SDK_CORE": "native"}
+    with DevSession([troupe, "dev", "--", "node", "out/app.js"], project, native) as dev:
+        out = run(["node", "out/client.js"], project, {**native, "TROUPE_ADDR": dev.addr}).split()
     expect(out[0] == "1", f"the TypeScript client's first incr answered {out[0]!r}, not 1")
     binary = project / "node_modules" / "@troupe"
     expect(out[1].startswith(str(binary)), f"daemonPath() is {out[1]}, not under {binary}")

@@ -55,11 +55,26 @@ impl From<tonic::Status> for CallError {
             })
             .collect();
         Self {
-            code: status.code(),
+            code: transport_failure(&status).unwrap_or(status.code()),
             message: status.message().to_owned(),
             trailers,
         }
     }
+}
+
+/// UNAVAILABLE for a status tonic made of a failed connection (it carries the
+/// transport's error as its source; one the daemon sent has none), which
+/// tonic reports as UNKNOWN "transport error", INTERNAL "h2 protocol error" or
+/// CANCELLED "operation was canceled" (a call queued on a connection that broke):
+/// grpc-js and grpcio say UNAVAILABLE, which the SDKs retry with the call's
+/// idempotency key and their users look for.
+fn transport_failure(status: &tonic::Status) -> Option<Code> {
+    let failed = std::error::Error::source(status).is_some()
+        && matches!(
+            status.code(),
+            Code::Unknown | Code::Internal | Code::Cancelled
+        );
+    failed.then_some(Code::Unavailable)
 }
 
 /// Why an app stream did not get as far as `Registered`.
@@ -75,4 +90,22 @@ pub enum AttachError {
     /// The first message was not `Registered`; names what it was.
     #[error("expected Registered first, got {0}")]
     Unexpected(&'static str),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_failure_is_unavailable_and_a_daemon_status_stays_as_sent() {
+        let broken = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+        let failed = CallError::from(tonic::Status::from_error(Box::new(broken)));
+        assert_eq!(failed.code, Code::Unavailable);
+        let sent = CallError::from(tonic::Status::internal("the actor panicked"));
+        assert_eq!(sent.code, Code::Internal);
+        let sent = CallError::from(tonic::Status::cancelled("Timeout expired"));
+        assert_eq!(sent.code, Code::Cancelled);
+        let sent = CallError::from(tonic::Status::unknown("an actor error"));
+        assert_eq!(sent.code, Code::Unknown);
+    }
 }

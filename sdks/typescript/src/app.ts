@@ -4,10 +4,15 @@ import type { TracerProvider } from "@opentelemetry/api";
 import { hostname } from "node:os";
 import { type ActorClass, type ActorSpec, specOf } from "./actor.js";
 import { API_VERSION, channelOptions, checkReceiveLimit, grpcTarget, resolveAddress, SDK_NAME } from "./address.js";
-import { APP_TOKEN_ENV, resolveToken, tokenClientOptions } from "./auth.js";
+import { APP_TOKEN_ENV, resolveToken, tokenClientOptions, tokenMetadata } from "./auth.js";
 import { type Duration, toMillis } from "./duration.js";
 import { TroupeError } from "./errors.js";
-import { channelCredentials, resolveTls, type TlsOptions } from "./tls.js";
+import { channelCredentials, resolveTls, tlsBytes, type TlsOptions } from "./tls.js";
+import { nativeCore } from "./core.js";
+import { ActorClientClient } from "./gen/troupe/v1/client.js";
+import { GrpcWire } from "./grpc_wire.js";
+import { NativeWire } from "./native_wire.js";
+import type { AppWire } from "./wire.js";
 import { Tracing } from "./tracing.js";
 import { ConnectionLost, describe, type Logger, Session, type SessionHost } from "./session.js";
 
@@ -137,14 +142,26 @@ export class App {
     checkReceiveLimit(maxReceiveBytes);
     const tls = resolveTls(options);
     channelCredentials(tls); // unusable files throw here; read again at each (re-)connect
+    const addon = nativeCore();
+    const token = resolveToken(options, APP_TOKEN_ENV);
+    // The token lives only in these closures, out of reach of inspection.
+    const clientOptions = { ...channelOptions(maxReceiveBytes), ...tokenClientOptions(token) };
+    const openWire = (target: string): AppWire => {
+      const creds = channelCredentials(tls);
+      if (addon === undefined) {
+        return new GrpcWire(target, creds, clientOptions, (m) => {
+          this.#logger.debug(m);
+        });
+      }
+      const connect = { address: this.address, ...tlsBytes(tls), maxReceiveBytes };
+      return new NativeWire(addon, connect, tokenMetadata(token), new ActorClientClient(target, creds, clientOptions));
+    };
     this.#host = {
       address: this.address,
       specs: this.#specs,
       logger: this.#logger,
       tracing: new Tracing(options.tracerProvider),
-      // The token lives only in this interceptor's closure, out of reach of inspection.
-      clientOptions: { ...channelOptions(maxReceiveBytes), ...tokenClientOptions(resolveToken(options, APP_TOKEN_ENV)) },
-      credentials: () => channelCredentials(tls),
+      openWire,
       setRegistered: (registered, version) => {
         this.#setRegistered(registered, version);
       },

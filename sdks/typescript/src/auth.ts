@@ -94,3 +94,12 @@ export function tokenClientOptions(token: string | undefined): grpc.ClientOption
     });
   return { interceptors: [interceptor] };
 }
+
+/**
+ * The metadata that sends `token` on the native core, flat (`[key, value]`;
+ * none when undefined): what tokenClientOptions' interceptor adds on grpc-js.
+ * @internal
+ */
+export function tokenMetadata(token: string | undefined): string[] {
+  return token === undefined ? [] : [AUTHORIZATION, `Bearer ${token}`];
+}

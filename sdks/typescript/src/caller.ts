@@ -3,7 +3,7 @@ import * as grpc from "@grpc/grpc-js";
 import type { Actor } from "./actor.js";
 import { type Duration, toMillis } from "./duration.js";
 import { fromRpcError, InvalidArgument } from "./errors.js";
-import type { ActorClientClient, GetStateResponse, InvokeResponse } from "./gen/troupe/v1/client.js";
+import type { ActorClientClient, GetStateResponse, InvokeRequest, InvokeResponse, TellRequest } from "./gen/troupe/v1/client.js";
 import { type CallChain, Delivery } from "./gen/troupe/v1/common.js";
 import { decodeResult, decodeState, encodeCall, Kwargs, splitArgs } from "./payload.js";
 import { callKey, sendWithRetries } from "./retry.js";
@@ -170,6 +170,36 @@ function deadlineMs(options: Partial<grpc.CallOptions>): number | undefined {
 }
 
 /**
+ * @internal How invoke and tell reach the daemon, one attempt each: a grpc-js
+ * stub, or the native core (native_calls.ts). Rejects with a grpc.ServiceError
+ * (or an error shaped like one), which the retries and errors read.
+ */
+export interface CallTransport {
+  invoke(request: InvokeRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<InvokeResponse>;
+  tell(request: TellRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<void>;
+}
+
+/** @internal invoke and tell on a grpc-js stub. */
+export function stubTransport(stub: ActorClientClient): CallTransport {
+  return {
+    invoke: (request, md, options) =>
+      new Promise<InvokeResponse>((resolve, reject) => {
+        stub.invoke(request, md, options, (err: grpc.ServiceError | null, r?: InvokeResponse) => {
+          if (err !== null) reject(err);
+          else resolve(r ?? { payload: undefined });
+        });
+      }),
+    tell: (request, md, options) =>
+      new Promise<void>((resolve, reject) => {
+        stub.tell(request, md, options, (err: grpc.ServiceError | null) => {
+          if (err !== null) reject(err);
+          else resolve();
+        });
+      }),
+  };
+}
+
+/**
  * @internal Issues ActorClient RPCs on a channel. An RPC made while a turn runs
  * (in its async context) is made on the turn's behalf: invoke and tell carry its
  * call chain, and every RPC's deadline is cut to the turn's caller's (turn.ts).
@@ -180,11 +210,14 @@ function deadlineMs(options: Partial<grpc.CallOptions>): number | undefined {
  */
 export class Caller {
   readonly #stub: ActorClientClient;
+  readonly #calls: CallTransport;
   readonly #tracing: Tracing;
   readonly #retry: boolean;
 
-  constructor(stub: ActorClientClient, tracing: Tracing = new Tracing(), retry = true) {
+  /** `calls` carries invoke and tell (default: `stub`); getState always goes through `stub`. */
+  constructor(stub: ActorClientClient, tracing: Tracing = new Tracing(), retry = true, calls: CallTransport = stubTransport(stub)) {
     this.#stub = stub;
+    this.#calls = calls;
     this.#tracing = tracing;
     this.#retry = retry;
   }
@@ -206,14 +239,8 @@ export class Caller {
     // One span for the logical call: its retries are not separate calls.
     return this.#tracing.call({ rpc: "Invoke", type, id, method }, async (md) => {
       const resp = await sendWithRetries(
-        () =>
-          new Promise<InvokeResponse>((resolve, reject) => {
-            // A copy per attempt: interceptors may edit the metadata they are given.
-            this.#stub.invoke(request, md.clone(), callOptions, (err: grpc.ServiceError | null, r?: InvokeResponse) => {
-              if (err !== null) reject(err);
-              else resolve(r ?? { payload: undefined });
-            });
-          }),
+        // A copy per attempt: interceptors may edit the metadata they are given.
+        () => this.#calls.invoke(request, md.clone(), callOptions),
         deadlineMs(callOptions),
         { retry: this.#retry, what },
       );
@@ -244,13 +271,7 @@ export class Caller {
     };
     return this.#tracing.call({ rpc: "Tell", type, id, method }, (md) =>
       sendWithRetries(
-        () =>
-          new Promise<void>((resolve, reject) => {
-            this.#stub.tell(request, md.clone(), callOptions, (err: grpc.ServiceError | null) => {
-              if (err !== null) reject(err);
-              else resolve();
-            });
-          }),
+        () => this.#calls.tell(request, md.clone(), callOptions),
         deadlineMs(callOptions),
         { retry: this.#retry, what },
       ),

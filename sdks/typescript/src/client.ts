@@ -2,7 +2,7 @@
 import type { TracerProvider } from "@opentelemetry/api";
 import { type ActorClass, type ActorInstance, actorTypeName } from "./actor.js";
 import { CHANNEL_OPTIONS, grpcTarget, resolveAddress } from "./address.js";
-import { API_TOKEN_ENV, resolveToken, tokenClientOptions } from "./auth.js";
+import { API_TOKEN_ENV, resolveToken, tokenClientOptions, tokenMetadata } from "./auth.js";
 import {
   type ActorHandle,
   type CallOptions,
@@ -27,7 +27,9 @@ import {
   type ScheduleTime,
   type TimerOptions,
 } from "./schedule.js";
-import { channelCredentials, resolveTls, type TlsFiles, type TlsOptions } from "./tls.js";
+import { channelCredentials, resolveTls, tlsBytes, type TlsFiles, type TlsOptions } from "./tls.js";
+import { type NativeAddon, nativeCore } from "./core.js";
+import { NativeCalls } from "./native_calls.js";
 import { Tracing } from "./tracing.js";
 
 type TypeOrClass = string | ActorClass;
@@ -108,6 +110,8 @@ export class Client {
   readonly retry: boolean;
   #stub: ActorClientClient | undefined;
   #caller: Caller | undefined;
+  #native: NativeCalls | undefined;
+  readonly #addon: NativeAddon | undefined;
   readonly #scheduler: Scheduler;
   readonly #tracing: Tracing;
   // Private, so that inspecting or serialising the Client never shows it.
@@ -127,6 +131,7 @@ export class Client {
     this.#tls = resolveTls(options);
     channelCredentials(this.#tls); // unusable files throw here; read again for each channel
     this.#tracing = new Tracing(options.tracerProvider);
+    this.#addon = nativeCore();
     this.#scheduler = new Scheduler(
       () => this.#getStub(),
       () => this.timeout,
@@ -143,8 +148,17 @@ export class Client {
   }
 
   #getCaller(): Caller {
-    this.#caller ??= new Caller(this.#getStub(), this.#tracing, this.retry);
+    this.#caller ??= new Caller(this.#getStub(), this.#tracing, this.retry, this.#nativeCalls());
     return this.#caller;
+  }
+
+  /** invoke and tell on the native core when it loaded (core.ts); undefined: on the stub. */
+  #nativeCalls(): NativeCalls | undefined {
+    const addon = this.#addon;
+    if (addon === undefined) return undefined;
+    const connect = { address: this.address, ...tlsBytes(this.#tls) };
+    this.#native = new NativeCalls((wake) => new addon.NativeClient(connect, wake), tokenMetadata(this.#token));
+    return this.#native;
   }
 
   #options(options: TellOptions | undefined): TellOptions {
@@ -154,9 +168,12 @@ export class Client {
   /** Close the connection; in-flight calls fail. The client re-connects if used again. */
   close(): void {
     const stub = this.#stub;
+    const native = this.#native;
     this.#stub = undefined;
     this.#caller = undefined;
+    this.#native = undefined;
     stub?.close();
+    native?.close();
   }
 
   /** For `using client = new Client()`. */

@@ -9,8 +9,7 @@ import { ActorError, API_VERSION_TRAILER, ApiVersionMismatch, errorForCode, INST
 import {
   type Activate,
   type ActivateResult,
-  AppMessage,
-  AppHostClient,
+  type AppMessage,
   type DaemonMessage,
   type Deactivate,
   type DeactivateResult,
@@ -19,25 +18,18 @@ import {
   type Turn,
   type TurnResult,
 } from "./gen/troupe/v1/app.js";
-import { ActorClientClient } from "./gen/troupe/v1/client.js";
 import { type ActorFailure, type Payload, TurnKind } from "./gen/troupe/v1/common.js";
 import { decodeCall, encodeResult } from "./payload.js";
 import { decodeData, Scheduler } from "./schedule.js";
 import { commitState, endTurn, refuseState, rollbackState, State } from "./state.js";
 import { Tracing } from "./tracing.js";
 import { currentTurn, TurnScope } from "./turn.js";
+import type { AppWire } from "./wire.js";
+
+// The tests of packAnswers import it from here.
+export { packAnswers } from "./grpc_wire.js";
 
 const MAX_DETAILS = 8 * 1024;
-// Answers that are ready together go out in one AppBatch (many tiny HTTP/2 DATA
-// frames cost the daemon far more than a few larger ones, and HTTP/2 peers limit
-// how many they buffer). A batch stays well under the daemon's 64 MiB message
-// limit: at most this many answers and bytes; an answer above ALONE_BYTES goes alone.
-const BATCH_MESSAGES = 256;
-const BATCH_BYTES = 1024 * 1024;
-const ALONE_BYTES = 64 * 1024;
-// What each answer adds inside AppBatch beyond its own size: the field tag (1 byte)
-// and its length (at most 3 bytes for an answer of ALONE_BYTES or less).
-const BATCH_ENTRY_OVERHEAD = 4;
 // Registration failures that a retry cannot fix: report them instead of looping.
 // A missing or wrong token is one: the app reads its token once.
 const FATAL_CODES = new Set<grpc.status>([
@@ -153,39 +145,6 @@ function turnLabel(msg: Turn): string {
   }
 }
 
-/**
- * The writes that send `ready` (answers queued at once), in order: runs of answers
- * in one AppBatch each (at most BATCH_MESSAGES answers and BATCH_BYTES bytes), an
- * answer larger than ALONE_BYTES alone, a single answer as itself.
- * @internal exported for tests
- */
-export function packAnswers(ready: readonly AppMessage[]): AppMessage[] {
-  if (ready.length <= 1) return [...ready];
-  const writes: AppMessage[] = [];
-  let batch: AppMessage[] = [];
-  let bytes = 0;
-  const close = (): void => {
-    const [only] = batch;
-    if (batch.length > 1) writes.push({ kind: { $case: "batch", value: { messages: batch } } });
-    else if (only !== undefined) writes.push(only);
-    batch = [];
-    bytes = 0;
-  };
-  for (const msg of ready) {
-    const size = AppMessage.encode(msg).finish().length;
-    if (size > ALONE_BYTES) {
-      close();
-      writes.push(msg);
-      continue;
-    }
-    if (batch.length >= BATCH_MESSAGES || bytes + size + BATCH_ENTRY_OVERHEAD > BATCH_BYTES) close();
-    batch.push(msg);
-    bytes += size + BATCH_ENTRY_OVERHEAD;
-  }
-  close();
-  return writes;
-}
-
 function key(type: string, id: string): string {
   return `${type}\u0000${id}`;
 }
@@ -196,10 +155,8 @@ export interface SessionHost {
   readonly specs: ReadonlyMap<string, ActorSpec>;
   readonly logger: Logger;
   readonly tracing: Tracing;
-  /** The channel's options (its receive limit is the one registered) and the app token's interceptor. */
-  readonly clientOptions: grpc.ClientOptions;
-  /** The credentials of a new channel: TLS files read now, or insecure. */
-  credentials(): grpc.ChannelCredentials;
+  /** A new connection for a session: on grpc-js or on the native core (core.ts). */
+  openWire(target: string): AppWire;
   setRegistered(registered: boolean, daemonVersion?: string): void;
   registerMessage(): Register;
   unknownType(name: string): ActorFailure;
@@ -208,74 +165,59 @@ export interface SessionHost {
 /** One Attach stream: the instances it hosts. */
 export class Session {
   readonly #app: SessionHost;
-  readonly #host: AppHostClient;
-  readonly #clientStub: ActorClientClient;
+  readonly #wire: AppWire;
   readonly #caller: Caller;
   readonly #scheduler: Scheduler;
   readonly #instances = new Map<string, Actor>();
-  #call: grpc.ClientDuplexStream<AppMessage, DaemonMessage> | undefined;
   #closed = false;
-  // Answers not yet written: they go out together at the next flush.
-  #outbox: AppMessage[] = [];
-  // Writes handed to the stream whose callback has not come yet; while there are
-  // some, answers wait in #outbox (they would wait in the stream's buffer anyway).
-  #writesInFlight = 0;
-  #flushScheduled = false;
-  // Whether answers may go out in an AppBatch: the daemon says so in Registered.
-  // An older one would end the stream on an AppBatch (to it an empty AppMessage).
-  #batchAnswers = false;
 
   constructor(app: SessionHost, target: string) {
     this.#app = app;
-    const creds = app.credentials();
-    this.#host = new AppHostClient(target, creds, app.clientOptions);
-    // Calls made from turns (this.ctx) share the host's channel, and its token.
-    this.#clientStub = new ActorClientClient(target, creds, { ...app.clientOptions, channelOverride: this.#host.getChannel() });
-    this.#caller = new Caller(this.#clientStub, app.tracing);
-    this.#scheduler = new Scheduler(() => this.#clientStub, undefined, app.tracing);
+    this.#wire = app.openWire(target);
+    this.#caller = new Caller(this.#wire.stub, app.tracing, true, this.#wire.calls);
+    this.#scheduler = new Scheduler(() => this.#wire.stub, undefined, app.tracing);
   }
 
   /** Register, then serve until the stream ends; always rejects (ConnectionLost or a fatal TroupeError). */
   run(): Promise<never> {
     return new Promise<never>((_resolve, reject) => {
-      const call = this.#host.attach();
-      this.#call = call;
       let registered = false;
-      call.on("data", (msg: DaemonMessage) => {
-        const kind = msg.kind;
-        if (!registered) {
-          if (kind?.$case !== "registered") {
-            reject(new ConnectionLost(`expected Registered first, got ${kind?.$case ?? "nothing"}`));
-            call.cancel();
+      this.#wire.open(this.#app.registerMessage(), {
+        data: (msg: DaemonMessage) => {
+          const kind = msg.kind;
+          if (!registered) {
+            if (kind?.$case !== "registered") {
+              reject(new ConnectionLost(`expected Registered first, got ${kind?.$case ?? "nothing"}`));
+              this.#wire.close();
+              return;
+            }
+            registered = true;
+            const mismatch = versionMismatch(this.#app.address, kind.value);
+            if (mismatch !== undefined) {
+              reject(mismatch);
+              this.#wire.close();
+              return;
+            }
+            this.#wire.setBatching(kind.value.acceptsBatches);
+            this.#app.setRegistered(true, kind.value.daemonVersion);
             return;
           }
-          registered = true;
-          const mismatch = versionMismatch(this.#app.address, kind.value);
-          if (mismatch !== undefined) {
-            reject(mismatch);
-            call.cancel();
-            return;
+          if (kind?.$case === "batch") {
+            // Work that was ready together: each message runs as if it came alone, in
+            // order (each starts before the next one's).
+            for (const inner of kind.value.messages) this.#dispatch(inner, " in a batch");
+          } else {
+            this.#dispatch(msg, "");
           }
-          this.#batchAnswers = kind.value.acceptsBatches;
-          this.#app.setRegistered(true, kind.value.daemonVersion);
-          return;
-        }
-        if (kind?.$case === "batch") {
-          // Work that was ready together: each message runs as if it came alone, in
-          // order (each starts before the next one's).
-          for (const inner of kind.value.messages) this.#dispatch(inner, " in a batch");
-        } else {
-          this.#dispatch(msg, "");
-        }
+        },
+        error: (err: grpc.ServiceError) => {
+          const refused = registered ? undefined : refusal(err);
+          reject(refused ?? new ConnectionLost(describe(err)));
+        },
+        end: () => {
+          reject(new ConnectionLost("daemon closed the stream"));
+        },
       });
-      call.on("error", (err: grpc.ServiceError) => {
-        const refused = registered ? undefined : refusal(err);
-        reject(refused ?? new ConnectionLost(describe(err)));
-      });
-      call.on("end", () => {
-        reject(new ConnectionLost("daemon closed the stream"));
-      });
-      call.write({ kind: { $case: "register", value: this.#app.registerMessage() } });
     });
   }
 
@@ -298,49 +240,15 @@ export class Session {
 
   close(): void {
     this.#closed = true;
-    this.#outbox = [];
-    this.#call?.cancel();
+    this.#wire.close();
     // The daemon re-activates these actors from stored state on the next session.
     this.#instances.clear();
-    this.#clientStub.close();
-    this.#host.close();
   }
 
-  /**
-   * Queue an answer. The answers queued by the time the stream can take them go
-   * out together (see packAnswers; one by one until the daemon has sent a batch):
-   * once the synchronous work under way (this turn of the event loop) is done,
-   * or, while earlier writes are still being sent, as soon as they are. Nothing
-   * waits for more answers to come.
-   */
+  /** Queue an answer: the wire sends the answers queued together in one write (see AppWire.send). */
   #send(msg: AppMessage): void {
-    if (this.#closed || this.#call === undefined) return;
-    this.#outbox.push(msg);
-    if (this.#flushScheduled || this.#writesInFlight > 0) return;
-    this.#flushScheduled = true;
-    setImmediate(() => {
-      this.#flushScheduled = false;
-      this.#flush();
-    });
-  }
-
-  #flush(): void {
-    const call = this.#call;
-    const ready = this.#outbox;
-    this.#outbox = [];
-    if (this.#closed || call === undefined) return;
-    for (const msg of this.#batchAnswers ? packAnswers(ready) : ready) {
-      this.#writesInFlight += 1;
-      try {
-        call.write(msg, () => {
-          this.#writesInFlight -= 1;
-          if (this.#writesInFlight === 0 && this.#outbox.length > 0) this.#flush();
-        });
-      } catch (e) {
-        this.#writesInFlight -= 1;
-        this.#app.logger.debug(`troupe: could not send a reply: ${describe(e)}`);
-      }
-    }
+    if (this.#closed) return;
+    this.#wire.send(msg);
   }
 
   async #activate(msg: Activate): Promise<void> {

@@ -137,3 +137,17 @@ export function channelCredentials(files: TlsFiles | undefined): grpc.ChannelCre
     });
   }
 }
+
+/**
+ * The PEM bytes of the TLS files for the native core (which checks nothing of
+ * its own about them: channelCredentials, called first, has). Throws
+ * {@link TlsConfigError} as channelCredentials does.
+ * @internal
+ */
+export function tlsBytes(files: TlsFiles | undefined): { ca?: Buffer; cert?: Buffer; key?: Buffer } {
+  if (files === undefined) return {};
+  const ca = read(files.ca, CERTIFICATE, "a CA certificate");
+  const client = files.client;
+  if (client === undefined) return { ca };
+  return { ca, cert: read(client.cert, CERTIFICATE, "a certificate"), key: read(client.key, PRIVATE_KEY, "a private key") };
+}

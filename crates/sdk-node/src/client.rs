@@ -1,0 +1,182 @@
+//! `NativeClient`: invoke and tell for the TypeScript `Client` and for the
+//! calls actors make, answered in batches through the client's inbox.
+//!
+//! JS names each call with an id and keeps its promise's resolvers; the
+//! answers come back from [`NativeClient::take`] as [`NativeAnswer`]s, all
+//! that arrived since the last wake-up at once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi::bindgen_prelude::Buffer;
+use napi_derive::napi;
+use parking_lot::Mutex;
+use prost::Message;
+use tokio::task::AbortHandle;
+use troupe_sdk_core::client::{ActorCalls, CallOptions};
+use troupe_sdk_core::connect::{self, ConnectOptions};
+use troupe_sdk_core::proto::{InvokeRequest, TellRequest};
+use troupe_sdk_core::CallError;
+
+use crate::error::decode;
+use crate::wake::{Inbox, WakeFn};
+use crate::{connect_options, metadata_pairs, runtime, NativeConnect, NativeStatus, NodeError};
+
+type Answer = (u32, Result<Vec<u8>, CallError>);
+
+/// One call's answer: the serialized response (`InvokeResponse`,
+/// `TellResponse`), or the status that failed it.
+#[napi(object)]
+// napi's Buffer has no Debug (and a TLS key must never reach a log line).
+#[allow(missing_debug_implementations)]
+pub struct NativeAnswer {
+    pub id: u32,
+    pub response: Option<Buffer>,
+    pub error: Option<NativeStatus>,
+}
+
+#[napi]
+#[derive(Debug)]
+pub struct NativeClient {
+    /// Dropped by `close`: the connection ends once no handle on its channel
+    /// is left, rather than when JS's garbage collector gets to this object
+    /// (a server waiting for its clients to leave would wait until then).
+    calls: Mutex<Option<ActorCalls>>,
+    answers: Arc<Inbox<Vec<Answer>>>,
+    /// The calls under way, so that `close` ends their RPCs.
+    running: Arc<Mutex<HashMap<u32, AbortHandle>>>,
+}
+
+impl NativeClient {
+    pub(crate) fn on_channel(
+        channel: tonic::transport::Channel,
+        options: &ConnectOptions,
+        wake: WakeFn,
+    ) -> Self {
+        Self {
+            calls: Mutex::new(Some(ActorCalls::new(channel, options))),
+            answers: Arc::new(Inbox::new(wake)),
+            running: Arc::default(),
+        }
+    }
+
+    fn start<F, C>(&self, id: u32, call: C) -> Result<(), NodeError>
+    where
+        C: FnOnce(ActorCalls) -> F,
+        F: std::future::Future<Output = Result<Vec<u8>, CallError>> + Send + 'static,
+    {
+        let Some(calls) = self.calls.lock().clone() else {
+            let closed = CallError::new(tonic::Code::Cancelled, "the client was closed");
+            self.answers.push(|queue| queue.push((id, Err(closed))));
+            return Ok(());
+        };
+        let call = call(calls);
+        let answers = self.answers.clone();
+        let running = self.running.clone();
+        // Held while spawning: the task's own removal waits for the insert.
+        let mut calls = self.running.lock();
+        let task = runtime()?.spawn(async move {
+            let answer = call.await;
+            running.lock().remove(&id);
+            answers.push(|queue| queue.push((id, answer)));
+        });
+        calls.insert(id, task.abort_handle());
+        Ok(())
+    }
+}
+
+/// The call's deadline from now; one already past (zero or less) fails the
+/// call at once with DEADLINE_EXCEEDED, as gRPC does.
+fn call_options(timeout_ms: Option<f64>, metadata: Vec<String>) -> Result<CallOptions, NodeError> {
+    let timeout =
+        timeout_ms.map(|ms| Duration::try_from_secs_f64(ms / 1000.0).unwrap_or(Duration::ZERO));
+    Ok(CallOptions {
+        timeout,
+        metadata: metadata_pairs(metadata)?,
+    })
+}
+
+#[napi]
+impl NativeClient {
+    /// A client with its own channel; `wake` is called when answers wait.
+    #[napi(constructor)]
+    pub fn new(options: NativeConnect, wake: WakeFn) -> napi::Result<Self> {
+        let options = connect_options(options)?;
+        let _entered = runtime()?.enter();
+        let channel = connect::channel(&options).map_err(NodeError::from)?;
+        Ok(Self::on_channel(channel, &options, wake))
+    }
+
+    /// Starts `ActorClient.Invoke` with the serialized `InvokeRequest`;
+    /// `metadata` is flat (`[key, value, ...]`).
+    #[napi]
+    pub fn invoke(
+        &self,
+        id: u32,
+        request: Buffer,
+        timeout_ms: Option<f64>,
+        metadata: Vec<String>,
+    ) -> napi::Result<()> {
+        let request: InvokeRequest = decode(&request, "troupe.v1.InvokeRequest")?;
+        let options = call_options(timeout_ms, metadata)?;
+        self.start(id, |calls| async move {
+            calls
+                .invoke(request, options)
+                .await
+                .map(|r| r.encode_to_vec())
+        })?;
+        Ok(())
+    }
+
+    /// Starts `ActorClient.Tell` with the serialized `TellRequest`.
+    #[napi]
+    pub fn tell(
+        &self,
+        id: u32,
+        request: Buffer,
+        timeout_ms: Option<f64>,
+        metadata: Vec<String>,
+    ) -> napi::Result<()> {
+        let request: TellRequest = decode(&request, "troupe.v1.TellRequest")?;
+        let options = call_options(timeout_ms, metadata)?;
+        self.start(id, |calls| async move {
+            calls
+                .tell(request, options)
+                .await
+                .map(|r| r.encode_to_vec())
+        })?;
+        Ok(())
+    }
+
+    /// The answers that arrived since the last take.
+    #[napi]
+    pub fn take(&self) -> Vec<NativeAnswer> {
+        self.answers
+            .take()
+            .into_iter()
+            .map(|(id, answer)| match answer {
+                Ok(bytes) => NativeAnswer {
+                    id,
+                    response: Some(bytes.into()),
+                    error: None,
+                },
+                Err(e) => NativeAnswer {
+                    id,
+                    response: None,
+                    error: Some(e.into()),
+                },
+            })
+            .collect()
+    }
+
+    /// Ends every call under way (none of them is answered) and lets go of
+    /// the channel; later calls answer CANCELLED.
+    #[napi]
+    pub fn close(&self) {
+        self.calls.lock().take();
+        for (_, task) in self.running.lock().drain() {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,140 @@
+// Which core carries the SDK's invoke/tell and app stream.
+//
+// The native core is the addon troupe.<platform>.node (crates/sdk-node over
+// crates/sdk-core, in Rust): it owns the connections, the app stream and
+// invoke/tell, and hands this layer serialized messages in batches. Where it
+// cannot load (a platform without a build of it), the @grpc/grpc-js core
+// takes over, with one warning. TROUPE_SDK_CORE=js or =native forces one
+// (native throws when the addon cannot load), for tests and comparisons;
+// TROUPE_SDK_NATIVE_ADDON names the addon file to load instead of looking for it.
+import type * as grpc from "@grpc/grpc-js";
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { daemonPackage, platformKey } from "./daemon.js";
+
+export const CORE_ENV = "TROUPE_SDK_CORE";
+export const ADDON_ENV = "TROUPE_SDK_NATIVE_ADDON";
+const CORES = ["js", "native"] as const;
+
+/** How to reach the daemon, as the addon takes it (TLS files already read). */
+export interface NativeConnect {
+  address: string;
+  ca?: Buffer | undefined;
+  cert?: Buffer | undefined;
+  key?: Buffer | undefined;
+  maxReceiveBytes?: number | undefined;
+}
+
+/** A status from the addon; trailers flat: [key, value, ...]. */
+export interface NativeStatus {
+  /** gRPC's status code number. */
+  code: grpc.status;
+  message: string;
+  trailers: string[];
+}
+
+export interface NativeAnswer {
+  id: number;
+  response?: Buffer | null;
+  error?: NativeStatus | null;
+}
+
+/** The addon's client (crates/sdk-node/src/client.rs). */
+export interface NativeClient {
+  invoke(id: number, request: Buffer, timeoutMs: number | undefined | null, metadata: string[]): void;
+  tell(id: number, request: Buffer, timeoutMs: number | undefined | null, metadata: string[]): void;
+  take(): NativeAnswer[];
+  close(): void;
+}
+
+export interface NativeEnd {
+  stage: "refused" | "failed" | "ended";
+  status: NativeStatus;
+}
+
+export interface NativeEvents {
+  registered?: Buffer | null;
+  messages?: Buffer | null;
+  end?: NativeEnd | null;
+}
+
+/** The addon's app stream (crates/sdk-node/src/session.rs). */
+export interface NativeSession {
+  client(wake: () => void): NativeClient;
+  attach(register: Buffer, metadata: string[]): void;
+  send(message: Buffer): boolean;
+  take(): NativeEvents;
+  close(): void;
+}
+
+/** What troupe.<platform>.node exports. */
+export interface NativeAddon {
+  NativeClient: new (options: NativeConnect, wake: () => void) => NativeClient;
+  NativeSession: new (options: NativeConnect, wake: () => void) => NativeSession;
+}
+
+/** The addon's file name for this machine. */
+export function addonFile(): string {
+  return `troupe.${platformKey()}.node`;
+}
+
+/** Where the addon may be: the platform package (installed), else a development build under the SDK. */
+function candidates(require: NodeJS.Require): string[] {
+  const explicit = process.env[ADDON_ENV];
+  if (explicit !== undefined && explicit !== "") return [explicit];
+  const found: string[] = [];
+  try {
+    found.push(join(dirname(require.resolve(`${daemonPackage()}/package.json`)), addonFile()));
+  } catch {
+    // Not installed: a development checkout, or a platform without a package.
+  }
+  // dist/core.js and build/src/core.js: native/ is at the SDK's root (scripts/build_native.sh).
+  const here = dirname(fileURLToPath(import.meta.url));
+  found.push(join(here, "..", "native", addonFile()), join(here, "..", "..", "native", addonFile()));
+  return found;
+}
+
+function load(): NativeAddon {
+  const require = createRequire(import.meta.url);
+  const tried = candidates(require);
+  const path = tried.find((p) => existsSync(p));
+  if (path === undefined) throw new Error(`no ${addonFile()} at ${tried.join(", ")}`);
+  return require(path) as NativeAddon;
+}
+
+let chosen: { addon: NativeAddon | undefined } | undefined;
+
+/**
+ * The native core's addon, or undefined for the @grpc/grpc-js core; decided
+ * once per process, at the first Client or App.
+ * @internal
+ */
+export function nativeCore(): NativeAddon | undefined {
+  chosen ??= { addon: choose() };
+  return chosen.addon;
+}
+
+function choose(): NativeAddon | undefined {
+  const wanted = (process.env[CORE_ENV] ?? "").trim().toLowerCase();
+  if (wanted !== "" && !(CORES as readonly string[]).includes(wanted)) {
+    throw new Error(`${CORE_ENV}=${JSON.stringify(wanted)}: use "js", "native", or leave it unset`);
+  }
+  if (wanted === "js") return undefined;
+  try {
+    return load();
+  } catch (e) {
+    const reason = e instanceof Error ? e.message.split("\n")[0] ?? "" : String(e);
+    if (wanted === "native") throw new Error(`${CORE_ENV}=native, but the native core cannot load: ${reason}`, { cause: e });
+    console.warn(
+      `troupe: the native core (${addonFile()}) cannot load (${reason}); using the slower @grpc/grpc-js core. Set ${CORE_ENV}=js to choose it without this warning.`,
+    );
+    return undefined;
+  }
+}
+
+/** The core in use: "native" or "js". @internal */
+export function coreName(): "native" | "js" {
+  return nativeCore() === undefined ? "js" : "native";
+}

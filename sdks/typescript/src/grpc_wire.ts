@@ -1,0 +1,141 @@
+// The app stream on @grpc/grpc-js: the Attach duplex stream, answers batched on
+// the way out (packAnswers), and the turns' calls on a stub sharing its channel.
+import * as grpc from "@grpc/grpc-js";
+import { type CallTransport, stubTransport } from "./caller.js";
+import { AppHostClient, AppMessage, type DaemonMessage, type Register } from "./gen/troupe/v1/app.js";
+import { ActorClientClient } from "./gen/troupe/v1/client.js";
+import type { AppWire, WireHandlers } from "./wire.js";
+
+// Answers that are ready together go out in one AppBatch (many tiny HTTP/2 DATA
+// frames cost the daemon far more than a few larger ones, and HTTP/2 peers limit
+// how many they buffer). A batch stays well under the daemon's 64 MiB message
+// limit: at most this many answers and bytes; an answer above ALONE_BYTES goes alone.
+const BATCH_MESSAGES = 256;
+const BATCH_BYTES = 1024 * 1024;
+const ALONE_BYTES = 64 * 1024;
+// What each answer adds inside AppBatch beyond its own size: the field tag (1 byte)
+// and its length (at most 3 bytes for an answer of ALONE_BYTES or less).
+const BATCH_ENTRY_OVERHEAD = 4;
+/**
+ * The writes that send `ready` (answers queued at once), in order: runs of answers
+ * in one AppBatch each (at most BATCH_MESSAGES answers and BATCH_BYTES bytes), an
+ * answer larger than ALONE_BYTES alone, a single answer as itself.
+ * @internal exported for tests
+ */
+export function packAnswers(ready: readonly AppMessage[]): AppMessage[] {
+  if (ready.length <= 1) return [...ready];
+  const writes: AppMessage[] = [];
+  let batch: AppMessage[] = [];
+  let bytes = 0;
+  const close = (): void => {
+    const [only] = batch;
+    if (batch.length > 1) writes.push({ kind: { $case: "batch", value: { messages: batch } } });
+    else if (only !== undefined) writes.push(only);
+    batch = [];
+    bytes = 0;
+  };
+  for (const msg of ready) {
+    const size = AppMessage.encode(msg).finish().length;
+    if (size > ALONE_BYTES) {
+      close();
+      writes.push(msg);
+      continue;
+    }
+    if (batch.length >= BATCH_MESSAGES || bytes + size + BATCH_ENTRY_OVERHEAD > BATCH_BYTES) close();
+    batch.push(msg);
+    bytes += size + BATCH_ENTRY_OVERHEAD;
+  }
+  close();
+  return writes;
+}
+
+/** @internal The grpc-js AppWire. */
+export class GrpcWire implements AppWire {
+  readonly stub: ActorClientClient;
+  readonly calls: CallTransport;
+  readonly #host: AppHostClient;
+  readonly #debug: (message: string) => void;
+  #call: grpc.ClientDuplexStream<AppMessage, DaemonMessage> | undefined;
+  #closed = false;
+  // Answers not yet written: they go out together at the next flush.
+  #outbox: AppMessage[] = [];
+  // Writes handed to the stream whose callback has not come yet; while there are
+  // some, answers wait in #outbox (they would wait in the stream's buffer anyway).
+  #writesInFlight = 0;
+  #flushScheduled = false;
+  // Whether answers may go out in an AppBatch: the daemon says so in Registered.
+  // An older one would end the stream on an AppBatch (to it an empty AppMessage).
+  #batchAnswers = false;
+
+  constructor(target: string, creds: grpc.ChannelCredentials, options: grpc.ClientOptions, debug: (message: string) => void) {
+    this.#host = new AppHostClient(target, creds, options);
+    // Calls made from turns (this.ctx) share the host's channel, and its token.
+    this.stub = new ActorClientClient(target, creds, { ...options, channelOverride: this.#host.getChannel() });
+    this.calls = stubTransport(this.stub);
+    this.#debug = debug;
+  }
+
+  open(register: Register, handlers: WireHandlers): void {
+    const call = this.#host.attach();
+    this.#call = call;
+    call.on("data", (msg: DaemonMessage) => {
+      handlers.data(msg);
+    });
+    call.on("error", (err: grpc.ServiceError) => {
+      handlers.error(err);
+    });
+    call.on("end", () => {
+      handlers.end();
+    });
+    call.write({ kind: { $case: "register", value: register } });
+  }
+
+  setBatching(on: boolean): void {
+    this.#batchAnswers = on;
+  }
+
+  /**
+   * The answers queued by the time the stream can take them go out together
+   * (see packAnswers; one by one until the daemon has said it takes batches):
+   * once the synchronous work under way (this turn of the event loop) is done,
+   * or, while earlier writes are still being sent, as soon as they are. Nothing
+   * waits for more answers to come.
+   */
+  send(msg: AppMessage): void {
+    if (this.#closed || this.#call === undefined) return;
+    this.#outbox.push(msg);
+    if (this.#flushScheduled || this.#writesInFlight > 0) return;
+    this.#flushScheduled = true;
+    setImmediate(() => {
+      this.#flushScheduled = false;
+      this.#flush();
+    });
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#outbox = [];
+    this.#call?.cancel();
+    this.stub.close();
+    this.#host.close();
+  }
+
+  #flush(): void {
+    const call = this.#call;
+    const ready = this.#outbox;
+    this.#outbox = [];
+    if (this.#closed || call === undefined) return;
+    for (const msg of this.#batchAnswers ? packAnswers(ready) : ready) {
+      this.#writesInFlight += 1;
+      try {
+        call.write(msg, () => {
+          this.#writesInFlight -= 1;
+          if (this.#writesInFlight === 0 && this.#outbox.length > 0) this.#flush();
+        });
+      } catch (e) {
+        this.#writesInFlight -= 1;
+        this.#debug(`troupe: could not send a reply: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
+  }
+}
