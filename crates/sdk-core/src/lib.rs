@@ -1,8 +1,8 @@
 //! The wire half of a Troupe SDK, shared by every language binding.
 //!
-//! A language layer (today `crates/sdk-python`) keeps what is particular to
-//! its language: actor classes, state objects, payload encoding, tracing
-//! spans, errors as its users know them. Everything between that layer and
+//! A language layer (`crates/sdk-python` for Python, `crates/sdk-node` for
+//! TypeScript) keeps what is particular to its language: actor classes, state
+//! objects, payload encoding, tracing spans, errors as its users know them. Everything between that layer and
 //! the daemon lives here, as plain data (the `troupe.v1` messages of
 //! `troupe-proto`) and callbacks:
 //!
