@@ -67,3 +67,12 @@ def test_an_unknown_core_is_refused_by_name() -> None:
     done = _python("import troupe", "rust")
     assert done.returncode != 0
     assert "TROUPE_SDK_CORE='rust'" in done.stderr
+
+
+def test_the_typescript_sdks_value_is_left_to_it() -> None:
+    # One environment may run both SDKs: TROUPE_SDK_CORE=js forces the TypeScript
+    # SDK's fallback and leaves this SDK's choice as if unset.
+    probe = "import troupe\nfrom troupe import _core\nprint(_core.name())"
+    unset, js = _python(probe, None), _python(probe, "js")
+    assert js.returncode == 0, js.stderr
+    assert js.stdout == unset.stdout

@@ -6,6 +6,7 @@
 // cannot load (a platform without a build of it), the @grpc/grpc-js core
 // takes over, with one warning. TROUPE_SDK_CORE=js or =native forces one
 // (native throws when the addon cannot load), for tests and comparisons;
+// =python, the Python SDK's, chooses as if unset (one environment may run both);
 // TROUPE_SDK_NATIVE_ADDON names the addon file to load instead of looking for it.
 import type * as grpc from "@grpc/grpc-js";
 import { existsSync } from "node:fs";
@@ -17,6 +18,9 @@ import { daemonPackage, platformKey } from "./daemon.js";
 export const CORE_ENV = "TROUPE_SDK_CORE";
 export const ADDON_ENV = "TROUPE_SDK_NATIVE_ADDON";
 const CORES = ["js", "native"] as const;
+// Values meant for the other SDK (its fallback's name), left to it: one environment
+// may run both SDKs, so here they choose as if unset.
+const OTHER_SDKS: readonly string[] = ["python"];
 
 /** How to reach the daemon, as the addon takes it (TLS files already read). */
 export interface NativeConnect {
@@ -117,7 +121,8 @@ export function nativeCore(): NativeAddon | undefined {
 }
 
 function choose(): NativeAddon | undefined {
-  const wanted = (process.env[CORE_ENV] ?? "").trim().toLowerCase();
+  const given = (process.env[CORE_ENV] ?? "").trim().toLowerCase();
+  const wanted = OTHER_SDKS.includes(given) ? "" : given;
   if (wanted !== "" && !(CORES as readonly string[]).includes(wanted)) {
     throw new Error(`${CORE_ENV}=${JSON.stringify(wanted)}: use "js", "native", or leave it unset`);
   }

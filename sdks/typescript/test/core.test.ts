@@ -70,3 +70,13 @@ test("an unknown core is refused by name", () => {
   assert.notEqual(done.status, 0);
   assert.match(done.stderr, /TROUPE_SDK_CORE="rust": use "js", "native", or leave it unset/);
 });
+
+test("the Python SDK's value is left to it", () => {
+  // One environment may run both SDKs: TROUPE_SDK_CORE=python forces the Python SDK's
+  // fallback and leaves this SDK's choice as if unset.
+  const unset = withoutAddon(undefined);
+  const python = withoutAddon("python");
+  assert.equal(python.status, 0, python.stderr);
+  assert.equal(python.stdout, unset.stdout);
+  assert.equal(python.stderr, unset.stderr);
+});
