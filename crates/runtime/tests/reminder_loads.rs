@@ -95,7 +95,8 @@ struct Setup {
     rt: Arc<Runtime>,
     turns: Turns,
     store: Arc<HeldLoads>,
-    release: oneshot::Sender<()>,
+    /// Lets the held load go on; taken when used.
+    release: Option<oneshot::Sender<()>>,
 }
 
 fn setup(name: &'static str) -> Result<Setup, CallError> {
@@ -140,7 +141,7 @@ fn setup(name: &'static str) -> Result<Setup, CallError> {
         rt,
         turns,
         store,
-        release,
+        release: Some(release),
     })
 }
 
@@ -186,8 +187,9 @@ where
     });
     read.await;
     change(rt.clone(), due).await?;
-    let (release, _) = oneshot::channel();
-    let _ = std::mem::replace(&mut setup.release, release).send(());
+    if let Some(release) = setup.release.take() {
+        let _ = release.send(());
+    }
     advancing
         .await
         .map_err(|e| CallError::Internal(e.to_string()))??;
