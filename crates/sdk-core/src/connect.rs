@@ -42,6 +42,32 @@ impl std::fmt::Debug for TlsOptions {
     }
 }
 
+impl TlsOptions {
+    /// The TLS options from the PEM contents a layer was given, each one
+    /// optional: none is plaintext; a client certificate needs its key (and
+    /// the other way round) and a CA.
+    pub fn from_pems(
+        ca: Option<Vec<u8>>,
+        cert: Option<Vec<u8>>,
+        key: Option<Vec<u8>>,
+    ) -> Result<Option<Self>, ConnectError> {
+        let identity = match (cert, key) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            (None, None) => None,
+            _ => {
+                return Err(ConnectError::Incomplete(
+                    "a client certificate needs its key, and back",
+                ))
+            }
+        };
+        match (ca, identity) {
+            (Some(ca), identity) => Ok(Some(Self { ca, identity })),
+            (None, None) => Ok(None),
+            (None, Some(_)) => Err(ConnectError::Incomplete("a client certificate needs a CA")),
+        }
+    }
+}
+
 impl ConnectOptions {
     /// The receive limit as tonic takes it.
     pub fn decoding_limit(&self) -> usize {

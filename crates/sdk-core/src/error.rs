@@ -12,6 +12,10 @@ pub enum ConnectError {
     /// The CA, certificate or key was refused by the TLS stack.
     #[error("TLS setup failed: {0}")]
     Tls(String),
+    /// TLS options given in part: a client certificate without its key (or
+    /// the other way round), or without a CA.
+    #[error("{0}")]
+    Incomplete(&'static str),
 }
 
 /// A call or stream that ended with a status other than OK, as the language

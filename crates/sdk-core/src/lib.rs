@@ -26,6 +26,8 @@ pub mod batch;
 pub mod client;
 pub mod connect;
 mod error;
+pub mod runtime;
 
 pub use error::{AttachError, CallError, ConnectError};
+pub use runtime::runtime;
 pub use troupe_proto::v1 as proto;

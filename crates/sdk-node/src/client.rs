@@ -15,13 +15,13 @@ use parking_lot::Mutex;
 use prost::Message;
 use tokio::task::AbortHandle;
 use troupe_sdk_core::client::{ActorCalls, CallOptions};
-use troupe_sdk_core::connect::{self, ConnectOptions};
+use troupe_sdk_core::connect::ConnectOptions;
 use troupe_sdk_core::proto::{InvokeRequest, TellRequest};
 use troupe_sdk_core::CallError;
 
 use crate::error::decode;
 use crate::wake::{Inbox, WakeFn};
-use crate::{connect_options, metadata_pairs, runtime, NativeConnect, NativeStatus, NodeError};
+use crate::{channel, metadata_pairs, runtime, NativeConnect, NativeStatus, NodeError};
 
 type Answer = (u32, Result<Vec<u8>, CallError>);
 
@@ -102,9 +102,7 @@ impl NativeClient {
     /// A client with its own channel; `wake` is called when answers wait.
     #[napi(constructor)]
     pub fn new(options: NativeConnect, wake: WakeFn) -> napi::Result<Self> {
-        let options = connect_options(options)?;
-        let _entered = runtime()?.enter();
-        let channel = connect::channel(&options).map_err(NodeError::from)?;
+        let (channel, options) = channel(options)?;
         Ok(Self::on_channel(channel, &options, wake))
     }
 

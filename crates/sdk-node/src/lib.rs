@@ -22,30 +22,16 @@ mod error;
 mod session;
 mod wake;
 
-use std::sync::OnceLock;
-
 use napi_derive::napi;
-use troupe_sdk_core::connect::{ConnectOptions, TlsOptions};
+use tonic::transport::Channel;
+use troupe_sdk_core::connect::{self, ConnectOptions, TlsOptions};
 use troupe_sdk_core::CallError;
 
 pub use error::NodeError;
 
-/// The one runtime of the process: a single worker is plenty for the
-/// connections one JS thread can feed, and leaves the other cores to Node and
-/// the daemon. `NativeSession::send` relies on there being one worker.
+/// The process's SDK runtime (`troupe_sdk_core::runtime`).
 fn runtime() -> Result<&'static tokio::runtime::Runtime, NodeError> {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    if let Some(rt) = RUNTIME.get() {
-        return Ok(rt);
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("troupe-sdk")
-        .enable_all()
-        .build()
-        .map_err(NodeError::Runtime)?;
-    // A racing first call built one too; the loser's is dropped unused.
-    Ok(RUNTIME.get_or_init(|| rt))
+    troupe_sdk_core::runtime().map_err(NodeError::Runtime)
 }
 
 /// How to reach the daemon, as the TypeScript layer passes it (TLS files
@@ -61,29 +47,18 @@ pub struct NativeConnect {
     pub max_receive_bytes: Option<u32>,
 }
 
-fn connect_options(given: NativeConnect) -> Result<ConnectOptions, NodeError> {
-    let identity = match (given.cert, given.key) {
-        (Some(cert), Some(key)) => Some((cert.to_vec(), key.to_vec())),
-        (None, None) => None,
-        _ => {
-            return Err(NodeError::Options(
-                "a client certificate needs its key, and back",
-            ))
-        }
-    };
-    let tls = match (given.ca, identity) {
-        (Some(ca), identity) => Some(TlsOptions {
-            ca: ca.to_vec(),
-            identity,
-        }),
-        (None, None) => None,
-        (None, Some(_)) => return Err(NodeError::Options("a client certificate needs a CA")),
-    };
-    Ok(ConnectOptions {
+/// A channel from the options the TypeScript layer passes: how its client
+/// and its app session each connect.
+fn channel(given: NativeConnect) -> Result<(Channel, ConnectOptions), NodeError> {
+    let pem = |b: Option<napi::bindgen_prelude::Buffer>| b.map(|b| b.to_vec());
+    let options = ConnectOptions {
         address: given.address,
-        tls,
+        tls: TlsOptions::from_pems(pem(given.ca), pem(given.cert), pem(given.key))?,
         max_receive_bytes: given.max_receive_bytes.map(|n| n as usize),
-    })
+    };
+    let _entered = runtime()?.enter();
+    let channel = connect::channel(&options)?;
+    Ok((channel, options))
 }
 
 /// A status as the TypeScript layer turns it into a gRPC error: `code` is

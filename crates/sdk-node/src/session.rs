@@ -15,14 +15,14 @@ use parking_lot::Mutex;
 use prost::Message;
 use tokio::task::JoinHandle;
 use troupe_sdk_core::app::{self, AppEvent, AppSender, Attached};
-use troupe_sdk_core::connect::{self, ConnectOptions};
+use troupe_sdk_core::connect::ConnectOptions;
 use troupe_sdk_core::proto::{app_message, AppMessage, DaemonMessage, Register};
 use troupe_sdk_core::{AttachError, CallError};
 
 use crate::client::NativeClient;
 use crate::error::decode;
 use crate::wake::{Inbox, Queue, WakeFn};
-use crate::{connect_options, metadata_pairs, runtime, NativeConnect, NativeStatus, NodeError};
+use crate::{channel, metadata_pairs, runtime, NativeConnect, NativeStatus, NodeError};
 
 /// `DaemonBatch.messages` is field 1: each message is appended as that field,
 /// so the queued bytes are always a whole `DaemonBatch`.
@@ -131,9 +131,7 @@ impl NativeSession {
     /// A session on its own channel; `wake` is called when events wait.
     #[napi(constructor)]
     pub fn new(options: NativeConnect, wake: WakeFn) -> napi::Result<Self> {
-        let options = connect_options(options)?;
-        let _entered = runtime()?.enter();
-        let channel = connect::channel(&options).map_err(NodeError::from)?;
+        let (channel, options) = channel(options)?;
         Ok(Self {
             channel: Mutex::new(Some(channel)),
             options,

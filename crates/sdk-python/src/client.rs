@@ -21,12 +21,12 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use troupe_sdk_core::client::{ActorCalls, CallOptions};
-use troupe_sdk_core::connect::{self, ConnectOptions};
+use troupe_sdk_core::connect::ConnectOptions;
 use troupe_sdk_core::proto::{InvokeRequest, TellRequest};
 use troupe_sdk_core::CallError;
 
 use crate::inbox::Inbox;
-use crate::{connect_options, py_call_error, runtime};
+use crate::{channel, py_call_error, runtime};
 
 type Answer = (u64, Result<Vec<u8>, CallError>);
 type Call = Pin<Box<dyn Future<Output = ()> + Send>>;
@@ -105,10 +105,7 @@ impl Client {
         key: Option<Vec<u8>>,
         max_receive_bytes: Option<usize>,
     ) -> PyResult<Self> {
-        let options = connect_options(address, ca, cert, key, max_receive_bytes)?;
-        let _entered = runtime()?.enter();
-        let channel =
-            connect::channel(&options).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let (channel, options) = channel(address, ca, cert, key, max_receive_bytes)?;
         Self::on_channel(channel, &options)
     }
 

@@ -1,8 +1,9 @@
 //! `troupe._native`: the Python SDK on `troupe-sdk-core`.
 //!
-//! The SDK's Python layer (`sdks/python/src/troupe/_native_core.py`) keeps
-//! its protobuf messages, actor classes and asyncio tasks; this module moves
-//! the bytes. Messages cross as serialized protobuf (prost on this side, upb
+//! The SDK's Python layer (`sdks/python/src/troupe/`: `_core.py` picks this
+//! module, `_native_session.py` and `_native_calls.py` drive it) keeps its
+//! protobuf messages, actor classes and asyncio tasks; this module moves the
+//! bytes. Messages cross as serialized protobuf (prost on this side, upb
 //! on Python's: one C call each way, cheaper than building Python objects
 //! field by field). Everything arrives on Python's event loop through an
 //! [`inbox::Inbox`]: one wake-up per burst, no GIL taken off the loop's
@@ -19,58 +20,36 @@ mod client;
 mod inbox;
 mod session;
 
-use std::sync::OnceLock;
-
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use troupe_sdk_core::connect::{ConnectOptions, TlsOptions};
-use troupe_sdk_core::CallError;
+use tonic::transport::Channel;
+use troupe_sdk_core::connect::{self, ConnectOptions, TlsOptions};
+use troupe_sdk_core::{CallError, ConnectError};
 
-/// The one runtime of the process: a single worker is plenty for the
-/// connections one Python thread can feed, and leaves the cores to Python
-/// and the daemon.
+/// The process's SDK runtime (`troupe_sdk_core::runtime`).
 fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    if let Some(rt) = RUNTIME.get() {
-        return Ok(rt);
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("troupe-sdk")
-        .enable_all()
-        .build()
-        .map_err(|e| PyRuntimeError::new_err(format!("cannot start the SDK's runtime: {e}")))?;
-    // A racing first call built one too; the loser's is dropped unused.
-    Ok(RUNTIME.get_or_init(|| rt))
+    troupe_sdk_core::runtime()
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start the SDK's runtime: {e}")))
 }
 
-/// The options every channel is built from, as the Python layer passes them.
-fn connect_options(
+/// A channel from the options the Python layer passes: how its client and
+/// its app session each connect.
+fn channel(
     address: String,
     ca: Option<Vec<u8>>,
     cert: Option<Vec<u8>>,
     key: Option<Vec<u8>>,
     max_receive_bytes: Option<usize>,
-) -> PyResult<ConnectOptions> {
-    let identity = match (cert, key) {
-        (Some(cert), Some(key)) => Some((cert, key)),
-        (None, None) => None,
-        _ => {
-            return Err(PyValueError::new_err(
-                "a client certificate needs its key, and back",
-            ))
-        }
-    };
-    let tls = match (ca, identity) {
-        (Some(ca), identity) => Some(TlsOptions { ca, identity }),
-        (None, None) => None,
-        (None, Some(_)) => return Err(PyValueError::new_err("a client certificate needs a CA")),
-    };
-    Ok(ConnectOptions {
+) -> PyResult<(Channel, ConnectOptions)> {
+    let invalid = |e: ConnectError| PyValueError::new_err(e.to_string());
+    let options = ConnectOptions {
         address,
-        tls,
+        tls: TlsOptions::from_pems(ca, cert, key).map_err(invalid)?,
         max_receive_bytes,
-    })
+    };
+    let _entered = runtime()?.enter();
+    let channel = connect::channel(&options).map_err(invalid)?;
+    Ok((channel, options))
 }
 
 /// A failed call as Python reads it: `(code, message, trailers)`, the code

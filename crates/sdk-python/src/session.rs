@@ -17,13 +17,13 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tokio::task::JoinHandle;
 use troupe_sdk_core::app::{self, AppEvent, AppSender, Attached};
-use troupe_sdk_core::connect::{self, ConnectOptions};
+use troupe_sdk_core::connect::ConnectOptions;
 use troupe_sdk_core::proto::{daemon_message, AppMessage, DaemonMessage, Register};
 use troupe_sdk_core::AttachError;
 
 use crate::client::Client;
 use crate::inbox::Inbox;
-use crate::{connect_options, runtime};
+use crate::{channel, runtime};
 
 #[derive(Debug)]
 enum Event {
@@ -77,10 +77,7 @@ impl Session {
         key: Option<Vec<u8>>,
         max_receive_bytes: Option<usize>,
     ) -> PyResult<Self> {
-        let options = connect_options(address, ca, cert, key, max_receive_bytes)?;
-        let _entered = runtime()?.enter();
-        let channel =
-            connect::channel(&options).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let (channel, options) = channel(address, ca, cert, key, max_receive_bytes)?;
         let events = Arc::new(Inbox::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
         Ok(Self {
             channel,
