@@ -41,7 +41,7 @@ use crate::error::{CallError, Unavailable};
 use crate::input::millis;
 use crate::types::{ActorId, ContentType};
 pub(crate) use firing::{Due, Fired};
-use load_window::{Latest, LoadStart, LoadWindow};
+use load_window::{Latest, LoadWindow};
 pub use record::ALARM_NAME;
 use record::{encode, info, Meta};
 pub use record::{AlarmSpec, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
@@ -359,89 +359,6 @@ impl Scheduler {
             q.window.forget();
         }
         self.wake.notify_one();
-    }
-
-    /// Loads what comes due before the horizon, from the cursor on.
-    async fn load(&self) -> Result<(), CallError> {
-        let (after, room, start) = {
-            let mut q = self.queue.lock();
-            let room = MAX_IN_MEMORY.saturating_sub(q.live.len()).min(LOAD_CHUNK);
-            if room == 0 {
-                return Ok(());
-            }
-            (q.cursor.clone(), room, q.window.open())
-        };
-        let until = self.time.now_ms().saturating_add(millis(HORIZON));
-        let read = self.read_due(&after, until, room, start).await;
-        let mut q = self.queue.lock();
-        let written = q.window.close(start);
-        let records = read?;
-        // Forgotten meanwhile (owners changed): the next load starts over.
-        let Some(written) = written else {
-            return Ok(());
-        };
-        let full = records.len() == room;
-        if let Some(last) = records.last() {
-            q.cursor = (last.due_unix_ms, last.key.clone());
-        }
-        if !full {
-            // Everything due up to `until` is in memory now.
-            q.cursor = q.cursor.clone().max((until + 1, empty_key()));
-        }
-        q.more = full;
-        for record in records {
-            // Written since the load started: the write's version stands.
-            // A version in memory is newer; one being fired is the firing's
-            // until it writes the next.
-            if written.contains_key(&record.key)
-                || q.live.contains_key(&record.key)
-                || q.firing.contains_key(&record.key)
-            {
-                continue;
-            }
-            q.heap
-                .push(Reverse((record.due_unix_ms, record.key.clone())));
-            q.live.insert(record.key.clone(), record);
-        }
-        for latest in written.into_values() {
-            if let Latest::Beyond(record) = latest {
-                Self::track_loaded(&mut q, record);
-            }
-        }
-        Ok(())
-    }
-
-    /// Reads up to `limit` reminders due after `after` and by `until`, once
-    /// every write queued before the load started is settled: the read
-    /// sees those, and the window holds the ones queued since.
-    async fn read_due(
-        &self,
-        after: &(u64, ReminderKey),
-        until: u64,
-        limit: usize,
-        start: LoadStart,
-    ) -> Result<Vec<ReminderRecord>, CallError> {
-        let mut settled = self.settled.subscribe();
-        settled
-            .wait_for(|seq| *seq >= start.queued)
-            .await
-            .map_err(|_| CallError::from(Unavailable::ShuttingDown))?;
-        self.store
-            .due_reminders(Some((after.0, &after.1)), until, limit)
-            .await
-            .map_err(store_error)
-    }
-
-    /// Puts `record`, written during a load past the range of the time, in
-    /// memory if the load's range covers it now.
-    fn track_loaded(q: &mut Queue, record: ReminderRecord) {
-        let taken = q.live.contains_key(&record.key) || q.firing.contains_key(&record.key);
-        if taken || !q.covers(record.due_unix_ms) {
-            return;
-        }
-        q.heap
-            .push(Reverse((record.due_unix_ms, record.key.clone())));
-        q.live.insert(record.key.clone(), record);
     }
 
     /// Hands what comes due to `due`, in due order, until `stop` completes
