@@ -98,7 +98,6 @@ pub fn channel(options: &ConnectOptions) -> Result<Channel, ConnectError> {
     };
     let mut endpoint = Endpoint::from_shared(uri)
         .map_err(|e| bad(e.to_string()))?
-        .tcp_nodelay(true)
         // As the Python SDK's channel options: a sidecar on loopback is
         // picked up again within a couple of seconds.
         .connect_timeout(Duration::from_secs(20));
@@ -111,5 +110,5 @@ pub fn channel(options: &ConnectOptions) -> Result<Channel, ConnectError> {
             .tls_config(config)
             .map_err(|e| ConnectError::Tls(e.to_string()))?;
     }
-    Ok(endpoint.connect_lazy())
+    Ok(endpoint.connect_with_connector_lazy(crate::coalesce::Connector))
 }

@@ -24,6 +24,7 @@
 pub mod app;
 pub mod batch;
 pub mod client;
+pub mod coalesce;
 pub mod connect;
 mod error;
 pub mod runtime;

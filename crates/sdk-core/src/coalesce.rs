@@ -1,0 +1,237 @@
+//! One TCP write per burst of HTTP/2 frames on an SDK's connection to its
+//! daemon.
+//!
+//! hyper writes a unary request's HEADERS from the connection task and its
+//! DATA from a second task, which waits for send capacity that the connection
+//! task assigns only once it has opened the stream. Written as they come, each
+//! call is two segments, and the daemon wakes twice to read one request (a
+//! wake costs more than the read on a busy host). [`Coalesced`] holds what the
+//! connection writes until it flushes, and lets each flush wait one pass of
+//! the scheduler, so the frames of tasks that pass woke (the request body's)
+//! leave in the same write.
+//!
+//! [`Connector`] dials TCP for `tonic`'s endpoint and wraps the socket; TLS,
+//! when configured, goes on top (tonic adds it), so records coalesce too.
+
+use std::future::Future;
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tonic::codegen::http::Uri;
+
+/// A write at least this large goes to the socket as it is: copying it would
+/// cost more than the segment it saves.
+const PASS_THROUGH: usize = 16 * 1024;
+/// What is held at most before it is written, flush or not.
+const MAX_HELD: usize = 64 * 1024;
+
+/// An I/O object whose writes are held until a flush, which itself waits one
+/// scheduler pass first.
+#[derive(Debug)]
+pub struct Coalesced<T> {
+    inner: T,
+    held: Vec<u8>,
+    /// How much of `held` the socket took already.
+    written: usize,
+    /// The pending flush has yielded its one pass.
+    yielded: bool,
+}
+
+impl<T> Coalesced<T> {
+    pub fn new(inner: T) -> Self {
+        Self {
+            inner,
+            held: Vec::new(),
+            written: 0,
+            yielded: false,
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> Coalesced<T> {
+    /// Writes out everything held, in order.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while let Some(rest) = self.held.get(self.written..).filter(|r| !r.is_empty()) {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, rest))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.written = self.written.saturating_add(n);
+        }
+        self.held.clear();
+        self.written = 0;
+        Poll::Ready(Ok(()))
+    }
+
+    fn holds_room_for(&self, len: usize) -> bool {
+        len < PASS_THROUGH && self.held.len().saturating_add(len) <= MAX_HELD
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesced<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if this.holds_room_for(data.len()) {
+            this.held.extend_from_slice(data);
+            return Poll::Ready(Ok(data.len()));
+        }
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_write(cx, data)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let len = bufs.iter().fold(0usize, |n, b| n.saturating_add(b.len()));
+        if this.holds_room_for(len) {
+            for buf in bufs {
+                this.held.extend_from_slice(buf);
+            }
+            return Poll::Ready(Ok(len));
+        }
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        // Small slices are gathered into `held` either way; large ones go on
+        // to the socket, which takes them vectored.
+        true
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.held.len() > this.written && !this.yielded {
+            // Woken again at once, but behind the tasks already queued: those
+            // that this pass woke add their frames before the write.
+            this.yielded = true;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        ready!(this.poll_drain(cx))?;
+        this.yielded = false;
+        Pin::new(&mut this.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Coalesced<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+/// Dials `host:port` of an endpoint's URI over TCP without Nagle's delay (the
+/// coalescing above does its job without adding one), for
+/// `Endpoint::connect_with_connector_lazy`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Connector;
+
+impl tower_service::Service<Uri> for Connector {
+    type Response = TokioIo<Coalesced<TcpStream>>;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, io::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), io::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, uri: Uri) -> Self::Future {
+        Box::pin(async move {
+            let invalid = || {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("the daemon address {uri} names no host and port"),
+                )
+            };
+            let host = uri.host().ok_or_else(invalid)?;
+            // An IPv6 literal comes bracketed in a URI, not in a socket address.
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let port = uri.port_u16().ok_or_else(invalid)?;
+            let stream = TcpStream::connect((host, port)).await?;
+            stream.set_nodelay(true)?;
+            Ok(TokioIo::new(Coalesced::new(stream)))
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::future::poll_fn;
+    use tokio::io::AsyncWriteExt;
+
+    /// Records each write the socket would have made.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+
+    impl AsyncWrite for Writes {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            data: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.get_mut().0.push(data.to_vec());
+            Poll::Ready(Ok(data.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn frames_written_before_a_flush_leave_in_one_write() {
+        let mut io = Coalesced::new(Writes::default());
+        io.write_all(b"headers").await.unwrap();
+        // The first flush yields its pass and writes nothing yet.
+        let first = poll_fn(|cx| Poll::Ready(Pin::new(&mut io).poll_flush(cx))).await;
+        assert!(first.is_pending());
+        assert!(io.inner.0.is_empty());
+        io.write_all(b"data").await.unwrap();
+        io.flush().await.unwrap();
+        assert_eq!(io.inner.0, vec![b"headersdata".to_vec()]);
+    }
+
+    #[tokio::test]
+    async fn a_large_write_goes_through_after_what_was_held() {
+        let mut io = Coalesced::new(Writes::default());
+        io.write_all(b"small").await.unwrap();
+        let large = vec![7u8; PASS_THROUGH];
+        io.write_all(&large).await.unwrap();
+        assert_eq!(io.inner.0, vec![b"small".to_vec(), large]);
+        io.flush().await.unwrap();
+        assert_eq!(io.inner.0.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn shutdown_writes_what_is_held() {
+        let mut io = Coalesced::new(Writes::default());
+        io.write_all(b"goaway").await.unwrap();
+        io.shutdown().await.unwrap();
+        assert_eq!(io.inner.0, vec![b"goaway".to_vec()]);
+    }
+}
