@@ -12,7 +12,7 @@ use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
 use tonic::transport::Channel;
 use tonic::Code;
 use troupe_proto::v1::actor_client_client::ActorClientClient;
-use troupe_proto::v1::{InvokeRequest, InvokeResponse, TellRequest, TellResponse};
+use troupe_proto::v1::{ActorRef, InvokeRequest, InvokeResponse, TellRequest, TellResponse};
 
 use crate::connect::ConnectOptions;
 use crate::retry::{with_retries, Retried, RetryNote};
@@ -64,7 +64,7 @@ impl ActorCalls {
         if request.idempotency_key.is_empty() {
             request.idempotency_key = key::fresh();
         }
-        let what = format!("invoke {}.{}", actor(&request.actor), request.method);
+        let what = CallName("invoke", &request.actor, &request.method);
         let (retry, timeout) = (call.retry, call.timeout);
         with_retries(retry, timeout, &what, on_retry, |left| {
             let mut client = self.client.clone();
@@ -87,7 +87,7 @@ impl ActorCalls {
         if request.idempotency_key.is_empty() {
             request.idempotency_key = key::fresh();
         }
-        let what = format!("tell {}.{}", actor(&request.actor), request.method);
+        let what = CallName("tell", &request.actor, &request.method);
         let (retry, timeout) = (call.retry, call.timeout);
         with_retries(retry, timeout, &what, on_retry, |left| {
             let mut client = self.client.clone();
@@ -128,12 +128,17 @@ impl ActorCalls {
     }
 }
 
-/// `type/id` of a call's actor, for logs.
-fn actor(actor: &Option<troupe_proto::v1::ActorRef>) -> String {
-    actor
-        .as_ref()
-        .map(|a| format!("{}/{}", a.r#type, a.id))
-        .unwrap_or_default()
+/// "invoke counter/c1.incr", for logs; formatted only when one is written.
+struct CallName<'a>(&'static str, &'a Option<ActorRef>, &'a str);
+
+impl std::fmt::Display for CallName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let CallName(kind, actor, method) = self;
+        match actor {
+            Some(a) => write!(f, "{kind} {}/{}.{method}", a.r#type, a.id),
+            None => write!(f, "{kind} {method}"),
+        }
+    }
 }
 
 /// The request of one attempt, with `timeout` (what is left of the call's).

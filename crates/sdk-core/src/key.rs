@@ -98,6 +98,15 @@ mod tests {
             call_key(Some("a\nb".into())),
             Err(KeyError::Control { .. })
         ));
+        let names = KeyNames {
+            option: "idempotency_key",
+            absent: "None",
+        };
+        assert_eq!(
+            KeyError::TooLong { bytes: 258 }.message(&names),
+            "idempotency_key is 258 bytes; it must be at most 256 bytes (a UUID or a hash of \
+             what names the call fits)"
+        );
         let (a, b) = (call_key(None), call_key(None));
         assert_ne!(a, b);
         let a = a.unwrap_or_default();

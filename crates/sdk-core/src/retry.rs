@@ -9,6 +9,7 @@
 //! read what happened in the error's message; [`Retried`] carries what the
 //! language layers need to write it as they always have.
 
+use std::fmt::Display;
 use std::future::Future;
 use std::time::Duration;
 
@@ -86,11 +87,12 @@ pub struct RetryNote {
 /// than UNAVAILABLE, or `timeout` (from now; `None`: no deadline, retries for
 /// [`NO_DEADLINE_RETRY_WINDOW`]) leaves no time for another attempt. Without
 /// `retry` it runs once. `attempt` must resend the same request, idempotency
-/// key included; `on_retry` hears of each retry before its pause.
+/// key included; `on_retry` hears of each retry before its pause, and
+/// `what` names the call in the debug line of each.
 pub async fn with_retries<T, F, Fut>(
     retry: bool,
     timeout: Option<Duration>,
-    what: &str,
+    what: &(dyn Display + Sync),
     mut on_retry: impl FnMut(&RetryNote),
     mut attempt: F,
 ) -> Result<T, Retried>
@@ -152,7 +154,7 @@ where
         let pause = jittered(backoff).min(room);
         retries = retries.saturating_add(1);
         tracing::debug!(
-            what,
+            call = %what,
             retry = retries,
             pause_ms = pause.as_millis() as u64,
             details = %details,

@@ -34,7 +34,7 @@ async fn run(
     let result = with_retries(
         retry,
         timeout,
-        "test",
+        &"test",
         |_| {},
         |left| {
             let n = {
