@@ -52,9 +52,9 @@ impl ActorCalls {
     }
 
     /// `ActorClient.Invoke`, retried per `call.retry` with the request's
-    /// idempotency key, or a fresh one when it has none (a key the caller
-    /// gave is checked with [`key::call_key`] first). `on_retry` hears of
-    /// each retry.
+    /// idempotency key, or a fresh one when it has none; a key a user gave
+    /// is the layer's to check first ([`key::call_key`], which words the
+    /// refusal in the user's language). `on_retry` hears of each retry.
     pub async fn invoke(
         &self,
         mut request: InvokeRequest,
@@ -158,13 +158,15 @@ async fn within<T, F>(timeout: Option<Duration>, call: F) -> Result<T, CallError
 where
     F: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 {
-    let Some(timeout) = timeout else {
+    // A timeout too far out for the clock is no deadline here (the daemon
+    // still gets it as `grpc-timeout`).
+    let deadline = timeout.and_then(|t| tokio::time::Instant::now().checked_add(t));
+    let Some(deadline) = deadline else {
         return call
             .await
             .map(tonic::Response::into_inner)
             .map_err(CallError::from);
     };
-    let deadline = tokio::time::Instant::now() + timeout;
     match tokio::time::timeout_at(deadline, call).await {
         Ok(Ok(answer)) => Ok(answer.into_inner()),
         // The daemon enforces `grpc-timeout` too, and tonic answers a call it
