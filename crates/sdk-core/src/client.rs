@@ -1,20 +1,23 @@
-//! Client calls: `ActorClient.Invoke` and `Tell`, each with its deadline and
-//! metadata (trace context and token, as the layer built them).
-//!
-//! One attempt per call: retries with the call's idempotency key are the
-//! layer's (they need its clock, its logs and its error messages).
+//! Client calls: `ActorClient.Invoke` and `Tell`, each with its idempotency
+//! key, its retries on UNAVAILABLE ([`crate::retry`]), its deadline and
+//! metadata (trace context and token, as the layer built them); and the
+//! rarer client RPCs as bytes ([`ActorCalls::unary`], [`crate::unary`]).
 
 use std::future::Future;
 use std::time::Duration;
 
+use bytes::Bytes;
+use tonic::codegen::http::uri::PathAndQuery;
 use tonic::metadata::{AsciiMetadataKey, AsciiMetadataValue};
 use tonic::transport::Channel;
 use tonic::Code;
 use troupe_proto::v1::actor_client_client::ActorClientClient;
-use troupe_proto::v1::{InvokeRequest, InvokeResponse, TellRequest, TellResponse};
+use troupe_proto::v1::{ActorRef, InvokeRequest, InvokeResponse, TellRequest, TellResponse};
 
 use crate::connect::ConnectOptions;
-use crate::CallError;
+use crate::retry::{with_retries, Retried, RetryNote};
+use crate::unary::{known, BytesCodec};
+use crate::{key, CallError};
 
 /// What goes with one call besides its request.
 #[derive(Debug, Clone, Default)]
@@ -24,48 +27,128 @@ pub struct CallOptions {
     pub timeout: Option<Duration>,
     /// ASCII metadata entries, in order; a key may repeat.
     pub metadata: Vec<(String, String)>,
+    /// Invoke and tell only: resend on UNAVAILABLE while the deadline leaves
+    /// time (the SDKs' `retry` option). The other RPCs are sent once.
+    pub retry: bool,
 }
 
-/// Invoke and tell on one channel; cheap to clone.
+/// The client API's calls on one channel; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct ActorCalls {
     client: ActorClientClient<Channel>,
+    /// The same channel for the rarer RPCs, as bytes.
+    raw: tonic::client::Grpc<Channel>,
 }
 
 impl ActorCalls {
     pub fn new(channel: Channel, options: &ConnectOptions) -> Self {
-        let client = ActorClientClient::new(channel)
+        let client = ActorClientClient::new(channel.clone())
             .max_decoding_message_size(options.decoding_limit())
             .max_encoding_message_size(usize::MAX);
-        Self { client }
+        let raw = tonic::client::Grpc::new(channel)
+            .max_decoding_message_size(options.decoding_limit())
+            .max_encoding_message_size(usize::MAX);
+        Self { client, raw }
     }
 
+    /// `ActorClient.Invoke`, retried per `call.retry` with the request's
+    /// idempotency key, or a fresh one when it has none; a key a user gave
+    /// is the layer's to check first ([`key::call_key`], which words the
+    /// refusal in the user's language). `on_retry` hears of each retry.
     pub async fn invoke(
         &self,
-        request: InvokeRequest,
+        mut request: InvokeRequest,
         call: CallOptions,
-    ) -> Result<InvokeResponse, CallError> {
-        let mut client = self.client.clone();
-        let timeout = call.timeout;
-        let request = prepare(request, call)?;
-        within(timeout, async move { client.invoke(request).await }).await
+        on_retry: impl FnMut(&RetryNote),
+    ) -> Result<InvokeResponse, Retried> {
+        if request.idempotency_key.is_empty() {
+            request.idempotency_key = key::fresh();
+        }
+        let what = CallName("invoke", &request.actor, &request.method);
+        let (retry, timeout) = (call.retry, call.timeout);
+        with_retries(retry, timeout, &what, on_retry, |left| {
+            let mut client = self.client.clone();
+            let request = prepare(request.clone(), &call, left);
+            async move {
+                let request = request?;
+                within(left, async move { client.invoke(request).await }).await
+            }
+        })
+        .await
     }
 
+    /// `ActorClient.Tell`, keyed and retried as [`ActorCalls::invoke`].
     pub async fn tell(
         &self,
-        request: TellRequest,
+        mut request: TellRequest,
         call: CallOptions,
-    ) -> Result<TellResponse, CallError> {
-        let mut client = self.client.clone();
-        let timeout = call.timeout;
-        let request = prepare(request, call)?;
-        within(timeout, async move { client.tell(request).await }).await
+        on_retry: impl FnMut(&RetryNote),
+    ) -> Result<TellResponse, Retried> {
+        if request.idempotency_key.is_empty() {
+            request.idempotency_key = key::fresh();
+        }
+        let what = CallName("tell", &request.actor, &request.method);
+        let (retry, timeout) = (call.retry, call.timeout);
+        with_retries(retry, timeout, &what, on_retry, |left| {
+            let mut client = self.client.clone();
+            let request = prepare(request.clone(), &call, left);
+            async move {
+                let request = request?;
+                within(left, async move { client.tell(request).await }).await
+            }
+        })
+        .await
+    }
+
+    /// One of the rarer `ActorClient` RPCs ([`crate::unary::METHODS`], by
+    /// path: `/troupe.v1.ActorClient/GetState`), its request and answer
+    /// serialized; sent once, with the deadline and metadata of `call`.
+    pub async fn unary(
+        &self,
+        method: &str,
+        request: Bytes,
+        call: CallOptions,
+    ) -> Result<Bytes, CallError> {
+        let Some(path) = known(method) else {
+            return Err(CallError::new(
+                Code::Unimplemented,
+                format!("{method:?} is not an ActorClient method the SDK core sends"),
+            ));
+        };
+        let request = prepare(request, &call, call.timeout)?;
+        let mut raw = self.raw.clone();
+        within(call.timeout, async move {
+            raw.ready()
+                .await
+                .map_err(|e| tonic::Status::from_error(e.into()))?;
+            raw.unary(request, PathAndQuery::from_static(path), BytesCodec)
+                .await
+        })
+        .await
     }
 }
 
-fn prepare<T>(message: T, call: CallOptions) -> Result<tonic::Request<T>, CallError> {
+/// "invoke counter/c1.incr", for logs; formatted only when one is written.
+struct CallName<'a>(&'static str, &'a Option<ActorRef>, &'a str);
+
+impl std::fmt::Display for CallName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let CallName(kind, actor, method) = self;
+        match actor {
+            Some(a) => write!(f, "{kind} {}/{}.{method}", a.r#type, a.id),
+            None => write!(f, "{kind} {method}"),
+        }
+    }
+}
+
+/// The request of one attempt, with `timeout` (what is left of the call's).
+fn prepare<T>(
+    message: T,
+    call: &CallOptions,
+    timeout: Option<Duration>,
+) -> Result<tonic::Request<T>, CallError> {
     let mut request = with_metadata(tonic::Request::new(message), &call.metadata)?;
-    if let Some(timeout) = call.timeout {
+    if let Some(timeout) = timeout {
         request.set_timeout(timeout);
     }
     Ok(request)
@@ -75,13 +158,15 @@ async fn within<T, F>(timeout: Option<Duration>, call: F) -> Result<T, CallError
 where
     F: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 {
-    let Some(timeout) = timeout else {
+    // A timeout too far out for the clock is no deadline here (the daemon
+    // still gets it as `grpc-timeout`).
+    let deadline = timeout.and_then(|t| tokio::time::Instant::now().checked_add(t));
+    let Some(deadline) = deadline else {
         return call
             .await
             .map(tonic::Response::into_inner)
             .map_err(CallError::from);
     };
-    let deadline = tokio::time::Instant::now() + timeout;
     match tokio::time::timeout_at(deadline, call).await {
         Ok(Ok(answer)) => Ok(answer.into_inner()),
         // The daemon enforces `grpc-timeout` too, and tonic answers a call it

@@ -14,12 +14,17 @@
 //!   the answers the layer sends through [`app::AppSender`], batched as the
 //!   daemon allows ([`batch`]).
 //! - [`client`]: `ActorClient.Invoke` and `Tell` with a deadline and call
-//!   metadata (trace context, token).
+//!   metadata (trace context, token), each with its idempotency key
+//!   ([`key`]: the caller's, checked, else a fresh UUID) and resent with it
+//!   on UNAVAILABLE while the deadline leaves time ([`retry`]: the policy,
+//!   and [`retry::Retried`], what a layer needs to tell its users how often
+//!   a failed call was retried); and the rarer client RPCs (state reads,
+//!   reminders, alarms, timers) as serialized messages ([`unary`]), so a
+//!   layer on this core needs no gRPC library for its calls.
 //!
 //! What stays in the language layer for now: re-connecting the app stream
-//! (its backoff and its log lines), retries of invoke and tell with their
-//! idempotency keys, and the rarer client RPCs (state reads, reminders,
-//! alarms, timers).
+//! (its backoff and its log lines); the words of the errors and logs its
+//! users read, from what the core reports.
 
 pub mod app;
 pub mod batch;
@@ -27,7 +32,10 @@ pub mod client;
 pub mod coalesce;
 pub mod connect;
 mod error;
+pub mod key;
+pub mod retry;
 pub mod runtime;
+pub mod unary;
 
 pub use error::{AttachError, CallError, ConnectError};
 pub use runtime::runtime;

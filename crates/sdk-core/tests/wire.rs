@@ -276,12 +276,13 @@ async fn invoke_carries_its_metadata_and_ends_at_its_deadline() {
     let call = CallOptions {
         timeout: Some(Duration::from_secs(5)),
         metadata: auth,
+        retry: true,
     };
     let request = InvokeRequest {
         method: "echo".into(),
         ..Default::default()
     };
-    let answer = calls.invoke(request, call).await.unwrap();
+    let answer = calls.invoke(request, call, |_| {}).await.unwrap();
     assert_eq!(&answer.payload.unwrap().data[..], b"Bearer t0k");
 
     let hang = InvokeRequest {
@@ -291,9 +292,10 @@ async fn invoke_carries_its_metadata_and_ends_at_its_deadline() {
     let call = CallOptions {
         timeout: Some(Duration::from_millis(100)),
         metadata: Vec::new(),
+        retry: false,
     };
-    let err = calls.invoke(hang, call).await.unwrap_err();
-    assert_eq!(err.code, Code::DeadlineExceeded);
+    let err = calls.invoke(hang, call, |_| {}).await.unwrap_err();
+    assert_eq!(err.status.code, Code::DeadlineExceeded);
 }
 
 #[tokio::test]
@@ -309,7 +311,11 @@ async fn a_daemon_that_is_not_there_is_unavailable() {
     let call = CallOptions {
         timeout: Some(Duration::from_secs(5)),
         metadata: Vec::new(),
+        retry: false,
     };
-    let err = calls.tell(TellRequest::default(), call).await.unwrap_err();
-    assert_eq!(err.code, Code::Unavailable, "{err:?}");
+    let err = calls
+        .tell(TellRequest::default(), call, |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(err.status.code, Code::Unavailable, "{err:?}");
 }

@@ -1,5 +1,6 @@
-//! `NativeClient`: invoke and tell for the TypeScript `Client` and for the
-//! calls actors make, answered in batches through the client's inbox.
+//! `NativeClient`: the client API's calls for the TypeScript `Client` and for
+//! the calls actors make (invoke and tell with their keys and retries, and
+//! the rarer RPCs as bytes), answered in batches through the client's inbox.
 //!
 //! JS names each call with an id and keeps its promise's resolvers; the
 //! answers come back from [`NativeClient::take`] as [`NativeAnswer`]s, all
@@ -16,17 +17,26 @@ use prost::Message;
 use tokio::task::AbortHandle;
 use troupe_sdk_core::client::{ActorCalls, CallOptions};
 use troupe_sdk_core::connect::ConnectOptions;
+use troupe_sdk_core::key::{self, KeyNames};
 use troupe_sdk_core::proto::{InvokeRequest, TellRequest};
+use troupe_sdk_core::retry::{GaveUp, Retried};
 use troupe_sdk_core::CallError;
 
 use crate::error::decode;
 use crate::wake::{Inbox, WakeFn};
 use crate::{channel, metadata_pairs, runtime, NativeConnect, NativeStatus, NodeError};
 
-type Answer = (u32, Result<Vec<u8>, CallError>);
+type Answer = (u32, Result<Vec<u8>, Retried>);
+
+/// The key option as the TypeScript SDK spells it, for the core's messages.
+const KEY_NAMES: KeyNames = KeyNames {
+    option: "idempotencyKey",
+    absent: "leave it out",
+};
 
 /// One call's answer: the serialized response (`InvokeResponse`,
-/// `TellResponse`), or the status that failed it.
+/// `TellResponse`, or the rarer RPC's), or the status that failed it and
+/// what its retries did.
 #[napi(object)]
 // napi's Buffer has no Debug (and a TLS key must never reach a log line).
 #[allow(missing_debug_implementations)]
@@ -34,6 +44,35 @@ pub struct NativeAnswer {
     pub id: u32,
     pub response: Option<Buffer>,
     pub error: Option<NativeStatus>,
+    pub retried: Option<NativeRetried>,
+}
+
+/// What the retries of a failed invoke or tell did, for its error message.
+#[napi(object)]
+#[derive(Debug)]
+pub struct NativeRetried {
+    /// Attempts after the first.
+    pub retries: u32,
+    pub elapsed_ms: f64,
+    /// `"deadline"` or `"window"` when the retries ran out of time.
+    pub gave_up: Option<String>,
+    /// The last UNAVAILABLE's message before the status that ended them.
+    pub last_unavailable: Option<String>,
+}
+
+fn retried(e: &Retried) -> NativeRetried {
+    NativeRetried {
+        retries: e.retries,
+        elapsed_ms: e.elapsed.as_secs_f64() * 1000.0,
+        gave_up: e.gave_up.map(|g| {
+            match g {
+                GaveUp::Deadline => "deadline",
+                GaveUp::Window => "window",
+            }
+            .to_owned()
+        }),
+        last_unavailable: e.last_unavailable.clone(),
+    }
 }
 
 #[napi]
@@ -64,11 +103,12 @@ impl NativeClient {
     fn start<F, C>(&self, id: u32, call: C) -> Result<(), NodeError>
     where
         C: FnOnce(ActorCalls) -> F,
-        F: std::future::Future<Output = Result<Vec<u8>, CallError>> + Send + 'static,
+        F: std::future::Future<Output = Result<Vec<u8>, Retried>> + Send + 'static,
     {
         let Some(calls) = self.calls.lock().clone() else {
             let closed = CallError::new(tonic::Code::Cancelled, "the client was closed");
-            self.answers.push(|queue| queue.push((id, Err(closed))));
+            self.answers
+                .push(|queue| queue.push((id, Err(Retried::once(closed)))));
             return Ok(());
         };
         let call = call(calls);
@@ -88,13 +128,29 @@ impl NativeClient {
 
 /// The call's deadline from now; one already past (zero or less) fails the
 /// call at once with DEADLINE_EXCEEDED, as gRPC does.
-fn call_options(timeout_ms: Option<f64>, metadata: Vec<String>) -> Result<CallOptions, NodeError> {
+fn call_options(
+    timeout_ms: Option<f64>,
+    metadata: Vec<String>,
+    retry: bool,
+) -> Result<CallOptions, NodeError> {
     let timeout =
         timeout_ms.map(|ms| Duration::try_from_secs_f64(ms / 1000.0).unwrap_or(Duration::ZERO));
     Ok(CallOptions {
         timeout,
         metadata: metadata_pairs(metadata)?,
+        retry,
     })
+}
+
+/// The key a call sends (the caller's, checked, or a fresh one); a bad one
+/// throws (code `InvalidArg`) with the message TypeScript users know.
+fn call_key(given: Option<String>) -> Result<String, NodeError> {
+    key::call_key(given).map_err(|e| NodeError::Key(e.message(&KEY_NAMES)))
+}
+
+/// A copy of the JS buffer's bytes: the call outlives the buffer's borrow.
+fn bytes_of(buffer: &Buffer) -> bytes::Bytes {
+    bytes::Bytes::copy_from_slice(buffer)
 }
 
 #[napi]
@@ -106,43 +162,75 @@ impl NativeClient {
         Ok(Self::on_channel(channel, &options, wake))
     }
 
-    /// Starts `ActorClient.Invoke` with the serialized `InvokeRequest`;
+    /// Starts `ActorClient.Invoke` with the serialized `InvokeRequest` and
+    /// `key` (none: a fresh one), resent on UNAVAILABLE with `retry`;
     /// `metadata` is flat (`[key, value, ...]`).
     #[napi]
     pub fn invoke(
         &self,
         id: u32,
         request: Buffer,
+        key: Option<String>,
         timeout_ms: Option<f64>,
         metadata: Vec<String>,
+        retry: bool,
     ) -> napi::Result<()> {
-        let request: InvokeRequest = decode(&request, "troupe.v1.InvokeRequest")?;
-        let options = call_options(timeout_ms, metadata)?;
+        let mut request: InvokeRequest = decode(&request, "troupe.v1.InvokeRequest")?;
+        request.idempotency_key = call_key(key)?;
+        let options = call_options(timeout_ms, metadata, retry)?;
         self.start(id, |calls| async move {
             calls
-                .invoke(request, options)
+                .invoke(request, options, |_| {})
                 .await
                 .map(|r| r.encode_to_vec())
         })?;
         Ok(())
     }
 
-    /// Starts `ActorClient.Tell` with the serialized `TellRequest`.
+    /// Starts `ActorClient.Tell` with the serialized `TellRequest`, keyed
+    /// and retried as `invoke`.
     #[napi]
     pub fn tell(
         &self,
         id: u32,
         request: Buffer,
+        key: Option<String>,
+        timeout_ms: Option<f64>,
+        metadata: Vec<String>,
+        retry: bool,
+    ) -> napi::Result<()> {
+        let mut request: TellRequest = decode(&request, "troupe.v1.TellRequest")?;
+        request.idempotency_key = call_key(key)?;
+        let options = call_options(timeout_ms, metadata, retry)?;
+        self.start(id, |calls| async move {
+            calls
+                .tell(request, options, |_| {})
+                .await
+                .map(|r| r.encode_to_vec())
+        })?;
+        Ok(())
+    }
+
+    /// Starts one of the rarer `ActorClient` RPCs (`method` its path, e.g.
+    /// `/troupe.v1.ActorClient/GetState`) with its serialized request; sent
+    /// once, answered with the serialized response.
+    #[napi]
+    pub fn unary(
+        &self,
+        id: u32,
+        method: String,
+        request: Buffer,
         timeout_ms: Option<f64>,
         metadata: Vec<String>,
     ) -> napi::Result<()> {
-        let request: TellRequest = decode(&request, "troupe.v1.TellRequest")?;
-        let options = call_options(timeout_ms, metadata)?;
+        let request = bytes_of(&request);
+        let options = call_options(timeout_ms, metadata, false)?;
         self.start(id, |calls| async move {
             calls
-                .tell(request, options)
+                .unary(&method, request, options)
                 .await
-                .map(|r| r.encode_to_vec())
+                .map(|r| r.to_vec())
+                .map_err(Retried::once)
         })?;
         Ok(())
     }
@@ -158,11 +246,13 @@ impl NativeClient {
                     id,
                     response: Some(bytes.into()),
                     error: None,
+                    retried: None,
                 },
                 Err(e) => NativeAnswer {
                     id,
                     response: None,
-                    error: Some(e.into()),
+                    retried: Some(retried(&e)),
+                    error: Some(e.status.into()),
                 },
             })
             .collect()

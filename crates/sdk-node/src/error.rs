@@ -14,6 +14,9 @@ pub enum NodeError {
         what: &'static str,
         source: prost::DecodeError,
     },
+    /// An idempotency key the daemon would refuse; nothing was sent.
+    #[error("{0}")]
+    Key(String),
     #[error(transparent)]
     Connect(#[from] ConnectError),
     /// The SDK's tokio runtime could not start (out of threads or memory).

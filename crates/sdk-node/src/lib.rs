@@ -10,7 +10,7 @@
 //! threadsafe-function call per burst, and the JS side takes the whole burst
 //! at once. Calls into this module never block the event loop.
 //!
-//! - [`client::NativeClient`]: invoke and tell, answered in batches.
+//! - [`client::NativeClient`]: the client API's calls, answered in batches.
 //! - [`session::NativeSession`]: one app stream (`AppHost.Attach`).
 
 // napi-rs's macros expand to the unsafe FFI glue that is the point of the

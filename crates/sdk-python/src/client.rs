@@ -1,8 +1,11 @@
-//! `troupe._native.Client`: invoke and tell for `troupe.Client` and for the
-//! calls actors make, answered in batches through the client's inbox.
+//! `troupe._native.Client`: the client API's calls for `troupe.Client` and
+//! for the calls actors make (invoke and tell with their keys and retries,
+//! and the rarer RPCs as bytes), answered in batches through the client's
+//! inbox.
 //!
 //! Python names each call with an id and keeps its future; the answer comes
-//! back as `(id, response_bytes)` or `(id, (code, message, trailers))`.
+//! back as `(id, response_bytes)` or `(id, failure)` ([`PyFailure`]), and each
+//! retry as a note Python logs in its own words.
 //! Calls queue here until Python's `flush`, once per pass of its event loop:
 //! the runtime is woken once for all the calls made in that pass, where a
 //! wake per call would cost a thread switch per call.
@@ -22,14 +25,63 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use troupe_sdk_core::client::{ActorCalls, CallOptions};
 use troupe_sdk_core::connect::ConnectOptions;
+use troupe_sdk_core::key::{self, KeyNames};
 use troupe_sdk_core::proto::{InvokeRequest, TellRequest};
-use troupe_sdk_core::CallError;
+use troupe_sdk_core::retry::{GaveUp, Retried, RetryNote};
 
 use crate::inbox::Inbox;
 use crate::{channel, py_call_error, runtime};
 
-type Answer = (u64, Result<Vec<u8>, CallError>);
+pyo3::create_exception!(
+    _native,
+    InvalidKey,
+    PyValueError,
+    "An idempotency key the daemon would refuse; nothing was sent."
+);
+
+/// The key option as the Python SDK spells it, for the core's messages.
+const KEY_NAMES: KeyNames = KeyNames {
+    option: "idempotency_key",
+    absent: "None",
+};
+
+#[derive(Debug)]
+enum Answer {
+    Done(u64, Result<Vec<u8>, Retried>),
+    Retrying(u64, RetryNote),
+}
 type Call = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A failed call as Python reads it: gRPC's code number, the message, the
+/// ASCII trailers, then the retries made, their seconds, why they stopped
+/// for lack of time (`"deadline"`, `"window"`, or None) and the last
+/// UNAVAILABLE's message (None when there was none).
+type PyFailure = (
+    i32,
+    String,
+    Vec<(String, String)>,
+    u32,
+    f64,
+    Option<&'static str>,
+    Option<String>,
+);
+
+fn py_failure(e: Retried) -> PyFailure {
+    let gave_up = e.gave_up.map(|g| match g {
+        GaveUp::Deadline => "deadline",
+        GaveUp::Window => "window",
+    });
+    let (code, message, trailers) = py_call_error(e.status);
+    (
+        code,
+        message,
+        trailers,
+        e.retries,
+        e.elapsed.as_secs_f64(),
+        gave_up,
+        e.last_unavailable,
+    )
+}
 
 #[pyclass(module = "troupe._native", frozen)]
 pub(crate) struct Client {
@@ -65,7 +117,7 @@ impl Client {
 
     fn queue<F>(&self, id: u64, call: F)
     where
-        F: Future<Output = Result<Vec<u8>, CallError>> + Send + 'static,
+        F: Future<Output = Result<Vec<u8>, Retried>> + Send + 'static,
     {
         let answers = self.answers.clone();
         let running = self.running.clone();
@@ -77,7 +129,7 @@ impl Client {
             // Aborted: the Python caller is gone and wants no answer.
             if let Ok(answer) = call.await {
                 running.lock().remove(&id);
-                answers.push((id, answer));
+                answers.push(Answer::Done(id, answer));
             }
         }));
     }
@@ -85,9 +137,25 @@ impl Client {
 
 /// The call's deadline from now; a deadline already past (zero or less)
 /// fails the call at once with DEADLINE_EXCEEDED, as gRPC does.
-fn call_options(timeout: Option<f64>, metadata: Vec<(String, String)>) -> CallOptions {
+fn call_options(timeout: Option<f64>, metadata: Vec<(String, String)>, retry: bool) -> CallOptions {
     let timeout = timeout.map(|t| Duration::try_from_secs_f64(t).unwrap_or(Duration::ZERO));
-    CallOptions { timeout, metadata }
+    CallOptions {
+        timeout,
+        metadata,
+        retry,
+    }
+}
+
+/// The key a call sends (the caller's, checked, or a fresh one); a bad one
+/// raises `InvalidKey` with the message Python users know.
+fn call_key(given: Option<String>) -> PyResult<String> {
+    key::call_key(given).map_err(|e| InvalidKey::new_err(e.message(&KEY_NAMES)))
+}
+
+/// Hands each retry note to Python through the inbox.
+fn notes(id: u64, answers: &Arc<Inbox<Answer>>) -> impl FnMut(&RetryNote) + Send + 'static {
+    let answers = answers.clone();
+    move |note| answers.push(Answer::Retrying(id, note.clone()))
 }
 
 fn decode<M: Message + Default>(bytes: &[u8], what: &str) -> PyResult<M> {
@@ -114,44 +182,78 @@ impl Client {
         self.answers.fileno()
     }
 
-    /// Starts `ActorClient.Invoke` with the serialized `InvokeRequest`.
+    /// Starts `ActorClient.Invoke` with the serialized `InvokeRequest` and
+    /// `key` (None: a fresh one), resent on UNAVAILABLE with `retry`.
+    #[pyo3(signature = (id, request, key, timeout, metadata, retry))]
     fn invoke(
         &self,
         id: u64,
         request: &[u8],
+        key: Option<String>,
         timeout: Option<f64>,
         metadata: Vec<(String, String)>,
+        retry: bool,
     ) -> PyResult<()> {
-        let request: InvokeRequest = decode(request, "troupe.v1.InvokeRequest")?;
+        let mut request: InvokeRequest = decode(request, "troupe.v1.InvokeRequest")?;
+        request.idempotency_key = call_key(key)?;
         let calls = self.calls.clone();
-        let options = call_options(timeout, metadata);
+        let options = call_options(timeout, metadata, retry);
+        let notes = notes(id, &self.answers);
         self.queue(id, async move {
             calls
-                .invoke(request, options)
+                .invoke(request, options, notes)
                 .await
                 .map(|r| r.encode_to_vec())
         });
         Ok(())
     }
 
-    /// Starts `ActorClient.Tell` with the serialized `TellRequest`.
+    /// Starts `ActorClient.Tell` with the serialized `TellRequest`, keyed
+    /// and retried as `invoke`.
+    #[pyo3(signature = (id, request, key, timeout, metadata, retry))]
     fn tell(
         &self,
         id: u64,
         request: &[u8],
+        key: Option<String>,
         timeout: Option<f64>,
         metadata: Vec<(String, String)>,
+        retry: bool,
     ) -> PyResult<()> {
-        let request: TellRequest = decode(request, "troupe.v1.TellRequest")?;
+        let mut request: TellRequest = decode(request, "troupe.v1.TellRequest")?;
+        request.idempotency_key = call_key(key)?;
         let calls = self.calls.clone();
-        let options = call_options(timeout, metadata);
+        let options = call_options(timeout, metadata, retry);
+        let notes = notes(id, &self.answers);
         self.queue(id, async move {
             calls
-                .tell(request, options)
+                .tell(request, options, notes)
                 .await
                 .map(|r| r.encode_to_vec())
         });
         Ok(())
+    }
+
+    /// Starts one of the rarer `ActorClient` RPCs (`method` its path, e.g.
+    /// `/troupe.v1.ActorClient/GetState`) with its serialized request; sent
+    /// once, answered with the serialized response.
+    fn unary(
+        &self,
+        id: u64,
+        method: String,
+        request: Vec<u8>,
+        timeout: Option<f64>,
+        metadata: Vec<(String, String)>,
+    ) {
+        let calls = self.calls.clone();
+        let options = call_options(timeout, metadata, false);
+        self.queue(id, async move {
+            calls
+                .unary(&method, request.into(), options)
+                .await
+                .map(|r| r.to_vec())
+                .map_err(Retried::once)
+        });
     }
 
     /// Starts the calls queued since the last flush.
@@ -175,19 +277,29 @@ impl Client {
         }
     }
 
-    /// The answers that arrived since the last take.
-    fn take<'py>(&self, py: Python<'py>) -> PyResult<Vec<(u64, Bound<'py, PyAny>)>> {
-        self.answers
-            .take()
-            .into_iter()
-            .map(|(id, answer)| {
-                let value = match answer {
-                    Ok(bytes) => PyBytes::new(py, &bytes).into_any(),
-                    Err(e) => py_call_error(e).into_pyobject(py)?.into_any(),
-                };
-                Ok((id, value))
-            })
-            .collect()
+    /// The answers that arrived since the last take, and the retries begun
+    /// meanwhile as `(id, retry, pause_seconds, details)`.
+    #[allow(clippy::type_complexity)]
+    fn take<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Vec<(u64, Bound<'py, PyAny>)>, Vec<(u64, u32, f64, String)>)> {
+        let mut answers = Vec::new();
+        let mut retries = Vec::new();
+        for answer in self.answers.take() {
+            match answer {
+                Answer::Done(id, Ok(bytes)) => {
+                    answers.push((id, PyBytes::new(py, &bytes).into_any()));
+                }
+                Answer::Done(id, Err(e)) => {
+                    answers.push((id, py_failure(e).into_pyobject(py)?.into_any()));
+                }
+                Answer::Retrying(id, note) => {
+                    retries.push((id, note.retry, note.pause.as_secs_f64(), note.details));
+                }
+            }
+        }
+        Ok((answers, retries))
     }
 
     /// Ends every call under way.

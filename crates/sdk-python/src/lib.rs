@@ -9,7 +9,7 @@
 //! [`inbox::Inbox`]: one wake-up per burst, no GIL taken off the loop's
 //! thread. Calls into this module never block.
 //!
-//! - [`client::Client`]: invoke and tell, answered through its inbox.
+//! - [`client::Client`]: the client API's calls, answered through its inbox.
 //! - [`session::Session`]: one app stream (`AppHost.Attach`).
 
 // PyO3's macros expand to the unsafe FFI glue that is the point of the crate;
@@ -63,6 +63,7 @@ fn py_call_error(e: CallError) -> PyCallError {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Client>()?;
+    m.add("InvalidKey", m.py().get_type::<client::InvalidKey>())?;
     m.add_class::<session::Session>()?;
     Ok(())
 }

@@ -1,12 +1,13 @@
-// The calls shared by Client and an actor's Context: invoke, tell, getState.
+// The calls shared by Client and an actor's Context: invoke, tell, getState, and
+// the transport every ActorClient RPC goes through (CallTransport).
 import * as grpc from "@grpc/grpc-js";
 import type { Actor } from "./actor.js";
 import { type Duration, toMillis } from "./duration.js";
 import { fromRpcError, InvalidArgument } from "./errors.js";
-import type { ActorClientClient, GetStateResponse, InvokeRequest, InvokeResponse, TellRequest } from "./gen/troupe/v1/client.js";
+import { type ActorClientClient, ActorClientService, type InvokeRequest, type InvokeResponse, type TellRequest } from "./gen/troupe/v1/client.js";
 import { type CallChain, Delivery } from "./gen/troupe/v1/common.js";
 import { decodeResult, decodeState, encodeCall, Kwargs, splitArgs } from "./payload.js";
-import { callKey, sendWithRetries } from "./retry.js";
+import { callKey, checkKeyType, sendWithRetries } from "./retry.js";
 import { Tracing } from "./tracing.js";
 import { callDeadline, chainForCall } from "./turn.js";
 
@@ -169,55 +170,77 @@ function deadlineMs(options: Partial<grpc.CallOptions>): number | undefined {
   return d === undefined ? undefined : d instanceof Date ? d.getTime() : d;
 }
 
-/**
- * @internal How invoke and tell reach the daemon, one attempt each: a grpc-js
- * stub, or the native core (native_calls.ts). Rejects with a grpc.ServiceError
- * (or an error shaped like one), which the retries and errors read.
- */
-export interface CallTransport {
-  invoke(request: InvokeRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<InvokeResponse>;
-  tell(request: TellRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<void>;
+/** @internal How an invoke or tell is keyed and retried, and named in its errors. */
+export interface Keyed {
+  /** The caller's idempotency key; undefined: a fresh one. */
+  key: string | undefined;
+  /** Resend on UNAVAILABLE while the deadline leaves time. */
+  retry: boolean;
+  /** The call, for error messages: "invoke counter/c1.incr". */
+  what: string;
 }
 
-/** @internal invoke and tell on a grpc-js stub. */
+/** @internal One of the ActorClient's unary methods, as ts-proto describes it for grpc-js. */
+export type UnaryMethod<Req, Resp> = grpc.MethodDefinition<Req, Resp>;
+
+/**
+ * @internal How the ActorClient RPCs reach the daemon: a grpc-js stub
+ * (stubTransport, with the keys and retries of retry.ts) or the native core
+ * (native_calls.ts, whose core keys and retries invoke and tell itself).
+ */
+export interface CallTransport {
+  /** Invoke with its key and retries; rejects with the SDK's error (TroupeError). */
+  invoke(request: InvokeRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed): Promise<InvokeResponse>;
+  /** Tell, as invoke. */
+  tell(request: TellRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed): Promise<void>;
+  /** One of the rarer RPCs, sent once; rejects with a grpc.ServiceError (or an error shaped like one). */
+  unary<Req, Resp>(method: UnaryMethod<Req, Resp>, request: Req, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<Resp>;
+}
+
+/** @internal The ActorClient RPCs on a grpc-js stub; invoke and tell keyed and retried here (retry.ts). */
 export function stubTransport(stub: ActorClientClient): CallTransport {
+  const unary = <Req, Resp>(method: UnaryMethod<Req, Resp>, request: Req, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<Resp> =>
+    new Promise<Resp>((resolve, reject) => {
+      stub.makeUnaryRequest(method.path, method.requestSerialize, method.responseDeserialize, request, md, options, (err: grpc.ServiceError | null, r?: Resp) => {
+        if (err !== null) reject(err);
+        else if (r === undefined) reject(new Error(`${method.path}: no answer and no error`));
+        else resolve(r);
+      });
+    });
+  const keyedRequest = <T extends { idempotencyKey: string }>(request: T, keyed: Keyed): T => ({ ...request, idempotencyKey: callKey(keyed.key) });
   return {
-    invoke: (request, md, options) =>
-      new Promise<InvokeResponse>((resolve, reject) => {
-        stub.invoke(request, md, options, (err: grpc.ServiceError | null, r?: InvokeResponse) => {
-          if (err !== null) reject(err);
-          else resolve(r ?? { payload: undefined });
-        });
-      }),
-    tell: (request, md, options) =>
-      new Promise<void>((resolve, reject) => {
-        stub.tell(request, md, options, (err: grpc.ServiceError | null) => {
-          if (err !== null) reject(err);
-          else resolve();
-        });
-      }),
+    invoke: async (request, md, options, keyed) => {
+      const req = keyedRequest(request, keyed);
+      // A copy of the metadata per attempt: interceptors may edit what they are given.
+      return sendWithRetries(() => unary(ActorClientService.invoke, req, md.clone(), options), deadlineMs(options), keyed);
+    },
+    tell: async (request, md, options, keyed) => {
+      const req = keyedRequest(request, keyed);
+      await sendWithRetries(() => unary(ActorClientService.tell, req, md.clone(), options), deadlineMs(options), keyed);
+    },
+    unary,
   };
 }
 
 /**
- * @internal Issues ActorClient RPCs on a channel. An RPC made while a turn runs
- * (in its async context) is made on the turn's behalf: invoke and tell carry its
- * call chain, and every RPC's deadline is cut to the turn's caller's (turn.ts).
+ * @internal Issues ActorClient RPCs through a CallTransport. An RPC made while
+ * a turn runs (in its async context) is made on the turn's behalf: invoke and
+ * tell carry its call chain, and every RPC's deadline is cut to the turn's
+ * caller's (turn.ts).
  *
  * Invoke and tell carry an idempotency key, the caller's or a fresh one per
  * call, and with `retry` are resent with the same key and deadline on
- * UNAVAILABLE while the deadline leaves time (retry.ts). getState is sent once.
+ * UNAVAILABLE while the deadline leaves time. getState is sent once.
  */
 export class Caller {
-  readonly #stub: ActorClientClient;
   readonly #calls: CallTransport;
   readonly #tracing: Tracing;
   readonly #retry: boolean;
 
-  /** `calls` carries invoke and tell (default: `stub`); getState always goes through `stub`. */
-  constructor(stub: ActorClientClient, tracing: Tracing = new Tracing(), retry = true, calls: CallTransport = stubTransport(stub)) {
-    this.#stub = stub;
-    this.#calls = calls;
+  /** `calls` carries every RPC (default: on `stub`, which may then be undefined only if `calls` is given). */
+  constructor(stub: ActorClientClient | undefined, tracing: Tracing = new Tracing(), retry = true, calls?: CallTransport) {
+    if (calls === undefined && stub === undefined) throw new Error("a Caller needs a stub or a CallTransport");
+    this.#calls = calls ?? stubTransport(stub as ActorClientClient);
     this.#tracing = tracing;
     this.#retry = retry;
   }
@@ -233,17 +256,12 @@ export class Caller {
     chain?: CallChain,
   ): Promise<unknown> {
     const what = `invoke ${type}/${id}.${method}`;
-    const idempotencyKey = callKey(options.idempotencyKey);
+    const keyed = { key: checkKeyType(options.idempotencyKey), retry: this.#retry, what };
     const callOptions = deadline(options.timeout, what);
-    const request = { actor: { type, id }, method, payload: encodeCall(args, kw), metadata: { ...options.metadata }, chain: chain ?? chainForCall(), idempotencyKey };
+    const request = { actor: { type, id }, method, payload: encodeCall(args, kw), metadata: { ...options.metadata }, chain: chain ?? chainForCall(), idempotencyKey: "" };
     // One span for the logical call: its retries are not separate calls.
     return this.#tracing.call({ rpc: "Invoke", type, id, method }, async (md) => {
-      const resp = await sendWithRetries(
-        // A copy per attempt: interceptors may edit the metadata they are given.
-        () => this.#calls.invoke(request, md.clone(), callOptions),
-        deadlineMs(callOptions),
-        { retry: this.#retry, what },
-      );
+      const resp = await this.#calls.invoke(request, md, callOptions, keyed);
       return decodeResult(resp.payload);
     });
   }
@@ -258,7 +276,7 @@ export class Caller {
     chain?: CallChain,
   ): Promise<void> {
     const what = `tell ${type}/${id}.${method}`;
-    const idempotencyKey = callKey(options.idempotencyKey);
+    const keyed = { key: checkKeyType(options.idempotencyKey), retry: this.#retry, what };
     const callOptions = deadline(options.timeout, what);
     const request = {
       actor: { type, id },
@@ -267,38 +285,25 @@ export class Caller {
       metadata: { ...options.metadata },
       chain: chain ?? chainForCall(),
       delivery: delivery(options.durable),
-      idempotencyKey,
+      idempotencyKey: "",
     };
-    return this.#tracing.call({ rpc: "Tell", type, id, method }, (md) =>
-      sendWithRetries(
-        () => this.#calls.tell(request, md.clone(), callOptions),
-        deadlineMs(callOptions),
-        { retry: this.#retry, what },
-      ),
-    );
+    return this.#tracing.call({ rpc: "Tell", type, id, method }, (md) => this.#calls.tell(request, md, callOptions, keyed));
   }
 
-  getState(type: string, id: string, keys: readonly string[], options: GetStateOptions): Promise<Record<string, unknown>> {
-    return this.#tracing.call(
-      { rpc: "GetState", type, id },
-      (md) =>
-        new Promise((resolve, reject) => {
-          this.#stub.getState({ actor: { type, id }, keys: [...keys] }, md, deadline(options.timeout, `getState ${type}/${id}`), (err: grpc.ServiceError | null, resp?: GetStateResponse) => {
-            if (err !== null) {
-              reject(fromRpcError(err, `getState ${type}/${id}`));
-              return;
-            }
-            const out: Record<string, unknown> = {};
-            try {
-              for (const [k, v] of Object.entries(resp?.entries ?? {})) out[k] = options.raw === true ? new Uint8Array(v) : decodeState(v);
-            } catch (e) {
-              reject(e instanceof Error ? e : new Error(String(e)));
-              return;
-            }
-            resolve(out);
-          });
-        }),
-    );
+  async getState(type: string, id: string, keys: readonly string[], options: GetStateOptions): Promise<Record<string, unknown>> {
+    const what = `getState ${type}/${id}`;
+    const callOptions = deadline(options.timeout, what);
+    return this.#tracing.call({ rpc: "GetState", type, id }, async (md) => {
+      let resp;
+      try {
+        resp = await this.#calls.unary(ActorClientService.getState, { actor: { type, id }, keys: [...keys] }, md, callOptions);
+      } catch (err) {
+        throw fromRpcError(err, what);
+      }
+      const out: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(resp.entries)) out[k] = options.raw === true ? new Uint8Array(v) : decodeState(v);
+      return out;
+    });
   }
 }
 

@@ -10,10 +10,12 @@ import {
   handleOptions,
   type TellOptions,
   Caller,
+  type CallTransport,
   type GetStateOptions,
   makeHandle,
   type Params,
   splitParams,
+  stubTransport,
   type UntypedActor,
 } from "./caller.js";
 import { type Duration, toMillis } from "./duration.js";
@@ -109,6 +111,7 @@ export class Client {
   /** Whether invoke and tell are resent on UNAVAILABLE (see {@link ClientOptions.retry}). */
   readonly retry: boolean;
   #stub: ActorClientClient | undefined;
+  #stubCalls: CallTransport | undefined;
   #caller: Caller | undefined;
   #native: NativeCalls | undefined;
   readonly #addon: NativeAddon | undefined;
@@ -133,32 +136,38 @@ export class Client {
     this.#tracing = new Tracing(options.tracerProvider);
     this.#addon = nativeCore();
     this.#scheduler = new Scheduler(
-      () => this.#getStub(),
+      () => this.#transport(),
       () => this.timeout,
       this.#tracing,
     );
   }
 
-  #getStub(): ActorClientClient {
-    this.#stub ??= new ActorClientClient(grpcTarget(this.address), channelCredentials(this.#tls), {
-      ...CHANNEL_OPTIONS,
-      ...tokenClientOptions(this.#token),
-    });
-    return this.#stub;
-  }
-
   #getCaller(): Caller {
-    this.#caller ??= new Caller(this.#getStub(), this.#tracing, this.retry, this.#nativeCalls());
+    this.#caller ??= new Caller(undefined, this.#tracing, this.retry, this.#transport());
     return this.#caller;
   }
 
-  /** invoke and tell on the native core when it loaded (core.ts); undefined: on the stub. */
-  #nativeCalls(): NativeCalls | undefined {
+  /**
+   * Every RPC's transport: the native core when it loaded (core.ts), with no
+   * grpc-js channel at all; else a grpc-js stub. Made at first use.
+   */
+  #transport(): CallTransport {
     const addon = this.#addon;
-    if (addon === undefined) return undefined;
-    const connect = { address: this.address, ...tlsBytes(this.#tls) };
-    this.#native = new NativeCalls((wake) => new addon.NativeClient(connect, wake), tokenMetadata(this.#token));
-    return this.#native;
+    if (addon !== undefined) {
+      if (this.#native === undefined) {
+        const connect = { address: this.address, ...tlsBytes(this.#tls) };
+        this.#native = new NativeCalls((wake) => new addon.NativeClient(connect, wake), tokenMetadata(this.#token));
+      }
+      return this.#native;
+    }
+    if (this.#stub === undefined) {
+      this.#stub = new ActorClientClient(grpcTarget(this.address), channelCredentials(this.#tls), {
+        ...CHANNEL_OPTIONS,
+        ...tokenClientOptions(this.#token),
+      });
+      this.#stubCalls = stubTransport(this.#stub);
+    }
+    return this.#stubCalls ?? stubTransport(this.#stub);
   }
 
   #options(options: TellOptions | undefined): TellOptions {
@@ -170,6 +179,7 @@ export class Client {
     const stub = this.#stub;
     const native = this.#native;
     this.#stub = undefined;
+    this.#stubCalls = undefined;
     this.#caller = undefined;
     this.#native = undefined;
     stub?.close();

@@ -39,16 +39,31 @@ export interface NativeStatus {
   trailers: string[];
 }
 
+/** What the retries of a failed invoke or tell did. */
+export interface NativeRetried {
+  /** Attempts after the first. */
+  retries: number;
+  elapsedMs: number;
+  /** "deadline" or "window" when the retries ran out of time with the daemon still UNAVAILABLE. */
+  gaveUp?: string | null;
+  /** The last UNAVAILABLE's message before the status that ended the retries. */
+  lastUnavailable?: string | null;
+}
+
 export interface NativeAnswer {
   id: number;
   response?: Buffer | null;
   error?: NativeStatus | null;
+  retried?: NativeRetried | null;
 }
 
 /** The addon's client (crates/sdk-node/src/client.rs). */
 export interface NativeClient {
-  invoke(id: number, request: Buffer, timeoutMs: number | undefined | null, metadata: string[]): void;
-  tell(id: number, request: Buffer, timeoutMs: number | undefined | null, metadata: string[]): void;
+  /** Throws (code "InvalidArg") for an idempotency key the daemon would refuse; `key` undefined: a fresh one. */
+  invoke(id: number, request: Buffer, key: string | undefined, timeoutMs: number | undefined | null, metadata: string[], retry: boolean): void;
+  tell(id: number, request: Buffer, key: string | undefined, timeoutMs: number | undefined | null, metadata: string[], retry: boolean): void;
+  /** One of the rarer ActorClient RPCs, by path ("/troupe.v1.ActorClient/GetState"), sent once. */
+  unary(id: number, method: string, request: Buffer, timeoutMs: number | undefined | null, metadata: string[]): void;
   take(): NativeAnswer[];
   close(): void;
 }

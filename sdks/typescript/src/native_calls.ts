@@ -1,14 +1,20 @@
-// invoke and tell on the native core: each call an id, its promise settled when
-// the addon hands its answer back, every answer that arrived together settled in
-// one callback (core.ts, crates/sdk-node/src/client.rs).
+// The ActorClient RPCs on the native core: each call an id, its promise settled
+// when the addon hands its answer back, every answer that arrived together
+// settled in one callback (core.ts, crates/sdk-node/src/client.rs). The core
+// keys and retries invoke and tell itself; their failures come back with what
+// the retries did, worded here as on the grpc-js core (retry.ts).
 import * as grpc from "@grpc/grpc-js";
-import type { CallTransport } from "./caller.js";
-import type { NativeClient, NativeStatus } from "./core.js";
+import type { CallTransport, Keyed, UnaryMethod } from "./caller.js";
+import type { NativeAnswer, NativeClient, NativeStatus } from "./core.js";
+import { fromRpcError, InvalidArgument } from "./errors.js";
 import { InvokeRequest, InvokeResponse, TellRequest } from "./gen/troupe/v1/client.js";
+import { failureNote, type GaveUp } from "./retry.js";
 
 interface Waiting {
   resolve(response: Buffer): void;
-  reject(err: grpc.ServiceError): void;
+  reject(err: Error): void;
+  /** Names an invoke or tell in its error; undefined for the rarer RPCs, which reject with the status. */
+  what: string | undefined;
 }
 
 /** The bytes of an encoded message as a Buffer, without a copy. */
@@ -23,6 +29,15 @@ export function serviceError(status: NativeStatus): grpc.ServiceError {
   // As grpc-js words its errors' messages.
   const err = new Error(`${String(status.code)} ${grpc.status[status.code]}: ${status.message}`);
   return Object.assign(err, { code: status.code, details: status.message, metadata });
+}
+
+/** A failed call's error: the status for a rarer RPC, else the SDK's error for an invoke or tell, saying how often it was retried. */
+function failure(answer: NativeAnswer, status: NativeStatus, what: string | undefined): Error {
+  const err = serviceError(status);
+  if (what === undefined) return err;
+  const r = answer.retried;
+  const note = r === undefined || r === null ? "" : failureNote(r.retries, r.elapsedMs, r.lastUnavailable ?? undefined, (r.gaveUp ?? undefined) as GaveUp | undefined);
+  return fromRpcError(err, what, note);
 }
 
 /** Call metadata as the addon takes it, flat: the call's entries (trace context), then `extra` (the token). */
@@ -44,10 +59,12 @@ function timeoutMs(options: Partial<grpc.CallOptions>): number | undefined {
   return Number.isFinite(at) ? Math.max(0, at - Date.now()) : undefined;
 }
 
+const closed = (): grpc.ServiceError => serviceError({ code: grpc.status.CANCELLED, message: "the client was closed", trailers: [] });
+
 /**
- * @internal invoke and tell through a NativeClient. While a call is under way a
- * timer holds the process open (the addon's wake-up does not: an idle client
- * must not keep a program from exiting).
+ * @internal The ActorClient RPCs through a NativeClient. While a call is under
+ * way a timer holds the process open (the addon's wake-up does not: an idle
+ * client must not keep a program from exiting).
  */
 export class NativeCalls implements CallTransport {
   readonly #client: NativeClient;
@@ -67,18 +84,25 @@ export class NativeCalls implements CallTransport {
     this.#keepAlive.unref();
   }
 
-  invoke(request: InvokeRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<InvokeResponse> {
+  invoke(request: InvokeRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed): Promise<InvokeResponse> {
     const bytes = asBuffer(InvokeRequest.encode(request).finish());
-    return this.#start((id) => {
-      this.#client.invoke(id, bytes, timeoutMs(options), flatMetadata(md, this.#extra));
+    return this.#start(keyed.what, (id) => {
+      this.#client.invoke(id, bytes, keyed.key, timeoutMs(options), flatMetadata(md, this.#extra), keyed.retry);
     }).then((response) => InvokeResponse.decode(response));
   }
 
-  tell(request: TellRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<void> {
+  tell(request: TellRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed): Promise<void> {
     const bytes = asBuffer(TellRequest.encode(request).finish());
-    return this.#start((id) => {
-      this.#client.tell(id, bytes, timeoutMs(options), flatMetadata(md, this.#extra));
+    return this.#start(keyed.what, (id) => {
+      this.#client.tell(id, bytes, keyed.key, timeoutMs(options), flatMetadata(md, this.#extra), keyed.retry);
     }).then(() => undefined);
+  }
+
+  unary<Req, Resp>(method: UnaryMethod<Req, Resp>, request: Req, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<Resp> {
+    const bytes = method.requestSerialize(request);
+    return this.#start(undefined, (id) => {
+      this.#client.unary(id, method.path, bytes, timeoutMs(options), flatMetadata(md, this.#extra));
+    }).then((response) => method.responseDeserialize(response));
   }
 
   /** Ends the calls under way: they reject with CANCELLED. */
@@ -88,17 +112,23 @@ export class NativeCalls implements CallTransport {
     clearInterval(this.#keepAlive);
     const waiting = [...this.#waiting.values()];
     this.#waiting.clear();
-    for (const w of waiting) w.reject(serviceError({ code: grpc.status.CANCELLED, message: "the client was closed", trailers: [] }));
+    for (const w of waiting) w.reject(w.what === undefined ? closed() : fromRpcError(closed(), w.what));
   }
 
-  #start(send: (id: number) => void): Promise<Buffer> {
-    if (this.#closed) return Promise.reject(serviceError({ code: grpc.status.CANCELLED, message: "the client was closed", trailers: [] }));
+  #start(what: string | undefined, send: (id: number) => void): Promise<Buffer> {
+    if (this.#closed) return Promise.reject(what === undefined ? closed() : fromRpcError(closed(), what));
     // Ids wrap at 2^32 (the addon's u32); a call is long done by the time its id comes round again.
     const id = (this.#next = (this.#next + 1) >>> 0);
     return new Promise<Buffer>((resolve, reject) => {
-      send(id);
+      try {
+        send(id);
+      } catch (e) {
+        // The addon refuses a bad idempotency key before sending anything (code InvalidArg).
+        if (e instanceof Error && (e as Error & { code?: unknown }).code === "InvalidArg") throw new InvalidArgument(e.message);
+        throw e;
+      }
       if (this.#waiting.size === 0) this.#keepAlive.ref();
-      this.#waiting.set(id, { resolve, reject });
+      this.#waiting.set(id, { resolve, reject, what });
     });
   }
 
@@ -107,7 +137,7 @@ export class NativeCalls implements CallTransport {
       const w = this.#waiting.get(answer.id);
       if (w === undefined) continue;
       this.#waiting.delete(answer.id);
-      if (answer.error !== undefined && answer.error !== null) w.reject(serviceError(answer.error));
+      if (answer.error !== undefined && answer.error !== null) w.reject(failure(answer, answer.error, w.what));
       else w.resolve(answer.response ?? Buffer.alloc(0));
     }
     if (this.#waiting.size === 0) this.#keepAlive.unref();

@@ -7,6 +7,10 @@
 // is unknown: UNAVAILABLE means the daemon restarted, a forward to another
 // daemon broke, or the connection was refused or reset, and the first attempt
 // may or may not have reached the actor.
+//
+// On the native core the addon owns the keys and the retries (crates/sdk-core's
+// key.rs and retry.rs, the same policy); this module's loop serves the grpc-js
+// core, and both cores' error messages are worded here (failureNote).
 import * as grpc from "@grpc/grpc-js";
 import { randomUUID } from "node:crypto";
 import { fromRpcError, InvalidArgument, isServiceError } from "./errors.js";
@@ -34,9 +38,7 @@ const CONTROL = /\p{Cc}/u;
  */
 export function callKey(key: string | undefined): string {
   if (key === undefined) return randomUUID();
-  if (typeof key !== "string") {
-    throw new InvalidArgument(`idempotencyKey must be a string (or left out for a fresh one), not ${typeof key}`);
-  }
+  checkKeyType(key);
   const size = Buffer.byteLength(key, "utf8");
   if (size === 0) {
     throw new InvalidArgument("idempotencyKey is empty; pass 1 to 256 bytes of printable UTF-8, or leave it out to let the SDK make a fresh key");
@@ -50,6 +52,17 @@ export function callKey(key: string | undefined): string {
   return key;
 }
 
+/**
+ * @internal `key` if it is a string or undefined (a JavaScript caller may pass
+ * anything); else throws InvalidArgument. The native core checks the rest.
+ */
+export function checkKeyType(key: unknown): string | undefined {
+  if (key !== undefined && typeof key !== "string") {
+    throw new InvalidArgument(`idempotencyKey must be a string (or left out for a fresh one), not ${typeof key}`);
+  }
+  return key;
+}
+
 function pause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
@@ -59,6 +72,24 @@ function retried(retries: number, elapsedMs: number, rest: string): string {
   if (retries === 0) return "";
   const times = retries === 1 ? "once" : `${retries} times`;
   return `; retried ${times} over ${(elapsedMs / 1000).toFixed(1)}s with the same idempotency key${rest}`;
+}
+
+/** Why retries stopped with the daemon still UNAVAILABLE: the call's deadline, or the window of a call without one. */
+export type GaveUp = "deadline" | "window";
+
+/**
+ * @internal What a failed call's message adds about its retries ("" for none):
+ * how often and over how long, and either the UNAVAILABLE before the status that
+ * ended them (`last`) or that they ran out of time (`gaveUp`).
+ */
+export function failureNote(retries: number, elapsedMs: number, last: string | undefined, gaveUp: GaveUp | undefined): string {
+  if (gaveUp === undefined) return retried(retries, elapsedMs, last === undefined || last === "" ? "" : ` after UNAVAILABLE: ${last}`);
+  const until =
+    gaveUp === "window"
+      ? `for ${NO_DEADLINE_RETRY_WINDOW_MS / 1000}s, the limit for a call without a timeout`
+      : "until the call's deadline left no time for another attempt";
+  const advice = "; check that the daemon is running and reachable, or give the call a longer timeout to ride out a longer restart";
+  return retried(retries, elapsedMs, ` ${until}${advice}`);
 }
 
 /** How {@link sendWithRetries} sends. */
@@ -90,7 +121,7 @@ export async function sendWithRetries<T>(attempt: () => Promise<T>, deadline: nu
       if (!options.retry || err.code !== grpc.status.UNAVAILABLE) {
         // Another status ends the retries: the restarted daemon's NOT_FOUND, or the
         // deadline passing while a retry waited (then the UNAVAILABLE explains more).
-        throw fromRpcError(err, options.what, retried(retries, Date.now() - start, last === "" ? "" : ` after UNAVAILABLE: ${last}`));
+        throw fromRpcError(err, options.what, failureNote(retries, Date.now() - start, last, undefined));
       }
       last = err.details === "" ? "no details" : err.details;
       const now = Date.now();
@@ -99,12 +130,7 @@ export async function sendWithRetries<T>(attempt: () => Promise<T>, deadline: nu
       // the last pause is cut short so that the attempt after it still fits.
       const wait = Math.min(backoff * (0.8 + 0.4 * Math.random()), windowEnd - now - MIN_ATTEMPT_MS);
       if (wait < 0) {
-        const until =
-          deadline === undefined
-            ? `for ${NO_DEADLINE_RETRY_WINDOW_MS / 1000}s, the limit for a call without a timeout`
-            : "until the call's deadline left no time for another attempt";
-        const advice = "; check that the daemon is running and reachable, or give the call a longer timeout to ride out a longer restart";
-        throw fromRpcError(err, options.what, retried(retries, now - start, ` ${until}${advice}`));
+        throw fromRpcError(err, options.what, failureNote(retries, now - start, last, deadline === undefined ? "window" : "deadline"));
       }
       await pause(wait);
       retries += 1;

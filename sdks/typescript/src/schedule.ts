@@ -2,18 +2,19 @@
 // options and the ActorClient messages, and the RPCs shared by Client and Context.
 import * as grpc from "@grpc/grpc-js";
 import { type Duration, periodWire, toMillis } from "./duration.js";
-import { fromRpcError, InvalidArgument } from "./errors.js";
+import { type CallTransport, stubTransport, type UnaryMethod } from "./caller.js";
+import { fromRpcError, InvalidArgument, isServiceError } from "./errors.js";
 import {
   type ActorClientClient,
-  type DeleteResponse,
-  type ListRemindersResponse,
+  ActorClientService,
+  type AlarmRef,
   MissedFirings,
   type Reminder as ReminderMessage,
+  type ReminderRef,
   type RetryPolicy as RetryPolicyMessage,
   type SetAlarmRequest,
   type SetReminderRequest,
   type SetTimerRequest,
-  type SetTimerResponse,
 } from "./gen/troupe/v1/client.js";
 import type { Payload } from "./gen/troupe/v1/common.js";
 import { decodeResult, encodeResult } from "./payload.js";
@@ -292,55 +293,52 @@ export function reminderFromProto(msg: ReminderMessage): Reminder {
   };
 }
 
-type Callback<T> = (err: grpc.ServiceError | null, resp?: T) => void;
-type Rpc<Resp> = (stub: ActorClientClient, md: grpc.Metadata, options: Partial<grpc.CallOptions>, cb: Callback<Resp>) => unknown;
-
-/** @internal Issues the scheduling RPCs of the ActorClient service. */
+/** @internal Issues the scheduling RPCs of the ActorClient service, through a CallTransport (caller.ts). */
 export class Scheduler {
-  readonly #stub: () => ActorClientClient;
+  readonly #transport: () => CallTransport;
   readonly #timeout: () => Duration | undefined;
   readonly #tracing: Tracing;
 
-  constructor(stub: () => ActorClientClient, timeout: () => Duration | undefined = () => undefined, tracing: Tracing = new Tracing()) {
-    this.#stub = stub;
+  /**
+   * `transport` gives the transport of each call (a grpc-js stub is wrapped
+   * with stubTransport): the native core's, or grpc-js.
+   */
+  constructor(transport: () => CallTransport | ActorClientClient, timeout: () => Duration | undefined = () => undefined, tracing: Tracing = new Tracing()) {
+    this.#transport = () => {
+      const t = transport();
+      return t instanceof grpc.Client ? stubTransport(t) : t;
+    };
     this.#timeout = timeout;
     this.#tracing = tracing;
   }
 
   /** One unary RPC; with `ifNotFound`, NOT_FOUND resolves to it instead of rejecting. */
-  #unary<Resp, Out>(what: string, target: CallTarget, rpc: Rpc<Resp>, convert: (resp: Resp) => Out, ifNotFound?: { value: Out }): Promise<Out> {
+  async #unary<Req, Resp, Out>(what: string, target: CallTarget, method: UnaryMethod<Req, Resp>, request: Req, convert: (resp: Resp) => Out, ifNotFound?: { value: Out }): Promise<Out> {
     const ms = toMillis(this.#timeout(), "timeout");
-    const stub = this.#stub();
-    return this.#tracing.call(
-      target,
-      (md) =>
-        new Promise<Out>((resolve, reject) => {
-          rpc(stub, md, callDeadline(ms, what), (err, resp) => {
-            if (err !== null) {
-              if (ifNotFound !== undefined && err.code === grpc.status.NOT_FOUND) resolve(ifNotFound.value);
-              else reject(fromRpcError(err, what));
-              return;
-            }
-            try {
-              resolve(convert(resp as Resp));
-            } catch (e) {
-              reject(e instanceof Error ? e : new Error(String(e)));
-            }
-          });
-        }),
-    );
+    const transport = this.#transport();
+    return this.#tracing.call(target, async (md) => {
+      let resp: Resp;
+      try {
+        resp = await transport.unary(method, request, md, callDeadline(ms, what));
+      } catch (err) {
+        if (ifNotFound !== undefined && isServiceError(err) && err.code === grpc.status.NOT_FOUND) return ifNotFound.value;
+        throw fromRpcError(err, what);
+      }
+      return convert(resp);
+    });
   }
 
   async setReminder(type: string, id: string, name: string, options: ReminderOptions = {}): Promise<Reminder> {
     const req = setReminderRequest(type, id, name, options);
-    return this.#unary(`setReminder ${type}/${id} ${JSON.stringify(name)}`, { rpc: "SetReminder", type, id }, (s, md, o, cb: Callback<ReminderMessage>) => s.setReminder(req, md, o, cb), reminderFromProto);
+    return this.#unary(`setReminder ${type}/${id} ${JSON.stringify(name)}`, { rpc: "SetReminder", type, id }, ActorClientService.setReminder, req, reminderFromProto);
   }
 
   async getReminder(type: string, id: string, name: string): Promise<Reminder | null> {
-    return this.#unary<ReminderMessage, Reminder | null>(
+    return this.#unary<ReminderRef, ReminderMessage, Reminder | null>(
       `getReminder ${type}/${id} ${JSON.stringify(name)}`,
       { rpc: "GetReminder", type, id },
-      (s, md, o, cb) => s.getReminder({ actor: { type, id }, name }, md, o, cb),
+      ActorClientService.getReminder,
+      { actor: { type, id }, name },
       reminderFromProto,
       { value: null },
     );
@@ -350,7 +348,8 @@ export class Scheduler {
     return this.#unary(
       `deleteReminder ${type}/${id} ${JSON.stringify(name)}`,
       { rpc: "DeleteReminder", type, id },
-      (s, md, o, cb: Callback<DeleteResponse>) => s.deleteReminder({ actor: { type, id }, name }, md, o, cb),
+      ActorClientService.deleteReminder,
+      { actor: { type, id }, name },
       (r) => r.deleted,
     );
   }
@@ -363,48 +362,44 @@ export class Scheduler {
     const out: Reminder[] = [];
     let pageToken = "";
     for (;;) {
-      const token = pageToken;
-      const page = await this.#unary(
-        "listReminders",
-        { rpc: "ListReminders", type, id },
-        (s, md, o, cb: Callback<ListRemindersResponse>) => s.listReminders({ type, id, pageSize, pageToken: token }, md, o, cb),
-        (r) => r,
-      );
+      const page = await this.#unary("listReminders", { rpc: "ListReminders", type, id }, ActorClientService.listReminders, { type, id, pageSize, pageToken }, (r) => r);
       for (const r of page.reminders) out.push(reminderFromProto(r));
-      if (page.nextPageToken === "" || page.nextPageToken === token) return out;
+      if (page.nextPageToken === "" || page.nextPageToken === pageToken) return out;
       pageToken = page.nextPageToken;
     }
   }
 
   async setAlarm(type: string, id: string, at: ScheduleTime, options: AlarmOptions = {}): Promise<Reminder> {
     const req = setAlarmRequest(type, id, at, options);
-    return this.#unary(`setAlarm ${type}/${id}`, { rpc: "SetAlarm", type, id }, (s, md, o, cb: Callback<ReminderMessage>) => s.setAlarm(req, md, o, cb), reminderFromProto);
+    return this.#unary(`setAlarm ${type}/${id}`, { rpc: "SetAlarm", type, id }, ActorClientService.setAlarm, req, reminderFromProto);
   }
 
   async getAlarm(type: string, id: string): Promise<Reminder | null> {
-    return this.#unary<ReminderMessage, Reminder | null>(
+    return this.#unary<AlarmRef, ReminderMessage, Reminder | null>(
       `getAlarm ${type}/${id}`,
       { rpc: "GetAlarm", type, id },
-      (s, md, o, cb) => s.getAlarm({ actor: { type, id } }, md, o, cb),
+      ActorClientService.getAlarm,
+      { actor: { type, id } },
       reminderFromProto,
       { value: null },
     );
   }
 
   async deleteAlarm(type: string, id: string): Promise<boolean> {
-    return this.#unary(`deleteAlarm ${type}/${id}`, { rpc: "DeleteAlarm", type, id }, (s, md, o, cb: Callback<DeleteResponse>) => s.deleteAlarm({ actor: { type, id } }, md, o, cb), (r) => r.deleted);
+    return this.#unary(`deleteAlarm ${type}/${id}`, { rpc: "DeleteAlarm", type, id }, ActorClientService.deleteAlarm, { actor: { type, id } }, (r) => r.deleted);
   }
 
   async setTimer(type: string, id: string, name: string, options: TimerOptions = {}): Promise<void> {
     const req = setTimerRequest(type, id, name, options);
-    return this.#unary(`setTimer ${type}/${id} ${JSON.stringify(name)}`, { rpc: "SetTimer", type, id }, (s, md, o, cb: Callback<SetTimerResponse>) => s.setTimer(req, md, o, cb), () => undefined);
+    return this.#unary(`setTimer ${type}/${id} ${JSON.stringify(name)}`, { rpc: "SetTimer", type, id }, ActorClientService.setTimer, req, () => undefined);
   }
 
   async deleteTimer(type: string, id: string, name: string): Promise<boolean> {
     return this.#unary(
       `deleteTimer ${type}/${id} ${JSON.stringify(name)}`,
       { rpc: "DeleteTimer", type, id },
-      (s, md, o, cb: Callback<DeleteResponse>) => s.deleteTimer({ actor: { type, id }, name }, md, o, cb),
+      ActorClientService.deleteTimer,
+      { actor: { type, id }, name },
       (r) => r.deleted,
     );
   }

@@ -109,14 +109,16 @@ class Client:
         # the calls run on, not whichever loop existed when the Client was built.
         if self._caller is None:
             auth = self._auth.metadata()
-            self._channel = open_channel(self.address, credentials=self._tls.credentials())
             if _core.native is not None:
+                # Every call goes through the native core: no grpcio channel at all.
                 from ._native_calls import NativeCalls
 
                 pem = self._tls.pem()
                 ca, client = pem if pem is not None else (None, None)
                 cert, key = client if client is not None else (None, None)
                 self._native = NativeCalls(_core.native.Client(self.address, ca, cert, key))
+            else:
+                self._channel = open_channel(self.address, credentials=self._tls.credentials())
             self._caller = Caller(
                 self._channel, self._tracing, auth, retry=self.retry, native=self._native
             )
@@ -135,11 +137,12 @@ class Client:
 
     async def close(self) -> None:
         """Close the connection; in-flight calls are cancelled."""
+        self._caller = None
         if self._native is not None:
             native, self._native = self._native, None
             native.close()
         if self._channel is not None:
-            channel, self._channel, self._caller = self._channel, None, None
+            channel, self._channel = self._channel, None
             await channel.close(None)
 
     @overload

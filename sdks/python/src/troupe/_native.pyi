@@ -5,6 +5,15 @@ from collections.abc import Sequence
 Metadata = Sequence[tuple[str, str]]
 # (gRPC status code number, message, ASCII trailers)
 CallError = tuple[int, str, list[tuple[str, str]]]
+# A failed client call: its CallError's three, then the retries made, their seconds, why
+# they stopped for lack of time ("deadline", "window" or None) and the last UNAVAILABLE's
+# message (None if none).
+Failure = tuple[int, str, list[tuple[str, str]], int, float, str | None, str | None]
+# A retry begun: (call id, retry number from 1, pause in seconds, the UNAVAILABLE's message)
+Retrying = tuple[int, int, float, str]
+
+class InvalidKey(ValueError):
+    """An idempotency key the daemon would refuse; nothing was sent."""
 
 class Client:
     def __init__(
@@ -17,12 +26,29 @@ class Client:
     ) -> None: ...
     def fileno(self) -> int: ...
     def invoke(
-        self, id: int, request: bytes, timeout: float | None, metadata: Metadata
+        self,
+        id: int,
+        request: bytes,
+        key: str | None,
+        timeout: float | None,
+        metadata: Metadata,
+        retry: bool,
     ) -> None: ...
-    def tell(self, id: int, request: bytes, timeout: float | None, metadata: Metadata) -> None: ...
+    def tell(
+        self,
+        id: int,
+        request: bytes,
+        key: str | None,
+        timeout: float | None,
+        metadata: Metadata,
+        retry: bool,
+    ) -> None: ...
+    def unary(
+        self, id: int, method: str, request: bytes, timeout: float | None, metadata: Metadata
+    ) -> None: ...
     def flush(self) -> None: ...
     def cancel(self, id: int) -> None: ...
-    def take(self) -> list[tuple[int, bytes | CallError]]: ...
+    def take(self) -> tuple[list[tuple[int, bytes | Failure]], list[Retrying]]: ...
     def close(self) -> None: ...
 
 class Session:

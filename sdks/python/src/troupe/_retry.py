@@ -6,6 +6,11 @@ the call once and answers each attempt with the first answer. That is what makes
 to retry a call whose fate is unknown: UNAVAILABLE means the daemon restarted, a forward
 to another daemon broke, or the connection was refused or reset, and the first attempt
 may or may not have reached the actor.
+
+On the native core, troupe._native owns the keys and the retries (crates/sdk-core's
+key.rs and retry.rs, the same policy); this module's loop serves the pure-Python core,
+and both cores' errors and log lines are worded here (:func:`failure_note`,
+:func:`log_retry`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import random
 import unicodedata
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import grpc
 
@@ -42,10 +47,7 @@ def call_key(key: str | None) -> str:
     UUID. Raises InvalidArgument before anything is sent."""
     if key is None:
         return str(uuid.uuid4())
-    if not isinstance(key, str):
-        raise InvalidArgument(
-            f"idempotency_key must be a str (or None for a fresh one), not {type(key).__name__}"
-        )
+    check_key_type(key)
     size = len(key.encode())
     if size == 0:
         raise InvalidArgument(
@@ -62,6 +64,48 @@ def call_key(key: str | None) -> str:
             f"idempotency_key {key!r} contains control characters; use printable UTF-8"
         )
     return key
+
+
+def check_key_type(key: object) -> None:
+    """Raises InvalidArgument unless ``key`` is a str or None (the native core checks the
+    rest of a key: troupe._native.InvalidKey)."""
+    if key is not None and not isinstance(key, str):
+        raise InvalidArgument(
+            f"idempotency_key must be a str (or None for a fresh one), not {type(key).__name__}"
+        )
+
+
+GaveUp = Literal["deadline", "window"]
+
+
+def failure_note(retries: int, elapsed: float, *, last: str | None, gave_up: GaveUp | None) -> str:
+    """What a failed call's message adds about its retries ("" for none): how often and
+    over how long it was retried, and either the UNAVAILABLE before the status that ended
+    it (``last``) or that the retries ran out of time (``gave_up``)."""
+    if gave_up is None:
+        return _retried(retries, elapsed, f" after UNAVAILABLE: {last}" if last else "")
+    until = (
+        "until the call's deadline left no time for another attempt"
+        if gave_up == "deadline"
+        else f"for {NO_DEADLINE_RETRY_WINDOW:.0f}s, the limit for a call without a timeout"
+    )
+    return _retried(
+        retries,
+        elapsed,
+        f" {until}; check that the daemon is running and reachable, or give the call a"
+        " longer timeout to ride out a longer restart",
+    )
+
+
+def log_retry(what: str, details: str, retry: int, pause: float) -> None:
+    """The debug line of a retry about to happen (``retry`` counts from 1)."""
+    log.debug(
+        "%s: %s (UNAVAILABLE); retry %d in %.0f ms, same idempotency key",
+        what,
+        details,
+        retry,
+        pause * 1000,
+    )
 
 
 async def send_with_retries(
@@ -91,8 +135,7 @@ async def send_with_retries(
             if not retry or e.code() != grpc.StatusCode.UNAVAILABLE:
                 # Another status ends the retries: the restarted daemon's NOT_FOUND, or the
                 # deadline passing while a retry waited (then the UNAVAILABLE explains more).
-                rest = f" after UNAVAILABLE: {last}" if last else ""
-                note = _retried(retries, loop.time() - start, rest)
+                note = failure_note(retries, loop.time() - start, last=last, gave_up=None)
                 raise from_rpc_error(e, what, note=note) from None
             last = e.details() or "no details"
             now = loop.time()
@@ -102,26 +145,10 @@ async def send_with_retries(
             # last pause is cut short so that the attempt after it still fits.
             pause = min(backoff * random.uniform(0.8, 1.2), window_end - now - MIN_ATTEMPT)
             if pause < 0:
-                until = (
-                    "until the call's deadline left no time for another attempt"
-                    if deadline is not None
-                    else f"for {NO_DEADLINE_RETRY_WINDOW:.0f}s, the limit for a call without"
-                    " a timeout"
-                )
-                note = _retried(
-                    retries,
-                    now - start,
-                    f" {until}; check that the daemon is running and reachable, or give the"
-                    " call a longer timeout to ride out a longer restart",
-                )
+                gave_up: GaveUp = "deadline" if deadline is not None else "window"
+                note = failure_note(retries, now - start, last=last, gave_up=gave_up)
                 raise from_rpc_error(e, what, note=note) from None
-            log.debug(
-                "%s: %s (UNAVAILABLE); retry %d in %.0f ms, same idempotency key",
-                what,
-                last,
-                retries + 1,
-                pause * 1000,
-            )
+            log_retry(what, last, retries + 1, pause)
             await asyncio.sleep(pause)
             retries += 1
             backoff = min(backoff * 2, MAX_BACKOFF)

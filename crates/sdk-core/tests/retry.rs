@@ -1,0 +1,154 @@
+//! The retry policy on tokio's paused clock: which statuses are retried, how
+//! long the pauses are, and where the retries stop and what they report.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::cell::RefCell;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tonic::Code;
+use troupe_sdk_core::retry::{with_retries, GaveUp, MIN_ATTEMPT};
+use troupe_sdk_core::CallError;
+
+/// What the fake attempts saw: when each started (from the call's start)
+/// and the time it was given.
+#[derive(Default)]
+struct Seen {
+    attempts: Vec<(Duration, Option<Duration>)>,
+}
+
+fn unavailable() -> CallError {
+    CallError::new(Code::Unavailable, "connection refused")
+}
+
+/// Fails the first `failures` attempts with `status`, then answers 7.
+async fn run(
+    retry: bool,
+    timeout: Option<Duration>,
+    failures: usize,
+    status: impl Fn() -> CallError,
+) -> (Result<u32, troupe_sdk_core::retry::Retried>, Seen) {
+    let start = Instant::now();
+    let seen = RefCell::new(Seen::default());
+    let result = with_retries(
+        retry,
+        timeout,
+        &"test",
+        |_| {},
+        |left| {
+            let n = {
+                let mut seen = seen.borrow_mut();
+                seen.attempts.push((start.elapsed(), left));
+                seen.attempts.len()
+            };
+            let answer = if n <= failures { Err(status()) } else { Ok(7) };
+            async move { answer }
+        },
+    )
+    .await;
+    (result, seen.into_inner())
+}
+
+#[tokio::test(start_paused = true)]
+async fn unavailable_is_retried_after_doubling_jittered_pauses() {
+    let (result, seen) = run(true, Some(Duration::from_secs(30)), 4, unavailable).await;
+    assert_eq!(result.unwrap(), 7);
+    let starts: Vec<Duration> = seen.attempts.iter().map(|a| a.0).collect();
+    assert_eq!(starts.len(), 5);
+    // 50, 100, 200, 400 ms, each within ×0.8–1.2.
+    for (i, pair) in starts.windows(2).enumerate() {
+        let pause = pair[1] - pair[0];
+        let nominal = Duration::from_millis(50 << i);
+        assert!(
+            pause >= nominal.mul_f64(0.8) && pause <= nominal.mul_f64(1.2),
+            "pause {i} was {pause:?}"
+        );
+    }
+    // Each attempt is given what is left of the call's deadline.
+    let (at, left) = seen.attempts[4];
+    assert_eq!(left, Some(Duration::from_secs(30) - at));
+}
+
+#[tokio::test(start_paused = true)]
+async fn pauses_stop_doubling_at_a_second() {
+    let (result, seen) = run(true, Some(Duration::from_secs(60)), 8, unavailable).await;
+    assert_eq!(result.unwrap(), 7);
+    let starts: Vec<Duration> = seen.attempts.iter().map(|a| a.0).collect();
+    let last = starts[8] - starts[7];
+    assert!(last >= Duration::from_millis(800) && last <= Duration::from_millis(1200));
+}
+
+#[tokio::test(start_paused = true)]
+async fn another_code_is_not_retried() {
+    let not_found = || CallError::new(Code::NotFound, "no such actor type");
+    let (result, seen) = run(true, Some(Duration::from_secs(5)), 1, not_found).await;
+    let err = result.unwrap_err();
+    assert_eq!(err.status.code, Code::NotFound);
+    assert_eq!((err.retries, seen.attempts.len()), (0, 1));
+    assert_eq!(err.last_unavailable, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_retry_a_call_is_sent_once() {
+    let (result, seen) = run(false, Some(Duration::from_secs(5)), 1, unavailable).await;
+    let err = result.unwrap_err();
+    assert_eq!(err.status.code, Code::Unavailable);
+    assert_eq!(
+        (err.retries, err.gave_up, seen.attempts.len()),
+        (0, None, 1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_end_at_the_deadline_with_the_last_unavailable_explained() {
+    let timeout = Duration::from_millis(1000);
+    let (result, seen) = run(true, Some(timeout), usize::MAX, unavailable).await;
+    let err = result.unwrap_err();
+    assert_eq!(err.status.code, Code::Unavailable);
+    assert_eq!(err.gave_up, Some(GaveUp::Deadline));
+    assert_eq!(err.last_unavailable.as_deref(), Some("connection refused"));
+    assert_eq!(err.retries as usize, seen.attempts.len() - 1);
+    assert!(err.elapsed <= timeout);
+    // No attempt started with less than MIN_ATTEMPT left; the last pause was
+    // cut short so that the last attempt had exactly that.
+    for (at, left) in &seen.attempts {
+        assert!(*left >= Some(MIN_ATTEMPT), "attempt at {at:?} had {left:?}");
+    }
+    let (at, _) = seen.attempts.last().unwrap();
+    assert_eq!(timeout - *at, MIN_ATTEMPT);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_without_deadline_retries_for_ten_seconds_from_its_first_failure() {
+    let (result, seen) = run(true, None, usize::MAX, unavailable).await;
+    let err = result.unwrap_err();
+    assert_eq!(err.gave_up, Some(GaveUp::Window));
+    assert!(seen.attempts.iter().all(|a| a.1.is_none()));
+    let (last, _) = seen.attempts.last().unwrap();
+    assert_eq!(*last, Duration::from_secs(10) - MIN_ATTEMPT);
+    assert!(err.elapsed >= *last && err.elapsed <= Duration::from_secs(10));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_during_the_retries_is_reported_after_the_unavailable() {
+    let mut n = 0;
+    let status = move || {
+        n += 1;
+        if n == 1 {
+            unavailable()
+        } else {
+            CallError::deadline_exceeded()
+        }
+    };
+    let status = RefCell::new(status);
+    let (result, _) = run(true, Some(Duration::from_secs(1)), 2, || {
+        (status.borrow_mut())()
+    })
+    .await;
+    let err = result.unwrap_err();
+    assert_eq!(err.status.code, Code::DeadlineExceeded);
+    assert_eq!(err.retries, 1);
+    assert_eq!(err.gave_up, None);
+    assert_eq!(err.last_unavailable.as_deref(), Some("connection refused"));
+}
