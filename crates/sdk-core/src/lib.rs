@@ -13,19 +13,26 @@
 //!   message the daemon pushes, batches flattened, to a callback, and writes
 //!   the answers the layer sends through [`app::AppSender`], batched as the
 //!   daemon allows ([`batch`]).
+//! - [`reconnect`]: keeping the app attached: [`reconnect::AppSession`]
+//!   re-opens the stream after a jittered backoff whenever it ends, asks the
+//!   layer for each attempt's credentials (token, TLS files read again), and
+//!   ends only when stopped or refused for good; each registration is a new
+//!   generation, and answers of a lost one are dropped.
 //! - [`client`]: `ActorClient.Invoke` and `Tell` with a deadline and call
 //!   metadata (trace context, token).
 //!
-//! What stays in the language layer for now: re-connecting the app stream
-//! (its backoff and its log lines), retries of invoke and tell with their
-//! idempotency keys, and the rarer client RPCs (state reads, reminders,
-//! alarms, timers).
+//! What stays in the language layer for now: the log lines of an outage (the
+//! session says which one is the first), reading the credentials' files,
+//! retries of invoke and tell with their idempotency keys, and the rarer
+//! client RPCs (state reads, reminders, alarms, timers).
 
 pub mod app;
+mod backoff;
 pub mod batch;
 pub mod client;
 pub mod connect;
 mod error;
+pub mod reconnect;
 pub mod runtime;
 
 pub use error::{AttachError, CallError, ConnectError};
