@@ -1,210 +1,328 @@
-//! `NativeSession`: one app stream, for one `Session` of the TypeScript SDK
-//! (which re-connects by making a new one).
+//! `NativeSession`: the app kept attached (`troupe_sdk_core::reconnect`),
+//! for the TypeScript SDK's `App` on this core.
 //!
-//! What the stream brings reaches JS through [`NativeSession::take`] as one
-//! [`NativeEvents`]: `Registered` first, then every message the daemon pushed
-//! since the last take as one serialized `DaemonBatch` (encoded here, on the
-//! runtime thread, so the event loop decodes one buffer per burst), and last
-//! how the stream ended.
+//! Before each attempt the core calls the JS `credentials` function (on the
+//! event loop, through a threadsafe function whose return value comes back
+//! here) for the token metadata and the TLS files as they are now. What the
+//! session brings reaches JS through [`NativeSession::take`] as a list of
+//! [`NativeEvent`]s, in order: each registration, the messages of one
+//! generation pushed since the last take as one serialized `DaemonBatch`
+//! (encoded here, on the runtime thread, so the event loop decodes one buffer
+//! per burst), each outage, and last how the session ended.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use napi::bindgen_prelude::Buffer;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::Status;
 use napi_derive::napi;
 use parking_lot::Mutex;
 use prost::Message;
-use tokio::task::JoinHandle;
-use troupe_sdk_core::app::{self, AppEvent, AppSender, Attached};
-use troupe_sdk_core::connect::ConnectOptions;
+use tokio::sync::oneshot;
+use troupe_sdk_core::connect::{ConnectOptions, TlsOptions};
 use troupe_sdk_core::proto::{app_message, AppMessage, DaemonMessage, Register};
-use troupe_sdk_core::{AttachError, CallError};
+use troupe_sdk_core::reconnect::{
+    AppSession, Credentials, Outage, ReconnectPolicy, SessionEnd, SessionEvent, SessionLayer,
+};
+use troupe_sdk_core::CallError;
 
 use crate::client::NativeClient;
 use crate::error::decode;
-use crate::wake::{Inbox, Queue, WakeFn};
-use crate::{channel, metadata_pairs, runtime, NativeConnect, NativeStatus, NodeError};
+use crate::wake::{Inbox, WakeFn};
+use crate::{metadata_pairs, runtime, NativeStatus, NodeError};
 
 /// `DaemonBatch.messages` is field 1: each message is appended as that field,
 /// so the queued bytes are always a whole `DaemonBatch`.
 const BATCH_FIELD: u32 = 1;
 
-/// How the stream ended: `stage` is `"refused"` (a status before
-/// `Registered`: `status.code` says whether re-connecting can help),
-/// `"failed"` (it ended otherwise before `Registered`; code 2, UNKNOWN) or
-/// `"ended"` (after it; code 0 when the daemon closed it cleanly).
-#[napi(object)]
-#[derive(Debug)]
-pub struct NativeEnd {
-    pub stage: String,
-    pub status: NativeStatus,
-}
-
-/// What arrived since the last take, in this order.
+/// What the JS `credentials` function returns: the token metadata (flat:
+/// key, value, ...) and the PEM files as read just now; or `failed`, a
+/// description, when reading them threw (the layer keeps the error itself
+/// and throws it when the session ends with `"credentials"`).
 #[napi(object)]
 // napi's Buffer has no Debug (and a TLS key must never reach a log line).
 #[allow(missing_debug_implementations)]
-pub struct NativeEvents {
-    /// The serialized `Registered`.
-    pub registered: Option<Buffer>,
-    /// A serialized `DaemonBatch` of every message pushed since, batches
-    /// flattened, in order.
-    pub messages: Option<Buffer>,
-    pub end: Option<NativeEnd>,
+pub struct NativeCredentials {
+    pub metadata: Vec<String>,
+    pub ca: Option<Buffer>,
+    pub cert: Option<Buffer>,
+    pub key: Option<Buffer>,
+    pub failed: Option<String>,
 }
 
-/// The stream's reader starts inside `app::attach`, before this crate can
-/// queue `Registered`: what it pushes meanwhile is held back until then, so JS
-/// always sees `Registered` first.
-#[derive(Debug, Default)]
-struct Pending {
-    /// `Registered` was queued (or taken): messages and the end may go.
-    open: bool,
-    registered: Option<Vec<u8>>,
-    messages: Vec<u8>,
-    end: Option<NativeEnd>,
+/// The JS credentials function, `() => NativeCredentials`: weak, so it never
+/// holds the process open.
+pub type CredentialsFn = ThreadsafeFunction<(), NativeCredentials, (), Status, false, true>;
+
+/// Connection settings other than the per-attempt credentials.
+#[napi(object)]
+#[derive(Debug)]
+pub struct NativeSessionOptions {
+    pub address: String,
+    pub max_receive_bytes: Option<u32>,
+    /// The first pause between attempts, and the one after a registered stream.
+    pub initial_delay_ms: f64,
+    /// Pauses double up to this.
+    pub max_delay_ms: f64,
 }
 
-impl Queue for Pending {
-    fn is_empty(&self) -> bool {
-        let refused = self.end.as_ref().is_some_and(|e| e.stage != "ended");
-        self.registered.is_none()
-            && !refused
-            && (!self.open || (self.messages.is_empty() && self.end.is_none()))
-    }
+/// One thing that happened. `kind` says which fields are set:
+/// - `"registered"`: `generation`, `data` (the serialized `Registered`);
+/// - `"messages"`: `generation`, `data` (a serialized `DaemonBatch`);
+/// - `"lost"`: `outage` (`"closed"`, `"ended"`, `"refused"`, `"failed"`),
+///   `status` (code 0 for `"closed"`, 2 with the description for
+///   `"failed"`), `first` (the first outage since the app was last
+///   registered);
+/// - `"ended"` (last): `why` (`"stopped"`, `"refused"`, `"credentials"`,
+///   `"connect"`) and `status` for all but `"stopped"`.
+#[napi(object)]
+#[allow(missing_debug_implementations)]
+pub struct NativeEvent {
+    pub kind: String,
+    pub generation: Option<i64>,
+    pub data: Option<Buffer>,
+    pub outage: Option<String>,
+    pub first: Option<bool>,
+    pub why: Option<String>,
+    pub status: Option<NativeStatus>,
+}
 
-    fn take(&mut self) -> Self {
-        if self.open {
-            return std::mem::replace(
-                self,
-                Self {
-                    open: true,
-                    ..Self::default()
-                },
-            );
-        }
-        let refused = self.end.as_ref().is_some_and(|e| e.stage != "ended");
-        Self {
-            end: if refused { self.end.take() } else { None },
-            ..Self::default()
-        }
-    }
+#[derive(Debug)]
+enum Pending {
+    Registered(u64, Vec<u8>),
+    Messages(u64, Vec<u8>),
+    Lost(&'static str, CallError, bool),
+    Ended(&'static str, Option<CallError>),
 }
 
 impl Pending {
-    fn append(&mut self, msgs: Vec<DaemonMessage>) {
-        for msg in msgs {
-            prost::encoding::message::encode(BATCH_FIELD, &msg, &mut self.messages);
+    fn into_event(self) -> NativeEvent {
+        let mut event = NativeEvent {
+            kind: String::new(),
+            generation: None,
+            data: None,
+            outage: None,
+            first: None,
+            why: None,
+            status: None,
+        };
+        let generation = |g: u64| Some(i64::try_from(g).unwrap_or(i64::MAX));
+        match self {
+            Self::Registered(g, bytes) => {
+                event.kind = "registered".into();
+                event.generation = generation(g);
+                event.data = Some(bytes.into());
+            }
+            Self::Messages(g, bytes) => {
+                event.kind = "messages".into();
+                event.generation = generation(g);
+                event.data = Some(bytes.into());
+            }
+            Self::Lost(outage, status, first) => {
+                event.kind = "lost".into();
+                event.outage = Some(outage.into());
+                event.status = Some(status.into());
+                event.first = Some(first);
+            }
+            Self::Ended(why, status) => {
+                event.kind = "ended".into();
+                event.why = Some(why.into());
+                event.status = status.map(NativeStatus::from);
+            }
+        }
+        event
+    }
+}
+
+fn lost(outage: Outage, first: bool) -> Pending {
+    match outage {
+        Outage::Closed => Pending::Lost("closed", CallError::new(tonic::Code::Ok, ""), first),
+        Outage::Ended(e) => Pending::Lost("ended", e, first),
+        Outage::Refused(e) => Pending::Lost("refused", e, first),
+        Outage::Failed(m) => {
+            Pending::Lost("failed", CallError::new(tonic::Code::Unknown, m), first)
         }
     }
 }
 
-fn end(stage: &str, e: CallError) -> NativeEnd {
-    NativeEnd {
-        stage: stage.to_owned(),
-        status: e.into(),
+/// Credentials as JS gave them, copied out of its buffers on its thread.
+type Given = Result<
+    (
+        Vec<String>,
+        Option<Vec<u8>>,
+        Option<Vec<u8>>,
+        Option<Vec<u8>>,
+    ),
+    String,
+>;
+
+struct Layer {
+    credentials: CredentialsFn,
+    events: Arc<Inbox<Vec<Pending>>>,
+}
+
+impl Layer {
+    async fn ask(&self) -> Given {
+        let (tx, rx) = oneshot::channel::<Given>();
+        let status = self.credentials.call_with_return_value(
+            (),
+            ThreadsafeFunctionCallMode::NonBlocking,
+            move |got, _env| {
+                let pem = |b: Option<Buffer>| b.map(|b| b.to_vec());
+                let given = match got {
+                    Ok(c) => match c.failed {
+                        Some(failed) => Err(failed),
+                        None => Ok((c.metadata, pem(c.ca), pem(c.cert), pem(c.key))),
+                    },
+                    Err(e) => Err(e.reason.clone()),
+                };
+                // The session stopped waiting: nothing to hand over.
+                let _ = tx.send(given);
+                Ok(())
+            },
+        );
+        if status != Status::Ok {
+            return Err(format!("cannot ask the app for its credentials ({status})"));
+        }
+        rx.await
+            .unwrap_or_else(|_| Err("the app did not give its credentials".to_owned()))
     }
 }
 
-#[derive(Debug, Default)]
-struct Stream {
-    /// The attach under way (registration, then nothing): aborted by close.
-    attaching: Option<JoinHandle<()>>,
-    /// The registered stream; dropping it ends the stream.
-    attached: Option<Attached>,
-    /// Where answers go; dropped by close so the writer ends.
-    sender: Option<AppSender>,
+impl SessionLayer for Layer {
+    type Error = String;
+
+    async fn credentials(&self) -> Result<Credentials, String> {
+        let (flat, ca, cert, key) = self.ask().await?;
+        let metadata = metadata_pairs(flat).map_err(|e| e.to_string())?;
+        let tls = TlsOptions::from_pems(ca, cert, key).map_err(|e| e.to_string())?;
+        Ok(Credentials { metadata, tls })
+    }
+
+    fn on_event(&self, event: SessionEvent<String>) {
+        match event {
+            SessionEvent::Messages {
+                generation,
+                messages,
+            } => self.events.push(|q| append(q, generation, messages)),
+            SessionEvent::Registered {
+                generation,
+                registered,
+            } => {
+                let bytes = registered.encode_to_vec();
+                self.events
+                    .push(|q| q.push(Pending::Registered(generation, bytes)));
+            }
+            SessionEvent::Lost { outage, first, .. } => {
+                self.events.push(|q| q.push(lost(outage, first)));
+            }
+            SessionEvent::Ended(end) => {
+                let pending = match end {
+                    SessionEnd::Stopped => Pending::Ended("stopped", None),
+                    SessionEnd::Refused(e) => Pending::Ended("refused", Some(e)),
+                    SessionEnd::Credentials(m) => {
+                        Pending::Ended("credentials", Some(CallError::new(tonic::Code::Unknown, m)))
+                    }
+                    SessionEnd::Connect(e) => Pending::Ended(
+                        "connect",
+                        Some(CallError::new(tonic::Code::InvalidArgument, e.to_string())),
+                    ),
+                };
+                self.events.push(|q| q.push(pending));
+            }
+        }
+    }
+}
+
+/// The messages join the last entry when it holds this generation's.
+fn append(queue: &mut Vec<Pending>, generation: u64, msgs: Vec<DaemonMessage>) {
+    let bytes = match queue.last_mut() {
+        Some(Pending::Messages(g, bytes)) if *g == generation => bytes,
+        _ => {
+            queue.push(Pending::Messages(generation, Vec::new()));
+            match queue.last_mut() {
+                Some(Pending::Messages(_, bytes)) => bytes,
+                _ => return,
+            }
+        }
+    };
+    for msg in msgs {
+        prost::encoding::message::encode(BATCH_FIELD, &msg, bytes);
+    }
 }
 
 #[napi]
-#[derive(Debug)]
+#[allow(missing_debug_implementations)]
 pub struct NativeSession {
-    /// Dropped by `close`, so the connection ends with the session (see
-    /// `NativeClient::calls`).
-    channel: Mutex<Option<tonic::transport::Channel>>,
     options: ConnectOptions,
-    events: Arc<Inbox<Pending>>,
-    stream: Arc<Mutex<Stream>>,
+    running: Mutex<Option<Arc<AppSession>>>,
+    events: Arc<Inbox<Vec<Pending>>>,
+}
+
+fn delay(ms: f64, what: &'static str) -> Result<Duration, NodeError> {
+    Duration::try_from_secs_f64(ms / 1000.0).map_err(|_| NodeError::Options(what))
 }
 
 #[napi]
 impl NativeSession {
-    /// A session on its own channel; `wake` is called when events wait.
+    /// Starts attaching (and re-attaching) with the serialized `Register`;
+    /// `credentials` is called before each attempt, `wake` when events wait.
     #[napi(constructor)]
-    pub fn new(options: NativeConnect, wake: WakeFn) -> napi::Result<Self> {
-        let (channel, options) = channel(options)?;
+    pub fn new(
+        options: NativeSessionOptions,
+        register: Buffer,
+        credentials: CredentialsFn,
+        wake: WakeFn,
+    ) -> napi::Result<Self> {
+        let register: Register = decode(&register, "troupe.v1.Register")?;
+        let policy = ReconnectPolicy {
+            initial_delay: delay(
+                options.initial_delay_ms,
+                "initialDelayMs must be a duration",
+            )?,
+            max_delay: delay(options.max_delay_ms, "maxDelayMs must be a duration")?,
+        };
+        let connect = ConnectOptions {
+            address: options.address,
+            tls: None,
+            max_receive_bytes: options.max_receive_bytes.map(|n| n as usize),
+        };
+        let events = Arc::new(Inbox::new(wake));
+        let layer = Arc::new(Layer {
+            credentials,
+            events: events.clone(),
+        });
+        let session = {
+            let _entered = runtime()?.enter();
+            AppSession::start(connect.clone(), register, policy, layer)
+        };
         Ok(Self {
-            channel: Mutex::new(Some(channel)),
-            options,
-            events: Arc::new(Inbox::new(wake)),
-            stream: Arc::default(),
+            options: connect,
+            running: Mutex::new(Some(Arc::new(session))),
+            events,
         })
     }
 
-    /// A client for the calls made from turns, on this session's connection
-    /// (so the app's receive limit bounds their replies too).
+    /// A client for the calls made from turns, on the connection of the
+    /// latest attempt (so the app's receive limit and TLS apply to them).
     #[napi]
     pub fn client(&self, wake: WakeFn) -> napi::Result<NativeClient> {
-        let channel = self.channel()?;
+        let channel = self.session()?.channel().ok_or(NodeError::Closed)?;
         Ok(NativeClient::on_channel(channel, &self.options, wake))
     }
 
-    /// Opens the stream and registers with the serialized `Register`;
-    /// `metadata` (flat: the app token) goes with the stream.
+    /// Queues a serialized `AppMessage` of stream `generation` (an answer,
+    /// or an `AppBatch` of them, unpacked here: the core batches as the
+    /// daemon allows) for the writer; dropped when that stream is gone.
+    /// Never blocks.
     #[napi]
-    pub fn attach(&self, register: Buffer, metadata: Vec<String>) -> napi::Result<()> {
-        let register: Register = decode(&register, "troupe.v1.Register")?;
-        let metadata = metadata_pairs(metadata)?;
-        let mut stream = self.stream.lock();
-        if stream.attaching.is_some() {
-            return Err(NodeError::Attached.into());
-        }
-        let (channel, options) = (self.channel()?, self.options.clone());
-        let (events, shared) = (self.events.clone(), self.stream.clone());
-        let task = runtime()?.spawn(async move {
-            let reader_events = events.clone();
-            let on_event = move |event| match event {
-                AppEvent::Messages(msgs) => reader_events.push(|q| q.append(msgs)),
-                AppEvent::Ended(result) => {
-                    let status = result
-                        .err()
-                        .unwrap_or_else(|| CallError::new(tonic::Code::Ok, ""));
-                    reader_events.push(|q| q.end = Some(end("ended", status)));
-                }
-            };
-            match app::attach(channel, &options, &metadata, register, on_event).await {
-                Ok(attached) => {
-                    let registered = attached.registered.encode_to_vec();
-                    {
-                        let mut stream = shared.lock();
-                        stream.sender = Some(attached.sender.clone());
-                        stream.attached = Some(attached);
-                    }
-                    // Queued ahead of any message: JS reads `registered` first.
-                    events.push(|q| {
-                        q.registered = Some(registered);
-                        q.open = true;
-                    });
-                }
-                Err(AttachError::Refused(e)) => events.push(|q| q.end = Some(end("refused", e))),
-                Err(other) => {
-                    let e = CallError::new(tonic::Code::Unknown, other.to_string());
-                    events.push(|q| q.end = Some(end("failed", e)));
-                }
-            }
-        });
-        stream.attaching = Some(task);
-        Ok(())
-    }
-
-    /// Queues a serialized `AppMessage` (an answer, or an `AppBatch` of
-    /// them, unpacked here: the core batches as the daemon allows) for the
-    /// writer; false once the stream is gone. Never blocks.
-    #[napi]
-    pub fn send(&self, message: Buffer) -> napi::Result<bool> {
+    pub fn send(&self, generation: i64, message: Buffer) -> napi::Result<()> {
         let message: AppMessage = decode(&message, "troupe.v1.AppMessage")?;
-        let Some(sender) = self.stream.lock().sender.clone() else {
-            return Ok(false);
+        let Ok(session) = self.session() else {
+            return Ok(());
         };
+        let generation = u64::try_from(generation).unwrap_or(0);
         let answers = match message.kind {
             Some(app_message::Kind::Batch(batch)) => batch.messages,
             _ => vec![message],
@@ -215,39 +333,36 @@ impl NativeSession {
         // lone answer takes the same way, so answers keep JS's order.
         runtime()?.spawn(async move {
             for answer in answers {
-                sender.send(answer);
+                session.send(generation, answer);
             }
         });
-        Ok(true)
+        Ok(())
     }
 
-    /// What arrived since the last take.
+    /// What happened since the last take, in order.
     #[napi]
-    pub fn take(&self) -> NativeEvents {
-        let pending = self.events.take();
-        NativeEvents {
-            registered: pending.registered.map(Buffer::from),
-            messages: (!pending.messages.is_empty()).then(|| pending.messages.into()),
-            end: pending.end,
-        }
+    pub fn take(&self) -> Vec<NativeEvent> {
+        self.events
+            .take()
+            .into_iter()
+            .map(Pending::into_event)
+            .collect()
     }
 
-    /// Ends the stream (in-flight turns' answers are dropped; the daemon
-    /// fails them with the stream).
+    /// Ends the session at once (the stream, an attempt, or the pause between
+    /// two); in-flight turns' answers are dropped (the daemon fails them with
+    /// the stream). An `"ended"` event (`"stopped"`) follows unless it had
+    /// ended already.
     #[napi]
-    pub fn close(&self) {
-        let mut stream = self.stream.lock();
-        if let Some(task) = stream.attaching.take() {
-            task.abort();
+    pub fn stop(&self) {
+        if let Some(session) = self.running.lock().take() {
+            session.stop();
         }
-        stream.sender = None;
-        stream.attached = None;
-        self.channel.lock().take();
     }
 }
 
 impl NativeSession {
-    fn channel(&self) -> Result<tonic::transport::Channel, NodeError> {
-        self.channel.lock().clone().ok_or(NodeError::Closed)
+    fn session(&self) -> Result<Arc<AppSession>, NodeError> {
+        self.running.lock().clone().ok_or(NodeError::Closed)
     }
 }

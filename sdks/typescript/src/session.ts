@@ -67,7 +67,7 @@ export function describe(err: unknown): string {
  * undefined for one a re-connect may fix. A FAILED_PRECONDITION with the
  * troupe-api-version trailer is the daemon refusing this SDK's API version.
  */
-function refusal(err: grpc.ServiceError): TroupeError | undefined {
+export function refusal(err: grpc.ServiceError): TroupeError | undefined {
   if (!FATAL_CODES.has(err.code)) return undefined;
   const message = `daemon refused the registration: ${err.details}`;
   const [daemonVersion] = err.metadata.get(API_VERSION_TRAILER);
