@@ -186,8 +186,12 @@ impl AppSession {
             current: current.clone(),
             stopped,
         };
+        let shared = current.clone();
         let task = tokio::spawn(async move {
             let end = run.run(&layer).await;
+            // The last attempt's channel goes with the session, and its
+            // connection with it once the turns' clients are closed too.
+            *lock(&shared) = Current::default();
             layer.on_event(SessionEvent::Ended(end));
         });
         Self {
