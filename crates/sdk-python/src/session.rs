@@ -70,7 +70,9 @@ fn lost(outage: Outage, first: bool) -> Event {
 /// The Python side of the core's session: its credentials callable and its
 /// inbox.
 struct Layer {
-    credentials: Py<PyAny>,
+    /// Shared with the blocking-pool thread that calls it (cloning a `Py`
+    /// would take the GIL on the runtime's worker).
+    credentials: Arc<Py<PyAny>>,
     events: Arc<Inbox<Event>>,
 }
 
@@ -82,30 +84,26 @@ type PyCredentials = (
     Option<Vec<u8>>,
 );
 
-impl Layer {
-    fn read_credentials(&self) -> PyResult<Credentials> {
-        let (metadata, ca, cert, key) = Python::with_gil(|py| {
-            self.credentials
-                .call0(py)
-                .and_then(|got| got.extract::<PyCredentials>(py))
-        })?;
-        let tls = TlsOptions::from_pems(ca, cert, key)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(Credentials { metadata, tls })
-    }
+/// Calls the credentials callable; on a blocking-pool thread.
+fn read_credentials(callable: &Py<PyAny>) -> PyResult<Credentials> {
+    let (metadata, ca, cert, key) = Python::with_gil(|py| {
+        callable
+            .call0(py)
+            .and_then(|got| got.extract::<PyCredentials>(py))
+    })?;
+    let tls =
+        TlsOptions::from_pems(ca, cert, key).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(Credentials { metadata, tls })
 }
 
 impl SessionLayer for Layer {
     type Error = PyErr;
 
     async fn credentials(&self) -> PyResult<Credentials> {
-        let layer = Layer {
-            credentials: Python::with_gil(|py| self.credentials.clone_ref(py)),
-            events: self.events.clone(),
-        };
+        let callable = self.credentials.clone();
         // Off the runtime's one worker: waiting there for the GIL (held by the
         // event loop running handlers) would stall every stream and call.
-        tokio::task::spawn_blocking(move || layer.read_credentials())
+        tokio::task::spawn_blocking(move || read_credentials(&callable))
             .await
             .map_err(|e| PyRuntimeError::new_err(format!("reading the credentials failed: {e}")))?
     }
@@ -189,7 +187,7 @@ impl Session {
             register,
             policy,
             layer: Arc::new(Layer {
-                credentials,
+                credentials: Arc::new(credentials),
                 events: events.clone(),
             }),
             events,

@@ -125,9 +125,16 @@ class NativeApp:
         except Exception as e:
             self._fail(e)
             return
+        if self._ended is None or self._ended.done():
+            return  # failed or stopped: nothing is hosted any more
         auth, pem = self._attempt
-        channel = open_channel(self.app.address, self.app.max_receive_bytes, _grpc_credentials(pem))
-        session = _NativeSession(self.app, channel, self.native, generation, auth)
+        try:
+            credentials = _grpc_credentials(pem)
+            channel = open_channel(self.app.address, self.app.max_receive_bytes, credentials)
+            session = _NativeSession(self.app, channel, self.native, generation, auth)
+        except Exception as e:
+            self._fail(e)
+            return
         self.session = session
         self._live.add(session)
         self._control.put_nowait(("registered", registered.daemon_version))
