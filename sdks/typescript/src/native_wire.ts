@@ -101,6 +101,10 @@ class GenerationWire implements AppWire {
     this.#outbox = [];
     this.calls.close();
     this.stub.close();
+    // As a cancelled grpc-js stream does: the end, reported once, settles the Session's run().
+    const handlers = this.#handlers;
+    this.#handlers = undefined;
+    handlers?.error(serviceError({ code: grpc.status.CANCELLED, message: "Cancelled on client", trailers: [] }));
   }
 
   #flush(): void {
@@ -186,7 +190,13 @@ export class NativeApp {
     const generation = event.generation ?? 0;
     switch (event.kind) {
       case "registered":
-        if (event.data !== undefined && event.data !== null) this.#registered(native, generation, Registered.decode(event.data));
+        // After a stop or a failure nothing is hosted any more (and the core has no channel to give).
+        if (this.#settle === undefined || this.#stopped || event.data === undefined || event.data === null) break;
+        try {
+          this.#registered(native, generation, Registered.decode(event.data));
+        } catch (e) {
+          this.#fail(e instanceof Error ? e : new Error(String(e)));
+        }
         break;
       case "messages":
         if (this.#current?.generation === generation && event.data !== undefined && event.data !== null) {
