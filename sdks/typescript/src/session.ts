@@ -1,5 +1,6 @@
 // One Attach stream to the daemon (Session): registration, the turns it pushes
-// and their answers, batched on the way out. App (app.ts) owns the re-connects.
+// and their answers, batched on the way out. Re-connects are App's on grpc-js
+// (app.ts) and the native core's otherwise (native_wire.ts).
 import * as grpc from "@grpc/grpc-js";
 import { type Actor, type ActorSpec, instantiate } from "./actor.js";
 import { API_VERSION, SDK_NAME } from "./address.js";
