@@ -94,6 +94,13 @@ pub struct Registration {
 }
 
 impl Registration {
+    /// Where the stream's answers go, usable before the reader starts.
+    pub fn sender(&self) -> AppSender {
+        AppSender {
+            tx: self.tx.clone(),
+        }
+    }
+
     /// Starts the reader, which calls `on_event` from a runtime thread (it
     /// must not block).
     pub fn start<F>(self, on_event: F) -> Attached

@@ -120,17 +120,19 @@ impl Run {
         };
         *generation = generation.saturating_add(1);
         let generation = *generation;
+        // Answers of this generation are taken from before the layer can know
+        // it, and its messages flow only once the layer has seen Registered.
+        {
+            let mut current = lock(&self.current);
+            current.generation = generation;
+            current.sender = Some(registration.sender());
+        }
         layer.on_event(SessionEvent::Registered {
             generation,
             registered: registration.registered.clone(),
         });
         let (ended_tx, ended) = oneshot::channel();
         let attached = registration.start(reader(layer.clone(), generation, ended_tx));
-        {
-            let mut current = lock(&self.current);
-            current.generation = generation;
-            current.sender = Some(attached.sender.clone());
-        }
         let end = tokio::select! {
             _ = stopped(&mut self.stopped) => None,
             end = ended => Some(end),
