@@ -1,9 +1,10 @@
 //! The app's `AppHost.Attach` stream: one registration, then the daemon's
 //! pushes in and the app's answers out.
 //!
-//! [`attach`] sends `Register` and waits for `Registered`; a status instead is
-//! an [`AttachError::Refused`] whose code tells the layer whether re-connecting
-//! could help. From then on a reader task hands each frame's messages (a
+//! [`register`] sends `Register` and waits for `Registered`; a status instead
+//! is an [`AttachError::Refused`] whose code tells the layer whether
+//! re-connecting could help. [`Registration::start`] (or [`attach`], both at
+//! once) then starts a reader task that hands each frame's messages (a
 //! `DaemonBatch` flattened, in order) to the layer's callback, and ends with
 //! one [`AppEvent::Ended`]. Answers go through [`AppSender::send`], which never
 //! blocks: they queue for the writer ([`crate::batch`]).
@@ -77,6 +78,53 @@ pub async fn attach<F>(
 where
     F: FnMut(AppEvent) + Send + 'static,
 {
+    Ok(self::register(channel, options, metadata, register)
+        .await?
+        .start(on_event))
+}
+
+/// A stream the daemon registered, whose reader has not started: what it
+/// pushes waits in the stream until [`Registration::start`], so a layer can
+/// handle `Registered` before any message.
+#[derive(Debug)]
+pub struct Registration {
+    pub registered: Registered,
+    tx: mpsc::UnboundedSender<AppMessage>,
+    incoming: Streaming<DaemonMessage>,
+}
+
+impl Registration {
+    /// Where the stream's answers go, usable before the reader starts.
+    pub fn sender(&self) -> AppSender {
+        AppSender {
+            tx: self.tx.clone(),
+        }
+    }
+
+    /// Starts the reader, which calls `on_event` from a runtime thread (it
+    /// must not block).
+    pub fn start<F>(self, on_event: F) -> Attached
+    where
+        F: FnMut(AppEvent) + Send + 'static,
+    {
+        let reader = tokio::spawn(read(self.incoming, on_event));
+        Attached {
+            registered: self.registered,
+            sender: AppSender { tx: self.tx },
+            reader,
+        }
+    }
+}
+
+/// Opens the stream on `channel`, sends `Register` and waits for
+/// `Registered`. `metadata` goes with the stream's request: the app token,
+/// if any.
+pub async fn register(
+    channel: Channel,
+    options: &ConnectOptions,
+    metadata: &[(String, String)],
+    register: Register,
+) -> Result<Registration, AttachError> {
     let (tx, rx) = mpsc::unbounded_channel();
     let batches = Arc::new(AtomicBool::new(false));
     let first = AppMessage {
@@ -111,11 +159,10 @@ where
         accepts_batches = registered.accepts_batches,
         "app stream registered"
     );
-    let reader = tokio::spawn(read(incoming, on_event));
-    Ok(Attached {
+    Ok(Registration {
         registered,
-        sender: AppSender { tx },
-        reader,
+        tx,
+        incoming,
     })
 }
 

@@ -16,6 +16,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tonic::Code;
 
+use crate::backoff::jittered;
 use crate::CallError;
 
 /// The pause after the first UNAVAILABLE.
@@ -170,27 +171,6 @@ where
         backoff = backoff.saturating_mul(2).min(MAX_BACKOFF);
         if let Some(deadline) = deadline {
             attempt_timeout = Some(deadline.saturating_duration_since(Instant::now()));
-        }
-    }
-}
-
-/// `pause` times a random factor in 0.8..1.2.
-fn jittered(pause: Duration) -> Duration {
-    // No randomness (an OS without a source) is no jitter, not a failure.
-    let draw = getrandom::u32().unwrap_or(u32::MAX / 2);
-    let factor = 0.8 + 0.4 * (f64::from(draw) / f64::from(u32::MAX));
-    pause.mul_f64(factor)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn jitter_stays_within_a_fifth_either_way() {
-        for _ in 0..1000 {
-            let p = jittered(Duration::from_millis(100));
-            assert!(p >= Duration::from_millis(80) && p <= Duration::from_millis(120));
         }
     }
 }

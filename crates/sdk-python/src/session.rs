@@ -1,60 +1,52 @@
-//! `troupe._native.Session`: one app stream, for one `_Session` of the
-//! Python SDK (which re-connects by making a new one).
+//! `troupe._native.Session`: the app kept attached (`troupe_sdk_core::
+//! reconnect`), for the Python SDK's `App.run` on this core.
 //!
-//! Events reach Python through the session's inbox, as tuples:
-//! `("registered", Registered bytes)`; `("refused", code, message, trailers)`
-//! when a status ended the stream before that, `("failed", None, message, [])`
-//! when it ended otherwise; then `(kind, message bytes)` for each message the
-//! daemon pushes (`"turn"`, `"activate"`, `"deactivate"`, the inner message
-//! serialized); and last `("ended", code, message)`, code 0 for a clean close.
+//! Before each attempt the core calls the Python `credentials` callable (on a
+//! blocking-pool thread, with the GIL: once per attempt, so rare), which
+//! returns `(metadata, ca, cert, key)` as read just now, or raises. Events
+//! reach Python through the session's inbox, as tuples:
+//! `("registered", generation, Registered bytes)`; `(kind, generation,
+//! message bytes)` for each message the daemon pushes (`"turn"`,
+//! `"activate"`, `"deactivate"`, the inner message serialized);
+//! `("lost", outage, code, message, first)` when a stream ends or an attempt
+//! fails (`outage`: `"closed"`, `"ended"`, `"refused"` or `"failed"`; code 0
+//! when there is none; `first`: the first outage since the app was last
+//! registered); and last `("ended", why, detail)`: `"stopped"` (None),
+//! `"refused"` ((code, message, trailers)), `"credentials"` (the exception
+//! the callable raised) or `"connect"` (a message).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use prost::Message;
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use tokio::task::JoinHandle;
-use troupe_sdk_core::app::{self, AppEvent, AppSender, Attached};
-use troupe_sdk_core::connect::ConnectOptions;
+use troupe_sdk_core::app;
+use troupe_sdk_core::connect::{ConnectOptions, TlsOptions};
 use troupe_sdk_core::proto::{daemon_message, AppMessage, DaemonMessage, Register};
-use troupe_sdk_core::AttachError;
+use troupe_sdk_core::reconnect::{
+    AppSession, Credentials, Outage, ReconnectPolicy, SessionEnd, SessionEvent, SessionLayer,
+};
 
 use crate::client::Client;
 use crate::inbox::Inbox;
-use crate::{channel, runtime};
+use crate::{py_call_error, runtime, PyCallError};
 
 #[derive(Debug)]
 enum Event {
-    Registered(Vec<u8>),
-    Refused(i32, String, Vec<(String, String)>),
-    Failed(String),
-    Message(&'static str, Vec<u8>),
-    Ended(i32, String),
-}
-
-#[derive(Debug, Default)]
-struct Stream {
-    /// The attach under way (registration, then nothing): aborted by close.
-    attaching: Option<JoinHandle<()>>,
-    /// The registered stream; dropping it ends the stream.
-    attached: Option<Attached>,
-    /// Where answers go; dropped by close so the writer ends.
-    sender: Option<AppSender>,
-}
-
-#[pyclass(module = "troupe._native", frozen)]
-#[derive(Debug)]
-pub(crate) struct Session {
-    channel: tonic::transport::Channel,
-    options: ConnectOptions,
-    events: Arc<Inbox<Event>>,
-    stream: Arc<Mutex<Stream>>,
+    Registered(u64, Vec<u8>),
+    Message(&'static str, u64, Vec<u8>),
+    Lost(&'static str, i32, String, bool),
+    Stopped,
+    Refused(PyCallError),
+    Credentials(PyErr),
+    Connect(String),
 }
 
 /// The message inside a daemon message, serialized, with its kind's name.
-fn event_of(msg: DaemonMessage) -> Event {
+fn event_of(generation: u64, msg: DaemonMessage) -> Event {
     let kind = app::kind_name(&msg);
     let bytes = match msg.kind {
         Some(daemon_message::Kind::Turn(m)) => m.encode_to_vec(),
@@ -63,27 +55,143 @@ fn event_of(msg: DaemonMessage) -> Event {
         // Unexpected here; Python logs the kind and ignores it.
         _ => Vec::new(),
     };
-    Event::Message(kind, bytes)
+    Event::Message(kind, generation, bytes)
+}
+
+fn lost(outage: Outage, first: bool) -> Event {
+    match outage {
+        Outage::Closed => Event::Lost("closed", 0, String::new(), first),
+        Outage::Ended(e) => Event::Lost("ended", e.code as i32, e.message, first),
+        Outage::Refused(e) => Event::Lost("refused", e.code as i32, e.message, first),
+        Outage::Failed(message) => Event::Lost("failed", 0, message, first),
+    }
+}
+
+/// The Python side of the core's session: its credentials callable and its
+/// inbox.
+struct Layer {
+    /// Shared with the blocking-pool thread that calls it (cloning a `Py`
+    /// would take the GIL on the runtime's worker).
+    credentials: Arc<Py<PyAny>>,
+    events: Arc<Inbox<Event>>,
+}
+
+/// What the credentials callable returns.
+type PyCredentials = (
+    Vec<(String, String)>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+);
+
+/// Calls the credentials callable; on a blocking-pool thread.
+fn read_credentials(callable: &Py<PyAny>) -> PyResult<Credentials> {
+    let (metadata, ca, cert, key) = Python::with_gil(|py| {
+        callable
+            .call0(py)
+            .and_then(|got| got.extract::<PyCredentials>(py))
+    })?;
+    let tls =
+        TlsOptions::from_pems(ca, cert, key).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok(Credentials { metadata, tls })
+}
+
+impl SessionLayer for Layer {
+    type Error = PyErr;
+
+    async fn credentials(&self) -> PyResult<Credentials> {
+        let callable = self.credentials.clone();
+        // Off the runtime's one worker: waiting there for the GIL (held by the
+        // event loop running handlers) would stall every stream and call.
+        tokio::task::spawn_blocking(move || read_credentials(&callable))
+            .await
+            .map_err(|e| PyRuntimeError::new_err(format!("reading the credentials failed: {e}")))?
+    }
+
+    fn on_event(&self, event: SessionEvent<PyErr>) {
+        match event {
+            SessionEvent::Messages {
+                generation,
+                messages,
+            } => self
+                .events
+                .push_all(messages.into_iter().map(|m| event_of(generation, m))),
+            SessionEvent::Registered {
+                generation,
+                registered,
+            } => self
+                .events
+                .push(Event::Registered(generation, registered.encode_to_vec())),
+            SessionEvent::Lost { outage, first, .. } => self.events.push(lost(outage, first)),
+            SessionEvent::Ended(end) => self.events.push(match end {
+                SessionEnd::Stopped => Event::Stopped,
+                SessionEnd::Refused(e) => Event::Refused(py_call_error(e)),
+                SessionEnd::Credentials(e) => Event::Credentials(e),
+                SessionEnd::Connect(e) => Event::Connect(e.to_string()),
+            }),
+        }
+    }
+}
+
+#[pyclass(module = "troupe._native", frozen)]
+pub(crate) struct Session {
+    options: ConnectOptions,
+    register: Register,
+    policy: ReconnectPolicy,
+    layer: Arc<Layer>,
+    events: Arc<Inbox<Event>>,
+    running: Mutex<Option<AppSession>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("address", &self.options.address)
+            .finish_non_exhaustive()
+    }
+}
+
+fn seconds(value: f64, what: &str) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|e| PyValueError::new_err(format!("{what} must be a duration in seconds: {e}")))
 }
 
 #[pymethods]
 impl Session {
+    /// `register`: the serialized `Register`; `credentials`: called before
+    /// each attempt (see the module's doc).
     #[new]
-    #[pyo3(signature = (address, ca=None, cert=None, key=None, max_receive_bytes=None))]
+    #[pyo3(signature = (address, register, credentials, initial_delay, max_delay, max_receive_bytes=None))]
     fn new(
         address: String,
-        ca: Option<Vec<u8>>,
-        cert: Option<Vec<u8>>,
-        key: Option<Vec<u8>>,
+        register: &[u8],
+        credentials: Py<PyAny>,
+        initial_delay: f64,
+        max_delay: f64,
         max_receive_bytes: Option<usize>,
     ) -> PyResult<Self> {
-        let (channel, options) = channel(address, ca, cert, key, max_receive_bytes)?;
+        let register = Register::decode(register)
+            .map_err(|e| PyValueError::new_err(format!("not a troupe.v1.Register: {e}")))?;
+        let policy = ReconnectPolicy {
+            initial_delay: seconds(initial_delay, "initial_delay")?,
+            max_delay: seconds(max_delay, "max_delay")?,
+        };
         let events = Arc::new(Inbox::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
+        let options = ConnectOptions {
+            address,
+            tls: None,
+            max_receive_bytes,
+        };
         Ok(Self {
-            channel,
             options,
+            register,
+            policy,
+            layer: Arc::new(Layer {
+                credentials: Arc::new(credentials),
+                events: events.clone(),
+            }),
             events,
-            stream: Arc::default(),
+            running: Mutex::new(None),
         })
     }
 
@@ -92,66 +200,46 @@ impl Session {
         self.events.fileno()
     }
 
-    /// A client for the calls made from turns, on this session's connection
-    /// (so the app's receive limit bounds their replies too).
-    fn client(&self) -> PyResult<Client> {
-        Client::on_channel(self.channel.clone(), &self.options)
-    }
-
-    /// Opens the stream and registers with the serialized `Register`;
-    /// `metadata` (the app token) goes with the stream.
-    fn attach(&self, register: &[u8], metadata: Vec<(String, String)>) -> PyResult<()> {
-        let register = Register::decode(register)
-            .map_err(|e| PyValueError::new_err(format!("not a troupe.v1.Register: {e}")))?;
-        let mut stream = self.stream.lock();
-        if stream.attaching.is_some() {
-            return Err(PyRuntimeError::new_err("this session has attached already"));
+    /// Starts attaching (and re-attaching) to the daemon.
+    fn start(&self) -> PyResult<()> {
+        let mut running = self.running.lock();
+        if running.is_some() {
+            return Err(PyRuntimeError::new_err("this session has started already"));
         }
-        let (channel, options) = (self.channel.clone(), self.options.clone());
-        let (events, shared) = (self.events.clone(), self.stream.clone());
-        let task = runtime()?.spawn(async move {
-            let reader_events = events.clone();
-            let on_event = move |event| match event {
-                AppEvent::Messages(msgs) => reader_events.push_all(msgs.into_iter().map(event_of)),
-                AppEvent::Ended(Ok(())) => reader_events.push(Event::Ended(0, String::new())),
-                AppEvent::Ended(Err(e)) => {
-                    reader_events.push(Event::Ended(e.code as i32, e.message))
-                }
-            };
-            match app::attach(channel, &options, &metadata, register, on_event).await {
-                Ok(attached) => {
-                    let registered = attached.registered.encode_to_vec();
-                    {
-                        let mut stream = shared.lock();
-                        stream.sender = Some(attached.sender.clone());
-                        stream.attached = Some(attached);
-                    }
-                    events.push(Event::Registered(registered));
-                }
-                Err(AttachError::Refused(e)) => {
-                    events.push(Event::Refused(e.code as i32, e.message, e.trailers))
-                }
-                Err(other) => events.push(Event::Failed(other.to_string())),
-            }
-        });
-        stream.attaching = Some(task);
+        let _entered = runtime()?.enter();
+        *running = Some(AppSession::start(
+            self.options.clone(),
+            self.register.clone(),
+            self.policy,
+            self.layer.clone(),
+        ));
         Ok(())
     }
 
-    /// Queues serialized `AppMessage`s (answers) for the writer, in order;
-    /// false once the stream is gone. Never blocks. Python hands over what
-    /// its event loop produced in one pass: the writer is woken once for them
+    /// A client for the calls made from turns, on the connection of the
+    /// latest attempt (so the app's receive limit and TLS apply to them).
+    fn client(&self) -> PyResult<Client> {
+        let channel = self.running.lock().as_ref().and_then(AppSession::channel);
+        let channel =
+            channel.ok_or_else(|| PyRuntimeError::new_err("this session has not connected"))?;
+        Client::on_channel(channel, &self.options)
+    }
+
+    /// Queues serialized `AppMessage`s (answers of stream `generation`) for
+    /// the writer, in order; false when that stream is gone (the daemon
+    /// failed that work with it). Never blocks. Python hands over what its
+    /// event loop produced in one pass: the writer is woken once for them
     /// all, where a wake per answer would cost a thread switch per turn.
-    fn send(&self, messages: Vec<Bound<'_, PyBytes>>) -> PyResult<bool> {
-        let stream = self.stream.lock();
-        let Some(sender) = stream.sender.as_ref() else {
+    fn send(&self, generation: u64, messages: Vec<Bound<'_, PyBytes>>) -> PyResult<bool> {
+        let running = self.running.lock();
+        let Some(session) = running.as_ref() else {
             return Ok(false);
         };
         let mut sent = true;
         for message in messages {
             let message = AppMessage::decode(message.as_bytes())
                 .map_err(|e| PyValueError::new_err(format!("not a troupe.v1.AppMessage: {e}")))?;
-            sent &= sender.send(message);
+            sent &= session.send(generation, message);
         }
         Ok(sent)
     }
@@ -162,37 +250,35 @@ impl Session {
             .take()
             .into_iter()
             .map(|event| {
-                Ok(match event {
-                    Event::Message(kind, bytes) => (kind, PyBytes::new(py, &bytes))
-                        .into_pyobject(py)?
-                        .into_any(),
-                    Event::Registered(bytes) => ("registered", PyBytes::new(py, &bytes))
-                        .into_pyobject(py)?
-                        .into_any(),
-                    Event::Refused(code, message, trailers) => ("refused", code, message, trailers)
-                        .into_pyobject(py)?
-                        .into_any(),
-                    Event::Failed(message) => {
-                        ("failed", py.None(), message, Vec::<(String, String)>::new())
-                            .into_pyobject(py)?
-                            .into_any()
+                let tuple = match event {
+                    Event::Message(kind, generation, bytes) => {
+                        (kind, generation, PyBytes::new(py, &bytes)).into_pyobject(py)?
                     }
-                    Event::Ended(code, message) => {
-                        ("ended", code, message).into_pyobject(py)?.into_any()
+                    Event::Registered(generation, bytes) => {
+                        ("registered", generation, PyBytes::new(py, &bytes)).into_pyobject(py)?
                     }
-                })
+                    Event::Lost(outage, code, message, first) => {
+                        ("lost", outage, code, message, first).into_pyobject(py)?
+                    }
+                    Event::Stopped => ("ended", "stopped", py.None()).into_pyobject(py)?,
+                    Event::Refused(e) => ("ended", "refused", e).into_pyobject(py)?,
+                    Event::Credentials(e) => {
+                        ("ended", "credentials", e.into_value(py)).into_pyobject(py)?
+                    }
+                    Event::Connect(message) => ("ended", "connect", message).into_pyobject(py)?,
+                };
+                Ok(tuple.into_any())
             })
             .collect()
     }
 
-    /// Ends the stream (in-flight turns' answers are dropped; the daemon
-    /// fails them with the stream).
-    fn close(&self) {
-        let mut stream = self.stream.lock();
-        if let Some(task) = stream.attaching.take() {
-            task.abort();
+    /// Ends the session at once (the stream, an attempt, or the pause between
+    /// two); in-flight turns' answers are dropped (the daemon fails them with
+    /// the stream). An `("ended", "stopped", None)` follows unless it had
+    /// ended already.
+    fn stop(&self) {
+        if let Some(session) = self.running.lock().as_ref() {
+            session.stop();
         }
-        stream.sender = None;
-        stream.attached = None;
     }
 }

@@ -148,3 +148,25 @@ async def test_app_with_the_app_token_hosts_and_calls_actors_from_turns(
         assert await client.actor("auth-front", "f1").relay("b1") == 1
         assert await client.actor("auth-front", "f1").relay("b1") == 2
         assert await client.get_state("auth-back", "b1") == {"n": 2}
+
+
+async def test_app_reads_its_rotated_token_file_when_it_reconnects(
+    secured: Daemon, tmp_path: Path
+) -> None:
+    """The Secret is rotated while the daemon restarts with the new token: the app reads the
+    file again before each attempt (on the native core, when the core asks for credentials),
+    so it registers again instead of being refused for good."""
+    path = token_file(tmp_path, APP_TOKEN)
+    rotated = "app-rotated-77c1"
+    async with (
+        hosting(secured.address, Back, token_file=path) as app,
+        troupe.Client(secured.address, timeout=10, token=API_TOKEN) as client,
+    ):
+        assert await client.actor("auth-back", "r1").incr() == 1
+        sessions = app.sessions
+        assert await secured.stop() == 0, secured.log_tail()
+        path.write_text(f"# rotated\n{rotated}\n", encoding="utf-8")
+        secured.env = {**secured.env, "TROUPE_APP_TOKEN": rotated}
+        await secured.start()
+        await app.wait_registered(sessions=sessions + 1, timeout=15)
+        assert await client.actor("auth-back", "r1").incr() == 2

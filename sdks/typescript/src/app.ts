@@ -1,5 +1,6 @@
 // Hosting actors: App attaches to the daemon, re-connects, and hosts its
-// classes through one Session (session.ts) per stream.
+// classes through one Session (session.ts) per stream. On the native core the
+// core re-connects (native_wire.ts's NativeApp); on grpc-js, #connectLoop does.
 import type { TracerProvider } from "@opentelemetry/api";
 import { hostname } from "node:os";
 import { type ActorClass, type ActorSpec, specOf } from "./actor.js";
@@ -9,9 +10,8 @@ import { type Duration, toMillis } from "./duration.js";
 import { TroupeError } from "./errors.js";
 import { channelCredentials, resolveTls, tlsBytes, type TlsOptions } from "./tls.js";
 import { nativeCore } from "./core.js";
-import { ActorClientClient } from "./gen/troupe/v1/client.js";
 import { GrpcWire } from "./grpc_wire.js";
-import { NativeWire } from "./native_wire.js";
+import { NativeApp } from "./native_wire.js";
 import type { AppWire } from "./wire.js";
 import { Tracing } from "./tracing.js";
 import { ConnectionLost, describe, type Logger, Session, type SessionHost } from "./session.js";
@@ -126,6 +126,9 @@ export class App {
   #loop: Promise<void> | undefined;
   #session: Session | undefined;
   #wake: (() => void) | undefined;
+  /** Starts a run on the native core; undefined on grpc-js. */
+  #startNative: (() => { run: NativeApp; done: Promise<void> }) | undefined;
+  #native: NativeApp | undefined;
 
   constructor(options: AppOptions) {
     for (const cls of options.actors) {
@@ -147,15 +150,27 @@ export class App {
     // The token lives only in these closures, out of reach of inspection.
     const clientOptions = { ...channelOptions(maxReceiveBytes), ...tokenClientOptions(token) };
     const openWire = (target: string): AppWire => {
-      const creds = channelCredentials(tls);
-      if (addon === undefined) {
-        return new GrpcWire(target, creds, clientOptions, (m) => {
-          this.#logger.debug(m);
-        });
-      }
-      const connect = { address: this.address, ...tlsBytes(tls), maxReceiveBytes };
-      return new NativeWire(addon, connect, tokenMetadata(token), new ActorClientClient(target, creds, clientOptions));
+      return new GrpcWire(target, channelCredentials(tls), clientOptions, (m) => {
+        this.#logger.debug(m);
+      });
     };
+    if (addon !== undefined) {
+      // The native core keeps the stream attached itself (its backoff is this one),
+      // reading the TLS files again before each attempt.
+      this.#startNative = () => {
+        const run = new NativeApp(this.#host, {
+          address: this.address,
+          maxReceiveBytes,
+          initialDelayMs: INITIAL_DELAY_MS,
+          maxDelayMs: this.#maxDelayMs,
+          register: this.#host.registerMessage(),
+          credentials: () => ({ metadata: tokenMetadata(token), ...tlsBytes(tls), creds: channelCredentials(tls) }),
+          target: grpcTarget(this.address),
+          clientOptions,
+        });
+        return { run, done: run.run(addon) };
+      };
+    }
     this.#host = {
       address: this.address,
       specs: this.#specs,
@@ -246,6 +261,7 @@ export class App {
   stop(): void {
     this.#stopping = true;
     this.#session?.close();
+    this.#native?.stop();
     this.#wake?.();
   }
 
@@ -322,6 +338,18 @@ export class App {
     return this.#stopping;
   }
 
+  async #runNative(start: () => { run: NativeApp; done: Promise<void> }): Promise<void> {
+    if (this.#isStopping()) return;
+    const { run, done } = start();
+    this.#native = run;
+    try {
+      await done;
+    } finally {
+      this.#native = undefined;
+      if (this.#registered) this.#setRegistered(false);
+    }
+  }
+
   #sleep(ms: number): Promise<void> {
     return new Promise<void>((resolve) => {
       const timer = setTimeout(done, ms);
@@ -336,6 +364,10 @@ export class App {
   }
 
   async #connectLoop(): Promise<void> {
+    if (this.#startNative !== undefined) {
+      await this.#runNative(this.#startNative);
+      return;
+    }
     const target = grpcTarget(this.address);
     let delay = INITIAL_DELAY_MS;
     let quiet = false;

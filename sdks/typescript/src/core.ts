@@ -68,30 +68,48 @@ export interface NativeClient {
   close(): void;
 }
 
-export interface NativeEnd {
-  stage: "refused" | "failed" | "ended";
-  status: NativeStatus;
+/** What the app's credentials function gives the addon before each attempt. */
+export interface NativeCredentials {
+  /** Flat metadata: [key, value, ...]. */
+  metadata: string[];
+  ca?: Buffer | undefined;
+  cert?: Buffer | undefined;
+  key?: Buffer | undefined;
+  /** Reading them failed (the layer keeps the error): the session ends with "credentials". */
+  failed?: string | undefined;
 }
 
-export interface NativeEvents {
-  registered?: Buffer | null;
-  messages?: Buffer | null;
-  end?: NativeEnd | null;
+/** One thing the app's session reports (crates/sdk-node/src/session.rs's NativeEvent). */
+export interface NativeEvent {
+  kind: "registered" | "messages" | "lost" | "ended";
+  generation?: number | null;
+  /** The serialized Registered ("registered") or DaemonBatch ("messages"). */
+  data?: Buffer | null;
+  outage?: "closed" | "ended" | "refused" | "failed" | null;
+  first?: boolean | null;
+  why?: "stopped" | "refused" | "credentials" | "connect" | null;
+  status?: NativeStatus | null;
 }
 
-/** The addon's app stream (crates/sdk-node/src/session.rs). */
+export interface NativeSessionOptions {
+  address: string;
+  maxReceiveBytes?: number | undefined;
+  initialDelayMs: number;
+  maxDelayMs: number;
+}
+
+/** The addon's app session, kept attached by the core (crates/sdk-node/src/session.rs). */
 export interface NativeSession {
   client(wake: () => void): NativeClient;
-  attach(register: Buffer, metadata: string[]): void;
-  send(message: Buffer): boolean;
-  take(): NativeEvents;
-  close(): void;
+  send(generation: number, message: Buffer): void;
+  take(): NativeEvent[];
+  stop(): void;
 }
 
 /** What troupe.<platform>.node exports. */
 export interface NativeAddon {
   NativeClient: new (options: NativeConnect, wake: () => void) => NativeClient;
-  NativeSession: new (options: NativeConnect, wake: () => void) => NativeSession;
+  NativeSession: new (options: NativeSessionOptions, register: Buffer, credentials: () => NativeCredentials, wake: () => void) => NativeSession;
 }
 
 /** The addon's file name for this machine. */

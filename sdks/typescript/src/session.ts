@@ -1,5 +1,6 @@
 // One Attach stream to the daemon (Session): registration, the turns it pushes
-// and their answers, batched on the way out. App (app.ts) owns the re-connects.
+// and their answers, batched on the way out. Re-connects are App's on grpc-js
+// (app.ts) and the native core's otherwise (native_wire.ts).
 import * as grpc from "@grpc/grpc-js";
 import { type Actor, type ActorSpec, instantiate } from "./actor.js";
 import { API_VERSION, SDK_NAME } from "./address.js";
@@ -67,7 +68,7 @@ export function describe(err: unknown): string {
  * undefined for one a re-connect may fix. A FAILED_PRECONDITION with the
  * troupe-api-version trailer is the daemon refusing this SDK's API version.
  */
-function refusal(err: grpc.ServiceError): TroupeError | undefined {
+export function refusal(err: grpc.ServiceError): TroupeError | undefined {
   if (!FATAL_CODES.has(err.code)) return undefined;
   const message = `daemon refused the registration: ${err.details}`;
   const [daemonVersion] = err.metadata.get(API_VERSION_TRAILER);

@@ -1,5 +1,6 @@
 """Hosting actors: App attaches to the daemon, re-connects, and hosts its classes through
-one _Session (_session.py) per stream."""
+one _Session (_session.py) per stream. On the native core, troupe._native re-connects
+(_native_app.py); on grpcio, the loop in App._run_on_grpcio does."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import signal
 import socket
 from collections.abc import Sequence
 
-import grpc
 from opentelemetry.trace import TracerProvider
 
 from . import _core
@@ -29,7 +29,7 @@ from ._duration import DurationLike, timeout_seconds, to_seconds
 from ._proto.troupe.v1 import app_pb2, common_pb2
 from ._session import _CONNECTION_ERRORS, _describe, _Session, _StreamEnded
 from ._tls import TlsPath, TlsSource
-from ._tracing import Metadata, Tracing
+from ._tracing import Tracing
 
 # Records carry the logger's name ("troupe"), so messages do not repeat it.
 log = logging.getLogger("troupe")
@@ -175,19 +175,6 @@ class App:
             f" it hosts {', '.join(self._specs)}",
         )
 
-    def _session(self, channel: grpc.aio.Channel, auth: Metadata) -> _Session:
-        """One stream's session on the core in use (_core.py). The grpc.aio channel carries
-        the rarer RPCs actors make either way; it connects only when one is made."""
-        if _core.native is None:
-            return _Session(self, channel, auth)
-        from ._native_session import _NativeSession
-
-        pem = self._tls.pem()
-        ca, client = pem if pem is not None else (None, None)
-        cert, key = client if client is not None else (None, None)
-        native = _core.native.Session(self.address, ca, cert, key, self.max_receive_bytes)
-        return _NativeSession(self, channel, native, auth)
-
     def stop(self) -> None:
         """Ask :meth:`run` to return: the stream is closed and in-flight turns are cancelled.
 
@@ -209,6 +196,19 @@ class App:
             raise RuntimeError("App.run() is already running")
         self._running = True
         self._stop.clear()
+        try:
+            if _core.native is None:
+                await self._run_on_grpcio()
+            else:
+                # The native core keeps the stream attached itself (its backoff is this one).
+                from ._native_app import NativeApp
+
+                await NativeApp(self, _core.native, _INITIAL_DELAY).run(self._stop)
+        finally:
+            self._running = False
+
+    async def _run_on_grpcio(self) -> None:
+        """run() on the pure-Python core: one _Session per stream, re-connected here."""
         delay = _INITIAL_DELAY
         quiet = False
         stop_wait = asyncio.create_task(self._stop.wait())
@@ -217,7 +217,7 @@ class App:
                 auth = self._auth.metadata()
                 credentials = self._tls.credentials()
                 channel = open_channel(self.address, self.max_receive_bytes, credentials)
-                session = self._session(channel, auth)
+                session = _Session(self, channel, auth)
                 sessions_before = self._sessions
                 task = asyncio.create_task(session.run())
                 try:
@@ -264,7 +264,6 @@ class App:
                 delay = min(delay * 2, self.max_reconnect_delay)
         finally:
             stop_wait.cancel()
-            self._running = False
 
     def run_forever(self) -> None:
         """Run the app in a new event loop until SIGINT or SIGTERM, then return normally."""

@@ -1,6 +1,6 @@
 """Types of troupe._native, the native core (crates/sdk-python)."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 Metadata = Sequence[tuple[str, str]]
 # (gRPC status code number, message, ASCII trailers)
@@ -52,19 +52,25 @@ class Client:
     def close(self) -> None: ...
 
 class Session:
+    """The app kept attached by the core: re-connects with backoff until stopped or
+    refused for good (crates/sdk-python/src/session.rs)."""
+
     def __init__(
         self,
         address: str,
-        ca: bytes | None = None,
-        cert: bytes | None = None,
-        key: bytes | None = None,
+        register: bytes,
+        credentials: Callable[
+            [], tuple[list[tuple[str, str]], bytes | None, bytes | None, bytes | None]
+        ],
+        initial_delay: float,
+        max_delay: float,
         max_receive_bytes: int | None = None,
     ) -> None: ...
     def fileno(self) -> int: ...
+    def start(self) -> None: ...
     def client(self) -> Client: ...
-    def attach(self, register: bytes, metadata: Metadata) -> None: ...
-    def send(self, messages: list[bytes]) -> bool: ...
-    # ("registered", bytes) | ("refused", code, message, trailers)
-    # | ("failed", None, message, []) | (kind, bytes) | ("ended", code, message)
+    def send(self, generation: int, messages: list[bytes]) -> bool: ...
+    # ("registered", generation, bytes) | (kind, generation, bytes)
+    # | ("lost", outage, code, message, first) | ("ended", why, detail)
     def take(self) -> list[tuple[object, ...]]: ...
-    def close(self) -> None: ...
+    def stop(self) -> None: ...

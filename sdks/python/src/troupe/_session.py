@@ -1,5 +1,6 @@
 """One Attach stream to the daemon (_Session): registration, the turns it pushes and their
-answers, batched on the way out. App (_app.py) owns the re-connects."""
+answers, batched on the way out. Re-connects are App's on grpcio (_app.py) and the native
+core's otherwise (_native_app.py)."""
 
 from __future__ import annotations
 
