@@ -1,12 +1,14 @@
 """On the native core every client RPC goes through troupe._native: a Client and an
 actor's context make no grpcio call, the rarer RPCs included (state reads, reminders),
-and a bad idempotency key is refused by the core with the SDK's words."""
+neither opens a grpcio channel, and a bad idempotency key is refused by the core with
+the SDK's words."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
+import grpc
 import pytest
 from grpc.aio._channel import UnaryUnaryMultiCallable
 
@@ -32,6 +34,21 @@ def grpcio_rpcs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield made
 
 
+@pytest.fixture
+def grpcio_channels(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The targets of the grpcio channels opened while the test ran."""
+    opened: list[str] = []
+    for name in ("insecure_channel", "secure_channel"):
+        original = getattr(grpc.aio, name)
+
+        def channel(target: str, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            opened.append(target)
+            return _original(target, *args, **kwargs)
+
+        monkeypatch.setattr(grpc.aio, name, channel)
+    return opened
+
+
 @troupe.actor("native_pinger")
 class Pinger(troupe.Actor):
     @troupe.method
@@ -44,7 +61,7 @@ class Pinger(troupe.Actor):
 
 
 async def test_rarer_rpcs_from_a_turn_and_a_client_use_no_grpcio(
-    daemon: Daemon, grpcio_rpcs: list[str]
+    daemon: Daemon, grpcio_rpcs: list[str], grpcio_channels: list[str]
 ) -> None:
     async with (
         hosting(daemon.address, Pinger),
@@ -56,6 +73,7 @@ async def test_rarer_rpcs_from_a_turn_and_a_client_use_no_grpcio(
         await client.set_alarm("native_pinger", "p", "1h")
         assert await client.delete_alarm("native_pinger", "p") is True
     assert grpcio_rpcs == []
+    assert grpcio_channels == []
 
 
 async def test_a_bad_key_is_refused_before_anything_is_sent(daemon: Daemon) -> None:

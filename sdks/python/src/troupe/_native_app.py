@@ -13,9 +13,6 @@ import logging
 from types import ModuleType
 from typing import TYPE_CHECKING, cast
 
-import grpc
-
-from ._address import open_channel
 from ._native_session import _NativeSession, describe_outage, refusal
 from ._proto.troupe.v1 import app_pb2
 from ._session import _check_api_version
@@ -27,7 +24,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("troupe")
 
-_Pem = tuple[bytes, tuple[bytes, bytes] | None]
 _Credentials = tuple[list[tuple[str, str]], bytes | None, bytes | None, bytes | None]
 
 
@@ -35,25 +31,13 @@ async def _until(stop: asyncio.Event) -> None:
     await stop.wait()
 
 
-def _grpc_credentials(pem: _Pem | None) -> grpc.ChannelCredentials | None:
-    if pem is None:
-        return None
-    root, client = pem
-    if client is None:
-        return grpc.ssl_channel_credentials(root_certificates=root)
-    chain, key = client
-    return grpc.ssl_channel_credentials(
-        root_certificates=root, private_key=key, certificate_chain=chain
-    )
-
-
 class NativeApp:
     """One App.run on the native core."""
 
     def __init__(self, app: App, native: ModuleType, initial_delay: float) -> None:
         self.app = app
-        # The latest attempt's token and TLS files, for the calls its stream's turns make.
-        self._attempt: tuple[Metadata, _Pem | None] = ((), None)
+        # The latest attempt's token, for the calls its stream's turns make.
+        self._auth: Metadata = ()
         self.native: _native.Session = native.Session(
             app.address,
             app._register_message().SerializeToString(),
@@ -73,7 +57,7 @@ class NativeApp:
         files as they are now (so a rotated Secret is picked up). Raising ends run()."""
         auth = self.app._auth.metadata()
         pem = self.app._tls.pem()
-        self._attempt = (auth, pem)
+        self._auth = auth
         ca, client = pem if pem is not None else (None, None)
         cert, key = client if client is not None else (None, None)
         return list(auth), ca, cert, key
@@ -127,11 +111,8 @@ class NativeApp:
             return
         if self._ended is None or self._ended.done():
             return  # failed or stopped: nothing is hosted any more
-        auth, pem = self._attempt
         try:
-            credentials = _grpc_credentials(pem)
-            channel = open_channel(self.app.address, self.app.max_receive_bytes, credentials)
-            session = _NativeSession(self.app, channel, self.native, generation, auth)
+            session = _NativeSession(self.app, self.native, generation, self._auth)
         except Exception as e:
             self._fail(e)
             return

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from ._caller import Caller
 from ._errors import TroupeError
 from ._native_calls import NativeCalls, rpc_error
 from ._proto.troupe.v1 import app_pb2
@@ -58,16 +57,14 @@ class _NativeSession(_Session):
     def __init__(
         self,
         app: App,
-        channel: grpc.aio.Channel,
         native: _native.Session,
         generation: int,
         auth: Metadata = (),
     ) -> None:
-        super().__init__(app, channel, auth)
-        self.channel = channel
-        self.generation = generation
+        # Every call a turn makes goes through the core, on the stream's own connection.
         self.calls = NativeCalls(native.client())
-        self.caller = Caller(channel, app._tracing, auth, native=self.calls)
+        super().__init__(app, None, auth, native=self.calls)
+        self.generation = generation
         self.out = _Outbox(native, generation)  # type: ignore[assignment]
 
     def dispatch(self, kind: object, data: bytes) -> None:
@@ -88,7 +85,6 @@ class _NativeSession(_Session):
         await asyncio.gather(*self.tasks, return_exceptions=True)
         self.instances.clear()
         self.calls.close()
-        await self.channel.close(None)
 
 
 def refusal(code: Any, details: Any, trailers: Any) -> BaseException:

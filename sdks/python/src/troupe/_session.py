@@ -36,6 +36,7 @@ from ._turn import TurnScope, current_turn
 
 if TYPE_CHECKING:
     from ._app import App
+    from ._native_calls import NativeCalls
 
 # Records carry the logger's name ("troupe"), so messages do not repeat it.
 log = logging.getLogger("troupe")
@@ -163,12 +164,25 @@ def _turn_label(msg: app_pb2.Turn) -> str:
 class _Session:
     """One Attach stream: the instances it hosts and the tasks running their work."""
 
-    def __init__(self, app: App, channel: grpc.aio.Channel, auth: Metadata = ()) -> None:
+    def __init__(
+        self,
+        app: App,
+        channel: grpc.aio.Channel | None,
+        auth: Metadata = (),
+        *,
+        native: NativeCalls | None = None,
+    ) -> None:
+        """``channel``: the grpcio core's connection; None on the native core, whose
+        ``native`` calls carry the turns' calls instead."""
         self.app = app
         # Calls from turns go on the app's connection with the app's token, which the
         # daemon's ActorClient accepts as well as the client API token.
-        self.caller = Caller(channel, app._tracing, auth)
-        self.stub = app_pb2_grpc.AppHostStub(channel)  # type: ignore[no-untyped-call]
+        self.caller = Caller(channel, app._tracing, auth, native=native)
+        self.stub = (
+            app_pb2_grpc.AppHostStub(channel)  # type: ignore[no-untyped-call]
+            if channel is not None
+            else None
+        )
         self.auth = auth
         self.instances: dict[_Key, Actor] = {}
         self.tasks: set[asyncio.Task[None]] = set()
@@ -186,6 +200,8 @@ class _Session:
         task.add_done_callback(self.tasks.discard)
 
     async def run(self) -> None:
+        if self.stub is None:
+            raise RuntimeError("this session has no grpcio stream: the native core runs it")
         call = self.stub.Attach(metadata=self.auth or None)
         try:
             registered = await self._register(call)
