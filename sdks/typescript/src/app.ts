@@ -164,9 +164,8 @@ export class App {
           initialDelayMs: INITIAL_DELAY_MS,
           maxDelayMs: this.#maxDelayMs,
           register: this.#host.registerMessage(),
-          credentials: () => ({ metadata: tokenMetadata(token), ...tlsBytes(tls), creds: channelCredentials(tls) }),
+          credentials: () => ({ metadata: tokenMetadata(token), ...tlsBytes(tls) }),
           target: grpcTarget(this.address),
-          clientOptions,
         });
         return { run, done: run.run(addon) };
       };

@@ -10,7 +10,6 @@
 import * as grpc from "@grpc/grpc-js";
 import type { NativeAddon, NativeCredentials, NativeEvent, NativeSession, NativeStatus } from "./core.js";
 import { AppMessage, DaemonBatch, Register, Registered } from "./gen/troupe/v1/app.js";
-import { ActorClientClient } from "./gen/troupe/v1/client.js";
 import { asBuffer, NativeCalls, serviceError } from "./native_calls.js";
 import { ConnectionLost, describe, refusal, Session, type SessionHost } from "./session.js";
 import { TroupeError } from "./errors.js";
@@ -23,8 +22,6 @@ export interface AttemptCredentials {
   ca?: Buffer | undefined;
   cert?: Buffer | undefined;
   key?: Buffer | undefined;
-  /** The same TLS files for the grpc-js stub of the turns' rarer calls. */
-  creds: grpc.ChannelCredentials;
 }
 
 /** What NativeApp needs from its App. */
@@ -36,14 +33,12 @@ export interface NativeAppOptions {
   register: Register;
   /** Called before each attempt; a throw ends the app with that error. */
   credentials(): AttemptCredentials;
-  /** The grpc-js target and client options of the turns' stub. */
+  /** The daemon's address as the sessions name it in messages. */
   target: string;
-  clientOptions: grpc.ClientOptions;
 }
 
 /** @internal One generation's AppWire: a stream the core registered. */
 class GenerationWire implements AppWire {
-  readonly stub: ActorClientClient;
   readonly calls: NativeCalls;
   readonly #session: NativeSession;
   readonly #generation: number;
@@ -53,11 +48,10 @@ class GenerationWire implements AppWire {
   #flushScheduled = false;
   #closed = false;
 
-  constructor(session: NativeSession, generation: number, registered: Registered, stub: ActorClientClient, calls: NativeCalls) {
+  constructor(session: NativeSession, generation: number, registered: Registered, calls: NativeCalls) {
     this.#session = session;
     this.#generation = generation;
     this.#registered = registered;
-    this.stub = stub;
     this.calls = calls;
   }
 
@@ -100,7 +94,6 @@ class GenerationWire implements AppWire {
     this.#closed = true;
     this.#outbox = [];
     this.calls.close();
-    this.stub.close();
     // As a cancelled grpc-js stream does: the end, reported once, settles the Session's run().
     const handlers = this.#handlers;
     this.#handlers = undefined;
@@ -215,9 +208,8 @@ export class NativeApp {
   #registered(native: NativeSession, generation: number, registered: Registered): void {
     const o = this.#options;
     const metadata = this.#attempt?.metadata ?? [];
-    const stub = new ActorClientClient(o.target, this.#attempt?.creds ?? grpc.credentials.createInsecure(), o.clientOptions);
     const calls = new NativeCalls((wake) => native.client(wake), metadata);
-    const wire = new GenerationWire(native, generation, registered, stub, calls);
+    const wire = new GenerationWire(native, generation, registered, calls);
     const session = new Session({ ...this.#host, openWire: () => wire }, o.target);
     this.#current = { generation, wire, session };
     session.run().catch((e: unknown) => {

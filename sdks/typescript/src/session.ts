@@ -175,8 +175,8 @@ export class Session {
   constructor(app: SessionHost, target: string) {
     this.#app = app;
     this.#wire = app.openWire(target);
-    this.#caller = new Caller(this.#wire.stub, app.tracing, true, this.#wire.calls);
-    this.#scheduler = new Scheduler(() => this.#wire.stub, undefined, app.tracing);
+    this.#caller = new Caller(undefined, app.tracing, true, this.#wire.calls);
+    this.#scheduler = new Scheduler(() => this.#wire.calls, undefined, app.tracing);
   }
 
   /** Register, then serve until the stream ends; always rejects (ConnectionLost or a fatal TroupeError). */

@@ -4,7 +4,6 @@
 import type * as grpc from "@grpc/grpc-js";
 import type { CallTransport } from "./caller.js";
 import type { AppMessage, DaemonMessage, Register } from "./gen/troupe/v1/app.js";
-import type { ActorClientClient } from "./gen/troupe/v1/client.js";
 
 /** Where the stream's events go: as grpc-js delivers a duplex stream's. */
 export interface WireHandlers {
@@ -18,9 +17,7 @@ export interface WireHandlers {
 
 /** @internal One app stream's connection. */
 export interface AppWire {
-  /** The stub of the calls turns make that stay on grpc-js (state reads, reminders, timers). */
-  readonly stub: ActorClientClient;
-  /** How turns' invoke and tell reach the daemon. */
+  /** How the calls turns make reach the daemon: invoke, tell, state reads, reminders, timers. */
   readonly calls: CallTransport;
   /** Opens the stream; `register` is its first message. */
   open(register: Register, handlers: WireHandlers): void;
