@@ -57,22 +57,12 @@ impl ActorCalls {
     /// refusal in the user's language). `on_retry` hears of each retry.
     pub async fn invoke(
         &self,
-        mut request: InvokeRequest,
+        request: InvokeRequest,
         call: CallOptions,
         on_retry: impl FnMut(&RetryNote),
     ) -> Result<InvokeResponse, Retried> {
-        if request.idempotency_key.is_empty() {
-            request.idempotency_key = key::fresh();
-        }
-        let what = CallName("invoke", &request.actor, &request.method);
-        let (retry, timeout) = (call.retry, call.timeout);
-        with_retries(retry, timeout, &what, on_retry, |left| {
-            let mut client = self.client.clone();
-            let request = prepare(request.clone(), &call, left);
-            async move {
-                let request = request?;
-                within(left, async move { client.invoke(request).await }).await
-            }
+        self.keyed(request, call, on_retry, |mut client, request| async move {
+            client.invoke(request).await
         })
         .await
     }
@@ -80,22 +70,39 @@ impl ActorCalls {
     /// `ActorClient.Tell`, keyed and retried as [`ActorCalls::invoke`].
     pub async fn tell(
         &self,
-        mut request: TellRequest,
+        request: TellRequest,
         call: CallOptions,
         on_retry: impl FnMut(&RetryNote),
     ) -> Result<TellResponse, Retried> {
-        if request.idempotency_key.is_empty() {
-            request.idempotency_key = key::fresh();
+        self.keyed(request, call, on_retry, |mut client, request| async move {
+            client.tell(request).await
+        })
+        .await
+    }
+
+    /// A keyed call: `rpc` sends one attempt of `request` on a clone of the
+    /// client, as often as [`with_retries`] asks.
+    async fn keyed<Req, Resp, Fut>(
+        &self,
+        mut request: Req,
+        call: CallOptions,
+        on_retry: impl FnMut(&RetryNote),
+        rpc: impl Fn(ActorClientClient<Channel>, tonic::Request<Req>) -> Fut,
+    ) -> Result<Resp, Retried>
+    where
+        Req: Keyed,
+        Fut: Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+    {
+        if request.key().is_empty() {
+            *request.key() = key::fresh();
         }
-        let what = CallName("tell", &request.actor, &request.method);
+        let (actor, method) = request.target();
+        let what = CallName(Req::KIND, actor, method);
         let (retry, timeout) = (call.retry, call.timeout);
         with_retries(retry, timeout, &what, on_retry, |left| {
-            let mut client = self.client.clone();
-            let request = prepare(request.clone(), &call, left);
-            async move {
-                let request = request?;
-                within(left, async move { client.tell(request).await }).await
-            }
+            let attempt =
+                prepare(request.clone(), &call, left).map(|r| rpc(self.client.clone(), r));
+            async move { within(left, attempt?).await }
         })
         .await
     }
@@ -125,6 +132,34 @@ impl ActorCalls {
                 .await
         })
         .await
+    }
+}
+
+/// What invoke and tell requests share: an idempotency key and a target.
+trait Keyed: Clone {
+    /// The call's kind, for logs.
+    const KIND: &'static str;
+    fn key(&mut self) -> &mut String;
+    fn target(&self) -> (&Option<ActorRef>, &str);
+}
+
+impl Keyed for InvokeRequest {
+    const KIND: &'static str = "invoke";
+    fn key(&mut self) -> &mut String {
+        &mut self.idempotency_key
+    }
+    fn target(&self) -> (&Option<ActorRef>, &str) {
+        (&self.actor, &self.method)
+    }
+}
+
+impl Keyed for TellRequest {
+    const KIND: &'static str = "tell";
+    fn key(&mut self) -> &mut String {
+        &mut self.idempotency_key
+    }
+    fn target(&self) -> (&Option<ActorRef>, &str) {
+        (&self.actor, &self.method)
     }
 }
 
