@@ -5,7 +5,7 @@ import type { TracerProvider } from "@opentelemetry/api";
 import { hostname } from "node:os";
 import { type ActorClass, type ActorSpec, specOf } from "./actor.js";
 import { API_VERSION, channelOptions, checkReceiveLimit, grpcTarget, resolveAddress, SDK_NAME } from "./address.js";
-import { APP_TOKEN_ENV, resolveToken, tokenClientOptions, tokenMetadata } from "./auth.js";
+import { APP_TOKEN_ENV, tokenClientOptions, tokenMetadata, tokenSource } from "./auth.js";
 import { type Duration, toMillis } from "./duration.js";
 import { TroupeError } from "./errors.js";
 import { channelCredentials, resolveTls, tlsBytes, type TlsOptions } from "./tls.js";
@@ -69,8 +69,10 @@ export interface AppOptions extends TlsOptions {
   /**
    * A file holding the app token, one per line (blank lines and `#` comments
    * skipped; the first is sent), as the daemon's `--app-token-file`. Read
-   * once, when the App is created; throws if it cannot be read or holds no
-   * token. Ignored when `token` is given.
+   * when the App is created (throws if it cannot be read or holds no token)
+   * and again at each (re-)connect, so a rotated file is picked up; a file
+   * unusable by then ends `run()` with that error. Ignored when `token` is
+   * given.
    */
   tokenFile?: string;
 }
@@ -146,17 +148,19 @@ export class App {
     const tls = resolveTls(options);
     channelCredentials(tls); // unusable files throw here; read again at each (re-)connect
     const addon = nativeCore();
-    const token = resolveToken(options, APP_TOKEN_ENV);
-    // The token lives only in these closures, out of reach of inspection.
-    const clientOptions = { ...channelOptions(maxReceiveBytes), ...tokenClientOptions(token) };
+    // An unusable token throws here; a token file is read again at each (re-)connect
+    // too, so a rotated Secret is picked up. The token lives only in these closures, out
+    // of reach of inspection.
+    const token = tokenSource(options, APP_TOKEN_ENV);
     const openWire = (target: string): AppWire => {
+      const clientOptions = { ...channelOptions(maxReceiveBytes), ...tokenClientOptions(token()) };
       return new GrpcWire(target, channelCredentials(tls), clientOptions, (m) => {
         this.#logger.debug(m);
       });
     };
     if (addon !== undefined) {
       // The native core keeps the stream attached itself (its backoff is this one),
-      // reading the TLS files again before each attempt.
+      // asking for the token and the TLS files again before each attempt.
       this.#startNative = () => {
         const run = new NativeApp(this.#host, {
           address: this.address,
@@ -164,7 +168,7 @@ export class App {
           initialDelayMs: INITIAL_DELAY_MS,
           maxDelayMs: this.#maxDelayMs,
           register: this.#host.registerMessage(),
-          credentials: () => ({ metadata: tokenMetadata(token), ...tlsBytes(tls) }),
+          credentials: () => ({ metadata: tokenMetadata(token()), ...tlsBytes(tls) }),
           target: grpcTarget(this.address),
         });
         return { run, done: run.run(addon) };

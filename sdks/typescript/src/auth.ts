@@ -76,6 +76,27 @@ export function resolveToken(options: TokenOptions, env: string): string | undef
 }
 
 /**
+ * Where an App's token comes from, settled once (as `resolveToken` picks it, which
+ * throws here as there): a function giving the token to send now. A token file (the
+ * `tokenFile` option or `$<env>_FILE`) is read again at each call, so a rotated Secret
+ * is picked up at the next connect; a token given as an option or in `$<env>` is the one
+ * it was when the App was created.
+ * @internal
+ */
+export function tokenSource(options: TokenOptions, env: string): () => string | undefined {
+  const now = resolveToken(options, env);
+  const explicit = options.token?.trim() ?? "";
+  if (explicit !== "") return () => now;
+  if (options.tokenFile !== undefined) {
+    const file = options.tokenFile;
+    return () => fromFile(file, "tokenFile");
+  }
+  const envFile = process.env[`${env}_FILE`]?.trim() ?? "";
+  if (envFile !== "") return () => fromFile(envFile, `$${env}_FILE`);
+  return () => now;
+}
+
+/**
  * Client options that send `token` with every call of a gRPC client (none when
  * undefined). An interceptor rather than call credentials, which grpc-js refuses
  * on the insecure channels the SDK opens. It adds to the metadata each call

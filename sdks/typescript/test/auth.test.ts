@@ -361,3 +361,32 @@ describe("a daemon that requires no token", () => {
     }
   });
 });
+
+describe("a rotated app token", () => {
+  test("an app reads its token file again when it re-connects", async () => {
+    // The Secret is rotated while the daemon restarts with the new token: read once, the
+    // old token would be refused for good (Unauthenticated ends run()).
+    const rotated = "app-rotated-5e1d";
+    const dir = mkdtempSync(join(tmpdir(), "troupe-ts-rotate-"));
+    const file = tokenFile(dir, "app-token", `${APP_TOKEN}\n`);
+    const daemon = await startDaemon([], { [API_TOKEN_ENV]: API_TOKEN, [APP_TOKEN_ENV]: APP_TOKEN });
+    const app = noEnvToken(() => new App({ actors: [Echo], address: daemon.address, tokenFile: file, logger: quietLogger }));
+    const client = noEnvToken(() => new Client({ address: daemon.address, token: API_TOKEN, timeout: 10 }));
+    try {
+      await app.start({ timeout: 15 });
+      assert.equal(await client.invoke("auth_echo", "r1", "echo", ["before"]), "before");
+      const sessions = app.sessions;
+      assert.equal(await daemon.stop(), 0);
+      writeFileSync(file, `# rotated\n${rotated}\n`);
+      daemon.setEnv({ [APP_TOKEN_ENV]: rotated });
+      await daemon.start();
+      await app.waitRegistered({ sessions: sessions + 1, timeout: 15 });
+      assert.equal(await client.invoke("auth_echo", "r1", "echo", ["after"]), "after");
+    } finally {
+      client.close();
+      await app.close();
+      await daemon.dispose();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -69,7 +69,7 @@ const DAEMON_ENV_DROPPED = [...TOKEN_ENV, ...TLS_ENV];
 export class Daemon {
   readonly dir: string;
   readonly extraArgs: readonly string[];
-  readonly #env: NodeJS.ProcessEnv;
+  #env: NodeJS.ProcessEnv;
   port = 0;
   #proc: ChildProcess | undefined;
   #listeningAt = 0;
@@ -80,6 +80,11 @@ export class Daemon {
     this.extraArgs = extraArgs;
     const inherited = Object.fromEntries(Object.entries(process.env).filter(([k]) => !DAEMON_ENV_DROPPED.includes(k)));
     this.#env = { ...inherited, ...env };
+  }
+
+  /** `env` is added to the daemon's environment from its next start (a rotated token, say). */
+  setEnv(env: Readonly<Record<string, string>>): void {
+    this.#env = { ...this.#env, ...env };
   }
 
   get address(): string {
