@@ -42,6 +42,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import grpc
 import yaml
@@ -247,17 +248,41 @@ def state(ctr: str) -> Json:
     return inspected
 
 
-def delete_pod(played: Played) -> dict[str, Json]:
+class Deleted(NamedTuple):
+    """How each container of a deleted pod ended, and everything it logged."""
+
+    states: dict[str, Json]
+    logs: dict[str, str]
+
+
+def full_log(ctr: str) -> str:
+    """All a stopped container wrote, stdout and stderr in order."""
+    return subprocess.run(
+        ["podman", "logs", ctr],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=podman_env(),
+        check=True,
+        timeout=60,
+    ).stdout
+
+
+def delete_pod(played: Played) -> Deleted:
     """Deletes the pod as the kubelet does with native sidecars: SIGTERM to the app
     containers and wait for them, then to the sidecars (last started, first stopped),
-    all within terminationGracePeriodSeconds. Returns each container's final state."""
+    all within terminationGracePeriodSeconds. Returns each container's final state and
+    its whole log, read before the pod is removed: a `podman logs -f` follower can
+    lose the last lines to the removal."""
     deadline = time.monotonic() + played.grace
     for name in [*played.apps, *reversed(played.sidecars)]:
         left = max(1, int(deadline - time.monotonic()))
         podman("stop", "--time", str(left), played.container(name), timeout=left + 30)
-    states = {name: state(played.container(name)) for name in played.apps + played.sidecars}
+    names = played.apps + played.sidecars
+    states = {name: state(played.container(name)) for name in names}
+    logs = {name: full_log(played.container(name)) for name in names}
     podman("kube", "down", str(played.file))
-    return states
+    return Deleted(states, logs)
 
 
 def follow_logs(played: Played, name: str) -> Lines:

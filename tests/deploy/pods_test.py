@@ -172,8 +172,8 @@ def placement_up(pods: Pods) -> None:
         )
 
 
-def app_up(pods: Pods) -> Lines:
-    """The app pod started, registered and probed; the sidecar's log."""
+def app_up(pods: Pods) -> None:
+    """The app pod started, registered and probed."""
     app = pods.app
     pods.cleanup.callback(lambda: podman("kube", "down", str(app.file), check=False))
     podman("pod", "rm", "-f", app.name, check=False)
@@ -208,7 +208,6 @@ def app_up(pods: Pods) -> Lines:
     assert probe(app, "troupe", "livenessProbe"), "the sidecar's livenessProbe failed"
     for kind in ("readinessProbe", "livenessProbe"):
         assert probe(app, "app", kind), f"the app's {kind} failed"
-    return sidecar_log
 
 
 def calls(pods: Pods) -> None:
@@ -245,27 +244,22 @@ def calls(pods: Pods) -> None:
     assert stored == [["0"]], f"state written before the drain: {stored}"
 
 
-def delete_app(pods: Pods, sidecar_log: Lines) -> None:
+def delete_app(pods: Pods) -> None:
     """The app stops first, the sidecar drains after it: the state is in PostgreSQL."""
     started = time.monotonic()
-    states = delete_pod(pods.app)
+    deleted = delete_pod(pods.app)
     took = time.monotonic() - started
     assert took < pods.app.grace, f"deleting the pod took {took:.1f}s, past its grace"
-    try:
-        sidecar_log.wait(
-            "the sidecar's 'troupe daemon stopped'",
-            lambda s: "troupe daemon stopped" in s,
-            START_TIMEOUT,
-        )
-    except AssertionError as e:
-        # The container is gone by now: what it logged and how it ended are
-        # all there is to tell a hung drain from a log that was cut short.
-        tail = "\n".join(sidecar_log.text().splitlines()[-30:])
+    # Read once the sidecar had exited: all it wrote, which tells a hung drain from one
+    # that finished.
+    sidecar_log = deleted.logs["troupe"]
+    if "troupe daemon stopped" not in sidecar_log:
+        tail = "\n".join(sidecar_log.splitlines()[-30:])
         raise AssertionError(
-            f"{e}; deleting took {took:.1f}s; the sidecar ended {states.get('troupe')}; "
-            f"its last lines:\n{tail}"
-        ) from e
-    check_drain(states, sidecar_log.text())
+            f"the sidecar never logged 'troupe daemon stopped'; deleting took {took:.1f}s;"
+            f" it ended {deleted.states.get('troupe')}; its last lines:\n{tail}"
+        )
+    check_drain(deleted.states, sidecar_log)
     rows = psql(
         pods.pg_url,
         "SELECT key, convert_from(value, 'UTF8') FROM troupe_state "
@@ -284,8 +278,8 @@ def placement_down(pods: Pods) -> None:
     within its grace (exit 0, not killed)."""
     with concurrent.futures.ThreadPoolExecutor(len(pods.placement)) as pool:
         stopped = list(pool.map(delete_pod, pods.placement))
-    for p, states in zip(pods.placement, stopped, strict=True):
-        code = states["placement"]["ExitCode"]
+    for p, deleted in zip(pods.placement, stopped, strict=True):
+        code = deleted.states["placement"]["ExitCode"]
         assert code == 0, f"{p.name} exited {code} on SIGTERM (137: killed at its grace)"
 
 
@@ -335,11 +329,11 @@ def main() -> int:
             with timed(timings, "placement healthy"):
                 placement_up(pods)
             with timed(timings, "app pod up"):
-                sidecar_log = app_up(pods)
+                app_up(pods)
             with timed(timings, "calls"):
                 calls(pods)
             with timed(timings, "delete the app pod"):
-                delete_app(pods, sidecar_log)
+                delete_app(pods)
             with timed(timings, "placement down"):
                 placement_down(pods)
         except BaseException:
