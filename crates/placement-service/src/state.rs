@@ -50,8 +50,14 @@ impl ClusterState {
     pub fn apply(&mut self, command: &Command) -> Table {
         match command {
             Command::Join { member } => {
+                // Node names are unique per daemon run, so a leaving member
+                // never joins again: a Join for it is a heartbeat's types
+                // change (its last app detached as it shut down), which must
+                // not undo the leave, or the leaver stays in every table and
+                // waits out its whole shutdown grace.
+                let leaving = self.members.get(&member.node).is_some_and(|m| m.leaving);
                 let member = Member {
-                    leaving: false,
+                    leaving,
                     types: normalised(&member.types),
                     ..member.clone()
                 };
@@ -356,6 +362,30 @@ mod tests {
         // Its lease is over: nobody left to wait for.
         assert_eq!(t.current.version, 3);
         assert!(t.next.is_none());
+    }
+
+    #[test]
+    fn a_types_change_after_a_leave_does_not_undo_it() {
+        let mut s = ClusterState::default();
+        join(&mut s, "a");
+        join(&mut s, "b");
+        s.apply(&Command::Promote { version: 2 });
+        let t = s.apply(&Command::Leave { node: "a".into() }); // next v3 = b
+        let leaving_version = t.next.as_ref().map(|n| n.version);
+        // a's heartbeat, sent before its leave landed, reports its app gone.
+        let t = s.apply(&Command::Join {
+            member: Member {
+                types: Vec::new(),
+                ..member("a")
+            },
+        });
+        assert!(s.members.get("a").is_some_and(|m| m.leaving));
+        let next = t.next.as_ref().map(|n| (n.version, n.contains("a")));
+        assert_eq!(next, leaving_version.map(|v| (v, false)));
+        let t = s.apply(&Command::Remove {
+            nodes: vec!["a".into()],
+        });
+        assert!(!t.current.contains("a"));
     }
 
     #[test]

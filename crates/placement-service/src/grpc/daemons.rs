@@ -63,7 +63,8 @@ impl PlacementService {
             let d = soft.drained.entry(req.node.clone()).or_insert(0);
             *d = (*d).max(req.drained_version);
         }
-        if types_differ(&member, &req.types) {
+        // A leaver's types no longer matter: it is absent from the next table.
+        if !member.leaving && types_differ(&member, &req.types) {
             tracing::info!(node = %req.node, types = ?req.types, "member's actor types changed");
             self.write(Command::Join {
                 member: Member {
