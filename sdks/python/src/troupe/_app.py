@@ -27,7 +27,14 @@ from ._address import (
 from ._auth import APP_TOKEN_ENV, TokenPath, TokenSource
 from ._duration import DurationLike, timeout_seconds, to_seconds
 from ._proto.troupe.v1 import app_pb2, common_pb2
-from ._session import _CONNECTION_ERRORS, _describe, _Session, _StreamEnded
+from ._session import (
+    _CONNECTION_ERRORS,
+    _describe,
+    _Session,
+    _StreamEnded,
+    log_no_connection,
+    log_stream_closed,
+)
 from ._tls import TlsPath, TlsSource
 from ._tracing import Tracing
 
@@ -232,24 +239,12 @@ class App:
                     await channel.close(None)
                 error = None if task.cancelled() else task.exception()
                 if isinstance(error, _StreamEnded):
-                    # An expected end (the daemon stopping, e.g. for a restart): said once;
-                    # the failed attempts while it is down are only debug records.
-                    log.warning(
-                        "the daemon at %s closed the app's stream (stopping or restarting);"
-                        " re-connecting until it is back",
-                        self.address,
-                    )
+                    log_stream_closed(self.address)
                     quiet = True
                 elif isinstance(error, _CONNECTION_ERRORS):
-                    # Log the first failure of an outage loudly, the retries quietly.
                     if self._sessions > sessions_before:
                         quiet = False
-                    log.log(
-                        logging.DEBUG if quiet else logging.WARNING,
-                        "no connection to the daemon at %s (%s); retrying",
-                        self.address,
-                        _describe(error),
-                    )
+                    log_no_connection(self.address, _describe(error), first=not quiet)
                     quiet = True
                 elif error is not None:
                     raise error

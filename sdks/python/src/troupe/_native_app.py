@@ -9,20 +9,17 @@ order, since what they do (the App's registered state, a stream's work cancelled
 from __future__ import annotations
 
 import asyncio
-import logging
 from types import ModuleType
 from typing import TYPE_CHECKING, cast
 
 from ._native_session import _NativeSession, describe_outage, refusal
 from ._proto.troupe.v1 import app_pb2
-from ._session import _check_api_version
+from ._session import _check_api_version, log_no_connection, log_stream_closed
 from ._tracing import Metadata
 
 if TYPE_CHECKING:
     from . import _native
     from ._app import App
-
-log = logging.getLogger("troupe")
 
 _Credentials = tuple[list[tuple[str, str]], bytes | None, bytes | None, bytes | None]
 
@@ -151,20 +148,7 @@ class NativeApp:
             self._log_outage(outage, cast(int, code), str(message), bool(first))
 
     def _log_outage(self, outage: object, code: int, message: str, first: bool) -> None:
-        address = self.app.address
         if outage == "closed":
-            # An expected end (the daemon stopping, e.g. for a restart): said once; the
-            # failed attempts while it is down are only debug records.
-            log.warning(
-                "the daemon at %s closed the app's stream (stopping or restarting);"
-                " re-connecting until it is back",
-                address,
-            )
-            return
-        # The first failure of an outage loudly, the retries quietly.
-        log.log(
-            logging.WARNING if first else logging.DEBUG,
-            "no connection to the daemon at %s (%s); retrying",
-            address,
-            describe_outage(outage, code, message),
-        )
+            log_stream_closed(self.app.address)
+        else:
+            log_no_connection(self.app.address, describe_outage(outage, code, message), first=first)

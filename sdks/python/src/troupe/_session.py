@@ -76,6 +76,27 @@ class _StreamEnded(ConnectionError):
     which an app rides out by re-connecting."""
 
 
+def log_stream_closed(address: str) -> None:
+    """The daemon closed the app's stream: an expected end (it is stopping, e.g. for a
+    restart), said once; the failed attempts while it is down are only debug records."""
+    log.warning(
+        "the daemon at %s closed the app's stream (stopping or restarting);"
+        " re-connecting until it is back",
+        address,
+    )
+
+
+def log_no_connection(address: str, cause: str, *, first: bool) -> None:
+    """An attempt to attach failed: the first failure of an outage loudly, the retries
+    quietly."""
+    log.log(
+        logging.WARNING if first else logging.DEBUG,
+        "no connection to the daemon at %s (%s); retrying",
+        address,
+        cause,
+    )
+
+
 def _describe(error: BaseException) -> str:
     if isinstance(error, grpc.aio.AioRpcError):
         return f"{error.code().name}: {error.details()}"
