@@ -14,7 +14,7 @@ import { GrpcWire } from "./grpc_wire.js";
 import { NativeApp } from "./native_wire.js";
 import type { AppWire } from "./wire.js";
 import { Tracing } from "./tracing.js";
-import { ConnectionLost, describe, type Logger, Session, type SessionHost } from "./session.js";
+import { ConnectionLost, type Logger, logNoConnection, Session, type SessionHost } from "./session.js";
 
 export type { Logger } from "./session.js";
 
@@ -392,11 +392,8 @@ export class App {
       if (this.#isStopping()) break;
       if (error instanceof TroupeError) throw error; // a refused registration
       if (!(error instanceof ConnectionLost)) throw error instanceof Error ? error : new Error(String(error));
-      // Log the first failure of an outage loudly, the retries quietly.
       if (this.#sessions > before) quiet = false;
-      const line = `troupe: no connection to daemon at ${this.address} (${describe(error)}); retrying`;
-      if (quiet) this.#logger.debug(line);
-      else this.#logger.warn(line);
+      logNoConnection(this.#logger, this.address, error, !quiet);
       quiet = true;
       if (wasRegistered) delay = INITIAL_DELAY_MS;
       // Jitter keeps many apps from reconnecting to a restarted daemon in lockstep.

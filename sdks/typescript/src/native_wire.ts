@@ -11,7 +11,7 @@ import * as grpc from "@grpc/grpc-js";
 import type { NativeAddon, NativeCredentials, NativeEvent, NativeSession, NativeStatus } from "./core.js";
 import { AppMessage, DaemonBatch, Register, Registered } from "./gen/troupe/v1/app.js";
 import { asBuffer, NativeCalls, serviceError } from "./native_calls.js";
-import { ConnectionLost, describe, refusal, Session, type SessionHost } from "./session.js";
+import { ConnectionLost, describe, logNoConnection, refusal, Session, type SessionHost } from "./session.js";
 import { TroupeError } from "./errors.js";
 import type { AppWire, WireHandlers } from "./wire.js";
 
@@ -229,10 +229,7 @@ export class NativeApp {
       current.session.close();
     }
     this.#host.setRegistered(false);
-    // The first failure of an outage loudly, the retries quietly.
-    const line = `troupe: no connection to daemon at ${this.#host.address} (${describe(lost)}); retrying`;
-    if (first) this.#host.logger.warn(line);
-    else this.#host.logger.debug(line);
+    logNoConnection(this.#host.logger, this.#host.address, lost, first);
   }
 
   #ended(why: string, status: NativeStatus | undefined): void {

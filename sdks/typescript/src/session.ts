@@ -54,6 +54,13 @@ export class ConnectionLost extends Error {
   override name = "ConnectionLost";
 }
 
+/** An attempt to attach failed: the first failure of an outage loudly, the retries quietly. */
+export function logNoConnection(logger: Logger, address: string, err: unknown, first: boolean): void {
+  const line = `troupe: no connection to daemon at ${address} (${describe(err)}); retrying`;
+  if (first) logger.warn(line);
+  else logger.debug(line);
+}
+
 export function describe(err: unknown): string {
   if (err instanceof Error) {
     const code = (err as Partial<grpc.ServiceError>).code;
