@@ -48,7 +48,9 @@
 #   PROBE_CONNECTION=shared  the probes' client connection to daemon A: shared with the
 #                       8 MiB callers, or "own" (then only the daemons' link is shared)
 #   CALIBRATE_STREAMS=4 plain TCP streams (iperf3) per direction for the calibration
-#                       that precedes each RTT's cells (0: skip it)
+#                       that precedes each RTT's cells (0: skip it), with small 1 KiB
+#                       TCP calls beside them: the emulator's own small-call latency
+#                       under that load (bench/transport_pingpong.py)
 #   PROBE_APP=shared    the probes' actors: in the bench_app that echoes 8 MiB, or "own" (a
 #                       second bench_app on B hosts them, so they share no app stream)
 #   CONFIGS=...         see above
@@ -112,6 +114,7 @@ ns_a="troupe-bench-$$-a"
 ns_b="troupe-bench-$$-b"
 wan_a=10.201.0.1 wan_b=10.201.0.2 ctl_a=10.201.1.1 ctl_b=10.201.1.2
 port=7420 proxy_port=17420 placement_addr="$ctl_a:7470" iperf_port=5201 iperf_proxy_port=17421
+pingpong_port=5202 pingpong_proxy_port=17422
 work=$(mktemp -d)
 chmod 755 "$work" # the postgres user reaches its dir below it
 results="$target/bench-results/transport-$(date +%Y%m%d-%H%M%S).jsonl"
@@ -172,10 +175,11 @@ toxi_cli "$ns_a" create -l "$wan_a:$proxy_port" -u "$wan_b:$port" b >/dev/null
 toxi_cli "$ns_b" create -l "$wan_b:$proxy_port" -u "$wan_a:$port" a >/dev/null
 # The calibration's plain TCP takes the same path: A's toxiproxy, then the link.
 toxi_cli "$ns_a" create -l "$wan_a:$iperf_proxy_port" -u "$wan_b:$iperf_port" iperf >/dev/null
+toxi_cli "$ns_a" create -l "$wan_a:$pingpong_proxy_port" -u "$wan_b:$pingpong_port" pingpong >/dev/null
 
 set_rtt() { # ms: half each way, the odd ms on the way out
     local up=$(( ($1 + 1) / 2 )) down=$(( $1 / 2 ))
-    for pair in "$ns_a b" "$ns_b a" "$ns_a iperf"; do
+    for pair in "$ns_a b" "$ns_b a" "$ns_a iperf" "$ns_a pingpong"; do
         read -r ns proxy <<<"$pair"
         toxi_cli "$ns" toxic remove -n out "$proxy" >/dev/null 2>&1 || true
         toxi_cli "$ns" toxic remove -n back "$proxy" >/dev/null 2>&1 || true
@@ -200,10 +204,23 @@ calibrate() { # rtt
     in_b iperf3 -s -1 -B "$wan_b" -p "$iperf_port" >/dev/null 2>&1 &
     local server=$!
     for _ in $(seq 50); do in_b ss -ltn | grep -q ":$iperf_port " && break; sleep 0.1; done
+    in_b python3 bench/transport_pingpong.py serve "$pingpong_port" >/dev/null 2>&1 &
+    local pingpong=$!
+    for _ in $(seq 50); do in_b ss -ltn | grep -q ":$pingpong_port " && break; sleep 0.1; done
     in_a timeout 60 iperf3 -c "$wan_a" -p "$iperf_proxy_port" -P "$CALIBRATE_STREAMS" -t 10 --bidir -J \
-        >"$work/calibrate-$1.json" 2>/dev/null || true
-    kill "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
+        >"$work/calibrate-$1.json" 2>/dev/null &
+    local bulk=$!
+    # Small calls on their own connections while iperf3 fills the link: the
+    # floor for the saturation run's small-call latency on this emulator.
+    sleep 2
+    local small conns=$((PROBE_PAIRS > 0 ? PROBE_PAIRS : 4))
+    small=$(in_a timeout 30 python3 bench/transport_pingpong.py call "$wan_a" "$pingpong_proxy_port" \
+        "$conns" 6 2>&1 | tail -n 1) || small="failed: $small"
+    wait "$bulk" || true
+    kill "$server" "$pingpong" 2>/dev/null || true
+    wait "$server" "$pingpong" 2>/dev/null || true
+    echo "calibration, RTT $1 ms: plain TCP 1 KiB request/reply ($conns connections) during it: $small" \
+        >>"$work/calibration-small.txt"
     python3 - "$work/calibrate-$1.json" "$link_bytes" "$1" "$CALIBRATE_STREAMS" <<'PY' >>"$work/calibration.txt" || true
 import json, sys
 path, link, rtt, streams = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4]
@@ -352,7 +369,7 @@ for rtt in $RTTS; do
     set_rtt "$rtt"
     calibrate "$rtt"
 done
-[ -f "$work/calibration.txt" ] && cat "$work/calibration.txt" >&2
+[ -f "$work/calibration.txt" ] && cat "$work/calibration.txt" "$work/calibration-small.txt" >&2
 
 mapfile -t config_lines < <(printf '%s\n' "$CONFIGS" | tr ';' '\n' | sed 's/^[[:space:]]*//; /^$/d')
 for line in "${config_lines[@]}"; do
@@ -380,5 +397,5 @@ for line in "${config_lines[@]}"; do
 done
 
 python3 bench/transport_table.py --table "$work" "$link_bytes" "$RATE" "$QUEUE_MS" "$results"
-if [ -f "$work/calibration.txt" ]; then echo; cat "$work/calibration.txt"; fi
+if [ -f "$work/calibration.txt" ]; then echo; cat "$work/calibration.txt" "$work/calibration-small.txt"; fi
 echo "cells as JSON: $results" >&2

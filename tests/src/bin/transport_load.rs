@@ -675,6 +675,11 @@ fn report(
         "elapsed_s": elapsed,
         "p50_ms": percentile_ms(&m.latencies_us, 0.50),
         "p99_ms": percentile_ms(&m.latencies_us, 0.99),
+        // The shape of the distribution, for telling a slow tail from a
+        // shifted whole when a p99 is off.
+        "p10_ms": percentile_ms(&m.latencies_us, 0.10),
+        "p90_ms": percentile_ms(&m.latencies_us, 0.90),
+        "max_ms": percentile_ms(&m.latencies_us, 1.0),
         "cpu_ticks": cpu,
         "host_busy_cores": host_busy_cores,
     });
