@@ -23,6 +23,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.bytes(["."]);
 
     tonic_prost_build::configure()
+        .codec_path("crate::codec::ReservingCodec")
         .file_descriptor_set_path(out_dir.join("troupe_v1_descriptor.bin"))
         .compile_with_config(config, &files, std::slice::from_ref(&root))?;
     for f in &files {

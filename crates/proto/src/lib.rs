@@ -6,6 +6,8 @@
 
 #![allow(missing_debug_implementations)]
 
+pub mod codec;
+
 /// The `troupe.v1` package: messages, clients and servers.
 pub mod v1 {
     tonic::include_proto!("troupe.v1");
