@@ -156,8 +156,16 @@ pub(crate) enum WireError {
 /// Chunks received so far, by message id.
 #[derive(Debug)]
 pub(crate) struct Reassembly {
-    partial: HashMap<u64, BytesMut>,
+    partial: HashMap<u64, Pieces>,
     limit: usize,
+}
+
+/// One message's chunks, kept as received (each a slice of its frame,
+/// not a copy) until the last one says how large the whole is.
+#[derive(Debug, Default)]
+struct Pieces {
+    chunks: Vec<Bytes>,
+    bytes: usize,
 }
 
 impl Reassembly {
@@ -174,8 +182,8 @@ impl Reassembly {
         &mut self,
         chunk: pb::LinkChunk,
     ) -> Result<Option<pb::LinkMessage>, WireError> {
-        let buffer = self.partial.entry(chunk.id).or_default();
-        let bytes = buffer.len().saturating_add(chunk.data.len());
+        let pieces = self.partial.entry(chunk.id).or_default();
+        let bytes = pieces.bytes.saturating_add(chunk.data.len());
         if bytes > self.limit {
             self.partial.remove(&chunk.id);
             return Err(WireError::TooLarge {
@@ -183,14 +191,27 @@ impl Reassembly {
                 limit: self.limit,
             });
         }
-        buffer.extend_from_slice(&chunk.data);
+        pieces.bytes = bytes;
+        pieces.chunks.push(chunk.data);
         if !chunk.last {
             return Ok(None);
         }
-        let Some(whole) = self.partial.remove(&chunk.id) else {
+        let Some(pieces) = self.partial.remove(&chunk.id) else {
             return Ok(None);
         };
-        pb::LinkMessage::decode(whole.freeze())
+        // One copy into a buffer of the exact size: growing one chunk by
+        // chunk reallocated and copied an 8 MiB message ten times over.
+        let whole = match <[Bytes; 1]>::try_from(pieces.chunks) {
+            Ok([only]) => only,
+            Err(chunks) => {
+                let mut whole = BytesMut::with_capacity(pieces.bytes);
+                for chunk in &chunks {
+                    whole.extend_from_slice(chunk);
+                }
+                whole.freeze()
+            }
+        };
+        pb::LinkMessage::decode(whole)
             .map(Some)
             .map_err(|e| WireError::Undecodable(e.to_string()))
     }
