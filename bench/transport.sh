@@ -55,6 +55,8 @@
 #                       second bench_app on B hosts them, so they share no app stream)
 #   CONFIGS=...         see above
 #   MAX_PAYLOAD=9437184 the daemons' --max-payload-bytes (9 MiB: room for 8 MiB)
+#   TROUPE=PATH         another troupe binary for the daemons (an earlier build, to
+#                       compare a change in one script run per build)
 #   BENCH_APP=PATH      another bench_app binary (default: the one built here; until it
 #                       takes turns over 4 MiB, the 8 MiB cells fail, reported as such)
 #   KEEP=1              keep the work dir (daemon logs) instead of removing it
@@ -86,6 +88,7 @@ CALIBRATE_STREAMS=${CALIBRATE_STREAMS:-4}
 CONFIGS=${CONFIGS:-"baseline: --peer-channels single=1 --peer-window default;
     single16: --peer-channels single=16 --peer-window default; full:"}
 MAX_PAYLOAD=${MAX_PAYLOAD:-9437184}
+TROUPE=${TROUPE:-$bin/troupe}
 BENCH_APP=${BENCH_APP:-$bin/bench_app}
 
 mkdir -p "$tools" "$target/bench-results"
@@ -247,7 +250,7 @@ wait_for() { # file pattern what
 
 # A long lease: a loaded 2-core machine may delay heartbeats, and a fenced
 # daemon is not what this measures.
-in_a "$bin/troupe" placement serve --insecure --id 1 --listen "$placement_addr" --data-dir "$work/placement" \
+in_a "$TROUPE" placement serve --insecure --id 1 --listen "$placement_addr" --data-dir "$work/placement" \
     --lease 10s >"$work/placement.out" 2>"$work/placement.err" &
 wait_for "$work/placement.out" "listening on" "the placement replica"
 
@@ -261,7 +264,7 @@ start_daemon() { # side flags...
     local ns="ns_$side" other; other=$([ "$side" = a ] && echo "$wan_b" || echo "$wan_a")
     local name="$side$gen"
     # --insecure: only the other namespace, through the emulated link, reaches it.
-    ip netns exec "${!ns}" "$bin/troupe" serve --insecure --listen "0.0.0.0:$port" --advertise "$other:$proxy_port" \
+    ip netns exec "${!ns}" "$TROUPE" serve --insecure --listen "0.0.0.0:$port" --advertise "$other:$proxy_port" \
         --node "$name" --placement "$placement_addr" --store "$pg_url" --data-dir "$work/data-$name" \
         --max-payload-bytes "$MAX_PAYLOAD" "$@" >"$work/$name.out" 2>"$work/$name.err" &
     pid[daemon_$side]=$!
