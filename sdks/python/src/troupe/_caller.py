@@ -11,7 +11,7 @@ import grpc
 from google.protobuf.message import Message
 
 from ._duration import DurationLike
-from ._errors import InvalidArgument, from_rpc_error
+from ._errors import InvalidArgument
 from ._payload import decode_result, decode_state, encode_call
 from ._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
 from ._retry import call_key, check_key_type, send_with_retries
@@ -231,13 +231,9 @@ class Caller(SchedulingCalls):
         req = client_pb2.GetStateRequest(
             actor=common_pb2.ActorRef(type=actor_type, id=actor_id), keys=list(keys)
         )
-        with self._rpc("GetState", actor_type, actor_id) as md:
-            try:
-                resp: client_pb2.GetStateResponse = await self._unary(
-                    "GetState", req, client_pb2.GetStateResponse, timeout, md
-                )
-            except grpc.aio.AioRpcError as e:
-                raise from_rpc_error(e, what) from None
+        resp = await self._call_once(
+            "GetState", actor_type, actor_id, req, client_pb2.GetStateResponse, timeout, what
+        )
         if raw:
             return dict(resp.entries)
         return {k: decode_state(v) for k, v in resp.entries.items()}

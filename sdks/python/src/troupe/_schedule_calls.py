@@ -11,7 +11,7 @@ import grpc
 from google.protobuf.message import Message
 
 from ._duration import DurationLike
-from ._errors import InvalidArgument, from_rpc_error
+from ._errors import InvalidArgument, NotFound, from_rpc_error
 from ._proto.troupe.v1 import client_pb2, common_pb2
 from ._schedule import (
     Duration,
@@ -48,6 +48,24 @@ class SchedulingCalls(abc.ABC):
         md: Metadata | None,
     ) -> R: ...
 
+    async def _call_once(
+        self,
+        rpc: str,
+        actor_type: str,
+        actor_id: str,
+        request: Message,
+        response: type[R],
+        timeout: float | None,
+        what: str,
+    ) -> R:
+        """``rpc`` in its span, sent once; a failure raised as the SDK's error naming
+        ``what`` (NOT_FOUND as :class:`NotFound`, which lookups answer as ``None``)."""
+        with self._rpc(rpc, actor_type, actor_id) as md:
+            try:
+                return await self._unary(rpc, request, response, timeout, md)
+            except grpc.aio.AioRpcError as e:
+                raise from_rpc_error(e, what) from None
+
     async def set_reminder(
         self,
         actor_type: str,
@@ -76,13 +94,9 @@ class SchedulingCalls(abc.ABC):
             retry=retry,
             missed=missed,
         )
-        with self._rpc("SetReminder", actor_type, actor_id) as md:
-            try:
-                resp: client_pb2.Reminder = await self._unary(
-                    "SetReminder", req, client_pb2.Reminder, timeout, md
-                )
-            except grpc.aio.AioRpcError as e:
-                raise from_rpc_error(e, what) from None
+        resp: client_pb2.Reminder = await self._call_once(
+            "SetReminder", actor_type, actor_id, req, client_pb2.Reminder, timeout, what
+        )
         return Reminder.from_proto(resp)
 
     async def get_reminder(
@@ -91,15 +105,12 @@ class SchedulingCalls(abc.ABC):
         what = f"get_reminder {actor_type}/{actor_id} {name!r}"
         timeout = timeout_for_call(timeout, what)
         req = client_pb2.ReminderRef(actor=_ref(actor_type, actor_id), name=name)
-        with self._rpc("GetReminder", actor_type, actor_id) as md:
-            try:
-                resp: client_pb2.Reminder = await self._unary(
-                    "GetReminder", req, client_pb2.Reminder, timeout, md
-                )
-            except grpc.aio.AioRpcError as e:
-                if e.code() == grpc.StatusCode.NOT_FOUND:
-                    return None
-                raise from_rpc_error(e, what) from None
+        try:
+            resp: client_pb2.Reminder = await self._call_once(
+                "GetReminder", actor_type, actor_id, req, client_pb2.Reminder, timeout, what
+            )
+        except NotFound:
+            return None
         return Reminder.from_proto(resp)
 
     async def delete_reminder(
@@ -108,13 +119,9 @@ class SchedulingCalls(abc.ABC):
         what = f"delete_reminder {actor_type}/{actor_id} {name!r}"
         timeout = timeout_for_call(timeout, what)
         req = client_pb2.ReminderRef(actor=_ref(actor_type, actor_id), name=name)
-        with self._rpc("DeleteReminder", actor_type, actor_id) as md:
-            try:
-                resp: client_pb2.DeleteResponse = await self._unary(
-                    "DeleteReminder", req, client_pb2.DeleteResponse, timeout, md
-                )
-            except grpc.aio.AioRpcError as e:
-                raise from_rpc_error(e, what) from None
+        resp: client_pb2.DeleteResponse = await self._call_once(
+            "DeleteReminder", actor_type, actor_id, req, client_pb2.DeleteResponse, timeout, what
+        )
         return bool(resp.deleted)
 
     async def list_reminders(
@@ -138,13 +145,15 @@ class SchedulingCalls(abc.ABC):
                 page_size=_LIST_PAGE_SIZE,
                 page_token=token,
             )
-            with self._rpc("ListReminders", actor_type or "", actor_id or "") as md:
-                try:
-                    resp: client_pb2.ListRemindersResponse = await self._unary(
-                        "ListReminders", req, client_pb2.ListRemindersResponse, page_timeout, md
-                    )
-                except grpc.aio.AioRpcError as e:
-                    raise from_rpc_error(e, f"list_reminders {what}") from None
+            resp = await self._call_once(
+                "ListReminders",
+                actor_type or "",
+                actor_id or "",
+                req,
+                client_pb2.ListRemindersResponse,
+                page_timeout,
+                f"list_reminders {what}",
+            )
             out.extend(Reminder.from_proto(r) for r in resp.reminders)
             token = resp.next_page_token
             if not token:
@@ -167,13 +176,9 @@ class SchedulingCalls(abc.ABC):
         what = f"set_alarm {actor_type}/{actor_id}"
         timeout = timeout_for_call(timeout, what)
         req = alarm_request(_ref(actor_type, actor_id), at, data, retry)
-        with self._rpc("SetAlarm", actor_type, actor_id) as md:
-            try:
-                resp: client_pb2.Reminder = await self._unary(
-                    "SetAlarm", req, client_pb2.Reminder, timeout, md
-                )
-            except grpc.aio.AioRpcError as e:
-                raise from_rpc_error(e, what) from None
+        resp: client_pb2.Reminder = await self._call_once(
+            "SetAlarm", actor_type, actor_id, req, client_pb2.Reminder, timeout, what
+        )
         return Reminder.from_proto(resp)
 
     async def get_alarm(
@@ -182,15 +187,12 @@ class SchedulingCalls(abc.ABC):
         what = f"get_alarm {actor_type}/{actor_id}"
         timeout = timeout_for_call(timeout, what)
         req = client_pb2.AlarmRef(actor=_ref(actor_type, actor_id))
-        with self._rpc("GetAlarm", actor_type, actor_id) as md:
-            try:
-                resp: client_pb2.Reminder = await self._unary(
-                    "GetAlarm", req, client_pb2.Reminder, timeout, md
-                )
-            except grpc.aio.AioRpcError as e:
-                if e.code() == grpc.StatusCode.NOT_FOUND:
-                    return None
-                raise from_rpc_error(e, what) from None
+        try:
+            resp: client_pb2.Reminder = await self._call_once(
+                "GetAlarm", actor_type, actor_id, req, client_pb2.Reminder, timeout, what
+            )
+        except NotFound:
+            return None
         return Reminder.from_proto(resp)
 
     async def delete_alarm(
@@ -199,13 +201,9 @@ class SchedulingCalls(abc.ABC):
         what = f"delete_alarm {actor_type}/{actor_id}"
         timeout = timeout_for_call(timeout, what)
         req = client_pb2.AlarmRef(actor=_ref(actor_type, actor_id))
-        with self._rpc("DeleteAlarm", actor_type, actor_id) as md:
-            try:
-                resp: client_pb2.DeleteResponse = await self._unary(
-                    "DeleteAlarm", req, client_pb2.DeleteResponse, timeout, md
-                )
-            except grpc.aio.AioRpcError as e:
-                raise from_rpc_error(e, what) from None
+        resp: client_pb2.DeleteResponse = await self._call_once(
+            "DeleteAlarm", actor_type, actor_id, req, client_pb2.DeleteResponse, timeout, what
+        )
         return bool(resp.deleted)
 
     async def set_timer(
@@ -223,11 +221,9 @@ class SchedulingCalls(abc.ABC):
         what = f"set_timer {actor_type}/{actor_id} {name!r}"
         timeout = timeout_for_call(timeout, what)
         req = timer_request(_ref(actor_type, actor_id), name, due, period, data, keep_alive)
-        with self._rpc("SetTimer", actor_type, actor_id) as md:
-            try:
-                await self._unary("SetTimer", req, client_pb2.SetTimerResponse, timeout, md)
-            except grpc.aio.AioRpcError as e:
-                raise from_rpc_error(e, what) from None
+        await self._call_once(
+            "SetTimer", actor_type, actor_id, req, client_pb2.SetTimerResponse, timeout, what
+        )
 
     async def delete_timer(
         self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
@@ -235,13 +231,9 @@ class SchedulingCalls(abc.ABC):
         what = f"delete_timer {actor_type}/{actor_id} {name!r}"
         timeout = timeout_for_call(timeout, what)
         req = client_pb2.TimerRef(actor=_ref(actor_type, actor_id), name=name)
-        with self._rpc("DeleteTimer", actor_type, actor_id) as md:
-            try:
-                resp: client_pb2.DeleteResponse = await self._unary(
-                    "DeleteTimer", req, client_pb2.DeleteResponse, timeout, md
-                )
-            except grpc.aio.AioRpcError as e:
-                raise from_rpc_error(e, what) from None
+        resp: client_pb2.DeleteResponse = await self._call_once(
+            "DeleteTimer", actor_type, actor_id, req, client_pb2.DeleteResponse, timeout, what
+        )
         return bool(resp.deleted)
 
 
