@@ -4,16 +4,16 @@
 //! tonic's encode buffer starts at 8 KiB and prost writes into it piece by
 //! piece, so an 8 MiB payload grew it by doubling: ten reallocations, each
 //! copying everything written so far, on every large call, turn and reply.
-//! Reserving the encoded length first costs one length computation per
-//! message (prost computes it again to check the room) and leaves a single
-//! allocation.
+//! The encoder computes the length once, reserves it and writes the message
+//! (what `Message::encode` does, minus its check for room, which a growing
+//! buffer never fails), leaving a single allocation.
 
 use std::marker::PhantomData;
 
 use prost::Message;
 use tonic::codec::{BufferSettings, Codec, EncodeBuf, Encoder};
 use tonic::Status;
-use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};
+use tonic_prost::{ProstCodec, ProstDecoder};
 
 /// prost's codec with [`ReservingEncoder`]s.
 #[derive(Debug, Clone)]
@@ -38,7 +38,7 @@ where
     type Decoder = ProstDecoder<U>;
 
     fn encoder(&mut self) -> Self::Encoder {
-        ReservingEncoder(ProstCodec::<T, U>::raw_encoder(BufferSettings::default()))
+        ReservingEncoder(PhantomData)
     }
 
     fn decoder(&mut self) -> Self::Decoder {
@@ -48,9 +48,9 @@ where
     }
 }
 
-/// prost's encoder, reserving the message's encoded length first.
+/// prost's encoding, into room reserved for the whole message.
 #[derive(Debug, Clone)]
-pub struct ReservingEncoder<T>(ProstEncoder<T>);
+pub struct ReservingEncoder<T>(PhantomData<T>);
 
 impl<T: Message> Encoder for ReservingEncoder<T> {
     type Item = T;
@@ -58,10 +58,11 @@ impl<T: Message> Encoder for ReservingEncoder<T> {
 
     fn encode(&mut self, item: T, buf: &mut EncodeBuf<'_>) -> Result<(), Status> {
         buf.reserve(item.encoded_len());
-        self.0.encode(item, buf)
+        item.encode_raw(buf);
+        Ok(())
     }
 
     fn buffer_settings(&self) -> BufferSettings {
-        self.0.buffer_settings()
+        BufferSettings::default()
     }
 }
