@@ -201,17 +201,11 @@ impl Reassembly {
         };
         // One copy into a buffer of the exact size: growing one chunk by
         // chunk reallocated and copied an 8 MiB message ten times over.
-        let whole = match <[Bytes; 1]>::try_from(pieces.chunks) {
-            Ok([only]) => only,
-            Err(chunks) => {
-                let mut whole = BytesMut::with_capacity(pieces.bytes);
-                for chunk in &chunks {
-                    whole.extend_from_slice(chunk);
-                }
-                whole.freeze()
-            }
-        };
-        pb::LinkMessage::decode(whole)
+        let mut whole = BytesMut::with_capacity(pieces.bytes);
+        for chunk in &pieces.chunks {
+            whole.extend_from_slice(chunk);
+        }
+        pb::LinkMessage::decode(whole.freeze())
             .map(Some)
             .map_err(|e| WireError::Undecodable(e.to_string()))
     }
