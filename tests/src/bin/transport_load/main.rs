@@ -46,6 +46,12 @@ use futures::StreamExt;
 use tonic::transport::{Channel, Endpoint};
 use troupe_proto::v1 as pb;
 
+mod measure;
+mod wait;
+
+use measure::{cpu_ticks, host_ticks, report};
+use wait::wait;
+
 type ActorClient = pb::actor_client_client::ActorClientClient<Channel>;
 
 #[tokio::main]
@@ -134,78 +140,6 @@ async fn channel(addr: &str) -> anyhow::Result<Channel> {
 
 async fn admin(addr: &str) -> anyhow::Result<pb::admin_client::AdminClient<Channel>> {
     Ok(pb::admin_client::AdminClient::new(channel(addr).await?))
-}
-
-// === wait ===
-
-/// Waits (bounded) until placement's table has exactly the daemons at
-/// `--daemons` as members, each hosting `--type`, with no change in flight,
-/// and every one of them routes by it and may serve.
-async fn wait(flags: &Flags) -> anyhow::Result<()> {
-    let placement = flags.str("placement")?;
-    let daemons = flags.list("daemons");
-    let ty = flags.str_or("type", "echo");
-    let limit = Duration::from_secs(flags.num("seconds", Some(60))?);
-    let deadline = Instant::now() + limit;
-    let mut last = String::from("nothing checked yet");
-    loop {
-        match settled(placement, &daemons, ty).await {
-            Ok(Some(version)) => {
-                println!("{version}");
-                return Ok(());
-            }
-            Ok(None) => {}
-            Err(e) => last = format!("{e:#}"),
-        }
-        if Instant::now() >= deadline {
-            bail!("the cluster did not settle within {limit:?} (last: {last})");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-async fn settled(placement: &str, daemons: &[String], ty: &str) -> anyhow::Result<Option<u64>> {
-    let mut nodes = Vec::new();
-    for addr in daemons {
-        let status = admin(addr)
-            .await?
-            .status(pb::StatusRequest {})
-            .await?
-            .into_inner();
-        let hosted = status
-            .types
-            .iter()
-            .any(|t| t.name == ty && !t.apps.is_empty());
-        if !hosted {
-            return Ok(None);
-        }
-        nodes.push((status.node, status.placement_version, status.serving));
-    }
-    let status = pb::placement_client::PlacementClient::new(channel(placement).await?)
-        .cluster_status(pb::ClusterStatusRequest {})
-        .await?
-        .into_inner();
-    let Some(table) = status.table else {
-        return Ok(None);
-    };
-    let Some(current) = table.current else {
-        return Ok(None);
-    };
-    let mut members: Vec<&str> = current.members.iter().map(|m| m.node.as_str()).collect();
-    members.sort_unstable();
-    let mut wanted: Vec<&str> = nodes.iter().map(|(n, _, _)| n.as_str()).collect();
-    wanted.sort_unstable();
-    let hosting = current
-        .members
-        .iter()
-        .all(|m| m.types.iter().any(|t| t == ty));
-    let routing = nodes
-        .iter()
-        .all(|(_, version, serving)| *serving && *version >= current.version);
-    Ok(
-        (table.next.is_none() && members == wanted && hosting && routing)
-            .then_some(current.version),
-    )
 }
 
 // === run ===
@@ -588,100 +522,4 @@ async fn live_ids(
         }
         page_token = page.next_page_token;
     }
-}
-
-/// utime + stime of `pids` together, in clock ticks; `None` without pids.
-fn cpu_ticks(pids: &[u32]) -> anyhow::Result<Option<u64>> {
-    if pids.is_empty() {
-        return Ok(None);
-    }
-    let mut total = 0;
-    for pid in pids {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .with_context(|| format!("reading /proc/{pid}/stat"))?;
-        // "PID (COMM) STATE PPID ...": fields after the command name, from
-        // STATE (field 3); utime and stime are fields 14 and 15.
-        let rest = stat
-            .rsplit_once(')')
-            .map(|(_, r)| r)
-            .context("unexpected /proc/PID/stat")?;
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        for i in [11, 12] {
-            total += fields
-                .get(i)
-                .and_then(|v| v.parse::<u64>().ok())
-                .context("unexpected /proc/PID/stat")?;
-        }
-    }
-    Ok(Some(total))
-}
-
-/// The machine's (busy, all) clock ticks summed over its CPUs, and how many
-/// CPUs: busy is user, system, irq, softirq and steal time, without `nice`d
-/// work (a niced build elsewhere yields to this load); all adds idle,
-/// iowait and nice.
-fn host_ticks() -> anyhow::Result<(u64, u64, usize)> {
-    let stat = std::fs::read_to_string("/proc/stat").context("reading /proc/stat")?;
-    let mut lines = stat.lines();
-    let total: Vec<u64> = lines
-        .next()
-        .and_then(|l| l.strip_prefix("cpu "))
-        .context("unexpected /proc/stat")?
-        .split_whitespace()
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    let cpus = lines.filter(|l| l.starts_with("cpu")).count().max(1);
-    let at = |i: usize| total.get(i).copied().unwrap_or(0);
-    // user nice system idle iowait irq softirq steal (guest is in user)
-    let busy = at(0) + at(2) + at(5) + at(6) + at(7);
-    let all = busy + at(1) + at(3) + at(4);
-    Ok((busy, all, cpus))
-}
-
-fn percentile_ms(sorted_us: &[u64], p: f64) -> f64 {
-    if sorted_us.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p * sorted_us.len() as f64).ceil() as usize).clamp(1, sorted_us.len());
-    sorted_us[rank - 1] as f64 / 1000.0
-}
-
-fn report(
-    group: &Group,
-    pairs: usize,
-    payload: usize,
-    mut m: Measured,
-    cpu: Option<u64>,
-    host_busy_cores: Option<f64>,
-) {
-    m.latencies_us.sort_unstable();
-    let ok = m.latencies_us.len();
-    let elapsed = match (m.first_start, m.last_end) {
-        (Some(a), Some(b)) => (b - a).as_secs_f64(),
-        _ => 0.0,
-    };
-    let errors: serde_json::Map<String, serde_json::Value> = m
-        .error_codes
-        .into_iter()
-        .map(|(code, (n, msg))| (code, serde_json::json!({"count": n, "sample": msg})))
-        .collect();
-    let line = serde_json::json!({
-        "group": group.name,
-        "pairs": pairs,
-        "payload": payload,
-        "ok": ok,
-        "errors": m.errors,
-        "error_codes": errors,
-        "elapsed_s": elapsed,
-        "p50_ms": percentile_ms(&m.latencies_us, 0.50),
-        "p99_ms": percentile_ms(&m.latencies_us, 0.99),
-        // The shape of the distribution, for telling a slow tail from a
-        // shifted whole when a p99 is off.
-        "p10_ms": percentile_ms(&m.latencies_us, 0.10),
-        "p90_ms": percentile_ms(&m.latencies_us, 0.90),
-        "max_ms": percentile_ms(&m.latencies_us, 1.0),
-        "cpu_ticks": cpu,
-        "host_busy_cores": host_busy_cores,
-    });
-    println!("{line}");
 }
