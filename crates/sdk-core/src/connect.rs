@@ -110,5 +110,5 @@ pub fn channel(options: &ConnectOptions) -> Result<Channel, ConnectError> {
             .tls_config(config)
             .map_err(|e| ConnectError::Tls(e.to_string()))?;
     }
-    Ok(endpoint.connect_with_connector_lazy(crate::coalesce::Connector))
+    Ok(endpoint.connect_with_connector_lazy(troupe_coalesce::Connector))
 }

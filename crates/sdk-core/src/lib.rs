@@ -8,7 +8,7 @@
 //!
 //! - [`connect`]: one HTTP/2 channel per client or app, with TLS and the
 //!   receive limit the SDK was given (`ConnectOptions`), dialled through
-//!   [`coalesce`] so that a call's frames leave in one TCP write.
+//!   `troupe-coalesce` so that a call's frames leave in one TCP write.
 //! - [`app`]: the `AppHost.Attach` stream. [`app::attach`] sends `Register`,
 //!   waits for `Registered` (or the status refusing it), then hands every
 //!   message the daemon pushes, batches flattened, to a callback, and writes
@@ -37,7 +37,6 @@ pub mod app;
 mod backoff;
 pub mod batch;
 pub mod client;
-pub mod coalesce;
 pub mod connect;
 mod error;
 pub mod key;

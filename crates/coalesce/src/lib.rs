@@ -1,17 +1,20 @@
-//! One TCP write per burst of HTTP/2 frames on an SDK's connection to its
-//! daemon.
+//! One TCP write per burst of HTTP/2 frames, on every connection Troupe
+//! opens or accepts: the SDKs' connections to their daemon, the daemon's
+//! listener (clients, apps, peers) and its links to other daemons.
 //!
-//! hyper writes a unary request's HEADERS from the connection task and its
-//! DATA from a second task, which waits for send capacity that the connection
-//! task assigns only once it has opened the stream. Written as they come, each
-//! call is two segments, and the daemon wakes twice to read one request (a
-//! wake costs more than the read on a busy host). [`Coalesced`] holds what the
-//! connection writes until it flushes, and lets each flush wait one pass of
-//! the scheduler, so the frames of tasks that pass woke (the request body's)
-//! leave in the same write.
+//! hyper writes a message's HEADERS from the connection task and its DATA
+//! (and a response's trailers) from a second task, which waits for send
+//! capacity that the connection task assigns only once it has written the
+//! HEADERS. Written as they come, each call or reply is two or three
+//! segments, and the peer wakes for each (a wake costs more than the read on
+//! a busy host; a write costs the sender the receiver's softirq work on
+//! loopback). [`Coalesced`] holds what the connection writes until it
+//! flushes, and lets each flush wait one pass of the scheduler, so the
+//! frames of tasks that pass woke leave in the same write.
 //!
-//! [`Connector`] dials TCP for `tonic`'s endpoint and wraps the socket; TLS,
-//! when configured, goes on top (tonic adds it), so records coalesce too.
+//! [`Connector`] dials TCP for `tonic`'s endpoints and wraps the socket;
+//! [`incoming`] wraps a listener's connections. TLS, when configured, goes on
+//! top, so its records coalesce too.
 
 use std::future::Future;
 use std::io::{self, IoSlice};
@@ -20,8 +23,10 @@ use std::task::{ready, Context, Poll};
 
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_stream::{Stream, StreamExt};
 use tonic::codegen::http::Uri;
+use tonic::transport::server::{Connected, TcpIncoming};
 
 /// A write at least this large goes to the socket as it is: copying it would
 /// cost more than the segment it saves.
@@ -39,16 +44,28 @@ pub struct Coalesced<T> {
     written: usize,
     /// The pending flush has yielded its one pass.
     yielded: bool,
+    /// How the flush waits its pass: see [`Coalesced::poll_flush`].
+    defer: bool,
 }
 
 impl<T> Coalesced<T> {
+    /// Wraps `inner`; called where the connection will be polled (on the
+    /// runtime that drives it), which decides how its flushes wait.
     pub fn new(inner: T) -> Self {
+        let defer = tokio::runtime::Handle::try_current()
+            .is_ok_and(|runtime| runtime.metrics().num_workers() > 1);
         Self {
             inner,
             held: Vec::new(),
             written: 0,
             yielded: false,
+            defer,
         }
+    }
+
+    /// The wrapped socket, e.g. for its peer's address.
+    pub fn get_ref(&self) -> &T {
+        &self.inner
     }
 }
 
@@ -113,10 +130,20 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesced<T> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if this.held.len() > this.written && !this.yielded {
-            // Woken again at once, but behind the tasks already queued: those
-            // that this pass woke add their frames before the write.
+            // Polled again after the tasks this pass woke, which add their
+            // frames before the write. On a runtime with several workers the
+            // wake is deferred as `yield_now` defers it (until this worker
+            // runs out of ready tasks): a plain self-wake counts as a yield
+            // there and wakes an idle worker to steal the connection, two
+            // context switches per flush. With one worker a self-wake is
+            // cheaper: the deferred one costs a poll of the I/O driver.
             this.yielded = true;
-            cx.waker().wake_by_ref();
+            if this.defer {
+                let deferred = std::pin::pin!(tokio::task::yield_now()).poll(cx);
+                debug_assert!(deferred.is_pending());
+            } else {
+                cx.waker().wake_by_ref();
+            }
             return Poll::Pending;
         }
         ready!(this.poll_drain(cx))?;
@@ -141,6 +168,23 @@ impl<T: AsyncRead + Unpin> AsyncRead for Coalesced<T> {
     }
 }
 
+impl<T: Connected> Connected for Coalesced<T> {
+    type ConnectInfo = T::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.inner.connect_info()
+    }
+}
+
+/// A listener's connections, without Nagle's delay (the coalescing does its
+/// job without adding one), each wrapped, as tonic's `serve_with_incoming`
+/// takes them.
+pub fn incoming(listener: TcpListener) -> impl Stream<Item = io::Result<Coalesced<TcpStream>>> {
+    TcpIncoming::from(listener)
+        .with_nodelay(Some(true))
+        .map(|accepted| accepted.map(Coalesced::new))
+}
+
 /// Dials `host:port` of an endpoint's URI over TCP without Nagle's delay (the
 /// coalescing above does its job without adding one), for
 /// `Endpoint::connect_with_connector_lazy`.
@@ -161,7 +205,7 @@ impl tower_service::Service<Uri> for Connector {
             let invalid = || {
                 io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    format!("the daemon address {uri} names no host and port"),
+                    format!("the address {uri} names no host and port"),
                 )
             };
             let host = uri.host().ok_or_else(invalid)?;
@@ -203,8 +247,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn frames_written_before_a_flush_leave_in_one_write() {
+    /// Frames written between a flush's first poll and its write join it.
+    async fn frames_join_a_pending_flush() {
         let mut io = Coalesced::new(Writes::default());
         io.write_all(b"headers").await.unwrap();
         // The first flush yields its pass and writes nothing yet.
@@ -214,6 +258,30 @@ mod tests {
         io.write_all(b"data").await.unwrap();
         io.flush().await.unwrap();
         assert_eq!(io.inner.0, vec![b"headersdata".to_vec()]);
+    }
+
+    #[tokio::test]
+    async fn frames_written_before_a_flush_leave_in_one_write() {
+        frames_join_a_pending_flush().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn with_several_workers_the_flush_defers_its_wake_and_still_writes_once() {
+        // Built on a worker of this runtime, as a listener's connections are.
+        let deferred = tokio::spawn(async { Coalesced::new(Writes::default()).defer })
+            .await
+            .unwrap();
+        assert!(deferred);
+        tokio::spawn(frames_join_a_pending_flush()).await.unwrap();
+        // A flush nothing else wakes is still woken, and writes.
+        tokio::spawn(async {
+            let mut io = Coalesced::new(Writes::default());
+            io.write_all(b"ping").await.unwrap();
+            io.flush().await.unwrap();
+            assert_eq!(io.inner.0, vec![b"ping".to_vec()]);
+        })
+        .await
+        .unwrap();
     }
 
     #[tokio::test]
