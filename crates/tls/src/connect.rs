@@ -14,6 +14,7 @@ use rustls_pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tonic::codegen::http::Uri;
+use troupe_coalesce::Coalesced;
 
 use crate::Tls;
 
@@ -63,7 +64,7 @@ fn invalid(message: String) -> io::Error {
 }
 
 impl tower_service::Service<Uri> for Connector {
-    type Response = TokioIo<TlsStream<TcpStream>>;
+    type Response = TokioIo<TlsStream<Coalesced<TcpStream>>>;
     type Error = io::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, io::Error>> + Send>>;
 
@@ -91,8 +92,9 @@ impl tower_service::Service<Uri> for Connector {
             tcp.set_nodelay(true)?;
             let name = ServerName::try_from(host)
                 .map_err(|e| invalid(format!("{uri}: not a host name or address: {e}")))?;
+            // Under TLS, so that a burst's records leave in one write.
             let stream = tokio_rustls::TlsConnector::from(config)
-                .connect(name, tcp)
+                .connect(name, Coalesced::new(tcp))
                 .await?;
             Ok(TokioIo::new(stream))
         })

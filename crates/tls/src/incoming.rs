@@ -11,6 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
+use troupe_coalesce::Coalesced;
 
 use crate::{ServerTls, Tls};
 
@@ -19,7 +20,7 @@ use crate::{ServerTls, Tls};
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections whose handshake succeeded, in the order they finished.
-pub type Incoming = ReceiverStream<io::Result<TlsStream<TcpStream>>>;
+pub type Incoming = ReceiverStream<io::Result<TlsStream<Coalesced<TcpStream>>>>;
 
 impl Tls {
     /// Accepts on `listener` and hands over connections whose handshake
@@ -67,6 +68,8 @@ fn accept(
             }
             let acceptor = tokio_rustls::TlsAcceptor::from(config());
             let tx = tx.clone();
+            // Under TLS, so that a burst's records leave in one write.
+            let tcp = Coalesced::new(tcp);
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(stream)) => {

@@ -168,7 +168,7 @@ impl Peers {
             .keep_alive_timeout(config.keep_alive_timeout);
         let channel = match &config.tls {
             Some(tls) => endpoint.connect_with_connector_lazy(tls.clone()),
-            None => endpoint.connect_lazy(),
+            None => endpoint.connect_with_connector_lazy(troupe_coalesce::Connector),
         };
         debug!(peer = %address, "new peer channel");
         channels.insert(address.to_owned(), channel.clone());

@@ -10,7 +10,6 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::server::TcpIncoming;
 use tracing::{error, info, warn};
 use troupe_placement::view::ClusterPlacement;
 use troupe_placement::{Placement, SingleNode};
@@ -259,12 +258,11 @@ pub async fn run_until(
         Some(tls) => {
             tokio::spawn(router.serve_with_incoming_shutdown(tls.incoming(listener), stopped))
         }
-        // Small messages (calls, turns) must not wait for Nagle's algorithm
-        // to meet a delayed ACK: that costs tens of milliseconds each.
-        None => tokio::spawn(router.serve_with_incoming_shutdown(
-            TcpIncoming::from(listener).with_nodelay(Some(true)),
-            stopped,
-        )),
+        // Without Nagle's delay (a small call must not wait for a delayed
+        // ACK), each burst of a connection's frames in one write.
+        None => tokio::spawn(
+            router.serve_with_incoming_shutdown(troupe_coalesce::incoming(listener), stopped),
+        ),
     };
 
     info!(address = %local, store = %store.describe(), tls = tls.is_some(), "troupe daemon listening");

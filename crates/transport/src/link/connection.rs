@@ -272,7 +272,11 @@ impl Shared {
         let endpoint = self.endpoint().map_err(down)?;
         let connected = match &self.config.tls {
             Some(tls) => endpoint.connect_with_connector(tls.clone()).await,
-            None => endpoint.connect().await,
+            None => {
+                endpoint
+                    .connect_with_connector(troupe_coalesce::Connector)
+                    .await
+            }
         };
         let channel = connected.map_err(|e| down(root_cause(&e)))?;
         let limit = self.config.max_message_bytes;

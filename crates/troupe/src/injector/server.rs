@@ -18,6 +18,7 @@ use futures::StreamExt as _;
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::server::TlsStream;
 use tracing::{info, warn};
+use troupe_coalesce::Coalesced;
 use troupe_tls::{Incoming, ServerTls};
 
 use super::config::ConfigSource;
@@ -114,14 +115,19 @@ struct TlsListener {
 }
 
 impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
+    type Io = TlsStream<Coalesced<TcpStream>>;
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         loop {
             match self.incoming.next().await {
                 Some(Ok(stream)) => {
-                    let remote = stream.get_ref().0.peer_addr().unwrap_or(self.local);
+                    let remote = stream
+                        .get_ref()
+                        .0
+                        .get_ref()
+                        .peer_addr()
+                        .unwrap_or(self.local);
                     return (stream, remote);
                 }
                 Some(Err(error)) => warn!(%error, "accepting a connection failed"),
