@@ -532,6 +532,28 @@ def test_without_sdk_and_without_context_nothing_is_sent() -> None:
             assert md is None
 
 
+def test_without_sdk_an_untraced_turn_does_not_inherit_the_surrounding_span() -> None:
+    # The untraced fast path (no SDK, no traceparent) must still start turns from an
+    # empty context when the app runs inside a span of its own.
+    tracing = Tracing()
+    surrounding = trace.NonRecordingSpan(
+        trace.SpanContext(
+            trace_id=0x0AF7651916CD43DD8448EB211C80319C,
+            span_id=0xB7AD6B7169203331,
+            is_remote=False,
+            trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+        )
+    )
+    with trace.use_span(surrounding):
+        with tracing.turn(app_pb2.Turn(actor=troupe_common_pb2.ActorRef(type="t", id="i"))):
+            assert not trace.get_current_span().get_span_context().is_valid
+            with tracing.client_call("Invoke", "counter", "c1", "incr") as md:
+                assert md is None
+        # Outside a turn the surrounding span is what a call carries.
+        with tracing.client_call("Invoke", "counter", "c1", "incr") as md:
+            assert md is not None and "0af7651916cd43dd8448eb211c80319c" in dict(md)["traceparent"]
+
+
 def test_without_sdk_incoming_context_passes_through() -> None:
     tracing = Tracing()
     traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

@@ -10,10 +10,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 
 from opentelemetry import trace
 from opentelemetry.context import Context as OtelContext
-from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import (
+    NoOpTracer,
+    ProxyTracer,
+    ProxyTracerProvider,
+    SpanKind,
+    Status,
+    StatusCode,
+    TracerProvider,
+)
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
@@ -44,6 +53,10 @@ _HOOKS = {
 }
 
 
+# What an untraced call or turn runs in: nothing to enter or leave.
+_UNTRACED: AbstractContextManager[None] = contextlib.nullcontext()
+
+
 def turn_parent(msg: app_pb2.Turn) -> OtelContext:
     """The context a turn continues: the daemon's turn span, or a fresh root when untraced.
 
@@ -68,18 +81,38 @@ class Tracing:
         # provider, including one set after the Client or App was created.
         self._tracer = trace.get_tracer(INSTRUMENTATION_NAME, SDK_VERSION, tracer_provider=provider)
 
-    @contextlib.contextmanager
+    def _idle(self) -> bool:
+        """Whether a span made now would record nothing and carry no trace: no OpenTelemetry
+        SDK behind this tracer (yet) and no valid span current. Then the spans and context
+        changes around a call or turn are skipped, which is most of the SDK's work per
+        call in an app that does not trace (the API's no-op path costs tens of µs a turn).
+        """
+        tracer = self._tracer
+        noop = isinstance(tracer, NoOpTracer) or (
+            isinstance(tracer, ProxyTracer)
+            and isinstance(trace.get_tracer_provider(), ProxyTracerProvider)
+        )
+        return noop and not trace.get_current_span().get_span_context().is_valid
+
     def client_call(
         self,
         rpc: str,
         actor_type: str = "",
         actor_id: str = "",
         method: str = "",
-    ) -> Iterator[Metadata | None]:
+    ) -> AbstractContextManager[Metadata | None]:
         """A CLIENT span around one ActorClient RPC; yields the metadata that carries it.
 
         The span is not made current: nothing else runs inside it in this process.
         """
+        if self._idle():
+            return _UNTRACED
+        return self._client_span(rpc, actor_type, actor_id, method)
+
+    @contextlib.contextmanager
+    def _client_span(
+        self, rpc: str, actor_type: str, actor_id: str, method: str
+    ) -> Iterator[Metadata | None]:
         target = method or rpc
         name = f"{actor_type}/{target}" if actor_type else f"{INSTRUMENTATION_NAME}/{target}"
         attributes: dict[str, AttributeValue] = {
@@ -106,14 +139,20 @@ class Tracing:
         finally:
             span.end()
 
-    @contextlib.contextmanager
-    def turn(self, msg: app_pb2.Turn) -> Iterator[None]:
+    def turn(self, msg: app_pb2.Turn) -> AbstractContextManager[None]:
         """A SERVER span for one turn, current while the handler runs.
 
         Current through contextvars, so calls the handler makes (and tasks it
         starts) become its children. An exception leaving the block is recorded
         and sets the span's status to ERROR.
         """
+        if not msg.traceparent and self._idle():
+            # What the no-op tracer would do: no span, no trace for the calls made.
+            return _UNTRACED
+        return self._turn_span(msg)
+
+    @contextlib.contextmanager
+    def _turn_span(self, msg: app_pb2.Turn) -> Iterator[None]:
         ref = msg.actor
         kind = msg.kind
         hook = _HOOKS.get(kind)
