@@ -46,6 +46,10 @@ pub struct Coalesced<T> {
     yielded: bool,
     /// How the flush waits its pass: see [`Coalesced::poll_flush`].
     defer: bool,
+    /// Off while a TLS handshake runs over this socket: a handshake that
+    /// fails writes its alert and drops the socket without a flush, and a
+    /// held alert would never leave (the peer would see a bare close).
+    holding: bool,
 }
 
 impl<T> Coalesced<T> {
@@ -60,7 +64,22 @@ impl<T> Coalesced<T> {
             written: 0,
             yielded: false,
             defer,
+            holding: true,
         }
+    }
+
+    /// As [`Coalesced::new`], but writing through until [`Coalesced::hold`]:
+    /// for a socket that carries a TLS handshake first.
+    pub fn after_handshake(inner: T) -> Self {
+        Self {
+            holding: false,
+            ..Self::new(inner)
+        }
+    }
+
+    /// Starts holding writes until each flush (the handshake is done).
+    pub fn hold(&mut self) {
+        self.holding = true;
     }
 
     /// The wrapped socket, e.g. for its peer's address.
@@ -85,7 +104,7 @@ impl<T: AsyncWrite + Unpin> Coalesced<T> {
     }
 
     fn holds_room_for(&self, len: usize) -> bool {
-        len < PASS_THROUGH && self.held.len().saturating_add(len) <= MAX_HELD
+        self.holding && len < PASS_THROUGH && self.held.len().saturating_add(len) <= MAX_HELD
     }
 }
 
@@ -282,6 +301,18 @@ mod tests {
         })
         .await
         .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_handshake_writes_through_until_holding_starts() {
+        let mut io = Coalesced::after_handshake(Writes::default());
+        io.write_all(b"alert").await.unwrap();
+        assert_eq!(io.inner.0, vec![b"alert".to_vec()]);
+        io.hold();
+        io.write_all(b"headers").await.unwrap();
+        assert_eq!(io.inner.0.len(), 1);
+        io.flush().await.unwrap();
+        assert_eq!(io.inner.0, vec![b"alert".to_vec(), b"headers".to_vec()]);
     }
 
     #[tokio::test]

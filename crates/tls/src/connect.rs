@@ -92,10 +92,12 @@ impl tower_service::Service<Uri> for Connector {
             tcp.set_nodelay(true)?;
             let name = ServerName::try_from(host)
                 .map_err(|e| invalid(format!("{uri}: not a host name or address: {e}")))?;
-            // Under TLS, so that a burst's records leave in one write.
-            let stream = tokio_rustls::TlsConnector::from(config)
-                .connect(name, Coalesced::new(tcp))
+            // Under TLS, so that a burst's records leave in one write; from
+            // the end of the handshake, so that a refusal's alert leaves.
+            let mut stream = tokio_rustls::TlsConnector::from(config)
+                .connect(name, Coalesced::after_handshake(tcp))
                 .await?;
+            stream.get_mut().0.hold();
             Ok(TokioIo::new(stream))
         })
     }

@@ -68,11 +68,13 @@ fn accept(
             }
             let acceptor = tokio_rustls::TlsAcceptor::from(config());
             let tx = tx.clone();
-            // Under TLS, so that a burst's records leave in one write.
-            let tcp = Coalesced::new(tcp);
+            // Under TLS, so that a burst's records leave in one write; from
+            // the end of the handshake, so that a refusal's alert leaves.
+            let tcp = Coalesced::after_handshake(tcp);
             tokio::spawn(async move {
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                    Ok(Ok(stream)) => {
+                    Ok(Ok(mut stream)) => {
+                        stream.get_mut().0.hold();
                         let _ = tx.send(Ok(stream)).await;
                     }
                     Ok(Err(error)) => {
