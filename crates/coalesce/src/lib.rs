@@ -12,8 +12,9 @@
 //! flushes, and lets each flush wait one pass of the scheduler, so the
 //! frames of tasks that pass woke leave in the same write.
 //!
-//! [`Connector`] dials TCP for `tonic`'s endpoints and wraps the socket;
-//! [`incoming`] wraps a listener's connections. TLS, when configured, goes on
+//! [`Connector`] dials TCP for `tonic`'s endpoints and wraps the socket,
+//! [`UnixConnector`] a Unix domain socket; [`incoming`] wraps a listener's
+//! connections. TLS, when configured, goes on
 //! top, so its records coalesce too.
 
 use std::future::Future;
@@ -238,12 +239,70 @@ impl tower_service::Service<Uri> for Connector {
     }
 }
 
+/// The socket path of a `unix:` address, in gRPC's forms (`unix:relative`,
+/// `unix:/absolute`, `unix:///absolute`); `None` for any other address.
+pub fn unix_socket_path(address: &str) -> Option<&str> {
+    let rest = address.strip_prefix("unix:")?;
+    Some(rest.strip_prefix("//").unwrap_or(rest))
+}
+
+/// Dials a Unix domain socket (a daemon's `--listen-unix`) for tonic's
+/// endpoints, whatever the endpoint's URI says.
+#[cfg(unix)]
+#[derive(Debug, Clone)]
+pub struct UnixConnector {
+    path: std::sync::Arc<std::path::Path>,
+}
+
+#[cfg(unix)]
+impl UnixConnector {
+    pub fn new(path: impl Into<std::path::PathBuf>) -> Self {
+        Self {
+            path: path.into().into(),
+        }
+    }
+}
+
+#[cfg(unix)]
+impl tower_service::Service<Uri> for UnixConnector {
+    type Response = TokioIo<Coalesced<tokio::net::UnixStream>>;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, io::Error>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), io::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Uri) -> Self::Future {
+        let path = self.path.clone();
+        Box::pin(async move {
+            let stream = tokio::net::UnixStream::connect(&*path).await?;
+            Ok(TokioIo::new(Coalesced::new(stream)))
+        })
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::future::poll_fn;
     use tokio::io::AsyncWriteExt;
+
+    #[test]
+    fn grpc_forms_of_a_unix_address_name_their_path() {
+        assert_eq!(
+            unix_socket_path("unix:/run/troupe.sock"),
+            Some("/run/troupe.sock")
+        );
+        assert_eq!(
+            unix_socket_path("unix:///run/troupe.sock"),
+            Some("/run/troupe.sock")
+        );
+        assert_eq!(unix_socket_path("unix:troupe.sock"), Some("troupe.sock"));
+        assert_eq!(unix_socket_path("127.0.0.1:7420"), None);
+        assert_eq!(unix_socket_path("http://unix:7420"), None);
+    }
 
     /// Records each write the socket would have made.
     #[derive(Default)]
