@@ -23,6 +23,7 @@ mod metrics_http;
 mod placement_cmd;
 mod server;
 mod telemetry;
+mod unix_listen;
 
 use std::process::ExitCode;
 

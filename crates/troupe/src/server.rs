@@ -29,6 +29,7 @@ use crate::config::{ServeConfig, StoreKind};
 use crate::forwarder::TransportForwarder;
 use crate::link_api::LinkApi;
 use crate::membership;
+use crate::unix_listen::{self, UnixSocket};
 use crate::{health_listen, metrics_http, telemetry};
 
 /// Room for protobuf framing around the largest payload we accept, so that
@@ -167,6 +168,10 @@ pub async fn run_until(
         )
     })?;
     let local = listener.local_addr()?;
+    let mut unix_socket = match &config.listen_unix {
+        Some(path) => Some(UnixSocket::bind(path).await?),
+        None => None,
+    };
     let advertise = match config.cluster.as_ref().and_then(|c| c.advertise.clone()) {
         Some(address) => address,
         // Other daemons cannot dial "every interface".
@@ -260,12 +265,16 @@ pub async fn run_until(
         }
         // Without Nagle's delay (a small call must not wait for a delayed
         // ACK), each burst of a connection's frames in one write.
-        None => tokio::spawn(
-            router.serve_with_incoming_shutdown(troupe_coalesce::incoming(listener), stopped),
-        ),
+        None => tokio::spawn(router.serve_with_incoming_shutdown(
+            unix_listen::merged(troupe_coalesce::incoming(listener), unix_socket.as_mut()),
+            stopped,
+        )),
     };
 
     info!(address = %local, store = %store.describe(), tls = tls.is_some(), "troupe daemon listening");
+    if let Some(socket) = &unix_socket {
+        info!(path = %socket.path().display(), "troupe daemon listening on a Unix socket too");
+    }
     on_listening(Listening {
         address: local,
         runtime: runtime.clone(),
@@ -321,6 +330,8 @@ pub async fn run_until(
         Ok(Err(e)) => warn!(error = %e, "gRPC server task failed"),
         Err(_) => warn!("gRPC server did not close its connections in time"),
     }
+    // Its file goes as soon as nothing is served on it.
+    drop(unix_socket);
     if let Some(metrics) = metrics {
         metrics.stop().await;
     }

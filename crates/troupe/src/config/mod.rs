@@ -34,6 +34,12 @@ pub struct ServeArgs {
     /// Address for the gRPC API [default: 127.0.0.1:7420]; port 0 picks a free one.
     #[arg(long, env = "TROUPE_LISTEN")]
     pub listen: Option<SocketAddr>,
+    /// Also serve the gRPC API on this Unix domain socket, for apps and
+    /// clients on the same machine or in the same pod (`unix:PATH` in the
+    /// SDKs): about half the kernel work per message of loopback TCP. Owner
+    /// and group may connect; tokens apply as on --listen [default: off].
+    #[arg(long, env = "TROUPE_LISTEN_UNIX")]
+    pub listen_unix: Option<PathBuf>,
     /// Directory for the embedded state store [default: ./troupe-data].
     #[arg(long, env = "TROUPE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
@@ -171,6 +177,7 @@ pub struct ServeArgs {
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     listen: Option<SocketAddr>,
+    listen_unix: Option<PathBuf>,
     data_dir: Option<PathBuf>,
     store: Option<String>,
     sled_cache_bytes: Option<u64>,
@@ -245,6 +252,8 @@ impl std::fmt::Debug for PostgresUrl {
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     pub listen: SocketAddr,
+    /// A Unix domain socket serving the same API; `None`: TCP only.
+    pub listen_unix: Option<PathBuf>,
     /// Worker threads of the daemon's async runtime.
     pub threads: usize,
     pub store: StoreKind,
@@ -436,6 +445,14 @@ impl ServeArgs {
                 tracing::warn!(%listen, "listening beyond loopback without TLS: tokens and calls cross the network in plaintext; give --tls-cert, --tls-key and --tls-ca (docs/security.md)");
             }
         }
+        let listen_unix = self.listen_unix.clone().or(file.listen_unix);
+        if let (Some(path), Some(_)) = (&listen_unix, &tls) {
+            anyhow::bail!(
+                "--listen-unix {} serves without TLS, which would let local callers past the \
+                 TLS settings of --listen; use one or the other",
+                path.display()
+            );
+        }
         if let Some(metrics) = metrics_listen {
             if !metrics.ip().is_loopback() && !insecure && api_tokens.is_none() {
                 anyhow::bail!(
@@ -455,6 +472,7 @@ impl ServeArgs {
         runtime.check()?;
         Ok(ServeConfig {
             listen,
+            listen_unix,
             threads,
             store,
             sled_cache_bytes: sled_cache_bytes(self.sled_cache_bytes.or(file.sled_cache_bytes))?,

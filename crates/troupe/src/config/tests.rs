@@ -476,3 +476,34 @@ fn threads_default_to_the_cpus_size_the_workers_and_zero_is_refused() -> anyhow:
     assert!(refused.contains("--threads"), "{refused}");
     Ok(())
 }
+
+#[test]
+fn a_unix_socket_comes_from_the_flag_or_the_file_and_never_beside_tls() -> anyhow::Result<()> {
+    let flag = serve_flags(&["--listen-unix", "/run/troupe/troupe.sock"])?.resolve()?;
+    assert_eq!(
+        flag.listen_unix,
+        Some(PathBuf::from("/run/troupe/troupe.sock"))
+    );
+    let file = from_file("listen_unix = \"/tmp/t.sock\"\n")?;
+    assert_eq!(file.listen_unix, Some(PathBuf::from("/tmp/t.sock")));
+    assert_eq!(ServeArgs::default().resolve()?.listen_unix, None);
+
+    // The socket serves without TLS: with it on, local callers would bypass it.
+    let dir = tempfile::tempdir()?;
+    let file = |name: &str| Some(dir.path().join(name));
+    let both = ServeArgs {
+        listen_unix: Some(PathBuf::from("/tmp/t.sock")),
+        tls: super::TlsArgs {
+            cert: file("d.pem"),
+            key: file("d.key"),
+            ca: file("ca.pem"),
+            ..super::TlsArgs::default()
+        },
+        ..ServeArgs::default()
+    };
+    let Err(e) = both.resolve() else {
+        anyhow::bail!("--listen-unix beside TLS was accepted");
+    };
+    assert!(e.to_string().contains("--listen-unix"), "{e}");
+    Ok(())
+}
