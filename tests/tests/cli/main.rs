@@ -9,6 +9,7 @@
 mod act;
 mod inspect;
 mod offline;
+mod unix_socket;
 
 use std::process::ExitStatus;
 

@@ -120,6 +120,38 @@ pub fn exit_code(error: &anyhow::Error) -> ExitCode {
     ExitCode::from(exit as u8)
 }
 
+/// A daemon's `--listen-unix` socket (`--addr unix:/path`), which serves
+/// without TLS.
+async fn connect_unix(target: &Target, addr: &str, path: &str) -> anyhow::Result<Daemon> {
+    if target.tls.tls_ca.is_some() {
+        return Err(fail(
+            Exit::Usage,
+            format!(
+                "--addr {addr} is a daemon's Unix socket, which serves without TLS: drop the TLS \
+                 options (or TROUPE_TLS_CA) or give its host:port"
+            ),
+        ));
+    }
+    let channel = Endpoint::from_static("http://localhost")
+        .connect_timeout(CONNECT_TIMEOUT)
+        .connect_with_connector(troupe_coalesce::UnixConnector::new(path))
+        .await
+        .map_err(|e| {
+            fail(
+                Exit::Unreachable,
+                format!(
+                    "cannot reach the troupe daemon at {addr} ({}): is `troupe serve \
+                     --listen-unix {path}` running, and may this user open the socket?",
+                    root_cause(&e)
+                ),
+            )
+        })?;
+    Ok(Daemon {
+        channel: InterceptedService::new(channel, api_token()?),
+        addr: addr.to_owned(),
+    })
+}
+
 /// A connection to a daemon that sends the API token with every call.
 type Authed = InterceptedService<Channel, BearerToken>;
 
@@ -137,6 +169,9 @@ fn api_token() -> anyhow::Result<BearerToken> {
 
 async fn connect(target: &Target) -> anyhow::Result<Daemon> {
     let addr = target.addr.trim();
+    if let Some(path) = troupe_coalesce::unix_socket_path(addr) {
+        return connect_unix(target, addr, path).await;
+    }
     let uri = if addr.contains("://") {
         addr.to_owned()
     } else {
