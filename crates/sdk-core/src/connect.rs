@@ -13,7 +13,9 @@ use crate::ConnectError;
 /// How to reach one daemon.
 #[derive(Debug, Clone, Default)]
 pub struct ConnectOptions {
-    /// `host:port`, optionally with `http://`/`https://` in front.
+    /// `host:port`, optionally with `http://`/`https://` in front, or
+    /// `unix:PATH` (also `unix://` + an absolute path, as gRPC names it) for
+    /// a daemon's `--listen-unix` socket.
     pub address: String,
     /// TLS on, with these PEM files' contents; `None` is plaintext (a sidecar
     /// on loopback).
@@ -81,6 +83,9 @@ impl ConnectOptions {
 ///
 /// Must be called inside a tokio runtime.
 pub fn channel(options: &ConnectOptions) -> Result<Channel, ConnectError> {
+    if let Some(path) = troupe_coalesce::unix_socket_path(&options.address) {
+        return unix_channel(options, path);
+    }
     let bare = options
         .address
         .strip_prefix("http://")
@@ -111,4 +116,34 @@ pub fn channel(options: &ConnectOptions) -> Result<Channel, ConnectError> {
             .map_err(|e| ConnectError::Tls(e.to_string()))?;
     }
     Ok(endpoint.connect_with_connector_lazy(troupe_coalesce::Connector))
+}
+
+#[cfg(unix)]
+fn unix_channel(options: &ConnectOptions, path: &str) -> Result<Channel, ConnectError> {
+    let bad = |reason: &str| ConnectError::Address {
+        address: options.address.clone(),
+        reason: reason.to_owned(),
+    };
+    if path.is_empty() {
+        return Err(bad(
+            "it names no socket path; give unix:/path/to/troupe.sock",
+        ));
+    }
+    if options.tls.is_some() {
+        return Err(bad(
+            "a daemon's Unix socket serves without TLS; drop the TLS options or dial its TCP address",
+        ));
+    }
+    // The URI only names the :authority header; the connector ignores it.
+    let endpoint =
+        Endpoint::from_static("http://localhost").connect_timeout(Duration::from_secs(20));
+    Ok(endpoint.connect_with_connector_lazy(troupe_coalesce::UnixConnector::new(path)))
+}
+
+#[cfg(not(unix))]
+fn unix_channel(options: &ConnectOptions, _: &str) -> Result<Channel, ConnectError> {
+    Err(ConnectError::Address {
+        address: options.address.clone(),
+        reason: "Unix sockets are not available on this platform; dial host:port".into(),
+    })
 }

@@ -64,17 +64,22 @@ def open_channel(
     max_receive_bytes: int | None = None,
     credentials: grpc.ChannelCredentials | None = None,
 ) -> grpc.aio.Channel:
-    """A TLS channel with ``credentials``, else a plaintext one (a sidecar on loopback).
+    """A TLS channel with ``credentials``, else a plaintext one (a sidecar on loopback,
+    or on the daemon's Unix socket: ``unix:/path/to/troupe.sock``).
 
     ``max_receive_bytes`` bounds one received message (None: no bound).
     """
     target = address.removeprefix("http://")
-    options = CHANNEL_OPTIONS
+    options: list[tuple[str, int | str]] = [*CHANNEL_OPTIONS]
     if max_receive_bytes is not None:
         options = [
             ("grpc.max_receive_message_length", max_receive_bytes),
             *(o for o in CHANNEL_OPTIONS if o[0] != "grpc.max_receive_message_length"),
         ]
+    if target.startswith("unix:"):
+        # gRPC names a socket's path as the :authority, which the daemon's HTTP/2
+        # server refuses as no authority at all (RST_STREAM, PROTOCOL_ERROR).
+        options = [*options, ("grpc.default_authority", "localhost")]
     if credentials is not None:
         return grpc.aio.secure_channel(target, credentials, options=options)
     return grpc.aio.insecure_channel(target, options=options)
