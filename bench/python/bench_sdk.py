@@ -1,6 +1,6 @@
 """Throughput and latency of the Python SDK on both sides of a local troupe daemon.
 
-    python bench/python/bench_sdk.py [--duration 5] [--max-calls 20000] [--actors 1000]
+    python bench/python/bench_sdk.py [--duration 5] [--max-calls 20000] [--actors 1000] [--unix]
 
 Starts its own daemon ($TROUPE_BIN, default target/debug/troupe) on a free
 127.0.0.1 port with a temporary data dir, and an app process (this file with
@@ -256,6 +256,9 @@ async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"
+    # With --unix, the app and the client reach the daemon on its Unix socket.
+    sdk_address = f"unix:{tmp / 'troupe.sock'}" if args.unix else address
+    unix_args = ["--listen-unix", str(tmp / "troupe.sock")] if args.unix else []
     daemon = await asyncio.create_subprocess_exec(
         str(binary),
         "serve",
@@ -263,6 +266,7 @@ async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO
         address,
         "--data-dir",
         str(tmp / "data"),
+        *unix_args,
         stdout=log,
         stderr=asyncio.subprocess.STDOUT,
     )
@@ -273,7 +277,7 @@ async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO
             sys.executable,
             __file__,
             "--app",
-            address,
+            sdk_address,
             stdout=asyncio.subprocess.PIPE,
         )
         assert app.stdout is not None
@@ -281,11 +285,11 @@ async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO
         if line.strip() != b"registered":
             raise SystemExit(f"bench app did not register (said {line!r})")
         print(
-            f"daemon {binary} at {address}; {args.actors} actors per type;"
+            f"daemon {binary} at {sdk_address}; {args.actors} actors per type;"
             f" SDK core: {troupe._core.name()}",
             flush=True,
         )
-        async with troupe.Client(address, timeout=30) as client:
+        async with troupe.Client(sdk_address, timeout=30) as client:
             await warm_up(client, args.actors)
             results = []
             for sc in SCENARIOS:
@@ -319,6 +323,11 @@ def main() -> None:
     parser.add_argument("--max-calls", type=int, default=20_000, help="calls per scenario")
     parser.add_argument("--actors", type=int, default=1000, help="actor ids per actor type")
     parser.add_argument("--json", metavar="FILE", help="also write the figures to FILE as JSON")
+    parser.add_argument(
+        "--unix",
+        action="store_true",
+        help="app and client reach the daemon on its Unix socket (--listen-unix), not TCP",
+    )
     args = parser.parse_args()
     if args.app:
         run_app(args.app)
