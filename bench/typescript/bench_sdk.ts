@@ -1,6 +1,6 @@
 // Throughput and latency of the TypeScript SDK on both sides of a local troupe daemon.
 //
-//     bench/typescript/run_bench.sh [--duration 5] [--max-calls 20000] [--actors 1000]
+//     bench/typescript/run_bench.sh [--duration 5] [--max-calls 20000] [--actors 1000] [--unix]
 //
 // Starts its own daemon ($TROUPE_BIN, default target/debug/troupe) on an ephemeral
 // 127.0.0.1 port with a temporary data dir, and an app process (this file with
@@ -231,6 +231,8 @@ async function main(): Promise<void> {
       duration: { type: "string", default: "5" },
       "max-calls": { type: "string", default: "20000" },
       actors: { type: "string", default: "1000" },
+      // The app and the client reach the daemon on its Unix socket (--listen-unix), not TCP.
+      unix: { type: "boolean", default: false },
     },
   });
   if (values.app !== undefined) {
@@ -249,10 +251,14 @@ async function main(): Promise<void> {
   let daemon: ChildProcess | undefined;
   let app: ChildProcess | undefined;
   try {
-    daemon = spawn(binary, ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(tmp, "data")], { stdio: ["ignore", "pipe", "pipe"] });
+    const socket = join(tmp, "troupe.sock");
+    const unixArgs = values.unix ? ["--listen-unix", socket] : [];
+    daemon = spawn(binary, ["serve", "--listen", "127.0.0.1:0", "--data-dir", join(tmp, "data"), ...unixArgs], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     daemon.stderr?.pipe(log);
     const m = await firstLine(daemon, /^troupe listening on (127\.0\.0\.1:\d+)$/, 20_000, "daemon start");
-    const address = m[1] ?? "";
+    const address = values.unix ? `unix:${socket}` : (m[1] ?? "");
     app = spawn(process.execPath, [fileURLToPath(import.meta.url), "--app", address], { stdio: ["ignore", "pipe", "inherit"] });
     await firstLine(app, /^registered$/, 30_000, "bench app registration");
     console.log(`daemon ${binary} at ${address}; ${actors} actors per type; node ${process.version}; TROUPE_SDK_CORE=${process.env["TROUPE_SDK_CORE"] ?? "(unset: native if it loads)"}`);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs bench_sdk.ts (the TypeScript SDK on both sides of a local daemon).
 #
-#   bench/typescript/run_bench.sh [--duration 5] [--max-calls 20000] [--actors 1000]
+#   bench/typescript/run_bench.sh [--duration 5] [--max-calls 20000] [--actors 1000] [--unix]
 #
 # TROUPE_BIN: daemon binary (default target/debug/troupe). TROUPE_SDK_CORE=js|native
 # picks the SDK's core on both sides (default: native when its addon loads; build it

@@ -36,8 +36,8 @@ pub struct ServeArgs {
     pub listen: Option<SocketAddr>,
     /// Also serve the gRPC API on this Unix domain socket, for apps and
     /// clients on the same machine or in the same pod (`unix:PATH` in the
-    /// SDKs): about half the kernel work per message of loopback TCP. Owner
-    /// and group may connect; tokens apply as on --listen [default: off].
+    /// SDKs and the CLI): only the file's owner and group may connect, and
+    /// no port is taken; tokens apply as on --listen [default: off].
     #[arg(long, env = "TROUPE_LISTEN_UNIX")]
     pub listen_unix: Option<PathBuf>,
     /// Directory for the embedded state store [default: ./troupe-data].
