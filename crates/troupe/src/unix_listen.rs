@@ -10,7 +10,7 @@
 //! as on TCP.
 
 use std::io;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -52,6 +52,10 @@ pub enum UnixListenError {
 pub struct UnixSocket {
     listener: Option<UnixListener>,
     path: PathBuf,
+    /// The file's device and inode when bound: a file someone put at the
+    /// path since (another daemon's, after ours was deleted) is not ours to
+    /// remove.
+    file: Option<(u64, u64)>,
 }
 
 impl UnixSocket {
@@ -80,11 +84,15 @@ impl UnixSocket {
             Err(e) => return Err(io(e)),
         }
         let listener = UnixListener::bind(path).map_err(io)?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE)).map_err(io)?;
-        Ok(Self {
+        // Made before the permissions are set, so a failure there still
+        // removes the file.
+        let socket = Self {
             listener: Some(listener),
             path: path.to_owned(),
-        })
+            file: identity(path),
+        };
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE)).map_err(io)?;
+        Ok(socket)
     }
 
     pub fn path(&self) -> &Path {
@@ -102,9 +110,17 @@ impl UnixSocket {
     }
 }
 
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|meta| (meta.dev(), meta.ino()))
+}
+
 impl Drop for UnixSocket {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        if self.file.is_some() && identity(&self.path) == self.file {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -221,6 +237,23 @@ mod tests {
         ));
         drop(live);
         assert!(!path.exists(), "the socket file is removed with the daemon");
+    }
+
+    #[tokio::test]
+    async fn a_socket_put_in_place_of_ours_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("troupe.sock");
+        let ours = UnixSocket::bind(&path).await.unwrap();
+        // Someone deleted our file and another daemon bound the path.
+        std::fs::remove_file(&path).unwrap();
+        let theirs = UnixSocket::bind(&path).await.unwrap();
+        drop(ours);
+        assert!(
+            path.exists(),
+            "the other daemon's socket is not ours to remove"
+        );
+        drop(theirs);
+        assert!(!path.exists());
     }
 
     #[tokio::test]
