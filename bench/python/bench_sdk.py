@@ -257,8 +257,9 @@ async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"
     # With --unix, the app and the client reach the daemon on its Unix socket.
-    sdk_address = f"unix:{tmp / 'troupe.sock'}" if args.unix else address
-    unix_args = ["--listen-unix", str(tmp / "troupe.sock")] if args.unix else []
+    sock = tmp / "troupe.sock"
+    sdk_address = f"unix:{sock}" if args.unix else address
+    unix_args = ["--listen-unix", str(sock)] if args.unix else []
     daemon = await asyncio.create_subprocess_exec(
         str(binary),
         "serve",

@@ -10,6 +10,11 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 
 use crate::ConnectError;
 
+/// How long one dial may take, on TCP or a Unix socket. As the Python SDK's
+/// channel options: a sidecar on loopback is picked up again within a couple
+/// of seconds.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// How to reach one daemon.
 #[derive(Debug, Clone, Default)]
 pub struct ConnectOptions {
@@ -103,9 +108,7 @@ pub fn channel(options: &ConnectOptions) -> Result<Channel, ConnectError> {
     };
     let mut endpoint = Endpoint::from_shared(uri)
         .map_err(|e| bad(e.to_string()))?
-        // As the Python SDK's channel options: a sidecar on loopback is
-        // picked up again within a couple of seconds.
-        .connect_timeout(Duration::from_secs(20));
+        .connect_timeout(CONNECT_TIMEOUT);
     if let Some(tls) = &options.tls {
         let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&tls.ca));
         if let Some((cert, key)) = &tls.identity {
@@ -135,8 +138,7 @@ fn unix_channel(options: &ConnectOptions, path: &str) -> Result<Channel, Connect
         ));
     }
     // The URI only names the :authority header; the connector ignores it.
-    let endpoint =
-        Endpoint::from_static("http://localhost").connect_timeout(Duration::from_secs(20));
+    let endpoint = Endpoint::from_static("http://localhost").connect_timeout(CONNECT_TIMEOUT);
     Ok(endpoint.connect_with_connector_lazy(troupe_coalesce::UnixConnector::new(path)))
 }
 
