@@ -78,7 +78,13 @@ impl UnixSocket {
                         path: path.to_owned(),
                     })
                 }
-                Err(_) => std::fs::remove_file(path).map_err(io)?,
+                // Refused: nothing listens, the file is a stopped daemon's.
+                // Any other failure (no permission to connect, say) leaves it:
+                // a daemon may still answer there.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    std::fs::remove_file(path).map_err(io)?;
+                }
+                Err(e) => return Err(io(e)),
             },
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io(e)),
