@@ -398,7 +398,6 @@ mod tests {
                 data: Bytes::from_static(b"r"),
             }),
             epoch: None,
-            stored_due: None,
         }
     }
 

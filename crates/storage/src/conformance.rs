@@ -81,7 +81,6 @@ fn put(record: ReminderRecord) -> ReminderWrite {
     ReminderWrite {
         op: ReminderOp::Put(record),
         epoch: None,
-        stored_due: None,
     }
 }
 
@@ -89,7 +88,6 @@ fn delete(key: ReminderKey) -> ReminderWrite {
     ReminderWrite {
         op: ReminderOp::Delete(key),
         epoch: None,
-        stored_due: None,
     }
 }
 
@@ -147,25 +145,20 @@ pub async fn reminders(store: &dyn ReminderStore) -> Result<(), StoreError> {
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].data, Bytes::from("a/r1"));
     assert!(store.get_reminder(&rec("b", "r1", 0).key).await?.is_some());
-    stored_due_hints(store).await
+    moves_leave_no_index_behind(store).await
 }
 
-/// `stored_due` hints, right (as a firing gives them) and wrong (a firing
-/// that raced a newer write): either way the index follows the records.
-async fn stored_due_hints(store: &dyn ReminderStore) -> Result<(), StoreError> {
-    let hinted = |op: ReminderOp, due: u64| ReminderWrite {
-        op,
-        epoch: None,
-        stored_due: Some(due),
-    };
+/// A put that moves a reminder, and a delete, leave nothing at the old due
+/// time, in the same batch as the first put or in later ones.
+async fn moves_leave_no_index_behind(store: &dyn ReminderStore) -> Result<(), StoreError> {
     store
-        .apply_reminders(&[put(rec("h", "right", 1_000)), put(rec("h", "wrong", 1_000))])
+        .apply_reminders(&[put(rec("h", "moved", 1_000)), put(rec("h", "twice", 1_000))])
         .await?;
-    // Right: moved on from 1000 to 1500. Wrong: stored at 1000, said 1100.
     store
         .apply_reminders(&[
-            hinted(ReminderOp::Put(rec("h", "right", 1_500)), 1_000),
-            hinted(ReminderOp::Put(rec("h", "wrong", 1_600)), 1_100),
+            put(rec("h", "moved", 1_500)),
+            put(rec("h", "twice", 1_200)),
+            put(rec("h", "twice", 1_600)),
         ])
         .await?;
     let due = |from: u64| async move {
@@ -179,30 +172,33 @@ async fn stored_due_hints(store: &dyn ReminderStore) -> Result<(), StoreError> {
                 .collect::<Vec<_>>(),
         )
     };
-    // Nothing fires at the old due time, whatever the hint said; twice, as
-    // a store may clean up what a wrong hint left at its next write.
+    // Twice, as a store may clean up at its next write what a load skipped.
     for _ in 0..2 {
         assert_eq!(
             due(999).await?,
-            vec![("right".into(), 1_500), ("wrong".into(), 1_600)]
+            vec![("moved".into(), 1_500), ("twice".into(), 1_600)]
         );
         store.apply_reminders(&[]).await?;
     }
-    // A wrong hint on a delete still deletes.
-    store
+    let deleted = store
         .apply_reminders(&[
-            hinted(ReminderOp::Delete(rec("h", "right", 0).key), 1_500),
-            hinted(ReminderOp::Delete(rec("h", "wrong", 0).key), 1_000),
+            delete(rec("h", "moved", 0).key),
+            delete(rec("h", "twice", 0).key),
+            delete(rec("h", "twice", 0).key),
         ])
         .await?;
+    assert_eq!(
+        deleted,
+        vec![
+            ReminderApplied::Deleted { existed: true },
+            ReminderApplied::Deleted { existed: true },
+            ReminderApplied::Deleted { existed: false },
+        ]
+    );
     for _ in 0..2 {
         assert!(due(999).await?.is_empty());
         store.apply_reminders(&[]).await?;
     }
-    assert!(store
-        .get_reminder(&rec("h", "wrong", 0).key)
-        .await?
-        .is_none());
     Ok(())
 }
 
@@ -260,11 +256,7 @@ pub async fn fencing(
 
     // Reminder writes share the actor's epoch: the old owner's are refused
     // (and nothing of them lands), the new owner's pass.
-    let at = |epoch: Option<Epoch>, op: ReminderOp| ReminderWrite {
-        op,
-        epoch,
-        stored_due: None,
-    };
+    let at = |epoch: Option<Epoch>, op: ReminderOp| ReminderWrite { op, epoch };
     let key = |id: &str| ReminderKey {
         actor_type: "f".into(),
         actor_id: id.into(),

@@ -49,13 +49,6 @@ impl ReminderOp {
 pub struct ReminderWrite {
     pub op: ReminderOp,
     pub epoch: Option<crate::Epoch>,
-    /// The due time of the version the writer believes is stored (a firing
-    /// knows the one it fired), `None` when it does not know. A store may
-    /// trust it instead of reading the record first; a wrong one must not
-    /// make anything fire (at worst it leaves an index entry behind that the
-    /// store skips and removes). A delete given one may answer `existed: true`
-    /// without looking.
-    pub stored_due: Option<u64>,
 }
 
 /// What became of one [`ReminderWrite`].
@@ -73,10 +66,12 @@ pub enum ReminderApplied {
 /// Where reminders and alarms live.
 #[async_trait]
 pub trait ReminderStore: Send + Sync + std::fmt::Debug + 'static {
-    /// Applies `writes` as one atomic and durable batch, every put before
+    /// Applies `writes`, durably once it returns `Ok`, every put before
     /// every delete (a delete queued with a put of the same reminder wins),
     /// except writes refused by their actor's epoch. Returns one answer per
-    /// write, in order.
+    /// write, in order. Each write is atomic; the batch need not be: after a
+    /// crash (or an error) mid-batch, some of its writes, taken in that
+    /// order, may stand, each wholly.
     async fn apply_reminders(
         &self,
         writes: &[ReminderWrite],

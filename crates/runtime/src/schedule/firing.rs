@@ -186,17 +186,14 @@ impl Scheduler {
             if touched {
                 (None, false)
             } else {
-                // The firing's version is the stored one unless a write
-                // failed or raced it; the store copes with a wrong hint.
-                let stored_due = Some(record.due_unix_ms);
                 let queued = match &next {
                     Some(next) => {
                         let latest = q.latest_of_put(next);
-                        self.enqueue(&mut q, ReminderOp::Put(next.clone()), stored_due, latest)
+                        self.enqueue(&mut q, ReminderOp::Put(next.clone()), latest)
                     }
                     None => {
                         let op = ReminderOp::Delete(record.key.clone());
-                        self.enqueue(&mut q, op, stored_due, || Latest::Settled)
+                        self.enqueue(&mut q, op, || Latest::Settled)
                     }
                 };
                 let wake = next.as_ref().is_some_and(|n| Self::track_locked(&mut q, n));

@@ -7,7 +7,7 @@
 //! rows, not a million timers.
 //!
 //! Every reminder write goes through one writer task that applies whatever
-//! has queued up as one atomic, durable batch (group commit), in order. A
+//! has queued up as one durable batch (group commit), in order. A
 //! firing's bookkeeping is dropped when a `set` or `delete` of the same
 //! reminder came meanwhile, so it never overwrites the newer call.
 //!
@@ -191,22 +191,19 @@ impl Scheduler {
     async fn delete_unloaded(&self, key: ReminderKey) -> Result<bool, CallError> {
         let done = {
             let mut q = self.queue.lock();
-            self.enqueue(&mut q, ReminderOp::Delete(key), None, || Latest::Settled)?
+            self.enqueue(&mut q, ReminderOp::Delete(key), || Latest::Settled)?
         };
         Self::finished(done).await
     }
 
     /// Queues a write, with the owner epoch this daemon holds its actor
-    /// under now; the writer applies queued writes in order. `stored_due`:
-    /// the due time of the version the store holds, when known (a firing
-    /// knows it), which saves the store a read. `latest`: what the write
-    /// leaves in memory, for a load in flight. Under the queue lock, so
+    /// under now; the writer applies queued writes in order. `latest`: what
+    /// the write leaves in memory, for a load in flight. Under the queue lock, so
     /// writes are numbered in the order the writer gets them.
     fn enqueue(
         &self,
         q: &mut Queue,
         op: ReminderOp,
-        stored_due: Option<u64>,
         latest: impl FnOnce() -> Latest,
     ) -> Result<oneshot::Receiver<Result<bool, CallError>>, CallError> {
         let key = op.key();
@@ -224,11 +221,7 @@ impl Scheduler {
         let (done, rx) = oneshot::channel();
         q.window.note(key, latest);
         let seq = q.window.next_seq();
-        let write = ReminderWrite {
-            op,
-            epoch,
-            stored_due,
-        };
+        let write = ReminderWrite { op, epoch };
         self.writes
             .send(WriteRequest { write, done, seq })
             .map_err(|_| CallError::from(Unavailable::ShuttingDown))?;
@@ -268,7 +261,7 @@ impl Scheduler {
                 *touched = true;
             }
             let latest = q.latest_of_put(&record);
-            let done = self.enqueue(&mut q, ReminderOp::Put(record.clone()), None, latest)?;
+            let done = self.enqueue(&mut q, ReminderOp::Put(record.clone()), latest)?;
             (done, Self::track_locked(&mut q, &record))
         };
         if wake {
@@ -293,9 +286,7 @@ impl Scheduler {
                 *touched = true;
             }
             q.live.remove(&key);
-            self.enqueue(&mut q, ReminderOp::Delete(key.clone()), None, || {
-                Latest::Settled
-            })?
+            self.enqueue(&mut q, ReminderOp::Delete(key.clone()), || Latest::Settled)?
         };
         Self::finished(done).await
     }

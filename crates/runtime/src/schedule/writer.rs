@@ -1,5 +1,5 @@
 //! The reminder writer: one task applies every reminder write, in order,
-//! batching whatever has queued into one atomic, durable store write (group
+//! batching whatever has queued into one durable store write (group
 //! commit).
 
 use std::future::Future;
@@ -80,7 +80,7 @@ pub(crate) async fn run_writer(
     }
 }
 
-/// Writes `batch` as one atomic store write and answers each request.
+/// Writes `batch` as one store write and answers each request.
 async fn apply(
     store: &dyn ReminderStore,
     batch: &mut Vec<WriteRequest>,

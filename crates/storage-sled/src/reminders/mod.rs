@@ -21,15 +21,14 @@ use write::{index_parts, indexes, Prepared};
 /// Reminders in the daemon's sled database, beside the state.
 ///
 /// One tree (`reminders`) holds both the records and the due-time index,
-/// under different key prefixes, so one `apply_batch` changes both
-/// atomically (sled's multi-tree transactions cost several times more per
-/// reminder):
+/// under different key prefixes:
 /// `R | actor prefix | name` → `due (u64 BE) | data`;
 /// `D | due (u64 BE) | actor prefix | name` → ().
 ///
 /// An index entry whose due time is not its record's is an orphan, left by
-/// a wrong `stored_due` hint (see [`write`]): loads skip it, and the next
-/// batch removes it.
+/// a batch a crash cut short (see [`write`]) or seen by a load while a
+/// batch changes that reminder: loads skip it, and the next batch removes it
+/// if it still is one.
 ///
 /// The database is the state store's, re-opened after an I/O error by
 /// whichever store meets it first (see [`crate::db`]).
@@ -249,5 +248,78 @@ mod tests {
         let dir = tempfile::tempdir().map_err(|e| StoreError::Io(e.to_string()))?;
         let store = SledStore::open(dir.path())?;
         troupe_storage::conformance::reminders(&SledReminders::open(&store)?).await
+    }
+
+    fn key(name: &str) -> ReminderKey {
+        ReminderKey {
+            actor_type: "t".into(),
+            actor_id: "a".into(),
+            name: name.into(),
+        }
+    }
+
+    fn put(name: &str, due: u64) -> ReminderWrite {
+        ReminderWrite {
+            op: troupe_storage::ReminderOp::Put(ReminderRecord {
+                key: key(name),
+                due_unix_ms: due,
+                data: Bytes::from_static(b"d"),
+            }),
+            epoch: None,
+        }
+    }
+
+    /// Index entries left in the tree, as (due, name).
+    async fn index(reminders: &SledReminders) -> Result<Vec<u64>, StoreError> {
+        reminders
+            .db
+            .read(|db| {
+                let mut dues = Vec::new();
+                for item in db.reminders.scan_prefix([BY_DUE]) {
+                    let (k, _) = item?;
+                    if let Some((due, _)) = index_parts(&k) {
+                        dues.push(u64::from_be_bytes(due.try_into().unwrap_or_default()));
+                    }
+                }
+                Ok(dues)
+            })
+            .await
+    }
+
+    /// A batch is single-key operations (see `write`): a crash may stop one
+    /// after any of them. Each such state fires every reminder as it was or
+    /// as written, and the next batch removes what the cut left.
+    #[tokio::test]
+    async fn a_batch_cut_short_fires_each_reminder_as_it_was_or_as_written(
+    ) -> Result<(), StoreError> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Io(e.to_string()))?;
+        let store = SledStore::open(dir.path())?;
+        let reminders = SledReminders::open(&store)?;
+        reminders
+            .apply_reminders(&[put("moving", 1_000), put("deleted", 1_100)])
+            .await?;
+        // Cut after the first operation of moving "moving" to 500 (its new
+        // index entry) and of deleting "deleted" (its record).
+        let (moving, deleted) = (due_key(500, &key("moving")), record_key(&key("deleted")));
+        reminders
+            .db
+            .write(0, move |db| {
+                db.reminders.insert(moving, &[] as &[u8])?;
+                db.reminders.remove(deleted)?;
+                Ok(())
+            })
+            .await?;
+        assert_eq!(index(&reminders).await?, vec![500, 1_000, 1_100]);
+
+        let due = reminders.due_reminders(None, 2_000, 10).await?;
+        let due: Vec<_> = due
+            .iter()
+            .map(|r| (r.key.name.as_str(), r.due_unix_ms))
+            .collect();
+        assert_eq!(due, vec![("moving", 1_000)]);
+        assert!(reminders.get_reminder(&key("deleted")).await?.is_none());
+        reminders.apply_reminders(&[]).await?;
+        assert_eq!(index(&reminders).await?, vec![1_000]);
+        Ok(())
     }
 }

@@ -1,14 +1,25 @@
-//! One batch of reminder writes as one sled batch: each put is a record and
-//! an index entry, each delete two removals, and the old index entry of a
-//! reminder that moves is found from the record, or from the writer's
-//! `stored_due` hint without reading it.
+//! A batch of reminder writes as single-key sled operations, ordered so
+//! that a crash between any two of them leaves every reminder either as it
+//! was or as written.
 //!
-//! A wrong hint removes an index entry that is not there and leaves the real
-//! one behind, pointing at a record that moved on or is gone. Loads skip
-//! such an entry (its due time is not the record's) and hand it back as an
-//! orphan; the next batch removes it if it is still one.
-
-use std::collections::HashMap;
+//! Not one `sled::Batch`: sled applies a batch under its process-wide write
+//! lock, which every read of every tree waits for, so the scheduler's loads
+//! stalled behind each group commit (in `cargo bench -p troupe-runtime
+//! --bench reminders` firings followed the loads, 18–40k/s against 50k/s due).
+//! Single-key operations take that lock shared and run beside the loads.
+//!
+//! sled recovers a prefix of its log, so after a crash the store holds the
+//! effect of some first operations of a batch. The order makes each such
+//! prefix harmless:
+//! - a put inserts its new index entry, then the record (whose old value
+//!   names the old due time), then removes the old index entry;
+//! - a delete removes the record (its old value names the due time), then
+//!   the index entry.
+//!
+//! What a cut-short batch leaves is at worst an index entry whose due time is
+//! not its record's: an orphan. Loads skip it and hand it back, and the next
+//! batch removes it if it is still one. The record's old value comes back
+//! from the write that replaces or removes it, so no write reads first.
 
 use troupe_storage::{ReminderApplied, ReminderOp, ReminderWrite};
 
@@ -21,12 +32,10 @@ pub(super) struct Prepared {
     bare: Vec<u8>,
     /// `Some(due | data)`: a put; `None`: a delete.
     value: Option<Vec<u8>>,
-    hint: Option<[u8; 8]>,
 }
 
 impl Prepared {
     pub(super) fn new(write: &ReminderWrite) -> Self {
-        let hint = write.stored_due.map(u64::to_be_bytes);
         match &write.op {
             ReminderOp::Put(r) => {
                 let mut value = r.due_unix_ms.to_be_bytes().to_vec();
@@ -34,13 +43,11 @@ impl Prepared {
                 Self {
                     bare: super::bare_key(&r.key),
                     value: Some(value),
-                    hint,
                 }
             }
             ReminderOp::Delete(key) => Self {
                 bare: super::bare_key(key),
                 value: None,
-                hint,
             },
         }
     }
@@ -71,66 +78,42 @@ pub(super) fn indexes(record: Option<&[u8]>, due: &[u8]) -> bool {
 /// Applies `writes` (every put before every delete, see the trait) and
 /// removes those of `orphans` (whole index keys) that still are orphans.
 /// Runs on the blocking pool, the only writer of the tree (the scheduler's
-/// single writer calls it), so what it reads cannot change before the batch
-/// applies.
+/// single writer calls it), so what it reads cannot change under it.
 pub(super) fn apply(
     db: &Handles,
     writes: &[Prepared],
     orphans: &[Vec<u8>],
 ) -> Result<Vec<ReminderApplied>, Failure> {
     let tree = &db.reminders;
-    let mut batch = sled::Batch::default();
-    // First, so that a put in this batch that re-creates the same entry
-    // overrides the removal.
     for orphan in orphans {
         let Some((due, bare)) = index_parts(orphan) else {
             continue;
         };
         if !indexes(tree.get(tagged(RECORD, &[bare]))?.as_deref(), due) {
-            batch.remove(orphan.as_slice());
+            tree.remove(orphan.as_slice())?;
         }
     }
-    // An op on a key already in this batch sees that earlier op's result.
-    let mut seen: HashMap<&[u8], Option<[u8; 8]>> = HashMap::new();
-    let old_due = |seen: &HashMap<&[u8], Option<[u8; 8]>>,
-                   write: &Prepared|
-     -> Result<Option<[u8; 8]>, Failure> {
-        if let Some(d) = seen.get(write.bare.as_slice()) {
-            return Ok(*d);
-        }
-        if let Some(hint) = write.hint {
-            return Ok(Some(hint));
-        }
-        Ok(tree
-            .get(tagged(RECORD, &[&write.bare]))?
-            .as_deref()
-            .and_then(due_of))
-    };
     let puts = writes
         .iter()
         .filter_map(|w| w.value.as_ref().map(|value| (w, value)));
     for (write, value) in puts {
         let Some(due) = due_of(value) else { continue };
-        if let Some(old) = old_due(&seen, write)? {
-            batch.remove(tagged(BY_DUE, &[&old, &write.bare]));
+        tree.insert(tagged(BY_DUE, &[&due, &write.bare]), &[] as &[u8])?;
+        let old = tree.insert(tagged(RECORD, &[&write.bare]), value.as_slice())?;
+        if let Some(old_due) = old.as_deref().and_then(due_of) {
+            if old_due != due {
+                tree.remove(tagged(BY_DUE, &[&old_due, &write.bare]))?;
+            }
         }
-        batch.insert(tagged(RECORD, &[&write.bare]), value.as_slice());
-        batch.insert(tagged(BY_DUE, &[&due, &write.bare]), &[] as &[u8]);
-        seen.insert(&write.bare, Some(due));
     }
     let mut existed = Vec::new();
     for write in writes.iter().filter(|w| w.value.is_none()) {
-        match old_due(&seen, write)? {
-            Some(old) => {
-                batch.remove(tagged(BY_DUE, &[&old, &write.bare]));
-                batch.remove(tagged(RECORD, &[&write.bare]));
-                existed.push(true);
-            }
-            None => existed.push(false),
+        let old = tree.remove(tagged(RECORD, &[&write.bare]))?;
+        if let Some(old_due) = old.as_deref().and_then(due_of) {
+            tree.remove(tagged(BY_DUE, &[&old_due, &write.bare]))?;
         }
-        seen.insert(&write.bare, None);
+        existed.push(old.is_some());
     }
-    tree.apply_batch(batch)?;
     db.db.flush()?;
     let mut existed = existed.into_iter();
     Ok(writes
