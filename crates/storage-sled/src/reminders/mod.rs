@@ -269,7 +269,7 @@ mod tests {
         }
     }
 
-    /// Index entries left in the tree, as (due, name).
+    /// The due times of the index entries in the tree, in order.
     async fn index(reminders: &SledReminders) -> Result<Vec<u64>, StoreError> {
         reminders
             .db
@@ -296,30 +296,44 @@ mod tests {
         let store = SledStore::open(dir.path())?;
         let reminders = SledReminders::open(&store)?;
         reminders
-            .apply_reminders(&[put("moving", 1_000), put("deleted", 1_100)])
+            .apply_reminders(&[
+                put("moving", 1_000),
+                put("deleted", 1_100),
+                put("moved", 1_200),
+            ])
             .await?;
         // Cut after the first operation of moving "moving" to 500 (its new
-        // index entry) and of deleting "deleted" (its record).
-        let (moving, deleted) = (due_key(500, &key("moving")), record_key(&key("deleted")));
+        // index entry), after the first of deleting "deleted" (its record),
+        // and after the second of moving "moved" from 300 to 1200 (its old
+        // index entry is still there).
+        let (moving, deleted, moved) = (
+            due_key(500, &key("moving")),
+            record_key(&key("deleted")),
+            due_key(300, &key("moved")),
+        );
         reminders
             .db
             .write(0, move |db| {
                 db.reminders.insert(moving, &[] as &[u8])?;
                 db.reminders.remove(deleted)?;
+                db.reminders.insert(moved, &[] as &[u8])?;
                 Ok(())
             })
             .await?;
-        assert_eq!(index(&reminders).await?, vec![500, 1_000, 1_100]);
+        assert_eq!(
+            index(&reminders).await?,
+            vec![300, 500, 1_000, 1_100, 1_200]
+        );
 
         let due = reminders.due_reminders(None, 2_000, 10).await?;
         let due: Vec<_> = due
             .iter()
             .map(|r| (r.key.name.as_str(), r.due_unix_ms))
             .collect();
-        assert_eq!(due, vec![("moving", 1_000)]);
+        assert_eq!(due, vec![("moving", 1_000), ("moved", 1_200)]);
         assert!(reminders.get_reminder(&key("deleted")).await?.is_none());
         reminders.apply_reminders(&[]).await?;
-        assert_eq!(index(&reminders).await?, vec![1_000]);
+        assert_eq!(index(&reminders).await?, vec![1_000, 1_200]);
         Ok(())
     }
 }
