@@ -7,7 +7,13 @@
 //! firings/s sustained, lateness p50/p99 and time from restart to the first
 //! firing, against Dapr 1.17 (667 registrations/s, 15,463 firings/s).
 //!
-//! `cargo bench -p troupe-runtime --bench reminders -- [--reminders N] [--window-secs S]`
+//! `cargo bench -p troupe-runtime --bench reminders -- [--reminders N] [--window-secs S]
+//! [--state-on-sled]`
+//!
+//! State is kept in memory unless `--state-on-sled`: then it lives in the
+//! same sled database as the reminders, as in the daemon, and each firing
+//! writes one key of its actor's state, so the write-behind flushes compete
+//! with the reminders for sled (whose batches take a process-wide lock).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -18,7 +24,7 @@ use parking_lot::Mutex;
 use troupe_placement::SingleNode;
 use troupe_runtime::{
     ActorId, ContentType, FnHost, MissedFirings, Payload, ReminderSpec, RetryPolicy, Runtime,
-    RuntimeConfig, TurnKind, TurnOutcome, TypeSpec,
+    RuntimeConfig, StateChange, TurnKind, TurnOutcome, TypeSpec,
 };
 use troupe_storage::MemoryStore;
 use troupe_storage_sled::{SledReminders, SledStore};
@@ -46,6 +52,11 @@ fn arg(name: &str, default: u64) -> u64 {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// Whether `--state-on-sled` was given.
+fn state_on_sled() -> bool {
+    std::env::args().any(|a| a == "--state-on-sled")
 }
 
 fn rss_mb() -> f64 {
@@ -81,13 +92,14 @@ fn runtime(dir: &std::path::Path, seen: Arc<Seen>) -> Result<Runtime, String> {
         default_idle_timeout: Duration::from_secs(3600),
         ..RuntimeConfig::default()
     };
-    let rt = Runtime::create(
-        config,
-        Arc::new(MemoryStore::new()),
-        Arc::new(reminders),
-        Arc::new(SingleNode),
-    )
-    .map_err(|e| e.to_string())?;
+    let state: Arc<dyn troupe_storage::StateStore> = if state_on_sled() {
+        Arc::new(sled.clone())
+    } else {
+        Arc::new(MemoryStore::new())
+    };
+    let writes_state = state_on_sled();
+    let rt = Runtime::create(config, state, Arc::new(reminders), Arc::new(SingleNode))
+        .map_err(|e| e.to_string())?;
     rt.start();
     let host = FnHost::new("bench", move |_actor: &ActorId, req| {
         if req.kind == TurnKind::Reminder {
@@ -102,9 +114,14 @@ fn runtime(dir: &std::path::Path, seen: Arc<Seen>) -> Result<Runtime, String> {
             seen.first_at.lock().get_or_insert(now);
             *seen.last_at.lock() = Some(now);
         }
+        let changes = if writes_state && req.kind == TurnKind::Reminder {
+            vec![StateChange::set("fired", req.payload.data.clone())]
+        } else {
+            Vec::new()
+        };
         TurnOutcome {
             result: Ok(Payload::default()),
-            changes: Vec::new(),
+            changes,
         }
     });
     rt.register_host(
@@ -238,7 +255,12 @@ fn main() {
     let fire_rate = fired as f64 / span;
     let demand = n as f64 / (window_ms as f64 / 1000.0);
     println!();
-    println!("reminders: {n} registered on {actors} actors, sled store, 2 worker threads");
+    let state = if state_on_sled() {
+        "state in the same sled database, one key written per firing"
+    } else {
+        "state in memory"
+    };
+    println!("reminders: {n} registered on {actors} actors, sled store, {state}, 2 worker threads");
     println!(
         "{:<40} {:>14} {:>12} {:>8}",
         "metric", "troupe", "Dapr 1.17", "ratio"
