@@ -199,6 +199,9 @@ async fn moves_leave_no_index_behind(store: &dyn ReminderStore) -> Result<(), St
         assert!(due(999).await?.is_empty());
         store.apply_reminders(&[]).await?;
     }
+    for name in ["moved", "twice"] {
+        assert!(store.get_reminder(&rec("h", name, 0).key).await?.is_none());
+    }
     Ok(())
 }
 
