@@ -92,12 +92,12 @@ fn runtime(dir: &std::path::Path, seen: Arc<Seen>) -> Result<Runtime, String> {
         default_idle_timeout: Duration::from_secs(3600),
         ..RuntimeConfig::default()
     };
-    let state: Arc<dyn troupe_storage::StateStore> = if state_on_sled() {
+    let writes_state = state_on_sled();
+    let state: Arc<dyn troupe_storage::StateStore> = if writes_state {
         Arc::new(sled.clone())
     } else {
         Arc::new(MemoryStore::new())
     };
-    let writes_state = state_on_sled();
     let rt = Runtime::create(config, state, Arc::new(reminders), Arc::new(SingleNode))
         .map_err(|e| e.to_string())?;
     rt.start();
