@@ -1,11 +1,12 @@
 //! Inboxes and dead letters in the state tree, under their own first byte
 //! (`INBOX`, `DEAD`): state keys start with a type length of at most 256
-//! (first byte 0 or 1), so neither range meets state, and one batch writes
-//! an actor's state and inbox together.
+//! (first byte 0 or 1), so neither range meets state, and one atomic write
+//! carries an actor's state and inbox together.
 
 use bytes::Bytes;
 use troupe_storage::{DeadLetter, DeadLetterKey, InboxEntry, InboxOp, StoreError};
 
+use crate::actor_write::ActorOps;
 use crate::db::{Failure, Handles};
 use crate::keys::{actor_prefix, read_segment};
 
@@ -24,9 +25,9 @@ fn seq_key(tag: u8, actor_type: &str, actor_id: &str, seq: u64) -> Vec<u8> {
     out
 }
 
-/// Adds one actor's inbox ops to `batch`; returns the bytes they write.
+/// Adds one actor's inbox ops to its write; returns the bytes they write.
 pub(crate) fn stage(
-    batch: &mut sled::Batch,
+    write: &mut ActorOps,
     actor_type: &str,
     actor_id: &str,
     ops: &[InboxOp],
@@ -37,14 +38,14 @@ pub(crate) fn stage(
             InboxOp::Append(entry) => {
                 let key = seq_key(INBOX, actor_type, actor_id, entry.seq);
                 bytes = bytes.saturating_add((key.len() + entry.data.len()) as u64);
-                batch.insert(key, entry.data.as_ref());
+                write.insert(key, entry.data.as_ref());
             }
-            InboxOp::Remove { seq } => batch.remove(seq_key(INBOX, actor_type, actor_id, *seq)),
+            InboxOp::Remove { seq } => write.remove(seq_key(INBOX, actor_type, actor_id, *seq)),
             InboxOp::DeadLetter(letter) => {
-                batch.remove(seq_key(INBOX, actor_type, actor_id, letter.key.seq));
+                write.remove(seq_key(INBOX, actor_type, actor_id, letter.key.seq));
                 let value = encode_dead(letter);
                 bytes = bytes.saturating_add(value.len() as u64);
-                batch.insert(seq_key(DEAD, actor_type, actor_id, letter.key.seq), value);
+                write.insert(seq_key(DEAD, actor_type, actor_id, letter.key.seq), value);
             }
         }
     }

@@ -1,13 +1,17 @@
 //! The embedded store, the default under `--data-dir`: actor state,
-//! inboxes, call records and reminders in one sled database, each batch one
-//! atomic `apply_batch` plus an fsync. The database is re-opened after an I/O error (`db`), so a store
-//! that failed (a full disk) recovers by itself once the file system does.
+//! inboxes, call records and reminders in one sled database. A flush writes
+//! each actor's keys atomically and ends in one fsync (`actor_write`);
+//! reminder batches likewise write each reminder atomically
+//! (`reminders::write`). The database is re-opened after an I/O error
+//! (`db`), so a store that failed (a full disk) recovers by itself once the
+//! file system does.
 //!
 //! Owner epochs (fencing) are accepted and not checked: sled locks its
 //! directory, so one daemon holds the database, and the daemon refuses to
 //! join a cluster on it (state would not follow actors between daemons).
 //! There is never another owner to fence.
 
+mod actor_write;
 mod db;
 mod inbox;
 mod keys;

@@ -2,9 +2,10 @@
 //! actor | key -> recorded_ms u64 | data`, and an age index `AGE |
 //! recorded_ms | actor | key -> ()` that expiry walks oldest first. State
 //! keys start with 0 or 1 (see `inbox`), so neither range meets state, and
-//! one batch writes an actor's state and records together.
+//! one atomic write carries an actor's state and records together.
 
 use bytes::Bytes;
+use sled::IVec;
 use troupe_storage::{CallRecord, StoreError};
 
 use crate::db::{Failure, Handles};
@@ -64,19 +65,20 @@ pub(crate) fn prepare(
         .collect()
 }
 
-/// Adds the records not stored yet to `batch` (a key recorded already
-/// keeps its first answer). Runs with the store's writes serialised.
+/// Adds the records not stored yet to an actor's operations (a key
+/// recorded already keeps its first answer). Runs with the store's writes
+/// serialised.
 pub(crate) fn stage(
     db: &Handles,
-    batch: &mut sled::Batch,
+    ops: &mut Vec<(Vec<u8>, Option<IVec>)>,
     staged: Vec<Staged>,
 ) -> Result<(), Failure> {
     for s in staged {
         if db.state.contains_key(&s.key)? {
             continue;
         }
-        batch.insert(s.key, s.value);
-        batch.insert(s.age, &[][..]);
+        ops.push((s.key, Some(s.value.into())));
+        ops.push((s.age, Some(IVec::default())));
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ use troupe_storage::{
     StoreError, StoredState,
 };
 
+use crate::actor_write::ActorOps;
 use crate::db::SledDb;
 use crate::keys::{actor_prefix, read_segment, type_prefix};
 
@@ -86,10 +87,10 @@ impl StateStore for SledStore {
     }
 
     async fn write_batch(&self, batch: &[ActorWrite]) -> Result<Vec<FencedActor>, StoreError> {
-        let mut sled_batch = sled::Batch::default();
         let mut bytes = 0u64;
-        let mut records = Vec::new();
+        let mut actors = Vec::with_capacity(batch.len());
         for write in batch {
+            let mut ops = ActorOps::default();
             let prefix = actor_prefix(&write.actor_type, &write.actor_id);
             for (key, value) in &write.changes {
                 let mut full = prefix.clone();
@@ -99,29 +100,24 @@ impl StateStore for SledStore {
                     .saturating_add(value.as_ref().map_or(0, |v| v.len()));
                 bytes = bytes.saturating_add(size as u64);
                 match value {
-                    Some(v) => sled_batch.insert(full, v.as_ref()),
-                    None => sled_batch.remove(full),
+                    Some(v) => ops.insert(full, v.as_ref()),
+                    None => ops.remove(full),
                 }
             }
-            let inbox_bytes = crate::inbox::stage(
-                &mut sled_batch,
-                &write.actor_type,
-                &write.actor_id,
-                &write.inbox,
-            );
+            let inbox_bytes =
+                crate::inbox::stage(&mut ops, &write.actor_type, &write.actor_id, &write.inbox);
             bytes = bytes.saturating_add(inbox_bytes);
-            records.extend(crate::records::prepare(
+            ops.records = crate::records::prepare(
                 &write.actor_type,
                 &write.actor_id,
                 &write.records,
                 &mut bytes,
-            ));
+            );
+            actors.push(ops);
         }
         self.db
             .write(bytes, move |db| {
-                crate::records::stage(db, &mut sled_batch, records)?;
-                db.state.apply_batch(sled_batch)?;
-                db.db.flush()?;
+                crate::actor_write::apply(db, actors)?;
                 Ok(Vec::new())
             })
             .await

@@ -44,12 +44,12 @@ pub struct ActorWrite {
     pub epoch: Option<Epoch>,
     /// `None` deletes the key.
     pub changes: Vec<(String, Option<Bytes>)>,
-    /// Inbox appends, removals and dead letters, applied with `changes` in
-    /// the same atomic batch and refused with them when fenced. A batch
+    /// Inbox appends, removals and dead letters, applied atomically with
+    /// `changes` and refused with them when fenced. A batch
     /// never names one `seq` twice for an actor.
     pub inbox: Vec<InboxOp>,
-    /// Answers of keyed calls, stored with `changes` in the same atomic,
-    /// fenced batch (a key recorded again keeps its first record).
+    /// Answers of keyed calls, stored atomically with `changes` and fenced
+    /// with them (a key recorded again keeps its first record).
     pub records: Vec<CallRecord>,
 }
 
@@ -135,8 +135,13 @@ pub enum StoreError {
 
 /// Where actor state lives between activations.
 ///
-/// `write_batch` must apply the whole batch atomically and durably before it
-/// returns: the runtime answers `durable` calls once it has.
+/// `write_batch` must apply each actor's write atomically (its state
+/// changes, inbox operations and call records all or none) and the whole
+/// batch durably before it returns: the runtime answers `durable` calls
+/// once it has. A batch cut short by a crash may have applied some actors'
+/// writes and not others; nothing of it was acknowledged yet, and every
+/// write is one an actor may see again (the flusher writes a failed batch
+/// again), so a store is free to apply actors one at a time.
 ///
 /// Fencing: a store keeps, per actor, the largest [`Epoch`] it was written
 /// or claimed with, and refuses writes with a smaller one, checking and
@@ -161,9 +166,9 @@ pub trait StateStore: Send + Sync + std::fmt::Debug + 'static {
         epoch: Epoch,
     ) -> Result<StoredState, StoreError>;
 
-    /// Writes the changes of several actors as one atomic, durable batch,
-    /// except the actors whose epoch is newer than their write's: those are
-    /// left as they were and returned.
+    /// Writes the changes of several actors durably, each actor's
+    /// atomically, except the actors whose epoch is newer than their
+    /// write's: those are left as they were and returned.
     async fn write_batch(&self, batch: &[ActorWrite]) -> Result<Vec<FencedActor>, StoreError>;
 
     /// Lists ids of actors of a type that have stored state, in id order,
