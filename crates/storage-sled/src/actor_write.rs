@@ -41,20 +41,14 @@ impl ActorOps {
 /// others, never part of one actor's. Runs with the store's writes
 /// serialised (the runtime's flusher writes one batch at a time).
 pub(crate) fn apply(db: &Handles, actors: Vec<ActorOps>) -> Result<(), Failure> {
-    for actor in actors {
-        let mut ops = actor.ops;
-        crate::records::stage(db, &mut ops, actor.records)?;
-        match ops.len() {
-            0 => {}
-            1 => {
-                if let Some((key, value)) = ops.pop() {
-                    match value {
-                        Some(v) => drop(db.state.insert(key, v)?),
-                        None => drop(db.state.remove(key)?),
-                    }
-                }
-            }
-            _ => {
+    for mut actor in actors {
+        let records = std::mem::take(&mut actor.records);
+        crate::records::stage(db, &mut actor, records)?;
+        match <[_; 1]>::try_from(actor.ops) {
+            Ok([(key, Some(value))]) => drop(db.state.insert(key, value)?),
+            Ok([(key, None)]) => drop(db.state.remove(key)?),
+            Err(ops) if ops.is_empty() => {}
+            Err(ops) => {
                 let mut batch = sled::Batch::default();
                 for (key, value) in ops {
                     match value {

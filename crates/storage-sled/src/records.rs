@@ -8,6 +8,7 @@ use bytes::Bytes;
 use sled::IVec;
 use troupe_storage::{CallRecord, StoreError};
 
+use crate::actor_write::ActorOps;
 use crate::db::{Failure, Handles};
 use crate::keys::{actor_prefix, read_segment};
 
@@ -70,15 +71,15 @@ pub(crate) fn prepare(
 /// serialised.
 pub(crate) fn stage(
     db: &Handles,
-    ops: &mut Vec<(Vec<u8>, Option<IVec>)>,
+    write: &mut ActorOps,
     staged: Vec<Staged>,
 ) -> Result<(), Failure> {
     for s in staged {
         if db.state.contains_key(&s.key)? {
             continue;
         }
-        ops.push((s.key, Some(s.value.into())));
-        ops.push((s.age, Some(IVec::default())));
+        write.insert(s.key, s.value);
+        write.insert(s.age, IVec::default());
     }
     Ok(())
 }
