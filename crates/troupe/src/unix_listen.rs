@@ -38,6 +38,19 @@ pub enum UnixListenError {
         "--listen-unix {path}: the path exists and is not a socket; remove it or pick another path"
     )]
     NotASocket { path: PathBuf },
+    /// Connecting failed other than by a refusal, so a daemon may still
+    /// answer there (too busy to accept, or behind permissions this user
+    /// lacks): the file is left alone.
+    #[error(
+        "--listen-unix {path}: a socket file is there and connecting to it failed ({source}), so \
+         a daemon may still be using it; stop that daemon, remove the file if it is stale, or \
+         pick another path"
+    )]
+    MaybeInUse {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error("--listen-unix {path}: {source} (check that its directory exists and is writable)")]
     Io {
         path: PathBuf,
@@ -84,7 +97,12 @@ impl UnixSocket {
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                     std::fs::remove_file(path).map_err(io)?;
                 }
-                Err(e) => return Err(io(e)),
+                Err(source) => {
+                    return Err(UnixListenError::MaybeInUse {
+                        path: path.to_owned(),
+                        source,
+                    })
+                }
             },
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io(e)),
@@ -260,6 +278,33 @@ mod tests {
         );
         drop(theirs);
         assert!(!path.exists());
+    }
+
+    /// Any failure to connect but a refusal may hide a live daemon. A full
+    /// accept queue is one a test can make as root (a permission refusal,
+    /// the other, is not: root may connect anywhere).
+    #[tokio::test]
+    async fn a_busy_daemons_socket_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("troupe.sock");
+        // A daemon that accepts nothing, with room for no pending
+        // connection once one waits.
+        let socket = tokio::net::UnixSocket::new_stream().unwrap();
+        socket.bind(&path).unwrap();
+        let busy = socket.listen(0).unwrap();
+        let waiting = tokio::net::UnixStream::connect(&path).await.unwrap();
+        let inode = std::fs::metadata(&path).unwrap().ino();
+        let refused = UnixSocket::bind(&path).await;
+        assert!(
+            matches!(refused, Err(UnixListenError::MaybeInUse { .. })),
+            "{refused:?}"
+        );
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().ino(),
+            inode,
+            "the busy daemon's socket file is still its own"
+        );
+        drop((busy, waiting));
     }
 
     #[tokio::test]
