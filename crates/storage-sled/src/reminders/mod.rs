@@ -14,8 +14,10 @@ use crate::db::SledDb;
 use crate::keys::{actor_prefix, read_segment, type_prefix};
 use crate::SledStore;
 
+mod sweep;
 mod write;
 
+use sweep::Sweep;
 use write::{index_parts, indexes, Prepared};
 
 /// Reminders in the daemon's sled database, beside the state.
@@ -24,6 +26,8 @@ use write::{index_parts, indexes, Prepared};
 /// under different key prefixes:
 /// `R | actor prefix | name` → `due (u64 BE) | data`;
 /// `D | due (u64 BE) | actor prefix | name` → ().
+/// A record with an empty value is a deleted reminder, until [`sweep`]
+/// removes it.
 ///
 /// An index entry whose due time is not its record's is an orphan, left by
 /// a batch a crash cut short (see [`write`]) or seen by a load while a
@@ -37,6 +41,8 @@ pub struct SledReminders {
     db: SledDb,
     /// Orphan index entries loads met, for the next batch to remove.
     orphans: Arc<Mutex<Vec<Vec<u8>>>>,
+    /// Deleted reminders' records still to remove.
+    sweep: Arc<Sweep>,
 }
 
 /// Orphans kept for removal at most; more wait for a later load to meet
@@ -53,6 +59,7 @@ impl SledReminders {
         Ok(Self {
             db: store.db().clone(),
             orphans: Arc::default(),
+            sweep: Arc::default(),
         })
     }
 }
@@ -116,10 +123,11 @@ impl ReminderStore for SledReminders {
             .iter()
             .fold(0u64, |sum, w| sum.saturating_add(w.bytes()));
         let orphans = std::mem::take(&mut *self.orphans.lock());
+        let sweep = self.sweep.clone();
         // Reads, the batch and the fsync block: `write` keeps them off the
         // async workers.
         self.db
-            .write(bytes, move |db| write::apply(db, &writes, &orphans))
+            .write(bytes, move |db| write::apply(db, &writes, &orphans, &sweep))
             .await
     }
 
@@ -127,8 +135,8 @@ impl ReminderStore for SledReminders {
         let key = key.clone();
         self.db
             .read(move |db| match db.reminders.get(record_key(&key))? {
-                Some(v) => Ok(Some(parse_record(key, &v)?)),
-                None => Ok(None),
+                Some(v) if !v.is_empty() => Ok(Some(parse_record(key, &v)?)),
+                _ => Ok(None),
             })
             .await
     }
@@ -216,6 +224,9 @@ impl ReminderStore for SledReminders {
                     if !k.starts_with(&prefix) {
                         break;
                     }
+                    if v.is_empty() {
+                        continue; // deleted
+                    }
                     out.push(parse_record(parse_record_key(&k[1..])?, &v)?);
                 }
                 Ok(out)
@@ -230,8 +241,8 @@ impl ReminderStore for SledReminders {
             .read(|db| {
                 let mut n = 0u64;
                 for item in db.reminders.scan_prefix([RECORD]) {
-                    item?;
-                    n += 1;
+                    let (_, v) = item?;
+                    n += u64::from(!v.is_empty());
                 }
                 Ok(n)
             })

@@ -13,8 +13,9 @@
 //! prefix harmless:
 //! - a put inserts its new index entry, then the record (whose old value
 //!   names the old due time), then removes the old index entry;
-//! - a delete removes the record (its old value names the due time), then
-//!   the index entry.
+//! - a delete empties the record (its old value names the due time), then
+//!   removes the index entry. An empty record is a deleted reminder, a
+//!   tombstone that [`super::sweep`] removes later, in key order.
 //!
 //! What a cut-short batch leaves is at worst an index entry whose due time is
 //! not its record's: an orphan. Loads skip it and hand it back, and the next
@@ -23,6 +24,7 @@
 
 use troupe_storage::{ReminderApplied, ReminderOp, ReminderWrite};
 
+use super::sweep::Sweep;
 use super::{tagged, BY_DUE, RECORD};
 use crate::db::{Failure, Handles};
 
@@ -75,14 +77,16 @@ pub(super) fn indexes(record: Option<&[u8]>, due: &[u8]) -> bool {
     record.and_then(|value| value.get(..8)) == Some(due)
 }
 
-/// Applies `writes` (every put before every delete, see the trait) and
-/// removes those of `orphans` (whole index keys) that still are orphans.
-/// Runs on the blocking pool, the only writer of the tree (the scheduler's
-/// single writer calls it), so what it reads cannot change under it.
+/// Applies `writes` (every put before every delete, see the trait),
+/// removes those of `orphans` (whole index keys) that still are orphans,
+/// and takes `sweep`'s next step. Runs on the blocking pool, the only
+/// writer of the tree (the scheduler's single writer calls it), so what it
+/// reads cannot change under it.
 pub(super) fn apply(
     db: &Handles,
     writes: &[Prepared],
     orphans: &[Vec<u8>],
+    sweep: &Sweep,
 ) -> Result<Vec<ReminderApplied>, Failure> {
     let tree = &db.reminders;
     for orphan in orphans {
@@ -108,12 +112,25 @@ pub(super) fn apply(
     }
     let mut existed = Vec::new();
     for write in writes.iter().filter(|w| w.value.is_none()) {
-        let old = tree.remove(tagged(RECORD, &[&write.bare]))?;
-        if let Some(old_due) = old.as_deref().and_then(due_of) {
-            tree.remove(tagged(BY_DUE, &[&old_due, &write.bare]))?;
+        let record = tagged(RECORD, &[&write.bare]);
+        let old = tree.insert(&record, &[] as &[u8])?;
+        match old.as_deref().and_then(due_of) {
+            Some(old_due) => {
+                tree.remove(tagged(BY_DUE, &[&old_due, &write.bare]))?;
+            }
+            // Nothing to delete: no tombstone for a key that never was.
+            None if old.is_none() => {
+                tree.remove(&record)?;
+            }
+            None => {}
         }
-        existed.push(old.is_some());
+        existed.push(old.is_some_and(|v| !v.is_empty()));
     }
+    let tombstones = existed.iter().filter(|e| **e).count();
+    if tombstones > 0 {
+        sweep.deleted(tombstones);
+    }
+    sweep.step(tree, writes.len())?;
     db.db.flush()?;
     let mut existed = existed.into_iter();
     Ok(writes
