@@ -6,10 +6,10 @@
 //! together; sled merges a leaf once fewer than 4 of its up to 16 keys are
 //! left, and those merges then all came within a few seconds, each one
 //! rewriting a parent node of up to 256 children. In `cargo bench -p
-//! troupe-runtime --bench reminders` that burst took the blocking threads
-//! from the firings, which fell to 20–25k/s with a lateness p99 of 1–4 s;
-//! with records left in place the same runs fired at 50k/s with p99 of
-//! 62–66 ms.
+//! troupe-runtime --bench reminders` that burst took the CPU from the
+//! firings, which fell to 20–25k/s for seconds, with a lateness p99 of up
+//! to 4 s; with records left in place, five runs fired at 50k/s with p99 of
+//! 10–66 ms.
 //!
 //! The sweep walks the records in key order from where it stopped, a
 //! bounded number per batch, and removes the tombstones among them: leaves
