@@ -98,4 +98,12 @@ pub trait ReminderStore: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<Vec<ReminderRecord>, StoreError>;
 
     async fn count_reminders(&self) -> Result<u64, StoreError>;
+
+    /// Whether the store has housekeeping that an empty
+    /// [`apply_reminders`](Self::apply_reminders) advances (the sled store
+    /// removes deleted reminders' records a little per batch). The writer
+    /// gives it empty batches while no writes come, until it says no.
+    fn wants_idle_batches(&self) -> bool {
+        false
+    }
 }

@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 use troupe_storage::{ReminderApplied, ReminderStore, ReminderWrite};
@@ -29,7 +30,12 @@ pub(crate) struct WriteRequest {
 /// Largest batch one store write carries.
 const MAX_WRITE_BATCH: usize = 8192;
 
-/// Applies queued writes batch by batch until `stop` completes, then
+/// How long the writer waits with nothing to write before giving a store
+/// that asks for them an empty batch, for its housekeeping.
+const IDLE_BATCH_AFTER: Duration = Duration::from_millis(100);
+
+/// Applies queued writes batch by batch (and, while idle, gives a store
+/// that asks for them empty batches) until `stop` completes, then
 /// writes what is still queued and ends, counting in `failed_while_closing`
 /// the writes the store refused after `stop`. After each batch, `settled`
 /// holds the last `seq` it carried: every write up to it is in the store or
@@ -44,6 +50,7 @@ pub(crate) async fn run_writer(
     tokio::pin!(stop);
     let mut batch = Vec::with_capacity(MAX_WRITE_BATCH);
     loop {
+        let upkeep = store.wants_idle_batches();
         tokio::select! {
             biased;
             n = rx.recv_many(&mut batch, MAX_WRITE_BATCH) => {
@@ -52,6 +59,11 @@ pub(crate) async fn run_writer(
                 }
                 // A failure reached every request of the batch.
                 let _ = apply(&*store, &mut batch, &settled).await;
+            }
+            () = tokio::time::sleep(IDLE_BATCH_AFTER), if upkeep => {
+                if let Err(e) = store.apply_reminders(&[]).await {
+                    tracing::debug!(error = %e, "reminder store housekeeping failed; tried again when idle");
+                }
             }
             () = &mut stop => {
                 // Every task that writes has ended: what is queued is all.
@@ -110,4 +122,92 @@ async fn apply(
         let _ = req.done.send(outcome);
     }
     result.map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+    use troupe_storage::{MemoryReminders, ReminderKey, ReminderRecord, StoreError};
+
+    use super::*;
+
+    /// A store with housekeeping that takes `left` empty batches.
+    #[derive(Debug, Default)]
+    struct Upkeep {
+        inner: MemoryReminders,
+        left: AtomicUsize,
+        done: tokio::sync::Notify,
+    }
+
+    #[async_trait]
+    impl ReminderStore for Upkeep {
+        async fn apply_reminders(
+            &self,
+            writes: &[ReminderWrite],
+        ) -> Result<Vec<ReminderApplied>, StoreError> {
+            if writes.is_empty() {
+                let before = self
+                    .left
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+                if before == Ok(1) {
+                    self.done.notify_one();
+                }
+            }
+            self.inner.apply_reminders(writes).await
+        }
+        async fn get_reminder(
+            &self,
+            key: &ReminderKey,
+        ) -> Result<Option<ReminderRecord>, StoreError> {
+            self.inner.get_reminder(key).await
+        }
+        async fn due_reminders(
+            &self,
+            after: Option<(u64, &ReminderKey)>,
+            until_unix_ms: u64,
+            limit: usize,
+        ) -> Result<Vec<ReminderRecord>, StoreError> {
+            self.inner.due_reminders(after, until_unix_ms, limit).await
+        }
+        async fn list_reminders(
+            &self,
+            actor_type: Option<&str>,
+            actor_id: Option<&str>,
+            after: Option<&ReminderKey>,
+            limit: usize,
+        ) -> Result<Vec<ReminderRecord>, StoreError> {
+            self.inner
+                .list_reminders(actor_type, actor_id, after, limit)
+                .await
+        }
+        async fn count_reminders(&self) -> Result<u64, StoreError> {
+            self.inner.count_reminders().await
+        }
+        fn wants_idle_batches(&self) -> bool {
+            self.left.load(Ordering::SeqCst) > 0
+        }
+    }
+
+    #[tokio::test]
+    async fn an_idle_writer_gives_empty_batches_while_the_store_asks() {
+        let store = Arc::new(Upkeep {
+            left: AtomicUsize::new(3),
+            ..Upkeep::default()
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        let writer = tokio::spawn(run_writer(
+            store.clone(),
+            rx,
+            std::future::pending(),
+            Arc::default(),
+            Arc::new(watch::Sender::new(0)),
+        ));
+        let asked = tokio::time::timeout(Duration::from_secs(10), store.done.notified()).await;
+        assert!(asked.is_ok(), "the writer gave no empty batches");
+        assert!(!store.wants_idle_batches());
+        drop(tx);
+        assert!(writer.await.is_ok());
+    }
 }

@@ -234,6 +234,10 @@ impl ReminderStore for SledReminders {
             .await
     }
 
+    fn wants_idle_batches(&self) -> bool {
+        self.sweep.pending()
+    }
+
     async fn count_reminders(&self) -> Result<u64, StoreError> {
         // Records only, not index entries; a read error fails the count
         // instead of being counted.

@@ -17,9 +17,10 @@
 //! at its pace. It steps only in batches that find the writer nearly idle
 //! (or once tombstones pile up past a bound), and walks while deletes came
 //! since two passes ago (one pass may have started past a tombstone); a
-//! store that only reads or adds never walks. Tombstones wait for the next
-//! batch to be swept: an idle daemon keeps those of its last deletes, and
-//! ones from before a restart wait for the next delete.
+//! store that only reads or adds never walks. While passes are left, the
+//! scheduler's writer gives the store an empty batch whenever it has been
+//! idle a moment (`ReminderStore::wants_idle_batches`), so an idle daemon
+//! sweeps too; tombstones from before a restart wait for the next delete.
 
 use parking_lot::Mutex;
 
@@ -58,6 +59,11 @@ impl Sweep {
         let mut at = self.0.lock();
         at.passes = 2;
         at.tombstones = at.tombstones.saturating_add(tombstones as u64);
+    }
+
+    /// Whether passes are left to make.
+    pub(super) fn pending(&self) -> bool {
+        self.0.lock().passes > 0
     }
 
     /// Removes the tombstones among the next records of `tree`, if a pass
@@ -180,6 +186,7 @@ mod tests {
         let (live, dead) = records(&reminders).await?;
         assert_eq!(live, n / 2);
         assert_eq!(dead, n / 2, "a batch that large leaves the sweep be");
+        assert!(reminders.wants_idle_batches());
         // Hidden from every read meanwhile.
         assert_eq!(reminders.count_reminders().await?, (n / 2) as u64);
         assert!(reminders.get_reminder(&key(0)).await?.is_none());
@@ -197,6 +204,7 @@ mod tests {
             reminders.apply_reminders(&[]).await?;
         }
         assert_eq!(records(&reminders).await?, (n / 2, 0));
+        assert!(!reminders.wants_idle_batches(), "both passes are done");
         // A tombstone's key takes a new reminder like any other.
         reminders.apply_reminders(&[put(0)]).await?;
         assert!(reminders.get_reminder(&key(0)).await?.is_some());
