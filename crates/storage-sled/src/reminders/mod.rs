@@ -27,7 +27,7 @@ use write::{index_parts, indexes, Prepared};
 /// `R | actor prefix | name` → `due (u64 BE) | data`;
 /// `D | due (u64 BE) | actor prefix | name` → ().
 /// A record with an empty value is a deleted reminder, until [`sweep`]
-/// removes it.
+/// removes it; `S` → () says that a sweep is under way.
 ///
 /// An index entry whose due time is not its record's is an orphan, left by
 /// a batch a crash cut short (see [`write`]) or seen by a load while a
@@ -51,6 +51,7 @@ const MAX_ORPHANS: usize = 4096;
 
 const RECORD: u8 = b'R';
 const BY_DUE: u8 = b'D';
+const MARK: u8 = b'S';
 
 impl SledReminders {
     /// The reminders in `store`'s database (its `reminders` tree is opened
@@ -126,9 +127,14 @@ impl ReminderStore for SledReminders {
         let sweep = self.sweep.clone();
         // Reads, the batch and the fsync block: `write` keeps them off the
         // async workers.
-        self.db
+        let applied = self
+            .db
             .write(bytes, move |db| write::apply(db, &writes, &orphans, &sweep))
-            .await
+            .await;
+        if applied.is_err() {
+            self.sweep.failed();
+        }
+        applied
     }
 
     async fn get_reminder(&self, key: &ReminderKey) -> Result<Option<ReminderRecord>, StoreError> {

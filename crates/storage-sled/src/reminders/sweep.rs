@@ -20,11 +20,16 @@
 //! store that only reads or adds never walks. While passes are left, the
 //! scheduler's writer gives the store an empty batch whenever it has been
 //! idle a moment (`ReminderStore::wants_idle_batches`), so an idle daemon
-//! sweeps too; tombstones from before a restart wait for the next delete.
+//! sweeps too.
+//!
+//! A key of its own ([`MARK`]) says that a sweep is under way, so a daemon
+//! that stopped before its sweep finished resumes it at its next start:
+//! written before a batch's first tombstone, removed when the passes end.
+//! Until the first batch has read it, the store asks for an idle batch.
 
 use parking_lot::Mutex;
 
-use super::RECORD;
+use super::{MARK, RECORD};
 use crate::db::Failure;
 
 /// Records one batch looks at, at most.
@@ -51,9 +56,41 @@ struct Position {
     passes: u8,
     /// Tombstones made since the sweep last found none, about.
     tombstones: u64,
+    /// Whether a batch has read [`MARK`] since the store opened.
+    resumed: bool,
+    /// Whether [`MARK`] is in the tree.
+    marked: bool,
 }
 
 impl Sweep {
+    /// Resumes a sweep a previous run left unfinished, and marks the tree
+    /// before a batch with `deletes` makes tombstones (or while passes are
+    /// left, in case a failed batch's mark did not stay). On the writer's
+    /// blocking thread, at the start of its batch.
+    pub(super) fn prepare(&self, tree: &sled::Tree, deletes: bool) -> Result<(), Failure> {
+        let mut at = self.0.lock();
+        if !at.resumed {
+            at.resumed = true;
+            if tree.contains_key([MARK])? {
+                at.marked = true;
+                at.passes = 2;
+            }
+        }
+        if (deletes || at.passes > 0) && !at.marked {
+            tree.insert([MARK], &[] as &[u8])?;
+            at.marked = true;
+        }
+        Ok(())
+    }
+
+    /// Forgets what it knew of [`MARK`], after a batch failed: the database
+    /// may have been re-opened without it. The next batch reads it again.
+    pub(super) fn failed(&self) {
+        let mut at = self.0.lock();
+        at.resumed = false;
+        at.marked = false;
+    }
+
     /// Notes that a batch made `tombstones` tombstones.
     pub(super) fn deleted(&self, tombstones: usize) {
         let mut at = self.0.lock();
@@ -61,9 +98,10 @@ impl Sweep {
         at.tombstones = at.tombstones.saturating_add(tombstones as u64);
     }
 
-    /// Whether passes are left to make.
+    /// Whether passes are left to make, or a sweep of a previous run may be.
     pub(super) fn pending(&self) -> bool {
-        self.0.lock().passes > 0
+        let at = self.0.lock();
+        at.passes > 0 || !at.resumed
     }
 
     /// Removes the tombstones among the next records of `tree`, if a pass
@@ -104,6 +142,10 @@ impl Sweep {
                 at.passes = at.passes.saturating_sub(1);
                 if at.passes == 0 {
                     at.tombstones = 0;
+                    if at.marked {
+                        tree.remove([MARK])?;
+                        at.marked = false;
+                    }
                 }
             }
         }
@@ -208,6 +250,41 @@ mod tests {
         // A tombstone's key takes a new reminder like any other.
         reminders.apply_reminders(&[put(0)]).await?;
         assert!(reminders.get_reminder(&key(0)).await?.is_some());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_sweep_cut_short_by_a_restart_resumes_at_the_next_start() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Io(e.to_string()))?;
+        let n = 2 * super::RECORDS_PER_BATCH;
+        {
+            let store = SledStore::open(dir.path())?;
+            let reminders = SledReminders::open(&store)?;
+            reminders
+                .apply_reminders(&(0..n).map(put).collect::<Vec<_>>())
+                .await?;
+            let deletes: Vec<_> = (0..n).step_by(2).map(delete).collect();
+            reminders.apply_reminders(&deletes).await?;
+            assert_eq!(records(&reminders).await?, (n / 2, n / 2));
+        }
+        let store = SledStore::open(dir.path())?;
+        let reminders = SledReminders::open(&store)?;
+        assert!(reminders.wants_idle_batches());
+        let mut batches = 0;
+        while reminders.wants_idle_batches() && batches < 16 {
+            reminders.apply_reminders(&[]).await?;
+            batches += 1;
+        }
+        assert_eq!(records(&reminders).await?, (n / 2, 0));
+        assert!(!reminders.wants_idle_batches(), "both passes are done");
+        drop((reminders, store));
+
+        // With its sweep done, the next start asks for one batch, to look.
+        let store = SledStore::open(dir.path())?;
+        let reminders = SledReminders::open(&store)?;
+        assert!(reminders.wants_idle_batches());
+        reminders.apply_reminders(&[]).await?;
+        assert!(!reminders.wants_idle_batches());
         Ok(())
     }
 }

@@ -89,6 +89,7 @@ pub(super) fn apply(
     sweep: &Sweep,
 ) -> Result<Vec<ReminderApplied>, Failure> {
     let tree = &db.reminders;
+    sweep.prepare(tree, writes.iter().any(|w| w.value.is_none()))?;
     for orphan in orphans {
         let Some((due, bare)) = index_parts(orphan) else {
             continue;
