@@ -8,7 +8,9 @@
 
 use std::pin::Pin;
 
-use futures::{Stream, StreamExt};
+use std::collections::VecDeque;
+
+use futures::Stream;
 use prost::encoding::encoded_len_varint;
 use tokio::sync::mpsc;
 use tonic::Status;
@@ -43,25 +45,38 @@ pub(super) fn stream(
     batches: bool,
     max_bytes: usize,
 ) -> DaemonStream {
-    if !batches {
-        return Box::pin(
-            tokio_stream::wrappers::UnboundedReceiverStream::new(rx)
-                .map(|queued| queued.map(|sized| sized.message)),
-        );
-    }
-    let max_bytes = max_bytes.min(BATCH_BYTES);
+    let limits = Limits {
+        messages: if batches { BATCH_MESSAGES } else { 1 },
+        bytes: max_bytes.min(BATCH_BYTES),
+    };
     Box::pin(futures::stream::unfold(
-        (rx, None::<Queued>),
-        move |(mut rx, held)| async move {
-            let first = match held {
-                Some(queued) => queued,
-                None => rx.recv().await?,
-            };
-            let (item, held) = next_batch(first, &mut rx, max_bytes);
-            Some((item, (rx, held)))
+        (rx, VecDeque::<Queued>::new()),
+        move |(mut rx, mut pending)| async move {
+            if pending.is_empty() {
+                pending.push_back(rx.recv().await?);
+            }
+            while pending.len() < MAX_PENDING {
+                match rx.try_recv() {
+                    Ok(queued) => pending.push_back(queued),
+                    Err(_) => break,
+                }
+            }
+            let item = next_item(&mut pending, limits)?;
+            Some((item, (rx, pending)))
         },
     ))
 }
+
+/// How much one item of the stream may carry.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    messages: usize,
+    bytes: usize,
+}
+
+/// Messages taken off the channel to choose from, at most: bounds the work
+/// of one choice when a burst is queued.
+const MAX_PENDING: usize = 4 * BATCH_MESSAGES;
 
 /// What a message of `bytes` adds to a `DaemonBatch`: its field tag, its
 /// length and itself.
@@ -75,58 +90,76 @@ fn batch_len(entries: usize) -> usize {
     1 + encoded_len_varint(entries as u64) + entries
 }
 
-/// `first` and whatever small messages are queued behind it, as one item of
-/// at most `max_bytes` (a message alone may be larger: it was checked
-/// against the app's own limit); the message that did not fit is held for
-/// the next one.
-fn next_batch(
-    first: Queued,
-    rx: &mut mpsc::UnboundedReceiver<Queued>,
-    max_bytes: usize,
-) -> (Item, Option<Queued>) {
-    let first = match first {
-        Ok(sized) => sized,
-        // The stream's closing status: after everything sent before it.
-        Err(status) => return (Err(status), None),
-    };
-    if first.bytes >= LARGE_MESSAGE {
-        return (Ok(first.message), None);
+/// The actor a message is for.
+fn actor_of(message: &pb::DaemonMessage) -> Option<&pb::ActorRef> {
+    match &message.kind {
+        Some(pb::daemon_message::Kind::Turn(m)) => m.actor.as_ref(),
+        Some(pb::daemon_message::Kind::Activate(m)) => m.actor.as_ref(),
+        Some(pb::daemon_message::Kind::Deactivate(m)) => m.actor.as_ref(),
+        _ => None,
     }
-    let mut entries = entry_len(first.bytes);
-    let mut batch = vec![first.message];
-    let mut held = None;
-    while batch.len() < BATCH_MESSAGES {
-        match rx.try_recv() {
-            Ok(Ok(sized)) => {
-                let entry = entry_len(sized.bytes);
-                if sized.bytes >= LARGE_MESSAGE || batch_len(entries + entry) > max_bytes {
-                    held = Some(Ok(sized));
-                    break;
-                }
-                entries += entry;
-                batch.push(sized.message);
-            }
-            Ok(Err(status)) => {
-                held = Some(Err(status));
-                break;
-            }
-            Err(_) => break,
-        }
-    }
-    let item = if batch.len() == 1 {
-        batch.pop().map_or_else(unreachable_empty, Ok)
-    } else {
-        Ok(pb::DaemonMessage {
-            kind: Some(pb::daemon_message::Kind::Batch(pb::DaemonBatch {
-                messages: batch,
-            })),
-        })
-    };
-    (item, held)
 }
 
-fn unreachable_empty() -> Item {
-    Err(Status::internal("an empty batch was about to be sent"))
+/// The next item to send from `pending`: the small messages queued, as one
+/// batch within `limits`, ahead of the large ones queued before them, so
+/// that a small call's turn waits behind at most the large message being
+/// written, not every one queued (16 callers of 8 MiB put 128 MiB ahead of
+/// it); else the first large message, alone. A message never overtakes one
+/// for the same actor (its activation, say, carrying large state), nor one
+/// whose actor it cannot tell, nor the stream's closing status.
+fn next_item(pending: &mut VecDeque<Queued>, limits: Limits) -> Option<Item> {
+    let take = chosen(pending, limits);
+    let count = take.iter().filter(|t| **t).count();
+    if count <= 1 {
+        let at = take.iter().position(|t| *t).unwrap_or(0);
+        return pending.remove(at).map(|q| q.map(|s| s.message));
+    }
+    let mut batch = Vec::with_capacity(count);
+    let mut rest = VecDeque::with_capacity(pending.len().saturating_sub(count));
+    for (queued, taken) in pending.drain(..).zip(take) {
+        match queued {
+            Ok(sized) if taken => batch.push(sized.message),
+            other => rest.push_back(other),
+        }
+    }
+    *pending = rest;
+    Some(Ok(pb::DaemonMessage {
+        kind: Some(pb::daemon_message::Kind::Batch(pb::DaemonBatch {
+            messages: batch,
+        })),
+    }))
+}
+
+/// Which of `pending` the next item carries (see [`next_item`]); none
+/// when the first is large or the closing status (it goes alone).
+fn chosen(pending: &VecDeque<Queued>, limits: Limits) -> Vec<bool> {
+    let mut take = vec![false; pending.len()];
+    // Actors of the messages passed over; `None`: one whose actor is not
+    // known, which nothing passes.
+    let mut passed: Vec<Option<&pb::ActorRef>> = Vec::new();
+    let (mut count, mut entries) = (0, 0);
+    for (i, queued) in pending.iter().enumerate() {
+        let Ok(sized) = queued else { break };
+        if count == limits.messages || passed.contains(&None) {
+            break;
+        }
+        let actor = actor_of(&sized.message);
+        let blocked = actor.is_none_or(|a| passed.contains(&Some(a))) && !passed.is_empty();
+        if sized.bytes >= LARGE_MESSAGE || blocked {
+            passed.push(actor);
+            continue;
+        }
+        let entry = entry_len(sized.bytes);
+        if count > 0 && batch_len(entries + entry) > limits.bytes {
+            break;
+        }
+        if let Some(t) = take.get_mut(i) {
+            *t = true;
+        }
+        count += 1;
+        entries += entry;
+    }
+    take
 }
 
 #[cfg(test)]
@@ -176,6 +209,64 @@ mod tests {
         assert_eq!(sizes, vec![256, 44, 1, 1]);
         let order: Vec<u64> = sent.into_iter().flatten().collect();
         assert_eq!(order, (0..302).collect::<Vec<_>>());
+    }
+
+    /// A turn of `bytes` for actor `actor`.
+    fn turn_for(call_id: u64, actor: &str, bytes: usize) -> Queued {
+        let mut queued = turn(call_id, bytes);
+        if let Ok(Sized {
+            message:
+                pb::DaemonMessage {
+                    kind: Some(pb::daemon_message::Kind::Turn(t)),
+                },
+            bytes,
+        }) = &mut queued
+        {
+            t.actor = Some(pb::ActorRef {
+                r#type: "echo".into(),
+                id: actor.into(),
+            });
+            *bytes = prost::Message::encoded_len(t) + 2;
+        }
+        queued
+    }
+
+    #[tokio::test]
+    async fn small_messages_overtake_queued_large_ones_of_other_actors_only() {
+        use futures::StreamExt;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(turn_for(0, "bulk-1", 2 * LARGE_MESSAGE));
+        let _ = tx.send(turn_for(1, "bulk-2", 2 * LARGE_MESSAGE));
+        let _ = tx.send(turn_for(2, "small", 10));
+        // Behind its own actor's large message: stays there.
+        let _ = tx.send(turn_for(3, "bulk-2", 10));
+        let _ = tx.send(turn_for(4, "other", 10));
+        let _ = tx.send(Err(Status::unavailable("closing")));
+        let _ = tx.send(turn_for(5, "late", 10));
+        drop(tx);
+        let sent: Vec<Result<Vec<u64>, Status>> = stream(rx, true, usize::MAX)
+            .map(|m| m.map(|m| call_ids(&m)))
+            .collect()
+            .await;
+        let ok: Vec<Vec<u64>> = sent.iter().map_while(|s| s.clone().ok()).collect();
+        assert_eq!(ok, vec![vec![2, 4], vec![0], vec![1], vec![3]]);
+        assert!(
+            matches!(sent.get(4), Some(Err(s)) if s.code() == tonic::Code::Unavailable),
+            "the closing status comes after everything queued before it: {sent:?}"
+        );
+
+        // An app that takes no batches gets them one by one, in that order.
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(turn_for(0, "bulk-1", 2 * LARGE_MESSAGE));
+        let _ = tx.send(turn_for(1, "small", 10));
+        let _ = tx.send(turn_for(2, "bulk-1", 10));
+        let _ = tx.send(turn_for(3, "other", 10));
+        drop(tx);
+        let sent: Vec<Vec<u64>> = stream(rx, false, usize::MAX)
+            .map(|m| m.map(|m| call_ids(&m)).unwrap_or_default())
+            .collect()
+            .await;
+        assert_eq!(sent, vec![vec![1], vec![3], vec![0], vec![2]]);
     }
 
     #[tokio::test]
