@@ -1,12 +1,23 @@
 //! The app's answers on their way out: the answers ready together go in one
-//! `AppBatch`, exactly as the Python SDK batched them.
+//! `AppBatch`, exactly as the Python SDK batched them, and small answers go
+//! ahead of large ones queued before them.
 //!
 //! Many tiny HTTP/2 DATA frames cost the daemon far more than a few larger
 //! ones, and HTTP/2 peers limit how many they buffer. A batch stays well under
 //! the daemon's 64 MiB message limit: at most [`BATCH_MESSAGES`] answers and
 //! [`BATCH_BYTES`] bytes; an answer above [`ALONE_BYTES`] goes alone. Nothing
 //! ever waits for more answers than the first.
+//!
+//! One stream carries every answer, so a small call's answer queued behind
+//! the answers of large calls (8 MiB echoes, say) waited for all of them to
+//! be written. It now waits for the one being written at most. The daemon
+//! applies an answer's state changes in the order answers arrive, so an
+//! answer with changes never passes one that has changes too (two turns of
+//! one reentrant actor may both have some); answers of one actor are
+//! otherwise never queued together (the daemon sends a turn after the
+//! activation's answer, a deactivation after the last turn's).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -21,28 +32,46 @@ pub const ALONE_BYTES: usize = 64 * 1024;
 /// What each answer adds inside `AppBatch` beyond its own size: the field tag
 /// (1 byte) and its length (at most 3 bytes for an answer of `ALONE_BYTES`).
 const ENTRY_OVERHEAD: usize = 4;
+/// Answers taken off the queue to choose from, at most: bounds the work of
+/// one choice when a burst is queued.
+const MAX_PENDING: usize = 4 * BATCH_MESSAGES;
 
 /// Pulls answers from the layer's queue and yields what to write next.
-pub(crate) struct Batcher {
+#[derive(Debug)]
+pub struct Batcher {
     rx: UnboundedReceiver<AppMessage>,
-    /// An answer that did not fit in the previous batch: written next.
-    held: Option<AppMessage>,
+    /// Answers taken off the queue and not written yet, with their sizes,
+    /// in queue order.
+    pending: VecDeque<(AppMessage, usize)>,
     /// Whether the daemon said (in `Registered`) that it reads `AppBatch`; an
     /// older one would end the stream on one. False until registration.
     batches: Arc<AtomicBool>,
 }
 
+/// Whether the daemon applies state changes when it reads `msg`.
+fn changes_state(msg: &AppMessage) -> bool {
+    match &msg.kind {
+        Some(app_message::Kind::TurnResult(r)) => !r.changes.is_empty(),
+        Some(app_message::Kind::Activated(r)) => !r.changes.is_empty(),
+        Some(app_message::Kind::Deactivated(r)) => !r.changes.is_empty(),
+        Some(app_message::Kind::Register(_)) | None => false,
+        Some(app_message::Kind::Batch(_)) => true,
+    }
+}
+
 impl Batcher {
-    pub(crate) fn new(rx: UnboundedReceiver<AppMessage>, batches: Arc<AtomicBool>) -> Self {
+    /// Answers from `rx`, batched once `batches` says the daemon reads
+    /// `AppBatch`.
+    pub fn new(rx: UnboundedReceiver<AppMessage>, batches: Arc<AtomicBool>) -> Self {
         Self {
             rx,
-            held: None,
+            pending: VecDeque::new(),
             batches,
         }
     }
 
     /// The request stream tonic writes: ends when every sender is gone.
-    pub(crate) fn into_stream(self) -> impl Stream<Item = AppMessage> + Send + 'static {
+    pub fn into_stream(self) -> impl Stream<Item = AppMessage> + Send + 'static {
         futures::stream::unfold(self, |mut batcher| async move {
             let next = batcher.next().await?;
             Some((next, batcher))
@@ -50,36 +79,66 @@ impl Batcher {
     }
 
     async fn next(&mut self) -> Option<AppMessage> {
-        let first = match self.held.take() {
-            Some(held) => held,
-            None => self.rx.recv().await?,
-        };
+        if self.pending.is_empty() {
+            let first = self.rx.recv().await?;
+            let size = first.encoded_len();
+            self.pending.push_back((first, size));
+        }
         if !self.batches.load(Ordering::Acquire) {
-            return Some(first);
+            return self.pending.pop_front().map(|(msg, _)| msg);
         }
-        let size = first.encoded_len();
-        if size > ALONE_BYTES {
-            return Some(first);
-        }
-        let mut batch = vec![first];
-        let mut total = size + ENTRY_OVERHEAD;
-        while batch.len() < BATCH_MESSAGES {
+        while self.pending.len() < MAX_PENDING {
             let Ok(msg) = self.rx.try_recv() else { break };
             let size = msg.encoded_len();
-            if size > ALONE_BYTES || total + size + ENTRY_OVERHEAD > BATCH_BYTES {
-                // Goes first in the next write, alone or starting a batch.
-                self.held = Some(msg);
-                break;
+            self.pending.push_back((msg, size));
+        }
+        let take = self.chosen();
+        let count = take.iter().filter(|t| **t).count();
+        if count <= 1 {
+            let at = take.iter().position(|t| *t).unwrap_or(0);
+            return self.pending.remove(at).map(|(msg, _)| msg);
+        }
+        let mut batch = Vec::with_capacity(count);
+        let mut rest = VecDeque::with_capacity(self.pending.len().saturating_sub(count));
+        for (entry, taken) in self.pending.drain(..).zip(take) {
+            if taken {
+                batch.push(entry.0);
+            } else {
+                rest.push_back(entry);
             }
-            batch.push(msg);
-            total += size + ENTRY_OVERHEAD;
         }
-        if batch.len() == 1 {
-            return batch.pop();
-        }
+        self.pending = rest;
         Some(AppMessage {
             kind: Some(app_message::Kind::Batch(AppBatch { messages: batch })),
         })
+    }
+
+    /// Which pending answers the next write carries: the small ones that
+    /// fit in a batch, passing large ones (see the module doc); none when
+    /// the first is large (it goes alone).
+    fn chosen(&self) -> Vec<bool> {
+        let mut take = vec![false; self.pending.len()];
+        let mut passed_changes = false;
+        let (mut count, mut total) = (0, 0);
+        for (i, (msg, size)) in self.pending.iter().enumerate() {
+            if count == BATCH_MESSAGES {
+                break;
+            }
+            let changes = changes_state(msg);
+            if *size > ALONE_BYTES || (changes && passed_changes) {
+                passed_changes |= changes;
+                continue;
+            }
+            if total + size + ENTRY_OVERHEAD > BATCH_BYTES {
+                break;
+            }
+            if let Some(t) = take.get_mut(i) {
+                *t = true;
+            }
+            count += 1;
+            total += size + ENTRY_OVERHEAD;
+        }
+        take
     }
 }
 
@@ -116,6 +175,61 @@ mod tests {
         assert_eq!(batcher.next().await.map(|m| batch_len(&m)), Some(1));
         allowed.store(true, Ordering::Release);
         assert_eq!(batcher.next().await.map(|m| batch_len(&m)), Some(2));
+    }
+
+    fn answer_of(call_id: u64, bytes: usize, changes: bool) -> AppMessage {
+        AppMessage {
+            kind: Some(app_message::Kind::TurnResult(TurnResult {
+                call_id,
+                outcome: Some(troupe_proto::v1::turn_result::Outcome::Reply(
+                    troupe_proto::v1::Payload {
+                        data: vec![0; bytes].into(),
+                        ..Default::default()
+                    },
+                )),
+                changes: if changes {
+                    vec![troupe_proto::v1::StateChange {
+                        key: "k".into(),
+                        op: None,
+                    }]
+                } else {
+                    Vec::new()
+                },
+                ..Default::default()
+            })),
+        }
+    }
+
+    fn call_ids(msg: &AppMessage) -> Vec<u64> {
+        match &msg.kind {
+            Some(app_message::Kind::Batch(b)) => b.messages.iter().flat_map(call_ids).collect(),
+            Some(app_message::Kind::TurnResult(r)) => vec![r.call_id],
+            _ => Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn small_answers_pass_large_ones_but_state_changes_keep_their_order() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut batcher = Batcher::new(rx, Arc::new(AtomicBool::new(true)));
+        let big = 2 * ALONE_BYTES;
+        for msg in [
+            answer_of(0, big, true),
+            answer_of(1, big, false),
+            answer_of(2, 10, false),
+            // Changes, behind a large answer with changes: waits for it, and
+            // then passes the one without.
+            answer_of(3, 10, true),
+            answer_of(4, 10, false),
+        ] {
+            assert!(tx.send(msg).is_ok());
+        }
+        drop(tx);
+        let mut sent = Vec::new();
+        while let Some(msg) = batcher.next().await {
+            sent.push(call_ids(&msg));
+        }
+        assert_eq!(sent, vec![vec![2, 4], vec![0], vec![3], vec![1]]);
     }
 
     #[tokio::test]

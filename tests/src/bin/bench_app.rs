@@ -2,7 +2,8 @@
 //! payload), `counter` (stateful: reads and writes key `count`, write-behind)
 //! and `counter_durable` (the same in `durable` state mode) over the real app
 //! stream, answering each turn as soon as it arrives. It takes the daemon's
-//! batches and answers a batch with one batch, as the SDKs do.
+//! batches, and its answers go out through the SDKs' own writer
+//! (`troupe_sdk_core::batch`): batched, small ones ahead of large ones.
 //!
 //! `bench_app [ADDR] [--max-receive-bytes N] [--types NAME,...]
 //! [--exit-after-register CODE]` — dials ADDR, else `TROUPE_ADDR` (as the
@@ -19,10 +20,12 @@
 //! over TLS when `TROUPE_TLS_CA` names the CA of a daemon with TLS on.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::UnboundedReceiverStream;
 use troupe_proto::v1 as pb;
+use troupe_sdk_core::batch::Batcher;
 
 /// The command line.
 struct Args {
@@ -123,7 +126,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             api_version: pb::API_VERSION,
         })),
     })?;
-    let mut attach = tonic::Request::new(UnboundedReceiverStream::new(rx));
+    let batches = Arc::new(AtomicBool::new(false));
+    let mut attach = tonic::Request::new(Batcher::new(rx, batches.clone()).into_stream());
     // A daemon that requires the app token gets the first one listed.
     if let Some(token) = std::env::var("TROUPE_APP_TOKEN").ok().and_then(|t| {
         t.split([',', '\n'])
@@ -141,7 +145,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     while let Some(message) = inbound.message().await? {
         use pb::daemon_message::Kind;
         let work = match message.kind {
-            Some(Kind::Registered(_)) => {
+            Some(Kind::Registered(registered)) => {
+                batches.store(registered.accepts_batches, Ordering::Release);
                 println!("registered");
                 if let Some(code) = exit_after_register {
                     std::process::exit(code);
@@ -151,21 +156,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Some(Kind::Batch(batch)) => batch.messages,
             kind => vec![pb::DaemonMessage { kind }],
         };
-        let mut replies: Vec<pb::AppMessage> = work
+        for reply in work
             .into_iter()
             .filter_map(|m| answer(&mut counts, m.kind?))
-            .map(|reply| pb::AppMessage { kind: Some(reply) })
-            .collect();
-        let message = match replies.len() {
-            0 => continue,
-            1 => replies.pop().unwrap_or_default(),
-            _ => pb::AppMessage {
-                kind: Some(pb::app_message::Kind::Batch(pb::AppBatch {
-                    messages: replies,
-                })),
-            },
-        };
-        tx.send(message)?;
+        {
+            tx.send(pb::AppMessage { kind: Some(reply) })?;
+        }
     }
     Ok(())
 }
