@@ -60,6 +60,6 @@ pub(crate) fn apply(db: &Handles, actors: Vec<ActorOps>) -> Result<(), Failure> 
             }
         }
     }
-    db.db.flush()?;
+    db.sync()?;
     Ok(())
 }

@@ -73,9 +73,21 @@ pub(crate) struct Handles {
     pub(crate) state: sled::Tree,
     /// Reminders and their due-time index (`crate::reminders`).
     pub(crate) reminders: sled::Tree,
+    /// How many times [`sync`](Self::sync) ran, for tests of when a store
+    /// pays for an fsync.
+    #[cfg(test)]
+    syncs: AtomicU64,
 }
 
 impl Handles {
+    /// Writes sled's log out and fsyncs it: what makes the writes so far
+    /// durable.
+    pub(crate) fn sync(&self) -> sled::Result<()> {
+        #[cfg(test)]
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.db.flush().map(drop)
+    }
+
     fn open(dir: &Path, cache_bytes: u64) -> sled::Result<Self> {
         let db = sled::Config::new()
             .path(dir)
@@ -87,6 +99,8 @@ impl Handles {
             db,
             state,
             reminders,
+            #[cfg(test)]
+            syncs: AtomicU64::new(0),
         })
     }
 }
@@ -361,6 +375,12 @@ impl SledDb {
     pub(crate) fn break_for_test(&self) {
         let generation = self.0.slot.read().generation;
         self.0.broken.store(generation, Ordering::Release);
+    }
+
+    /// How many times the open database was synced (`None`: closed).
+    pub(crate) fn syncs(&self) -> Option<u64> {
+        let slot = self.0.slot.read();
+        slot.open.as_ref().map(|h| h.syncs.load(Ordering::Relaxed))
     }
 
     /// The open database's generation (`None`: closed).

@@ -244,7 +244,7 @@ impl StateStore for SledStore {
         self.db
             .write(0, move |db| {
                 let existed = db.state.remove(key)?.is_some();
-                db.db.flush()?;
+                db.sync()?;
                 Ok(existed)
             })
             .await

@@ -241,15 +241,20 @@ mod tests {
             .apply_reminders(&[delete(0), delete(n + 7)])
             .await?;
         assert_eq!(again, vec![ReminderApplied::Deleted { existed: false }; 2]);
-        // Small batches (here, empty ones) walk on until two passes are done.
+        // Small batches (here, empty ones) walk on until two passes are
+        // done, and as they write nothing they were asked to keep, they
+        // leave the fsync to sled's flusher.
+        let syncs = reminders.db.syncs();
         for _ in 0..8 {
             reminders.apply_reminders(&[]).await?;
         }
         assert_eq!(records(&reminders).await?, (n / 2, 0));
         assert!(!reminders.wants_idle_batches(), "both passes are done");
-        // A tombstone's key takes a new reminder like any other.
+        assert_eq!(reminders.db.syncs(), syncs, "an empty batch synced");
+        // A tombstone's key takes a new reminder like any other, durably.
         reminders.apply_reminders(&[put(0)]).await?;
         assert!(reminders.get_reminder(&key(0)).await?.is_some());
+        assert_eq!(reminders.db.syncs(), syncs.map(|n| n + 1));
         Ok(())
     }
 
