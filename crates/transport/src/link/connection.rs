@@ -1,20 +1,24 @@
 //! One connection of a channel to a peer: its own HTTP/2 connection with one
 //! long-lived `PeerLink.Open` stream, the requests queued for it and those
-//! waiting for replies. A task keeps it connected: it dials, writes frames
-//! from the outbox, reads replies, and when the stream breaks fails the
-//! requests in flight on it (and only those) and dials again after a
-//! jittered backoff. While it is down between attempts, requests fail at
-//! once instead of waiting out their deadline.
+//! waiting for replies. A task keeps it connected: it dials, reads replies,
+//! and when the stream breaks fails the requests in flight on it (and only
+//! those) and dials again after a jittered backoff; the stream's request
+//! side cuts frames from the outbox whenever HTTP/2 asks for the next one.
+//! While it is down between attempts, requests fail at once instead of
+//! waiting out their deadline.
 
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use futures::task::AtomicWaker;
+use futures::Stream;
 use parking_lot::Mutex;
 use prost::Message;
-use tokio::sync::{mpsc, oneshot, Notify};
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::oneshot;
 use tonic::transport::Endpoint;
 use tracing::{debug, info};
 use troupe_proto::v1 as pb;
@@ -29,10 +33,6 @@ type Waiter = oneshot::Sender<Result<pb::LinkReply, TransportError>>;
 /// A stream up this long was a working one: after it breaks, the next is
 /// dialled at once.
 const STEADY: Duration = Duration::from_secs(1);
-
-/// How long replies already received are looked for once the peer ended
-/// the call from its side.
-const READ_AFTER_CLOSE: Duration = Duration::from_secs(1);
 
 /// Whether requests may be queued now.
 #[derive(Debug, Clone)]
@@ -52,6 +52,8 @@ struct State {
     next_id: u64,
     /// The ping in flight: its id and when it left.
     ping: Option<(u64, Instant)>,
+    /// Counts streams opened: a stream of an earlier one takes no frames.
+    session: u64,
 }
 
 #[derive(Debug)]
@@ -61,8 +63,9 @@ struct Shared {
     config: Arc<LinksConfig>,
     counters: Arc<ChannelCounters>,
     state: Mutex<State>,
-    /// Wakes the writer when the outbox gets a message.
-    wake: Notify,
+    /// Wakes the stream's frames (see [`RequestFrames`]) when the outbox
+    /// gets a message.
+    wake: AtomicWaker,
 }
 
 /// A handle on one connection; dropping it ends the connection's task.
@@ -112,10 +115,11 @@ impl Connection {
                 waiting: HashMap::new(),
                 next_id: 1,
                 ping: None,
+                session: 0,
             }),
             config,
             counters,
-            wake: Notify::new(),
+            wake: AtomicWaker::new(),
         });
         let task = tokio::spawn(shared.clone().keep_connected());
         Self { shared, task }
@@ -158,7 +162,7 @@ impl Connection {
             shared.counters.in_flight.fetch_add(1, Ordering::Relaxed);
             id
         };
-        shared.wake.notify_one();
+        shared.wake.wake();
         let _forget = Forget { shared, id };
         let slack = Duration::from_millis(250);
         match tokio::time::timeout(timeout.saturating_add(slack), rx).await {
@@ -227,6 +231,8 @@ impl Shared {
             let mut state = self.state.lock();
             state.link = next;
             state.ping = None;
+            // The ended stream takes no more frames: they wait for the next.
+            state.session = state.session.wrapping_add(1);
             let queued = state.outbox.bytes();
             state.outbox.clear();
             (std::mem::take(&mut state.waiting), queued)
@@ -283,9 +289,6 @@ impl Shared {
         let mut client = pb::peer_link_client::PeerLinkClient::new(channel)
             .max_decoding_message_size(limit)
             .max_encoding_message_size(limit);
-        // One frame in hand at most: the outbox, where small messages can
-        // still overtake large ones, holds the rest.
-        let (tx, rx) = mpsc::channel(1);
         let hello = pb::LinkFrame {
             hello: Some(pb::LinkHello {
                 node: self.config.node.clone(),
@@ -293,10 +296,17 @@ impl Shared {
             }),
             ..pb::LinkFrame::default()
         };
-        tx.send(hello)
-            .await
-            .map_err(|_| down("the stream closed".into()))?;
-        let mut open = tonic::Request::new(ReceiverStream::new(rx));
+        let session = {
+            let mut state = self.state.lock();
+            state.session = state.session.wrapping_add(1);
+            state.session
+        };
+        let frames = RequestFrames {
+            shared: self.clone(),
+            session,
+            hello: Some(hello),
+        };
+        let mut open = tonic::Request::new(frames);
         if let Some(value) = self.config.authorization.as_ref().and_then(|a| a.current()) {
             open.metadata_mut().insert("authorization", value);
         }
@@ -307,58 +317,14 @@ impl Shared {
             .into_inner();
         self.state.lock().link = Link::Up;
         self.counters.connected.fetch_add(1, Ordering::Relaxed);
-        let read = self.read(incoming);
-        tokio::pin!(read);
+        // The peer ending the call (a drain) ends `read` once it has taken
+        // the replies sent before, so only what it never answered fails.
         let ended = tokio::select! {
-            r = self.write(tx) => match r {
-                Ok(()) => Ok(()),
-                Err(reason) => {
-                    // The peer ended the call (a drain): replies it sent
-                    // before may still wait in `incoming`. Take them, so
-                    // only what it never answered fails.
-                    let _ = tokio::time::timeout(READ_AFTER_CLOSE, &mut read).await;
-                    Err(reason)
-                }
-            },
-            r = &mut read => r,
+            r = self.read(incoming) => r,
             r = self.ping() => r,
         };
         self.counters.connected.fetch_sub(1, Ordering::Relaxed);
         ended.map_err(|reason| (reason, true))
-    }
-
-    async fn write(&self, tx: mpsc::Sender<pb::LinkFrame>) -> Result<(), String> {
-        loop {
-            let frame = loop {
-                let wake = self.wake.notified();
-                let next = {
-                    let mut state = self.state.lock();
-                    let before = state.outbox.bytes();
-                    let frame = state.outbox.next_frame();
-                    let taken = before.saturating_sub(state.outbox.bytes());
-                    self.counters
-                        .queued_bytes
-                        .fetch_sub(taken, Ordering::Relaxed);
-                    frame
-                };
-                match next {
-                    Some(frame) => break frame,
-                    None => {
-                        wake.await;
-                        // Let the other requests woken in this tick join the
-                        // frame: one write for many.
-                        tokio::task::yield_now().await;
-                    }
-                }
-            };
-            let bytes = frame.encoded_len();
-            let messages = frame.messages.len() + frame.chunks.iter().filter(|c| c.last).count();
-            tx.send(frame)
-                .await
-                .map_err(|_| "the stream closed".to_owned())?;
-            ChannelCounters::add(&self.counters.bytes_sent, bytes);
-            ChannelCounters::add(&self.counters.messages_sent, messages);
-        }
     }
 
     async fn read(&self, mut incoming: tonic::Streaming<pb::LinkFrame>) -> Result<(), String> {
@@ -427,8 +393,49 @@ impl Shared {
                 let size = ping.encoded_len();
                 self.enqueue(&mut state, ping, size);
             }
-            self.wake.notify_one();
+            self.wake.wake();
         }
+    }
+}
+
+/// The request stream of a link: the hello, then frames cut from the outbox
+/// when the connection asks for the next one, so a request costs no hop
+/// through a writer task. Ends once a later stream replaced it.
+struct RequestFrames {
+    shared: Arc<Shared>,
+    session: u64,
+    hello: Option<pb::LinkFrame>,
+}
+
+impl Stream for RequestFrames {
+    type Item = pb::LinkFrame;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(hello) = self.hello.take() {
+            return Poll::Ready(Some(hello));
+        }
+        let shared = &self.shared;
+        let (frame, taken) = {
+            let mut state = shared.state.lock();
+            if state.session != self.session {
+                return Poll::Ready(None);
+            }
+            // Under the lock, so that a replaced stream cannot register
+            // after its successor did.
+            shared.wake.register(cx.waker());
+            let before = state.outbox.bytes();
+            let frame = state.outbox.next_frame();
+            (frame, before.saturating_sub(state.outbox.bytes()))
+        };
+        let Some(frame) = frame else {
+            return Poll::Pending;
+        };
+        let counters = &shared.counters;
+        counters.queued_bytes.fetch_sub(taken, Ordering::Relaxed);
+        let messages = frame.messages.len() + frame.chunks.iter().filter(|c| c.last).count();
+        ChannelCounters::add(&counters.bytes_sent, frame.encoded_len());
+        ChannelCounters::add(&counters.messages_sent, messages);
+        Poll::Ready(Some(frame))
     }
 }
 

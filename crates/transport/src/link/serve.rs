@@ -3,15 +3,18 @@
 //! [`Inbound`] in the order they arrived (each one's first step, routing it
 //! into an actor's mailbox, runs before the next one's, so the order of a
 //! sender's messages holds) and lets them run concurrently after that;
-//! replies go back through an outbox like the sender's.
+//! replies go back through an outbox like the sender's, which the response
+//! stream drains as the connection takes frames.
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use futures::stream::{FuturesUnordered, StreamExt};
+use futures::stream::{FuturesUnordered, Stream, StreamExt};
+use futures::task::AtomicWaker;
 use parking_lot::Mutex;
-use tokio::sync::{mpsc, watch, Notify};
-use tokio_stream::wrappers::ReceiverStream;
+use tokio::sync::watch;
 use tonic::{Request, Response, Status, Streaming};
 use tracing::debug;
 use troupe_proto::v1 as pb;
@@ -70,64 +73,89 @@ impl LinkServer {
 
 #[tonic::async_trait]
 impl pb::peer_link_server::PeerLink for LinkServer {
-    type OpenStream = ReceiverStream<Result<pb::LinkFrame, Status>>;
+    type OpenStream = ReplyFrames;
 
     async fn open(
         &self,
         request: Request<Streaming<pb::LinkFrame>>,
     ) -> Result<Response<Self::OpenStream>, Status> {
-        let (tx, rx) = mpsc::channel(1);
-        let outbox = Arc::new(Replies {
+        let replies = Arc::new(Replies {
             outbox: Mutex::new(Outbox::new(self.framing)),
-            wake: Notify::new(),
+            wake: AtomicWaker::new(),
             finishing: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
         });
-        let writer = tokio::spawn(outbox.clone().write(tx));
         tokio::spawn(serve(
             request.into_inner(),
             self.inbound.clone(),
-            outbox,
+            replies.clone(),
             self.max_message_bytes,
-            writer,
             self.closing.clone(),
         ));
-        Ok(Response::new(ReceiverStream::new(rx)))
+        Ok(Response::new(ReplyFrames(replies)))
     }
 }
 
+/// Replies waiting for the stream, shared by the task that reads requests
+/// and the response stream that tonic polls.
 struct Replies {
     outbox: Mutex<Outbox>,
-    wake: Notify,
+    /// The response stream, waiting for a reply.
+    wake: AtomicWaker,
     /// No more replies will come: end the stream once the outbox is empty.
     finishing: AtomicBool,
+    /// The link is over: end the stream now, with what is queued unsent.
+    ended: AtomicBool,
 }
 
 impl Replies {
     fn push(&self, message: pb::LinkMessage) {
         self.outbox.lock().push(message);
-        self.wake.notify_one();
+        self.wake.wake();
     }
 
-    async fn write(self: Arc<Self>, tx: mpsc::Sender<Result<pb::LinkFrame, Status>>) {
-        loop {
-            let wake = self.wake.notified();
-            let frame = self.outbox.lock().next_frame();
-            match frame {
-                Some(frame) => {
-                    if tx.send(Ok(frame)).await.is_err() {
-                        return;
-                    }
-                }
-                // Dropping `tx` ends the response stream with OK.
-                None if self.finishing.load(Ordering::Acquire) => return,
-                None => {
-                    wake.await;
-                    // Let the other requests woken in this tick join the
-                    // frame: one write for many.
-                    tokio::task::yield_now().await;
-                }
-            }
+    fn finish(&self) {
+        self.finishing.store(true, Ordering::Release);
+        self.wake.wake();
+    }
+
+    fn end(&self) {
+        self.ended.store(true, Ordering::Release);
+        self.wake.wake();
+    }
+}
+
+/// The response stream of a link: frames cut from the outbox when tonic
+/// asks for the next one, so a reply costs no hop through a task of its
+/// own. Ends with OK once the link drained or ended.
+pub struct ReplyFrames(Arc<Replies>);
+
+impl std::fmt::Debug for ReplyFrames {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplyFrames").finish_non_exhaustive()
+    }
+}
+
+impl Stream for ReplyFrames {
+    type Item = Result<pb::LinkFrame, Status>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let replies = &self.0;
+        // Registered before looking, so that a push after the look wakes
+        // the stream again.
+        replies.wake.register(cx.waker());
+        if replies.ended.load(Ordering::Acquire) {
+            return Poll::Ready(None);
         }
+        // Read before the outbox: once finishing, every reply is in it.
+        let finishing = replies.finishing.load(Ordering::Acquire);
+        if let Some(frame) = replies.outbox.lock().next_frame() {
+            return Poll::Ready(Some(Ok(frame)));
+        }
+        if finishing {
+            return Poll::Ready(None);
+        }
+        Poll::Pending
     }
 }
 
@@ -136,7 +164,6 @@ async fn serve(
     inbound: Arc<dyn Inbound>,
     replies: Arc<Replies>,
     max_message_bytes: usize,
-    writer: tokio::task::JoinHandle<()>,
     mut closing: watch::Receiver<bool>,
 ) {
     let mut reassembly = Reassembly::new(max_message_bytes);
@@ -147,8 +174,7 @@ async fn serve(
         if draining && running.is_empty() {
             // Every request taken is answered: send the last replies and
             // end the stream; the peer dials another daemon's links.
-            replies.finishing.store(true, Ordering::Release);
-            replies.wake.notify_one();
+            replies.finish();
             debug!(%peer, "peer link drained");
             return;
         }
@@ -171,7 +197,7 @@ async fn serve(
                         Err(e) => {
                             // The stream's framing is broken: end it, so the
                             // peer fails what it had in flight and redials.
-                            writer.abort();
+                            replies.end();
                             debug!(%peer, error = %e, "closing a peer link");
                             return;
                         }
@@ -203,7 +229,7 @@ async fn serve(
         }
     };
     debug!(%peer, reason = %ended, "peer link ended");
-    writer.abort();
+    replies.end();
 }
 
 /// The reply for a failed request, as the RPC would have answered it.
