@@ -266,3 +266,75 @@ pub fn status_of_reply(error: pb::LinkStatus) -> Status {
     }
     status
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    use futures::StreamExt;
+    use parking_lot::Mutex;
+    use troupe_proto::v1 as pb;
+
+    use super::{Replies, ReplyFrames};
+    use crate::link::wire::{Framing, Outbox};
+
+    fn replies() -> Arc<Replies> {
+        Arc::new(Replies {
+            // One message per frame, so each frame says which reply it is.
+            outbox: Mutex::new(Outbox::new(Framing {
+                chunk_bytes: None,
+                frame_bytes: 1,
+            })),
+            wake: Default::default(),
+            finishing: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+        })
+    }
+
+    fn pong(id: u64) -> pb::LinkMessage {
+        pb::LinkMessage {
+            id,
+            body: Some(pb::link_message::Body::Pong(pb::LinkPing {})),
+        }
+    }
+
+    async fn ids(frames: ReplyFrames) -> Vec<u64> {
+        frames
+            .flat_map(|frame| {
+                let ids: Vec<u64> = frame.map_or_else(
+                    |_| Vec::new(),
+                    |f| f.messages.iter().map(|m| m.id).collect(),
+                );
+                futures::stream::iter(ids)
+            })
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_drained_link_sends_every_reply_then_ends() {
+        let replies = replies();
+        let frames = ReplyFrames(replies.clone());
+        let pushing = {
+            let replies = replies.clone();
+            tokio::spawn(async move {
+                for id in 1..=3 {
+                    replies.push(pong(id));
+                    tokio::task::yield_now().await;
+                }
+                replies.finish();
+            })
+        };
+        assert_eq!(ids(frames).await, vec![1, 2, 3]);
+        assert!(pushing.await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn an_ended_link_ends_its_stream_with_replies_unsent() {
+        let replies = replies();
+        replies.push(pong(1));
+        replies.end();
+        assert_eq!(ids(ReplyFrames(replies)).await, Vec::<u64>::new());
+    }
+}
