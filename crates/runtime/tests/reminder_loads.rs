@@ -15,18 +15,15 @@ use troupe_runtime::{
     ActorId, CallError, FnHost, MissedFirings, Payload, ReminderSpec, RetryPolicy, Runtime,
     RuntimeConfig, TurnOutcome, TypeSpec,
 };
-use troupe_storage::{
-    MemoryReminders, MemoryStore, ReminderApplied, ReminderKey, ReminderRecord, ReminderStore,
-    ReminderWrite, StoreError,
-};
+use troupe_storage::conformance::{HookedReminders, ReminderHooks};
+use troupe_storage::{MemoryStore, ReminderRecord};
 
 const SECOND: Duration = Duration::from_secs(1);
 
-/// Memory reminders whose next load that returns reminder `name` stops
-/// after its read until released.
+/// Holds the next load that returns reminder `name` after its read, until
+/// released.
 #[derive(Debug)]
-struct HeldLoads {
-    inner: MemoryReminders,
+struct HeldLoad {
     name: &'static str,
     armed: AtomicBool,
     /// Told when the held load has read.
@@ -35,28 +32,8 @@ struct HeldLoads {
 }
 
 #[async_trait]
-impl ReminderStore for HeldLoads {
-    async fn apply_reminders(
-        &self,
-        writes: &[ReminderWrite],
-    ) -> Result<Vec<ReminderApplied>, StoreError> {
-        self.inner.apply_reminders(writes).await
-    }
-
-    async fn get_reminder(&self, key: &ReminderKey) -> Result<Option<ReminderRecord>, StoreError> {
-        self.inner.get_reminder(key).await
-    }
-
-    async fn due_reminders(
-        &self,
-        after: Option<(u64, &ReminderKey)>,
-        until_unix_ms: u64,
-        limit: usize,
-    ) -> Result<Vec<ReminderRecord>, StoreError> {
-        let records = self
-            .inner
-            .due_reminders(after, until_unix_ms, limit)
-            .await?;
+impl ReminderHooks for HeldLoad {
+    async fn read_due(&self, records: &[ReminderRecord], limit: usize) {
         // Only a load reads more than one (`earliest_due` reads one).
         let held = limit > 1
             && records.iter().any(|r| r.key.name == self.name)
@@ -68,25 +45,10 @@ impl ReminderStore for HeldLoads {
                 let _ = release.await;
             }
         }
-        Ok(records)
-    }
-
-    async fn list_reminders(
-        &self,
-        actor_type: Option<&str>,
-        actor_id: Option<&str>,
-        after: Option<&ReminderKey>,
-        limit: usize,
-    ) -> Result<Vec<ReminderRecord>, StoreError> {
-        self.inner
-            .list_reminders(actor_type, actor_id, after, limit)
-            .await
-    }
-
-    async fn count_reminders(&self) -> Result<u64, StoreError> {
-        self.inner.count_reminders().await
     }
 }
+
+type HeldLoads = HookedReminders<HeldLoad>;
 
 /// The names of the turns the host ran, with the scheduling time of each.
 type Turns = Arc<Mutex<Vec<(String, u64)>>>;
@@ -101,13 +63,12 @@ struct Setup {
 
 fn setup(name: &'static str) -> Result<Setup, CallError> {
     let (release, released) = oneshot::channel();
-    let store = Arc::new(HeldLoads {
-        inner: MemoryReminders::new(),
+    let store = Arc::new(HookedReminders::new(HeldLoad {
         name,
         armed: AtomicBool::new(false),
         read: Notify::new(),
         release: Mutex::new(Some(released)),
-    });
+    }));
     let rt = Runtime::create(
         RuntimeConfig {
             test_clock: true,
@@ -178,8 +139,8 @@ where
     let due = rt.schedule_now_ms() + 40_000;
     rt.set_reminder(reminder(name, due)).await?;
     rt.set_reminder(reminder("marker", due + 10_000)).await?;
-    setup.store.armed.store(true, Ordering::SeqCst);
-    let read = setup.store.read.notified();
+    setup.store.hooks.armed.store(true, Ordering::SeqCst);
+    let read = setup.store.hooks.read.notified();
     // 20 s on: past the horizon's half, so the scheduler loads up to 50 s.
     let advancing = tokio::spawn({
         let rt = rt.clone();

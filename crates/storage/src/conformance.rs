@@ -2,9 +2,11 @@
 //! against its own implementation (feature `conformance`), plus the helpers
 //! those tests share.
 
+mod hooked;
 mod inbox;
 mod records;
 
+pub use hooked::{HookedReminders, ReminderHooks};
 pub use inbox::{inbox, inbox_fencing};
 pub use records::{records, records_fencing};
 

@@ -128,25 +128,19 @@ async fn apply(
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use async_trait::async_trait;
-    use troupe_storage::{MemoryReminders, ReminderKey, ReminderRecord, StoreError};
+    use troupe_storage::conformance::{HookedReminders, ReminderHooks};
 
     use super::*;
 
-    /// A store with housekeeping that takes `left` empty batches.
+    /// Housekeeping that takes `left` empty batches.
     #[derive(Debug, Default)]
     struct Upkeep {
-        inner: MemoryReminders,
         left: AtomicUsize,
         done: tokio::sync::Notify,
     }
 
-    #[async_trait]
-    impl ReminderStore for Upkeep {
-        async fn apply_reminders(
-            &self,
-            writes: &[ReminderWrite],
-        ) -> Result<Vec<ReminderApplied>, StoreError> {
+    impl ReminderHooks for Upkeep {
+        fn applying(&self, writes: &[ReminderWrite]) {
             if writes.is_empty() {
                 let before = self
                     .left
@@ -155,36 +149,8 @@ mod tests {
                     self.done.notify_one();
                 }
             }
-            self.inner.apply_reminders(writes).await
         }
-        async fn get_reminder(
-            &self,
-            key: &ReminderKey,
-        ) -> Result<Option<ReminderRecord>, StoreError> {
-            self.inner.get_reminder(key).await
-        }
-        async fn due_reminders(
-            &self,
-            after: Option<(u64, &ReminderKey)>,
-            until_unix_ms: u64,
-            limit: usize,
-        ) -> Result<Vec<ReminderRecord>, StoreError> {
-            self.inner.due_reminders(after, until_unix_ms, limit).await
-        }
-        async fn list_reminders(
-            &self,
-            actor_type: Option<&str>,
-            actor_id: Option<&str>,
-            after: Option<&ReminderKey>,
-            limit: usize,
-        ) -> Result<Vec<ReminderRecord>, StoreError> {
-            self.inner
-                .list_reminders(actor_type, actor_id, after, limit)
-                .await
-        }
-        async fn count_reminders(&self) -> Result<u64, StoreError> {
-            self.inner.count_reminders().await
-        }
+
         fn wants_idle_batches(&self) -> bool {
             self.left.load(Ordering::SeqCst) > 0
         }
@@ -192,10 +158,10 @@ mod tests {
 
     #[tokio::test]
     async fn an_idle_writer_gives_empty_batches_while_the_store_asks() {
-        let store = Arc::new(Upkeep {
+        let store = Arc::new(HookedReminders::new(Upkeep {
             left: AtomicUsize::new(3),
             ..Upkeep::default()
-        });
+        }));
         let (tx, rx) = mpsc::unbounded_channel();
         let writer = tokio::spawn(run_writer(
             store.clone(),
@@ -204,7 +170,8 @@ mod tests {
             Arc::default(),
             Arc::new(watch::Sender::new(0)),
         ));
-        let asked = tokio::time::timeout(Duration::from_secs(10), store.done.notified()).await;
+        let asked =
+            tokio::time::timeout(Duration::from_secs(10), store.hooks.done.notified()).await;
         assert!(asked.is_ok(), "the writer gave no empty batches");
         assert!(!store.wants_idle_batches());
         drop(tx);
