@@ -4,11 +4,12 @@
 //! alone), so a burst the daemon causes (thousands of idle actors
 //! deactivated together) is a few large HTTP/2 frames, not thousands of
 //! tiny ones. A batch stays within the app's message limit as well; each
-//! message was checked against it before it was queued.
-
-use std::pin::Pin;
+//! message was checked against it before it was queued. Small messages go
+//! ahead of large ones queued before them, unless one is for the same actor
+//! (see [`next_item`]).
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 
 use futures::Stream;
 use prost::encoding::encoded_len_varint;
