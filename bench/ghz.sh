@@ -16,8 +16,11 @@
 # print as ratios to what tonic alone costs. Besides 64 callers on one
 # connection, the first mode also runs 64 callers on 8 connections and one
 # sequential caller (a tenth of the calls), for the daemon and the floor.
-# The floor runs twice: with tokio's default threads (one per core, as the
-# daemon by default) and on one thread (the reference for MODES=onethread).
+# The floor runs three times: with tokio's default threads (one per core, as
+# the daemon by default), on one thread (the reference for MODES=onethread),
+# and as a relay to a second echo process (`echo_floor --relay`: the least a
+# sidecar that asks an app in another process can do, which a sequential
+# caller waits for twice).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 calls=${1:-100000}
@@ -57,16 +60,32 @@ load() { # pid out target actor-type ghz-args...
     echo $(( $(cpu_ticks "$pid") - before )) >"$out.cpu"
 }
 
-bench_floor() { # [threads] -> $work/floor[-tN]/{echo,echo-c8,echo-seq}.{json,cpu}
-    local dir="$work/floor${1:+-t$1}"
-    mkdir -p "$dir"
-    # tokio's default: a worker thread per core, unless told otherwise.
-    env ${1:+TOKIO_WORKER_THREADS=$1} ./target/release/echo_floor >"$dir/echo.out" 2>"$dir/echo.err" &
+start_echo() { # dir name [echo_floor args...] -> sets $echo (pid) and $addr
+    local dir=$1 name=$2
+    shift 2
+    ./target/release/echo_floor "$@" >"$dir/$name.out" 2>"$dir/$name.err" &
     pids+=($!)
-    local echo=$!
-    for _ in $(seq 100); do grep -q "listening on" "$dir/echo.out" 2>/dev/null && break; sleep 0.1; done
-    local addr; addr=$(sed -n 's/^echo listening on //p' "$dir/echo.out")
-    [ -n "$addr" ] || { echo "echo floor did not start:" >&2; cat "$dir/echo.err" >&2; exit 1; }
+    echo=$!
+    for _ in $(seq 100); do grep -q "listening on" "$dir/$name.out" 2>/dev/null && break; sleep 0.1; done
+    addr=$(sed -n 's/^echo listening on //p' "$dir/$name.out")
+    [ -n "$addr" ] || { echo "echo floor did not start:" >&2; cat "$dir/$name.err" >&2; exit 1; }
+}
+
+bench_floor() { # [threads|relay] -> $work/floor[-tN|-relay]/{echo,echo-c8,echo-seq}.{json,cpu}
+    local dir="$work/floor${1:+-${1/#[0-9]/t&}}" echo addr
+    mkdir -p "$dir"
+    if [ "${1:-}" = relay ]; then
+        # The echo an app would be, and in front of it the relay the load
+        # hits: the CPU counted is the relay's, as the daemon's is without
+        # its app.
+        start_echo "$dir" app
+        start_echo "$dir" echo --relay "$addr"
+    elif [ -n "${1:-}" ]; then
+        TOKIO_WORKER_THREADS=$1 start_echo "$dir" echo
+    else
+        # tokio's default: a worker thread per core.
+        start_echo "$dir" echo
+    fi
     load "$echo" "$dir/echo" "$addr" echo --insecure -c 64 -n "$calls"
     load "$echo" "$dir/echo-c8" "$addr" echo --insecure -c 64 --connections 8 -n "$calls"
     load "$echo" "$dir/echo-seq" "$addr" echo --insecure -c 1 -n "$((calls / 10))"
@@ -136,6 +155,7 @@ for mode in $modes; do bench_mode "$mode"; done
 bench_floor
 # The echo on one thread too, the reference for a daemon on --threads 1.
 bench_floor 1
+bench_floor relay
 
 python3 - "$work" $modes <<'PY'
 import json, os, sys
@@ -178,6 +198,10 @@ print()
 print("Against the floor: a bare tonic echo of the same API, same ghz, same cores (issue 20 goals:")
 print("64 callers CPU <= 1.25x and calls/s >= 0.95x the echo's; sequential calls/s >= 0.8x, p99 <= 1.5x)")
 against("floor", modes[0])
+print()
+print("Against a relay floor: the echo passing each call on to a second echo process over one")
+print("connection, the least a sidecar whose app is another process can do; CPU is the relay's")
+against("floor-relay", modes[0])
 one = "onethread" if "onethread" in modes else modes[0]
 print()
 print(f"Mode '{one}' against the same echo on one thread (TOKIO_WORKER_THREADS=1)")

@@ -4,18 +4,29 @@
 //! answer with less work, so the daemon's CPU per call is read as a ratio
 //! to this one's, under the same load generator on the same cores.
 //!
-//! `echo_floor [ADDR]` (default 127.0.0.1:0) prints `echo listening on ADDR`
-//! once it serves, with gRPC reflection for ghz. Every other RPC is
-//! UNIMPLEMENTED.
+//! A sidecar also asks its app: `--relay TARGET` makes Invoke pass each
+//! request on to another `echo_floor` at TARGET (one connection, one unary
+//! call each) and answer with its reply. That is the least a sidecar whose
+//! app lives in another process can do per call, the reference for a
+//! sequential caller, who waits for both hops.
+//!
+//! `echo_floor [ADDR] [--relay TARGET]` (ADDR default 127.0.0.1:0) prints
+//! `echo listening on ADDR` once it serves, with gRPC reflection for ghz.
+//! Every other RPC is UNIMPLEMENTED.
 
 use std::net::SocketAddr;
 
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
+use troupe_proto::v1::actor_client_client::ActorClientClient;
 
 #[derive(Debug, Default)]
-struct Echo;
+struct Echo {
+    /// The echo each Invoke is passed on to, when relaying.
+    relay: Option<ActorClientClient<Channel>>,
+}
 
 fn none<T>() -> Result<Response<T>, Status> {
     Err(Status::unimplemented("the echo floor answers Invoke only"))
@@ -27,9 +38,12 @@ impl pb::actor_client_server::ActorClient for Echo {
         &self,
         request: Request<pb::InvokeRequest>,
     ) -> Result<Response<pb::InvokeResponse>, Status> {
-        Ok(Response::new(pb::InvokeResponse {
-            payload: request.into_inner().payload,
-        }))
+        match &self.relay {
+            Some(relay) => relay.clone().invoke(request.into_inner()).await,
+            None => Ok(Response::new(pb::InvokeResponse {
+                payload: request.into_inner().payload,
+            })),
+        }
     }
     async fn tell(
         &self,
@@ -96,13 +110,43 @@ impl pb::actor_client_server::ActorClient for Echo {
     }
 }
 
+const USAGE: &str = "usage: echo_floor [ADDR] [--relay TARGET]";
+
+/// The address to serve on and the echo to relay to, if any.
+fn parse_args() -> Result<(SocketAddr, Option<String>), String> {
+    let mut addr = SocketAddr::from(([127, 0, 0, 1], 0));
+    let mut relay = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--relay" {
+            let target = args.next().ok_or_else(|| {
+                format!("--relay needs the HOST:PORT of another echo_floor; {USAGE}")
+            })?;
+            relay = Some(target);
+        } else {
+            addr = arg
+                .parse()
+                .map_err(|e| format!("echo_floor: {arg:?} is not HOST:PORT ({e}); {USAGE}"))?;
+        }
+    }
+    Ok((addr, relay))
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let addr: SocketAddr = match std::env::args().nth(1) {
-        Some(a) => a
-            .parse()
-            .map_err(|e| format!("echo_floor: {a:?} is not HOST:PORT ({e})"))?,
-        None => SocketAddr::from(([127, 0, 0, 1], 0)),
+    let (addr, relay) = parse_args()?;
+    let relay = match relay {
+        Some(target) => {
+            let channel = Endpoint::from_shared(format!("http://{target}"))?
+                .tcp_nodelay(true)
+                .connect()
+                .await
+                .map_err(|e| {
+                    format!("echo_floor: cannot reach the echo to relay to at {target}: {e}")
+                })?;
+            Some(ActorClientClient::new(channel))
+        }
+        None => None,
     };
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
@@ -112,7 +156,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("echo listening on {local}");
     tonic::transport::Server::builder()
         .add_service(reflection)
-        .add_service(pb::actor_client_server::ActorClientServer::new(Echo))
+        .add_service(pb::actor_client_server::ActorClientServer::new(Echo {
+            relay,
+        }))
         // As the daemon: no Nagle delay on replies (the builder's own
         // setting does not reach connections from a listener of ours).
         .serve_with_incoming(TcpIncoming::from(listener).with_nodelay(Some(true)))
