@@ -200,7 +200,8 @@ print("64 callers CPU <= 1.25x and calls/s >= 0.95x the echo's; sequential calls
 against("floor", modes[0])
 print()
 print("Against a relay floor: the echo passing each call on to a second echo process over one")
-print("connection, the least a sidecar whose app is another process can do; CPU is the relay's")
+print("bidirectional stream, as the daemon to its app; the least a sidecar whose app is another")
+print("process can do. CPU is the relay's, as the daemon's is without its app")
 against("floor-relay", modes[0])
 one = "onethread" if "onethread" in modes else modes[0]
 print()

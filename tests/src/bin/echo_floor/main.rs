@@ -5,27 +5,31 @@
 //! to this one's, under the same load generator on the same cores.
 //!
 //! A sidecar also asks its app: `--relay TARGET` makes Invoke pass each
-//! request on to another `echo_floor` at TARGET (one connection, one unary
-//! call each) and answer with its reply. That is the least a sidecar whose
-//! app lives in another process can do per call, the reference for a
-//! sequential caller, who waits for both hops.
+//! request on to another `echo_floor` at TARGET over one bidirectional
+//! stream (`relay.rs`) and answer with its reply. That is the least a
+//! sidecar whose app lives in another process can do per call, the
+//! reference for a sequential caller, who waits for both hops.
 //!
 //! `echo_floor [ADDR] [--relay TARGET]` (ADDR default 127.0.0.1:0) prints
-//! `echo listening on ADDR` once it serves, with gRPC reflection for ghz.
-//! Every other RPC is UNIMPLEMENTED.
+//! `echo listening on ADDR` once it serves, with gRPC reflection for ghz,
+//! and `PeerLink.Open` as the far end of a relay. Every other RPC is
+//! UNIMPLEMENTED.
 
 use std::net::SocketAddr;
 
 use tonic::transport::server::TcpIncoming;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Endpoint;
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
-use troupe_proto::v1::actor_client_client::ActorClientClient;
+
+mod relay;
+
+use relay::{Relay, StreamEcho};
 
 #[derive(Debug, Default)]
 struct Echo {
     /// The echo each Invoke is passed on to, when relaying.
-    relay: Option<ActorClientClient<Channel>>,
+    relay: Option<Relay>,
 }
 
 fn none<T>() -> Result<Response<T>, Status> {
@@ -39,7 +43,7 @@ impl pb::actor_client_server::ActorClient for Echo {
         request: Request<pb::InvokeRequest>,
     ) -> Result<Response<pb::InvokeResponse>, Status> {
         match &self.relay {
-            Some(relay) => relay.clone().invoke(request.into_inner()).await,
+            Some(relay) => relay.invoke(request.into_inner()).await.map(Response::new),
             None => Ok(Response::new(pb::InvokeResponse {
                 payload: request.into_inner().payload,
             })),
@@ -144,7 +148,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .map_err(|e| {
                     format!("echo_floor: cannot reach the echo to relay to at {target}: {e}")
                 })?;
-            Some(ActorClientClient::new(channel))
+            Some(Relay::open(channel).await?)
         }
         None => None,
     };
@@ -156,6 +160,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("echo listening on {local}");
     tonic::transport::Server::builder()
         .add_service(reflection)
+        .add_service(
+            pb::peer_link_server::PeerLinkServer::new(StreamEcho)
+                .max_decoding_message_size(usize::MAX),
+        )
         .add_service(pb::actor_client_server::ActorClientServer::new(Echo {
             relay,
         }))
