@@ -123,14 +123,14 @@ impl Forwarder for TransportForwarder {
         );
         let request = link_request(request, context);
         Box::pin(async move {
-            let actor = actor.to_string();
             let reply = links
                 .request(&address, class, affinity, request)
                 .await
                 .and_then(|reply| answer(&address, reply, absent_ok));
+            // The actor's name is written out only for an error's text.
             reply
                 .map(response_from_pb)
-                .map_err(|e| forward_error(&actor, e))
+                .map_err(|e| forward_error(&actor.to_string(), e))
         })
     }
 }
