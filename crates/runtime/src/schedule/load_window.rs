@@ -127,7 +127,7 @@ impl Scheduler {
             }
             q.heap
                 .push(Reverse((record.due_unix_ms, record.key.clone())));
-            q.live.insert(record.key.clone(), record);
+            q.live.insert(record);
         }
         for latest in written.into_values() {
             if let Latest::Beyond(record) = latest {
@@ -167,6 +167,6 @@ impl Scheduler {
         }
         q.heap
             .push(Reverse((record.due_unix_ms, record.key.clone())));
-        q.live.insert(record.key.clone(), record);
+        q.live.insert(record);
     }
 }

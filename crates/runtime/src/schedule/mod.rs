@@ -19,6 +19,7 @@
 
 mod firing;
 mod load_window;
+mod loaded;
 pub(crate) mod record;
 pub(crate) mod timers;
 mod writer;
@@ -42,6 +43,7 @@ use crate::input::millis;
 use crate::types::{ActorId, ContentType};
 pub(crate) use firing::{Due, Fired};
 use load_window::{Latest, LoadWindow};
+use loaded::Loaded;
 pub use record::ALARM_NAME;
 use record::{encode, info, Meta};
 pub use record::{AlarmSpec, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
@@ -64,7 +66,7 @@ struct Queue {
     /// Due time, then key; entries whose due no longer matches `live` are stale.
     heap: BinaryHeap<Reverse<(u64, ReminderKey)>>,
     /// The current in-memory version of each loaded reminder.
-    live: HashMap<ReminderKey, ReminderRecord>,
+    live: Loaded,
     /// Everything at or before this (due, key) is in memory (or firing).
     cursor: (u64, ReminderKey),
     /// The last load stopped at its limit: more is due before the horizon.
@@ -322,7 +324,7 @@ impl Scheduler {
         let earliest = q.heap.peek().map(|Reverse((d, _))| *d);
         q.heap
             .push(Reverse((record.due_unix_ms, record.key.clone())));
-        q.live.insert(record.key.clone(), record.clone());
+        q.live.insert(record.clone());
         earliest.is_none_or(|d| record.due_unix_ms < d)
     }
 
