@@ -19,6 +19,7 @@
 #       every build in turn, so a noisy machine moves them alike; one row each)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/wait_started.sh
 calls=${1:-20000}
 PAIRS=${PAIRS:-64}
 PAYLOAD=${PAYLOAD:-1024}
@@ -43,11 +44,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_for() { # file pattern what
-    for _ in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-    echo "$3 did not start; its log:" >&2; tail -n 30 "$1" "${1%.out}.err" >&2 2>/dev/null; return 1
-}
-announced() { sed -n "s/^$2 listening on //p" "$1"; }
 
 echo "starting PostgreSQL and placement on loopback" >&2
 pg_url=$(scripts/postgres.sh start "$work/pg")

@@ -20,6 +20,7 @@
 #   ROUNDS=2 RUN_SECONDS=15 BULK_PAIRS=32 BULK_PAYLOAD=8388608 PROBE_PAIRS=4
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/wait_started.sh
 ROUNDS=${ROUNDS:-2}
 RUN_SECONDS=${RUN_SECONDS:-15}
 BULK_PAIRS=${BULK_PAIRS:-32}
@@ -46,10 +47,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_for() { # file pattern what
-    for _ in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-    echo "$3 did not start; its log:" >&2; tail -n 30 "$1" "${1%.out}.err" >&2 2>/dev/null; return 1
-}
 
 run() { # build round
     local name="d$RANDOM" daemon app addr
@@ -58,7 +55,7 @@ run() { # build round
     daemon=$!
     pids+=("$daemon")
     wait_for "$work/$name.out" "listening on" "the daemon"
-    addr=$(sed -n "s/^troupe listening on //p" "$work/$name.out")
+    addr=$(announced "$work/$name.out" troupe)
     "$app_bin" "$addr" >"$work/$name-app.out" 2>"$work/$name-app.err" &
     app=$!
     pids+=("$app")

@@ -3,6 +3,7 @@
 # dir, cleanup of everything started, and the flush-log counter both read
 # storage writes from. Expects to be sourced from the repository root.
 
+source bench/wait_started.sh
 tools="$PWD/target/bench-tools"
 mkdir -p "$tools"
 if [ ! -x "$tools/ghz" ]; then
@@ -26,10 +27,6 @@ echo "starting PostgreSQL" >&2
 pg_url=$(scripts/postgres.sh start "$pgdir")
 pg_base=${pg_url%/*}
 
-wait_for() { # file pattern what
-    for _ in $(seq 200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-    echo "$3 did not start:" >&2; cat "$1" "${1%.out}.err" >&2 2>/dev/null; return 1
-}
 
 # "batches keys" flushed so far in a daemon log: one "flushed state batch"
 # line per StateStore::write_batch, with the keys it wrote.
@@ -65,7 +62,7 @@ start_case() { # backend db case extra-flags...
     daemon=$!
     pids+=("$daemon")
     wait_for "$work/$case.out" "listening on" "the daemon"
-    addr=$(sed -n 's/^troupe listening on //p' "$work/$case.out")
+    addr=$(announced "$work/$case.out" troupe)
     ./target/release/bench_app "$addr" >"$work/$case-app.out" 2>"$work/$case-app.err" &
     app=$!
     pids+=("$app")

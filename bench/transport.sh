@@ -68,6 +68,7 @@
 # target/bench-results/transport-DATE.jsonl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/wait_started.sh
 [ "$(id -u)" = 0 ] || { echo "bench/transport.sh creates network namespaces: run it as root" >&2; exit 1; }
 target=${CARGO_TARGET_DIR:-$PWD/target}
 bin="$target/release"
@@ -242,11 +243,6 @@ pg_url=$(PG_LISTEN="$ctl_a" in_a scripts/postgres.sh start "$work/pg")
 pg_url="${pg_url/127.0.0.1/$ctl_a}"
 stop_pg() { in_a scripts/postgres.sh stop "$work/pg" >/dev/null 2>&1 || true; }
 trap 'stop_pg; cleanup' EXIT
-
-wait_for() { # file pattern what
-    for _ in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-    echo "$3 did not start; its log:" >&2; tail -n 30 "$1" "${1%.out}.err" >&2 2>/dev/null; return 1
-}
 
 # A long lease: a loaded 2-core machine may delay heartbeats, and a fenced
 # daemon is not what this measures.
