@@ -15,6 +15,7 @@ async fn settings_come_from_troupe_variables_and_logs_can_be_json() -> anyhow::R
         // The one duration grammar holds in the environment too.
         ("TROUPE_IDLE_TIMEOUT", "PT7M"),
         ("TROUPE_LOG_FORMAT", "json"),
+        ("TROUPE_THREADS", "3"),
     ];
     let daemon = Daemon::start_with_env(dir.path(), &[], &env).await?;
     let _app = TestApp::attach(daemon.addr, vec![type_spec("counter")]).await?;
@@ -39,9 +40,13 @@ async fn settings_come_from_troupe_variables_and_logs_can_be_json() -> anyhow::R
         ensure!(event["level"].is_string(), "no level: {line}");
         ensure!(event["timestamp"].is_string(), "no timestamp: {line}");
     }
-    ensure!(
-        log.contains("troupe daemon listening"),
-        "no start message:\n{log}"
-    );
+    // The start line says how many threads run the daemon: by default the
+    // CPUs its cgroup allows, so an operator sees what a CPU limit gave it.
+    let started = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["fields"]["message"] == "troupe daemon listening")
+        .with_context(|| format!("no start message:\n{log}"))?;
+    assert_eq!(started["fields"]["threads"], 3, "{started}");
     Ok(())
 }

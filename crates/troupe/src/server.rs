@@ -271,7 +271,7 @@ pub async fn run_until(
         )),
     };
 
-    info!(address = %local, store = %store.describe(), tls = tls.is_some(), "troupe daemon listening");
+    info!(address = %local, store = %store.describe(), tls = tls.is_some(), threads = config.threads, "troupe daemon listening");
     if let Some(socket) = &unix_socket {
         info!(path = %socket.path().display(), "troupe daemon listening on a Unix socket too");
     }
