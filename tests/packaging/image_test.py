@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -106,8 +107,10 @@ def main() -> int:
     assert refused.returncode != 0, "the image started with no tokens on 0.0.0.0"
     assert "TROUPE_API_TOKEN" in refused.stderr, refused.stderr
 
+    # One CPU, as the Helm chart's sidecar is limited to: the daemon's
+    # default thread count follows the cgroup's limit, not the host's CPUs.
     cid = podman(
-        "run", "-d", "-p", "127.0.0.1::7420",
+        "run", "-d", "--cpus", "1", "-p", "127.0.0.1::7420",
         "-e", f"TROUPE_API_TOKEN={API_TOKEN}", "-e", f"TROUPE_APP_TOKEN={APP_TOKEN}", TAG,
     )
     try:
@@ -124,6 +127,13 @@ def main() -> int:
         code = json.loads(podman("inspect", cid))[0]["State"]["ExitCode"]
         logs = podman("logs", cid)
         assert code == 0, f"the daemon exited {code} on SIGTERM:\n{logs}"
+        # The daemon logs to stderr, which `podman logs` replays on its own.
+        replayed = subprocess.run(
+            ["podman", "logs", cid], capture_output=True, text=True, check=False,
+            env={**os.environ, "CONTAINERS_CONF": podman_conf()},
+        )
+        log = replayed.stdout + replayed.stderr
+        assert re.search(r"\bthreads\W{1,3}1\b", log), f"not on one thread with one CPU:\n{log}"
     finally:
         podman("rm", "-f", cid, check=False)
     print(f"image: {TAG}, {size / 1e6:.0f} MB; health, an app and a client outside it, "
