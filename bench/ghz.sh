@@ -23,6 +23,7 @@
 # caller waits for twice).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/wait_started.sh
 calls=${1:-100000}
 modes=${MODES:-plain}
 tools="$PWD/target/bench-tools"
@@ -66,9 +67,8 @@ start_echo() { # dir name [echo_floor args...] -> sets $echo (pid) and $addr
     ./target/release/echo_floor "$@" >"$dir/$name.out" 2>"$dir/$name.err" &
     pids+=($!)
     echo=$!
-    for _ in $(seq 100); do grep -q "listening on" "$dir/$name.out" 2>/dev/null && break; sleep 0.1; done
-    addr=$(sed -n 's/^echo listening on //p' "$dir/$name.out")
-    [ -n "$addr" ] || { echo "echo floor did not start:" >&2; cat "$dir/$name.err" >&2; exit 1; }
+    wait_for "$dir/$name.out" "listening on" "the echo floor"
+    addr=$(announced "$dir/$name.out" echo)
 }
 
 bench_floor() { # [threads|relay] -> $work/floor[-tN|-relay]/{echo,echo-c8,echo-seq}.{json,cpu}
@@ -123,13 +123,11 @@ bench_mode() { # mode -> $work/MODE/{echo,counter}[-c8|-seq].{json,cpu}, rss
         "${daemon_args[@]}" ${TROUPE_DAEMON_ARGS:-} >"$dir/daemon.out" 2>"$dir/daemon.err" &
     pids+=($!)
     local daemon=$!
-    for _ in $(seq 100); do grep -q "listening on" "$dir/daemon.out" 2>/dev/null && break; sleep 0.1; done
-    local addr; addr=$(sed -n 's/^troupe listening on //p' "$dir/daemon.out")
-    [ -n "$addr" ] || { echo "daemon did not start:" >&2; cat "$dir/daemon.err" >&2; exit 1; }
+    wait_for "$dir/daemon.out" "listening on" "the daemon"
+    local addr; addr=$(announced "$dir/daemon.out" troupe)
     env "${app_env[@]}" ./target/release/bench_app "$addr" >"$dir/app.out" 2>"$dir/app.err" &
     pids+=($!)
-    for _ in $(seq 100); do grep -q registered "$dir/app.out" 2>/dev/null && break; sleep 0.1; done
-    grep -q registered "$dir/app.out" || { echo "bench app did not register" >&2; cat "$dir/app.err" >&2; exit 1; }
+    wait_for "$dir/app.out" registered "the bench app"
     # The certificate names localhost, not the address.
     local target=${addr/127.0.0.1/localhost}
     local g=()

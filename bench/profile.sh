@@ -14,6 +14,7 @@
 # Writes target/profile/LOAD-TYPE/{flame.svg,folded.txt,tasks.txt,syscalls.txt}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/wait_started.sh
 load=${1:-c64}
 calls=${2:-30000}
 t=${TYPE:-counter}
@@ -46,13 +47,11 @@ trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev
     >"$work/daemon.out" 2>"$work/daemon.err" &
 pids+=($!)
 daemon=$!
-for _ in $(seq 100); do grep -q "listening on" "$work/daemon.out" 2>/dev/null && break; sleep 0.1; done
-addr=$(sed -n 's/^troupe listening on //p' "$work/daemon.out")
-[ -n "$addr" ] || { echo "daemon did not start:" >&2; cat "$work/daemon.err" >&2; exit 1; }
+wait_for "$work/daemon.out" "listening on" "the daemon"
+addr=$(announced "$work/daemon.out" troupe)
 ./target/release/bench_app "$addr" >"$work/app.out" 2>"$work/app.err" &
 pids+=($!)
-for _ in $(seq 100); do grep -q registered "$work/app.out" 2>/dev/null && break; sleep 0.1; done
-grep -q registered "$work/app.out" || { echo "bench app did not register" >&2; cat "$work/app.err" >&2; exit 1; }
+wait_for "$work/app.out" registered "the bench app"
 
 ghz() { # calls -> ghz json on stdout
     timeout 120 "$tools/ghz" --insecure --call troupe.v1.ActorClient.Invoke "${ghz_load[@]}" -n "$1" \
