@@ -10,12 +10,8 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 use parking_lot::RwLock;
 
 use crate::activation::Activation;
+use crate::shards::{shard_of, shrink_if_sparse, SHARDS};
 use crate::types::ActorId;
-
-const SHARD_BITS: u32 = 6;
-const SHARDS: usize = 1 << SHARD_BITS;
-/// Shards this small are left as they are: shrinking them saves nothing.
-const MIN_SHRINK_CAPACITY: usize = 1024;
 
 pub(crate) struct Directory {
     hasher: DefaultHashBuilder,
@@ -43,12 +39,7 @@ impl Directory {
     }
 
     fn shard(&self, hash: u64) -> &RwLock<HashTable<Arc<Activation>>> {
-        // hashbrown indexes buckets with the low bits and tags slots with the
-        // top 7; taking the shard from either would leave the tables with
-        // correlated bits (a shard on the top bits makes every tag nearly the
-        // same, so each probe compares ids of cold activations). Bits 48..54
-        // are used by neither.
-        &self.shards[((hash >> 48) as usize) & (SHARDS - 1)]
+        &self.shards[shard_of(hash)]
     }
 
     pub(crate) fn get(&self, id: &ActorId) -> Option<Arc<Activation>> {
@@ -98,15 +89,10 @@ impl Directory {
         if let Ok(entry) = table.find_entry(hash, |a| Arc::ptr_eq(a, act)) {
             entry.remove();
         }
-        // A table never shrinks by itself: after a spike (200k actors that
-        // all idled out) the memory would stay taken. Halve it once it is a
-        // quarter full, so a steady load does not grow and shrink it again
-        // and again.
-        if table.capacity() > MIN_SHRINK_CAPACITY && table.len() < table.capacity() / 4 {
-            let hasher = &self.hasher;
-            let keep = table.len() * 2;
-            table.shrink_to(keep, |a| ActorId::hash_parts(hasher, &a.id.ty, &a.id.id));
-        }
+        let hasher = &self.hasher;
+        shrink_if_sparse(&mut table, |a| {
+            ActorId::hash_parts(hasher, &a.id.ty, &a.id.id)
+        });
         true
     }
 

@@ -39,6 +39,7 @@ mod routing;
 mod runtime;
 mod schedule;
 mod scheduling;
+mod shards;
 mod shared;
 mod shutdown;
 mod turn;

@@ -13,10 +13,7 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
 use troupe_storage::{ReminderKey, ReminderRecord};
 
-const SHARD_BITS: u32 = 6;
-const SHARDS: usize = 1 << SHARD_BITS;
-/// Shards this small are left as they are: shrinking them saves nothing.
-const MIN_SHRINK_CAPACITY: usize = 1024;
+use crate::shards::{shard_of, shrink_if_sparse, SHARDS};
 
 struct Slot {
     hash: u64,
@@ -40,12 +37,10 @@ impl Default for Loaded {
 }
 
 impl Loaded {
-    /// The key's hash and its shard. As in the actor directory
-    /// (`crate::directory`), the shard comes from bits 48..54, which
-    /// hashbrown uses neither for buckets (low bits) nor tags (top 7).
+    /// The key's hash and its shard.
     fn locate(&self, key: &ReminderKey) -> (u64, usize) {
         let hash = self.hasher.hash_one(key);
-        (hash, ((hash >> 48) as usize) & (SHARDS - 1))
+        (hash, shard_of(hash))
     }
 
     pub(super) fn len(&self) -> usize {
@@ -84,13 +79,7 @@ impl Loaded {
             .ok()?
             .remove();
         self.len = self.len.saturating_sub(1);
-        // A table never shrinks by itself: after a million firings the
-        // memory of the loaded window would stay taken. Halve a shard once
-        // it is a quarter full, so a steady churn does not grow and shrink
-        // it again and again.
-        if table.capacity() > MIN_SHRINK_CAPACITY && table.len() < table.capacity() / 4 {
-            table.shrink_to(table.len().saturating_mul(2), |slot| slot.hash);
-        }
+        shrink_if_sparse(table, |slot| slot.hash);
         Some(slot.record)
     }
 
