@@ -125,15 +125,14 @@ def main() -> int:
         assert first == 1, f"the first incr answered {first}"
         podman("stop", "--time", "20", cid)
         code = json.loads(podman("inspect", cid))[0]["State"]["ExitCode"]
-        logs = podman("logs", cid)
-        assert code == 0, f"the daemon exited {code} on SIGTERM:\n{logs}"
         # The daemon logs to stderr, which `podman logs` replays on its own.
         replayed = subprocess.run(
             ["podman", "logs", cid], capture_output=True, text=True, check=False,
             env={**os.environ, "CONTAINERS_CONF": podman_conf()},
         )
-        log = replayed.stdout + replayed.stderr
-        assert re.search(r"\bthreads\W{1,3}1\b", log), f"not on one thread with one CPU:\n{log}"
+        logs = replayed.stdout + replayed.stderr
+        assert code == 0, f"the daemon exited {code} on SIGTERM:\n{logs}"
+        assert re.search(r"\bthreads\W{1,3}1\b", logs), f"not on one thread with one CPU:\n{logs}"
     finally:
         podman("rm", "-f", cid, check=False)
     print(f"image: {TAG}, {size / 1e6:.0f} MB; health, an app and a client outside it, "
