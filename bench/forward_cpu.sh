@@ -44,7 +44,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-
 echo "starting PostgreSQL and placement on loopback" >&2
 pg_url=$(scripts/postgres.sh start "$work/pg")
 "${builds[0]}" placement serve --id 1 --listen 127.0.0.1:0 --data-dir "$work/placement" --lease 10s \

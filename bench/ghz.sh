@@ -71,8 +71,8 @@ start_echo() { # dir name [echo_floor args...] -> sets $echo (pid) and $addr
     addr=$(announced "$dir/$name.out" echo)
 }
 
-bench_floor() { # [threads|relay] -> $work/floor[-tN|-relay]/{echo,echo-c8,echo-seq}.{json,cpu}
-    local dir="$work/floor${1:+-${1/#[0-9]/t&}}" echo addr
+bench_floor() { # [threads|relay] -> $work/floor[-N|-relay]/{echo,echo-c8,echo-seq}.{json,cpu}
+    local dir="$work/floor${1:+-$1}" echo addr
     mkdir -p "$dir"
     if [ "${1:-}" = relay ]; then
         # The echo an app would be, and in front of it the relay the load
@@ -204,7 +204,7 @@ against("floor-relay", modes[0])
 one = "onethread" if "onethread" in modes else modes[0]
 print()
 print(f"Mode '{one}' against the same echo on one thread (TOKIO_WORKER_THREADS=1)")
-against("floor-t1", one)
+against("floor-1", one)
 if len(modes) > 1:
     base = modes[0]
     print()

@@ -47,7 +47,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-
 run() { # build round
     local name="d$RANDOM" daemon app addr
     "$1" serve --listen 127.0.0.1:0 --data-dir "$work/data-$name" --max-payload-bytes "$max_payload" \

@@ -27,7 +27,6 @@ echo "starting PostgreSQL" >&2
 pg_url=$(scripts/postgres.sh start "$pgdir")
 pg_base=${pg_url%/*}
 
-
 # "batches keys" flushed so far in a daemon log: one "flushed state batch"
 # line per StateStore::write_batch, with the keys it wrote.
 flush_stats() {
