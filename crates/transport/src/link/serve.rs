@@ -79,12 +79,7 @@ impl pb::peer_link_server::PeerLink for LinkServer {
         &self,
         request: Request<Streaming<pb::LinkFrame>>,
     ) -> Result<Response<Self::OpenStream>, Status> {
-        let replies = Arc::new(Replies {
-            outbox: Mutex::new(Outbox::new(self.framing)),
-            wake: AtomicWaker::new(),
-            finishing: AtomicBool::new(false),
-            ended: AtomicBool::new(false),
-        });
+        let replies = Arc::new(Replies::new(Outbox::new(self.framing)));
         tokio::spawn(serve(
             request.into_inner(),
             self.inbound.clone(),
@@ -99,23 +94,41 @@ impl pb::peer_link_server::PeerLink for LinkServer {
 /// Replies waiting for the stream, shared by the task that reads requests
 /// and the response stream that tonic polls.
 struct Replies {
-    outbox: Mutex<Outbox>,
+    queue: Mutex<ReplyQueue>,
     /// The response stream, waiting for a reply.
     wake: AtomicWaker,
-    /// No more replies will come: end the stream once the outbox is empty.
-    finishing: AtomicBool,
     /// The link is over: end the stream now, with what is queued unsent.
     ended: AtomicBool,
 }
 
+/// The outbox and whether more will come, under one lock: the stream sees
+/// "finishing" only with every reply pushed before it, whatever thread
+/// pushed them, so the last replies of a drain are never left behind.
+struct ReplyQueue {
+    outbox: Outbox,
+    /// No more replies will come: end the stream once the outbox is empty.
+    finishing: bool,
+}
+
 impl Replies {
+    fn new(outbox: Outbox) -> Self {
+        Self {
+            queue: Mutex::new(ReplyQueue {
+                outbox,
+                finishing: false,
+            }),
+            wake: AtomicWaker::new(),
+            ended: AtomicBool::new(false),
+        }
+    }
+
     fn push(&self, message: pb::LinkMessage) {
-        self.outbox.lock().push(message);
+        self.queue.lock().outbox.push(message);
         self.wake.wake();
     }
 
     fn finish(&self) {
-        self.finishing.store(true, Ordering::Release);
+        self.queue.lock().finishing = true;
         self.wake.wake();
     }
 
@@ -147,12 +160,11 @@ impl Stream for ReplyFrames {
         if replies.ended.load(Ordering::Acquire) {
             return Poll::Ready(None);
         }
-        // Read before the outbox: once finishing, every reply is in it.
-        let finishing = replies.finishing.load(Ordering::Acquire);
-        if let Some(frame) = replies.outbox.lock().next_frame() {
+        let mut queue = replies.queue.lock();
+        if let Some(frame) = queue.outbox.next_frame() {
             return Poll::Ready(Some(Ok(frame)));
         }
-        if finishing {
+        if queue.finishing {
             return Poll::Ready(None);
         }
         Poll::Pending
@@ -269,27 +281,20 @@ pub fn status_of_reply(error: pb::LinkStatus) -> Status {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
 
     use futures::StreamExt;
-    use parking_lot::Mutex;
     use troupe_proto::v1 as pb;
 
     use super::{Replies, ReplyFrames};
     use crate::link::wire::{Framing, Outbox};
 
     fn replies() -> Arc<Replies> {
-        Arc::new(Replies {
-            // One message per frame, so each frame says which reply it is.
-            outbox: Mutex::new(Outbox::new(Framing {
-                chunk_bytes: None,
-                frame_bytes: 1,
-            })),
-            wake: Default::default(),
-            finishing: AtomicBool::new(false),
-            ended: AtomicBool::new(false),
-        })
+        // One message per frame, so each frame says which reply it is.
+        Arc::new(Replies::new(Outbox::new(Framing {
+            chunk_bytes: None,
+            frame_bytes: 1,
+        })))
     }
 
     fn pong(id: u64) -> pb::LinkMessage {
