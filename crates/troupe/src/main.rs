@@ -237,19 +237,10 @@ fn main() -> ExitCode {
         },
         _ => None,
     };
-    // One thread: tokio's current-thread scheduler, where the thread that
-    // waits for the daemon to end also runs every task; a multi-thread
-    // runtime of one worker would still hand work between that worker and
-    // the waiting thread. (Linkerd's sidecar proxy chooses the same way.)
-    let mut builder = match &serve {
-        Some(config) if config.threads == 1 => tokio::runtime::Builder::new_current_thread(),
-        Some(config) => {
-            let mut builder = tokio::runtime::Builder::new_multi_thread();
-            builder.worker_threads(config.threads);
-            builder
-        }
-        None => tokio::runtime::Builder::new_multi_thread(),
-    };
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(config) = &serve {
+        builder.worker_threads(config.threads);
+    }
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
