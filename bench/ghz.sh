@@ -9,7 +9,9 @@
 #   MODES="plain secure" bench/ghz.sh   (one run per mode, compared side by side:
 #       plain: no credentials; tokens: API and app tokens; tls: TLS on the listener;
 #       secure: tokens and TLS, as a production daemon runs;
-#       onethread: plain with --threads 1; default: plain)
+#       onethread: plain with --threads 1;
+#       keyed: plain, each call with a fresh idempotency key, as the SDKs send
+#       every invoke, so its answer is recorded with the turn; default: plain)
 #
 # The floor: the same ghz loads against a bare tonic echo server of the same
 # API (tests/src/bin/echo_floor.rs), so the daemon's CPU per call and calls/s
@@ -56,7 +58,7 @@ load() { # pid out target actor-type ghz-args...
     shift 4
     local before; before=$(cpu_ticks "$pid")
     timeout 120 "$tools/ghz" --call troupe.v1.ActorClient.Invoke "$@" \
-        -d "{\"actor\":{\"type\":\"$t\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\",\"payload\":{\"data\":\"e30=\"}}" \
+        -d "{\"actor\":{\"type\":\"$t\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\",\"payload\":{\"data\":\"e30=\"}${request_extra:-}}" \
         -O json "$target" >"$out.json"
     echo $(( $(cpu_ticks "$pid") - before )) >"$out.cpu"
 }
@@ -95,9 +97,10 @@ bench_floor() { # [threads|relay] -> $work/floor[-N|-relay]/{echo,echo-c8,echo-s
 bench_mode() { # mode -> $work/MODE/{echo,counter}[-c8|-seq].{json,cpu}, rss
     local mode=$1 dir="$work/$1"
     mkdir -p "$dir"
-    local daemon_args=() ghz_args=(--insecure) app_env=()
+    local daemon_args=() ghz_args=(--insecure) app_env=() request_extra=''
     case "$mode" in
         plain) ;;
+        keyed) request_extra=',"idempotency_key":"{{newUUID}}"' ;;
         tokens | secure)
             local api="bench-api-$RANDOM$RANDOM" app="bench-app-$RANDOM$RANDOM"
             local auth="{\"authorization\":\"Bearer $api\"}"
@@ -116,7 +119,7 @@ bench_mode() { # mode -> $work/MODE/{echo,counter}[-c8|-seq].{json,cpu}, rss
             ;;
         tokens) ;;
         onethread) daemon_args+=(--threads 1) ;;
-        *) echo "unknown mode $mode (plain, tokens, tls, secure, onethread)" >&2; exit 2 ;;
+        *) echo "unknown mode $mode (plain, tokens, tls, secure, onethread, keyed)" >&2; exit 2 ;;
     esac
     # shellcheck disable=SC2086 # word splitting of the extra args is wanted
     ./target/release/troupe serve --listen 127.0.0.1:0 --data-dir "$dir/data" \
@@ -208,7 +211,7 @@ against("floor-1", one)
 if len(modes) > 1:
     base = modes[0]
     print()
-    print(f"daemon CPU us/call against '{base}' (each mode's cost on the hot path; security's aim: <= 1.15x)")
+    print(f"daemon CPU us/call against '{base}' (each mode's cost on the hot path; the security modes' aim: <= 1.15x)")
     for m in modes[1:]:
         for t in ("echo", "counter"):
             print(f"  {m:<7} {names[t]:<20} {cpu[(m, t)]:>6.1f} vs {cpu[(base, t)]:>6.1f} = {cpu[(m, t)] / cpu[(base, t)]:.2f}x")
