@@ -131,10 +131,17 @@ impl CallRecords {
         answer: Answer,
     ) -> CallRecord {
         let data = answer::encode(&answer);
+        // Memory keeps a view of the stored encoding, not the answer's own
+        // bytes: those are a slice of the buffer the app's message arrived
+        // in, which a record would keep whole for the retention window.
+        let kept = match answer {
+            Ok(_) => answer::decode(&data).unwrap_or(answer),
+            Err(_) => answer,
+        };
         let mut shard = self.shard(actor).lock();
         let records = shard.entry(actor.clone()).or_default();
         records.prune(self.cutoff(now_unix_ms));
-        records.insert(key, now_unix_ms, answer);
+        records.insert(key, now_unix_ms, kept);
         CallRecord {
             key: key.to_owned(),
             recorded_unix_ms: now_unix_ms,
@@ -228,6 +235,25 @@ mod tests {
         table.loaded(&a, vec![stored], true);
         table.forget(&a);
         assert_eq!(table.len(), 0);
+    }
+
+    #[test]
+    fn a_recorded_answer_does_not_hold_the_buffer_it_arrived_in() {
+        let table = CallRecords::new(Duration::from_secs(10));
+        let a = ActorId::new("t", "a");
+        // An app's batch of answers as the stream decoded it: one buffer,
+        // each answer's payload a slice of it.
+        let batch = bytes::Bytes::from(vec![b'7'; 64 * 1024]);
+        let answer = Ok(Payload::json(batch.slice(100..101)));
+        table.record(&a, "k", 1_000, answer);
+        let Lookup::Recorded(Ok(kept)) = table.lookup(&a, "k", 2_000) else {
+            panic!("the answer was not recorded");
+        };
+        assert_eq!(&kept.data[..], b"7");
+        assert!(
+            !batch.as_ptr_range().contains(&kept.data.as_ptr()),
+            "the record points into the 64 KiB batch, keeping it alive"
+        );
     }
 
     #[test]
