@@ -42,9 +42,13 @@ class Counter(troupe.Actor):
         return count
 
 
-def podman(*args: str, check: bool = True) -> str:
+def podman_run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "CONTAINERS_CONF": podman_conf()}
-    done = subprocess.run(["podman", *args], capture_output=True, text=True, env=env, check=False)
+    return subprocess.run(["podman", *args], capture_output=True, text=True, env=env, check=False)
+
+
+def podman(*args: str, check: bool = True) -> str:
+    done = podman_run(*args)
     if check and done.returncode != 0:
         raise SystemExit(f"podman {' '.join(args)} failed ({done.returncode}): {done.stderr}")
     return done.stdout.strip()
@@ -126,10 +130,7 @@ def main() -> int:
         podman("stop", "--time", "20", cid)
         code = json.loads(podman("inspect", cid))[0]["State"]["ExitCode"]
         # The daemon logs to stderr, which `podman logs` replays on its own.
-        replayed = subprocess.run(
-            ["podman", "logs", cid], capture_output=True, text=True, check=False,
-            env={**os.environ, "CONTAINERS_CONF": podman_conf()},
-        )
+        replayed = podman_run("logs", cid)
         logs = replayed.stdout + replayed.stderr
         assert code == 0, f"the daemon exited {code} on SIGTERM:\n{logs}"
         assert re.search(r"\bthreads\W{1,3}1\b", logs), f"not on one thread with one CPU:\n{logs}"
