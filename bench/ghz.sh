@@ -53,6 +53,8 @@ trap 'stop_all; rm -rf "$work"' EXIT
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # One ghz run against process PID at TARGET: OUT.json and OUT.cpu (ticks).
+# Called from bench_mode, its `request_extra` (request fields of the mode,
+# e.g. keyed's idempotency key) goes into every request.
 load() { # pid out target actor-type ghz-args...
     local pid=$1 out=$2 target=$3 t=$4
     shift 4
