@@ -21,8 +21,8 @@ use crate::records::Staged;
 pub(crate) struct ActorOps {
     /// Puts (`Some`) and removals (`None`), in order.
     pub(crate) ops: Vec<(Vec<u8>, Option<IVec>)>,
-    /// Call records, checked against what is stored when written (a key
-    /// recorded already keeps its first answer).
+    /// Call records, moved among `ops` when written unless their key is
+    /// stored already (`records::index`).
     pub(crate) records: Vec<Staged>,
 }
 
@@ -40,26 +40,37 @@ impl ActorOps {
 /// durable. A crash before the flush may keep some actors' writes and not
 /// others, never part of one actor's. Runs with the store's writes
 /// serialised (the runtime's flusher writes one batch at a time).
-pub(crate) fn apply(db: &Handles, actors: Vec<ActorOps>) -> Result<(), Failure> {
-    for mut actor in actors {
-        let records = std::mem::take(&mut actor.records);
-        crate::records::stage(db, &mut actor, records)?;
-        match <[_; 1]>::try_from(actor.ops) {
-            Ok([(key, Some(value))]) => drop(db.state.insert(key, value)?),
-            Ok([(key, None)]) => drop(db.state.remove(key)?),
-            Err(ops) if ops.is_empty() => {}
-            Err(ops) => {
-                let mut batch = sled::Batch::default();
-                for (key, value) in ops {
-                    match value {
-                        Some(v) => batch.insert(key, v),
-                        None => batch.remove(key),
-                    }
-                }
-                db.state.apply_batch(batch)?;
-            }
+pub(crate) fn apply(db: &Handles, mut actors: Vec<ActorOps>) -> Result<(), Failure> {
+    {
+        // Expiry waits while records and their index are half written.
+        let _records = actors
+            .iter()
+            .any(|a| !a.records.is_empty())
+            .then(|| db.records.lock());
+        crate::records::index(db, &mut actors)?;
+        for actor in actors {
+            write_one(db, actor.ops)?;
         }
     }
     db.sync()?;
+    Ok(())
+}
+
+fn write_one(db: &Handles, ops: Vec<(Vec<u8>, Option<IVec>)>) -> Result<(), Failure> {
+    match <[_; 1]>::try_from(ops) {
+        Ok([(key, Some(value))]) => drop(db.state.insert(key, value)?),
+        Ok([(key, None)]) => drop(db.state.remove(key)?),
+        Err(ops) if ops.is_empty() => {}
+        Err(ops) => {
+            let mut batch = sled::Batch::default();
+            for (key, value) in ops {
+                match value {
+                    Some(v) => batch.insert(key, v),
+                    None => batch.remove(key),
+                }
+            }
+            db.state.apply_batch(batch)?;
+        }
+    }
     Ok(())
 }

@@ -73,6 +73,9 @@ pub(crate) struct Handles {
     pub(crate) state: sled::Tree,
     /// Reminders and their due-time index (`crate::reminders`).
     pub(crate) reminders: sled::Tree,
+    /// Held while a flush writes call records and their age index, and
+    /// while expiry removes them (`crate::records`).
+    pub(crate) records: parking_lot::Mutex<()>,
     /// How many times [`sync`](Self::sync) ran, for tests of when a store
     /// pays for an fsync.
     #[cfg(test)]
@@ -99,6 +102,7 @@ impl Handles {
             db,
             state,
             reminders,
+            records: parking_lot::Mutex::new(()),
             #[cfg(test)]
             syncs: AtomicU64::new(0),
         })

@@ -1,11 +1,27 @@
 //! Call records in the state tree, under their own first bytes: `RECORD |
-//! actor | key -> recorded_ms u64 | data`, and an age index `AGE |
-//! recorded_ms | actor | key -> ()` that expiry walks oldest first. State
-//! keys start with 0 or 1 (see `inbox`), so neither range meets state, and
-//! one atomic write carries an actor's state and records together.
+//! actor | key -> recorded_ms u64 | data`, and an age index that expiry
+//! walks oldest first. State keys start with 0 or 1 (see `inbox`), so
+//! neither range meets state.
+//!
+//! The age index has one entry per flush and recorded millisecond, `AGE |
+//! recorded_ms | id u64 -> (len u32 | actor | key)*`, listing that
+//! millisecond's records, not one entry per record: an index key per record
+//! made a keyed call's write two keys (a sled batch, under sled's write
+//! lock) instead of one, and cost about a tenth of a keyed call's daemon CPU
+//! (`MODES="plain keyed" bench/ghz.sh`). Databases written before keep
+//! entries of the old form, `AGE | recorded_ms | actor | key -> ()`; expiry
+//! reads both, told apart by the empty value.
+//!
+//! A flush writes its index entries before its records, so an interrupted
+//! flush may leave an entry naming records that are not there (expiry
+//! removes nothing for them) but no record that no entry names. Expiry and
+//! the index-then-records part of a flush exclude each other
+//! ([`Handles::records`]), so expiry never takes an entry whose records are
+//! still to come.
+
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use sled::IVec;
 use troupe_storage::{CallRecord, StoreError};
 
 use crate::actor_write::ActorOps;
@@ -23,24 +39,15 @@ fn record_key(actor: &[u8], key: &str) -> Vec<u8> {
     out
 }
 
-fn age_key(at: u64, actor: &[u8], key: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(9 + actor.len() + key.len());
-    out.push(AGE);
-    out.extend_from_slice(&at.to_be_bytes());
-    out.extend_from_slice(actor);
-    out.extend_from_slice(key.as_bytes());
-    out
-}
-
-/// One record as the keys and value it is written under.
+/// One record as the key and value it is written under.
 pub(crate) struct Staged {
     key: Vec<u8>,
-    age: Vec<u8>,
+    at: u64,
     value: Vec<u8>,
 }
 
-/// One actor's records as sled writes; the bytes they take are added to
-/// `bytes`.
+/// One actor's records as sled writes; the bytes they take (with their
+/// share of the age index) are added to `bytes`.
 pub(crate) fn prepare(
     actor_type: &str,
     actor_id: &str,
@@ -56,30 +63,44 @@ pub(crate) fn prepare(
             value.extend_from_slice(&r.data);
             let staged = Staged {
                 key: record_key(&actor, &r.key),
-                age: age_key(r.recorded_unix_ms, &actor, &r.key),
+                at: r.recorded_unix_ms,
                 value,
             };
-            let size = staged.key.len() + staged.age.len() + staged.value.len();
+            // The key twice: once as the record's, once in an index entry.
+            let size = 2 * staged.key.len() + staged.value.len() + 4;
             *bytes = bytes.saturating_add(size as u64);
             staged
         })
         .collect()
 }
 
-/// Adds the records not stored yet to an actor's operations (a key
-/// recorded already keeps its first answer). Runs with the store's writes
-/// serialised.
-pub(crate) fn stage(
-    db: &Handles,
-    write: &mut ActorOps,
-    staged: Vec<Staged>,
-) -> Result<(), Failure> {
-    for s in staged {
-        if db.state.contains_key(&s.key)? {
-            continue;
+/// Moves each actor's records that are not stored yet among its operations
+/// (a key recorded already keeps its first answer) and writes the age
+/// index entries that name them. Call with [`Handles::records`] held and
+/// the store's flushes serialised, before the actors' writes.
+pub(crate) fn index(db: &Handles, actors: &mut [ActorOps]) -> Result<(), Failure> {
+    let mut by_ms: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    for actor in actors.iter_mut() {
+        for staged in std::mem::take(&mut actor.records) {
+            if db.state.contains_key(&staged.key)? {
+                continue;
+            }
+            let named = &staged.key[1..];
+            let listing = by_ms.entry(staged.at).or_default();
+            // Record keys are bounded far below 4 GiB (type, id and key are
+            // validated names); saturating keeps a bad one from wrapping.
+            let len = u32::try_from(named.len()).unwrap_or(u32::MAX);
+            listing.extend_from_slice(&len.to_be_bytes());
+            listing.extend_from_slice(named);
+            actor.insert(staged.key, staged.value);
         }
-        write.insert(s.key, s.value);
-        write.insert(s.age, IVec::default());
+    }
+    for (at, listing) in by_ms {
+        let mut key = Vec::with_capacity(17);
+        key.push(AGE);
+        key.extend_from_slice(&at.to_be_bytes());
+        key.extend_from_slice(&db.db.generate_id()?.to_be_bytes());
+        db.state.insert(key, listing)?;
     }
     Ok(())
 }
@@ -141,27 +162,198 @@ pub(crate) fn get(
     }
 }
 
+/// The record key for `named` (`actor | key`), checked to start with an
+/// actor's two segments.
+fn tagged(named: &[u8]) -> Result<Vec<u8>, Failure> {
+    let (_, after_type) = read_segment(named).ok_or_else(|| corrupt("call-record age entry"))?;
+    read_segment(after_type).ok_or_else(|| corrupt("call-record age entry"))?;
+    let mut record = Vec::with_capacity(1 + named.len());
+    record.push(RECORD);
+    record.extend_from_slice(named);
+    Ok(record)
+}
+
+/// Splits the first `len | actor | key` off an index entry's listing.
+fn next_named(listing: &[u8]) -> Result<(&[u8], &[u8]), Failure> {
+    let len = listing
+        .get(..4)
+        .and_then(|s| <[u8; 4]>::try_from(s).ok())
+        .map(u32::from_be_bytes)
+        .ok_or_else(|| corrupt("call-record age entry"))?;
+    let rest = &listing[4..];
+    let len = usize::try_from(len)
+        .ok()
+        .filter(|len| *len <= rest.len())
+        .ok_or_else(|| corrupt("call-record age entry"))?;
+    Ok(rest.split_at(len))
+}
+
 /// Removes up to `limit` records older than `before_unix_ms`, oldest first,
-/// with their age entries, in one batch.
+/// in one batch, with the index entries that named them; an entry that
+/// names more than the limit leaves is rewritten with the rest. Call with
+/// [`Handles::records`] held.
 pub(crate) fn expire(db: &Handles, before_unix_ms: u64, limit: usize) -> Result<u64, Failure> {
     let mut end = vec![AGE];
     end.extend_from_slice(&before_unix_ms.to_be_bytes());
     let mut batch = sled::Batch::default();
-    let mut removed = 0u64;
-    for item in db.state.range(vec![AGE]..end).take(limit) {
-        let (age, _) = item?;
-        let rest = age.get(9..).ok_or_else(|| corrupt("call-record age key"))?;
-        // `rest` is `actor | key`: the record's key without its tag.
-        let (_, after_type) = read_segment(rest).ok_or_else(|| corrupt("call-record age key"))?;
-        read_segment(after_type).ok_or_else(|| corrupt("call-record age key"))?;
-        let mut record = vec![RECORD];
-        record.extend_from_slice(rest);
-        batch.remove(record);
-        batch.remove(age.to_vec());
-        removed += 1;
+    let mut removed = 0usize;
+    for item in db.state.range(vec![AGE]..end) {
+        if removed >= limit {
+            break;
+        }
+        let (entry, listing) = item?;
+        if listing.is_empty() {
+            // The old form: the entry's key names its one record.
+            let named = entry
+                .get(9..)
+                .ok_or_else(|| corrupt("call-record age key"))?;
+            batch.remove(tagged(named)?);
+            batch.remove(entry);
+            removed += 1;
+            continue;
+        }
+        let mut left: &[u8] = &listing;
+        while !left.is_empty() && removed < limit {
+            let (named, rest) = next_named(left)?;
+            batch.remove(tagged(named)?);
+            removed += 1;
+            left = rest;
+        }
+        if left.is_empty() {
+            batch.remove(entry);
+        } else {
+            batch.insert(entry, left);
+        }
     }
     if removed > 0 {
         db.state.apply_batch(batch)?;
     }
-    Ok(removed)
+    Ok(removed as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SledStore;
+    use troupe_storage::conformance::write;
+    use troupe_storage::StateStore;
+
+    fn keyed(id: &str, records: &[(&str, u64)]) -> troupe_storage::ActorWrite {
+        let mut w = write("rec", id, &[]);
+        w.records = records
+            .iter()
+            .map(|(key, at)| CallRecord {
+                key: (*key).into(),
+                recorded_unix_ms: *at,
+                data: Bytes::from_static(b"answer"),
+            })
+            .collect();
+        w
+    }
+
+    /// The age index's entries, as (recorded ms, records named).
+    async fn index_entries(store: &SledStore) -> Result<Vec<(u64, usize)>, StoreError> {
+        store
+            .db()
+            .read(|db| {
+                let mut out = Vec::new();
+                for item in db.state.scan_prefix([AGE]) {
+                    let (entry, listing) = item?;
+                    let at = entry
+                        .get(1..9)
+                        .and_then(|s| <[u8; 8]>::try_from(s).ok())
+                        .map(u64::from_be_bytes)
+                        .ok_or_else(|| corrupt("test entry"))?;
+                    let mut named = 0;
+                    let mut left: &[u8] = &listing;
+                    while !left.is_empty() {
+                        left = next_named(left)?.1;
+                        named += 1;
+                    }
+                    out.push((at, named.max(usize::from(listing.is_empty()))));
+                }
+                Ok(out)
+            })
+            .await
+    }
+
+    fn open() -> Result<(tempfile::TempDir, SledStore), StoreError> {
+        let dir = tempfile::tempdir().map_err(|e| StoreError::Io(e.to_string()))?;
+        let store = SledStore::open(dir.path())?;
+        Ok((dir, store))
+    }
+
+    #[tokio::test]
+    async fn a_flush_indexes_its_records_once_per_millisecond() -> Result<(), StoreError> {
+        let (_dir, store) = open()?;
+        store
+            .write_batch(&[
+                keyed("a", &[("k1", 1_000), ("k2", 1_000)]),
+                keyed("b", &[("k1", 1_000), ("k3", 1_001)]),
+                keyed("c", &[("k1", 1_001)]),
+            ])
+            .await?;
+        assert_eq!(index_entries(&store).await?, [(1_000, 3), (1_001, 2)]);
+        // A key stored already is neither written again nor indexed again.
+        store
+            .write_batch(&[keyed("a", &[("k1", 1_002), ("k4", 1_002)])])
+            .await?;
+        assert_eq!(
+            index_entries(&store).await?,
+            [(1_000, 3), (1_001, 2), (1_002, 1)]
+        );
+        assert_eq!(store.expire_records(1_002, 100).await?, 5);
+        assert!(store.load_records("rec", "b", 0, 10).await?.is_empty());
+        assert_eq!(store.load_records("rec", "a", 0, 10).await?.len(), 1);
+        assert_eq!(index_entries(&store).await?, [(1_002, 1)]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_entry_cut_by_the_limit_keeps_naming_the_rest() -> Result<(), StoreError> {
+        let (_dir, store) = open()?;
+        let three = [("k1", 1_000), ("k2", 1_000), ("k3", 1_000)];
+        store.write_batch(&[keyed("a", &three)]).await?;
+        assert_eq!(store.expire_records(2_000, 2).await?, 2);
+        assert_eq!(index_entries(&store).await?, [(1_000, 1)]);
+        assert_eq!(store.load_records("rec", "a", 0, 10).await?.len(), 1);
+        assert_eq!(store.expire_records(2_000, 2).await?, 1);
+        assert!(index_entries(&store).await?.is_empty());
+        assert!(store.load_records("rec", "a", 0, 10).await?.is_empty());
+        assert_eq!(store.expire_records(2_000, 2).await?, 0);
+        Ok(())
+    }
+
+    /// Databases written before the index had one entry per flush keep
+    /// entries of the old form (one per record, an empty value); they
+    /// expire as before, beside the new ones.
+    #[tokio::test]
+    async fn old_form_entries_still_expire() -> Result<(), StoreError> {
+        let (_dir, store) = open()?;
+        store
+            .db()
+            .read(|db| {
+                for (id, at) in [("old1", 900u64), ("old2", 1_100)] {
+                    let named = record_key(&actor_prefix("rec", id), "k")[1..].to_vec();
+                    let mut value = at.to_be_bytes().to_vec();
+                    value.extend_from_slice(b"answer");
+                    db.state.insert(tagged(&named)?, value)?;
+                    let mut entry = vec![AGE];
+                    entry.extend_from_slice(&at.to_be_bytes());
+                    entry.extend_from_slice(&named);
+                    db.state.insert(entry, sled::IVec::default())?;
+                }
+                Ok(())
+            })
+            .await?;
+        store.write_batch(&[keyed("new", &[("k", 1_000)])]).await?;
+        assert_eq!(store.load_records("rec", "old1", 0, 10).await?.len(), 1);
+        assert_eq!(store.expire_records(1_050, 100).await?, 2);
+        assert!(store.load_records("rec", "old1", 0, 10).await?.is_empty());
+        assert!(store.load_records("rec", "new", 0, 10).await?.is_empty());
+        assert_eq!(store.load_records("rec", "old2", 0, 10).await?.len(), 1);
+        assert_eq!(store.expire_records(2_000, 100).await?, 1);
+        assert!(index_entries(&store).await?.is_empty());
+        Ok(())
+    }
 }

@@ -234,6 +234,7 @@ impl StateStore for SledStore {
     async fn expire_records(&self, before_unix_ms: u64, limit: usize) -> Result<u64, StoreError> {
         self.db
             .write(0, move |db| {
+                let _records = db.records.lock();
                 crate::records::expire(db, before_unix_ms, limit)
             })
             .await
