@@ -73,6 +73,9 @@ impl Runtime {
             Scheduler::new(reminders, placement.clone(), time.clone());
         let metrics = config.metrics.then(|| Arc::new(Metrics::new()));
         let inbox_stats = Arc::new(InboxStats::default());
+        let records = Arc::new(crate::idempotency::table::CallRecords::new(
+            config.idempotency_retention,
+        ));
         let workers = (0..config.workers)
             .map(|_| Arc::new(RunQueue::new()))
             .collect();
@@ -84,6 +87,7 @@ impl Runtime {
                 config.flush_max_dirty_bytes,
                 metrics.clone(),
                 placement.clone(),
+                records.clone(),
             )),
             placement,
             pending: PendingCalls::new(config.max_pending_calls),
@@ -104,7 +108,7 @@ impl Runtime {
             metrics,
             forwarder: OnceLock::new(),
             inbox_clock: Default::default(),
-            records: crate::idempotency::table::CallRecords::new(config.idempotency_retention),
+            records,
             inbox_stats,
             inbox_retries: Default::default(),
             chain_tokens,

@@ -75,7 +75,7 @@ pub(crate) struct Shared {
     /// The last inbox sequence number given (the `inbox` module).
     pub(crate) inbox_clock: std::sync::atomic::AtomicU64,
     /// The answers of keyed calls to live actors (the `idempotency` module).
-    pub(crate) records: crate::idempotency::table::CallRecords,
+    pub(crate) records: Arc<crate::idempotency::table::CallRecords>,
     /// Durable tells counted per type, always on (`inbox::stats`); the
     /// host registry shares it to hand each binding its type's counters.
     pub(crate) inbox_stats: Arc<crate::inbox::stats::InboxStats>,

@@ -18,15 +18,30 @@ use troupe_storage::{MemoryReminders, MemoryStore, StateStore};
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 /// Type `t` (durable state): `incr` adds one to `count` and answers the new
-/// count, `fail` raises, `get` (read-only) answers the count. `ran` counts
-/// the turns the host ran.
+/// count, `fail` raises, `get` (read-only) answers the count. Type `w` is
+/// the same with write-behind state. `ran` counts the turns the host ran.
 fn start(
     store: Arc<MemoryStore>,
     ran: Arc<AtomicU32>,
     retention: Duration,
 ) -> Result<Runtime, CallError> {
+    start_flushing_every(
+        store,
+        ran,
+        retention,
+        RuntimeConfig::default().flush_interval,
+    )
+}
+
+fn start_flushing_every(
+    store: Arc<MemoryStore>,
+    ran: Arc<AtomicU32>,
+    retention: Duration,
+    flush_interval: Duration,
+) -> Result<Runtime, CallError> {
     let config = RuntimeConfig {
         idempotency_retention: retention,
+        flush_interval,
         ..RuntimeConfig::default()
     };
     let rt = Runtime::create(
@@ -68,12 +83,20 @@ fn start(
     );
     rt.register_host(
         Arc::new(host),
-        vec![TypeSpec {
-            name: "t".into(),
-            state_mode: Some(StateMode::Durable),
-            readonly_methods: vec!["get".into()],
-            ..TypeSpec::default()
-        }],
+        vec![
+            TypeSpec {
+                name: "t".into(),
+                state_mode: Some(StateMode::Durable),
+                readonly_methods: vec!["get".into()],
+                ..TypeSpec::default()
+            },
+            TypeSpec {
+                name: "w".into(),
+                state_mode: Some(StateMode::WriteBehind),
+                readonly_methods: vec!["get".into()],
+                ..TypeSpec::default()
+            },
+        ],
     )?;
     Ok(rt)
 }
@@ -234,6 +257,35 @@ async fn an_old_answer_past_the_memory_bound_comes_from_the_store() -> TestResul
     let rt = start(store.clone(), ran.clone(), Duration::from_secs(3600))?;
     assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k1"))).await?), "2");
     assert_eq!(ran.load(Ordering::SeqCst), before, "nothing ran again");
+    let _ = rt.shutdown().await;
+    Ok(())
+}
+
+/// Memory's bound must not drop an answer the store does not hold yet: a
+/// write-behind actor can answer more keyed calls than memory keeps
+/// between two flushes.
+#[tokio::test]
+async fn an_answer_not_yet_stored_stays_in_memory_past_the_bound() -> TestResult {
+    let store = Arc::new(MemoryStore::new());
+    let ran = Arc::new(AtomicU32::new(0));
+    let a = ActorId::new("w", "a");
+    // No periodic flush during the test: every answer stays unwritten.
+    let hour = Duration::from_secs(3600);
+    let rt = start_flushing_every(store.clone(), ran.clone(), hour, hour)?;
+    for i in 0..1_100u32 {
+        rt.invoke(keyed(&a, "incr", Some(&format!("k{i}")))).await?;
+    }
+    assert!(store.load_records("w", "a", 0, 1).await?.is_empty());
+    assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k0"))).await?), "1");
+    assert_eq!(ran.load(Ordering::SeqCst), 1_100, "k0 did not run again");
+    // Once stored, the oldest leave memory and the store answers for them.
+    rt.flush().await?;
+    assert_eq!(
+        store.load_records("w", "a", 0, usize::MAX).await?.len(),
+        1_100
+    );
+    assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k1"))).await?), "2");
+    assert_eq!(ran.load(Ordering::SeqCst), 1_100, "k1 did not run again");
     let _ = rt.shutdown().await;
     Ok(())
 }

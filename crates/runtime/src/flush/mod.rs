@@ -28,6 +28,7 @@ use troupe_storage::{ActorWrite, StateStore};
 
 use crate::activation::{Activation, Inner, Status};
 use crate::error::{CallError, Unavailable};
+use crate::idempotency::table::CallRecords;
 use crate::metrics::Metrics;
 use crate::reply::Reply;
 use crate::types::{Payload, TRACE_TARGET};
@@ -64,6 +65,8 @@ pub(crate) struct Flusher {
     /// Drops the activations whose writes the store refused (a newer owner
     /// has the actor): the runtime, once it exists.
     dropper: fenced::Dropper,
+    /// The live actors' call records, told which ones are stored.
+    records: Arc<CallRecords>,
 }
 
 impl std::fmt::Debug for Flusher {
@@ -80,6 +83,7 @@ impl Flusher {
         max_dirty_bytes: usize,
         metrics: Option<Arc<Metrics>>,
         placement: Arc<dyn Placement>,
+        records: Arc<CallRecords>,
     ) -> Self {
         Self {
             store,
@@ -98,6 +102,7 @@ impl Flusher {
             metrics,
             placement,
             dropper: fenced::Dropper::new(),
+            records,
         }
     }
 
@@ -289,7 +294,11 @@ impl Flusher {
                 }
             }
             match result {
-                Ok(fenced) => Ok(self.sort_fenced(&writes, &acts, fenced)),
+                Ok(fenced) => {
+                    let verdicts = self.sort_fenced(&writes, &acts, fenced);
+                    self.records_stored(&writes, &acts, &verdicts);
+                    Ok(verdicts)
+                }
                 Err(source) => {
                     let failure = Unavailable::Store {
                         what: "the state store failed".into(),
@@ -335,6 +344,23 @@ impl Flusher {
                 }
                 Err(failure.into())
             }
+        }
+    }
+
+    /// Tells memory which call records the store holds now, so that it
+    /// may let them go (`idempotency::table`): all but a refused write's.
+    fn records_stored(
+        &self,
+        writes: &[ActorWrite],
+        acts: &[Arc<Activation>],
+        verdicts: &[(usize, fenced::Verdict)],
+    ) {
+        for (i, (write, act)) in writes.iter().zip(acts).enumerate() {
+            if write.records.is_empty() || verdicts.iter().any(|(refused, _)| *refused == i) {
+                continue;
+            }
+            self.records
+                .stored(&act.id, write.records.iter().map(|r| r.key.as_str()));
         }
     }
 

@@ -5,7 +5,11 @@
 //! Memory is bounded per actor: the [`MAX_IN_MEMORY`] most recent records
 //! of the retention window. An actor that has more (a busy one, or one
 //! whose load was cut at the bound) is marked spilled: a key not found in
-//! memory may still be in the store, and the caller looks there.
+//! memory may still be in the store, and the caller looks there. So only a
+//! record the store holds may leave: one still waiting for its flush stays
+//! past the bound until the flusher says it is [`stored`](CallRecords::stored)
+//! (a write-behind actor answers more keyed calls than the bound between
+//! two flushes).
 
 use std::collections::hash_map::RandomState;
 use std::collections::VecDeque;
@@ -40,6 +44,8 @@ pub(crate) enum Lookup {
 struct Recorded {
     at_unix_ms: u64,
     answer: Answer,
+    /// The store holds it: memory may let it go.
+    stored: bool,
 }
 
 /// One actor's records, oldest first in `order`.
@@ -52,19 +58,36 @@ struct ActorRecords {
 }
 
 impl ActorRecords {
-    fn insert(&mut self, key: &str, at_unix_ms: u64, answer: Answer) {
+    fn insert(&mut self, key: &str, at_unix_ms: u64, answer: Answer, stored: bool) {
         if self.by_key.contains_key(key) {
             return;
         }
-        if self.by_key.len() >= MAX_IN_MEMORY {
+        let key: Arc<str> = key.into();
+        self.order.push_back((at_unix_ms, key.clone()));
+        let record = Recorded {
+            at_unix_ms,
+            answer,
+            stored,
+        };
+        self.by_key.insert(key, record);
+        self.trim();
+    }
+
+    /// Lets the oldest stored records go while more than the bound are
+    /// held; stops at the first one the store does not hold yet.
+    fn trim(&mut self) {
+        while self.by_key.len() > MAX_IN_MEMORY {
+            let Some((_, oldest)) = self.order.front() else {
+                return;
+            };
+            if !self.by_key.get(oldest).is_some_and(|r| r.stored) {
+                return;
+            }
             if let Some((_, oldest)) = self.order.pop_front() {
                 self.by_key.remove(&oldest);
                 self.spilled = true;
             }
         }
-        let key: Arc<str> = key.into();
-        self.order.push_back((at_unix_ms, key.clone()));
-        self.by_key.insert(key, Recorded { at_unix_ms, answer });
     }
 
     /// Drops records from before `cutoff`; whether any are left (or the
@@ -141,7 +164,7 @@ impl CallRecords {
         let mut shard = self.shard(actor).lock();
         let records = shard.entry(actor.clone()).or_default();
         records.prune(self.cutoff(now_unix_ms));
-        records.insert(key, now_unix_ms, kept);
+        records.insert(key, now_unix_ms, kept, false);
         CallRecord {
             key: key.to_owned(),
             recorded_unix_ms: now_unix_ms,
@@ -160,7 +183,9 @@ impl CallRecords {
         };
         for record in stored {
             match answer::decode(&record.data) {
-                Some(answer) => records.insert(&record.key, record.recorded_unix_ms, answer),
+                Some(answer) => {
+                    records.insert(&record.key, record.recorded_unix_ms, answer, true);
+                }
                 None => warn!(
                     actor = %actor,
                     key = %record.key,
@@ -174,6 +199,21 @@ impl CallRecords {
         } else {
             shard.insert(actor.clone(), records);
         }
+    }
+
+    /// The store holds the actor's records under `keys` now: memory may let
+    /// them go.
+    pub(crate) fn stored<'k>(&self, actor: &ActorId, keys: impl IntoIterator<Item = &'k str>) {
+        let mut shard = self.shard(actor).lock();
+        let Some(records) = shard.get_mut(actor) else {
+            return;
+        };
+        for key in keys {
+            if let Some(record) = records.by_key.get_mut(key) {
+                record.stored = true;
+            }
+        }
+        records.trim();
     }
 
     /// The actor's activation ended: its records stay in the store only.
@@ -260,9 +300,17 @@ mod tests {
     fn memory_keeps_the_newest_and_sends_the_rest_to_the_store() {
         let table = CallRecords::new(Duration::from_secs(3600));
         let a = ActorId::new("t", "a");
-        for i in 0..MAX_IN_MEMORY + 10 {
-            table.record(&a, &format!("k{i}"), 1_000 + i as u64, ok("1"));
+        let keys: Vec<String> = (0..MAX_IN_MEMORY + 10).map(|i| format!("k{i}")).collect();
+        for (i, key) in keys.iter().enumerate() {
+            table.record(&a, key, 1_000 + i as u64, ok("1"));
         }
+        assert_eq!(table.len(), MAX_IN_MEMORY + 10, "none stored: all kept");
+        assert_eq!(table.lookup(&a, "k0", 5_000), Lookup::Recorded(ok("1")));
+        table.stored(&a, keys[..5].iter().map(String::as_str));
+        assert_eq!(table.len(), MAX_IN_MEMORY + 5, "the stored ones went");
+        assert_eq!(table.lookup(&a, "k4", 5_000), Lookup::AskStore);
+        assert_eq!(table.lookup(&a, "k5", 5_000), Lookup::Recorded(ok("1")));
+        table.stored(&a, keys.iter().map(String::as_str));
         assert_eq!(table.len(), MAX_IN_MEMORY, "bounded");
         assert_eq!(table.lookup(&a, "k0", 5_000), Lookup::AskStore, "evicted");
         let newest = format!("k{}", MAX_IN_MEMORY + 9);
