@@ -65,7 +65,7 @@ impl Shared {
             match self.recorded_answer(&act, k) {
                 // Answered before: the method must not run again.
                 Lookup::Recorded(answer) => return self.replay(act, env, readonly, answer),
-                Lookup::AskStore => {
+                Lookup::Stored | Lookup::AskStore => {
                     return self.ask_store_then_turn(act, env, state, readonly, key)
                 }
                 Lookup::New => {}

@@ -16,16 +16,18 @@
 //! - A keyed durable tell records its key with its inbox append: a retry
 //!   of a stored tell is acknowledged, not stored again.
 //! - Records live in memory only for live actors (`table`), loaded from the
-//!   store at activation; the store forgets them after the retention
-//!   window (`sweep`).
+//!   store at activation, answers only until they are stored (then a key's
+//!   fingerprint); the store forgets them after the retention window
+//!   (`sweep`).
 //!
 //! Read-only methods are neither recorded nor replayed: they change
 //! nothing, so running them again is the cheaper answer.
 //!
 //! - `answer`: a recorded answer's encoding.
-//! - `table`: the live actors' records.
+//! - `table`: the live actors' records; `actor_records`: one actor's.
 //! - `sweep`: expiring old records.
 
+mod actor_records;
 mod answer;
 mod sweep;
 pub(crate) mod table;
@@ -121,7 +123,8 @@ impl Shared {
         self.turn_finished(act, env.reply, &meta, None, outcome);
     }
 
-    /// A keyed turn of a spilled actor: the store says whether it was
+    /// A keyed turn whose answer only the store can give (its key is
+    /// stored, or the actor's records spilled): the store says whether it was
     /// answered before, while the actor stays busy (no other turn can
     /// record the key meanwhile); then it is replayed or runs.
     pub(crate) fn ask_store_then_turn(

@@ -1,111 +1,57 @@
-//! The answers of keyed calls to this daemon's live actors, in memory: what
-//! a retry is answered from without a store read. An actor's records are
-//! loaded with its state when it activates and forgotten when it goes.
+//! The keyed calls of this daemon's live actors, in memory: what tells a
+//! retry from a new call without a store read, and the answers the store
+//! does not hold yet. An actor's records are loaded when it activates and
+//! forgotten when it goes.
 //!
-//! Memory is bounded per actor: the [`MAX_IN_MEMORY`] most recent records
-//! of the retention window. An actor that has more (a busy one, or one
+//! An answer stays in memory until the flusher says the store holds it
+//! ([`CallRecords::stored`]); from then on memory keeps the key's
+//! fingerprint only, and a retry reads the answer from the store
+//! ([`Lookup::Stored`]). Retries are rare, and answers kept for the whole
+//! retention window cost about 300 bytes per record for a small answer and
+//! an answer's size for a large one, up to 1,024 per actor.
+//!
+//! Fingerprints are bounded per actor ([`MAX_IN_MEMORY`], the most recent
+//! of the retention window). An actor that has more (a busy one, or one
 //! whose load was cut at the bound) is marked spilled: a key not found in
-//! memory may still be in the store, and the caller looks there. So only a
-//! record the store holds may leave: one still waiting for its flush stays
-//! past the bound until the flusher says it is [`stored`](CallRecords::stored)
-//! (a write-behind actor answers more keyed calls than the bound between
-//! two flushes).
+//! memory may still be in the store, and the caller looks there
+//! ([`Lookup::AskStore`]). Answers waiting for their flush are not bounded
+//! by it: the store cannot answer for them yet (a write-behind actor can
+//! answer more keyed calls than the bound between two flushes).
 
 use std::collections::hash_map::RandomState;
-use std::collections::VecDeque;
 use std::hash::BuildHasher;
-use std::sync::Arc;
 
 use hashbrown::HashMap;
 use parking_lot::Mutex;
-use tracing::warn;
 use troupe_storage::CallRecord;
 
+use super::actor_records::{ActorRecords, Fingerprint};
 use super::answer::{self, Answer};
 use crate::types::ActorId;
 
-const SHARDS: usize = 32;
+pub(crate) use super::actor_records::MAX_IN_MEMORY;
 
-/// Records kept in memory per live actor (about 100-200 bytes each plus
-/// the answer); older ones are read from the store when asked for.
-pub(crate) const MAX_IN_MEMORY: usize = 1024;
+const SHARDS: usize = 32;
 
 /// What memory knows about a key.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Lookup {
+    /// Recorded, its answer not stored yet.
     Recorded(Answer),
+    /// Recorded and stored: the store has the answer.
+    Stored,
     /// Not recorded (within the retention window).
     New,
-    /// Not in memory, but the actor has records only the store holds.
+    /// Not in memory, but the actor has records only the store knows.
     AskStore,
-}
-
-#[derive(Debug)]
-struct Recorded {
-    at_unix_ms: u64,
-    answer: Answer,
-    /// The store holds it: memory may let it go.
-    stored: bool,
-}
-
-/// One actor's records, oldest first in `order`.
-#[derive(Debug, Default)]
-struct ActorRecords {
-    by_key: HashMap<Arc<str>, Recorded>,
-    order: VecDeque<(u64, Arc<str>)>,
-    /// The store holds records of this actor that memory does not.
-    spilled: bool,
-}
-
-impl ActorRecords {
-    fn insert(&mut self, key: &str, at_unix_ms: u64, answer: Answer, stored: bool) {
-        if self.by_key.contains_key(key) {
-            return;
-        }
-        let key: Arc<str> = key.into();
-        self.order.push_back((at_unix_ms, key.clone()));
-        let record = Recorded {
-            at_unix_ms,
-            answer,
-            stored,
-        };
-        self.by_key.insert(key, record);
-        self.trim();
-    }
-
-    /// Lets the oldest stored records go while more than the bound are
-    /// held; stops at the first one the store does not hold yet.
-    fn trim(&mut self) {
-        while self.by_key.len() > MAX_IN_MEMORY {
-            let Some((_, oldest)) = self.order.front() else {
-                return;
-            };
-            if !self.by_key.get(oldest).is_some_and(|r| r.stored) {
-                return;
-            }
-            if let Some((_, oldest)) = self.order.pop_front() {
-                self.by_key.remove(&oldest);
-                self.spilled = true;
-            }
-        }
-    }
-
-    /// Drops records from before `cutoff`; whether any are left (or the
-    /// store may still hold some).
-    fn prune(&mut self, cutoff: u64) -> bool {
-        while self.order.front().is_some_and(|(at, _)| *at < cutoff) {
-            if let Some((_, key)) = self.order.pop_front() {
-                self.by_key.remove(&key);
-            }
-        }
-        !self.by_key.is_empty() || self.spilled
-    }
 }
 
 #[derive(Debug)]
 pub(crate) struct CallRecords {
     shards: Box<[Mutex<HashMap<ActorId, ActorRecords>>]>,
     hasher: RandomState,
+    /// Two independent keys for a key's 128-bit fingerprint.
+    fingerprint_keys: [RandomState; 2],
     retention_ms: u64,
 }
 
@@ -114,6 +60,7 @@ impl CallRecords {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: RandomState::new(),
+            fingerprint_keys: [RandomState::new(), RandomState::new()],
             retention_ms: crate::input::millis(retention),
         }
     }
@@ -123,6 +70,11 @@ impl CallRecords {
         &self.shards[hash % self.shards.len()]
     }
 
+    fn fingerprint(&self, key: &str) -> Fingerprint {
+        let [high, low] = &self.fingerprint_keys;
+        (u128::from(high.hash_one(key)) << 64) | u128::from(low.hash_one(key))
+    }
+
     /// Records older than this are expired at `now_unix_ms`.
     pub(crate) fn cutoff(&self, now_unix_ms: u64) -> u64 {
         now_unix_ms.saturating_sub(self.retention_ms)
@@ -130,16 +82,10 @@ impl CallRecords {
 
     /// What memory knows of `key` at `now_unix_ms`.
     pub(crate) fn lookup(&self, actor: &ActorId, key: &str, now_unix_ms: u64) -> Lookup {
+        let fingerprint = self.fingerprint(key);
         let shard = self.shard(actor).lock();
-        let Some(records) = shard.get(actor) else {
-            return Lookup::New;
-        };
-        match records.by_key.get(key) {
-            Some(r) if r.at_unix_ms >= self.cutoff(now_unix_ms) => {
-                Lookup::Recorded(r.answer.clone())
-            }
-            Some(_) => Lookup::New,
-            None if records.spilled => Lookup::AskStore,
+        match shard.get(actor) {
+            Some(records) => records.lookup(key, fingerprint, self.cutoff(now_unix_ms)),
             None => Lookup::New,
         }
     }
@@ -156,15 +102,16 @@ impl CallRecords {
         let data = answer::encode(&answer);
         // Memory keeps a view of the stored encoding, not the answer's own
         // bytes: those are a slice of the buffer the app's message arrived
-        // in, which a record would keep whole for the retention window.
+        // in, which a record would keep whole until its flush.
         let kept = match answer {
             Ok(_) => answer::decode(&data).unwrap_or(answer),
             Err(_) => answer,
         };
+        let fingerprint = self.fingerprint(key);
         let mut shard = self.shard(actor).lock();
         let records = shard.entry(actor.clone()).or_default();
-        records.prune(self.cutoff(now_unix_ms));
-        records.insert(key, now_unix_ms, kept, false);
+        records.expire_stored(self.cutoff(now_unix_ms));
+        records.record(key, fingerprint, now_unix_ms, kept);
         CallRecord {
             key: key.to_owned(),
             recorded_unix_ms: now_unix_ms,
@@ -177,43 +124,37 @@ impl CallRecords {
     /// whatever an earlier activation left.
     pub(crate) fn loaded(&self, actor: &ActorId, mut stored: Vec<CallRecord>, complete: bool) {
         stored.sort_by_key(|r| r.recorded_unix_ms);
-        let mut records = ActorRecords {
-            spilled: !complete,
-            ..ActorRecords::default()
+        let mut records = if complete {
+            ActorRecords::default()
+        } else {
+            ActorRecords::spilled()
         };
-        for record in stored {
-            match answer::decode(&record.data) {
-                Some(answer) => {
-                    records.insert(&record.key, record.recorded_unix_ms, answer, true);
-                }
-                None => warn!(
-                    actor = %actor,
-                    key = %record.key,
-                    "undecodable call record ignored: a retry with this key runs the method again"
-                ),
-            }
+        for record in &stored {
+            records.remember(self.fingerprint(&record.key), record.recorded_unix_ms);
         }
         let mut shard = self.shard(actor).lock();
-        if records.by_key.is_empty() && !records.spilled {
+        if stored.is_empty() && complete {
             shard.remove(actor);
         } else {
             shard.insert(actor.clone(), records);
         }
     }
 
-    /// The store holds the actor's records under `keys` now: memory may let
-    /// them go.
+    /// The store holds the actor's records under `keys` now: memory keeps
+    /// their fingerprints only.
     pub(crate) fn stored<'k>(&self, actor: &ActorId, keys: impl IntoIterator<Item = &'k str>) {
+        let keys: Vec<(&str, Fingerprint)> = keys
+            .into_iter()
+            .map(|key| (key, self.fingerprint(key)))
+            .collect();
         let mut shard = self.shard(actor).lock();
         let Some(records) = shard.get_mut(actor) else {
             return;
         };
-        for key in keys {
-            if let Some(record) = records.by_key.get_mut(key) {
-                record.stored = true;
-            }
+        for (key, fingerprint) in keys {
+            records.stored(key, fingerprint);
         }
-        records.trim();
+        records.shrink_waiting();
     }
 
     /// The actor's activation ended: its records stay in the store only.
@@ -229,13 +170,15 @@ impl CallRecords {
         }
     }
 
-    /// Records held in memory now.
+    /// Records held in memory now: answers and fingerprints.
     #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.lock().values().map(|r| r.by_key.len()).sum::<usize>())
-            .sum()
+    pub(crate) fn len(&self) -> (usize, usize) {
+        self.shards.iter().fold((0, 0), |(a, f), s| {
+            s.lock().values().fold((a, f), |(a, f), r| {
+                let (ra, rf) = r.len();
+                (a + ra, f + rf)
+            })
+        })
     }
 }
 
@@ -251,7 +194,7 @@ mod tests {
     }
 
     #[test]
-    fn first_answer_kept_until_it_expires_and_forgotten_with_the_actor() {
+    fn an_answer_is_kept_until_stored_then_its_key_until_it_expires() {
         let table = CallRecords::new(Duration::from_secs(10));
         let a = ActorId::new("t", "a");
         let b = ActorId::new("t", "b");
@@ -261,11 +204,20 @@ mod tests {
         assert_eq!(table.lookup(&a, "k", 5_000), Lookup::Recorded(ok("1")));
         assert_eq!(table.lookup(&b, "k", 5_000), Lookup::New, "per actor");
         assert_eq!(table.lookup(&a, "k", 11_001), Lookup::New, "expired");
+
+        // Stored: the answer leaves memory, the key stays known.
+        table.stored(&a, ["k"]);
+        assert_eq!(table.len(), (0, 1));
+        assert_eq!(table.lookup(&a, "k", 5_000), Lookup::Stored);
+        assert_eq!(table.lookup(&a, "other", 5_000), Lookup::New);
+        table.record(&a, "k", 6_000, ok("3"));
+        assert_eq!(table.len(), (0, 1), "a stored key keeps its first answer");
+        assert_eq!(table.lookup(&a, "k", 11_001), Lookup::New, "expired");
         table.prune(11_001);
-        assert_eq!(table.len(), 0);
+        assert_eq!(table.len(), (0, 0));
 
         table.loaded(&a, vec![stored.clone()], true);
-        assert_eq!(table.lookup(&a, "k", 5_000), Lookup::Recorded(ok("1")));
+        assert_eq!(table.lookup(&a, "k", 5_000), Lookup::Stored);
         table.loaded(&a, Vec::new(), true);
         assert_eq!(
             table.lookup(&a, "k", 5_000),
@@ -274,11 +226,11 @@ mod tests {
         );
         table.loaded(&a, vec![stored], true);
         table.forget(&a);
-        assert_eq!(table.len(), 0);
+        assert_eq!(table.len(), (0, 0));
     }
 
     #[test]
-    fn a_recorded_answer_does_not_hold_the_buffer_it_arrived_in() {
+    fn a_waiting_answer_does_not_hold_the_buffer_it_arrived_in() {
         let table = CallRecords::new(Duration::from_secs(10));
         let a = ActorId::new("t", "a");
         // An app's batch of answers as the stream decoded it: one buffer,
@@ -297,24 +249,24 @@ mod tests {
     }
 
     #[test]
-    fn memory_keeps_the_newest_and_sends_the_rest_to_the_store() {
+    fn memory_keeps_every_unstored_answer_and_the_newest_stored_keys() {
         let table = CallRecords::new(Duration::from_secs(3600));
         let a = ActorId::new("t", "a");
         let keys: Vec<String> = (0..MAX_IN_MEMORY + 10).map(|i| format!("k{i}")).collect();
         for (i, key) in keys.iter().enumerate() {
             table.record(&a, key, 1_000 + i as u64, ok("1"));
         }
-        assert_eq!(table.len(), MAX_IN_MEMORY + 10, "none stored: all kept");
+        assert_eq!(
+            table.len(),
+            (MAX_IN_MEMORY + 10, 0),
+            "none stored: all kept"
+        );
         assert_eq!(table.lookup(&a, "k0", 5_000), Lookup::Recorded(ok("1")));
-        table.stored(&a, keys[..5].iter().map(String::as_str));
-        assert_eq!(table.len(), MAX_IN_MEMORY + 5, "the stored ones went");
-        assert_eq!(table.lookup(&a, "k4", 5_000), Lookup::AskStore);
-        assert_eq!(table.lookup(&a, "k5", 5_000), Lookup::Recorded(ok("1")));
         table.stored(&a, keys.iter().map(String::as_str));
-        assert_eq!(table.len(), MAX_IN_MEMORY, "bounded");
+        assert_eq!(table.len(), (0, MAX_IN_MEMORY), "bounded once stored");
         assert_eq!(table.lookup(&a, "k0", 5_000), Lookup::AskStore, "evicted");
         let newest = format!("k{}", MAX_IN_MEMORY + 9);
-        assert_eq!(table.lookup(&a, &newest, 5_000), Lookup::Recorded(ok("1")));
+        assert_eq!(table.lookup(&a, &newest, 5_000), Lookup::Stored);
         // A load cut at the bound: unknown keys may be in the store.
         table.loaded(&a, Vec::new(), false);
         assert_eq!(table.lookup(&a, "k5", 5_000), Lookup::AskStore);

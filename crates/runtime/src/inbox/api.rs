@@ -225,15 +225,16 @@ impl Shared {
     /// its append is stored.
     pub(crate) async fn tell_durable_here(self: &Arc<Self>, call: Call) -> Result<(), CallError> {
         self.check_target(&call.actor)?;
-        // An actor whose records spilled out of memory: a retry of a tell
-        // stored long ago is known to the store only.
+        // A retry of a tell stored before: memory knows its key as stored,
+        // or (for an actor whose records spilled) only the store knows it.
         if let Some(key) = call
             .extra
             .as_ref()
             .and_then(|e| e.idempotency_key.as_deref())
         {
             let now = crate::clock::unix_now_ms();
-            if self.records.lookup(&call.actor, key, now) == Lookup::AskStore
+            let lookup = self.records.lookup(&call.actor, key, now);
+            if matches!(lookup, Lookup::Stored | Lookup::AskStore)
                 && self.stored_answer(&call.actor, key).await?.is_some()
             {
                 return Ok(());

@@ -95,7 +95,12 @@ impl Shared {
         }
         if let Some(key) = key {
             // A spilled actor's store was asked before (`tell_durable_here`).
-            if matches!(self.recorded_answer(act, key), Lookup::Recorded(_)) {
+            // A stored key's fingerprint is as good as the key: a tell's
+            // record has no answer to read.
+            if matches!(
+                self.recorded_answer(act, key),
+                Lookup::Recorded(_) | Lookup::Stored
+            ) {
                 if let Some(ack) = tag.ack.take() {
                     self.flusher.hold_reply(act, ack, Ok(Payload::default()));
                 }
