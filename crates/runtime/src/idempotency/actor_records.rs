@@ -8,7 +8,6 @@ use std::sync::Arc;
 use hashbrown::HashMap;
 
 use super::answer::Answer;
-use super::table::Lookup;
 
 /// Stored keys remembered per live actor (about 60-110 bytes each); an
 /// actor with more asks the store about keys memory does not know.
@@ -17,6 +16,19 @@ pub(crate) const MAX_IN_MEMORY: usize = 1024;
 /// 128 bits of a keyed hash of an idempotency key: two keys of one actor
 /// share one with odds far below those of two random UUIDs colliding.
 pub(super) type Fingerprint = u128;
+
+/// What memory knows about a key.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// Recorded, its answer not stored yet.
+    Recorded(Answer),
+    /// Recorded and stored: the store has the answer.
+    Stored,
+    /// Not recorded (within the retention window).
+    New,
+    /// Not in memory, but the actor has records only the store knows.
+    AskStore,
+}
 
 #[derive(Debug)]
 struct Waiting {

@@ -36,8 +36,8 @@ use std::sync::Arc;
 
 use troupe_storage::CallRecord;
 
+pub(crate) use actor_records::{Lookup, MAX_IN_MEMORY};
 pub(crate) use answer::Answer;
-pub(crate) use table::{Lookup, MAX_IN_MEMORY};
 
 use crate::activation::{Activation, Envelope, Inner};
 use crate::error::{CallError, Unavailable};

@@ -10,13 +10,13 @@
 //! retention window cost about 300 bytes per record for a small answer and
 //! an answer's size for a large one, up to 1,024 per actor.
 //!
-//! Fingerprints are bounded per actor ([`MAX_IN_MEMORY`], the most recent
-//! of the retention window). An actor that has more (a busy one, or one
-//! whose load was cut at the bound) is marked spilled: a key not found in
-//! memory may still be in the store, and the caller looks there
-//! ([`Lookup::AskStore`]). Answers waiting for their flush are not bounded
-//! by it: the store cannot answer for them yet (a write-behind actor can
-//! answer more keyed calls than the bound between two flushes).
+//! Fingerprints are bounded per actor ([`MAX_IN_MEMORY`](super::MAX_IN_MEMORY),
+//! the most recent of the retention window). An actor that has more (a
+//! busy one, or one whose load was cut at the bound) is marked spilled: a
+//! key not found in memory may still be in the store, and the caller looks
+//! there ([`Lookup::AskStore`]). Answers waiting for their flush are not
+//! bounded by it: the store cannot answer for them yet (a write-behind
+//! actor can answer more keyed calls than the bound between two flushes).
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -25,26 +25,11 @@ use hashbrown::HashMap;
 use parking_lot::Mutex;
 use troupe_storage::CallRecord;
 
-use super::actor_records::{ActorRecords, Fingerprint};
+use super::actor_records::{ActorRecords, Fingerprint, Lookup};
 use super::answer::{self, Answer};
 use crate::types::ActorId;
 
-pub(crate) use super::actor_records::MAX_IN_MEMORY;
-
 const SHARDS: usize = 32;
-
-/// What memory knows about a key.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Lookup {
-    /// Recorded, its answer not stored yet.
-    Recorded(Answer),
-    /// Recorded and stored: the store has the answer.
-    Stored,
-    /// Not recorded (within the retention window).
-    New,
-    /// Not in memory, but the actor has records only the store knows.
-    AskStore,
-}
 
 #[derive(Debug)]
 pub(crate) struct CallRecords {
@@ -187,6 +172,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::idempotency::MAX_IN_MEMORY;
     use crate::types::Payload;
 
     fn ok(s: &'static str) -> Answer {
