@@ -172,7 +172,7 @@ async fn a_retry_on_the_next_runtime_gets_the_stored_answer() -> TestResult {
     let rt = start(store.clone(), ran.clone(), Duration::from_secs(3600))?;
     // Durable type: answered once the answer is stored with the count.
     assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k"))).await?), "1");
-    let records = store.load_records("t", "a", 0, usize::MAX).await?;
+    let records = store.load_record_keys("t", "a", 0, usize::MAX).await?;
     assert_eq!(records.len(), 1, "recorded with the state: {records:?}");
     // The runtime goes without a word (as a killed daemon would): the next
     // one on the store answers the retry from the record.
@@ -199,7 +199,7 @@ async fn an_expired_answer_is_forgotten_and_the_call_runs_again() -> TestResult 
     // The sweeper (every second at the least) deletes it from the store.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !store
-        .load_records("t", "a", 0, usize::MAX)
+        .load_record_keys("t", "a", 0, usize::MAX)
         .await?
         .is_empty()
     {
@@ -275,13 +275,13 @@ async fn an_answer_not_yet_stored_stays_in_memory_past_the_bound() -> TestResult
     for i in 0..1_100u32 {
         rt.invoke(keyed(&a, "incr", Some(&format!("k{i}")))).await?;
     }
-    assert!(store.load_records("w", "a", 0, 1).await?.is_empty());
+    assert!(store.load_record_keys("w", "a", 0, 1).await?.is_empty());
     assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k0"))).await?), "1");
     assert_eq!(ran.load(Ordering::SeqCst), 1_100, "k0 did not run again");
     // Once stored, the oldest leave memory and the store answers for them.
     rt.flush().await?;
     assert_eq!(
-        store.load_records("w", "a", 0, usize::MAX).await?.len(),
+        store.load_record_keys("w", "a", 0, usize::MAX).await?.len(),
         1_100
     );
     assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k1"))).await?), "2");

@@ -7,12 +7,12 @@
 
 use bytes::Bytes;
 use deadpool_postgres::GenericClient;
-use troupe_storage::{ActorWrite, CallRecord, StoreError};
+use troupe_storage::{ActorWrite, CallRecord, RecordedKey, StoreError};
 
 use crate::store::{bounded, PostgresStore};
 
-const LOAD_RECORDS: &str = "
-SELECT key, recorded_ms, data FROM troupe_call_records
+const LOAD_RECORD_KEYS: &str = "
+SELECT key, recorded_ms FROM troupe_call_records
 WHERE actor_type = $1 AND actor_id = $2 AND recorded_ms >= $3
 ORDER BY recorded_ms DESC LIMIT $4";
 
@@ -25,12 +25,23 @@ DELETE FROM troupe_call_records WHERE ctid IN (
     SELECT ctid FROM troupe_call_records WHERE recorded_ms < $1
     ORDER BY recorded_ms LIMIT $2)";
 
-fn record_of(row: &tokio_postgres::Row) -> Result<CallRecord, tokio_postgres::Error> {
+fn recorded_key_of(row: &tokio_postgres::Row) -> Result<RecordedKey, tokio_postgres::Error> {
     let at: i64 = row.try_get(1)?;
-    let data: Vec<u8> = row.try_get(2)?;
-    Ok(CallRecord {
+    Ok(RecordedKey {
         key: row.try_get(0)?,
         recorded_unix_ms: u64::try_from(at).unwrap_or(0),
+    })
+}
+
+fn record_of(row: &tokio_postgres::Row) -> Result<CallRecord, tokio_postgres::Error> {
+    let RecordedKey {
+        key,
+        recorded_unix_ms,
+    } = recorded_key_of(row)?;
+    let data: Vec<u8> = row.try_get(2)?;
+    Ok(CallRecord {
+        key,
+        recorded_unix_ms,
         data: Bytes::from(data),
     })
 }
@@ -45,19 +56,22 @@ pub(crate) fn has_records(batch: &[ActorWrite]) -> bool {
 }
 
 impl PostgresStore {
-    pub(crate) async fn records_load(
+    pub(crate) async fn record_keys_load(
         &self,
         actor_type: &str,
         actor_id: &str,
         since_unix_ms: u64,
         limit: usize,
-    ) -> Result<Vec<CallRecord>, StoreError> {
-        const DOING: &str = "loading an actor's call records";
+    ) -> Result<Vec<RecordedKey>, StoreError> {
+        const DOING: &str = "loading an actor's call-record keys";
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let op = async {
             let client = self.client(DOING).await?;
             let failed = |e: tokio_postgres::Error| self.query_error(DOING, &e);
-            let statement = client.prepare_cached(LOAD_RECORDS).await.map_err(failed)?;
+            let statement = client
+                .prepare_cached(LOAD_RECORD_KEYS)
+                .await
+                .map_err(failed)?;
             let rows = client
                 .query(
                     &statement,
@@ -66,7 +80,7 @@ impl PostgresStore {
                 .await
                 .map_err(failed)?;
             rows.iter()
-                .map(record_of)
+                .map(recorded_key_of)
                 .collect::<Result<Vec<_>, tokio_postgres::Error>>()
                 .map_err(failed)
         };

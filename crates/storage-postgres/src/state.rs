@@ -20,8 +20,8 @@ use bytes::Bytes;
 use deadpool_postgres::GenericClient;
 
 use troupe_storage::{
-    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, StateStore,
-    StoreError, StoredState,
+    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, RecordedKey,
+    StateStore, StoreError, StoredState,
 };
 
 use crate::store::{bounded, PostgresStore};
@@ -242,14 +242,14 @@ impl StateStore for PostgresStore {
         self.dead_remove(key).await
     }
 
-    async fn load_records(
+    async fn load_record_keys(
         &self,
         actor_type: &str,
         actor_id: &str,
         since_unix_ms: u64,
         limit: usize,
-    ) -> Result<Vec<CallRecord>, StoreError> {
-        self.records_load(actor_type, actor_id, since_unix_ms, limit)
+    ) -> Result<Vec<RecordedKey>, StoreError> {
+        self.record_keys_load(actor_type, actor_id, since_unix_ms, limit)
             .await
     }
 

@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use troupe_storage::{CallRecord, StoreError};
+use troupe_storage::{CallRecord, RecordedKey, StoreError};
 
 use crate::actor_write::ActorOps;
 use crate::db::{Failure, Handles};
@@ -109,28 +109,31 @@ fn corrupt(what: &str) -> Failure {
     StoreError::Corrupt(format!("malformed {what} in the sled store")).into()
 }
 
-fn decode(key: &str, value: &[u8]) -> Result<CallRecord, Failure> {
-    let at = value
+fn recorded_at(value: &[u8]) -> Result<u64, Failure> {
+    value
         .get(..8)
         .and_then(|s| <[u8; 8]>::try_from(s).ok())
         .map(u64::from_be_bytes)
-        .ok_or_else(|| corrupt("call record"))?;
+        .ok_or_else(|| corrupt("call record"))
+}
+
+fn decode(key: &str, value: &[u8]) -> Result<CallRecord, Failure> {
     Ok(CallRecord {
         key: key.to_owned(),
-        recorded_unix_ms: at,
+        recorded_unix_ms: recorded_at(value)?,
         data: Bytes::copy_from_slice(&value[8..]),
     })
 }
 
-/// Reads all the actor's records (they are keyed by call key, not time)
-/// and keeps the `limit` most recent.
-pub(crate) fn load(
+/// Reads the keys of all the actor's records (they are keyed by call key,
+/// not time) and keeps the `limit` most recent.
+pub(crate) fn load_keys(
     db: &Handles,
     actor_type: &str,
     actor_id: &str,
     since_unix_ms: u64,
     limit: usize,
-) -> Result<Vec<CallRecord>, Failure> {
+) -> Result<Vec<RecordedKey>, Failure> {
     let prefix = record_key(&actor_prefix(actor_type, actor_id), "");
     let mut out = Vec::new();
     for item in db.state.scan_prefix(&prefix) {
@@ -139,9 +142,12 @@ pub(crate) fn load(
             .get(prefix.len()..)
             .and_then(|s| std::str::from_utf8(s).ok())
             .ok_or_else(|| corrupt("call-record key"))?;
-        let record = decode(key, &v)?;
-        if record.recorded_unix_ms >= since_unix_ms {
-            out.push(record);
+        let at = recorded_at(&v)?;
+        if at >= since_unix_ms {
+            out.push(RecordedKey {
+                key: key.to_owned(),
+                recorded_unix_ms: at,
+            });
         }
     }
     out.sort_by_key(|r| std::cmp::Reverse(r.recorded_unix_ms));
@@ -303,8 +309,8 @@ mod tests {
             [(1_000, 3), (1_001, 2), (1_002, 1)]
         );
         assert_eq!(store.expire_records(1_002, 100).await?, 5);
-        assert!(store.load_records("rec", "b", 0, 10).await?.is_empty());
-        assert_eq!(store.load_records("rec", "a", 0, 10).await?.len(), 1);
+        assert!(store.load_record_keys("rec", "b", 0, 10).await?.is_empty());
+        assert_eq!(store.load_record_keys("rec", "a", 0, 10).await?.len(), 1);
         assert_eq!(index_entries(&store).await?, [(1_002, 1)]);
         Ok(())
     }
@@ -316,10 +322,10 @@ mod tests {
         store.write_batch(&[keyed("a", &three)]).await?;
         assert_eq!(store.expire_records(2_000, 2).await?, 2);
         assert_eq!(index_entries(&store).await?, [(1_000, 1)]);
-        assert_eq!(store.load_records("rec", "a", 0, 10).await?.len(), 1);
+        assert_eq!(store.load_record_keys("rec", "a", 0, 10).await?.len(), 1);
         assert_eq!(store.expire_records(2_000, 2).await?, 1);
         assert!(index_entries(&store).await?.is_empty());
-        assert!(store.load_records("rec", "a", 0, 10).await?.is_empty());
+        assert!(store.load_record_keys("rec", "a", 0, 10).await?.is_empty());
         assert_eq!(store.expire_records(2_000, 2).await?, 0);
         Ok(())
     }
@@ -347,11 +353,17 @@ mod tests {
             })
             .await?;
         store.write_batch(&[keyed("new", &[("k", 1_000)])]).await?;
-        assert_eq!(store.load_records("rec", "old1", 0, 10).await?.len(), 1);
+        assert_eq!(store.load_record_keys("rec", "old1", 0, 10).await?.len(), 1);
         assert_eq!(store.expire_records(1_050, 100).await?, 2);
-        assert!(store.load_records("rec", "old1", 0, 10).await?.is_empty());
-        assert!(store.load_records("rec", "new", 0, 10).await?.is_empty());
-        assert_eq!(store.load_records("rec", "old2", 0, 10).await?.len(), 1);
+        assert!(store
+            .load_record_keys("rec", "old1", 0, 10)
+            .await?
+            .is_empty());
+        assert!(store
+            .load_record_keys("rec", "new", 0, 10)
+            .await?
+            .is_empty());
+        assert_eq!(store.load_record_keys("rec", "old2", 0, 10).await?.len(), 1);
         assert_eq!(store.expire_records(2_000, 100).await?, 1);
         assert!(index_entries(&store).await?.is_empty());
         Ok(())

@@ -6,8 +6,8 @@ use std::path::Path;
 use async_trait::async_trait;
 use bytes::Bytes;
 use troupe_storage::{
-    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, StateStore,
-    StoreError, StoredState,
+    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, RecordedKey,
+    StateStore, StoreError, StoredState,
 };
 
 use crate::actor_write::ActorOps;
@@ -206,16 +206,16 @@ impl StateStore for SledStore {
             .await
     }
 
-    async fn load_records(
+    async fn load_record_keys(
         &self,
         actor_type: &str,
         actor_id: &str,
         since_unix_ms: u64,
         limit: usize,
-    ) -> Result<Vec<CallRecord>, StoreError> {
+    ) -> Result<Vec<RecordedKey>, StoreError> {
         let (ty, id) = (actor_type.to_owned(), actor_id.to_owned());
         self.db
-            .read(move |db| crate::records::load(db, &ty, &id, since_unix_ms, limit))
+            .read(move |db| crate::records::load_keys(db, &ty, &id, since_unix_ms, limit))
             .await
     }
 

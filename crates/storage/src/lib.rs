@@ -21,7 +21,7 @@ mod reminders;
 
 pub use inbox::{DeadLetter, DeadLetterKey, InboxEntry, InboxOp};
 pub use memory::{MemoryReminders, MemoryStore};
-pub use records::CallRecord;
+pub use records::{CallRecord, RecordedKey};
 pub use reminders::{
     ReminderApplied, ReminderKey, ReminderOp, ReminderRecord, ReminderStore, ReminderWrite,
 };
@@ -209,15 +209,16 @@ pub trait StateStore: Send + Sync + std::fmt::Debug + 'static {
     /// Forgets a dead letter; whether it existed.
     async fn remove_dead_letter(&self, key: &DeadLetterKey) -> Result<bool, StoreError>;
 
-    /// The actor's `limit` most recent call records among those recorded
-    /// at or after `since_unix_ms`, in no particular order.
-    async fn load_records(
+    /// The keys of the actor's `limit` most recent call records among those
+    /// recorded at or after `since_unix_ms`, in no particular order, without
+    /// their answers.
+    async fn load_record_keys(
         &self,
         actor_type: &str,
         actor_id: &str,
         since_unix_ms: u64,
         limit: usize,
-    ) -> Result<Vec<CallRecord>, StoreError>;
+    ) -> Result<Vec<RecordedKey>, StoreError>;
 
     /// One call record of the actor, by key.
     async fn load_record(

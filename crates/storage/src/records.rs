@@ -21,3 +21,11 @@ pub struct CallRecord {
     pub recorded_unix_ms: u64,
     pub data: Bytes,
 }
+
+/// A call record without its answer: what an activation reads, to tell a
+/// retry from a new call (the answer is read when a retry asks for it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedKey {
+    pub key: String,
+    pub recorded_unix_ms: u64,
+}

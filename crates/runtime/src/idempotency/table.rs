@@ -23,7 +23,7 @@ use std::hash::BuildHasher;
 
 use hashbrown::HashMap;
 use parking_lot::Mutex;
-use troupe_storage::CallRecord;
+use troupe_storage::{CallRecord, RecordedKey};
 
 use super::actor_records::{ActorRecords, Fingerprint, Lookup};
 use super::answer::{self, Answer};
@@ -104,10 +104,10 @@ impl CallRecords {
         }
     }
 
-    /// The actor activated with `stored` records, its most recent (read
-    /// with its state; `complete`: all it has in the window). They replace
+    /// The actor activated with `stored` keys, its most recent (read with
+    /// its state; `complete`: all it has in the window). They replace
     /// whatever an earlier activation left.
-    pub(crate) fn loaded(&self, actor: &ActorId, mut stored: Vec<CallRecord>, complete: bool) {
+    pub(crate) fn loaded(&self, actor: &ActorId, mut stored: Vec<RecordedKey>, complete: bool) {
         stored.sort_by_key(|r| r.recorded_unix_ms);
         let mut records = if complete {
             ActorRecords::default()
@@ -202,6 +202,10 @@ mod tests {
         table.prune(11_001);
         assert_eq!(table.len(), (0, 0));
 
+        let stored = RecordedKey {
+            key: stored.key,
+            recorded_unix_ms: stored.recorded_unix_ms,
+        };
         table.loaded(&a, vec![stored.clone()], true);
         assert_eq!(table.lookup(&a, "k", 5_000), Lookup::Stored);
         table.loaded(&a, Vec::new(), true);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 use tracing::debug;
 use troupe_placement::OwnerEpoch;
-use troupe_storage::{CallRecord, InboxEntry, StoreError, StoredState};
+use troupe_storage::{InboxEntry, RecordedKey, StoreError, StoredState};
 
 use crate::activation::{Activation, Status};
 use crate::error::{CallError, Unavailable};
@@ -146,17 +146,17 @@ impl Shared {
     /// epoch, so that no older owner's write can land after the read (see
     /// `troupe_storage::Epoch`). `None` when the actor is not this daemon's
     /// under its current table.
-    /// What an activation reads beside its state: its inbox and the call
-    /// records of the retention window.
+    /// What an activation reads beside its state: its inbox and the keys of
+    /// its call records of the retention window.
     async fn load_inbox_and_records(
         &self,
         actor: &ActorId,
-    ) -> Result<(Vec<InboxEntry>, Vec<CallRecord>), CallError> {
+    ) -> Result<(Vec<InboxEntry>, Vec<RecordedKey>), CallError> {
         let store = self.flusher.store();
         let since = self.records.cutoff(crate::clock::unix_now_ms());
         let (inbox, records) = tokio::join!(
             store.load_inbox(&actor.ty, &actor.id),
-            store.load_records(&actor.ty, &actor.id, since, MAX_IN_MEMORY),
+            store.load_record_keys(&actor.ty, &actor.id, since, MAX_IN_MEMORY),
         );
         let failed = |what: String, source| -> CallError {
             Unavailable::Store {

@@ -111,15 +111,15 @@ impl StateStore for HookedStore {
         self.inner.remove_dead_letter(key).await
     }
 
-    async fn load_records(
+    async fn load_record_keys(
         &self,
         actor_type: &str,
         actor_id: &str,
         since_unix_ms: u64,
         limit: usize,
-    ) -> Result<Vec<troupe_storage::CallRecord>, StoreError> {
+    ) -> Result<Vec<troupe_storage::RecordedKey>, StoreError> {
         self.inner
-            .load_records(actor_type, actor_id, since_unix_ms, limit)
+            .load_record_keys(actor_type, actor_id, since_unix_ms, limit)
             .await
     }
 

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::write_at;
-use crate::{ActorWrite, CallRecord, Epoch, StateStore, StoreError};
+use crate::{ActorWrite, CallRecord, Epoch, RecordedKey, StateStore, StoreError};
 
 fn record(key: &str, at: u64) -> CallRecord {
     CallRecord {
@@ -28,7 +28,7 @@ fn with_records(
     }
 }
 
-fn keys(records: &[CallRecord]) -> Vec<&str> {
+fn keys(records: &[RecordedKey]) -> Vec<&str> {
     let mut keys: Vec<&str> = records.iter().map(|r| r.key.as_str()).collect();
     keys.sort_unstable();
     keys
@@ -48,25 +48,29 @@ pub async fn records(store: &dyn StateStore) -> Result<(), StoreError> {
             with_records(ty, "b", None, &[], vec![record("k1", 1_500)]),
         ])
         .await?;
-    let a = store.load_records(ty, "a", 0, usize::MAX).await?;
+    let a = store.load_record_keys(ty, "a", 0, usize::MAX).await?;
     assert_eq!(keys(&a), ["k1", "k2"], "records of a stored");
-    assert!(a.contains(&record("k1", 1_000)), "record read back: {a:?}");
+    let k1 = RecordedKey {
+        key: "k1".into(),
+        recorded_unix_ms: 1_000,
+    };
+    assert!(a.contains(&k1), "record's time read back: {a:?}");
     assert_eq!(store.load(ty, "a").await?.len(), 1, "state beside them");
     assert_eq!(
-        keys(&store.load_records(ty, "a", 1_500, usize::MAX).await?),
+        keys(&store.load_record_keys(ty, "a", 1_500, usize::MAX).await?),
         ["k2"]
     );
     assert_eq!(
-        keys(&store.load_records(ty, "b", 0, usize::MAX).await?),
+        keys(&store.load_record_keys(ty, "b", 0, usize::MAX).await?),
         ["k1"]
     );
     assert!(store
-        .load_records(other, "a", 0, usize::MAX)
+        .load_record_keys(other, "a", 0, usize::MAX)
         .await?
         .is_empty());
 
     // The most recent ones when limited; one by key.
-    let newest = store.load_records(ty, "a", 0, 1).await?;
+    let newest = store.load_record_keys(ty, "a", 0, 1).await?;
     assert_eq!(keys(&newest), ["k2"], "the newest of a's");
     let one = store.load_record(ty, "a", "k1").await?;
     assert_eq!(one, Some(record("k1", 1_000)));
@@ -79,8 +83,8 @@ pub async fn records(store: &dyn StateStore) -> Result<(), StoreError> {
     store
         .write_batch(&[with_records(ty, "a", None, &[], vec![again])])
         .await?;
-    let a = store.load_records(ty, "a", 0, usize::MAX).await?;
-    assert!(a.contains(&record("k1", 1_000)), "first answer kept: {a:?}");
+    let a = store.load_record(ty, "a", "k1").await?;
+    assert_eq!(a, Some(record("k1", 1_000)), "first answer kept");
 
     // Expiry by age, across actors, bounded by `limit`.
     let gone = store.expire_records(1_600, 1).await?;
@@ -88,10 +92,13 @@ pub async fn records(store: &dyn StateStore) -> Result<(), StoreError> {
     let gone = store.expire_records(1_600, 100).await?;
     assert_eq!(gone, 1, "the other older one");
     assert_eq!(
-        keys(&store.load_records(ty, "a", 0, usize::MAX).await?),
+        keys(&store.load_record_keys(ty, "a", 0, usize::MAX).await?),
         ["k2"]
     );
-    assert!(store.load_records(ty, "b", 0, usize::MAX).await?.is_empty());
+    assert!(store
+        .load_record_keys(ty, "b", 0, usize::MAX)
+        .await?
+        .is_empty());
     assert_eq!(store.expire_records(1_600, 100).await?, 0);
     Ok(())
 }
@@ -110,7 +117,10 @@ pub async fn records_fencing(store: &dyn StateStore) -> Result<(), StoreError> {
         )])
         .await?;
     assert_eq!(refused.len(), 1, "the stale write is refused");
-    assert!(store.load_records(ty, "f", 0, usize::MAX).await?.is_empty());
+    assert!(store
+        .load_record_keys(ty, "f", 0, usize::MAX)
+        .await?
+        .is_empty());
     store
         .write_batch(&[with_records(
             ty,
@@ -121,7 +131,7 @@ pub async fn records_fencing(store: &dyn StateStore) -> Result<(), StoreError> {
         )])
         .await?;
     assert_eq!(
-        keys(&store.load_records(ty, "f", 0, usize::MAX).await?),
+        keys(&store.load_record_keys(ty, "f", 0, usize::MAX).await?),
         ["ok"]
     );
     Ok(())

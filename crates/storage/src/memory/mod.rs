@@ -18,8 +18,8 @@ use parking_lot::Mutex;
 
 use crate::fencing::EpochCheck;
 use crate::{
-    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, StateStore,
-    StoreError, StoredState,
+    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, RecordedKey,
+    StateStore, StoreError, StoredState,
 };
 use inbox::Inboxes;
 use records::Records;
@@ -209,13 +209,13 @@ impl StateStore for MemoryStore {
         Ok(self.inboxes.lock().dead.remove(key).is_some())
     }
 
-    async fn load_records(
+    async fn load_record_keys(
         &self,
         actor_type: &str,
         actor_id: &str,
         since_unix_ms: u64,
         limit: usize,
-    ) -> Result<Vec<CallRecord>, StoreError> {
+    ) -> Result<Vec<RecordedKey>, StoreError> {
         let actor = (actor_type.to_owned(), actor_id.to_owned());
         Ok(self.records.lock().load(&actor, since_unix_ms, limit))
     }

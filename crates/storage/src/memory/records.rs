@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::ActorKey;
-use crate::CallRecord;
+use crate::{CallRecord, RecordedKey};
 
 /// Every actor's call records, by key.
 #[derive(Debug, Default)]
@@ -30,11 +30,14 @@ impl Records {
         actor: &ActorKey,
         since_unix_ms: u64,
         limit: usize,
-    ) -> Vec<CallRecord> {
-        let mut out: Vec<CallRecord> = self.by_actor.get(actor).map_or_else(Vec::new, |held| {
+    ) -> Vec<RecordedKey> {
+        let mut out: Vec<RecordedKey> = self.by_actor.get(actor).map_or_else(Vec::new, |held| {
             held.values()
                 .filter(|r| r.recorded_unix_ms >= since_unix_ms)
-                .cloned()
+                .map(|r| RecordedKey {
+                    key: r.key.clone(),
+                    recorded_unix_ms: r.recorded_unix_ms,
+                })
                 .collect()
         });
         out.sort_by_key(|r| std::cmp::Reverse(r.recorded_unix_ms));
