@@ -74,16 +74,22 @@ impl ActorRecords {
         }
     }
 
-    /// Keeps `answer` until its flush; a key recorded already keeps its
-    /// first answer.
+    /// Keeps `answer` until its flush; a key recorded already (since
+    /// `cutoff`) keeps its first answer.
     pub(super) fn record(
         &mut self,
         key: &str,
         fingerprint: Fingerprint,
         at_unix_ms: u64,
         answer: Answer,
+        cutoff: u64,
     ) {
-        if self.waiting.contains_key(key) || self.stored.contains_key(&fingerprint) {
+        self.expire_stored(cutoff);
+        let waiting = self
+            .waiting
+            .get(key)
+            .is_some_and(|w| w.at_unix_ms >= cutoff);
+        if waiting || self.stored.contains_key(&fingerprint) {
             return;
         }
         self.waiting
@@ -113,16 +119,17 @@ impl ActorRecords {
         self.stored.insert(fingerprint, at_unix_ms);
         self.order.push_back(fingerprint);
         while self.stored.len() > MAX_IN_MEMORY {
-            if let Some(oldest) = self.order.pop_front() {
-                self.stored.remove(&oldest);
-                self.spilled = true;
-            }
+            let Some(oldest) = self.order.pop_front() else {
+                return;
+            };
+            self.stored.remove(&oldest);
+            self.spilled = true;
         }
     }
 
     /// Drops stored keys from before `cutoff` (the oldest first, cheap
     /// enough for every record).
-    pub(super) fn expire_stored(&mut self, cutoff: u64) {
+    fn expire_stored(&mut self, cutoff: u64) {
         while let Some(oldest) = self.order.front() {
             if self.stored.get(oldest).is_some_and(|at| *at >= cutoff) {
                 return;

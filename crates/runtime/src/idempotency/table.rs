@@ -95,8 +95,13 @@ impl CallRecords {
         let fingerprint = self.fingerprint(key);
         let mut shard = self.shard(actor).lock();
         let records = shard.entry(actor.clone()).or_default();
-        records.expire_stored(self.cutoff(now_unix_ms));
-        records.record(key, fingerprint, now_unix_ms, kept);
+        records.record(
+            key,
+            fingerprint,
+            now_unix_ms,
+            kept,
+            self.cutoff(now_unix_ms),
+        );
         CallRecord {
             key: key.to_owned(),
             recorded_unix_ms: now_unix_ms,
@@ -217,6 +222,18 @@ mod tests {
         table.loaded(&a, vec![stored], true);
         table.forget(&a);
         assert_eq!(table.len(), (0, 0));
+    }
+
+    /// A retention window shorter than a flush: the expired answer still
+    /// waiting for it gives way to the new call's.
+    #[test]
+    fn an_expired_answer_waiting_for_its_flush_is_replaced() {
+        let table = CallRecords::new(Duration::from_secs(10));
+        let a = ActorId::new("t", "a");
+        table.record(&a, "k", 1_000, ok("1"));
+        assert_eq!(table.lookup(&a, "k", 11_001), Lookup::New, "expired");
+        table.record(&a, "k", 11_001, ok("2"));
+        assert_eq!(table.lookup(&a, "k", 11_002), Lookup::Recorded(ok("2")));
     }
 
     #[test]
