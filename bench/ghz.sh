@@ -12,6 +12,8 @@
 #       onethread: plain with --threads 1;
 #       keyed: plain, each call with a fresh idempotency key, as the SDKs send
 #       every invoke, so its answer is recorded with the turn; default: plain)
+#   MODES="keyed keyed@/tmp/troupe-old" bench/ghz.sh   (MODE@BINARY: that mode on
+#       another build of the daemon, to compare two builds in one run)
 #
 # The floor: the same ghz loads against a bare tonic echo server of the same
 # API (tests/src/bin/echo_floor.rs), so the daemon's CPU per call and calls/s
@@ -96,8 +98,9 @@ bench_floor() { # [threads|relay] -> $work/floor[-N|-relay]/{echo,echo-c8,echo-s
     stop_all
 }
 
-bench_mode() { # mode -> $work/MODE/{echo,counter}[-c8|-seq].{json,cpu}, rss
-    local mode=$1 dir="$work/$1"
+bench_mode() { # mode[@binary] -> $work/SPEC/{echo,counter}[-c8|-seq].{json,cpu}, rss
+    local spec=$1 mode=${1%%@*} daemon_bin=./target/release/troupe dir="$work/${1//\//_}"
+    [[ $spec == *@* ]] && daemon_bin=${spec#*@}
     mkdir -p "$dir"
     local daemon_args=() ghz_args=(--insecure) app_env=() request_extra=''
     case "$mode" in
@@ -124,7 +127,7 @@ bench_mode() { # mode -> $work/MODE/{echo,counter}[-c8|-seq].{json,cpu}, rss
         *) echo "unknown mode $mode (plain, tokens, tls, secure, onethread, keyed)" >&2; exit 2 ;;
     esac
     # shellcheck disable=SC2086 # word splitting of the extra args is wanted
-    ./target/release/troupe serve --listen 127.0.0.1:0 --data-dir "$dir/data" \
+    "$daemon_bin" serve --listen 127.0.0.1:0 --data-dir "$dir/data" \
         "${daemon_args[@]}" ${TROUPE_DAEMON_ARGS:-} >"$dir/daemon.out" 2>"$dir/daemon.err" &
     pids+=($!)
     local daemon=$!
@@ -144,7 +147,7 @@ bench_mode() { # mode -> $work/MODE/{echo,counter}[-c8|-seq].{json,cpu}, rss
         # Bounded by count; `timeout` bounds it in time too. ghz's default of
         # one connection, as in the anchor's `ghz -c 64`.
         load "$daemon" "$dir/$t" "$target" "$t" -c 64 -n "$calls" "${g[@]}"
-        if [ "$mode" = "$first_mode" ] || [ "$mode" = onethread ]; then
+        if [ "$spec" = "$first_mode" ] || [ "$mode" = onethread ]; then
             load "$daemon" "$dir/$t-c8" "$target" "$t" -c 64 --connections 8 -n "$calls" "${g[@]}"
             load "$daemon" "$dir/$t-seq" "$target" "$t" -c 1 -n "$((calls / 10))" "${g[@]}"
         fi
@@ -166,23 +169,25 @@ work, modes = sys.argv[1], sys.argv[2:]
 anchors = {"echo": (8730, 6.2, 18.7), "counter": (3222, 18.8, 40.3)}
 names = {"echo": "stateless (echo)", "counter": "stateful (counter)"}
 ticks = os.sysconf("SC_CLK_TCK")
+def d(m):  # a mode's directory: MODE@BINARY without the binary's slashes
+    return f"{work}/{m.replace('/', '_')}"
 print()
 print("ghz -c 64 over 1000 actors, Invoke through the daemon to a Rust app host")
 print(f"{'mode':<7} {'scenario':<20} {'calls':>8} {'errors':>7} {'calls/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'daemon CPU us/call':>18} {'Dapr calls/s':>12} {'ratio':>6}")
 cpu = {}
 for m in modes:
     for t in ("echo", "counter"):
-        r = json.load(open(f"{work}/{m}/{t}.json"))
+        r = json.load(open(f"{d(m)}/{t}.json"))
         lat = {d["percentage"]: d["latency"] / 1e6 for d in r.get("latencyDistribution") or []}
         errors = sum(v for k, v in (r.get("statusCodeDistribution") or {}).items() if k != "OK")
         rps = r["rps"]
         a = anchors[t]
-        cpu_us = int(open(f"{work}/{m}/{t}.cpu").read()) / ticks * 1e6 / max(r["count"], 1)
+        cpu_us = int(open(f"{d(m)}/{t}.cpu").read()) / ticks * 1e6 / max(r["count"], 1)
         cpu[(m, t)] = cpu_us
         print(f"{m:<7} {names[t]:<20} {r['count']:>8} {errors:>7} {rps:>9.0f} {lat.get(50, 0):>7.2f} {lat.get(99, 0):>7.2f} {cpu_us:>18.1f} {a[0]:>12} {rps / a[0]:>5.2f}x")
 print(f"Dapr anchors: stateless p50 6.2 ms / p99 18.7 ms; stateful p50 18.8 ms / p99 40.3 ms")
 for m in modes:
-    rss_kb = int(open(f"{work}/{m}/rss").read())
+    rss_kb = int(open(f"{d(m)}/rss").read())
     print(f"daemon RSS after load ({m}): {rss_kb / 1024:.0f} MB (Dapr daprd: 111 MB)")
 def run(path):
     r = json.load(open(f"{path}.json"))
@@ -194,7 +199,7 @@ def against(floor_dir, mode):
     for suffix, load in (("", "64 callers, 1 conn"), ("-c8", "64 callers, 8 conns"), ("-seq", "1 caller, sequential")):
         floor = run(f"{work}/{floor_dir}/echo{suffix}")
         for t in ("echo", "counter"):
-            rps, _, p99, cpu_us = run(f"{work}/{mode}/{t}{suffix}")
+            rps, _, p99, cpu_us = run(f"{d(mode)}/{t}{suffix}")
             print(f"{load:<24} {names[t]:<20} {rps:>9.0f} {p99:>7.2f} {cpu_us:>11.1f} {floor[0]:>12.0f} {floor[2]:>8.2f} {floor[3]:>8.1f} "
                   f"{cpu_us / max(floor[3], 1e-9):>5.2f}x {rps / max(floor[0], 1e-9):>8.2f}x {p99 / max(floor[2], 1e-9):>5.2f}x")
 print()
@@ -206,7 +211,7 @@ print("Against a relay floor: the echo passing each call on to a second echo pro
 print("bidirectional stream, as the daemon to its app; the least a sidecar whose app is another")
 print("process can do. CPU is the relay's, as the daemon's is without its app")
 against("floor-relay", modes[0])
-one = "onethread" if "onethread" in modes else modes[0]
+one = next((m for m in modes if m.split("@")[0] == "onethread"), modes[0])
 print()
 print(f"Mode '{one}' against the same echo on one thread (TOKIO_WORKER_THREADS=1)")
 against("floor-1", one)
