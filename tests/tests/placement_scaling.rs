@@ -65,10 +65,13 @@ impl Member {
         .await
         .with_context(|| self.daemon.log())?;
         self.count += 1;
+        // The daemon's log says whether its lease lapsed (and its unwritten
+        // changes were dropped) when a count comes back short.
         anyhow::ensure!(
             count == self.count,
-            "{step}: the count is {count}, expected {}",
-            self.count
+            "{step}: the count is {count}, expected {}; {}",
+            self.count,
+            self.daemon.log()
         );
         Ok(())
     }
