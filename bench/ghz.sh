@@ -169,7 +169,7 @@ work, modes = sys.argv[1], sys.argv[2:]
 anchors = {"echo": (8730, 6.2, 18.7), "counter": (3222, 18.8, 40.3)}
 names = {"echo": "stateless (echo)", "counter": "stateful (counter)"}
 ticks = os.sysconf("SC_CLK_TCK")
-def d(m):  # a mode's directory: MODE@BINARY without the binary's slashes
+def mode_dir(m):  # a mode's directory: MODE@BINARY without the binary's slashes
     return f"{work}/{m.replace('/', '_')}"
 print()
 print("ghz -c 64 over 1000 actors, Invoke through the daemon to a Rust app host")
@@ -177,17 +177,17 @@ print(f"{'mode':<7} {'scenario':<20} {'calls':>8} {'errors':>7} {'calls/s':>9} {
 cpu = {}
 for m in modes:
     for t in ("echo", "counter"):
-        r = json.load(open(f"{d(m)}/{t}.json"))
+        r = json.load(open(f"{mode_dir(m)}/{t}.json"))
         lat = {d["percentage"]: d["latency"] / 1e6 for d in r.get("latencyDistribution") or []}
         errors = sum(v for k, v in (r.get("statusCodeDistribution") or {}).items() if k != "OK")
         rps = r["rps"]
         a = anchors[t]
-        cpu_us = int(open(f"{d(m)}/{t}.cpu").read()) / ticks * 1e6 / max(r["count"], 1)
+        cpu_us = int(open(f"{mode_dir(m)}/{t}.cpu").read()) / ticks * 1e6 / max(r["count"], 1)
         cpu[(m, t)] = cpu_us
         print(f"{m:<7} {names[t]:<20} {r['count']:>8} {errors:>7} {rps:>9.0f} {lat.get(50, 0):>7.2f} {lat.get(99, 0):>7.2f} {cpu_us:>18.1f} {a[0]:>12} {rps / a[0]:>5.2f}x")
 print(f"Dapr anchors: stateless p50 6.2 ms / p99 18.7 ms; stateful p50 18.8 ms / p99 40.3 ms")
 for m in modes:
-    rss_kb = int(open(f"{d(m)}/rss").read())
+    rss_kb = int(open(f"{mode_dir(m)}/rss").read())
     print(f"daemon RSS after load ({m}): {rss_kb / 1024:.0f} MB (Dapr daprd: 111 MB)")
 def run(path):
     r = json.load(open(f"{path}.json"))
@@ -199,7 +199,7 @@ def against(floor_dir, mode):
     for suffix, load in (("", "64 callers, 1 conn"), ("-c8", "64 callers, 8 conns"), ("-seq", "1 caller, sequential")):
         floor = run(f"{work}/{floor_dir}/echo{suffix}")
         for t in ("echo", "counter"):
-            rps, _, p99, cpu_us = run(f"{d(mode)}/{t}{suffix}")
+            rps, _, p99, cpu_us = run(f"{mode_dir(mode)}/{t}{suffix}")
             print(f"{load:<24} {names[t]:<20} {rps:>9.0f} {p99:>7.2f} {cpu_us:>11.1f} {floor[0]:>12.0f} {floor[2]:>8.2f} {floor[3]:>8.1f} "
                   f"{cpu_us / max(floor[3], 1e-9):>5.2f}x {rps / max(floor[0], 1e-9):>8.2f}x {p99 / max(floor[2], 1e-9):>5.2f}x")
 print()

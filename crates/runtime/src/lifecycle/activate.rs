@@ -142,10 +142,6 @@ impl Shared {
         Ok(())
     }
 
-    /// The actor's stored state, read under a claim of this daemon's owner
-    /// epoch, so that no older owner's write can land after the read (see
-    /// `troupe_storage::Epoch`). `None` when the actor is not this daemon's
-    /// under its current table.
     /// What an activation reads beside its state: its inbox and the keys of
     /// its call records of the retention window.
     async fn load_inbox_and_records(
@@ -173,6 +169,10 @@ impl Shared {
         Ok((inbox, records))
     }
 
+    /// The actor's stored state, read under a claim of this daemon's owner
+    /// epoch, so that no older owner's write can land after the read (see
+    /// `troupe_storage::Epoch`). `None` when the actor is not this daemon's
+    /// under its current table.
     async fn load_claimed(&self, actor: &ActorId) -> Result<Option<StoredState>, CallError> {
         let store = self.flusher.store();
         let cannot_load = |e| Unavailable::store(format!("cannot load the state of {actor}"), e);
