@@ -112,6 +112,10 @@ impl PlacementReplica {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
     }
 
+    pub fn pid(&self) -> anyhow::Result<u32> {
+        self.child.id().context("the replica has already exited")
+    }
+
     pub async fn client(&self) -> anyhow::Result<PlacementClient> {
         let endpoint =
             Channel::from_shared(format!("http://{}", self.addr))?.timeout(Duration::from_secs(10));

@@ -1,14 +1,15 @@
 //! The runtime in a cluster, in process: calls go to their owner, wait out
-//! a table change, stop when the lease lapses; hand-off flushes and fencing
-//! drops without writing. Placement and the forwarder are scripted here.
+//! a table change, stop when the lease lapses; hand-off flushes, and
+//! fencing writes what it held only under epochs the store can check.
+//! Placement and the forwarder are scripted here.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
-use troupe_placement::{Owner, Placement};
+use troupe_placement::{Owner, OwnerEpoch, Placement};
 use troupe_runtime::{
     ActorId, ActorRequest, ActorResponse, BoxFuture, Call, CallError, FnHost, Forwarder, Payload,
     Peer, RequestContext, Runtime, RuntimeConfig, StateChange, TurnKind, TurnOutcome, TypeSpec,
@@ -21,6 +22,8 @@ use troupe_storage::{MemoryReminders, MemoryStore, StateStore};
 struct Scripted {
     owner: Mutex<Owner>,
     serving: AtomicBool,
+    /// The epoch a local actor is owned under; 0: none (unfenced).
+    epoch: AtomicU64,
     changes: watch::Sender<u64>,
 }
 
@@ -29,6 +32,7 @@ impl Scripted {
         Arc::new(Self {
             owner: Mutex::new(owner),
             serving: AtomicBool::new(true),
+            epoch: AtomicU64::new(0),
             changes: watch::Sender::new(1),
         })
     }
@@ -50,6 +54,14 @@ impl Placement for Scripted {
 
     fn may_serve(&self) -> bool {
         self.serving.load(Ordering::SeqCst)
+    }
+
+    fn epoch(&self, _ty: &str, _id: &str) -> OwnerEpoch {
+        match (self.epoch.load(Ordering::SeqCst), &*self.owner.lock()) {
+            (0, _) => OwnerEpoch::Unfenced,
+            (epoch, Owner::Local) => OwnerEpoch::Owned(epoch),
+            _ => OwnerEpoch::NotOwned,
+        }
     }
 
     fn changes(&self) -> Option<watch::Receiver<u64>> {
@@ -257,7 +269,7 @@ async fn a_moving_actor_waits_for_the_table_then_runs_here() -> Result<(), CallE
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hand_off_flushes_and_fencing_writes_nothing() -> Result<(), CallError> {
+async fn hand_off_flushes_and_fencing_without_epochs_writes_nothing() -> Result<(), CallError> {
     let placement = Scripted::new(Owner::Local);
     let (rt, store) = setup(placement.clone())?;
     rt.invoke(call("keep")).await?;
@@ -290,7 +302,7 @@ async fn hand_off_flushes_and_fencing_writes_nothing() -> Result<(), CallError> 
 
     // The lease lapses: nothing is served or written any more.
     placement.serving.store(false, Ordering::SeqCst);
-    rt.fence(troupe_runtime::clock::unix_now_ms());
+    rt.fence(troupe_runtime::clock::unix_now_ms()).await;
     assert!(rt.list_actors(None, None, 10).is_empty());
     assert!(matches!(
         rt.invoke(call("keep")).await,
@@ -305,5 +317,48 @@ async fn hand_off_flushes_and_fencing_writes_nothing() -> Result<(), CallError> 
             .is_empty(),
         "a fenced daemon must not write"
     );
+    Ok(())
+}
+
+async fn stored(store: &MemoryStore, id: &str) -> Result<usize, CallError> {
+    store
+        .load("t", id)
+        .await
+        .map(|state| state.len())
+        .map_err(|e| CallError::Internal(e.to_string()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_writes_what_no_newer_owner_claimed_under_its_epoch() -> Result<(), CallError> {
+    let placement = Scripted::new(Owner::Local);
+    placement.epoch.store(7, Ordering::SeqCst);
+    let (rt, store) = setup(placement.clone())?;
+    rt.invoke(call("kept")).await?;
+    rt.invoke(call("taken")).await?;
+    assert_eq!(stored(&store, "kept").await?, 0, "write-behind: not yet");
+    // While this daemon was cut off, another owned "taken" under table 8
+    // and claimed it; nobody took "kept".
+    store
+        .claim("t", "taken", 8)
+        .await
+        .map_err(|e| CallError::Internal(e.to_string()))?;
+
+    placement.serving.store(false, Ordering::SeqCst);
+    rt.fence(troupe_runtime::clock::unix_now_ms()).await;
+    assert!(rt.list_actors(None, None, 10).is_empty());
+    assert_eq!(
+        stored(&store, "kept").await?,
+        1,
+        "the change acknowledged before the lapse is kept"
+    );
+    assert_eq!(
+        stored(&store, "taken").await?,
+        0,
+        "the store refuses the write under the older epoch"
+    );
+    assert!(matches!(
+        rt.invoke(call("kept")).await,
+        Err(CallError::Unavailable(Unavailable::LeaseLapsed))
+    ));
     Ok(())
 }

@@ -153,14 +153,16 @@ impl Client {
                 }
                 Ended::Lost(why) => {
                     self.phase.send_replace(Phase::Joining);
-                    self.fence(why);
+                    self.fence(why).await;
                 }
             }
         }
     }
 
-    /// Stops serving at once: another daemon may own these actors now.
-    fn fence(&self, why: &str) {
+    /// Stops serving at once, since another daemon may own these actors
+    /// now; then the runtime writes what it held where the store's epochs
+    /// allow it and drops its activations.
+    async fn fence(&self, why: &str) {
         let end = self.placement.lease_end();
         self.placement.revoke_lease();
         let (now, unix_now) = (Instant::now(), unix_now_ms());
@@ -171,7 +173,7 @@ impl Client {
             unix_now.saturating_sub(u64::try_from((now - e).as_millis()).unwrap_or(u64::MAX))
         });
         warn!(node = %self.identity.node, reason = why, "placement lease lost: fencing, then joining again");
-        self.runtime.fence(ended);
+        self.runtime.fence(ended).await;
     }
 
     fn types(&self) -> Vec<String> {

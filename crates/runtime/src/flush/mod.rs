@@ -34,6 +34,25 @@ use crate::reply::Reply;
 use crate::types::{Payload, TRACE_TARGET};
 use tracing::Instrument;
 
+/// Whether a write is made while the lease is held or after it lapsed.
+#[derive(Clone, Copy)]
+enum Lease {
+    /// Written only while the lease lets this daemon serve.
+    Held,
+    /// The fence's last write: admitted only with epochs, since only the
+    /// store's epoch check can tell it from a newer owner's.
+    Lapsed,
+}
+
+impl Lease {
+    fn may_write(self, writes: &[ActorWrite], placement: &dyn Placement) -> bool {
+        match self {
+            Lease::Held => placement.may_serve(),
+            Lease::Lapsed => writes.iter().all(|w| w.epoch.is_some()),
+        }
+    }
+}
+
 /// A `durable` reply held until its actor's writes are stored.
 type HeldReply = (Arc<Activation>, Reply, Result<Payload, CallError>);
 
@@ -187,6 +206,20 @@ impl Flusher {
 
     /// Writes every dirty actor's changed keys as one batch.
     pub(crate) async fn flush_dirty(&self) -> Result<(), CallError> {
+        self.flush_all(Lease::Held).await
+    }
+
+    /// Writes every dirty actor's changed keys once the lease has lapsed,
+    /// before the fence drops the activations: each under the epoch this
+    /// daemon owned the actor with, so the store refuses the ones a newer
+    /// owner has claimed since and keeps the rest, which would otherwise be
+    /// lost although nobody else took them (a placement election longer
+    /// than the lease). Refused when the placement gives no epochs.
+    pub(crate) async fn flush_after_lapse(&self) -> Result<(), CallError> {
+        self.flush_all(Lease::Lapsed).await
+    }
+
+    async fn flush_all(&self, lease: Lease) -> Result<(), CallError> {
         let _guard = self.write_lock.lock().await;
         // Replies held before the snapshot are covered by it: their changes
         // were applied before they were held.
@@ -199,7 +232,7 @@ impl Flusher {
             inner.set_in_dirty_list(false);
             batch.take(&act, &mut inner, &*self.placement);
         }
-        self.write(batch).await.map(drop)
+        self.write(batch, lease).await.map(drop)
     }
 
     /// Writes one actor's dirty keys now (deactivation, hand-off).
@@ -214,7 +247,7 @@ impl Flusher {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| {
                 Some(d.saturating_sub(bytes))
             });
-        let refused = self.write(batch).await?;
+        let refused = self.write(batch, Lease::Held).await?;
         if refused > 0 {
             return Err(Unavailable::Fenced {
                 actor: act.id.clone(),
@@ -226,7 +259,7 @@ impl Flusher {
 
     /// Writes `batch`, answers its held replies and hands the activations
     /// whose writes the store refused to the runtime; returns how many.
-    async fn write(&self, batch: Batch) -> Result<usize, CallError> {
+    async fn write(&self, batch: Batch, lease: Lease) -> Result<usize, CallError> {
         let Batch {
             writes,
             acts,
@@ -235,7 +268,7 @@ impl Flusher {
         } = batch;
         let result = if writes.is_empty() {
             Ok(Vec::new())
-        } else if !self.placement.may_serve() {
+        } else if !lease.may_write(&writes, &*self.placement) {
             // Another daemon may own these actors now: not written.
             Err((Unavailable::LeaseLapsed, writes))
         } else {

@@ -1,6 +1,7 @@
 //! Ending activations and waiting until they are gone: one drain loop for
 //! a shutdown, a hand-off to other daemons and an admin's deactivation; and
-//! fencing, which drops every activation at once.
+//! fencing, which writes what the activations held under their epochs and
+//! drops them all at once.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -94,12 +95,26 @@ impl Runtime {
     }
 
     /// The placement lease lapsed at `lapsed_unix_ms`: another daemon may
-    /// own these actors now. Drops every activation at once, without writing
-    /// its state (a write now could land after the new owner read the store)
-    /// and without waiting for the app; queued calls fail with UNAVAILABLE.
-    pub fn fence(&self, lapsed_unix_ms: u64) {
+    /// own these actors now. First writes the unwritten changes under the
+    /// epochs they were made under, so the store keeps those of actors no
+    /// newer owner has claimed (an election that outlasted the lease moves
+    /// nothing) and refuses the rest; bounded by the shutdown flush
+    /// timeout, since the store may be what is down. Then drops every
+    /// activation at once, without waiting for the app; queued calls fail
+    /// with UNAVAILABLE. Call it only once the daemon stopped serving.
+    pub async fn fence(&self, lapsed_unix_ms: u64) {
         let shared = &self.shared;
         let node = &shared.config.node;
+        let limit = shared.config.shutdown_flush_timeout;
+        match tokio::time::timeout(limit, shared.flusher.flush_after_lapse()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(error = %e, "writing the changes held at a lapsed lease failed"),
+            Err(_) => warn!(
+                limit_ms = limit.as_millis() as u64,
+                "writing the changes held at a lapsed lease did not finish within the shutdown \
+                 flush timeout"
+            ),
+        }
         // The daemon stopped serving when its lease ended (every call checks
         // it), which may be a while ago if the process was paused: that is
         // when its activations ended.
@@ -114,7 +129,7 @@ impl Runtime {
         shared.timers.end_all();
         warn!(
             activations = dropped.len(),
-            unflushed, "placement lease lapsed: dropped every activation without writing"
+            unflushed, "placement lease lapsed: dropped every activation, those unflushed without their changes"
         );
         shared.notify_drains();
     }

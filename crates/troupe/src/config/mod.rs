@@ -87,7 +87,9 @@ pub struct ServeArgs {
     #[arg(long, value_parser = crate::duration::flag, env = "TROUPE_SHUTDOWN_GRACE")]
     pub shutdown_grace: Option<Duration>,
     /// How long SIGTERM then tries to write what is left; past it the daemon
-    /// logs the actors and keys it could not write and exits 1 [default: 10s].
+    /// logs the actors and keys it could not write and exits 1. Also bounds
+    /// the write a daemon whose placement lease lapsed makes of the changes
+    /// it held, before it joins again [default: 10s].
     #[arg(long, value_parser = crate::duration::flag, env = "TROUPE_SHUTDOWN_FLUSH_TIMEOUT")]
     pub shutdown_flush_timeout: Option<Duration>,
     /// How long the answer of a keyed call (idempotency key) is kept for
