@@ -268,6 +268,15 @@ async fn a_moving_actor_waits_for_the_table_then_runs_here() -> Result<(), CallE
     Ok(())
 }
 
+/// How many state keys the store holds for actor `id` of type `t`.
+async fn stored(store: &MemoryStore, id: &str) -> Result<usize, CallError> {
+    store
+        .load("t", id)
+        .await
+        .map(|state| state.len())
+        .map_err(|e| CallError::Internal(e.to_string()))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hand_off_flushes_and_fencing_without_epochs_writes_nothing() -> Result<(), CallError> {
     let placement = Scripted::new(Owner::Local);
@@ -282,21 +291,10 @@ async fn hand_off_flushes_and_fencing_without_epochs_writes_nothing() -> Result<
         .map(|a| a.actor.id.to_string())
         .collect();
     assert_eq!(ids, ["keep"]);
+    assert_eq!(stored(&store, "go").await?, 1, "handed-off state is stored");
     assert_eq!(
-        store
-            .load("t", "go")
-            .await
-            .map_err(|e| CallError::Internal(e.to_string()))?
-            .len(),
-        1,
-        "handed-off state is stored"
-    );
-    assert!(
-        store
-            .load("t", "keep")
-            .await
-            .map_err(|e| CallError::Internal(e.to_string()))?
-            .is_empty(),
+        stored(&store, "keep").await?,
+        0,
         "kept actor still dirty in memory (write-behind)"
     );
 
@@ -309,23 +307,12 @@ async fn hand_off_flushes_and_fencing_without_epochs_writes_nothing() -> Result<
         Err(CallError::Unavailable(Unavailable::LeaseLapsed))
     ));
     rt.flush().await.ok();
-    assert!(
-        store
-            .load("t", "keep")
-            .await
-            .map_err(|e| CallError::Internal(e.to_string()))?
-            .is_empty(),
+    assert_eq!(
+        stored(&store, "keep").await?,
+        0,
         "a fenced daemon must not write"
     );
     Ok(())
-}
-
-async fn stored(store: &MemoryStore, id: &str) -> Result<usize, CallError> {
-    store
-        .load("t", id)
-        .await
-        .map(|state| state.len())
-        .map_err(|e| CallError::Internal(e.to_string()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
