@@ -3,7 +3,8 @@
 # 8 MB message never blocks a small call"). Every turn of an actor type
 # reaches its app over one stream, so a small call's turn queued behind the
 # turns of BULK_PAIRS callers of 8 MiB waited for all of them; the daemon and
-# the SDKs' writer now send small messages ahead of queued large ones.
+# the SDKs' writer now send small messages ahead of queued large ones, and
+# between the pieces (MessagePart) of the large one being written.
 #
 # Starts, per build and round, one release daemon on an ephemeral loopback
 # port (single node, temp data dir) with the Rust bench app, then runs

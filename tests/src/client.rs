@@ -21,6 +21,17 @@ pub fn actor(ty: &str, id: &str) -> pb::ActorRef {
     }
 }
 
+/// A JSON string of `len` bytes (at least 2), quotes included: a payload
+/// of an exact size.
+pub fn json_string(len: usize) -> Vec<u8> {
+    let mut data = vec![b'x'; len.max(2)];
+    data[0] = b'"';
+    if let Some(last) = data.last_mut() {
+        *last = b'"';
+    }
+    data
+}
+
 pub fn json_payload(data: impl Into<Bytes>) -> pb::Payload {
     pb::Payload {
         data: data.into(),

@@ -74,6 +74,8 @@ pub fn register_message(app_name: &str, types: Vec<pb::ActorTypeSpec>) -> pb::Ap
             // It takes any size (see `RawApp::open`).
             max_receive_bytes: 0,
             api_version: pb::API_VERSION,
+            // Tests that need pieces set this themselves.
+            accepts_parts: false,
         })),
     }
 }

@@ -126,6 +126,7 @@ impl TestApp {
                 accepts_batches: false,
                 max_receive_bytes: 0,
                 api_version: pb::API_VERSION,
+                accepts_parts: false,
             })),
         })?;
         let mut inbound = within(
@@ -315,9 +316,12 @@ async fn serve_counter(
                 });
                 tokio::spawn(counter_turn(t, counts.clone(), out.clone(), events.clone()));
             }
-            // It did not set accepts_batches.
+            // It did not set accepts_batches nor accepts_parts.
             Some(Kind::Batch(_)) => {
                 break Err("the daemon sent a batch to an app that does not accept them".into())
+            }
+            Some(Kind::Part(_)) => {
+                break Err("the daemon sent a piece to an app that does not accept them".into())
             }
             Some(Kind::Registered(_)) | None => {}
         }

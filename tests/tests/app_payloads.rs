@@ -59,14 +59,6 @@ impl BenchApp {
     }
 }
 
-/// A JSON string of exactly `len` bytes, quotes included.
-fn json_string(len: usize) -> Vec<u8> {
-    let mut data = vec![b'x'; len];
-    data[0] = b'"';
-    data[len - 1] = b'"';
-    data
-}
-
 async fn daemon(dir: &tempfile::TempDir) -> anyhow::Result<Daemon> {
     Daemon::start(
         dir.path(),

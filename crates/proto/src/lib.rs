@@ -1,12 +1,15 @@
 //! Generated code for the `troupe.v1` gRPC API.
 //!
 //! `proto/troupe/v1/*.proto` is the one source of truth for every language;
-//! this crate only compiles it. Clients, servers and the reflection
-//! descriptor set all come from here.
+//! this crate compiles it. Clients, servers and the reflection descriptor
+//! set all come from here, with the two pieces of wire format both ends of
+//! the app stream share: the codec and `MessagePart`'s splitting and
+//! reassembly (`parts`).
 
 #![allow(missing_debug_implementations)]
 
 pub mod codec;
+pub mod parts;
 
 /// The `troupe.v1` package: messages, clients and servers.
 pub mod v1 {

@@ -5,23 +5,24 @@
 //! is an [`AttachError::Refused`] whose code tells the layer whether
 //! re-connecting could help. [`Registration::start`] (or [`attach`], both at
 //! once) then starts a reader task that hands each frame's messages (a
-//! `DaemonBatch` flattened, in order) to the layer's callback, and ends with
-//! one [`AppEvent::Ended`]. Answers go through [`AppSender::send`], which never
+//! `DaemonBatch` flattened, in order; a message sent in pieces once whole) to
+//! the layer's callback, and ends with one [`AppEvent::Ended`]. Answers go through [`AppSender::send`], which never
 //! blocks: they queue for the writer ([`crate::batch`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use prost::Message;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 use tonic::Streaming;
+use troupe_proto::parts::Reassembly;
 use troupe_proto::v1::app_host_client::AppHostClient;
 use troupe_proto::v1::{
     app_message, daemon_message, AppMessage, DaemonMessage, Register, Registered,
 };
 
-use crate::batch::Batcher;
+use crate::batch::{Batcher, DaemonReads};
 use crate::client::with_metadata;
 use crate::connect::ConnectOptions;
 use crate::{AttachError, CallError};
@@ -91,6 +92,8 @@ pub struct Registration {
     pub registered: Registered,
     tx: mpsc::UnboundedSender<AppMessage>,
     incoming: Streaming<DaemonMessage>,
+    /// The most one message (whole, or in pieces) may hold.
+    receive_limit: usize,
 }
 
 impl Registration {
@@ -107,7 +110,7 @@ impl Registration {
     where
         F: FnMut(AppEvent) + Send + 'static,
     {
-        let reader = tokio::spawn(read(self.incoming, on_event));
+        let reader = tokio::spawn(read(self.incoming, self.receive_limit, on_event));
         Attached {
             registered: self.registered,
             sender: AppSender { tx: self.tx },
@@ -118,15 +121,17 @@ impl Registration {
 
 /// Opens the stream on `channel`, sends `Register` and waits for
 /// `Registered`. `metadata` goes with the stream's request: the app token,
-/// if any.
+/// if any. The registration says the app takes messages in pieces: the
+/// reader puts them back together.
 pub async fn register(
     channel: Channel,
     options: &ConnectOptions,
     metadata: &[(String, String)],
-    register: Register,
+    mut register: Register,
 ) -> Result<Registration, AttachError> {
+    register.accepts_parts = true;
     let (tx, rx) = mpsc::unbounded_channel();
-    let batches = Arc::new(AtomicBool::new(false));
+    let daemon = Arc::new(DaemonReads::default());
     let first = AppMessage {
         kind: Some(app_message::Kind::Register(register)),
     };
@@ -134,7 +139,7 @@ pub async fn register(
     if tx.send(first).is_err() {
         return Err(AttachError::EndedEarly);
     }
-    let outgoing = Batcher::new(rx, batches.clone()).into_stream();
+    let outgoing = Batcher::new(rx, daemon.clone()).into_stream();
     let request =
         with_metadata(tonic::Request::new(outgoing), metadata).map_err(AttachError::Refused)?;
     let mut client = AppHostClient::new(channel)
@@ -153,33 +158,44 @@ pub async fn register(
         Ok(None) => return Err(AttachError::EndedEarly),
         Err(status) => return Err(AttachError::Refused(status.into())),
     };
-    batches.store(registered.accepts_batches, Ordering::Release);
+    daemon.learn(&registered);
     tracing::debug!(
         daemon_version = %registered.daemon_version,
         accepts_batches = registered.accepts_batches,
+        accepts_parts = registered.accepts_parts,
         "app stream registered"
     );
     Ok(Registration {
         registered,
         tx,
         incoming,
+        receive_limit: options.decoding_limit(),
     })
 }
 
-async fn read<F>(mut incoming: Streaming<DaemonMessage>, mut on_event: F)
+async fn read<F>(mut incoming: Streaming<DaemonMessage>, receive_limit: usize, mut on_event: F)
 where
     F: FnMut(AppEvent) + Send + 'static,
 {
+    let mut pieces = Reassembly::new(receive_limit);
     let end = loop {
-        match incoming.message().await {
-            Ok(Some(msg)) => match msg.kind {
-                Some(daemon_message::Kind::Batch(batch)) => {
-                    on_event(AppEvent::Messages(batch.messages))
-                }
-                _ => on_event(AppEvent::Messages(vec![msg])),
+        let msg = match incoming.message().await {
+            Ok(Some(DaemonMessage {
+                kind: Some(daemon_message::Kind::Part(part)),
+            })) => match whole(&mut pieces, part) {
+                Ok(Some(msg)) => msg,
+                Ok(None) => continue,
+                Err(status) => break Err(CallError::from(status)),
             },
+            Ok(Some(msg)) => msg,
             Ok(None) => break Ok(()),
             Err(status) => break Err(CallError::from(status)),
+        };
+        match msg.kind {
+            Some(daemon_message::Kind::Batch(batch)) => {
+                on_event(AppEvent::Messages(batch.messages))
+            }
+            _ => on_event(AppEvent::Messages(vec![msg])),
         }
     };
     match &end {
@@ -187,6 +203,27 @@ where
         Err(e) => tracing::debug!(code = ?e.code, message = %e.message, "app stream ended"),
     }
     on_event(AppEvent::Ended(end));
+}
+
+/// Adds `part` to the message being received; that message once whole. A
+/// status (which ends the stream) when the pieces are more than the app
+/// takes or are not a `DaemonMessage`.
+fn whole(
+    pieces: &mut Reassembly,
+    part: troupe_proto::v1::MessagePart,
+) -> Result<Option<DaemonMessage>, tonic::Status> {
+    let Some(bytes) = pieces
+        .push(part)
+        .map_err(|e| tonic::Status::resource_exhausted(e.to_string()))?
+    else {
+        return Ok(None);
+    };
+    DaemonMessage::decode(bytes).map(Some).map_err(|e| {
+        tonic::Status::internal(format!(
+            "the daemon's pieces of a message (MessagePart) are not a DaemonMessage: {e}; \
+             the daemon and the SDK disagree on the app protocol, install matching versions"
+        ))
+    })
 }
 
 /// The name of a message's kind, as the SDKs' messages spell it.
@@ -197,6 +234,7 @@ pub fn kind_name(msg: &DaemonMessage) -> &'static str {
         Some(daemon_message::Kind::Turn(_)) => "turn",
         Some(daemon_message::Kind::Deactivate(_)) => "deactivate",
         Some(daemon_message::Kind::Batch(_)) => "batch",
+        Some(daemon_message::Kind::Part(_)) => "part",
         None => "None",
     }
 }

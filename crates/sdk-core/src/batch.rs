@@ -1,6 +1,8 @@
 //! The app's answers on their way out: the answers ready together go in one
 //! `AppBatch`, exactly as the Python SDK batched them, and small answers go
-//! ahead of large ones queued before them.
+//! ahead of large ones queued before them; to a daemon that reassembles
+//! them, a large answer goes a piece at a time (`troupe_proto::parts`) with
+//! small ones between the pieces.
 //!
 //! Many tiny HTTP/2 DATA frames cost the daemon far more than a few larger
 //! ones, and HTTP/2 peers limit how many they buffer. A batch stays well under
@@ -10,7 +12,8 @@
 //!
 //! One stream carries every answer, so a small call's answer queued behind
 //! the answers of large calls (8 MiB echoes, say) waited for all of them to
-//! be written. It now waits for the one being written at most. The daemon
+//! be written. It now waits for the one being written at most (or its piece
+//! being written, when the daemon takes pieces). The daemon
 //! applies an answer's state changes in the order answers arrive, so an
 //! answer with changes never passes one that has changes too (two turns of
 //! one reentrant actor may both have some); answers of one actor are
@@ -24,7 +27,8 @@ use std::sync::Arc;
 use futures::Stream;
 use prost::Message;
 use tokio::sync::mpsc::UnboundedReceiver;
-use troupe_proto::v1::{app_message, AppBatch, AppMessage};
+use troupe_proto::parts::{goes_in_parts, Parts};
+use troupe_proto::v1::{app_message, AppBatch, AppMessage, MessagePart, Registered};
 
 pub const BATCH_MESSAGES: usize = 256;
 pub const BATCH_BYTES: usize = 1024 * 1024;
@@ -36,6 +40,24 @@ const ENTRY_OVERHEAD: usize = 4;
 /// one choice when a burst is queued.
 const MAX_PENDING: usize = 4 * BATCH_MESSAGES;
 
+/// What the daemon said (in `Registered`) that it reads; an older daemon
+/// would end the stream on either. Neither until registration.
+#[derive(Debug, Default)]
+pub struct DaemonReads {
+    batches: AtomicBool,
+    parts: AtomicBool,
+}
+
+impl DaemonReads {
+    /// What `registered` says.
+    pub fn learn(&self, registered: &Registered) {
+        self.batches
+            .store(registered.accepts_batches, Ordering::Release);
+        self.parts
+            .store(registered.accepts_parts, Ordering::Release);
+    }
+}
+
 /// Pulls answers from the layer's queue and yields what to write next.
 #[derive(Debug)]
 pub struct Batcher {
@@ -43,9 +65,10 @@ pub struct Batcher {
     /// Answers taken off the queue and not written yet, with their sizes,
     /// in queue order.
     pending: VecDeque<(AppMessage, usize)>,
-    /// Whether the daemon said (in `Registered`) that it reads `AppBatch`; an
-    /// older one would end the stream on one. False until registration.
-    batches: Arc<AtomicBool>,
+    /// The large answer being written a piece at a time, ahead of every
+    /// pending one, and whether it changes state.
+    in_parts: Option<(Parts, bool)>,
+    daemon: Arc<DaemonReads>,
 }
 
 /// Whether the daemon applies state changes when it reads `msg`.
@@ -55,18 +78,25 @@ fn changes_state(msg: &AppMessage) -> bool {
         Some(app_message::Kind::Activated(r)) => !r.changes.is_empty(),
         Some(app_message::Kind::Deactivated(r)) => !r.changes.is_empty(),
         Some(app_message::Kind::Register(_)) | None => false,
-        Some(app_message::Kind::Batch(_)) => true,
+        Some(app_message::Kind::Batch(_) | app_message::Kind::Part(_)) => true,
+    }
+}
+
+fn part(part: MessagePart) -> AppMessage {
+    AppMessage {
+        kind: Some(app_message::Kind::Part(part)),
     }
 }
 
 impl Batcher {
-    /// Answers from `rx`, batched once `batches` says the daemon reads
-    /// `AppBatch`.
-    pub fn new(rx: UnboundedReceiver<AppMessage>, batches: Arc<AtomicBool>) -> Self {
+    /// Answers from `rx`, batched and cut in pieces once `daemon` says the
+    /// daemon reads them.
+    pub fn new(rx: UnboundedReceiver<AppMessage>, daemon: Arc<DaemonReads>) -> Self {
         Self {
             rx,
             pending: VecDeque::new(),
-            batches,
+            in_parts: None,
+            daemon,
         }
     }
 
@@ -79,12 +109,12 @@ impl Batcher {
     }
 
     async fn next(&mut self) -> Option<AppMessage> {
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.in_parts.is_none() {
             let first = self.rx.recv().await?;
             let size = first.encoded_len();
             self.pending.push_back((first, size));
         }
-        if !self.batches.load(Ordering::Acquire) {
+        if !self.daemon.batches.load(Ordering::Acquire) {
             return self.pending.pop_front().map(|(msg, _)| msg);
         }
         while self.pending.len() < MAX_PENDING {
@@ -94,7 +124,10 @@ impl Batcher {
         }
         let take = self.chosen();
         let count = take.iter().filter(|t| **t).count();
-        if count <= 1 {
+        if count == 0 {
+            return self.next_large();
+        }
+        if count == 1 {
             let at = take.iter().position(|t| *t).unwrap_or(0);
             return self.pending.remove(at).map(|(msg, _)| msg);
         }
@@ -113,12 +146,36 @@ impl Batcher {
         })
     }
 
+    /// The next piece of the answer being written in pieces, else the first
+    /// pending answer: whole, or its first piece when it is large and the
+    /// daemon reads pieces.
+    fn next_large(&mut self) -> Option<AppMessage> {
+        if let Some((parts, _)) = &mut self.in_parts {
+            let next = parts.next_part();
+            if next.as_ref().is_none_or(|p| p.last) {
+                self.in_parts = None;
+            }
+            if let Some(next) = next {
+                return Some(part(next));
+            }
+        }
+        let (msg, size) = self.pending.pop_front()?;
+        if !(self.daemon.parts.load(Ordering::Acquire) && goes_in_parts(size)) {
+            return Some(msg);
+        }
+        let mut parts = Parts::of(&msg);
+        let first = parts.next_part()?;
+        self.in_parts = Some((parts, changes_state(&msg)));
+        Some(part(first))
+    }
+
     /// Which pending answers the next write carries: the small ones that
     /// fit in a batch, passing large ones (see the module doc); none when
-    /// the first is large (it goes alone).
+    /// the first is large (it goes alone) or the answer being written in
+    /// pieces holds them back.
     fn chosen(&self) -> Vec<bool> {
         let mut take = vec![false; self.pending.len()];
-        let mut passed_changes = false;
+        let mut passed_changes = self.in_parts.as_ref().is_some_and(|(_, changes)| *changes);
         let (mut count, mut total) = (0, 0);
         for (i, (msg, size)) in self.pending.iter().enumerate() {
             if count == BATCH_MESSAGES {
@@ -156,6 +213,16 @@ mod tests {
         }
     }
 
+    fn reads(batches: bool, parts: bool) -> Arc<DaemonReads> {
+        let daemon = Arc::new(DaemonReads::default());
+        daemon.learn(&Registered {
+            accepts_batches: batches,
+            accepts_parts: parts,
+            ..Default::default()
+        });
+        daemon
+    }
+
     fn batch_len(msg: &AppMessage) -> usize {
         match &msg.kind {
             Some(app_message::Kind::Batch(b)) => b.messages.len(),
@@ -166,14 +233,17 @@ mod tests {
     #[tokio::test]
     async fn answers_ready_together_go_in_one_batch_once_allowed() {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let allowed = Arc::new(AtomicBool::new(false));
-        let mut batcher = Batcher::new(rx, allowed.clone());
+        let daemon = Arc::new(DaemonReads::default());
+        let mut batcher = Batcher::new(rx, daemon.clone());
         for id in 0..3 {
             assert!(tx.send(answer(id)).is_ok());
         }
         // Before Registered says so, every answer goes alone.
         assert_eq!(batcher.next().await.map(|m| batch_len(&m)), Some(1));
-        allowed.store(true, Ordering::Release);
+        daemon.learn(&Registered {
+            accepts_batches: true,
+            ..Default::default()
+        });
         assert_eq!(batcher.next().await.map(|m| batch_len(&m)), Some(2));
     }
 
@@ -211,7 +281,7 @@ mod tests {
     #[tokio::test]
     async fn small_answers_pass_large_ones_but_state_changes_keep_their_order() {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut batcher = Batcher::new(rx, Arc::new(AtomicBool::new(true)));
+        let mut batcher = Batcher::new(rx, reads(true, false));
         let big = 2 * ALONE_BYTES;
         for msg in [
             answer_of(0, big, true),
@@ -235,7 +305,7 @@ mod tests {
     #[tokio::test]
     async fn a_batch_holds_at_most_batch_messages() {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let mut batcher = Batcher::new(rx, Arc::new(AtomicBool::new(true)));
+        let mut batcher = Batcher::new(rx, reads(true, false));
         for id in 0..(BATCH_MESSAGES as u64 + 1) {
             assert!(tx.send(answer(id)).is_ok());
         }
@@ -244,5 +314,50 @@ mod tests {
             Some(BATCH_MESSAGES)
         );
         assert_eq!(batcher.next().await.map(|m| batch_len(&m)), Some(1));
+    }
+
+    /// A whole answer's call ids, or a piece as (size, last).
+    #[derive(Debug, PartialEq)]
+    enum Sent {
+        Whole(Vec<u64>),
+        Part(usize, bool),
+    }
+
+    fn sent(msg: AppMessage) -> Sent {
+        match msg.kind {
+            Some(app_message::Kind::Part(p)) => Sent::Part(p.data.len(), p.last),
+            _ => Sent::Whole(call_ids(&msg)),
+        }
+    }
+
+    #[tokio::test]
+    async fn small_answers_go_between_the_pieces_of_a_large_one() {
+        use troupe_proto::parts::PART_BYTES;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut batcher = Batcher::new(rx, reads(true, true));
+        let large = answer_of(0, 2 * PART_BYTES, true);
+        let rest = large.encoded_len() - 2 * PART_BYTES;
+        assert!(tx.send(large).is_ok());
+        assert_eq!(
+            batcher.next().await.map(sent),
+            Some(Sent::Part(PART_BYTES, false))
+        );
+        // Ready while it is being written: the answer without changes goes
+        // before its rest, the one with changes after it.
+        assert!(tx.send(answer_of(1, 10, true)).is_ok());
+        assert!(tx.send(answer_of(2, 10, false)).is_ok());
+        assert_eq!(batcher.next().await.map(sent), Some(Sent::Whole(vec![2])));
+        assert_eq!(
+            batcher.next().await.map(sent),
+            Some(Sent::Part(PART_BYTES, false))
+        );
+        assert_eq!(batcher.next().await.map(sent), Some(Sent::Part(rest, true)));
+        assert_eq!(batcher.next().await.map(sent), Some(Sent::Whole(vec![1])));
+
+        // To a daemon that reads no pieces, the same answer goes whole.
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut batcher = Batcher::new(rx, reads(true, false));
+        assert!(tx.send(answer_of(0, 2 * PART_BYTES, true)).is_ok());
+        assert_eq!(batcher.next().await.map(sent), Some(Sent::Whole(vec![0])));
     }
 }

@@ -22,7 +22,7 @@ use troupe_transport::link::{Links, LinksConfig};
 use troupe_transport::{Peers, PeersConfig};
 
 use crate::admin_api::AdminApi;
-use crate::app_api::AppApi;
+use crate::app_api::{AppApi, APP_MESSAGE_LIMIT};
 use crate::auth::{peer_authorization, Guard, Tokens};
 use crate::client_api::ClientApi;
 use crate::config::{ServeConfig, StoreKind};
@@ -36,10 +36,6 @@ use crate::{health_listen, metrics_http, telemetry};
 /// an oversize payload reaches our own check (and its clear message) instead
 /// of tonic's generic one.
 const FRAME_OVERHEAD: usize = 64 * 1024;
-
-/// Largest message an app may send: a reply over `--max-payload-bytes` but
-/// under this fails its own turn with a clear error, not the whole stream.
-const APP_MESSAGE_LIMIT: usize = 64 * 1024 * 1024;
 
 /// HTTP/2 flow-control windows (see where the server is built).
 const CONNECTION_WINDOW: u32 = 8 * 1024 * 1024;

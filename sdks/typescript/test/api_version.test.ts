@@ -67,7 +67,7 @@ class FakeDaemon {
             });
             return;
           }
-          stream.write({ kind: { $case: "registered", value: { types: msg.kind.value.types, daemonVersion: "9.9.9", acceptsBatches: true, apiVersion: answer.apiVersion } } });
+          stream.write({ kind: { $case: "registered", value: { types: msg.kind.value.types, daemonVersion: "9.9.9", acceptsBatches: true, apiVersion: answer.apiVersion, acceptsParts: false } } });
         });
         stream.on("error", () => undefined);
       },

@@ -49,7 +49,7 @@ class FakeDaemon {
           if (msg.kind?.$case === "register") {
             this.register = msg.kind.value;
             stream.write({
-              kind: { $case: "registered", value: { types: [], daemonVersion: "fake", acceptsBatches: true, apiVersion: API_VERSION } },
+              kind: { $case: "registered", value: { types: [], daemonVersion: "fake", acceptsBatches: true, apiVersion: API_VERSION, acceptsParts: false } },
             });
             return;
           }
@@ -262,7 +262,7 @@ describe("batching on the app stream", () => {
   test("unexpected messages in a batch are skipped with a warning", async () => {
     warnings.length = 0;
     const registered: DaemonMessage = {
-      kind: { $case: "registered", value: { types: [], daemonVersion: "x", acceptsBatches: true, apiVersion: API_VERSION } },
+      kind: { $case: "registered", value: { types: [], daemonVersion: "x", acceptsBatches: true, apiVersion: API_VERSION, acceptsParts: false } },
     };
     daemon.send(batch(registered, batch(activate(30n, "x")), activate(31n, "d")));
     assert.deepEqual(answersOf(await daemon.writes(1)).map(callId), [31n]);

@@ -47,7 +47,7 @@ class FakeDaemon {
         this.#stream = stream;
         stream.on("data", (msg: AppMessage) => {
           if (msg.kind?.$case === "register") {
-            stream.write({ kind: { $case: "registered", value: { types: [], daemonVersion: "fake", acceptsBatches: true, apiVersion: API_VERSION } } });
+            stream.write({ kind: { $case: "registered", value: { types: [], daemonVersion: "fake", acceptsBatches: true, apiVersion: API_VERSION, acceptsParts: false } } });
             return;
           }
           this.#inbox.push(msg);

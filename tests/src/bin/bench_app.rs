@@ -2,8 +2,9 @@
 //! payload), `counter` (stateful: reads and writes key `count`, write-behind)
 //! and `counter_durable` (the same in `durable` state mode) over the real app
 //! stream, answering each turn as soon as it arrives. It takes the daemon's
-//! batches, and its answers go out through the SDKs' own writer
-//! (`troupe_sdk_core::batch`): batched, small ones ahead of large ones.
+//! batches and large messages in pieces, and its answers go out through the
+//! SDKs' own writer (`troupe_sdk_core::batch`): batched, small ones ahead of
+//! large ones and between their pieces.
 //!
 //! `bench_app [ADDR] [--max-receive-bytes N] [--types NAME,...]
 //! [--exit-after-register CODE]` — dials ADDR, else `TROUPE_ADDR` (as the
@@ -20,12 +21,13 @@
 //! over TLS when `TROUPE_TLS_CA` names the CA of a daemon with TLS on.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use prost::Message;
 use tokio::sync::mpsc;
+use troupe_proto::parts::Reassembly;
 use troupe_proto::v1 as pb;
-use troupe_sdk_core::batch::Batcher;
+use troupe_sdk_core::batch::{Batcher, DaemonReads};
 
 /// The command line.
 struct Args {
@@ -127,10 +129,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             accepts_batches: true,
             max_receive_bytes,
             api_version: pb::API_VERSION,
+            accepts_parts: true,
         })),
     })?;
-    let batches = Arc::new(AtomicBool::new(false));
-    let mut attach = tonic::Request::new(Batcher::new(rx, batches.clone()).into_stream());
+    let daemon = Arc::new(DaemonReads::default());
+    let mut attach = tonic::Request::new(Batcher::new(rx, daemon.clone()).into_stream());
     // A daemon that requires the app token gets the first one listed.
     if let Some(token) = std::env::var("TROUPE_APP_TOKEN").ok().and_then(|t| {
         t.split([',', '\n'])
@@ -145,11 +148,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut inbound = client.attach(attach).await?.into_inner();
     // Instance state per actor, as an SDK keeps it.
     let mut counts: HashMap<(String, String), u64> = HashMap::new();
+    let mut pieces = Reassembly::new(receive_limit);
     while let Some(message) = inbound.message().await? {
         use pb::daemon_message::Kind;
+        let message = match message.kind {
+            Some(Kind::Part(part)) => match pieces.push(part)? {
+                Some(whole) => pb::DaemonMessage::decode(whole)?,
+                None => continue,
+            },
+            _ => message,
+        };
         let work = match message.kind {
             Some(Kind::Registered(registered)) => {
-                batches.store(registered.accepts_batches, Ordering::Release);
+                daemon.learn(&registered);
                 println!("registered");
                 if let Some(code) = exit_after_register {
                     std::process::exit(code);
@@ -226,6 +237,6 @@ fn answer(
                 changes: Vec::new(),
             })
         }
-        Kind::Registered(_) | Kind::Batch(_) => return None,
+        Kind::Registered(_) | Kind::Batch(_) | Kind::Part(_) => return None,
     })
 }

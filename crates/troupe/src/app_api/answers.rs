@@ -1,10 +1,14 @@
-//! The app's answers, matched to the work waiting for them: one at a time
-//! or several in an `AppBatch`. An answer that breaks the protocol ends the
+//! The app's answers, matched to the work waiting for them: one at a time,
+//! several in an `AppBatch`, or a large one in pieces (`MessagePart`). An
+//! answer that breaks the protocol ends the
 //! stream with a status saying why; a reply too large for the daemon fails
 //! only its turn.
 
 use std::time::{Duration, Instant};
+
+use prost::Message;
 use tonic::{Status, Streaming};
+use troupe_proto::parts::Reassembly;
 use troupe_proto::v1 as pb;
 use troupe_runtime::{CallError, TurnOutcome, Unavailable};
 
@@ -12,13 +16,16 @@ use super::{AppConnection, Pending};
 use crate::convert;
 
 /// Matches the app's answers to pending work until the stream ends. An
-/// answer that breaks the protocol ends the stream with a status saying why.
+/// answer that breaks the protocol ends the stream with a status saying why,
+/// as does one whose pieces add up to more than `limit` bytes.
 pub(super) async fn read_answers(
     connection: &AppConnection,
     inbound: &mut Streaming<pb::AppMessage>,
     sweep: Duration,
+    limit: usize,
 ) -> Result<(), Status> {
     use pb::app_message::Kind;
+    let mut pieces = Reassembly::new(limit);
     let mut overdue = tokio::time::interval(sweep);
     overdue.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -35,7 +42,24 @@ pub(super) async fn read_answers(
             Ok(None) => return Ok(()),
             Err(status) => return Err(broken_stream(&status)),
         };
-        match message.kind {
+        let kind = match message.kind {
+            Some(Kind::Part(part)) => match pieces.push(part) {
+                Ok(None) => continue,
+                Ok(Some(whole)) => {
+                    pb::AppMessage::decode(whole)
+                        .map_err(|e| {
+                            Status::invalid_argument(format!(
+                            "the pieces of an answer (MessagePart) are not an AppMessage: {e}; \
+                             send each piece of one encoded AppMessage in order"
+                        ))
+                        })?
+                        .kind
+                }
+                Err(e) => return Err(Status::resource_exhausted(e.to_string())),
+            },
+            kind => kind,
+        };
+        match kind {
             Some(Kind::Batch(batch)) => {
                 for message in batch.messages {
                     answer(connection, message.kind, true)?;
@@ -129,9 +153,15 @@ fn answer(
                 "an AppBatch inside an AppBatch; put the answers in one batch",
             ))
         }
+        Some(Kind::Part(_)) => {
+            return Err(Status::invalid_argument(
+                "a MessagePart inside an AppBatch or inside another MessagePart's message; \
+                 send pieces only as the stream's own messages",
+            ))
+        }
         None => {
             return Err(Status::invalid_argument(
-                "empty AppMessage: set one of activated, turn_result, deactivated, batch",
+                "empty AppMessage: set one of activated, turn_result, deactivated, batch, part",
             ))
         }
     }

@@ -300,6 +300,11 @@ impl ActorHost for AppConnection {
     }
 }
 
+/// Largest message an app may send, whole or in pieces, unless twice
+/// `--max-payload-bytes` is larger: a reply over `--max-payload-bytes` but
+/// under this fails its own turn with a clear error, not the whole stream.
+pub const APP_MESSAGE_LIMIT: usize = 64 * 1024 * 1024;
+
 /// The service; keeps every live connection so shutdown can end them.
 #[derive(Clone)]
 pub struct AppApi {
@@ -411,6 +416,7 @@ impl pb::app_host_server::AppHost for AppApi {
                 daemon_version: DAEMON_VERSION.to_owned(),
                 accepts_batches: true,
                 api_version: API_VERSION,
+                accepts_parts: true,
             })),
         };
         let bytes = registered.encoded_len();
@@ -423,14 +429,17 @@ impl pb::app_host_server::AppHost for AppApi {
         self.connections.lock().insert(host_id, connection.clone());
         info!(
             app = %name, sdk = %register.sdk, api_version = register.api_version, host_id,
-            batches = register.accepts_batches,
+            batches = register.accepts_batches, parts = register.accepts_parts,
             max_receive_bytes = register.max_receive_bytes, "app attached"
         );
 
         let runtime = self.runtime.clone();
         let connections = self.connections.clone();
+        let answer_limit = APP_MESSAGE_LIMIT.max(self.max_message_bytes);
         tokio::spawn(async move {
-            let error = read_answers(&connection, &mut inbound, sweep).await.err();
+            let error = read_answers(&connection, &mut inbound, sweep, answer_limit)
+                .await
+                .err();
             if let Some(status) = &error {
                 warn!(app = %connection.name, host_id, error = %status.message(), "app stream failed");
             } else {
@@ -442,8 +451,11 @@ impl pb::app_host_server::AppHost for AppApi {
         });
         Ok(Response::new(outbound::stream(
             rx,
-            register.accepts_batches,
-            max_message.0,
+            outbound::Accepts {
+                batches: register.accepts_batches,
+                parts: register.accepts_parts,
+                max_bytes: max_message.0,
+            },
         )))
     }
 }

@@ -6,7 +6,9 @@
 //! tiny ones. A batch stays within the app's message limit as well; each
 //! message was checked against it before it was queued. Small messages go
 //! ahead of large ones queued before them, unless one is for the same actor
-//! (see [`next_item`]).
+//! (see [`next_item`]); to an app that accepts parts, a large message goes a
+//! piece at a time (`troupe_proto::parts`), and small ones go between the
+//! pieces too.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -15,6 +17,7 @@ use futures::Stream;
 use prost::encoding::encoded_len_varint;
 use tokio::sync::mpsc;
 use tonic::Status;
+use troupe_proto::parts::{goes_in_parts, Parts};
 use troupe_proto::v1 as pb;
 
 /// What the daemon sends down an app stream.
@@ -39,21 +42,36 @@ const BATCH_BYTES: usize = 1024 * 1024;
 /// Messages at least this large go alone: batching them saves nothing.
 const LARGE_MESSAGE: usize = 64 * 1024;
 
-/// The stream of `rx`, batched when `batches` (the app set
-/// `Register.accepts_batches`) into messages of at most `max_bytes`.
-pub(super) fn stream(
-    rx: mpsc::UnboundedReceiver<Queued>,
-    batches: bool,
-    max_bytes: usize,
-) -> DaemonStream {
+/// What the app said it takes (`Register`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Accepts {
+    /// `accepts_batches`.
+    pub(super) batches: bool,
+    /// `accepts_parts`.
+    pub(super) parts: bool,
+    /// The largest message, in encoded bytes.
+    pub(super) max_bytes: usize,
+}
+
+/// The large message being sent a piece at a time: it is ahead of every
+/// message queued, as the first of them would be.
+#[derive(Debug)]
+struct InParts {
+    actor: Option<pb::ActorRef>,
+    parts: Parts,
+}
+
+/// The stream of `rx`, batched and cut as the app `accepts`.
+pub(super) fn stream(rx: mpsc::UnboundedReceiver<Queued>, accepts: Accepts) -> DaemonStream {
     let limits = Limits {
-        messages: if batches { BATCH_MESSAGES } else { 1 },
-        bytes: max_bytes.min(BATCH_BYTES),
+        messages: if accepts.batches { BATCH_MESSAGES } else { 1 },
+        bytes: accepts.max_bytes.min(BATCH_BYTES),
+        parts: accepts.parts,
     };
     Box::pin(futures::stream::unfold(
-        (rx, VecDeque::<Queued>::new()),
-        move |(mut rx, mut pending)| async move {
-            if pending.is_empty() {
+        (rx, VecDeque::<Queued>::new(), None),
+        move |(mut rx, mut pending, mut in_parts)| async move {
+            if pending.is_empty() && in_parts.is_none() {
                 pending.push_back(rx.recv().await?);
             }
             while pending.len() < MAX_PENDING {
@@ -62,8 +80,8 @@ pub(super) fn stream(
                     Err(_) => break,
                 }
             }
-            let item = next_item(&mut pending, limits)?;
-            Some((item, (rx, pending)))
+            let item = next_item(&mut pending, &mut in_parts, limits)?;
+            Some((item, (rx, pending, in_parts)))
         },
     ))
 }
@@ -73,6 +91,8 @@ pub(super) fn stream(
 struct Limits {
     messages: usize,
     bytes: usize,
+    /// Large messages go in pieces.
+    parts: bool,
 }
 
 /// Messages taken off the channel to choose from, at most: bounds the work
@@ -101,17 +121,52 @@ fn actor_of(message: &pb::DaemonMessage) -> Option<&pb::ActorRef> {
     }
 }
 
+fn part(part: pb::MessagePart) -> pb::DaemonMessage {
+    pb::DaemonMessage {
+        kind: Some(pb::daemon_message::Kind::Part(part)),
+    }
+}
+
 /// The next item to send from `pending`: the small messages queued, as one
 /// batch within `limits`, ahead of the large ones queued before them, so
 /// that a small call's turn waits behind at most the large message being
-/// written, not every one queued (16 callers of 8 MiB put 128 MiB ahead of
-/// it); else the first large message, alone. A message never overtakes one
-/// for the same actor (its activation, say, carrying large state), nor one
-/// whose actor it cannot tell, nor the stream's closing status.
-fn next_item(pending: &mut VecDeque<Queued>, limits: Limits) -> Option<Item> {
-    let take = chosen(pending, limits);
+/// written (or, to an app that accepts parts, the piece of it being
+/// written), not every one queued (16 callers of 8 MiB put 128 MiB ahead of
+/// it); else the next piece of the message `in_parts`, else the first large
+/// message, alone or as its first piece. A message never overtakes one for
+/// the same actor (its activation, say, carrying large state), nor one whose
+/// actor it cannot tell, nor the stream's closing status.
+fn next_item(
+    pending: &mut VecDeque<Queued>,
+    in_parts: &mut Option<InParts>,
+    limits: Limits,
+) -> Option<Item> {
+    let take = chosen(pending, in_parts.as_ref(), limits);
     let count = take.iter().filter(|t| **t).count();
-    if count <= 1 {
+    if count == 0 {
+        if let Some(current) = in_parts {
+            let next = current.parts.next_part();
+            if next.as_ref().is_none_or(|p| p.last) {
+                *in_parts = None;
+            }
+            if let Some(next) = next {
+                return Some(Ok(part(next)));
+            }
+        }
+        return match pending.pop_front()? {
+            Ok(sized) if limits.parts && goes_in_parts(sized.bytes) => {
+                let mut parts = Parts::of(&sized.message);
+                let first = parts.next_part()?;
+                *in_parts = Some(InParts {
+                    actor: actor_of(&sized.message).cloned(),
+                    parts,
+                });
+                Some(Ok(part(first)))
+            }
+            other => Some(other.map(|s| s.message)),
+        };
+    }
+    if count == 1 {
         let at = take.iter().position(|t| *t).unwrap_or(0);
         return pending.remove(at).map(|q| q.map(|s| s.message));
     }
@@ -132,12 +187,14 @@ fn next_item(pending: &mut VecDeque<Queued>, limits: Limits) -> Option<Item> {
 }
 
 /// Which of `pending` the next item carries (see [`next_item`]); none
-/// when the first is large or the closing status (it goes alone).
-fn chosen(pending: &VecDeque<Queued>, limits: Limits) -> Vec<bool> {
+/// when the first is large or the closing status (it goes alone), or when
+/// only messages behind the one `in_parts` are queued.
+fn chosen(pending: &VecDeque<Queued>, in_parts: Option<&InParts>, limits: Limits) -> Vec<bool> {
     let mut take = vec![false; pending.len()];
     // Actors of the messages passed over; `None`: one whose actor is not
     // known, which nothing passes.
-    let mut passed: Vec<Option<&pb::ActorRef>> = Vec::new();
+    let mut passed: Vec<Option<&pb::ActorRef>> =
+        in_parts.map(|p| p.actor.as_ref()).into_iter().collect();
     let (mut count, mut entries) = (0, 0);
     for (i, queued) in pending.iter().enumerate() {
         let Ok(sized) = queued else { break };
@@ -182,6 +239,15 @@ mod tests {
         Ok(Sized { message, bytes })
     }
 
+    /// What an app that takes no parts accepts.
+    fn whole(batches: bool, max_bytes: usize) -> Accepts {
+        Accepts {
+            batches,
+            parts: false,
+            max_bytes,
+        }
+    }
+
     fn call_ids(message: &pb::DaemonMessage) -> Vec<u64> {
         match &message.kind {
             Some(pb::daemon_message::Kind::Batch(b)) => {
@@ -202,7 +268,7 @@ mod tests {
         let _ = tx.send(turn(300, LARGE_MESSAGE));
         let _ = tx.send(turn(301, 10));
         drop(tx);
-        let sent: Vec<Vec<u64>> = stream(rx, true, usize::MAX)
+        let sent: Vec<Vec<u64>> = stream(rx, whole(true, usize::MAX))
             .map(|m| m.map(|m| call_ids(&m)).unwrap_or_default())
             .collect()
             .await;
@@ -245,7 +311,7 @@ mod tests {
         let _ = tx.send(Err(Status::unavailable("closing")));
         let _ = tx.send(turn_for(5, "late", 10));
         drop(tx);
-        let sent: Vec<Result<Vec<u64>, Status>> = stream(rx, true, usize::MAX)
+        let sent: Vec<Result<Vec<u64>, Status>> = stream(rx, whole(true, usize::MAX))
             .map(|m| m.map(|m| call_ids(&m)))
             .collect()
             .await;
@@ -263,7 +329,7 @@ mod tests {
         let _ = tx.send(turn_for(2, "bulk-1", 10));
         let _ = tx.send(turn_for(3, "other", 10));
         drop(tx);
-        let sent: Vec<Vec<u64>> = stream(rx, false, usize::MAX)
+        let sent: Vec<Vec<u64>> = stream(rx, whole(false, usize::MAX))
             .map(|m| m.map(|m| call_ids(&m)).unwrap_or_default())
             .collect()
             .await;
@@ -278,7 +344,7 @@ mod tests {
             let _ = tx.send(turn(id, 10));
         }
         drop(tx);
-        let sent: Vec<Vec<u64>> = stream(rx, false, usize::MAX)
+        let sent: Vec<Vec<u64>> = stream(rx, whole(false, usize::MAX))
             .map(|m| m.map(|m| call_ids(&m)).unwrap_or_default())
             .collect()
             .await;
@@ -298,7 +364,7 @@ mod tests {
             expected += 1;
         }
         drop(tx);
-        let sent: Vec<pb::DaemonMessage> = stream(rx, true, LIMIT)
+        let sent: Vec<pb::DaemonMessage> = stream(rx, whole(true, LIMIT))
             .map(|m| m.unwrap_or_default())
             .collect()
             .await;
@@ -336,5 +402,68 @@ mod tests {
             };
             assert_eq!(batch_len(entries), prost::Message::encoded_len(&batch));
         }
+    }
+
+    /// What the app receives: a whole message's call ids, or a piece's size
+    /// and whether it is the last.
+    #[derive(Debug, PartialEq)]
+    enum Sent {
+        Whole(Vec<u64>),
+        Part(usize, bool),
+    }
+
+    async fn next(stream: &mut DaemonStream) -> Option<Sent> {
+        use futures::StreamExt;
+        stream.next().await.and_then(Result::ok).map(sent)
+    }
+
+    fn sent(message: pb::DaemonMessage) -> Sent {
+        match message.kind {
+            Some(pb::daemon_message::Kind::Part(p)) => Sent::Part(p.data.len(), p.last),
+            _ => Sent::Whole(call_ids(&message)),
+        }
+    }
+
+    #[tokio::test]
+    async fn small_messages_go_between_the_pieces_of_a_large_one() {
+        use futures::StreamExt;
+        use troupe_proto::parts::PART_BYTES;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let accepts = Accepts {
+            batches: true,
+            parts: true,
+            max_bytes: usize::MAX,
+        };
+        let mut stream = stream(rx, accepts);
+        let large = turn_for(0, "bulk", 3 * PART_BYTES);
+        let encoded = large
+            .as_ref()
+            .map(|s| prost::Message::encoded_len(&s.message))
+            .unwrap_or_default();
+        let _ = tx.send(large);
+        assert_eq!(next(&mut stream).await, Some(Sent::Part(PART_BYTES, false)));
+        // Queued while the large turn is being written: the other actor's
+        // turn goes before the rest of it, the same actor's after.
+        let _ = tx.send(turn_for(1, "bulk", 10));
+        let _ = tx.send(turn_for(2, "small", 10));
+        assert_eq!(next(&mut stream).await, Some(Sent::Whole(vec![2])));
+        assert_eq!(next(&mut stream).await, Some(Sent::Part(PART_BYTES, false)));
+        // A second large turn waits for the first one's last piece.
+        let _ = tx.send(turn_for(3, "bulk-2", 2 * PART_BYTES));
+        let rest = encoded - 3 * PART_BYTES;
+        assert!(rest < PART_BYTES);
+        assert_eq!(next(&mut stream).await, Some(Sent::Part(PART_BYTES, false)));
+        assert_eq!(next(&mut stream).await, Some(Sent::Part(rest, true)));
+        assert_eq!(next(&mut stream).await, Some(Sent::Whole(vec![1])));
+        assert_eq!(next(&mut stream).await, Some(Sent::Part(PART_BYTES, false)));
+        drop(tx);
+        let tail: Vec<Sent> = stream
+            .filter_map(|m| futures::future::ready(m.ok().map(sent)))
+            .collect()
+            .await;
+        assert!(
+            matches!(tail.as_slice(), [Sent::Part(_, false), Sent::Part(_, true)]),
+            "{tail:?}"
+        );
     }
 }

@@ -49,6 +49,12 @@ export interface AppMessage {
      * for more.
      */
     { $case: "batch"; value: AppBatch }
+    | //
+    /**
+     * A piece of one large answer (see MessagePart); only to a daemon that
+     * set Registered.accepts_parts.
+     */
+    { $case: "part"; value: MessagePart }
     | undefined;
 }
 
@@ -99,6 +105,12 @@ export interface Register {
    * speaks version 1 (the daemon treats it so).
    */
   apiVersion: number;
+  /**
+   * The app reassembles DaemonMessage.part (see MessagePart): the daemon
+   * then sends a large message in pieces, and small work for other actors
+   * goes between them instead of waiting for the whole message.
+   */
+  acceptsParts: boolean;
 }
 
 /** Per-type options. Zero values mean "use the daemon's default". */
@@ -188,7 +200,29 @@ export interface DaemonMessage {
     | //
     /** Only to apps that set Register.accepts_batches. */
     { $case: "batch"; value: DaemonBatch }
+    | //
+    /**
+     * A piece of one large message (see MessagePart); only to apps that
+     * set Register.accepts_parts.
+     */
+    { $case: "part"; value: MessagePart }
     | undefined;
+}
+
+/**
+ * A piece of one encoded message (a DaemonMessage one way, an AppMessage
+ * the other) too large to go whole: one stream carries every turn of a type,
+ * so a small call's turn would otherwise wait until a large one (8 MiB, say)
+ * had been written entirely. The pieces of one message come in order and
+ * never interleave with the pieces of another; whole messages (and batches)
+ * may come between them. The receiver appends each piece's data and, at the
+ * piece marked last, decodes the whole as one message and handles it as if
+ * it had come alone. The whole stays within the receiver's message limit
+ * (Register.max_receive_bytes, or the daemon's 64 MiB).
+ */
+export interface MessagePart {
+  data: Buffer;
+  last: boolean;
 }
 
 /**
@@ -222,6 +256,12 @@ export interface Registered {
    * matching versions rather than reconnecting.
    */
   apiVersion: number;
+  /**
+   * The daemon reassembles AppMessage.part (see MessagePart): a large
+   * answer may go in pieces, so small answers need not wait behind it. Off
+   * (an older daemon), send every answer whole.
+   */
+  acceptsParts: boolean;
 }
 
 /**
@@ -341,6 +381,9 @@ export const AppMessage: MessageFns<AppMessage> = {
       case "batch":
         AppBatch.encode(message.kind.value, writer.uint32(42).fork()).join();
         break;
+      case "part":
+        MessagePart.encode(message.kind.value, writer.uint32(50).fork()).join();
+        break;
     }
     return writer;
   },
@@ -398,6 +441,14 @@ export const AppMessage: MessageFns<AppMessage> = {
             message.kind = { $case: "batch", value: AppBatch.decode(reader, reader.uint32()) };
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.kind = { $case: "part", value: MessagePart.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -443,6 +494,12 @@ export const AppMessage: MessageFns<AppMessage> = {
       case "batch": {
         if (object.kind?.value !== undefined && object.kind?.value !== null) {
           message.kind = { $case: "batch", value: AppBatch.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "part": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "part", value: MessagePart.fromPartial(object.kind.value) };
         }
         break;
       }
@@ -507,7 +564,15 @@ export const AppBatch: MessageFns<AppBatch> = {
 };
 
 function createBaseRegister(): Register {
-  return { appName: "", types: [], sdk: "", acceptsBatches: false, maxReceiveBytes: 0n, apiVersion: 0 };
+  return {
+    appName: "",
+    types: [],
+    sdk: "",
+    acceptsBatches: false,
+    maxReceiveBytes: 0n,
+    apiVersion: 0,
+    acceptsParts: false,
+  };
 }
 
 export const Register: MessageFns<Register> = {
@@ -532,6 +597,9 @@ export const Register: MessageFns<Register> = {
     }
     if (message.apiVersion !== 0) {
       writer.uint32(48).uint32(message.apiVersion);
+    }
+    if (message.acceptsParts !== false) {
+      writer.uint32(56).bool(message.acceptsParts);
     }
     return writer;
   },
@@ -597,6 +665,14 @@ export const Register: MessageFns<Register> = {
             message.apiVersion = reader.uint32();
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.acceptsParts = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -622,6 +698,7 @@ export const Register: MessageFns<Register> = {
       ? BigInt(object.maxReceiveBytes)
       : 0n;
     message.apiVersion = object.apiVersion ?? 0;
+    message.acceptsParts = object.acceptsParts ?? false;
     return message;
   },
 };
@@ -1105,6 +1182,9 @@ export const DaemonMessage: MessageFns<DaemonMessage> = {
       case "batch":
         DaemonBatch.encode(message.kind.value, writer.uint32(42).fork()).join();
         break;
+      case "part":
+        MessagePart.encode(message.kind.value, writer.uint32(50).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1162,6 +1242,14 @@ export const DaemonMessage: MessageFns<DaemonMessage> = {
             message.kind = { $case: "batch", value: DaemonBatch.decode(reader, reader.uint32()) };
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.kind = { $case: "part", value: MessagePart.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1210,7 +1298,80 @@ export const DaemonMessage: MessageFns<DaemonMessage> = {
         }
         break;
       }
+      case "part": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "part", value: MessagePart.fromPartial(object.kind.value) };
+        }
+        break;
+      }
     }
+    return message;
+  },
+};
+
+function createBaseMessagePart(): MessagePart {
+  return { data: Buffer.alloc(0), last: false };
+}
+
+export const MessagePart: MessageFns<MessagePart> = {
+  encode(message: MessagePart, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.data.length !== 0) {
+      writer.uint32(10).bytes(message.data);
+    }
+    if (message.last !== false) {
+      writer.uint32(16).bool(message.last);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MessagePart {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMessagePart();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.data = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.last = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<MessagePart>, I>>(base?: I): MessagePart {
+    return MessagePart.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<MessagePart>, I>>(object: I): MessagePart {
+    const message = createBaseMessagePart();
+    message.data = object.data ?? Buffer.alloc(0);
+    message.last = object.last ?? false;
     return message;
   },
 };
@@ -1271,7 +1432,7 @@ export const DaemonBatch: MessageFns<DaemonBatch> = {
 };
 
 function createBaseRegistered(): Registered {
-  return { types: [], daemonVersion: "", acceptsBatches: false, apiVersion: 0 };
+  return { types: [], daemonVersion: "", acceptsBatches: false, apiVersion: 0, acceptsParts: false };
 }
 
 export const Registered: MessageFns<Registered> = {
@@ -1287,6 +1448,9 @@ export const Registered: MessageFns<Registered> = {
     }
     if (message.apiVersion !== 0) {
       writer.uint32(32).uint32(message.apiVersion);
+    }
+    if (message.acceptsParts !== false) {
+      writer.uint32(40).bool(message.acceptsParts);
     }
     return writer;
   },
@@ -1336,6 +1500,14 @@ export const Registered: MessageFns<Registered> = {
             message.apiVersion = reader.uint32();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.acceptsParts = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1357,6 +1529,7 @@ export const Registered: MessageFns<Registered> = {
     message.daemonVersion = object.daemonVersion ?? "";
     message.acceptsBatches = object.acceptsBatches ?? false;
     message.apiVersion = object.apiVersion ?? 0;
+    message.acceptsParts = object.acceptsParts ?? false;
     return message;
   },
 };

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from troupe._proto.troupe.v1 import common_pb2 as troupe_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13troupe/v1/app.proto\x12\ttroupe.v1\x1a\x16troupe/v1/common.proto\"\xf5\x01\n\nAppMessage\x12\'\n\x08register\x18\x01 \x01(\x0b\x32\x13.troupe.v1.RegisterH\x00\x12.\n\tactivated\x18\x02 \x01(\x0b\x32\x19.troupe.v1.ActivateResultH\x00\x12,\n\x0bturn_result\x18\x03 \x01(\x0b\x32\x15.troupe.v1.TurnResultH\x00\x12\x32\n\x0b\x64\x65\x61\x63tivated\x18\x04 \x01(\x0b\x32\x1b.troupe.v1.DeactivateResultH\x00\x12$\n\x05\x62\x61tch\x18\x05 \x01(\x0b\x32\x13.troupe.v1.AppBatchH\x00\x42\x06\n\x04kind\"3\n\x08\x41ppBatch\x12\'\n\x08messages\x18\x01 \x03(\x0b\x32\x15.troupe.v1.AppMessage\"\x9b\x01\n\x08Register\x12\x10\n\x08\x61pp_name\x18\x01 \x01(\t\x12\'\n\x05types\x18\x02 \x03(\x0b\x32\x18.troupe.v1.ActorTypeSpec\x12\x0b\n\x03sdk\x18\x03 \x01(\t\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x04 \x01(\x08\x12\x19\n\x11max_receive_bytes\x18\x05 \x01(\x04\x12\x13\n\x0b\x61pi_version\x18\x06 \x01(\r\"\xed\x01\n\rActorTypeSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\x0fidle_timeout_ms\x18\x02 \x01(\x04\x12\x13\n\x0bmax_mailbox\x18\x03 \x01(\r\x12\x11\n\treentrant\x18\x04 \x01(\x08\x12(\n\nstate_mode\x18\x05 \x01(\x0e\x32\x14.troupe.v1.StateMode\x12\x18\n\x10readonly_methods\x18\x06 \x03(\t\x12\x17\n\x0fturn_timeout_ms\x18\x07 \x01(\x04\x12\x19\n\x11max_pending_calls\x18\x08 \x01(\r\x12\x15\n\rdurable_tells\x18\t \x01(\x08\"\x89\x01\n\x0e\x41\x63tivateResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12&\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x17.troupe.v1.ActorFailure\x12\'\n\x07\x63hanges\x18\x03 \x03(\x0b\x32\x16.troupe.v1.StateChange\x12\x15\n\rlease_expired\x18\x04 \x01(\x08\"\xb7\x01\n\nTurnResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12#\n\x05reply\x18\x02 \x01(\x0b\x32\x12.troupe.v1.PayloadH\x00\x12(\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x17.troupe.v1.ActorFailureH\x00\x12\'\n\x07\x63hanges\x18\x04 \x03(\x0b\x32\x16.troupe.v1.StateChange\x12\x15\n\rlease_expired\x18\x05 \x01(\x08\x42\t\n\x07outcome\"L\n\x10\x44\x65\x61\x63tivateResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\'\n\x07\x63hanges\x18\x02 \x03(\x0b\x32\x16.troupe.v1.StateChange\"\xe4\x01\n\rDaemonMessage\x12+\n\nregistered\x18\x01 \x01(\x0b\x32\x15.troupe.v1.RegisteredH\x00\x12\'\n\x08\x61\x63tivate\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActivateH\x00\x12\x1f\n\x04turn\x18\x03 \x01(\x0b\x32\x0f.troupe.v1.TurnH\x00\x12+\n\ndeactivate\x18\x04 \x01(\x0b\x32\x15.troupe.v1.DeactivateH\x00\x12\'\n\x05\x62\x61tch\x18\x05 \x01(\x0b\x32\x16.troupe.v1.DaemonBatchH\x00\x42\x06\n\x04kind\"9\n\x0b\x44\x61\x65monBatch\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.troupe.v1.DaemonMessage\"{\n\nRegistered\x12\'\n\x05types\x18\x01 \x03(\x0b\x32\x18.troupe.v1.ActorTypeSpec\x12\x16\n\x0e\x64\x61\x65mon_version\x18\x02 \x01(\t\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x03 \x01(\x08\x12\x13\n\x0b\x61pi_version\x18\x04 \x01(\r\"\xbc\x01\n\x08\x41\x63tivate\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\"\n\x05\x61\x63tor\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12-\n\x05state\x18\x03 \x03(\x0b\x32\x1e.troupe.v1.Activate.StateEntry\x12\x1e\n\x16lease_deadline_unix_ms\x18\x04 \x01(\x04\x1a,\n\nStateEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"\xfb\x02\n\x04Turn\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\"\n\x05\x61\x63tor\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12!\n\x04kind\x18\x03 \x01(\x0e\x32\x13.troupe.v1.TurnKind\x12\x0c\n\x04name\x18\x04 \x01(\t\x12#\n\x07payload\x18\x05 \x01(\x0b\x32\x12.troupe.v1.Payload\x12/\n\x08metadata\x18\x06 \x03(\x0b\x32\x1d.troupe.v1.Turn.MetadataEntry\x12#\n\x05\x63hain\x18\x07 \x01(\x0b\x32\x14.troupe.v1.CallChain\x12\x13\n\x0btraceparent\x18\x08 \x01(\t\x12\x12\n\ntracestate\x18\t \x01(\t\x12\x18\n\x10\x64\x65\x61\x64line_unix_ms\x18\n \x01(\x04\x12\x1e\n\x16lease_deadline_unix_ms\x18\x0b \x01(\x04\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xf9\x01\n\nDeactivate\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\"\n\x05\x61\x63tor\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12,\n\x06reason\x18\x03 \x01(\x0e\x32\x1c.troupe.v1.Deactivate.Reason\"\x87\x01\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x0f\n\x0bREASON_IDLE\x10\x01\x12\x13\n\x0fREASON_SHUTDOWN\x10\x02\x12\x10\n\x0cREASON_ADMIN\x10\x03\x12\x14\n\x10REASON_MIGRATION\x10\x04\x12\x17\n\x13REASON_TURN_TIMEOUT\x10\x05\x32H\n\x07\x41ppHost\x12=\n\x06\x41ttach\x12\x15.troupe.v1.AppMessage\x1a\x18.troupe.v1.DaemonMessage(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13troupe/v1/app.proto\x12\ttroupe.v1\x1a\x16troupe/v1/common.proto\"\x9d\x02\n\nAppMessage\x12\'\n\x08register\x18\x01 \x01(\x0b\x32\x13.troupe.v1.RegisterH\x00\x12.\n\tactivated\x18\x02 \x01(\x0b\x32\x19.troupe.v1.ActivateResultH\x00\x12,\n\x0bturn_result\x18\x03 \x01(\x0b\x32\x15.troupe.v1.TurnResultH\x00\x12\x32\n\x0b\x64\x65\x61\x63tivated\x18\x04 \x01(\x0b\x32\x1b.troupe.v1.DeactivateResultH\x00\x12$\n\x05\x62\x61tch\x18\x05 \x01(\x0b\x32\x13.troupe.v1.AppBatchH\x00\x12&\n\x04part\x18\x06 \x01(\x0b\x32\x16.troupe.v1.MessagePartH\x00\x42\x06\n\x04kind\"3\n\x08\x41ppBatch\x12\'\n\x08messages\x18\x01 \x03(\x0b\x32\x15.troupe.v1.AppMessage\"\xb2\x01\n\x08Register\x12\x10\n\x08\x61pp_name\x18\x01 \x01(\t\x12\'\n\x05types\x18\x02 \x03(\x0b\x32\x18.troupe.v1.ActorTypeSpec\x12\x0b\n\x03sdk\x18\x03 \x01(\t\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x04 \x01(\x08\x12\x19\n\x11max_receive_bytes\x18\x05 \x01(\x04\x12\x13\n\x0b\x61pi_version\x18\x06 \x01(\r\x12\x15\n\raccepts_parts\x18\x07 \x01(\x08\"\xed\x01\n\rActorTypeSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x17\n\x0fidle_timeout_ms\x18\x02 \x01(\x04\x12\x13\n\x0bmax_mailbox\x18\x03 \x01(\r\x12\x11\n\treentrant\x18\x04 \x01(\x08\x12(\n\nstate_mode\x18\x05 \x01(\x0e\x32\x14.troupe.v1.StateMode\x12\x18\n\x10readonly_methods\x18\x06 \x03(\t\x12\x17\n\x0fturn_timeout_ms\x18\x07 \x01(\x04\x12\x19\n\x11max_pending_calls\x18\x08 \x01(\r\x12\x15\n\rdurable_tells\x18\t \x01(\x08\"\x89\x01\n\x0e\x41\x63tivateResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12&\n\x05\x65rror\x18\x02 \x01(\x0b\x32\x17.troupe.v1.ActorFailure\x12\'\n\x07\x63hanges\x18\x03 \x03(\x0b\x32\x16.troupe.v1.StateChange\x12\x15\n\rlease_expired\x18\x04 \x01(\x08\"\xb7\x01\n\nTurnResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12#\n\x05reply\x18\x02 \x01(\x0b\x32\x12.troupe.v1.PayloadH\x00\x12(\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x17.troupe.v1.ActorFailureH\x00\x12\'\n\x07\x63hanges\x18\x04 \x03(\x0b\x32\x16.troupe.v1.StateChange\x12\x15\n\rlease_expired\x18\x05 \x01(\x08\x42\t\n\x07outcome\"L\n\x10\x44\x65\x61\x63tivateResult\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\'\n\x07\x63hanges\x18\x02 \x03(\x0b\x32\x16.troupe.v1.StateChange\"\x8c\x02\n\rDaemonMessage\x12+\n\nregistered\x18\x01 \x01(\x0b\x32\x15.troupe.v1.RegisteredH\x00\x12\'\n\x08\x61\x63tivate\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActivateH\x00\x12\x1f\n\x04turn\x18\x03 \x01(\x0b\x32\x0f.troupe.v1.TurnH\x00\x12+\n\ndeactivate\x18\x04 \x01(\x0b\x32\x15.troupe.v1.DeactivateH\x00\x12\'\n\x05\x62\x61tch\x18\x05 \x01(\x0b\x32\x16.troupe.v1.DaemonBatchH\x00\x12&\n\x04part\x18\x06 \x01(\x0b\x32\x16.troupe.v1.MessagePartH\x00\x42\x06\n\x04kind\")\n\x0bMessagePart\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12\x0c\n\x04last\x18\x02 \x01(\x08\"9\n\x0b\x44\x61\x65monBatch\x12*\n\x08messages\x18\x01 \x03(\x0b\x32\x18.troupe.v1.DaemonMessage\"\x92\x01\n\nRegistered\x12\'\n\x05types\x18\x01 \x03(\x0b\x32\x18.troupe.v1.ActorTypeSpec\x12\x16\n\x0e\x64\x61\x65mon_version\x18\x02 \x01(\t\x12\x17\n\x0f\x61\x63\x63\x65pts_batches\x18\x03 \x01(\x08\x12\x13\n\x0b\x61pi_version\x18\x04 \x01(\r\x12\x15\n\raccepts_parts\x18\x05 \x01(\x08\"\xbc\x01\n\x08\x41\x63tivate\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\"\n\x05\x61\x63tor\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12-\n\x05state\x18\x03 \x03(\x0b\x32\x1e.troupe.v1.Activate.StateEntry\x12\x1e\n\x16lease_deadline_unix_ms\x18\x04 \x01(\x04\x1a,\n\nStateEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c:\x02\x38\x01\"\xfb\x02\n\x04Turn\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\"\n\x05\x61\x63tor\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12!\n\x04kind\x18\x03 \x01(\x0e\x32\x13.troupe.v1.TurnKind\x12\x0c\n\x04name\x18\x04 \x01(\t\x12#\n\x07payload\x18\x05 \x01(\x0b\x32\x12.troupe.v1.Payload\x12/\n\x08metadata\x18\x06 \x03(\x0b\x32\x1d.troupe.v1.Turn.MetadataEntry\x12#\n\x05\x63hain\x18\x07 \x01(\x0b\x32\x14.troupe.v1.CallChain\x12\x13\n\x0btraceparent\x18\x08 \x01(\t\x12\x12\n\ntracestate\x18\t \x01(\t\x12\x18\n\x10\x64\x65\x61\x64line_unix_ms\x18\n \x01(\x04\x12\x1e\n\x16lease_deadline_unix_ms\x18\x0b \x01(\x04\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xf9\x01\n\nDeactivate\x12\x0f\n\x07\x63\x61ll_id\x18\x01 \x01(\x04\x12\"\n\x05\x61\x63tor\x18\x02 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12,\n\x06reason\x18\x03 \x01(\x0e\x32\x1c.troupe.v1.Deactivate.Reason\"\x87\x01\n\x06Reason\x12\x16\n\x12REASON_UNSPECIFIED\x10\x00\x12\x0f\n\x0bREASON_IDLE\x10\x01\x12\x13\n\x0fREASON_SHUTDOWN\x10\x02\x12\x10\n\x0cREASON_ADMIN\x10\x03\x12\x14\n\x10REASON_MIGRATION\x10\x04\x12\x17\n\x13REASON_TURN_TIMEOUT\x10\x05\x32H\n\x07\x41ppHost\x12=\n\x06\x41ttach\x12\x15.troupe.v1.AppMessage\x1a\x18.troupe.v1.DaemonMessage(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,37 +37,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TURN_METADATAENTRY']._loaded_options = None
   _globals['_TURN_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_APPMESSAGE']._serialized_start=59
-  _globals['_APPMESSAGE']._serialized_end=304
-  _globals['_APPBATCH']._serialized_start=306
-  _globals['_APPBATCH']._serialized_end=357
-  _globals['_REGISTER']._serialized_start=360
-  _globals['_REGISTER']._serialized_end=515
-  _globals['_ACTORTYPESPEC']._serialized_start=518
-  _globals['_ACTORTYPESPEC']._serialized_end=755
-  _globals['_ACTIVATERESULT']._serialized_start=758
-  _globals['_ACTIVATERESULT']._serialized_end=895
-  _globals['_TURNRESULT']._serialized_start=898
-  _globals['_TURNRESULT']._serialized_end=1081
-  _globals['_DEACTIVATERESULT']._serialized_start=1083
-  _globals['_DEACTIVATERESULT']._serialized_end=1159
-  _globals['_DAEMONMESSAGE']._serialized_start=1162
-  _globals['_DAEMONMESSAGE']._serialized_end=1390
-  _globals['_DAEMONBATCH']._serialized_start=1392
-  _globals['_DAEMONBATCH']._serialized_end=1449
-  _globals['_REGISTERED']._serialized_start=1451
-  _globals['_REGISTERED']._serialized_end=1574
-  _globals['_ACTIVATE']._serialized_start=1577
-  _globals['_ACTIVATE']._serialized_end=1765
-  _globals['_ACTIVATE_STATEENTRY']._serialized_start=1721
-  _globals['_ACTIVATE_STATEENTRY']._serialized_end=1765
-  _globals['_TURN']._serialized_start=1768
-  _globals['_TURN']._serialized_end=2147
-  _globals['_TURN_METADATAENTRY']._serialized_start=2100
-  _globals['_TURN_METADATAENTRY']._serialized_end=2147
-  _globals['_DEACTIVATE']._serialized_start=2150
-  _globals['_DEACTIVATE']._serialized_end=2399
-  _globals['_DEACTIVATE_REASON']._serialized_start=2264
-  _globals['_DEACTIVATE_REASON']._serialized_end=2399
-  _globals['_APPHOST']._serialized_start=2401
-  _globals['_APPHOST']._serialized_end=2473
+  _globals['_APPMESSAGE']._serialized_end=344
+  _globals['_APPBATCH']._serialized_start=346
+  _globals['_APPBATCH']._serialized_end=397
+  _globals['_REGISTER']._serialized_start=400
+  _globals['_REGISTER']._serialized_end=578
+  _globals['_ACTORTYPESPEC']._serialized_start=581
+  _globals['_ACTORTYPESPEC']._serialized_end=818
+  _globals['_ACTIVATERESULT']._serialized_start=821
+  _globals['_ACTIVATERESULT']._serialized_end=958
+  _globals['_TURNRESULT']._serialized_start=961
+  _globals['_TURNRESULT']._serialized_end=1144
+  _globals['_DEACTIVATERESULT']._serialized_start=1146
+  _globals['_DEACTIVATERESULT']._serialized_end=1222
+  _globals['_DAEMONMESSAGE']._serialized_start=1225
+  _globals['_DAEMONMESSAGE']._serialized_end=1493
+  _globals['_MESSAGEPART']._serialized_start=1495
+  _globals['_MESSAGEPART']._serialized_end=1536
+  _globals['_DAEMONBATCH']._serialized_start=1538
+  _globals['_DAEMONBATCH']._serialized_end=1595
+  _globals['_REGISTERED']._serialized_start=1598
+  _globals['_REGISTERED']._serialized_end=1744
+  _globals['_ACTIVATE']._serialized_start=1747
+  _globals['_ACTIVATE']._serialized_end=1935
+  _globals['_ACTIVATE_STATEENTRY']._serialized_start=1891
+  _globals['_ACTIVATE_STATEENTRY']._serialized_end=1935
+  _globals['_TURN']._serialized_start=1938
+  _globals['_TURN']._serialized_end=2317
+  _globals['_TURN_METADATAENTRY']._serialized_start=2270
+  _globals['_TURN_METADATAENTRY']._serialized_end=2317
+  _globals['_DEACTIVATE']._serialized_start=2320
+  _globals['_DEACTIVATE']._serialized_end=2569
+  _globals['_DEACTIVATE_REASON']._serialized_start=2434
+  _globals['_DEACTIVATE_REASON']._serialized_end=2569
+  _globals['_APPHOST']._serialized_start=2571
+  _globals['_APPHOST']._serialized_end=2643
 # @@protoc_insertion_point(module_scope)

@@ -8,18 +8,20 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AppMessage(_message.Message):
-    __slots__ = ("register", "activated", "turn_result", "deactivated", "batch")
+    __slots__ = ("register", "activated", "turn_result", "deactivated", "batch", "part")
     REGISTER_FIELD_NUMBER: _ClassVar[int]
     ACTIVATED_FIELD_NUMBER: _ClassVar[int]
     TURN_RESULT_FIELD_NUMBER: _ClassVar[int]
     DEACTIVATED_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
     register: Register
     activated: ActivateResult
     turn_result: TurnResult
     deactivated: DeactivateResult
     batch: AppBatch
-    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., activated: _Optional[_Union[ActivateResult, _Mapping]] = ..., turn_result: _Optional[_Union[TurnResult, _Mapping]] = ..., deactivated: _Optional[_Union[DeactivateResult, _Mapping]] = ..., batch: _Optional[_Union[AppBatch, _Mapping]] = ...) -> None: ...
+    part: MessagePart
+    def __init__(self, register: _Optional[_Union[Register, _Mapping]] = ..., activated: _Optional[_Union[ActivateResult, _Mapping]] = ..., turn_result: _Optional[_Union[TurnResult, _Mapping]] = ..., deactivated: _Optional[_Union[DeactivateResult, _Mapping]] = ..., batch: _Optional[_Union[AppBatch, _Mapping]] = ..., part: _Optional[_Union[MessagePart, _Mapping]] = ...) -> None: ...
 
 class AppBatch(_message.Message):
     __slots__ = ("messages",)
@@ -28,20 +30,22 @@ class AppBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[AppMessage, _Mapping]]] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("app_name", "types", "sdk", "accepts_batches", "max_receive_bytes", "api_version")
+    __slots__ = ("app_name", "types", "sdk", "accepts_batches", "max_receive_bytes", "api_version", "accepts_parts")
     APP_NAME_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
     SDK_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
     MAX_RECEIVE_BYTES_FIELD_NUMBER: _ClassVar[int]
     API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTS_PARTS_FIELD_NUMBER: _ClassVar[int]
     app_name: str
     types: _containers.RepeatedCompositeFieldContainer[ActorTypeSpec]
     sdk: str
     accepts_batches: bool
     max_receive_bytes: int
     api_version: int
-    def __init__(self, app_name: _Optional[str] = ..., types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., sdk: _Optional[str] = ..., accepts_batches: bool = ..., max_receive_bytes: _Optional[int] = ..., api_version: _Optional[int] = ...) -> None: ...
+    accepts_parts: bool
+    def __init__(self, app_name: _Optional[str] = ..., types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., sdk: _Optional[str] = ..., accepts_batches: bool = ..., max_receive_bytes: _Optional[int] = ..., api_version: _Optional[int] = ..., accepts_parts: bool = ...) -> None: ...
 
 class ActorTypeSpec(_message.Message):
     __slots__ = ("name", "idle_timeout_ms", "max_mailbox", "reentrant", "state_mode", "readonly_methods", "turn_timeout_ms", "max_pending_calls", "durable_tells")
@@ -100,18 +104,28 @@ class DeactivateResult(_message.Message):
     def __init__(self, call_id: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ...) -> None: ...
 
 class DaemonMessage(_message.Message):
-    __slots__ = ("registered", "activate", "turn", "deactivate", "batch")
+    __slots__ = ("registered", "activate", "turn", "deactivate", "batch", "part")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     ACTIVATE_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     DEACTIVATE_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     activate: Activate
     turn: Turn
     deactivate: Deactivate
     batch: DaemonBatch
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., activate: _Optional[_Union[Activate, _Mapping]] = ..., turn: _Optional[_Union[Turn, _Mapping]] = ..., deactivate: _Optional[_Union[Deactivate, _Mapping]] = ..., batch: _Optional[_Union[DaemonBatch, _Mapping]] = ...) -> None: ...
+    part: MessagePart
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., activate: _Optional[_Union[Activate, _Mapping]] = ..., turn: _Optional[_Union[Turn, _Mapping]] = ..., deactivate: _Optional[_Union[Deactivate, _Mapping]] = ..., batch: _Optional[_Union[DaemonBatch, _Mapping]] = ..., part: _Optional[_Union[MessagePart, _Mapping]] = ...) -> None: ...
+
+class MessagePart(_message.Message):
+    __slots__ = ("data", "last")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    LAST_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    last: bool
+    def __init__(self, data: _Optional[bytes] = ..., last: bool = ...) -> None: ...
 
 class DaemonBatch(_message.Message):
     __slots__ = ("messages",)
@@ -120,16 +134,18 @@ class DaemonBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[DaemonMessage, _Mapping]]] = ...) -> None: ...
 
 class Registered(_message.Message):
-    __slots__ = ("types", "daemon_version", "accepts_batches", "api_version")
+    __slots__ = ("types", "daemon_version", "accepts_batches", "api_version", "accepts_parts")
     TYPES_FIELD_NUMBER: _ClassVar[int]
     DAEMON_VERSION_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_BATCHES_FIELD_NUMBER: _ClassVar[int]
     API_VERSION_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTS_PARTS_FIELD_NUMBER: _ClassVar[int]
     types: _containers.RepeatedCompositeFieldContainer[ActorTypeSpec]
     daemon_version: str
     accepts_batches: bool
     api_version: int
-    def __init__(self, types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., daemon_version: _Optional[str] = ..., accepts_batches: bool = ..., api_version: _Optional[int] = ...) -> None: ...
+    accepts_parts: bool
+    def __init__(self, types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., daemon_version: _Optional[str] = ..., accepts_batches: bool = ..., api_version: _Optional[int] = ..., accepts_parts: bool = ...) -> None: ...
 
 class Activate(_message.Message):
     __slots__ = ("call_id", "actor", "state", "lease_deadline_unix_ms")
