@@ -32,6 +32,8 @@ pub fn goes_in_parts(encoded_len: usize) -> bool {
 #[derive(Debug)]
 pub struct Parts {
     rest: Bytes,
+    /// The whole's size, until the first piece carried it.
+    whole_bytes: Option<usize>,
 }
 
 impl Parts {
@@ -40,7 +42,10 @@ impl Parts {
         let mut buf = BytesMut::with_capacity(message.encoded_len());
         // Cannot fail: the buffer grows to whatever the message needs.
         let _ = message.encode(&mut buf);
-        Self { rest: buf.freeze() }
+        Self {
+            whole_bytes: Some(buf.len()),
+            rest: buf.freeze(),
+        }
     }
 
     /// The next piece (its data shares the encoded buffer, uncopied); None
@@ -53,6 +58,7 @@ impl Parts {
         Some(MessagePart {
             data,
             last: self.rest.is_empty(),
+            whole_bytes: self.whole_bytes.take().unwrap_or_default() as u64,
         })
     }
 }
@@ -70,6 +76,9 @@ pub struct TooLarge {
 /// The pieces of the message being received.
 #[derive(Debug)]
 pub struct Reassembly {
+    /// Sized by the first piece's `whole_bytes`, so that each piece is
+    /// copied in as it comes (freeing the buffer it was decoded from) and
+    /// the whole is never moved while it grows.
     buf: BytesMut,
     limit: usize,
 }
@@ -86,19 +95,23 @@ impl Reassembly {
     /// Adds `part`; at the last piece, the whole message's bytes (for the
     /// caller to decode as the kind it expects).
     pub fn push(&mut self, part: MessagePart) -> Result<Option<Bytes>, TooLarge> {
-        let total = self.buf.len().saturating_add(part.data.len());
-        if total > self.limit {
+        let announced = usize::try_from(part.whole_bytes).unwrap_or(usize::MAX);
+        let len = self.buf.len().saturating_add(part.data.len());
+        if len > self.limit || announced > self.limit {
             self.buf = BytesMut::new();
             return Err(TooLarge { limit: self.limit });
         }
         if self.buf.is_empty() && part.last {
             return Ok(Some(part.data));
         }
+        if self.buf.is_empty() {
+            self.buf.reserve(announced.max(part.data.len()));
+        }
         self.buf.extend_from_slice(&part.data);
         if !part.last {
             return Ok(None);
         }
-        // The next message starts a buffer of its own, sized by its pieces.
+        // The next message starts a buffer of its own, sized by its first piece.
         Ok(Some(std::mem::take(&mut self.buf).freeze()))
     }
 }
@@ -152,8 +165,13 @@ mod tests {
         let message = turn(3 * PART_BYTES);
         let mut whole = Reassembly::new(2 * PART_BYTES);
         let mut parts = Parts::of(&message);
+        // The first piece says how large the whole is: refused at once.
+        let first = parts.next_part().map(|p| whole.push(p));
+        assert!(matches!(first, Some(Err(TooLarge { limit })) if limit == 2 * PART_BYTES));
+        // Pieces that do not say so are refused once they add up to more.
         let mut refused = None;
-        while let Some(part) = parts.next_part() {
+        while let Some(mut part) = parts.next_part() {
+            part.whole_bytes = 0;
             if let Err(e) = whole.push(part) {
                 refused = Some(e);
                 break;
@@ -164,6 +182,7 @@ mod tests {
         let one = MessagePart {
             data: small.encode_to_vec().into(),
             last: true,
+            whole_bytes: 0,
         };
         let bytes = whole.push(one).ok().flatten();
         assert_eq!(

@@ -223,6 +223,11 @@ export interface DaemonMessage {
 export interface MessagePart {
   data: Buffer;
   last: boolean;
+  /**
+   * On the first piece: the whole message's encoded size, so the receiver
+   * allocates it once (and refuses one over its limit before the rest comes).
+   */
+  wholeBytes: bigint;
 }
 
 /**
@@ -1310,7 +1315,7 @@ export const DaemonMessage: MessageFns<DaemonMessage> = {
 };
 
 function createBaseMessagePart(): MessagePart {
-  return { data: Buffer.alloc(0), last: false };
+  return { data: Buffer.alloc(0), last: false, wholeBytes: 0n };
 }
 
 export const MessagePart: MessageFns<MessagePart> = {
@@ -1320,6 +1325,12 @@ export const MessagePart: MessageFns<MessagePart> = {
     }
     if (message.last !== false) {
       writer.uint32(16).bool(message.last);
+    }
+    if (message.wholeBytes !== 0n) {
+      if (BigInt.asUintN(64, message.wholeBytes) !== message.wholeBytes) {
+        throw new globalThis.Error("value provided for field message.wholeBytes of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.wholeBytes);
     }
     return writer;
   },
@@ -1353,6 +1364,14 @@ export const MessagePart: MessageFns<MessagePart> = {
             message.last = reader.bool();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.wholeBytes = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1372,6 +1391,9 @@ export const MessagePart: MessageFns<MessagePart> = {
     const message = createBaseMessagePart();
     message.data = object.data ?? Buffer.alloc(0);
     message.last = object.last ?? false;
+    message.wholeBytes = (object.wholeBytes !== undefined && object.wholeBytes !== null)
+      ? BigInt(object.wholeBytes)
+      : 0n;
     return message;
   },
 };

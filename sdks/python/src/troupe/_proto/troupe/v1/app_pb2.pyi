@@ -120,12 +120,14 @@ class DaemonMessage(_message.Message):
     def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., activate: _Optional[_Union[Activate, _Mapping]] = ..., turn: _Optional[_Union[Turn, _Mapping]] = ..., deactivate: _Optional[_Union[Deactivate, _Mapping]] = ..., batch: _Optional[_Union[DaemonBatch, _Mapping]] = ..., part: _Optional[_Union[MessagePart, _Mapping]] = ...) -> None: ...
 
 class MessagePart(_message.Message):
-    __slots__ = ("data", "last")
+    __slots__ = ("data", "last", "whole_bytes")
     DATA_FIELD_NUMBER: _ClassVar[int]
     LAST_FIELD_NUMBER: _ClassVar[int]
+    WHOLE_BYTES_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     last: bool
-    def __init__(self, data: _Optional[bytes] = ..., last: bool = ...) -> None: ...
+    whole_bytes: int
+    def __init__(self, data: _Optional[bytes] = ..., last: bool = ..., whole_bytes: _Optional[int] = ...) -> None: ...
 
 class DaemonBatch(_message.Message):
     __slots__ = ("messages",)
