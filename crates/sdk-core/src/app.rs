@@ -6,8 +6,9 @@
 //! re-connecting could help. [`Registration::start`] (or [`attach`], both at
 //! once) then starts a reader task that hands each frame's messages (a
 //! `DaemonBatch` flattened, in order; a message sent in pieces once whole) to
-//! the layer's callback, and ends with one [`AppEvent::Ended`]. Answers go through [`AppSender::send`], which never
-//! blocks: they queue for the writer ([`crate::batch`]).
+//! the layer's callback, and ends with one [`AppEvent::Ended`]. Answers go
+//! through [`AppSender::send`], which never blocks: they queue for the writer
+//! ([`crate::batch`]).
 
 use std::sync::Arc;
 
