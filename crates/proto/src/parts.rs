@@ -63,6 +63,38 @@ impl Parts {
     }
 }
 
+/// A large message being sent a piece at a time, with what its sender needs
+/// to know of it meanwhile (`about`: the daemon keeps its actor, the SDK
+/// whether it changes state). Senders hold it in an `Option` slot that is
+/// full exactly while pieces of the message remain to be sent.
+#[derive(Debug)]
+pub struct InParts<T> {
+    parts: Parts,
+    pub about: T,
+}
+
+impl<T> InParts<T> {
+    /// Starts sending `message` in pieces from `slot`: its first piece.
+    pub fn start(slot: &mut Option<Self>, message: &impl Message, about: T) -> Option<MessagePart> {
+        *slot = Some(Self {
+            parts: Parts::of(message),
+            about,
+        });
+        Self::next(slot)
+    }
+
+    /// The next piece of the message in `slot`, emptying the slot at its
+    /// last piece; None when the slot is empty.
+    pub fn next(slot: &mut Option<Self>) -> Option<MessagePart> {
+        let current = slot.as_mut()?;
+        let piece = current.parts.next_part();
+        if piece.as_ref().is_none_or(|p| p.last) {
+            *slot = None;
+        }
+        piece
+    }
+}
+
 /// A reassembled message would exceed the receiver's limit.
 #[derive(Debug, thiserror::Error)]
 #[error(

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use futures::Stream;
 use prost::Message;
 use tokio::sync::mpsc::UnboundedReceiver;
-use troupe_proto::parts::{goes_in_parts, Parts};
+use troupe_proto::parts::{goes_in_parts, InParts};
 use troupe_proto::v1::{app_message, AppBatch, AppMessage, MessagePart, Registered};
 
 pub const BATCH_MESSAGES: usize = 256;
@@ -66,8 +66,8 @@ pub struct Batcher {
     /// in queue order.
     pending: VecDeque<(AppMessage, usize)>,
     /// The large answer being written a piece at a time, ahead of every
-    /// pending one, and whether it changes state.
-    in_parts: Option<(Parts, bool)>,
+    /// pending one, with whether it changes state.
+    in_parts: Option<InParts<bool>>,
     daemon: Arc<DaemonReads>,
 }
 
@@ -150,23 +150,14 @@ impl Batcher {
     /// pending answer: whole, or its first piece when it is large and the
     /// daemon reads pieces.
     fn next_large(&mut self) -> Option<AppMessage> {
-        if let Some((parts, _)) = &mut self.in_parts {
-            let next = parts.next_part();
-            if next.as_ref().is_none_or(|p| p.last) {
-                self.in_parts = None;
-            }
-            if let Some(next) = next {
-                return Some(part(next));
-            }
+        if let Some(piece) = InParts::next(&mut self.in_parts) {
+            return Some(part(piece));
         }
         let (msg, size) = self.pending.pop_front()?;
         if !(self.daemon.parts.load(Ordering::Acquire) && goes_in_parts(size)) {
             return Some(msg);
         }
-        let mut parts = Parts::of(&msg);
-        let first = parts.next_part()?;
-        self.in_parts = Some((parts, changes_state(&msg)));
-        Some(part(first))
+        InParts::start(&mut self.in_parts, &msg, changes_state(&msg)).map(part)
     }
 
     /// Which pending answers the next write carries: the small ones that
@@ -175,7 +166,7 @@ impl Batcher {
     /// pieces holds them back.
     fn chosen(&self) -> Vec<bool> {
         let mut take = vec![false; self.pending.len()];
-        let mut passed_changes = self.in_parts.as_ref().is_some_and(|(_, changes)| *changes);
+        let mut passed_changes = self.in_parts.as_ref().is_some_and(|p| p.about);
         let (mut count, mut total) = (0, 0);
         for (i, (msg, size)) in self.pending.iter().enumerate() {
             if count == BATCH_MESSAGES {

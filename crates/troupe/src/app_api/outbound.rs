@@ -17,7 +17,7 @@ use futures::Stream;
 use prost::encoding::encoded_len_varint;
 use tokio::sync::mpsc;
 use tonic::Status;
-use troupe_proto::parts::{goes_in_parts, Parts};
+use troupe_proto::parts::{goes_in_parts, InParts};
 use troupe_proto::v1 as pb;
 
 /// What the daemon sends down an app stream.
@@ -53,13 +53,9 @@ pub(super) struct Accepts {
     pub(super) max_bytes: usize,
 }
 
-/// The large message being sent a piece at a time: it is ahead of every
-/// message queued, as the first of them would be.
-#[derive(Debug)]
-struct InParts {
-    actor: Option<pb::ActorRef>,
-    parts: Parts,
-}
+/// The large message being sent a piece at a time, with its actor: it is
+/// ahead of every message queued, as the first of them would be.
+type InProgress = Option<InParts<Option<pb::ActorRef>>>;
 
 /// The stream of `rx`, batched and cut as the app `accepts`.
 pub(super) fn stream(rx: mpsc::UnboundedReceiver<Queued>, accepts: Accepts) -> DaemonStream {
@@ -69,7 +65,7 @@ pub(super) fn stream(rx: mpsc::UnboundedReceiver<Queued>, accepts: Accepts) -> D
         parts: accepts.parts,
     };
     Box::pin(futures::stream::unfold(
-        (rx, VecDeque::<Queued>::new(), None),
+        (rx, VecDeque::<Queued>::new(), InProgress::None),
         move |(mut rx, mut pending, mut in_parts)| async move {
             if pending.is_empty() && in_parts.is_none() {
                 pending.push_back(rx.recv().await?);
@@ -138,30 +134,19 @@ fn part(part: pb::MessagePart) -> pb::DaemonMessage {
 /// actor it cannot tell, nor the stream's closing status.
 fn next_item(
     pending: &mut VecDeque<Queued>,
-    in_parts: &mut Option<InParts>,
+    in_parts: &mut InProgress,
     limits: Limits,
 ) -> Option<Item> {
     let take = chosen(pending, in_parts.as_ref(), limits);
     let count = take.iter().filter(|t| **t).count();
     if count == 0 {
-        if let Some(current) = in_parts {
-            let next = current.parts.next_part();
-            if next.as_ref().is_none_or(|p| p.last) {
-                *in_parts = None;
-            }
-            if let Some(next) = next {
-                return Some(Ok(part(next)));
-            }
+        if let Some(piece) = InParts::next(in_parts) {
+            return Some(Ok(part(piece)));
         }
         return match pending.pop_front()? {
             Ok(sized) if limits.parts && goes_in_parts(sized.bytes) => {
-                let mut parts = Parts::of(&sized.message);
-                let first = parts.next_part()?;
-                *in_parts = Some(InParts {
-                    actor: actor_of(&sized.message).cloned(),
-                    parts,
-                });
-                Some(Ok(part(first)))
+                let actor = actor_of(&sized.message).cloned();
+                InParts::start(in_parts, &sized.message, actor).map(|p| Ok(part(p)))
             }
             other => Some(other.map(|s| s.message)),
         };
@@ -189,12 +174,16 @@ fn next_item(
 /// Which of `pending` the next item carries (see [`next_item`]); none
 /// when the first is large or the closing status (it goes alone), or when
 /// only messages behind the one `in_parts` are queued.
-fn chosen(pending: &VecDeque<Queued>, in_parts: Option<&InParts>, limits: Limits) -> Vec<bool> {
+fn chosen(
+    pending: &VecDeque<Queued>,
+    in_parts: Option<&InParts<Option<pb::ActorRef>>>,
+    limits: Limits,
+) -> Vec<bool> {
     let mut take = vec![false; pending.len()];
     // Actors of the messages passed over; `None`: one whose actor is not
     // known, which nothing passes.
     let mut passed: Vec<Option<&pb::ActorRef>> =
-        in_parts.map(|p| p.actor.as_ref()).into_iter().collect();
+        in_parts.map(|p| p.about.as_ref()).into_iter().collect();
     let (mut count, mut entries) = (0, 0);
     for (i, queued) in pending.iter().enumerate() {
         let Ok(sized) = queued else { break };
