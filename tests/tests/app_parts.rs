@@ -116,7 +116,7 @@ async fn small_turns_go_between_the_pieces_of_a_large_one_and_answers_come_back_
             ..Default::default()
         })),
     };
-    let mut parts = Parts::of(&answer);
+    let mut parts = Parts::of(answer);
     let mut sent_pieces = 0;
     while let Some(part) = parts.next_part() {
         app.send(pb::AppMessage {

@@ -5,12 +5,17 @@
 //! One stream carries every turn of an actor type, and gRPC writes a message
 //! whole: a small call's turn queued behind an 8 MiB one waited until all
 //! 8 MiB were written. The sender now writes such a message a piece at a
-//! time and lets small messages of other actors go between the pieces.
+//! time and lets small messages of other actors go between the pieces; a
+//! payload among them goes from its own buffer ([`Bulk`]), uncopied.
+
+use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
-use prost::Message;
 
 use crate::v1::MessagePart;
+
+mod bulk;
+pub use bulk::{Bulk, Detached};
 
 /// The data one piece carries: large enough that the pieces' own framing
 /// (a gRPC message each) costs little next to their copies, small enough
@@ -31,30 +36,42 @@ pub fn goes_in_parts(encoded_len: usize) -> bool {
 /// The pieces of one encoded message still to send, in order.
 #[derive(Debug)]
 pub struct Parts {
-    rest: Bytes,
+    /// What remains of the encoding, in segments no piece spans.
+    rest: VecDeque<Bytes>,
     /// The whole's size, until the first piece carried it.
     whole_bytes: Option<usize>,
 }
 
 impl Parts {
-    /// The pieces of `message`, encoded once here.
-    pub fn of(message: &impl Message) -> Self {
-        let mut buf = BytesMut::with_capacity(message.encoded_len());
-        // Cannot fail: the buffer grows to whatever the message needs.
-        let _ = message.encode(&mut buf);
+    /// The pieces of `message`. Its bulk, when it has one, is never copied
+    /// here: the rest is encoded ahead of it, and the bulk's pieces share
+    /// its buffer, so the sender copies it once (into the stream), as when
+    /// a message is sent whole.
+    pub fn of<M: Bulk>(mut message: M) -> Self {
+        let mut rest = VecDeque::with_capacity(2);
+        if let Some(detached) = message.take_bulk(PART_BYTES) {
+            rest.push_back(detached.head().freeze());
+            rest.push_back(detached.bulk());
+        } else {
+            let mut buf = BytesMut::with_capacity(message.encoded_len());
+            // Cannot fail: the buffer grows to whatever the message needs.
+            let _ = message.encode(&mut buf);
+            rest.push_back(buf.freeze());
+        }
         Self {
-            whole_bytes: Some(buf.len()),
-            rest: buf.freeze(),
+            whole_bytes: Some(rest.iter().map(Bytes::len).sum()),
+            rest,
         }
     }
 
-    /// The next piece (its data shares the encoded buffer, uncopied); None
-    /// once the one marked last was taken.
+    /// The next piece (its data shares the encoded buffer or the bulk,
+    /// uncopied); None once the one marked last was taken.
     pub fn next_part(&mut self) -> Option<MessagePart> {
-        if self.rest.is_empty() {
-            return None;
+        let segment = self.rest.front_mut()?;
+        let data = segment.split_to(PART_BYTES.min(segment.len()));
+        if segment.is_empty() {
+            self.rest.pop_front();
         }
-        let data = self.rest.split_to(PART_BYTES.min(self.rest.len()));
         Some(MessagePart {
             data,
             last: self.rest.is_empty(),
@@ -75,7 +92,7 @@ pub struct InParts<T> {
 
 impl<T> InParts<T> {
     /// Starts sending `message` in pieces from `slot`: its first piece.
-    pub fn start(slot: &mut Option<Self>, message: &impl Message, about: T) -> Option<MessagePart> {
+    pub fn start(slot: &mut Option<Self>, message: impl Bulk, about: T) -> Option<MessagePart> {
         *slot = Some(Self {
             parts: Parts::of(message),
             about,
@@ -150,6 +167,8 @@ impl Reassembly {
 
 #[cfg(test)]
 mod tests {
+    use prost::Message;
+
     use super::*;
     use crate::v1 as pb;
 
@@ -166,37 +185,125 @@ mod tests {
         }
     }
 
+    fn bytes(len: usize) -> Bytes {
+        (0..len).map(|i| (i % 251) as u8).collect()
+    }
+
+    /// The pieces of `message`, checked as they come, and what a receiver
+    /// makes of them.
+    fn round_trip<M: Bulk + Default + Clone>(message: &M) -> (Vec<MessagePart>, Option<M>) {
+        let canonical = message.encoded_len();
+        assert!(goes_in_parts(canonical));
+        let mut parts = Parts::of(message.clone());
+        let mut whole = Reassembly::new(canonical);
+        let (mut pieces, mut decoded) = (Vec::new(), None);
+        while let Some(part) = parts.next_part() {
+            // Every piece, framing included, is smaller than the whole.
+            let wrapped = pb::DaemonMessage {
+                kind: Some(pb::daemon_message::Kind::Part(part.clone())),
+            };
+            assert!(wrapped.encoded_len() < canonical);
+            assert!(decoded.is_none(), "a piece after the last");
+            pieces.push(part.clone());
+            // A receiver whose limit is the canonical encoding's length
+            // takes the pieces: they add up to exactly that.
+            match whole.push(part) {
+                Ok(Some(bytes)) => decoded = M::decode(bytes).ok(),
+                Ok(None) => {}
+                Err(e) => panic!("refused: {e}"),
+            }
+        }
+        assert_eq!(pieces[0].whole_bytes as usize, canonical);
+        (pieces, decoded)
+    }
+
     #[test]
     fn a_message_cut_in_pieces_comes_back_whole() {
-        for bytes in [PART_BYTES + 100, 3 * PART_BYTES, 8 * 1024 * 1024 + 5] {
-            let message = turn(bytes);
-            assert!(goes_in_parts(message.encoded_len()));
-            let mut parts = Parts::of(&message);
-            let mut whole = Reassembly::new(usize::MAX);
-            let mut pieces = 0;
-            let mut decoded = None;
-            while let Some(part) = parts.next_part() {
-                pieces += 1;
-                let wrapped = pb::DaemonMessage {
-                    kind: Some(pb::daemon_message::Kind::Part(part.clone())),
-                };
-                // Every piece, framing included, is smaller than the whole.
-                assert!(wrapped.encoded_len() < message.encoded_len());
-                assert!(decoded.is_none(), "a piece after the last");
-                if let Ok(Some(bytes)) = whole.push(part) {
-                    decoded = pb::DaemonMessage::decode(bytes).ok();
-                }
-            }
-            assert_eq!(pieces, message.encoded_len().div_ceil(PART_BYTES));
+        for len in [PART_BYTES + 100, 3 * PART_BYTES, 8 * 1024 * 1024 + 5] {
+            let message = turn(len);
+            let (pieces, decoded) = round_trip(&message);
+            // The rest of the turn, then the payload's pieces.
+            assert_eq!(pieces.len(), 1 + len.div_ceil(PART_BYTES));
             assert_eq!(decoded, Some(message));
         }
+    }
+
+    #[test]
+    fn every_field_around_the_bulk_comes_back() {
+        let turn = pb::DaemonMessage {
+            kind: Some(pb::daemon_message::Kind::Turn(pb::Turn {
+                call_id: 9,
+                name: "put".into(),
+                kind: pb::TurnKind::Call as i32,
+                metadata: [("k".to_string(), "v".to_string())].into(),
+                payload: Some(pb::Payload {
+                    data: bytes(2 * PART_BYTES + 3),
+                    content_type: pb::ContentType::Bytes as i32,
+                }),
+                traceparent: "00-abc-def-01".into(),
+                ..Default::default()
+            })),
+        };
+        assert_eq!(round_trip(&turn).1, Some(turn));
+        let answer = pb::AppMessage {
+            kind: Some(pb::app_message::Kind::TurnResult(pb::TurnResult {
+                call_id: 9,
+                outcome: Some(pb::turn_result::Outcome::Reply(pb::Payload {
+                    data: bytes(5 * PART_BYTES),
+                    content_type: pb::ContentType::Bytes as i32,
+                })),
+                changes: vec![pb::StateChange {
+                    key: "count".into(),
+                    op: Some(pb::state_change::Op::Set(bytes(10))),
+                }],
+                lease_expired: false,
+            })),
+        };
+        assert_eq!(round_trip(&answer).1, Some(answer));
+        // Large for another reason than the bulk: sent as encoded, whole.
+        let mut state = turn_with_large_metadata();
+        assert!(state.take_bulk(PART_BYTES).is_none());
+        assert_eq!(round_trip(&state).1, Some(state));
+    }
+
+    fn turn_with_large_metadata() -> pb::DaemonMessage {
+        pb::DaemonMessage {
+            kind: Some(pb::daemon_message::Kind::Turn(pb::Turn {
+                metadata: [("big".to_string(), "x".repeat(3 * PART_BYTES))].into(),
+                payload: Some(pb::Payload {
+                    data: bytes(10),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })),
+        }
+    }
+
+    #[test]
+    fn the_bulk_is_sent_from_its_own_buffer() {
+        let message = turn(4 * PART_BYTES);
+        let Some(pb::daemon_message::Kind::Turn(t)) = &message.kind else {
+            unreachable!()
+        };
+        let payload = t.payload.as_ref().map(|p| p.data.as_ptr_range());
+        let Some(payload) = payload else {
+            unreachable!()
+        };
+        let mut parts = Parts::of(message);
+        let mut shared = 0;
+        while let Some(part) = parts.next_part() {
+            if payload.contains(&part.data.as_ptr()) {
+                shared += part.data.len();
+            }
+        }
+        assert_eq!(shared, 4 * PART_BYTES, "the payload was copied");
     }
 
     #[test]
     fn pieces_beyond_the_limit_are_refused_and_the_next_message_starts_afresh() {
         let message = turn(3 * PART_BYTES);
         let mut whole = Reassembly::new(2 * PART_BYTES);
-        let mut parts = Parts::of(&message);
+        let mut parts = Parts::of(message);
         // The first piece says how large the whole is: refused at once.
         let first = parts.next_part().map(|p| whole.push(p));
         assert!(matches!(first, Some(Err(TooLarge { limit })) if limit == 2 * PART_BYTES));

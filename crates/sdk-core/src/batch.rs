@@ -157,7 +157,8 @@ impl Batcher {
         if !(self.daemon.parts.load(Ordering::Acquire) && goes_in_parts(size)) {
             return Some(msg);
         }
-        InParts::start(&mut self.in_parts, &msg, changes_state(&msg)).map(part)
+        let changes = changes_state(&msg);
+        InParts::start(&mut self.in_parts, msg, changes).map(part)
     }
 
     /// Which pending answers the next write carries: the small ones that
@@ -329,9 +330,10 @@ mod tests {
         let large = answer_of(0, 2 * PART_BYTES, true);
         let rest = large.encoded_len() - 2 * PART_BYTES;
         assert!(tx.send(large).is_ok());
+        // First the answer without its reply's bytes, then their pieces.
         assert_eq!(
             batcher.next().await.map(sent),
-            Some(Sent::Part(PART_BYTES, false))
+            Some(Sent::Part(rest, false))
         );
         // Ready while it is being written: the answer without changes goes
         // before its rest, the one with changes after it.
@@ -342,7 +344,10 @@ mod tests {
             batcher.next().await.map(sent),
             Some(Sent::Part(PART_BYTES, false))
         );
-        assert_eq!(batcher.next().await.map(sent), Some(Sent::Part(rest, true)));
+        assert_eq!(
+            batcher.next().await.map(sent),
+            Some(Sent::Part(PART_BYTES, true))
+        );
         assert_eq!(batcher.next().await.map(sent), Some(Sent::Whole(vec![1])));
 
         // To a daemon that reads no pieces, the same answer goes whole.
