@@ -15,7 +15,7 @@ use bytes::{Bytes, BytesMut};
 use crate::v1::MessagePart;
 
 mod bulk;
-pub use bulk::{Bulk, Detached};
+pub use bulk::{encode_around_bulk, Bulk, Detached};
 
 /// The data one piece carries: large enough that the pieces' own framing
 /// (a gRPC message each) costs little next to their copies, small enough
@@ -47,17 +47,8 @@ impl Parts {
     /// here: the rest is encoded ahead of it, and the bulk's pieces share
     /// its buffer, so the sender copies it once (into the stream), as when
     /// a message is sent whole.
-    pub fn of<M: Bulk>(mut message: M) -> Self {
-        let mut rest = VecDeque::with_capacity(2);
-        if let Some(detached) = message.take_bulk(PART_BYTES) {
-            rest.push_back(detached.head().freeze());
-            rest.push_back(detached.bulk());
-        } else {
-            let mut buf = BytesMut::with_capacity(message.encoded_len());
-            // Cannot fail: the buffer grows to whatever the message needs.
-            let _ = message.encode(&mut buf);
-            rest.push_back(buf.freeze());
-        }
+    pub fn of<M: Bulk>(message: M) -> Self {
+        let rest = encode_around_bulk(message, PART_BYTES);
         Self {
             whole_bytes: Some(rest.iter().map(Bytes::len).sum()),
             rest,
@@ -260,6 +251,46 @@ mod tests {
             })),
         };
         assert_eq!(round_trip(&answer).1, Some(answer));
+        let invoke = pb::InvokeRequest {
+            actor: Some(pb::ActorRef {
+                r#type: "t".into(),
+                id: "1".into(),
+            }),
+            method: "put".into(),
+            payload: Some(pb::Payload {
+                data: bytes(2 * PART_BYTES),
+                content_type: pb::ContentType::Bytes as i32,
+            }),
+            ..Default::default()
+        };
+        let forwarded = |call| pb::LinkMessage {
+            id: 4,
+            body: Some(pb::link_message::Body::Request(pb::LinkRequest {
+                hops: 1,
+                timeout_ms: 500,
+                traceparent: "00-abc-def-01".into(),
+                call: Some(call),
+                ..Default::default()
+            })),
+        };
+        let call = forwarded(pb::link_request::Call::Invoke(invoke.clone()));
+        assert_eq!(round_trip(&call).1, Some(call));
+        let tell = forwarded(pb::link_request::Call::Tell(pb::TellRequest {
+            actor: invoke.actor.clone(),
+            method: "put".into(),
+            payload: invoke.payload.clone(),
+            ..Default::default()
+        }));
+        assert_eq!(round_trip(&tell).1, Some(tell));
+        let reply = pb::LinkMessage {
+            id: 4,
+            body: Some(pb::link_message::Body::Reply(pb::LinkReply {
+                result: Some(pb::link_reply::Result::Invoke(pb::InvokeResponse {
+                    payload: invoke.payload.clone(),
+                })),
+            })),
+        };
+        assert_eq!(round_trip(&reply).1, Some(reply));
         // Large for another reason than the bulk: sent as encoded, whole.
         let mut state = turn_with_large_metadata();
         assert!(state.take_bulk(PART_BYTES).is_none());

@@ -1,11 +1,17 @@
-//! Taking a message apart around its bulk, so that [`super::Parts`] sends
-//! a large payload from the buffer it arrived in rather than from a copy.
+//! Taking a message apart around its bulk, so that a large payload is sent
+//! in pieces (the app stream's [`super::Parts`], the daemons' link chunks)
+//! from the buffer it arrived in rather than from a copy.
+
+use std::collections::VecDeque;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
 use prost::Message;
 
-use crate::v1::{app_message, daemon_message, turn_result, AppMessage, DaemonMessage, Payload};
+use crate::v1::{
+    app_message, daemon_message, link_message, link_reply, link_request, turn_result, AppMessage,
+    DaemonMessage, LinkMessage, Payload,
+};
 
 /// A message whose bulk, when it has one, is one `bytes` field (a turn's
 /// payload, an answer's reply) that can be sent apart from the rest.
@@ -28,7 +34,7 @@ impl Detached {
     /// The encoding of everything but the bulk's data, the bulk's fields
     /// last at every level so the bulk ends the message. Protobuf takes
     /// fields in any order, and the length is the canonical encoding's.
-    pub(super) fn head(&self) -> BytesMut {
+    fn head(&self) -> BytesMut {
         // Each level's child's length, innermost first.
         let mut child = self.bulk.len();
         let mut children = Vec::with_capacity(self.levels.len());
@@ -48,11 +54,42 @@ impl Detached {
         }
         head
     }
+}
 
-    /// The bulk's bytes, which follow the head.
-    pub(super) fn bulk(self) -> Bytes {
-        self.bulk
+/// `message`'s encoding in segments that add up to it: when its bulk holds
+/// at least `at_least` bytes, everything else and then the bulk itself,
+/// uncopied; otherwise the whole, encoded.
+pub fn encode_around_bulk<M: Bulk>(mut message: M, at_least: usize) -> VecDeque<Bytes> {
+    let mut segments = VecDeque::with_capacity(2);
+    if let Some(detached) = message.take_bulk(at_least) {
+        segments.push_back(detached.head().freeze());
+        segments.push_back(detached.bulk);
+    } else {
+        let mut buf = BytesMut::with_capacity(message.encoded_len());
+        // Cannot fail: the buffer grows to whatever the message needs.
+        let _ = message.encode(&mut buf);
+        segments.push_back(buf.freeze());
     }
+    segments
+}
+
+// Field numbers on the way to a payload's bytes.
+const PAYLOAD_DATA: u32 = 1;
+const DAEMON_MESSAGE_TURN: u32 = 3;
+const TURN_PAYLOAD: u32 = 5;
+const APP_MESSAGE_TURN_RESULT: u32 = 3;
+const TURN_RESULT_REPLY: u32 = 2;
+const LINK_MESSAGE_REQUEST: u32 = 2;
+const LINK_MESSAGE_REPLY: u32 = 3;
+const LINK_REQUEST_INVOKE: u32 = 10;
+const LINK_REQUEST_TELL: u32 = 11;
+const INVOKE_REQUEST_PAYLOAD: u32 = 3;
+const TELL_REQUEST_PAYLOAD: u32 = 3;
+const LINK_REPLY_INVOKE: u32 = 10;
+const INVOKE_RESPONSE_PAYLOAD: u32 = 1;
+
+fn large(payload: Option<&Payload>, at_least: usize) -> bool {
+    payload.is_some_and(|p| p.data.len() >= at_least)
 }
 
 impl Bulk for DaemonMessage {
@@ -60,14 +97,17 @@ impl Bulk for DaemonMessage {
         let Some(daemon_message::Kind::Turn(turn)) = &mut self.kind else {
             return None;
         };
-        if turn.payload.as_ref()?.data.len() < at_least {
+        if !large(turn.payload.as_ref(), at_least) {
             return None;
         }
         let payload = turn.payload.take()?;
-        let turn = turn.encode_to_vec();
+        let inner = vec![(turn.encode_to_vec(), TURN_PAYLOAD)];
         self.kind = None;
-        // DaemonMessage.turn = 3, Turn.payload = 5.
-        Some(around_payload((&*self, 3), (turn, 5), payload))
+        Some(around_payload(
+            inner,
+            (&*self, DAEMON_MESSAGE_TURN),
+            payload,
+        ))
     }
 }
 
@@ -76,36 +116,82 @@ impl Bulk for AppMessage {
         let Some(app_message::Kind::TurnResult(result)) = &mut self.kind else {
             return None;
         };
-        match &result.outcome {
-            Some(turn_result::Outcome::Reply(reply)) if reply.data.len() >= at_least => {}
-            _ => return None,
-        }
-        let Some(turn_result::Outcome::Reply(reply)) = result.outcome.take() else {
+        let Some(turn_result::Outcome::Reply(reply)) = &result.outcome else {
             return None;
         };
-        let result = result.encode_to_vec();
+        if !large(Some(reply), at_least) {
+            return None;
+        }
+        let Some(turn_result::Outcome::Reply(payload)) = result.outcome.take() else {
+            return None;
+        };
+        let inner = vec![(result.encode_to_vec(), TURN_RESULT_REPLY)];
         self.kind = None;
-        // AppMessage.turn_result = 3, TurnResult.reply = 2.
-        Some(around_payload((&*self, 3), (result, 2), reply))
+        Some(around_payload(
+            inner,
+            (&*self, APP_MESSAGE_TURN_RESULT),
+            payload,
+        ))
     }
 }
 
-/// `payload`'s bytes apart from the rest: `root` (the message, its inner
-/// one taken out) and `inner` (the message that held the payload, encoded
-/// without it), each with the number of the field that leads on.
+/// A forwarded call's payload, or its answer's (the link's chunks).
+impl Bulk for LinkMessage {
+    fn take_bulk(&mut self, at_least: usize) -> Option<Detached> {
+        let (payload, inner, root_field) = match &mut self.body {
+            Some(link_message::Body::Request(request)) => {
+                let (payload, holder, field) = match &mut request.call {
+                    Some(link_request::Call::Invoke(r)) if large(r.payload.as_ref(), at_least) => {
+                        let payload = r.payload.take();
+                        let holder = (r.encode_to_vec(), INVOKE_REQUEST_PAYLOAD);
+                        (payload, holder, LINK_REQUEST_INVOKE)
+                    }
+                    Some(link_request::Call::Tell(r)) if large(r.payload.as_ref(), at_least) => {
+                        let payload = r.payload.take();
+                        let holder = (r.encode_to_vec(), TELL_REQUEST_PAYLOAD);
+                        (payload, holder, LINK_REQUEST_TELL)
+                    }
+                    _ => return None,
+                };
+                request.call = None;
+                let inner = vec![holder, (request.encode_to_vec(), field)];
+                (payload, inner, LINK_MESSAGE_REQUEST)
+            }
+            Some(link_message::Body::Reply(reply)) => {
+                let Some(link_reply::Result::Invoke(r)) = &mut reply.result else {
+                    return None;
+                };
+                if !large(r.payload.as_ref(), at_least) {
+                    return None;
+                }
+                let payload = r.payload.take();
+                let holder = (r.encode_to_vec(), INVOKE_RESPONSE_PAYLOAD);
+                reply.result = None;
+                let inner = vec![holder, (reply.encode_to_vec(), LINK_REPLY_INVOKE)];
+                (payload, inner, LINK_MESSAGE_REPLY)
+            }
+            _ => return None,
+        };
+        self.body = None;
+        Some(around_payload(inner, (&*self, root_field), payload?))
+    }
+}
+
+/// `payload`'s bytes apart from the rest. `inner`: the messages between the
+/// root and the payload, innermost first, each encoded without the one it
+/// held and with the number of the field that held it; `root`: the message
+/// itself, emptied of them, and its field that leads on.
 fn around_payload(
+    mut inner: Vec<(Vec<u8>, u32)>,
     root: (&impl Message, u32),
-    inner: (Vec<u8>, u32),
     mut payload: Payload,
 ) -> Detached {
     let bulk = std::mem::take(&mut payload.data);
+    inner.push((root.0.encode_to_vec(), root.1));
+    inner.reverse();
+    inner.push((payload.encode_to_vec(), PAYLOAD_DATA));
     Detached {
-        // Payload.data = 1.
-        levels: vec![
-            (root.0.encode_to_vec(), root.1),
-            inner,
-            (payload.encode_to_vec(), 1),
-        ],
+        levels: inner,
         bulk,
     }
 }

@@ -7,6 +7,7 @@ use std::collections::{HashMap, VecDeque};
 
 use bytes::{Bytes, BytesMut};
 use prost::Message;
+use troupe_proto::parts::encode_around_bulk;
 use troupe_proto::v1 as pb;
 
 /// How an outbox cuts its frames.
@@ -31,8 +32,9 @@ const INTERLEAVED: usize = 2;
 #[derive(Debug)]
 struct Chunking {
     id: u64,
-    data: Bytes,
-    sent: usize,
+    /// What remains of its encoding, in segments no chunk spans (the rest
+    /// of the message, then its payload, uncopied).
+    rest: VecDeque<Bytes>,
 }
 
 /// Messages waiting for the stream, and how many bytes they hold.
@@ -76,8 +78,7 @@ impl Outbox {
         match self.framing.chunk_bytes {
             Some(chunk) if len > chunk => self.chunked.push_back(Chunking {
                 id: message.id,
-                data: Bytes::from(message.encode_to_vec()),
-                sent: 0,
+                rest: encode_around_bulk(message, chunk),
             }),
             _ => self.whole.push_back((message, len)),
         }
@@ -121,13 +122,16 @@ impl Outbox {
             let Some(large) = self.chunked.get_mut(turn) else {
                 break;
             };
-            let end = large.sent.saturating_add(chunk).min(large.data.len());
-            let data = large.data.slice(large.sent..end);
-            let taken = end - large.sent;
-            large.sent = end;
-            size = size.saturating_add(taken);
-            self.bytes = self.bytes.saturating_sub(taken);
-            let last = end == large.data.len();
+            let Some(segment) = large.rest.front_mut() else {
+                break;
+            };
+            let data = segment.split_to(chunk.min(segment.len()));
+            if segment.is_empty() {
+                large.rest.pop_front();
+            }
+            size = size.saturating_add(data.len());
+            self.bytes = self.bytes.saturating_sub(data.len());
+            let last = large.rest.is_empty();
             frame.chunks.push(pb::LinkChunk {
                 id: large.id,
                 data,
@@ -277,6 +281,38 @@ mod tests {
         }
         assert!(frames > 50);
         assert_eq!(order, vec![2, 1]);
+        assert_eq!(outbox.bytes(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_payload_is_chunked_from_its_own_buffer_and_arrives_as_sent() -> Result<(), WireError> {
+        let sent = message(1, 10_000);
+        let Some(pb::link_message::Body::Request(pb::LinkRequest {
+            call: Some(pb::link_request::Call::Invoke(invoke)),
+            ..
+        })) = &sent.body
+        else {
+            unreachable!()
+        };
+        let payload = invoke.payload.as_ref().map(|p| p.data.as_ptr_range());
+        let Some(payload) = payload else {
+            unreachable!()
+        };
+        let mut outbox = Outbox::new(CHUNKED);
+        outbox.push(sent.clone());
+        let mut reassembly = Reassembly::new(1 << 20);
+        let (mut shared, mut received) = (0, None);
+        while let Some(frame) = outbox.next_frame() {
+            for chunk in frame.chunks {
+                if payload.contains(&chunk.data.as_ptr()) {
+                    shared += chunk.data.len();
+                }
+                received = reassembly.add(chunk)?.or(received);
+            }
+        }
+        assert_eq!(shared, 10_000, "the payload was copied to be chunked");
+        assert_eq!(received, Some(sent));
         assert_eq!(outbox.bytes(), 0);
         Ok(())
     }
