@@ -189,9 +189,9 @@ export class App {
         sdk: SDK_NAME,
         apiVersion: API_VERSION,
         acceptsBatches: true,
-        // The native core turns this on for itself: it puts pieces of large
-        // messages back together. The grpc-js wire takes messages whole.
-        acceptsParts: false,
+        // Both wires put a large message's pieces back together (grpc_wire.ts's
+        // Pieces, the native core's reader).
+        acceptsParts: true,
         // 0: no limit of the app's own (the channel takes any size).
         maxReceiveBytes: BigInt(maxReceiveBytes ?? 0),
       }),

@@ -1,8 +1,9 @@
 // The app stream on @grpc/grpc-js: the Attach duplex stream, answers batched on
-// the way out (packAnswers), and the turns' calls on a stub sharing its channel.
+// the way out (packAnswers), large daemon messages put back together from their
+// pieces (Pieces), and the turns' calls on a stub sharing its channel.
 import * as grpc from "@grpc/grpc-js";
 import { type CallTransport, stubTransport } from "./caller.js";
-import { AppHostClient, AppMessage, type DaemonMessage, type Register } from "./gen/troupe/v1/app.js";
+import { AppHostClient, AppMessage, DaemonMessage, type MessagePart, type Register } from "./gen/troupe/v1/app.js";
 import { ActorClientClient } from "./gen/troupe/v1/client.js";
 import type { AppWire, WireHandlers } from "./wire.js";
 
@@ -49,6 +50,50 @@ export function packAnswers(ready: readonly AppMessage[]): AppMessage[] {
   return writes;
 }
 
+/**
+ * @internal The pieces (MessagePart) of the daemon message being received, joined
+ * at the last one. `limit`: the app's maxReceiveBytes (undefined: no bound), which
+ * the whole respects as it would have arriving in one message.
+ */
+export class Pieces {
+  readonly limit: number | undefined;
+  #buf: Buffer | undefined;
+  #len = 0;
+
+  constructor(limit: number | undefined) {
+    this.limit = limit;
+  }
+
+  /** The whole message at its last piece, else undefined; throws a RangeError past the limit. */
+  push(part: MessagePart): DaemonMessage | undefined {
+    const size = this.#len + part.data.length;
+    const announced = Number(part.wholeBytes);
+    if (this.limit !== undefined && (size > this.limit || announced > this.limit)) {
+      this.#buf = undefined;
+      this.#len = 0;
+      throw new RangeError(
+        `the daemon sent a message in pieces larger than this app's maxReceiveBytes=${String(this.limit)}; ` +
+          "raise maxReceiveBytes, or send smaller payloads",
+      );
+    }
+    if (this.#buf === undefined && part.last) return DaemonMessage.decode(part.data);
+    // Sized by the first piece's wholeBytes: each piece is copied in once.
+    let buf = this.#buf ?? Buffer.allocUnsafe(Math.max(announced, size));
+    if (buf.length < size) {
+      const bigger = Buffer.allocUnsafe(Math.max(size, 2 * buf.length));
+      buf.copy(bigger, 0, 0, this.#len);
+      buf = bigger;
+    }
+    part.data.copy(buf, this.#len);
+    this.#len = size;
+    this.#buf = buf;
+    if (!part.last) return undefined;
+    this.#buf = undefined;
+    this.#len = 0;
+    return DaemonMessage.decode(buf.subarray(0, size));
+  }
+}
+
 /** @internal The grpc-js AppWire. */
 export class GrpcWire implements AppWire {
   readonly stub: ActorClientClient;
@@ -78,8 +123,31 @@ export class GrpcWire implements AppWire {
   open(register: Register, handlers: WireHandlers): void {
     const call = this.#host.attach();
     this.#call = call;
+    const limit = register.maxReceiveBytes === 0n ? undefined : Number(register.maxReceiveBytes);
+    const pieces = new Pieces(limit);
     call.on("data", (msg: DaemonMessage) => {
-      handlers.data(msg);
+      if (msg.kind?.$case !== "part") {
+        handlers.data(msg);
+        return;
+      }
+      // A large message comes in pieces, with other actors' small messages between
+      // them; it runs once its last piece is in.
+      let whole: DaemonMessage | undefined;
+      try {
+        whole = pieces.push(msg.kind.value);
+      } catch (e) {
+        // As grpc-js ends a stream whose message is over the channel's limit.
+        const details = e instanceof Error ? e.message : String(e);
+        const err = Object.assign(new Error(details), {
+          code: grpc.status.RESOURCE_EXHAUSTED,
+          details,
+          metadata: new grpc.Metadata(),
+        });
+        handlers.error(err);
+        call.cancel();
+        return;
+      }
+      if (whole !== undefined) handlers.data(whole);
     });
     call.on("error", (err: grpc.ServiceError) => {
       handlers.error(err);

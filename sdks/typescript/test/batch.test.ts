@@ -2,14 +2,13 @@
 // fake AppHost in the test; it registers with acceptsBatches, runs each message of a
 // DaemonBatch as if it came alone, and, once the daemon has sent a batch, sends the
 // answers that are ready together in one AppBatch (a single answer alone).
-import * as grpc from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { packAnswers } from "../src/session.js";
-import { type AppMessage, AppHostService, type DaemonMessage, Deactivate_Reason, type Register, type Turn } from "../src/gen/troupe/v1/app.js";
+import { type AppMessage, type DaemonMessage, Deactivate_Reason, type Turn } from "../src/gen/troupe/v1/app.js";
 import { TurnKind } from "../src/gen/troupe/v1/common.js";
 import { Actor, actor, API_VERSION, App, type Logger, method } from "../src/index.js";
-import { within } from "./helpers.js";
+import { attachedApp, FakeDaemon } from "./fake_daemon.js";
 
 const ran: string[] = [];
 
@@ -29,73 +28,6 @@ class Batched extends Actor<{ n: number }> {
 
   override onDeactivate(): void {
     ran.push(`deactivate ${this.id}`);
-  }
-}
-
-/** The daemon's side of one Attach stream: keeps Register, and every later write of the app as it came. */
-class FakeDaemon {
-  readonly #server = new grpc.Server();
-  #stream: grpc.ServerDuplexStream<AppMessage, DaemonMessage> | undefined;
-  readonly #writes: AppMessage[] = [];
-  #wake: (() => void) | undefined;
-  register: Register | undefined;
-  port = 0;
-
-  async start(): Promise<void> {
-    this.#server.addService(AppHostService, {
-      attach: (stream: grpc.ServerDuplexStream<AppMessage, DaemonMessage>) => {
-        this.#stream = stream;
-        stream.on("data", (msg: AppMessage) => {
-          if (msg.kind?.$case === "register") {
-            this.register = msg.kind.value;
-            stream.write({
-              kind: { $case: "registered", value: { types: [], daemonVersion: "fake", acceptsBatches: true, apiVersion: API_VERSION, acceptsParts: false } },
-            });
-            return;
-          }
-          this.#writes.push(msg);
-          this.#wake?.();
-        });
-        stream.on("error", () => undefined);
-      },
-    });
-    this.port = await new Promise<number>((resolve, reject) => {
-      this.#server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => {
-        if (err === null) resolve(port);
-        else reject(err);
-      });
-    });
-  }
-
-  send(msg: DaemonMessage): void {
-    if (this.#stream === undefined) throw new Error("no app attached");
-    this.#stream.write(msg);
-  }
-
-  /** The app's writes (one entry per message on the stream) until they hold `n` answers; batches count their answers. */
-  async writes(n: number): Promise<AppMessage[]> {
-    const taken: AppMessage[] = [];
-    let answers = 0;
-    while (answers < n) {
-      const msg = this.#writes.shift();
-      if (msg === undefined) {
-        await within(
-          5_000,
-          `${String(n)} answers from the app (got ${String(answers)})`,
-          new Promise<void>((resolve) => {
-            this.#wake = resolve;
-          }),
-        );
-        continue;
-      }
-      taken.push(msg);
-      answers += msg.kind?.$case === "batch" ? msg.kind.value.messages.length : 1;
-    }
-    return taken;
-  }
-
-  stop(): void {
-    this.#server.forceShutdown();
   }
 }
 
@@ -177,9 +109,7 @@ describe("batching on the app stream", () => {
   let app: App;
 
   before(async () => {
-    await daemon.start();
-    app = new App({ actors: [Batched], address: `127.0.0.1:${String(daemon.port)}`, appName: "batch-test", logger });
-    await app.start({ timeout: 10 });
+    app = await attachedApp(daemon, [Batched], "batch-test", logger);
   });
 
   after(async () => {

@@ -1,13 +1,12 @@
 // Unit tests without the daemon: the App attaches to a fake AppHost in the test, which
 // sends it Activate and Turn messages carrying a placement lease. Past the lease the
 // App answers leaseExpired and runs no user code.
-import * as grpc from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { after, afterEach, before, describe, test } from "node:test";
-import { type Activate, type AppMessage, AppHostService, type DaemonMessage, Deactivate_Reason, type Turn } from "../src/gen/troupe/v1/app.js";
+import { type Activate, type DaemonMessage, Deactivate_Reason, type Turn } from "../src/gen/troupe/v1/app.js";
 import { TurnKind } from "../src/gen/troupe/v1/common.js";
-import { Actor, actor, API_VERSION, App, type Logger, method } from "../src/index.js";
-import { within } from "./helpers.js";
+import { Actor, actor, App, type Logger, method } from "../src/index.js";
+import { FakeDaemon } from "./fake_daemon.js";
 
 const ran: string[] = [];
 
@@ -30,62 +29,6 @@ class Leased extends Actor<{ n: number; activated: boolean }> {
 
   override onAlarm(): void {
     ran.push("onAlarm");
-  }
-}
-
-/** The daemon's side of one Attach stream: answers Register, then sends what a test asks. */
-class FakeDaemon {
-  readonly #server = new grpc.Server();
-  #stream: grpc.ServerDuplexStream<AppMessage, DaemonMessage> | undefined;
-  readonly #inbox: AppMessage[] = [];
-  #wake: (() => void) | undefined;
-  port = 0;
-
-  async start(): Promise<void> {
-    this.#server.addService(AppHostService, {
-      attach: (stream: grpc.ServerDuplexStream<AppMessage, DaemonMessage>) => {
-        this.#stream = stream;
-        stream.on("data", (msg: AppMessage) => {
-          if (msg.kind?.$case === "register") {
-            stream.write({ kind: { $case: "registered", value: { types: [], daemonVersion: "fake", acceptsBatches: true, apiVersion: API_VERSION, acceptsParts: false } } });
-            return;
-          }
-          this.#inbox.push(msg);
-          this.#wake?.();
-        });
-        stream.on("error", () => undefined);
-      },
-    });
-    this.port = await new Promise<number>((resolve, reject) => {
-      this.#server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => {
-        if (err === null) resolve(port);
-        else reject(err);
-      });
-    });
-  }
-
-  send(msg: DaemonMessage): void {
-    if (this.#stream === undefined) throw new Error("no app attached");
-    this.#stream.write(msg);
-  }
-
-  /** The next answer of the app. */
-  async next(): Promise<AppMessage> {
-    for (;;) {
-      const msg = this.#inbox.shift();
-      if (msg !== undefined) return msg;
-      await within(
-        5_000,
-        "an answer from the app",
-        new Promise<void>((resolve) => {
-          this.#wake = resolve;
-        }),
-      );
-    }
-  }
-
-  stop(): void {
-    this.#server.forceShutdown();
   }
 }
 

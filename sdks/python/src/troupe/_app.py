@@ -171,6 +171,9 @@ class App:
             sdk=SDK_NAME,
             api_version=API_VERSION,
             accepts_batches=True,
+            # Both cores put a large message's pieces back together (_session._Pieces,
+            # the native core's reader).
+            accepts_parts=True,
             # 0: no limit of the app's own (the channel takes any size).
             max_receive_bytes=self.max_receive_bytes or 0,
         )
