@@ -113,6 +113,11 @@ pub struct TooLarge {
     pub limit: usize,
 }
 
+/// The most a receiver allocates ahead on a first piece's word: an
+/// announced size past any real message (a faulty peer's) must not abort
+/// the process by asking for more memory than exists.
+const RESERVE_AT_MOST: usize = 256 * 1024 * 1024;
+
 /// The pieces of the message being received.
 #[derive(Debug)]
 pub struct Reassembly {
@@ -145,7 +150,10 @@ impl Reassembly {
             return Ok(Some(part.data));
         }
         if self.buf.is_empty() {
-            self.buf.reserve(announced.max(part.data.len()));
+            // A receiver without a limit takes the announced size on trust
+            // only this far; a larger whole grows as its pieces come.
+            self.buf
+                .reserve(announced.min(RESERVE_AT_MOST).max(part.data.len()));
         }
         self.buf.extend_from_slice(&part.data);
         if !part.last {
@@ -359,6 +367,23 @@ mod tests {
             bytes.and_then(|b| pb::DaemonMessage::decode(b).ok()),
             Some(small)
         );
+    }
+
+    #[test]
+    fn an_absurd_announced_size_is_not_allocated_ahead() {
+        let mut whole = Reassembly::new(usize::MAX);
+        let first = MessagePart {
+            data: bytes(10),
+            last: false,
+            whole_bytes: u64::MAX,
+        };
+        assert!(matches!(whole.push(first), Ok(None)));
+        let last = MessagePart {
+            data: bytes(5),
+            last: true,
+            whole_bytes: 0,
+        };
+        assert_eq!(whole.push(last).ok().flatten().map(|b| b.len()), Some(15));
     }
 
     #[test]

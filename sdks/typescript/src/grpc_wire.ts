@@ -50,6 +50,9 @@ export function packAnswers(ready: readonly AppMessage[]): AppMessage[] {
   return writes;
 }
 
+// The most Pieces allocates ahead on a first piece's word (as the Rust side).
+const RESERVE_AT_MOST = 256 * 1024 * 1024;
+
 /**
  * @internal The pieces (MessagePart) of the daemon message being received, joined
  * at the last one. `limit`: the app's maxReceiveBytes (undefined: no bound), which
@@ -77,8 +80,9 @@ export class Pieces {
       );
     }
     if (this.#buf === undefined && part.last) return DaemonMessage.decode(part.data);
-    // Sized by the first piece's wholeBytes: each piece is copied in once.
-    let buf = this.#buf ?? Buffer.allocUnsafe(Math.max(announced, size));
+    // Sized by the first piece's wholeBytes, so each piece is copied in once; without
+    // a limit, taken on trust only up to RESERVE_AT_MOST (a larger whole grows).
+    let buf = this.#buf ?? Buffer.allocUnsafe(Math.max(Math.min(announced, RESERVE_AT_MOST), size));
     if (buf.length < size) {
       const bigger = Buffer.allocUnsafe(Math.max(size, 2 * buf.length));
       buf.copy(bigger, 0, 0, this.#len);

@@ -121,3 +121,11 @@ test("pieces over the app's limit are refused", () => {
   assert.ok(results.slice(0, -1).every((r) => r === undefined));
   assert.equal(results.at(-1)?.kind?.$case, "turn");
 });
+
+test("an absurd announced size is not allocated ahead", () => {
+  const data = Buffer.from(DaemonMessage.encode(turn(5n, "small", "abc")).finish());
+  const unbounded = new Pieces(undefined);
+  assert.equal(unbounded.push({ data: data.subarray(0, 4), last: false, wholeBytes: 1n << 60n }), undefined);
+  const whole = unbounded.push({ data: data.subarray(4), last: true, wholeBytes: 0n });
+  assert.equal(whole?.kind?.$case === "turn" ? whole.kind.value.callId : undefined, 5n);
+});
