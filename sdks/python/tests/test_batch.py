@@ -17,8 +17,6 @@ import troupe
 from troupe._proto.troupe.v1 import app_pb2, common_pb2
 from troupe._session import _ALONE_BYTES, _BATCH_BYTES, _BATCH_MESSAGES, _Session
 
-from ._session_loops import loops_on
-
 ran: list[str] = []
 
 
@@ -126,8 +124,18 @@ async def stream(session: _Session) -> AsyncIterator[_FakeStream]:
     # As a daemon that reads batches says in Registered.
     session.batch_answers = True
     fake = _FakeStream()
-    async with loops_on(session, fake):
+    loops = [
+        asyncio.create_task(session._read_loop(fake)),  # type: ignore[arg-type]
+        asyncio.create_task(session._write_loop(fake)),  # type: ignore[arg-type]
+    ]
+    try:
         yield fake
+    finally:
+        for task in loops:
+            task.cancel()
+        for task in list(session.tasks):
+            task.cancel()
+        await asyncio.gather(*loops, *session.tasks, return_exceptions=True)
 
 
 def test_register_accepts_batches() -> None:

@@ -182,34 +182,6 @@ def _turn_label(msg: app_pb2.Turn) -> str:
     return f"turn of kind {kind}"
 
 
-class _Pieces:
-    """The pieces (MessagePart) of the daemon message being received, joined at the
-    last one. ``limit``: the app's max_receive_bytes (None: no bound), which the whole
-    must respect as it would have arriving in one message."""
-
-    def __init__(self, limit: int | None) -> None:
-        self.limit = limit
-        self.buf = bytearray()
-
-    def push(self, part: app_pb2.MessagePart) -> app_pb2.DaemonMessage | None:
-        size = len(self.buf) + len(part.data)
-        if self.limit is not None and (size > self.limit or part.whole_bytes > self.limit):
-            self.buf = bytearray()
-            # As grpcio ends a stream whose message is over the channel's limit.
-            raise ConnectionError(
-                f"the daemon sent a message in pieces larger than this app's"
-                f" max_receive_bytes={self.limit}; raise max_receive_bytes, or send"
-                " smaller payloads"
-            )
-        if not self.buf and part.last:
-            return app_pb2.DaemonMessage.FromString(part.data)
-        self.buf += part.data
-        if not part.last:
-            return None
-        whole, self.buf = bytes(self.buf), bytearray()
-        return app_pb2.DaemonMessage.FromString(whole)
-
-
 class _Session:
     """One Attach stream: the instances it hosts and the tasks running their work."""
 
@@ -334,7 +306,6 @@ class _Session:
         return app_pb2.AppMessage(batch=app_pb2.AppBatch(messages=batch))
 
     async def _read_loop(self, call: grpc.aio.StreamStreamCall) -> None:  # type: ignore[type-arg]
-        pieces = _Pieces(self.app.max_receive_bytes)
         while True:
             msg = await call.read()
             if msg is _EOF:
@@ -343,13 +314,6 @@ class _Session:
                     raise _StreamEnded()
                 raise ConnectionError(f"the daemon ended the app's stream with {code.name}")
             assert isinstance(msg, app_pb2.DaemonMessage)
-            if msg.WhichOneof("kind") == "part":
-                # A large message comes in pieces, with other actors' small messages
-                # between them; it runs once its last piece is in.
-                whole = pieces.push(msg.part)
-                if whole is None:
-                    continue
-                msg = whole
             if msg.WhichOneof("kind") == "batch":
                 # Work that was ready together: each message runs as if it came alone, in
                 # order (its task starts before the next one's).
