@@ -33,11 +33,40 @@ pub fn goes_in_parts(encoded_len: usize) -> bool {
     encoded_len > PART_BYTES + PART_FRAMING
 }
 
+/// What remains of a message's encoding ([`encode_around_bulk`]), in
+/// segments no piece spans: cut by the app stream's [`Parts`] and the
+/// daemons' link chunks alike.
+#[derive(Debug)]
+pub struct Segments(VecDeque<Bytes>);
+
+impl Segments {
+    /// Bytes left to send.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(Bytes::len).sum()
+    }
+
+    /// Whether every byte was sent.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The next piece of at most `max` bytes (at least one; sharing the
+    /// segment's buffer, uncopied) and whether it is the last; None once
+    /// the last was taken.
+    pub fn next_piece(&mut self, max: usize) -> Option<(Bytes, bool)> {
+        let segment = self.0.front_mut()?;
+        let data = segment.split_to(max.max(1).min(segment.len()));
+        if segment.is_empty() {
+            self.0.pop_front();
+        }
+        Some((data, self.0.is_empty()))
+    }
+}
+
 /// The pieces of one encoded message still to send, in order.
 #[derive(Debug)]
 pub struct Parts {
-    /// What remains of the encoding, in segments no piece spans.
-    rest: VecDeque<Bytes>,
+    rest: Segments,
     /// The whole's size, until the first piece carried it.
     whole_bytes: Option<usize>,
 }
@@ -50,7 +79,7 @@ impl Parts {
     pub fn of<M: Bulk>(message: M) -> Self {
         let rest = encode_around_bulk(message, PART_BYTES);
         Self {
-            whole_bytes: Some(rest.iter().map(Bytes::len).sum()),
+            whole_bytes: Some(rest.len()),
             rest,
         }
     }
@@ -58,14 +87,10 @@ impl Parts {
     /// The next piece (its data shares the encoded buffer or the bulk,
     /// uncopied); None once the one marked last was taken.
     pub fn next_part(&mut self) -> Option<MessagePart> {
-        let segment = self.rest.front_mut()?;
-        let data = segment.split_to(PART_BYTES.min(segment.len()));
-        if segment.is_empty() {
-            self.rest.pop_front();
-        }
+        let (data, last) = self.rest.next_piece(PART_BYTES)?;
         Some(MessagePart {
             data,
-            last: self.rest.is_empty(),
+            last,
             whole_bytes: self.whole_bytes.take().unwrap_or_default() as u64,
         })
     }
@@ -171,12 +196,12 @@ mod tests {
     use super::*;
     use crate::v1 as pb;
 
-    fn turn(bytes: usize) -> pb::DaemonMessage {
+    fn turn(len: usize) -> pb::DaemonMessage {
         pb::DaemonMessage {
             kind: Some(pb::daemon_message::Kind::Turn(pb::Turn {
                 call_id: 7,
                 payload: Some(pb::Payload {
-                    data: (0..bytes).map(|i| (i % 251) as u8).collect(),
+                    data: bytes(len),
                     ..Default::default()
                 }),
                 ..Default::default()

@@ -8,6 +8,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
 use prost::Message;
 
+use super::Segments;
 use crate::v1::{
     app_message, daemon_message, link_message, link_reply, link_request, turn_result, AppMessage,
     DaemonMessage, LinkMessage, Payload,
@@ -59,7 +60,7 @@ impl Detached {
 /// `message`'s encoding in segments that add up to it: when its bulk holds
 /// at least `at_least` bytes, everything else and then the bulk itself,
 /// uncopied; otherwise the whole, encoded.
-pub fn encode_around_bulk<M: Bulk>(mut message: M, at_least: usize) -> VecDeque<Bytes> {
+pub fn encode_around_bulk<M: Bulk>(mut message: M, at_least: usize) -> Segments {
     let mut segments = VecDeque::with_capacity(2);
     if let Some(detached) = message.take_bulk(at_least) {
         segments.push_back(detached.head().freeze());
@@ -70,7 +71,7 @@ pub fn encode_around_bulk<M: Bulk>(mut message: M, at_least: usize) -> VecDeque<
         let _ = message.encode(&mut buf);
         segments.push_back(buf.freeze());
     }
-    segments
+    Segments(segments)
 }
 
 // Field numbers on the way to a payload's bytes.
@@ -142,12 +143,12 @@ impl Bulk for LinkMessage {
             Some(link_message::Body::Request(request)) => {
                 let (payload, holder, field) = match &mut request.call {
                     Some(link_request::Call::Invoke(r)) if large(r.payload.as_ref(), at_least) => {
-                        let payload = r.payload.take();
+                        let payload = r.payload.take()?;
                         let holder = (r.encode_to_vec(), INVOKE_REQUEST_PAYLOAD);
                         (payload, holder, LINK_REQUEST_INVOKE)
                     }
                     Some(link_request::Call::Tell(r)) if large(r.payload.as_ref(), at_least) => {
-                        let payload = r.payload.take();
+                        let payload = r.payload.take()?;
                         let holder = (r.encode_to_vec(), TELL_REQUEST_PAYLOAD);
                         (payload, holder, LINK_REQUEST_TELL)
                     }
@@ -164,7 +165,7 @@ impl Bulk for LinkMessage {
                 if !large(r.payload.as_ref(), at_least) {
                     return None;
                 }
-                let payload = r.payload.take();
+                let payload = r.payload.take()?;
                 let holder = (r.encode_to_vec(), INVOKE_RESPONSE_PAYLOAD);
                 reply.result = None;
                 let inner = vec![holder, (reply.encode_to_vec(), LINK_REPLY_INVOKE)];
@@ -173,7 +174,7 @@ impl Bulk for LinkMessage {
             _ => return None,
         };
         self.body = None;
-        Some(around_payload(inner, (&*self, root_field), payload?))
+        Some(around_payload(inner, (&*self, root_field), payload))
     }
 }
 

@@ -7,7 +7,7 @@ use std::collections::{HashMap, VecDeque};
 
 use bytes::{Bytes, BytesMut};
 use prost::Message;
-use troupe_proto::parts::encode_around_bulk;
+use troupe_proto::parts::{encode_around_bulk, Segments};
 use troupe_proto::v1 as pb;
 
 /// How an outbox cuts its frames.
@@ -32,9 +32,9 @@ const INTERLEAVED: usize = 2;
 #[derive(Debug)]
 struct Chunking {
     id: u64,
-    /// What remains of its encoding, in segments no chunk spans (the rest
-    /// of the message, then its payload, uncopied).
-    rest: VecDeque<Bytes>,
+    /// What remains of its encoding (the rest of the message, then its
+    /// payload, uncopied).
+    rest: Segments,
 }
 
 /// Messages waiting for the stream, and how many bytes they hold.
@@ -116,22 +116,17 @@ impl Outbox {
             self.bytes = self.bytes.saturating_sub(len);
             frame.messages.push(message);
         }
-        let chunk = self.framing.chunk_bytes.unwrap_or(usize::MAX).max(1);
+        let chunk = self.framing.chunk_bytes.unwrap_or(usize::MAX);
         let mut turn = 0;
         while turn < self.chunked.len().min(INTERLEAVED) && size < self.framing.frame_bytes {
             let Some(large) = self.chunked.get_mut(turn) else {
                 break;
             };
-            let Some(segment) = large.rest.front_mut() else {
+            let Some((data, last)) = large.rest.next_piece(chunk) else {
                 break;
             };
-            let data = segment.split_to(chunk.min(segment.len()));
-            if segment.is_empty() {
-                large.rest.pop_front();
-            }
             size = size.saturating_add(data.len());
             self.bytes = self.bytes.saturating_sub(data.len());
-            let last = large.rest.is_empty();
             frame.chunks.push(pb::LinkChunk {
                 id: large.id,
                 data,
