@@ -25,8 +25,13 @@
 # then, per configuration and RTT, small calls (PROBE_PAIRS callers, 1 KiB)
 # while 16 callers of 8 MiB saturate the link. Per cell: calls/s, payload
 # MB/s (one direction: calls/s × payload), p50/p99, the share of the link's
-# rate that is, the daemons' CPU (cores), and the ratio to the first
-# configuration (the baseline). A cell that fails (errors, or a setup step
+# rate that is (over the whole cell, and in its steady state: from WARMUP
+# seconds in until the callers stop starting calls, without the ramp and
+# the drain), the daemons' CPU (cores), and the ratio to the first
+# configuration (the baseline). In the saturation run, plain TCP calls
+# (bench/transport_pingpong.py) cross the same emulated link beside the
+# same bulk load: the emulator's own small-call latency under exactly that
+# load, printed next to the transport's. A cell that fails (errors, or a setup step
 # that did not succeed) is reported as such and the matrix goes on; a dead
 # app or daemon is restarted before the next cell.
 #
@@ -45,6 +50,7 @@
 #   PAIRS="16 32 64 128"  PAYLOADS="1024 524288 8388608"
 #   MESSAGES=10000  CELL_SECONDS=60   per-cell bounds (calls started / seconds)
 #   PROBE_PAIRS=4       small-call callers in the saturation run (0: skip the run)
+#   WARMUP=5            seconds of each cell left out of its steady-state figures
 #   PROBE_CONNECTION=shared  the probes' client connection to daemon A: shared with the
 #                       8 MiB callers, or "own" (then only the daemons' link is shared)
 #   CALIBRATE_STREAMS=4 plain TCP streams (iperf3) per direction for the calibration
@@ -83,6 +89,7 @@ PAYLOADS=${PAYLOADS:-"1024 524288 8388608"}
 MESSAGES=${MESSAGES:-10000}
 CELL_SECONDS=${CELL_SECONDS:-60}
 PROBE_PAIRS=${PROBE_PAIRS:-4}
+WARMUP=${WARMUP:-5}
 PROBE_CONNECTION=${PROBE_CONNECTION:-shared}
 PROBE_APP=${PROBE_APP:-shared}
 CALIBRATE_STREAMS=${CALIBRATE_STREAMS:-4}
@@ -340,7 +347,7 @@ run_cell() { # config rtt kind pairs payload flags...
     local base="$work/cell-$cell"
     printf '%s\n' "$config" "$rtt" "$kind" "$pairs" "$payload" >"$base.meta"
     local args=(run --via "127.0.0.1:$port" --owner "$ctl_b:$port" --pairs "$pairs" --payload "$payload"
-        --messages "$MESSAGES" --seconds "$CELL_SECONDS" --call-timeout 60)
+        --messages "$MESSAGES" --seconds "$CELL_SECONDS" --call-timeout 60 --warmup "$WARMUP")
     if [ "$kind" = saturation ]; then
         args+=(--probe-pairs "$PROBE_PAIRS" --probe-payload 1024 --probe-after 3 --probe-connection "$PROBE_CONNECTION")
         [ "$PROBE_APP" = own ] && args+=(--probe-type probe_echo)
@@ -351,8 +358,24 @@ run_cell() { # config rtt kind pairs payload flags...
         rc=1
     else
         args+=(--cpu-pids "${pid[daemon_a]},${pid[daemon_b]}")
+        local server= prober=
+        if [ "$kind" = saturation ]; then
+            in_b python3 bench/transport_pingpong.py serve "$pingpong_port" >/dev/null 2>&1 &
+            server=$!
+            # Plain TCP calls beside the bulk, once the transport's own
+            # probes (3 s in) run, while the cell's time lasts.
+            local for_seconds=$((CELL_SECONDS > 12 ? 6 : (CELL_SECONDS > 5 ? CELL_SECONDS - 5 : 1)))
+            ( sleep 4; in_a timeout 30 python3 bench/transport_pingpong.py call "$wan_a" "$pingpong_proxy_port" \
+                "$PROBE_PAIRS" "$for_seconds" 2>&1 | tail -n 1 >"$base.beside" ) &
+            prober=$!
+        fi
         waited timeout $((CELL_SECONDS + 180)) ip netns exec "$ns_a" "$bin/transport_load" "${args[@]}" \
             >"$base.out" 2>"$base.err" || rc=$?
+        if [ -n "$prober" ]; then
+            wait "$prober" 2>/dev/null || true
+            kill "$server" 2>/dev/null || true
+            wait "$server" 2>/dev/null || true
+        fi
     fi
     echo "$rc" >"$base.rc"
     local side

@@ -8,12 +8,15 @@ a JSON line in a results file.
 A cell is CELL_BASE.{meta,out,err,rc}: meta holds config, RTT ms, kind
 (matrix or saturation), pairs and payload, one per line; out the JSON lines
 transport_load printed (group "main", and "probe" for the small calls of a
-saturation run); err its stderr; rc its exit code.
+saturation run); err its stderr; rc its exit code; and for a saturation run
+CELL_BASE.beside, the line bench/transport_pingpong.py printed for plain TCP
+calls beside the same bulk load.
 """
 
 import glob
 import json
 import os
+import re
 import sys
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -43,14 +46,21 @@ def load(base, link_bytes):
     for name, g in groups.items():
         secs = g["elapsed_s"] or 0
         calls = g["ok"] / secs if secs else 0.0
+        steady_s = g.get("steady_s")
+        steady = g["steady_ok"] * g["payload"] / steady_s / link_bytes if steady_s else None
         cell[name] = dict(
             g,
             calls_s=calls,
             mb_s=calls * g["payload"] / 1e6,
             link=calls * g["payload"] / link_bytes,
+            steady_link=steady,
             cores=(g["cpu_ticks"] / TICKS / secs) if g.get("cpu_ticks") is not None and secs else None,
             host=g.get("host_busy_cores"),
         )
+    beside = open(f"{base}.beside").read() if os.path.exists(f"{base}.beside") else ""
+    found = re.search(r"p50 ([\d.]+) ms.*p99 ([\d.]+) ms", beside)
+    if found:
+        cell["plain_tcp_beside"] = dict(p50_ms=float(found[1]), p99_ms=float(found[2]))
     main = cell.get("main")
     if rc != 0 or not main:
         cell["failed"] = (err.splitlines() or [f"exit code {rc}"])[-1][:300]
@@ -72,8 +82,8 @@ def one_line(cell):
     if "failed" in cell:
         return f"{head} FAILED: {cell['failed']}"
     m = cell["main"]
-    text = (f"{head} {m['calls_s']:.1f} calls/s, {m['mb_s']:.1f} MB/s ({m['link']:.0%} of the link), "
-            f"p50 {m['p50_ms']:.1f} ms, p99 {m['p99_ms']:.1f} ms")
+    text = (f"{head} {m['calls_s']:.1f} calls/s, {m['mb_s']:.1f} MB/s ({m['link']:.0%} of the link"
+            f"{share(m['steady_link'], ', steady ')}), p50 {m['p50_ms']:.1f} ms, p99 {m['p99_ms']:.1f} ms")
     if m["errors"]:
         text += f", {m['errors']} errors ({errors_text(m)})"
     if cell["notes"]:
@@ -81,11 +91,18 @@ def one_line(cell):
     p = cell.get("probe")
     if p:
         text += f"; small calls: {p['calls_s']:.1f}/s, p50 {p['p50_ms']:.1f} ms, p99 {p['p99_ms']:.1f} ms"
+    t = cell.get("plain_tcp_beside")
+    if t:
+        text += f"; plain TCP beside: p50 {t['p50_ms']:.1f} ms, p99 {t['p99_ms']:.1f} ms"
     return text
 
 
 def ratio(x):
     return f"{x:.2f}x" if x is not None else "—"
+
+
+def share(x, prefix=""):
+    return f"{prefix}{x:.0%}" if x is not None else ("" if prefix else "—")
 
 
 def table(work, link_bytes, rate, queue_ms, results):
@@ -111,6 +128,8 @@ def table(work, link_bytes, rate, queue_ms, results):
     print(f"Transport over an emulated WAN: calls enter daemon A, echo actors live on daemon B;")
     print(f"link: veth with tbf {rate} each way (queue ≤ {queue_ms} ms), toxiproxy RTT as shown;")
     print(f"closed-loop pairs; payload MB/s = calls/s × payload (each direction); link = that / {link_bytes / 1e6:.0f} MB/s;")
+    print("steady = link in the steady state (after the warm-up, until the callers stop starting calls);")
+    print("TCP p99 = plain TCP calls beside the same bulk load over the same emulated link (the emulator's floor);")
     print(f"CPU = cores busy: both daemons / the whole machine ({os.cpu_count()} cores; niced work not counted);")
     print(f"×base = calls/s over the baseline's ({baseline}); p99 ÷ = baseline p99 / this p99")
     notes = []
@@ -118,7 +137,7 @@ def table(work, link_bytes, rate, queue_ms, results):
         print()
         print(f"RTT {rtt} ms")
         print(f"{'config':<12} {'payload':>8} {'pairs':>5} {'calls':>7} {'errors':>6} {'calls/s':>9} {'MB/s':>7} "
-              f"{'p50 ms':>9} {'p99 ms':>9} {'link':>5} {'CPU':>9} {'×base':>6} {'p99 ÷':>6}")
+              f"{'p50 ms':>9} {'p99 ms':>9} {'link':>5} {'steady':>6} {'CPU':>9} {'×base':>6} {'p99 ÷':>6}")
         for c in cells:
             if c["rtt"] != rtt or c["kind"] != "matrix":
                 continue
@@ -135,13 +154,14 @@ def table(work, link_bytes, rate, queue_ms, results):
             y = b["main"]["p99_ms"] / m["p99_ms"] if b and m["p99_ms"] else None
             cores = "/".join(f"{v:.1f}" if v is not None else "—" for v in (m["cores"], m["host"]))
             print(f"{lead} {m['ok']:>7} {m['errors']:>6} {m['calls_s']:>9.1f} {m['mb_s']:>7.1f} "
-                  f"{m['p50_ms']:>9.1f} {m['p99_ms']:>9.1f} {m['link']:>5.0%} {cores:>9} {ratio(x):>6} {ratio(y):>6}")
+                  f"{m['p50_ms']:>9.1f} {m['p99_ms']:>9.1f} {m['link']:>5.0%} {share(m['steady_link']):>6} {cores:>9} "
+                  f"{ratio(x):>6} {ratio(y):>6}")
         sats = [c for c in cells if c["rtt"] == rtt and c["kind"] == "saturation"]
         if sats:
             print()
             print(f"small calls (1 KiB) while 16 callers of 8 MiB fill the link, RTT {rtt} ms")
-            print(f"{'config':<12} {'bulk MB/s':>9} {'link':>5} {'CPU':>9} {'small/s':>8} {'errors':>6} {'p50 ms':>8} "
-                  f"{'p99 ms':>8} {'p99-RTT':>8} {'p99 ÷':>6}")
+            print(f"{'config':<12} {'bulk MB/s':>9} {'link':>5} {'steady':>6} {'CPU':>9} {'small/s':>8} {'errors':>6} "
+                  f"{'p50 ms':>8} {'p99 ms':>8} {'p99-RTT':>8} {'p99 ÷':>6} {'TCP p99':>8}")
             for c in sats:
                 if "failed" in c:
                     print(f"{c['config']:<12} FAILED (see below)")
@@ -158,8 +178,11 @@ def table(work, link_bytes, rate, queue_ms, results):
                 bp = b.get("probe") if b else None
                 y = bp["p99_ms"] / p["p99_ms"] if bp and bp["ok"] and p["p99_ms"] else None
                 cores = "/".join(f"{v:.1f}" if v is not None else "—" for v in (m["cores"], m["host"]))
-                print(f"{c['config']:<12} {m['mb_s']:>9.1f} {m['link']:>5.0%} {cores:>9} {p['calls_s']:>8.1f} {p['errors']:>6} "
-                      f"{p['p50_ms']:>8.1f} {p['p99_ms']:>8.1f} {p['p99_ms'] - rtt:>8.1f} {ratio(y):>6}")
+                t = c.get("plain_tcp_beside")
+                tcp = f"{t['p99_ms']:.1f}" if t else "—"
+                print(f"{c['config']:<12} {m['mb_s']:>9.1f} {m['link']:>5.0%} {share(m['steady_link']):>6} {cores:>9} "
+                      f"{p['calls_s']:>8.1f} {p['errors']:>6} {p['p50_ms']:>8.1f} {p['p99_ms']:>8.1f} "
+                      f"{p['p99_ms'] - rtt:>8.1f} {ratio(y):>6} {tcp:>8}")
     if notes:
         print()
         print("failures and errors:")

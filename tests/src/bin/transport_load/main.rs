@@ -10,7 +10,7 @@
 //!     [--messages 10000] [--seconds 60] [--connections 4] [--call-timeout 60]
 //!     [--probe-pairs K --probe-payload BYTES --probe-after SECS --probe-connection shared|own]
 //!     [--probe-type TYPE]
-//!     [--cpu-pids PID,PID] [--type echo]
+//!     [--cpu-pids PID,PID] [--type echo] [--warmup SECS]
 //! ```
 //!
 //! `run` first finds `N` (and `K`) actors that the owner hosts: it calls
@@ -31,13 +31,19 @@
 //! answered, errors with a sample, elapsed seconds, p50/p99 in ms, and with
 //! `--cpu-pids` the processes' CPU ticks (utime + stime) over the timed
 //! phase only, and the machine's busy cores over it (without `nice`d work).
+//! With `--warmup`, also the main callers' steady state: the calls answered
+//! from that many seconds after the first call until the first caller
+//! stopped starting calls, and that window's length. The whole-run rate
+//! includes the ramp (a large echo's reply only starts once its request has
+//! crossed) and the drain (the last replies cross an otherwise idle link),
+//! which a longer run dilutes but a link's capacity does not include.
 //! A caller answered RESOURCE_EXHAUSTED (a full queue shed its call) backs
 //! off, jittered, from 50 ms doubling to 2 s, as the error asks.
 //! Setup failures exit non-zero with the reason on stderr.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
@@ -153,6 +159,9 @@ struct Group {
     /// Calls started by this group, across its callers.
     started: Arc<AtomicU64>,
     messages: u64,
+    /// When the first of its callers stopped starting calls (the deadline
+    /// or the message budget): where the steady state ends.
+    stopped_starting: Arc<OnceLock<Instant>>,
 }
 
 /// What one group measured.
@@ -164,11 +173,14 @@ struct Measured {
     error_codes: BTreeMap<String, (u64, String)>,
     first_start: Option<Instant>,
     last_end: Option<Instant>,
+    /// When each answered call ended, for the steady-state window.
+    answered_at: Vec<Instant>,
 }
 
 impl Measured {
     fn merge(&mut self, other: Measured) {
         self.latencies_us.extend(other.latencies_us);
+        self.answered_at.extend(other.answered_at);
         self.errors += other.errors;
         for (code, (n, msg)) in other.error_codes {
             let entry = self.error_codes.entry(code).or_insert((0, msg));
@@ -194,6 +206,7 @@ async fn run(flags: &Flags) -> anyhow::Result<()> {
     let payload: usize = flags.num("payload", None)?;
     let messages: u64 = flags.num("messages", Some(10_000))?;
     let seconds: f64 = flags.num("seconds", Some(60.0))?;
+    let warmup = Duration::from_secs_f64(flags.num("warmup", Some(0.0))?);
     let connections: usize = flags.num("connections", Some(4))?;
     let call_timeout = Duration::from_secs_f64(flags.num("call-timeout", Some(60.0))?);
     let probe_pairs: usize = flags.num("probe-pairs", Some(0))?;
@@ -244,6 +257,7 @@ async fn run(flags: &Flags) -> anyhow::Result<()> {
         payload: fill(payload),
         started: Arc::new(AtomicU64::new(0)),
         messages,
+        stopped_starting: Arc::new(OnceLock::new()),
     };
     let probe = Group {
         name: "probe",
@@ -251,6 +265,7 @@ async fn run(flags: &Flags) -> anyhow::Result<()> {
         payload: fill(probe_payload),
         started: Arc::new(AtomicU64::new(0)),
         messages: u64::MAX,
+        stopped_starting: Arc::new(OnceLock::new()),
     };
     let deadline = started_at + bound;
     let main_task = {
@@ -293,7 +308,7 @@ async fn run(flags: &Flags) -> anyhow::Result<()> {
     );
     let host_busy = (all > 0).then(|| busy as f64 / all as f64 * host.2 as f64);
 
-    report(&main, pairs, payload, main_measured, cpu, host_busy);
+    report(&main, pairs, payload, main_measured, cpu, host_busy, warmup);
     if probe_pairs > 0 {
         report(
             &probe,
@@ -302,6 +317,7 @@ async fn run(flags: &Flags) -> anyhow::Result<()> {
             probe_measured,
             None,
             None,
+            Duration::ZERO,
         );
     }
     Ok(())
@@ -330,6 +346,7 @@ async fn run_group(
                     || (probe && stop.load(Ordering::Relaxed))
                     || group.started.fetch_add(1, Ordering::Relaxed) >= group.messages
                 {
+                    group.stopped_starting.get_or_init(Instant::now);
                     break;
                 }
                 let begin = Instant::now();
@@ -340,6 +357,7 @@ async fn run_group(
                 match result {
                     Ok(len) if len == group.payload.len() => {
                         m.latencies_us.push((end - begin).as_micros() as u64);
+                        m.answered_at.push(end);
                         backoff = SHED_BACKOFF_MIN;
                     }
                     Ok(len) => note_error(

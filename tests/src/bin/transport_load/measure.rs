@@ -1,6 +1,8 @@
 //! What `run` reports: the processes' and the machine's CPU over the timed
 //! phase, latency percentiles, and one JSON line per group of callers.
 
+use std::time::Duration;
+
 use anyhow::Context;
 
 use super::{Group, Measured};
@@ -68,9 +70,11 @@ pub(crate) fn report(
     mut m: Measured,
     cpu: Option<u64>,
     host_busy_cores: Option<f64>,
+    warmup: Duration,
 ) {
     m.latencies_us.sort_unstable();
     let ok = m.latencies_us.len();
+    let steady = steady_state(&m, group, warmup);
     let elapsed = match (m.first_start, m.last_end) {
         (Some(a), Some(b)) => (b - a).as_secs_f64(),
         _ => 0.0,
@@ -97,6 +101,29 @@ pub(crate) fn report(
         "max_ms": percentile_ms(&m.latencies_us, 1.0),
         "cpu_ticks": cpu,
         "host_busy_cores": host_busy_cores,
+        "steady_ok": steady.map(|(ok, _)| ok),
+        "steady_s": steady.map(|(_, window)| window.as_secs_f64()),
     });
     println!("{line}");
+}
+
+/// The calls answered in the steady window (from `warmup` after the first
+/// call to when the first caller stopped starting calls) and its length;
+/// `None` without a warm-up or when that window is under a second.
+fn steady_state(m: &Measured, group: &Group, warmup: Duration) -> Option<(usize, Duration)> {
+    if warmup.is_zero() {
+        return None;
+    }
+    let from = m.first_start?.checked_add(warmup)?;
+    let to = *group.stopped_starting.get()?;
+    let window = to.checked_duration_since(from)?;
+    if window < Duration::from_secs(1) {
+        return None;
+    }
+    let ok = m
+        .answered_at
+        .iter()
+        .filter(|at| (from..to).contains(*at))
+        .count();
+    Some((ok, window))
 }
