@@ -127,3 +127,52 @@ fn steady_state(m: &Measured, group: &Group, warmup: Duration) -> Option<(usize,
         .count();
     Some((ok, window))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+    use std::sync::{Arc, OnceLock};
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    fn group(stopped_starting: Option<Instant>) -> Group {
+        let stopped = OnceLock::new();
+        if let Some(at) = stopped_starting {
+            stopped.get_or_init(|| at);
+        }
+        Group {
+            name: "main",
+            actors: Vec::new(),
+            payload: bytes::Bytes::new(),
+            started: Arc::new(AtomicU64::new(0)),
+            messages: 0,
+            stopped_starting: Arc::new(stopped),
+        }
+    }
+
+    #[test]
+    fn the_steady_state_leaves_out_the_ramp_and_the_drain() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let m = Measured {
+            first_start: Some(start),
+            // Two during the warm-up, three in the window, two in the drain.
+            answered_at: [500, 900, 1_000, 2_000, 3_999, 4_000, 4_500]
+                .into_iter()
+                .map(at)
+                .collect(),
+            ..Measured::default()
+        };
+        let g = group(Some(at(4_000)));
+        assert_eq!(
+            steady_state(&m, &g, Duration::from_secs(1)),
+            Some((3, Duration::from_secs(3)))
+        );
+        // No warm-up asked, a window under a second, or callers that never
+        // stopped: no steady figure.
+        assert_eq!(steady_state(&m, &g, Duration::ZERO), None);
+        assert_eq!(steady_state(&m, &g, Duration::from_millis(3_500)), None);
+        assert_eq!(steady_state(&m, &group(None), Duration::from_secs(1)), None);
+    }
+}
