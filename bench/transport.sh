@@ -3,18 +3,36 @@
 # and go to echo actors owned by daemon B, so every call and its reply cross
 # the link between the two daemons.
 #
-# The emulated WAN: two network namespaces joined by a veth pair (`wan0`)
-# with a `tbf` bandwidth cap (RATE) on both ends, and a toxiproxy in front of
-# each daemon's *advertised* address (the proxy for B runs in A's namespace
-# and reaches B over the veth, and the other way round), adding RTT/2 of
-# latency in each direction (toxiproxy counts whole ms: an odd RTT puts the
-# extra ms on the way out). The kernel here has no netem, hence the proxy.
-# A second veth pair (`ctl0`, no cap, no latency) carries what is not under
-# test: B's placement heartbeats, its PostgreSQL connections, and admin reads.
+# The emulated WAN (issue 15's): two network namespaces joined by a veth
+# pair (`wan0`) with a `tbf` bandwidth cap (RATE) on both ends, and a
+# toxiproxy in front of each daemon's *advertised* address (the proxy for B
+# runs in A's namespace and reaches B over the veth, and the other way
+# round), adding RTT/2 of latency in each direction (toxiproxy counts whole
+# ms: an odd RTT puts the extra ms on the way out). The kernel here has no
+# netem, hence the proxy. A second veth pair (`ctl0`, no cap, no latency)
+# carries what is not under test: B's placement heartbeats, its PostgreSQL
+# connections, and admin reads.
 #
 #   namespace A: PostgreSQL, one placement replica, daemon A + bench_app,
 #                toxiproxy (peer "b": 10.201.0.1:17420 -> B), transport_load
 #   namespace B: daemon B + bench_app, toxiproxy (peer "a": 10.201.0.2:17420 -> A)
+#
+# The proxy's latency is invisible to TCP: the connections that cross the
+# link measure a 1-5 ms round trip at an emulated 20 ms, and their
+# congestion control acts on that. Two knobs emulate a path TCP sees whole:
+# SHAPER=router puts the caps in a third namespace that routes between A
+# and B (a full queue then drops packets, as a router does, where a cap on
+# the sender's own device refuses its writes without a loss), and
+# LATENCY=kernel (with SHAPER=router) has iptables queue each way's
+# forwarded packets to delay_line (tests/src/bin/delay_line.rs), which
+# holds them RTT/2; the daemons and the calibration then dial each other
+# directly, without toxiproxy. What changes (2026-11-29, 128 pairs, 20 ms):
+# under this host's BBR, with the proxy one of the four bulk connections
+# would stall for seconds while the others ran, and 512 KiB calls had p99
+# 3.0-3.8 s; with the latency in the kernel, p99 1.0 s. 8 MiB reach 73-81 %
+# of the link there against plain TCP's 94 %: tbf drops a whole 64 KiB
+# offload packet when full, and a fifth of the links' segments were sent
+# twice (see BURST).
 #
 # Everything runs inside namespaces this script creates (needs root); it
 # removes them, and every process it started, on exit, failure or ctrl-C.
@@ -46,6 +64,14 @@
 # Knobs (environment):
 #   RATE=1gbit          tbf rate on each end of the link (tc syntax: kbit, mbit, gbit)
 #   QUEUE_MS=2          tbf queue bound in ms at that rate (the most a full link adds per direction)
+#   BURST=              tbf burst in bytes (default: 1 ms at the rate, at least 64 KiB)
+#   SHAPER=host         where the caps sit: "host" (each namespace's own wan0) or
+#                       "router" (a namespace between the two that routes)
+#   LATENCY=proxy       where the RTT is added: "proxy" (toxiproxy) or "kernel" (delay_line,
+#                       in the router's forwarding path; SHAPER=router, iptables-legacy)
+#   TCP_CC=             congestion control in both namespaces (default: the host's), one of
+#                       those the kernel lets a namespace pick
+#                       (net.ipv4.tcp_allowed_congestion_control; here reno and bbr)
 #   RTTS="20 1"         round-trip times to emulate, in ms
 #   PAIRS="16 32 64 128"  PAYLOADS="1024 524288 8388608"
 #   MESSAGES=10000  CELL_SECONDS=60   per-cell bounds (calls started / seconds)
@@ -83,6 +109,17 @@ toxi="$tools/toxiproxy-v2.5.0"
 
 RATE=${RATE:-1gbit}
 QUEUE_MS=${QUEUE_MS:-2}
+SHAPER=${SHAPER:-host}
+case "$SHAPER" in router | host) ;; *) echo "SHAPER=$SHAPER: expected router or host" >&2; exit 2 ;; esac
+TCP_CC=${TCP_CC:-}
+LATENCY=${LATENCY:-proxy}
+case "$SHAPER/$LATENCY" in router/kernel | */proxy) ;;
+    *) echo "LATENCY=$LATENCY with SHAPER=$SHAPER: expected LATENCY=kernel (SHAPER=router only) or proxy" >&2; exit 2 ;;
+esac
+if [ "$LATENCY" = kernel ] && ! command -v iptables-legacy >/dev/null; then
+    echo "LATENCY=kernel queues packets with iptables-legacy: apt-get install iptables (or LATENCY=proxy)" >&2
+    exit 2
+fi
 RTTS=${RTTS:-"20 1"}
 PAIRS=${PAIRS:-"16 32 64 128"}
 PAYLOADS=${PAYLOADS:-"1024 524288 8388608"}
@@ -100,13 +137,13 @@ TROUPE=${TROUPE:-$bin/troupe}
 BENCH_APP=${BENCH_APP:-$bin/bench_app}
 
 mkdir -p "$tools" "$target/bench-results"
-if [ ! -x "$toxi/server" ] || [ ! -x "$toxi/cli" ]; then
+if [ "$LATENCY" = proxy ] && { [ ! -x "$toxi/server" ] || [ ! -x "$toxi/cli" ]; }; then
     echo "installing toxiproxy (Go module) into $toxi" >&2
     GOBIN="$toxi" go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0 \
         github.com/Shopify/toxiproxy/v2/cmd/cli@v2.5.0
 fi
 nice -n 19 cargo build --release -q -p troupe -p troupe-tests \
-    --bin troupe --bin bench_app --bin transport_load
+    --bin troupe --bin bench_app --bin transport_load --bin delay_line
 
 # tc's rate syntax -> bytes per second.
 rate_bytes() {
@@ -123,6 +160,7 @@ link_bytes=$(rate_bytes "$RATE")
 
 ns_a="troupe-bench-$$-a"
 ns_b="troupe-bench-$$-b"
+ns_r="troupe-bench-$$-r"
 wan_a=10.201.0.1 wan_b=10.201.0.2 ctl_a=10.201.1.1 ctl_b=10.201.1.2
 port=7420 proxy_port=17420 placement_addr="$ctl_a:7470" iperf_port=5201 iperf_proxy_port=17421
 pingpong_port=5202 pingpong_proxy_port=17422
@@ -133,7 +171,7 @@ results="$target/bench-results/transport-$(date +%Y%m%d-%H%M%S).jsonl"
 cleanup() {
     set +e
     # Everything started here runs in one of the two namespaces.
-    for ns in "$ns_a" "$ns_b"; do
+    for ns in "$ns_a" "$ns_b" "$ns_r"; do
         ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null
     done
     for _ in $(seq 50); do
@@ -144,6 +182,7 @@ cleanup() {
         ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
         ip netns del "$ns" 2>/dev/null
     done
+    ip netns del "$ns_r" 2>/dev/null
     wait 2>/dev/null
     if [ -n "${KEEP:-}" ]; then echo "work dir kept: $work" >&2; else rm -rf "$work"; fi
 }
@@ -160,9 +199,46 @@ in_b() { ip netns exec "$ns_b" "$@"; }
 
 ip netns add "$ns_a"
 ip netns add "$ns_b"
-ip link add wan0 netns "$ns_a" type veth peer name wan0 netns "$ns_b"
 ip link add ctl0 netns "$ns_a" type veth peer name ctl0 netns "$ns_b"
-burst=$(( link_bytes / 1000 > 65536 ? link_bytes / 1000 : 65536 )) # 1 ms at the rate, at least 64 KiB
+# 1 ms at the rate, at least 64 KiB. tbf sends a packet larger than its
+# burst in segments, so a smaller BURST makes a full queue drop single
+# segments instead of all of a 64 KiB offload packet at once (up to 44);
+# but with the cap on a router (SHAPER=router), 8 KiB kept both cores of
+# this host busy with the segments and the link fell to 57 %.
+burst=${BURST:-$(( link_bytes / 1000 > 65536 ? link_bytes / 1000 : 65536 ))}
+shape() { # namespace device: the link's rate cap on that device's way out
+    tc -n "$1" qdisc add dev "$2" root tbf rate "$RATE" burst "$burst" latency "${QUEUE_MS}ms"
+}
+if [ "$SHAPER" = router ]; then
+    # A namespace of its own stands for the WAN's routers: it forwards
+    # between A and B (static routes and neighbours, no ARP), and a full
+    # queue there drops packets, which the senders learn of from the ACKs,
+    # as on a real path. A cap on each sender's own device refuses its
+    # writes locally instead, without a loss (a connection with nothing in
+    # flight then retries only on a timer).
+    ip netns add "$ns_r"
+    for side in a b; do
+        ns="ns_$side" wan="wan_$side"
+        ip link add wan0 netns "${!ns}" address "02:00:00:00:00:0$side" \
+            type veth peer name "to_$side" netns "$ns_r" address "02:00:00:00:01:0$side"
+        ip -n "$ns_r" link set "to_$side" up
+        ip -n "$ns_r" route add "${!wan}/32" dev "to_$side"
+        ip -n "$ns_r" neigh add "${!wan}" lladdr "02:00:00:00:00:0$side" dev "to_$side" nud permanent
+        shape "$ns_r" "to_$side"
+    done
+    ip -n "$ns_a" neigh add "$wan_b" lladdr 02:00:00:00:01:0a dev wan0 nud permanent
+    ip -n "$ns_b" neigh add "$wan_a" lladdr 02:00:00:00:01:0b dev wan0 nud permanent
+    ip netns exec "$ns_r" sysctl -qw net.ipv4.ip_forward=1
+    if [ "$LATENCY" = kernel ]; then
+        # Each way's packets go to a netfilter queue that delay_line holds
+        # them in (queue 0: A to B, 1: B to A). Until it runs, they drop.
+        ip netns exec "$ns_r" iptables-legacy -A FORWARD -i to_a -j NFQUEUE --queue-num 0
+        ip netns exec "$ns_r" iptables-legacy -A FORWARD -i to_b -j NFQUEUE --queue-num 1
+    fi
+else
+    ip link add wan0 netns "$ns_a" type veth peer name wan0 netns "$ns_b"
+    for side in a b; do ns="ns_$side"; shape "${!ns}" wan0; done
+fi
 for side in a b; do
     ns="ns_$side" wan="wan_$side" ctl="ctl_$side"
     ip -n "${!ns}" link set lo up
@@ -170,25 +246,58 @@ for side in a b; do
     ip -n "${!ns}" addr add "${!ctl}/30" dev ctl0
     ip -n "${!ns}" link set wan0 up
     ip -n "${!ns}" link set ctl0 up
-    tc -n "${!ns}" qdisc add dev wan0 root tbf rate "$RATE" burst "$burst" latency "${QUEUE_MS}ms"
+    if [ -n "$TCP_CC" ]; then
+        ip netns exec "${!ns}" sysctl -qw net.ipv4.tcp_congestion_control="$TCP_CC" 2>/dev/null || {
+            echo "TCP_CC=$TCP_CC: a network namespace here may only pick one of:" \
+                "$(sysctl -n net.ipv4.tcp_allowed_congestion_control), or none for the host's default" >&2
+            exit 2
+        }
+    fi
 done
 
-# toxiproxy: in A, "b" -> B's daemon; in B, "a" -> A's daemon. Each
-# daemon advertises its proxy, so the other one dials through it.
-in_a "$toxi/server" -host 127.0.0.1 -port 8474 >"$work/toxi-a.log" 2>&1 &
-in_b "$toxi/server" -host 127.0.0.1 -port 8474 >"$work/toxi-b.log" 2>&1 &
-toxi_cli() { local ns=$1; shift; ip netns exec "$ns" "$toxi/cli" -h http://127.0.0.1:8474 "$@"; }
-for _ in $(seq 100); do
-    toxi_cli "$ns_a" list >/dev/null 2>&1 && toxi_cli "$ns_b" list >/dev/null 2>&1 && break
-    sleep 0.1
-done
-toxi_cli "$ns_a" create -l "$wan_a:$proxy_port" -u "$wan_b:$port" b >/dev/null
-toxi_cli "$ns_b" create -l "$wan_b:$proxy_port" -u "$wan_a:$port" a >/dev/null
-# The calibration's plain TCP takes the same path: A's toxiproxy, then the link.
-toxi_cli "$ns_a" create -l "$wan_a:$iperf_proxy_port" -u "$wan_b:$iperf_port" iperf >/dev/null
-toxi_cli "$ns_a" create -l "$wan_a:$pingpong_proxy_port" -u "$wan_b:$pingpong_port" pingpong >/dev/null
+# Where A dials B's daemon and the calibration's servers in B, and where B
+# dials A's daemon: straight across the link, or (LATENCY=proxy) through a
+# toxiproxy on the dialling side, which adds the latency.
+if [ "$LATENCY" = kernel ]; then
+    dial_b="$wan_b:$port" dial_a="$wan_a:$port"
+    iperf_at=("$wan_b" "$iperf_port") pingpong_at=("$wan_b" "$pingpong_port")
+else
+    dial_b="$wan_a:$proxy_port" dial_a="$wan_b:$proxy_port"
+    iperf_at=("$wan_a" "$iperf_proxy_port") pingpong_at=("$wan_a" "$pingpong_proxy_port")
+    # In A, "b" -> B's daemon; in B, "a" -> A's daemon. Each daemon
+    # advertises its proxy, so the other one dials through it.
+    in_a "$toxi/server" -host 127.0.0.1 -port 8474 >"$work/toxi-a.log" 2>&1 &
+    in_b "$toxi/server" -host 127.0.0.1 -port 8474 >"$work/toxi-b.log" 2>&1 &
+    toxi_cli() { local ns=$1; shift; ip netns exec "$ns" "$toxi/cli" -h http://127.0.0.1:8474 "$@"; }
+    for _ in $(seq 100); do
+        toxi_cli "$ns_a" list >/dev/null 2>&1 && toxi_cli "$ns_b" list >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    toxi_cli "$ns_a" create -l "$wan_a:$proxy_port" -u "$wan_b:$port" b >/dev/null
+    toxi_cli "$ns_b" create -l "$wan_b:$proxy_port" -u "$wan_a:$port" a >/dev/null
+    # The calibration's plain TCP takes the same path: A's toxiproxy, then the link.
+    toxi_cli "$ns_a" create -l "$wan_a:$iperf_proxy_port" -u "$wan_b:$iperf_port" iperf >/dev/null
+    toxi_cli "$ns_a" create -l "$wan_a:$pingpong_proxy_port" -u "$wan_b:$pingpong_port" pingpong >/dev/null
+fi
 
-set_rtt() { # ms: half each way, the odd ms on the way out
+set_rtt() { # ms: half each way
+    if [ "$LATENCY" = kernel ]; then
+        [ -z "${delay_pid:-}" ] || { kill "$delay_pid" 2>/dev/null; wait "$delay_pid" 2>/dev/null || true; }
+        ip netns exec "$ns_r" "$bin/delay_line" --delay-ms "$(python3 -c "print($1 / 2)")" \
+            --queue 0 --queue 1 >>"$work/delay_line.log" 2>&1 &
+        delay_pid=$!
+        # Bound once the kernel lists both queues as taken (the one it
+        # replaced let go of them as it exited).
+        for _ in $(seq 100); do
+            [ "$(ip netns exec "$ns_r" cat /proc/net/netfilter/nfnetlink_queue | wc -l)" = 2 ] && return 0
+            kill -0 "$delay_pid" 2>/dev/null || break
+            sleep 0.05
+        done
+        echo "delay_line did not take the link's queues; see $work/delay_line.log:" >&2
+        cat "$work/delay_line.log" >&2
+        exit 1
+    fi
+    # toxiproxy counts whole ms: an odd RTT puts the extra ms on the way out.
     local up=$(( ($1 + 1) / 2 )) down=$(( $1 / 2 ))
     for pair in "$ns_a b" "$ns_b a" "$ns_a iperf" "$ns_a pingpong"; do
         read -r ns proxy <<<"$pair"
@@ -218,14 +327,14 @@ calibrate() { # rtt
     in_b python3 bench/transport_pingpong.py serve "$pingpong_port" >/dev/null 2>&1 &
     local pingpong=$!
     for _ in $(seq 50); do in_b ss -ltn | grep -q ":$pingpong_port " && break; sleep 0.1; done
-    in_a timeout 60 iperf3 -c "$wan_a" -p "$iperf_proxy_port" -P "$CALIBRATE_STREAMS" -t 10 --bidir -J \
+    in_a timeout 60 iperf3 -c "${iperf_at[0]}" -p "${iperf_at[1]}" -P "$CALIBRATE_STREAMS" -t 10 --bidir -J \
         >"$work/calibrate-$1.json" 2>/dev/null &
     local bulk=$!
     # Small calls on their own connections while iperf3 fills the link: the
     # floor for the saturation run's small-call latency on this emulator.
     sleep 2
     local small conns=$((PROBE_PAIRS > 0 ? PROBE_PAIRS : 4))
-    small=$(in_a timeout 30 python3 bench/transport_pingpong.py call "$wan_a" "$pingpong_proxy_port" \
+    small=$(in_a timeout 30 python3 bench/transport_pingpong.py call "${pingpong_at[@]}" \
         "$conns" 6 2>&1 | tail -n 1) || small="failed: $small"
     wait "$bulk" || true
     kill "$server" "$pingpong" 2>/dev/null || true
@@ -264,10 +373,10 @@ declare -A pid=()
 
 start_daemon() { # side flags...
     local side=$1; shift
-    local ns="ns_$side" other; other=$([ "$side" = a ] && echo "$wan_b" || echo "$wan_a")
+    local ns="ns_$side" advertise="dial_$side"
     local name="$side$gen"
     # --insecure: only the other namespace, through the emulated link, reaches it.
-    ip netns exec "${!ns}" "$TROUPE" serve --insecure --listen "0.0.0.0:$port" --advertise "$other:$proxy_port" \
+    ip netns exec "${!ns}" "$TROUPE" serve --insecure --listen "0.0.0.0:$port" --advertise "${!advertise}" \
         --node "$name" --placement "$placement_addr" --store "$pg_url" --data-dir "$work/data-$name" \
         --max-payload-bytes "$MAX_PAYLOAD" "$@" >"$work/$name.out" 2>"$work/$name.err" &
     pid[daemon_$side]=$!
@@ -365,7 +474,7 @@ run_cell() { # config rtt kind pairs payload flags...
             # Plain TCP calls beside the bulk, once the transport's own
             # probes (3 s in) run, while the cell's time lasts.
             local for_seconds=$((CELL_SECONDS > 12 ? 6 : (CELL_SECONDS > 5 ? CELL_SECONDS - 5 : 1)))
-            ( sleep 4; in_a timeout 30 python3 bench/transport_pingpong.py call "$wan_a" "$pingpong_proxy_port" \
+            ( sleep 4; in_a timeout 30 python3 bench/transport_pingpong.py call "${pingpong_at[@]}" \
                 "$PROBE_PAIRS" "$for_seconds" 2>&1 | tail -n 1 >"$base.beside" ) &
             prober=$!
         fi
@@ -418,6 +527,7 @@ for line in "${config_lines[@]}"; do
     stop_cluster
 done
 
-python3 bench/transport_table.py --table "$work" "$link_bytes" "$RATE" "$QUEUE_MS" "$results"
+python3 bench/transport_table.py --table "$work" "$link_bytes" "$RATE" "$QUEUE_MS" \
+    "$SHAPER" "$LATENCY" "${TCP_CC:-$(sysctl -n net.ipv4.tcp_congestion_control)}" "$results"
 if [ -f "$work/calibration.txt" ]; then echo; cat "$work/calibration.txt" "$work/calibration-small.txt"; fi
 echo "cells as JSON: $results" >&2

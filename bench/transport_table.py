@@ -105,7 +105,7 @@ def share(x, prefix=""):
     return f"{prefix}{x:.0%}" if x is not None else ("" if prefix else "—")
 
 
-def table(work, link_bytes, rate, queue_ms, results):
+def table(work, link_bytes, rate, queue_ms, shaper, latency, tcp_cc, results):
     bases = sorted(
         (p[: -len(".meta")] for p in glob.glob(f"{work}/cell-*.meta")),
         key=lambda b: int(b.rsplit("-", 1)[1]),
@@ -126,7 +126,9 @@ def table(work, link_bytes, rate, queue_ms, results):
 
     print()
     print(f"Transport over an emulated WAN: calls enter daemon A, echo actors live on daemon B;")
-    print(f"link: veth with tbf {rate} each way (queue ≤ {queue_ms} ms), toxiproxy RTT as shown;")
+    where = "a router namespace between them" if shaper == "router" else "each namespace's own veth"
+    added = "held in the router's forwarding path" if latency == "kernel" else "added by toxiproxy"
+    print(f"link: tbf {rate} each way on {where} (queue ≤ {queue_ms} ms), TCP {tcp_cc}, RTT {added};")
     print(f"closed-loop pairs; payload MB/s = calls/s × payload (each direction); link = that / {link_bytes / 1e6:.0f} MB/s;")
     print("steady = link in the steady state (after the warm-up, until the callers stop starting calls);")
     print("TCP p99 = plain TCP calls beside the same bulk load over the same emulated link (the emulator's floor);")
@@ -194,7 +196,8 @@ def main():
     if sys.argv[1] == "--cell":
         print(one_line(load(sys.argv[2], int(sys.argv[3]))))
     elif sys.argv[1] == "--table":
-        table(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6])
+        work, link_bytes, rate, queue_ms, shaper, latency, tcp_cc, results = sys.argv[2:10]
+        table(work, int(link_bytes), rate, queue_ms, shaper, latency, tcp_cc, results)
     else:
         sys.exit(__doc__)
 
