@@ -30,9 +30,8 @@
 # under this host's BBR, with the proxy one of the four bulk connections
 # would stall for seconds while the others ran, and 512 KiB calls had p99
 # 3.0-3.8 s; with the latency in the kernel, p99 1.0 s. 8 MiB reach 73-81 %
-# of the link there against plain TCP's 94 %: tbf drops a whole 64 KiB
-# offload packet when full, and a fifth of the links' segments were sent
-# twice (see BURST).
+# of the link there against plain TCP's 94 % (under reno with QUEUE_MS=20:
+# 71-76 % against 79 %), for a cause not yet found.
 #
 # Everything runs inside namespaces this script creates (needs root); it
 # removes them, and every process it started, on exit, failure or ctrl-C.
@@ -202,9 +201,9 @@ ip netns add "$ns_b"
 ip link add ctl0 netns "$ns_a" type veth peer name ctl0 netns "$ns_b"
 # 1 ms at the rate, at least 64 KiB. tbf sends a packet larger than its
 # burst in segments, so a smaller BURST makes a full queue drop single
-# segments instead of all of a 64 KiB offload packet at once (up to 44);
-# but with the cap on a router (SHAPER=router), 8 KiB kept both cores of
-# this host busy with the segments and the link fell to 57 %.
+# segments instead of a whole offload packet (up to 64 KiB); but with the
+# cap on a router (SHAPER=router), 8 KiB kept both cores of this host busy
+# with the segments and the link fell to 57 %.
 burst=${BURST:-$(( link_bytes / 1000 > 65536 ? link_bytes / 1000 : 65536 ))}
 shape() { # namespace device: the link's rate cap on that device's way out
     tc -n "$1" qdisc add dev "$2" root tbf rate "$RATE" burst "$burst" latency "${QUEUE_MS}ms"
