@@ -169,19 +169,20 @@ results="$target/bench-results/transport-$(date +%Y%m%d-%H%M%S).jsonl"
 
 cleanup() {
     set +e
-    # Everything started here runs in one of the two namespaces.
-    for ns in "$ns_a" "$ns_b" "$ns_r"; do
+    # Everything started here runs in one of the namespaces (the router's
+    # exists only with SHAPER=router; asking about it otherwise is harmless).
+    local all=("$ns_a" "$ns_b" "$ns_r")
+    for ns in "${all[@]}"; do
         ip netns pids "$ns" 2>/dev/null | xargs -r kill 2>/dev/null
     done
     for _ in $(seq 50); do
-        [ -z "$(ip netns pids "$ns_a" 2>/dev/null)$(ip netns pids "$ns_b" 2>/dev/null)" ] && break
+        [ -z "$(for ns in "${all[@]}"; do ip netns pids "$ns" 2>/dev/null; done)" ] && break
         sleep 0.1
     done
-    for ns in "$ns_a" "$ns_b"; do
+    for ns in "${all[@]}"; do
         ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
         ip netns del "$ns" 2>/dev/null
     done
-    ip netns del "$ns_r" 2>/dev/null
     wait 2>/dev/null
     if [ -n "${KEEP:-}" ]; then echo "work dir kept: $work" >&2; else rm -rf "$work"; fi
 }
@@ -193,6 +194,7 @@ in_a() { ip netns exec "$ns_a" "$@"; }
 # unlike a foreground child, lets a signal's trap run at once.
 waited() { "$@" & wait "$!"; }
 in_b() { ip netns exec "$ns_b" "$@"; }
+in_r() { ip netns exec "$ns_r" "$@"; }
 
 # === the emulated WAN ===
 
@@ -227,12 +229,12 @@ if [ "$SHAPER" = router ]; then
     done
     ip -n "$ns_a" neigh add "$wan_b" lladdr 02:00:00:00:01:0a dev wan0 nud permanent
     ip -n "$ns_b" neigh add "$wan_a" lladdr 02:00:00:00:01:0b dev wan0 nud permanent
-    ip netns exec "$ns_r" sysctl -qw net.ipv4.ip_forward=1
+    in_r sysctl -qw net.ipv4.ip_forward=1
     if [ "$LATENCY" = kernel ]; then
         # Each way's packets go to a netfilter queue that delay_line holds
         # them in (queue 0: A to B, 1: B to A). Until it runs, they drop.
-        ip netns exec "$ns_r" iptables-legacy -A FORWARD -i to_a -j NFQUEUE --queue-num 0
-        ip netns exec "$ns_r" iptables-legacy -A FORWARD -i to_b -j NFQUEUE --queue-num 1
+        in_r iptables-legacy -A FORWARD -i to_a -j NFQUEUE --queue-num 0
+        in_r iptables-legacy -A FORWARD -i to_b -j NFQUEUE --queue-num 1
     fi
 else
     ip link add wan0 netns "$ns_a" type veth peer name wan0 netns "$ns_b"
@@ -282,13 +284,13 @@ fi
 set_rtt() { # ms: half each way
     if [ "$LATENCY" = kernel ]; then
         [ -z "${delay_pid:-}" ] || { kill "$delay_pid" 2>/dev/null; wait "$delay_pid" 2>/dev/null || true; }
-        ip netns exec "$ns_r" "$bin/delay_line" --delay-ms "$(python3 -c "print($1 / 2)")" \
+        in_r "$bin/delay_line" --delay-ms "$(python3 -c "print($1 / 2)")" \
             --queue 0 --queue 1 >>"$work/delay_line.log" 2>&1 &
         delay_pid=$!
         # Bound once the kernel lists both queues as taken (the one it
         # replaced let go of them as it exited).
         for _ in $(seq 100); do
-            [ "$(ip netns exec "$ns_r" cat /proc/net/netfilter/nfnetlink_queue | wc -l)" = 2 ] && return 0
+            [ "$(in_r cat /proc/net/netfilter/nfnetlink_queue | wc -l)" = 2 ] && return 0
             kill -0 "$delay_pid" 2>/dev/null || break
             sleep 0.05
         done
