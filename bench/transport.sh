@@ -55,10 +55,11 @@
 # CONFIGS: named daemon flag sets, "NAME: FLAGS" separated by newlines or
 # ';', the first being the baseline the others are compared with. The
 # default compares the three layouts of issue 15, all from this binary:
-#   baseline: one connection per peer with the library's windows (the
-#             transport before links: --peer-channels single=1 --peer-window default)
-#   single16: one channel of 16 connections (--peer-channels single=16 --peer-window default)
-#   full:     the defaults (call and bulk channels, windows sized to the link)
+#   baseline: one HTTP/2 connection per peer with the library's windows (the
+#             transport before links: --peer-protocol grpc --peer-channels single=1
+#             --peer-window default)
+#   single16: one channel of 16 such connections (... single=16 ...)
+#   full:     the defaults (framed links: call and bulk channels)
 #
 # Knobs (environment):
 #   RATE=1gbit          tbf rate on each end of the link (tc syntax: kbit, mbit, gbit)
@@ -129,8 +130,8 @@ WARMUP=${WARMUP:-5}
 PROBE_CONNECTION=${PROBE_CONNECTION:-shared}
 PROBE_APP=${PROBE_APP:-shared}
 CALIBRATE_STREAMS=${CALIBRATE_STREAMS:-4}
-CONFIGS=${CONFIGS:-"baseline: --peer-channels single=1 --peer-window default;
-    single16: --peer-channels single=16 --peer-window default; full:"}
+CONFIGS=${CONFIGS:-"baseline: --peer-protocol grpc --peer-channels single=1 --peer-window default;
+    single16: --peer-protocol grpc --peer-channels single=16 --peer-window default; full:"}
 MAX_PAYLOAD=${MAX_PAYLOAD:-9437184}
 TROUPE=${TROUPE:-$bin/troupe}
 BENCH_APP=${BENCH_APP:-$bin/bench_app}

@@ -1,6 +1,8 @@
 //! Links over loopback, through a TCP proxy the tests can pause (a peer or
 //! network that stops reading) and cut (a connection reset), to a stub
-//! daemon whose `Inbound` records the order requests reached it.
+//! daemon whose `Inbound` records the order requests reached it. Each test
+//! runs once per protocol a daemon may dial with; the stub answers both on
+//! one port, as the daemon does.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -14,7 +16,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use troupe_proto::v1 as pb;
-use troupe_transport::link::{affinity, Authorization, ChannelPlan, Inbound, Links, LinksConfig};
+use troupe_transport::link::{
+    affinity, Admit, Authorization, ChannelPlan, Inbound, LinkProtocol, Links, LinksConfig,
+};
 use troupe_transport::{BoxFuture, TransportError};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -46,17 +50,53 @@ impl Inbound for Recorder {
     }
 }
 
-/// Serves `inbound` on a loopback port.
-async fn serve(links: &Links, inbound: Arc<dyn Inbound>) -> Result<SocketAddr, std::io::Error> {
+/// Runs `$test` once per protocol, as `$test::framed` and `$test::grpc`.
+macro_rules! per_protocol {
+    ($($test:ident),* $(,)?) => {$(
+        mod $test {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn framed() -> super::TestResult {
+                super::$test(super::LinkProtocol::Framed).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn grpc() -> super::TestResult {
+                super::$test(super::LinkProtocol::Grpc).await
+            }
+        }
+    )*};
+}
+
+/// Serves `inbound` on a loopback port: framed links and the `PeerLink`
+/// service, the links admitted by `admit` and the service's calls by
+/// `check`.
+async fn serve_checked(
+    links: &Links,
+    inbound: Arc<dyn Inbound>,
+    admit: Admit<tonic::transport::server::TcpConnectInfo>,
+    check: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status>,
+) -> Result<SocketAddr, std::io::Error> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
-    let service = links.server(inbound);
+    let server = links.server(inbound);
+    let others = server.clone().split_incoming(
+        tokio_stream::wrappers::TcpListenerStream::new(listener),
+        admit,
+    );
     tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+            .add_service(tonic::service::interceptor::InterceptedService::new(
+                server.into_service(),
+                check,
+            ))
+            .serve_with_incoming(others),
     );
     Ok(address)
+}
+
+/// Serves `inbound` on a loopback port to anyone.
+async fn serve(links: &Links, inbound: Arc<dyn Inbound>) -> Result<SocketAddr, std::io::Error> {
+    serve_checked(links, inbound, Arc::new(|_, _| Ok(())), Ok).await
 }
 
 /// A TCP proxy in front of `upstream`.
@@ -138,9 +178,10 @@ async fn proxied(
     Ok((links, proxy, address))
 }
 
-fn config(plan: ChannelPlan) -> LinksConfig {
+fn config(protocol: LinkProtocol, plan: ChannelPlan) -> LinksConfig {
     LinksConfig {
         node: "test".into(),
+        protocol,
         channels: plan,
         connect_timeout: Duration::from_secs(2),
         default_timeout: Duration::from_secs(10),
@@ -193,9 +234,10 @@ fn is_increasing(seqs: &[u64]) -> bool {
 /// Many pairs, each sending pipelined requests (not waiting for replies),
 /// over several connections: each pair's requests arrive in order; then
 /// again after every connection was reset.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_pairs_order_holds_across_connections_and_a_reset() -> TestResult {
-    let links = Links::new(config(ChannelPlan::Split { call: 4, bulk: 2 }));
+async fn each_pairs_order_holds_across_connections_and_a_reset(
+    protocol: LinkProtocol,
+) -> TestResult {
+    let links = Links::new(config(protocol, ChannelPlan::Split { call: 4, bulk: 2 }));
     let recorder = Arc::new(Recorder::default());
     let server = serve(&links, recorder.clone()).await?;
     let proxy = Proxy::start(server).await?;
@@ -256,9 +298,8 @@ async fn each_pairs_order_holds_across_connections_and_a_reset() -> TestResult {
 
 /// A reset in the middle of an 8 MiB transfer fails only what was in
 /// flight, saying which peer; the next request succeeds.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reset_mid_transfer_fails_only_what_was_in_flight() -> TestResult {
-    let (links, proxy, address) = proxied(config(ChannelPlan::default())).await?;
+async fn a_reset_mid_transfer_fails_only_what_was_in_flight(protocol: LinkProtocol) -> TestResult {
+    let (links, proxy, address) = proxied(config(protocol, ChannelPlan::default())).await?;
     // Paused, the transfer stays in flight however fast the machine.
     proxy.pause(true);
     let big = {
@@ -291,12 +332,11 @@ async fn a_reset_mid_transfer_fails_only_what_was_in_flight() -> TestResult {
 
 /// A peer that stops reading: senders get `Overloaded` once the channel
 /// holds its limit, and the queue never holds more than the limit.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_peer_that_stops_reading_makes_senders_back_off() -> TestResult {
+async fn a_peer_that_stops_reading_makes_senders_back_off(protocol: LinkProtocol) -> TestResult {
     let limit = 4 << 20;
     let (links, proxy, address) = proxied(LinksConfig {
         queue_bytes: limit,
-        ..config(ChannelPlan::default())
+        ..config(protocol, ChannelPlan::default())
     })
     .await?;
     proxy.pause(true);
@@ -365,10 +405,9 @@ where
 }
 
 /// Nobody listens: the request fails at once, naming the peer and why.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unreachable_peer_fails_at_once_saying_why() -> TestResult {
+async fn an_unreachable_peer_fails_at_once_saying_why(protocol: LinkProtocol) -> TestResult {
     let closed = TcpListener::bind("127.0.0.1:0").await?.local_addr()?;
-    let links = Links::new(config(ChannelPlan::default()));
+    let links = Links::new(config(protocol, ChannelPlan::default()));
     let address = closed.to_string();
     let started = std::time::Instant::now();
     match send(&links, &address, "a", 0, 10).await {
@@ -390,9 +429,8 @@ async fn an_unreachable_peer_fails_at_once_saying_why() -> TestResult {
 
 /// A peer that stops answering on a connection that stays open: the
 /// request ends at its deadline.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_peer_that_stops_answering_times_out() -> TestResult {
-    let (links, proxy, address) = proxied(config(ChannelPlan::default())).await?;
+async fn a_peer_that_stops_answering_times_out(protocol: LinkProtocol) -> TestResult {
+    let (links, proxy, address) = proxied(config(protocol, ChannelPlan::default())).await?;
     proxy.pause(true);
     let request = pb::LinkRequest {
         timeout_ms: 300,
@@ -410,6 +448,47 @@ async fn a_peer_that_stops_answering_times_out() -> TestResult {
         matches!(answer, Err(TransportError::Timeout { .. })),
         "{answer:?}"
     );
+    Ok(())
+}
+
+/// A peer that goes silent with its connections open (its host gone, or a
+/// network that drops everything): unanswered pings give the links up
+/// within the keep-alive timeout, instead of each request waiting out its
+/// deadline on a connection that looks open.
+async fn a_silent_peer_is_given_up_by_keep_alive(protocol: LinkProtocol) -> TestResult {
+    let (links, proxy, _address) = proxied(LinksConfig {
+        keep_alive_interval: Duration::from_millis(200),
+        keep_alive_timeout: Duration::from_millis(300),
+        ..config(protocol, ChannelPlan::default())
+    })
+    .await?;
+    assert!(links.stats().iter().any(|s| s.connected > 0));
+    proxy.pause(true);
+    wait_for(|| links.stats().iter().all(|s| s.connected == 0)).await?;
+    Ok(())
+}
+
+/// A peer that predates framed links serves only the `PeerLink` service:
+/// a daemon dialling framed links still reaches it, over PeerLink calls,
+/// so old and new daemons mix during a rolling upgrade.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_without_framed_links_is_reached_over_peer_link_calls() -> TestResult {
+    let old = Links::new(config(LinkProtocol::Grpc, ChannelPlan::default()));
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?.to_string();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(old.server(Arc::new(Recorder::default())).into_service())
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+    );
+    let links = Links::new(config(LinkProtocol::Framed, ChannelPlan::default()));
+    for (seq, payload) in [(1, 10), (2, 300_000)] {
+        let reply = send(&links, &address, "a", seq, payload).await?;
+        let Some(pb::link_reply::Result::Invoke(answer)) = reply.result else {
+            return Err(format!("no invoke answer: {reply:?}").into());
+        };
+        assert_eq!(answer.payload.map(|p| p.data.len()), Some(payload));
+    }
     Ok(())
 }
 
@@ -435,15 +514,16 @@ impl Inbound for Held {
 /// A daemon closing its links answers what it took before the stream
 /// ends; the sender then redials (without a hot loop) and only new
 /// requests find it gone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn draining_answers_what_was_taken_then_ends_the_stream() -> TestResult {
-    let server_links = Links::new(config(ChannelPlan::default()));
+async fn draining_answers_what_was_taken_then_ends_the_stream(
+    protocol: LinkProtocol,
+) -> TestResult {
+    let server_links = Links::new(config(protocol, ChannelPlan::default()));
     let held = Arc::new(Held {
         arrived: Arc::default(),
         release: Arc::new(tokio::sync::Semaphore::new(0)),
     });
     let server = serve(&server_links, held.clone()).await?;
-    let links = Links::new(config(ChannelPlan::default()));
+    let links = Links::new(config(protocol, ChannelPlan::default()));
     let address = server.to_string();
     let arrived = held.arrived.notified();
     let taken = {
@@ -476,32 +556,32 @@ async fn draining_answers_what_was_taken_then_ends_the_stream() -> TestResult {
 /// A peer that requires a token: a link presenting it carries requests; one
 /// without it is refused when it opens, and the request fails as
 /// unreachable, saying why.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn links_present_the_configured_authorization() -> TestResult {
-    let server_links = Links::new(config(ChannelPlan::default()));
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let address = listener.local_addr()?.to_string();
-    let service = tonic::service::interceptor::InterceptedService::new(
-        server_links.server(Arc::new(Recorder::default())),
-        |request: tonic::Request<()>| match request.metadata().get("authorization") {
+async fn links_present_the_configured_authorization(protocol: LinkProtocol) -> TestResult {
+    let server_links = Links::new(config(protocol, ChannelPlan::default()));
+    let refusal = || tonic::Status::unauthenticated("this peer wants its token");
+    let address = serve_checked(
+        &server_links,
+        Arc::new(Recorder::default()),
+        Arc::new(move |authorization, _| match authorization {
+            "Bearer s3cret" => Ok(()),
+            _ => Err(refusal()),
+        }),
+        |request| match request.metadata().get("authorization") {
             Some(value) if value == "Bearer s3cret" => Ok(request),
             _ => Err(tonic::Status::unauthenticated("this peer wants its token")),
         },
-    );
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(service)
-            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
-    );
+    )
+    .await?
+    .to_string();
 
     let with_token = Links::new(LinksConfig {
         authorization: Some(Authorization::fixed("Bearer s3cret".parse()?)),
-        ..config(ChannelPlan::default())
+        ..config(protocol, ChannelPlan::default())
     });
     let reply = wait_until_ok(|| send(&with_token, &address, "a", 0, 10)).await?;
     assert!(reply.result.is_some(), "{reply:?}");
 
-    let without = Links::new(config(ChannelPlan::default()));
+    let without = Links::new(config(protocol, ChannelPlan::default()));
     match send(&without, &address, "a", 0, 10).await {
         Err(e @ TransportError::Unreachable { .. }) => {
             assert!(e.to_string().contains("wants its token"), "{e}");
@@ -511,3 +591,14 @@ async fn links_present_the_configured_authorization() -> TestResult {
     assert!(!format!("{with_token:?}").contains("s3cret"));
     Ok(())
 }
+
+per_protocol!(
+    a_silent_peer_is_given_up_by_keep_alive,
+    each_pairs_order_holds_across_connections_and_a_reset,
+    a_reset_mid_transfer_fails_only_what_was_in_flight,
+    a_peer_that_stops_reading_makes_senders_back_off,
+    an_unreachable_peer_fails_at_once_saying_why,
+    a_peer_that_stops_answering_times_out,
+    draining_answers_what_was_taken_then_ends_the_stream,
+    links_present_the_configured_authorization,
+);

@@ -4,10 +4,12 @@
 //! daemon's actors move to the others without losing anything).
 //! `troupe dev` runs the same daemon in-process through [`run_until`].
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use futures::{Stream, StreamExt};
 use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
 use tracing::{error, info, warn};
@@ -18,7 +20,7 @@ use troupe_runtime::Runtime;
 use troupe_storage::{MemoryReminders, MemoryStore, ReminderStore, StateStore};
 use troupe_storage_postgres::PostgresStore;
 use troupe_storage_sled::{SledReminders, SledStore};
-use troupe_transport::link::{Links, LinksConfig};
+use troupe_transport::link::{Links, LinksConfig, NotALink};
 use troupe_transport::{Peers, PeersConfig};
 
 use crate::admin_api::AdminApi;
@@ -142,6 +144,7 @@ pub async fn run_until(
     let links = config.cluster.as_ref().map(|cluster| {
         Links::new(LinksConfig {
             node: config.runtime.node.clone(),
+            protocol: cluster.links.protocol,
             channels: cluster.links.channels,
             window: cluster.links.window,
             queue_bytes: cluster.links.queue_bytes,
@@ -202,6 +205,11 @@ pub async fn run_until(
         .build_v1()
         .context("building the reflection service")?;
 
+    // Peers' links arrive on this port both ways: as PeerLink calls and as
+    // framed connections, told apart as they are accepted.
+    let link_server = links
+        .as_ref()
+        .map(|links| links.server(Arc::new(LinkApi::new(ClientApi::new(runtime.clone())))));
     let app_api = AppApi::new(runtime.clone(), limit);
     let (stop_server, server_stopped) = tokio::sync::oneshot::channel::<()>();
     let router = tonic::transport::Server::builder()
@@ -236,12 +244,11 @@ pub async fn run_until(
             app_guard,
         ))
         // Only daemons of a cluster forward to each other.
-        .add_optional_service(links.as_ref().map(|links| {
-            InterceptedService::new(
-                links.server(Arc::new(LinkApi::new(ClientApi::new(runtime.clone())))),
-                peer_guard,
-            )
-        }))
+        .add_optional_service(
+            link_server
+                .clone()
+                .map(|server| InterceptedService::new(server.into_service(), peer_guard.clone())),
+        )
         .add_service(InterceptedService::new(
             pb::admin_server::AdminServer::new(AdminApi::new(
                 runtime.clone(),
@@ -253,18 +260,29 @@ pub async fn run_until(
     let stopped = async {
         let _ = server_stopped.await;
     };
-    let server = match &tls {
+    let server = match (&tls, link_server) {
         // Plaintext clients and peers fail the handshake: nothing is
         // served without TLS once it is on.
-        Some(tls) => {
+        (Some(tls), None) => {
             tokio::spawn(router.serve_with_incoming_shutdown(tls.incoming(listener), stopped))
         }
-        // Without Nagle's delay (a small call must not wait for a delayed
-        // ACK), each burst of a connection's frames in one write.
-        None => tokio::spawn(router.serve_with_incoming_shutdown(
-            unix_listen::merged(troupe_coalesce::incoming(listener), unix_socket.as_mut()),
+        (Some(tls), Some(links)) => tokio::spawn(router.serve_with_incoming_shutdown(
+            links.split_incoming(tls.incoming(listener), peer_guard.admit()),
             stopped,
         )),
+        // Without Nagle's delay (a small call must not wait for a delayed
+        // ACK), each burst of a connection's frames in one write.
+        (None, links) => {
+            let tcp = troupe_coalesce::incoming(listener);
+            let tcp: Pin<Box<dyn Stream<Item = _> + Send>> = match links {
+                Some(links) => Box::pin(links.split_incoming(tcp, peer_guard.admit())),
+                None => Box::pin(tcp.map(|accepted| accepted.map(NotALink::unread))),
+            };
+            tokio::spawn(router.serve_with_incoming_shutdown(
+                unix_listen::merged(tcp, unix_socket.as_mut()),
+                stopped,
+            ))
+        }
     };
 
     info!(address = %local, store = %store.describe(), tls = tls.is_some(), threads = config.threads, "troupe daemon listening");

@@ -21,6 +21,7 @@ use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio_stream::StreamExt;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 use troupe_coalesce::Coalesced;
+use troupe_transport::link::NotALink;
 
 /// Owner and group may connect: a pod's containers share a group
 /// (`fsGroup`), other users of the machine do not.
@@ -151,7 +152,7 @@ impl Drop for UnixSocket {
 /// The TCP listener's connections and, with `--listen-unix`, the socket's,
 /// as one stream for one server.
 pub fn merged(
-    tcp: impl Stream<Item = io::Result<Coalesced<TcpStream>>> + Send + 'static,
+    tcp: impl Stream<Item = io::Result<NotALink<Coalesced<TcpStream>>>> + Send + 'static,
     unix: Option<&mut UnixSocket>,
 ) -> Pin<Box<dyn Stream<Item = io::Result<Accepted>> + Send>> {
     let tcp = tcp.map(|accepted| accepted.map(Accepted::Tcp));
@@ -164,7 +165,8 @@ pub fn merged(
 /// A connection from either listener.
 #[derive(Debug)]
 pub enum Accepted {
-    Tcp(Coalesced<TcpStream>),
+    /// Framed links to this daemon were taken out already.
+    Tcp(NotALink<Coalesced<TcpStream>>),
     Unix(Coalesced<UnixStream>),
 }
 

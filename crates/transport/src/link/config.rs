@@ -1,5 +1,5 @@
-//! How links to peers are laid out and sized: which channels, how many
-//! connections each, HTTP/2 windows, chunking and queue bounds.
+//! How links to peers are laid out and sized: the protocol, which channels,
+//! how many connections each, HTTP/2 windows, chunking and queue bounds.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -107,7 +107,53 @@ impl std::fmt::Display for ChannelPlan {
     }
 }
 
-/// HTTP/2 flow-control windows of the connections a daemon opens.
+/// How a link's stream travels. A daemon answers both on its one port, so
+/// this only picks what it dials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LinkProtocol {
+    /// Frames written straight on the connection (`frames_io`).
+    #[default]
+    Framed,
+    /// A `PeerLink.Open` call on an HTTP/2 connection: what a plain gRPC
+    /// client would do, kept as the baseline. (Framed dials fall back to it
+    /// by themselves for a peer that predates framed links.)
+    Grpc,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid peer protocol {given:?}: expected 'framed' (the default: frames straight on each \
+     connection) or 'grpc' (a PeerLink.Open call per connection, as a plain gRPC client would)"
+)]
+pub struct LinkProtocolError {
+    pub given: String,
+}
+
+impl FromStr for LinkProtocol {
+    type Err = LinkProtocolError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text.trim() {
+            "framed" => Ok(Self::Framed),
+            "grpc" => Ok(Self::Grpc),
+            _ => Err(LinkProtocolError {
+                given: text.to_owned(),
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for LinkProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Framed => "framed",
+            Self::Grpc => "grpc",
+        })
+    }
+}
+
+/// HTTP/2 flow-control windows of the connections a daemon opens (under
+/// the `grpc` protocol; framed links leave flow control to TCP).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Window {
     /// The HTTP/2 library's defaults.
@@ -178,6 +224,7 @@ impl std::fmt::Display for Window {
 pub struct LinksConfig {
     /// This daemon's node name, told to peers when a stream opens.
     pub node: String,
+    pub protocol: LinkProtocol,
     pub channels: ChannelPlan,
     pub window: Window,
     /// Payloads from this size on travel on the bulk channel.
@@ -233,6 +280,7 @@ impl Default for LinksConfig {
     fn default() -> Self {
         Self {
             node: String::new(),
+            protocol: LinkProtocol::default(),
             channels: ChannelPlan::default(),
             window: Window::default(),
             bulk_threshold: 64 * 1024,
@@ -260,6 +308,14 @@ impl LinksConfig {
             },
             frame_bytes: self.chunk_bytes.max(1024).saturating_mul(2),
         }
+    }
+
+    /// The largest frame a framed connection accepts: a whole message (a
+    /// single-channel plan sends them uncut) beside a frame's worth more.
+    pub(crate) fn frame_limit(&self) -> usize {
+        self.max_message_bytes
+            .saturating_add(self.framing().frame_bytes)
+            .saturating_add(64 * 1024)
     }
 }
 
@@ -292,6 +348,14 @@ mod tests {
         ] {
             assert!(bad.parse::<ChannelPlan>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn protocols_read_back() {
+        for protocol in [LinkProtocol::Framed, LinkProtocol::Grpc] {
+            assert_eq!(protocol.to_string().parse(), Ok(protocol));
+        }
+        assert!("h2".parse::<LinkProtocol>().is_err());
     }
 
     #[test]

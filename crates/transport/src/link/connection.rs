@@ -1,11 +1,15 @@
-//! One connection of a channel to a peer: its own HTTP/2 connection with one
-//! long-lived `PeerLink.Open` stream, the requests queued for it and those
+//! One connection of a channel to a peer: its own TCP (or TLS) connection
+//! carrying one long-lived stream, the requests queued for it and those
 //! waiting for replies. A task keeps it connected: it dials, reads replies,
 //! and when the stream breaks fails the requests in flight on it (and only
 //! those) and dials again after a jittered backoff; the stream's request
-//! side cuts frames from the outbox whenever HTTP/2 asks for the next one.
-//! While it is down between attempts, requests fail at once instead of
+//! side cuts frames from the outbox whenever the writer asks for the next
+//! one. While it is down between attempts, requests fail at once instead of
 //! waiting out their deadline.
+//!
+//! How the stream is opened is the protocol's business: `over_framed` (the
+//! default: frames written straight on the connection) or `over_grpc` (a
+//! `PeerLink.Open` call on an HTTP/2 connection).
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -19,14 +23,17 @@ use futures::Stream;
 use parking_lot::Mutex;
 use prost::Message;
 use tokio::sync::oneshot;
-use tonic::transport::Endpoint;
 use tracing::{debug, info};
 use troupe_proto::v1 as pb;
 
-use super::config::{LinksConfig, Window};
+use super::config::{LinkProtocol, LinksConfig};
+use super::frames_io::FrameSource;
 use super::stats::ChannelCounters;
 use super::wire::{Outbox, Reassembly};
-use crate::{root_cause, TransportError};
+use crate::TransportError;
+
+mod over_framed;
+mod over_grpc;
 
 type Waiter = oneshot::Sender<Result<pb::LinkReply, TransportError>>;
 
@@ -196,7 +203,11 @@ impl Shared {
         let mut failures = 0u32;
         loop {
             let started = Instant::now();
-            let (reason, was_up) = match self.session().await {
+            let session = match self.config.protocol {
+                LinkProtocol::Framed => self.session_framed().await,
+                LinkProtocol::Grpc => self.session_grpc().await,
+            };
+            let (reason, was_up) = match session {
                 Ok(()) => ("the peer closed the stream".to_owned(), true),
                 Err((reason, was_up)) => (reason, was_up),
             };
@@ -248,95 +259,46 @@ impl Shared {
         }
     }
 
-    fn endpoint(&self) -> Result<Endpoint, String> {
-        let uri = if self.address.contains("://") {
+    /// The peer's address as a URI (plain `host:port` means `http://`).
+    fn uri(&self) -> String {
+        if self.address.contains("://") {
             self.address.clone()
         } else {
             format!("http://{}", self.address)
-        };
-        let config = &self.config;
-        let endpoint = Endpoint::from_shared(uri)
-            .map_err(|e| format!("bad peer address: {e}"))?
-            .connect_timeout(config.connect_timeout)
-            .tcp_nodelay(true)
-            .http2_keep_alive_interval(config.keep_alive_interval)
-            .keep_alive_timeout(config.keep_alive_timeout)
-            .keep_alive_while_idle(true);
-        Ok(match config.window {
-            Window::Default => endpoint,
-            Window::Auto => endpoint.http2_adaptive_window(true),
-            Window::Fixed(bytes) => endpoint
-                .initial_stream_window_size(bytes)
-                .initial_connection_window_size(bytes),
-        })
+        }
     }
 
-    /// Dials and serves one stream until it breaks; the reason, and whether
-    /// the stream was up at all.
-    async fn session(self: &Arc<Self>) -> Result<(), (String, bool)> {
-        let down = |reason: String| (reason, false);
-        let endpoint = self.endpoint().map_err(down)?;
-        let connected = match &self.config.tls {
-            Some(tls) => endpoint.connect_with_connector(tls.clone()).await,
-            None => {
-                endpoint
-                    .connect_with_connector(troupe_coalesce::Connector)
-                    .await
-            }
-        };
-        let channel = connected.map_err(|e| down(root_cause(&e)))?;
-        let limit = self.config.max_message_bytes;
-        let mut client = pb::peer_link_client::PeerLinkClient::new(channel)
-            .max_decoding_message_size(limit)
-            .max_encoding_message_size(limit);
-        let hello = pb::LinkFrame {
+    /// Numbers a new stream: from now on an earlier stream's
+    /// [`RequestFrames`] take nothing more from the outbox.
+    fn next_session(&self) -> u64 {
+        let mut state = self.state.lock();
+        state.session = state.session.wrapping_add(1);
+        state.session
+    }
+
+    /// The stream is open: requests go out on it from now on.
+    fn up(&self) {
+        self.state.lock().link = Link::Up;
+        self.counters.connected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn hello(&self, authorization: String) -> pb::LinkFrame {
+        pb::LinkFrame {
             hello: Some(pb::LinkHello {
                 node: self.config.node.clone(),
                 channel: self.channel.to_owned(),
+                authorization,
             }),
             ..pb::LinkFrame::default()
-        };
-        let session = {
-            let mut state = self.state.lock();
-            state.session = state.session.wrapping_add(1);
-            state.session
-        };
-        let frames = RequestFrames {
-            shared: self.clone(),
-            session,
-            hello: Some(hello),
-        };
-        let mut open = tonic::Request::new(frames);
-        if let Some(value) = self.config.authorization.as_ref().and_then(|a| a.current()) {
-            open.metadata_mut().insert("authorization", value);
         }
-        let incoming = tokio::time::timeout(self.config.connect_timeout, client.open(open))
-            .await
-            .map_err(|_| down("the peer did not open the stream in time".into()))?
-            .map_err(|status| down(format!("{}: {}", status.code(), status.message())))?
-            .into_inner();
-        self.state.lock().link = Link::Up;
-        self.counters.connected.fetch_add(1, Ordering::Relaxed);
-        // The peer ending the call (a drain) ends `read` once it has taken
-        // the replies sent before, so only what it never answered fails.
-        let ended = tokio::select! {
-            r = self.read(incoming) => r,
-            r = self.ping() => r,
-        };
-        self.counters.connected.fetch_sub(1, Ordering::Relaxed);
-        ended.map_err(|reason| (reason, true))
     }
 
-    async fn read(&self, mut incoming: tonic::Streaming<pb::LinkFrame>) -> Result<(), String> {
+    async fn read(&self, mut incoming: impl FrameSource) -> Result<(), String> {
         let mut reassembly = Reassembly::new(self.config.max_message_bytes);
         loop {
             let frame = incoming
-                .message()
-                .await
-                .map_err(|status| match std::error::Error::source(&status) {
-                    Some(source) => root_cause(source),
-                    None => format!("{}: {}", status.code(), status.message()),
-                })?
+                .next_frame()
+                .await?
                 .ok_or_else(|| "the peer ended the stream".to_owned())?;
             ChannelCounters::add(&self.counters.bytes_received, frame.encoded_len());
             for message in frame.messages {
@@ -375,13 +337,15 @@ impl Shared {
         }
     }
 
-    /// Measures the round trip now and then (liveness is HTTP/2's
-    /// keep-alive's job).
-    async fn ping(&self) -> Result<(), String> {
+    /// Measures the round trip now and then. With `liveness`, a ping left
+    /// unanswered for the keep-alive timeout ends the stream (a peer whose
+    /// host vanished never closes it); over HTTP/2 its own keep-alive pings
+    /// do that.
+    async fn ping(&self, liveness: bool) -> Result<(), String> {
         let mut every = tokio::time::interval(self.config.keep_alive_interval);
         loop {
             every.tick().await;
-            {
+            let id = {
                 let mut state = self.state.lock();
                 let id = state.next_id;
                 state.next_id = state.next_id.wrapping_add(1);
@@ -392,8 +356,24 @@ impl Shared {
                 };
                 let size = ping.encoded_len();
                 self.enqueue(&mut state, ping, size);
-            }
+                id
+            };
             self.wake.wake();
+            if !liveness {
+                continue;
+            }
+            tokio::time::sleep(self.config.keep_alive_timeout).await;
+            if self
+                .state
+                .lock()
+                .ping
+                .is_some_and(|(pending, _)| pending == id)
+            {
+                return Err(format!(
+                    "the peer did not answer a ping within {:?}",
+                    self.config.keep_alive_timeout
+                ));
+            }
         }
     }
 }

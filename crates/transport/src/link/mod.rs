@@ -12,11 +12,16 @@
 //! connection, so their order holds; different ones spread over the
 //! channel's connections.
 //!
-//! `wire` cuts and reassembles frames, `connection` keeps one connection up,
-//! `serve` answers the streams peers open, `stats` counts what goes by.
+//! `wire` cuts and reassembles frames, `frames_io` puts them on a connection
+//! of the framed protocol, `connection` keeps one connection up, `serve`
+//! answers the streams peers open, `accept` tells a framed link's
+//! connection from an HTTP/2 client's on the daemon's port, `stats` counts
+//! what goes by.
 
+mod accept;
 mod config;
 mod connection;
+mod frames_io;
 mod serve;
 mod stats;
 mod wire;
@@ -28,7 +33,11 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use troupe_proto::v1 as pb;
 
-pub use config::{Authorization, ChannelPlan, ChannelPlanError, LinksConfig, Window, WindowError};
+pub use accept::{Admit, NotALink};
+pub use config::{
+    Authorization, ChannelPlan, ChannelPlanError, LinkProtocol, LinkProtocolError, LinksConfig,
+    Window, WindowError,
+};
 pub use serve::{status_of_reply, status_reply, Inbound, LinkServer};
 pub use stats::ChannelStats;
 
@@ -189,12 +198,11 @@ impl Links {
         stats
     }
 
-    /// The service answering the links peers open to this daemon.
-    pub fn server(
-        &self,
-        inbound: Arc<dyn Inbound>,
-    ) -> pb::peer_link_server::PeerLinkServer<LinkServer> {
-        LinkServer::new(&self.inner.config, inbound, self.inner.closing.subscribe()).into_service()
+    /// What answers the links peers open to this daemon: as a gRPC service
+    /// ([`LinkServer::into_service`]) and on framed connections
+    /// ([`LinkServer::split_incoming`]).
+    pub fn server(&self, inbound: Arc<dyn Inbound>) -> LinkServer {
+        LinkServer::new(&self.inner.config, inbound, self.inner.closing.subscribe())
     }
 
     /// The daemon is closing: the streams peers opened here stop taking

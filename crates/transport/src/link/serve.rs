@@ -1,5 +1,6 @@
-//! The answering side of a link: the `PeerLink` service. Each stream a peer
-//! opens is read by one task, which hands requests to the daemon's
+//! The answering side of a link: the `PeerLink` service, and the serving of
+//! a stream whatever carries it (`accept` hands framed connections here).
+//! Each stream a peer opens is read by one task, which hands requests to the daemon's
 //! [`Inbound`] in the order they arrived (each one's first step, routing it
 //! into an actor's mailbox, runs before the next one's, so the order of a
 //! sender's messages holds) and lets them run concurrently after that;
@@ -20,6 +21,7 @@ use tracing::debug;
 use troupe_proto::v1 as pb;
 
 use super::config::LinksConfig;
+use super::frames_io::FrameSource;
 use super::wire::{Framing, Outbox, Reassembly};
 use crate::BoxFuture;
 
@@ -32,12 +34,15 @@ pub trait Inbound: Send + Sync + 'static {
 /// The `PeerLink` service, answering with `inbound`.
 #[derive(Clone)]
 pub struct LinkServer {
-    inbound: Arc<dyn Inbound>,
-    framing: Framing,
-    max_message_bytes: usize,
+    pub(super) inbound: Arc<dyn Inbound>,
+    /// This daemon's node name, told to framed links' diallers.
+    pub(super) node: String,
+    pub(super) framing: Framing,
+    pub(super) max_message_bytes: usize,
+    pub(super) frame_limit: usize,
     /// Set when the daemon closes: streams stop taking requests, answer
     /// those they have, and end.
-    closing: watch::Receiver<bool>,
+    pub(super) closing: watch::Receiver<bool>,
 }
 
 impl std::fmt::Debug for LinkServer {
@@ -56,8 +61,10 @@ impl LinkServer {
     ) -> Self {
         Self {
             inbound,
+            node: config.node.clone(),
             framing: config.framing(),
             max_message_bytes: config.max_message_bytes,
+            frame_limit: config.frame_limit(),
             closing,
         }
     }
@@ -80,20 +87,14 @@ impl pb::peer_link_server::PeerLink for LinkServer {
         request: Request<Streaming<pb::LinkFrame>>,
     ) -> Result<Response<Self::OpenStream>, Status> {
         let replies = Arc::new(Replies::new(Outbox::new(self.framing)));
-        tokio::spawn(serve(
-            request.into_inner(),
-            self.inbound.clone(),
-            replies.clone(),
-            self.max_message_bytes,
-            self.closing.clone(),
-        ));
+        tokio::spawn(self.serve(request.into_inner(), String::new(), replies.clone()));
         Ok(Response::new(ReplyFrames(replies)))
     }
 }
 
 /// Replies waiting for the stream, shared by the task that reads requests
-/// and the response stream that tonic polls.
-struct Replies {
+/// and the response stream that tonic (or a framed link's writer) polls.
+pub(super) struct Replies {
     queue: Mutex<ReplyQueue>,
     /// The response stream, waiting for a reply.
     wake: AtomicWaker,
@@ -111,7 +112,7 @@ struct ReplyQueue {
 }
 
 impl Replies {
-    fn new(outbox: Outbox) -> Self {
+    pub(super) fn new(outbox: Outbox) -> Self {
         Self {
             queue: Mutex::new(ReplyQueue {
                 outbox,
@@ -141,7 +142,7 @@ impl Replies {
 /// The response stream of a link: frames cut from the outbox when tonic
 /// asks for the next one, so a reply costs no hop through a task of its
 /// own. Ends with OK once the link drained or ended.
-pub struct ReplyFrames(Arc<Replies>);
+pub struct ReplyFrames(pub(super) Arc<Replies>);
 
 impl std::fmt::Debug for ReplyFrames {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -171,8 +172,29 @@ impl Stream for ReplyFrames {
     }
 }
 
+impl LinkServer {
+    /// Reads one stream's requests until it ends; `peer`: who opened it, if
+    /// a hello said so already.
+    pub(super) fn serve(
+        &self,
+        incoming: impl FrameSource + 'static,
+        peer: String,
+        replies: Arc<Replies>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        serve(
+            incoming,
+            peer,
+            self.inbound.clone(),
+            replies,
+            self.max_message_bytes,
+            self.closing.clone(),
+        )
+    }
+}
+
 async fn serve(
-    mut incoming: Streaming<pb::LinkFrame>,
+    mut incoming: impl FrameSource,
+    mut peer: String,
     inbound: Arc<dyn Inbound>,
     replies: Arc<Replies>,
     max_message_bytes: usize,
@@ -180,7 +202,6 @@ async fn serve(
 ) {
     let mut reassembly = Reassembly::new(max_message_bytes);
     let mut running = FuturesUnordered::new();
-    let mut peer = String::new();
     let mut draining = false;
     let ended = loop {
         if draining && running.is_empty() {
@@ -192,11 +213,11 @@ async fn serve(
         }
         tokio::select! {
             _ = closing.wait_for(|closing| *closing), if !draining => draining = true,
-            frame = incoming.message(), if !draining => {
+            frame = incoming.next_frame(), if !draining => {
                 let frame = match frame {
                     Ok(Some(frame)) => frame,
                     Ok(None) => break "the peer closed the stream".to_owned(),
-                    Err(status) => break status.to_string(),
+                    Err(reason) => break reason,
                 };
                 if let Some(hello) = frame.hello {
                     peer = format!("{}/{}", hello.node, hello.channel);

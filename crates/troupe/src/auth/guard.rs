@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use tonic::{Request, Status};
+use troupe_transport::link::Admit;
 
 use super::Tokens;
 
@@ -37,6 +38,28 @@ impl Guard {
     pub fn or(mut self, also: Option<Arc<Tokens>>) -> Self {
         self.also = also;
         self
+    }
+
+    /// The same check for framed links, which carry their token in their
+    /// hello: it goes through this interceptor as an RPC's metadata would,
+    /// with the connection's information (its certificates under TLS) where
+    /// tonic puts it, so both protocols are held to one rule and refused
+    /// with the same words.
+    pub fn admit<C: Clone + Send + Sync + 'static>(self) -> Admit<C> {
+        Arc::new(move |authorization: &str, info: &C| {
+            let mut request = Request::new(());
+            if !authorization.is_empty() {
+                let value = authorization.parse().map_err(|_| {
+                    Status::unauthenticated(
+                        "the link's authorization is not a valid header value; send \
+                         `Bearer <token>` with a token this daemon accepts",
+                    )
+                })?;
+                request.metadata_mut().insert("authorization", value);
+            }
+            request.extensions_mut().insert(info.clone());
+            tonic::service::Interceptor::call(&mut self.clone(), request).map(|_| ())
+        })
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Deserialize;
 use troupe_runtime::{RuntimeConfig, StateMode};
-use troupe_transport::link::{ChannelPlan, LinksConfig, Window};
+use troupe_transport::link::{ChannelPlan, LinkProtocol, LinksConfig, Window};
 
 use crate::auth::{Credential, TokenSource};
 use crate::telemetry::LogFormat;
@@ -139,7 +139,14 @@ pub struct ServeArgs {
     /// [default: control=1,call=2,bulk=4].
     #[arg(long, env = "TROUPE_PEER_CHANNELS")]
     pub peer_channels: Option<ChannelPlan>,
-    /// HTTP/2 windows of the links, per stream and connection: bytes,
+    /// How this daemon's links to others travel: `framed` (frames straight
+    /// on each connection, to the daemon's port; a daemon older than that is
+    /// reached with PeerLink calls anyway) or `grpc` (a PeerLink.Open call
+    /// per connection, as a plain gRPC client would; a daemon answers both)
+    /// [default: framed].
+    #[arg(long, env = "TROUPE_PEER_PROTOCOL")]
+    pub peer_protocol: Option<LinkProtocol>,
+    /// HTTP/2 windows of `grpc` links, per stream and connection: bytes,
     /// `auto` (grown to each connection's bandwidth-delay product) or
     /// `default` (the HTTP/2 library's) [default: 16777216].
     #[arg(long, env = "TROUPE_PEER_WINDOW")]
@@ -215,6 +222,7 @@ struct FileConfig {
     node: Option<String>,
     advertise: Option<String>,
     peer_channels: Option<String>,
+    peer_protocol: Option<String>,
     peer_window: Option<String>,
     peer_queue_bytes: Option<usize>,
     api_token_file: Option<PathBuf>,
@@ -295,6 +303,7 @@ pub struct ClusterConfig {
 /// The settable part of `troupe_transport::link::LinksConfig`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LinkSettings {
+    pub protocol: LinkProtocol,
     pub channels: ChannelPlan,
     pub window: Window,
     pub queue_bytes: usize,
@@ -497,6 +506,11 @@ impl ServeArgs {
             (None, Some(text)) => text.parse()?,
             (None, None) => defaults.channels,
         };
+        let protocol = match (self.peer_protocol, &file.peer_protocol) {
+            (Some(protocol), _) => protocol,
+            (None, Some(text)) => text.parse()?,
+            (None, None) => defaults.protocol,
+        };
         let window = match (self.peer_window, &file.peer_window) {
             (Some(window), _) => window,
             (None, Some(text)) => text.parse()?,
@@ -512,6 +526,7 @@ impl ServeArgs {
             );
         }
         Ok(LinkSettings {
+            protocol,
             channels,
             window,
             queue_bytes,

@@ -121,7 +121,7 @@ fn cluster_settings_from_flags_and_file() -> anyhow::Result<()> {
     std::fs::write(
         &path,
         "placement = [\"10.0.0.1:7500\", \"10.0.0.2:7500\"]\nnode = \"a\"\n\
-         store = \"memory\"\npeer_channels = \"single=16\"\npeer_window = \"auto\"\n",
+         store = \"memory\"\npeer_channels = \"single=16\"\npeer_window = \"auto\"\npeer_protocol = \"grpc\"\n",
     )?;
     let cfg = ServeArgs {
         config: Some(path),
@@ -136,6 +136,7 @@ fn cluster_settings_from_flags_and_file() -> anyhow::Result<()> {
             placement: vec!["10.0.0.1:7500".into(), "10.0.0.2:7500".into()],
             advertise: Some("10.0.0.9:7420".into()),
             links: LinkSettings {
+                protocol: LinkProtocol::Grpc,
                 channels: ChannelPlan::Single(16),
                 window: Window::Auto,
                 queue_bytes: LinksConfig::default().queue_bytes,

@@ -1,0 +1,132 @@
+//! Framed links (how daemons dial each other by default) are held to the
+//! rules PeerLink calls are: a daemon that requires a token refuses a link
+//! without one, saying why, and lets in one that presents it; under TLS
+//! only a cluster member's certificate opens one (a client's certificate
+//! of the same CA does not). Driven with the transport's own `Links`, as a
+//! peer daemon would dial.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use troupe_tests::cluster_harness::placement_arg;
+use troupe_tests::replicas::PlacementCluster;
+use troupe_tests::tls::TestCa;
+use troupe_tests::*;
+use troupe_tls::dev::Subject;
+use troupe_tls::Connector;
+use troupe_transport::link::{affinity, Authorization, LinkProtocol, Links, LinksConfig};
+use troupe_transport::{MessageClass, TransportError};
+
+fn links(authorization: Option<&str>, tls: Option<Connector>) -> anyhow::Result<Links> {
+    Ok(Links::new(LinksConfig {
+        node: "probe".into(),
+        protocol: LinkProtocol::Framed,
+        connect_timeout: Duration::from_secs(5),
+        authorization: match authorization {
+            Some(value) => Some(Authorization::fixed(value.parse()?)),
+            None => None,
+        },
+        tls,
+        ..LinksConfig::default()
+    }))
+}
+
+/// A cluster daemon `d1` with no state to share.
+fn cluster_args(placement: &str) -> Vec<String> {
+    [
+        "--placement",
+        placement,
+        "--node",
+        "d1",
+        "--store",
+        "memory",
+    ]
+    .map(str::to_owned)
+    .into()
+}
+
+/// A state read of an actor nobody hosts: any reply, even an error status,
+/// means the link opened.
+async fn read_state(links: &Links, address: &str) -> Result<pb::LinkReply, TransportError> {
+    let request = pb::LinkRequest {
+        hops: 1,
+        timeout_ms: 5_000,
+        call: Some(pb::link_request::Call::GetState(pb::GetStateRequest {
+            actor: Some(pb::ActorRef {
+                r#type: "nobody".into(),
+                id: "1".into(),
+            }),
+            ..pb::GetStateRequest::default()
+        })),
+        ..pb::LinkRequest::default()
+    };
+    let affinity = affinity("nobody", "1", "");
+    links
+        .request(address, MessageClass::Small, affinity, request)
+        .await
+}
+
+fn refused_because(answer: Result<pb::LinkReply, TransportError>) -> anyhow::Result<String> {
+    match answer {
+        Err(TransportError::Unreachable { reason, .. }) => Ok(reason),
+        other => bail!("expected the link to be refused, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_framed_link_must_present_the_daemons_token() -> anyhow::Result<()> {
+    let replicas = PlacementCluster::start(1, &[]).await?;
+    replicas.leader().await?;
+    let placement = placement_arg(&replicas);
+    let dir = tempfile::tempdir()?;
+    let args = cluster_args(&placement);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon =
+        Daemon::start_with_env(dir.path(), &args, &[("TROUPE_API_TOKEN", "link-secret")]).await?;
+    let address = daemon.addr.to_string();
+
+    let reason = refused_because(read_state(&links(None, None)?, &address).await)?;
+    assert!(reason.contains("requires"), "{reason}");
+    let wrong = links(Some("Bearer not-it"), None)?;
+    refused_because(read_state(&wrong, &address).await)?;
+
+    let right = links(Some("Bearer link-secret"), None)?;
+    read_state(&right, &address)
+        .await
+        .context("a link presenting the daemon's token")?;
+    assert!(
+        !daemon.log().contains("link-secret"),
+        "the token was logged"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_tls_only_a_members_certificate_opens_a_framed_link() -> anyhow::Result<()> {
+    let ca = TestCa::new()?;
+    let replicas = PlacementCluster::start_with_tls(1, &[], Some(ca.clone())).await?;
+    replicas.leader().await?;
+    let placement = placement_arg(&replicas);
+    let dir = tempfile::tempdir()?;
+    let mut args = cluster_args(&placement);
+    args.extend(ca.member_args("d1")?);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = Daemon::start(dir.path(), &args).await?;
+    let address = daemon.addr.to_string();
+
+    let (cert, key) = ca.issue("app", &Subject::client("app"))?;
+    let client = Connector::with_config(troupe_tls::client_config_for_server(
+        ca.ca_path(),
+        Some((cert.as_path(), key.as_path())),
+    )?);
+    let reason = refused_because(read_state(&links(None, Some(client))?, &address).await)?;
+    assert!(reason.contains("cluster members"), "{reason}");
+
+    let member = links(None, Some(ca.member_connector("d2")?))?;
+    read_state(&member, &address)
+        .await
+        .context("a member's framed link")?;
+    // Plaintext never reaches the link's hello.
+    refused_because(read_state(&links(None, None)?, &address).await)?;
+    Ok(())
+}
