@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-all=(client_api admin_api app_stream link_stream link_wire durations config_file page_tokens)
+all=(client_api admin_api app_stream link_stream link_framed link_wire durations config_file page_tokens)
 mode=time
 amount=60
 if [ "${1:-}" = "--runs" ]; then

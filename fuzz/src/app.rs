@@ -224,7 +224,9 @@ impl Harness {
                     self.read_daemon(message);
                 }
             }
-            None => {}
+            // Large messages in pieces: only an app that accepts parts gets
+            // them, and the harness's does not.
+            Some(Kind::Part(_)) | None => {}
         }
     }
 }
@@ -313,6 +315,8 @@ fn register(batches: bool) -> Vec<u8> {
         accepts_batches: batches,
         max_receive_bytes: 65_536,
         api_version: pb::API_VERSION,
+        // Whole messages only: the harness reads no parts.
+        accepts_parts: false,
     }))
 }
 

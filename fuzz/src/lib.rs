@@ -26,6 +26,8 @@ mod config;
 mod convert;
 #[path = "../../crates/troupe/src/duration.rs"]
 mod duration;
+#[path = "../../crates/troupe/src/failpoint.rs"]
+mod failpoint;
 #[path = "../../crates/troupe/src/link_api.rs"]
 mod link_api;
 #[path = "../../crates/troupe/src/telemetry.rs"]
@@ -39,6 +41,7 @@ pub mod app;
 pub mod daemon;
 pub mod input;
 pub mod link;
+pub mod link_framed;
 pub mod rpc;
 pub mod seeds;
 pub mod values;

@@ -36,19 +36,26 @@ const MAX_OPS: usize = 64;
 /// The largest message the stream takes: small, so inputs reach the limit.
 const LIMIT: usize = 4096;
 
+/// The links both link targets serve with: chunked replies (the smallest
+/// chunks the config allows) and a small message limit.
+pub(crate) fn fuzz_links() -> Links {
+    Links::new(LinksConfig {
+        node: "fuzz".into(),
+        channels: ChannelPlan::Split { call: 1, bulk: 1 },
+        chunk_bytes: 1024,
+        max_message_bytes: LIMIT,
+        ..LinksConfig::default()
+    })
+}
+
 /// Runs one `PeerLink.Open` stream against a fresh daemon.
 pub fn run_stream(data: &[u8]) {
     block_on(async {
         let runtime = daemon::start(true);
-        let links = Links::new(LinksConfig {
-            node: "fuzz".into(),
-            // Chunked replies (the smallest chunks the config allows).
-            channels: ChannelPlan::Split { call: 1, bulk: 1 },
-            chunk_bytes: 1024,
-            max_message_bytes: LIMIT,
-            ..LinksConfig::default()
-        });
-        let mut service = links.server(Arc::new(LinkApi::new(ClientApi::new(runtime.clone()))));
+        let links = fuzz_links();
+        let mut service = links
+            .server(Arc::new(LinkApi::new(ClientApi::new(runtime.clone()))))
+            .into_service();
         let (tx, rx) = mpsc::unbounded_channel::<Result<Frame<Bytes>, Infallible>>();
         let body = http_body_util::StreamBody::new(UnboundedReceiverStream::new(rx));
         let request = http::Request::builder()
@@ -136,6 +143,7 @@ pub fn stream_seeds() -> Vec<Vec<u8>> {
         hello: Some(pb::LinkHello {
             node: "peer-a".into(),
             channel: "call".into(),
+            ..Default::default()
         }),
         messages: vec![
             first,
@@ -144,7 +152,7 @@ pub fn stream_seeds() -> Vec<Vec<u8>> {
                 body: Some(pb::link_message::Body::Ping(pb::LinkPing {})),
             },
         ],
-        chunks: Vec::new(),
+        ..Default::default()
     };
     let mut large = request("c2", "echo", &[b'7'; 300]);
     large.id = 3;

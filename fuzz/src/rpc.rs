@@ -303,6 +303,7 @@ pub fn client_seeds() -> Vec<Vec<u8>> {
             // Forged: the daemon issued no token for it.
             ..Default::default()
         }),
+        idempotency_key: String::new(),
     }
     .encode_to_vec();
     vec![

@@ -28,10 +28,8 @@ pub fn run_durations(data: &[u8]) {
             }
         }
         1 => {
-            if let Ok((every, _repeat)) = time::period(text) {
-                if let Some(every) = every {
-                    round_trip_duration(every.get(), &range::POSITIVE);
-                }
+            if let Ok((Some(every), _repeat)) = time::period(text) {
+                round_trip_duration(every.get(), &range::POSITIVE);
             }
         }
         2 => {
