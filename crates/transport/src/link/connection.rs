@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -73,6 +73,9 @@ struct Shared {
     /// Wakes the stream's frames (see [`RequestFrames`]) when the outbox
     /// gets a message.
     wake: AtomicWaker,
+    /// Frames read so far: a connection that still delivers is alive,
+    /// whether or not its pong has made it through yet.
+    frames_read: AtomicU64,
 }
 
 /// A handle on one connection; dropping it ends the connection's task.
@@ -127,6 +130,7 @@ impl Connection {
             config,
             counters,
             wake: AtomicWaker::new(),
+            frames_read: AtomicU64::new(0),
         });
         let task = tokio::spawn(shared.clone().keep_connected());
         Self { shared, task }
@@ -300,6 +304,7 @@ impl Shared {
                 .next_frame()
                 .await?
                 .ok_or_else(|| "the peer ended the stream".to_owned())?;
+            self.frames_read.fetch_add(1, Ordering::Relaxed);
             ChannelCounters::add(&self.counters.bytes_received, frame.encoded_len());
             for message in frame.messages {
                 self.receive(message);
@@ -337,14 +342,20 @@ impl Shared {
         }
     }
 
-    /// Measures the round trip now and then. With `liveness`, a ping left
-    /// unanswered for the keep-alive timeout ends the stream (a peer whose
-    /// host vanished never closes it); over HTTP/2 its own keep-alive pings
-    /// do that.
+    /// Measures the round trip now and then. With `liveness`, a connection
+    /// that delivered nothing for a whole interval and then nothing for the
+    /// keep-alive timeout after a ping is given up (a peer whose host
+    /// vanished never closes it), as hyper's HTTP/2 keep-alive does for the
+    /// `grpc` protocol. Anything read counts, not just the pong: under a
+    /// full link the pong waits behind megabytes already on their way, and
+    /// a connection that delivers them is alive.
     async fn ping(&self, liveness: bool) -> Result<(), String> {
         let mut every = tokio::time::interval(self.config.keep_alive_interval);
+        let mut read_at_last_tick = None;
         loop {
             every.tick().await;
+            let read = self.frames_read.load(Ordering::Relaxed);
+            let quiet = read_at_last_tick.replace(read) == Some(read);
             let id = {
                 let mut state = self.state.lock();
                 let id = state.next_id;
@@ -359,18 +370,20 @@ impl Shared {
                 id
             };
             self.wake.wake();
-            if !liveness {
+            if !liveness || !quiet {
                 continue;
             }
             tokio::time::sleep(self.config.keep_alive_timeout).await;
-            if self
-                .state
-                .lock()
-                .ping
-                .is_some_and(|(pending, _)| pending == id)
+            let silent = self.frames_read.load(Ordering::Relaxed) == read;
+            if silent
+                && self
+                    .state
+                    .lock()
+                    .ping
+                    .is_some_and(|(pending, _)| pending == id)
             {
                 return Err(format!(
-                    "the peer did not answer a ping within {:?}",
+                    "nothing came back from the peer within {:?} of a ping",
                     self.config.keep_alive_timeout
                 ));
             }
