@@ -284,8 +284,19 @@ fi
 
 set_rtt() { # ms: half each way
     if [ "$LATENCY" = kernel ]; then
-        [ -z "${delay_pid:-}" ] || { kill "$delay_pid" 2>/dev/null; wait "$delay_pid" 2>/dev/null || true; }
-        in_r "$bin/delay_line" --delay-ms "$(python3 -c "print($1 / 2)")" \
+        # (It may have exited already: that must not end the run here.)
+        [ -z "${delay_pid:-}" ] || { kill "$delay_pid" 2>/dev/null || true; wait "$delay_pid" 2>/dev/null || true; }
+        # The kernel lets go of an exited holder's queues a moment later,
+        # and refuses to bind them to another before that (EPERM).
+        for _ in $(seq 100); do
+            [ "$(in_r cat /proc/net/netfilter/nfnetlink_queue | wc -l)" = 0 ] && break
+            sleep 0.05
+        done
+        # Started without the in_r function: a function run in the
+        # background is a subshell, whose pid is not delay_line's, and
+        # killing it left the old delay_line holding the queues (the new
+        # one was refused, and the RTT never changed).
+        ip netns exec "$ns_r" "$bin/delay_line" --delay-ms "$(python3 -c "print($1 / 2)")" \
             --queue 0 --queue 1 >>"$work/delay_line.log" 2>&1 &
         delay_pid=$!
         # Bound once the kernel lists both queues as taken (the one it
