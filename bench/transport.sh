@@ -29,9 +29,10 @@
 # directly, without toxiproxy. What changes (2026-11-29, 128 pairs, 20 ms):
 # under this host's BBR, with the proxy one of the four bulk connections
 # would stall for seconds while the others ran, and 512 KiB calls had p99
-# 3.0-3.8 s; with the latency in the kernel, p99 1.0 s. 8 MiB reach 73-81 %
-# of the link there against plain TCP's 94 % (under reno with QUEUE_MS=20:
-# 71-76 % against 79 %), for a cause not yet found.
+# 3.0-3.8 s; with the latency in the kernel, p99 1.0 s. There, links over
+# HTTP/2 streams carried 8 MiB at 73-81 % of the link against plain TCP's
+# 94 %; framed links (the default since 2026-11-30) at 86 % (steady 90 %)
+# against 76 % (79 %) for --peer-protocol grpc in the same run.
 #
 # Everything runs inside namespaces this script creates (needs root); it
 # removes them, and every process it started, on exit, failure or ctrl-C.
