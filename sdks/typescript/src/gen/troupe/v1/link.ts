@@ -45,6 +45,13 @@ export const protobufFileName = "troupe/v1/link.proto";
  * bulk payloads), and sends every request it forwards over one of them:
  * many messages per write, large ones cut into chunks that interleave with
  * the rest, answers matched to requests by id. Only daemons speak this.
+ *
+ * A stream is either a `PeerLink.Open` call (HTTP/2) or, by default, a
+ * connection of its own to the same port: the dialler writes the 8 bytes
+ * "TRPLINK1", then both sides write LinkFrames, each prefixed with its
+ * length as a 4-byte big-endian integer. The dialler's first frame carries
+ * its hello (with its token); the listener answers with a hello of its own,
+ * or with `refused` and closes.
  */
 
 /** What one write carries. */
@@ -57,12 +64,22 @@ export interface LinkFrame {
    * one piece per message, so a large message never holds up a small one.
    */
   chunks: LinkChunk[];
+  /**
+   * A framed connection's listener turned the dialler away: why, as the
+   * status the RPC would have ended with. The connection closes after it.
+   */
+  refused?: LinkStatus | undefined;
 }
 
 export interface LinkHello {
   /** The sending daemon's node name and the channel this stream belongs to. */
   node: string;
   channel: string;
+  /**
+   * On a framed connection only: the `authorization` metadata an RPC would
+   * carry ("Bearer <token>"), for a daemon that requires a token.
+   */
+  authorization: string;
 }
 
 /**
@@ -147,7 +164,7 @@ export interface LinkStatus_MetadataEntry {
 }
 
 function createBaseLinkFrame(): LinkFrame {
-  return { hello: undefined, messages: [], chunks: [] };
+  return { hello: undefined, messages: [], chunks: [], refused: undefined };
 }
 
 export const LinkFrame: MessageFns<LinkFrame> = {
@@ -160,6 +177,9 @@ export const LinkFrame: MessageFns<LinkFrame> = {
     }
     for (const v of message.chunks) {
       LinkChunk.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.refused !== undefined) {
+      LinkStatus.encode(message.refused, writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -201,6 +221,14 @@ export const LinkFrame: MessageFns<LinkFrame> = {
             message.chunks.push(LinkChunk.decode(reader, reader.uint32()));
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.refused = LinkStatus.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -223,12 +251,15 @@ export const LinkFrame: MessageFns<LinkFrame> = {
       : undefined;
     message.messages = object.messages?.map((e) => LinkMessage.fromPartial(e)) || [];
     message.chunks = object.chunks?.map((e) => LinkChunk.fromPartial(e)) || [];
+    message.refused = (object.refused !== undefined && object.refused !== null)
+      ? LinkStatus.fromPartial(object.refused)
+      : undefined;
     return message;
   },
 };
 
 function createBaseLinkHello(): LinkHello {
-  return { node: "", channel: "" };
+  return { node: "", channel: "", authorization: "" };
 }
 
 export const LinkHello: MessageFns<LinkHello> = {
@@ -238,6 +269,9 @@ export const LinkHello: MessageFns<LinkHello> = {
     }
     if (message.channel !== "") {
       writer.uint32(18).string(message.channel);
+    }
+    if (message.authorization !== "") {
+      writer.uint32(26).string(message.authorization);
     }
     return writer;
   },
@@ -271,6 +305,14 @@ export const LinkHello: MessageFns<LinkHello> = {
             message.channel = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.authorization = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -290,6 +332,7 @@ export const LinkHello: MessageFns<LinkHello> = {
     const message = createBaseLinkHello();
     message.node = object.node ?? "";
     message.channel = object.channel ?? "";
+    message.authorization = object.authorization ?? "";
     return message;
   },
 };

@@ -7,22 +7,26 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class LinkFrame(_message.Message):
-    __slots__ = ("hello", "messages", "chunks")
+    __slots__ = ("hello", "messages", "chunks", "refused")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     CHUNKS_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     hello: LinkHello
     messages: _containers.RepeatedCompositeFieldContainer[LinkMessage]
     chunks: _containers.RepeatedCompositeFieldContainer[LinkChunk]
-    def __init__(self, hello: _Optional[_Union[LinkHello, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[LinkMessage, _Mapping]]] = ..., chunks: _Optional[_Iterable[_Union[LinkChunk, _Mapping]]] = ...) -> None: ...
+    refused: LinkStatus
+    def __init__(self, hello: _Optional[_Union[LinkHello, _Mapping]] = ..., messages: _Optional[_Iterable[_Union[LinkMessage, _Mapping]]] = ..., chunks: _Optional[_Iterable[_Union[LinkChunk, _Mapping]]] = ..., refused: _Optional[_Union[LinkStatus, _Mapping]] = ...) -> None: ...
 
 class LinkHello(_message.Message):
-    __slots__ = ("node", "channel")
+    __slots__ = ("node", "channel", "authorization")
     NODE_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
+    AUTHORIZATION_FIELD_NUMBER: _ClassVar[int]
     node: str
     channel: str
-    def __init__(self, node: _Optional[str] = ..., channel: _Optional[str] = ...) -> None: ...
+    authorization: str
+    def __init__(self, node: _Optional[str] = ..., channel: _Optional[str] = ..., authorization: _Optional[str] = ...) -> None: ...
 
 class LinkChunk(_message.Message):
     __slots__ = ("id", "data", "last")
