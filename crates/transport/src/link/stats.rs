@@ -1,7 +1,7 @@
 //! Counters of one channel to one peer, shared by its connections and read
 //! by `/metrics` and `troupe cluster status`.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 #[derive(Debug, Default)]
 pub(crate) struct ChannelCounters {
@@ -18,6 +18,9 @@ pub(crate) struct ChannelCounters {
     pub(crate) connected: AtomicUsize,
     /// The last ping's round trip, in microseconds (0: none yet).
     pub(crate) rtt_us: AtomicU64,
+    /// A connection found the peer older than framed links (said once in
+    /// the log per channel, not per connection and attempt).
+    pub(crate) peer_predates_framed: AtomicBool,
 }
 
 impl ChannelCounters {

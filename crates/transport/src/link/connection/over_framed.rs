@@ -14,7 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tonic::codegen::http::Uri;
 use tonic::codegen::Service;
-use tracing::debug;
+use tracing::{debug, info};
 use troupe_proto::v1 as pb;
 
 use super::{RequestFrames, Shared};
@@ -74,7 +74,15 @@ impl Shared {
             Ok(()) => Ok(()),
             Err(Unopened::Failed(refusal)) => Err(refusal),
             Err(Unopened::Unspoken(why)) => {
-                debug!(peer = %self.address, channel = self.channel, %why, "the peer does not answer framed links; opening a PeerLink call instead");
+                if self
+                    .counters
+                    .peer_predates_framed
+                    .swap(true, Ordering::Relaxed)
+                {
+                    debug!(peer = %self.address, channel = self.channel, %why, "the peer does not answer framed links; opening a PeerLink call instead");
+                } else {
+                    info!(peer = %self.address, channel = self.channel, %why, "the peer does not answer framed links (a daemon older than this one?): this channel's connections to it open PeerLink calls instead");
+                }
                 self.session_grpc().await
             }
         }
