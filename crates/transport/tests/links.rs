@@ -489,6 +489,14 @@ async fn a_peer_without_framed_links_is_reached_over_peer_link_calls() -> TestRe
         };
         assert_eq!(answer.payload.map(|p| p.data.len()), Some(payload));
     }
+    // The status says how the links travel.
+    wait_for(|| {
+        links
+            .stats()
+            .iter()
+            .all(|s| s.connected == s.connections && s.connected_grpc == s.connected)
+    })
+    .await?;
     Ok(())
 }
 

@@ -29,7 +29,8 @@ pub fn encode(stats: &[ChannelStats], out: &mut String) -> std::fmt::Result {
         Counters::default(),
         Counters::default(),
     );
-    let (queued, in_flight, connections, connected) = (
+    let (queued, in_flight, connections, connected, connected_grpc) = (
+        Gauges::default(),
         Gauges::default(),
         Gauges::default(),
         Gauges::default(),
@@ -53,6 +54,9 @@ pub fn encode(stats: &[ChannelStats], out: &mut String) -> std::fmt::Result {
         in_flight.get_or_create(&labels).set(gauge(s.in_flight));
         connections.get_or_create(&labels).set(gauge(s.connections));
         connected.get_or_create(&labels).set(gauge(s.connected));
+        connected_grpc
+            .get_or_create(&labels)
+            .set(gauge(s.connected_grpc));
         if s.rtt_us > 0 {
             rtt.get_or_create(&labels).set(s.rtt_us as f64 / 1e6);
         }
@@ -88,6 +92,12 @@ pub fn encode(stats: &[ChannelStats], out: &mut String) -> std::fmt::Result {
     );
     registry.register("connections", "Connections the channel keeps", connections);
     registry.register("connected", "Connections whose stream is open", connected);
+    registry.register(
+        "connected_grpc",
+        "Of the open connections, those on PeerLink calls (a peer older than framed links, or \
+         --peer-protocol grpc)",
+        connected_grpc,
+    );
     registry.register_with_unit(
         "rtt",
         "The latest measured round trip of the channel",
@@ -108,6 +118,7 @@ mod tests {
             channel: "bulk".into(),
             connections: 4,
             connected: 3,
+            connected_grpc: 1,
             bytes_sent: 1000,
             bytes_received: 2000,
             messages_sent: 3,
@@ -122,6 +133,7 @@ mod tests {
         for line in [
             "troupe_peer_link_sent_bytes_total{peer=\"10.0.0.2:7420\",channel=\"bulk\"} 1000",
             "troupe_peer_link_queued_bytes{peer=\"10.0.0.2:7420\",channel=\"bulk\"} 512",
+            "troupe_peer_link_connected_grpc{peer=\"10.0.0.2:7420\",channel=\"bulk\"} 1",
             "troupe_peer_link_reconnects_total{peer=\"10.0.0.2:7420\",channel=\"bulk\"} 1",
             "troupe_peer_link_rtt_seconds{peer=\"10.0.0.2:7420\",channel=\"bulk\"} 0.02",
         ] {

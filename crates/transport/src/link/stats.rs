@@ -16,6 +16,8 @@ pub(crate) struct ChannelCounters {
     pub(crate) reconnects: AtomicU64,
     /// Connections whose stream is open.
     pub(crate) connected: AtomicUsize,
+    /// Of those, the ones open as `PeerLink.Open` calls.
+    pub(crate) connected_grpc: AtomicUsize,
     /// The last ping's round trip, in microseconds (0: none yet).
     pub(crate) rtt_us: AtomicU64,
     /// A connection found the peer older than framed links (said once in
@@ -39,6 +41,9 @@ pub struct ChannelStats {
     /// Connections the channel has to the peer, and how many are up.
     pub connections: usize,
     pub connected: usize,
+    /// Of `connected`, those open as `PeerLink.Open` calls (`--peer-protocol
+    /// grpc`, or a peer older than framed links); the rest are framed.
+    pub connected_grpc: usize,
     pub bytes_sent: u64,
     pub bytes_received: u64,
     pub messages_sent: u64,
@@ -57,6 +62,7 @@ impl ChannelCounters {
             channel: channel.to_owned(),
             connections,
             connected: self.connected.load(Ordering::Relaxed),
+            connected_grpc: self.connected_grpc.load(Ordering::Relaxed),
             bytes_sent: self.bytes_sent.load(Ordering::Relaxed),
             bytes_received: self.bytes_received.load(Ordering::Relaxed),
             messages_sent: self.messages_sent.load(Ordering::Relaxed),

@@ -40,6 +40,7 @@ fn link_to_pb(s: ChannelStats) -> pb::PeerLinkStatus {
         channel: s.channel,
         connections: count(s.connections),
         connected: count(s.connected),
+        connected_grpc: count(s.connected_grpc),
         bytes_sent: s.bytes_sent,
         bytes_received: s.bytes_received,
         messages_sent: s.messages_sent,

@@ -21,6 +21,18 @@ fn bytes(n: u64) -> String {
     format!("{value:.1} {}", UNITS[unit])
 }
 
+/// How a channel's open connections travel: framed links, PeerLink calls
+/// (the peer predates framed links, or `--peer-protocol grpc`), or both
+/// while some have fallen back and others not yet.
+fn protocol(l: &pb::PeerLinkStatus) -> &'static str {
+    match (l.connected, l.connected_grpc) {
+        (0, _) => "-",
+        (_, 0) => "framed",
+        (up, grpc) if grpc >= up => "grpc",
+        _ => "framed+grpc",
+    }
+}
+
 fn rtt(us: u64) -> String {
     match us {
         0 => "-".into(),
@@ -35,6 +47,7 @@ pub fn table(daemons: &[(&str, &[pb::PeerLinkStatus])]) -> String {
         ("PEER", false),
         ("CHANNEL", false),
         ("UP", true),
+        ("PROTOCOL", false),
         ("RTT", true),
         ("QUEUED", true),
         ("IN FLIGHT", true),
@@ -49,6 +62,7 @@ pub fn table(daemons: &[(&str, &[pb::PeerLinkStatus])]) -> String {
                 l.peer.clone(),
                 l.channel.clone(),
                 format!("{}/{}", l.connected, l.connections),
+                protocol(l).to_owned(),
                 rtt(l.rtt_us),
                 bytes(l.queued_bytes),
                 l.in_flight.to_string(),
@@ -70,6 +84,7 @@ pub fn json(links: &[pb::PeerLinkStatus]) -> Value {
                 "channel": l.channel,
                 "connections": l.connections,
                 "connected": l.connected,
+                "connected_grpc": l.connected_grpc,
                 "rtt_us": l.rtt_us,
                 "queued_bytes": l.queued_bytes,
                 "in_flight": l.in_flight,
@@ -100,9 +115,23 @@ mod tests {
             ..Default::default()
         };
         let out = table(&[("a", std::slice::from_ref(&link))]);
-        for cell in ["10.0.0.2:7420", "bulk", "3/4", "20ms", "3.0 MiB", "5.0 GiB"] {
+        for cell in [
+            "10.0.0.2:7420",
+            "bulk",
+            "3/4",
+            "framed",
+            "20ms",
+            "3.0 MiB",
+            "5.0 GiB",
+        ] {
             assert!(out.contains(cell), "{cell} missing:\n{out}");
         }
-        assert_eq!(json(&[link])[0]["connected"], 3);
+        assert_eq!(json(std::slice::from_ref(&link))[0]["connected"], 3);
+        // A peer older than framed links: its connections fell back.
+        let old = pb::PeerLinkStatus {
+            connected_grpc: 3,
+            ..link
+        };
+        assert!(table(&[("a", &[old])]).contains(" grpc "));
     }
 }

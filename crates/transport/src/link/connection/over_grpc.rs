@@ -66,6 +66,7 @@ impl Shared {
             .map_err(|status| down(format!("{}: {}", status.code(), status.message())))?
             .into_inner();
         self.up();
+        self.counters.connected_grpc.fetch_add(1, Ordering::Relaxed);
         // The peer ending the call (a drain) ends `read` once it has taken
         // the replies sent before, so only what it never answered fails.
         let ended = tokio::select! {
@@ -73,6 +74,7 @@ impl Shared {
             r = self.ping(false) => r,
         };
         self.counters.connected.fetch_sub(1, Ordering::Relaxed);
+        self.counters.connected_grpc.fetch_sub(1, Ordering::Relaxed);
         ended.map_err(|reason| (reason, true))
     }
 }

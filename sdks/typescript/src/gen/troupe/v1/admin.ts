@@ -140,6 +140,11 @@ export interface PeerLinkStatus {
   reconnects: bigint;
   /** the latest measured round trip (0: none yet) */
   rttUs: bigint;
+  /**
+   * Of `connected`, those open as PeerLink.Open calls (--peer-protocol grpc,
+   * or a peer older than framed links); the rest are framed links.
+   */
+  connectedGrpc: number;
 }
 
 /** What write-behind still owes the store. */
@@ -940,6 +945,7 @@ function createBasePeerLinkStatus(): PeerLinkStatus {
     inFlight: 0n,
     reconnects: 0n,
     rttUs: 0n,
+    connectedGrpc: 0,
   };
 }
 
@@ -1004,6 +1010,9 @@ export const PeerLinkStatus: MessageFns<PeerLinkStatus> = {
         throw new globalThis.Error("value provided for field message.rttUs of type uint64 too large");
       }
       writer.uint32(96).uint64(message.rttUs);
+    }
+    if (message.connectedGrpc !== 0) {
+      writer.uint32(104).uint32(message.connectedGrpc);
     }
     return writer;
   },
@@ -1117,6 +1126,14 @@ export const PeerLinkStatus: MessageFns<PeerLinkStatus> = {
             message.rttUs = reader.uint64() as bigint;
             continue;
           }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.connectedGrpc = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1156,6 +1173,7 @@ export const PeerLinkStatus: MessageFns<PeerLinkStatus> = {
       ? BigInt(object.reconnects)
       : 0n;
     message.rttUs = (object.rttUs !== undefined && object.rttUs !== null) ? BigInt(object.rttUs) : 0n;
+    message.connectedGrpc = object.connectedGrpc ?? 0;
     return message;
   },
 };

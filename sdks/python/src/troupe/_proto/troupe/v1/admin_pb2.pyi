@@ -92,7 +92,7 @@ class DeliveryStatus(_message.Message):
     def __init__(self, inbox_depth: _Optional[int] = ..., retrying: _Optional[int] = ..., stored: _Optional[int] = ..., delivered: _Optional[int] = ..., retries: _Optional[int] = ..., dead_lettered: _Optional[int] = ..., redriven: _Optional[int] = ..., dropped: _Optional[int] = ..., dead_letters: _Optional[int] = ..., dead_letters_at_least: bool = ..., dead_letters_error: _Optional[str] = ...) -> None: ...
 
 class PeerLinkStatus(_message.Message):
-    __slots__ = ("peer", "channel", "connections", "connected", "bytes_sent", "bytes_received", "messages_sent", "messages_received", "queued_bytes", "in_flight", "reconnects", "rtt_us")
+    __slots__ = ("peer", "channel", "connections", "connected", "bytes_sent", "bytes_received", "messages_sent", "messages_received", "queued_bytes", "in_flight", "reconnects", "rtt_us", "connected_grpc")
     PEER_FIELD_NUMBER: _ClassVar[int]
     CHANNEL_FIELD_NUMBER: _ClassVar[int]
     CONNECTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +105,7 @@ class PeerLinkStatus(_message.Message):
     IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     RECONNECTS_FIELD_NUMBER: _ClassVar[int]
     RTT_US_FIELD_NUMBER: _ClassVar[int]
+    CONNECTED_GRPC_FIELD_NUMBER: _ClassVar[int]
     peer: str
     channel: str
     connections: int
@@ -117,7 +118,8 @@ class PeerLinkStatus(_message.Message):
     in_flight: int
     reconnects: int
     rtt_us: int
-    def __init__(self, peer: _Optional[str] = ..., channel: _Optional[str] = ..., connections: _Optional[int] = ..., connected: _Optional[int] = ..., bytes_sent: _Optional[int] = ..., bytes_received: _Optional[int] = ..., messages_sent: _Optional[int] = ..., messages_received: _Optional[int] = ..., queued_bytes: _Optional[int] = ..., in_flight: _Optional[int] = ..., reconnects: _Optional[int] = ..., rtt_us: _Optional[int] = ...) -> None: ...
+    connected_grpc: int
+    def __init__(self, peer: _Optional[str] = ..., channel: _Optional[str] = ..., connections: _Optional[int] = ..., connected: _Optional[int] = ..., bytes_sent: _Optional[int] = ..., bytes_received: _Optional[int] = ..., messages_sent: _Optional[int] = ..., messages_received: _Optional[int] = ..., queued_bytes: _Optional[int] = ..., in_flight: _Optional[int] = ..., reconnects: _Optional[int] = ..., rtt_us: _Optional[int] = ..., connected_grpc: _Optional[int] = ...) -> None: ...
 
 class FlushBacklog(_message.Message):
     __slots__ = ("dirty_actors", "dirty_bytes", "held_replies", "batches", "keys_written", "last_flush_unix_ms", "failing", "last_error")
