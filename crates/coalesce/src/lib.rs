@@ -221,22 +221,31 @@ impl tower_service::Service<Uri> for Connector {
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
-        Box::pin(async move {
-            let invalid = || {
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("the address {uri} names no host and port"),
-                )
-            };
-            let host = uri.host().ok_or_else(invalid)?;
-            // An IPv6 literal comes bracketed in a URI, not in a socket address.
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            let port = uri.port_u16().ok_or_else(invalid)?;
-            let stream = TcpStream::connect((host, port)).await?;
-            stream.set_nodelay(true)?;
-            Ok(TokioIo::new(Coalesced::new(stream)))
-        })
+        Box::pin(async move { Ok(TokioIo::new(Coalesced::new(dial(&uri).await?))) })
     }
+}
+
+/// The host a URI names, an IPv6 literal without the brackets a URI puts
+/// around it (a socket address or TLS server name has none).
+pub fn host_of(uri: &Uri) -> Option<&str> {
+    uri.host()
+        .map(|host| host.trim_start_matches('[').trim_end_matches(']'))
+}
+
+/// Dials `host:port` of `uri` over TCP without Nagle's delay: what every
+/// connector here (and the daemons' framed links) opens first.
+pub async fn dial(uri: &Uri) -> io::Result<TcpStream> {
+    let invalid = || {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("the address {uri} names no host and port"),
+        )
+    };
+    let host = host_of(uri).ok_or_else(invalid)?;
+    let port = uri.port_u16().ok_or_else(invalid)?;
+    let stream = TcpStream::connect((host, port)).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
 /// The socket path of a `unix:` address, in gRPC's forms (`unix:relative`,

@@ -78,18 +78,10 @@ impl tower_service::Service<Uri> for Connector {
             Source::Fixed(config) => config.clone(),
         };
         Box::pin(async move {
-            let host = uri
-                .host()
+            let host = troupe_coalesce::host_of(&uri)
                 .ok_or_else(|| invalid(format!("{uri} names no host")))?
-                .trim_start_matches('[')
-                .trim_end_matches(']')
                 .to_owned();
-            let port = uri
-                .port_u16()
-                .ok_or_else(|| invalid(format!("{uri} names no port")))?;
-            let tcp = TcpStream::connect((host.as_str(), port)).await?;
-            // Small messages must not wait for Nagle's algorithm.
-            tcp.set_nodelay(true)?;
+            let tcp = troupe_coalesce::dial(&uri).await?;
             let name = ServerName::try_from(host)
                 .map_err(|e| invalid(format!("{uri}: not a host name or address: {e}")))?;
             // Under TLS, so that a burst's records leave in one write; from

@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tonic::codegen::http::Uri;
 use tonic::codegen::Service;
 use tracing::{debug, info};
@@ -27,14 +26,15 @@ fn down(reason: String) -> Refusal {
     (reason, false)
 }
 
-/// How a framed attempt ended without a stream.
-enum Unopened {
+/// How a framed attempt ended: it failed (before its stream opened or
+/// after, as the flag says), or the peer does not speak the protocol.
+enum FramedEnd {
     Failed(Refusal),
     /// The peer does not speak the framed protocol; why it seems so.
     Unspoken(String),
 }
 
-impl From<Refusal> for Unopened {
+impl From<Refusal> for FramedEnd {
     fn from(refusal: Refusal) -> Self {
         Self::Failed(refusal)
     }
@@ -60,20 +60,18 @@ impl Shared {
                 self.run_framed(io).await
             }
             None => {
-                let (host, port) = host_and_port(&uri).map_err(down)?;
-                let tcp = tokio::time::timeout(limit, TcpStream::connect((host.as_str(), port)))
+                // Without Coalesced: the writer batches frames itself.
+                let tcp = tokio::time::timeout(limit, troupe_coalesce::dial(&uri))
                     .await
                     .map_err(|_| timed_out())?
                     .map_err(|e| down(e.to_string()))?;
-                // The writer batches; a small call must not wait for an ACK.
-                tcp.set_nodelay(true).map_err(|e| down(e.to_string()))?;
                 self.run_framed(tcp).await
             }
         };
         match ended {
             Ok(()) => Ok(()),
-            Err(Unopened::Failed(refusal)) => Err(refusal),
-            Err(Unopened::Unspoken(why)) => {
+            Err(FramedEnd::Failed(refusal)) => Err(refusal),
+            Err(FramedEnd::Unspoken(why)) => {
                 if self
                     .counters
                     .peer_predates_framed
@@ -88,7 +86,7 @@ impl Shared {
         }
     }
 
-    async fn run_framed<IO>(self: &Arc<Self>, io: IO) -> Result<(), Unopened>
+    async fn run_framed<IO>(self: &Arc<Self>, io: IO) -> Result<(), FramedEnd>
     where
         IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     {
@@ -117,8 +115,8 @@ impl Shared {
                 Err(_) => Err(down("the peer did not open the stream in time".into()).into()),
                 // An HTTP/2 server closes on a preface it does not know,
                 // perhaps after a GOAWAY that reads as no frame of ours.
-                Ok(Ok(None)) => Err(Unopened::Unspoken("it closed the connection".into())),
-                Ok(Err(error)) => Err(Unopened::Unspoken(error.to_string())),
+                Ok(Ok(None)) => Err(FramedEnd::Unspoken("it closed the connection".into())),
+                Ok(Err(error)) => Err(FramedEnd::Unspoken(error.to_string())),
                 Ok(Ok(Some(frame))) => Ok(frame),
             }
         };
@@ -158,21 +156,6 @@ impl Shared {
             },
         };
         self.counters.connected.fetch_sub(1, Ordering::Relaxed);
-        ended.map_err(|reason| Unopened::Failed((reason, true)))
+        ended.map_err(|reason| FramedEnd::Failed((reason, true)))
     }
-}
-
-/// The host and port a URI names, the host without an IPv6 literal's
-/// brackets.
-fn host_and_port(uri: &Uri) -> Result<(String, u16), String> {
-    let host = uri
-        .host()
-        .ok_or_else(|| format!("the peer address {uri} names no host"))?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    let port = uri
-        .port_u16()
-        .ok_or_else(|| format!("the peer address {uri} names no port"))?;
-    Ok((host, port))
 }
