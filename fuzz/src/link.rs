@@ -134,6 +134,23 @@ fn request(id: &str, method: &str, payload: &[u8]) -> pb::LinkMessage {
     }
 }
 
+/// A read of counter c1's state, as request `id`.
+pub(crate) fn state_read(id: u64) -> pb::LinkMessage {
+    pb::LinkMessage {
+        id,
+        body: Some(pb::link_message::Body::Request(pb::LinkRequest {
+            call: Some(pb::link_request::Call::GetState(pb::GetStateRequest {
+                actor: Some(pb::ActorRef {
+                    r#type: "counter".into(),
+                    id: "c1".into(),
+                }),
+                keys: Vec::new(),
+            })),
+            ..Default::default()
+        })),
+    }
+}
+
 /// Seeds for `link_stream`: a hello with requests and a ping, a request
 /// in chunks, a state read.
 pub fn stream_seeds() -> Vec<Vec<u8>> {
@@ -157,19 +174,7 @@ pub fn stream_seeds() -> Vec<Vec<u8>> {
     let mut large = request("c2", "echo", &[b'7'; 300]);
     large.id = 3;
     let state = pb::LinkFrame {
-        messages: vec![pb::LinkMessage {
-            id: 4,
-            body: Some(pb::link_message::Body::Request(pb::LinkRequest {
-                call: Some(pb::link_request::Call::GetState(pb::GetStateRequest {
-                    actor: Some(pb::ActorRef {
-                        r#type: "counter".into(),
-                        id: "c1".into(),
-                    }),
-                    keys: Vec::new(),
-                })),
-                ..Default::default()
-            })),
-        }],
+        messages: vec![state_read(4)],
         ..Default::default()
     };
     let mut chunked = vec![3u8, 100];

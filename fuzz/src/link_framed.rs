@@ -20,7 +20,7 @@ use troupe_transport::link::Admit;
 use crate::client_api::ClientApi;
 use crate::daemon::{self, block_on, bounded};
 use crate::input::{Ops, OpsWriter};
-use crate::link::fuzz_links;
+use crate::link::{fuzz_links, state_read};
 use crate::link_api::LinkApi;
 
 const MAX_OPS: usize = 64;
@@ -135,21 +135,7 @@ pub fn run_framed(data: &[u8]) {
 pub fn framed_seeds() -> Vec<Vec<u8>> {
     let request = pb::LinkFrame {
         messages: vec![
-            pb::LinkMessage {
-                id: 1,
-                body: Some(pb::link_message::Body::Request(pb::LinkRequest {
-                    hops: 1,
-                    timeout_ms: 500,
-                    call: Some(pb::link_request::Call::GetState(pb::GetStateRequest {
-                        actor: Some(pb::ActorRef {
-                            r#type: "counter".into(),
-                            id: "c1".into(),
-                        }),
-                        keys: Vec::new(),
-                    })),
-                    ..Default::default()
-                })),
-            },
+            state_read(1),
             pb::LinkMessage {
                 id: 2,
                 body: Some(pb::link_message::Body::Ping(pb::LinkPing {})),

@@ -92,6 +92,23 @@ pub fn placement_arg(replicas: &PlacementCluster) -> String {
         .join(",")
 }
 
+/// `troupe serve` flags of a cluster daemon `node` with no state to share
+/// (`--store memory`), followed by `extra` (e.g. TLS flags).
+pub fn memory_member_args(placement: &str, node: &str, extra: Vec<String>) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--placement",
+        placement,
+        "--node",
+        node,
+        "--store",
+        "memory",
+    ]
+    .map(str::to_owned)
+    .into();
+    args.extend(extra);
+    args
+}
+
 /// The status as any live replica answers it.
 pub async fn cluster_status(
     replicas: &PlacementCluster,

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use troupe_tests::cluster_harness::placement_arg;
+use troupe_tests::cluster_harness::{memory_member_args, placement_arg};
 use troupe_tests::replicas::PlacementCluster;
 use troupe_tests::tls::TestCa;
 use troupe_tests::*;
@@ -29,20 +29,6 @@ fn links(authorization: Option<&str>, tls: Option<Connector>) -> anyhow::Result<
         tls,
         ..LinksConfig::default()
     }))
-}
-
-/// A cluster daemon `d1` with no state to share.
-fn cluster_args(placement: &str) -> Vec<String> {
-    [
-        "--placement",
-        placement,
-        "--node",
-        "d1",
-        "--store",
-        "memory",
-    ]
-    .map(str::to_owned)
-    .into()
 }
 
 /// A state read of an actor nobody hosts: any reply, even an error status,
@@ -79,7 +65,7 @@ async fn a_framed_link_must_present_the_daemons_token() -> anyhow::Result<()> {
     replicas.leader().await?;
     let placement = placement_arg(&replicas);
     let dir = tempfile::tempdir()?;
-    let args = cluster_args(&placement);
+    let args = memory_member_args(&placement, "d1", Vec::new());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let daemon =
         Daemon::start_with_env(dir.path(), &args, &[("TROUPE_API_TOKEN", "link-secret")]).await?;
@@ -108,8 +94,7 @@ async fn under_tls_only_a_members_certificate_opens_a_framed_link() -> anyhow::R
     replicas.leader().await?;
     let placement = placement_arg(&replicas);
     let dir = tempfile::tempdir()?;
-    let mut args = cluster_args(&placement);
-    args.extend(ca.member_args("d1")?);
+    let args = memory_member_args(&placement, "d1", ca.member_args("d1")?);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let daemon = Daemon::start(dir.path(), &args).await?;
     let address = daemon.addr.to_string();

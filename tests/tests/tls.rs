@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tonic::transport::{Channel, Endpoint};
 use tower_service::Service;
-use troupe_tests::cluster_harness::{cluster_status, placement_arg};
+use troupe_tests::cluster_harness::{cluster_status, memory_member_args, placement_arg};
 use troupe_tests::replicas::PlacementCluster;
 use troupe_tests::tls::{connect, TestCa};
 use troupe_tests::*;
@@ -27,22 +27,6 @@ fn foreign_args(holder: &TestCa, trusted: &TestCa, name: &str) -> anyhow::Result
     let mut args = holder.member_args(name)?;
     args[5] = trusted.ca_path().display().to_string();
     Ok(args)
-}
-
-/// A cluster daemon with no state to share (`--store memory`) and `tls`.
-fn cluster_daemon_args(placement: &str, node: &str, tls: Vec<String>) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "--placement",
-        placement,
-        "--node",
-        node,
-        "--store",
-        "memory",
-    ]
-    .map(str::to_owned)
-    .into();
-    args.extend(tls);
-    args
 }
 
 async fn peer_link_open(channel: Channel) -> Result<(), tonic::Status> {
@@ -134,7 +118,7 @@ async fn certificates_from_another_ca_are_refused_on_every_cluster_path() -> any
     let placement = placement_arg(&replicas);
 
     let d1_dir = tempfile::tempdir()?;
-    let d1_args = cluster_daemon_args(&placement, "d1", ca.member_args("d1")?);
+    let d1_args = memory_member_args(&placement, "d1", ca.member_args("d1")?);
     let d1_args: Vec<&str> = d1_args.iter().map(String::as_str).collect();
     let d1 = Daemon::start(d1_dir.path(), &d1_args).await?;
     poll_until(WAIT, "d1 in the placement table", || async {
@@ -146,7 +130,7 @@ async fn certificates_from_another_ca_are_refused_on_every_cluster_path() -> any
     // Daemon -> placement: a node that trusts the cluster's CA but holds a
     // certificate of another cannot join.
     let rogue_dir = tempfile::tempdir()?;
-    let rogue_args = cluster_daemon_args(&placement, "rogue", foreign_args(&other, &ca, "rogue")?);
+    let rogue_args = memory_member_args(&placement, "rogue", foreign_args(&other, &ca, "rogue")?);
     let rogue_args: Vec<&str> = rogue_args.iter().map(String::as_str).collect();
     let rogue = Daemon::start(rogue_dir.path(), &rogue_args).await?;
     poll_until(WAIT, "placement refusing the rogue's handshake", || async {
@@ -164,7 +148,7 @@ async fn certificates_from_another_ca_are_refused_on_every_cluster_path() -> any
     // certificate comes from another CA (it never joins through it).
     let fake = PlacementCluster::start_with_tls(1, &[], Some(other.clone())).await?;
     let d2_dir = tempfile::tempdir()?;
-    let d2_args = cluster_daemon_args(&placement_arg(&fake), "d2", ca.member_args("d2")?);
+    let d2_args = memory_member_args(&placement_arg(&fake), "d2", ca.member_args("d2")?);
     let d2_args: Vec<&str> = d2_args.iter().map(String::as_str).collect();
     let d2 = Daemon::start(d2_dir.path(), &d2_args).await?;
     poll_until(WAIT, "d2 refusing the fake replica", || async {

@@ -4,6 +4,8 @@
 //! runs once per protocol a daemon may dial with; the stub answers both on
 //! one port, as the daemon does.
 
+mod proxy;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,15 +13,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use troupe_proto::v1 as pb;
 use troupe_transport::link::{
     affinity, Admit, Authorization, ChannelPlan, Inbound, LinkProtocol, Links, LinksConfig,
 };
 use troupe_transport::{BoxFuture, TransportError};
+
+use proxy::Proxy;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -97,73 +99,6 @@ async fn serve_checked(
 /// Serves `inbound` on a loopback port to anyone.
 async fn serve(links: &Links, inbound: Arc<dyn Inbound>) -> Result<SocketAddr, std::io::Error> {
     serve_checked(links, inbound, Arc::new(|_, _| Ok(())), Ok).await
-}
-
-/// A TCP proxy in front of `upstream`.
-struct Proxy {
-    address: SocketAddr,
-    paused: watch::Sender<bool>,
-    connections: Arc<Mutex<JoinSet<()>>>,
-}
-
-impl Proxy {
-    async fn start(upstream: SocketAddr) -> Result<Self, std::io::Error> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let address = listener.local_addr()?;
-        let (paused, watch) = watch::channel(false);
-        let connections = Arc::new(Mutex::new(JoinSet::new()));
-        let accepted = connections.clone();
-        tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let Ok(server) = TcpStream::connect(upstream).await else {
-                    continue;
-                };
-                let (cr, cw) = client.into_split();
-                let (sr, sw) = server.into_split();
-                let mut set = accepted.lock();
-                set.spawn(pump(cr, sw, watch.clone()));
-                set.spawn(pump(sr, cw, watch.clone()));
-            }
-        });
-        Ok(Self {
-            address,
-            paused,
-            connections,
-        })
-    }
-
-    /// Stops (or resumes) moving bytes: to the sender, the peer stopped
-    /// reading.
-    fn pause(&self, on: bool) {
-        let _ = self.paused.send(on);
-    }
-
-    /// Resets every connection through the proxy.
-    fn cut(&self) {
-        self.connections.lock().abort_all();
-    }
-}
-
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    mut paused: watch::Receiver<bool>,
-) {
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        let n = match from.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        // Checked after the read: bytes sent once the proxy is paused are
-        // held, even by a pump that was already waiting to read them.
-        if paused.wait_for(|p| !*p).await.is_err() {
-            return;
-        }
-        if to.write_all(&buffer[..n]).await.is_err() {
-            return;
-        }
-    }
 }
 
 /// Links to a recorder behind a proxy, with one request answered already.
