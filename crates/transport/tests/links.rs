@@ -403,6 +403,30 @@ async fn a_silent_peer_is_given_up_by_keep_alive(protocol: LinkProtocol) -> Test
     Ok(())
 }
 
+/// A link that keeps delivering an answer slowly is alive, even when its
+/// pong waits behind megabytes of it for longer than the keep-alive timeout
+/// (under a full WAN link the framed links' first rule gave such links up
+/// and failed what was in flight with them).
+async fn a_slow_but_delivering_link_is_kept(protocol: LinkProtocol) -> TestResult {
+    let (links, proxy, address) = proxied(LinksConfig {
+        keep_alive_interval: Duration::from_millis(300),
+        keep_alive_timeout: Duration::from_millis(300),
+        ..config(protocol, ChannelPlan::default())
+    })
+    .await?;
+    // 8 MiB back at 4 MB/s: about two seconds of answer, a 256 KiB frame
+    // every 64 ms, while the pong queues behind the socket buffers' MBs.
+    proxy.slow_answers(4_000_000);
+    let reply = send(&links, &address, "big", 1, 8 << 20).await?;
+    let Some(pb::link_reply::Result::Invoke(answer)) = reply.result else {
+        return Err(format!("no invoke answer: {reply:?}").into());
+    };
+    assert_eq!(answer.payload.map(|p| p.data.len()), Some(8 << 20));
+    let reconnects: u64 = links.stats().iter().map(|s| s.reconnects).sum();
+    assert_eq!(reconnects, 0);
+    Ok(())
+}
+
 /// A peer that predates framed links serves only the `PeerLink` service:
 /// a daemon dialling framed links still reaches it, over PeerLink calls,
 /// so old and new daemons mix during a rolling upgrade.
@@ -536,6 +560,7 @@ async fn links_present_the_configured_authorization(protocol: LinkProtocol) -> T
 }
 
 per_protocol!(
+    a_slow_but_delivering_link_is_kept,
     a_silent_peer_is_given_up_by_keep_alive,
     each_pairs_order_holds_across_connections_and_a_reset,
     a_reset_mid_transfer_fails_only_what_was_in_flight,

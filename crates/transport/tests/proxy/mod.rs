@@ -1,8 +1,10 @@
 //! A TCP proxy the link tests put between two daemons: it can pause (a peer
-//! or network that stops reading) and cut (a connection reset).
+//! or network that stops reading), cut (a connection reset) and slow the
+//! answers down (a narrow path back).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -14,6 +16,8 @@ use tokio::task::JoinSet;
 pub struct Proxy {
     pub address: SocketAddr,
     paused: watch::Sender<bool>,
+    /// Bytes per second upstream's answers may flow at (0: unlimited).
+    answer_rate: watch::Sender<u64>,
     connections: Arc<Mutex<JoinSet<()>>>,
 }
 
@@ -22,6 +26,7 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let address = listener.local_addr()?;
         let (paused, watch) = watch::channel(false);
+        let (answer_rate, rate) = watch::channel(0);
         let connections = Arc::new(Mutex::new(JoinSet::new()));
         let accepted = connections.clone();
         tokio::spawn(async move {
@@ -32,13 +37,14 @@ impl Proxy {
                 let (cr, cw) = client.into_split();
                 let (sr, sw) = server.into_split();
                 let mut set = accepted.lock();
-                set.spawn(pump(cr, sw, watch.clone()));
-                set.spawn(pump(sr, cw, watch.clone()));
+                set.spawn(pump(cr, sw, watch.clone(), None));
+                set.spawn(pump(sr, cw, watch.clone(), Some(rate.clone())));
             }
         });
         Ok(Self {
             address,
             paused,
+            answer_rate,
             connections,
         })
     }
@@ -47,6 +53,11 @@ impl Proxy {
     /// reading.
     pub fn pause(&self, on: bool) {
         let _ = self.paused.send(on);
+    }
+
+    /// Lets upstream's answers through at most `bytes_per_second`.
+    pub fn slow_answers(&self, bytes_per_second: u64) {
+        let _ = self.answer_rate.send(bytes_per_second);
     }
 
     /// Resets every connection through the proxy.
@@ -59,6 +70,7 @@ async fn pump(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     mut paused: watch::Receiver<bool>,
+    rate: Option<watch::Receiver<u64>>,
 ) {
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
@@ -73,6 +85,14 @@ async fn pump(
         }
         if to.write_all(&buffer[..n]).await.is_err() {
             return;
+        }
+        // Pacing, not waiting for an event: the rate is the path's width.
+        let per_second = rate.as_ref().map_or(0, |r| *r.borrow());
+        if let Some(nanos) = (n as u64)
+            .saturating_mul(1_000_000_000)
+            .checked_div(per_second)
+        {
+            tokio::time::sleep(Duration::from_nanos(nanos)).await;
         }
     }
 }
