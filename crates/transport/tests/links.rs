@@ -403,6 +403,57 @@ async fn a_silent_peer_is_given_up_by_keep_alive(protocol: LinkProtocol) -> Test
     Ok(())
 }
 
+/// A dialler whose host vanished sends nothing more and never resets its
+/// connection: the answering side lets the stream go once two of the
+/// dialler's pings failed to come, instead of holding it (its task, buffers
+/// and socket) for good.
+async fn a_dialler_gone_silent_is_let_go(protocol: LinkProtocol) -> TestResult {
+    use futures::StreamExt;
+    use prost::Message;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let links = Links::new(LinksConfig {
+        keep_alive_interval: Duration::from_millis(100),
+        keep_alive_timeout: Duration::from_millis(100),
+        ..config(protocol, ChannelPlan::default())
+    });
+    let address = serve(&links, Arc::new(Recorder::default())).await?;
+    let hello = pb::LinkFrame {
+        hello: Some(pb::LinkHello {
+            node: "silent".into(),
+            channel: "call/0".into(),
+            authorization: String::new(),
+        }),
+        ..pb::LinkFrame::default()
+    };
+    // Far beyond the half second the stream may stay quiet: only a stream
+    // that is never let go runs into it.
+    let bound = Duration::from_secs(20);
+    match protocol {
+        LinkProtocol::Framed => {
+            let mut stream = tokio::net::TcpStream::connect(address).await?;
+            let encoded = hello.encode_to_vec();
+            let mut bytes = b"TRPLINK1".to_vec();
+            bytes.extend_from_slice(&u32::try_from(encoded.len())?.to_be_bytes());
+            bytes.extend_from_slice(&encoded);
+            stream.write_all(&bytes).await?;
+            // The hello back, then the end, with nothing written after.
+            let mut answer = Vec::new();
+            tokio::time::timeout(bound, stream.read_to_end(&mut answer)).await??;
+            assert!(!answer.is_empty());
+        }
+        LinkProtocol::Grpc => {
+            let mut client =
+                pb::peer_link_client::PeerLinkClient::connect(format!("http://{address}")).await?;
+            let frames = futures::stream::iter([hello]).chain(futures::stream::pending());
+            let mut replies = client.open(frames).await?.into_inner();
+            let end = tokio::time::timeout(bound, replies.message()).await??;
+            assert!(end.is_none(), "{end:?}");
+        }
+    }
+    Ok(())
+}
+
 /// A link that keeps delivering an answer slowly is alive, even when its
 /// pong waits behind megabytes of it for longer than the keep-alive timeout
 /// (under a full WAN link the framed links' first rule gave such links up
@@ -560,6 +611,7 @@ async fn links_present_the_configured_authorization(protocol: LinkProtocol) -> T
 }
 
 per_protocol!(
+    a_dialler_gone_silent_is_let_go,
     a_slow_but_delivering_link_is_kept,
     a_silent_peer_is_given_up_by_keep_alive,
     each_pairs_order_holds_across_connections_and_a_reset,

@@ -17,7 +17,7 @@ use futures::task::AtomicWaker;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 use tonic::{Request, Response, Status, Streaming};
-use tracing::debug;
+use tracing::{debug, info};
 use troupe_proto::v1 as pb;
 
 use super::config::LinksConfig;
@@ -40,6 +40,9 @@ pub struct LinkServer {
     pub(super) framing: Framing,
     pub(super) max_message_bytes: usize,
     pub(super) frame_limit: usize,
+    /// A dialler pings at least this often: a stream quiet for two of these
+    /// in a row lost its peer (see [`serve`]).
+    pub(super) quiet_period: std::time::Duration,
     /// Set when the daemon closes: streams stop taking requests, answer
     /// those they have, and end.
     pub(super) closing: watch::Receiver<bool>,
@@ -65,6 +68,9 @@ impl LinkServer {
             framing: config.framing(),
             max_message_bytes: config.max_message_bytes,
             frame_limit: config.frame_limit(),
+            quiet_period: config
+                .keep_alive_interval
+                .saturating_add(config.keep_alive_timeout),
             closing,
         }
     }
@@ -187,9 +193,19 @@ impl LinkServer {
             self.inbound.clone(),
             replies,
             self.max_message_bytes,
+            self.quiet_period,
             self.closing.clone(),
         )
     }
+}
+
+/// Why a stream was let go without a word from its peer.
+fn quiet_reason(period: std::time::Duration) -> String {
+    format!(
+        "nothing came from the peer for over {:?}, though a live peer pings every {:?} at most",
+        period.saturating_mul(2),
+        period
+    )
 }
 
 async fn serve(
@@ -198,11 +214,27 @@ async fn serve(
     inbound: Arc<dyn Inbound>,
     replies: Arc<Replies>,
     max_message_bytes: usize,
+    quiet_period: std::time::Duration,
     mut closing: watch::Receiver<bool>,
 ) {
     let mut reassembly = Reassembly::new(max_message_bytes);
     let mut running = FuturesUnordered::new();
     let mut draining = false;
+    // The dialler's pings keep a stream alive; one whose peer's host
+    // vanished (no reset ever comes) would otherwise hold its task, buffers
+    // and socket forever. Counted per tick, so a frame costs no timer.
+    let quiet_period = quiet_period.max(std::time::Duration::from_millis(1));
+    let start = tokio::time::Instant::now();
+    let mut watchdog = tokio::time::interval_at(
+        start.checked_add(quiet_period).unwrap_or(start),
+        quiet_period,
+    );
+    // A stalled runtime must not fire the missed ticks back to back with
+    // no chance to read in between.
+    watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut frames_read: u64 = 0;
+    let mut read_at_last_tick = 0;
+    let mut quiet_ticks = 0u8;
     let ended = loop {
         if draining && running.is_empty() {
             // Every request taken is answered: send the last replies and
@@ -214,6 +246,7 @@ async fn serve(
         tokio::select! {
             _ = closing.wait_for(|closing| *closing), if !draining => draining = true,
             frame = incoming.next_frame(), if !draining => {
+                frames_read = frames_read.wrapping_add(1);
                 let frame = match frame {
                     Ok(Some(frame)) => frame,
                     Ok(None) => break "the peer closed the stream".to_owned(),
@@ -251,6 +284,18 @@ async fn serve(
                         }
                         _ => debug!(%peer, "unexpected message on a peer link"),
                     }
+                }
+            }
+            _ = watchdog.tick(), if !draining => {
+                if std::mem::replace(&mut read_at_last_tick, frames_read) == frames_read {
+                    quiet_ticks = quiet_ticks.saturating_add(1);
+                } else {
+                    quiet_ticks = 0;
+                }
+                if quiet_ticks >= 2 {
+                    let reason = quiet_reason(quiet_period);
+                    info!(%peer, %reason, "let a peer link go");
+                    break reason;
                 }
             }
             Some((id, reply)) = running.next(), if !running.is_empty() => {
