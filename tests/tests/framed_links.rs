@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use troupe_tests::cluster_harness::{memory_member_args, placement_arg};
 use troupe_tests::replicas::PlacementCluster;
+use troupe_tests::scrape::{metrics_addr, scrape};
 use troupe_tests::tls::TestCa;
 use troupe_tests::*;
 use troupe_tls::dev::Subject;
@@ -59,16 +60,30 @@ fn refused_because(answer: Result<pb::LinkReply, TransportError>) -> anyhow::Res
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_framed_link_must_present_the_daemons_token() -> anyhow::Result<()> {
+/// A daemon in `dir`, member of a placement cluster of one replica (kept
+/// alive by the caller), with `extra` arguments and `env`.
+async fn member(
+    dir: &std::path::Path,
+    extra: Vec<String>,
+    env: &[(&str, &str)],
+) -> anyhow::Result<(PlacementCluster, Daemon)> {
     let replicas = PlacementCluster::start(1, &[]).await?;
     replicas.leader().await?;
-    let placement = placement_arg(&replicas);
-    let dir = tempfile::tempdir()?;
-    let args = memory_member_args(&placement, "d1", Vec::new());
+    let args = memory_member_args(&placement_arg(&replicas), "d1", extra);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let daemon =
-        Daemon::start_with_env(dir.path(), &args, &[("TROUPE_API_TOKEN", "link-secret")]).await?;
+    let daemon = Daemon::start_with_env(dir, &args, env).await?;
+    Ok((replicas, daemon))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_framed_link_must_present_the_daemons_token() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (_replicas, daemon) = member(
+        dir.path(),
+        Vec::new(),
+        &[("TROUPE_API_TOKEN", "link-secret")],
+    )
+    .await?;
     let address = daemon.addr.to_string();
 
     let reason = refused_because(read_state(&links(None, None)?, &address).await)?;
@@ -84,6 +99,41 @@ async fn a_framed_link_must_present_the_daemons_token() -> anyhow::Result<()> {
         !daemon.log().contains("link-secret"),
         "the token was logged"
     );
+    Ok(())
+}
+
+/// The streams other daemons opened show in `/metrics` while they are
+/// served, and leave it when their dialler closes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_links_peers_opened_show_in_metrics() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let metrics = vec!["--metrics-listen".to_owned(), "127.0.0.1:0".to_owned()];
+    let (_replicas, daemon) = member(dir.path(), metrics, &[]).await?;
+    let endpoint = metrics_addr(&daemon.log()).context("no metrics address logged")?;
+    let streams = || async move {
+        anyhow::Ok(
+            scrape(endpoint)
+                .await?
+                .sum("troupe_peer_link_inbound_streams", &[]),
+        )
+    };
+    assert_eq!(streams().await?, 0.0);
+
+    let peer = links(None, None)?;
+    read_state(&peer, &daemon.addr.to_string()).await?;
+    assert!(streams().await? >= 1.0);
+    drop(peer);
+    // The dialler's connections close as its links drop; the daemon's serve
+    // loops see the end and stop counting them.
+    let mut served = streams().await?;
+    for _ in 0..100 {
+        if served == 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        served = streams().await?;
+    }
+    assert_eq!(served, 0.0, "streams still served after the peer closed");
     Ok(())
 }
 

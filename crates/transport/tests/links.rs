@@ -437,6 +437,7 @@ async fn a_dialler_gone_silent_is_let_go(protocol: LinkProtocol) -> TestResult {
             bytes.extend_from_slice(&u32::try_from(encoded.len())?.to_be_bytes());
             bytes.extend_from_slice(&encoded);
             stream.write_all(&bytes).await?;
+            wait_for(|| links.inbound_stats().streams == 1).await?;
             // The hello back, then the end, with nothing written after.
             let mut answer = Vec::new();
             tokio::time::timeout(bound, stream.read_to_end(&mut answer)).await??;
@@ -447,10 +448,14 @@ async fn a_dialler_gone_silent_is_let_go(protocol: LinkProtocol) -> TestResult {
                 pb::peer_link_client::PeerLinkClient::connect(format!("http://{address}")).await?;
             let frames = futures::stream::iter([hello]).chain(futures::stream::pending());
             let mut replies = client.open(frames).await?.into_inner();
+            wait_for(|| links.inbound_stats().streams == 1).await?;
             let end = tokio::time::timeout(bound, replies.message()).await??;
             assert!(end.is_none(), "{end:?}");
         }
     }
+    // Counted where operators look (`/metrics`), and no longer served.
+    assert_eq!(links.inbound_stats().let_go, 1);
+    wait_for(|| links.inbound_stats().streams == 0).await?;
     Ok(())
 }
 

@@ -1,13 +1,14 @@
 //! The links to other daemons as OpenMetrics families, from
 //! `Links::stats` at each scrape: traffic, queue depth, reconnects and the
-//! measured round trip, per peer and channel.
+//! measured round trip, per peer and channel; and from
+//! `Links::inbound_stats`, the streams peers opened here.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
-use troupe_transport::link::ChannelStats;
+use troupe_transport::link::{ChannelStats, InboundStats};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LinkLabels {
@@ -20,7 +21,7 @@ type Gauges = Family<LinkLabels, Gauge>;
 type Seconds = Family<LinkLabels, Gauge<f64, std::sync::atomic::AtomicU64>>;
 
 /// Appends the link families to `out`, OpenMetrics text ending in `# EOF`.
-pub fn encode(stats: &[ChannelStats], out: &mut String) -> std::fmt::Result {
+pub fn encode(stats: &[ChannelStats], inbound: InboundStats, out: &mut String) -> std::fmt::Result {
     let mut registry = Registry::with_prefix("troupe_peer_link");
     let (sent, received, sent_messages, received_messages, reconnects) = (
         Counters::default(),
@@ -104,6 +105,21 @@ pub fn encode(stats: &[ChannelStats], out: &mut String) -> std::fmt::Result {
         Unit::Seconds,
         rtt,
     );
+    let inbound_streams: Gauge = Gauge::default();
+    inbound_streams.set(gauge(inbound.streams));
+    registry.register(
+        "inbound_streams",
+        "Link streams other daemons opened to this one, served now",
+        inbound_streams,
+    );
+    let let_go: Counter = Counter::default();
+    let_go.inc_by(inbound.let_go);
+    registry.register(
+        "inbound_let_go",
+        "Link streams ended because their dialler's keep-alive pings stopped coming (its host \
+         vanished without closing them)",
+        let_go,
+    );
     prometheus_client::encoding::text::encode(out, &registry)
 }
 
@@ -129,13 +145,19 @@ mod tests {
             rtt_us: 20_000,
         };
         let mut out = String::new();
-        encode(&[stats], &mut out)?;
+        let inbound = InboundStats {
+            streams: 2,
+            let_go: 1,
+        };
+        encode(&[stats], inbound, &mut out)?;
         for line in [
             "troupe_peer_link_sent_bytes_total{peer=\"10.0.0.2:7420\",channel=\"bulk\"} 1000",
             "troupe_peer_link_queued_bytes{peer=\"10.0.0.2:7420\",channel=\"bulk\"} 512",
             "troupe_peer_link_connected_grpc{peer=\"10.0.0.2:7420\",channel=\"bulk\"} 1",
             "troupe_peer_link_reconnects_total{peer=\"10.0.0.2:7420\",channel=\"bulk\"} 1",
             "troupe_peer_link_rtt_seconds{peer=\"10.0.0.2:7420\",channel=\"bulk\"} 0.02",
+            "troupe_peer_link_inbound_streams 2",
+            "troupe_peer_link_inbound_let_go_total 1",
         ] {
             assert!(out.contains(line), "{line} missing from:\n{out}");
         }

@@ -104,7 +104,7 @@ fn encode(sources: &Sources, body: &mut String) -> std::fmt::Result {
         if body.ends_with("# EOF\n") {
             body.truncate(body.len() - "# EOF\n".len());
         }
-        link_metrics::encode(&links.stats(), body)?;
+        link_metrics::encode(&links.stats(), links.inbound_stats(), body)?;
     }
     Ok(())
 }

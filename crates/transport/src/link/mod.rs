@@ -39,11 +39,11 @@ pub use config::{
     Window, WindowError,
 };
 pub use serve::{status_of_reply, status_reply, Inbound, LinkServer};
-pub use stats::ChannelStats;
+pub use stats::{ChannelStats, InboundStats};
 
 use crate::{MessageClass, TransportError};
 use connection::Connection;
-use stats::ChannelCounters;
+use stats::{ChannelCounters, InboundCounters};
 
 /// One channel to one peer.
 #[derive(Debug)]
@@ -92,6 +92,7 @@ struct Inner {
     peers: Mutex<HashMap<String, Arc<PeerLinks>>>,
     /// Tells the streams peers opened here that the daemon is closing.
     closing: tokio::sync::watch::Sender<bool>,
+    inbound: Arc<InboundCounters>,
 }
 
 impl Links {
@@ -101,6 +102,7 @@ impl Links {
                 config: Arc::new(config),
                 peers: Mutex::new(HashMap::new()),
                 closing: tokio::sync::watch::Sender::new(false),
+                inbound: Arc::default(),
             }),
         }
     }
@@ -198,11 +200,21 @@ impl Links {
         stats
     }
 
+    /// The streams peers opened to this daemon.
+    pub fn inbound_stats(&self) -> InboundStats {
+        self.inner.inbound.snapshot()
+    }
+
     /// What answers the links peers open to this daemon: as a gRPC service
     /// ([`LinkServer::into_service`]) and on framed connections
     /// ([`LinkServer::split_incoming`]).
     pub fn server(&self, inbound: Arc<dyn Inbound>) -> LinkServer {
-        LinkServer::new(&self.inner.config, inbound, self.inner.closing.subscribe())
+        LinkServer::new(
+            &self.inner.config,
+            inbound,
+            self.inner.closing.subscribe(),
+            self.inner.inbound.clone(),
+        )
     }
 
     /// The daemon is closing: the streams peers opened here stop taking

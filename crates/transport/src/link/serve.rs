@@ -22,6 +22,7 @@ use troupe_proto::v1 as pb;
 
 use super::config::LinksConfig;
 use super::frames_io::FrameSource;
+use super::stats::{InboundCounters, ServedStream};
 use super::wire::{Framing, Outbox, Reassembly};
 use crate::BoxFuture;
 
@@ -43,6 +44,7 @@ pub struct LinkServer {
     /// A dialler pings at least this often: a stream quiet for two of these
     /// in a row lost its peer (see [`serve`]).
     pub(super) quiet_period: std::time::Duration,
+    pub(super) counters: Arc<InboundCounters>,
     /// Set when the daemon closes: streams stop taking requests, answer
     /// those they have, and end.
     pub(super) closing: watch::Receiver<bool>,
@@ -61,6 +63,7 @@ impl LinkServer {
         config: &LinksConfig,
         inbound: Arc<dyn Inbound>,
         closing: watch::Receiver<bool>,
+        counters: Arc<InboundCounters>,
     ) -> Self {
         Self {
             inbound,
@@ -71,6 +74,7 @@ impl LinkServer {
             quiet_period: config
                 .keep_alive_interval
                 .saturating_add(config.keep_alive_timeout),
+            counters,
             closing,
         }
     }
@@ -192,8 +196,11 @@ impl LinkServer {
             peer,
             self.inbound.clone(),
             replies,
-            self.max_message_bytes,
-            self.quiet_period,
+            Limits {
+                max_message_bytes: self.max_message_bytes,
+                quiet_period: self.quiet_period,
+            },
+            ServedStream::new(self.counters.clone()),
             self.closing.clone(),
         )
     }
@@ -208,15 +215,26 @@ fn quiet_reason(period: std::time::Duration) -> String {
     )
 }
 
+/// What one stream may take: its largest message, and how long its dialler
+/// may be quiet (two of these).
+struct Limits {
+    max_message_bytes: usize,
+    quiet_period: std::time::Duration,
+}
+
 async fn serve(
     mut incoming: impl FrameSource,
     mut peer: String,
     inbound: Arc<dyn Inbound>,
     replies: Arc<Replies>,
-    max_message_bytes: usize,
-    quiet_period: std::time::Duration,
+    limits: Limits,
+    served: ServedStream,
     mut closing: watch::Receiver<bool>,
 ) {
+    let Limits {
+        max_message_bytes,
+        quiet_period,
+    } = limits;
     let mut reassembly = Reassembly::new(max_message_bytes);
     let mut running = FuturesUnordered::new();
     let mut draining = false;
@@ -294,6 +312,7 @@ async fn serve(
                 }
                 if quiet_ticks >= 2 {
                     let reason = quiet_reason(quiet_period);
+                    served.0.let_go.fetch_add(1, Ordering::Relaxed);
                     info!(%peer, %reason, "let a peer link go");
                     break reason;
                 }

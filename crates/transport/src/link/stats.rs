@@ -1,5 +1,6 @@
-//! Counters of one channel to one peer, shared by its connections and read
-//! by `/metrics` and `troupe cluster status`.
+//! Counters of one channel to one peer, shared by its connections, and of
+//! the streams peers opened here; read by `/metrics` and `troupe cluster
+//! status`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -72,5 +73,49 @@ impl ChannelCounters {
             reconnects: self.reconnects.load(Ordering::Relaxed),
             rtt_us: self.rtt_us.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// Counters of the streams peers opened to this daemon (all peers, both
+/// protocols), shared by the serve loops.
+#[derive(Debug, Default)]
+pub(crate) struct InboundCounters {
+    pub(crate) streams: AtomicUsize,
+    pub(crate) let_go: AtomicU64,
+}
+
+/// A snapshot of the streams peers opened to this daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct InboundStats {
+    /// Streams being served now.
+    pub streams: usize,
+    /// Streams ended because their dialler's pings stopped coming (a peer
+    /// whose host vanished), since the daemon started.
+    pub let_go: u64,
+}
+
+impl InboundCounters {
+    pub(crate) fn snapshot(&self) -> InboundStats {
+        InboundStats {
+            streams: self.streams.load(Ordering::Relaxed),
+            let_go: self.let_go.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Counts one stream as served while it lives, whichever way its serve
+/// loop ends (a dropped task included).
+pub(crate) struct ServedStream(pub(crate) std::sync::Arc<InboundCounters>);
+
+impl ServedStream {
+    pub(crate) fn new(counters: std::sync::Arc<InboundCounters>) -> Self {
+        counters.streams.fetch_add(1, Ordering::Relaxed);
+        Self(counters)
+    }
+}
+
+impl Drop for ServedStream {
+    fn drop(&mut self) {
+        self.0.streams.fetch_sub(1, Ordering::Relaxed);
     }
 }
