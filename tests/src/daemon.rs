@@ -202,6 +202,16 @@ impl Daemon {
         Ok(pb::admin_client::AdminClient::new(self.channel().await?))
     }
 
+    /// What `troupe status` shows, as the Admin API answers it.
+    pub async fn status(&self) -> anyhow::Result<pb::StatusResponse> {
+        Ok(self
+            .admin()
+            .await?
+            .status(pb::StatusRequest {})
+            .await?
+            .into_inner())
+    }
+
     /// Lists every active actor (all pages).
     pub async fn actors(&self) -> anyhow::Result<Vec<pb::ActorInfo>> {
         let mut admin = self.admin().await?;

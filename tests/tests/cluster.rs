@@ -159,6 +159,17 @@ async fn calls_through_any_daemon_reach_the_one_actor() -> anyhow::Result<()> {
             "{node} missing from cluster status:\n{out}"
         );
     }
+    // The owner answered the others' forwarded calls over streams they
+    // opened to it: its status counts them.
+    let shown: serde_json::Value = serde_json::from_str(&out)?;
+    let owner = shown["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["node"] == live[0].as_str())
+        .with_context(|| format!("{} missing from:\n{out}", live[0]))?;
+    let streams = owner["inbound_links"]["streams"].as_u64().unwrap_or(0);
+    assert!(streams >= 2, "two peers forwarded to {}:\n{out}", live[0]);
     Ok(())
 }
 

@@ -54,12 +54,7 @@ fn delta(before: &Scrape, after: &Scrape, name: &str) -> f64 {
 }
 
 async fn delivery(daemon: &Daemon) -> anyhow::Result<pb::DeliveryStatus> {
-    let status = daemon
-        .admin()
-        .await?
-        .status(pb::StatusRequest {})
-        .await?
-        .into_inner();
+    let status = daemon.status().await?;
     status
         .delivery
         .context("the status has no delivery figures")

@@ -102,10 +102,11 @@ async fn a_framed_link_must_present_the_daemons_token() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The streams other daemons opened show in `/metrics` while they are
-/// served, and leave it when their dialler closes them.
+/// The streams other daemons opened show in `/metrics` and the Admin API's
+/// status while they are served, and leave them when their dialler closes
+/// them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_links_peers_opened_show_in_metrics() -> anyhow::Result<()> {
+async fn the_links_peers_opened_show_in_metrics_and_status() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let metrics = vec!["--metrics-listen".to_owned(), "127.0.0.1:0".to_owned()];
     let (_replicas, daemon) = member(dir.path(), metrics, &[]).await?;
@@ -122,6 +123,11 @@ async fn the_links_peers_opened_show_in_metrics() -> anyhow::Result<()> {
     let peer = links(None, None)?;
     read_state(&peer, &daemon.addr.to_string()).await?;
     assert!(streams().await? >= 1.0);
+    // `troupe status` reads the same count from the Admin API.
+    let status = daemon.status().await?;
+    let inbound = status.inbound_links.context("no inbound_links in Status")?;
+    assert!(inbound.streams >= 1, "{inbound:?}");
+    assert_eq!(inbound.let_go, 0);
     drop(peer);
     // The dialler's connections close as its links drop; the daemon's serve
     // loops see the end and stop counting them.

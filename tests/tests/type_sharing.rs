@@ -50,12 +50,7 @@ async fn a_second_app_shares_the_type_and_takes_over_no_live_actor() -> anyhow::
     );
 
     // Both registrations show.
-    let status = daemon
-        .admin()
-        .await?
-        .status(pb::StatusRequest {})
-        .await?
-        .into_inner();
+    let status = daemon.status().await?;
     let counter = status
         .types
         .iter()

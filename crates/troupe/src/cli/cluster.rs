@@ -45,6 +45,8 @@ struct MemberView {
     actors: Result<u64, String>,
     /// Its links to the other daemons, as it reports them.
     links: Vec<pb::PeerLinkStatus>,
+    /// The link streams the other daemons opened to it.
+    inbound_links: Option<pb::InboundLinks>,
 }
 
 pub async fn cluster_status(target: &ClusterTarget) -> anyhow::Result<()> {
@@ -154,6 +156,7 @@ async fn members(status: &pb::ClusterStatusResponse, tls: Option<&Connector>) ->
             heartbeat_ms_ago: status.last_heartbeat_ms_ago.get(&member.node).copied(),
             actors: Err(String::new()),
             links: Vec::new(),
+            inbound_links: None,
         });
     }
     for member in next.iter().flat_map(|n| &n.members) {
@@ -165,6 +168,7 @@ async fn members(status: &pb::ClusterStatusResponse, tls: Option<&Connector>) ->
                 heartbeat_ms_ago: status.last_heartbeat_ms_ago.get(&member.node).copied(),
                 actors: Err(String::new()),
                 links: Vec::new(),
+                inbound_links: None,
             });
         }
     }
@@ -180,6 +184,7 @@ async fn members(status: &pb::ClusterStatusResponse, tls: Option<&Connector>) ->
             Ok(status) => {
                 view.actors = Ok(status.active_actors);
                 view.links = status.links;
+                view.inbound_links = status.inbound_links;
             }
             Err(e) => view.actors = Err(e),
         }
@@ -256,6 +261,10 @@ fn status_json(replica: &str, s: &pb::ClusterStatusResponse, members: &[MemberVi
                 "active_actors": v.actors.as_ref().ok(),
                 "error": v.actors.as_ref().err(),
                 "links": links::json(&v.links),
+                "inbound_links": v.inbound_links.as_ref().map(|l| json!({
+                    "streams": l.streams,
+                    "let_go": l.let_go,
+                })),
             })
         })
         .collect();
@@ -415,6 +424,7 @@ mod tests {
                 heartbeat_ms_ago: Some(120),
                 actors: Ok(5),
                 links: Vec::new(),
+                inbound_links: None,
             },
             MemberView {
                 member: member("bb", true),
@@ -423,6 +433,7 @@ mod tests {
                 heartbeat_ms_ago: Some(80),
                 actors: Err("Connection refused (os error 111)".into()),
                 links: Vec::new(),
+                inbound_links: None,
             },
             MemberView {
                 member: member("ccc", false),
@@ -431,6 +442,7 @@ mod tests {
                 heartbeat_ms_ago: None,
                 actors: Ok(0),
                 links: Vec::new(),
+                inbound_links: None,
             },
         ]
     }

@@ -63,6 +63,10 @@ fn status_json(s: &pb::StatusResponse) -> Value {
         "reminders_fired": s.reminders_fired,
         "flush": flush_json,
         "delivery": s.delivery.as_ref().map(delivery_json),
+        "inbound_links": s.inbound_links.as_ref().map(|l| json!({
+            "streams": l.streams,
+            "let_go": l.let_go,
+        })),
         "types": types,
     });
     if let Some(o) = out.as_object_mut() {
@@ -112,6 +116,16 @@ fn status_table(s: &pb::StatusResponse) -> String {
     // Absent from a daemon older than the CLI.
     if let Some(d) = &s.delivery {
         pairs.extend(delivery_pairs(d));
+    }
+    if let Some(l) = &s.inbound_links {
+        pairs.push((
+            "inbound links",
+            format!(
+                "{} from other daemons; {} let go since start (their pings stopped)",
+                plural(l.streams, "stream", "streams"),
+                l.let_go
+            ),
+        ));
     }
     if flush.failing {
         pairs.push((
@@ -251,6 +265,35 @@ mod tests {
             json["delivery"]["dead_letters_error"],
             Value::Null,
             "{json}"
+        );
+    }
+
+    #[test]
+    fn inbound_links_show_when_the_daemon_reports_them() {
+        let s = pb::StatusResponse {
+            inbound_links: Some(pb::InboundLinks {
+                streams: 6,
+                let_go: 2,
+            }),
+            ..Default::default()
+        };
+        let text = status_table(&s);
+        assert!(
+            text.contains(
+                "inbound links    6 streams from other daemons; 2 let go since start (their \
+                 pings stopped)\n"
+            ),
+            "{text}"
+        );
+        let json = status_json(&s);
+        assert_eq!(json["inbound_links"]["streams"], 6, "{json}");
+        assert_eq!(json["inbound_links"]["let_go"], 2, "{json}");
+        // A single node, or a daemon older than the CLI.
+        let single = status_table(&pb::StatusResponse::default());
+        assert!(!single.contains("inbound links"), "{single}");
+        assert_eq!(
+            status_json(&pb::StatusResponse::default())["inbound_links"],
+            Value::Null
         );
     }
 

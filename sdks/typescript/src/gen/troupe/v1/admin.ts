@@ -75,7 +75,25 @@ export interface StatusResponse {
   /** Its links to the other daemons of the cluster, one per peer and channel. */
   links: PeerLinkStatus[];
   /** Durable tells on this daemon, and the dead letters in the store. */
-  delivery?: DeliveryStatus | undefined;
+  delivery?:
+    | DeliveryStatus
+    | undefined;
+  /**
+   * The link streams other daemons opened to this one (absent on a daemon
+   * without a cluster, or older than this field).
+   */
+  inboundLinks?: InboundLinks | undefined;
+}
+
+/** The link streams other daemons opened to this daemon, all peers together. */
+export interface InboundLinks {
+  /** served now */
+  streams: bigint;
+  /**
+   * Since the daemon started: streams ended because their dialler's pings
+   * stopped coming (a peer whose host vanished without closing them).
+   */
+  letGo: bigint;
 }
 
 /**
@@ -423,6 +441,7 @@ function createBaseStatusResponse(): StatusResponse {
     serving: false,
     links: [],
     delivery: undefined,
+    inboundLinks: undefined,
   };
 }
 
@@ -502,6 +521,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     if (message.delivery !== undefined) {
       DeliveryStatus.encode(message.delivery, writer.uint32(138).fork()).join();
+    }
+    if (message.inboundLinks !== undefined) {
+      InboundLinks.encode(message.inboundLinks, writer.uint32(146).fork()).join();
     }
     return writer;
   },
@@ -655,6 +677,14 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.delivery = DeliveryStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.inboundLinks = InboundLinks.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -707,6 +737,82 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.delivery = (object.delivery !== undefined && object.delivery !== null)
       ? DeliveryStatus.fromPartial(object.delivery)
       : undefined;
+    message.inboundLinks = (object.inboundLinks !== undefined && object.inboundLinks !== null)
+      ? InboundLinks.fromPartial(object.inboundLinks)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseInboundLinks(): InboundLinks {
+  return { streams: 0n, letGo: 0n };
+}
+
+export const InboundLinks: MessageFns<InboundLinks> = {
+  encode(message: InboundLinks, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.streams !== 0n) {
+      if (BigInt.asUintN(64, message.streams) !== message.streams) {
+        throw new globalThis.Error("value provided for field message.streams of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.streams);
+    }
+    if (message.letGo !== 0n) {
+      if (BigInt.asUintN(64, message.letGo) !== message.letGo) {
+        throw new globalThis.Error("value provided for field message.letGo of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.letGo);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): InboundLinks {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseInboundLinks();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.streams = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.letGo = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<InboundLinks>, I>>(base?: I): InboundLinks {
+    return InboundLinks.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<InboundLinks>, I>>(object: I): InboundLinks {
+    const message = createBaseInboundLinks();
+    message.streams = (object.streams !== undefined && object.streams !== null) ? BigInt(object.streams) : 0n;
+    message.letGo = (object.letGo !== undefined && object.letGo !== null) ? BigInt(object.letGo) : 0n;
     return message;
   },
 };
