@@ -131,15 +131,12 @@ async fn the_links_peers_opened_show_in_metrics_and_status() -> anyhow::Result<(
     drop(peer);
     // The dialler's connections close as its links drop; the daemon's serve
     // loops see the end and stop counting them.
-    let mut served = streams().await?;
-    for _ in 0..100 {
-        if served == 0.0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        served = streams().await?;
-    }
-    assert_eq!(served, 0.0, "streams still served after the peer closed");
+    poll_until(
+        Duration::from_secs(5),
+        "no streams served after the peer closed",
+        || async { Ok((streams().await? == 0.0).then_some(())) },
+    )
+    .await?;
     Ok(())
 }
 

@@ -71,9 +71,11 @@ impl LinkServer {
             framing: config.framing(),
             max_message_bytes: config.max_message_bytes,
             frame_limit: config.frame_limit(),
+            // Never zero: it is a tick period.
             quiet_period: config
                 .keep_alive_interval
-                .saturating_add(config.keep_alive_timeout),
+                .saturating_add(config.keep_alive_timeout)
+                .max(std::time::Duration::from_millis(1)),
             counters,
             closing,
         }
@@ -191,18 +193,7 @@ impl LinkServer {
         peer: String,
         replies: Arc<Replies>,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        serve(
-            incoming,
-            peer,
-            self.inbound.clone(),
-            replies,
-            Limits {
-                max_message_bytes: self.max_message_bytes,
-                quiet_period: self.quiet_period,
-            },
-            ServedStream::new(self.counters.clone()),
-            self.closing.clone(),
-        )
+        serve(incoming, peer, self.clone(), replies)
     }
 }
 
@@ -215,33 +206,27 @@ fn quiet_reason(period: std::time::Duration) -> String {
     )
 }
 
-/// What one stream may take: its largest message, and how long its dialler
-/// may be quiet (two of these).
-struct Limits {
-    max_message_bytes: usize,
-    quiet_period: std::time::Duration,
-}
-
 async fn serve(
     mut incoming: impl FrameSource,
     mut peer: String,
-    inbound: Arc<dyn Inbound>,
+    server: LinkServer,
     replies: Arc<Replies>,
-    limits: Limits,
-    served: ServedStream,
-    mut closing: watch::Receiver<bool>,
 ) {
-    let Limits {
+    let LinkServer {
+        inbound,
         max_message_bytes,
         quiet_period,
-    } = limits;
+        counters,
+        mut closing,
+        ..
+    } = server;
+    let _served = ServedStream::new(counters.clone());
     let mut reassembly = Reassembly::new(max_message_bytes);
     let mut running = FuturesUnordered::new();
     let mut draining = false;
     // The dialler's pings keep a stream alive; one whose peer's host
     // vanished (no reset ever comes) would otherwise hold its task, buffers
     // and socket forever. Counted per tick, so a frame costs no timer.
-    let quiet_period = quiet_period.max(std::time::Duration::from_millis(1));
     let start = tokio::time::Instant::now();
     let mut watchdog = tokio::time::interval_at(
         start.checked_add(quiet_period).unwrap_or(start),
@@ -312,7 +297,7 @@ async fn serve(
                 }
                 if quiet_ticks >= 2 {
                     let reason = quiet_reason(quiet_period);
-                    served.0.let_go.fetch_add(1, Ordering::Relaxed);
+                    counters.let_go.fetch_add(1, Ordering::Relaxed);
                     info!(%peer, %reason, "let a peer link go");
                     break reason;
                 }

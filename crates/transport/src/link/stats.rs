@@ -105,7 +105,7 @@ impl InboundCounters {
 
 /// Counts one stream as served while it lives, whichever way its serve
 /// loop ends (a dropped task included).
-pub(crate) struct ServedStream(pub(crate) std::sync::Arc<InboundCounters>);
+pub(crate) struct ServedStream(std::sync::Arc<InboundCounters>);
 
 impl ServedStream {
     pub(crate) fn new(counters: std::sync::Arc<InboundCounters>) -> Self {
