@@ -1,166 +1,27 @@
 //! Links over loopback, through a TCP proxy the tests can pause (a peer or
 //! network that stops reading) and cut (a connection reset), to a stub
-//! daemon whose `Inbound` records the order requests reached it. Each test
-//! runs once per protocol a daemon may dial with; the stub answers both on
-//! one port, as the daemon does.
+//! daemon whose `Inbound` records the order requests reached it
+//! (`harness/`): order, resets, back-pressure, timeouts, drain, tokens and
+//! the fallback to PeerLink calls. Each test runs once per protocol a daemon
+//! may dial with; the stub answers both on one port, as the daemon does.
+//! Keep-alive, both ways, is in `keep_alive.rs`.
 
+mod harness;
 mod proxy;
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
-use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use troupe_proto::v1 as pb;
 use troupe_transport::link::{
-    affinity, Admit, Authorization, ChannelPlan, Inbound, LinkProtocol, Links, LinksConfig,
+    affinity, Authorization, ChannelPlan, Inbound, LinkProtocol, Links, LinksConfig,
 };
 use troupe_transport::{BoxFuture, TransportError};
 
+use harness::*;
 use proxy::Proxy;
-
-type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-/// Records, per actor, the sequence numbers (the method name) in the order
-/// they arrived; answers with the payload it got.
-#[derive(Default)]
-struct Recorder {
-    seen: Mutex<HashMap<String, Vec<u64>>>,
-}
-
-impl Inbound for Recorder {
-    fn handle(&self, request: pb::LinkRequest) -> BoxFuture<pb::LinkReply> {
-        let Some(pb::link_request::Call::Invoke(invoke)) = request.call else {
-            return Box::pin(async { pb::LinkReply::default() });
-        };
-        let actor = invoke.actor.map(|a| a.id).unwrap_or_default();
-        if let Ok(seq) = invoke.method.parse() {
-            self.seen.lock().entry(actor).or_default().push(seq);
-        }
-        let payload = invoke.payload;
-        Box::pin(async move {
-            pb::LinkReply {
-                result: Some(pb::link_reply::Result::Invoke(pb::InvokeResponse {
-                    payload,
-                })),
-            }
-        })
-    }
-}
-
-/// Runs `$test` once per protocol, as `$test::framed` and `$test::grpc`.
-macro_rules! per_protocol {
-    ($($test:ident),* $(,)?) => {$(
-        mod $test {
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn framed() -> super::TestResult {
-                super::$test(super::LinkProtocol::Framed).await
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn grpc() -> super::TestResult {
-                super::$test(super::LinkProtocol::Grpc).await
-            }
-        }
-    )*};
-}
-
-/// Serves `inbound` on a loopback port: framed links and the `PeerLink`
-/// service, the links admitted by `admit` and the service's calls by
-/// `check`.
-async fn serve_checked(
-    links: &Links,
-    inbound: Arc<dyn Inbound>,
-    admit: Admit<tonic::transport::server::TcpConnectInfo>,
-    check: fn(tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status>,
-) -> Result<SocketAddr, std::io::Error> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let address = listener.local_addr()?;
-    let server = links.server(inbound);
-    let others = server.clone().split_incoming(
-        tokio_stream::wrappers::TcpListenerStream::new(listener),
-        admit,
-    );
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(tonic::service::interceptor::InterceptedService::new(
-                server.into_service(),
-                check,
-            ))
-            .serve_with_incoming(others),
-    );
-    Ok(address)
-}
-
-/// Serves `inbound` on a loopback port to anyone.
-async fn serve(links: &Links, inbound: Arc<dyn Inbound>) -> Result<SocketAddr, std::io::Error> {
-    serve_checked(links, inbound, Arc::new(|_, _| Ok(())), Ok).await
-}
-
-/// Links to a recorder behind a proxy, with one request answered already.
-async fn proxied(
-    config: LinksConfig,
-) -> Result<(Links, Proxy, String), Box<dyn std::error::Error>> {
-    let links = Links::new(config);
-    let server = serve(&links, Arc::new(Recorder::default())).await?;
-    let proxy = Proxy::start(server).await?;
-    let address = proxy.address.to_string();
-    send(&links, &address, "warm", 0, 10).await?;
-    Ok((links, proxy, address))
-}
-
-fn config(protocol: LinkProtocol, plan: ChannelPlan) -> LinksConfig {
-    LinksConfig {
-        node: "test".into(),
-        protocol,
-        channels: plan,
-        connect_timeout: Duration::from_secs(2),
-        default_timeout: Duration::from_secs(10),
-        max_message_bytes: 16 << 20,
-        ..LinksConfig::default()
-    }
-}
-
-fn invoke(actor: &str, seq: u64, payload: usize) -> pb::LinkRequest {
-    pb::LinkRequest {
-        timeout_ms: 10_000,
-        call: Some(pb::link_request::Call::Invoke(pb::InvokeRequest {
-            actor: Some(pb::ActorRef {
-                r#type: "t".into(),
-                id: actor.into(),
-            }),
-            method: seq.to_string(),
-            payload: Some(pb::Payload {
-                data: Bytes::from(vec![7u8; payload]),
-                ..pb::Payload::default()
-            }),
-            ..pb::InvokeRequest::default()
-        })),
-        ..pb::LinkRequest::default()
-    }
-}
-
-async fn send(
-    links: &Links,
-    address: &str,
-    actor: &str,
-    seq: u64,
-    payload: usize,
-) -> Result<pb::LinkReply, TransportError> {
-    let class = links.class_of(payload);
-    links
-        .request(
-            address,
-            class,
-            affinity("t", actor, ""),
-            invoke(actor, seq, payload),
-        )
-        .await
-}
 
 fn is_increasing(seqs: &[u64]) -> bool {
     seqs.windows(2).all(|w| w[0] < w[1])
@@ -310,35 +171,6 @@ async fn a_peer_that_stops_reading_makes_senders_back_off(protocol: LinkProtocol
     Ok(())
 }
 
-async fn wait_for(mut condition: impl FnMut() -> bool) -> Result<(), String> {
-    for _ in 0..500 {
-        if condition() {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    Err("condition not reached within 5 s".into())
-}
-
-async fn wait_until_ok<T, F, Fut>(mut attempt: F) -> Result<T, TransportError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, TransportError>>,
-{
-    let mut last = None;
-    for _ in 0..100 {
-        match attempt().await {
-            Ok(answer) => return Ok(answer),
-            Err(e) => last = Some(e),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Err(last.unwrap_or(TransportError::Unreachable {
-        address: String::new(),
-        reason: "never tried".into(),
-    }))
-}
-
 /// Nobody listens: the request fails at once, naming the peer and why.
 async fn an_unreachable_peer_fails_at_once_saying_why(protocol: LinkProtocol) -> TestResult {
     let closed = TcpListener::bind("127.0.0.1:0").await?.local_addr()?;
@@ -383,103 +215,6 @@ async fn a_peer_that_stops_answering_times_out(protocol: LinkProtocol) -> TestRe
         matches!(answer, Err(TransportError::Timeout { .. })),
         "{answer:?}"
     );
-    Ok(())
-}
-
-/// A peer that goes silent with its connections open (its host gone, or a
-/// network that drops everything): unanswered pings give the links up
-/// within the keep-alive timeout, instead of each request waiting out its
-/// deadline on a connection that looks open.
-async fn a_silent_peer_is_given_up_by_keep_alive(protocol: LinkProtocol) -> TestResult {
-    let (links, proxy, _address) = proxied(LinksConfig {
-        keep_alive_interval: Duration::from_millis(200),
-        keep_alive_timeout: Duration::from_millis(300),
-        ..config(protocol, ChannelPlan::default())
-    })
-    .await?;
-    assert!(links.stats().iter().any(|s| s.connected > 0));
-    proxy.pause(true);
-    wait_for(|| links.stats().iter().all(|s| s.connected == 0)).await?;
-    Ok(())
-}
-
-/// A dialler whose host vanished sends nothing more and never resets its
-/// connection: the answering side lets the stream go once two of the
-/// dialler's pings failed to come, instead of holding it (its task, buffers
-/// and socket) for good.
-async fn a_dialler_gone_silent_is_let_go(protocol: LinkProtocol) -> TestResult {
-    use futures::StreamExt;
-    use prost::Message;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    let links = Links::new(LinksConfig {
-        keep_alive_interval: Duration::from_millis(100),
-        keep_alive_timeout: Duration::from_millis(100),
-        ..config(protocol, ChannelPlan::default())
-    });
-    let address = serve(&links, Arc::new(Recorder::default())).await?;
-    let hello = pb::LinkFrame {
-        hello: Some(pb::LinkHello {
-            node: "silent".into(),
-            channel: "call/0".into(),
-            authorization: String::new(),
-        }),
-        ..pb::LinkFrame::default()
-    };
-    // Far beyond the half second the stream may stay quiet: only a stream
-    // that is never let go runs into it.
-    let bound = Duration::from_secs(20);
-    match protocol {
-        LinkProtocol::Framed => {
-            let mut stream = tokio::net::TcpStream::connect(address).await?;
-            let encoded = hello.encode_to_vec();
-            let mut bytes = b"TRPLINK1".to_vec();
-            bytes.extend_from_slice(&u32::try_from(encoded.len())?.to_be_bytes());
-            bytes.extend_from_slice(&encoded);
-            stream.write_all(&bytes).await?;
-            wait_for(|| links.inbound_stats().streams == 1).await?;
-            // The hello back, then the end, with nothing written after.
-            let mut answer = Vec::new();
-            tokio::time::timeout(bound, stream.read_to_end(&mut answer)).await??;
-            assert!(!answer.is_empty());
-        }
-        LinkProtocol::Grpc => {
-            let mut client =
-                pb::peer_link_client::PeerLinkClient::connect(format!("http://{address}")).await?;
-            let frames = futures::stream::iter([hello]).chain(futures::stream::pending());
-            let mut replies = client.open(frames).await?.into_inner();
-            wait_for(|| links.inbound_stats().streams == 1).await?;
-            let end = tokio::time::timeout(bound, replies.message()).await??;
-            assert!(end.is_none(), "{end:?}");
-        }
-    }
-    // Counted where operators look (`/metrics`), and no longer served.
-    assert_eq!(links.inbound_stats().let_go, 1);
-    wait_for(|| links.inbound_stats().streams == 0).await?;
-    Ok(())
-}
-
-/// A link that keeps delivering an answer slowly is alive, even when its
-/// pong waits behind megabytes of it for longer than the keep-alive timeout
-/// (under a full WAN link the framed links' first rule gave such links up
-/// and failed what was in flight with them).
-async fn a_slow_but_delivering_link_is_kept(protocol: LinkProtocol) -> TestResult {
-    let (links, proxy, address) = proxied(LinksConfig {
-        keep_alive_interval: Duration::from_millis(300),
-        keep_alive_timeout: Duration::from_millis(300),
-        ..config(protocol, ChannelPlan::default())
-    })
-    .await?;
-    // 8 MiB back at 4 MB/s: about two seconds of answer, a 256 KiB frame
-    // every 64 ms, while the pong queues behind the socket buffers' MBs.
-    proxy.slow_answers(4_000_000);
-    let reply = send(&links, &address, "big", 1, 8 << 20).await?;
-    let Some(pb::link_reply::Result::Invoke(answer)) = reply.result else {
-        return Err(format!("no invoke answer: {reply:?}").into());
-    };
-    assert_eq!(answer.payload.map(|p| p.data.len()), Some(8 << 20));
-    let reconnects: u64 = links.stats().iter().map(|s| s.reconnects).sum();
-    assert_eq!(reconnects, 0);
     Ok(())
 }
 
@@ -616,9 +351,6 @@ async fn links_present_the_configured_authorization(protocol: LinkProtocol) -> T
 }
 
 per_protocol!(
-    a_dialler_gone_silent_is_let_go,
-    a_slow_but_delivering_link_is_kept,
-    a_silent_peer_is_given_up_by_keep_alive,
     each_pairs_order_holds_across_connections_and_a_reset,
     a_reset_mid_transfer_fails_only_what_was_in_flight,
     a_peer_that_stops_reading_makes_senders_back_off,

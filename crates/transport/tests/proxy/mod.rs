@@ -2,6 +2,9 @@
 //! or network that stops reading), cut (a connection reset) and slow the
 //! answers down (a narrow path back).
 
+// Each test file compiles this module for itself and uses part of it.
+#![allow(dead_code)]
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
