@@ -340,6 +340,7 @@ fn status_table(replica: &str, s: &pb::ClusterStatusResponse, members: &[MemberV
         ("TYPES", false),
         ("HEARTBEAT", true),
         ("ACTORS", true),
+        ("LINKS IN", true),
     ]);
     for v in members {
         t.row(vec![
@@ -359,6 +360,7 @@ fn status_table(replica: &str, s: &pb::ClusterStatusResponse, members: &[MemberV
                 Ok(n) => n.to_string(),
                 Err(_) => "unreachable".to_owned(),
             },
+            inbound_cell(v.inbound_links.as_ref()),
         ]);
     }
     out.push_str(&t.render());
@@ -371,6 +373,17 @@ fn status_table(replica: &str, s: &pb::ClusterStatusResponse, members: &[MemberV
         out.push_str(&links::table(&linked));
     }
     out
+}
+
+/// The streams other daemons opened to a member, with those let go since
+/// it started when there were any: a peer whose pings stopped shows here
+/// before anywhere else. `-` when the member could not say.
+fn inbound_cell(links: Option<&pb::InboundLinks>) -> String {
+    match links {
+        None => "-".to_owned(),
+        Some(l) if l.let_go == 0 => l.streams.to_string(),
+        Some(l) => format!("{} ({} let go)", l.streams, l.let_go),
+    }
 }
 
 #[cfg(test)]
@@ -424,7 +437,10 @@ mod tests {
                 heartbeat_ms_ago: Some(120),
                 actors: Ok(5),
                 links: Vec::new(),
-                inbound_links: None,
+                inbound_links: Some(pb::InboundLinks {
+                    streams: 6,
+                    let_go: 2,
+                }),
             },
             MemberView {
                 member: member("bb", true),
@@ -473,5 +489,15 @@ mod tests {
         assert!(out.contains("unreachable"), "{out}");
         assert!(out.contains("1 at 127.0.0.1:7471"), "{out}");
         assert!(out.contains("joining"), "{out}");
+        assert!(out.contains("LINKS IN"), "{out}");
+        assert!(out.contains("6 (2 let go)"), "{out}");
+    }
+
+    #[test]
+    fn the_inbound_cell_names_let_go_streams_only_when_there_were_some() {
+        let links = |streams, let_go| pb::InboundLinks { streams, let_go };
+        assert_eq!(inbound_cell(None), "-");
+        assert_eq!(inbound_cell(Some(&links(4, 0))), "4");
+        assert_eq!(inbound_cell(Some(&links(0, 3))), "0 (3 let go)");
     }
 }
