@@ -100,6 +100,9 @@ for round in $(seq "$ROUNDS"); do
     done
 done
 
+# Which kind of host made the table: forwarding adds wake-ups across
+# processes, whose cost depends on the host (bench/python/wake_cost.py).
+python3 bench/python/wake_cost.py --round-trips 5000 || true
 python3 - "$work/results.jsonl" <<'PY'
 import json, os, sys
 ticks = os.sysconf("SC_CLK_TCK")

@@ -163,6 +163,9 @@ bench_floor
 bench_floor 1
 bench_floor relay
 
+# Which kind of host made the tables: sequential figures move twofold with
+# what a wake-up across CPUs costs here.
+python3 bench/python/wake_cost.py --round-trips 5000 || true
 python3 - "$work" $modes <<'PY'
 import json, os, sys
 work, modes = sys.argv[1], sys.argv[2:]

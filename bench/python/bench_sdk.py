@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import grpc
+import wake_cost
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import troupe
@@ -285,6 +286,9 @@ async def bench(args: argparse.Namespace, binary: Path, tmp: Path, log: BinaryIO
         line = await asyncio.wait_for(app.stdout.readline(), 30)
         if line.strip() != b"registered":
             raise SystemExit(f"bench app did not register (said {line!r})")
+        # Which kind of host made the table (sequential calls move twofold
+        # with what a wake-up across CPUs costs).
+        print(wake_cost.summary(5000), flush=True)
         print(
             f"daemon {binary} at {sdk_address}; {args.actors} actors per type;"
             f" SDK core: {troupe._core.name()}",

@@ -16,4 +16,6 @@ if [[ ! -f "$sdk/dist/index.js" || ! -x "$sdk/node_modules/.bin/tsc" ]]; then
 fi
 "$sdk/scripts/link_sdk.sh" "$here"
 "$sdk/node_modules/.bin/tsc" -p "$here/tsconfig.json"
+# Which kind of host made the table (sequential calls move twofold with it).
+python3 "$repo_root/bench/python/wake_cost.py" --round-trips 5000 || true
 exec node "$here/build/bench_sdk.js" "$@"
