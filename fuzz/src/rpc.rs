@@ -303,7 +303,8 @@ pub fn client_seeds() -> Vec<Vec<u8>> {
             // Forged: the daemon issued no token for it.
             ..Default::default()
         }),
-        idempotency_key: String::new(),
+        idempotency_key: "key-1".into(),
+        new_key: true,
     }
     .encode_to_vec();
     vec![

@@ -134,6 +134,7 @@ pub(crate) struct Metrics {
     activations: Family<TypeLabels, Counter>,
     deactivations: Family<ReasonLabels, Counter>,
     calls: Family<CallLabels, Counter>,
+    record_reads: Family<TypeLabels, Counter>,
     turn_seconds: HistogramFamily<KindLabels>,
     reminders_fired: Family<KindLabels, Counter>,
     flush_keys: Histogram,
@@ -162,6 +163,7 @@ impl Metrics {
             activations: Family::default(),
             deactivations: Family::default(),
             calls: Family::default(),
+            record_reads: Family::default(),
             turn_seconds: Family::new_with_constructor(latency_buckets),
             reminders_fired: Family::default(),
             flush_keys: batch_buckets(),
@@ -233,6 +235,16 @@ impl Metrics {
                 actor_type: ty.to_owned(),
                 kind: TurnKind::Call.as_str().into(),
                 result: "replayed".into(),
+            })
+            .inc();
+    }
+
+    /// A keyed call or durable tell whose key memory did not know: the
+    /// store was asked whether it was answered before.
+    pub(crate) fn record_read(&self, ty: &str) {
+        self.record_reads
+            .get_or_create(&TypeLabels {
+                actor_type: ty.to_owned(),
             })
             .inc();
     }
@@ -335,6 +347,12 @@ impl Metrics {
             "Time to store one write-behind batch",
             Unit::Seconds,
             self.flush_seconds.clone(),
+        );
+        registry.register(
+            "call_record_reads",
+            "Keyed calls and durable tells whose key memory did not know, so the store was asked \
+             whether they were answered before",
+            self.record_reads.clone(),
         );
         registry.register(
             "flush_failures",

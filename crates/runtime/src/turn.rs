@@ -62,7 +62,8 @@ impl Shared {
     ) {
         let key = crate::idempotency::turn_key(&env, readonly.is_some());
         if let Some(k) = key.as_deref() {
-            match self.recorded_answer(&act, k) {
+            let new_key = env.extra.as_ref().is_some_and(|e| e.new_key);
+            match self.recorded_answer(&act, k, new_key) {
                 // Answered before: the method must not run again.
                 Lookup::Recorded(answer) => return self.replay(act, env, readonly, answer),
                 Lookup::Stored | Lookup::AskStore => {

@@ -327,6 +327,11 @@ pub struct CallExtra {
     /// Names one logical call across its retries: its answer is recorded
     /// with the actor and replayed to a retry (the `idempotency` module).
     pub idempotency_key: Option<Box<str>>,
+    /// The caller made `idempotency_key` for this call and never sent it
+    /// before (an SDK's fresh key on its first attempt): no answer can be
+    /// recorded under it, so a key memory does not know is not looked for
+    /// in the store.
+    pub new_key: bool,
 }
 
 /// The target of every span the runtime makes for trace export. Nothing else

@@ -42,6 +42,7 @@ fn start_flushing_every(
     let config = RuntimeConfig {
         idempotency_retention: retention,
         flush_interval,
+        metrics: true,
         ..RuntimeConfig::default()
     };
     let rt = Runtime::create(
@@ -257,6 +258,50 @@ async fn an_old_answer_past_the_memory_bound_comes_from_the_store() -> TestResul
     let rt = start(store.clone(), ran.clone(), Duration::from_secs(3600))?;
     assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k1"))).await?), "2");
     assert_eq!(ran.load(Ordering::SeqCst), before, "nothing ran again");
+    let _ = rt.shutdown().await;
+    Ok(())
+}
+
+/// Past memory's bound, a key memory does not know may be in the store, so
+/// a call with it reads the store first: on PostgreSQL a round trip per
+/// call to a busy actor. A key its caller made for the call and never sent
+/// before (`new_key`, as the SDKs send their fresh keys) needs no read; a
+/// retry of it (sent as not new) still finds its answer.
+#[tokio::test]
+async fn a_new_key_past_the_memory_bound_is_not_looked_for_in_the_store() -> TestResult {
+    let store = Arc::new(MemoryStore::new());
+    let ran = Arc::new(AtomicU32::new(0));
+    let a = ActorId::new("t", "a");
+    let rt = start(store.clone(), ran.clone(), Duration::from_secs(3600))?;
+    let new = |key: &str| {
+        let mut call = keyed(&a, "incr", Some(key));
+        if let Some(extra) = call.extra.as_mut() {
+            extra.new_key = true;
+        }
+        call
+    };
+    // More new keys than memory keeps for one actor (1024): none is read.
+    for i in 0..1_100u32 {
+        rt.invoke(new(&format!("k{i}"))).await?;
+    }
+    rt.tell_durable(new("t0")).await?;
+    assert_eq!(store.record_reads(), 0, "the 76 past the bound were read");
+    rt.invoke(new("n1")).await?;
+    rt.tell_durable(new("t1")).await?;
+    assert_eq!(store.record_reads(), 0, "new keys past the bound were read");
+    // The same calls without the word: the store is asked each time.
+    rt.invoke(keyed(&a, "incr", Some("n2"))).await?;
+    rt.tell_durable(keyed(&a, "incr", Some("t2"))).await?;
+    assert_eq!(store.record_reads(), 2, "unknown keys past the bound");
+    // Operators see them.
+    let mut metrics = String::new();
+    rt.encode_metrics(&mut metrics)?;
+    let reads = r#"troupe_call_record_reads_total{actor_type="t"} 2"#;
+    assert!(metrics.contains(reads), "{metrics}");
+    let before = ran.load(Ordering::SeqCst);
+    // A retry, of a key long out of memory: the store answers.
+    assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k0"))).await?), "1");
+    assert_eq!(ran.load(Ordering::SeqCst), before, "k0 did not run again");
     let _ = rt.shutdown().await;
     Ok(())
 }

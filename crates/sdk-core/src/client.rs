@@ -54,7 +54,9 @@ impl ActorCalls {
     /// `ActorClient.Invoke`, retried per `call.retry` with the request's
     /// idempotency key, or a fresh one when it has none; a key a user gave
     /// is the layer's to check first ([`key::call_key`], which words the
-    /// refusal in the user's language). `on_retry` hears of each retry.
+    /// refusal in the user's language), and a layer that made the key
+    /// itself sets `new_key`. Only the first attempt says the key is new.
+    /// `on_retry` hears of each retry.
     pub async fn invoke(
         &self,
         request: InvokeRequest,
@@ -95,13 +97,19 @@ impl ActorCalls {
     {
         if request.key().is_empty() {
             *request.key() = key::fresh();
+            *request.new_key() = true;
         }
         let (actor, method) = request.target();
         let what = CallName(Req::KIND, actor, method);
         let (retry, timeout) = (call.retry, call.timeout);
+        let mut first = true;
         with_retries(retry, timeout, &what, on_retry, |left| {
-            let attempt =
-                prepare(request.clone(), &call, left).map(|r| rpc(self.client.clone(), r));
+            let mut this = request.clone();
+            // A retry resends a key the daemon may have recorded by now.
+            if !std::mem::replace(&mut first, false) {
+                *this.new_key() = false;
+            }
+            let attempt = prepare(this, &call, left).map(|r| rpc(self.client.clone(), r));
             async move { within(left, attempt?).await }
         })
         .await
@@ -135,11 +143,13 @@ impl ActorCalls {
     }
 }
 
-/// What invoke and tell requests share: an idempotency key and a target.
+/// What invoke and tell requests share: an idempotency key, whether it is
+/// new, and a target.
 trait Keyed: Clone {
     /// The call's kind, for logs.
     const KIND: &'static str;
     fn key(&mut self) -> &mut String;
+    fn new_key(&mut self) -> &mut bool;
     fn target(&self) -> (&Option<ActorRef>, &str);
 }
 
@@ -147,6 +157,9 @@ impl Keyed for InvokeRequest {
     const KIND: &'static str = "invoke";
     fn key(&mut self) -> &mut String {
         &mut self.idempotency_key
+    }
+    fn new_key(&mut self) -> &mut bool {
+        &mut self.new_key
     }
     fn target(&self) -> (&Option<ActorRef>, &str) {
         (&self.actor, &self.method)
@@ -157,6 +170,9 @@ impl Keyed for TellRequest {
     const KIND: &'static str = "tell";
     fn key(&mut self) -> &mut String {
         &mut self.idempotency_key
+    }
+    fn new_key(&mut self) -> &mut bool {
+        &mut self.new_key
     }
     fn target(&self) -> (&Option<ActorRef>, &str) {
         (&self.actor, &self.method)

@@ -24,15 +24,18 @@ struct Script {
     fail_with: Option<Code>,
     /// The idempotency key of every invoke and tell received.
     keys: Vec<String>,
+    /// Whether each said its key was new.
+    new_keys: Vec<bool>,
 }
 
 #[derive(Clone, Default)]
 struct Fake(Arc<Mutex<Script>>);
 
 impl Fake {
-    fn answer(&self, key: &str) -> Result<(), Status> {
+    fn answer(&self, key: &str, new_key: bool) -> Result<(), Status> {
         let mut script = self.0.lock().unwrap();
         script.keys.push(key.to_owned());
+        script.new_keys.push(new_key);
         if script.unavailable > 0 {
             script.unavailable -= 1;
             return Err(Status::unavailable("restarting"));
@@ -46,6 +49,10 @@ impl Fake {
     fn keys(&self) -> Vec<String> {
         self.0.lock().unwrap().keys.clone()
     }
+
+    fn new_keys(&self) -> Vec<bool> {
+        self.0.lock().unwrap().new_keys.clone()
+    }
 }
 
 fn unimplemented<T>() -> Result<Response<T>, Status> {
@@ -55,11 +62,11 @@ fn unimplemented<T>() -> Result<Response<T>, Status> {
 #[tonic::async_trait]
 impl ActorClient for Fake {
     async fn invoke(&self, r: Request<InvokeRequest>) -> Result<Response<InvokeResponse>, Status> {
-        self.answer(&r.get_ref().idempotency_key)?;
+        self.answer(&r.get_ref().idempotency_key, r.get_ref().new_key)?;
         Ok(Response::new(InvokeResponse::default()))
     }
     async fn tell(&self, r: Request<TellRequest>) -> Result<Response<TellResponse>, Status> {
-        self.answer(&r.get_ref().idempotency_key)?;
+        self.answer(&r.get_ref().idempotency_key, r.get_ref().new_key)?;
         Ok(Response::new(TellResponse {}))
     }
     async fn get_state(
@@ -169,6 +176,26 @@ async fn an_invoke_retried_after_unavailable_resends_its_fresh_key() {
     assert!(keys.iter().all(|k| *k == keys[0]), "one key: {keys:?}");
     assert_eq!(uuid_version(&keys[0]), Some('4'));
     assert_eq!(notes, [1, 2, 3]);
+    // Only the first attempt says the key is new: a retry's may be recorded.
+    assert_eq!(fake.new_keys(), [true, false, false, false]);
+}
+
+/// A language layer that made the key itself (to check a caller's the same
+/// way) says so; the core still sends it as new only once.
+#[tokio::test]
+async fn a_key_the_layer_made_is_new_on_the_first_attempt_only() {
+    let (fake, calls) = start(Script {
+        unavailable: 1,
+        ..Default::default()
+    })
+    .await;
+    let request = TellRequest {
+        idempotency_key: "made-by-the-layer".into(),
+        new_key: true,
+        ..Default::default()
+    };
+    calls.tell(request, call(true), |_| {}).await.unwrap();
+    assert_eq!(fake.new_keys(), [true, false]);
 }
 
 #[tokio::test]
@@ -184,6 +211,11 @@ async fn a_tell_keeps_the_callers_key_across_retries() {
     };
     calls.tell(request, call(true), |_| {}).await.unwrap();
     assert_eq!(fake.keys(), ["mine", "mine"]);
+    assert_eq!(
+        fake.new_keys(),
+        [false, false],
+        "a caller's key may be reused"
+    );
 }
 
 #[tokio::test]

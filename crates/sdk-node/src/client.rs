@@ -176,6 +176,8 @@ impl NativeClient {
         retry: bool,
     ) -> napi::Result<()> {
         let mut request: InvokeRequest = decode(&request, "troupe.v1.InvokeRequest")?;
+        // A key made here was never sent: the daemon need not look for it.
+        request.new_key = key.is_none();
         request.idempotency_key = call_key(key)?;
         let options = call_options(timeout_ms, metadata, retry)?;
         self.start(id, |calls| async move {
@@ -200,6 +202,8 @@ impl NativeClient {
         retry: bool,
     ) -> napi::Result<()> {
         let mut request: TellRequest = decode(&request, "troupe.v1.TellRequest")?;
+        // A key made here was never sent: the daemon need not look for it.
+        request.new_key = key.is_none();
         request.idempotency_key = call_key(key)?;
         let options = call_options(timeout_ms, metadata, retry)?;
         self.start(id, |calls| async move {

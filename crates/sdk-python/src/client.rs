@@ -195,6 +195,8 @@ impl Client {
         retry: bool,
     ) -> PyResult<()> {
         let mut request: InvokeRequest = decode(request, "troupe.v1.InvokeRequest")?;
+        // A key made here was never sent: the daemon need not look for it.
+        request.new_key = key.is_none();
         request.idempotency_key = call_key(key)?;
         let calls = self.calls.clone();
         let options = call_options(timeout, metadata, retry);
@@ -221,6 +223,8 @@ impl Client {
         retry: bool,
     ) -> PyResult<()> {
         let mut request: TellRequest = decode(request, "troupe.v1.TellRequest")?;
+        // A key made here was never sent: the daemon need not look for it.
+        request.new_key = key.is_none();
         request.idempotency_key = call_key(key)?;
         let calls = self.calls.clone();
         let options = call_options(timeout, metadata, retry);

@@ -29,20 +29,27 @@ class FakeActorClient(client_pb2_grpc.ActorClientServicer):
         self.code = grpc.StatusCode.UNAVAILABLE
         # (rpc, idempotency key, delivery) of every attempt, in arrival order.
         self.attempts: list[tuple[str, str, int]] = []
+        # Whether each attempt said its key was new.
+        self.new_keys: list[bool] = []
 
-    async def _attempt(self, rpc: str, key: str, delivery: int, context: Any) -> None:
+    async def _attempt(
+        self, rpc: str, key: str, delivery: int, new_key: bool, context: Any
+    ) -> None:
         self.attempts.append((rpc, key, delivery))
+        self.new_keys.append(new_key)
         if len(self.attempts) <= self.fail_first:
             await context.abort(self.code, "fake daemon restarting")
 
     async def Invoke(
         self, request: client_pb2.InvokeRequest, context: Any
     ) -> client_pb2.InvokeResponse:
-        await self._attempt("Invoke", request.idempotency_key, 0, context)
+        await self._attempt("Invoke", request.idempotency_key, 0, request.new_key, context)
         return client_pb2.InvokeResponse(payload=encode_result("ok"))
 
     async def Tell(self, request: client_pb2.TellRequest, context: Any) -> client_pb2.TellResponse:
-        await self._attempt("Tell", request.idempotency_key, request.delivery, context)
+        await self._attempt(
+            "Tell", request.idempotency_key, request.delivery, request.new_key, context
+        )
         return client_pb2.TellResponse()
 
     def keys(self) -> list[str]:
@@ -153,6 +160,8 @@ async def test_unavailable_is_retried_with_the_same_key(
     keys = servicer.keys()
     assert len(keys) == 4
     assert keys[0] and keys == [keys[0]] * 4
+    # Only the first attempt says its fresh key is new: a retry's may be recorded.
+    assert servicer.new_keys == [True, False, False, False]
 
 
 async def test_an_explicit_key_is_the_one_retried(fake: tuple[str, FakeActorClient]) -> None:
@@ -161,6 +170,7 @@ async def test_an_explicit_key_is_the_one_retried(fake: tuple[str, FakeActorClie
     async with troupe.Client(address, timeout=10) as client:
         await client.invoke("t", "1", "m", idempotency_key="mine")
     assert servicer.keys() == ["mine"] * 3
+    assert servicer.new_keys == [False] * 3, "a caller's key may have been sent before"
 
 
 async def test_retries_end_at_the_deadline_with_the_last_error(

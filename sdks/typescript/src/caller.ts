@@ -207,16 +207,25 @@ export function stubTransport(stub: ActorClientClient): CallTransport {
         else resolve(r);
       });
     });
-  const keyedRequest = <T extends { idempotencyKey: string }>(request: T, keyed: Keyed): T => ({ ...request, idempotencyKey: callKey(keyed.key) });
+  // A key made here was never sent, so the first attempt says so (the daemon
+  // then need not look for it); a retry's may be recorded by now.
+  const attempts = <T extends { idempotencyKey: string; newKey: boolean }>(request: T, keyed: Keyed): (() => T) => {
+    let next: T = { ...request, idempotencyKey: callKey(keyed.key), newKey: keyed.key === undefined };
+    return () => {
+      const req = next;
+      next = { ...req, newKey: false };
+      return req;
+    };
+  };
   return {
     invoke: async (request, md, options, keyed) => {
-      const req = keyedRequest(request, keyed);
+      const req = attempts(request, keyed);
       // A copy of the metadata per attempt: interceptors may edit what they are given.
-      return sendWithRetries(() => unary(ActorClientService.invoke, req, md.clone(), options), deadlineMs(options), keyed);
+      return sendWithRetries(() => unary(ActorClientService.invoke, req(), md.clone(), options), deadlineMs(options), keyed);
     },
     tell: async (request, md, options, keyed) => {
-      const req = keyedRequest(request, keyed);
-      await sendWithRetries(() => unary(ActorClientService.tell, req, md.clone(), options), deadlineMs(options), keyed);
+      const req = attempts(request, keyed);
+      await sendWithRetries(() => unary(ActorClientService.tell, req(), md.clone(), options), deadlineMs(options), keyed);
     },
     unary,
   };
@@ -258,7 +267,7 @@ export class Caller {
     const what = `invoke ${type}/${id}.${method}`;
     const keyed = { key: checkKeyType(options.idempotencyKey), retry: this.#retry, what };
     const callOptions = deadline(options.timeout, what);
-    const request = { actor: { type, id }, method, payload: encodeCall(args, kw), metadata: { ...options.metadata }, chain: chain ?? chainForCall(), idempotencyKey: "" };
+    const request = { actor: { type, id }, method, payload: encodeCall(args, kw), metadata: { ...options.metadata }, chain: chain ?? chainForCall(), idempotencyKey: "", newKey: false };
     // One span for the logical call: its retries are not separate calls.
     return this.#tracing.call({ rpc: "Invoke", type, id, method }, async (md) => {
       const resp = await this.#calls.invoke(request, md, callOptions, keyed);
@@ -286,6 +295,7 @@ export class Caller {
       chain: chain ?? chainForCall(),
       delivery: delivery(options.durable),
       idempotencyKey: "",
+      newKey: false,
     };
     return this.#tracing.call({ rpc: "Tell", type, id, method }, (md) => this.#calls.tell(request, md, callOptions, keyed));
   }

@@ -20,6 +20,8 @@ interface Attempt {
   rpc: "invoke" | "tell";
   key: string;
   delivery: Delivery | undefined;
+  /** Whether the attempt said its key was new. */
+  newKey: boolean;
 }
 
 /** Answers invoke with "ok" and tell with nothing, after failing the first `failFirst` attempts with `code`. */
@@ -38,10 +40,10 @@ class FakeActorClient {
     };
     this.#server.addService(ActorClientService, {
       invoke: (call: grpc.ServerUnaryCall<InvokeRequest, InvokeResponse>, callback: grpc.sendUnaryData<InvokeResponse>) => {
-        answer({ rpc: "invoke", key: call.request.idempotencyKey, delivery: undefined }, callback, { payload: encodeResult("ok") });
+        answer({ rpc: "invoke", key: call.request.idempotencyKey, delivery: undefined, newKey: call.request.newKey }, callback, { payload: encodeResult("ok") });
       },
       tell: (call: grpc.ServerUnaryCall<TellRequest, TellResponse>, callback: grpc.sendUnaryData<TellResponse>) => {
-        answer({ rpc: "tell", key: call.request.idempotencyKey, delivery: call.request.delivery }, callback, {});
+        answer({ rpc: "tell", key: call.request.idempotencyKey, delivery: call.request.delivery, newKey: call.request.newKey }, callback, {});
       },
     });
     const port = await new Promise<number>((resolve, reject) => {
@@ -55,6 +57,10 @@ class FakeActorClient {
 
   keys(): string[] {
     return this.attempts.map((a) => a.key);
+  }
+
+  newKeys(): boolean[] {
+    return this.attempts.map((a) => a.newKey);
   }
 
   async stop(): Promise<void> {
@@ -163,6 +169,8 @@ describe("against a fake daemon", () => {
       assert.equal(keys.length, 4);
       assert.match(keys[0] ?? "", UUID);
       assert.deepEqual(keys, Array<string | undefined>(4).fill(keys[0]));
+      // Only the first attempt says its fresh key is new: a retry's may be recorded.
+      assert.deepEqual(fake.newKeys(), [true, false, false, false]);
     });
   }
 
@@ -175,6 +183,7 @@ describe("against a fake daemon", () => {
       client.close();
     }
     assert.deepEqual(fake.keys(), ["mine", "mine", "mine"]);
+    assert.deepEqual(fake.newKeys(), [false, false, false], "a caller's key may have been sent before");
   });
 
   test("retries end at the deadline with the last error, saying how often", async () => {

@@ -203,6 +203,7 @@ pub fn tell_of(r: pb::InvokeRequest) -> pb::TellRequest {
         chain: r.chain,
         delivery: 0,
         idempotency_key: r.idempotency_key,
+        new_key: r.new_key,
     }
 }
 

@@ -26,7 +26,8 @@ pub(crate) enum Lookup {
     Stored,
     /// Not recorded (within the retention window).
     New,
-    /// Not in memory, but the actor has records only the store knows.
+    /// Not in memory, but the actor has records only the store knows (and
+    /// the caller did not say the key is new).
     AskStore,
 }
 
@@ -58,7 +59,15 @@ impl ActorRecords {
         }
     }
 
-    pub(super) fn lookup(&self, key: &str, fingerprint: Fingerprint, cutoff: u64) -> Lookup {
+    /// `new_key`: the caller says it never sent `key` before, so a key
+    /// memory does not know is new even where the store knows more.
+    pub(super) fn lookup(
+        &self,
+        key: &str,
+        fingerprint: Fingerprint,
+        cutoff: u64,
+        new_key: bool,
+    ) -> Lookup {
         if let Some(w) = self.waiting.get(key) {
             return if w.at_unix_ms >= cutoff {
                 Lookup::Recorded(w.answer.clone())
@@ -69,7 +78,7 @@ impl ActorRecords {
         match self.stored.get(&fingerprint) {
             Some(at) if *at >= cutoff => Lookup::Stored,
             Some(_) => Lookup::New,
-            None if self.spilled => Lookup::AskStore,
+            None if self.spilled && !new_key => Lookup::AskStore,
             None => Lookup::New,
         }
     }

@@ -69,11 +69,12 @@ fn hostless_meta(env: &Envelope, readonly: Option<Arc<str>>, replayed: bool) -> 
 }
 
 impl Shared {
-    /// What memory knows of the answer for a call keyed `key`.
-    pub(crate) fn recorded_answer(&self, act: &Activation, key: &str) -> Lookup {
+    /// What memory knows of the answer for a call keyed `key` (`new_key`:
+    /// its caller never sent the key before).
+    pub(crate) fn recorded_answer(&self, act: &Activation, key: &str, new_key: bool) -> Lookup {
         let found = self
             .records
-            .lookup(&act.id, key, crate::clock::unix_now_ms());
+            .lookup(&act.id, key, crate::clock::unix_now_ms(), new_key);
         if let (Lookup::Recorded(_), Some(metrics)) = (&found, &self.metrics) {
             metrics.call_replayed(&act.id.ty);
         }
@@ -87,6 +88,9 @@ impl Shared {
         actor: &ActorId,
         key: &str,
     ) -> Result<Option<Answer>, CallError> {
+        if let Some(metrics) = &self.metrics {
+            metrics.record_read(&actor.ty);
+        }
         let record = self
             .flusher
             .store()

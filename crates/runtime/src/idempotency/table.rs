@@ -65,12 +65,19 @@ impl CallRecords {
         now_unix_ms.saturating_sub(self.retention_ms)
     }
 
-    /// What memory knows of `key` at `now_unix_ms`.
-    pub(crate) fn lookup(&self, actor: &ActorId, key: &str, now_unix_ms: u64) -> Lookup {
+    /// What memory knows of `key` at `now_unix_ms` (`new_key`: the caller
+    /// says it never sent it before, see [`Lookup::AskStore`]).
+    pub(crate) fn lookup(
+        &self,
+        actor: &ActorId,
+        key: &str,
+        now_unix_ms: u64,
+        new_key: bool,
+    ) -> Lookup {
         let fingerprint = self.fingerprint(key);
         let shard = self.shard(actor).lock();
         match shard.get(actor) {
-            Some(records) => records.lookup(key, fingerprint, self.cutoff(now_unix_ms)),
+            Some(records) => records.lookup(key, fingerprint, self.cutoff(now_unix_ms), new_key),
             None => Lookup::New,
         }
     }
@@ -192,18 +199,25 @@ mod tests {
         let stored = table.record(&a, "k", 1_000, ok("1"));
         assert_eq!(answer::decode(&stored.data), Some(ok("1")));
         table.record(&a, "k", 2_000, ok("2"));
-        assert_eq!(table.lookup(&a, "k", 5_000), Lookup::Recorded(ok("1")));
-        assert_eq!(table.lookup(&b, "k", 5_000), Lookup::New, "per actor");
-        assert_eq!(table.lookup(&a, "k", 11_001), Lookup::New, "expired");
+        assert_eq!(
+            table.lookup(&a, "k", 5_000, false),
+            Lookup::Recorded(ok("1"))
+        );
+        assert_eq!(
+            table.lookup(&b, "k", 5_000, false),
+            Lookup::New,
+            "per actor"
+        );
+        assert_eq!(table.lookup(&a, "k", 11_001, false), Lookup::New, "expired");
 
         // Stored: the answer leaves memory, the key stays known.
         table.stored(&a, ["k"]);
         assert_eq!(table.len(), (0, 1));
-        assert_eq!(table.lookup(&a, "k", 5_000), Lookup::Stored);
-        assert_eq!(table.lookup(&a, "other", 5_000), Lookup::New);
+        assert_eq!(table.lookup(&a, "k", 5_000, false), Lookup::Stored);
+        assert_eq!(table.lookup(&a, "other", 5_000, false), Lookup::New);
         table.record(&a, "k", 6_000, ok("3"));
         assert_eq!(table.len(), (0, 1), "a stored key keeps its first answer");
-        assert_eq!(table.lookup(&a, "k", 11_001), Lookup::New, "expired");
+        assert_eq!(table.lookup(&a, "k", 11_001, false), Lookup::New, "expired");
         table.prune(11_001);
         assert_eq!(table.len(), (0, 0));
 
@@ -212,10 +226,10 @@ mod tests {
             recorded_unix_ms: stored.recorded_unix_ms,
         };
         table.loaded(&a, vec![stored.clone()], true);
-        assert_eq!(table.lookup(&a, "k", 5_000), Lookup::Stored);
+        assert_eq!(table.lookup(&a, "k", 5_000, false), Lookup::Stored);
         table.loaded(&a, Vec::new(), true);
         assert_eq!(
-            table.lookup(&a, "k", 5_000),
+            table.lookup(&a, "k", 5_000, false),
             Lookup::New,
             "a new life replaces"
         );
@@ -231,9 +245,12 @@ mod tests {
         let table = CallRecords::new(Duration::from_secs(10));
         let a = ActorId::new("t", "a");
         table.record(&a, "k", 1_000, ok("1"));
-        assert_eq!(table.lookup(&a, "k", 11_001), Lookup::New, "expired");
+        assert_eq!(table.lookup(&a, "k", 11_001, false), Lookup::New, "expired");
         table.record(&a, "k", 11_001, ok("2"));
-        assert_eq!(table.lookup(&a, "k", 11_002), Lookup::Recorded(ok("2")));
+        assert_eq!(
+            table.lookup(&a, "k", 11_002, false),
+            Lookup::Recorded(ok("2"))
+        );
     }
 
     #[test]
@@ -245,7 +262,7 @@ mod tests {
         let batch = bytes::Bytes::from(vec![b'7'; 64 * 1024]);
         let answer = Ok(Payload::json(batch.slice(100..101)));
         table.record(&a, "k", 1_000, answer);
-        let Lookup::Recorded(Ok(kept)) = table.lookup(&a, "k", 2_000) else {
+        let Lookup::Recorded(Ok(kept)) = table.lookup(&a, "k", 2_000, false) else {
             panic!("the answer was not recorded");
         };
         assert_eq!(&kept.data[..], b"7");
@@ -268,16 +285,26 @@ mod tests {
             (MAX_IN_MEMORY + 10, 0),
             "none stored: all kept"
         );
-        assert_eq!(table.lookup(&a, "k0", 5_000), Lookup::Recorded(ok("1")));
+        assert_eq!(
+            table.lookup(&a, "k0", 5_000, false),
+            Lookup::Recorded(ok("1"))
+        );
         table.stored(&a, keys.iter().map(String::as_str));
         assert_eq!(table.len(), (0, MAX_IN_MEMORY), "bounded once stored");
-        assert_eq!(table.lookup(&a, "k0", 5_000), Lookup::AskStore, "evicted");
+        assert_eq!(
+            table.lookup(&a, "k0", 5_000, false),
+            Lookup::AskStore,
+            "evicted"
+        );
         let newest = format!("k{}", MAX_IN_MEMORY + 9);
-        assert_eq!(table.lookup(&a, &newest, 5_000), Lookup::Stored);
+        assert_eq!(table.lookup(&a, &newest, 5_000, false), Lookup::Stored);
         // A load cut at the bound: unknown keys may be in the store.
         table.loaded(&a, Vec::new(), false);
-        assert_eq!(table.lookup(&a, "k5", 5_000), Lookup::AskStore);
+        assert_eq!(table.lookup(&a, "k5", 5_000, false), Lookup::AskStore);
+        // Unless the caller says it never sent the key: then nothing
+        // recorded can be under it.
+        assert_eq!(table.lookup(&a, "fresh", 5_000, true), Lookup::New);
         table.loaded(&a, Vec::new(), true);
-        assert_eq!(table.lookup(&a, "k5", 5_000), Lookup::New);
+        assert_eq!(table.lookup(&a, "k5", 5_000, false), Lookup::New);
     }
 }

@@ -227,13 +227,13 @@ impl Shared {
         self.check_target(&call.actor)?;
         // A retry of a tell stored before: memory knows its key as stored,
         // or (for an actor whose records spilled) only the store knows it.
-        if let Some(key) = call
+        if let Some((key, new_key)) = call
             .extra
             .as_ref()
-            .and_then(|e| e.idempotency_key.as_deref())
+            .and_then(|e| Some((e.idempotency_key.as_deref()?, e.new_key)))
         {
             let now = crate::clock::unix_now_ms();
-            let lookup = self.records.lookup(&call.actor, key, now);
+            let lookup = self.records.lookup(&call.actor, key, now, new_key);
             if matches!(lookup, Lookup::Stored | Lookup::AskStore)
                 && self.stored_answer(&call.actor, key).await?.is_some()
             {

@@ -83,10 +83,10 @@ impl Shared {
         inner: &mut Inner,
         env: &mut Envelope,
     ) -> bool {
-        let key = env
+        let (key, new_key) = env
             .extra
             .as_deref()
-            .and_then(|e| e.idempotency_key.as_deref());
+            .map_or((None, false), |e| (e.idempotency_key.as_deref(), e.new_key));
         let Some(tag) = env.inbox.as_mut() else {
             return true;
         };
@@ -98,7 +98,7 @@ impl Shared {
             // A stored key's fingerprint is as good as the key: a tell's
             // record has no answer to read.
             if matches!(
-                self.recorded_answer(act, key),
+                self.recorded_answer(act, key, new_key),
                 Lookup::Recorded(_) | Lookup::Stored
             ) {
                 if let Some(ack) = tag.ack.take() {

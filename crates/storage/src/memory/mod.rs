@@ -66,6 +66,7 @@ pub struct MemoryStore {
     epochs: Epochs,
     batches: AtomicU64,
     key_writes: AtomicU64,
+    record_reads: AtomicU64,
 }
 
 impl MemoryStore {
@@ -81,6 +82,12 @@ impl MemoryStore {
     /// Number of key sets and deletes written so far.
     pub fn key_writes(&self) -> u64 {
         self.key_writes.load(Ordering::Relaxed)
+    }
+
+    /// Number of `load_record` calls so far: the keyed calls that had to
+    /// ask the store whether they were answered before.
+    pub fn record_reads(&self) -> u64 {
+        self.record_reads.load(Ordering::Relaxed)
     }
 
     /// A reminder store whose writes are fenced by the same epochs as this
@@ -226,6 +233,7 @@ impl StateStore for MemoryStore {
         actor_id: &str,
         key: &str,
     ) -> Result<Option<CallRecord>, StoreError> {
+        self.record_reads.fetch_add(1, Ordering::Relaxed);
         let actor = (actor_type.to_owned(), actor_id.to_owned());
         Ok(self.records.lock().get(&actor, key))
     }

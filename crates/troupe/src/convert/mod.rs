@@ -64,6 +64,7 @@ pub fn extra(
     metadata: std::collections::HashMap<String, String>,
     chain: Option<pb::CallChain>,
     idempotency_key: String,
+    new_key: bool,
 ) -> Option<Box<CallExtra>> {
     if metadata.is_empty() && chain.is_none() && idempotency_key.is_empty() {
         return None;
@@ -81,6 +82,8 @@ pub fn extra(
                 .collect(),
             token: ChainToken::new(c.token),
         }),
+        // Says something only of a key.
+        new_key: new_key && !idempotency_key.is_empty(),
         idempotency_key: (!idempotency_key.is_empty()).then(|| idempotency_key.into()),
         ..CallExtra::default()
     }))

@@ -59,7 +59,7 @@ pub fn request_from_pb(
             r.actor,
             r.method,
             r.payload,
-            extra(r.metadata, r.chain, r.idempotency_key),
+            extra(r.metadata, r.chain, r.idempotency_key, r.new_key),
             timeout,
         )?),
         PbRequest::Tell(r) => {
@@ -68,7 +68,7 @@ pub fn request_from_pb(
                 r.actor,
                 r.method,
                 r.payload,
-                extra(r.metadata, r.chain, r.idempotency_key),
+                extra(r.metadata, r.chain, r.idempotency_key, r.new_key),
                 None,
             )?;
             if durable {
@@ -150,15 +150,16 @@ pub fn request_from_pb(
 }
 
 fn tell_to_pb(c: Call, delivery: pb::Delivery) -> PbRequest {
-    let (actor, method, payload, metadata, chain, idempotency_key) = call_parts(c);
+    let p = call_parts(c);
     PbRequest::Tell(pb::TellRequest {
-        actor,
-        method,
-        payload,
-        metadata,
-        chain,
+        actor: p.actor,
+        method: p.method,
+        payload: p.payload,
+        metadata: p.metadata,
+        chain: p.chain,
         delivery: delivery.into(),
-        idempotency_key,
+        idempotency_key: p.idempotency_key,
+        new_key: p.new_key,
     })
 }
 
@@ -167,14 +168,15 @@ fn tell_to_pb(c: Call, delivery: pb::Delivery) -> PbRequest {
 pub fn request_to_pb(request: ActorRequest) -> PbRequest {
     match request {
         ActorRequest::Invoke(c) => {
-            let (actor, method, payload, metadata, chain, idempotency_key) = call_parts(c);
+            let p = call_parts(c);
             PbRequest::Invoke(pb::InvokeRequest {
-                actor,
-                method,
-                payload,
-                metadata,
-                chain,
-                idempotency_key,
+                actor: p.actor,
+                method: p.method,
+                payload: p.payload,
+                metadata: p.metadata,
+                chain: p.chain,
+                idempotency_key: p.idempotency_key,
+                new_key: p.new_key,
             })
         }
         ActorRequest::Tell(c) => tell_to_pb(c, pb::Delivery::Unspecified),
@@ -282,36 +284,28 @@ fn call(
     })
 }
 
-type CallParts = (
-    Option<pb::ActorRef>,
-    String,
-    Option<pb::Payload>,
-    HashMap<String, String>,
-    Option<pb::CallChain>,
-    String,
-);
+/// A call's fields as an `InvokeRequest` or a `TellRequest` carries them.
+struct CallParts {
+    actor: Option<pb::ActorRef>,
+    method: String,
+    payload: Option<pb::Payload>,
+    metadata: HashMap<String, String>,
+    chain: Option<pb::CallChain>,
+    idempotency_key: String,
+    new_key: bool,
+}
 
 fn call_parts(call: Call) -> CallParts {
-    let (metadata, chain, key) = match call.extra {
-        None => (Vec::new(), None, None),
-        Some(extra) => {
-            let CallExtra {
-                metadata,
-                chain,
-                idempotency_key,
-                ..
-            } = *extra;
-            (metadata, chain, idempotency_key)
-        }
-    };
-    (
-        Some(actor_ref(&call.actor)),
-        call.method.to_string(),
-        Some(payload_to_pb(call.payload)),
-        metadata.into_iter().collect(),
-        chain.as_ref().map(chain_to_pb),
-        key.map(String::from).unwrap_or_default(),
-    )
+    let extra = call.extra.map(|e| *e).unwrap_or_default();
+    CallParts {
+        actor: Some(actor_ref(&call.actor)),
+        method: call.method.to_string(),
+        payload: Some(payload_to_pb(call.payload)),
+        metadata: extra.metadata.into_iter().collect(),
+        chain: extra.chain.as_ref().map(chain_to_pb),
+        idempotency_key: extra.idempotency_key.map(String::from).unwrap_or_default(),
+        new_key: extra.new_key,
+    }
 }
 
 pub fn retry(policy: Option<pb::RetryPolicy>) -> RetryPolicy {

@@ -146,6 +146,7 @@ class Caller(SchedulingCalls):
             metadata=dict(metadata or {}),
             chain=chain if chain is not None else chain_for_call(),
             idempotency_key=key,
+            new_key=idempotency_key is None,
         )
         # One span for the logical call: its retries are not separate calls.
         with self._rpc("Invoke", actor_type, actor_id, method) as md:
@@ -163,7 +164,13 @@ class Caller(SchedulingCalls):
                 stub = self._grpc_stub()
 
                 async def attempt(left: float | None) -> client_pb2.InvokeResponse:
-                    r: client_pb2.InvokeResponse = await stub.Invoke(req, timeout=left, metadata=md)
+                    try:
+                        r: client_pb2.InvokeResponse = await stub.Invoke(
+                            req, timeout=left, metadata=md
+                        )
+                    finally:
+                        # A retry resends a key the daemon may have recorded by now.
+                        req.new_key = False
                     return r
 
                 resp = await send_with_retries(attempt, timeout, retry=self._retry, what=what)
@@ -196,6 +203,7 @@ class Caller(SchedulingCalls):
             chain=chain if chain is not None else chain_for_call(),
             delivery=_DELIVERY[durable],
             idempotency_key=key,
+            new_key=idempotency_key is None,
         )
         with self._rpc("Tell", actor_type, actor_id, method) as md:
             if native is not None:
@@ -211,7 +219,11 @@ class Caller(SchedulingCalls):
             stub = self._grpc_stub()
 
             async def attempt(left: float | None) -> None:
-                await stub.Tell(req, timeout=left, metadata=md)
+                try:
+                    await stub.Tell(req, timeout=left, metadata=md)
+                finally:
+                    # As invoke's: only the first attempt's key is new.
+                    req.new_key = False
 
             await send_with_retries(attempt, timeout, retry=self._retry, what=what)
 

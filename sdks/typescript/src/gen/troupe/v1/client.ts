@@ -179,6 +179,16 @@ export interface InvokeRequest {
    * Empty: not keyed, every call runs.
    */
   idempotencyKey: string;
+  /**
+   * The caller made idempotency_key for this call and has never sent it
+   * before (an SDK's fresh key, on its first attempt; every retry sends
+   * false). The daemon then knows no answer can be recorded under it and
+   * runs the call without asking the store, which it otherwise does for a
+   * key it does not find in memory once an actor has answered more keyed
+   * calls in the retention window than it keeps in memory (1,024). True
+   * with a key used before lets that call run again.
+   */
+  newKey: boolean;
 }
 
 export interface InvokeRequest_MetadataEntry {
@@ -207,6 +217,8 @@ export interface TellRequest {
    * acknowledged without being stored (or delivered) again.
    */
   idempotencyKey: string;
+  /** As InvokeRequest.new_key. */
+  newKey: boolean;
 }
 
 export interface TellRequest_MetadataEntry {
@@ -1382,7 +1394,15 @@ export const TimerRef: MessageFns<TimerRef> = {
 };
 
 function createBaseInvokeRequest(): InvokeRequest {
-  return { actor: undefined, method: "", payload: undefined, metadata: {}, chain: undefined, idempotencyKey: "" };
+  return {
+    actor: undefined,
+    method: "",
+    payload: undefined,
+    metadata: {},
+    chain: undefined,
+    idempotencyKey: "",
+    newKey: false,
+  };
 }
 
 export const InvokeRequest: MessageFns<InvokeRequest> = {
@@ -1404,6 +1424,9 @@ export const InvokeRequest: MessageFns<InvokeRequest> = {
     }
     if (message.idempotencyKey !== "") {
       writer.uint32(50).string(message.idempotencyKey);
+    }
+    if (message.newKey !== false) {
+      writer.uint32(56).bool(message.newKey);
     }
     return writer;
   },
@@ -1472,6 +1495,14 @@ export const InvokeRequest: MessageFns<InvokeRequest> = {
             message.idempotencyKey = reader.string();
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.newKey = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1509,6 +1540,7 @@ export const InvokeRequest: MessageFns<InvokeRequest> = {
       ? CallChain.fromPartial(object.chain)
       : undefined;
     message.idempotencyKey = object.idempotencyKey ?? "";
+    message.newKey = object.newKey ?? false;
     return message;
   },
 };
@@ -1646,6 +1678,7 @@ function createBaseTellRequest(): TellRequest {
     chain: undefined,
     delivery: 0,
     idempotencyKey: "",
+    newKey: false,
   };
 }
 
@@ -1671,6 +1704,9 @@ export const TellRequest: MessageFns<TellRequest> = {
     }
     if (message.idempotencyKey !== "") {
       writer.uint32(58).string(message.idempotencyKey);
+    }
+    if (message.newKey !== false) {
+      writer.uint32(64).bool(message.newKey);
     }
     return writer;
   },
@@ -1747,6 +1783,14 @@ export const TellRequest: MessageFns<TellRequest> = {
             message.idempotencyKey = reader.string();
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.newKey = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1785,6 +1829,7 @@ export const TellRequest: MessageFns<TellRequest> = {
       : undefined;
     message.delivery = object.delivery ?? 0;
     message.idempotencyKey = object.idempotencyKey ?? "";
+    message.newKey = object.newKey ?? false;
     return message;
   },
 };
