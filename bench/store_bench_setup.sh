@@ -45,18 +45,20 @@ PY
 
 # Starts a release daemon for one case on BACKEND (sled, or a fresh
 # PostgreSQL database DB), with the flush log on and EXTRA flags, and the
-# bench app on it; sets `addr`, `daemon` and `app`.
+# bench app on it; sets `addr`, `daemon` and `app`. $daemon_bin, when set,
+# is the daemon to run (another build, to compare builds in one run).
 start_case() { # backend db case extra-flags...
     local backend=$1 db=$2 case=$3
     shift 3
     local args=(--listen 127.0.0.1:0 --data-dir "$work/$case-data" --flush-interval 1s "$@")
     if [ "$backend" = postgres ]; then
-        psql -q "$pg_url" -c "CREATE DATABASE $db" >/dev/null
+        # $keep_db set: DB exists already (a daemon restarted on it).
+        [ -n "${keep_db:-}" ] || psql -q "$pg_url" -c "CREATE DATABASE $db" >/dev/null
         args+=(--store "$pg_base/$db")
     else
         args+=(--store sled)
     fi
-    RUST_LOG=info,troupe_runtime::flush=debug ./target/release/troupe serve "${args[@]}" \
+    RUST_LOG=info,troupe_runtime::flush=debug "${daemon_bin:-./target/release/troupe}" serve "${args[@]}" \
         >"$work/$case.out" 2>"$work/$case.err" &
     daemon=$!
     pids+=("$daemon")
