@@ -2,8 +2,13 @@
 //! turn ran and before the reply left (a crash point in the daemon, the
 //! moment no outside signal can hit) gets its recorded answer when the
 //! client retries on the next daemon, and the method ran once — on sled and
-//! on PostgreSQL.
+//! on PostgreSQL. And the keys the SDK core makes spare a busy actor's calls
+//! the store read a key memory does not know costs.
 
+use anyhow::Context;
+use troupe_sdk_core::client::{ActorCalls, CallOptions};
+use troupe_sdk_core::connect::{self, ConnectOptions};
+use troupe_tests::scrape::{metrics_addr, scrape};
 use troupe_tests::store::{type_with_mode, TestStore};
 use troupe_tests::*;
 
@@ -58,4 +63,62 @@ async fn postgres_keyed_invoke_survives_a_crash_before_its_reply() -> anyhow::Re
         Some(store) => retry_after_the_crash_gets_the_recorded_answer(store).await,
         None => Ok(()),
     }
+}
+
+/// Calls through the SDK core to an actor past the 1,024 keys memory keeps:
+/// the core marks the keys it makes as new, so the daemon does not ask its
+/// store about them (a round trip per call on PostgreSQL); keys a caller
+/// chose are still looked up. Counted by the daemon's own metric.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sdk_keys_to_a_busy_actor_are_not_looked_for_in_the_store() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let daemon = Daemon::start(dir.path(), &["--metrics-listen", "127.0.0.1:0"]).await?;
+    let _app = TestApp::attach(
+        daemon.addr,
+        vec![type_with_mode("acct", pb::StateMode::Durable)],
+    )
+    .await?;
+    let metrics = metrics_addr(&daemon.log()).context("no metrics address logged")?;
+    let options = ConnectOptions {
+        address: daemon.addr.to_string(),
+        ..Default::default()
+    };
+    let calls = ActorCalls::new(connect::channel(&options)?, &options);
+    let incr = |key: &str| pb::InvokeRequest {
+        actor: Some(actor("acct", "busy")),
+        method: "incr".into(),
+        payload: Some(json_payload(r#"{"kwargs":{"by":1}}"#.to_owned())),
+        idempotency_key: key.into(),
+        ..Default::default()
+    };
+    let call = || CallOptions {
+        timeout: Some(std::time::Duration::from_secs(30)),
+        metadata: Vec::new(),
+        retry: true,
+    };
+    // Durable: each answer is stored before its reply, so the actor passes
+    // the bound during these calls, in batches of 16 at a time.
+    for _ in 0..70 {
+        let batch = (0..16).map(|_| calls.invoke(incr(""), call(), |_| {}));
+        for answer in futures::future::join_all(batch).await {
+            answer.map_err(|e| anyhow::anyhow!("{:?}", e.status))?;
+        }
+    }
+    let reads = || async move {
+        anyhow::Ok(
+            scrape(metrics)
+                .await?
+                .sum("troupe_call_record_reads_total", &[("actor_type", "acct")]),
+        )
+    };
+    assert_eq!(reads().await?, 0.0, "keys the SDK core made were looked up");
+    for i in 0..3 {
+        let key = format!("mine-{i}");
+        calls
+            .invoke(incr(&key), call(), |_| {})
+            .await
+            .map_err(|e| anyhow::anyhow!("{:?}", e.status))?;
+    }
+    assert_eq!(reads().await?, 3.0, "a caller's keys past the bound");
+    Ok(())
 }
