@@ -261,10 +261,7 @@ fn status_json(replica: &str, s: &pb::ClusterStatusResponse, members: &[MemberVi
                 "active_actors": v.actors.as_ref().ok(),
                 "error": v.actors.as_ref().err(),
                 "links": links::json(&v.links),
-                "inbound_links": v.inbound_links.as_ref().map(|l| json!({
-                    "streams": l.streams,
-                    "let_go": l.let_go,
-                })),
+                "inbound_links": links::inbound_json(v.inbound_links.as_ref()),
             })
         })
         .collect();
@@ -360,7 +357,7 @@ fn status_table(replica: &str, s: &pb::ClusterStatusResponse, members: &[MemberV
                 Ok(n) => n.to_string(),
                 Err(_) => "unreachable".to_owned(),
             },
-            inbound_cell(v.inbound_links.as_ref()),
+            links::inbound_cell(v.inbound_links.as_ref()),
         ]);
     }
     out.push_str(&t.render());
@@ -373,17 +370,6 @@ fn status_table(replica: &str, s: &pb::ClusterStatusResponse, members: &[MemberV
         out.push_str(&links::table(&linked));
     }
     out
-}
-
-/// The streams other daemons opened to a member, with those let go since
-/// it started when there were any: a peer whose pings stopped shows here
-/// before anywhere else. `-` when the member could not say.
-fn inbound_cell(links: Option<&pb::InboundLinks>) -> String {
-    match links {
-        None => "-".to_owned(),
-        Some(l) if l.let_go == 0 => l.streams.to_string(),
-        Some(l) => format!("{} ({} let go)", l.streams, l.let_go),
-    }
 }
 
 #[cfg(test)]
@@ -491,13 +477,5 @@ mod tests {
         assert!(out.contains("joining"), "{out}");
         assert!(out.contains("LINKS IN"), "{out}");
         assert!(out.contains("6 (2 let go)"), "{out}");
-    }
-
-    #[test]
-    fn the_inbound_cell_names_let_go_streams_only_when_there_were_some() {
-        let links = |streams, let_go| pb::InboundLinks { streams, let_go };
-        assert_eq!(inbound_cell(None), "-");
-        assert_eq!(inbound_cell(Some(&links(4, 0))), "4");
-        assert_eq!(inbound_cell(Some(&links(0, 3))), "0 (3 let go)");
     }
 }

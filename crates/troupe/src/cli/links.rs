@@ -1,5 +1,6 @@
 //! The links between daemons as `troupe cluster status` shows them: one row
-//! per daemon, peer and channel, from each daemon's own Status.
+//! per daemon, peer and channel, from each daemon's own Status; and the
+//! streams peers opened to a daemon, as it and `troupe status` show them.
 
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
@@ -75,6 +76,28 @@ pub fn table(daemons: &[(&str, &[pb::PeerLinkStatus])]) -> String {
     t.render()
 }
 
+/// The streams other daemons opened to a daemon, in the JSON of both status
+/// commands; `null` when it did not say (a single node, an older daemon).
+pub fn inbound_json(links: Option<&pb::InboundLinks>) -> Value {
+    links.map_or(Value::Null, |l| {
+        json!({
+            "streams": l.streams,
+            "let_go": l.let_go,
+        })
+    })
+}
+
+/// The streams other daemons opened to a member, with those let go since
+/// it started when there were any: a peer whose pings stopped shows here
+/// before anywhere else. `-` when the member could not say.
+pub fn inbound_cell(links: Option<&pb::InboundLinks>) -> String {
+    match links {
+        None => "-".to_owned(),
+        Some(l) if l.let_go == 0 => l.streams.to_string(),
+        Some(l) => format!("{} ({} let go)", l.streams, l.let_go),
+    }
+}
+
 pub fn json(links: &[pb::PeerLinkStatus]) -> Value {
     links
         .iter()
@@ -133,5 +156,13 @@ mod tests {
             ..link
         };
         assert!(table(&[("a", &[old])]).contains(" grpc "));
+    }
+
+    #[test]
+    fn the_inbound_cell_names_let_go_streams_only_when_there_were_some() {
+        let links = |streams, let_go| pb::InboundLinks { streams, let_go };
+        assert_eq!(inbound_cell(None), "-");
+        assert_eq!(inbound_cell(Some(&links(4, 0))), "4");
+        assert_eq!(inbound_cell(Some(&links(0, 3))), "0 (3 let go)");
     }
 }

@@ -63,10 +63,7 @@ fn status_json(s: &pb::StatusResponse) -> Value {
         "reminders_fired": s.reminders_fired,
         "flush": flush_json,
         "delivery": s.delivery.as_ref().map(delivery_json),
-        "inbound_links": s.inbound_links.as_ref().map(|l| json!({
-            "streams": l.streams,
-            "let_go": l.let_go,
-        })),
+        "inbound_links": super::links::inbound_json(s.inbound_links.as_ref()),
         "types": types,
     });
     if let Some(o) = out.as_object_mut() {
