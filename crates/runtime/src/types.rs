@@ -334,6 +334,13 @@ pub struct CallExtra {
     pub new_key: bool,
 }
 
+impl CallExtra {
+    /// The idempotency key, and whether its caller says it is new.
+    pub fn key(&self) -> Option<(&str, bool)> {
+        Some((self.idempotency_key.as_deref()?, self.new_key))
+    }
+}
+
 /// The target of every span the runtime makes for trace export. Nothing else
 /// logs under it, so a subscriber can enable exactly these spans; with no
 /// subscriber interested they cost a disabled-callsite check.

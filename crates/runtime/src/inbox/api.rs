@@ -15,7 +15,7 @@ use crate::reply::{wait_reply, Reply};
 use crate::routing::Route;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
-use crate::types::{ActorId, Call, ContentType, Payload};
+use crate::types::{ActorId, Call, CallExtra, ContentType, Payload};
 
 /// A dead letter, decoded for people and tools.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,11 +227,7 @@ impl Shared {
         self.check_target(&call.actor)?;
         // A retry of a tell stored before: memory knows its key as stored,
         // or (for an actor whose records spilled) only the store knows it.
-        if let Some((key, new_key)) = call
-            .extra
-            .as_ref()
-            .and_then(|e| Some((e.idempotency_key.as_deref()?, e.new_key)))
-        {
+        if let Some((key, new_key)) = call.extra.as_deref().and_then(CallExtra::key) {
             let now = crate::clock::unix_now_ms();
             let lookup = self.records.lookup(&call.actor, key, now, new_key);
             if matches!(lookup, Lookup::Stored | Lookup::AskStore)

@@ -83,17 +83,14 @@ impl Shared {
         inner: &mut Inner,
         env: &mut Envelope,
     ) -> bool {
-        let (key, new_key) = env
-            .extra
-            .as_deref()
-            .map_or((None, false), |e| (e.idempotency_key.as_deref(), e.new_key));
+        let keyed = env.extra.as_deref().and_then(CallExtra::key);
         let Some(tag) = env.inbox.as_mut() else {
             return true;
         };
         if tag.delivery.seq != 0 || !inner.state_loaded() {
             return true;
         }
-        if let Some(key) = key {
+        if let Some((key, new_key)) = keyed {
             // A spilled actor's store was asked before (`tell_durable_here`).
             // A stored key's fingerprint is as good as the key: a tell's
             // record has no answer to read.
