@@ -77,6 +77,14 @@ pub fn call_key(given: Option<String>) -> Result<String, KeyError> {
     Ok(key)
 }
 
+/// [`call_key`], and whether the key is new: one made here for this call
+/// was never sent before, which the request's `new_key` tells the daemon
+/// (it then need not look for an earlier answer in its store).
+pub fn marked_call_key(given: Option<String>) -> Result<(String, bool), KeyError> {
+    let new = given.is_none();
+    Ok((call_key(given)?, new))
+}
+
 /// A fresh key: a random (v4) UUID in its hyphenated form.
 pub fn fresh() -> String {
     uuid::Uuid::new_v4().hyphenated().to_string()
@@ -114,5 +122,15 @@ mod tests {
             uuid::Uuid::parse_str(&a).map(|u| u.get_version_num()),
             Ok(4)
         );
+    }
+
+    #[test]
+    fn only_a_key_made_here_is_marked_new() {
+        assert_eq!(
+            marked_call_key(Some("k-1".into())),
+            Ok(("k-1".into(), false))
+        );
+        assert!(matches!(marked_call_key(None), Ok((k, true)) if !k.is_empty()));
+        assert_eq!(marked_call_key(Some(String::new())), Err(KeyError::Empty));
     }
 }

@@ -142,10 +142,11 @@ fn call_options(
     })
 }
 
-/// The key a call sends (the caller's, checked, or a fresh one); a bad one
+/// The key a call sends (the caller's, checked, or a fresh one) and
+/// whether it is new ([`key::marked_call_key`]); a bad one
 /// throws (code `InvalidArg`) with the message TypeScript users know.
-fn call_key(given: Option<String>) -> Result<String, NodeError> {
-    key::call_key(given).map_err(|e| NodeError::Key(e.message(&KEY_NAMES)))
+fn call_key(given: Option<String>) -> Result<(String, bool), NodeError> {
+    key::marked_call_key(given).map_err(|e| NodeError::Key(e.message(&KEY_NAMES)))
 }
 
 /// A copy of the JS buffer's bytes: the call outlives the buffer's borrow.
@@ -176,9 +177,7 @@ impl NativeClient {
         retry: bool,
     ) -> napi::Result<()> {
         let mut request: InvokeRequest = decode(&request, "troupe.v1.InvokeRequest")?;
-        // A key made here was never sent: the daemon need not look for it.
-        request.new_key = key.is_none();
-        request.idempotency_key = call_key(key)?;
+        (request.idempotency_key, request.new_key) = call_key(key)?;
         let options = call_options(timeout_ms, metadata, retry)?;
         self.start(id, |calls| async move {
             calls
@@ -202,9 +201,7 @@ impl NativeClient {
         retry: bool,
     ) -> napi::Result<()> {
         let mut request: TellRequest = decode(&request, "troupe.v1.TellRequest")?;
-        // A key made here was never sent: the daemon need not look for it.
-        request.new_key = key.is_none();
-        request.idempotency_key = call_key(key)?;
+        (request.idempotency_key, request.new_key) = call_key(key)?;
         let options = call_options(timeout_ms, metadata, retry)?;
         self.start(id, |calls| async move {
             calls

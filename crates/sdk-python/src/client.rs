@@ -146,10 +146,11 @@ fn call_options(timeout: Option<f64>, metadata: Vec<(String, String)>, retry: bo
     }
 }
 
-/// The key a call sends (the caller's, checked, or a fresh one); a bad one
+/// The key a call sends (the caller's, checked, or a fresh one) and
+/// whether it is new ([`key::marked_call_key`]); a bad one
 /// raises `InvalidKey` with the message Python users know.
-fn call_key(given: Option<String>) -> PyResult<String> {
-    key::call_key(given).map_err(|e| InvalidKey::new_err(e.message(&KEY_NAMES)))
+fn call_key(given: Option<String>) -> PyResult<(String, bool)> {
+    key::marked_call_key(given).map_err(|e| InvalidKey::new_err(e.message(&KEY_NAMES)))
 }
 
 /// Hands each retry note to Python through the inbox.
@@ -195,9 +196,7 @@ impl Client {
         retry: bool,
     ) -> PyResult<()> {
         let mut request: InvokeRequest = decode(request, "troupe.v1.InvokeRequest")?;
-        // A key made here was never sent: the daemon need not look for it.
-        request.new_key = key.is_none();
-        request.idempotency_key = call_key(key)?;
+        (request.idempotency_key, request.new_key) = call_key(key)?;
         let calls = self.calls.clone();
         let options = call_options(timeout, metadata, retry);
         let notes = notes(id, &self.answers);
@@ -223,9 +222,7 @@ impl Client {
         retry: bool,
     ) -> PyResult<()> {
         let mut request: TellRequest = decode(request, "troupe.v1.TellRequest")?;
-        // A key made here was never sent: the daemon need not look for it.
-        request.new_key = key.is_none();
-        request.idempotency_key = call_key(key)?;
+        (request.idempotency_key, request.new_key) = call_key(key)?;
         let calls = self.calls.clone();
         let options = call_options(timeout, metadata, retry);
         let notes = notes(id, &self.answers);
