@@ -9,15 +9,23 @@
 #   bench/profile.sh [LOAD] [CALLS]      LOAD: c64 (default), c8 (64 callers on
 #                                        8 connections) or seq (one caller)
 #   TYPE=echo bench/profile.sh           the stateless type (default: counter)
+#   KEYED=1 bench/profile.sh             each call with a fresh idempotency key, as
+#                                        the SDKs send every invoke
 #   TROUPE_DAEMON_ARGS="--threads 2" bench/profile.sh
 #
-# Writes target/profile/LOAD-TYPE/{flame.svg,folded.txt,tasks.txt,syscalls.txt}.
+# Writes target/profile/LOAD-TYPE[-keyed]/{flame.svg,folded.txt,tasks.txt,syscalls.txt}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/wait_started.sh
 load=${1:-c64}
 calls=${2:-30000}
 t=${TYPE:-counter}
+extra=''
+variant=$t
+if [ -n "${KEYED:-}" ]; then
+    extra=',"idempotency_key":"{{newUUID}}"'
+    variant=$t-keyed
+fi
 case "$load" in
     c64) ghz_load=(-c 64) ;;
     c8) ghz_load=(-c 64 --connections 8) ;;
@@ -37,7 +45,7 @@ if [ ! -x "$tools/inferno-flamegraph" ]; then
 fi
 cargo build --release -q -p troupe -p troupe-tests --bin troupe --bin bench_app
 
-out="$PWD/target/profile/$load-$t"
+out="$PWD/target/profile/$load-$variant"
 mkdir -p "$out"
 work=$(mktemp -d)
 pids=()
@@ -55,7 +63,7 @@ wait_for "$work/app.out" registered "the bench app"
 
 ghz() { # calls -> ghz json on stdout
     timeout 120 "$tools/ghz" --insecure --call troupe.v1.ActorClient.Invoke "${ghz_load[@]}" -n "$1" \
-        -d "{\"actor\":{\"type\":\"$t\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\",\"payload\":{\"data\":\"e30=\"}}" \
+        -d "{\"actor\":{\"type\":\"$t\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\",\"payload\":{\"data\":\"e30=\"}$extra}" \
         -O json "$addr"
 }
 # Warm up: every actor active.
@@ -65,16 +73,16 @@ ghz 4000 >/dev/null
 perf stat -x, -o "$work/stat.csv" -p "$daemon" \
     -e 'syscalls:sys_enter_writev,syscalls:sys_enter_recvfrom,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_futex,syscalls:sys_enter_write,context-switches' \
     -- "$tools/ghz" --insecure --call troupe.v1.ActorClient.Invoke "${ghz_load[@]}" -n "$calls" \
-    -d "{\"actor\":{\"type\":\"$t\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\"}" "$addr" >/dev/null
+    -d "{\"actor\":{\"type\":\"$t\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\"$extra}" "$addr" >/dev/null
 awk -F, -v calls="$calls" '$1 ~ /^[0-9]/ { printf "%-36s %6.2f per call\n", $3, $1 / calls }' \
     "$work/stat.csv" >"$out/syscalls.txt"
 # The profile: call stacks by DWARF, so inlined async frames show.
 perf record -q -F 1999 -g --call-graph dwarf,16384 -p "$daemon" -o "$work/perf.data" -- \
     "$tools/ghz" --insecure --call troupe.v1.ActorClient.Invoke "${ghz_load[@]}" -n "$calls" \
-    -d "{\"actor\":{\"type\":\"$t\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\"}" "$addr" >/dev/null 2>&1
+    -d "{\"actor\":{\"type\":\"$t\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\"$extra}" "$addr" >/dev/null 2>&1
 perf script -i "$work/perf.data" 2>/dev/null >"$work/perf.txt"
 "$tools/inferno-collapse-perf" "$work/perf.txt" >"$out/folded.txt"
-"$tools/inferno-flamegraph" --title "troupe daemon, ghz $load, $t" "$out/folded.txt" >"$out/flame.svg"
+"$tools/inferno-flamegraph" --title "troupe daemon, ghz $load, $variant" "$out/folded.txt" >"$out/flame.svg"
 # Share of samples per tokio task: the future each sampled stack polls.
 python3 - "$out/folded.txt" >"$out/tasks.txt" <<'PY'
 import collections, sys
@@ -93,5 +101,5 @@ for line in open(sys.argv[1]):
 for task, n in shares.most_common(12):
     print(f"{100 * n / max(total, 1):5.1f}%  {task}")
 PY
-echo "profile of the daemon under ghz $load ($t), $calls calls: $out"
+echo "profile of the daemon under ghz $load ($variant), $calls calls: $out"
 cat "$out/syscalls.txt" "$out/tasks.txt"
