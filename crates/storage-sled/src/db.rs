@@ -80,6 +80,10 @@ pub(crate) struct Handles {
     /// pays for an fsync.
     #[cfg(test)]
     syncs: AtomicU64,
+    /// The operations in each sled batch applied, for tests of how a flush
+    /// groups actors' writes.
+    #[cfg(test)]
+    pub(crate) batches: parking_lot::Mutex<Vec<usize>>,
 }
 
 impl Handles {
@@ -105,6 +109,8 @@ impl Handles {
             records: parking_lot::Mutex::new(()),
             #[cfg(test)]
             syncs: AtomicU64::new(0),
+            #[cfg(test)]
+            batches: parking_lot::Mutex::new(Vec::new()),
         })
     }
 }
@@ -385,6 +391,12 @@ impl SledDb {
     pub(crate) fn syncs(&self) -> Option<u64> {
         let slot = self.0.slot.read();
         slot.open.as_ref().map(|h| h.syncs.load(Ordering::Relaxed))
+    }
+
+    /// The operations in each batch a flush applied so far (`None`: closed).
+    pub(crate) fn batches(&self) -> Option<Vec<usize>> {
+        let slot = self.0.slot.read();
+        slot.open.as_ref().map(|h| h.batches.lock().clone())
     }
 
     /// The open database's generation (`None`: closed).

@@ -20,7 +20,7 @@ use crate::keys::{actor_prefix, read_segment, type_prefix};
 /// full disk that gets space again needs no restart.
 #[derive(Debug, Clone)]
 pub struct SledStore {
-    db: SledDb,
+    pub(crate) db: SledDb,
 }
 
 /// sled's page cache bound when none is given: what the daemon's
