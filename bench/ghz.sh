@@ -56,7 +56,8 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # One ghz run against process PID at TARGET: OUT.json and OUT.cpu (ticks).
 # Called from bench_mode, its `request_extra` (request fields of the mode,
-# e.g. keyed's idempotency key) goes into every request.
+# e.g. keyed's idempotency key) goes into every request, and its `settle`
+# (seconds) passes before the CPU is read.
 load() { # pid out target actor-type ghz-args...
     local pid=$1 out=$2 target=$3 t=$4
     shift 4
@@ -64,6 +65,9 @@ load() { # pid out target actor-type ghz-args...
     timeout 120 "$tools/ghz" --call troupe.v1.ActorClient.Invoke "$@" \
         -d "{\"actor\":{\"type\":\"$t\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\",\"payload\":{\"data\":\"e30=\"}${request_extra:-}}" \
         -O json "$target" >"$out.json"
+    # A daemon writes what the calls left (state, keyed calls' answers) at
+    # its next write-behind flush, up to a second later: that is their CPU.
+    [ -n "${settle:-}" ] && sleep "$settle"
     echo $(( $(cpu_ticks "$pid") - before )) >"$out.cpu"
 }
 
@@ -102,7 +106,7 @@ bench_mode() { # mode[@binary] -> $work/SPEC/{echo,counter}[-c8|-seq].{json,cpu}
     local spec=$1 mode=${1%%@*} daemon_bin=./target/release/troupe dir="$work/${1//\//_}"
     [[ $spec == *@* ]] && daemon_bin=${spec#*@}
     mkdir -p "$dir"
-    local daemon_args=() ghz_args=(--insecure) app_env=() request_extra=''
+    local daemon_args=() ghz_args=(--insecure) app_env=() request_extra='' settle=1.5
     case "$mode" in
         plain) ;;
         keyed) request_extra=',"idempotency_key":"{{newUUID}}"' ;;
