@@ -17,6 +17,7 @@
 #
 #   bench/delivery.sh [SECONDS_PER_RUN]   (default 10; each run is killed at +60 s)
 #   BACKENDS=postgres bench/delivery.sh   (one store only; default: sled postgres)
+#   daemon_bin=/tmp/troupe-old bench/delivery.sh   (another build of the daemon)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
