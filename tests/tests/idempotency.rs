@@ -65,10 +65,11 @@ async fn postgres_keyed_invoke_survives_a_crash_before_its_reply() -> anyhow::Re
     }
 }
 
-/// Calls through the SDK core to an actor past the 1,024 keys memory keeps:
-/// the core marks the keys it makes as new, so the daemon does not ask its
-/// store about them (a round trip per call on PostgreSQL); keys a caller
-/// chose are still looked up. Counted by the daemon's own metric.
+/// Calls through the SDK core to an actor past the keys memory knows (1,024
+/// fingerprints and 8,192 tags of keys let go): the core marks the keys it
+/// makes as new, so the daemon does not ask its store about them (a round
+/// trip per call on PostgreSQL); keys a caller chose are looked up there
+/// only past both bounds. Counted by the daemon's own metric.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sdk_keys_to_a_busy_actor_are_not_looked_for_in_the_store() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -97,13 +98,31 @@ async fn sdk_keys_to_a_busy_actor_are_not_looked_for_in_the_store() -> anyhow::R
         retry: true,
     };
     // Durable: each answer is stored before its reply, so the actor passes
-    // the bound during these calls, in batches of 16 at a time.
-    for _ in 0..70 {
-        let batch = (0..16).map(|_| calls.invoke(incr(""), call(), |_| {}));
-        for answer in futures::future::join_all(batch).await {
-            answer.map_err(|e| anyhow::anyhow!("{:?}", e.status))?;
+    // the bounds during these calls, made 64 at a time.
+    let sdk_calls = |n: usize| {
+        let calls = &calls;
+        async move {
+            for _ in 0..n {
+                let batch = (0..64).map(|_| calls.invoke(incr(""), call(), |_| {}));
+                for answer in futures::future::join_all(batch).await {
+                    answer.map_err(|e| anyhow::anyhow!("{:?}", e.status))?;
+                }
+            }
+            anyhow::Ok(())
         }
-    }
+    };
+    let mine = |from: usize| {
+        let calls = &calls;
+        async move {
+            for i in from..from + 3 {
+                calls
+                    .invoke(incr(&format!("mine-{i}")), call(), |_| {})
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{:?}", e.status))?;
+            }
+            anyhow::Ok(())
+        }
+    };
     let reads = || async move {
         anyhow::Ok(
             scrape(metrics)
@@ -111,14 +130,14 @@ async fn sdk_keys_to_a_busy_actor_are_not_looked_for_in_the_store() -> anyhow::R
                 .sum("troupe_call_record_reads_total", &[("actor_type", "acct")]),
         )
     };
+    // 1,280 keys: past the fingerprints, within the tags.
+    sdk_calls(20).await?;
+    mine(0).await?;
+    assert_eq!(reads().await?, 0.0, "keys memory knew were looked up");
+    // 9,347 keys: past both.
+    sdk_calls(126).await?;
     assert_eq!(reads().await?, 0.0, "keys the SDK core made were looked up");
-    for i in 0..3 {
-        let key = format!("mine-{i}");
-        calls
-            .invoke(incr(&key), call(), |_| {})
-            .await
-            .map_err(|e| anyhow::anyhow!("{:?}", e.status))?;
-    }
-    assert_eq!(reads().await?, 3.0, "a caller's keys past the bound");
+    mine(3).await?;
+    assert_eq!(reads().await?, 3.0, "a caller's keys past both bounds");
     Ok(())
 }

@@ -262,13 +262,21 @@ async fn an_old_answer_past_the_memory_bound_comes_from_the_store() -> TestResul
     Ok(())
 }
 
-/// Past memory's bound, a key memory does not know may be in the store, so
-/// a call with it reads the store first: on PostgreSQL a round trip per
-/// call to a busy actor. A key its caller made for the call and never sent
-/// before (`new_key`, as the SDKs send their fresh keys) needs no read; a
-/// retry of it (sent as not new) still finds its answer.
+/// Keys whose fingerprints memory keeps per actor (1,024), plus the keys
+/// let go past them, kept as tags (8,192): up to this many, memory knows
+/// every key of the actor the store holds.
+const KNOWN_KEYS: u32 = 1_024 + 8_192;
+
+/// Past the 1,024 keys memory keeps per actor, the keys it lets go stay as
+/// tags: a key the caller chose and never sent is new without a store read,
+/// and a retry of one let go reads its answer from the store. Past the tags
+/// too, a key memory does not know may be in the store, so a call with it
+/// reads the store first (on PostgreSQL a round trip per call to a busy
+/// actor), unless its caller made it for the call and never sent it before
+/// (`new_key`, as the SDKs send their fresh keys).
 #[tokio::test]
-async fn a_new_key_past_the_memory_bound_is_not_looked_for_in_the_store() -> TestResult {
+async fn keys_past_the_memory_bound_are_looked_for_in_the_store_only_where_they_may_be(
+) -> TestResult {
     let store = Arc::new(MemoryStore::new());
     let ran = Arc::new(AtomicU32::new(0));
     let a = ActorId::new("t", "a");
@@ -280,28 +288,67 @@ async fn a_new_key_past_the_memory_bound_is_not_looked_for_in_the_store() -> Tes
         }
         call
     };
-    // More new keys than memory keeps for one actor (1024): none is read.
+    // Keys a caller chose, more than memory keeps fingerprints of.
     for i in 0..1_100u32 {
+        rt.invoke(keyed(&a, "incr", Some(&format!("k{i}")))).await?;
+    }
+    rt.tell_durable(keyed(&a, "incr", Some("t0"))).await?;
+    assert_eq!(store.record_reads(), 0, "the keys past the bound were read");
+    // A retry of a key long out of the fingerprints: the store answers.
+    let before = ran.load(Ordering::SeqCst);
+    assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k0"))).await?), "1");
+    assert_eq!(ran.load(Ordering::SeqCst), before, "k0 ran again");
+    assert_eq!(store.record_reads(), 1);
+
+    // Past the tags too (the rest marked new, so as not to read).
+    for i in 1_100..KNOWN_KEYS + 10 {
         rt.invoke(new(&format!("k{i}"))).await?;
     }
-    rt.tell_durable(new("t0")).await?;
-    assert_eq!(store.record_reads(), 0, "the 76 past the bound were read");
     rt.invoke(new("n1")).await?;
     rt.tell_durable(new("t1")).await?;
-    assert_eq!(store.record_reads(), 0, "new keys past the bound were read");
+    assert_eq!(
+        store.record_reads(),
+        1,
+        "new keys past both bounds were read"
+    );
     // The same calls without the word: the store is asked each time.
     rt.invoke(keyed(&a, "incr", Some("n2"))).await?;
     rt.tell_durable(keyed(&a, "incr", Some("t2"))).await?;
-    assert_eq!(store.record_reads(), 2, "unknown keys past the bound");
+    assert_eq!(store.record_reads(), 3, "unknown keys past both bounds");
     // Operators see them.
     let mut metrics = String::new();
     rt.encode_metrics(&mut metrics)?;
-    let reads = r#"troupe_call_record_reads_total{actor_type="t"} 2"#;
+    let reads = r#"troupe_call_record_reads_total{actor_type="t"} 3"#;
     assert!(metrics.contains(reads), "{metrics}");
     let before = ran.load(Ordering::SeqCst);
-    // A retry, of a key long out of memory: the store answers.
+    assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k1"))).await?), "2");
+    assert_eq!(ran.load(Ordering::SeqCst), before, "k1 ran again");
+    let _ = rt.shutdown().await;
+    Ok(())
+}
+
+/// An activation reads up to `KNOWN_KEYS` of its keys: with fewer stored,
+/// it knows them all, and a key it does not know is new without a read.
+#[tokio::test]
+async fn an_activation_knows_all_its_stored_keys_up_to_the_load_limit() -> TestResult {
+    let store = Arc::new(MemoryStore::new());
+    let ran = Arc::new(AtomicU32::new(0));
+    let a = ActorId::new("t", "a");
+    let rt = start(store.clone(), ran.clone(), Duration::from_secs(3600))?;
+    for i in 0..1_100u32 {
+        rt.invoke(keyed(&a, "incr", Some(&format!("k{i}")))).await?;
+    }
+    let _ = rt.shutdown().await;
+    let rt = start(store.clone(), ran.clone(), Duration::from_secs(3600))?;
+    assert_eq!(
+        text(&rt.invoke(keyed(&a, "incr", Some("never-sent"))).await?),
+        "1101"
+    );
+    assert_eq!(store.record_reads(), 0, "a new key was read");
+    let before = ran.load(Ordering::SeqCst);
     assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k0"))).await?), "1");
-    assert_eq!(ran.load(Ordering::SeqCst), before, "k0 did not run again");
+    assert_eq!(ran.load(Ordering::SeqCst), before, "k0 ran again");
+    assert_eq!(store.record_reads(), 1, "k0's answer came from the store");
     let _ = rt.shutdown().await;
     Ok(())
 }

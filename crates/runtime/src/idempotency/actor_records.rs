@@ -1,6 +1,8 @@
 //! One live actor's keyed calls in memory: the answers its store does not
 //! hold yet, by key, and the fingerprints of those it does, bounded to the
-//! [`MAX_IN_MEMORY`] most recent.
+//! [`MAX_IN_MEMORY`] most recent; past them, 32-bit tags of the keys let go,
+//! up to [`MAX_LET_GO`], so that memory still knows every key the store
+//! holds and a key it does not know is new without a store read.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -9,9 +11,19 @@ use hashbrown::HashMap;
 
 use super::answer::Answer;
 
-/// Stored keys remembered per live actor (about 60-110 bytes each); an
-/// actor with more asks the store about keys memory does not know.
+/// Stored keys remembered per live actor (about 60-110 bytes each).
 pub(crate) const MAX_IN_MEMORY: usize = 1024;
+
+/// Stored keys let go past [`MAX_IN_MEMORY`] that are still remembered as
+/// tags (8 bytes each, 64 KiB at most per actor). A retry of one asks the
+/// store; an actor with more asks the store about every key memory does
+/// not know, unless its caller says the key is new. Business keys a caller
+/// chose (not marked new) thus cost no store read for actors with up to
+/// [`LOAD_LIMIT`] keys in the retention window.
+pub(crate) const MAX_LET_GO: usize = 8 * 1024;
+
+/// The most recent keys an activation reads: enough to fill both.
+pub(crate) const LOAD_LIMIT: usize = MAX_IN_MEMORY + MAX_LET_GO;
 
 /// 128 bits of a keyed hash of an idempotency key: two keys of one actor
 /// share one with odds far below those of two random UUIDs colliding.
@@ -26,8 +38,9 @@ pub(crate) enum Lookup {
     Stored,
     /// Not recorded (within the retention window).
     New,
-    /// Not in memory, but the actor has records only the store knows (and
-    /// the caller did not say the key is new).
+    /// Not in memory, but the store may hold it: its tag is among the keys
+    /// let go, or the actor has records memory knows nothing of (and the
+    /// caller did not say the key is new).
     AskStore,
 }
 
@@ -46,8 +59,17 @@ pub(super) struct ActorRecords {
     stored: HashMap<Fingerprint, u64>,
     /// `stored`'s fingerprints, oldest first.
     order: VecDeque<Fingerprint>,
+    /// Stored keys let go from `stored`, oldest first: their tags, with
+    /// when they were recorded (Unix seconds).
+    let_go: VecDeque<(u32, u32)>,
     /// The store holds records of this actor that memory does not know.
     spilled: bool,
+}
+
+/// A fingerprint's top 32 bits: two keys of an actor share one with odds
+/// of 1 in 4 billion, which costs the newer one a store read.
+fn tag(fingerprint: Fingerprint) -> u32 {
+    (fingerprint >> 96) as u32
 }
 
 impl ActorRecords {
@@ -78,7 +100,11 @@ impl ActorRecords {
         match self.stored.get(&fingerprint) {
             Some(at) if *at >= cutoff => Lookup::Stored,
             Some(_) => Lookup::New,
-            None if self.spilled && !new_key => Lookup::AskStore,
+            None if new_key => Lookup::New,
+            None if self.spilled => Lookup::AskStore,
+            // A scan, but of at most 8,192 tags, and only for keys memory
+            // does not know: cheaper than the store read it saves.
+            None if self.let_go.iter().any(|(t, _)| *t == tag(fingerprint)) => Lookup::AskStore,
             None => Lookup::New,
         }
     }
@@ -131,14 +157,39 @@ impl ActorRecords {
             let Some(oldest) = self.order.pop_front() else {
                 return;
             };
-            self.stored.remove(&oldest);
-            self.spilled = true;
+            if let Some(at) = self.stored.remove(&oldest) {
+                self.let_go(oldest, at);
+            }
         }
     }
 
-    /// Drops stored keys from before `cutoff` (the oldest first, cheap
+    /// Keeps the tag of a stored key `remember` let go; past
+    /// [`MAX_LET_GO`] memory no longer knows every stored key.
+    fn let_go(&mut self, fingerprint: Fingerprint, at_unix_ms: u64) {
+        if self.spilled {
+            return;
+        }
+        if self.let_go.len() >= MAX_LET_GO {
+            self.spilled = true;
+            self.let_go = VecDeque::new();
+            return;
+        }
+        let secs = u32::try_from(at_unix_ms / 1000).unwrap_or(u32::MAX);
+        self.let_go.push_back((tag(fingerprint), secs));
+    }
+
+    /// Drops stored keys and tags from before `cutoff` (the oldest first, cheap
     /// enough for every record).
     fn expire_stored(&mut self, cutoff: u64) {
+        // Tags are of keys older than any fingerprint's. One stays while
+        // any millisecond of its second is in the window.
+        while let Some((_, secs)) = self.let_go.front() {
+            let last_ms = u64::from(*secs).saturating_mul(1000).saturating_add(999);
+            if last_ms >= cutoff {
+                break;
+            }
+            self.let_go.pop_front();
+        }
         while let Some(oldest) = self.order.front() {
             if self.stored.get(oldest).is_some_and(|at| *at >= cutoff) {
                 return;
@@ -154,12 +205,24 @@ impl ActorRecords {
     pub(super) fn prune(&mut self, cutoff: u64) -> bool {
         self.expire_stored(cutoff);
         self.waiting.retain(|_, w| w.at_unix_ms >= cutoff);
-        !self.stored.is_empty() || !self.waiting.is_empty() || self.spilled
+        if self.let_go.capacity() > 2 * self.let_go.len() + 64 {
+            self.let_go.shrink_to_fit();
+        }
+        !self.stored.is_empty()
+            || !self.waiting.is_empty()
+            || !self.let_go.is_empty()
+            || self.spilled
     }
 
     /// Records held: answers and fingerprints.
     #[cfg(test)]
     pub(super) fn len(&self) -> (usize, usize) {
         (self.waiting.len(), self.stored.len())
+    }
+
+    /// Tags of keys let go, and whether memory gave up knowing them all.
+    #[cfg(test)]
+    pub(super) fn let_go_len(&self) -> (usize, bool) {
+        (self.let_go.len(), self.spilled)
     }
 }

@@ -36,7 +36,9 @@ use std::sync::Arc;
 
 use troupe_storage::CallRecord;
 
-pub(crate) use actor_records::{Lookup, MAX_IN_MEMORY};
+pub(crate) use actor_records::{Lookup, LOAD_LIMIT};
+#[cfg(test)]
+pub(crate) use actor_records::{MAX_IN_MEMORY, MAX_LET_GO};
 pub(crate) use answer::Answer;
 
 use crate::activation::{Activation, Envelope, Inner};

@@ -11,12 +11,16 @@
 //! an answer's size for a large one, up to 1,024 per actor.
 //!
 //! Fingerprints are bounded per actor ([`MAX_IN_MEMORY`](super::MAX_IN_MEMORY),
-//! the most recent of the retention window). An actor that has more (a
-//! busy one, or one whose load was cut at the bound) is marked spilled: a
-//! key not found in memory may still be in the store, and the caller looks
-//! there ([`Lookup::AskStore`]). Answers waiting for their flush are not
-//! bounded by it: the store cannot answer for them yet (a write-behind
-//! actor can answer more keyed calls than the bound between two flushes).
+//! the most recent of the retention window); the keys let go past them
+//! stay as 32-bit tags, up to [`MAX_LET_GO`](super::MAX_LET_GO) more, so
+//! memory still knows whether the store may hold a key: a retry of one of
+//! them asks the store ([`Lookup::AskStore`]), any other key is new. An
+//! actor that has more (a busy one, or one whose load was cut at
+//! [`LOAD_LIMIT`](super::LOAD_LIMIT)) is marked spilled: a key not found in
+//! memory may still be in the store, and the caller looks there unless it
+//! says the key is new. Answers waiting for their flush are not bounded by
+//! either: the store cannot answer for them yet (a write-behind actor can
+//! answer more keyed calls than the bound between two flushes).
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
@@ -167,6 +171,16 @@ impl CallRecords {
         }
     }
 
+    /// An actor's tags of keys let go, and whether memory gave up knowing
+    /// its stored keys.
+    #[cfg(test)]
+    pub(crate) fn let_go(&self, actor: &ActorId) -> (usize, bool) {
+        let shard = self.shard(actor).lock();
+        shard
+            .get(actor)
+            .map_or((0, false), ActorRecords::let_go_len)
+    }
+
     /// Records held in memory now: answers and fingerprints.
     #[cfg(test)]
     pub(crate) fn len(&self) -> (usize, usize) {
@@ -184,7 +198,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::idempotency::MAX_IN_MEMORY;
+    use crate::idempotency::{LOAD_LIMIT, MAX_IN_MEMORY, MAX_LET_GO};
     use crate::types::Payload;
 
     fn ok(s: &'static str) -> Answer {
@@ -296,6 +310,11 @@ mod tests {
             Lookup::AskStore,
             "evicted"
         );
+        assert_eq!(
+            table.lookup(&a, "never-sent", 5_000, false),
+            Lookup::New,
+            "memory still knows every stored key: no store read"
+        );
         let newest = format!("k{}", MAX_IN_MEMORY + 9);
         assert_eq!(table.lookup(&a, &newest, 5_000, false), Lookup::Stored);
         // A load cut at the bound: unknown keys may be in the store.
@@ -306,5 +325,66 @@ mod tests {
         assert_eq!(table.lookup(&a, "fresh", 5_000, true), Lookup::New);
         table.loaded(&a, Vec::new(), true);
         assert_eq!(table.lookup(&a, "k5", 5_000, false), Lookup::New);
+    }
+
+    #[test]
+    fn keys_let_go_are_told_by_their_tags_until_there_are_too_many() {
+        let table = CallRecords::new(Duration::from_secs(3600));
+        let a = ActorId::new("t", "a");
+        let key = |i: usize| format!("order-{i}/charge");
+        let store = |from: usize, to: usize| {
+            for i in from..to {
+                // 1,000 keys a second.
+                table.record(&a, &key(i), 1_000_000 + i as u64, ok("1"));
+                table.stored(&a, [key(i).as_str()]);
+            }
+        };
+        store(0, LOAD_LIMIT);
+        assert_eq!(table.len(), (0, MAX_IN_MEMORY));
+        assert_eq!(table.let_go(&a), (MAX_LET_GO, false));
+        let now = 1_000_000 + LOAD_LIMIT as u64;
+        // A retry of the oldest key, long out of the fingerprints: the
+        // store has its answer.
+        assert_eq!(table.lookup(&a, &key(0), now, false), Lookup::AskStore);
+        assert_eq!(
+            table.lookup(&a, &key(MAX_LET_GO - 1), now, false),
+            Lookup::AskStore
+        );
+        assert_eq!(
+            table.lookup(&a, &key(LOAD_LIMIT - 1), now, false),
+            Lookup::Stored
+        );
+        // A key the caller chose and never sent: new, without a read.
+        let misses = (LOAD_LIMIT..LOAD_LIMIT + 10_000)
+            .filter(|i| table.lookup(&a, &key(*i), now, false) != Lookup::New)
+            .count();
+        assert!(misses <= 1, "{misses} new keys sent to the store");
+
+        // One more key let go than tags kept: memory no longer knows them
+        // all, and only a key marked new skips the store.
+        store(LOAD_LIMIT, LOAD_LIMIT + 1);
+        assert_eq!(table.let_go(&a), (0, true));
+        assert_eq!(table.lookup(&a, "never-sent", now, false), Lookup::AskStore);
+        assert_eq!(table.lookup(&a, "never-sent", now, true), Lookup::New);
+    }
+
+    #[test]
+    fn tags_expire_with_their_keys() {
+        let table = CallRecords::new(Duration::from_secs(10));
+        let a = ActorId::new("t", "a");
+        let keys: Vec<String> = (0..MAX_IN_MEMORY + 100).map(|i| format!("k{i}")).collect();
+        for (i, k) in keys.iter().enumerate() {
+            // The first 100 keys at second 1, the rest at second 20.
+            let at = if i < 100 { 1_000 } else { 20_000 };
+            table.record(&a, k, at, ok("1"));
+        }
+        table.stored(&a, keys.iter().map(String::as_str));
+        assert_eq!(table.let_go(&a), (100, false));
+        // Second 1 ends 10 s before 11.999 s: not yet out of the window.
+        table.prune(11_999);
+        assert_eq!(table.let_go(&a), (100, false));
+        table.prune(12_000);
+        assert_eq!(table.let_go(&a), (0, false));
+        assert_eq!(table.lookup(&a, "k0", 12_000, false), Lookup::New);
     }
 }

@@ -12,7 +12,7 @@ use troupe_storage::{InboxEntry, RecordedKey, StoreError, StoredState};
 use crate::activation::{Activation, Status};
 use crate::error::{CallError, Unavailable};
 use crate::host::{ActivateDone, ActivateRequest};
-use crate::idempotency::MAX_IN_MEMORY;
+use crate::idempotency::LOAD_LIMIT;
 use crate::routing::Route;
 use crate::shared::Shared;
 use crate::types::{ActorId, StateChange, TRACE_TARGET};
@@ -96,7 +96,7 @@ impl Shared {
                     };
                     let mut inner = act.inner.lock();
                     inner.state = entries.into_iter().collect();
-                    let complete = records.len() < MAX_IN_MEMORY;
+                    let complete = records.len() < LOAD_LIMIT;
                     self.records.loaded(&act.id, records, complete);
                     inner.set_state_loaded();
                     self.inbox_loaded(&act, &mut inner, inbox);
@@ -152,7 +152,7 @@ impl Shared {
         let since = self.records.cutoff(crate::clock::unix_now_ms());
         let (inbox, records) = tokio::join!(
             store.load_inbox(&actor.ty, &actor.id),
-            store.load_record_keys(&actor.ty, &actor.id, since, MAX_IN_MEMORY),
+            store.load_record_keys(&actor.ty, &actor.id, since, LOAD_LIMIT),
         );
         let failed = |what: String, source| -> CallError {
             Unavailable::Store {

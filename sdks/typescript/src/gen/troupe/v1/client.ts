@@ -185,7 +185,7 @@ export interface InvokeRequest {
    * false). The daemon then knows no answer can be recorded under it and
    * runs the call without asking the store, which it otherwise does for a
    * key it does not find in memory once an actor has answered more keyed
-   * calls in the retention window than it keeps in memory (1,024). True
+   * calls in the retention window than it keeps track of (9,216). True
    * with a key used before lets that call run again.
    */
   newKey: boolean;
