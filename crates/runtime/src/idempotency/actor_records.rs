@@ -178,8 +178,8 @@ impl ActorRecords {
         self.let_go.push_back((tag(fingerprint), secs));
     }
 
-    /// Drops stored keys and tags from before `cutoff` (the oldest first, cheap
-    /// enough for every record).
+    /// Drops stored keys and tags from before `cutoff` (the oldest first,
+    /// cheap enough for every record).
     fn expire_stored(&mut self, cutoff: u64) {
         // Tags are of keys older than any fingerprint's. One stays while
         // any millisecond of its second is in the window.
