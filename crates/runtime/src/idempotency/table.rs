@@ -387,4 +387,77 @@ mod tests {
         assert_eq!(table.let_go(&a), (0, false));
         assert_eq!(table.lookup(&a, "k0", 12_000, false), Lookup::New);
     }
+
+    /// Random traffic on one actor, against a model of what was sent: a
+    /// key recorded within the window is never called new, whatever memory
+    /// let go or expired; a key never sent is new, without a store read,
+    /// while the actor has fewer keys than memory keeps track of.
+    /// `retention_ms` sets how many keys the window holds: at about 37 keys
+    /// a second, 3,700 (past the fingerprints, within the tags) or 18,700
+    /// (past both).
+    fn random_traffic(retention_ms: u64) -> (usize, usize, (usize, bool)) {
+        let table = CallRecords::new(Duration::from_millis(retention_ms));
+        let a = ActorId::new("t", "a");
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut random = move |below: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        // Every key recorded, oldest first, and those not stored yet.
+        let mut sent: Vec<(String, u64)> = Vec::new();
+        let mut unstored: Vec<String> = Vec::new();
+        let (mut fresh, mut fresh_new) = (0, 0);
+        let mut now = 1_000_000u64;
+        for step in 0..60_000u64 {
+            now += random(33);
+            match random(100) {
+                0..=59 => {
+                    let key = format!("k{step}");
+                    table.record(&a, &key, now, ok("1"));
+                    unstored.push(key.clone());
+                    sent.push((key, now));
+                }
+                60..=64 => {
+                    table.stored(&a, unstored.iter().map(String::as_str));
+                    unstored.clear();
+                }
+                65 => table.prune(now),
+                66..=89 => {
+                    let cutoff = table.cutoff(now);
+                    let first = sent.partition_point(|(_, at)| *at < cutoff);
+                    if first < sent.len() {
+                        let i = first + random((sent.len() - first) as u64) as usize;
+                        let (key, at) = &sent[i];
+                        assert_ne!(
+                            table.lookup(&a, key, now, false),
+                            Lookup::New,
+                            "{key}, recorded at {at}, called new at {now}"
+                        );
+                    }
+                }
+                _ => {
+                    fresh += 1;
+                    let key = format!("never-{step}");
+                    if table.lookup(&a, &key, now, false) == Lookup::New {
+                        fresh_new += 1;
+                    }
+                }
+            }
+        }
+        (fresh, fresh_new, table.let_go(&a))
+    }
+
+    #[test]
+    fn a_recorded_key_is_never_called_new_and_a_fresh_one_is_while_memory_knows_all() {
+        let (fresh, fresh_new, (tags, spilled)) = random_traffic(100_000);
+        assert!(!spilled && tags > 1_000, "{tags} tags, spilled: {spilled}");
+        assert!(
+            fresh_new + 1 >= fresh,
+            "{fresh_new} of {fresh} fresh keys new"
+        );
+        let (_, _, (_, spilled)) = random_traffic(500_000);
+        assert!(spilled, "18,700 keys in the window did not spill");
+    }
 }
