@@ -17,9 +17,11 @@
 //! sled's write lock for a few hundred keys at most, and the buffer writes
 //! come a few hundred keys apart. An actor's operations never straddle two
 //! batches. An actor of one key met outside a group is still written
-//! alone: a flush of such actors (a reminder's firing writing one key)
-//! takes no write lock at all, and readers never wait for it (the reminders
-//! bench above: lateness p99 doubled when they were grouped too).
+//! alone: sled spends about half the CPU on a lone insert that it spends
+//! on a key in a batch (2.6 against 4.7 µs, 200,000 one-key updates in
+//! batches of 256 or none, measured outside the daemon), and a lone insert
+//! takes no write lock, so a flush of such actors (a reminder's firing
+//! writing one key) leaves readers alone.
 
 use sled::IVec;
 
