@@ -68,18 +68,20 @@ ghz() { # calls -> ghz json on stdout
 }
 # Warm up: every actor active.
 ghz 4000 >/dev/null
+# The measured calls, in both runs below.
+request="{\"actor\":{\"type\":\"$t\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\"$extra}"
 # Syscalls and context switches per call, in a run of their own (perf stat
 # ends with ghz).
 perf stat -x, -o "$work/stat.csv" -p "$daemon" \
     -e 'syscalls:sys_enter_writev,syscalls:sys_enter_recvfrom,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_futex,syscalls:sys_enter_write,context-switches' \
     -- "$tools/ghz" --insecure --call troupe.v1.ActorClient.Invoke "${ghz_load[@]}" -n "$calls" \
-    -d "{\"actor\":{\"type\":\"$t\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\"$extra}" "$addr" >/dev/null
+    -d "$request" "$addr" >/dev/null
 awk -F, -v calls="$calls" '$1 ~ /^[0-9]/ { printf "%-36s %6.2f per call\n", $3, $1 / calls }' \
     "$work/stat.csv" >"$out/syscalls.txt"
 # The profile: call stacks by DWARF, so inlined async frames show.
 perf record -q -F 1999 -g --call-graph dwarf,16384 -p "$daemon" -o "$work/perf.data" -- \
     "$tools/ghz" --insecure --call troupe.v1.ActorClient.Invoke "${ghz_load[@]}" -n "$calls" \
-    -d "{\"actor\":{\"type\":\"$t\",\"id\":\"a{{randomInt 0 1000}}\"},\"method\":\"m\"$extra}" "$addr" >/dev/null 2>&1
+    -d "$request" "$addr" >/dev/null 2>&1
 perf script -i "$work/perf.data" 2>/dev/null >"$work/perf.txt"
 "$tools/inferno-collapse-perf" "$work/perf.txt" >"$out/folded.txt"
 "$tools/inferno-flamegraph" --title "troupe daemon, ghz $load, $variant" "$out/folded.txt" >"$out/flame.svg"
