@@ -158,6 +158,10 @@ struct Shared {
     /// The generation of the open database once an I/O error broke it
     /// (0: none; generations start at 1).
     broken: AtomicU64,
+    /// Writes handed to the blocking pool so far, for tests of what runs
+    /// on the caller's worker before one is.
+    #[cfg(test)]
+    writes_begun: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -188,6 +192,8 @@ impl SledDb {
                 failed_reopen: None,
             }),
             broken: AtomicU64::new(0),
+            #[cfg(test)]
+            writes_begun: AtomicU64::new(0),
         })))
     }
 
@@ -233,6 +239,8 @@ impl SledDb {
         T: Send + 'static,
         F: FnOnce(&Handles) -> Result<T, Failure> + Send + 'static,
     {
+        #[cfg(test)]
+        self.0.writes_begun.fetch_add(1, Ordering::Relaxed);
         let db = self.clone();
         tokio::task::spawn_blocking(move || {
             db.check_space(bytes)?;
@@ -397,6 +405,11 @@ impl SledDb {
     pub(crate) fn batches(&self) -> Option<Vec<usize>> {
         let slot = self.0.slot.read();
         slot.open.as_ref().map(|h| h.batches.lock().clone())
+    }
+
+    /// How many writes were handed to the blocking pool.
+    pub(crate) fn writes_begun(&self) -> u64 {
+        self.0.writes_begun.load(Ordering::Relaxed)
     }
 
     /// The open database's generation (`None`: closed).
