@@ -10,6 +10,7 @@
 mod batch;
 mod fenced;
 mod report;
+mod take;
 
 use batch::Batch;
 pub(crate) use fenced::DropRefused;
@@ -226,12 +227,7 @@ impl Flusher {
         let held = std::mem::take(&mut *self.held.lock());
         let acts = std::mem::take(&mut *self.dirty.lock());
         self.dirty_bytes.store(0, Ordering::Relaxed);
-        let mut batch = Batch::with_capacity(acts.len(), held);
-        for act in acts {
-            let mut inner = act.inner.lock();
-            inner.set_in_dirty_list(false);
-            batch.take(&act, &mut inner, &*self.placement);
-        }
+        let batch = self.take_batch(acts, held).await;
         self.write(batch, lease).await.map(drop)
     }
 
