@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -224,7 +225,12 @@ def main() -> int:
     check_refused(run_.results)
     check_doc_commands(run_.results)
 
-    print(f"({time.monotonic() - start:.1f} s; files in {work})")
+    if run_.results.failed:
+        # Kept for a look at what failed.
+        print(f"({time.monotonic() - start:.1f} s; files in {work})")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+        print(f"({time.monotonic() - start:.1f} s)")
     print(f"{run_.results.passed} passed, {len(run_.results.failed)} failed")
     return 1 if run_.results.failed else 0
 

@@ -165,7 +165,7 @@ describe("the real daemon", () => {
   before(async () => {
     daemon = await startDaemon();
   });
-  after(() => daemon.stop());
+  after(() => daemon.dispose());
 
   test("speaks this SDK's API version and is of its release", async () => {
     assert.equal(API_VERSION, 1);

@@ -54,7 +54,7 @@ describe("client calls on the native core", { skip: coreName() !== "native" && "
   });
   after(async () => {
     await stopApp();
-    await daemon.stop();
+    await daemon.dispose();
   });
 
   test("the rarer RPCs of a Client make no grpc-js call", async () => {
