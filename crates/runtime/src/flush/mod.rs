@@ -401,12 +401,15 @@ impl Flusher {
         if inner.status == Status::Gone {
             return;
         }
+        // Counted again: the backlog a status shows must not read 0 while
+        // a failing store holds these bytes in memory.
+        let bytes = write_bytes(&write);
         let dirty = inner.dirty.get_or_insert_with(Default::default);
         dirty.keys.extend(write.changes.into_iter().map(|(k, _)| k));
         crate::inbox::ops::restore_ops(&mut dirty.inbox, write.inbox);
         // A key recorded twice keeps its first answer in every store.
         dirty.records.splice(0..0, write.records);
-        self.mark_dirty(act, &mut inner, 0);
+        self.mark_dirty(act, &mut inner, bytes);
     }
 }
 

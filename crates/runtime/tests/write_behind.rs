@@ -1,8 +1,9 @@
-//! A write-behind flush of many actors shares its worker: it yields while
-//! it takes their changes, and a flush dropped part-way loses none of them.
+//! Write-behind flushes: one of many actors shares its worker (it yields
+//! while it takes their changes), one dropped part-way loses none of them,
+//! and what a failed one could not write stays counted in the backlog.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -12,21 +13,29 @@ use troupe_runtime::{
     ActorId, Call, CallError, FnHost, Payload, Runtime, RuntimeConfig, StateChange, TurnOutcome,
     TypeSpec,
 };
-use troupe_storage::{MemoryReminders, StateStore};
+use troupe_storage::{MemoryReminders, StateStore, StoreError};
 
 mod common;
 use common::HookedStore;
 
 const ACTORS: usize = 2_000;
 
-/// A runtime whose store counts the batches it is handed, with `ACTORS`
-/// actors each holding one unwritten key.
-async fn dirty_runtime() -> Result<(Runtime, Arc<HookedStore>, Arc<AtomicU64>), CallError> {
+/// A runtime with `ACTORS` actors each holding one unwritten key, whose
+/// store counts the batches it is handed and fails them while `failing`.
+async fn dirty_runtime_failing_with(
+    failing: Arc<AtomicBool>,
+) -> Result<(Runtime, Arc<HookedStore>, Arc<AtomicU64>), CallError> {
     let writes = Arc::new(AtomicU64::new(0));
     let counted = writes.clone();
     let store = Arc::new(HookedStore::new(Box::new(move |_| {
         counted.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async { Ok(()) })
+        let failing = failing.load(Ordering::SeqCst);
+        Box::pin(async move {
+            if failing {
+                return Err(StoreError::Io("the test broke the store".into()));
+            }
+            Ok(())
+        })
     })));
     let config = RuntimeConfig {
         flush_interval: Duration::from_secs(3600),
@@ -60,6 +69,10 @@ async fn dirty_runtime() -> Result<(Runtime, Arc<HookedStore>, Arc<AtomicU64>), 
         .await?;
     }
     Ok((rt, store, writes))
+}
+
+async fn dirty_runtime() -> Result<(Runtime, Arc<HookedStore>, Arc<AtomicU64>), CallError> {
+    dirty_runtime_failing_with(Arc::new(AtomicBool::new(false))).await
 }
 
 /// Polls `future` once.
@@ -120,5 +133,28 @@ async fn a_flush_dropped_while_taking_leaves_every_change_for_the_next() -> Resu
         1,
         "a change was left dirty after the flush"
     );
+    Ok(())
+}
+
+/// After a failed write the backlog read 0 dirty bytes beside thousands of
+/// dirty actors, in `troupe status` and the metrics, just when a store is
+/// down and memory holds what it could not take.
+#[tokio::test]
+async fn a_failed_flush_keeps_its_bytes_in_the_backlog() -> Result<(), CallError> {
+    let failing = Arc::new(AtomicBool::new(false));
+    let (rt, store, _) = dirty_runtime_failing_with(failing.clone()).await?;
+    let before = rt.status().flush;
+    // "n" = "1" on each actor.
+    assert_eq!(before.dirty_bytes, 2 * ACTORS);
+    failing.store(true, Ordering::SeqCst);
+    assert!(rt.flush().await.is_err());
+    let after = rt.status().flush;
+    assert!(after.failing);
+    assert_eq!(after.dirty_actors, ACTORS);
+    assert_eq!(after.dirty_bytes, before.dirty_bytes);
+    failing.store(false, Ordering::SeqCst);
+    rt.flush().await?;
+    assert_eq!(rt.status().flush.dirty_bytes, 0);
+    assert_eq!(stored_actors(&store).await?, ACTORS);
     Ok(())
 }
