@@ -358,12 +358,7 @@ impl Flusher {
                 Ok(refused.len())
             }
             Err((failure, writes)) => {
-                // Put the keys back so the next flush writes them (with
-                // whatever value is current by then: never an older one).
-                for (act, write) in acts.iter().zip(writes) {
-                    self.restore(act, write);
-                }
-                self.refuse(&not_owned);
+                self.give_back(&acts, writes, &not_owned);
                 // A durable caller must not wait for the store to come back:
                 // tell it now. The write may or may not have happened; the
                 // state stays dirty and is retried.
@@ -391,6 +386,21 @@ impl Flusher {
             self.records
                 .stored(&act.id, write.records.iter().map(|r| r.key.as_str()));
         }
+    }
+
+    /// Puts back a batch that was not written: its keys dirty again, so
+    /// that the next flush writes them (with whatever value is current by
+    /// then: never an older one), and the actors no longer owned refused.
+    fn give_back(
+        &self,
+        acts: &[Arc<Activation>],
+        writes: Vec<ActorWrite>,
+        not_owned: &[Arc<Activation>],
+    ) {
+        for (act, write) in acts.iter().zip(writes) {
+            self.restore(act, write);
+        }
+        self.refuse(not_owned);
     }
 
     /// Marks `write`'s keys dirty again, to be written with whatever value

@@ -67,10 +67,7 @@ impl Drop for Taking<'_> {
             held,
             not_owned,
         } = batch;
-        for (act, write) in acts.iter().zip(writes) {
-            self.flusher.restore(act, write);
-        }
-        self.flusher.refuse(&not_owned);
+        self.flusher.give_back(&acts, writes, &not_owned);
         // Still flagged as listed, so a turn would not list them again.
         self.flusher.dirty.lock().extend(self.rest.by_ref());
         self.flusher.held.lock().extend(held);
