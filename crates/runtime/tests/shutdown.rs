@@ -5,15 +5,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_placement::SingleNode;
 use troupe_runtime::{
-    ActorId, Call, CallError, FnHost, Payload, Runtime, RuntimeConfig, ShutdownReport, StateChange,
-    TurnOutcome, TypeSpec, UnwrittenState,
+    ActorId, Call, CallError, Payload, RuntimeConfig, ShutdownReport, StateChange, TurnOutcome,
+    UnwrittenState,
 };
-use troupe_storage::{MemoryReminders, StoreError};
+use troupe_storage::StoreError;
 
 mod common;
-use common::HookedStore;
+use common::{runtime_hosting_t, HookedStore};
 
 /// How the store answers writes once the test flips it.
 #[derive(Debug, Clone, Copy)]
@@ -56,21 +55,7 @@ async fn shut_down_with_broken_store(how: Breakage) -> Result<ShutdownReport, Ca
         shutdown_flush_timeout: Duration::from_millis(300),
         ..RuntimeConfig::default()
     };
-    let rt = Runtime::create(
-        config,
-        store.clone(),
-        Arc::new(MemoryReminders::new()),
-        Arc::new(SingleNode),
-    )
-    .map_err(|e| CallError::Internal(e.to_string()))?;
-    rt.start();
-    rt.register_host(
-        Arc::new(FnHost::new("test", two_keys)),
-        vec![TypeSpec {
-            name: "t".into(),
-            ..TypeSpec::default()
-        }],
-    )?;
+    let rt = runtime_hosting_t(config, store.clone(), two_keys)?;
     for id in ["a", "b", "c"] {
         rt.invoke(Call::new(ActorId::new("t", id), "set", Payload::default()))
             .await?;

@@ -8,15 +8,13 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use troupe_placement::SingleNode;
 use troupe_runtime::{
-    ActorId, Call, CallError, FnHost, Payload, Runtime, RuntimeConfig, StateChange, TurnOutcome,
-    TypeSpec,
+    ActorId, Call, CallError, Payload, Runtime, RuntimeConfig, StateChange, TurnOutcome,
 };
-use troupe_storage::{MemoryReminders, StateStore, StoreError};
+use troupe_storage::{StateStore, StoreError};
 
 mod common;
-use common::HookedStore;
+use common::{runtime_hosting_t, HookedStore};
 
 const ACTORS: usize = 2_000;
 
@@ -41,25 +39,10 @@ async fn dirty_runtime_failing_with(
         flush_interval: Duration::from_secs(3600),
         ..RuntimeConfig::default()
     };
-    let rt = Runtime::create(
-        config,
-        store.clone(),
-        Arc::new(MemoryReminders::new()),
-        Arc::new(SingleNode),
-    )
-    .map_err(|e| CallError::Internal(e.to_string()))?;
-    rt.start();
-    let host = FnHost::new("test", |_: &ActorId, _| TurnOutcome {
+    let rt = runtime_hosting_t(config, store.clone(), |_: &ActorId, _| TurnOutcome {
         result: Ok(Payload::json("null")),
         changes: vec![StateChange::set("n", "1")],
-    });
-    rt.register_host(
-        Arc::new(host),
-        vec![TypeSpec {
-            name: "t".into(),
-            ..TypeSpec::default()
-        }],
-    )?;
+    })?;
     for i in 0..ACTORS {
         rt.invoke(Call::new(
             ActorId::new("t", format!("a{i}")),

@@ -3,9 +3,16 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
+use troupe_placement::SingleNode;
+use troupe_runtime::{
+    ActorId, CallError, FnHost, Runtime, RuntimeConfig, TurnOutcome, TurnRequest, TypeSpec,
+};
 use troupe_storage::{
-    ActorWrite, Epoch, FencedActor, MemoryStore, StateStore, StoreError, StoredState,
+    ActorWrite, Epoch, FencedActor, MemoryReminders, MemoryStore, StateStore, StoreError,
+    StoredState,
 };
 
 /// What runs before each batch: it may fail it, hang it, or change the
@@ -17,6 +24,36 @@ pub type BeforeWrite = Box<
         + Send
         + Sync,
 >;
+
+/// A started single-node runtime on `store`, its reminders in memory,
+/// hosting actor type `t`, whose turns `turn` answers.
+// Not every test file that includes this module starts its runtime so.
+#[allow(dead_code)]
+pub fn runtime_hosting_t<F>(
+    config: RuntimeConfig,
+    store: Arc<HookedStore>,
+    turn: F,
+) -> Result<Runtime, CallError>
+where
+    F: Fn(&ActorId, TurnRequest) -> TurnOutcome + Send + Sync + 'static,
+{
+    let rt = Runtime::create(
+        config,
+        store,
+        Arc::new(MemoryReminders::new()),
+        Arc::new(SingleNode),
+    )
+    .map_err(|e| CallError::Internal(e.to_string()))?;
+    rt.start();
+    rt.register_host(
+        Arc::new(FnHost::new("test", turn)),
+        vec![TypeSpec {
+            name: "t".into(),
+            ..TypeSpec::default()
+        }],
+    )?;
+    Ok(rt)
+}
 
 /// A [`MemoryStore`] whose batches go through a hook first.
 pub struct HookedStore {
