@@ -60,6 +60,10 @@ pub struct RuntimeConfig {
     /// How long the answer of a keyed call (idempotency key) is kept: a
     /// retry within it gets the recorded answer (the `idempotency` module).
     pub idempotency_retention: Duration,
+    /// Bytes the live actors may spend together remembering which keys the
+    /// store holds answers for; past it, those holding the most forget
+    /// theirs, and retries of their keys read the store (`idempotency::budget`).
+    pub idempotency_memory_bytes: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -85,6 +89,7 @@ impl Default for RuntimeConfig {
             max_pending_per_type: None,
             test_clock: false,
             idempotency_retention: Duration::from_secs(24 * 3600),
+            idempotency_memory_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -116,6 +121,10 @@ impl RuntimeConfig {
             (
                 "`flush_max_dirty_bytes` (--flush-max-dirty-bytes)",
                 self.flush_max_dirty_bytes,
+            ),
+            (
+                "`idempotency_memory_bytes` (--idempotency-memory-bytes)",
+                self.idempotency_memory_bytes,
             ),
             (
                 "`max_pending_per_type` (--max-pending-per-type)",

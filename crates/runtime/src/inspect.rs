@@ -347,6 +347,7 @@ impl Runtime {
         let mut snapshot = Snapshot {
             dirty_actors: self.shared.flusher.dirty_actors() as i64,
             dirty_bytes: self.shared.flusher.dirty_bytes() as i64,
+            record_memory_bytes: self.shared.records.held_bytes() as i64,
             uptime: self.shared.clock.uptime(),
             ..Snapshot::default()
         };

@@ -141,6 +141,7 @@ pub(crate) struct Metrics {
     flush_seconds: Histogram,
     flush_failures: Counter,
     fenced_writes: Counter,
+    records_shed: Counter,
 }
 
 /// Gauges read at scrape time.
@@ -150,6 +151,8 @@ pub(crate) struct Snapshot {
     pub(crate) per_type: HashMap<String, (i64, i64)>,
     pub(crate) dirty_actors: i64,
     pub(crate) dirty_bytes: i64,
+    /// Bytes the live actors' stored keys take (`idempotency::budget`).
+    pub(crate) record_memory_bytes: i64,
     pub(crate) pending_calls: i64,
     pub(crate) uptime: Duration,
     /// Durable tells per type (`inbox::metrics`).
@@ -170,6 +173,7 @@ impl Metrics {
             flush_seconds: latency_buckets(),
             flush_failures: Counter::default(),
             fenced_writes: Counter::default(),
+            records_shed: Counter::default(),
         }
     }
 
@@ -275,6 +279,10 @@ impl Metrics {
         self.fenced_writes.inc();
     }
 
+    pub(crate) fn records_shed(&self, actors: usize) {
+        self.records_shed.inc_by(actors as u64);
+    }
+
     /// OpenMetrics text of everything, gauges from `snapshot`.
     pub(crate) fn encode(&self, snapshot: Snapshot, out: &mut String) -> std::fmt::Result {
         // A registry per scrape: the persistent families are registered as
@@ -365,6 +373,12 @@ impl Metrics {
              activation here was dropped)",
             self.fenced_writes.clone(),
         );
+        registry.register(
+            "call_records_shed",
+            "Live actors that forgot which keys the store holds answers for, to keep that memory \
+             within --idempotency-memory-bytes (their retries then read the store)",
+            self.records_shed.clone(),
+        );
         let gauge = |v: i64| {
             let g: Gauge = Gauge::default();
             g.set(v);
@@ -380,6 +394,12 @@ impl Metrics {
             "Bytes of changes not yet in the store",
             Unit::Bytes,
             gauge(snapshot.dirty_bytes),
+        );
+        registry.register_with_unit(
+            "call_records_memory",
+            "Memory the live actors spend remembering which keys the store holds answers for",
+            Unit::Bytes,
+            gauge(snapshot.record_memory_bytes),
         );
         registry.register(
             "pending_calls",

@@ -75,6 +75,7 @@ impl Runtime {
         let inbox_stats = Arc::new(InboxStats::default());
         let records = Arc::new(crate::idempotency::table::CallRecords::new(
             config.idempotency_retention,
+            config.idempotency_memory_bytes,
         ));
         let workers = (0..config.workers)
             .map(|_| Arc::new(RunQueue::new()))

@@ -39,12 +39,23 @@ fn start_flushing_every(
     retention: Duration,
     flush_interval: Duration,
 ) -> Result<Runtime, CallError> {
-    let config = RuntimeConfig {
-        idempotency_retention: retention,
-        flush_interval,
-        metrics: true,
-        ..RuntimeConfig::default()
-    };
+    start_configured(
+        store,
+        ran,
+        RuntimeConfig {
+            idempotency_retention: retention,
+            flush_interval,
+            metrics: true,
+            ..RuntimeConfig::default()
+        },
+    )
+}
+
+fn start_configured(
+    store: Arc<MemoryStore>,
+    ran: Arc<AtomicU32>,
+    config: RuntimeConfig,
+) -> Result<Runtime, CallError> {
     let rt = Runtime::create(
         config,
         store,
@@ -378,6 +389,70 @@ async fn an_answer_not_yet_stored_stays_in_memory_past_the_bound() -> TestResult
     );
     assert_eq!(text(&rt.invoke(keyed(&a, "incr", Some("k1"))).await?), "2");
     assert_eq!(ran.load(Ordering::SeqCst), 1_100, "k1 did not run again");
+    let _ = rt.shutdown().await;
+    Ok(())
+}
+
+/// The value of the metric line starting with `name` (no labels).
+fn metric(metrics: &str, name: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Past `idempotency_memory_bytes`, the actors holding the most keys give
+/// memory back: it stays within the bound, new keys still cost no store
+/// read, and a retry of a key memory let go reads its answer from the
+/// store instead of running the method again.
+#[tokio::test]
+async fn past_the_memory_bound_a_retry_reads_its_answer_from_the_store() -> TestResult {
+    let store = Arc::new(MemoryStore::new());
+    let ran = Arc::new(AtomicU32::new(0));
+    let bound = 16 * 1024;
+    let rt = start_configured(
+        store.clone(),
+        ran.clone(),
+        RuntimeConfig {
+            idempotency_retention: Duration::from_secs(3600),
+            idempotency_memory_bytes: bound,
+            metrics: true,
+            ..RuntimeConfig::default()
+        },
+    )?;
+    // Eight actors of 100 stored keys each: several times the bound.
+    let actors: Vec<ActorId> = (0..8).map(|i| ActorId::new("t", format!("a{i}"))).collect();
+    let callers: Vec<_> = actors
+        .iter()
+        .map(|a| {
+            let (rt, a) = (rt.clone(), a.clone());
+            tokio::spawn(async move {
+                for k in 0..100 {
+                    rt.invoke(keyed(&a, "incr", Some(&format!("k{k}")))).await?;
+                }
+                Ok::<_, CallError>(())
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.await??;
+    }
+    // Each answer was stored before its durable reply, and memory checked
+    // against the bound with it.
+    let mut metrics = String::new();
+    rt.encode_metrics(&mut metrics)?;
+    let held = metric(&metrics, "troupe_call_records_memory_bytes").ok_or(metrics.clone())?;
+    let shed = metric(&metrics, "troupe_call_records_shed_total").ok_or(metrics.clone())?;
+    assert!(held <= bound as f64, "{held} bytes held past the bound");
+    assert!(shed >= 1.0, "no actor shed: {metrics}");
+    assert_eq!(store.record_reads(), 0);
+
+    for a in &actors {
+        assert_eq!(text(&rt.invoke(keyed(a, "incr", Some("k0"))).await?), "1");
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 800, "a retry ran again");
+    // The actors that shed keep their keys as tags: the retries of theirs
+    // read the store, new keys did not.
+    assert!(store.record_reads() >= 1, "no retry read the store");
     let _ = rt.shutdown().await;
     Ok(())
 }

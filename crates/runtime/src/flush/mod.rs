@@ -373,6 +373,7 @@ impl Flusher {
 
     /// Tells memory which call records the store holds now, so that it
     /// may let them go (`idempotency::table`): all but a refused write's.
+    /// Memory keeps their keys, within its bound (`idempotency::budget`).
     fn records_stored(
         &self,
         writes: &[ActorWrite],
@@ -385,6 +386,22 @@ impl Flusher {
             }
             self.records
                 .stored(&act.id, write.records.iter().map(|r| r.key.as_str()));
+        }
+        self.shed_records();
+    }
+
+    /// Keeps the memory of stored keys within its bound.
+    pub(crate) fn shed_records(&self) {
+        let shed = self.records.shed_over_budget();
+        if shed > 0 {
+            debug!(
+                actors = shed,
+                held_bytes = self.records.held_bytes(),
+                "live actors forgot their stored keys to stay within --idempotency-memory-bytes"
+            );
+            if let Some(metrics) = &self.metrics {
+                metrics.records_shed(shed);
+            }
         }
     }
 

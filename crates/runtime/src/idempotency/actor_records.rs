@@ -214,6 +214,49 @@ impl ActorRecords {
             || self.spilled
     }
 
+    /// Bytes the stored keys' fingerprints and tags take: what
+    /// [`forget_stored`](Self::forget_stored) gives back. Counted by
+    /// capacity, as allocated.
+    pub(super) fn footprint(&self) -> usize {
+        self.fingerprint_bytes()
+            .saturating_add(self.let_go.capacity().saturating_mul(8))
+    }
+
+    /// The part of [`footprint`](Self::footprint) that fingerprints take:
+    /// what [`compact`](Self::compact) frees, less the tags it adds.
+    pub(super) fn fingerprint_bytes(&self) -> usize {
+        // A map slot holds a (u128, u64) padded to 32 bytes and a control
+        // byte; the map keeps one slot in eight free.
+        const STORED_SLOT: usize = 33 * 8 / 7;
+        self.stored
+            .capacity()
+            .saturating_mul(STORED_SLOT)
+            .saturating_add(self.order.capacity().saturating_mul(16))
+    }
+
+    /// Keeps the stored keys as tags only, which take a seventh of the
+    /// memory: a new key is still told without a store read, a retry of a
+    /// stored key reads the store. Past [`MAX_LET_GO`] tags the actor
+    /// forgets them all, as [`let_go`](Self::let_go) does.
+    pub(super) fn compact(&mut self) {
+        let mut stored = std::mem::take(&mut self.stored);
+        for fingerprint in std::mem::take(&mut self.order) {
+            if let Some(at) = stored.remove(&fingerprint) {
+                self.let_go(fingerprint, at);
+            }
+        }
+    }
+
+    /// Forgets every stored key: from now on a key memory does not know
+    /// may be in the store, so it is asked unless the caller says the key
+    /// is new. Answers waiting for their flush stay.
+    pub(super) fn forget_stored(&mut self) {
+        self.stored = HashMap::new();
+        self.order = VecDeque::new();
+        self.let_go = VecDeque::new();
+        self.spilled = true;
+    }
+
     /// Records held: answers and fingerprints.
     #[cfg(test)]
     pub(super) fn len(&self) -> (usize, usize) {

@@ -17,7 +17,8 @@
 //!   of a stored tell is acknowledged, not stored again.
 //! - Records live in memory only for live actors (`table`), loaded from the
 //!   store at activation, answers only until they are stored (then a key's
-//!   fingerprint); the store forgets them after the retention window
+//!   fingerprint, within a bound per actor and one across actors,
+//!   `budget`); the store forgets them after the retention window
 //!   (`sweep`).
 //!
 //! Read-only methods are neither recorded nor replayed: they change
@@ -25,10 +26,12 @@
 //!
 //! - `answer`: a recorded answer's encoding.
 //! - `table`: the live actors' records; `actor_records`: one actor's.
+//! - `budget`: the bound on their memory across actors.
 //! - `sweep`: expiring old records.
 
 mod actor_records;
 mod answer;
+mod budget;
 mod sweep;
 pub(crate) mod table;
 

@@ -27,6 +27,8 @@ impl Shared {
             }
             let now = crate::clock::unix_now_ms();
             self.records.prune(now);
+            // Activations load keys without a flush: bound those too.
+            self.flusher.shed_records();
             let cutoff = self.records.cutoff(now);
             // Bounded: at most this many rounds per sweep, the rest next time.
             for _ in 0..100 {

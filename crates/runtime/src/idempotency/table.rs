@@ -21,9 +21,13 @@
 //! says the key is new. Answers waiting for their flush are not bounded by
 //! either: the store cannot answer for them yet (a write-behind actor can
 //! answer more keyed calls than the bound between two flushes).
+//!
+//! Across actors, the memory the stored keys take is bounded too
+//! (`budget`): this table keeps the total in step with every change.
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 
 use hashbrown::HashMap;
 use parking_lot::Mutex;
@@ -42,16 +46,51 @@ pub(crate) struct CallRecords {
     /// Two independent keys for a key's 128-bit fingerprint.
     fingerprint_keys: [RandomState; 2],
     retention_ms: u64,
+    /// Bytes of every actor's stored keys (`ActorRecords::footprint`).
+    pub(super) held: AtomicI64,
+    /// What `held` may reach before actors shed theirs (`budget`).
+    pub(super) budget: usize,
+    /// The shard the next shedding pass starts at (`budget`).
+    pub(super) next_shed: AtomicUsize,
 }
 
 impl CallRecords {
-    pub(crate) fn new(retention: std::time::Duration) -> Self {
+    /// `budget`: the bytes the live actors' stored keys may take together.
+    pub(crate) fn new(retention: std::time::Duration, budget: usize) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: RandomState::new(),
             fingerprint_keys: [RandomState::new(), RandomState::new()],
             retention_ms: crate::input::millis(retention),
+            held: AtomicI64::new(0),
+            budget,
+            next_shed: AtomicUsize::new(0),
         }
+    }
+
+    pub(super) fn shards(&self) -> &[Mutex<HashMap<ActorId, ActorRecords>>] {
+        &self.shards
+    }
+
+    /// Moves `held` by an actor's footprint going from `before` to `after`.
+    pub(super) fn moved(&self, before: usize, after: usize) {
+        let signed = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        let delta = signed(after).saturating_sub(signed(before));
+        if delta != 0 {
+            self.held.fetch_add(delta, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs `change` on `records`, keeping `held` in step.
+    pub(super) fn tracked<R>(
+        &self,
+        records: &mut ActorRecords,
+        change: impl FnOnce(&mut ActorRecords) -> R,
+    ) -> R {
+        let before = records.footprint();
+        let out = change(records);
+        self.moved(before, records.footprint());
+        out
     }
 
     fn shard(&self, actor: &ActorId) -> &Mutex<HashMap<ActorId, ActorRecords>> {
@@ -104,15 +143,12 @@ impl CallRecords {
             Err(_) => answer,
         };
         let fingerprint = self.fingerprint(key);
+        let cutoff = self.cutoff(now_unix_ms);
         let mut shard = self.shard(actor).lock();
         let records = shard.entry(actor.clone()).or_default();
-        records.record(
-            key,
-            fingerprint,
-            now_unix_ms,
-            kept,
-            self.cutoff(now_unix_ms),
-        );
+        self.tracked(records, |r| {
+            r.record(key, fingerprint, now_unix_ms, kept, cutoff);
+        });
         CallRecord {
             key: key.to_owned(),
             recorded_unix_ms: now_unix_ms,
@@ -133,12 +169,14 @@ impl CallRecords {
         for record in &stored {
             records.remember(self.fingerprint(&record.key), record.recorded_unix_ms);
         }
+        let after = records.footprint();
         let mut shard = self.shard(actor).lock();
-        if stored.is_empty() && complete {
-            shard.remove(actor);
+        let replaced = if stored.is_empty() && complete {
+            shard.remove(actor)
         } else {
-            shard.insert(actor.clone(), records);
-        }
+            shard.insert(actor.clone(), records)
+        };
+        self.moved(replaced.map_or(0, |r| r.footprint()), after);
     }
 
     /// The store holds the actor's records under `keys` now: memory keeps
@@ -152,22 +190,34 @@ impl CallRecords {
         let Some(records) = shard.get_mut(actor) else {
             return;
         };
-        for (key, fingerprint) in keys {
-            records.stored(key, fingerprint);
-        }
-        records.shrink_waiting();
+        self.tracked(records, |records| {
+            for (key, fingerprint) in keys {
+                records.stored(key, fingerprint);
+            }
+            records.shrink_waiting();
+        });
     }
 
     /// The actor's activation ended: its records stay in the store only.
     pub(crate) fn forget(&self, actor: &ActorId) {
-        self.shard(actor).lock().remove(actor);
+        let gone = self.shard(actor).lock().remove(actor);
+        self.moved(gone.map_or(0, |r| r.footprint()), 0);
     }
 
     /// Drops expired records of every actor, one shard at a time.
     pub(crate) fn prune(&self, now_unix_ms: u64) {
         let cutoff = self.cutoff(now_unix_ms);
         for shard in self.shards.iter() {
-            shard.lock().retain(|_, records| records.prune(cutoff));
+            let (mut before, mut after) = (0usize, 0usize);
+            shard.lock().retain(|_, records| {
+                before = before.saturating_add(records.footprint());
+                let keep = records.prune(cutoff);
+                if keep {
+                    after = after.saturating_add(records.footprint());
+                }
+                keep
+            });
+            self.moved(before, after);
         }
     }
 
@@ -207,7 +257,7 @@ mod tests {
 
     #[test]
     fn an_answer_is_kept_until_stored_then_its_key_until_it_expires() {
-        let table = CallRecords::new(Duration::from_secs(10));
+        let table = CallRecords::new(Duration::from_secs(10), usize::MAX);
         let a = ActorId::new("t", "a");
         let b = ActorId::new("t", "b");
         let stored = table.record(&a, "k", 1_000, ok("1"));
@@ -256,7 +306,7 @@ mod tests {
     /// waiting for it gives way to the new call's.
     #[test]
     fn an_expired_answer_waiting_for_its_flush_is_replaced() {
-        let table = CallRecords::new(Duration::from_secs(10));
+        let table = CallRecords::new(Duration::from_secs(10), usize::MAX);
         let a = ActorId::new("t", "a");
         table.record(&a, "k", 1_000, ok("1"));
         assert_eq!(table.lookup(&a, "k", 11_001, false), Lookup::New, "expired");
@@ -269,7 +319,7 @@ mod tests {
 
     #[test]
     fn a_waiting_answer_does_not_hold_the_buffer_it_arrived_in() {
-        let table = CallRecords::new(Duration::from_secs(10));
+        let table = CallRecords::new(Duration::from_secs(10), usize::MAX);
         let a = ActorId::new("t", "a");
         // An app's batch of answers as the stream decoded it: one buffer,
         // each answer's payload a slice of it.
@@ -288,7 +338,7 @@ mod tests {
 
     #[test]
     fn memory_keeps_every_unstored_answer_and_the_newest_stored_keys() {
-        let table = CallRecords::new(Duration::from_secs(3600));
+        let table = CallRecords::new(Duration::from_secs(3600), usize::MAX);
         let a = ActorId::new("t", "a");
         let keys: Vec<String> = (0..MAX_IN_MEMORY + 10).map(|i| format!("k{i}")).collect();
         for (i, key) in keys.iter().enumerate() {
@@ -329,7 +379,7 @@ mod tests {
 
     #[test]
     fn keys_let_go_are_told_by_their_tags_until_there_are_too_many() {
-        let table = CallRecords::new(Duration::from_secs(3600));
+        let table = CallRecords::new(Duration::from_secs(3600), usize::MAX);
         let a = ActorId::new("t", "a");
         let key = |i: usize| format!("order-{i}/charge");
         let store = |from: usize, to: usize| {
@@ -370,7 +420,7 @@ mod tests {
 
     #[test]
     fn tags_expire_with_their_keys() {
-        let table = CallRecords::new(Duration::from_secs(10));
+        let table = CallRecords::new(Duration::from_secs(10), usize::MAX);
         let a = ActorId::new("t", "a");
         let keys: Vec<String> = (0..MAX_IN_MEMORY + 100).map(|i| format!("k{i}")).collect();
         for (i, k) in keys.iter().enumerate() {
@@ -396,7 +446,7 @@ mod tests {
     /// a second, 3,700 (past the fingerprints, within the tags) or 18,700
     /// (past both).
     fn random_traffic(retention_ms: u64) -> (usize, usize, (usize, bool)) {
-        let table = CallRecords::new(Duration::from_millis(retention_ms));
+        let table = CallRecords::new(Duration::from_millis(retention_ms), usize::MAX);
         let a = ActorId::new("t", "a");
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
         let mut random = move |below: u64| {

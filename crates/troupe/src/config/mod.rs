@@ -96,6 +96,12 @@ pub struct ServeArgs {
     /// its retries [default: 24h].
     #[arg(long, value_parser = crate::duration::flag, env = "TROUPE_IDEMPOTENCY_RETENTION")]
     pub idempotency_retention: Option<Duration>,
+    /// Bytes the live actors may spend together remembering which keys the
+    /// store holds answers for (about 60 bytes a key); past it, those
+    /// holding the most forget theirs, and retries of their keys read the
+    /// store [default: 67108864].
+    #[arg(long, env = "TROUPE_IDEMPOTENCY_MEMORY_BYTES")]
+    pub idempotency_memory_bytes: Option<usize>,
     /// Threads that run the daemon: its gRPC connections, app streams and
     /// turns [default: number of CPUs]. A sidecar whose traffic one core
     /// carries spends the least CPU per call with 1: no wake-ups across
@@ -211,6 +217,7 @@ struct FileConfig {
     shutdown_flush_timeout: Option<Duration>,
     #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     idempotency_retention: Option<Duration>,
+    idempotency_memory_bytes: Option<usize>,
     threads: Option<usize>,
     workers: Option<usize>,
     #[serde(default)]
@@ -348,6 +355,7 @@ impl ServeArgs {
         pick!(shutdown_grace, runtime.shutdown_grace);
         pick!(shutdown_flush_timeout, runtime.shutdown_flush_timeout);
         pick!(idempotency_retention, runtime.idempotency_retention);
+        pick!(idempotency_memory_bytes, runtime.idempotency_memory_bytes);
         // By default one per CPU, as tokio and the runtime's workers are
         // sized. One thread would spend less CPU per call (`bench/ghz.sh`,
         // `MODES="plain onethread"`), but a daemon on one thread shares it

@@ -373,6 +373,23 @@ fn durations_in_every_spelling_from_flags_and_the_file() -> anyhow::Result<()> {
 }
 
 #[test]
+fn the_idempotency_memory_bound_comes_from_the_flag_or_the_file_and_is_not_zero(
+) -> anyhow::Result<()> {
+    let cfg = ServeArgs::default().resolve()?;
+    assert_eq!(cfg.runtime.idempotency_memory_bytes, 64 << 20);
+    let cfg = serve_flags(&["--idempotency-memory-bytes", "1048576"])?.resolve()?;
+    assert_eq!(cfg.runtime.idempotency_memory_bytes, 1 << 20);
+    let cfg = from_file("idempotency_memory_bytes = 2097152\n")?;
+    assert_eq!(cfg.runtime.idempotency_memory_bytes, 2 << 20);
+    let Err(e) = serve_flags(&["--idempotency-memory-bytes", "0"])?.resolve() else {
+        anyhow::bail!("a bound of 0 bytes was accepted");
+    };
+    let said = format!("{e:#}");
+    assert!(said.contains("--idempotency-memory-bytes"), "{said}");
+    Ok(())
+}
+
+#[test]
 fn the_sled_cache_comes_from_the_flag_or_the_file_and_must_be_usable() -> anyhow::Result<()> {
     let cfg = ServeArgs::default().resolve()?;
     assert_eq!(
