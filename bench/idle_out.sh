@@ -11,6 +11,7 @@
 # started; every wait is bounded.
 #
 #   bench/idle_out.sh [rust|python] [N] [IDLE_SECONDS]   (default rust 200000 10)
+#   TROUPE_DAEMON_ARGS="--max-activations 20000" bench/idle_out.sh   (extra daemon flags)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 app=${1:-rust}
@@ -28,8 +29,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# shellcheck disable=SC2086 # word splitting of the extra args is wanted
 "$bin/troupe" serve --listen 127.0.0.1:0 --data-dir "$work/data" --store memory \
-    --idle-timeout "${idle}s" --max-pending-calls 1000000 >"$work/daemon.out" 2>"$work/daemon.log" &
+    --idle-timeout "${idle}s" --max-pending-calls 1000000 ${TROUPE_DAEMON_ARGS:-} \
+    >"$work/daemon.out" 2>"$work/daemon.log" &
 daemon=$!
 pids+=("$daemon")
 for _ in $(seq 100); do grep -q "listening on" "$work/daemon.out" && break; sleep 0.1; done

@@ -64,6 +64,10 @@ pub struct RuntimeConfig {
     /// store holds answers for; past it, those holding the most forget
     /// theirs, and retries of their keys read the store (`idempotency::budget`).
     pub idempotency_memory_bytes: usize,
+    /// Activations this daemon holds before it deactivates the ones idle
+    /// longest ahead of their idle timeout (`lifecycle::capacity`); `None`:
+    /// no bound but the idle timeouts.
+    pub max_activations: Option<usize>,
 }
 
 impl Default for RuntimeConfig {
@@ -90,6 +94,7 @@ impl Default for RuntimeConfig {
             test_clock: false,
             idempotency_retention: Duration::from_secs(24 * 3600),
             idempotency_memory_bytes: 64 * 1024 * 1024,
+            max_activations: None,
         }
     }
 }
@@ -129,6 +134,10 @@ impl RuntimeConfig {
             (
                 "`max_pending_per_type` (--max-pending-per-type)",
                 self.max_pending_per_type.unwrap_or(1),
+            ),
+            (
+                "`max_activations` (--max-activations)",
+                self.max_activations.unwrap_or(1),
             ),
         ];
         for (what, value) in positive {

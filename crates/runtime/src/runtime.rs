@@ -106,6 +106,7 @@ impl Runtime {
             scheduler_writes: Mutex::new(Some(scheduler_writes)),
             timers: Timers::default(),
             waves: Default::default(),
+            over_capacity: Notify::new(),
             metrics,
             forwarder: OnceLock::new(),
             inbox_clock: Default::default(),

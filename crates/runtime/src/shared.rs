@@ -68,6 +68,9 @@ pub(crate) struct Shared {
     pub(crate) timers: Timers,
     /// Deactivations under way and waiting (`lifecycle::waves`).
     pub(crate) waves: crate::lifecycle::waves::Waves,
+    /// Told when an activation passes `config.max_activations`
+    /// (`lifecycle::capacity`).
+    pub(crate) over_capacity: Notify,
     /// Counters and histograms, when `config.metrics` is on.
     pub(crate) metrics: Option<Arc<Metrics>>,
     /// Carries calls to other daemons, in a cluster.

@@ -179,6 +179,9 @@ pub enum DeactivateReason {
     /// A turn ran past the type's turn timeout; its handler may still run
     /// in the app, on an instance the daemon no longer uses.
     TurnTimeout,
+    /// The daemon held more activations than `--max-activations`: the
+    /// ones idle longest go before their idle timeout.
+    Capacity,
 }
 
 impl DeactivateReason {
@@ -190,6 +193,7 @@ impl DeactivateReason {
             DeactivateReason::Admin => "admin",
             DeactivateReason::Migration => "migration",
             DeactivateReason::TurnTimeout => "turn_timeout",
+            DeactivateReason::Capacity => "capacity",
         }
     }
 }

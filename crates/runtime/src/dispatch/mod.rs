@@ -282,6 +282,14 @@ impl Shared {
             },
             None => id.clone(),
         };
+        if self
+            .config
+            .max_activations
+            .is_some_and(|max| self.staying_activations() >= max)
+        {
+            // This one makes one too many: the sweeper makes room.
+            self.over_capacity.notify_one();
+        }
         Ok(Activation::new(id, self.clock.coarse_ms()))
     }
 }

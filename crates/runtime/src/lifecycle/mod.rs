@@ -11,9 +11,12 @@
 //! - `drain`: the one loop that ends activations and waits until they are
 //!   gone (shutdown, hand-off, admin deactivation), and fencing.
 //! - `sweep`: idle deactivation.
+//! - `capacity`: deactivating the actors idle longest past
+//!   `--max-activations`.
 //! - `events`: the activation log the single-activation checker reads.
 
 mod activate;
+mod capacity;
 mod drain;
 pub(crate) mod events;
 mod sweep;

@@ -1,6 +1,8 @@
 //! Idle deactivation: a sweeper, period a quarter of the shortest idle
-//! timeout, deactivates actors idle past their type's timeout. It also
-//! ticks the coarse clock that turns stamp their actor's last activity with.
+//! timeout, deactivates actors idle past their type's timeout, and at once
+//! the ones idle longest when the daemon holds more activations than it may
+//! (`capacity`). It also ticks the coarse clock that turns stamp their
+//! actor's last activity with.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +25,8 @@ impl Shared {
         let mut registrations = self.hosts.registrations();
         let draining = self.shutdown.reached(Stage::Draining);
         tokio::pin!(draining);
+        // Making room looks at every activation: at most once a tick.
+        let mut room_at = Instant::now();
         'sweeps: loop {
             self.clock.refresh_coarse();
             let period = (self.min_idle_timeout() / 4)
@@ -45,6 +49,11 @@ impl Shared {
                         continue 'sweeps;
                     }
                     () = &mut draining => return,
+                    () = self.over_capacity.notified() => {
+                        tokio::time::sleep_until(room_at).await;
+                        self.make_room();
+                        room_at = Instant::now() + COARSE_TICK;
+                    }
                 }
                 self.clock.refresh_coarse();
                 if Instant::now() >= sweep_at {

@@ -60,6 +60,12 @@ impl Waves {
         None
     }
 
+    /// Deactivations under way or waiting: activations on their way out.
+    pub(crate) fn pending(&self) -> usize {
+        let state = self.state.lock();
+        state.in_flight.saturating_add(state.waiting.len())
+    }
+
     /// Deactivations waiting for a place.
     #[cfg(test)]
     pub(crate) fn waiting(&self) -> usize {

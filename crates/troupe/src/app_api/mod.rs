@@ -279,7 +279,9 @@ impl ActorHost for AppConnection {
 
     fn deactivate(&self, request: DeactivateRequest, done: DeactivateDone) {
         let reason = match request.reason {
-            DeactivateReason::Idle => pb::deactivate::Reason::Idle,
+            // To the app, an actor shed for room is an idle one that went
+            // early: the same hook, the same meaning.
+            DeactivateReason::Idle | DeactivateReason::Capacity => pb::deactivate::Reason::Idle,
             DeactivateReason::Shutdown => pb::deactivate::Reason::Shutdown,
             DeactivateReason::Admin => pb::deactivate::Reason::Admin,
             DeactivateReason::Migration => pb::deactivate::Reason::Migration,

@@ -102,6 +102,11 @@ pub struct ServeArgs {
     /// store [default: 67108864].
     #[arg(long, env = "TROUPE_IDEMPOTENCY_MEMORY_BYTES")]
     pub idempotency_memory_bytes: Option<usize>,
+    /// Activations this daemon holds at most: past it, the actors idle
+    /// longest are deactivated before their idle timeout, down to nine
+    /// tenths of it [default: no bound but the idle timeouts].
+    #[arg(long, env = "TROUPE_MAX_ACTIVATIONS")]
+    pub max_activations: Option<usize>,
     /// Threads that run the daemon: its gRPC connections, app streams and
     /// turns [default: number of CPUs]. A sidecar whose traffic one core
     /// carries spends the least CPU per call with 1: no wake-ups across
@@ -218,6 +223,7 @@ struct FileConfig {
     #[serde(default, deserialize_with = "crate::duration::optional::deserialize")]
     idempotency_retention: Option<Duration>,
     idempotency_memory_bytes: Option<usize>,
+    max_activations: Option<usize>,
     threads: Option<usize>,
     workers: Option<usize>,
     #[serde(default)]
@@ -356,6 +362,7 @@ impl ServeArgs {
         pick!(shutdown_flush_timeout, runtime.shutdown_flush_timeout);
         pick!(idempotency_retention, runtime.idempotency_retention);
         pick!(idempotency_memory_bytes, runtime.idempotency_memory_bytes);
+        runtime.max_activations = self.max_activations.or(file.max_activations);
         // By default one per CPU, as tokio and the runtime's workers are
         // sized. One thread would spend less CPU per call (`bench/ghz.sh`,
         // `MODES="plain onethread"`), but a daemon on one thread shares it

@@ -390,6 +390,24 @@ fn the_idempotency_memory_bound_comes_from_the_flag_or_the_file_and_is_not_zero(
 }
 
 #[test]
+fn the_activation_bound_is_off_unless_set_and_not_zero() -> anyhow::Result<()> {
+    assert_eq!(
+        ServeArgs::default().resolve()?.runtime.max_activations,
+        None
+    );
+    let cfg = serve_flags(&["--max-activations", "100000"])?.resolve()?;
+    assert_eq!(cfg.runtime.max_activations, Some(100_000));
+    let cfg = from_file("max_activations = 5000\n")?;
+    assert_eq!(cfg.runtime.max_activations, Some(5_000));
+    let Err(e) = serve_flags(&["--max-activations", "0"])?.resolve() else {
+        anyhow::bail!("a bound of 0 activations was accepted");
+    };
+    let said = format!("{e:#}");
+    assert!(said.contains("--max-activations"), "{said}");
+    Ok(())
+}
+
+#[test]
 fn the_sled_cache_comes_from_the_flag_or_the_file_and_must_be_usable() -> anyhow::Result<()> {
     let cfg = ServeArgs::default().resolve()?;
     assert_eq!(

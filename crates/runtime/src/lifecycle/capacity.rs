@@ -1,0 +1,89 @@
+//! The bound on activations (`RuntimeConfig::max_activations`): idle
+//! timeouts alone let a burst of distinct actors, or a scan over many,
+//! keep every one of them in memory until its timeout. An activation that
+//! takes the daemon past the bound wakes the sweeper, which deactivates the
+//! actors idle longest, down to nine tenths of the bound, so a daemon at the
+//! bound makes room now and then rather than at every activation. Actors
+//! with a turn running, calls queued or work scheduled are not idle and are
+//! never chosen: a daemon whose busy actors alone pass the bound keeps them.
+
+use std::cmp::Reverse;
+use std::sync::Arc;
+
+use tracing::debug;
+
+use crate::activation::{Activation, Inner, Status};
+use crate::shared::Shared;
+use crate::types::DeactivateReason;
+
+/// Idle now: nothing running, queued or scheduled.
+fn idle(inner: &Inner) -> bool {
+    matches!(inner.status, Status::Idle | Status::Unloaded)
+        && inner.mailbox.is_empty()
+        && !inner.scheduled
+}
+
+impl Shared {
+    /// Activations not on their way out: without a look at each, so that
+    /// an activation may ask, and the sweeper looks only when it must.
+    pub(crate) fn staying_activations(&self) -> usize {
+        self.directory.len().saturating_sub(self.waves.pending())
+    }
+
+    /// Past the bound, deactivates the actors idle longest; how many.
+    pub(crate) fn make_room(self: &Arc<Self>) -> usize {
+        let Some(max) = self.config.max_activations else {
+            return 0;
+        };
+        if self.staying_activations() <= max {
+            return 0;
+        }
+        let now = self.clock.refresh_coarse() as u32;
+        let mut staying = 0usize;
+        let mut candidates: Vec<(u32, Arc<Activation>)> = Vec::new();
+        self.directory.for_each(|act| {
+            // A busy actor is not idle; skip it rather than wait for its lock.
+            let Some(inner) = act.inner.try_lock() else {
+                staying += 1;
+                return;
+            };
+            if matches!(inner.status, Status::Deactivating | Status::Gone) {
+                return;
+            }
+            staying += 1;
+            if idle(&inner) {
+                candidates.push((now.wrapping_sub(inner.last_active_ms), act.clone()));
+            }
+        });
+        if staying <= max {
+            return 0;
+        }
+        let target = max.saturating_sub(max / 10);
+        let excess = staying.saturating_sub(target).min(candidates.len());
+        if excess < candidates.len() {
+            candidates.select_nth_unstable_by_key(excess, |(idle_ms, _)| Reverse(*idle_ms));
+            candidates.truncate(excess);
+        }
+        let mut going = Vec::with_capacity(candidates.len());
+        for (_, act) in candidates {
+            let mut inner = act.inner.lock();
+            // A call may have come in since the look above.
+            if idle(&inner) {
+                inner.status = Status::Deactivating;
+                drop(inner);
+                going.push(act);
+            }
+        }
+        let made = going.len();
+        debug!(
+            deactivating = made,
+            activations = staying,
+            max_activations = max,
+            "past --max-activations: deactivating the actors idle longest"
+        );
+        for act in going {
+            self.deactivate(act, DeactivateReason::Capacity);
+        }
+        made
+    }
+}
