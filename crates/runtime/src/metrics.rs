@@ -375,8 +375,9 @@ impl Metrics {
         );
         registry.register(
             "call_records_shed",
-            "Live actors that forgot which keys the store holds answers for, to keep that memory \
-             within --idempotency-memory-bytes (their retries then read the store)",
+            "Times a live actor gave back memory that remembers which keys the store holds answers \
+             for, to stay within --idempotency-memory-bytes: its keys kept as tags only (their \
+             retries read the store) or forgotten (every unmarked key reads the store)",
             self.records_shed.clone(),
         );
         let gauge = |v: i64| {
