@@ -61,8 +61,9 @@ pub struct RuntimeConfig {
     /// retry within it gets the recorded answer (the `idempotency` module).
     pub idempotency_retention: Duration,
     /// Bytes the live actors may spend together remembering which keys the
-    /// store holds answers for; past it, those holding the most forget
-    /// theirs, and retries of their keys read the store (`idempotency::budget`).
+    /// store holds answers for; past it, those holding the most keep them as
+    /// tags only or forget them, and retries of their keys read the store
+    /// (`idempotency::budget`).
     pub idempotency_memory_bytes: usize,
     /// Activations this daemon holds before it deactivates the ones idle
     /// longest ahead of their idle timeout (`lifecycle::capacity`); `None`:

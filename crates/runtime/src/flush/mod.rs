@@ -397,7 +397,7 @@ impl Flusher {
             debug!(
                 actors = shed,
                 held_bytes = self.records.held_bytes(),
-                "live actors forgot their stored keys to stay within --idempotency-memory-bytes"
+                "live actors gave back memory of their stored keys to stay within --idempotency-memory-bytes"
             );
             if let Some(metrics) = &self.metrics {
                 metrics.records_shed(shed);

@@ -98,8 +98,8 @@ pub struct ServeArgs {
     pub idempotency_retention: Option<Duration>,
     /// Bytes the live actors may spend together remembering which keys the
     /// store holds answers for (about 60 bytes a key); past it, those
-    /// holding the most forget theirs, and retries of their keys read the
-    /// store [default: 67108864].
+    /// holding the most keep them as tags only or forget them, and retries
+    /// of their keys read the store [default: 67108864].
     #[arg(long, env = "TROUPE_IDEMPOTENCY_MEMORY_BYTES")]
     pub idempotency_memory_bytes: Option<usize>,
     /// Activations this daemon holds at most: past it, the actors idle
