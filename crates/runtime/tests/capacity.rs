@@ -3,6 +3,8 @@
 //! as an idle one (the host told, the state flushed), and come back with
 //! their state at their next call.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,7 +63,7 @@ async fn past_the_bound_the_actors_idle_longest_go_first_and_come_back_with_thei
 ) -> TestResult {
     const MAX: usize = 50;
     let store = Arc::new(MemoryStore::new());
-    let rt = Runtime::create(
+    let rt = common::single_node(
         RuntimeConfig {
             max_activations: Some(MAX),
             // Only a deactivation writes state during the test.
@@ -69,10 +71,7 @@ async fn past_the_bound_the_actors_idle_longest_go_first_and_come_back_with_thei
             ..RuntimeConfig::default()
         },
         store.clone(),
-        Arc::new(MemoryReminders::new()),
-        Arc::new(SingleNode),
     )?;
-    rt.start();
     let (tx, mut deactivated) = mpsc::unbounded_channel();
     rt.register_host(
         Arc::new(Watching { deactivated: tx }),

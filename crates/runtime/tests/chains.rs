@@ -4,17 +4,18 @@
 //! The host here runs each turn as a task, so a turn can call other actors
 //! and wait, the way an app does.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use troupe_placement::SingleNode;
 use troupe_runtime::{
     ActivateDone, ActivateRequest, ActorHost, ActorId, Call, CallChain, CallError, CallExtra,
     DeactivateDone, DeactivateRequest, Payload, Runtime, RuntimeConfig, StateChange, TurnDone,
     TurnOutcome, TurnRequest, TypeSpec,
 };
-use troupe_storage::{MemoryReminders, MemoryStore};
+use troupe_storage::MemoryStore;
 
 /// `ping N`: calls the other actor's `ping N-1` (a ↔ b) until N is 0, then
 /// returns the depth reached. `self N`: calls itself N times deep.
@@ -184,14 +185,7 @@ impl ActorHost for ChainHost {
 }
 
 fn setup(reentrant: bool, readonly: &[&str]) -> Result<(Runtime, Arc<Seen>), CallError> {
-    let rt = Runtime::create(
-        RuntimeConfig::default(),
-        Arc::new(MemoryStore::new()),
-        Arc::new(MemoryReminders::new()),
-        Arc::new(SingleNode),
-    )
-    .map_err(|e| CallError::Internal(e.to_string()))?;
-    rt.start();
+    let rt = common::single_node(RuntimeConfig::default(), Arc::new(MemoryStore::new()))?;
     let seen = Arc::new(Seen::default());
     let host = Arc::new(ChainHost {
         rt: std::sync::OnceLock::new(),

@@ -4,17 +4,18 @@
 //! retries waiting, the dead letters counted from the store, and their
 //! `/metrics` families.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use troupe_placement::SingleNode;
 use troupe_runtime::{
     ActorFailure, ActorId, Call, CallError, DeadLetterCount, DeliveryCounts, FnHost, Payload,
     Runtime, RuntimeConfig, TurnOutcome, TypeSpec,
 };
-use troupe_storage::{MemoryReminders, MemoryStore};
+use troupe_storage::MemoryStore;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -29,14 +30,7 @@ fn start(
         flush_interval: Duration::from_secs(3600),
         ..RuntimeConfig::default()
     };
-    let rt = Runtime::create(
-        config,
-        Arc::new(MemoryStore::new()),
-        Arc::new(MemoryReminders::new()),
-        Arc::new(SingleNode),
-    )
-    .map_err(|e| CallError::Internal(e.to_string()))?;
-    rt.start();
+    let rt = common::single_node(config, Arc::new(MemoryStore::new()))?;
     let host = FnHost::new(
         "test",
         move |_: &ActorId, req: troupe_runtime::TurnRequest| {

@@ -1,17 +1,18 @@
 //! The dispatch path with an in-process host: turn order, bounds, state,
 //! deactivation and flushing, with no sockets involved.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use troupe_placement::SingleNode;
 use troupe_runtime::{
     ActorId, Call, CallError, FnHost, Payload, Runtime, RuntimeConfig, StateChange, StateMode,
     TurnOutcome, TurnRequest, TypeSpec,
 };
-use troupe_storage::{MemoryReminders, MemoryStore, StateStore};
+use troupe_storage::{MemoryStore, StateStore};
 
 fn counter_turn(_actor: &ActorId, req: TurnRequest) -> TurnOutcome {
     let count: u64 = req
@@ -36,15 +37,7 @@ fn counter_turn(_actor: &ActorId, req: TurnRequest) -> TurnOutcome {
 }
 
 fn runtime(store: Arc<MemoryStore>, config: RuntimeConfig) -> Runtime {
-    let rt = Runtime::create(
-        config,
-        store,
-        Arc::new(MemoryReminders::new()),
-        Arc::new(SingleNode),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    rt.start();
-    rt
+    common::single_node(config, store).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn spec(name: &str) -> TypeSpec {

@@ -3,17 +3,18 @@
 //! them, retried then dead-lettered, re-driven, and delivered by the next
 //! runtime on the store when the first stopped with them pending.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use troupe_placement::SingleNode;
 use troupe_runtime::{
     ActorFailure, ActorId, Call, CallError, FnHost, Payload, Runtime, RuntimeConfig, StateChange,
     TurnOutcome, TypeSpec,
 };
-use troupe_storage::{MemoryReminders, MemoryStore, StateStore};
+use troupe_storage::{MemoryStore, StateStore};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -31,14 +32,7 @@ fn start(
         flush_interval: Duration::from_secs(3600),
         ..RuntimeConfig::default()
     };
-    let rt = Runtime::create(
-        config,
-        store,
-        Arc::new(MemoryReminders::new()),
-        Arc::new(SingleNode),
-    )
-    .map_err(|e| CallError::Internal(e.to_string()))?;
-    rt.start();
+    let rt = common::single_node(config, store)?;
     let host = FnHost::new(
         "test",
         move |_actor: &ActorId, req: troupe_runtime::TurnRequest| {

@@ -2,30 +2,24 @@
 //! its retry backoff, the durable tells sent after it wait too (they are
 //! applied after it, in order), and invokes go ahead.
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use troupe_placement::SingleNode;
 use troupe_runtime::{
     ActorFailure, ActorId, Call, CallError, FnHost, Payload, Runtime, RuntimeConfig, StateChange,
     TurnOutcome, TypeSpec,
 };
-use troupe_storage::{MemoryReminders, MemoryStore};
+use troupe_storage::MemoryStore;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 /// `append(item)` adds the item to key `log`, failing once for each item in
 /// `fail_once`; `log` answers the log.
 fn start(fail_once: Arc<Mutex<HashSet<String>>>) -> Result<Runtime, CallError> {
-    let rt = Runtime::create(
-        RuntimeConfig::default(),
-        Arc::new(MemoryStore::new()),
-        Arc::new(MemoryReminders::new()),
-        Arc::new(SingleNode),
-    )
-    .map_err(|e| CallError::Internal(e.to_string()))?;
-    rt.start();
+    let rt = common::single_node(RuntimeConfig::default(), Arc::new(MemoryStore::new()))?;
     let host = FnHost::new(
         "test",
         move |_actor: &ActorId, req: troupe_runtime::TurnRequest| {

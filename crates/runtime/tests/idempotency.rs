@@ -4,16 +4,17 @@
 //! the runtime is gone, for durable tells too — until it expires; read-only
 //! and unkeyed calls run every time.
 
+mod common;
+
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_placement::SingleNode;
 use troupe_runtime::{
     ActorFailure, ActorId, Call, CallError, CallExtra, FnHost, Payload, Runtime, RuntimeConfig,
     StateChange, StateMode, TurnOutcome, TypeSpec,
 };
-use troupe_storage::{MemoryReminders, MemoryStore, StateStore};
+use troupe_storage::{MemoryStore, StateStore};
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -56,14 +57,7 @@ fn start_configured(
     ran: Arc<AtomicU32>,
     config: RuntimeConfig,
 ) -> Result<Runtime, CallError> {
-    let rt = Runtime::create(
-        config,
-        store,
-        Arc::new(MemoryReminders::new()),
-        Arc::new(SingleNode),
-    )
-    .map_err(|e| CallError::Internal(e.to_string()))?;
-    rt.start();
+    let rt = common::single_node(config, store)?;
     let host = FnHost::new(
         "test",
         move |_actor: &ActorId, req: troupe_runtime::TurnRequest| {

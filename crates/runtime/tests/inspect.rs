@@ -1,24 +1,18 @@
 //! What operators see, in process: describing an actor active and inactive,
 //! forced deactivation, and the metrics moving with real turns.
 
+mod common;
+
 use std::sync::Arc;
 
-use troupe_placement::SingleNode;
 use troupe_runtime::{
     ActivationState, ActorFailure, ActorId, Call, CallError, FnHost, Payload, Runtime,
     RuntimeConfig, StateChange, TurnOutcome, TypeSpec,
 };
-use troupe_storage::{MemoryReminders, MemoryStore};
+use troupe_storage::MemoryStore;
 
 fn runtime(config: RuntimeConfig) -> Result<Runtime, CallError> {
-    let rt = Runtime::create(
-        config,
-        Arc::new(MemoryStore::new()),
-        Arc::new(MemoryReminders::new()),
-        Arc::new(SingleNode),
-    )
-    .map_err(|e| CallError::Internal(e.to_string()))?;
-    rt.start();
+    let rt = common::single_node(config, Arc::new(MemoryStore::new()))?;
     // `set` stores the payload under "v"; `boom` raises.
     let host = FnHost::new("inspect-app", |_actor: &ActorId, req| {
         if &*req.name == "boom" {

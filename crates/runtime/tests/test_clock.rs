@@ -2,16 +2,17 @@
 //! in due order and returns after those turns ran; without a test clock it
 //! is FAILED_PRECONDITION.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use troupe_placement::SingleNode;
 use troupe_runtime::{
     ActorId, CallError, FnHost, MissedFirings, Payload, ReminderSpec, RetryPolicy, Runtime,
     RuntimeConfig, TurnOutcome, TypeSpec,
 };
-use troupe_storage::{MemoryReminders, MemoryStore};
+use troupe_storage::MemoryStore;
 
 const DAY: Duration = Duration::from_secs(24 * 3600);
 
@@ -20,17 +21,13 @@ type Turns = Arc<Mutex<Vec<String>>>;
 
 /// A runtime hosting type "box", whose turns are recorded by name, in order.
 fn runtime(test_clock: bool) -> Result<(Runtime, Turns), CallError> {
-    let rt = Runtime::create(
+    let rt = common::single_node(
         RuntimeConfig {
             test_clock,
             ..RuntimeConfig::default()
         },
         Arc::new(MemoryStore::new()),
-        Arc::new(MemoryReminders::new()),
-        Arc::new(SingleNode),
-    )
-    .map_err(|e| CallError::Internal(e.to_string()))?;
-    rt.start();
+    )?;
     let turns = Turns::default();
     let seen = turns.clone();
     let host = FnHost::new("clock-app", move |_actor: &ActorId, req| {

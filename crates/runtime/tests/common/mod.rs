@@ -1,5 +1,8 @@
 //! Helpers the runtime's integration tests share.
 
+// Each test file uses some of them.
+#![allow(dead_code)]
+
 use std::future::Future;
 use std::pin::Pin;
 
@@ -25,18 +28,11 @@ pub type BeforeWrite = Box<
         + Sync,
 >;
 
-/// A started single-node runtime on `store`, its reminders in memory,
-/// hosting actor type `t`, whose turns `turn` answers.
-// Not every test file that includes this module starts its runtime so.
-#[allow(dead_code)]
-pub fn runtime_hosting_t<F>(
+/// A started single-node runtime on `store`, its reminders in memory.
+pub fn single_node(
     config: RuntimeConfig,
-    store: Arc<HookedStore>,
-    turn: F,
-) -> Result<Runtime, CallError>
-where
-    F: Fn(&ActorId, TurnRequest) -> TurnOutcome + Send + Sync + 'static,
-{
+    store: Arc<dyn StateStore>,
+) -> Result<Runtime, CallError> {
     let rt = Runtime::create(
         config,
         store,
@@ -45,6 +41,19 @@ where
     )
     .map_err(|e| CallError::Internal(e.to_string()))?;
     rt.start();
+    Ok(rt)
+}
+
+/// [`single_node`] hosting actor type `t`, whose turns `turn` answers.
+pub fn runtime_hosting_t<F>(
+    config: RuntimeConfig,
+    store: Arc<HookedStore>,
+    turn: F,
+) -> Result<Runtime, CallError>
+where
+    F: Fn(&ActorId, TurnRequest) -> TurnOutcome + Send + Sync + 'static,
+{
+    let rt = single_node(config, store)?;
     rt.register_host(
         Arc::new(FnHost::new("test", turn)),
         vec![TypeSpec {
