@@ -12,16 +12,10 @@ use std::sync::Arc;
 
 use tracing::debug;
 
-use crate::activation::{Activation, Inner, Status};
+use super::sweep::is_idle;
+use crate::activation::{Activation, Status};
 use crate::shared::Shared;
 use crate::types::DeactivateReason;
-
-/// Idle now: nothing running, queued or scheduled.
-fn idle(inner: &Inner) -> bool {
-    matches!(inner.status, Status::Idle | Status::Unloaded)
-        && inner.mailbox.is_empty()
-        && !inner.scheduled
-}
 
 impl Shared {
     /// Activations not on their way out: without a look at each, so that
@@ -51,7 +45,7 @@ impl Shared {
                 return;
             }
             staying += 1;
-            if idle(&inner) {
+            if is_idle(&inner) {
                 candidates.push((now.wrapping_sub(inner.last_active_ms), act.clone()));
             }
         });
@@ -68,7 +62,7 @@ impl Shared {
         for (_, act) in candidates {
             let mut inner = act.inner.lock();
             // A call may have come in since the look above.
-            if idle(&inner) {
+            if is_idle(&inner) {
                 inner.status = Status::Deactivating;
                 drop(inner);
                 going.push(act);

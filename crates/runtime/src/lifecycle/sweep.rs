@@ -9,13 +9,21 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::activation::Status;
+use crate::activation::{Inner, Status};
 use crate::shared::Shared;
 use crate::shutdown::Stage;
 use crate::types::DeactivateReason;
 
 /// How far behind real time the coarse clock may fall.
 const COARSE_TICK: Duration = Duration::from_millis(100);
+
+/// Idle now: nothing running, queued or scheduled; what both the sweep
+/// and `capacity` may deactivate.
+pub(super) fn is_idle(inner: &Inner) -> bool {
+    matches!(inner.status, Status::Idle | Status::Unloaded)
+        && inner.mailbox.is_empty()
+        && !inner.scheduled
+}
 
 impl Shared {
     /// Deactivates actors idle past their type's idle timeout, until the
@@ -75,13 +83,9 @@ impl Shared {
                 // last_active_ms lags real time by up to one period (coarse
                 // clock); adding it means no actor goes before its timeout.
                 let needed = (idle + period).as_millis() as u64;
-                if u64::from((now as u32).wrapping_sub(inner.last_active_ms)) < needed
-                    || !inner.mailbox.is_empty()
-                    || inner.scheduled
+                if u64::from((now as u32).wrapping_sub(inner.last_active_ms)) >= needed
+                    && is_idle(&inner)
                 {
-                    return;
-                }
-                if matches!(inner.status, Status::Idle | Status::Unloaded) {
                     inner.status = Status::Deactivating;
                     expired.push(act.clone());
                 }
