@@ -102,7 +102,11 @@ pub async fn serve(links: &Links, inbound: Arc<dyn Inbound>) -> Result<SocketAdd
     serve_checked(links, inbound, Arc::new(|_, _| Ok(())), Ok).await
 }
 
-/// Links to a recorder behind a proxy, with one request answered already.
+/// Links to a recorder behind a proxy, with one request answered already
+/// and every connection of every channel up: the proxy holds each of them,
+/// so what a test does to the proxy (pause, cut) reaches them all. (A
+/// connection still being dialled when the proxy is cut would be accepted
+/// afterwards and carry on as if nothing happened.)
 pub async fn proxied(
     config: LinksConfig,
 ) -> Result<(Links, Proxy, String), Box<dyn std::error::Error>> {
@@ -111,6 +115,7 @@ pub async fn proxied(
     let proxy = Proxy::start(server).await?;
     let address = proxy.address.to_string();
     send(&links, &address, "warm", 0, 10).await?;
+    wait_for(|| links.stats().iter().all(|s| s.connected == s.connections)).await?;
     Ok((links, proxy, address))
 }
 
