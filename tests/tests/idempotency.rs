@@ -3,7 +3,8 @@
 //! moment no outside signal can hit) gets its recorded answer when the
 //! client retries on the next daemon, and the method ran once — on sled and
 //! on PostgreSQL. And the keys the SDK core makes spare a busy actor's calls
-//! the store read a key memory does not know costs.
+//! the store read a key memory does not know costs; `troupe status` shows
+//! the bound on the memory those keys take, and the one on activations.
 
 use anyhow::Context;
 use troupe_sdk_core::client::{ActorCalls, CallOptions};
@@ -139,5 +140,84 @@ async fn sdk_keys_to_a_busy_actor_are_not_looked_for_in_the_store() -> anyhow::R
     assert_eq!(reads().await?, 0.0, "keys the SDK core made were looked up");
     mine(3).await?;
     assert_eq!(reads().await?, 3.0, "a caller's keys past both bounds");
+    Ok(())
+}
+
+/// `troupe status` shows both memory bounds at work, without a metrics
+/// endpoint: keyed calls to more actors than `--max-activations` allows,
+/// each leaving more stored keys than `--idempotency-memory-bytes` holds
+/// for two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn status_shows_the_memory_bounds_at_work() -> anyhow::Result<()> {
+    const MAX_ACTIVATIONS: u64 = 10;
+    const RECORDS_BYTES: u64 = 4096;
+    let dir = tempfile::tempdir()?;
+    let daemon = Daemon::start(
+        dir.path(),
+        &[
+            "--max-activations",
+            &MAX_ACTIVATIONS.to_string(),
+            "--idempotency-memory-bytes",
+            &RECORDS_BYTES.to_string(),
+        ],
+    )
+    .await?;
+    let _app = TestApp::attach(
+        daemon.addr,
+        vec![type_with_mode("acct", pb::StateMode::Durable)],
+    )
+    .await?;
+    let mut client = daemon.client().await?;
+    // Durable: each answer is stored before its reply, and its key's
+    // fingerprint stays with the live actor (about 3 KiB for 40).
+    for actor in 0..30 {
+        for call in 0..40 {
+            client
+                .invoke_keyed(
+                    "acct",
+                    &format!("a{actor}"),
+                    "incr",
+                    "{}",
+                    &format!("k{call}"),
+                )
+                .await?;
+        }
+    }
+    let addr = daemon.addr.to_string();
+    let status = || async {
+        let (exit, out, err) = run_cli(&["status", "-o", "json", "--addr", &addr]).await?;
+        anyhow::ensure!(exit.success(), "troupe status failed: {err}");
+        anyhow::Ok(serde_json::from_str::<serde_json::Value>(&out)?)
+    };
+    // Room is made by the sweeper, after the activations that passed the
+    // bound: 30 actors for room for 10 makes at least 20 go.
+    let mut s = status().await?;
+    for _ in 0..100 {
+        if s["memory"]["capacity_deactivations"].as_u64() >= Some(30 - MAX_ACTIVATIONS) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        s = status().await?;
+    }
+    let memory = &s["memory"];
+    anyhow::ensure!(
+        memory["capacity_deactivations"].as_u64() >= Some(30 - MAX_ACTIVATIONS),
+        "{s}"
+    );
+    assert_eq!(memory["max_activations"], MAX_ACTIVATIONS, "{s}");
+    assert_eq!(memory["call_records_limit_bytes"], RECORDS_BYTES, "{s}");
+    anyhow::ensure!(memory["call_records_shed"].as_u64() >= Some(1), "{s}");
+    anyhow::ensure!(
+        memory["call_records_bytes"].as_u64() <= Some(RECORDS_BYTES),
+        "{s}"
+    );
+    let (exit, text, err) = run_cli(&["status", "--addr", &addr]).await?;
+    anyhow::ensure!(exit.success(), "troupe status failed: {err}");
+    for shown in [
+        "of at most 10 (--max-activations)",
+        "of at most 4.0 KiB (--idempotency-memory-bytes)",
+    ] {
+        anyhow::ensure!(text.contains(shown), "no {shown:?} in\n{text}");
+    }
     Ok(())
 }

@@ -82,6 +82,23 @@ pub struct RuntimeStatus {
     pub placement_version: u64,
     /// Whether this daemon may serve actors (its placement lease holds).
     pub serving: bool,
+    pub memory: MemoryBounds,
+}
+
+/// The daemon's memory bounds, how near it is, and what they did since it
+/// started.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryBounds {
+    /// Bytes the live actors' stored idempotency keys take, and the bound
+    /// (`RuntimeConfig::idempotency_memory_bytes`).
+    pub call_records_bytes: usize,
+    pub call_records_limit_bytes: usize,
+    /// Times an actor gave that memory back at the bound.
+    pub call_records_shed: u64,
+    /// `RuntimeConfig::max_activations`.
+    pub max_activations: Option<usize>,
+    /// Actors deactivated to keep within it.
+    pub capacity_deactivations: u64,
 }
 
 /// One active actor, for listings.
@@ -159,6 +176,18 @@ impl Runtime {
             reminders_fired: shared.scheduler.fired.load(Ordering::Relaxed),
             placement_version: shared.placement.table_version(),
             serving: shared.placement.may_serve(),
+            memory: self.memory_bounds(),
+        }
+    }
+
+    pub fn memory_bounds(&self) -> MemoryBounds {
+        let shared = &self.shared;
+        MemoryBounds {
+            call_records_bytes: shared.records.held_bytes(),
+            call_records_limit_bytes: shared.records.budget(),
+            call_records_shed: shared.records.shed_total(),
+            max_activations: shared.config.max_activations,
+            capacity_deactivations: shared.capacity_deactivations.load(Ordering::Relaxed),
         }
     }
 

@@ -64,7 +64,9 @@ pub use host_registry::HostRegistration;
 pub use inbox::stats::DeliveryCounts;
 pub use inbox::status::{DeadLetterCount, DeliveryStatus, InboxRetry, DEAD_LETTERS_COUNTED};
 pub use inbox::DeadLetterInfo;
-pub use inspect::{ActivationState, ActorDetails, ActorInfo, RuntimeStatus, TypeStatus};
+pub use inspect::{
+    ActivationState, ActorDetails, ActorInfo, MemoryBounds, RuntimeStatus, TypeStatus,
+};
 pub use lifecycle::events::ACTIVATION_LOG;
 pub use routing::MAX_FORWARD_HOPS;
 pub use runtime::Runtime;

@@ -107,6 +107,7 @@ impl Runtime {
             timers: Timers::default(),
             waves: Default::default(),
             over_capacity: Notify::new(),
+            capacity_deactivations: std::sync::atomic::AtomicU64::new(0),
             metrics,
             forwarder: OnceLock::new(),
             inbox_clock: Default::default(),

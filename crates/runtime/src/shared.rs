@@ -71,6 +71,8 @@ pub(crate) struct Shared {
     /// Told when an activation passes `config.max_activations`
     /// (`lifecycle::capacity`).
     pub(crate) over_capacity: Notify,
+    /// Since start: actors deactivated for room (`lifecycle::capacity`).
+    pub(crate) capacity_deactivations: std::sync::atomic::AtomicU64,
     /// Counters and histograms, when `config.metrics` is on.
     pub(crate) metrics: Option<Arc<Metrics>>,
     /// Carries calls to other daemons, in a cluster.

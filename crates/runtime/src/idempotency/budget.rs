@@ -63,7 +63,18 @@ impl CallRecords {
         if self.held_bytes() > target {
             shed += self.shed_largest(target, ActorRecords::footprint, ActorRecords::forget_stored);
         }
+        self.shed_total.fetch_add(shed as u64, Ordering::Relaxed);
         shed
+    }
+
+    /// The bound (`RuntimeConfig::idempotency_memory_bytes`).
+    pub(crate) fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Since start: times an actor gave its stored keys' memory back.
+    pub(crate) fn shed_total(&self) -> u64 {
+        self.shed_total.load(Ordering::Relaxed)
     }
 
     /// Applies `give` to the actors of the largest `size` until memory is

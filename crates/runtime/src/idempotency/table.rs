@@ -27,7 +27,7 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 use hashbrown::HashMap;
 use parking_lot::Mutex;
@@ -52,6 +52,8 @@ pub(crate) struct CallRecords {
     pub(super) budget: usize,
     /// The shard the next shedding pass starts at (`budget`).
     pub(super) next_shed: AtomicUsize,
+    /// Since start: times an actor gave memory back (`budget`).
+    pub(super) shed_total: AtomicU64,
 }
 
 impl CallRecords {
@@ -65,6 +67,7 @@ impl CallRecords {
             held: AtomicI64::new(0),
             budget,
             next_shed: AtomicUsize::new(0),
+            shed_total: AtomicU64::new(0),
         }
     }
 

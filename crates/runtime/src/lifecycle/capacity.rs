@@ -69,6 +69,8 @@ impl Shared {
             }
         }
         let made = going.len();
+        self.capacity_deactivations
+            .fetch_add(made as u64, std::sync::atomic::Ordering::Relaxed);
         debug!(
             deactivating = made,
             activations = staying,

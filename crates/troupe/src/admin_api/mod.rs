@@ -6,7 +6,7 @@ mod delivery;
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
 use troupe_runtime::input::range;
-use troupe_runtime::{ActivationState, ActorId, Runtime, StateMode};
+use troupe_runtime::{ActivationState, ActorId, MemoryBounds, Runtime, StateMode};
 use troupe_transport::link::{ChannelStats, Links};
 
 use crate::convert;
@@ -49,6 +49,17 @@ fn link_to_pb(s: ChannelStats) -> pb::PeerLinkStatus {
         in_flight: s.in_flight as u64,
         reconnects: s.reconnects,
         rtt_us: s.rtt_us,
+    }
+}
+
+fn memory_to_pb(m: &MemoryBounds) -> pb::MemoryBounds {
+    let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    pb::MemoryBounds {
+        call_records_bytes: wide(m.call_records_bytes),
+        call_records_limit_bytes: wide(m.call_records_limit_bytes),
+        call_records_shed: m.call_records_shed,
+        max_activations: m.max_activations.map_or(0, wide),
+        capacity_deactivations: m.capacity_deactivations,
     }
 }
 
@@ -146,6 +157,7 @@ impl pb::admin_server::Admin for AdminApi {
                     let_go: inbound.let_go,
                 }
             }),
+            memory: Some(memory_to_pb(&s.memory)),
         }))
     }
 

@@ -5,22 +5,7 @@
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
-use super::render::Table;
-
-/// A byte count for people: "512 B", "3.2 MiB".
-fn bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut value = n as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
+use super::render::{bytes, Table};
 
 /// How a channel's open connections travel: framed links, PeerLink calls
 /// (the peer predates framed links, or `--peer-protocol grpc`), or both

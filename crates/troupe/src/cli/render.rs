@@ -101,6 +101,21 @@ pub fn time_json(object: &mut serde_json::Map<String, Value>, name: &str, unix_m
     );
 }
 
+/// A byte count for people: "512 B", "3.2 MiB".
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// A duration for people: "850ms", "42s", "1h 5m 3s" (below a minute's
 /// precision nobody reads milliseconds past the first second).
 pub fn duration(ms: u64) -> String {

@@ -64,6 +64,7 @@ fn status_json(s: &pb::StatusResponse) -> Value {
         "flush": flush_json,
         "delivery": s.delivery.as_ref().map(delivery_json),
         "inbound_links": super::links::inbound_json(s.inbound_links.as_ref()),
+        "memory": s.memory.as_ref().map(memory_json),
         "types": types,
     });
     if let Some(o) = out.as_object_mut() {
@@ -101,7 +102,7 @@ fn status_table(s: &pb::StatusResponse) -> String {
         ("listen", or_dash(&s.listen)),
         ("store", or_dash(&s.store)),
         ("started", started),
-        ("active actors", s.active_actors.to_string()),
+        ("active actors", active_actors(s)),
         (
             "pending calls",
             format!("{} of at most {}", s.pending_calls, s.max_pending_calls),
@@ -113,6 +114,9 @@ fn status_table(s: &pb::StatusResponse) -> String {
     // Absent from a daemon older than the CLI.
     if let Some(d) = &s.delivery {
         pairs.extend(delivery_pairs(d));
+    }
+    if let Some(m) = &s.memory {
+        pairs.push(("key memory", key_memory(m)));
     }
     if let Some(l) = &s.inbound_links {
         pairs.push((
@@ -165,6 +169,38 @@ fn status_table(s: &pb::StatusResponse) -> String {
     }
     out.push_str(&t.render());
     out
+}
+
+fn memory_json(m: &pb::MemoryBounds) -> Value {
+    json!({
+        "call_records_bytes": m.call_records_bytes,
+        "call_records_limit_bytes": m.call_records_limit_bytes,
+        "call_records_shed": m.call_records_shed,
+        "max_activations": (m.max_activations > 0).then_some(m.max_activations),
+        "capacity_deactivations": m.capacity_deactivations,
+    })
+}
+
+/// With the bound on activations, when there is one.
+fn active_actors(s: &pb::StatusResponse) -> String {
+    match &s.memory {
+        Some(m) if m.max_activations > 0 => format!(
+            "{} of at most {} (--max-activations); {} deactivated for room since start",
+            s.active_actors, m.max_activations, m.capacity_deactivations
+        ),
+        _ => s.active_actors.to_string(),
+    }
+}
+
+/// What the live actors spend remembering stored idempotency keys.
+fn key_memory(m: &pb::MemoryBounds) -> String {
+    format!(
+        "{} of at most {} (--idempotency-memory-bytes) for stored idempotency keys; given back \
+         {} since start",
+        render::bytes(m.call_records_bytes),
+        render::bytes(m.call_records_limit_bytes),
+        plural(m.call_records_shed, "time", "times"),
+    )
 }
 
 fn delivery_json(d: &pb::DeliveryStatus) -> Value {
@@ -292,6 +328,49 @@ mod tests {
             status_json(&pb::StatusResponse::default())["inbound_links"],
             Value::Null
         );
+    }
+
+    #[test]
+    fn memory_bounds_show_next_to_the_flags_that_set_them() {
+        let bounded = pb::StatusResponse {
+            active_actors: 18_000,
+            memory: Some(pb::MemoryBounds {
+                call_records_bytes: 14 << 20,
+                call_records_limit_bytes: 64 << 20,
+                call_records_shed: 1,
+                max_activations: 20_000,
+                capacity_deactivations: 2_500,
+            }),
+            ..Default::default()
+        };
+        let text = status_table(&bounded);
+        for line in [
+            "active actors    18000 of at most 20000 (--max-activations); 2500 deactivated for \
+             room since start\n",
+            "key memory       14.0 MiB of at most 64.0 MiB (--idempotency-memory-bytes) for \
+             stored idempotency keys; given back 1 time since start\n",
+        ] {
+            assert!(text.contains(line), "no {line:?} in\n{text}");
+        }
+        let json = status_json(&bounded);
+        assert_eq!(json["memory"]["call_records_bytes"], 14 << 20, "{json}");
+        assert_eq!(json["memory"]["max_activations"], 20_000, "{json}");
+        assert_eq!(json["memory"]["capacity_deactivations"], 2_500, "{json}");
+
+        // No bound on activations (the default), or a daemon older than the CLI.
+        let unbounded = pb::StatusResponse {
+            active_actors: 7,
+            memory: Some(pb::MemoryBounds::default()),
+            ..Default::default()
+        };
+        assert!(status_table(&unbounded).contains("active actors    7\n"));
+        assert_eq!(
+            status_json(&unbounded)["memory"]["max_activations"],
+            Value::Null
+        );
+        let old = pb::StatusResponse::default();
+        assert!(!status_table(&old).contains("key memory"));
+        assert_eq!(status_json(&old)["memory"], Value::Null);
     }
 
     #[test]

@@ -82,7 +82,30 @@ export interface StatusResponse {
    * The link streams other daemons opened to this one (absent on a daemon
    * without a cluster, or older than this field).
    */
-  inboundLinks?: InboundLinks | undefined;
+  inboundLinks?:
+    | InboundLinks
+    | undefined;
+  /**
+   * What bounds this daemon's memory, and how near it is (absent from a
+   * daemon older than this field).
+   */
+  memory?: MemoryBounds | undefined;
+}
+
+/** The daemon's memory bounds and what they did since it started. */
+export interface MemoryBounds {
+  /**
+   * Memory the live actors spend remembering which idempotency keys the
+   * store holds answers for, and its bound (--idempotency-memory-bytes).
+   */
+  callRecordsBytes: bigint;
+  callRecordsLimitBytes: bigint;
+  /** Times an actor gave that memory back because the bound was reached. */
+  callRecordsShed: bigint;
+  /** The bound on activations (--max-activations); 0: none. */
+  maxActivations: bigint;
+  /** Actors deactivated to keep within it. */
+  capacityDeactivations: bigint;
 }
 
 /** The link streams other daemons opened to this daemon, all peers together. */
@@ -442,6 +465,7 @@ function createBaseStatusResponse(): StatusResponse {
     links: [],
     delivery: undefined,
     inboundLinks: undefined,
+    memory: undefined,
   };
 }
 
@@ -524,6 +548,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     if (message.inboundLinks !== undefined) {
       InboundLinks.encode(message.inboundLinks, writer.uint32(146).fork()).join();
+    }
+    if (message.memory !== undefined) {
+      MemoryBounds.encode(message.memory, writer.uint32(154).fork()).join();
     }
     return writer;
   },
@@ -685,6 +712,14 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.inboundLinks = InboundLinks.decode(reader, reader.uint32());
             continue;
           }
+          case 19: {
+            if (tag !== 154) {
+              break;
+            }
+
+            message.memory = MemoryBounds.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -740,6 +775,145 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.inboundLinks = (object.inboundLinks !== undefined && object.inboundLinks !== null)
       ? InboundLinks.fromPartial(object.inboundLinks)
       : undefined;
+    message.memory = (object.memory !== undefined && object.memory !== null)
+      ? MemoryBounds.fromPartial(object.memory)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseMemoryBounds(): MemoryBounds {
+  return {
+    callRecordsBytes: 0n,
+    callRecordsLimitBytes: 0n,
+    callRecordsShed: 0n,
+    maxActivations: 0n,
+    capacityDeactivations: 0n,
+  };
+}
+
+export const MemoryBounds: MessageFns<MemoryBounds> = {
+  encode(message: MemoryBounds, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.callRecordsBytes !== 0n) {
+      if (BigInt.asUintN(64, message.callRecordsBytes) !== message.callRecordsBytes) {
+        throw new globalThis.Error("value provided for field message.callRecordsBytes of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.callRecordsBytes);
+    }
+    if (message.callRecordsLimitBytes !== 0n) {
+      if (BigInt.asUintN(64, message.callRecordsLimitBytes) !== message.callRecordsLimitBytes) {
+        throw new globalThis.Error("value provided for field message.callRecordsLimitBytes of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.callRecordsLimitBytes);
+    }
+    if (message.callRecordsShed !== 0n) {
+      if (BigInt.asUintN(64, message.callRecordsShed) !== message.callRecordsShed) {
+        throw new globalThis.Error("value provided for field message.callRecordsShed of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.callRecordsShed);
+    }
+    if (message.maxActivations !== 0n) {
+      if (BigInt.asUintN(64, message.maxActivations) !== message.maxActivations) {
+        throw new globalThis.Error("value provided for field message.maxActivations of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.maxActivations);
+    }
+    if (message.capacityDeactivations !== 0n) {
+      if (BigInt.asUintN(64, message.capacityDeactivations) !== message.capacityDeactivations) {
+        throw new globalThis.Error("value provided for field message.capacityDeactivations of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.capacityDeactivations);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): MemoryBounds {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseMemoryBounds();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.callRecordsBytes = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.callRecordsLimitBytes = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.callRecordsShed = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.maxActivations = reader.uint64() as bigint;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.capacityDeactivations = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<MemoryBounds>, I>>(base?: I): MemoryBounds {
+    return MemoryBounds.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<MemoryBounds>, I>>(object: I): MemoryBounds {
+    const message = createBaseMemoryBounds();
+    message.callRecordsBytes = (object.callRecordsBytes !== undefined && object.callRecordsBytes !== null)
+      ? BigInt(object.callRecordsBytes)
+      : 0n;
+    message.callRecordsLimitBytes =
+      (object.callRecordsLimitBytes !== undefined && object.callRecordsLimitBytes !== null)
+        ? BigInt(object.callRecordsLimitBytes)
+        : 0n;
+    message.callRecordsShed = (object.callRecordsShed !== undefined && object.callRecordsShed !== null)
+      ? BigInt(object.callRecordsShed)
+      : 0n;
+    message.maxActivations = (object.maxActivations !== undefined && object.maxActivations !== null)
+      ? BigInt(object.maxActivations)
+      : 0n;
+    message.capacityDeactivations =
+      (object.capacityDeactivations !== undefined && object.capacityDeactivations !== null)
+        ? BigInt(object.capacityDeactivations)
+        : 0n;
     return message;
   },
 };
