@@ -108,16 +108,41 @@ impl Daemon {
         extra_args: &[&str],
         env: &[(&str, &str)],
     ) -> anyhow::Result<Daemon> {
+        let mut cmd = Command::new(troupe_bin());
+        cmd.envs(env.iter().copied());
+        Self::launch(cmd, data_dir, extra_args).await
+    }
+
+    /// [`Daemon::start`] with the daemon in the cgroup whose `cgroup.procs`
+    /// is `procs` from its first instruction: a shell joins it, then execs
+    /// the daemon in its place.
+    pub async fn start_in_cgroup(
+        data_dir: &Path,
+        extra_args: &[&str],
+        procs: &Path,
+    ) -> anyhow::Result<Daemon> {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", r#"echo $$ > "$0" && exec "$@""#])
+            .arg(procs)
+            .arg(troupe_bin());
+        Self::launch(cmd, data_dir, extra_args).await
+    }
+
+    /// Runs `cmd serve --listen 127.0.0.1:0 --data-dir DIR ARGS...`, `cmd`
+    /// being the daemon or what execs it.
+    async fn launch(
+        mut cmd: Command,
+        data_dir: &Path,
+        extra_args: &[&str],
+    ) -> anyhow::Result<Daemon> {
         let log = tempfile::Builder::new()
             .prefix("troupe-daemon-")
             .suffix(".log")
             .tempfile()?;
-        let mut cmd = Command::new(troupe_bin());
         cmd.arg("serve")
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
-            .args(extra_args)
-            .envs(env.iter().copied());
+            .args(extra_args);
         let (child, addr) = spawn_announced(cmd, &log, "troupe listening on ").await?;
         Ok(Daemon {
             child,

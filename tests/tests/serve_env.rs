@@ -1,7 +1,10 @@
 //! `troupe serve` configured through its environment alone, as in a
 //! container or a unit file: TROUPE_* variables stand for the flags
-//! (docs/cli.md), and TROUPE_LOG_FORMAT=json makes the log one JSON object
-//! per line.
+//! (docs/cli.md), TROUPE_LOG_FORMAT=json makes the log one JSON object per
+//! line, and the memory bounds' defaults follow the memory limit of the
+//! daemon's cgroup.
+
+use std::path::{Path, PathBuf};
 
 use anyhow::{ensure, Context};
 use serde_json::Value;
@@ -48,5 +51,75 @@ async fn settings_come_from_troupe_variables_and_logs_can_be_json() -> anyhow::R
         .find(|e| e["fields"]["message"] == "troupe daemon listening")
         .with_context(|| format!("no start message:\n{log}"))?;
     assert_eq!(started["fields"]["threads"], 3, "{started}");
+    Ok(())
+}
+
+/// A memory cgroup of the test's own at the root of the memory hierarchy
+/// (cgroup v1's memory mount, or v2's root, which may hold processes),
+/// removed when dropped (once the daemon in it has exited).
+struct MemoryCgroup {
+    dir: PathBuf,
+}
+
+impl MemoryCgroup {
+    fn create(limit: u64) -> std::io::Result<MemoryCgroup> {
+        let name = format!("troupe-e2e-{}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        let (dir, limit_file) = if v1.join("memory.limit_in_bytes").exists() {
+            (v1.join(&name), "memory.limit_in_bytes")
+        } else {
+            (Path::new("/sys/fs/cgroup").join(&name), "memory.max")
+        };
+        std::fs::create_dir(&dir)?;
+        let group = MemoryCgroup { dir };
+        std::fs::write(group.dir.join(limit_file), limit.to_string())?;
+        Ok(group)
+    }
+
+    fn procs(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// In a cgroup limited to 256 MiB (a container's or a unit's limit), sled's
+/// cache defaults to a quarter of it and the idempotency records' bound to
+/// an eighth, where a host's defaults (256 and 64 MiB) would take a small
+/// sidecar past its limit. Needs root; skipped without, unless
+/// TROUPE_REQUIRE_CGROUP=1 (as `.ci/run` sets).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_bounds_default_to_shares_of_the_cgroup_limit() -> anyhow::Result<()> {
+    const LIMIT: u64 = 256 << 20;
+    let group = match MemoryCgroup::create(LIMIT) {
+        Ok(group) => group,
+        Err(e) if std::env::var("TROUPE_REQUIRE_CGROUP").is_ok_and(|v| v == "1") => {
+            return Err(e).context("creating a memory cgroup (TROUPE_REQUIRE_CGROUP=1)");
+        }
+        Err(e) => {
+            eprintln!("skipped: cannot create a memory cgroup ({e}); run as root");
+            return Ok(());
+        }
+    };
+    let dir = tempfile::tempdir()?;
+    let mut daemon = Daemon::start_in_cgroup(dir.path(), &[], &group.procs()).await?;
+    let addr = daemon.addr.to_string();
+    let (status, out, err) = run_cli(&["status", "-o", "json", "--addr", &addr]).await?;
+    ensure!(status.success(), "troupe status failed: {err}");
+    let s: Value = serde_json::from_str(&out).context("status printed no JSON")?;
+    assert_eq!(s["memory"]["call_records_limit_bytes"], LIMIT / 8, "{s}");
+    let log = daemon.log();
+    for field in [
+        format!("memory_limit={LIMIT}"),
+        format!("sled_cache_bytes={}", LIMIT / 4),
+        format!("idempotency_memory_bytes={}", LIMIT / 8),
+    ] {
+        ensure!(log.contains(&field), "no {field} in the start line:\n{log}");
+    }
+    daemon.terminate().await?;
     Ok(())
 }

@@ -285,7 +285,21 @@ pub async fn run_until(
         }
     };
 
-    info!(address = %local, store = %store.describe(), tls = tls.is_some(), threads = config.threads, "troupe daemon listening");
+    // The memory bounds with the limit they follow, so an operator sees
+    // what a container's memory limit gave the daemon.
+    let memory_limit = config
+        .memory_limit
+        .map_or_else(|| "none".to_owned(), |bytes| bytes.to_string());
+    info!(
+        address = %local,
+        store = %store.describe(),
+        tls = tls.is_some(),
+        threads = config.threads,
+        memory_limit = %memory_limit,
+        sled_cache_bytes = config.sled_cache_bytes,
+        idempotency_memory_bytes = config.runtime.idempotency_memory_bytes,
+        "troupe daemon listening"
+    );
     if let Some(socket) = &unix_socket {
         info!(path = %socket.path().display(), "troupe daemon listening on a Unix socket too");
     }

@@ -13,6 +13,7 @@ use troupe_transport::link::{ChannelPlan, LinkProtocol, LinksConfig, Window};
 use crate::auth::{Credential, TokenSource};
 use crate::telemetry::LogFormat;
 
+pub mod memory_limit;
 mod tls;
 mod values;
 
@@ -48,7 +49,8 @@ pub struct ServeArgs {
     #[arg(long, env = "TROUPE_STORE")]
     pub store: Option<String>,
     /// Bytes of sled's page cache (the embedded store's memory, besides
-    /// what the runtime holds) [default: 268435456].
+    /// what the runtime holds) [default: 268435456, or under a memory limit
+    /// (cgroup) a quarter of it if less].
     #[arg(long, env = "TROUPE_SLED_CACHE_BYTES")]
     pub sled_cache_bytes: Option<u64>,
     /// Largest payload or state value in bytes [default: 4194304].
@@ -99,7 +101,8 @@ pub struct ServeArgs {
     /// Bytes the live actors may spend together remembering which keys the
     /// store holds answers for (about 60 bytes a key); past it, those
     /// holding the most keep them as tags only or forget them, and retries
-    /// of their keys read the store [default: 67108864].
+    /// of their keys read the store [default: 67108864, or under a memory
+    /// limit (cgroup) an eighth of it if less].
     #[arg(long, env = "TROUPE_IDEMPOTENCY_MEMORY_BYTES")]
     pub idempotency_memory_bytes: Option<usize>,
     /// Activations this daemon holds at most: past it, the actors idle
@@ -282,6 +285,9 @@ pub struct ServeConfig {
     pub store: StoreKind,
     /// sled's page cache, for `StoreKind::Sled`.
     pub sled_cache_bytes: u64,
+    /// The memory limit the daemon runs under, which the memory bounds'
+    /// defaults follow; `None`: none found.
+    pub memory_limit: Option<u64>,
     pub runtime: RuntimeConfig,
     /// Where to export traces; `None`: no export.
     pub trace_export: Option<TraceExport>,
@@ -334,13 +340,28 @@ pub struct TraceExport {
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:7420";
 
 impl ServeArgs {
+    /// Resolved under the memory limit this process runs under.
     pub fn resolve(&self) -> anyhow::Result<ServeConfig> {
+        self.resolve_under(memory_limit::detect())
+    }
+
+    /// Resolved as if under `memory_limit` (bytes; `None`: no limit), which
+    /// the memory bounds' defaults follow (`memory_limit`).
+    pub fn resolve_under(&self, memory_limit: Option<u64>) -> anyhow::Result<ServeConfig> {
         let file = match &self.config {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
         let links = self.link_settings(&file)?;
         let mut runtime = RuntimeConfig::default();
+        let memory = memory_limit::defaults_under(
+            memory_limit,
+            memory_limit::MemoryDefaults {
+                sled_cache_bytes: troupe_storage_sled::DEFAULT_CACHE_BYTES,
+                idempotency_memory_bytes: runtime.idempotency_memory_bytes,
+            },
+        );
+        runtime.idempotency_memory_bytes = memory.idempotency_memory_bytes;
         macro_rules! pick {
             ($field:ident, $target:expr) => {
                 if let Some(v) = self.$field.clone().or(file.$field.clone()) {
@@ -501,7 +522,11 @@ impl ServeArgs {
             listen_unix,
             threads,
             store,
-            sled_cache_bytes: sled_cache_bytes(self.sled_cache_bytes.or(file.sled_cache_bytes))?,
+            sled_cache_bytes: sled_cache_bytes(
+                self.sled_cache_bytes.or(file.sled_cache_bytes),
+                memory.sled_cache_bytes,
+            )?,
+            memory_limit,
             runtime,
             trace_export,
             metrics_listen,

@@ -375,9 +375,17 @@ fn durations_in_every_spelling_from_flags_and_the_file() -> anyhow::Result<()> {
 #[test]
 fn the_idempotency_memory_bound_comes_from_the_flag_or_the_file_and_is_not_zero(
 ) -> anyhow::Result<()> {
-    let cfg = ServeArgs::default().resolve()?;
+    let cfg = ServeArgs::default().resolve_under(None)?;
     assert_eq!(cfg.runtime.idempotency_memory_bytes, 64 << 20);
-    let cfg = serve_flags(&["--idempotency-memory-bytes", "1048576"])?.resolve()?;
+    // Under a memory limit, an eighth of it; the flag still decides.
+    let cfg = ServeArgs::default().resolve_under(Some(128 << 20))?;
+    assert_eq!(cfg.runtime.idempotency_memory_bytes, 16 << 20);
+    let flag = serve_flags(&["--idempotency-memory-bytes", "1048576"])?;
+    assert_eq!(
+        flag.resolve_under(None)?.runtime.idempotency_memory_bytes,
+        1 << 20
+    );
+    let cfg = flag.resolve_under(Some(64 << 30))?;
     assert_eq!(cfg.runtime.idempotency_memory_bytes, 1 << 20);
     let cfg = from_file("idempotency_memory_bytes = 2097152\n")?;
     assert_eq!(cfg.runtime.idempotency_memory_bytes, 2 << 20);
@@ -409,13 +417,21 @@ fn the_activation_bound_is_off_unless_set_and_not_zero() -> anyhow::Result<()> {
 
 #[test]
 fn the_sled_cache_comes_from_the_flag_or_the_file_and_must_be_usable() -> anyhow::Result<()> {
-    let cfg = ServeArgs::default().resolve()?;
+    let cfg = ServeArgs::default().resolve_under(None)?;
     assert_eq!(
         cfg.sled_cache_bytes,
         troupe_storage_sled::DEFAULT_CACHE_BYTES
     );
-    let cfg = serve_flags(&["--sled-cache-bytes", "67108864"])?.resolve()?;
-    assert_eq!(cfg.sled_cache_bytes, 64 << 20);
+    // Under a memory limit, a quarter of it; the flag still decides.
+    let cfg = ServeArgs::default().resolve_under(Some(128 << 20))?;
+    assert_eq!(cfg.sled_cache_bytes, 32 << 20);
+    assert_eq!(cfg.memory_limit, Some(128 << 20));
+    let flag = serve_flags(&["--sled-cache-bytes", "67108864"])?;
+    assert_eq!(flag.resolve_under(None)?.sled_cache_bytes, 64 << 20);
+    assert_eq!(
+        flag.resolve_under(Some(128 << 20))?.sled_cache_bytes,
+        64 << 20
+    );
     assert_eq!(
         from_file("sled_cache_bytes = 33554432\n")?.sled_cache_bytes,
         32 << 20

@@ -22,15 +22,16 @@ pub(super) fn token_source(credential: Credential, file: Option<PathBuf>) -> Opt
     })
 }
 
-/// sled's page cache from --sled-cache-bytes, or the default. sled cannot
+/// sled's page cache from --sled-cache-bytes, or `default`. sled cannot
 /// hold even the index pages of a busy store in less than a few MiB.
-pub(super) fn sled_cache_bytes(bytes: Option<u64>) -> anyhow::Result<u64> {
+pub(super) fn sled_cache_bytes(bytes: Option<u64>, default: u64) -> anyhow::Result<u64> {
     const MIN: u64 = 4 * 1024 * 1024;
     match bytes {
-        None => Ok(troupe_storage_sled::DEFAULT_CACHE_BYTES),
+        None => Ok(default),
         Some(bytes) if bytes < MIN => anyhow::bail!(
-            "--sled-cache-bytes {bytes} is too small: give at least {MIN} (4 MiB); the default, \
-             {}, keeps a daemon with a million reminders within 600 MB",
+            "--sled-cache-bytes {bytes} is too small: give at least {MIN} (4 MiB), or leave it \
+             out for the default ({default} here; a quarter of the daemon's memory limit, at most \
+             {}, which keeps a daemon with a million reminders within 600 MB)",
             troupe_storage_sled::DEFAULT_CACHE_BYTES
         ),
         Some(bytes) => Ok(bytes),
