@@ -58,6 +58,18 @@ async fn the_endpoint_serves_openmetrics_on_its_own_port_and_404_elsewhere() -> 
         "{}",
         first.text
     );
+    // The process's own figures, under the names process collectors use;
+    // one `# EOF`, at the end.
+    for family in [
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+        "process_start_time_seconds",
+        "process_open_fds",
+        "process_threads",
+    ] {
+        assert!(first.sum(family, &[]) > 0.0, "no {family}:\n{}", first.text);
+    }
+    assert_eq!(first.text.matches("# EOF").count(), 1, "{}", first.text);
 
     let other = http_get(addr, "/").await?;
     assert_eq!(other.status, 404);

@@ -112,6 +112,9 @@ async fn memory_bounds_default_to_shares_of_the_cgroup_limit() -> anyhow::Result
     ensure!(status.success(), "troupe status failed: {err}");
     let s: Value = serde_json::from_str(&out).context("status printed no JSON")?;
     assert_eq!(s["memory"]["call_records_limit_bytes"], LIMIT / 8, "{s}");
+    assert_eq!(s["memory"]["memory_limit_bytes"], LIMIT, "{s}");
+    let resident = s["memory"]["resident_bytes"].as_u64().unwrap_or(0);
+    ensure!(resident > 0 && resident < LIMIT, "{s}");
     let log = daemon.log();
     for field in [
         format!("memory_limit={LIMIT}"),

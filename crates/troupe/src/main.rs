@@ -21,6 +21,7 @@ mod link_metrics;
 mod membership;
 mod metrics_http;
 mod placement_cmd;
+mod process_stats;
 mod server;
 mod telemetry;
 mod unix_listen;

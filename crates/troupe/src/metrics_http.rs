@@ -24,7 +24,7 @@ use troupe_runtime::Runtime;
 use troupe_transport::link::Links;
 
 use crate::auth::Tokens;
-use crate::link_metrics;
+use crate::{link_metrics, process_stats};
 
 /// What Prometheus expects for the OpenMetrics text format.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -43,6 +43,7 @@ pub async fn start(
     runtime: Runtime,
     links: Option<Links>,
     api_tokens: Option<Arc<Tokens>>,
+    memory_limit: Option<u64>,
 ) -> anyhow::Result<MetricsServer> {
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!("cannot serve metrics on {addr} (is the port taken? pick another with --metrics-listen)")
@@ -56,6 +57,7 @@ pub async fn start(
             runtime,
             links,
             api_tokens,
+            memory_limit,
         });
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -95,18 +97,25 @@ struct Sources {
     links: Option<Links>,
     /// Required of scrapers when the daemon requires it of clients.
     api_tokens: Option<Arc<Tokens>>,
+    /// The cgroup's, if any (`config::memory_limit`).
+    memory_limit: Option<u64>,
 }
 
 fn encode(sources: &Sources, body: &mut String) -> std::fmt::Result {
-    sources.runtime.encode_metrics(body)?;
-    if let Some(links) = &sources.links {
-        // One exposition has one `# EOF`, at its end.
+    // One exposition has one `# EOF`, at its end: each part but the last
+    // gives up its own.
+    let without_eof = |body: &mut String| {
         if body.ends_with("# EOF\n") {
             body.truncate(body.len() - "# EOF\n".len());
         }
+    };
+    sources.runtime.encode_metrics(body)?;
+    if let Some(links) = &sources.links {
+        without_eof(body);
         link_metrics::encode(&links.stats(), links.inbound_stats(), body)?;
     }
-    Ok(())
+    without_eof(body);
+    process_stats::encode(process_stats::read().as_ref(), sources.memory_limit, body)
 }
 
 async fn metrics(

@@ -182,7 +182,14 @@ pub async fn run_until(
     };
     let metrics = match config.metrics_listen {
         Some(addr) => Some(
-            metrics_http::start(addr, runtime.clone(), links.clone(), api_tokens.clone()).await?,
+            metrics_http::start(
+                addr,
+                runtime.clone(),
+                links.clone(),
+                api_tokens.clone(),
+                config.memory_limit,
+            )
+            .await?,
         ),
         None => None,
     };
@@ -254,6 +261,7 @@ pub async fn run_until(
                 runtime.clone(),
                 local.to_string(),
                 links.clone(),
+                config.memory_limit,
             )),
             api_guard,
         ));

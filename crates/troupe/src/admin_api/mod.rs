@@ -21,14 +21,22 @@ pub struct AdminApi {
     listen: String,
     /// Links to other daemons (cluster only).
     links: Option<Links>,
+    /// The cgroup's memory limit, if any (`config::memory_limit`).
+    memory_limit: Option<u64>,
 }
 
 impl AdminApi {
-    pub fn new(runtime: Runtime, listen: String, links: Option<Links>) -> Self {
+    pub fn new(
+        runtime: Runtime,
+        listen: String,
+        links: Option<Links>,
+        memory_limit: Option<u64>,
+    ) -> Self {
         Self {
             runtime,
             listen,
             links,
+            memory_limit,
         }
     }
 }
@@ -52,9 +60,12 @@ fn link_to_pb(s: ChannelStats) -> pb::PeerLinkStatus {
     }
 }
 
-fn memory_to_pb(m: &MemoryBounds) -> pb::MemoryBounds {
+/// The runtime's bounds, with the process's resident memory read now.
+fn memory_to_pb(m: &MemoryBounds, limit: Option<u64>) -> pb::MemoryBounds {
     let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
     pb::MemoryBounds {
+        resident_bytes: crate::process_stats::read().map_or(0, |p| p.resident_bytes),
+        memory_limit_bytes: limit.unwrap_or(0),
         call_records_bytes: wide(m.call_records_bytes),
         call_records_limit_bytes: wide(m.call_records_limit_bytes),
         call_records_shed: m.call_records_shed,
@@ -157,7 +168,7 @@ impl pb::admin_server::Admin for AdminApi {
                     let_go: inbound.let_go,
                 }
             }),
-            memory: Some(memory_to_pb(&s.memory)),
+            memory: Some(memory_to_pb(&s.memory, self.memory_limit)),
         }))
     }
 

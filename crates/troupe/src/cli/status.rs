@@ -116,6 +116,7 @@ fn status_table(s: &pb::StatusResponse) -> String {
         pairs.extend(delivery_pairs(d));
     }
     if let Some(m) = &s.memory {
+        pairs.push(("memory", process_memory(m)));
         pairs.push(("key memory", key_memory(m)));
     }
     if let Some(l) = &s.inbound_links {
@@ -178,7 +179,21 @@ fn memory_json(m: &pb::MemoryBounds) -> Value {
         "call_records_shed": m.call_records_shed,
         "max_activations": (m.max_activations > 0).then_some(m.max_activations),
         "capacity_deactivations": m.capacity_deactivations,
+        "resident_bytes": (m.resident_bytes > 0).then_some(m.resident_bytes),
+        "memory_limit_bytes": (m.memory_limit_bytes > 0).then_some(m.memory_limit_bytes),
     })
+}
+
+/// The process's resident memory against the limit it runs under.
+fn process_memory(m: &pb::MemoryBounds) -> String {
+    let resident = match m.resident_bytes {
+        0 => "resident size unknown".to_owned(),
+        bytes => format!("{} resident", render::bytes(bytes)),
+    };
+    match m.memory_limit_bytes {
+        0 => format!("{resident}; no memory limit"),
+        limit => format!("{resident} of a {} limit (cgroup)", render::bytes(limit)),
+    }
 }
 
 /// With the bound on activations, when there is one.
@@ -340,6 +355,8 @@ mod tests {
                 call_records_shed: 1,
                 max_activations: 20_000,
                 capacity_deactivations: 2_500,
+                resident_bytes: 90 << 20,
+                memory_limit_bytes: 512 << 20,
             }),
             ..Default::default()
         };
@@ -347,6 +364,7 @@ mod tests {
         for line in [
             "active actors    18000 of at most 20000 (--max-activations); 2500 deactivated for \
              room since start\n",
+            "memory           90.0 MiB resident of a 512.0 MiB limit (cgroup)\n",
             "key memory       14.0 MiB of at most 64.0 MiB (--idempotency-memory-bytes) for \
              stored idempotency keys; given back 1 time since start\n",
         ] {
@@ -356,6 +374,8 @@ mod tests {
         assert_eq!(json["memory"]["call_records_bytes"], 14 << 20, "{json}");
         assert_eq!(json["memory"]["max_activations"], 20_000, "{json}");
         assert_eq!(json["memory"]["capacity_deactivations"], 2_500, "{json}");
+        assert_eq!(json["memory"]["resident_bytes"], 90 << 20, "{json}");
+        assert_eq!(json["memory"]["memory_limit_bytes"], 512 << 20, "{json}");
 
         // No bound on activations (the default), or a daemon older than the CLI.
         let unbounded = pb::StatusResponse {
@@ -363,7 +383,12 @@ mod tests {
             memory: Some(pb::MemoryBounds::default()),
             ..Default::default()
         };
-        assert!(status_table(&unbounded).contains("active actors    7\n"));
+        let text = status_table(&unbounded);
+        assert!(text.contains("active actors    7\n"), "{text}");
+        assert!(
+            text.contains("memory           resident size unknown; no memory limit\n"),
+            "{text}"
+        );
         assert_eq!(
             status_json(&unbounded)["memory"]["max_activations"],
             Value::Null

@@ -92,7 +92,10 @@ export interface StatusResponse {
   memory?: MemoryBounds | undefined;
 }
 
-/** The daemon's memory bounds and what they did since it started. */
+/**
+ * The daemon's memory: its bounds, what they did since it started, and the
+ * process's resident memory against its limit.
+ */
 export interface MemoryBounds {
   /**
    * Memory the live actors spend remembering which idempotency keys the
@@ -106,6 +109,13 @@ export interface MemoryBounds {
   maxActivations: bigint;
   /** Actors deactivated to keep within it. */
   capacityDeactivations: bigint;
+  /**
+   * The daemon process's resident memory (0: unknown, off Linux), and the
+   * memory limit it runs under (its cgroup's; 0: none), which the bounds'
+   * defaults follow.
+   */
+  residentBytes: bigint;
+  memoryLimitBytes: bigint;
 }
 
 /** The link streams other daemons opened to this daemon, all peers together. */
@@ -789,6 +799,8 @@ function createBaseMemoryBounds(): MemoryBounds {
     callRecordsShed: 0n,
     maxActivations: 0n,
     capacityDeactivations: 0n,
+    residentBytes: 0n,
+    memoryLimitBytes: 0n,
   };
 }
 
@@ -823,6 +835,18 @@ export const MemoryBounds: MessageFns<MemoryBounds> = {
         throw new globalThis.Error("value provided for field message.capacityDeactivations of type uint64 too large");
       }
       writer.uint32(40).uint64(message.capacityDeactivations);
+    }
+    if (message.residentBytes !== 0n) {
+      if (BigInt.asUintN(64, message.residentBytes) !== message.residentBytes) {
+        throw new globalThis.Error("value provided for field message.residentBytes of type uint64 too large");
+      }
+      writer.uint32(48).uint64(message.residentBytes);
+    }
+    if (message.memoryLimitBytes !== 0n) {
+      if (BigInt.asUintN(64, message.memoryLimitBytes) !== message.memoryLimitBytes) {
+        throw new globalThis.Error("value provided for field message.memoryLimitBytes of type uint64 too large");
+      }
+      writer.uint32(56).uint64(message.memoryLimitBytes);
     }
     return writer;
   },
@@ -880,6 +904,22 @@ export const MemoryBounds: MessageFns<MemoryBounds> = {
             message.capacityDeactivations = reader.uint64() as bigint;
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.residentBytes = reader.uint64() as bigint;
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.memoryLimitBytes = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -914,6 +954,12 @@ export const MemoryBounds: MessageFns<MemoryBounds> = {
       (object.capacityDeactivations !== undefined && object.capacityDeactivations !== null)
         ? BigInt(object.capacityDeactivations)
         : 0n;
+    message.residentBytes = (object.residentBytes !== undefined && object.residentBytes !== null)
+      ? BigInt(object.residentBytes)
+      : 0n;
+    message.memoryLimitBytes = (object.memoryLimitBytes !== undefined && object.memoryLimitBytes !== null)
+      ? BigInt(object.memoryLimitBytes)
+      : 0n;
     return message;
   },
 };

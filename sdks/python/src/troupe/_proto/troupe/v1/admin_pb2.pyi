@@ -70,18 +70,22 @@ class StatusResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., types: _Optional[_Iterable[_Union[RegisteredType, _Mapping]]] = ..., store: _Optional[str] = ..., active_actors: _Optional[int] = ..., dirty_actors: _Optional[int] = ..., node: _Optional[str] = ..., listen: _Optional[str] = ..., flush: _Optional[_Union[FlushBacklog, _Mapping]] = ..., pending_calls: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., reminders_fired: _Optional[int] = ..., started_unix_ms: _Optional[int] = ..., placement_version: _Optional[int] = ..., serving: bool = ..., links: _Optional[_Iterable[_Union[PeerLinkStatus, _Mapping]]] = ..., delivery: _Optional[_Union[DeliveryStatus, _Mapping]] = ..., inbound_links: _Optional[_Union[InboundLinks, _Mapping]] = ..., memory: _Optional[_Union[MemoryBounds, _Mapping]] = ...) -> None: ...
 
 class MemoryBounds(_message.Message):
-    __slots__ = ("call_records_bytes", "call_records_limit_bytes", "call_records_shed", "max_activations", "capacity_deactivations")
+    __slots__ = ("call_records_bytes", "call_records_limit_bytes", "call_records_shed", "max_activations", "capacity_deactivations", "resident_bytes", "memory_limit_bytes")
     CALL_RECORDS_BYTES_FIELD_NUMBER: _ClassVar[int]
     CALL_RECORDS_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
     CALL_RECORDS_SHED_FIELD_NUMBER: _ClassVar[int]
     MAX_ACTIVATIONS_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_DEACTIVATIONS_FIELD_NUMBER: _ClassVar[int]
+    RESIDENT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
     call_records_bytes: int
     call_records_limit_bytes: int
     call_records_shed: int
     max_activations: int
     capacity_deactivations: int
-    def __init__(self, call_records_bytes: _Optional[int] = ..., call_records_limit_bytes: _Optional[int] = ..., call_records_shed: _Optional[int] = ..., max_activations: _Optional[int] = ..., capacity_deactivations: _Optional[int] = ...) -> None: ...
+    resident_bytes: int
+    memory_limit_bytes: int
+    def __init__(self, call_records_bytes: _Optional[int] = ..., call_records_limit_bytes: _Optional[int] = ..., call_records_shed: _Optional[int] = ..., max_activations: _Optional[int] = ..., capacity_deactivations: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., memory_limit_bytes: _Optional[int] = ...) -> None: ...
 
 class InboundLinks(_message.Message):
     __slots__ = ("streams", "let_go")
