@@ -112,9 +112,11 @@ def main() -> int:
     assert "TROUPE_API_TOKEN" in refused.stderr, refused.stderr
 
     # One CPU, as the Helm chart's sidecar is limited to: the daemon's
-    # default thread count follows the cgroup's limit, not the host's CPUs.
+    # default thread count follows the cgroup's limit, not the host's CPUs;
+    # and its memory bounds follow the memory limit (sled's cache a quarter
+    # of it, the idempotency records' bound an eighth).
     cid = podman(
-        "run", "-d", "--cpus", "1", "-p", "127.0.0.1::7420",
+        "run", "-d", "--cpus", "1", "--memory", "256m", "-p", "127.0.0.1::7420",
         "-e", f"TROUPE_API_TOKEN={API_TOKEN}", "-e", f"TROUPE_APP_TOKEN={APP_TOKEN}", TAG,
     )
     try:
@@ -134,10 +136,18 @@ def main() -> int:
         logs = replayed.stdout + replayed.stderr
         assert code == 0, f"the daemon exited {code} on SIGTERM:\n{logs}"
         assert re.search(r"\bthreads\W{1,3}1\b", logs), f"not on one thread with one CPU:\n{logs}"
+        for field, value in [
+            ("memory_limit", 256 << 20),
+            ("sled_cache_bytes", 64 << 20),
+            ("idempotency_memory_bytes", 32 << 20),
+        ]:
+            assert re.search(rf"\b{field}\W{{1,3}}{value}\b", logs), (
+                f"no {field} {value} under a 256 MiB limit:\n{logs}"
+            )
     finally:
         podman("rm", "-f", cid, check=False)
     print(f"image: {TAG}, {size / 1e6:.0f} MB; health, an app and a client outside it, "
-          "non-root, graceful stop: ok")
+          "non-root, graceful stop, sized to its CPU and memory limits: ok")
     return 0
 
 
