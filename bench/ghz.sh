@@ -30,12 +30,7 @@ cd "$(dirname "$0")/.."
 source bench/wait_started.sh
 calls=${1:-100000}
 modes=${MODES:-plain}
-tools="$PWD/target/bench-tools"
-mkdir -p "$tools"
-if [ ! -x "$tools/ghz" ]; then
-    echo "installing ghz (Go module) into $tools" >&2
-    GOBIN="$tools" go install github.com/bojand/ghz/cmd/ghz@v0.120.0
-fi
+source bench/ghz_tool.sh
 cargo build --release -q -p troupe -p troupe-tests --bin troupe --bin bench_app --bin echo_floor
 
 work=$(mktemp -d)

@@ -33,11 +33,7 @@ case "$load" in
     *) echo "unknown load $load (c64, c8, seq)" >&2; exit 2 ;;
 esac
 command -v perf >/dev/null || { echo "perf is missing: apt-get install linux-perf" >&2; exit 1; }
-tools="$PWD/target/bench-tools"
-mkdir -p "$tools"
-if [ ! -x "$tools/ghz" ]; then
-    GOBIN="$tools" go install github.com/bojand/ghz/cmd/ghz@v0.120.0
-fi
+source bench/ghz_tool.sh
 if [ ! -x "$tools/inferno-flamegraph" ]; then
     cargo install -q --root "$tools/inferno" inferno@0.12.8 --locked
     ln -sf "$tools/inferno/bin/inferno-flamegraph" "$tools/inferno-flamegraph"

@@ -4,12 +4,7 @@
 # storage writes from. Expects to be sourced from the repository root.
 
 source bench/wait_started.sh
-tools="$PWD/target/bench-tools"
-mkdir -p "$tools"
-if [ ! -x "$tools/ghz" ]; then
-    echo "installing ghz (Go module) into $tools" >&2
-    GOBIN="$tools" go install github.com/bojand/ghz/cmd/ghz@v0.120.0
-fi
+source bench/ghz_tool.sh
 cargo build --release -q -p troupe -p troupe-tests --bin troupe --bin bench_app
 
 work=$(mktemp -d)

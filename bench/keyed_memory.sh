@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The daemon's memory under keyed calls on sled, optionally inside a memory
+# cgroup (a container's limit): ghz -c 64 with a fresh UUID key per call to
+# 2,000 counter actors, ROUNDS rounds of 100,000 calls. After each round it
+# prints the daemon's RSS, the cgroup's peak usage, what the idempotency
+# records' bound holds (troupe_call_records_memory_bytes) and the round's
+# calls/s and outcomes; it stops when the daemon is gone (killed for memory).
+# Every record stays in the store for the retention window (24 h), so this
+# shows what a window's records cost in memory (docs/delivery.md).
+#
+#   bench/keyed_memory.sh                     (no limit, 8 rounds)
+#   LIMIT_MB=256 ROUNDS=12 bench/keyed_memory.sh   (root: a cgroup of its own)
+#   TROUPE=/tmp/troupe-old TROUPE_DAEMON_ARGS="--sled-cache-bytes 16777216" bench/keyed_memory.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/wait_started.sh
+source bench/ghz_tool.sh
+cargo build --release -q -p troupe -p troupe-tests --bin troupe --bin bench_app
+daemon_bin=${TROUPE:-target/release/troupe}
+rounds=${ROUNDS:-8}
+
+work=$(mktemp -d)
+group=""
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    # The cgroup empties once its process is gone.
+    if [ -n "$group" ]; then
+        for _ in $(seq 50); do rmdir "$group" 2>/dev/null && break; sleep 0.1; done
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+launch=()
+if [ -n "${LIMIT_MB:-}" ]; then
+    if [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
+        group=/sys/fs/cgroup/memory/troupe-bench-$$
+        mkdir "$group"
+        echo $((LIMIT_MB << 20)) >"$group/memory.limit_in_bytes"
+    else
+        group=/sys/fs/cgroup/troupe-bench-$$
+        mkdir "$group"
+        echo $((LIMIT_MB << 20)) >"$group/memory.max"
+    fi
+    launch=(sh -c 'echo $$ > "$0" && exec "$@"' "$group/cgroup.procs")
+fi
+# shellcheck disable=SC2086
+"${launch[@]}" "$daemon_bin" serve --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+    --data-dir "$work/data" ${TROUPE_DAEMON_ARGS:-} >"$work/daemon.out" 2>"$work/daemon.err" &
+daemon=$!
+pids+=("$daemon")
+wait_for "$work/daemon.out" "listening on" "the daemon"
+addr=$(announced "$work/daemon.out" troupe)
+metrics=$(sed -n 's/.*metrics listening addr=\([0-9.:]*\).*/\1/p' "$work/daemon.err" | head -1)
+target/release/bench_app "$addr" >"$work/app.out" 2>"$work/app.err" &
+pids+=($!)
+wait_for "$work/app.out" registered "the bench app"
+
+echo "daemon: $daemon_bin ${TROUPE_DAEMON_ARGS:-}; limit: ${LIMIT_MB:-none} MiB"
+grep -o "memory_limit=[^ ]* sled_cache_bytes=[^ ]* idempotency_memory_bytes=[^ ]*" \
+    "$work/daemon.err" || echo "(the start line names no memory bounds: an older build)"
+printf '%-8s %-9s %-11s %-11s %-9s %s\n' calls "RSS MB" "cgroup MB" "bound MB" calls/s outcome
+request='{"actor":{"type":"counter","id":"k{{randomInt 0 2000}}"},"method":"m","idempotency_key":"{{newUUID}}"}'
+for round in $(seq "$rounds"); do
+    if ! kill -0 "$daemon" 2>/dev/null; then
+        echo "the daemon is gone after $(((round - 1) * 100))k calls (killed for memory?)"
+        break
+    fi
+    timeout 150 "$tools/ghz" --insecure --call troupe.v1.ActorClient.Invoke -c 64 -n 100000 \
+        -d "$request" "$addr" >"$work/ghz.out" 2>&1 || true
+    rss=$(awk '/VmRSS/ {printf "%d", $2 / 1024}' "/proc/$daemon/status" 2>/dev/null || echo -)
+    peak=-
+    [ -n "$group" ] && [ -f "$group/memory.max_usage_in_bytes" ] &&
+        peak=$(($(cat "$group/memory.max_usage_in_bytes") >> 20))
+    [ -n "$group" ] && [ -f "$group/memory.peak" ] && peak=$(($(cat "$group/memory.peak") >> 20))
+    held=$( (curl -s "$metrics/metrics" 2>/dev/null || true) |
+        awk '/^troupe_call_records_memory_bytes/ {printf "%.1f", $2 / 1048576}')
+    rate=$(awk '/Requests\/sec/ {printf "%d", $2}' "$work/ghz.out")
+    outcome=$(awk '/\[OK\]/ {printf "%s ok ", $2} /\[(Unavailable|DeadlineExceeded|Canceled)\]/ {printf "%s %s ", $2, $1}' "$work/ghz.out")
+    printf '%-8s %-9s %-11s %-11s %-9s %s\n' "$((round * 100))k" "$rss" "$peak" "${held:--}" \
+        "${rate:--}" "${outcome:-none answered within 150 s}"
+done
