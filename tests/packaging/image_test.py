@@ -113,8 +113,8 @@ def main() -> int:
 
     # One CPU, as the Helm chart's sidecar is limited to: the daemon's
     # default thread count follows the cgroup's limit, not the host's CPUs;
-    # and its memory bounds follow the memory limit (sled's cache a quarter
-    # of it, the idempotency records' bound an eighth).
+    # and its memory bounds follow the memory limit (sled's cache and the
+    # idempotency records' bound an eighth of it each).
     cid = podman(
         "run", "-d", "--cpus", "1", "--memory", "256m", "-p", "127.0.0.1::7420",
         "-e", f"TROUPE_API_TOKEN={API_TOKEN}", "-e", f"TROUPE_APP_TOKEN={APP_TOKEN}", TAG,
@@ -138,7 +138,7 @@ def main() -> int:
         assert re.search(r"\bthreads\W{1,3}1\b", logs), f"not on one thread with one CPU:\n{logs}"
         for field, value in [
             ("memory_limit", 256 << 20),
-            ("sled_cache_bytes", 64 << 20),
+            ("sled_cache_bytes", 32 << 20),
             ("idempotency_memory_bytes", 32 << 20),
         ]:
             assert re.search(rf"\b{field}\W{{1,3}}{value}\b", logs), (

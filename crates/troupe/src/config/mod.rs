@@ -50,7 +50,7 @@ pub struct ServeArgs {
     pub store: Option<String>,
     /// Bytes of sled's page cache (the embedded store's memory, besides
     /// what the runtime holds) [default: 268435456, or under a memory limit
-    /// (cgroup) a quarter of it if less].
+    /// (cgroup) an eighth of it if less].
     #[arg(long, env = "TROUPE_SLED_CACHE_BYTES")]
     pub sled_cache_bytes: Option<u64>,
     /// Largest payload or state value in bytes [default: 4194304].

@@ -422,9 +422,9 @@ fn the_sled_cache_comes_from_the_flag_or_the_file_and_must_be_usable() -> anyhow
         cfg.sled_cache_bytes,
         troupe_storage_sled::DEFAULT_CACHE_BYTES
     );
-    // Under a memory limit, a quarter of it; the flag still decides.
+    // Under a memory limit, an eighth of it; the flag still decides.
     let cfg = ServeArgs::default().resolve_under(Some(128 << 20))?;
-    assert_eq!(cfg.sled_cache_bytes, 32 << 20);
+    assert_eq!(cfg.sled_cache_bytes, 16 << 20);
     assert_eq!(cfg.memory_limit, Some(128 << 20));
     let flag = serve_flags(&["--sled-cache-bytes", "67108864"])?;
     assert_eq!(flag.resolve_under(None)?.sled_cache_bytes, 64 << 20);

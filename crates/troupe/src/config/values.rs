@@ -30,7 +30,7 @@ pub(super) fn sled_cache_bytes(bytes: Option<u64>, default: u64) -> anyhow::Resu
         None => Ok(default),
         Some(bytes) if bytes < MIN => anyhow::bail!(
             "--sled-cache-bytes {bytes} is too small: give at least {MIN} (4 MiB), or leave it \
-             out for the default ({default} here; a quarter of the daemon's memory limit, at most \
+             out for the default ({default} here; an eighth of the daemon's memory limit, at most \
              {}, which keeps a daemon with a million reminders within 600 MB)",
             troupe_storage_sled::DEFAULT_CACHE_BYTES
         ),
