@@ -30,6 +30,8 @@ mod duration;
 mod failpoint;
 #[path = "../../crates/troupe/src/link_api.rs"]
 mod link_api;
+#[path = "../../crates/troupe/src/process_stats.rs"]
+mod process_stats;
 #[path = "../../crates/troupe/src/telemetry.rs"]
 mod telemetry;
 // The transport's framing is private to its crate; the file is pure (no
