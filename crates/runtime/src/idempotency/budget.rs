@@ -44,7 +44,14 @@ impl CallRecords {
         if self.held_bytes() <= self.budget {
             return 0;
         }
-        let target = self.budget / 4 * 3;
+        let shed = self.shed_to(self.budget / 4 * 3);
+        self.shed_total.fetch_add(shed as u64, Ordering::Relaxed);
+        shed
+    }
+
+    /// Compacts, then forgets, until memory is down to `target`; the
+    /// number of actors that gave.
+    fn shed_to(&self, target: usize) -> usize {
         let mut shed = 0;
         for _ in 0..COMPACT_ROUNDS {
             if self.held_bytes() <= target {
@@ -63,7 +70,6 @@ impl CallRecords {
         if self.held_bytes() > target {
             shed += self.shed_largest(target, ActorRecords::footprint, ActorRecords::forget_stored);
         }
-        self.shed_total.fetch_add(shed as u64, Ordering::Relaxed);
         shed
     }
 
@@ -194,6 +200,7 @@ mod tests {
         fill(&table);
         let shed = table.shed_over_budget();
         assert!(shed > 0 && shed < big.len(), "{shed} actors shed");
+        assert_eq!(table.shed_total(), shed as u64, "every shed counted");
         let held = table.held_bytes();
         assert!(held <= budget / 4 * 3, "{held} bytes held, bound {budget}");
         assert_eq!(held, sum_of_footprints(&table));
