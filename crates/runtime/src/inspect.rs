@@ -180,7 +180,7 @@ impl Runtime {
         }
     }
 
-    pub fn memory_bounds(&self) -> MemoryBounds {
+    fn memory_bounds(&self) -> MemoryBounds {
         let shared = &self.shared;
         MemoryBounds {
             call_records_bytes: shared.records.held_bytes(),
@@ -377,6 +377,7 @@ impl Runtime {
             dirty_actors: self.shared.flusher.dirty_actors() as i64,
             dirty_bytes: self.shared.flusher.dirty_bytes() as i64,
             record_memory_bytes: self.shared.records.held_bytes() as i64,
+            records_shed: self.shared.records.shed_total(),
             uptime: self.shared.clock.uptime(),
             ..Snapshot::default()
         };

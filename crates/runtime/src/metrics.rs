@@ -141,7 +141,6 @@ pub(crate) struct Metrics {
     flush_seconds: Histogram,
     flush_failures: Counter,
     fenced_writes: Counter,
-    records_shed: Counter,
 }
 
 /// Gauges read at scrape time.
@@ -153,6 +152,9 @@ pub(crate) struct Snapshot {
     pub(crate) dirty_bytes: i64,
     /// Bytes the live actors' stored keys take (`idempotency::budget`).
     pub(crate) record_memory_bytes: i64,
+    /// Since start: times an actor gave that memory back (`budget`, which
+    /// counts them whether or not metrics are on).
+    pub(crate) records_shed: u64,
     pub(crate) pending_calls: i64,
     pub(crate) uptime: Duration,
     /// Durable tells per type (`inbox::metrics`).
@@ -173,7 +175,6 @@ impl Metrics {
             flush_seconds: latency_buckets(),
             flush_failures: Counter::default(),
             fenced_writes: Counter::default(),
-            records_shed: Counter::default(),
         }
     }
 
@@ -279,10 +280,6 @@ impl Metrics {
         self.fenced_writes.inc();
     }
 
-    pub(crate) fn records_shed(&self, actors: usize) {
-        self.records_shed.inc_by(actors as u64);
-    }
-
     /// OpenMetrics text of everything, gauges from `snapshot`.
     pub(crate) fn encode(&self, snapshot: Snapshot, out: &mut String) -> std::fmt::Result {
         // A registry per scrape: the persistent families are registered as
@@ -378,7 +375,11 @@ impl Metrics {
             "Times a live actor gave back memory that remembers which keys the store holds answers \
              for, to stay within --idempotency-memory-bytes: its keys kept as tags only (their \
              retries read the store) or forgotten (every unmarked key reads the store)",
-            self.records_shed.clone(),
+            {
+                let shed: Counter = Counter::default();
+                shed.inc_by(snapshot.records_shed);
+                shed
+            },
         );
         let gauge = |v: i64| {
             let g: Gauge = Gauge::default();

@@ -399,9 +399,6 @@ impl Flusher {
                 held_bytes = self.records.held_bytes(),
                 "live actors gave back memory of their stored keys to stay within --idempotency-memory-bytes"
             );
-            if let Some(metrics) = &self.metrics {
-                metrics.records_shed(shed);
-            }
         }
     }
 
