@@ -63,6 +63,19 @@ pub fn read() -> Option<ProcessStats> {
     None
 }
 
+/// The process's resident memory now: what `troupe status` shows, without
+/// the rest of [`read`] (its file descriptors are walked, not counted).
+#[cfg(target_os = "linux")]
+pub fn resident_bytes() -> Option<u64> {
+    let stat = procfs::process::Process::myself().ok()?.stat().ok()?;
+    Some(stat.rss.saturating_mul(procfs::page_size()))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn resident_bytes() -> Option<u64> {
+    None
+}
+
 /// Appends the process families (from `stats`, when read) and the memory
 /// limit (when there is one) to `out`, OpenMetrics text ending in `# EOF`.
 pub fn encode(
@@ -139,6 +152,7 @@ mod tests {
             panic!("no figures from /proc/self");
         };
         assert!(s.resident_bytes > 0, "{s:?}");
+        assert!(resident_bytes().is_some_and(|r| r > 0));
         assert!(s.virtual_bytes >= s.resident_bytes, "{s:?}");
         assert!(s.threads >= 1 && s.open_fds >= 1, "{s:?}");
         let now = std::time::SystemTime::now()

@@ -64,7 +64,7 @@ fn link_to_pb(s: ChannelStats) -> pb::PeerLinkStatus {
 fn memory_to_pb(m: &MemoryBounds, limit: Option<u64>) -> pb::MemoryBounds {
     let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
     pb::MemoryBounds {
-        resident_bytes: crate::process_stats::read().map_or(0, |p| p.resident_bytes),
+        resident_bytes: crate::process_stats::resident_bytes().unwrap_or(0),
         memory_limit_bytes: limit.unwrap_or(0),
         call_records_bytes: wide(m.call_records_bytes),
         call_records_limit_bytes: wide(m.call_records_limit_bytes),
