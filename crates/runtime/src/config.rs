@@ -69,6 +69,9 @@ pub struct RuntimeConfig {
     /// longest ahead of their idle timeout (`lifecycle::capacity`); `None`:
     /// no bound but the idle timeouts.
     pub max_activations: Option<usize>,
+    /// Refuse new work while resident memory is at this share of the
+    /// limit (`memory_gate`); `None`: never.
+    pub memory_shedding: Option<crate::MemoryShedding>,
 }
 
 impl Default for RuntimeConfig {
@@ -96,6 +99,7 @@ impl Default for RuntimeConfig {
             idempotency_retention: Duration::from_secs(24 * 3600),
             idempotency_memory_bytes: 64 * 1024 * 1024,
             max_activations: None,
+            memory_shedding: None,
         }
     }
 }
@@ -144,6 +148,15 @@ impl RuntimeConfig {
         for (what, value) in positive {
             if value == 0 {
                 return Err(ConfigError(format!("{what} must be at least 1")));
+            }
+        }
+        if let Some(shedding) = self.memory_shedding {
+            if !(1..=100).contains(&shedding.percent) {
+                return Err(ConfigError(format!(
+                    "`memory_shed_percent` (--memory-shed-percent) is {}; give a share of the \
+                     memory limit from 1 to 100, or 0 to never shed load",
+                    shedding.percent
+                )));
             }
         }
         let idle = MIN_IDLE_TIMEOUT..=MAX_IDLE_TIMEOUT;

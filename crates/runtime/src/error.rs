@@ -41,6 +41,10 @@ pub enum CallError {
     /// and every `Result<_, CallError>` would otherwise carry its size.
     #[error(transparent)]
     TooLargeForApp(Box<TooLargeForApp>),
+    /// The daemon's memory is near its limit: it refuses new work until it
+    /// falls back (`memory_gate`). RESOURCE_EXHAUSTED.
+    #[error(transparent)]
+    MemoryPressure(MemoryPressure),
     /// The actor code raised.
     #[error("actor raised {0}")]
     Actor(ActorFailure),
@@ -135,6 +139,28 @@ pub enum Unavailable {
     /// Another daemon answered UNAVAILABLE; its message as it came.
     #[error("{message}")]
     Remote { message: String },
+}
+
+/// Why new work was refused for memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the daemon is shedding load: its resident memory ({:.1} MiB) reached {percent}% of its \
+     memory limit ({:.1} MiB), so it refuses new calls until that falls below \
+     {resume_percent}%. Retry with backoff; if it lasts, raise the daemon's memory limit or \
+     have it keep less (--sled-cache-bytes, --idempotency-retention, --max-activations), or \
+     turn shedding off with --memory-shed-percent 0",
+    mib(*resident_bytes),
+    mib(*limit_bytes)
+)]
+pub struct MemoryPressure {
+    pub resident_bytes: u64,
+    pub limit_bytes: u64,
+    pub percent: u8,
+    pub resume_percent: u8,
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
 }
 
 /// Work the daemon did not send to an app because the one message holding

@@ -99,6 +99,8 @@ pub struct MemoryBounds {
     pub max_activations: Option<usize>,
     /// Actors deactivated to keep within it.
     pub capacity_deactivations: u64,
+    /// Load shedding for memory (`RuntimeConfig::memory_shedding`).
+    pub shedding: crate::MemoryGateStatus,
 }
 
 /// One active actor, for listings.
@@ -188,6 +190,7 @@ impl Runtime {
             call_records_shed: shared.records.shed_total(),
             max_activations: shared.config.max_activations,
             capacity_deactivations: shared.capacity_deactivations.load(Ordering::Relaxed),
+            shedding: shared.memory_gate.status(),
         }
     }
 
@@ -378,6 +381,7 @@ impl Runtime {
             dirty_bytes: self.shared.flusher.dirty_bytes() as i64,
             record_memory_bytes: self.shared.records.held_bytes() as i64,
             records_shed: self.shared.records.shed_total(),
+            shedding: self.shared.memory_gate.status(),
             uptime: self.shared.clock.uptime(),
             ..Snapshot::default()
         };

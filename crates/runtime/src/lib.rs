@@ -32,7 +32,9 @@ mod inbox;
 pub mod input;
 mod inspect;
 mod lifecycle;
+mod load_shedding;
 mod mailbox;
+mod memory_gate;
 mod metrics;
 mod reply;
 mod routing;
@@ -50,8 +52,8 @@ pub use advance::Advanced;
 pub use config::RuntimeConfig;
 pub use dispatch::ActorRef;
 pub use error::{
-    AppWork, CallError, ChainRefused, ConfigError, HostGone, MessageBound, TooLargeForApp,
-    Unavailable,
+    AppWork, CallError, ChainRefused, ConfigError, HostGone, MemoryPressure, MessageBound,
+    TooLargeForApp, Unavailable,
 };
 pub use flush::FlushBacklog;
 pub use fn_host::FnHost;
@@ -68,6 +70,7 @@ pub use inspect::{
     ActivationState, ActorDetails, ActorInfo, MemoryBounds, RuntimeStatus, TypeStatus,
 };
 pub use lifecycle::events::ACTIVATION_LOG;
+pub use memory_gate::{MemoryGateStatus, MemoryShedding, MemoryTransition};
 pub use routing::MAX_FORWARD_HOPS;
 pub use runtime::Runtime;
 pub use schedule::timers::{TimerInfo, TimerSpec};

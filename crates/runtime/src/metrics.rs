@@ -93,7 +93,9 @@ fn result_label(error: &CallError) -> &'static str {
         CallError::InvalidArgument(_) => "invalid_argument",
         CallError::UnknownType { .. } => "not_found",
         CallError::NotFound(_) => "not_found",
-        CallError::Overloaded(_) | CallError::TooLargeForApp(_) => "resource_exhausted",
+        CallError::Overloaded(_) | CallError::TooLargeForApp(_) | CallError::MemoryPressure(_) => {
+            "resource_exhausted"
+        }
         CallError::Unavailable(_) => "unavailable",
         CallError::DeadlineExceeded(_) | CallError::TurnTimedOut { .. } => "deadline_exceeded",
         CallError::FailedPrecondition(_) | CallError::ChainRefused(_) => "failed_precondition",
@@ -155,6 +157,8 @@ pub(crate) struct Snapshot {
     /// Since start: times an actor gave that memory back (`budget`, which
     /// counts them whether or not metrics are on).
     pub(crate) records_shed: u64,
+    /// Load shedding for memory (`memory_gate`).
+    pub(crate) shedding: crate::MemoryGateStatus,
     pub(crate) pending_calls: i64,
     pub(crate) uptime: Duration,
     /// Durable tells per type (`inbox::metrics`).
@@ -408,6 +412,24 @@ impl Metrics {
             "Calls admitted and not yet answered",
             gauge(snapshot.pending_calls),
         );
+        if snapshot.shedding.shed_percent > 0 {
+            registry.register(
+                "memory_shedding",
+                "1 while the daemon refuses new calls because its resident memory is near its \
+                 limit (--memory-shed-percent), else 0",
+                gauge(i64::from(snapshot.shedding.shedding)),
+            );
+            registry.register(
+                "memory_shed_requests",
+                "New calls and reminder, alarm or timer settings refused because resident memory \
+                 was near the limit",
+                {
+                    let refused: Counter = Counter::default();
+                    refused.inc_by(snapshot.shedding.refused);
+                    refused
+                },
+            );
+        }
         crate::inbox::metrics::register(&mut registry, &snapshot.delivery);
         prometheus_client::encoding::text::encode(out, &registry)
     }

@@ -64,6 +64,7 @@ impl Runtime {
         if let Some(call) = request.call() {
             self.shared.admit_chain(call)?;
         }
+        self.admit_request(&request)?;
         self.shared.request(request, context).await
     }
 
@@ -78,6 +79,7 @@ impl Runtime {
     /// [`CallExtra::chain_from_peer`]: crate::CallExtra::chain_from_peer
     pub async fn invoke(&self, call: Call) -> Result<Payload, CallError> {
         self.shared.admit_chain(&call)?;
+        self.admit_call(&call)?;
         // The common case, an actor of this daemon, takes the short way: no
         // request to build, no table change to wait out.
         match self.shared.route(&call.actor) {
@@ -89,7 +91,11 @@ impl Runtime {
             }
         }
         let context = RequestContext::of_call(&call);
-        match self.request(ActorRequest::Invoke(call), context).await? {
+        match self
+            .shared
+            .request(ActorRequest::Invoke(call), context)
+            .await?
+        {
             ActorResponse::Payload(payload) => Ok(payload),
             other => Err(other.unexpected("a payload")),
         }
@@ -99,6 +105,7 @@ impl Runtime {
     /// checked as [`Runtime::invoke`]'s.
     pub fn tell(&self, call: Call) -> Result<(), CallError> {
         self.shared.admit_chain(&call)?;
+        self.admit_call(&call)?;
         if self.shared.route(&call.actor)? == Route::Local {
             return self.shared.tell_here(call);
         }

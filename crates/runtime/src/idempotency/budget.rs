@@ -14,7 +14,8 @@
 //! memory does not know, as an actor with more keys than memory tracks
 //! always does: keys callers chose themselves then cost a store read; the
 //! SDKs' fresh keys (`new_key`) still cost none. Answers waiting for their
-//! flush are never shed: the store cannot give them yet.
+//! flush are never shed: the store cannot give them yet. Under memory
+//! pressure (`memory_gate`) they give back half of what they hold.
 
 use std::sync::atomic::Ordering;
 
@@ -45,6 +46,14 @@ impl CallRecords {
             return 0;
         }
         let shed = self.shed_to(self.budget / 4 * 3);
+        self.shed_total.fetch_add(shed as u64, Ordering::Relaxed);
+        shed
+    }
+
+    /// Under memory pressure (`memory_gate`): halves what is held, the same
+    /// way; the number of actors that gave.
+    pub(crate) fn give_back_half(&self) -> usize {
+        let shed = self.shed_to(self.held_bytes() / 2);
         self.shed_total.fetch_add(shed as u64, Ordering::Relaxed);
         shed
     }

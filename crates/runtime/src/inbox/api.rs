@@ -45,6 +45,7 @@ impl Runtime {
     /// state effects happen once (docs/delivery.md).
     pub async fn tell_durable(&self, call: Call) -> Result<(), CallError> {
         self.shared.admit_chain(&call)?;
+        self.admit_call(&call)?;
         if self.shared.route(&call.actor)? == Route::Local {
             return self.shared.tell_durable_here(call).await;
         }
@@ -60,6 +61,7 @@ impl Runtime {
     /// acknowledgement means what the type promises.
     pub async fn tell_with_owner_default(&self, call: Call) -> Result<(), CallError> {
         self.shared.admit_chain(&call)?;
+        self.admit_call(&call)?;
         if self.shared.route(&call.actor)? == Route::Local {
             return self.tell(call);
         }

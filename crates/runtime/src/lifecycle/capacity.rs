@@ -6,6 +6,7 @@
 //! bound makes room now and then rather than at every activation. Actors
 //! with a turn running, calls queued or work scheduled are not idle and are
 //! never chosen: a daemon whose busy actors alone pass the bound keeps them.
+//! Memory pressure (`memory_gate`) deactivates idle actors the same way.
 
 use std::cmp::Reverse;
 use std::sync::Arc;
@@ -32,6 +33,37 @@ impl Shared {
         if self.staying_activations() <= max {
             return 0;
         }
+        let (staying, candidates) = self.idle_candidates();
+        if staying <= max {
+            return 0;
+        }
+        let target = max.saturating_sub(max / 10);
+        let made = self.deactivate_idle_longest(candidates, staying.saturating_sub(target));
+        debug!(
+            deactivating = made,
+            activations = staying,
+            max_activations = max,
+            "past --max-activations: deactivating the actors idle longest"
+        );
+        made
+    }
+
+    /// Under memory pressure (`memory_gate`): deactivates the actors idle
+    /// longest, `share` of the activations staying (rounded up), as Orleans
+    /// sheds activations under memory pressure, but only those idle for
+    /// `min_idle_ms` at least: one called since would be called again soon,
+    /// and coming back (its state and call records read again) takes more
+    /// memory than its going gave; how many.
+    pub(crate) fn give_back_activations(self: &Arc<Self>, share: f64, min_idle_ms: u32) -> usize {
+        let (staying, mut candidates) = self.idle_candidates();
+        candidates.retain(|(idle_ms, _)| *idle_ms >= min_idle_ms);
+        let count = (staying as f64 * share.clamp(0.0, 1.0)).ceil() as usize;
+        self.deactivate_idle_longest(candidates, count)
+    }
+
+    /// Activations staying (not on their way out), and the idle ones among
+    /// them with how long each has been idle.
+    fn idle_candidates(&self) -> (usize, Vec<(u32, Arc<Activation>)>) {
         let now = self.clock.refresh_coarse() as u32;
         let mut staying = 0usize;
         let mut candidates: Vec<(u32, Arc<Activation>)> = Vec::new();
@@ -49,11 +81,17 @@ impl Shared {
                 candidates.push((now.wrapping_sub(inner.last_active_ms), act.clone()));
             }
         });
-        if staying <= max {
-            return 0;
-        }
-        let target = max.saturating_sub(max / 10);
-        let excess = staying.saturating_sub(target).min(candidates.len());
+        (staying, candidates)
+    }
+
+    /// Deactivates up to `count` of `candidates`, those idle longest, and
+    /// counts them as deactivated for room; how many went.
+    fn deactivate_idle_longest(
+        self: &Arc<Self>,
+        mut candidates: Vec<(u32, Arc<Activation>)>,
+        count: usize,
+    ) -> usize {
+        let excess = count.min(candidates.len());
         if excess < candidates.len() {
             candidates.select_nth_unstable_by_key(excess, |(idle_ms, _)| Reverse(*idle_ms));
             candidates.truncate(excess);
@@ -71,12 +109,6 @@ impl Shared {
         let made = going.len();
         self.capacity_deactivations
             .fetch_add(made as u64, std::sync::atomic::Ordering::Relaxed);
-        debug!(
-            deactivating = made,
-            activations = staying,
-            max_activations = max,
-            "past --max-activations: deactivating the actors idle longest"
-        );
         for act in going {
             self.deactivate(act, DeactivateReason::Capacity);
         }

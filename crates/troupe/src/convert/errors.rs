@@ -59,6 +59,7 @@ fn unbounded_status_of(error: CallError) -> Status {
         CallError::InvalidArgument(m) => Status::invalid_argument(m),
         CallError::Overloaded(m) => Status::resource_exhausted(m),
         e @ CallError::TooLargeForApp(_) => Status::resource_exhausted(e.to_string()),
+        e @ CallError::MemoryPressure(_) => Status::resource_exhausted(e.to_string()),
         CallError::Unavailable(cause) => {
             let mut status = Status::unavailable(cause.to_string());
             let reason = match cause {
