@@ -19,6 +19,7 @@ mod injector;
 mod link_api;
 mod link_metrics;
 mod membership;
+mod memory_watch;
 mod metrics_http;
 mod placement_cmd;
 mod process_stats;

@@ -32,7 +32,7 @@ use crate::forwarder::TransportForwarder;
 use crate::link_api::LinkApi;
 use crate::membership;
 use crate::unix_listen::{self, UnixSocket};
-use crate::{health_listen, metrics_http, telemetry};
+use crate::{health_listen, memory_watch, metrics_http, telemetry};
 
 /// Room for protobuf framing around the largest payload we accept, so that
 /// an oversize payload reaches our own check (and its clear message) instead
@@ -159,6 +159,7 @@ pub async fn run_until(
         runtime.set_forwarder(Arc::new(TransportForwarder::new(links.clone())));
     }
     runtime.start();
+    let memory_watch = memory_watch::start(runtime.clone());
 
     let listener = TcpListener::bind(config.listen).await.with_context(|| {
         format!(
@@ -298,6 +299,7 @@ pub async fn run_until(
     let memory_limit = config
         .memory_limit
         .map_or_else(|| "none".to_owned(), |bytes| bytes.to_string());
+    let memory_shed_percent = config.runtime.memory_shedding.map_or(0, |s| s.percent);
     info!(
         address = %local,
         store = %store.describe(),
@@ -306,6 +308,7 @@ pub async fn run_until(
         memory_limit = %memory_limit,
         sled_cache_bytes = config.sled_cache_bytes,
         idempotency_memory_bytes = config.runtime.idempotency_memory_bytes,
+        memory_shed_percent,
         "troupe daemon listening"
     );
     if let Some(socket) = &unix_socket {
@@ -352,6 +355,9 @@ pub async fn run_until(
         }
     }
     let report = runtime.shutdown().await;
+    if let Some(watch) = memory_watch {
+        watch.abort();
+    }
     if let Some(membership) = membership {
         membership.stop();
     }

@@ -71,6 +71,11 @@ fn memory_to_pb(m: &MemoryBounds, limit: Option<u64>) -> pb::MemoryBounds {
         call_records_shed: m.call_records_shed,
         max_activations: m.max_activations.map_or(0, wide),
         capacity_deactivations: m.capacity_deactivations,
+        shed_percent: u32::from(m.shedding.shed_percent),
+        shed_at_bytes: m.shedding.shed_at_bytes,
+        shedding: m.shedding.shedding,
+        shed_requests: m.shedding.refused,
+        shed_episodes: m.shedding.episodes,
     }
 }
 

@@ -117,6 +117,9 @@ fn status_table(s: &pb::StatusResponse) -> String {
     }
     if let Some(m) = &s.memory {
         pairs.push(("memory", process_memory(m)));
+        if m.memory_limit_bytes > 0 {
+            pairs.push(("load shedding", load_shedding(m)));
+        }
         pairs.push(("key memory", key_memory(m)));
     }
     if let Some(l) = &s.inbound_links {
@@ -181,7 +184,38 @@ fn memory_json(m: &pb::MemoryBounds) -> Value {
         "capacity_deactivations": m.capacity_deactivations,
         "resident_bytes": (m.resident_bytes > 0).then_some(m.resident_bytes),
         "memory_limit_bytes": (m.memory_limit_bytes > 0).then_some(m.memory_limit_bytes),
+        "shed_percent": (m.shed_percent > 0).then_some(m.shed_percent),
+        "shed_at_bytes": (m.shed_percent > 0).then_some(m.shed_at_bytes),
+        "shedding": m.shedding,
+        "shed_requests": m.shed_requests,
+        "shed_episodes": m.shed_episodes,
     })
+}
+
+/// Whether new work is refused for memory, and from where.
+fn load_shedding(m: &pb::MemoryBounds) -> String {
+    if m.shed_percent == 0 {
+        return "off (--memory-shed-percent 0)".into();
+    }
+    let threshold = format!(
+        "{}% of the limit ({}, --memory-shed-percent)",
+        m.shed_percent,
+        render::bytes(m.shed_at_bytes)
+    );
+    if m.shedding {
+        format!(
+            "REFUSING new calls (RESOURCE_EXHAUSTED): resident memory reached {threshold}; \
+             until it is below {}%; {} refused since start",
+            m.shed_percent.saturating_sub(5),
+            m.shed_requests
+        )
+    } else {
+        format!(
+            "new calls refused from {threshold}; not now; {} since start, {} refused",
+            plural(m.shed_episodes, "time", "times"),
+            m.shed_requests
+        )
+    }
 }
 
 /// The process's resident memory against the limit it runs under.
@@ -357,11 +391,18 @@ mod tests {
                 capacity_deactivations: 2_500,
                 resident_bytes: 90 << 20,
                 memory_limit_bytes: 512 << 20,
+                shed_percent: 90,
+                shed_at_bytes: 460 << 20,
+                shedding: false,
+                shed_requests: 1_234,
+                shed_episodes: 1,
             }),
             ..Default::default()
         };
         let text = status_table(&bounded);
         for line in [
+            "load shedding    new calls refused from 90% of the limit (460.0 MiB, \
+             --memory-shed-percent); not now; 1 time since start, 1234 refused\n",
             "active actors    18000 of at most 20000 (--max-activations); 2500 deactivated for \
              room since start\n",
             "memory           90.0 MiB resident of a 512.0 MiB limit (cgroup)\n",
@@ -393,9 +434,38 @@ mod tests {
             status_json(&unbounded)["memory"]["max_activations"],
             Value::Null
         );
+        assert!(!text.contains("load shedding"), "{text}");
         let old = pb::StatusResponse::default();
         assert!(!status_table(&old).contains("key memory"));
         assert_eq!(status_json(&old)["memory"], Value::Null);
+    }
+
+    #[test]
+    fn shedding_now_says_so_and_until_when() {
+        let m = pb::MemoryBounds {
+            resident_bytes: 240 << 20,
+            memory_limit_bytes: 256 << 20,
+            shed_percent: 90,
+            shed_at_bytes: 230 << 20,
+            shedding: true,
+            shed_requests: 42,
+            shed_episodes: 2,
+            ..Default::default()
+        };
+        assert_eq!(
+            load_shedding(&m),
+            "REFUSING new calls (RESOURCE_EXHAUSTED): resident memory reached 90% of the limit \
+             (230.0 MiB, --memory-shed-percent); until it is below 85%; 42 refused since start"
+        );
+        let json = memory_json(&m);
+        assert_eq!(json["shedding"], true, "{json}");
+        assert_eq!(json["shed_requests"], 42, "{json}");
+        let off = pb::MemoryBounds {
+            memory_limit_bytes: 256 << 20,
+            ..Default::default()
+        };
+        assert_eq!(load_shedding(&off), "off (--memory-shed-percent 0)");
+        assert_eq!(memory_json(&off)["shed_percent"], Value::Null);
     }
 
     #[test]

@@ -341,14 +341,21 @@ fn serve_flags(flags: &[&str]) -> Result<ServeArgs, clap::Error> {
 
 /// `body` as a config file, resolved.
 fn from_file(body: &str) -> anyhow::Result<ServeConfig> {
+    with_file(body, ServeArgs::resolve)
+}
+
+/// `body` as a config file, resolved by `resolve`.
+fn with_file(
+    body: &str,
+    resolve: impl FnOnce(&ServeArgs) -> anyhow::Result<ServeConfig>,
+) -> anyhow::Result<ServeConfig> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("troupe.toml");
     std::fs::write(&path, body)?;
-    ServeArgs {
+    resolve(&ServeArgs {
         config: Some(path),
         ..ServeArgs::default()
-    }
-    .resolve()
+    })
 }
 
 #[test]
@@ -446,6 +453,44 @@ fn the_sled_cache_comes_from_the_flag_or_the_file_and_must_be_usable() -> anyhow
     );
     assert!(said.contains("at least 4194304"), "{said}");
     assert!(serve_flags(&["--sled-cache-bytes", "lots"]).is_err());
+    Ok(())
+}
+
+#[test]
+fn load_is_shed_near_a_memory_limit_unless_turned_off() -> anyhow::Result<()> {
+    use troupe_runtime::MemoryShedding;
+    let limit = Some(256 << 20);
+    // No limit: nothing to measure against.
+    assert_eq!(
+        ServeArgs::default()
+            .resolve_under(None)?
+            .runtime
+            .memory_shedding,
+        None
+    );
+    assert_eq!(
+        ServeArgs::default()
+            .resolve_under(limit)?
+            .runtime
+            .memory_shedding,
+        Some(MemoryShedding {
+            limit_bytes: 256 << 20,
+            percent: 80
+        })
+    );
+    let flag = serve_flags(&["--memory-shed-percent", "75"])?.resolve_under(limit)?;
+    assert_eq!(flag.runtime.memory_shedding.map(|s| s.percent), Some(75));
+    let off = serve_flags(&["--memory-shed-percent", "0"])?.resolve_under(limit)?;
+    assert_eq!(off.runtime.memory_shedding, None);
+    let file = with_file("memory_shed_percent = 70\n", |args| {
+        args.resolve_under(limit)
+    })?;
+    assert_eq!(file.runtime.memory_shedding.map(|s| s.percent), Some(70));
+    let Err(e) = serve_flags(&["--memory-shed-percent", "101"])?.resolve_under(limit) else {
+        anyhow::bail!("a threshold of 101% was accepted");
+    };
+    let said = format!("{e:#}");
+    assert!(said.contains("--memory-shed-percent"), "{said}");
     Ok(())
 }
 

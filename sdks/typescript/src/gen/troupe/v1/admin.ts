@@ -116,6 +116,19 @@ export interface MemoryBounds {
    */
   residentBytes: bigint;
   memoryLimitBytes: bigint;
+  /**
+   * Load shedding for memory (--memory-shed-percent): from this share of
+   * the limit (percent; 0: never, or no limit), that is from shed_at_bytes,
+   * new calls and reminder, alarm and timer settings are refused with
+   * RESOURCE_EXHAUSTED, until resident memory is five points below it.
+   */
+  shedPercent: number;
+  shedAtBytes: bigint;
+  /** Refusing now. */
+  shedding: boolean;
+  /** Since the daemon started: requests refused, and times shedding began. */
+  shedRequests: bigint;
+  shedEpisodes: bigint;
 }
 
 /** The link streams other daemons opened to this daemon, all peers together. */
@@ -801,6 +814,11 @@ function createBaseMemoryBounds(): MemoryBounds {
     capacityDeactivations: 0n,
     residentBytes: 0n,
     memoryLimitBytes: 0n,
+    shedPercent: 0,
+    shedAtBytes: 0n,
+    shedding: false,
+    shedRequests: 0n,
+    shedEpisodes: 0n,
   };
 }
 
@@ -847,6 +865,30 @@ export const MemoryBounds: MessageFns<MemoryBounds> = {
         throw new globalThis.Error("value provided for field message.memoryLimitBytes of type uint64 too large");
       }
       writer.uint32(56).uint64(message.memoryLimitBytes);
+    }
+    if (message.shedPercent !== 0) {
+      writer.uint32(64).uint32(message.shedPercent);
+    }
+    if (message.shedAtBytes !== 0n) {
+      if (BigInt.asUintN(64, message.shedAtBytes) !== message.shedAtBytes) {
+        throw new globalThis.Error("value provided for field message.shedAtBytes of type uint64 too large");
+      }
+      writer.uint32(72).uint64(message.shedAtBytes);
+    }
+    if (message.shedding !== false) {
+      writer.uint32(80).bool(message.shedding);
+    }
+    if (message.shedRequests !== 0n) {
+      if (BigInt.asUintN(64, message.shedRequests) !== message.shedRequests) {
+        throw new globalThis.Error("value provided for field message.shedRequests of type uint64 too large");
+      }
+      writer.uint32(88).uint64(message.shedRequests);
+    }
+    if (message.shedEpisodes !== 0n) {
+      if (BigInt.asUintN(64, message.shedEpisodes) !== message.shedEpisodes) {
+        throw new globalThis.Error("value provided for field message.shedEpisodes of type uint64 too large");
+      }
+      writer.uint32(96).uint64(message.shedEpisodes);
     }
     return writer;
   },
@@ -920,6 +962,46 @@ export const MemoryBounds: MessageFns<MemoryBounds> = {
             message.memoryLimitBytes = reader.uint64() as bigint;
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.shedPercent = reader.uint32();
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.shedAtBytes = reader.uint64() as bigint;
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.shedding = reader.bool();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.shedRequests = reader.uint64() as bigint;
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.shedEpisodes = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -959,6 +1041,17 @@ export const MemoryBounds: MessageFns<MemoryBounds> = {
       : 0n;
     message.memoryLimitBytes = (object.memoryLimitBytes !== undefined && object.memoryLimitBytes !== null)
       ? BigInt(object.memoryLimitBytes)
+      : 0n;
+    message.shedPercent = object.shedPercent ?? 0;
+    message.shedAtBytes = (object.shedAtBytes !== undefined && object.shedAtBytes !== null)
+      ? BigInt(object.shedAtBytes)
+      : 0n;
+    message.shedding = object.shedding ?? false;
+    message.shedRequests = (object.shedRequests !== undefined && object.shedRequests !== null)
+      ? BigInt(object.shedRequests)
+      : 0n;
+    message.shedEpisodes = (object.shedEpisodes !== undefined && object.shedEpisodes !== null)
+      ? BigInt(object.shedEpisodes)
       : 0n;
     return message;
   },
