@@ -4,7 +4,9 @@
 # 2,000 counter actors, ROUNDS rounds of 100,000 calls. After each round it
 # prints the daemon's RSS, the cgroup's peak usage, what the idempotency
 # records' bound holds (troupe_call_records_memory_bytes) and the round's
-# calls/s and outcomes; it stops when the daemon is gone (killed for memory).
+# calls/s and outcomes, and whether the daemon is shedding load (refusing
+# new calls near its limit, --memory-shed-percent); it stops when the daemon
+# is gone (killed for memory).
 # Every record stays in the store for the retention window (24 h), so this
 # shows what a window's records cost in memory (docs/delivery.md).
 #
@@ -29,6 +31,8 @@ cleanup() {
     if [ -n "$group" ]; then
         for _ in $(seq 50); do rmdir "$group" 2>/dev/null && break; sleep 0.1; done
     fi
+    # KEEP_LOG=FILE keeps the daemon's log (when it started shedding, what it gave back).
+    [ -n "${KEEP_LOG:-}" ] && cp "$work/daemon.err" "$KEEP_LOG" 2>/dev/null
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -59,9 +63,9 @@ pids+=($!)
 wait_for "$work/app.out" registered "the bench app"
 
 echo "daemon: $daemon_bin ${TROUPE_DAEMON_ARGS:-}; limit: ${LIMIT_MB:-none} MiB"
-grep -o "memory_limit=[^ ]* sled_cache_bytes=[^ ]* idempotency_memory_bytes=[^ ]*" \
+grep -o "memory_limit=[^ ]* sled_cache_bytes=[^ ]* idempotency_memory_bytes=[^ ]*\( memory_shed_percent=[^ ]*\)\?" \
     "$work/daemon.err" || echo "(the start line names no memory bounds: an older build)"
-printf '%-8s %-9s %-11s %-11s %-9s %s\n' calls "RSS MB" "cgroup MB" "bound MB" calls/s outcome
+printf '%-8s %-9s %-11s %-11s %-6s %-9s %s\n' calls "RSS MB" "cgroup MB" "bound MB" shed calls/s outcome
 request='{"actor":{"type":"counter","id":"k{{randomInt 0 2000}}"},"method":"m","idempotency_key":"{{newUUID}}"}'
 for round in $(seq "$rounds"); do
     if ! kill -0 "$daemon" 2>/dev/null; then
@@ -75,10 +79,11 @@ for round in $(seq "$rounds"); do
     [ -n "$group" ] && [ -f "$group/memory.max_usage_in_bytes" ] &&
         peak=$(($(cat "$group/memory.max_usage_in_bytes") >> 20))
     [ -n "$group" ] && [ -f "$group/memory.peak" ] && peak=$(($(cat "$group/memory.peak") >> 20))
-    held=$( (curl -s "$metrics/metrics" 2>/dev/null || true) |
-        awk '/^troupe_call_records_memory_bytes/ {printf "%.1f", $2 / 1048576}')
+    scraped=$(curl -s "$metrics/metrics" 2>/dev/null || true)
+    held=$(awk '/^troupe_call_records_memory_bytes/ {printf "%.1f", $2 / 1048576}' <<<"$scraped")
+    shed=$(awk '/^troupe_memory_shedding / {print ($2 == 1 ? "yes" : "no")}' <<<"$scraped")
     rate=$(awk '/Requests\/sec/ {printf "%d", $2}' "$work/ghz.out")
-    outcome=$(awk '/\[OK\]/ {printf "%s ok ", $2} /\[(Unavailable|DeadlineExceeded|Canceled)\]/ {printf "%s %s ", $2, $1}' "$work/ghz.out")
-    printf '%-8s %-9s %-11s %-11s %-9s %s\n' "$((round * 100))k" "$rss" "$peak" "${held:--}" \
-        "${rate:--}" "${outcome:-none answered within 150 s}"
+    outcome=$(awk '/\[OK\]/ {printf "%s ok ", $2} /\[(Unavailable|DeadlineExceeded|Canceled|ResourceExhausted)\]/ {printf "%s %s ", $2, $1}' "$work/ghz.out")
+    printf '%-8s %-9s %-11s %-11s %-6s %-9s %s\n' "$((round * 100))k" "$rss" "$peak" "${held:--}" \
+        "${shed:--}" "${rate:--}" "${outcome:-none answered within 150 s}"
 done
