@@ -140,6 +140,8 @@ def main() -> int:
             ("memory_limit", 256 << 20),
             ("sled_cache_bytes", 32 << 20),
             ("idempotency_memory_bytes", 32 << 20),
+            # Sheds load from 80% of the limit, as the container's limit is seen.
+            ("memory_shed_percent", 80),
         ]:
             assert re.search(rf"\b{field}\W{{1,3}}{value}\b", logs), (
                 f"no {field} {value} under a 256 MiB limit:\n{logs}"
