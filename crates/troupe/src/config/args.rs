@@ -97,7 +97,8 @@ pub struct ServeArgs {
     /// Under a memory limit (cgroup), refuse new calls and reminder, alarm
     /// and timer settings with RESOURCE_EXHAUSTED while resident memory is
     /// at this percentage of the limit or above, until it is five points
-    /// below; 0: never [default: 80].
+    /// below, and deactivate the actors idle longest to give memory back;
+    /// 0: never [default: 80].
     #[arg(long, env = "TROUPE_MEMORY_SHED_PERCENT")]
     pub memory_shed_percent: Option<u8>,
     /// Threads that run the daemon: its gRPC connections, app streams and
