@@ -11,9 +11,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Notify};
 use troupe_runtime::{
     ActivateDone, ActivateRequest, ActorFailure, ActorHost, ActorId, Call, CallError, CallExtra,
-    DeactivateDone, DeactivateReason, DeactivateRequest, MemoryShedding, MemoryTransition,
-    MissedFirings, Payload, ReminderSpec, RetryPolicy, Runtime, RuntimeConfig, TurnDone,
-    TurnOutcome, TurnRequest, TypeSpec,
+    DeactivateDone, DeactivateReason, DeactivateRequest, MemoryShedding, MemoryTransition, Payload,
+    ReminderSpec, Runtime, RuntimeConfig, TurnDone, TurnOutcome, TurnRequest, TypeSpec,
 };
 use troupe_storage::MemoryStore;
 
@@ -84,17 +83,7 @@ fn call(id: &str, method: &str) -> Call {
 }
 
 fn reminder(rt: &Runtime, name: &str) -> ReminderSpec {
-    ReminderSpec {
-        actor: ActorId::new("t", "r"),
-        name: name.into(),
-        due_unix_ms: rt.schedule_now_ms() + 60_000,
-        period: None,
-        repeat: None,
-        until_unix_ms: None,
-        payload: Payload::json("null"),
-        retry: RetryPolicy::default(),
-        missed: MissedFirings::FireOnce,
-    }
+    common::one_shot_reminder(ActorId::new("t", "r"), name, rt.schedule_now_ms() + 60_000)
 }
 
 fn is_shed<T>(result: &Result<T, CallError>) -> bool {

@@ -3,6 +3,8 @@
 //! write. Each test holds a load open right after its read, changes the
 //! reminder it read, then lets the load finish.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,8 +14,8 @@ use parking_lot::Mutex;
 use tokio::sync::{oneshot, Notify};
 use troupe_placement::SingleNode;
 use troupe_runtime::{
-    ActorId, CallError, FnHost, MissedFirings, Payload, ReminderSpec, RetryPolicy, Runtime,
-    RuntimeConfig, TurnOutcome, TypeSpec,
+    ActorId, CallError, FnHost, Payload, ReminderSpec, Runtime, RuntimeConfig, TurnOutcome,
+    TypeSpec,
 };
 use troupe_storage::conformance::{HookedReminders, ReminderHooks};
 use troupe_storage::{MemoryStore, ReminderRecord};
@@ -107,17 +109,7 @@ fn setup(name: &'static str) -> Result<Setup, CallError> {
 }
 
 fn reminder(name: &str, due_unix_ms: u64) -> ReminderSpec {
-    ReminderSpec {
-        actor: ActorId::new("box", "b1"),
-        name: name.into(),
-        due_unix_ms,
-        period: None,
-        repeat: None,
-        until_unix_ms: None,
-        payload: Payload::json("null"),
-        retry: RetryPolicy::default(),
-        missed: MissedFirings::FireOnce,
-    }
+    common::one_shot_reminder(ActorId::new("box", "b1"), name, due_unix_ms)
 }
 
 /// Sets `name` beyond the loaded horizon (30 s), and a "marker" 10 s after

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use troupe_runtime::{
-    ActorId, CallError, FnHost, MissedFirings, Payload, ReminderSpec, RetryPolicy, Runtime,
-    RuntimeConfig, TurnOutcome, TypeSpec,
+    ActorId, CallError, FnHost, Payload, ReminderSpec, Runtime, RuntimeConfig, TurnOutcome,
+    TypeSpec,
 };
 use troupe_storage::MemoryStore;
 
@@ -49,17 +49,7 @@ fn runtime(test_clock: bool) -> Result<(Runtime, Turns), CallError> {
 
 fn reminder(rt: &Runtime, name: &str, after: Duration) -> ReminderSpec {
     let due = rt.schedule_now_ms() + u64::try_from(after.as_millis()).unwrap_or(u64::MAX);
-    ReminderSpec {
-        actor: ActorId::new("box", "b1"),
-        name: name.into(),
-        due_unix_ms: due,
-        period: None,
-        repeat: None,
-        until_unix_ms: None,
-        payload: Payload::json("null"),
-        retry: RetryPolicy::default(),
-        missed: MissedFirings::FireOnce,
-    }
+    common::one_shot_reminder(ActorId::new("box", "b1"), name, due)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use troupe_placement::SingleNode;
 use troupe_runtime::{
-    ActorId, CallError, FnHost, Runtime, RuntimeConfig, TurnOutcome, TurnRequest, TypeSpec,
+    ActorId, CallError, FnHost, MissedFirings, Payload, ReminderSpec, RetryPolicy, Runtime,
+    RuntimeConfig, TurnOutcome, TurnRequest, TypeSpec,
 };
 use troupe_storage::{
     ActorWrite, Epoch, FencedActor, MemoryReminders, MemoryStore, StateStore, StoreError,
@@ -180,5 +181,20 @@ impl StateStore for HookedStore {
 
     async fn expire_records(&self, before_unix_ms: u64, limit: usize) -> Result<u64, StoreError> {
         self.inner.expire_records(before_unix_ms, limit).await
+    }
+}
+
+/// A reminder of `actor` named `name` that fires once, at `due_unix_ms`.
+pub fn one_shot_reminder(actor: ActorId, name: &str, due_unix_ms: u64) -> ReminderSpec {
+    ReminderSpec {
+        actor,
+        name: name.into(),
+        due_unix_ms,
+        period: None,
+        repeat: None,
+        until_unix_ms: None,
+        payload: Payload::json("null"),
+        retry: RetryPolicy::default(),
+        missed: MissedFirings::FireOnce,
     }
 }
