@@ -119,6 +119,7 @@ async fn memory_bounds_default_to_shares_of_the_cgroup_limit() -> anyhow::Result
     let resident = s["memory"]["resident_bytes"].as_u64().unwrap_or(0);
     ensure!(resident > 0 && resident < LIMIT, "{s}");
     assert_eq!(s["memory"]["shed_percent"], 80, "{s}");
+    assert_eq!(s["memory"]["resume_percent"], 75, "{s}");
     assert_eq!(s["memory"]["shedding"], false, "{s}");
     let log = daemon.log();
     for field in [

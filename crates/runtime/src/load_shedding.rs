@@ -44,7 +44,9 @@ impl Runtime {
         observed.transition
     }
 
-    pub(crate) fn admit_call(&self, call: &Call) -> Result<(), CallError> {
+    /// Refuses `call` while load is shed, unless it is work already under
+    /// way.
+    pub(crate) fn admit_while_shedding(&self, call: &Call) -> Result<(), CallError> {
         if is_new_work(call) {
             self.shared.memory_gate.admit().inspect_err(|e| {
                 self.shared.count_failed(&call.actor.ty, call.kind, e);
@@ -53,11 +55,10 @@ impl Runtime {
         Ok(())
     }
 
-    pub(crate) fn admit_request(&self, request: &ActorRequest) -> Result<(), CallError> {
+    /// Refuses a reminder, alarm or timer setting while load is shed; any
+    /// other request that is not a call passes.
+    pub(crate) fn admit_setting(&self, request: &ActorRequest) -> Result<(), CallError> {
         match request {
-            ActorRequest::Invoke(call)
-            | ActorRequest::Tell(call)
-            | ActorRequest::TellDurable(call) => self.admit_call(call),
             ActorRequest::SetReminder(_)
             | ActorRequest::SetAlarm(_)
             | ActorRequest::SetTimer(_) => self.shared.memory_gate.admit(),

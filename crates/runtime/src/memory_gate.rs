@@ -40,8 +40,15 @@ pub struct MemoryShedding {
     pub percent: u8,
 }
 
+impl MemoryShedding {
+    /// Shedding ends below this percentage of the limit.
+    pub fn resume_percent(&self) -> u8 {
+        self.percent.saturating_sub(RESUME_POINTS)
+    }
+}
+
 /// Points of the limit below the threshold at which shedding ends.
-const RESUME_POINTS: u64 = 5;
+const RESUME_POINTS: u8 = 5;
 /// Between two give-backs while shedding lasts.
 const GIVE_BACK_EVERY_MS: u64 = 10_000;
 
@@ -60,6 +67,8 @@ pub struct MemoryGateStatus {
     /// The threshold in percent of the limit; 0: no shedding.
     pub shed_percent: u8,
     pub shed_at_bytes: u64,
+    /// Shedding ends below this percentage of the limit.
+    pub resume_percent: u8,
     /// Refusing new work now.
     pub shedding: bool,
     /// Since start: requests refused, and times shedding began.
@@ -95,7 +104,7 @@ impl MemoryGate {
         };
         let point = s.limit_bytes / 100;
         let shed_at = point.saturating_mul(u64::from(s.percent));
-        let resume_below = shed_at.saturating_sub(point.saturating_mul(RESUME_POINTS));
+        let resume_below = point.saturating_mul(u64::from(s.resume_percent()));
         Self {
             setting,
             shed_at,
@@ -150,8 +159,7 @@ impl MemoryGate {
             resident_bytes: self.last_resident.load(Ordering::Relaxed),
             limit_bytes: setting.limit_bytes,
             percent: setting.percent,
-            resume_percent: u8::try_from(u64::from(setting.percent).saturating_sub(RESUME_POINTS))
-                .unwrap_or(0),
+            resume_percent: setting.resume_percent(),
         }))
     }
 
@@ -159,6 +167,7 @@ impl MemoryGate {
         MemoryGateStatus {
             shed_percent: self.setting.map_or(0, |s| s.percent),
             shed_at_bytes: self.shed_at,
+            resume_percent: self.setting.map_or(0, |s| s.resume_percent()),
             shedding: self.shedding.load(Ordering::Relaxed),
             refused: self.refused.load(Ordering::Relaxed),
             episodes: self.episodes.load(Ordering::Relaxed),

@@ -50,6 +50,14 @@ impl Runtime {
         let _ = self.shared.forwarder.set(forwarder);
     }
 
+    /// Admits a call entering the daemon: its chain (`dispatch::chain`),
+    /// then, while load is shed, only work already under way
+    /// (`load_shedding`).
+    pub(crate) fn admit(&self, call: &Call) -> Result<(), CallError> {
+        self.shared.admit_chain(call)?;
+        self.admit_while_shedding(call)
+    }
+
     /// Answers `request` here, or has the actor's owner answer it: the path
     /// every per-actor request takes.
     ///
@@ -61,10 +69,10 @@ impl Runtime {
         request: ActorRequest,
         context: RequestContext,
     ) -> Result<ActorResponse, CallError> {
-        if let Some(call) = request.call() {
-            self.shared.admit_chain(call)?;
+        match request.call() {
+            Some(call) => self.admit(call)?,
+            None => self.admit_setting(&request)?,
         }
-        self.admit_request(&request)?;
         self.shared.request(request, context).await
     }
 
@@ -78,8 +86,7 @@ impl Runtime {
     ///
     /// [`CallExtra::chain_from_peer`]: crate::CallExtra::chain_from_peer
     pub async fn invoke(&self, call: Call) -> Result<Payload, CallError> {
-        self.shared.admit_chain(&call)?;
-        self.admit_call(&call)?;
+        self.admit(&call)?;
         // The common case, an actor of this daemon, takes the short way: no
         // request to build, no table change to wait out.
         match self.shared.route(&call.actor) {
@@ -104,8 +111,7 @@ impl Runtime {
     /// Queues a call whose result nobody waits for. Its chain, if any, is
     /// checked as [`Runtime::invoke`]'s.
     pub fn tell(&self, call: Call) -> Result<(), CallError> {
-        self.shared.admit_chain(&call)?;
-        self.admit_call(&call)?;
+        self.admit(&call)?;
         if self.shared.route(&call.actor)? == Route::Local {
             return self.shared.tell_here(call);
         }

@@ -44,8 +44,7 @@ impl Runtime {
     /// least once, in order per caller, across crashes and restarts; its
     /// state effects happen once (docs/delivery.md).
     pub async fn tell_durable(&self, call: Call) -> Result<(), CallError> {
-        self.shared.admit_chain(&call)?;
-        self.admit_call(&call)?;
+        self.admit(&call)?;
         if self.shared.route(&call.actor)? == Route::Local {
             return self.shared.tell_durable_here(call).await;
         }
@@ -60,8 +59,7 @@ impl Runtime {
     /// durable tells by default, once it stored the tell), so the caller's
     /// acknowledgement means what the type promises.
     pub async fn tell_with_owner_default(&self, call: Call) -> Result<(), CallError> {
-        self.shared.admit_chain(&call)?;
-        self.admit_call(&call)?;
+        self.admit(&call)?;
         if self.shared.route(&call.actor)? == Route::Local {
             return self.tell(call);
         }

@@ -73,6 +73,7 @@ fn memory_to_pb(m: &MemoryBounds, limit: Option<u64>) -> pb::MemoryBounds {
         capacity_deactivations: m.capacity_deactivations,
         shed_percent: u32::from(m.shedding.shed_percent),
         shed_at_bytes: m.shedding.shed_at_bytes,
+        resume_percent: u32::from(m.shedding.resume_percent),
         shedding: m.shedding.shedding,
         shed_requests: m.shedding.refused,
         shed_episodes: m.shedding.episodes,

@@ -186,6 +186,7 @@ fn memory_json(m: &pb::MemoryBounds) -> Value {
         "memory_limit_bytes": (m.memory_limit_bytes > 0).then_some(m.memory_limit_bytes),
         "shed_percent": (m.shed_percent > 0).then_some(m.shed_percent),
         "shed_at_bytes": (m.shed_percent > 0).then_some(m.shed_at_bytes),
+        "resume_percent": (m.shed_percent > 0).then_some(m.resume_percent),
         "shedding": m.shedding,
         "shed_requests": m.shed_requests,
         "shed_episodes": m.shed_episodes,
@@ -206,8 +207,7 @@ fn load_shedding(m: &pb::MemoryBounds) -> String {
         format!(
             "REFUSING new calls (RESOURCE_EXHAUSTED): resident memory reached {threshold}; \
              until it is below {}%; {} refused since start",
-            m.shed_percent.saturating_sub(5),
-            m.shed_requests
+            m.resume_percent, m.shed_requests
         )
     } else {
         format!(
@@ -393,6 +393,7 @@ mod tests {
                 memory_limit_bytes: 512 << 20,
                 shed_percent: 90,
                 shed_at_bytes: 460 << 20,
+                resume_percent: 85,
                 shedding: false,
                 shed_requests: 1_234,
                 shed_episodes: 1,
@@ -447,6 +448,7 @@ mod tests {
             memory_limit_bytes: 256 << 20,
             shed_percent: 90,
             shed_at_bytes: 230 << 20,
+            resume_percent: 85,
             shedding: true,
             shed_requests: 42,
             shed_episodes: 2,
@@ -460,6 +462,7 @@ mod tests {
         let json = memory_json(&m);
         assert_eq!(json["shedding"], true, "{json}");
         assert_eq!(json["shed_requests"], 42, "{json}");
+        assert_eq!(json["resume_percent"], 85, "{json}");
         let off = pb::MemoryBounds {
             memory_limit_bytes: 256 << 20,
             ..Default::default()

@@ -120,10 +120,11 @@ export interface MemoryBounds {
    * Load shedding for memory (--memory-shed-percent): from this share of
    * the limit (percent; 0: never, or no limit), that is from shed_at_bytes,
    * new calls and reminder, alarm and timer settings are refused with
-   * RESOURCE_EXHAUSTED, until resident memory is five points below it.
+   * RESOURCE_EXHAUSTED, until resident memory is below resume_percent.
    */
   shedPercent: number;
   shedAtBytes: bigint;
+  resumePercent: number;
   /** Refusing now. */
   shedding: boolean;
   /** Since the daemon started: requests refused, and times shedding began. */
@@ -816,6 +817,7 @@ function createBaseMemoryBounds(): MemoryBounds {
     memoryLimitBytes: 0n,
     shedPercent: 0,
     shedAtBytes: 0n,
+    resumePercent: 0,
     shedding: false,
     shedRequests: 0n,
     shedEpisodes: 0n,
@@ -874,6 +876,9 @@ export const MemoryBounds: MessageFns<MemoryBounds> = {
         throw new globalThis.Error("value provided for field message.shedAtBytes of type uint64 too large");
       }
       writer.uint32(72).uint64(message.shedAtBytes);
+    }
+    if (message.resumePercent !== 0) {
+      writer.uint32(104).uint32(message.resumePercent);
     }
     if (message.shedding !== false) {
       writer.uint32(80).bool(message.shedding);
@@ -978,6 +983,14 @@ export const MemoryBounds: MessageFns<MemoryBounds> = {
             message.shedAtBytes = reader.uint64() as bigint;
             continue;
           }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.resumePercent = reader.uint32();
+            continue;
+          }
           case 10: {
             if (tag !== 80) {
               break;
@@ -1046,6 +1059,7 @@ export const MemoryBounds: MessageFns<MemoryBounds> = {
     message.shedAtBytes = (object.shedAtBytes !== undefined && object.shedAtBytes !== null)
       ? BigInt(object.shedAtBytes)
       : 0n;
+    message.resumePercent = object.resumePercent ?? 0;
     message.shedding = object.shedding ?? false;
     message.shedRequests = (object.shedRequests !== undefined && object.shedRequests !== null)
       ? BigInt(object.shedRequests)
