@@ -41,6 +41,12 @@ async fn a_reply_too_large_for_the_daemon_fails_its_turn_not_the_stream() -> any
         "{}",
         status.message()
     );
+    // The turn ran: no retry pushback, so no SDK resends the call and runs
+    // it again.
+    assert!(
+        status.metadata().get("grpc-retry-pushback-ms").is_none(),
+        "{status:?}"
+    );
 
     // The same stream serves the next call.
     let mut caller = client.clone();

@@ -122,6 +122,11 @@ fn exhausted<T: std::fmt::Debug>(
     words: &[&str],
 ) -> anyhow::Result<String> {
     let status = expect_code(result, tonic::Code::ResourceExhausted)?;
+    // Too large stays too large: no retry pushback, so no SDK resends it.
+    assert!(
+        status.metadata().get("grpc-retry-pushback-ms").is_none(),
+        "{status:?}"
+    );
     let message = status.message().to_owned();
     for word in words {
         assert!(message.contains(word), "{word:?} not in: {message}");

@@ -76,6 +76,15 @@ async fn full_mailbox_is_resource_exhausted() -> anyhow::Result<()> {
         "message: {}",
         status.message()
     );
+    // It ran nothing, so the daemon says when to resend: gRPC's retry
+    // pushback, which the SDKs honour.
+    assert_eq!(
+        status
+            .metadata()
+            .get("grpc-retry-pushback-ms")
+            .and_then(|v| v.to_str().ok()),
+        Some("100")
+    );
 
     // Releasing the held turn lets the queued calls run in order.
     raw.reply(held.call_id, "\"first\"")?;

@@ -188,6 +188,11 @@ async fn near_its_memory_limit_the_daemon_refuses_new_calls() -> anyhow::Result<
         anyhow::bail!("a call was answered while shedding: {refused:?}");
     };
     assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+    let pushback = status.metadata().get("grpc-retry-pushback-ms");
+    ensure!(
+        pushback.and_then(|v| v.to_str().ok()) == Some("500"),
+        "no retry pushback of 500 ms on the refusal: {status:?}"
+    );
     for said in [
         "shedding load",
         "1% of its memory limit (256.0 MiB)",

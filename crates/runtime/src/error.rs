@@ -19,9 +19,24 @@ pub enum CallError {
     },
     #[error("{0}")]
     InvalidArgument(String),
-    /// A bound was reached (mailbox, pending calls).
+    /// A bound was reached (mailbox, pending calls, a peer's send queue):
+    /// the call was refused before it ran, so resending it later is safe
+    /// ([`CallError::retry_after`]).
     #[error("{0}")]
     Overloaded(String),
+    /// A message is larger than a limit allows (an actor's reply past
+    /// `--max-payload-bytes`, or another daemon's size refusal). The work
+    /// may have run; resending the same message fails the same way.
+    #[error("{0}")]
+    TooLarge(String),
+    /// Another daemon refused the forwarded call before it ran, and said
+    /// how long to wait at least before resending it: its refusal, kept
+    /// as it came so the caller gets the same advice.
+    #[error("{message}")]
+    RemoteOverloaded {
+        message: String,
+        retry_after: Duration,
+    },
     /// The hosting app or the daemon cannot serve the call now; retrying
     /// later (or against another daemon) may work.
     #[error(transparent)]
@@ -61,6 +76,29 @@ pub enum CallError {
     NotFound(String),
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// The least pause before resending a call refused for a bound: queues
+/// and mailboxes drain as turns end, within milliseconds.
+pub const OVERLOADED_RETRY_AFTER: Duration = Duration::from_millis(100);
+/// The least pause before resending a call refused for memory: the gate
+/// reads memory every 100 ms, and what was in flight when it closed takes
+/// about a second to drain and flush.
+pub const MEMORY_PRESSURE_RETRY_AFTER: Duration = Duration::from_millis(500);
+
+impl CallError {
+    /// For a refusal that ran nothing, how long a caller should wait at
+    /// least before sending the same call again; `None` for every other
+    /// error, where a resend would fail alike or could run the work twice.
+    /// The binary sends it as gRPC's retry pushback, which the SDKs honour.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            CallError::Overloaded(_) => Some(OVERLOADED_RETRY_AFTER),
+            CallError::MemoryPressure(_) => Some(MEMORY_PRESSURE_RETRY_AFTER),
+            CallError::RemoteOverloaded { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        }
+    }
 }
 
 /// Why a call cannot be served now.

@@ -93,9 +93,11 @@ fn result_label(error: &CallError) -> &'static str {
         CallError::InvalidArgument(_) => "invalid_argument",
         CallError::UnknownType { .. } => "not_found",
         CallError::NotFound(_) => "not_found",
-        CallError::Overloaded(_) | CallError::TooLargeForApp(_) | CallError::MemoryPressure(_) => {
-            "resource_exhausted"
-        }
+        CallError::Overloaded(_)
+        | CallError::RemoteOverloaded { .. }
+        | CallError::TooLarge(_)
+        | CallError::TooLargeForApp(_)
+        | CallError::MemoryPressure(_) => "resource_exhausted",
         CallError::Unavailable(_) => "unavailable",
         CallError::DeadlineExceeded(_) | CallError::TurnTimedOut { .. } => "deadline_exceeded",
         CallError::FailedPrecondition(_) | CallError::ChainRefused(_) => "failed_precondition",

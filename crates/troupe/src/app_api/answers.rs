@@ -104,7 +104,7 @@ fn answer(
                         // This turn fails; the stream and every other turn
                         // on it go on.
                         let actor = done.actor().clone();
-                        done.fail(CallError::Overloaded(format!(
+                        done.fail(CallError::TooLarge(format!(
                             "actor {}'s reply is {size} bytes, more than the daemon's \
                              --max-payload-bytes ({}); return less (store it in state or \
                              elsewhere and return a reference), or raise the limit",

@@ -3,6 +3,8 @@
 //! forwarded request with [`call_error`], so an error keeps its code, its
 //! message and (where the caller acts on it) its typed cause across daemons.
 
+use std::time::Duration;
+
 use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
 use troupe_runtime::{ActorFailure, CallError, Unavailable};
@@ -20,6 +22,12 @@ pub const UNAVAILABLE_TRAILER: &str = "troupe-unavailable";
 /// API version: the daemon's version, so an SDK can say which versions
 /// differ without parsing the message.
 pub const API_VERSION_TRAILER: &str = "troupe-api-version";
+
+/// gRPC's retry pushback (gRFC A6): on a RESOURCE_EXHAUSTED that ran
+/// nothing, the least milliseconds to wait before resending the call. The
+/// SDKs retry such a refusal and no other; gRPC clients with a retry policy
+/// honour it too. A RESOURCE_EXHAUSTED without it (a size limit) is final.
+pub const RETRY_PUSHBACK_TRAILER: &str = "grpc-retry-pushback-ms";
 
 /// The typed causes that travel in [`UNAVAILABLE_TRAILER`].
 const SHUTTING_DOWN: &str = "shutting-down";
@@ -54,10 +62,23 @@ fn bounded(status: Status) -> Status {
 }
 
 fn unbounded_status_of(error: CallError) -> Status {
+    let retry_after = error.retry_after();
+    let mut status = status_without_pushback(error);
+    if let Some(pause) = retry_after {
+        status.metadata_mut().insert(
+            RETRY_PUSHBACK_TRAILER,
+            MetadataValue::from(u64::try_from(pause.as_millis()).unwrap_or(u64::MAX)),
+        );
+    }
+    status
+}
+
+fn status_without_pushback(error: CallError) -> Status {
     match error {
         e @ CallError::UnknownType { .. } => Status::not_found(e.to_string()),
         CallError::InvalidArgument(m) => Status::invalid_argument(m),
-        CallError::Overloaded(m) => Status::resource_exhausted(m),
+        CallError::Overloaded(m) | CallError::TooLarge(m) => Status::resource_exhausted(m),
+        CallError::RemoteOverloaded { message, .. } => Status::resource_exhausted(message),
         e @ CallError::TooLargeForApp(_) => Status::resource_exhausted(e.to_string()),
         e @ CallError::MemoryPressure(_) => Status::resource_exhausted(e.to_string()),
         CallError::Unavailable(cause) => {
@@ -117,7 +138,17 @@ pub fn call_error(status: Status) -> CallError {
         },
         Code::NotFound => CallError::NotFound(message),
         Code::InvalidArgument => CallError::InvalidArgument(message),
-        Code::ResourceExhausted => CallError::Overloaded(message),
+        Code::ResourceExhausted => {
+            match trailer(RETRY_PUSHBACK_TRAILER).and_then(|ms| ms.parse::<u64>().ok()) {
+                Some(ms) => CallError::RemoteOverloaded {
+                    message,
+                    retry_after: Duration::from_millis(ms),
+                },
+                // No pushback: a size limit, or a daemon from before pushback;
+                // either way not safe to resend as it is.
+                None => CallError::TooLarge(message),
+            }
+        }
         Code::DeadlineExceeded | Code::Cancelled => CallError::DeadlineExceeded(message),
         Code::FailedPrecondition => CallError::FailedPrecondition(message),
         Code::Internal => CallError::Internal(message),
@@ -146,9 +177,9 @@ pub fn forward_error(actor: &str, error: TransportError) -> CallError {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use troupe_runtime::{ActorId, AppWork, HostGone, MessageBound, TooLargeForApp};
+    use troupe_runtime::{
+        ActorId, AppWork, HostGone, MemoryPressure, MessageBound, TooLargeForApp,
+    };
 
     use super::*;
 
@@ -177,6 +208,13 @@ mod tests {
             },
             CallError::InvalidArgument("actor id is empty".into()),
             CallError::Overloaded("mailbox full".into()),
+            CallError::TooLarge("reply too large".into()),
+            CallError::MemoryPressure(MemoryPressure {
+                resident_bytes: 91 << 20,
+                limit_bytes: 100 << 20,
+                percent: 90,
+                resume_percent: 85,
+            }),
             TooLargeForApp {
                 actor: actor.clone(),
                 work: AppWork::Turn {
@@ -310,7 +348,57 @@ mod tests {
                 status: Status::resource_exhausted("full"),
             },
         );
-        assert!(matches!(answered, CallError::Overloaded(m) if m == "full"));
+        assert!(matches!(answered, CallError::TooLarge(m) if m == "full"));
+    }
+
+    fn pushback(status: &Status) -> Option<&str> {
+        status
+            .metadata()
+            .get(RETRY_PUSHBACK_TRAILER)
+            .and_then(|v| v.to_str().ok())
+    }
+
+    #[test]
+    fn only_refusals_that_ran_nothing_carry_a_pushback() {
+        let full = status_of(CallError::Overloaded("mailbox full".into()));
+        assert_eq!(full.code(), Code::ResourceExhausted);
+        assert_eq!(pushback(&full), Some("100"));
+        let memory = status_of(CallError::MemoryPressure(MemoryPressure {
+            resident_bytes: 91 << 20,
+            limit_bytes: 100 << 20,
+            percent: 90,
+            resume_percent: 85,
+        }));
+        assert_eq!(pushback(&memory), Some("500"));
+        for error in every_error() {
+            let retryable = matches!(
+                error,
+                CallError::Overloaded(_) | CallError::MemoryPressure(_)
+            );
+            assert_eq!(
+                pushback(&status_of(error.clone())).is_some(),
+                retryable,
+                "{error:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn another_daemons_pushback_is_kept_and_its_size_refusal_stays_final() {
+        let mut refused = Status::resource_exhausted("memory");
+        refused
+            .metadata_mut()
+            .insert(RETRY_PUSHBACK_TRAILER, MetadataValue::from(750u64));
+        let back = call_error(refused);
+        assert!(matches!(
+            &back,
+            CallError::RemoteOverloaded { message, retry_after }
+                if message == "memory" && *retry_after == Duration::from_millis(750)
+        ));
+        assert_eq!(pushback(&status_of(back)), Some("750"));
+        let too_large = call_error(Status::resource_exhausted("8 MiB > 4 MiB"));
+        assert!(matches!(too_large, CallError::TooLarge(_)));
+        assert_eq!(too_large.retry_after(), None);
     }
 
     #[test]

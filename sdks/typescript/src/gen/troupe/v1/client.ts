@@ -2167,7 +2167,11 @@ export const ActorClientService = {
    * activated on first use. Errors:
    *   NOT_FOUND          no app registered the actor type (message names the registered ones)
    *   INVALID_ARGUMENT   bad type/id/method name or payload over the size limit
-   *   RESOURCE_EXHAUSTED the actor's mailbox or the daemon's in-flight limit is full
+   *   RESOURCE_EXHAUSTED refused before it ran (the actor's mailbox, the daemon's in-flight
+   *                      limit, a peer's send queue, memory near the limit): trailer
+   *                      "grpc-retry-pushback-ms" (gRFC A6) holds the least milliseconds to
+   *                      wait before resending it. Without that trailer, a message over a
+   *                      size limit: resending it fails alike
    *   UNAVAILABLE        the hosting app disconnected, or the daemon is shutting down
    *   DEADLINE_EXCEEDED  the call did not finish before its deadline
    *   UNKNOWN            the actor raised: trailer "troupe-error-type" holds the remote
@@ -2317,7 +2321,11 @@ export interface ActorClientServer extends UntypedServiceImplementation {
    * activated on first use. Errors:
    *   NOT_FOUND          no app registered the actor type (message names the registered ones)
    *   INVALID_ARGUMENT   bad type/id/method name or payload over the size limit
-   *   RESOURCE_EXHAUSTED the actor's mailbox or the daemon's in-flight limit is full
+   *   RESOURCE_EXHAUSTED refused before it ran (the actor's mailbox, the daemon's in-flight
+   *                      limit, a peer's send queue, memory near the limit): trailer
+   *                      "grpc-retry-pushback-ms" (gRFC A6) holds the least milliseconds to
+   *                      wait before resending it. Without that trailer, a message over a
+   *                      size limit: resending it fails alike
    *   UNAVAILABLE        the hosting app disconnected, or the daemon is shutting down
    *   DEADLINE_EXCEEDED  the call did not finish before its deadline
    *   UNKNOWN            the actor raised: trailer "troupe-error-type" holds the remote
@@ -2370,7 +2378,11 @@ export interface ActorClientClient extends Client {
    * activated on first use. Errors:
    *   NOT_FOUND          no app registered the actor type (message names the registered ones)
    *   INVALID_ARGUMENT   bad type/id/method name or payload over the size limit
-   *   RESOURCE_EXHAUSTED the actor's mailbox or the daemon's in-flight limit is full
+   *   RESOURCE_EXHAUSTED refused before it ran (the actor's mailbox, the daemon's in-flight
+   *                      limit, a peer's send queue, memory near the limit): trailer
+   *                      "grpc-retry-pushback-ms" (gRFC A6) holds the least milliseconds to
+   *                      wait before resending it. Without that trailer, a message over a
+   *                      size limit: resending it fails alike
    *   UNAVAILABLE        the hosting app disconnected, or the daemon is shutting down
    *   DEADLINE_EXCEEDED  the call did not finish before its deadline
    *   UNKNOWN            the actor raised: trailer "troupe-error-type" holds the remote

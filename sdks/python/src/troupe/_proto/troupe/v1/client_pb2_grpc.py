@@ -104,7 +104,11 @@ class ActorClientServicer(object):
         activated on first use. Errors:
         NOT_FOUND          no app registered the actor type (message names the registered ones)
         INVALID_ARGUMENT   bad type/id/method name or payload over the size limit
-        RESOURCE_EXHAUSTED the actor's mailbox or the daemon's in-flight limit is full
+        RESOURCE_EXHAUSTED refused before it ran (the actor's mailbox, the daemon's in-flight
+        limit, a peer's send queue, memory near the limit): trailer
+        "grpc-retry-pushback-ms" (gRFC A6) holds the least milliseconds to
+        wait before resending it. Without that trailer, a message over a
+        size limit: resending it fails alike
         UNAVAILABLE        the hosting app disconnected, or the daemon is shutting down
         DEADLINE_EXCEEDED  the call did not finish before its deadline
         UNKNOWN            the actor raised: trailer "troupe-error-type" holds the remote
