@@ -27,8 +27,9 @@ pub struct CallOptions {
     pub timeout: Option<Duration>,
     /// ASCII metadata entries, in order; a key may repeat.
     pub metadata: Vec<(String, String)>,
-    /// Invoke and tell only: resend on UNAVAILABLE while the deadline leaves
-    /// time (the SDKs' `retry` option). The other RPCs are sent once.
+    /// Invoke and tell only: resend on UNAVAILABLE, and on a RESOURCE_EXHAUSTED
+    /// that ran nothing, while the deadline leaves time (the SDKs' `retry`
+    /// option; [`crate::retry`]). The other RPCs are sent once.
     pub retry: bool,
 }
 

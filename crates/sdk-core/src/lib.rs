@@ -22,7 +22,8 @@
 //! - [`client`]: `ActorClient.Invoke` and `Tell` with a deadline and call
 //!   metadata (trace context, token), each with its idempotency key
 //!   ([`key`]: the caller's, checked, else a fresh UUID) and resent with it
-//!   on UNAVAILABLE while the deadline leaves time ([`retry`]: the policy,
+//!   on UNAVAILABLE, and on a refusal the daemon marks with a pushback, while
+//!   the deadline leaves time ([`retry`]: the policy,
 //!   and [`retry::Retried`], what a layer needs to tell its users how often
 //!   a failed call was retried); and the rarer client RPCs (state reads,
 //!   reminders, alarms, timers) as serialized messages ([`unary`]), so a

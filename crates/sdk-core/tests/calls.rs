@@ -260,7 +260,7 @@ async fn retries_end_at_the_deadline_saying_why() {
         .unwrap_err();
     assert_eq!(err.status.code, Code::Unavailable);
     assert_eq!(err.gave_up, Some(troupe_sdk_core::retry::GaveUp::Deadline));
-    assert_eq!(err.last_unavailable.as_deref(), Some("restarting"));
+    assert_eq!(err.last_refusal.as_deref(), Some("UNAVAILABLE: restarting"));
     assert!(err.retries >= 2, "{err:?}");
     assert_eq!(fake.keys().len() as u32, err.retries + 1);
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tonic::Code;
-use troupe_sdk_core::retry::{with_retries, GaveUp, MIN_ATTEMPT};
+use troupe_sdk_core::retry::{with_retries, GaveUp, MIN_ATTEMPT, PUSHBACK_TRAILER};
 use troupe_sdk_core::CallError;
 
 /// What the fake attempts saw: when each started (from the call's start)
@@ -20,6 +20,15 @@ struct Seen {
 
 fn unavailable() -> CallError {
     CallError::new(Code::Unavailable, "connection refused")
+}
+
+/// A refusal that ran nothing, with the daemon's pushback.
+fn refused(pushback: &str) -> CallError {
+    let mut status = CallError::new(Code::ResourceExhausted, "memory near its limit");
+    status
+        .trailers
+        .push((PUSHBACK_TRAILER.to_owned(), pushback.to_owned()));
+    status
 }
 
 /// Fails the first `failures` attempts with `status`, then answers 7.
@@ -86,7 +95,7 @@ async fn another_code_is_not_retried() {
     let err = result.unwrap_err();
     assert_eq!(err.status.code, Code::NotFound);
     assert_eq!((err.retries, seen.attempts.len()), (0, 1));
-    assert_eq!(err.last_unavailable, None);
+    assert_eq!(err.last_refusal, None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -107,7 +116,10 @@ async fn retries_end_at_the_deadline_with_the_last_unavailable_explained() {
     let err = result.unwrap_err();
     assert_eq!(err.status.code, Code::Unavailable);
     assert_eq!(err.gave_up, Some(GaveUp::Deadline));
-    assert_eq!(err.last_unavailable.as_deref(), Some("connection refused"));
+    assert_eq!(
+        err.last_refusal.as_deref(),
+        Some("UNAVAILABLE: connection refused")
+    );
     assert_eq!(err.retries as usize, seen.attempts.len() - 1);
     assert!(err.elapsed <= timeout);
     // No attempt started with less than MIN_ATTEMPT left; the last pause was
@@ -150,5 +162,67 @@ async fn a_deadline_during_the_retries_is_reported_after_the_unavailable() {
     assert_eq!(err.status.code, Code::DeadlineExceeded);
     assert_eq!(err.retries, 1);
     assert_eq!(err.gave_up, None);
-    assert_eq!(err.last_unavailable.as_deref(), Some("connection refused"));
+    assert_eq!(
+        err.last_refusal.as_deref(),
+        Some("UNAVAILABLE: connection refused")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_with_a_pushback_is_retried_no_sooner_than_it_asks() {
+    let (result, seen) = run(true, Some(Duration::from_secs(30)), 3, || refused("500")).await;
+    assert_eq!(result.unwrap(), 7);
+    let starts: Vec<Duration> = seen.attempts.iter().map(|a| a.0).collect();
+    assert_eq!(starts.len(), 4);
+    // The pushback (500 ms) is the least pause; the backoff (50, 100, 200
+    // ms) is below it each time.
+    for (i, pair) in starts.windows(2).enumerate() {
+        let pause = pair[1] - pair[0];
+        assert_eq!(pause, Duration::from_millis(500), "pause {i}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pushback_below_the_backoff_leaves_the_backoff() {
+    let (result, seen) = run(true, Some(Duration::from_secs(30)), 4, || refused("1")).await;
+    assert_eq!(result.unwrap(), 7);
+    let last = seen.attempts[4].0 - seen.attempts[3].0;
+    assert!(
+        last >= Duration::from_millis(320) && last <= Duration::from_millis(480),
+        "{last:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn resource_exhausted_without_a_pushback_is_final() {
+    for status in [
+        CallError::new(Code::ResourceExhausted, "reply larger than the limit"),
+        refused("-1"),
+        refused("soon"),
+    ] {
+        let (result, seen) = run(true, Some(Duration::from_secs(5)), 1, || status.clone()).await;
+        let err = result.unwrap_err();
+        assert_eq!(err.status.code, Code::ResourceExhausted);
+        assert_eq!((err.retries, seen.attempts.len()), (0, 1));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pushback_longer_than_the_time_left_ends_the_retries() {
+    let (result, seen) = run(true, Some(Duration::from_millis(1200)), usize::MAX, || {
+        refused("500")
+    })
+    .await;
+    let err = result.unwrap_err();
+    assert_eq!(err.gave_up, Some(GaveUp::Deadline));
+    assert_eq!(
+        err.last_refusal.as_deref(),
+        Some("RESOURCE_EXHAUSTED: memory near its limit")
+    );
+    // At 0, 500 and 1000 ms; then only 200 ms are left, less than the
+    // pushback, so the call fails now rather than resend sooner than asked.
+    let starts: Vec<Duration> = seen.attempts.iter().map(|a| a.0).collect();
+    assert_eq!(starts, [0, 500, 1000].map(Duration::from_millis));
+    assert_eq!(err.retries, 2);
+    assert_eq!(err.elapsed, Duration::from_millis(1000));
 }

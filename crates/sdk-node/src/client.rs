@@ -56,8 +56,9 @@ pub struct NativeRetried {
     pub elapsed_ms: f64,
     /// `"deadline"` or `"window"` when the retries ran out of time.
     pub gave_up: Option<String>,
-    /// The last UNAVAILABLE's message before the status that ended them.
-    pub last_unavailable: Option<String>,
+    /// The last refusal retried before the status that ended them, as
+    /// `CODE: message`.
+    pub last_refusal: Option<String>,
 }
 
 fn retried(e: &Retried) -> NativeRetried {
@@ -71,7 +72,7 @@ fn retried(e: &Retried) -> NativeRetried {
             }
             .to_owned()
         }),
-        last_unavailable: e.last_unavailable.clone(),
+        last_refusal: e.last_refusal.clone(),
     }
 }
 

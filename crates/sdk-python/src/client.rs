@@ -79,7 +79,7 @@ fn py_failure(e: Retried) -> PyFailure {
         e.retries,
         e.elapsed.as_secs_f64(),
         gave_up,
-        e.last_unavailable,
+        e.last_refusal,
     )
 }
 

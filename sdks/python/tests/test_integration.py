@@ -234,7 +234,25 @@ async def test_invalid_argument(daemon: Daemon, client: troupe.Client) -> None:
         assert await client.actor("counter", "big").incr(by=1) == 1
 
 
+class _RetrySeen(logging.Handler):
+    """Sets ``event`` at the SDK's first retry line (both cores log it on the loop)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.event = asyncio.Event()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        if "same idempotency key" in line:
+            self.lines.append(line)
+            self.event.set()
+
+
 async def test_full_mailbox_is_overloaded(daemon: Daemon, client: troupe.Client) -> None:
+    """Sent once, a call to a full mailbox fails with Overloaded. Retried (the default),
+    it waits for room: the daemon marks the refusal as having run nothing (gRPC's retry
+    pushback), so the SDK resends it."""
     entered = asyncio.Event()
     release = asyncio.Event()
     pinged = asyncio.Condition()
@@ -259,13 +277,28 @@ async def test_full_mailbox_is_overloaded(daemon: Daemon, client: troupe.Client)
         held = asyncio.create_task(client.actor("narrow", "n").hold())
         await asyncio.wait_for(entered.wait(), 10)
         told = 0
-        with pytest.raises(troupe.Overloaded) as err:
-            for _ in range(10):
-                await client.tell("narrow", "n", "ping")
-                told += 1
-        assert str(err.value)
+        async with troupe.Client(daemon.address, timeout=20, retry=False) as once:
+            with pytest.raises(troupe.Overloaded) as err:
+                for _ in range(10):
+                    await once.tell("narrow", "n", "ping")
+                    told += 1
+        assert "mailbox" in str(err.value) and "retried" not in str(err.value)
+        seen = _RetrySeen()
+        sdk_log = logging.getLogger("troupe")
+        level = sdk_log.level
+        sdk_log.addHandler(seen)
+        sdk_log.setLevel(logging.DEBUG)
+        try:
+            waiting = asyncio.create_task(client.actor("narrow", "n").ping())
+            await asyncio.wait_for(seen.event.wait(), 10)
+        finally:
+            sdk_log.removeHandler(seen)
+            sdk_log.setLevel(level)
+        assert "RESOURCE_EXHAUSTED" in seen.lines[0] and "mailbox" in seen.lines[0]
+        assert not waiting.done()
         release.set()
         await held
+        assert await asyncio.wait_for(waiting, 10) == "pong"
         # The told pings may still be queued after hold answered: wait until they ran,
         # so the mailbox has room again.
         async with pinged:

@@ -45,6 +45,8 @@ async def test_a_turn_over_the_apps_declared_limit_fails_that_call_not_the_app(
             await actor.size("x" * (2 * MIB))
         message = str(err.value)
         assert str(MIB) in message and "max_receive_bytes" in message, message
+        # Too large stays too large: the daemon sends no retry pushback, so no resend.
+        assert "retried" not in message, message
         # The same actor on the same stream serves the next call.
         assert await actor.size("abcd") == 4
         assert app.sessions == 1, "the app re-connected: its stream broke"

@@ -22,11 +22,15 @@ from troupe._turn import TurnScope, current_turn
 
 class FakeActorClient(client_pb2_grpc.ActorClientServicer):
     """Answers Invoke with "ok" and Tell with nothing, after failing the first
-    ``fail_first`` attempts (of either) with ``code``."""
+    ``fail_first`` attempts (of either) with ``code`` (and ``pushback`` as gRPC's retry
+    pushback trailer, when set)."""
 
     def __init__(self) -> None:
         self.fail_first = 0
         self.code = grpc.StatusCode.UNAVAILABLE
+        self.pushback: str | None = None
+        # When each attempt came (time.monotonic()).
+        self.times: list[float] = []
         # (rpc, idempotency key, delivery) of every attempt, in arrival order.
         self.attempts: list[tuple[str, str, int]] = []
         # Whether each attempt said its key was new.
@@ -37,7 +41,10 @@ class FakeActorClient(client_pb2_grpc.ActorClientServicer):
     ) -> None:
         self.attempts.append((rpc, key, delivery))
         self.new_keys.append(new_key)
+        self.times.append(time.monotonic())
         if len(self.attempts) <= self.fail_first:
+            if self.pushback is not None:
+                context.set_trailing_metadata((("grpc-retry-pushback-ms", self.pushback),))
             await context.abort(self.code, "fake daemon restarting")
 
     async def Invoke(
@@ -210,6 +217,54 @@ async def test_retries_inside_a_turn_end_at_its_callers_deadline(
         finally:
             current_turn.reset(token)
     assert len(servicer.keys()) >= 2
+
+
+@pytest.mark.parametrize("rpc", ["invoke", "durable tell"])
+async def test_a_refusal_with_a_pushback_is_retried_no_sooner_than_it_asks(
+    fake: tuple[str, FakeActorClient], rpc: str
+) -> None:
+    address, servicer = fake
+    servicer.fail_first, servicer.code = 2, grpc.StatusCode.RESOURCE_EXHAUSTED
+    servicer.pushback = "300"
+    async with troupe.Client(address, timeout=10) as client:
+        if rpc == "invoke":
+            assert await client.invoke("t", "1", "m") == "ok"
+        else:
+            await client.tell("t", "1", "m", durable=True)
+    keys = servicer.keys()
+    assert len(keys) == 3 and keys == [keys[0]] * 3
+    gaps = [b - a for a, b in zip(servicer.times, servicer.times[1:], strict=False)]
+    # The backoff alone would wait 50 and 100 ms.
+    assert all(gap >= 0.3 for gap in gaps), gaps
+
+
+async def test_a_refusal_that_outlasts_the_deadline_says_the_daemon_kept_refusing(
+    fake: tuple[str, FakeActorClient],
+) -> None:
+    address, servicer = fake
+    servicer.fail_first, servicer.code = 1_000_000, grpc.StatusCode.RESOURCE_EXHAUSTED
+    servicer.pushback = "100"
+    async with troupe.Client(address, timeout=0.6) as client:
+        with pytest.raises(troupe.Overloaded) as info:
+            await client.invoke("t", "1", "m")
+    message = str(info.value)
+    assert "fake daemon restarting" in message
+    assert "retried" in message and "kept refusing it for lack of room" in message, message
+    assert len(servicer.keys()) >= 3
+
+
+@pytest.mark.parametrize("pushback", [None, "-1", "soon"])
+async def test_resource_exhausted_without_a_usable_pushback_is_final(
+    fake: tuple[str, FakeActorClient], pushback: str | None
+) -> None:
+    address, servicer = fake
+    servicer.fail_first, servicer.code = 1, grpc.StatusCode.RESOURCE_EXHAUSTED
+    servicer.pushback = pushback
+    async with troupe.Client(address, timeout=5) as client:
+        with pytest.raises(troupe.Overloaded) as info:
+            await client.invoke("t", "1", "m")
+    assert "retried" not in str(info.value)
+    assert len(servicer.attempts) == 1
 
 
 @pytest.mark.parametrize(

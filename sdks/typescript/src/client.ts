@@ -73,7 +73,12 @@ export interface ClientOptions extends TlsOptions {
    * connection), with the same idempotency key, after 50 ms, doubling up to 1 s
    * (jittered), while the call's timeout leaves time (without one: for up to
    * 10 s); then reject with the last error, which says how often it retried.
-   * Other errors are never retried. Default true; false sends each call once.
+   * A RESOURCE_EXHAUSTED the daemon marks as having run nothing (a full
+   * mailbox, memory near its limit: it sends gRPC's retry pushback) is resent
+   * the same way, never sooner than the pushback asks, so a call waits out a
+   * short overload instead of rejecting with `Overloaded`. Other errors,
+   * a message over a size limit among them, are never retried. Default true;
+   * false sends each call once.
    */
   retry?: boolean;
 }
@@ -99,7 +104,7 @@ export interface ClientOptions extends TlsOptions {
  *
  * Every invoke and tell carries an idempotency key naming the logical call
  * (`{ idempotencyKey }`, else a fresh UUID) and is resent with it when the
- * daemon answers UNAVAILABLE, while the call's timeout leaves time (see
+ * daemon answers UNAVAILABLE or a marked overload, while the call's timeout leaves time (see
  * {@link ClientOptions.retry}); a daemon that honours keys runs the call once
  * and answers every attempt with its first answer (docs/delivery.md).
  */
@@ -108,7 +113,7 @@ export class Client {
   readonly address: string;
   /** Default deadline of every call. */
   readonly timeout: Duration | undefined;
-  /** Whether invoke and tell are resent on UNAVAILABLE (see {@link ClientOptions.retry}). */
+  /** Whether invoke and tell are resent on UNAVAILABLE and marked overloads (see {@link ClientOptions.retry}). */
   readonly retry: boolean;
   #stub: ActorClientClient | undefined;
   #stubCalls: CallTransport | undefined;
@@ -220,7 +225,7 @@ export class Client {
    * subclasses for failures of the call itself.
    *
    * Sent with `options.idempotencyKey`, else a fresh key, and retried on
-   * UNAVAILABLE with that key (see {@link ClientOptions.retry}).
+   * UNAVAILABLE (and a marked overload) with that key (see {@link ClientOptions.retry}).
    */
   invoke(
     type: string,

@@ -44,10 +44,10 @@ export interface NativeRetried {
   /** Attempts after the first. */
   retries: number;
   elapsedMs: number;
-  /** "deadline" or "window" when the retries ran out of time with the daemon still UNAVAILABLE. */
+  /** "deadline" or "window" when the retries ran out of time with the daemon still refusing the call. */
   gaveUp?: string | null;
-  /** The last UNAVAILABLE's message before the status that ended the retries. */
-  lastUnavailable?: string | null;
+  /** The last refusal retried before the status that ended the retries, as `CODE: message`. */
+  lastRefusal?: string | null;
 }
 
 export interface NativeAnswer {

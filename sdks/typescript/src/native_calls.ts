@@ -36,7 +36,10 @@ function failure(answer: NativeAnswer, status: NativeStatus, what: string | unde
   const err = serviceError(status);
   if (what === undefined) return err;
   const r = answer.retried;
-  const note = r === undefined || r === null ? "" : failureNote(r.retries, r.elapsedMs, r.lastUnavailable ?? undefined, (r.gaveUp ?? undefined) as GaveUp | undefined);
+  const note =
+    r === undefined || r === null
+      ? ""
+      : failureNote(r.retries, r.elapsedMs, r.lastRefusal ?? undefined, (r.gaveUp ?? undefined) as GaveUp | undefined, status.code === grpc.status.RESOURCE_EXHAUSTED);
   return fromRpcError(err, what, note);
 }
 

@@ -3,10 +3,14 @@
 // Every invoke and tell names its logical call with an idempotency key, resent
 // unchanged on every retry, so that a daemon which honours keys
 // (proto/troupe/v1/client.proto) runs the call once and answers each attempt
-// with the first answer. That is what makes it safe to retry a call whose fate
-// is unknown: UNAVAILABLE means the daemon restarted, a forward to another
-// daemon broke, or the connection was refused or reset, and the first attempt
-// may or may not have reached the actor.
+// with the first answer. Two answers are resent:
+// - UNAVAILABLE: the daemon restarted, a forward to another daemon broke, or
+//   the connection was refused or reset; the first attempt may or may not have
+//   reached the actor, and the key makes the resend safe.
+// - RESOURCE_EXHAUSTED with gRPC's retry pushback (`grpc-retry-pushback-ms`):
+//   the daemon refused the call before it ran (a full mailbox, memory near its
+//   limit) and says how long to wait at least. Without the pushback (a message
+//   over a size limit) a resend would fail alike, so it is not resent.
 //
 // On the native core the addon owns the keys and the retries (crates/sdk-core's
 // key.rs and retry.rs, the same policy); this module's loop serves the grpc-js
@@ -19,13 +23,18 @@ export const MAX_KEY_BYTES = 256;
 const FIRST_BACKOFF_MS = 50;
 const MAX_BACKOFF_MS = 1000;
 /**
+ * The trailer in which the daemon says a RESOURCE_EXHAUSTED ran nothing, and
+ * how many milliseconds to wait at least before resending it (gRFC A6).
+ */
+export const PUSHBACK_TRAILER = "grpc-retry-pushback-ms";
+/**
  * A call without a deadline would otherwise retry forever against a daemon that
  * never comes back; this bounds its retries, counted from its first failure.
  */
 export const NO_DEADLINE_RETRY_WINDOW_MS = 10_000;
 /**
  * Below this much time left another attempt is not sent: it would most likely
- * end in DEADLINE_EXCEEDED, hiding the UNAVAILABLE that explains the failure.
+ * end in DEADLINE_EXCEEDED, hiding the refusal that explains the failure.
  */
 const MIN_ATTEMPT_MS = 50;
 
@@ -74,38 +83,58 @@ function retried(retries: number, elapsedMs: number, rest: string): string {
   return `; retried ${times} over ${(elapsedMs / 1000).toFixed(1)}s with the same idempotency key${rest}`;
 }
 
-/** Why retries stopped with the daemon still UNAVAILABLE: the call's deadline, or the window of a call without one. */
+/** Why retries stopped with the daemon still refusing the call: the call's deadline, or the window of a call without one. */
 export type GaveUp = "deadline" | "window";
 
 /**
  * @internal What a failed call's message adds about its retries ("" for none):
- * how often and over how long, and either the UNAVAILABLE before the status that
- * ended them (`last`) or that they ran out of time (`gaveUp`).
+ * how often and over how long, and either the refusal before the status that
+ * ended them (`last`, as `CODE: message`) or that they ran out of time
+ * (`gaveUp`) while the daemon still refused the call: UNAVAILABLE, or
+ * RESOURCE_EXHAUSTED (`overloaded`).
  */
-export function failureNote(retries: number, elapsedMs: number, last: string | undefined, gaveUp: GaveUp | undefined): string {
-  if (gaveUp === undefined) return retried(retries, elapsedMs, last === undefined || last === "" ? "" : ` after UNAVAILABLE: ${last}`);
+export function failureNote(retries: number, elapsedMs: number, last: string | undefined, gaveUp: GaveUp | undefined, overloaded = false): string {
+  if (gaveUp === undefined) return retried(retries, elapsedMs, last === undefined || last === "" ? "" : ` after ${last}`);
   const until =
     gaveUp === "window"
       ? `for ${NO_DEADLINE_RETRY_WINDOW_MS / 1000}s, the limit for a call without a timeout`
       : "until the call's deadline left no time for another attempt";
-  const advice = "; check that the daemon is running and reachable, or give the call a longer timeout to ride out a longer restart";
+  const advice = overloaded
+    ? "; the daemon kept refusing it for lack of room (the message says why): give the call a longer timeout to wait the load out, or send less"
+    : "; check that the daemon is running and reachable, or give the call a longer timeout to ride out a longer restart";
   return retried(retries, elapsedMs, ` ${until}${advice}`);
+}
+
+/**
+ * @internal For a refusal worth resending, the least pause (ms) before the
+ * resend: none of its own for UNAVAILABLE, the daemon's pushback for
+ * RESOURCE_EXHAUSTED. Undefined for every other status, and for a
+ * RESOURCE_EXHAUSTED without a pushback (or a negative one, which gRFC A6
+ * makes a "do not retry").
+ */
+export function minPause(err: grpc.ServiceError): number | undefined {
+  if (err.code === grpc.status.UNAVAILABLE) return 0;
+  if (err.code !== grpc.status.RESOURCE_EXHAUSTED) return undefined;
+  const value = err.metadata.get(PUSHBACK_TRAILER)[0];
+  const text = typeof value === "string" ? value.trim() : "";
+  return /^\d+$/.test(text) ? Number(text) : undefined;
 }
 
 /** How {@link sendWithRetries} sends. */
 export interface RetryOptions {
-  /** Resend on UNAVAILABLE (the Client's `retry` option). */
+  /** Resend refusals (the Client's `retry` option). */
   retry: boolean;
   /** The call, for error messages: "invoke counter/c1.incr". */
   what: string;
 }
 
 /**
- * @internal Run `attempt()` until it answers, fails with another status than
- * UNAVAILABLE, or the call's `deadline` (unix ms; undefined: none) leaves no
- * time for another attempt. Rejects with the SDK's error for the last status,
- * saying how often it retried. `attempt` must resend the same request,
- * idempotency key and deadline included, and reject with the gRPC error.
+ * @internal Run `attempt()` until it answers, fails with a status that is not
+ * a refusal to resend ({@link minPause}), or the call's `deadline` (unix ms;
+ * undefined: none) leaves no time for another attempt. Rejects with the SDK's
+ * error for the last status, saying how often it retried. `attempt` must
+ * resend the same request, idempotency key and deadline included, and reject
+ * with the gRPC error.
  */
 export async function sendWithRetries<T>(attempt: () => Promise<T>, deadline: number | undefined, options: RetryOptions): Promise<T> {
   const start = Date.now();
@@ -118,21 +147,24 @@ export async function sendWithRetries<T>(attempt: () => Promise<T>, deadline: nu
       return await attempt();
     } catch (err) {
       if (!isServiceError(err)) throw err;
-      if (!options.retry || err.code !== grpc.status.UNAVAILABLE) {
+      const least = options.retry ? minPause(err) : undefined;
+      if (least === undefined) {
         // Another status ends the retries: the restarted daemon's NOT_FOUND, or the
-        // deadline passing while a retry waited (then the UNAVAILABLE explains more).
+        // deadline passing while a retry waited (then the refusal explains more).
         throw fromRpcError(err, options.what, failureNote(retries, Date.now() - start, last, undefined));
       }
-      last = err.details === "" ? "no details" : err.details;
+      last = `${grpc.status[err.code]}: ${err.details === "" ? "no details" : err.details}`;
       const now = Date.now();
       windowEnd ??= now + NO_DEADLINE_RETRY_WINDOW_MS;
       // Jitter keeps many clients of a restarted daemon from retrying in lockstep;
-      // the last pause is cut short so that the attempt after it still fits.
-      const wait = Math.min(backoff * (0.8 + 0.4 * Math.random()), windowEnd - now - MIN_ATTEMPT_MS);
-      if (wait < 0) {
-        throw fromRpcError(err, options.what, failureNote(retries, now - start, last, deadline === undefined ? "window" : "deadline"));
+      // the last pause is cut short so that the attempt after it still fits, but
+      // never below what the daemon asked for.
+      const room = windowEnd - now - MIN_ATTEMPT_MS;
+      if (room <= 0 || room < least) {
+        const gaveUp = deadline === undefined ? "window" : "deadline";
+        throw fromRpcError(err, options.what, failureNote(retries, now - start, last, gaveUp, err.code === grpc.status.RESOURCE_EXHAUSTED));
       }
-      await pause(wait);
+      await pause(Math.min(Math.max(backoff * (0.8 + 0.4 * Math.random()), least), room));
       retries += 1;
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
     }

@@ -55,6 +55,8 @@ describe("payloads up to the daemon's limit", () => {
       await assert.rejects(echo.call("size", "x".repeat(2 * MIB)), (err: unknown) => {
         assert.ok(err instanceof Overloaded, String(err));
         assert.match(err.message, new RegExp(`${String(MIB)} bytes.*max_receive_bytes`));
+        // Too large stays too large: the daemon sends no retry pushback, so no resend.
+        assert.ok(!err.message.includes("retried"), err.message);
         return true;
       });
       // The same actor on the same stream serves the next call.

@@ -22,28 +22,38 @@ interface Attempt {
   delivery: Delivery | undefined;
   /** Whether the attempt said its key was new. */
   newKey: boolean;
+  /** When it came (performance.now()). */
+  at: number;
 }
 
-/** Answers invoke with "ok" and tell with nothing, after failing the first `failFirst` attempts with `code`. */
+/**
+ * Answers invoke with "ok" and tell with nothing, after failing the first
+ * `failFirst` attempts with `code` (and `pushback` as gRPC's retry pushback
+ * trailer, when set).
+ */
 class FakeActorClient {
   readonly #server = new grpc.Server();
   failFirst = 0;
   code = grpc.status.UNAVAILABLE;
+  pushback: string | undefined = undefined;
   attempts: Attempt[] = [];
   address = "";
 
   async start(): Promise<void> {
     const answer = <T>(attempt: Attempt, callback: grpc.sendUnaryData<T>, ok: T): void => {
       this.attempts.push(attempt);
-      if (this.attempts.length <= this.failFirst) callback({ code: this.code, details: "fake daemon restarting" }, null);
-      else callback(null, ok);
+      if (this.attempts.length <= this.failFirst) {
+        const metadata = new grpc.Metadata();
+        if (this.pushback !== undefined) metadata.set("grpc-retry-pushback-ms", this.pushback);
+        callback({ code: this.code, details: "fake daemon restarting", metadata }, null);
+      } else callback(null, ok);
     };
     this.#server.addService(ActorClientService, {
       invoke: (call: grpc.ServerUnaryCall<InvokeRequest, InvokeResponse>, callback: grpc.sendUnaryData<InvokeResponse>) => {
-        answer({ rpc: "invoke", key: call.request.idempotencyKey, delivery: undefined, newKey: call.request.newKey }, callback, { payload: encodeResult("ok") });
+        answer({ rpc: "invoke", key: call.request.idempotencyKey, delivery: undefined, newKey: call.request.newKey, at: performance.now() }, callback, { payload: encodeResult("ok") });
       },
       tell: (call: grpc.ServerUnaryCall<TellRequest, TellResponse>, callback: grpc.sendUnaryData<TellResponse>) => {
-        answer({ rpc: "tell", key: call.request.idempotencyKey, delivery: call.request.delivery, newKey: call.request.newKey }, callback, {});
+        answer({ rpc: "tell", key: call.request.idempotencyKey, delivery: call.request.delivery, newKey: call.request.newKey, at: performance.now() }, callback, {});
       },
     });
     const port = await new Promise<number>((resolve, reject) => {
@@ -106,6 +116,7 @@ describe("against a fake daemon", () => {
     fake.attempts = [];
     fake.failFirst = 0;
     fake.code = grpc.status.UNAVAILABLE;
+    fake.pushback = undefined;
   });
 
   test("every invoke and tell carries its own key, from a client and from a turn's context", async () => {
@@ -217,6 +228,61 @@ describe("against a fake daemon", () => {
     }
     assert.ok(fake.attempts.length >= 2);
   });
+
+  for (const rpc of ["invoke", "durable tell"] as const) {
+    test(`a refused ${rpc} with a pushback is retried no sooner than it asks`, async () => {
+      fake.failFirst = 2;
+      fake.code = grpc.status.RESOURCE_EXHAUSTED;
+      fake.pushback = "300";
+      const client = new Client({ address: fake.address, timeout: 10 });
+      try {
+        if (rpc === "invoke") assert.equal(await client.invoke("t", "1", "m"), "ok");
+        else await client.tell("t", "1", "m", undefined, undefined, { durable: true });
+      } finally {
+        client.close();
+      }
+      const keys = fake.keys();
+      assert.equal(keys.length, 3);
+      assert.deepEqual(keys, [keys[0], keys[0], keys[0]]);
+      // The backoff alone would wait 50 and 100 ms.
+      const gaps = fake.attempts.slice(1).map((a, i) => a.at - (fake.attempts[i]?.at ?? 0));
+      assert.ok(gaps.every((gap) => gap >= 299), `gaps ${gaps.join(", ")}`);
+    });
+  }
+
+  test("a refusal that outlasts the deadline says the daemon kept refusing", async () => {
+    fake.failFirst = Number.MAX_SAFE_INTEGER;
+    fake.code = grpc.status.RESOURCE_EXHAUSTED;
+    fake.pushback = "100";
+    const client = new Client({ address: fake.address, timeout: 0.6 });
+    try {
+      const err = await client.invoke("t", "1", "m").then(
+        () => assert.fail("the call succeeded"),
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof Overloaded, String(err));
+      assert.match(err.message, /fake daemon restarting/);
+      assert.match(err.message, /retried .* kept refusing it for lack of room/);
+    } finally {
+      client.close();
+    }
+    assert.ok(fake.attempts.length >= 3);
+  });
+
+  for (const pushback of [undefined, "-1", "soon"]) {
+    test(`RESOURCE_EXHAUSTED with pushback ${String(pushback)} is final`, async () => {
+      fake.failFirst = 1;
+      fake.code = grpc.status.RESOURCE_EXHAUSTED;
+      fake.pushback = pushback;
+      const client = new Client({ address: fake.address, timeout: 5 });
+      try {
+        await assert.rejects(client.invoke("t", "1", "m"), (e: unknown) => e instanceof Overloaded && !e.message.includes("retried"));
+      } finally {
+        client.close();
+      }
+      assert.equal(fake.attempts.length, 1);
+    });
+  }
 
   for (const [code, type] of [
     [grpc.status.RESOURCE_EXHAUSTED, Overloaded],

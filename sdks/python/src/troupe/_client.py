@@ -70,8 +70,12 @@ class Client:
     50 ms, then twice as long each time up to 1 s (jittered), while its timeout leaves
     time (without a timeout, for up to 10 s); then the last error is raised, saying how
     often it was retried. A daemon that honours keys runs the call once and answers every
-    attempt with its first answer (docs/delivery.md). Other errors are never retried.
-    ``retry=False`` sends each call once.
+    attempt with its first answer (docs/delivery.md). A RESOURCE_EXHAUSTED the daemon
+    marks as having run nothing (a full mailbox, memory near its limit: it sends gRPC's
+    retry pushback) is retried the same way, never sooner than the pushback asks; so a
+    call waits out a short overload instead of failing with :class:`Overloaded`. Other
+    errors, a message over a size limit among them, are never retried. ``retry=False``
+    sends each call once.
     """
 
     def __init__(

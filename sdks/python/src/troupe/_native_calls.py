@@ -45,7 +45,13 @@ def _failure(answer: _native.Failure, what: str | None) -> Exception:
     err = rpc_error(code, message, trailers)
     if what is None:
         return err
-    note = failure_note(retries, elapsed, last=last, gave_up=cast("GaveUp | None", gave_up))
+    note = failure_note(
+        retries,
+        elapsed,
+        last=last,
+        gave_up=cast("GaveUp | None", gave_up),
+        overloaded=err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
+    )
     return from_rpc_error(err, what, note=note)
 
 

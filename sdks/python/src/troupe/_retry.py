@@ -2,10 +2,15 @@
 
 Every invoke and tell names its logical call with an idempotency key, resent unchanged
 on every retry, so that a daemon which honours keys (proto/troupe/v1/client.proto) runs
-the call once and answers each attempt with the first answer. That is what makes it safe
-to retry a call whose fate is unknown: UNAVAILABLE means the daemon restarted, a forward
-to another daemon broke, or the connection was refused or reset, and the first attempt
-may or may not have reached the actor.
+the call once and answers each attempt with the first answer. Two answers are resent:
+
+- UNAVAILABLE: the daemon restarted, a forward to another daemon broke, or the
+  connection was refused or reset; the first attempt may or may not have reached the
+  actor, and the key makes the resend safe.
+- RESOURCE_EXHAUSTED with gRPC's retry pushback (``grpc-retry-pushback-ms``): the daemon
+  refused the call before it ran (a full mailbox, memory near its limit) and says how
+  long to wait at least. Without the pushback (a message over a size limit) a resend
+  would fail alike, so it is not resent.
 
 On the native core, troupe._native owns the keys and the retries (crates/sdk-core's
 key.rs and retry.rs, the same policy); this module's loop serves the pure-Python core,
@@ -21,7 +26,7 @@ import random
 import unicodedata
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import grpc
 
@@ -34,11 +39,14 @@ T = TypeVar("T")
 MAX_KEY_BYTES = 256
 FIRST_BACKOFF = 0.05
 MAX_BACKOFF = 1.0
+# The trailer in which the daemon says a RESOURCE_EXHAUSTED ran nothing, and how many
+# milliseconds to wait at least before resending it (gRFC A6).
+PUSHBACK_TRAILER = "grpc-retry-pushback-ms"
 # A call without a deadline would otherwise retry forever against a daemon that
 # never comes back; this bounds its retries, counted from its first failure.
 NO_DEADLINE_RETRY_WINDOW = 10.0
 # Below this much time left another attempt is not sent: it would most likely end in
-# DEADLINE_EXCEEDED, hiding the UNAVAILABLE that explains the failure.
+# DEADLINE_EXCEEDED, hiding the refusal that explains the failure.
 MIN_ATTEMPT = 0.05
 
 
@@ -78,34 +86,64 @@ def check_key_type(key: object) -> None:
 GaveUp = Literal["deadline", "window"]
 
 
-def failure_note(retries: int, elapsed: float, *, last: str | None, gave_up: GaveUp | None) -> str:
+def failure_note(
+    retries: int,
+    elapsed: float,
+    *,
+    last: str | None,
+    gave_up: GaveUp | None,
+    overloaded: bool = False,
+) -> str:
     """What a failed call's message adds about its retries ("" for none): how often and
-    over how long it was retried, and either the UNAVAILABLE before the status that ended
-    it (``last``) or that the retries ran out of time (``gave_up``)."""
+    over how long it was retried, and either the refusal before the status that ended it
+    (``last``, as ``CODE: message``) or that the retries ran out of time (``gave_up``)
+    while the daemon still refused the call: UNAVAILABLE, or RESOURCE_EXHAUSTED
+    (``overloaded``)."""
     if gave_up is None:
-        return _retried(retries, elapsed, f" after UNAVAILABLE: {last}" if last else "")
+        return _retried(retries, elapsed, f" after {last}" if last else "")
     until = (
         "until the call's deadline left no time for another attempt"
         if gave_up == "deadline"
         else f"for {NO_DEADLINE_RETRY_WINDOW:.0f}s, the limit for a call without a timeout"
     )
-    return _retried(
-        retries,
-        elapsed,
-        f" {until}; check that the daemon is running and reachable, or give the call a"
-        " longer timeout to ride out a longer restart",
+    advice = (
+        "; the daemon kept refusing it for lack of room (the message says why): give the"
+        " call a longer timeout to wait the load out, or send less"
+        if overloaded
+        else "; check that the daemon is running and reachable, or give the call a longer"
+        " timeout to ride out a longer restart"
     )
+    return _retried(retries, elapsed, f" {until}{advice}")
 
 
 def log_retry(what: str, details: str, retry: int, pause: float) -> None:
-    """The debug line of a retry about to happen (``retry`` counts from 1)."""
+    """The debug line of a retry about to happen (``retry`` counts from 1; ``details``
+    is the refusal as ``CODE: message``)."""
     log.debug(
-        "%s: %s (UNAVAILABLE); retry %d in %.0f ms, same idempotency key",
+        "%s: %s; retry %d in %.0f ms, same idempotency key",
         what,
         details,
         retry,
         pause * 1000,
     )
+
+
+def min_pause(e: grpc.aio.AioRpcError) -> float | None:
+    """For a refusal worth resending, the least pause (seconds) before the resend: none of
+    its own for UNAVAILABLE, the daemon's pushback for RESOURCE_EXHAUSTED. None for every
+    other status, and for a RESOURCE_EXHAUSTED without a pushback (or a negative one,
+    which gRFC A6 makes a "do not retry")."""
+    if e.code() == grpc.StatusCode.UNAVAILABLE:
+        return 0.0
+    if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return None
+    # grpcio's metadata stub types are loose (as in _errors.py).
+    trailers: Any = e.trailing_metadata() or ()
+    for key, value in trailers:
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        if key == PUSHBACK_TRAILER and text.strip().isdigit():
+            return int(text) / 1000
+    return None
 
 
 async def send_with_retries(
@@ -115,10 +153,11 @@ async def send_with_retries(
     retry: bool,
     what: str,
 ) -> T:
-    """Run ``attempt(time_left)`` until it answers, fails with another status than
-    UNAVAILABLE, or the call's ``timeout`` (seconds, None: no deadline) leaves no time for
-    another attempt. Raises the SDK's error for the last status, saying how often it
-    retried. ``attempt`` must resend the same request, idempotency key included.
+    """Run ``attempt(time_left)`` until it answers, fails with a status that is not a
+    refusal to resend (:func:`min_pause`), or the call's ``timeout`` (seconds, None: no
+    deadline) leaves no time for another attempt. Raises the SDK's error for the last
+    status, saying how often it retried. ``attempt`` must resend the same request,
+    idempotency key included.
     """
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -132,21 +171,30 @@ async def send_with_retries(
         try:
             return await attempt(attempt_timeout)
         except grpc.aio.AioRpcError as e:
-            if not retry or e.code() != grpc.StatusCode.UNAVAILABLE:
+            least = min_pause(e) if retry else None
+            if least is None:
                 # Another status ends the retries: the restarted daemon's NOT_FOUND, or the
-                # deadline passing while a retry waited (then the UNAVAILABLE explains more).
+                # deadline passing while a retry waited (then the refusal explains more).
                 note = failure_note(retries, loop.time() - start, last=last, gave_up=None)
                 raise from_rpc_error(e, what, note=note) from None
-            last = e.details() or "no details"
+            last = f"{e.code().name}: {e.details() or 'no details'}"
             now = loop.time()
             if window_end is None:
                 window_end = now + NO_DEADLINE_RETRY_WINDOW
             # Jitter keeps many clients of a restarted daemon from retrying in lockstep; the
-            # last pause is cut short so that the attempt after it still fits.
-            pause = min(backoff * random.uniform(0.8, 1.2), window_end - now - MIN_ATTEMPT)
-            if pause < 0:
+            # last pause is cut short so that the attempt after it still fits, but never
+            # below what the daemon asked for.
+            room = window_end - now - MIN_ATTEMPT
+            pause = min(max(backoff * random.uniform(0.8, 1.2), least), room)
+            if room <= 0 or room < least:
                 gave_up: GaveUp = "deadline" if deadline is not None else "window"
-                note = failure_note(retries, now - start, last=last, gave_up=gave_up)
+                note = failure_note(
+                    retries,
+                    now - start,
+                    last=last,
+                    gave_up=gave_up,
+                    overloaded=e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
+                )
                 raise from_rpc_error(e, what, note=note) from None
             log_retry(what, last, retries + 1, pause)
             await asyncio.sleep(pause)
