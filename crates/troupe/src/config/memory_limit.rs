@@ -30,13 +30,16 @@ const V1_UNLIMITED: u64 = 1 << 62;
 const SLED_CACHE_SHARE: u64 = 8;
 const RECORDS_SHARE: u64 = 8;
 /// The share of the limit (percent) from which new work is refused
-/// (`--memory-shed-percent`). The kernel counts more than the resident
-/// memory the daemon watches (cgroup v1 charges sled's dirty file pages
-/// too), and memory still grows a little while shedding: under 64 callers
-/// of keyed calls on sled in a 256 MiB cgroup (`LIMIT_MB=256
-/// bench/keyed_memory.sh`), shedding from 90% the kernel still killed the
-/// daemon in two runs of four; from 80%, in none of four (nor at 192 MiB),
-/// its resident memory peaking at 238 MB.
+/// (`--memory-shed-percent`). The rest is room for the page cache sled
+/// reads its files through, and memory still grows a little while
+/// shedding. Under 64 callers of keyed calls on sled in a 256 MiB cgroup
+/// (`LIMIT_MB=256 bench/keyed_memory.sh`), once resident memory passed
+/// about 180 MB the kernel squeezed the cache and sled read its files again
+/// (tens of thousands of refaults a round, none before); its dirty pages
+/// stayed near zero, so watching the cgroup's charge instead of resident
+/// memory would not have changed when it sheds. Shedding from 90% the
+/// kernel still killed the daemon in two runs of four; from 80%, in none of
+/// four (nor at 192 MiB), its resident memory peaking at 238 MB.
 pub const SHED_PERCENT: u8 = 80;
 /// Floors, below which the bounds stop doing their job.
 const SLED_CACHE_FLOOR: u64 = 4 << 20;
