@@ -1,5 +1,6 @@
 //! Client calls: `ActorClient.Invoke` and `Tell`, each with its idempotency
-//! key, its retries on UNAVAILABLE ([`crate::retry`]), its deadline and
+//! key, its retries on UNAVAILABLE and pushed-back RESOURCE_EXHAUSTED
+//! ([`crate::retry`]), its deadline and
 //! metadata (trace context and token, as the layer built them); and the
 //! rarer client RPCs as bytes ([`ActorCalls::unary`], [`crate::unary`]).
 

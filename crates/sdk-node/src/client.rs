@@ -165,7 +165,8 @@ impl NativeClient {
     }
 
     /// Starts `ActorClient.Invoke` with the serialized `InvokeRequest` and
-    /// `key` (none: a fresh one), resent on UNAVAILABLE with `retry`;
+    /// `key` (none: a fresh one), with `retry` resent on UNAVAILABLE or a
+    /// pushed-back RESOURCE_EXHAUSTED;
     /// `metadata` is flat (`[key, value, ...]`).
     #[napi]
     pub fn invoke(

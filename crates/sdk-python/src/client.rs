@@ -55,7 +55,7 @@ type Call = Pin<Box<dyn Future<Output = ()> + Send>>;
 /// A failed call as Python reads it: gRPC's code number, the message, the
 /// ASCII trailers, then the retries made, their seconds, why they stopped
 /// for lack of time (`"deadline"`, `"window"`, or None) and the last
-/// UNAVAILABLE's message (None when there was none).
+/// refusal retried, as `CODE: message` (None when there was none).
 type PyFailure = (
     i32,
     String,
@@ -184,7 +184,8 @@ impl Client {
     }
 
     /// Starts `ActorClient.Invoke` with the serialized `InvokeRequest` and
-    /// `key` (None: a fresh one), resent on UNAVAILABLE with `retry`.
+    /// `key` (None: a fresh one), with `retry` resent on UNAVAILABLE or a
+    /// pushed-back RESOURCE_EXHAUSTED.
     #[pyo3(signature = (id, request, key, timeout, metadata, retry))]
     fn invoke(
         &self,

@@ -174,7 +174,7 @@ function deadlineMs(options: Partial<grpc.CallOptions>): number | undefined {
 export interface Keyed {
   /** The caller's idempotency key; undefined: a fresh one. */
   key: string | undefined;
-  /** Resend on UNAVAILABLE while the deadline leaves time. */
+  /** Resend on UNAVAILABLE, or a RESOURCE_EXHAUSTED with a retry pushback, while the deadline leaves time. */
   retry: boolean;
   /** The call, for error messages: "invoke counter/c1.incr". */
   what: string;

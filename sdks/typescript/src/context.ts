@@ -26,8 +26,9 @@ import { liveTurn } from "./turn.js";
  * reentrant actor and refuse a cycle into any other one at once, and a deadline
  * no later than the turn's caller's. See docs/calls.md.
  *
- * Invoke and tell carry an idempotency key and are retried on UNAVAILABLE
- * within the turn's caller's deadline, as a {@link Client}'s.
+ * Invoke and tell carry an idempotency key and are retried on UNAVAILABLE (or
+ * a RESOURCE_EXHAUSTED with a retry pushback) within the turn's caller's
+ * deadline, as a {@link Client}'s.
  */
 export class Context {
   readonly #caller: Caller;

@@ -62,8 +62,9 @@ class Caller(SchedulingCalls):
     The scheduling RPCs (reminders, alarms, timers) are SchedulingCalls'.
 
     Invoke and tell carry an idempotency key, the caller's or a fresh one per call, and
-    with ``retry`` are resent with the same key on UNAVAILABLE while their deadline
-    leaves time. The other RPCs are sent once.
+    with ``retry`` are resent with the same key on UNAVAILABLE (or a RESOURCE_EXHAUSTED
+    with a retry pushback) while their deadline leaves time. The other RPCs are sent
+    once.
 
     With ``native`` (the native core, _core.py) every RPC goes through it, keys and
     retries included (crates/sdk-core), and ``channel`` is not used (it may be None);

@@ -30,8 +30,9 @@ class Context:
     actor's ``on_reminder(name, data)``, ``on_alarm(data)`` and
     ``on_timer(name, data)``; see docs/scheduling.md.
 
-    Invoke and tell carry an idempotency key and are retried on UNAVAILABLE within the
-    turn's caller's deadline, as a :class:`Client`'s.
+    Invoke and tell carry an idempotency key and are retried on UNAVAILABLE (or a
+    RESOURCE_EXHAUSTED with a retry pushback) within the turn's caller's deadline, as a
+    :class:`Client`'s.
     """
 
     def __init__(self, caller: Caller, actor_type: str, actor_id: str) -> None:

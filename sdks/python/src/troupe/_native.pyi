@@ -6,10 +6,10 @@ Metadata = Sequence[tuple[str, str]]
 # (gRPC status code number, message, ASCII trailers)
 CallError = tuple[int, str, list[tuple[str, str]]]
 # A failed client call: its CallError's three, then the retries made, their seconds, why
-# they stopped for lack of time ("deadline", "window" or None) and the last UNAVAILABLE's
-# message (None if none).
+# they stopped for lack of time ("deadline", "window" or None) and the last refusal
+# retried, as "CODE: message" (None if none).
 Failure = tuple[int, str, list[tuple[str, str]], int, float, str | None, str | None]
-# A retry begun: (call id, retry number from 1, pause in seconds, the UNAVAILABLE's message)
+# A retry begun: (call id, retry number from 1, pause in seconds, the refusal as "CODE: message")
 Retrying = tuple[int, int, float, str]
 
 class InvalidKey(ValueError):

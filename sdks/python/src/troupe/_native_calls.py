@@ -132,8 +132,9 @@ class NativeCalls:
         what: str,
     ) -> bytes:
         """The serialized InvokeResponse to a serialized InvokeRequest sent with ``key``
-        (None: a fresh one) and resent on UNAVAILABLE with ``retry``; raises the SDK's
-        error, named by ``what`` (InvalidArgument for a bad key, before anything is sent)."""
+        (None: a fresh one) and, with ``retry``, resent on UNAVAILABLE or a RESOURCE_EXHAUSTED
+        with a retry pushback; raises the SDK's error, named by ``what`` (InvalidArgument for
+        a bad key, before anything is sent)."""
 
         def start(call_id: int) -> None:
             self._client.invoke(call_id, request, key, timeout, metadata, retry)
