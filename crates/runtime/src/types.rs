@@ -182,6 +182,9 @@ pub enum DeactivateReason {
     /// The daemon held more activations than `--max-activations`: the
     /// ones idle longest go before their idle timeout.
     Capacity,
+    /// The daemon's memory neared its limit (`--memory-shed-percent`): the
+    /// ones idle longest went to give memory back.
+    Memory,
 }
 
 impl DeactivateReason {
@@ -194,6 +197,7 @@ impl DeactivateReason {
             DeactivateReason::Migration => "migration",
             DeactivateReason::TurnTimeout => "turn_timeout",
             DeactivateReason::Capacity => "capacity",
+            DeactivateReason::Memory => "memory",
         }
     }
 }

@@ -6,7 +6,8 @@
 //! bound makes room now and then rather than at every activation. Actors
 //! with a turn running, calls queued or work scheduled are not idle and are
 //! never chosen: a daemon whose busy actors alone pass the bound keeps them.
-//! Memory pressure (`memory_gate`) deactivates idle actors the same way.
+//! Memory pressure (`memory_gate`) deactivates idle actors the same way,
+//! under a reason of its own.
 
 use std::cmp::Reverse;
 use std::sync::Arc;
@@ -38,7 +39,11 @@ impl Shared {
             return 0;
         }
         let target = max.saturating_sub(max / 10);
-        let made = self.deactivate_idle_longest(candidates, staying.saturating_sub(target));
+        let made = self.deactivate_idle_longest(
+            candidates,
+            staying.saturating_sub(target),
+            DeactivateReason::Capacity,
+        );
         debug!(
             deactivating = made,
             activations = staying,
@@ -58,7 +63,7 @@ impl Shared {
         let (staying, mut candidates) = self.idle_candidates();
         candidates.retain(|(idle_ms, _)| *idle_ms >= min_idle_ms);
         let count = (staying as f64 * share.clamp(0.0, 1.0)).ceil() as usize;
-        self.deactivate_idle_longest(candidates, count)
+        self.deactivate_idle_longest(candidates, count, DeactivateReason::Memory)
     }
 
     /// Activations staying (not on their way out), and the idle ones among
@@ -85,11 +90,12 @@ impl Shared {
     }
 
     /// Deactivates up to `count` of `candidates`, those idle longest, and
-    /// counts them as deactivated for room; how many went.
+    /// counts them under `reason` (`Capacity` or `Memory`); how many went.
     fn deactivate_idle_longest(
         self: &Arc<Self>,
         mut candidates: Vec<(u32, Arc<Activation>)>,
         count: usize,
+        reason: DeactivateReason,
     ) -> usize {
         let excess = count.min(candidates.len());
         if excess < candidates.len() {
@@ -107,10 +113,13 @@ impl Shared {
             }
         }
         let made = going.len();
-        self.capacity_deactivations
-            .fetch_add(made as u64, std::sync::atomic::Ordering::Relaxed);
+        let counter = match reason {
+            DeactivateReason::Memory => &self.memory_deactivations,
+            _ => &self.capacity_deactivations,
+        };
+        counter.fetch_add(made as u64, std::sync::atomic::Ordering::Relaxed);
         for act in going {
-            self.deactivate(act, DeactivateReason::Capacity);
+            self.deactivate(act, reason);
         }
         made
     }

@@ -281,7 +281,9 @@ impl ActorHost for AppConnection {
         let reason = match request.reason {
             // To the app, an actor shed for room is an idle one that went
             // early: the same hook, the same meaning.
-            DeactivateReason::Idle | DeactivateReason::Capacity => pb::deactivate::Reason::Idle,
+            DeactivateReason::Idle | DeactivateReason::Capacity | DeactivateReason::Memory => {
+                pb::deactivate::Reason::Idle
+            }
             DeactivateReason::Shutdown => pb::deactivate::Reason::Shutdown,
             DeactivateReason::Admin => pb::deactivate::Reason::Admin,
             DeactivateReason::Migration => pb::deactivate::Reason::Migration,

@@ -190,6 +190,7 @@ fn memory_json(m: &pb::MemoryBounds) -> Value {
         "shedding": m.shedding,
         "shed_requests": m.shed_requests,
         "shed_episodes": m.shed_episodes,
+        "shed_deactivations": m.shed_deactivations,
     })
 }
 
@@ -206,14 +207,18 @@ fn load_shedding(m: &pb::MemoryBounds) -> String {
     if m.shedding {
         format!(
             "REFUSING new calls (RESOURCE_EXHAUSTED): resident memory reached {threshold}; \
-             until it is below {}%; {} refused since start",
-            m.resume_percent, m.shed_requests
+             until it is below {}%; {} refused, {} deactivated since start",
+            m.resume_percent,
+            m.shed_requests,
+            plural(m.shed_deactivations, "actor", "actors")
         )
     } else {
         format!(
-            "new calls refused from {threshold}; not now; {} since start, {} refused",
+            "new calls refused from {threshold}; not now; {} since start, {} refused, {} \
+             deactivated",
             plural(m.shed_episodes, "time", "times"),
-            m.shed_requests
+            m.shed_requests,
+            plural(m.shed_deactivations, "actor", "actors")
         )
     }
 }
@@ -397,13 +402,15 @@ mod tests {
                 shedding: false,
                 shed_requests: 1_234,
                 shed_episodes: 1,
+                shed_deactivations: 40,
             }),
             ..Default::default()
         };
         let text = status_table(&bounded);
         for line in [
             "load shedding    new calls refused from 90% of the limit (460.0 MiB, \
-             --memory-shed-percent); not now; 1 time since start, 1234 refused\n",
+             --memory-shed-percent); not now; 1 time since start, 1234 refused, 40 actors \
+             deactivated\n",
             "active actors    18000 of at most 20000 (--max-activations); 2500 deactivated for \
              room since start\n",
             "memory           90.0 MiB resident of a 512.0 MiB limit (cgroup)\n",
@@ -452,17 +459,20 @@ mod tests {
             shedding: true,
             shed_requests: 42,
             shed_episodes: 2,
+            shed_deactivations: 1,
             ..Default::default()
         };
         assert_eq!(
             load_shedding(&m),
             "REFUSING new calls (RESOURCE_EXHAUSTED): resident memory reached 90% of the limit \
-             (230.0 MiB, --memory-shed-percent); until it is below 85%; 42 refused since start"
+             (230.0 MiB, --memory-shed-percent); until it is below 85%; 42 refused, 1 actor \
+             deactivated since start"
         );
         let json = memory_json(&m);
         assert_eq!(json["shedding"], true, "{json}");
         assert_eq!(json["shed_requests"], 42, "{json}");
         assert_eq!(json["resume_percent"], 85, "{json}");
+        assert_eq!(json["shed_deactivations"], 1, "{json}");
         let off = pb::MemoryBounds {
             memory_limit_bytes: 256 << 20,
             ..Default::default()

@@ -130,6 +130,11 @@ export interface MemoryBounds {
   /** Since the daemon started: requests refused, and times shedding began. */
   shedRequests: bigint;
   shedEpisodes: bigint;
+  /**
+   * Since the daemon started: actors deactivated to give memory back while
+   * shedding (the idle longest; not counted in capacity_deactivations).
+   */
+  shedDeactivations: bigint;
 }
 
 /** The link streams other daemons opened to this daemon, all peers together. */
@@ -821,6 +826,7 @@ function createBaseMemoryBounds(): MemoryBounds {
     shedding: false,
     shedRequests: 0n,
     shedEpisodes: 0n,
+    shedDeactivations: 0n,
   };
 }
 
@@ -894,6 +900,12 @@ export const MemoryBounds: MessageFns<MemoryBounds> = {
         throw new globalThis.Error("value provided for field message.shedEpisodes of type uint64 too large");
       }
       writer.uint32(96).uint64(message.shedEpisodes);
+    }
+    if (message.shedDeactivations !== 0n) {
+      if (BigInt.asUintN(64, message.shedDeactivations) !== message.shedDeactivations) {
+        throw new globalThis.Error("value provided for field message.shedDeactivations of type uint64 too large");
+      }
+      writer.uint32(112).uint64(message.shedDeactivations);
     }
     return writer;
   },
@@ -1015,6 +1027,14 @@ export const MemoryBounds: MessageFns<MemoryBounds> = {
             message.shedEpisodes = reader.uint64() as bigint;
             continue;
           }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.shedDeactivations = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1066,6 +1086,9 @@ export const MemoryBounds: MessageFns<MemoryBounds> = {
       : 0n;
     message.shedEpisodes = (object.shedEpisodes !== undefined && object.shedEpisodes !== null)
       ? BigInt(object.shedEpisodes)
+      : 0n;
+    message.shedDeactivations = (object.shedDeactivations !== undefined && object.shedDeactivations !== null)
+      ? BigInt(object.shedDeactivations)
       : 0n;
     return message;
   },

@@ -70,7 +70,7 @@ class StatusResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., types: _Optional[_Iterable[_Union[RegisteredType, _Mapping]]] = ..., store: _Optional[str] = ..., active_actors: _Optional[int] = ..., dirty_actors: _Optional[int] = ..., node: _Optional[str] = ..., listen: _Optional[str] = ..., flush: _Optional[_Union[FlushBacklog, _Mapping]] = ..., pending_calls: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., reminders_fired: _Optional[int] = ..., started_unix_ms: _Optional[int] = ..., placement_version: _Optional[int] = ..., serving: bool = ..., links: _Optional[_Iterable[_Union[PeerLinkStatus, _Mapping]]] = ..., delivery: _Optional[_Union[DeliveryStatus, _Mapping]] = ..., inbound_links: _Optional[_Union[InboundLinks, _Mapping]] = ..., memory: _Optional[_Union[MemoryBounds, _Mapping]] = ...) -> None: ...
 
 class MemoryBounds(_message.Message):
-    __slots__ = ("call_records_bytes", "call_records_limit_bytes", "call_records_shed", "max_activations", "capacity_deactivations", "resident_bytes", "memory_limit_bytes", "shed_percent", "shed_at_bytes", "resume_percent", "shedding", "shed_requests", "shed_episodes")
+    __slots__ = ("call_records_bytes", "call_records_limit_bytes", "call_records_shed", "max_activations", "capacity_deactivations", "resident_bytes", "memory_limit_bytes", "shed_percent", "shed_at_bytes", "resume_percent", "shedding", "shed_requests", "shed_episodes", "shed_deactivations")
     CALL_RECORDS_BYTES_FIELD_NUMBER: _ClassVar[int]
     CALL_RECORDS_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
     CALL_RECORDS_SHED_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +84,7 @@ class MemoryBounds(_message.Message):
     SHEDDING_FIELD_NUMBER: _ClassVar[int]
     SHED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     SHED_EPISODES_FIELD_NUMBER: _ClassVar[int]
+    SHED_DEACTIVATIONS_FIELD_NUMBER: _ClassVar[int]
     call_records_bytes: int
     call_records_limit_bytes: int
     call_records_shed: int
@@ -97,7 +98,8 @@ class MemoryBounds(_message.Message):
     shedding: bool
     shed_requests: int
     shed_episodes: int
-    def __init__(self, call_records_bytes: _Optional[int] = ..., call_records_limit_bytes: _Optional[int] = ..., call_records_shed: _Optional[int] = ..., max_activations: _Optional[int] = ..., capacity_deactivations: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., memory_limit_bytes: _Optional[int] = ..., shed_percent: _Optional[int] = ..., shed_at_bytes: _Optional[int] = ..., resume_percent: _Optional[int] = ..., shedding: bool = ..., shed_requests: _Optional[int] = ..., shed_episodes: _Optional[int] = ...) -> None: ...
+    shed_deactivations: int
+    def __init__(self, call_records_bytes: _Optional[int] = ..., call_records_limit_bytes: _Optional[int] = ..., call_records_shed: _Optional[int] = ..., max_activations: _Optional[int] = ..., capacity_deactivations: _Optional[int] = ..., resident_bytes: _Optional[int] = ..., memory_limit_bytes: _Optional[int] = ..., shed_percent: _Optional[int] = ..., shed_at_bytes: _Optional[int] = ..., resume_percent: _Optional[int] = ..., shedding: bool = ..., shed_requests: _Optional[int] = ..., shed_episodes: _Optional[int] = ..., shed_deactivations: _Optional[int] = ...) -> None: ...
 
 class InboundLinks(_message.Message):
     __slots__ = ("streams", "let_go")
