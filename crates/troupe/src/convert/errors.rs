@@ -384,6 +384,30 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_forwarded_over_a_link_keeps_its_pushback() {
+        use troupe_proto::v1::link_reply::Result as Answer;
+        use troupe_transport::link::{status_of_reply, status_reply};
+        let owner = status_of(CallError::MemoryPressure(MemoryPressure {
+            resident_bytes: 91 << 20,
+            limit_bytes: 100 << 20,
+            percent: 90,
+            resume_percent: 85,
+        }));
+        let Some(Answer::Error(sent)) = status_reply(&owner).result else {
+            panic!("a failed request is answered with its status");
+        };
+        let relayed = status_of(forward_error(
+            "counter/c1",
+            TransportError::Remote {
+                address: "b:1".into(),
+                status: status_of_reply(sent),
+            },
+        ));
+        assert_eq!(seen(&relayed), seen(&owner));
+        assert_eq!(pushback(&relayed), Some("500"));
+    }
+
+    #[test]
     fn another_daemons_pushback_is_kept_and_its_size_refusal_stays_final() {
         let mut refused = Status::resource_exhausted("memory");
         refused
