@@ -19,14 +19,19 @@ use troupe_sdk_core::client::{ActorCalls, CallOptions};
 use troupe_sdk_core::connect::ConnectOptions;
 use troupe_sdk_core::key::{self, KeyNames};
 use troupe_sdk_core::proto::{InvokeRequest, TellRequest};
-use troupe_sdk_core::retry::{GaveUp, Retried};
+use troupe_sdk_core::retry::{GaveUp, Retried, RetryNote};
 use troupe_sdk_core::CallError;
 
 use crate::error::decode;
 use crate::wake::{Inbox, WakeFn};
 use crate::{channel, metadata_pairs, runtime, NativeConnect, NativeStatus, NodeError};
 
-type Answer = (u32, Result<Vec<u8>, Retried>);
+enum Answer {
+    /// A call ended: its response, or what failed it.
+    Done(u32, Result<Vec<u8>, Retried>),
+    /// A call's retry begins (for the SDK's debug line).
+    Retrying(u32, RetryNote),
+}
 
 /// The key option as the TypeScript SDK spells it, for the core's messages.
 const KEY_NAMES: KeyNames = KeyNames {
@@ -36,7 +41,8 @@ const KEY_NAMES: KeyNames = KeyNames {
 
 /// One call's answer: the serialized response (`InvokeResponse`,
 /// `TellResponse`, or the rarer RPC's), or the status that failed it and
-/// what its retries did.
+/// what its retries did; or, with `retrying`, not an answer but a retry
+/// beginning (the call goes on).
 #[napi(object)]
 // napi's Buffer has no Debug (and a TLS key must never reach a log line).
 #[allow(missing_debug_implementations)]
@@ -45,6 +51,18 @@ pub struct NativeAnswer {
     pub response: Option<Buffer>,
     pub error: Option<NativeStatus>,
     pub retried: Option<NativeRetried>,
+    pub retrying: Option<NativeRetry>,
+}
+
+/// A retry of an invoke or tell about to be sent.
+#[napi(object)]
+#[derive(Debug)]
+pub struct NativeRetry {
+    /// 1 for the first retry.
+    pub retry: u32,
+    pub pause_ms: f64,
+    /// The refusal, as `CODE: message`.
+    pub details: String,
 }
 
 /// What the retries of a failed invoke or tell did, for its error message.
@@ -101,6 +119,12 @@ impl NativeClient {
         }
     }
 
+    /// Hands each retry note of call `id` to JS through the inbox.
+    fn on_retry(&self, id: u32) -> impl FnMut(&RetryNote) + Send + 'static {
+        let answers = self.answers.clone();
+        move |note| answers.push(|queue| queue.push(Answer::Retrying(id, note.clone())))
+    }
+
     fn start<F, C>(&self, id: u32, call: C) -> Result<(), NodeError>
     where
         C: FnOnce(ActorCalls) -> F,
@@ -109,7 +133,7 @@ impl NativeClient {
         let Some(calls) = self.calls.lock().clone() else {
             let closed = CallError::new(tonic::Code::Cancelled, "the client was closed");
             self.answers
-                .push(|queue| queue.push((id, Err(Retried::once(closed)))));
+                .push(|queue| queue.push(Answer::Done(id, Err(Retried::once(closed)))));
             return Ok(());
         };
         let call = call(calls);
@@ -120,7 +144,7 @@ impl NativeClient {
         let task = runtime()?.spawn(async move {
             let answer = call.await;
             running.lock().remove(&id);
-            answers.push(|queue| queue.push((id, answer)));
+            answers.push(|queue| queue.push(Answer::Done(id, answer)));
         });
         calls.insert(id, task.abort_handle());
         Ok(())
@@ -181,9 +205,10 @@ impl NativeClient {
         let mut request: InvokeRequest = decode(&request, "troupe.v1.InvokeRequest")?;
         (request.idempotency_key, request.new_key) = call_key(key)?;
         let options = call_options(timeout_ms, metadata, retry)?;
+        let on_retry = self.on_retry(id);
         self.start(id, |calls| async move {
             calls
-                .invoke(request, options, |_| {})
+                .invoke(request, options, on_retry)
                 .await
                 .map(|r| r.encode_to_vec())
         })?;
@@ -205,9 +230,10 @@ impl NativeClient {
         let mut request: TellRequest = decode(&request, "troupe.v1.TellRequest")?;
         (request.idempotency_key, request.new_key) = call_key(key)?;
         let options = call_options(timeout_ms, metadata, retry)?;
+        let on_retry = self.on_retry(id);
         self.start(id, |calls| async move {
             calls
-                .tell(request, options, |_| {})
+                .tell(request, options, on_retry)
                 .await
                 .map(|r| r.encode_to_vec())
         })?;
@@ -244,18 +270,31 @@ impl NativeClient {
         self.answers
             .take()
             .into_iter()
-            .map(|(id, answer)| match answer {
-                Ok(bytes) => NativeAnswer {
+            .map(|answer| match answer {
+                Answer::Done(id, Ok(bytes)) => NativeAnswer {
                     id,
                     response: Some(bytes.into()),
                     error: None,
                     retried: None,
+                    retrying: None,
                 },
-                Err(e) => NativeAnswer {
+                Answer::Done(id, Err(e)) => NativeAnswer {
                     id,
                     response: None,
                     retried: Some(retried(&e)),
                     error: Some(e.status.into()),
+                    retrying: None,
+                },
+                Answer::Retrying(id, note) => NativeAnswer {
+                    id,
+                    response: None,
+                    error: None,
+                    retried: None,
+                    retrying: Some(NativeRetry {
+                        retry: note.retry,
+                        pause_ms: note.pause.as_secs_f64() * 1000.0,
+                        details: note.details,
+                    }),
                 },
             })
             .collect()

@@ -50,11 +50,22 @@ export interface NativeRetried {
   lastRefusal?: string | null;
 }
 
+/** A retry of an invoke or tell about to be sent. */
+export interface NativeRetry {
+  /** 1 for the first retry. */
+  retry: number;
+  pauseMs: number;
+  /** The refusal, as `CODE: message`. */
+  details: string;
+}
+
+/** A call's answer; or, with `retrying`, a retry beginning (the call goes on). */
 export interface NativeAnswer {
   id: number;
   response?: Buffer | null;
   error?: NativeStatus | null;
   retried?: NativeRetried | null;
+  retrying?: NativeRetry | null;
 }
 
 /** The addon's client (crates/sdk-node/src/client.rs). */

@@ -8,7 +8,7 @@ import type { CallTransport, Keyed, UnaryMethod } from "./caller.js";
 import type { NativeAnswer, NativeClient, NativeStatus } from "./core.js";
 import { fromRpcError, InvalidArgument } from "./errors.js";
 import { InvokeRequest, InvokeResponse, TellRequest } from "./gen/troupe/v1/client.js";
-import { failureNote, type GaveUp } from "./retry.js";
+import { failureNote, logRetry, type GaveUp } from "./retry.js";
 
 interface Waiting {
   resolve(response: Buffer): void;
@@ -139,6 +139,11 @@ export class NativeCalls implements CallTransport {
     for (const answer of this.#client.take()) {
       const w = this.#waiting.get(answer.id);
       if (w === undefined) continue;
+      const r = answer.retrying;
+      if (r !== undefined && r !== null) {
+        logRetry(w.what ?? "call", r.details, r.retry, r.pauseMs);
+        continue;
+      }
       this.#waiting.delete(answer.id);
       if (answer.error !== undefined && answer.error !== null) w.reject(failure(answer, answer.error, w.what));
       else w.resolve(answer.response ?? Buffer.alloc(0));

@@ -14,9 +14,11 @@
 //
 // On the native core the addon owns the keys and the retries (crates/sdk-core's
 // key.rs and retry.rs, the same policy); this module's loop serves the grpc-js
-// core, and both cores' error messages are worded here (failureNote).
+// core, and both cores' error messages and retry lines are worded here
+// (failureNote, logRetry).
 import * as grpc from "@grpc/grpc-js";
 import { randomUUID } from "node:crypto";
+import { debuglog } from "node:util";
 import { fromRpcError, InvalidArgument, isServiceError } from "./errors.js";
 
 export const MAX_KEY_BYTES = 256;
@@ -120,6 +122,17 @@ export function minPause(err: grpc.ServiceError): number | undefined {
   return /^\d+$/.test(text) ? Number(text) : undefined;
 }
 
+// NODE_DEBUG=troupe prints it, as Node's own modules do theirs.
+const debug = debuglog("troupe");
+
+/**
+ * @internal The debug line of a retry about to happen (`retry` counts from 1;
+ * `details` is the refusal as `CODE: message`), printed with NODE_DEBUG=troupe.
+ */
+export function logRetry(what: string, details: string, retry: number, pauseMs: number): void {
+  debug("%s: %s; retry %d in %d ms, same idempotency key", what, details, retry, Math.round(pauseMs));
+}
+
 /** How {@link sendWithRetries} sends. */
 export interface RetryOptions {
   /** Resend refusals (the Client's `retry` option). */
@@ -164,7 +177,9 @@ export async function sendWithRetries<T>(attempt: () => Promise<T>, deadline: nu
         const gaveUp = deadline === undefined ? "window" : "deadline";
         throw fromRpcError(err, options.what, failureNote(retries, now - start, last, gaveUp, err.code === grpc.status.RESOURCE_EXHAUSTED));
       }
-      await pause(Math.min(Math.max(backoff * (0.8 + 0.4 * Math.random()), least), room));
+      const wait = Math.min(Math.max(backoff * (0.8 + 0.4 * Math.random()), least), room);
+      logRetry(options.what, last, retries + 1, wait);
+      await pause(wait);
       retries += 1;
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
     }

@@ -3,6 +3,7 @@
 // ones as told.
 import * as grpc from "@grpc/grpc-js";
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { Caller } from "../src/caller.js";
 import { Client, Context, DeadlineExceeded, InvalidArgument, NotFound, Overloaded, TroupeError, Unavailable } from "../src/index.js";
@@ -267,6 +268,33 @@ describe("against a fake daemon", () => {
       client.close();
     }
     assert.ok(fake.attempts.length >= 3);
+  });
+
+  test("each retry prints a line with NODE_DEBUG=troupe, on the core in use", async () => {
+    fake.failFirst = 2;
+    fake.code = grpc.status.RESOURCE_EXHAUSTED;
+    fake.pushback = "100";
+    // Another process, so that NODE_DEBUG is read afresh; asynchronous, so that the
+    // fake in this process answers it.
+    const program = `
+      import { Client } from ${JSON.stringify(new URL("../src/index.js", import.meta.url).href)};
+      const client = new Client({ address: ${JSON.stringify(fake.address)}, timeout: 10 });
+      console.log(await client.invoke("t", "1", "m"));
+      client.close();`;
+    const child = spawn(process.execPath, ["--input-type=module", "-e", program], {
+      env: { ...process.env, NODE_DEBUG: "troupe" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await within(30_000, "the child's call", new Promise<number | null>((resolve) => child.on("exit", resolve)));
+    assert.equal(code, 0, stderr);
+    assert.equal(stdout.trim(), "ok");
+    for (const n of [1, 2]) {
+      assert.match(stderr, new RegExp(`TROUPE \\d+: invoke t/1\\.m: RESOURCE_EXHAUSTED: fake daemon restarting; retry ${String(n)} in \\d+ ms, same idempotency key`), stderr);
+    }
   });
 
   for (const pushback of [undefined, "-1", "soon"]) {
