@@ -26,7 +26,13 @@ export class NotFound extends TroupeError {}
 /** The request was malformed: empty or oversize type/id/method, or a payload over the limit. */
 export class InvalidArgument extends TroupeError {}
 
-/** The actor's mailbox or the daemon's in-flight limit is full; retry later, with backoff. */
+/**
+ * RESOURCE_EXHAUSTED: a bound (the actor's mailbox, the daemon's in-flight
+ * limit), memory near the daemon's limit, or a message over a size limit. The
+ * client resends the first two itself within the call's timeout (they carry a
+ * retry pushback), so this means they outlasted it, or the call was sent with
+ * `retry: false`.
+ */
 export class Overloaded extends TroupeError {}
 
 /** The daemon is unreachable or shutting down, or the app hosting the actor disconnected. */

@@ -31,7 +31,10 @@ class InvalidArgument(TroupeError):
 
 
 class Overloaded(TroupeError):
-    """The actor's mailbox or the daemon's in-flight limit is full; retry later, with backoff."""
+    """RESOURCE_EXHAUSTED: a bound (the actor's mailbox, the daemon's in-flight limit),
+    memory near the daemon's limit, or a message over a size limit. The client resends
+    the first two itself within the call's timeout (they carry a retry pushback), so
+    this means they outlasted it, or the call was sent with ``retry=False``."""
 
 
 class Unavailable(TroupeError):
