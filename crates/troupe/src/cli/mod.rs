@@ -368,7 +368,8 @@ impl Request<'_> {
                          shutting down; retry once it is back"
                     }
                     Code::ResourceExhausted => {
-                        "\n  the actor's mailbox or the daemon's call limit is full; retry later"
+                        "\n  a bound, memory near the daemon's limit, or a size limit (the message \
+                         says which); all but a size limit ran nothing: retry later"
                     }
                     Code::DeadlineExceeded => {
                         "\n  the daemon did not finish in time; retry, or look at `troupe status`"

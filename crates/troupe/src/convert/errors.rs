@@ -199,6 +199,15 @@ mod tests {
         (status.code(), status.message().to_owned(), trailers)
     }
 
+    fn memory_pressure() -> CallError {
+        CallError::MemoryPressure(MemoryPressure {
+            resident_bytes: 91 << 20,
+            limit_bytes: 100 << 20,
+            percent: 90,
+            resume_percent: 85,
+        })
+    }
+
     fn every_error() -> Vec<CallError> {
         let actor = ActorId::new("counter", "c1");
         vec![
@@ -209,12 +218,7 @@ mod tests {
             CallError::InvalidArgument("actor id is empty".into()),
             CallError::Overloaded("mailbox full".into()),
             CallError::TooLarge("reply too large".into()),
-            CallError::MemoryPressure(MemoryPressure {
-                resident_bytes: 91 << 20,
-                limit_bytes: 100 << 20,
-                percent: 90,
-                resume_percent: 85,
-            }),
+            memory_pressure(),
             TooLargeForApp {
                 actor: actor.clone(),
                 work: AppWork::Turn {
@@ -363,12 +367,7 @@ mod tests {
         let full = status_of(CallError::Overloaded("mailbox full".into()));
         assert_eq!(full.code(), Code::ResourceExhausted);
         assert_eq!(pushback(&full), Some("100"));
-        let memory = status_of(CallError::MemoryPressure(MemoryPressure {
-            resident_bytes: 91 << 20,
-            limit_bytes: 100 << 20,
-            percent: 90,
-            resume_percent: 85,
-        }));
+        let memory = status_of(memory_pressure());
         assert_eq!(pushback(&memory), Some("500"));
         for error in every_error() {
             let retryable = matches!(
@@ -387,12 +386,7 @@ mod tests {
     fn a_refusal_forwarded_over_a_link_keeps_its_pushback() {
         use troupe_proto::v1::link_reply::Result as Answer;
         use troupe_transport::link::{status_of_reply, status_reply};
-        let owner = status_of(CallError::MemoryPressure(MemoryPressure {
-            resident_bytes: 91 << 20,
-            limit_bytes: 100 << 20,
-            percent: 90,
-            resume_percent: 85,
-        }));
+        let owner = status_of(memory_pressure());
         let Some(Answer::Error(sent)) = status_reply(&owner).result else {
             panic!("a failed request is answered with its status");
         };
