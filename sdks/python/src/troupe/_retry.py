@@ -140,8 +140,9 @@ def min_pause(e: grpc.aio.AioRpcError) -> float | None:
     # grpcio's metadata stub types are loose (as in _errors.py).
     trailers: Any = e.trailing_metadata() or ()
     for key, value in trailers:
-        text = value.decode() if isinstance(value, bytes) else str(value)
-        if key == PUSHBACK_TRAILER and text.strip().isdigit():
+        text = (value.decode() if isinstance(value, bytes) else str(value)).strip()
+        # ASCII digits only: str.isdigit() also takes "²", which int() refuses.
+        if key == PUSHBACK_TRAILER and text.isascii() and text.isdigit():
             return int(text) / 1000
     return None
 
