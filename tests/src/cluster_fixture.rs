@@ -10,7 +10,7 @@ use crate::cluster_harness::{placement_arg, routing_by, settled_with, Member};
 use crate::replicas::PlacementCluster;
 use crate::store::{postgres_url, type_with_mode, PgDatabase};
 use crate::tls::TestCa;
-use crate::{json_payload, pb, within, Client};
+use crate::{json_payload, pb, within, Client, RawApp};
 
 /// The default lease. Shorter ones keep tests quicker but let a loaded
 /// 2-core machine delay a heartbeat past the lease, which fences a healthy
@@ -110,6 +110,25 @@ impl Cluster {
     pub fn forget(&mut self, node: &str) -> Option<Member> {
         let i = self.members.iter().position(|m| m.node == node)?;
         Some(self.members.remove(i))
+    }
+
+    /// A raw app on each of d1 and d2 registering `spec`, once the table
+    /// hosts the type on both and every member routes by it.
+    pub async fn raw_apps_on_two(
+        &mut self,
+        spec: pb::ActorTypeSpec,
+    ) -> anyhow::Result<[RawApp; 2]> {
+        let name = spec.name.clone();
+        // The cluster runs with TLS: the apps dial as its clients do.
+        let d1 = self.member("d1")?.daemon.channel().await?;
+        let d2 = self.member("d2")?.daemon.channel().await?;
+        let apps = [
+            RawApp::register_over(d1, vec![spec.clone()]).await?.0,
+            RawApp::register_over(d2, vec![spec]).await?.0,
+        ];
+        let version = settled_with(&self.replicas, &["d1", "d2"], &name).await?;
+        routing_by(&self.members, version).await?;
+        Ok(apps)
     }
 
     pub fn clients(&self) -> Vec<Client> {

@@ -12,7 +12,6 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use tonic::Code;
 use troupe_tests::cluster_fixture::*;
-use troupe_tests::cluster_harness::*;
 use troupe_tests::*;
 
 fn invoke_with(id: &str, chain: Option<pb::CallChain>) -> tonic::Request<pb::InvokeRequest> {
@@ -59,16 +58,7 @@ async fn re_entrancy_across_daemons_uses_each_daemons_chain() -> anyhow::Result<
     let Some(mut cluster) = Cluster::start("re_entrancy_across_daemons", 2).await? else {
         return Ok(());
     };
-    let spec = reentrant_type("node");
-    // The cluster runs with TLS: the apps dial as its clients do.
-    let d1 = cluster.member("d1")?.daemon.channel().await?;
-    let d2 = cluster.member("d2")?.daemon.channel().await?;
-    let mut apps = [
-        RawApp::register_over(d1, vec![spec.clone()]).await?.0,
-        RawApp::register_over(d2, vec![spec]).await?.0,
-    ];
-    let version = settled_with(&cluster.replicas, &["d1", "d2"], "node").await?;
-    routing_by(&cluster.members, version).await?;
+    let mut apps = cluster.raw_apps_on_two(reentrant_type("node")).await?;
     let c1 = cluster.member("d1")?.client.clone();
     let c2 = cluster.member("d2")?.client.clone();
     let [a, b] = one_on_each(&c1, &mut apps)
