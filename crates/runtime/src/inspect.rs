@@ -99,8 +99,6 @@ pub struct MemoryBounds {
     pub max_activations: Option<usize>,
     /// Actors deactivated to keep within it.
     pub capacity_deactivations: u64,
-    /// Actors deactivated to give memory back while shedding load.
-    pub memory_deactivations: u64,
     /// Load shedding for memory (`RuntimeConfig::memory_shedding`).
     pub shedding: crate::MemoryGateStatus,
 }
@@ -192,7 +190,6 @@ impl Runtime {
             call_records_shed: shared.records.shed_total(),
             max_activations: shared.config.max_activations,
             capacity_deactivations: shared.capacity_deactivations.load(Ordering::Relaxed),
-            memory_deactivations: shared.memory_deactivations.load(Ordering::Relaxed),
             shedding: shared.memory_gate.status(),
         }
     }

@@ -71,9 +71,11 @@ pub struct MemoryGateStatus {
     pub resume_percent: u8,
     /// Refusing new work now.
     pub shedding: bool,
-    /// Since start: requests refused, and times shedding began.
+    /// Since start: requests refused, times shedding began, and actors
+    /// deactivated to give memory back.
     pub refused: u64,
     pub episodes: u64,
+    pub deactivated: u64,
 }
 
 /// What a reading calls for.
@@ -93,6 +95,7 @@ pub(crate) struct MemoryGate {
     last_resident: AtomicU64,
     refused: AtomicU64,
     episodes: AtomicU64,
+    deactivated: AtomicU64,
     /// When memory was last given back (`now_ms` of `observe`).
     gave_back_ms: AtomicU64,
 }
@@ -163,6 +166,11 @@ impl MemoryGate {
         }))
     }
 
+    /// Counts actors deactivated to give memory back.
+    pub(crate) fn deactivated(&self, actors: usize) {
+        self.deactivated.fetch_add(actors as u64, Ordering::Relaxed);
+    }
+
     pub(crate) fn status(&self) -> MemoryGateStatus {
         MemoryGateStatus {
             shed_percent: self.setting.map_or(0, |s| s.percent),
@@ -171,6 +179,7 @@ impl MemoryGate {
             shedding: self.shedding.load(Ordering::Relaxed),
             refused: self.refused.load(Ordering::Relaxed),
             episodes: self.episodes.load(Ordering::Relaxed),
+            deactivated: self.deactivated.load(Ordering::Relaxed),
         }
     }
 }

@@ -108,7 +108,6 @@ impl Runtime {
             waves: Default::default(),
             over_capacity: Notify::new(),
             capacity_deactivations: std::sync::atomic::AtomicU64::new(0),
-            memory_deactivations: std::sync::atomic::AtomicU64::new(0),
             memory_gate: crate::memory_gate::MemoryGate::new(config.memory_shedding),
             metrics,
             forwarder: OnceLock::new(),

@@ -73,8 +73,6 @@ pub(crate) struct Shared {
     pub(crate) over_capacity: Notify,
     /// Since start: actors deactivated for room (`lifecycle::capacity`).
     pub(crate) capacity_deactivations: std::sync::atomic::AtomicU64,
-    /// Actors deactivated to give memory back (`memory_gate`).
-    pub(crate) memory_deactivations: std::sync::atomic::AtomicU64,
     /// Refuses new work while memory is near the limit (`memory_gate`).
     pub(crate) memory_gate: crate::memory_gate::MemoryGate,
     /// Counters and histograms, when `config.metrics` is on.

@@ -247,7 +247,7 @@ async fn shedding_deactivates_the_actors_idle_longest() -> Result<(), CallError>
     // Counted for memory, apart from --max-activations' deactivations.
     let memory = rt.status().memory;
     assert_eq!(
-        (memory.memory_deactivations, memory.capacity_deactivations),
+        (memory.shedding.deactivated, memory.capacity_deactivations),
         (2, 0)
     );
     // Within the next ten seconds, no more give-backs.

@@ -113,11 +113,13 @@ impl Shared {
             }
         }
         let made = going.len();
-        let counter = match reason {
-            DeactivateReason::Memory => &self.memory_deactivations,
-            _ => &self.capacity_deactivations,
-        };
-        counter.fetch_add(made as u64, std::sync::atomic::Ordering::Relaxed);
+        match reason {
+            DeactivateReason::Memory => self.memory_gate.deactivated(made),
+            _ => {
+                self.capacity_deactivations
+                    .fetch_add(made as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
         for act in going {
             self.deactivate(act, reason);
         }

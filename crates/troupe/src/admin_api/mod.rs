@@ -77,7 +77,7 @@ fn memory_to_pb(m: &MemoryBounds, limit: Option<u64>) -> pb::MemoryBounds {
         shedding: m.shedding.shedding,
         shed_requests: m.shedding.refused,
         shed_episodes: m.shedding.episodes,
-        shed_deactivations: m.memory_deactivations,
+        shed_deactivations: m.shedding.deactivated,
     }
 }
 
