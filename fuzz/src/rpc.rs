@@ -305,6 +305,7 @@ pub fn client_seeds() -> Vec<Vec<u8>> {
         }),
         idempotency_key: "key-1".into(),
         new_key: true,
+        key_retention_ms: 70_000,
     }
     .encode_to_vec();
     vec![

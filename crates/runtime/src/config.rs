@@ -60,6 +60,10 @@ pub struct RuntimeConfig {
     /// How long the answer of a keyed call (idempotency key) is kept: a
     /// retry within it gets the recorded answer (the `idempotency` module).
     pub idempotency_retention: Duration,
+    /// The least an answer is kept for a caller that says it sends its key
+    /// again only for a while (`CallExtra::key_retention`): a margin over
+    /// the flush that stores it and the retries in flight.
+    pub min_key_retention: Duration,
     /// Bytes the live actors may spend together remembering which keys the
     /// store holds answers for; past it, those holding the most keep them as
     /// tags only or forget them, and retries of their keys read the store
@@ -97,6 +101,7 @@ impl Default for RuntimeConfig {
             max_pending_per_type: None,
             test_clock: false,
             idempotency_retention: Duration::from_secs(24 * 3600),
+            min_key_retention: Duration::from_secs(60),
             idempotency_memory_bytes: 64 * 1024 * 1024,
             max_activations: None,
             memory_shedding: None,

@@ -75,6 +75,7 @@ impl Runtime {
         let inbox_stats = Arc::new(InboxStats::default());
         let records = Arc::new(crate::idempotency::table::CallRecords::new(
             config.idempotency_retention,
+            config.min_key_retention,
             config.idempotency_memory_bytes,
         ));
         let workers = (0..config.workers)
@@ -145,8 +146,11 @@ impl Runtime {
         shutdown.spawn(shared.clone().sweep_idle());
         shutdown.spawn(shared.clone().scan_inboxes());
         // A tenth of the window, within a second to a minute: records live
-        // at most about 10% past their retention.
+        // at most about 10% past their retention. A quarter of the shortest
+        // retention a caller may ask for (the SDKs' keys): their records
+        // live at most that much past it, instead of a minute.
         let every = (shared.config.idempotency_retention / 10)
+            .min(shared.config.min_key_retention / 4)
             .clamp(Duration::from_secs(1), Duration::from_secs(60));
         shutdown.spawn(shared.clone().sweep_records(every));
         if let Some(writes) = shared.scheduler_writes.lock().take() {

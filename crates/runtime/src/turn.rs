@@ -99,6 +99,10 @@ impl Shared {
             started: binding.stats.as_ref().map(|_| std::time::Instant::now()),
             readonly,
             inbox: env.inbox.map(|tag| Box::new(tag.delivery)),
+            key_retention: key
+                .as_ref()
+                .and(extra.as_ref())
+                .and_then(|e| e.key_retention),
             key,
             replayed: false,
         };
@@ -196,7 +200,7 @@ impl Shared {
             Err(e) => Err(e),
         };
         if let Some(key) = meta.key.as_deref() {
-            if self.record_answer(&act, &mut inner, key, &result) {
+            if self.record_answer(&act, &mut inner, key, meta.key_retention, &result) {
                 // The answer is stored beside the changes, and for a durable
                 // type acknowledged only once it is.
                 hold_until_flushed |= durable(&inner);

@@ -340,6 +340,10 @@ pub struct CallExtra {
     /// recorded under it, so a key memory does not know is not looked for
     /// in the store.
     pub new_key: bool,
+    /// How long its caller may send `idempotency_key` again: the answer is
+    /// kept that long (within the runtime's bounds) instead of the whole
+    /// retention. `None`: the whole retention.
+    pub key_retention: Option<std::time::Duration>,
 }
 
 impl CallExtra {

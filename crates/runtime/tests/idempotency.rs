@@ -219,6 +219,84 @@ async fn an_expired_answer_is_forgotten_and_the_call_runs_again() -> TestResult 
     Ok(())
 }
 
+/// A caller that sends its key again only for a while (an SDK, for the keys
+/// it makes) has the answer kept that long, not for the whole retention: a
+/// later call with the key runs again, and the store lets the record go,
+/// while a key sent without a retention keeps its answer.
+#[tokio::test]
+async fn an_answer_is_kept_as_long_as_its_caller_may_resend_the_key() -> TestResult {
+    let store = Arc::new(MemoryStore::new());
+    let ran = Arc::new(AtomicU32::new(0));
+    let a = ActorId::new("t", "a");
+    let config = RuntimeConfig {
+        idempotency_retention: Duration::from_secs(3600),
+        min_key_retention: Duration::from_millis(10),
+        ..RuntimeConfig::default()
+    };
+    let rt = start_configured(store.clone(), ran.clone(), config.clone())?;
+    let briefly = |key: &str| {
+        let mut call = keyed(&a, "incr", Some(key));
+        if let Some(extra) = call.extra.as_mut() {
+            extra.key_retention = Some(Duration::from_millis(50));
+        }
+        call
+    };
+    assert_eq!(text(&rt.invoke(briefly("brief")).await?), "1");
+    assert_eq!(
+        text(&rt.invoke(keyed(&a, "incr", Some("kept"))).await?),
+        "2"
+    );
+    assert_eq!(
+        text(&rt.invoke(briefly("brief")).await?),
+        "1",
+        "a retry in time"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 2);
+    // A durable tell's key, recorded with its append, is kept as briefly.
+    rt.tell_durable(briefly("brief-tell")).await?;
+    let stored = store.load_record_keys("t", "a", 0, usize::MAX).await?;
+    let started = |key: &str| {
+        stored
+            .iter()
+            .find(|r| r.key == key)
+            .map(|r| r.recorded_unix_ms)
+    };
+    let hour_ago = troupe_runtime::clock::unix_now_ms() - 3_600_000;
+    for key in ["brief", "brief-tell"] {
+        assert!(
+            started(key).is_some_and(|at| at < hour_ago + 1_000),
+            "{key}'s retention ends 50 ms after it was recorded: {stored:?}"
+        );
+    }
+    assert!(started("kept").is_some_and(|at| at > hour_ago + 3_000_000));
+    // The caller's retention is the subject: let it pass.
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert_eq!(text(&rt.invoke(briefly("brief")).await?), "4");
+    assert_eq!(
+        text(&rt.invoke(keyed(&a, "incr", Some("kept"))).await?),
+        "2"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 4);
+    let _ = rt.shutdown().await;
+    // The next runtime sweeps at start: the brief records go.
+    let rt = start_configured(store.clone(), ran.clone(), config)?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let keys = store.load_record_keys("t", "a", 0, usize::MAX).await?;
+        let keys: Vec<&str> = keys.iter().map(|r| r.key.as_str()).collect();
+        if keys == ["kept"] {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the brief record never expired: {keys:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = rt.shutdown().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_retried_durable_tell_is_stored_and_applied_once() -> TestResult {
     let store = Arc::new(MemoryStore::new());

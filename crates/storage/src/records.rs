@@ -17,7 +17,9 @@ use bytes::Bytes;
 pub struct CallRecord {
     /// The caller's idempotency key; unique per actor.
     pub key: String,
-    /// When it was recorded, in milliseconds since the Unix epoch.
+    /// Where its retention starts, in milliseconds since the Unix epoch:
+    /// when it was recorded, or earlier for a key its caller resends only
+    /// for a while, so that it expires then. Stores keep it as given.
     pub recorded_unix_ms: u64,
     pub data: Bytes,
 }

@@ -246,7 +246,7 @@ describe("hosting and calling", () => {
       try {
         const err = await new Promise<grpc.ServiceError | null>((resolve) => {
           stub.invoke(
-            { actor: { type: "counter", id: "p" }, method: "incr", payload: { data: Buffer.from("[1]"), contentType: ContentType.CONTENT_TYPE_JSON }, metadata: {}, chain: undefined, idempotencyKey: "", newKey: false },
+            { actor: { type: "counter", id: "p" }, method: "incr", payload: { data: Buffer.from("[1]"), contentType: ContentType.CONTENT_TYPE_JSON }, metadata: {}, chain: undefined, idempotencyKey: "", newKey: false, keyRetentionMs: 0n },
             (e) => {
               resolve(e);
             },

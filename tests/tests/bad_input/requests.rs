@@ -204,6 +204,7 @@ pub fn tell_of(r: pb::InvokeRequest) -> pb::TellRequest {
         delivery: 0,
         idempotency_key: r.idempotency_key,
         new_key: r.new_key,
+        key_retention_ms: r.key_retention_ms,
     }
 }
 

@@ -160,7 +160,7 @@ mod tests {
     fn store_keys(table: &CallRecords, actor: &ActorId, keys: std::ops::Range<usize>) {
         let keys: Vec<String> = keys.map(|i| format!("k{i}")).collect();
         for key in &keys {
-            table.record(actor, key, 1_000, ok());
+            table.record(actor, key, 1_000, None, ok());
         }
         table.stored(actor, keys.iter().map(String::as_str));
     }
@@ -198,14 +198,14 @@ mod tests {
                 store_keys(table, a, 0..5);
             }
         };
-        let unbounded = CallRecords::new(Duration::from_secs(3600), usize::MAX);
+        let unbounded = CallRecords::new(Duration::from_secs(3600), Duration::ZERO, usize::MAX);
         fill(&unbounded);
         let all = unbounded.held_bytes();
         assert_eq!(all, sum_of_footprints(&unbounded));
         assert_eq!(unbounded.shed_over_budget(), 0, "no bound, nothing shed");
 
         let budget = all / 2;
-        let table = CallRecords::new(Duration::from_secs(3600), budget);
+        let table = CallRecords::new(Duration::from_secs(3600), Duration::ZERO, budget);
         fill(&table);
         let shed = table.shed_over_budget();
         assert!(shed > 0 && shed < big.len(), "{shed} actors shed");
@@ -237,7 +237,7 @@ mod tests {
     #[test]
     fn when_tags_are_too_many_the_largest_forget_their_keys() {
         let big = actors("big", 4);
-        let table = CallRecords::new(Duration::from_secs(3600), 64 * 1024);
+        let table = CallRecords::new(Duration::from_secs(3600), Duration::ZERO, 64 * 1024);
         for a in &big {
             // Past the fingerprints: most of them tags already.
             store_keys(&table, a, 0..MAX_IN_MEMORY + 5_000);
@@ -259,13 +259,13 @@ mod tests {
     /// every kind of change: new lives, flushes, expiry, shedding, ends.
     #[test]
     fn the_total_follows_every_change() {
-        let table = CallRecords::new(Duration::from_secs(10), 64 * 1024);
+        let table = CallRecords::new(Duration::from_secs(10), Duration::ZERO, 64 * 1024);
         let all = actors("a", 30);
         for (i, a) in all.iter().enumerate() {
             store_keys(&table, a, 0..20 * i);
             assert_eq!(table.held_bytes(), sum_of_footprints(&table));
         }
-        table.record(&all[3], "waiting", 1_000, ok());
+        table.record(&all[3], "waiting", 1_000, None, ok());
         let reloaded = (0..300)
             .map(|i| troupe_storage::RecordedKey {
                 key: format!("r{i}"),

@@ -69,6 +69,7 @@ fn hostless_meta(env: &Envelope, readonly: Option<Arc<str>>, replayed: bool) -> 
         readonly,
         inbox: None,
         key: None,
+        key_retention: None,
         replayed,
     }
 }
@@ -192,6 +193,7 @@ impl Shared {
         act: &Arc<Activation>,
         inner: &mut Inner,
         key: &str,
+        keep: Option<std::time::Duration>,
         result: &Result<Payload, CallError>,
     ) -> bool {
         let answer = match result {
@@ -201,7 +203,7 @@ impl Shared {
         };
         let record = self
             .records
-            .record(&act.id, key, crate::clock::unix_now_ms(), answer);
+            .record(&act.id, key, crate::clock::unix_now_ms(), keep, answer);
         self.store_record(act, inner, record);
         true
     }

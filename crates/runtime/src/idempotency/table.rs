@@ -28,6 +28,7 @@
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use hashbrown::HashMap;
 use parking_lot::Mutex;
@@ -46,6 +47,8 @@ pub(crate) struct CallRecords {
     /// Two independent keys for a key's 128-bit fingerprint.
     fingerprint_keys: [RandomState; 2],
     retention_ms: u64,
+    /// The least a caller's key retention keeps an answer (`retained_from`).
+    min_keep_ms: u64,
     /// Bytes of every actor's stored keys (`ActorRecords::footprint`).
     pub(super) held: AtomicI64,
     /// What `held` may reach before actors shed theirs (`budget`).
@@ -57,13 +60,15 @@ pub(crate) struct CallRecords {
 }
 
 impl CallRecords {
-    /// `budget`: the bytes the live actors' stored keys may take together.
-    pub(crate) fn new(retention: std::time::Duration, budget: usize) -> Self {
+    /// `budget`: the bytes the live actors' stored keys may take together;
+    /// `min_keep`: the least a caller's key retention keeps an answer.
+    pub(crate) fn new(retention: Duration, min_keep: Duration, budget: usize) -> Self {
         Self {
             shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
             hasher: RandomState::new(),
             fingerprint_keys: [RandomState::new(), RandomState::new()],
             retention_ms: crate::input::millis(retention),
+            min_keep_ms: crate::input::millis(min_keep),
             held: AtomicI64::new(0),
             budget,
             next_shed: AtomicUsize::new(0),
@@ -107,6 +112,21 @@ impl CallRecords {
     }
 
     /// Records older than this are expired at `now_unix_ms`.
+    /// Where the retention of a record made at `now_unix_ms` starts: then,
+    /// or earlier for a caller who sends its key again only for `keep`
+    /// (`CallExtra::key_retention`), so that the record expires `keep` from
+    /// now (never sooner than `min_keep`, never later than the retention).
+    /// Memory and the store both count a record's age from this time, so
+    /// neither needs an expiry of its own.
+    pub(crate) fn retained_from(&self, now_unix_ms: u64, keep: Option<Duration>) -> u64 {
+        let Some(keep) = keep else {
+            return now_unix_ms;
+        };
+        let keep_ms = crate::input::millis(keep).max(self.min_keep_ms);
+        let early = self.retention_ms.saturating_sub(keep_ms);
+        now_unix_ms.saturating_sub(early)
+    }
+
     pub(crate) fn cutoff(&self, now_unix_ms: u64) -> u64 {
         now_unix_ms.saturating_sub(self.retention_ms)
     }
@@ -129,14 +149,18 @@ impl CallRecords {
     }
 
     /// Records `answer` for `key` (a key recorded already keeps its first
-    /// answer) and returns the record to store with the turn's changes.
+    /// answer) and returns the record to store with the turn's changes;
+    /// `keep`: how long its caller may send the key again
+    /// ([`CallRecords::retained_from`]).
     pub(crate) fn record(
         &self,
         actor: &ActorId,
         key: &str,
         now_unix_ms: u64,
+        keep: Option<Duration>,
         answer: Answer,
     ) -> CallRecord {
+        let from = self.retained_from(now_unix_ms, keep);
         let data = answer::encode(&answer);
         // Memory keeps a view of the stored encoding, not the answer's own
         // bytes: those are a slice of the buffer the app's message arrived
@@ -150,11 +174,11 @@ impl CallRecords {
         let mut shard = self.shard(actor).lock();
         let records = shard.entry(actor.clone()).or_default();
         self.tracked(records, |r| {
-            r.record(key, fingerprint, now_unix_ms, kept, cutoff);
+            r.record(key, fingerprint, from, kept, cutoff);
         });
         CallRecord {
             key: key.to_owned(),
-            recorded_unix_ms: now_unix_ms,
+            recorded_unix_ms: from,
             data,
         }
     }
@@ -248,24 +272,53 @@ impl CallRecords {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::idempotency::{LOAD_LIMIT, MAX_IN_MEMORY, MAX_LET_GO};
     use crate::types::Payload;
+    use std::time::Duration;
 
     fn ok(s: &'static str) -> Answer {
         Ok(Payload::json(bytes::Bytes::from_static(s.as_bytes())))
     }
 
+    /// A caller that sends its key again only for a while (an SDK's own
+    /// keys) has its record expire then, in memory and in the store alike:
+    /// both count the record's age from the time it carries.
+    #[test]
+    fn a_short_key_retention_starts_the_record_early() {
+        let hour = Duration::from_secs(3600);
+        let table = CallRecords::new(hour, Duration::from_secs(60), usize::MAX);
+        let a = ActorId::new("t", "a");
+        let now = 10_000_000;
+        let from = |keep: Option<u64>| table.retained_from(now, keep.map(Duration::from_secs));
+        assert_eq!(from(None), now, "the whole retention");
+        assert_eq!(from(Some(90)), now - (3_600_000 - 90_000));
+        assert_eq!(
+            from(Some(5)),
+            now - (3_600_000 - 60_000),
+            "at least the floor"
+        );
+        assert_eq!(from(Some(7_200)), now, "at most the retention");
+        let stored = table.record(&a, "k", now, Some(Duration::from_secs(90)), ok("1"));
+        assert_eq!(stored.recorded_unix_ms, from(Some(90)));
+        // Flushed: memory keeps the key until 90 s from now, not an hour.
+        table.stored(&a, ["k"]);
+        assert_eq!(table.lookup(&a, "k", now + 89_000, false), Lookup::Stored);
+        assert_eq!(table.lookup(&a, "k", now + 91_000, false), Lookup::New);
+        assert!(
+            table.cutoff(now + 91_000) > stored.recorded_unix_ms,
+            "the store's sweep takes it"
+        );
+    }
+
     #[test]
     fn an_answer_is_kept_until_stored_then_its_key_until_it_expires() {
-        let table = CallRecords::new(Duration::from_secs(10), usize::MAX);
+        let table = CallRecords::new(Duration::from_secs(10), Duration::ZERO, usize::MAX);
         let a = ActorId::new("t", "a");
         let b = ActorId::new("t", "b");
-        let stored = table.record(&a, "k", 1_000, ok("1"));
+        let stored = table.record(&a, "k", 1_000, None, ok("1"));
         assert_eq!(answer::decode(&stored.data), Some(ok("1")));
-        table.record(&a, "k", 2_000, ok("2"));
+        table.record(&a, "k", 2_000, None, ok("2"));
         assert_eq!(
             table.lookup(&a, "k", 5_000, false),
             Lookup::Recorded(ok("1"))
@@ -282,7 +335,7 @@ mod tests {
         assert_eq!(table.len(), (0, 1));
         assert_eq!(table.lookup(&a, "k", 5_000, false), Lookup::Stored);
         assert_eq!(table.lookup(&a, "other", 5_000, false), Lookup::New);
-        table.record(&a, "k", 6_000, ok("3"));
+        table.record(&a, "k", 6_000, None, ok("3"));
         assert_eq!(table.len(), (0, 1), "a stored key keeps its first answer");
         assert_eq!(table.lookup(&a, "k", 11_001, false), Lookup::New, "expired");
         table.prune(11_001);
@@ -309,11 +362,11 @@ mod tests {
     /// waiting for it gives way to the new call's.
     #[test]
     fn an_expired_answer_waiting_for_its_flush_is_replaced() {
-        let table = CallRecords::new(Duration::from_secs(10), usize::MAX);
+        let table = CallRecords::new(Duration::from_secs(10), Duration::ZERO, usize::MAX);
         let a = ActorId::new("t", "a");
-        table.record(&a, "k", 1_000, ok("1"));
+        table.record(&a, "k", 1_000, None, ok("1"));
         assert_eq!(table.lookup(&a, "k", 11_001, false), Lookup::New, "expired");
-        table.record(&a, "k", 11_001, ok("2"));
+        table.record(&a, "k", 11_001, None, ok("2"));
         assert_eq!(
             table.lookup(&a, "k", 11_002, false),
             Lookup::Recorded(ok("2"))
@@ -322,13 +375,13 @@ mod tests {
 
     #[test]
     fn a_waiting_answer_does_not_hold_the_buffer_it_arrived_in() {
-        let table = CallRecords::new(Duration::from_secs(10), usize::MAX);
+        let table = CallRecords::new(Duration::from_secs(10), Duration::ZERO, usize::MAX);
         let a = ActorId::new("t", "a");
         // An app's batch of answers as the stream decoded it: one buffer,
         // each answer's payload a slice of it.
         let batch = bytes::Bytes::from(vec![b'7'; 64 * 1024]);
         let answer = Ok(Payload::json(batch.slice(100..101)));
-        table.record(&a, "k", 1_000, answer);
+        table.record(&a, "k", 1_000, None, answer);
         let Lookup::Recorded(Ok(kept)) = table.lookup(&a, "k", 2_000, false) else {
             panic!("the answer was not recorded");
         };
@@ -341,11 +394,11 @@ mod tests {
 
     #[test]
     fn memory_keeps_every_unstored_answer_and_the_newest_stored_keys() {
-        let table = CallRecords::new(Duration::from_secs(3600), usize::MAX);
+        let table = CallRecords::new(Duration::from_secs(3600), Duration::ZERO, usize::MAX);
         let a = ActorId::new("t", "a");
         let keys: Vec<String> = (0..MAX_IN_MEMORY + 10).map(|i| format!("k{i}")).collect();
         for (i, key) in keys.iter().enumerate() {
-            table.record(&a, key, 1_000 + i as u64, ok("1"));
+            table.record(&a, key, 1_000 + i as u64, None, ok("1"));
         }
         assert_eq!(
             table.len(),
@@ -382,13 +435,13 @@ mod tests {
 
     #[test]
     fn keys_let_go_are_told_by_their_tags_until_there_are_too_many() {
-        let table = CallRecords::new(Duration::from_secs(3600), usize::MAX);
+        let table = CallRecords::new(Duration::from_secs(3600), Duration::ZERO, usize::MAX);
         let a = ActorId::new("t", "a");
         let key = |i: usize| format!("order-{i}/charge");
         let store = |from: usize, to: usize| {
             for i in from..to {
                 // 1,000 keys a second.
-                table.record(&a, &key(i), 1_000_000 + i as u64, ok("1"));
+                table.record(&a, &key(i), 1_000_000 + i as u64, None, ok("1"));
                 table.stored(&a, [key(i).as_str()]);
             }
         };
@@ -423,13 +476,13 @@ mod tests {
 
     #[test]
     fn tags_expire_with_their_keys() {
-        let table = CallRecords::new(Duration::from_secs(10), usize::MAX);
+        let table = CallRecords::new(Duration::from_secs(10), Duration::ZERO, usize::MAX);
         let a = ActorId::new("t", "a");
         let keys: Vec<String> = (0..MAX_IN_MEMORY + 100).map(|i| format!("k{i}")).collect();
         for (i, k) in keys.iter().enumerate() {
             // The first 100 keys at second 1, the rest at second 20.
             let at = if i < 100 { 1_000 } else { 20_000 };
-            table.record(&a, k, at, ok("1"));
+            table.record(&a, k, at, None, ok("1"));
         }
         table.stored(&a, keys.iter().map(String::as_str));
         assert_eq!(table.let_go(&a), (100, false));
@@ -449,7 +502,11 @@ mod tests {
     /// a second, 3,700 (past the fingerprints, within the tags) or 18,700
     /// (past both).
     fn random_traffic(retention_ms: u64) -> (usize, usize, (usize, bool)) {
-        let table = CallRecords::new(Duration::from_millis(retention_ms), usize::MAX);
+        let table = CallRecords::new(
+            Duration::from_millis(retention_ms),
+            Duration::ZERO,
+            usize::MAX,
+        );
         let a = ActorId::new("t", "a");
         let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
         let mut random = move |below: u64| {
@@ -468,7 +525,7 @@ mod tests {
             match random(100) {
                 0..=59 => {
                     let key = format!("k{step}");
-                    table.record(&a, &key, now, ok("1"));
+                    table.record(&a, &key, now, None, ok("1"));
                     unstored.push(key.clone());
                     sent.push((key, now));
                 }

@@ -84,6 +84,7 @@ impl Shared {
         env: &mut Envelope,
     ) -> bool {
         let keyed = env.extra.as_deref().and_then(CallExtra::key);
+        let keep = env.extra.as_deref().and_then(|e| e.key_retention);
         let Some(tag) = env.inbox.as_mut() else {
             return true;
         };
@@ -108,6 +109,7 @@ impl Shared {
                 &act.id,
                 key,
                 crate::clock::unix_now_ms(),
+                keep,
                 Ok(Payload::default()),
             );
             self.store_record(act, inner, record);

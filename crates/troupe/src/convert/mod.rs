@@ -60,11 +60,14 @@ pub fn payload_to_pb(p: Payload) -> pb::Payload {
     }
 }
 
+/// A call's extra from its request's fields; `key_retention_ms` 0: the
+/// whole retention.
 pub fn extra(
     metadata: std::collections::HashMap<String, String>,
     chain: Option<pb::CallChain>,
     idempotency_key: String,
     new_key: bool,
+    key_retention_ms: u64,
 ) -> Option<Box<CallExtra>> {
     if metadata.is_empty() && chain.is_none() && idempotency_key.is_empty() {
         return None;
@@ -82,8 +85,9 @@ pub fn extra(
                 .collect(),
             token: ChainToken::new(c.token),
         }),
-        // Says something only of a key.
+        // Say something only of a key.
         new_key: new_key && !idempotency_key.is_empty(),
+        key_retention: millis(key_retention_ms).filter(|_| !idempotency_key.is_empty()),
         idempotency_key: (!idempotency_key.is_empty()).then(|| idempotency_key.into()),
         ..CallExtra::default()
     }))

@@ -59,7 +59,13 @@ pub fn request_from_pb(
             r.actor,
             r.method,
             r.payload,
-            extra(r.metadata, r.chain, r.idempotency_key, r.new_key),
+            extra(
+                r.metadata,
+                r.chain,
+                r.idempotency_key,
+                r.new_key,
+                r.key_retention_ms,
+            ),
             timeout,
         )?),
         PbRequest::Tell(r) => {
@@ -68,7 +74,13 @@ pub fn request_from_pb(
                 r.actor,
                 r.method,
                 r.payload,
-                extra(r.metadata, r.chain, r.idempotency_key, r.new_key),
+                extra(
+                    r.metadata,
+                    r.chain,
+                    r.idempotency_key,
+                    r.new_key,
+                    r.key_retention_ms,
+                ),
                 None,
             )?;
             if durable {
@@ -160,6 +172,7 @@ fn tell_to_pb(c: Call, delivery: pb::Delivery) -> PbRequest {
         delivery: delivery.into(),
         idempotency_key: p.idempotency_key,
         new_key: p.new_key,
+        key_retention_ms: p.key_retention_ms,
     })
 }
 
@@ -177,6 +190,7 @@ pub fn request_to_pb(request: ActorRequest) -> PbRequest {
                 chain: p.chain,
                 idempotency_key: p.idempotency_key,
                 new_key: p.new_key,
+                key_retention_ms: p.key_retention_ms,
             })
         }
         ActorRequest::Tell(c) => tell_to_pb(c, pb::Delivery::Unspecified),
@@ -293,6 +307,7 @@ struct CallParts {
     chain: Option<pb::CallChain>,
     idempotency_key: String,
     new_key: bool,
+    key_retention_ms: u64,
 }
 
 fn call_parts(call: Call) -> CallParts {
@@ -305,6 +320,9 @@ fn call_parts(call: Call) -> CallParts {
         chain: extra.chain.as_ref().map(chain_to_pb),
         idempotency_key: extra.idempotency_key.map(String::from).unwrap_or_default(),
         new_key: extra.new_key,
+        key_retention_ms: extra
+            .key_retention
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
     }
 }
 
@@ -416,6 +434,9 @@ mod tests {
                 // check it, but passes it back unchanged).
                 token: ChainToken::new(Bytes::from_static(b"token")),
             }),
+            idempotency_key: Some("key-1".into()),
+            new_key: true,
+            key_retention: Some(Duration::from_secs(70)),
             ..CallExtra::default()
         }));
         let retry = RetryPolicy {

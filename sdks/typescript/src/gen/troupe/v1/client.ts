@@ -189,6 +189,18 @@ export interface InvokeRequest {
    * with a key used before lets that call run again.
    */
   newKey: boolean;
+  /**
+   * How long the caller may send idempotency_key again, in milliseconds:
+   * the daemon keeps the answer that long (at least a minute, at most its
+   * retention) and then lets it go. SDKs set it for the keys they make,
+   * which they resend only while the call's retries last: its timeout, or
+   * 10 seconds without one, plus a minute. Their answers then leave the
+   * store minutes after the call instead of a day, which is what keeps a
+   * daemon's store (and, on sled, its memory) from growing with every call
+   * of the window. 0: kept for the whole retention, for keys a caller
+   * may resend later (its own, stored with the work they name).
+   */
+  keyRetentionMs: bigint;
 }
 
 export interface InvokeRequest_MetadataEntry {
@@ -219,6 +231,8 @@ export interface TellRequest {
   idempotencyKey: string;
   /** As InvokeRequest.new_key. */
   newKey: boolean;
+  /** As InvokeRequest.key_retention_ms. */
+  keyRetentionMs: bigint;
 }
 
 export interface TellRequest_MetadataEntry {
@@ -1402,6 +1416,7 @@ function createBaseInvokeRequest(): InvokeRequest {
     chain: undefined,
     idempotencyKey: "",
     newKey: false,
+    keyRetentionMs: 0n,
   };
 }
 
@@ -1427,6 +1442,12 @@ export const InvokeRequest: MessageFns<InvokeRequest> = {
     }
     if (message.newKey !== false) {
       writer.uint32(56).bool(message.newKey);
+    }
+    if (message.keyRetentionMs !== 0n) {
+      if (BigInt.asUintN(64, message.keyRetentionMs) !== message.keyRetentionMs) {
+        throw new globalThis.Error("value provided for field message.keyRetentionMs of type uint64 too large");
+      }
+      writer.uint32(64).uint64(message.keyRetentionMs);
     }
     return writer;
   },
@@ -1503,6 +1524,14 @@ export const InvokeRequest: MessageFns<InvokeRequest> = {
             message.newKey = reader.bool();
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.keyRetentionMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1541,6 +1570,9 @@ export const InvokeRequest: MessageFns<InvokeRequest> = {
       : undefined;
     message.idempotencyKey = object.idempotencyKey ?? "";
     message.newKey = object.newKey ?? false;
+    message.keyRetentionMs = (object.keyRetentionMs !== undefined && object.keyRetentionMs !== null)
+      ? BigInt(object.keyRetentionMs)
+      : 0n;
     return message;
   },
 };
@@ -1679,6 +1711,7 @@ function createBaseTellRequest(): TellRequest {
     delivery: 0,
     idempotencyKey: "",
     newKey: false,
+    keyRetentionMs: 0n,
   };
 }
 
@@ -1707,6 +1740,12 @@ export const TellRequest: MessageFns<TellRequest> = {
     }
     if (message.newKey !== false) {
       writer.uint32(64).bool(message.newKey);
+    }
+    if (message.keyRetentionMs !== 0n) {
+      if (BigInt.asUintN(64, message.keyRetentionMs) !== message.keyRetentionMs) {
+        throw new globalThis.Error("value provided for field message.keyRetentionMs of type uint64 too large");
+      }
+      writer.uint32(72).uint64(message.keyRetentionMs);
     }
     return writer;
   },
@@ -1791,6 +1830,14 @@ export const TellRequest: MessageFns<TellRequest> = {
             message.newKey = reader.bool();
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.keyRetentionMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1830,6 +1877,9 @@ export const TellRequest: MessageFns<TellRequest> = {
     message.delivery = object.delivery ?? 0;
     message.idempotencyKey = object.idempotencyKey ?? "";
     message.newKey = object.newKey ?? false;
+    message.keyRetentionMs = (object.keyRetentionMs !== undefined && object.keyRetentionMs !== null)
+      ? BigInt(object.keyRetentionMs)
+      : 0n;
     return message;
   },
 };

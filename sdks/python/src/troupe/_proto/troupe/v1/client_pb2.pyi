@@ -157,7 +157,7 @@ class TimerRef(_message.Message):
     def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., name: _Optional[str] = ...) -> None: ...
 
 class InvokeRequest(_message.Message):
-    __slots__ = ("actor", "method", "payload", "metadata", "chain", "idempotency_key", "new_key")
+    __slots__ = ("actor", "method", "payload", "metadata", "chain", "idempotency_key", "new_key", "key_retention_ms")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -172,6 +172,7 @@ class InvokeRequest(_message.Message):
     CHAIN_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     NEW_KEY_FIELD_NUMBER: _ClassVar[int]
+    KEY_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
     actor: _common_pb2.ActorRef
     method: str
     payload: _common_pb2.Payload
@@ -179,7 +180,8 @@ class InvokeRequest(_message.Message):
     chain: _common_pb2.CallChain
     idempotency_key: str
     new_key: bool
-    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., method: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., new_key: bool = ...) -> None: ...
+    key_retention_ms: int
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., method: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ..., idempotency_key: _Optional[str] = ..., new_key: bool = ..., key_retention_ms: _Optional[int] = ...) -> None: ...
 
 class InvokeResponse(_message.Message):
     __slots__ = ("payload",)
@@ -188,7 +190,7 @@ class InvokeResponse(_message.Message):
     def __init__(self, payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ...) -> None: ...
 
 class TellRequest(_message.Message):
-    __slots__ = ("actor", "method", "payload", "metadata", "chain", "delivery", "idempotency_key", "new_key")
+    __slots__ = ("actor", "method", "payload", "metadata", "chain", "delivery", "idempotency_key", "new_key", "key_retention_ms")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -204,6 +206,7 @@ class TellRequest(_message.Message):
     DELIVERY_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     NEW_KEY_FIELD_NUMBER: _ClassVar[int]
+    KEY_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
     actor: _common_pb2.ActorRef
     method: str
     payload: _common_pb2.Payload
@@ -212,7 +215,8 @@ class TellRequest(_message.Message):
     delivery: _common_pb2.Delivery
     idempotency_key: str
     new_key: bool
-    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., method: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ..., delivery: _Optional[_Union[_common_pb2.Delivery, str]] = ..., idempotency_key: _Optional[str] = ..., new_key: bool = ...) -> None: ...
+    key_retention_ms: int
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., method: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ..., delivery: _Optional[_Union[_common_pb2.Delivery, str]] = ..., idempotency_key: _Optional[str] = ..., new_key: bool = ..., key_retention_ms: _Optional[int] = ...) -> None: ...
 
 class TellResponse(_message.Message):
     __slots__ = ()
