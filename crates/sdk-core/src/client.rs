@@ -101,6 +101,11 @@ impl ActorCalls {
             *request.key() = key::fresh();
             *request.new_key() = true;
         }
+        // Only the SDK made a new key (the layer's or the one above): no one
+        // sends it again once the retries end.
+        if *request.new_key() {
+            *request.key_retention_ms() = key::made_key_retention_ms(call.timeout);
+        }
         let (actor, method) = request.target();
         let what = CallName(Req::KIND, actor, method);
         let (retry, timeout) = (call.retry, call.timeout);
@@ -152,6 +157,7 @@ trait Keyed: Clone {
     const KIND: &'static str;
     fn key(&mut self) -> &mut String;
     fn new_key(&mut self) -> &mut bool;
+    fn key_retention_ms(&mut self) -> &mut u64;
     fn target(&self) -> (&Option<ActorRef>, &str);
 }
 
@@ -162,6 +168,9 @@ impl Keyed for InvokeRequest {
     }
     fn new_key(&mut self) -> &mut bool {
         &mut self.new_key
+    }
+    fn key_retention_ms(&mut self) -> &mut u64 {
+        &mut self.key_retention_ms
     }
     fn target(&self) -> (&Option<ActorRef>, &str) {
         (&self.actor, &self.method)
@@ -175,6 +184,9 @@ impl Keyed for TellRequest {
     }
     fn new_key(&mut self) -> &mut bool {
         &mut self.new_key
+    }
+    fn key_retention_ms(&mut self) -> &mut u64 {
+        &mut self.key_retention_ms
     }
     fn target(&self) -> (&Option<ActorRef>, &str) {
         (&self.actor, &self.method)

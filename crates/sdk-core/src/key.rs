@@ -6,6 +6,10 @@
 //! fails here, before anything is sent, with a message naming the option as
 //! the caller's language spells it ([`KeyNames`]).
 
+use std::time::Duration;
+
+use crate::retry::NO_DEADLINE_RETRY_WINDOW;
+
 /// The most bytes a key may have, as the daemon allows.
 pub const MAX_KEY_BYTES: usize = 256;
 
@@ -90,9 +94,38 @@ pub fn fresh() -> String {
     uuid::Uuid::new_v4().hyphenated().to_string()
 }
 
+/// What a key made here is resent for, beyond the call's retries: the
+/// daemon's flush of the answer, and room to spare.
+pub const MADE_KEY_MARGIN: Duration = Duration::from_secs(60);
+
+/// How long the daemon should keep the answer of a call whose key the SDK
+/// made (`key_retention_ms` in proto/troupe/v1/client.proto): the SDK
+/// resends such a key only while the call's retries last, its `timeout`
+/// or [`NO_DEADLINE_RETRY_WINDOW`] without one, and no one else knows it.
+/// A key the caller gave may be sent again at any time, so its answer
+/// keeps the daemon's whole retention (it sends 0).
+pub fn made_key_retention(timeout: Option<Duration>) -> Duration {
+    timeout
+        .unwrap_or(NO_DEADLINE_RETRY_WINDOW)
+        .saturating_add(MADE_KEY_MARGIN)
+}
+
+/// [`made_key_retention`] in the request's milliseconds.
+pub fn made_key_retention_ms(timeout: Option<Duration>) -> u64 {
+    u64::try_from(made_key_retention(timeout).as_millis()).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_made_key_is_kept_for_the_calls_retries_and_a_minute() {
+        let secs = |s| Some(Duration::from_secs(s));
+        assert_eq!(made_key_retention_ms(None), 70_000, "10 s of retries");
+        assert_eq!(made_key_retention_ms(secs(300)), 360_000);
+        assert_eq!(made_key_retention_ms(Some(Duration::MAX)), u64::MAX);
+    }
 
     #[test]
     fn a_given_key_is_checked_and_none_is_a_fresh_uuid() {

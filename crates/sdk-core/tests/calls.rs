@@ -26,16 +26,19 @@ struct Script {
     keys: Vec<String>,
     /// Whether each said its key was new.
     new_keys: Vec<bool>,
+    /// How long each asked its answer to be kept (0: the whole retention).
+    key_retentions_ms: Vec<u64>,
 }
 
 #[derive(Clone, Default)]
 struct Fake(Arc<Mutex<Script>>);
 
 impl Fake {
-    fn answer(&self, key: &str, new_key: bool) -> Result<(), Status> {
+    fn answer(&self, key: &str, new_key: bool, key_retention_ms: u64) -> Result<(), Status> {
         let mut script = self.0.lock().unwrap();
         script.keys.push(key.to_owned());
         script.new_keys.push(new_key);
+        script.key_retentions_ms.push(key_retention_ms);
         if script.unavailable > 0 {
             script.unavailable -= 1;
             return Err(Status::unavailable("restarting"));
@@ -53,6 +56,10 @@ impl Fake {
     fn new_keys(&self) -> Vec<bool> {
         self.0.lock().unwrap().new_keys.clone()
     }
+
+    fn key_retentions_ms(&self) -> Vec<u64> {
+        self.0.lock().unwrap().key_retentions_ms.clone()
+    }
 }
 
 fn unimplemented<T>() -> Result<Response<T>, Status> {
@@ -62,11 +69,13 @@ fn unimplemented<T>() -> Result<Response<T>, Status> {
 #[tonic::async_trait]
 impl ActorClient for Fake {
     async fn invoke(&self, r: Request<InvokeRequest>) -> Result<Response<InvokeResponse>, Status> {
-        self.answer(&r.get_ref().idempotency_key, r.get_ref().new_key)?;
+        let r = r.get_ref();
+        self.answer(&r.idempotency_key, r.new_key, r.key_retention_ms)?;
         Ok(Response::new(InvokeResponse::default()))
     }
     async fn tell(&self, r: Request<TellRequest>) -> Result<Response<TellResponse>, Status> {
-        self.answer(&r.get_ref().idempotency_key, r.get_ref().new_key)?;
+        let r = r.get_ref();
+        self.answer(&r.idempotency_key, r.new_key, r.key_retention_ms)?;
         Ok(Response::new(TellResponse {}))
     }
     async fn get_state(
@@ -178,6 +187,9 @@ async fn an_invoke_retried_after_unavailable_resends_its_fresh_key() {
     assert_eq!(notes, [1, 2, 3]);
     // Only the first attempt says the key is new: a retry's may be recorded.
     assert_eq!(fake.new_keys(), [true, false, false, false]);
+    // No one but this call sends the key: its answer need outlast only the
+    // call's 10 s of retries, and a minute for the daemon's flush.
+    assert_eq!(fake.key_retentions_ms(), [70_000; 4]);
 }
 
 /// A language layer that made the key itself (to check a caller's the same
@@ -196,6 +208,7 @@ async fn a_key_the_layer_made_is_new_on_the_first_attempt_only() {
     };
     calls.tell(request, call(true), |_| {}).await.unwrap();
     assert_eq!(fake.new_keys(), [true, false]);
+    assert_eq!(fake.key_retentions_ms(), [70_000; 2]);
 }
 
 #[tokio::test]
@@ -215,6 +228,11 @@ async fn a_tell_keeps_the_callers_key_across_retries() {
         fake.new_keys(),
         [false, false],
         "a caller's key may be reused"
+    );
+    assert_eq!(
+        fake.key_retentions_ms(),
+        [0, 0],
+        "so its answer keeps the daemon's whole retention"
     );
 }
 

@@ -35,12 +35,19 @@ class FakeActorClient(client_pb2_grpc.ActorClientServicer):
         self.attempts: list[tuple[str, str, int]] = []
         # Whether each attempt said its key was new.
         self.new_keys: list[bool] = []
+        # How long each asked the daemon to keep its answer (0: the whole retention).
+        self.key_retentions_ms: list[int] = []
 
     async def _attempt(
-        self, rpc: str, key: str, delivery: int, new_key: bool, context: Any
+        self,
+        rpc: str,
+        request: client_pb2.InvokeRequest | client_pb2.TellRequest,
+        delivery: int,
+        context: Any,
     ) -> None:
-        self.attempts.append((rpc, key, delivery))
-        self.new_keys.append(new_key)
+        self.attempts.append((rpc, request.idempotency_key, delivery))
+        self.new_keys.append(request.new_key)
+        self.key_retentions_ms.append(request.key_retention_ms)
         self.times.append(time.monotonic())
         if len(self.attempts) <= self.fail_first:
             if self.pushback is not None:
@@ -50,13 +57,11 @@ class FakeActorClient(client_pb2_grpc.ActorClientServicer):
     async def Invoke(
         self, request: client_pb2.InvokeRequest, context: Any
     ) -> client_pb2.InvokeResponse:
-        await self._attempt("Invoke", request.idempotency_key, 0, request.new_key, context)
+        await self._attempt("Invoke", request, 0, context)
         return client_pb2.InvokeResponse(payload=encode_result("ok"))
 
     async def Tell(self, request: client_pb2.TellRequest, context: Any) -> client_pb2.TellResponse:
-        await self._attempt(
-            "Tell", request.idempotency_key, request.delivery, request.new_key, context
-        )
+        await self._attempt("Tell", request, request.delivery, context)
         return client_pb2.TellResponse()
 
     def keys(self) -> list[str]:
@@ -169,6 +174,9 @@ async def test_unavailable_is_retried_with_the_same_key(
     assert keys[0] and keys == [keys[0]] * 4
     # Only the first attempt says its fresh key is new: a retry's may be recorded.
     assert servicer.new_keys == [True, False, False, False]
+    # No one but these retries sends the key: its answer need outlast only the call's
+    # 10 s timeout, and a minute for the daemon's flush.
+    assert servicer.key_retentions_ms == [70_000] * 4
 
 
 async def test_an_explicit_key_is_the_one_retried(fake: tuple[str, FakeActorClient]) -> None:
@@ -178,6 +186,7 @@ async def test_an_explicit_key_is_the_one_retried(fake: tuple[str, FakeActorClie
         await client.invoke("t", "1", "m", idempotency_key="mine")
     assert servicer.keys() == ["mine"] * 3
     assert servicer.new_keys == [False] * 3, "a caller's key may have been sent before"
+    assert servicer.key_retentions_ms == [0] * 3, "so its answer keeps the whole retention"
 
 
 async def test_retries_end_at_the_deadline_with_the_last_error(

@@ -7,7 +7,7 @@ import { fromRpcError, InvalidArgument } from "./errors.js";
 import { type ActorClientClient, ActorClientService, type InvokeRequest, type InvokeResponse, type TellRequest } from "./gen/troupe/v1/client.js";
 import { type CallChain, Delivery } from "./gen/troupe/v1/common.js";
 import { decodeResult, decodeState, encodeCall, Kwargs, splitArgs } from "./payload.js";
-import { callKey, checkKeyType, sendWithRetries } from "./retry.js";
+import { callKey, checkKeyType, madeKeyRetentionMs, sendWithRetries } from "./retry.js";
 import { Tracing } from "./tracing.js";
 import { callDeadline, chainForCall } from "./turn.js";
 
@@ -208,9 +208,17 @@ export function stubTransport(stub: ActorClientClient): CallTransport {
       });
     });
   // A key made here was never sent, so the first attempt says so (the daemon
-  // then need not look for it); a retry's may be recorded by now.
-  const attempts = <T extends { idempotencyKey: string; newKey: boolean }>(request: T, keyed: Keyed): (() => T) => {
-    let next: T = { ...request, idempotencyKey: callKey(keyed.key), newKey: keyed.key === undefined };
+  // then need not look for it); a retry's may be recorded by now. No one but
+  // these retries sends it, so its answer need not outlive them by much.
+  const attempts = <T extends { idempotencyKey: string; newKey: boolean; keyRetentionMs: bigint }>(
+    request: T,
+    keyed: Keyed,
+    options: Partial<grpc.CallOptions>,
+  ): (() => T) => {
+    const made = keyed.key === undefined;
+    const until = deadlineMs(options);
+    const keyRetentionMs = made ? madeKeyRetentionMs(until === undefined ? undefined : until - Date.now()) : 0n;
+    let next: T = { ...request, idempotencyKey: callKey(keyed.key), newKey: made, keyRetentionMs };
     return () => {
       const req = next;
       next = { ...req, newKey: false };
@@ -219,12 +227,12 @@ export function stubTransport(stub: ActorClientClient): CallTransport {
   };
   return {
     invoke: async (request, md, options, keyed) => {
-      const req = attempts(request, keyed);
+      const req = attempts(request, keyed, options);
       // A copy of the metadata per attempt: interceptors may edit what they are given.
       return sendWithRetries(() => unary(ActorClientService.invoke, req(), md.clone(), options), deadlineMs(options), keyed);
     },
     tell: async (request, md, options, keyed) => {
-      const req = attempts(request, keyed);
+      const req = attempts(request, keyed, options);
       await sendWithRetries(() => unary(ActorClientService.tell, req(), md.clone(), options), deadlineMs(options), keyed);
     },
     unary,
@@ -267,7 +275,7 @@ export class Caller {
     const what = `invoke ${type}/${id}.${method}`;
     const keyed = { key: checkKeyType(options.idempotencyKey), retry: this.#retry, what };
     const callOptions = deadline(options.timeout, what);
-    const request = { actor: { type, id }, method, payload: encodeCall(args, kw), metadata: { ...options.metadata }, chain: chain ?? chainForCall(), idempotencyKey: "", newKey: false };
+    const request = { actor: { type, id }, method, payload: encodeCall(args, kw), metadata: { ...options.metadata }, chain: chain ?? chainForCall(), idempotencyKey: "", newKey: false, keyRetentionMs: 0n };
     // One span for the logical call: its retries are not separate calls.
     return this.#tracing.call({ rpc: "Invoke", type, id, method }, async (md) => {
       const resp = await this.#calls.invoke(request, md, callOptions, keyed);
@@ -296,6 +304,7 @@ export class Caller {
       delivery: delivery(options.durable),
       idempotencyKey: "",
       newKey: false,
+      keyRetentionMs: 0n,
     };
     return this.#tracing.call({ rpc: "Tell", type, id, method }, (md) => this.#calls.tell(request, md, callOptions, keyed));
   }

@@ -34,6 +34,8 @@ export const PUSHBACK_TRAILER = "grpc-retry-pushback-ms";
  * never comes back; this bounds its retries, counted from its first failure.
  */
 export const NO_DEADLINE_RETRY_WINDOW_MS = 10_000;
+/** What a key made here is resent for beyond the call's retries: the daemon's flush, and room to spare. */
+const MADE_KEY_MARGIN_MS = 60_000;
 /**
  * Below this much time left another attempt is not sent: it would most likely
  * end in DEADLINE_EXCEEDED, hiding the refusal that explains the failure.
@@ -61,6 +63,19 @@ export function callKey(key: string | undefined): string {
     throw new InvalidArgument(`idempotencyKey ${JSON.stringify(key)} contains control characters; use printable UTF-8`);
   }
   return key;
+}
+
+/**
+ * @internal How long the daemon should keep the answer of a call whose key the
+ * SDK made (`keyRetentionMs`, proto/troupe/v1/client.proto): such a key is
+ * resent only while the call's retries last (`timeoutMs`, or
+ * NO_DEADLINE_RETRY_WINDOW_MS without one) and no one else knows it. A key the
+ * caller gave may be sent again at any time: its answer keeps the daemon's
+ * whole retention (0).
+ */
+export function madeKeyRetentionMs(timeoutMs: number | undefined): bigint {
+  const resent = timeoutMs === undefined ? NO_DEADLINE_RETRY_WINDOW_MS : Math.max(0, Math.ceil(timeoutMs));
+  return BigInt(resent) + BigInt(MADE_KEY_MARGIN_MS);
 }
 
 /**

@@ -23,6 +23,8 @@ interface Attempt {
   delivery: Delivery | undefined;
   /** Whether the attempt said its key was new. */
   newKey: boolean;
+  /** How long it asked the daemon to keep the answer (0: the whole retention). */
+  keyRetentionMs: bigint;
   /** When it came (performance.now()). */
   at: number;
 }
@@ -51,10 +53,10 @@ class FakeActorClient {
     };
     this.#server.addService(ActorClientService, {
       invoke: (call: grpc.ServerUnaryCall<InvokeRequest, InvokeResponse>, callback: grpc.sendUnaryData<InvokeResponse>) => {
-        answer({ rpc: "invoke", key: call.request.idempotencyKey, delivery: undefined, newKey: call.request.newKey, at: performance.now() }, callback, { payload: encodeResult("ok") });
+        answer({ rpc: "invoke", key: call.request.idempotencyKey, delivery: undefined, newKey: call.request.newKey, keyRetentionMs: call.request.keyRetentionMs, at: performance.now() }, callback, { payload: encodeResult("ok") });
       },
       tell: (call: grpc.ServerUnaryCall<TellRequest, TellResponse>, callback: grpc.sendUnaryData<TellResponse>) => {
-        answer({ rpc: "tell", key: call.request.idempotencyKey, delivery: call.request.delivery, newKey: call.request.newKey, at: performance.now() }, callback, {});
+        answer({ rpc: "tell", key: call.request.idempotencyKey, delivery: call.request.delivery, newKey: call.request.newKey, keyRetentionMs: call.request.keyRetentionMs, at: performance.now() }, callback, {});
       },
     });
     const port = await new Promise<number>((resolve, reject) => {
@@ -72,6 +74,10 @@ class FakeActorClient {
 
   newKeys(): boolean[] {
     return this.attempts.map((a) => a.newKey);
+  }
+
+  keyRetentionsMs(): bigint[] {
+    return this.attempts.map((a) => a.keyRetentionMs);
   }
 
   async stop(): Promise<void> {
@@ -183,6 +189,11 @@ describe("against a fake daemon", () => {
       assert.deepEqual(keys, Array<string | undefined>(4).fill(keys[0]));
       // Only the first attempt says its fresh key is new: a retry's may be recorded.
       assert.deepEqual(fake.newKeys(), [true, false, false, false]);
+      // No one but these retries sends the key: its answer need outlast only
+      // the call's 10 s timeout, and a minute for the daemon's flush.
+      const kept = fake.keyRetentionsMs();
+      assert.deepEqual(kept, Array<bigint | undefined>(4).fill(kept[0]));
+      assert.ok((kept[0] ?? 0n) > 69_000n && (kept[0] ?? 0n) <= 70_000n, `${kept[0]}`);
     });
   }
 
@@ -196,6 +207,7 @@ describe("against a fake daemon", () => {
     }
     assert.deepEqual(fake.keys(), ["mine", "mine", "mine"]);
     assert.deepEqual(fake.newKeys(), [false, false, false], "a caller's key may have been sent before");
+    assert.deepEqual(fake.keyRetentionsMs(), [0n, 0n, 0n], "so its answer keeps the daemon's whole retention");
   });
 
   test("retries end at the deadline with the last error, saying how often", async () => {

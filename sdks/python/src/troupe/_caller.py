@@ -14,7 +14,7 @@ from ._duration import DurationLike
 from ._errors import InvalidArgument
 from ._payload import decode_result, decode_state, encode_call
 from ._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
-from ._retry import call_key, check_key_type, send_with_retries
+from ._retry import call_key, check_key_type, made_key_retention_ms, send_with_retries
 from ._schedule_calls import SchedulingCalls
 from ._tracing import Metadata, Tracing
 from ._turn import chain_for_call, timeout_for_call
@@ -148,6 +148,8 @@ class Caller(SchedulingCalls):
             chain=chain if chain is not None else chain_for_call(),
             idempotency_key=key,
             new_key=idempotency_key is None,
+            # Only these retries send a key made here: no need to keep its answer a day.
+            key_retention_ms=made_key_retention_ms(timeout) if idempotency_key is None else 0,
         )
         # One span for the logical call: its retries are not separate calls.
         with self._rpc("Invoke", actor_type, actor_id, method) as md:
@@ -205,6 +207,8 @@ class Caller(SchedulingCalls):
             delivery=_DELIVERY[durable],
             idempotency_key=key,
             new_key=idempotency_key is None,
+            # Only these retries send a key made here: no need to keep its answer a day.
+            key_retention_ms=made_key_retention_ms(timeout) if idempotency_key is None else 0,
         )
         with self._rpc("Tell", actor_type, actor_id, method) as md:
             if native is not None:

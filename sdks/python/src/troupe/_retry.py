@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import unicodedata
 import uuid
@@ -45,9 +46,22 @@ PUSHBACK_TRAILER = "grpc-retry-pushback-ms"
 # A call without a deadline would otherwise retry forever against a daemon that
 # never comes back; this bounds its retries, counted from its first failure.
 NO_DEADLINE_RETRY_WINDOW = 10.0
+# What a key made here is resent for beyond the call's retries: the daemon's flush of the
+# answer, and room to spare.
+MADE_KEY_MARGIN = 60.0
 # Below this much time left another attempt is not sent: it would most likely end in
 # DEADLINE_EXCEEDED, hiding the refusal that explains the failure.
 MIN_ATTEMPT = 0.05
+
+
+def made_key_retention_ms(timeout: float | None) -> int:
+    """How long the daemon should keep the answer of a call whose key the SDK made
+    (``key_retention_ms``, proto/troupe/v1/client.proto): such a key is resent only while the
+    call's retries last (its timeout, or NO_DEADLINE_RETRY_WINDOW without one), and no one else
+    knows it. A key the caller gave may be sent again at any time: its answer keeps the
+    daemon's whole retention (0)."""
+    resent = NO_DEADLINE_RETRY_WINDOW if timeout is None else max(0.0, timeout)
+    return math.ceil((resent + MADE_KEY_MARGIN) * 1000)
 
 
 def call_key(key: str | None) -> str:
