@@ -111,7 +111,6 @@ impl CallRecords {
         (u128::from(high.hash_one(key)) << 64) | u128::from(low.hash_one(key))
     }
 
-    /// Records older than this are expired at `now_unix_ms`.
     /// Where the retention of a record made at `now_unix_ms` starts: then,
     /// or earlier for a caller who sends its key again only for `keep`
     /// (`CallExtra::key_retention`), so that the record expires `keep` from
@@ -127,6 +126,7 @@ impl CallRecords {
         now_unix_ms.saturating_sub(early)
     }
 
+    /// Records older than this are expired at `now_unix_ms`.
     pub(crate) fn cutoff(&self, now_unix_ms: u64) -> u64 {
         now_unix_ms.saturating_sub(self.retention_ms)
     }
