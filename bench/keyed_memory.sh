@@ -2,7 +2,7 @@
 # The daemon's memory under keyed calls on sled, optionally inside a memory
 # cgroup (a container's limit): ghz -c 64 with a fresh UUID key per call to
 # 2,000 counter actors, ROUNDS rounds of 100,000 calls. After each round it
-# prints the daemon's RSS, the cgroup's peak usage, what the idempotency
+# prints the daemon's RSS, the size of its store on disk, the cgroup's peak usage, what the idempotency
 # records' bound holds (troupe_call_records_memory_bytes) and the round's
 # calls/s and outcomes, the cgroup's page cache and how many file pages it
 # read again after evicting them in the round ("refaults": sled's files
@@ -15,6 +15,9 @@
 #   bench/keyed_memory.sh                     (no limit, 8 rounds)
 #   LIMIT_MB=256 ROUNDS=12 bench/keyed_memory.sh   (root: a cgroup of its own)
 #   TROUPE=/tmp/troupe-old TROUPE_DAEMON_ARGS="--sled-cache-bytes 16777216" bench/keyed_memory.sh
+#   RATE=2000 KEY_RETENTION_MS=70000 LIMIT_MB=192 ROUNDS=6 bench/keyed_memory.sh
+#       (ghz at 2,000 calls/s, each call asking the daemon to keep its answer 70 s, as
+#       the SDKs ask for the keys they make: key_retention_ms in client.proto)
 #   CLIENT=python LIMIT_MB=256 bench/keyed_memory.sh   (the same calls through the Python
 #       SDK, bench/python/keyed_rounds.py, which resends refusals marked with a retry
 #       pushback; CLIENT=python-once sends each call once; PYTHON: the interpreter with
@@ -77,15 +80,19 @@ wait_for "$work/app.out" registered "the bench app"
 echo "daemon: $daemon_bin ${TROUPE_DAEMON_ARGS:-}; limit: ${LIMIT_MB:-none} MiB; client: $client"
 grep -o "memory_limit=[^ ]* sled_cache_bytes=[^ ]* idempotency_memory_bytes=[^ ]*\( memory_shed_percent=[^ ]*\)\?" \
     "$work/daemon.err" || echo "(the start line names no memory bounds: an older build)"
-printf '%-8s %-9s %-11s %-9s %-9s %-11s %-6s %-9s %s\n' calls "RSS MB" "cgroup MB" "cache MB" \
-    refaults "bound MB" shed calls/s outcome
+printf '%-8s %-9s %-9s %-11s %-9s %-9s %-11s %-6s %-9s %s\n' calls "RSS MB" "store MB" \
+    "cgroup MB" "cache MB" refaults "bound MB" shed calls/s outcome
 stat_of() { # FIELD: its value in the cgroup's memory.stat (v1 or v2 name), or nothing
     [ -n "$group" ] || return 0
     awk -v f="$1" '$1 == f || $1 == "total_" f {v = $2} END {if (v != "") print v}' \
         "$group/memory.stat" 2>/dev/null || true
 }
 refaulted=$(stat_of workingset_refault_file)
-request='{"actor":{"type":"counter","id":"k{{randomInt 0 2000}}"},"method":"m","idempotency_key":"{{newUUID}}"}'
+keep=""
+[ -n "${KEY_RETENTION_MS:-}" ] && keep=",\"key_retention_ms\":\"$KEY_RETENTION_MS\""
+request='{"actor":{"type":"counter","id":"k{{randomInt 0 2000}}"},"method":"m","idempotency_key":"{{newUUID}}"'$keep'}'
+rate_limit=()
+[ -n "${RATE:-}" ] && rate_limit=(-r "$RATE")
 for round in $(seq "$rounds"); do
     if ! kill -0 "$daemon" 2>/dev/null; then
         echo "the daemon is gone after $(((round - 1) * 100))k calls (killed for memory?)"
@@ -93,7 +100,7 @@ for round in $(seq "$rounds"); do
     fi
     if [ "$client" = ghz ]; then
         timeout 150 "$tools/ghz" --insecure --call troupe.v1.ActorClient.Invoke -c 64 -n 100000 \
-            -d "$request" "$addr" >"$work/ghz.out" 2>&1 || true
+            "${rate_limit[@]}" -d "$request" "$addr" >"$work/ghz.out" 2>&1 || true
         rate=$(awk '/Requests\/sec/ {printf "%d", $2}' "$work/ghz.out")
         outcome=$(awk '/\[OK\]/ {printf "%s ok ", $2} /\[(Unavailable|DeadlineExceeded|Canceled|ResourceExhausted)\]/ {printf "%s %s ", $2, $1}' "$work/ghz.out")
     else
@@ -106,6 +113,7 @@ for round in $(seq "$rounds"); do
         [ -n "${rate:-}" ] || outcome="the client failed: $(tail -n 1 "$work/client.err")"
     fi
     rss=$(awk '/VmRSS/ {printf "%d", $2 / 1024}' "/proc/$daemon/status" 2>/dev/null || echo -)
+    store=$(du -sm "$work/data" 2>/dev/null | cut -f1)
     peak=-
     [ -n "$group" ] && [ -f "$group/memory.max_usage_in_bytes" ] &&
         peak=$(($(cat "$group/memory.max_usage_in_bytes") >> 20))
@@ -121,7 +129,7 @@ for round in $(seq "$rounds"); do
     scraped=$(curl -s "$metrics/metrics" 2>/dev/null || true)
     held=$(awk '/^troupe_call_records_memory_bytes/ {printf "%.1f", $2 / 1048576}' <<<"$scraped")
     shed=$(awk '/^troupe_memory_shedding / {print ($2 == 1 ? "yes" : "no")}' <<<"$scraped")
-    printf '%-8s %-9s %-11s %-9s %-9s %-11s %-6s %-9s %s\n' "$((round * 100))k" "$rss" "$peak" \
+    printf '%-8s %-9s %-9s %-11s %-9s %-9s %-11s %-6s %-9s %s\n' "$((round * 100))k" "$rss" "${store:--}" "$peak" \
         "${cache:--}" "$refaults" "${held:--}" \
         "${shed:--}" "${rate:--}" "${outcome:-none answered within 150 s}"
 done
