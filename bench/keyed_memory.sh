@@ -17,7 +17,8 @@
 #   TROUPE=/tmp/troupe-old TROUPE_DAEMON_ARGS="--sled-cache-bytes 16777216" bench/keyed_memory.sh
 #   RATE=2000 KEY_RETENTION_MS=70000 LIMIT_MB=192 ROUNDS=6 bench/keyed_memory.sh
 #       (ghz at 2,000 calls/s, each call asking the daemon to keep its answer 70 s, as
-#       the SDKs ask for the keys they make: key_retention_ms in client.proto)
+#       the SDKs ask for the keys they make: key_retention_ms in client.proto; RATE
+#       holds the Python client too, which asks for that itself)
 #   CLIENT=python LIMIT_MB=256 bench/keyed_memory.sh   (the same calls through the Python
 #       SDK, bench/python/keyed_rounds.py, which resends refusals marked with a retry
 #       pushback; CLIENT=python-once sends each call once; PYTHON: the interpreter with
@@ -106,6 +107,7 @@ for round in $(seq "$rounds"); do
     else
         once=()
         [ "$client" = python-once ] && once=(--no-retry)
+        [ -n "${RATE:-}" ] && once+=(--rate "$RATE")
         # One line: calls/s, p99 ms of the answered calls, then "N outcome" pairs.
         read -r rate p99 ended < <(timeout 200 "$python" bench/python/keyed_rounds.py "$addr" \
             "${once[@]}" --max-seconds 150 2>"$work/client.err" || true) || true
