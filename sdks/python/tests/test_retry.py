@@ -16,7 +16,7 @@ import troupe
 from troupe._context import Context
 from troupe._payload import encode_result
 from troupe._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
-from troupe._retry import call_key
+from troupe._retry import call_key, made_key_retention_ms
 from troupe._turn import TurnScope, current_turn
 
 
@@ -79,6 +79,13 @@ async def fake() -> AsyncIterator[tuple[str, FakeActorClient]]:
         yield f"127.0.0.1:{port}", servicer
     finally:
         await server.stop(None)
+
+
+def test_a_made_keys_answer_is_kept_for_the_calls_retries_and_a_minute() -> None:
+    assert made_key_retention_ms(None) == 70_000, "10 s of retries without a timeout"
+    assert made_key_retention_ms(300.0) == 360_000
+    assert made_key_retention_ms(2.5002) == 62_501
+    assert made_key_retention_ms(float("inf")) == 0, "too long to count: the whole retention"
 
 
 def test_call_key_is_fresh_or_the_callers_own() -> None:

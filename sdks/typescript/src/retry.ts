@@ -74,6 +74,8 @@ export function callKey(key: string | undefined): string {
  * whole retention (0).
  */
 export function madeKeyRetentionMs(timeoutMs: number | undefined): bigint {
+  // A timeout too large to count in milliseconds asks for the whole retention.
+  if (timeoutMs !== undefined && !Number.isFinite(timeoutMs)) return 0n;
   const resent = timeoutMs === undefined ? NO_DEADLINE_RETRY_WINDOW_MS : Math.max(0, Math.ceil(timeoutMs));
   return BigInt(resent) + BigInt(MADE_KEY_MARGIN_MS);
 }

@@ -10,7 +10,7 @@ import { Client, Context, DeadlineExceeded, InvalidArgument, NotFound, Overloade
 import { ActorClientClient, ActorClientService, type InvokeRequest, type InvokeResponse, type TellRequest, type TellResponse } from "../src/gen/troupe/v1/client.js";
 import { Delivery } from "../src/gen/troupe/v1/common.js";
 import { encodeResult } from "../src/payload.js";
-import { callKey } from "../src/retry.js";
+import { callKey, madeKeyRetentionMs } from "../src/retry.js";
 import type { Scheduler } from "../src/schedule.js";
 import { currentTurn, TurnScope } from "../src/turn.js";
 import { within } from "./helpers.js";
@@ -103,6 +103,13 @@ test("a call's key is a fresh UUID, or the caller's own", () => {
   assert.notEqual(a, callKey(undefined));
   assert.equal(callKey("order-42/charge"), "order-42/charge");
   assert.equal(callKey("ü".repeat(128)), "ü".repeat(128)); // 256 bytes
+});
+
+test("a made key's answer is kept for the call's retries and a minute", () => {
+  assert.equal(madeKeyRetentionMs(undefined), 70_000n, "10 s of retries without a timeout");
+  assert.equal(madeKeyRetentionMs(300_000), 360_000n);
+  assert.equal(madeKeyRetentionMs(2_500.2), 62_501n);
+  assert.equal(madeKeyRetentionMs(Infinity), 0n, "too long to count: the whole retention");
 });
 
 test("bad keys are refused before anything is sent", () => {

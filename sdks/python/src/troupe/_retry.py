@@ -61,6 +61,9 @@ def made_key_retention_ms(timeout: float | None) -> int:
     knows it. A key the caller gave may be sent again at any time: its answer keeps the
     daemon's whole retention (0)."""
     resent = NO_DEADLINE_RETRY_WINDOW if timeout is None else max(0.0, timeout)
+    if not math.isfinite(resent):
+        # A timeout too large to count in milliseconds asks for the whole retention.
+        return 0
     return math.ceil((resent + MADE_KEY_MARGIN) * 1000)
 
 
