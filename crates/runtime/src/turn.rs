@@ -99,10 +99,7 @@ impl Shared {
             started: binding.stats.as_ref().map(|_| std::time::Instant::now()),
             readonly,
             inbox: env.inbox.map(|tag| Box::new(tag.delivery)),
-            key_retention: key
-                .as_ref()
-                .and(extra.as_ref())
-                .and_then(|e| e.key_retention),
+            key_retention: extra.as_ref().and_then(|e| e.key_retention),
             key,
             replayed: false,
         };
