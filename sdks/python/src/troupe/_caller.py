@@ -136,10 +136,11 @@ class Caller(SchedulingCalls):
     ) -> Any:
         what = f"invoke {actor_type}/{actor_id}.{method}"
         native = self._native
-        # The native core makes (or checks) the key itself.
+        # The native core makes (or checks) the key, and asks for its retention, itself.
         key = call_key(idempotency_key) if native is None else None
         check_key_type(idempotency_key)
         timeout = timeout_for_call(timeout, what)
+        keep = made_key_retention_ms(timeout) if native is None and idempotency_key is None else 0
         req = client_pb2.InvokeRequest(
             actor=common_pb2.ActorRef(type=actor_type, id=actor_id),
             method=method,
@@ -149,7 +150,7 @@ class Caller(SchedulingCalls):
             idempotency_key=key,
             new_key=idempotency_key is None,
             # Only these retries send a key made here: no need to keep its answer a day.
-            key_retention_ms=made_key_retention_ms(timeout) if idempotency_key is None else 0,
+            key_retention_ms=keep,
         )
         # One span for the logical call: its retries are not separate calls.
         with self._rpc("Invoke", actor_type, actor_id, method) as md:
@@ -198,6 +199,7 @@ class Caller(SchedulingCalls):
         key = call_key(idempotency_key) if native is None else None
         check_key_type(idempotency_key)
         timeout = timeout_for_call(timeout, what)
+        keep = made_key_retention_ms(timeout) if native is None and idempotency_key is None else 0
         req = client_pb2.TellRequest(
             actor=common_pb2.ActorRef(type=actor_type, id=actor_id),
             method=method,
@@ -208,7 +210,7 @@ class Caller(SchedulingCalls):
             idempotency_key=key,
             new_key=idempotency_key is None,
             # Only these retries send a key made here: no need to keep its answer a day.
-            key_retention_ms=made_key_retention_ms(timeout) if idempotency_key is None else 0,
+            key_retention_ms=keep,
         )
         with self._rpc("Tell", actor_type, actor_id, method) as md:
             if native is not None:
