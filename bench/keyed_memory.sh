@@ -105,12 +105,12 @@ for round in $(seq "$rounds"); do
         rate=$(awk '/Requests\/sec/ {printf "%d", $2}' "$work/ghz.out")
         outcome=$(awk '/\[OK\]/ {printf "%s ok ", $2} /\[(Unavailable|DeadlineExceeded|Canceled|ResourceExhausted)\]/ {printf "%s %s ", $2, $1}' "$work/ghz.out")
     else
-        once=()
-        [ "$client" = python-once ] && once=(--no-retry)
-        [ -n "${RATE:-}" ] && once+=(--rate "$RATE")
+        client_args=()
+        [ "$client" = python-once ] && client_args=(--no-retry)
+        [ -n "${RATE:-}" ] && client_args+=(--rate "$RATE")
         # One line: calls/s, p99 ms of the answered calls, then "N outcome" pairs.
         read -r rate p99 ended < <(timeout 200 "$python" bench/python/keyed_rounds.py "$addr" \
-            "${once[@]}" --max-seconds 150 2>"$work/client.err" || true) || true
+            "${client_args[@]}" --max-seconds 150 2>"$work/client.err" || true) || true
         outcome="${ended:-} (p99 ${p99:-?} ms)"
         [ -n "${rate:-}" ] || outcome="the client failed: $(tail -n 1 "$work/client.err")"
     fi
