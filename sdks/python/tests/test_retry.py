@@ -196,6 +196,60 @@ async def test_an_explicit_key_is_the_one_retried(fake: tuple[str, FakeActorClie
     assert servicer.key_retentions_ms == [0] * 3, "so its answer keeps the whole retention"
 
 
+async def test_a_callers_key_is_kept_as_long_as_the_caller_says(
+    fake: tuple[str, FakeActorClient],
+) -> None:
+    address, servicer = fake
+    servicer.fail_first = 2
+    async with troupe.Client(address, timeout=10) as client:
+        await client.invoke("t", "1", "m", idempotency_key="job-7", idempotency_retention="1h")
+        ctx = Context(client._get_caller(), "me", "1")
+        await ctx.invoke("t", "1", "m", idempotency_key="k", idempotency_retention=90)
+        await ctx.tell("t", "1", "m", idempotency_key="k", idempotency_retention="PT2M")
+        await client.tell(
+            "t", "1", "m", durable=True, idempotency_key="k", idempotency_retention=0.0004
+        )
+
+    def sync_calls() -> None:
+        with troupe.SyncClient(address, timeout=5) as sync:
+            sync.invoke("t", "1", "m", idempotency_key="k", idempotency_retention="5m")
+            sync.tell("t", "1", "m", idempotency_key="k", idempotency_retention="6m")
+
+    await asyncio.to_thread(sync_calls)
+    # Every retry asks the same: the key may come again that long after any of them.
+    # Under a millisecond is one, not 0 (the wire's "the whole retention").
+    assert servicer.key_retentions_ms == [3_600_000] * 3 + [
+        90_000,
+        120_000,
+        1,
+        300_000,
+        360_000,
+    ]
+    assert servicer.new_keys == [False] * 8
+
+
+@pytest.mark.parametrize(
+    ("key", "retention", "says"),
+    [
+        (None, "1h", "pass it with idempotency_key"),
+        ("k", 0, "longer than zero"),
+        ("k", "-5s", "cannot be negative"),
+        ("k", "soon", "not a duration"),
+        ("k", True, "a bool"),
+    ],
+)
+async def test_a_bad_idempotency_retention_is_refused_before_sending(
+    fake: tuple[str, FakeActorClient], key: str | None, retention: Any, says: str
+) -> None:
+    address, servicer = fake
+    async with troupe.Client(address, timeout=5) as client:
+        with pytest.raises(troupe.InvalidArgument, match=says):
+            await client.invoke("t", "1", "m", idempotency_key=key, idempotency_retention=retention)
+        with pytest.raises(troupe.InvalidArgument, match=says):
+            await client.tell("t", "1", "m", idempotency_key=key, idempotency_retention=retention)
+    assert servicer.attempts == []
+
+
 async def test_retries_end_at_the_deadline_with_the_last_error(
     fake: tuple[str, FakeActorClient],
 ) -> None:

@@ -14,7 +14,7 @@ from ._duration import DurationLike
 from ._errors import InvalidArgument
 from ._payload import decode_result, decode_state, encode_call
 from ._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
-from ._retry import call_key, check_key_type, made_key_retention_ms, send_with_retries
+from ._retry import call_key, check_key_type, key_retention_ms, send_with_retries
 from ._schedule_calls import SchedulingCalls
 from ._tracing import Metadata, Tracing
 from ._turn import chain_for_call, timeout_for_call
@@ -133,6 +133,7 @@ class Caller(SchedulingCalls):
         metadata: Mapping[str, str] | None = None,
         chain: common_pb2.CallChain | None = None,
         idempotency_key: str | None = None,
+        idempotency_retention: DurationLike | None = None,
     ) -> Any:
         what = f"invoke {actor_type}/{actor_id}.{method}"
         native = self._native
@@ -140,7 +141,9 @@ class Caller(SchedulingCalls):
         key = call_key(idempotency_key) if native is None else None
         check_key_type(idempotency_key)
         timeout = timeout_for_call(timeout, what)
-        keep = made_key_retention_ms(timeout) if native is None and idempotency_key is None else 0
+        keep = key_retention_ms(
+            idempotency_key, idempotency_retention, timeout, made_here=native is None
+        )
         req = client_pb2.InvokeRequest(
             actor=common_pb2.ActorRef(type=actor_type, id=actor_id),
             method=method,
@@ -149,7 +152,6 @@ class Caller(SchedulingCalls):
             chain=chain if chain is not None else chain_for_call(),
             idempotency_key=key,
             new_key=idempotency_key is None,
-            # Only these retries send a key made here: no need to keep its answer a day.
             key_retention_ms=keep,
         )
         # One span for the logical call: its retries are not separate calls.
@@ -193,13 +195,16 @@ class Caller(SchedulingCalls):
         chain: common_pb2.CallChain | None = None,
         durable: bool | None = None,
         idempotency_key: str | None = None,
+        idempotency_retention: DurationLike | None = None,
     ) -> None:
         what = f"tell {actor_type}/{actor_id}.{method}"
         native = self._native
         key = call_key(idempotency_key) if native is None else None
         check_key_type(idempotency_key)
         timeout = timeout_for_call(timeout, what)
-        keep = made_key_retention_ms(timeout) if native is None and idempotency_key is None else 0
+        keep = key_retention_ms(
+            idempotency_key, idempotency_retention, timeout, made_here=native is None
+        )
         req = client_pb2.TellRequest(
             actor=common_pb2.ActorRef(type=actor_type, id=actor_id),
             method=method,
@@ -209,7 +214,6 @@ class Caller(SchedulingCalls):
             delivery=_DELIVERY[durable],
             idempotency_key=key,
             new_key=idempotency_key is None,
-            # Only these retries send a key made here: no need to keep its answer a day.
             key_retention_ms=keep,
         )
         with self._rpc("Tell", actor_type, actor_id, method) as md:

@@ -204,6 +204,7 @@ class Client:
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        idempotency_retention: DurationLike | None = None,
     ) -> Any:
         """Call ``method`` on the actor and return its result.
 
@@ -216,6 +217,12 @@ class Client:
         None sends a fresh one. Pass your own to make a call you repeat yourself (e.g.
         after your process restarted) run once: the daemon answers a call with a key it
         recorded with the recorded answer, within its retention window.
+
+        ``idempotency_retention`` (a duration, only with ``idempotency_key``) is how long
+        you may send that key again: the daemon keeps the answer that long, at least a
+        minute and at most its ``--idempotency-retention`` (a day by default). None keeps
+        it the daemon's whole retention. A shorter one spares the daemon's store and
+        memory when your own resends end sooner, e.g. with a job's retries.
         """
         args, kwargs = split_params(params)
         return await self._get_caller().invoke(
@@ -227,6 +234,7 @@ class Client:
             timeout=self.timeout if timeout is None else timeout,
             metadata=metadata,
             idempotency_key=idempotency_key,
+            idempotency_retention=idempotency_retention,
         )
 
     async def tell(
@@ -240,6 +248,7 @@ class Client:
         metadata: Mapping[str, str] | None = None,
         durable: bool | None = None,
         idempotency_key: str | None = None,
+        idempotency_retention: DurationLike | None = None,
     ) -> None:
         """Send a call whose result is dropped.
 
@@ -247,8 +256,9 @@ class Client:
         stored in the actor's inbox, from where it is delivered at least once, in order
         per caller, across crashes, restarts and hand-offs, and its state changes apply
         once (docs/delivery.md). ``durable=False`` forces best effort; None (the default)
-        follows the actor type's ``durable_tells`` option. ``idempotency_key`` as in
-        :meth:`invoke`: a durable tell retried with its key is stored once.
+        follows the actor type's ``durable_tells`` option. ``idempotency_key`` and
+        ``idempotency_retention`` as in :meth:`invoke`: a durable tell retried with its key
+        is stored once.
         """
         args, kwargs = split_params(params)
         await self._get_caller().tell(
@@ -261,6 +271,7 @@ class Client:
             metadata=metadata,
             durable=durable,
             idempotency_key=idempotency_key,
+            idempotency_retention=idempotency_retention,
         )
 
     async def get_state(

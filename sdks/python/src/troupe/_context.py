@@ -108,9 +108,10 @@ class Context:
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        idempotency_retention: DurationLike | None = None,
     ) -> Any:
         """Call a method on another actor and return its result (see Client.invoke, also
-        for ``idempotency_key``)."""
+        for ``idempotency_key`` and ``idempotency_retention``)."""
         args, kwargs = split_params(params)
         return await self._caller.invoke(
             actor_type,
@@ -121,6 +122,7 @@ class Context:
             timeout=timeout,
             metadata=metadata,
             idempotency_key=idempotency_key,
+            idempotency_retention=idempotency_retention,
         )
 
     async def tell(
@@ -134,10 +136,12 @@ class Context:
         metadata: Mapping[str, str] | None = None,
         durable: bool | None = None,
         idempotency_key: str | None = None,
+        idempotency_retention: DurationLike | None = None,
     ) -> None:
         """Queue a call on another actor without waiting for its result.
 
-        ``durable`` and ``idempotency_key`` as in :meth:`Client.tell`: True returns once
+        ``durable``, ``idempotency_key`` and ``idempotency_retention`` as in
+        :meth:`Client.tell`: True returns once
         the call is stored in the target's inbox.
         """
         args, kwargs = split_params(params)
@@ -151,6 +155,7 @@ class Context:
             metadata=metadata,
             durable=durable,
             idempotency_key=idempotency_key,
+            idempotency_retention=idempotency_retention,
         )
 
     # ---- reminders ----

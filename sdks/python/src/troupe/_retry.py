@@ -31,6 +31,7 @@ from typing import Any, Literal, TypeVar
 
 import grpc
 
+from ._duration import to_millis
 from ._errors import InvalidArgument, from_rpc_error
 
 log = logging.getLogger("troupe")
@@ -65,6 +66,26 @@ def made_key_retention_ms(timeout: float | None) -> int:
         # A timeout too large to count in milliseconds asks for the whole retention.
         return 0
     return math.ceil((resent + MADE_KEY_MARGIN) * 1000)
+
+
+def key_retention_ms(
+    key: str | None, retention: object, timeout: float | None, *, made_here: bool
+) -> int:
+    """A call's ``key_retention_ms``. With the caller's own ``key``: ``retention``
+    (``idempotency_retention``, a duration) in whole milliseconds, or 0, the daemon's whole
+    retention, when it is None. With a key the SDK makes: as long as the call's retries last
+    (:func:`made_key_retention_ms`) when the key is ``made_here`` (the pure-Python core), else
+    0 (the native core sets it with the key). Raises InvalidArgument, before anything is
+    sent, for a retention without a key or one that is not a positive duration."""
+    if key is None:
+        if retention is not None:
+            raise InvalidArgument(
+                "idempotency_retention says how long you may send your idempotency_key"
+                " again; pass it with idempotency_key (a key the SDK makes is kept only as"
+                " long as the call's own retries last)"
+            )
+        return made_key_retention_ms(timeout) if made_here else 0
+    return 0 if retention is None else to_millis(retention, "idempotency_retention")
 
 
 def call_key(key: str | None) -> str:

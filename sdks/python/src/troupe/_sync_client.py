@@ -180,6 +180,7 @@ class SyncClient:
         timeout: DurationLike | None = None,
         metadata: Mapping[str, str] | None = None,
         idempotency_key: str | None = None,
+        idempotency_retention: DurationLike | None = None,
     ) -> Any:
         """See :meth:`Client.invoke`."""
         return self._run(
@@ -191,6 +192,7 @@ class SyncClient:
                 timeout=timeout,
                 metadata=metadata,
                 idempotency_key=idempotency_key,
+                idempotency_retention=idempotency_retention,
             )
         )
 
@@ -205,6 +207,7 @@ class SyncClient:
         metadata: Mapping[str, str] | None = None,
         durable: bool | None = None,
         idempotency_key: str | None = None,
+        idempotency_retention: DurationLike | None = None,
     ) -> None:
         """See :meth:`Client.tell`."""
         self._run(
@@ -217,6 +220,7 @@ class SyncClient:
                 metadata=metadata,
                 durable=durable,
                 idempotency_key=idempotency_key,
+                idempotency_retention=idempotency_retention,
             )
         )
 
