@@ -7,7 +7,7 @@ import { fromRpcError, InvalidArgument } from "./errors.js";
 import { type ActorClientClient, ActorClientService, type InvokeRequest, type InvokeResponse, type TellRequest } from "./gen/troupe/v1/client.js";
 import { type CallChain, Delivery } from "./gen/troupe/v1/common.js";
 import { decodeResult, decodeState, encodeCall, Kwargs, splitArgs } from "./payload.js";
-import { callKey, checkKeyType, madeKeyRetentionMs, sendWithRetries } from "./retry.js";
+import { callKey, checkKeyType, madeKeyRetentionMs, passedKeyRetentionMs, sendWithRetries } from "./retry.js";
 import { Tracing } from "./tracing.js";
 import { callDeadline, chainForCall } from "./turn.js";
 
@@ -30,6 +30,14 @@ export interface CallOptions {
    * once. Not for handles, whose calls each need their own.
    */
   idempotencyKey?: string;
+  /**
+   * How long you may send `idempotencyKey` again (only with it): the daemon keeps
+   * the call's answer that long, at least a minute and at most its
+   * `--idempotency-retention` (a day by default). Left out, the answer keeps the
+   * daemon's whole retention. A shorter one spares the daemon's store and memory
+   * when your own resends end sooner, e.g. with a job's retries.
+   */
+  idempotencyRetention?: Duration;
 }
 
 /**
@@ -46,7 +54,7 @@ export interface TellOptions extends CallOptions {
 }
 
 /** Options of a handle (`client.actor(...)`, `ctx.actor(...)`): those of its calls, each with its own key. */
-export type HandleOptions = Omit<TellOptions, "idempotencyKey">;
+export type HandleOptions = Omit<TellOptions, "idempotencyKey" | "idempotencyRetention">;
 
 /**
  * @internal A handle's options, refusing a key: one key on every call of the
@@ -54,11 +62,12 @@ export type HandleOptions = Omit<TellOptions, "idempotencyKey">;
  */
 export function handleOptions(options: HandleOptions | undefined): HandleOptions {
   // Read untyped: HandleOptions has no such field, but a JavaScript caller may pass one.
-  const key: unknown = options === undefined ? undefined : Reflect.get(options, "idempotencyKey");
-  if (key !== undefined) {
-    throw new InvalidArgument(
-      "idempotencyKey names one call, so a handle, whose calls are many, cannot take one: pass it to invoke() or tell() instead",
-    );
+  for (const option of ["idempotencyKey", "idempotencyRetention"]) {
+    if (options !== undefined && Reflect.get(options, option) !== undefined) {
+      throw new InvalidArgument(
+        `${option}: an idempotency key names one call, so a handle, whose calls are many, cannot take one: pass it to invoke() or tell() instead`,
+      );
+    }
   }
   return options ?? {};
 }
@@ -209,7 +218,8 @@ export function stubTransport(stub: ActorClientClient): CallTransport {
     });
   // A key made here was never sent, so the first attempt says so (the daemon
   // then need not look for it); a retry's may be recorded by now. No one but
-  // these retries sends it, so its answer need not outlive them by much.
+  // these retries sends it, so its answer need not outlive them by much; a
+  // caller's key keeps what the caller asked (Caller).
   const attempts = <T extends { idempotencyKey: string; newKey: boolean; keyRetentionMs: bigint }>(
     request: T,
     keyed: Keyed,
@@ -217,7 +227,7 @@ export function stubTransport(stub: ActorClientClient): CallTransport {
   ): (() => T) => {
     const made = keyed.key === undefined;
     const until = deadlineMs(options);
-    const keyRetentionMs = made ? madeKeyRetentionMs(until === undefined ? undefined : until - Date.now()) : 0n;
+    const keyRetentionMs = made ? madeKeyRetentionMs(until === undefined ? undefined : until - Date.now()) : request.keyRetentionMs;
     let next: T = { ...request, idempotencyKey: callKey(keyed.key), newKey: made, keyRetentionMs };
     return () => {
       const req = next;
@@ -275,7 +285,8 @@ export class Caller {
     const what = `invoke ${type}/${id}.${method}`;
     const keyed = { key: checkKeyType(options.idempotencyKey), retry: this.#retry, what };
     const callOptions = deadline(options.timeout, what);
-    const request = { actor: { type, id }, method, payload: encodeCall(args, kw), metadata: { ...options.metadata }, chain: chain ?? chainForCall(), idempotencyKey: "", newKey: false, keyRetentionMs: 0n };
+    const keyRetentionMs = passedKeyRetentionMs(keyed.key, options.idempotencyRetention);
+    const request = { actor: { type, id }, method, payload: encodeCall(args, kw), metadata: { ...options.metadata }, chain: chain ?? chainForCall(), idempotencyKey: "", newKey: false, keyRetentionMs };
     // One span for the logical call: its retries are not separate calls.
     return this.#tracing.call({ rpc: "Invoke", type, id, method }, async (md) => {
       const resp = await this.#calls.invoke(request, md, callOptions, keyed);
@@ -304,7 +315,7 @@ export class Caller {
       delivery: delivery(options.durable),
       idempotencyKey: "",
       newKey: false,
-      keyRetentionMs: 0n,
+      keyRetentionMs: passedKeyRetentionMs(keyed.key, options.idempotencyRetention),
     };
     return this.#tracing.call({ rpc: "Tell", type, id, method }, (md) => this.#calls.tell(request, md, callOptions, keyed));
   }

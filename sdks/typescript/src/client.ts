@@ -176,7 +176,7 @@ export class Client {
   }
 
   #options(options: TellOptions | undefined): TellOptions {
-    return { timeout: options?.timeout ?? this.timeout, metadata: options?.metadata, durable: options?.durable, idempotencyKey: options?.idempotencyKey };
+    return { ...options, timeout: options?.timeout ?? this.timeout };
   }
 
   /** Close the connection; in-flight calls fail. The client re-connects if used again. */

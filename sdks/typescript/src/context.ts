@@ -74,7 +74,7 @@ export class Context {
     );
   }
 
-  /** Call a method on another actor and return its result (see {@link Client.invoke}, also for `idempotencyKey`). */
+  /** Call a method on another actor and return its result (see {@link Client.invoke}, also for `idempotencyKey` and `idempotencyRetention`). */
   invoke(
     type: string,
     id: string,

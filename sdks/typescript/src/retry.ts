@@ -19,6 +19,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { randomUUID } from "node:crypto";
 import { debuglog } from "node:util";
+import { type Duration, toMillis } from "./duration.js";
 import { fromRpcError, InvalidArgument, isServiceError } from "./errors.js";
 
 export const MAX_KEY_BYTES = 256;
@@ -78,6 +79,23 @@ export function madeKeyRetentionMs(timeoutMs: number | undefined): bigint {
   if (timeoutMs !== undefined && !Number.isFinite(timeoutMs)) return 0n;
   const resent = timeoutMs === undefined ? NO_DEADLINE_RETRY_WINDOW_MS : Math.max(0, Math.ceil(timeoutMs));
   return BigInt(resent) + BigInt(MADE_KEY_MARGIN_MS);
+}
+
+/**
+ * @internal The `keyRetentionMs` of a call with the caller's own `key`:
+ * `retention` (`idempotencyRetention`) in whole milliseconds, or 0n, the
+ * daemon's whole retention, when it is left out. Throws InvalidArgument, before
+ * anything is sent, for a retention without a key (a key the SDK makes is kept
+ * only as long as its retries last) or one that is not a positive duration.
+ */
+export function passedKeyRetentionMs(key: string | undefined, retention: Duration | undefined): bigint {
+  if (retention === undefined) return 0n;
+  if (key === undefined) {
+    throw new InvalidArgument(
+      "idempotencyRetention says how long you may send your idempotencyKey again; pass it with idempotencyKey (a key the SDK makes is kept only as long as the call's own retries last)",
+    );
+  }
+  return BigInt(toMillis(retention, "idempotencyRetention") ?? 0);
 }
 
 /**

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { after, before, beforeEach, describe, test } from "node:test";
 import { Caller } from "../src/caller.js";
-import { Client, Context, DeadlineExceeded, InvalidArgument, NotFound, Overloaded, TroupeError, Unavailable } from "../src/index.js";
+import { Client, Context, DeadlineExceeded, type HandleOptions, InvalidArgument, NotFound, Overloaded, TroupeError, Unavailable } from "../src/index.js";
 import { ActorClientClient, ActorClientService, type InvokeRequest, type InvokeResponse, type TellRequest, type TellResponse } from "../src/gen/troupe/v1/client.js";
 import { Delivery } from "../src/gen/troupe/v1/common.js";
 import { encodeResult } from "../src/payload.js";
@@ -215,6 +215,48 @@ describe("against a fake daemon", () => {
     assert.deepEqual(fake.keys(), ["mine", "mine", "mine"]);
     assert.deepEqual(fake.newKeys(), [false, false, false], "a caller's key may have been sent before");
     assert.deepEqual(fake.keyRetentionsMs(), [0n, 0n, 0n], "so its answer keeps the daemon's whole retention");
+  });
+
+  test("a caller's key is kept as long as the caller says", async () => {
+    fake.failFirst = 2;
+    const client = new Client({ address: fake.address, timeout: 10 });
+    const { ctx, close } = contextOn(fake.address);
+    try {
+      await client.invoke("t", "1", "m", undefined, undefined, { idempotencyKey: "job-7", idempotencyRetention: "1h" });
+      await client.tell("t", "1", "m", undefined, undefined, { durable: true, idempotencyKey: "k", idempotencyRetention: 90 });
+      await ctx.invoke("t", "1", "m", undefined, undefined, { idempotencyKey: "k", idempotencyRetention: "PT2M" });
+      await ctx.tell("t", "1", "m", undefined, undefined, { idempotencyKey: "k", idempotencyRetention: 0.0004 });
+    } finally {
+      client.close();
+      close();
+    }
+    // Every retry asks the same: the key may come again that long after any of
+    // them. Under a millisecond is one, not 0 (the wire's "the whole retention").
+    assert.deepEqual(fake.keyRetentionsMs(), [3_600_000n, 3_600_000n, 3_600_000n, 90_000n, 120_000n, 1n]);
+    assert.deepEqual(fake.newKeys(), Array<boolean>(6).fill(false));
+  });
+
+  test("a bad idempotencyRetention is refused before anything is sent", async () => {
+    const client = new Client({ address: fake.address, timeout: 5 });
+    try {
+      for (const [key, retention, says] of [
+        [undefined, "1h", /pass it with idempotencyKey/],
+        ["k", 0, /longer than zero/],
+        ["k", "-5s", /cannot be negative/],
+        ["k", "soon", /not a duration/],
+      ] as const) {
+        const options = { idempotencyKey: key, idempotencyRetention: retention };
+        const isRefusal = (e: unknown): boolean => e instanceof InvalidArgument && says.test(e.message);
+        await assert.rejects(client.invoke("t", "1", "m", undefined, undefined, options), isRefusal);
+        await assert.rejects(client.tell("t", "1", "m", undefined, undefined, options), isRefusal);
+      }
+      // A handle's calls are many: a key, or a retention for one, has no place there.
+      const handleOptions = { idempotencyRetention: "1h" } as unknown as HandleOptions;
+      assert.throws(() => client.actor("t", "1", handleOptions), (e: unknown) => e instanceof InvalidArgument && /idempotencyRetention/.test(e.message));
+    } finally {
+      client.close();
+    }
+    assert.deepEqual(fake.attempts, []);
   });
 
   test("retries end at the deadline with the last error, saying how often", async () => {
