@@ -89,6 +89,44 @@ pub(crate) async fn invoke(fx: &Fixture) -> anyhow::Result<()> {
         .await?
         .exit(4)?
         .stderr_has(&["nosuch", "counter"])?;
+    invoke_with_a_key(fx).await
+}
+
+/// A script that runs `troupe invoke` again with its key (after a timeout,
+/// say) runs the method once.
+async fn invoke_with_a_key(fx: &Fixture) -> anyhow::Result<()> {
+    let incr = ["invoke", "counter", "c2", "incr", "--data", r#"{"by": 1}"#];
+    for (key, keep, count) in [("script-1", None, "10\n"), ("script-2", Some("2h"), "11\n")] {
+        for run in ["first", "second"] {
+            let mut args = [&incr[..], &["--idempotency-key", key]].concat();
+            args.extend(
+                keep.map(|k| ["--idempotency-retention", k])
+                    .iter()
+                    .flatten(),
+            );
+            let t = fx.run(&args).await?.ok()?;
+            assert_eq!(
+                t.out, count,
+                "{key}, {run} run: the second is the first's answer"
+            );
+        }
+    }
+    let bad: [(&[&str], &[&str]); 4] = [
+        (&["--idempotency-retention", "1h"], &["--idempotency-key"]),
+        (
+            &["--idempotency-key", "k", "--idempotency-retention", "0s"],
+            &["--idempotency-retention is zero"],
+        ),
+        (&["--idempotency-key", ""], &["--idempotency-key is empty"]),
+        (
+            &["--idempotency-key", "a\tb"],
+            &["idempotency key", "control"],
+        ),
+    ];
+    for (flags, says) in bad {
+        let args = [&incr[..], flags].concat();
+        fx.run(&args).await?.exit(2)?.stderr_has(says)?;
+    }
     Ok(())
 }
 

@@ -1,5 +1,7 @@
 //! `troupe invoke` and `troupe state get`: the client API from the shell.
 
+use std::time::Duration;
+
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
@@ -23,6 +25,18 @@ pub struct CallArgs {
     /// (docs/payloads.md): positional and keyword arguments together.
     #[arg(long)]
     pub payload: Option<String>,
+    /// Names this call (1 to 256 bytes of printable UTF-8), so that the
+    /// command run again with the same key, say by a script that retries,
+    /// runs the method once: the daemon answers a key it recorded with the
+    /// recorded answer (docs/delivery.md).
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+    /// How long you may run the command again with --idempotency-key: the
+    /// daemon keeps its answer that long, at least a minute and at most its
+    /// own --idempotency-retention; left out, all of that.
+    #[arg(long, value_name = "DURATION", requires = "idempotency_key",
+          value_parser = crate::duration::flag)]
+    pub idempotency_retention: Option<Duration>,
 }
 
 impl CallArgs {
@@ -59,6 +73,31 @@ impl CallArgs {
         Ok(envelope.to_string())
     }
 
+    /// `key_retention_ms` on the wire: 0 asks for the daemon's whole
+    /// retention, so a retention that would round to it is refused.
+    fn key_retention_ms(&self) -> anyhow::Result<u64> {
+        if self.idempotency_key.as_deref() == Some("") {
+            // Sent, it would read as no key at all, and the call as unkeyed.
+            return Err(fail(
+                Exit::Usage,
+                "--idempotency-key is empty; give 1 to 256 bytes of printable UTF-8 naming \
+                 the call, or leave it out",
+            ));
+        }
+        let Some(keep) = self.idempotency_retention else {
+            return Ok(0);
+        };
+        if keep.is_zero() {
+            return Err(fail(
+                Exit::Usage,
+                "--idempotency-retention is zero; give how long you may run the command \
+                 again with its key (e.g. 2h), or leave it out to keep the answer for the \
+                 daemon's whole --idempotency-retention",
+            ));
+        }
+        Ok(u64::try_from(keep.as_millis()).unwrap_or(u64::MAX).max(1))
+    }
+
     /// `--data` that reads as a payload (`{"kwargs": ...}`, as `--data`
     /// meant before it took the arguments themselves): worth a word when the
     /// actor refuses it.
@@ -79,6 +118,7 @@ pub async fn invoke(
     call: CallArgs,
 ) -> anyhow::Result<()> {
     let data = call.encode()?;
+    let key_retention_ms = call.key_retention_ms()?;
     let daemon = connect(target).await?;
     let mut client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());
     let name = actor_name(&actor_type, &id);
@@ -103,6 +143,8 @@ pub async fn invoke(
                 data: data.into_bytes().into(),
                 content_type: pb::ContentType::Json as i32,
             }),
+            idempotency_key: call.idempotency_key.unwrap_or_default(),
+            key_retention_ms,
             ..Default::default()
         })
         .await
