@@ -130,6 +130,10 @@ async fn memory_bounds_default_to_shares_of_the_cgroup_limit() -> anyhow::Result
     ] {
         ensure!(log.contains(&field), "no {field} in the start line:\n{log}");
     }
+    ensure!(
+        !log.contains("leaves less room than the daemon takes idle"),
+        "80% of 256 MiB is room enough, yet the daemon warned:\n{log}"
+    );
     daemon.terminate().await?;
     Ok(())
 }
@@ -219,6 +223,14 @@ async fn near_its_memory_limit_the_daemon_refuses_new_calls() -> anyhow::Result<
         log.contains("resident memory reached the shedding threshold"),
         "the log does not say shedding began:\n{log}"
     );
+    // A threshold below what the daemon takes idle is told at start.
+    for said in [
+        "leaves less room than the daemon takes idle",
+        "from 2.6 MiB resident (1% of its 256.0 MiB limit)",
+        "--memory-shed-percent",
+    ] {
+        ensure!(log.contains(said), "no {said:?} in the log:\n{log}");
+    }
     daemon.terminate().await?;
     Ok(())
 }

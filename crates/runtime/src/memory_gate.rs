@@ -41,6 +41,11 @@ pub struct MemoryShedding {
 }
 
 impl MemoryShedding {
+    /// The resident bytes from which new work is refused.
+    pub fn shed_at_bytes(&self) -> u64 {
+        (self.limit_bytes / 100).saturating_mul(u64::from(self.percent))
+    }
+
     /// Shedding ends below this percentage of the limit.
     pub fn resume_percent(&self) -> u8 {
         self.percent.saturating_sub(RESUME_POINTS)
@@ -105,12 +110,10 @@ impl MemoryGate {
         let Some(s) = setting else {
             return Self::default();
         };
-        let point = s.limit_bytes / 100;
-        let shed_at = point.saturating_mul(u64::from(s.percent));
-        let resume_below = point.saturating_mul(u64::from(s.resume_percent()));
+        let resume_below = (s.limit_bytes / 100).saturating_mul(u64::from(s.resume_percent()));
         Self {
             setting,
-            shed_at,
+            shed_at: s.shed_at_bytes(),
             resume_below,
             ..Self::default()
         }

@@ -5,19 +5,53 @@
 //! 3 MB a second under a 256 MiB limit (bench/keyed_memory.sh), so a tenth
 //! of a second between readings leaves the threshold's 10% of headroom
 //! many times what can grow in between.
+//!
+//! At start it warns when the threshold leaves less than the daemon takes
+//! idle: such a daemon refuses calls at light load.
 
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
-use troupe_runtime::{MemoryTransition, Runtime};
+use troupe_runtime::{MemoryShedding, MemoryTransition, Runtime};
 
 const EVERY: Duration = Duration::from_millis(100);
+/// What a daemon keeps resident idle with an app attached and actors
+/// active: 20 to 40 MB measured (release build, sled); about 15 MB alone.
+const IDLE_RESIDENT_BYTES: u64 = 40 << 20;
+/// The smallest limit the warning suggests: its 80% (the default
+/// threshold) leaves room above an idle daemon.
+const SUGGESTED_LIMIT_MIB: u64 = 64;
+
+/// The threshold in bytes when it is below what the daemon takes idle.
+fn sheds_near_idle(shedding: &MemoryShedding) -> Option<u64> {
+    let at = shedding.shed_at_bytes();
+    (at < IDLE_RESIDENT_BYTES).then_some(at)
+}
+
+fn mib(bytes: u64) -> f64 {
+    // Display only: the precision lost past 2^53 bytes does not show.
+    bytes as f64 / f64::from(1u32 << 20)
+}
 
 /// Starts watching when the runtime sheds load at all (under a limit, with
 /// a threshold); `None` otherwise. Abort the handle to stop.
 pub fn start(runtime: Runtime) -> Option<JoinHandle<()>> {
     let shedding = runtime.config().memory_shedding?;
+    if let Some(shed_at) = sheds_near_idle(&shedding) {
+        warn!(
+            limit_bytes = shedding.limit_bytes,
+            shed_at_bytes = shed_at,
+            percent = shedding.percent,
+            "the memory limit leaves less room than the daemon takes idle: it refuses new calls \
+             from {:.1} MiB resident ({}% of its {:.1} MiB limit), and with an app attached it \
+             takes 20 to 40 MB idle, so it may refuse calls at light load; give it a memory \
+             limit of at least {SUGGESTED_LIMIT_MIB} MiB, or a higher --memory-shed-percent",
+            mib(shed_at),
+            shedding.percent,
+            mib(shedding.limit_bytes),
+        );
+    }
     crate::process_stats::resident_bytes()?;
     Some(tokio::spawn(async move {
         let mut tick = tokio::time::interval(EVERY);
@@ -44,4 +78,27 @@ pub fn start(runtime: Runtime) -> Option<JoinHandle<()>> {
             }
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn a_threshold_below_an_idle_daemon_is_told() {
+        let at = |limit_mib: u64, percent: u8| {
+            sheds_near_idle(&MemoryShedding {
+                limit_bytes: limit_mib * MIB,
+                percent,
+            })
+        };
+        assert_eq!(at(256, 80), None);
+        assert_eq!(at(64, 80), None, "the limit the warning suggests");
+        assert_eq!(at(48, 80), Some(48 * MIB / 100 * 80));
+        assert_eq!(at(256, 1), Some(256 * MIB / 100));
+        assert_eq!(at(50, 80), None, "exactly 40 MiB");
+        assert_eq!(at(49, 80), Some(49 * MIB / 100 * 80), "just under it");
+    }
 }
