@@ -141,8 +141,7 @@ class Context:
         """Queue a call on another actor without waiting for its result.
 
         ``durable``, ``idempotency_key`` and ``idempotency_retention`` as in
-        :meth:`Client.tell`: True returns once
-        the call is stored in the target's inbox.
+        :meth:`Client.tell`: True returns once the call is stored in the target's inbox.
         """
         args, kwargs = split_params(params)
         await self._caller.tell(
