@@ -11,7 +11,9 @@
 #       secure: tokens and TLS, as a production daemon runs;
 #       onethread: plain with --threads 1;
 #       keyed: plain, each call with a fresh idempotency key, as the SDKs send
-#       every invoke, so its answer is recorded with the turn; default: plain)
+#       every invoke (marked new and kept 70 s, as the SDKs send the keys
+#       they make for a call with a 10 s timeout), so its answer is recorded
+#       with the turn; default: plain)
 #   MODES="keyed keyed@/tmp/troupe-old" bench/ghz.sh   (MODE@BINARY: that mode on
 #       another build of the daemon, to compare two builds in one run)
 #
@@ -104,7 +106,7 @@ bench_mode() { # mode[@binary] -> $work/SPEC/{echo,counter}[-c8|-seq].{json,cpu}
     local daemon_args=() ghz_args=(--insecure) app_env=() request_extra='' settle=1.5
     case "$mode" in
         plain) ;;
-        keyed) request_extra=',"idempotency_key":"{{newUUID}}"' ;;
+        keyed) request_extra=',"idempotency_key":"{{newUUID}}","new_key":true,"key_retention_ms":70000' ;;
         tokens | secure)
             local api="bench-api-$RANDOM$RANDOM" app="bench-app-$RANDOM$RANDOM"
             local auth="{\"authorization\":\"Bearer $api\"}"
