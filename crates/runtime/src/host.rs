@@ -159,8 +159,8 @@ pub(crate) struct TurnMeta {
     pub(crate) inbox: Option<Box<crate::inbox::tag::InboxDelivery>>,
     /// The idempotency key the turn's answer is recorded under.
     pub(crate) key: Option<Box<str>>,
-    /// How long the caller may send that key again (`CallExtra`).
-    pub(crate) key_retention: Option<std::time::Duration>,
+    /// What the caller said of that key (`CallExtra::key_terms`).
+    pub(crate) key_terms: crate::types::KeyTerms,
     /// Answered from a call record: the method did not run.
     pub(crate) replayed: bool,
 }

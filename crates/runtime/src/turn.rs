@@ -99,7 +99,7 @@ impl Shared {
             started: binding.stats.as_ref().map(|_| std::time::Instant::now()),
             readonly,
             inbox: env.inbox.map(|tag| Box::new(tag.delivery)),
-            key_retention: extra.as_ref().and_then(|e| e.key_retention),
+            key_terms: extra.as_ref().map(|e| e.key_terms()).unwrap_or_default(),
             key,
             replayed: false,
         };
@@ -197,7 +197,7 @@ impl Shared {
             Err(e) => Err(e),
         };
         if let Some(key) = meta.key.as_deref() {
-            if self.record_answer(&act, &mut inner, key, meta.key_retention, &result) {
+            if self.record_answer(&act, &mut inner, key, meta.key_terms, &result) {
                 // The answer is stored beside the changes, and for a durable
                 // type acknowledged only once it is.
                 hold_until_flushed |= durable(&inner);

@@ -351,6 +351,23 @@ impl CallExtra {
     pub fn key(&self) -> Option<(&str, bool)> {
         Some((self.idempotency_key.as_deref()?, self.new_key))
     }
+
+    /// What the caller said of its key, for the record of its answer.
+    pub(crate) fn key_terms(&self) -> KeyTerms {
+        KeyTerms {
+            keep: self.key_retention,
+            new_key: self.new_key,
+        }
+    }
+}
+
+/// What a caller said of its idempotency key that the record of its answer
+/// follows: how long it may send the key again (`CallExtra::key_retention`)
+/// and whether it never sent it before (`CallExtra::new_key`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct KeyTerms {
+    pub(crate) keep: Option<std::time::Duration>,
+    pub(crate) new_key: bool,
 }
 
 /// The target of every span the runtime makes for trace export. Nothing else

@@ -1,6 +1,7 @@
 //! Write-behind flushes: one of many actors shares its worker (it yields
 //! while it takes their changes), one dropped part-way loses none of them,
-//! and what a failed one could not write stays counted in the backlog.
+//! and what a failed one could not write stays counted in the backlog and is
+//! written again as if never written.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -9,7 +10,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use troupe_runtime::{
-    ActorId, Call, CallError, Payload, Runtime, RuntimeConfig, StateChange, TurnOutcome,
+    ActorId, Call, CallError, CallExtra, Payload, Runtime, RuntimeConfig, StateChange, TurnOutcome,
 };
 use troupe_storage::{StateStore, StoreError};
 
@@ -122,6 +123,32 @@ async fn a_flush_dropped_while_taking_leaves_every_change_for_the_next() -> Resu
 /// After a failed write the backlog read 0 dirty bytes beside thousands of
 /// dirty actors, in `troupe status` and the metrics, just when a store is
 /// down and memory holds what it could not take.
+#[tokio::test]
+async fn a_failed_flushs_call_records_are_looked_for_when_written_again() -> Result<(), CallError> {
+    let failing = Arc::new(AtomicBool::new(false));
+    let (rt, store, _) = dirty_runtime_failing_with(failing.clone()).await?;
+    // An SDK's first attempt: a key it made, marked new.
+    let mut call = Call::new(ActorId::new("t", "keyed"), "set", Payload::default());
+    call.extra = Some(Box::new(CallExtra {
+        idempotency_key: Some("fresh".into()),
+        new_key: true,
+        ..CallExtra::default()
+    }));
+    rt.invoke(call).await?;
+    failing.store(true, Ordering::SeqCst);
+    assert!(rt.flush().await.is_err());
+    failing.store(false, Ordering::SeqCst);
+    rt.flush().await?;
+    // The failed batch may have stored the record before it failed: the
+    // store that writes it again must look for it, so a store that applied
+    // part of a batch keeps one record and one index entry of it.
+    assert_eq!(
+        *store.records_sent.lock(),
+        [("fresh".to_owned(), true), ("fresh".to_owned(), false)]
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_failed_flush_keeps_its_bytes_in_the_backlog() -> Result<(), CallError> {
     let failing = Arc::new(AtomicBool::new(false));

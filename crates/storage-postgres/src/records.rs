@@ -43,6 +43,7 @@ fn record_of(row: &tokio_postgres::Row) -> Result<CallRecord, tokio_postgres::Er
         key,
         recorded_unix_ms,
         data: Bytes::from(data),
+        new_key: false,
     })
 }
 

@@ -123,6 +123,7 @@ mod tests {
             key: format!("{id}-call"),
             recorded_unix_ms: 1_000,
             data: Bytes::from_static(b"ok"),
+            new_key: false,
         }];
         w
     }

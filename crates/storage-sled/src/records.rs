@@ -44,6 +44,8 @@ pub(crate) struct Staged {
     key: Vec<u8>,
     at: u64,
     value: Vec<u8>,
+    /// No earlier record can exist ([`CallRecord::new_key`]).
+    new_key: bool,
 }
 
 /// One actor's records as sled writes; the bytes they take (with their
@@ -65,6 +67,7 @@ pub(crate) fn prepare(
                 key: record_key(&actor, &r.key),
                 at: r.recorded_unix_ms,
                 value,
+                new_key: r.new_key,
             };
             // The key twice: once as the record's, once in an index entry.
             let size = 2 * staged.key.len() + staged.value.len() + 4;
@@ -76,13 +79,15 @@ pub(crate) fn prepare(
 
 /// Moves each actor's records that are not stored yet among its operations
 /// (a key recorded already keeps its first answer) and writes the age
-/// index entries that name them. Call with [`Handles::records`] held and
+/// index entries that name them. A record of a key its caller said was
+/// new is not looked for: a tree descent per keyed call saved, and every
+/// call an SDK sends first is such a call. Call with [`Handles::records`] held and
 /// the store's flushes serialised, before the actors' writes.
 pub(crate) fn index(db: &Handles, actors: &mut [ActorOps]) -> Result<(), Failure> {
     let mut by_ms: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
     for actor in actors.iter_mut() {
         for staged in std::mem::take(&mut actor.records) {
-            if db.state.contains_key(&staged.key)? {
+            if !staged.new_key && db.state.contains_key(&staged.key)? {
                 continue;
             }
             let named = &staged.key[1..];
@@ -122,6 +127,7 @@ fn decode(key: &str, value: &[u8]) -> Result<CallRecord, Failure> {
         key: key.to_owned(),
         recorded_unix_ms: recorded_at(value)?,
         data: Bytes::copy_from_slice(&value[8..]),
+        new_key: false,
     })
 }
 
@@ -252,6 +258,7 @@ mod tests {
                 key: (*key).into(),
                 recorded_unix_ms: *at,
                 data: Bytes::from_static(b"answer"),
+                new_key: false,
             })
             .collect();
         w

@@ -22,6 +22,12 @@ pub struct CallRecord {
     /// for a while, so that it expires then. Stores keep it as given.
     pub recorded_unix_ms: u64,
     pub data: Bytes,
+    /// Written only: the caller said it never sent the key before
+    /// (`new_key`), and the daemon knew no record of it, so no store holds
+    /// one and a store may write the record without looking for an earlier
+    /// one first. False asks the store to keep an earlier record's answer.
+    /// Records read back say false.
+    pub new_key: bool,
 }
 
 /// A call record without its answer: what an activation reads, to tell a

@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tracing::{debug, warn};
 use troupe_placement::Placement;
-use troupe_storage::{ActorWrite, StateStore};
+use troupe_storage::{ActorWrite, CallRecord, StateStore};
 
 use crate::activation::{Activation, Inner, Status};
 use crate::error::{CallError, Unavailable};
@@ -431,8 +431,14 @@ impl Flusher {
         let dirty = inner.dirty.get_or_insert_with(Default::default);
         dirty.keys.extend(write.changes.into_iter().map(|(k, _)| k));
         crate::inbox::ops::restore_ops(&mut dirty.inbox, write.inbox);
-        // A key recorded twice keeps its first answer in every store.
-        dirty.records.splice(0..0, write.records);
+        // A key recorded twice keeps its first answer in every store. The
+        // failed flush may have stored some of these records, so the next
+        // one looks for each, whatever its caller said of the key.
+        let looked_for = write.records.into_iter().map(|r| CallRecord {
+            new_key: false,
+            ..r
+        });
+        dirty.records.splice(0..0, looked_for);
         self.mark_dirty(act, &mut inner, bytes);
     }
 }

@@ -110,7 +110,8 @@ impl ActorRecords {
     }
 
     /// Keeps `answer` until its flush; a key recorded already (since
-    /// `cutoff`) keeps its first answer.
+    /// `cutoff`) keeps its first answer. Returns whether this is the key's
+    /// first record that memory knows of.
     pub(super) fn record(
         &mut self,
         key: &str,
@@ -118,17 +119,18 @@ impl ActorRecords {
         at_unix_ms: u64,
         answer: Answer,
         cutoff: u64,
-    ) {
+    ) -> bool {
         self.expire_stored(cutoff);
         let waiting = self
             .waiting
             .get(key)
             .is_some_and(|w| w.at_unix_ms >= cutoff);
         if waiting || self.stored.contains_key(&fingerprint) {
-            return;
+            return false;
         }
         self.waiting
             .insert(key.into(), Waiting { at_unix_ms, answer });
+        true
     }
 
     /// The store holds the record of `key` now: memory keeps its

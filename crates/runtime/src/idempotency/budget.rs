@@ -150,7 +150,7 @@ mod tests {
     use crate::idempotency::actor_records::Lookup;
     use crate::idempotency::answer::Answer;
     use crate::idempotency::MAX_IN_MEMORY;
-    use crate::types::{ActorId, Payload};
+    use crate::types::{ActorId, KeyTerms, Payload};
 
     fn ok() -> Answer {
         Ok(Payload::json(bytes::Bytes::from_static(b"1")))
@@ -160,7 +160,7 @@ mod tests {
     fn store_keys(table: &CallRecords, actor: &ActorId, keys: std::ops::Range<usize>) {
         let keys: Vec<String> = keys.map(|i| format!("k{i}")).collect();
         for key in &keys {
-            table.record(actor, key, 1_000, None, ok());
+            table.record(actor, key, 1_000, KeyTerms::default(), ok());
         }
         table.stored(actor, keys.iter().map(String::as_str));
     }
@@ -265,7 +265,7 @@ mod tests {
             store_keys(&table, a, 0..20 * i);
             assert_eq!(table.held_bytes(), sum_of_footprints(&table));
         }
-        table.record(&all[3], "waiting", 1_000, None, ok());
+        table.record(&all[3], "waiting", 1_000, KeyTerms::default(), ok());
         let reloaded = (0..300)
             .map(|i| troupe_storage::RecordedKey {
                 key: format!("r{i}"),

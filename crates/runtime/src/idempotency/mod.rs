@@ -39,6 +39,8 @@ use std::sync::Arc;
 
 use troupe_storage::CallRecord;
 
+use crate::types::KeyTerms;
+
 pub(crate) use actor_records::{Lookup, LOAD_LIMIT};
 #[cfg(test)]
 pub(crate) use actor_records::{MAX_IN_MEMORY, MAX_LET_GO};
@@ -69,7 +71,7 @@ fn hostless_meta(env: &Envelope, readonly: Option<Arc<str>>, replayed: bool) -> 
         readonly,
         inbox: None,
         key: None,
-        key_retention: None,
+        key_terms: KeyTerms::default(),
         replayed,
     }
 }
@@ -193,7 +195,7 @@ impl Shared {
         act: &Arc<Activation>,
         inner: &mut Inner,
         key: &str,
-        keep: Option<std::time::Duration>,
+        terms: KeyTerms,
         result: &Result<Payload, CallError>,
     ) -> bool {
         let answer = match result {
@@ -203,7 +205,7 @@ impl Shared {
         };
         let record = self
             .records
-            .record(&act.id, key, crate::clock::unix_now_ms(), keep, answer);
+            .record(&act.id, key, crate::clock::unix_now_ms(), terms, answer);
         self.store_record(act, inner, record);
         true
     }

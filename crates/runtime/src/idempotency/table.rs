@@ -36,7 +36,7 @@ use troupe_storage::{CallRecord, RecordedKey};
 
 use super::actor_records::{ActorRecords, Fingerprint, Lookup};
 use super::answer::{self, Answer};
-use crate::types::ActorId;
+use crate::types::{ActorId, KeyTerms};
 
 const SHARDS: usize = 32;
 
@@ -150,17 +150,18 @@ impl CallRecords {
 
     /// Records `answer` for `key` (a key recorded already keeps its first
     /// answer) and returns the record to store with the turn's changes;
-    /// `keep`: how long its caller may send the key again
-    /// ([`CallRecords::retained_from`]).
+    /// `terms`: how long its caller may send the key again
+    /// ([`CallRecords::retained_from`]), and whether it says the key is new,
+    /// which the store may trust only when memory knows no record of it.
     pub(crate) fn record(
         &self,
         actor: &ActorId,
         key: &str,
         now_unix_ms: u64,
-        keep: Option<Duration>,
+        terms: KeyTerms,
         answer: Answer,
     ) -> CallRecord {
-        let from = self.retained_from(now_unix_ms, keep);
+        let from = self.retained_from(now_unix_ms, terms.keep);
         let data = answer::encode(&answer);
         // Memory keeps a view of the stored encoding, not the answer's own
         // bytes: those are a slice of the buffer the app's message arrived
@@ -173,13 +174,12 @@ impl CallRecords {
         let cutoff = self.cutoff(now_unix_ms);
         let mut shard = self.shard(actor).lock();
         let records = shard.entry(actor.clone()).or_default();
-        self.tracked(records, |r| {
-            r.record(key, fingerprint, from, kept, cutoff);
-        });
+        let first = self.tracked(records, |r| r.record(key, fingerprint, from, kept, cutoff));
         CallRecord {
             key: key.to_owned(),
             recorded_unix_ms: from,
             data,
+            new_key: terms.new_key && first,
         }
     }
 

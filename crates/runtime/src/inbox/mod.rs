@@ -84,7 +84,11 @@ impl Shared {
         env: &mut Envelope,
     ) -> bool {
         let keyed = env.extra.as_deref().and_then(CallExtra::key);
-        let keep = env.extra.as_deref().and_then(|e| e.key_retention);
+        let terms = env
+            .extra
+            .as_deref()
+            .map(CallExtra::key_terms)
+            .unwrap_or_default();
         let Some(tag) = env.inbox.as_mut() else {
             return true;
         };
@@ -109,7 +113,7 @@ impl Shared {
                 &act.id,
                 key,
                 crate::clock::unix_now_ms(),
-                keep,
+                terms,
                 Ok(Payload::default()),
             );
             self.store_record(act, inner, record);

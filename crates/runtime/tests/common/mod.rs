@@ -69,6 +69,9 @@ where
 pub struct HookedStore {
     pub inner: MemoryStore,
     before: BeforeWrite,
+    /// Every call record a batch carried, failed or not: its key and
+    /// whether the store was told it is new (`CallRecord::new_key`).
+    pub records_sent: parking_lot::Mutex<Vec<(String, bool)>>,
 }
 
 impl HookedStore {
@@ -76,6 +79,7 @@ impl HookedStore {
         Self {
             inner: MemoryStore::new(),
             before,
+            records_sent: parking_lot::Mutex::default(),
         }
     }
 }
@@ -106,6 +110,12 @@ impl StateStore for HookedStore {
     }
 
     async fn write_batch(&self, batch: &[ActorWrite]) -> Result<Vec<FencedActor>, StoreError> {
+        self.records_sent.lock().extend(
+            batch
+                .iter()
+                .flat_map(|w| &w.records)
+                .map(|r| (r.key.clone(), r.new_key)),
+        );
         (self.before)(&self.inner).await?;
         self.inner.write_batch(batch).await
     }

@@ -12,6 +12,7 @@ fn record(key: &str, at: u64) -> CallRecord {
         key: key.into(),
         recorded_unix_ms: at,
         data: Bytes::from(format!("answer-{key}")),
+        new_key: false,
     }
 }
 
@@ -86,6 +87,22 @@ pub async fn records(store: &dyn StateStore) -> Result<(), StoreError> {
     let a = store.load_record(ty, "a", "k1").await?;
     assert_eq!(a, Some(record("k1", 1_000)), "first answer kept");
 
+    // A key its caller said was new is stored as any other (a store may
+    // skip looking for an earlier record); read back, it is a record.
+    let fresh = CallRecord {
+        new_key: true,
+        ..record("k3", 2_500)
+    };
+    store
+        .write_batch(&[with_records(ty, "c", None, &[], vec![fresh])])
+        .await?;
+    let c = store.load_record(ty, "c", "k3").await?;
+    assert_eq!(
+        c,
+        Some(record("k3", 2_500)),
+        "stored, and read back unmarked"
+    );
+
     // Expiry by age, across actors, bounded by `limit`.
     let gone = store.expire_records(1_600, 1).await?;
     assert_eq!(gone, 1, "one of the two older records, as limited");
@@ -100,6 +117,16 @@ pub async fn records(store: &dyn StateStore) -> Result<(), StoreError> {
         .await?
         .is_empty());
     assert_eq!(store.expire_records(1_600, 100).await?, 0);
+    assert_eq!(
+        keys(&store.load_record_keys(ty, "c", 0, usize::MAX).await?),
+        ["k3"],
+        "the new key's record is younger"
+    );
+    assert_eq!(
+        store.expire_records(3_000, 100).await?,
+        2,
+        "then it expires too"
+    );
     Ok(())
 }
 

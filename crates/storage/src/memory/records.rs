@@ -20,8 +20,12 @@ impl Records {
         }
         let held = self.by_actor.entry(actor.clone()).or_default();
         for record in records {
+            // A map looks for the key anyway; the mark is for writing only.
             held.entry(record.key.clone())
-                .or_insert_with(|| record.clone());
+                .or_insert_with(|| CallRecord {
+                    new_key: false,
+                    ..record.clone()
+                });
         }
     }
 

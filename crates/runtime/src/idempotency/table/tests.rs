@@ -10,6 +10,45 @@ fn ok(s: &'static str) -> Answer {
     Ok(Payload::json(bytes::Bytes::from_static(s.as_bytes())))
 }
 
+/// A key its caller may send again for `secs`.
+fn keep(secs: u64) -> KeyTerms {
+    KeyTerms {
+        keep: Some(Duration::from_secs(secs)),
+        new_key: false,
+    }
+}
+
+/// A key its caller says it never sent before (an SDK's fresh one).
+const NEW: KeyTerms = KeyTerms {
+    keep: None,
+    new_key: true,
+};
+
+/// The store may write a new key's record without looking for an earlier
+/// one (sled's existence check) only when memory knew no record of the
+/// key either; a key memory knows, or one not said to be new, is looked
+/// for, so that it keeps its first answer.
+#[test]
+fn a_record_is_marked_new_only_when_its_caller_and_memory_agree() {
+    let table = CallRecords::new(Duration::from_secs(10), Duration::ZERO, usize::MAX);
+    let a = ActorId::new("t", "a");
+    assert!(table.record(&a, "fresh", 1_000, NEW, ok("1")).new_key);
+    assert!(
+        !table.record(&a, "fresh", 1_500, NEW, ok("2")).new_key,
+        "memory holds its answer"
+    );
+    table.stored(&a, ["fresh"]);
+    assert!(
+        !table.record(&a, "fresh", 2_000, NEW, ok("3")).new_key,
+        "memory knows it is stored"
+    );
+    assert!(
+        !table
+            .record(&a, "mine", 2_000, KeyTerms::default(), ok("1"))
+            .new_key
+    );
+}
+
 /// A caller that sends its key again only for a while (an SDK's own
 /// keys) has its record expire then, in memory and in the store alike:
 /// both count the record's age from the time it carries.
@@ -28,7 +67,7 @@ fn a_short_key_retention_starts_the_record_early() {
         "at least the floor"
     );
     assert_eq!(from(Some(7_200)), now, "at most the retention");
-    let stored = table.record(&a, "k", now, Some(Duration::from_secs(90)), ok("1"));
+    let stored = table.record(&a, "k", now, keep(90), ok("1"));
     assert_eq!(stored.recorded_unix_ms, from(Some(90)));
     // Flushed: memory keeps the key until 90 s from now, not an hour.
     table.stored(&a, ["k"]);
@@ -45,9 +84,9 @@ fn an_answer_is_kept_until_stored_then_its_key_until_it_expires() {
     let table = CallRecords::new(Duration::from_secs(10), Duration::ZERO, usize::MAX);
     let a = ActorId::new("t", "a");
     let b = ActorId::new("t", "b");
-    let stored = table.record(&a, "k", 1_000, None, ok("1"));
+    let stored = table.record(&a, "k", 1_000, KeyTerms::default(), ok("1"));
     assert_eq!(answer::decode(&stored.data), Some(ok("1")));
-    table.record(&a, "k", 2_000, None, ok("2"));
+    table.record(&a, "k", 2_000, KeyTerms::default(), ok("2"));
     assert_eq!(
         table.lookup(&a, "k", 5_000, false),
         Lookup::Recorded(ok("1"))
@@ -64,7 +103,7 @@ fn an_answer_is_kept_until_stored_then_its_key_until_it_expires() {
     assert_eq!(table.len(), (0, 1));
     assert_eq!(table.lookup(&a, "k", 5_000, false), Lookup::Stored);
     assert_eq!(table.lookup(&a, "other", 5_000, false), Lookup::New);
-    table.record(&a, "k", 6_000, None, ok("3"));
+    table.record(&a, "k", 6_000, KeyTerms::default(), ok("3"));
     assert_eq!(table.len(), (0, 1), "a stored key keeps its first answer");
     assert_eq!(table.lookup(&a, "k", 11_001, false), Lookup::New, "expired");
     table.prune(11_001);
@@ -93,9 +132,9 @@ fn an_answer_is_kept_until_stored_then_its_key_until_it_expires() {
 fn an_expired_answer_waiting_for_its_flush_is_replaced() {
     let table = CallRecords::new(Duration::from_secs(10), Duration::ZERO, usize::MAX);
     let a = ActorId::new("t", "a");
-    table.record(&a, "k", 1_000, None, ok("1"));
+    table.record(&a, "k", 1_000, KeyTerms::default(), ok("1"));
     assert_eq!(table.lookup(&a, "k", 11_001, false), Lookup::New, "expired");
-    table.record(&a, "k", 11_001, None, ok("2"));
+    table.record(&a, "k", 11_001, KeyTerms::default(), ok("2"));
     assert_eq!(
         table.lookup(&a, "k", 11_002, false),
         Lookup::Recorded(ok("2"))
@@ -110,7 +149,7 @@ fn a_waiting_answer_does_not_hold_the_buffer_it_arrived_in() {
     // each answer's payload a slice of it.
     let batch = bytes::Bytes::from(vec![b'7'; 64 * 1024]);
     let answer = Ok(Payload::json(batch.slice(100..101)));
-    table.record(&a, "k", 1_000, None, answer);
+    table.record(&a, "k", 1_000, KeyTerms::default(), answer);
     let Lookup::Recorded(Ok(kept)) = table.lookup(&a, "k", 2_000, false) else {
         panic!("the answer was not recorded");
     };
@@ -127,7 +166,7 @@ fn memory_keeps_every_unstored_answer_and_the_newest_stored_keys() {
     let a = ActorId::new("t", "a");
     let keys: Vec<String> = (0..MAX_IN_MEMORY + 10).map(|i| format!("k{i}")).collect();
     for (i, key) in keys.iter().enumerate() {
-        table.record(&a, key, 1_000 + i as u64, None, ok("1"));
+        table.record(&a, key, 1_000 + i as u64, KeyTerms::default(), ok("1"));
     }
     assert_eq!(
         table.len(),
@@ -170,7 +209,13 @@ fn keys_let_go_are_told_by_their_tags_until_there_are_too_many() {
     let store = |from: usize, to: usize| {
         for i in from..to {
             // 1,000 keys a second.
-            table.record(&a, &key(i), 1_000_000 + i as u64, None, ok("1"));
+            table.record(
+                &a,
+                &key(i),
+                1_000_000 + i as u64,
+                KeyTerms::default(),
+                ok("1"),
+            );
             table.stored(&a, [key(i).as_str()]);
         }
     };
@@ -211,7 +256,7 @@ fn tags_expire_with_their_keys() {
     for (i, k) in keys.iter().enumerate() {
         // The first 100 keys at second 1, the rest at second 20.
         let at = if i < 100 { 1_000 } else { 20_000 };
-        table.record(&a, k, at, None, ok("1"));
+        table.record(&a, k, at, KeyTerms::default(), ok("1"));
     }
     table.stored(&a, keys.iter().map(String::as_str));
     assert_eq!(table.let_go(&a), (100, false));
@@ -254,7 +299,7 @@ fn random_traffic(retention_ms: u64) -> (usize, usize, (usize, bool)) {
         match random(100) {
             0..=59 => {
                 let key = format!("k{step}");
-                table.record(&a, &key, now, None, ok("1"));
+                table.record(&a, &key, now, KeyTerms::default(), ok("1"));
                 unstored.push(key.clone());
                 sent.push((key, now));
             }

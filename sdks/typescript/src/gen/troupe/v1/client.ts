@@ -185,8 +185,10 @@ export interface InvokeRequest {
    * false). The daemon then knows no answer can be recorded under it and
    * runs the call without asking the store, which it otherwise does for a
    * key it does not find in memory once an actor has answered more keyed
-   * calls in the retention window than it keeps track of (9,216). True
-   * with a key used before lets that call run again.
+   * calls in the retention window than it keeps track of (9,216), and
+   * stores its answer without looking for an earlier one. True with a key
+   * used before lets that call run again, and its answer replace the one
+   * recorded.
    */
   newKey: boolean;
   /**
