@@ -80,9 +80,9 @@ pub(crate) fn prepare(
 /// Moves each actor's records that are not stored yet among its operations
 /// (a key recorded already keeps its first answer) and writes the age
 /// index entries that name them. A record of a key its caller said was
-/// new is not looked for: a tree descent per keyed call saved, and every
-/// call an SDK sends first is such a call. Call with [`Handles::records`] held and
-/// the store's flushes serialised, before the actors' writes.
+/// new is not looked for: a tree descent saved per keyed call, and every
+/// call an SDK sends first is such a call. Call with [`Handles::records`]
+/// held and the store's flushes serialised, before the actors' writes.
 pub(crate) fn index(db: &Handles, actors: &mut [ActorOps]) -> Result<(), Failure> {
     let mut by_ms: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
     for actor in actors.iter_mut() {
