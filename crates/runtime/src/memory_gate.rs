@@ -43,7 +43,12 @@ pub struct MemoryShedding {
 impl MemoryShedding {
     /// The resident bytes from which new work is refused.
     pub fn shed_at_bytes(&self) -> u64 {
-        (self.limit_bytes / 100).saturating_mul(u64::from(self.percent))
+        self.bytes_at(self.percent)
+    }
+
+    /// `percent` of the limit, in bytes.
+    fn bytes_at(&self, percent: u8) -> u64 {
+        (self.limit_bytes / 100).saturating_mul(u64::from(percent))
     }
 
     /// Shedding ends below this percentage of the limit.
@@ -110,11 +115,10 @@ impl MemoryGate {
         let Some(s) = setting else {
             return Self::default();
         };
-        let resume_below = (s.limit_bytes / 100).saturating_mul(u64::from(s.resume_percent()));
         Self {
             setting,
             shed_at: s.shed_at_bytes(),
-            resume_below,
+            resume_below: s.bytes_at(s.resume_percent()),
             ..Self::default()
         }
     }

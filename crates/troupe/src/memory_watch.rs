@@ -15,6 +15,8 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 use troupe_runtime::{MemoryShedding, MemoryTransition, Runtime};
 
+use crate::cli::render::bytes;
+
 const EVERY: Duration = Duration::from_millis(100);
 /// What a daemon keeps resident idle with an app attached and actors
 /// active: 20 to 40 MB measured (release build, sled); about 15 MB alone.
@@ -29,11 +31,6 @@ fn sheds_near_idle(shedding: &MemoryShedding) -> Option<u64> {
     (at < IDLE_RESIDENT_BYTES).then_some(at)
 }
 
-fn mib(bytes: u64) -> f64 {
-    // Display only: the precision lost past 2^53 bytes does not show.
-    bytes as f64 / f64::from(1u32 << 20)
-}
-
 /// Starts watching when the runtime sheds load at all (under a limit, with
 /// a threshold); `None` otherwise. Abort the handle to stop.
 pub fn start(runtime: Runtime) -> Option<JoinHandle<()>> {
@@ -44,12 +41,12 @@ pub fn start(runtime: Runtime) -> Option<JoinHandle<()>> {
             shed_at_bytes = shed_at,
             percent = shedding.percent,
             "the memory limit leaves less room than the daemon takes idle: it refuses new calls \
-             from {:.1} MiB resident ({}% of its {:.1} MiB limit), and with an app attached it \
+             from {} resident ({}% of its {} limit), and with an app attached it \
              takes 20 to 40 MB idle, so it may refuse calls at light load; give it a memory \
              limit of at least {SUGGESTED_LIMIT_MIB} MiB, or a higher --memory-shed-percent",
-            mib(shed_at),
+            bytes(shed_at),
             shedding.percent,
-            mib(shedding.limit_bytes),
+            bytes(shedding.limit_bytes),
         );
     }
     crate::process_stats::resident_bytes()?;

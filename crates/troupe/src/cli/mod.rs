@@ -12,7 +12,7 @@ mod cluster;
 mod dead_letters;
 mod links;
 mod reminders;
-mod render;
+pub(crate) mod render;
 mod status;
 mod tls;
 
