@@ -8,6 +8,7 @@
 use troupe_proto::v1 as pb;
 use troupe_proto::v1::link_reply::Result as Answer;
 use troupe_proto::v1::link_request::Call;
+use troupe_runtime::input::millis;
 use troupe_runtime::{
     ActorRequest, ActorResponse, BoxFuture, CallError, Forwarder, Peer, RequestContext,
 };
@@ -51,9 +52,7 @@ fn link_request(mut request: ActorRequest, context: RequestContext) -> pb::LinkR
     };
     pb::LinkRequest {
         hops: context.hops,
-        timeout_ms: context.timeout.map_or(0, |t| {
-            u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
-        }),
+        timeout_ms: context.timeout.map_or(0, |t| millis(t).max(1)),
         traceparent,
         tracestate,
         call: Some(call),

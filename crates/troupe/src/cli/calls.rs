@@ -95,7 +95,7 @@ impl CallArgs {
                  daemon's whole --idempotency-retention",
             ));
         }
-        Ok(u64::try_from(keep.as_millis()).unwrap_or(u64::MAX).max(1))
+        Ok(troupe_runtime::input::millis(keep).max(1))
     }
 
     /// `--data` that reads as a payload (`{"kwargs": ...}`, as `--data`

@@ -14,7 +14,7 @@ use troupe_runtime::{
     ReminderSpec, RetryPolicy, TimerSpec, TurnKind, ALARM_NAME,
 };
 
-use troupe_runtime::input::{range, UserDuration};
+use troupe_runtime::input::{millis, range, UserDuration};
 
 use super::time::{duration, format_duration, format_instant, instant, period};
 use super::{actor_id, actor_ref, chain_to_pb, extra, payload, payload_to_pb};
@@ -320,9 +320,7 @@ fn call_parts(call: Call) -> CallParts {
         chain: extra.chain.as_ref().map(chain_to_pb),
         idempotency_key: extra.idempotency_key.map(String::from).unwrap_or_default(),
         new_key: extra.new_key,
-        key_retention_ms: extra
-            .key_retention
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        key_retention_ms: extra.key_retention.map_or(0, millis),
     }
 }
 
@@ -348,10 +346,6 @@ pub fn retry(policy: Option<pb::RetryPolicy>) -> RetryPolicy {
             Duration::from_millis(p.max_backoff_ms)
         },
     }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn retry_to_pb(r: RetryPolicy) -> pb::RetryPolicy {
