@@ -76,12 +76,22 @@ enum Command {
     Dev(Box<dev_cmd::DevArgs>),
     /// Call a method on an actor and print its result.
     Invoke {
-        #[arg(value_name = "TYPE")]
-        actor_type: String,
-        id: String,
-        method: String,
+        #[command(flatten)]
+        to: cli::MethodRef,
         #[command(flatten)]
         call: cli::CallArgs,
+        #[command(flatten)]
+        target: cli::Target,
+    },
+    /// Send a method call to an actor without waiting for it to run (a
+    /// one-way tell); --durable stores it first.
+    Tell {
+        #[command(flatten)]
+        to: cli::MethodRef,
+        #[command(flatten)]
+        call: cli::CallArgs,
+        #[command(flatten)]
+        delivery: cli::TellDelivery,
         #[command(flatten)]
         target: cli::Target,
     },
@@ -282,13 +292,13 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
             None => server::serve(args.resolve()?).await,
         },
         Command::Dev(args) => dev_cmd::run(*args).await,
-        Command::Invoke {
-            actor_type,
-            id,
-            method,
+        Command::Invoke { to, call, target } => cli::invoke(&target, to, call).await,
+        Command::Tell {
+            to,
             call,
+            delivery,
             target,
-        } => cli::invoke(&target, actor_type, id, method, call).await,
+        } => cli::tell(&target, to, call, delivery).await,
         Command::State {
             command:
                 StateCommand::Get {

@@ -1,14 +1,16 @@
-//! The inspection CLI (`troupe status | actors | state | invoke | reminders`)
+//! The client CLI (`troupe status | actors | state | invoke | tell | reminders`)
 //! against a live daemon: table and JSON output, and the exit codes scripts
 //! rely on (docs/cli.md). One daemon serves every case that needs one; the
 //! cases run in order because `deactivate` changes what the others see.
 //!
 //! `inspect.rs` has the read-only commands, `act.rs` the ones that change
-//! things, `offline.rs` what needs no daemon (or an unreachable one).
+//! things (`tell.rs` one-way messages and deadlines), `offline.rs` what
+//! needs no daemon (or an unreachable one).
 
 mod act;
 mod inspect;
 mod offline;
+mod tell;
 mod unix_socket;
 
 use std::process::ExitStatus;
@@ -201,6 +203,8 @@ async fn every_command_against_one_live_daemon() -> anyhow::Result<()> {
     state_get(&fx).await.context("state get")?;
     bytes_that_are_not_json(&fx).await.context("raw values")?;
     invoke(&fx).await.context("invoke")?;
+    tell::tell(&fx).await.context("tell")?;
+    tell::timeout(&fx).await.context("invoke --timeout")?;
     reminders_list(&fx).await.context("reminders list")?;
     deactivate(&fx).await.context("actors deactivate")?;
     app_away(&fx).await.context("an app that went away")?;

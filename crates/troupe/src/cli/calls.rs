@@ -1,4 +1,5 @@
-//! `troupe invoke` and `troupe state get`: the client API from the shell.
+//! `troupe invoke`, `troupe tell` and `troupe state get`: the client API
+//! from the shell.
 
 use std::time::Duration;
 
@@ -12,8 +13,46 @@ fn actor_ref(ty: String, id: String) -> Option<pb::ActorRef> {
     Some(pb::ActorRef { r#type: ty, id })
 }
 
-/// The arguments of `troupe invoke`: `--data` as the SDKs' clients take
-/// them, or `--payload` as they travel.
+/// The method of an actor that `troupe invoke` or `troupe tell` calls.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MethodRef {
+    /// The actor type, as its app registered it.
+    #[arg(value_name = "TYPE")]
+    pub actor_type: String,
+    /// The actor's id; an actor that is not active is activated.
+    pub id: String,
+    /// The method to call.
+    pub method: String,
+}
+
+impl MethodRef {
+    fn actor(&self) -> Option<pb::ActorRef> {
+        actor_ref(self.actor_type.clone(), self.id.clone())
+    }
+
+    /// "counter/c2.incr", or the actor's name alone for an empty method
+    /// (which the daemon refuses, naming it).
+    fn name(&self) -> String {
+        let name = actor_name(&self.actor_type, &self.id);
+        if self.method.is_empty() {
+            name
+        } else {
+            format!("{name}.{}", self.method)
+        }
+    }
+}
+
+/// What `troupe invoke` and `troupe tell` send alike, checked before
+/// anything is sent.
+struct Outgoing {
+    payload: Option<pb::Payload>,
+    idempotency_key: String,
+    key_retention_ms: u64,
+}
+
+/// The arguments of `troupe invoke` and `troupe tell`: `--data` as the
+/// SDKs' clients take them, or `--payload` as they travel; the key and the
+/// deadline.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct CallArgs {
     /// The arguments as JSON: an object is keyword arguments ('{"by": 5}'),
@@ -37,6 +76,11 @@ pub struct CallArgs {
     #[arg(long, value_name = "DURATION", requires = "idempotency_key",
           value_parser = crate::duration::flag)]
     pub idempotency_retention: Option<Duration>,
+    /// How long to wait for the daemon's answer. It is sent with the call
+    /// as its deadline, so the daemon gives up on the call then too; left
+    /// out, the daemon's --call-timeout (60s by default) bounds it.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::flag)]
+    pub timeout: Option<Duration>,
 }
 
 impl CallArgs {
@@ -98,6 +142,33 @@ impl CallArgs {
         Ok(troupe_runtime::input::millis(keep).max(1))
     }
 
+    /// `message` as a request carrying `--timeout` as its deadline.
+    fn request<T>(&self, message: T) -> anyhow::Result<tonic::Request<T>> {
+        let mut request = tonic::Request::new(message);
+        if let Some(timeout) = self.timeout {
+            if timeout.is_zero() {
+                return Err(fail(
+                    Exit::Usage,
+                    "--timeout is zero; give how long to wait for the answer (e.g. 5s), or \
+                     leave it out for the daemon's --call-timeout",
+                ));
+            }
+            request.set_timeout(timeout);
+        }
+        Ok(request)
+    }
+
+    fn outgoing(&self) -> anyhow::Result<Outgoing> {
+        Ok(Outgoing {
+            payload: Some(pb::Payload {
+                data: self.encode()?.into_bytes().into(),
+                content_type: pb::ContentType::Json as i32,
+            }),
+            key_retention_ms: self.key_retention_ms()?,
+            idempotency_key: self.idempotency_key.clone().unwrap_or_default(),
+        })
+    }
+
     /// `--data` that reads as a payload (`{"kwargs": ...}`, as `--data`
     /// meant before it took the arguments themselves): worth a word when the
     /// actor refuses it.
@@ -110,23 +181,25 @@ impl CallArgs {
     }
 }
 
-pub async fn invoke(
-    target: &Target,
-    actor_type: String,
-    id: String,
-    method: String,
-    call: CallArgs,
-) -> anyhow::Result<()> {
-    let data = call.encode()?;
-    let key_retention_ms = call.key_retention_ms()?;
+pub async fn invoke(target: &Target, to: MethodRef, call: CallArgs) -> anyhow::Result<()> {
+    let Outgoing {
+        payload,
+        idempotency_key,
+        key_retention_ms,
+    } = call.outgoing()?;
+    let message = call.request(pb::InvokeRequest {
+        actor: to.actor(),
+        method: to.method.clone(),
+        payload,
+        idempotency_key,
+        key_retention_ms,
+        ..Default::default()
+    })?;
     let daemon = connect(target).await?;
     let mut client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());
-    let name = actor_name(&actor_type, &id);
-    let request = daemon.request(if method.is_empty() {
-        format!("call {name}")
-    } else {
-        format!("call {name}.{method}")
-    });
+    let request = daemon
+        .request(format!("call {}", to.name()))
+        .within(call.timeout);
     let request = if call.looks_like_payload() {
         request.when_refused(
             "--data is the arguments themselves ('{\"by\": 5}'); to send \"args\" and \
@@ -136,17 +209,7 @@ pub async fn invoke(
         request
     };
     let reply = client
-        .invoke(pb::InvokeRequest {
-            actor: actor_ref(actor_type, id),
-            method,
-            payload: Some(pb::Payload {
-                data: data.into_bytes().into(),
-                content_type: pb::ContentType::Json as i32,
-            }),
-            idempotency_key: call.idempotency_key.unwrap_or_default(),
-            key_retention_ms,
-            ..Default::default()
-        })
+        .invoke(message)
         .await
         .map_err(|s| request.failed(s))?
         .into_inner();
@@ -154,6 +217,74 @@ pub async fn invoke(
     match target.output {
         Output::Json => emit_json(&value.json()),
         Output::Table => emit(&format!("{}\n", value.pretty())),
+    }
+}
+
+/// How `troupe tell` asks for its message to be delivered.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct TellDelivery {
+    /// Store the message in the actor's inbox before answering: it is
+    /// delivered at least once across crashes and restarts, its effects once
+    /// (docs/delivery.md). Left out, the actor type's default.
+    #[arg(long, conflicts_with = "best_effort")]
+    pub durable: bool,
+    /// Answer once the message is queued in memory: a crash before its turn
+    /// loses it. Left out, the actor type's default.
+    #[arg(long)]
+    pub best_effort: bool,
+}
+
+impl TellDelivery {
+    fn wire(self) -> pb::Delivery {
+        match (self.durable, self.best_effort) {
+            (true, _) => pb::Delivery::Durable,
+            (false, true) => pb::Delivery::BestEffort,
+            (false, false) => pb::Delivery::Unspecified,
+        }
+    }
+}
+
+/// Sends a one-way message: the daemon answers once it has taken it, not
+/// when the method has run, so nothing of the method's result is printed.
+pub async fn tell(
+    target: &Target,
+    to: MethodRef,
+    call: CallArgs,
+    delivery: TellDelivery,
+) -> anyhow::Result<()> {
+    let Outgoing {
+        payload,
+        idempotency_key,
+        key_retention_ms,
+    } = call.outgoing()?;
+    let delivery = delivery.wire();
+    let message = call.request(pb::TellRequest {
+        actor: to.actor(),
+        method: to.method.clone(),
+        payload,
+        delivery: delivery as i32,
+        idempotency_key,
+        key_retention_ms,
+        ..Default::default()
+    })?;
+    let daemon = connect(target).await?;
+    let mut client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());
+    let request = daemon
+        .request(format!("tell {}", to.name()))
+        .within(call.timeout);
+    client.tell(message).await.map_err(|s| request.failed(s))?;
+    let (how, said) = match delivery {
+        pb::Delivery::Durable => ("durable", "stored in its inbox"),
+        pb::Delivery::BestEffort => ("best_effort", "queued in memory"),
+        pb::Delivery::Unspecified => ("default", "taken, as its type delivers tells"),
+    };
+    match target.output {
+        Output::Json => emit_json(&json!({
+            "actor": { "type": to.actor_type, "id": to.id },
+            "method": to.method,
+            "delivery": how,
+        })),
+        Output::Table => emit(&format!("sent {}: {said}\n", to.name())),
     }
 }
 

@@ -29,7 +29,7 @@ use tonic::{Code, Status};
 
 pub use actors::{actors_deactivate, actors_list};
 pub use actors_get::actors_get;
-pub use calls::{invoke, state_get, CallArgs};
+pub use calls::{invoke, state_get, tell, CallArgs, MethodRef, TellDelivery};
 pub use cluster::{cluster_status, ClusterTarget};
 pub use dead_letters::run as dead_letters;
 pub use dead_letters::DeadLettersCommand;
@@ -50,7 +50,8 @@ Exit codes:
   3  the daemon is unreachable (not running, wrong --addr, connection lost)
   4  not found: unknown actor type, no such actor, state key or dead letter
   5  the actor raised an error (invoke)
-  6  the daemon refused or failed the request (UNAVAILABLE, RESOURCE_EXHAUSTED, ...)";
+  6  the daemon refused or failed the request (UNAVAILABLE, RESOURCE_EXHAUSTED,
+     no answer within --timeout, ...)";
 
 /// How long a client command waits to connect before calling the daemon
 /// unreachable: long enough for a busy host, short enough for a person.
@@ -273,6 +274,8 @@ struct Request<'a> {
     daemon: &'a Daemon,
     /// Added to the message when the actor refuses the call's arguments.
     refused_hint: &'static str,
+    /// The caller's `--timeout`, named when the call runs out of it.
+    timeout: Option<Duration>,
 }
 
 impl Daemon {
@@ -281,6 +284,7 @@ impl Daemon {
             what: what.into(),
             daemon: self,
             refused_hint: "",
+            timeout: None,
         }
     }
 }
@@ -302,12 +306,34 @@ impl Request<'_> {
         }
     }
 
+    /// Says that the call ran out of the caller's `--timeout` rather than
+    /// of the daemon's own limits, when it does.
+    fn within(self, timeout: Option<Duration>) -> Self {
+        Self { timeout, ..self }
+    }
+
     /// Turns a status from the daemon into an error with its exit code.
     fn failed(&self, status: Status) -> anyhow::Error {
         let what = &self.what;
         let addr = &self.daemon.addr;
         let message = status.message();
+        // The daemon answers DEADLINE_EXCEEDED just before the deadline;
+        // tonic's own timer, should the daemon not answer, CANCELLED.
+        let out_of_time = matches!(status.code(), Code::DeadlineExceeded | Code::Cancelled);
         match status.code() {
+            _ if out_of_time && self.timeout.is_some() => {
+                let timeout = humantime::format_duration(self.timeout.unwrap_or_default());
+                fail(
+                    Exit::Daemon,
+                    format!(
+                        "{what}: no answer within --timeout {} ({}: {message})\n  \
+                         the call may still run; give a longer --timeout, and an \
+                         --idempotency-key so that running the command again runs it once",
+                        timeout,
+                        code_name(status.code())
+                    ),
+                )
+            }
             Code::Unknown => {
                 let ty = status
                     .metadata()
