@@ -110,7 +110,7 @@ enum Command {
         #[command(subcommand)]
         command: cli::DeadLettersCommand,
     },
-    /// Inspect durable reminders and alarms.
+    /// Inspect and delete durable reminders and alarms.
     Reminders {
         #[command(subcommand)]
         command: RemindersCommand,
@@ -200,6 +200,14 @@ enum RemindersCommand {
         actor_type: Option<String>,
         #[arg(long = "id", value_name = "ID", requires = "actor_type")]
         actor_id: Option<String>,
+        #[command(flatten)]
+        target: cli::Target,
+    },
+    /// Delete a reminder, or with --alarm the actor's alarm: it fires no
+    /// more. One that is not there exits 4, naming those there are.
+    Delete {
+        #[command(flatten)]
+        which: cli::Scheduled,
         #[command(flatten)]
         target: cli::Target,
     },
@@ -342,6 +350,9 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
                     target,
                 },
         } => cli::reminders_list(&target, actor_type, actor_id).await,
+        Command::Reminders {
+            command: RemindersCommand::Delete { which, target },
+        } => cli::reminders_delete(&target, which).await,
     }
 }
 

@@ -4,12 +4,14 @@
 //! cases run in order because `deactivate` changes what the others see.
 //!
 //! `inspect.rs` has the read-only commands, `act.rs` the ones that change
-//! things (`tell.rs` one-way messages and deadlines), `offline.rs` what
-//! needs no daemon (or an unreachable one).
+//! things (`tell.rs` one-way messages and deadlines, `reminders_delete.rs`
+//! deleting schedules), `offline.rs` what needs no daemon (or an
+//! unreachable one).
 
 mod act;
 mod inspect;
 mod offline;
+mod reminders_delete;
 mod tell;
 mod unix_socket;
 
@@ -206,6 +208,9 @@ async fn every_command_against_one_live_daemon() -> anyhow::Result<()> {
     tell::tell(&fx).await.context("tell")?;
     tell::timeout(&fx).await.context("invoke --timeout")?;
     reminders_list(&fx).await.context("reminders list")?;
+    reminders_delete::reminders_delete(&fx)
+        .await
+        .context("reminders delete")?;
     deactivate(&fx).await.context("actors deactivate")?;
     app_away(&fx).await.context("an app that went away")?;
     Ok(())

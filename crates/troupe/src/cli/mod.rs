@@ -33,7 +33,7 @@ pub use calls::{invoke, state_get, tell, CallArgs, MethodRef, TellDelivery};
 pub use cluster::{cluster_status, ClusterTarget};
 pub use dead_letters::run as dead_letters;
 pub use dead_letters::DeadLettersCommand;
-pub use reminders::reminders_list;
+pub use reminders::{reminders_delete, reminders_list, Scheduled};
 pub use status::status;
 
 /// Shown after `troupe --help`; docs/cli.md says the same at more length.
@@ -48,7 +48,7 @@ Exit codes:
   2  bad input: wrong arguments, --data that is not JSON, INVALID_ARGUMENT from the daemon,
      or an actor refusing the call's arguments (TypeError, PayloadError)
   3  the daemon is unreachable (not running, wrong --addr, connection lost)
-  4  not found: unknown actor type, no such actor, state key or dead letter
+  4  not found: unknown actor type, no such actor, state key, reminder or dead letter
   5  the actor raised an error (invoke)
   6  the daemon refused or failed the request (UNAVAILABLE, RESOURCE_EXHAUSTED,
      no answer within --timeout, ...)";

@@ -1,10 +1,11 @@
-//! `troupe reminders list`, and the reminder rows `actors get` shares.
+//! `troupe reminders list` and `delete`, and the reminder rows `actors get`
+//! shares.
 
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
 use super::render::{self, Shown, Table};
-use super::{all_pages, connect, emit, emit_json, Output, Target};
+use super::{actor_name, all_pages, connect, emit, emit_json, fail, Exit, Output, Target};
 
 /// The alarm has no name of its own; tables and JSON call it this.
 const ALARM_NAME: &str = "(alarm)";
@@ -116,4 +117,100 @@ pub fn table(reminders: &[pb::Reminder], with_actor: bool) -> String {
         t.row(cells);
     }
     t.render()
+}
+
+/// What `troupe reminders delete` removes: a reminder by name, or the
+/// actor's alarm.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Scheduled {
+    /// The actor type.
+    #[arg(value_name = "TYPE")]
+    pub actor_type: String,
+    /// The actor's id.
+    pub id: String,
+    /// The reminder's name, as `troupe reminders list` shows it ("(alarm)"
+    /// is the alarm).
+    #[arg(conflicts_with = "alarm")]
+    pub name: Option<String>,
+    /// Delete the actor's alarm.
+    #[arg(long)]
+    pub alarm: bool,
+}
+
+pub async fn reminders_delete(target: &Target, which: Scheduled) -> anyhow::Result<()> {
+    let Scheduled {
+        actor_type,
+        id,
+        name: reminder,
+        alarm,
+    } = which;
+    if reminder.is_none() && !alarm {
+        return Err(fail(
+            Exit::Usage,
+            "name the reminder to delete (`troupe reminders list --type TYPE --id ID` shows \
+             them), or give --alarm for the actor's alarm",
+        ));
+    }
+    let reminder = reminder.filter(|n| n != ALARM_NAME);
+    let daemon = connect(target).await?;
+    let mut client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());
+    let actor = Some(pb::ActorRef {
+        r#type: actor_type.clone(),
+        id: id.clone(),
+    });
+    let name = actor_name(&actor_type, &id);
+    let what = match &reminder {
+        Some(r) => format!("reminder {r:?}"),
+        None => "alarm".to_owned(),
+    };
+    let request = daemon.request(format!("delete the {what} of {name}"));
+    let answer = match &reminder {
+        Some(r) => {
+            client
+                .delete_reminder(pb::ReminderRef {
+                    actor,
+                    name: r.clone(),
+                })
+                .await
+        }
+        None => client.delete_alarm(pb::AlarmRef { actor }).await,
+    };
+    let deleted = answer.map_err(|s| request.failed(s))?.into_inner().deleted;
+    if !deleted {
+        // Name what there is, so that the next try can be right.
+        let there = client
+            .list_reminders(pb::ListRemindersRequest {
+                r#type: actor_type.clone(),
+                id: id.clone(),
+                page_size: 1000,
+                page_token: String::new(),
+            })
+            .await
+            .map_err(|s| request.failed(s))?
+            .into_inner()
+            .reminders;
+        let names: Vec<&str> = there
+            .iter()
+            .map(|r| if r.alarm { ALARM_NAME } else { &r.name })
+            .collect();
+        let has = if names.is_empty() {
+            "it has no reminders or alarm".to_owned()
+        } else {
+            format!("it has: {}", names.join(", "))
+        };
+        return Err(fail(
+            Exit::NotFound,
+            format!("{name} has no {what} ({has})"),
+        ));
+    }
+    match target.output {
+        Output::Json => emit_json(&json!({
+            "type": actor_type,
+            "id": id,
+            "name": reminder.as_deref().unwrap_or(ALARM_NAME),
+            "alarm": reminder.is_none(),
+            "deleted": true,
+        })),
+        Output::Table => emit(&format!("deleted the {what} of {name}\n")),
+    }
 }
