@@ -158,6 +158,10 @@ struct Shared {
     /// The generation of the open database once an I/O error broke it
     /// (0: none; generations start at 1).
     broken: AtomicU64,
+    /// Held shared by every write while it runs, and exclusively by a
+    /// backup, which so reads the database as of one instant
+    /// (`crate::backup`).
+    writes: RwLock<()>,
     /// Writes handed to the blocking pool so far, for tests of what runs
     /// on the caller's worker before one is.
     #[cfg(test)]
@@ -192,6 +196,7 @@ impl SledDb {
                 failed_reopen: None,
             }),
             broken: AtomicU64::new(0),
+            writes: RwLock::new(()),
             #[cfg(test)]
             writes_begun: AtomicU64::new(0),
         })))
@@ -243,11 +248,24 @@ impl SledDb {
         self.0.writes_begun.fetch_add(1, Ordering::Relaxed);
         let db = self.clone();
         tokio::task::spawn_blocking(move || {
+            let _writing = db.0.writes.read();
             db.check_space(bytes)?;
             db.run(Access::Write, write)
         })
         .await
         .map_err(|e| StoreError::Io(format!("state store write task failed: {e}")))?
+    }
+
+    /// Holds every write back until the guard is dropped, once the writes
+    /// running now are done. Reads go on. Blocks.
+    pub(crate) fn pause_writes(&self) -> parking_lot::RwLockWriteGuard<'_, ()> {
+        self.0.writes.write()
+    }
+
+    /// Runs `op` on the open database, as it is (a broken one reads).
+    /// Blocks.
+    pub(crate) fn with_open<T>(&self, op: impl FnOnce(&Handles) -> T) -> Result<T, StoreError> {
+        self.run(Access::Read, |handles| Ok(op(handles)))
     }
 
     /// Refuses a write that may not fit (see the module doc).

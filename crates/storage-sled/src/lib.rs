@@ -4,7 +4,9 @@
 //! reminder batches likewise write each reminder atomically
 //! (`reminders::write`). The database is re-opened after an I/O error
 //! (`db`), so a store that failed (a full disk) recovers by itself once the
-//! file system does.
+//! file system does. A backup reads it whole as of one instant, pausing
+//! writes meanwhile, and a restore writes one into an empty directory
+//! (`backup`).
 //!
 //! Owner epochs (fencing) are accepted and not checked: sled locks its
 //! directory, so one daemon holds the database, and the daemon refuses to
@@ -12,6 +14,7 @@
 //! There is never another owner to fence.
 
 mod actor_write;
+mod backup;
 mod db;
 mod inbox;
 mod keys;
@@ -19,6 +22,7 @@ mod records;
 mod reminders;
 mod state;
 
+pub use backup::{restore, BackupError, BackupSummary};
 pub use db::ReopenError;
 pub use reminders::SledReminders;
 pub use state::{SledStore, DEFAULT_CACHE_BYTES};

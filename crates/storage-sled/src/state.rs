@@ -46,6 +46,11 @@ impl SledStore {
         })
     }
 
+    /// The data directory the database lives in.
+    pub fn dir(&self) -> &Path {
+        self.db.dir()
+    }
+
     /// The database, shared with the reminders that live beside the state.
     pub(crate) fn db(&self) -> &SledDb {
         &self.db

@@ -115,6 +115,26 @@ enum Command {
         #[command(subcommand)]
         command: RemindersCommand,
     },
+    /// Copy a running daemon's sled store to FILE: a backup as of one
+    /// instant, taken while the daemon serves (writes pause meanwhile).
+    Backup {
+        /// The file to write; it must not exist yet.
+        file: std::path::PathBuf,
+        #[command(flatten)]
+        target: cli::Target,
+    },
+    /// Write a backup (`troupe backup`) into an empty directory, for
+    /// `troupe serve --data-dir DIR`. Needs no daemon.
+    Restore {
+        /// The backup file.
+        file: std::path::PathBuf,
+        /// The data directory to create; if it exists, it must be empty.
+        #[arg(long, value_name = "DIR")]
+        data_dir: std::path::PathBuf,
+        /// Output: `table` for people, `json` for scripts.
+        #[arg(short = 'o', long, default_value = "table")]
+        output: cli::Output,
+    },
     /// Show the daemon: version, store, registered types, load, flush backlog.
     Status {
         #[command(flatten)]
@@ -301,6 +321,12 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
         },
         Command::Dev(args) => dev_cmd::run(*args).await,
         Command::Invoke { to, call, target } => cli::invoke(&target, to, call).await,
+        Command::Backup { file, target } => cli::backup(&target, file).await,
+        Command::Restore {
+            file,
+            data_dir,
+            output,
+        } => cli::restore(file, data_dir, output).await,
         Command::Tell {
             to,
             call,

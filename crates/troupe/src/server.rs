@@ -73,10 +73,13 @@ pub async fn run_until(
     stop: impl std::future::Future<Output = ()>,
     on_listening: impl FnOnce(Listening),
 ) -> anyhow::Result<()> {
+    // Kept apart for the admin API's backups.
+    let mut sled_store = None;
     let (store, reminders): (Arc<dyn StateStore>, Arc<dyn ReminderStore>) = match &config.store {
         StoreKind::Sled(dir) => {
             let sled = SledStore::open_with_cache(dir, config.sled_cache_bytes)?;
             let reminders = SledReminders::open(&sled)?;
+            sled_store = Some(sled.clone());
             (Arc::new(sled), Arc::new(reminders))
         }
         StoreKind::Postgres(url) => {
@@ -263,6 +266,7 @@ pub async fn run_until(
                 local.to_string(),
                 links.clone(),
                 config.memory_limit,
+                sled_store,
             )),
             api_guard,
         ));

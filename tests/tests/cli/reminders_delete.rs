@@ -65,7 +65,10 @@ pub(crate) async fn reminders_delete(fx: &Fixture) -> anyhow::Result<()> {
     fx.run(&["reminders", "delete", "counter", "c1", "nope"])
         .await?
         .exit(4)?
-        .stderr_has(&["counter/c1 has no reminder \"nope\"", "it has: (alarm), tick"])?;
+        .stderr_has(&[
+            "counter/c1 has no reminder \"nope\"",
+            "it has: (alarm), tick",
+        ])?;
     fx.run(&["reminders", "delete", "counter", "d1", "--alarm"])
         .await?
         .exit(4)?

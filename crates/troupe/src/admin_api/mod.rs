@@ -1,5 +1,6 @@
 //! `troupe.v1.Admin`: what operators and the CLI inspect.
 
+mod backup;
 mod dead_letters;
 mod delivery;
 
@@ -7,6 +8,7 @@ use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
 use troupe_runtime::input::range;
 use troupe_runtime::{ActivationState, ActorId, MemoryBounds, Runtime, StateMode};
+use troupe_storage_sled::SledStore;
 use troupe_transport::link::{ChannelStats, Links};
 
 use crate::convert;
@@ -23,6 +25,8 @@ pub struct AdminApi {
     links: Option<Links>,
     /// The cgroup's memory limit, if any (`config::memory_limit`).
     memory_limit: Option<u64>,
+    /// The store, when it is sled: the one `Backup` copies.
+    sled: Option<SledStore>,
 }
 
 impl AdminApi {
@@ -31,12 +35,14 @@ impl AdminApi {
         listen: String,
         links: Option<Links>,
         memory_limit: Option<u64>,
+        sled: Option<SledStore>,
     ) -> Self {
         Self {
             runtime,
             listen,
             links,
             memory_limit,
+            sled,
         }
     }
 }
@@ -357,5 +363,16 @@ impl pb::admin_server::Admin for AdminApi {
         request: Request<pb::DeadLetterRef>,
     ) -> Result<Response<pb::DropDeadLetterResponse>, Status> {
         dead_letters::drop_letter(&self.runtime, request.into_inner()).await
+    }
+
+    type BackupStream = backup::BackupStream;
+
+    async fn backup(
+        &self,
+        _request: Request<pb::BackupRequest>,
+    ) -> Result<Response<Self::BackupStream>, Status> {
+        backup::backup(&self.runtime, self.sled.as_ref())
+            .await
+            .map(Response::new)
     }
 }

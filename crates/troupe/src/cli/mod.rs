@@ -7,6 +7,7 @@
 
 mod actors;
 mod actors_get;
+mod backup;
 mod calls;
 mod cluster;
 mod dead_letters;
@@ -29,6 +30,7 @@ use tonic::{Code, Status};
 
 pub use actors::{actors_deactivate, actors_list};
 pub use actors_get::actors_get;
+pub use backup::{backup, restore};
 pub use calls::{invoke, state_get, tell, CallArgs, MethodRef, TellDelivery};
 pub use cluster::{cluster_status, ClusterTarget};
 pub use dead_letters::run as dead_letters;

@@ -11,7 +11,9 @@ import {
   type ChannelCredentials,
   Client,
   type ClientOptions,
+  type ClientReadableStream,
   type ClientUnaryCall,
+  type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
@@ -31,7 +33,7 @@ export const protobufFileName = "troupe/v1/admin.proto";
  * Everything here answers "where is actor X, what is in it, why is it slow"
  * without a debugger. Reads never activate an actor; DeactivateActor and the
  * dead-letter re-drive and drop are the only calls that change anything,
- * apart from AdvanceClock of a test daemon.
+ * apart from AdvanceClock of a test daemon. Backup copies the store out.
  */
 
 export enum ActivationStatus {
@@ -429,6 +431,26 @@ export interface RedriveDeadLetterResponse {
 }
 
 export interface DropDeadLetterResponse {
+}
+
+export interface BackupRequest {
+}
+
+export interface BackupChunk {
+  /** The next bytes of the backup file. */
+  data: Buffer;
+  /** On the last message only: what the backup holds. */
+  summary?: BackupSummary | undefined;
+}
+
+export interface BackupSummary {
+  /** The store, as StatusResponse names it ("sled:/var/lib/troupe"). */
+  store: string;
+  /** sled trees, and keys across them. */
+  trees: bigint;
+  entries: bigint;
+  /** The whole file. */
+  bytes: bigint;
 }
 
 function createBaseStatusRequest(): StatusRequest {
@@ -3853,6 +3875,218 @@ export const DropDeadLetterResponse: MessageFns<DropDeadLetterResponse> = {
   },
 };
 
+function createBaseBackupRequest(): BackupRequest {
+  return {};
+}
+
+export const BackupRequest: MessageFns<BackupRequest> = {
+  encode(_: BackupRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BackupRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBackupRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BackupRequest>, I>>(base?: I): BackupRequest {
+    return BackupRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BackupRequest>, I>>(_: I): BackupRequest {
+    const message = createBaseBackupRequest();
+    return message;
+  },
+};
+
+function createBaseBackupChunk(): BackupChunk {
+  return { data: Buffer.alloc(0), summary: undefined };
+}
+
+export const BackupChunk: MessageFns<BackupChunk> = {
+  encode(message: BackupChunk, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.data.length !== 0) {
+      writer.uint32(10).bytes(message.data);
+    }
+    if (message.summary !== undefined) {
+      BackupSummary.encode(message.summary, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BackupChunk {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBackupChunk();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.data = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.summary = BackupSummary.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BackupChunk>, I>>(base?: I): BackupChunk {
+    return BackupChunk.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BackupChunk>, I>>(object: I): BackupChunk {
+    const message = createBaseBackupChunk();
+    message.data = object.data ?? Buffer.alloc(0);
+    message.summary = (object.summary !== undefined && object.summary !== null)
+      ? BackupSummary.fromPartial(object.summary)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseBackupSummary(): BackupSummary {
+  return { store: "", trees: 0n, entries: 0n, bytes: 0n };
+}
+
+export const BackupSummary: MessageFns<BackupSummary> = {
+  encode(message: BackupSummary, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.store !== "") {
+      writer.uint32(10).string(message.store);
+    }
+    if (message.trees !== 0n) {
+      if (BigInt.asUintN(64, message.trees) !== message.trees) {
+        throw new globalThis.Error("value provided for field message.trees of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.trees);
+    }
+    if (message.entries !== 0n) {
+      if (BigInt.asUintN(64, message.entries) !== message.entries) {
+        throw new globalThis.Error("value provided for field message.entries of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.entries);
+    }
+    if (message.bytes !== 0n) {
+      if (BigInt.asUintN(64, message.bytes) !== message.bytes) {
+        throw new globalThis.Error("value provided for field message.bytes of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.bytes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BackupSummary {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBackupSummary();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.store = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.trees = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.entries = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.bytes = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<BackupSummary>, I>>(base?: I): BackupSummary {
+    return BackupSummary.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BackupSummary>, I>>(object: I): BackupSummary {
+    const message = createBaseBackupSummary();
+    message.store = object.store ?? "";
+    message.trees = (object.trees !== undefined && object.trees !== null) ? BigInt(object.trees) : 0n;
+    message.entries = (object.entries !== undefined && object.entries !== null) ? BigInt(object.entries) : 0n;
+    message.bytes = (object.bytes !== undefined && object.bytes !== null) ? BigInt(object.bytes) : 0n;
+    return message;
+  },
+};
+
 export type AdminService = typeof AdminService;
 export const AdminService = {
   /** The daemon: version, uptime, node, store, registered types, flush backlog. */
@@ -3985,6 +4219,25 @@ export const AdminService = {
       Buffer.from(DropDeadLetterResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DropDeadLetterResponse => DropDeadLetterResponse.decode(value),
   },
+  /**
+   * A backup of the daemon's sled store as of one instant, taken while it
+   * serves: dirty write-behind state is flushed first, so the backup holds
+   * every write acknowledged before the call; then the store's writes pause
+   * while the database is copied to a file beside it (reads and turns go
+   * on), and the file is streamed. `troupe restore` writes it into an empty
+   * data directory. FAILED_PRECONDITION for a store that is not sled
+   * (PostgreSQL: pg_dump), RESOURCE_EXHAUSTED when the data directory's
+   * file system has no room for the copy.
+   */
+  backup: {
+    path: "/troupe.v1.Admin/Backup" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: BackupRequest): Buffer => Buffer.from(BackupRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): BackupRequest => BackupRequest.decode(value),
+    responseSerialize: (value: BackupChunk): Buffer => Buffer.from(BackupChunk.encode(value).finish()),
+    responseDeserialize: (value: Buffer): BackupChunk => BackupChunk.decode(value),
+  },
 } as const;
 
 export interface AdminServer extends UntypedServiceImplementation {
@@ -4028,6 +4281,17 @@ export interface AdminServer extends UntypedServiceImplementation {
   redriveDeadLetter: handleUnaryCall<DeadLetterRef, RedriveDeadLetterResponse>;
   /** Forgets a dead letter. NOT_FOUND when there is none. */
   dropDeadLetter: handleUnaryCall<DeadLetterRef, DropDeadLetterResponse>;
+  /**
+   * A backup of the daemon's sled store as of one instant, taken while it
+   * serves: dirty write-behind state is flushed first, so the backup holds
+   * every write acknowledged before the call; then the store's writes pause
+   * while the database is copied to a file beside it (reads and turns go
+   * on), and the file is streamed. `troupe restore` writes it into an empty
+   * data directory. FAILED_PRECONDITION for a store that is not sled
+   * (PostgreSQL: pg_dump), RESOURCE_EXHAUSTED when the data directory's
+   * file system has no room for the copy.
+   */
+  backup: handleServerStreamingCall<BackupRequest, BackupChunk>;
 }
 
 export interface AdminClient extends Client {
@@ -4211,6 +4475,22 @@ export interface AdminClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DropDeadLetterResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * A backup of the daemon's sled store as of one instant, taken while it
+   * serves: dirty write-behind state is flushed first, so the backup holds
+   * every write acknowledged before the call; then the store's writes pause
+   * while the database is copied to a file beside it (reads and turns go
+   * on), and the file is streamed. `troupe restore` writes it into an empty
+   * data directory. FAILED_PRECONDITION for a store that is not sled
+   * (PostgreSQL: pg_dump), RESOURCE_EXHAUSTED when the data directory's
+   * file system has no room for the copy.
+   */
+  backup(request: BackupRequest, options?: Partial<CallOptions>): ClientReadableStream<BackupChunk>;
+  backup(
+    request: BackupRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<BackupChunk>;
 }
 
 export const AdminClient = makeGenericClientConstructor(AdminService, "troupe.v1.Admin") as unknown as {

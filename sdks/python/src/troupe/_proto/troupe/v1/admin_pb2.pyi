@@ -429,3 +429,27 @@ class RedriveDeadLetterResponse(_message.Message):
 class DropDeadLetterResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class BackupRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BackupChunk(_message.Message):
+    __slots__ = ("data", "summary")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    summary: BackupSummary
+    def __init__(self, data: _Optional[bytes] = ..., summary: _Optional[_Union[BackupSummary, _Mapping]] = ...) -> None: ...
+
+class BackupSummary(_message.Message):
+    __slots__ = ("store", "trees", "entries", "bytes")
+    STORE_FIELD_NUMBER: _ClassVar[int]
+    TREES_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    store: str
+    trees: int
+    entries: int
+    bytes: int
+    def __init__(self, store: _Optional[str] = ..., trees: _Optional[int] = ..., entries: _Optional[int] = ..., bytes: _Optional[int] = ...) -> None: ...

@@ -84,6 +84,11 @@ class AdminStub(object):
                 request_serializer=troupe_dot_v1_dot_admin__pb2.DeadLetterRef.SerializeToString,
                 response_deserializer=troupe_dot_v1_dot_admin__pb2.DropDeadLetterResponse.FromString,
                 _registered_method=True)
+        self.Backup = channel.unary_stream(
+                '/troupe.v1.Admin/Backup',
+                request_serializer=troupe_dot_v1_dot_admin__pb2.BackupRequest.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_admin__pb2.BackupChunk.FromString,
+                _registered_method=True)
 
 
 class AdminServicer(object):
@@ -169,6 +174,20 @@ class AdminServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Backup(self, request, context):
+        """A backup of the daemon's sled store as of one instant, taken while it
+        serves: dirty write-behind state is flushed first, so the backup holds
+        every write acknowledged before the call; then the store's writes pause
+        while the database is copied to a file beside it (reads and turns go
+        on), and the file is streamed. `troupe restore` writes it into an empty
+        data directory. FAILED_PRECONDITION for a store that is not sled
+        (PostgreSQL: pg_dump), RESOURCE_EXHAUSTED when the data directory's
+        file system has no room for the copy.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -221,6 +240,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.DropDeadLetter,
                     request_deserializer=troupe_dot_v1_dot_admin__pb2.DeadLetterRef.FromString,
                     response_serializer=troupe_dot_v1_dot_admin__pb2.DropDeadLetterResponse.SerializeToString,
+            ),
+            'Backup': grpc.unary_stream_rpc_method_handler(
+                    servicer.Backup,
+                    request_deserializer=troupe_dot_v1_dot_admin__pb2.BackupRequest.FromString,
+                    response_serializer=troupe_dot_v1_dot_admin__pb2.BackupChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -493,6 +517,33 @@ class Admin(object):
             '/troupe.v1.Admin/DropDeadLetter',
             troupe_dot_v1_dot_admin__pb2.DeadLetterRef.SerializeToString,
             troupe_dot_v1_dot_admin__pb2.DropDeadLetterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Backup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/troupe.v1.Admin/Backup',
+            troupe_dot_v1_dot_admin__pb2.BackupRequest.SerializeToString,
+            troupe_dot_v1_dot_admin__pb2.BackupChunk.FromString,
             options,
             channel_credentials,
             insecure,
