@@ -91,8 +91,8 @@ pub enum BackupError {
     )]
     NotEmpty { dir: PathBuf },
     #[error(
-        "{dir} is open in another process (a running daemon?): {source}; stop it, or restore \
-         into another directory"
+        "cannot open a sled database in {dir}: {source}; check that the directory is writable \
+         and that no daemon runs on it"
     )]
     Open {
         dir: PathBuf,

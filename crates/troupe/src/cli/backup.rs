@@ -23,6 +23,23 @@ pub async fn backup(target: &Target, file: PathBuf) -> anyhow::Result<()> {
             ),
         ));
     }
+    // Written under another name and renamed once whole, so that FILE is
+    // only ever a complete backup.
+    let mut partial_name = file.clone().into_os_string();
+    partial_name.push(".partial");
+    let partial_path = PathBuf::from(partial_name);
+    let mut out = std::fs::File::create_new(&partial_path).map_err(|e| {
+        let hint = if e.kind() == std::io::ErrorKind::AlreadyExists {
+            "; an earlier backup that did not finish left it: remove it and run the command again"
+        } else {
+            ""
+        };
+        fail(
+            Exit::Other,
+            format!("cannot create {}: {e}{hint}", partial_path.display()),
+        )
+    })?;
+    let partial = Partial(partial_path);
     let daemon = connect(target).await?;
     let mut client = pb::admin_client::AdminClient::new(daemon.channel.clone());
     let request = daemon.request("back up the store");
@@ -31,17 +48,6 @@ pub async fn backup(target: &Target, file: PathBuf) -> anyhow::Result<()> {
         .await
         .map_err(|s| request.failed(s))?
         .into_inner();
-    // Written under another name and renamed once whole, so that FILE is
-    // only ever a complete backup.
-    let mut partial_name = file.clone().into_os_string();
-    partial_name.push(".partial");
-    let partial = Partial(PathBuf::from(partial_name));
-    let mut out = std::fs::File::create_new(&partial.0).map_err(|e| {
-        fail(
-            Exit::Other,
-            format!("cannot create {}: {e}", partial.0.display()),
-        )
-    })?;
     let wrote = |e: std::io::Error| {
         fail(
             Exit::Other,
