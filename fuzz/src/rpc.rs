@@ -89,7 +89,7 @@ pub fn run(table: &[Rpc], data: &[u8]) {
         let runtime = daemon::start(true);
         let services = Services {
             client: ClientApi::new(runtime.clone()),
-            admin: AdminApi::new(runtime.clone(), "127.0.0.1:7420".into(), None, None, None),
+            admin: AdminApi::new(runtime.clone(), "127.0.0.1:7420".into(), None, None),
         };
         let mut headers = MetadataMap::new();
         let mut guard = guard();

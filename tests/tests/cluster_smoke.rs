@@ -1,7 +1,8 @@
 //! Two daemons and one placement replica sharing a PostgreSQL store: a call
 //! through either daemon reaches the one activation of an actor (forwarded
-//! to its owner over links; state reads and timers too), `troupe cluster
-//! status` lists both with their links, and a daemon that stops gracefully hands its actors to the other
+//! to its owner over links; state reads, timers and the admin API's
+//! describe and deactivate too), `troupe cluster status` lists both with
+//! their links, and a daemon that stops gracefully hands its actors to the other
 //! without losing a count.
 
 use std::path::Path;
@@ -288,6 +289,45 @@ async fn two_daemons_share_actors_and_hand_them_off() -> anyhow::Result<()> {
         bulk_sent >= 2 * (8 << 20),
         "bulk carried {bulk_sent} bytes: {status:#}"
     );
+
+    // The admin requests about one actor reach its owner as well: through
+    // either daemon, an actor active on a is described as a holds it, and
+    // the daemon that does not own it can end its activation.
+    let on_a_now = a.actors().await?;
+    let owned_by_a = on_a_now
+        .iter()
+        .filter_map(|info| info.actor.as_ref())
+        .find(|r| r.id.starts_with('c'))
+        .cloned()
+        .context("no counter active on a")?;
+    for daemon in [&a, &b] {
+        let seen = daemon
+            .admin()
+            .await?
+            .describe_actor(pb::DescribeActorRequest {
+                actor: Some(owned_by_a.clone()),
+            })
+            .await?
+            .into_inner();
+        assert_eq!(seen.node, "node-a", "{seen:?}");
+        assert_eq!(seen.status, pb::ActivationStatus::Idle as i32, "{seen:?}");
+    }
+    let ended = b
+        .admin()
+        .await?
+        .deactivate_actor(pb::DeactivateActorRequest {
+            actor: Some(owned_by_a.clone()),
+        })
+        .await?
+        .into_inner();
+    assert!(ended.deactivated, "b could not end a's activation");
+    app_a
+        .wait_for("a's app to deactivate the actor b asked to", WAIT, |e| {
+            e.deactivations
+                .iter()
+                .any(|((_, id), _)| *id == owned_by_a.id)
+        })
+        .await?;
 
     // A graceful stop hands b's actors to a with their counts.
     let exit = b.terminate().await?;

@@ -23,7 +23,7 @@ use troupe_storage_sled::{SledReminders, SledStore};
 use troupe_transport::link::{Links, LinksConfig, NotALink};
 use troupe_transport::{Peers, PeersConfig};
 
-use crate::admin_api::AdminApi;
+use crate::admin_api::{AdminApi, Owners as AdminOwners};
 use crate::app_api::{AppApi, APP_MESSAGE_LIMIT};
 use crate::auth::{peer_authorization, Guard, Tokens};
 use crate::client_api::ClientApi;
@@ -143,6 +143,18 @@ pub async fn run_until(
         Some(view) => view.clone(),
         None => Arc::new(SingleNode),
     };
+    // The owners' admin APIs, dialed as the daemons' links are: with the
+    // members' TLS and the shared API token.
+    let owners = cluster_view.as_ref().map(|view| {
+        AdminOwners::new(
+            view.clone(),
+            Peers::new(PeersConfig {
+                tls: member_tls.clone(),
+                ..PeersConfig::default()
+            }),
+            peer_authorization.clone(),
+        )
+    });
     let runtime = Runtime::create(config.runtime.clone(), store.clone(), reminders, placement)?;
     let links = config.cluster.as_ref().map(|cluster| {
         Links::new(LinksConfig {
@@ -261,13 +273,16 @@ pub async fn run_until(
                 .map(|server| InterceptedService::new(server.into_service(), peer_guard.clone())),
         )
         .add_service(InterceptedService::new(
-            pb::admin_server::AdminServer::new(AdminApi::new(
-                runtime.clone(),
-                local.to_string(),
-                links.clone(),
-                config.memory_limit,
-                sled_store,
-            )),
+            pb::admin_server::AdminServer::new(
+                AdminApi::new(
+                    runtime.clone(),
+                    local.to_string(),
+                    links.clone(),
+                    config.memory_limit,
+                )
+                .with_sled(sled_store)
+                .with_owners(owners),
+            ),
             api_guard,
         ));
     let stopped = async {

@@ -3,6 +3,9 @@
 mod backup;
 mod dead_letters;
 mod delivery;
+mod owner;
+
+pub use owner::Owners;
 
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
@@ -27,6 +30,8 @@ pub struct AdminApi {
     memory_limit: Option<u64>,
     /// The store, when it is sled: the one `Backup` copies.
     sled: Option<SledStore>,
+    /// Where requests about actors other daemons own go (cluster only).
+    owners: Option<Owners>,
 }
 
 impl AdminApi {
@@ -35,14 +40,36 @@ impl AdminApi {
         listen: String,
         links: Option<Links>,
         memory_limit: Option<u64>,
-        sled: Option<SledStore>,
     ) -> Self {
         Self {
             runtime,
             listen,
             links,
             memory_limit,
-            sled,
+            sled: None,
+            owners: None,
+        }
+    }
+
+    /// Backs up `sled` when asked to.
+    pub fn with_sled(self, sled: Option<SledStore>) -> Self {
+        Self { sled, ..self }
+    }
+
+    /// Passes requests about actors other daemons own to `owners`.
+    pub fn with_owners(self, owners: Option<Owners>) -> Self {
+        Self { owners, ..self }
+    }
+
+    /// The owner's admin API when another daemon owns `actor`.
+    fn remote(
+        &self,
+        actor: &ActorId,
+        metadata: &tonic::metadata::MetadataMap,
+    ) -> Result<Option<owner::Remote>, Status> {
+        match &self.owners {
+            Some(owners) => owners.remote(actor, metadata),
+            None => Ok(None),
         }
     }
 }
@@ -221,7 +248,12 @@ impl pb::admin_server::Admin for AdminApi {
         &self,
         request: Request<pb::DescribeActorRequest>,
     ) -> Result<Response<pb::DescribeActorResponse>, Status> {
-        let actor = convert::actor_id(request.into_inner().actor)?;
+        let (metadata, _, message) = request.into_parts();
+        let actor = convert::actor_id(message.actor.clone())?;
+        if let Some(mut owner) = self.remote(&actor, &metadata)? {
+            let answer = owner.client.describe_actor(owner.request(message)).await;
+            return owner.answer(answer).map(Response::new);
+        }
         let Some(d) = self
             .runtime
             .describe_actor(&actor)
@@ -304,7 +336,12 @@ impl pb::admin_server::Admin for AdminApi {
         &self,
         request: Request<pb::DeactivateActorRequest>,
     ) -> Result<Response<pb::DeactivateActorResponse>, Status> {
-        let actor = convert::actor_id(request.into_inner().actor)?;
+        let (metadata, _, message) = request.into_parts();
+        let actor = convert::actor_id(message.actor.clone())?;
+        if let Some(mut owner) = self.remote(&actor, &metadata)? {
+            let answer = owner.client.deactivate_actor(owner.request(message)).await;
+            return owner.answer(answer).map(Response::new);
+        }
         let deactivated = self
             .runtime
             .deactivate_actor(&actor)
