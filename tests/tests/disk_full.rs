@@ -3,7 +3,8 @@
 //! left on device"; once space returns they succeed again within 5 s in the
 //! same daemon process, the flush backlog stops `failing`, and what was kept
 //! dirty meanwhile reaches the disk. A value big enough for sled to keep
-//! in a file of its own (over ~128 KiB) recovers the same way.
+//! in a file of its own (over ~128 KiB) recovers the same way. A backup
+//! that would not fit beside the store is refused before it writes.
 //!
 //! The data directory is on a 24 MiB tmpfs mounted in a private mount
 //! namespace that a helper process (`unshare`) holds, so the test never
@@ -360,5 +361,74 @@ async fn a_value_sled_keeps_in_a_blob_fails_on_a_full_disk_and_is_written_once_s
     let (blob, _) = client.state("dur", "blob").await?;
     let stored = blob.get("raw").context("blob has no stored value")?;
     assert_eq!(stored.as_ref(), value_of(2, BLOB).as_bytes());
+    Ok(())
+}
+
+/// A backup (`troupe backup`) copies the store into the data directory's
+/// file system before streaming it; one that would not fit there is refused
+/// before anything is written, so it can never fill the disk under the
+/// store, and it goes through once there is room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_that_would_not_fit_is_refused_and_the_store_keeps_writing() -> anyhow::Result<()>
+{
+    let tmpfs = match PrivateTmpfs::mount(TMPFS_MIB).await? {
+        Ok(tmpfs) => tmpfs,
+        Err(why) => {
+            println!("skipped: {why}");
+            return Ok(());
+        }
+    };
+    let data_dir = tmpfs.root.join("data");
+    let filler = tmpfs.root.join("filler");
+    let daemon = Daemon::start(&data_dir, &[]).await?;
+    let _app = TestApp::attach(
+        daemon.addr,
+        vec![type_with_mode("dur", pb::StateMode::Durable)],
+    )
+    .await?;
+    let mut client = daemon.client().await?;
+    // A few MiB of state, so that the copy needs that much room.
+    for n in 0..48 {
+        client
+            .invoke("dur", &format!("v{n}"), "put_raw", &big_value(n))
+            .await?;
+    }
+    let filled = fill(filler.clone()).await?;
+    // Leave room for the store's own writes, not for a copy of it.
+    let room = 2u64 << 20;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&filler)?
+        .set_len(filled.saturating_sub(room))?;
+
+    let refused = within(
+        WAIT,
+        "a backup on a nearly full disk",
+        daemon.admin().await?.backup(pb::BackupRequest {}),
+    )
+    .await?
+    .map(|_| ());
+    let refused = expect_code(refused, tonic::Code::ResourceExhausted)?;
+    assert!(
+        refused
+            .message()
+            .contains("not enough free space for a backup"),
+        "{}",
+        refused.message()
+    );
+    // The store was not touched: a durable write still fits.
+    client.invoke("dur", "after", "incr_pair", "{}").await?;
+
+    std::fs::remove_file(&filler)?;
+    let out = tempfile::tempdir()?;
+    let file = out.path().join("backup");
+    let (status, stdout, stderr) = run_cli(&[
+        "backup",
+        &file.display().to_string(),
+        "--addr",
+        &daemon.addr.to_string(),
+    ])
+    .await?;
+    assert!(status.success(), "{status}: {stdout}{stderr}");
     Ok(())
 }
