@@ -243,6 +243,12 @@ impl Runtime {
         out
     }
 
+    /// The bytes the store takes on disk, when it can tell (see
+    /// `StateStore::size_on_disk`).
+    pub async fn store_size_on_disk(&self) -> Option<u64> {
+        self.shared.flusher.store().size_on_disk().await
+    }
+
     /// Reads state without a turn, where the actor lives; also says whether
     /// it is active.
     pub async fn get_state(

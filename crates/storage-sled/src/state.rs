@@ -63,6 +63,10 @@ impl StateStore for SledStore {
         format!("sled:{}", self.db.dir().display())
     }
 
+    async fn size_on_disk(&self) -> Option<u64> {
+        self.db.read(|db| Ok(db.db.size_on_disk()?)).await.ok()
+    }
+
     async fn load(&self, actor_type: &str, actor_id: &str) -> Result<StoredState, StoreError> {
         let prefix = actor_prefix(actor_type, actor_id);
         let actor = format!("{actor_type}/{actor_id}");

@@ -153,6 +153,13 @@ pub trait StateStore: Send + Sync + std::fmt::Debug + 'static {
     /// A short description for status output, e.g. `sled:/var/lib/troupe`.
     fn describe(&self) -> String;
 
+    /// The bytes the store takes on disk, for status output, when it can
+    /// tell without a scan; `None` when it cannot (a shared database, or
+    /// memory).
+    async fn size_on_disk(&self) -> Option<u64> {
+        None
+    }
+
     /// Reads every key of one actor's state (inspection; no claim).
     async fn load(&self, actor_type: &str, actor_id: &str) -> Result<StoredState, StoreError>;
 

@@ -15,6 +15,8 @@ pub(crate) async fn status(fx: &Fixture) -> anyhow::Result<()> {
         s["store"].as_str().is_some_and(|n| n.starts_with("sled")),
         "{s}"
     );
+    // sled tells its size on disk: at least the segment it writes to.
+    assert!(s["store_bytes"].as_u64().is_some_and(|n| n > 0), "{s}");
     assert_eq!(s["active_actors"], 4, "{s}");
     assert_eq!(s["pending_calls"], 0, "{s}");
     assert_eq!(s["max_pending_calls"], 100_000, "{s}");
@@ -50,7 +52,12 @@ pub(crate) async fn status(fx: &Fixture) -> anyhow::Result<()> {
     let t = fx.run(&["status"]).await?.ok()?;
     assert_eq!(t.field("listen"), Some(fx.addr.as_str()), "{}", t.out);
     assert_eq!(t.field("active actors"), Some("4"), "{}", t.out);
-    assert!(t.field("store").is_some_and(|s| s.starts_with("sled")));
+    assert!(
+        t.field("store")
+            .is_some_and(|s| s.starts_with("sled") && s.ends_with(" on disk)")),
+        "{}",
+        t.out
+    );
     assert!(t.out.contains("TYPE  "), "{}", t.out);
     let vault_row = t
         .out

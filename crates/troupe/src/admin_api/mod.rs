@@ -175,6 +175,7 @@ impl pb::admin_server::Admin for AdminApi {
                 })
                 .collect(),
             store: s.store,
+            store_bytes: self.runtime.store_size_on_disk().await.unwrap_or(0),
             active_actors: s.active_actors as u64,
             dirty_actors: flush.dirty_actors as u64,
             node: s.node,

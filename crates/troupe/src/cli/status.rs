@@ -55,6 +55,7 @@ fn status_json(s: &pb::StatusResponse) -> Value {
         "node": s.node,
         "listen": s.listen,
         "store": s.store,
+        "store_bytes": (s.store_bytes > 0).then_some(s.store_bytes),
         "uptime_ms": s.uptime_ms,
         "active_actors": s.active_actors,
         "dirty_actors": s.dirty_actors,
@@ -71,6 +72,15 @@ fn status_json(s: &pb::StatusResponse) -> Value {
         render::time_json(o, "started", s.started_unix_ms);
     }
     out
+}
+
+/// Where state lives, with its size on disk when the store tells it.
+fn store_cell(s: &pb::StatusResponse) -> String {
+    match (s.store.is_empty(), s.store_bytes) {
+        (true, _) => "-".to_owned(),
+        (false, 0) => s.store.clone(),
+        (false, n) => format!("{} ({} on disk)", s.store, render::bytes(n)),
+    }
 }
 
 fn status_table(s: &pb::StatusResponse) -> String {
@@ -100,7 +110,7 @@ fn status_table(s: &pb::StatusResponse) -> String {
         ("version", s.version.clone()),
         ("node", or_dash(&s.node)),
         ("listen", or_dash(&s.listen)),
-        ("store", or_dash(&s.store)),
+        ("store", store_cell(s)),
         ("started", started),
         ("active actors", active_actors(s)),
         (

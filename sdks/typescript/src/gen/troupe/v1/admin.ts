@@ -91,7 +91,14 @@ export interface StatusResponse {
    * What bounds this daemon's memory, and how near it is (absent from a
    * daemon older than this field).
    */
-  memory?: MemoryBounds | undefined;
+  memory?:
+    | MemoryBounds
+    | undefined;
+  /**
+   * The bytes the store takes on disk (0: it cannot tell: PostgreSQL, or
+   * memory), e.g. to size room for `troupe backup`.
+   */
+  storeBytes: bigint;
 }
 
 /**
@@ -517,6 +524,7 @@ function createBaseStatusResponse(): StatusResponse {
     delivery: undefined,
     inboundLinks: undefined,
     memory: undefined,
+    storeBytes: 0n,
   };
 }
 
@@ -602,6 +610,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     if (message.memory !== undefined) {
       MemoryBounds.encode(message.memory, writer.uint32(154).fork()).join();
+    }
+    if (message.storeBytes !== 0n) {
+      if (BigInt.asUintN(64, message.storeBytes) !== message.storeBytes) {
+        throw new globalThis.Error("value provided for field message.storeBytes of type uint64 too large");
+      }
+      writer.uint32(160).uint64(message.storeBytes);
     }
     return writer;
   },
@@ -771,6 +785,14 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.memory = MemoryBounds.decode(reader, reader.uint32());
             continue;
           }
+          case 20: {
+            if (tag !== 160) {
+              break;
+            }
+
+            message.storeBytes = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -829,6 +851,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.memory = (object.memory !== undefined && object.memory !== null)
       ? MemoryBounds.fromPartial(object.memory)
       : undefined;
+    message.storeBytes = (object.storeBytes !== undefined && object.storeBytes !== null)
+      ? BigInt(object.storeBytes)
+      : 0n;
     return message;
   },
 };

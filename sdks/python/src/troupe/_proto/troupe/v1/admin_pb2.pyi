@@ -28,7 +28,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("version", "uptime_ms", "types", "store", "active_actors", "dirty_actors", "node", "listen", "flush", "pending_calls", "max_pending_calls", "reminders_fired", "started_unix_ms", "placement_version", "serving", "links", "delivery", "inbound_links", "memory")
+    __slots__ = ("version", "uptime_ms", "types", "store", "active_actors", "dirty_actors", "node", "listen", "flush", "pending_calls", "max_pending_calls", "reminders_fired", "started_unix_ms", "placement_version", "serving", "links", "delivery", "inbound_links", "memory", "store_bytes")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     UPTIME_MS_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
@@ -48,6 +48,7 @@ class StatusResponse(_message.Message):
     DELIVERY_FIELD_NUMBER: _ClassVar[int]
     INBOUND_LINKS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
+    STORE_BYTES_FIELD_NUMBER: _ClassVar[int]
     version: str
     uptime_ms: int
     types: _containers.RepeatedCompositeFieldContainer[RegisteredType]
@@ -67,7 +68,8 @@ class StatusResponse(_message.Message):
     delivery: DeliveryStatus
     inbound_links: InboundLinks
     memory: MemoryBounds
-    def __init__(self, version: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., types: _Optional[_Iterable[_Union[RegisteredType, _Mapping]]] = ..., store: _Optional[str] = ..., active_actors: _Optional[int] = ..., dirty_actors: _Optional[int] = ..., node: _Optional[str] = ..., listen: _Optional[str] = ..., flush: _Optional[_Union[FlushBacklog, _Mapping]] = ..., pending_calls: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., reminders_fired: _Optional[int] = ..., started_unix_ms: _Optional[int] = ..., placement_version: _Optional[int] = ..., serving: bool = ..., links: _Optional[_Iterable[_Union[PeerLinkStatus, _Mapping]]] = ..., delivery: _Optional[_Union[DeliveryStatus, _Mapping]] = ..., inbound_links: _Optional[_Union[InboundLinks, _Mapping]] = ..., memory: _Optional[_Union[MemoryBounds, _Mapping]] = ...) -> None: ...
+    store_bytes: int
+    def __init__(self, version: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., types: _Optional[_Iterable[_Union[RegisteredType, _Mapping]]] = ..., store: _Optional[str] = ..., active_actors: _Optional[int] = ..., dirty_actors: _Optional[int] = ..., node: _Optional[str] = ..., listen: _Optional[str] = ..., flush: _Optional[_Union[FlushBacklog, _Mapping]] = ..., pending_calls: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., reminders_fired: _Optional[int] = ..., started_unix_ms: _Optional[int] = ..., placement_version: _Optional[int] = ..., serving: bool = ..., links: _Optional[_Iterable[_Union[PeerLinkStatus, _Mapping]]] = ..., delivery: _Optional[_Union[DeliveryStatus, _Mapping]] = ..., inbound_links: _Optional[_Union[InboundLinks, _Mapping]] = ..., memory: _Optional[_Union[MemoryBounds, _Mapping]] = ..., store_bytes: _Optional[int] = ...) -> None: ...
 
 class MemoryBounds(_message.Message):
     __slots__ = ("call_records_bytes", "call_records_limit_bytes", "call_records_shed", "max_activations", "capacity_deactivations", "resident_bytes", "memory_limit_bytes", "shed_percent", "shed_at_bytes", "resume_percent", "shedding", "shed_requests", "shed_episodes", "shed_deactivations")
