@@ -180,3 +180,59 @@ async fn a_daemon_without_sled_says_how_to_back_up_instead() -> anyhow::Result<(
     );
     Ok(())
 }
+
+/// `troupe backup -` and `troupe restore -`: a backup through a pipe, as to
+/// compression or object storage, restores the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_through_a_pipe_restores_the_same() -> anyhow::Result<()> {
+    use std::process::Stdio;
+    use tokio::io::AsyncWriteExt;
+
+    let (_dir, daemon, _app, mut client) = daemon_with_app(&[], vec![type_spec("counter")]).await?;
+    assert_eq!(client.incr("counter", "p1", 5).await?, 5);
+    let addr = daemon.addr.to_string();
+    let backup = tokio::process::Command::new(troupe_bin())
+        .args(["backup", "-", "--addr", &addr])
+        .stdin(Stdio::null())
+        .output()
+        .await?;
+    let said = String::from_utf8_lossy(&backup.stderr);
+    ensure!(backup.status.success(), "backup -: {said}");
+    ensure!(
+        said.starts_with("backed up sled:") && said.contains(" to -: "),
+        "{said}"
+    );
+
+    let root = tempfile::tempdir()?;
+    let restored = root.path().join("restored");
+    let mut restore = tokio::process::Command::new(troupe_bin())
+        .args(["restore", "-", "--data-dir"])
+        .arg(&restored)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut stdin = restore.stdin.take().context("no stdin")?;
+    stdin.write_all(&backup.stdout).await?;
+    drop(stdin);
+    let restore = restore.wait_with_output().await?;
+    let out = String::from_utf8_lossy(&restore.stdout);
+    ensure!(
+        restore.status.success(),
+        "restore -: {out}{}",
+        String::from_utf8_lossy(&restore.stderr)
+    );
+    ensure!(out.starts_with("restored standard input into"), "{out}");
+    ensure!(
+        std::fs::read_dir(root.path())?.count() == 1,
+        "standard input's spool file was left beside the data directory"
+    );
+
+    let second = Daemon::start(&restored, &[]).await?;
+    let (state, _) = second.client().await?.state("counter", "p1").await?;
+    ensure!(
+        state.get("count").map(|v| v.as_ref()) == Some(&b"5"[..]),
+        "{state:?}"
+    );
+    Ok(())
+}

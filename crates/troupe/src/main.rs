@@ -118,7 +118,8 @@ enum Command {
     /// Copy a running daemon's sled store to FILE: a backup as of one
     /// instant, taken while the daemon serves (writes pause meanwhile).
     Backup {
-        /// The file to write; it must not exist yet.
+        /// The file to write; it must not exist yet. `-`: standard output,
+        /// for a pipe (what it holds goes to standard error).
         file: std::path::PathBuf,
         #[command(flatten)]
         target: cli::Target,
@@ -126,7 +127,7 @@ enum Command {
     /// Write a backup (`troupe backup`) into an empty directory, for
     /// `troupe serve --data-dir DIR`. Needs no daemon.
     Restore {
-        /// The backup file.
+        /// The backup file; `-`: standard input.
         file: std::path::PathBuf,
         /// The data directory to create; if it exists, it must be empty.
         #[arg(long, value_name = "DIR")]

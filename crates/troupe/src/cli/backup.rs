@@ -1,6 +1,7 @@
 //! `troupe backup FILE`, a running daemon's sled store over the admin API,
 //! and `troupe restore FILE --data-dir DIR`, which writes one into an empty
-//! directory with no daemon involved.
+//! directory with no daemon involved. FILE `-` is standard output or input,
+//! for pipes.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,13 @@ use troupe_storage_sled::BackupError;
 use super::render::bytes;
 use super::{connect, emit, emit_json, fail, Exit, Output, Target};
 
+/// The file name that means standard output (`backup`) or input (`restore`).
+const STDIO: &str = "-";
+
 pub async fn backup(target: &Target, file: PathBuf) -> anyhow::Result<()> {
+    if file.as_os_str() == STDIO {
+        return backup_to_stdout(target).await;
+    }
     if file.exists() {
         return Err(fail(
             Exit::Usage,
@@ -40,6 +47,48 @@ pub async fn backup(target: &Target, file: PathBuf) -> anyhow::Result<()> {
         )
     })?;
     let partial = Partial(partial_path);
+    let shown = partial.0.display().to_string();
+    let summary = receive(target, &mut out, &shown).await?;
+    out.sync_all()
+        .map_err(|e| fail(Exit::Other, format!("cannot write {shown}: {e}")))?;
+    drop(out);
+    std::fs::rename(&partial.0, &file).map_err(|e| {
+        fail(
+            Exit::Other,
+            format!("cannot rename {shown} to {}: {e}", file.display()),
+        )
+    })?;
+    partial.completed();
+    let said = report(target.output, &file.display().to_string(), &summary);
+    emit(&said)
+}
+
+/// The backup on standard output, for a pipe (to compression, to object
+/// storage); what it holds goes to standard error.
+async fn backup_to_stdout(target: &Target) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        return Err(fail(
+            Exit::Usage,
+            "standard output is a terminal; send the backup to a file or a pipe, e.g. \
+             `troupe backup - | gzip > nightly.troupe.gz`",
+        ));
+    }
+    let mut out = std::io::stdout().lock();
+    let summary = receive(target, &mut out, "standard output").await?;
+    out.flush()
+        .map_err(|e| fail(Exit::Other, format!("cannot write standard output: {e}")))?;
+    eprint!("{}", report(target.output, STDIO, &summary));
+    Ok(())
+}
+
+/// Asks the daemon for a backup and writes it to `out` (named `shown` in
+/// errors); what the backup holds.
+async fn receive(
+    target: &Target,
+    out: &mut impl Write,
+    shown: &str,
+) -> anyhow::Result<pb::BackupSummary> {
     let daemon = connect(target).await?;
     let mut client = pb::admin_client::AdminClient::new(daemon.channel.clone());
     let request = daemon.request("back up the store");
@@ -48,52 +97,43 @@ pub async fn backup(target: &Target, file: PathBuf) -> anyhow::Result<()> {
         .await
         .map_err(|s| request.failed(s))?
         .into_inner();
-    let wrote = |e: std::io::Error| {
-        fail(
-            Exit::Other,
-            format!("cannot write {}: {e}", partial.0.display()),
-        )
-    };
-    let summary = loop {
+    loop {
         let Some(chunk) = stream.message().await.map_err(|s| request.failed(s))? else {
             return Err(fail(
                 Exit::Daemon,
                 "the daemon ended the backup before its last part; take it again",
             ));
         };
-        out.write_all(&chunk.data).map_err(wrote)?;
+        out.write_all(&chunk.data)
+            .map_err(|e| fail(Exit::Other, format!("cannot write {shown}: {e}")))?;
         if let Some(summary) = chunk.summary {
-            break summary;
+            return Ok(summary);
         }
-    };
-    out.sync_all().map_err(wrote)?;
-    drop(out);
-    std::fs::rename(&partial.0, &file).map_err(|e| {
-        fail(
-            Exit::Other,
+    }
+}
+
+/// What a finished backup says, as `output` asks.
+fn report(output: Output, file: &str, summary: &pb::BackupSummary) -> String {
+    match output {
+        Output::Json => {
+            let value = json!({
+                "file": file,
+                "store": summary.store,
+                "trees": summary.trees,
+                "entries": summary.entries,
+                "bytes": summary.bytes,
+            });
             format!(
-                "cannot rename {} to {}: {e}",
-                partial.0.display(),
-                file.display()
-            ),
-        )
-    })?;
-    partial.completed();
-    match target.output {
-        Output::Json => emit_json(&json!({
-            "file": file.display().to_string(),
-            "store": summary.store,
-            "trees": summary.trees,
-            "entries": summary.entries,
-            "bytes": summary.bytes,
-        })),
-        Output::Table => emit(&format!(
-            "backed up {} to {}: {} keys, {}\n",
+                "{}\n",
+                serde_json::to_string_pretty(&value).unwrap_or_default()
+            )
+        }
+        Output::Table => format!(
+            "backed up {} to {file}: {} keys, {}\n",
             summary.store,
-            file.display(),
             summary.entries,
             bytes(summary.bytes)
-        )),
+        ),
     }
 }
 
@@ -116,21 +156,51 @@ impl Drop for Partial {
 }
 
 pub async fn restore(file: PathBuf, data_dir: PathBuf, output: Output) -> anyhow::Result<()> {
+    let from_stdin = file.as_os_str() == STDIO;
     let (from, into) = (file.clone(), data_dir.clone());
-    let summary = tokio::task::spawn_blocking(move || troupe_storage_sled::restore(&from, &into))
-        .await?
-        .map_err(|e| restore_failed(&file, e))?;
+    let summary = tokio::task::spawn_blocking(move || {
+        if !from_stdin {
+            return troupe_storage_sled::restore(&from, &into);
+        }
+        // A restore reads its file twice (to check it, then to write it):
+        // standard input is kept in a file beside the data directory first.
+        let beside = into
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let spool =
+            tempfile::NamedTempFile::new_in(beside).map_err(|source| BackupError::File {
+                doing: "make a file for standard input in",
+                path: beside.to_owned(),
+                source,
+            })?;
+        let mut writer = spool.as_file();
+        std::io::copy(&mut std::io::stdin().lock(), &mut writer).map_err(|source| {
+            BackupError::File {
+                doing: "read standard input into",
+                path: spool.path().to_owned(),
+                source,
+            }
+        })?;
+        troupe_storage_sled::restore(spool.path(), &into)
+    })
+    .await?
+    .map_err(|e| restore_failed(&file, e))?;
+    let shown = if from_stdin {
+        "standard input".to_owned()
+    } else {
+        file.display().to_string()
+    };
     match output {
         Output::Json => emit_json(&json!({
-            "file": file.display().to_string(),
+            "file": if from_stdin { STDIO.to_owned() } else { shown.clone() },
             "data_dir": data_dir.display().to_string(),
             "trees": summary.trees,
             "entries": summary.entries,
             "bytes": summary.bytes,
         })),
         Output::Table => emit(&format!(
-            "restored {} into {}: {} keys; start the daemon with --data-dir {}\n",
-            file.display(),
+            "restored {shown} into {}: {} keys; start the daemon with --data-dir {}\n",
             data_dir.display(),
             summary.entries,
             data_dir.display()
