@@ -32,6 +32,8 @@ mod failpoint;
 mod link_api;
 #[path = "../../crates/troupe/src/process_stats.rs"]
 mod process_stats;
+#[path = "../../crates/troupe/src/store_metrics.rs"]
+mod store_metrics;
 #[path = "../../crates/troupe/src/telemetry.rs"]
 mod telemetry;
 // The transport's framing is private to its crate; the file is pure (no

@@ -42,8 +42,8 @@ async fn stored_pair(client: &mut Client, ty: &str, id: &str) -> anyhow::Result<
 /// acknowledged before the backup there, and the reminder set before it.
 async fn backup_under_load(spec: pb::ActorTypeSpec) -> anyhow::Result<()> {
     let ty = spec.name.clone();
-    let (_dir, daemon, _app, mut client) =
-        daemon_with_app(&["--flush-interval", "1h"], vec![spec]).await?;
+    let args = ["--flush-interval", "1h", "--metrics-listen", "127.0.0.1:0"];
+    let (_dir, daemon, _app, mut client) = daemon_with_app(&args, vec![spec]).await?;
     client
         .0
         .set_reminder(pb::SetReminderRequest {
@@ -87,7 +87,22 @@ async fn backup_under_load(spec: pb::ActorTypeSpec) -> anyhow::Result<()> {
     let (file_arg, addr) = (file.display().to_string(), daemon.addr.to_string());
     let (status, out, err) = run_cli(&["backup", &file_arg, "--addr", &addr]).await?;
     ensure!(status.success(), "backup: {status}\n{out}\n{err}");
-    ensure!(out.starts_with("backed up sled:"), "{out}");
+    ensure!(
+        out.starts_with("backed up sled:") && out.contains("; writes paused "),
+        "{out}"
+    );
+    // The metrics endpoint counts it, for alerts on backups that stop.
+    let metrics = troupe_tests::scrape::metrics_addr(&daemon.log())
+        .with_context(|| format!("no metrics address in the log:\n{}", daemon.log()))?;
+    let scraped = troupe_tests::scrape::scrape(metrics).await?;
+    ensure!(
+        scraped.sum("troupe_backups_total", &[("outcome", "ok")]) == 1.0
+            && scraped.sum("troupe_backups_total", &[("outcome", "failed")]) == 0.0
+            && scraped.sum("troupe_backup_last_success_timestamp_seconds", &[]) > 0.0
+            && scraped.sum("troupe_backup_last_size_bytes", &[]) > 0.0
+            && scraped.sum("troupe_store_size_bytes", &[]) > 0.0,
+        "{scraped:?}"
+    );
     let during = done.load(Ordering::SeqCst);
     for task in load {
         task.await??;

@@ -24,6 +24,7 @@ mod metrics_http;
 mod placement_cmd;
 mod process_stats;
 mod server;
+mod store_metrics;
 mod telemetry;
 mod unix_listen;
 

@@ -24,6 +24,7 @@ use troupe_runtime::Runtime;
 use troupe_transport::link::Links;
 
 use crate::auth::Tokens;
+use crate::store_metrics::StoreMetrics;
 use crate::{link_metrics, process_stats};
 
 /// What Prometheus expects for the OpenMetrics text format.
@@ -44,6 +45,7 @@ pub async fn start(
     links: Option<Links>,
     api_tokens: Option<Arc<Tokens>>,
     memory_limit: Option<u64>,
+    store_metrics: StoreMetrics,
 ) -> anyhow::Result<MetricsServer> {
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!("cannot serve metrics on {addr} (is the port taken? pick another with --metrics-listen)")
@@ -58,6 +60,7 @@ pub async fn start(
             links,
             api_tokens,
             memory_limit,
+            store_metrics,
         });
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -99,9 +102,10 @@ struct Sources {
     api_tokens: Option<Arc<Tokens>>,
     /// The cgroup's, if any (`config::memory_limit`).
     memory_limit: Option<u64>,
+    store_metrics: StoreMetrics,
 }
 
-fn encode(sources: &Sources, body: &mut String) -> std::fmt::Result {
+fn encode(sources: &Sources, store_bytes: Option<u64>, body: &mut String) -> std::fmt::Result {
     // One exposition has one `# EOF`, at its end: each part but the last
     // gives up its own.
     let without_eof = |body: &mut String| {
@@ -114,6 +118,8 @@ fn encode(sources: &Sources, body: &mut String) -> std::fmt::Result {
         without_eof(body);
         link_metrics::encode(&links.stats(), links.inbound_stats(), body)?;
     }
+    without_eof(body);
+    sources.store_metrics.encode(store_bytes, body)?;
     without_eof(body);
     process_stats::encode(process_stats::read().as_ref(), sources.memory_limit, body)
 }
@@ -132,8 +138,9 @@ async fn metrics(
                 .into_response();
         }
     }
+    let store_bytes = sources.runtime.store_size_on_disk().await;
     let mut body = String::with_capacity(16 * 1024);
-    match encode(&sources, &mut body) {
+    match encode(&sources, store_bytes, &mut body) {
         Ok(()) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response(),
         Err(e) => {
             warn!(error = %e, "encoding metrics failed");

@@ -31,6 +31,7 @@ use crate::config::{ServeConfig, StoreKind};
 use crate::forwarder::TransportForwarder;
 use crate::link_api::LinkApi;
 use crate::membership;
+use crate::store_metrics::StoreMetrics;
 use crate::unix_listen::{self, UnixSocket};
 use crate::{health_listen, memory_watch, metrics_http, telemetry};
 
@@ -73,8 +74,9 @@ pub async fn run_until(
     stop: impl std::future::Future<Output = ()>,
     on_listening: impl FnOnce(Listening),
 ) -> anyhow::Result<()> {
-    // Kept apart for the admin API's backups.
+    // Kept apart for the admin API's backups, which the metrics count.
     let mut sled_store = None;
+    let store_metrics = StoreMetrics::default();
     let (store, reminders): (Arc<dyn StateStore>, Arc<dyn ReminderStore>) = match &config.store {
         StoreKind::Sled(dir) => {
             let sled = SledStore::open_with_cache(dir, config.sled_cache_bytes)?;
@@ -204,6 +206,7 @@ pub async fn run_until(
                 links.clone(),
                 api_tokens.clone(),
                 config.memory_limit,
+                store_metrics.clone(),
             )
             .await?,
         ),
@@ -280,7 +283,7 @@ pub async fn run_until(
                     links.clone(),
                     config.memory_limit,
                 )
-                .with_sled(sled_store)
+                .with_sled(sled_store, store_metrics)
                 .with_owners(owners),
             ),
             api_guard,

@@ -7,6 +7,7 @@
 //! it goes when the stream ends, and with the process should it die.
 
 use std::io::{Read, Seek};
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -16,6 +17,7 @@ use troupe_runtime::Runtime;
 use troupe_storage_sled::{BackupError, SledStore};
 
 use crate::convert::errors::status_of;
+use crate::store_metrics::StoreMetrics;
 
 /// Bytes per streamed message: well under the 4 MiB a gRPC client accepts
 /// by default.
@@ -26,7 +28,33 @@ pub(super) type BackupStream = ReceiverStream<Result<pb::BackupChunk, Status>>;
 pub(super) async fn backup(
     runtime: &Runtime,
     sled: Option<&SledStore>,
+    metrics: &StoreMetrics,
 ) -> Result<BackupStream, Status> {
+    let taken = take(runtime, sled).await;
+    match &taken {
+        Ok((summary, _)) => metrics.backed_up(
+            Duration::from_millis(summary.writes_paused_ms),
+            summary.bytes,
+        ),
+        Err(_) => metrics.backup_failed(),
+    }
+    let (summary, mut file) = taken?;
+    let (tx, rx) = mpsc::channel(4);
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = send_file(&mut file, summary, &tx) {
+            let _ = tx.blocking_send(Err(Status::internal(format!(
+                "cannot read the backup back: {e}"
+            ))));
+        }
+    });
+    Ok(ReceiverStream::new(rx))
+}
+
+/// The backup in a nameless file, and what it holds.
+async fn take(
+    runtime: &Runtime,
+    sled: Option<&SledStore>,
+) -> Result<(pb::BackupSummary, std::fs::File), Status> {
     let store = runtime.status().store;
     let Some(sled) = sled.cloned() else {
         let how = if store.starts_with("postgres") {
@@ -40,13 +68,16 @@ pub(super) async fn backup(
     };
     // Write-behind state acknowledged before this call goes in too.
     runtime.flush().await.map_err(status_of)?;
-    let (summary, mut file) = tokio::task::spawn_blocking(move || {
+    let (summary, paused, file) = tokio::task::spawn_blocking(move || {
         let file = tempfile::tempfile_in(sled.dir()).map_err(|e| {
             Status::internal(format!(
                 "cannot create the backup's file in the data directory: {e}"
             ))
         })?;
-        sled.backup_into(file, sled.dir()).map_err(backup_status)
+        // The writes wait for as long as the copy takes.
+        let started = Instant::now();
+        let (summary, file) = sled.backup_into(file, sled.dir()).map_err(backup_status)?;
+        Ok::<_, Status>((summary, started.elapsed(), file))
     })
     .await
     .map_err(|e| Status::internal(format!("the backup task failed: {e}")))??;
@@ -55,16 +86,9 @@ pub(super) async fn backup(
         trees: summary.trees,
         entries: summary.entries,
         bytes: summary.bytes,
+        writes_paused_ms: troupe_runtime::input::millis(paused),
     };
-    let (tx, rx) = mpsc::channel(4);
-    tokio::task::spawn_blocking(move || {
-        if let Err(e) = send_file(&mut file, summary, &tx) {
-            let _ = tx.blocking_send(Err(Status::internal(format!(
-                "cannot read the backup back: {e}"
-            ))));
-        }
-    });
-    Ok(ReceiverStream::new(rx))
+    Ok((summary, file))
 }
 
 /// Streams `file` from its start, `summary` on the last message. A client

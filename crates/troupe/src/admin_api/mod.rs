@@ -18,6 +18,7 @@ use crate::convert;
 use crate::convert::errors::status_of;
 use crate::convert::paging;
 use crate::convert::requests::reminder_to_pb;
+use crate::store_metrics::StoreMetrics;
 
 #[derive(Debug, Clone)]
 pub struct AdminApi {
@@ -32,6 +33,8 @@ pub struct AdminApi {
     sled: Option<SledStore>,
     /// Where requests about actors other daemons own go (cluster only).
     owners: Option<Owners>,
+    /// Counts the backups for the metrics endpoint.
+    store_metrics: StoreMetrics,
 }
 
 impl AdminApi {
@@ -48,12 +51,17 @@ impl AdminApi {
             memory_limit,
             sled: None,
             owners: None,
+            store_metrics: StoreMetrics::default(),
         }
     }
 
-    /// Backs up `sled` when asked to.
-    pub fn with_sled(self, sled: Option<SledStore>) -> Self {
-        Self { sled, ..self }
+    /// Backs up `sled` when asked to, counting the backups in `metrics`.
+    pub fn with_sled(self, sled: Option<SledStore>, store_metrics: StoreMetrics) -> Self {
+        Self {
+            sled,
+            store_metrics,
+            ..self
+        }
     }
 
     /// Passes requests about actors other daemons own to `owners`.
@@ -409,7 +417,7 @@ impl pb::admin_server::Admin for AdminApi {
         &self,
         _request: Request<pb::BackupRequest>,
     ) -> Result<Response<Self::BackupStream>, Status> {
-        backup::backup(&self.runtime, self.sled.as_ref())
+        backup::backup(&self.runtime, self.sled.as_ref(), &self.store_metrics)
             .await
             .map(Response::new)
     }

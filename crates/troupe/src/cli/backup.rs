@@ -10,7 +10,7 @@ use serde_json::json;
 use troupe_proto::v1 as pb;
 use troupe_storage_sled::BackupError;
 
-use super::render::bytes;
+use super::render::{bytes, duration};
 use super::{connect, emit, emit_json, fail, Exit, Output, Target};
 
 /// The file name that means standard output (`backup`) or input (`restore`).
@@ -122,6 +122,7 @@ fn report(output: Output, file: &str, summary: &pb::BackupSummary) -> String {
                 "trees": summary.trees,
                 "entries": summary.entries,
                 "bytes": summary.bytes,
+                "writes_paused_ms": summary.writes_paused_ms,
             });
             format!(
                 "{}\n",
@@ -129,10 +130,11 @@ fn report(output: Output, file: &str, summary: &pb::BackupSummary) -> String {
             )
         }
         Output::Table => format!(
-            "backed up {} to {file}: {} keys, {}\n",
+            "backed up {} to {file}: {} keys, {}; writes paused {}\n",
             summary.store,
             summary.entries,
-            bytes(summary.bytes)
+            bytes(summary.bytes),
+            duration(summary.writes_paused_ms)
         ),
     }
 }

@@ -458,6 +458,8 @@ export interface BackupSummary {
   entries: bigint;
   /** The whole file. */
   bytes: bigint;
+  /** How long the store's writes were paused while it was copied. */
+  writesPausedMs: bigint;
 }
 
 function createBaseStatusRequest(): StatusRequest {
@@ -4013,7 +4015,7 @@ export const BackupChunk: MessageFns<BackupChunk> = {
 };
 
 function createBaseBackupSummary(): BackupSummary {
-  return { store: "", trees: 0n, entries: 0n, bytes: 0n };
+  return { store: "", trees: 0n, entries: 0n, bytes: 0n, writesPausedMs: 0n };
 }
 
 export const BackupSummary: MessageFns<BackupSummary> = {
@@ -4038,6 +4040,12 @@ export const BackupSummary: MessageFns<BackupSummary> = {
         throw new globalThis.Error("value provided for field message.bytes of type uint64 too large");
       }
       writer.uint32(32).uint64(message.bytes);
+    }
+    if (message.writesPausedMs !== 0n) {
+      if (BigInt.asUintN(64, message.writesPausedMs) !== message.writesPausedMs) {
+        throw new globalThis.Error("value provided for field message.writesPausedMs of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.writesPausedMs);
     }
     return writer;
   },
@@ -4087,6 +4095,14 @@ export const BackupSummary: MessageFns<BackupSummary> = {
             message.bytes = reader.uint64() as bigint;
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.writesPausedMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4108,6 +4124,9 @@ export const BackupSummary: MessageFns<BackupSummary> = {
     message.trees = (object.trees !== undefined && object.trees !== null) ? BigInt(object.trees) : 0n;
     message.entries = (object.entries !== undefined && object.entries !== null) ? BigInt(object.entries) : 0n;
     message.bytes = (object.bytes !== undefined && object.bytes !== null) ? BigInt(object.bytes) : 0n;
+    message.writesPausedMs = (object.writesPausedMs !== undefined && object.writesPausedMs !== null)
+      ? BigInt(object.writesPausedMs)
+      : 0n;
     return message;
   },
 };
