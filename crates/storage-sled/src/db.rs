@@ -438,7 +438,7 @@ impl SledDb {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use bytes::Bytes;
     use troupe_storage::conformance::write;
     use troupe_storage::{
@@ -453,7 +453,8 @@ mod tests {
         StoreError::Io(e.to_string())
     }
 
-    fn reminder(name: &str) -> ReminderWrite {
+    /// A reminder `name` of actor t/a, due at 1 s.
+    pub(crate) fn reminder(name: &str) -> ReminderWrite {
         ReminderWrite {
             op: ReminderOp::Put(ReminderRecord {
                 key: ReminderKey {

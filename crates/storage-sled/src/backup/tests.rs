@@ -3,29 +3,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use troupe_storage::conformance::write;
-use troupe_storage::{
-    ReminderKey, ReminderOp, ReminderRecord, ReminderStore, ReminderWrite, StateStore, StoreError,
-};
+use troupe_storage::{ReminderStore, StateStore, StoreError};
 
 use super::{restore, BackupError, MAGIC};
+use crate::db::tests::reminder;
 use crate::{SledReminders, SledStore};
 
 type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
-
-fn reminder(name: &str) -> ReminderWrite {
-    ReminderWrite {
-        op: ReminderOp::Put(ReminderRecord {
-            key: ReminderKey {
-                actor_type: "t".into(),
-                actor_id: "a".into(),
-                name: name.into(),
-            },
-            due_unix_ms: 1_000,
-            data: Bytes::from_static(b"r"),
-        }),
-        epoch: None,
-    }
-}
 
 /// A store with two actors' state and two reminders, backed up to
 /// `backup`.
