@@ -9,11 +9,14 @@
 //! - `inbox`: actor inboxes and dead letters, written in the state batch's
 //!   transaction.
 //! - `records`: call records (idempotency keys' answers), likewise.
+//! - `purge`: an actor's erasure (all but its reminders and epoch), fenced,
+//!   in one transaction.
 //! - `batch_sql`: a flush batch (state, fencing, inbox, records) as one
 //!   statement.
 
 mod batch_sql;
 mod inbox;
+mod purge;
 mod records;
 mod reminders;
 mod state;

@@ -20,8 +20,8 @@ use bytes::Bytes;
 use deadpool_postgres::GenericClient;
 
 use troupe_storage::{
-    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, RecordedKey,
-    StateStore, StoreError, StoredState,
+    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, PurgedActor,
+    RecordedKey, StateStore, StoreError, StoredState,
 };
 
 use crate::store::{bounded, PostgresStore};
@@ -29,7 +29,7 @@ use crate::store::{bounded, PostgresStore};
 /// Raises one actor's epoch unless the stored one is newer; a row back
 /// means it was raised (or equal). The row stays locked until the claim's
 /// transaction ends, so an older write waits and is then refused.
-const CLAIM: &str = "
+pub(crate) const CLAIM: &str = "
 INSERT INTO troupe_actor_epochs AS e (actor_type, actor_id, epoch) VALUES ($1, $2, $3)
 ON CONFLICT (actor_type, actor_id) DO UPDATE SET epoch = EXCLUDED.epoch
     WHERE e.epoch <= EXCLUDED.epoch
@@ -260,6 +260,15 @@ impl StateStore for PostgresStore {
         key: &str,
     ) -> Result<Option<CallRecord>, StoreError> {
         self.record_get(actor_type, actor_id, key).await
+    }
+
+    async fn purge_actor(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        epoch: Option<Epoch>,
+    ) -> Result<PurgedActor, StoreError> {
+        self.actor_purge(actor_type, actor_id, epoch).await
     }
 
     async fn expire_records(&self, before_unix_ms: u64, limit: usize) -> Result<u64, StoreError> {

@@ -246,6 +246,60 @@ mod live {
     }
 
     #[tokio::test]
+    async fn purges_keep_the_store_contract() -> TestResult {
+        let Some(base) = postgres_url("PostgresStore purges")? else {
+            return Ok(());
+        };
+        let db = TempDb::create(&base).await?;
+        let store = PostgresStore::connect(&db.url).await?;
+        troupe_storage::conformance::purge(&store).await?;
+        troupe_storage::conformance::purge_fencing(&store).await?;
+        drop(store);
+        db.drop_db().await;
+        Ok(())
+    }
+
+    /// A fenced purge waits for a write of the actor that holds its epoch,
+    /// then removes what that write stored: it deletes in a snapshot taken
+    /// after its claim, not in one from before the write committed.
+    #[tokio::test]
+    async fn a_purge_removes_what_the_write_it_waited_for_stored() -> TestResult {
+        let Some(base) = postgres_url("PostgresStore purge behind a write")? else {
+            return Ok(());
+        };
+        let db = TempDb::create(&base).await?;
+        let store = PostgresStore::connect(&db.url).await?;
+        let (mut writer, conn) = tokio_postgres::connect(&db.url, NoTls).await?;
+        tokio::spawn(conn);
+        // A write as a fenced batch makes it: the epoch row locked first.
+        let tx = writer.transaction().await?;
+        tx.execute(crate::state::CLAIM, &[&"t", &"a", &5i64])
+            .await?;
+        tx.execute(
+            "INSERT INTO troupe_state (actor_type, actor_id, key, value) VALUES ('t', 'a', 'k', 'v')",
+            &[],
+        )
+        .await?;
+        let purging = tokio::spawn({
+            let store = store.clone();
+            async move { store.purge_actor("t", "a", Some(5)).await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            !purging.is_finished(),
+            "the purge did not wait for the write"
+        );
+        tx.commit().await?;
+        let purged = purging.await??;
+        assert_eq!(purged.state_keys, 1, "{purged:?}");
+        assert!(store.load("t", "a").await?.is_empty());
+        drop(store);
+        drop(writer);
+        db.drop_db().await;
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn reminders_keep_the_store_contract() -> TestResult {
         let Some(base) = postgres_url("PostgresStore reminders")? else {
             return Ok(());

@@ -9,6 +9,7 @@ use troupe_storage::{DeadLetter, DeadLetterKey, InboxEntry, InboxOp, StoreError}
 use crate::actor_write::ActorOps;
 use crate::db::{Failure, Handles};
 use crate::keys::{actor_prefix, read_segment};
+use crate::purge::Removal;
 
 const INBOX: u8 = 0xfe;
 const DEAD: u8 = 0xfd;
@@ -206,6 +207,26 @@ pub(crate) fn get_dead(db: &Handles, key: &DeadLetterKey) -> Result<Option<DeadL
         Some(v) => Ok(Some(decode_dead(&k, &v)?)),
         None => Ok(None),
     }
+}
+
+/// Adds the removal of the actor's inbox entries and dead letters to
+/// `removal`; returns how many of each.
+pub(crate) fn purge(
+    db: &Handles,
+    actor_type: &str,
+    actor_id: &str,
+    removal: &mut Removal,
+) -> Result<(u64, u64), Failure> {
+    let mut counts = [0u64; 2];
+    for (count, tag) in counts.iter_mut().zip([INBOX, DEAD]) {
+        for item in db.state.scan_prefix(prefixed(tag, actor_type, actor_id)) {
+            let (key, _) = item?;
+            removal.remove(key);
+            *count += 1;
+        }
+    }
+    let [entries, dead] = counts;
+    Ok((entries, dead))
 }
 
 pub(crate) fn dead_key(key: &DeadLetterKey) -> Vec<u8> {

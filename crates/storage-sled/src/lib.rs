@@ -2,11 +2,12 @@
 //! inboxes, call records and reminders in one sled database. A flush writes
 //! each actor's keys atomically and ends in one fsync (`actor_write`);
 //! reminder batches likewise write each reminder atomically
-//! (`reminders::write`). The database is re-opened after an I/O error
-//! (`db`), so a store that failed (a full disk) recovers by itself once the
-//! file system does. A backup reads it whole as of one instant, pausing
-//! writes meanwhile, and a restore writes one into an empty directory
-//! (`backup`).
+//! (`reminders::write`); an actor's purge removes all of it but its
+//! reminders in one batch (`purge`). The database is re-opened after an
+//! I/O error (`db`), so a store that failed (a full disk) recovers by
+//! itself once the file system does. A backup reads it whole as of one
+//! instant, pausing writes meanwhile, and a restore writes one into an
+//! empty directory (`backup`).
 //!
 //! Owner epochs (fencing) are accepted and not checked: sled locks its
 //! directory, so one daemon holds the database, and the daemon refuses to
@@ -18,6 +19,7 @@ mod backup;
 mod db;
 mod inbox;
 mod keys;
+mod purge;
 mod records;
 mod reminders;
 mod state;

@@ -17,9 +17,11 @@
 //! removes nothing for them) but no record that no entry names. Expiry and
 //! the index-then-records part of a flush exclude each other
 //! ([`Handles::records`]), so expiry never takes an entry whose records are
-//! still to come.
+//! still to come. An actor's purge removes its records and their names in
+//! the index under the same lock (`purge`), rewriting the entries that
+//! name other actors' records too.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 use troupe_storage::{CallRecord, RecordedKey, StoreError};
@@ -27,6 +29,7 @@ use troupe_storage::{CallRecord, RecordedKey, StoreError};
 use crate::actor_write::ActorOps;
 use crate::db::{Failure, Handles};
 use crate::keys::{actor_prefix, read_segment};
+use crate::purge::Removal;
 
 const RECORD: u8 = 0xfc;
 const AGE: u8 = 0xfb;
@@ -243,8 +246,73 @@ pub(crate) fn expire(db: &Handles, before_unix_ms: u64, limit: usize) -> Result<
     Ok(removed as u64)
 }
 
+/// Adds the removal of every call record of the actor, and of their names
+/// in the age index, to `removal`; returns how many records. Only the
+/// index entries of the records' own milliseconds are read (an entry lists
+/// the records recorded at its millisecond), not the whole index. An entry
+/// left naming nothing goes; one that names other actors' records too is
+/// rewritten with theirs (never empty: that is the old form's mark). Call
+/// with [`Handles::records`] held, so expiry does not rewrite the same
+/// entries meanwhile.
+pub(crate) fn purge(
+    db: &Handles,
+    actor_type: &str,
+    actor_id: &str,
+    removal: &mut Removal,
+) -> Result<u64, Failure> {
+    // Length-prefixed segments: a name starting with these bytes is one of
+    // this actor's, never one of an actor whose id merely extends its id.
+    let actor = actor_prefix(actor_type, actor_id);
+    let mut at = BTreeSet::new();
+    let mut count = 0u64;
+    for item in db.state.scan_prefix(record_key(&actor, "")) {
+        let (key, value) = item?;
+        at.insert(recorded_at(&value)?);
+        removal.remove(key);
+        count += 1;
+    }
+    for ms in at {
+        let mut prefix = vec![AGE];
+        prefix.extend_from_slice(&ms.to_be_bytes());
+        for item in db.state.scan_prefix(prefix) {
+            let (entry, listing) = item?;
+            if listing.is_empty() {
+                // The old form: the entry's key names its one record.
+                let named = entry
+                    .get(9..)
+                    .ok_or_else(|| corrupt("call-record age key"))?;
+                if named.starts_with(&actor) {
+                    removal.remove(entry);
+                }
+                continue;
+            }
+            let mut kept = Vec::with_capacity(listing.len());
+            let mut dropped = false;
+            let mut left: &[u8] = &listing;
+            while !left.is_empty() {
+                let (named, rest) = next_named(left)?;
+                if named.starts_with(&actor) {
+                    dropped = true;
+                } else {
+                    kept.extend_from_slice(&left[..left.len() - rest.len()]);
+                }
+                left = rest;
+            }
+            if !dropped {
+                continue;
+            }
+            if kept.is_empty() {
+                removal.remove(entry);
+            } else {
+                removal.insert(entry, kept);
+            }
+        }
+    }
+    Ok(count)
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::SledStore;
     use troupe_storage::conformance::write;
@@ -265,7 +333,7 @@ mod tests {
     }
 
     /// The age index's entries, as (recorded ms, records named).
-    async fn index_entries(store: &SledStore) -> Result<Vec<(u64, usize)>, StoreError> {
+    pub(crate) async fn index_entries(store: &SledStore) -> Result<Vec<(u64, usize)>, StoreError> {
         store
             .db()
             .read(|db| {
@@ -343,22 +411,7 @@ mod tests {
     #[tokio::test]
     async fn old_form_entries_still_expire() -> Result<(), StoreError> {
         let (_dir, store) = open()?;
-        store
-            .db()
-            .read(|db| {
-                for (id, at) in [("old1", 900u64), ("old2", 1_100)] {
-                    let named = record_key(&actor_prefix("rec", id), "k")[1..].to_vec();
-                    let mut value = at.to_be_bytes().to_vec();
-                    value.extend_from_slice(b"answer");
-                    db.state.insert(tagged(&named)?, value)?;
-                    let mut entry = vec![AGE];
-                    entry.extend_from_slice(&at.to_be_bytes());
-                    entry.extend_from_slice(&named);
-                    db.state.insert(entry, sled::IVec::default())?;
-                }
-                Ok(())
-            })
-            .await?;
+        old_form(&store, &[("old1", 900), ("old2", 1_100)]).await?;
         store.write_batch(&[keyed("new", &[("k", 1_000)])]).await?;
         assert_eq!(store.load_record_keys("rec", "old1", 0, 10).await?.len(), 1);
         assert_eq!(store.expire_records(1_050, 100).await?, 2);
@@ -373,6 +426,44 @@ mod tests {
         assert_eq!(store.load_record_keys("rec", "old2", 0, 10).await?.len(), 1);
         assert_eq!(store.expire_records(2_000, 100).await?, 1);
         assert!(index_entries(&store).await?.is_empty());
+        Ok(())
+    }
+
+    /// Records `k` of the actors as databases written before the index had
+    /// one entry per flush hold them: an index entry per record.
+    async fn old_form(store: &SledStore, records: &[(&str, u64)]) -> Result<(), StoreError> {
+        let records: Vec<(String, u64)> =
+            records.iter().map(|(id, at)| ((*id).into(), *at)).collect();
+        store
+            .db()
+            .read(move |db| {
+                for (id, at) in records {
+                    let named = record_key(&actor_prefix("rec", &id), "k")[1..].to_vec();
+                    let mut value = at.to_be_bytes().to_vec();
+                    value.extend_from_slice(b"answer");
+                    db.state.insert(tagged(&named)?, value)?;
+                    let mut entry = vec![AGE];
+                    entry.extend_from_slice(&at.to_be_bytes());
+                    entry.extend_from_slice(&named);
+                    db.state.insert(entry, sled::IVec::default())?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    /// A purge finds an old-form entry by its record's millisecond, and
+    /// leaves the entry of an actor whose id extends the purged one's.
+    #[tokio::test]
+    async fn a_purge_removes_old_form_entries_of_its_actor_only() -> Result<(), StoreError> {
+        let (_dir, store) = open()?;
+        old_form(&store, &[("a", 900), ("ab", 900)]).await?;
+        assert_eq!(index_entries(&store).await?, [(900, 1), (900, 1)]);
+        assert_eq!(store.purge_actor("rec", "a", None).await?.call_records, 1);
+        assert_eq!(index_entries(&store).await?, [(900, 1)]);
+        assert!(store.load_record_keys("rec", "a", 0, 10).await?.is_empty());
+        assert_eq!(store.expire_records(1_000, 100).await?, 1);
+        assert!(store.load_record_keys("rec", "ab", 0, 10).await?.is_empty());
         Ok(())
     }
 }

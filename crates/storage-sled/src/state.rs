@@ -6,8 +6,8 @@ use std::path::Path;
 use async_trait::async_trait;
 use bytes::Bytes;
 use troupe_storage::{
-    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, RecordedKey,
-    StateStore, StoreError, StoredState,
+    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, PurgedActor,
+    RecordedKey, StateStore, StoreError, StoredState,
 };
 
 use crate::actor_write::ActorOps;
@@ -241,6 +241,16 @@ impl StateStore for SledStore {
         self.db
             .read(move |db| crate::records::get(db, &ty, &id, &key))
             .await
+    }
+
+    async fn purge_actor(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        _epoch: Option<Epoch>,
+    ) -> Result<PurgedActor, StoreError> {
+        // Not fenced, as no write here is: see the crate doc.
+        crate::purge::purge(&self.db, actor_type, actor_id).await
     }
 
     async fn expire_records(&self, before_unix_ms: u64, limit: usize) -> Result<u64, StoreError> {

@@ -4,10 +4,12 @@
 
 mod hooked;
 mod inbox;
+mod purge;
 mod records;
 
 pub use hooked::{HookedReminders, ReminderHooks};
 pub use inbox::{inbox, inbox_fencing};
+pub use purge::{purge, purge_fencing};
 pub use records::{records, records_fencing};
 
 use bytes::Bytes;

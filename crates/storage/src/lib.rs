@@ -133,6 +133,22 @@ pub enum StoreError {
     },
 }
 
+/// What [`StateStore::purge_actor`] removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PurgedActor {
+    pub state_keys: u64,
+    pub inbox_entries: u64,
+    pub dead_letters: u64,
+    pub call_records: u64,
+}
+
+impl PurgedActor {
+    /// Whether there was nothing to remove.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// Where actor state lives between activations.
 ///
 /// `write_batch` must apply each actor's write atomically (its state
@@ -234,6 +250,21 @@ pub trait StateStore: Send + Sync + std::fmt::Debug + 'static {
         actor_id: &str,
         key: &str,
     ) -> Result<Option<CallRecord>, StoreError>;
+
+    /// Removes everything stored for one actor except its reminders (which
+    /// live in the [`ReminderStore`]): every state key, inbox entry, dead
+    /// letter and call record, atomically, and says how many of each went
+    /// (an operator's erasure of an actor; the runtime holds its activation
+    /// off meanwhile). Fenced as a write with `epoch` is: refused with
+    /// [`StoreError::Fenced`], removing nothing, when the actor's epoch is
+    /// newer; the actor's epoch itself is kept, so an older owner's write
+    /// stays refused. Purging an actor with nothing stored is not an error.
+    async fn purge_actor(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        epoch: Option<Epoch>,
+    ) -> Result<PurgedActor, StoreError>;
 
     /// Forgets up to `limit` call records (of any actor) recorded before
     /// `before_unix_ms`; returns how many went. Not fenced: an expired

@@ -65,10 +65,19 @@ where
     Ok(rt)
 }
 
+/// Holds a purge at the store: `reached` is told when one arrives there,
+/// and it goes on once `release` is.
+#[derive(Clone, Default)]
+pub struct PurgePause {
+    pub reached: Arc<tokio::sync::Notify>,
+    pub release: Arc<tokio::sync::Notify>,
+}
+
 /// A [`MemoryStore`] whose batches go through a hook first.
 pub struct HookedStore {
     pub inner: MemoryStore,
     before: BeforeWrite,
+    purge_pause: Option<PurgePause>,
     /// Every call record a batch carried, failed or not: its key and
     /// whether the store was told it is new (`CallRecord::new_key`).
     pub records_sent: parking_lot::Mutex<Vec<(String, bool)>>,
@@ -79,7 +88,16 @@ impl HookedStore {
         Self {
             inner: MemoryStore::new(),
             before,
+            purge_pause: None,
             records_sent: parking_lot::Mutex::default(),
+        }
+    }
+
+    /// Holds each purge at `pause` before the store removes anything.
+    pub fn pausing_purges(self, pause: PurgePause) -> Self {
+        Self {
+            purge_pause: Some(pause),
+            ..self
         }
     }
 }
@@ -187,6 +205,19 @@ impl StateStore for HookedStore {
         key: &str,
     ) -> Result<Option<troupe_storage::CallRecord>, StoreError> {
         self.inner.load_record(actor_type, actor_id, key).await
+    }
+
+    async fn purge_actor(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        epoch: Option<Epoch>,
+    ) -> Result<troupe_storage::PurgedActor, StoreError> {
+        if let Some(pause) = &self.purge_pause {
+            pause.reached.notify_one();
+            pause.release.notified().await;
+        }
+        self.inner.purge_actor(actor_type, actor_id, epoch).await
     }
 
     async fn expire_records(&self, before_unix_ms: u64, limit: usize) -> Result<u64, StoreError> {

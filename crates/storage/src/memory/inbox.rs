@@ -40,6 +40,27 @@ impl Inboxes {
         }
     }
 
+    /// Forgets the actor's inbox entries and dead letters; returns how
+    /// many of each went.
+    pub(super) fn purge(&mut self, actor: &ActorKey) -> (u64, u64) {
+        let entries = self.entries.remove(actor).map_or(0, |inbox| inbox.len());
+        let key = |seq| DeadLetterKey {
+            actor_type: actor.0.clone(),
+            actor_id: actor.1.clone(),
+            seq,
+        };
+        // Letters are ordered by actor, then seq: the actor's are one range.
+        let dead: Vec<DeadLetterKey> = self
+            .dead
+            .range(key(0)..=key(u64::MAX))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &dead {
+            self.dead.remove(k);
+        }
+        (entries as u64, dead.len() as u64)
+    }
+
     pub(super) fn load(&self, actor_type: &str, actor_id: &str) -> Vec<InboxEntry> {
         let key = (actor_type.to_owned(), actor_id.to_owned());
         self.entries

@@ -18,8 +18,8 @@ use parking_lot::Mutex;
 
 use crate::fencing::EpochCheck;
 use crate::{
-    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, RecordedKey,
-    StateStore, StoreError, StoredState,
+    ActorWrite, CallRecord, DeadLetter, DeadLetterKey, Epoch, FencedActor, InboxEntry, PurgedActor,
+    RecordedKey, StateStore, StoreError, StoredState,
 };
 use inbox::Inboxes;
 use records::Records;
@@ -238,6 +238,38 @@ impl StateStore for MemoryStore {
         Ok(self.records.lock().get(&actor, key))
     }
 
+    async fn purge_actor(
+        &self,
+        actor_type: &str,
+        actor_id: &str,
+        epoch: Option<Epoch>,
+    ) -> Result<PurgedActor, StoreError> {
+        // Held throughout, as `write_batch` holds it, so no batch of the
+        // actor lands between the epoch check and the removal.
+        let mut actors = self.actors.lock();
+        let admitted = checked(
+            &self.epochs,
+            std::iter::once((actor_type, actor_id, epoch, ())),
+        );
+        if admitted.iter().any(|(ok, ())| !ok) {
+            return Err(StoreError::Fenced {
+                actor_type: actor_type.to_owned(),
+                actor_id: actor_id.to_owned(),
+                epoch: epoch.unwrap_or_default(),
+            });
+        }
+        let actor = (actor_type.to_owned(), actor_id.to_owned());
+        let state_keys = actors.remove(&actor).map_or(0, |keys| keys.len() as u64);
+        let (inbox_entries, dead_letters) = self.inboxes.lock().purge(&actor);
+        let call_records = self.records.lock().purge(&actor);
+        Ok(PurgedActor {
+            state_keys,
+            inbox_entries,
+            dead_letters,
+            call_records,
+        })
+    }
+
     async fn expire_records(&self, before_unix_ms: u64, limit: usize) -> Result<u64, StoreError> {
         Ok(self.records.lock().expire(before_unix_ms, limit))
     }
@@ -262,6 +294,12 @@ mod tests {
     async fn memory_call_records_keep_the_store_contract() -> Result<(), StoreError> {
         crate::conformance::records(&MemoryStore::new()).await?;
         crate::conformance::records_fencing(&MemoryStore::new()).await
+    }
+
+    #[tokio::test]
+    async fn memory_purges_keep_the_store_contract() -> Result<(), StoreError> {
+        crate::conformance::purge(&MemoryStore::new()).await?;
+        crate::conformance::purge_fencing(&MemoryStore::new()).await
     }
 
     #[tokio::test]

@@ -53,6 +53,13 @@ impl Records {
         self.by_actor.get(actor)?.get(key).cloned()
     }
 
+    /// Forgets every record of the actor; returns how many went.
+    pub(super) fn purge(&mut self, actor: &ActorKey) -> u64 {
+        self.by_actor
+            .remove(actor)
+            .map_or(0, |held| held.len() as u64)
+    }
+
     pub(super) fn expire(&mut self, before_unix_ms: u64, limit: usize) -> u64 {
         let mut removed = 0u64;
         let mut budget = limit;
