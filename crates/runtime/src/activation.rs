@@ -134,6 +134,13 @@ impl Inner {
         self.flags |= STATE_LOADED;
     }
 
+    /// Drops the state read from the store (which no longer holds it): the
+    /// next activation reads it again.
+    pub(crate) fn forget_state(&mut self) {
+        self.state = StateSnapshot::default();
+        self.flags &= !STATE_LOADED;
+    }
+
     pub(crate) fn in_wave(&self) -> bool {
         self.flags & IN_WAVE != 0
     }

@@ -70,6 +70,7 @@ pub use inspect::{
     ActivationState, ActorDetails, ActorInfo, MemoryBounds, RuntimeStatus, TypeStatus,
 };
 pub use lifecycle::events::ACTIVATION_LOG;
+pub use lifecycle::purge::Purged;
 pub use memory_gate::{MemoryGateStatus, MemoryShedding, MemoryTransition};
 pub use routing::MAX_FORWARD_HOPS;
 pub use runtime::Runtime;

@@ -116,6 +116,7 @@ impl Runtime {
             records,
             inbox_stats,
             inbox_retries: Default::default(),
+            purges: Default::default(),
             chain_tokens,
             config,
         };

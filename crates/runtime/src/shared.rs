@@ -91,6 +91,8 @@ pub(crate) struct Shared {
     /// The key of the chains this daemon issues to turns, and the turns
     /// running with one (`chain_token`).
     pub(crate) chain_tokens: ChainTokens,
+    /// Actors being purged, whose activations wait (`lifecycle::purge`).
+    pub(crate) purges: crate::lifecycle::purge_gate::Purges,
 }
 
 impl std::fmt::Debug for Shared {

@@ -119,7 +119,8 @@ impl Shared {
             }
         }
         match inner.status {
-            Status::Unloaded if !inner.mailbox.is_empty() => {
+            // A purge of the actor wakes it when it ends.
+            Status::Unloaded if !inner.mailbox.is_empty() && !self.purges.holds(&act.id) => {
                 inner.status = Status::Activating;
                 drop(inner);
                 tokio::spawn(self.clone().activate(act));

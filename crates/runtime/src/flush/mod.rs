@@ -9,6 +9,7 @@
 
 mod batch;
 mod fenced;
+mod purge;
 mod report;
 mod take;
 
@@ -234,6 +235,11 @@ impl Flusher {
     /// Writes one actor's dirty keys now (deactivation, hand-off).
     pub(crate) async fn flush_actor(&self, act: &Arc<Activation>) -> Result<(), CallError> {
         let _guard = self.write_lock.lock().await;
+        self.write_actor_locked(act).await
+    }
+
+    /// `flush_actor`'s write, for a caller that holds the write lock.
+    async fn write_actor_locked(&self, act: &Arc<Activation>) -> Result<(), CallError> {
         let mut batch = Batch::with_capacity(1, Vec::new());
         batch.take(act, &mut act.inner.lock(), &*self.placement);
         // These bytes no longer wait for the periodic flush.

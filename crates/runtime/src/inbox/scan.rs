@@ -62,7 +62,8 @@ impl Shared {
                     continue;
                 };
                 let mut inner = act.inner.lock();
-                if inner.status != Status::Unloaded || inner.scheduled {
+                if inner.status != Status::Unloaded || inner.scheduled || self.purges.holds(&actor)
+                {
                     continue;
                 }
                 inner.status = Status::Activating;

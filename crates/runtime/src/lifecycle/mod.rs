@@ -14,11 +14,15 @@
 //! - `capacity`: deactivating the actors idle longest past
 //!   `--max-activations`.
 //! - `events`: the activation log the single-activation checker reads.
+//! - `purge`: an operator's erasure of everything stored for an actor,
+//!   its activation held off meanwhile.
 
 mod activate;
 mod capacity;
 mod drain;
 pub(crate) mod events;
+pub(crate) mod purge;
+pub(crate) mod purge_gate;
 mod sweep;
 pub(crate) mod waves;
 

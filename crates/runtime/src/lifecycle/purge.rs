@@ -1,0 +1,185 @@
+//! Purging an actor: an operator's erasure of everything stored for it
+//! (state, inbox, dead letters, call records, reminders and alarm), while
+//! its activation is held off so that nothing it holds in memory is written
+//! back after the store forgot it.
+//!
+//! The order is what makes it safe:
+//! 1. the actor's gate closes: a worker leaves an activation of it unloaded
+//!    (its calls wait in the mailbox), and durable tells are not sequenced
+//!    (they wait too, unacknowledged);
+//! 2. its activation ends as an admin's deactivation does (the running turn
+//!    finishes, the app's hook runs, the state is flushed);
+//! 3. with every store write held off (the flusher's write lock), whatever
+//!    is still unwritten is written, the activation left behind forgets its
+//!    loaded state, and the store removes the actor's records in one
+//!    fenced, atomic purge;
+//! 4. its reminders and alarm are deleted through the scheduler, which
+//!    forgets the ones it loaded;
+//! 5. the gate opens and the calls that waited activate the actor afresh,
+//!    on empty state.
+//!
+//! So a call is answered either before the purge (its effects are erased)
+//! or after it (it sees none of what was there).
+
+use std::sync::Arc;
+
+use tokio::time::Instant;
+use tracing::info;
+use troupe_placement::OwnerEpoch;
+use troupe_storage::PurgedActor;
+
+use super::drain::Scope;
+use crate::error::{CallError, Unavailable};
+use crate::routing::Route;
+use crate::runtime::Runtime;
+use crate::schedule::ALARM_NAME;
+use crate::shared::Shared;
+use crate::types::{ActorId, DeactivateReason};
+
+/// Reminders listed per page while they are deleted.
+const REMINDER_PAGE: usize = 256;
+
+/// What a purge removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Whether the actor was active here (its app saw a deactivation).
+    pub was_active: bool,
+    /// State keys, inbox entries, dead letters and call records.
+    pub stored: PurgedActor,
+    /// Reminders, the alarm among them.
+    pub reminders: u64,
+}
+
+/// Holds the actor's gate closed; opening it (however the purge ends, a
+/// cancelled request included) lets the calls that waited activate it.
+struct Gate {
+    shared: Arc<Shared>,
+    actor: ActorId,
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.shared.purges.end(&self.actor);
+        if let Some(act) = self.shared.directory.get(&self.actor) {
+            let wake = act.inner.lock().claim_wake();
+            if wake {
+                self.shared.schedule(act);
+            }
+        }
+    }
+}
+
+impl Runtime {
+    /// Removes everything stored for `actor` — state, inbox, dead letters,
+    /// call records, reminders and alarm — after ending its activation;
+    /// calls that arrive meanwhile wait and then find it empty. Only the
+    /// daemon that owns the actor purges it.
+    pub async fn purge_actor(&self, actor: &ActorId) -> Result<Purged, CallError> {
+        let shared = &self.shared;
+        let epoch = match shared.route(actor)? {
+            Route::Local => match shared.placement.epoch(&actor.ty, &actor.id) {
+                OwnerEpoch::Unfenced => None,
+                OwnerEpoch::Owned(epoch) => Some(epoch),
+                OwnerEpoch::NotOwned => {
+                    return Err(Unavailable::Moving {
+                        actor: actor.clone(),
+                    }
+                    .into())
+                }
+            },
+            Route::Remote(peer) => {
+                return Err(Unavailable::NotOwner {
+                    actor: actor.clone(),
+                    node: peer.node,
+                    address: peer.address,
+                }
+                .into())
+            }
+            Route::Wait => {
+                return Err(Unavailable::Moving {
+                    actor: actor.clone(),
+                }
+                .into())
+            }
+        };
+        if !shared.purges.begin(actor) {
+            return Err(CallError::FailedPrecondition(format!(
+                "actor {actor} is being purged already; wait for that purge to finish"
+            )));
+        }
+        let _gate = Gate {
+            shared: shared.clone(),
+            actor: actor.clone(),
+        };
+        let was_active = match shared.directory.get(actor) {
+            Some(act) => {
+                let deadline = Instant::now() + shared.config.shutdown_grace;
+                let ended = shared
+                    .drain(Scope::One(act), DeactivateReason::Admin, deadline)
+                    .await
+                    .map_err(|_| {
+                        CallError::DeadlineExceeded(format!(
+                            "actor {actor} did not finish deactivating within {:?} (a long \
+                             turn, or the app is slow to answer), so nothing was purged; retry",
+                            shared.config.shutdown_grace
+                        ))
+                    })?;
+                ended > 0
+            }
+            None => false,
+        };
+        let left = shared.directory.get(actor);
+        let stored = shared
+            .flusher
+            .purge_actor(actor, left.as_ref(), epoch, |inner| {
+                for (seq, retrying) in inner.mailbox.drop_stored_tells() {
+                    if retrying {
+                        shared.retry_given_up(actor, seq);
+                    }
+                }
+                inner.forget_state();
+                shared.records.forget(actor);
+            })
+            .await?;
+        let reminders = self.delete_reminders_of(actor).await?;
+        info!(
+            actor = %actor,
+            was_active,
+            state_keys = stored.state_keys,
+            inbox_entries = stored.inbox_entries,
+            dead_letters = stored.dead_letters,
+            call_records = stored.call_records,
+            reminders,
+            "purged actor"
+        );
+        Ok(Purged {
+            was_active,
+            stored,
+            reminders,
+        })
+    }
+
+    /// Deletes the actor's reminders and alarm; how many there were.
+    async fn delete_reminders_of(&self, actor: &ActorId) -> Result<u64, CallError> {
+        let mut deleted = 0u64;
+        let mut after: Option<String> = None;
+        loop {
+            let cursor = after.as_deref().map(|name| (actor, name));
+            let page = self
+                .list_reminders(Some(&actor.ty), Some(&actor.id), cursor, REMINDER_PAGE)
+                .await?;
+            for reminder in &page {
+                let existed = if reminder.alarm || reminder.name == ALARM_NAME {
+                    self.delete_alarm(actor).await?
+                } else {
+                    self.delete_reminder(actor, &reminder.name).await?
+                };
+                deleted = deleted.saturating_add(u64::from(existed));
+            }
+            match page.last() {
+                Some(last) if page.len() == REMINDER_PAGE => after = Some(last.name.clone()),
+                _ => return Ok(deleted),
+            }
+        }
+    }
+}
