@@ -46,6 +46,7 @@ pub enum Rpc {
     DescribeActor,
     ListStoredActors,
     DeactivateActor,
+    PurgeActor,
     Headers,
 }
 
@@ -74,6 +75,7 @@ pub const ADMIN: &[Rpc] = &[
     Rpc::DescribeActor,
     Rpc::ListStoredActors,
     Rpc::DeactivateActor,
+    Rpc::PurgeActor,
     Rpc::Invoke,
     Rpc::SetReminder,
     Rpc::SetTimer,
@@ -182,6 +184,7 @@ impl Services {
             Rpc::Status => handle!(admin.status(pb::StatusRequest)),
             Rpc::DescribeActor => handle!(admin.describe_actor(pb::DescribeActorRequest)),
             Rpc::DeactivateActor => handle!(admin.deactivate_actor(pb::DeactivateActorRequest)),
+            Rpc::PurgeActor => handle!(admin.purge_actor(pb::PurgeActorRequest)),
             Rpc::ListReminders => list!(client.list_reminders(pb::ListRemindersRequest)),
             Rpc::ListActors => list!(admin.list_actors(pb::ListActorsRequest)),
             Rpc::ListStoredActors => list!(admin.list_stored_actors(pb::ListStoredActorsRequest)),

@@ -73,6 +73,26 @@ pub async fn run_cli(args: &[&str]) -> anyhow::Result<(ExitStatus, String, Strin
     run_cli_env(args, &[]).await
 }
 
+/// Runs the CLI against `daemon`; fails unless it exits with `code`.
+/// Returns its standard output and standard error.
+pub async fn cli_against(
+    daemon: &Daemon,
+    args: &[&str],
+    code: i32,
+) -> anyhow::Result<(String, String)> {
+    let addr = daemon.addr.to_string();
+    let mut all = args.to_vec();
+    all.extend(["--addr", &addr]);
+    let (status, out, err) = run_cli(&all).await?;
+    anyhow::ensure!(
+        status.code() == Some(code),
+        "`troupe {}` exited {:?}, expected {code}\nstdout:\n{out}\nstderr:\n{err}",
+        all.join(" "),
+        status.code()
+    );
+    Ok((out, err))
+}
+
 /// [`run_cli`] with environment variables set (TROUPE_ADDR is unset unless
 /// `env` sets it).
 pub async fn run_cli_env(

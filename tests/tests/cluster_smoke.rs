@@ -1,7 +1,7 @@
 //! Two daemons and one placement replica sharing a PostgreSQL store: a call
 //! through either daemon reaches the one activation of an actor (forwarded
 //! to its owner over links; state reads, timers and the admin API's
-//! describe and deactivate too), `troupe cluster status` lists both with
+//! describe, deactivate and purge too), `troupe cluster status` lists both with
 //! their links, and a daemon that stops gracefully hands its actors to the other
 //! without losing a count.
 
@@ -329,6 +329,38 @@ async fn two_daemons_share_actors_and_hand_them_off() -> anyhow::Result<()> {
         })
         .await?;
 
+    // A purge asked of b erases an actor a owns, through a.
+    for i in 0..8 {
+        client_a.incr("counter", &format!("gone{i}"), 3).await?;
+    }
+    let doomed = a
+        .actors()
+        .await?
+        .iter()
+        .filter_map(|info| info.actor.clone())
+        .find(|r| r.id.starts_with("gone"))
+        .context("none of eight new counters is active on a")?;
+    let purged = b
+        .admin()
+        .await?
+        .purge_actor(pb::PurgeActorRequest {
+            actor: Some(doomed.clone()),
+        })
+        .await?
+        .into_inner();
+    assert!(purged.was_active && purged.state_keys == 1, "{purged:?}");
+    let described = a
+        .admin()
+        .await?
+        .describe_actor(pb::DescribeActorRequest {
+            actor: Some(doomed.clone()),
+        })
+        .await;
+    assert!(
+        matches!(&described, Err(s) if s.code() == tonic::Code::NotFound),
+        "{described:?}"
+    );
+
     // A graceful stop hands b's actors to a with their counts.
     let exit = b.terminate().await?;
     assert!(
@@ -346,8 +378,17 @@ async fn two_daemons_share_actors_and_hand_them_off() -> anyhow::Result<()> {
             .with_context(|| format!("after b left, {id}; log of a:\n{}", a.log()))?;
         assert_eq!(count, 4, "{id}: a count was lost in the hand-off");
     }
-    // The counters and the two 8 MiB echo actors.
-    assert_eq!(a.actors().await?.len(), ids.len() + 2);
+    // The counters and the two 8 MiB echo actors (besides the purge's).
+    let active = a.actors().await?;
+    let kept = active
+        .iter()
+        .filter(|info| {
+            info.actor
+                .as_ref()
+                .is_some_and(|r| !r.id.starts_with("gone"))
+        })
+        .count();
+    assert_eq!(kept, ids.len() + 2);
     let status = cluster_status(&placement.addr).await?;
     assert_eq!(settled_nodes(&status), ["node-a"], "{status:#}");
     drop(app_a);

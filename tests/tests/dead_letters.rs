@@ -8,19 +8,9 @@ use troupe_tests::*;
 
 const TY: &str = LOG_TYPE;
 
-/// Runs the CLI against `daemon`; fails unless it exits with `code`.
+/// Runs the CLI against `daemon`; its output, unless it exits otherwise than `code`.
 async fn cli(daemon: &Daemon, args: &[&str], code: i32) -> anyhow::Result<String> {
-    let addr = daemon.addr.to_string();
-    let mut all = args.to_vec();
-    all.extend(["--addr", &addr]);
-    let (status, out, err) = run_cli(&all).await?;
-    anyhow::ensure!(
-        status.code() == Some(code),
-        "`troupe {}` exited {:?}, expected {code}\nstdout:\n{out}\nstderr:\n{err}",
-        all.join(" "),
-        status.code()
-    );
-    Ok(out)
+    Ok(cli_against(daemon, args, code).await?.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -13,19 +13,9 @@ use troupe_tests::*;
 
 const TY: &str = LOG_TYPE;
 
-/// Runs the CLI against `daemon`; fails unless it exits 0.
+/// Runs the CLI against `daemon`; its output, unless it fails.
 async fn cli(daemon: &Daemon, args: &[&str]) -> anyhow::Result<String> {
-    let addr = daemon.addr.to_string();
-    let mut all = args.to_vec();
-    all.extend(["--addr", &addr]);
-    let (status, out, err) = run_cli(&all).await?;
-    anyhow::ensure!(
-        status.success(),
-        "`troupe {}` exited {:?}\nstdout:\n{out}\nstderr:\n{err}",
-        all.join(" "),
-        status.code()
-    );
-    Ok(out)
+    Ok(cli_against(daemon, args, 0).await?.0)
 }
 
 async fn cli_json(daemon: &Daemon, args: &[&str]) -> anyhow::Result<Value> {

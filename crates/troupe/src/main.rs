@@ -263,6 +263,19 @@ enum ActorsCommand {
         #[command(flatten)]
         target: cli::Target,
     },
+    /// Erase everything stored for an actor: state, inbox, dead letters,
+    /// call records, reminders and alarm (its activation ends first; calls
+    /// that arrive meanwhile wait, then find it empty). Needs --yes.
+    Purge {
+        #[arg(value_name = "TYPE")]
+        actor_type: String,
+        id: String,
+        /// Confirm: there is no undo but a backup.
+        #[arg(long)]
+        yes: bool,
+        #[command(flatten)]
+        target: cli::Target,
+    },
 }
 
 fn main() -> ExitCode {
@@ -360,6 +373,12 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
                 id,
                 target,
             } => cli::actors_deactivate(&target, actor_type, id).await,
+            ActorsCommand::Purge {
+                actor_type,
+                id,
+                yes,
+                target,
+            } => cli::actors_purge(&target, actor_type, id, yes).await,
         },
         Command::DeadLetters { command } => cli::dead_letters(command).await,
         Command::Status { target } => cli::status(&target).await,

@@ -359,6 +359,27 @@ impl pb::admin_server::Admin for AdminApi {
         Ok(Response::new(pb::DeactivateActorResponse { deactivated }))
     }
 
+    async fn purge_actor(
+        &self,
+        request: Request<pb::PurgeActorRequest>,
+    ) -> Result<Response<pb::PurgeActorResponse>, Status> {
+        let (metadata, _, message) = request.into_parts();
+        let actor = convert::actor_id(message.actor.clone())?;
+        if let Some(mut owner) = self.remote(&actor, &metadata)? {
+            let answer = owner.client.purge_actor(owner.request(message)).await;
+            return owner.answer(answer).map(Response::new);
+        }
+        let purged = self.runtime.purge_actor(&actor).await.map_err(status_of)?;
+        Ok(Response::new(pb::PurgeActorResponse {
+            was_active: purged.was_active,
+            state_keys: purged.stored.state_keys,
+            inbox_entries: purged.stored.inbox_entries,
+            dead_letters: purged.stored.dead_letters,
+            call_records: purged.stored.call_records,
+            reminders: purged.reminders,
+        }))
+    }
+
     async fn advance_clock(
         &self,
         request: Request<pb::AdvanceClockRequest>,

@@ -1,4 +1,5 @@
-//! `troupe actors list | deactivate` (`get` is `actors_get`).
+//! `troupe actors list | deactivate` (`get` is `actors_get`, `purge` is
+//! `purge`).
 
 use std::collections::HashSet;
 

@@ -12,6 +12,7 @@ mod calls;
 mod cluster;
 mod dead_letters;
 mod links;
+mod purge;
 mod reminders;
 pub(crate) mod render;
 mod status;
@@ -35,6 +36,7 @@ pub use calls::{invoke, state_get, tell, CallArgs, MethodRef, TellDelivery};
 pub use cluster::{cluster_status, ClusterTarget};
 pub use dead_letters::run as dead_letters;
 pub use dead_letters::DeadLettersCommand;
+pub use purge::actors_purge;
 pub use reminders::{reminders_delete, reminders_list, Scheduled};
 pub use status::status;
 

@@ -31,7 +31,7 @@ export const protobufFileName = "troupe/v1/admin.proto";
  * The admin API: inspection for operators and the CLI.
  *
  * Everything here answers "where is actor X, what is in it, why is it slow"
- * without a debugger. Reads never activate an actor; DeactivateActor and the
+ * without a debugger. Reads never activate an actor; DeactivateActor, PurgeActor and the
  * dead-letter re-drive and drop are the only calls that change anything,
  * apart from AdvanceClock of a test daemon. Backup copies the store out.
  */
@@ -376,6 +376,22 @@ export interface DeactivateActorRequest {
 export interface DeactivateActorResponse {
   /** False when the actor had no live activation (nothing to do). */
   deactivated: boolean;
+}
+
+export interface PurgeActorRequest {
+  actor?: ActorRef | undefined;
+}
+
+/** What the purge removed. */
+export interface PurgeActorResponse {
+  /** Whether the actor was active (its app saw a deactivation). */
+  wasActive: boolean;
+  stateKeys: bigint;
+  inboxEntries: bigint;
+  deadLetters: bigint;
+  callRecords: bigint;
+  /** Reminders, the alarm among them. */
+  reminders: bigint;
 }
 
 export interface AdvanceClockRequest {
@@ -3196,6 +3212,199 @@ export const DeactivateActorResponse: MessageFns<DeactivateActorResponse> = {
   },
 };
 
+function createBasePurgeActorRequest(): PurgeActorRequest {
+  return { actor: undefined };
+}
+
+export const PurgeActorRequest: MessageFns<PurgeActorRequest> = {
+  encode(message: PurgeActorRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PurgeActorRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePurgeActorRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PurgeActorRequest>, I>>(base?: I): PurgeActorRequest {
+    return PurgeActorRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PurgeActorRequest>, I>>(object: I): PurgeActorRequest {
+    const message = createBasePurgeActorRequest();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    return message;
+  },
+};
+
+function createBasePurgeActorResponse(): PurgeActorResponse {
+  return { wasActive: false, stateKeys: 0n, inboxEntries: 0n, deadLetters: 0n, callRecords: 0n, reminders: 0n };
+}
+
+export const PurgeActorResponse: MessageFns<PurgeActorResponse> = {
+  encode(message: PurgeActorResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.wasActive !== false) {
+      writer.uint32(8).bool(message.wasActive);
+    }
+    if (message.stateKeys !== 0n) {
+      if (BigInt.asUintN(64, message.stateKeys) !== message.stateKeys) {
+        throw new globalThis.Error("value provided for field message.stateKeys of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.stateKeys);
+    }
+    if (message.inboxEntries !== 0n) {
+      if (BigInt.asUintN(64, message.inboxEntries) !== message.inboxEntries) {
+        throw new globalThis.Error("value provided for field message.inboxEntries of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.inboxEntries);
+    }
+    if (message.deadLetters !== 0n) {
+      if (BigInt.asUintN(64, message.deadLetters) !== message.deadLetters) {
+        throw new globalThis.Error("value provided for field message.deadLetters of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.deadLetters);
+    }
+    if (message.callRecords !== 0n) {
+      if (BigInt.asUintN(64, message.callRecords) !== message.callRecords) {
+        throw new globalThis.Error("value provided for field message.callRecords of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.callRecords);
+    }
+    if (message.reminders !== 0n) {
+      if (BigInt.asUintN(64, message.reminders) !== message.reminders) {
+        throw new globalThis.Error("value provided for field message.reminders of type uint64 too large");
+      }
+      writer.uint32(48).uint64(message.reminders);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PurgeActorResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePurgeActorResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.wasActive = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.stateKeys = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.inboxEntries = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.deadLetters = reader.uint64() as bigint;
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.callRecords = reader.uint64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.reminders = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PurgeActorResponse>, I>>(base?: I): PurgeActorResponse {
+    return PurgeActorResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PurgeActorResponse>, I>>(object: I): PurgeActorResponse {
+    const message = createBasePurgeActorResponse();
+    message.wasActive = object.wasActive ?? false;
+    message.stateKeys = (object.stateKeys !== undefined && object.stateKeys !== null) ? BigInt(object.stateKeys) : 0n;
+    message.inboxEntries = (object.inboxEntries !== undefined && object.inboxEntries !== null)
+      ? BigInt(object.inboxEntries)
+      : 0n;
+    message.deadLetters = (object.deadLetters !== undefined && object.deadLetters !== null)
+      ? BigInt(object.deadLetters)
+      : 0n;
+    message.callRecords = (object.callRecords !== undefined && object.callRecords !== null)
+      ? BigInt(object.callRecords)
+      : 0n;
+    message.reminders = (object.reminders !== undefined && object.reminders !== null) ? BigInt(object.reminders) : 0n;
+    return message;
+  },
+};
+
 function createBaseAdvanceClockRequest(): AdvanceClockRequest {
   return { by: "" };
 }
@@ -4195,6 +4404,22 @@ export const AdminService = {
     responseDeserialize: (value: Buffer): DeactivateActorResponse => DeactivateActorResponse.decode(value),
   },
   /**
+   * Erases an actor: ends its activation as DeactivateActor does, then
+   * removes everything stored for it (state, inbox, dead letters, call
+   * records, reminders and alarm). Calls that arrive meanwhile wait and then
+   * find it empty. Answered by the actor's owner (another daemon passes the
+   * request on). FAILED_PRECONDITION while another purge of it runs.
+   */
+  purgeActor: {
+    path: "/troupe.v1.Admin/PurgeActor" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PurgeActorRequest): Buffer => Buffer.from(PurgeActorRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PurgeActorRequest => PurgeActorRequest.decode(value),
+    responseSerialize: (value: PurgeActorResponse): Buffer => Buffer.from(PurgeActorResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PurgeActorResponse => PurgeActorResponse.decode(value),
+  },
+  /**
    * Tests only: moves the daemon's scheduling time forward by `by`, firing
    * every reminder, alarm and timer due on the way in due order, and answers
    * once everything due by the new time has run (docs/testing.md).
@@ -4301,6 +4526,14 @@ export interface AdminServer extends UntypedServiceImplementation {
    * is flushed. The next call activates the actor again.
    */
   deactivateActor: handleUnaryCall<DeactivateActorRequest, DeactivateActorResponse>;
+  /**
+   * Erases an actor: ends its activation as DeactivateActor does, then
+   * removes everything stored for it (state, inbox, dead letters, call
+   * records, reminders and alarm). Calls that arrive meanwhile wait and then
+   * find it empty. Answered by the actor's owner (another daemon passes the
+   * request on). FAILED_PRECONDITION while another purge of it runs.
+   */
+  purgeActor: handleUnaryCall<PurgeActorRequest, PurgeActorResponse>;
   /**
    * Tests only: moves the daemon's scheduling time forward by `by`, firing
    * every reminder, alarm and timer due on the way in due order, and answers
@@ -4424,6 +4657,28 @@ export interface AdminClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeactivateActorResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Erases an actor: ends its activation as DeactivateActor does, then
+   * removes everything stored for it (state, inbox, dead letters, call
+   * records, reminders and alarm). Calls that arrive meanwhile wait and then
+   * find it empty. Answered by the actor's owner (another daemon passes the
+   * request on). FAILED_PRECONDITION while another purge of it runs.
+   */
+  purgeActor(
+    request: PurgeActorRequest,
+    callback: (error: ServiceError | null, response: PurgeActorResponse) => void,
+  ): ClientUnaryCall;
+  purgeActor(
+    request: PurgeActorRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PurgeActorResponse) => void,
+  ): ClientUnaryCall;
+  purgeActor(
+    request: PurgeActorRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PurgeActorResponse) => void,
   ): ClientUnaryCall;
   /**
    * Tests only: moves the daemon's scheduling time forward by `by`, firing

@@ -353,6 +353,28 @@ class DeactivateActorResponse(_message.Message):
     deactivated: bool
     def __init__(self, deactivated: bool = ...) -> None: ...
 
+class PurgeActorRequest(_message.Message):
+    __slots__ = ("actor",)
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    actor: _common_pb2.ActorRef
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ...) -> None: ...
+
+class PurgeActorResponse(_message.Message):
+    __slots__ = ("was_active", "state_keys", "inbox_entries", "dead_letters", "call_records", "reminders")
+    WAS_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    STATE_KEYS_FIELD_NUMBER: _ClassVar[int]
+    INBOX_ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    DEAD_LETTERS_FIELD_NUMBER: _ClassVar[int]
+    CALL_RECORDS_FIELD_NUMBER: _ClassVar[int]
+    REMINDERS_FIELD_NUMBER: _ClassVar[int]
+    was_active: bool
+    state_keys: int
+    inbox_entries: int
+    dead_letters: int
+    call_records: int
+    reminders: int
+    def __init__(self, was_active: bool = ..., state_keys: _Optional[int] = ..., inbox_entries: _Optional[int] = ..., dead_letters: _Optional[int] = ..., call_records: _Optional[int] = ..., reminders: _Optional[int] = ...) -> None: ...
+
 class AdvanceClockRequest(_message.Message):
     __slots__ = ("by",)
     BY_FIELD_NUMBER: _ClassVar[int]

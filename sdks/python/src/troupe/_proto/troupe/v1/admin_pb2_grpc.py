@@ -59,6 +59,11 @@ class AdminStub(object):
                 request_serializer=troupe_dot_v1_dot_admin__pb2.DeactivateActorRequest.SerializeToString,
                 response_deserializer=troupe_dot_v1_dot_admin__pb2.DeactivateActorResponse.FromString,
                 _registered_method=True)
+        self.PurgeActor = channel.unary_unary(
+                '/troupe.v1.Admin/PurgeActor',
+                request_serializer=troupe_dot_v1_dot_admin__pb2.PurgeActorRequest.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_admin__pb2.PurgeActorResponse.FromString,
+                _registered_method=True)
         self.AdvanceClock = channel.unary_unary(
                 '/troupe.v1.Admin/AdvanceClock',
                 request_serializer=troupe_dot_v1_dot_admin__pb2.AdvanceClockRequest.SerializeToString,
@@ -126,6 +131,17 @@ class AdminServicer(object):
     def DeactivateActor(self, request, context):
         """Ends an activation now: running turns finish, on_deactivate runs, state
         is flushed. The next call activates the actor again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PurgeActor(self, request, context):
+        """Erases an actor: ends its activation as DeactivateActor does, then
+        removes everything stored for it (state, inbox, dead letters, call
+        records, reminders and alarm). Calls that arrive meanwhile wait and then
+        find it empty. Answered by the actor's owner (another daemon passes the
+        request on). FAILED_PRECONDITION while another purge of it runs.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -215,6 +231,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.DeactivateActor,
                     request_deserializer=troupe_dot_v1_dot_admin__pb2.DeactivateActorRequest.FromString,
                     response_serializer=troupe_dot_v1_dot_admin__pb2.DeactivateActorResponse.SerializeToString,
+            ),
+            'PurgeActor': grpc.unary_unary_rpc_method_handler(
+                    servicer.PurgeActor,
+                    request_deserializer=troupe_dot_v1_dot_admin__pb2.PurgeActorRequest.FromString,
+                    response_serializer=troupe_dot_v1_dot_admin__pb2.PurgeActorResponse.SerializeToString,
             ),
             'AdvanceClock': grpc.unary_unary_rpc_method_handler(
                     servicer.AdvanceClock,
@@ -382,6 +403,33 @@ class Admin(object):
             '/troupe.v1.Admin/DeactivateActor',
             troupe_dot_v1_dot_admin__pb2.DeactivateActorRequest.SerializeToString,
             troupe_dot_v1_dot_admin__pb2.DeactivateActorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PurgeActor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.Admin/PurgeActor',
+            troupe_dot_v1_dot_admin__pb2.PurgeActorRequest.SerializeToString,
+            troupe_dot_v1_dot_admin__pb2.PurgeActorResponse.FromString,
             options,
             channel_credentials,
             insecure,
