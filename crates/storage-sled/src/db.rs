@@ -44,9 +44,11 @@ pub(crate) const REOPEN_EVERY: Duration = Duration::from_millis(100);
 /// 512 KiB log segments, for the log records and node rewrites of a batch.
 pub(crate) const MIN_FREE: u64 = 1 << 20;
 
-/// How long a re-open waits for sled to release the directory lock held by
-/// the database it replaces (its background threads end shortly after the
-/// last handle is dropped).
+/// How long an open waits for sled to release the directory lock held by
+/// a database of this process that was just dropped (a re-open after an
+/// I/O error, or a store opened again: its background threads end shortly
+/// after the last handle is dropped). Another process's lock is held all
+/// along, so that open fails after the wait with the lock named.
 const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// How often a re-open looks at the lock again while waiting for it. sled
@@ -183,7 +185,7 @@ impl SledDb {
     /// Opens (or creates) the database in `dir`, its page cache bounded to
     /// `cache_bytes`.
     pub(crate) fn open(dir: &Path, cache_bytes: u64) -> Result<Self, StoreError> {
-        let handles = Handles::open(dir, cache_bytes).map_err(|source| StoreError::Open {
+        let handles = open_when_unlocked(dir, cache_bytes).map_err(|source| StoreError::Open {
             path: dir.display().to_string(),
             source: Arc::new(source),
         })?;
@@ -364,7 +366,7 @@ impl SledDb {
         // database: sled joins its flusher thread and, once its I/O threads
         // are done, closes the file that holds the directory lock.
         slot.open = None;
-        match self.open_when_unlocked() {
+        match open_when_unlocked(&self.0.dir, self.0.cache_bytes) {
             Ok(handles) => {
                 slot.open = Some(handles);
                 slot.generation += 1;
@@ -385,22 +387,22 @@ impl SledDb {
             }
         }
     }
+}
 
-    /// Opens the directory, retrying for [`LOCK_WAIT`] while the replaced
-    /// database still holds its lock. sled 0.34 reports a held lock as an
-    /// I/O error of kind `Other` ("could not acquire lock on ..."); a full
-    /// disk or a permission problem has a kind of its own and fails at once.
-    fn open_when_unlocked(&self) -> sled::Result<Handles> {
-        let deadline = Instant::now() + LOCK_WAIT;
-        loop {
-            match Handles::open(&self.0.dir, self.0.cache_bytes) {
-                Err(sled::Error::Io(e))
-                    if e.kind() == std::io::ErrorKind::Other && Instant::now() < deadline =>
-                {
-                    std::thread::sleep(LOCK_POLL);
-                }
-                opened => return opened,
+/// Opens the directory, retrying for [`LOCK_WAIT`] while a dropped
+/// database still holds its lock. sled 0.34 reports a held lock as an I/O
+/// error of kind `Other` ("could not acquire lock on ..."); a full disk or a
+/// permission problem has a kind of its own and fails at once.
+fn open_when_unlocked(dir: &Path, cache_bytes: u64) -> sled::Result<Handles> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    loop {
+        match Handles::open(dir, cache_bytes) {
+            Err(sled::Error::Io(e))
+                if e.kind() == std::io::ErrorKind::Other && Instant::now() < deadline =>
+            {
+                std::thread::sleep(LOCK_POLL);
             }
+            opened => return opened,
         }
     }
 }

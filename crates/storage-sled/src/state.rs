@@ -279,21 +279,6 @@ mod tests {
     use super::*;
     use troupe_storage::conformance::write;
 
-    /// sled releases its directory lock shortly after the last handle is
-    /// dropped (a background thread finishes first); retry briefly.
-    async fn reopen(path: &Path) -> Result<SledStore, StoreError> {
-        let mut tries = 0;
-        loop {
-            match SledStore::open(path) {
-                Err(StoreError::Open { .. }) if tries < 100 => {
-                    tries += 1;
-                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-                }
-                other => return other,
-            }
-        }
-    }
-
     #[tokio::test]
     async fn sled_inboxes_keep_the_store_contract() -> Result<(), StoreError> {
         let dir = tempfile::tempdir().map_err(|e| StoreError::Io(e.to_string()))?;
@@ -324,7 +309,8 @@ mod tests {
                 .write_batch(&[write("counter", "a", &[("gone", None)])])
                 .await?;
         }
-        let store = reopen(dir.path()).await?;
+        // The dropped store's lock lingers a moment; the open waits it out.
+        let store = SledStore::open(dir.path())?;
         let a = store.load("counter", "a").await?;
         assert_eq!(a, vec![("n".to_string(), Bytes::from_static(b"1"))]);
         assert_eq!(
