@@ -96,6 +96,12 @@ async fn purge_erases_the_actor(store: TestStore) -> anyhow::Result<()> {
     let (daemon, _app) = start(dir.path(), &args).await?;
     let mut client = daemon.client().await?;
     cli_against(&daemon, &["actors", "get", TY, "p"], 4).await?;
+    // Both stores say what they take (PostgreSQL: troupe's tables).
+    let status = json_of(&daemon, &["status"]).await?;
+    assert!(
+        status["store_bytes"].as_u64().is_some_and(|n| n > 0),
+        "{status}"
+    );
     assert_eq!(
         json_of(&daemon, &["dead-letters", "list"]).await?,
         json!([])

@@ -55,6 +55,10 @@ impl StateStore for PostgresStore {
         self.url.clone()
     }
 
+    async fn size_on_disk(&self) -> Option<u64> {
+        self.tables_size().await
+    }
+
     async fn load(&self, actor_type: &str, actor_id: &str) -> Result<StoredState, StoreError> {
         const DOING: &str = "loading actor state";
         let op = async {

@@ -259,6 +259,42 @@ mod live {
         Ok(())
     }
 
+    /// The size of troupe's tables, for status output: there, and growing
+    /// with what is written.
+    #[tokio::test]
+    async fn the_tables_size_grows_with_the_state() -> TestResult {
+        let Some(base) = postgres_url("PostgresStore size")? else {
+            return Ok(());
+        };
+        let db = TempDb::create(&base).await?;
+        let store = PostgresStore::connect(&db.url).await?;
+        let before = store.size_on_disk().await.ok_or("no size")?;
+        // Values that do not compress: TOAST would shrink repeated bytes.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let value: String = (0..8_192)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                char::from(b'a' + (seed % 26) as u8)
+            })
+            .collect();
+        for batch in 0..32 {
+            let keys: Vec<(String, Option<&str>)> = (0..16)
+                .map(|i| (format!("k{batch}-{i}"), Some(value.as_str())))
+                .collect();
+            let keys: Vec<(&str, Option<&str>)> =
+                keys.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+            store.write_batch(&[write("t", "big", &keys)]).await?;
+        }
+        let after = store.size_on_disk().await.ok_or("no size")?;
+        // 4 MiB of values, less what the first pages had room for.
+        assert!(after >= before + (2 << 20), "{before} -> {after}");
+        drop(store);
+        db.drop_db().await;
+        Ok(())
+    }
+
     /// A fenced purge waits for a write of the actor that holds its epoch,
     /// then removes what that write stored: it deletes in a snapshot taken
     /// after its claim, not in one from before the write committed.
@@ -284,7 +320,22 @@ mod live {
             let store = store.clone();
             async move { store.purge_actor("t", "a", Some(5)).await }
         });
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        // The server says when the purge waits for the write's row lock.
+        let (watcher, conn) = tokio_postgres::connect(&db.url, NoTls).await?;
+        tokio::spawn(conn);
+        let waiting = "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+                       WHERE NOT l.granted AND a.datname = current_database()";
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            loop {
+                let row = watcher.query_one(waiting, &[]).await?;
+                if row.try_get::<_, i64>(0)? > 0 {
+                    return Ok::<(), tokio_postgres::Error>(());
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .map_err(|_| "the purge never waited for the write's lock")??;
         assert!(
             !purging.is_finished(),
             "the purge did not wait for the write"
