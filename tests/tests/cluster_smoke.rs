@@ -1,9 +1,10 @@
 //! Two daemons and one placement replica sharing a PostgreSQL store: a call
 //! through either daemon reaches the one activation of an actor (forwarded
 //! to its owner over links; state reads, timers and the admin API's
-//! describe, deactivate and purge too), `troupe cluster status` lists both with
-//! their links, and a daemon that stops gracefully hands its actors to the other
-//! without losing a count.
+//! describe, deactivate and purge too), `troupe cluster status` lists both
+//! with their links and `troupe cluster actors` the actors of both, and a
+//! daemon that stops gracefully hands its actors to the other without
+//! losing a count.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -360,6 +361,44 @@ async fn two_daemons_share_actors_and_hand_them_off() -> anyhow::Result<()> {
         matches!(&described, Err(s) if s.code() == tonic::Code::NotFound),
         "{described:?}"
     );
+
+    // `troupe cluster actors` lists each daemon's counters with its node.
+    let (status, stdout, stderr) = run_cli(&[
+        "cluster",
+        "actors",
+        "--placement",
+        &placement.addr,
+        "--type",
+        "counter",
+        "-o",
+        "json",
+    ])
+    .await?;
+    anyhow::ensure!(
+        status.success(),
+        "troupe cluster actors: {status}: {stderr}"
+    );
+    let listed: Value = serde_json::from_str(&stdout)?;
+    assert_eq!(listed["unreachable"], serde_json::json!([]), "{listed}");
+    let mut seen: Vec<(String, String)> = listed["actors"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|r| (r["node"].to_string(), r["id"].to_string()))
+        .collect();
+    let mut expected = Vec::new();
+    for (daemon, node) in [(&a, "node-a"), (&b, "node-b")] {
+        for info in daemon.actors().await? {
+            if let Some(r) = info.actor.filter(|r| r.r#type == "counter") {
+                expected.push((format!("{node:?}"), format!("{:?}", r.id)));
+            }
+        }
+    }
+    seen.sort();
+    expected.sort();
+    assert_eq!(seen, expected);
+    assert!(seen.iter().any(|(n, _)| n == "\"node-b\""), "{listed}");
 
     // A graceful stop hands b's actors to a with their counts.
     let exit = b.terminate().await?;

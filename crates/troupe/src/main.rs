@@ -199,6 +199,13 @@ enum ClusterCommand {
         #[command(flatten)]
         target: cli::ClusterTarget,
     },
+    /// Active actors of every member daemon, with the node each lives on.
+    Actors {
+        #[arg(long = "type", value_name = "TYPE")]
+        actor_type: Option<String>,
+        #[command(flatten)]
+        target: cli::ClusterTarget,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -382,9 +389,12 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
         },
         Command::DeadLetters { command } => cli::dead_letters(command).await,
         Command::Status { target } => cli::status(&target).await,
-        Command::Cluster {
-            command: ClusterCommand::Status { target },
-        } => cli::cluster_status(&target).await,
+        Command::Cluster { command } => match command {
+            ClusterCommand::Status { target } => cli::cluster_status(&target).await,
+            ClusterCommand::Actors { actor_type, target } => {
+                cli::cluster_actors(&target, actor_type).await
+            }
+        },
         Command::Placement { command } => placement_cmd::run(command).await,
         Command::Injector(args) => injector::run(*args).await,
         Command::Certs { command } => certs_cmd::run(command),

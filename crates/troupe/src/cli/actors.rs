@@ -62,48 +62,53 @@ pub async fn actors_list(
     let request = daemon.request(format!("list active actors{of_type}"));
     let actors = active(&admin, &request, &ty).await?;
     if target.output == Output::Json {
-        let rows = actors
-            .iter()
-            .map(|a| {
-                let actor = a.actor.clone().unwrap_or_default();
-                json!({
-                    "type": actor.r#type,
-                    "id": actor.id,
-                    "status": render::activation_status(a.status),
-                    "mailbox": a.mailbox_depth,
-                    "turns": a.turns,
-                    "dirty": a.dirty,
-                    "idle_ms": a.idle_ms,
-                })
-            })
-            .collect();
-        return emit_json(&Value::Array(rows));
+        return emit_json(&Value::Array(actors.iter().map(actor_json).collect()));
     }
     if actors.is_empty() {
         return emit(&format!("no active actors{of_type}\n"));
     }
-    let mut t = Table::new(&[
-        ("TYPE", false),
-        ("ID", false),
-        ("STATUS", false),
-        ("MAILBOX", true),
-        ("TURNS", true),
-        ("DIRTY", false),
-        ("IDLE", true),
-    ]);
-    for a in actors {
-        let actor = a.actor.unwrap_or_default();
-        t.row(vec![
-            actor.r#type,
-            actor.id,
-            render::activation_status(a.status).to_owned(),
-            a.mailbox_depth.to_string(),
-            a.turns.to_string(),
-            render::yes_no(a.dirty).to_owned(),
-            render::duration(a.idle_ms),
-        ]);
+    let mut t = Table::new(ACTOR_COLUMNS);
+    for a in &actors {
+        t.row(actor_row(a));
     }
     emit(&t.render())
+}
+
+/// The columns of an active actor's row ([`actor_row`]).
+pub(super) const ACTOR_COLUMNS: &[(&str, bool)] = &[
+    ("TYPE", false),
+    ("ID", false),
+    ("STATUS", false),
+    ("MAILBOX", true),
+    ("TURNS", true),
+    ("DIRTY", false),
+    ("IDLE", true),
+];
+
+pub(super) fn actor_row(a: &pb::ActorInfo) -> Vec<String> {
+    let actor = a.actor.clone().unwrap_or_default();
+    vec![
+        actor.r#type,
+        actor.id,
+        render::activation_status(a.status).to_owned(),
+        a.mailbox_depth.to_string(),
+        a.turns.to_string(),
+        render::yes_no(a.dirty).to_owned(),
+        render::duration(a.idle_ms),
+    ]
+}
+
+pub(super) fn actor_json(a: &pb::ActorInfo) -> Value {
+    let actor = a.actor.clone().unwrap_or_default();
+    json!({
+        "type": actor.r#type,
+        "id": actor.id,
+        "status": render::activation_status(a.status),
+        "mailbox": a.mailbox_depth,
+        "turns": a.turns,
+        "dirty": a.dirty,
+        "idle_ms": a.idle_ms,
+    })
 }
 
 /// `actors list --stored --type T`: ids with stored state, and whether each

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use troupe_proto::v1 as pb;
 use troupe_tls::Connector;
@@ -79,7 +80,7 @@ async fn connect(address: &str, tls: Option<&Connector>) -> Result<Channel, Stri
 
 /// ClusterStatus from the first replica that answers; the error says what
 /// each one did.
-async fn ask_placement(
+pub(super) async fn ask_placement(
     replicas: &[String],
     tls: Option<&Connector>,
 ) -> anyhow::Result<(String, pb::ClusterStatusResponse)> {
@@ -196,17 +197,34 @@ async fn daemon_status(
     address: String,
     tls: Option<&Connector>,
 ) -> Result<pb::StatusResponse, String> {
-    let channel = connect(&address, tls).await?;
-    let token = BearerToken::api_from_env().map_err(|e| e.to_string())?;
-    let mut admin = pb::admin_client::AdminClient::with_interceptor(channel, token);
+    let mut admin = member_admin(&address, tls).await?;
     admin
         .status(pb::StatusRequest {})
         .await
         .map(tonic::Response::into_inner)
-        .map_err(|s| match std::error::Error::source(&s) {
-            Some(_) => root_cause(&s),
-            None => format!("{}: {}", code_name(s.code()), s.message()),
-        })
+        .map_err(member_error)
+}
+
+/// A member daemon's admin API, dialled as a member with the API token
+/// from the environment.
+pub(super) async fn member_admin(
+    address: &str,
+    tls: Option<&Connector>,
+) -> Result<pb::admin_client::AdminClient<InterceptedService<Channel, BearerToken>>, String> {
+    let channel = connect(address, tls).await?;
+    let token = BearerToken::api_from_env().map_err(|e| e.to_string())?;
+    Ok(pb::admin_client::AdminClient::with_interceptor(
+        channel, token,
+    ))
+}
+
+/// What a member's failed answer says: the broken connection's cause, or
+/// the status it sent.
+pub(super) fn member_error(s: tonic::Status) -> String {
+    match std::error::Error::source(&s) {
+        Some(_) => root_cause(&s),
+        None => format!("{}: {}", code_name(s.code()), s.message()),
+    }
 }
 
 /// Where a member stands in the change in progress.
