@@ -249,5 +249,24 @@ async fn a_backup_through_a_pipe_restores_the_same() -> anyhow::Result<()> {
         state.get("count").map(|v| v.as_ref()) == Some(&b"5"[..]),
         "{state:?}"
     );
+
+    // Something else piped in is refused as standard input, not as the
+    // file that held it for the check.
+    let mut refused = tokio::process::Command::new(troupe_bin())
+        .args(["restore", "-", "--data-dir"])
+        .arg(root.path().join("other"))
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut stdin = refused.stdin.take().context("no stdin")?;
+    stdin.write_all(b"not a backup at all").await?;
+    drop(stdin);
+    let refused = refused.wait_with_output().await?;
+    let err = String::from_utf8_lossy(&refused.stderr);
+    ensure!(refused.status.code() == Some(2), "{err}");
+    ensure!(
+        err.contains("standard input is not a troupe sled backup") && !err.contains(".tmp"),
+        "{err}"
+    );
     Ok(())
 }

@@ -184,7 +184,7 @@ pub async fn restore(file: PathBuf, data_dir: PathBuf, output: Output) -> anyhow
                 source,
             }
         })?;
-        troupe_storage_sled::restore(spool.path(), &into)
+        troupe_storage_sled::restore(spool.path(), &into).map_err(|e| spool_named(e, spool.path()))
     })
     .await?
     .map_err(|e| restore_failed(&file, e))?;
@@ -207,6 +207,38 @@ pub async fn restore(file: PathBuf, data_dir: PathBuf, output: Output) -> anyhow
             summary.entries,
             data_dir.display()
         )),
+    }
+}
+
+/// `e` naming standard input where it names the file that held it: the
+/// user gave `-`, and the file is gone once the restore ends.
+fn spool_named(e: BackupError, spool: &Path) -> BackupError {
+    let named = |path: PathBuf| {
+        if path == spool {
+            PathBuf::from("standard input")
+        } else {
+            path
+        }
+    };
+    match e {
+        BackupError::Corrupt { path, reason } => BackupError::Corrupt {
+            path: named(path),
+            reason,
+        },
+        BackupError::Version { path, found } => BackupError::Version {
+            path: named(path),
+            found,
+        },
+        BackupError::File {
+            doing,
+            path,
+            source,
+        } => BackupError::File {
+            doing,
+            path: named(path),
+            source,
+        },
+        other => other,
     }
 }
 
