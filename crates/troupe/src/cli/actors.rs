@@ -21,7 +21,7 @@ pub(super) fn actor_ref(ty: &str, id: &str) -> Option<pb::ActorRef> {
 /// Every active actor (of `ty`, or of every type when empty).
 async fn active(
     admin: &Admin,
-    request: &super::Request<'_>,
+    request: &super::failure::Request<'_>,
     ty: &str,
 ) -> anyhow::Result<Vec<pb::ActorInfo>> {
     all_pages(|page_token| {

@@ -12,6 +12,7 @@ mod calls;
 mod cluster;
 mod cluster_actors;
 mod dead_letters;
+mod failure;
 mod links;
 mod purge;
 mod reminders;
@@ -28,7 +29,6 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::auth::BearerToken;
-use tonic::{Code, Status};
 
 pub use actors::{actors_deactivate, actors_list};
 pub use actors_get::actors_get;
@@ -271,173 +271,6 @@ fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
         inner = source;
     }
     inner.to_string()
-}
-
-/// What a failed call was about, for its error message.
-struct Request<'a> {
-    /// e.g. "describe counter/c1".
-    what: String,
-    daemon: &'a Daemon,
-    /// Added to the message when the actor refuses the call's arguments.
-    refused_hint: &'static str,
-    /// The caller's `--timeout`, named when the call runs out of it.
-    timeout: Option<Duration>,
-}
-
-impl Daemon {
-    fn request(&self, what: impl Into<String>) -> Request<'_> {
-        Request {
-            what: what.into(),
-            daemon: self,
-            refused_hint: "",
-            timeout: None,
-        }
-    }
-}
-
-/// The failure types with which the SDKs refuse a call's arguments rather
-/// than fail running it: `TypeError` (Python's argument binding: a missing,
-/// unexpected or surplus argument; TypeScript's unknown method) and
-/// `PayloadError` (arguments that are not a call payload). A `TypeError`
-/// the method raises itself says, by Python's convention, that it was given
-/// a value of the wrong type: the caller's to fix as well.
-const REFUSED_ARGUMENTS: [&str; 2] = ["TypeError", "PayloadError"];
-
-impl Request<'_> {
-    /// Says `hint` too when the actor refuses the arguments.
-    fn when_refused(self, hint: &'static str) -> Self {
-        Self {
-            refused_hint: hint,
-            ..self
-        }
-    }
-
-    /// Says that the call ran out of the caller's `--timeout` rather than
-    /// of the daemon's own limits, when it does.
-    fn within(self, timeout: Option<Duration>) -> Self {
-        Self { timeout, ..self }
-    }
-
-    /// Turns a status from the daemon into an error with its exit code.
-    fn failed(&self, status: Status) -> anyhow::Error {
-        let what = &self.what;
-        let addr = &self.daemon.addr;
-        let message = status.message();
-        // The daemon answers DEADLINE_EXCEEDED just before the deadline;
-        // tonic's own timer, should the daemon not answer, CANCELLED.
-        let out_of_time = matches!(status.code(), Code::DeadlineExceeded | Code::Cancelled);
-        match status.code() {
-            _ if out_of_time && self.timeout.is_some() => {
-                let timeout = humantime::format_duration(self.timeout.unwrap_or_default());
-                fail(
-                    Exit::Daemon,
-                    format!(
-                        "{what}: no answer within --timeout {} ({}: {message})\n  \
-                         the call may still run; give a longer --timeout, and an \
-                         --idempotency-key so that running the command again runs it once",
-                        timeout,
-                        code_name(status.code())
-                    ),
-                )
-            }
-            Code::Unknown => {
-                let ty = status
-                    .metadata()
-                    .get(crate::convert::errors::ERROR_TYPE_TRAILER)
-                    .and_then(|v| v.to_str().ok());
-                match ty {
-                    Some(ty) if REFUSED_ARGUMENTS.contains(&ty) => {
-                        let hint = match self.refused_hint {
-                            "" => {
-                                "check the arguments against the method's parameters \
-                                   (--data '{\"name\": value}' for keyword arguments, \
-                                   '[value]' for positional ones)"
-                            }
-                            hint => hint,
-                        };
-                        fail(
-                            Exit::Usage,
-                            format!(
-                                "{what}: the actor refused the arguments: {ty}: {message}\n  {hint}"
-                            ),
-                        )
-                    }
-                    Some(ty) => fail(
-                        Exit::ActorError,
-                        format!("{what}: the actor raised {ty}: {message}"),
-                    ),
-                    None => fail(Exit::Daemon, format!("{what} failed: UNKNOWN: {message}")),
-                }
-            }
-            // The daemon's message names what is missing and how to look.
-            Code::NotFound => fail(Exit::NotFound, format!("{what}: {message}")),
-            Code::InvalidArgument => fail(
-                Exit::Usage,
-                format!("{what}: the daemon refused the request: {message}"),
-            ),
-            // A status the client library made up from a broken connection
-            // carries its cause; one the daemon sent does not.
-            Code::Unavailable if std::error::Error::source(&status).is_some() => fail(
-                Exit::Unreachable,
-                format!(
-                    "{what}: lost the connection to the troupe daemon at {addr} ({})\n  \
-                     check that it is still running",
-                    root_cause(&status)
-                ),
-            ),
-            Code::Unimplemented => fail(
-                Exit::Daemon,
-                format!(
-                    "{what}: the daemon at {addr} does not support this ({message})\n  \
-                     it is older than this CLI (troupe {}); upgrade the daemon",
-                    env!("CARGO_PKG_VERSION")
-                ),
-            ),
-            code => {
-                let hint = match code {
-                    Code::Unavailable => {
-                        "\n  the app hosting the actor type is not connected, or the daemon is \
-                         shutting down; retry once it is back"
-                    }
-                    Code::ResourceExhausted => {
-                        "\n  a bound, memory near the daemon's limit, or a size limit (the message \
-                         says which); all but a size limit ran nothing: retry later"
-                    }
-                    Code::DeadlineExceeded => {
-                        "\n  the daemon did not finish in time; retry, or look at `troupe status`"
-                    }
-                    _ => "",
-                };
-                fail(
-                    Exit::Daemon,
-                    format!("{what} failed: {}: {message}{hint}", code_name(code)),
-                )
-            }
-        }
-    }
-}
-
-/// The canonical gRPC name, as grpcurl and the docs spell it.
-fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
 }
 
 /// Prints a command's whole output. A reader that went away early (a pipe
