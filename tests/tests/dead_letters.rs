@@ -79,3 +79,99 @@ async fn failed_tells_become_dead_letters_the_cli_lists_and_redrives() -> anyhow
     }
     Ok(())
 }
+
+/// How many dead letters the daemon lists.
+async fn letters(daemon: &Daemon) -> anyhow::Result<usize> {
+    let out = cli(daemon, &["dead-letters", "list", "-o", "json"], 0).await?;
+    let letters: serde_json::Value = serde_json::from_str(&out)?;
+    letters
+        .as_array()
+        .map(Vec::len)
+        .context("dead-letters list -o json is not an array")
+}
+
+/// Waits until the daemon lists `n` dead letters.
+async fn await_letters(daemon: &Daemon, n: usize) -> anyhow::Result<()> {
+    poll_until(WAIT, &format!("{n} dead letters"), || async move {
+        Ok((letters(daemon).await? == n).then_some(()))
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn all_dead_letters_are_redriven_in_order_or_dropped_at_once() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (daemon, app) = start(dir.path(), &restart_args(&TestStore::Sled)).await?;
+    let mut client = daemon.client().await?;
+    app.set_failing(true);
+    for (id, method, n) in [
+        ("a", "flaky", 1),
+        ("a", "flaky", 2),
+        ("a", "flaky", 3),
+        ("b", "flaky", 10),
+        ("c", "slow_flaky", 20),
+    ] {
+        tell_durable(&mut client, TY, id, method, n).await?;
+    }
+    await_letters(&daemon, 5).await?;
+
+    // Still failing: every letter listed at the start is re-driven once,
+    // and the command ends even though they fail (and come back) again.
+    let out = cli(
+        &daemon,
+        &["dead-letters", "redrive", "--all", "-o", "json"],
+        0,
+    )
+    .await?;
+    let out: serde_json::Value = serde_json::from_str(&out)?;
+    assert_eq!(
+        (&out["listed"], &out["redriven"], &out["gone"]),
+        (&5.into(), &5.into(), &0.into()),
+        "{out}"
+    );
+    await_letters(&daemon, 5).await?;
+
+    // Mistakes cost nothing: a letter and --all, a filter without --all,
+    // and drop --all without --yes are refused before anything changes.
+    cli(
+        &daemon,
+        &["dead-letters", "redrive", "--all", TY, "a", "1"],
+        2,
+    )
+    .await?;
+    cli(&daemon, &["dead-letters", "redrive", "--type", TY], 2).await?;
+    let (_, err) = cli_against(&daemon, &["dead-letters", "drop", "--all"], 2).await?;
+    assert!(
+        err.contains("--yes") && err.contains("every dead letter"),
+        "{err}"
+    );
+    assert_eq!(letters(&daemon).await?, 5);
+
+    // Fixed: the letters of one method are re-driven, each actor's in order.
+    app.set_failing(false);
+    let out = cli(
+        &daemon,
+        &["dead-letters", "redrive", "--all", "--method", "flaky"],
+        0,
+    )
+    .await?;
+    assert_eq!(out, "re-drove 4 of 4 dead letters of method flaky\n");
+    assert_eq!(settled_log(&daemon, "a", 3).await?, [1, 2, 3]);
+    assert_eq!(settled_log(&daemon, "b", 1).await?, [10]);
+    assert_eq!(letters(&daemon).await?, 1);
+
+    // The last one is dropped, never delivered.
+    let out = cli(
+        &daemon,
+        &["dead-letters", "drop", "--all", "--type", TY, "--yes"],
+        0,
+    )
+    .await?;
+    assert_eq!(out, "dropped 1 of 1 dead letter of type log\n");
+    assert_eq!(letters(&daemon).await?, 0);
+    let (entries, _) = client.state(TY, "c").await?;
+    assert!(entries.is_empty(), "{entries:?}");
+    let out = cli(&daemon, &["dead-letters", "redrive", "--all"], 0).await?;
+    assert_eq!(out, "no dead letters\n");
+    Ok(())
+}

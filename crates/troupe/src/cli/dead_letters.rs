@@ -1,15 +1,18 @@
 //! `troupe dead-letters list | get | redrive | drop`: durable tells that
-//! failed every attempt (docs/delivery.md). The letters are in the state
+//! failed every attempt (docs/delivery.md); `--all` is in
+//! [`super::dead_letters_bulk`]. The letters are in the state
 //! store, so any daemon of a cluster lists all of them.
 
 use clap::Subcommand;
 use serde_json::{json, Value};
+use tonic::Status;
 use troupe_proto::v1 as pb;
 
+use super::dead_letters_bulk::{change_all, Filter};
 use super::render::{self, Shown, Table};
-use super::{actor_name, all_pages, connect, emit, emit_json, Output, Target};
+use super::{actor_name, all_pages, connect, emit, emit_json, fail, Daemon, Exit, Output, Target};
 
-type Admin = pb::admin_client::AdminClient<super::Authed>;
+pub(super) type Admin = pb::admin_client::AdminClient<super::Authed>;
 
 #[derive(Debug, Subcommand)]
 pub enum DeadLettersCommand {
@@ -27,20 +30,68 @@ pub enum DeadLettersCommand {
         #[command(flatten)]
         target: Target,
     },
-    /// Send a dead letter again as a new durable tell, then forget it.
+    /// Send a dead letter again as a new durable tell, then forget it;
+    /// with --all, every letter listed when the command starts.
     Redrive {
         #[command(flatten)]
-        letter: LetterArgs,
+        which: Which,
         #[command(flatten)]
         target: Target,
     },
-    /// Forget a dead letter without delivering it.
+    /// Forget a dead letter without delivering it; with --all (and --yes),
+    /// every letter listed when the command starts.
     Drop {
         #[command(flatten)]
-        letter: LetterArgs,
+        which: Which,
+        /// Confirm dropping with --all: there is no undo but a backup.
+        #[arg(long)]
+        yes: bool,
         #[command(flatten)]
         target: Target,
     },
+}
+
+/// Which letters a change is for: one, by its actor and SEQ, or `--all`
+/// (narrowed by `--type` and `--method`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Which {
+    #[arg(value_name = "TYPE", required_unless_present = "all")]
+    actor_type: Option<String>,
+    #[arg(required_unless_present = "all")]
+    id: Option<String>,
+    #[arg(required_unless_present = "all")]
+    seq: Option<u64>,
+    /// Every dead letter listed when the command starts; letters that fail
+    /// again meanwhile wait for the next run.
+    #[arg(long, conflicts_with_all = ["actor_type", "id", "seq"])]
+    all: bool,
+    /// With --all: only the letters of actors of this type.
+    #[arg(long = "type", value_name = "TYPE", requires = "all")]
+    of_type: Option<String>,
+    /// With --all: only the letters of tells to this method.
+    #[arg(long, value_name = "METHOD", requires = "all")]
+    method: Option<String>,
+}
+
+impl Which {
+    /// The one letter named, when not `--all`.
+    fn one(&self) -> Option<LetterArgs> {
+        match (&self.actor_type, &self.id, self.seq, self.all) {
+            (Some(actor_type), Some(id), Some(seq), false) => Some(LetterArgs {
+                actor_type: actor_type.clone(),
+                id: id.clone(),
+                seq,
+            }),
+            _ => None,
+        }
+    }
+
+    fn filter(self) -> Filter {
+        Filter {
+            actor_type: self.of_type,
+            method: self.method,
+        }
+    }
 }
 
 /// Which letter: its actor and its SEQ from `dead-letters list`.
@@ -76,10 +127,22 @@ pub async fn run(command: DeadLettersCommand) -> anyhow::Result<()> {
     match command {
         DeadLettersCommand::List { actor_type, target } => list(&target, actor_type).await,
         DeadLettersCommand::Get { letter, target } => get(&target, &letter).await,
-        DeadLettersCommand::Redrive { letter, target } => {
-            change(&target, &letter, Change::Redrive).await
-        }
-        DeadLettersCommand::Drop { letter, target } => change(&target, &letter, Change::Drop).await,
+        DeadLettersCommand::Redrive { which, target } => match which.one() {
+            Some(letter) => change(&target, &letter, Change::Redrive).await,
+            None => change_all(&target, which.filter(), Change::Redrive).await,
+        },
+        DeadLettersCommand::Drop { which, yes, target } => match which.one() {
+            Some(letter) => change(&target, &letter, Change::Drop).await,
+            None if !yes => Err(fail(
+                Exit::Usage,
+                format!(
+                    "drop --all forgets {} without delivering them and there is no undo; \
+                     list them with `troupe dead-letters list`, then run again with --yes",
+                    which.filter().describe()
+                ),
+            )),
+            None => change_all(&target, which.filter(), Change::Drop).await,
+        },
     }
 }
 
@@ -103,17 +166,20 @@ fn row_json(l: &pb::DeadLetter) -> Value {
     row
 }
 
-async fn list(target: &Target, actor_type: Option<String>) -> anyhow::Result<()> {
-    let daemon = connect(target).await?;
+/// Every dead letter (of one type), without payloads, in the daemon's
+/// order: by actor, then SEQ.
+pub(super) async fn fetch(
+    daemon: &Daemon,
+    actor_type: Option<String>,
+) -> anyhow::Result<Vec<pb::DeadLetter>> {
     let admin = Admin::new(daemon.channel.clone());
     let ty = actor_type.unwrap_or_default();
-    let of_type = if ty.is_empty() {
-        String::new()
-    } else {
-        format!(" of type {ty}")
+    let what = match ty.as_str() {
+        "" => "list dead letters".to_owned(),
+        ty => format!("list dead letters of type {ty}"),
     };
-    let request = daemon.request(format!("list dead letters{of_type}"));
-    let letters = all_pages(|page_token| {
+    let request = daemon.request(what);
+    all_pages(|page_token| {
         let mut admin = admin.clone();
         let ask = pb::ListDeadLettersRequest {
             r#type: ty.clone(),
@@ -130,7 +196,16 @@ async fn list(target: &Target, actor_type: Option<String>) -> anyhow::Result<()>
             Ok((page.dead_letters, page.next_page_token))
         }
     })
-    .await?;
+    .await
+}
+
+async fn list(target: &Target, actor_type: Option<String>) -> anyhow::Result<()> {
+    let daemon = connect(target).await?;
+    let of_type = match &actor_type {
+        Some(ty) => format!(" of type {ty}"),
+        None => String::new(),
+    };
+    let letters = fetch(&daemon, actor_type).await?;
     match target.output {
         Output::Json => emit_json(&Value::Array(letters.iter().map(row_json).collect())),
         Output::Table if letters.is_empty() => emit(&format!("no dead letters{of_type}\n")),
@@ -199,37 +274,73 @@ async fn get(target: &Target, letter: &LetterArgs) -> anyhow::Result<()> {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Change {
+pub(super) enum Change {
     Redrive,
     Drop,
+}
+
+impl Change {
+    /// As in "re-drive dead letter 7 of log/a".
+    pub(super) fn verb(self) -> &'static str {
+        match self {
+            Change::Redrive => "re-drive",
+            Change::Drop => "drop",
+        }
+    }
+
+    /// As in "re-drove 3 dead letters".
+    pub(super) fn past(self) -> &'static str {
+        match self {
+            Change::Redrive => "re-drove",
+            Change::Drop => "dropped",
+        }
+    }
+
+    /// As in "3 dead letters were not re-driven".
+    pub(super) fn participle(self) -> &'static str {
+        match self {
+            Change::Redrive => "re-driven",
+            Change::Drop => "dropped",
+        }
+    }
+
+    /// The JSON field that says it was done.
+    pub(super) fn done_field(self) -> &'static str {
+        match self {
+            Change::Redrive => "redriven",
+            Change::Drop => "dropped",
+        }
+    }
+}
+
+/// Makes `change` to one letter.
+pub(super) async fn apply(
+    admin: &mut Admin,
+    letter: pb::DeadLetterRef,
+    change: Change,
+) -> Result<(), Status> {
+    match change {
+        Change::Redrive => admin.redrive_dead_letter(letter).await.map(drop),
+        Change::Drop => admin.drop_dead_letter(letter).await.map(drop),
+    }
 }
 
 async fn change(target: &Target, letter: &LetterArgs, change: Change) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
     let mut admin = Admin::new(daemon.channel.clone());
-    let verb = match change {
-        Change::Redrive => "re-drive",
-        Change::Drop => "drop",
-    };
-    let request = daemon.request(format!("{verb} {}", letter.name()));
-    let answer = match change {
-        Change::Redrive => admin.redrive_dead_letter(letter.to_pb()).await.map(drop),
-        Change::Drop => admin.drop_dead_letter(letter.to_pb()).await.map(drop),
-    };
-    answer.map_err(|s| request.failed(s))?;
+    let request = daemon.request(format!("{} {}", change.verb(), letter.name()));
+    apply(&mut admin, letter.to_pb(), change)
+        .await
+        .map_err(|s| request.failed(s))?;
     match (target.output, change) {
         (Output::Json, _) => {
-            let done = match change {
-                Change::Redrive => "redriven",
-                Change::Drop => "dropped",
-            };
             let mut out = json!({
                 "type": letter.actor_type,
                 "id": letter.id,
                 "seq": letter.seq,
             });
             if let Some(o) = out.as_object_mut() {
-                o.insert(done.into(), Value::Bool(true));
+                o.insert(change.done_field().into(), Value::Bool(true));
             }
             emit_json(&out)
         }

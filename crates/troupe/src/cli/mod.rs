@@ -12,6 +12,7 @@ mod calls;
 mod cluster;
 mod cluster_actors;
 mod dead_letters;
+mod dead_letters_bulk;
 mod failure;
 mod links;
 mod purge;
@@ -120,11 +121,15 @@ impl std::error::Error for CliError {}
 /// The process exit code for an error of any command: a client command's
 /// own code, 1 for everything else (including `troupe serve`).
 pub fn exit_code(error: &anyhow::Error) -> ExitCode {
-    let exit = error
+    ExitCode::from(exit_of(error) as u8)
+}
+
+/// The exit code `error` carries: a client command's own, else `Other`.
+fn exit_of(error: &anyhow::Error) -> Exit {
+    error
         .chain()
         .find_map(|e| e.downcast_ref::<CliError>())
-        .map_or(Exit::Other, |e| e.exit);
-    ExitCode::from(exit as u8)
+        .map_or(Exit::Other, |e| e.exit)
 }
 
 /// A daemon's `--listen-unix` socket (`--addr unix:/path`), which serves
