@@ -105,25 +105,13 @@ impl PostgresStore {
         after: Option<(&str, &str)>,
         limit: usize,
     ) -> Result<Vec<(String, String)>, StoreError> {
-        const DOING: &str = "listing actors with inbox entries";
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let (after_type, after_id) = (after.map(|a| a.0), after.map_or("", |a| a.1));
-        let op = async {
-            let client = self.client(DOING).await?;
-            let failed = |e: tokio_postgres::Error| self.query_error(DOING, &e);
-            let statement = client.prepare_cached(INBOX_ACTORS).await.map_err(failed)?;
-            let rows = client
-                .query(&statement, &[&after_type, &after_id, &limit])
-                .await
-                .map_err(failed)?;
-            rows.iter()
-                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-                .collect::<Result<Vec<_>, tokio_postgres::Error>>()
-                .map_err(failed)
-        };
-        bounded(op)
-            .await
-            .map_err(|r| self.timeout_error(DOING, r))?
+        self.actor_page(
+            INBOX_ACTORS,
+            "listing actors with inbox entries",
+            after,
+            limit,
+        )
+        .await
     }
 
     pub(crate) async fn dead_list(

@@ -23,6 +23,7 @@ mod reminders;
 mod size;
 mod state;
 mod store;
+mod stored_actors;
 
 pub use store::PostgresStore;
 

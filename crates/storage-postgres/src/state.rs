@@ -229,6 +229,14 @@ impl StateStore for PostgresStore {
         self.inbox_list_actors(after, limit).await
     }
 
+    async fn stored_actors(
+        &self,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.list_stored_actors(after, limit).await
+    }
+
     async fn list_dead_letters(
         &self,
         actor_type: Option<&str>,

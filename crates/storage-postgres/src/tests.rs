@@ -259,6 +259,23 @@ mod live {
         Ok(())
     }
 
+    #[tokio::test]
+    async fn postgres_stores_copy_whole() -> TestResult {
+        let Some(base) = postgres_url("PostgresStore copies")? else {
+            return Ok(());
+        };
+        let db = TempDb::create(&base).await?;
+        let store = PostgresStore::connect(&db.url).await?;
+        troupe_storage::conformance::copy(troupe_storage::Stores {
+            state: &store,
+            reminders: &store,
+        })
+        .await?;
+        drop(store);
+        db.drop_db().await;
+        Ok(())
+    }
+
     /// The size of troupe's tables, for status output: there, and growing
     /// with what is written.
     #[tokio::test]

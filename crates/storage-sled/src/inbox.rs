@@ -11,8 +11,8 @@ use crate::db::{Failure, Handles};
 use crate::keys::{actor_prefix, read_segment};
 use crate::purge::Removal;
 
-const INBOX: u8 = 0xfe;
-const DEAD: u8 = 0xfd;
+pub(crate) const INBOX: u8 = 0xfe;
+pub(crate) const DEAD: u8 = 0xfd;
 
 fn prefixed(tag: u8, actor_type: &str, actor_id: &str) -> Vec<u8> {
     let mut out = vec![tag];

@@ -23,6 +23,7 @@ mod purge;
 mod records;
 mod reminders;
 mod state;
+mod stored_actors;
 
 pub use backup::{restore, BackupError, BackupSummary};
 pub use db::ReopenError;

@@ -31,8 +31,8 @@ use crate::db::{Failure, Handles};
 use crate::keys::{actor_prefix, read_segment};
 use crate::purge::Removal;
 
-const RECORD: u8 = 0xfc;
-const AGE: u8 = 0xfb;
+pub(crate) const RECORD: u8 = 0xfc;
+pub(crate) const AGE: u8 = 0xfb;
 
 fn record_key(actor: &[u8], key: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + actor.len() + key.len());

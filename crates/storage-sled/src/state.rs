@@ -199,6 +199,20 @@ impl StateStore for SledStore {
             .await
     }
 
+    async fn stored_actors(
+        &self,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let after = after.map(|(t, i)| (t.to_owned(), i.to_owned()));
+        self.db
+            .read(move |db| {
+                let after = after.as_ref().map(|(t, i)| (t.as_str(), i.as_str()));
+                crate::stored_actors::stored_actors(db, after, limit)
+            })
+            .await
+    }
+
     async fn list_dead_letters(
         &self,
         actor_type: Option<&str>,

@@ -2,11 +2,13 @@
 //! against its own implementation (feature `conformance`), plus the helpers
 //! those tests share.
 
+mod copy;
 mod hooked;
 mod inbox;
 mod purge;
 mod records;
 
+pub use copy::copy;
 pub use hooked::{HookedReminders, ReminderHooks};
 pub use inbox::{inbox, inbox_fencing};
 pub use purge::{purge, purge_fencing};

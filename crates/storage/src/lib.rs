@@ -13,12 +13,14 @@
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
+mod copy;
 pub mod fencing;
 mod inbox;
 mod memory;
 mod records;
 mod reminders;
 
+pub use copy::{copy_store, Copied, CopyError, Stores};
 pub use inbox::{DeadLetter, DeadLetterKey, InboxEntry, InboxOp};
 pub use memory::{MemoryReminders, MemoryStore};
 pub use records::{CallRecord, RecordedKey};
@@ -213,6 +215,16 @@ pub trait StateStore: Send + Sync + std::fmt::Debug + 'static {
     /// Actors with at least one inbox entry, in (type, id) order, after
     /// `after`: the ones to activate after a restart or a hand-off.
     async fn inbox_actors(
+        &self,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// Every actor this store holds anything of (state, inbox entries, dead
+    /// letters or call records), each once, in the store's own order, after
+    /// `after` (the last actor of the page before): what a copy of the whole
+    /// store walks.
+    async fn stored_actors(
         &self,
         after: Option<(&str, &str)>,
         limit: usize,

@@ -163,6 +163,14 @@ impl StateStore for HookedStore {
         self.inner.inbox_actors(after, limit).await
     }
 
+    async fn stored_actors(
+        &self,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.inner.stored_actors(after, limit).await
+    }
+
     async fn list_dead_letters(
         &self,
         actor_type: Option<&str>,

@@ -77,6 +77,11 @@ impl Inboxes {
     }
 
     /// Actors with entries, after `after`, in key order.
+    /// The actors with inbox entries.
+    pub(super) fn actor_keys(&self) -> impl Iterator<Item = &ActorKey> {
+        self.entries.keys()
+    }
+
     pub(super) fn actors(&self, after: Option<(&str, &str)>, limit: usize) -> Vec<ActorKey> {
         self.entries
             .keys()

@@ -8,7 +8,7 @@ mod inbox;
 mod records;
 mod reminders;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -199,6 +199,35 @@ impl StateStore for MemoryStore {
         Ok(self.inboxes.lock().actors(after, limit))
     }
 
+    async fn stored_actors(
+        &self,
+        after: Option<(&str, &str)>,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let actors = self.actors.lock();
+        let inboxes = self.inboxes.lock();
+        let records = self.records.lock();
+        let all: BTreeSet<&ActorKey> = actors
+            .keys()
+            .chain(inboxes.actor_keys())
+            .chain(records.actor_keys())
+            .collect();
+        let dead: BTreeSet<ActorKey> = inboxes
+            .dead
+            .keys()
+            .map(|k| (k.actor_type.clone(), k.actor_id.clone()))
+            .collect();
+        let all: BTreeSet<&ActorKey> = all.into_iter().chain(dead.iter()).collect();
+        Ok(all
+            .into_iter()
+            .filter(|(ty, id)| {
+                after.is_none_or(|(aty, aid)| (ty.as_str(), id.as_str()) > (aty, aid))
+            })
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
     async fn list_dead_letters(
         &self,
         actor_type: Option<&str>,
@@ -282,6 +311,16 @@ mod tests {
     #[tokio::test]
     async fn memory_reminders_keep_the_store_contract() -> Result<(), StoreError> {
         crate::conformance::reminders(&MemoryReminders::new()).await
+    }
+
+    #[tokio::test]
+    async fn memory_stores_copy_whole() -> Result<(), StoreError> {
+        let (state, reminders) = (MemoryStore::new(), MemoryReminders::new());
+        crate::conformance::copy(crate::Stores {
+            state: &state,
+            reminders: &reminders,
+        })
+        .await
     }
 
     #[tokio::test]

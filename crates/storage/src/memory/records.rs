@@ -14,6 +14,11 @@ pub(super) struct Records {
 impl Records {
     /// Stores one actor's records of a batch; a key recorded already keeps
     /// its first record.
+    /// The actors with call records.
+    pub(super) fn actor_keys(&self) -> impl Iterator<Item = &ActorKey> {
+        self.by_actor.keys()
+    }
+
     pub(super) fn apply(&mut self, actor: &ActorKey, records: &[CallRecord]) {
         if records.is_empty() {
             return;
