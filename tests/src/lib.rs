@@ -22,6 +22,7 @@ mod daemon;
 pub mod freeze;
 pub mod injector;
 pub mod log_app;
+pub mod log_seed;
 mod raw_app;
 pub mod replicas;
 pub mod scrape;

@@ -2,29 +2,12 @@
 //! actor goes (state, dead letters, call records, reminders and alarm),
 //! nothing of it comes back through a restart, other actors keep theirs.
 
-use anyhow::Context;
-use serde_json::{json, Value};
-use troupe_tests::log_app::{log_of, restart_args, start, tell_durable, LOG_TYPE};
+use serde_json::json;
+use troupe_tests::log_app::{restart_args, start, LOG_TYPE};
+use troupe_tests::log_seed::{json_of, seed, stored_log};
 use troupe_tests::*;
 
 const TY: &str = LOG_TYPE;
-
-async fn json_of(daemon: &Daemon, args: &[&str]) -> anyhow::Result<Value> {
-    let (out, _) = cli_against(daemon, &[args, &["-o", "json"]].concat(), 0).await?;
-    serde_json::from_str(&out).with_context(|| out.clone())
-}
-
-async fn stored_log(client: &mut Client, id: &str) -> anyhow::Result<Vec<i64>> {
-    let state = client
-        .0
-        .get_state(pb::GetStateRequest {
-            actor: Some(actor(TY, id)),
-            keys: Vec::new(),
-        })
-        .await?
-        .into_inner();
-    log_of(&state.entries)
-}
 
 async fn purge_erases_the_actor(store: TestStore) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -33,43 +16,7 @@ async fn purge_erases_the_actor(store: TestStore) -> anyhow::Result<()> {
     let mut client = daemon.client().await?;
     // State, a call record, a dead letter, a reminder and the alarm of
     // log/p; log/q's state beside it.
-    client
-        .invoke_keyed(TY, "p", "append", r#"{"kwargs": {"n": 1}}"#, "order-1")
-        .await?;
-    client
-        .invoke(TY, "q", "append", r#"{"kwargs": {"n": 5}}"#)
-        .await?;
-    app.set_failing(true);
-    tell_durable(&mut client, TY, "p", "flaky", 9).await?;
-    poll_until(WAIT, "a dead letter of log/p", || {
-        let daemon = &daemon;
-        async move {
-            let letters = json_of(daemon, &["dead-letters", "list"]).await?;
-            Ok(letters
-                .as_array()
-                .is_some_and(|l| !l.is_empty())
-                .then_some(()))
-        }
-    })
-    .await?;
-    app.set_failing(false);
-    client
-        .0
-        .set_reminder(pb::SetReminderRequest {
-            actor: Some(actor(TY, "p")),
-            name: "nightly".into(),
-            due: "1h".into(),
-            ..Default::default()
-        })
-        .await?;
-    client
-        .0
-        .set_alarm(pb::SetAlarmRequest {
-            actor: Some(actor(TY, "p")),
-            at: "2h".into(),
-            ..Default::default()
-        })
-        .await?;
+    seed(&daemon, &app).await?;
 
     // Without --yes nothing happens.
     let (_, err) = cli_against(&daemon, &["actors", "purge", TY, "p"], 2).await?;

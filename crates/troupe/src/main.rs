@@ -137,6 +137,11 @@ enum Command {
         #[arg(short = 'o', long, default_value = "table")]
         output: cli::Output,
     },
+    /// Work on a store with no daemon running on it: copy one into another.
+    Store {
+        #[command(subcommand)]
+        command: StoreCommand,
+    },
     /// Show the daemon: version, store, registered types, load, flush backlog.
     Status {
         #[command(flatten)]
@@ -239,6 +244,27 @@ enum RemindersCommand {
         which: cli::Scheduled,
         #[command(flatten)]
         target: cli::Target,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum StoreCommand {
+    /// Copy everything in one store (state, durable tells, dead letters,
+    /// call records, reminders and alarms) into another, empty one: sled to
+    /// PostgreSQL when one daemon becomes a cluster, or back. Stop the
+    /// daemons on both first.
+    Copy {
+        /// The store to copy: a daemon's --data-dir (sled) or a
+        /// postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE URL.
+        #[arg(long, value_name = "DIR|URL")]
+        from: String,
+        /// The store to fill, in the same forms; it must hold nothing (a
+        /// directory that does not exist yet is made).
+        #[arg(long, value_name = "DIR|URL")]
+        to: String,
+        /// Output: `table` for people, `json` for scripts.
+        #[arg(short = 'o', long, default_value = "table")]
+        output: cli::Output,
     },
 }
 
@@ -349,6 +375,9 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
             data_dir,
             output,
         } => cli::restore(file, data_dir, output).await,
+        Command::Store {
+            command: StoreCommand::Copy { from, to, output },
+        } => cli::store_copy(from, to, output).await,
         Command::Tell {
             to,
             call,

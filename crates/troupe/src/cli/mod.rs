@@ -19,6 +19,7 @@ mod purge;
 mod reminders;
 pub(crate) mod render;
 mod status;
+mod store_copy;
 mod tls;
 
 use std::fmt;
@@ -42,6 +43,7 @@ pub use dead_letters::DeadLettersCommand;
 pub use purge::actors_purge;
 pub use reminders::{reminders_delete, reminders_list, Scheduled};
 pub use status::status;
+pub use store_copy::store_copy;
 
 /// Shown after `troupe --help`; docs/cli.md says the same at more length.
 pub const AFTER_HELP: &str = "\

@@ -1,0 +1,149 @@
+//! `troupe store copy --from A --to B`: everything in one store copied into
+//! another, empty one, with no daemon on either: how a single daemon's sled
+//! store moves to the PostgreSQL a cluster shares, or back for a look at
+//! production data on a laptop. The copy itself is
+//! [`troupe_storage::copy_store`]; this is where the stores are opened and
+//! the result is shown.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use troupe_storage::{copy_store, Copied, CopyError, ReminderStore, StateStore, Stores};
+use troupe_storage_postgres::PostgresStore;
+use troupe_storage_sled::{SledReminders, SledStore};
+
+use super::render;
+use super::{emit, emit_json, fail, Exit, Output};
+
+/// How often a long copy says how far it is.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// One side of a copy, opened.
+struct Opened {
+    state: Box<dyn StateStore>,
+    reminders: Box<dyn ReminderStore>,
+    /// As status output shows a store (no password).
+    shown: String,
+    /// What `troupe serve` takes to use it.
+    serve_with: String,
+}
+
+impl Opened {
+    fn stores(&self) -> Stores<'_> {
+        Stores {
+            state: self.state.as_ref(),
+            reminders: self.reminders.as_ref(),
+        }
+    }
+}
+
+fn is_postgres(place: &str) -> bool {
+    place.starts_with("postgres://") || place.starts_with("postgresql://")
+}
+
+/// Opens `place`, a sled data directory or a PostgreSQL URL, given as
+/// `flag`; a source directory must exist.
+async fn open(flag: &str, place: &str, source: bool) -> anyhow::Result<Opened> {
+    if is_postgres(place) {
+        let store = PostgresStore::connect(place)
+            .await
+            .map_err(|e| fail(Exit::Other, format!("{flag}: {e}")))?;
+        let shown = store.describe();
+        return Ok(Opened {
+            state: Box::new(store.clone()),
+            reminders: Box::new(store),
+            shown,
+            serve_with: "--store and the URL given as --to".into(),
+        });
+    }
+    let dir = PathBuf::from(place);
+    if source && !dir.join("db").exists() && !dir.join("conf").exists() {
+        return Err(fail(
+            Exit::Usage,
+            format!(
+                "{flag} {place}: no sled store there; give the --data-dir of the daemon to copy \
+                 from, or a postgres:// URL"
+            ),
+        ));
+    }
+    let opened = SledStore::open(&dir).and_then(|store| {
+        let reminders = SledReminders::open(&store)?;
+        Ok((store, reminders))
+    });
+    let (store, reminders) = opened.map_err(|e| fail(Exit::Other, format!("{flag}: {e}")))?;
+    Ok(Opened {
+        shown: store.describe(),
+        state: Box::new(store),
+        reminders: Box::new(reminders),
+        serve_with: format!("--data-dir {place}"),
+    })
+}
+
+pub async fn store_copy(from: String, to: String, output: Output) -> anyhow::Result<()> {
+    if from == to {
+        return Err(fail(
+            Exit::Usage,
+            "--from and --to name the same store; give the store to fill as --to",
+        ));
+    }
+    let source = open("--from", &from, true).await?;
+    let destination = open("--to", &to, false).await?;
+    let mut last = Instant::now();
+    let copied = copy_store(source.stores(), destination.stores(), |so_far| {
+        if last.elapsed() >= PROGRESS_EVERY {
+            last = Instant::now();
+            eprintln!(
+                "copied {} actors and {} reminders so far",
+                so_far.actors, so_far.reminders
+            );
+        }
+    })
+    .await
+    .map_err(|e| copy_failed(&source, &destination, e))?;
+    match output {
+        Output::Json => emit_json(&json!({
+            "from": source.shown,
+            "to": destination.shown,
+            "actors": copied.actors,
+            "state_keys": copied.state_keys,
+            "inbox_entries": copied.inbox_entries,
+            "dead_letters": copied.dead_letters,
+            "call_records": copied.call_records,
+            "reminders": copied.reminders,
+        })),
+        Output::Table => emit(&summary(&source, &destination, &copied)),
+    }
+}
+
+fn summary(source: &Opened, destination: &Opened, copied: &Copied) -> String {
+    let mut out = format!("copied {} to {}\n", source.shown, destination.shown);
+    out.push_str(&render::fields(&[
+        ("actors", copied.actors.to_string()),
+        ("state keys", copied.state_keys.to_string()),
+        ("inbox entries", copied.inbox_entries.to_string()),
+        ("dead letters", copied.dead_letters.to_string()),
+        ("call records", copied.call_records.to_string()),
+        ("reminders", copied.reminders.to_string()),
+    ]));
+    out.push_str(&format!(
+        "start the daemons with {} to serve the copy\n",
+        destination.serve_with
+    ));
+    out
+}
+
+fn copy_failed(source: &Opened, destination: &Opened, e: CopyError) -> anyhow::Error {
+    let exit = match e {
+        CopyError::NotEmpty { .. } => Exit::Usage,
+        _ => Exit::Other,
+    };
+    let hint = match e {
+        CopyError::NotEmpty { .. } => "",
+        _ => "\n  what was written so far stays; empty the destination before copying again",
+    };
+    fail(
+        exit,
+        format!("copy {} to {}: {e}{hint}", source.shown, destination.shown),
+    )
+}

@@ -1,0 +1,103 @@
+//! `troupe store copy` against the real binary and a real PostgreSQL: a
+//! single daemon's sled store moves to PostgreSQL and back, and a daemon on
+//! each copy serves what the first one stored — state, dead letters,
+//! reminders and the alarm, and the answer of a keyed call.
+
+use anyhow::Context;
+use serde_json::{json, Value};
+use troupe_tests::log_app::{restart_args, start, LOG_TYPE};
+use troupe_tests::log_seed::{json_of, seed, stored_log};
+use troupe_tests::*;
+
+const TY: &str = LOG_TYPE;
+
+/// Runs `troupe store copy`; its output, unless it exits otherwise than `code`.
+async fn copy(from: &str, to: &str, extra: &[&str], code: i32) -> anyhow::Result<(String, String)> {
+    let args = [&["store", "copy", "--from", from, "--to", to], extra].concat();
+    let (status, out, err) = run_cli(&args).await?;
+    anyhow::ensure!(
+        status.code() == Some(code),
+        "`troupe {}` exited {:?}, expected {code}\nstdout:\n{out}\nstderr:\n{err}",
+        args.join(" "),
+        status.code()
+    );
+    Ok((out, err))
+}
+
+/// What the first daemon stored, as a daemon on a copy must serve it.
+async fn serves_the_copy(daemon: &Daemon) -> anyhow::Result<()> {
+    let mut client = daemon.client().await?;
+    assert_eq!(stored_log(&mut client, "p").await?, vec![1]);
+    assert_eq!(stored_log(&mut client, "q").await?, vec![5]);
+    let letters = json_of(daemon, &["dead-letters", "list"]).await?;
+    assert_eq!(letters.as_array().map(Vec::len), Some(1), "{letters}");
+    assert_eq!(letters[0]["method"], json!("flaky"), "{letters}");
+    let reminders = json_of(daemon, &["reminders", "list", "--type", TY, "--id", "p"]).await?;
+    assert_eq!(reminders.as_array().map(Vec::len), Some(2), "{reminders}");
+    // The call record came along: the same key answers without running
+    // the call again.
+    client
+        .invoke_keyed(TY, "p", "append", r#"{"kwargs": {"n": 1}}"#, "order-1")
+        .await?;
+    assert_eq!(stored_log(&mut client, "p").await?, vec![1]);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sled_store_moves_to_postgres_and_back() -> anyhow::Result<()> {
+    let Some(store) = TestStore::postgres("a_sled_store_moves_to_postgres_and_back").await? else {
+        return Ok(());
+    };
+    let TestStore::Postgres(db) = &store else {
+        anyhow::bail!("TestStore::postgres made another store");
+    };
+    let url = db.url.clone();
+    let root = tempfile::tempdir()?;
+    let one = root.path().join("one");
+    let (mut daemon, app) = start(&one, &restart_args(&TestStore::Sled)).await?;
+    seed(&daemon, &app).await?;
+    let one = one.to_str().context("temp path is not UTF-8")?;
+
+    // Not while a daemon holds the store, nor from a directory holding none.
+    let (_, err) = copy(one, &url, &[], 1).await?;
+    assert!(err.contains("no other troupe daemon uses it"), "{err}");
+    daemon.terminate().await?;
+    drop(app);
+    let (_, err) = copy(&format!("{one}-missing"), &url, &[], 2).await?;
+    assert!(err.contains("no sled store there"), "{err}");
+
+    let (out, _) = copy(one, &url, &["-o", "json"], 0).await?;
+    let copied: Value = serde_json::from_str(&out).with_context(|| out.clone())?;
+    assert_eq!(
+        (
+            &copied["actors"],
+            &copied["state_keys"],
+            &copied["dead_letters"],
+            &copied["reminders"]
+        ),
+        (&json!(2), &json!(2), &json!(1), &json!(2)),
+        "{copied}"
+    );
+    assert!(
+        copied["call_records"].as_u64().is_some_and(|n| n >= 1),
+        "{copied}"
+    );
+    // The destination is full now: a second copy is refused.
+    let (_, err) = copy(one, &url, &[], 2).await?;
+    assert!(err.contains("already holds"), "{err}");
+
+    let (mut on_postgres, _app) = start(&root.path().join("pg"), &restart_args(&store)).await?;
+    serves_the_copy(&on_postgres).await?;
+    on_postgres.terminate().await?;
+
+    // And back into a new sled store, which a daemon serves the same.
+    let three = root.path().join("three");
+    let three = three.to_str().context("temp path is not UTF-8")?;
+    let (out, _) = copy(&url, three, &[], 0).await?;
+    assert!(out.starts_with("copied postgres://"), "{out}");
+    assert!(out.contains(&format!("--data-dir {three}")), "{out}");
+    let (on_sled, _app) =
+        start(std::path::Path::new(three), &restart_args(&TestStore::Sled)).await?;
+    serves_the_copy(&on_sled).await?;
+    Ok(())
+}
