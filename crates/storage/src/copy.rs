@@ -88,8 +88,8 @@ pub async fn copy_store(
             break;
         };
         // Reads overlap: against a database each actor's reads are round
-        // trips, and one at a time they made PostgreSQL → sled 16× slower
-        // than sled → PostgreSQL.
+        // trips, and one at a time made PostgreSQL → sled 3.5× slower (52.9 s
+        // against 15.0 s for 100,000 actors, `--bench copy`).
         let mut reads = stream::iter(actors)
             .map(|(ty, id)| read_actor(from.state, ty, id))
             .buffered(READS_AT_ONCE);
