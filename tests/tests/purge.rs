@@ -4,7 +4,7 @@
 
 use serde_json::json;
 use troupe_tests::log_app::{restart_args, start, LOG_TYPE};
-use troupe_tests::log_seed::{json_of, seed, stored_log};
+use troupe_tests::log_seed::{json_of, keyed_call, seed, stored_log};
 use troupe_tests::*;
 
 const TY: &str = LOG_TYPE;
@@ -57,9 +57,7 @@ async fn purge_erases_the_actor(store: TestStore) -> anyhow::Result<()> {
     assert_eq!(reminders, json!([]));
     assert_eq!(stored_log(&mut client, "q").await?, vec![5]);
     // The call record went too: the same key runs the call again.
-    client
-        .invoke_keyed(TY, "p", "append", r#"{"kwargs": {"n": 1}}"#, "order-1")
-        .await?;
+    keyed_call(&mut client).await?;
     assert_eq!(stored_log(&mut client, "p").await?, vec![1]);
     Ok(())
 }

@@ -6,7 +6,7 @@
 use anyhow::Context;
 use serde_json::{json, Value};
 use troupe_tests::log_app::{restart_args, start, LOG_TYPE};
-use troupe_tests::log_seed::{json_of, seed, stored_log};
+use troupe_tests::log_seed::{json_of, keyed_call, seed, stored_log};
 use troupe_tests::*;
 
 const TY: &str = LOG_TYPE;
@@ -36,9 +36,7 @@ async fn serves_the_copy(daemon: &Daemon) -> anyhow::Result<()> {
     assert_eq!(reminders.as_array().map(Vec::len), Some(2), "{reminders}");
     // The call record came along: the same key answers without running
     // the call again.
-    client
-        .invoke_keyed(TY, "p", "append", r#"{"kwargs": {"n": 1}}"#, "order-1")
-        .await?;
+    keyed_call(&mut client).await?;
     assert_eq!(stored_log(&mut client, "p").await?, vec![1]);
     Ok(())
 }

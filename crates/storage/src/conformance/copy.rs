@@ -15,24 +15,14 @@ use crate::{
 /// More actors than a copy reads per batch, so pages continue.
 const MANY: usize = 300;
 
+/// An actor with nothing yet, for the `with_*` helpers to fill.
 fn actor(ty: &str, id: &str) -> ActorWrite {
-    ActorWrite {
-        actor_type: ty.into(),
-        actor_id: id.into(),
-        epoch: None,
-        changes: Vec::new(),
-        inbox: Vec::new(),
-        records: Vec::new(),
-    }
-}
-
-fn bytes(s: String) -> Bytes {
-    Bytes::from(s)
+    super::write(ty, id, &[])
 }
 
 fn with_state(mut w: ActorWrite, keys: &[&str]) -> ActorWrite {
     for k in keys {
-        let value = bytes(format!("{}/{}/{k}", w.actor_type, w.actor_id));
+        let value = Bytes::from(format!("{}/{}/{k}", w.actor_type, w.actor_id));
         w.changes.push((k.to_string(), Some(value)));
     }
     w
@@ -40,7 +30,7 @@ fn with_state(mut w: ActorWrite, keys: &[&str]) -> ActorWrite {
 
 fn with_inbox(mut w: ActorWrite, seqs: &[u64]) -> ActorWrite {
     for seq in seqs {
-        let data = bytes(format!("{}/{}/tell-{seq}", w.actor_type, w.actor_id));
+        let data = Bytes::from(format!("{}/{}/tell-{seq}", w.actor_type, w.actor_id));
         w.inbox
             .push(InboxOp::Append(InboxEntry { seq: *seq, data }));
     }
@@ -54,7 +44,7 @@ fn with_dead(mut w: ActorWrite, seq: u64) -> ActorWrite {
             actor_id: w.actor_id.clone(),
             seq,
         },
-        data: bytes(format!("{}/{}/dead-{seq}", w.actor_type, w.actor_id)),
+        data: Bytes::from(format!("{}/{}/dead-{seq}", w.actor_type, w.actor_id)),
         error: "boom".into(),
         attempts: 3,
         failed_unix_ms: 1_000 + seq,
@@ -66,7 +56,7 @@ fn with_record(mut w: ActorWrite, key: &str, at: u64) -> ActorWrite {
     w.records.push(CallRecord {
         key: key.into(),
         recorded_unix_ms: at,
-        data: bytes(format!("{}/{}/{key}", w.actor_type, w.actor_id)),
+        data: Bytes::from(format!("{}/{}/{key}", w.actor_type, w.actor_id)),
         new_key: false,
     });
     w
@@ -81,7 +71,7 @@ fn reminder(ty: &str, id: &str, name: &str, due: u64) -> ReminderWrite {
                 name: name.into(),
             },
             due_unix_ms: due,
-            data: bytes(format!("{ty}/{id}/{name}")),
+            data: Bytes::from(format!("{ty}/{id}/{name}")),
         }),
         epoch: None,
     }

@@ -115,12 +115,13 @@ impl LetterArgs {
     }
 
     fn name(&self) -> String {
-        format!(
-            "dead letter {} of {}",
-            self.seq,
-            actor_name(&self.actor_type, &self.id)
-        )
+        letter_name(&self.actor_type, &self.id, self.seq)
     }
+}
+
+/// As people read a letter: "dead letter 7 of log/a".
+pub(super) fn letter_name(ty: &str, id: &str, seq: u64) -> String {
+    format!("dead letter {seq} of {}", actor_name(ty, id))
 }
 
 pub async fn run(command: DeadLettersCommand) -> anyhow::Result<()> {

@@ -10,9 +10,9 @@ use serde_json::{json, Value};
 use tonic::{Code, Status};
 use troupe_proto::v1 as pb;
 
-use super::dead_letters::{apply, fetch, Admin, Change};
+use super::dead_letters::{apply, fetch, letter_name, Admin, Change};
 use super::render::Table;
-use super::{actor_name, connect, emit, emit_json, exit_of, fail, Daemon, Exit, Output, Target};
+use super::{connect, emit, emit_json, exit_of, fail, Daemon, Exit, Output, Target};
 
 /// Actors whose letters change at once: enough to hide the round trip of
 /// each letter, few enough to leave the daemon to its other work.
@@ -149,10 +149,9 @@ fn report(
             }
             Outcome::Failed(status) => {
                 let name = format!(
-                    "{} dead letter {} of {}",
+                    "{} {}",
                     change.verb(),
-                    letter.seq,
-                    actor_name(&actor.r#type, &actor.id)
+                    letter_name(&actor.r#type, &actor.id, letter.seq)
                 );
                 let error = daemon.request(name).failed(status);
                 let why = error

@@ -38,14 +38,10 @@ impl Opened {
     }
 }
 
-fn is_postgres(place: &str) -> bool {
-    place.starts_with("postgres://") || place.starts_with("postgresql://")
-}
-
 /// Opens `place`, a sled data directory or a PostgreSQL URL, given as
 /// `flag`; a source directory must exist.
 async fn open(flag: &str, place: &str, source: bool) -> anyhow::Result<Opened> {
-    if is_postgres(place) {
+    if crate::config::is_postgres_url(place) {
         let store = PostgresStore::connect(place)
             .await
             .map_err(|e| fail(Exit::Other, format!("{flag}: {e}")))?;
@@ -134,13 +130,12 @@ fn summary(source: &Opened, destination: &Opened, copied: &Copied) -> String {
 }
 
 fn copy_failed(source: &Opened, destination: &Opened, e: CopyError) -> anyhow::Error {
-    let exit = match e {
-        CopyError::NotEmpty { .. } => Exit::Usage,
-        _ => Exit::Other,
-    };
-    let hint = match e {
-        CopyError::NotEmpty { .. } => "",
-        _ => "\n  what was written so far stays; empty the destination before copying again",
+    let (exit, hint) = match e {
+        CopyError::NotEmpty { .. } => (Exit::Usage, ""),
+        _ => (
+            Exit::Other,
+            "\n  what was written so far stays; empty the destination before copying again",
+        ),
     };
     fail(
         exit,

@@ -258,9 +258,7 @@ impl ServeArgs {
         let store = match self.store.clone().or(file.store).as_deref() {
             None | Some("sled") => StoreKind::Sled(data_dir),
             Some("memory") => StoreKind::Memory,
-            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-                StoreKind::Postgres(PostgresUrl(url.to_owned()))
-            }
+            Some(url) if is_postgres_url(url) => StoreKind::Postgres(PostgresUrl(url.to_owned())),
             Some(other) => anyhow::bail!(
                 "unknown --store {:?}; use `sled` (the default, under --data-dir), \
                  `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` or `memory`",
@@ -447,4 +445,10 @@ fn check_test_clock(listen: SocketAddr, cluster: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Whether `place` names a PostgreSQL store (`--store`, `troupe store copy`)
+/// rather than a sled directory or a keyword.
+pub(crate) fn is_postgres_url(place: &str) -> bool {
+    place.starts_with("postgres://") || place.starts_with("postgresql://")
 }
