@@ -108,6 +108,28 @@ impl Mailbox {
         dropped
     }
 
+    /// Takes out the reminder, alarm and timer firings waiting here: after
+    /// a purge they speak of schedules that no longer exist.
+    pub(crate) fn take_firings(&mut self) -> Vec<Envelope> {
+        let Some(queue) = self.0.as_mut() else {
+            return Vec::new();
+        };
+        let mut firings = Vec::new();
+        let mut kept = VecDeque::with_capacity(queue.len());
+        for env in queue.drain(..) {
+            match env.kind {
+                TurnKind::Reminder | TurnKind::Alarm | TurnKind::Timer => firings.push(env),
+                _ => kept.push_back(env),
+            }
+        }
+        if kept.is_empty() {
+            self.0 = None;
+        } else {
+            **queue = kept;
+        }
+        firings
+    }
+
     /// Takes the first call that is not a durable tell's delivery.
     pub(crate) fn pop_first_not_inbox(&mut self) -> Option<Envelope> {
         let queue = self.0.as_mut()?;

@@ -60,6 +60,9 @@ impl Shared {
             // scheduler fires it.
             return Fired::NotOwned;
         }
+        if self.scheduler.superseded(firing) {
+            return Fired::Superseded;
+        }
         let (kind, method) = if firing.alarm {
             (TurnKind::Alarm, "alarm".to_owned())
         } else {
@@ -109,6 +112,8 @@ impl Shared {
             }
             // The drain refused it: no attempt was made.
             Err(CallError::Unavailable(Unavailable::ShuttingDown)) => Fired::NotAttempted,
+            // Deleted (by a purge, say) while it waited: not a failure.
+            Err(_) if self.scheduler.superseded(firing) => Fired::Superseded,
             Err(e) => {
                 span.record("otel.status_code", "ERROR");
                 span.record("error", tracing::field::display(&e));

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use troupe_runtime::{
-    ActorId, Call, CallError, Payload, RuntimeConfig, StateChange, TurnOutcome, TurnRequest,
+    ActorId, Call, CallError, Payload, Purged, Runtime, RuntimeConfig, StateChange, TurnOutcome,
+    TurnRequest,
 };
 use troupe_storage::StateStore;
 
@@ -38,12 +39,41 @@ fn write_behind() -> RuntimeConfig {
     }
 }
 
-#[tokio::test]
-async fn a_call_during_a_purge_waits_and_finds_the_actor_empty() -> Result<(), CallError> {
+/// A store whose purges stop at `pause`.
+fn pausing_store() -> (PurgePause, Arc<HookedStore>) {
     let pause = PurgePause::default();
     let store = Arc::new(
         HookedStore::new(Box::new(|_| Box::pin(async { Ok(()) }))).pausing_purges(pause.clone()),
     );
+    (pause, store)
+}
+
+fn spawn_purge(
+    rt: &Runtime,
+    actor: &ActorId,
+) -> tokio::task::JoinHandle<Result<Purged, CallError>> {
+    let (rt, actor) = (rt.clone(), actor.clone());
+    tokio::spawn(async move { rt.purge_actor(&actor).await })
+}
+
+/// Until one turn waits in `actor`'s mailbox (behind the purge's gate);
+/// `never` says what did not happen if none comes.
+async fn until_one_waits(rt: &Runtime, actor: &ActorId, never: &str) -> Result<(), CallError> {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match rt.describe_actor(actor).await {
+                Ok(Some(details)) if details.mailbox_depth == 1 => return,
+                _ => tokio::task::yield_now().await,
+            }
+        }
+    })
+    .await
+    .map_err(|_| CallError::Internal(never.into()))
+}
+
+#[tokio::test]
+async fn a_call_during_a_purge_waits_and_finds_the_actor_empty() -> Result<(), CallError> {
+    let (pause, store) = pausing_store();
     let rt = runtime_hosting_t(write_behind(), store.clone(), counter)?;
     let a = ActorId::new("t", "a");
     for _ in 0..3 {
@@ -54,11 +84,7 @@ async fn a_call_during_a_purge_waits_and_finds_the_actor_empty() -> Result<(), C
     rt.set_reminder(one_shot_reminder(a.clone(), "tick", in_an_hour))
         .await?;
 
-    let purging = tokio::spawn({
-        let rt = rt.clone();
-        let a = a.clone();
-        async move { rt.purge_actor(&a).await }
-    });
+    let purging = spawn_purge(&rt, &a);
     // The purge holds the store's writes and its activation off here.
     pause.reached.notified().await;
     let during = tokio::spawn({
@@ -67,16 +93,7 @@ async fn a_call_during_a_purge_waits_and_finds_the_actor_empty() -> Result<(), C
         async move { rt.invoke(Call::new(a, "incr", Payload::default())).await }
     });
     // The call waits in the actor's mailbox until the purge ends.
-    tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            match rt.describe_actor(&a).await {
-                Ok(Some(details)) if details.mailbox_depth == 1 => return,
-                _ => tokio::task::yield_now().await,
-            }
-        }
-    })
-    .await
-    .map_err(|_| CallError::Internal("the call never queued behind the purge".into()))?;
+    until_one_waits(&rt, &a, "the call never queued behind the purge").await?;
     pause.release.notify_one();
     let purged = purging
         .await
@@ -112,17 +129,10 @@ async fn a_call_during_a_purge_waits_and_finds_the_actor_empty() -> Result<(), C
 #[tokio::test]
 async fn purging_an_unknown_actor_removes_nothing_and_a_second_purge_waits_its_turn(
 ) -> Result<(), CallError> {
-    let pause = PurgePause::default();
-    let store = Arc::new(
-        HookedStore::new(Box::new(|_| Box::pin(async { Ok(()) }))).pausing_purges(pause.clone()),
-    );
+    let (pause, store) = pausing_store();
     let rt = runtime_hosting_t(write_behind(), store, counter)?;
     let b = ActorId::new("t", "b");
-    let first = tokio::spawn({
-        let rt = rt.clone();
-        let b = b.clone();
-        async move { rt.purge_actor(&b).await }
-    });
+    let first = spawn_purge(&rt, &b);
     pause.reached.notified().await;
     // One purge of an actor at a time: the second is refused, not queued.
     assert!(matches!(
@@ -136,5 +146,36 @@ async fn purging_an_unknown_actor_removes_nothing_and_a_second_purge_waits_its_t
     assert!(!purged.was_active);
     assert!(purged.stored.is_empty());
     assert_eq!(purged.reminders, 0);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_reminder_firing_that_queued_behind_a_purge_is_dropped_with_its_schedule(
+) -> Result<(), CallError> {
+    let (pause, store) = pausing_store();
+    let rt = runtime_hosting_t(write_behind(), store, counter)?;
+    let a = ActorId::new("t", "a");
+    rt.invoke(Call::new(a.clone(), "mark", Payload::default()))
+        .await?;
+    let purging = spawn_purge(&rt, &a);
+    pause.reached.notified().await;
+    // Due now: its firing reaches the mailbox and waits behind the gate.
+    let now = troupe_runtime::clock::unix_now_ms();
+    rt.set_reminder(one_shot_reminder(a.clone(), "late", now))
+        .await?;
+    until_one_waits(&rt, &a, "the firing never queued behind the purge").await?;
+    pause.release.notify_one();
+    let purged = purging
+        .await
+        .map_err(|e| CallError::Internal(e.to_string()))??;
+    assert_eq!(purged.reminders, 1);
+
+    // Without the sweep, the firing ran first on the emptied actor (count
+    // 1), and this call answered 2.
+    let answer = rt
+        .invoke(Call::new(a.clone(), "incr", Payload::default()))
+        .await?;
+    assert_eq!(answer, Payload::json("1"));
+    assert_eq!(rt.reminders_fired(), 0);
     Ok(())
 }

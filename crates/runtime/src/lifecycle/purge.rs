@@ -14,7 +14,8 @@
 //!    loaded state, and the store removes the actor's records in one
 //!    fenced, atomic purge;
 //! 4. its reminders and alarm are deleted through the scheduler, which
-//!    forgets the ones it loaded;
+//!    forgets the ones it loaded, and the firings that queued behind the
+//!    gate (reminders, alarm, timers) are dropped;
 //! 5. the gate opens and the calls that waited activate the actor afresh,
 //!    on empty state.
 //!
@@ -142,6 +143,7 @@ impl Runtime {
             })
             .await?;
         let reminders = self.delete_reminders_of(actor).await?;
+        let dropped_firings = self.drop_waiting_firings(actor);
         info!(
             actor = %actor,
             was_active,
@@ -150,6 +152,7 @@ impl Runtime {
             dead_letters = stored.dead_letters,
             call_records = stored.call_records,
             reminders,
+            dropped_firings,
             "purged actor"
         );
         Ok(Purged {
@@ -157,6 +160,25 @@ impl Runtime {
             stored,
             reminders,
         })
+    }
+
+    /// Fails the reminder, alarm and timer firings that queued behind the
+    /// gate, before it opens: they carry payloads from before the purge and
+    /// would otherwise run first on the emptied actor (their schedules are
+    /// deleted, so the scheduler records nothing for them). How many.
+    fn drop_waiting_firings(&self, actor: &ActorId) -> usize {
+        let Some(act) = self.shared.directory.get(actor) else {
+            return 0;
+        };
+        let firings = act.inner.lock().mailbox.take_firings();
+        let count = firings.len();
+        for env in firings {
+            env.reply.send(Err(CallError::NotFound(format!(
+                "actor {actor} was purged while this {} firing waited; its schedule is gone",
+                env.kind.as_str()
+            ))));
+        }
+        count
     }
 
     /// Deletes the actor's reminders and alarm; how many there were.

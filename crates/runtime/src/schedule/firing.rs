@@ -49,6 +49,9 @@ pub(crate) enum Fired {
     /// Not attempted (the daemon is stopping): the stored record stays as
     /// it is and fires again after the restart.
     NotAttempted,
+    /// The reminder was set again or deleted while this firing was on its
+    /// way (a purge deletes it too): not run, or its outcome is moot.
+    Superseded,
 }
 
 impl Scheduler {
@@ -118,14 +121,26 @@ impl Scheduler {
         }
     }
 
+    /// Whether a `set` or `delete` of the firing's reminder came since it
+    /// was popped: then the newer call decides, and the firing need not run.
+    pub(crate) fn superseded(&self, firing: &Due) -> bool {
+        self.queue
+            .lock()
+            .firing
+            .get(&firing.record.key)
+            .copied()
+            .unwrap_or(false)
+    }
+
     /// Records how a [`Due`] firing went.
     pub(crate) async fn finish(&self, firing: Due, fired: Fired) {
         let result = match fired {
             Fired::Ran => Ok(()),
             Fired::Failed(e) => Err(e),
-            Fired::NotOwned | Fired::NotAttempted => {
+            Fired::NotOwned | Fired::NotAttempted | Fired::Superseded => {
                 // The store keeps the record as it is: the owner's scheduler
-                // fires it (or this one, after a restart).
+                // fires it (or this one, after a restart); or the newer
+                // `set`/`delete` decides what the store holds.
                 self.queue.lock().firing.remove(&firing.record.key);
                 self.note_progress();
                 return;
