@@ -86,6 +86,18 @@ async fn a_sled_store_moves_to_postgres_and_back() -> anyhow::Result<()> {
 
     let (mut on_postgres, _app) = start(&root.path().join("pg"), &restart_args(&store)).await?;
     serves_the_copy(&on_postgres).await?;
+    // While a daemon uses the database: never into it, and out of it only
+    // when told a copy that is no snapshot will do.
+    let (_, err) = copy(one, &url, &[], 2).await?;
+    assert!(err.contains("stop them before copying into it"), "{err}");
+    let live = root.path().join("live");
+    let live = live.to_str().context("temp path is not UTF-8")?;
+    let (_, err) = copy(&url, live, &[], 2).await?;
+    assert!(err.contains("--live-source"), "{err}");
+    let (out, err) = copy(&url, live, &["--live-source", "-o", "json"], 0).await?;
+    assert!(err.contains("copying anyway"), "{err}");
+    let copied: Value = serde_json::from_str(&out).with_context(|| out.clone())?;
+    assert_eq!(copied["actors"], json!(2), "{copied}");
     on_postgres.terminate().await?;
 
     // And back into a new sled store, which a daemon serves the same.

@@ -11,6 +11,7 @@
 //! - `records`: call records (idempotency keys' answers), likewise.
 //! - `purge`: an actor's erasure (all but its reminders and epoch), fenced,
 //!   in one transaction.
+//! - `sessions`: the connections daemons hold, for the offline tools.
 //! - `size`: what troupe's tables take, for status output and metrics.
 //! - `batch_sql`: a flush batch (state, fencing, inbox, records) as one
 //!   statement.
@@ -20,6 +21,7 @@ mod inbox;
 mod purge;
 mod records;
 mod reminders;
+mod sessions;
 mod size;
 mod state;
 mod store;

@@ -33,6 +33,9 @@ const POOL_WAIT_TIMEOUT: Duration = Duration::from_secs(10);
 /// answer in this time is reported failed; the runtime keeps it dirty and
 /// writes the current values again, so an uncertain outcome is harmless.
 const OPERATION_TIMEOUT: Duration = Duration::from_secs(30);
+/// The `application_name` of a daemon's connections unless its URL names
+/// one: how the offline tools tell daemons' sessions from their own.
+const DAEMON_APPLICATION_NAME: &str = "troupe";
 /// Any number fits: advisory-lock key of the schema migrations ("troupe").
 const MIGRATION_LOCK: i64 = 0x7472_6f75_7065;
 
@@ -108,6 +111,8 @@ pub struct PostgresStore {
     pool: Pool,
     /// The connection URL without its password, for messages.
     pub(crate) url: String,
+    /// The `application_name` daemons connecting with this URL use.
+    pub(crate) daemon_name: String,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -123,13 +128,26 @@ impl PostgresStore {
     /// or libpq's `key=value` form), checks that the database answers and
     /// creates or migrates the schema.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        Self::open(url, None).await
+    }
+
+    /// Connects as the offline tool `tool`, which names its connections so
+    /// (`application_name`, whatever the URL says) for
+    /// [`PostgresStore::daemon_connections`] to tell them from daemons'.
+    pub async fn connect_as_tool(url: &str, tool: &str) -> Result<Self, StoreError> {
+        Self::open(url, Some(tool)).await
+    }
+
+    async fn open(url: &str, tool: Option<&str>) -> Result<Self, StoreError> {
         let mut config = tokio_postgres::Config::from_str(url).map_err(|e| {
             StoreError::Config(format!("{} ({})", error_text(&e), redact_unparsed(url)))
         })?;
         config.connect_timeout(CONNECT_TIMEOUT);
-        if config.get_application_name().is_none() {
-            config.application_name("troupe");
-        }
+        let daemon_name = config
+            .get_application_name()
+            .unwrap_or(DAEMON_APPLICATION_NAME)
+            .to_owned();
+        config.application_name(tool.unwrap_or(&daemon_name));
         let shown = describe_config(&config);
         let manager = Manager::from_config(
             config,
@@ -148,7 +166,11 @@ impl PostgresStore {
             .recycle_timeout(Some(CONNECT_TIMEOUT))
             .build()
             .map_err(|e| StoreError::Config(format!("building the connection pool: {e}")))?;
-        let store = Self { pool, url: shown };
+        let store = Self {
+            pool,
+            url: shown,
+            daemon_name,
+        };
         let version = store.migrate().await?;
         info!(store = %store.url, schema_version = version, "PostgreSQL state store ready");
         Ok(store)

@@ -276,6 +276,46 @@ mod live {
         Ok(())
     }
 
+    /// The offline tools see the daemons connected to a database, by the
+    /// name a daemon gives its connections (the URL's, else `troupe`), and
+    /// not their own connections.
+    #[tokio::test]
+    async fn a_tool_counts_the_daemons_connected_and_not_itself() -> TestResult {
+        let Some(base) = postgres_url("PostgresStore daemon connections")? else {
+            return Ok(());
+        };
+        let db = TempDb::create(&base).await?;
+        let tool = PostgresStore::connect_as_tool(&db.url, "troupe store copy").await?;
+        assert_eq!(tool.daemon_connections().await?, 0);
+        let daemon = PostgresStore::connect(&db.url).await?;
+        assert!(tool.daemon_connections().await? >= 1);
+        drop(daemon);
+        // A closed connection's backend leaves pg_stat_activity as it exits.
+        until_no_daemons(&tool).await?;
+
+        // The URL is libpq's key=value form here.
+        let named = format!("{} application_name=orders", db.url);
+        let tool = PostgresStore::connect_as_tool(&named, "troupe store copy").await?;
+        let daemon = PostgresStore::connect(&named).await?;
+        assert!(tool.daemon_connections().await? >= 1);
+        drop(daemon);
+        until_no_daemons(&tool).await?;
+        drop(tool);
+        db.drop_db().await;
+        Ok(())
+    }
+
+    async fn until_no_daemons(tool: &PostgresStore) -> TestResult {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        while tool.daemon_connections().await? != 0 {
+            if tokio::time::Instant::now() > deadline {
+                return Err("a dropped store's connections stayed for 10 s".into());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
     /// The size of troupe's tables, for status output: there, and growing
     /// with what is written.
     #[tokio::test]

@@ -252,7 +252,8 @@ enum StoreCommand {
     /// Copy everything in one store (state, durable tells, dead letters,
     /// call records, reminders and alarms) into another, empty one: sled to
     /// PostgreSQL when one daemon becomes a cluster, or back. Stop the
-    /// daemons on both first.
+    /// daemons on both first: a database daemons are connected to is
+    /// refused.
     Copy {
         /// The store to copy: a daemon's --data-dir (sled) or a
         /// postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE URL.
@@ -262,6 +263,11 @@ enum StoreCommand {
         /// directory that does not exist yet is made).
         #[arg(long, value_name = "DIR|URL")]
         to: String,
+        /// Copy from a PostgreSQL store that daemons still use: the copy is
+        /// then no snapshot (an actor they change meanwhile may be copied
+        /// part before, part after). For a look at live data, not a move.
+        #[arg(long)]
+        live_source: bool,
         /// Output: `table` for people, `json` for scripts.
         #[arg(short = 'o', long, default_value = "table")]
         output: cli::Output,
@@ -376,8 +382,14 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
             output,
         } => cli::restore(file, data_dir, output).await,
         Command::Store {
-            command: StoreCommand::Copy { from, to, output },
-        } => cli::store_copy(from, to, output).await,
+            command:
+                StoreCommand::Copy {
+                    from,
+                    to,
+                    live_source,
+                    output,
+                },
+        } => cli::store_copy(from, to, live_source, output).await,
         Command::Tell {
             to,
             call,

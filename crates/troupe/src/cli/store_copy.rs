@@ -16,6 +16,12 @@ use troupe_storage_sled::{SledReminders, SledStore};
 use super::render;
 use super::{emit, emit_json, fail, Exit, Output};
 
+/// How the copy names its PostgreSQL connections, so that daemons' can be
+/// told from its own.
+const TOOL_NAME: &str = "troupe store copy";
+/// How long connections of daemons just stopped get to leave the server's
+/// list (their backends exit as they notice the closed sockets).
+const CLOSING_GRACE: Duration = Duration::from_secs(2);
 /// How often a long copy says how far it is.
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
 
@@ -27,6 +33,8 @@ struct Opened {
     shown: String,
     /// What `troupe serve` takes to use it.
     serve_with: String,
+    /// The database, when it is one: daemons may be connected to it.
+    postgres: Option<PostgresStore>,
 }
 
 impl Opened {
@@ -42,15 +50,16 @@ impl Opened {
 /// `flag`; a source directory must exist.
 async fn open(flag: &str, place: &str, source: bool) -> anyhow::Result<Opened> {
     if crate::config::is_postgres_url(place) {
-        let store = PostgresStore::connect(place)
+        let store = PostgresStore::connect_as_tool(place, TOOL_NAME)
             .await
             .map_err(|e| fail(Exit::Other, format!("{flag}: {e}")))?;
         let shown = store.describe();
         return Ok(Opened {
             state: Box::new(store.clone()),
-            reminders: Box::new(store),
+            reminders: Box::new(store.clone()),
             shown,
             serve_with: "--store and the URL given as --to".into(),
+            postgres: Some(store),
         });
     }
     let dir = PathBuf::from(place);
@@ -73,10 +82,67 @@ async fn open(flag: &str, place: &str, source: bool) -> anyhow::Result<Opened> {
         state: Box::new(store),
         reminders: Box::new(reminders),
         serve_with: format!("--data-dir {place}"),
+        postgres: None,
     })
 }
 
-pub async fn store_copy(from: String, to: String, output: Output) -> anyhow::Result<()> {
+/// Refuses a database daemons are connected to: they would write into the
+/// destination beside the copy, and change the source under it (unless
+/// `live_source` accepts a copy that is not a snapshot). A sled store needs
+/// no check: a daemon holds its directory's lock, so it did not open.
+async fn refuse_live(flag: &str, side: &Opened, live_source: bool) -> anyhow::Result<()> {
+    let Some(store) = &side.postgres else {
+        return Ok(());
+    };
+    let grace_ends = Instant::now() + CLOSING_GRACE;
+    let daemons = loop {
+        let daemons = store
+            .daemon_connections()
+            .await
+            .map_err(|e| fail(Exit::Other, format!("{flag}: {e}")))?;
+        if daemons == 0 {
+            return Ok(());
+        }
+        if Instant::now() >= grace_ends {
+            break daemons;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let connected = format!(
+        "{flag} {}: daemons hold {daemons} connection(s) to this database",
+        side.shown
+    );
+    if flag == "--to" {
+        return Err(fail(
+            Exit::Usage,
+            format!(
+                "{connected}; stop them before copying into it, and start them once the copy \
+                 is done (what they wrote meanwhile would mix with the copy)"
+            ),
+        ));
+    }
+    if live_source {
+        eprintln!(
+            "{connected}; copying anyway (--live-source): actors they change meanwhile may be \
+             copied as they were at different moments"
+        );
+        return Ok(());
+    }
+    Err(fail(
+        Exit::Usage,
+        format!(
+            "{connected}, so a copy would not be a snapshot; stop them first, or add \
+             --live-source for a look at the data that need not be one"
+        ),
+    ))
+}
+
+pub async fn store_copy(
+    from: String,
+    to: String,
+    live_source: bool,
+    output: Output,
+) -> anyhow::Result<()> {
     if from == to {
         return Err(fail(
             Exit::Usage,
@@ -85,6 +151,8 @@ pub async fn store_copy(from: String, to: String, output: Output) -> anyhow::Res
     }
     let source = open("--from", &from, true).await?;
     let destination = open("--to", &to, false).await?;
+    refuse_live("--to", &destination, live_source).await?;
+    refuse_live("--from", &source, live_source).await?;
     let mut last = Instant::now();
     let copied = copy_store(source.stores(), destination.stores(), |so_far| {
         if last.elapsed() >= PROGRESS_EVERY {
