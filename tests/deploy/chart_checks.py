@@ -199,6 +199,27 @@ def check_network_policies(case: Case, docs: list[Json], results: Results) -> No
     results.check(not problems, f"[{case.name}] NetworkPolicies", "\n".join(problems))
 
 
+def check_sidecar_probes(case: Case, docs: list[Json], results: Results) -> None:
+    """Readiness follows the actor API (a daemon without a placement lease serves no
+    actors); startup and liveness the process, or a lost lease would restart it."""
+    config = sidecar_config(docs)
+    problems = []
+    if config is not None:
+        sidecar = config["sidecar"]
+        services = {
+            probe: sidecar.get(probe, {}).get("grpc", {}).get("service", "")
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe")
+        }
+        expected = {
+            "startupProbe": "",
+            "readinessProbe": "troupe.v1.ActorClient",
+            "livenessProbe": "",
+        }
+        if services != expected:
+            problems.append(f"the sidecar's probes ask {services}, not {expected}")
+    results.check(not problems, f"[{case.name}] sidecar probes", "\n".join(problems))
+
+
 def check_secrets(case: Case, docs: list[Json], results: Results) -> None:
     secrets = {name_of(s) for s in by_kind(docs, "Secret")}
     config = sidecar_config(docs)
@@ -250,6 +271,7 @@ CASE_CHECKS: tuple[Callable[[Case, list[Json], Results], None], ...] = (
     check_placement,
     check_webhook,
     check_network_policies,
+    check_sidecar_probes,
     check_secrets,
     check_crds,
 )

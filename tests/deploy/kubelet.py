@@ -63,12 +63,13 @@ def podman(*args: str, check: bool = True, timeout: float = 120.0) -> str:
     return output(["podman", *args], check=check, timeout=timeout, env=podman_env())
 
 
-def health_serving(address: str) -> bool:
-    """One gRPC health check (the overall service ""), as a kubelet `grpc:` probe asks."""
+def health_serving(address: str, service: str = "") -> bool:
+    """One gRPC health check of `service` ("" for the whole server), as a kubelet `grpc:`
+    probe asks."""
     try:
         with grpc.insecure_channel(address) as channel:
             answer = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(), timeout=2
+                health_pb2.HealthCheckRequest(service=service), timeout=2
             )
         return bool(answer.status == health_pb2.HealthCheckResponse.SERVING)
     except grpc.RpcError:
@@ -210,7 +211,8 @@ def probe(played: Played, container: str, kind: str) -> bool:
     spec = played.probes[container].get(kind)
     assert spec is not None, f"{played.name}/{container} has no {kind}"
     if "grpc" in spec:
-        return health_serving(f"{played.ip}:{spec['grpc']['port']}")
+        grpc_spec = spec["grpc"]
+        return health_serving(f"{played.ip}:{grpc_spec['port']}", grpc_spec.get("service", ""))
     if "exec" in spec:
         done = subprocess.run(
             ["podman", "exec", played.container(container), *spec["exec"]["command"]],

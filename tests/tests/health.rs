@@ -11,9 +11,13 @@ use tonic::transport::{Channel, Endpoint};
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
+use troupe_tests::cluster_harness::memory_member_args;
 use troupe_tests::replicas::{free_port, join_request, PlacementReplica};
 use troupe_tests::tls::TestCa;
 use troupe_tests::{pb, poll_until, Daemon, WAIT};
+
+/// The service readiness probes name.
+const ACTOR_API: &str = "troupe.v1.ActorClient";
 
 fn endpoint(addr: impl std::fmt::Display) -> anyhow::Result<Endpoint> {
     Ok(Channel::from_shared(format!("http://{addr}"))?.timeout(Duration::from_secs(5)))
@@ -44,7 +48,7 @@ async fn a_daemon_with_tls_answers_plaintext_health_on_its_health_listener_only(
 
     assert_eq!(health(&health_addr, "").await?, ServingStatus::Serving);
     assert_eq!(
-        health(&health_addr, "troupe.v1.ActorClient").await?,
+        health(&health_addr, ACTOR_API).await?,
         ServingStatus::Serving
     );
     // The actor API and admin are not there.
@@ -160,5 +164,44 @@ async fn replicas_start_with_a_peer_whose_name_does_not_resolve() -> anyhow::Res
         .await?
         .into_inner();
     ensure!(!status.leader.is_empty(), "no leader: {status:?}");
+    Ok(())
+}
+
+/// Readiness is the actor API's status: a cluster daemon is NOT_SERVING
+/// until it holds a placement lease, SERVING while it does, and NOT_SERVING
+/// again once cut off from placement past its lease (its actors may be
+/// served elsewhere then). The overall status, for liveness, stays SERVING.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_daemon_is_ready_only_while_it_holds_a_placement_lease() -> anyhow::Result<()> {
+    let placement = format!("127.0.0.1:{}", free_port()?);
+    let dirs = [tempfile::tempdir()?, tempfile::tempdir()?];
+    let args = memory_member_args(&placement, "d1", Vec::new());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = Daemon::start(dirs[0].path(), &args).await?;
+    let ready = |want: ServingStatus, what: &'static str| {
+        poll_until(WAIT, what, move || async move {
+            let status = health(daemon.addr, ACTOR_API).await?;
+            Ok((status == want).then_some(()))
+        })
+    };
+    assert_eq!(health(daemon.addr, "").await?, ServingStatus::Serving);
+    assert_eq!(
+        health(daemon.addr, ACTOR_API).await?,
+        ServingStatus::NotServing,
+        "ready before any placement replica runs"
+    );
+
+    let mut replica = PlacementReplica::start(
+        1,
+        &placement,
+        dirs[1].path(),
+        None,
+        &["--lease", "1s", "--heartbeat", "200ms"],
+    )
+    .await?;
+    ready(ServingStatus::Serving, "ready once joined").await?;
+    replica.kill9().await?;
+    ready(ServingStatus::NotServing, "not ready once the lease lapsed").await?;
+    assert_eq!(health(daemon.addr, "").await?, ServingStatus::Serving);
     Ok(())
 }

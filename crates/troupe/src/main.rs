@@ -23,6 +23,7 @@ mod memory_watch;
 mod metrics_http;
 mod placement_cmd;
 mod process_stats;
+mod readiness;
 mod server;
 mod store_metrics;
 mod telemetry;

@@ -12,7 +12,7 @@
 //! machines in `decisions`, so they are tested without sockets; this module
 //! is the I/O loop around them.
 
-mod decisions;
+pub(crate) mod decisions;
 
 use decisions::{
     backoff, beat_failure, lapsed, lease_until, request_timeout, BeatFailure, Drain, Presence,

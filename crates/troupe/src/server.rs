@@ -31,6 +31,7 @@ use crate::config::{ServeConfig, StoreKind};
 use crate::forwarder::TransportForwarder;
 use crate::link_api::LinkApi;
 use crate::membership;
+use crate::readiness::Readiness;
 use crate::store_metrics::StoreMetrics;
 use crate::unix_listen::{self, UnixSocket};
 use crate::{health_listen, memory_watch, metrics_http, telemetry};
@@ -214,9 +215,7 @@ pub async fn run_until(
     };
 
     let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_serving::<pb::actor_client_server::ActorClientServer<ClientApi>>()
-        .await;
+    let readiness = Readiness::start(health.clone(), cluster_view.clone()).await;
     health
         .set_serving::<pb::app_host_server::AppHostServer<AppApi>>()
         .await;
@@ -362,9 +361,7 @@ pub async fn run_until(
 
     stop.await;
     info!("shutting down: refusing new calls and draining actors");
-    health
-        .set_not_serving::<pb::actor_client_server::ActorClientServer<ClientApi>>()
-        .await;
+    readiness.stop().await;
     if let Some(membership) = membership.as_mut() {
         // Calls keep being served and forwarded while the actors move.
         info!("leaving the cluster: handing actors off to the other daemons");

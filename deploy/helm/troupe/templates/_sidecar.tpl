@@ -92,9 +92,12 @@ sidecar:
       port: {{ $v.sidecar.healthPort }}
     periodSeconds: 1
     failureThreshold: 60
+  # Ready while the daemon can serve actors (in a cluster: while it holds a
+  # placement lease); startup and liveness ask only whether it answers.
   readinessProbe:
     grpc:
       port: {{ $v.sidecar.healthPort }}
+      service: troupe.v1.ActorClient
     periodSeconds: 5
     failureThreshold: 3
   livenessProbe:
