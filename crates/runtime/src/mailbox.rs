@@ -108,18 +108,22 @@ impl Mailbox {
         dropped
     }
 
-    /// Takes out the reminder, alarm and timer firings waiting here: after
-    /// a purge they speak of schedules that no longer exist.
-    pub(crate) fn take_firings(&mut self) -> Vec<Envelope> {
+    /// Takes out the calls `pick` chooses, keeping the others in order:
+    /// firings of reminders deleted, or of an actor purged, while they waited.
+    pub(crate) fn take_where(&mut self, pick: impl Fn(&Envelope) -> bool) -> Vec<Envelope> {
         let Some(queue) = self.0.as_mut() else {
             return Vec::new();
         };
-        let mut firings = Vec::new();
+        if !queue.iter().any(&pick) {
+            return Vec::new();
+        }
+        let mut taken = Vec::new();
         let mut kept = VecDeque::with_capacity(queue.len());
         for env in queue.drain(..) {
-            match env.kind {
-                TurnKind::Reminder | TurnKind::Alarm | TurnKind::Timer => firings.push(env),
-                _ => kept.push_back(env),
+            if pick(&env) {
+                taken.push(env);
+            } else {
+                kept.push_back(env);
             }
         }
         if kept.is_empty() {
@@ -127,7 +131,7 @@ impl Mailbox {
         } else {
             **queue = kept;
         }
-        firings
+        taken
     }
 
     /// Takes the first call that is not a durable tell's delivery.

@@ -26,6 +26,9 @@ use crate::shutdown::Stage;
 use crate::types::{ActorId, Call, CallExtra, CallTrace, Payload, TurnKind, TRACE_TARGET};
 use crate::validate;
 
+/// The method an alarm's turn carries.
+const ALARM_METHOD: &str = "alarm";
+
 impl Shared {
     /// Runs the reminders and alarms the scheduler hands over as turns,
     /// through the normal call path, until the drain begins. A firing still
@@ -64,7 +67,7 @@ impl Shared {
             return Fired::Superseded;
         }
         let (kind, method) = if firing.alarm {
-            (TurnKind::Alarm, "alarm".to_owned())
+            (TurnKind::Alarm, ALARM_METHOD.to_owned())
         } else {
             (TurnKind::Reminder, firing.name.clone())
         };
@@ -295,7 +298,9 @@ impl Shared {
     ) -> Result<bool, CallError> {
         self.check_target(actor)?;
         check_reminder_name(name)?;
-        self.scheduler.delete(reminder_key(actor, name)).await
+        let existed = self.scheduler.delete(reminder_key(actor, name)).await?;
+        self.unqueue_firing(actor, TurnKind::Reminder, name);
+        Ok(existed)
     }
 
     pub(crate) async fn set_alarm_here(&self, spec: AlarmSpec) -> Result<ReminderInfo, CallError> {
@@ -326,7 +331,33 @@ impl Shared {
 
     pub(crate) async fn delete_alarm_here(&self, actor: &ActorId) -> Result<bool, CallError> {
         self.check_target(actor)?;
-        self.scheduler.delete(reminder_key(actor, ALARM_NAME)).await
+        let existed = self
+            .scheduler
+            .delete(reminder_key(actor, ALARM_NAME))
+            .await?;
+        self.unqueue_firing(actor, TurnKind::Alarm, ALARM_METHOD);
+        Ok(existed)
+    }
+
+    /// Takes a deleted reminder's (or alarm's) firing out of the actor's
+    /// mailbox, where it may wait behind a long turn: once a delete has
+    /// returned, its turn does not start. The firing, told its reminder is
+    /// gone, records nothing (`Fired::Superseded`).
+    fn unqueue_firing(&self, actor: &ActorId, kind: TurnKind, method: &str) {
+        let Some(act) = self.directory.get(actor) else {
+            return;
+        };
+        let taken = act
+            .inner
+            .lock()
+            .mailbox
+            .take_where(|env| env.kind == kind && &*env.name == method);
+        for env in taken {
+            env.reply.send(Err(CallError::NotFound(format!(
+                "the {} {method} of {actor} was deleted while its firing waited",
+                kind.as_str()
+            ))));
+        }
     }
 
     fn check_schedule(&self, actor: &ActorId, payload_len: usize) -> Result<(), CallError> {

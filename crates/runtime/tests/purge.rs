@@ -56,21 +56,6 @@ fn spawn_purge(
     tokio::spawn(async move { rt.purge_actor(&actor).await })
 }
 
-/// Until one turn waits in `actor`'s mailbox (behind the purge's gate);
-/// `never` says what did not happen if none comes.
-async fn until_one_waits(rt: &Runtime, actor: &ActorId, never: &str) -> Result<(), CallError> {
-    tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            match rt.describe_actor(actor).await {
-                Ok(Some(details)) if details.mailbox_depth == 1 => return,
-                _ => tokio::task::yield_now().await,
-            }
-        }
-    })
-    .await
-    .map_err(|_| CallError::Internal(never.into()))
-}
-
 #[tokio::test]
 async fn a_call_during_a_purge_waits_and_finds_the_actor_empty() -> Result<(), CallError> {
     let (pause, store) = pausing_store();
@@ -93,7 +78,7 @@ async fn a_call_during_a_purge_waits_and_finds_the_actor_empty() -> Result<(), C
         async move { rt.invoke(Call::new(a, "incr", Payload::default())).await }
     });
     // The call waits in the actor's mailbox until the purge ends.
-    until_one_waits(&rt, &a, "the call never queued behind the purge").await?;
+    common::until_waiting(&rt, &a, 1).await?;
     pause.release.notify_one();
     let purged = purging
         .await
@@ -163,7 +148,7 @@ async fn a_reminder_firing_that_queued_behind_a_purge_is_dropped_with_its_schedu
     let now = troupe_runtime::clock::unix_now_ms();
     rt.set_reminder(one_shot_reminder(a.clone(), "late", now))
         .await?;
-    until_one_waits(&rt, &a, "the firing never queued behind the purge").await?;
+    common::until_waiting(&rt, &a, 1).await?;
     pause.release.notify_one();
     let purged = purging
         .await

@@ -35,7 +35,7 @@ use crate::routing::Route;
 use crate::runtime::Runtime;
 use crate::schedule::ALARM_NAME;
 use crate::shared::Shared;
-use crate::types::{ActorId, DeactivateReason};
+use crate::types::{ActorId, DeactivateReason, TurnKind};
 
 /// Reminders listed per page while they are deleted.
 const REMINDER_PAGE: usize = 256;
@@ -170,7 +170,12 @@ impl Runtime {
         let Some(act) = self.shared.directory.get(actor) else {
             return 0;
         };
-        let firings = act.inner.lock().mailbox.take_firings();
+        let firings = act.inner.lock().mailbox.take_where(|env| {
+            matches!(
+                env.kind,
+                TurnKind::Reminder | TurnKind::Alarm | TurnKind::Timer
+            )
+        });
         let count = firings.len();
         for env in firings {
             env.reply.send(Err(CallError::NotFound(format!(

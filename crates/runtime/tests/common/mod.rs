@@ -247,3 +247,17 @@ pub fn one_shot_reminder(actor: ActorId, name: &str, due_unix_ms: u64) -> Remind
         missed: MissedFirings::FireOnce,
     }
 }
+
+/// Until `count` turns wait in `actor`'s mailbox.
+pub async fn until_waiting(rt: &Runtime, actor: &ActorId, count: usize) -> Result<(), CallError> {
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            match rt.describe_actor(actor).await {
+                Ok(Some(details)) if details.mailbox_depth == count => return,
+                _ => tokio::task::yield_now().await,
+            }
+        }
+    })
+    .await
+    .map_err(|_| CallError::Internal(format!("{count} turns never queued in {actor}'s mailbox")))
+}
