@@ -164,3 +164,33 @@ async fn a_reminder_firing_that_queued_behind_a_purge_is_dropped_with_its_schedu
     assert_eq!(rt.reminders_fired(), 0);
     Ok(())
 }
+
+#[tokio::test]
+async fn other_actors_flush_while_the_store_removes_a_purged_one() -> Result<(), CallError> {
+    let (pause, store) = pausing_store();
+    let rt = runtime_hosting_t(write_behind(), store.clone(), counter)?;
+    let (a, b) = (ActorId::new("t", "a"), ActorId::new("t", "b"));
+    rt.invoke(Call::new(a.clone(), "mark", Payload::default()))
+        .await?;
+    let purging = spawn_purge(&rt, &a);
+    pause.reached.notified().await;
+    rt.invoke(Call::new(b.clone(), "mark", Payload::default()))
+        .await?;
+    // Before, the purge held every store write until it ended: this flush
+    // waited for the release below, which never came first.
+    tokio::time::timeout(Duration::from_secs(10), rt.flush())
+        .await
+        .map_err(|_| CallError::Internal("b's flush waited for a's purge".into()))??;
+    let stored = store
+        .inner
+        .load("t", "b")
+        .await
+        .map_err(|e| CallError::Internal(e.to_string()))?;
+    assert_eq!(stored.len(), 2, "{stored:?}");
+    pause.release.notify_one();
+    let purged = purging
+        .await
+        .map_err(|e| CallError::Internal(e.to_string()))??;
+    assert_eq!(purged.stored.state_keys, 2);
+    Ok(())
+}

@@ -10,9 +10,9 @@
 //! 2. its activation ends as an admin's deactivation does (the running turn
 //!    finishes, the app's hook runs, the state is flushed);
 //! 3. with every store write held off (the flusher's write lock), whatever
-//!    is still unwritten is written, the activation left behind forgets its
-//!    loaded state, and the store removes the actor's records in one
-//!    fenced, atomic purge;
+//!    is still unwritten is written and the activation left behind forgets
+//!    its loaded state; then, other actors' writes going on, the store
+//!    removes the actor's records in one fenced, atomic purge;
 //! 4. its reminders and alarm are deleted through the scheduler, which
 //!    forgets the ones it loaded, and the firings that queued behind the
 //!    gate (reminders, alarm, timers) are dropped;
