@@ -11,12 +11,14 @@
 //! - `records`: call records (idempotency keys' answers), likewise.
 //! - `purge`: an actor's erasure (all but its reminders and epoch), fenced,
 //!   in one transaction.
+//! - `export`: a page of actors read out whole, for a copy of the store.
 //! - `sessions`: the connections daemons hold, for the offline tools.
 //! - `size`: what troupe's tables take, for status output and metrics.
 //! - `batch_sql`: a flush batch (state, fencing, inbox, records) as one
 //!   statement.
 
 mod batch_sql;
+mod export;
 mod inbox;
 mod purge;
 mod records;

@@ -33,7 +33,7 @@ fn recorded_key_of(row: &tokio_postgres::Row) -> Result<RecordedKey, tokio_postg
     })
 }
 
-fn record_of(row: &tokio_postgres::Row) -> Result<CallRecord, tokio_postgres::Error> {
+pub(crate) fn record_of(row: &tokio_postgres::Row) -> Result<CallRecord, tokio_postgres::Error> {
     let RecordedKey {
         key,
         recorded_unix_ms,

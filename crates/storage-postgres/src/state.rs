@@ -237,6 +237,13 @@ impl StateStore for PostgresStore {
         self.list_stored_actors(after, limit).await
     }
 
+    async fn export_actors(
+        &self,
+        actors: &[(String, String)],
+    ) -> Result<Vec<ActorWrite>, StoreError> {
+        self.export_page(actors).await
+    }
+
     async fn list_dead_letters(
         &self,
         actor_type: Option<&str>,

@@ -21,8 +21,10 @@ const ACTORS_PER_BATCH: usize = 256;
 /// Bytes of state, entries and records that end a batch early, so one of
 /// large actors stays a reasonable transaction.
 const BYTES_PER_BATCH: usize = 8 << 20;
-/// Actors whose reads are in flight at once.
-const READS_AT_ONCE: usize = 16;
+/// Actors read in one [`StateStore::export_actors`].
+const EXPORT_CHUNK: usize = 32;
+/// Chunks whose reads are in flight at once.
+const CHUNKS_AT_ONCE: usize = 2;
 /// Dead letters and reminders read per page.
 const PAGE: usize = 1000;
 
@@ -87,26 +89,26 @@ pub async fn copy_store(
         let Some(last) = actors.last().cloned() else {
             break;
         };
-        // Reads overlap: against a database each actor's reads are round
-        // trips, and one at a time made PostgreSQL → sled 3.5× slower (52.9 s
-        // against 15.0 s for 100,000 actors, `--bench copy`).
-        let mut reads = stream::iter(actors)
-            .map(|(ty, id)| read_actor(from.state, ty, id))
-            .buffered(READS_AT_ONCE);
+        // Chunks keep what is read ahead bounded (an actor may be large),
+        // and two in flight overlap a chunk's read with the one before's.
+        let mut reads = stream::iter(actors.chunks(EXPORT_CHUNK).map(<[_]>::to_vec))
+            .map(|chunk| async move { from.state.export_actors(&chunk).await })
+            .buffered(CHUNKS_AT_ONCE);
         let mut batch = Vec::new();
         let mut bytes = 0usize;
-        while let Some(write) = reads.next().await {
-            let write = write?;
-            copied.actors += 1;
-            copied.state_keys += write.changes.len() as u64;
-            copied.inbox_entries += write.inbox.len() as u64;
-            copied.call_records += write.records.len() as u64;
-            bytes = bytes.saturating_add(write_bytes(&write));
-            batch.push(write);
-            if bytes >= BYTES_PER_BATCH {
-                write_all(to.state, std::mem::take(&mut batch)).await?;
-                bytes = 0;
-                progress(&copied);
+        while let Some(writes) = reads.next().await {
+            for write in writes.map_err(CopyError::Read)? {
+                copied.actors += 1;
+                copied.state_keys += write.changes.len() as u64;
+                copied.inbox_entries += write.inbox.len() as u64;
+                copied.call_records += write.records.len() as u64;
+                bytes = bytes.saturating_add(write_bytes(&write));
+                batch.push(write);
+                if bytes >= BYTES_PER_BATCH {
+                    write_all(to.state, std::mem::take(&mut batch)).await?;
+                    bytes = 0;
+                    progress(&copied);
+                }
             }
         }
         write_all(to.state, batch).await?;
@@ -141,45 +143,6 @@ async fn check_empty(to: Stores<'_>) -> Result<(), CopyError> {
         });
     }
     Ok(())
-}
-
-/// One actor's state, inbox and call records as one write.
-async fn read_actor(
-    from: &dyn StateStore,
-    actor_type: String,
-    actor_id: String,
-) -> Result<ActorWrite, CopyError> {
-    let state = from
-        .load(&actor_type, &actor_id)
-        .await
-        .map_err(CopyError::Read)?;
-    let inbox = from
-        .load_inbox(&actor_type, &actor_id)
-        .await
-        .map_err(CopyError::Read)?;
-    let keys = from
-        .load_record_keys(&actor_type, &actor_id, 0, usize::MAX)
-        .await
-        .map_err(CopyError::Read)?;
-    let mut records = Vec::with_capacity(keys.len());
-    for key in keys {
-        // Gone since its key was read: expired meanwhile.
-        if let Some(record) = from
-            .load_record(&actor_type, &actor_id, &key.key)
-            .await
-            .map_err(CopyError::Read)?
-        {
-            records.push(record);
-        }
-    }
-    Ok(ActorWrite {
-        actor_type,
-        actor_id,
-        epoch: None,
-        changes: state.into_iter().map(|(k, v)| (k, Some(v))).collect(),
-        inbox: inbox.into_iter().map(InboxOp::Append).collect(),
-        records,
-    })
 }
 
 fn write_bytes(write: &ActorWrite) -> usize {

@@ -14,6 +14,7 @@
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 mod copy;
+pub mod export;
 pub mod fencing;
 mod inbox;
 mod memory;
@@ -229,6 +230,19 @@ pub trait StateStore: Send + Sync + std::fmt::Debug + 'static {
         after: Option<(&str, &str)>,
         limit: usize,
     ) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// Everything stored for each of `actors` but its dead letters (state,
+    /// inbox entries, call records), as the unfenced write that recreates
+    /// it, in the order given: what a copy of the whole store reads, a page
+    /// of [`StateStore::stored_actors`] at a time. The default reads actor
+    /// by actor ([`export::one_by_one`]); a database answers in a few
+    /// queries.
+    async fn export_actors(
+        &self,
+        actors: &[(String, String)],
+    ) -> Result<Vec<ActorWrite>, StoreError> {
+        export::one_by_one(self, actors).await
+    }
 
     /// Dead letters (of one type when `actor_type` is set), in key order,
     /// after `after`.
