@@ -339,25 +339,28 @@ impl Shared {
         Ok(existed)
     }
 
-    /// Takes a deleted reminder's (or alarm's) firing out of the actor's
-    /// mailbox, where it may wait behind a long turn: once a delete has
-    /// returned, its turn does not start. The firing, told its reminder is
-    /// gone, records nothing (`Fired::Superseded`).
-    fn unqueue_firing(&self, actor: &ActorId, kind: TurnKind, method: &str) {
+    /// Takes a deleted reminder's (alarm's, timer's) firing out of the
+    /// actor's mailbox, where it may wait behind a long turn: once a delete
+    /// has returned, its turn does not start. A reminder's firing, told it
+    /// is gone, records nothing (`Fired::Superseded`).
+    /// How many it took.
+    fn unqueue_firing(&self, actor: &ActorId, kind: TurnKind, method: &str) -> usize {
         let Some(act) = self.directory.get(actor) else {
-            return;
+            return 0;
         };
         let taken = act
             .inner
             .lock()
             .mailbox
             .take_where(|env| env.kind == kind && &*env.name == method);
+        let count = taken.len();
         for env in taken {
             env.reply.send(Err(CallError::NotFound(format!(
                 "the {} {method} of {actor} was deleted while its firing waited",
                 kind.as_str()
             ))));
         }
+        count
     }
 
     fn check_schedule(&self, actor: &ActorId, payload_len: usize) -> Result<(), CallError> {
@@ -485,6 +488,10 @@ impl Shared {
     pub(crate) fn delete_timer_here(&self, actor: &ActorId, name: &str) -> Result<bool, CallError> {
         self.check_target(actor)?;
         validate::name("timer name", name)?;
-        Ok(self.timers.remove(actor, name))
+        let existed = self.timers.remove(actor, name);
+        // A one-shot timer that fired is gone from the table while its turn
+        // may still wait: deleting it then cancels that turn.
+        let unqueued = self.unqueue_firing(actor, TurnKind::Timer, name) > 0;
+        Ok(existed || unqueued)
     }
 }

@@ -1,14 +1,15 @@
-//! Deleting a reminder or an alarm whose firing already waits in the
+//! Deleting a reminder, an alarm or a timer whose firing already waits in the
 //! actor's mailbox, behind a long turn: once the delete returned, the
 //! firing's turn does not start.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{mpsc, Notify};
 use troupe_runtime::{
     ActivateDone, ActivateRequest, ActorHost, ActorId, AlarmSpec, Call, CallError, DeactivateDone,
-    DeactivateRequest, Payload, RetryPolicy, RuntimeConfig, TurnDone, TurnOutcome, TurnRequest,
-    TypeSpec,
+    DeactivateRequest, Payload, RetryPolicy, RuntimeConfig, TimerSpec, TurnDone, TurnOutcome,
+    TurnRequest, TypeSpec,
 };
 use troupe_storage::MemoryStore;
 
@@ -79,7 +80,7 @@ async fn a_firing_waiting_behind_a_turn_does_not_run_once_its_reminder_is_delete
     });
     started.recv().await;
 
-    // Both due now: their firings queue behind `hold`.
+    // All three due now: their firings queue behind `hold`.
     let now = troupe_runtime::clock::unix_now_ms();
     rt.set_reminder(common::one_shot_reminder(a.clone(), "tick", now))
         .await?;
@@ -90,9 +91,20 @@ async fn a_firing_waiting_behind_a_turn_does_not_run_once_its_reminder_is_delete
         retry: RetryPolicy::default(),
     })
     .await?;
-    common::until_waiting(&rt, &a, 2).await?;
+    // A timer lives in the activation, which `hold` keeps.
+    rt.set_timer(TimerSpec {
+        actor: a.clone(),
+        name: "soon".into(),
+        due: Duration::ZERO,
+        period: None,
+        payload: Payload::json("null"),
+        keep_alive: false,
+    })
+    .await?;
+    common::until_waiting(&rt, &a, 3).await?;
     assert!(rt.delete_reminder(&a, "tick").await?);
     assert!(rt.delete_alarm(&a).await?);
+    assert!(rt.delete_timer(&a, "soon").await?);
     go.notify_one();
     holding
         .await
