@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Unavailable};
 use crate::types::{ActorId, Payload};
@@ -14,6 +15,13 @@ pub(crate) enum Reply {
     #[default]
     None,
     To(oneshot::Sender<Result<Payload, CallError>>),
+    /// A reminder's or the alarm's firing: skipped like a call whose caller
+    /// left once a `set` or `delete` of its reminder cancels `superseded`,
+    /// checked as its turn would start, so none starts after that returned.
+    Firing {
+        to: oneshot::Sender<Result<Payload, CallError>>,
+        superseded: CancellationToken,
+    },
 }
 
 impl Reply {
@@ -21,11 +29,12 @@ impl Reply {
         match self {
             Reply::None => false,
             Reply::To(tx) => tx.is_closed(),
+            Reply::Firing { to, superseded } => to.is_closed() || superseded.is_cancelled(),
         }
     }
 
     pub(crate) fn send(self, result: Result<Payload, CallError>) {
-        if let Reply::To(tx) = self {
+        if let Reply::To(tx) | Reply::Firing { to: tx, .. } = self {
             // The caller may have given up; nothing to do then.
             let _ = tx.send(result);
         }

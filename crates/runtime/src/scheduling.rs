@@ -63,7 +63,7 @@ impl Shared {
             // scheduler fires it.
             return Fired::NotOwned;
         }
-        if self.scheduler.superseded(firing) {
+        if firing.superseded() {
             return Fired::Superseded;
         }
         let (kind, method) = if firing.alarm {
@@ -99,7 +99,11 @@ impl Shared {
             ..Call::new(actor.clone(), method, firing.payload.clone())
         };
         let (tx, rx) = oneshot::channel();
-        let result = match self.enqueue(call, Reply::To(tx)) {
+        let reply = Reply::Firing {
+            to: tx,
+            superseded: firing.superseded_token(),
+        };
+        let result = match self.enqueue(call, reply) {
             Ok(()) => wait_reply(actor, self.config.call_timeout, rx).await,
             Err(e) => {
                 self.count_failed(&actor.ty, kind, &e);
@@ -116,7 +120,7 @@ impl Shared {
             // The drain refused it: no attempt was made.
             Err(CallError::Unavailable(Unavailable::ShuttingDown)) => Fired::NotAttempted,
             // Deleted (by a purge, say) while it waited: not a failure.
-            Err(_) if self.scheduler.superseded(firing) => Fired::Superseded,
+            Err(_) if firing.superseded() => Fired::Superseded,
             Err(e) => {
                 span.record("otel.status_code", "ERROR");
                 span.record("error", tracing::field::display(&e));
@@ -298,9 +302,7 @@ impl Shared {
     ) -> Result<bool, CallError> {
         self.check_target(actor)?;
         check_reminder_name(name)?;
-        let existed = self.scheduler.delete(reminder_key(actor, name)).await?;
-        self.unqueue_firing(actor, TurnKind::Reminder, name);
-        Ok(existed)
+        self.scheduler.delete(reminder_key(actor, name)).await
     }
 
     pub(crate) async fn set_alarm_here(&self, spec: AlarmSpec) -> Result<ReminderInfo, CallError> {
@@ -331,20 +333,14 @@ impl Shared {
 
     pub(crate) async fn delete_alarm_here(&self, actor: &ActorId) -> Result<bool, CallError> {
         self.check_target(actor)?;
-        let existed = self
-            .scheduler
-            .delete(reminder_key(actor, ALARM_NAME))
-            .await?;
-        self.unqueue_firing(actor, TurnKind::Alarm, ALARM_METHOD);
-        Ok(existed)
+        self.scheduler.delete(reminder_key(actor, ALARM_NAME)).await
     }
 
-    /// Takes a deleted reminder's (alarm's, timer's) firing out of the
-    /// actor's mailbox, where it may wait behind a long turn: once a delete
-    /// has returned, its turn does not start. A reminder's firing, told it
-    /// is gone, records nothing (`Fired::Superseded`).
+    /// Takes a deleted timer's turns out of the actor's mailbox, where they
+    /// may wait behind a long turn: once a delete has returned, its turn
+    /// does not start (a reminder's firing is told by `Reply::Firing`).
     /// How many it took.
-    fn unqueue_firing(&self, actor: &ActorId, kind: TurnKind, method: &str) -> usize {
+    fn unqueue_timer(&self, actor: &ActorId, name: &str) -> usize {
         let Some(act) = self.directory.get(actor) else {
             return 0;
         };
@@ -352,12 +348,11 @@ impl Shared {
             .inner
             .lock()
             .mailbox
-            .take_where(|env| env.kind == kind && &*env.name == method);
+            .take_where(|env| env.kind == TurnKind::Timer && &*env.name == name);
         let count = taken.len();
         for env in taken {
             env.reply.send(Err(CallError::NotFound(format!(
-                "the {} {method} of {actor} was deleted while its firing waited",
-                kind.as_str()
+                "the timer {name} of {actor} was deleted while its turn waited"
             ))));
         }
         count
@@ -491,7 +486,7 @@ impl Shared {
         let existed = self.timers.remove(actor, name);
         // A one-shot timer that fired is gone from the table while its turn
         // may still wait: deleting it then cancels that turn.
-        let unqueued = self.unqueue_firing(actor, TurnKind::Timer, name) > 0;
+        let unqueued = self.unqueue_timer(actor, name) > 0;
         Ok(existed || unqueued)
     }
 }

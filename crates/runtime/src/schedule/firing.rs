@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
-use troupe_storage::{ReminderOp, ReminderRecord};
+use troupe_storage::{ReminderKey, ReminderOp, ReminderRecord};
 
 use super::record::{advance, decode, encode, Meta, RetryPolicy, ALARM_NAME};
 
 use super::load_window::Latest;
-use super::{empty_key, Scheduler};
+use super::{empty_key, OnItsWay, Queue, Scheduler};
 use crate::error::CallError;
 use crate::input::millis;
 use crate::types::{ActorId, Payload};
@@ -31,10 +32,25 @@ pub(crate) struct Due {
     pub(crate) payload: Payload,
     record: ReminderRecord,
     meta: Meta,
+    /// How the queue knows this firing.
+    on_its_way: OnItsWay,
     /// When it was popped; slots missed before then are skipped.
     now: u64,
     /// One of the places that bound the firings in flight.
     _permit: OwnedSemaphorePermit,
+}
+
+impl Due {
+    /// Whether a `set` or `delete` of the firing's reminder came since it
+    /// was popped: then the newer call decides, and the firing need not run.
+    pub(crate) fn superseded(&self) -> bool {
+        self.on_its_way.superseded.is_cancelled()
+    }
+
+    /// What the firing's turn checks as it would start (`Reply::Firing`).
+    pub(crate) fn superseded_token(&self) -> CancellationToken {
+        self.on_its_way.superseded.clone()
+    }
 }
 
 /// How a firing went.
@@ -77,13 +93,20 @@ impl Scheduler {
                 match q.live.get(&key) {
                     // The firing owns it until it writes the next version.
                     Some(r) if r.due_unix_ms == at => {
-                        q.firing.insert(key.clone(), false);
-                        q.live.remove(&key)
+                        q.firings_popped += 1;
+                        let on_its_way = OnItsWay {
+                            id: q.firings_popped,
+                            superseded: CancellationToken::new(),
+                        };
+                        q.firing.insert(key.clone(), on_its_way.clone());
+                        q.live.remove(&key).map(|record| (record, on_its_way))
                     }
                     _ => continue, // stale entry: moved or deleted
                 }
             };
-            let Some(record) = record else { continue };
+            let Some((record, on_its_way)) = record else {
+                continue;
+            };
             let Ok(permit) = self.firing.clone().acquire_owned().await else {
                 return false;
             };
@@ -91,7 +114,7 @@ impl Scheduler {
                 warn!(reminder = ?record.key, "undecodable reminder dropped");
                 let this = self.clone();
                 tokio::spawn(async move {
-                    this.queue.lock().firing.remove(&record.key);
+                    this.queue.lock().end_firing(&record.key, &on_its_way);
                     let _ = this.delete_unloaded(record.key).await;
                 });
                 continue;
@@ -106,6 +129,7 @@ impl Scheduler {
                 payload,
                 record,
                 meta,
+                on_its_way,
                 now,
                 _permit: permit,
             };
@@ -121,17 +145,6 @@ impl Scheduler {
         }
     }
 
-    /// Whether a `set` or `delete` of the firing's reminder came since it
-    /// was popped: then the newer call decides, and the firing need not run.
-    pub(crate) fn superseded(&self, firing: &Due) -> bool {
-        self.queue
-            .lock()
-            .firing
-            .get(&firing.record.key)
-            .copied()
-            .unwrap_or(false)
-    }
-
     /// Records how a [`Due`] firing went.
     pub(crate) async fn finish(&self, firing: Due, fired: Fired) {
         let result = match fired {
@@ -141,7 +154,9 @@ impl Scheduler {
                 // The store keeps the record as it is: the owner's scheduler
                 // fires it (or this one, after a restart); or the newer
                 // `set`/`delete` decides what the store holds.
-                self.queue.lock().firing.remove(&firing.record.key);
+                self.queue
+                    .lock()
+                    .end_firing(&firing.record.key, &firing.on_its_way);
                 self.note_progress();
                 return;
             }
@@ -156,6 +171,7 @@ impl Scheduler {
             mut meta,
             payload,
             now,
+            on_its_way,
             ..
         } = firing;
         let next_due = match result {
@@ -197,7 +213,7 @@ impl Scheduler {
         // or our write is queued before its, and its write lands last.
         let (queued, wake) = {
             let mut q = self.queue.lock();
-            let touched = q.firing.remove(&record.key).unwrap_or(true);
+            let touched = q.end_firing(&record.key, &on_its_way);
             if touched {
                 (None, false)
             } else {
@@ -237,5 +253,20 @@ impl Scheduler {
             q.more = true;
         }
         self.note_progress();
+    }
+}
+
+impl Queue {
+    /// Forgets `firing` of `key` when it is the latest; whether its
+    /// bookkeeping is to be dropped: superseded, or a newer firing of the
+    /// reminder began (popped again after a `set`), whose own decides.
+    fn end_firing(&mut self, key: &ReminderKey, firing: &OnItsWay) -> bool {
+        match self.firing.get(key) {
+            Some(latest) if latest.id == firing.id => {
+                self.firing.remove(key);
+                firing.superseded.is_cancelled()
+            }
+            _ => true,
+        }
     }
 }

@@ -7,9 +7,10 @@
 //! rows, not a million timers.
 //!
 //! Every reminder write goes through one writer task that applies whatever
-//! has queued up as one durable batch (group commit), in order. A
-//! firing's bookkeeping is dropped when a `set` or `delete` of the same
-//! reminder came meanwhile, so it never overwrites the newer call.
+//! has queued up as one durable batch (group commit), in order. A `set` or
+//! `delete` of a reminder supersedes its firing on its way: the firing's
+//! turn does not start if it has not (`Reply::Firing`), and its bookkeeping
+//! is dropped, so it never overwrites the newer call.
 //!
 //! A firing is a normal turn of kind REMINDER or ALARM. The stored record
 //! only moves on once the turn succeeded, so a crash mid-firing fires again
@@ -33,6 +34,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot, Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
 use tracing::warn;
 use troupe_placement::{OwnerEpoch, Placement};
 use troupe_storage::{ReminderKey, ReminderOp, ReminderRecord, ReminderStore, ReminderWrite};
@@ -71,14 +73,34 @@ struct Queue {
     cursor: (u64, ReminderKey),
     /// The last load stopped at its limit: more is due before the horizon.
     more: bool,
-    /// Reminders being fired, and whether a `set` or `delete` touched them
-    /// since: the firing's bookkeeping is then dropped (the newer call wins).
-    firing: HashMap<ReminderKey, bool>,
+    /// Reminders being fired, each by its latest firing: a `set` or
+    /// `delete` of one supersedes that firing (its turn does not start, its
+    /// bookkeeping is dropped: the newer call wins).
+    firing: HashMap<ReminderKey, OnItsWay>,
+    /// Numbers firings, so an older firing of a reminder popped again
+    /// meanwhile tells the newer one's entry from its own.
+    firings_popped: u64,
     /// Numbers writes and keeps those a load in flight may not see.
     window: LoadWindow,
 }
 
+/// A firing on its way, as the queue knows it.
+#[derive(Debug, Clone)]
+pub(crate) struct OnItsWay {
+    id: u64,
+    /// Cancelled by a `set` or `delete` of its reminder; its turn checks it
+    /// as it would start (`Reply::Firing`).
+    superseded: CancellationToken,
+}
+
 impl Queue {
+    /// Marks the firing of `key` on its way, if any, superseded.
+    fn supersede(&self, key: &ReminderKey) {
+        if let Some(firing) = self.firing.get(key) {
+            firing.superseded.cancel();
+        }
+    }
+
     /// Whether a reminder due at `due_unix_ms` belongs in memory: the
     /// loaded range covers it.
     fn covers(&self, due_unix_ms: u64) -> bool {
@@ -259,9 +281,7 @@ impl Scheduler {
         };
         let (done, wake) = {
             let mut q = self.queue.lock();
-            if let Some(touched) = q.firing.get_mut(&record.key) {
-                *touched = true;
-            }
+            q.supersede(&record.key);
             let latest = q.latest_of_put(&record);
             let done = self.enqueue(&mut q, ReminderOp::Put(record.clone()), latest)?;
             (done, Self::track_locked(&mut q, &record))
@@ -284,9 +304,7 @@ impl Scheduler {
     pub(crate) async fn delete(&self, key: ReminderKey) -> Result<bool, CallError> {
         let done = {
             let mut q = self.queue.lock();
-            if let Some(touched) = q.firing.get_mut(&key) {
-                *touched = true;
-            }
+            q.supersede(&key);
             q.live.remove(&key);
             self.enqueue(&mut q, ReminderOp::Delete(key.clone()), || Latest::Settled)?
         };

@@ -248,16 +248,30 @@ pub fn one_shot_reminder(actor: ActorId, name: &str, due_unix_ms: u64) -> Remind
     }
 }
 
-/// Until `count` turns wait in `actor`'s mailbox.
-pub async fn until_waiting(rt: &Runtime, actor: &ActorId, count: usize) -> Result<(), CallError> {
+/// Until `check` gives a value; at most 10 s.
+pub async fn poll<T, F, Fut>(mut check: F) -> Result<T, CallError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, CallError>>,
+{
     tokio::time::timeout(std::time::Duration::from_secs(10), async {
         loop {
-            match rt.describe_actor(actor).await {
-                Ok(Some(details)) if details.mailbox_depth == count => return,
-                _ => tokio::task::yield_now().await,
+            if let Some(found) = check().await? {
+                return Ok(found);
             }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
     })
     .await
-    .map_err(|_| CallError::Internal(format!("{count} turns never queued in {actor}'s mailbox")))
+    .map_err(|_| CallError::Internal("what was polled for did not come within 10 s".into()))?
+}
+
+/// Until `count` turns wait in `actor`'s mailbox.
+pub async fn until_waiting(rt: &Runtime, actor: &ActorId, count: usize) -> Result<(), CallError> {
+    poll(|| async {
+        let details = rt.describe_actor(actor).await?;
+        Ok(details.filter(|d| d.mailbox_depth == count).map(|_| ()))
+    })
+    .await
+    .map_err(|_| CallError::Internal(format!("{count} turns never waited in {actor}'s mailbox")))
 }
