@@ -16,12 +16,17 @@ pub(crate) enum Reply {
     None,
     To(oneshot::Sender<Result<Payload, CallError>>),
     /// A reminder's or the alarm's firing: skipped like a call whose caller
-    /// left once a `set` or `delete` of its reminder cancels `superseded`,
+    /// left once a `set` or `delete` of its reminder cancels its token,
     /// checked as its turn would start, so none starts after that returned.
-    Firing {
-        to: oneshot::Sender<Result<Payload, CallError>>,
-        superseded: CancellationToken,
-    },
+    /// Boxed: every call's envelope carries a `Reply`, and two pointers
+    /// here made each 8 bytes larger and the ring benchmark slower.
+    Firing(Box<FiringReply>),
+}
+
+#[derive(Debug)]
+pub(crate) struct FiringReply {
+    pub(crate) to: oneshot::Sender<Result<Payload, CallError>>,
+    pub(crate) superseded: CancellationToken,
 }
 
 impl Reply {
@@ -29,15 +34,18 @@ impl Reply {
         match self {
             Reply::None => false,
             Reply::To(tx) => tx.is_closed(),
-            Reply::Firing { to, superseded } => to.is_closed() || superseded.is_cancelled(),
+            Reply::Firing(firing) => firing.to.is_closed() || firing.superseded.is_cancelled(),
         }
     }
 
     pub(crate) fn send(self, result: Result<Payload, CallError>) {
-        if let Reply::To(tx) | Reply::Firing { to: tx, .. } = self {
-            // The caller may have given up; nothing to do then.
-            let _ = tx.send(result);
-        }
+        let tx = match self {
+            Reply::None => return,
+            Reply::To(tx) => tx,
+            Reply::Firing(firing) => firing.to,
+        };
+        // The caller may have given up; nothing to do then.
+        let _ = tx.send(result);
     }
 }
 
@@ -56,5 +64,14 @@ pub(crate) async fn wait_reply(
         Err(_) => Err(CallError::DeadlineExceeded(format!(
             "the call to {actor} did not finish within {timeout:?}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every call's envelope holds one: a firing's extra pointer is boxed.
+    #[test]
+    fn a_reply_stays_two_words() {
+        assert_eq!(std::mem::size_of::<super::Reply>(), 16);
     }
 }

@@ -15,7 +15,7 @@ use crate::clock::{sleep_for, sleep_until};
 use crate::error::{CallError, Unavailable};
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::input::millis;
-use crate::reply::{wait_reply, Reply};
+use crate::reply::{wait_reply, FiringReply, Reply};
 use crate::runtime::Runtime;
 use crate::schedule::timers::{Timer, TimerSpec};
 use crate::schedule::{
@@ -99,10 +99,10 @@ impl Shared {
             ..Call::new(actor.clone(), method, firing.payload.clone())
         };
         let (tx, rx) = oneshot::channel();
-        let reply = Reply::Firing {
+        let reply = Reply::Firing(Box::new(FiringReply {
             to: tx,
             superseded: firing.superseded_token(),
-        };
+        }));
         let result = match self.enqueue(call, reply) {
             Ok(()) => wait_reply(actor, self.config.call_timeout, rx).await,
             Err(e) => {
