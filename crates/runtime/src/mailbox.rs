@@ -109,7 +109,7 @@ impl Mailbox {
     }
 
     /// Takes out the calls `pick` chooses, keeping the others in order:
-    /// firings of reminders deleted, or of an actor purged, while they waited.
+    /// turns of a timer deleted, or of an actor purged, while they waited.
     pub(crate) fn take_where(&mut self, pick: impl Fn(&Envelope) -> bool) -> Vec<Envelope> {
         let Some(queue) = self.0.as_mut() else {
             return Vec::new();

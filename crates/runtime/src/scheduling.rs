@@ -15,6 +15,7 @@ use crate::clock::{sleep_for, sleep_until};
 use crate::error::{CallError, Unavailable};
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::input::millis;
+use crate::mailbox::Envelope;
 use crate::reply::{wait_reply, FiringReply, Reply};
 use crate::runtime::Runtime;
 use crate::schedule::timers::{Timer, TimerSpec};
@@ -336,24 +337,24 @@ impl Shared {
         self.scheduler.delete(reminder_key(actor, ALARM_NAME)).await
     }
 
-    /// Takes a deleted timer's turns out of the actor's mailbox, where they
-    /// may wait behind a long turn: once a delete has returned, its turn
-    /// does not start (a reminder's firing is told by `Reply::Firing`).
-    /// How many it took.
-    fn unqueue_timer(&self, actor: &ActorId, name: &str) -> usize {
+    /// Fails the turns `pick` chooses that wait in `actor`'s mailbox, each
+    /// with `error`: firings of a deleted timer, or of an actor purged, that
+    /// must not start once the delete or the purge returned (a reminder's
+    /// firing is also told by `Reply::Firing`). How many there were.
+    pub(crate) fn fail_waiting(
+        &self,
+        actor: &ActorId,
+        pick: impl Fn(&Envelope) -> bool,
+        error: impl Fn(&Envelope) -> CallError,
+    ) -> usize {
         let Some(act) = self.directory.get(actor) else {
             return 0;
         };
-        let taken = act
-            .inner
-            .lock()
-            .mailbox
-            .take_where(|env| env.kind == TurnKind::Timer && &*env.name == name);
+        let taken = act.inner.lock().mailbox.take_where(pick);
         let count = taken.len();
         for env in taken {
-            env.reply.send(Err(CallError::NotFound(format!(
-                "the timer {name} of {actor} was deleted while its turn waited"
-            ))));
+            let error = error(&env);
+            env.reply.send(Err(error));
         }
         count
     }
@@ -486,7 +487,15 @@ impl Shared {
         let existed = self.timers.remove(actor, name);
         // A one-shot timer that fired is gone from the table while its turn
         // may still wait: deleting it then cancels that turn.
-        let unqueued = self.unqueue_timer(actor, name) > 0;
+        let unqueued = self.fail_waiting(
+            actor,
+            |env| env.kind == TurnKind::Timer && &*env.name == name,
+            |_| {
+                CallError::NotFound(format!(
+                    "the timer {name} of {actor} was deleted while its turn waited"
+                ))
+            },
+        ) > 0;
         Ok(existed || unqueued)
     }
 }

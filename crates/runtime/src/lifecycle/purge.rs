@@ -167,23 +167,21 @@ impl Runtime {
     /// would otherwise run first on the emptied actor (their schedules are
     /// deleted, so the scheduler records nothing for them). How many.
     fn drop_waiting_firings(&self, actor: &ActorId) -> usize {
-        let Some(act) = self.shared.directory.get(actor) else {
-            return 0;
-        };
-        let firings = act.inner.lock().mailbox.take_where(|env| {
-            matches!(
-                env.kind,
-                TurnKind::Reminder | TurnKind::Alarm | TurnKind::Timer
-            )
-        });
-        let count = firings.len();
-        for env in firings {
-            env.reply.send(Err(CallError::NotFound(format!(
-                "actor {actor} was purged while this {} firing waited; its schedule is gone",
-                env.kind.as_str()
-            ))));
-        }
-        count
+        self.shared.fail_waiting(
+            actor,
+            |env| {
+                matches!(
+                    env.kind,
+                    TurnKind::Reminder | TurnKind::Alarm | TurnKind::Timer
+                )
+            },
+            |env| {
+                CallError::NotFound(format!(
+                    "actor {actor} was purged while this {} firing waited; its schedule is gone",
+                    env.kind.as_str()
+                ))
+            },
+        )
     }
 
     /// Deletes the actor's reminders and alarm; how many there were.
