@@ -111,3 +111,77 @@ async fn a_sled_store_moves_to_postgres_and_back() -> anyhow::Result<()> {
     serves_the_copy(&on_sled).await?;
     Ok(())
 }
+
+/// A copy out of PostgreSQL holds the database as of its start: a daemon
+/// that writes while it runs cannot tear it. The copy reads reminders
+/// last; a lock holds it there while more are committed, which a copy
+/// reading each page as it comes would take in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_copy_out_of_postgres_holds_the_database_as_of_its_start() -> anyhow::Result<()> {
+    let Some(store) =
+        TestStore::postgres("a_copy_out_of_postgres_holds_the_database_as_of_its_start").await?
+    else {
+        return Ok(());
+    };
+    let TestStore::Postgres(db) = &store else {
+        anyhow::bail!("TestStore::postgres made another store");
+    };
+    let url = db.url.clone();
+    let root = tempfile::tempdir()?;
+    let (mut daemon, app) = start(&root.path().join("pg"), &restart_args(&store)).await?;
+    seed(&daemon, &app).await?;
+    daemon.terminate().await?;
+    drop(app);
+
+    let (mut writer, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
+    tokio::spawn(connection);
+    let (watcher, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
+    tokio::spawn(connection);
+    let late = writer.transaction().await?;
+    late.batch_execute("LOCK TABLE troupe_reminders IN ACCESS EXCLUSIVE MODE")
+        .await?;
+    let to = root.path().join("copy");
+    let to = to.to_str().context("temp path is not UTF-8")?.to_owned();
+    let from = url.clone();
+    let copying = tokio::spawn(async move { copy(&from, &to, &["-o", "json"], 0).await });
+
+    // The copy has started once it waits for the lock.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let row = watcher
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+                 AND application_name = 'troupe store copy' AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .await?;
+        if row.try_get::<_, i64>(0)? > 0 {
+            break;
+        }
+        anyhow::ensure!(
+            !copying.is_finished(),
+            "the copy ended without waiting for the lock: {:?}",
+            copying.await
+        );
+        anyhow::ensure!(
+            tokio::time::Instant::now() < deadline,
+            "the copy never waited for the reminders' lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    late.batch_execute(
+        "INSERT INTO troupe_reminders \
+         SELECT actor_type, actor_id, name || '-late', due_ms, data FROM troupe_reminders",
+    )
+    .await?;
+    late.commit().await?;
+
+    let (out, _) = copying.await??;
+    let copied: Value = serde_json::from_str(&out).with_context(|| out.clone())?;
+    assert_eq!(copied["reminders"], json!(2), "{copied}");
+    let now = watcher
+        .query_one("SELECT count(*) FROM troupe_reminders", &[])
+        .await?;
+    assert_eq!(now.try_get::<_, i64>(0)?, 4);
+    Ok(())
+}

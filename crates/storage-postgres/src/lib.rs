@@ -13,6 +13,7 @@
 //!   in one transaction.
 //! - `export`: a page of actors read out whole, for a copy of the store.
 //! - `sessions`: the connections daemons hold, for the offline tools.
+//! - `snapshot`: the database as of one instant, for a copy out of it.
 //! - `size`: what troupe's tables take, for status output and metrics.
 //! - `batch_sql`: a flush batch (state, fencing, inbox, records) as one
 //!   statement.
@@ -25,6 +26,7 @@ mod records;
 mod reminders;
 mod sessions;
 mod size;
+mod snapshot;
 mod state;
 mod store;
 mod stored_actors;

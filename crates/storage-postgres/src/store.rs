@@ -13,9 +13,10 @@
 
 use std::future::Future;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::Host;
 use tokio_postgres::NoTls;
 use tracing::info;
@@ -108,11 +109,17 @@ const MIGRATIONS: &[&str] = &[
 /// Actor state in a PostgreSQL database.
 #[derive(Clone)]
 pub struct PostgresStore {
-    pool: Pool,
+    pub(crate) pool: Pool,
+    /// What each connection is opened with (a snapshot's pool is built
+    /// from it).
+    pub(crate) config: tokio_postgres::Config,
     /// The connection URL without its password, for messages.
     pub(crate) url: String,
     /// The `application_name` daemons connecting with this URL use.
     pub(crate) daemon_name: String,
+    /// Set on a store that reads one snapshot ([`PostgresStore::snapshot`]):
+    /// the transaction that exported it, open while any clone lives.
+    pub(crate) snapshot: Option<Arc<crate::snapshot::Exported>>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -149,27 +156,13 @@ impl PostgresStore {
             .to_owned();
         config.application_name(tool.unwrap_or(&daemon_name));
         let shown = describe_config(&config);
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                // A connection the server closed (restart, failover) is
-                // dropped here rather than failing the next operation.
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(POOL_WAIT_TIMEOUT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .recycle_timeout(Some(CONNECT_TIMEOUT))
-            .build()
-            .map_err(|e| StoreError::Config(format!("building the connection pool: {e}")))?;
+        let pool = build_pool(&config, None)?;
         let store = Self {
             pool,
+            config,
             url: shown,
             daemon_name,
+            snapshot: None,
         };
         let version = store.migrate().await?;
         info!(store = %store.url, schema_version = version, "PostgreSQL state store ready");
@@ -281,6 +274,41 @@ impl PostgresStore {
     }
 }
 
+/// The pool of connections `config` opens; with `on_open`, each connection
+/// runs that SQL before its first use (a snapshot's import).
+pub(crate) fn build_pool(
+    config: &tokio_postgres::Config,
+    on_open: Option<String>,
+) -> Result<Pool, StoreError> {
+    let manager = Manager::from_config(
+        config.clone(),
+        NoTls,
+        ManagerConfig {
+            // A connection the server closed (restart, failover) is dropped
+            // here rather than failing the next operation. (The other
+            // methods run SQL on reuse, which would end a snapshot's
+            // transaction.)
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let mut builder = Pool::builder(manager)
+        .max_size(POOL_SIZE)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(POOL_WAIT_TIMEOUT))
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .recycle_timeout(Some(CONNECT_TIMEOUT));
+    if let Some(sql) = on_open {
+        let sql = Arc::new(sql);
+        builder = builder.post_create(Hook::async_fn(move |client, _| {
+            let sql = Arc::clone(&sql);
+            Box::pin(async move { client.batch_execute(&sql).await.map_err(HookError::Backend) })
+        }));
+    }
+    builder
+        .build()
+        .map_err(|e| StoreError::Config(format!("building the connection pool: {e}")))
+}
+
 /// Runs `fut` for at most [`OPERATION_TIMEOUT`].
 pub(crate) async fn bounded<T>(fut: impl Future<Output = T>) -> Result<T, String> {
     tokio::time::timeout(OPERATION_TIMEOUT, fut)
@@ -290,7 +318,7 @@ pub(crate) async fn bounded<T>(fut: impl Future<Output = T>) -> Result<T, String
 
 /// An error with its causes: tokio-postgres puts the interesting part (the
 /// server's message, the OS error) in the source chain.
-fn error_text(e: &tokio_postgres::Error) -> String {
+pub(crate) fn error_text(e: &tokio_postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
         let mut text = format!(
             "{}: {} (SQLSTATE {})",

@@ -63,6 +63,8 @@ mod live {
     use super::*;
     use troupe_storage::conformance::{postgres_url, write};
 
+    mod snapshot;
+
     type TestResult = Result<(), Box<dyn std::error::Error>>;
 
     /// A fresh database per test, dropped at the end (best effort).

@@ -71,7 +71,8 @@ pub fn postgres_url(test: &str) -> Result<Option<String>, String> {
     }
 }
 
-fn rec(id: &str, name: &str, due: u64) -> ReminderRecord {
+/// A reminder of actor `t/{id}` named `name`, due at `due`.
+pub fn rec(id: &str, name: &str, due: u64) -> ReminderRecord {
     ReminderRecord {
         key: ReminderKey {
             actor_type: "t".into(),
@@ -83,7 +84,8 @@ fn rec(id: &str, name: &str, due: u64) -> ReminderRecord {
     }
 }
 
-fn put(record: ReminderRecord) -> ReminderWrite {
+/// An unfenced put of `record`.
+pub fn put(record: ReminderRecord) -> ReminderWrite {
     ReminderWrite {
         op: ReminderOp::Put(record),
         epoch: None,

@@ -5,9 +5,10 @@
 //!
 //! The copy reads through the [`StateStore`] and [`ReminderStore`] contracts
 //! only, so any pair of backends works, and writes unfenced (no daemon owns
-//! anything in a store being filled). It expects nobody to write the source
-//! meanwhile: a daemon's sled store is locked while it runs, and daemons on
-//! a shared store must be stopped first.
+//! anything in a store being filled). It reads the source in many pages, so
+//! a source that may change meanwhile must be handed in as one instant's
+//! view (a daemon's sled store is locked while it runs; a shared database
+//! is read through a snapshot).
 
 use futures::stream::{self, StreamExt};
 

@@ -264,9 +264,10 @@ enum StoreCommand {
         /// directory that does not exist yet is made).
         #[arg(long, value_name = "DIR|URL")]
         to: String,
-        /// Copy from a PostgreSQL store that daemons still use: the copy is
-        /// then no snapshot (an actor they change meanwhile may be copied
-        /// part before, part after). For a look at live data, not a move.
+        /// Copy from a PostgreSQL store that daemons still use: the copy
+        /// holds the database as of its start, without what they write
+        /// after it or hold unflushed (write-behind state). For a look at
+        /// live data or a backup of the database, not a move.
         #[arg(long)]
         live_source: bool,
         /// Output: `table` for people, `json` for scripts.

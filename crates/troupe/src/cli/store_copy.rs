@@ -46,9 +46,29 @@ impl Opened {
     }
 }
 
-/// Opens `place`, a sled data directory or a PostgreSQL URL, given as
-/// `flag`; a source directory must exist.
-async fn open(flag: &str, place: &str, source: bool) -> anyhow::Result<Opened> {
+/// Which end of a copy a store is, for the checks each needs.
+#[derive(Debug, Clone, Copy)]
+enum End {
+    /// `live_ok`: daemons may be using it (`--live-source`).
+    From {
+        live_ok: bool,
+    },
+    To,
+}
+
+impl End {
+    fn flag(self) -> &'static str {
+        match self {
+            End::From { .. } => "--from",
+            End::To => "--to",
+        }
+    }
+}
+
+/// Opens `place`, a sled data directory or a PostgreSQL URL; a source
+/// directory must exist.
+async fn open(end: End, place: &str) -> anyhow::Result<Opened> {
+    let flag = end.flag();
     if crate::config::is_postgres_url(place) {
         let store = PostgresStore::connect_as_tool(place, TOOL_NAME)
             .await
@@ -63,7 +83,7 @@ async fn open(flag: &str, place: &str, source: bool) -> anyhow::Result<Opened> {
         });
     }
     let dir = PathBuf::from(place);
-    if source && !dir.join("db").exists() && !dir.join("conf").exists() {
+    if matches!(end, End::From { .. }) && !dir.join("db").exists() && !dir.join("conf").exists() {
         return Err(fail(
             Exit::Usage,
             format!(
@@ -87,13 +107,14 @@ async fn open(flag: &str, place: &str, source: bool) -> anyhow::Result<Opened> {
 }
 
 /// Refuses a database daemons are connected to: they would write into the
-/// destination beside the copy, and change the source under it (unless
-/// `live_source` accepts a copy that is not a snapshot). A sled store needs
-/// no check: a daemon holds its directory's lock, so it did not open.
-async fn refuse_live(flag: &str, side: &Opened, live_source: bool) -> anyhow::Result<()> {
+/// destination beside the copy, and the source would lack what they hold
+/// unflushed (unless `live_ok` accepts that). A sled store needs no check:
+/// a daemon holds its directory's lock, so it did not open.
+async fn refuse_live(end: End, side: &Opened) -> anyhow::Result<()> {
     let Some(store) = &side.postgres else {
         return Ok(());
     };
+    let flag = end.flag();
     let grace_ends = Instant::now() + CLOSING_GRACE;
     let daemons = loop {
         let daemons = store
@@ -112,29 +133,49 @@ async fn refuse_live(flag: &str, side: &Opened, live_source: bool) -> anyhow::Re
         "{flag} {}: daemons hold {daemons} connection(s) to this database",
         side.shown
     );
-    if flag == "--to" {
-        return Err(fail(
+    match end {
+        End::To => Err(fail(
             Exit::Usage,
             format!(
                 "{connected}; stop them before copying into it, and start them once the copy \
                  is done (what they wrote meanwhile would mix with the copy)"
             ),
-        ));
+        )),
+        End::From { live_ok: true } => {
+            eprintln!(
+                "{connected}; copying anyway (--live-source) the database as of now: what they \
+                 write from now on, and state they have not flushed yet, is not in the copy"
+            );
+            Ok(())
+        }
+        End::From { live_ok: false } => Err(fail(
+            Exit::Usage,
+            format!(
+                "{connected}, so the copy would lack the state they have not flushed yet; stop \
+                 them first, or add --live-source to copy what the database holds now"
+            ),
+        )),
     }
-    if live_source {
-        eprintln!(
-            "{connected}; copying anyway (--live-source): actors they change meanwhile may be \
-             copied as they were at different moments"
-        );
-        return Ok(());
-    }
-    Err(fail(
-        Exit::Usage,
-        format!(
-            "{connected}, so a copy would not be a snapshot; stop them first, or add \
-             --live-source for a look at the data that need not be one"
-        ),
-    ))
+}
+
+/// The source read as of one instant: a database daemons may still write
+/// to (`--live-source`, or one started during the copy) cannot change
+/// under the copy, page after page and table after table. A sled store is
+/// locked while the copy runs.
+async fn as_of_now(source: Opened) -> anyhow::Result<Opened> {
+    let Some(store) = &source.postgres else {
+        return Ok(source);
+    };
+    let snapshot = store
+        .snapshot()
+        .await
+        .map_err(|e| fail(Exit::Other, format!("--from: {e}")))?;
+    Ok(Opened {
+        state: Box::new(snapshot.clone()),
+        reminders: Box::new(snapshot.clone()),
+        postgres: Some(snapshot),
+        ..source
+    })
 }
 
 pub async fn store_copy(
@@ -149,10 +190,14 @@ pub async fn store_copy(
             "--from and --to name the same store; give the store to fill as --to",
         ));
     }
-    let source = open("--from", &from, true).await?;
-    let destination = open("--to", &to, false).await?;
-    refuse_live("--to", &destination, live_source).await?;
-    refuse_live("--from", &source, live_source).await?;
+    let from_end = End::From {
+        live_ok: live_source,
+    };
+    let source = open(from_end, &from).await?;
+    let destination = open(End::To, &to).await?;
+    refuse_live(End::To, &destination).await?;
+    refuse_live(from_end, &source).await?;
+    let source = as_of_now(source).await?;
     let mut last = Instant::now();
     let copied = copy_store(source.stores(), destination.stores(), |so_far| {
         if last.elapsed() >= PROGRESS_EVERY {
