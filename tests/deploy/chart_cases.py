@@ -67,6 +67,19 @@ MATRIX = (
         expect=frozenset({"ServiceMonitor"}),
     ),
     Case(
+        "metrics-servicemonitor-plaintext",
+        (
+            "--set",
+            "metrics.enabled=true",
+            "--set",
+            "metrics.serviceMonitor.enabled=true",
+            "--set",
+            "tls.enabled=false",
+        ),
+        api_versions=("monitoring.coreos.com/v1",),
+        expect=frozenset({"ServiceMonitor"}),
+    ),
+    Case(
         "digest-external-placement",
         (
             "--set",

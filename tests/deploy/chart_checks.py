@@ -258,6 +258,16 @@ def check_crds(case: Case, docs: list[Json], results: Results) -> None:
         endpoint = monitor["spec"]["endpoints"][0]
         if endpoint.get("authorization", {}).get("type") != "Bearer":
             problems.append("ServiceMonitor does not send the API token")
+        # Sidecars with a certificate serve /metrics over HTTPS only.
+        tls_on = "tls.enabled=false" not in case.args
+        tls = endpoint.get("tlsConfig", {})
+        if endpoint.get("scheme") != ("https" if tls_on else "http"):
+            problems.append(f"ServiceMonitor scheme {endpoint.get('scheme')} with TLS {tls_on}")
+        if tls_on and (
+            tls.get("ca", {}).get("secret", {}).get("key") != "ca.crt"
+            or not str(tls.get("serverName", "")).startswith("member.")
+        ):
+            problems.append(f"ServiceMonitor does not check the sidecars' certificate: {tls}")
     if by_kind(docs, "Certificate") or by_kind(docs, "ServiceMonitor"):
         results.check(
             not problems,

@@ -1,7 +1,7 @@
 //! TLS and mTLS end to end: a daemon's listener, daemon-to-daemon links and
 //! placement refuse plaintext and certificates from another CA or without a
-//! member identity, and a certificate renewed on disk is what the next
-//! connection gets. (The cluster tests run with mTLS on throughout: see
+//! member identity, a certificate renewed on disk is what the next
+//! connection gets, and `/metrics` is served over HTTPS. (The cluster tests run with mTLS on throughout: see
 //! `cluster_fixture`.)
 
 use std::path::Path;
@@ -11,7 +11,9 @@ use anyhow::Context;
 use tonic::transport::{Channel, Endpoint};
 use tower_service::Service;
 use troupe_tests::cluster_harness::{cluster_status, memory_member_args, placement_arg};
+use troupe_tests::injector::{client_config, https, Http};
 use troupe_tests::replicas::PlacementCluster;
+use troupe_tests::scrape::{http_get, metrics_addr, scrape};
 use troupe_tests::tls::{connect, TestCa};
 use troupe_tests::*;
 use troupe_tls::dev::Subject;
@@ -243,5 +245,49 @@ async fn a_certificate_renewed_on_disk_is_used_without_a_restart() -> anyhow::Re
         .status(pb::StatusRequest {})
         .await?;
     assert!(daemon.log().contains("TLS certificate files changed"));
+    Ok(())
+}
+
+/// With a certificate the daemon serves `/metrics` over HTTPS, so that a
+/// scraper's token never crosses the network in the clear: plain HTTP gets
+/// no metrics. `--metrics-plain-http` opts out.
+#[tokio::test]
+async fn metrics_are_served_over_https_when_the_daemon_has_a_certificate() -> anyhow::Result<()> {
+    let ca = TestCa::new()?;
+    let metrics_args = |extra: &[&str]| -> anyhow::Result<Vec<String>> {
+        let mut args = ca.member_args("d1")?;
+        args.extend(["--metrics-listen", "127.0.0.1:0"].map(String::from));
+        args.extend(extra.iter().map(|a| a.to_string()));
+        Ok(args)
+    };
+    let dir = tempfile::tempdir()?;
+    let args = metrics_args(&[])?;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = Daemon::start(dir.path(), &args).await?;
+    let addr = metrics_addr(&daemon.log()).context("no metrics address logged")?;
+    for http in [Http::One, Http::Two] {
+        let tls = client_config(ca.ca_path(), http)?;
+        let (status, body) = https(addr, tls, http, "GET", "/metrics", Vec::new()).await?;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("troupe_build_info"), "{body}");
+    }
+    let plain = http_get(addr, "/metrics").await;
+    assert!(
+        !plain.as_ref().is_ok_and(|r| r.status == 200),
+        "plain HTTP got the metrics: {plain:?}"
+    );
+    drop(daemon);
+
+    let dir = tempfile::tempdir()?;
+    let args = metrics_args(&["--metrics-plain-http"])?;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = Daemon::start(dir.path(), &args).await?;
+    let addr = metrics_addr(&daemon.log()).context("no metrics address logged")?;
+    let scraped = scrape(addr).await?;
+    assert!(
+        scraped.text.contains("troupe_build_info"),
+        "{}",
+        scraped.text
+    );
     Ok(())
 }

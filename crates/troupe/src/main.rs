@@ -15,6 +15,7 @@ mod duration;
 mod failpoint;
 mod forwarder;
 mod health_listen;
+mod https;
 mod injector;
 mod link_api;
 mod link_metrics;

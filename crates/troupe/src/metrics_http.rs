@@ -1,5 +1,7 @@
 //! `--metrics-listen`: the runtime's metrics as OpenMetrics text on
-//! `GET /metrics`, for Prometheus to scrape.
+//! `GET /metrics`, for Prometheus to scrape; over HTTPS when the daemon has
+//! a certificate, so a scraper's token never crosses the network in the
+//! clear (`--metrics-plain-http` opts out).
 //!
 //! A port of its own rather than a route on the gRPC listener: scrapers speak
 //! HTTP/1.1, and the metrics port can be exposed to the monitoring network
@@ -7,6 +9,7 @@
 //! so does a scrape (`authorization: Bearer <token>`, Prometheus's
 //! `authorization.credentials_file`).
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -23,7 +26,10 @@ use tracing::{info, warn};
 use troupe_runtime::Runtime;
 use troupe_transport::link::Links;
 
+use troupe_tls::{ServerTls, TlsFiles};
+
 use crate::auth::Tokens;
+use crate::https::TlsListener;
 use crate::store_metrics::StoreMetrics;
 use crate::{link_metrics, process_stats};
 
@@ -37,15 +43,14 @@ pub struct MetricsServer {
     task: JoinHandle<()>,
 }
 
-/// Binds `addr` and serves `/metrics` until stopped. A bind failure is a
-/// startup error naming the flag to change.
+/// Binds `addr` and serves `/metrics` until stopped, over HTTPS with
+/// `tls`'s certificate and key when given (re-read when they change, as
+/// the listener's are). A bind failure is a startup error naming the flag
+/// to change.
 pub async fn start(
     addr: SocketAddr,
-    runtime: Runtime,
-    links: Option<Links>,
-    api_tokens: Option<Arc<Tokens>>,
-    memory_limit: Option<u64>,
-    store_metrics: StoreMetrics,
+    tls: Option<TlsFiles>,
+    sources: Sources,
 ) -> anyhow::Result<MetricsServer> {
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!("cannot serve metrics on {addr} (is the port taken? pick another with --metrics-listen)")
@@ -55,26 +60,36 @@ pub async fn start(
         .context("reading the metrics listener's address")?;
     let app = Router::new()
         .route("/metrics", get(metrics))
-        .with_state(Sources {
-            runtime,
-            links,
-            api_tokens,
-            memory_limit,
-            store_metrics,
-        });
+        .with_state(sources);
     let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .await;
-        if let Err(e) = served {
-            warn!(error = %e, "the metrics endpoint stopped with an error");
+    let stopped = async {
+        let _ = stopped.await;
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let task = match tls {
+        Some(files) => {
+            let tls = ServerTls::load(files.cert, files.key, crate::https::alpn())
+                .context("serving /metrics over HTTPS with --tls-cert and --tls-key")?;
+            let listener = TlsListener::new(tls.incoming(listener), local_addr);
+            tokio::spawn(serve(listener, app, stopped))
         }
-    });
-    info!(addr = %local_addr, path = "/metrics", "metrics listening");
+        None => tokio::spawn(serve(listener, app, stopped)),
+    };
+    info!(addr = %local_addr, path = "/metrics", scheme, "metrics listening");
     Ok(MetricsServer { stop, task })
+}
+
+async fn serve<L>(listener: L, app: Router, stopped: impl Future<Output = ()> + Send + 'static)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(stopped)
+        .await;
+    if let Err(e) = served {
+        warn!(error = %e, "the metrics endpoint stopped with an error");
+    }
 }
 
 impl MetricsServer {
@@ -95,14 +110,14 @@ impl MetricsServer {
 
 /// What a scrape reads.
 #[derive(Clone)]
-struct Sources {
-    runtime: Runtime,
-    links: Option<Links>,
+pub struct Sources {
+    pub runtime: Runtime,
+    pub links: Option<Links>,
     /// Required of scrapers when the daemon requires it of clients.
-    api_tokens: Option<Arc<Tokens>>,
+    pub api_tokens: Option<Arc<Tokens>>,
     /// The cgroup's, if any (`config::memory_limit`).
-    memory_limit: Option<u64>,
-    store_metrics: StoreMetrics,
+    pub memory_limit: Option<u64>,
+    pub store_metrics: StoreMetrics,
 }
 
 fn encode(sources: &Sources, store_bytes: Option<u64>, body: &mut String) -> std::fmt::Result {

@@ -203,11 +203,14 @@ pub async fn run_until(
         Some(addr) => Some(
             metrics_http::start(
                 addr,
-                runtime.clone(),
-                links.clone(),
-                api_tokens.clone(),
-                config.memory_limit,
-                store_metrics.clone(),
+                config.metrics_tls.clone(),
+                metrics_http::Sources {
+                    runtime: runtime.clone(),
+                    links: links.clone(),
+                    api_tokens: api_tokens.clone(),
+                    memory_limit: config.memory_limit,
+                    store_metrics: store_metrics.clone(),
+                },
             )
             .await?,
         ),

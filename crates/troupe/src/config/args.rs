@@ -122,6 +122,11 @@ pub struct ServeArgs {
     /// `127.0.0.1:9464`; port 0 picks a free one [default: off].
     #[arg(long, env = "TROUPE_METRICS_LISTEN")]
     pub metrics_listen: Option<SocketAddr>,
+    /// Serve /metrics over plain HTTP even when the daemon has a
+    /// certificate (--tls-cert), which it otherwise serves HTTPS with: for
+    /// a scraper on loopback or behind a mesh that encrypts.
+    #[arg(long, env = "TROUPE_METRICS_PLAIN_HTTP", value_parser = clap::builder::BoolishValueParser::new())]
+    pub metrics_plain_http: bool,
     /// Serve gRPC health checks (grpc.health.v1 only) in plaintext on this
     /// address too, for Kubernetes `grpc:` probes when --listen has TLS; no
     /// token needed, even beyond loopback [default: off].

@@ -67,6 +67,8 @@ struct FileConfig {
     write_through: bool,
     otlp_endpoint: Option<String>,
     metrics_listen: Option<SocketAddr>,
+    #[serde(default)]
+    metrics_plain_http: bool,
     health_listen: Option<SocketAddr>,
     placement: Option<Vec<String>>,
     node: Option<String>,
@@ -127,6 +129,8 @@ pub struct ServeConfig {
     pub trace_export: Option<TraceExport>,
     /// Where to serve `/metrics`; `None`: no endpoint, and no collection.
     pub metrics_listen: Option<SocketAddr>,
+    /// Serve `/metrics` over HTTPS with the listener's certificate files.
+    pub metrics_tls: Option<troupe_tls::TlsFiles>,
     /// Where to serve plaintext health checks; `None`: only on `listen`.
     /// Allowed anywhere: it serves nothing but grpc.health.v1.
     pub health_listen: Option<SocketAddr>,
@@ -342,7 +346,15 @@ impl ServeArgs {
                 path.display()
             );
         }
+        let metrics_plain_http = self.metrics_plain_http || file.metrics_plain_http;
+        let metrics_tls = match (&tls, metrics_plain_http) {
+            (Some(tls), false) => Some(tls.files.clone()),
+            _ => None,
+        };
         if let Some(metrics) = metrics_listen {
+            if !metrics.ip().is_loopback() && api_tokens.is_some() && metrics_tls.is_none() {
+                tracing::warn!(%metrics, "serving /metrics beyond loopback over plain HTTP: scrapers' API token crosses the network in plaintext; give the daemon --tls-cert (and drop --metrics-plain-http) for HTTPS (docs/security.md)");
+            }
             if !metrics.ip().is_loopback() && !insecure && api_tokens.is_none() {
                 anyhow::bail!(
                     "--metrics-listen {metrics} is reachable from other machines, and without \
@@ -372,6 +384,7 @@ impl ServeArgs {
             runtime,
             trace_export,
             metrics_listen,
+            metrics_tls,
             health_listen: self.health_listen.or(file.health_listen),
             cluster,
             api_tokens,

@@ -63,9 +63,12 @@ impl InjectorArgs {
 /// Runs the webhook until SIGTERM or SIGINT.
 pub async fn run(args: InjectorArgs) -> anyhow::Result<()> {
     let config = Arc::new(config::ConfigSource::load(args.config.clone())?);
-    let tls =
-        troupe_tls::ServerTls::load(args.tls_cert.clone(), args.tls_key.clone(), server::alpn())
-            .context("setting up the injector's TLS (--tls-cert, --tls-key)")?;
+    let tls = troupe_tls::ServerTls::load(
+        args.tls_cert.clone(),
+        args.tls_key.clone(),
+        crate::https::alpn(),
+    )
+    .context("setting up the injector's TLS (--tls-cert, --tls-key)")?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| {

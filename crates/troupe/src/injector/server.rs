@@ -4,7 +4,6 @@
 //! both served, as the API server and kubelet's probes may use either.
 
 use std::future::{Future, IntoFuture};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,12 +13,11 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use futures::StreamExt as _;
-use tokio::net::{TcpListener, TcpStream};
-use tokio_rustls::server::TlsStream;
+use tokio::net::TcpListener;
 use tracing::{info, warn};
-use troupe_coalesce::Coalesced;
-use troupe_tls::{Incoming, ServerTls};
+use troupe_tls::ServerTls;
+
+use crate::https::TlsListener;
 
 use super::config::ConfigSource;
 use super::review::{answer, Answer, Decision};
@@ -30,11 +28,6 @@ const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
 
 /// How long a stop waits for reviews in flight.
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Both protocols are offered; each connection speaks what it negotiated.
-pub fn alpn() -> Vec<Vec<u8>> {
-    vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-}
 
 /// The routes, on `config`.
 pub fn router(config: Arc<ConfigSource>) -> Router {
@@ -53,10 +46,7 @@ pub async fn serve(
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let local = listener.local_addr()?;
-    let listener = TlsListener {
-        incoming: tls.incoming(listener),
-        local,
-    };
+    let listener = TlsListener::new(tls.incoming(listener), local);
     let (stopping, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = axum::serve(listener, router(config)).with_graceful_shutdown(async move {
         stop.await;
@@ -105,39 +95,5 @@ async fn mutate(State(config): State<Arc<ConfigSource>>, body: Bytes) -> Respons
             warn!(error = %malformed, "malformed admission review");
             (StatusCode::BAD_REQUEST, format!("{malformed}\n")).into_response()
         }
-    }
-}
-
-/// Connections after their TLS handshake, as axum accepts them.
-struct TlsListener {
-    incoming: Incoming,
-    local: SocketAddr,
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<Coalesced<TcpStream>>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            match self.incoming.next().await {
-                Some(Ok(stream)) => {
-                    let remote = stream
-                        .get_ref()
-                        .0
-                        .get_ref()
-                        .peer_addr()
-                        .unwrap_or(self.local);
-                    return (stream, remote);
-                }
-                Some(Err(error)) => warn!(%error, "accepting a connection failed"),
-                // The accept loop ends only when this stream is dropped.
-                None => std::future::pending::<()>().await,
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
     }
 }
