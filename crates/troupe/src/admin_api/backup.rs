@@ -58,7 +58,9 @@ async fn take(
     let store = runtime.status().store;
     let Some(sled) = sled.cloned() else {
         let how = if store.starts_with("postgres") {
-            "back it up with pg_dump, which copies it while daemons serve"
+            "back it up with pg_dump, or with `troupe store copy --from URL --to DIR \
+             --live-source`, which copies the database as of one instant into a sled directory \
+             (`store copy` puts it back); both copy it while daemons serve"
         } else {
             "state lives in memory and ends with the process; there is nothing to back up"
         };
