@@ -196,9 +196,11 @@ async def hosting(
     tls_ca: str | os.PathLike[str] | None = None,
     tls_cert: str | os.PathLike[str] | None = None,
     tls_key: str | os.PathLike[str] | None = None,
+    filters: Sequence[troupe.CallFilter] = (),
 ) -> AsyncIterator[troupe.App]:
     """Run an App in this event loop for the duration of the block."""
     app = troupe.App(
+        filters=filters,
         actors=list(actors),
         address=address,
         app_name="pytest",

@@ -7,6 +7,7 @@ import { type ActorClass, type ActorSpec, specOf } from "./actor.js";
 import { API_VERSION, channelOptions, checkReceiveLimit, grpcTarget, resolveAddress, SDK_NAME } from "./address.js";
 import { APP_TOKEN_ENV, tokenClientOptions, tokenMetadata, tokenSource } from "./auth.js";
 import { type Duration, toMillis } from "./duration.js";
+import { type CallFilter, checkFilters } from "./filters.js";
 import { TroupeError } from "./errors.js";
 import { channelCredentials, resolveTls, tlsBytes, type TlsOptions } from "./tls.js";
 import { nativeCore } from "./core.js";
@@ -75,6 +76,12 @@ export interface AppOptions extends TlsOptions {
    * given.
    */
   tokenFile?: string;
+  /**
+   * Run around every turn of the hosted actors, the first outermost: for what
+   * cuts across types (authorisation from the call's metadata, logging,
+   * metrics). See {@link CallFilter}.
+   */
+  filters?: readonly CallFilter[];
 }
 
 /** Options of {@link App.waitRegistered}. */
@@ -179,6 +186,7 @@ export class App {
       specs: this.#specs,
       logger: this.#logger,
       tracing: new Tracing(options.tracerProvider),
+      filters: checkFilters(options.filters),
       openWire,
       setRegistered: (registered, version) => {
         this.#setRegistered(registered, version);

@@ -51,6 +51,15 @@ export class Context {
   }
 
   /**
+   * What the running turn's caller sent as `metadata` with its invoke or tell (a
+   * tenant, a user, a request id); empty for reminders, timers and the alarm, and
+   * outside a turn. The daemon passes it through as the caller sent it.
+   */
+  get metadata(): Readonly<Record<string, string>> {
+    return Object.freeze({ ...liveTurn()?.metadata });
+  }
+
+  /**
    * When the running turn's caller stops waiting; undefined when it set no
    * deadline (or outside a turn). Calls the turn makes end by then.
    */

@@ -33,6 +33,7 @@ export { Client } from "./client.js";
 export type { ClientOptions } from "./client.js";
 export { Context } from "./context.js";
 export { daemonPackage, daemonPath, DaemonNotFound, platformKey } from "./daemon.js";
+export type { CallFilter, IncomingCall, Next, TurnKindName } from "./filters.js";
 export type { Duration } from "./duration.js";
 export {
   ActorError,

@@ -20,6 +20,7 @@ import {
   type TurnResult,
 } from "./gen/troupe/v1/app.js";
 import { type ActorFailure, type Payload, TurnKind } from "./gen/troupe/v1/common.js";
+import { type CallFilter, runFiltered, type TurnKindName } from "./filters.js";
 import { decodeCall, encodeResult } from "./payload.js";
 import { decodeData, Scheduler } from "./schedule.js";
 import { commitState, endTurn, refuseState, rollbackState, State } from "./state.js";
@@ -153,6 +154,14 @@ function turnLabel(msg: Turn): string {
   }
 }
 
+/** What a call filter is told a turn is. */
+const KINDS = new Map<TurnKind, TurnKindName>([
+  [TurnKind.TURN_KIND_CALL, "call"],
+  [TurnKind.TURN_KIND_REMINDER, "reminder"],
+  [TurnKind.TURN_KIND_TIMER, "timer"],
+  [TurnKind.TURN_KIND_ALARM, "alarm"],
+]);
+
 function key(type: string, id: string): string {
   return `${type}\u0000${id}`;
 }
@@ -168,6 +177,8 @@ export interface SessionHost {
   setRegistered(registered: boolean, daemonVersion?: string): void;
   registerMessage(): Register;
   unknownType(name: string): ActorFailure;
+  /** Run around every turn (App's `filters`), the first outermost. */
+  readonly filters: readonly CallFilter[];
 }
 
 /** One Attach stream: the instances it hosts. */
@@ -353,7 +364,7 @@ export class Session {
     }
     const fn = (obj as unknown as Record<string, unknown>)[prop];
     if (typeof fn !== "function") throw new TypeError(`${spec.cls.name}.${prop} is not a function`);
-    return this.#inScope(obj, msg, msg.name, spec.readonly.has(msg.name), result, () => (fn as (...a: unknown[]) => unknown).apply(obj, args));
+    return this.#inScope(obj, msg, msg.name, spec.readonly.has(msg.name), result, args, () => (fn as (...a: unknown[]) => unknown).apply(obj, args));
   }
 
   /**
@@ -361,15 +372,25 @@ export class Session {
    * turn, or what a read-only one changed in place (which the daemon refuses);
    * after a throw, its changes are undone.
    */
-  async #inScope(obj: Actor, msg: Turn, name: string, readonly: boolean, result: TurnResult, handler: () => unknown): Promise<Payload> {
+  async #inScope(obj: Actor, msg: Turn, name: string, readonly: boolean, result: TurnResult, args: readonly unknown[], handler: () => unknown): Promise<Payload> {
     const state = obj.state;
     const ref = msg.actor ?? { type: "", id: "" };
     // The daemon may run this turn beside others of the same actor (read-only ones,
     // or one nested in a turn waiting on a chain that called back into this
     // reentrant actor): the scope keeps this turn's chain, deadline and changes apart.
-    const scope = new TurnScope(state, `${ref.type}/${ref.id}`, name, readonly, msg.chain, msg.deadlineUnixMs);
+    const scope = new TurnScope(state, `${ref.type}/${ref.id}`, name, readonly, msg.chain, msg.deadlineUnixMs, msg.metadata);
+    const filters = this.#app.filters;
+    const run =
+      filters.length === 0
+        ? handler
+        : () =>
+            runFiltered(
+              filters,
+              { actorType: ref.type, actorId: ref.id, actor: obj, method: name, kind: KINDS.get(msg.kind) ?? "call", args, metadata: { ...msg.metadata }, readonly },
+              handler,
+            );
     try {
-      const value: unknown = await currentTurn.run(scope, handler);
+      const value: unknown = await currentTurn.run(scope, run);
       // A scheduled turn has no caller: its reply is JSON null.
       const reply = encodeResult(msg.kind === TurnKind.TURN_KIND_UNSPECIFIED || msg.kind === TurnKind.TURN_KIND_CALL ? value : null);
       result.changes = readonly ? refuseState(state, scope) : commitState(state, scope);
@@ -385,13 +406,13 @@ export class Session {
   /** A reminder, alarm or timer firing: runs the actor's hook like a writing method turn; the reply is null. */
   async #runScheduled(obj: Actor, msg: Turn, result: TurnResult): Promise<Payload> {
     const data = decodeData(msg.payload);
-    const [hook, run] =
+    const [hook, args, run] =
       msg.kind === TurnKind.TURN_KIND_REMINDER
-        ? ["onReminder", () => obj.onReminder(msg.name, data)]
+        ? ["onReminder", [msg.name, data], () => obj.onReminder(msg.name, data)]
         : msg.kind === TurnKind.TURN_KIND_ALARM
-          ? ["onAlarm", () => obj.onAlarm(data)]
-          : ["onTimer", () => obj.onTimer(msg.name, data)];
-    return this.#inScope(obj, msg, hook, false, result, run);
+          ? ["onAlarm", [data], () => obj.onAlarm(data)]
+          : ["onTimer", [msg.name, data], () => obj.onTimer(msg.name, data)];
+    return this.#inScope(obj, msg, hook, false, result, args, run);
   }
 
   async #deactivate(msg: Deactivate): Promise<void> {

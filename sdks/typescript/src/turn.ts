@@ -33,6 +33,8 @@ export class TurnScope {
     readonly readonly = false,
     readonly chain?: CallChain,
     deadlineUnixMs = 0n,
+    /** What the caller sent as metadata with the call. */
+    readonly metadata?: Readonly<Record<string, string>>,
   ) {
     this.deadline = deadlineUnixMs > 0n ? Number(deadlineUnixMs) : undefined;
   }

@@ -49,6 +49,7 @@ from ._errors import (
     Unauthenticated,
     Unavailable,
 )
+from ._filters import CallFilter, IncomingCall, Next
 from ._proxy import ActorProxy
 from ._schedule import Reminder, RetryPolicy
 from ._state import State
@@ -63,12 +64,15 @@ __all__ = [
     "ActorProxy",
     "ApiVersionMismatch",
     "App",
+    "CallFilter",
     "Client",
     "Context",
     "DaemonNotFound",
     "DeadlineExceeded",
     "FailedPrecondition",
+    "IncomingCall",
     "InvalidArgument",
+    "Next",
     "NotFound",
     "Overloaded",
     "ReadOnlyStateError",

@@ -26,6 +26,7 @@ from ._address import (
 )
 from ._auth import APP_TOKEN_ENV, TokenPath, TokenSource
 from ._duration import DurationLike, timeout_seconds, to_seconds
+from ._filters import CallFilter, check_filters
 from ._proto.troupe.v1 import app_pb2, common_pb2
 from ._session import (
     _CONNECTION_ERRORS,
@@ -79,6 +80,13 @@ class App:
     ``$TROUPE_TLS_CERT``, ``$TROUPE_TLS_KEY``) connect to a daemon with TLS on, as
     for :class:`Client`; the files are read again at each (re-)connect, and one
     that cannot be read ends :meth:`run` with :class:`TlsConfigError`.
+
+    ``filters`` run around every turn of the hosted actors, the first outermost:
+    async functions ``(call: IncomingCall, next_) -> result`` for what cuts across
+    types (authorisation from the call's metadata, logging, metrics). A filter runs
+    the turn by awaiting ``next_()`` at most once, may replace its result, answers
+    the call itself by returning without it, and fails the turn by raising (the
+    caller gets :class:`ActorError`, the turn's state changes are undone).
     """
 
     def __init__(
@@ -95,8 +103,10 @@ class App:
         tls_ca: TlsPath | None = None,
         tls_cert: TlsPath | None = None,
         tls_key: TlsPath | None = None,
+        filters: Sequence[CallFilter] = (),
     ) -> None:
         self._auth = TokenSource(token, token_file, APP_TOKEN_ENV)
+        self._filters = check_filters(filters)
         self._tls = TlsSource(tls_ca, tls_cert, tls_key)
         self._specs: dict[str, ActorSpec] = {}
         for cls in actors:

@@ -4,6 +4,7 @@ own reminders, alarm and timers."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, overload
 
 from ._actor import type_name
@@ -48,6 +49,16 @@ class Context:
         if scope is None or scope.chain is None:
             return ()
         return tuple(f"{a.type}/{a.id}" for a in scope.chain.actors)
+
+    @property
+    def metadata(self) -> Mapping[str, str]:
+        """What the running turn's caller sent as ``metadata=`` with its invoke or tell
+        (a tenant, a user, a request id); empty for reminders, timers and the alarm, and
+        outside a turn. Read-only; the daemon passes it through as the caller sent it."""
+        scope = live_turn()
+        if scope is None or not scope.metadata:
+            return MappingProxyType({})
+        return MappingProxyType(dict(scope.metadata))
 
     @property
     def deadline(self) -> float | None:

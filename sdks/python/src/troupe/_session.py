@@ -9,7 +9,8 @@ import functools
 import logging
 import time
 import traceback
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -28,6 +29,7 @@ from ._errors import (
     ApiVersionMismatch,
     error_for_code,
 )
+from ._filters import IncomingCall, TurnKind, run_filtered
 from ._payload import decode_call, decode_data, encode_result
 from ._proto.troupe.v1 import app_pb2, app_pb2_grpc, common_pb2
 from ._state import State
@@ -64,6 +66,14 @@ _FATAL_CODES = {
 }
 
 _Key = tuple[str, str]
+
+# What a call filter is told a turn is.
+_KINDS: dict[int, TurnKind] = {
+    common_pb2.TURN_KIND_CALL: "call",
+    common_pb2.TURN_KIND_REMINDER: "reminder",
+    common_pb2.TURN_KIND_TIMER: "timer",
+    common_pb2.TURN_KIND_ALARM: "alarm",
+}
 # What a daemon restart or a dropped stream looks like; anything else is a bug or
 # a refused registration and ends App.run().
 _CONNECTION_ERRORS = (grpc.aio.AioRpcError, ConnectionError, OSError, asyncio.InvalidStateError)
@@ -410,6 +420,8 @@ class _Session:
         scheduled = kind != common_pb2.TURN_KIND_UNSPECIFIED and kind != common_pb2.TURN_KIND_CALL
         handler: Callable[[], Any]
         name = msg.name  # the method, or the hook a scheduled turn runs (for messages)
+        args: Sequence[Any]
+        kwargs: dict[str, Any] = {}
         if not scheduled:
             spec = self.app._specs[ref.type]
             attr = spec.methods.get(msg.name)
@@ -425,13 +437,16 @@ class _Session:
             handler = functools.partial(getattr(obj, attr), *args, **kwargs)
         elif kind == common_pb2.TURN_KIND_REMINDER:
             name = "on_reminder"
-            handler = functools.partial(obj.on_reminder, msg.name, decode_data(msg.payload))
+            args = (msg.name, decode_data(msg.payload))
+            handler = functools.partial(obj.on_reminder, *args)
         elif kind == common_pb2.TURN_KIND_TIMER:
             name = "on_timer"
-            handler = functools.partial(obj.on_timer, msg.name, decode_data(msg.payload))
+            args = (msg.name, decode_data(msg.payload))
+            handler = functools.partial(obj.on_timer, *args)
         elif kind == common_pb2.TURN_KIND_ALARM:
             name = "on_alarm"
-            handler = functools.partial(obj.on_alarm, decode_data(msg.payload))
+            args = (decode_data(msg.payload),)
+            handler = functools.partial(obj.on_alarm, *args)
         else:
             raise NotImplementedError(
                 f"{SDK_NAME} does not handle turns of kind {kind}; upgrade the SDK"
@@ -447,10 +462,26 @@ class _Session:
             readonly=readonly,
             chain=msg.chain if msg.HasField("chain") else None,
             deadline_unix_ms=msg.deadline_unix_ms,
+            metadata=msg.metadata,
         )
         current_turn.set(scope)
         try:
-            value = await maybe_await(handler())
+            filters = self.app._filters
+            if filters:
+                call = IncomingCall(
+                    actor_type=ref.type,
+                    actor_id=ref.id,
+                    actor=obj,
+                    method=name,
+                    kind=_KINDS.get(kind, "call"),
+                    args=tuple(args),
+                    kwargs=MappingProxyType(kwargs),
+                    metadata=MappingProxyType(dict(msg.metadata)),
+                    readonly=readonly,
+                )
+                value = await run_filtered(filters, call, handler)
+            else:
+                value = await maybe_await(handler())
             # A scheduled turn has no caller: its reply is JSON null.
             reply = encode_result(None if scheduled else value)
             if readonly:

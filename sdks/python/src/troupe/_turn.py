@@ -9,6 +9,7 @@ each other's scope, while tasks a handler starts inherit it.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,7 @@ class TurnScope:
         "chain",
         "deadline",
         "live",
+        "metadata",
         "method",
         "readonly",
         "snapshots",
@@ -50,12 +52,14 @@ class TurnScope:
         readonly: bool = False,
         chain: common_pb2.CallChain | None = None,
         deadline_unix_ms: int = 0,
+        metadata: Mapping[str, str] | None = None,
     ) -> None:
         self.state = state
         self.actor = actor
         self.method = method
         self.readonly = readonly
         self.chain = chain
+        self.metadata = metadata
         self.deadline: float | None = deadline_unix_ms / 1000 if deadline_unix_ms else None
         self.live = True
         self.snapshots: dict[str, bytes | None] = {}
