@@ -72,7 +72,8 @@ impl AppEvents {
 /// "copy" to the same value in the same turn), "get", "add_item" (takes one
 /// argument `sku` and replies it, refusing other arguments with `TypeError`
 /// as Python's argument binding does), "fail" (raises
-/// ValueError("boom")), "sleep" (`{"kwargs":{"ms":N}}`: holds the turn open
+/// ValueError("boom")), "metadata" (replies the call's metadata as a JSON
+/// object), "sleep" (`{"kwargs":{"ms":N}}`: holds the turn open
 /// that long, then replies null), and "put_raw" (stores the call's payload
 /// bytes as they are under key "raw" and replies them with content type
 /// BYTES: state and results that are not JSON).
@@ -405,6 +406,16 @@ async fn counter_turn(
         "echo" => {
             let reply = turn.payload.unwrap_or_default();
             (Some(pb::turn_result::Outcome::Reply(reply)), Vec::new())
+        }
+        "metadata" => {
+            let metadata: std::collections::BTreeMap<&String, &String> =
+                turn.metadata.iter().collect();
+            (
+                Some(pb::turn_result::Outcome::Reply(json_payload(
+                    serde_json::json!(metadata).to_string(),
+                ))),
+                Vec::new(),
+            )
         }
         "put_raw" => {
             let data = turn.payload.map(|p| p.data).unwrap_or_default();

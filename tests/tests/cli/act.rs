@@ -61,6 +61,36 @@ pub(crate) async fn invoke(fx: &Fixture) -> anyhow::Result<()> {
         let add = ["invoke", "counter", "k1", "add_item", flag, data];
         fx.run(&add).await?.exit(2)?.stderr_has(says)?;
     }
+    // Metadata reaches the actor's turn as sent, the last of a key twice.
+    let sent = fx
+        .run(&[
+            "invoke",
+            "counter",
+            "m1",
+            "metadata",
+            "--metadata",
+            "tenant=other",
+            "--metadata",
+            "tenant=acme",
+            "--metadata",
+            "request-id=",
+            "-o",
+            "json",
+        ])
+        .await?
+        .ok()?;
+    assert_eq!(sent.json()?, json!({"tenant": "acme", "request-id": ""}));
+    fx.run(&[
+        "invoke",
+        "counter",
+        "m1",
+        "metadata",
+        "--metadata",
+        "tenant",
+    ])
+    .await?
+    .exit(2)?
+    .stderr_has(&["\"tenant\" is not KEY=VALUE", "--metadata tenant=acme"])?;
     fx.run(&["invoke", "counter", "c2", "fail"])
         .await?
         .exit(5)?

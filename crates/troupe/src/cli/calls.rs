@@ -1,6 +1,7 @@
 //! `troupe invoke`, `troupe tell` and `troupe state get`: the client API
 //! from the shell.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -48,6 +49,7 @@ struct Outgoing {
     payload: Option<pb::Payload>,
     idempotency_key: String,
     key_retention_ms: u64,
+    metadata: HashMap<String, String>,
 }
 
 /// The arguments of `troupe invoke` and `troupe tell`: `--data` as the
@@ -76,11 +78,27 @@ pub struct CallArgs {
     #[arg(long, value_name = "DURATION", requires = "idempotency_key",
           value_parser = crate::duration::flag)]
     pub idempotency_retention: Option<Duration>,
+    /// Metadata sent with the call, KEY=VALUE (repeatable; a key given
+    /// twice keeps the last value): what the actor's handler reads as
+    /// `ctx.metadata` and the app's call filters check, e.g. a tenant or a
+    /// request id.
+    #[arg(long = "metadata", value_name = "KEY=VALUE", value_parser = metadata_pair)]
+    pub metadata: Vec<(String, String)>,
     /// How long to wait for the daemon's answer. It is sent with the call
     /// as its deadline, so the daemon gives up on the call then too; left
     /// out, the daemon's --call-timeout (60s by default) bounds it.
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::flag)]
     pub timeout: Option<Duration>,
+}
+
+/// One `--metadata KEY=VALUE`.
+fn metadata_pair(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!(
+            "{text:?} is not KEY=VALUE; give e.g. --metadata tenant=acme (the value may be empty)"
+        )),
+    }
 }
 
 impl CallArgs {
@@ -166,6 +184,7 @@ impl CallArgs {
             }),
             key_retention_ms: self.key_retention_ms()?,
             idempotency_key: self.idempotency_key.clone().unwrap_or_default(),
+            metadata: self.metadata.iter().cloned().collect(),
         })
     }
 
@@ -186,6 +205,7 @@ pub async fn invoke(target: &Target, to: MethodRef, call: CallArgs) -> anyhow::R
         payload,
         idempotency_key,
         key_retention_ms,
+        metadata,
     } = call.outgoing()?;
     let message = call.request(pb::InvokeRequest {
         actor: to.actor(),
@@ -193,6 +213,7 @@ pub async fn invoke(target: &Target, to: MethodRef, call: CallArgs) -> anyhow::R
         payload,
         idempotency_key,
         key_retention_ms,
+        metadata,
         ..Default::default()
     })?;
     let daemon = connect(target).await?;
@@ -256,6 +277,7 @@ pub async fn tell(
         payload,
         idempotency_key,
         key_retention_ms,
+        metadata,
     } = call.outgoing()?;
     let delivery = delivery.wire();
     let message = call.request(pb::TellRequest {
@@ -265,6 +287,7 @@ pub async fn tell(
         delivery: delivery as i32,
         idempotency_key,
         key_retention_ms,
+        metadata,
         ..Default::default()
     })?;
     let daemon = connect(target).await?;
