@@ -36,3 +36,18 @@ async def test_the_clock_only_moves_forward_and_reports_its_time(troupe_env: Tes
     assert (after.reminders_fired, after.alarms_fired, after.timers_fired) == (0, 0, 0)
     with pytest.raises(troupe.InvalidArgument):
         await troupe_env.advance("soon")
+
+
+@troupe.actor("kit_filtered")
+class KitFiltered(troupe.Actor):
+    @troupe.method
+    async def who(self) -> str:
+        return self.ctx.metadata.get("user", "nobody")
+
+
+async def test_the_env_hosts_with_call_filters(troupe_env: TestEnv) -> None:
+    async def as_alice(call: troupe.IncomingCall, next_: troupe.Next) -> object:
+        return f"{await next_()} (filtered)"
+
+    await troupe_env.host(KitFiltered, filters=[as_alice])
+    assert await troupe_env.actor(KitFiltered, "k1").who() == "nobody (filtered)"

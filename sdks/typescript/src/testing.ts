@@ -36,6 +36,7 @@ import type { ActorHandle, UntypedActor } from "./caller.js";
 import { Client } from "./client.js";
 import { daemonPath } from "./daemon.js";
 import { type Duration, toMillis } from "./duration.js";
+import type { CallFilter } from "./filters.js";
 import { TroupeError, fromRpcError } from "./errors.js";
 import { AdminClient, type AdvanceClockResponse } from "./gen/troupe/v1/admin.js";
 
@@ -198,6 +199,12 @@ export interface TestEnvOptions {
   timeout?: Duration;
 }
 
+/** Options of {@link TestEnv.host}. */
+export interface HostOptions {
+  /** Call filters the App runs around every turn (see `CallFilter`). */
+  filters?: readonly CallFilter[];
+}
+
 /** Host actors, call them, read their state and move the clock, on one {@link TestDaemon}. */
 export class TestEnv {
   readonly daemon: TestDaemon;
@@ -212,9 +219,18 @@ export class TestEnv {
     this.client = new Client({ address: daemon.address, timeout: options.timeout ?? 30 });
   }
 
-  /** Host `actors` in this process until {@link close}; resolves once the daemon accepted their types. */
-  async host(...actors: ActorClass[]): Promise<App> {
-    const app = new App({ actors, address: this.daemon.address, maxReconnectDelay: 0.2 });
+  /**
+   * Host `actors` in this process until {@link close}; resolves once the daemon
+   * accepted their types. Options first, when there are any:
+   * `env.host({ filters: [audit] }, Cart)` hosts with call filters.
+   */
+  async host(...actors: ActorClass[]): Promise<App>;
+  async host(options: HostOptions, ...actors: ActorClass[]): Promise<App>;
+  async host(...args: (HostOptions | ActorClass)[]): Promise<App> {
+    const first = args[0];
+    const options: HostOptions = first !== undefined && typeof first !== "function" ? first : {};
+    const actors = args.filter((a): a is ActorClass => typeof a === "function");
+    const app = new App({ actors, address: this.daemon.address, maxReconnectDelay: 0.2, filters: options.filters });
     this.#apps.push(app);
     await app.start({ timeout: 30 });
     return app;

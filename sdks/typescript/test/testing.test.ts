@@ -1,7 +1,7 @@
 // @troupe/sdk/testing beyond the cart example: steps, the shared daemon's clock, the time it reports.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { InvalidArgument } from "../src/index.js";
+import { Actor, actor, type CallFilter, InvalidArgument, method } from "../src/index.js";
 import { clockStepText, TestDaemon, TestDaemonError, TestEnv } from "../src/testing.js";
 import { troupeBin } from "./helpers.js";
 
@@ -36,4 +36,23 @@ test("the clock moves forward by the step and reports its time", async () => {
   assert.ok(advanced.now.getTime() - before.getTime() >= 2 * 3600 * 1000);
   assert.deepEqual([advanced.remindersFired, advanced.alarmsFired, advanced.timersFired], [0, 0, 0]);
   await assert.rejects(daemon.advance("soon"), InvalidArgument);
+});
+
+@actor("kit_filtered")
+class KitFiltered extends Actor {
+  @method
+  who(): string {
+    return this.ctx.metadata.user ?? "nobody";
+  }
+}
+
+test("the env hosts with call filters", async () => {
+  const env = new TestEnv(daemon, { ownsClock: false });
+  try {
+    const filtered: CallFilter = async (_call, next) => `${String(await next())} (filtered)`;
+    await env.host({ filters: [filtered] }, KitFiltered);
+    assert.equal(await env.actor<KitFiltered>(KitFiltered, TestEnv.uniqueId("k")).call("who"), "nobody (filtered)");
+  } finally {
+    await env.close();
+  }
 });

@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Sequence
 from typing import Any, overload
 
 from .._actor import Actor, spec_of
 from .._app import App
 from .._client import Client
+from .._filters import CallFilter
 from .._proxy import A, ActorProxy
 from ._daemon import Advanced, Duration, TestDaemon, TestDaemonError
 
@@ -42,10 +44,13 @@ class TestEnv:
         self._owns_clock = owns_clock
         self._apps: list[tuple[App, asyncio.Task[None]]] = []
 
-    async def host(self, *actors: type[Actor]) -> App:
-        """Host ``actors`` in this process (an :class:`App` on the daemon) until the env
-        closes; returns once the daemon accepted their types."""
-        app = App(list(actors), address=self.daemon.address, max_reconnect_delay=0.2)
+    async def host(self, *actors: type[Actor], filters: Sequence[CallFilter] = ()) -> App:
+        """Host ``actors`` in this process (an :class:`App` on the daemon, with the call
+        ``filters`` it is given) until the env closes; returns once the daemon accepted
+        their types."""
+        app = App(
+            list(actors), address=self.daemon.address, max_reconnect_delay=0.2, filters=filters
+        )
         task = asyncio.create_task(app.run(), name=f"troupe test app {app.app_name}")
         self._apps.append((app, task))
         registered = asyncio.create_task(app.wait_registered())
