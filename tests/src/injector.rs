@@ -72,7 +72,17 @@ pub enum Http {
 
 /// A TLS client trusting only `ca` (PEM), offering `http` in ALPN.
 pub fn client_config(ca: &Path, http: Http) -> anyhow::Result<Arc<ClientConfig>> {
-    let mut config = (*troupe_tls::client_config_for_server(ca, None)?).clone();
+    client_config_with_cert(ca, None, http)
+}
+
+/// [`client_config`], presenting `cert` (certificate and key files) when
+/// the server asks for one.
+pub fn client_config_with_cert(
+    ca: &Path,
+    cert: Option<(&Path, &Path)>,
+    http: Http,
+) -> anyhow::Result<Arc<ClientConfig>> {
+    let mut config = (*troupe_tls::client_config_for_server(ca, cert)?).clone();
     config.alpn_protocols = vec![match http {
         Http::One => b"http/1.1".to_vec(),
         Http::Two => b"h2".to_vec(),
@@ -90,16 +100,38 @@ pub async fn https(
     path: &str,
     body: Vec<u8>,
 ) -> anyhow::Result<(u16, String)> {
+    https_with_headers(addr, tls, http, method, path, &[], body).await
+}
+
+/// [`https`] with extra request headers (e.g. `authorization`).
+pub async fn https_with_headers(
+    addr: SocketAddr,
+    tls: Arc<ClientConfig>,
+    http: Http,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> anyhow::Result<(u16, String)> {
+    let headers: Vec<(String, String)> = headers
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
     within(Duration::from_secs(10), "an HTTPS request", async move {
         let tcp = TcpStream::connect(addr).await?;
         let stream = TlsConnector::from(tls)
             .connect(ServerName::try_from("localhost")?, tcp)
             .await
-            .context("the TLS handshake with the injector")?;
+            .context("the TLS handshake")?;
         let request = hyper::Request::builder()
             .method(method)
             .uri(format!("https://localhost:{}{path}", addr.port()))
-            .header("content-type", "application/json")
+            .header("content-type", "application/json");
+        let request = headers
+            .iter()
+            .fold(request, |request, (name, value)| {
+                request.header(name.as_str(), value.as_str())
+            })
             .body(Full::new(Bytes::from(body)))?;
         let io = TokioIo::new(stream);
         let response = match http {

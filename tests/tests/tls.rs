@@ -1,8 +1,9 @@
 //! TLS and mTLS end to end: a daemon's listener, daemon-to-daemon links and
 //! placement refuse plaintext and certificates from another CA or without a
 //! member identity, a certificate renewed on disk is what the next
-//! connection gets, and `/metrics` is served over HTTPS. (The cluster tests run with mTLS on throughout: see
-//! `cluster_fixture`.)
+//! connection gets, and `/metrics` is served over HTTPS, with client
+//! certificates when the daemon requires them. (The cluster tests run with
+//! mTLS on throughout: see `cluster_fixture`.)
 
 use std::path::Path;
 use std::time::Duration;
@@ -11,7 +12,9 @@ use anyhow::Context;
 use tonic::transport::{Channel, Endpoint};
 use tower_service::Service;
 use troupe_tests::cluster_harness::{cluster_status, memory_member_args, placement_arg};
-use troupe_tests::injector::{client_config, https, Http};
+use troupe_tests::injector::{
+    client_config, client_config_with_cert, https, https_with_headers, Http,
+};
 use troupe_tests::replicas::PlacementCluster;
 use troupe_tests::scrape::{http_get, metrics_addr, scrape};
 use troupe_tests::tls::{connect, TestCa};
@@ -289,5 +292,156 @@ async fn metrics_are_served_over_https_when_the_daemon_has_a_certificate() -> an
         "{}",
         scraped.text
     );
+    Ok(())
+}
+
+/// A scrape of `addr` over HTTPS trusting `ca`, presenting `cert` if
+/// given; the status and body, or why it failed.
+async fn scrape_https(
+    addr: std::net::SocketAddr,
+    ca: &Path,
+    cert: Option<&(std::path::PathBuf, std::path::PathBuf)>,
+    http: Http,
+    headers: &[(&str, &str)],
+) -> anyhow::Result<(u16, String)> {
+    let cert = cert.map(|(cert, key)| (cert.as_path(), key.as_path()));
+    let tls = client_config_with_cert(ca, cert, http)?;
+    https_with_headers(addr, tls, http, "GET", "/metrics", headers, Vec::new()).await
+}
+
+/// How often the daemon has logged a refused handshake.
+fn refusals(daemon: &Daemon) -> usize {
+    daemon.log().matches("TLS handshake refused").count()
+}
+
+/// A daemon that requires client certificates requires them of scrapers
+/// too (the handshake of one without, or with another CA's, is refused),
+/// re-reading the CA when it changes; the API token, when configured, is
+/// still wanted of a scraper with a certificate.
+#[tokio::test]
+async fn metrics_require_a_client_certificate_when_the_daemon_does() -> anyhow::Result<()> {
+    let ca = TestCa::new()?;
+    let other = TestCa::new()?;
+    let scraper = ca.issue("scraper", &Subject::client("scraper"))?;
+    let stranger = other.issue("stranger", &Subject::client("stranger"))?;
+    let mut args = ca.member_args("d1")?;
+    args.extend(
+        [
+            "--tls-client-certs",
+            "required",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ]
+        .map(String::from),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+
+    let dir = tempfile::tempdir()?;
+    let daemon = Daemon::start_with_env(dir.path(), &args, &[("TROUPE_API_TOKEN", "")]).await?;
+    let addr = metrics_addr(&daemon.log()).context("no metrics address logged")?;
+    for http in [Http::One, Http::Two] {
+        let (status, body) = scrape_https(addr, ca.ca_path(), Some(&scraper), http, &[]).await?;
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains("troupe_build_info"), "{body}");
+    }
+
+    let anonymous = scrape_https(addr, ca.ca_path(), None, Http::One, &[]).await;
+    assert!(
+        anonymous.is_err(),
+        "served without a certificate: {anonymous:?}"
+    );
+    poll_until(WAIT, "the daemon refusing the handshake", || async {
+        Ok((refusals(&daemon) >= 1).then_some(()))
+    })
+    .await?;
+    let foreign = scrape_https(addr, ca.ca_path(), Some(&stranger), Http::One, &[]).await;
+    assert!(
+        foreign.is_err(),
+        "served another CA's certificate: {foreign:?}"
+    );
+    poll_until(WAIT, "the daemon refusing the handshake", || async {
+        Ok((refusals(&daemon) >= 2).then_some(()))
+    })
+    .await?;
+
+    // The CA is read again when it changes (renamed into place): trusting
+    // the other CA too lets its certificates in.
+    let both = format!(
+        "{}{}",
+        std::fs::read_to_string(ca.ca_path())?,
+        std::fs::read_to_string(other.ca_path())?
+    );
+    let staged = dir.path().join("ca.pem.new");
+    std::fs::write(&staged, both)?;
+    std::fs::rename(&staged, ca.ca_path())?;
+    let (status, body) = scrape_https(addr, ca.ca_path(), Some(&stranger), Http::One, &[]).await?;
+    assert_eq!(status, 200, "{body}");
+    drop(daemon);
+
+    // With the API token, the certificate only lets the scraper connect.
+    let dir = tempfile::tempdir()?;
+    let daemon =
+        Daemon::start_with_env(dir.path(), &args, &[("TROUPE_API_TOKEN", "scrape-token")]).await?;
+    let addr = metrics_addr(&daemon.log()).context("no metrics address logged")?;
+    let (status, body) = scrape_https(addr, ca.ca_path(), Some(&scraper), Http::One, &[]).await?;
+    assert_eq!(status, 401, "{body}");
+    let bearer = [("authorization", "Bearer scrape-token")];
+    let (status, body) =
+        scrape_https(addr, ca.ca_path(), Some(&scraper), Http::One, &bearer).await?;
+    assert_eq!(status, 200, "{body}");
+    let anonymous = scrape_https(addr, ca.ca_path(), None, Http::One, &bearer).await;
+    assert!(
+        anonymous.is_err(),
+        "served without a certificate: {anonymous:?}"
+    );
+    Ok(())
+}
+
+/// Required client certificates stand in for the API token on a metrics
+/// listener beyond loopback, as they do on `--listen`; plain HTTP checks
+/// no certificate, so `--metrics-plain-http` there still needs the token
+/// or `--insecure`.
+#[tokio::test]
+async fn metrics_beyond_loopback_need_no_token_when_client_certificates_are_required(
+) -> anyhow::Result<()> {
+    let ca = TestCa::new()?;
+    let scraper = ca.issue("scraper", &Subject::client("scraper"))?;
+    let mut args = ca.member_args("d1")?;
+    args.extend(
+        [
+            "--tls-client-certs",
+            "required",
+            "--metrics-listen",
+            "0.0.0.0:0",
+        ]
+        .map(String::from),
+    );
+    let no_tokens = [("TROUPE_API_TOKEN", ""), ("TROUPE_APP_TOKEN", "")];
+
+    let dir = tempfile::tempdir()?;
+    let serve: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = Daemon::start_with_env(dir.path(), &serve, &no_tokens).await?;
+    let bound = metrics_addr(&daemon.log()).context("no metrics address logged")?;
+    // Bound on every interface; scraped on loopback only.
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], bound.port()));
+    let (status, body) = scrape_https(addr, ca.ca_path(), Some(&scraper), Http::One, &[]).await?;
+    assert_eq!(status, 200, "{body}");
+    let anonymous = scrape_https(addr, ca.ca_path(), None, Http::One, &[]).await;
+    assert!(
+        anonymous.is_err(),
+        "served without a certificate: {anonymous:?}"
+    );
+    drop(daemon);
+
+    let data = dir.path().to_str().context("temp path is not UTF-8")?;
+    let mut plain = vec!["serve", "--listen", "127.0.0.1:0", "--data-dir", data];
+    plain.extend(serve.iter().copied());
+    plain.push("--metrics-plain-http");
+    let (status, _, stderr) = run_cli_env(&plain, &no_tokens).await?;
+    assert!(
+        !status.success(),
+        "plain-HTTP metrics started on 0.0.0.0 without a token"
+    );
+    assert!(stderr.contains("--metrics-plain-http"), "{stderr}");
     Ok(())
 }

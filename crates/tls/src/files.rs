@@ -46,19 +46,21 @@ impl TlsFiles {
     pub(crate) fn load(&self) -> Result<Material, TlsError> {
         let chain = read_certs(&self.cert, "certificate", "--tls-cert")?;
         let key = read_key(&self.key)?;
-        let mut roots = RootCertStore::empty();
-        for cert in read_certs(&self.ca, "CA", "--tls-ca")? {
-            roots.add(cert).map_err(|e| TlsError::BadCa {
-                path: self.ca.clone(),
-                reason: e.to_string(),
-            })?;
-        }
-        Ok(Material {
-            chain,
-            key,
-            roots: Arc::new(roots),
-        })
+        let roots = read_roots(&self.ca)?;
+        Ok(Material { chain, key, roots })
     }
+}
+
+/// The CA certificates in a PEM file (`--tls-ca`), as trust anchors.
+pub(crate) fn read_roots(path: &Path) -> Result<Arc<RootCertStore>, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in read_certs(path, "CA", "--tls-ca")? {
+        roots.add(cert).map_err(|e| TlsError::BadCa {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+    }
+    Ok(Arc::new(roots))
 }
 
 /// One file's modification time and length, `None` when it cannot be read.

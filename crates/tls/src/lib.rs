@@ -7,9 +7,10 @@
 //! certificate needs no restart), the identity check of cluster members
 //! (a DNS name or SPIFFE-style URI in the peer's certificate, against
 //! configuration: [`PeerIdentities`]), the server side (a listener's
-//! handshakes, [`Tls::incoming`]; [`ServerTls`] for a listener that asks
-//! clients for no certificate, such as the admission webhook) and the
-//! client side (a connector for tonic endpoints, [`Connector`]), and
+//! handshakes, [`Tls::incoming`]; [`ServerTls`] for an HTTPS listener,
+//! which asks clients for no certificate, as the admission webhook's, or
+//! requires one from the CA, as a daemon's `/metrics` when the daemon
+//! requires client certificates) and the client side (a connector for tonic endpoints, [`Connector`]), and
 //! development certificates made with rcgen ([`dev`]) so tests and a first
 //! try need no openssl.
 

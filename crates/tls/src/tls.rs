@@ -3,6 +3,7 @@
 //! a certificate renewed on disk is what the next connection presents and
 //! no timer or restart is involved; connections already up keep theirs.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -10,10 +11,10 @@ use parking_lot::Mutex;
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
 use rustls::sign::CertifiedKey;
-use rustls::{ClientConfig, ServerConfig};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use rustls_pki_types::CertificateDer;
 
-use crate::files::{Stamp, TlsFiles};
+use crate::files::{read_roots, Stamp, TlsFiles};
 use crate::identity::{identities_of, NotAPeer, PeerIdentities};
 use crate::verify::{MemberClientVerifier, MemberServerVerifier};
 use crate::TlsError;
@@ -183,24 +184,16 @@ fn build(settings: &TlsSettings, provider: &Arc<CryptoProvider>) -> Result<Confi
     };
     let members = Arc::new(PeerIdentities::new(members));
 
-    let chain_check =
-        WebPkiClientVerifier::builder_with_provider(material.roots.clone(), provider.clone());
-    let chain_check = match settings.client_certs {
-        ClientCerts::Optional => chain_check.allow_unauthenticated(),
-        ClientCerts::Required | ClientCerts::MembersOnly => chain_check,
-    }
-    .build()
-    .map_err(|e| TlsError::BadCa {
-        path: files.ca.clone(),
-        reason: e.to_string(),
-    })?;
-    let client_check = MemberClientVerifier {
-        chain: chain_check,
-        members_only: (settings.client_certs == ClientCerts::MembersOnly).then(|| members.clone()),
-    };
+    let client_check = client_verifier(
+        material.roots.clone(),
+        provider,
+        &files.ca,
+        settings.client_certs == ClientCerts::Optional,
+        (settings.client_certs == ClientCerts::MembersOnly).then(|| members.clone()),
+    )?;
     let mut server = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?
-        .with_client_cert_verifier(Arc::new(client_check))
+        .with_client_cert_verifier(client_check)
         .with_single_cert(material.chain.clone(), material.key.clone_key())?;
     server.alpn_protocols = vec![ALPN_H2.to_vec()];
 
@@ -224,21 +217,46 @@ fn build(settings: &TlsSettings, provider: &Arc<CryptoProvider>) -> Result<Confi
     })
 }
 
+/// How a listener checks the certificates its clients present: chained to
+/// `roots` (read from `ca`), demanded of every client unless
+/// `anonymous_allowed`, and naming a member when `members_only` says
+/// which. One implementation for every listener that checks client
+/// certificates ([`Tls`]'s, and
+/// [`crate::ServerTls::load_requiring_clients`]'s, `/metrics`), so a
+/// certificate passes or fails the chain check alike on each.
+pub(crate) fn client_verifier(
+    roots: Arc<RootCertStore>,
+    provider: &Arc<CryptoProvider>,
+    ca: &Path,
+    anonymous_allowed: bool,
+    members_only: Option<Arc<PeerIdentities>>,
+) -> Result<Arc<MemberClientVerifier>, TlsError> {
+    let chain = WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
+    let chain = if anonymous_allowed {
+        chain.allow_unauthenticated()
+    } else {
+        chain
+    }
+    .build()
+    .map_err(|e| TlsError::BadCa {
+        path: ca.to_owned(),
+        reason: e.to_string(),
+    })?;
+    Ok(Arc::new(MemberClientVerifier {
+        chain,
+        members_only,
+    }))
+}
+
 /// A client configuration that checks the server's name as usual (clients
 /// and the CLI dialling a daemon by the name its certificate carries),
 /// presenting a client certificate when given one.
 pub fn client_config_for_server(
-    ca: &std::path::Path,
-    client_cert: Option<(&std::path::Path, &std::path::Path)>,
+    ca: &Path,
+    client_cert: Option<(&Path, &Path)>,
 ) -> Result<Arc<ClientConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in crate::files::read_certs(ca, "CA", "--tls-ca")? {
-        roots.add(cert).map_err(|e| TlsError::BadCa {
-            path: ca.to_owned(),
-            reason: e.to_string(),
-        })?;
-    }
+    let roots = read_roots(ca)?;
     let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots);

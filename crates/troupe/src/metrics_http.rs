@@ -7,7 +7,10 @@
 //! HTTP/1.1, and the metrics port can be exposed to the monitoring network
 //! without exposing the actor API. When the daemon requires the API token,
 //! so does a scrape (`authorization: Bearer <token>`, Prometheus's
-//! `authorization.credentials_file`).
+//! `authorization.credentials_file`). When it requires client certificates
+//! (`--tls-client-certs required`), so does the HTTPS handshake; as on the
+//! gRPC listener, the certificate decides who may connect and the token,
+//! when there is one, still decides who may read.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -26,9 +29,10 @@ use tracing::{info, warn};
 use troupe_runtime::Runtime;
 use troupe_transport::link::Links;
 
-use troupe_tls::{ServerTls, TlsFiles};
+use troupe_tls::ServerTls;
 
 use crate::auth::Tokens;
+use crate::config::MetricsTls;
 use crate::https::TlsListener;
 use crate::store_metrics::StoreMetrics;
 use crate::{link_metrics, process_stats};
@@ -45,11 +49,11 @@ pub struct MetricsServer {
 
 /// Binds `addr` and serves `/metrics` until stopped, over HTTPS with
 /// `tls`'s certificate and key when given (re-read when they change, as
-/// the listener's are). A bind failure is a startup error naming the flag
-/// to change.
+/// the listener's are, and so is the CA scrapers' certificates are checked
+/// against). A bind failure is a startup error naming the flag to change.
 pub async fn start(
     addr: SocketAddr,
-    tls: Option<TlsFiles>,
+    tls: Option<MetricsTls>,
     sources: Sources,
 ) -> anyhow::Result<MetricsServer> {
     let listener = TcpListener::bind(addr).await.with_context(|| {
@@ -66,16 +70,37 @@ pub async fn start(
         let _ = stopped.await;
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
+    let client_certs = if tls.as_ref().is_some_and(|t| t.clients_required) {
+        "required"
+    } else {
+        "none"
+    };
     let task = match tls {
-        Some(files) => {
-            let tls = ServerTls::load(files.cert, files.key, crate::https::alpn())
-                .context("serving /metrics over HTTPS with --tls-cert and --tls-key")?;
+        Some(MetricsTls {
+            files,
+            clients_required,
+        }) => {
+            let tls = if clients_required {
+                ServerTls::load_requiring_clients(files, crate::https::alpn()).context(
+                    "serving /metrics over HTTPS with --tls-cert and --tls-key, requiring \
+                     scrapers' certificates from --tls-ca",
+                )?
+            } else {
+                // With optional client certificates none is asked for,
+                // where the gRPC listener asks and lets callers in without:
+                // there a certificate decides what a connection may do (a
+                // member's opens links), here nothing does, and a scraper
+                // holding another CA's certificate (a mesh's, say) would
+                // be refused for it.
+                ServerTls::load(files.cert, files.key, crate::https::alpn())
+                    .context("serving /metrics over HTTPS with --tls-cert and --tls-key")?
+            };
             let listener = TlsListener::new(tls.incoming(listener), local_addr);
             tokio::spawn(serve(listener, app, stopped))
         }
         None => tokio::spawn(serve(listener, app, stopped)),
     };
-    info!(addr = %local_addr, path = "/metrics", scheme, "metrics listening");
+    info!(addr = %local_addr, path = "/metrics", scheme, client_certs, "metrics listening");
     Ok(MetricsServer { stop, task })
 }
 

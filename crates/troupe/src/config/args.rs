@@ -124,7 +124,9 @@ pub struct ServeArgs {
     pub metrics_listen: Option<SocketAddr>,
     /// Serve /metrics over plain HTTP even when the daemon has a
     /// certificate (--tls-cert), which it otherwise serves HTTPS with: for
-    /// a scraper on loopback or behind a mesh that encrypts.
+    /// a scraper on loopback or behind a mesh that encrypts. Plain HTTP
+    /// checks no client certificate, so beyond loopback it needs the API
+    /// token (or --insecure) even with --tls-client-certs required.
     #[arg(long, env = "TROUPE_METRICS_PLAIN_HTTP", value_parser = clap::builder::BoolishValueParser::new())]
     pub metrics_plain_http: bool,
     /// Serve gRPC health checks (grpc.health.v1 only) in plaintext on this

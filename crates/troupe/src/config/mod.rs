@@ -129,8 +129,9 @@ pub struct ServeConfig {
     pub trace_export: Option<TraceExport>,
     /// Where to serve `/metrics`; `None`: no endpoint, and no collection.
     pub metrics_listen: Option<SocketAddr>,
-    /// Serve `/metrics` over HTTPS with the listener's certificate files.
-    pub metrics_tls: Option<troupe_tls::TlsFiles>,
+    /// Serve `/metrics` over HTTPS with the listener's certificate files;
+    /// `None`: plain HTTP.
+    pub metrics_tls: Option<MetricsTls>,
     /// Where to serve plaintext health checks; `None`: only on `listen`.
     /// Allowed anywhere: it serves nothing but grpc.health.v1.
     pub health_listen: Option<SocketAddr>,
@@ -143,6 +144,16 @@ pub struct ServeConfig {
     /// TLS on the listener and to peers and placement; `None`: plaintext.
     pub tls: Option<troupe_tls::TlsSettings>,
     pub log_format: LogFormat,
+}
+
+/// How `/metrics` is served over HTTPS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsTls {
+    /// The listener's certificate, key and CA.
+    pub files: troupe_tls::TlsFiles,
+    /// Scrapers must present a certificate from the CA, as the listener's
+    /// clients must (`--tls-client-certs required`).
+    pub clients_required: bool,
 }
 
 /// How this daemon takes part in a cluster.
@@ -348,20 +359,34 @@ impl ServeArgs {
         }
         let metrics_plain_http = self.metrics_plain_http || file.metrics_plain_http;
         let metrics_tls = match (&tls, metrics_plain_http) {
-            (Some(tls), false) => Some(tls.files.clone()),
+            (Some(tls), false) => Some(MetricsTls {
+                files: tls.files.clone(),
+                clients_required: callers_proven,
+            }),
             _ => None,
         };
+        // As on --listen: certificates prove scrapers as the token would.
+        // Plain HTTP checks no certificate, so it proves nothing.
+        let scrapers_proven = metrics_tls.as_ref().is_some_and(|t| t.clients_required);
         if let Some(metrics) = metrics_listen {
             if !metrics.ip().is_loopback() && api_tokens.is_some() && metrics_tls.is_none() {
                 tracing::warn!(%metrics, "serving /metrics beyond loopback over plain HTTP: scrapers' API token crosses the network in plaintext; give the daemon --tls-cert (and drop --metrics-plain-http) for HTTPS (docs/security.md)");
             }
-            if !metrics.ip().is_loopback() && !insecure && api_tokens.is_none() {
+            if !metrics.ip().is_loopback() && !insecure && api_tokens.is_none() && !scrapers_proven
+            {
+                let plain = if callers_proven {
+                    " (over --metrics-plain-http no client certificate is checked: drop it and \
+                     scrapers need a certificate from --tls-ca instead)"
+                } else {
+                    ""
+                };
                 anyhow::bail!(
                     "--metrics-listen {metrics} is reachable from other machines, and without \
                      TROUPE_API_TOKEN anyone who reaches it reads the metrics (actor types, peers, \
-                     load). Set the API token (scrapers then send it as a bearer token, e.g. \
-                     Prometheus's authorization.credentials_file), serve metrics on a loopback \
-                     address, or pass --insecure if only the monitoring network can reach it"
+                     load){plain}. Set the API token (scrapers then send it as a bearer token, \
+                     e.g. Prometheus's authorization.credentials_file), serve metrics on a \
+                     loopback address, or pass --insecure if only the monitoring network can \
+                     reach it"
                 );
             }
         }

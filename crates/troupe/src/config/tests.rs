@@ -300,6 +300,50 @@ fn tls_needs_all_three_files_and_required_client_certs_stand_in_for_tokens() -> 
 }
 
 #[test]
+fn required_client_certs_stand_in_for_the_token_on_metrics_over_https_only() -> anyhow::Result<()> {
+    use super::TlsArgs;
+    if std::env::var_os("TROUPE_API_TOKEN").is_some() {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let file = |name: &str| Some(dir.path().join(name));
+    let required = TlsArgs {
+        cert: file("d.pem"),
+        key: file("d.key"),
+        ca: file("ca.pem"),
+        client_certs: Some(super::tls::ClientCertsArg::Required),
+        ..TlsArgs::default()
+    };
+    let wide = ServeArgs {
+        metrics_listen: Some("0.0.0.0:9464".parse()?),
+        tls: required.clone(),
+        ..ServeArgs::default()
+    };
+    let resolved = wide.resolve()?;
+    assert_eq!(resolved.metrics_tls.map(|t| t.clients_required), Some(true));
+
+    // Optional certificates prove nobody: the token is still needed.
+    let optional = ServeArgs {
+        tls: TlsArgs {
+            client_certs: None,
+            ..required
+        },
+        ..wide.clone()
+    };
+    assert!(optional.resolve().is_err());
+    // Plain HTTP checks no certificate, and says so.
+    let plain = ServeArgs {
+        metrics_plain_http: true,
+        ..wide
+    };
+    let Err(e) = plain.resolve() else {
+        anyhow::bail!("plain-HTTP metrics beyond loopback started without the token");
+    };
+    assert!(e.to_string().contains("--metrics-plain-http"), "{e}");
+    Ok(())
+}
+
+#[test]
 fn the_test_clock_is_only_for_a_lone_loopback_daemon() -> anyhow::Result<()> {
     let loopback = ServeArgs {
         test_clock: true,

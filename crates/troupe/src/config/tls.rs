@@ -21,7 +21,8 @@ pub enum ClientCertsArg {
     /// Clients and apps may connect without one (they authenticate with
     /// tokens); one presented must chain to --tls-ca.
     Optional,
-    /// Every client and app must present a certificate from --tls-ca.
+    /// Every client and app must present a certificate from --tls-ca, and
+    /// so must scrapers of --metrics-listen over HTTPS.
     Required,
 }
 
@@ -69,7 +70,8 @@ pub struct TlsArgs {
     )]
     #[serde(default)]
     pub peer_identities: Vec<String>,
-    /// Whether clients and apps must present a certificate [default: optional].
+    /// Whether clients and apps (and scrapers of /metrics over HTTPS) must
+    /// present a certificate [default: optional].
     #[arg(
         id = "tls_client_certs",
         long = "tls-client-certs",
