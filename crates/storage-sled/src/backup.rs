@@ -1,33 +1,51 @@
-//! Backups of the sled database, taken while the daemon runs, and their
-//! restore into an empty data directory.
+//! Backups of the sled database, taken while the daemon runs and writes,
+//! and their restore into an empty data directory (`restore`).
 //!
 //! sled 0.34 has no snapshots, and its files change in place, so copying
 //! the directory of a running daemon can tear a write in two. A backup
-//! instead pauses the store's writes ([`SledDb::pause_writes`]: reads and
-//! turns go on, writes wait), syncs sled's log, and reads every tree into
-//! one file; what it holds is the store as of one instant, every actor's
-//! write whole or absent. Writes resume as soon as the file is written.
+//! instead reads every tree into one file while writes go on, and logs the
+//! writes made meanwhile (`write_log`): it holds writes for an instant to
+//! start the log, reads, holds them for another instant to end it, and
+//! appends the log to the file. A restore writes what was read, then
+//! replays the log over it, so what it restores is the store as of the
+//! instant the log ended: every actor's write whole or absent, as if
+//! writes had paused for the whole read, which is what backups did before
+//! (format 1, which a restore still reads).
 //!
 //! The file: a header (`MAGIC`, then the format version), each tree as its
-//! name followed by its entries, then the number of entries and a CRC-32 of
-//! everything before it. Lengths and counts are little-endian. A restore
-//! reads the whole file and checks the count and the checksum before it
-//! writes anything, so a truncated or damaged copy is refused, never half
-//! restored.
+//! name followed by its entries, then `LOG` and each tree whose keys
+//! changed during the read as its name followed by those changes in order
+//! (entries, and removals of keys), then the number of records (entries
+//! and removals) and a CRC-32 of everything before it. Lengths and counts
+//! are little-endian. A restore reads the whole file and checks the count
+//! and the checksum before it writes anything, so a truncated or damaged
+//! copy is refused, never half restored.
+
+mod restore;
+mod write_log;
 
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use crate::db::{Handles, SledDb, MIN_FREE};
 use crate::SledStore;
+pub use restore::restore;
+use write_log::{TreeLog, WriteLog};
 
 /// The first bytes of every backup file.
 const MAGIC: &[u8; 16] = b"troupe-sled-bkp\0";
-/// Bumped when the layout below changes; a restore refuses any other.
-const VERSION: u32 = 1;
+/// Bumped when the layout below changes; a restore refuses any newer one.
+const VERSION: u32 = 2;
+/// The first format, without a log; restores still read it.
+const VERSION_WITHOUT_LOG: u32 = 1;
 const TREE: u8 = 1;
 const ENTRY: u8 = 2;
+/// A key removed during the read (format 2, after `LOG` only).
+const REMOVE: u8 = 3;
+/// The writes made during the read follow (format 2).
+const LOG: u8 = 4;
 const END: u8 = 0;
 
 /// What a backup or a restore holds.
@@ -35,8 +53,11 @@ const END: u8 = 0;
 pub struct BackupSummary {
     /// sled trees (the state, the reminders, sled's default tree).
     pub trees: u64,
-    /// Keys across all trees.
+    /// Records across all trees: the keys read, and the changes (entries
+    /// and removals) logged while they were read.
     pub entries: u64,
+    /// Of `entries`, the changes logged while the trees were read.
+    pub logged: u64,
     /// The file's size.
     pub bytes: u64,
 }
@@ -70,8 +91,8 @@ pub enum BackupError {
     )]
     Corrupt { path: PathBuf, reason: String },
     #[error(
-        "{path} is a backup of format {found}, and this troupe reads format {VERSION}; restore \
-         it with the troupe version that took it"
+        "{path} is a backup of format {found}, and this troupe reads formats \
+         {VERSION_WITHOUT_LOG} to {VERSION}; restore it with the troupe version that took it"
     )]
     Version { path: PathBuf, found: u32 },
     /// Refused before writing: the copy may not fit beside the store, and
@@ -99,48 +120,100 @@ pub enum BackupError {
         #[source]
         source: sled::Error,
     },
+    /// The database was closed or re-opened (after an I/O error) while the
+    /// backup read it, so the log of writes it kept is incomplete.
+    #[error(
+        "the sled database was re-opened during the backup (after an I/O error; see the \
+         daemon's log), so the backup is incomplete; take it again"
+    )]
+    Reopened,
+}
+
+/// A backup written to its file.
+#[derive(Debug)]
+pub struct TakenBackup {
+    pub summary: BackupSummary,
+    /// How long writes were held, in all: the two instants that start and
+    /// end the log, each waiting out the writes running then.
+    pub writes_held: Duration,
+    /// The file, written and synced.
+    pub file: File,
 }
 
 impl SledStore {
     /// Writes a backup of the whole database to `to` (created, or
     /// truncated). Blocks: call it from a blocking thread.
-    pub fn backup_to(&self, to: &Path) -> Result<BackupSummary, BackupError> {
+    pub fn backup_to(&self, to: &Path) -> Result<TakenBackup, BackupError> {
         let file = File::create(to).map_err(io_at("create", to))?;
         let room = to.parent().unwrap_or(Path::new("."));
-        self.backup_into(file, room).map(|(summary, _)| summary)
+        self.backup_into(file, room)
     }
 
     /// Writes a backup of the whole database into `file`, which lives in
-    /// the directory `room`, pausing the store's writes while it reads (see
-    /// the module doc), and hands the file back. Blocks.
-    pub fn backup_into(
+    /// the directory `room`, and hands the file back. Writes go on while
+    /// it reads (see the module doc). Blocks.
+    pub fn backup_into(&self, file: File, room: &Path) -> Result<TakenBackup, BackupError> {
+        self.backup_with(file, room, || {})
+    }
+
+    /// [`backup_into`](Self::backup_into), calling `reading` once the read
+    /// of the trees has begun, for tests of what runs meanwhile.
+    fn backup_with(
         &self,
         file: File,
         room: &Path,
-    ) -> Result<(BackupSummary, File), BackupError> {
+        reading: impl FnOnce(),
+    ) -> Result<TakenBackup, BackupError> {
         let db: &SledDb = self.db();
-        let _paused = db.pause_writes();
-        let (summary, file) = db.with_open(|handles| write_backup(handles, file, room))??;
+        let (log, mut writes_held) = held(db, || db.with_open(|h| WriteLog::start(h, room))?)?;
+        let (out, summary) = db.with_open(|handles| read_trees(handles, file, room, reading))??;
+        let (logs, held_again) = held(db, || log.finish(room))?;
+        writes_held = writes_held.saturating_add(held_again);
+        let (summary, file) = end_backup(out, summary, logs, room)?;
         tracing::info!(
             room = %room.display(),
             trees = summary.trees,
             entries = summary.entries,
+            logged = summary.logged,
             bytes = summary.bytes,
+            writes_held_ms = writes_held.as_millis(),
             "backed up the sled database"
         );
-        Ok((summary, file))
+        Ok(TakenBackup {
+            summary,
+            writes_held,
+            file,
+        })
     }
 }
 
-fn write_backup(
+/// Runs `op` while the store's writes are held, and says for how long
+/// they were, counting the wait for the writes running when it began.
+fn held<T>(
+    db: &SledDb,
+    op: impl FnOnce() -> Result<T, BackupError>,
+) -> Result<(T, Duration), BackupError> {
+    let started = Instant::now();
+    let paused = db.pause_writes();
+    let outcome = op();
+    drop(paused);
+    Ok((outcome?, started.elapsed()))
+}
+
+type Output = Checked<BufWriter<File>>;
+
+/// Writes the header and every tree as it reads now.
+fn read_trees(
     handles: &Handles,
     file: File,
     room: &Path,
-) -> Result<(BackupSummary, File), BackupError> {
+    reading: impl FnOnce(),
+) -> Result<(Output, BackupSummary), BackupError> {
     let read = |source| BackupError::Read { source };
     let wrote = io_at("write the backup in", room);
     handles.sync().map_err(read)?;
-    // The copy is at most the live data, which sled's files hold.
+    // The read is at most the live data, which sled's files hold; the log
+    // grows with the writes made meanwhile, which nothing here can know.
     let needed = handles
         .db
         .size_on_disk()
@@ -158,6 +231,7 @@ fn write_backup(
     out.write_all(MAGIC).map_err(&wrote)?;
     out.write_all(&VERSION.to_le_bytes()).map_err(&wrote)?;
     let mut summary = BackupSummary::default();
+    let mut reading = Some(reading);
     for name in handles.db.tree_names() {
         let tree = handles.db.open_tree(&name).map_err(read)?;
         out.write_all(&[TREE]).map_err(&wrote)?;
@@ -169,7 +243,29 @@ fn write_backup(
             write_bytes(&mut out, &key).map_err(&wrote)?;
             write_bytes(&mut out, &value).map_err(&wrote)?;
             summary.entries = summary.entries.saturating_add(1);
+            if let Some(reading) = reading.take() {
+                reading();
+            }
         }
+    }
+    Ok((out, summary))
+}
+
+/// Appends the logs, the record count and the checksum, and syncs the file.
+fn end_backup(
+    mut out: Output,
+    mut summary: BackupSummary,
+    logs: Vec<TreeLog>,
+    room: &Path,
+) -> Result<(BackupSummary, File), BackupError> {
+    let wrote = io_at("write the backup in", room);
+    out.write_all(&[LOG]).map_err(&wrote)?;
+    for mut log in logs.into_iter().filter(|log| log.changes > 0) {
+        out.write_all(&[TREE]).map_err(&wrote)?;
+        write_bytes(&mut out, &log.tree).map_err(&wrote)?;
+        std::io::copy(&mut log.file, &mut out).map_err(&wrote)?;
+        summary.entries = summary.entries.saturating_add(log.changes);
+        summary.logged = summary.logged.saturating_add(log.changes);
     }
     out.write_all(&[END]).map_err(&wrote)?;
     out.write_all(&summary.entries.to_le_bytes())
@@ -180,185 +276,6 @@ fn write_backup(
     file.sync_all().map_err(&wrote)?;
     summary.bytes = file.metadata().map_err(&wrote)?.len();
     Ok((summary, file))
-}
-
-/// Restores the backup `from` into `dir`, which must be absent or empty,
-/// as a database a daemon opens with `--data-dir dir`. The whole file is
-/// checked first; nothing is written unless it is sound.
-pub fn restore(from: &Path, dir: &Path) -> Result<BackupSummary, BackupError> {
-    let summary = read_backup(from, &mut Check)?;
-    if let Ok(mut listing) = std::fs::read_dir(dir) {
-        if listing.next().is_some() {
-            return Err(BackupError::NotEmpty { dir: dir.into() });
-        }
-    }
-    let db = sled::Config::new()
-        .path(dir)
-        .open()
-        .map_err(|source| BackupError::Open {
-            dir: dir.into(),
-            source,
-        })?;
-    let mut restorer = Restorer {
-        db,
-        dir,
-        tree: None,
-        batch: sled::Batch::default(),
-        pending: 0,
-    };
-    read_backup(from, &mut restorer)?;
-    restorer.apply()?;
-    restorer.db.flush().map_err(|e| restorer.failed(e))?;
-    Ok(summary)
-}
-
-/// What reading a backup file hands each tree's name and each entry to.
-trait Visit {
-    fn tree(&mut self, name: &[u8]) -> Result<(), BackupError>;
-    fn entry(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<(), BackupError>;
-}
-
-/// Reads the file only to check it.
-struct Check;
-
-impl Visit for Check {
-    fn tree(&mut self, _: &[u8]) -> Result<(), BackupError> {
-        Ok(())
-    }
-
-    fn entry(&mut self, _: Vec<u8>, _: Vec<u8>) -> Result<(), BackupError> {
-        Ok(())
-    }
-}
-
-/// Writes what it reads into the new database, a batch at a time: one
-/// batch per tree would hold a whole tree in memory.
-struct Restorer<'a> {
-    db: sled::Db,
-    dir: &'a Path,
-    tree: Option<sled::Tree>,
-    batch: sled::Batch,
-    pending: usize,
-}
-
-impl Restorer<'_> {
-    const BATCH: usize = 4096;
-
-    fn failed(&self, source: sled::Error) -> BackupError {
-        BackupError::Write {
-            dir: self.dir.into(),
-            source,
-        }
-    }
-
-    fn apply(&mut self) -> Result<(), BackupError> {
-        let batch = std::mem::take(&mut self.batch);
-        self.pending = 0;
-        match &self.tree {
-            Some(tree) => tree.apply_batch(batch).map_err(|e| self.failed(e)),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Visit for Restorer<'_> {
-    fn tree(&mut self, name: &[u8]) -> Result<(), BackupError> {
-        self.apply()?;
-        self.tree = Some(self.db.open_tree(name).map_err(|e| self.failed(e))?);
-        Ok(())
-    }
-
-    fn entry(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<(), BackupError> {
-        self.batch.insert(key, value);
-        self.pending += 1;
-        if self.pending >= Self::BATCH {
-            self.apply()?;
-        }
-        Ok(())
-    }
-}
-
-/// Reads a backup file through, handing each tree's name and each entry to
-/// `visit`, and checks its count and checksum at the end. A restore reads it
-/// twice: once to check it, once to write.
-fn read_backup(from: &Path, visit: &mut impl Visit) -> Result<BackupSummary, BackupError> {
-    let file = File::open(from).map_err(io_at("open", from))?;
-    let size = file.metadata().map_err(io_at("read", from))?.len();
-    let corrupt = |reason: String| BackupError::Corrupt {
-        path: from.into(),
-        reason,
-    };
-    let mut input = Checked::new(BufReader::with_capacity(1 << 20, file));
-    let mut magic = [0u8; 16];
-    input
-        .read_exact(&mut magic)
-        .map_err(|_| corrupt("shorter than its header".into()))?;
-    if &magic != MAGIC {
-        return Err(corrupt("it does not start as one".into()));
-    }
-    let version = read_u32(&mut input).map_err(|_| corrupt("no format version".into()))?;
-    if version != VERSION {
-        return Err(BackupError::Version {
-            path: from.into(),
-            found: version,
-        });
-    }
-    let mut summary = BackupSummary {
-        bytes: size,
-        ..BackupSummary::default()
-    };
-    let cut = |what: &str| corrupt(format!("it ends inside {what} (a partial copy?)"));
-    loop {
-        let mut tag = [0u8; 1];
-        input.read_exact(&mut tag).map_err(|_| cut("a tree"))?;
-        match tag[0] {
-            TREE => {
-                let name = read_bytes(&mut input, size).map_err(|_| cut("a tree name"))?;
-                visit.tree(&name)?;
-                summary.trees = summary.trees.saturating_add(1);
-            }
-            ENTRY if summary.trees == 0 => {
-                return Err(corrupt("an entry before any tree".into()));
-            }
-            ENTRY => {
-                let key = read_bytes(&mut input, size).map_err(|_| cut("a key"))?;
-                let value = read_bytes(&mut input, size).map_err(|_| cut("a value"))?;
-                visit.entry(key, value)?;
-                summary.entries = summary.entries.saturating_add(1);
-            }
-            END => break,
-            other => return Err(corrupt(format!("an unknown record type {other}"))),
-        }
-    }
-    let mut stated = [0u8; 8];
-    input
-        .read_exact(&mut stated)
-        .map_err(|_| cut("the entry count"))?;
-    let stated = u64::from_le_bytes(stated);
-    if stated != summary.entries {
-        return Err(corrupt(format!(
-            "it says {stated} entries and holds {}",
-            summary.entries
-        )));
-    }
-    let computed = input.crc.clone().finalize();
-    let mut crc = [0u8; 4];
-    input
-        .inner
-        .read_exact(&mut crc)
-        .map_err(|_| cut("the checksum"))?;
-    if u32::from_le_bytes(crc) != computed {
-        return Err(corrupt("its checksum does not match its contents".into()));
-    }
-    if input
-        .inner
-        .read(&mut [0u8; 1])
-        .map_err(io_at("read", from))?
-        != 0
-    {
-        return Err(corrupt("bytes follow its checksum".into()));
-    }
-    Ok(summary)
 }
 
 fn io_at<'a>(doing: &'static str, path: &'a Path) -> impl Fn(std::io::Error) -> BackupError + 'a {

@@ -6,8 +6,8 @@
 //! reminders in one batch (`purge`). The database is re-opened after an
 //! I/O error (`db`), so a store that failed (a full disk) recovers by
 //! itself once the file system does. A backup reads it whole as of one
-//! instant, pausing writes meanwhile, and a restore writes one into an
-//! empty directory (`backup`).
+//! instant while writes go on, logging those made during the read, and a
+//! restore writes one into an empty directory (`backup`).
 //!
 //! Owner epochs (fencing) are accepted and not checked: sled locks its
 //! directory, so one daemon holds the database, and the daemon refuses to
@@ -25,7 +25,7 @@ mod reminders;
 mod state;
 mod stored_actors;
 
-pub use backup::{restore, BackupError, BackupSummary};
+pub use backup::{restore, BackupError, BackupSummary, TakenBackup};
 pub use db::ReopenError;
 pub use reminders::SledReminders;
 pub use state::{SledStore, DEFAULT_CACHE_BYTES};

@@ -4,7 +4,7 @@
 //! Everything of an actor lives in the state tree (`inbox`, `records`), so
 //! one batch is atomic across all of it: a crash or a reader sees the actor
 //! whole or gone. The removal goes through [`SledDb::write`] like any other
-//! write, so a backup's pause holds it back and a full disk refuses it
+//! write, so a backup's instants that hold writes hold it back and a full disk refuses it
 //! before sled sees it. The batch takes sled's write lock for as long as it
 //! applies; an actor of many keys holds readers up that long, which an
 //! operator's occasional purge may.

@@ -33,7 +33,7 @@ struct Outcome {
 }
 
 impl StoreMetrics {
-    /// A backup of `bytes` that paused the store's writes for `paused`.
+    /// A backup of `bytes` that held the store's writes for `paused` in all.
     pub fn backed_up(&self, paused: Duration, bytes: u64) {
         let c = &self.0;
         c.succeeded.fetch_add(1, Ordering::Relaxed);
@@ -93,7 +93,7 @@ impl StoreMetrics {
         pause.set(c.last_pause_us.load(Ordering::Relaxed) as f64 / 1e6);
         registry.register_with_unit(
             "backup_last_writes_paused",
-            "How long the last backup that succeeded paused the store's writes",
+            "How long the last backup that succeeded held the store's writes (to start and end its log of the writes made while it read)",
             Unit::Seconds,
             pause,
         );

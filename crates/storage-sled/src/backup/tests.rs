@@ -1,11 +1,17 @@
+use std::collections::HashMap;
+use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use troupe_storage::conformance::write;
 use troupe_storage::{ReminderStore, StateStore, StoreError};
 
-use super::{restore, BackupError, MAGIC};
+use super::{
+    restore, write_bytes, BackupError, Checked, END, ENTRY, MAGIC, TREE, VERSION_WITHOUT_LOG,
+};
 use crate::db::tests::reminder;
 use crate::{SledReminders, SledStore};
 
@@ -26,7 +32,9 @@ async fn backed_up(dir: &Path, backup: &Path) -> Result<super::BackupSummary> {
         .apply_reminders(&[reminder("r1"), reminder("r2")])
         .await?;
     let (store, to) = (store.clone(), backup.to_owned());
-    Ok(tokio::task::spawn_blocking(move || store.backup_to(&to)).await??)
+    Ok(tokio::task::spawn_blocking(move || store.backup_to(&to))
+        .await??
+        .summary)
 }
 
 #[tokio::test]
@@ -116,47 +124,127 @@ async fn a_restore_refuses_a_directory_that_holds_anything() -> Result {
     Ok(())
 }
 
-#[tokio::test]
-async fn writes_wait_for_a_backup_and_then_go_through() -> std::result::Result<(), StoreError> {
-    let dir = tempfile::tempdir().map_err(|e| StoreError::Io(e.to_string()))?;
-    let store = SledStore::open(dir.path())?;
-    // Held on a thread of its own, as a backup holds it.
-    let (paused_tx, paused) = tokio::sync::oneshot::channel();
-    let (release, released) = std::sync::mpsc::channel::<()>();
-    let holder = {
-        let store = store.clone();
-        std::thread::spawn(move || {
-            let _paused = store.db().pause_writes();
-            let _ = paused_tx.send(());
-            let _ = released.recv();
-        })
-    };
-    paused.await.map_err(|e| StoreError::Io(e.to_string()))?;
-    let mut writer = {
-        let store = store.clone();
+/// Writes go through while a backup reads the trees, and what it restores
+/// is the store as of one instant: every write before it, none after, each
+/// whole, keys removed meanwhile removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_go_on_while_a_backup_reads_and_it_holds_one_instant() -> Result {
+    let root = tempfile::tempdir()?;
+    let store = SledStore::open(&root.path().join("data"))?;
+    let filler: Vec<_> = (0..200)
+        .map(|i| write("filler", &i.to_string(), &[("k", Some("v"))]))
+        .collect();
+    store.write_batch(&filler).await?;
+
+    // Write n sets slot n % 7 and `last` to n, and moves key `at-{n-1}`
+    // on to `at-{n}`, all in one actor's write; and sets `same` as it was,
+    // a write sled skips (a subscription sees it as a reservation dropped).
+    let (progress_tx, mut progress) = tokio::sync::watch::channel(0u64);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (store, stop) = (store.clone(), stop.clone());
         tokio::spawn(async move {
-            store
-                .write_batch(&[write("t", "a", &[("k", Some("1"))])])
-                .await
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let (slot, value) = (format!("slot-{}", n % 7), n.to_string());
+                let (at, before) = (format!("at-{n}"), format!("at-{}", n - 1));
+                let changes = [
+                    (slot.as_str(), Some(value.as_str())),
+                    (at.as_str(), Some(value.as_str())),
+                    (before.as_str(), None),
+                    ("last", Some(value.as_str())),
+                    ("same", Some("1")),
+                ];
+                store.write_batch(&[write("w", "one", &changes)]).await?;
+                progress_tx.send_replace(n);
+            }
+            Ok::<u64, StoreError>(n)
         })
     };
-    // Nothing signals a write that waits; one that did not wait ends in a
-    // few milliseconds.
-    assert!(
-        tokio::time::timeout(Duration::from_millis(300), &mut writer)
-            .await
-            .is_err(),
-        "a write went through while writes were paused"
-    );
-    assert!(store.load("t", "a").await?.is_empty(), "reads go on");
-    drop(release);
-    holder
-        .join()
-        .map_err(|_| StoreError::Io("the holder panicked".into()))?;
-    writer.await.map_err(|e| StoreError::Io(e.to_string()))??;
+    progress.wait_for(|n| *n >= 10).await?;
+
+    let (reading_tx, reading) = tokio::sync::oneshot::channel();
+    let (go_on, wait) = std::sync::mpsc::channel::<()>();
+    let file = root.path().join("backup");
+    let backup = {
+        let (store, file) = (store.clone(), file.clone());
+        tokio::task::spawn_blocking(move || {
+            let out = std::fs::File::create(&file)?;
+            let room = file.parent().unwrap_or(Path::new("."));
+            let taken = store.backup_with(out, room, move || {
+                let _ = reading_tx.send(());
+                let _ = wait.recv();
+            })?;
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(taken)
+        })
+    };
+    reading.await?;
+    let during = *progress.borrow();
+    // The guard `wait_for` hands back would hold the writer up: dropped at once.
+    let went_on = tokio::time::timeout(
+        Duration::from_secs(10),
+        progress.wait_for(|n| *n >= during + 20),
+    )
+    .await
+    .is_ok_and(|waited| waited.is_ok());
+    drop(go_on);
+    assert!(went_on, "writes waited while the backup read");
+    let taken = backup.await?.map_err(|e| e.to_string())?;
+    stop.store(true, Ordering::Relaxed);
+    let written = writer.await??;
+    assert!(taken.summary.logged >= 20, "{:?}", taken.summary);
+
+    let restored = root.path().join("restored");
+    assert_eq!(restore(&file, &restored)?, taken.summary);
+    let store = SledStore::open(&restored)?;
+    let state: HashMap<String, Bytes> = store.load("w", "one").await?.into_iter().collect();
+    let number =
+        |key: &str| -> Option<u64> { std::str::from_utf8(state.get(key)?).ok()?.parse().ok() };
+    let last = number("last").ok_or("no last write restored")?;
+    assert!(last >= during + 20 && last <= written, "{last}");
+    for slot in 0..7 {
+        let expected = (1..=last).rev().find(|n| n % 7 == slot);
+        assert_eq!(number(&format!("slot-{slot}")), expected, "slot {slot}");
+    }
+    let mut at: Vec<&String> = state.keys().filter(|k| k.starts_with("at-")).collect();
+    at.sort();
     assert_eq!(
-        store.load("t", "a").await?,
-        vec![("k".into(), Bytes::from_static(b"1"))]
+        at,
+        [&format!("at-{last}")],
+        "keys removed during the read stay removed"
+    );
+    assert_eq!(store.load("filler", "199").await?.len(), 1);
+    Ok(())
+}
+
+/// A backup in the first format, which had no log, still restores.
+#[test]
+fn a_backup_of_the_first_format_restores() -> Result {
+    let root = tempfile::tempdir()?;
+    let file = root.path().join("v1");
+    let mut out = Checked::new(Vec::new());
+    out.write_all(MAGIC)?;
+    out.write_all(&VERSION_WITHOUT_LOG.to_le_bytes())?;
+    out.write_all(&[TREE])?;
+    write_bytes(&mut out, b"things")?;
+    out.write_all(&[ENTRY])?;
+    write_bytes(&mut out, b"k")?;
+    write_bytes(&mut out, b"v")?;
+    out.write_all(&[END])?;
+    out.write_all(&1u64.to_le_bytes())?;
+    let crc = out.crc.clone().finalize();
+    let mut bytes = out.inner;
+    bytes.extend_from_slice(&crc.to_le_bytes());
+    std::fs::write(&file, bytes)?;
+
+    let restored = root.path().join("restored");
+    let summary = restore(&file, &restored)?;
+    assert_eq!((summary.trees, summary.entries, summary.logged), (1, 1, 0));
+    let db = sled::open(&restored)?;
+    assert_eq!(
+        db.open_tree("things")?.get("k")?.as_deref(),
+        Some(&b"v"[..])
     );
     Ok(())
 }

@@ -1,13 +1,13 @@
 //! `Admin.Backup`: the sled store copied out while the daemon serves.
 //!
-//! The copy is written to a file in the data directory first, with the
-//! store's writes paused (`troupe_storage_sled::backup`), and streamed from
+//! The copy is written to a file in the data directory first, while the
+//! store's writes go on (`troupe_storage_sled::backup`), and streamed from
 //! there: a slow reader at the other end then holds up nothing but its own
 //! stream, never the store's writes. The file has no name (`O_TMPFILE`), so
 //! it goes when the stream ends, and with the process should it die.
 
 use std::io::{Read, Seek};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -76,10 +76,8 @@ async fn take(
                 "cannot create the backup's file in the data directory: {e}"
             ))
         })?;
-        // The writes wait for as long as the copy takes.
-        let started = Instant::now();
-        let (summary, file) = sled.backup_into(file, sled.dir()).map_err(backup_status)?;
-        Ok::<_, Status>((summary, started.elapsed(), file))
+        let taken = sled.backup_into(file, sled.dir()).map_err(backup_status)?;
+        Ok::<_, Status>((taken.summary, taken.writes_held, taken.file))
     })
     .await
     .map_err(|e| Status::internal(format!("the backup task failed: {e}")))??;
