@@ -388,3 +388,84 @@ async fn reminder_firings_are_counted() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// A reminder that comes due while its actor is busy starts late, and the
+/// lateness histogram says by how much: the operator's measure of
+/// "reminders on time".
+#[tokio::test]
+async fn a_reminder_held_behind_a_busy_actor_shows_how_late_it_started() -> anyhow::Result<()> {
+    /// How long the actor stays busy after the firing queued behind it.
+    const BUSY: std::time::Duration = std::time::Duration::from_millis(300);
+    let dir = tempfile::tempdir()?;
+    let daemon = Daemon::start(dir.path(), &["--metrics-listen", "127.0.0.1:0"]).await?;
+    let addr = endpoint(&daemon)?;
+    let (mut app, _) = RawApp::register(
+        daemon.addr,
+        vec![pb::ActorTypeSpec {
+            name: "slow".into(),
+            ..Default::default()
+        }],
+    )
+    .await?;
+    let mut client = daemon.client().await?;
+    let before = scrape(addr).await?;
+
+    // A call whose turn the app holds keeps the actor busy.
+    let held = {
+        let mut client = client.clone();
+        tokio::spawn(async move { client.invoke_raw("slow", "s", "work", "1").await })
+    };
+    let turn = app.next_turn().await?;
+    client
+        .0
+        .set_reminder(pb::SetReminderRequest {
+            actor: Some(actor("slow", "s")),
+            name: "tick".into(),
+            due: "50ms".into(),
+            ..Default::default()
+        })
+        .await?;
+    poll_until(WAIT, "the firing to queue behind the held turn", || async {
+        let s = scrape(addr).await?;
+        Ok((s.sum("troupe_mailbox_depth", &[("actor_type", "slow")]) == 1.0).then_some(()))
+    })
+    .await?;
+    // Not a wait for anything: the busy turn runs on past the due time.
+    tokio::time::sleep(BUSY).await;
+    app.reply(turn.call_id, "1")?;
+    within(WAIT, "the held call", held)
+        .await??
+        .map_err(anyhow::Error::new)?;
+    let firing = app.next_turn().await?;
+    assert_eq!(firing.name, "tick");
+    app.reply(firing.call_id, "null")?;
+
+    let labels = [("actor_type", "slow"), ("kind", "reminder")];
+    let after = poll_until(WAIT, "the firing to be counted", || async {
+        let s = scrape(addr).await?;
+        Ok((s.sum("troupe_reminders_fired_total", &labels) >= 1.0).then_some(s))
+    })
+    .await?;
+    let late = |name: &str, extra: &[(&str, &str)]| {
+        let labels: Vec<(&str, &str)> = labels.iter().chain(extra).copied().collect();
+        delta(&before, &after, name, &labels)
+    };
+    assert_eq!(
+        late("troupe_reminder_lateness_seconds_count", &[]),
+        1.0,
+        "{}",
+        after.text
+    );
+    assert!(
+        late("troupe_reminder_lateness_seconds_sum", &[]) >= BUSY.as_secs_f64(),
+        "{}",
+        after.text
+    );
+    assert_eq!(
+        late("troupe_reminder_lateness_seconds_bucket", &[("le", "0.25")]),
+        0.0,
+        "started at least {BUSY:?} late: {}",
+        after.text
+    );
+    Ok(())
+}

@@ -63,6 +63,15 @@ fn latency_buckets() -> Histogram {
     ])
 }
 
+/// How late a reminder or alarm starts: on time is a millisecond or so, a
+/// busy actor holds it for turns, a daemon that was down for minutes.
+fn lateness_buckets() -> Histogram {
+    Histogram::new([
+        0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+        300.0,
+    ])
+}
+
 /// Keys per flush batch: one to millions.
 fn batch_buckets() -> Histogram {
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
@@ -113,6 +122,8 @@ pub(crate) struct TypeStats {
     actor_errors: [Counter; 4],
     turn_seconds: [Histogram; 4],
     fired: [Counter; 2],
+    /// Reminders', then alarms'.
+    lateness: [Histogram; 2],
 }
 
 impl TypeStats {
@@ -130,6 +141,12 @@ impl TypeStats {
             self.actor_errors[i].inc();
         }
     }
+
+    /// A reminder's or alarm's turn handed to the app `late` after it was
+    /// due (by the scheduling clock).
+    pub(crate) fn firing_started(&self, alarm: bool, late: Duration) {
+        self.lateness[usize::from(alarm)].observe(late.as_secs_f64());
+    }
 }
 
 #[derive(Debug)]
@@ -141,6 +158,7 @@ pub(crate) struct Metrics {
     record_reads: Family<TypeLabels, Counter>,
     turn_seconds: HistogramFamily<KindLabels>,
     reminders_fired: Family<KindLabels, Counter>,
+    lateness: HistogramFamily<KindLabels>,
     flush_keys: Histogram,
     flush_seconds: Histogram,
     flush_failures: Counter,
@@ -177,6 +195,7 @@ impl Metrics {
             record_reads: Family::default(),
             turn_seconds: Family::new_with_constructor(latency_buckets),
             reminders_fired: Family::default(),
+            lateness: Family::new_with_constructor(lateness_buckets),
             flush_keys: batch_buckets(),
             flush_seconds: latency_buckets(),
             flush_failures: Counter::default(),
@@ -203,6 +222,12 @@ impl Metrics {
                 kind: kind.into(),
             })
         };
+        let late = |kind: &str| {
+            self.lateness.get_or_create_owned(&KindLabels {
+                actor_type: actor_type.clone(),
+                kind: kind.into(),
+            })
+        };
         let stats = Arc::new(TypeStats {
             activations: self.activations.get_or_create_owned(&TypeLabels {
                 actor_type: actor_type.clone(),
@@ -216,6 +241,7 @@ impl Metrics {
                 })
             }),
             fired: [fired("reminder"), fired("alarm")],
+            lateness: [late("reminder"), late("alarm")],
         });
         self.types
             .write()
@@ -347,6 +373,12 @@ impl Metrics {
             "reminders_fired",
             "Reminder and alarm firings delivered",
             self.reminders_fired.clone(),
+        );
+        registry.register_with_unit(
+            "reminder_lateness",
+            "Time from a reminder's or alarm's due time until its turn was handed to the app",
+            Unit::Seconds,
+            self.lateness.clone(),
         );
         registry.register(
             "flush_batch_keys",

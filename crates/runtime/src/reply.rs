@@ -27,6 +27,10 @@ pub(crate) enum Reply {
 pub(crate) struct FiringReply {
     pub(crate) to: oneshot::Sender<Result<Payload, CallError>>,
     pub(crate) superseded: CancellationToken,
+    /// When it was due, by the scheduling clock: its turn's start measures
+    /// how late it is.
+    pub(crate) due_unix_ms: u64,
+    pub(crate) alarm: bool,
 }
 
 impl Reply {

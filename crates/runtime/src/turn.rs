@@ -6,6 +6,7 @@
 //! done — and the actor is scheduled again if more calls wait.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::activation::{Activation, Envelope, Status};
 use crate::error::{CallError, Unavailable};
@@ -93,6 +94,10 @@ impl Shared {
             trace.span = span.clone();
             Box::new(span)
         });
+        if let (Some(stats), Reply::Firing(firing)) = (&binding.stats, &env.reply) {
+            let late = self.time.now_ms().saturating_sub(firing.due_unix_ms);
+            stats.firing_started(firing.alarm, Duration::from_millis(late));
+        }
         let meta = TurnMeta {
             kind: env.kind,
             touch: env.touch,

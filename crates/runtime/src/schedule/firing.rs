@@ -47,6 +47,11 @@ impl Due {
         self.on_its_way.superseded.is_cancelled()
     }
 
+    /// When the firing was due (a retry's: when the retry was).
+    pub(crate) fn due_unix_ms(&self) -> u64 {
+        self.record.due_unix_ms
+    }
+
     /// What the firing's turn checks as it would start (`Reply::Firing`).
     pub(crate) fn superseded_token(&self) -> CancellationToken {
         self.on_its_way.superseded.clone()
