@@ -469,12 +469,19 @@ export interface BackupChunk {
 export interface BackupSummary {
   /** The store, as StatusResponse names it ("sled:/var/lib/troupe"). */
   store: string;
-  /** sled trees, and keys across them. */
+  /**
+   * sled trees, and records across them: the keys read, and the changes
+   * written while they were read (the copy replays those over the keys).
+   */
   trees: bigint;
   entries: bigint;
   /** The whole file. */
   bytes: bigint;
-  /** How long the store's writes were paused while it was copied. */
+  /**
+   * How long the store's writes were held: two instants, which start and end
+   * the log of the writes made while the store was read (writes go on
+   * meanwhile), each waiting out the writes running then.
+   */
   writesPausedMs: bigint;
 }
 
