@@ -1,10 +1,11 @@
 //! Client calls: `ActorClient.Invoke` and `Tell`, each with its idempotency
 //! key, its retries on UNAVAILABLE and pushed-back RESOURCE_EXHAUSTED
-//! ([`crate::retry`]), its deadline and
+//! ([`crate::retry`], within the client's retry budget), its deadline and
 //! metadata (trace context and token, as the layer built them); and the
 //! rarer client RPCs as bytes ([`ActorCalls::unary`], [`crate::unary`]).
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -16,7 +17,7 @@ use troupe_proto::v1::actor_client_client::ActorClientClient;
 use troupe_proto::v1::{ActorRef, InvokeRequest, InvokeResponse, TellRequest, TellResponse};
 
 use crate::connect::ConnectOptions;
-use crate::retry::{with_retries, Retried, RetryNote};
+use crate::retry::{with_retries, BudgetOptions, Retried, RetryBudget, RetryNote};
 use crate::unary::{known, BytesCodec};
 use crate::{key, CallError};
 
@@ -29,20 +30,29 @@ pub struct CallOptions {
     /// ASCII metadata entries, in order; a key may repeat.
     pub metadata: Vec<(String, String)>,
     /// Invoke and tell only: resend on UNAVAILABLE, and on a RESOURCE_EXHAUSTED
-    /// that ran nothing, while the deadline leaves time (the SDKs' `retry`
-    /// option; [`crate::retry`]). The other RPCs are sent once.
+    /// that ran nothing, while the deadline leaves time and the client's
+    /// retry budget allows (the SDKs' `retry` option; [`crate::retry`]).
+    /// The other RPCs are sent once.
     pub retry: bool,
 }
 
-/// The client API's calls on one channel; cheap to clone.
+/// The client API's calls on one channel; cheap to clone, and the clones
+/// share one retry budget.
 #[derive(Debug, Clone)]
 pub struct ActorCalls {
     client: ActorClientClient<Channel>,
     /// The same channel for the rarer RPCs, as bytes.
     raw: tonic::client::Grpc<Channel>,
+    /// What bounds the retries of all the invokes and tells on this channel
+    /// together (gRFC A6 retry throttling); `None`: no bound but each
+    /// call's deadline.
+    budget: Option<Arc<RetryBudget>>,
 }
 
 impl ActorCalls {
+    /// Calls on `channel` with the default retry budget
+    /// ([`BudgetOptions::default`]); [`ActorCalls::with_retry_budget`]
+    /// chooses another.
     pub fn new(channel: Channel, options: &ConnectOptions) -> Self {
         let client = ActorClientClient::new(channel.clone())
             .max_decoding_message_size(options.decoding_limit())
@@ -50,7 +60,30 @@ impl ActorCalls {
         let raw = tonic::client::Grpc::new(channel)
             .max_decoding_message_size(options.decoding_limit())
             .max_encoding_message_size(usize::MAX);
-        Self { client, raw }
+        // The default's options are in range: the budget always builds.
+        let budget = RetryBudget::new(BudgetOptions::default())
+            .ok()
+            .map(Arc::new);
+        Self {
+            client,
+            raw,
+            budget,
+        }
+    }
+
+    /// These calls with a fresh retry budget of `budget`'s size, or none
+    /// (`None`: each call retries for as long as its deadline allows).
+    pub fn with_retry_budget(
+        mut self,
+        budget: Option<BudgetOptions>,
+    ) -> Result<Self, crate::retry::BudgetError> {
+        self.budget = budget.map(RetryBudget::new).transpose()?.map(Arc::new);
+        Ok(self)
+    }
+
+    /// The retry budget these calls share, if any.
+    pub fn retry_budget(&self) -> Option<&RetryBudget> {
+        self.budget.as_deref()
     }
 
     /// `ActorClient.Invoke`, retried per `call.retry` with the request's
@@ -110,7 +143,8 @@ impl ActorCalls {
         let what = CallName(Req::KIND, actor, method);
         let (retry, timeout) = (call.retry, call.timeout);
         let mut first = true;
-        with_retries(retry, timeout, &what, on_retry, |left| {
+        let budget = self.budget.as_deref();
+        with_retries(retry, budget, timeout, &what, on_retry, |left| {
             let mut this = request.clone();
             // A retry resends a key the daemon may have recorded by now.
             if !std::mem::replace(&mut first, false) {

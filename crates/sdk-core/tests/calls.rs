@@ -284,6 +284,48 @@ async fn retries_end_at_the_deadline_saying_why() {
 }
 
 #[tokio::test]
+async fn the_calls_on_one_channel_share_a_retry_budget() {
+    use troupe_sdk_core::retry::GaveUp;
+    let (fake, calls) = start(Script {
+        unavailable: usize::MAX,
+        ..Default::default()
+    })
+    .await;
+    // A budget of 10 tokens (retries while more than 5 are left): 4
+    // retries, then the budget ends them well before the 10 s deadline.
+    let calls = calls
+        .with_retry_budget(Some(troupe_sdk_core::retry::BudgetOptions {
+            max_tokens: 10,
+            token_ratio: 0.1,
+        }))
+        .unwrap();
+    let err = calls
+        .invoke(invoke_request(""), call(true), |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!((err.retries, err.gave_up), (4, Some(GaveUp::Budget)));
+    // A clone spends the same budget: its call is sent once.
+    let err = calls
+        .clone()
+        .tell(TellRequest::default(), call(true), |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!((err.retries, err.gave_up), (0, Some(GaveUp::Budget)));
+    assert_eq!(fake.keys().len(), 6);
+    // Without one, a call retries until its deadline.
+    let calls = calls.with_retry_budget(None).unwrap();
+    assert!(calls.retry_budget().is_none());
+    let mut options = call(true);
+    options.timeout = Some(Duration::from_millis(400));
+    let err = calls
+        .invoke(invoke_request(""), options, |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(err.gave_up, Some(GaveUp::Deadline));
+    assert!(err.retries >= 2, "{err:?}");
+}
+
+#[tokio::test]
 async fn a_rarer_rpc_goes_through_as_bytes_with_its_metadata() {
     let (_, calls) = start(Script::default()).await;
     let request = GetStateRequest {

@@ -1,5 +1,6 @@
 //! The retry policy on tokio's paused clock: which statuses are retried, how
-//! long the pauses are, and where the retries stop and what they report.
+//! long the pauses are, and where the retries stop and what they report; and
+//! the client-wide retry budget (gRFC A6 retry throttling).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,7 +9,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tonic::Code;
-use troupe_sdk_core::retry::{with_retries, GaveUp, MIN_ATTEMPT, PUSHBACK_TRAILER};
+use troupe_sdk_core::retry::{
+    with_retries, BudgetError, BudgetOptions, GaveUp, RetryBudget, MIN_ATTEMPT, PUSHBACK_TRAILER,
+};
 use troupe_sdk_core::CallError;
 
 /// What the fake attempts saw: when each started (from the call's start)
@@ -38,10 +41,22 @@ async fn run(
     failures: usize,
     status: impl Fn() -> CallError,
 ) -> (Result<u32, troupe_sdk_core::retry::Retried>, Seen) {
+    run_within(None, retry, timeout, failures, status).await
+}
+
+/// As [`run`], within `budget`.
+async fn run_within(
+    budget: Option<&RetryBudget>,
+    retry: bool,
+    timeout: Option<Duration>,
+    failures: usize,
+    status: impl Fn() -> CallError,
+) -> (Result<u32, troupe_sdk_core::retry::Retried>, Seen) {
     let start = Instant::now();
     let seen = RefCell::new(Seen::default());
     let result = with_retries(
         retry,
+        budget,
         timeout,
         &"test",
         |_| {},
@@ -225,4 +240,128 @@ async fn a_pushback_longer_than_the_time_left_ends_the_retries() {
     assert_eq!(starts, [0, 500, 1000].map(Duration::from_millis));
     assert_eq!(err.retries, 2);
     assert_eq!(err.elapsed, Duration::from_millis(1000));
+}
+
+fn budget(max_tokens: u32, token_ratio: f64) -> RetryBudget {
+    RetryBudget::new(BudgetOptions {
+        max_tokens,
+        token_ratio,
+    })
+    .unwrap()
+}
+
+#[test]
+fn the_budget_falls_with_failures_stops_retries_at_half_and_refills_by_the_ratio() {
+    let b = budget(10, 0.1);
+    assert_eq!(b.tokens(), 10.0, "a budget starts full");
+    // Each failure takes a token; a retry may follow while more than 5 are left.
+    let allowed: Vec<bool> = (0..6).map(|_| b.on_failure()).collect();
+    assert_eq!(allowed, [true, true, true, true, false, false]);
+    assert_eq!(b.tokens(), 4.0);
+    for _ in 0..10 {
+        b.on_failure();
+    }
+    assert_eq!(b.tokens(), 0.0, "never below zero");
+    // Each success puts back a tenth: from 0, retries come back above 5, after
+    // 51 successes (exactly: thousandths, no float drift).
+    for _ in 0..50 {
+        b.on_success();
+    }
+    assert_eq!(b.tokens(), 5.0);
+    assert!(!b.on_failure(), "4 tokens left after this failure");
+    for _ in 0..11 {
+        b.on_success();
+    }
+    assert_eq!(b.tokens(), 5.1);
+    assert!(!b.on_failure(), "4.1 left: still not above half");
+    for _ in 0..100 {
+        b.on_success();
+    }
+    assert_eq!(b.tokens(), 10.0, "never above a full budget");
+    assert!(b.on_failure(), "9 left");
+    // An odd size's half is a fraction: 3 tokens retry while more than 1.5 are left.
+    let odd = budget(3, 1.0);
+    assert_eq!([odd.on_failure(), odd.on_failure()], [true, false]);
+    odd.on_success();
+    assert!(!odd.on_failure(), "2 back to 1");
+    // The ratio counts to three decimals, as gRFC A6 says.
+    let fine = budget(2, 0.0014);
+    fine.on_failure();
+    fine.on_success();
+    assert_eq!(fine.tokens(), 1.001);
+}
+
+#[test]
+fn a_budget_out_of_grfc_a6_range_is_refused() {
+    let options = |max_tokens, token_ratio| BudgetOptions {
+        max_tokens,
+        token_ratio,
+    };
+    assert_eq!(
+        RetryBudget::new(options(0, 0.1)).unwrap_err(),
+        BudgetError::MaxTokens(0)
+    );
+    assert!(RetryBudget::new(options(1001, 0.1)).is_err());
+    assert!(RetryBudget::new(options(1000, 0.1)).is_ok());
+    for ratio in [0.0, -1.0, 0.0004, f64::NAN, f64::INFINITY] {
+        assert!(RetryBudget::new(options(10, ratio)).is_err(), "{ratio}");
+    }
+    assert_eq!(BudgetOptions::default(), options(100, 0.1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spent_budget_ends_the_retries_of_every_call_on_it() {
+    let b = budget(10, 0.1);
+    let timeout = Some(Duration::from_secs(30));
+    // The first call takes 10 -> 9, 8, 7, 6 with a retry after each, and the
+    // failure that leaves 5 ends it: 4 retries, not 30 s of them.
+    let (result, seen) = run_within(Some(&b), true, timeout, usize::MAX, unavailable).await;
+    let err = result.unwrap_err();
+    assert_eq!((err.retries, seen.attempts.len()), (4, 5));
+    assert_eq!(err.gave_up, Some(GaveUp::Budget));
+    assert_eq!(err.status.code, Code::Unavailable);
+    assert_eq!(
+        err.last_refusal.as_deref(),
+        Some("UNAVAILABLE: connection refused")
+    );
+    assert!(
+        err.to_string().ends_with("; retry budget exhausted)"),
+        "{err}"
+    );
+    // The calls after it fail after their first attempt.
+    for _ in 0..3 {
+        let (result, seen) = run_within(Some(&b), true, timeout, usize::MAX, unavailable).await;
+        let err = result.unwrap_err();
+        assert_eq!((err.retries, seen.attempts.len()), (0, 1));
+        assert_eq!(err.gave_up, Some(GaveUp::Budget));
+    }
+    assert_eq!(b.tokens(), 2.0);
+    // A pushed-back refusal draws on the same budget.
+    let (result, _) = run_within(Some(&b), true, timeout, usize::MAX, || refused("10")).await;
+    assert_eq!(result.unwrap_err().gave_up, Some(GaveUp::Budget));
+    // A refusal that is not resent, and a call sent once, leave it alone.
+    let not_found = || CallError::new(Code::NotFound, "no such actor type");
+    let (result, _) = run_within(Some(&b), true, timeout, 1, not_found).await;
+    assert_eq!(result.unwrap_err().gave_up, None);
+    let (result, _) = run_within(Some(&b), false, timeout, 1, unavailable).await;
+    assert_eq!(result.unwrap_err().gave_up, None);
+    assert_eq!(b.tokens(), 1.0);
+    // Answers refill it; with none, the same call would have retried on.
+    let (result, _) = run_within(Some(&b), true, timeout, 0, unavailable).await;
+    assert_eq!(result.unwrap(), 7);
+    assert_eq!(b.tokens(), 1.1);
+    let (result, seen) = run(true, timeout, 20, unavailable).await;
+    assert_eq!((result.unwrap(), seen.attempts.len()), (7, 21));
+}
+
+#[tokio::test(start_paused = true)]
+async fn time_running_out_is_reported_before_the_budget() {
+    // The first failure leaves 1 of 2 tokens, not above half; but a 50 ms
+    // deadline leaves no room for a retry either, and the deadline is what
+    // the caller can act on.
+    let b = budget(2, 0.1);
+    let (result, _) = run_within(Some(&b), true, Some(MIN_ATTEMPT), usize::MAX, unavailable).await;
+    let err = result.unwrap_err();
+    assert_eq!(err.gave_up, Some(GaveUp::Deadline));
+    assert_eq!(b.tokens(), 1.0, "the failure took its token all the same");
 }

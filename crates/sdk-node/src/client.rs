@@ -19,7 +19,7 @@ use troupe_sdk_core::client::{ActorCalls, CallOptions};
 use troupe_sdk_core::connect::ConnectOptions;
 use troupe_sdk_core::key::{self, KeyNames};
 use troupe_sdk_core::proto::{InvokeRequest, TellRequest};
-use troupe_sdk_core::retry::{GaveUp, Retried, RetryNote};
+use troupe_sdk_core::retry::{BudgetOptions, GaveUp, Retried, RetryNote};
 use troupe_sdk_core::CallError;
 
 use crate::error::decode;
@@ -72,7 +72,8 @@ pub struct NativeRetried {
     /// Attempts after the first.
     pub retries: u32,
     pub elapsed_ms: f64,
-    /// `"deadline"` or `"window"` when the retries ran out of time.
+    /// `"deadline"` or `"window"` when the retries ran out of time,
+    /// `"budget"` when the client's retry budget refused another.
     pub gave_up: Option<String>,
     /// The last refusal retried before the status that ended them, as
     /// `CODE: message`.
@@ -87,11 +88,20 @@ fn retried(e: &Retried) -> NativeRetried {
             match g {
                 GaveUp::Deadline => "deadline",
                 GaveUp::Window => "window",
+                GaveUp::Budget => "budget",
             }
             .to_owned()
         }),
         last_refusal: e.last_refusal.clone(),
     }
+}
+
+/// The size of a client's retry budget (gRFC A6 `retryThrottling`).
+#[napi(object)]
+#[derive(Debug, Clone, Copy)]
+pub struct NativeRetryBudget {
+    pub max_tokens: u32,
+    pub token_ratio: f64,
 }
 
 #[napi]
@@ -107,13 +117,19 @@ pub struct NativeClient {
 }
 
 impl NativeClient {
+    /// A client on `channel` with the default retry budget (gRFC A6's
+    /// example): the app session's, for the calls its turns make.
     pub(crate) fn on_channel(
         channel: tonic::transport::Channel,
         options: &ConnectOptions,
         wake: WakeFn,
     ) -> Self {
+        Self::with_calls(ActorCalls::new(channel, options), wake)
+    }
+
+    fn with_calls(calls: ActorCalls, wake: WakeFn) -> Self {
         Self {
-            calls: Mutex::new(Some(ActorCalls::new(channel, options))),
+            calls: Mutex::new(Some(calls)),
             answers: Arc::new(Inbox::new(wake)),
             running: Arc::default(),
         }
@@ -182,10 +198,24 @@ fn bytes_of(buffer: &Buffer) -> bytes::Bytes {
 #[napi]
 impl NativeClient {
     /// A client with its own channel; `wake` is called when answers wait.
+    /// `retry_budget` bounds the retries of all its calls together (gRFC A6
+    /// retry throttling); the layer always passes it, null (or nothing) for
+    /// no budget.
     #[napi(constructor)]
-    pub fn new(options: NativeConnect, wake: WakeFn) -> napi::Result<Self> {
+    pub fn new(
+        options: NativeConnect,
+        wake: WakeFn,
+        retry_budget: Option<NativeRetryBudget>,
+    ) -> napi::Result<Self> {
         let (channel, options) = channel(options)?;
-        Ok(Self::on_channel(channel, &options, wake))
+        let budget = retry_budget.map(|b| BudgetOptions {
+            max_tokens: b.max_tokens,
+            token_ratio: b.token_ratio,
+        });
+        let calls = ActorCalls::new(channel, &options)
+            .with_retry_budget(budget)
+            .map_err(NodeError::Budget)?;
+        Ok(Self::with_calls(calls, wake))
     }
 
     /// Starts `ActorClient.Invoke` with the serialized `InvokeRequest` and

@@ -1,6 +1,7 @@
 //! What the addon's methods throw in JS: a bug or bad option in the layer
 //! calling it, never a failed call (those come back as statuses).
 
+use troupe_sdk_core::retry::BudgetError;
 use troupe_sdk_core::ConnectError;
 
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +20,9 @@ pub enum NodeError {
     Key(String),
     #[error(transparent)]
     Connect(#[from] ConnectError),
+    /// A retry budget out of gRFC A6's range (the layer checks it first).
+    #[error(transparent)]
+    Budget(BudgetError),
     /// The SDK's tokio runtime could not start (out of threads or memory).
     #[error("cannot start the SDK's runtime: {0}")]
     Runtime(std::io::Error),

@@ -27,7 +27,9 @@ use troupe_sdk_core::client::{ActorCalls, CallOptions};
 use troupe_sdk_core::connect::ConnectOptions;
 use troupe_sdk_core::key::{self, KeyNames};
 use troupe_sdk_core::proto::{InvokeRequest, TellRequest};
-use troupe_sdk_core::retry::{GaveUp, Retried, RetryNote};
+use troupe_sdk_core::retry::{
+    BudgetOptions, GaveUp, Retried, RetryNote, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_RATIO,
+};
 
 use crate::inbox::Inbox;
 use crate::{channel, py_call_error, runtime};
@@ -54,7 +56,8 @@ type Call = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// A failed call as Python reads it: gRPC's code number, the message, the
 /// ASCII trailers, then the retries made, their seconds, why they stopped
-/// for lack of time (`"deadline"`, `"window"`, or None) and the last
+/// for lack of time or budget (`"deadline"`, `"window"`, `"budget"`, or
+/// None) and the last
 /// refusal retried, as `CODE: message` (None when there was none).
 type PyFailure = (
     i32,
@@ -70,6 +73,7 @@ fn py_failure(e: Retried) -> PyFailure {
     let gave_up = e.gave_up.map(|g| match g {
         GaveUp::Deadline => "deadline",
         GaveUp::Window => "window",
+        GaveUp::Budget => "budget",
     });
     let (code, message, trailers) = py_call_error(e.status);
     (
@@ -103,12 +107,18 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
+    /// A client on `channel` with the default retry budget (gRFC A6's
+    /// example): the app session's, for the calls its turns make.
     pub(crate) fn on_channel(
         channel: tonic::transport::Channel,
         options: &ConnectOptions,
     ) -> PyResult<Self> {
+        Self::with_calls(ActorCalls::new(channel, options))
+    }
+
+    fn with_calls(calls: ActorCalls) -> PyResult<Self> {
         Ok(Self {
-            calls: ActorCalls::new(channel, options),
+            calls,
             answers: Arc::new(Inbox::new().map_err(|e| PyOSError::new_err(e.to_string()))?),
             running: Arc::default(),
             queued: Mutex::default(),
@@ -165,17 +175,35 @@ fn decode<M: Message + Default>(bytes: &[u8], what: &str) -> PyResult<M> {
 
 #[pymethods]
 impl Client {
+    /// `retry_budget`: `(max_tokens, token_ratio)` of the client's retry
+    /// budget (gRFC A6 retry throttling; 100 tokens and 0.1 by default), or
+    /// None for none.
     #[new]
-    #[pyo3(signature = (address, ca=None, cert=None, key=None, max_receive_bytes=None))]
+    #[pyo3(signature = (
+        address,
+        ca=None,
+        cert=None,
+        key=None,
+        max_receive_bytes=None,
+        retry_budget=Some((DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_RATIO)),
+    ))]
     fn new(
         address: String,
         ca: Option<Vec<u8>>,
         cert: Option<Vec<u8>>,
         key: Option<Vec<u8>>,
         max_receive_bytes: Option<usize>,
+        retry_budget: Option<(u32, f64)>,
     ) -> PyResult<Self> {
         let (channel, options) = channel(address, ca, cert, key, max_receive_bytes)?;
-        Self::on_channel(channel, &options)
+        let budget = retry_budget.map(|(max_tokens, token_ratio)| BudgetOptions {
+            max_tokens,
+            token_ratio,
+        });
+        let calls = ActorCalls::new(channel, &options)
+            .with_retry_budget(budget)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Self::with_calls(calls)
     }
 
     /// The socket to watch for answers (`loop.add_reader`).

@@ -73,6 +73,7 @@ async def patient_daemon(daemon_binary: Path, tmp_path: Path) -> AsyncIterator[D
 
 async def test_a_call_rides_out_a_daemon_restart(patient_daemon: Daemon) -> None:
     daemon = patient_daemon
+    # With the default retry budget: a lone call still rides out a restart.
     async with (
         hosting(daemon.address, Counter) as app,
         troupe.Client(daemon.address, timeout=30) as client,

@@ -7,7 +7,16 @@ import { fromRpcError, InvalidArgument } from "./errors.js";
 import { type ActorClientClient, ActorClientService, type InvokeRequest, type InvokeResponse, type TellRequest } from "./gen/troupe/v1/client.js";
 import { type CallChain, Delivery } from "./gen/troupe/v1/common.js";
 import { decodeResult, decodeState, encodeCall, Kwargs, splitArgs } from "./payload.js";
-import { callKey, checkKeyType, madeKeyRetentionMs, passedKeyRetentionMs, sendWithRetries } from "./retry.js";
+import {
+  callKey,
+  checkKeyType,
+  DEFAULT_RETRY_BUDGET,
+  madeKeyRetentionMs,
+  passedKeyRetentionMs,
+  type RetryBudget,
+  RetryThrottle,
+  sendWithRetries,
+} from "./retry.js";
 import { Tracing } from "./tracing.js";
 import { callDeadline, chainForCall } from "./turn.js";
 
@@ -206,8 +215,13 @@ export interface CallTransport {
   unary<Req, Resp>(method: UnaryMethod<Req, Resp>, request: Req, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<Resp>;
 }
 
-/** @internal The ActorClient RPCs on a grpc-js stub; invoke and tell keyed and retried here (retry.ts). */
-export function stubTransport(stub: ActorClientClient): CallTransport {
+/**
+ * @internal The ActorClient RPCs on a grpc-js stub; invoke and tell keyed and
+ * retried here (retry.ts), all within one retry budget (`retryBudget`, false:
+ * none): one per transport, so per channel, as gRPC throttles.
+ */
+export function stubTransport(stub: ActorClientClient, retryBudget: Readonly<Required<RetryBudget>> | false = DEFAULT_RETRY_BUDGET): CallTransport {
+  const throttle = retryBudget === false ? undefined : new RetryThrottle(retryBudget);
   const unary = <Req, Resp>(method: UnaryMethod<Req, Resp>, request: Req, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<Resp> =>
     new Promise<Resp>((resolve, reject) => {
       stub.makeUnaryRequest(method.path, method.requestSerialize, method.responseDeserialize, request, md, options, (err: grpc.ServiceError | null, r?: Resp) => {
@@ -239,11 +253,11 @@ export function stubTransport(stub: ActorClientClient): CallTransport {
     invoke: async (request, md, options, keyed) => {
       const req = attempts(request, keyed, options);
       // A copy of the metadata per attempt: interceptors may edit what they are given.
-      return sendWithRetries(() => unary(ActorClientService.invoke, req(), md.clone(), options), deadlineMs(options), keyed);
+      return sendWithRetries(() => unary(ActorClientService.invoke, req(), md.clone(), options), deadlineMs(options), { ...keyed, throttle });
     },
     tell: async (request, md, options, keyed) => {
       const req = attempts(request, keyed, options);
-      await sendWithRetries(() => unary(ActorClientService.tell, req(), md.clone(), options), deadlineMs(options), keyed);
+      await sendWithRetries(() => unary(ActorClientService.tell, req(), md.clone(), options), deadlineMs(options), { ...keyed, throttle });
     },
     unary,
   };
@@ -257,7 +271,8 @@ export function stubTransport(stub: ActorClientClient): CallTransport {
  *
  * Invoke and tell carry an idempotency key, the caller's or a fresh one per
  * call, and with `retry` are resent with the same key and deadline on
- * UNAVAILABLE while the deadline leaves time. getState is sent once.
+ * UNAVAILABLE while the deadline leaves time and the transport's retry budget
+ * allows. getState is sent once.
  */
 export class Caller {
   readonly #calls: CallTransport;

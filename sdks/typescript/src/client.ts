@@ -29,6 +29,7 @@ import {
   type ScheduleTime,
   type TimerOptions,
 } from "./schedule.js";
+import { checkRetryBudget, type RetryBudget } from "./retry.js";
 import { channelCredentials, resolveTls, tlsBytes, type TlsFiles, type TlsOptions } from "./tls.js";
 import { type NativeAddon, nativeCore } from "./core.js";
 import { NativeCalls } from "./native_calls.js";
@@ -81,6 +82,22 @@ export interface ClientOptions extends TlsOptions {
    * false sends each call once.
    */
   retry?: boolean;
+  /**
+   * Bounds the retries of all the client's calls together, as gRPC's retry
+   * throttling does (gRFC A6; see {@link RetryBudget}): each refusal worth
+   * resending takes a token from a budget of `maxTokens`, each call that
+   * succeeds puts back `tokenRatio`, and no call is resent while half the
+   * budget or less is left; it rejects with its last error, which says the
+   * retry budget was exhausted. So when the daemon is down or overloaded the
+   * client's calls make a few retries between them and then fail at once,
+   * instead of each resending until its timeout and adding to the load of a
+   * daemon trying to recover. Default `{ maxTokens: 100, tokenRatio: 0.1 }`:
+   * some 49 retries from a full budget, so a lone call retries through a 10 s
+   * restart of the daemon (about 13), a burst of 50 failing calls or more is
+   * sent once each, and each retry spent comes back with 10 successful calls.
+   * `false` is no budget: each call retries until its timeout.
+   */
+  retryBudget?: RetryBudget | false;
 }
 
 /**
@@ -115,6 +132,8 @@ export class Client {
   readonly timeout: Duration | undefined;
   /** Whether invoke and tell are resent on UNAVAILABLE and marked overloads (see {@link ClientOptions.retry}). */
   readonly retry: boolean;
+  /** The budget of the client's retries, defaults filled in, or false for none (see {@link ClientOptions.retryBudget}). */
+  readonly retryBudget: Readonly<Required<RetryBudget>> | false;
   #stub: ActorClientClient | undefined;
   #stubCalls: CallTransport | undefined;
   #caller: Caller | undefined;
@@ -135,6 +154,7 @@ export class Client {
       throw new TypeError(`retry must be true or false, not ${JSON.stringify(options.retry)}`);
     }
     this.retry = options.retry ?? true;
+    this.retryBudget = checkRetryBudget(options.retryBudget);
     this.#token = resolveToken(options, API_TOKEN_ENV);
     this.#tls = resolveTls(options);
     channelCredentials(this.#tls); // unusable files throw here; read again for each channel
@@ -161,7 +181,8 @@ export class Client {
     if (addon !== undefined) {
       if (this.#native === undefined) {
         const connect = { address: this.address, ...tlsBytes(this.#tls) };
-        this.#native = new NativeCalls((wake) => new addon.NativeClient(connect, wake), tokenMetadata(this.#token));
+        const budget = this.retryBudget === false ? null : { ...this.retryBudget };
+        this.#native = new NativeCalls((wake) => new addon.NativeClient(connect, wake, budget), tokenMetadata(this.#token));
       }
       return this.#native;
     }
@@ -170,9 +191,10 @@ export class Client {
         ...CHANNEL_OPTIONS,
         ...tokenClientOptions(this.#token),
       });
-      this.#stubCalls = stubTransport(this.#stub);
+      // A budget per connection: a closed client's next calls start with a full one.
+      this.#stubCalls = stubTransport(this.#stub, this.retryBudget);
     }
-    return this.#stubCalls ?? stubTransport(this.#stub);
+    return this.#stubCalls ?? stubTransport(this.#stub, this.retryBudget);
   }
 
   #options(options: TellOptions | undefined): TellOptions {

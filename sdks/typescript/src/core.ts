@@ -44,7 +44,7 @@ export interface NativeRetried {
   /** Attempts after the first. */
   retries: number;
   elapsedMs: number;
-  /** "deadline" or "window" when the retries ran out of time with the daemon still refusing the call. */
+  /** "deadline" or "window" when the retries ran out of time, "budget" when the client's retry budget refused another, with the daemon still refusing the call. */
   gaveUp?: string | null;
   /** The last refusal retried before the status that ended the retries, as `CODE: message`. */
   lastRefusal?: string | null;
@@ -117,9 +117,16 @@ export interface NativeSession {
   stop(): void;
 }
 
+/** The size of a client's retry budget (gRFC A6 retry throttling), as the addon takes it. */
+export interface NativeRetryBudget {
+  maxTokens: number;
+  tokenRatio: number;
+}
+
 /** What troupe.<platform>.node exports. */
 export interface NativeAddon {
-  NativeClient: new (options: NativeConnect, wake: () => void) => NativeClient;
+  /** `retryBudget`: the client's retry budget, null for none (the layer always passes it). */
+  NativeClient: new (options: NativeConnect, wake: () => void, retryBudget: NativeRetryBudget | null) => NativeClient;
   NativeSession: new (options: NativeSessionOptions, register: Buffer, credentials: () => NativeCredentials, wake: () => void) => NativeSession;
 }
 

@@ -120,6 +120,7 @@ export class GrpcWire implements AppWire {
     this.#host = new AppHostClient(target, creds, options);
     // Calls made from turns (this.ctx) share the host's channel, and its token.
     this.stub = new ActorClientClient(target, creds, { ...options, channelOverride: this.#host.getChannel() });
+    // With the default retry budget: one per wire, so per app connection.
     this.calls = stubTransport(this.stub);
     this.#debug = debug;
   }

@@ -64,6 +64,7 @@ export type {
   ScheduleTime,
   TimerOptions,
 } from "./schedule.js";
+export type { RetryBudget } from "./retry.js";
 export { State } from "./state.js";
 export type { StateShape } from "./state.js";
 export type { TlsOptions } from "./tls.js";

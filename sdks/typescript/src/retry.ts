@@ -12,6 +12,12 @@
 //   limit) and says how long to wait at least. Without the pushback (a message
 //   over a size limit) a resend would fail alike, so it is not resent.
 //
+// The retries of all of one client's calls (one connection) are bounded together
+// by its retry budget (RetryBudget), gRPC's retry throttling (gRFC A6): while the
+// daemon is down or overloaded, every concurrent call would otherwise keep
+// resending for its whole deadline, multiplying the load on a daemon trying to
+// recover.
+//
 // On the native core the addon owns the keys and the retries (crates/sdk-core's
 // key.rs and retry.rs, the same policy); this module's loop serves the grpc-js
 // core, and both cores' error messages and retry lines are worded here
@@ -42,6 +48,104 @@ const MADE_KEY_MARGIN_MS = 60_000;
  * end in DEADLINE_EXCEEDED, hiding the refusal that explains the failure.
  */
 const MIN_ATTEMPT_MS = 50;
+
+/**
+ * How many retries a client's calls may make together: gRPC's retry throttling
+ * (gRFC A6 `retryThrottling`), one budget per client (and per app connection,
+ * for the calls its actors make).
+ *
+ * The budget holds `maxTokens` tokens and starts full. Every attempt of an
+ * invoke or tell that fails with a status worth resending (UNAVAILABLE, or
+ * RESOURCE_EXHAUSTED with a retry pushback) takes one; every call that succeeds
+ * puts back `tokenRatio`, up to `maxTokens`; and a retry is sent only while
+ * more than `maxTokens / 2` tokens are left. While the daemon answers, the
+ * budget stays full and changes nothing; while it is down or overloaded, the
+ * client's calls together make a few retries and then fail at once, instead of
+ * each resending until its deadline.
+ */
+export interface RetryBudget {
+  /** Tokens in a full budget: an integer from 1 to 1000 (gRFC A6). Default 100 (gRPC's example has 10). */
+  maxTokens?: number;
+  /** What each successful call puts back: at least 0.001, counted to three decimals (gRFC A6). Default 0.1. */
+  tokenRatio?: number;
+}
+
+/** gRFC A6 allows at most this many tokens in a retry budget. */
+const MAX_BUDGET_TOKENS = 1000;
+/**
+ * Tokens are counted in thousandths, as gRPC's implementations (and the native
+ * core) do: gRFC A6 gives tokenRatio three decimal places, and whole
+ * thousandths add up exactly where repeated float additions would drift.
+ */
+const MILLI = 1000;
+
+/** A value a caller passed, for a message: numbers as written (NaN too), the rest as JSON. */
+function shown(value: unknown): string {
+  return typeof value === "number" ? String(value) : JSON.stringify(value);
+}
+
+/**
+ * @internal A client's budget unless it is given another: ten times gRPC's
+ * example, whose 4 retries are spent in under a second, so a lone client would
+ * no longer ride out a daemon's restart.
+ */
+export const DEFAULT_RETRY_BUDGET: Readonly<Required<RetryBudget>> = Object.freeze({ maxTokens: 100, tokenRatio: 0.1 });
+
+/**
+ * @internal The `retryBudget` option with its defaults filled in, or false for
+ * no budget; throws TypeError or RangeError for one out of gRFC A6's range.
+ */
+export function checkRetryBudget(given: unknown): Readonly<Required<RetryBudget>> | false {
+  if (given === undefined) return DEFAULT_RETRY_BUDGET;
+  if (given === false) return false;
+  if (typeof given !== "object" || given === null) {
+    throw new TypeError(`retryBudget must be { maxTokens, tokenRatio } or false for no budget, not ${JSON.stringify(given)}`);
+  }
+  // A JavaScript caller may pass anything: each field is checked as unknown.
+  const fields = given as Readonly<Record<string, unknown>>;
+  const maxTokens = fields["maxTokens"] ?? DEFAULT_RETRY_BUDGET.maxTokens;
+  const tokenRatio = fields["tokenRatio"] ?? DEFAULT_RETRY_BUDGET.tokenRatio;
+  if (typeof maxTokens !== "number" || !Number.isInteger(maxTokens) || maxTokens < 1 || maxTokens > MAX_BUDGET_TOKENS) {
+    throw new RangeError(`retryBudget.maxTokens must be an integer from 1 to ${MAX_BUDGET_TOKENS} (gRFC A6), not ${shown(maxTokens)}`);
+  }
+  if (typeof tokenRatio !== "number" || !Number.isFinite(tokenRatio) || Math.round(tokenRatio * MILLI) < 1) {
+    throw new RangeError(`retryBudget.tokenRatio must be at least 0.001 (gRFC A6 counts it to three decimals), not ${shown(tokenRatio)}`);
+  }
+  return Object.freeze({ maxTokens, tokenRatio });
+}
+
+/**
+ * @internal The tokens of a retry budget as one client's calls spend them on
+ * the grpc-js core (the native core keeps its own: crates/sdk-core's retry.rs).
+ */
+export class RetryThrottle {
+  readonly #max: number;
+  readonly #ratio: number;
+  #tokens: number;
+
+  constructor(budget: Readonly<Required<RetryBudget>>) {
+    this.#max = budget.maxTokens * MILLI;
+    // More than a full budget per success refills it all the same.
+    this.#ratio = Math.min(Math.round(budget.tokenRatio * MILLI), this.#max);
+    this.#tokens = this.#max;
+  }
+
+  /** The tokens left. */
+  get tokens(): number {
+    return this.#tokens / MILLI;
+  }
+
+  /** An attempt failed with a status worth resending: takes a token, and says whether a retry may follow (more than half the budget left). */
+  onFailure(): boolean {
+    this.#tokens = Math.max(0, this.#tokens - MILLI);
+    return this.#tokens * 2 > this.#max;
+  }
+
+  /** A call succeeded: puts back the token ratio, up to a full budget. */
+  onSuccess(): void {
+    this.#tokens = Math.min(this.#max, this.#tokens + this.#ratio);
+  }
+}
 
 // Unicode category Cc, as the daemon's check (Rust's char::is_control).
 const CONTROL = /\p{Cc}/u;
@@ -120,8 +224,11 @@ function retried(retries: number, elapsedMs: number, rest: string): string {
   return `; retried ${times} over ${(elapsedMs / 1000).toFixed(1)}s with the same idempotency key${rest}`;
 }
 
-/** Why retries stopped with the daemon still refusing the call: the call's deadline, or the window of a call without one. */
-export type GaveUp = "deadline" | "window";
+/** Why retries stopped with the daemon still refusing the call: the call's deadline, the window of a call without one, or the client's retry budget. */
+export type GaveUp = "deadline" | "window" | "budget";
+
+/** What a call's message says when its client's retry budget refused a retry. */
+const BUDGET_EXHAUSTED = "the client's retry budget was exhausted (its calls were refused too often lately: gRFC A6 retry throttling)";
 
 /**
  * @internal What a failed call's message adds about its retries ("" for none):
@@ -132,6 +239,14 @@ export type GaveUp = "deadline" | "window";
  */
 export function failureNote(retries: number, elapsedMs: number, last: string | undefined, gaveUp: GaveUp | undefined, overloaded = false): string {
   if (gaveUp === undefined) return retried(retries, elapsedMs, last === undefined || last === "" ? "" : ` after ${last}`);
+  if (gaveUp === "budget") {
+    const advice = overloaded
+      ? "; the daemon is refusing calls for lack of room: send less, or give the client a larger retryBudget"
+      : "; check that the daemon is running and reachable, or give the client a larger retryBudget (false turns the budget off)";
+    // retried() says nothing of a call not retried: this one says why not.
+    if (retries === 0) return `; not retried: ${BUDGET_EXHAUSTED}${advice}`;
+    return retried(retries, elapsedMs, ` until ${BUDGET_EXHAUSTED}${advice}`);
+  }
   const until =
     gaveUp === "window"
       ? `for ${NO_DEADLINE_RETRY_WINDOW_MS / 1000}s, the limit for a call without a timeout`
@@ -174,17 +289,23 @@ export interface RetryOptions {
   retry: boolean;
   /** The call, for error messages: "invoke counter/c1.incr". */
   what: string;
+  /** The client's retry budget; undefined: none. */
+  throttle?: RetryThrottle | undefined;
 }
 
 /**
  * @internal Run `attempt()` until it answers, fails with a status that is not
  * a refusal to resend ({@link minPause}), or the call's `deadline` (unix ms;
- * undefined: none) leaves no time for another attempt. Rejects with the SDK's
- * error for the last status, saying how often it retried. `attempt` must
- * resend the same request, idempotency key and deadline included, and reject
- * with the gRPC error.
+ * undefined: none) leaves no time for another attempt, or the client's retry
+ * budget (`options.throttle`) refuses one. Without `options.retry` the call is
+ * sent once and leaves the budget alone. Rejects with the SDK's error for the
+ * last status, saying how often it retried. `attempt` must resend the same
+ * request, idempotency key and deadline included, and reject with the gRPC
+ * error.
  */
 export async function sendWithRetries<T>(attempt: () => Promise<T>, deadline: number | undefined, options: RetryOptions): Promise<T> {
+  // A call sent once is outside the retry policy, and so outside its throttling (as in gRPC).
+  const throttle = options.retry ? options.throttle : undefined;
   const start = Date.now();
   let windowEnd = deadline;
   let backoff = FIRST_BACKOFF_MS;
@@ -192,7 +313,9 @@ export async function sendWithRetries<T>(attempt: () => Promise<T>, deadline: nu
   let last = "";
   for (;;) {
     try {
-      return await attempt();
+      const answer = await attempt();
+      throttle?.onSuccess();
+      return answer;
     } catch (err) {
       if (!isServiceError(err)) throw err;
       const least = options.retry ? minPause(err) : undefined;
@@ -201,6 +324,9 @@ export async function sendWithRetries<T>(attempt: () => Promise<T>, deadline: nu
         // deadline passing while a retry waited (then the refusal explains more).
         throw fromRpcError(err, options.what, failureNote(retries, Date.now() - start, last, undefined));
       }
+      // Every refusal takes its token, the last one of a call too (gRFC A6), even when
+      // time would end the retries anyway.
+      const throttled = throttle !== undefined && !throttle.onFailure();
       last = `${grpc.status[err.code]}: ${err.details === "" ? "no details" : err.details}`;
       const now = Date.now();
       windowEnd ??= now + NO_DEADLINE_RETRY_WINDOW_MS;
@@ -211,6 +337,9 @@ export async function sendWithRetries<T>(attempt: () => Promise<T>, deadline: nu
       if (room <= 0 || room < least) {
         const gaveUp = deadline === undefined ? "window" : "deadline";
         throw fromRpcError(err, options.what, failureNote(retries, now - start, last, gaveUp, err.code === grpc.status.RESOURCE_EXHAUSTED));
+      }
+      if (throttled) {
+        throw fromRpcError(err, options.what, failureNote(retries, now - start, last, "budget", err.code === grpc.status.RESOURCE_EXHAUSTED));
       }
       const wait = Math.min(Math.max(backoff * (0.8 + 0.4 * Math.random()), least), room);
       logRetry(options.what, last, retries + 1, wait);

@@ -53,6 +53,7 @@ test("a call rides out a daemon restart", async () => {
   // (instead of NOT_FOUND): the retry that reaches it before the app re-attached
   // waits for the app rather than failing.
   const daemon = await startDaemon(["--host-wait", "10s"]);
+  // With the default retry budget: a lone call still rides out a restart.
   const client = new Client({ address: daemon.address, timeout: 30 });
   let app = await host(daemon.address, Counter);
   try {

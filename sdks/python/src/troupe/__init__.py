@@ -51,6 +51,7 @@ from ._errors import (
 )
 from ._filters import CallFilter, IncomingCall, Next
 from ._proxy import ActorProxy
+from ._retry import RetryBudget
 from ._schedule import Reminder, RetryPolicy
 from ._state import State
 from ._sync_client import SyncActorProxy, SyncClient
@@ -77,6 +78,7 @@ __all__ = [
     "Overloaded",
     "ReadOnlyStateError",
     "Reminder",
+    "RetryBudget",
     "RetryPolicy",
     "State",
     "SyncActorProxy",

@@ -14,7 +14,15 @@ from ._duration import DurationLike
 from ._errors import InvalidArgument
 from ._payload import decode_result, decode_state, encode_call
 from ._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
-from ._retry import call_key, check_key_type, key_retention_ms, send_with_retries
+from ._retry import (
+    DEFAULT_RETRY_BUDGET,
+    RetryBudget,
+    RetryThrottle,
+    call_key,
+    check_key_type,
+    key_retention_ms,
+    send_with_retries,
+)
 from ._schedule_calls import SchedulingCalls
 from ._tracing import Metadata, Tracing
 from ._turn import chain_for_call, timeout_for_call
@@ -63,12 +71,14 @@ class Caller(SchedulingCalls):
 
     Invoke and tell carry an idempotency key, the caller's or a fresh one per call, and
     with ``retry`` are resent with the same key on UNAVAILABLE (or a RESOURCE_EXHAUSTED
-    with a retry pushback) while their deadline leaves time. The other RPCs are sent
-    once.
+    with a retry pushback) while their deadline leaves time and the Caller's
+    ``retry_budget`` allows (one budget for all its calls; None: no budget). The other
+    RPCs are sent once.
 
     With ``native`` (the native core, _core.py) every RPC goes through it, keys and
-    retries included (crates/sdk-core), and ``channel`` is not used (it may be None);
-    else through ``channel`` on grpcio, with the keys and retries of _retry.py.
+    retries included (crates/sdk-core, where the native client holds the budget, so
+    ``retry_budget`` is not used here); else through ``channel`` on grpcio, with the keys
+    and retries of _retry.py.
     """
 
     def __init__(
@@ -79,6 +89,7 @@ class Caller(SchedulingCalls):
         *,
         retry: bool = True,
         native: NativeCalls | None = None,
+        retry_budget: RetryBudget | None = DEFAULT_RETRY_BUDGET,
     ) -> None:
         if native is None and channel is None:
             raise ValueError("a Caller needs a channel or the native core's calls")
@@ -91,6 +102,9 @@ class Caller(SchedulingCalls):
         self._auth = auth
         self._retry = retry
         self._native = native
+        self._throttle = (
+            RetryThrottle(retry_budget) if retry_budget is not None and native is None else None
+        )
 
     @contextlib.contextmanager
     def _rpc(
@@ -179,7 +193,9 @@ class Caller(SchedulingCalls):
                         req.new_key = False
                     return r
 
-                resp = await send_with_retries(attempt, timeout, retry=self._retry, what=what)
+                resp = await send_with_retries(
+                    attempt, timeout, retry=self._retry, what=what, throttle=self._throttle
+                )
         return decode_result(resp.payload)
 
     async def tell(
@@ -236,7 +252,9 @@ class Caller(SchedulingCalls):
                     # As invoke's: only the first attempt's key is new.
                     req.new_key = False
 
-            await send_with_retries(attempt, timeout, retry=self._retry, what=what)
+            await send_with_retries(
+                attempt, timeout, retry=self._retry, what=what, throttle=self._throttle
+            )
 
     async def get_state(
         self,

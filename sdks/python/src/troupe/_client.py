@@ -16,6 +16,7 @@ from ._auth import API_TOKEN_ENV, TokenPath, TokenSource
 from ._caller import Caller, Params, split_params
 from ._duration import DurationLike, timeout_seconds
 from ._proxy import A, ActorProxy
+from ._retry import DEFAULT_RETRY_BUDGET, RetryBudget, check_retry_budget
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._tls import TlsPath, TlsSource
 from ._tracing import Tracing
@@ -76,6 +77,19 @@ class Client:
     call waits out a short overload instead of failing with :class:`Overloaded`. Other
     errors, a message over a size limit among them, are never retried. ``retry=False``
     sends each call once.
+
+    ``retry_budget`` bounds the retries of all the client's calls together, as gRPC's
+    retry throttling does (gRFC A6; :class:`RetryBudget`): each refusal worth resending
+    takes a token from a budget of ``max_tokens``, each call that succeeds puts back
+    ``token_ratio``, and no call is resent while half the budget or less is left; it
+    fails with its last error, which says the retry budget was exhausted. So when the
+    daemon is down or overloaded the client's calls make a few retries between them and
+    then fail at once, instead of each resending until its timeout and adding to the
+    load of a daemon that is trying to recover. The default,
+    ``RetryBudget(max_tokens=100, token_ratio=0.1)``, allows some 49 retries from a full
+    budget: a lone call retries through a 10 s restart of the daemon (about 13), a burst
+    of 50 failing calls or more is sent once each, and each retry spent comes back with
+    10 successful calls. ``None`` is no budget: each call retries until its timeout.
     """
 
     def __init__(
@@ -90,9 +104,11 @@ class Client:
         tls_cert: TlsPath | None = None,
         tls_key: TlsPath | None = None,
         retry: bool = True,
+        retry_budget: RetryBudget | None = DEFAULT_RETRY_BUDGET,
     ) -> None:
         if not isinstance(retry, bool):
             raise TypeError(f"retry must be True or False, not {retry!r}")
+        self.retry_budget = check_retry_budget(retry_budget)
         self.address = resolve_address(address)
         # Read now: a bad timeout fails the constructor, not the first call.
         self.timeout = timeout_seconds(timeout)
@@ -120,11 +136,22 @@ class Client:
                 pem = self._tls.pem()
                 ca, client = pem if pem is not None else (None, None)
                 cert, key = client if client is not None else (None, None)
-                self._native = NativeCalls(_core.native.Client(self.address, ca, cert, key))
+                budget = self.retry_budget
+                # The core holds the budget: (max_tokens, token_ratio), or None for none.
+                size = None if budget is None else (budget.max_tokens, float(budget.token_ratio))
+                self._native = NativeCalls(
+                    _core.native.Client(self.address, ca, cert, key, retry_budget=size)
+                )
             else:
                 self._channel = open_channel(self.address, credentials=self._tls.credentials())
+            # A budget per connection: a closed client's next calls start with a full one.
             self._caller = Caller(
-                self._channel, self._tracing, auth, retry=self.retry, native=self._native
+                self._channel,
+                self._tracing,
+                auth,
+                retry=self.retry,
+                native=self._native,
+                retry_budget=self.retry_budget,
             )
         return self._caller
 

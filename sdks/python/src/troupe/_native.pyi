@@ -6,8 +6,8 @@ Metadata = Sequence[tuple[str, str]]
 # (gRPC status code number, message, ASCII trailers)
 CallError = tuple[int, str, list[tuple[str, str]]]
 # A failed client call: its CallError's three, then the retries made, their seconds, why
-# they stopped for lack of time ("deadline", "window" or None) and the last refusal
-# retried, as "CODE: message" (None if none).
+# they stopped for lack of time or of retry budget ("deadline", "window", "budget" or None)
+# and the last refusal retried, as "CODE: message" (None if none).
 Failure = tuple[int, str, list[tuple[str, str]], int, float, str | None, str | None]
 # A retry begun: (call id, retry number from 1, pause in seconds, the refusal as "CODE: message")
 Retrying = tuple[int, int, float, str]
@@ -23,6 +23,9 @@ class Client:
         cert: bytes | None = None,
         key: bytes | None = None,
         max_receive_bytes: int | None = None,
+        # (max_tokens, token_ratio) of the client's retry budget (gRFC A6 retry
+        # throttling), or None for none.
+        retry_budget: tuple[int, float] | None = (100, 0.1),
     ) -> None: ...
     def fileno(self) -> int: ...
     def invoke(

@@ -12,6 +12,11 @@ the call once and answers each attempt with the first answer. Two answers are re
   long to wait at least. Without the pushback (a message over a size limit) a resend
   would fail alike, so it is not resent.
 
+The retries of all of one client's calls (one connection) are bounded together by its
+retry budget (:class:`RetryBudget`), gRPC's retry throttling (gRFC A6): while the daemon
+is down or overloaded, every concurrent call would otherwise keep resending for its whole
+deadline, multiplying the load on a daemon trying to recover.
+
 On the native core, troupe._native owns the keys and the retries (crates/sdk-core's
 key.rs and retry.rs, the same policy); this module's loop serves the pure-Python core,
 and both cores' errors and log lines are worded here (:func:`failure_note`,
@@ -27,6 +32,7 @@ import random
 import unicodedata
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import grpc
@@ -53,6 +59,97 @@ MADE_KEY_MARGIN = 60.0
 # Below this much time left another attempt is not sent: it would most likely end in
 # DEADLINE_EXCEEDED, hiding the refusal that explains the failure.
 MIN_ATTEMPT = 0.05
+
+
+# gRFC A6 allows at most this many tokens in a retry budget.
+MAX_BUDGET_TOKENS = 1000
+# Tokens are counted in thousandths, as gRPC's implementations (and the native core) do:
+# gRFC A6 gives token_ratio three decimal places, and whole thousandths add up exactly
+# where repeated float additions would drift.
+_MILLI = 1000
+
+
+@dataclass(frozen=True)
+class RetryBudget:
+    """How many retries a client's calls may make together: gRPC's retry throttling
+    (gRFC A6 ``retryThrottling``), one budget per client (and per app connection, for
+    the calls its actors make).
+
+    The budget holds ``max_tokens`` tokens and starts full. Every attempt of an invoke
+    or tell that fails with a status worth resending (UNAVAILABLE, or RESOURCE_EXHAUSTED
+    with a retry pushback) takes one; every call that succeeds puts back ``token_ratio``,
+    up to ``max_tokens``; and a retry is sent only while more than ``max_tokens / 2``
+    tokens are left. While the daemon answers, the budget stays full and changes
+    nothing; while it is down or overloaded, the client's calls together make a few
+    retries and then fail at once, instead of each resending until its deadline.
+
+    The defaults are 100 tokens and 0.1 back per success (gRPC's example has 10 tokens,
+    whose 4 retries are spent in under a second: a lone client would no longer ride out
+    a daemon's restart; with 100 a lone call retries through a 10 s restart three times
+    over, while a burst of 50 failing calls or more is sent once each). ``max_tokens`` is
+    1 to 1000 and ``token_ratio`` at least 0.001 (counted to three decimals), as gRFC A6
+    says.
+    """
+
+    max_tokens: int = 100
+    token_ratio: float = 0.1
+
+    def __post_init__(self) -> None:
+        tokens: object = self.max_tokens
+        if isinstance(tokens, bool) or not isinstance(tokens, int):
+            raise TypeError(f"RetryBudget max_tokens must be an int, not {tokens!r}")
+        if not 1 <= tokens <= MAX_BUDGET_TOKENS:
+            raise ValueError(
+                f"RetryBudget max_tokens must be 1 to {MAX_BUDGET_TOKENS} (gRFC A6), not {tokens}"
+            )
+        ratio: object = self.token_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float):
+            raise TypeError(f"RetryBudget token_ratio must be a number, not {ratio!r}")
+        if not math.isfinite(ratio) or round(ratio * _MILLI) < 1:
+            raise ValueError(
+                "RetryBudget token_ratio must be at least 0.001 (gRFC A6 counts it to three"
+                f" decimals), not {ratio}"
+            )
+
+
+# A client's budget unless it is given another: 100 tokens and 0.1.
+DEFAULT_RETRY_BUDGET = RetryBudget()
+
+
+def check_retry_budget(budget: object) -> RetryBudget | None:
+    """``budget`` if it is a RetryBudget or None (no budget); else raises TypeError."""
+    if budget is None or isinstance(budget, RetryBudget):
+        return budget
+    raise TypeError(
+        f"retry_budget must be a troupe.RetryBudget, or None for no budget, not {budget!r}"
+    )
+
+
+class RetryThrottle:
+    """The tokens of a :class:`RetryBudget` as one client's calls spend them on the
+    pure-Python core (the native core keeps its own: crates/sdk-core's retry.rs). Used
+    from one event loop, so it needs no lock."""
+
+    def __init__(self, budget: RetryBudget) -> None:
+        self._max = budget.max_tokens * _MILLI
+        # More than a full budget per success refills it all the same.
+        self._ratio = min(round(budget.token_ratio * _MILLI), self._max)
+        self._tokens = self._max
+
+    @property
+    def tokens(self) -> float:
+        """The tokens left."""
+        return self._tokens / _MILLI
+
+    def on_failure(self) -> bool:
+        """An attempt failed with a status worth resending: takes a token, and says
+        whether a retry may follow (more than half the budget left)."""
+        self._tokens = max(0, self._tokens - _MILLI)
+        return self._tokens * 2 > self._max
+
+    def on_success(self) -> None:
+        """A call succeeded: puts back the token ratio, up to a full budget."""
+        self._tokens = min(self._max, self._tokens + self._ratio)
 
 
 def made_key_retention_ms(timeout: float | None) -> int:
@@ -121,7 +218,13 @@ def check_key_type(key: object) -> None:
         )
 
 
-GaveUp = Literal["deadline", "window"]
+GaveUp = Literal["deadline", "window", "budget"]
+
+# What a call's message says when its client's retry budget refused a retry.
+BUDGET_EXHAUSTED = (
+    "the client's retry budget was exhausted (its calls were refused too often lately:"
+    " gRFC A6 retry throttling)"
+)
 
 
 def failure_note(
@@ -134,11 +237,23 @@ def failure_note(
 ) -> str:
     """What a failed call's message adds about its retries ("" for none): how often and
     over how long it was retried, and either the refusal before the status that ended it
-    (``last``, as ``CODE: message``) or that the retries ran out of time (``gave_up``)
-    while the daemon still refused the call: UNAVAILABLE, or RESOURCE_EXHAUSTED
-    (``overloaded``)."""
+    (``last``, as ``CODE: message``) or that the retries ran out of time or of the
+    client's retry budget (``gave_up``) while the daemon still refused the call:
+    UNAVAILABLE, or RESOURCE_EXHAUSTED (``overloaded``)."""
     if gave_up is None:
         return _retried(retries, elapsed, f" after {last}" if last else "")
+    if gave_up == "budget":
+        advice = (
+            "; the daemon is refusing calls for lack of room: send less, or give the client"
+            " a larger retry_budget"
+            if overloaded
+            else "; check that the daemon is running and reachable, or give the client a"
+            " larger retry_budget (None turns the budget off)"
+        )
+        if retries == 0:
+            # _retried says nothing of a call not retried: this one says why not.
+            return f"; not retried: {BUDGET_EXHAUSTED}{advice}"
+        return _retried(retries, elapsed, f" until {BUDGET_EXHAUSTED}{advice}")
     until = (
         "until the call's deadline left no time for another attempt"
         if gave_up == "deadline"
@@ -191,13 +306,19 @@ async def send_with_retries(
     *,
     retry: bool,
     what: str,
+    throttle: RetryThrottle | None = None,
 ) -> T:
     """Run ``attempt(time_left)`` until it answers, fails with a status that is not a
-    refusal to resend (:func:`min_pause`), or the call's ``timeout`` (seconds, None: no
-    deadline) leaves no time for another attempt. Raises the SDK's error for the last
-    status, saying how often it retried. ``attempt`` must resend the same request,
-    idempotency key included.
+    refusal to resend (:func:`min_pause`), the call's ``timeout`` (seconds, None: no
+    deadline) leaves no time for another attempt, or the client's ``throttle`` (its retry
+    budget; None: none) refuses one. Without ``retry`` the call is sent once and leaves
+    the budget alone. Raises the SDK's error for the last status, saying how often it
+    retried. ``attempt`` must resend the same request, idempotency key included.
     """
+    # A call sent once is outside the retry policy, and so outside its throttling (as in
+    # gRPC).
+    if not retry:
+        throttle = None
     loop = asyncio.get_running_loop()
     start = loop.time()
     deadline = None if timeout is None else start + timeout
@@ -208,7 +329,7 @@ async def send_with_retries(
     last = ""
     while True:
         try:
-            return await attempt(attempt_timeout)
+            answer = await attempt(attempt_timeout)
         except grpc.aio.AioRpcError as e:
             least = min_pause(e) if retry else None
             if least is None:
@@ -216,6 +337,9 @@ async def send_with_retries(
                 # deadline passing while a retry waited (then the refusal explains more).
                 note = failure_note(retries, loop.time() - start, last=last, gave_up=None)
                 raise from_rpc_error(e, what, note=note) from None
+            # Every refusal takes its token, the last one of a call too (gRFC A6), even
+            # when time would end the retries anyway.
+            throttled = throttle is not None and not throttle.on_failure()
             last = f"{e.code().name}: {e.details() or 'no details'}"
             now = loop.time()
             if window_end is None:
@@ -235,12 +359,25 @@ async def send_with_retries(
                     overloaded=e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
                 )
                 raise from_rpc_error(e, what, note=note) from None
+            if throttled:
+                note = failure_note(
+                    retries,
+                    now - start,
+                    last=last,
+                    gave_up="budget",
+                    overloaded=e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
+                )
+                raise from_rpc_error(e, what, note=note) from None
             log_retry(what, last, retries + 1, pause)
             await asyncio.sleep(pause)
             retries += 1
             backoff = min(backoff * 2, MAX_BACKOFF)
             if deadline is not None:
                 attempt_timeout = deadline - loop.time()
+        else:
+            if throttle is not None:
+                throttle.on_success()
+            return answer
 
 
 def _retried(retries: int, elapsed: float, rest: str) -> str:

@@ -207,7 +207,9 @@ class _Session:
         ``native`` calls carry the turns' calls instead."""
         self.app = app
         # Calls from turns go on the app's connection with the app's token, which the
-        # daemon's ActorClient accepts as well as the client API token.
+        # daemon's ActorClient accepts as well as the client API token. They are retried as
+        # a Client's are, within a retry budget (the default) per stream: per connection,
+        # as gRPC throttles per channel (on the native core, its Session.client's).
         self.caller = Caller(channel, app._tracing, auth, native=native)
         self.stub = (
             app_pb2_grpc.AppHostStub(channel)  # type: ignore[no-untyped-call]

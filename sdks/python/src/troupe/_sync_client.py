@@ -15,6 +15,7 @@ from ._caller import Params
 from ._client import Client
 from ._duration import DurationLike
 from ._proxy import A, ActorProxy, P, R
+from ._retry import DEFAULT_RETRY_BUDGET, RetryBudget
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._tls import TlsPath
 
@@ -71,7 +72,8 @@ class SyncClient:
     Use it in scripts and non-async code; inside asyncio code use :class:`Client`.
     Calls are children of the span current in the calling thread. ``token`` and
     ``token_file`` (default: ``$TROUPE_API_TOKEN``), ``tls_ca``, ``tls_cert`` and
-    ``tls_key`` (default: ``$TROUPE_TLS_CA``...) and ``retry`` as for :class:`Client`.
+    ``tls_key`` (default: ``$TROUPE_TLS_CA``...), ``retry`` and ``retry_budget`` as for
+    :class:`Client`.
     """
 
     def __init__(
@@ -86,6 +88,7 @@ class SyncClient:
         tls_cert: TlsPath | None = None,
         tls_key: TlsPath | None = None,
         retry: bool = True,
+        retry_budget: RetryBudget | None = DEFAULT_RETRY_BUDGET,
     ) -> None:
         # Built first: a bad token or TLS option raises before a thread is started.
         self._client = Client(
@@ -98,6 +101,7 @@ class SyncClient:
             tls_cert=tls_cert,
             tls_key=tls_key,
             retry=retry,
+            retry_budget=retry_budget,
         )
         self.address = self._client.address
         self._loop = asyncio.new_event_loop()
