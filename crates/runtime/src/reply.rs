@@ -30,7 +30,6 @@ pub(crate) struct FiringReply {
     /// When it was due, by the scheduling clock: its turn's start measures
     /// how late it is.
     pub(crate) due_unix_ms: u64,
-    pub(crate) alarm: bool,
 }
 
 impl Reply {

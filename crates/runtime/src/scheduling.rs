@@ -104,7 +104,6 @@ impl Shared {
             to: tx,
             superseded: firing.superseded_token(),
             due_unix_ms: firing.due_unix_ms(),
-            alarm: firing.alarm,
         }));
         let result = match self.enqueue(call, reply) {
             Ok(()) => wait_reply(actor, self.config.call_timeout, rx).await,

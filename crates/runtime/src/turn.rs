@@ -96,7 +96,7 @@ impl Shared {
         });
         if let (Some(stats), Reply::Firing(firing)) = (&binding.stats, &env.reply) {
             let late = self.time.now_ms().saturating_sub(firing.due_unix_ms);
-            stats.firing_started(firing.alarm, Duration::from_millis(late));
+            stats.firing_started(env.kind == TurnKind::Alarm, Duration::from_millis(late));
         }
         let meta = TurnMeta {
             kind: env.kind,

@@ -10,7 +10,8 @@
 //! handshakes, [`Tls::incoming`]; [`ServerTls`] for an HTTPS listener,
 //! which asks clients for no certificate, as the admission webhook's, or
 //! requires one from the CA, as a daemon's `/metrics` when the daemon
-//! requires client certificates) and the client side (a connector for tonic endpoints, [`Connector`]), and
+//! requires client certificates) and the client side (a connector for
+//! tonic endpoints, [`Connector`]), and
 //! development certificates made with rcgen ([`dev`]) so tests and a first
 //! try need no openssl.
 

@@ -99,19 +99,18 @@ impl WriteLog {
     pub(super) fn finish(mut self, room: &Path) -> Result<Vec<TreeLog>, BackupError> {
         self.state.store(FINISHING, Ordering::Release);
         self.unpark();
+        let failed = |source| BackupError::File {
+            doing: "log the writes during the backup in",
+            path: room.into(),
+            source,
+        };
         let mut logs = Vec::with_capacity(self.drains.len());
         for (tree, drain) in std::mem::take(&mut self.drains) {
-            let drained = drain.join().map_err(|_| BackupError::File {
-                doing: "log the writes during the backup in",
-                path: room.into(),
-                source: std::io::Error::other("the logging thread panicked"),
-            })?;
+            let drained = drain
+                .join()
+                .map_err(|_| failed(std::io::Error::other("the logging thread panicked")))?;
             let (file, changes) = drained.map_err(|failure| match failure {
-                Failure::Spill(source) => BackupError::File {
-                    doing: "log the writes during the backup in",
-                    path: room.into(),
-                    source,
-                },
+                Failure::Spill(source) => failed(source),
                 Failure::Closed => BackupError::Reopened,
             })?;
             logs.push(TreeLog {
