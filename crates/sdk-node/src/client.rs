@@ -117,8 +117,9 @@ pub struct NativeClient {
 }
 
 impl NativeClient {
-    /// A client on `channel` with the default retry budget (gRFC A6's
-    /// example): the app session's, for the calls its turns make.
+    /// A client on `channel` with the default retry budget
+    /// ([`BudgetOptions::default`]): the app session's, for the calls its
+    /// turns make.
     pub(crate) fn on_channel(
         channel: tonic::transport::Channel,
         options: &ConnectOptions,

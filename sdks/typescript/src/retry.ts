@@ -334,12 +334,11 @@ export async function sendWithRetries<T>(attempt: () => Promise<T>, deadline: nu
       // the last pause is cut short so that the attempt after it still fits, but
       // never below what the daemon asked for.
       const room = windowEnd - now - MIN_ATTEMPT_MS;
-      if (room <= 0 || room < least) {
-        const gaveUp = deadline === undefined ? "window" : "deadline";
+      // Time first: when both end the retries, the deadline is what the caller can act on.
+      const outOfTime = room <= 0 || room < least;
+      const gaveUp: GaveUp | undefined = outOfTime ? (deadline === undefined ? "window" : "deadline") : throttled ? "budget" : undefined;
+      if (gaveUp !== undefined) {
         throw fromRpcError(err, options.what, failureNote(retries, now - start, last, gaveUp, err.code === grpc.status.RESOURCE_EXHAUSTED));
-      }
-      if (throttled) {
-        throw fromRpcError(err, options.what, failureNote(retries, now - start, last, "budget", err.code === grpc.status.RESOURCE_EXHAUSTED));
       }
       const wait = Math.min(Math.max(backoff * (0.8 + 0.4 * Math.random()), least), room);
       logRetry(options.what, last, retries + 1, wait);

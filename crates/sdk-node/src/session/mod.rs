@@ -210,7 +210,7 @@ impl NativeSession {
 
     /// A client for the calls made from turns, on the connection of the
     /// latest attempt (so the app's receive limit and TLS apply to them),
-    /// with a retry budget of its own (the default: gRFC A6's example), so
+    /// with a retry budget of its own (the default, 100 tokens), so
     /// that the turns' calls on one connection share one.
     #[napi]
     pub fn client(&self, wake: WakeFn) -> napi::Result<NativeClient> {

@@ -349,22 +349,19 @@ async def send_with_retries(
             # below what the daemon asked for.
             room = window_end - now - MIN_ATTEMPT
             pause = min(max(backoff * random.uniform(0.8, 1.2), least), room)
+            # Time first: when both end the retries, the deadline is what the caller
+            # can act on.
+            gave_up: GaveUp | None = None
             if room <= 0 or room < least:
-                gave_up: GaveUp = "deadline" if deadline is not None else "window"
+                gave_up = "deadline" if deadline is not None else "window"
+            elif throttled:
+                gave_up = "budget"
+            if gave_up is not None:
                 note = failure_note(
                     retries,
                     now - start,
                     last=last,
                     gave_up=gave_up,
-                    overloaded=e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
-                )
-                raise from_rpc_error(e, what, note=note) from None
-            if throttled:
-                note = failure_note(
-                    retries,
-                    now - start,
-                    last=last,
-                    gave_up="budget",
                     overloaded=e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED,
                 )
                 raise from_rpc_error(e, what, note=note) from None
