@@ -27,6 +27,26 @@ fn endpoint(daemon: &Daemon) -> anyhow::Result<SocketAddr> {
     })
 }
 
+/// A daemon with metrics, and a raw app hosting type `slow` with
+/// `max_mailbox` (0: the daemon's default) whose turns the test answers.
+async fn slow_type(
+    max_mailbox: u32,
+) -> anyhow::Result<(tempfile::TempDir, Daemon, SocketAddr, RawApp)> {
+    let dir = tempfile::tempdir()?;
+    let daemon = Daemon::start(dir.path(), &["--metrics-listen", "127.0.0.1:0"]).await?;
+    let addr = endpoint(&daemon)?;
+    let (app, _) = RawApp::register(
+        daemon.addr,
+        vec![pb::ActorTypeSpec {
+            name: "slow".into(),
+            max_mailbox,
+            ..Default::default()
+        }],
+    )
+    .await?;
+    Ok((dir, daemon, addr, app))
+}
+
 /// `after - before` for one series.
 fn delta(before: &Scrape, after: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
     after.sum(name, labels) - before.sum(name, labels)
@@ -259,18 +279,7 @@ async fn flushes_and_deactivations_are_counted() -> anyhow::Result<()> {
 /// resource_exhausted.
 #[tokio::test]
 async fn a_full_mailbox_shows_in_the_gauges_and_the_refusal_is_counted() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let daemon = Daemon::start(dir.path(), &["--metrics-listen", "127.0.0.1:0"]).await?;
-    let addr = endpoint(&daemon)?;
-    let (mut app, _) = RawApp::register(
-        daemon.addr,
-        vec![pb::ActorTypeSpec {
-            name: "slow".into(),
-            max_mailbox: 1,
-            ..Default::default()
-        }],
-    )
-    .await?;
+    let (_dir, daemon, addr, mut app) = slow_type(1).await?;
     let client = daemon.client().await?;
     let before = scrape(addr).await?;
 
@@ -396,17 +405,7 @@ async fn reminder_firings_are_counted() -> anyhow::Result<()> {
 async fn a_reminder_held_behind_a_busy_actor_shows_how_late_it_started() -> anyhow::Result<()> {
     /// How long the actor stays busy after the firing queued behind it.
     const BUSY: std::time::Duration = std::time::Duration::from_millis(300);
-    let dir = tempfile::tempdir()?;
-    let daemon = Daemon::start(dir.path(), &["--metrics-listen", "127.0.0.1:0"]).await?;
-    let addr = endpoint(&daemon)?;
-    let (mut app, _) = RawApp::register(
-        daemon.addr,
-        vec![pb::ActorTypeSpec {
-            name: "slow".into(),
-            ..Default::default()
-        }],
-    )
-    .await?;
+    let (_dir, daemon, addr, mut app) = slow_type(0).await?;
     let mut client = daemon.client().await?;
     let before = scrape(addr).await?;
 
