@@ -91,6 +91,7 @@ async fn backup_under_load(spec: pb::ActorTypeSpec) -> anyhow::Result<()> {
         out.starts_with("backed up sled:") && out.contains("; writes paused "),
         "{out}"
     );
+    let backed_up = out;
     // The metrics endpoint counts it, for alerts on backups that stop.
     let metrics = troupe_tests::scrape::metrics_addr(&daemon.log())
         .with_context(|| format!("no metrics address in the log:\n{}", daemon.log()))?;
@@ -118,6 +119,12 @@ async fn backup_under_load(spec: pb::ActorTypeSpec) -> anyhow::Result<()> {
     let restored_arg = restored.display().to_string();
     let (status, out, err) = run_cli(&["restore", &file_arg, "--data-dir", &restored_arg]).await?;
     ensure!(status.success(), "restore: {status}\n{out}\n{err}");
+    // The changes logged while the backup read are replayed over its keys,
+    // not counted as more keys.
+    ensure!(
+        keys_said(&out) == keys_said(&backed_up) && keys_said(&out).is_some(),
+        "backup said {backed_up:?}, restore {out:?}"
+    );
     let (status, _, err) = run_cli(&["restore", &file_arg, "--data-dir", &restored_arg]).await?;
     ensure!(
         status.code() == Some(2) && err.contains("not empty"),
@@ -153,6 +160,12 @@ async fn backup_under_load(spec: pb::ActorTypeSpec) -> anyhow::Result<()> {
         "{reminders:?}"
     );
     Ok(())
+}
+
+/// The "N keys" a backup or a restore reports.
+fn keys_said(out: &str) -> Option<u64> {
+    let before = out.split(" keys").next()?;
+    before.rsplit(' ').next()?.parse().ok()
 }
 
 /// Write-behind that never flushes by itself: only the backup's own flush

@@ -119,7 +119,7 @@ enum Command {
         command: RemindersCommand,
     },
     /// Copy a running daemon's sled store to FILE: a backup as of one
-    /// instant, taken while the daemon serves (writes pause meanwhile).
+    /// instant, taken while the daemon serves (writes go on meanwhile).
     Backup {
         /// The file to write; it must not exist yet. `-`: standard output,
         /// for a pipe (what it holds goes to standard error).

@@ -85,6 +85,7 @@ async fn take(
         store,
         trees: summary.trees,
         entries: summary.entries,
+        logged: summary.logged,
         bytes: summary.bytes,
         writes_paused_ms: troupe_runtime::input::millis(paused),
     };

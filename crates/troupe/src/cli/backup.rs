@@ -121,6 +121,8 @@ fn report(output: Output, file: &str, summary: &pb::BackupSummary) -> String {
                 "store": summary.store,
                 "trees": summary.trees,
                 "entries": summary.entries,
+                "keys": summary.entries.saturating_sub(summary.logged),
+                "logged": summary.logged,
                 "bytes": summary.bytes,
                 "writes_paused_ms": summary.writes_paused_ms,
             });
@@ -130,12 +132,24 @@ fn report(output: Output, file: &str, summary: &pb::BackupSummary) -> String {
             )
         }
         Output::Table => format!(
-            "backed up {} to {file}: {} keys, {}; writes paused {}\n",
+            "backed up {} to {file}: {}, {}; writes paused {}\n",
             summary.store,
-            summary.entries,
+            records(summary.entries, summary.logged, "made while it read"),
             bytes(summary.bytes),
             duration(summary.writes_paused_ms)
         ),
+    }
+}
+
+/// A backup's records for people: the keys it read, and apart from them
+/// the changes logged while it read (which a restore replays over those
+/// keys, so they are not more keys).
+fn records(entries: u64, logged: u64, changes: &str) -> String {
+    let keys = entries.saturating_sub(logged);
+    match logged {
+        0 => format!("{keys} keys"),
+        1 => format!("{keys} keys and 1 change {changes}"),
+        n => format!("{keys} keys and {n} changes {changes}"),
     }
 }
 
@@ -199,12 +213,14 @@ pub async fn restore(file: PathBuf, data_dir: PathBuf, output: Output) -> anyhow
             "data_dir": data_dir.display().to_string(),
             "trees": summary.trees,
             "entries": summary.entries,
+            "keys": summary.entries.saturating_sub(summary.logged),
+            "logged": summary.logged,
             "bytes": summary.bytes,
         })),
         Output::Table => emit(&format!(
-            "restored {shown} into {}: {} keys; start the daemon with --data-dir {}\n",
+            "restored {shown} into {}: {}; start the daemon with --data-dir {}\n",
             data_dir.display(),
-            summary.entries,
+            records(summary.entries, summary.logged, "replayed"),
             data_dir.display()
         )),
     }
@@ -253,4 +269,21 @@ fn restore_failed(file: &Path, e: BackupError) -> anyhow::Error {
         _ => Exit::Other,
     };
     fail(exit, format!("restore {}: {e}", file.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::records;
+
+    #[test]
+    fn logged_changes_are_not_counted_as_keys() {
+        assert_eq!(records(10, 0, "replayed"), "10 keys");
+        assert_eq!(records(10, 1, "replayed"), "9 keys and 1 change replayed");
+        assert_eq!(
+            records(10, 4, "made while it read"),
+            "6 keys and 4 changes made while it read"
+        );
+        // A daemon's summary is input: a count it got wrong must not panic.
+        assert_eq!(records(1, 3, "replayed"), "0 keys and 3 changes replayed");
+    }
 }

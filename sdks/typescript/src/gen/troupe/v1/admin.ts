@@ -475,6 +475,11 @@ export interface BackupSummary {
    */
   trees: bigint;
   entries: bigint;
+  /**
+   * Of `entries`, the changes written while the store was read (0 from a
+   * daemon that paused writes for the whole backup).
+   */
+  logged: bigint;
   /** The whole file. */
   bytes: bigint;
   /**
@@ -4231,7 +4236,7 @@ export const BackupChunk: MessageFns<BackupChunk> = {
 };
 
 function createBaseBackupSummary(): BackupSummary {
-  return { store: "", trees: 0n, entries: 0n, bytes: 0n, writesPausedMs: 0n };
+  return { store: "", trees: 0n, entries: 0n, logged: 0n, bytes: 0n, writesPausedMs: 0n };
 }
 
 export const BackupSummary: MessageFns<BackupSummary> = {
@@ -4250,6 +4255,12 @@ export const BackupSummary: MessageFns<BackupSummary> = {
         throw new globalThis.Error("value provided for field message.entries of type uint64 too large");
       }
       writer.uint32(24).uint64(message.entries);
+    }
+    if (message.logged !== 0n) {
+      if (BigInt.asUintN(64, message.logged) !== message.logged) {
+        throw new globalThis.Error("value provided for field message.logged of type uint64 too large");
+      }
+      writer.uint32(48).uint64(message.logged);
     }
     if (message.bytes !== 0n) {
       if (BigInt.asUintN(64, message.bytes) !== message.bytes) {
@@ -4303,6 +4314,14 @@ export const BackupSummary: MessageFns<BackupSummary> = {
             message.entries = reader.uint64() as bigint;
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.logged = reader.uint64() as bigint;
+            continue;
+          }
           case 4: {
             if (tag !== 32) {
               break;
@@ -4339,6 +4358,7 @@ export const BackupSummary: MessageFns<BackupSummary> = {
     message.store = object.store ?? "";
     message.trees = (object.trees !== undefined && object.trees !== null) ? BigInt(object.trees) : 0n;
     message.entries = (object.entries !== undefined && object.entries !== null) ? BigInt(object.entries) : 0n;
+    message.logged = (object.logged !== undefined && object.logged !== null) ? BigInt(object.logged) : 0n;
     message.bytes = (object.bytes !== undefined && object.bytes !== null) ? BigInt(object.bytes) : 0n;
     message.writesPausedMs = (object.writesPausedMs !== undefined && object.writesPausedMs !== null)
       ? BigInt(object.writesPausedMs)

@@ -467,15 +467,17 @@ class BackupChunk(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., summary: _Optional[_Union[BackupSummary, _Mapping]] = ...) -> None: ...
 
 class BackupSummary(_message.Message):
-    __slots__ = ("store", "trees", "entries", "bytes", "writes_paused_ms")
+    __slots__ = ("store", "trees", "entries", "logged", "bytes", "writes_paused_ms")
     STORE_FIELD_NUMBER: _ClassVar[int]
     TREES_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    LOGGED_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     WRITES_PAUSED_MS_FIELD_NUMBER: _ClassVar[int]
     store: str
     trees: int
     entries: int
+    logged: int
     bytes: int
     writes_paused_ms: int
-    def __init__(self, store: _Optional[str] = ..., trees: _Optional[int] = ..., entries: _Optional[int] = ..., bytes: _Optional[int] = ..., writes_paused_ms: _Optional[int] = ...) -> None: ...
+    def __init__(self, store: _Optional[str] = ..., trees: _Optional[int] = ..., entries: _Optional[int] = ..., logged: _Optional[int] = ..., bytes: _Optional[int] = ..., writes_paused_ms: _Optional[int] = ...) -> None: ...
