@@ -17,6 +17,24 @@ use troupe_tests::*;
 const API_TOKENS: &str = "api-old, api-new";
 const FIRST_API_TOKEN: &str = "api-old";
 const APP_TOKEN: &str = "app-first";
+const READ_TOKEN: &str = "reader";
+
+/// What the read-only token may call: inspection, and nothing that changes
+/// state, runs actor code or copies the store. Stated here apart from the
+/// daemon's own list, so that a change to either shows.
+const READ_ONLY: &[&str] = &[
+    "/troupe.v1.Admin/Status",
+    "/troupe.v1.Admin/ListActors",
+    "/troupe.v1.Admin/DescribeActor",
+    "/troupe.v1.Admin/ListStoredActors",
+    "/troupe.v1.Admin/ListDeadLetters",
+    "/troupe.v1.Admin/GetDeadLetter",
+    "/troupe.v1.ActorClient/GetState",
+    "/troupe.v1.ActorClient/GetReminder",
+    "/troupe.v1.ActorClient/ListReminders",
+    "/troupe.v1.ActorClient/GetAlarm",
+    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+];
 
 /// Which tokens a service takes: `None` is open.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -87,12 +105,12 @@ async fn call(
 }
 
 fn refused(answer: &Result<(), Status>) -> bool {
-    matches!(answer, Err(status) if status.code() == Code::Unauthenticated)
+    matches!(answer, Err(status) if matches!(status.code(), Code::Unauthenticated | Code::PermissionDenied))
 }
 
-/// A daemon under `dir` that takes the API tokens from its environment and
-/// the app token from a file holding `app_tokens` (the file's path, to
-/// change it).
+/// A daemon under `dir` that takes the API and read-only tokens from its
+/// environment and the app token from a file holding `app_tokens` (the
+/// file's path, to change it).
 async fn daemon_with_tokens(dir: &Path, app_tokens: &str) -> anyhow::Result<(Daemon, PathBuf)> {
     let token_file = dir.join("app-token");
     std::fs::write(&token_file, app_tokens)?;
@@ -100,7 +118,10 @@ async fn daemon_with_tokens(dir: &Path, app_tokens: &str) -> anyhow::Result<(Dae
     let daemon = Daemon::start_with_env(
         &dir.join("data"),
         &["--app-token-file", file],
-        &[("TROUPE_API_TOKEN", API_TOKENS)],
+        &[
+            ("TROUPE_API_TOKEN", API_TOKENS),
+            ("TROUPE_READ_TOKEN", READ_TOKEN),
+        ],
     )
     .await?;
     Ok((daemon, token_file))
@@ -131,6 +152,10 @@ async fn every_rpc_wants_its_own_token() -> anyhow::Result<()> {
                 Some(APP_TOKEN),
                 matches!(wants, Wants::Open | Wants::App | Wants::ApiOrApp),
             ),
+            (
+                Some(READ_TOKEN),
+                *wants == Wants::Open || READ_ONLY.contains(&path.as_str()),
+            ),
         ] {
             let answer = call(&channel, path, token).await?;
             assert_eq!(
@@ -138,14 +163,20 @@ async fn every_rpc_wants_its_own_token() -> anyhow::Result<()> {
                 accepted,
                 "{path} with token {token:?} ({wants:?}): {answer:?}"
             );
+            // A known token used beyond its reach is told so, by name.
+            let denied = matches!(&answer, Err(s) if s.code() == Code::PermissionDenied);
+            let beyond_reach = token == Some(READ_TOKEN)
+                && !accepted
+                && matches!(wants, Wants::Api | Wants::ApiOrApp);
+            assert_eq!(denied, beyond_reach, "{path} with {token:?}: {answer:?}");
             if let Err(status) = &answer {
-                for secret in ["api-old", "api-new", APP_TOKEN] {
+                for secret in ["api-old", "api-new", APP_TOKEN, READ_TOKEN] {
                     assert!(!status.message().contains(secret), "{path}: {status:?}");
                 }
             }
         }
     }
-    for secret in ["api-old", "api-new", APP_TOKEN] {
+    for secret in ["api-old", "api-new", APP_TOKEN, READ_TOKEN] {
         assert!(
             !daemon.log().contains(secret),
             "a token in the daemon's log"
@@ -211,6 +242,24 @@ async fn the_cli_sends_the_token_from_the_environment() -> anyhow::Result<()> {
     let (status, stdout, stderr) = run_cli_env(&args, &[("TROUPE_API_TOKEN", "api-new")]).await?;
     assert!(status.success(), "{stderr}");
     assert!(stdout.contains(&addr), "{stdout}");
+
+    // The read-only token inspects from the CLI, and is told what it may
+    // not do rather than that it is unknown.
+    let reader = [("TROUPE_API_TOKEN", READ_TOKEN)];
+    let (status, stdout, stderr) = run_cli_env(&args, &reader).await?;
+    assert!(status.success(), "{stderr}");
+    assert!(stdout.contains(&addr), "{stdout}");
+    let invoke = ["invoke", "counter", "c1", "incr", "--addr", addr.as_str()];
+    let (status, _, stderr) = run_cli_env(&invoke, &reader).await?;
+    assert!(!status.success());
+    assert!(
+        stderr.contains("PERMISSION_DENIED") && stderr.contains("read-only token"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains(READ_TOKEN),
+        "the token in the error: {stderr}"
+    );
     Ok(())
 }
 
@@ -280,5 +329,28 @@ async fn metrics_want_the_api_token_when_the_daemon_does() -> anyhow::Result<()>
     let scraped = scrape::http_get_with(addr, "/metrics", &[("authorization", &bearer)]).await?;
     assert_eq!(scraped.status, 200, "{scraped:?}");
     assert!(scraped.body.contains("# EOF"));
+    Ok(())
+}
+
+/// A dashboard scrapes with the read-only token and can change nothing.
+#[tokio::test]
+async fn metrics_take_the_read_only_token_too() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let daemon = Daemon::start_with_env(
+        dir.path(),
+        &["--metrics-listen", "127.0.0.1:0"],
+        &[
+            ("TROUPE_API_TOKEN", API_TOKENS),
+            ("TROUPE_READ_TOKEN", READ_TOKEN),
+        ],
+    )
+    .await?;
+    let addr = scrape::metrics_addr(&daemon.log()).context("no metrics address logged")?;
+    let bearer = format!("Bearer {READ_TOKEN}");
+    let scraped = scrape::http_get_with(addr, "/metrics", &[("authorization", &bearer)]).await?;
+    assert_eq!(scraped.status, 200, "{scraped:?}");
+    let wrong =
+        scrape::http_get_with(addr, "/metrics", &[("authorization", "Bearer readers")]).await?;
+    assert_eq!(wrong.status, 401, "{wrong:?}");
     Ok(())
 }

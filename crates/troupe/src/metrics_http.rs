@@ -140,6 +140,8 @@ pub struct Sources {
     pub links: Option<Links>,
     /// Required of scrapers when the daemon requires it of clients.
     pub api_tokens: Option<Arc<Tokens>>,
+    /// Accepted from scrapers as well: reading metrics is inspection.
+    pub read_tokens: Option<Arc<Tokens>>,
     /// The cgroup's, if any (`config::memory_limit`).
     pub memory_limit: Option<u64>,
     pub store_metrics: StoreMetrics,
@@ -169,7 +171,14 @@ async fn metrics(
     headers: axum::http::HeaderMap,
 ) -> Response {
     if let Some(tokens) = &sources.api_tokens {
-        if let Err(refused) = tokens.check(&MetadataMap::from_headers(headers)) {
+        let metadata = MetadataMap::from_headers(headers);
+        let checked = tokens
+            .check(&metadata)
+            .or_else(|refused| match &sources.read_tokens {
+                Some(readers) if readers.check(&metadata).is_ok() => Ok(()),
+                _ => Err(refused),
+            });
+        if let Err(refused) = checked {
             return (
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Bearer")],

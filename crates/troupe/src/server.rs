@@ -25,7 +25,7 @@ use troupe_transport::{Peers, PeersConfig};
 
 use crate::admin_api::{AdminApi, Owners as AdminOwners};
 use crate::app_api::{AppApi, APP_MESSAGE_LIMIT};
-use crate::auth::{peer_authorization, Guard, Tokens};
+use crate::auth::{peer_authorization, Guard, Stamped, Tokens};
 use crate::client_api::ClientApi;
 use crate::config::{ServeConfig, StoreKind};
 use crate::forwarder::TransportForwarder;
@@ -104,12 +104,17 @@ pub async fn run_until(
     let limit = config.runtime.max_payload_bytes.saturating_mul(2) + FRAME_OVERHEAD;
     let api_tokens = config.api_tokens.clone().map(Tokens::load).transpose()?;
     let app_tokens = config.app_tokens.clone().map(Tokens::load).transpose()?;
-    for tokens in [&api_tokens, &app_tokens].into_iter().flatten() {
+    let read_tokens = config.read_tokens.clone().map(Tokens::load).transpose()?;
+    for tokens in [&api_tokens, &app_tokens, &read_tokens]
+        .into_iter()
+        .flatten()
+    {
         tokens.watch();
     }
     info!(
         api_tokens = api_tokens.as_ref().map_or(0, |t| t.count()),
         app_tokens = app_tokens.as_ref().map_or(0, |t| t.count()),
+        read_tokens = read_tokens.as_ref().map_or(0, |t| t.count()),
         "tokens accepted (0: that API is open to anyone who can reach the port)"
     );
     // Peers of a cluster share the API token and present the first one.
@@ -130,7 +135,13 @@ pub async fn run_until(
     let api_guard = Guard::new(api_tokens.clone());
     // Links carry any actor's calls: with TLS, only a member may open one.
     let peer_guard = api_guard.clone().members_only(tls.clone());
-    let client_guard = Guard::new(api_tokens.clone()).or(app_tokens.clone());
+    // Where the read-only token may go, each request carries its method
+    // for the guard (`Stamped`).
+    let stamp = read_tokens.is_some();
+    let inspect_guard = api_guard.clone().or_read_only(read_tokens.clone());
+    let client_guard = Guard::new(api_tokens.clone())
+        .or(app_tokens.clone())
+        .or_read_only(read_tokens.clone());
     let app_guard = Guard::new(app_tokens);
     let peers = Peers::new(PeersConfig {
         max_message_bytes: limit,
@@ -208,6 +219,7 @@ pub async fn run_until(
                     runtime: runtime.clone(),
                     links: links.clone(),
                     api_tokens: api_tokens.clone(),
+                    read_tokens: read_tokens.clone(),
                     memory_limit: config.memory_limit,
                     store_metrics: store_metrics.clone(),
                 },
@@ -257,11 +269,17 @@ pub async fn run_until(
         ))
         // Open, for probes.
         .add_service(health_service)
-        .add_service(InterceptedService::new(reflection, api_guard.clone()))
-        .add_service(InterceptedService::new(
-            pb::actor_client_server::ActorClientServer::new(ClientApi::new(runtime.clone()))
-                .max_decoding_message_size(limit),
-            client_guard,
+        .add_service(Stamped::new(
+            InterceptedService::new(reflection, inspect_guard.clone()),
+            stamp,
+        ))
+        .add_service(Stamped::new(
+            InterceptedService::new(
+                pb::actor_client_server::ActorClientServer::new(ClientApi::new(runtime.clone()))
+                    .max_decoding_message_size(limit),
+                client_guard,
+            ),
+            stamp,
         ))
         .add_service(InterceptedService::new(
             // An app's answer larger than --max-payload-bytes fails its turn
@@ -277,18 +295,21 @@ pub async fn run_until(
                 .clone()
                 .map(|server| InterceptedService::new(server.into_service(), peer_guard.clone())),
         )
-        .add_service(InterceptedService::new(
-            pb::admin_server::AdminServer::new(
-                AdminApi::new(
-                    runtime.clone(),
-                    local.to_string(),
-                    links.clone(),
-                    config.memory_limit,
-                )
-                .with_sled(sled_store, store_metrics)
-                .with_owners(owners),
+        .add_service(Stamped::new(
+            InterceptedService::new(
+                pb::admin_server::AdminServer::new(
+                    AdminApi::new(
+                        runtime.clone(),
+                        local.to_string(),
+                        links.clone(),
+                        config.memory_limit,
+                    )
+                    .with_sled(sled_store, store_metrics)
+                    .with_owners(owners),
+                ),
+                inspect_guard,
             ),
-            api_guard,
+            stamp,
         ));
     let stopped = async {
         let _ = server_stopped.await;

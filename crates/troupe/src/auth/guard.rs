@@ -16,6 +16,9 @@ pub struct Guard {
     /// actors can call others with the one token the app holds (calling
     /// is less than hosting; the reverse is not allowed).
     also: Option<Arc<Tokens>>,
+    /// Also accepted, for the methods that only read: the read-only token.
+    /// The service must be [`super::Stamped`], or every method is denied.
+    readers: Option<Arc<Tokens>>,
     /// With TLS: the connection's certificate must name a cluster member.
     members: Option<troupe_tls::Tls>,
 }
@@ -25,6 +28,7 @@ impl Guard {
         Self {
             required,
             also: None,
+            readers: None,
             members: None,
         }
     }
@@ -37,6 +41,12 @@ impl Guard {
 
     pub fn or(mut self, also: Option<Arc<Tokens>>) -> Self {
         self.also = also;
+        self
+    }
+
+    /// Also lets the read-only token through, to the methods that read.
+    pub fn or_read_only(mut self, readers: Option<Arc<Tokens>>) -> Self {
+        self.readers = readers;
         self
     }
 
@@ -77,16 +87,15 @@ impl tonic::service::Interceptor for Guard {
         let Some(required) = &self.required else {
             return Ok(request);
         };
+        let accepts = |tokens: &Option<Arc<Tokens>>| {
+            tokens
+                .as_ref()
+                .is_some_and(|tokens| tokens.check(request.metadata()).is_ok())
+        };
         match required.check(request.metadata()) {
             Ok(()) => Ok(request),
-            Err(_)
-                if self
-                    .also
-                    .as_ref()
-                    .is_some_and(|also| also.check(request.metadata()).is_ok()) =>
-            {
-                Ok(request)
-            }
+            Err(_) if accepts(&self.also) => Ok(request),
+            Err(_) if accepts(&self.readers) => super::read_only::admit(request),
             Err(status) => Err(status),
         }
     }

@@ -3,7 +3,9 @@
 //! interceptor in front of each service.
 //!
 //! Two credentials, so that a process holding the client token cannot
-//! register as an app and take a type's calls. Each accepts several tokens
+//! register as an app and take a type's calls; and a third, optional, the
+//! read-only token, for dashboards and people who inspect but must not
+//! change anything (`read_only`). Each accepts several tokens
 //! at once (for rotation), from the environment (`TROUPE_API_TOKEN`,
 //! `TROUPE_APP_TOKEN`, as the CLI and SDKs read them) and from files named
 //! by flags, one token per line; a file is read again when it changes.
@@ -24,9 +26,11 @@ use troupe_transport::link::Authorization;
 
 mod bearer;
 mod guard;
+mod read_only;
 
 pub use bearer::{bearer_value, BearerToken, UnsendableToken};
 pub use guard::Guard;
+pub use read_only::Stamped;
 
 /// The metadata key tokens travel in, as gRPC clients send them.
 pub const AUTHORIZATION: &str = "authorization";
@@ -42,6 +46,9 @@ pub enum Credential {
     Api,
     /// Apps hosting actors: `AppHost`.
     App,
+    /// Inspection only: the `READ_ONLY_METHODS` of `Admin` and
+    /// `ActorClient`, reflection, and `/metrics`.
+    Read,
 }
 
 impl Credential {
@@ -49,6 +56,7 @@ impl Credential {
         match self {
             Self::Api => "TROUPE_API_TOKEN",
             Self::App => "TROUPE_APP_TOKEN",
+            Self::Read => "TROUPE_READ_TOKEN",
         }
     }
 
@@ -56,6 +64,7 @@ impl Credential {
         match self {
             Self::Api => "--api-token-file",
             Self::App => "--app-token-file",
+            Self::Read => "--read-token-file",
         }
     }
 
@@ -70,6 +79,7 @@ impl Credential {
         match self {
             Self::Api => "the client API token",
             Self::App => "the app token",
+            Self::Read => "the read-only token",
         }
     }
 }

@@ -176,6 +176,12 @@ pub struct ServeArgs {
     /// more. With any, an app must send one to attach.
     #[arg(long, env = "TROUPE_APP_TOKEN_FILE")]
     pub app_token_file: Option<PathBuf>,
+    /// File of read-only tokens, as --api-token-file; `TROUPE_READ_TOKEN`
+    /// adds more. One lets a caller inspect (status, actors, state,
+    /// reminders, dead letters, /metrics) and change nothing. Needs an API
+    /// token.
+    #[arg(long, env = "TROUPE_READ_TOKEN_FILE")]
+    pub read_token_file: Option<PathBuf>,
     /// Listen beyond loopback without requiring both tokens: only where
     /// nobody but trusted callers can reach the address.
     #[arg(long, env = "TROUPE_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]

@@ -79,6 +79,7 @@ struct FileConfig {
     peer_queue_bytes: Option<usize>,
     api_token_file: Option<PathBuf>,
     app_token_file: Option<PathBuf>,
+    read_token_file: Option<PathBuf>,
     #[serde(default)]
     insecure: bool,
     log_format: Option<LogFormat>,
@@ -141,6 +142,9 @@ pub struct ServeConfig {
     pub api_tokens: Option<TokenSource>,
     /// App tokens; `None`: any process may attach as an app.
     pub app_tokens: Option<TokenSource>,
+    /// Read-only tokens; `None`: only the API token inspects. Never
+    /// without `api_tokens`.
+    pub read_tokens: Option<TokenSource>,
     /// TLS on the listener and to peers and placement; `None`: plaintext.
     pub tls: Option<troupe_tls::TlsSettings>,
     pub log_format: LogFormat,
@@ -320,6 +324,19 @@ impl ServeArgs {
             Credential::App,
             self.app_token_file.clone().or(file.app_token_file),
         );
+        let read_tokens = token_source(
+            Credential::Read,
+            self.read_token_file.clone().or(file.read_token_file),
+        );
+        if read_tokens.is_some() && api_tokens.is_none() {
+            anyhow::bail!(
+                "a read-only token (TROUPE_READ_TOKEN or --read-token-file) is set but no API \
+                 token: without TROUPE_API_TOKEN the client and admin APIs are open to everyone, \
+                 so a read-only token restricts nothing. Set TROUPE_API_TOKEN (or \
+                 --api-token-file) for the callers that may change things, or drop the \
+                 read-only token"
+            );
+        }
         let insecure = self.insecure || file.insecure;
         let tls = self.tls.resolve(file.tls.as_ref(), TlsRole::Daemon)?;
         // Client certificates authenticate every caller as tokens would.
@@ -414,6 +431,7 @@ impl ServeArgs {
             cluster,
             api_tokens,
             app_tokens,
+            read_tokens,
             tls,
             log_format: self.log_format.or(file.log_format).unwrap_or_default(),
         })

@@ -239,6 +239,34 @@ fn beyond_loopback_needs_both_tokens_or_insecure() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A read-only token on an open API would look like protection and be
+/// none: everyone may already change everything.
+#[test]
+fn a_read_only_token_needs_an_api_token() -> anyhow::Result<()> {
+    if std::env::var_os("TROUPE_API_TOKEN").is_some() {
+        return Ok(());
+    }
+    let dir = tempfile::tempdir()?;
+    let read_only = ServeArgs {
+        read_token_file: Some(dir.path().join("read")),
+        ..ServeArgs::default()
+    };
+    let Err(e) = read_only.resolve() else {
+        anyhow::bail!("a read-only token without an API token was accepted");
+    };
+    assert!(e.to_string().contains("restricts nothing"), "{e}");
+    let with_api = ServeArgs {
+        api_token_file: Some(dir.path().join("api")),
+        ..read_only
+    };
+    let resolved = with_api.resolve()?;
+    assert_eq!(
+        resolved.read_tokens.map(|t| t.credential),
+        Some(crate::auth::Credential::Read)
+    );
+    Ok(())
+}
+
 #[test]
 fn tls_needs_all_three_files_and_required_client_certs_stand_in_for_tokens() -> anyhow::Result<()> {
     use super::TlsArgs;
