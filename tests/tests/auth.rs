@@ -354,3 +354,61 @@ async fn metrics_take_the_read_only_token_too() -> anyhow::Result<()> {
     assert_eq!(wrong.status, 401, "{wrong:?}");
     Ok(())
 }
+
+/// The audit trail: each admin change is logged once under `troupe::audit`
+/// with what was done, to which actor, by which credential and how it
+/// ended; reads are not, and no token reaches the log.
+#[tokio::test]
+async fn admin_changes_are_audited_with_the_credential_that_made_them() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (daemon, _) = daemon_with_tokens(dir.path(), &format!("{APP_TOKEN}\n")).await?;
+    let addr = daemon.addr.to_string();
+    let api = [("TROUPE_API_TOKEN", FIRST_API_TOKEN)];
+    let audited = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter(|line| line.contains("troupe::audit"))
+            .map(str::to_owned)
+            .collect()
+    };
+
+    let status = ["status", "--addr", addr.as_str()];
+    let (ok, _, stderr) = run_cli_env(&status, &api).await?;
+    assert!(ok.success(), "{stderr}");
+    assert_eq!(audited(&daemon.log()), Vec::<String>::new(), "reads");
+
+    let purge = [
+        "actors",
+        "purge",
+        "counter",
+        "c1",
+        "--yes",
+        "--addr",
+        addr.as_str(),
+    ];
+    let (ok, _, stderr) = run_cli_env(&purge, &api).await?;
+    assert!(ok.success(), "{stderr}");
+    // Refused before it reaches the API: the guard's refusal is not an
+    // admin change, so only the purge that ran is in the trail.
+    let reader = [("TROUPE_API_TOKEN", READ_TOKEN)];
+    let deactivate = [
+        "actors",
+        "deactivate",
+        "counter",
+        "c1",
+        "--addr",
+        addr.as_str(),
+    ];
+    let (ok, _, _) = run_cli_env(&deactivate, &reader).await?;
+    assert!(!ok.success());
+
+    let log = daemon.log();
+    let lines = audited(&log);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    for field in ["purge", "counter/c1", "api token", "ok"] {
+        assert!(lines[0].contains(field), "{field} in {}", lines[0]);
+    }
+    for token in [FIRST_API_TOKEN, READ_TOKEN, APP_TOKEN] {
+        assert!(!log.contains(token), "{token} in the log");
+    }
+    Ok(())
+}

@@ -139,6 +139,8 @@ pub async fn run_until(
     // for the guard (`Stamped`).
     let stamp = read_tokens.is_some();
     let inspect_guard = api_guard.clone().or_read_only(read_tokens.clone());
+    // The admin API's changes are audited with the credential that made them.
+    let admin_guard = inspect_guard.clone().identifying();
     let client_guard = Guard::new(api_tokens.clone())
         .or(app_tokens.clone())
         .or_read_only(read_tokens.clone());
@@ -307,7 +309,7 @@ pub async fn run_until(
                     .with_sled(sled_store, store_metrics)
                     .with_owners(owners),
                 ),
-                inspect_guard,
+                admin_guard,
             ),
             stamp,
         ));

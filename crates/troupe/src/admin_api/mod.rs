@@ -1,6 +1,8 @@
 //! `troupe.v1.Admin`: what operators and the CLI inspect.
 
+mod audit;
 mod backup;
+mod changes;
 mod dead_letters;
 mod delivery;
 mod owner;
@@ -9,7 +11,6 @@ pub use owner::Owners;
 
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
-use troupe_runtime::input::range;
 use troupe_runtime::{ActivationState, ActorId, MemoryBounds, Runtime, StateMode};
 use troupe_storage_sled::SledStore;
 use troupe_transport::link::{ChannelStats, Links};
@@ -19,6 +20,7 @@ use crate::convert::errors::status_of;
 use crate::convert::paging;
 use crate::convert::requests::reminder_to_pb;
 use crate::store_metrics::StoreMetrics;
+use audit::Audit;
 
 #[derive(Debug, Clone)]
 pub struct AdminApi {
@@ -345,63 +347,27 @@ impl pb::admin_server::Admin for AdminApi {
         &self,
         request: Request<pb::DeactivateActorRequest>,
     ) -> Result<Response<pb::DeactivateActorResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
-        let actor = convert::actor_id(message.actor.clone())?;
-        if let Some(mut owner) = self.remote(&actor, &metadata)? {
-            let answer = owner.client.deactivate_actor(owner.request(message)).await;
-            return owner.answer(answer).map(Response::new);
-        }
-        let deactivated = self
-            .runtime
-            .deactivate_actor(&actor)
-            .await
-            .map_err(status_of)?;
-        Ok(Response::new(pb::DeactivateActorResponse { deactivated }))
+        let subject = audit::actor(request.get_ref().actor.as_ref());
+        let audit = Audit::of("deactivate", &request, subject);
+        audit.after(self.deactivate(request).await)
     }
 
     async fn purge_actor(
         &self,
         request: Request<pb::PurgeActorRequest>,
     ) -> Result<Response<pb::PurgeActorResponse>, Status> {
-        let (metadata, _, message) = request.into_parts();
-        let actor = convert::actor_id(message.actor.clone())?;
-        if let Some(mut owner) = self.remote(&actor, &metadata)? {
-            let answer = owner.client.purge_actor(owner.request(message)).await;
-            return owner.answer(answer).map(Response::new);
-        }
-        let purged = self.runtime.purge_actor(&actor).await.map_err(status_of)?;
-        Ok(Response::new(pb::PurgeActorResponse {
-            was_active: purged.was_active,
-            state_keys: purged.stored.state_keys,
-            inbox_entries: purged.stored.inbox_entries,
-            dead_letters: purged.stored.dead_letters,
-            call_records: purged.stored.call_records,
-            reminders: purged.reminders,
-        }))
+        let subject = audit::actor(request.get_ref().actor.as_ref());
+        let audit = Audit::of("purge", &request, subject);
+        audit.after(self.purge(request).await)
     }
 
     async fn advance_clock(
         &self,
         request: Request<pb::AdvanceClockRequest>,
     ) -> Result<Response<pb::AdvanceClockResponse>, Status> {
-        if !self.runtime.has_test_clock() {
-            return Err(Status::failed_precondition(
-                "the daemon was not started with --test-clock; only a test daemon's time can be \
-                 moved (docs/testing.md)",
-            ));
-        }
-        let by = convert::time::duration("by", &request.into_inner().by, &range::ANY)?;
-        let advanced = self
-            .runtime
-            .advance_clock(by.get())
-            .await
-            .map_err(status_of)?;
-        Ok(Response::new(pb::AdvanceClockResponse {
-            now_unix_ms: advanced.now_unix_ms,
-            reminders_fired: advanced.reminders_fired,
-            alarms_fired: advanced.alarms_fired,
-            timers_fired: advanced.timers_fired,
-        }))
+        let subject = format!("by {}", request.get_ref().by);
+        let audit = Audit::of("advance_clock", &request, subject);
+        audit.after(self.move_clock(request).await)
     }
 
     async fn list_dead_letters(
@@ -422,24 +388,38 @@ impl pb::admin_server::Admin for AdminApi {
         &self,
         request: Request<pb::DeadLetterRef>,
     ) -> Result<Response<pb::RedriveDeadLetterResponse>, Status> {
-        dead_letters::redrive(&self.runtime, request.into_inner()).await
+        let audit = Audit::of(
+            "redrive_dead_letter",
+            &request,
+            audit::letter(request.get_ref()),
+        );
+        audit.after(dead_letters::redrive(&self.runtime, request.into_inner()).await)
     }
 
     async fn drop_dead_letter(
         &self,
         request: Request<pb::DeadLetterRef>,
     ) -> Result<Response<pb::DropDeadLetterResponse>, Status> {
-        dead_letters::drop_letter(&self.runtime, request.into_inner()).await
+        let audit = Audit::of(
+            "drop_dead_letter",
+            &request,
+            audit::letter(request.get_ref()),
+        );
+        audit.after(dead_letters::drop_letter(&self.runtime, request.into_inner()).await)
     }
 
     type BackupStream = backup::BackupStream;
 
     async fn backup(
         &self,
-        _request: Request<pb::BackupRequest>,
+        request: Request<pb::BackupRequest>,
     ) -> Result<Response<Self::BackupStream>, Status> {
-        backup::backup(&self.runtime, self.sled.as_ref(), &self.store_metrics)
-            .await
-            .map(Response::new)
+        // Audited once the copy is taken: streaming it out may still fail.
+        let audit = Audit::of("backup", &request, "the store".to_owned());
+        audit.after(
+            backup::backup(&self.runtime, self.sled.as_ref(), &self.store_metrics)
+                .await
+                .map(Response::new),
+        )
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use tonic::{Request, Status};
 use troupe_transport::link::Admit;
 
-use super::Tokens;
+use super::{Credential, Tokens};
 
 /// The interceptor for one service: lets a request through when its
 /// credential is not required or a token it accepts was sent.
@@ -21,6 +21,24 @@ pub struct Guard {
     readers: Option<Arc<Tokens>>,
     /// With TLS: the connection's certificate must name a cluster member.
     members: Option<troupe_tls::Tls>,
+    /// Puts the credential that let a request in into its extensions
+    /// ([`Caller`]), for the audit trail.
+    identify: bool,
+}
+
+/// Which credential let a request in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller(pub Credential);
+
+impl Caller {
+    /// How the audit trail names it.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            Credential::Api => "api token",
+            Credential::App => "app token",
+            Credential::Read => "read-only token",
+        }
+    }
 }
 
 impl Guard {
@@ -30,6 +48,7 @@ impl Guard {
             also: None,
             readers: None,
             members: None,
+            identify: false,
         }
     }
 
@@ -41,6 +60,14 @@ impl Guard {
 
     pub fn or(mut self, also: Option<Arc<Tokens>>) -> Self {
         self.also = also;
+        self
+    }
+
+    /// Names the credential of each request it lets in ([`Caller`]): on
+    /// the admin API, whose changes are audited, and not on the hot paths,
+    /// where the extension would cost every call.
+    pub fn identifying(mut self) -> Self {
+        self.identify = true;
         self
     }
 
@@ -87,16 +114,27 @@ impl tonic::service::Interceptor for Guard {
         let Some(required) = &self.required else {
             return Ok(request);
         };
-        let accepts = |tokens: &Option<Arc<Tokens>>| {
+        let matched = |tokens: &Option<Arc<Tokens>>| {
             tokens
                 .as_ref()
-                .is_some_and(|tokens| tokens.check(request.metadata()).is_ok())
+                .filter(|tokens| tokens.check(request.metadata()).is_ok())
+                .map(|tokens| tokens.credential())
         };
-        match required.check(request.metadata()) {
-            Ok(()) => Ok(request),
-            Err(_) if accepts(&self.also) => Ok(request),
-            Err(_) if accepts(&self.readers) => super::read_only::admit(request),
-            Err(status) => Err(status),
+        let (credential, mut request) = match required.check(request.metadata()) {
+            Ok(()) => (required.credential(), request),
+            Err(status) => {
+                if let Some(also) = matched(&self.also) {
+                    (also, request)
+                } else if let Some(read) = matched(&self.readers) {
+                    (read, super::read_only::admit(request)?)
+                } else {
+                    return Err(status);
+                }
+            }
+        };
+        if self.identify {
+            request.extensions_mut().insert(Caller(credential));
         }
+        Ok(request)
     }
 }

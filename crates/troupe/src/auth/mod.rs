@@ -29,7 +29,7 @@ mod guard;
 mod read_only;
 
 pub use bearer::{bearer_value, BearerToken, UnsendableToken};
-pub use guard::Guard;
+pub use guard::{Caller, Guard};
 pub use read_only::Stamped;
 
 /// The metadata key tokens travel in, as gRPC clients send them.
@@ -280,6 +280,11 @@ impl Tokens {
         Ok(Accepted {
             digests: tokens.iter().map(|t| digest(t.as_bytes())).collect(),
         })
+    }
+
+    /// The credential these tokens are.
+    pub fn credential(&self) -> Credential {
+        self.source.credential
     }
 
     /// How many tokens are accepted now (for the startup log).

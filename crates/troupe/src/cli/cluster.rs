@@ -11,10 +11,10 @@ use troupe_tls::Connector;
 
 use crate::auth::BearerToken;
 
-use super::failure::code_name;
 use super::links;
 use super::render::{self, Table};
 use super::{emit, emit_json, fail, root_cause, Exit, Output};
+use crate::convert::errors::code_name;
 
 /// Default placement replica address, as `troupe placement serve` listens.
 pub const DEFAULT_PLACEMENT: &str = "127.0.0.1:7470";

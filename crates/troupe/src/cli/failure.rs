@@ -7,6 +7,7 @@ use std::time::Duration;
 use tonic::{Code, Status};
 
 use super::{fail, root_cause, Daemon, Exit};
+use crate::convert::errors::code_name;
 
 /// What a failed call was about, for its error message.
 pub(super) struct Request<'a> {
@@ -154,29 +155,6 @@ impl Request<'_> {
                 )
             }
         }
-    }
-}
-
-/// The canonical gRPC name, as grpcurl and the docs spell it.
-pub(super) fn code_name(code: Code) -> &'static str {
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
     }
 }
 
