@@ -37,10 +37,13 @@ def k8s_tools() -> Path:
 
 
 def helm_template(
-    args: tuple[str, ...] | list[str], api_versions: tuple[str, ...] = (), release: str = "t"
+    args: tuple[str, ...] | list[str],
+    api_versions: tuple[str, ...] = (),
+    release: str = "t",
+    chart: Path = CHART,
 ) -> tuple[int, str]:
     """`helm template` of the chart in NAMESPACE: exit code and output (the manifests)."""
-    cmd = ["helm", "template", release, str(CHART), "--namespace", NAMESPACE, *args]
+    cmd = ["helm", "template", release, str(chart), "--namespace", NAMESPACE, *args]
     for api in api_versions:
         cmd += ["--api-versions", api]
     return run(cmd)

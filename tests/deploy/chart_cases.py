@@ -1,6 +1,7 @@
 """What chart_test.py renders: the matrix of values (`Case`), the values the chart must
-refuse, the helm commands docs/kubernetes.md shows (run offline), and a parent chart that
-includes the `troupe.sidecar` named template by hand."""
+refuse, the helm commands docs/kubernetes.md shows (run offline), a parent chart that
+includes the `troupe.sidecar` named template by hand, and the chart with its NOTES.txt
+rendered as a ConfigMap."""
 
 from __future__ import annotations
 
@@ -26,6 +27,31 @@ class Case:
     # Kinds this case must render (beyond the always-present ones).
     expect: frozenset[str] = frozenset()
     absent: frozenset[str] = frozenset()
+
+    def value(self, name: str, default: str = "") -> str:
+        """What the case sets NAME to with --set, or DEFAULT (the chart's value)."""
+        set_to = [a.split("=", 1)[1] for a in self.args if a.startswith(f"{name}=")]
+        return set_to[-1] if set_to else default
+
+    @property
+    def tokens_secret(self) -> str:
+        return self.value("tokens.existingSecret") or "t-troupe-tokens"
+
+    @property
+    def read_token_key(self) -> str:
+        """The read-only token's key; "" for none."""
+        return self.value("tokens.readTokenKey", "read-token")
+
+
+def monitored(name: str, *values: str) -> Case:
+    """A case with metrics and a ServiceMonitor on, plus VALUES (each a --set)."""
+    sets = ("metrics.enabled=true", "metrics.serviceMonitor.enabled=true", *values)
+    return Case(
+        name,
+        tuple(arg for value in sets for arg in ("--set", value)),
+        api_versions=("monitoring.coreos.com/v1",),
+        expect=frozenset({"ServiceMonitor"}),
+    )
 
 
 MATRIX = (
@@ -60,24 +86,14 @@ MATRIX = (
         api_versions=("cert-manager.io/v1",),
         expect=frozenset({"Certificate", "Issuer"}),
     ),
-    Case(
-        "metrics-servicemonitor",
-        ("--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"),
-        api_versions=("monitoring.coreos.com/v1",),
-        expect=frozenset({"ServiceMonitor"}),
-    ),
-    Case(
-        "metrics-servicemonitor-plaintext",
-        (
-            "--set",
-            "metrics.enabled=true",
-            "--set",
-            "metrics.serviceMonitor.enabled=true",
-            "--set",
-            "tls.enabled=false",
-        ),
-        api_versions=("monitoring.coreos.com/v1",),
-        expect=frozenset({"ServiceMonitor"}),
+    monitored("metrics-servicemonitor"),
+    monitored("metrics-servicemonitor-plaintext", "tls.enabled=false"),
+    # No read-only token: the ServiceMonitor sends the API token, as before there was one.
+    monitored("read-token-off", "tokens.readTokenKey="),
+    monitored(
+        "existing-tokens-read-key",
+        "tokens.existingSecret=my-tokens",
+        "tokens.readTokenKey=prometheus",
     ),
     Case(
         "digest-external-placement",
@@ -110,6 +126,10 @@ REFUSED = (
      "monitoring"),
     (("--set", "placement.enabled=false"), "externalAddresses"),
     (("--set", "stateStore.existingSecret="), "stateStore"),
+    (("--set", "tokens.readTokenKey=a/b"), "readTokenKey"),
+    # Prometheus would hold the app token, and with it could register as an app.
+    (("--set", "tokens.readTokenKey=app-token"), "readTokenKey"),
+    (("--set", "tokens.readTokenKey=api-token"), "readTokenKey"),
 )  # fmt: skip
 
 
@@ -175,4 +195,20 @@ def make_parent_chart(root: Path) -> Path:
         "dependencies:\n  - name: troupe\n    version: 0.1.0\n",
     )
     write(root / "templates" / "pod.yaml", PARENT_POD)
+    return root
+
+
+def make_notes_chart(root: Path) -> Path:
+    """The chart with NOTES.txt also rendered as the ConfigMap `notes` (templates/notes.yaml):
+    `helm template` skips NOTES.txt and `helm lint` only logs its errors, so nothing else
+    renders it before a real install prints it."""
+    shutil.copytree(CHART, root)
+    notes = (root / "templates" / "NOTES.txt").read_text()
+    define = '{{- define "test.notes" -}}\n' + notes + "{{- end }}\n"
+    write(root / "templates" / "_notes.tpl", define)
+    write(
+        root / "templates" / "notes.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: notes\n"
+        'data:\n  NOTES.txt: {{ include "test.notes" . | quote }}\n',
+    )
     return root

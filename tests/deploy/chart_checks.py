@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from chart import Json, by_kind, documents, helm_template, name_of, sidecar_config
+from chart import Json, by_kind, documents, helm_template, name_of, secrets_of, sidecar_config
 from chart_cases import Case
 
 
@@ -241,6 +241,71 @@ def check_secrets(case: Case, docs: list[Json], results: Results) -> None:
     results.check(not problems, f"[{case.name}] secrets and their references", "\n".join(problems))
 
 
+def mounted_secret_key(container: Json, volumes: list[Json], path: str) -> tuple[str, str] | None:
+    """The Secret and key whose file CONTAINER reads at PATH, if a Secret volume holds it."""
+    directory, _, file = path.rpartition("/")
+    by_name = {v["name"]: v for v in volumes}
+    for mount in container.get("volumeMounts", []):
+        secret = by_name.get(mount["name"], {}).get("secret")
+        if secret is None or "subPath" in mount or mount["mountPath"].rstrip("/") != directory:
+            continue
+        items = secret.get("items") or [{"key": file, "path": file}]
+        keys = [item["key"] for item in items if item["path"] == file]
+        return (secret["secretName"], keys[0]) if keys else None
+    return None
+
+
+def token_file_problems(case: Case, sidecar: Json, volumes: list[Json], secret: str) -> list[str]:
+    """Each token file the sidecar is given (TROUPE_*_TOKEN_FILE) is its token's key of the
+    tokens Secret SECRET; the read-only token's is given only with a tokens.readTokenKey."""
+    expected = {
+        "TROUPE_API_TOKEN_FILE": case.value("tokens.apiTokenKey", "api-token"),
+        "TROUPE_APP_TOKEN_FILE": case.value("tokens.appTokenKey", "app-token"),
+        "TROUPE_READ_TOKEN_FILE": case.read_token_key,
+    }
+    env = {e["name"]: e.get("value") for e in sidecar.get("env", [])}
+    problems = []
+    for name, key in expected.items():
+        path = env.get(name)
+        got = mounted_secret_key(sidecar, volumes, path) if path else None
+        want = (secret, key) if key else None
+        if got != want or (path and not want):
+            problems.append(f"{name}={path} reads {got}, not {want}")
+    return problems
+
+
+def check_read_token(case: Case, docs: list[Json], results: Results) -> None:
+    """The read-only token (tokens.readTokenKey): generated beside the others, a file of the
+    sidecar's, what the ServiceMonitor scrapes with; with readTokenKey "", none of that and
+    the ServiceMonitor sends the API token."""
+    key = case.read_token_key
+    problems = []
+    generated = secrets_of(docs).get("t-troupe-tokens")
+    if generated is not None:
+        keys = {"api-token", "app-token"} | ({key} if key else set())
+        if set(generated) != keys:
+            problems.append(f"the tokens Secret has {sorted(generated)}, not {sorted(keys)}")
+        tokens = list(generated.values())
+        if len(set(tokens)) != len(tokens) or min(map(len, tokens)) < 32:
+            problems.append("the generated tokens are not distinct, or shorter than 32 bytes")
+    config = sidecar_config(docs)
+    if config is not None:
+        problems += token_file_problems(
+            case, config["sidecar"], config["volumes"], case.tokens_secret
+        )
+    for monitor in by_kind(docs, "ServiceMonitor"):
+        credentials = monitor["spec"]["endpoints"][0].get("authorization", {}).get("credentials")
+        want = {"name": case.tokens_secret, "key": key or "api-token"}
+        if credentials != want:
+            problems.append(f"the ServiceMonitor scrapes with {credentials}, not {want}")
+    what = f"read-only token {key!r}" if key else "no read-only token (the API token scrapes)"
+    results.check(
+        not problems,
+        f"[{case.name}] {what}: tokens Secret, sidecar token files, ServiceMonitor",
+        "\n".join(problems),
+    )
+
+
 def check_crds(case: Case, docs: list[Json], results: Results) -> None:
     """The custom resources kubeconform skips: the fields that matter, by hand."""
     problems = []
@@ -257,7 +322,7 @@ def check_crds(case: Case, docs: list[Json], results: Results) -> None:
     for monitor in by_kind(docs, "ServiceMonitor"):
         endpoint = monitor["spec"]["endpoints"][0]
         if endpoint.get("authorization", {}).get("type") != "Bearer":
-            problems.append("ServiceMonitor does not send the API token")
+            problems.append("ServiceMonitor does not send a bearer token")
         # Sidecars with a certificate serve /metrics over HTTPS only.
         tls_on = "tls.enabled=false" not in case.args
         tls = endpoint.get("tlsConfig", {})
@@ -283,5 +348,6 @@ CASE_CHECKS: tuple[Callable[[Case, list[Json], Results], None], ...] = (
     check_network_policies,
     check_sidecar_probes,
     check_secrets,
+    check_read_token,
     check_crds,
 )

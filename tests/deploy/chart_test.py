@@ -14,6 +14,8 @@ No cluster can run here, so this tests every level below one:
   example Deployment's pod as the real `troupe injector` (DAEMON_BIN, webhook.py) patches
   it with each case's config, validated and scanned like the manifests; injecting twice
   changes nothing; the `troupe.sidecar` named template included by a parent chart;
+- NOTES.txt as each case's install prints it (rendered as a ConfigMap: `helm template`
+  skips it);
 - the `helm lint` / `helm template` / `helm install` / `helm upgrade` commands of
   docs/kubernetes.md, run (install and upgrade as `helm template`).
 
@@ -44,8 +46,17 @@ from chart import (
     k8s_tools,
     sidecar_config,
 )
-from chart_cases import MATRIX, REFUSED, Case, as_offline, doc_commands, make_parent_chart, write
-from chart_checks import CASE_CHECKS, Results
+from chart_cases import (
+    MATRIX,
+    REFUSED,
+    Case,
+    as_offline,
+    doc_commands,
+    make_notes_chart,
+    make_parent_chart,
+    write,
+)
+from chart_checks import CASE_CHECKS, Results, token_file_problems
 from runner import daemon_binary, run
 from validation import IGNORED, KUBE_VERSIONS, Schemas, checkov, kubeconform, kv_validate
 from webhook import applied, injector_for
@@ -139,6 +150,14 @@ def check_injected_example(run_: Run, case: Case, docs: list[Json]) -> None:
     )
     write(run_.scan / f"{case.name}-injected.yaml", text)
     results.check(twice == patched, f"[{case.name}] injecting twice changes nothing")
+    spec = patched["spec"]
+    injected: Json = next((c for c in spec.get("initContainers", []) if c["name"] == "troupe"), {})
+    problems = token_file_problems(case, injected, spec.get("volumes", []), case.tokens_secret)
+    results.check(
+        not problems,
+        f"[{case.name}] the injected sidecar's token files: each its key of the tokens Secret",
+        "\n".join(problems),
+    )
 
 
 def check_parent_chart(run_: Run) -> None:
@@ -154,6 +173,8 @@ def check_parent_chart(run_: Run) -> None:
         init = pods[0]["spec"]["initContainers"][0] if pods else {}
         if init.get("restartPolicy") != "Always":
             problems.append("the sidecar is not a native sidecar")
+        volumes = pods[0]["spec"].get("volumes", []) if pods else []
+        problems += token_file_problems(Case("parent"), init, volumes, "x-troupe-tokens")
         run_.results.check(not problems, "  ...and the pod validates", "\n".join(problems))
 
 
@@ -169,6 +190,35 @@ def check_example(run_: Run) -> None:
         annotations.get("troupe.dev/enabled") == "true",
         'example Deployment is annotated troupe.dev/enabled: "true"',
     )
+
+
+def check_notes(run_: Run) -> None:
+    """NOTES.txt as each case's `helm install` prints it (its lookups find nothing here):
+    where to get the read-only token, and an existing tokens Secret's keys to create."""
+    chart = make_notes_chart(run_.work / "notes")
+    for case in MATRIX:
+        args = (*case.args, "--show-only", "templates/notes.yaml")
+        code, out = helm_template(args, case.api_versions, chart=chart)
+        if not run_.results.check(code == 0, f"[{case.name}] NOTES.txt renders", out):
+            continue
+        notes = " ".join(str(documents(out)[0]["data"]["NOTES.txt"]).split())
+        key = case.read_token_key
+        problems = []
+        command = f"get secret {case.tokens_secret} -o jsonpath='{{.data.{key}}}'"
+        if key and command not in notes:
+            problems.append(f"no `{command}`")
+        if not key and "read-only token" in notes:
+            problems.append("a read-only token named without one")
+        if case.value("tokens.existingSecret"):
+            keys = ", ".join(k for k in ("api-token", "app-token", key) if k)
+            warning = f'"{case.tokens_secret}" does not exist yet'
+            if warning not in notes or f"with the keys {keys} " not in notes:
+                problems.append(f"no warning that {warning}, with the keys {keys}")
+        run_.results.check(
+            not problems,
+            f"[{case.name}] NOTES.txt: the read-only token, the tokens Secret",
+            "\n".join(problems) + "\n" + notes,
+        )
 
 
 def check_policy(run_: Run) -> None:
@@ -220,6 +270,7 @@ def main() -> int:
         if docs is not None:
             check_injected_example(run_, case, docs)
     check_parent_chart(run_)
+    check_notes(run_)
     check_example(run_)
     check_policy(run_)
     check_refused(run_.results)

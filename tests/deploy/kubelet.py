@@ -8,10 +8,11 @@ What a kubelet does and podman 4.3 does not, done here, each step named where it
 - Networking: no cluster DNS and no pod network here, so every pod runs with
   `hostNetwork: true` (podman kube play honours it) on a loopback address of its own
   (placement 127.X.Y.1-3, the app pod 127.0.0.1, where TROUPE_ADDR points); listen
-  addresses 0.0.0.0 become the pod's address (only loopback traffic, and three replicas on
-  one port) and status.podIP is the pod's address. The replicas' stable DNS names (what
-  the headless Service's DNS would answer) go into each pod's /etc/hosts, which the test
-  writes as the kubelet does (podman 4.3 drops hostAliases with hostNetwork).
+  addresses 0.0.0.0 (in args and env) become the pod's address (only loopback traffic,
+  and three replicas on one port) and status.podIP is the pod's address. The replicas'
+  stable DNS names (what the headless Service's DNS would answer) go into each pod's
+  /etc/hosts, which the test writes as the kubelet does (podman 4.3 drops hostAliases
+  with hostNetwork).
 - Native sidecars: podman 4.3 runs init containers to completion and refuses probes on
   them (containers/podman#20372), so the sidecar becomes the pod's first container and the
   test plays the kubelet: the sidecar starts, its startupProbe passes, then the app
@@ -182,7 +183,7 @@ def for_podman(
         for var in c.get("env", []):
             ref = var.pop("valueFrom", None)
             if ref is None:
-                env[var["name"]] = var.get("value", "")
+                var["value"] = str(var.get("value", "")).replace("0.0.0.0:", f"{ip}:")
             elif "secretKeyRef" in ref:
                 key = ref["secretKeyRef"]
                 var["value"] = secrets[key["name"]][key["key"]].decode()

@@ -18,10 +18,12 @@ patched by the real injector, running under podman against a real PostgreSQL.
    healthy (gRPC health on each replica's health port), the sidecar's probes (startup,
    then readiness), the app registered over 127.0.0.1 (TROUPE_ADDR), a call from the host
    (`troupe invoke` with the API token and the CA) reaching the `vehicle` actor through
-   the sidecar, the app's own exec probe, and on deletion the app stopping first, then the
-   sidecar draining and the actor's state in PostgreSQL (write-behind is set to 1h, so
-   only the drain wrote it); last, the three replicas deleted at once each stop cleanly
-   on SIGTERM.
+   the sidecar, the read-only token (the one the ServiceMonitor scrapes with) answered
+   `troupe status` and refused an invoke (PERMISSION_DENIED), the sidecar's /metrics over
+   HTTPS answering it (and 401 without a token), the app's own exec probe, and on
+   deletion the app stopping first, then the sidecar draining and the actor's state in
+   PostgreSQL (write-behind is set to 1h, so only the drain wrote it); last, the three
+   replicas deleted at once each stop cleanly on SIGTERM.
 
 Needs podman (.ci/run installs it; tests/packaging/containers.conf holds the settings it
 runs with here), helm (scripts/k8s-tools.sh), PostgreSQL's server (scripts/postgres.sh
@@ -39,10 +41,13 @@ import os
 import random
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,12 +135,13 @@ def build_images(binary: str) -> None:
             raise RuntimeError(f"{script} failed ({b.returncode}):\n{err}{out}")
 
 
-def render(pg_url: str, sidecar_port: int, health_port: int) -> list[Json]:
+def render(pg_url: str, sidecar_port: int, health_port: int, metrics_port: int) -> list[Json]:
     """The release as podman-values.yaml installs it, on this run's store and ports."""
     k8s_tools()
     code, out = helm_template(
         ["-f", str(VALUES), "--set", f"stateStore.url={pg_url}",
-         "--set", f"sidecar.port={sidecar_port}", "--set", f"sidecar.healthPort={health_port}"],
+         "--set", f"sidecar.port={sidecar_port}", "--set", f"sidecar.healthPort={health_port}",
+         "--set", f"metrics.port={metrics_port}"],
         release=RELEASE,
     )  # fmt: skip
     if code != 0:
@@ -156,6 +162,13 @@ class Pods:
     placement: list[Played]
     app: Played
     sidecar_port: int
+    metrics_port: int
+
+    def ca(self) -> Path:
+        """The sidecars' CA (their TLS Secret's ca.crt), as a file the clients read."""
+        path = self.work / "ca.crt"
+        path.write_bytes(self.secrets[f"{RELEASE}-sidecar-tls"]["ca.crt"])
+        return path
 
 
 def placement_up(pods: Pods) -> None:
@@ -211,14 +224,13 @@ def app_up(pods: Pods) -> None:
 
 
 def calls(pods: Pods) -> None:
-    """Calls from the host reach the actor through the sidecar; none without a token."""
+    """Calls from the host reach the actor through the sidecar; none without a token, none
+    with the read-only token, which only inspects."""
     tokens = pods.secrets[f"{RELEASE}-tokens"]
-    ca = pods.work / "ca.crt"
-    ca.write_bytes(pods.secrets[f"{RELEASE}-sidecar-tls"]["ca.crt"])
     env = {
         **os.environ,
         "TROUPE_API_TOKEN": tokens["api-token"].decode(),
-        "TROUPE_TLS_CA": str(ca),
+        "TROUPE_TLS_CA": str(pods.ca()),
         "TROUPE_ADDR": f"127.0.0.1:{pods.sidecar_port}",
     }
     invoke = [pods.binary, "invoke", "vehicle", "bus-1"]
@@ -240,8 +252,44 @@ def calls(pods: Pods) -> None:
         check=False,
     )
     assert refused.returncode != 0, "a call without the API token was answered"
+    # The read-only token the chart generated and gave the sidecar (TROUPE_READ_TOKEN_FILE).
+    read_env = {**env, "TROUPE_API_TOKEN": tokens["read-token"].decode()}
+    output([pods.binary, "status", "-o", "json"], env=read_env, timeout=CALL_TIMEOUT)
+    denied = subprocess.run(
+        [*invoke, "position"],
+        env=read_env,
+        capture_output=True,
+        text=True,
+        timeout=CALL_TIMEOUT,
+        check=False,
+    )
+    assert denied.returncode != 0 and "PERMISSION_DENIED" in denied.stderr, (
+        f"invoke with the read-only token: exit {denied.returncode}: {denied.stderr}"
+    )
     stored = psql(pods.pg_url, "SELECT count(*) FROM troupe_state WHERE actor_id = 'bus-1'")
     assert stored == [["0"]], f"state written before the drain: {stored}"
+
+
+def scrape(pods: Pods, token: bytes | None) -> tuple[int, bytes]:
+    """GET /metrics of the sidecar over HTTPS (checked against the CA) sending TOKEN, as
+    the ServiceMonitor does: the status and the body."""
+    context = ssl.create_default_context(cafile=str(pods.ca()))
+    request = urllib.request.Request(f"https://127.0.0.1:{pods.metrics_port}/metrics")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token.decode()}")
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=CALL_TIMEOUT) as response:
+            return int(response.status), bytes(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, b""
+
+
+def metrics(pods: Pods) -> None:
+    """The read-only token scrapes the sidecar's /metrics; no token does not."""
+    status, body = scrape(pods, pods.secrets[f"{RELEASE}-tokens"]["read-token"])
+    assert status == 200 and b"# TYPE troupe_" in body, f"scrape with the read-only token: {status}"
+    status, _ = scrape(pods, None)
+    assert status == 401, f"scrape without a token: {status}"
 
 
 def delete_app(pods: Pods) -> None:
@@ -303,8 +351,8 @@ def main() -> int:
             pg_url = output([postgres, "start", pg_dir], timeout=180)
 
         with timed(timings, "render and inject"):
-            sidecar_port, health_port = free_port(), free_port()
-            docs = render(pg_url, sidecar_port, health_port)
+            sidecar_port, health_port, metrics_port = free_port(), free_port(), free_port()
+            docs = render(pg_url, sidecar_port, health_port, metrics_port)
             app_pod = deployment_pod(example_deployment(), APP_POD)
             for c in app_pod["spec"]["containers"]:
                 c["image"] = APP_TAG  # the image a user builds and sets in the Deployment
@@ -324,7 +372,9 @@ def main() -> int:
             for i, p in enumerate(placement_pods)
         ]
         app = for_podman(patched, "127.0.0.1", aliases, secrets, config_maps, work)
-        pods = Pods(binary, cleanup, work, pg_url, secrets, placement, app, sidecar_port)
+        pods = Pods(
+            binary, cleanup, work, pg_url, secrets, placement, app, sidecar_port, metrics_port
+        )
         try:
             with timed(timings, "placement healthy"):
                 placement_up(pods)
@@ -332,6 +382,8 @@ def main() -> int:
                 app_up(pods)
             with timed(timings, "calls"):
                 calls(pods)
+            with timed(timings, "metrics"):
+                metrics(pods)
             with timed(timings, "delete the app pod"):
                 delete_app(pods)
             with timed(timings, "placement down"):
@@ -344,7 +396,8 @@ def main() -> int:
     timings["total"] = time.monotonic() - total
     print(
         "pods: placement x3 healthy, the injected sidecar served the app and a call from "
-        "the host, probes answered, the sidecar drained after the app with state in "
+        "the host, the read-only token inspected and scraped but could not invoke, probes "
+        "answered, the sidecar drained after the app with state in "
         "PostgreSQL: ok (" + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + ")"
     )
     return 0

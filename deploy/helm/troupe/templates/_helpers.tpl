@@ -87,6 +87,15 @@ troupe.dev/control-plane: "true"
 {{- define "troupe.tokens.secret" -}}
 {{- default (printf "%s-tokens" (include "troupe.fullname" .)) .Values.tokens.existingSecret }}
 {{- end }}
+{{/* The read-only token's key, "" for none. Never another token's key: Prometheus would
+scrape with that token, and with the app token's key it could register as an app. */}}
+{{- define "troupe.tokens.readKey" -}}
+{{- $t := .Values.tokens }}
+{{- if and $t.readTokenKey (has $t.readTokenKey (list $t.apiTokenKey $t.appTokenKey)) }}
+{{- fail (printf "tokens.readTokenKey %q is also another token's key: give the read-only token a key of its own, or \"\" for none" $t.readTokenKey) }}
+{{- end }}
+{{- $t.readTokenKey }}
+{{- end }}
 {{- define "troupe.store.secret" -}}
 {{- if .Values.stateStore.url }}
 {{- printf "%s-state-store" (include "troupe.fullname" .) }}

@@ -26,6 +26,7 @@ a dependency named "troupe":
 {{- define "troupe.sidecar" -}}
 {{- $v := .Values -}}
 {{- $tls := $v.tls.enabled -}}
+{{- $readKey := include "troupe.tokens.readKey" . -}}
 sidecar:
   name: troupe
   image: {{ default (include "troupe.image" .) $v.sidecar.image | quote }}
@@ -60,6 +61,10 @@ sidecar:
       value: /var/run/troupe/tokens/api-token
     - name: TROUPE_APP_TOKEN_FILE
       value: /var/run/troupe/tokens/app-token
+    {{- if $readKey }}
+    - name: TROUPE_READ_TOKEN_FILE
+      value: /var/run/troupe/tokens/read-token
+    {{- end }}
     - name: TROUPE_SHUTDOWN_GRACE
       value: {{ $v.sidecar.shutdownGrace | quote }}
     - name: TROUPE_SHUTDOWN_FLUSH_TIMEOUT
@@ -129,6 +134,12 @@ volumes:
           path: api-token
         - key: {{ $v.tokens.appTokenKey | quote }}
           path: app-token
+        {{- if $readKey }}
+        # Not optional: without the key the kubelet refuses the volume with an event naming
+        # it ("references non-existent secret key"), clearer than the daemon's missing file.
+        - key: {{ $readKey | quote }}
+          path: read-token
+        {{- end }}
   {{- if $tls }}
   - name: troupe-tls
     secret:
