@@ -79,6 +79,15 @@ pub struct BudgetOptions {
     pub token_ratio: f64,
 }
 
+impl BudgetOptions {
+    /// These options if gRFC A6 allows them, as [`RetryBudget::new`] checks
+    /// them: a layer that builds its budgets later (one per connection)
+    /// refuses bad ones when it is given them.
+    pub fn checked(self) -> Result<Self, BudgetError> {
+        RetryBudget::new(self).map(|_| self)
+    }
+}
+
 impl Default for BudgetOptions {
     fn default() -> Self {
         Self {

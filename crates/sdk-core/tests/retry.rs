@@ -307,6 +307,12 @@ fn a_budget_out_of_grfc_a6_range_is_refused() {
         assert!(RetryBudget::new(options(10, ratio)).is_err(), "{ratio}");
     }
     assert_eq!(BudgetOptions::default(), options(100, 0.1));
+    // A session checks its budget when it is given it, before building any.
+    assert_eq!(
+        options(0, 0.1).checked().unwrap_err(),
+        BudgetError::MaxTokens(0)
+    );
+    assert_eq!(options(2, 0.1).checked(), Ok(options(2, 0.1)));
 }
 
 #[tokio::test(start_paused = true)]

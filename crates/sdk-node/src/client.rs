@@ -104,6 +104,15 @@ pub struct NativeRetryBudget {
     pub token_ratio: f64,
 }
 
+impl From<NativeRetryBudget> for BudgetOptions {
+    fn from(b: NativeRetryBudget) -> Self {
+        Self {
+            max_tokens: b.max_tokens,
+            token_ratio: b.token_ratio,
+        }
+    }
+}
+
 #[napi]
 #[derive(Debug)]
 pub struct NativeClient {
@@ -117,23 +126,23 @@ pub struct NativeClient {
 }
 
 impl NativeClient {
-    /// A client on `channel` with the default retry budget
-    /// ([`BudgetOptions::default`]): the app session's, for the calls its
-    /// turns make.
+    /// A client on `channel` with a fresh retry budget of `budget`'s size,
+    /// or none: a client's own, or an app session's for the calls its turns
+    /// make.
     pub(crate) fn on_channel(
         channel: tonic::transport::Channel,
         options: &ConnectOptions,
+        budget: Option<BudgetOptions>,
         wake: WakeFn,
-    ) -> Self {
-        Self::with_calls(ActorCalls::new(channel, options), wake)
-    }
-
-    fn with_calls(calls: ActorCalls, wake: WakeFn) -> Self {
-        Self {
+    ) -> Result<Self, NodeError> {
+        let calls = ActorCalls::new(channel, options)
+            .with_retry_budget(budget)
+            .map_err(NodeError::Budget)?;
+        Ok(Self {
             calls: Mutex::new(Some(calls)),
             answers: Arc::new(Inbox::new(wake)),
             running: Arc::default(),
-        }
+        })
     }
 
     /// Hands each retry note of call `id` to JS through the inbox.
@@ -209,14 +218,8 @@ impl NativeClient {
         retry_budget: Option<NativeRetryBudget>,
     ) -> napi::Result<Self> {
         let (channel, options) = channel(options)?;
-        let budget = retry_budget.map(|b| BudgetOptions {
-            max_tokens: b.max_tokens,
-            token_ratio: b.token_ratio,
-        });
-        let calls = ActorCalls::new(channel, &options)
-            .with_retry_budget(budget)
-            .map_err(NodeError::Budget)?;
-        Ok(Self::with_calls(calls, wake))
+        let budget = retry_budget.map(BudgetOptions::from);
+        Ok(Self::on_channel(channel, &options, budget, wake)?)
     }
 
     /// Starts `ActorClient.Invoke` with the serialized `InvokeRequest` and

@@ -107,17 +107,17 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// A client on `channel` with the default retry budget
-    /// ([`BudgetOptions::default`]): the app session's, for the calls its
-    /// turns make.
+    /// A client on `channel` with a fresh retry budget of `budget`'s size,
+    /// or none: a client's own, or an app session's for the calls its turns
+    /// make.
     pub(crate) fn on_channel(
         channel: tonic::transport::Channel,
         options: &ConnectOptions,
+        budget: Option<BudgetOptions>,
     ) -> PyResult<Self> {
-        Self::with_calls(ActorCalls::new(channel, options))
-    }
-
-    fn with_calls(calls: ActorCalls) -> PyResult<Self> {
+        let calls = ActorCalls::new(channel, options)
+            .with_retry_budget(budget)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(Self {
             calls,
             answers: Arc::new(Inbox::new().map_err(|e| PyOSError::new_err(e.to_string()))?),
@@ -170,6 +170,15 @@ fn notes(id: u64, answers: &Arc<Inbox<Answer>>) -> impl FnMut(&RetryNote) + Send
     move |note| answers.push(Answer::Retrying(id, note.clone()))
 }
 
+/// The `retry_budget` Python passes, `(max_tokens, token_ratio)` or None for
+/// no budget, as the core takes it.
+pub(crate) fn budget_options(retry_budget: Option<(u32, f64)>) -> Option<BudgetOptions> {
+    retry_budget.map(|(max_tokens, token_ratio)| BudgetOptions {
+        max_tokens,
+        token_ratio,
+    })
+}
+
 fn decode<M: Message + Default>(bytes: &[u8], what: &str) -> PyResult<M> {
     M::decode(bytes).map_err(|e| PyValueError::new_err(format!("not a {what}: {e}")))
 }
@@ -197,14 +206,7 @@ impl Client {
         retry_budget: Option<(u32, f64)>,
     ) -> PyResult<Self> {
         let (channel, options) = channel(address, ca, cert, key, max_receive_bytes)?;
-        let budget = retry_budget.map(|(max_tokens, token_ratio)| BudgetOptions {
-            max_tokens,
-            token_ratio,
-        });
-        let calls = ActorCalls::new(channel, &options)
-            .with_retry_budget(budget)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Self::with_calls(calls)
+        Self::on_channel(channel, &options, budget_options(retry_budget))
     }
 
     /// The socket to watch for answers (`loop.add_reader`).

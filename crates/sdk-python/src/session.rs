@@ -29,8 +29,9 @@ use troupe_sdk_core::proto::{daemon_message, AppMessage, DaemonMessage, Register
 use troupe_sdk_core::reconnect::{
     AppSession, Credentials, Outage, ReconnectPolicy, SessionEnd, SessionEvent, SessionLayer,
 };
+use troupe_sdk_core::retry::{BudgetOptions, DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_RATIO};
 
-use crate::client::Client;
+use crate::client::{budget_options, Client};
 use crate::inbox::Inbox;
 use crate::{py_call_error, runtime, PyCallError};
 
@@ -138,6 +139,8 @@ pub(crate) struct Session {
     options: ConnectOptions,
     register: Register,
     policy: ReconnectPolicy,
+    /// The size of each connection's budget for the turns' calls, or none.
+    budget: Option<BudgetOptions>,
     layer: Arc<Layer>,
     events: Arc<Inbox<Event>>,
     running: Mutex<Option<AppSession>>,
@@ -159,9 +162,19 @@ fn seconds(value: f64, what: &str) -> PyResult<Duration> {
 #[pymethods]
 impl Session {
     /// `register`: the serialized `Register`; `credentials`: called before
-    /// each attempt (see the module's doc).
+    /// each attempt (see the module's doc); `retry_budget`: `(max_tokens,
+    /// token_ratio)` of the retry budget of the calls the app's turns make
+    /// (as `Client`'s), or None for none.
     #[new]
-    #[pyo3(signature = (address, register, credentials, initial_delay, max_delay, max_receive_bytes=None))]
+    #[pyo3(signature = (
+        address,
+        register,
+        credentials,
+        initial_delay,
+        max_delay,
+        max_receive_bytes=None,
+        retry_budget=Some((DEFAULT_MAX_TOKENS, DEFAULT_TOKEN_RATIO)),
+    ))]
     fn new(
         address: String,
         register: &[u8],
@@ -169,6 +182,7 @@ impl Session {
         initial_delay: f64,
         max_delay: f64,
         max_receive_bytes: Option<usize>,
+        retry_budget: Option<(u32, f64)>,
     ) -> PyResult<Self> {
         let register = Register::decode(register)
             .map_err(|e| PyValueError::new_err(format!("not a troupe.v1.Register: {e}")))?;
@@ -176,6 +190,10 @@ impl Session {
             initial_delay: seconds(initial_delay, "initial_delay")?,
             max_delay: seconds(max_delay, "max_delay")?,
         };
+        let budget = budget_options(retry_budget)
+            .map(BudgetOptions::checked)
+            .transpose()
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let events = Arc::new(Inbox::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
         let options = ConnectOptions {
             address,
@@ -186,6 +204,7 @@ impl Session {
             options,
             register,
             policy,
+            budget,
             layer: Arc::new(Layer {
                 credentials: Arc::new(credentials),
                 events: events.clone(),
@@ -218,13 +237,14 @@ impl Session {
 
     /// A client for the calls made from turns, on the connection of the
     /// latest attempt (so the app's receive limit and TLS apply to them),
-    /// with a retry budget of its own (the default, 100 tokens), so
-    /// that the turns' calls on one connection share one.
+    /// with a fresh retry budget of the session's `retry_budget`, so that
+    /// the turns' calls on one connection share one, as gRPC throttles per
+    /// channel.
     fn client(&self) -> PyResult<Client> {
         let channel = self.running.lock().as_ref().and_then(AppSession::channel);
         let channel =
             channel.ok_or_else(|| PyRuntimeError::new_err("this session has not connected"))?;
-        Client::on_channel(channel, &self.options)
+        Client::on_channel(channel, &self.options, self.budget)
     }
 
     /// Queues serialized `AppMessage`s (answers of stream `generation`) for

@@ -23,6 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry.trace import TracerProvider
 
 import troupe
+from troupe._retry import DEFAULT_RETRY_BUDGET
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_BIN = REPO_ROOT / "target" / "debug" / "troupe"
@@ -197,6 +198,7 @@ async def hosting(
     tls_cert: str | os.PathLike[str] | None = None,
     tls_key: str | os.PathLike[str] | None = None,
     filters: Sequence[troupe.CallFilter] = (),
+    retry_budget: troupe.RetryBudget | None = DEFAULT_RETRY_BUDGET,
 ) -> AsyncIterator[troupe.App]:
     """Run an App in this event loop for the duration of the block."""
     app = troupe.App(
@@ -211,6 +213,7 @@ async def hosting(
         tls_ca=tls_ca,
         tls_cert=tls_cert,
         tls_key=tls_key,
+        retry_budget=retry_budget,
     )
     task = asyncio.create_task(app.run())
     try:

@@ -1,7 +1,7 @@
 """The client-wide retry budget (gRFC A6 retry throttling), on the core in use
 (TROUPE_SDK_CORE=native or python): against an address nothing listens on, a burst of
 calls stops retrying once the budget is spent, and without a budget each call retries
-until its deadline as before."""
+until its deadline as before. An App's budget bounds its actors' calls the same way."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import pytest
 
 import troupe
 from troupe._retry import RetryThrottle
+
+from .conftest import Daemon, hosting
 
 _RETRIED = re.compile(r"; retried (once|(\d+) times) over")
 BUDGET_TEXT = "retry budget was exhausted"
@@ -125,6 +127,58 @@ def test_retry_budget_must_be_a_retry_budget_or_none() -> None:
         troupe.Client("127.0.0.1:1", retry_budget=cast(Any, {"max_tokens": 3}))
     assert troupe.Client("127.0.0.1:1").retry_budget == troupe.RetryBudget(100, 0.1)
     assert troupe.Client("127.0.0.1:1", retry_budget=None).retry_budget is None
+
+
+@troupe.actor("budget_forwarder")
+class Forwarder(troupe.Actor):
+    @troupe.method
+    async def forward(self) -> str:
+        """Calls another actor while this turn holds the daemon's one place for a call
+        (--max-pending-calls 1): every attempt is refused as overloaded, with a retry
+        pushback, so the call is retried until its 2 s or the app's budget end."""
+        try:
+            await self.ctx.invoke("budget_forwarder", "other", "forward", timeout=2)
+        except troupe.Overloaded as e:
+            return str(e)
+        return "the call went through"
+
+
+_ONE_CALL_AT_A_TIME = ("--max-pending-calls", "1", "--max-pending-per-type", "1")
+
+
+@pytest.mark.daemon_args(*_ONE_CALL_AT_A_TIME)
+async def test_an_apps_budget_bounds_its_actors_calls(daemon: Daemon) -> None:
+    budget = troupe.RetryBudget(max_tokens=10)
+    async with (
+        hosting(daemon.address, Forwarder, retry_budget=budget),
+        troupe.Client(daemon.address, timeout=10) as client,
+    ):
+        first = await asyncio.wait_for(client.invoke("budget_forwarder", "a", "forward"), 8)
+        later = await asyncio.wait_for(client.invoke("budget_forwarder", "a", "forward"), 8)
+    # Ten tokens: 4 retries, then the budget ends them (the default's 100 would go on
+    # until the call's 2 s); the app's next calls find it spent.
+    assert retries_of(first) == 4 and BUDGET_TEXT in first, first
+    assert "the App, for its actors' calls" in first, first
+    assert retries_of(later) == 0 and f"not retried: the client's {BUDGET_TEXT}" in later, later
+
+
+@pytest.mark.daemon_args(*_ONE_CALL_AT_A_TIME)
+async def test_an_app_without_a_budget_retries_its_actors_calls_until_their_deadline(
+    daemon: Daemon,
+) -> None:
+    async with (
+        hosting(daemon.address, Forwarder, retry_budget=None),
+        troupe.Client(daemon.address, timeout=10) as client,
+    ):
+        message = await asyncio.wait_for(client.invoke("budget_forwarder", "a", "forward"), 8)
+    assert retries_of(message) >= 2 and BUDGET_TEXT not in message, message
+
+
+def test_an_apps_retry_budget_must_be_a_retry_budget_or_none() -> None:
+    with pytest.raises(TypeError, match=r"retry_budget must be a troupe\.RetryBudget"):
+        troupe.App([Forwarder], retry_budget=cast(Any, {"max_tokens": 3}))
+    assert troupe.App([Forwarder]).retry_budget == troupe.RetryBudget(100, 0.1)
+    assert troupe.App([Forwarder], retry_budget=None).retry_budget is None
 
 
 def test_the_pure_python_throttle_counts_as_grfc_a6() -> None:

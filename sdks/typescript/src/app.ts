@@ -9,6 +9,7 @@ import { APP_TOKEN_ENV, tokenClientOptions, tokenMetadata, tokenSource } from ".
 import { type Duration, toMillis } from "./duration.js";
 import { type CallFilter, checkFilters } from "./filters.js";
 import { TroupeError } from "./errors.js";
+import { checkRetryBudget, type RetryBudget } from "./retry.js";
 import { channelCredentials, resolveTls, tlsBytes, type TlsOptions } from "./tls.js";
 import { nativeCore } from "./core.js";
 import { GrpcWire } from "./grpc_wire.js";
@@ -82,6 +83,15 @@ export interface AppOptions extends TlsOptions {
    * metrics). See {@link CallFilter}.
    */
   filters?: readonly CallFilter[];
+  /**
+   * Bounds the retries of the calls the hosted actors make through `this.ctx`
+   * (and of no others), as a Client's `retryBudget` bounds the client's
+   * (see {@link RetryBudget}): one budget for all the calls made on one connection to the
+   * daemon, fresh at each (re-)connect. Default the Client's,
+   * `{ maxTokens: 100, tokenRatio: 0.1 }`; `false` is no budget: each call
+   * retries until the turn's caller's deadline.
+   */
+  retryBudget?: RetryBudget | false;
 }
 
 /** Options of {@link App.waitRegistered}. */
@@ -122,6 +132,8 @@ interface Waiter {
 export class App {
   readonly address: string;
   readonly appName: string;
+  /** The budget of the retries of the actors' calls, defaults filled in, or false for none (see {@link AppOptions.retryBudget}). */
+  readonly retryBudget: Readonly<Required<RetryBudget>> | false;
   /** Version of the daemon of the current (or last) session. */
   daemonVersion = "";
   readonly #specs = new Map<string, ActorSpec>();
@@ -150,6 +162,8 @@ export class App {
     this.appName = options.appName ?? `${hostname()}-${process.pid}`;
     this.#maxDelayMs = toMillis(options.maxReconnectDelay, "maxReconnectDelay") ?? 2000;
     this.#logger = options.logger ?? defaultLogger;
+    const retryBudget = checkRetryBudget(options.retryBudget);
+    this.retryBudget = retryBudget;
     const maxReceiveBytes = options.maxReceiveBytes;
     checkReceiveLimit(maxReceiveBytes);
     const tls = resolveTls(options);
@@ -161,7 +175,7 @@ export class App {
     const token = tokenSource(options, APP_TOKEN_ENV);
     const openWire = (target: string): AppWire => {
       const clientOptions = { ...channelOptions(maxReceiveBytes), ...tokenClientOptions(token()) };
-      return new GrpcWire(target, channelCredentials(tls), clientOptions, (m) => {
+      return new GrpcWire(target, channelCredentials(tls), clientOptions, retryBudget, (m) => {
         this.#logger.debug(m);
       });
     };
@@ -177,6 +191,7 @@ export class App {
           register: this.#host.registerMessage(),
           credentials: () => ({ metadata: tokenMetadata(token()), ...tlsBytes(tls) }),
           target: grpcTarget(this.address),
+          retryBudget,
         });
         return { run, done: run.run(addon) };
       };

@@ -29,8 +29,8 @@ import { liveTurn } from "./turn.js";
  * Invoke and tell carry an idempotency key and are retried on UNAVAILABLE (or
  * a RESOURCE_EXHAUSTED with a retry pushback) within the turn's caller's
  * deadline, as a {@link Client}'s, and within a retry budget shared by all the
- * calls the app's actors make on one connection to the daemon (the default
- * `RetryBudget`).
+ * calls the app's actors make on one connection to the daemon (the App's
+ * `retryBudget`).
  */
 export class Context {
   readonly #caller: Caller;

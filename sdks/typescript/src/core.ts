@@ -127,7 +127,8 @@ export interface NativeRetryBudget {
 export interface NativeAddon {
   /** `retryBudget`: the client's retry budget, null for none (the layer always passes it). */
   NativeClient: new (options: NativeConnect, wake: () => void, retryBudget: NativeRetryBudget | null) => NativeClient;
-  NativeSession: new (options: NativeSessionOptions, register: Buffer, credentials: () => NativeCredentials, wake: () => void) => NativeSession;
+  /** `retryBudget`: the budget of the turns' calls on each connection, null for none (the layer always passes it). */
+  NativeSession: new (options: NativeSessionOptions, register: Buffer, credentials: () => NativeCredentials, wake: () => void, retryBudget: NativeRetryBudget | null) => NativeSession;
 }
 
 /** The addon's file name for this machine. */

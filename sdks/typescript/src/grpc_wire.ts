@@ -3,6 +3,7 @@
 // pieces (Pieces), and the turns' calls on a stub sharing its channel.
 import * as grpc from "@grpc/grpc-js";
 import { type CallTransport, stubTransport } from "./caller.js";
+import type { RetryBudget } from "./retry.js";
 import { AppHostClient, AppMessage, DaemonMessage, type MessagePart, type Register } from "./gen/troupe/v1/app.js";
 import { ActorClientClient } from "./gen/troupe/v1/client.js";
 import type { AppWire, WireHandlers } from "./wire.js";
@@ -116,12 +117,18 @@ export class GrpcWire implements AppWire {
   // An older one would end the stream on an AppBatch (to it an empty AppMessage).
   #batchAnswers = false;
 
-  constructor(target: string, creds: grpc.ChannelCredentials, options: grpc.ClientOptions, debug: (message: string) => void) {
+  constructor(
+    target: string,
+    creds: grpc.ChannelCredentials,
+    options: grpc.ClientOptions,
+    retryBudget: Readonly<Required<RetryBudget>> | false,
+    debug: (message: string) => void,
+  ) {
     this.#host = new AppHostClient(target, creds, options);
     // Calls made from turns (this.ctx) share the host's channel, and its token.
     this.stub = new ActorClientClient(target, creds, { ...options, channelOverride: this.#host.getChannel() });
-    // With the default retry budget: one per wire, so per app connection.
-    this.calls = stubTransport(this.stub);
+    // With the App's retry budget: one per wire, so per app connection.
+    this.calls = stubTransport(this.stub, retryBudget);
     this.#debug = debug;
   }
 

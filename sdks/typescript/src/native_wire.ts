@@ -13,6 +13,7 @@ import { AppMessage, DaemonBatch, Register, Registered } from "./gen/troupe/v1/a
 import { asBuffer, NativeCalls, serviceError } from "./native_calls.js";
 import { ConnectionLost, describe, logNoConnection, refusal, Session, type SessionHost } from "./session.js";
 import { TroupeError } from "./errors.js";
+import type { RetryBudget } from "./retry.js";
 import type { AppWire, WireHandlers } from "./wire.js";
 
 /** One attempt's credentials, read by the App just now. */
@@ -35,6 +36,8 @@ export interface NativeAppOptions {
   credentials(): AttemptCredentials;
   /** The daemon's address as the sessions name it in messages. */
   target: string;
+  /** The size of each connection's budget for the turns' calls, or false for none. */
+  retryBudget: Readonly<Required<RetryBudget>> | false;
 }
 
 /** @internal One generation's AppWire: a stream the core registered. */
@@ -148,6 +151,7 @@ export class NativeApp {
         () => {
           this.#deliver();
         },
+        o.retryBudget === false ? null : { ...o.retryBudget },
       );
       if (this.#stopped) this.#native.stop();
     }).finally(() => {

@@ -240,9 +240,10 @@ const BUDGET_EXHAUSTED = "the client's retry budget was exhausted (its calls wer
 export function failureNote(retries: number, elapsedMs: number, last: string | undefined, gaveUp: GaveUp | undefined, overloaded = false): string {
   if (gaveUp === undefined) return retried(retries, elapsedMs, last === undefined || last === "" ? "" : ` after ${last}`);
   if (gaveUp === "budget") {
+    // An App's actors' calls have a budget of the App's: the advice names both.
     const advice = overloaded
-      ? "; the daemon is refusing calls for lack of room: send less, or give the client a larger retryBudget"
-      : "; check that the daemon is running and reachable, or give the client a larger retryBudget (false turns the budget off)";
+      ? "; the daemon is refusing calls for lack of room: send less, or give the Client (or the App, for its actors' calls) a larger retryBudget"
+      : "; check that the daemon is running and reachable, or give the Client (or the App, for its actors' calls) a larger retryBudget (false turns the budget off)";
     // retried() says nothing of a call not retried: this one says why not.
     if (retries === 0) return `; not retried: ${BUDGET_EXHAUSTED}${advice}`;
     return retried(retries, elapsedMs, ` until ${BUDGET_EXHAUSTED}${advice}`);

@@ -1,13 +1,14 @@
 // The client-wide retry budget (gRFC A6 retry throttling), on the core in use
 // (TROUPE_SDK_CORE=native or js): against an address nothing listens on, a
 // burst of calls stops retrying once the budget is spent, and without a budget
-// each call retries until its deadline as before.
+// each call retries until its deadline as before. An App's budget bounds its
+// actors' calls the same way.
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
 import { test } from "node:test";
-import { Client, Unavailable } from "../src/index.js";
+import { Actor, actor, App, Client, method, Overloaded, type RetryBudget, Unavailable } from "../src/index.js";
 import { checkRetryBudget, RetryThrottle } from "../src/retry.js";
-import { within } from "./helpers.js";
+import { quietLogger, startDaemon, within } from "./helpers.js";
 
 const BUDGET_TEXT = "retry budget was exhausted";
 
@@ -113,6 +114,74 @@ test("a retry budget out of gRFC A6's range is refused", () => {
   assert.deepEqual(new Client({ address: "127.0.0.1:1" }).retryBudget, { maxTokens: 100, tokenRatio: 0.1 });
   assert.deepEqual(new Client({ address: "127.0.0.1:1", retryBudget: { maxTokens: 3 } }).retryBudget, { maxTokens: 3, tokenRatio: 0.1 });
   assert.equal(new Client({ address: "127.0.0.1:1", retryBudget: false }).retryBudget, false);
+});
+
+@actor("budget_forwarder")
+class Forwarder extends Actor {
+  /**
+   * Calls another actor while this turn holds the daemon's one place for a
+   * call (--max-pending-calls 1): every attempt is refused as overloaded, with
+   * a retry pushback, so the call is retried until its 2 s or the app's budget
+   * end.
+   */
+  @method
+  async forward(): Promise<string> {
+    try {
+      await this.ctx.invoke("budget_forwarder", "other", "forward", undefined, undefined, { timeout: 2 });
+    } catch (e) {
+      if (e instanceof Overloaded) return e.message;
+      throw e;
+    }
+    return "the call went through";
+  }
+}
+
+/** The messages of the actor's failed calls, in order, with the app's `retryBudget`, on a daemon that takes one call at a time. */
+async function forwarded(retryBudget: RetryBudget | false, calls: number): Promise<string[]> {
+  const daemon = await startDaemon(["--max-pending-calls", "1", "--max-pending-per-type", "1"]);
+  const app = new App({ actors: [Forwarder], address: daemon.address, appName: "node-test", logger: quietLogger, retryBudget });
+  const client = new Client({ address: daemon.address, timeout: 10 });
+  try {
+    await app.start({ timeout: 15 });
+    const messages: string[] = [];
+    for (let i = 0; i < calls; i++) {
+      messages.push((await within(8_000, "the forward to end", client.invoke("budget_forwarder", "a", "forward"))) as string);
+    }
+    return messages;
+  } finally {
+    client.close();
+    await app.close();
+    await daemon.dispose();
+  }
+}
+
+test("an app's retry budget bounds its actors' calls", async () => {
+  const [first = "", later = ""] = await forwarded({ maxTokens: 10 }, 2);
+  // Ten tokens: 4 retries, then the budget ends them (the default's 100 would go
+  // on until the call's 2 s); the app's next calls find it spent.
+  assert.equal(retriesOf(first), 4, first);
+  assert.ok(first.includes(BUDGET_TEXT), first);
+  assert.ok(first.includes("the App, for its actors' calls"), first);
+  assert.equal(retriesOf(later), 0, later);
+  assert.ok(later.includes(`not retried: the client's ${BUDGET_TEXT}`), later);
+});
+
+test("an app without a retry budget retries its actors' calls until their deadline", async () => {
+  const [message = ""] = await forwarded(false, 1);
+  assert.ok(retriesOf(message) >= 2, message);
+  assert.ok(!message.includes(BUDGET_TEXT), message);
+});
+
+test("an app's retry budget is checked as a client's", () => {
+  for (const [given, says] of [
+    [{ maxTokens: 0 }, /1 to 1000/],
+    [{ tokenRatio: 0 }, /at least 0\.001/],
+    [null, /retryBudget must be/],
+  ] as const) {
+    assert.throws(() => new App({ actors: [Forwarder], address: "127.0.0.1:1", retryBudget: given as unknown as false }), says, JSON.stringify(given));
+  }
+  assert.deepEqual(new App({ actors: [Forwarder], address: "127.0.0.1:1" }).retryBudget, { maxTokens: 100, tokenRatio: 0.1 });
+  assert.equal(new App({ actors: [Forwarder], address: "127.0.0.1:1", retryBudget: false }).retryBudget, false);
 });
 
 test("the grpc-js core's throttle counts as gRFC A6 says", () => {

@@ -25,13 +25,14 @@ use troupe_sdk_core::proto::{app_message, AppMessage, Register};
 use troupe_sdk_core::reconnect::{
     AppSession, Credentials, ReconnectPolicy, SessionEnd, SessionEvent, SessionLayer,
 };
+use troupe_sdk_core::retry::BudgetOptions;
 use troupe_sdk_core::CallError;
 
 mod events;
 
 use events::{append, lost, NativeEvent, Pending};
 
-use crate::client::NativeClient;
+use crate::client::{NativeClient, NativeRetryBudget};
 use crate::error::decode;
 use crate::wake::{Inbox, WakeFn};
 use crate::{metadata_pairs, runtime, NodeError};
@@ -160,6 +161,8 @@ impl SessionLayer for Layer {
 #[allow(missing_debug_implementations)]
 pub struct NativeSession {
     options: ConnectOptions,
+    /// The size of each connection's budget for the turns' calls, or none.
+    budget: Option<BudgetOptions>,
     running: Mutex<Option<Arc<AppSession>>>,
     events: Arc<Inbox<Vec<Pending>>>,
 }
@@ -172,14 +175,22 @@ fn delay(ms: f64, what: &'static str) -> Result<Duration, NodeError> {
 impl NativeSession {
     /// Starts attaching (and re-attaching) with the serialized `Register`;
     /// `credentials` is called before each attempt, `wake` when events wait.
+    /// `retry_budget` bounds the retries of the calls the turns make on one
+    /// connection together, as a client's; the layer always passes it, null
+    /// (or nothing) for no budget.
     #[napi(constructor)]
     pub fn new(
         options: NativeSessionOptions,
         register: Buffer,
         credentials: CredentialsFn,
         wake: WakeFn,
+        retry_budget: Option<NativeRetryBudget>,
     ) -> napi::Result<Self> {
         let register: Register = decode(&register, "troupe.v1.Register")?;
+        let budget = retry_budget
+            .map(|b| BudgetOptions::from(b).checked())
+            .transpose()
+            .map_err(NodeError::Budget)?;
         let policy = ReconnectPolicy {
             initial_delay: delay(
                 options.initial_delay_ms,
@@ -203,6 +214,7 @@ impl NativeSession {
         };
         Ok(Self {
             options: connect,
+            budget,
             running: Mutex::new(Some(Arc::new(session))),
             events,
         })
@@ -210,12 +222,18 @@ impl NativeSession {
 
     /// A client for the calls made from turns, on the connection of the
     /// latest attempt (so the app's receive limit and TLS apply to them),
-    /// with a retry budget of its own (the default, 100 tokens), so
-    /// that the turns' calls on one connection share one.
+    /// with a fresh retry budget of the session's `retry_budget`, so that
+    /// the turns' calls on one connection share one, as gRPC throttles per
+    /// channel.
     #[napi]
     pub fn client(&self, wake: WakeFn) -> napi::Result<NativeClient> {
         let channel = self.session()?.channel().ok_or(NodeError::Closed)?;
-        Ok(NativeClient::on_channel(channel, &self.options, wake))
+        Ok(NativeClient::on_channel(
+            channel,
+            &self.options,
+            self.budget,
+            wake,
+        )?)
     }
 
     /// Queues a serialized `AppMessage` of stream `generation` (an answer,

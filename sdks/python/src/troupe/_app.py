@@ -28,6 +28,7 @@ from ._auth import APP_TOKEN_ENV, TokenPath, TokenSource
 from ._duration import DurationLike, timeout_seconds, to_seconds
 from ._filters import CallFilter, check_filters
 from ._proto.troupe.v1 import app_pb2, common_pb2
+from ._retry import DEFAULT_RETRY_BUDGET, RetryBudget, check_retry_budget
 from ._session import (
     _CONNECTION_ERRORS,
     _describe,
@@ -87,6 +88,13 @@ class App:
     the turn by awaiting ``next_()`` at most once, may replace its result, answers
     the call itself by returning without it, and fails the turn by raising (the
     caller gets :class:`ActorError`, the turn's state changes are undone).
+
+    ``retry_budget`` bounds the retries of the calls the hosted actors make through
+    ``self.ctx`` (and of no other), as :class:`Client`'s ``retry_budget`` bounds a
+    client's: one budget for all the calls made on one connection to the daemon, fresh
+    at each (re-)connect. The default is the Client's,
+    ``RetryBudget(max_tokens=100, token_ratio=0.1)``; ``None`` is no budget: each call
+    retries until the turn's caller's deadline.
     """
 
     def __init__(
@@ -104,7 +112,9 @@ class App:
         tls_cert: TlsPath | None = None,
         tls_key: TlsPath | None = None,
         filters: Sequence[CallFilter] = (),
+        retry_budget: RetryBudget | None = DEFAULT_RETRY_BUDGET,
     ) -> None:
+        self.retry_budget = check_retry_budget(retry_budget)
         self._auth = TokenSource(token, token_file, APP_TOKEN_ENV)
         self._filters = check_filters(filters)
         self._tls = TlsSource(tls_ca, tls_cert, tls_key)

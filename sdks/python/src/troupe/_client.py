@@ -16,7 +16,7 @@ from ._auth import API_TOKEN_ENV, TokenPath, TokenSource
 from ._caller import Caller, Params, split_params
 from ._duration import DurationLike, timeout_seconds
 from ._proxy import A, ActorProxy
-from ._retry import DEFAULT_RETRY_BUDGET, RetryBudget, check_retry_budget
+from ._retry import DEFAULT_RETRY_BUDGET, RetryBudget, check_retry_budget, native_budget
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
 from ._tls import TlsPath, TlsSource
 from ._tracing import Tracing
@@ -136,9 +136,8 @@ class Client:
                 pem = self._tls.pem()
                 ca, client = pem if pem is not None else (None, None)
                 cert, key = client if client is not None else (None, None)
-                budget = self.retry_budget
-                # The core holds the budget: (max_tokens, token_ratio), or None for none.
-                size = None if budget is None else (budget.max_tokens, float(budget.token_ratio))
+                # The core holds the budget.
+                size = native_budget(self.retry_budget)
                 self._native = NativeCalls(
                     _core.native.Client(self.address, ca, cert, key, retry_budget=size)
                 )

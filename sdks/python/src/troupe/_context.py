@@ -34,7 +34,7 @@ class Context:
     Invoke and tell carry an idempotency key and are retried on UNAVAILABLE (or a
     RESOURCE_EXHAUSTED with a retry pushback) within the turn's caller's deadline, as a
     :class:`Client`'s, and within a retry budget shared by all the calls the app's actors
-    make on one connection to the daemon (the default :class:`RetryBudget`).
+    make on one connection to the daemon (the :class:`App`'s ``retry_budget``).
     """
 
     def __init__(self, caller: Caller, actor_type: str, actor_id: str) -> None:

@@ -68,6 +68,9 @@ class Session:
         initial_delay: float,
         max_delay: float,
         max_receive_bytes: int | None = None,
+        # (max_tokens, token_ratio) of the retry budget of the turns' calls on each
+        # connection, or None for none.
+        retry_budget: tuple[int, float] | None = (100, 0.1),
     ) -> None: ...
     def fileno(self) -> int: ...
     def start(self) -> None: ...

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, cast
 
 from ._native_session import _NativeSession, describe_outage, refusal
 from ._proto.troupe.v1 import app_pb2
+from ._retry import native_budget
 from ._session import _check_api_version, log_no_connection, log_stream_closed
 from ._tracing import Metadata
 
@@ -42,6 +43,8 @@ class NativeApp:
             initial_delay,
             app.max_reconnect_delay,
             app.max_receive_bytes,
+            # The core holds the budget of the turns' calls on each connection.
+            retry_budget=native_budget(app.retry_budget),
         )
         self.session: _NativeSession | None = None
         # Every generation's work not yet closed.

@@ -116,6 +116,12 @@ class RetryBudget:
 DEFAULT_RETRY_BUDGET = RetryBudget()
 
 
+def native_budget(budget: RetryBudget | None) -> tuple[int, float] | None:
+    """``budget`` as the native core takes it: ``(max_tokens, token_ratio)``, or None for
+    no budget."""
+    return None if budget is None else (budget.max_tokens, float(budget.token_ratio))
+
+
 def check_retry_budget(budget: object) -> RetryBudget | None:
     """``budget`` if it is a RetryBudget or None (no budget); else raises TypeError."""
     if budget is None or isinstance(budget, RetryBudget):
@@ -243,12 +249,14 @@ def failure_note(
     if gave_up is None:
         return _retried(retries, elapsed, f" after {last}" if last else "")
     if gave_up == "budget":
+        # An App's actors' calls have a budget of the App's: the advice names both.
         advice = (
-            "; the daemon is refusing calls for lack of room: send less, or give the client"
-            " a larger retry_budget"
+            "; the daemon is refusing calls for lack of room: send less, or give the Client"
+            " (or the App, for its actors' calls) a larger retry_budget"
             if overloaded
-            else "; check that the daemon is running and reachable, or give the client a"
-            " larger retry_budget (None turns the budget off)"
+            else "; check that the daemon is running and reachable, or give the Client (or"
+            " the App, for its actors' calls) a larger retry_budget (None turns the budget"
+            " off)"
         )
         if retries == 0:
             # _retried says nothing of a call not retried: this one says why not.

@@ -208,9 +208,12 @@ class _Session:
         self.app = app
         # Calls from turns go on the app's connection with the app's token, which the
         # daemon's ActorClient accepts as well as the client API token. They are retried as
-        # a Client's are, within a retry budget (the default) per stream: per connection,
-        # as gRPC throttles per channel (on the native core, its Session.client's).
-        self.caller = Caller(channel, app._tracing, auth, native=native)
+        # a Client's are, within a retry budget (the App's retry_budget) per stream: per
+        # connection, as gRPC throttles per channel (on the native core, its
+        # Session.client's).
+        self.caller = Caller(
+            channel, app._tracing, auth, native=native, retry_budget=app.retry_budget
+        )
         self.stub = (
             app_pb2_grpc.AppHostStub(channel)  # type: ignore[no-untyped-call]
             if channel is not None
