@@ -127,6 +127,19 @@ async fn daemon_with_tokens(dir: &Path, app_tokens: &str) -> anyhow::Result<(Dae
     Ok((daemon, token_file))
 }
 
+/// A daemon under `dir` with the API and read-only tokens and metrics on.
+async fn daemon_with_metrics(dir: &Path) -> anyhow::Result<Daemon> {
+    Daemon::start_with_env(
+        dir,
+        &["--metrics-listen", "127.0.0.1:0"],
+        &[
+            ("TROUPE_API_TOKEN", API_TOKENS),
+            ("TROUPE_READ_TOKEN", READ_TOKEN),
+        ],
+    )
+    .await
+}
+
 #[tokio::test]
 async fn every_rpc_wants_its_own_token() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -336,15 +349,7 @@ async fn metrics_want_the_api_token_when_the_daemon_does() -> anyhow::Result<()>
 #[tokio::test]
 async fn metrics_take_the_read_only_token_too() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let daemon = Daemon::start_with_env(
-        dir.path(),
-        &["--metrics-listen", "127.0.0.1:0"],
-        &[
-            ("TROUPE_API_TOKEN", API_TOKENS),
-            ("TROUPE_READ_TOKEN", READ_TOKEN),
-        ],
-    )
-    .await?;
+    let daemon = daemon_with_metrics(dir.path()).await?;
     let addr = scrape::metrics_addr(&daemon.log()).context("no metrics address logged")?;
     let bearer = format!("Bearer {READ_TOKEN}");
     let scraped = scrape::http_get_with(addr, "/metrics", &[("authorization", &bearer)]).await?;
@@ -408,6 +413,54 @@ async fn admin_changes_are_audited_with_the_credential_that_made_them() -> anyho
         assert!(lines[0].contains(field), "{field} in {}", lines[0]);
     }
     for token in [FIRST_API_TOKEN, READ_TOKEN, APP_TOKEN] {
+        assert!(!log.contains(token), "{token} in the log");
+    }
+    Ok(())
+}
+
+/// Every refusal is counted by service and reason, and logged without a
+/// line per attempt or the token sent.
+#[tokio::test]
+async fn refused_requests_are_counted_by_service_and_reason() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let daemon = daemon_with_metrics(dir.path()).await?;
+    let channel = Channel::from_shared(daemon.url())?.connect().await?;
+    let invoke = "/troupe.v1.ActorClient/Invoke";
+    let purge = "/troupe.v1.Admin/PurgeActor";
+    for (path, token) in [
+        (invoke, None),
+        (invoke, Some("guess")),
+        (invoke, Some(READ_TOKEN)),
+        (purge, Some(READ_TOKEN)),
+        (purge, Some("guess")),
+    ] {
+        assert!(refused(&call(&channel, path, token).await?), "{path}");
+    }
+    let addr = scrape::metrics_addr(&daemon.log()).context("no metrics address logged")?;
+    let guess = scrape::http_get_with(addr, "/metrics", &[("authorization", "Bearer guess")]);
+    assert_eq!(guess.await?.status, 401);
+
+    let bearer = format!("Bearer {FIRST_API_TOKEN}");
+    let scraped = scrape::http_get_with(addr, "/metrics", &[("authorization", &bearer)]).await?;
+    assert_eq!(scraped.status, 200, "{scraped:?}");
+    for (service, reason) in [
+        ("client", "no_token"),
+        ("client", "bad_token"),
+        ("client", "read_only"),
+        ("admin", "read_only"),
+        ("admin", "bad_token"),
+        ("metrics", "bad_token"),
+    ] {
+        let line =
+            format!(r#"troupe_auth_refused_total{{service="{service}",reason="{reason}"}} 1"#);
+        assert!(scraped.body.contains(&line), "{line} in {}", scraped.body);
+    }
+    let log = daemon.log();
+    let warned = log.matches("refused a request").count();
+    // Six refusals within seconds: the first is logged, the rest wait for
+    // the next warning at least ten seconds on (a slow machine may see one).
+    assert!((1..=2).contains(&warned), "{warned} warnings: {log}");
+    for token in ["guess", READ_TOKEN, FIRST_API_TOKEN] {
         assert!(!log.contains(token), "{token} in the log");
     }
     Ok(())

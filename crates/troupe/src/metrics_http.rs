@@ -31,7 +31,7 @@ use troupe_transport::link::Links;
 
 use troupe_tls::ServerTls;
 
-use crate::auth::Tokens;
+use crate::auth::{Reason, Refusals, Tokens, AUTHORIZATION};
 use crate::config::MetricsTls;
 use crate::https::TlsListener;
 use crate::store_metrics::StoreMetrics;
@@ -145,6 +145,8 @@ pub struct Sources {
     /// The cgroup's, if any (`config::memory_limit`).
     pub memory_limit: Option<u64>,
     pub store_metrics: StoreMetrics,
+    /// The guards' refusals, which scrapes refused are counted with.
+    pub refusals: Refusals,
 }
 
 fn encode(sources: &Sources, store_bytes: Option<u64>, body: &mut String) -> std::fmt::Result {
@@ -160,6 +162,8 @@ fn encode(sources: &Sources, store_bytes: Option<u64>, body: &mut String) -> std
         without_eof(body);
         link_metrics::encode(&links.stats(), links.inbound_stats(), body)?;
     }
+    without_eof(body);
+    sources.refusals.encode(body)?;
     without_eof(body);
     sources.store_metrics.encode(store_bytes, body)?;
     without_eof(body);
@@ -179,6 +183,13 @@ async fn metrics(
                 _ => Err(refused),
             });
         if let Err(refused) = checked {
+            let reason = if metadata.contains_key(AUTHORIZATION) {
+                Reason::BadToken
+            } else {
+                Reason::NoToken
+            };
+            // The HTTP server does not keep peer addresses.
+            sources.refusals.record("metrics", reason, None);
             return (
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Bearer")],

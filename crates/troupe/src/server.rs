@@ -25,7 +25,7 @@ use troupe_transport::{Peers, PeersConfig};
 
 use crate::admin_api::{AdminApi, Owners as AdminOwners};
 use crate::app_api::{AppApi, APP_MESSAGE_LIMIT};
-use crate::auth::{peer_authorization, Guard, Stamped, Tokens};
+use crate::auth::{peer_authorization, Guard, Refusals, Stamped, Tokens};
 use crate::client_api::ClientApi;
 use crate::config::{ServeConfig, StoreKind};
 use crate::forwarder::TransportForwarder;
@@ -132,19 +132,30 @@ pub async fn run_until(
     // Daemons and replicas present this daemon's certificate and accept
     // only a cluster member's.
     let member_tls = tls.clone().map(troupe_tls::Connector::to_members);
+    // Every guard counts what it refuses, under its service's name, for
+    // /metrics and a rate-limited warning.
+    let refusals = Refusals::default();
     let api_guard = Guard::new(api_tokens.clone());
     // Links carry any actor's calls: with TLS, only a member may open one.
-    let peer_guard = api_guard.clone().members_only(tls.clone());
+    let peer_guard = api_guard
+        .clone()
+        .members_only(tls.clone())
+        .counting(&refusals, "link");
     // Where the read-only token may go, each request carries its method
     // for the guard (`Stamped`).
     let stamp = read_tokens.is_some();
     let inspect_guard = api_guard.clone().or_read_only(read_tokens.clone());
     // The admin API's changes are audited with the credential that made them.
-    let admin_guard = inspect_guard.clone().identifying();
+    let admin_guard = inspect_guard
+        .clone()
+        .identifying()
+        .counting(&refusals, "admin");
+    let inspect_guard = inspect_guard.counting(&refusals, "reflection");
     let client_guard = Guard::new(api_tokens.clone())
         .or(app_tokens.clone())
-        .or_read_only(read_tokens.clone());
-    let app_guard = Guard::new(app_tokens);
+        .or_read_only(read_tokens.clone())
+        .counting(&refusals, "client");
+    let app_guard = Guard::new(app_tokens).counting(&refusals, "app");
     let peers = Peers::new(PeersConfig {
         max_message_bytes: limit,
         default_timeout: config.runtime.call_timeout,
@@ -224,6 +235,7 @@ pub async fn run_until(
                     read_tokens: read_tokens.clone(),
                     memory_limit: config.memory_limit,
                     store_metrics: store_metrics.clone(),
+                    refusals: refusals.clone(),
                 },
             )
             .await?,

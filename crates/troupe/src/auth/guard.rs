@@ -5,7 +5,8 @@ use std::sync::Arc;
 use tonic::{Request, Status};
 use troupe_transport::link::Admit;
 
-use super::{Credential, Tokens};
+use super::refusals::{Reason, Refusals};
+use super::{Credential, Tokens, AUTHORIZATION};
 
 /// The interceptor for one service: lets a request through when its
 /// credential is not required or a token it accepts was sent.
@@ -24,6 +25,8 @@ pub struct Guard {
     /// Puts the credential that let a request in into its extensions
     /// ([`Caller`]), for the audit trail.
     identify: bool,
+    /// Where refusals are counted, and the service they are counted under.
+    refusals: Option<(Refusals, &'static str)>,
 }
 
 /// Which credential let a request in.
@@ -49,7 +52,14 @@ impl Guard {
             readers: None,
             members: None,
             identify: false,
+            refusals: None,
         }
+    }
+
+    /// Counts and logs the requests it refuses under `service`.
+    pub fn counting(mut self, refusals: &Refusals, service: &'static str) -> Self {
+        self.refusals = Some((refusals.clone(), service));
+        self
     }
 
     /// Also requires a cluster member's certificate, when TLS is on.
@@ -100,15 +110,16 @@ impl Guard {
     }
 }
 
-impl tonic::service::Interceptor for Guard {
-    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+impl Guard {
+    fn decide(&self, request: Request<()>) -> Result<Request<()>, (Reason, Status)> {
         if let Some(tls) = &self.members {
             let certs = request.peer_certs();
             tls.check_member(certs.as_deref().map(Vec::as_slice))
                 .map_err(|refused| {
-                    Status::unauthenticated(format!(
+                    let status = Status::unauthenticated(format!(
                         "only cluster members may open links to this daemon: {refused}"
-                    ))
+                    ));
+                    (Reason::NotMember, status)
                 })?;
         }
         let Some(required) = &self.required else {
@@ -126,9 +137,13 @@ impl tonic::service::Interceptor for Guard {
                 if let Some(also) = matched(&self.also) {
                     (also, request)
                 } else if let Some(read) = matched(&self.readers) {
-                    (read, super::read_only::admit(request)?)
+                    let admitted = super::read_only::admit(request)
+                        .map_err(|status| (Reason::ReadOnly, status))?;
+                    (read, admitted)
+                } else if request.metadata().contains_key(AUTHORIZATION) {
+                    return Err((Reason::BadToken, status));
                 } else {
-                    return Err(status);
+                    return Err((Reason::NoToken, status));
                 }
             }
         };
@@ -136,5 +151,17 @@ impl tonic::service::Interceptor for Guard {
             request.extensions_mut().insert(Caller(credential));
         }
         Ok(request)
+    }
+}
+
+impl tonic::service::Interceptor for Guard {
+    fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
+        let from = self.refusals.as_ref().and(request.remote_addr());
+        self.decide(request).map_err(|(reason, status)| {
+            if let Some((refusals, service)) = &self.refusals {
+                refusals.record(service, reason, from);
+            }
+            status
+        })
     }
 }

@@ -27,10 +27,12 @@ use troupe_transport::link::Authorization;
 mod bearer;
 mod guard;
 mod read_only;
+mod refusals;
 
 pub use bearer::{bearer_value, BearerToken, UnsendableToken};
 pub use guard::{Caller, Guard};
 pub use read_only::Stamped;
+pub use refusals::{Reason, Refusals};
 
 /// The metadata key tokens travel in, as gRPC clients send them.
 pub const AUTHORIZATION: &str = "authorization";
