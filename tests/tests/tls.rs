@@ -6,7 +6,7 @@
 //! mTLS on throughout: see `cluster_fixture`.)
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
 use tonic::transport::{Channel, Endpoint};
@@ -273,7 +273,27 @@ async fn metrics_are_served_over_https_when_the_daemon_has_a_certificate() -> an
         let (status, body) = https(addr, tls, http, "GET", "/metrics", Vec::new()).await?;
         assert_eq!(status, 200, "{body}");
         assert!(body.contains("troupe_build_info"), "{body}");
+        // The test CA issues for two days: the gauge says when, and the
+        // daemon warned of it when it loaded the files.
+        let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs_f64();
+        for certificate in ["own", "ca"] {
+            let name = format!(
+                r#"troupe_tls_certificate_expiry_timestamp_seconds{{certificate="{certificate}"}} "#
+            );
+            let at: f64 = body
+                .lines()
+                .find_map(|line| line.strip_prefix(name.as_str()))
+                .with_context(|| format!("no {name} in {body}"))?
+                .parse()?;
+            let days = (at - now) / 86_400.0;
+            assert!((1.9..=2.1).contains(&days), "{certificate}: {days} days");
+        }
     }
+    assert!(
+        daemon.log().contains("expires within a week"),
+        "{}",
+        daemon.log()
+    );
     let plain = http_get(addr, "/metrics").await;
     assert!(
         !plain.as_ref().is_ok_and(|r| r.status == 200),

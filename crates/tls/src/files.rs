@@ -9,7 +9,7 @@ use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::TlsError;
+use crate::{Expiry, TlsError};
 
 /// Where a process's TLS material lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +27,7 @@ pub(crate) struct Material {
     pub chain: Vec<CertificateDer<'static>>,
     pub key: PrivateKeyDer<'static>,
     pub roots: Arc<RootCertStore>,
+    pub expiry: Expiry,
 }
 
 /// What the files looked like when last read: a change in any of them
@@ -46,15 +47,30 @@ impl TlsFiles {
     pub(crate) fn load(&self) -> Result<Material, TlsError> {
         let chain = read_certs(&self.cert, "certificate", "--tls-cert")?;
         let key = read_key(&self.key)?;
-        let roots = read_roots(&self.ca)?;
-        Ok(Material { chain, key, roots })
+        let ca = read_certs(&self.ca, "CA", "--tls-ca")?;
+        let expiry = Expiry::of(&chain, &ca);
+        let roots = roots_of(&self.ca, ca)?;
+        Ok(Material {
+            chain,
+            key,
+            roots,
+            expiry,
+        })
     }
 }
 
 /// The CA certificates in a PEM file (`--tls-ca`), as trust anchors.
 pub(crate) fn read_roots(path: &Path) -> Result<Arc<RootCertStore>, TlsError> {
+    roots_of(path, read_certs(path, "CA", "--tls-ca")?)
+}
+
+/// `certs`, read from `path`, as trust anchors.
+fn roots_of(
+    path: &Path,
+    certs: Vec<CertificateDer<'static>>,
+) -> Result<Arc<RootCertStore>, TlsError> {
     let mut roots = RootCertStore::empty();
-    for cert in read_certs(path, "CA", "--tls-ca")? {
+    for cert in certs {
         roots.add(cert).map_err(|e| TlsError::BadCa {
             path: path.to_owned(),
             reason: e.to_string(),

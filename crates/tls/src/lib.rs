@@ -6,7 +6,8 @@
 //! ([`Tls`]: every new connection uses what the files hold now, so a renewed
 //! certificate needs no restart), the identity check of cluster members
 //! (a DNS name or SPIFFE-style URI in the peer's certificate, against
-//! configuration: [`PeerIdentities`]), the server side (a listener's
+//! configuration: [`PeerIdentities`]), when the certificates in use expire
+//! ([`Expiry`], warned of when near), the server side (a listener's
 //! handshakes, [`Tls::incoming`]; [`ServerTls`] for an HTTPS listener,
 //! which asks clients for no certificate, as the admission webhook's, or
 //! requires one from the CA, as a daemon's `/metrics` when the daemon
@@ -18,6 +19,7 @@
 mod connect;
 pub mod dev;
 mod error;
+mod expiry;
 mod files;
 mod identity;
 mod incoming;
@@ -27,6 +29,7 @@ mod verify;
 
 pub use connect::Connector;
 pub use error::TlsError;
+pub use expiry::Expiry;
 pub use files::TlsFiles;
 pub use identity::{identities_of, NotAPeer, PeerIdentities};
 pub use incoming::Incoming;

@@ -17,7 +17,7 @@ use rustls_pki_types::CertificateDer;
 use crate::files::{read_roots, Stamp, TlsFiles};
 use crate::identity::{identities_of, NotAPeer, PeerIdentities};
 use crate::verify::{MemberClientVerifier, MemberServerVerifier};
-use crate::TlsError;
+use crate::{Expiry, TlsError};
 
 /// Who may connect to a TLS listener without a certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +70,7 @@ struct Inner {
 
 struct Configs {
     stamp: Stamp,
+    expiry: Expiry,
     server: Arc<ServerConfig>,
     member_client: Arc<ClientConfig>,
     members: Arc<PeerIdentities>,
@@ -134,6 +135,12 @@ impl Tls {
         self.current().member_client.clone()
     }
 
+    /// When the certificate and CA in use expire (read again if the files
+    /// changed, as for a new connection).
+    pub fn expiry(&self) -> Expiry {
+        self.current().expiry
+    }
+
     /// The identities accepted from cluster members.
     pub fn members(&self) -> Arc<PeerIdentities> {
         self.current().members.clone()
@@ -157,6 +164,10 @@ fn build(settings: &TlsSettings, provider: &Arc<CryptoProvider>) -> Result<Confi
     let files = &settings.files;
     let stamp = files.stamp();
     let material = files.load()?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    material.expiry.warn_if_near(&files.cert, now);
     CertifiedKey::from_der(material.chain.clone(), material.key.clone_key(), provider).map_err(
         |source| TlsError::KeyMismatch {
             cert: files.cert.clone(),
@@ -211,6 +222,7 @@ fn build(settings: &TlsSettings, provider: &Arc<CryptoProvider>) -> Result<Confi
 
     Ok(Configs {
         stamp,
+        expiry: material.expiry,
         server: Arc::new(server),
         member_client: Arc::new(member_client),
         members,

@@ -169,6 +169,28 @@ async fn a_certificate_renewed_on_disk_is_used_by_the_next_connection() -> Resul
     Ok(())
 }
 
+/// The expiry reported is that of the certificate on disk now, so a
+/// metric built on it shows whether a renewal was picked up.
+#[test]
+fn the_expiry_follows_a_renewed_certificate() -> Result {
+    let dir = tempfile::tempdir()?;
+    let ca = dev::new_ca("test CA", 90)?;
+    let files = files(dir.path(), "a", &ca, &Subject::member("a"))?;
+    let tls = Tls::load(settings(files, ClientCerts::MembersOnly))?;
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let days_left = |at: Option<i64>| at.map(|at| (at - now + 3600) / 86_400);
+    assert_eq!(days_left(tls.expiry().own), Some(1));
+    assert_eq!(days_left(tls.expiry().ca), Some(90));
+
+    dev::write(
+        dir.path(),
+        "a",
+        &dev::issue(&ca, &Subject::member("a"), 30)?,
+    )?;
+    assert_eq!(days_left(tls.expiry().own), Some(30));
+    Ok(())
+}
+
 #[test]
 fn broken_files_say_which_and_why() -> Result {
     let dir = tempfile::tempdir()?;

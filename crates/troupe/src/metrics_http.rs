@@ -35,7 +35,7 @@ use crate::auth::{Reason, Refusals, Tokens, AUTHORIZATION};
 use crate::config::MetricsTls;
 use crate::https::TlsListener;
 use crate::store_metrics::StoreMetrics;
-use crate::{link_metrics, process_stats};
+use crate::{cert_metrics, link_metrics, process_stats};
 
 /// What Prometheus expects for the OpenMetrics text format.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -147,6 +147,8 @@ pub struct Sources {
     pub store_metrics: StoreMetrics,
     /// The guards' refusals, which scrapes refused are counted with.
     pub refusals: Refusals,
+    /// The daemon's TLS, whose certificates' expiry is shown.
+    pub tls: Option<troupe_tls::Tls>,
 }
 
 fn encode(sources: &Sources, store_bytes: Option<u64>, body: &mut String) -> std::fmt::Result {
@@ -164,6 +166,10 @@ fn encode(sources: &Sources, store_bytes: Option<u64>, body: &mut String) -> std
     }
     without_eof(body);
     sources.refusals.encode(body)?;
+    if let Some(tls) = &sources.tls {
+        without_eof(body);
+        cert_metrics::encode(tls, body)?;
+    }
     without_eof(body);
     sources.store_metrics.encode(store_bytes, body)?;
     without_eof(body);

@@ -236,6 +236,7 @@ pub async fn run_until(
                     memory_limit: config.memory_limit,
                     store_metrics: store_metrics.clone(),
                     refusals: refusals.clone(),
+                    tls: tls.clone(),
                 },
             )
             .await?,
