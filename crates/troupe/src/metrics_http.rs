@@ -31,7 +31,7 @@ use troupe_transport::link::Links;
 
 use troupe_tls::ServerTls;
 
-use crate::auth::{Reason, Refusals, Tokens, AUTHORIZATION};
+use crate::auth::{Reason, Refusals, Tokens};
 use crate::config::MetricsTls;
 use crate::https::TlsListener;
 use crate::store_metrics::StoreMetrics;
@@ -189,11 +189,7 @@ async fn metrics(
                 _ => Err(refused),
             });
         if let Err(refused) = checked {
-            let reason = if metadata.contains_key(AUTHORIZATION) {
-                Reason::BadToken
-            } else {
-                Reason::NoToken
-            };
+            let reason = Reason::of_missing_or_wrong(&metadata);
             // The HTTP server does not keep peer addresses.
             sources.refusals.record("metrics", reason, None);
             return (

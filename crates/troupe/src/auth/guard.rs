@@ -6,7 +6,7 @@ use tonic::{Request, Status};
 use troupe_transport::link::Admit;
 
 use super::refusals::{Reason, Refusals};
-use super::{Credential, Tokens, AUTHORIZATION};
+use super::{Credential, Tokens};
 
 /// The interceptor for one service: lets a request through when its
 /// credential is not required or a token it accepts was sent.
@@ -111,16 +111,15 @@ impl Guard {
 }
 
 impl Guard {
-    fn decide(&self, request: Request<()>) -> Result<Request<()>, (Reason, Status)> {
+    fn decide(&self, request: Request<()>) -> Result<Request<()>, Status> {
         if let Some(tls) = &self.members {
             let certs = request.peer_certs();
-            tls.check_member(certs.as_deref().map(Vec::as_slice))
-                .map_err(|refused| {
-                    let status = Status::unauthenticated(format!(
-                        "only cluster members may open links to this daemon: {refused}"
-                    ));
-                    (Reason::NotMember, status)
-                })?;
+            if let Err(refused) = tls.check_member(certs.as_deref().map(Vec::as_slice)) {
+                let status = Status::unauthenticated(format!(
+                    "only cluster members may open links to this daemon: {refused}"
+                ));
+                return Err(self.refuse(Reason::NotMember, status, &request));
+            }
         }
         let Some(required) = &self.required else {
             return Ok(request);
@@ -131,37 +130,42 @@ impl Guard {
                 .filter(|tokens| tokens.check(request.metadata()).is_ok())
                 .map(|tokens| tokens.credential())
         };
-        let (credential, mut request) = match required.check(request.metadata()) {
-            Ok(()) => (required.credential(), request),
+        let credential = match required.check(request.metadata()) {
+            Ok(()) => required.credential(),
             Err(status) => {
                 if let Some(also) = matched(&self.also) {
-                    (also, request)
+                    also
                 } else if let Some(read) = matched(&self.readers) {
-                    let admitted = super::read_only::admit(request)
-                        .map_err(|status| (Reason::ReadOnly, status))?;
-                    (read, admitted)
-                } else if request.metadata().contains_key(AUTHORIZATION) {
-                    return Err((Reason::BadToken, status));
+                    if let Err(status) = super::read_only::allows(&request) {
+                        return Err(self.refuse(Reason::ReadOnly, status, &request));
+                    }
+                    read
                 } else {
-                    return Err((Reason::NoToken, status));
+                    let reason = Reason::of_missing_or_wrong(request.metadata());
+                    return Err(self.refuse(reason, status, &request));
                 }
             }
         };
+        let mut request = request;
         if self.identify {
             request.extensions_mut().insert(Caller(credential));
         }
         Ok(request)
     }
+
+    /// Counts `request`'s refusal, if this guard counts, and hands `status`
+    /// back. The peer address is looked up here, off the path of the
+    /// requests let in.
+    fn refuse(&self, reason: Reason, status: Status, request: &Request<()>) -> Status {
+        if let Some((refusals, service)) = &self.refusals {
+            refusals.record(service, reason, request.remote_addr());
+        }
+        status
+    }
 }
 
 impl tonic::service::Interceptor for Guard {
     fn call(&mut self, request: Request<()>) -> Result<Request<()>, Status> {
-        let from = self.refusals.as_ref().and(request.remote_addr());
-        self.decide(request).map_err(|(reason, status)| {
-            if let Some((refusals, service)) = &self.refusals {
-                refusals.record(service, reason, from);
-            }
-            status
-        })
+        self.decide(request)
     }
 }

@@ -31,12 +31,12 @@ pub const READ_ONLY_METHODS: &[&str] = &[
 #[derive(Debug, Clone)]
 pub struct CalledMethod(pub String);
 
-/// Lets a request that carries the read-only token through when its
-/// method only reads; otherwise PERMISSION_DENIED naming the method.
-pub(super) fn admit(request: Request<()>) -> Result<Request<()>, Status> {
+/// Whether a request that carries the read-only token may go through:
+/// when its method only reads; otherwise PERMISSION_DENIED naming the method.
+pub(super) fn allows(request: &Request<()>) -> Result<(), Status> {
     let called = request.extensions().get::<CalledMethod>();
     match called {
-        Some(CalledMethod(path)) if READ_ONLY_METHODS.contains(&path.as_str()) => Ok(request),
+        Some(CalledMethod(path)) if READ_ONLY_METHODS.contains(&path.as_str()) => Ok(()),
         _ => {
             let method = called.map_or("this method", |c| c.0.as_str());
             Err(Status::permission_denied(format!(
@@ -171,8 +171,8 @@ mod tests {
 
     #[test]
     fn reads_pass_and_the_rest_is_denied_by_name() {
-        assert!(admit(called(Some("/troupe.v1.Admin/ListActors"))).is_ok());
-        let denied = admit(called(Some("/troupe.v1.ActorClient/Invoke"))).err();
+        assert!(allows(&called(Some("/troupe.v1.Admin/ListActors"))).is_ok());
+        let denied = allows(&called(Some("/troupe.v1.ActorClient/Invoke"))).err();
         assert!(
             denied
                 .as_ref()
@@ -181,7 +181,7 @@ mod tests {
             "{denied:?}"
         );
         // Unstamped, the method is unknown: closed.
-        let unknown = admit(called(None)).err();
+        let unknown = allows(&called(None)).err();
         assert_eq!(
             unknown.map(|s| s.code()),
             Some(tonic::Code::PermissionDenied)

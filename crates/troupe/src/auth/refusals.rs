@@ -13,7 +13,10 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
+use tonic::metadata::MetadataMap;
 use tracing::warn;
+
+use super::AUTHORIZATION;
 
 /// The least time between two refusal warnings, in milliseconds.
 const LOG_EVERY_MS: u64 = 10_000;
@@ -32,6 +35,15 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// A token check failed on `metadata`: no token sent, or a wrong one.
+    pub fn of_missing_or_wrong(metadata: &MetadataMap) -> Self {
+        if metadata.contains_key(AUTHORIZATION) {
+            Self::BadToken
+        } else {
+            Self::NoToken
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Self::NoToken => "no_token",
