@@ -1,0 +1,225 @@
+//! `troupe status`: the daemon at a glance.
+
+use serde_json::{json, Value};
+use troupe_proto::v1 as pb;
+
+mod delivery_lines;
+mod memory_lines;
+
+use super::render::{self, Table};
+use super::{connect, emit, emit_json, Output, Target};
+use delivery_lines::{delivery_json, delivery_pairs};
+use memory_lines::{active_actors, memory_json, memory_pairs};
+
+pub async fn status(target: &Target) -> anyhow::Result<()> {
+    let daemon = connect(target).await?;
+    let mut admin = pb::admin_client::AdminClient::new(daemon.channel.clone());
+    let request = daemon.request("read the daemon's status");
+    let s = admin
+        .status(pb::StatusRequest {})
+        .await
+        .map_err(|e| request.failed(e))?
+        .into_inner();
+    match target.output {
+        Output::Json => emit_json(&status_json(&s)),
+        Output::Table => emit(&status_table(&s)),
+    }
+}
+
+pub(super) fn status_json(s: &pb::StatusResponse) -> Value {
+    let flush = s.flush.clone().unwrap_or_default();
+    let mut flush_json = json!({
+        "dirty_actors": flush.dirty_actors,
+        "dirty_bytes": flush.dirty_bytes,
+        "held_replies": flush.held_replies,
+        "batches": flush.batches,
+        "keys_written": flush.keys_written,
+        "failing": flush.failing,
+        "last_error": (!flush.last_error.is_empty()).then_some(&flush.last_error),
+    });
+    if let Some(o) = flush_json.as_object_mut() {
+        render::time_json(o, "last_flush", flush.last_flush_unix_ms);
+    }
+    let types: Vec<Value> = s
+        .types
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "apps": t.apps,
+                "active_actors": t.active_actors,
+                "state_mode": render::state_mode(t.state_mode),
+                "idle_timeout_ms": t.idle_timeout_ms,
+                "max_mailbox": t.max_mailbox,
+                "reentrant": t.reentrant,
+            })
+        })
+        .collect();
+    let mut out = json!({
+        "version": s.version,
+        "node": s.node,
+        "listen": s.listen,
+        "store": s.store,
+        "store_bytes": (s.store_bytes > 0).then_some(s.store_bytes),
+        "uptime_ms": s.uptime_ms,
+        "active_actors": s.active_actors,
+        "dirty_actors": s.dirty_actors,
+        "pending_calls": s.pending_calls,
+        "max_pending_calls": s.max_pending_calls,
+        "reminders_fired": s.reminders_fired,
+        "flush": flush_json,
+        "delivery": s.delivery.as_ref().map(delivery_json),
+        "inbound_links": super::links::inbound_json(s.inbound_links.as_ref()),
+        "memory": s.memory.as_ref().map(memory_json),
+        "types": types,
+    });
+    if let Some(o) = out.as_object_mut() {
+        render::time_json(o, "started", s.started_unix_ms);
+    }
+    out
+}
+
+/// Where state lives, with its size on disk when the store tells it.
+fn store_cell(s: &pb::StatusResponse) -> String {
+    match (s.store.is_empty(), s.store_bytes) {
+        (true, _) => "-".to_owned(),
+        (false, 0) => s.store.clone(),
+        (false, n) => format!("{} ({} on disk)", s.store, render::bytes(n)),
+    }
+}
+
+pub(super) fn status_table(s: &pb::StatusResponse) -> String {
+    let flush = s.flush.clone().unwrap_or_default();
+    let or_dash = |v: &str| {
+        if v.is_empty() {
+            "-".to_owned()
+        } else {
+            v.to_owned()
+        }
+    };
+    let started = match render::time(s.started_unix_ms) {
+        Some(t) => format!("{t} (up {})", render::duration(s.uptime_ms)),
+        None => format!("up {}", render::duration(s.uptime_ms)),
+    };
+    let backlog = format!(
+        "{} dirty actors ({} bytes), {} durable replies waiting",
+        flush.dirty_actors, flush.dirty_bytes, flush.held_replies
+    );
+    let written = format!(
+        "{} keys in {} since start, last {}",
+        flush.keys_written,
+        plural(flush.batches, "batch", "batches"),
+        render::time_cell(flush.last_flush_unix_ms)
+    );
+    let mut pairs = vec![
+        ("version", s.version.clone()),
+        ("node", or_dash(&s.node)),
+        ("listen", or_dash(&s.listen)),
+        ("store", store_cell(s)),
+        ("started", started),
+        ("active actors", active_actors(s)),
+        (
+            "pending calls",
+            format!("{} of at most {}", s.pending_calls, s.max_pending_calls),
+        ),
+        ("reminders fired", s.reminders_fired.to_string()),
+        ("flush backlog", backlog),
+        ("flushed", written),
+    ];
+    // Absent from a daemon older than the CLI.
+    if let Some(d) = &s.delivery {
+        pairs.extend(delivery_pairs(d));
+    }
+    if let Some(m) = &s.memory {
+        pairs.extend(memory_pairs(m));
+    }
+    if let Some(l) = &s.inbound_links {
+        pairs.push((
+            "inbound links",
+            format!(
+                "{} from other daemons; {} let go since start (their pings stopped)",
+                plural(l.streams, "stream", "streams"),
+                l.let_go
+            ),
+        ));
+    }
+    if flush.failing {
+        pairs.push((
+            "STORE FAILING",
+            format!(
+                "{} (durable calls get UNAVAILABLE; dirty state waits in memory and is retried)",
+                or_dash(&flush.last_error)
+            ),
+        ));
+    }
+    let mut out = render::fields(&pairs);
+    out.push('\n');
+    if s.types.is_empty() {
+        out.push_str("no actor types registered: no app is connected\n");
+        return out;
+    }
+    let mut t = Table::new(&[
+        ("TYPE", false),
+        ("ACTIVE", true),
+        ("STATE MODE", false),
+        ("IDLE TIMEOUT", true),
+        ("MAX MAILBOX", true),
+        ("REENTRANT", false),
+        ("APPS", false),
+    ]);
+    for ty in &s.types {
+        t.row(vec![
+            ty.name.clone(),
+            ty.active_actors.to_string(),
+            render::state_mode(ty.state_mode).to_owned(),
+            render::duration_cell(ty.idle_timeout_ms),
+            ty.max_mailbox.to_string(),
+            render::yes_no(ty.reentrant).to_owned(),
+            if ty.apps.is_empty() {
+                "(no app connected)".to_owned()
+            } else {
+                ty.apps.join(", ")
+            },
+        ]);
+    }
+    out.push_str(&t.render());
+    out
+}
+
+pub(super) fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inbound_links_show_when_the_daemon_reports_them() {
+        let s = pb::StatusResponse {
+            inbound_links: Some(pb::InboundLinks {
+                streams: 6,
+                let_go: 2,
+            }),
+            ..Default::default()
+        };
+        let text = status_table(&s);
+        assert!(
+            text.contains(
+                "inbound links    6 streams from other daemons; 2 let go since start (their \
+                 pings stopped)\n"
+            ),
+            "{text}"
+        );
+        let json = status_json(&s);
+        assert_eq!(json["inbound_links"]["streams"], 6, "{json}");
+        assert_eq!(json["inbound_links"]["let_go"], 2, "{json}");
+        // A single node, or a daemon older than the CLI.
+        let single = status_table(&pb::StatusResponse::default());
+        assert!(!single.contains("inbound links"), "{single}");
+        assert_eq!(
+            status_json(&pb::StatusResponse::default())["inbound_links"],
+            Value::Null
+        );
+    }
+}
