@@ -141,6 +141,11 @@ impl Tls {
         self.current().expiry
     }
 
+    /// Who may connect without a certificate, as configured.
+    pub fn client_certs(&self) -> ClientCerts {
+        self.inner.settings.client_certs
+    }
+
     /// The identities accepted from cluster members.
     pub fn members(&self) -> Arc<PeerIdentities> {
         self.current().members.clone()

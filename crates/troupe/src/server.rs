@@ -23,7 +23,7 @@ use troupe_storage_sled::{SledReminders, SledStore};
 use troupe_transport::link::{Links, LinksConfig, NotALink};
 use troupe_transport::{Peers, PeersConfig};
 
-use crate::admin_api::{AdminApi, Owners as AdminOwners};
+use crate::admin_api::{AdminApi, Owners as AdminOwners, Security};
 use crate::app_api::{AppApi, APP_MESSAGE_LIMIT};
 use crate::auth::{peer_authorization, Guard, Refusals, Stamped, Tokens};
 use crate::client_api::ClientApi;
@@ -155,7 +155,7 @@ pub async fn run_until(
         .or(app_tokens.clone())
         .or_read_only(read_tokens.clone())
         .counting(&refusals, "client");
-    let app_guard = Guard::new(app_tokens).counting(&refusals, "app");
+    let app_guard = Guard::new(app_tokens.clone()).counting(&refusals, "app");
     let peers = Peers::new(PeersConfig {
         max_message_bytes: limit,
         default_timeout: config.runtime.call_timeout,
@@ -320,7 +320,14 @@ pub async fn run_until(
                         config.memory_limit,
                     )
                     .with_sled(sled_store, store_metrics)
-                    .with_owners(owners),
+                    .with_owners(owners)
+                    .with_security(Security {
+                        api_tokens,
+                        app_tokens,
+                        read_tokens,
+                        tls: tls.clone(),
+                        refusals,
+                    }),
                 ),
                 admin_guard,
             ),

@@ -6,8 +6,10 @@ mod changes;
 mod dead_letters;
 mod delivery;
 mod owner;
+mod security;
 
 pub use owner::Owners;
+pub use security::Security;
 
 use tonic::{Request, Response, Status};
 use troupe_proto::v1 as pb;
@@ -37,6 +39,8 @@ pub struct AdminApi {
     owners: Option<Owners>,
     /// Counts the backups for the metrics endpoint.
     store_metrics: StoreMetrics,
+    /// What `Status` tells of the daemon's credentials and TLS.
+    security: Security,
 }
 
 impl AdminApi {
@@ -54,7 +58,13 @@ impl AdminApi {
             sled: None,
             owners: None,
             store_metrics: StoreMetrics::default(),
+            security: Security::default(),
         }
+    }
+
+    /// Tells the credentials and TLS the daemon's guards use in `Status`.
+    pub fn with_security(self, security: Security) -> Self {
+        Self { security, ..self }
     }
 
     /// Backs up `sled` when asked to, counting the backups in `metrics`.
@@ -220,6 +230,7 @@ impl pb::admin_server::Admin for AdminApi {
                 }
             }),
             memory: Some(memory_to_pb(&s.memory, self.memory_limit)),
+            security: Some(self.security.status()),
         }))
     }
 

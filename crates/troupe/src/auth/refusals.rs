@@ -4,11 +4,13 @@
 //! sees a client left with a rotated-out token, or someone guessing, without
 //! a log line per attempt to flood the log.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -22,7 +24,7 @@ use super::AUTHORIZATION;
 const LOG_EVERY_MS: u64 = 10_000;
 
 /// Why a request was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Reason {
     /// No `authorization` metadata (or header) at all.
     NoToken,
@@ -44,7 +46,7 @@ impl Reason {
         }
     }
 
-    fn label(self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
             Self::NoToken => "no_token",
             Self::BadToken => "bad_token",
@@ -64,9 +66,18 @@ struct Labels {
 #[derive(Debug, Clone)]
 pub struct Refusals(Arc<Inner>);
 
+/// One service's refusals for one reason, since the daemon started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub service: &'static str,
+    pub reason: Reason,
+    pub count: u64,
+}
+
 #[derive(Debug)]
 struct Inner {
-    counts: Family<Labels, Counter>,
+    /// Rare (refusals only), and read by both `/metrics` and status.
+    counts: Mutex<BTreeMap<(&'static str, Reason), u64>>,
     started: Instant,
     /// When the last warning was logged, in ms since `started`, plus one
     /// (0: never).
@@ -78,7 +89,7 @@ struct Inner {
 impl Default for Refusals {
     fn default() -> Self {
         Self(Arc::new(Inner {
-            counts: Family::default(),
+            counts: Mutex::default(),
             started: Instant::now(),
             logged_at: AtomicU64::new(0),
             unlogged: AtomicU64::new(0),
@@ -91,13 +102,11 @@ impl Refusals {
     /// logs it unless another was logged within [`LOG_EVERY_MS`].
     pub fn record(&self, service: &'static str, reason: Reason, from: Option<SocketAddr>) {
         let inner = &self.0;
-        inner
-            .counts
-            .get_or_create(&Labels {
-                service,
-                reason: reason.label(),
-            })
-            .inc();
+        {
+            let mut counts = inner.counts.lock();
+            let count = counts.entry((service, reason)).or_default();
+            *count = count.saturating_add(1);
+        }
         let now = u64::try_from(inner.started.elapsed().as_millis())
             .unwrap_or(u64::MAX)
             .saturating_add(1);
@@ -125,14 +134,37 @@ impl Refusals {
         );
     }
 
+    /// Every service and reason refused so far, in a stable order.
+    pub fn snapshot(&self) -> Vec<Refused> {
+        self.0
+            .counts
+            .lock()
+            .iter()
+            .map(|(&(service, reason), &count)| Refused {
+                service,
+                reason,
+                count,
+            })
+            .collect()
+    }
+
     /// Appends the family to `out`, OpenMetrics text ending in `# EOF`.
     pub fn encode(&self, out: &mut String) -> std::fmt::Result {
+        let family = Family::<Labels, Counter>::default();
+        for refused in self.snapshot() {
+            family
+                .get_or_create(&Labels {
+                    service: refused.service,
+                    reason: refused.reason.label(),
+                })
+                .inc_by(refused.count);
+        }
         let mut registry = Registry::with_prefix("troupe");
         registry.register(
             "auth_refused",
             "Requests refused for their credentials, by service and reason (no_token, \
              bad_token, read_only, not_member)",
-            self.0.counts.clone(),
+            family,
         );
         prometheus_client::encoding::text::encode(out, &registry)
     }
@@ -157,6 +189,29 @@ mod tests {
         assert!(
             out.contains(r#"troupe_auth_refused_total{service="admin",reason="read_only"} 1"#),
             "{out}"
+        );
+    }
+
+    #[test]
+    fn the_snapshot_holds_what_metrics_show() {
+        let refusals = Refusals::default();
+        refusals.record("client", Reason::BadToken, None);
+        refusals.record("admin", Reason::NoToken, None);
+        refusals.record("client", Reason::BadToken, None);
+        assert_eq!(
+            refusals.snapshot(),
+            vec![
+                Refused {
+                    service: "admin",
+                    reason: Reason::NoToken,
+                    count: 1
+                },
+                Refused {
+                    service: "client",
+                    reason: Reason::BadToken,
+                    count: 2
+                },
+            ]
         );
     }
 

@@ -99,6 +99,58 @@ export interface StatusResponse {
    * memory), e.g. to size room for `troupe backup`.
    */
   storeBytes: bigint;
+  /**
+   * How this daemon is protected and what it refused (absent from a daemon
+   * older than this field). Never a token, a digest of one, or a key.
+   */
+  security?: SecurityStatus | undefined;
+}
+
+/**
+ * The credentials each API demands, the TLS in use, and the requests
+ * refused for their credentials since the daemon started.
+ */
+export interface SecurityStatus {
+  /**
+   * How many tokens each credential accepts now (several while rotating;
+   * files are read again when they change). 0: that API is open to anyone
+   * who can reach the port.
+   */
+  apiTokens: number;
+  appTokens: number;
+  readTokens: number;
+  /** Absent when the daemon serves plaintext. */
+  tls?:
+    | TlsStatus
+    | undefined;
+  /** By service and reason, as `troupe_auth_refused_total` counts them. */
+  refused: AuthRefusals[];
+}
+
+export interface TlsStatus {
+  /**
+   * Who may connect without a client certificate: "optional" (clients
+   * authenticate with tokens) or "required" (--tls-client-certs required).
+   */
+  clientCertificates: string;
+  /**
+   * When the certificate in use stops being valid (its notAfter), in Unix
+   * ms; 0: it could not be read. Follows a renewal once its files change.
+   */
+  certificateExpiresUnixMs: bigint;
+  /**
+   * The soonest notAfter of the CA bundle (--tls-ca): once it passes,
+   * peers issued by that CA are refused.
+   */
+  caExpiresUnixMs: bigint;
+}
+
+export interface AuthRefusals {
+  /** client, admin, app, reflection, link or metrics. */
+  service: string;
+  /** no_token, bad_token, read_only or not_member. */
+  reason: string;
+  count: bigint;
 }
 
 /**
@@ -555,6 +607,7 @@ function createBaseStatusResponse(): StatusResponse {
     inboundLinks: undefined,
     memory: undefined,
     storeBytes: 0n,
+    security: undefined,
   };
 }
 
@@ -646,6 +699,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         throw new globalThis.Error("value provided for field message.storeBytes of type uint64 too large");
       }
       writer.uint32(160).uint64(message.storeBytes);
+    }
+    if (message.security !== undefined) {
+      SecurityStatus.encode(message.security, writer.uint32(170).fork()).join();
     }
     return writer;
   },
@@ -823,6 +879,14 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.storeBytes = reader.uint64() as bigint;
             continue;
           }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.security = SecurityStatus.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -884,6 +948,286 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.storeBytes = (object.storeBytes !== undefined && object.storeBytes !== null)
       ? BigInt(object.storeBytes)
       : 0n;
+    message.security = (object.security !== undefined && object.security !== null)
+      ? SecurityStatus.fromPartial(object.security)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseSecurityStatus(): SecurityStatus {
+  return { apiTokens: 0, appTokens: 0, readTokens: 0, tls: undefined, refused: [] };
+}
+
+export const SecurityStatus: MessageFns<SecurityStatus> = {
+  encode(message: SecurityStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.apiTokens !== 0) {
+      writer.uint32(8).uint32(message.apiTokens);
+    }
+    if (message.appTokens !== 0) {
+      writer.uint32(16).uint32(message.appTokens);
+    }
+    if (message.readTokens !== 0) {
+      writer.uint32(24).uint32(message.readTokens);
+    }
+    if (message.tls !== undefined) {
+      TlsStatus.encode(message.tls, writer.uint32(34).fork()).join();
+    }
+    for (const v of message.refused) {
+      AuthRefusals.encode(v!, writer.uint32(42).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SecurityStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSecurityStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.apiTokens = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.appTokens = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.readTokens = reader.uint32();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.tls = TlsStatus.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.refused.push(AuthRefusals.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<SecurityStatus>, I>>(base?: I): SecurityStatus {
+    return SecurityStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SecurityStatus>, I>>(object: I): SecurityStatus {
+    const message = createBaseSecurityStatus();
+    message.apiTokens = object.apiTokens ?? 0;
+    message.appTokens = object.appTokens ?? 0;
+    message.readTokens = object.readTokens ?? 0;
+    message.tls = (object.tls !== undefined && object.tls !== null) ? TlsStatus.fromPartial(object.tls) : undefined;
+    message.refused = object.refused?.map((e) => AuthRefusals.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseTlsStatus(): TlsStatus {
+  return { clientCertificates: "", certificateExpiresUnixMs: 0n, caExpiresUnixMs: 0n };
+}
+
+export const TlsStatus: MessageFns<TlsStatus> = {
+  encode(message: TlsStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.clientCertificates !== "") {
+      writer.uint32(10).string(message.clientCertificates);
+    }
+    if (message.certificateExpiresUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.certificateExpiresUnixMs) !== message.certificateExpiresUnixMs) {
+        throw new globalThis.Error(
+          "value provided for field message.certificateExpiresUnixMs of type uint64 too large",
+        );
+      }
+      writer.uint32(16).uint64(message.certificateExpiresUnixMs);
+    }
+    if (message.caExpiresUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.caExpiresUnixMs) !== message.caExpiresUnixMs) {
+        throw new globalThis.Error("value provided for field message.caExpiresUnixMs of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.caExpiresUnixMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TlsStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTlsStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.clientCertificates = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.certificateExpiresUnixMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.caExpiresUnixMs = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<TlsStatus>, I>>(base?: I): TlsStatus {
+    return TlsStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TlsStatus>, I>>(object: I): TlsStatus {
+    const message = createBaseTlsStatus();
+    message.clientCertificates = object.clientCertificates ?? "";
+    message.certificateExpiresUnixMs =
+      (object.certificateExpiresUnixMs !== undefined && object.certificateExpiresUnixMs !== null)
+        ? BigInt(object.certificateExpiresUnixMs)
+        : 0n;
+    message.caExpiresUnixMs = (object.caExpiresUnixMs !== undefined && object.caExpiresUnixMs !== null)
+      ? BigInt(object.caExpiresUnixMs)
+      : 0n;
+    return message;
+  },
+};
+
+function createBaseAuthRefusals(): AuthRefusals {
+  return { service: "", reason: "", count: 0n };
+}
+
+export const AuthRefusals: MessageFns<AuthRefusals> = {
+  encode(message: AuthRefusals, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.service !== "") {
+      writer.uint32(10).string(message.service);
+    }
+    if (message.reason !== "") {
+      writer.uint32(18).string(message.reason);
+    }
+    if (message.count !== 0n) {
+      if (BigInt.asUintN(64, message.count) !== message.count) {
+        throw new globalThis.Error("value provided for field message.count of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.count);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AuthRefusals {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAuthRefusals();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.service = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.count = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<AuthRefusals>, I>>(base?: I): AuthRefusals {
+    return AuthRefusals.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AuthRefusals>, I>>(object: I): AuthRefusals {
+    const message = createBaseAuthRefusals();
+    message.service = object.service ?? "";
+    message.reason = object.reason ?? "";
+    message.count = (object.count !== undefined && object.count !== null) ? BigInt(object.count) : 0n;
     return message;
   },
 };

@@ -28,7 +28,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("version", "uptime_ms", "types", "store", "active_actors", "dirty_actors", "node", "listen", "flush", "pending_calls", "max_pending_calls", "reminders_fired", "started_unix_ms", "placement_version", "serving", "links", "delivery", "inbound_links", "memory", "store_bytes")
+    __slots__ = ("version", "uptime_ms", "types", "store", "active_actors", "dirty_actors", "node", "listen", "flush", "pending_calls", "max_pending_calls", "reminders_fired", "started_unix_ms", "placement_version", "serving", "links", "delivery", "inbound_links", "memory", "store_bytes", "security")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     UPTIME_MS_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
@@ -49,6 +49,7 @@ class StatusResponse(_message.Message):
     INBOUND_LINKS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     STORE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SECURITY_FIELD_NUMBER: _ClassVar[int]
     version: str
     uptime_ms: int
     types: _containers.RepeatedCompositeFieldContainer[RegisteredType]
@@ -69,7 +70,42 @@ class StatusResponse(_message.Message):
     inbound_links: InboundLinks
     memory: MemoryBounds
     store_bytes: int
-    def __init__(self, version: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., types: _Optional[_Iterable[_Union[RegisteredType, _Mapping]]] = ..., store: _Optional[str] = ..., active_actors: _Optional[int] = ..., dirty_actors: _Optional[int] = ..., node: _Optional[str] = ..., listen: _Optional[str] = ..., flush: _Optional[_Union[FlushBacklog, _Mapping]] = ..., pending_calls: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., reminders_fired: _Optional[int] = ..., started_unix_ms: _Optional[int] = ..., placement_version: _Optional[int] = ..., serving: bool = ..., links: _Optional[_Iterable[_Union[PeerLinkStatus, _Mapping]]] = ..., delivery: _Optional[_Union[DeliveryStatus, _Mapping]] = ..., inbound_links: _Optional[_Union[InboundLinks, _Mapping]] = ..., memory: _Optional[_Union[MemoryBounds, _Mapping]] = ..., store_bytes: _Optional[int] = ...) -> None: ...
+    security: SecurityStatus
+    def __init__(self, version: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., types: _Optional[_Iterable[_Union[RegisteredType, _Mapping]]] = ..., store: _Optional[str] = ..., active_actors: _Optional[int] = ..., dirty_actors: _Optional[int] = ..., node: _Optional[str] = ..., listen: _Optional[str] = ..., flush: _Optional[_Union[FlushBacklog, _Mapping]] = ..., pending_calls: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., reminders_fired: _Optional[int] = ..., started_unix_ms: _Optional[int] = ..., placement_version: _Optional[int] = ..., serving: bool = ..., links: _Optional[_Iterable[_Union[PeerLinkStatus, _Mapping]]] = ..., delivery: _Optional[_Union[DeliveryStatus, _Mapping]] = ..., inbound_links: _Optional[_Union[InboundLinks, _Mapping]] = ..., memory: _Optional[_Union[MemoryBounds, _Mapping]] = ..., store_bytes: _Optional[int] = ..., security: _Optional[_Union[SecurityStatus, _Mapping]] = ...) -> None: ...
+
+class SecurityStatus(_message.Message):
+    __slots__ = ("api_tokens", "app_tokens", "read_tokens", "tls", "refused")
+    API_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    APP_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    READ_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TLS_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    api_tokens: int
+    app_tokens: int
+    read_tokens: int
+    tls: TlsStatus
+    refused: _containers.RepeatedCompositeFieldContainer[AuthRefusals]
+    def __init__(self, api_tokens: _Optional[int] = ..., app_tokens: _Optional[int] = ..., read_tokens: _Optional[int] = ..., tls: _Optional[_Union[TlsStatus, _Mapping]] = ..., refused: _Optional[_Iterable[_Union[AuthRefusals, _Mapping]]] = ...) -> None: ...
+
+class TlsStatus(_message.Message):
+    __slots__ = ("client_certificates", "certificate_expires_unix_ms", "ca_expires_unix_ms")
+    CLIENT_CERTIFICATES_FIELD_NUMBER: _ClassVar[int]
+    CERTIFICATE_EXPIRES_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    CA_EXPIRES_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    client_certificates: str
+    certificate_expires_unix_ms: int
+    ca_expires_unix_ms: int
+    def __init__(self, client_certificates: _Optional[str] = ..., certificate_expires_unix_ms: _Optional[int] = ..., ca_expires_unix_ms: _Optional[int] = ...) -> None: ...
+
+class AuthRefusals(_message.Message):
+    __slots__ = ("service", "reason", "count")
+    SERVICE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    service: str
+    reason: str
+    count: int
+    def __init__(self, service: _Optional[str] = ..., reason: _Optional[str] = ..., count: _Optional[int] = ...) -> None: ...
 
 class MemoryBounds(_message.Message):
     __slots__ = ("call_records_bytes", "call_records_limit_bytes", "call_records_shed", "max_activations", "capacity_deactivations", "resident_bytes", "memory_limit_bytes", "shed_percent", "shed_at_bytes", "resume_percent", "shedding", "shed_requests", "shed_episodes", "shed_deactivations")
