@@ -80,6 +80,82 @@ async fn a_daemon_with_tls_refuses_plaintext_and_serves_tls_clients() -> anyhow:
 }
 
 #[tokio::test]
+async fn status_tells_the_tls_and_tokens_in_use_and_what_was_refused() -> anyhow::Result<()> {
+    const API_TOKENS: &str = "status-api-1,status-api-2";
+    const READ_TOKEN: &str = "status-reader";
+    let ca = TestCa::new()?;
+    let dir = tempfile::tempdir()?;
+    let args = ca.member_args("d1")?;
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let daemon = Daemon::start_with_env(
+        dir.path(),
+        &args,
+        &[
+            ("TROUPE_API_TOKEN", API_TOKENS),
+            ("TROUPE_READ_TOKEN", READ_TOKEN),
+        ],
+    )
+    .await?;
+    let channel = connect(endpoint(daemon.addr)?, Some(&ca.client_connector()?)).await?;
+    let anonymous = pb::admin_client::AdminClient::new(channel)
+        .status(pb::StatusRequest {})
+        .await;
+    assert_eq!(
+        anonymous.err().map(|s| s.code()),
+        Some(tonic::Code::Unauthenticated)
+    );
+
+    // The read-only token is enough to see it.
+    let addr = daemon.addr.to_string();
+    let ca_path = ca.ca_path().display().to_string();
+    let env = [
+        ("TROUPE_TLS_CA", ca_path.as_str()),
+        ("TROUPE_API_TOKEN", READ_TOKEN),
+    ];
+    let (code, out, err) = run_cli_env(&["status", "--addr", &addr, "-o", "json"], &env).await?;
+    assert!(code.success(), "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out)?;
+    let security = &status["security"];
+    assert_eq!(security["api_tokens"], 2, "{security}");
+    assert_eq!(security["read_tokens"], 1, "{security}");
+    assert_eq!(security["app_tokens"], 0, "{security}");
+    assert_eq!(
+        security["refused"],
+        serde_json::json!([{"service": "admin", "reason": "no_token", "count": 1}]),
+        "{security}"
+    );
+    let tls = &security["tls"];
+    assert_eq!(tls["client_certificates"], "optional", "{tls}");
+    // The test CA issues for two days.
+    let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis() as f64;
+    for field in ["certificate_expires_unix_ms", "ca_expires_unix_ms"] {
+        let at = tls[field]
+            .as_f64()
+            .with_context(|| format!("no {field} in {tls}"))?;
+        let days = (at - now) / 86_400_000.0;
+        assert!((1.9..=2.1).contains(&days), "{field}: {days} days");
+    }
+
+    let (code, table, err) = run_cli_env(&["status", "--addr", &addr], &env).await?;
+    assert!(code.success(), "{err}");
+    for shown in [
+        "client API: 2 tokens (rotating); app: no token, open to anyone who reaches the port",
+        "on; client certificates optional",
+        "EXPIRES ",
+        "1 request since start: admin no_token 1",
+    ] {
+        assert!(table.contains(shown), "no {shown:?} in\n{table}");
+    }
+    for token in ["status-api-1", "status-api-2", READ_TOKEN] {
+        assert!(
+            !out.contains(token) && !table.contains(token),
+            "{token} shown"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn required_client_certificates_keep_out_clients_without_one() -> anyhow::Result<()> {
     let ca = TestCa::new()?;
     let dir = tempfile::tempdir()?;

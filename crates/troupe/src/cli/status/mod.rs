@@ -5,11 +5,13 @@ use troupe_proto::v1 as pb;
 
 mod delivery_lines;
 mod memory_lines;
+mod security_lines;
 
 use super::render::{self, Table};
 use super::{connect, emit, emit_json, Output, Target};
 use delivery_lines::{delivery_json, delivery_pairs};
 use memory_lines::{active_actors, memory_json, memory_pairs};
+use security_lines::{security_json, security_pairs};
 
 pub async fn status(target: &Target) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
@@ -71,6 +73,7 @@ pub(super) fn status_json(s: &pb::StatusResponse) -> Value {
         "delivery": s.delivery.as_ref().map(delivery_json),
         "inbound_links": super::links::inbound_json(s.inbound_links.as_ref()),
         "memory": s.memory.as_ref().map(memory_json),
+        "security": s.security.as_ref().map(security_json),
         "types": types,
     });
     if let Some(o) = out.as_object_mut() {
@@ -142,6 +145,9 @@ pub(super) fn status_table(s: &pb::StatusResponse) -> String {
                 l.let_go
             ),
         ));
+    }
+    if let Some(security) = &s.security {
+        pairs.extend(security_pairs(security));
     }
     if flush.failing {
         pairs.push((

@@ -1,0 +1,252 @@
+//! The security lines of `troupe status`: which APIs demand a token and how
+//! many each accepts, the TLS in use and when its certificates expire, and
+//! what the daemon refused; so an operator sees an open API, a certificate
+//! about to lapse or a client left behind by a rotation without scraping
+//! `/metrics`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use troupe_proto::v1 as pb;
+
+use super::plural;
+use crate::cli::render;
+
+/// Within this much of its expiry a certificate is shouted about, as the
+/// daemon warns in its log when it loads one.
+const NEAR_MS: u64 = 7 * DAY_MS;
+const DAY_MS: u64 = 86_400_000;
+const HOUR_MS: u64 = 3_600_000;
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+pub(super) fn security_json(s: &pb::SecurityStatus) -> Value {
+    let tls = s.tls.as_ref().map(|t| {
+        let mut out = json!({ "client_certificates": t.client_certificates });
+        if let Some(o) = out.as_object_mut() {
+            render::time_json(o, "certificate_expires", t.certificate_expires_unix_ms);
+            render::time_json(o, "ca_expires", t.ca_expires_unix_ms);
+        }
+        out
+    });
+    let refused: Vec<Value> = s
+        .refused
+        .iter()
+        .map(|r| json!({ "service": r.service, "reason": r.reason, "count": r.count }))
+        .collect();
+    json!({
+        "api_tokens": s.api_tokens,
+        "app_tokens": s.app_tokens,
+        "read_tokens": s.read_tokens,
+        "tls": tls,
+        "refused": refused,
+    })
+}
+
+pub(super) fn security_pairs(s: &pb::SecurityStatus) -> Vec<(&'static str, String)> {
+    security_pairs_at(s, now_ms())
+}
+
+fn security_pairs_at(s: &pb::SecurityStatus, now_ms: u64) -> Vec<(&'static str, String)> {
+    let mut pairs = vec![("credentials", credentials(s))];
+    match &s.tls {
+        None => pairs.push((
+            "tls",
+            "off: plaintext (--tls-cert and --tls-key to serve TLS)".to_owned(),
+        )),
+        Some(t) => {
+            pairs.push((
+                "tls",
+                format!("on; client certificates {}", t.client_certificates),
+            ));
+            pairs.push((
+                "certificate",
+                expiry(t.certificate_expires_unix_ms, now_ms, "--tls-cert"),
+            ));
+            if t.ca_expires_unix_ms > 0 {
+                pairs.push((
+                    "ca certificate",
+                    expiry(t.ca_expires_unix_ms, now_ms, "--tls-ca"),
+                ));
+            }
+        }
+    }
+    pairs.push(("refused", refused(&s.refused)));
+    pairs
+}
+
+/// Each credential's tokens, saying plainly which API anyone may call.
+fn credentials(s: &pb::SecurityStatus) -> String {
+    let tokens = |n: u32, flag: &str| match n {
+        0 => format!("no token, open to anyone who reaches the port ({flag} to close it)"),
+        1 => "1 token".to_owned(),
+        n => format!("{n} tokens (rotating)"),
+    };
+    let read = match s.read_tokens {
+        0 => "no read-only token (--read-token-file)".to_owned(),
+        n => format!("read-only: {}", tokens(n, "")),
+    };
+    format!(
+        "client API: {}; app: {}; {read}",
+        tokens(s.api_tokens, "--api-token-file"),
+        tokens(s.app_tokens, "--app-token-file"),
+    )
+}
+
+/// When a certificate lapses, loud when that is within a week or past.
+fn expiry(at_ms: u64, now_ms: u64, flag: &str) -> String {
+    let Some(at) = render::time(at_ms) else {
+        return "expiry unknown (the certificate could not be parsed)".to_owned();
+    };
+    if at_ms <= now_ms {
+        return format!(
+            "EXPIRED {at} ({} ago): peers refuse it; replace the files of {flag} (read again \
+             when they change)",
+            coarse(now_ms - at_ms)
+        );
+    }
+    let left = at_ms - now_ms;
+    if left <= NEAR_MS {
+        format!(
+            "EXPIRES {at} (in {}): renew it; the files of {flag} are read again when they change",
+            coarse(left)
+        )
+    } else {
+        format!("expires {at} (in {})", coarse(left))
+    }
+}
+
+/// Days, or hours under two days, or minutes under an hour.
+fn coarse(ms: u64) -> String {
+    if ms >= 2 * DAY_MS {
+        format!("{} days", ms / DAY_MS)
+    } else if ms >= HOUR_MS {
+        plural(ms / HOUR_MS, "hour", "hours")
+    } else {
+        plural(ms / 60_000, "minute", "minutes")
+    }
+}
+
+fn refused(refused: &[pb::AuthRefusals]) -> String {
+    let total = refused
+        .iter()
+        .fold(0u64, |sum, r| sum.saturating_add(r.count));
+    if total == 0 {
+        return "no request refused since start".to_owned();
+    }
+    let each: Vec<String> = refused
+        .iter()
+        .map(|r| format!("{} {} {}", r.service, r.reason, r.count))
+        .collect();
+    format!(
+        "{} since start: {} (troupe_auth_refused_total)",
+        plural(total, "request", "requests"),
+        each.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{status_json, status_table};
+    use super::*;
+
+    const NOW: u64 = 1_800_000_000_000;
+
+    fn protected() -> pb::SecurityStatus {
+        pb::SecurityStatus {
+            api_tokens: 2,
+            app_tokens: 1,
+            read_tokens: 1,
+            tls: Some(pb::TlsStatus {
+                client_certificates: "optional".into(),
+                certificate_expires_unix_ms: NOW + 3 * DAY_MS,
+                ca_expires_unix_ms: NOW + 400 * DAY_MS,
+            }),
+            refused: vec![
+                pb::AuthRefusals {
+                    service: "admin".into(),
+                    reason: "read_only".into(),
+                    count: 2,
+                },
+                pb::AuthRefusals {
+                    service: "client".into(),
+                    reason: "bad_token".into(),
+                    count: 10,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn a_protected_daemon_shows_its_tokens_certificates_and_refusals() {
+        let text = render::fields(&security_pairs_at(&protected(), NOW));
+        for line in [
+            "credentials     client API: 2 tokens (rotating); app: 1 token; read-only: 1 token\n",
+            "tls             on; client certificates optional\n",
+            "certificate     EXPIRES 2027-01-18T08:00:00.000Z (in 3 days): renew it; the files \
+             of --tls-cert are read again when they change\n",
+            "ca certificate  expires 2028-02-19T08:00:00.000Z (in 400 days)\n",
+            "refused         12 requests since start: admin read_only 2, client bad_token 10 \
+             (troupe_auth_refused_total)\n",
+        ] {
+            assert!(text.contains(line), "no {line:?} in\n{text}");
+        }
+        let json = security_json(&protected());
+        assert_eq!(json["api_tokens"], 2, "{json}");
+        assert_eq!(json["tls"]["client_certificates"], "optional", "{json}");
+        assert_eq!(
+            json["tls"]["certificate_expires_unix_ms"],
+            NOW + 3 * DAY_MS,
+            "{json}"
+        );
+        assert_eq!(json["refused"][1]["count"], 10, "{json}");
+    }
+
+    #[test]
+    fn an_open_plaintext_daemon_says_so() {
+        let open = pb::SecurityStatus::default();
+        let text = render::fields(&security_pairs_at(&open, NOW));
+        for line in [
+            "credentials  client API: no token, open to anyone who reaches the port (--api-token-file to \
+             close it); app: no token, open to anyone who reaches the port (--app-token-file to close it); \
+             no read-only token (--read-token-file)\n",
+            "tls          off: plaintext (--tls-cert and --tls-key to serve TLS)\n",
+            "refused      no request refused since start\n",
+        ] {
+            assert!(text.contains(line), "no {line:?} in\n{text}");
+        }
+        assert_eq!(security_json(&open)["tls"], Value::Null);
+    }
+
+    #[test]
+    fn an_expired_or_unreadable_certificate_is_named() {
+        assert_eq!(
+            expiry(NOW - 5 * HOUR_MS, NOW, "--tls-cert"),
+            "EXPIRED 2027-01-15T03:00:00.000Z (5 hours ago): peers refuse it; replace the files \
+             of --tls-cert (read again when they change)"
+        );
+        assert_eq!(
+            expiry(0, NOW, "--tls-cert"),
+            "expiry unknown (the certificate could not be parsed)"
+        );
+        assert_eq!(coarse(59 * 60_000), "59 minutes");
+        assert_eq!(coarse(DAY_MS + HOUR_MS), "25 hours");
+    }
+
+    #[test]
+    fn status_shows_security_only_from_a_daemon_that_reports_it() {
+        let s = pb::StatusResponse {
+            security: Some(protected()),
+            ..Default::default()
+        };
+        assert!(status_table(&s).contains("tls  "), "{}", status_table(&s));
+        assert_eq!(status_json(&s)["security"]["read_tokens"], 1);
+        let old = pb::StatusResponse::default();
+        assert!(!status_table(&old).contains("credentials"));
+        assert_eq!(status_json(&old)["security"], Value::Null);
+    }
+}
