@@ -212,7 +212,8 @@ fn hostname() -> anyhow::Result<String> {
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty());
     name.context(
-        "--id-from-hostname: cannot read the host name (neither /proc/sys/kernel/hostname nor          HOSTNAME); give --id instead",
+        "--id-from-hostname: cannot read the host name (neither /proc/sys/kernel/hostname nor \
+         HOSTNAME); give --id instead",
     )
 }
 
@@ -227,7 +228,9 @@ fn id_from_hostname(hostname: &str) -> anyhow::Result<u64> {
         .filter(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
     let Some(ordinal) = ordinal else {
         bail!(
-            "--id-from-hostname: the host name {hostname:?} does not end in -ORDINAL as a              StatefulSet's pods do (e.g. troupe-placement-0); run the replica in a StatefulSet              or give --id instead"
+            "--id-from-hostname: the host name {hostname:?} does not end in -ORDINAL as a \
+             StatefulSet's pods do (e.g. troupe-placement-0); run the replica in a StatefulSet \
+             or give --id instead"
         );
     };
     ordinal
@@ -313,7 +316,7 @@ mod tests {
                 Err(e) => e.to_string(),
             };
             assert!(
-                message.contains(bad) && message.contains("--id"),
+                message.contains(bad) && message.contains("--id") && !message.contains("  "),
                 "{message}"
             );
         }

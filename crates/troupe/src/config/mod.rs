@@ -492,12 +492,14 @@ mod tests;
 fn check_test_clock(listen: SocketAddr, cluster: bool) -> anyhow::Result<()> {
     if cluster {
         anyhow::bail!(
-            "--test-clock is for tests: it lets any caller move time forward, so a daemon in a              cluster (--placement) refuses it; start a lone test daemon on 127.0.0.1 instead"
+            "--test-clock is for tests: it lets any caller move time forward, so a daemon in a \
+             cluster (--placement) refuses it; start a lone test daemon on 127.0.0.1 instead"
         );
     }
     if !listen.ip().is_loopback() {
         anyhow::bail!(
-            "--test-clock is for tests: it lets any caller move time forward, so it needs a              loopback --listen (e.g. 127.0.0.1:0), not {listen}"
+            "--test-clock is for tests: it lets any caller move time forward, so it needs a \
+             loopback --listen (e.g. 127.0.0.1:0), not {listen}"
         );
     }
     Ok(())
