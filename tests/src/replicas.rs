@@ -94,7 +94,7 @@ impl PlacementReplica {
         }
         cmd.args(extra_args).env(
             "RUST_LOG",
-            "troupe_placement_service=info,troupe_tls=info,openraft=warn",
+            "troupe=info,troupe_placement_service=info,troupe_tls=info,openraft=warn",
         );
         let (child, addr) =
             crate::spawn_announced(cmd, &log, "troupe placement listening on ").await?;

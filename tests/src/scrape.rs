@@ -124,7 +124,12 @@ struct Sample {
 
 /// Scrapes `GET /metrics`, failing unless it answers 200.
 pub async fn scrape(addr: SocketAddr) -> anyhow::Result<Scrape> {
-    let response = http_get(addr, "/metrics").await?;
+    scrape_with(addr, &[]).await
+}
+
+/// [`scrape`] with extra request headers (a token).
+pub async fn scrape_with(addr: SocketAddr, headers: &[(&str, &str)]) -> anyhow::Result<Scrape> {
+    let response = http_get_with(addr, "/metrics", headers).await?;
     if response.status != 200 {
         bail!(
             "GET /metrics answered {}: {}",

@@ -12,6 +12,7 @@ use troupe_tests::replicas::{
     free_port, heartbeat_request, join_request, keep_alive, table_nodes, PlacementCluster,
     PlacementReplica,
 };
+use troupe_tests::scrape::{http_get, metrics_addr, scrape_with, Scrape};
 use troupe_tests::{pb, poll_until, WAIT};
 
 const TYPES: &[&str] = &["Counter"];
@@ -270,5 +271,130 @@ async fn a_single_replica_serves_on_port_zero_and_rejects_bad_peers() -> anyhow:
     .await?;
     assert!(!status.success());
     assert!(err.contains("must include this replica"), "{err}");
+    Ok(())
+}
+
+/// Replica `id`'s metrics, scraped with `token`.
+async fn replica_metrics(
+    cluster: &PlacementCluster,
+    id: u64,
+    token: &str,
+) -> anyhow::Result<Scrape> {
+    let replica = cluster.replicas.get(&id).context("no such replica")?;
+    let addr = metrics_addr(&replica.log()).context("no metrics address logged")?;
+    let bearer = format!("Bearer {token}");
+    scrape_with(addr, &[("authorization", &bearer)]).await
+}
+
+#[tokio::test]
+async fn replicas_show_raft_the_table_and_heartbeats_to_scrapers_with_the_token(
+) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let token_file = dir.path().join("read-token");
+    std::fs::write(&token_file, "scraper-token\n")?;
+    let token_file = token_file.display().to_string();
+    let mut cluster = PlacementCluster::start(
+        3,
+        &[
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--read-token-file",
+            &token_file,
+        ],
+    )
+    .await?;
+    let leader = cluster.leader().await.context(cluster.logs())?;
+    let mut client = cluster.client(leader).await?;
+    client.join(join_request("daemon-a", TYPES)).await?;
+
+    // Without the token: refused, and counted.
+    let replica = cluster.replicas.get(&leader).context("no leader")?;
+    let addr = metrics_addr(&replica.log()).context("no metrics address logged")?;
+    assert_eq!(http_get(addr, "/metrics").await?.status, 401);
+
+    // Every replica applies the join; the leader alone leads, sees the
+    // followers' lag and daemon-a's heartbeat.
+    for id in cluster.replicas.keys().copied() {
+        let scraped = poll_until(WAIT, "the join applied on every replica", || async {
+            let scraped = replica_metrics(&cluster, id, "scraper-token").await?;
+            Ok((scraped.sum("troupe_placement_daemons", &[]) == 1.0).then_some(scraped))
+        })
+        .await?;
+        let leads = id == leader;
+        assert_eq!(
+            scraped.sum("troupe_placement_raft_leader", &[]),
+            f64::from(u8::from(leads)),
+            "{}",
+            scraped.text
+        );
+        assert_eq!(scraped.sum("troupe_placement_raft_voters", &[]), 3.0);
+        assert!(scraped.sum("troupe_placement_raft_term", &[]) >= 1.0);
+        assert!(scraped.sum("troupe_placement_table_version", &[]) >= 1.0);
+        assert!(scraped.sum("troupe_placement_raft_leader_changes_total", &[]) >= 1.0);
+        assert_eq!(
+            scraped.has("troupe_placement_daemon_heartbeat_age_seconds"),
+            leads,
+            "{}",
+            scraped.text
+        );
+        assert_eq!(
+            scraped.has("troupe_placement_raft_replication_lag_entries"),
+            leads
+        );
+        assert!(
+            scraped.has("process_resident_memory_bytes"),
+            "{}",
+            scraped.text
+        );
+        if leads {
+            assert_eq!(
+                scraped.sum(
+                    "troupe_auth_refused_total",
+                    &[("service", "metrics"), ("reason", "no_token")]
+                ),
+                1.0
+            );
+        }
+    }
+
+    // A new leader counts the change.
+    cluster
+        .replicas
+        .get_mut(&leader)
+        .context("no leader")?
+        .terminate()
+        .await?;
+    cluster.replicas.remove(&leader);
+    let next = cluster.leader().await.context(cluster.logs())?;
+    let scraped = poll_until(WAIT, "the new leader's metrics", || async {
+        let scraped = replica_metrics(&cluster, next, "scraper-token").await?;
+        Ok((scraped.sum("troupe_placement_raft_leader", &[]) == 1.0).then_some(scraped))
+    })
+    .await?;
+    assert!(
+        scraped.sum("troupe_placement_raft_leader_changes_total", &[]) >= 2.0,
+        "{}",
+        scraped.text
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_replica_refuses_metrics_anyone_beyond_loopback_could_read() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let listen = format!("127.0.0.1:{}", free_port()?);
+    let started = PlacementReplica::start(
+        1,
+        &listen,
+        dir.path(),
+        None,
+        &["--metrics-listen", "0.0.0.0:0"],
+    )
+    .await;
+    let Err(e) = started else {
+        bail!("a replica served metrics to anyone beyond loopback");
+    };
+    let message = format!("{e:#}");
+    assert!(message.contains("--read-token-file"), "{message}");
     Ok(())
 }

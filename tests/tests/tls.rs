@@ -405,6 +405,34 @@ async fn scrape_https(
     https_with_headers(addr, tls, http, "GET", "/metrics", headers, Vec::new()).await
 }
 
+#[tokio::test]
+async fn a_placement_replica_with_tls_serves_metrics_to_scrapers_with_a_certificate(
+) -> anyhow::Result<()> {
+    let ca = TestCa::new()?;
+    let scraper = ca.issue("scraper", &Subject::client("scraper"))?;
+    let replicas =
+        PlacementCluster::start_with_tls(1, &["--metrics-listen", "127.0.0.1:0"], Some(ca.clone()))
+            .await?;
+    let replica = replicas.replicas.get(&1).context("no replica")?;
+    let addr = metrics_addr(&replica.log()).context("no metrics address logged")?;
+    let (status, body) = scrape_https(addr, ca.ca_path(), Some(&scraper), Http::One, &[]).await?;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("troupe_placement_raft_term"), "{body}");
+    // Placement has no API token: without the read-only token, the
+    // certificate is what proves a scraper.
+    let anonymous = scrape_https(addr, ca.ca_path(), None, Http::One, &[]).await;
+    assert!(
+        anonymous.is_err(),
+        "served without a certificate: {anonymous:?}"
+    );
+    let plain = http_get(addr, "/metrics").await;
+    assert!(
+        !plain.as_ref().is_ok_and(|r| r.status == 200),
+        "plain HTTP got the metrics: {plain:?}"
+    );
+    Ok(())
+}
+
 /// How often the daemon has logged a refused handshake.
 fn refusals(daemon: &Daemon) -> usize {
     daemon.log().matches("TLS handshake refused").count()

@@ -29,6 +29,7 @@ pub mod convert;
 pub mod grpc;
 mod leader;
 pub mod membership;
+pub mod metrics;
 pub mod network;
 pub mod peers;
 mod reconcile;
@@ -170,6 +171,7 @@ impl From<openraft::error::Fatal<u64>> for ServiceError {
 #[derive(Debug)]
 pub struct Replica {
     service: grpc::PlacementService,
+    metrics: metrics::ReplicaMetrics,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     store_closed: store::StoreClosed,
@@ -266,10 +268,17 @@ impl Replica {
             peers,
             config.tls.clone().map(troupe_tls::Connector::to_members),
         );
+        let leader_changes = metrics::LeaderChanges::default();
         let tasks = vec![
             tokio::spawn(reconciler.run(stop_rx.clone())),
+            tokio::spawn(
+                leader_changes
+                    .clone()
+                    .watch(service.raft().metrics(), stop_rx.clone()),
+            ),
             tokio::spawn(service.clone().leader_loop(stop_rx)),
         ];
+        let metrics = metrics::ReplicaMetrics::new(service.clone(), leader_changes);
         drop(db);
         let health = HealthReporter::new();
         health
@@ -277,6 +286,7 @@ impl Replica {
             .await;
         Ok(Replica {
             service,
+            metrics,
             stop,
             tasks,
             store_closed,
@@ -295,6 +305,11 @@ impl Replica {
     /// The service handle (Raft state, tables), e.g. for tests.
     pub fn service(&self) -> &grpc::PlacementService {
         &self.service
+    }
+
+    /// What `/metrics` shows of the replica, to encode while it serves.
+    pub fn metrics(&self) -> metrics::ReplicaMetrics {
+        self.metrics.clone()
     }
 
     /// The replica's health statuses, to serve on another listener too

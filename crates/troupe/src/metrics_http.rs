@@ -1,16 +1,17 @@
-//! `--metrics-listen`: the runtime's metrics as OpenMetrics text on
-//! `GET /metrics`, for Prometheus to scrape; over HTTPS when the daemon has
-//! a certificate, so a scraper's token never crosses the network in the
-//! clear (`--metrics-plain-http` opts out).
+//! `--metrics-listen`: metrics as OpenMetrics text on `GET /metrics`, for
+//! Prometheus to scrape: the daemon's (`daemon_metrics.rs`) or a placement
+//! replica's (`placement_metrics.rs`); over HTTPS when the process has a
+//! certificate, so a scraper's token never crosses the network in the
+//! clear (the daemon's `--metrics-plain-http` opts out).
 //!
 //! A port of its own rather than a route on the gRPC listener: scrapers speak
 //! HTTP/1.1, and the metrics port can be exposed to the monitoring network
-//! without exposing the actor API. When the daemon requires the API token,
-//! so does a scrape (`authorization: Bearer <token>`, Prometheus's
-//! `authorization.credentials_file`). When it requires client certificates
-//! (`--tls-client-certs required`), so does the HTTPS handshake; as on the
-//! gRPC listener, the certificate decides who may connect and the token,
-//! when there is one, still decides who may read.
+//! without exposing the API. When the process requires a token, so does a
+//! scrape (`authorization: Bearer <token>`, Prometheus's
+//! `authorization.credentials_file`). When it requires client certificates,
+//! so does the HTTPS handshake; as on the gRPC listener, the certificate
+//! decides who may connect and the token, when there is one, still decides
+//! who may read.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -26,16 +27,12 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tonic::metadata::MetadataMap;
 use tracing::{info, warn};
-use troupe_runtime::Runtime;
-use troupe_transport::link::Links;
-
 use troupe_tls::ServerTls;
 
 use crate::auth::{Reason, Refusals, Tokens};
 use crate::config::MetricsTls;
 use crate::https::TlsListener;
-use crate::store_metrics::StoreMetrics;
-use crate::{cert_metrics, link_metrics, process_stats};
+use crate::{cert_metrics, process_stats};
 
 /// What Prometheus expects for the OpenMetrics text format.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -54,7 +51,8 @@ pub struct MetricsServer {
 pub async fn start(
     addr: SocketAddr,
     tls: Option<MetricsTls>,
-    sources: Sources,
+    access: Access,
+    exposition: Arc<dyn Exposition>,
 ) -> anyhow::Result<MetricsServer> {
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!("cannot serve metrics on {addr} (is the port taken? pick another with --metrics-listen)")
@@ -64,7 +62,7 @@ pub async fn start(
         .context("reading the metrics listener's address")?;
     let app = Router::new()
         .route("/metrics", get(metrics))
-        .with_state(sources);
+        .with_state(Scraped { access, exposition });
     let (stop, stopped) = oneshot::channel::<()>();
     let stopped = async {
         let _ = stopped.await;
@@ -133,65 +131,74 @@ impl MetricsServer {
     }
 }
 
-/// What a scrape reads.
-#[derive(Clone)]
-pub struct Sources {
-    pub runtime: Runtime,
-    pub links: Option<Links>,
-    /// Required of scrapers when the daemon requires it of clients.
-    pub api_tokens: Option<Arc<Tokens>>,
-    /// Accepted from scrapers as well: reading metrics is inspection.
-    pub read_tokens: Option<Arc<Tokens>>,
-    /// The cgroup's, if any (`config::memory_limit`).
-    pub memory_limit: Option<u64>,
-    pub store_metrics: StoreMetrics,
-    /// The guards' refusals, which scrapes refused are counted with.
-    pub refusals: Refusals,
-    /// The daemon's TLS, whose certificates' expiry is shown.
-    pub tls: Option<troupe_tls::Tls>,
+/// What a scrape shows.
+#[tonic::async_trait]
+pub trait Exposition: Send + Sync + 'static {
+    /// Appends the families to `body`, OpenMetrics text ending in `# EOF`.
+    async fn encode(&self, body: &mut String) -> std::fmt::Result;
 }
 
-fn encode(sources: &Sources, store_bytes: Option<u64>, body: &mut String) -> std::fmt::Result {
-    // One exposition has one `# EOF`, at its end: each part but the last
-    // gives up its own.
-    let without_eof = |body: &mut String| {
-        if body.ends_with("# EOF\n") {
-            body.truncate(body.len() - "# EOF\n".len());
-        }
-    };
-    sources.runtime.encode_metrics(body)?;
-    if let Some(links) = &sources.links {
-        without_eof(body);
-        link_metrics::encode(&links.stats(), links.inbound_stats(), body)?;
+/// Who may scrape.
+#[derive(Clone)]
+pub struct Access {
+    /// A scrape must carry one of these when given; `None`: whoever can
+    /// connect may read.
+    pub tokens: Option<Arc<Tokens>>,
+    /// Accepted as well: reading metrics is inspection.
+    pub read_tokens: Option<Arc<Tokens>>,
+    /// The process's refusals, which refused scrapes are counted with.
+    pub refusals: Refusals,
+}
+
+#[derive(Clone)]
+struct Scraped {
+    access: Access,
+    exposition: Arc<dyn Exposition>,
+}
+
+/// Drops the `# EOF` that ends `body`, before another part is appended:
+/// one exposition has one, at its end.
+pub fn without_eof(body: &mut String) {
+    if body.ends_with("# EOF\n") {
+        body.truncate(body.len() - "# EOF\n".len());
     }
+}
+
+/// Appends what every troupe process serves after its own families: the
+/// refused credentials, its certificates' expiry and its process figures.
+pub fn encode_process(
+    body: &mut String,
+    refusals: &Refusals,
+    tls: Option<&troupe_tls::Tls>,
+    memory_limit: Option<u64>,
+) -> std::fmt::Result {
     without_eof(body);
-    sources.refusals.encode(body)?;
-    if let Some(tls) = &sources.tls {
+    refusals.encode(body)?;
+    if let Some(tls) = tls {
         without_eof(body);
         cert_metrics::encode(tls, body)?;
     }
     without_eof(body);
-    sources.store_metrics.encode(store_bytes, body)?;
-    without_eof(body);
-    process_stats::encode(process_stats::read().as_ref(), sources.memory_limit, body)
+    process_stats::encode(process_stats::read().as_ref(), memory_limit, body)
 }
 
 async fn metrics(
-    axum::extract::State(sources): axum::extract::State<Sources>,
+    axum::extract::State(scraped): axum::extract::State<Scraped>,
     headers: axum::http::HeaderMap,
 ) -> Response {
-    if let Some(tokens) = &sources.api_tokens {
+    let access = &scraped.access;
+    if let Some(tokens) = &access.tokens {
         let metadata = MetadataMap::from_headers(headers);
         let checked = tokens
             .check(&metadata)
-            .or_else(|refused| match &sources.read_tokens {
+            .or_else(|refused| match &access.read_tokens {
                 Some(readers) if readers.check(&metadata).is_ok() => Ok(()),
                 _ => Err(refused),
             });
         if let Err(refused) = checked {
             let reason = Reason::of_missing_or_wrong(&metadata);
             // The HTTP server does not keep peer addresses.
-            sources.refusals.record("metrics", reason, None);
+            access.refusals.record("metrics", reason, None);
             return (
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Bearer")],
@@ -200,15 +207,14 @@ async fn metrics(
                 .into_response();
         }
     }
-    let store_bytes = sources.runtime.store_size_on_disk().await;
     let mut body = String::with_capacity(16 * 1024);
-    match encode(&sources, store_bytes, &mut body) {
+    match scraped.exposition.encode(&mut body).await {
         Ok(()) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response(),
         Err(e) => {
             warn!(error = %e, "encoding metrics failed");
             (
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "encoding the metrics failed; see the daemon's log\n",
+                "encoding the metrics failed; see the log\n",
             )
                 .into_response()
         }

@@ -17,6 +17,7 @@ use troupe_placement_service::{Replica, ServiceConfig};
 
 use crate::config::{TlsArgs, TlsRole};
 use crate::health_listen;
+use crate::placement_metrics::{self, MetricsSettings};
 use crate::telemetry::LogFormat;
 
 /// Default listen address of a placement replica (loopback only).
@@ -78,6 +79,17 @@ pub struct ServeArgs {
     /// beyond loopback [default: off].
     #[arg(long, env = "TROUPE_HEALTH_LISTEN")]
     health_listen: Option<SocketAddr>,
+    /// Serve Prometheus metrics at /metrics on this address: Raft role and
+    /// progress, the placement table, the daemons' heartbeats; over HTTPS
+    /// with --tls-cert. Beyond loopback it needs --read-token-file or TLS
+    /// (then scrapers present a certificate from --tls-ca) [default: off].
+    #[arg(long, env = "TROUPE_PLACEMENT_METRICS_LISTEN")]
+    metrics_listen: Option<SocketAddr>,
+    /// Read-only tokens, one per line, that scrapes of --metrics-listen
+    /// must send (re-read when the file changes; TROUPE_READ_TOKEN gives
+    /// them inline).
+    #[arg(long, env = "TROUPE_PLACEMENT_READ_TOKEN_FILE")]
+    read_token_file: Option<PathBuf>,
     /// Log lines on stderr: `text` or `json` [default: text].
     #[arg(long, value_enum, env = "TROUPE_LOG_FORMAT")]
     log_format: Option<LogFormat>,
@@ -122,9 +134,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
              StatefulSet"
         ),
     };
-    let tls = args
-        .tls
-        .resolve(None, TlsRole::Placement)?
+    if args.read_token_file.is_some() && args.metrics_listen.is_none() {
+        bail!(
+            "--read-token-file is what scrapes of --metrics-listen must send, and no \
+             --metrics-listen is given: add one, or drop --read-token-file"
+        );
+    }
+    let tls_settings = args.tls.resolve(None, TlsRole::Placement)?;
+    let tls_files = tls_settings.as_ref().map(|t| t.files.clone());
+    let tls = tls_settings
         .map(troupe_tls::Tls::load)
         .transpose()
         .context("setting up TLS")?;
@@ -139,6 +157,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             args.listen
         );
     }
+    let metrics = args
+        .metrics_listen
+        .map(|listen| {
+            placement_metrics::check(MetricsSettings {
+                listen,
+                read_token_file: args.read_token_file.clone(),
+                tls_files,
+                insecure: args.insecure,
+            })
+        })
+        .transpose()?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| {
@@ -175,7 +204,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = ServiceConfig {
         lease: args.lease,
         heartbeat: args.heartbeat,
-        tls,
+        tls: tls.clone(),
         peers_file,
         ..ServiceConfig::new(id, args.data_dir, peers)
     };
@@ -184,6 +213,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .context("starting the placement replica")?;
     let health = match args.health_listen {
         Some(addr) => Some(health_listen::start(addr, replica.health()).await?),
+        None => None,
+    };
+    let metrics = match metrics {
+        Some(checked) => Some(placement_metrics::start(checked, replica.metrics(), tls).await?),
         None => None,
     };
     let shutdown = shutdown_signal()?;
@@ -198,6 +231,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .context("serving the placement API");
     if let Some(health) = health {
         health.stop().await;
+    }
+    if let Some(metrics) = metrics {
+        metrics.stop().await;
     }
     served?;
     tracing::info!(id, "troupe placement replica stopped");

@@ -28,6 +28,7 @@ use crate::app_api::{AppApi, APP_MESSAGE_LIMIT};
 use crate::auth::{peer_authorization, Guard, Refusals, Stamped, Tokens};
 use crate::client_api::ClientApi;
 use crate::config::{ServeConfig, StoreKind};
+use crate::daemon_metrics::DaemonMetrics;
 use crate::forwarder::TransportForwarder;
 use crate::link_api::LinkApi;
 use crate::membership;
@@ -228,16 +229,19 @@ pub async fn run_until(
             metrics_http::start(
                 addr,
                 config.metrics_tls.clone(),
-                metrics_http::Sources {
+                metrics_http::Access {
+                    tokens: api_tokens.clone(),
+                    read_tokens: read_tokens.clone(),
+                    refusals: refusals.clone(),
+                },
+                Arc::new(DaemonMetrics {
                     runtime: runtime.clone(),
                     links: links.clone(),
-                    api_tokens: api_tokens.clone(),
-                    read_tokens: read_tokens.clone(),
                     memory_limit: config.memory_limit,
                     store_metrics: store_metrics.clone(),
                     refusals: refusals.clone(),
                     tls: tls.clone(),
-                },
+                }),
             )
             .await?,
         ),

@@ -147,6 +147,29 @@ impl PlacementService {
         soft
     }
 
+    /// On the leader, how long ago each member of the applied table last
+    /// heartbeated (counted from this leader's start at most); elsewhere
+    /// nothing, since only the leader hears heartbeats.
+    pub(crate) fn heartbeat_ages(&self, now: Instant) -> Vec<(String, Duration)> {
+        if self.leader() != Some(self.inner.id) {
+            return Vec::new();
+        }
+        let members = self.applied_table().current.members;
+        let soft = self.soft();
+        members
+            .into_iter()
+            .map(|m| {
+                let age = now.saturating_duration_since(soft.clock(&m.node));
+                (m.node, age)
+            })
+            .collect()
+    }
+
+    /// A member is removed after this long without a heartbeat.
+    pub(crate) fn lease(&self) -> Duration {
+        self.inner.lease
+    }
+
     fn lease_ms(&self) -> u64 {
         u64::try_from(self.inner.lease.as_millis()).unwrap_or(u64::MAX)
     }

@@ -23,9 +23,10 @@ pub use tls::{TlsArgs, TlsRole};
 
 #[cfg(test)]
 use values::new_node_name;
+pub(crate) use values::token_source;
 use values::{
     default_node_name, host_port, node_name, otlp_endpoint, placement_addresses, read_file,
-    sled_cache_bytes, token_source,
+    sled_cache_bytes,
 };
 
 /// The same settings as read from a TOML file.

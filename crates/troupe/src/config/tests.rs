@@ -389,7 +389,10 @@ fn the_test_clock_is_only_for_a_lone_loopback_daemon() -> anyhow::Result<()> {
         anyhow::bail!("a test clock beyond loopback was accepted");
     };
     let message = e.to_string();
-    assert!(message.contains("for tests") && !message.contains("  "), "{e}");
+    assert!(
+        message.contains("for tests") && !message.contains("  "),
+        "{e}"
+    );
     let clustered = ServeArgs {
         placement: Some(vec!["127.0.0.1:7500".into()]),
         store: Some("memory".into()),
@@ -399,7 +402,10 @@ fn the_test_clock_is_only_for_a_lone_loopback_daemon() -> anyhow::Result<()> {
         anyhow::bail!("a test clock in a cluster was accepted");
     };
     let message = e.to_string();
-    assert!(message.contains("--placement") && !message.contains("  "), "{e}");
+    assert!(
+        message.contains("--placement") && !message.contains("  "),
+        "{e}"
+    );
     Ok(())
 }
 
