@@ -7,7 +7,7 @@
 use anyhow::Context;
 use troupe_tests::cluster_harness::signal;
 use troupe_tests::replicas::PlacementCluster;
-use troupe_tests::{poll_until, type_spec, Daemon, TestApp, WAIT};
+use troupe_tests::{poll_until, run_cli, type_spec, Daemon, TestApp, WAIT};
 
 #[tokio::test]
 async fn a_lease_lapse_nobody_took_over_keeps_the_changes_not_yet_flushed() -> anyhow::Result<()> {
@@ -46,8 +46,20 @@ async fn a_lease_lapse_nobody_took_over_keeps_the_changes_not_yet_flushed() -> a
         async move { Ok(log.contains("placement lease lost").then_some(())) }
     })
     .await;
+    // Placement is still stopped: the daemon cannot have rejoined yet.
+    let addr = daemon.addr.to_string();
+    let status_while_lapsed = match &lapsed {
+        Ok(()) => Some(run_cli(&["status", "--addr", &addr]).await),
+        Err(_) => None,
+    };
     signal(replica, "CONT").await?;
     lapsed.with_context(|| daemon.log())?;
+    let (code, out, err) = status_while_lapsed.context("no status was asked")??;
+    assert!(code.success(), "{err}");
+    assert!(
+        out.contains("NOT SERVING: its placement lease lapsed"),
+        "{out}"
+    );
 
     let after = poll_until(WAIT, "the daemon to serve again", || {
         let mut client = client.clone();
@@ -55,6 +67,10 @@ async fn a_lease_lapse_nobody_took_over_keeps_the_changes_not_yet_flushed() -> a
     })
     .await
     .with_context(|| daemon.log())?;
+    let (code, out, err) = run_cli(&["status", "--addr", &addr, "-o", "json"]).await?;
+    assert!(code.success(), "{err}");
+    let status: serde_json::Value = serde_json::from_str(&out)?;
+    assert_eq!(status["serving"], true, "{status}");
     assert_eq!(
         after,
         4,

@@ -3,12 +3,14 @@
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
+mod cluster_lines;
 mod delivery_lines;
 mod memory_lines;
 mod security_lines;
 
 use super::render::{self, Table};
 use super::{connect, emit, emit_json, Output, Target};
+use cluster_lines::cluster_pairs;
 use delivery_lines::{delivery_json, delivery_pairs};
 use memory_lines::{active_actors, memory_json, memory_pairs};
 use security_lines::{security_json, security_pairs};
@@ -71,6 +73,8 @@ pub(super) fn status_json(s: &pb::StatusResponse) -> Value {
         "reminders_fired": s.reminders_fired,
         "flush": flush_json,
         "delivery": s.delivery.as_ref().map(delivery_json),
+        "placement_version": s.placement_version,
+        "serving": s.serving,
         "inbound_links": super::links::inbound_json(s.inbound_links.as_ref()),
         "memory": s.memory.as_ref().map(memory_json),
         "security": s.security.as_ref().map(security_json),
@@ -136,16 +140,7 @@ pub(super) fn status_table(s: &pb::StatusResponse) -> String {
     if let Some(m) = &s.memory {
         pairs.extend(memory_pairs(m));
     }
-    if let Some(l) = &s.inbound_links {
-        pairs.push((
-            "inbound links",
-            format!(
-                "{} from other daemons; {} let go since start (their pings stopped)",
-                plural(l.streams, "stream", "streams"),
-                l.let_go
-            ),
-        ));
-    }
+    pairs.extend(cluster_pairs(s));
     if let Some(security) = &s.security {
         pairs.extend(security_pairs(security));
     }
@@ -194,38 +189,4 @@ pub(super) fn status_table(s: &pb::StatusResponse) -> String {
 
 pub(super) fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn inbound_links_show_when_the_daemon_reports_them() {
-        let s = pb::StatusResponse {
-            inbound_links: Some(pb::InboundLinks {
-                streams: 6,
-                let_go: 2,
-            }),
-            ..Default::default()
-        };
-        let text = status_table(&s);
-        assert!(
-            text.contains(
-                "inbound links    6 streams from other daemons; 2 let go since start (their \
-                 pings stopped)\n"
-            ),
-            "{text}"
-        );
-        let json = status_json(&s);
-        assert_eq!(json["inbound_links"]["streams"], 6, "{json}");
-        assert_eq!(json["inbound_links"]["let_go"], 2, "{json}");
-        // A single node, or a daemon older than the CLI.
-        let single = status_table(&pb::StatusResponse::default());
-        assert!(!single.contains("inbound links"), "{single}");
-        assert_eq!(
-            status_json(&pb::StatusResponse::default())["inbound_links"],
-            Value::Null
-        );
-    }
 }
