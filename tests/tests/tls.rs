@@ -146,6 +146,15 @@ async fn status_tells_the_tls_and_tokens_in_use_and_what_was_refused() -> anyhow
     ] {
         assert!(table.contains(shown), "no {shown:?} in\n{table}");
     }
+    // The test CA's certificates end within a week: a problem to --check.
+    let (code, checked, err) = run_cli_env(&["status", "--addr", &addr, "--check"], &env).await?;
+    assert_eq!(code.code(), Some(7), "{checked}{err}");
+    assert!(
+        checked.contains("2 problems:\n  - its certificate expires at ")
+            && checked.contains("within a week\n    renew it; the files of --tls-cert"),
+        "{checked}"
+    );
+    assert!(err.contains("has 2 problems (listed above)"), "{err}");
     for token in ["status-api-1", "status-api-2", READ_TOKEN] {
         assert!(
             !out.contains(token) && !table.contains(token),

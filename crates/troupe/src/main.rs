@@ -149,6 +149,11 @@ enum Command {
     },
     /// Show the daemon: version, store, registered types, load, flush backlog.
     Status {
+        /// Also list what needs attention (a failing store, a lapsed lease,
+        /// load shedding, dead letters, a certificate near its end...) and
+        /// exit 7 when there is anything.
+        #[arg(long)]
+        check: bool,
         #[command(flatten)]
         target: cli::Target,
     },
@@ -435,7 +440,7 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
             } => cli::actors_purge(&target, actor_type, id, yes).await,
         },
         Command::DeadLetters { command } => cli::dead_letters(command).await,
-        Command::Status { target } => cli::status(&target).await,
+        Command::Status { check, target } => cli::status(&target, check).await,
         Command::Cluster { command } => match command {
             ClusterCommand::Status { target } => cli::cluster_status(&target).await,
             ClusterCommand::Actors { actor_type, target } => {

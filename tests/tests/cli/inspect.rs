@@ -68,6 +68,18 @@ pub(crate) async fn status(fx: &Fixture) -> anyhow::Result<()> {
         assert!(vault_row.contains(cell), "{cell} not in {vault_row:?}");
     }
 
+    // A healthy daemon passes the check, and says so.
+    fx.run(&["status", "--check"])
+        .await?
+        .ok()?
+        .stdout_has(&["\nno problems found\n"])?;
+    let checked = fx
+        .run(&["status", "--check", "-o", "json"])
+        .await?
+        .ok()?
+        .json()?;
+    assert_eq!(checked["problems"], json!([]), "{checked}");
+
     // TROUPE_ADDR stands in for --addr.
     let s = cli(&["status", "-o", "json"], &[("TROUPE_ADDR", &fx.addr)])
         .await?

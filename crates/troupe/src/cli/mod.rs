@@ -60,7 +60,8 @@ Exit codes:
   4  not found: unknown actor type, no such actor, state key, reminder or dead letter
   5  the actor raised an error (invoke)
   6  the daemon refused or failed the request (UNAVAILABLE, RESOURCE_EXHAUSTED,
-     no answer within --timeout, ...)";
+     no answer within --timeout, ...)
+  7  status --check found a problem (listed in its output)";
 
 /// How long a client command waits to connect before calling the daemon
 /// unreachable: long enough for a busy host, short enough for a person.
@@ -94,6 +95,7 @@ pub enum Exit {
     NotFound = 4,
     ActorError = 5,
     Daemon = 6,
+    Problems = 7,
 }
 
 /// An error of a client command, carrying its exit code. The message is

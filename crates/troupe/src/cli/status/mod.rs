@@ -6,16 +6,20 @@ use troupe_proto::v1 as pb;
 mod cluster_lines;
 mod delivery_lines;
 mod memory_lines;
+mod problems;
 mod security_lines;
 
 use super::render::{self, Table};
-use super::{connect, emit, emit_json, Output, Target};
+use super::{connect, emit, emit_json, fail, Exit, Output, Target};
 use cluster_lines::cluster_pairs;
 use delivery_lines::{delivery_json, delivery_pairs};
 use memory_lines::{active_actors, memory_json, memory_pairs};
-use security_lines::{security_json, security_pairs};
+use problems::{problems, problems_json, problems_text};
+use security_lines::{now_ms, security_json, security_pairs};
 
-pub async fn status(target: &Target) -> anyhow::Result<()> {
+/// Prints the daemon's status; with `check`, also the problems in it, and
+/// exits 7 when there is one.
+pub async fn status(target: &Target, check: bool) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
     let mut admin = pb::admin_client::AdminClient::new(daemon.channel.clone());
     let request = daemon.request("read the daemon's status");
@@ -24,9 +28,37 @@ pub async fn status(target: &Target) -> anyhow::Result<()> {
         .await
         .map_err(|e| request.failed(e))?
         .into_inner();
+    let found = if check {
+        problems(&s, now_ms())
+    } else {
+        Vec::new()
+    };
     match target.output {
-        Output::Json => emit_json(&status_json(&s)),
-        Output::Table => emit(&status_table(&s)),
+        Output::Json => {
+            let mut json = status_json(&s);
+            if check {
+                if let Some(o) = json.as_object_mut() {
+                    o.insert("problems".into(), problems_json(&found));
+                }
+            }
+            emit_json(&json)?;
+        }
+        Output::Table if check => {
+            emit(&format!("{}\n{}", status_table(&s), problems_text(&found)))?
+        }
+        Output::Table => emit(&status_table(&s))?,
+    }
+    if found.is_empty() {
+        Ok(())
+    } else {
+        Err(fail(
+            Exit::Problems,
+            format!(
+                "the daemon at {} has {} (listed above)",
+                daemon.addr,
+                plural(found.len() as u64, "problem", "problems")
+            ),
+        ))
     }
 }
 

@@ -18,7 +18,7 @@ const NEAR_MS: u64 = 7 * DAY_MS;
 const DAY_MS: u64 = 86_400_000;
 const HOUR_MS: u64 = 3_600_000;
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
