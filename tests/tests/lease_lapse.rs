@@ -7,6 +7,7 @@
 use anyhow::Context;
 use troupe_tests::cluster_harness::signal;
 use troupe_tests::replicas::PlacementCluster;
+use troupe_tests::scrape::{metrics_addr, scrape};
 use troupe_tests::{poll_until, run_cli, type_spec, Daemon, TestApp, WAIT};
 
 #[tokio::test]
@@ -24,6 +25,8 @@ async fn a_lease_lapse_nobody_took_over_keeps_the_changes_not_yet_flushed() -> a
         "memory",
         "--flush-interval",
         "1h",
+        "--metrics-listen",
+        "127.0.0.1:0",
     ];
     let daemon = Daemon::start(dir.path(), &args).await?;
     let _app = TestApp::attach(daemon.addr, vec![type_spec("counter")]).await?;
@@ -48,13 +51,19 @@ async fn a_lease_lapse_nobody_took_over_keeps_the_changes_not_yet_flushed() -> a
     .await;
     // Placement is still stopped: the daemon cannot have rejoined yet.
     let addr = daemon.addr.to_string();
+    let metrics = metrics_addr(&daemon.log()).context("no metrics address logged")?;
     let status_while_lapsed = match &lapsed {
-        Ok(()) => Some(run_cli(&["status", "--addr", &addr]).await),
+        Ok(()) => Some((
+            run_cli(&["status", "--addr", &addr]).await,
+            scrape(metrics).await,
+        )),
         Err(_) => None,
     };
     signal(replica, "CONT").await?;
     lapsed.with_context(|| daemon.log())?;
-    let (code, out, err) = status_while_lapsed.context("no status was asked")??;
+    let (status, scraped) = status_while_lapsed.context("no status was asked")?;
+    assert_eq!(scraped?.sum("troupe_serving", &[]), 0.0);
+    let (code, out, err) = status?;
     assert!(code.success(), "{err}");
     assert!(
         out.contains("NOT SERVING: its placement lease lapsed"),
@@ -71,6 +80,7 @@ async fn a_lease_lapse_nobody_took_over_keeps_the_changes_not_yet_flushed() -> a
     assert!(code.success(), "{err}");
     let status: serde_json::Value = serde_json::from_str(&out)?;
     assert_eq!(status["serving"], true, "{status}");
+    assert_eq!(scrape(metrics).await?.sum("troupe_serving", &[]), 1.0);
     assert_eq!(
         after,
         4,

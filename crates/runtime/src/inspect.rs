@@ -389,6 +389,9 @@ impl Runtime {
             records_shed: self.shared.records.shed_total(),
             shedding: self.shared.memory_gate.status(),
             uptime: self.shared.clock.uptime(),
+            max_pending_calls: i64::try_from(self.shared.config.max_pending_calls)
+                .unwrap_or(i64::MAX),
+            serving: self.shared.placement.may_serve(),
             ..Snapshot::default()
         };
         // Registered types show up with zeros rather than not at all.

@@ -180,6 +180,10 @@ pub(crate) struct Snapshot {
     /// Load shedding for memory (`memory_gate`).
     pub(crate) shedding: crate::MemoryGateStatus,
     pub(crate) pending_calls: i64,
+    /// `--max-pending-calls`, so an alert can divide by it.
+    pub(crate) max_pending_calls: i64,
+    /// Whether the daemon may serve its actors (its placement lease).
+    pub(crate) serving: bool,
     pub(crate) uptime: Duration,
     /// Durable tells per type (`inbox::metrics`).
     pub(crate) delivery: Vec<TypeDelivery>,
@@ -445,6 +449,18 @@ impl Metrics {
             "pending_calls",
             "Calls admitted and not yet answered",
             gauge(snapshot.pending_calls),
+        );
+        registry.register(
+            "max_pending_calls",
+            "The bound on pending calls (--max-pending-calls), past which new calls get \
+             RESOURCE_EXHAUSTED",
+            gauge(snapshot.max_pending_calls),
+        );
+        registry.register(
+            "serving",
+            "1 while the daemon may serve its actors, else 0: in a cluster, its placement lease \
+             lapsed and every call to its actors gets UNAVAILABLE (always 1 on a single node)",
+            gauge(i64::from(snapshot.serving)),
         );
         if snapshot.shedding.shed_percent > 0 {
             registry.register(
