@@ -43,13 +43,14 @@ class Case:
         return self.value("tokens.readTokenKey", "read-token")
 
 
-def monitored(name: str, *values: str) -> Case:
-    """A case with metrics and a ServiceMonitor on, plus VALUES (each a --set)."""
+def monitored(name: str, *values: str, api_versions: tuple[str, ...] = ()) -> Case:
+    """A case with metrics and a ServiceMonitor on, plus VALUES (each a --set) and the
+    API_VERSIONS they need."""
     sets = ("metrics.enabled=true", "metrics.serviceMonitor.enabled=true", *values)
     return Case(
         name,
         tuple(arg for value in sets for arg in ("--set", value)),
-        api_versions=("monitoring.coreos.com/v1",),
+        api_versions=("monitoring.coreos.com/v1", *api_versions),
         expect=frozenset({"ServiceMonitor"}),
     )
 
@@ -88,6 +89,19 @@ MATRIX = (
     ),
     monitored("metrics-servicemonitor"),
     monitored("metrics-servicemonitor-plaintext", "tls.enabled=false"),
+    # The placement certificate from cert-manager: the ServiceMonitor's serverName is one of
+    # its dnsNames.
+    monitored(
+        "metrics-cert-manager",
+        "certManager.enabled=true",
+        api_versions=("cert-manager.io/v1",),
+    ),
+    # Metrics without the Prometheus operator: the replicas serve /metrics, nothing selects it.
+    Case(
+        "metrics-no-servicemonitor",
+        ("--set", "metrics.enabled=true", "--set", "metrics.port=9465"),
+        absent=frozenset({"ServiceMonitor"}),
+    ),
     # No read-only token: the ServiceMonitor sends the API token, as before there was one.
     monitored("read-token-off", "tokens.readTokenKey="),
     monitored(

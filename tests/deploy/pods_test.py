@@ -20,7 +20,9 @@ patched by the real injector, running under podman against a real PostgreSQL.
    (`troupe invoke` with the API token and the CA) reaching the `vehicle` actor through
    the sidecar, the read-only token (the one the ServiceMonitor scrapes with) answered
    `troupe status` and refused an invoke (PERMISSION_DENIED), the sidecar's /metrics over
-   HTTPS answering it (and 401 without a token), the app's own exec probe, and on
+   HTTPS answering it (and 401 without a token), each placement replica's /metrics
+   scraped as the chart's placement ServiceMonitor says (its CA, serverName and token:
+   200, one leader among them; 401 without the token), the app's own exec probe, and on
    deletion the app stopping first, then the sidecar draining and the actor's state in
    PostgreSQL (write-behind is set to 1h, so only the drain wrote it); last, the three
    replicas deleted at once each stop cleanly on SIGTERM.
@@ -36,6 +38,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import functools
+import http.client
 import json
 import os
 import random
@@ -59,6 +62,7 @@ from chart import (
     example_deployment,
     helm_template,
     k8s_tools,
+    name_of,
     one,
     secrets_of,
 )
@@ -136,12 +140,14 @@ def build_images(binary: str) -> None:
 
 
 def render(pg_url: str, sidecar_port: int, health_port: int, metrics_port: int) -> list[Json]:
-    """The release as podman-values.yaml installs it, on this run's store and ports."""
+    """The release as podman-values.yaml installs it, on this run's store and ports, with
+    the ServiceMonitors (not played: the test scrapes as they say)."""
     k8s_tools()
     code, out = helm_template(
         ["-f", str(VALUES), "--set", f"stateStore.url={pg_url}",
          "--set", f"sidecar.port={sidecar_port}", "--set", f"sidecar.healthPort={health_port}",
-         "--set", f"metrics.port={metrics_port}"],
+         "--set", f"metrics.port={metrics_port}", "--set", "metrics.serviceMonitor.enabled=true"],
+        api_versions=("monitoring.coreos.com/v1",),
         release=RELEASE,
     )  # fmt: skip
     if code != 0:
@@ -163,6 +169,8 @@ class Pods:
     app: Played
     sidecar_port: int
     metrics_port: int
+    # The endpoint of the ServiceMonitor that scrapes the placement replicas.
+    placement_scrape: Json
 
     def ca(self) -> Path:
         """The sidecars' CA (their TLS Secret's ca.crt), as a file the clients read."""
@@ -292,6 +300,67 @@ def metrics(pods: Pods) -> None:
     assert status == 401, f"scrape without a token: {status}"
 
 
+def https_get(
+    address: tuple[str, int], server_name: str, cafile: Path, token: bytes | None
+) -> tuple[int, bytes]:
+    """GET /metrics at ADDRESS over HTTPS, checking the certificate against CAFILE for
+    SERVER_NAME (as a ServiceMonitor's tlsConfig.serverName: the address is a pod IP) and
+    sending TOKEN: the status and the body."""
+    context = ssl.create_default_context(cafile=str(cafile))
+    with (
+        socket.create_connection(address, timeout=CALL_TIMEOUT) as raw,
+        context.wrap_socket(raw, server_hostname=server_name) as tls,
+    ):
+        connection = http.client.HTTPConnection(server_name, address[1], timeout=CALL_TIMEOUT)
+        connection.sock = tls
+        headers = {"Authorization": f"Bearer {token.decode().strip()}"} if token else {}
+        connection.request("GET", "/metrics", headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read()
+
+
+def gauge(body: bytes, family: str) -> float:
+    """The value of FAMILY (a gauge without labels) in an OpenMetrics text BODY."""
+    for line in body.decode().splitlines():
+        name, _, value = line.partition(" ")
+        if name == family:
+            return float(value.split()[0])
+    raise AssertionError(f"no {family} in /metrics")
+
+
+def placement_metrics(pods: Pods) -> None:
+    """Each replica's /metrics scraped as the placement ServiceMonitor says: with its
+    token, over HTTPS checked against its CA for its serverName; without the token, 401.
+    Together the replicas report one leader."""
+    endpoint = pods.placement_scrape
+    assert endpoint["scheme"] == "https", endpoint
+    tls = endpoint["tlsConfig"]
+    ca_ref, credentials = tls["ca"]["secret"], endpoint["authorization"]["credentials"]
+    cafile = pods.work / "placement-ca.crt"
+    cafile.write_bytes(pods.secrets[ca_ref["name"]][ca_ref["key"]])
+    token = pods.secrets[credentials["name"]][credentials["key"]]
+
+    def scrape_all() -> list[bytes]:
+        bodies = []
+        for p in pods.placement:
+            address = (p.ip, pods.metrics_port)
+            status, body = https_get(address, tls["serverName"], cafile, token)
+            assert status == 200 and b"# TYPE troupe_placement_raft_term" in body, (
+                f"{p.name}: scrape with the ServiceMonitor's token: {status}"
+            )
+            status, _ = https_get(address, tls["serverName"], cafile, None)
+            assert status == 401, f"{p.name}: scrape without a token: {status}"
+            bodies.append(body)
+        return bodies
+
+    # The app joined through a leader already; a re-election would only take a moment.
+    wait_until(
+        "one placement leader in the replicas' /metrics",
+        CALL_TIMEOUT,
+        lambda: sum(gauge(b, "troupe_placement_raft_leader") for b in scrape_all()) == 1,
+    )
+
+
 def delete_app(pods: Pods) -> None:
     """The app stops first, the sidecar drains after it: the state is in PostgreSQL."""
     started = time.monotonic()
@@ -372,8 +441,20 @@ def main() -> int:
             for i, p in enumerate(placement_pods)
         ]
         app = for_podman(patched, "127.0.0.1", aliases, secrets, config_maps, work)
+        placement_monitor = one(
+            docs, "ServiceMonitor", lambda m: name_of(m) == f"{RELEASE}-placement-metrics"
+        )
         pods = Pods(
-            binary, cleanup, work, pg_url, secrets, placement, app, sidecar_port, metrics_port
+            binary,
+            cleanup,
+            work,
+            pg_url,
+            secrets,
+            placement,
+            app,
+            sidecar_port,
+            metrics_port,
+            placement_monitor["spec"]["endpoints"][0],
         )
         try:
             with timed(timings, "placement healthy"):
@@ -384,6 +465,7 @@ def main() -> int:
                 calls(pods)
             with timed(timings, "metrics"):
                 metrics(pods)
+                placement_metrics(pods)
             with timed(timings, "delete the app pod"):
                 delete_app(pods)
             with timed(timings, "placement down"):
@@ -396,7 +478,8 @@ def main() -> int:
     timings["total"] = time.monotonic() - total
     print(
         "pods: placement x3 healthy, the injected sidecar served the app and a call from "
-        "the host, the read-only token inspected and scraped but could not invoke, probes "
+        "the host, the read-only token inspected and scraped but could not invoke, the "
+        "placement replicas scraped as their ServiceMonitor says, probes "
         "answered, the sidecar drained after the app with state in "
         "PostgreSQL: ok (" + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()) + ")"
     )

@@ -96,6 +96,12 @@ scrape with that token, and with the app token's key it could register as an app
 {{- end }}
 {{- $t.readTokenKey }}
 {{- end }}
+{{/* The key of the token Prometheus scrapes with: the read-only one, else the API token.
+One key for both ServiceMonitors, and the only token the placement replicas are given: they
+check scrapes against it and have no other use for a token. */}}
+{{- define "troupe.tokens.scrapeKey" -}}
+{{- include "troupe.tokens.readKey" . | default .Values.tokens.apiTokenKey }}
+{{- end }}
 {{- define "troupe.store.secret" -}}
 {{- if .Values.stateStore.url }}
 {{- printf "%s-state-store" (include "troupe.fullname" .) }}
