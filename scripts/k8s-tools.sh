@@ -24,6 +24,7 @@ HELM_K8S_MINOR=37 # k8s.io/client-go v0.37 in helm v3.22.0's go.mod
 KUBECONFORM_VERSION=v0.8.0
 CHECKOV_VERSION=3.3.30
 KUBERNETES_VALIDATE_VERSION=1.37.0
+PROMQL_PARSER_VERSION=0.12.0
 
 tools=${TROUPE_K8S_TOOLS:-$HOME/.cache/troupe/k8s-tools}
 bin=$tools/bin
@@ -74,6 +75,15 @@ import importlib.metadata as m, sys
 sys.exit(m.version('kubernetes-validate') != '$KUBERNETES_VALIDATE_VERSION')" 2>/dev/null; then
     log "installing kubernetes-validate $KUBERNETES_VALIDATE_VERSION into .venv"
     .venv/bin/python -m pip install --quiet "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION"
+fi
+
+# The alert rules' PromQL is parsed by the promql-parser crate's Python binding (a wheel:
+# no toolchain), into .venv beside kubernetes-validate.
+if [ -x .venv/bin/python ] && ! .venv/bin/python -c "
+import importlib.metadata as m, sys
+sys.exit(m.version('promql-parser') != '$PROMQL_PARSER_VERSION')" 2>/dev/null; then
+    log "installing promql-parser $PROMQL_PARSER_VERSION into .venv"
+    .venv/bin/python -m pip install --quiet "promql-parser==$PROMQL_PARSER_VERSION"
 fi
 
 echo "$bin"

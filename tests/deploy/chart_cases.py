@@ -102,6 +102,20 @@ MATRIX = (
         ("--set", "metrics.enabled=true", "--set", "metrics.port=9465"),
         absent=frozenset({"ServiceMonitor"}),
     ),
+    Case(
+        "metrics-alerts",
+        (
+            "--set",
+            "metrics.enabled=true",
+            "--set",
+            "metrics.prometheusRule.enabled=true",
+            "--set",
+            "metrics.prometheusRule.labels.release=prometheus",
+        ),
+        api_versions=("monitoring.coreos.com/v1",),
+        expect=frozenset({"PrometheusRule"}),
+        absent=frozenset({"ServiceMonitor"}),
+    ),
     # No read-only token: the ServiceMonitor sends the API token, as before there was one.
     monitored("read-token-off", "tokens.readTokenKey="),
     monitored(
@@ -138,6 +152,7 @@ REFUSED = (
     (("--set", "certManager.enabled=true"), "cert-manager"),  # no cert-manager.io/v1
     (("--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"),
      "monitoring"),
+    (("--set", "metrics.prometheusRule.enabled=true"), "monitoring"),
     (("--set", "placement.enabled=false"), "externalAddresses"),
     (("--set", "stateStore.existingSecret="), "stateStore"),
     (("--set", "tokens.readTokenKey=a/b"), "readTokenKey"),

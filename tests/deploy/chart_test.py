@@ -17,7 +17,9 @@ No cluster can run here, so this tests every level below one:
 - NOTES.txt as each case's install prints it (rendered as a ConfigMap: `helm template`
   skips it);
 - the `helm lint` / `helm template` / `helm install` / `helm upgrade` commands of
-  docs/kubernetes.md, run (install and upgrade as `helm template`).
+  docs/kubernetes.md, run (install and upgrade as `helm template`);
+- the alert rules (files/alerts.yaml, alert_checks.py): PromQL that parses and reads only
+  documented metrics, and the PrometheusRule that carries them.
 
 Run: .venv/bin/python tests/deploy/chart_test.py DAEMON_BIN   (installs its tools with
 scripts/k8s-tools.sh when missing). Prints "N passed, M failed" last; exits 1 on a failure.
@@ -35,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from alert_checks import check_alert_rules, check_prometheus_rule
 from chart import (
     CHART,
     EXAMPLE,
@@ -111,6 +114,7 @@ def check_case(run_: Run, case: Case) -> list[Json] | None:
     write(run_.scan / f"{case.name}.yaml", out)
     for check in CASE_CHECKS:
         check(case, docs, results)
+    check_prometheus_rule(case, docs, results.check)
     return docs
 
 
@@ -275,6 +279,7 @@ def main() -> int:
     check_policy(run_)
     check_refused(run_.results)
     check_doc_commands(run_.results)
+    check_alert_rules(run_.results.check)
 
     if run_.results.failed:
         # Kept for a look at what failed.

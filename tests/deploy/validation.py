@@ -20,7 +20,7 @@ from runner import run
 KUBE_VERSIONS = ("1.29.0", kubernetes_validate.latest_version())
 # Custom resources: not in the Kubernetes schemas (their CRDs are the operators'), so
 # kubeconform and kubernetes-validate skip them; the test checks their shape by hand.
-CRD_KINDS = {"Certificate", "Issuer", "ClusterIssuer", "ServiceMonitor"}
+CRD_KINDS = {"Certificate", "Issuer", "ClusterIssuer", "ServiceMonitor", "PrometheusRule"}
 
 
 # Checkov checks that fail on purpose, each with the reason. Checkov (open source, offline)

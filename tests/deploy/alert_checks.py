@@ -1,0 +1,111 @@
+"""The alert rules of deploy/helm/troupe/files/alerts.yaml, which Prometheus loads as a rule
+file and the chart wraps in a PrometheusRule: every expression parses as PromQL (with the
+promql-parser package, the parser of the Rust promql-parser crate), every metric it reads is
+one docs/observability.md describes (so a renamed or misspelt family cannot leave an alert
+that never fires), and every alert is named once, has a severity and says what to do."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import promql_parser
+import yaml
+from chart import CHART, Json
+from chart_cases import Case
+from runner import REPO
+
+ALERTS = CHART / "files" / "alerts.yaml"
+OBSERVABILITY = REPO / "docs" / "observability.md"
+SEVERITIES = ("warning", "critical")
+
+Check = Callable[[bool, str, str], bool]
+
+
+def rule_groups() -> list[Json]:
+    groups: list[Json] = yaml.safe_load(ALERTS.read_text())["groups"]
+    return groups
+
+
+def documented_families() -> set[str]:
+    """The names in the first column of docs/observability.md's tables, histograms with
+    their series."""
+    names: set[str] = set()
+    for line in OBSERVABILITY.read_text().splitlines():
+        cells = line.split("|")
+        if len(cells) > 2 and line.startswith("| `"):
+            names.update(re.findall(r"`([a-z_]+)`", cells[1]))
+    series = {f"{n}{suffix}" for n in names for suffix in ("_bucket", "_sum", "_count")}
+    return names | series
+
+
+def metrics_read(expr: promql_parser.Expr) -> set[str]:
+    """Every metric name EXPR selects."""
+    found: set[str] = set()
+    stack: list[object] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, promql_parser.VectorSelector):
+            if node.name:
+                found.add(node.name)
+        elif isinstance(node, promql_parser.MatrixSelector):
+            stack.append(node.vector_selector)
+        elif isinstance(node, promql_parser.BinaryExpr):
+            stack.extend((node.lhs, node.rhs))
+        elif isinstance(node, promql_parser.Call):
+            stack.extend(node.args)
+        elif isinstance(
+            node,
+            promql_parser.AggregateExpr
+            | promql_parser.ParenExpr
+            | promql_parser.UnaryExpr
+            | promql_parser.SubqueryExpr,
+        ):
+            stack.append(node.expr)
+    return found
+
+
+def rule_problems(rule: Json, documented: set[str]) -> list[str]:
+    name = rule.get("alert", "?")
+    problems = []
+    try:
+        read = metrics_read(promql_parser.parse(rule["expr"]))
+    except ValueError as e:
+        return [f"{name}: the expression does not parse: {e}"]
+    if not read:
+        problems.append(f"{name}: reads no metric")
+    problems += [f"{name}: {m} is not in docs/observability.md" for m in read - documented]
+    if rule.get("labels", {}).get("severity") not in SEVERITIES:
+        problems.append(f"{name}: severity is none of {SEVERITIES}")
+    annotations = rule.get("annotations", {})
+    if not annotations.get("summary") or not annotations.get("description"):
+        problems.append(f"{name}: no summary or description")
+    if "for" in rule and not re.fullmatch(r"[0-9]+[smh]", str(rule["for"])):
+        problems.append(f"{name}: for {rule['for']!r} is no duration")
+    return problems
+
+
+def check_alert_rules(check: Check) -> None:
+    documented = documented_families()
+    problems: list[str] = []
+    names: list[str] = []
+    for group in rule_groups():
+        for rule in group["rules"]:
+            names.append(rule.get("alert", "?"))
+            problems += rule_problems(rule, documented)
+    problems += [f"{n}: named twice" for n in sorted({n for n in names if names.count(n) > 1})]
+    check(
+        not problems and len(names) > 0,
+        f"{len(names)} alert rules parse, read documented metrics and say what to do",
+        "\n".join(problems),
+    )
+
+
+def check_prometheus_rule(case: Case, docs: list[Json], check: Check) -> None:
+    """The PrometheusRule carries the rule file's groups unchanged, when asked for."""
+    rules = [d for d in docs if d.get("kind") == "PrometheusRule"]
+    if case.value("metrics.prometheusRule.enabled") != "true":
+        check(not rules, f"[{case.name}] no PrometheusRule unless asked", str(rules))
+        return
+    carried = len(rules) == 1 and rules[0]["spec"]["groups"] == rule_groups()
+    check(carried, f"[{case.name}] the PrometheusRule carries files/alerts.yaml", str(rules))
