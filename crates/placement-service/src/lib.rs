@@ -278,7 +278,7 @@ impl Replica {
             ),
             tokio::spawn(service.clone().leader_loop(stop_rx)),
         ];
-        let metrics = metrics::ReplicaMetrics::new(service.clone(), leader_changes);
+        let metrics = metrics::ReplicaMetrics::new(&service, leader_changes);
         drop(db);
         let health = HealthReporter::new();
         health

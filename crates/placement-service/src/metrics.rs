@@ -16,12 +16,19 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 use tokio::sync::watch;
 
-use crate::grpc::PlacementService;
+use crate::grpc::{PlacementService, WeakService};
 
-/// A replica's metrics, cheap to clone and valid while it runs (a scrape
-/// after it stopped reads its last state).
+/// A replica's metrics, cheap to clone. It does not keep the replica (and
+/// its store) alive: once the replica stopped, a scrape finds nothing to
+/// show, and an endpoint still serving never holds up the store's closing.
 #[derive(Debug, Clone)]
 pub struct ReplicaMetrics {
+    service: WeakService,
+    leader_changes: LeaderChanges,
+}
+
+/// The replica while a scrape reads it.
+struct Live {
     service: PlacementService,
     leader_changes: LeaderChanges,
 }
@@ -92,17 +99,31 @@ fn seconds(value: f64) -> Seconds {
 }
 
 impl ReplicaMetrics {
-    pub(crate) fn new(service: PlacementService, leader_changes: LeaderChanges) -> Self {
+    pub(crate) fn new(service: &PlacementService, leader_changes: LeaderChanges) -> Self {
         Self {
-            service,
+            service: service.downgrade(),
             leader_changes,
         }
     }
 
-    /// Appends the families to `out`, OpenMetrics text ending in `# EOF`.
+    /// Appends the families to `out`, OpenMetrics text ending in `# EOF`
+    /// (only that once the replica stopped).
     pub fn encode(&self, out: &mut String) -> std::fmt::Result {
-        let raft = self.service.raft().metrics().borrow().clone();
         let mut registry = Registry::with_prefix("troupe_placement");
+        if let Some(service) = self.service.upgrade() {
+            let live = Live {
+                service,
+                leader_changes: self.leader_changes.clone(),
+            };
+            live.register(&mut registry);
+        }
+        prometheus_client::encoding::text::encode(out, &registry)
+    }
+}
+
+impl Live {
+    fn register(&self, registry: &mut Registry) {
+        let raft = self.service.raft().metrics().borrow().clone();
         let info: Family<Version, Gauge> = Family::default();
         info.get_or_create(&Version {
             version: env!("CARGO_PKG_VERSION"),
@@ -110,9 +131,8 @@ impl ReplicaMetrics {
         })
         .set(1);
         registry.register("replica_info", "The replica's version and Raft id", info);
-        self.encode_raft(&raft, &mut registry);
-        self.encode_table(&mut registry);
-        prometheus_client::encoding::text::encode(out, &registry)
+        self.encode_raft(&raft, registry);
+        self.encode_table(registry);
     }
 
     fn encode_raft(&self, raft: &RaftMetrics<u64, BasicNode>, registry: &mut Registry) {

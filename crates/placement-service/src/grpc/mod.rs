@@ -25,7 +25,7 @@ mod forward;
 mod raft;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use openraft::error::{ClientWriteError, RaftError};
@@ -77,7 +77,24 @@ struct Inner {
     leaders: Mutex<HashMap<(u64, String), PlacementClient<Channel>>>,
 }
 
+/// A handle that does not keep the service (and with it the Raft node and
+/// its store) alive: what lives as long as a metrics endpoint may, which
+/// must not hold up the store's closing when the replica stops.
+#[derive(Clone, Debug)]
+pub(crate) struct WeakService(Weak<Inner>);
+
+impl WeakService {
+    /// The service, while the replica has not dropped it.
+    pub(crate) fn upgrade(&self) -> Option<PlacementService> {
+        self.0.upgrade().map(|inner| PlacementService { inner })
+    }
+}
+
 impl PlacementService {
+    pub(crate) fn downgrade(&self) -> WeakService {
+        WeakService(Arc::downgrade(&self.inner))
+    }
+
     pub(crate) fn new(
         config: &crate::ServiceConfig,
         peers: Peers,
