@@ -246,6 +246,18 @@ async fn two_daemons_share_actors_and_hand_them_off() -> anyhow::Result<()> {
         .filter_map(|m| m["active_actors"].as_u64())
         .sum();
     assert_eq!(counted, ids.len() as u64, "{status:#}");
+    // A healthy cluster passes the check: a leader, every member answering,
+    // none with a problem of its own.
+    let (code, out, err) = run_cli(&[
+        "cluster",
+        "status",
+        "--placement",
+        &placement.addr,
+        "--check",
+    ])
+    .await?;
+    assert!(code.success(), "{out}{err}");
+    assert!(out.ends_with("\nno problems found\n"), "{out}");
     // Each daemon forwarded over its links to the other, and says so.
     for member in status["members"]
         .as_array()

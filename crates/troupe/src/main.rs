@@ -211,6 +211,11 @@ enum ClusterCommand {
     /// Members, table version and pending change, placement leader and
     /// replicas, heartbeat ages and active actors per daemon.
     Status {
+        /// Also list what needs attention (no placement leader, a member
+        /// that does not answer, and what each member's `status --check`
+        /// finds) and exit 7 when there is anything.
+        #[arg(long)]
+        check: bool,
         #[command(flatten)]
         target: cli::ClusterTarget,
     },
@@ -442,7 +447,7 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
         Command::DeadLetters { command } => cli::dead_letters(command).await,
         Command::Status { check, target } => cli::status(&target, check).await,
         Command::Cluster { command } => match command {
-            ClusterCommand::Status { target } => cli::cluster_status(&target).await,
+            ClusterCommand::Status { check, target } => cli::cluster_status(&target, check).await,
             ClusterCommand::Actors { actor_type, target } => {
                 cli::cluster_actors(&target, actor_type).await
             }

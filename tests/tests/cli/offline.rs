@@ -60,7 +60,7 @@ async fn bad_input_exits_2_and_help_lists_the_exit_codes() -> anyhow::Result<()>
         "4  not found",
         "5  the actor raised an error",
         "6  the daemon refused",
-        "7  status --check found a problem",
+        "7  status --check or cluster status --check found a problem",
     ] {
         assert!(
             help.out.contains(line),

@@ -61,7 +61,7 @@ Exit codes:
   5  the actor raised an error (invoke)
   6  the daemon refused or failed the request (UNAVAILABLE, RESOURCE_EXHAUSTED,
      no answer within --timeout, ...)
-  7  status --check found a problem (listed in its output)";
+  7  status --check or cluster status --check found a problem (listed in its output)";
 
 /// How long a client command waits to connect before calling the daemon
 /// unreachable: long enough for a busy host, short enough for a person.
@@ -304,6 +304,11 @@ fn emit_json(value: &serde_json::Value) -> anyhow::Result<()> {
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
     emit(&text)
+}
+
+/// `n` with the noun that goes with it: "1 batch", "3 batches".
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// Shows an actor as people write it: `type/id`.

@@ -4,7 +4,7 @@
 
 use troupe_proto::v1 as pb;
 
-use super::plural;
+use crate::cli::plural;
 
 /// Empty on a single node (or a daemon older than the CLI), which reports
 /// no inbound links.

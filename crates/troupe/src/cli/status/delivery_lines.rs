@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
-use super::plural;
+use crate::cli::plural;
 
 pub(super) fn delivery_json(d: &pb::DeliveryStatus) -> Value {
     let counted = d.dead_letters_error.is_empty();

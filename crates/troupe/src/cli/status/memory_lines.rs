@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
-use super::plural;
+use crate::cli::plural;
 use crate::cli::render;
 
 pub(super) fn memory_json(m: &pb::MemoryBounds) -> Value {

@@ -6,16 +6,16 @@ use troupe_proto::v1 as pb;
 mod cluster_lines;
 mod delivery_lines;
 mod memory_lines;
-mod problems;
+pub(super) mod problems;
 mod security_lines;
 
 use super::render::{self, Table};
-use super::{connect, emit, emit_json, fail, Exit, Output, Target};
+use super::{connect, emit, emit_json, fail, plural, Exit, Output, Target};
 use cluster_lines::cluster_pairs;
 use delivery_lines::{delivery_json, delivery_pairs};
 use memory_lines::{active_actors, memory_json, memory_pairs};
-use problems::{problems, problems_json, problems_text};
-use security_lines::{now_ms, security_json, security_pairs};
+use problems::{now_ms, problems, problems_json, problems_text};
+use security_lines::{security_json, security_pairs};
 
 /// Prints the daemon's status; with `check`, also the problems in it, and
 /// exits 7 when there is one.
@@ -217,8 +217,4 @@ pub(super) fn status_table(s: &pb::StatusResponse) -> String {
     }
     out.push_str(&t.render());
     out
-}
-
-pub(super) fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }

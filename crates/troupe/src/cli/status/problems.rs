@@ -4,12 +4,12 @@
 //! status alone, at `now`: no second request, no thresholds to configure.
 
 use std::net::SocketAddr;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
-use super::plural;
-use crate::cli::render;
+use crate::cli::{plural, render};
 
 /// A certificate this close to its end is a problem now: renewal takes a
 /// person, and the daemon warns in its log from the same point.
@@ -17,21 +17,28 @@ const CERTIFICATE_NEAR_MS: u64 = 7 * 86_400_000;
 /// Pending calls from this share of --max-pending-calls on.
 const PENDING_NEAR_PERCENT: u64 = 90;
 
-/// Something wrong, and what to do about it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Problem {
-    pub(super) what: String,
-    pub(super) fix: String,
+/// Now, in Unix ms, to judge certificates by.
+pub(in crate::cli) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-fn problem(what: impl Into<String>, fix: impl Into<String>) -> Problem {
+/// Something wrong, and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(in crate::cli) struct Problem {
+    pub(in crate::cli) what: String,
+    pub(in crate::cli) fix: String,
+}
+
+pub(in crate::cli) fn problem(what: impl Into<String>, fix: impl Into<String>) -> Problem {
     Problem {
         what: what.into(),
         fix: fix.into(),
     }
 }
 
-pub(super) fn problems(s: &pb::StatusResponse, now_ms: u64) -> Vec<Problem> {
+pub(in crate::cli) fn problems(s: &pb::StatusResponse, now_ms: u64) -> Vec<Problem> {
     let mut found = Vec::new();
     let flush = s.flush.clone().unwrap_or_default();
     if flush.failing {
@@ -144,14 +151,14 @@ fn security_problems(
     found
 }
 
-pub(super) fn problems_json(found: &[Problem]) -> Value {
+pub(in crate::cli) fn problems_json(found: &[Problem]) -> Value {
     found
         .iter()
         .map(|p| json!({ "problem": p.what, "fix": p.fix }))
         .collect()
 }
 
-pub(super) fn problems_text(found: &[Problem]) -> String {
+pub(in crate::cli) fn problems_text(found: &[Problem]) -> String {
     if found.is_empty() {
         return "no problems found\n".to_owned();
     }

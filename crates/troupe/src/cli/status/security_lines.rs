@@ -4,12 +4,10 @@
 //! about to lapse or a client left behind by a rotation without scraping
 //! `/metrics`.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
-use super::plural;
+use crate::cli::plural;
 use crate::cli::render;
 
 /// Within this much of its expiry a certificate is shouted about, as the
@@ -17,12 +15,6 @@ use crate::cli::render;
 const NEAR_MS: u64 = 7 * DAY_MS;
 const DAY_MS: u64 = 86_400_000;
 const HOUR_MS: u64 = 3_600_000;
-
-pub(super) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
 
 pub(super) fn security_json(s: &pb::SecurityStatus) -> Value {
     let tls = s.tls.as_ref().map(|t| {
@@ -48,7 +40,7 @@ pub(super) fn security_json(s: &pb::SecurityStatus) -> Value {
 }
 
 pub(super) fn security_pairs(s: &pb::SecurityStatus) -> Vec<(&'static str, String)> {
-    security_pairs_at(s, now_ms())
+    security_pairs_at(s, super::problems::now_ms())
 }
 
 fn security_pairs_at(s: &pb::SecurityStatus, now_ms: u64) -> Vec<(&'static str, String)> {
