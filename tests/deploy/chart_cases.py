@@ -153,6 +153,9 @@ REFUSED = (
     (("--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"),
      "monitoring"),
     (("--set", "metrics.prometheusRule.enabled=true"), "monitoring"),
+    # A pod cannot listen on one port twice: the sidecars' API, the replicas' health port.
+    (("--set", "metrics.enabled=true", "--set", "metrics.port=7420"), "sidecar.port"),
+    (("--set", "metrics.enabled=true", "--set", "metrics.port=7471"), "placement.healthPort"),
     (("--set", "placement.enabled=false"), "externalAddresses"),
     (("--set", "stateStore.existingSecret="), "stateStore"),
     (("--set", "tokens.readTokenKey=a/b"), "readTokenKey"),

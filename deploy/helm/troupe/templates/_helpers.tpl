@@ -163,3 +163,18 @@ group: cert-manager.io
 - name: TROUPE_TLS_PEER_IDENTITY
   value: {{ include "troupe.memberIdentity" . | quote }}
 {{- end }}
+
+{{/* metrics.port is served by sidecars and placement replicas alike: one equal to a port
+either already listens on would crash-loop the pods ("cannot serve metrics on ... is the
+port taken?"); say so at render time instead. */}}
+{{- define "troupe.checkMetricsPort" -}}
+{{- if .Values.metrics.enabled }}
+{{- $metrics := int .Values.metrics.port }}
+{{- $taken := dict "sidecar.port" .Values.sidecar.port "sidecar.healthPort" .Values.sidecar.healthPort "placement.port" .Values.placement.port "placement.healthPort" .Values.placement.healthPort }}
+{{- range $name, $port := $taken }}
+{{- if eq (int $port) $metrics }}
+{{- fail (printf "metrics.port %d is also %s, and a pod cannot listen on one port twice: give metrics.port a port of its own" $metrics $name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}

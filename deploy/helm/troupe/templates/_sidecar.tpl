@@ -24,6 +24,7 @@ a dependency named "troupe":
     volumes: {{- toYaml $troupe.volumes | nindent 6 }}
 */}}
 {{- define "troupe.sidecar" -}}
+{{- include "troupe.checkMetricsPort" . -}}
 {{- $v := .Values -}}
 {{- $tls := $v.tls.enabled -}}
 {{- $readKey := include "troupe.tokens.readKey" . -}}
