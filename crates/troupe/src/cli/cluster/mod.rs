@@ -15,7 +15,7 @@ use troupe_tls::Connector;
 use crate::auth::BearerToken;
 
 use super::status::problems::{self as daemon_problems, Problem};
-use super::{emit, emit_json, fail, plural, root_cause, Exit, Output};
+use super::{fail, root_cause, Exit, Output};
 use crate::convert::errors::code_name;
 use problems::cluster_problems;
 use view::{status_json, status_table};
@@ -63,38 +63,14 @@ pub async fn cluster_status(target: &ClusterTarget, check: bool) -> anyhow::Resu
     let tls = target.tls.to_members()?;
     let (replica, status) = ask_placement(&target.placement, tls.as_ref()).await?;
     let members = members(&status, tls.as_ref()).await;
-    let found = if check {
-        cluster_problems(&status, &members)
-    } else {
-        Vec::new()
-    };
-    match target.output {
-        Output::Json => {
-            let mut json = status_json(&replica, &status, &members);
-            if check {
-                if let Some(o) = json.as_object_mut() {
-                    o.insert("problems".into(), daemon_problems::problems_json(&found));
-                }
-            }
-            emit_json(&json)?;
-        }
-        Output::Table if check => emit(&format!(
-            "{}\n{}",
-            status_table(&replica, &status, &members),
-            daemon_problems::problems_text(&found)
-        ))?,
-        Output::Table => emit(&status_table(&replica, &status, &members))?,
-    }
-    if found.is_empty() {
-        return Ok(());
-    }
-    Err(fail(
-        Exit::Problems,
-        format!(
-            "the cluster has {} (listed above)",
-            plural(found.len() as u64, "problem", "problems")
-        ),
-    ))
+    let found = check.then(|| cluster_problems(&status, &members));
+    daemon_problems::emit_checked(
+        target.output,
+        || status_json(&replica, &status, &members),
+        || status_table(&replica, &status, &members),
+        found,
+        "the cluster",
+    )
 }
 
 fn endpoint(address: &str) -> Result<Endpoint, String> {

@@ -10,11 +10,11 @@ pub(super) mod problems;
 mod security_lines;
 
 use super::render::{self, Table};
-use super::{connect, emit, emit_json, fail, plural, Exit, Output, Target};
+use super::{connect, plural, Target};
 use cluster_lines::cluster_pairs;
 use delivery_lines::{delivery_json, delivery_pairs};
 use memory_lines::{active_actors, memory_json, memory_pairs};
-use problems::{now_ms, problems, problems_json, problems_text};
+use problems::{emit_checked, now_ms, problems};
 use security_lines::{security_json, security_pairs};
 
 /// Prints the daemon's status; with `check`, also the problems in it, and
@@ -28,38 +28,14 @@ pub async fn status(target: &Target, check: bool) -> anyhow::Result<()> {
         .await
         .map_err(|e| request.failed(e))?
         .into_inner();
-    let found = if check {
-        problems(&s, now_ms())
-    } else {
-        Vec::new()
-    };
-    match target.output {
-        Output::Json => {
-            let mut json = status_json(&s);
-            if check {
-                if let Some(o) = json.as_object_mut() {
-                    o.insert("problems".into(), problems_json(&found));
-                }
-            }
-            emit_json(&json)?;
-        }
-        Output::Table if check => {
-            emit(&format!("{}\n{}", status_table(&s), problems_text(&found)))?
-        }
-        Output::Table => emit(&status_table(&s))?,
-    }
-    if found.is_empty() {
-        Ok(())
-    } else {
-        Err(fail(
-            Exit::Problems,
-            format!(
-                "the daemon at {} has {} (listed above)",
-                daemon.addr,
-                plural(found.len() as u64, "problem", "problems")
-            ),
-        ))
-    }
+    let found = check.then(|| problems(&s, now_ms()));
+    emit_checked(
+        target.output,
+        || status_json(&s),
+        || status_table(&s),
+        found,
+        &format!("the daemon at {}", daemon.addr),
+    )
 }
 
 pub(super) fn status_json(s: &pb::StatusResponse) -> Value {

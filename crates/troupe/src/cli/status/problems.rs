@@ -9,11 +9,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
-use crate::cli::{plural, render};
+use super::security_lines::{lapse, Lapse};
+use crate::cli::{emit, emit_json, fail, plural, render, Exit, Output};
 
-/// A certificate this close to its end is a problem now: renewal takes a
-/// person, and the daemon warns in its log from the same point.
-const CERTIFICATE_NEAR_MS: u64 = 7 * 86_400_000;
 /// Pending calls from this share of --max-pending-calls on.
 const PENDING_NEAR_PERCENT: u64 = 90;
 
@@ -133,32 +131,64 @@ fn security_problems(
         ("certificate", tls.certificate_expires_unix_ms, "--tls-cert"),
         ("CA certificate", tls.ca_expires_unix_ms, "--tls-ca"),
     ] {
-        let Some(when) = render::time(at) else {
-            continue;
-        };
-        if at <= now_ms {
-            found.push(problem(
+        let when = render::time_cell(at);
+        match lapse(at, now_ms) {
+            Lapse::Expired { .. } => found.push(problem(
                 format!("its {which} expired at {when}: peers refuse it"),
                 format!("replace the files of {flag}; they are read again when they change"),
-            ));
-        } else if at - now_ms <= CERTIFICATE_NEAR_MS {
-            found.push(problem(
+            )),
+            Lapse::Near { .. } => found.push(problem(
                 format!("its {which} expires at {when}, within a week"),
                 format!("renew it; the files of {flag} are read again when they change"),
-            ));
+            )),
+            Lapse::Unknown | Lapse::Far { .. } => {}
         }
     }
     found
 }
 
-pub(in crate::cli) fn problems_json(found: &[Problem]) -> Value {
+/// Prints a status, as JSON or as a table; when it was checked (`found`
+/// is `Some`), with the problems found (a `problems` array, or a list
+/// under the table), and then fails with exit 7 naming `subject` ("the
+/// daemon at ...", "the cluster") when there is one.
+pub(in crate::cli) fn emit_checked(
+    output: Output,
+    json: impl FnOnce() -> Value,
+    table: impl FnOnce() -> String,
+    found: Option<Vec<Problem>>,
+    subject: &str,
+) -> anyhow::Result<()> {
+    match (output, &found) {
+        (Output::Json, _) => {
+            let mut json = json();
+            if let (Some(found), Some(o)) = (&found, json.as_object_mut()) {
+                o.insert("problems".into(), problems_json(found));
+            }
+            emit_json(&json)?;
+        }
+        (Output::Table, Some(found)) => emit(&format!("{}\n{}", table(), problems_text(found)))?,
+        (Output::Table, None) => emit(&table())?,
+    }
+    match found {
+        Some(found) if !found.is_empty() => Err(fail(
+            Exit::Problems,
+            format!(
+                "{subject} has {} (listed above)",
+                plural(found.len() as u64, "problem", "problems")
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn problems_json(found: &[Problem]) -> Value {
     found
         .iter()
         .map(|p| json!({ "problem": p.what, "fix": p.fix }))
         .collect()
 }
 
-pub(in crate::cli) fn problems_text(found: &[Problem]) -> String {
+fn problems_text(found: &[Problem]) -> String {
     if found.is_empty() {
         return "no problems found\n".to_owned();
     }

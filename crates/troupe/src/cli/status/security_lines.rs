@@ -10,8 +10,9 @@ use troupe_proto::v1 as pb;
 use crate::cli::plural;
 use crate::cli::render;
 
-/// Within this much of its expiry a certificate is shouted about, as the
-/// daemon warns in its log when it loads one.
+/// Within this much of its end a certificate is shouted about and is a
+/// problem to `--check`: renewal takes a person, and the daemon warns in
+/// its log from the same point.
 const NEAR_MS: u64 = 7 * DAY_MS;
 const DAY_MS: u64 = 86_400_000;
 const HOUR_MS: u64 = 3_600_000;
@@ -89,26 +90,52 @@ fn credentials(s: &pb::SecurityStatus) -> String {
     )
 }
 
+/// Where a certificate stands against its end (notAfter): the one
+/// judgement the status lines and `--check` (`problems.rs`) both show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Lapse {
+    /// No date: the certificate could not be parsed.
+    Unknown,
+    Expired {
+        ago_ms: u64,
+    },
+    /// Within [`NEAR_MS`] of its end.
+    Near {
+        left_ms: u64,
+    },
+    Far {
+        left_ms: u64,
+    },
+}
+
+pub(super) fn lapse(at_ms: u64, now_ms: u64) -> Lapse {
+    if at_ms == 0 {
+        return Lapse::Unknown;
+    }
+    match at_ms.checked_sub(now_ms) {
+        None | Some(0) => Lapse::Expired {
+            ago_ms: now_ms - at_ms,
+        },
+        Some(left_ms) if left_ms <= NEAR_MS => Lapse::Near { left_ms },
+        Some(left_ms) => Lapse::Far { left_ms },
+    }
+}
+
 /// When a certificate lapses, loud when that is within a week or past.
 fn expiry(at_ms: u64, now_ms: u64, flag: &str) -> String {
-    let Some(at) = render::time(at_ms) else {
-        return "expiry unknown (the certificate could not be parsed)".to_owned();
-    };
-    if at_ms <= now_ms {
-        return format!(
+    let at = render::time_cell(at_ms);
+    match lapse(at_ms, now_ms) {
+        Lapse::Unknown => "expiry unknown (the certificate could not be parsed)".to_owned(),
+        Lapse::Expired { ago_ms } => format!(
             "EXPIRED {at} ({} ago): peers refuse it; replace the files of {flag} (read again \
              when they change)",
-            coarse(now_ms - at_ms)
-        );
-    }
-    let left = at_ms - now_ms;
-    if left <= NEAR_MS {
-        format!(
+            coarse(ago_ms)
+        ),
+        Lapse::Near { left_ms } => format!(
             "EXPIRES {at} (in {}): renew it; the files of {flag} are read again when they change",
-            coarse(left)
-        )
-    } else {
-        format!("expires {at} (in {})", coarse(left))
+            coarse(left_ms)
+        ),
+        Lapse::Far { left_ms } => format!("expires {at} (in {})", coarse(left_ms)),
     }
 }
 
