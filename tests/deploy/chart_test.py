@@ -3,7 +3,7 @@
 No cluster can run here, so this tests every level below one:
 
 - `helm lint --strict` and `helm template` over a matrix of values (chart_cases.py), and
-  checks of what each renders (chart_checks.py);
+  checks of what each renders (chart_checks.py, placement_scrape_checks.py);
 - every rendered manifest through kubeconform `-strict` (schemas of Kubernetes 1.29, the
   first with native sidecars, and the newest kubernetes-validate ships, made standalone
   from kubernetes-validate's files: no network) and through kubernetes-validate itself;
@@ -60,6 +60,7 @@ from chart_cases import (
     write,
 )
 from chart_checks import CASE_CHECKS, Results, token_file_problems
+from placement_scrape_checks import CHECKS as PLACEMENT_SCRAPE_CHECKS
 from runner import daemon_binary, run
 from validation import IGNORED, KUBE_VERSIONS, Schemas, checkov, kubeconform, kv_validate
 from webhook import applied, injector_for
@@ -112,7 +113,7 @@ def check_case(run_: Run, case: Case) -> list[Json] | None:
     problems = kv_validate(docs)
     results.check(not problems, f"[{case.name}] kubernetes-validate --strict", "\n".join(problems))
     write(run_.scan / f"{case.name}.yaml", out)
-    for check in CASE_CHECKS:
+    for check in (*CASE_CHECKS, *PLACEMENT_SCRAPE_CHECKS):
         check(case, docs, results)
     check_prometheus_rule(case, docs, results.check)
     return docs
