@@ -13,10 +13,9 @@ import promql_parser
 import yaml
 from chart import CHART, Json
 from chart_cases import Case
-from runner import REPO
+from promql_names import documented_families, metrics_read
 
 ALERTS = CHART / "files" / "alerts.yaml"
-OBSERVABILITY = REPO / "docs" / "observability.md"
 SEVERITIES = ("warning", "critical")
 
 Check = Callable[[bool, str, str], bool]
@@ -25,44 +24,6 @@ Check = Callable[[bool, str, str], bool]
 def rule_groups() -> list[Json]:
     groups: list[Json] = yaml.safe_load(ALERTS.read_text())["groups"]
     return groups
-
-
-def documented_families() -> set[str]:
-    """The names in the first column of docs/observability.md's tables, histograms with
-    their series."""
-    names: set[str] = set()
-    for line in OBSERVABILITY.read_text().splitlines():
-        cells = line.split("|")
-        if len(cells) > 2 and line.startswith("| `"):
-            names.update(re.findall(r"`([a-z_]+)`", cells[1]))
-    series = {f"{n}{suffix}" for n in names for suffix in ("_bucket", "_sum", "_count")}
-    return names | series
-
-
-def metrics_read(expr: promql_parser.Expr) -> set[str]:
-    """Every metric name EXPR selects."""
-    found: set[str] = set()
-    stack: list[object] = [expr]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, promql_parser.VectorSelector):
-            if node.name:
-                found.add(node.name)
-        elif isinstance(node, promql_parser.MatrixSelector):
-            stack.append(node.vector_selector)
-        elif isinstance(node, promql_parser.BinaryExpr):
-            stack.extend((node.lhs, node.rhs))
-        elif isinstance(node, promql_parser.Call):
-            stack.extend(node.args)
-        elif isinstance(
-            node,
-            promql_parser.AggregateExpr
-            | promql_parser.ParenExpr
-            | promql_parser.UnaryExpr
-            | promql_parser.SubqueryExpr,
-        ):
-            stack.append(node.expr)
-    return found
 
 
 def rule_problems(rule: Json, documented: set[str]) -> list[str]:

@@ -116,6 +116,24 @@ MATRIX = (
         expect=frozenset({"PrometheusRule"}),
         absent=frozenset({"ServiceMonitor"}),
     ),
+    # The Grafana dashboard needs no CRD: a ConfigMap for Grafana's dashboard sidecar.
+    Case("grafana-dashboard", ("--set", "metrics.grafanaDashboard.enabled=true")),
+    # ...in the namespace the sidecar watches, with its label, value and folder annotation.
+    Case(
+        "grafana-dashboard-monitoring",
+        (
+            "--set",
+            "metrics.grafanaDashboard.enabled=true",
+            "--set",
+            "metrics.grafanaDashboard.namespace=monitoring",
+            "--set",
+            "metrics.grafanaDashboard.labels.grafana_dashboard=null",
+            "--set-string",
+            "metrics.grafanaDashboard.labels.dashboards=troupe",
+            "--set-string",
+            "metrics.grafanaDashboard.annotations.grafana_folder=Troupe",
+        ),
+    ),
     # No read-only token: the ServiceMonitor sends the API token, as before there was one.
     monitored("read-token-off", "tokens.readTokenKey="),
     monitored(
@@ -153,6 +171,7 @@ REFUSED = (
     (("--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"),
      "monitoring"),
     (("--set", "metrics.prometheusRule.enabled=true"), "monitoring"),
+    (("--set", "metrics.grafanaDashboard.namespace=Monitoring"), "namespace"),
     # A pod cannot listen on one port twice: the sidecars' API, the replicas' health port.
     (("--set", "metrics.enabled=true", "--set", "metrics.port=7420"), "sidecar.port"),
     (("--set", "metrics.enabled=true", "--set", "metrics.port=7471"), "placement.healthPort"),

@@ -19,7 +19,10 @@ No cluster can run here, so this tests every level below one:
 - the `helm lint` / `helm template` / `helm install` / `helm upgrade` commands of
   docs/kubernetes.md, run (install and upgrade as `helm template`);
 - the alert rules (files/alerts.yaml, alert_checks.py): PromQL that parses and reads only
-  documented metrics, and the PrometheusRule that carries them.
+  documented metrics, and the PrometheusRule that carries them;
+- the Grafana dashboard (files/dashboards/troupe.json, dashboard_checks.py): its variables,
+  panels on the grid, queries that parse, read documented metrics and pick the daemons by
+  namespace and instance, and the ConfigMap that carries it.
 
 Run: .venv/bin/python tests/deploy/chart_test.py DAEMON_BIN   (installs its tools with
 scripts/k8s-tools.sh when missing). Prints "N passed, M failed" last; exits 1 on a failure.
@@ -60,6 +63,7 @@ from chart_cases import (
     write,
 )
 from chart_checks import CASE_CHECKS, Results, token_file_problems
+from dashboard_checks import check_dashboard, check_dashboard_config_map
 from placement_scrape_checks import CHECKS as PLACEMENT_SCRAPE_CHECKS
 from runner import daemon_binary, run
 from validation import IGNORED, KUBE_VERSIONS, Schemas, checkov, kubeconform, kv_validate
@@ -116,6 +120,7 @@ def check_case(run_: Run, case: Case) -> list[Json] | None:
     for check in (*CASE_CHECKS, *PLACEMENT_SCRAPE_CHECKS):
         check(case, docs, results)
     check_prometheus_rule(case, docs, results.check)
+    check_dashboard_config_map(case, docs, results.check)
     return docs
 
 
@@ -281,6 +286,7 @@ def main() -> int:
     check_refused(run_.results)
     check_doc_commands(run_.results)
     check_alert_rules(run_.results.check)
+    check_dashboard(run_.results.check)
 
     if run_.results.failed:
         # Kept for a look at what failed.
