@@ -19,13 +19,16 @@ No cluster can run here, so this tests every level below one:
 - the `helm lint` / `helm template` / `helm install` / `helm upgrade` commands of
   docs/kubernetes.md, run (install and upgrade as `helm template`);
 - the alert rules (files/alerts.yaml, alert_checks.py): PromQL that parses and reads only
-  documented metrics, and the PrometheusRule that carries them;
+  documented metrics, and the PrometheusRule that carries them; Prometheus's own promtool
+  (alert_unit_checks.py) checks the file and runs one unit test per alert: quiet, then
+  firing with its labels and summary;
 - the Grafana dashboard (files/dashboards/troupe.json, dashboard_checks.py): its variables,
   panels on the grid, queries that parse, read documented metrics and pick the daemons by
   namespace and instance, and the ConfigMap that carries it.
 
 Run: .venv/bin/python tests/deploy/chart_test.py DAEMON_BIN   (installs its tools with
-scripts/k8s-tools.sh when missing). Prints "N passed, M failed" last; exits 1 on a failure.
+scripts/k8s-tools.sh and scripts/prometheus.sh when missing). Prints "N passed, M failed"
+last; exits 1 on a failure.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from pathlib import Path
 
 import yaml
 from alert_checks import check_alert_rules, check_prometheus_rule
+from alert_unit_checks import check_alert_units
 from chart import (
     CHART,
     EXAMPLE,
@@ -286,6 +290,7 @@ def main() -> int:
     check_refused(run_.results)
     check_doc_commands(run_.results)
     check_alert_rules(run_.results.check)
+    check_alert_units(run_.results.check)
     check_dashboard(run_.results.check)
 
     if run_.results.failed:
