@@ -34,6 +34,8 @@ class AlertCase:
     # an evaluation time at which the trouble has not lasted long enough yet
     quiet_at: str | None = None
     process: dict[str, str] = field(default_factory=lambda: DAEMON)
+    # series of other targets, as they are: what the alert must not pick up
+    others: dict[str, str] = field(default_factory=dict)
 
 
 def selector(name: str, process: dict[str, str]) -> str:
@@ -46,6 +48,15 @@ def selector(name: str, process: dict[str, str]) -> str:
 
 
 CASES = [
+    AlertCase(
+        "TroupeProcessDown",
+        {"up": "1 1 0x10", 'troupe_build_info{version="1.0.0"}': "1 1"},
+        fires_at="5m",
+        quiet_at="3m",
+        labels={**DAEMON, "severity": "critical"},
+        summary="Troupe process 10.1.2.3:9090 (troupe) cannot be scraped",
+        others={'up{job="node-exporter", instance="10.1.2.3:9100"}': "0x10"},
+    ),
     AlertCase(
         "TroupeStoreFailing",
         {"troupe_flush_failures_total": "0+1x20", "troupe_dirty_actors": "3x20"},
@@ -191,6 +202,7 @@ def unit_test(case: AlertCase, rule: Json) -> Json:
     fired = {"exp_labels": case.labels, "exp_annotations": annotations}
     evaluations.append({"eval_time": case.fires_at, "alertname": case.alert, "exp_alerts": [fired]})
     series = [{"series": selector(n, case.process), "values": v} for n, v in case.series.items()]
+    series += [{"series": n, "values": v} for n, v in case.others.items()]
     return {
         "name": case.alert,
         "interval": "1m",

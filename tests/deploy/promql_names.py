@@ -22,7 +22,11 @@ def documented_families() -> set[str]:
         if len(cells) > 2 and line.startswith("| `"):
             names.update(re.findall(r"`([a-z_]+)`", cells[1]))
     series = {f"{n}{suffix}" for n in names for suffix in ("_bucket", "_sum", "_count")}
-    return names | series
+    return names | series | PROMETHEUS_OWN
+
+
+# What Prometheus records about each scrape itself, which the alerts may read too.
+PROMETHEUS_OWN = {"up"}
 
 
 def nodes(expr: promql_parser.Expr) -> list[object]:
