@@ -4,7 +4,8 @@ rules`, then `promtool test rules` with one case per alert. Each case feeds the 
 failing daemon or replica exports and asserts that the alert stays quiet while its `for`
 has not passed, then fires with exactly the labels routing needs and a summary naming what
 is wrong, rendered from its templates (a template reading a label the series lack renders
-empty; this is where that shows)."""
+empty; this is where that shows). The live side, rules evaluated against real processes,
+is tests/tests/prometheus_rules.rs."""
 
 from __future__ import annotations
 

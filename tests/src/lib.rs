@@ -23,6 +23,7 @@ pub mod freeze;
 pub mod injector;
 pub mod log_app;
 pub mod log_seed;
+pub mod prometheus;
 mod raw_app;
 pub mod replicas;
 pub mod scrape;
