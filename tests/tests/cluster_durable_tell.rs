@@ -76,6 +76,22 @@ async fn durable_tells_are_forwarded_and_survive_a_hand_off() -> anyhow::Result<
     Ok(())
 }
 
+/// Waits until a call through d2 reaches dlog/x on d1 (placed and serving).
+async fn until_d2_reaches_d1(via_d2: &Client, fx: &Cluster) -> anyhow::Result<()> {
+    poll_until(Duration::from_secs(30), "d2 to reach dlog on d1", || {
+        let mut c = via_d2.clone();
+        async move {
+            let reached = c
+                .invoke_raw("dlog", "x", "hold", r#"{"kwargs":{"ms":0}}"#)
+                .await;
+            Ok(reached.ok())
+        }
+    })
+    .await
+    .with_context(|| fx.logs())?;
+    Ok(())
+}
+
 /// A tell without a delivery mode sent to a daemon that does not host the
 /// type cannot know the type's default: it must not be acknowledged before
 /// the owner has answered (for a durable-by-default type, stored it).
@@ -98,17 +114,7 @@ async fn a_non_hosting_daemon_acknowledges_a_default_tell_only_once_the_owner_ha
     let channel = fx.member("d1")?.daemon.channel().await?;
     let _app = LogApp::attach_over(channel, vec![spec]).await?;
     let mut via_d2 = fx.member("d2")?.client.clone();
-    poll_until(Duration::from_secs(30), "d2 to reach dlog on d1", || {
-        let mut c = via_d2.clone();
-        async move {
-            let reached = c
-                .invoke_raw("dlog", "x", "hold", r#"{"kwargs":{"ms":0}}"#)
-                .await;
-            Ok(reached.ok())
-        }
-    })
-    .await
-    .with_context(|| fx.logs())?;
+    until_d2_reaches_d1(&via_d2, &fx).await?;
 
     // The owner cannot answer: no acknowledgement may come.
     let d1 = fx.member("d1")?.daemon.pid()?;
@@ -130,7 +136,10 @@ async fn a_non_hosting_daemon_acknowledges_a_default_tell_only_once_the_owner_ha
         !matches!(unheard, Ok(Ok(()))),
         "acknowledged while the owner was stopped: nothing stored it"
     );
-    // Answering again, the owner stores and delivers a default tell.
+    // Answering again, the owner stores and delivers a default tell. The
+    // freeze may have outlasted its lease (2 s of a 3 s lease, counted from
+    // its last acknowledged heartbeat): then it serves once it rejoined.
+    until_d2_reaches_d1(&via_d2, &fx).await?;
     tell_with(
         &mut via_d2,
         "dlog",
