@@ -48,6 +48,9 @@ def selector(name: str, process: dict[str, str]) -> str:
     return f"{metric}{{{', '.join(labels)}}}"
 
 
+# One type's reminders: most of them start 10 to 30 s late.
+LATENESS = 'troupe_reminder_lateness_seconds_bucket{actor_type="orders", kind="reminder"'
+
 CASES = [
     AlertCase(
         "TroupeProcessDown",
@@ -104,6 +107,42 @@ CASES = [
         fires_at="3m",
         labels={**DAEMON, "actor_type": "orders", "severity": "warning"},
         summary="Durable tells to orders were dead-lettered",
+    ),
+    AlertCase(
+        "TroupeCallsRefusedForLoad",
+        {
+            'troupe_calls_total{actor_type="cart", kind="call", result="ok"}': "0+90x20",
+            'troupe_calls_total{actor_type="cart", kind="call", result="resource_exhausted"}': (
+                "0+10x20"
+            ),
+            'troupe_calls_total{actor_type="user", kind="call", result="ok"}': "0+100x20",
+        },
+        fires_at="16m",
+        quiet_at="8m",
+        labels={**DAEMON, "actor_type": "cart", "severity": "warning"},
+        summary="Troupe daemon 10.1.2.3:9090 refuses calls to cart for load",
+    ),
+    AlertCase(
+        "TroupeRemindersLate",
+        {
+            f'{LATENESS}, le="10"}}': "0+1x40",
+            f'{LATENESS}, le="30"}}': "0+100x40",
+            f'{LATENESS}, le="+Inf"}}': "0+100x40",
+        },
+        fires_at="20m",
+        quiet_at="10m",
+        labels={**DAEMON, "actor_type": "orders", "kind": "reminder", "severity": "warning"},
+        summary="reminders of orders start late on 10.1.2.3:9090",
+    ),
+    AlertCase(
+        "TroupeBackupFailed",
+        {
+            'troupe_backups_total{outcome="failed"}': "0 0 1 1",
+            'troupe_backups_total{outcome="ok"}': "0 1 1 1",
+        },
+        fires_at="3m",
+        labels={**DAEMON, "outcome": "failed", "severity": "warning"},
+        summary="A backup of Troupe daemon 10.1.2.3:9090's store failed",
     ),
     AlertCase(
         "TroupeFencedWrites",

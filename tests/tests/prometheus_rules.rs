@@ -15,7 +15,7 @@ use troupe_tests::cluster_harness::{placement_arg, routing_by, settled_with, sig
 use troupe_tests::prometheus::{prometheus_bin, Job, Prometheus};
 use troupe_tests::replicas::PlacementCluster;
 use troupe_tests::scrape::{http_get, metrics_addr};
-use troupe_tests::{poll_until, type_spec, WAIT};
+use troupe_tests::{pb, poll_until, type_spec, WAIT};
 
 /// The namespace label the scrape adds, as a Kubernetes scrape would.
 const NAMESPACE: &str = "troupe-test";
@@ -195,6 +195,33 @@ async fn a_healthy_cluster_raises_no_alert_and_each_trouble_raises_its_own() -> 
         summary.contains(&instance) && summary.contains("metrics"),
         "{summary}"
     );
+
+    // A backup asked of a daemon whose store cannot make one fails.
+    let daemon = &watched.members.first().context("no member")?.daemon;
+    let asked = async {
+        let mut chunks = daemon
+            .admin()
+            .await?
+            .backup(pb::BackupRequest {})
+            .await?
+            .into_inner();
+        while chunks.message().await?.is_some() {}
+        anyhow::Ok(())
+    };
+    assert!(asked.await.is_err(), "the memory store made a backup");
+    let instance = metrics_addr(&daemon.log())
+        .context("no daemon metrics")?
+        .to_string();
+    let failed = poll_until(WAIT, "TroupeBackupFailed", || async {
+        let found = active(prometheus, "TroupeBackupFailed").await?;
+        Ok((!found.is_empty()).then_some(found))
+    })
+    .await
+    .context(prometheus.log())?;
+    let [(labels, _)] = failed.as_slice() else {
+        bail!("one alert for the one failed backup, not {failed:#?}");
+    };
+    assert_eq!(labels["instance"], instance, "{labels:#}");
 
     // Placement stops answering: both daemons' leases lapse, and each is
     // named as not serving; the replica, frozen, fails its scrapes.
