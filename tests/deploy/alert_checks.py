@@ -62,11 +62,34 @@ def check_alert_rules(check: Check) -> None:
     )
 
 
+def expected_groups(case: Case) -> list[Json]:
+    """The rule file's groups as CASE's values tailor them: alerts left out, labels added
+    where an alert has none of that name."""
+    disabled = case.value("metrics.prometheusRule.disabled", "{}").strip("{}").split(",")
+    prefix = "metrics.prometheusRule.additionalRuleLabels."
+    added = {
+        arg.split("=", 1)[0].removeprefix(prefix): arg.split("=", 1)[1]
+        for arg in case.args
+        if arg.startswith(prefix)
+    }
+    groups = []
+    for group in rule_groups():
+        rules = [
+            {**rule, "labels": {**added, **rule.get("labels", {})}}
+            for rule in group["rules"]
+            if rule["alert"] not in disabled
+        ]
+        if rules:
+            groups.append({"name": group["name"], "rules": rules})
+    return groups
+
+
 def check_prometheus_rule(case: Case, docs: list[Json], check: Check) -> None:
-    """The PrometheusRule carries the rule file's groups unchanged, when asked for."""
+    """The PrometheusRule carries the rule file's groups, tailored as the values ask, when
+    asked for."""
     rules = [d for d in docs if d.get("kind") == "PrometheusRule"]
     if case.value("metrics.prometheusRule.enabled") != "true":
         check(not rules, f"[{case.name}] no PrometheusRule unless asked", str(rules))
         return
-    carried = len(rules) == 1 and rules[0]["spec"]["groups"] == rule_groups()
+    carried = len(rules) == 1 and rules[0]["spec"]["groups"] == expected_groups(case)
     check(carried, f"[{case.name}] the PrometheusRule carries files/alerts.yaml", str(rules))

@@ -116,6 +116,23 @@ MATRIX = (
         expect=frozenset({"PrometheusRule"}),
         absent=frozenset({"ServiceMonitor"}),
     ),
+    # Alerts routed by a team label, two of them left out (a whole group's, for one).
+    Case(
+        "metrics-alerts-tailored",
+        (
+            "--set",
+            "metrics.prometheusRule.enabled=true",
+            "--set",
+            "metrics.prometheusRule.additionalRuleLabels.team=payments",
+            "--set",
+            "metrics.prometheusRule.additionalRuleLabels.severity=page",
+            "--set",
+            "metrics.prometheusRule.disabled={TroupeCredentialsRefused,"
+            "TroupeCertificateExpiresSoon,TroupeCertificateExpiresToday}",
+        ),
+        api_versions=("monitoring.coreos.com/v1",),
+        expect=frozenset({"PrometheusRule"}),
+    ),
     # The Grafana dashboard needs no CRD: a ConfigMap for Grafana's dashboard sidecar.
     Case("grafana-dashboard", ("--set", "metrics.grafanaDashboard.enabled=true")),
     # ...in the namespace the sidecar watches, with its label, value and folder annotation.
@@ -171,6 +188,11 @@ REFUSED = (
     (("--set", "metrics.enabled=true", "--set", "metrics.serviceMonitor.enabled=true"),
      "monitoring"),
     (("--set", "metrics.prometheusRule.enabled=true"), "monitoring"),
+    # A misspelt name would leave the alert on.
+    (("--api-versions", "monitoring.coreos.com/v1",
+      "--set", "metrics.prometheusRule.enabled=true",
+      "--set", "metrics.prometheusRule.disabled={TroupeCredentialRefused}"),
+     "TroupeCredentialRefused, which is no alert"),
     (("--set", "metrics.grafanaDashboard.namespace=Monitoring"), "namespace"),
     # A pod cannot listen on one port twice: the sidecars' API, the replicas' health port.
     (("--set", "metrics.enabled=true", "--set", "metrics.port=7420"), "sidecar.port"),
