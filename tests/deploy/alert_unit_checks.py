@@ -52,14 +52,29 @@ def selector(name: str, process: dict[str, str]) -> str:
 LATENESS = 'troupe_reminder_lateness_seconds_bucket{actor_type="orders", kind="reminder"'
 
 CASES = [
+    # Down for hours: still named, though its own series stopped long ago.
     AlertCase(
         "TroupeProcessDown",
-        {"up": "1 1 0x10", 'troupe_build_info{version="1.0.0"}': "1 1"},
-        fires_at="5m",
+        {"up": "1 1 0x200", 'troupe_build_info{version="1.0.0"}': "1 1"},
+        fires_at="3h",
         quiet_at="3m",
         labels={**DAEMON, "severity": "critical"},
         summary="Troupe process 10.1.2.3:9090 (troupe) cannot be scraped",
-        others={'up{job="node-exporter", instance="10.1.2.3:9100"}': "0x10"},
+        others={'up{job="node-exporter", instance="10.1.2.3:9100"}': "0x200"},
+    ),
+    # Crash-looping from its first start: it never exported a thing, its sibling did.
+    AlertCase(
+        "TroupeProcessDown",
+        {"up": "0x10"},
+        fires_at="5m",
+        quiet_at="1m",
+        labels={**DAEMON, "severity": "critical"},
+        summary="Troupe process 10.1.2.3:9090 (troupe) cannot be scraped",
+        others={
+            'up{job="troupe", instance="10.1.2.4:9090", namespace="shop"}': "1x10",
+            'troupe_build_info{job="troupe", instance="10.1.2.4:9090", namespace="shop", '
+            'version="1.0.0"}': "1x10",
+        },
     ),
     AlertCase(
         "TroupeStoreFailing",
@@ -279,7 +294,7 @@ def check_alert_units(check: Check) -> None:
         )
     check(
         proc.returncode == 0,
-        f"promtool test rules: {len(tests['tests'])} alerts quiet, "
+        f"promtool test rules: {len(tests['tests'])} cases, each alert quiet, "
         "then firing with their labels and summary",
         proc.stdout + proc.stderr,
     )
