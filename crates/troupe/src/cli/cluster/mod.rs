@@ -57,6 +57,27 @@ struct MemberView {
     problems: Vec<Problem>,
 }
 
+impl MemberView {
+    /// A member as the table shows it, before the daemon itself was asked.
+    fn unasked(
+        member: &pb::Member,
+        in_current: bool,
+        in_next: bool,
+        heartbeat_ms_ago: Option<u64>,
+    ) -> Self {
+        MemberView {
+            member: member.clone(),
+            in_current,
+            in_next,
+            heartbeat_ms_ago,
+            actors: Err(String::new()),
+            links: Vec::new(),
+            inbound_links: None,
+            problems: Vec::new(),
+        }
+    }
+}
+
 /// Prints the cluster; with `check`, also the problems in it and in each
 /// member, and exits 7 when there is one.
 pub async fn cluster_status(target: &ClusterTarget, check: bool) -> anyhow::Result<()> {
@@ -159,33 +180,24 @@ async fn members(status: &pb::ClusterStatusResponse, tls: Option<&Connector>) ->
     let table = status.table.clone().unwrap_or_default();
     let current = table.current.unwrap_or_default();
     let next = table.next;
-    let mut views: Vec<MemberView> = Vec::new();
-    for member in &current.members {
-        views.push(MemberView {
-            member: member.clone(),
-            in_current: true,
-            in_next: next
-                .as_ref()
-                .is_some_and(|n| n.members.iter().any(|m| m.node == member.node)),
-            heartbeat_ms_ago: status.last_heartbeat_ms_ago.get(&member.node).copied(),
-            actors: Err(String::new()),
-            links: Vec::new(),
-            inbound_links: None,
-            problems: Vec::new(),
-        });
-    }
+    let heartbeat = |node: &str| status.last_heartbeat_ms_ago.get(node).copied();
+    let in_next = |node: &str| {
+        next.as_ref()
+            .is_some_and(|n| n.members.iter().any(|m| m.node == node))
+    };
+    let mut views: Vec<MemberView> = current
+        .members
+        .iter()
+        .map(|m| MemberView::unasked(m, true, in_next(&m.node), heartbeat(&m.node)))
+        .collect();
     for member in next.iter().flat_map(|n| &n.members) {
         if !views.iter().any(|v| v.member.node == member.node) {
-            views.push(MemberView {
-                member: member.clone(),
-                in_current: false,
-                in_next: true,
-                heartbeat_ms_ago: status.last_heartbeat_ms_ago.get(&member.node).copied(),
-                actors: Err(String::new()),
-                links: Vec::new(),
-                inbound_links: None,
-                problems: Vec::new(),
-            });
+            views.push(MemberView::unasked(
+                member,
+                false,
+                true,
+                heartbeat(&member.node),
+            ));
         }
     }
     views.sort_by(|a, b| a.member.node.cmp(&b.member.node));

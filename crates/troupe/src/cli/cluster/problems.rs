@@ -54,23 +54,19 @@ mod tests {
     use super::*;
 
     fn view(node: &str, actors: Result<u64, String>, problems: &[&str]) -> MemberView {
+        let member = pb::Member {
+            node: node.into(),
+            address: format!("{node}:7420"),
+            types: Vec::new(),
+            leaving: false,
+        };
         MemberView {
-            member: pb::Member {
-                node: node.into(),
-                address: format!("{node}:7420"),
-                types: Vec::new(),
-                leaving: false,
-            },
-            in_current: true,
-            in_next: false,
-            heartbeat_ms_ago: Some(100),
             actors,
-            links: Vec::new(),
-            inbound_links: None,
             problems: problems
                 .iter()
                 .map(|what| problem(*what, format!("fix {what}")))
                 .collect(),
+            ..MemberView::unasked(&member, true, false, Some(100))
         }
     }
 

@@ -224,37 +224,20 @@ mod tests {
     fn views() -> Vec<MemberView> {
         vec![
             MemberView {
-                member: member("a", false),
-                in_current: true,
-                in_next: true,
-                heartbeat_ms_ago: Some(120),
                 actors: Ok(5),
-                links: Vec::new(),
                 inbound_links: Some(pb::InboundLinks {
                     streams: 6,
                     let_go: 2,
                 }),
-                problems: Vec::new(),
+                ..MemberView::unasked(&member("a", false), true, true, Some(120))
             },
             MemberView {
-                member: member("bb", true),
-                in_current: true,
-                in_next: false,
-                heartbeat_ms_ago: Some(80),
                 actors: Err("Connection refused (os error 111)".into()),
-                links: Vec::new(),
-                inbound_links: None,
-                problems: Vec::new(),
+                ..MemberView::unasked(&member("bb", true), true, false, Some(80))
             },
             MemberView {
-                member: member("ccc", false),
-                in_current: false,
-                in_next: true,
-                heartbeat_ms_ago: None,
                 actors: Ok(0),
-                links: Vec::new(),
-                inbound_links: None,
-                problems: Vec::new(),
+                ..MemberView::unasked(&member("ccc", false), false, true, None)
             },
         ]
     }
