@@ -427,6 +427,27 @@ async fn refused_requests_are_counted_by_service_and_reason() -> anyhow::Result<
     let channel = Channel::from_shared(daemon.url())?.connect().await?;
     let invoke = "/troupe.v1.ActorClient/Invoke";
     let purge = "/troupe.v1.Admin/PurgeActor";
+    let addr = scrape::metrics_addr(&daemon.log()).context("no metrics address logged")?;
+    let bearer = format!("Bearer {FIRST_API_TOKEN}");
+
+    // Before any refusal, what each guard can refuse shows at 0, so that
+    // Prometheus's rate() counts the first; what none can, not at all.
+    let before = scrape::http_get_with(addr, "/metrics", &[("authorization", &bearer)]).await?;
+    for (service, reason) in [
+        ("client", "read_only"),
+        ("admin", "no_token"),
+        ("reflection", "bad_token"),
+        ("link", "no_token"),
+        ("metrics", "no_token"),
+    ] {
+        let line =
+            format!(r#"troupe_auth_refused_total{{service="{service}",reason="{reason}"}} 0"#);
+        assert!(before.body.contains(&line), "{line} in {}", before.body);
+    }
+    // Without TLS no link is refused for its certificate.
+    let series = r#"{service="link",reason="not_member"}"#;
+    assert!(!before.body.contains(series), "{series} in {}", before.body);
+
     for (path, token) in [
         (invoke, None),
         (invoke, Some("guess")),
@@ -436,11 +457,9 @@ async fn refused_requests_are_counted_by_service_and_reason() -> anyhow::Result<
     ] {
         assert!(refused(&call(&channel, path, token).await?), "{path}");
     }
-    let addr = scrape::metrics_addr(&daemon.log()).context("no metrics address logged")?;
     let guess = scrape::http_get_with(addr, "/metrics", &[("authorization", "Bearer guess")]);
     assert_eq!(guess.await?.status, 401);
 
-    let bearer = format!("Bearer {FIRST_API_TOKEN}");
     let scraped = scrape::http_get_with(addr, "/metrics", &[("authorization", &bearer)]).await?;
     assert_eq!(scraped.status, 200, "{scraped:?}");
     for (service, reason) in [

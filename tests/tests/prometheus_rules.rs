@@ -174,10 +174,12 @@ async fn a_healthy_cluster_raises_no_alert_and_each_trouble_raises_its_own() -> 
         );
     }
 
-    // Someone without the token keeps scraping the replica.
+    // One scrape without the token: the replica showed its refusals at 0
+    // from the start, so rate() sees this one (a counter born at 1 would
+    // have hidden it for good).
+    let refused = http_get(watched.replica_metrics, "/metrics").await?;
+    assert_eq!(refused.status, 401);
     let guessed = poll_until(WAIT, "TroupeCredentialsRefused", || async {
-        let refused = http_get(watched.replica_metrics, "/metrics").await?;
-        assert_eq!(refused.status, 401);
         let found = active(prometheus, "TroupeCredentialsRefused").await?;
         Ok((!found.is_empty()).then_some(found))
     })

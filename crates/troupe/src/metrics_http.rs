@@ -60,6 +60,11 @@ pub async fn start(
     let local_addr = listener
         .local_addr()
         .context("reading the metrics listener's address")?;
+    if access.tokens.is_some() {
+        access
+            .refusals
+            .count_from_zero("metrics", &[Reason::NoToken, Reason::BadToken]);
+    }
     let app = Router::new()
         .route("/metrics", get(metrics))
         .with_state(Scraped { access, exposition });

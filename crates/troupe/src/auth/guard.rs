@@ -56,10 +56,28 @@ impl Guard {
         }
     }
 
-    /// Counts and logs the requests it refuses under `service`.
+    /// Counts and logs the requests it refuses under `service`, showing
+    /// each refusal it can make at 0 until the first; so it goes last,
+    /// once the guard knows what it checks.
     pub fn counting(mut self, refusals: &Refusals, service: &'static str) -> Self {
+        refusals.count_from_zero(service, &self.refusable());
         self.refusals = Some((refusals.clone(), service));
         self
+    }
+
+    /// The reasons it can refuse a request for, as built.
+    fn refusable(&self) -> Vec<Reason> {
+        let mut reasons = Vec::new();
+        if self.members.is_some() {
+            reasons.push(Reason::NotMember);
+        }
+        if self.required.is_some() {
+            reasons.extend([Reason::NoToken, Reason::BadToken]);
+            if self.readers.is_some() {
+                reasons.push(Reason::ReadOnly);
+            }
+        }
+        reasons
     }
 
     /// Also requires a cluster member's certificate, when TLS is on.

@@ -134,8 +134,26 @@ impl Refusals {
         );
     }
 
+    /// Shows `service`'s refusals for `reasons` on `/metrics` at 0 until the
+    /// first. A counter born at its first increment loses that increment to
+    /// Prometheus's `rate()` and `increase()`, which need a sample before
+    /// it: a lone refusal would never raise an alert on them.
+    pub fn count_from_zero(&self, service: &'static str, reasons: &[Reason]) {
+        let mut counts = self.0.counts.lock();
+        for &reason in reasons {
+            counts.entry((service, reason)).or_insert(0);
+        }
+    }
+
     /// Every service and reason refused so far, in a stable order.
     pub fn snapshot(&self) -> Vec<Refused> {
+        let mut refused = self.all();
+        refused.retain(|r| r.count > 0);
+        refused
+    }
+
+    /// [`Refusals::snapshot`] with the expected ones not refused yet.
+    fn all(&self) -> Vec<Refused> {
         self.0
             .counts
             .lock()
@@ -151,7 +169,7 @@ impl Refusals {
     /// Appends the family to `out`, OpenMetrics text ending in `# EOF`.
     pub fn encode(&self, out: &mut String) -> std::fmt::Result {
         let family = Family::<Labels, Counter>::default();
-        for refused in self.snapshot() {
+        for refused in self.all() {
             family
                 .get_or_create(&Labels {
                     service: refused.service,
@@ -189,6 +207,31 @@ mod tests {
         assert!(
             out.contains(r#"troupe_auth_refused_total{service="admin",reason="read_only"} 1"#),
             "{out}"
+        );
+    }
+
+    #[test]
+    fn expected_refusals_show_at_zero_on_metrics_and_not_in_the_snapshot() {
+        let refusals = Refusals::default();
+        refusals.count_from_zero("client", &[Reason::NoToken, Reason::BadToken]);
+        refusals.record("client", Reason::BadToken, None);
+        let mut out = String::new();
+        assert!(refusals.encode(&mut out).is_ok());
+        assert!(
+            out.contains(r#"troupe_auth_refused_total{service="client",reason="no_token"} 0"#),
+            "{out}"
+        );
+        assert!(
+            out.contains(r#"troupe_auth_refused_total{service="client",reason="bad_token"} 1"#),
+            "{out}"
+        );
+        assert_eq!(
+            refusals.snapshot(),
+            vec![Refused {
+                service: "client",
+                reason: Reason::BadToken,
+                count: 1
+            }]
         );
     }
 
