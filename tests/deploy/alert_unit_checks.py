@@ -16,8 +16,7 @@ from pathlib import Path
 
 import yaml
 from alert_checks import ALERTS, Check, rule_groups
-from chart import Json
-from runner import REPO
+from chart import Json, tools_dir
 
 DAEMON = {"job": "troupe", "instance": "10.1.2.3:9090", "namespace": "shop"}
 REPLICA = {"job": "troupe-placement", "instance": "10.1.2.9:9090", "namespace": "shop"}
@@ -238,16 +237,6 @@ CASES = [
 ]
 
 
-def promtool() -> Path:
-    """promtool (scripts/prometheus.sh unpacks it once)."""
-    proc = subprocess.run(
-        [str(REPO / "scripts" / "prometheus.sh")], capture_output=True, text=True, check=False
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"scripts/prometheus.sh failed:\n{proc.stdout}{proc.stderr}")
-    return Path(proc.stdout.strip().splitlines()[-1]) / "promtool"
-
-
 def unit_test(case: AlertCase, rule: Json) -> Json:
     """A promtool test case: quiet first (when it has a `for`), then firing."""
     evaluations: list[Json] = []
@@ -267,7 +256,7 @@ def unit_test(case: AlertCase, rule: Json) -> Json:
 
 
 def check_alert_units(check: Check) -> None:
-    tool = promtool()
+    tool = tools_dir("prometheus.sh") / "promtool"
     proc = subprocess.run(
         [str(tool), "check", "rules", str(ALERTS)], capture_output=True, text=True, check=False
     )

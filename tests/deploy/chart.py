@@ -23,15 +23,21 @@ NAMESPACE = "troupe"
 Json = dict[str, Any]
 
 
+def tools_dir(script: str) -> Path:
+    """The directory scripts/SCRIPT prints last, once it has installed its tools there
+    (when missing); exits when it fails."""
+    proc = subprocess.run(
+        [str(REPO / "scripts" / script)], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        sys.exit(f"scripts/{script} failed:\n{proc.stdout}{proc.stderr}")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
 def k8s_tools() -> Path:
     """The k8s tools' directory (scripts/k8s-tools.sh installs them when missing), put
     first on PATH: every test runs the versions the script pins, not whatever is installed."""
-    proc = subprocess.run(
-        [str(REPO / "scripts" / "k8s-tools.sh")], capture_output=True, text=True, check=False
-    )
-    if proc.returncode != 0:
-        sys.exit(f"scripts/k8s-tools.sh failed:\n{proc.stdout}{proc.stderr}")
-    bin_dir = Path(proc.stdout.strip().splitlines()[-1])
+    bin_dir = tools_dir("k8s-tools.sh")
     os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
     return bin_dir
 

@@ -53,7 +53,8 @@ pub struct Job {
 #[derive(Debug)]
 pub struct Prometheus {
     pub addr: SocketAddr,
-    child: Child,
+    /// Held for its kill on drop.
+    _child: Child,
     log: tempfile::NamedTempFile,
     _dir: tempfile::TempDir,
 }
@@ -85,7 +86,7 @@ impl Prometheus {
             .with_context(|| format!("cannot run {}", bin.display()))?;
         let prometheus = Prometheus {
             addr,
-            child,
+            _child: child,
             log,
             _dir: dir,
         };
@@ -103,10 +104,6 @@ impl Prometheus {
     /// What Prometheus logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
-    }
-
-    pub fn pid(&self) -> Option<u32> {
-        self.child.id()
     }
 
     /// `GET /api/v1/PATH`'s `data`, failing on an error status.
@@ -193,7 +190,7 @@ impl Prometheus {
 }
 
 /// The value of a one-series result, if it has exactly one.
-pub fn single_value(series: &[Value]) -> Option<f64> {
+fn single_value(series: &[Value]) -> Option<f64> {
     match series {
         [one] => one["value"][1].as_str()?.parse().ok(),
         _ => None,

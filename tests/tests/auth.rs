@@ -418,6 +418,11 @@ async fn admin_changes_are_audited_with_the_credential_that_made_them() -> anyho
     Ok(())
 }
 
+/// The exposition line of `count` refusals by `service` for `reason`.
+fn refused_line(service: &str, reason: &str, count: u32) -> String {
+    format!(r#"troupe_auth_refused_total{{service="{service}",reason="{reason}"}} {count}"#)
+}
+
 /// Every refusal is counted by service and reason, and logged without a
 /// line per attempt or the token sent.
 #[tokio::test]
@@ -440,8 +445,7 @@ async fn refused_requests_are_counted_by_service_and_reason() -> anyhow::Result<
         ("link", "no_token"),
         ("metrics", "no_token"),
     ] {
-        let line =
-            format!(r#"troupe_auth_refused_total{{service="{service}",reason="{reason}"}} 0"#);
+        let line = refused_line(service, reason, 0);
         assert!(before.body.contains(&line), "{line} in {}", before.body);
     }
     // Without TLS no link is refused for its certificate.
@@ -470,8 +474,7 @@ async fn refused_requests_are_counted_by_service_and_reason() -> anyhow::Result<
         ("admin", "bad_token"),
         ("metrics", "bad_token"),
     ] {
-        let line =
-            format!(r#"troupe_auth_refused_total{{service="{service}",reason="{reason}"}} 1"#);
+        let line = refused_line(service, reason, 1);
         assert!(scraped.body.contains(&line), "{line} in {}", scraped.body);
     }
     let log = daemon.log();

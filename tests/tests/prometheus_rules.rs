@@ -115,22 +115,35 @@ impl Watched {
     }
 }
 
-/// The alerts pending or firing named `name`, as (labels, annotations).
-async fn active(prometheus: &Prometheus, name: &str) -> anyhow::Result<Vec<(Value, Value)>> {
+/// The alerts pending or firing named `name`, as (labels, annotations),
+/// of the target at `instance` when given.
+async fn active(
+    prometheus: &Prometheus,
+    name: &str,
+    instance: Option<&str>,
+) -> anyhow::Result<Vec<(Value, Value)>> {
     Ok(prometheus
         .alerts()
         .await?
         .into_iter()
         .filter(|a| a["labels"]["alertname"] == name)
+        .filter(|a| instance.is_none_or(|i| a["labels"]["instance"] == i))
         .map(|a| (a["labels"].clone(), a["annotations"].clone()))
         .collect())
 }
 
-/// The TroupeProcessDown alerts of the target at `instance`.
-async fn down_at(prometheus: &Prometheus, instance: &str) -> anyhow::Result<Vec<(Value, Value)>> {
-    let mut found = active(prometheus, "TroupeProcessDown").await?;
-    found.retain(|(labels, _)| labels["instance"] == instance);
-    Ok(found)
+/// Waits until [`active`] names at least one such alert; returns them.
+async fn raised(
+    prometheus: &Prometheus,
+    name: &str,
+    instance: Option<&str>,
+) -> anyhow::Result<Vec<(Value, Value)>> {
+    poll_until(WAIT, name, || async {
+        let found = active(prometheus, name, instance).await?;
+        Ok((!found.is_empty()).then_some(found))
+    })
+    .await
+    .context(prometheus.log())
 }
 
 #[tokio::test]
@@ -179,12 +192,7 @@ async fn a_healthy_cluster_raises_no_alert_and_each_trouble_raises_its_own() -> 
     // have hidden it for good).
     let refused = http_get(watched.replica_metrics, "/metrics").await?;
     assert_eq!(refused.status, 401);
-    let guessed = poll_until(WAIT, "TroupeCredentialsRefused", || async {
-        let found = active(prometheus, "TroupeCredentialsRefused").await?;
-        Ok((!found.is_empty()).then_some(found))
-    })
-    .await
-    .context(prometheus.log())?;
+    let guessed = raised(prometheus, "TroupeCredentialsRefused", None).await?;
     let [(labels, annotations)] = guessed.as_slice() else {
         bail!("one alert for one refused caller, not {guessed:#?}");
     };
@@ -214,12 +222,7 @@ async fn a_healthy_cluster_raises_no_alert_and_each_trouble_raises_its_own() -> 
     let instance = metrics_addr(&daemon.log())
         .context("no daemon metrics")?
         .to_string();
-    let failed = poll_until(WAIT, "TroupeBackupFailed", || async {
-        let found = active(prometheus, "TroupeBackupFailed").await?;
-        Ok((!found.is_empty()).then_some(found))
-    })
-    .await
-    .context(prometheus.log())?;
+    let failed = raised(prometheus, "TroupeBackupFailed", None).await?;
     let [(labels, _)] = failed.as_slice() else {
         bail!("one alert for the one failed backup, not {failed:#?}");
     };
@@ -240,8 +243,8 @@ async fn a_healthy_cluster_raises_no_alert_and_each_trouble_raises_its_own() -> 
         2 * WAIT,
         "TroupeNotServing and TroupeProcessDown",
         || async {
-            let not_serving = active(prometheus, "TroupeNotServing").await?;
-            let down = down_at(prometheus, &replica).await?;
+            let not_serving = active(prometheus, "TroupeNotServing", None).await?;
+            let down = active(prometheus, "TroupeProcessDown", Some(&replica)).await?;
             Ok(
                 (not_serving.len() == watched.members.len() && down.len() == 1)
                     .then_some((not_serving, down)),
@@ -264,12 +267,7 @@ async fn a_healthy_cluster_raises_no_alert_and_each_trouble_raises_its_own() -> 
     let gone = metrics_addr(&member.daemon.log()).context("no daemon metrics")?;
     member.daemon.kill9().await?;
     let gone = gone.to_string();
-    let down = poll_until(WAIT, "TroupeProcessDown for the daemon", || async {
-        let found = down_at(prometheus, &gone).await?;
-        Ok((!found.is_empty()).then_some(found))
-    })
-    .await
-    .context(prometheus.log())?;
+    let down = raised(prometheus, "TroupeProcessDown", Some(&gone)).await?;
     let [(labels, annotations)] = down.as_slice() else {
         bail!("one alert for the one daemon down, not {down:#?}");
     };
