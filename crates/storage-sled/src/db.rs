@@ -393,7 +393,7 @@ impl SledDb {
 /// database still holds its lock. sled 0.34 reports a held lock as an I/O
 /// error of kind `Other` ("could not acquire lock on ..."); a full disk or a
 /// permission problem has a kind of its own and fails at once.
-fn open_when_unlocked(dir: &Path, cache_bytes: u64) -> sled::Result<Handles> {
+pub(crate) fn open_when_unlocked(dir: &Path, cache_bytes: u64) -> sled::Result<Handles> {
     let deadline = Instant::now() + LOCK_WAIT;
     loop {
         match Handles::open(dir, cache_bytes) {
