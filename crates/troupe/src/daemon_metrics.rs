@@ -4,9 +4,8 @@
 use troupe_runtime::Runtime;
 use troupe_transport::link::Links;
 
-use crate::auth::Refusals;
 use crate::link_metrics;
-use crate::metrics_http::{encode_process, without_eof, Exposition};
+use crate::metrics_http::{without_eof, Exposition, ProcessFamilies};
 use crate::store_metrics::StoreMetrics;
 
 /// What a scrape of the daemon reads.
@@ -14,13 +13,9 @@ use crate::store_metrics::StoreMetrics;
 pub struct DaemonMetrics {
     pub runtime: Runtime,
     pub links: Option<Links>,
-    /// The cgroup's, if any (`config::memory_limit`).
-    pub memory_limit: Option<u64>,
     pub store_metrics: StoreMetrics,
-    /// Every guard's refusals, scrapes' included.
-    pub refusals: Refusals,
-    /// The daemon's TLS, whose certificates' expiry is shown.
-    pub tls: Option<troupe_tls::Tls>,
+    /// Its refusals, tokens, certificates and process.
+    pub process: ProcessFamilies,
 }
 
 #[tonic::async_trait]
@@ -34,6 +29,6 @@ impl Exposition for DaemonMetrics {
         }
         without_eof(body);
         self.store_metrics.encode(store_bytes, body)?;
-        encode_process(body, &self.refusals, self.tls.as_ref(), self.memory_limit)
+        self.process.encode(body)
     }
 }

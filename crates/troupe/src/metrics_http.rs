@@ -18,9 +18,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
+use axum::extract::connect_info::Connected;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::IncomingStream;
 use axum::Router;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -111,12 +113,31 @@ async fn serve<L>(listener: L, app: Router, stopped: impl Future<Output = ()> + 
 where
     L: axum::serve::Listener,
     L::Addr: std::fmt::Debug,
+    Scraper: for<'a> Connected<IncomingStream<'a, L>>,
 {
+    let app = app.into_make_service_with_connect_info::<Scraper>();
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(stopped)
         .await;
     if let Err(e) = served {
         warn!(error = %e, "the metrics endpoint stopped with an error");
+    }
+}
+
+/// The scraper's address, which names who a token let in, or who was
+/// refused.
+#[derive(Debug, Clone, Copy)]
+struct Scraper(SocketAddr);
+
+impl Connected<IncomingStream<'_, TcpListener>> for Scraper {
+    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
+        Self(*stream.remote_addr())
+    }
+}
+
+impl Connected<IncomingStream<'_, TlsListener>> for Scraper {
+    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
+        Self(*stream.remote_addr())
     }
 }
 
@@ -169,41 +190,62 @@ pub fn without_eof(body: &mut String) {
     }
 }
 
-/// Appends what every troupe process serves after its own families: the
-/// refused credentials, its certificates' expiry and its process figures.
-pub fn encode_process(
-    body: &mut String,
-    refusals: &Refusals,
-    tls: Option<&troupe_tls::Tls>,
-    memory_limit: Option<u64>,
-) -> std::fmt::Result {
-    without_eof(body);
-    refusals.encode(body)?;
-    if let Some(tls) = tls {
+/// What every troupe process serves after its own families.
+#[derive(Clone)]
+pub struct ProcessFamilies {
+    /// The refused credentials, scrapes' included.
+    pub refusals: Refusals,
+    /// The credentials it takes, whose tokens' last use is shown.
+    pub tokens: Vec<Arc<Tokens>>,
+    /// Its certificates, whose expiry is shown.
+    pub tls: Option<troupe_tls::Tls>,
+    /// The cgroup's memory limit, if any, beside the process figures.
+    pub memory_limit: Option<u64>,
+}
+
+impl ProcessFamilies {
+    /// Appends them to `body`.
+    pub fn encode(&self, body: &mut String) -> std::fmt::Result {
+        let Self {
+            refusals,
+            tokens,
+            tls,
+            memory_limit,
+        } = self;
         without_eof(body);
-        cert_metrics::encode(tls, body)?;
+        refusals.encode(body)?;
+        let usage: Vec<_> = tokens.iter().flat_map(|t| t.usage()).collect();
+        if !usage.is_empty() {
+            without_eof(body);
+            crate::auth::encode_token_use(&usage, body)?;
+        }
+        if let Some(tls) = tls {
+            without_eof(body);
+            cert_metrics::encode(tls, body)?;
+        }
+        without_eof(body);
+        process_stats::encode(process_stats::read().as_ref(), *memory_limit, body)
     }
-    without_eof(body);
-    process_stats::encode(process_stats::read().as_ref(), memory_limit, body)
 }
 
 async fn metrics(
     axum::extract::State(scraped): axum::extract::State<Scraped>,
+    axum::extract::ConnectInfo(Scraper(from)): axum::extract::ConnectInfo<Scraper>,
     headers: axum::http::HeaderMap,
 ) -> Response {
     let access = &scraped.access;
     if let Some(tokens) = &access.tokens {
         let metadata = MetadataMap::from_headers(headers);
-        let checked = tokens
-            .check(&metadata)
-            .or_else(|refused| match &access.read_tokens {
-                Some(readers) if readers.check(&metadata).is_ok() => Ok(()),
-                _ => Err(refused),
-            });
+        let checked =
+            tokens
+                .check(&metadata, || Some(from))
+                .or_else(|refused| match &access.read_tokens {
+                    Some(readers) if readers.check(&metadata, || Some(from)).is_ok() => Ok(()),
+                    _ => Err(refused),
+                });
         if let Err(refused) = checked {
             let reason = Reason::of_missing_or_wrong(&metadata);
-            // The HTTP server does not keep peer addresses.
-            access.refusals.record("metrics", reason, None);
+            access.refusals.record("metrics", reason, Some(from));
             return (
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Bearer")],

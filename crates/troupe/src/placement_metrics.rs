@@ -15,21 +15,20 @@ use troupe_tls::{Tls, TlsFiles};
 
 use crate::auth::{Credential, Refusals, Tokens};
 use crate::config::{memory_limit, token_source, MetricsTls};
-use crate::metrics_http::{self, encode_process, Access, Exposition, MetricsServer};
+use crate::metrics_http::{self, Access, Exposition, MetricsServer, ProcessFamilies};
 
 /// What a scrape of the replica reads.
 struct PlacementMetrics {
     replica: ReplicaMetrics,
-    refusals: Refusals,
-    tls: Option<Tls>,
-    memory_limit: Option<u64>,
+    /// Its scrapes' refusals and read-only tokens, certificates and process.
+    process: ProcessFamilies,
 }
 
 #[tonic::async_trait]
 impl Exposition for PlacementMetrics {
     async fn encode(&self, body: &mut String) -> std::fmt::Result {
         self.replica.encode(body)?;
-        encode_process(body, &self.refusals, self.tls.as_ref(), self.memory_limit)
+        self.process.encode(body)
     }
 }
 
@@ -85,6 +84,12 @@ pub async fn start(
         tokens.watch();
     }
     let refusals = Refusals::default();
+    let process = ProcessFamilies {
+        refusals: refusals.clone(),
+        tokens: checked.tokens.iter().cloned().collect(),
+        tls,
+        memory_limit: memory_limit::detect(),
+    };
     metrics_http::start(
         checked.listen,
         checked.tls,
@@ -93,12 +98,7 @@ pub async fn start(
             read_tokens: None,
             refusals: refusals.clone(),
         },
-        Arc::new(PlacementMetrics {
-            replica,
-            refusals,
-            tls,
-            memory_limit: memory_limit::detect(),
-        }),
+        Arc::new(PlacementMetrics { replica, process }),
     )
     .await
 }

@@ -237,10 +237,17 @@ pub async fn run_until(
                 Arc::new(DaemonMetrics {
                     runtime: runtime.clone(),
                     links: links.clone(),
-                    memory_limit: config.memory_limit,
                     store_metrics: store_metrics.clone(),
-                    refusals: refusals.clone(),
-                    tls: tls.clone(),
+                    process: metrics_http::ProcessFamilies {
+                        refusals: refusals.clone(),
+                        tokens: [&api_tokens, &app_tokens, &read_tokens]
+                            .into_iter()
+                            .flatten()
+                            .cloned()
+                            .collect(),
+                        tls: tls.clone(),
+                        memory_limit: config.memory_limit,
+                    },
                 }),
             )
             .await?,

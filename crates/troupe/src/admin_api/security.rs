@@ -1,14 +1,15 @@
 //! What `Status` tells of the daemon's protection: how many tokens each
-//! credential accepts now, the TLS in use with its certificates' expiry,
-//! and the requests refused so far. Counts and dates only: never a token,
-//! a digest of one, or a key.
+//! credential accepts now and each one's use, the TLS in use with its
+//! certificates' expiry, and the requests refused so far. Counts, places,
+//! addresses and dates only: never a token, a digest of one, or a key.
 
 use std::sync::Arc;
+use std::time::UNIX_EPOCH;
 
 use troupe_proto::v1 as pb;
 use troupe_tls::{ClientCerts, Tls};
 
-use crate::auth::{Refusals, Tokens};
+use crate::auth::{Refusals, TokenUsage, Tokens};
 
 /// The daemon's credentials and TLS, as its guards use them.
 #[derive(Debug, Clone, Default)]
@@ -42,7 +43,30 @@ impl Security {
                     count: r.count,
                 })
                 .collect(),
+            tokens: [&self.api_tokens, &self.app_tokens, &self.read_tokens]
+                .into_iter()
+                .flatten()
+                .flat_map(|tokens| tokens.usage())
+                .map(|usage| token_use(&usage))
+                .collect(),
         }
+    }
+}
+
+fn token_use(usage: &TokenUsage) -> pb::TokenUse {
+    pb::TokenUse {
+        credential: usage.credential.label().to_owned(),
+        source: usage.place.kind().to_owned(),
+        source_name: usage.place.source_name(),
+        position: usage.place.position,
+        accepted: usage.accepted,
+        last_accepted_unix_ms: usage
+            .last_accepted
+            .and_then(|at| at.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            }),
+        last_from: usage.last_from.map(|a| a.to_string()).unwrap_or_default(),
     }
 }
 

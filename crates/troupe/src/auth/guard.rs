@@ -6,7 +6,7 @@ use tonic::{Request, Status};
 use troupe_transport::link::Admit;
 
 use super::refusals::{Reason, Refusals};
-use super::{Credential, Tokens};
+use super::{Credential, Place, Tokens};
 
 /// The interceptor for one service: lets a request through when its
 /// credential is not required or a token it accepts was sent.
@@ -29,14 +29,17 @@ pub struct Guard {
     refusals: Option<(Refusals, &'static str)>,
 }
 
-/// Which credential let a request in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Caller(pub Credential);
+/// Which credential, and which of its tokens, let a request in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub credential: Credential,
+    pub token: Arc<Place>,
+}
 
 impl Caller {
-    /// How the audit trail names it.
-    pub fn name(self) -> &'static str {
-        match self.0 {
+    /// How the audit trail names the credential.
+    pub fn name(&self) -> &'static str {
+        match self.credential {
             Credential::Api => "api token",
             Credential::App => "app token",
             Credential::Read => "read-only token",
@@ -142,22 +145,16 @@ impl Guard {
         let Some(required) = &self.required else {
             return Ok(request);
         };
-        let matched = |tokens: &Option<Arc<Tokens>>| {
-            tokens
-                .as_ref()
-                .filter(|tokens| tokens.check(request.metadata()).is_ok())
-                .map(|tokens| tokens.credential())
-        };
-        let credential = match required.check(request.metadata()) {
-            Ok(()) => required.credential(),
+        let named = match self.named(required, &request) {
+            Ok(named) => named,
             Err(status) => {
-                if let Some(also) = matched(&self.also) {
-                    also
-                } else if let Some(read) = matched(&self.readers) {
+                if let Some(named) = self.matched(&self.also, &request) {
+                    named
+                } else if let Some(named) = self.matched(&self.readers, &request) {
                     if let Err(status) = super::read_only::allows(&request) {
                         return Err(self.refuse(Reason::ReadOnly, status, &request));
                     }
-                    read
+                    named
                 } else {
                     let reason = Reason::of_missing_or_wrong(request.metadata());
                     return Err(self.refuse(reason, status, &request));
@@ -165,10 +162,35 @@ impl Guard {
             }
         };
         let mut request = request;
-        if self.identify {
-            request.extensions_mut().insert(Caller(credential));
+        if let Some(caller) = named {
+            request.extensions_mut().insert(caller);
         }
         Ok(request)
+    }
+
+    /// Whether `tokens` let `request` in, counting the token's use; names
+    /// the caller when this guard identifies them.
+    fn named(&self, tokens: &Tokens, request: &Request<()>) -> Result<Option<Caller>, Status> {
+        let metadata = request.metadata();
+        let from = || request.remote_addr();
+        if !self.identify {
+            return tokens.check(metadata, from).map(|()| None);
+        }
+        let token = tokens.check_naming(metadata, from)?;
+        Ok(Some(Caller {
+            credential: tokens.credential(),
+            token,
+        }))
+    }
+
+    /// [`Guard::named`] for an optional, also accepted credential: `None`
+    /// when it is not there or did not let the request in.
+    fn matched(
+        &self,
+        tokens: &Option<Arc<Tokens>>,
+        request: &Request<()>,
+    ) -> Option<Option<Caller>> {
+        self.named(tokens.as_deref()?, request).ok()
     }
 
     /// Counts `request`'s refusal, if this guard counts, and hands `status`

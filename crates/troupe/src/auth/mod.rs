@@ -10,35 +10,30 @@
 //! `TROUPE_APP_TOKEN`, as the CLI and SDKs read them) and from files named
 //! by flags, one token per line; a file is read again when it changes.
 //! Tokens are kept only as SHA-256 digests and compared in constant time,
-//! and never reach logs, errors or status output.
+//! and never reach logs, errors or status output; each is named by its
+//! place instead (`token_use`), which is how status, `/metrics` and the
+//! audit trail tell them apart.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::path::PathBuf;
 
-use arc_swap::ArcSwap;
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
-use tonic::metadata::MetadataMap;
-use tonic::Status;
-use tracing::{info, warn};
 use troupe_transport::link::Authorization;
 
 mod bearer;
 mod guard;
 mod read_only;
 mod refusals;
+mod token_use;
+mod tokens;
 
 pub use bearer::{bearer_value, BearerToken, UnsendableToken};
 pub use guard::{Caller, Guard};
 pub use read_only::Stamped;
 pub use refusals::{Reason, Refusals};
+pub use token_use::{encode as encode_token_use, Place, Source, TokenUsage};
+pub use tokens::Tokens;
 
 /// The metadata key tokens travel in, as gRPC clients send them.
 pub const AUTHORIZATION: &str = "authorization";
-
-/// How often token files are looked at for changes.
-const RELOAD_EVERY: Duration = Duration::from_secs(1);
 
 /// Which credential a service wants.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +70,15 @@ impl Credential {
         std::env::var(self.env_var())
             .map(|text| parse_tokens(&text))
             .unwrap_or_default()
+    }
+
+    /// `api`, `app` or `read`, as status and `/metrics` name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Api => "api",
+            Self::App => "app",
+            Self::Read => "read",
+        }
     }
 
     fn what(self) -> &'static str {
@@ -191,180 +195,6 @@ pub enum TokenError {
     },
     #[error("{flag} {path} holds no token; put one token per line (several while rotating)")]
     Empty { path: PathBuf, flag: &'static str },
-}
-
-fn digest(token: &[u8]) -> [u8; 32] {
-    Sha256::digest(token).into()
-}
-
-/// The digests a credential accepts now.
-#[derive(Default)]
-struct Accepted {
-    digests: Vec<[u8; 32]>,
-}
-
-impl Accepted {
-    /// Compares against every accepted digest, without stopping at a match,
-    /// so the time taken says nothing about which token (or how much of one)
-    /// was right.
-    fn accepts(&self, token: &[u8]) -> bool {
-        let given = digest(token);
-        let mut any = subtle::Choice::from(0);
-        for accepted in &self.digests {
-            any |= accepted.ct_eq(&given);
-        }
-        any.into()
-    }
-}
-
-/// One credential's accepted tokens, reloaded from its file when it changes.
-pub struct Tokens {
-    source: TokenSource,
-    accepted: ArcSwap<Accepted>,
-    /// The file as it was just before it was first read: a change after
-    /// that, even before the watcher first looks, is one to read.
-    loaded: Option<FileStamp>,
-}
-
-impl std::fmt::Debug for Tokens {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tokens")
-            .field("source", &self.source)
-            .finish()
-    }
-}
-
-/// A file's identity and version, to notice a change (also a replacement by
-/// rename, as Kubernetes updates mounted secrets).
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct FileStamp {
-    modified: Option<SystemTime>,
-    len: u64,
-    #[cfg(unix)]
-    inode: u64,
-}
-
-fn stamp(path: &Path) -> Option<FileStamp> {
-    let meta = std::fs::metadata(path).ok()?;
-    Some(FileStamp {
-        modified: meta.modified().ok(),
-        len: meta.len(),
-        #[cfg(unix)]
-        inode: std::os::unix::fs::MetadataExt::ino(&meta),
-    })
-}
-
-impl Tokens {
-    /// Reads the source once; fails when its file cannot be read or holds
-    /// no token, so a daemon never starts believing it is protected when
-    /// it is not.
-    pub fn load(source: TokenSource) -> Result<Arc<Self>, TokenError> {
-        let loaded = source.file.as_deref().and_then(stamp);
-        let accepted = Self::read(&source)?;
-        Ok(Arc::new(Self {
-            source,
-            accepted: ArcSwap::from_pointee(accepted),
-            loaded,
-        }))
-    }
-
-    fn read(source: &TokenSource) -> Result<Accepted, TokenError> {
-        let mut tokens = source.inline.clone();
-        if let (Some(path), Some(from_file)) = (&source.file, source.file_tokens()?) {
-            if from_file.is_empty() {
-                return Err(TokenError::Empty {
-                    path: path.clone(),
-                    flag: source.credential.flag(),
-                });
-            }
-            tokens.extend(from_file);
-        }
-        Ok(Accepted {
-            digests: tokens.iter().map(|t| digest(t.as_bytes())).collect(),
-        })
-    }
-
-    /// The credential these tokens are.
-    pub fn credential(&self) -> Credential {
-        self.source.credential
-    }
-
-    /// How many tokens are accepted now (for the startup log).
-    pub fn count(&self) -> usize {
-        self.accepted.load().digests.len()
-    }
-
-    /// Looks at the file every second and takes its tokens when it changed.
-    /// A file that became unreadable or empty keeps the tokens it had (and
-    /// says so): a half-written rotation must not lock everyone out.
-    pub fn watch(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
-        let path = self.source.file.clone()?;
-        let mut seen = self.loaded.clone();
-        let tokens = Arc::downgrade(self);
-        Some(tokio::spawn(async move {
-            let mut tick = tokio::time::interval(RELOAD_EVERY);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let Some(tokens) = tokens.upgrade() else {
-                    return;
-                };
-                let now = stamp(&path);
-                if now == seen {
-                    continue;
-                }
-                seen = now;
-                match Self::read(&tokens.source) {
-                    Ok(accepted) => {
-                        let count = accepted.digests.len();
-                        tokens.accepted.store(Arc::new(accepted));
-                        info!(file = %path.display(), tokens = count, "token file changed: reloaded");
-                    }
-                    Err(error) => warn!(
-                        %error,
-                        "token file changed but cannot be used; keeping the tokens it held before"
-                    ),
-                }
-            }
-        }))
-    }
-
-    /// Whether `metadata` carries one of the accepted tokens; the status to
-    /// answer otherwise.
-    pub fn check(&self, metadata: &MetadataMap) -> Result<(), Status> {
-        let credential = self.source.credential;
-        let Some(value) = metadata.get(AUTHORIZATION) else {
-            return Err(Status::unauthenticated(format!(
-                "this daemon requires {}: send the metadata `authorization: Bearer <token>` with a \
-                 token the daemon accepts (the troupe CLI and SDKs send {} from the environment; \
-                 the daemon takes it from {} or {})",
-                credential.what(),
-                credential.env_var(),
-                credential.env_var(),
-                credential.flag()
-            )));
-        };
-        let token = value
-            .as_bytes()
-            .strip_prefix(b"Bearer ")
-            .or_else(|| value.as_bytes().strip_prefix(b"bearer "));
-        let Some(token) = token else {
-            return Err(Status::unauthenticated(format!(
-                "the authorization metadata is not `Bearer <token>`; send {} as `Bearer <token>`",
-                credential.what()
-            )));
-        };
-        if self.accepted.load().accepts(token.trim_ascii()) {
-            return Ok(());
-        }
-        Err(Status::unauthenticated(format!(
-            "the token sent is not {} this daemon accepts; use the value of {} or of the file \
-             given to {} on the daemon (an app token is not a client token, nor the reverse)",
-            credential.what(),
-            credential.env_var(),
-            credential.flag()
-        )))
-    }
 }
 
 #[cfg(test)]

@@ -23,6 +23,25 @@ fn with(token: &str) -> MetadataMap {
     m
 }
 
+/// Renames a file holding `content` over `path`, as a secret mount
+/// updates, and waits until the watcher took it: until `token` is accepted.
+async fn replace(
+    path: &std::path::Path,
+    content: &str,
+    tokens: &Tokens,
+    token: &str,
+) -> std::io::Result<()> {
+    let next = path.with_extension("new");
+    std::fs::write(&next, content)?;
+    std::fs::rename(&next, path)?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokens.check(&with(token), || None).is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "never reloaded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
 #[test]
 fn tokens_split_by_lines_and_commas_skipping_comments() {
     assert_eq!(
@@ -34,10 +53,10 @@ fn tokens_split_by_lines_and_commas_skipping_comments() {
 #[test]
 fn every_accepted_token_works_and_nothing_else() -> Result<(), TokenError> {
     let tokens = Tokens::load(source(&["old", "new"], None))?;
-    assert!(tokens.check(&with("old")).is_ok());
-    assert!(tokens.check(&with("new")).is_ok());
+    assert!(tokens.check(&with("old"), || None).is_ok());
+    assert!(tokens.check(&with("new"), || None).is_ok());
     for wrong in [with("ol"), with("old2"), with(""), MetadataMap::new()] {
-        let status = tokens.check(&wrong).err();
+        let status = tokens.check(&wrong, || None).err();
         assert_eq!(status.map(|s| s.code()), Some(tonic::Code::Unauthenticated));
     }
     Ok(())
@@ -47,7 +66,7 @@ fn every_accepted_token_works_and_nothing_else() -> Result<(), TokenError> {
 fn errors_name_what_is_expected_and_never_a_token() -> Result<(), TokenError> {
     let tokens = Tokens::load(source(&["s3cret-value"], None))?;
     for metadata in [MetadataMap::new(), with("guess")] {
-        let Err(status) = tokens.check(&metadata) else {
+        let Err(status) = tokens.check(&metadata, || None) else {
             panic!("accepted without the token");
         };
         assert!(status.message().contains("TROUPE_API_TOKEN"), "{status:?}");
@@ -76,17 +95,9 @@ async fn a_changed_file_is_used_without_a_restart() -> Result<(), Box<dyn std::e
     std::fs::write(&path, "first\n")?;
     let tokens = Tokens::load(source(&[], Some(path.clone())))?;
     let watcher = tokens.watch();
-    assert!(tokens.check(&with("first")).is_ok());
-    // A new file renamed over the old one, as a secret mount updates.
-    let next = dir.path().join("token.new");
-    std::fs::write(&next, "second\n")?;
-    std::fs::rename(&next, &path)?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while tokens.check(&with("second")).is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "never reloaded");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(tokens.check(&with("first")).is_err());
+    assert!(tokens.check(&with("first"), || None).is_ok());
+    replace(&path, "second\n", &tokens, "second").await?;
+    assert!(tokens.check(&with("first"), || None).is_err());
     if let Some(w) = watcher {
         w.abort();
     }
@@ -113,5 +124,62 @@ fn peers_are_shown_the_first_token_as_the_file_has_it_now() -> Result<(), Box<dy
     // Emptied for a moment: the last token is still shown.
     std::fs::write(&path, "")?;
     assert_eq!(shown(&presented).as_deref(), Some("Bearer new"));
+    Ok(())
+}
+
+#[tokio::test]
+async fn each_token_counts_its_own_use_and_keeps_it_across_a_reload(
+) -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("token");
+    std::fs::write(&path, "old\n")?;
+    let tokens = Tokens::load(source(&["env-one"], Some(path.clone())))?;
+    let watcher = tokens.watch();
+    let caller: std::net::SocketAddr = ([10, 0, 0, 7], 5000).into();
+    for _ in 0..3 {
+        tokens.check(&with("old"), || Some(caller))?;
+    }
+    let named = tokens.check_naming(&with("env-one"), || None)?;
+    assert_eq!(named.to_string(), "token 1 of TROUPE_API_TOKEN");
+    let shown = |tokens: &Tokens| -> Vec<(String, u64)> {
+        tokens
+            .usage()
+            .into_iter()
+            .map(|u| (u.place.to_string(), u.accepted))
+            .collect()
+    };
+    let file = path.display();
+    assert_eq!(
+        shown(&tokens),
+        vec![
+            ("token 1 of TROUPE_API_TOKEN".to_owned(), 1),
+            (format!("token 1 of {file}"), 3),
+        ]
+    );
+    assert_eq!(tokens.usage()[1].last_from, Some(caller));
+
+    // Rotation: the new token first, the old one moved down keeps its count.
+    replace(&path, "new\nold\n", &tokens, "new").await?;
+    assert_eq!(
+        shown(&tokens),
+        vec![
+            ("token 1 of TROUPE_API_TOKEN".to_owned(), 1),
+            (format!("token 1 of {file}"), 1),
+            (format!("token 2 of {file}"), 3),
+        ]
+    );
+    assert!(tokens.usage()[1].last_from.is_none());
+    if let Some(w) = watcher {
+        w.abort();
+    }
+    Ok(())
+}
+
+#[test]
+fn a_refused_token_counts_for_none() -> Result<(), TokenError> {
+    let tokens = Tokens::load(source(&["one", "two"], None))?;
+    assert!(tokens.check(&with("three"), || None).is_err());
+    assert!(tokens.check(&MetadataMap::new(), || None).is_err());
+    assert!(tokens.usage().iter().all(|u| u.accepted == 0));
     Ok(())
 }

@@ -31,10 +31,29 @@ pub(super) fn security_json(s: &pb::SecurityStatus) -> Value {
         .iter()
         .map(|r| json!({ "service": r.service, "reason": r.reason, "count": r.count }))
         .collect();
+    let tokens: Vec<Value> = s
+        .tokens
+        .iter()
+        .map(|t| {
+            let mut out = json!({
+                "credential": t.credential,
+                "source": t.source,
+                "source_name": t.source_name,
+                "position": t.position,
+                "accepted": t.accepted,
+                "last_from": (!t.last_from.is_empty()).then_some(&t.last_from),
+            });
+            if let Some(o) = out.as_object_mut() {
+                render::time_json(o, "last_accepted", t.last_accepted_unix_ms);
+            }
+            out
+        })
+        .collect();
     json!({
         "api_tokens": s.api_tokens,
         "app_tokens": s.app_tokens,
         "read_tokens": s.read_tokens,
+        "tokens": tokens,
         "tls": tls,
         "refused": refused,
     })
@@ -46,6 +65,10 @@ pub(super) fn security_pairs(s: &pb::SecurityStatus) -> Vec<(&'static str, Strin
 
 fn security_pairs_at(s: &pb::SecurityStatus, now_ms: u64) -> Vec<(&'static str, String)> {
     let mut pairs = vec![("credentials", credentials(s))];
+    for (n, token) in s.tokens.iter().enumerate() {
+        let label = if n == 0 { "token use" } else { "" };
+        pairs.push((label, token_use(token, now_ms)));
+    }
     match &s.tls {
         None => pairs.push((
             "tls",
@@ -87,6 +110,28 @@ fn credentials(s: &pb::SecurityStatus) -> String {
         "client API: {}; app: {}; {read}",
         tokens(s.api_tokens, "--api-token-file"),
         tokens(s.app_tokens, "--app-token-file"),
+    )
+}
+
+/// One token by its place, and whether and when it let anyone in: what a
+/// rotation waits on before it removes the old token.
+fn token_use(t: &pb::TokenUse, now_ms: u64) -> String {
+    let place = format!("{} token {} of {}", t.credential, t.position, t.source_name);
+    if t.last_accepted_unix_ms == 0 {
+        return format!("{place}: not used since start");
+    }
+    let ago = match now_ms.saturating_sub(t.last_accepted_unix_ms) {
+        0..1000 => "just now".to_owned(),
+        ms => format!("{} ago", render::duration(ms)),
+    };
+    let from = match t.last_from.as_str() {
+        "" => String::new(),
+        from => format!(" from {from}"),
+    };
+    format!(
+        "{place}: {} since start, last {} ({ago}){from}",
+        plural(t.accepted, "request", "requests"),
+        render::time_cell(t.last_accepted_unix_ms),
     )
 }
 
@@ -180,6 +225,24 @@ mod tests {
             api_tokens: 2,
             app_tokens: 1,
             read_tokens: 1,
+            tokens: vec![
+                pb::TokenUse {
+                    credential: "api".into(),
+                    source: "file".into(),
+                    source_name: "/etc/troupe/api-token".into(),
+                    position: 1,
+                    accepted: 1200,
+                    last_accepted_unix_ms: NOW - 3_000,
+                    last_from: "10.1.2.3:50000".into(),
+                },
+                pb::TokenUse {
+                    credential: "api".into(),
+                    source: "file".into(),
+                    source_name: "/etc/troupe/api-token".into(),
+                    position: 2,
+                    ..Default::default()
+                },
+            ],
             tls: Some(pb::TlsStatus {
                 client_certificates: "optional".into(),
                 certificate_expires_unix_ms: NOW + 3 * DAY_MS,
@@ -205,6 +268,9 @@ mod tests {
         let text = render::fields(&security_pairs_at(&protected(), NOW));
         for line in [
             "credentials     client API: 2 tokens (rotating); app: 1 token; read-only: 1 token\n",
+            "token use       api token 1 of /etc/troupe/api-token: 1200 requests since start, \
+             last 2027-01-15T07:59:57.000Z (3s ago) from 10.1.2.3:50000\n",
+            "                api token 2 of /etc/troupe/api-token: not used since start\n",
             "tls             on; client certificates optional\n",
             "certificate     EXPIRES 2027-01-18T08:00:00.000Z (in 3 days): renew it; the files \
              of --tls-cert are read again when they change\n",
@@ -223,6 +289,10 @@ mod tests {
             "{json}"
         );
         assert_eq!(json["refused"][1]["count"], 10, "{json}");
+        assert_eq!(json["tokens"][0]["last_from"], "10.1.2.3:50000", "{json}");
+        assert_eq!(json["tokens"][0]["accepted"], 1200, "{json}");
+        assert_eq!(json["tokens"][1]["last_accepted"], Value::Null, "{json}");
+        assert_eq!(json["tokens"][1]["last_from"], Value::Null, "{json}");
     }
 
     #[test]

@@ -125,6 +125,42 @@ export interface SecurityStatus {
     | undefined;
   /** By service and reason, as `troupe_auth_refused_total` counts them. */
   refused: AuthRefusals[];
+  /**
+   * Every token accepted now, api then app then read, each in the order
+   * configured, with its use since the daemon started: a rotation removes
+   * the old token once nothing presents it. Never the token itself.
+   */
+  tokens: TokenUse[];
+}
+
+/** One accepted token, named by its place. */
+export interface TokenUse {
+  /** api, app or read. */
+  credential: string;
+  /**
+   * Where it is configured: "env" (the credential's environment variable)
+   * or "file" (the token file its flag names).
+   */
+  source: string;
+  /** The variable's name or the file's path. */
+  sourceName: string;
+  /**
+   * Its position among that source's tokens, from 1. A file's first is
+   * what daemons present to their peers.
+   */
+  position: number;
+  /**
+   * Requests and link connections it let in since the daemon started;
+   * kept across a file's reloads while the token stays in it.
+   */
+  accepted: bigint;
+  /** When it last let one in, in Unix ms to the second; 0: not since start. */
+  lastAcceptedUnixMs: bigint;
+  /**
+   * The address of a caller it let in then; empty when unknown (a local
+   * socket).
+   */
+  lastFrom: string;
 }
 
 export interface TlsStatus {
@@ -956,7 +992,7 @@ export const StatusResponse: MessageFns<StatusResponse> = {
 };
 
 function createBaseSecurityStatus(): SecurityStatus {
-  return { apiTokens: 0, appTokens: 0, readTokens: 0, tls: undefined, refused: [] };
+  return { apiTokens: 0, appTokens: 0, readTokens: 0, tls: undefined, refused: [], tokens: [] };
 }
 
 export const SecurityStatus: MessageFns<SecurityStatus> = {
@@ -975,6 +1011,9 @@ export const SecurityStatus: MessageFns<SecurityStatus> = {
     }
     for (const v of message.refused) {
       AuthRefusals.encode(v!, writer.uint32(42).fork()).join();
+    }
+    for (const v of message.tokens) {
+      TokenUse.encode(v!, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -1032,6 +1071,14 @@ export const SecurityStatus: MessageFns<SecurityStatus> = {
             message.refused.push(AuthRefusals.decode(reader, reader.uint32()));
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.tokens.push(TokenUse.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1054,6 +1101,150 @@ export const SecurityStatus: MessageFns<SecurityStatus> = {
     message.readTokens = object.readTokens ?? 0;
     message.tls = (object.tls !== undefined && object.tls !== null) ? TlsStatus.fromPartial(object.tls) : undefined;
     message.refused = object.refused?.map((e) => AuthRefusals.fromPartial(e)) || [];
+    message.tokens = object.tokens?.map((e) => TokenUse.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseTokenUse(): TokenUse {
+  return {
+    credential: "",
+    source: "",
+    sourceName: "",
+    position: 0,
+    accepted: 0n,
+    lastAcceptedUnixMs: 0n,
+    lastFrom: "",
+  };
+}
+
+export const TokenUse: MessageFns<TokenUse> = {
+  encode(message: TokenUse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.credential !== "") {
+      writer.uint32(10).string(message.credential);
+    }
+    if (message.source !== "") {
+      writer.uint32(18).string(message.source);
+    }
+    if (message.sourceName !== "") {
+      writer.uint32(26).string(message.sourceName);
+    }
+    if (message.position !== 0) {
+      writer.uint32(32).uint32(message.position);
+    }
+    if (message.accepted !== 0n) {
+      if (BigInt.asUintN(64, message.accepted) !== message.accepted) {
+        throw new globalThis.Error("value provided for field message.accepted of type uint64 too large");
+      }
+      writer.uint32(40).uint64(message.accepted);
+    }
+    if (message.lastAcceptedUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.lastAcceptedUnixMs) !== message.lastAcceptedUnixMs) {
+        throw new globalThis.Error("value provided for field message.lastAcceptedUnixMs of type uint64 too large");
+      }
+      writer.uint32(48).uint64(message.lastAcceptedUnixMs);
+    }
+    if (message.lastFrom !== "") {
+      writer.uint32(58).string(message.lastFrom);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TokenUse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTokenUse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.credential = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.source = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.sourceName = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.position = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.accepted = reader.uint64() as bigint;
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.lastAcceptedUnixMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.lastFrom = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<TokenUse>, I>>(base?: I): TokenUse {
+    return TokenUse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TokenUse>, I>>(object: I): TokenUse {
+    const message = createBaseTokenUse();
+    message.credential = object.credential ?? "";
+    message.source = object.source ?? "";
+    message.sourceName = object.sourceName ?? "";
+    message.position = object.position ?? 0;
+    message.accepted = (object.accepted !== undefined && object.accepted !== null) ? BigInt(object.accepted) : 0n;
+    message.lastAcceptedUnixMs = (object.lastAcceptedUnixMs !== undefined && object.lastAcceptedUnixMs !== null)
+      ? BigInt(object.lastAcceptedUnixMs)
+      : 0n;
+    message.lastFrom = object.lastFrom ?? "";
     return message;
   },
 };

@@ -74,18 +74,38 @@ class StatusResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., types: _Optional[_Iterable[_Union[RegisteredType, _Mapping]]] = ..., store: _Optional[str] = ..., active_actors: _Optional[int] = ..., dirty_actors: _Optional[int] = ..., node: _Optional[str] = ..., listen: _Optional[str] = ..., flush: _Optional[_Union[FlushBacklog, _Mapping]] = ..., pending_calls: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., reminders_fired: _Optional[int] = ..., started_unix_ms: _Optional[int] = ..., placement_version: _Optional[int] = ..., serving: bool = ..., links: _Optional[_Iterable[_Union[PeerLinkStatus, _Mapping]]] = ..., delivery: _Optional[_Union[DeliveryStatus, _Mapping]] = ..., inbound_links: _Optional[_Union[InboundLinks, _Mapping]] = ..., memory: _Optional[_Union[MemoryBounds, _Mapping]] = ..., store_bytes: _Optional[int] = ..., security: _Optional[_Union[SecurityStatus, _Mapping]] = ...) -> None: ...
 
 class SecurityStatus(_message.Message):
-    __slots__ = ("api_tokens", "app_tokens", "read_tokens", "tls", "refused")
+    __slots__ = ("api_tokens", "app_tokens", "read_tokens", "tls", "refused", "tokens")
     API_TOKENS_FIELD_NUMBER: _ClassVar[int]
     APP_TOKENS_FIELD_NUMBER: _ClassVar[int]
     READ_TOKENS_FIELD_NUMBER: _ClassVar[int]
     TLS_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
     api_tokens: int
     app_tokens: int
     read_tokens: int
     tls: TlsStatus
     refused: _containers.RepeatedCompositeFieldContainer[AuthRefusals]
-    def __init__(self, api_tokens: _Optional[int] = ..., app_tokens: _Optional[int] = ..., read_tokens: _Optional[int] = ..., tls: _Optional[_Union[TlsStatus, _Mapping]] = ..., refused: _Optional[_Iterable[_Union[AuthRefusals, _Mapping]]] = ...) -> None: ...
+    tokens: _containers.RepeatedCompositeFieldContainer[TokenUse]
+    def __init__(self, api_tokens: _Optional[int] = ..., app_tokens: _Optional[int] = ..., read_tokens: _Optional[int] = ..., tls: _Optional[_Union[TlsStatus, _Mapping]] = ..., refused: _Optional[_Iterable[_Union[AuthRefusals, _Mapping]]] = ..., tokens: _Optional[_Iterable[_Union[TokenUse, _Mapping]]] = ...) -> None: ...
+
+class TokenUse(_message.Message):
+    __slots__ = ("credential", "source", "source_name", "position", "accepted", "last_accepted_unix_ms", "last_from")
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACCEPTED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    LAST_FROM_FIELD_NUMBER: _ClassVar[int]
+    credential: str
+    source: str
+    source_name: str
+    position: int
+    accepted: int
+    last_accepted_unix_ms: int
+    last_from: str
+    def __init__(self, credential: _Optional[str] = ..., source: _Optional[str] = ..., source_name: _Optional[str] = ..., position: _Optional[int] = ..., accepted: _Optional[int] = ..., last_accepted_unix_ms: _Optional[int] = ..., last_from: _Optional[str] = ...) -> None: ...
 
 class TlsStatus(_message.Message):
     __slots__ = ("client_certificates", "certificate_expires_unix_ms", "ca_expires_unix_ms")
