@@ -4,9 +4,10 @@
 //! which address, and how it ended. Reads are not audited: they change
 //! nothing, and a dashboard polling them would bury the changes.
 //!
-//! The caller is named by its credential's kind, never by the token: a
-//! token's digest in a log would let whoever reads the log test guesses of
-//! a weak token offline.
+//! The caller is named by its credential's kind and the token's place
+//! (`token 2 of /etc/troupe/api-token`), never by the token: a token's
+//! digest in a log would let whoever reads the log test guesses of a weak
+//! token offline.
 
 use tonic::{Request, Status};
 use tracing::info;
@@ -21,6 +22,8 @@ pub(super) struct Audit {
     action: &'static str,
     subject: String,
     credential: &'static str,
+    /// The token's place; empty on an open API.
+    token: String,
     from: String,
     /// Sent on by the daemon the caller reached, which audited it too.
     forwarded: bool,
@@ -28,11 +31,11 @@ pub(super) struct Audit {
 
 impl Audit {
     pub(super) fn of<T>(action: &'static str, request: &Request<T>, subject: String) -> Self {
-        let credential = match request.extensions().get::<Caller>() {
-            Some(caller) => caller.name(),
+        let (credential, token) = match request.extensions().get::<Caller>() {
+            Some(caller) => (caller.name(), caller.token.to_string()),
             // The admin guard names every caller it lets through when
             // tokens are required, so this is an open API.
-            None => "none required",
+            None => ("none required", String::new()),
         };
         let from = request
             .remote_addr()
@@ -41,6 +44,7 @@ impl Audit {
             action,
             subject,
             credential,
+            token,
             from,
             forwarded: request.metadata().contains_key(FORWARDED_HEADER),
         }
@@ -58,6 +62,7 @@ impl Audit {
             action = self.action,
             subject = %self.subject,
             credential = self.credential,
+            token = self.token.as_str(),
             from = %self.from,
             forwarded = self.forwarded,
             outcome,
