@@ -168,3 +168,47 @@ async fn under_tls_only_a_members_certificate_opens_a_framed_link() -> anyhow::R
     refused_because(read_state(&links(None, None)?, &address).await)?;
     Ok(())
 }
+
+/// A cluster's API token rotation ends once no daemon lets anything in with
+/// the old token: `troupe cluster status` shows each token place over the
+/// members, and names the daemon and the peer still presenting the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_status_names_who_still_presents_the_old_token() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let env = [("TROUPE_API_TOKEN", "link-new, link-old")];
+    let (replicas, daemon) = member(dir.path(), Vec::new(), &env).await?;
+    // A peer not moved over yet.
+    let behind = links(Some("Bearer link-old"), None)?;
+    read_state(&behind, &daemon.addr.to_string()).await?;
+
+    let placement = placement_arg(&replicas);
+    let status = ["cluster", "status", "--placement", &placement, "-o", "json"];
+    let (ok, out, err) = run_cli_env(&status, &[("TROUPE_API_TOKEN", "link-new")]).await?;
+    assert!(ok.success(), "{err}");
+    let shown: serde_json::Value = serde_json::from_str(&out)?;
+    let tokens = &shown["tokens"];
+    // The CLI's own call to the member used the new token.
+    assert_eq!(tokens[0]["position"], 1, "{tokens}");
+    assert_eq!(tokens[0]["used_on"], 1, "{tokens}");
+    let old = &tokens[1];
+    assert_eq!(old["position"], 2, "{tokens}");
+    assert_eq!(old["source_name"], "TROUPE_API_TOKEN", "{tokens}");
+    assert_eq!((&old["daemons"], &old["used_on"]), (&1.into(), &1.into()));
+    assert_eq!(old["last_node"], "d1", "{tokens}");
+    let from = old["last_from"].as_str().unwrap_or_default();
+    assert!(from.starts_with("127.0.0.1:"), "{tokens}");
+
+    let table = ["cluster", "status", "--placement", &placement];
+    let (ok, out, err) = run_cli_env(&table, &[("TROUPE_API_TOKEN", "link-new")]).await?;
+    assert!(ok.success(), "{err}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("api token 2 of TROUPE_API_TOKEN"))
+        .with_context(|| format!("no old token's line in {out}"))?;
+    assert!(line.contains(" on d1"), "{line}");
+    assert!(
+        !out.contains("link-old") && !out.contains("link-new"),
+        "{out}"
+    );
+    Ok(())
+}

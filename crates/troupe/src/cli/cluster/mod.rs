@@ -1,8 +1,10 @@
 //! `troupe cluster status`: the cluster as placement sees it, with each
 //! member daemon's own count of active actors; gathering it is this file,
-//! showing it `view.rs`, and judging it (`--check`) `problems.rs`.
+//! showing it `view.rs` (the tokens' use over the members `tokens.rs`),
+//! and judging it (`--check`) `problems.rs`.
 
 mod problems;
+mod tokens;
 mod view;
 
 use std::time::Duration;
@@ -55,6 +57,8 @@ struct MemberView {
     inbound_links: Option<pb::InboundLinks>,
     /// What in its own status needs a person (`troupe status --check`).
     problems: Vec<Problem>,
+    /// The tokens it accepts, with their use (`tokens.rs`).
+    tokens: Vec<pb::TokenUse>,
 }
 
 impl MemberView {
@@ -74,6 +78,7 @@ impl MemberView {
             links: Vec::new(),
             inbound_links: None,
             problems: Vec::new(),
+            tokens: Vec::new(),
         }
     }
 }
@@ -214,6 +219,7 @@ async fn members(status: &pb::ClusterStatusResponse, tls: Option<&Connector>) ->
                 view.actors = Ok(status.active_actors);
                 view.links = status.links;
                 view.inbound_links = status.inbound_links;
+                view.tokens = status.security.map(|s| s.tokens).unwrap_or_default();
             }
             Err(e) => view.actors = Err(e),
         }

@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
+use super::tokens::{tokens_json, tokens_table};
 use super::MemberView;
 use crate::cli::links;
 use crate::cli::render::{self, Table};
@@ -48,6 +49,7 @@ pub(super) fn status_json(
             })
         })
         .collect();
+    let tokens = tokens_json(members);
     let members: Vec<Value> = members
         .iter()
         .map(|v| {
@@ -78,6 +80,7 @@ pub(super) fn status_json(
             "version": n.version,
             "waiting_for": table.waiting_for,
         })),
+        "tokens": tokens,
         "members": members,
     })
 }
@@ -175,6 +178,11 @@ pub(super) fn status_table(
     if linked.iter().any(|(_, l)| !l.is_empty()) {
         out.push('\n');
         out.push_str(&links::table(&linked));
+    }
+    let tokens = tokens_table(members, crate::cli::status::problems::now_ms());
+    if !tokens.is_empty() {
+        out.push('\n');
+        out.push_str(&tokens);
     }
     out
 }
