@@ -493,10 +493,24 @@ async fn each_token_shows_whether_anyone_still_sends_it() -> anyhow::Result<()> 
         assert!(token["last_accepted_unix_ms"].as_u64() > Some(0), "{token}");
     }
 
-    let (ok, table, err) = run_cli_env(&["status", "--addr", &addr], &reader).await?;
-    assert!(ok.success(), "{err}");
-    let line = format!("api token 2 of {file}: 3 requests since start, last ");
+    // These tokens are words, too short to resist brute force: the daemon
+    // says so at start and --check calls it a problem, naming each by its
+    // place.
+    assert!(tokens.iter().all(|t| t["short"] == true), "{shown}");
+    let log = daemon.log();
+    let warned = format!(r#"token="token 2 of {file}""#);
+    assert!(
+        log.contains("a token is too short to resist brute force") && log.contains(&warned),
+        "{log}"
+    );
+    let (ok, table, err) = run_cli_env(&["status", "--addr", &addr, "--check"], &reader).await?;
+    assert_eq!(ok.code(), Some(7), "{table}{err}");
+    let line = format!(
+        "api token 2 of {file} (SHORT: guessable, replace it): 3 requests since start, last "
+    );
     assert!(table.contains(&line), "{line} in {table}");
+    let problem = format!("  - api token 2 of {file} is too short to resist brute force\n");
+    assert!(table.contains(&problem), "{problem} in {table}");
 
     let metrics = scrape::metrics_addr(&daemon.log()).context("no metrics address logged")?;
     let bearer = format!("Bearer {READ_TOKEN}");

@@ -81,8 +81,9 @@ async fn a_daemon_with_tls_refuses_plaintext_and_serves_tls_clients() -> anyhow:
 
 #[tokio::test]
 async fn status_tells_the_tls_and_tokens_in_use_and_what_was_refused() -> anyhow::Result<()> {
-    const API_TOKENS: &str = "status-api-1,status-api-2";
-    const READ_TOKEN: &str = "status-reader";
+    // Long enough not to be a problem to --check, which this test counts.
+    const API_TOKENS: &str = "status-api-token-1,status-api-token-2";
+    const READ_TOKEN: &str = "status-reader-token";
     let ca = TestCa::new()?;
     let dir = tempfile::tempdir()?;
     let args = ca.member_args("d1")?;
@@ -155,7 +156,7 @@ async fn status_tells_the_tls_and_tokens_in_use_and_what_was_refused() -> anyhow
         "{checked}"
     );
     assert!(err.contains("has 2 problems (listed above)"), "{err}");
-    for token in ["status-api-1", "status-api-2", READ_TOKEN] {
+    for token in ["status-api-token-1", "status-api-token-2", READ_TOKEN] {
         assert!(
             !out.contains(token) && !table.contains(token),
             "{token} shown"

@@ -67,6 +67,7 @@ fn token_use(usage: &TokenUsage) -> pb::TokenUse {
                 u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
             }),
         last_from: usage.last_from.map(|a| a.to_string()).unwrap_or_default(),
+        short: usage.short,
     }
 }
 

@@ -121,10 +121,12 @@ pub struct TokenUsage {
     pub last_accepted: Option<SystemTime>,
     /// The address of a caller let in then, when known.
     pub last_from: Option<SocketAddr>,
+    /// Shorter than `tokens::MIN_TOKEN_CHARS`: guessable.
+    pub short: bool,
 }
 
 impl TokenUsage {
-    pub(super) fn of(credential: Credential, place: Arc<Place>, usage: &Use) -> Self {
+    pub(super) fn of(credential: Credential, place: Arc<Place>, usage: &Use, short: bool) -> Self {
         let last_ms = usage.last_ms.load(Ordering::Relaxed);
         Self {
             credential,
@@ -134,6 +136,7 @@ impl TokenUsage {
                 .then(|| UNIX_EPOCH.checked_add(Duration::from_millis(last_ms)))
                 .flatten(),
             last_from: *usage.last_from.lock(),
+            short,
         }
     }
 }
@@ -192,7 +195,7 @@ mod tests {
             Some(second)
         });
         assert!(!asked, "the caller was looked up again within the second");
-        let shown = TokenUsage::of(Credential::Api, Arc::new(env_place()), &usage);
+        let shown = TokenUsage::of(Credential::Api, Arc::new(env_place()), &usage, false);
         assert_eq!(shown.accepted, 2);
         assert_eq!(shown.last_from, Some(first));
         assert!(shown.last_accepted.is_some());
@@ -200,7 +203,12 @@ mod tests {
 
     #[test]
     fn a_token_not_used_shows_no_time() {
-        let shown = TokenUsage::of(Credential::App, Arc::new(env_place()), &Use::default());
+        let shown = TokenUsage::of(
+            Credential::App,
+            Arc::new(env_place()),
+            &Use::default(),
+            true,
+        );
         assert_eq!((shown.accepted, shown.last_accepted), (0, None));
     }
 

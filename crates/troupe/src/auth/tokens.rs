@@ -21,6 +21,11 @@ use super::{Credential, Place, Source, TokenError, TokenSource, TokenUsage, AUTH
 /// How often token files are looked at for changes.
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
 
+/// Tokens shorter than this are called out (a warning, status, `--check`):
+/// a word or a short code falls to guessing, where 16 random base64
+/// characters (96 bits) do not.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
 fn digest(token: &[u8]) -> [u8; 32] {
     Sha256::digest(token).into()
 }
@@ -35,6 +40,8 @@ struct Entry {
     digest: [u8; 32],
     place: Arc<Place>,
     usage: Arc<Use>,
+    /// Under [`MIN_TOKEN_CHARS`]: within a guesser's reach.
+    short: bool,
 }
 
 impl Accepted {
@@ -57,10 +64,24 @@ impl Accepted {
                     digest,
                     place: Arc::new(place),
                     usage: uses.entry(digest).or_default().clone(),
+                    short: token.chars().count() < MIN_TOKEN_CHARS,
                 }
             })
             .collect();
         Self { entries }
+    }
+
+    /// Warns of each short token by its place, never showing it.
+    fn warn_short(&self, credential: Credential) {
+        for entry in self.entries.iter().filter(|e| e.short) {
+            warn!(
+                credential = credential.label(),
+                token = ?entry.place.to_string(),
+                min_chars = MIN_TOKEN_CHARS,
+                "a token is too short to resist brute force; replace it with 32 random bytes \
+                 (head -c 32 /dev/urandom | base64), listed beside it while callers move over"
+            );
+        }
     }
 
     /// The entry `token` matches. Compares against every accepted digest,
@@ -126,6 +147,7 @@ impl Tokens {
     pub fn load(source: TokenSource) -> Result<Arc<Self>, TokenError> {
         let loaded = source.file.as_deref().and_then(stamp);
         let accepted = Self::read(&source, None)?;
+        accepted.warn_short(source.credential);
         Ok(Arc::new(Self {
             source,
             accepted: ArcSwap::from_pointee(accepted),
@@ -175,7 +197,7 @@ impl Tokens {
             .load()
             .entries
             .iter()
-            .map(|e| TokenUsage::of(credential, e.place.clone(), &e.usage))
+            .map(|e| TokenUsage::of(credential, e.place.clone(), &e.usage, e.short))
             .collect()
     }
 
@@ -203,6 +225,7 @@ impl Tokens {
                 match Self::read(&tokens.source, Some(&before)) {
                     Ok(accepted) => {
                         let count = accepted.entries.len();
+                        accepted.warn_short(tokens.source.credential);
                         tokens.accepted.store(Arc::new(accepted));
                         info!(file = %path.display(), tokens = count, "token file changed: reloaded");
                     }

@@ -150,6 +150,7 @@ mod tests {
             accepted: u64::from(at > 0),
             last_accepted_unix_ms: at,
             last_from: from.into(),
+            short: false,
         }
     }
 

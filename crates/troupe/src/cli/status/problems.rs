@@ -124,6 +124,16 @@ fn security_problems(
              reach the address",
         ));
     }
+    for token in security.tokens.iter().filter(|t| t.short) {
+        found.push(problem(
+            format!(
+                "{} token {} of {} is too short to resist brute force",
+                token.credential, token.position, token.source_name
+            ),
+            "replace it with 32 random bytes (`head -c 32 /dev/urandom | base64`): list the new \
+             token beside it, move the callers over, then remove it (docs/security.md)",
+        ));
+    }
     let Some(tls) = &security.tls else {
         return found;
     };
@@ -278,6 +288,21 @@ mod tests {
                 certificate_expires_unix_ms: NOW - DAY,
                 ca_expires_unix_ms: NOW + 2 * DAY,
             }),
+            tokens: vec![
+                pb::TokenUse {
+                    credential: "api".into(),
+                    source_name: "/etc/troupe/api-token".into(),
+                    position: 1,
+                    ..Default::default()
+                },
+                pb::TokenUse {
+                    credential: "app".into(),
+                    source_name: "TROUPE_APP_TOKEN".into(),
+                    position: 1,
+                    short: true,
+                    ..Default::default()
+                },
+            ],
             ..Default::default()
         });
         let found: Vec<String> = problems(&s, NOW).into_iter().map(|p| p.what).collect();
@@ -291,13 +316,14 @@ mod tests {
                 "≥1000 dead letters in the store",
                 "actor type counter has no app connected",
                 "the client API on 0.0.0.0:7420 is open to anyone who reaches it (--insecure)",
+                "app token 1 of TROUPE_APP_TOKEN is too short to resist brute force",
                 "its certificate expired at 2027-01-14T08:00:00.000Z: peers refuse it",
                 "its CA certificate expires at 2027-01-17T08:00:00.000Z, within a week",
             ]
         );
         let text = problems_text(&problems(&s, NOW));
         assert!(
-            text.starts_with("9 problems:\n  - the store is failing"),
+            text.starts_with("10 problems:\n  - the store is failing"),
             "{text}"
         );
         assert!(

@@ -42,6 +42,7 @@ pub(super) fn security_json(s: &pb::SecurityStatus) -> Value {
                 "position": t.position,
                 "accepted": t.accepted,
                 "last_from": (!t.last_from.is_empty()).then_some(&t.last_from),
+                "short": t.short,
             });
             if let Some(o) = out.as_object_mut() {
                 render::time_json(o, "last_accepted", t.last_accepted_unix_ms);
@@ -117,6 +118,11 @@ fn credentials(s: &pb::SecurityStatus) -> String {
 /// rotation waits on before it removes the old token.
 fn token_use(t: &pb::TokenUse, now_ms: u64) -> String {
     let place = format!("{} token {} of {}", t.credential, t.position, t.source_name);
+    let place = if t.short {
+        format!("{place} (SHORT: guessable, replace it)")
+    } else {
+        place
+    };
     if t.last_accepted_unix_ms == 0 {
         return format!("{place}: not used since start");
     }
@@ -234,12 +240,14 @@ mod tests {
                     accepted: 1200,
                     last_accepted_unix_ms: NOW - 3_000,
                     last_from: "10.1.2.3:50000".into(),
+                    short: false,
                 },
                 pb::TokenUse {
                     credential: "api".into(),
                     source: "file".into(),
                     source_name: "/etc/troupe/api-token".into(),
                     position: 2,
+                    short: true,
                     ..Default::default()
                 },
             ],
@@ -270,7 +278,8 @@ mod tests {
             "credentials     client API: 2 tokens (rotating); app: 1 token; read-only: 1 token\n",
             "token use       api token 1 of /etc/troupe/api-token: 1200 requests since start, \
              last 2027-01-15T07:59:57.000Z (3s ago) from 10.1.2.3:50000\n",
-            "                api token 2 of /etc/troupe/api-token: not used since start\n",
+            "                api token 2 of /etc/troupe/api-token (SHORT: guessable, replace it): \
+             not used since start\n",
             "tls             on; client certificates optional\n",
             "certificate     EXPIRES 2027-01-18T08:00:00.000Z (in 3 days): renew it; the files \
              of --tls-cert are read again when they change\n",
@@ -293,6 +302,7 @@ mod tests {
         assert_eq!(json["tokens"][0]["accepted"], 1200, "{json}");
         assert_eq!(json["tokens"][1]["last_accepted"], Value::Null, "{json}");
         assert_eq!(json["tokens"][1]["last_from"], Value::Null, "{json}");
+        assert_eq!(json["tokens"][1]["short"], true, "{json}");
     }
 
     #[test]

@@ -161,6 +161,11 @@ export interface TokenUse {
    * socket).
    */
   lastFrom: string;
+  /**
+   * Shorter than 16 characters: within a guesser's reach (the daemon warns
+   * at start and `troupe status --check` calls it a problem).
+   */
+  short: boolean;
 }
 
 export interface TlsStatus {
@@ -1115,6 +1120,7 @@ function createBaseTokenUse(): TokenUse {
     accepted: 0n,
     lastAcceptedUnixMs: 0n,
     lastFrom: "",
+    short: false,
   };
 }
 
@@ -1146,6 +1152,9 @@ export const TokenUse: MessageFns<TokenUse> = {
     }
     if (message.lastFrom !== "") {
       writer.uint32(58).string(message.lastFrom);
+    }
+    if (message.short !== false) {
+      writer.uint32(64).bool(message.short);
     }
     return writer;
   },
@@ -1219,6 +1228,14 @@ export const TokenUse: MessageFns<TokenUse> = {
             message.lastFrom = reader.string();
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.short = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1245,6 +1262,7 @@ export const TokenUse: MessageFns<TokenUse> = {
       ? BigInt(object.lastAcceptedUnixMs)
       : 0n;
     message.lastFrom = object.lastFrom ?? "";
+    message.short = object.short ?? false;
     return message;
   },
 };

@@ -90,7 +90,7 @@ class SecurityStatus(_message.Message):
     def __init__(self, api_tokens: _Optional[int] = ..., app_tokens: _Optional[int] = ..., read_tokens: _Optional[int] = ..., tls: _Optional[_Union[TlsStatus, _Mapping]] = ..., refused: _Optional[_Iterable[_Union[AuthRefusals, _Mapping]]] = ..., tokens: _Optional[_Iterable[_Union[TokenUse, _Mapping]]] = ...) -> None: ...
 
 class TokenUse(_message.Message):
-    __slots__ = ("credential", "source", "source_name", "position", "accepted", "last_accepted_unix_ms", "last_from")
+    __slots__ = ("credential", "source", "source_name", "position", "accepted", "last_accepted_unix_ms", "last_from", "short")
     CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     SOURCE_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -98,6 +98,7 @@ class TokenUse(_message.Message):
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     LAST_ACCEPTED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     LAST_FROM_FIELD_NUMBER: _ClassVar[int]
+    SHORT_FIELD_NUMBER: _ClassVar[int]
     credential: str
     source: str
     source_name: str
@@ -105,7 +106,8 @@ class TokenUse(_message.Message):
     accepted: int
     last_accepted_unix_ms: int
     last_from: str
-    def __init__(self, credential: _Optional[str] = ..., source: _Optional[str] = ..., source_name: _Optional[str] = ..., position: _Optional[int] = ..., accepted: _Optional[int] = ..., last_accepted_unix_ms: _Optional[int] = ..., last_from: _Optional[str] = ...) -> None: ...
+    short: bool
+    def __init__(self, credential: _Optional[str] = ..., source: _Optional[str] = ..., source_name: _Optional[str] = ..., position: _Optional[int] = ..., accepted: _Optional[int] = ..., last_accepted_unix_ms: _Optional[int] = ..., last_from: _Optional[str] = ..., short: bool = ...) -> None: ...
 
 class TlsStatus(_message.Message):
     __slots__ = ("client_certificates", "certificate_expires_unix_ms", "ca_expires_unix_ms")
