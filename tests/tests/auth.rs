@@ -456,6 +456,12 @@ async fn each_token_shows_whether_anyone_still_sends_it() -> anyhow::Result<()> 
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    // The read-only token sent where it may not go lets nobody in: it
+    // does not count as a use.
+    let purge = "/troupe.v1.Admin/PurgeActor";
+    let denied = call(&channel, purge, Some(READ_TOKEN)).await?;
+    assert!(refused(&denied), "{denied:?}");
+
     let addr = daemon.addr.to_string();
     let reader = [("TROUPE_API_TOKEN", READ_TOKEN)];
     let (ok, out, err) = run_cli_env(&["status", "--addr", &addr, "-o", "json"], &reader).await?;
@@ -487,6 +493,8 @@ async fn each_token_shows_whether_anyone_still_sends_it() -> anyhow::Result<()> 
     // The new token let one call in; the old one's three moved with it.
     assert_eq!(tokens[0]["accepted"], 1, "{shown}");
     assert_eq!(tokens[1]["accepted"], 3, "{shown}");
+    // The read-only token: the one status call above.
+    assert_eq!(tokens[2]["accepted"], 1, "{shown}");
     for token in tokens {
         let from = token["last_from"].as_str().unwrap_or_default();
         assert!(from.starts_with("127.0.0.1:"), "{token}");

@@ -150,11 +150,17 @@ impl Guard {
             Err(status) => {
                 if let Some(named) = self.matched(&self.also, &request) {
                     named
-                } else if let Some(named) = self.matched(&self.readers, &request) {
+                } else if let Some(readers) = self
+                    .readers
+                    .as_deref()
+                    .filter(|readers| readers.accepts(request.metadata()))
+                {
+                    // Counted only once let in: a token refused for the
+                    // method it was sent to did not let anyone in.
                     if let Err(status) = super::read_only::allows(&request) {
                         return Err(self.refuse(Reason::ReadOnly, status, &request));
                     }
-                    named
+                    self.named(readers, &request)?
                 } else {
                     let reason = Reason::of_missing_or_wrong(request.metadata());
                     return Err(self.refuse(reason, status, &request));

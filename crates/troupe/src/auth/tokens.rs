@@ -246,7 +246,7 @@ impl Tokens {
         metadata: &MetadataMap,
         from: impl FnOnce() -> Option<SocketAddr>,
     ) -> Result<(), Status> {
-        self.admit(metadata, from, |_| ())
+        self.admit(metadata, |entry| entry.usage.record(from))
     }
 
     /// [`Tokens::check`], also naming the token that let the caller in.
@@ -255,13 +255,23 @@ impl Tokens {
         metadata: &MetadataMap,
         from: impl FnOnce() -> Option<SocketAddr>,
     ) -> Result<Arc<Place>, Status> {
-        self.admit(metadata, from, |entry| entry.place.clone())
+        self.admit(metadata, |entry| {
+            entry.usage.record(from);
+            entry.place.clone()
+        })
     }
 
+    /// Whether `metadata` carries one of the accepted tokens, without
+    /// counting it: for a request that is refused all the same.
+    pub fn accepts(&self, metadata: &MetadataMap) -> bool {
+        self.admit(metadata, |_| ()).is_ok()
+    }
+
+    /// `then` with the entry of the token `metadata` carries; the status
+    /// to answer when there is none.
     fn admit<T>(
         &self,
         metadata: &MetadataMap,
-        from: impl FnOnce() -> Option<SocketAddr>,
         then: impl FnOnce(&Entry) -> T,
     ) -> Result<T, Status> {
         let credential = self.source.credential;
@@ -287,7 +297,6 @@ impl Tokens {
             )));
         };
         if let Some(entry) = self.accepted.load().matching(token.trim_ascii()) {
-            entry.usage.record(from);
             return Ok(then(entry));
         }
         Err(Status::unauthenticated(format!(
