@@ -4,7 +4,6 @@
 //! addresses and dates only: never a token, a digest of one, or a key.
 
 use std::sync::Arc;
-use std::time::UNIX_EPOCH;
 
 use troupe_proto::v1 as pb;
 use troupe_tls::{ClientCerts, Tls};
@@ -60,12 +59,7 @@ fn token_use(usage: &TokenUsage) -> pb::TokenUse {
         source_name: usage.place.source_name(),
         position: usage.place.position,
         accepted: usage.accepted,
-        last_accepted_unix_ms: usage
-            .last_accepted
-            .and_then(|at| at.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |since| {
-                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-            }),
+        last_accepted_unix_ms: usage.last_accepted_unix_ms.unwrap_or(0),
         last_from: usage.last_from.map(|a| a.to_string()).unwrap_or_default(),
         short: usage.short,
     }

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use parking_lot::Mutex;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -117,8 +117,9 @@ pub struct TokenUsage {
     pub place: Arc<Place>,
     /// Requests (and link connections) let in since the daemon started.
     pub accepted: u64,
-    /// When one was last let in, to the second; `None`: not since start.
-    pub last_accepted: Option<SystemTime>,
+    /// When one was last let in, in Unix ms to the second; `None`: not
+    /// since start.
+    pub last_accepted_unix_ms: Option<u64>,
     /// The address of a caller let in then, when known.
     pub last_from: Option<SocketAddr>,
     /// Shorter than `tokens::MIN_TOKEN_CHARS`: guessable.
@@ -132,9 +133,7 @@ impl TokenUsage {
             credential,
             place,
             accepted: usage.accepted.load(Ordering::Relaxed),
-            last_accepted: (last_ms != 0)
-                .then(|| UNIX_EPOCH.checked_add(Duration::from_millis(last_ms)))
-                .flatten(),
+            last_accepted_unix_ms: (last_ms != 0).then_some(last_ms),
             last_from: *usage.last_from.lock(),
             short,
         }
@@ -155,11 +154,8 @@ pub fn encode(usage: &[TokenUsage], out: &mut String) -> fmt::Result {
     let family = Family::<Labels, Gauge>::default();
     for token in usage {
         let seconds = token
-            .last_accepted
-            .and_then(|at| at.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |since| {
-                i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
-            });
+            .last_accepted_unix_ms
+            .map_or(0, |ms| i64::try_from(ms / 1000).unwrap_or(i64::MAX));
         family
             .get_or_create(&Labels {
                 credential: token.credential.label(),
@@ -198,7 +194,7 @@ mod tests {
         let shown = TokenUsage::of(Credential::Api, Arc::new(env_place()), &usage, false);
         assert_eq!(shown.accepted, 2);
         assert_eq!(shown.last_from, Some(first));
-        assert!(shown.last_accepted.is_some());
+        assert!(shown.last_accepted_unix_ms.is_some());
     }
 
     #[test]
@@ -209,7 +205,7 @@ mod tests {
             &Use::default(),
             true,
         );
-        assert_eq!((shown.accepted, shown.last_accepted), (0, None));
+        assert_eq!((shown.accepted, shown.last_accepted_unix_ms), (0, None));
     }
 
     #[test]
