@@ -6,8 +6,6 @@
 //! token's place shows no use on any member; one daemon's `troupe status`
 //! cannot say that of the others.
 
-use std::collections::BTreeMap;
-
 use serde_json::{json, Value};
 
 use super::MemberView;
@@ -33,18 +31,19 @@ struct Place {
 /// The places in the order their members list them: api, app, read, and
 /// each source's tokens in order.
 fn places(members: &[MemberView]) -> Vec<Place> {
-    let mut order: Vec<(String, String, u32)> = Vec::new();
-    let mut found: BTreeMap<(String, String, u32), Place> = BTreeMap::new();
+    let mut places: Vec<Place> = Vec::new();
     for member in members {
         for token in &member.tokens {
-            let key = (
-                token.credential.clone(),
-                token.source.clone(),
-                token.position,
-            );
-            let place = found.entry(key.clone()).or_insert_with(|| {
-                order.push(key);
-                Place {
+            let at = |p: &Place| {
+                (p.credential.as_str(), p.source.as_str(), p.position)
+                    == (
+                        token.credential.as_str(),
+                        token.source.as_str(),
+                        token.position,
+                    )
+            };
+            if !places.iter().any(at) {
+                places.push(Place {
                     credential: token.credential.clone(),
                     source: token.source.clone(),
                     source_name: token.source_name.clone(),
@@ -52,8 +51,11 @@ fn places(members: &[MemberView]) -> Vec<Place> {
                     daemons: 0,
                     used_on: 0,
                     last: None,
-                }
-            });
+                });
+            }
+            let Some(place) = places.iter_mut().find(|p| at(p)) else {
+                continue;
+            };
             place.daemons = place.daemons.saturating_add(1);
             if token.last_accepted_unix_ms == 0 {
                 continue;
@@ -69,10 +71,7 @@ fn places(members: &[MemberView]) -> Vec<Place> {
             }
         }
     }
-    order
-        .into_iter()
-        .filter_map(|key| found.remove(&key))
-        .collect()
+    places
 }
 
 pub(super) fn tokens_json(members: &[MemberView]) -> Value {
