@@ -148,7 +148,8 @@ impl Guard {
         let named = match self.named(required, &request) {
             Ok(named) => named,
             Err(status) => {
-                if let Some(named) = self.matched(&self.also, &request) {
+                let also = self.also.as_deref();
+                if let Some(named) = also.and_then(|also| self.named(also, &request).ok()) {
                     named
                 } else if let Some(readers) = self
                     .readers
@@ -187,16 +188,6 @@ impl Guard {
             credential: tokens.credential(),
             token,
         }))
-    }
-
-    /// [`Guard::named`] for an optional, also accepted credential: `None`
-    /// when it is not there or did not let the request in.
-    fn matched(
-        &self,
-        tokens: &Option<Arc<Tokens>>,
-        request: &Request<()>,
-    ) -> Option<Option<Caller>> {
-        self.named(tokens.as_deref()?, request).ok()
     }
 
     /// Counts `request`'s refusal, if this guard counts, and hands `status`
