@@ -15,6 +15,7 @@ use tonic::Status;
 pub use troupe_proto::v1 as pb;
 pub use troupe_proto::v1::deactivate::Reason;
 
+pub mod auth_call;
 mod client;
 pub mod cluster_fixture;
 pub mod cluster_harness;

@@ -7,11 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use bytes::Bytes;
 use prost::Message as _;
-use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::Channel;
-use tonic::{Code, Status};
+use tonic::Code;
+use troupe_tests::auth_call::{call, refused};
 use troupe_tests::*;
 
 const API_TOKENS: &str = "api-old, api-new";
@@ -75,37 +74,6 @@ fn all_methods() -> anyhow::Result<BTreeMap<String, Wants>> {
     );
     methods.insert("/grpc.health.v1.Health/Check".into(), Wants::Open);
     Ok(methods)
-}
-
-/// Calls `path` with one empty message (any RPC shape accepts that), and
-/// reads the first answer; the status it ends with, or Ok.
-async fn call(
-    channel: &Channel,
-    path: &str,
-    token: Option<&str>,
-) -> anyhow::Result<Result<(), Status>> {
-    let mut grpc = tonic::client::Grpc::new(channel.clone());
-    grpc.ready().await.context("the channel is not ready")?;
-    let mut request = tonic::Request::new(tokio_stream::once(Bytes::new()));
-    if let Some(token) = token {
-        request
-            .metadata_mut()
-            .insert("authorization", format!("Bearer {token}").parse()?);
-    }
-    let path = PathAndQuery::try_from(path)?;
-    let answer = within(Duration::from_secs(10), path.as_str(), async {
-        let mut stream = grpc
-            .streaming(request, path.clone(), RawCodec)
-            .await?
-            .into_inner();
-        stream.message().await.map(|_| ())
-    })
-    .await?;
-    Ok(answer)
-}
-
-fn refused(answer: &Result<(), Status>) -> bool {
-    matches!(answer, Err(status) if matches!(status.code(), Code::Unauthenticated | Code::PermissionDenied))
 }
 
 /// A daemon under `dir` that takes the API and read-only tokens from its
@@ -416,130 +384,6 @@ async fn admin_changes_are_audited_with_the_credential_that_made_them() -> anyho
     }
     for token in [FIRST_API_TOKEN, READ_TOKEN, APP_TOKEN] {
         assert!(!log.contains(token), "{token} in the log");
-    }
-    Ok(())
-}
-
-/// A rotation ends by removing the old token, which locks out whoever still
-/// sends it: status and `/metrics` show each accepted token by its place,
-/// how often, when and from where it last let anyone in; a token keeps its
-/// use when a reload moves it down the file.
-#[tokio::test]
-async fn each_token_shows_whether_anyone_still_sends_it() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let token_file = dir.path().join("api-token");
-    std::fs::write(&token_file, "api-old\n")?;
-    let file = token_file.to_str().context("temp path is not UTF-8")?;
-    let daemon = Daemon::start_with_env(
-        &dir.path().join("data"),
-        &["--api-token-file", file, "--metrics-listen", "127.0.0.1:0"],
-        &[("TROUPE_READ_TOKEN", READ_TOKEN)],
-    )
-    .await?;
-    let channel = Channel::from_shared(daemon.url())?.connect().await?;
-    let status = "/troupe.v1.Admin/Status";
-    for _ in 0..3 {
-        call(&channel, status, Some("api-old")).await??;
-    }
-
-    // Rotation: the new token first, renamed over the file as a mounted
-    // secret changes; the daemon takes it within a second or so.
-    let next = dir.path().join("api-token.next");
-    std::fs::write(&next, "api-new\napi-old\n")?;
-    std::fs::rename(&next, &token_file)?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while call(&channel, status, Some("api-new")).await?.is_err() {
-        anyhow::ensure!(
-            tokio::time::Instant::now() < deadline,
-            "the new token was never accepted"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-
-    // The read-only token sent where it may not go lets nobody in: it
-    // does not count as a use.
-    let purge = "/troupe.v1.Admin/PurgeActor";
-    let denied = call(&channel, purge, Some(READ_TOKEN)).await?;
-    assert!(refused(&denied), "{denied:?}");
-
-    let addr = daemon.addr.to_string();
-    let reader = [("TROUPE_API_TOKEN", READ_TOKEN)];
-    let (ok, out, err) = run_cli_env(&["status", "--addr", &addr, "-o", "json"], &reader).await?;
-    assert!(ok.success(), "{err}");
-    let shown: serde_json::Value = serde_json::from_str(&out)?;
-    let tokens = shown["security"]["tokens"]
-        .as_array()
-        .with_context(|| format!("no tokens in {shown}"))?;
-    let places: Vec<String> = tokens
-        .iter()
-        .map(|t| {
-            let (credential, source) = (&t["credential"], &t["source"]);
-            format!(
-                "{credential} {source} {} {}",
-                t["position"], t["source_name"]
-            )
-        })
-        .collect();
-    let quoted = serde_json::Value::from(file);
-    assert_eq!(
-        places,
-        vec![
-            format!(r#""api" "file" 1 {quoted}"#),
-            format!(r#""api" "file" 2 {quoted}"#),
-            r#""read" "env" 1 "TROUPE_READ_TOKEN""#.to_owned(),
-        ],
-        "{shown}"
-    );
-    // The new token let one call in; the old one's three moved with it.
-    assert_eq!(tokens[0]["accepted"], 1, "{shown}");
-    assert_eq!(tokens[1]["accepted"], 3, "{shown}");
-    // The read-only token: the one status call above.
-    assert_eq!(tokens[2]["accepted"], 1, "{shown}");
-    for token in tokens {
-        let from = token["last_from"].as_str().unwrap_or_default();
-        assert!(from.starts_with("127.0.0.1:"), "{token}");
-        assert!(token["last_accepted_unix_ms"].as_u64() > Some(0), "{token}");
-    }
-
-    // These tokens are words, too short to resist brute force: the daemon
-    // says so at start and --check calls it a problem, naming each by its
-    // place.
-    assert!(tokens.iter().all(|t| t["short"] == true), "{shown}");
-    let log = daemon.log();
-    let warned = format!(r#"token="token 2 of {file}""#);
-    assert!(
-        log.contains("a token is too short to resist brute force") && log.contains(&warned),
-        "{log}"
-    );
-    let (ok, table, err) = run_cli_env(&["status", "--addr", &addr, "--check"], &reader).await?;
-    assert_eq!(ok.code(), Some(7), "{table}{err}");
-    let line = format!(
-        "api token 2 of {file} (SHORT: guessable, replace it): 3 requests since start, last "
-    );
-    assert!(table.contains(&line), "{line} in {table}");
-    let problem = format!("  - api token 2 of {file} is too short to resist brute force\n");
-    assert!(table.contains(&problem), "{problem} in {table}");
-
-    let metrics = scrape::metrics_addr(&daemon.log()).context("no metrics address logged")?;
-    let bearer = format!("Bearer {READ_TOKEN}");
-    let scraped = scrape::http_get_with(metrics, "/metrics", &[("authorization", &bearer)]).await?;
-    for position in ["1", "2"] {
-        let series = format!(
-            r#"troupe_auth_token_last_accepted_timestamp_seconds{{credential="api",source="file",position="{position}"}} "#
-        );
-        let value = scraped
-            .body
-            .lines()
-            .find_map(|line| line.strip_prefix(&series))
-            .with_context(|| format!("no {series} in {}", scraped.body))?;
-        assert!(value.parse::<f64>()? > 1.7e9, "{series}{value}");
-    }
-    for token in ["api-old", "api-new", READ_TOKEN] {
-        assert!(
-            !out.contains(token) && !table.contains(token),
-            "{token} shown"
-        );
-        assert!(!scraped.body.contains(token), "{token} on /metrics");
     }
     Ok(())
 }
