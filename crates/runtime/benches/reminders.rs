@@ -180,6 +180,7 @@ fn main() {
                             name: format!("r{i}"),
                             due_unix_ms: due,
                             period: None,
+                            cron: None,
                             repeat: None,
                             until_unix_ms: None,
                             payload: Payload {

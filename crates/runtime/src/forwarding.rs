@@ -102,8 +102,10 @@ pub enum ActorResponse {
         entries: Vec<(String, Bytes)>,
         active: bool,
     },
-    /// The reminder or alarm set or read; `None`: there is none.
-    Reminder(Option<ReminderInfo>),
+    /// The reminder or alarm set or read; `None`: there is none. Boxed: it
+    /// is several times the size of every other answer, which are moved
+    /// once per call.
+    Reminder(Option<Box<ReminderInfo>>),
     /// Whether there was a reminder, alarm or timer to delete.
     Deleted(bool),
 }

@@ -75,7 +75,9 @@ pub use memory_gate::{MemoryGateStatus, MemoryShedding, MemoryTransition};
 pub use routing::MAX_FORWARD_HOPS;
 pub use runtime::Runtime;
 pub use schedule::timers::{TimerInfo, TimerSpec};
-pub use schedule::{AlarmSpec, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy, ALARM_NAME};
+pub use schedule::{
+    AlarmSpec, CronSchedule, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy, ALARM_NAME,
+};
 pub use shutdown::{ShutdownReport, UnwrittenState};
 pub use types::{
     ActorFailure, ActorId, BoxFuture, Call, CallChain, CallExtra, CallTrace, ChainToken,

@@ -239,19 +239,19 @@ impl Shared {
                 ActorResponse::State { entries, active }
             }
             ActorRequest::SetReminder(spec) => {
-                ActorResponse::Reminder(Some(self.set_reminder_here(spec).await?))
+                ActorResponse::Reminder(Some(Box::new(self.set_reminder_here(spec).await?)))
             }
             ActorRequest::GetReminder { actor, name } => {
-                ActorResponse::Reminder(self.get_reminder_here(&actor, &name).await?)
+                ActorResponse::Reminder(self.get_reminder_here(&actor, &name).await?.map(Box::new))
             }
             ActorRequest::DeleteReminder { actor, name } => {
                 ActorResponse::Deleted(self.delete_reminder_here(&actor, &name).await?)
             }
             ActorRequest::SetAlarm(spec) => {
-                ActorResponse::Reminder(Some(self.set_alarm_here(spec).await?))
+                ActorResponse::Reminder(Some(Box::new(self.set_alarm_here(spec).await?)))
             }
             ActorRequest::GetAlarm { actor } => {
-                ActorResponse::Reminder(self.get_alarm_here(&actor).await?)
+                ActorResponse::Reminder(self.get_alarm_here(&actor).await?.map(Box::new))
             }
             ActorRequest::DeleteAlarm { actor } => {
                 ActorResponse::Deleted(self.delete_alarm_here(&actor).await?)

@@ -221,7 +221,7 @@ impl Runtime {
 
     async fn reminder(&self, request: ActorRequest) -> Result<Option<ReminderInfo>, CallError> {
         match self.request(request, RequestContext::default()).await? {
-            ActorResponse::Reminder(info) => Ok(info),
+            ActorResponse::Reminder(info) => Ok(info.map(|info| *info)),
             other => Err(other.unexpected("a reminder")),
         }
     }
@@ -316,6 +316,7 @@ impl Shared {
                 name: ALARM_NAME.into(),
                 due_unix_ms: spec.at_unix_ms,
                 period: None,
+                cron: None,
                 repeat: None,
                 until_unix_ms: None,
                 payload: spec.payload,

@@ -129,6 +129,7 @@ fn hourly(actor: &ActorId, name: &str, due_unix_ms: u64, payload: &'static str) 
         name: name.into(),
         due_unix_ms,
         period: Some(Duration::from_secs(3600)),
+        cron: None,
         repeat: None,
         until_unix_ms: None,
         payload: Payload::json(payload),

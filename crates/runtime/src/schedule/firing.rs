@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 use troupe_storage::{ReminderKey, ReminderOp, ReminderRecord};
 
+use super::calendar::Calendar;
 use super::record::{advance, decode, encode, Meta, RetryPolicy, ALARM_NAME};
 
 use super::load_window::Latest;
@@ -32,6 +33,9 @@ pub(crate) struct Due {
     pub(crate) payload: Payload,
     record: ReminderRecord,
     meta: Meta,
+    /// The record's calendar schedule, parsed; `None` without one (or with
+    /// one that no longer parses).
+    calendar: Option<Arc<Calendar>>,
     /// How the queue knows this firing.
     on_its_way: OnItsWay,
     /// When it was popped; slots missed before then are skipped.
@@ -124,9 +128,20 @@ impl Scheduler {
                 });
                 continue;
             };
+            let calendar = self.calendar_of(&record.key, &meta);
             // A firing missed by more than a period (or a second) while the
-            // daemon was down is "missed".
-            let missed = now.saturating_sub(record.due_unix_ms) > meta.period_ms.max(1000);
+            // daemon was down is "missed"; a calendar one, by more than a
+            // second with a later match also past.
+            let late = now.saturating_sub(record.due_unix_ms);
+            let missed = match &calendar {
+                Some(calendar) => {
+                    late > 1000
+                        && calendar
+                            .next_after(record.due_unix_ms)
+                            .is_some_and(|next| next <= now)
+                }
+                None => late > meta.period_ms.max(1000),
+            };
             let firing = Due {
                 actor: ActorId::new(record.key.actor_type.as_str(), record.key.actor_id.as_str()),
                 alarm: record.key.name == ALARM_NAME,
@@ -134,6 +149,7 @@ impl Scheduler {
                 payload,
                 record,
                 meta,
+                calendar,
                 on_its_way,
                 now,
                 _permit: permit,
@@ -146,6 +162,20 @@ impl Scheduler {
             }
             if due.send(firing).is_err() {
                 return false;
+            }
+        }
+    }
+
+    /// The calendar schedule `meta` keeps, parsed. One that no longer
+    /// parses (its zone left the host's tz database) is logged, and the
+    /// firing at hand is the reminder's last.
+    fn calendar_of(&self, key: &ReminderKey, meta: &Meta) -> Option<Arc<Calendar>> {
+        let schedule = meta.cron_schedule()?;
+        match self.calendars.get(&schedule) {
+            Ok(calendar) => Some(calendar),
+            Err(e) => {
+                warn!(reminder = ?key, error = %e, "a stored calendar schedule no longer reads; this firing is the reminder's last");
+                None
             }
         }
     }
@@ -174,11 +204,13 @@ impl Scheduler {
         let Due {
             record,
             mut meta,
+            calendar,
             payload,
             now,
             on_its_way,
             ..
         } = firing;
+        let calendar = calendar.as_deref();
         let next_due = match result {
             Some(Err(e)) => {
                 meta.attempts += 1;
@@ -194,7 +226,7 @@ impl Scheduler {
                 } else {
                     warn!(reminder = ?record.key, attempts = meta.attempts, error = %e, "firing failed after all retries; dropped");
                     meta.attempts = 0;
-                    advance(&mut meta, record.due_unix_ms, now)
+                    advance(&mut meta, record.due_unix_ms, now, calendar)
                 }
             }
             Some(Ok(())) => {
@@ -204,9 +236,9 @@ impl Scheduler {
                 if record.key.name == ALARM_NAME {
                     self.alarms_fired.fetch_add(1, Ordering::Relaxed);
                 }
-                advance(&mut meta, record.due_unix_ms, now)
+                advance(&mut meta, record.due_unix_ms, now, calendar)
             }
-            None => advance(&mut meta, record.due_unix_ms, now),
+            None => advance(&mut meta, record.due_unix_ms, now, calendar),
         };
         let next = next_due.map(|due| ReminderRecord {
             key: record.key.clone(),

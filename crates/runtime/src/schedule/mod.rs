@@ -12,12 +12,16 @@
 //! turn does not start if it has not (`Reply::Firing`), and its bookkeeping
 //! is dropped, so it never overwrites the newer call.
 //!
+//! A reminder repeats every fixed period or at the matches of a cron
+//! pattern in a time zone (`calendar`).
+//!
 //! A firing is a normal turn of kind REMINDER or ALARM. The stored record
 //! only moves on once the turn succeeded, so a crash mid-firing fires again
 //! (at-least-once). Failures are retried with exponential backoff up to the
 //! reminder's policy, then dropped and logged; periodic reminders keep their
 //! schedule either way.
 
+mod calendar;
 mod firing;
 mod load_window;
 mod loaded;
@@ -43,6 +47,8 @@ use crate::clock::TimeSource;
 use crate::error::{CallError, Unavailable};
 use crate::input::millis;
 use crate::types::{ActorId, ContentType};
+use calendar::Calendars;
+pub use calendar::CronSchedule;
 pub(crate) use firing::{Due, Fired};
 use load_window::{Latest, LoadWindow};
 use loaded::Loaded;
@@ -154,6 +160,9 @@ pub(crate) struct Scheduler {
     pub(crate) progress: tokio::sync::watch::Sender<u64>,
     /// Successful alarm firings since start (also counted in `fired`).
     pub(crate) alarms_fired: AtomicU64,
+    /// Calendar schedules parsed once, for every firing of every reminder
+    /// that uses them.
+    calendars: Calendars,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -186,6 +195,7 @@ impl Scheduler {
             time,
             progress: tokio::sync::watch::Sender::new(0),
             alarms_fired: AtomicU64::new(0),
+            calendars: Calendars::default(),
         });
         (scheduler, rx)
     }
@@ -258,7 +268,16 @@ impl Scheduler {
     }
 
     pub(crate) async fn set(&self, spec: ReminderSpec) -> Result<ReminderInfo, CallError> {
-        let meta = Meta {
+        let (due_unix_ms, calendar) = match &spec.cron {
+            None => (spec.due_unix_ms, None),
+            Some(schedule) => {
+                let calendar = self.calendars.get(schedule)?;
+                let first =
+                    calendar.first_firing(&spec.name, spec.due_unix_ms, spec.until_unix_ms)?;
+                (first, Some(calendar))
+            }
+        };
+        let mut meta = Meta {
             period_ms: spec.period.map_or(0, millis),
             remaining: spec.repeat,
             until_unix_ms: spec.until_unix_ms,
@@ -269,14 +288,17 @@ impl Scheduler {
             skip_missed: spec.missed == MissedFirings::Skip,
             attempts: 0,
             fired: 0,
+            cron: None,
+            time_zone: None,
         };
+        meta.set_cron(calendar.as_ref().map(|c| c.normalized()));
         let record = ReminderRecord {
             key: ReminderKey {
                 actor_type: spec.actor.ty.to_string(),
                 actor_id: spec.actor.id.to_string(),
                 name: spec.name,
             },
-            due_unix_ms: spec.due_unix_ms,
+            due_unix_ms,
             data: encode(&meta, &spec.payload),
         };
         let (done, wake) = {

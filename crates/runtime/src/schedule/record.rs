@@ -8,6 +8,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use troupe_storage::ReminderRecord;
 
+use super::calendar::{Calendar, CronSchedule};
 use crate::error::CallError;
 use crate::input::{count, range, UserDuration, UserInstant};
 use crate::types::{ActorId, ContentType, Payload};
@@ -78,6 +79,9 @@ pub struct ReminderSpec {
     pub name: String,
     pub due_unix_ms: u64,
     pub period: Option<Duration>,
+    /// Fires at the matches of a cron pattern instead of every `period`;
+    /// the first firing is the first match at or after `due_unix_ms`.
+    pub cron: Option<CronSchedule>,
     /// Bound on the number of firings.
     pub repeat: Option<u32>,
     pub until_unix_ms: Option<u64>,
@@ -102,6 +106,13 @@ impl ReminderSpec {
         UserInstant::at("due", self.due_unix_ms)?;
         if let Some(period) = self.period {
             UserDuration::new("period", period, &range::POSITIVE)?;
+            if self.cron.is_some() {
+                return Err(CallError::InvalidArgument(format!(
+                    "reminder {:?} has both a period and a cron schedule; give one: the period \
+                     for a fixed interval, cron for calendar times",
+                    self.name
+                )));
+            }
         }
         if let Some(repeat) = self.repeat {
             count("repeat", u64::from(repeat), &(1..=u64::from(u32::MAX)))?;
@@ -134,6 +145,9 @@ pub struct ReminderInfo {
     pub alarm: bool,
     pub next_due_unix_ms: u64,
     pub period: Option<Duration>,
+    /// The calendar schedule, the zone by its canonical name ("UTC" when
+    /// none was given).
+    pub cron: Option<CronSchedule>,
     /// Firings left, when bounded.
     pub remaining: Option<u32>,
     pub until_unix_ms: Option<u64>,
@@ -209,6 +223,30 @@ pub(crate) struct Meta {
         skip_serializing_if = "is_zero"
     )]
     pub(crate) fired: u64,
+    /// A calendar schedule's pattern (then `period_ms` is 0).
+    #[serde(default, rename = "c", skip_serializing_if = "Option::is_none")]
+    pub(crate) cron: Option<String>,
+    /// Its time zone; left out for UTC.
+    #[serde(default, rename = "z", skip_serializing_if = "Option::is_none")]
+    pub(crate) time_zone: Option<String>,
+}
+
+impl Meta {
+    /// The calendar schedule this record keeps, if any.
+    pub(crate) fn cron_schedule(&self) -> Option<CronSchedule> {
+        self.cron.as_ref().map(|pattern| CronSchedule {
+            pattern: pattern.clone(),
+            time_zone: self.time_zone.clone().unwrap_or_else(|| "UTC".into()),
+        })
+    }
+
+    /// Keeps `schedule` (normalized) as this record's calendar schedule.
+    pub(crate) fn set_cron(&mut self, schedule: Option<&CronSchedule>) {
+        self.cron = schedule.map(|s| s.pattern.clone());
+        self.time_zone = schedule
+            .filter(|s| s.time_zone != "UTC")
+            .map(|s| s.time_zone.clone());
+    }
 }
 
 fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
@@ -251,6 +289,7 @@ pub(crate) fn info(record: &ReminderRecord) -> Option<ReminderInfo> {
         alarm: record.key.name == ALARM_NAME,
         next_due_unix_ms: record.due_unix_ms,
         period: (meta.period_ms > 0).then(|| Duration::from_millis(meta.period_ms)),
+        cron: meta.cron_schedule(),
         remaining: meta.remaining,
         until_unix_ms: meta.until_unix_ms,
         payload,
@@ -270,23 +309,34 @@ pub(crate) fn info(record: &ReminderRecord) -> Option<ReminderInfo> {
 }
 
 /// The next due time after a firing (successful, dropped or skipped) of
-/// the one due at `due`, or `None` when the reminder is done.
-pub(crate) fn advance(meta: &mut Meta, due: u64, now: u64) -> Option<u64> {
+/// the one due at `due`, or `None` when the reminder is done. `calendar`:
+/// the record's calendar schedule, parsed (`None` for a record with one
+/// that no longer parses: that firing is its last).
+pub(crate) fn advance(
+    meta: &mut Meta,
+    due: u64,
+    now: u64,
+    calendar: Option<&Calendar>,
+) -> Option<u64> {
     if let Some(remaining) = meta.remaining.as_mut() {
         *remaining = remaining.saturating_sub(1);
         if *remaining == 0 {
             return None;
         }
     }
-    if meta.period_ms == 0 {
-        return None;
-    }
-    // Skip every slot already in the past: missed firings fire at most once.
-    let behind = now.saturating_sub(due) / meta.period_ms;
-    let next = behind
-        .saturating_add(1)
-        .saturating_mul(meta.period_ms)
-        .saturating_add(due);
+    let next = if meta.cron.is_some() {
+        // The first match after now: missed matches fire at most once, and
+        // a retried firing (due later than its match) keeps the calendar.
+        calendar?.next_after(due.max(now))?
+    } else {
+        // Skip every slot already in the past: missed firings fire at most
+        // once. No period (0): a one-shot, done.
+        let behind = now.saturating_sub(due).checked_div(meta.period_ms)?;
+        behind
+            .saturating_add(1)
+            .saturating_mul(meta.period_ms)
+            .saturating_add(due)
+    };
     match meta.until_unix_ms {
         Some(until) if next > until => None,
         _ => Some(next),
@@ -310,31 +360,105 @@ mod tests {
             skip_missed: false,
             attempts: 0,
             fired: 0,
+            cron: None,
+            time_zone: None,
         };
-        assert_eq!(advance(&mut meta, 1000, 1000), Some(1100));
+        assert_eq!(advance(&mut meta, 1000, 1000, None), Some(1100));
         // Down for 550 ms: the next slot is the first in the future.
-        assert_eq!(advance(&mut meta, 1100, 1650), Some(1700));
-        assert_eq!(advance(&mut meta, 1700, 1700), None, "three firings in all");
+        assert_eq!(advance(&mut meta, 1100, 1650, None), Some(1700));
+        assert_eq!(
+            advance(&mut meta, 1700, 1700, None),
+            None,
+            "three firings in all"
+        );
         meta.remaining = None;
         meta.until_unix_ms = Some(1850);
-        assert_eq!(advance(&mut meta, 1700, 1700), Some(1800));
-        assert_eq!(advance(&mut meta, 1800, 1800), None);
+        assert_eq!(advance(&mut meta, 1700, 1700, None), Some(1800));
+        assert_eq!(advance(&mut meta, 1800, 1800, None), None);
     }
 
     #[test]
-    fn records_are_compact_and_those_with_full_names_still_read() {
-        let meta = Meta {
+    fn calendar_reminders_advance_to_the_first_match_after_now() {
+        let schedule = CronSchedule {
+            pattern: "0 * * * *".into(), // on the hour
+            time_zone: String::new(),
+        };
+        let Ok(hourly) = Calendar::parse(&schedule) else {
+            panic!("an hourly pattern does not parse");
+        };
+        let hour = 3_600_000;
+        let mut meta = meta_with(|m| m.set_cron(Some(hourly.normalized())));
+        assert_eq!(
+            advance(&mut meta, hour, hour, Some(&hourly)),
+            Some(2 * hour)
+        );
+        // Down for two and a half hours: the next match after now.
+        assert_eq!(
+            advance(&mut meta, 2 * hour, 4 * hour + 1, Some(&hourly)),
+            Some(5 * hour)
+        );
+        // A retry due at 5h 00m 07s: back on the hour.
+        assert_eq!(
+            advance(&mut meta, 5 * hour + 7000, 5 * hour + 7000, Some(&hourly)),
+            Some(6 * hour)
+        );
+        meta.until_unix_ms = Some(6 * hour + 1);
+        assert_eq!(advance(&mut meta, 6 * hour, 6 * hour, Some(&hourly)), None);
+        // A stored schedule that no longer parses: that firing was its last.
+        meta.until_unix_ms = None;
+        assert_eq!(advance(&mut meta, 6 * hour, 6 * hour, None), None);
+    }
+
+    #[test]
+    fn calendar_schedules_are_stored_short_and_read_back_whole() {
+        let berlin = CronSchedule {
+            pattern: "0 9 * * MON-FRI".into(),
+            time_zone: "Europe/Berlin".into(),
+        };
+        let utc = CronSchedule {
+            pattern: "@daily".into(),
+            time_zone: "UTC".into(),
+        };
+        let payload = Payload {
+            data: Bytes::new(),
+            content_type: ContentType::Json,
+        };
+        for (schedule, stored) in [
+            (&berlin, r#""c":"0 9 * * MON-FRI","z":"Europe/Berlin"}"#),
+            (&utc, r#""c":"@daily"}"#),
+        ] {
+            let data = encode(&meta_with(|m| m.set_cron(Some(schedule))), &payload);
+            let text = String::from_utf8_lossy(&data[4..]).into_owned();
+            assert!(text.ends_with(stored), "{text}");
+            let Some((meta, _)) = decode(&data) else {
+                panic!("a calendar record does not decode");
+            };
+            assert_eq!(meta.cron_schedule().as_ref(), Some(schedule));
+        }
+    }
+
+    fn meta_with(change: impl FnOnce(&mut Meta)) -> Meta {
+        let mut meta = Meta {
             period_ms: 0,
             remaining: None,
             until_unix_ms: None,
-            bytes: true,
+            bytes: false,
             max_attempts: 3,
             initial_backoff_ms: 1000,
             max_backoff_ms: 60000,
             skip_missed: false,
             attempts: 0,
             fired: 0,
+            cron: None,
+            time_zone: None,
         };
+        change(&mut meta);
+        meta
+    }
+
+    #[test]
+    fn records_are_compact_and_those_with_full_names_still_read() {
+        let meta = meta_with(|m| m.bytes = true);
         let payload = Payload {
             data: Bytes::from_static(b"p"),
             content_type: ContentType::Bytes,
@@ -397,6 +521,8 @@ mod tests {
             skip_missed: true,
             attempts: 1,
             fired: 3,
+            cron: None,
+            time_zone: None,
         };
         let payload = Payload {
             data: Bytes::from_static(b"\x00\x01"),
