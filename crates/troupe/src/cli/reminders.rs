@@ -70,6 +70,10 @@ pub fn row_json(r: &pb::Reminder) -> Value {
         "payload": Shown::payload(r.payload.as_ref()).json(),
     });
     if let Some(o) = row.as_object_mut() {
+        if !r.cron.is_empty() {
+            o.insert("cron".into(), json!(r.cron));
+            o.insert("time_zone".into(), json!(r.time_zone));
+        }
         render::time_json(o, "next_due", r.next_due_unix_ms);
         render::time_json(o, "until", r.until_unix_ms);
     }
@@ -85,7 +89,7 @@ pub fn table(reminders: &[pb::Reminder], with_actor: bool) -> String {
     columns.extend([
         ("NAME", false),
         ("NEXT DUE", false),
-        ("PERIOD", true),
+        ("SCHEDULE", false),
         ("REMAINING", true),
         ("ATTEMPTS", true),
         ("FIRED", true),
@@ -104,7 +108,7 @@ pub fn table(reminders: &[pb::Reminder], with_actor: bool) -> String {
                 r.name.clone()
             },
             render::time_cell(r.next_due_unix_ms),
-            render::duration_cell(r.period_ms),
+            schedule_cell(r),
             // 0 means unbounded.
             if r.remaining == 0 {
                 "-".to_owned()
@@ -117,6 +121,15 @@ pub fn table(reminders: &[pb::Reminder], with_actor: bool) -> String {
         t.row(cells);
     }
     t.render()
+}
+
+/// How a reminder repeats: its period, or its cron pattern and zone.
+fn schedule_cell(r: &pb::Reminder) -> String {
+    if r.cron.is_empty() {
+        render::duration_cell(r.period_ms)
+    } else {
+        format!("{} ({})", r.cron, r.time_zone)
+    }
 }
 
 /// What `troupe reminders delete` removes: a reminder by name, or the

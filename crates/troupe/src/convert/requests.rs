@@ -10,8 +10,8 @@ use std::time::Duration;
 use tonic::Status;
 use troupe_proto::v1 as pb;
 use troupe_runtime::{
-    ActorRequest, ActorResponse, AlarmSpec, Call, CallExtra, MissedFirings, ReminderInfo,
-    ReminderSpec, RetryPolicy, TimerSpec, TurnKind, ALARM_NAME,
+    ActorRequest, ActorResponse, AlarmSpec, Call, CallExtra, CronSchedule, MissedFirings,
+    ReminderInfo, ReminderSpec, RetryPolicy, TimerSpec, TurnKind, ALARM_NAME,
 };
 
 use troupe_runtime::input::{millis, range, UserDuration};
@@ -100,11 +100,13 @@ pub fn request_from_pb(
             } else {
                 Some(instant("until", &r.until, now)?.unix_ms())
             };
+            let cron = cron_schedule(r.cron, r.time_zone)?;
             ActorRequest::SetReminder(ReminderSpec {
                 actor: actor_id(r.actor)?,
                 name: r.name,
                 due_unix_ms: instant("due", &r.due, now)?.unix_ms(),
                 period: every.map(UserDuration::get),
+                cron,
                 repeat: (r.repeat > 0).then_some(r.repeat).or(from_iso),
                 until_unix_ms: until,
                 payload: payload(r.payload),
@@ -205,6 +207,12 @@ pub fn request_to_pb(request: ActorRequest) -> PbRequest {
             due: format_instant(s.due_unix_ms),
             period: s.period.map(format_duration).unwrap_or_default(),
             repeat: s.repeat.unwrap_or(0),
+            cron: s
+                .cron
+                .as_ref()
+                .map(|c| c.pattern.clone())
+                .unwrap_or_default(),
+            time_zone: s.cron.map(|c| c.time_zone).unwrap_or_default(),
             until: s.until_unix_ms.map(format_instant).unwrap_or_default(),
             payload: Some(payload_to_pb(s.payload)),
             retry: Some(retry_to_pb(s.retry)),
@@ -258,7 +266,9 @@ pub fn response_to_pb(response: ActorResponse) -> PbResponse {
             entries: entries.into_iter().collect(),
             active,
         }),
-        ActorResponse::Reminder(info) => PbResponse::Reminder(info.map(reminder_to_pb)),
+        ActorResponse::Reminder(info) => {
+            PbResponse::Reminder(info.map(|info| reminder_to_pb(*info)))
+        }
         ActorResponse::Deleted(deleted) => PbResponse::Deleted(pb::DeleteResponse { deleted }),
     }
 }
@@ -276,7 +286,9 @@ pub fn response_from_pb(response: PbResponse) -> ActorResponse {
                 active: r.active,
             }
         }
-        PbResponse::Reminder(r) => ActorResponse::Reminder(r.map(reminder_from_pb)),
+        PbResponse::Reminder(r) => {
+            ActorResponse::Reminder(r.map(|r| Box::new(reminder_from_pb(r))))
+        }
         PbResponse::Deleted(r) => ActorResponse::Deleted(r.deleted),
     }
 }
@@ -377,6 +389,12 @@ pub fn reminder_to_pb(r: ReminderInfo) -> pb::Reminder {
         name: if r.alarm { String::new() } else { r.name },
         next_due_unix_ms: r.next_due_unix_ms,
         period_ms: r.period.map_or(0, millis),
+        cron: r
+            .cron
+            .as_ref()
+            .map(|c| c.pattern.clone())
+            .unwrap_or_default(),
+        time_zone: r.cron.map(|c| c.time_zone).unwrap_or_default(),
         remaining: r.remaining.unwrap_or(0),
         until_unix_ms: r.until_unix_ms.unwrap_or(0),
         payload: Some(payload_to_pb(r.payload)),
@@ -386,6 +404,22 @@ pub fn reminder_to_pb(r: ReminderInfo) -> pb::Reminder {
         fired: r.fired,
         alarm: r.alarm,
     }
+}
+
+/// A reminder's calendar schedule as the API gives it: a zone means
+/// nothing without a pattern, and is refused rather than ignored.
+fn cron_schedule(pattern: String, time_zone: String) -> Result<Option<CronSchedule>, Status> {
+    if !pattern.trim().is_empty() {
+        return Ok(Some(CronSchedule { pattern, time_zone }));
+    }
+    if time_zone.trim().is_empty() {
+        return Ok(None);
+    }
+    Err(Status::invalid_argument(format!(
+        "time_zone {} is set without a cron pattern; a time zone only says how `cron` is \
+         read: give `cron` too, or leave time_zone empty",
+        troupe_runtime::validate::abridged(&time_zone, 64)
+    )))
 }
 
 fn reminder_from_pb(r: pb::Reminder) -> ReminderInfo {
@@ -399,6 +433,10 @@ fn reminder_from_pb(r: pb::Reminder) -> ReminderInfo {
         alarm: r.alarm,
         next_due_unix_ms: r.next_due_unix_ms,
         period: (r.period_ms > 0).then(|| Duration::from_millis(r.period_ms)),
+        cron: (!r.cron.is_empty()).then_some(CronSchedule {
+            pattern: r.cron,
+            time_zone: r.time_zone,
+        }),
         remaining: (r.remaining > 0).then_some(r.remaining),
         until_unix_ms: (r.until_unix_ms > 0).then_some(r.until_unix_ms),
         payload: payload(r.payload),
@@ -451,6 +489,7 @@ mod tests {
                 name: "bill".into(),
                 due_unix_ms: 1_767_225_600_123,
                 period: Some(Duration::from_millis(86_400_500)),
+                cron: None,
                 repeat: Some(3),
                 until_unix_ms: Some(1_800_000_000_000),
                 payload: Payload {
@@ -459,6 +498,21 @@ mod tests {
                 },
                 retry,
                 missed: MissedFirings::Skip,
+            }),
+            ActorRequest::SetReminder(ReminderSpec {
+                actor: actor.clone(),
+                name: "standup".into(),
+                due_unix_ms: 1_767_225_600_000,
+                period: None,
+                cron: Some(CronSchedule {
+                    pattern: "0 9 * * MON-FRI".into(),
+                    time_zone: "Europe/Berlin".into(),
+                }),
+                repeat: None,
+                until_unix_ms: None,
+                payload: Payload::json("null"),
+                retry,
+                missed: MissedFirings::FireOnce,
             }),
             ActorRequest::GetReminder {
                 actor: actor.clone(),
@@ -516,6 +570,7 @@ mod tests {
             alarm: true,
             next_due_unix_ms: 5,
             period: None,
+            cron: None,
             remaining: None,
             until_unix_ms: None,
             payload: Payload::json("1"),
@@ -531,7 +586,16 @@ mod tests {
                 entries: vec![("a".into(), "1".into()), ("b".into(), "2".into())],
                 active: true,
             },
-            ActorResponse::Reminder(Some(reminder)),
+            ActorResponse::Reminder(Some(Box::new(reminder.clone()))),
+            ActorResponse::Reminder(Some(Box::new(ReminderInfo {
+                name: "standup".into(),
+                alarm: false,
+                cron: Some(CronSchedule {
+                    pattern: "0 9 * * MON-FRI".into(),
+                    time_zone: "Europe/Berlin".into(),
+                }),
+                ..reminder
+            }))),
             ActorResponse::Reminder(None),
             ActorResponse::Deleted(true),
         ] {

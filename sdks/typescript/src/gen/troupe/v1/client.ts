@@ -67,6 +67,19 @@ export interface SetReminderRequest {
   payload?: Payload | undefined;
   retry?: RetryPolicy | undefined;
   missed: MissedFirings;
+  /**
+   * Optional calendar schedule instead of a period: a cron pattern, five
+   * fields (minute hour day-of-month month day-of-week), six with seconds
+   * first, or a nickname such as "@daily"; L, W and # as in Quartz. The
+   * first firing is the first match at or after `due`. Not with `period`.
+   */
+  cron: string;
+  /**
+   * The IANA time zone `cron` reads its fields in ("Europe/Berlin"); empty:
+   * UTC. Across a DST change a wall time that does not exist fires at the
+   * first instant after the gap, one that exists twice fires once.
+   */
+  timeZone: string;
 }
 
 export interface Reminder {
@@ -90,6 +103,10 @@ export interface Reminder {
   /** successful firings so far */
   fired: bigint;
   alarm: boolean;
+  /** calendar schedule; empty: `period_ms` or one-shot */
+  cron: string;
+  /** IANA name `cron` is read in; set with `cron` */
+  timeZone: string;
 }
 
 export interface ReminderRef {
@@ -364,6 +381,8 @@ function createBaseSetReminderRequest(): SetReminderRequest {
     payload: undefined,
     retry: undefined,
     missed: 0,
+    cron: "",
+    timeZone: "",
   };
 }
 
@@ -395,6 +414,12 @@ export const SetReminderRequest: MessageFns<SetReminderRequest> = {
     }
     if (message.missed !== 0) {
       writer.uint32(72).int32(message.missed);
+    }
+    if (message.cron !== "") {
+      writer.uint32(82).string(message.cron);
+    }
+    if (message.timeZone !== "") {
+      writer.uint32(90).string(message.timeZone);
     }
     return writer;
   },
@@ -484,6 +509,22 @@ export const SetReminderRequest: MessageFns<SetReminderRequest> = {
             message.missed = reader.int32() as any;
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.cron = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.timeZone = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -516,6 +557,8 @@ export const SetReminderRequest: MessageFns<SetReminderRequest> = {
       ? RetryPolicy.fromPartial(object.retry)
       : undefined;
     message.missed = object.missed ?? 0;
+    message.cron = object.cron ?? "";
+    message.timeZone = object.timeZone ?? "";
     return message;
   },
 };
@@ -534,6 +577,8 @@ function createBaseReminder(): Reminder {
     attempts: 0,
     fired: 0n,
     alarm: false,
+    cron: "",
+    timeZone: "",
   };
 }
 
@@ -586,6 +631,12 @@ export const Reminder: MessageFns<Reminder> = {
     }
     if (message.alarm !== false) {
       writer.uint32(96).bool(message.alarm);
+    }
+    if (message.cron !== "") {
+      writer.uint32(106).string(message.cron);
+    }
+    if (message.timeZone !== "") {
+      writer.uint32(114).string(message.timeZone);
     }
     return writer;
   },
@@ -699,6 +750,22 @@ export const Reminder: MessageFns<Reminder> = {
             message.alarm = reader.bool();
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.cron = reader.string();
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.timeZone = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -738,6 +805,8 @@ export const Reminder: MessageFns<Reminder> = {
     message.attempts = object.attempts ?? 0;
     message.fired = (object.fired !== undefined && object.fired !== null) ? BigInt(object.fired) : 0n;
     message.alarm = object.alarm ?? false;
+    message.cron = object.cron ?? "";
+    message.timeZone = object.timeZone ?? "";
     return message;
   },
 };

@@ -27,7 +27,7 @@ class RetryPolicy(_message.Message):
     def __init__(self, max_attempts: _Optional[int] = ..., initial_backoff_ms: _Optional[int] = ..., max_backoff_ms: _Optional[int] = ...) -> None: ...
 
 class SetReminderRequest(_message.Message):
-    __slots__ = ("actor", "name", "due", "period", "repeat", "until", "payload", "retry", "missed")
+    __slots__ = ("actor", "name", "due", "period", "repeat", "until", "payload", "retry", "missed", "cron", "time_zone")
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     DUE_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,8 @@ class SetReminderRequest(_message.Message):
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     RETRY_FIELD_NUMBER: _ClassVar[int]
     MISSED_FIELD_NUMBER: _ClassVar[int]
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
     actor: _common_pb2.ActorRef
     name: str
     due: str
@@ -46,10 +48,12 @@ class SetReminderRequest(_message.Message):
     payload: _common_pb2.Payload
     retry: RetryPolicy
     missed: MissedFirings
-    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., name: _Optional[str] = ..., due: _Optional[str] = ..., period: _Optional[str] = ..., repeat: _Optional[int] = ..., until: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., missed: _Optional[_Union[MissedFirings, str]] = ...) -> None: ...
+    cron: str
+    time_zone: str
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., name: _Optional[str] = ..., due: _Optional[str] = ..., period: _Optional[str] = ..., repeat: _Optional[int] = ..., until: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., missed: _Optional[_Union[MissedFirings, str]] = ..., cron: _Optional[str] = ..., time_zone: _Optional[str] = ...) -> None: ...
 
 class Reminder(_message.Message):
-    __slots__ = ("actor", "name", "next_due_unix_ms", "period_ms", "remaining", "until_unix_ms", "payload", "retry", "missed", "attempts", "fired", "alarm")
+    __slots__ = ("actor", "name", "next_due_unix_ms", "period_ms", "remaining", "until_unix_ms", "payload", "retry", "missed", "attempts", "fired", "alarm", "cron", "time_zone")
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NEXT_DUE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +66,8 @@ class Reminder(_message.Message):
     ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     FIRED_FIELD_NUMBER: _ClassVar[int]
     ALARM_FIELD_NUMBER: _ClassVar[int]
+    CRON_FIELD_NUMBER: _ClassVar[int]
+    TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
     actor: _common_pb2.ActorRef
     name: str
     next_due_unix_ms: int
@@ -74,7 +80,9 @@ class Reminder(_message.Message):
     attempts: int
     fired: int
     alarm: bool
-    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., name: _Optional[str] = ..., next_due_unix_ms: _Optional[int] = ..., period_ms: _Optional[int] = ..., remaining: _Optional[int] = ..., until_unix_ms: _Optional[int] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., missed: _Optional[_Union[MissedFirings, str]] = ..., attempts: _Optional[int] = ..., fired: _Optional[int] = ..., alarm: bool = ...) -> None: ...
+    cron: str
+    time_zone: str
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., name: _Optional[str] = ..., next_due_unix_ms: _Optional[int] = ..., period_ms: _Optional[int] = ..., remaining: _Optional[int] = ..., until_unix_ms: _Optional[int] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., missed: _Optional[_Union[MissedFirings, str]] = ..., attempts: _Optional[int] = ..., fired: _Optional[int] = ..., alarm: bool = ..., cron: _Optional[str] = ..., time_zone: _Optional[str] = ...) -> None: ...
 
 class ReminderRef(_message.Message):
     __slots__ = ("actor", "name")
