@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -51,3 +52,46 @@ async def test_the_env_hosts_with_call_filters(troupe_env: TestEnv) -> None:
 
     await troupe_env.host(KitFiltered, filters=[as_alice])
     assert await troupe_env.actor(KitFiltered, "k1").who() == "nobody (filtered)"
+
+
+@troupe.actor("kit_standup")
+class KitStandup(troupe.Actor):
+    @troupe.method
+    async def plan(self) -> None:
+        await self.ctx.set_reminder(
+            "standup", cron="0 9 * * MON-FRI", time_zone=ZoneInfo("Asia/Kolkata")
+        )
+
+    async def on_reminder(self, name: str, data: object) -> None:
+        self.state["held"] = int(self.state.get("held", 0)) + 1
+
+
+async def test_a_calendar_reminder_fires_at_its_zones_wall_time(troupe_env: TestEnv) -> None:
+    await troupe_env.host(KitStandup)
+    await troupe_env.actor(KitStandup, "team").plan()
+    planned = await troupe_env.client.get_reminder("kit_standup", "team", "standup")
+    assert planned is not None
+    assert (planned.cron, planned.time_zone, planned.period) == (
+        "0 9 * * MON-FRI",
+        "Asia/Kolkata",
+        None,
+    )
+    # 09:00 in Kolkata (UTC+05:30 all year) is 03:30 UTC, on a weekday there.
+    local = planned.next_due.astimezone(ZoneInfo("Asia/Kolkata"))
+    assert (local.hour, local.minute, local.weekday() < 5) == (9, 0, True)
+    # A week holds five weekdays whatever day it starts on.
+    advanced = await troupe_env.advance(timedelta(days=7))
+    assert advanced.reminders_fired == 5
+    assert await troupe_env.state(KitStandup, "team", "held") == {"held": 5}
+
+
+async def test_calendar_arguments_are_checked_by_the_sdk_then_the_daemon(
+    troupe_env: TestEnv,
+) -> None:
+    client = troupe_env.client
+    with pytest.raises(troupe.InvalidArgument, match="both a period and a cron schedule"):
+        await client.set_reminder("t", "1", "r", period="1h", cron="@daily")
+    with pytest.raises(troupe.InvalidArgument, match="without cron"):
+        await client.set_reminder("t", "1", "r", time_zone="Europe/Berlin")
+    with pytest.raises(troupe.InvalidArgument, match="not a known IANA time zone"):
+        await client.set_reminder("t", "1", "r", cron="@daily", time_zone="Mars/Olympus")

@@ -119,6 +119,7 @@ export class Context {
    * ```ts
    * await this.ctx.setReminder("bill", { due: "1h", period: "720h", data: { plan: "pro" } });
    * await this.ctx.setReminder("poll", { period: "R5/PT10S", retry: { maxAttempts: 5 } });
+   * await this.ctx.setReminder("standup", { cron: "0 9 * * MON-FRI", timeZone: "Europe/Berlin" });
    * ```
    */
   setReminder(name: string, options: ReminderOptions = {}): Promise<Reminder> {

@@ -74,8 +74,12 @@ export interface Reminder {
   name: string;
   /** When it fires next. */
   nextDue: Date;
-  /** The period in milliseconds; null for a one-shot reminder. */
+  /** The period in milliseconds; null for a one-shot or calendar reminder. */
   periodMs: number | null;
+  /** The cron pattern it fires at; null for a one-shot or periodic reminder. */
+  cron: string | null;
+  /** The IANA time zone `cron` is read in (`"UTC"` when none was given); null without `cron`. */
+  timeZone: string | null;
   /** Firings left; null when unbounded. */
   remaining: number | null;
   /** No firing after this time; null when there is no end. */
@@ -100,6 +104,18 @@ export interface ReminderOptions {
   due?: ScheduleTime;
   /** Repeat with this period (see {@link SchedulePeriod}); default: fire once. */
   period?: SchedulePeriod;
+  /**
+   * Fire at the matches of this cron pattern instead of every `period`: five fields
+   * (minute hour day-of-month month day-of-week) such as `"0 9 * * MON-FRI"`, six with
+   * seconds first, or `"@daily"`; `L`, `W` and `#` as in Quartz. The first firing is the
+   * first match at or after `due`.
+   */
+  cron?: string;
+  /**
+   * The IANA time zone `cron` is read in (`"Europe/Berlin"`); default: UTC. Wall times the
+   * clocks skip fire just after the change; those they pass twice fire once.
+   */
+  timeZone?: string;
   /** Fire at most this many times in all. */
   repeat?: number;
   /** No firing after this time (RFC 3339, Date, or a duration from now). */
@@ -235,6 +251,17 @@ export function decodeData(payload: Payload | undefined): unknown {
 
 /** @internal */
 export function setReminderRequest(type: string, id: string, name: string, options: ReminderOptions): SetReminderRequest {
+  const cron = options.cron ?? "";
+  const timeZone = (options.timeZone ?? "").trim();
+  if (typeof cron !== "string") throw invalid(`cron must be a string such as "0 9 * * MON-FRI", got ${typeof cron}`);
+  if (cron !== "" && options.period !== undefined) {
+    throw invalid(
+      `reminder ${JSON.stringify(name)} has both a period and a cron schedule; give one: period for a fixed interval, cron for calendar times`,
+    );
+  }
+  if (timeZone !== "" && cron.trim() === "") {
+    throw invalid(`timeZone ${JSON.stringify(timeZone)} is given without cron; a time zone only says how cron is read`);
+  }
   return {
     actor: { type, id },
     name,
@@ -245,6 +272,8 @@ export function setReminderRequest(type: string, id: string, name: string, optio
     payload: encodeData(options.data),
     retry: retryToProto(options.retry),
     missed: missedToProto(options.missed),
+    cron,
+    timeZone,
   };
 }
 
@@ -278,6 +307,8 @@ export function reminderFromProto(msg: ReminderMessage): Reminder {
     name: msg.name,
     nextDue: new Date(num(msg.nextDueUnixMs)),
     periodMs: msg.periodMs === 0n ? null : num(msg.periodMs),
+    cron: msg.cron === "" ? null : msg.cron,
+    timeZone: msg.cron === "" ? null : msg.timeZone || "UTC",
     remaining: msg.remaining === 0 ? null : msg.remaining,
     until: msg.untilUnixMs === 0n ? null : new Date(num(msg.untilUnixMs)),
     data: decodeData(msg.payload),

@@ -103,7 +103,13 @@ describe("schedule conversions", () => {
       payload: undefined,
       retry: undefined,
       missed: MissedFirings.MISSED_FIRINGS_UNSPECIFIED,
+      cron: "",
+      timeZone: "",
     });
+    const calendar = setReminderRequest("t", "i", "r", { cron: "0 9 * * MON-FRI", timeZone: " Europe/Berlin " });
+    assert.deepEqual([calendar.cron, calendar.timeZone, calendar.period], ["0 9 * * MON-FRI", "Europe/Berlin", ""]);
+    assert.throws(() => setReminderRequest("t", "i", "r", { cron: "@daily", period: "1h" }), /both a period and a cron schedule/);
+    assert.throws(() => setReminderRequest("t", "i", "r", { timeZone: "Asia/Kolkata" }), InvalidArgument);
     const full = setReminderRequest("t", "i", "r", {
       due: 0.1,
       period: "200ms",
@@ -159,6 +165,8 @@ describe("schedule conversions", () => {
       attempts: 0,
       fired: 0n,
       alarm: false,
+      cron: "",
+      timeZone: "",
     });
     assert.deepEqual(oneShot, {
       actorType: "t",
@@ -166,6 +174,8 @@ describe("schedule conversions", () => {
       name: "r",
       nextDue: new Date(1_800_000_000_123),
       periodMs: null,
+      cron: null,
+      timeZone: null,
       remaining: null,
       until: null,
       data: { a: 1 },
@@ -188,6 +198,8 @@ describe("schedule conversions", () => {
       attempts: 1,
       fired: 7n,
       alarm: true,
+      cron: "",
+      timeZone: "",
     });
     assert.equal(periodic.actorType, "");
     assert.equal(periodic.periodMs, 200);
@@ -198,6 +210,24 @@ describe("schedule conversions", () => {
     assert.equal(periodic.attempts, 1);
     assert.equal(periodic.fired, 7);
     assert.equal(periodic.alarm, true);
+    assert.equal(periodic.cron, null);
+    const calendar = reminderFromProto({
+      actor: undefined,
+      name: "c",
+      nextDueUnixMs: 86_400_000n,
+      periodMs: 0n,
+      remaining: 0,
+      untilUnixMs: 0n,
+      payload: undefined,
+      retry: undefined,
+      missed: MissedFirings.MISSED_FIRINGS_UNSPECIFIED,
+      attempts: 0,
+      fired: 0n,
+      alarm: false,
+      cron: "@daily",
+      timeZone: "",
+    });
+    assert.deepEqual([calendar.cron, calendar.timeZone, calendar.periodMs], ["@daily", "UTC", null]);
   });
 
   test("listReminders needs actorType for actorId (checked before any RPC)", async () => {

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { Actor, actor, type CallFilter, InvalidArgument, method } from "../src/index.js";
-import { clockStepText, TestDaemon, TestDaemonError, TestEnv } from "../src/testing.js";
+import { clockStepText, startTestEnv, TestDaemon, TestDaemonError, TestEnv } from "../src/testing.js";
 import { troupeBin } from "./helpers.js";
 
 let daemon: TestDaemon;
@@ -52,6 +52,39 @@ test("the env hosts with call filters", async () => {
     const filtered: CallFilter = async (_call, next) => `${String(await next())} (filtered)`;
     await env.host({ filters: [filtered] }, KitFiltered);
     assert.equal(await env.actor<KitFiltered>(KitFiltered, TestEnv.uniqueId("k")).call("who"), "nobody (filtered)");
+  } finally {
+    await env.close();
+  }
+});
+
+@actor("kit_standup")
+class KitStandup extends Actor<{ held: number }> {
+  @method
+  async plan(): Promise<void> {
+    await this.ctx.setReminder("standup", { cron: "0 9 * * MON-FRI", timeZone: "Asia/Kolkata" });
+  }
+
+  override onReminder(): void {
+    this.state.set("held", this.state.get("held", 0) + 1);
+  }
+}
+
+test("a calendar reminder fires at its zone's wall time", async () => {
+  const env = await startTestEnv({ binary: troupeBin() });
+  try {
+    await env.host(KitStandup);
+    await env.actor<KitStandup>(KitStandup, "team").call("plan");
+    const planned = await env.client.getReminder(KitStandup, "team", "standup");
+    assert.ok(planned !== null);
+    assert.deepEqual([planned.cron, planned.timeZone, planned.periodMs], ["0 9 * * MON-FRI", "Asia/Kolkata", null]);
+    // 09:00 in Kolkata (UTC+05:30 all year) is 03:30 UTC, on a weekday there.
+    const due = planned.nextDue;
+    assert.deepEqual([due.getUTCHours(), due.getUTCMinutes()], [3, 30]);
+    assert.ok(due.getUTCDay() >= 1 && due.getUTCDay() <= 5, due.toISOString());
+    // A week holds five weekdays whatever day it starts on.
+    const advanced = await env.advance("168h");
+    assert.equal(advanced.remindersFired, 5);
+    assert.deepEqual(await env.state(KitStandup, "team", "held"), { held: 5 });
   } finally {
     await env.close();
   }

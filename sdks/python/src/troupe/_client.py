@@ -17,7 +17,7 @@ from ._caller import Caller, Params, split_params
 from ._duration import DurationLike, timeout_seconds
 from ._proxy import A, ActorProxy
 from ._retry import DEFAULT_RETRY_BUDGET, RetryBudget, check_retry_budget, native_budget
-from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
+from ._schedule import Duration, MissedName, Reminder, RetryPolicy, TimeZoneLike, When
 from ._tls import TlsPath, TlsSource
 from ._tracing import Tracing
 
@@ -340,6 +340,8 @@ class Client:
         data: Any = None,
         retry: RetryPolicy | None = None,
         missed: MissedName = "fire_once",
+        cron: str | None = None,
+        time_zone: TimeZoneLike | None = None,
         timeout: DurationLike | None = None,
     ) -> Reminder:
         """Register (or replace) a durable reminder of an actor; see
@@ -359,6 +361,8 @@ class Client:
             data=data,
             retry=retry,
             missed=missed,
+            cron=cron,
+            time_zone=time_zone,
             timeout=self._deadline(timeout),
         )
 

@@ -11,7 +11,7 @@ from ._actor import type_name
 from ._caller import Caller, Params, split_params
 from ._duration import DurationLike, timeout_seconds
 from ._proxy import A, ActorProxy
-from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
+from ._schedule import Duration, MissedName, Reminder, RetryPolicy, TimeZoneLike, When
 from ._turn import live_turn
 
 if TYPE_CHECKING:
@@ -182,6 +182,8 @@ class Context:
         data: Any = None,
         retry: RetryPolicy | None = None,
         missed: MissedName = "fire_once",
+        cron: str | None = None,
+        time_zone: TimeZoneLike | None = None,
         timeout: DurationLike | None = None,
     ) -> Reminder:
         """Register (or replace) the durable reminder ``name`` of this actor.
@@ -200,6 +202,14 @@ class Context:
             retry: how a failed firing is retried; None: the daemon's defaults.
             missed: ``"fire_once"`` or ``"skip"``: what happens to firings that
                 came due while the daemon was down.
+            cron: fire at the matches of this cron pattern instead of every
+                ``period``: five fields (minute hour day-of-month month
+                day-of-week) such as ``"0 9 * * MON-FRI"``, six with seconds
+                first, or ``"@daily"``; ``L``, ``W`` and ``#`` as in Quartz. The
+                first firing is the first match at or after ``due``.
+            time_zone: the IANA zone ``cron`` is read in (``"Europe/Berlin"`` or a
+                ``zoneinfo.ZoneInfo``); None: UTC. Wall times the clocks skip fire
+                just after the change; those they pass twice fire once.
 
         Returns the reminder as stored. Raises InvalidArgument for durations or
         times the daemon cannot read.
@@ -215,6 +225,8 @@ class Context:
             data=data,
             retry=retry,
             missed=missed,
+            cron=cron,
+            time_zone=time_zone,
             timeout=timeout,
         )
 

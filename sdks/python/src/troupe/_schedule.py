@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
 from ._duration import DurationLike, period_wire, to_millis, to_timedelta
 from ._errors import InvalidArgument
@@ -26,6 +27,9 @@ Duration = DurationLike
 
 When = str | int | float | timedelta | datetime
 """A point in time: an RFC 3339 string, an aware ``datetime``, or a duration from now."""
+
+TimeZoneLike = str | ZoneInfo
+"""An IANA time zone: its name (``"Europe/Berlin"``) or a ``zoneinfo.ZoneInfo``."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -165,7 +169,10 @@ class Reminder:
         actor_id: the actor's id.
         name: the reminder's name; empty for an alarm.
         next_due: when it fires next (aware, UTC).
-        period: time between firings; None for a one-shot reminder.
+        period: time between firings; None for a one-shot or calendar reminder.
+        cron: the cron pattern it fires at; None for a one-shot or periodic reminder.
+        time_zone: the IANA time zone ``cron`` is read in (``"UTC"`` when none was
+            given); None without ``cron``.
         remaining: firings left; None when unbounded.
         until: no firing after this time (aware, UTC); None for no end.
         data: the data passed to the handler (JSON value, or bytes).
@@ -189,6 +196,8 @@ class Reminder:
     alarm: bool = False
     retry: RetryPolicy = RetryPolicy()
     missed: MissedName = "fire_once"
+    cron: str | None = None
+    time_zone: str | None = None
 
     @classmethod
     def from_proto(cls, msg: client_pb2.Reminder) -> Reminder:
@@ -207,7 +216,23 @@ class Reminder:
             alarm=msg.alarm,
             retry=RetryPolicy.from_proto(msg.retry),
             missed=_MISSED_NAMES.get(msg.missed, "fire_once"),
+            cron=msg.cron or None,
+            time_zone=(msg.time_zone or "UTC") if msg.cron else None,
         )
+
+
+def format_time_zone(value: TimeZoneLike | None) -> str:
+    """A time zone argument as its IANA name ("" for none); the daemon checks the name."""
+    if value is None:
+        return ""
+    if isinstance(value, ZoneInfo):
+        return value.key
+    if isinstance(value, str):
+        return value.strip()
+    raise TypeError(
+        f"time_zone must be an IANA name such as 'Europe/Berlin' or a zoneinfo.ZoneInfo,"
+        f" got {type(value).__name__}"
+    )
 
 
 def reminder_request(
@@ -221,10 +246,24 @@ def reminder_request(
     data: Any,
     retry: RetryPolicy | None,
     missed: str,
+    cron: str | None = None,
+    time_zone: TimeZoneLike | None = None,
 ) -> client_pb2.SetReminderRequest:
     """Build a SetReminderRequest, checking the arguments the SDK can check itself."""
     if not isinstance(name, str):
         raise TypeError(f"reminder name must be a str, got {type(name).__name__}")
+    if cron is not None and not isinstance(cron, str):
+        raise TypeError(f"cron must be a str such as '0 9 * * MON-FRI', got {type(cron).__name__}")
+    if cron is not None and period is not None:
+        raise InvalidArgument(
+            f"reminder {name!r} has both a period and a cron schedule; give one:"
+            " period for a fixed interval, cron for calendar times"
+        )
+    zone = format_time_zone(time_zone)
+    if zone and not cron:
+        raise InvalidArgument(
+            f"time_zone {zone!r} is given without cron; a time zone only says how cron is read"
+        )
     if isinstance(repeat, bool) or not isinstance(repeat, int) or not 0 <= repeat < 2**32:
         raise InvalidArgument(f"repeat must be an int >= 0 (0: unbounded), got {repeat!r}")
     if retry is not None and not isinstance(retry, RetryPolicy):
@@ -239,6 +278,8 @@ def reminder_request(
         payload=encode_data(data),
         retry=retry.to_proto() if retry is not None else None,
         missed=format_missed(missed),
+        cron=cron or "",
+        time_zone=zone,
     )
 
 

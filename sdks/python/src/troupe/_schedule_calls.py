@@ -17,6 +17,7 @@ from ._schedule import (
     Duration,
     Reminder,
     RetryPolicy,
+    TimeZoneLike,
     When,
     alarm_request,
     reminder_request,
@@ -79,6 +80,8 @@ class SchedulingCalls(abc.ABC):
         data: Any = None,
         retry: RetryPolicy | None = None,
         missed: str = "fire_once",
+        cron: str | None = None,
+        time_zone: TimeZoneLike | None = None,
         timeout: DurationLike | None = None,
     ) -> Reminder:
         what = f"set_reminder {actor_type}/{actor_id} {name!r}"
@@ -93,6 +96,8 @@ class SchedulingCalls(abc.ABC):
             data=data,
             retry=retry,
             missed=missed,
+            cron=cron,
+            time_zone=time_zone,
         )
         resp: client_pb2.Reminder = await self._call_once(
             "SetReminder", actor_type, actor_id, req, client_pb2.Reminder, timeout, what

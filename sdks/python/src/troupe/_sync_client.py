@@ -16,7 +16,7 @@ from ._client import Client
 from ._duration import DurationLike
 from ._proxy import A, ActorProxy, P, R
 from ._retry import DEFAULT_RETRY_BUDGET, RetryBudget
-from ._schedule import Duration, MissedName, Reminder, RetryPolicy, When
+from ._schedule import Duration, MissedName, Reminder, RetryPolicy, TimeZoneLike, When
 from ._tls import TlsPath
 
 if TYPE_CHECKING:
@@ -255,6 +255,8 @@ class SyncClient:
         data: Any = None,
         retry: RetryPolicy | None = None,
         missed: MissedName = "fire_once",
+        cron: str | None = None,
+        time_zone: TimeZoneLike | None = None,
         timeout: DurationLike | None = None,
     ) -> Reminder:
         """See :meth:`Client.set_reminder`."""
@@ -270,6 +272,8 @@ class SyncClient:
                 data=data,
                 retry=retry,
                 missed=missed,
+                cron=cron,
+                time_zone=time_zone,
                 timeout=timeout,
             )
         )
