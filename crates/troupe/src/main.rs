@@ -116,7 +116,7 @@ enum Command {
         #[command(subcommand)]
         command: cli::DeadLettersCommand,
     },
-    /// Inspect and delete durable reminders and alarms.
+    /// Inspect, set and delete durable reminders and alarms.
     Reminders {
         #[command(subcommand)]
         command: RemindersCommand,
@@ -243,7 +243,8 @@ enum StateCommand {
 
 #[derive(Debug, Subcommand)]
 enum RemindersCommand {
-    /// List reminders and alarms with their next due time, period and attempts.
+    /// List reminders and alarms with their next due time, schedule and
+    /// attempts.
     List {
         #[arg(long = "type", value_name = "TYPE")]
         actor_type: Option<String>,
@@ -257,6 +258,15 @@ enum RemindersCommand {
     Delete {
         #[command(flatten)]
         which: cli::Scheduled,
+        #[command(flatten)]
+        target: cli::Target,
+    },
+    /// Set a reminder (every --every, on a --cron calendar, or once), or with
+    /// --alarm the actor's alarm, and print it as `list` shows it. A
+    /// reminder of that name is replaced.
+    Set {
+        #[command(flatten)]
+        set: cli::ReminderSet,
         #[command(flatten)]
         target: cli::Target,
     },
@@ -467,6 +477,9 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
         Command::Reminders {
             command: RemindersCommand::Delete { which, target },
         } => cli::reminders_delete(&target, which).await,
+        Command::Reminders {
+            command: RemindersCommand::Set { set, target },
+        } => cli::reminders_set(&target, set).await,
     }
 }
 

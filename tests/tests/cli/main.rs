@@ -5,13 +5,15 @@
 //!
 //! `inspect.rs` has the read-only commands, `act.rs` the ones that change
 //! things (`tell.rs` one-way messages and deadlines, `reminders_delete.rs`
-//! deleting schedules), `offline.rs` what needs no daemon (or an
+//! deleting schedules, `reminders_set.rs` setting them on a daemon of its
+//! own, on the test clock), `offline.rs` what needs no daemon (or an
 //! unreachable one).
 
 mod act;
 mod inspect;
 mod offline;
 mod reminders_delete;
+mod reminders_set;
 mod tell;
 mod unix_socket;
 

@@ -17,6 +17,7 @@ mod failure;
 mod links;
 mod purge;
 mod reminders;
+mod reminders_set;
 pub(crate) mod render;
 mod status;
 mod store_copy;
@@ -42,6 +43,7 @@ pub use dead_letters::run as dead_letters;
 pub use dead_letters::DeadLettersCommand;
 pub use purge::actors_purge;
 pub use reminders::{reminders_delete, reminders_list, Scheduled};
+pub use reminders_set::{reminders_set, ReminderSet};
 pub use status::status;
 pub use store_copy::store_copy;
 

@@ -132,8 +132,8 @@ fn schedule_cell(r: &pb::Reminder) -> String {
     }
 }
 
-/// What `troupe reminders delete` removes: a reminder by name, or the
-/// actor's alarm.
+/// What `troupe reminders set` and `delete` act on: a reminder by name, or
+/// the actor's alarm.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Scheduled {
     /// The actor type.
@@ -145,26 +145,31 @@ pub struct Scheduled {
     /// is the alarm).
     #[arg(conflicts_with = "alarm")]
     pub name: Option<String>,
-    /// Delete the actor's alarm.
+    /// The actor's alarm instead of a named reminder.
     #[arg(long)]
     pub alarm: bool,
 }
 
+impl Scheduled {
+    /// The reminder's name; `None` for the alarm (by flag or by the name
+    /// `list` shows for it).
+    pub fn reminder(&self) -> Option<&str> {
+        self.name
+            .as_deref()
+            .filter(|n| !self.alarm && *n != ALARM_NAME)
+    }
+}
+
 pub async fn reminders_delete(target: &Target, which: Scheduled) -> anyhow::Result<()> {
-    let Scheduled {
-        actor_type,
-        id,
-        name: reminder,
-        alarm,
-    } = which;
-    if reminder.is_none() && !alarm {
+    if which.name.is_none() && !which.alarm {
         return Err(fail(
             Exit::Usage,
             "name the reminder to delete (`troupe reminders list --type TYPE --id ID` shows \
              them), or give --alarm for the actor's alarm",
         ));
     }
-    let reminder = reminder.filter(|n| n != ALARM_NAME);
+    let reminder = which.reminder().map(str::to_owned);
+    let Scheduled { actor_type, id, .. } = which;
     let daemon = connect(target).await?;
     let mut client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());
     let actor = Some(pb::ActorRef {
