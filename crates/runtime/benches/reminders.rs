@@ -181,6 +181,7 @@ fn main() {
                             due_unix_ms: due,
                             period: None,
                             cron: None,
+                            jitter: None,
                             repeat: None,
                             until_unix_ms: None,
                             payload: Payload {

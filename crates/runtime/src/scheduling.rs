@@ -317,6 +317,7 @@ impl Shared {
                 due_unix_ms: spec.at_unix_ms,
                 period: None,
                 cron: None,
+                jitter: None,
                 repeat: None,
                 until_unix_ms: None,
                 payload: spec.payload,

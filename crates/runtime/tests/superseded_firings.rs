@@ -130,6 +130,7 @@ fn hourly(actor: &ActorId, name: &str, due_unix_ms: u64, payload: &'static str) 
         due_unix_ms,
         period: Some(Duration::from_secs(3600)),
         cron: None,
+        jitter: None,
         repeat: None,
         until_unix_ms: None,
         payload: Payload::json(payload),

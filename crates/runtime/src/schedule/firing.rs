@@ -135,10 +135,11 @@ impl Scheduler {
             let late = now.saturating_sub(record.due_unix_ms);
             let missed = match &calendar {
                 Some(calendar) => {
+                    let delay = meta.delay_ms;
                     late > 1000
                         && calendar
-                            .next_after(record.due_unix_ms)
-                            .is_some_and(|next| next <= now)
+                            .next_after(record.due_unix_ms.saturating_sub(delay))
+                            .is_some_and(|next| next.saturating_add(delay) <= now)
                 }
                 None => late > meta.period_ms.max(1000),
             };

@@ -23,6 +23,7 @@
 
 mod calendar;
 mod firing;
+mod jitter;
 mod load_window;
 mod loaded;
 pub(crate) mod record;
@@ -268,7 +269,7 @@ impl Scheduler {
     }
 
     pub(crate) async fn set(&self, spec: ReminderSpec) -> Result<ReminderInfo, CallError> {
-        let (due_unix_ms, calendar) = match &spec.cron {
+        let (scheduled, calendar) = match &spec.cron {
             None => (spec.due_unix_ms, None),
             Some(schedule) => {
                 let calendar = self.calendars.get(schedule)?;
@@ -277,6 +278,17 @@ impl Scheduler {
                 (first, Some(calendar))
             }
         };
+        let key = ReminderKey {
+            actor_type: spec.actor.ty.to_string(),
+            actor_id: spec.actor.id.to_string(),
+            name: spec.name,
+        };
+        let jitter_ms = spec.jitter.map_or(0, millis);
+        // Jitter spreads firings; it never pushes the first past `until`.
+        let delay_ms = jitter::delay_ms(&key, jitter_ms).min(
+            spec.until_unix_ms
+                .map_or(u64::MAX, |u| u.saturating_sub(scheduled)),
+        );
         let mut meta = Meta {
             period_ms: spec.period.map_or(0, millis),
             remaining: spec.repeat,
@@ -290,15 +302,13 @@ impl Scheduler {
             fired: 0,
             cron: None,
             time_zone: None,
+            jitter_ms,
+            delay_ms,
         };
         meta.set_cron(calendar.as_ref().map(|c| c.normalized()));
         let record = ReminderRecord {
-            key: ReminderKey {
-                actor_type: spec.actor.ty.to_string(),
-                actor_id: spec.actor.id.to_string(),
-                name: spec.name,
-            },
-            due_unix_ms,
+            key,
+            due_unix_ms: scheduled.saturating_add(delay_ms),
             data: encode(&meta, &spec.payload),
         };
         let (done, wake) = {

@@ -82,6 +82,9 @@ pub struct ReminderSpec {
     /// Fires at the matches of a cron pattern instead of every `period`;
     /// the first firing is the first match at or after `due_unix_ms`.
     pub cron: Option<CronSchedule>,
+    /// Fire a fixed delay of up to this after each scheduled time, chosen
+    /// once per reminder (`jitter.rs`), so reminders set alike spread out.
+    pub jitter: Option<Duration>,
     /// Bound on the number of firings.
     pub repeat: Option<u32>,
     pub until_unix_ms: Option<u64>,
@@ -113,6 +116,9 @@ impl ReminderSpec {
                     self.name
                 )));
             }
+        }
+        if let Some(jitter) = self.jitter {
+            UserDuration::new("jitter", jitter, &range::POSITIVE)?;
         }
         if let Some(repeat) = self.repeat {
             count("repeat", u64::from(repeat), &(1..=u64::from(u32::MAX)))?;
@@ -148,6 +154,10 @@ pub struct ReminderInfo {
     /// The calendar schedule, the zone by its canonical name ("UTC" when
     /// none was given).
     pub cron: Option<CronSchedule>,
+    /// The jitter it was set with, and the delay after each scheduled time
+    /// that it chose (already in `next_due_unix_ms`).
+    pub jitter: Option<Duration>,
+    pub jitter_delay: Duration,
     /// Firings left, when bounded.
     pub remaining: Option<u32>,
     pub until_unix_ms: Option<u64>,
@@ -229,6 +239,14 @@ pub(crate) struct Meta {
     /// Its time zone; left out for UTC.
     #[serde(default, rename = "z", skip_serializing_if = "Option::is_none")]
     pub(crate) time_zone: Option<String>,
+    /// The jitter it was set with, for callers to read back.
+    #[serde(default, rename = "j", skip_serializing_if = "is_zero")]
+    pub(crate) jitter_ms: u64,
+    /// The delay jitter chose: each firing is due this long after its
+    /// scheduled time. A period's firings keep it by stepping from the
+    /// first; a calendar's add it to each match.
+    #[serde(default, rename = "d", skip_serializing_if = "is_zero")]
+    pub(crate) delay_ms: u64,
 }
 
 impl Meta {
@@ -290,6 +308,8 @@ pub(crate) fn info(record: &ReminderRecord) -> Option<ReminderInfo> {
         next_due_unix_ms: record.due_unix_ms,
         period: (meta.period_ms > 0).then(|| Duration::from_millis(meta.period_ms)),
         cron: meta.cron_schedule(),
+        jitter: (meta.jitter_ms > 0).then(|| Duration::from_millis(meta.jitter_ms)),
+        jitter_delay: Duration::from_millis(meta.delay_ms),
         remaining: meta.remaining,
         until_unix_ms: meta.until_unix_ms,
         payload,
@@ -327,7 +347,11 @@ pub(crate) fn advance(
     let next = if meta.cron.is_some() {
         // The first match after now: missed matches fire at most once, and
         // a retried firing (due later than its match) keeps the calendar.
-        calendar?.next_after(due.max(now))?
+        // Matches are scheduled times: the jitter's delay comes off before
+        // the search and back on after.
+        calendar?
+            .next_after(due.max(now).saturating_sub(meta.delay_ms))?
+            .saturating_add(meta.delay_ms)
     } else {
         // Skip every slot already in the past: missed firings fire at most
         // once. No period (0): a one-shot, done.
@@ -362,6 +386,8 @@ mod tests {
             fired: 0,
             cron: None,
             time_zone: None,
+            jitter_ms: 0,
+            delay_ms: 0,
         };
         assert_eq!(advance(&mut meta, 1000, 1000, None), Some(1100));
         // Down for 550 ms: the next slot is the first in the future.
@@ -410,6 +436,46 @@ mod tests {
     }
 
     #[test]
+    fn a_jittered_calendar_reminder_keeps_its_delay_after_each_match() {
+        let schedule = CronSchedule {
+            pattern: "0 * * * *".into(),
+            time_zone: String::new(),
+        };
+        let Ok(hourly) = Calendar::parse(&schedule) else {
+            panic!("an hourly pattern does not parse");
+        };
+        let (hour, delay) = (3_600_000, 2_000_000);
+        let mut meta = meta_with(|m| {
+            m.set_cron(Some(hourly.normalized()));
+            m.jitter_ms = hour;
+            m.delay_ms = delay;
+        });
+        // Fired at 1h + delay: next at 2h + delay, not at the match after
+        // the firing (3h) nor on the hour.
+        let fired = hour + delay;
+        assert_eq!(
+            advance(&mut meta, fired, fired, Some(&hourly)),
+            Some(2 * hour + delay)
+        );
+        // A retry 7 s after that: still 3h + delay.
+        let retried = 2 * hour + delay + 7000;
+        assert_eq!(
+            advance(&mut meta, retried, retried, Some(&hourly)),
+            Some(3 * hour + delay)
+        );
+        // Down until 5h 40m: 5h + delay (5h 33m 20s) is past, 6h + delay next.
+        assert_eq!(
+            advance(
+                &mut meta,
+                3 * hour + delay,
+                5 * hour + 2_400_000,
+                Some(&hourly)
+            ),
+            Some(6 * hour + delay)
+        );
+    }
+
+    #[test]
     fn calendar_schedules_are_stored_short_and_read_back_whole() {
         let berlin = CronSchedule {
             pattern: "0 9 * * MON-FRI".into(),
@@ -451,6 +517,8 @@ mod tests {
             fired: 0,
             cron: None,
             time_zone: None,
+            jitter_ms: 0,
+            delay_ms: 0,
         };
         change(&mut meta);
         meta
@@ -523,6 +591,8 @@ mod tests {
             fired: 3,
             cron: None,
             time_zone: None,
+            jitter_ms: 0,
+            delay_ms: 0,
         };
         let payload = Payload {
             data: Bytes::from_static(b"\x00\x01"),

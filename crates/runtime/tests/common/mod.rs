@@ -241,6 +241,7 @@ pub fn one_shot_reminder(actor: ActorId, name: &str, due_unix_ms: u64) -> Remind
         due_unix_ms,
         period: None,
         cron: None,
+        jitter: None,
         repeat: None,
         until_unix_ms: None,
         payload: Payload::json("null"),
