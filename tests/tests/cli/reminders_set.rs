@@ -1,19 +1,21 @@
 //! `troupe reminders set` against a daemon on its test clock: what it sets
-//! fires as its flags say (a calendar in a zone, a bounded period, the
-//! alarm), with `--data` reaching the handler, and contradicting flags or a
+//! fires as its flags say (a jittered calendar in a zone, a bounded period,
+//! the alarm), with `--data` reaching the handler, and contradicting flags or a
 //! schedule the daemon refuses exit 2 with nothing set. The counter app runs
 //! a reminder named "incr" (and the alarm) as its incr method.
 
 use serde_json::json;
 use troupe_tests::{actor, cli_against, daemon_with_app, pb, type_spec, Daemon};
 
-async fn advance(daemon: &Daemon, by: &str) -> anyhow::Result<()> {
-    daemon
+/// Moves the test clock on; answers the time it shows then.
+async fn advance(daemon: &Daemon, by: &str) -> anyhow::Result<u64> {
+    Ok(daemon
         .admin()
         .await?
         .advance_clock(pb::AdvanceClockRequest { by: by.into() })
-        .await?;
-    Ok(())
+        .await?
+        .into_inner()
+        .now_unix_ms)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -34,6 +36,8 @@ async fn what_the_cli_sets_fires_as_its_flags_say() -> anyhow::Result<()> {
         "0 9 * * *",
         "--time-zone",
         "Asia/Kolkata",
+        "--jitter",
+        "30m",
         "--data",
         &data,
     ];
@@ -42,8 +46,12 @@ async fn what_the_cli_sets_fires_as_its_flags_say() -> anyhow::Result<()> {
     assert_eq!(row["cron"], "0 9 * * *", "{json_out}");
     assert_eq!(row["time_zone"], "Asia/Kolkata", "{json_out}");
     assert_eq!(row["payload"], json!({"kwargs": {"by": 2}}), "{json_out}");
+    assert_eq!(row["jitter_ms"], 1_800_000, "{json_out}");
     let due = row["next_due_unix_ms"].as_u64().unwrap_or_default();
-    assert_eq!(due % 86_400_000, 12_600_000, "03:30 UTC: {json_out}");
+    let delay = row["jitter_delay_ms"].as_u64().unwrap_or(u64::MAX);
+    assert!(delay < 1_800_000, "{json_out}");
+    let scheduled = due.saturating_sub(delay);
+    assert_eq!(scheduled % 86_400_000, 12_600_000, "03:30 UTC: {json_out}");
 
     // Every ten minutes, three times, from the table output.
     let data = by(5);
@@ -89,7 +97,12 @@ async fn what_the_cli_sets_fires_as_its_flags_say() -> anyhow::Result<()> {
     .await?;
     assert!(alarm.contains("(alarm)"), "{alarm}");
 
-    advance(&daemon, "24h").await?;
+    // Past the period's and the alarm's firings, then past the calendar's
+    // first (up to a day and its jitter away), not its second.
+    let now = advance(&daemon, "2h").await?;
+    if due >= now {
+        advance(&daemon, &format!("{}ms", due + 1 - now)).await?;
+    }
     assert_eq!(client.stored_count("counter", "k1").await?, Some(2));
     assert_eq!(client.stored_count("counter", "p1").await?, Some(15));
     assert_eq!(client.stored_count("counter", "a1").await?, Some(1));

@@ -74,6 +74,10 @@ pub fn row_json(r: &pb::Reminder) -> Value {
             o.insert("cron".into(), json!(r.cron));
             o.insert("time_zone".into(), json!(r.time_zone));
         }
+        if r.jitter_ms > 0 {
+            o.insert("jitter_ms".into(), json!(r.jitter_ms));
+            o.insert("jitter_delay_ms".into(), json!(r.jitter_delay_ms));
+        }
         render::time_json(o, "next_due", r.next_due_unix_ms);
         render::time_json(o, "until", r.until_unix_ms);
     }
@@ -123,13 +127,18 @@ pub fn table(reminders: &[pb::Reminder], with_actor: bool) -> String {
     t.render()
 }
 
-/// How a reminder repeats: its period, or its cron pattern and zone.
+/// How a reminder repeats: its period, or its cron pattern and zone; and
+/// the delay its jitter chose, which every firing keeps.
 fn schedule_cell(r: &pb::Reminder) -> String {
-    if r.cron.is_empty() {
+    let schedule = if r.cron.is_empty() {
         render::duration_cell(r.period_ms)
     } else {
         format!("{} ({})", r.cron, r.time_zone)
+    };
+    if r.jitter_ms == 0 {
+        return schedule;
     }
+    format!("{schedule} +{}", render::duration(r.jitter_delay_ms))
 }
 
 /// What `troupe reminders set` and `delete` act on: a reminder by name, or

@@ -28,6 +28,11 @@ pub struct ReminderSet {
     /// The IANA time zone --cron is read in ("Europe/Berlin"); left out, UTC.
     #[arg(long, value_name = "ZONE", requires = "cron")]
     pub time_zone: Option<String>,
+    /// Fire a fixed delay of up to DURATION after each scheduled time
+    /// (chosen per reminder from its type, id and name), so that many
+    /// reminders set alike do not fire at once.
+    #[arg(long, value_name = "DURATION", conflicts_with = "alarm")]
+    pub jitter: Option<String>,
     /// The first firing: a duration from now ("90s") or an RFC 3339 time.
     /// Left out: now, or with --cron the first match from now.
     #[arg(long, value_name = "WHEN")]
@@ -119,6 +124,7 @@ pub async fn reminders_set(target: &Target, set: ReminderSet) -> anyhow::Result<
                     } as i32,
                     cron: set.cron.clone().unwrap_or_default(),
                     time_zone: set.time_zone.clone().unwrap_or_default(),
+                    jitter: set.jitter.clone().unwrap_or_default(),
                 })
                 .await
                 .map_err(|s| request.failed(s))?

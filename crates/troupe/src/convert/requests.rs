@@ -101,12 +101,18 @@ pub fn request_from_pb(
                 Some(instant("until", &r.until, now)?.unix_ms())
             };
             let cron = cron_schedule(r.cron, r.time_zone)?;
+            let jitter = if r.jitter.trim().is_empty() {
+                None
+            } else {
+                Some(duration("jitter", &r.jitter, &range::POSITIVE)?.get())
+            };
             ActorRequest::SetReminder(ReminderSpec {
                 actor: actor_id(r.actor)?,
                 name: r.name,
                 due_unix_ms: instant("due", &r.due, now)?.unix_ms(),
                 period: every.map(UserDuration::get),
                 cron,
+                jitter,
                 repeat: (r.repeat > 0).then_some(r.repeat).or(from_iso),
                 until_unix_ms: until,
                 payload: payload(r.payload),
@@ -213,6 +219,7 @@ pub fn request_to_pb(request: ActorRequest) -> PbRequest {
                 .map(|c| c.pattern.clone())
                 .unwrap_or_default(),
             time_zone: s.cron.map(|c| c.time_zone).unwrap_or_default(),
+            jitter: s.jitter.map(format_duration).unwrap_or_default(),
             until: s.until_unix_ms.map(format_instant).unwrap_or_default(),
             payload: Some(payload_to_pb(s.payload)),
             retry: Some(retry_to_pb(s.retry)),
@@ -395,6 +402,8 @@ pub fn reminder_to_pb(r: ReminderInfo) -> pb::Reminder {
             .map(|c| c.pattern.clone())
             .unwrap_or_default(),
         time_zone: r.cron.map(|c| c.time_zone).unwrap_or_default(),
+        jitter_ms: r.jitter.map_or(0, millis),
+        jitter_delay_ms: millis(r.jitter_delay),
         remaining: r.remaining.unwrap_or(0),
         until_unix_ms: r.until_unix_ms.unwrap_or(0),
         payload: Some(payload_to_pb(r.payload)),
@@ -437,6 +446,8 @@ fn reminder_from_pb(r: pb::Reminder) -> ReminderInfo {
             pattern: r.cron,
             time_zone: r.time_zone,
         }),
+        jitter: (r.jitter_ms > 0).then(|| Duration::from_millis(r.jitter_ms)),
+        jitter_delay: Duration::from_millis(r.jitter_delay_ms),
         remaining: (r.remaining > 0).then_some(r.remaining),
         until_unix_ms: (r.until_unix_ms > 0).then_some(r.until_unix_ms),
         payload: payload(r.payload),
@@ -490,6 +501,7 @@ mod tests {
                 due_unix_ms: 1_767_225_600_123,
                 period: Some(Duration::from_millis(86_400_500)),
                 cron: None,
+                jitter: None,
                 repeat: Some(3),
                 until_unix_ms: Some(1_800_000_000_000),
                 payload: Payload {
@@ -508,6 +520,7 @@ mod tests {
                     pattern: "0 9 * * MON-FRI".into(),
                     time_zone: "Europe/Berlin".into(),
                 }),
+                jitter: Some(Duration::from_secs(600)),
                 repeat: None,
                 until_unix_ms: None,
                 payload: Payload::json("null"),
@@ -571,6 +584,8 @@ mod tests {
             next_due_unix_ms: 5,
             period: None,
             cron: None,
+            jitter: None,
+            jitter_delay: Duration::ZERO,
             remaining: None,
             until_unix_ms: None,
             payload: Payload::json("1"),
@@ -594,6 +609,8 @@ mod tests {
                     pattern: "0 9 * * MON-FRI".into(),
                     time_zone: "Europe/Berlin".into(),
                 }),
+                jitter: Some(Duration::from_secs(600)),
+                jitter_delay: Duration::from_millis(123_456),
                 ..reminder
             }))),
             ActorResponse::Reminder(None),

@@ -80,6 +80,14 @@ export interface SetReminderRequest {
    * first instant after the gap, one that exists twice fires once.
    */
   timeZone: string;
+  /**
+   * Optional spread ("10m"): the reminder fires a fixed delay of up to this
+   * after each scheduled time (its period's steps or its cron matches), so
+   * many reminders set alike ("@daily" for every user) do not all fire at
+   * once. The delay is chosen from the reminder's type, id and name, so
+   * setting it again keeps it; it never pushes the first firing past `until`.
+   */
+  jitter: string;
 }
 
 export interface Reminder {
@@ -107,6 +115,10 @@ export interface Reminder {
   cron: string;
   /** IANA name `cron` is read in; set with `cron` */
   timeZone: string;
+  /** the jitter it was set with; 0: none */
+  jitterMs: bigint;
+  /** the delay that chose, in `next_due_unix_ms` already */
+  jitterDelayMs: bigint;
 }
 
 export interface ReminderRef {
@@ -383,6 +395,7 @@ function createBaseSetReminderRequest(): SetReminderRequest {
     missed: 0,
     cron: "",
     timeZone: "",
+    jitter: "",
   };
 }
 
@@ -420,6 +433,9 @@ export const SetReminderRequest: MessageFns<SetReminderRequest> = {
     }
     if (message.timeZone !== "") {
       writer.uint32(90).string(message.timeZone);
+    }
+    if (message.jitter !== "") {
+      writer.uint32(98).string(message.jitter);
     }
     return writer;
   },
@@ -525,6 +541,14 @@ export const SetReminderRequest: MessageFns<SetReminderRequest> = {
             message.timeZone = reader.string();
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.jitter = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -559,6 +583,7 @@ export const SetReminderRequest: MessageFns<SetReminderRequest> = {
     message.missed = object.missed ?? 0;
     message.cron = object.cron ?? "";
     message.timeZone = object.timeZone ?? "";
+    message.jitter = object.jitter ?? "";
     return message;
   },
 };
@@ -579,6 +604,8 @@ function createBaseReminder(): Reminder {
     alarm: false,
     cron: "",
     timeZone: "",
+    jitterMs: 0n,
+    jitterDelayMs: 0n,
   };
 }
 
@@ -637,6 +664,18 @@ export const Reminder: MessageFns<Reminder> = {
     }
     if (message.timeZone !== "") {
       writer.uint32(114).string(message.timeZone);
+    }
+    if (message.jitterMs !== 0n) {
+      if (BigInt.asUintN(64, message.jitterMs) !== message.jitterMs) {
+        throw new globalThis.Error("value provided for field message.jitterMs of type uint64 too large");
+      }
+      writer.uint32(120).uint64(message.jitterMs);
+    }
+    if (message.jitterDelayMs !== 0n) {
+      if (BigInt.asUintN(64, message.jitterDelayMs) !== message.jitterDelayMs) {
+        throw new globalThis.Error("value provided for field message.jitterDelayMs of type uint64 too large");
+      }
+      writer.uint32(128).uint64(message.jitterDelayMs);
     }
     return writer;
   },
@@ -766,6 +805,22 @@ export const Reminder: MessageFns<Reminder> = {
             message.timeZone = reader.string();
             continue;
           }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.jitterMs = reader.uint64() as bigint;
+            continue;
+          }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.jitterDelayMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -807,6 +862,10 @@ export const Reminder: MessageFns<Reminder> = {
     message.alarm = object.alarm ?? false;
     message.cron = object.cron ?? "";
     message.timeZone = object.timeZone ?? "";
+    message.jitterMs = (object.jitterMs !== undefined && object.jitterMs !== null) ? BigInt(object.jitterMs) : 0n;
+    message.jitterDelayMs = (object.jitterDelayMs !== undefined && object.jitterDelayMs !== null)
+      ? BigInt(object.jitterDelayMs)
+      : 0n;
     return message;
   },
 };
