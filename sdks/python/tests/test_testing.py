@@ -85,6 +85,39 @@ async def test_a_calendar_reminder_fires_at_its_zones_wall_time(troupe_env: Test
     assert await troupe_env.state(KitStandup, "team", "held") == {"held": 5}
 
 
+@troupe.actor("kit_digest")
+class KitDigest(troupe.Actor):
+    @troupe.method
+    async def plan(self) -> None:
+        await self.ctx.set_reminder("digest", cron="@daily", jitter=timedelta(hours=1))
+
+    async def on_reminder(self, name: str, data: object) -> None:
+        self.state["sent"] = int(self.state.get("sent", 0)) + 1
+
+
+async def test_jittered_reminders_set_alike_fire_at_their_own_delay(troupe_env: TestEnv) -> None:
+    await troupe_env.host(KitDigest)
+    users = [f"u{i}" for i in range(8)]
+    for user in users:
+        await troupe_env.actor(KitDigest, user).plan()
+    planned = [await troupe_env.client.get_reminder("kit_digest", u, "digest") for u in users]
+    delays = set()
+    for reminder in planned:
+        assert reminder is not None
+        assert reminder.jitter == timedelta(hours=1)
+        assert timedelta(0) <= reminder.jitter_delay < timedelta(hours=1)
+        # Midnight UTC plus the reminder's own delay.
+        scheduled = reminder.next_due - reminder.jitter_delay
+        assert (scheduled.hour, scheduled.minute, scheduled.second) == (0, 0, 0)
+        delays.add(reminder.jitter_delay)
+    assert len(delays) > 1, "eight reminders set alike share one delay"
+    # Setting it again keeps the delay.
+    await troupe_env.actor(KitDigest, "u0").plan()
+    again = await troupe_env.client.get_reminder("kit_digest", "u0", "digest")
+    assert again is not None and planned[0] is not None
+    assert again.next_due == planned[0].next_due
+
+
 async def test_calendar_arguments_are_checked_by_the_sdk_then_the_daemon(
     troupe_env: TestEnv,
 ) -> None:
@@ -95,3 +128,5 @@ async def test_calendar_arguments_are_checked_by_the_sdk_then_the_daemon(
         await client.set_reminder("t", "1", "r", time_zone="Europe/Berlin")
     with pytest.raises(troupe.InvalidArgument, match="not a known IANA time zone"):
         await client.set_reminder("t", "1", "r", cron="@daily", time_zone="Mars/Olympus")
+    with pytest.raises(troupe.InvalidArgument, match="jitter"):
+        await client.set_reminder("t", "1", "r", cron="@daily", jitter=timedelta(0))

@@ -80,6 +80,10 @@ export interface Reminder {
   cron: string | null;
   /** The IANA time zone `cron` is read in (`"UTC"` when none was given); null without `cron`. */
   timeZone: string | null;
+  /** The jitter it was set with, in milliseconds; null for none. */
+  jitterMs: number | null;
+  /** The delay that jitter chose after each scheduled time, in milliseconds (already in `nextDue`); 0 without jitter. */
+  jitterDelayMs: number;
   /** Firings left; null when unbounded. */
   remaining: number | null;
   /** No firing after this time; null when there is no end. */
@@ -116,6 +120,12 @@ export interface ReminderOptions {
    * clocks skip fire just after the change; those they pass twice fire once.
    */
   timeZone?: string;
+  /**
+   * Fire a fixed delay of up to this {@link Duration} (`"10m"`, or seconds) after each
+   * scheduled time, chosen once per reminder from its actor and name, so that reminders set
+   * alike (`"@daily"` for every user) do not all fire at once; setting it again keeps the delay.
+   */
+  jitter?: Duration;
   /** Fire at most this many times in all. */
   repeat?: number;
   /** No firing after this time (RFC 3339, Date, or a duration from now). */
@@ -274,6 +284,7 @@ export function setReminderRequest(type: string, id: string, name: string, optio
     missed: missedToProto(options.missed),
     cron,
     timeZone,
+    jitter: options.jitter === undefined ? "" : `${String(toMillis(options.jitter, "jitter"))}ms`,
   };
 }
 
@@ -309,6 +320,8 @@ export function reminderFromProto(msg: ReminderMessage): Reminder {
     periodMs: msg.periodMs === 0n ? null : num(msg.periodMs),
     cron: msg.cron === "" ? null : msg.cron,
     timeZone: msg.cron === "" ? null : msg.timeZone || "UTC",
+    jitterMs: msg.jitterMs === 0n ? null : num(msg.jitterMs),
+    jitterDelayMs: num(msg.jitterDelayMs),
     remaining: msg.remaining === 0 ? null : msg.remaining,
     until: msg.untilUnixMs === 0n ? null : new Date(num(msg.untilUnixMs)),
     data: decodeData(msg.payload),

@@ -105,8 +105,11 @@ describe("schedule conversions", () => {
       missed: MissedFirings.MISSED_FIRINGS_UNSPECIFIED,
       cron: "",
       timeZone: "",
+      jitter: "",
     });
     const calendar = setReminderRequest("t", "i", "r", { cron: "0 9 * * MON-FRI", timeZone: " Europe/Berlin " });
+    assert.equal(setReminderRequest("t", "i", "r", { cron: "@daily", jitter: "10m" }).jitter, "600000ms");
+    assert.throws(() => setReminderRequest("t", "i", "r", { cron: "@daily", jitter: 0 }), /jitter/);
     assert.deepEqual([calendar.cron, calendar.timeZone, calendar.period], ["0 9 * * MON-FRI", "Europe/Berlin", ""]);
     assert.throws(() => setReminderRequest("t", "i", "r", { cron: "@daily", period: "1h" }), /both a period and a cron schedule/);
     assert.throws(() => setReminderRequest("t", "i", "r", { timeZone: "Asia/Kolkata" }), InvalidArgument);
@@ -167,6 +170,8 @@ describe("schedule conversions", () => {
       alarm: false,
       cron: "",
       timeZone: "",
+      jitterMs: 0n,
+      jitterDelayMs: 0n,
     });
     assert.deepEqual(oneShot, {
       actorType: "t",
@@ -176,6 +181,8 @@ describe("schedule conversions", () => {
       periodMs: null,
       cron: null,
       timeZone: null,
+      jitterMs: null,
+      jitterDelayMs: 0,
       remaining: null,
       until: null,
       data: { a: 1 },
@@ -200,6 +207,8 @@ describe("schedule conversions", () => {
       alarm: true,
       cron: "",
       timeZone: "",
+      jitterMs: 0n,
+      jitterDelayMs: 0n,
     });
     assert.equal(periodic.actorType, "");
     assert.equal(periodic.periodMs, 200);
@@ -226,6 +235,8 @@ describe("schedule conversions", () => {
       alarm: false,
       cron: "@daily",
       timeZone: "",
+      jitterMs: 0n,
+      jitterDelayMs: 0n,
     });
     assert.deepEqual([calendar.cron, calendar.timeZone, calendar.periodMs], ["@daily", "UTC", null]);
   });

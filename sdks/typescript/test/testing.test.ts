@@ -69,6 +69,45 @@ class KitStandup extends Actor<{ held: number }> {
   }
 }
 
+@actor("kit_digest")
+class KitDigest extends Actor<{ sent: number }> {
+  @method
+  async plan(): Promise<void> {
+    await this.ctx.setReminder("digest", { cron: "@daily", jitter: "1h" });
+  }
+
+  override onReminder(): void {
+    this.state.set("sent", this.state.get("sent", 0) + 1);
+  }
+}
+
+test("jittered reminders set alike fire at their own delay", async () => {
+  const env = await startTestEnv({ binary: troupeBin() });
+  try {
+    await env.host(KitDigest);
+    const delays = new Set<number>();
+    let first: Date | null = null;
+    for (let i = 0; i < 8; i++) {
+      await env.actor<KitDigest>(KitDigest, `u${String(i)}`).call("plan");
+      const planned = await env.client.getReminder(KitDigest, `u${String(i)}`, "digest");
+      assert.ok(planned !== null);
+      assert.equal(planned.jitterMs, 3_600_000);
+      assert.ok(planned.jitterDelayMs >= 0 && planned.jitterDelayMs < 3_600_000, String(planned.jitterDelayMs));
+      // Midnight UTC plus the reminder's own delay.
+      assert.equal((planned.nextDue.getTime() - planned.jitterDelayMs) % 86_400_000, 0);
+      delays.add(planned.jitterDelayMs);
+      first ??= planned.nextDue;
+    }
+    assert.ok(delays.size > 1, "eight reminders set alike share one delay");
+    // Setting it again keeps the delay.
+    await env.actor<KitDigest>(KitDigest, "u0").call("plan");
+    const again = await env.client.getReminder(KitDigest, "u0", "digest");
+    assert.deepEqual(again?.nextDue, first);
+  } finally {
+    await env.close();
+  }
+});
+
 test("a calendar reminder fires at its zone's wall time", async () => {
   const env = await startTestEnv({ binary: troupeBin() });
   try {

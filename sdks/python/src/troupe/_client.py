@@ -342,6 +342,7 @@ class Client:
         missed: MissedName = "fire_once",
         cron: str | None = None,
         time_zone: TimeZoneLike | None = None,
+        jitter: DurationLike | None = None,
         timeout: DurationLike | None = None,
     ) -> Reminder:
         """Register (or replace) a durable reminder of an actor; see
@@ -363,6 +364,7 @@ class Client:
             missed=missed,
             cron=cron,
             time_zone=time_zone,
+            jitter=jitter,
             timeout=self._deadline(timeout),
         )
 

@@ -184,6 +184,7 @@ class Context:
         missed: MissedName = "fire_once",
         cron: str | None = None,
         time_zone: TimeZoneLike | None = None,
+        jitter: DurationLike | None = None,
         timeout: DurationLike | None = None,
     ) -> Reminder:
         """Register (or replace) the durable reminder ``name`` of this actor.
@@ -210,6 +211,10 @@ class Context:
             time_zone: the IANA zone ``cron`` is read in (``"Europe/Berlin"`` or a
                 ``zoneinfo.ZoneInfo``); None: UTC. Wall times the clocks skip fire
                 just after the change; those they pass twice fire once.
+            jitter: fire a fixed delay of up to this after each scheduled time
+                (``"10m"``, a timedelta), chosen once per reminder from its actor
+                and name, so that reminders set alike (``"@daily"`` for every
+                user) do not all fire at once; setting it again keeps the delay.
 
         Returns the reminder as stored. Raises InvalidArgument for durations or
         times the daemon cannot read.
@@ -227,6 +232,7 @@ class Context:
             missed=missed,
             cron=cron,
             time_zone=time_zone,
+            jitter=jitter,
             timeout=timeout,
         )
 

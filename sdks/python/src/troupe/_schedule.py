@@ -173,6 +173,9 @@ class Reminder:
         cron: the cron pattern it fires at; None for a one-shot or periodic reminder.
         time_zone: the IANA time zone ``cron`` is read in (``"UTC"`` when none was
             given); None without ``cron``.
+        jitter: the jitter it was set with; None for none.
+        jitter_delay: the delay that jitter chose after each scheduled time
+            (already in ``next_due``); zero without jitter.
         remaining: firings left; None when unbounded.
         until: no firing after this time (aware, UTC); None for no end.
         data: the data passed to the handler (JSON value, or bytes).
@@ -198,6 +201,8 @@ class Reminder:
     missed: MissedName = "fire_once"
     cron: str | None = None
     time_zone: str | None = None
+    jitter: timedelta | None = None
+    jitter_delay: timedelta = timedelta(0)
 
     @classmethod
     def from_proto(cls, msg: client_pb2.Reminder) -> Reminder:
@@ -218,6 +223,8 @@ class Reminder:
             missed=_MISSED_NAMES.get(msg.missed, "fire_once"),
             cron=msg.cron or None,
             time_zone=(msg.time_zone or "UTC") if msg.cron else None,
+            jitter=timedelta(milliseconds=msg.jitter_ms) if msg.jitter_ms else None,
+            jitter_delay=timedelta(milliseconds=msg.jitter_delay_ms),
         )
 
 
@@ -248,6 +255,7 @@ def reminder_request(
     missed: str,
     cron: str | None = None,
     time_zone: TimeZoneLike | None = None,
+    jitter: Duration | None = None,
 ) -> client_pb2.SetReminderRequest:
     """Build a SetReminderRequest, checking the arguments the SDK can check itself."""
     if not isinstance(name, str):
@@ -280,6 +288,7 @@ def reminder_request(
         missed=format_missed(missed),
         cron=cron or "",
         time_zone=zone,
+        jitter="" if jitter is None else format_duration(jitter, "jitter", positive=True),
     )
 
 

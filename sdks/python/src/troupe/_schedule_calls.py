@@ -82,6 +82,7 @@ class SchedulingCalls(abc.ABC):
         missed: str = "fire_once",
         cron: str | None = None,
         time_zone: TimeZoneLike | None = None,
+        jitter: DurationLike | None = None,
         timeout: DurationLike | None = None,
     ) -> Reminder:
         what = f"set_reminder {actor_type}/{actor_id} {name!r}"
@@ -98,6 +99,7 @@ class SchedulingCalls(abc.ABC):
             missed=missed,
             cron=cron,
             time_zone=time_zone,
+            jitter=jitter,
         )
         resp: client_pb2.Reminder = await self._call_once(
             "SetReminder", actor_type, actor_id, req, client_pb2.Reminder, timeout, what

@@ -257,6 +257,7 @@ class SyncClient:
         missed: MissedName = "fire_once",
         cron: str | None = None,
         time_zone: TimeZoneLike | None = None,
+        jitter: DurationLike | None = None,
         timeout: DurationLike | None = None,
     ) -> Reminder:
         """See :meth:`Client.set_reminder`."""
@@ -274,6 +275,7 @@ class SyncClient:
                 missed=missed,
                 cron=cron,
                 time_zone=time_zone,
+                jitter=jitter,
                 timeout=timeout,
             )
         )
