@@ -15,7 +15,7 @@ use tracing::{debug, warn};
 use troupe_storage::{ReminderKey, ReminderOp, ReminderRecord};
 
 use super::calendar::Calendar;
-use super::record::{advance, decode, encode, Meta, RetryPolicy, ALARM_NAME};
+use super::record::{advance, decode, encode, missed, Meta, RetryPolicy, ALARM_NAME};
 
 use super::load_window::Latest;
 use super::{empty_key, OnItsWay, Queue, Scheduler};
@@ -129,20 +129,7 @@ impl Scheduler {
                 continue;
             };
             let calendar = self.calendar_of(&record.key, &meta);
-            // A firing missed by more than a period (or a second) while the
-            // daemon was down is "missed"; a calendar one, by more than a
-            // second with a later match also past.
-            let late = now.saturating_sub(record.due_unix_ms);
-            let missed = match &calendar {
-                Some(calendar) => {
-                    let delay = meta.delay_ms;
-                    late > 1000
-                        && calendar
-                            .next_after(record.due_unix_ms.saturating_sub(delay))
-                            .is_some_and(|next| next.saturating_add(delay) <= now)
-                }
-                None => late > meta.period_ms.max(1000),
-            };
+            let missed = missed(&meta, record.due_unix_ms, now, calendar.as_deref());
             let firing = Due {
                 actor: ActorId::new(record.key.actor_type.as_str(), record.key.actor_id.as_str()),
                 alarm: record.key.name == ALARM_NAME,

@@ -367,6 +367,23 @@ pub(crate) fn advance(
     }
 }
 
+/// Whether the firing due at `due` was missed (the daemon was down past
+/// it): late by more than a period (or a second); a calendar one, by more
+/// than a second with its next (delayed) match also past.
+pub(crate) fn missed(meta: &Meta, due: u64, now: u64, calendar: Option<&Calendar>) -> bool {
+    let late = now.saturating_sub(due);
+    match calendar {
+        Some(calendar) => {
+            let delay = meta.delay_ms;
+            late > 1000
+                && calendar
+                    .next_after(due.saturating_sub(delay))
+                    .is_some_and(|next| next.saturating_add(delay) <= now)
+        }
+        None => late > meta.period_ms.max(1000),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -473,6 +490,11 @@ mod tests {
             ),
             Some(6 * hour + delay)
         );
+        // Late by more than a second, but before the next delayed match:
+        // not missed (the undelayed next match, 4h, is past by then).
+        let due = 3 * hour + delay;
+        assert!(!missed(&meta, due, 4 * hour + 60_000, Some(&hourly)));
+        assert!(missed(&meta, due, 4 * hour + delay, Some(&hourly)));
     }
 
     #[test]
