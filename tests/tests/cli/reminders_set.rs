@@ -125,12 +125,13 @@ async fn flags_that_cannot_make_a_schedule_exit_2_and_set_nothing() -> anyhow::R
     let (_dir, daemon, _app, mut client) =
         daemon_with_app(&["--test-clock"], vec![type_spec("counter")]).await?;
     let set = ["reminders", "set", "counter", "c1"];
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["incr", "--time-zone", "Europe/Berlin"], "--cron"),
         (&["incr", "--every", "1h", "--cron", "@daily"], "--cron"),
         (&["incr", "--data", "{by: 1}"], "--data is not JSON"),
         (&["incr", "--times", "0"], "--times"),
         (&["--alarm", "--every", "1h"], "--every"),
+        (&["(alarm)", "--cron", "@daily"], "--cron"),
         (
             &["incr", "--cron", "0 9 * * *", "--time-zone", "Mars/Olympus"],
             "Mars/Olympus",

@@ -96,6 +96,19 @@ pub async fn reminders_set(target: &Target, set: ReminderSet) -> anyhow::Result<
              10m`), or give --alarm to set the actor's alarm",
         ));
     }
+    // The name `list` shows for the alarm gets past clap's conflicts.
+    let reminder_only = set.every.is_some()
+        || set.cron.is_some()
+        || set.jitter.is_some()
+        || set.until.is_some()
+        || set.times.is_some()
+        || set.skip_missed;
+    if set.which.reminder().is_none() && reminder_only {
+        return Err(fail(
+            Exit::Usage,
+            "the alarm fires once at --due: --every, --cron, --jitter, --until, --times and              --skip-missed are for named reminders",
+        ));
+    }
     let actor = Some(pb::ActorRef {
         r#type: actor_type.clone(),
         id: id.clone(),
