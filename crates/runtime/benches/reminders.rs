@@ -8,12 +8,18 @@
 //! firing, against Dapr 1.17 (667 registrations/s, 15,463 firings/s).
 //!
 //! `cargo bench -p troupe-runtime --bench reminders -- [--reminders N] [--window-secs S]
-//! [--state-on-sled]`
+//! [--state-on-sled] [--calendar]`
 //!
 //! State is kept in memory unless `--state-on-sled`: then it lives in the
 //! same sled database as the reminders, as in the daemon, and each firing
 //! writes one key of its actor's state, so the write-behind flushes compete
 //! with the reminders for sled (whose batches take a process-wide lock).
+//!
+//! `--calendar` sets every reminder alike, as apps set a daily digest for
+//! each user: the cron pattern `0 * * * * *` (each minute), once, with a
+//! jitter of the window. Jitter alone spreads them: without it all would be
+//! due in one instant. Each firing's due time is the minute plus the delay
+//! the reminder's jitter chose (`troupe_runtime::jitter_delay`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,6 +28,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use troupe_placement::SingleNode;
+use troupe_runtime::{jitter_delay, CronSchedule};
 use troupe_runtime::{
     ActorId, ContentType, FnHost, MissedFirings, Payload, ReminderSpec, RetryPolicy, Runtime,
     RuntimeConfig, StateChange, TurnKind, TurnOutcome, TypeSpec,
@@ -57,6 +64,13 @@ fn arg(name: &str, default: u64) -> u64 {
 /// Whether `--state-on-sled` was given.
 fn state_on_sled() -> bool {
     std::env::args().any(|a| a == "--state-on-sled")
+}
+
+/// With `--calendar`: the jitter every reminder is set with (the window).
+fn calendar_jitter() -> Option<Duration> {
+    std::env::args()
+        .any(|a| a == "--calendar")
+        .then(|| Duration::from_secs(arg("--window-secs", 20)))
 }
 
 fn rss_mb() -> f64 {
@@ -101,10 +115,17 @@ fn runtime(dir: &std::path::Path, seen: Arc<Seen>) -> Result<Runtime, String> {
     let rt = Runtime::create(config, state, Arc::new(reminders), Arc::new(SingleNode))
         .map_err(|e| e.to_string())?;
     rt.start();
-    let host = FnHost::new("bench", move |_actor: &ActorId, req| {
+    let jitter = calendar_jitter();
+    let host = FnHost::new("bench", move |actor: &ActorId, req| {
         if req.kind == TurnKind::Reminder {
-            // The payload carries the due time: lateness measured at the actor.
-            let due = <[u8; 8]>::try_from(req.payload.data.as_ref()).map_or(0, u64::from_le_bytes);
+            // The payload carries the due time (a calendar reminder's: of its
+            // match): lateness measured at the actor.
+            let mut due =
+                <[u8; 8]>::try_from(req.payload.data.as_ref()).map_or(0, u64::from_le_bytes);
+            if let Some(jitter) = jitter {
+                let delay = jitter_delay(actor, &req.name, jitter);
+                due += delay.as_millis() as u64;
+            }
             let late = unix_ms().saturating_sub(due);
             seen.lateness_ms
                 .lock()
@@ -154,7 +175,12 @@ fn main() {
 
     // Phase 1: registration. Due times start after registration is expected
     // to end (at the goal rate, with margin) and spread over the window.
-    let fire_from = unix_ms() + n * 1000 / 40_000 + 15_000;
+    let mut fire_from = unix_ms() + n * 1000 / 40_000 + 15_000;
+    let jitter = calendar_jitter();
+    if jitter.is_some() {
+        // The match: the first whole minute from then.
+        fire_from = fire_from.div_ceil(60_000) * 60_000;
+    }
     let (registration_secs, rss_after_registration) = {
         let tokio = match tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -174,15 +200,24 @@ fn main() {
                 handles.push(tokio::spawn(async move {
                     let mut i = t;
                     while i < n {
-                        let due = fire_from + i * window_ms / n;
+                        let (due, cron) = match jitter {
+                            None => (fire_from + i * window_ms / n, None),
+                            Some(_) => (
+                                fire_from,
+                                Some(CronSchedule {
+                                    pattern: "0 * * * * *".into(),
+                                    time_zone: String::new(),
+                                }),
+                            ),
+                        };
                         let spec = ReminderSpec {
                             actor: ActorId::new("timer", (i % actors).to_string()),
                             name: format!("r{i}"),
                             due_unix_ms: due,
                             period: None,
-                            cron: None,
-                            jitter: None,
-                            repeat: None,
+                            cron,
+                            jitter,
+                            repeat: jitter.map(|_| 1),
                             until_unix_ms: None,
                             payload: Payload {
                                 data: Bytes::copy_from_slice(&due.to_le_bytes()),
@@ -262,7 +297,13 @@ fn main() {
     } else {
         "state in memory"
     };
-    println!("reminders: {n} registered on {actors} actors, sled store, {state}, 2 worker threads");
+    let kind = match jitter {
+        None => "one-shot, due spread over the window".to_owned(),
+        Some(j) => format!("all alike: cron 0 * * * * *, once, jitter {}s", j.as_secs()),
+    };
+    println!(
+        "reminders: {n} registered on {actors} actors ({kind}), sled store, {state}, 2 worker threads"
+    );
     println!(
         "{:<40} {:>14} {:>12} {:>8}",
         "metric", "troupe", "Dapr 1.17", "ratio"

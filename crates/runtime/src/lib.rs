@@ -76,7 +76,8 @@ pub use routing::MAX_FORWARD_HOPS;
 pub use runtime::Runtime;
 pub use schedule::timers::{TimerInfo, TimerSpec};
 pub use schedule::{
-    AlarmSpec, CronSchedule, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy, ALARM_NAME,
+    jitter_delay, AlarmSpec, CronSchedule, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy,
+    ALARM_NAME,
 };
 pub use shutdown::{ShutdownReport, UnwrittenState};
 pub use types::{

@@ -9,10 +9,28 @@
 //! is as predictable as the schedule ("09:00 plus 3m12s, every day").
 
 use std::hash::Hasher as _;
+use std::time::Duration;
 
 use siphasher::sip::SipHasher13;
-
 use troupe_storage::ReminderKey;
+
+use crate::input::millis;
+use crate::types::ActorId;
+
+/// The delay the reminder `name` of `actor`, set with `jitter`, fires after
+/// each scheduled time: what [`ReminderInfo::jitter_delay`] reports, unless
+/// `until` cut it short. For tools that predict firings (the reminders
+/// benchmark measures lateness from it).
+///
+/// [`ReminderInfo::jitter_delay`]: crate::ReminderInfo::jitter_delay
+pub fn jitter_delay(actor: &ActorId, name: &str, jitter: Duration) -> Duration {
+    let key = ReminderKey {
+        actor_type: actor.ty.to_string(),
+        actor_id: actor.id.to_string(),
+        name: name.to_owned(),
+    };
+    Duration::from_millis(delay_ms(&key, millis(jitter)))
+}
 
 /// The delay in `[0, jitter_ms)` that `key` fires after its scheduled
 /// times; 0 without jitter.

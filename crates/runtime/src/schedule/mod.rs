@@ -51,6 +51,7 @@ use crate::types::{ActorId, ContentType};
 use calendar::Calendars;
 pub use calendar::CronSchedule;
 pub(crate) use firing::{Due, Fired};
+pub use jitter::jitter_delay;
 use load_window::{Latest, LoadWindow};
 use loaded::Loaded;
 pub use record::ALARM_NAME;
