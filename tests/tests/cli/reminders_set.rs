@@ -131,7 +131,10 @@ async fn flags_that_cannot_make_a_schedule_exit_2_and_set_nothing() -> anyhow::R
         (&["incr", "--data", "{by: 1}"], "--data is not JSON"),
         (&["incr", "--times", "0"], "--times"),
         (&["--alarm", "--every", "1h"], "--every"),
-        (&["(alarm)", "--cron", "@daily"], "--cron"),
+        (
+            &["(alarm)", "--cron", "@daily"],
+            "--until, --times and --skip-missed are for named reminders",
+        ),
         (
             &["incr", "--cron", "0 9 * * *", "--time-zone", "Mars/Olympus"],
             "Mars/Olympus",

@@ -106,7 +106,8 @@ pub async fn reminders_set(target: &Target, set: ReminderSet) -> anyhow::Result<
     if set.which.reminder().is_none() && reminder_only {
         return Err(fail(
             Exit::Usage,
-            "the alarm fires once at --due: --every, --cron, --jitter, --until, --times and              --skip-missed are for named reminders",
+            "the alarm fires once at --due: --every, --cron, --jitter, --until, --times and \
+             --skip-missed are for named reminders",
         ));
     }
     let actor = Some(pb::ActorRef {
