@@ -161,23 +161,26 @@ pub struct Scheduled {
 
 impl Scheduled {
     /// The reminder's name; `None` for the alarm (by flag or by the name
-    /// `list` shows for it).
-    pub fn reminder(&self) -> Option<&str> {
-        self.name
+    /// `list` shows for it). Neither a name nor --alarm fails with `hint`,
+    /// which says how to give one.
+    pub fn reminder(&self, hint: &str) -> anyhow::Result<Option<&str>> {
+        if self.name.is_none() && !self.alarm {
+            return Err(fail(Exit::Usage, hint));
+        }
+        Ok(self
+            .name
             .as_deref()
-            .filter(|n| !self.alarm && *n != ALARM_NAME)
+            .filter(|n| !self.alarm && *n != ALARM_NAME))
     }
 }
 
 pub async fn reminders_delete(target: &Target, which: Scheduled) -> anyhow::Result<()> {
-    if which.name.is_none() && !which.alarm {
-        return Err(fail(
-            Exit::Usage,
+    let reminder = which
+        .reminder(
             "name the reminder to delete (`troupe reminders list --type TYPE --id ID` shows \
              them), or give --alarm for the actor's alarm",
-        ));
-    }
-    let reminder = which.reminder().map(str::to_owned);
+        )?
+        .map(str::to_owned);
     let Scheduled { actor_type, id, .. } = which;
     let daemon = connect(target).await?;
     let mut client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());

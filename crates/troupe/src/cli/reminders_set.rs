@@ -89,13 +89,10 @@ impl ReminderSet {
 
 pub async fn reminders_set(target: &Target, set: ReminderSet) -> anyhow::Result<()> {
     let Scheduled { actor_type, id, .. } = &set.which;
-    if set.which.name.is_none() && !set.which.alarm {
-        return Err(fail(
-            Exit::Usage,
-            "name the reminder to set (e.g. `troupe reminders set counter c1 tick --every \
-             10m`), or give --alarm to set the actor's alarm",
-        ));
-    }
+    let reminder = set.which.reminder(
+        "name the reminder to set (e.g. `troupe reminders set counter c1 tick --every \
+         10m`), or give --alarm to set the actor's alarm",
+    )?;
     // The name `list` shows for the alarm gets past clap's conflicts.
     let reminder_only = set.every.is_some()
         || set.cron.is_some()
@@ -103,7 +100,7 @@ pub async fn reminders_set(target: &Target, set: ReminderSet) -> anyhow::Result<
         || set.until.is_some()
         || set.times.is_some()
         || set.skip_missed;
-    if set.which.reminder().is_none() && reminder_only {
+    if reminder.is_none() && reminder_only {
         return Err(fail(
             Exit::Usage,
             "the alarm fires once at --due: --every, --cron, --jitter, --until, --times and \
@@ -118,7 +115,7 @@ pub async fn reminders_set(target: &Target, set: ReminderSet) -> anyhow::Result<
     let name = actor_name(actor_type, id);
     let daemon = connect(target).await?;
     let mut client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());
-    let answer = match set.which.reminder() {
+    let answer = match reminder {
         Some(reminder) => {
             let request = daemon.request(format!("set the reminder {reminder:?} of {name}"));
             client
