@@ -207,24 +207,23 @@ pub fn request_to_pb(request: ActorRequest) -> PbRequest {
             actor: Some(actor_ref(&actor)),
             keys,
         }),
-        ActorRequest::SetReminder(s) => PbRequest::SetReminder(pb::SetReminderRequest {
-            actor: Some(actor_ref(&s.actor)),
-            name: s.name,
-            due: format_instant(s.due_unix_ms),
-            period: s.period.map(format_duration).unwrap_or_default(),
-            repeat: s.repeat.unwrap_or(0),
-            cron: s
-                .cron
-                .as_ref()
-                .map(|c| c.pattern.clone())
-                .unwrap_or_default(),
-            time_zone: s.cron.map(|c| c.time_zone).unwrap_or_default(),
-            jitter: s.jitter.map(format_duration).unwrap_or_default(),
-            until: s.until_unix_ms.map(format_instant).unwrap_or_default(),
-            payload: Some(payload_to_pb(s.payload)),
-            retry: Some(retry_to_pb(s.retry)),
-            missed: missed_to_pb(s.missed),
-        }),
+        ActorRequest::SetReminder(s) => {
+            let (cron, time_zone) = cron_to_pb(s.cron);
+            PbRequest::SetReminder(pb::SetReminderRequest {
+                actor: Some(actor_ref(&s.actor)),
+                name: s.name,
+                due: format_instant(s.due_unix_ms),
+                period: s.period.map(format_duration).unwrap_or_default(),
+                repeat: s.repeat.unwrap_or(0),
+                cron,
+                time_zone,
+                jitter: s.jitter.map(format_duration).unwrap_or_default(),
+                until: s.until_unix_ms.map(format_instant).unwrap_or_default(),
+                payload: Some(payload_to_pb(s.payload)),
+                retry: Some(retry_to_pb(s.retry)),
+                missed: missed_to_pb(s.missed),
+            })
+        }
         ActorRequest::GetReminder { actor, name } => PbRequest::GetReminder(pb::ReminderRef {
             actor: Some(actor_ref(&actor)),
             name,
@@ -391,17 +390,14 @@ fn missed_to_pb(m: MissedFirings) -> i32 {
 }
 
 pub fn reminder_to_pb(r: ReminderInfo) -> pb::Reminder {
+    let (cron, time_zone) = cron_to_pb(r.cron);
     pb::Reminder {
         actor: Some(actor_ref(&r.actor)),
         name: if r.alarm { String::new() } else { r.name },
         next_due_unix_ms: r.next_due_unix_ms,
         period_ms: r.period.map_or(0, millis),
-        cron: r
-            .cron
-            .as_ref()
-            .map(|c| c.pattern.clone())
-            .unwrap_or_default(),
-        time_zone: r.cron.map(|c| c.time_zone).unwrap_or_default(),
+        cron,
+        time_zone,
         jitter_ms: r.jitter.map_or(0, millis),
         jitter_delay_ms: millis(r.jitter_delay),
         remaining: r.remaining.unwrap_or(0),
@@ -413,6 +409,11 @@ pub fn reminder_to_pb(r: ReminderInfo) -> pb::Reminder {
         fired: r.fired,
         alarm: r.alarm,
     }
+}
+
+/// A calendar schedule as the wire's `cron` and `time_zone` (empty: none).
+fn cron_to_pb(schedule: Option<CronSchedule>) -> (String, String) {
+    schedule.map_or_else(Default::default, |c| (c.pattern, c.time_zone))
 }
 
 /// A reminder's calendar schedule as the API gives it: a zone means
