@@ -24,24 +24,27 @@ use crate::types::ActorId;
 ///
 /// [`ReminderInfo::jitter_delay`]: crate::ReminderInfo::jitter_delay
 pub fn jitter_delay(actor: &ActorId, name: &str, jitter: Duration) -> Duration {
-    let key = ReminderKey {
-        actor_type: actor.ty.to_string(),
-        actor_id: actor.id.to_string(),
-        name: name.to_owned(),
-    };
-    Duration::from_millis(delay_ms(&key, millis(jitter)))
+    Duration::from_millis(hashed_delay_ms(
+        [&actor.ty, &actor.id, name],
+        millis(jitter),
+    ))
 }
 
 /// The delay in `[0, jitter_ms)` that `key` fires after its scheduled
 /// times; 0 without jitter.
 pub(crate) fn delay_ms(key: &ReminderKey, jitter_ms: u64) -> u64 {
+    hashed_delay_ms([&key.actor_type, &key.actor_id, &key.name], jitter_ms)
+}
+
+/// The delay for a reminder named by its type, id and name.
+fn hashed_delay_ms(parts: [&str; 3], jitter_ms: u64) -> u64 {
     if jitter_ms == 0 {
         return 0;
     }
     // SipHash with fixed keys: a published algorithm, so the delay stays
     // the same across versions and hosts (std's hasher promises neither).
     let mut h = SipHasher13::new_with_keys(0, 0);
-    for part in [&key.actor_type, &key.actor_id, &key.name] {
+    for part in parts {
         h.write(part.as_bytes());
         // A separator, so ("ab", "c") and ("a", "bc") differ.
         h.write_u8(0xff);
@@ -66,6 +69,15 @@ mod tests {
         let hour = 3_600_000;
         assert_eq!(delay_ms(&key("u1"), hour), delay_ms(&key("u1"), hour));
         assert_eq!(delay_ms(&key("u1"), 0), 0);
+        // What tools predict is what the scheduler stores.
+        assert_eq!(
+            jitter_delay(
+                &ActorId::new("user", "u1"),
+                "digest",
+                Duration::from_millis(hour)
+            ),
+            Duration::from_millis(delay_ms(&key("u1"), hour))
+        );
         let delays: Vec<u64> = (0..1000)
             .map(|i| delay_ms(&key(&format!("u{i}")), hour))
             .collect();
