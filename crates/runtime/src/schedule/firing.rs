@@ -15,7 +15,8 @@ use tracing::{debug, warn};
 use troupe_storage::{ReminderKey, ReminderOp, ReminderRecord};
 
 use super::calendar::Calendar;
-use super::record::{advance, decode, encode, missed, Meta, RetryPolicy, ALARM_NAME};
+use super::next_due::{advance, missed};
+use super::record::{decode, encode, Meta, RetryPolicy, ALARM_NAME};
 
 use super::load_window::Latest;
 use super::{empty_key, OnItsWay, Queue, Scheduler};

@@ -26,6 +26,7 @@ mod firing;
 mod jitter;
 mod load_window;
 mod loaded;
+mod next_due;
 pub(crate) mod record;
 pub(crate) mod timers;
 mod writer;
