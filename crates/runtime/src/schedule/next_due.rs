@@ -70,22 +70,10 @@ mod tests {
 
     #[test]
     fn advance_skips_missed_slots_and_honours_bounds() {
-        let mut meta = Meta {
-            period_ms: 100,
-            remaining: Some(3),
-            until_unix_ms: None,
-            bytes: false,
-            max_attempts: 3,
-            initial_backoff_ms: 10,
-            max_backoff_ms: 100,
-            skip_missed: false,
-            attempts: 0,
-            fired: 0,
-            cron: None,
-            time_zone: None,
-            jitter_ms: 0,
-            delay_ms: 0,
-        };
+        let mut meta = meta_with(|m| {
+            m.period_ms = 100;
+            m.remaining = Some(3);
+        });
         assert_eq!(advance(&mut meta, 1000, 1000, None), Some(1100));
         // Down for 550 ms: the next slot is the first in the future.
         assert_eq!(advance(&mut meta, 1100, 1650, None), Some(1700));
