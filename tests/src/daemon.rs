@@ -227,6 +227,21 @@ impl Daemon {
         Ok(pb::admin_client::AdminClient::new(self.channel().await?))
     }
 
+    /// Moves a `--test-clock` daemon's clock on by `by_ms` and waits until
+    /// what came due has fired; its time then, in Unix ms (`0`: what time
+    /// it is, once what is due now has fired).
+    pub async fn advance_clock_ms(&self, by_ms: u64) -> anyhow::Result<u64> {
+        Ok(self
+            .admin()
+            .await?
+            .advance_clock(pb::AdvanceClockRequest {
+                by: format!("{by_ms}ms"),
+            })
+            .await?
+            .into_inner()
+            .now_unix_ms)
+    }
+
     /// What `troupe status` shows, as the Admin API answers it.
     pub async fn status(&self) -> anyhow::Result<pb::StatusResponse> {
         Ok(self

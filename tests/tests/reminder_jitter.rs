@@ -7,25 +7,10 @@
 use std::collections::HashSet;
 
 use troupe_proto::v1 as pb;
-use troupe_tests::{actor, cli_against, daemon_with_app, expect_code, type_spec, Client, Daemon};
+use troupe_tests::{actor, cli_against, daemon_with_app, expect_code, type_spec, Client};
 
 const HOUR_MS: u64 = 3600 * 1000;
 const DAY_MS: u64 = 24 * HOUR_MS;
-
-async fn clock_now(daemon: &Daemon) -> anyhow::Result<u64> {
-    advance_ms(daemon, 0).await
-}
-
-async fn advance_ms(daemon: &Daemon, by: u64) -> anyhow::Result<u64> {
-    let mut admin = daemon.admin().await?;
-    Ok(admin
-        .advance_clock(pb::AdvanceClockRequest {
-            by: format!("{by}ms"),
-        })
-        .await?
-        .into_inner()
-        .now_unix_ms)
-}
 
 fn jittered(id: &str, jitter: &str) -> pb::SetReminderRequest {
     pb::SetReminderRequest {
@@ -52,7 +37,7 @@ async fn get(client: &mut Client, id: &str) -> anyhow::Result<pb::Reminder> {
 async fn daily_reminders_spread_over_their_jitter_and_keep_their_delay() -> anyhow::Result<()> {
     let (_dir, daemon, _app, mut client) =
         daemon_with_app(&["--test-clock"], vec![type_spec("counter")]).await?;
-    let start = clock_now(&daemon).await?;
+    let start = daemon.advance_clock_ms(0).await?;
     let midnight = (start / DAY_MS + 1) * DAY_MS;
     let mut dues = Vec::new();
     for i in 0..20 {
@@ -91,7 +76,7 @@ async fn daily_reminders_spread_over_their_jitter_and_keep_their_delay() -> anyh
 
     // Up to the end of the jitter after midnight: each fired once, and its
     // next firing is a day later with the same delay.
-    advance_ms(&daemon, midnight + HOUR_MS - start).await?;
+    daemon.advance_clock_ms(midnight + HOUR_MS - start).await?;
     for (i, due) in dues.iter().enumerate() {
         let id = format!("u{i}");
         assert_eq!(client.stored_count("counter", &id).await?, Some(1), "{id}");
@@ -105,7 +90,7 @@ async fn daily_reminders_spread_over_their_jitter_and_keep_their_delay() -> anyh
 async fn a_period_keeps_its_delay_and_until_bounds_it() -> anyhow::Result<()> {
     let (_dir, daemon, _app, mut client) =
         daemon_with_app(&["--test-clock"], vec![type_spec("counter")]).await?;
-    let start = clock_now(&daemon).await?;
+    let start = daemon.advance_clock_ms(0).await?;
     let minute = 60_000;
     let r = set(
         &mut client,
@@ -125,8 +110,10 @@ async fn a_period_keeps_its_delay_and_until_bounds_it() -> anyhow::Result<()> {
     assert!(r.jitter_delay_ms < 10 * minute, "{r:?}");
     // Just past the third firing.
     let first = r.next_due_unix_ms;
-    let now = clock_now(&daemon).await?;
-    advance_ms(&daemon, first + 20 * minute + 1 - now).await?;
+    let now = daemon.advance_clock_ms(0).await?;
+    daemon
+        .advance_clock_ms(first + 20 * minute + 1 - now)
+        .await?;
     assert_eq!(client.stored_count("counter", "p1").await?, Some(3));
     let after = get(&mut client, "p1").await?;
     assert_eq!(after.next_due_unix_ms, first + 30 * minute);
@@ -141,7 +128,7 @@ async fn a_period_keeps_its_delay_and_until_bounds_it() -> anyhow::Result<()> {
             },
         )
         .await?;
-        let now = clock_now(&daemon).await?;
+        let now = daemon.advance_clock_ms(0).await?;
         assert!(
             r.next_due_unix_ms <= now + 30_000,
             "b{i} due {} after its until",

@@ -41,6 +41,15 @@ pub enum ActorRequest {
         actor: ActorId,
         name: String,
     },
+    /// Holds a reminder's firings until it is resumed.
+    PauseReminder {
+        actor: ActorId,
+        name: String,
+    },
+    ResumeReminder {
+        actor: ActorId,
+        name: String,
+    },
     SetAlarm(AlarmSpec),
     GetAlarm {
         actor: ActorId,
@@ -66,6 +75,8 @@ impl ActorRequest {
             Self::GetState { actor, .. }
             | Self::GetReminder { actor, .. }
             | Self::DeleteReminder { actor, .. }
+            | Self::PauseReminder { actor, .. }
+            | Self::ResumeReminder { actor, .. }
             | Self::GetAlarm { actor }
             | Self::DeleteAlarm { actor }
             | Self::DeleteTimer { actor, .. } => actor,

@@ -247,6 +247,16 @@ impl Shared {
             ActorRequest::DeleteReminder { actor, name } => {
                 ActorResponse::Deleted(self.delete_reminder_here(&actor, &name).await?)
             }
+            ActorRequest::PauseReminder { actor, name } => ActorResponse::Reminder(
+                self.pause_reminder_here(&actor, &name, true)
+                    .await?
+                    .map(Box::new),
+            ),
+            ActorRequest::ResumeReminder { actor, name } => ActorResponse::Reminder(
+                self.pause_reminder_here(&actor, &name, false)
+                    .await?
+                    .map(Box::new),
+            ),
             ActorRequest::SetAlarm(spec) => {
                 ActorResponse::Reminder(Some(Box::new(self.set_alarm_here(spec).await?)))
             }

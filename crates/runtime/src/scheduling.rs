@@ -178,6 +178,34 @@ impl Runtime {
         .await
     }
 
+    /// Holds a reminder's firings, keeping its schedule, until it is
+    /// resumed; `None` if there is no such reminder.
+    pub async fn pause_reminder(
+        &self,
+        actor: &ActorId,
+        name: &str,
+    ) -> Result<Option<ReminderInfo>, CallError> {
+        self.reminder(ActorRequest::PauseReminder {
+            actor: actor.clone(),
+            name: name.to_owned(),
+        })
+        .await
+    }
+
+    /// Lets a paused reminder fire again, from the time it was due: past
+    /// that, its missed-firings rule applies. `None` if there is none.
+    pub async fn resume_reminder(
+        &self,
+        actor: &ActorId,
+        name: &str,
+    ) -> Result<Option<ReminderInfo>, CallError> {
+        self.reminder(ActorRequest::ResumeReminder {
+            actor: actor.clone(),
+            name: name.to_owned(),
+        })
+        .await
+    }
+
     /// Sets the actor's alarm (replacing any).
     pub async fn set_alarm(&self, spec: AlarmSpec) -> Result<ReminderInfo, CallError> {
         self.reminder(ActorRequest::SetAlarm(spec))
@@ -305,6 +333,20 @@ impl Shared {
         self.check_target(actor)?;
         check_reminder_name(name)?;
         self.scheduler.delete(reminder_key(actor, name)).await
+    }
+
+    /// Pauses (`paused`) or resumes a reminder; `None` if there is none.
+    pub(crate) async fn pause_reminder_here(
+        &self,
+        actor: &ActorId,
+        name: &str,
+        paused: bool,
+    ) -> Result<Option<ReminderInfo>, CallError> {
+        self.check_target(actor)?;
+        check_reminder_name(name)?;
+        self.scheduler
+            .set_paused(reminder_key(actor, name), paused)
+            .await
     }
 
     pub(crate) async fn set_alarm_here(&self, spec: AlarmSpec) -> Result<ReminderInfo, CallError> {

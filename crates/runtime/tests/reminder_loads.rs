@@ -12,13 +12,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, Notify};
-use troupe_placement::SingleNode;
 use troupe_runtime::{
-    ActorId, CallError, FnHost, Payload, ReminderSpec, Runtime, RuntimeConfig, TurnOutcome,
-    TypeSpec,
+    ActorId, CallError, FnHost, Payload, ReminderSpec, Runtime, TurnOutcome, TypeSpec,
 };
 use troupe_storage::conformance::{HookedReminders, ReminderHooks};
-use troupe_storage::{MemoryStore, ReminderRecord};
+use troupe_storage::ReminderRecord;
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -71,18 +69,7 @@ fn setup(name: &'static str) -> Result<Setup, CallError> {
         read: Notify::new(),
         release: Mutex::new(Some(released)),
     }));
-    let rt = Runtime::create(
-        RuntimeConfig {
-            test_clock: true,
-            ..RuntimeConfig::default()
-        },
-        Arc::new(MemoryStore::new()),
-        store.clone(),
-        Arc::new(SingleNode),
-    )
-    .map_err(|e| CallError::Internal(e.to_string()))?;
-    let rt = Arc::new(rt);
-    rt.start();
+    let rt = common::on_test_clock(store.clone())?;
     let turns = Turns::default();
     let (seen, clock) = (turns.clone(), rt.clone());
     let host = FnHost::new("loads-app", move |_actor: &ActorId, req| {

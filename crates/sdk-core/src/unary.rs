@@ -19,6 +19,8 @@ pub const METHODS: &[&str] = &[
     "/troupe.v1.ActorClient/SetReminder",
     "/troupe.v1.ActorClient/GetReminder",
     "/troupe.v1.ActorClient/DeleteReminder",
+    "/troupe.v1.ActorClient/PauseReminder",
+    "/troupe.v1.ActorClient/ResumeReminder",
     "/troupe.v1.ActorClient/ListReminders",
     "/troupe.v1.ActorClient/SetAlarm",
     "/troupe.v1.ActorClient/GetAlarm",

@@ -109,6 +109,12 @@ impl ActorClient for Fake {
     ) -> Result<Response<DeleteResponse>, Status> {
         unimplemented()
     }
+    async fn pause_reminder(&self, _: Request<ReminderRef>) -> Result<Response<Reminder>, Status> {
+        unimplemented()
+    }
+    async fn resume_reminder(&self, _: Request<ReminderRef>) -> Result<Response<Reminder>, Status> {
+        unimplemented()
+    }
     async fn list_reminders(
         &self,
         _: Request<ListRemindersRequest>,

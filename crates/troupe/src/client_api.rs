@@ -97,6 +97,21 @@ fn call(
 }
 
 /// Sends the call's trace with it; untraced calls keep `extra` unallocated.
+/// A reminder the owner found, or NOT_FOUND naming what was asked for.
+fn reminder_found(
+    found: Option<pb::Reminder>,
+    actor: Option<pb::ActorRef>,
+    name: &str,
+) -> Result<Response<pb::Reminder>, Status> {
+    match found {
+        Some(reminder) => Ok(Response::new(reminder)),
+        None => Err(Status::not_found(format!(
+            "actor {} has no reminder {name:?}; `troupe reminders list` shows the ones it has",
+            convert::actor_id(actor)?
+        ))),
+    }
+}
+
 fn attach(call: &mut Call, trace: Option<CallTrace>) {
     if let Some(trace) = trace {
         call.extra.get_or_insert_with(Default::default).trace = Some(trace);
@@ -111,6 +126,19 @@ macro_rules! answer {
             PbResponse::$answer(answer) => Ok(Response::new(answer)),
             other => Err(mismatch(other)),
         }
+    }};
+}
+
+/// The answer to a request about one named reminder: the reminder, or
+/// NOT_FOUND naming what was asked for.
+macro_rules! named_reminder {
+    ($self:ident, $request:ident, $variant:ident) => {{
+        let (actor, name) = (
+            $request.get_ref().actor.clone(),
+            $request.get_ref().name.clone(),
+        );
+        let found = answer!($self, $request, $variant, Reminder)?.into_inner();
+        reminder_found(found, actor, &name)
     }};
 }
 
@@ -201,17 +229,21 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         &self,
         request: Request<pb::ReminderRef>,
     ) -> Result<Response<pb::Reminder>, Status> {
-        let (actor, name) = (
-            request.get_ref().actor.clone(),
-            request.get_ref().name.clone(),
-        );
-        match answer!(self, request, GetReminder, Reminder)?.into_inner() {
-            Some(reminder) => Ok(Response::new(reminder)),
-            None => Err(Status::not_found(format!(
-                "actor {} has no reminder {name:?}",
-                convert::actor_id(actor)?
-            ))),
-        }
+        named_reminder!(self, request, GetReminder)
+    }
+
+    async fn pause_reminder(
+        &self,
+        request: Request<pb::ReminderRef>,
+    ) -> Result<Response<pb::Reminder>, Status> {
+        named_reminder!(self, request, PauseReminder)
+    }
+
+    async fn resume_reminder(
+        &self,
+        request: Request<pb::ReminderRef>,
+    ) -> Result<Response<pb::Reminder>, Status> {
+        named_reminder!(self, request, ResumeReminder)
     }
 
     async fn delete_reminder(

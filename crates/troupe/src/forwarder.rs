@@ -44,6 +44,8 @@ fn link_request(mut request: ActorRequest, context: RequestContext) -> pb::LinkR
         PbRequest::SetReminder(r) => Call::SetReminder(r),
         PbRequest::GetReminder(r) => Call::GetReminder(r),
         PbRequest::DeleteReminder(r) => Call::DeleteReminder(r),
+        PbRequest::PauseReminder(r) => Call::PauseReminder(r),
+        PbRequest::ResumeReminder(r) => Call::ResumeReminder(r),
         PbRequest::SetAlarm(r) => Call::SetAlarm(r),
         PbRequest::GetAlarm(r) => Call::GetAlarm(r),
         PbRequest::DeleteAlarm(r) => Call::DeleteAlarm(r),
@@ -118,7 +120,10 @@ impl Forwarder for TransportForwarder {
         let affinity = affinity(&actor.ty, &actor.id, chain_of(&request));
         let absent_ok = matches!(
             request,
-            ActorRequest::GetReminder { .. } | ActorRequest::GetAlarm { .. }
+            ActorRequest::GetReminder { .. }
+                | ActorRequest::GetAlarm { .. }
+                | ActorRequest::PauseReminder { .. }
+                | ActorRequest::ResumeReminder { .. }
         );
         let request = link_request(request, context);
         Box::pin(async move {

@@ -98,6 +98,14 @@ impl Inbound for LinkApi {
                     client.delete_reminder(rpc(metadata, r)).await,
                     Answer::Deleted,
                 ),
+                Call::PauseReminder(r) => reply(
+                    client.pause_reminder(rpc(metadata, r)).await,
+                    Answer::Reminder,
+                ),
+                Call::ResumeReminder(r) => reply(
+                    client.resume_reminder(rpc(metadata, r)).await,
+                    Answer::Reminder,
+                ),
                 Call::SetAlarm(r) => {
                     reply(client.set_alarm(rpc(metadata, r)).await, Answer::Reminder)
                 }

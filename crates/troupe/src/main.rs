@@ -270,6 +270,24 @@ enum RemindersCommand {
         #[command(flatten)]
         target: cli::Target,
     },
+    /// Hold a reminder's firings, keeping its schedule, payload and counts,
+    /// until `resume`; setting it again (as apps do) keeps it paused. Prints
+    /// it as `list` shows it. One that is not there exits 4.
+    Pause {
+        #[command(flatten)]
+        which: cli::Paused,
+        #[command(flatten)]
+        target: cli::Target,
+    },
+    /// Let a paused reminder fire again from the time it was due; if that
+    /// passed, its missed-firings rule applies (once now, or with
+    /// --skip-missed the next scheduled time).
+    Resume {
+        #[command(flatten)]
+        which: cli::Paused,
+        #[command(flatten)]
+        target: cli::Target,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -480,6 +498,12 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
         Command::Reminders {
             command: RemindersCommand::Set { set, target },
         } => cli::reminders_set(&target, set).await,
+        Command::Reminders {
+            command: RemindersCommand::Pause { which, target },
+        } => cli::reminders_pause(&target, which, true).await,
+        Command::Reminders {
+            command: RemindersCommand::Resume { which, target },
+        } => cli::reminders_pause(&target, which, false).await,
     }
 }
 

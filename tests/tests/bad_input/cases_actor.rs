@@ -92,7 +92,9 @@ pub fn actor_cases() -> Vec<Case> {
         Expect::Ok, // GetState reads the store: nothing
         not_found(&["nosuch"]),
         not_found(&["no reminder"]),
-        Expect::Ok, // deleted: false
+        not_found(&["nosuch/keep", "no reminder"]), // pause
+        not_found(&["nosuch/keep", "no reminder"]), // resume
+        Expect::Ok,                                 // deleted: false
         not_found(&["nosuch"]),
         not_found(&["no alarm"]),
         Expect::Ok,
@@ -117,6 +119,13 @@ pub fn actor_cases() -> Vec<Case> {
         ),
         (
             Req::GetReminder(pb::ReminderRef {
+                actor: ghost(),
+                name: "keep".into(),
+            }),
+            not_found(&["counter/ghost", "no reminder \"keep\""]),
+        ),
+        (
+            Req::PauseReminder(pb::ReminderRef {
                 actor: ghost(),
                 name: "keep".into(),
             }),

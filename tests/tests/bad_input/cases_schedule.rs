@@ -10,8 +10,9 @@ use crate::requests::{
 };
 use crate::{FAR, LIMIT};
 
-/// SetReminder, GetReminder and DeleteReminder of the reminder `name`.
-fn reminder_rpcs(name: &str) -> [Req; 3] {
+/// SetReminder, GetReminder, DeleteReminder, PauseReminder and
+/// ResumeReminder of the reminder `name`.
+fn reminder_rpcs(name: &str) -> [Req; 5] {
     [
         Req::SetReminder(pb::SetReminderRequest {
             name: name.into(),
@@ -19,6 +20,8 @@ fn reminder_rpcs(name: &str) -> [Req; 3] {
         }),
         Req::GetReminder(reminder_ref(name)),
         Req::DeleteReminder(reminder_ref(name)),
+        Req::PauseReminder(reminder_ref(name)),
+        Req::ResumeReminder(reminder_ref(name)),
     ]
 }
 

@@ -249,6 +249,7 @@ impl Scheduler {
                         self.enqueue(&mut q, ReminderOp::Put(next.clone()), latest)
                     }
                     None => {
+                        q.paused.mark(&record.key, false);
                         let op = ReminderOp::Delete(record.key.clone());
                         self.enqueue(&mut q, op, || Latest::Settled)
                     }

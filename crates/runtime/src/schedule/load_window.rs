@@ -56,6 +56,11 @@ impl LoadWindow {
         self.last_seq
     }
 
+    /// The number of the last write queued.
+    pub(super) fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
     /// Notes a write of `key` queued while a load is in flight.
     pub(super) fn note(&mut self, key: &ReminderKey, latest: impl FnOnce() -> Latest) {
         if let Some(written) = &mut self.open {

@@ -27,6 +27,7 @@ mod jitter;
 mod load_window;
 mod loaded;
 mod next_due;
+mod pause;
 pub(crate) mod record;
 pub(crate) mod timers;
 mod writer;
@@ -55,6 +56,8 @@ pub(crate) use firing::{Due, Fired};
 pub use jitter::jitter_delay;
 use load_window::{Latest, LoadWindow};
 use loaded::Loaded;
+use pause::PausedKeys;
+pub(crate) use pause::PAUSED_DUE;
 pub use record::ALARM_NAME;
 use record::{encode, info, Meta};
 pub use record::{AlarmSpec, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
@@ -91,6 +94,13 @@ struct Queue {
     firings_popped: u64,
     /// Numbers writes and keeps those a load in flight may not see.
     window: LoadWindow,
+    /// Reminders being paused or resumed: how many callers are at it, and
+    /// how many writes of the reminder were queued (`pause.rs`).
+    holds: HashMap<ReminderKey, (usize, u64)>,
+    /// The reminders paused, once read.
+    paused: PausedKeys,
+    /// Numbers reads of the paused keys.
+    paused_generation: u64,
 }
 
 /// A firing on its way, as the queue knows it.
@@ -166,6 +176,8 @@ pub(crate) struct Scheduler {
     /// Calendar schedules parsed once, for every firing of every reminder
     /// that uses them.
     calendars: Calendars,
+    /// Bumped when a read of the paused keys ends (or they are forgotten).
+    paused_read: tokio::sync::watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -199,6 +211,7 @@ impl Scheduler {
             progress: tokio::sync::watch::Sender::new(0),
             alarms_fired: AtomicU64::new(0),
             calendars: Calendars::default(),
+            paused_read: tokio::sync::watch::Sender::new(0),
         });
         (scheduler, rx)
     }
@@ -228,6 +241,7 @@ impl Scheduler {
     async fn delete_unloaded(&self, key: ReminderKey) -> Result<bool, CallError> {
         let done = {
             let mut q = self.queue.lock();
+            q.paused.mark(&key, false);
             self.enqueue(&mut q, ReminderOp::Delete(key), || Latest::Settled)?
         };
         Self::finished(done).await
@@ -256,6 +270,7 @@ impl Scheduler {
             }
         };
         let (done, rx) = oneshot::channel();
+        q.note_write(key);
         q.window.note(key, latest);
         let seq = q.window.next_seq();
         let write = ReminderWrite { op, epoch };
@@ -306,19 +321,39 @@ impl Scheduler {
             time_zone: None,
             jitter_ms,
             delay_ms,
+            paused_due_ms: None,
         };
         meta.set_cron(calendar.as_ref().map(|c| c.normalized()));
-        let record = ReminderRecord {
+        let due_unix_ms = scheduled.saturating_add(delay_ms);
+        let mut record = ReminderRecord {
             key,
-            due_unix_ms: scheduled.saturating_add(delay_ms),
+            due_unix_ms,
             data: encode(&meta, &spec.payload),
         };
-        let (done, wake) = {
-            let mut q = self.queue.lock();
-            q.supersede(&record.key);
-            let latest = q.latest_of_put(&record);
-            let done = self.enqueue(&mut q, ReminderOp::Put(record.clone()), latest)?;
-            (done, Self::track_locked(&mut q, &record))
+        let (done, wake) = loop {
+            let queued = {
+                let mut q = self.queue.lock();
+                // A paused reminder set again (as apps do at each
+                // activation) takes the new schedule and stays paused.
+                match q.paused.contains(&record.key) {
+                    None => None,
+                    Some(paused) => {
+                        if paused && record.due_unix_ms != PAUSED_DUE {
+                            meta.paused_due_ms = Some(due_unix_ms);
+                            record.due_unix_ms = PAUSED_DUE;
+                            record.data = encode(&meta, &spec.payload);
+                        }
+                        q.supersede(&record.key);
+                        let latest = q.latest_of_put(&record);
+                        let done = self.enqueue(&mut q, ReminderOp::Put(record.clone()), latest)?;
+                        Some((done, Self::track_locked(&mut q, &record)))
+                    }
+                }
+            };
+            match queued {
+                Some(queued) => break queued,
+                None => self.paused_known().await?,
+            }
         };
         if wake {
             self.wake.notify_one();
@@ -340,6 +375,7 @@ impl Scheduler {
             let mut q = self.queue.lock();
             q.supersede(&key);
             q.live.remove(&key);
+            q.paused.mark(&key, false);
             self.enqueue(&mut q, ReminderOp::Delete(key.clone()), || Latest::Settled)?
         };
         Self::finished(done).await
@@ -403,6 +439,9 @@ impl Scheduler {
             q.more = true;
             q.window.forget();
         }
+        // Another daemon may have paused or resumed the reminders this one
+        // owns now.
+        self.forget_paused();
         self.wake.notify_one();
     }
 

@@ -149,7 +149,11 @@ pub struct ReminderInfo {
     pub actor: ActorId,
     pub name: String,
     pub alarm: bool,
+    /// When it fires next; while paused, when it was due (resuming it past
+    /// that time applies its missed-firings rule).
     pub next_due_unix_ms: u64,
+    /// Held by an operator: it does not fire until resumed.
+    pub paused: bool,
     pub period: Option<Duration>,
     /// The calendar schedule, the zone by its canonical name ("UTC" when
     /// none was given).
@@ -247,6 +251,10 @@ pub(crate) struct Meta {
     /// first; a calendar's add it to each match.
     #[serde(default, rename = "d", skip_serializing_if = "is_zero")]
     pub(crate) delay_ms: u64,
+    /// Set while paused: when it was due (the record itself is due at
+    /// `PAUSED_DUE` then), and is due again once resumed.
+    #[serde(default, rename = "h", skip_serializing_if = "Option::is_none")]
+    pub(crate) paused_due_ms: Option<u64>,
 }
 
 impl Meta {
@@ -305,7 +313,8 @@ pub(crate) fn info(record: &ReminderRecord) -> Option<ReminderInfo> {
         actor: ActorId::new(record.key.actor_type.as_str(), record.key.actor_id.as_str()),
         name: record.key.name.clone(),
         alarm: record.key.name == ALARM_NAME,
-        next_due_unix_ms: record.due_unix_ms,
+        next_due_unix_ms: meta.paused_due_ms.unwrap_or(record.due_unix_ms),
+        paused: meta.paused_due_ms.is_some(),
         period: (meta.period_ms > 0).then(|| Duration::from_millis(meta.period_ms)),
         cron: meta.cron_schedule(),
         jitter: (meta.jitter_ms > 0).then(|| Duration::from_millis(meta.jitter_ms)),
@@ -347,6 +356,7 @@ pub(super) fn meta_with(change: impl FnOnce(&mut Meta)) -> Meta {
         time_zone: None,
         jitter_ms: 0,
         delay_ms: 0,
+        paused_due_ms: None,
     };
     change(&mut meta);
     meta
@@ -453,6 +463,7 @@ mod tests {
             time_zone: None,
             jitter_ms: 0,
             delay_ms: 0,
+            paused_due_ms: None,
         };
         let payload = Payload {
             data: Bytes::from_static(b"\x00\x01"),

@@ -15,8 +15,8 @@ use troupe_runtime::{
     RuntimeConfig, TurnOutcome, TurnRequest, TypeSpec,
 };
 use troupe_storage::{
-    ActorWrite, Epoch, FencedActor, MemoryReminders, MemoryStore, StateStore, StoreError,
-    StoredState,
+    ActorWrite, Epoch, FencedActor, MemoryReminders, MemoryStore, ReminderStore, StateStore,
+    StoreError, StoredState,
 };
 
 /// What runs before each batch: it may fail it, hang it, or change the
@@ -41,6 +41,24 @@ pub fn single_node(
         Arc::new(SingleNode),
     )
     .map_err(|e| CallError::Internal(e.to_string()))?;
+    rt.start();
+    Ok(rt)
+}
+
+/// A started single-node runtime on its test clock, state in memory and
+/// reminders in `reminders` (a hooked store, say).
+pub fn on_test_clock(reminders: Arc<dyn ReminderStore>) -> Result<Arc<Runtime>, CallError> {
+    let rt = Runtime::create(
+        RuntimeConfig {
+            test_clock: true,
+            ..RuntimeConfig::default()
+        },
+        Arc::new(MemoryStore::new()),
+        reminders,
+        Arc::new(SingleNode),
+    )
+    .map_err(|e| CallError::Internal(e.to_string()))?;
+    let rt = Arc::new(rt);
     rt.start();
     Ok(rt)
 }

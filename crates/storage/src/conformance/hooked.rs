@@ -20,6 +20,10 @@ pub trait ReminderHooks: Send + Sync + std::fmt::Debug + 'static {
     /// gets `records`: it may hold the read.
     async fn read_due(&self, _records: &[ReminderRecord], _limit: usize) {}
 
+    /// After a read of one reminder, before its caller gets `record`: it
+    /// may hold the read.
+    async fn read_one(&self, _key: &ReminderKey, _record: Option<&ReminderRecord>) {}
+
     /// What the store answers to [`ReminderStore::wants_idle_batches`].
     fn wants_idle_batches(&self) -> bool {
         false
@@ -53,7 +57,9 @@ impl<H: ReminderHooks> ReminderStore for HookedReminders<H> {
     }
 
     async fn get_reminder(&self, key: &ReminderKey) -> Result<Option<ReminderRecord>, StoreError> {
-        self.inner.get_reminder(key).await
+        let record = self.inner.get_reminder(key).await?;
+        self.hooks.read_one(key, record.as_ref()).await;
+        Ok(record)
     }
 
     async fn due_reminders(

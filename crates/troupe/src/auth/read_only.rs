@@ -144,6 +144,8 @@ mod tests {
             "/troupe.v1.ActorClient/Tell",
             "/troupe.v1.ActorClient/SetReminder",
             "/troupe.v1.ActorClient/DeleteReminder",
+            "/troupe.v1.ActorClient/PauseReminder",
+            "/troupe.v1.ActorClient/ResumeReminder",
             "/troupe.v1.ActorClient/SetAlarm",
             "/troupe.v1.ActorClient/DeleteAlarm",
             "/troupe.v1.ActorClient/SetTimer",

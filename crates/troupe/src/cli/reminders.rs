@@ -1,14 +1,15 @@
-//! `troupe reminders list` and `delete`, and the reminder rows `actors get`
-//! shares.
+//! `troupe reminders list` and `delete`, and the reminder rows `actors get`,
+//! `set`, `pause` and `resume` share.
 
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
+use super::reminders_pause::names_of;
 use super::render::{self, Shown, Table};
 use super::{actor_name, all_pages, connect, emit, emit_json, fail, Exit, Output, Target};
 
 /// The alarm has no name of its own; tables and JSON call it this.
-const ALARM_NAME: &str = "(alarm)";
+pub(super) const ALARM_NAME: &str = "(alarm)";
 
 pub async fn reminders_list(
     target: &Target,
@@ -67,6 +68,7 @@ pub fn row_json(r: &pb::Reminder) -> Value {
         "remaining": r.remaining,
         "attempts": r.attempts,
         "fired": r.fired,
+        "paused": r.paused,
         "payload": Shown::payload(r.payload.as_ref()).json(),
     });
     if let Some(o) = row.as_object_mut() {
@@ -111,7 +113,7 @@ pub fn table(reminders: &[pb::Reminder], with_actor: bool) -> String {
             } else {
                 r.name.clone()
             },
-            render::time_cell(r.next_due_unix_ms),
+            next_due_cell(r),
             schedule_cell(r),
             // 0 means unbounded.
             if r.remaining == 0 {
@@ -125,6 +127,16 @@ pub fn table(reminders: &[pb::Reminder], with_actor: bool) -> String {
         t.row(cells);
     }
     t.render()
+}
+
+/// When a reminder fires next; a paused one, when it was due.
+fn next_due_cell(r: &pb::Reminder) -> String {
+    let due = render::time_cell(r.next_due_unix_ms);
+    if r.paused {
+        format!("paused (due {due})")
+    } else {
+        due
+    }
 }
 
 /// How a reminder repeats: its period, or its cron pattern and zone; and
@@ -208,26 +220,9 @@ pub async fn reminders_delete(target: &Target, which: Scheduled) -> anyhow::Resu
     let deleted = answer.map_err(|s| request.failed(s))?.into_inner().deleted;
     if !deleted {
         // Name what there is, so that the next try can be right.
-        let there = client
-            .list_reminders(pb::ListRemindersRequest {
-                r#type: actor_type.clone(),
-                id: id.clone(),
-                page_size: 1000,
-                page_token: String::new(),
-            })
+        let has = names_of(&mut client, &actor_type, &id)
             .await
-            .map_err(|s| request.failed(s))?
-            .into_inner()
-            .reminders;
-        let names: Vec<&str> = there
-            .iter()
-            .map(|r| if r.alarm { ALARM_NAME } else { &r.name })
-            .collect();
-        let has = if names.is_empty() {
-            "it has no reminders or alarm".to_owned()
-        } else {
-            format!("it has: {}", names.join(", "))
-        };
+            .map_err(|s| request.failed(s))?;
         return Err(fail(
             Exit::NotFound,
             format!("{name} has no {what} ({has})"),

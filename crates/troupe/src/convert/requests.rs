@@ -28,6 +28,8 @@ pub enum PbRequest {
     SetReminder(pb::SetReminderRequest),
     GetReminder(pb::ReminderRef),
     DeleteReminder(pb::ReminderRef),
+    PauseReminder(pb::ReminderRef),
+    ResumeReminder(pb::ReminderRef),
     SetAlarm(pb::SetAlarmRequest),
     GetAlarm(pb::AlarmRef),
     DeleteAlarm(pb::AlarmRef),
@@ -125,6 +127,14 @@ pub fn request_from_pb(
             name: r.name,
         },
         PbRequest::DeleteReminder(r) => ActorRequest::DeleteReminder {
+            actor: actor_id(r.actor)?,
+            name: r.name,
+        },
+        PbRequest::PauseReminder(r) => ActorRequest::PauseReminder {
+            actor: actor_id(r.actor)?,
+            name: r.name,
+        },
+        PbRequest::ResumeReminder(r) => ActorRequest::ResumeReminder {
             actor: actor_id(r.actor)?,
             name: r.name,
         },
@@ -230,6 +240,16 @@ pub fn request_to_pb(request: ActorRequest) -> PbRequest {
         }),
         ActorRequest::DeleteReminder { actor, name } => {
             PbRequest::DeleteReminder(pb::ReminderRef {
+                actor: Some(actor_ref(&actor)),
+                name,
+            })
+        }
+        ActorRequest::PauseReminder { actor, name } => PbRequest::PauseReminder(pb::ReminderRef {
+            actor: Some(actor_ref(&actor)),
+            name,
+        }),
+        ActorRequest::ResumeReminder { actor, name } => {
+            PbRequest::ResumeReminder(pb::ReminderRef {
                 actor: Some(actor_ref(&actor)),
                 name,
             })
@@ -408,6 +428,7 @@ pub fn reminder_to_pb(r: ReminderInfo) -> pb::Reminder {
         attempts: r.attempts,
         fired: r.fired,
         alarm: r.alarm,
+        paused: r.paused,
     }
 }
 
@@ -442,6 +463,7 @@ fn reminder_from_pb(r: pb::Reminder) -> ReminderInfo {
         name: if r.alarm { ALARM_NAME.into() } else { r.name },
         alarm: r.alarm,
         next_due_unix_ms: r.next_due_unix_ms,
+        paused: r.paused,
         period: (r.period_ms > 0).then(|| Duration::from_millis(r.period_ms)),
         cron: (!r.cron.is_empty()).then_some(CronSchedule {
             pattern: r.cron,
@@ -536,6 +558,14 @@ mod tests {
                 actor: actor.clone(),
                 name: "bill".into(),
             },
+            ActorRequest::PauseReminder {
+                actor: actor.clone(),
+                name: "bill".into(),
+            },
+            ActorRequest::ResumeReminder {
+                actor: actor.clone(),
+                name: "bill".into(),
+            },
             ActorRequest::SetAlarm(AlarmSpec {
                 actor: actor.clone(),
                 at_unix_ms: 1_767_225_601_000,
@@ -594,6 +624,7 @@ mod tests {
             missed: MissedFirings::FireOnce,
             attempts: 1,
             fired: 2,
+            paused: false,
         };
         for answer in [
             ActorResponse::Payload(Payload::json("7")),
@@ -612,6 +643,7 @@ mod tests {
                 }),
                 jitter: Some(Duration::from_secs(600)),
                 jitter_delay: Duration::from_millis(123_456),
+                paused: true,
                 ..reminder
             }))),
             ActorResponse::Reminder(None),

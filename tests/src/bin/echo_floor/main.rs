@@ -79,6 +79,18 @@ impl pb::actor_client_server::ActorClient for Echo {
     ) -> Result<Response<pb::DeleteResponse>, Status> {
         none()
     }
+    async fn pause_reminder(
+        &self,
+        _: Request<pb::ReminderRef>,
+    ) -> Result<Response<pb::Reminder>, Status> {
+        none()
+    }
+    async fn resume_reminder(
+        &self,
+        _: Request<pb::ReminderRef>,
+    ) -> Result<Response<pb::Reminder>, Status> {
+        none()
+    }
     async fn list_reminders(
         &self,
         _: Request<pb::ListRemindersRequest>,

@@ -119,6 +119,11 @@ export interface Reminder {
   jitterMs: bigint;
   /** the delay that chose, in `next_due_unix_ms` already */
   jitterDelayMs: bigint;
+  /**
+   * Paused (PauseReminder): it does not fire until resumed;
+   * `next_due_unix_ms` is when it was due.
+   */
+  paused: boolean;
 }
 
 export interface ReminderRef {
@@ -606,6 +611,7 @@ function createBaseReminder(): Reminder {
     timeZone: "",
     jitterMs: 0n,
     jitterDelayMs: 0n,
+    paused: false,
   };
 }
 
@@ -676,6 +682,9 @@ export const Reminder: MessageFns<Reminder> = {
         throw new globalThis.Error("value provided for field message.jitterDelayMs of type uint64 too large");
       }
       writer.uint32(128).uint64(message.jitterDelayMs);
+    }
+    if (message.paused !== false) {
+      writer.uint32(136).bool(message.paused);
     }
     return writer;
   },
@@ -821,6 +830,14 @@ export const Reminder: MessageFns<Reminder> = {
             message.jitterDelayMs = reader.uint64() as bigint;
             continue;
           }
+          case 17: {
+            if (tag !== 136) {
+              break;
+            }
+
+            message.paused = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -866,6 +883,7 @@ export const Reminder: MessageFns<Reminder> = {
     message.jitterDelayMs = (object.jitterDelayMs !== undefined && object.jitterDelayMs !== null)
       ? BigInt(object.jitterDelayMs)
       : 0n;
+    message.paused = object.paused ?? false;
     return message;
   },
 };
@@ -2428,6 +2446,36 @@ export const ActorClientService = {
     responseSerialize: (value: DeleteResponse): Buffer => Buffer.from(DeleteResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): DeleteResponse => DeleteResponse.decode(value),
   },
+  /**
+   * Holds a reminder's firings, keeping its schedule, payload and counts,
+   * until it is resumed (`Reminder.paused`). Setting a paused reminder again
+   * changes its schedule and keeps it paused. Pausing a paused reminder
+   * changes nothing. NOT_FOUND when there is no such reminder.
+   */
+  pauseReminder: {
+    path: "/troupe.v1.ActorClient/PauseReminder" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReminderRef): Buffer => Buffer.from(ReminderRef.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReminderRef => ReminderRef.decode(value),
+    responseSerialize: (value: Reminder): Buffer => Buffer.from(Reminder.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Reminder => Reminder.decode(value),
+  },
+  /**
+   * Lets a paused reminder fire again from the time it was due; if that is
+   * past, its `missed` rule applies, as after a daemon was down that long
+   * (FIRE_ONCE: once now, then on schedule; SKIP: the next scheduled time).
+   * NOT_FOUND when there is no such reminder.
+   */
+  resumeReminder: {
+    path: "/troupe.v1.ActorClient/ResumeReminder" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ReminderRef): Buffer => Buffer.from(ReminderRef.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ReminderRef => ReminderRef.decode(value),
+    responseSerialize: (value: Reminder): Buffer => Buffer.from(Reminder.encode(value).finish()),
+    responseDeserialize: (value: Buffer): Reminder => Reminder.decode(value),
+  },
   listReminders: {
     path: "/troupe.v1.ActorClient/ListReminders" as const,
     requestStream: false as const,
@@ -2534,6 +2582,20 @@ export interface ActorClientServer extends UntypedServiceImplementation {
   /** NOT_FOUND when the actor has no reminder of that name. */
   getReminder: handleUnaryCall<ReminderRef, Reminder>;
   deleteReminder: handleUnaryCall<ReminderRef, DeleteResponse>;
+  /**
+   * Holds a reminder's firings, keeping its schedule, payload and counts,
+   * until it is resumed (`Reminder.paused`). Setting a paused reminder again
+   * changes its schedule and keeps it paused. Pausing a paused reminder
+   * changes nothing. NOT_FOUND when there is no such reminder.
+   */
+  pauseReminder: handleUnaryCall<ReminderRef, Reminder>;
+  /**
+   * Lets a paused reminder fire again from the time it was due; if that is
+   * past, its `missed` rule applies, as after a daemon was down that long
+   * (FIRE_ONCE: once now, then on schedule; SKIP: the next scheduled time).
+   * NOT_FOUND when there is no such reminder.
+   */
+  resumeReminder: handleUnaryCall<ReminderRef, Reminder>;
   listReminders: handleUnaryCall<ListRemindersRequest, ListRemindersResponse>;
   /**
    * The alarm: at most one per actor, fired as a turn of kind ALARM, with
@@ -2671,6 +2733,48 @@ export interface ActorClientClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: DeleteResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Holds a reminder's firings, keeping its schedule, payload and counts,
+   * until it is resumed (`Reminder.paused`). Setting a paused reminder again
+   * changes its schedule and keeps it paused. Pausing a paused reminder
+   * changes nothing. NOT_FOUND when there is no such reminder.
+   */
+  pauseReminder(
+    request: ReminderRef,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  pauseReminder(
+    request: ReminderRef,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  pauseReminder(
+    request: ReminderRef,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  /**
+   * Lets a paused reminder fire again from the time it was due; if that is
+   * past, its `missed` rule applies, as after a daemon was down that long
+   * (FIRE_ONCE: once now, then on schedule; SKIP: the next scheduled time).
+   * NOT_FOUND when there is no such reminder.
+   */
+  resumeReminder(
+    request: ReminderRef,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  resumeReminder(
+    request: ReminderRef,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: Reminder) => void,
+  ): ClientUnaryCall;
+  resumeReminder(
+    request: ReminderRef,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: Reminder) => void,
   ): ClientUnaryCall;
   listReminders(
     request: ListRemindersRequest,

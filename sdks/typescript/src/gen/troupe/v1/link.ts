@@ -132,6 +132,8 @@ export interface LinkRequest {
     | { $case: "deleteAlarm"; value: AlarmRef }
     | { $case: "setTimer"; value: SetTimerRequest }
     | { $case: "deleteTimer"; value: TimerRef }
+    | { $case: "pauseReminder"; value: ReminderRef }
+    | { $case: "resumeReminder"; value: ReminderRef }
     | undefined;
 }
 
@@ -647,6 +649,12 @@ export const LinkRequest: MessageFns<LinkRequest> = {
       case "deleteTimer":
         TimerRef.encode(message.call.value, writer.uint32(162).fork()).join();
         break;
+      case "pauseReminder":
+        ReminderRef.encode(message.call.value, writer.uint32(170).fork()).join();
+        break;
+      case "resumeReminder":
+        ReminderRef.encode(message.call.value, writer.uint32(178).fork()).join();
+        break;
     }
     return writer;
   },
@@ -784,6 +792,22 @@ export const LinkRequest: MessageFns<LinkRequest> = {
             message.call = { $case: "deleteTimer", value: TimerRef.decode(reader, reader.uint32()) };
             continue;
           }
+          case 21: {
+            if (tag !== 170) {
+              break;
+            }
+
+            message.call = { $case: "pauseReminder", value: ReminderRef.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 22: {
+            if (tag !== 178) {
+              break;
+            }
+
+            message.call = { $case: "resumeReminder", value: ReminderRef.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -869,6 +893,18 @@ export const LinkRequest: MessageFns<LinkRequest> = {
       case "deleteTimer": {
         if (object.call?.value !== undefined && object.call?.value !== null) {
           message.call = { $case: "deleteTimer", value: TimerRef.fromPartial(object.call.value) };
+        }
+        break;
+      }
+      case "pauseReminder": {
+        if (object.call?.value !== undefined && object.call?.value !== null) {
+          message.call = { $case: "pauseReminder", value: ReminderRef.fromPartial(object.call.value) };
+        }
+        break;
+      }
+      case "resumeReminder": {
+        if (object.call?.value !== undefined && object.call?.value !== null) {
+          message.call = { $case: "resumeReminder", value: ReminderRef.fromPartial(object.call.value) };
         }
         break;
       }

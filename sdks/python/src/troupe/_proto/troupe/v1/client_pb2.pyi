@@ -55,7 +55,7 @@ class SetReminderRequest(_message.Message):
     def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., name: _Optional[str] = ..., due: _Optional[str] = ..., period: _Optional[str] = ..., repeat: _Optional[int] = ..., until: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., missed: _Optional[_Union[MissedFirings, str]] = ..., cron: _Optional[str] = ..., time_zone: _Optional[str] = ..., jitter: _Optional[str] = ...) -> None: ...
 
 class Reminder(_message.Message):
-    __slots__ = ("actor", "name", "next_due_unix_ms", "period_ms", "remaining", "until_unix_ms", "payload", "retry", "missed", "attempts", "fired", "alarm", "cron", "time_zone", "jitter_ms", "jitter_delay_ms")
+    __slots__ = ("actor", "name", "next_due_unix_ms", "period_ms", "remaining", "until_unix_ms", "payload", "retry", "missed", "attempts", "fired", "alarm", "cron", "time_zone", "jitter_ms", "jitter_delay_ms", "paused")
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NEXT_DUE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,7 @@ class Reminder(_message.Message):
     TIME_ZONE_FIELD_NUMBER: _ClassVar[int]
     JITTER_MS_FIELD_NUMBER: _ClassVar[int]
     JITTER_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_FIELD_NUMBER: _ClassVar[int]
     actor: _common_pb2.ActorRef
     name: str
     next_due_unix_ms: int
@@ -88,7 +89,8 @@ class Reminder(_message.Message):
     time_zone: str
     jitter_ms: int
     jitter_delay_ms: int
-    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., name: _Optional[str] = ..., next_due_unix_ms: _Optional[int] = ..., period_ms: _Optional[int] = ..., remaining: _Optional[int] = ..., until_unix_ms: _Optional[int] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., missed: _Optional[_Union[MissedFirings, str]] = ..., attempts: _Optional[int] = ..., fired: _Optional[int] = ..., alarm: bool = ..., cron: _Optional[str] = ..., time_zone: _Optional[str] = ..., jitter_ms: _Optional[int] = ..., jitter_delay_ms: _Optional[int] = ...) -> None: ...
+    paused: bool
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., name: _Optional[str] = ..., next_due_unix_ms: _Optional[int] = ..., period_ms: _Optional[int] = ..., remaining: _Optional[int] = ..., until_unix_ms: _Optional[int] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., missed: _Optional[_Union[MissedFirings, str]] = ..., attempts: _Optional[int] = ..., fired: _Optional[int] = ..., alarm: bool = ..., cron: _Optional[str] = ..., time_zone: _Optional[str] = ..., jitter_ms: _Optional[int] = ..., jitter_delay_ms: _Optional[int] = ..., paused: bool = ...) -> None: ...
 
 class ReminderRef(_message.Message):
     __slots__ = ("actor", "name")

@@ -64,6 +64,16 @@ class ActorClientStub(object):
                 request_serializer=troupe_dot_v1_dot_client__pb2.ReminderRef.SerializeToString,
                 response_deserializer=troupe_dot_v1_dot_client__pb2.DeleteResponse.FromString,
                 _registered_method=True)
+        self.PauseReminder = channel.unary_unary(
+                '/troupe.v1.ActorClient/PauseReminder',
+                request_serializer=troupe_dot_v1_dot_client__pb2.ReminderRef.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_client__pb2.Reminder.FromString,
+                _registered_method=True)
+        self.ResumeReminder = channel.unary_unary(
+                '/troupe.v1.ActorClient/ResumeReminder',
+                request_serializer=troupe_dot_v1_dot_client__pb2.ReminderRef.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_client__pb2.Reminder.FromString,
+                _registered_method=True)
         self.ListReminders = channel.unary_unary(
                 '/troupe.v1.ActorClient/ListReminders',
                 request_serializer=troupe_dot_v1_dot_client__pb2.ListRemindersRequest.SerializeToString,
@@ -159,6 +169,26 @@ class ActorClientServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PauseReminder(self, request, context):
+        """Holds a reminder's firings, keeping its schedule, payload and counts,
+        until it is resumed (`Reminder.paused`). Setting a paused reminder again
+        changes its schedule and keeps it paused. Pausing a paused reminder
+        changes nothing. NOT_FOUND when there is no such reminder.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResumeReminder(self, request, context):
+        """Lets a paused reminder fire again from the time it was due; if that is
+        past, its `missed` rule applies, as after a daemon was down that long
+        (FIRE_ONCE: once now, then on schedule; SKIP: the next scheduled time).
+        NOT_FOUND when there is no such reminder.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListReminders(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -233,6 +263,16 @@ def add_ActorClientServicer_to_server(servicer, server):
                     servicer.DeleteReminder,
                     request_deserializer=troupe_dot_v1_dot_client__pb2.ReminderRef.FromString,
                     response_serializer=troupe_dot_v1_dot_client__pb2.DeleteResponse.SerializeToString,
+            ),
+            'PauseReminder': grpc.unary_unary_rpc_method_handler(
+                    servicer.PauseReminder,
+                    request_deserializer=troupe_dot_v1_dot_client__pb2.ReminderRef.FromString,
+                    response_serializer=troupe_dot_v1_dot_client__pb2.Reminder.SerializeToString,
+            ),
+            'ResumeReminder': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResumeReminder,
+                    request_deserializer=troupe_dot_v1_dot_client__pb2.ReminderRef.FromString,
+                    response_serializer=troupe_dot_v1_dot_client__pb2.Reminder.SerializeToString,
             ),
             'ListReminders': grpc.unary_unary_rpc_method_handler(
                     servicer.ListReminders,
@@ -427,6 +467,60 @@ class ActorClient(object):
             '/troupe.v1.ActorClient/DeleteReminder',
             troupe_dot_v1_dot_client__pb2.ReminderRef.SerializeToString,
             troupe_dot_v1_dot_client__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PauseReminder(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.ActorClient/PauseReminder',
+            troupe_dot_v1_dot_client__pb2.ReminderRef.SerializeToString,
+            troupe_dot_v1_dot_client__pb2.Reminder.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResumeReminder(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.ActorClient/ResumeReminder',
+            troupe_dot_v1_dot_client__pb2.ReminderRef.SerializeToString,
+            troupe_dot_v1_dot_client__pb2.Reminder.FromString,
             options,
             channel_credentials,
             insecure,

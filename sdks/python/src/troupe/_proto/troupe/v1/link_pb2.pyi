@@ -57,7 +57,7 @@ class LinkPing(_message.Message):
     def __init__(self) -> None: ...
 
 class LinkRequest(_message.Message):
-    __slots__ = ("hops", "timeout_ms", "traceparent", "tracestate", "invoke", "tell", "get_state", "set_reminder", "get_reminder", "delete_reminder", "set_alarm", "get_alarm", "delete_alarm", "set_timer", "delete_timer")
+    __slots__ = ("hops", "timeout_ms", "traceparent", "tracestate", "invoke", "tell", "get_state", "set_reminder", "get_reminder", "delete_reminder", "set_alarm", "get_alarm", "delete_alarm", "set_timer", "delete_timer", "pause_reminder", "resume_reminder")
     HOPS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,8 @@ class LinkRequest(_message.Message):
     DELETE_ALARM_FIELD_NUMBER: _ClassVar[int]
     SET_TIMER_FIELD_NUMBER: _ClassVar[int]
     DELETE_TIMER_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_REMINDER_FIELD_NUMBER: _ClassVar[int]
+    RESUME_REMINDER_FIELD_NUMBER: _ClassVar[int]
     hops: int
     timeout_ms: int
     traceparent: str
@@ -88,7 +90,9 @@ class LinkRequest(_message.Message):
     delete_alarm: _client_pb2.AlarmRef
     set_timer: _client_pb2.SetTimerRequest
     delete_timer: _client_pb2.TimerRef
-    def __init__(self, hops: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ..., invoke: _Optional[_Union[_client_pb2.InvokeRequest, _Mapping]] = ..., tell: _Optional[_Union[_client_pb2.TellRequest, _Mapping]] = ..., get_state: _Optional[_Union[_client_pb2.GetStateRequest, _Mapping]] = ..., set_reminder: _Optional[_Union[_client_pb2.SetReminderRequest, _Mapping]] = ..., get_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., delete_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., set_alarm: _Optional[_Union[_client_pb2.SetAlarmRequest, _Mapping]] = ..., get_alarm: _Optional[_Union[_client_pb2.AlarmRef, _Mapping]] = ..., delete_alarm: _Optional[_Union[_client_pb2.AlarmRef, _Mapping]] = ..., set_timer: _Optional[_Union[_client_pb2.SetTimerRequest, _Mapping]] = ..., delete_timer: _Optional[_Union[_client_pb2.TimerRef, _Mapping]] = ...) -> None: ...
+    pause_reminder: _client_pb2.ReminderRef
+    resume_reminder: _client_pb2.ReminderRef
+    def __init__(self, hops: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ..., invoke: _Optional[_Union[_client_pb2.InvokeRequest, _Mapping]] = ..., tell: _Optional[_Union[_client_pb2.TellRequest, _Mapping]] = ..., get_state: _Optional[_Union[_client_pb2.GetStateRequest, _Mapping]] = ..., set_reminder: _Optional[_Union[_client_pb2.SetReminderRequest, _Mapping]] = ..., get_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., delete_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., set_alarm: _Optional[_Union[_client_pb2.SetAlarmRequest, _Mapping]] = ..., get_alarm: _Optional[_Union[_client_pb2.AlarmRef, _Mapping]] = ..., delete_alarm: _Optional[_Union[_client_pb2.AlarmRef, _Mapping]] = ..., set_timer: _Optional[_Union[_client_pb2.SetTimerRequest, _Mapping]] = ..., delete_timer: _Optional[_Union[_client_pb2.TimerRef, _Mapping]] = ..., pause_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., resume_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ...) -> None: ...
 
 class LinkReply(_message.Message):
     __slots__ = ("invoke", "tell", "state", "reminder", "deleted", "timer", "error")
