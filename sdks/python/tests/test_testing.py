@@ -130,3 +130,37 @@ async def test_calendar_arguments_are_checked_by_the_sdk_then_the_daemon(
         await client.set_reminder("t", "1", "r", cron="@daily", time_zone="Mars/Olympus")
     with pytest.raises(troupe.InvalidArgument, match="jitter"):
         await client.set_reminder("t", "1", "r", cron="@daily", jitter=timedelta(0))
+
+
+@troupe.actor("kit_billing")
+class KitBilling(troupe.Actor):
+    @troupe.method
+    async def plan(self) -> None:
+        await self.ctx.set_reminder("bill", due=timedelta(hours=1), period=timedelta(hours=1))
+
+    @troupe.method
+    async def hold(self) -> bool:
+        held = await self.ctx.pause_reminder("bill")
+        return held is not None and held.paused
+
+    async def on_reminder(self, name: str, data: object) -> None:
+        self.state["bills"] = int(self.state.get("bills", 0)) + 1
+
+
+async def test_a_paused_reminder_waits_for_resume_and_survives_a_set(troupe_env: TestEnv) -> None:
+    await troupe_env.host(KitBilling)
+    billing = troupe_env.actor(KitBilling, "acme")
+    await billing.plan()
+    assert await billing.hold() is True
+    # Set again, as at each activation: still paused, and nothing fires.
+    await billing.plan()
+    held = await troupe_env.client.get_reminder("kit_billing", "acme", "bill")
+    assert held is not None and held.paused
+    assert (await troupe_env.advance(timedelta(hours=5))).reminders_fired == 0
+    client = troupe_env.client
+    resumed = await client.resume_reminder("kit_billing", "acme", "bill")
+    assert resumed is not None and not resumed.paused
+    # Due four hours ago: it fires once for what it missed, then on schedule.
+    await troupe_env.advance(timedelta(seconds=1))
+    assert await troupe_env.state(KitBilling, "acme", "bills") == {"bills": 1}
+    assert await client.pause_reminder("kit_billing", "acme", "nothing") is None

@@ -322,6 +322,22 @@ export class Client {
   }
 
   /**
+   * Hold an actor's reminder `name`, keeping its schedule, until `resumeReminder`;
+   * setting it again keeps it paused. Resolves to it, or null if there is none.
+   */
+  pauseReminder(actorType: TypeOrClass, actorId: string, name: string): Promise<Reminder | null> {
+    return this.#scheduler.pauseReminder(typeName(actorType), actorId, name);
+  }
+
+  /**
+   * Let a paused reminder fire again from when it was due (past that, its `missed`
+   * rule applies). Resolves to it, or null if there is none.
+   */
+  resumeReminder(actorType: TypeOrClass, actorId: string, name: string): Promise<Reminder | null> {
+    return this.#scheduler.resumeReminder(typeName(actorType), actorId, name);
+  }
+
+  /**
    * Reminders (alarms included, with `alarm: true`) of every actor, of one actor
    * type (`{ actorType }`) or of one actor (`{ actorType, actorId }`); pages
    * through ListReminders until the end.

@@ -136,6 +136,16 @@ export class Context {
     return this.#scheduler.deleteReminder(this.#self.type, this.#self.id, name);
   }
 
+  /** Hold this actor's reminder `name` until `resumeReminder`; null if there is none. */
+  pauseReminder(name: string): Promise<Reminder | null> {
+    return this.#scheduler.pauseReminder(this.#self.type, this.#self.id, name);
+  }
+
+  /** Let this actor's paused reminder `name` fire again; null if there is none. */
+  resumeReminder(name: string): Promise<Reminder | null> {
+    return this.#scheduler.resumeReminder(this.#self.type, this.#self.id, name);
+  }
+
   /** This actor's reminders (its alarm included, with `alarm: true`). */
   listReminders(): Promise<Reminder[]> {
     return this.#scheduler.listReminders({ actorType: this.#self.type, actorId: this.#self.id });

@@ -100,6 +100,8 @@ export interface Reminder {
   fired: number;
   /** Whether this is the actor's alarm. */
   alarm: boolean;
+  /** Paused (`pauseReminder`): it does not fire until resumed, and `nextDue` is when it was due. */
+  paused: boolean;
 }
 
 /** Options of `setReminder`. */
@@ -334,6 +336,7 @@ export function reminderFromProto(msg: ReminderMessage): Reminder {
     attempts: msg.attempts,
     fired: num(msg.fired),
     alarm: msg.alarm,
+    paused: msg.paused,
   };
 }
 
@@ -395,6 +398,28 @@ export class Scheduler {
       ActorClientService.deleteReminder,
       { actor: { type, id }, name },
       (r) => r.deleted,
+    );
+  }
+
+  async pauseReminder(type: string, id: string, name: string): Promise<Reminder | null> {
+    return this.#unary<ReminderRef, ReminderMessage, Reminder | null>(
+      `pauseReminder ${type}/${id} ${JSON.stringify(name)}`,
+      { rpc: "PauseReminder", type, id },
+      ActorClientService.pauseReminder,
+      { actor: { type, id }, name },
+      reminderFromProto,
+      { value: null },
+    );
+  }
+
+  async resumeReminder(type: string, id: string, name: string): Promise<Reminder | null> {
+    return this.#unary<ReminderRef, ReminderMessage, Reminder | null>(
+      `resumeReminder ${type}/${id} ${JSON.stringify(name)}`,
+      { rpc: "ResumeReminder", type, id },
+      ActorClientService.resumeReminder,
+      { actor: { type, id }, name },
+      reminderFromProto,
+      { value: null },
     );
   }
 

@@ -172,6 +172,7 @@ describe("schedule conversions", () => {
       timeZone: "",
       jitterMs: 0n,
       jitterDelayMs: 0n,
+      paused: false,
     });
     assert.deepEqual(oneShot, {
       actorType: "t",
@@ -191,6 +192,7 @@ describe("schedule conversions", () => {
       attempts: 0,
       fired: 0,
       alarm: false,
+      paused: false,
     });
     const periodic = reminderFromProto({
       actor: undefined,
@@ -209,6 +211,7 @@ describe("schedule conversions", () => {
       timeZone: "",
       jitterMs: 0n,
       jitterDelayMs: 0n,
+      paused: false,
     });
     assert.equal(periodic.actorType, "");
     assert.equal(periodic.periodMs, 200);
@@ -237,6 +240,7 @@ describe("schedule conversions", () => {
       timeZone: "",
       jitterMs: 0n,
       jitterDelayMs: 0n,
+      paused: false,
     });
     assert.deepEqual([calendar.cron, calendar.timeZone, calendar.periodMs], ["@daily", "UTC", null]);
   });

@@ -128,3 +128,43 @@ test("a calendar reminder fires at its zone's wall time", async () => {
     await env.close();
   }
 });
+
+@actor("kit_billing")
+class KitBilling extends Actor<{ bills: number }> {
+  @method
+  async plan(): Promise<void> {
+    await this.ctx.setReminder("bill", { due: "1h", period: "1h" });
+  }
+
+  @method
+  async hold(): Promise<boolean> {
+    const held = await this.ctx.pauseReminder("bill");
+    return held?.paused ?? false;
+  }
+
+  override onReminder(): void {
+    this.state.set("bills", this.state.get("bills", 0) + 1);
+  }
+}
+
+test("a paused reminder waits for resume and survives a set", async () => {
+  const env = await startTestEnv({ binary: troupeBin() });
+  try {
+    await env.host(KitBilling);
+    const billing = env.actor<KitBilling>(KitBilling, "acme");
+    await billing.call("plan");
+    assert.equal(await billing.call("hold"), true);
+    // Set again, as at each activation: still paused, and nothing fires.
+    await billing.call("plan");
+    assert.equal((await env.client.getReminder(KitBilling, "acme", "bill"))?.paused, true);
+    assert.equal((await env.advance("5h")).remindersFired, 0);
+    const resumed = await env.client.resumeReminder(KitBilling, "acme", "bill");
+    assert.equal(resumed?.paused, false);
+    // Due four hours ago: it fires once for what it missed, then on schedule.
+    await env.advance("1s");
+    assert.deepEqual(await env.state(KitBilling, "acme", "bills"), { bills: 1 });
+    assert.equal(await env.client.pauseReminder(KitBilling, "acme", "nothing"), null);
+  } finally {
+    await env.close();
+  }
+});

@@ -384,6 +384,25 @@ class Client:
             actor_type, actor_id, name, timeout=self._deadline(timeout)
         )
 
+    async def pause_reminder(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
+    ) -> Reminder | None:
+        """Hold an actor's reminder ``name``, keeping its schedule, until
+        :meth:`resume_reminder`; setting it again keeps it paused. Returns it, or None
+        if there is none of that name."""
+        return await self._get_caller().pause_reminder(
+            actor_type, actor_id, name, timeout=self._deadline(timeout)
+        )
+
+    async def resume_reminder(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
+    ) -> Reminder | None:
+        """Let a paused reminder fire again from when it was due (past that, its
+        ``missed`` rule applies). Returns it, or None if there is none of that name."""
+        return await self._get_caller().resume_reminder(
+            actor_type, actor_id, name, timeout=self._deadline(timeout)
+        )
+
     async def list_reminders(
         self,
         actor_type: str | None = None,

@@ -246,6 +246,18 @@ class Context:
         """Delete the reminder ``name``; returns whether it existed."""
         return await self._caller.delete_reminder(self._type, self._id, name, timeout=timeout)
 
+    async def pause_reminder(
+        self, name: str, *, timeout: DurationLike | None = None
+    ) -> Reminder | None:
+        """Hold the reminder ``name`` until :meth:`resume_reminder`; None if there is none."""
+        return await self._caller.pause_reminder(self._type, self._id, name, timeout=timeout)
+
+    async def resume_reminder(
+        self, name: str, *, timeout: DurationLike | None = None
+    ) -> Reminder | None:
+        """Let the paused reminder ``name`` fire again; None if there is none."""
+        return await self._caller.resume_reminder(self._type, self._id, name, timeout=timeout)
+
     async def list_reminders(self, *, timeout: DurationLike | None = None) -> list[Reminder]:
         """Every reminder of this actor (its alarm included, with ``alarm=True``)."""
         return await self._caller.list_reminders(self._type, self._id, timeout=timeout)

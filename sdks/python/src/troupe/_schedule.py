@@ -184,6 +184,8 @@ class Reminder:
         alarm: whether this is the actor's alarm rather than a named reminder.
         retry: the retry policy, with the daemon's defaults filled in.
         missed: what happens to firings missed while the daemon was down.
+        paused: whether it is paused (``pause_reminder``): it does not fire until
+            resumed, and ``next_due`` is when it was due.
     """
 
     actor_type: str
@@ -203,6 +205,7 @@ class Reminder:
     time_zone: str | None = None
     jitter: timedelta | None = None
     jitter_delay: timedelta = timedelta(0)
+    paused: bool = False
 
     @classmethod
     def from_proto(cls, msg: client_pb2.Reminder) -> Reminder:
@@ -225,6 +228,7 @@ class Reminder:
             time_zone=(msg.time_zone or "UTC") if msg.cron else None,
             jitter=timedelta(milliseconds=msg.jitter_ms) if msg.jitter_ms else None,
             jitter_delay=timedelta(milliseconds=msg.jitter_delay_ms),
+            paused=msg.paused,
         )
 
 

@@ -131,6 +131,36 @@ class SchedulingCalls(abc.ABC):
         )
         return bool(resp.deleted)
 
+    async def pause_reminder(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
+    ) -> Reminder | None:
+        return await self._set_paused("PauseReminder", actor_type, actor_id, name, timeout)
+
+    async def resume_reminder(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
+    ) -> Reminder | None:
+        return await self._set_paused("ResumeReminder", actor_type, actor_id, name, timeout)
+
+    async def _set_paused(
+        self,
+        rpc: str,
+        actor_type: str,
+        actor_id: str,
+        name: str,
+        timeout: DurationLike | None,
+    ) -> Reminder | None:
+        verb = "pause_reminder" if rpc == "PauseReminder" else "resume_reminder"
+        what = f"{verb} {actor_type}/{actor_id} {name!r}"
+        timeout = timeout_for_call(timeout, what)
+        req = client_pb2.ReminderRef(actor=_ref(actor_type, actor_id), name=name)
+        try:
+            resp: client_pb2.Reminder = await self._call_once(
+                rpc, actor_type, actor_id, req, client_pb2.Reminder, timeout, what
+            )
+        except NotFound:
+            return None
+        return Reminder.from_proto(resp)
+
     async def list_reminders(
         self,
         actor_type: str | None = None,

@@ -292,6 +292,18 @@ class SyncClient:
         """See :meth:`Client.delete_reminder`."""
         return self._run(self._client.delete_reminder(actor_type, actor_id, name, timeout=timeout))
 
+    def pause_reminder(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
+    ) -> Reminder | None:
+        """See :meth:`Client.pause_reminder`."""
+        return self._run(self._client.pause_reminder(actor_type, actor_id, name, timeout=timeout))
+
+    def resume_reminder(
+        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
+    ) -> Reminder | None:
+        """See :meth:`Client.resume_reminder`."""
+        return self._run(self._client.resume_reminder(actor_type, actor_id, name, timeout=timeout))
+
     def list_reminders(
         self,
         actor_type: str | None = None,
