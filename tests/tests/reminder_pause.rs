@@ -211,3 +211,90 @@ async fn pausing_what_is_not_there_says_what_is() -> anyhow::Result<()> {
     assert!(!get(&mut client, "n1").await?.paused);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pausing_all_of_a_type_holds_every_one_and_resuming_lets_them_go() -> anyhow::Result<()> {
+    let (_dir, daemon, _app, mut client) =
+        daemon_with_app(&["--test-clock"], vec![type_spec("counter")]).await?;
+    for id in ["a1", "a2", "a3"] {
+        set(
+            &mut client,
+            every_ten_minutes(id, pb::MissedFirings::FireOnce),
+        )
+        .await?;
+    }
+    // Another name, and an alarm: --name leaves the first alone, and
+    // alarms are never paused.
+    set(
+        &mut client,
+        pb::SetReminderRequest {
+            name: "audit".into(),
+            ..every_ten_minutes("a1", pb::MissedFirings::FireOnce)
+        },
+    )
+    .await?;
+    client
+        .0
+        .set_alarm(pb::SetAlarmRequest {
+            actor: Some(actor("counter", "a2")),
+            at: "5m".into(),
+            ..Default::default()
+        })
+        .await?;
+    pause(&mut client, "a3").await?;
+
+    let (out, _) = cli_against(
+        &daemon,
+        &[
+            "reminders",
+            "pause",
+            "--all",
+            "--type",
+            "counter",
+            "--name",
+            "incr",
+        ],
+        0,
+    )
+    .await?;
+    assert!(
+        out.contains("paused 2 of 3 reminders of type counter named \"incr\" (1 already paused)"),
+        "{out}"
+    );
+    for id in ["a1", "a2", "a3"] {
+        assert!(get(&mut client, id).await?.paused, "{id}");
+    }
+    let audit = pb::ReminderRef {
+        name: "audit".into(),
+        ..incr_of("a1")
+    };
+    assert!(!client.0.get_reminder(audit).await?.into_inner().paused);
+
+    // An hour on: the alarm and "audit" fired, the paused ones did not.
+    daemon.advance_clock_ms(HOUR_MS).await?;
+    assert_eq!(client.stored_count("counter", "a3").await?, None);
+
+    let (json, _) = cli_against(
+        &daemon,
+        &[
+            "reminders",
+            "resume",
+            "--all",
+            "--type",
+            "counter",
+            "-o",
+            "json",
+        ],
+        0,
+    )
+    .await?;
+    let summary: serde_json::Value = serde_json::from_str(&json)?;
+    assert_eq!(
+        (&summary["listed"], &summary["resumed"], &summary["already"]),
+        (&4.into(), &3.into(), &1.into()),
+        "{json}"
+    );
+    daemon.advance_clock_ms(0).await?;
+    assert_eq!(client.stored_count("counter", "a3").await?, Some(1));
+    Ok(())
+}

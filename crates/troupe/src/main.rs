@@ -272,7 +272,8 @@ enum RemindersCommand {
     },
     /// Hold a reminder's firings, keeping its schedule, payload and counts,
     /// until `resume`; setting it again (as apps do) keeps it paused. Prints
-    /// it as `list` shows it. One that is not there exits 4.
+    /// it as `list` shows it. One that is not there exits 4. With --all:
+    /// every reminder of a type, an actor or a name.
     Pause {
         #[command(flatten)]
         which: cli::Paused,
@@ -281,7 +282,8 @@ enum RemindersCommand {
     },
     /// Let a paused reminder fire again from the time it was due; if that
     /// passed, its missed-firings rule applies (once now, or with
-    /// --skip-missed the next scheduled time).
+    /// --skip-missed the next scheduled time). With --all: every paused
+    /// reminder of a type, an actor or a name.
     Resume {
         #[command(flatten)]
         which: cli::Paused,

@@ -6,7 +6,7 @@ use troupe_proto::v1 as pb;
 
 use super::reminders_pause::names_of;
 use super::render::{self, Shown, Table};
-use super::{actor_name, all_pages, connect, emit, emit_json, fail, Exit, Output, Target};
+use super::{actor_name, all_pages, connect, emit, emit_json, fail, Daemon, Exit, Output, Target};
 
 /// The alarm has no name of its own; tables and JSON call it this.
 pub(super) const ALARM_NAME: &str = "(alarm)";
@@ -17,13 +17,34 @@ pub async fn reminders_list(
     actor_id: Option<String>,
 ) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
+    let all = fetch(&daemon, actor_type.as_deref(), actor_id.as_deref()).await?;
+    match target.output {
+        Output::Json => emit_json(&Value::Array(all.iter().map(row_json).collect())),
+        Output::Table if all.is_empty() => {
+            let whose = match (&actor_type, &actor_id) {
+                (Some(t), Some(i)) => format!(" for {}", super::actor_name(t, i)),
+                (Some(t), None) => format!(" for actors of type {t}"),
+                _ => String::new(),
+            };
+            emit(&format!("no reminders or alarms{whose}\n"))
+        }
+        Output::Table => emit(&table(&all, true)),
+    }
+}
+
+/// Every reminder (and alarm) of a type, of one actor, or of all actors.
+pub(super) async fn fetch(
+    daemon: &Daemon,
+    actor_type: Option<&str>,
+    actor_id: Option<&str>,
+) -> anyhow::Result<Vec<pb::Reminder>> {
     let client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());
     let request = daemon.request("list reminders");
     let (ty, id) = (
-        actor_type.clone().unwrap_or_default(),
-        actor_id.clone().unwrap_or_default(),
+        actor_type.unwrap_or_default().to_owned(),
+        actor_id.unwrap_or_default().to_owned(),
     );
-    let all = all_pages(|page_token| {
+    all_pages(|page_token| {
         let mut client = client.clone();
         let ask = pb::ListRemindersRequest {
             r#type: ty.clone(),
@@ -41,19 +62,7 @@ pub async fn reminders_list(
             Ok((page.reminders, page.next_page_token))
         }
     })
-    .await?;
-    match target.output {
-        Output::Json => emit_json(&Value::Array(all.iter().map(row_json).collect())),
-        Output::Table if all.is_empty() => {
-            let whose = match (&actor_type, &actor_id) {
-                (Some(t), Some(i)) => format!(" for {}", super::actor_name(t, i)),
-                (Some(t), None) => format!(" for actors of type {t}"),
-                _ => String::new(),
-            };
-            emit(&format!("no reminders or alarms{whose}\n"))
-        }
-        Output::Table => emit(&table(&all, true)),
-    }
+    .await
 }
 
 /// One reminder (or the alarm) in JSON output.
