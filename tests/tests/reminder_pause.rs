@@ -5,9 +5,12 @@
 //! fires once or skips, as its missed-firings rule says. The counter app
 //! runs a reminder named "incr" as its incr method.
 
+use anyhow::Context;
 use troupe_proto::v1 as pb;
+use troupe_tests::scrape::{metrics_addr, scrape};
 use troupe_tests::{
-    actor, cli_against, daemon_with_app, expect_code, type_spec, Client, Daemon, TestApp,
+    actor, cli_against, daemon_with_app, expect_code, poll_until, type_spec, Client, Daemon,
+    TestApp, WAIT,
 };
 
 const MINUTE_MS: u64 = 60_000;
@@ -155,7 +158,7 @@ async fn a_pause_outlives_a_restart_and_a_set_after_it() -> anyhow::Result<()> {
     let daemon = Daemon::start(dir.path(), &["--test-clock"]).await?;
     let _app = TestApp::attach(daemon.addr, vec![type_spec("counter")]).await?;
     let mut client = daemon.client().await?;
-    // The first write after the start learns what is paused from the store.
+    // The daemon learns what is paused from the store as it starts.
     let again = set(
         &mut client,
         every_ten_minutes("r1", pb::MissedFirings::FireOnce),
@@ -296,5 +299,49 @@ async fn pausing_all_of_a_type_holds_every_one_and_resuming_lets_them_go() -> an
     );
     daemon.advance_clock_ms(0).await?;
     assert_eq!(client.stored_count("counter", "a3").await?, Some(1));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_reminders_are_counted_in_status_and_metrics() -> anyhow::Result<()> {
+    let (_dir, daemon, _app, mut client) = daemon_with_app(
+        &["--test-clock", "--metrics-listen", "127.0.0.1:0"],
+        vec![type_spec("counter")],
+    )
+    .await?;
+    let addr = metrics_addr(&daemon.log()).context("no metrics address logged")?;
+    let paused_gauge = |want: f64| {
+        poll_until(
+            WAIT,
+            "troupe_reminders_paused to say so",
+            move || async move {
+                let s = scrape(addr).await?;
+                Ok((s.has("troupe_reminders_paused")
+                    && s.sum("troupe_reminders_paused", &[]) == want)
+                    .then_some(()))
+            },
+        )
+    };
+    // Known from the start: zero, not absent.
+    paused_gauge(0.0).await?;
+    for id in ["m1", "m2"] {
+        set(
+            &mut client,
+            every_ten_minutes(id, pb::MissedFirings::FireOnce),
+        )
+        .await?;
+    }
+    pause(&mut client, "m1").await?;
+    paused_gauge(1.0).await?;
+    assert_eq!(daemon.status().await?.reminders_paused, Some(1));
+    let (table, _) = cli_against(&daemon, &["status"], 0).await?;
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("reminders paused") && l.ends_with(" 1")),
+        "{table}"
+    );
+    resume(&mut client, "m1").await?;
+    paused_gauge(0.0).await?;
     Ok(())
 }

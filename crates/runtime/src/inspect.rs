@@ -78,6 +78,8 @@ pub struct RuntimeStatus {
     pub store: String,
     pub flush: FlushBacklog,
     pub reminders_fired: u64,
+    /// Reminders paused, as this daemon last read them; `None` until it has.
+    pub reminders_paused: Option<usize>,
     /// The placement table version calls are routed by.
     pub placement_version: u64,
     /// Whether this daemon may serve actors (its placement lease holds).
@@ -176,6 +178,7 @@ impl Runtime {
             store: shared.flusher.store().describe(),
             flush: shared.flusher.backlog(),
             reminders_fired: shared.scheduler.fired.load(Ordering::Relaxed),
+            reminders_paused: shared.scheduler.paused_count(),
             placement_version: shared.placement.table_version(),
             serving: shared.placement.may_serve(),
             memory: self.memory_bounds(),
@@ -392,6 +395,11 @@ impl Runtime {
             max_pending_calls: i64::try_from(self.shared.config.max_pending_calls)
                 .unwrap_or(i64::MAX),
             serving: self.shared.placement.may_serve(),
+            reminders_paused: self
+                .shared
+                .scheduler
+                .paused_count()
+                .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
             ..Snapshot::default()
         };
         // Registered types show up with zeros rather than not at all.

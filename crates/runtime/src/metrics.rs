@@ -187,6 +187,8 @@ pub(crate) struct Snapshot {
     pub(crate) uptime: Duration,
     /// Durable tells per type (`inbox::metrics`).
     pub(crate) delivery: Vec<TypeDelivery>,
+    /// Reminders paused, once this daemon has read which.
+    pub(crate) reminders_paused: Option<i64>,
 }
 
 impl Metrics {
@@ -445,6 +447,14 @@ impl Metrics {
             Unit::Bytes,
             gauge(snapshot.record_memory_bytes),
         );
+        if let Some(paused) = snapshot.reminders_paused {
+            registry.register(
+                "reminders_paused",
+                "Reminders paused (PauseReminder): they do not fire until resumed; as this daemon \
+                 last read them from the store",
+                gauge(paused),
+            );
+        }
         registry.register(
             "pending_calls",
             "Calls admitted and not yet answered",

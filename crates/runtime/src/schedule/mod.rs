@@ -430,7 +430,7 @@ impl Scheduler {
 
     /// Owners changed: forget what is in memory and load again from the
     /// start, keeping only reminders of actors this daemon owns now.
-    pub(crate) fn reload(&self) {
+    pub(crate) fn reload(self: &Arc<Self>) {
         {
             let mut q = self.queue.lock();
             q.heap.clear();
@@ -442,6 +442,7 @@ impl Scheduler {
         // Another daemon may have paused or resumed the reminders this one
         // owns now.
         self.forget_paused();
+        self.learn_paused();
         self.wake.notify_one();
     }
 
@@ -453,6 +454,7 @@ impl Scheduler {
         stop: impl Future<Output = ()> + Send + 'static,
     ) {
         tokio::pin!(stop);
+        self.learn_paused();
         // A test clock jumps: wake and look again (nothing else would).
         let mut jumps = self.time.jumps();
         // Loads run beside the firings: a load of a few thousand records

@@ -17,6 +17,9 @@
 //! once, and again after the owners change.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use tracing::warn;
 
 use troupe_storage::{ReminderKey, ReminderOp, ReminderRecord};
 
@@ -198,6 +201,26 @@ impl Scheduler {
             key.actor_id,
             if paused { "paused" } else { "resumed" }
         )))
+    }
+
+    /// Reads which reminders are paused in the background (at start, and
+    /// when the owners change), so status and metrics know before any write
+    /// asks. A read that fails is done again by the next write.
+    pub(crate) fn learn_paused(self: &Arc<Self>) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            if let Err(error) = this.paused_known().await {
+                warn!(%error, "reading which reminders are paused failed; the next reminder write reads again");
+            }
+        });
+    }
+
+    /// How many reminders are paused, once known.
+    pub(crate) fn paused_count(&self) -> Option<usize> {
+        match &self.queue.lock().paused {
+            PausedKeys::Known(keys) => Some(keys.len()),
+            _ => None,
+        }
     }
 
     /// Forgets which reminders are paused: they are read again before the

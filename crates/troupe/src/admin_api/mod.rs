@@ -213,6 +213,7 @@ impl pb::admin_server::Admin for AdminApi {
             pending_calls: s.pending_calls as u64,
             max_pending_calls: s.max_pending_calls as u64,
             reminders_fired: s.reminders_fired,
+            reminders_paused: s.reminders_paused.map(|n| n as u64),
             started_unix_ms: s.started_unix_ms,
             placement_version: s.placement_version,
             serving: s.serving,

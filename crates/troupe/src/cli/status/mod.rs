@@ -79,6 +79,7 @@ pub(super) fn status_json(s: &pb::StatusResponse) -> Value {
         "pending_calls": s.pending_calls,
         "max_pending_calls": s.max_pending_calls,
         "reminders_fired": s.reminders_fired,
+        "reminders_paused": s.reminders_paused,
         "flush": flush_json,
         "delivery": s.delivery.as_ref().map(delivery_json),
         "placement_version": s.placement_version,
@@ -138,6 +139,11 @@ pub(super) fn status_table(s: &pb::StatusResponse) -> String {
             format!("{} of at most {}", s.pending_calls, s.max_pending_calls),
         ),
         ("reminders fired", s.reminders_fired.to_string()),
+        (
+            "reminders paused",
+            s.reminders_paused
+                .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+        ),
         ("flush backlog", backlog),
         ("flushed", written),
     ];

@@ -103,7 +103,14 @@ export interface StatusResponse {
    * How this daemon is protected and what it refused (absent from a daemon
    * older than this field). Never a token, a digest of one, or a key.
    */
-  security?: SecurityStatus | undefined;
+  security?:
+    | SecurityStatus
+    | undefined;
+  /**
+   * Reminders paused (PauseReminder) as this daemon last read them from the
+   * store; absent until it has (and from a daemon older than this field).
+   */
+  remindersPaused?: bigint | undefined;
 }
 
 /**
@@ -649,6 +656,7 @@ function createBaseStatusResponse(): StatusResponse {
     memory: undefined,
     storeBytes: 0n,
     security: undefined,
+    remindersPaused: undefined,
   };
 }
 
@@ -743,6 +751,12 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     if (message.security !== undefined) {
       SecurityStatus.encode(message.security, writer.uint32(170).fork()).join();
+    }
+    if (message.remindersPaused !== undefined) {
+      if (BigInt.asUintN(64, message.remindersPaused) !== message.remindersPaused) {
+        throw new globalThis.Error("value provided for field message.remindersPaused of type uint64 too large");
+      }
+      writer.uint32(176).uint64(message.remindersPaused);
     }
     return writer;
   },
@@ -928,6 +942,14 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.security = SecurityStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 22: {
+            if (tag !== 176) {
+              break;
+            }
+
+            message.remindersPaused = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -991,6 +1013,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
       : 0n;
     message.security = (object.security !== undefined && object.security !== null)
       ? SecurityStatus.fromPartial(object.security)
+      : undefined;
+    message.remindersPaused = (object.remindersPaused !== undefined && object.remindersPaused !== null)
+      ? BigInt(object.remindersPaused)
       : undefined;
     return message;
   },
