@@ -152,7 +152,9 @@ impl Scheduler {
             };
             let Some((mut meta, payload)) = decode(&record.data) else {
                 return Err(CallError::Internal(format!(
-                    "reminder {key:?} is stored in a form this daemon cannot read"
+                    "reminder {:?} of {}/{} is stored in a form this daemon cannot read \
+                     (written by another version?); delete it and set it again",
+                    key.name, key.actor_type, key.actor_id
                 )));
             };
             if meta.paused_due_ms.is_some() == paused {
