@@ -74,7 +74,9 @@ impl PausedKeys {
             Self::Known(keys) => {
                 if paused {
                     keys.insert(key.clone());
-                } else {
+                } else if !keys.is_empty() {
+                    // Every firing that ends a reminder comes here: with
+                    // nothing paused, it costs no hashing of the key.
                     keys.remove(key);
                 }
             }
@@ -124,6 +126,10 @@ impl Queue {
     /// Tells pauses and resumes of `key` in progress that a write of it
     /// was queued.
     pub(super) fn note_write(&mut self, key: &ReminderKey) {
+        // Every write comes here, nearly always with no pause in progress.
+        if self.holds.is_empty() {
+            return;
+        }
         if let Some(holders) = self.holds.get_mut(key) {
             holders.1 = holders.1.wrapping_add(1);
         }

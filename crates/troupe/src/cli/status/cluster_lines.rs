@@ -61,9 +61,9 @@ mod tests {
     fn a_member_shows_its_lease_table_and_inbound_links() {
         let text = status_table(&member(true));
         for line in [
-            "placement        serving, by placement table version 7 (`troupe cluster status` for \
+            "placement         serving, by placement table version 7 (`troupe cluster status` for \
              the members)\n",
-            "inbound links    6 streams from other daemons; 2 let go since start (their pings \
+            "inbound links     6 streams from other daemons; 2 let go since start (their pings \
              stopped)\n",
         ] {
             assert!(text.contains(line), "no {line:?} in\n{text}");
@@ -80,7 +80,7 @@ mod tests {
         let text = status_table(&member(false));
         assert!(
             text.contains(
-                "placement        NOT SERVING: its placement lease lapsed (placement did not \
+                "placement         NOT SERVING: its placement lease lapsed (placement did not \
                  answer its heartbeats in time), so every call to its actors gets UNAVAILABLE \
                  until it rejoins; last table version 7 (`troupe cluster status`)\n"
             ),

@@ -82,9 +82,9 @@ mod tests {
         });
         let text = status_table(&s);
         for line in [
-            "inbox depth      3 durable tells held here (1 waiting to retry)\n",
-            "durable tells    120 stored, 115 delivered, 4 retries, 1 dead-lettered since start\n",
-            "dead letters     ≥1000 in the store (`troupe dead-letters list`); 1 re-driven, 0 \
+            "inbox depth       3 durable tells held here (1 waiting to retry)\n",
+            "durable tells     120 stored, 115 delivered, 4 retries, 1 dead-lettered since start\n",
+            "dead letters      ≥1000 in the store (`troupe dead-letters list`); 1 re-driven, 0 \
              dropped here since start\n",
         ] {
             assert!(text.contains(line), "no {line:?} in\n{text}");
@@ -109,7 +109,7 @@ mod tests {
         });
         let text = status_table(&s);
         assert!(
-            text.contains("dead letters     unknown: the store did not answer within 2s\n"),
+            text.contains("dead letters      unknown: the store did not answer within 2s\n"),
             "{text}"
         );
         let json = status_json(&s);

@@ -130,13 +130,13 @@ mod tests {
         };
         let text = status_table(&bounded);
         for line in [
-            "load shedding    new calls refused from 90% of the limit (460.0 MiB, \
+            "load shedding     new calls refused from 90% of the limit (460.0 MiB, \
              --memory-shed-percent); not now; 1 time since start, 1234 refused, 40 actors \
              deactivated\n",
-            "active actors    18000 of at most 20000 (--max-activations); 2500 deactivated for \
+            "active actors     18000 of at most 20000 (--max-activations); 2500 deactivated for \
              room since start\n",
-            "memory           90.0 MiB resident of a 512.0 MiB limit (cgroup)\n",
-            "key memory       14.0 MiB of at most 64.0 MiB (--idempotency-memory-bytes) for \
+            "memory            90.0 MiB resident of a 512.0 MiB limit (cgroup)\n",
+            "key memory        14.0 MiB of at most 64.0 MiB (--idempotency-memory-bytes) for \
              stored idempotency keys; given back 1 time since start\n",
         ] {
             assert!(text.contains(line), "no {line:?} in\n{text}");
@@ -155,9 +155,9 @@ mod tests {
             ..Default::default()
         };
         let text = status_table(&unbounded);
-        assert!(text.contains("active actors    7\n"), "{text}");
+        assert!(text.contains("active actors     7\n"), "{text}");
         assert!(
-            text.contains("memory           resident size unknown; no memory limit\n"),
+            text.contains("memory            resident size unknown; no memory limit\n"),
             "{text}"
         );
         assert_eq!(
