@@ -183,16 +183,17 @@ impl Runtime {
                 let mut every = tokio::time::interval(HORIZON / 2);
                 every.tick().await;
                 loop {
-                    tokio::select! {
+                    let owners_changed = tokio::select! {
                         changed = changes.changed() => {
                             if changed.is_err() {
                                 return;
                             }
+                            true
                         }
-                        _ = every.tick() => {}
+                        _ = every.tick() => false,
                         () = &mut draining => return,
-                    }
-                    scheduler.reload();
+                    };
+                    scheduler.reload(owners_changed);
                 }
             });
         }

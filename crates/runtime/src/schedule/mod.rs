@@ -28,6 +28,7 @@ mod load_window;
 mod loaded;
 mod next_due;
 mod pause;
+mod paused_keys;
 pub(crate) mod record;
 pub(crate) mod timers;
 mod writer;
@@ -56,8 +57,8 @@ pub(crate) use firing::{Due, Fired};
 pub use jitter::jitter_delay;
 use load_window::{Latest, LoadWindow};
 use loaded::Loaded;
-use pause::PausedKeys;
 pub(crate) use pause::PAUSED_DUE;
+use paused_keys::PausedKeys;
 pub use record::ALARM_NAME;
 use record::{encode, info, Meta};
 pub use record::{AlarmSpec, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
@@ -428,9 +429,10 @@ impl Scheduler {
         }
     }
 
-    /// Owners changed: forget what is in memory and load again from the
-    /// start, keeping only reminders of actors this daemon owns now.
-    pub(crate) fn reload(self: &Arc<Self>) {
+    /// Owners changed (or, now and then, might have): forget what is in
+    /// memory and load again from the start, keeping only reminders of
+    /// actors this daemon owns now.
+    pub(crate) fn reload(self: &Arc<Self>, owners_changed: bool) {
         {
             let mut q = self.queue.lock();
             q.heap.clear();
@@ -440,9 +442,14 @@ impl Scheduler {
             q.window.forget();
         }
         // Another daemon may have paused or resumed the reminders this one
-        // owns now.
-        self.forget_paused();
-        self.learn_paused();
+        // owns now: writes wait for the read rather than answer from what
+        // was known. Otherwise what is known is current for the actors this
+        // daemon owns (their pauses came through it), and the read only
+        // brings the count up to date.
+        if owners_changed {
+            self.forget_paused();
+        }
+        self.refresh_paused();
         self.wake.notify_one();
     }
 
@@ -454,7 +461,7 @@ impl Scheduler {
         stop: impl Future<Output = ()> + Send + 'static,
     ) {
         tokio::pin!(stop);
-        self.learn_paused();
+        self.refresh_paused();
         // A test clock jumps: wake and look again (nothing else would).
         let mut jumps = self.time.jumps();
         // Loads run beside the firings: a load of a few thousand records

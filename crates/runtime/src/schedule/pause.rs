@@ -13,16 +13,17 @@
 //! firing's bookkeeping) was queued since the read began; otherwise the
 //! read is done again. A `set` of a paused reminder (apps set theirs at
 //! each activation) replaces its schedule and keeps it paused: the keys
-//! paused are known in memory ([`PausedKeys`]), read from the index's end
-//! once, and again after the owners change.
+//! paused are known in memory (`paused_keys.rs`), read from the index's end
+//! as the scheduler starts, and again after the owners change.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use tracing::warn;
 
 use troupe_storage::{ReminderKey, ReminderOp, ReminderRecord};
 
+use super::paused_keys::PausedKeys;
 use super::record::{decode, encode, info, ReminderInfo};
 use super::{empty_key, store_error, Queue, Scheduler};
 use crate::error::{CallError, Unavailable};
@@ -38,51 +39,6 @@ const TRIES: usize = 8;
 
 /// Paused reminders read from the index's end per page.
 const PAGE: usize = 1024;
-
-/// The reminders paused, as this scheduler knows them.
-#[derive(Debug, Default)]
-pub(super) enum PausedKeys {
-    /// Not read yet (or forgotten when the owners changed).
-    #[default]
-    Unknown,
-    /// Being read; what pauses, resumes and deletes did meanwhile, applied
-    /// over the read when it ends. `generation` tells a read that was
-    /// forgotten meanwhile from the one running now.
-    Reading {
-        generation: u64,
-        since: HashMap<ReminderKey, bool>,
-    },
-    Known(HashSet<ReminderKey>),
-}
-
-impl PausedKeys {
-    /// Whether `key` is paused; `None` while that is not known.
-    pub(super) fn contains(&self, key: &ReminderKey) -> Option<bool> {
-        match self {
-            Self::Known(keys) => Some(keys.contains(key)),
-            _ => None,
-        }
-    }
-
-    /// Notes that `key` is paused now, or not (resumed, deleted).
-    pub(super) fn mark(&mut self, key: &ReminderKey, paused: bool) {
-        match self {
-            Self::Unknown => {}
-            Self::Reading { since, .. } => {
-                since.insert(key.clone(), paused);
-            }
-            Self::Known(keys) => {
-                if paused {
-                    keys.insert(key.clone());
-                } else if !keys.is_empty() {
-                    // Every firing that ends a reminder comes here: with
-                    // nothing paused, it costs no hashing of the key.
-                    keys.remove(key);
-                }
-            }
-        }
-    }
-}
 
 /// A pause or resume between its read and its write: any write of the
 /// same reminder queued meanwhile marks it (`Queue::holds`).
@@ -211,24 +167,25 @@ impl Scheduler {
         )))
     }
 
-    /// Reads which reminders are paused in the background (at start, and
-    /// when the owners change), so status and metrics know before any write
-    /// asks. A read that fails is done again by the next write.
-    pub(crate) fn learn_paused(self: &Arc<Self>) {
+    /// Reads which reminders are paused again, in the background: at start
+    /// (writes that need to know wait for it), and when the owners change
+    /// (what was known answers meanwhile, so no write waits).
+    pub(crate) fn refresh_paused(self: &Arc<Self>) {
+        let (generation, queued) = {
+            let mut q = self.queue.lock();
+            Self::begin_paused_read(&mut q)
+        };
         let this = self.clone();
         tokio::spawn(async move {
-            if let Err(error) = this.paused_known().await {
-                warn!(%error, "reading which reminders are paused failed; the next reminder write reads again");
+            if let Err(error) = this.read_paused_into(generation, queued).await {
+                warn!(%error, "reading which reminders are paused failed; the next reminder write that needs to know reads again");
             }
         });
     }
 
     /// How many reminders are paused, once known.
     pub(crate) fn paused_count(&self) -> Option<usize> {
-        match &self.queue.lock().paused {
-            PausedKeys::Known(keys) => Some(keys.len()),
-            _ => None,
-        }
+        self.queue.lock().paused.count()
     }
 
     /// Forgets which reminders are paused: they are read again before the
@@ -248,65 +205,55 @@ impl Scheduler {
             .map_err(|_| CallError::from(Unavailable::ShuttingDown))
     }
 
-    /// Makes the paused keys known: reads them from the index's end (after
-    /// the writes queued so far are stored), or waits for the read another
-    /// caller started.
+    /// Makes the paused keys known: reads them from the index's end, or
+    /// waits for the first read another caller started.
     pub(super) async fn paused_known(&self) -> Result<(), CallError> {
         loop {
             let mut read_ended = self.paused_read.subscribe();
             let start = {
                 let mut q = self.queue.lock();
-                match &q.paused {
-                    PausedKeys::Known(_) => return Ok(()),
-                    PausedKeys::Reading { .. } => None,
-                    PausedKeys::Unknown => {
-                        q.paused_generation = q.paused_generation.wrapping_add(1);
-                        let generation = q.paused_generation;
-                        q.paused = PausedKeys::Reading {
-                            generation,
-                            since: HashMap::new(),
-                        };
-                        Some((generation, q.window.last_seq()))
-                    }
+                if q.paused.count().is_some() {
+                    return Ok(());
+                }
+                match q.paused {
+                    PausedKeys::Unknown => Some(Self::begin_paused_read(&mut q)),
+                    _ => None,
                 }
             };
-            let Some((generation, queued)) = start else {
-                read_ended
+            match start {
+                Some((generation, queued)) => {
+                    return self.read_paused_into(generation, queued).await;
+                }
+                None => read_ended
                     .changed()
                     .await
-                    .map_err(|_| CallError::from(Unavailable::ShuttingDown))?;
-                continue;
-            };
-            let read = match self.settled_up_to(queued).await {
-                Ok(()) => self.read_paused().await,
-                Err(e) => Err(e),
-            };
-            {
-                let mut q = self.queue.lock();
-                let current = matches!(&q.paused,
-                    PausedKeys::Reading { generation: g, .. } if *g == generation);
-                if current {
-                    q.paused = match &read {
-                        Ok(keys) => {
-                            let mut keys = keys.clone();
-                            if let PausedKeys::Reading { since, .. } = &q.paused {
-                                for (key, paused) in since {
-                                    if *paused {
-                                        keys.insert(key.clone());
-                                    } else {
-                                        keys.remove(key);
-                                    }
-                                }
-                            }
-                            PausedKeys::Known(keys)
-                        }
-                        Err(_) => PausedKeys::Unknown,
-                    };
-                }
+                    .map_err(|_| CallError::from(Unavailable::ShuttingDown))?,
             }
-            self.paused_read.send_modify(|n| *n = n.wrapping_add(1));
-            read?;
         }
+    }
+
+    /// Starts a read of the paused keys: its generation, and the writes it
+    /// must see (queued before it).
+    fn begin_paused_read(q: &mut Queue) -> (u64, u64) {
+        q.paused_generation = q.paused_generation.wrapping_add(1);
+        let generation = q.paused_generation;
+        q.paused.begin_read(generation);
+        (generation, q.window.last_seq())
+    }
+
+    /// Reads the paused keys once the writes queued before `queued` are
+    /// stored, and makes them known (unless a newer read began meanwhile).
+    async fn read_paused_into(&self, generation: u64, queued: u64) -> Result<(), CallError> {
+        let read = match self.settled_up_to(queued).await {
+            Ok(()) => self.read_paused().await,
+            Err(e) => Err(e),
+        };
+        self.queue
+            .lock()
+            .paused
+            .end_read(generation, read.as_ref().ok());
+        self.paused_read.send_modify(|n| *n = n.wrapping_add(1));
+        read.map(|_| ())
     }
 
     /// The keys of the records at the index's end: the paused ones.
@@ -330,40 +277,5 @@ impl Scheduler {
                 return Ok(keys);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key(name: &str) -> ReminderKey {
-        ReminderKey {
-            actor_type: "t".into(),
-            actor_id: "a".into(),
-            name: name.into(),
-        }
-    }
-
-    #[test]
-    fn changes_made_while_reading_apply_over_the_read() {
-        let mut paused = PausedKeys::Reading {
-            generation: 1,
-            since: HashMap::new(),
-        };
-        assert_eq!(paused.contains(&key("x")), None);
-        paused.mark(&key("x"), true);
-        paused.mark(&key("y"), false);
-        let PausedKeys::Reading { since, .. } = &paused else {
-            panic!("still reading");
-        };
-        assert_eq!(since.get(&key("x")), Some(&true));
-        assert_eq!(since.get(&key("y")), Some(&false));
-
-        let mut known = PausedKeys::Known(HashSet::from([key("y")]));
-        known.mark(&key("x"), true);
-        known.mark(&key("y"), false);
-        assert_eq!(known.contains(&key("x")), Some(true));
-        assert_eq!(known.contains(&key("y")), Some(false));
     }
 }
