@@ -126,7 +126,7 @@ async fn tells_queued_behind_a_busy_turn_show_as_inbox_depth() -> anyhow::Result
     assert_eq!(status["delivery"]["retrying"], 0, "{status}");
     let text = cli(&daemon, &["status"]).await?;
     assert!(
-        text.contains("inbox depth      5 durable tells held here (0 waiting to retry)\n"),
+        text.contains("inbox depth       5 durable tells held here (0 waiting to retry)\n"),
         "{text}"
     );
     let get = cli_json(&daemon, &["actors", "get", TY, "a"]).await?;
@@ -243,7 +243,7 @@ async fn retries_dead_letters_and_redrives_show_where_operators_look() -> anyhow
     assert_eq!(of_log(&dead, "troupe_inbox_depth"), 0.0, "{}", dead.text);
     let text = cli(&daemon, &["status"]).await?;
     assert!(
-        text.contains("dead letters     1 in the store (`troupe dead-letters list`); 0 re-driven"),
+        text.contains("dead letters      1 in the store (`troupe dead-letters list`); 0 re-driven"),
         "{text}"
     );
     let get = cli_json(&daemon, &["actors", "get", TY, "d"]).await?;
