@@ -1,7 +1,7 @@
 //! Two daemons and one placement replica sharing a PostgreSQL store: a call
 //! through either daemon reaches the one activation of an actor (forwarded
 //! to its owner over links; state reads, timers and the admin API's
-//! describe, deactivate and purge too), `troupe cluster status` lists both
+//! describe, deactivate, purge and state edit too), `troupe cluster status` lists both
 //! with their links and `troupe cluster actors` the actors of both, and a
 //! daemon that stops gracefully hands its actors to the other without
 //! losing a count.
@@ -374,6 +374,45 @@ async fn two_daemons_share_actors_and_hand_them_off() -> anyhow::Result<()> {
         "{described:?}"
     );
 
+    // A state edit asked of b lands on a counter a owns, through a: a's
+    // activation ends, and its next one counts on from the edited value.
+    for i in 0..16 {
+        client_a.incr("counter", &format!("gone-fix{i}"), 3).await?;
+    }
+    let edited = a
+        .actors()
+        .await?
+        .iter()
+        .filter_map(|info| info.actor.clone())
+        .find(|r| r.id.starts_with("gone-fix"))
+        .context("none of sixteen new counters is active on a")?;
+    let reply = b
+        .admin()
+        .await?
+        .edit_actor_state(pb::EditActorStateRequest {
+            actor: Some(edited.clone()),
+            changes: vec![pb::StateChange {
+                key: "count".into(),
+                op: Some(pb::state_change::Op::Set(Bytes::from_static(b"100"))),
+            }],
+            // Compare-and-set, checked by the owner.
+            expect: vec![pb::StateChange {
+                key: "count".into(),
+                op: Some(pb::state_change::Op::Set(Bytes::from_static(b"3"))),
+            }],
+        })
+        .await?
+        .into_inner();
+    assert!(reply.was_active, "{reply:?}");
+    assert_eq!(
+        reply.before,
+        vec![pb::StateChange {
+            key: "count".into(),
+            op: Some(pb::state_change::Op::Set(Bytes::from_static(b"3"))),
+        }]
+    );
+    assert_eq!(client_b.incr("counter", &edited.id, 1).await?, 101);
+
     // `troupe cluster actors` lists each daemon's counters with its node.
     let (status, stdout, stderr) = run_cli(&[
         "cluster",
@@ -429,7 +468,8 @@ async fn two_daemons_share_actors_and_hand_them_off() -> anyhow::Result<()> {
             .with_context(|| format!("after b left, {id}; log of a:\n{}", a.log()))?;
         assert_eq!(count, 4, "{id}: a count was lost in the hand-off");
     }
-    // The counters and the two 8 MiB echo actors (besides the purge's).
+    // The counters and the two 8 MiB echo actors (besides the purge's and
+    // the state edit's).
     let active = a.actors().await?;
     let kept = active
         .iter()

@@ -71,6 +71,11 @@ pub enum CallError {
     /// turn (FAILED_PRECONDITION): it was refused, and ran nowhere.
     #[error(transparent)]
     ChainRefused(#[from] ChainRefused),
+    /// A state edit's expectation did not hold: a key changed since the
+    /// caller read it. Nothing changed (ABORTED); read it again and decide
+    /// anew.
+    #[error("{0}")]
+    Conflict(String),
     /// What was asked for does not exist (e.g. a reminder).
     #[error("{0}")]
     NotFound(String),

@@ -69,6 +69,7 @@ pub use inbox::DeadLetterInfo;
 pub use inspect::{
     ActivationState, ActorDetails, ActorInfo, MemoryBounds, RuntimeStatus, TypeStatus,
 };
+pub use lifecycle::edit_state::EditedState;
 pub use lifecycle::events::ACTIVATION_LOG;
 pub use lifecycle::purge::Purged;
 pub use memory_gate::{MemoryGateStatus, MemoryShedding, MemoryTransition};

@@ -110,6 +110,7 @@ fn result_label(error: &CallError) -> &'static str {
         CallError::Unavailable(_) => "unavailable",
         CallError::DeadlineExceeded(_) | CallError::TurnTimedOut { .. } => "deadline_exceeded",
         CallError::FailedPrecondition(_) | CallError::ChainRefused(_) => "failed_precondition",
+        CallError::Conflict(_) => "aborted",
         CallError::Internal(_) => "internal",
     }
 }

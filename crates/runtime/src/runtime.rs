@@ -116,7 +116,7 @@ impl Runtime {
             records,
             inbox_stats,
             inbox_retries: Default::default(),
-            purges: Default::default(),
+            holds: Default::default(),
             chain_tokens,
             config,
         };

@@ -91,8 +91,9 @@ pub(crate) struct Shared {
     /// The key of the chains this daemon issues to turns, and the turns
     /// running with one (`chain_token`).
     pub(crate) chain_tokens: ChainTokens,
-    /// Actors being purged, whose activations wait (`lifecycle::purge`).
-    pub(crate) purges: crate::lifecycle::purge_gate::Purges,
+    /// Actors being purged or edited, whose activations wait
+    /// (`lifecycle::held_actor`).
+    pub(crate) holds: crate::lifecycle::hold::Holds,
 }
 
 impl std::fmt::Debug for Shared {

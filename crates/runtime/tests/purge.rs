@@ -5,32 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_runtime::{
-    ActorId, Call, CallError, Payload, Purged, Runtime, RuntimeConfig, StateChange, TurnOutcome,
-    TurnRequest,
-};
+use troupe_runtime::{ActorId, Call, CallError, Payload, Purged, Runtime, RuntimeConfig};
 use troupe_storage::StateStore;
 
 mod common;
-use common::{one_shot_reminder, runtime_hosting_t, HookedStore, PurgePause};
-
-/// A counter in key "n"; method `mark` also sets key "marked".
-fn counter(_: &ActorId, turn: TurnRequest) -> TurnOutcome {
-    let n: u64 = turn
-        .state
-        .get("n")
-        .and_then(|b| std::str::from_utf8(b).ok()?.parse().ok())
-        .unwrap_or(0);
-    let next = (n + 1).to_string();
-    let mut changes = vec![StateChange::set("n", next.clone())];
-    if &*turn.name == "mark" {
-        changes.push(StateChange::set("marked", "yes"));
-    }
-    TurnOutcome {
-        result: Ok(Payload::json(next)),
-        changes,
-    }
-}
+use common::{marking_counter, one_shot_reminder, runtime_hosting_t, HookedStore, PurgePause};
 
 fn write_behind() -> RuntimeConfig {
     RuntimeConfig {
@@ -59,7 +38,7 @@ fn spawn_purge(
 #[tokio::test]
 async fn a_call_during_a_purge_waits_and_finds_the_actor_empty() -> Result<(), CallError> {
     let (pause, store) = pausing_store();
-    let rt = runtime_hosting_t(write_behind(), store.clone(), counter)?;
+    let rt = runtime_hosting_t(write_behind(), store.clone(), marking_counter)?;
     let a = ActorId::new("t", "a");
     for _ in 0..3 {
         rt.invoke(Call::new(a.clone(), "mark", Payload::default()))
@@ -72,11 +51,7 @@ async fn a_call_during_a_purge_waits_and_finds_the_actor_empty() -> Result<(), C
     let purging = spawn_purge(&rt, &a);
     // The purge holds the store's writes and its activation off here.
     pause.reached.notified().await;
-    let during = tokio::spawn({
-        let rt = rt.clone();
-        let a = a.clone();
-        async move { rt.invoke(Call::new(a, "incr", Payload::default())).await }
-    });
+    let during = common::spawn_call(&rt, &a, "incr");
     // The call waits in the actor's mailbox until the purge ends.
     common::until_waiting(&rt, &a, 1).await?;
     pause.release.notify_one();
@@ -115,7 +90,7 @@ async fn a_call_during_a_purge_waits_and_finds_the_actor_empty() -> Result<(), C
 async fn purging_an_unknown_actor_removes_nothing_and_a_second_purge_waits_its_turn(
 ) -> Result<(), CallError> {
     let (pause, store) = pausing_store();
-    let rt = runtime_hosting_t(write_behind(), store, counter)?;
+    let rt = runtime_hosting_t(write_behind(), store, marking_counter)?;
     let b = ActorId::new("t", "b");
     let first = spawn_purge(&rt, &b);
     pause.reached.notified().await;
@@ -138,7 +113,7 @@ async fn purging_an_unknown_actor_removes_nothing_and_a_second_purge_waits_its_t
 async fn a_reminder_firing_that_queued_behind_a_purge_is_dropped_with_its_schedule(
 ) -> Result<(), CallError> {
     let (pause, store) = pausing_store();
-    let rt = runtime_hosting_t(write_behind(), store, counter)?;
+    let rt = runtime_hosting_t(write_behind(), store, marking_counter)?;
     let a = ActorId::new("t", "a");
     rt.invoke(Call::new(a.clone(), "mark", Payload::default()))
         .await?;
@@ -168,7 +143,7 @@ async fn a_reminder_firing_that_queued_behind_a_purge_is_dropped_with_its_schedu
 #[tokio::test]
 async fn other_actors_flush_while_the_store_removes_a_purged_one() -> Result<(), CallError> {
     let (pause, store) = pausing_store();
-    let rt = runtime_hosting_t(write_behind(), store.clone(), counter)?;
+    let rt = runtime_hosting_t(write_behind(), store.clone(), marking_counter)?;
     let (a, b) = (ActorId::new("t", "a"), ActorId::new("t", "b"));
     rt.invoke(Call::new(a.clone(), "mark", Payload::default()))
         .await?;

@@ -101,6 +101,7 @@ pub fn actor_cases() -> Vec<Case> {
         not_found(&["nosuch"]),
         Expect::Ok,
         not_found(&["nosuch/keep", "not active"]),
+        Expect::Ok, // an edit of what the store holds for it
         Expect::Ok, // deactivated: false
     ];
     for (base, expect) in per_actor().into_iter().zip(unknown_type) {

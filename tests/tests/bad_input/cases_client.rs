@@ -9,7 +9,9 @@ use tonic::Code;
 use troupe_tests::*;
 
 use crate::expect::{bad, case, Case, Expect};
-use crate::requests::{get_state, invoke, invoke_with, payload, tell_of, Req};
+use crate::requests::{
+    delete_key, edit_state, get_state, invoke, invoke_with, payload, tell_of, Req,
+};
 use crate::LIMIT;
 
 pub fn chain(id: &str, actors: Vec<pb::ActorRef>, token: &'static [u8]) -> Option<pb::CallChain> {
@@ -178,6 +180,7 @@ pub fn call_cases() -> Vec<Case> {
     cases
 }
 
+/// State keys read (GetState) and edited (EditActorState).
 pub fn state_key_cases() -> Vec<Case> {
     let keys = |keys: Vec<String>| {
         Req::GetState(pb::GetStateRequest {
@@ -185,7 +188,7 @@ pub fn state_key_cases() -> Vec<Case> {
             ..get_state()
         })
     };
-    vec![
+    let mut cases = vec![
         case(
             "names",
             "empty state key",
@@ -222,7 +225,68 @@ pub fn state_key_cases() -> Vec<Case> {
             keys((0..5000).map(|i| format!("k{i}")).collect()),
             Expect::Ok,
         ),
-    ]
+    ];
+    let edit = |changes: Vec<pb::StateChange>| Req::EditActorState(edit_state(changes));
+    cases.extend([
+        case(
+            "names",
+            "edit of no keys",
+            edit(vec![]),
+            bad(&["names no state key"]),
+        ),
+        case(
+            "names",
+            "edit naming a key twice",
+            edit(vec![delete_key("probe"), delete_key("probe")]),
+            bad(&["\"probe\" twice"]),
+        ),
+        case(
+            "names",
+            "edit of an empty key",
+            edit(vec![delete_key("")]),
+            bad(&["state key", "empty"]),
+        ),
+        case(
+            "names",
+            "edit of a key of 257 bytes",
+            edit(vec![delete_key(&"k".repeat(257))]),
+            bad(&["state key", "257 bytes"]),
+        ),
+        case(
+            "names",
+            "edit of a key with NUL",
+            edit(vec![delete_key("pro\0be")]),
+            bad(&["state key", "control characters"]),
+        ),
+        case(
+            "names",
+            "expectation naming a key twice",
+            Req::EditActorState(pb::EditActorStateRequest {
+                expect: vec![delete_key("probe"), delete_key("probe")],
+                ..edit_state(vec![delete_key("probe")])
+            }),
+            bad(&["expectation", "\"probe\" twice"]),
+        ),
+        case(
+            "names",
+            "expectation of a key with NUL",
+            Req::EditActorState(pb::EditActorStateRequest {
+                expect: vec![delete_key("pro\0be")],
+                ..edit_state(vec![delete_key("probe")])
+            }),
+            bad(&["expectation", "control characters"]),
+        ),
+        case(
+            "names",
+            "edit with neither set nor delete",
+            edit(vec![pb::StateChange {
+                key: "probe".into(),
+                op: None,
+            }]),
+            bad(&["neither `set` nor `delete`"]),
+        ),
+    ]);
+    cases
 }
 
 /// Requests that do not decode: gRPC's rule is INTERNAL for a request that

@@ -35,6 +35,7 @@ pub enum Req {
     DescribeActor(pb::DescribeActorRequest),
     ListStoredActors(pb::ListStoredActorsRequest),
     DeactivateActor(pb::DeactivateActorRequest),
+    EditActorState(pb::EditActorStateRequest),
     /// Bytes that do not decode as the RPC's request, sent to `path`.
     Raw(&'static str, Bytes),
 }
@@ -61,6 +62,7 @@ impl Req {
             Req::DescribeActor(_) => "DescribeActor",
             Req::ListStoredActors(_) => "ListStoredActors",
             Req::DeactivateActor(_) => "DeactivateActor",
+            Req::EditActorState(_) => "EditActorState",
             Req::Raw(path, _) => path.rsplit('/').next().unwrap_or(path),
         }
     }
@@ -82,6 +84,7 @@ impl Req {
             Req::DeleteTimer(r) => &mut r.actor,
             Req::DescribeActor(r) => &mut r.actor,
             Req::DeactivateActor(r) => &mut r.actor,
+            Req::EditActorState(r) => &mut r.actor,
             Req::Status
             | Req::ListReminders(_)
             | Req::ListActors(_)
@@ -135,6 +138,7 @@ impl Req {
             Req::DescribeActor(m) => short(a.describe_actor(request(m, t)?).await?),
             Req::ListStoredActors(m) => short(a.list_stored_actors(request(m, t)?).await?),
             Req::DeactivateActor(m) => short(a.deactivate_actor(request(m, t)?).await?),
+            Req::EditActorState(m) => short(a.edit_actor_state(request(m, t)?).await?),
             Req::Raw(path, bytes) => {
                 let raw = &mut apis.raw;
                 raw.ready()
@@ -286,6 +290,24 @@ pub fn per_actor() -> Vec<Req> {
         Req::SetTimer(set_timer()),
         Req::DeleteTimer(timer_ref("tick")),
         Req::DescribeActor(pb::DescribeActorRequest { actor: keep() }),
+        Req::EditActorState(edit_state(vec![delete_key("probe")])),
         Req::DeactivateActor(pb::DeactivateActorRequest { actor: keep() }),
     ]
+}
+
+/// An edit of `keep`'s state; deleting a key it lacks changes nothing
+/// (the matrix checks that what is stored stays).
+pub fn edit_state(changes: Vec<pb::StateChange>) -> pb::EditActorStateRequest {
+    pb::EditActorStateRequest {
+        actor: keep(),
+        changes,
+        expect: Vec::new(),
+    }
+}
+
+pub fn delete_key(key: &str) -> pb::StateChange {
+    pb::StateChange {
+        key: key.into(),
+        op: Some(pb::state_change::Op::Delete(true)),
+    }
 }

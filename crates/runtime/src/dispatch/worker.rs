@@ -119,8 +119,8 @@ impl Shared {
             }
         }
         match inner.status {
-            // A purge of the actor wakes it when it ends.
-            Status::Unloaded if !inner.mailbox.is_empty() && !self.purges.holds(&act.id) => {
+            // A purge or state edit of the actor wakes it when it ends.
+            Status::Unloaded if !inner.mailbox.is_empty() && !self.holds.contains(&act.id) => {
                 inner.status = Status::Activating;
                 drop(inner);
                 tokio::spawn(self.clone().activate(act));

@@ -9,7 +9,7 @@
 
 mod batch;
 mod fenced;
-mod purge;
+mod operator_writes;
 mod report;
 mod take;
 

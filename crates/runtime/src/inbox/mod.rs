@@ -92,9 +92,9 @@ impl Shared {
         let Some(tag) = env.inbox.as_mut() else {
             return true;
         };
-        // During a purge a tell is stored only after it, as the activation
-        // that follows reads the (empty) inbox.
-        if tag.delivery.seq != 0 || !inner.state_loaded() || self.purges.holds(&act.id) {
+        // During a purge or state edit a tell is stored only after it, as the
+        // activation that follows reads the inbox afresh.
+        if tag.delivery.seq != 0 || !inner.state_loaded() || self.holds.contains(&act.id) {
             return true;
         }
         if let Some((key, new_key)) = keyed {

@@ -62,7 +62,9 @@ impl Shared {
                     continue;
                 };
                 let mut inner = act.inner.lock();
-                if inner.status != Status::Unloaded || inner.scheduled || self.purges.holds(&actor)
+                if inner.status != Status::Unloaded
+                    || inner.scheduled
+                    || self.holds.contains(&actor)
                 {
                     continue;
                 }

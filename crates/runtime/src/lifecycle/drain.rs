@@ -76,22 +76,9 @@ impl Runtime {
     pub async fn deactivate_actor(&self, actor: &ActorId) -> Result<bool, CallError> {
         validate::name("actor type", &actor.ty)?;
         validate::name("actor id", &actor.id)?;
-        let shared = &self.shared;
-        let Some(act) = shared.directory.get(actor) else {
-            return Ok(false);
-        };
-        let deadline = Instant::now() + shared.config.shutdown_grace;
-        let ended = shared
-            .drain(Scope::One(act), DeactivateReason::Admin, deadline)
+        self.shared
+            .end_activation(actor, "check `troupe actors get` and retry")
             .await
-            .map_err(|_| {
-                CallError::DeadlineExceeded(format!(
-                    "actor {actor} did not finish deactivating within {:?} (a long turn, or \
-                     the app is slow to answer); check `troupe actors get` and retry",
-                    shared.config.shutdown_grace
-                ))
-            })?;
-        Ok(ended > 0)
     }
 
     /// The placement lease lapsed at `lapsed_unix_ms`: another daemon may
@@ -167,6 +154,34 @@ impl Shared {
             env.reply.send(Err(error()));
         }
         dirty
+    }
+}
+
+impl Shared {
+    /// Ends `actor`'s activation as an admin asks (a running turn finishes
+    /// first, the hook runs, the state is flushed), waiting at most the
+    /// shutdown grace period; whether there was one. `advice` ends the
+    /// message of a wait that ran out.
+    pub(crate) async fn end_activation(
+        self: &Arc<Self>,
+        actor: &ActorId,
+        advice: &str,
+    ) -> Result<bool, CallError> {
+        let Some(act) = self.directory.get(actor) else {
+            return Ok(false);
+        };
+        let deadline = Instant::now() + self.config.shutdown_grace;
+        let ended = self
+            .drain(Scope::One(act), DeactivateReason::Admin, deadline)
+            .await
+            .map_err(|_| {
+                CallError::DeadlineExceeded(format!(
+                    "actor {actor} did not finish deactivating within {:?} (a long turn, or \
+                     the app is slow to answer); {advice}",
+                    self.config.shutdown_grace
+                ))
+            })?;
+        Ok(ended > 0)
     }
 }
 

@@ -14,15 +14,18 @@
 //! - `capacity`: deactivating the actors idle longest past
 //!   `--max-activations`.
 //! - `events`: the activation log the single-activation checker reads.
-//! - `purge`: an operator's erasure of everything stored for an actor,
-//!   its activation held off meanwhile.
+//! - `purge`: an operator's erasure of everything stored for an actor;
+//!   `edit_state`: an operator's repair of some of its state keys; both
+//!   hold the actor unloaded meanwhile (`held_actor`, `hold`).
 
 mod activate;
 mod capacity;
 mod drain;
+pub(crate) mod edit_state;
 pub(crate) mod events;
+mod held_actor;
+pub(crate) mod hold;
 pub(crate) mod purge;
-pub(crate) mod purge_gate;
 mod sweep;
 pub(crate) mod waves;
 

@@ -4,9 +4,9 @@
 //! back after the store forgot it.
 //!
 //! The order is what makes it safe:
-//! 1. the actor's gate closes: a worker leaves an activation of it unloaded
-//!    (its calls wait in the mailbox), and durable tells are not sequenced
-//!    (they wait too, unacknowledged);
+//! 1. the actor is held (`held_actor`): a worker leaves an activation of it
+//!    unloaded (its calls wait in the mailbox), and durable tells are not
+//!    sequenced (they wait too, unacknowledged);
 //! 2. its activation ends as an admin's deactivation does (the running turn
 //!    finishes, the app's hook runs, the state is flushed);
 //! 3. with every store write held off (the flusher's write lock), whatever
@@ -15,27 +15,20 @@
 //!    removes the actor's records in one fenced, atomic purge;
 //! 4. its reminders and alarm are deleted through the scheduler, which
 //!    forgets the ones it loaded, and the firings that queued behind the
-//!    gate (reminders, alarm, timers) are dropped;
-//! 5. the gate opens and the calls that waited activate the actor afresh,
+//!    hold (reminders, alarm, timers) are dropped;
+//! 5. the hold ends and the calls that waited activate the actor afresh,
 //!    on empty state.
 //!
 //! So a call is answered either before the purge (its effects are erased)
 //! or after it (it sees none of what was there).
 
-use std::sync::Arc;
-
-use tokio::time::Instant;
 use tracing::info;
-use troupe_placement::OwnerEpoch;
 use troupe_storage::PurgedActor;
 
-use super::drain::Scope;
-use crate::error::{CallError, Unavailable};
-use crate::routing::Route;
+use crate::error::CallError;
 use crate::runtime::Runtime;
 use crate::schedule::ALARM_NAME;
-use crate::shared::Shared;
-use crate::types::{ActorId, DeactivateReason, TurnKind};
+use crate::types::{ActorId, TurnKind};
 
 /// Reminders listed per page while they are deleted.
 const REMINDER_PAGE: usize = 256;
@@ -51,25 +44,6 @@ pub struct Purged {
     pub reminders: u64,
 }
 
-/// Holds the actor's gate closed; opening it (however the purge ends, a
-/// cancelled request included) lets the calls that waited activate it.
-struct Gate {
-    shared: Arc<Shared>,
-    actor: ActorId,
-}
-
-impl Drop for Gate {
-    fn drop(&mut self) {
-        self.shared.purges.end(&self.actor);
-        if let Some(act) = self.shared.directory.get(&self.actor) {
-            let wake = act.inner.lock().claim_wake();
-            if wake {
-                self.shared.schedule(act);
-            }
-        }
-    }
-}
-
 impl Runtime {
     /// Removes everything stored for `actor` — state, inbox, dead letters,
     /// call records, reminders and alarm — after ending its activation;
@@ -77,62 +51,12 @@ impl Runtime {
     /// daemon that owns the actor purges it.
     pub async fn purge_actor(&self, actor: &ActorId) -> Result<Purged, CallError> {
         let shared = &self.shared;
-        let epoch = match shared.route(actor)? {
-            Route::Local => match shared.placement.epoch(&actor.ty, &actor.id) {
-                OwnerEpoch::Unfenced => None,
-                OwnerEpoch::Owned(epoch) => Some(epoch),
-                OwnerEpoch::NotOwned => {
-                    return Err(Unavailable::Moving {
-                        actor: actor.clone(),
-                    }
-                    .into())
-                }
-            },
-            Route::Remote(peer) => {
-                return Err(Unavailable::NotOwner {
-                    actor: actor.clone(),
-                    node: peer.node,
-                    address: peer.address,
-                }
-                .into())
-            }
-            Route::Wait => {
-                return Err(Unavailable::Moving {
-                    actor: actor.clone(),
-                }
-                .into())
-            }
-        };
-        if !shared.purges.begin(actor) {
-            return Err(CallError::FailedPrecondition(format!(
-                "actor {actor} is being purged already; wait for that purge to finish"
-            )));
-        }
-        let _gate = Gate {
-            shared: shared.clone(),
-            actor: actor.clone(),
-        };
-        let was_active = match shared.directory.get(actor) {
-            Some(act) => {
-                let deadline = Instant::now() + shared.config.shutdown_grace;
-                let ended = shared
-                    .drain(Scope::One(act), DeactivateReason::Admin, deadline)
-                    .await
-                    .map_err(|_| {
-                        CallError::DeadlineExceeded(format!(
-                            "actor {actor} did not finish deactivating within {:?} (a long \
-                             turn, or the app is slow to answer), so nothing was purged; retry",
-                            shared.config.shutdown_grace
-                        ))
-                    })?;
-                ended > 0
-            }
-            None => false,
-        };
+        let held = self.hold_owned_actor(actor, "purged").await?;
+        let was_active = held.was_active;
         let left = shared.directory.get(actor);
-        let stored = shared
+        shared
             .flusher
-            .purge_actor(actor, left.as_ref(), epoch, |inner| {
+            .settle_held(left.as_ref(), |inner| {
                 for (seq, retrying) in inner.mailbox.drop_stored_tells() {
                     if retrying {
                         shared.retry_given_up(actor, seq);
@@ -142,6 +66,7 @@ impl Runtime {
                 shared.records.forget(actor);
             })
             .await?;
+        let stored = shared.flusher.purge_stored(actor, held.epoch).await?;
         let reminders = self.delete_reminders_of(actor).await?;
         let dropped_firings = self.drop_waiting_firings(actor);
         info!(
@@ -163,7 +88,7 @@ impl Runtime {
     }
 
     /// Fails the reminder, alarm and timer firings that queued behind the
-    /// gate, before it opens: they carry payloads from before the purge and
+    /// hold, before it ends: they carry payloads from before the purge and
     /// would otherwise run first on the emptied actor (their schedules are
     /// deleted, so the scheduler records nothing for them). How many.
     fn drop_waiting_firings(&self, actor: &ActorId) -> usize {

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use troupe_placement::SingleNode;
 use troupe_runtime::{
-    ActorId, CallError, FnHost, MissedFirings, Payload, ReminderSpec, RetryPolicy, Runtime,
-    RuntimeConfig, TurnOutcome, TurnRequest, TypeSpec,
+    ActorId, Call, CallError, FnHost, MissedFirings, Payload, ReminderSpec, RetryPolicy, Runtime,
+    RuntimeConfig, StateChange, TurnOutcome, TurnRequest, TypeSpec,
 };
 use troupe_storage::{
     ActorWrite, Epoch, FencedActor, MemoryReminders, MemoryStore, ReminderStore, StateStore,
@@ -96,6 +96,9 @@ pub struct HookedStore {
     pub inner: MemoryStore,
     before: BeforeWrite,
     purge_pause: Option<PurgePause>,
+    /// Held at the next state read (`load`) once armed; it disarms as it
+    /// holds one.
+    pub load_pause: Option<(PurgePause, Arc<std::sync::atomic::AtomicBool>)>,
     /// Every call record a batch carried, failed or not: its key and
     /// whether the store was told it is new (`CallRecord::new_key`).
     pub records_sent: parking_lot::Mutex<Vec<(String, bool)>>,
@@ -107,6 +110,7 @@ impl HookedStore {
             inner: MemoryStore::new(),
             before,
             purge_pause: None,
+            load_pause: None,
             records_sent: parking_lot::Mutex::default(),
         }
     }
@@ -133,6 +137,12 @@ impl StateStore for HookedStore {
     }
 
     async fn load(&self, actor_type: &str, actor_id: &str) -> Result<StoredState, StoreError> {
+        if let Some((pause, armed)) = &self.load_pause {
+            if armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                pause.reached.notify_one();
+                pause.release.notified().await;
+            }
+        }
         self.inner.load(actor_type, actor_id).await
     }
 
@@ -294,4 +304,35 @@ pub async fn until_waiting(rt: &Runtime, actor: &ActorId, count: usize) -> Resul
     })
     .await
     .map_err(|_| CallError::Internal(format!("{count} turns never waited in {actor}'s mailbox")))
+}
+
+/// A counter in key "n"; method `mark` also sets key "marked".
+pub fn marking_counter(_: &ActorId, turn: TurnRequest) -> TurnOutcome {
+    let n: u64 = turn
+        .state
+        .get("n")
+        .and_then(|b| std::str::from_utf8(b).ok()?.parse().ok())
+        .unwrap_or(0);
+    let next = (n + 1).to_string();
+    let mut changes = vec![StateChange::set("n", next.clone())];
+    if &*turn.name == "mark" {
+        changes.push(StateChange::set("marked", "yes"));
+    }
+    TurnOutcome {
+        result: Ok(Payload::json(next)),
+        changes,
+    }
+}
+
+/// Calls `method` of `actor` without arguments, in a task of its own.
+pub fn spawn_call(
+    rt: &Runtime,
+    actor: &ActorId,
+    method: &str,
+) -> tokio::task::JoinHandle<Result<Payload, CallError>> {
+    let (rt, call) = (
+        rt.clone(),
+        Call::new(actor.clone(), method, Payload::default()),
+    );
+    tokio::spawn(async move { rt.invoke(call).await })
 }

@@ -1,6 +1,6 @@
 //! The audit trail: one `troupe::audit` event for each admin call that
-//! changes something (deactivate, purge, re-drive, drop, backup, moving a
-//! test clock), saying what was done to what, by which credential from
+//! changes something (deactivate, purge, state edit, re-drive, drop,
+//! backup, moving a test clock), saying what was done to what, by which credential from
 //! which address, and how it ended. Reads are not audited: they change
 //! nothing, and a dashboard polling them would bury the changes.
 //!
@@ -79,6 +79,28 @@ pub(super) fn actor(actor: Option<&pb::ActorRef>) -> String {
         || "(no actor)".to_owned(),
         |a| format!("{}/{}", a.r#type, a.id),
     )
+}
+
+/// A state edit: its actor and the keys it sets and deletes, never their
+/// values (state may hold what a log must not).
+pub(super) fn edited_keys(edit: &pb::EditActorStateRequest) -> String {
+    let keys = |set: bool| {
+        edit.changes
+            .iter()
+            .filter(|c| matches!(c.op, Some(pb::state_change::Op::Set(_))) == set)
+            .map(|c| troupe_runtime::validate::abridged(&c.key, 64))
+            .collect::<Vec<_>>()
+    };
+    let mut subject = actor(edit.actor.as_ref());
+    for (verb, keys) in [("set", keys(true)), ("delete", keys(false))] {
+        if !keys.is_empty() {
+            subject.push_str(&format!(
+                " {verb} {}",
+                troupe_runtime::validate::abridged_list(&keys, 8)
+            ));
+        }
+    }
+    subject
 }
 
 /// A dead letter: its actor and sequence number.

@@ -49,6 +49,39 @@ impl AdminApi {
         }))
     }
 
+    pub(super) async fn edit_state(
+        &self,
+        request: Request<pb::EditActorStateRequest>,
+    ) -> Result<Response<pb::EditActorStateResponse>, Status> {
+        let (metadata, _, message) = request.into_parts();
+        let actor = convert::actor_id(message.actor.clone())?;
+        if let Some(mut owner) = self.remote(&actor, &metadata)? {
+            let answer = owner.client.edit_actor_state(owner.request(message)).await;
+            return owner.answer(answer).map(Response::new);
+        }
+        let changes = convert::state_changes(message.changes)?;
+        let expect = convert::state_changes(message.expect)?;
+        let edited = self
+            .runtime
+            .edit_actor_state(&actor, &changes, &expect)
+            .await
+            .map_err(status_of)?;
+        Ok(Response::new(pb::EditActorStateResponse {
+            was_active: edited.was_active,
+            before: edited
+                .before
+                .into_iter()
+                .map(|change| pb::StateChange {
+                    key: change.key,
+                    op: Some(match change.value {
+                        Some(value) => pb::state_change::Op::Set(value),
+                        None => pb::state_change::Op::Delete(true),
+                    }),
+                })
+                .collect(),
+        }))
+    }
+
     pub(super) async fn move_clock(
         &self,
         request: Request<pb::AdvanceClockRequest>,

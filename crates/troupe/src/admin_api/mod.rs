@@ -373,6 +373,15 @@ impl pb::admin_server::Admin for AdminApi {
         audit.after(self.purge(request).await)
     }
 
+    async fn edit_actor_state(
+        &self,
+        request: Request<pb::EditActorStateRequest>,
+    ) -> Result<Response<pb::EditActorStateResponse>, Status> {
+        let subject = audit::edited_keys(request.get_ref());
+        let audit = Audit::of("edit state", &request, subject);
+        audit.after(self.edit_state(request).await)
+    }
+
     async fn advance_clock(
         &self,
         request: Request<pb::AdvanceClockRequest>,

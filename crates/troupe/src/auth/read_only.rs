@@ -136,6 +136,7 @@ mod tests {
         const CHANGES: &[&str] = &[
             "/troupe.v1.Admin/DeactivateActor",
             "/troupe.v1.Admin/PurgeActor",
+            "/troupe.v1.Admin/EditActorState",
             "/troupe.v1.Admin/AdvanceClock",
             "/troupe.v1.Admin/RedriveDeadLetter",
             "/troupe.v1.Admin/DropDeadLetter",

@@ -99,6 +99,7 @@ fn status_without_pushback(error: CallError) -> Status {
         e @ CallError::TurnTimedOut { .. } => Status::deadline_exceeded(e.to_string()),
         CallError::FailedPrecondition(m) => Status::failed_precondition(m),
         e @ CallError::ChainRefused(_) => Status::failed_precondition(e.to_string()),
+        CallError::Conflict(m) => Status::aborted(m),
         CallError::NotFound(m) => Status::not_found(m),
         CallError::Internal(m) => Status::internal(m),
         CallError::Actor(failure) => {

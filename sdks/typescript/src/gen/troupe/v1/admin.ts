@@ -21,7 +21,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import { Reminder } from "./client.js";
-import { ActorRef, Payload, StateMode } from "./common.js";
+import { ActorRef, Payload, StateChange, StateMode } from "./common.js";
 
 export const protobufPackage = "troupe.v1";
 
@@ -492,6 +492,35 @@ export interface PurgeActorResponse {
   callRecords: bigint;
   /** Reminders, the alarm among them. */
   reminders: bigint;
+}
+
+export interface EditActorStateRequest {
+  actor?:
+    | ActorRef
+    | undefined;
+  /**
+   * `set` writes the key's value (the SDKs store JSON text), `delete`
+   * removes it. Each key at most once.
+   */
+  changes: StateChange[];
+  /**
+   * What the edit assumes, checked as it applies (compare-and-set): each
+   * key holds exactly this value (`set`) or is absent (`delete`), else
+   * nothing changes and the answer is ABORTED. Any keys, edited or not,
+   * each at most once; a response's `before` fits here as it is.
+   */
+  expect: StateChange[];
+}
+
+/** What the edit replaced. */
+export interface EditActorStateResponse {
+  /** Whether the actor was active (its app saw a deactivation). */
+  wasActive: boolean;
+  /**
+   * Each edited key as it was before the edit, in the request's order:
+   * `set` with its old value, or `delete` when the actor did not have it.
+   */
+  before: StateChange[];
 }
 
 export interface AdvanceClockRequest {
@@ -3995,6 +4024,154 @@ export const PurgeActorResponse: MessageFns<PurgeActorResponse> = {
   },
 };
 
+function createBaseEditActorStateRequest(): EditActorStateRequest {
+  return { actor: undefined, changes: [], expect: [] };
+}
+
+export const EditActorStateRequest: MessageFns<EditActorStateRequest> = {
+  encode(message: EditActorStateRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    for (const v of message.changes) {
+      StateChange.encode(v!, writer.uint32(18).fork()).join();
+    }
+    for (const v of message.expect) {
+      StateChange.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EditActorStateRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEditActorStateRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.changes.push(StateChange.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.expect.push(StateChange.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EditActorStateRequest>, I>>(base?: I): EditActorStateRequest {
+    return EditActorStateRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EditActorStateRequest>, I>>(object: I): EditActorStateRequest {
+    const message = createBaseEditActorStateRequest();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    message.changes = object.changes?.map((e) => StateChange.fromPartial(e)) || [];
+    message.expect = object.expect?.map((e) => StateChange.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseEditActorStateResponse(): EditActorStateResponse {
+  return { wasActive: false, before: [] };
+}
+
+export const EditActorStateResponse: MessageFns<EditActorStateResponse> = {
+  encode(message: EditActorStateResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.wasActive !== false) {
+      writer.uint32(8).bool(message.wasActive);
+    }
+    for (const v of message.before) {
+      StateChange.encode(v!, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EditActorStateResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEditActorStateResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.wasActive = reader.bool();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.before.push(StateChange.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EditActorStateResponse>, I>>(base?: I): EditActorStateResponse {
+    return EditActorStateResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EditActorStateResponse>, I>>(object: I): EditActorStateResponse {
+    const message = createBaseEditActorStateResponse();
+    message.wasActive = object.wasActive ?? false;
+    message.before = object.before?.map((e) => StateChange.fromPartial(e)) || [];
+    return message;
+  },
+};
+
 function createBaseAdvanceClockRequest(): AdvanceClockRequest {
   return { by: "" };
 }
@@ -5025,6 +5202,28 @@ export const AdminService = {
     responseDeserialize: (value: Buffer): PurgeActorResponse => PurgeActorResponse.decode(value),
   },
   /**
+   * An operator's repair of an actor's state: sets or deletes the given keys,
+   * leaving the others as they are. Ends the actor's activation first as
+   * DeactivateActor does (the app's copy of the state would otherwise go
+   * stale), so the next call activates it on the edited state; calls that
+   * arrive meanwhile wait. All the changes apply or none. Answered by the
+   * actor's owner (another daemon passes the request on). INVALID_ARGUMENT
+   * for no changes, a key named twice, a bad key or a value over the payload
+   * limit; FAILED_PRECONDITION while a purge or another edit of it runs;
+   * ABORTED when an expectation does not hold (nothing changed).
+   */
+  editActorState: {
+    path: "/troupe.v1.Admin/EditActorState" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: EditActorStateRequest): Buffer =>
+      Buffer.from(EditActorStateRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): EditActorStateRequest => EditActorStateRequest.decode(value),
+    responseSerialize: (value: EditActorStateResponse): Buffer =>
+      Buffer.from(EditActorStateResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): EditActorStateResponse => EditActorStateResponse.decode(value),
+  },
+  /**
    * Tests only: moves the daemon's scheduling time forward by `by`, firing
    * every reminder, alarm and timer due on the way in due order, and answers
    * once everything due by the new time has run (docs/testing.md).
@@ -5139,6 +5338,18 @@ export interface AdminServer extends UntypedServiceImplementation {
    * request on). FAILED_PRECONDITION while another purge of it runs.
    */
   purgeActor: handleUnaryCall<PurgeActorRequest, PurgeActorResponse>;
+  /**
+   * An operator's repair of an actor's state: sets or deletes the given keys,
+   * leaving the others as they are. Ends the actor's activation first as
+   * DeactivateActor does (the app's copy of the state would otherwise go
+   * stale), so the next call activates it on the edited state; calls that
+   * arrive meanwhile wait. All the changes apply or none. Answered by the
+   * actor's owner (another daemon passes the request on). INVALID_ARGUMENT
+   * for no changes, a key named twice, a bad key or a value over the payload
+   * limit; FAILED_PRECONDITION while a purge or another edit of it runs;
+   * ABORTED when an expectation does not hold (nothing changed).
+   */
+  editActorState: handleUnaryCall<EditActorStateRequest, EditActorStateResponse>;
   /**
    * Tests only: moves the daemon's scheduling time forward by `by`, firing
    * every reminder, alarm and timer due on the way in due order, and answers
@@ -5284,6 +5495,32 @@ export interface AdminClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: PurgeActorResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * An operator's repair of an actor's state: sets or deletes the given keys,
+   * leaving the others as they are. Ends the actor's activation first as
+   * DeactivateActor does (the app's copy of the state would otherwise go
+   * stale), so the next call activates it on the edited state; calls that
+   * arrive meanwhile wait. All the changes apply or none. Answered by the
+   * actor's owner (another daemon passes the request on). INVALID_ARGUMENT
+   * for no changes, a key named twice, a bad key or a value over the payload
+   * limit; FAILED_PRECONDITION while a purge or another edit of it runs;
+   * ABORTED when an expectation does not hold (nothing changed).
+   */
+  editActorState(
+    request: EditActorStateRequest,
+    callback: (error: ServiceError | null, response: EditActorStateResponse) => void,
+  ): ClientUnaryCall;
+  editActorState(
+    request: EditActorStateRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: EditActorStateResponse) => void,
+  ): ClientUnaryCall;
+  editActorState(
+    request: EditActorStateRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: EditActorStateResponse) => void,
   ): ClientUnaryCall;
   /**
    * Tests only: moves the daemon's scheduling time forward by `by`, firing

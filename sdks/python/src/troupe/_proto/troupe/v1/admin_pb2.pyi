@@ -435,6 +435,24 @@ class PurgeActorResponse(_message.Message):
     reminders: int
     def __init__(self, was_active: bool = ..., state_keys: _Optional[int] = ..., inbox_entries: _Optional[int] = ..., dead_letters: _Optional[int] = ..., call_records: _Optional[int] = ..., reminders: _Optional[int] = ...) -> None: ...
 
+class EditActorStateRequest(_message.Message):
+    __slots__ = ("actor", "changes", "expect")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_FIELD_NUMBER: _ClassVar[int]
+    actor: _common_pb2.ActorRef
+    changes: _containers.RepeatedCompositeFieldContainer[_common_pb2.StateChange]
+    expect: _containers.RepeatedCompositeFieldContainer[_common_pb2.StateChange]
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ..., expect: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ...) -> None: ...
+
+class EditActorStateResponse(_message.Message):
+    __slots__ = ("was_active", "before")
+    WAS_ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    BEFORE_FIELD_NUMBER: _ClassVar[int]
+    was_active: bool
+    before: _containers.RepeatedCompositeFieldContainer[_common_pb2.StateChange]
+    def __init__(self, was_active: bool = ..., before: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ...) -> None: ...
+
 class AdvanceClockRequest(_message.Message):
     __slots__ = ("by",)
     BY_FIELD_NUMBER: _ClassVar[int]

@@ -64,6 +64,11 @@ class AdminStub(object):
                 request_serializer=troupe_dot_v1_dot_admin__pb2.PurgeActorRequest.SerializeToString,
                 response_deserializer=troupe_dot_v1_dot_admin__pb2.PurgeActorResponse.FromString,
                 _registered_method=True)
+        self.EditActorState = channel.unary_unary(
+                '/troupe.v1.Admin/EditActorState',
+                request_serializer=troupe_dot_v1_dot_admin__pb2.EditActorStateRequest.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_admin__pb2.EditActorStateResponse.FromString,
+                _registered_method=True)
         self.AdvanceClock = channel.unary_unary(
                 '/troupe.v1.Admin/AdvanceClock',
                 request_serializer=troupe_dot_v1_dot_admin__pb2.AdvanceClockRequest.SerializeToString,
@@ -142,6 +147,21 @@ class AdminServicer(object):
         records, reminders and alarm). Calls that arrive meanwhile wait and then
         find it empty. Answered by the actor's owner (another daemon passes the
         request on). FAILED_PRECONDITION while another purge of it runs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def EditActorState(self, request, context):
+        """An operator's repair of an actor's state: sets or deletes the given keys,
+        leaving the others as they are. Ends the actor's activation first as
+        DeactivateActor does (the app's copy of the state would otherwise go
+        stale), so the next call activates it on the edited state; calls that
+        arrive meanwhile wait. All the changes apply or none. Answered by the
+        actor's owner (another daemon passes the request on). INVALID_ARGUMENT
+        for no changes, a key named twice, a bad key or a value over the payload
+        limit; FAILED_PRECONDITION while a purge or another edit of it runs;
+        ABORTED when an expectation does not hold (nothing changed).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -236,6 +256,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.PurgeActor,
                     request_deserializer=troupe_dot_v1_dot_admin__pb2.PurgeActorRequest.FromString,
                     response_serializer=troupe_dot_v1_dot_admin__pb2.PurgeActorResponse.SerializeToString,
+            ),
+            'EditActorState': grpc.unary_unary_rpc_method_handler(
+                    servicer.EditActorState,
+                    request_deserializer=troupe_dot_v1_dot_admin__pb2.EditActorStateRequest.FromString,
+                    response_serializer=troupe_dot_v1_dot_admin__pb2.EditActorStateResponse.SerializeToString,
             ),
             'AdvanceClock': grpc.unary_unary_rpc_method_handler(
                     servicer.AdvanceClock,
@@ -430,6 +455,33 @@ class Admin(object):
             '/troupe.v1.Admin/PurgeActor',
             troupe_dot_v1_dot_admin__pb2.PurgeActorRequest.SerializeToString,
             troupe_dot_v1_dot_admin__pb2.PurgeActorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def EditActorState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/troupe.v1.Admin/EditActorState',
+            troupe_dot_v1_dot_admin__pb2.EditActorStateRequest.SerializeToString,
+            troupe_dot_v1_dot_admin__pb2.EditActorStateResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,4 +1,5 @@
-//! The gate of actors being purged (`lifecycle::purge`): the workers, the
+//! The actors held unloaded while an operator changes what is stored for
+//! them (`lifecycle::purge`, `lifecycle::edit_state`): the workers, the
 //! inbox scan and durable tells' sequencing ask it before they activate an
 //! actor or store a tell for it. A leaf, so `Shared` can hold it.
 
@@ -9,17 +10,17 @@ use parking_lot::Mutex;
 
 use crate::types::ActorId;
 
-/// The actors being purged, whose activations wait.
+/// The actors being purged or edited, whose activations wait.
 #[derive(Debug, Default)]
-pub(crate) struct Purges {
-    /// How many purges run: zero spares the activation path the lock.
+pub(crate) struct Holds {
+    /// How many holds there are: zero spares the activation path the lock.
     running: AtomicUsize,
     actors: Mutex<HashSet<ActorId>>,
 }
 
-impl Purges {
-    /// Whether `actor` is being purged: its activation must not start.
-    pub(crate) fn holds(&self, actor: &ActorId) -> bool {
+impl Holds {
+    /// Whether `actor` is held: its activation must not start.
+    pub(crate) fn contains(&self, actor: &ActorId) -> bool {
         self.running.load(Ordering::Acquire) != 0 && self.actors.lock().contains(actor)
     }
 

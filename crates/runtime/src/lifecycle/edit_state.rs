@@ -1,0 +1,124 @@
+//! Editing an actor's state: an operator's repair of some of its keys
+//! (`troupe state set|delete`), applied to the store while the actor is
+//! held unloaded (`held_actor`), so that the app's copy of the state, which
+//! would not see the edit, ends first and the next activation loads the
+//! edited state.
+//!
+//! The order: the actor is held and its activation ends (its running turn
+//! finishes, the app's hook runs); under the flusher's write lock what it
+//! left unwritten is written and its loaded state forgotten; the store
+//! applies the edit in one fenced, atomic write; the hold ends and the
+//! calls that waited activate the actor on the edited state. So a call sees
+//! the state either before the edit or after it, never a mix.
+
+use std::collections::HashSet;
+
+use tracing::info;
+
+use crate::error::CallError;
+use crate::runtime::Runtime;
+use crate::types::{ActorId, StateChange};
+use crate::validate;
+
+/// What an edit replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditedState {
+    /// Whether the actor was active here (its app saw a deactivation).
+    pub was_active: bool,
+    /// Each edited key as it was, in the edit's order (`value: None`: the
+    /// actor did not have it).
+    pub before: Vec<StateChange>,
+}
+
+impl Runtime {
+    /// Sets and deletes keys of `actor`'s stored state, all or none, after
+    /// ending its activation; calls that arrive meanwhile wait and then see
+    /// the edited state. Each of `expect` must hold as the edit applies (a
+    /// key with that value, or absent), else nothing changes:
+    /// [`CallError::Conflict`]. Only the daemon that owns the actor edits
+    /// it.
+    pub async fn edit_actor_state(
+        &self,
+        actor: &ActorId,
+        changes: &[StateChange],
+        expect: &[StateChange],
+    ) -> Result<EditedState, CallError> {
+        let limit = self.shared.config.max_payload_bytes;
+        if changes.is_empty() {
+            return Err(CallError::InvalidArgument(
+                "the edit names no state key; give at least one key to set or delete".into(),
+            ));
+        }
+        check_keys("the edit", changes, limit)?;
+        check_keys("the expectation", expect, limit)?;
+        let shared = &self.shared;
+        let held = self.hold_owned_actor(actor, "edited").await?;
+        let left = shared.directory.get(actor);
+        shared
+            .flusher
+            .settle_held(left.as_ref(), |inner| inner.forget_state())
+            .await?;
+        let before = shared
+            .flusher
+            .edit_stored(actor, held.epoch, changes, expect)
+            .await?;
+        info!(
+            actor = %actor,
+            was_active = held.was_active,
+            keys_set = changes.iter().filter(|c| c.value.is_some()).count(),
+            keys_deleted = changes.iter().filter(|c| c.value.is_none()).count(),
+            "edited actor state"
+        );
+        Ok(EditedState {
+            was_active: held.was_active,
+            before,
+        })
+    }
+}
+
+/// `what` (an edit, or what it expects) names each key once, each a valid
+/// key with a value within the payload limit.
+fn check_keys(what: &str, changes: &[StateChange], value_limit: usize) -> Result<(), CallError> {
+    let mut seen = HashSet::with_capacity(changes.len());
+    for change in changes {
+        validate::name("state key", &change.key)
+            .and_then(|()| {
+                validate::payload(change.value.as_ref().map_or(0, |v| v.len()), value_limit)
+            })
+            .map_err(|e| {
+                CallError::InvalidArgument(format!("{what} was refused, nothing changed: {e}"))
+            })?;
+        if !seen.insert(change.key.as_str()) {
+            return Err(CallError::InvalidArgument(format!(
+                "{what} names state key {:?} twice; name each key once",
+                change.key
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_edit_names_keys_once_within_the_limits() {
+        let ok = [StateChange::set("a", "1"), StateChange::delete("b")];
+        assert!(check_keys("the edit", &ok, 8).is_ok());
+        assert!(check_keys("the expectation", &[], 8).is_ok());
+        for bad in [
+            vec![StateChange::set("a", "1"), StateChange::delete("a")],
+            vec![StateChange::set("", "1")],
+            vec![StateChange::set("a", "123456789")],
+        ] {
+            assert!(
+                matches!(
+                    check_keys("the edit", &bad, 8),
+                    Err(CallError::InvalidArgument(_))
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+}
