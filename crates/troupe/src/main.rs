@@ -101,7 +101,7 @@ enum Command {
         #[command(flatten)]
         target: cli::Target,
     },
-    /// Read an actor's state.
+    /// Read an actor's state, or repair keys of it.
     State {
         #[command(subcommand)]
         command: StateCommand,
@@ -236,6 +236,31 @@ enum StateCommand {
         actor_type: String,
         id: String,
         key: Option<String>,
+        #[command(flatten)]
+        target: cli::Target,
+    },
+    /// Set one state key of an actor, as an operator's repair. The actor's
+    /// activation ends first; its next one loads the new value.
+    Set {
+        #[arg(value_name = "TYPE")]
+        actor_type: String,
+        id: String,
+        key: String,
+        #[command(flatten)]
+        value: cli::StateValue,
+        #[command(flatten)]
+        expect: cli::StateExpect,
+        #[command(flatten)]
+        target: cli::Target,
+    },
+    /// Delete state keys of an actor, all or none (a key it lacks is no
+    /// error). The actor's activation ends first.
+    Delete {
+        #[arg(value_name = "TYPE")]
+        actor_type: String,
+        id: String,
+        #[arg(required = true, value_name = "KEY")]
+        keys: Vec<String>,
         #[command(flatten)]
         target: cli::Target,
     },
@@ -442,15 +467,28 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
             delivery,
             target,
         } => cli::tell(&target, to, call, delivery).await,
-        Command::State {
-            command:
-                StateCommand::Get {
-                    actor_type,
-                    id,
-                    key,
-                    target,
-                },
-        } => cli::state_get(&target, actor_type, id, key).await,
+        Command::State { command } => match command {
+            StateCommand::Get {
+                actor_type,
+                id,
+                key,
+                target,
+            } => cli::state_get(&target, actor_type, id, key).await,
+            StateCommand::Set {
+                actor_type,
+                id,
+                key,
+                value,
+                expect,
+                target,
+            } => cli::state_set(&target, actor_type, id, key, value, expect).await,
+            StateCommand::Delete {
+                actor_type,
+                id,
+                keys,
+                target,
+            } => cli::state_delete(&target, actor_type, id, keys).await,
+        },
         Command::Actors { command } => match command {
             ActorsCommand::List {
                 actor_type,

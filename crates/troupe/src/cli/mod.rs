@@ -20,6 +20,7 @@ mod reminders;
 mod reminders_pause;
 mod reminders_set;
 pub(crate) mod render;
+mod state_edit;
 mod status;
 mod store_copy;
 mod tls;
@@ -46,6 +47,7 @@ pub use purge::actors_purge;
 pub use reminders::{reminders_delete, reminders_list, Scheduled};
 pub use reminders_pause::{reminders_pause, Paused};
 pub use reminders_set::{reminders_set, ReminderSet};
+pub use state_edit::{state_delete, state_set, StateExpect, StateValue};
 pub use status::status;
 pub use store_copy::store_copy;
 
@@ -133,7 +135,7 @@ pub fn exit_code(error: &anyhow::Error) -> ExitCode {
 }
 
 /// The exit code `error` carries: a client command's own, else `Other`.
-fn exit_of(error: &anyhow::Error) -> Exit {
+pub(super) fn exit_of(error: &anyhow::Error) -> Exit {
     error
         .chain()
         .find_map(|e| e.downcast_ref::<CliError>())
