@@ -164,3 +164,30 @@ async def test_a_paused_reminder_waits_for_resume_and_survives_a_set(troupe_env:
     await troupe_env.advance(timedelta(seconds=1))
     assert await troupe_env.state(KitBilling, "acme", "bills") == {"bills": 1}
     assert await client.pause_reminder("kit_billing", "acme", "nothing") is None
+
+
+@troupe.actor("kit_cart")
+class KitCart(troupe.Actor):
+    @troupe.method
+    async def add(self, sku: str) -> int:
+        items = dict(self.state.get("items", {}))
+        items[sku] = items.get(sku, 0) + 1
+        self.state["items"] = items
+        return sum(items.values())
+
+
+async def test_set_state_gives_an_actor_a_starting_point(troupe_env: TestEnv) -> None:
+    await troupe_env.host(KitCart)
+    await troupe_env.set_state(KitCart, "c1", {"items": {"apple": 2}, "note": "gift"})
+    assert await troupe_env.actor(KitCart, "c1").add("apple") == 3
+    # Active now: the app's copy of the state ends with its activation, and
+    # the next turn starts on the new state.
+    await troupe_env.set_state(KitCart, "c1", {"items": {}}, delete=["note"])
+    assert await troupe_env.actor(KitCart, "c1").add("pear") == 1
+    assert await troupe_env.state(KitCart, "c1") == {"items": {"pear": 1}}
+    with pytest.raises(TypeError, match="JSON-serialisable"):
+        await troupe_env.set_state(KitCart, "c1", {"bad": object()})
+    with pytest.raises(troupe.InvalidArgument, match="state key"):
+        await troupe_env.set_state(KitCart, "c1", {"": 1})
+    with pytest.raises(TypeError, match="values to store or keys to delete"):
+        await troupe_env.set_state(KitCart, "c1")

@@ -39,6 +39,8 @@ import { type Duration, toMillis } from "./duration.js";
 import type { CallFilter } from "./filters.js";
 import { TroupeError, fromRpcError } from "./errors.js";
 import { AdminClient, type AdvanceClockResponse } from "./gen/troupe/v1/admin.js";
+import type { StateChange } from "./gen/troupe/v1/common.js";
+import { encodeState } from "./payload.js";
 
 /** The line the daemon prints on stdout once it serves, with the bound address. */
 const ANNOUNCE = /^troupe listening on (\S+)/;
@@ -162,6 +164,26 @@ export class TestDaemon {
     });
   }
 
+  /**
+   * Store `values` (encoded) as keys of the actor's state and remove the keys
+   * in `remove` (`Admin.EditActorState`); an active actor is deactivated first.
+   */
+  editState(type: string, id: string, values: ReadonlyMap<string, Buffer>, remove: readonly string[]): Promise<void> {
+    const changes: StateChange[] = [
+      ...[...values].map(([key, value]): StateChange => ({ key, op: { $case: "set", value } })),
+      ...remove.map((key): StateChange => ({ key, op: { $case: "delete", value: true } })),
+    ];
+    return new Promise<void>((resolve, reject) => {
+      this.#admin.editActorState({ actor: { type, id }, changes, expect: [] }, (err: grpc.ServiceError | null) => {
+        if (err !== null) {
+          reject(fromRpcError(err, `setting the state of ${type}/${id}`));
+          return;
+        }
+        resolve();
+      });
+    });
+  }
+
   /** The daemon's scheduling time (flows with real time, jumps on {@link advance}). */
   async now(): Promise<Date> {
     return (await this.advance("0s")).now;
@@ -205,7 +227,7 @@ export interface HostOptions {
   filters?: readonly CallFilter[];
 }
 
-/** Host actors, call them, read their state and move the clock, on one {@link TestDaemon}. */
+/** Host actors, call them, read and set their state and move the clock, on one {@link TestDaemon}. */
 export class TestEnv {
   readonly daemon: TestDaemon;
   readonly client: Client;
@@ -247,6 +269,28 @@ export class TestEnv {
   state<S extends object = Record<string, unknown>>(typeOrClass: string | ActorClass, id: string, ...keys: string[]): Promise<Partial<S>> {
     const type = typeof typeOrClass === "string" ? typeOrClass : actorTypeName(typeOrClass);
     return this.client.getState<S>(type, id, keys);
+  }
+
+  /**
+   * Give an actor state without running a turn, as a test's starting point (a
+   * cart with items, a device that went silent a week ago): each of `values`
+   * is stored as the actor's own writes store it, the keys in `options.delete`
+   * go, other keys stay. An active actor is deactivated first, so its next
+   * turn starts on this state.
+   */
+  async setState(
+    typeOrClass: string | ActorClass,
+    id: string,
+    values: Readonly<Record<string, unknown>> = {},
+    options: { readonly delete?: readonly string[] } = {},
+  ): Promise<void> {
+    const type = typeof typeOrClass === "string" ? typeOrClass : actorTypeName(typeOrClass);
+    const encoded = new Map(Object.entries(values).map(([key, value]) => [key, encodeState(key, value)]));
+    const remove = options.delete ?? [];
+    if (encoded.size === 0 && remove.length === 0) {
+      throw new TypeError("setState needs values to store or keys to delete");
+    }
+    await this.daemon.editState(type, id, encoded, remove);
   }
 
   /**

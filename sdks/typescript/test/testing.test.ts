@@ -168,3 +168,34 @@ test("a paused reminder waits for resume and survives a set", async () => {
     await env.close();
   }
 });
+
+@actor("kit_cart")
+class KitCart extends Actor<{ items: Record<string, number>; note: string }> {
+  @method
+  add(sku: string): number {
+    const items = { ...this.state.get("items", {}) };
+    items[sku] = (items[sku] ?? 0) + 1;
+    this.state.set("items", items);
+    return Object.values(items).reduce((a, b) => a + b, 0);
+  }
+}
+
+test("setState gives an actor a starting point", async () => {
+  const env = new TestEnv(daemon, { ownsClock: false });
+  try {
+    await env.host(KitCart);
+    const id = TestEnv.uniqueId("c");
+    await env.setState(KitCart, id, { items: { apple: 2 }, note: "gift" });
+    assert.equal(await env.actor<KitCart>(KitCart, id).call("add", "apple"), 3);
+    // Active now: the app's copy of the state ends with its activation, and
+    // the next turn starts on the new state.
+    await env.setState(KitCart, id, { items: {} }, { delete: ["note"] });
+    assert.equal(await env.actor<KitCart>(KitCart, id).call("add", "pear"), 1);
+    assert.deepEqual(await env.state(KitCart, id), { items: { pear: 1 } });
+    await assert.rejects(env.setState(KitCart, id, { bad: 1n }), (err) => err instanceof TypeError && /JSON-serialisable/.test(err.message));
+    await assert.rejects(env.setState(KitCart, id, { "": 1 }), (err) => err instanceof InvalidArgument && /state key/.test(err.message));
+    await assert.rejects(env.setState(KitCart, id), (err) => err instanceof TypeError && /values to store or keys to delete/.test(err.message));
+  } finally {
+    await env.close();
+  }
+});

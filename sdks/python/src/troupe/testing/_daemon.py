@@ -17,7 +17,7 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,7 +29,7 @@ from .._address import open_channel
 from .._daemon import daemon_path
 from .._duration import DurationLike, to_millis
 from .._errors import TroupeError, from_rpc_error
-from .._proto.troupe.v1 import admin_pb2, admin_pb2_grpc
+from .._proto.troupe.v1 import admin_pb2, admin_pb2_grpc, common_pb2
 
 # The line the daemon prints on stdout once it serves, with the bound address.
 _ANNOUNCE = "troupe listening on "
@@ -144,6 +144,24 @@ class TestDaemon:
     async def now(self) -> datetime:
         """The daemon's scheduling time (moves with real time, and jumps on :meth:`advance`)."""
         return (await self._advance("0s")).now
+
+    async def edit_state(
+        self, actor_type: str, actor_id: str, values: Mapping[str, bytes], delete: Sequence[str]
+    ) -> None:
+        """Store ``values`` (encoded) as keys of the actor's state and remove the keys in
+        ``delete`` (``Admin.EditActorState``); an active actor is deactivated first."""
+        changes = [common_pb2.StateChange(key=k, set=v) for k, v in values.items()]
+        changes += [common_pb2.StateChange(key=k, delete=True) for k in delete]
+        async with open_channel(self.address) as channel:
+            stub = admin_pb2_grpc.AdminStub(channel)  # type: ignore[no-untyped-call]
+            try:
+                await stub.EditActorState(
+                    admin_pb2.EditActorStateRequest(
+                        actor=common_pb2.ActorRef(type=actor_type, id=actor_id), changes=changes
+                    )
+                )
+            except grpc.aio.AioRpcError as e:
+                raise from_rpc_error(e, f"setting the state of {actor_type}/{actor_id}") from None
 
     async def _advance(self, by: str) -> Advanced:
         async with open_channel(self.address) as channel:

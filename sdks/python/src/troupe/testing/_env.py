@@ -1,5 +1,5 @@
 """One test's view of a test daemon: apps hosting the actor classes under
-test in this process, a client, state reads, and the clock.
+test in this process, a client, state reads and writes, and the clock.
 
 A :class:`TestEnv` owns what it starts (apps, client) and stops it in
 :meth:`TestEnv.aclose`; the daemon is given to it, and whether the env may
@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, overload
 
 from .._actor import Actor, spec_of
 from .._app import App
 from .._client import Client
 from .._filters import CallFilter
+from .._payload import encode_state
 from .._proxy import A, ActorProxy
 from ._daemon import Advanced, Duration, TestDaemon, TestDaemonError
 
@@ -83,6 +84,23 @@ class TestEnv:
     ) -> dict[str, Any]:
         """The actor's state as stored (every key, or only ``keys``), without running a turn."""
         return await self.client.get_state(_type_name(actor_type), actor_id, keys)
+
+    async def set_state(
+        self,
+        actor_type: str | type[Actor],
+        actor_id: str,
+        values: Mapping[str, Any] | None = None,
+        *,
+        delete: Sequence[str] = (),
+    ) -> None:
+        """Give an actor state without running a turn, as a test's starting point (a cart
+        with items, a device that went silent a week ago): each of ``values`` is stored as
+        the actor's own writes store it, the keys in ``delete`` go, other keys stay. An
+        active actor is deactivated first, so its next turn starts on this state."""
+        encoded = {key: encode_state(key, value) for key, value in (values or {}).items()}
+        if not encoded and not delete:
+            raise TypeError("set_state needs values to store or keys to delete")
+        await self.daemon.edit_state(_type_name(actor_type), actor_id, encoded, delete)
 
     async def advance(self, by: Duration) -> Advanced:
         """Move the clock forward by ``by`` (seconds, a timedelta or "720h"): every reminder,
