@@ -76,6 +76,32 @@ async fn edits_replace_what_the_actor_held(store: TestStore) -> anyhow::Result<(
     let (_, err) = cli_against(&daemon, &["state", "set", TY, "p", "", "--data", "1"], 2).await?;
     assert!(err.contains("state key"), "{err}");
 
+    // A value as large as the daemon takes (--max-payload-bytes, 4 MiB by
+    // default) goes in through the admin API and comes back to the CLI as
+    // what the next edit replaced: neither side's message limit is the
+    // payload limit.
+    let big = format!("\"{}\"", "a".repeat(4 * 1024 * 1024 - 2));
+    daemon
+        .admin()
+        .await?
+        .edit_actor_state(pb::EditActorStateRequest {
+            actor: Some(actor(TY, "big")),
+            changes: vec![pb::StateChange {
+                key: "blob".into(),
+                op: Some(pb::state_change::Op::Set(big.clone().into())),
+            }],
+            expect: Vec::new(),
+        })
+        .await?;
+    let (out, _) = cli_against(&daemon, &["state", "delete", TY, "big", "blob"], 0).await?;
+    assert!(
+        out.contains("blob: \"aaaa"),
+        "{}",
+        &out[..out.len().min(200)]
+    );
+    let (out, _) = cli_against(&daemon, &["state", "get", TY, "big"], 0).await?;
+    assert_eq!(out, "log/big has no state\n");
+
     daemon.terminate().await?;
     drop(app);
     let (daemon, _app) = start(dir.path(), &args).await?;

@@ -339,7 +339,9 @@ pub async fn run_until(
                         tls: tls.clone(),
                         refusals,
                     }),
-                ),
+                )
+                // A state edit carries values up to --max-payload-bytes.
+                .max_decoding_message_size(limit),
                 admin_guard,
             ),
             stamp,

@@ -7,9 +7,7 @@ use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
 use super::render::{self, Table};
-use super::{actor_name, all_pages, connect, emit, emit_json, Output, Target};
-
-pub(super) type Admin = pb::admin_client::AdminClient<super::Authed>;
+use super::{actor_name, all_pages, connect, emit, emit_json, Admin, Output, Target};
 
 pub(super) fn actor_ref(ty: &str, id: &str) -> Option<pb::ActorRef> {
     Some(pb::ActorRef {
@@ -49,7 +47,7 @@ pub async fn actors_list(
     stored: bool,
 ) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
-    let admin = Admin::new(daemon.channel.clone());
+    let admin = daemon.admin();
     let ty = actor_type.unwrap_or_default();
     let of_type = if ty.is_empty() {
         String::new()
@@ -167,7 +165,7 @@ pub async fn actors_deactivate(
     id: String,
 ) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
-    let mut admin = Admin::new(daemon.channel.clone());
+    let mut admin = daemon.admin();
     let name = actor_name(&actor_type, &id);
     let request = daemon.request(format!("deactivate {name}"));
     let reply = admin

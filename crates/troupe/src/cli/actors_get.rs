@@ -3,13 +3,13 @@
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
-use super::actors::{actor_ref, Admin};
+use super::actors::actor_ref;
 use super::render::{self, Shown, Table};
 use super::{actor_name, connect, emit, emit_json, reminders, Output, Target};
 
 pub async fn actors_get(target: &Target, actor_type: String, id: String) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
-    let mut admin = Admin::new(daemon.channel.clone());
+    let mut admin = daemon.admin();
     let name = actor_name(&actor_type, &id);
     let request = daemon.request(format!("describe {name}"));
     let d = admin

@@ -90,7 +90,7 @@ async fn receive(
     shown: &str,
 ) -> anyhow::Result<pb::BackupSummary> {
     let daemon = connect(target).await?;
-    let mut client = pb::admin_client::AdminClient::new(daemon.channel.clone());
+    let mut client = daemon.admin();
     let request = daemon.request("back up the store");
     let mut stream = client
         .backup(pb::BackupRequest {})

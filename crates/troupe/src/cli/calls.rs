@@ -217,7 +217,7 @@ pub async fn invoke(target: &Target, to: MethodRef, call: CallArgs) -> anyhow::R
         ..Default::default()
     })?;
     let daemon = connect(target).await?;
-    let mut client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());
+    let mut client = daemon.actor_client();
     let request = daemon
         .request(format!("call {}", to.name()))
         .within(call.timeout);
@@ -291,7 +291,7 @@ pub async fn tell(
         ..Default::default()
     })?;
     let daemon = connect(target).await?;
-    let mut client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());
+    let mut client = daemon.actor_client();
     let request = daemon
         .request(format!("tell {}", to.name()))
         .within(call.timeout);
@@ -318,7 +318,7 @@ pub async fn state_get(
     key: Option<String>,
 ) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
-    let mut client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());
+    let mut client = daemon.actor_client();
     let name = actor_name(&actor_type, &id);
     let request = daemon.request(format!("read the state of {name}"));
     let reply = client

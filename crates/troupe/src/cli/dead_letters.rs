@@ -10,9 +10,9 @@ use troupe_proto::v1 as pb;
 
 use super::dead_letters_bulk::{change_all, Filter};
 use super::render::{self, Shown, Table};
-use super::{actor_name, all_pages, connect, emit, emit_json, fail, Daemon, Exit, Output, Target};
-
-pub(super) type Admin = pb::admin_client::AdminClient<super::Authed>;
+use super::{
+    actor_name, all_pages, connect, emit, emit_json, fail, Admin, Daemon, Exit, Output, Target,
+};
 
 #[derive(Debug, Subcommand)]
 pub enum DeadLettersCommand {
@@ -173,7 +173,7 @@ pub(super) async fn fetch(
     daemon: &Daemon,
     actor_type: Option<String>,
 ) -> anyhow::Result<Vec<pb::DeadLetter>> {
-    let admin = Admin::new(daemon.channel.clone());
+    let admin = daemon.admin();
     let ty = actor_type.unwrap_or_default();
     let what = match ty.as_str() {
         "" => "list dead letters".to_owned(),
@@ -240,7 +240,7 @@ async fn list(target: &Target, actor_type: Option<String>) -> anyhow::Result<()>
 
 async fn get(target: &Target, letter: &LetterArgs) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
-    let mut admin = Admin::new(daemon.channel.clone());
+    let mut admin = daemon.admin();
     let request = daemon.request(format!("show {}", letter.name()));
     let l = admin
         .get_dead_letter(letter.to_pb())
@@ -328,7 +328,7 @@ pub(super) async fn apply(
 
 async fn change(target: &Target, letter: &LetterArgs, change: Change) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
-    let mut admin = Admin::new(daemon.channel.clone());
+    let mut admin = daemon.admin();
     let request = daemon.request(format!("{} {}", change.verb(), letter.name()));
     apply(&mut admin, letter.to_pb(), change)
         .await

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tonic::{Code, Status};
 use troupe_proto::v1 as pb;
 
-use super::dead_letters::{apply, fetch, letter_name, Admin, Change};
+use super::dead_letters::{apply, fetch, letter_name, Change};
 use super::render::Table;
 use super::{connect, emit, emit_json, exit_of, fail, Daemon, Exit, Output, Target};
 
@@ -69,7 +69,7 @@ pub(super) async fn change_all(
         letters.retain(|l| &l.method == method);
     }
     let listed = letters.len();
-    let admin = Admin::new(daemon.channel.clone());
+    let admin = daemon.admin();
     let outcomes: Vec<(pb::DeadLetter, Outcome)> = stream::iter(by_actor(letters))
         .map(|letters| {
             let mut admin = admin.clone();

@@ -184,6 +184,26 @@ struct Daemon {
     addr: String,
 }
 
+/// The largest answer a command reads: a state, result or edit carries
+/// values up to the daemon's --max-payload-bytes, which may be raised well
+/// past gRPC's default 4 MiB.
+const RESPONSE_LIMIT: usize = 1024 * 1024 * 1024;
+
+/// The daemon's admin API, as every command calls it.
+type Admin = troupe_proto::v1::admin_client::AdminClient<Authed>;
+
+impl Daemon {
+    fn admin(&self) -> Admin {
+        troupe_proto::v1::admin_client::AdminClient::new(self.channel.clone())
+            .max_decoding_message_size(RESPONSE_LIMIT)
+    }
+
+    fn actor_client(&self) -> troupe_proto::v1::actor_client_client::ActorClientClient<Authed> {
+        troupe_proto::v1::actor_client_client::ActorClientClient::new(self.channel.clone())
+            .max_decoding_message_size(RESPONSE_LIMIT)
+    }
+}
+
 /// The token in TROUPE_API_TOKEN (the first, if it lists several), to send.
 fn api_token() -> anyhow::Result<BearerToken> {
     BearerToken::api_from_env().map_err(|e| fail(Exit::Usage, e.to_string()))

@@ -5,7 +5,7 @@
 use serde_json::json;
 use troupe_proto::v1 as pb;
 
-use super::actors::{actor_ref, Admin};
+use super::actors::actor_ref;
 use super::{actor_name, connect, emit, emit_json, fail, Exit, Output, Target};
 
 pub async fn actors_purge(
@@ -26,7 +26,7 @@ pub async fn actors_purge(
         ));
     }
     let daemon = connect(target).await?;
-    let mut admin = Admin::new(daemon.channel.clone());
+    let mut admin = daemon.admin();
     let request = daemon.request(format!("purge {name}"));
     let reply = admin
         .purge_actor(pb::PurgeActorRequest {

@@ -38,7 +38,7 @@ pub(super) async fn fetch(
     actor_type: Option<&str>,
     actor_id: Option<&str>,
 ) -> anyhow::Result<Vec<pb::Reminder>> {
-    let client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());
+    let client = daemon.actor_client();
     let request = daemon.request("list reminders");
     let (ty, id) = (
         actor_type.unwrap_or_default().to_owned(),
@@ -204,7 +204,7 @@ pub async fn reminders_delete(target: &Target, which: Scheduled) -> anyhow::Resu
         .map(str::to_owned);
     let Scheduled { actor_type, id, .. } = which;
     let daemon = connect(target).await?;
-    let mut client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());
+    let mut client = daemon.actor_client();
     let actor = Some(pb::ActorRef {
         r#type: actor_type.clone(),
         id: id.clone(),

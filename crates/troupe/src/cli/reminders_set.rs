@@ -114,7 +114,7 @@ pub async fn reminders_set(target: &Target, set: ReminderSet) -> anyhow::Result<
     let payload = set.payload()?;
     let name = actor_name(actor_type, id);
     let daemon = connect(target).await?;
-    let mut client = pb::actor_client_client::ActorClientClient::new(daemon.channel.clone());
+    let mut client = daemon.actor_client();
     let answer = match reminder {
         Some(reminder) => {
             let request = daemon.request(format!("set the reminder {reminder:?} of {name}"));

@@ -8,7 +8,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
-use super::actors::{actor_ref, Admin};
+use super::actors::actor_ref;
 use super::render::Shown;
 use super::{actor_name, connect, emit, emit_json, fail, Exit, Output, Target};
 
@@ -134,7 +134,7 @@ async fn edit(
 ) -> anyhow::Result<()> {
     let name = actor_name(&actor_type, &id);
     let daemon = connect(target).await?;
-    let mut admin = Admin::new(daemon.channel.clone());
+    let mut admin = daemon.admin();
     let request = daemon.request(format!("edit the state of {name}"));
     let reply = admin
         .edit_actor_state(pb::EditActorStateRequest {
