@@ -31,6 +31,74 @@ async fn set_log(
     Ok(err)
 }
 
+/// `troupe state edit` with `script` as the editor, on log/p's key "log".
+async fn edit_with(
+    daemon: &Daemon,
+    dir: &std::path::Path,
+    script: &str,
+    code: i32,
+) -> anyhow::Result<(String, String)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let editor = dir.join("editor.sh");
+    std::fs::write(&editor, format!("#!/bin/sh\nset -e\n{script}\n"))?;
+    std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755))?;
+    let addr = daemon.addr.to_string();
+    let editor = editor.display().to_string();
+    let args = ["state", "edit", TY, "p", "log", "--addr", &addr];
+    let (status, out, err) = run_cli_env(&args, &[("VISUAL", ""), ("EDITOR", &editor)]).await?;
+    anyhow::ensure!(
+        status.code() == Some(code),
+        "state edit exited {status}, expected {code}\nstdout:\n{out}\nstderr:\n{err}"
+    );
+    Ok((out, err))
+}
+
+/// The editor flow: what is saved is written back only if the key still
+/// holds what was opened.
+async fn in_editor(daemon: &Daemon, dir: &std::path::Path) -> anyhow::Result<()> {
+    // The editor sees the value pretty-printed; a saved change lands.
+    let (out, _) = edit_with(daemon, dir, r#"sed -i 's/^  5,$/  50,/' "$1""#, 0).await?;
+    assert_eq!(
+        out,
+        "edited log/p (it was active: its app saw a deactivation)\n  log: [5,4] → [50,4]\n"
+    );
+    // Saved unchanged, or emptied: nothing is sent.
+    let (out, _) = edit_with(daemon, dir, "true", 0).await?;
+    assert_eq!(out, "no change to \"log\" of log/p\n");
+    let (out, _) = edit_with(daemon, dir, r#": > "$1""#, 0).await?;
+    assert!(
+        out.starts_with("the file was left empty: nothing changed"),
+        "{out}"
+    );
+    // Not JSON: refused, the text kept for another try.
+    let (_, err) = edit_with(daemon, dir, r#"echo '[oops' > "$1""#, 2).await?;
+    let kept = err.rsplit("kept in ").next().unwrap_or_default().trim();
+    assert_eq!(std::fs::read_to_string(kept)?, "[oops\n", "{err}");
+    std::fs::remove_file(kept)?;
+    // Changed by someone else while the editor was open: not overwritten.
+    let troupe = troupe_bin().display().to_string();
+    let meanwhile = format!(
+        r#"{troupe} state set {TY} p log --data '[1]' --addr {} >/dev/null
+sed -i 's/50/51/' "$1""#,
+        daemon.addr
+    );
+    let (_, err) = edit_with(daemon, dir, &meanwhile, 6).await?;
+    assert!(err.contains("not what the edit expects"), "{err}");
+    let (_, err) = edit_with(daemon, dir, "exit 3", 1).await?;
+    assert!(
+        err.contains("exited with") && err.contains("nothing changed"),
+        "{err}"
+    );
+    // Back to what the test expects of log/p from here on.
+    cli_against(
+        daemon,
+        &["state", "set", TY, "p", "log", "--data", "[5,4]"],
+        0,
+    )
+    .await?;
+    Ok(())
+}
+
 async fn edits_replace_what_the_actor_held(store: TestStore) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let args = restart_args(&store);
@@ -75,6 +143,8 @@ async fn edits_replace_what_the_actor_held(store: TestStore) -> anyhow::Result<(
     assert!(err.contains("twice"), "{err}");
     let (_, err) = cli_against(&daemon, &["state", "set", TY, "p", "", "--data", "1"], 2).await?;
     assert!(err.contains("state key"), "{err}");
+
+    in_editor(&daemon, dir.path()).await?;
 
     // A value as large as the daemon takes (--max-payload-bytes, 4 MiB by
     // default) goes in through the admin API and comes back to the CLI as

@@ -253,6 +253,16 @@ enum StateCommand {
         #[command(flatten)]
         target: cli::Target,
     },
+    /// Open one state key's value in $VISUAL/$EDITOR, then write it back
+    /// if the key still holds what was opened.
+    Edit {
+        #[arg(value_name = "TYPE")]
+        actor_type: String,
+        id: String,
+        key: String,
+        #[command(flatten)]
+        target: cli::Target,
+    },
     /// Delete state keys of an actor, all or none (a key it lacks is no
     /// error). The actor's activation ends first.
     Delete {
@@ -482,6 +492,12 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
                 expect,
                 target,
             } => cli::state_set(&target, actor_type, id, key, value, expect).await,
+            StateCommand::Edit {
+                actor_type,
+                id,
+                key,
+                target,
+            } => cli::state_in_editor(&target, actor_type, id, key).await,
             StateCommand::Delete {
                 actor_type,
                 id,

@@ -21,6 +21,7 @@ mod reminders_pause;
 mod reminders_set;
 pub(crate) mod render;
 mod state_edit;
+mod state_in_editor;
 mod status;
 mod store_copy;
 mod tls;
@@ -48,6 +49,7 @@ pub use reminders::{reminders_delete, reminders_list, Scheduled};
 pub use reminders_pause::{reminders_pause, Paused};
 pub use reminders_set::{reminders_set, ReminderSet};
 pub use state_edit::{state_delete, state_set, StateExpect, StateValue};
+pub use state_in_editor::state_in_editor;
 pub use status::status;
 pub use store_copy::store_copy;
 

@@ -10,7 +10,7 @@ use troupe_proto::v1 as pb;
 
 use super::actors::actor_ref;
 use super::render::Shown;
-use super::{actor_name, connect, emit, emit_json, fail, Exit, Output, Target};
+use super::{actor_name, connect, emit, emit_json, fail, Daemon, Exit, Output, Target};
 
 /// Values longer than this show abridged in the table output.
 const SHOWN_CHARS: usize = 80;
@@ -106,7 +106,8 @@ pub async fn state_set(
         key,
         op: Some(pb::state_change::Op::Set(value.bytes()?.into())),
     };
-    edit(target, actor_type, id, vec![change], expect).await
+    let daemon = connect(target).await?;
+    edit(&daemon, target, actor_type, id, vec![change], expect).await
 }
 
 pub async fn state_delete(
@@ -122,10 +123,13 @@ pub async fn state_delete(
             op: Some(pb::state_change::Op::Delete(true)),
         })
         .collect();
-    edit(target, actor_type, id, changes, Vec::new()).await
+    let daemon = connect(target).await?;
+    edit(&daemon, target, actor_type, id, changes, Vec::new()).await
 }
 
-async fn edit(
+/// Sends the edit and prints each key before and after.
+pub(super) async fn edit(
+    daemon: &Daemon,
     target: &Target,
     actor_type: String,
     id: String,
@@ -133,7 +137,6 @@ async fn edit(
     expect: Vec<pb::StateChange>,
 ) -> anyhow::Result<()> {
     let name = actor_name(&actor_type, &id);
-    let daemon = connect(target).await?;
     let mut admin = daemon.admin();
     let request = daemon.request(format!("edit the state of {name}"));
     let reply = admin
