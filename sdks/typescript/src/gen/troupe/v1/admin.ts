@@ -506,8 +506,9 @@ export interface EditActorStateRequest {
   /**
    * What the edit assumes, checked as it applies (compare-and-set): each
    * key holds exactly this value (`set`) or is absent (`delete`), else
-   * nothing changes and the answer is ABORTED. Any keys, edited or not,
-   * each at most once; a response's `before` fits here as it is.
+   * nothing changes and the answer is ABORTED (the actor's activation has
+   * ended all the same: the check reads the settled store). Any keys, edited
+   * or not, each at most once; a response's `before` fits here as it is.
    */
   expect: StateChange[];
 }
