@@ -146,6 +146,19 @@ async fn edits_replace_what_the_actor_held(store: TestStore) -> anyhow::Result<(
 
     in_editor(&daemon, dir.path()).await?;
 
+    // A value past what a shell argument holds (128 KiB), from a file.
+    let file = dir.path().join("filed.json");
+    let filed: Vec<i64> = (0..60_000).collect();
+    std::fs::write(&file, serde_json::to_string(&filed)?)?;
+    let at_file = format!("@{}", file.display());
+    cli_against(
+        &daemon,
+        &["state", "set", TY, "filed", "log", "--data", &at_file],
+        0,
+    )
+    .await?;
+    assert_eq!(stored_log(&mut client, "filed").await?, filed);
+
     // A value as large as the daemon takes (--max-payload-bytes, 4 MiB by
     // default) goes in through the admin API and comes back to the CLI as
     // what the next edit replaced: neither side's message limit is the

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
+use super::json_arg::JsonArg;
 use super::render::{Shown, Table};
 use super::{actor_name, connect, emit, emit_json, fail, Exit, Output, Target};
 
@@ -106,23 +107,19 @@ impl CallArgs {
     /// actor: a typo in the shell should not cost a turn, and the message
     /// can show the expected shape.
     fn encode(&self) -> anyhow::Result<String> {
-        let (flag, text) = match (&self.data, &self.payload) {
+        let (flag, given) = match (&self.data, &self.payload) {
             (Some(data), _) => ("--data", data),
             (None, Some(payload)) => ("--payload", payload),
             (None, None) => return Ok(r#"{"args":[],"kwargs":{}}"#.to_owned()),
         };
-        let value = serde_json::from_str::<Value>(text).map_err(|e| {
-            fail(
-                Exit::Usage,
-                format!(
-                    "{flag} is not JSON ({e}): {text}\n  \
-                     pass keyword arguments as an object, e.g. --data '{{\"by\": 5}}', or \
-                     positional ones as an array, e.g. --data '[5]'"
-                ),
-            )
-        })?;
+        let arg = JsonArg::read(flag, given)?;
+        let value = arg.parse(
+            flag,
+            "pass keyword arguments as an object, e.g. --data '{\"by\": 5}', or positional \
+             ones as an array, e.g. --data '[5]' (or @FILE to read the JSON from a file)",
+        )?;
         if self.payload.is_some() {
-            return Ok(text.clone());
+            return Ok(arg.text);
         }
         // The Python client's `invoke(..., params)`: a dict is kwargs, a
         // list args; a lone value is the one argument a shell user means.

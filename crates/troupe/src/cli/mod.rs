@@ -14,6 +14,7 @@ mod cluster_actors;
 mod dead_letters;
 mod dead_letters_bulk;
 mod failure;
+mod json_arg;
 mod links;
 mod purge;
 mod reminders;

@@ -5,9 +5,9 @@
 //! checks what it could not tell apart (flags that contradict each other,
 //! `--data` that is not JSON).
 
-use serde_json::Value;
 use troupe_proto::v1 as pb;
 
+use super::json_arg::JsonArg;
 use super::reminders::{row_json, table, Scheduled};
 use super::{actor_name, connect, emit, emit_json, fail, Exit, Output, Target};
 
@@ -60,18 +60,14 @@ pub struct ReminderSet {
 impl ReminderSet {
     /// `--data` as the payload the handler decodes: the JSON value itself.
     fn payload(&self) -> anyhow::Result<Option<pb::Payload>> {
-        let Some(text) = &self.data else {
+        let Some(given) = &self.data else {
             return Ok(None);
         };
-        let value = serde_json::from_str::<Value>(text).map_err(|e| {
-            fail(
-                Exit::Usage,
-                format!(
-                    "--data is not JSON ({e}): {text}\n  give the value the handler gets, \
-                     e.g. --data '{{\"report\": \"daily\"}}' or --data '\"nightly\"'"
-                ),
-            )
-        })?;
+        let value = JsonArg::read("--data", given)?.parse(
+            "--data",
+            "give the value the handler gets, e.g. --data '{\"report\": \"daily\"}' or --data \
+             '\"nightly\"' (or @FILE to read it from a file)",
+        )?;
         Ok(Some(pb::Payload {
             data: value.to_string().into_bytes().into(),
             content_type: pb::ContentType::Json as i32,

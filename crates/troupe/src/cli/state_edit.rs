@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
 use super::actors::actor_ref;
+use super::json_arg::JsonArg;
 use super::render::Shown;
 use super::{actor_name, connect, emit, emit_json, fail, Daemon, Exit, Output, Target};
 
@@ -73,17 +74,14 @@ impl StateExpect {
     }
 }
 
-/// `text` as the SDKs store a JSON value: compact JSON text.
-fn json_bytes(flag: &str, text: &str) -> anyhow::Result<Vec<u8>> {
-    let value = serde_json::from_str::<Value>(text).map_err(|e| {
-        fail(
-            Exit::Usage,
-            format!(
-                "{flag} is not JSON ({e}): {text}\n  give the value as JSON, e.g. {flag} 5, \
-                 {flag} '\"text\"' or {flag} '{{\"items\": []}}'; raw bytes go in base64"
-            ),
-        )
-    })?;
+/// `given` (JSON, or @FILE) as the SDKs store a JSON value: compact JSON
+/// text.
+fn json_bytes(flag: &str, given: &str) -> anyhow::Result<Vec<u8>> {
+    let hint = format!(
+        "give the value as JSON, e.g. {flag} 5, {flag} '\"text\"' or {flag} '{{\"items\": \
+         []}}', or @FILE to read it from a file; raw bytes go in base64"
+    );
+    let value = JsonArg::read(flag, given)?.parse(flag, &hint)?;
     Ok(value.to_string().into_bytes())
 }
 
