@@ -1,7 +1,7 @@
 //! Input checks shared by every entry point (gRPC, in-process hosts).
 
 use crate::error::CallError;
-pub use crate::error::{abridged, abridged_list};
+pub use crate::error::{abridged, abridged_list, shortened};
 use crate::types::{CallExtra, StateChange};
 
 /// Upper bound for actor types, ids, method and state key names.
@@ -69,16 +69,21 @@ pub fn extra(extra: &CallExtra, limit: usize) -> Result<(), CallError> {
     Ok(())
 }
 
+/// Checks one state change: its key a valid name, its value within the
+/// payload limit.
+pub fn state_change(change: &StateChange, value_limit: usize) -> Result<(), CallError> {
+    name("state key", &change.key)
+        .and_then(|()| payload(change.value.as_ref().map_or(0, |v| v.len()), value_limit))
+}
+
 /// Checks the state changes a host returned for a turn.
 pub fn state_changes(changes: &[StateChange], value_limit: usize) -> Result<(), CallError> {
     for change in changes {
-        name("state key", &change.key)
-            .and_then(|()| payload(change.value.as_ref().map_or(0, |v| v.len()), value_limit))
-            .map_err(|e| {
-                CallError::InvalidArgument(format!(
-                    "the turn returned an invalid state change ({e}); its changes were discarded"
-                ))
-            })?;
+        state_change(change, value_limit).map_err(|e| {
+            CallError::InvalidArgument(format!(
+                "the turn returned an invalid state change ({e}); its changes were discarded"
+            ))
+        })?;
     }
     Ok(())
 }

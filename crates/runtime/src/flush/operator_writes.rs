@@ -116,12 +116,12 @@ fn check_expected(
 ) -> Result<(), CallError> {
     let differ: Vec<String> = expect
         .iter()
-        .filter(|e| stored.get(&e.key) != e.value.as_ref())
-        .map(|e| match (stored.get(&e.key), &e.value) {
-            (None, _) => format!("{:?} is absent", e.key),
-            (Some(held), None) => format!("{:?} holds a value ({})", e.key, size(held)),
+        .filter_map(|e| match (stored.get(&e.key), &e.value) {
+            (held, wanted) if held == wanted.as_ref() => None,
+            (None, _) => Some(format!("{:?} is absent", e.key)),
+            (Some(held), None) => Some(format!("{:?} holds a value ({})", e.key, size(held))),
             (Some(held), Some(_)) => {
-                format!("{:?} holds another value ({})", e.key, size(held))
+                Some(format!("{:?} holds another value ({})", e.key, size(held)))
             }
         })
         .collect();

@@ -81,13 +81,9 @@ impl Runtime {
 fn check_keys(what: &str, changes: &[StateChange], value_limit: usize) -> Result<(), CallError> {
     let mut seen = HashSet::with_capacity(changes.len());
     for change in changes {
-        validate::name("state key", &change.key)
-            .and_then(|()| {
-                validate::payload(change.value.as_ref().map_or(0, |v| v.len()), value_limit)
-            })
-            .map_err(|e| {
-                CallError::InvalidArgument(format!("{what} was refused, nothing changed: {e}"))
-            })?;
+        validate::state_change(change, value_limit).map_err(|e| {
+            CallError::InvalidArgument(format!("{what} was refused, nothing changed: {e}"))
+        })?;
         if !seen.insert(change.key.as_str()) {
             return Err(CallError::InvalidArgument(format!(
                 "{what} names state key {:?} twice; name each key once",

@@ -7,6 +7,7 @@
 use std::io::Read as _;
 
 use serde_json::Value;
+use troupe_runtime::validate::shortened;
 
 use super::{fail, Exit};
 
@@ -25,13 +26,9 @@ impl JsonArg {
     /// The text `given` for `flag`, read from where `@PATH` points.
     pub(super) fn read(flag: &str, given: &str) -> anyhow::Result<JsonArg> {
         let Some(path) = given.strip_prefix('@') else {
-            let shown = match given.char_indices().nth(SHOWN_CHARS) {
-                None => given.to_owned(),
-                Some((cut, _)) => format!("{}… ({} bytes)", &given[..cut], given.len()),
-            };
             return Ok(JsonArg {
                 text: given.to_owned(),
-                shown,
+                shown: shortened(given, SHOWN_CHARS).into_owned(),
             });
         };
         let unreadable = |e: std::io::Error, what: &str| {
