@@ -104,7 +104,7 @@ enum Command {
     /// Read an actor's state, or repair keys of it.
     State {
         #[command(subcommand)]
-        command: StateCommand,
+        command: cli::StateCommand,
     },
     /// Inspect actors: list, describe, deactivate.
     Actors {
@@ -225,54 +225,6 @@ enum ClusterCommand {
         actor_type: Option<String>,
         #[command(flatten)]
         target: cli::ClusterTarget,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-enum StateCommand {
-    /// Print an actor's state (all keys, or one; a missing key exits 4).
-    Get {
-        #[arg(value_name = "TYPE")]
-        actor_type: String,
-        id: String,
-        key: Option<String>,
-        #[command(flatten)]
-        target: cli::Target,
-    },
-    /// Set one state key of an actor, as an operator's repair. The actor's
-    /// activation ends first; its next one loads the new value.
-    Set {
-        #[arg(value_name = "TYPE")]
-        actor_type: String,
-        id: String,
-        key: String,
-        #[command(flatten)]
-        value: cli::StateValue,
-        #[command(flatten)]
-        expect: cli::StateExpect,
-        #[command(flatten)]
-        target: cli::Target,
-    },
-    /// Open one state key's value in $VISUAL/$EDITOR, then write it back
-    /// if the key still holds what was opened.
-    Edit {
-        #[arg(value_name = "TYPE")]
-        actor_type: String,
-        id: String,
-        key: String,
-        #[command(flatten)]
-        target: cli::Target,
-    },
-    /// Delete state keys of an actor, all or none (a key it lacks is no
-    /// error). The actor's activation ends first.
-    Delete {
-        #[arg(value_name = "TYPE")]
-        actor_type: String,
-        id: String,
-        #[arg(required = true, value_name = "KEY")]
-        keys: Vec<String>,
-        #[command(flatten)]
-        target: cli::Target,
     },
 }
 
@@ -477,34 +429,7 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
             delivery,
             target,
         } => cli::tell(&target, to, call, delivery).await,
-        Command::State { command } => match command {
-            StateCommand::Get {
-                actor_type,
-                id,
-                key,
-                target,
-            } => cli::state_get(&target, actor_type, id, key).await,
-            StateCommand::Set {
-                actor_type,
-                id,
-                key,
-                value,
-                expect,
-                target,
-            } => cli::state_set(&target, actor_type, id, key, value, expect).await,
-            StateCommand::Edit {
-                actor_type,
-                id,
-                key,
-                target,
-            } => cli::state_in_editor(&target, actor_type, id, key).await,
-            StateCommand::Delete {
-                actor_type,
-                id,
-                keys,
-                target,
-            } => cli::state_delete(&target, actor_type, id, keys).await,
-        },
+        Command::State { command } => cli::state(command).await,
         Command::Actors { command } => match command {
             ActorsCommand::List {
                 actor_type,
