@@ -2,6 +2,8 @@
 //! daemon that does not own the actor (forwarded, acknowledged once the
 //! owner stored them), then the owner leaves while they wait behind a long
 //! turn; the other daemon takes the actor over and delivers each one once.
+//! A delayed tell sent through a daemon that does not host the type waits
+//! on the owner, which delivers it when due.
 
 use std::time::Duration;
 
@@ -158,6 +160,44 @@ async fn a_non_hosting_daemon_acknowledges_a_default_tell_only_once_the_owner_ha
         }
     })
     .await?;
+
+    // A delayed tell through d2 waits on the owner, which delivers it.
+    let reminder = via_d2
+        .0
+        .tell(pb::TellRequest {
+            actor: Some(actor("dlog", "x")),
+            method: "append".into(),
+            payload: Some(json_payload(r#"{"kwargs":{"n":3}}"#)),
+            delay_ms: 2_000,
+            ..Default::default()
+        })
+        .await
+        .with_context(|| fx.logs())?
+        .into_inner()
+        .reminder;
+    let at_owner = |name: &str| pb::ReminderRef {
+        actor: Some(actor("dlog", "x")),
+        name: name.into(),
+    };
+    let waiting = via_d2.0.get_reminder(at_owner(&reminder)).await;
+    assert_eq!(
+        waiting.map(|r| r.into_inner().tell_method).ok().as_deref(),
+        Some("append")
+    );
+    poll_until(Duration::from_secs(30), "the delayed tell applied", || {
+        let mut c = via_d2.clone();
+        async move {
+            let (entries, _) = c.state("dlog", "x").await?;
+            Ok(log_of(&entries)?.contains(&3).then_some(()))
+        }
+    })
+    .await
+    .with_context(|| fx.logs())?;
+    let gone = via_d2.0.get_reminder(at_owner(&reminder)).await;
+    assert_eq!(
+        gone.map(drop).map_err(|s| s.code()),
+        Err(tonic::Code::NotFound)
+    );
     Ok(())
 }
 

@@ -28,6 +28,12 @@ pub enum ActorRequest {
     /// A tell stored in the actor's inbox before it is acknowledged
     /// (docs/delivery.md): the owner answers once its append is stored.
     TellDurable(Call),
+    /// A durable tell to store now and deliver once `delay` has passed
+    /// (`delayed_tell`); its call always carries an idempotency key.
+    TellLater {
+        call: Call,
+        delay: std::time::Duration,
+    },
     GetState {
         actor: ActorId,
         keys: Vec<String>,
@@ -68,7 +74,10 @@ impl ActorRequest {
     /// The actor the request is about; its owner answers.
     pub fn actor(&self) -> &ActorId {
         match self {
-            Self::Invoke(call) | Self::Tell(call) | Self::TellDurable(call) => &call.actor,
+            Self::Invoke(call)
+            | Self::Tell(call)
+            | Self::TellDurable(call)
+            | Self::TellLater { call, .. } => &call.actor,
             Self::SetReminder(spec) => &spec.actor,
             Self::SetAlarm(spec) => &spec.actor,
             Self::SetTimer(spec) => &spec.actor,
@@ -88,14 +97,20 @@ impl ActorRequest {
     /// The call, for the requests that are calls.
     pub fn call(&self) -> Option<&Call> {
         match self {
-            Self::Invoke(call) | Self::Tell(call) | Self::TellDurable(call) => Some(call),
+            Self::Invoke(call)
+            | Self::Tell(call)
+            | Self::TellDurable(call)
+            | Self::TellLater { call, .. } => Some(call),
             _ => None,
         }
     }
 
     pub fn call_mut(&mut self) -> Option<&mut Call> {
         match self {
-            Self::Invoke(call) | Self::Tell(call) | Self::TellDurable(call) => Some(call),
+            Self::Invoke(call)
+            | Self::Tell(call)
+            | Self::TellDurable(call)
+            | Self::TellLater { call, .. } => Some(call),
             _ => None,
         }
     }

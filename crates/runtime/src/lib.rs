@@ -19,6 +19,7 @@ mod advance;
 mod chain_token;
 pub mod clock;
 mod config;
+mod delayed_tell;
 mod directory;
 mod dispatch;
 mod error;
@@ -50,6 +51,7 @@ pub mod validate;
 
 pub use advance::Advanced;
 pub use config::RuntimeConfig;
+pub use delayed_tell::{tell_reminder_name, TELL_PREFIX};
 pub use dispatch::ActorRef;
 pub use error::{
     AppWork, CallError, ChainRefused, ConfigError, HostGone, MemoryPressure, MessageBound,

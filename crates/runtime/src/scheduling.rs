@@ -12,6 +12,7 @@ use tracing::debug;
 use troupe_storage::ReminderKey;
 
 use crate::clock::{sleep_for, sleep_until};
+use crate::delayed_tell::TELL_PREFIX;
 use crate::error::{CallError, Unavailable};
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::input::millis;
@@ -66,6 +67,9 @@ impl Shared {
         }
         if firing.superseded() {
             return Fired::Superseded;
+        }
+        if let Some(tell) = firing.tell() {
+            return self.store_due_tell(firing, tell).await;
         }
         let (kind, method) = if firing.alarm {
             (TurnKind::Alarm, ALARM_METHOD.to_owned())
@@ -140,6 +144,7 @@ fn reminder_key(actor: &ActorId, name: &str) -> ReminderKey {
     }
 }
 
+/// A name a caller may set a reminder under: '$' names are the daemon's.
 fn check_reminder_name(name: &str) -> Result<(), CallError> {
     validate::name("reminder name", name)?;
     if name.starts_with('$') {
@@ -148,6 +153,15 @@ fn check_reminder_name(name: &str) -> Result<(), CallError> {
         )));
     }
     Ok(())
+}
+
+/// A name a caller may read, delete, pause or resume a reminder by: one it
+/// could set, or a delayed tell's (its key may fill a name's whole length).
+fn check_reminder_ref(name: &str) -> Result<(), CallError> {
+    match name.strip_prefix(TELL_PREFIX) {
+        Some(key) => validate::name("the delayed tell's idempotency key", key),
+        None => check_reminder_name(name),
+    }
 }
 
 impl Runtime {
@@ -321,7 +335,7 @@ impl Shared {
         name: &str,
     ) -> Result<Option<ReminderInfo>, CallError> {
         self.check_target(actor)?;
-        check_reminder_name(name)?;
+        check_reminder_ref(name)?;
         self.scheduler.get(&reminder_key(actor, name)).await
     }
 
@@ -331,7 +345,7 @@ impl Shared {
         name: &str,
     ) -> Result<bool, CallError> {
         self.check_target(actor)?;
-        check_reminder_name(name)?;
+        check_reminder_ref(name)?;
         self.scheduler.delete(reminder_key(actor, name)).await
     }
 
@@ -343,7 +357,7 @@ impl Shared {
         paused: bool,
     ) -> Result<Option<ReminderInfo>, CallError> {
         self.check_target(actor)?;
-        check_reminder_name(name)?;
+        check_reminder_ref(name)?;
         self.scheduler
             .set_paused(reminder_key(actor, name), paused)
             .await
@@ -404,7 +418,11 @@ impl Shared {
         count
     }
 
-    fn check_schedule(&self, actor: &ActorId, payload_len: usize) -> Result<(), CallError> {
+    pub(crate) fn check_schedule(
+        &self,
+        actor: &ActorId,
+        payload_len: usize,
+    ) -> Result<(), CallError> {
         self.check_target(actor)?;
         validate::payload(payload_len, self.config.max_payload_bytes)?;
         // Same rule as calls: an unknown type is a mistake, except while apps

@@ -76,7 +76,7 @@ impl ActorClient for Fake {
     async fn tell(&self, r: Request<TellRequest>) -> Result<Response<TellResponse>, Status> {
         let r = r.get_ref();
         self.answer(&r.idempotency_key, r.new_key, r.key_retention_ms)?;
-        Ok(Response::new(TellResponse {}))
+        Ok(Response::new(TellResponse::default()))
     }
     async fn get_state(
         &self,

@@ -134,7 +134,7 @@ impl ActorClient for Fake {
         }))
     }
     async fn tell(&self, _: Request<TellRequest>) -> Result<Response<TellResponse>, Status> {
-        Ok(Response::new(TellResponse {}))
+        Ok(Response::new(TellResponse::default()))
     }
     async fn get_state(
         &self,

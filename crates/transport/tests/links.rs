@@ -265,7 +265,7 @@ impl Inbound for Held {
         Box::pin(async move {
             let _ = release.acquire().await;
             pb::LinkReply {
-                result: Some(pb::link_reply::Result::Tell(pb::TellResponse {})),
+                result: Some(pb::link_reply::Result::Tell(pb::TellResponse::default())),
             }
         })
     }

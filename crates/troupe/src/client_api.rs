@@ -54,6 +54,33 @@ impl ClientApi {
             .map_err(status_of)?;
         Ok(response_to_pb(answer))
     }
+
+    /// A tell to deliver `delay_ms` from now: stored at once (as a reminder
+    /// of the actor), so it is never best effort.
+    async fn tell_later(
+        &self,
+        headers: MetadataMap,
+        extensions: tonic::Extensions,
+        r: pb::TellRequest,
+    ) -> Result<Response<pb::TellResponse>, Status> {
+        if r.delivery() == pb::Delivery::BestEffort {
+            return Err(Status::invalid_argument(
+                "a delayed tell (delay_ms) is stored until it is due, so it cannot be best \
+                 effort; send it with delivery DELIVERY_DURABLE or unset",
+            ));
+        }
+        let delay = std::time::Duration::from_millis(r.delay_ms);
+        let call = call(PbRequest::Tell(r), &headers, &extensions)?;
+        let traced = telemetry::incoming_call(&headers, "Tell", &call.actor, &call.method);
+        let result = self
+            .runtime
+            .tell_later(call, delay)
+            .await
+            .map_err(status_of)
+            .map(|reminder| Response::new(pb::TellResponse { reminder }));
+        traced.finish(&result);
+        result
+    }
 }
 
 fn header(headers: &MetadataMap, name: &str) -> String {
@@ -80,9 +107,10 @@ fn call(
     let timeout = convert::answer_within(headers);
     // A call carries no times to read, so no scheduling "now" is needed.
     let mut call = match request_from_pb(request, timeout, 0)? {
-        ActorRequest::Invoke(call) | ActorRequest::Tell(call) | ActorRequest::TellDurable(call) => {
-            call
-        }
+        ActorRequest::Invoke(call)
+        | ActorRequest::Tell(call)
+        | ActorRequest::TellDurable(call)
+        | ActorRequest::TellLater { call, .. } => call,
         other => return Err(Status::internal(format!("not a call: {other:?}"))),
     };
     let hops = troupe_transport::forwarded_hops(headers);
@@ -99,12 +127,12 @@ fn call(
 /// Sends the call's trace with it; untraced calls keep `extra` unallocated.
 /// A reminder the owner found, or NOT_FOUND naming what was asked for.
 fn reminder_found(
-    found: Option<pb::Reminder>,
+    found: Option<Box<pb::Reminder>>,
     actor: Option<pb::ActorRef>,
     name: &str,
 ) -> Result<Response<pb::Reminder>, Status> {
     match found {
-        Some(reminder) => Ok(Response::new(reminder)),
+        Some(reminder) => Ok(Response::new(*reminder)),
         None => Err(Status::not_found(format!(
             "actor {} has no reminder {name:?}; `troupe reminders list` shows the ones it has",
             convert::actor_id(actor)?
@@ -175,6 +203,9 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         request: Request<pb::TellRequest>,
     ) -> Result<Response<pb::TellResponse>, Status> {
         let (headers, extensions, r) = request.into_parts();
+        if r.delay_ms > 0 {
+            return self.tell_later(headers, extensions, r).await;
+        }
         // Unset: the type's default, where this daemon hosts the type; one
         // that does not forwards the tell to its owner, which applies it,
         // and answers once the owner has (stored it, if durable).
@@ -203,7 +234,7 @@ impl pb::actor_client_server::ActorClient for ClientApi {
             self.runtime.tell(call)
         }
         .map_err(status_of)
-        .map(|()| Response::new(pb::TellResponse {}));
+        .map(|()| Response::new(pb::TellResponse::default()));
         traced.finish(&result);
         result
     }
@@ -220,7 +251,7 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         request: Request<pb::SetReminderRequest>,
     ) -> Result<Response<pb::Reminder>, Status> {
         match answer!(self, request, SetReminder, Reminder)?.into_inner() {
-            Some(reminder) => Ok(Response::new(reminder)),
+            Some(reminder) => Ok(Response::new(*reminder)),
             None => Err(Status::internal("a set reminder was not returned")),
         }
     }
@@ -296,7 +327,7 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         request: Request<pb::SetAlarmRequest>,
     ) -> Result<Response<pb::Reminder>, Status> {
         match answer!(self, request, SetAlarm, Reminder)?.into_inner() {
-            Some(alarm) => Ok(Response::new(alarm)),
+            Some(alarm) => Ok(Response::new(*alarm)),
             None => Err(Status::internal("a set alarm was not returned")),
         }
     }
@@ -307,7 +338,7 @@ impl pb::actor_client_server::ActorClient for ClientApi {
     ) -> Result<Response<pb::Reminder>, Status> {
         let actor = request.get_ref().actor.clone();
         match answer!(self, request, GetAlarm, Reminder)?.into_inner() {
-            Some(alarm) => Ok(Response::new(alarm)),
+            Some(alarm) => Ok(Response::new(*alarm)),
             None => Err(Status::not_found(format!(
                 "actor {} has no alarm",
                 convert::actor_id(actor)?

@@ -90,7 +90,7 @@ fn answer(
         Some(Answer::Invoke(r)) => PbResponse::Invoke(r),
         Some(Answer::Tell(r)) => PbResponse::Tell(r),
         Some(Answer::State(r)) => PbResponse::State(r),
-        Some(Answer::Reminder(r)) => PbResponse::Reminder(Some(r)),
+        Some(Answer::Reminder(r)) => PbResponse::Reminder(Some(Box::new(r))),
         Some(Answer::Deleted(r)) => PbResponse::Deleted(r),
         Some(Answer::Timer(r)) => PbResponse::Timer(r),
         // A reminder or alarm the owner does not have.

@@ -29,6 +29,7 @@ mod placement_metrics;
 mod process_stats;
 mod readiness;
 mod server;
+mod shell_word;
 mod store_metrics;
 mod telemetry;
 mod unix_listen;

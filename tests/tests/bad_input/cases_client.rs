@@ -10,7 +10,7 @@ use troupe_tests::*;
 
 use crate::expect::{bad, case, Case, Expect};
 use crate::requests::{
-    delete_key, edit_state, get_state, invoke, invoke_with, payload, tell_of, Req,
+    delayed_tell_of, delete_key, edit_state, get_state, invoke, invoke_with, payload, tell_of, Req,
 };
 use crate::LIMIT;
 
@@ -151,9 +151,31 @@ pub fn call_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for (category, what, request, expect) in rows {
         let tell = Req::Tell(tell_of(request.clone()));
+        let later = Req::Tell(delayed_tell_of(request.clone()));
         cases.push(case(category, what, Req::Invoke(request), expect));
         cases.push(case(category, what, tell, expect));
+        cases.push(case(category, format!("{what}, delayed"), later, expect));
     }
+    // A delayed tell waits, stored: never best effort, never past the
+    // times a due time can hold.
+    cases.push(case(
+        "enums",
+        "delayed tell, best effort",
+        Req::Tell(pb::TellRequest {
+            delivery: pb::Delivery::BestEffort.into(),
+            ..delayed_tell_of(invoke())
+        }),
+        bad(&["delayed tell", "best effort"]),
+    ));
+    cases.push(case(
+        "times",
+        "delay of u64::MAX ms",
+        Req::Tell(pb::TellRequest {
+            delay_ms: u64::MAX,
+            ..delayed_tell_of(invoke())
+        }),
+        bad(&["delay"]),
+    ));
     // Deadlines: the caller's `grpc-timeout`. Malformed ones are ignored
     // (as tonic's server does), absurdly long ones capped by --call-timeout.
     // Not here: deadlines of a millisecond or less, which tonic's client

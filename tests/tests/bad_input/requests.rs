@@ -218,6 +218,15 @@ pub fn tell_of(r: pb::InvokeRequest) -> pb::TellRequest {
         idempotency_key: r.idempotency_key,
         new_key: r.new_key,
         key_retention_ms: r.key_retention_ms,
+        delay_ms: 0,
+    }
+}
+
+/// `tell_of(r)` delivered an hour later (a delayed tell).
+pub fn delayed_tell_of(r: pb::InvokeRequest) -> pb::TellRequest {
+    pb::TellRequest {
+        delay_ms: 3_600_000,
+        ..tell_of(r)
     }
 }
 

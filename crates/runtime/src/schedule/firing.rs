@@ -16,7 +16,7 @@ use troupe_storage::{ReminderKey, ReminderOp, ReminderRecord};
 
 use super::calendar::Calendar;
 use super::next_due::{advance, missed};
-use super::record::{decode, encode, Meta, RetryPolicy, ALARM_NAME};
+use super::record::{decode, encode, Meta, RetryPolicy, TellMeta, ALARM_NAME};
 
 use super::load_window::Latest;
 use super::{empty_key, OnItsWay, Queue, Scheduler};
@@ -60,6 +60,12 @@ impl Due {
     /// What the firing's turn checks as it would start (`Reply::Firing`).
     pub(crate) fn superseded_token(&self) -> CancellationToken {
         self.on_its_way.superseded.clone()
+    }
+
+    /// A delayed tell's call, which the firing stores in the actor's inbox
+    /// instead of running a reminder turn.
+    pub(crate) fn tell(&self) -> Option<&TellMeta> {
+        self.meta.tell.as_ref()
     }
 }
 

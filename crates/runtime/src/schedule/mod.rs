@@ -59,6 +59,7 @@ use load_window::{Latest, LoadWindow};
 use loaded::Loaded;
 pub(crate) use pause::PAUSED_DUE;
 use paused_keys::PausedKeys;
+pub(crate) use record::TellMeta;
 pub use record::ALARM_NAME;
 use record::{encode, info, Meta};
 pub use record::{AlarmSpec, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy};
@@ -287,6 +288,15 @@ impl Scheduler {
     }
 
     pub(crate) async fn set(&self, spec: ReminderSpec) -> Result<ReminderInfo, CallError> {
+        self.set_with(spec, None).await
+    }
+
+    /// Sets a reminder that, with `tell`, is a delayed tell's.
+    pub(crate) async fn set_with(
+        &self,
+        spec: ReminderSpec,
+        tell: Option<TellMeta>,
+    ) -> Result<ReminderInfo, CallError> {
         let (scheduled, calendar) = match &spec.cron {
             None => (spec.due_unix_ms, None),
             Some(schedule) => {
@@ -323,6 +333,7 @@ impl Scheduler {
             jitter_ms,
             delay_ms,
             paused_due_ms: None,
+            tell,
         };
         meta.set_cron(calendar.as_ref().map(|c| c.normalized()));
         let due_unix_ms = scheduled.saturating_add(delay_ms);

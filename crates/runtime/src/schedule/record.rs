@@ -171,6 +171,9 @@ pub struct ReminderInfo {
     /// Failed attempts of the pending firing.
     pub attempts: u32,
     pub fired: u64,
+    /// A delayed tell waiting to be delivered: the method it calls
+    /// (`payload` is its argument).
+    pub tell_method: Option<String>,
 }
 
 /// The runtime's part of a stored record (the store keeps it opaque).
@@ -255,6 +258,27 @@ pub(crate) struct Meta {
     /// `PAUSED_DUE` then), and is due again once resumed.
     #[serde(default, rename = "h", skip_serializing_if = "Option::is_none")]
     pub(crate) paused_due_ms: Option<u64>,
+    /// Set on a delayed tell's reminder: the call its firing stores in the
+    /// actor's inbox instead of running a reminder turn.
+    #[serde(default, rename = "t", skip_serializing_if = "Option::is_none")]
+    pub(crate) tell: Option<TellMeta>,
+}
+
+/// A delayed tell's call as its reminder keeps it until due (the payload is
+/// the reminder's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TellMeta {
+    #[serde(rename = "m")]
+    pub(crate) method: String,
+    #[serde(default, rename = "d", skip_serializing_if = "Vec::is_empty")]
+    pub(crate) metadata: Vec<(String, String)>,
+    /// The idempotency key its inbox append carries, so a firing repeated
+    /// after a crash is stored (and its effects happen) once.
+    #[serde(rename = "k")]
+    pub(crate) key: String,
+    /// How long the key's record is kept, when its caller said.
+    #[serde(default, rename = "r", skip_serializing_if = "Option::is_none")]
+    pub(crate) key_retention_ms: Option<u64>,
 }
 
 impl Meta {
@@ -334,6 +358,7 @@ pub(crate) fn info(record: &ReminderRecord) -> Option<ReminderInfo> {
         },
         attempts: meta.attempts,
         fired: meta.fired,
+        tell_method: meta.tell.map(|t| t.method),
     })
 }
 
@@ -357,6 +382,7 @@ pub(super) fn meta_with(change: impl FnOnce(&mut Meta)) -> Meta {
         jitter_ms: 0,
         delay_ms: 0,
         paused_due_ms: None,
+        tell: None,
     };
     change(&mut meta);
     meta
@@ -464,6 +490,7 @@ mod tests {
             jitter_ms: 0,
             delay_ms: 0,
             paused_due_ms: None,
+            tell: None,
         };
         let payload = Payload {
             data: Bytes::from_static(b"\x00\x01"),
@@ -472,5 +499,21 @@ mod tests {
         let (m, p) = decode(&encode(&meta, &payload)).unwrap_or_else(|| panic!("decodes"));
         assert_eq!(m.fired, 3);
         assert_eq!(p, payload);
+    }
+
+    #[test]
+    fn a_delayed_tell_keeps_its_call_and_plain_records_stay_short() {
+        let tell = TellMeta {
+            method: "ship".into(),
+            metadata: vec![("traceparent".into(), "00-ab".into())],
+            key: "order-7".into(),
+            key_retention_ms: Some(60_000),
+        };
+        let meta = meta_with(|m| m.tell = Some(tell.clone()));
+        let (read, _) =
+            decode(&encode(&meta, &Payload::default())).unwrap_or_else(|| panic!("decodes"));
+        assert_eq!(read.tell, Some(tell));
+        let plain = encode(&meta_with(|_| ()), &Payload::default());
+        assert!(!plain.windows(3).any(|w| w == b"\"t\""));
     }
 }

@@ -10,6 +10,7 @@ use troupe_proto::v1 as pb;
 use super::json_arg::JsonArg;
 use super::render::{Shown, Table};
 use super::{actor_name, connect, emit, emit_json, fail, Exit, Output, Target};
+use crate::shell_word::quoted;
 
 fn actor_ref(ty: String, id: String) -> Option<pb::ActorRef> {
     Some(pb::ActorRef { r#type: ty, id })
@@ -241,6 +242,13 @@ pub async fn invoke(target: &Target, to: MethodRef, call: CallArgs) -> anyhow::R
 /// How `troupe tell` asks for its message to be delivered.
 #[derive(Debug, Clone, Copy, Default, clap::Args)]
 pub struct TellDelivery {
+    /// Deliver the message this long from now ("90s", "2h", "P1D"): it is
+    /// stored at once, waits as a reminder of the actor named `$tell:KEY`
+    /// (`troupe reminders delete` cancels it), then is delivered as a
+    /// durable tell.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::flag,
+          conflicts_with = "best_effort")]
+    pub delay: Option<Duration>,
     /// Store the message in the actor's inbox before answering: it is
     /// delivered at least once across crashes and restarts, its effects once
     /// (docs/delivery.md). Left out, the actor type's default.
@@ -276,8 +284,10 @@ pub async fn tell(
         key_retention_ms,
         metadata,
     } = call.outgoing()?;
+    let delay = delivery.delay;
     let delivery = delivery.wire();
     let message = call.request(pb::TellRequest {
+        delay_ms: delay.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
         actor: to.actor(),
         method: to.method.clone(),
         payload,
@@ -292,7 +302,32 @@ pub async fn tell(
     let request = daemon
         .request(format!("tell {}", to.name()))
         .within(call.timeout);
-    client.tell(message).await.map_err(|s| request.failed(s))?;
+    let answer = client
+        .tell(message)
+        .await
+        .map_err(|s| request.failed(s))?
+        .into_inner();
+    if let Some(delay) = delay {
+        return match target.output {
+            Output::Json => emit_json(&json!({
+                "actor": { "type": to.actor_type, "id": to.id },
+                "method": to.method,
+                "delivery": "delayed",
+                "delay_ms": u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                "reminder": answer.reminder,
+            })),
+            Output::Table => emit(&format!(
+                "scheduled {}: stored, delivered in {} as a durable tell; it waits as reminder \
+                 {} (troupe reminders delete {} {} {} cancels it)\n",
+                to.name(),
+                humantime::format_duration(delay),
+                answer.reminder,
+                quoted(&to.actor_type),
+                quoted(&to.id),
+                quoted(&answer.reminder),
+            )),
+        };
+    }
     let (how, said) = match delivery {
         pb::Delivery::Durable => ("durable", "stored in its inbox"),
         pb::Delivery::BestEffort => ("best_effort", "queued in memory"),

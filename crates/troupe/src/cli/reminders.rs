@@ -85,6 +85,9 @@ pub fn row_json(r: &pb::Reminder) -> Value {
             o.insert("cron".into(), json!(r.cron));
             o.insert("time_zone".into(), json!(r.time_zone));
         }
+        if !r.tell_method.is_empty() {
+            o.insert("tell_method".into(), json!(r.tell_method));
+        }
         if r.jitter_ms > 0 {
             o.insert("jitter_ms".into(), json!(r.jitter_ms));
             o.insert("jitter_delay_ms".into(), json!(r.jitter_delay_ms));
@@ -149,8 +152,12 @@ fn next_due_cell(r: &pb::Reminder) -> String {
 }
 
 /// How a reminder repeats: its period, or its cron pattern and zone; and
-/// the delay its jitter chose, which every firing keeps.
+/// the delay its jitter chose, which every firing keeps. A delayed tell's:
+/// the method it will call.
 fn schedule_cell(r: &pb::Reminder) -> String {
+    if !r.tell_method.is_empty() {
+        return format!("tell {}", r.tell_method);
+    }
     let schedule = if r.cron.is_empty() {
         render::duration_cell(r.period_ms)
     } else {

@@ -44,7 +44,7 @@ pub enum PbResponse {
     Tell(pb::TellResponse),
     State(pb::GetStateResponse),
     /// `None`: the reminder or alarm does not exist (NOT_FOUND on the wire).
-    Reminder(Option<pb::Reminder>),
+    Reminder(Option<Box<pb::Reminder>>),
     Deleted(pb::DeleteResponse),
     Timer(pb::SetTimerResponse),
 }
@@ -85,7 +85,12 @@ pub fn request_from_pb(
                 ),
                 None,
             )?;
-            if durable {
+            if r.delay_ms > 0 {
+                ActorRequest::TellLater {
+                    call,
+                    delay: Duration::from_millis(r.delay_ms),
+                }
+            } else if durable {
                 ActorRequest::TellDurable(call)
             } else {
                 ActorRequest::Tell(call)
@@ -179,7 +184,7 @@ pub fn request_from_pb(
     })
 }
 
-fn tell_to_pb(c: Call, delivery: pb::Delivery) -> PbRequest {
+fn tell_to_pb(c: Call, delivery: pb::Delivery, delay: Option<Duration>) -> PbRequest {
     let p = call_parts(c);
     PbRequest::Tell(pb::TellRequest {
         actor: p.actor,
@@ -191,6 +196,7 @@ fn tell_to_pb(c: Call, delivery: pb::Delivery) -> PbRequest {
         idempotency_key: p.idempotency_key,
         new_key: p.new_key,
         key_retention_ms: p.key_retention_ms,
+        delay_ms: delay.map_or(0, millis),
     })
 }
 
@@ -211,8 +217,11 @@ pub fn request_to_pb(request: ActorRequest) -> PbRequest {
                 key_retention_ms: p.key_retention_ms,
             })
         }
-        ActorRequest::Tell(c) => tell_to_pb(c, pb::Delivery::Unspecified),
-        ActorRequest::TellDurable(c) => tell_to_pb(c, pb::Delivery::Durable),
+        ActorRequest::Tell(c) => tell_to_pb(c, pb::Delivery::Unspecified, None),
+        ActorRequest::TellDurable(c) => tell_to_pb(c, pb::Delivery::Durable, None),
+        ActorRequest::TellLater { call, delay } => {
+            tell_to_pb(call, pb::Delivery::Durable, Some(delay))
+        }
         ActorRequest::GetState { actor, keys } => PbRequest::GetState(pb::GetStateRequest {
             actor: Some(actor_ref(&actor)),
             keys,
@@ -287,13 +296,13 @@ pub fn response_to_pb(response: ActorResponse) -> PbResponse {
         ActorResponse::Payload(p) => PbResponse::Invoke(pb::InvokeResponse {
             payload: Some(payload_to_pb(p)),
         }),
-        ActorResponse::Accepted => PbResponse::Tell(pb::TellResponse {}),
+        ActorResponse::Accepted => PbResponse::Tell(pb::TellResponse::default()),
         ActorResponse::State { entries, active } => PbResponse::State(pb::GetStateResponse {
             entries: entries.into_iter().collect(),
             active,
         }),
         ActorResponse::Reminder(info) => {
-            PbResponse::Reminder(info.map(|info| reminder_to_pb(*info)))
+            PbResponse::Reminder(info.map(|info| Box::new(reminder_to_pb(*info))))
         }
         ActorResponse::Deleted(deleted) => PbResponse::Deleted(pb::DeleteResponse { deleted }),
     }
@@ -313,7 +322,7 @@ pub fn response_from_pb(response: PbResponse) -> ActorResponse {
             }
         }
         PbResponse::Reminder(r) => {
-            ActorResponse::Reminder(r.map(|r| Box::new(reminder_from_pb(r))))
+            ActorResponse::Reminder(r.map(|r| Box::new(reminder_from_pb(*r))))
         }
         PbResponse::Deleted(r) => ActorResponse::Deleted(r.deleted),
     }
@@ -429,6 +438,7 @@ pub fn reminder_to_pb(r: ReminderInfo) -> pb::Reminder {
         fired: r.fired,
         alarm: r.alarm,
         paused: r.paused,
+        tell_method: r.tell_method.unwrap_or_default(),
     }
 }
 
@@ -478,6 +488,7 @@ fn reminder_from_pb(r: pb::Reminder) -> ReminderInfo {
         missed: missed(r.missed),
         attempts: r.attempts,
         fired: r.fired,
+        tell_method: (!r.tell_method.is_empty()).then_some(r.tell_method),
     }
 }
 

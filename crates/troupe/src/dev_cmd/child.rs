@@ -36,7 +36,7 @@ impl AppCommand {
         }
         let shown = words
             .iter()
-            .map(|w| quoted(&w.to_string_lossy()))
+            .map(|w| crate::shell_word::quoted(&w.to_string_lossy()))
             .collect::<Vec<_>>();
         let program = words.remove(0);
         let command = Self {
@@ -216,19 +216,6 @@ fn signal_name(signal: i32) -> String {
         _ => return format!("signal {signal}"),
     };
     name.to_owned()
-}
-
-/// A word as a shell would need it typed.
-fn quoted(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
-    if plain {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
 }
 
 /// Delays between restarts of a failing app: 0.5 s doubling to 10 s, back

@@ -31,7 +31,11 @@ fn requests() -> Vec<ActorRequest> {
     vec![
         ActorRequest::Invoke(invoke.clone()),
         ActorRequest::Tell(invoke.clone()),
-        ActorRequest::TellDurable(invoke),
+        ActorRequest::TellDurable(invoke.clone()),
+        ActorRequest::TellLater {
+            call: invoke,
+            delay: Duration::from_millis(90_500),
+        },
         ActorRequest::GetState {
             actor: actor.clone(),
             keys: vec!["count".into()],
@@ -143,6 +147,7 @@ fn answers_read_back_as_written() {
         attempts: 1,
         fired: 2,
         paused: false,
+        tell_method: None,
     };
     for answer in [
         ActorResponse::Payload(Payload::json("7")),
@@ -162,6 +167,12 @@ fn answers_read_back_as_written() {
             jitter: Some(Duration::from_secs(600)),
             jitter_delay: Duration::from_millis(123_456),
             paused: true,
+            ..reminder.clone()
+        }))),
+        ActorResponse::Reminder(Some(Box::new(ReminderInfo {
+            name: "$tell:order-7".into(),
+            alarm: false,
+            tell_method: Some("ship".into()),
             ..reminder
         }))),
         ActorResponse::Reminder(None),

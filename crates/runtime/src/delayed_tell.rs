@@ -1,0 +1,187 @@
+//! Delayed tells: a durable tell delivered once a delay has passed
+//! (`TellRequest.delay_ms`, `troupe tell --delay`).
+//!
+//! One waits as a one-shot reminder of its actor, named [`TELL_PREFIX`] and
+//! its idempotency key, so it is stored, listed, paused, cancelled and
+//! fired as reminders are, by whichever daemon owns the actor when it is
+//! due. Its firing does not run a reminder turn: it appends the call to the
+//! actor's inbox under that key, and from there it is any durable tell
+//! (delivered at least once, its effects once, a dead letter when it keeps
+//! failing). A firing repeated after a crash finds its key recorded and
+//! stores nothing twice.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::warn;
+use troupe_storage::ReminderKey;
+
+use crate::error::{CallError, Unavailable};
+use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
+use crate::input::{millis, range, UserDuration};
+use crate::runtime::Runtime;
+use crate::schedule::{Due, Fired, MissedFirings, ReminderSpec, RetryPolicy, TellMeta};
+use crate::shared::Shared;
+use crate::types::{Call, CallExtra};
+use crate::validate;
+
+/// What a delayed tell's reminder name starts with; its idempotency key
+/// follows.
+pub const TELL_PREFIX: &str = "$tell:";
+
+/// Storing a due tell fails only while the store or the actor's type is
+/// away: keep trying for about 16 hours before giving it up.
+const STORE_RETRY: RetryPolicy = RetryPolicy {
+    max_attempts: 1_000,
+    initial_backoff: Duration::from_secs(1),
+    max_backoff: Duration::from_secs(60),
+};
+
+/// The least time a fired tell's key is remembered: a firing repeated after
+/// a crash comes once the daemon is back, which may take longer than the
+/// minute an SDK asks for the keys it makes.
+const MIN_KEY_RETENTION: Duration = Duration::from_secs(3_600);
+
+/// The reminder a delayed tell with idempotency key `key` waits as.
+pub fn tell_reminder_name(key: &str) -> String {
+    format!("{TELL_PREFIX}{key}")
+}
+
+/// A random idempotency key for a delayed tell its caller gave none.
+fn fresh_key() -> Result<String, CallError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| {
+        CallError::Internal(format!(
+            "the system's random source failed ({e}); give the tell an idempotency key"
+        ))
+    })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+impl Runtime {
+    /// Stores `call` to be delivered `delay` from now as a durable tell;
+    /// answers the name of the reminder it waits as. A call carrying a key
+    /// already waiting is acknowledged without being scheduled again.
+    pub async fn tell_later(&self, mut call: Call, delay: Duration) -> Result<String, CallError> {
+        UserDuration::new("delay", delay, &range::POSITIVE)?;
+        // Its chain is checked as any call's, then dropped: the tell runs
+        // later, in a chain of its own.
+        self.admit(&call)?;
+        let extra = call.extra.get_or_insert_with(Box::default);
+        extra.chain = None;
+        let key = match extra.idempotency_key.as_deref() {
+            Some(key) => key.to_owned(),
+            None => {
+                let key = fresh_key()?;
+                extra.idempotency_key = Some(key.as_str().into());
+                key
+            }
+        };
+        let context = RequestContext::of_call(&call);
+        match self
+            .shared
+            .request(ActorRequest::TellLater { call, delay }, context)
+            .await?
+        {
+            ActorResponse::Accepted => Ok(tell_reminder_name(&key)),
+            other => Err(other.unexpected("an acceptance")),
+        }
+    }
+}
+
+impl Shared {
+    /// Schedules a delayed tell of an actor this daemon owns.
+    pub(crate) async fn tell_later_here(
+        self: &Arc<Self>,
+        call: Call,
+        delay: Duration,
+    ) -> Result<(), CallError> {
+        // What a tell is checked for as it enters the mailbox, now: a due
+        // tell refused then would have been acknowledged for nothing.
+        self.check_schedule(&call.actor, call.payload.len())?;
+        validate::name("method name", &call.method)?;
+        if let Some(extra) = &call.extra {
+            validate::extra(extra, self.config.max_payload_bytes)?;
+        }
+        let extra = call.extra.map(|e| *e).unwrap_or_default();
+        let Some(key) = extra.idempotency_key else {
+            return Err(CallError::Internal(
+                "a delayed tell reached its owner without an idempotency key".into(),
+            ));
+        };
+        let name = tell_reminder_name(&key);
+        let reminder = ReminderKey {
+            actor_type: call.actor.ty.to_string(),
+            actor_id: call.actor.id.to_string(),
+            name: name.clone(),
+        };
+        if self.scheduler.get(&reminder).await?.is_some() {
+            // A retry of a tell that waits already: that one stands.
+            return Ok(());
+        }
+        let spec = ReminderSpec {
+            actor: call.actor,
+            name,
+            due_unix_ms: self.time.now_ms().saturating_add(millis(delay)),
+            period: None,
+            cron: None,
+            jitter: None,
+            repeat: None,
+            until_unix_ms: None,
+            payload: call.payload,
+            retry: STORE_RETRY,
+            missed: MissedFirings::FireOnce,
+        };
+        spec.check()?;
+        let tell = TellMeta {
+            method: call.method.to_string(),
+            metadata: extra.metadata,
+            key: key.to_string(),
+            key_retention_ms: extra.key_retention.map(millis),
+        };
+        self.scheduler.set_with(spec, Some(tell)).await.map(drop)
+    }
+
+    /// A delayed tell's firing: its call appended to the actor's inbox.
+    pub(crate) async fn store_due_tell(self: &Arc<Self>, firing: &Due, tell: &TellMeta) -> Fired {
+        let call = Call {
+            extra: Some(Box::new(CallExtra {
+                metadata: tell.metadata.clone(),
+                idempotency_key: Some(tell.key.as_str().into()),
+                // The caller's retention (none: the whole), at least the
+                // least that outlasts a restart.
+                key_retention: tell
+                    .key_retention_ms
+                    .map(|ms| Duration::from_millis(ms).max(MIN_KEY_RETENTION)),
+                ..CallExtra::default()
+            })),
+            ..Call::new(
+                firing.actor.clone(),
+                tell.method.as_str(),
+                firing.payload.clone(),
+            )
+        };
+        match self.tell_durable_here(call).await {
+            Ok(()) => Fired::Ran,
+            Err(CallError::Unavailable(Unavailable::ShuttingDown)) => Fired::NotAttempted,
+            Err(_) if firing.superseded() => Fired::Superseded,
+            Err(e) => {
+                warn!(actor = %firing.actor, reminder = %firing.name, error = %e,
+                    "a delayed tell could not be stored in its actor's inbox; retrying");
+                Fired::Failed(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_keys_differ_and_name_their_reminder() {
+        let (a, b) = (fresh_key(), fresh_key());
+        assert!(matches!((&a, &b), (Ok(a), Ok(b)) if a != b && a.len() == 32));
+        assert_eq!(tell_reminder_name("k1"), "$tell:k1");
+    }
+}

@@ -1,0 +1,244 @@
+//! Delayed tells (`TellRequest.delay_ms`, `troupe tell --delay`) against the
+//! real daemon on its test clock: one waits, stored, as a `$tell:` reminder
+//! of its actor until its time and then arrives once; a retry with its key
+//! schedules nothing more, and one retried after it arrived is not applied
+//! again; deleting its reminder cancels it; it survives kill -9 (on sled and
+//! PostgreSQL); best effort is refused.
+//!
+//! The actors log the numbers told to them (`troupe_tests::log_app`), so a
+//! duplicate, a loss or an early delivery shows in their stored state.
+
+use troupe_tests::log_app::{log_of, settled_log, start, LOG_TYPE};
+use troupe_tests::*;
+
+const TY: &str = LOG_TYPE;
+const HOUR_MS: u64 = 3_600_000;
+
+/// `append(n)` to `TY/id`, delivered `delay_ms` from now; with `key` as its
+/// idempotency key. Answers the reminder it waits as.
+async fn tell_later(
+    client: &mut Client,
+    id: &str,
+    n: i64,
+    delay_ms: u64,
+    key: &str,
+) -> Result<String, tonic::Status> {
+    let request = pb::TellRequest {
+        actor: Some(actor(TY, id)),
+        method: "append".into(),
+        payload: Some(json_payload(format!(
+            "{{\"args\":[],\"kwargs\":{{\"n\":{n}}}}}"
+        ))),
+        idempotency_key: key.into(),
+        delay_ms,
+        ..Default::default()
+    };
+    Ok(client.0.tell(request).await?.into_inner().reminder)
+}
+
+fn reminder_ref(id: &str, name: &str) -> pb::ReminderRef {
+    pb::ReminderRef {
+        actor: Some(actor(TY, id)),
+        name: name.into(),
+    }
+}
+
+async fn stored_log(client: &mut Client, id: &str) -> anyhow::Result<Vec<i64>> {
+    let (entries, _) = client.state(TY, id).await?;
+    log_of(&entries)
+}
+
+fn with_test_clock(store: &TestStore) -> Vec<String> {
+    let mut args = store.args();
+    args.push("--test-clock".into());
+    args
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delayed_tell_arrives_once_when_due_and_not_before() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (daemon, _app) = start(dir.path(), &with_test_clock(&TestStore::Sled)).await?;
+    let mut client = daemon.client().await?;
+
+    let made = tell_later(&mut client, "a", 1, HOUR_MS, "").await?;
+    assert!(
+        made.starts_with("$tell:") && made.len() > 6,
+        "{made:?}: a key is made"
+    );
+    let named = tell_later(&mut client, "a", 2, 2 * HOUR_MS, "order-2").await?;
+    assert_eq!(named, "$tell:order-2");
+    // A retry of the same tell (same key) keeps the one that waits.
+    let again = tell_later(&mut client, "a", 2, 5 * HOUR_MS, "order-2").await?;
+    assert_eq!(again, named);
+    let waiting = client
+        .0
+        .get_reminder(reminder_ref("a", &named))
+        .await?
+        .into_inner();
+    assert_eq!(waiting.tell_method, "append", "{waiting:?}");
+    let now = daemon.advance_clock_ms(0).await?;
+    assert!(
+        waiting.next_due_unix_ms <= now + 2 * HOUR_MS,
+        "the retry moved it later: {waiting:?} at {now}"
+    );
+    let (table, _) = cli_against(&daemon, &["reminders", "list", "--type", TY], 0).await?;
+    assert!(
+        table.contains("tell append") && table.contains("$tell:order-2"),
+        "{table}"
+    );
+
+    // Not before its time: nothing due has run, nothing arrived.
+    daemon.advance_clock_ms(HOUR_MS - 60_000).await?;
+    assert_eq!(stored_log(&mut client, "a").await?, Vec::<i64>::new());
+    daemon.advance_clock_ms(2 * 60_000).await?;
+    assert_eq!(settled_log(&daemon, "a", 1).await?, [1]);
+    daemon.advance_clock_ms(HOUR_MS).await?;
+    assert_eq!(settled_log(&daemon, "a", 2).await?, [1, 2]);
+    let gone = client.0.get_reminder(reminder_ref("a", &named)).await;
+    assert_eq!(
+        gone.map(drop).map_err(|s| s.code()),
+        Err(tonic::Code::NotFound)
+    );
+
+    // Sent again after it arrived (a caller retrying late): scheduled anew,
+    // but its key is recorded with the actor, so it is not applied twice.
+    tell_later(&mut client, "a", 2, 60_000, "order-2").await?;
+    daemon.advance_clock_ms(2 * 60_000).await?;
+    tell_later(&mut client, "a", 3, 60_000, "order-3").await?;
+    daemon.advance_clock_ms(2 * 60_000).await?;
+    assert_eq!(settled_log(&daemon, "a", 3).await?, [1, 2, 3]);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_schedules_lists_and_cancels_delayed_tells() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (daemon, _app) = start(dir.path(), &with_test_clock(&TestStore::Sled)).await?;
+    let data = r#"{"kwargs":{"n":7}}"#;
+    let (out, _) = cli_against(
+        &daemon,
+        &[
+            "tell",
+            TY,
+            "c",
+            "append",
+            "--payload",
+            data,
+            "--delay",
+            "2h",
+            "-o",
+            "json",
+        ],
+        0,
+    )
+    .await?;
+    let sent: serde_json::Value = serde_json::from_str(&out)?;
+    assert_eq!(sent["delivery"], "delayed", "{out}");
+    assert_eq!(sent["delay_ms"], 2 * HOUR_MS, "{out}");
+    let first = sent["reminder"].as_str().unwrap_or_default().to_owned();
+    assert!(first.starts_with("$tell:"), "{out}");
+
+    let (said, _) = cli_against(
+        &daemon,
+        &[
+            "tell",
+            TY,
+            "c",
+            "append",
+            "--payload",
+            r#"{"kwargs":{"n":8}}"#,
+            "--delay",
+            "3h",
+            "--idempotency-key",
+            "cancel-me",
+        ],
+        0,
+    )
+    .await?;
+    // The message prints the command that cancels it, quoted for a shell.
+    assert!(
+        said.contains("troupe reminders delete log c '$tell:cancel-me'"),
+        "{said}"
+    );
+    let (json, _) = cli_against(
+        &daemon,
+        &["reminders", "list", "--type", TY, "-o", "json"],
+        0,
+    )
+    .await?;
+    let rows: serde_json::Value = serde_json::from_str(&json)?;
+    let methods: Vec<_> = rows
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| r["tell_method"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(methods, ["append", "append"], "{json}");
+    cli_against(
+        &daemon,
+        &["reminders", "delete", TY, "c", "$tell:cancel-me"],
+        0,
+    )
+    .await?;
+    daemon.advance_clock_ms(4 * HOUR_MS).await?;
+    assert_eq!(settled_log(&daemon, "c", 1).await?, [7]);
+
+    // Refused before anything is stored: best effort cannot wait.
+    let (_, err) = cli_against(
+        &daemon,
+        &["tell", TY, "c", "append", "--delay", "1h", "--best-effort"],
+        2,
+    )
+    .await?;
+    assert!(err.contains("--best-effort"), "{err}");
+    let mut client = daemon.client().await?;
+    let refused = client
+        .0
+        .tell(pb::TellRequest {
+            actor: Some(actor(TY, "c")),
+            method: "append".into(),
+            payload: Some(json_payload(data.to_owned())),
+            delivery: pb::Delivery::BestEffort.into(),
+            delay_ms: 1_000,
+            ..Default::default()
+        })
+        .await;
+    let code = refused.map(drop).map_err(|s| s.code());
+    assert_eq!(code, Err(tonic::Code::InvalidArgument));
+    Ok(())
+}
+
+/// A delayed tell acknowledged before kill -9 is delivered by the daemon
+/// that comes back on the same store, once.
+async fn a_delayed_tell_survives_kill9(store: TestStore) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let args = with_test_clock(&store);
+    let (mut daemon, app) = start(dir.path(), &args).await?;
+    let mut client = daemon.client().await?;
+    tell_later(&mut client, "k", 1, HOUR_MS, "k-1").await?;
+    tell_later(&mut client, "k", 2, 2 * HOUR_MS, "k-2").await?;
+    daemon.kill9().await?;
+    drop(app);
+
+    // The test clock starts again from the wall clock: the tells are still
+    // an hour and two away.
+    let (daemon, _app) = start(dir.path(), &args).await?;
+    let mut client = daemon.client().await?;
+    assert_eq!(stored_log(&mut client, "k").await?, Vec::<i64>::new());
+    daemon.advance_clock_ms(3 * HOUR_MS).await?;
+    assert_eq!(settled_log(&daemon, "k", 2).await?, [1, 2]);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sled_a_delayed_tell_survives_kill9() -> anyhow::Result<()> {
+    a_delayed_tell_survives_kill9(TestStore::Sled).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_a_delayed_tell_survives_kill9() -> anyhow::Result<()> {
+    match TestStore::postgres("postgres_a_delayed_tell_survives_kill9").await? {
+        Some(store) => a_delayed_tell_survives_kill9(store).await,
+        None => Ok(()),
+    }
+}
