@@ -3,7 +3,8 @@
 //! of its actor until its time and then arrives once; a retry with its key
 //! schedules nothing more, and one retried after it arrived is not applied
 //! again; deleting its reminder cancels it; it survives kill -9 (on sled and
-//! PostgreSQL); best effort is refused.
+//! PostgreSQL); best effort is refused. On a test clock an advance returns
+//! once the tells that came due have run.
 //!
 //! The actors log the numbers told to them (`troupe_tests::log_app`), so a
 //! duplicate, a loss or an early delivery shows in their stored state.
@@ -107,6 +108,27 @@ async fn a_delayed_tell_arrives_once_when_due_and_not_before() -> anyhow::Result
     tell_later(&mut client, "a", 3, 60_000, "order-3").await?;
     daemon.advance_clock_ms(2 * 60_000).await?;
     assert_eq!(settled_log(&daemon, "a", 3).await?, [1, 2, 3]);
+    Ok(())
+}
+
+/// On a test clock an advance returns once the tells that came due have
+/// run, as it does for reminders: a test asserts their effects at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_advance_returns_once_due_tells_ran() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (daemon, _app) = start(dir.path(), &with_test_clock(&TestStore::Sled)).await?;
+    let mut client = daemon.client().await?;
+    // A turn that takes 400 ms before it appends.
+    let request = pb::TellRequest {
+        actor: Some(actor(TY, "s")),
+        method: "slow_flaky".into(),
+        payload: Some(json_payload(r#"{"kwargs":{"n":5,"ms":400}}"#)),
+        delay_ms: HOUR_MS,
+        ..Default::default()
+    };
+    client.0.tell(request).await?;
+    daemon.advance_clock_ms(HOUR_MS).await?;
+    assert_eq!(stored_log(&mut client, "s").await?, [5]);
     Ok(())
 }
 

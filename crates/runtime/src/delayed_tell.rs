@@ -13,12 +13,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::oneshot;
 use tracing::warn;
 use troupe_storage::ReminderKey;
 
 use crate::error::{CallError, Unavailable};
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::input::{millis, range, UserDuration};
+use crate::reply::Reply;
 use crate::runtime::Runtime;
 use crate::schedule::{Due, Fired, MissedFirings, ReminderSpec, RetryPolicy, TellMeta};
 use crate::shared::Shared;
@@ -161,8 +163,23 @@ impl Shared {
                 firing.payload.clone(),
             )
         };
-        match self.tell_durable_here(call).await {
-            Ok(()) => Fired::Ran,
+        // On a test clock the firing ends once the tell's turn has run, so
+        // an advance returns with its effects visible, as a reminder's.
+        let (turn, ran) = match self.test_clock {
+            Some(_) => {
+                let (tx, rx) = oneshot::channel();
+                (Reply::To(tx), Some(rx))
+            }
+            None => (Reply::None, None),
+        };
+        match self.store_tell(call, turn).await {
+            Ok(()) => {
+                if let Some(ran) = ran {
+                    // However it went: a failed turn is the inbox's to retry.
+                    let _ = tokio::time::timeout(self.config.call_timeout, ran).await;
+                }
+                Fired::Ran
+            }
             Err(CallError::Unavailable(Unavailable::ShuttingDown)) => Fired::NotAttempted,
             Err(_) if firing.superseded() => Fired::Superseded,
             Err(e) => {

@@ -224,6 +224,17 @@ impl Shared {
     /// Queues a durable tell for an actor this daemon owns and waits until
     /// its append is stored.
     pub(crate) async fn tell_durable_here(self: &Arc<Self>, call: Call) -> Result<(), CallError> {
+        self.store_tell(call, Reply::None).await
+    }
+
+    /// [`tell_durable_here`](Self::tell_durable_here), telling `turn` how
+    /// the tell's first attempt went (for a test clock's advance, which
+    /// returns once what came due has run).
+    pub(crate) async fn store_tell(
+        self: &Arc<Self>,
+        call: Call,
+        turn: Reply,
+    ) -> Result<(), CallError> {
         self.check_target(&call.actor)?;
         // A retry of a tell stored before: memory knows its key as stored,
         // or (for an actor whose records spilled) only the store knows it.
@@ -252,8 +263,7 @@ impl Shared {
         if let Some(e) = extra.as_mut() {
             e.chain = None;
         }
-        let mut envelope =
-            self.envelope(call.kind, call.method, call.payload, extra, Reply::None)?;
+        let mut envelope = self.envelope(call.kind, call.method, call.payload, extra, turn)?;
         envelope.inbox = Some(Box::new(InboxTag {
             delivery: InboxDelivery {
                 seq: 0,
