@@ -191,3 +191,48 @@ async def test_set_state_gives_an_actor_a_starting_point(troupe_env: TestEnv) ->
         await troupe_env.set_state(KitCart, "c1", {"": 1})
     with pytest.raises(TypeError, match="values to store or keys to delete"):
         await troupe_env.set_state(KitCart, "c1")
+
+
+@troupe.actor("kit_trial")
+class KitTrial(troupe.Actor):
+    """Starts a trial that ends itself: a delayed tell to its own future self."""
+
+    @troupe.method
+    async def start(self) -> str | None:
+        self.state["active"] = True
+        return await self.ctx.tell("kit_trial", self.id, "expire", delay="14d")
+
+    @troupe.method
+    async def expire(self, reason: str = "trial over") -> None:
+        self.state["active"] = False
+        self.state["reason"] = reason
+
+
+async def test_a_delayed_tell_arrives_when_its_time_comes(troupe_env: TestEnv) -> None:
+    await troupe_env.host(KitTrial)
+    reminder = await troupe_env.actor(KitTrial, "t1").start()
+    assert isinstance(reminder, str) and reminder.startswith("$tell:")
+    waiting = await troupe_env.client.get_reminder("kit_trial", "t1", reminder)
+    assert waiting is not None and waiting.tell_method == "expire"
+    await troupe_env.advance(timedelta(days=13))
+    assert await troupe_env.state(KitTrial, "t1", "active") == {"active": True}
+    # The advance returns once the tell that came due has run.
+    await troupe_env.advance(timedelta(days=2))
+    assert await troupe_env.state(KitTrial, "t1", "active") == {"active": False}
+    assert await troupe_env.client.get_reminder("kit_trial", "t1", reminder) is None
+
+    # From a client, with a key; deleting its reminder cancels it.
+    client = troupe_env.client
+    named = await client.tell(
+        "kit_trial", "t2", "expire", {"reason": "cancelled?"}, delay="1h", idempotency_key="k2"
+    )
+    assert named == "$tell:k2"
+    assert await client.delete_reminder("kit_trial", "t2", named) is True
+    await troupe_env.advance(timedelta(hours=2))
+    assert await troupe_env.state(KitTrial, "t2", "reason") == {}
+    # A plain tell answers None; a delayed one cannot be best effort.
+    assert await client.tell("kit_trial", "t3", "expire") is None
+    with pytest.raises(troupe.InvalidArgument, match="cannot be best effort"):
+        await client.tell("kit_trial", "t3", "expire", delay="1h", durable=False)
+    with pytest.raises(troupe.InvalidArgument, match="delay"):
+        await client.tell("kit_trial", "t3", "expire", delay=0)

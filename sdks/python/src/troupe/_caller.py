@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import grpc
 from google.protobuf.message import Message
 
-from ._duration import DurationLike
+from ._duration import DurationLike, to_millis
 from ._errors import InvalidArgument
 from ._payload import decode_result, decode_state, encode_call
 from ._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
@@ -212,8 +212,15 @@ class Caller(SchedulingCalls):
         durable: bool | None = None,
         idempotency_key: str | None = None,
         idempotency_retention: DurationLike | None = None,
-    ) -> None:
+        delay: DurationLike | None = None,
+    ) -> str | None:
         what = f"tell {actor_type}/{actor_id}.{method}"
+        delay_ms = 0 if delay is None else to_millis(delay, "delay")
+        if delay_ms and durable is False:
+            raise InvalidArgument(
+                f"{what}: a delayed tell is stored until it is due, so it cannot be best "
+                "effort; leave durable unset (or True) with delay"
+            )
         native = self._native
         key = call_key(idempotency_key) if native is None else None
         check_key_type(idempotency_key)
@@ -231,10 +238,11 @@ class Caller(SchedulingCalls):
             idempotency_key=key,
             new_key=idempotency_key is None,
             key_retention_ms=keep,
+            delay_ms=delay_ms,
         )
         with self._rpc("Tell", actor_type, actor_id, method) as md:
             if native is not None:
-                await native.tell(
+                answer = await native.tell(
                     req.SerializeToString(),
                     idempotency_key,
                     timeout,
@@ -242,19 +250,23 @@ class Caller(SchedulingCalls):
                     retry=self._retry,
                     what=what,
                 )
-                return
+                return client_pb2.TellResponse.FromString(answer).reminder or None
             stub = self._grpc_stub()
 
-            async def attempt(left: float | None) -> None:
+            async def attempt(left: float | None) -> client_pb2.TellResponse:
                 try:
-                    await stub.Tell(req, timeout=left, metadata=md)
+                    return cast(
+                        client_pb2.TellResponse,
+                        await stub.Tell(req, timeout=left, metadata=md),
+                    )
                 finally:
                     # As invoke's: only the first attempt's key is new.
                     req.new_key = False
 
-            await send_with_retries(
+            resp = await send_with_retries(
                 attempt, timeout, retry=self._retry, what=what, throttle=self._throttle
             )
+            return resp.reminder or None
 
     async def get_state(
         self,

@@ -275,7 +275,8 @@ class Client:
         durable: bool | None = None,
         idempotency_key: str | None = None,
         idempotency_retention: DurationLike | None = None,
-    ) -> None:
+        delay: DurationLike | None = None,
+    ) -> str | None:
         """Send a call whose result is dropped.
 
         Returns once the actor's mailbox accepted it; with ``durable=True``, once it is
@@ -285,9 +286,16 @@ class Client:
         follows the actor type's ``durable_tells`` option. ``idempotency_key`` and
         ``idempotency_retention`` as in :meth:`invoke`: a durable tell retried with its key
         is stored once.
+
+        With ``delay`` (``"10m"``, seconds, a timedelta) the call is stored at once and
+        delivered that long from now as a durable tell; it waits as a reminder of the
+        actor, whose name this returns (``"$tell:"`` and its idempotency key):
+        :meth:`delete_reminder` with that name cancels it, :meth:`get_reminder` reads it.
+        A retry with the same ``idempotency_key`` keeps the one that waits. Returns None
+        without ``delay``.
         """
         args, kwargs = split_params(params)
-        await self._get_caller().tell(
+        return await self._get_caller().tell(
             actor_type,
             actor_id,
             method,
@@ -298,6 +306,7 @@ class Client:
             durable=durable,
             idempotency_key=idempotency_key,
             idempotency_retention=idempotency_retention,
+            delay=delay,
         )
 
     async def get_state(

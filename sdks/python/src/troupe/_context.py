@@ -149,14 +149,17 @@ class Context:
         durable: bool | None = None,
         idempotency_key: str | None = None,
         idempotency_retention: DurationLike | None = None,
-    ) -> None:
+        delay: DurationLike | None = None,
+    ) -> str | None:
         """Queue a call on another actor without waiting for its result.
 
-        ``durable``, ``idempotency_key`` and ``idempotency_retention`` as in
-        :meth:`Client.tell`: True returns once the call is stored in the target's inbox.
+        ``durable``, ``idempotency_key``, ``idempotency_retention`` and ``delay`` as in
+        :meth:`Client.tell`: True returns once the call is stored in the target's inbox;
+        a ``delay`` delivers it later (to this actor too: a message to its future self)
+        and returns the name of the reminder it waits as.
         """
         args, kwargs = split_params(params)
-        await self._caller.tell(
+        return await self._caller.tell(
             actor_type,
             actor_id,
             method,
@@ -167,6 +170,7 @@ class Context:
             durable=durable,
             idempotency_key=idempotency_key,
             idempotency_retention=idempotency_retention,
+            delay=delay,
         )
 
     # ---- reminders ----

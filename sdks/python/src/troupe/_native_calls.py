@@ -150,13 +150,14 @@ class NativeCalls:
         *,
         retry: bool,
         what: str,
-    ) -> None:
-        """A serialized TellRequest, keyed and retried as :meth:`invoke`."""
+    ) -> bytes:
+        """A serialized TellRequest, keyed and retried as :meth:`invoke`; the serialized
+        TellResponse."""
 
         def start(call_id: int) -> None:
             self._client.tell(call_id, request, key, timeout, metadata, retry)
 
-        await self._call(start, what)
+        return await self._call(start, what)
 
     async def unary(
         self,

@@ -186,6 +186,9 @@ class Reminder:
         missed: what happens to firings missed while the daemon was down.
         paused: whether it is paused (``pause_reminder``): it does not fire until
             resumed, and ``next_due`` is when it was due.
+        tell_method: for a delayed tell waiting to be delivered (``tell(...,
+            delay=...)``), the method it calls, with ``data`` as its argument; None
+            for a reminder.
     """
 
     actor_type: str
@@ -206,6 +209,7 @@ class Reminder:
     jitter: timedelta | None = None
     jitter_delay: timedelta = timedelta(0)
     paused: bool = False
+    tell_method: str | None = None
 
     @classmethod
     def from_proto(cls, msg: client_pb2.Reminder) -> Reminder:
@@ -229,6 +233,7 @@ class Reminder:
             jitter=timedelta(milliseconds=msg.jitter_ms) if msg.jitter_ms else None,
             jitter_delay=timedelta(milliseconds=msg.jitter_delay_ms),
             paused=msg.paused,
+            tell_method=msg.tell_method or None,
         )
 
 

@@ -212,9 +212,10 @@ class SyncClient:
         durable: bool | None = None,
         idempotency_key: str | None = None,
         idempotency_retention: DurationLike | None = None,
-    ) -> None:
+        delay: DurationLike | None = None,
+    ) -> str | None:
         """See :meth:`Client.tell`."""
-        self._run(
+        return self._run(
             self._client.tell(
                 actor_type,
                 actor_id,
@@ -225,6 +226,7 @@ class SyncClient:
                 durable=durable,
                 idempotency_key=idempotency_key,
                 idempotency_retention=idempotency_retention,
+                delay=delay,
             )
         )
 

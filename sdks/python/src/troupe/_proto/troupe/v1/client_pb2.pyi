@@ -55,7 +55,7 @@ class SetReminderRequest(_message.Message):
     def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., name: _Optional[str] = ..., due: _Optional[str] = ..., period: _Optional[str] = ..., repeat: _Optional[int] = ..., until: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., missed: _Optional[_Union[MissedFirings, str]] = ..., cron: _Optional[str] = ..., time_zone: _Optional[str] = ..., jitter: _Optional[str] = ...) -> None: ...
 
 class Reminder(_message.Message):
-    __slots__ = ("actor", "name", "next_due_unix_ms", "period_ms", "remaining", "until_unix_ms", "payload", "retry", "missed", "attempts", "fired", "alarm", "cron", "time_zone", "jitter_ms", "jitter_delay_ms", "paused")
+    __slots__ = ("actor", "name", "next_due_unix_ms", "period_ms", "remaining", "until_unix_ms", "payload", "retry", "missed", "attempts", "fired", "alarm", "cron", "time_zone", "jitter_ms", "jitter_delay_ms", "paused", "tell_method")
     ACTOR_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NEXT_DUE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,7 @@ class Reminder(_message.Message):
     JITTER_MS_FIELD_NUMBER: _ClassVar[int]
     JITTER_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     PAUSED_FIELD_NUMBER: _ClassVar[int]
+    TELL_METHOD_FIELD_NUMBER: _ClassVar[int]
     actor: _common_pb2.ActorRef
     name: str
     next_due_unix_ms: int
@@ -90,7 +91,8 @@ class Reminder(_message.Message):
     jitter_ms: int
     jitter_delay_ms: int
     paused: bool
-    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., name: _Optional[str] = ..., next_due_unix_ms: _Optional[int] = ..., period_ms: _Optional[int] = ..., remaining: _Optional[int] = ..., until_unix_ms: _Optional[int] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., missed: _Optional[_Union[MissedFirings, str]] = ..., attempts: _Optional[int] = ..., fired: _Optional[int] = ..., alarm: bool = ..., cron: _Optional[str] = ..., time_zone: _Optional[str] = ..., jitter_ms: _Optional[int] = ..., jitter_delay_ms: _Optional[int] = ..., paused: bool = ...) -> None: ...
+    tell_method: str
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., name: _Optional[str] = ..., next_due_unix_ms: _Optional[int] = ..., period_ms: _Optional[int] = ..., remaining: _Optional[int] = ..., until_unix_ms: _Optional[int] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., missed: _Optional[_Union[MissedFirings, str]] = ..., attempts: _Optional[int] = ..., fired: _Optional[int] = ..., alarm: bool = ..., cron: _Optional[str] = ..., time_zone: _Optional[str] = ..., jitter_ms: _Optional[int] = ..., jitter_delay_ms: _Optional[int] = ..., paused: bool = ..., tell_method: _Optional[str] = ...) -> None: ...
 
 class ReminderRef(_message.Message):
     __slots__ = ("actor", "name")
@@ -206,7 +208,7 @@ class InvokeResponse(_message.Message):
     def __init__(self, payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ...) -> None: ...
 
 class TellRequest(_message.Message):
-    __slots__ = ("actor", "method", "payload", "metadata", "chain", "delivery", "idempotency_key", "new_key", "key_retention_ms")
+    __slots__ = ("actor", "method", "payload", "metadata", "chain", "delivery", "idempotency_key", "new_key", "key_retention_ms", "delay_ms")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -223,6 +225,7 @@ class TellRequest(_message.Message):
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     NEW_KEY_FIELD_NUMBER: _ClassVar[int]
     KEY_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
+    DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     actor: _common_pb2.ActorRef
     method: str
     payload: _common_pb2.Payload
@@ -232,11 +235,14 @@ class TellRequest(_message.Message):
     idempotency_key: str
     new_key: bool
     key_retention_ms: int
-    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., method: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ..., delivery: _Optional[_Union[_common_pb2.Delivery, str]] = ..., idempotency_key: _Optional[str] = ..., new_key: bool = ..., key_retention_ms: _Optional[int] = ...) -> None: ...
+    delay_ms: int
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., method: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ..., delivery: _Optional[_Union[_common_pb2.Delivery, str]] = ..., idempotency_key: _Optional[str] = ..., new_key: bool = ..., key_retention_ms: _Optional[int] = ..., delay_ms: _Optional[int] = ...) -> None: ...
 
 class TellResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("reminder",)
+    REMINDER_FIELD_NUMBER: _ClassVar[int]
+    reminder: str
+    def __init__(self, reminder: _Optional[str] = ...) -> None: ...
 
 class GetStateRequest(_message.Message):
     __slots__ = ("actor", "keys")

@@ -130,7 +130,8 @@ class ActorClientServicer(object):
 
     def Tell(self, request, context):
         """Queues a method call and returns once it is accepted into the actor's
-        mailbox; the result is discarded.
+        mailbox; the result is discarded. With delay_ms, stores it to be
+        delivered once the delay has passed (docs/delivery.md, "Delayed tells").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
