@@ -165,3 +165,45 @@ async fn sigterm_right_after_the_listening_line_is_a_graceful_stop() -> anyhow::
     }
     Ok(())
 }
+
+/// An actor whose app left while it was activating waits for an app to
+/// come back, but not through a shutdown: no app comes back to a stopping
+/// daemon, so its calls fail and the drain goes on instead of waiting out
+/// the grace period (found with the TypeScript test kit, whose env stops
+/// its app, then its daemon, right after a tell).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_does_not_wait_for_an_app_that_left_mid_activation() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut daemon = Daemon::start(
+        dir.path(),
+        &["--host-wait", "10m", "--shutdown-grace", "60s"],
+    )
+    .await?;
+    let (mut app, _) =
+        troupe_tests::RawApp::register(daemon.addr, vec![type_spec("counter")]).await?;
+    let mut client = daemon.client().await?;
+    client
+        .0
+        .tell(pb::TellRequest {
+            actor: Some(actor("counter", "w1")),
+            method: "incr".into(),
+            delivery: pb::Delivery::BestEffort.into(),
+            ..Default::default()
+        })
+        .await?;
+    // The app sees the activation, then leaves without answering it.
+    match app.recv().await?.and_then(|m| m.kind) {
+        Some(pb::daemon_message::Kind::Activate(_)) => {}
+        other => anyhow::bail!("expected Activate, got {other:?}"),
+    }
+    drop(app);
+    // Bounded at 30 s, half the grace: a drain that waits for the app fails.
+    let exit = daemon.terminate().await?;
+    assert!(exit.success(), "exit {exit}: {}", daemon.log());
+    assert!(
+        !daemon.log().contains("grace period over"),
+        "{}",
+        daemon.log()
+    );
+    Ok(())
+}

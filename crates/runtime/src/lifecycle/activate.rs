@@ -15,6 +15,7 @@ use crate::host::{ActivateDone, ActivateRequest};
 use crate::idempotency::LOAD_LIMIT;
 use crate::routing::Route;
 use crate::shared::Shared;
+use crate::shutdown::Stage;
 use crate::types::{ActorId, StateChange, TRACE_TARGET};
 use crate::validate;
 
@@ -64,7 +65,16 @@ impl Shared {
             None => {
                 debug!(actor = %act.id, "waiting for an app that hosts the type");
                 let deadline = Instant::now() + self.config.host_wait;
-                self.hosts.wait_for(&act.id.ty, deadline).await
+                tokio::select! {
+                    binding = self.hosts.wait_for(&act.id.ty, deadline) => binding,
+                    // No app comes back to a stopping daemon: waiting would
+                    // hold the drain open for its whole grace period.
+                    () = self.shutdown.reached(Stage::Draining) => {
+                        let error = CallError::from(Unavailable::ShuttingDown);
+                        self.abandon(act, error.clone());
+                        return Err(error);
+                    }
+                }
             }
         };
         let Some(binding) = binding else {
