@@ -4,7 +4,14 @@ import * as grpc from "@grpc/grpc-js";
 import type { Actor } from "./actor.js";
 import { type Duration, toMillis } from "./duration.js";
 import { fromRpcError, InvalidArgument } from "./errors.js";
-import { type ActorClientClient, ActorClientService, type InvokeRequest, type InvokeResponse, type TellRequest } from "./gen/troupe/v1/client.js";
+import {
+  type ActorClientClient,
+  ActorClientService,
+  type InvokeRequest,
+  type InvokeResponse,
+  type TellRequest,
+  type TellResponse,
+} from "./gen/troupe/v1/client.js";
 import { type CallChain, Delivery } from "./gen/troupe/v1/common.js";
 import { decodeResult, decodeState, encodeCall, Kwargs, splitArgs } from "./payload.js";
 import {
@@ -60,10 +67,19 @@ export interface TellOptions extends CallOptions {
    * effort. Left out: the actor type's `durableTells` option decides.
    */
   durable?: boolean;
+  /**
+   * Deliver the call this long from now (`"10m"`, milliseconds, ...) instead of at
+   * once: it is stored at once and waits as a reminder of the actor, whose name
+   * `tell` then resolves to (`"$tell:"` and its idempotency key; `deleteReminder`
+   * with it cancels the tell, `getReminder` reads it), and is delivered as a durable
+   * tell when due. A retry with the same `idempotencyKey` keeps the one that waits.
+   * Cannot be combined with `durable: false`.
+   */
+  delay?: Duration;
 }
 
 /** Options of a handle (`client.actor(...)`, `ctx.actor(...)`): those of its calls, each with its own key. */
-export type HandleOptions = Omit<TellOptions, "idempotencyKey" | "idempotencyRetention">;
+export type HandleOptions = Omit<TellOptions, "idempotencyKey" | "idempotencyRetention" | "delay">;
 
 /**
  * @internal A handle's options, refusing a key: one key on every call of the
@@ -210,7 +226,7 @@ export interface CallTransport {
   /** Invoke with its key and retries; rejects with the SDK's error (TroupeError). */
   invoke(request: InvokeRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed): Promise<InvokeResponse>;
   /** Tell, as invoke. */
-  tell(request: TellRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed): Promise<void>;
+  tell(request: TellRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed): Promise<TellResponse>;
   /** One of the rarer RPCs, sent once; rejects with a grpc.ServiceError (or an error shaped like one). */
   unary<Req, Resp>(method: UnaryMethod<Req, Resp>, request: Req, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<Resp>;
 }
@@ -257,7 +273,7 @@ export function stubTransport(stub: ActorClientClient, retryBudget: Readonly<Req
     },
     tell: async (request, md, options, keyed) => {
       const req = attempts(request, keyed, options);
-      await sendWithRetries(() => unary(ActorClientService.tell, req(), md.clone(), options), deadlineMs(options), { ...keyed, throttle });
+      return sendWithRetries(() => unary(ActorClientService.tell, req(), md.clone(), options), deadlineMs(options), { ...keyed, throttle });
     },
     unary,
   };
@@ -317,10 +333,14 @@ export class Caller {
     kw: Readonly<Record<string, unknown>>,
     options: TellOptions,
     chain?: CallChain,
-  ): Promise<void> {
+  ): Promise<string | null> {
     const what = `tell ${type}/${id}.${method}`;
     const keyed = { key: checkKeyType(options.idempotencyKey), retry: this.#retry, what };
     const callOptions = deadline(options.timeout, what);
+    const delayMs = toMillis(options.delay, "delay") ?? 0;
+    if (delayMs > 0 && options.durable === false) {
+      throw new InvalidArgument(`${what}: a delayed tell is stored until it is due, so it cannot be best effort; leave durable unset (or true) with delay`);
+    }
     const request = {
       actor: { type, id },
       method,
@@ -331,8 +351,10 @@ export class Caller {
       idempotencyKey: "",
       newKey: false,
       keyRetentionMs: passedKeyRetentionMs(keyed.key, options.idempotencyRetention),
+      delayMs: BigInt(delayMs),
     };
-    return this.#tracing.call({ rpc: "Tell", type, id, method }, (md) => this.#calls.tell(request, md, callOptions, keyed));
+    const answer = await this.#tracing.call({ rpc: "Tell", type, id, method }, (md) => this.#calls.tell(request, md, callOptions, keyed));
+    return answer.reminder === "" ? null : answer.reminder;
   }
 
   async getState(type: string, id: string, keys: readonly string[], options: GetStateOptions): Promise<Record<string, unknown>> {

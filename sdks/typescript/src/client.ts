@@ -266,7 +266,9 @@ export class Client {
    * dropped. With `{ durable: true }` it returns once the call is stored in the
    * actor's inbox, from where it is delivered at least once (see {@link TellOptions}).
    * Keyed and retried as {@link Client.invoke}: a durable tell retried with its
-   * key is stored once.
+   * key is stored once. With `{ delay: "10m" }` the call is delivered that long
+   * from now, and this resolves to the name of the reminder it waits as (null
+   * without `delay`).
    */
   tell(
     type: string,
@@ -275,7 +277,7 @@ export class Client {
     params?: Params,
     kwargs?: Readonly<Record<string, unknown>>,
     options?: TellOptions,
-  ): Promise<void> {
+  ): Promise<string | null> {
     const [args, kw] = splitParams(params, kwargs);
     return this.#getCaller().tell(type, id, method, args, kw, this.#options(options));
   }

@@ -98,7 +98,11 @@ export class Context {
     return this.#caller.invoke(type, id, method, args, kw, options);
   }
 
-  /** Queue a call on another actor without waiting for its result (`{ durable: true }`: see {@link TellOptions}). */
+  /**
+   * Queue a call on another actor without waiting for its result (`{ durable: true }`:
+   * see {@link TellOptions}). With `{ delay }` it is delivered later (to this actor
+   * too: a message to its future self) and resolves to the reminder it waits as.
+   */
   tell(
     type: string,
     id: string,
@@ -106,7 +110,7 @@ export class Context {
     params?: Params,
     kwargs?: Readonly<Record<string, unknown>>,
     options: TellOptions = {},
-  ): Promise<void> {
+  ): Promise<string | null> {
     const [args, kw] = splitParams(params, kwargs);
     return this.#caller.tell(type, id, method, args, kw, options);
   }

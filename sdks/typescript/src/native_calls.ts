@@ -7,7 +7,7 @@ import * as grpc from "@grpc/grpc-js";
 import type { CallTransport, Keyed, UnaryMethod } from "./caller.js";
 import type { NativeAnswer, NativeClient, NativeStatus } from "./core.js";
 import { fromRpcError, InvalidArgument } from "./errors.js";
-import { InvokeRequest, InvokeResponse, TellRequest } from "./gen/troupe/v1/client.js";
+import { InvokeRequest, InvokeResponse, TellRequest, TellResponse } from "./gen/troupe/v1/client.js";
 import { failureNote, logRetry, type GaveUp } from "./retry.js";
 
 interface Waiting {
@@ -94,11 +94,11 @@ export class NativeCalls implements CallTransport {
     }).then((response) => InvokeResponse.decode(response));
   }
 
-  tell(request: TellRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed): Promise<void> {
+  tell(request: TellRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed): Promise<TellResponse> {
     const bytes = asBuffer(TellRequest.encode(request).finish());
     return this.#start(keyed.what, (id) => {
       this.#client.tell(id, bytes, keyed.key, timeoutMs(options), flatMetadata(md, this.#extra), keyed.retry);
-    }).then(() => undefined);
+    }).then((response) => TellResponse.decode(response));
   }
 
   unary<Req, Resp>(method: UnaryMethod<Req, Resp>, request: Req, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<Resp> {

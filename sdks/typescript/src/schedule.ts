@@ -102,6 +102,8 @@ export interface Reminder {
   alarm: boolean;
   /** Paused (`pauseReminder`): it does not fire until resumed, and `nextDue` is when it was due. */
   paused: boolean;
+  /** A delayed tell waiting to be delivered (`tell(..., { delay })`): the method it calls, `data` its argument; null for a reminder. */
+  tellMethod: string | null;
 }
 
 /** Options of `setReminder`. */
@@ -337,6 +339,7 @@ export function reminderFromProto(msg: ReminderMessage): Reminder {
     fired: num(msg.fired),
     alarm: msg.alarm,
     paused: msg.paused,
+    tellMethod: msg.tellMethod === "" ? null : msg.tellMethod,
   };
 }
 

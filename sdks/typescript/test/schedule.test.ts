@@ -173,6 +173,7 @@ describe("schedule conversions", () => {
       jitterMs: 0n,
       jitterDelayMs: 0n,
       paused: false,
+      tellMethod: "",
     });
     assert.deepEqual(oneShot, {
       actorType: "t",
@@ -193,6 +194,7 @@ describe("schedule conversions", () => {
       fired: 0,
       alarm: false,
       paused: false,
+      tellMethod: null,
     });
     const periodic = reminderFromProto({
       actor: undefined,
@@ -212,6 +214,7 @@ describe("schedule conversions", () => {
       jitterMs: 0n,
       jitterDelayMs: 0n,
       paused: false,
+      tellMethod: "",
     });
     assert.equal(periodic.actorType, "");
     assert.equal(periodic.periodMs, 200);
@@ -241,6 +244,7 @@ describe("schedule conversions", () => {
       jitterMs: 0n,
       jitterDelayMs: 0n,
       paused: false,
+      tellMethod: "",
     });
     assert.deepEqual([calendar.cron, calendar.timeZone, calendar.periodMs], ["@daily", "UTC", null]);
   });

@@ -199,3 +199,48 @@ test("setState gives an actor a starting point", async () => {
     await env.close();
   }
 });
+
+@actor("kit_trial")
+class KitTrial extends Actor<{ active: boolean; reason: string }> {
+  /** Starts a trial that ends itself: a delayed tell to the actor's future self. */
+  @method
+  async start(): Promise<string | null> {
+    this.state.set("active", true);
+    return this.ctx.tell("kit_trial", this.id, "expire", [], {}, { delay: "14d" });
+  }
+
+  @method
+  expire(reason = "trial over"): void {
+    this.state.set("active", false);
+    this.state.set("reason", reason);
+  }
+}
+
+test("a delayed tell arrives when its time comes", async () => {
+  const env = await startTestEnv({ binary: troupeBin() });
+  try {
+    await env.host(KitTrial);
+    const reminder = await env.actor<KitTrial>(KitTrial, "t1").call("start");
+    assert.ok(typeof reminder === "string" && reminder.startsWith("$tell:"), String(reminder));
+    assert.equal((await env.client.getReminder(KitTrial, "t1", reminder))?.tellMethod, "expire");
+    await env.advance("312h");
+    assert.deepEqual(await env.state(KitTrial, "t1", "active"), { active: true });
+    // The advance returns once the tell that came due has run.
+    await env.advance("48h");
+    assert.deepEqual(await env.state(KitTrial, "t1", "active"), { active: false });
+    assert.equal(await env.client.getReminder(KitTrial, "t1", reminder), null);
+
+    // From a client, with a key; deleting its reminder cancels it.
+    const named = await env.client.tell("kit_trial", "t2", "expire", { reason: "cancelled?" }, undefined, { delay: "1h", idempotencyKey: "k2" });
+    assert.equal(named, "$tell:k2");
+    assert.equal(await env.client.deleteReminder(KitTrial, "t2", "$tell:k2"), true);
+    await env.advance("2h");
+    assert.deepEqual(await env.state(KitTrial, "t2", "reason"), {});
+    // A plain tell resolves to null; a delayed one cannot be best effort.
+    assert.equal(await env.client.tell("kit_trial", "t3", "expire"), null);
+    await assert.rejects(env.client.tell("kit_trial", "t3", "expire", [], {}, { delay: "1h", durable: false }), (err) => err instanceof InvalidArgument && /cannot be best effort/.test(err.message));
+    await assert.rejects(env.client.tell("kit_trial", "t3", "expire", [], {}, { delay: 0 }), (err) => err instanceof InvalidArgument && /delay/.test(err.message));
+  } finally {
+    await env.close();
+  }
+});

@@ -124,6 +124,11 @@ export interface Reminder {
    * `next_due_unix_ms` is when it was due.
    */
   paused: boolean;
+  /**
+   * A delayed tell waiting to be delivered (TellRequest.delay_ms): the
+   * method it calls; `payload` is its argument. Empty for a reminder.
+   */
+  tellMethod: string;
 }
 
 export interface ReminderRef {
@@ -269,6 +274,19 @@ export interface TellRequest {
   newKey: boolean;
   /** As InvokeRequest.key_retention_ms. */
   keyRetentionMs: bigint;
+  /**
+   * Deliver the tell this many milliseconds from now instead of at once.
+   * The tell is stored first (the acknowledgement means it is), kept as a
+   * one-shot reminder of the actor named "$tell:" and its idempotency key
+   * (the daemon makes a key when none is given; TellResponse.reminder
+   * names it), and when due it enters the actor's inbox as a durable tell:
+   * delivered at least once, its state effects once, failed deliveries kept
+   * as dead letters. Until then GetReminder, DeleteReminder (to cancel it),
+   * PauseReminder and ListReminders see it. A retry with the same key while
+   * it waits keeps the one scheduled. delivery must not be
+   * DELIVERY_BEST_EFFORT. 0: at once.
+   */
+  delayMs: bigint;
 }
 
 export interface TellRequest_MetadataEntry {
@@ -277,6 +295,11 @@ export interface TellRequest_MetadataEntry {
 }
 
 export interface TellResponse {
+  /**
+   * A delayed tell (TellRequest.delay_ms): the reminder it waits as, to
+   * read or delete with the reminder calls. Empty for any other tell.
+   */
+  reminder: string;
 }
 
 export interface GetStateRequest {
@@ -612,6 +635,7 @@ function createBaseReminder(): Reminder {
     jitterMs: 0n,
     jitterDelayMs: 0n,
     paused: false,
+    tellMethod: "",
   };
 }
 
@@ -685,6 +709,9 @@ export const Reminder: MessageFns<Reminder> = {
     }
     if (message.paused !== false) {
       writer.uint32(136).bool(message.paused);
+    }
+    if (message.tellMethod !== "") {
+      writer.uint32(146).string(message.tellMethod);
     }
     return writer;
   },
@@ -838,6 +865,14 @@ export const Reminder: MessageFns<Reminder> = {
             message.paused = reader.bool();
             continue;
           }
+          case 18: {
+            if (tag !== 146) {
+              break;
+            }
+
+            message.tellMethod = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -884,6 +919,7 @@ export const Reminder: MessageFns<Reminder> = {
       ? BigInt(object.jitterDelayMs)
       : 0n;
     message.paused = object.paused ?? false;
+    message.tellMethod = object.tellMethod ?? "";
     return message;
   },
 };
@@ -1860,6 +1896,7 @@ function createBaseTellRequest(): TellRequest {
     idempotencyKey: "",
     newKey: false,
     keyRetentionMs: 0n,
+    delayMs: 0n,
   };
 }
 
@@ -1894,6 +1931,12 @@ export const TellRequest: MessageFns<TellRequest> = {
         throw new globalThis.Error("value provided for field message.keyRetentionMs of type uint64 too large");
       }
       writer.uint32(72).uint64(message.keyRetentionMs);
+    }
+    if (message.delayMs !== 0n) {
+      if (BigInt.asUintN(64, message.delayMs) !== message.delayMs) {
+        throw new globalThis.Error("value provided for field message.delayMs of type uint64 too large");
+      }
+      writer.uint32(80).uint64(message.delayMs);
     }
     return writer;
   },
@@ -1986,6 +2029,14 @@ export const TellRequest: MessageFns<TellRequest> = {
             message.keyRetentionMs = reader.uint64() as bigint;
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.delayMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2028,6 +2079,7 @@ export const TellRequest: MessageFns<TellRequest> = {
     message.keyRetentionMs = (object.keyRetentionMs !== undefined && object.keyRetentionMs !== null)
       ? BigInt(object.keyRetentionMs)
       : 0n;
+    message.delayMs = (object.delayMs !== undefined && object.delayMs !== null) ? BigInt(object.delayMs) : 0n;
     return message;
   },
 };
@@ -2100,11 +2152,14 @@ export const TellRequest_MetadataEntry: MessageFns<TellRequest_MetadataEntry> = 
 };
 
 function createBaseTellResponse(): TellResponse {
-  return {};
+  return { reminder: "" };
 }
 
 export const TellResponse: MessageFns<TellResponse> = {
-  encode(_: TellResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+  encode(message: TellResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.reminder !== "") {
+      writer.uint32(10).string(message.reminder);
+    }
     return writer;
   },
 
@@ -2121,6 +2176,14 @@ export const TellResponse: MessageFns<TellResponse> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.reminder = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2136,8 +2199,9 @@ export const TellResponse: MessageFns<TellResponse> = {
   create<I extends Exact<DeepPartial<TellResponse>, I>>(base?: I): TellResponse {
     return TellResponse.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<TellResponse>, I>>(_: I): TellResponse {
+  fromPartial<I extends Exact<DeepPartial<TellResponse>, I>>(object: I): TellResponse {
     const message = createBaseTellResponse();
+    message.reminder = object.reminder ?? "";
     return message;
   },
 };
@@ -2386,7 +2450,8 @@ export const ActorClientService = {
   },
   /**
    * Queues a method call and returns once it is accepted into the actor's
-   * mailbox; the result is discarded.
+   * mailbox; the result is discarded. With delay_ms, stores it to be
+   * delivered once the delay has passed (docs/delivery.md, "Delayed tells").
    */
   tell: {
     path: "/troupe.v1.ActorClient/Tell" as const,
@@ -2562,7 +2627,8 @@ export interface ActorClientServer extends UntypedServiceImplementation {
   invoke: handleUnaryCall<InvokeRequest, InvokeResponse>;
   /**
    * Queues a method call and returns once it is accepted into the actor's
-   * mailbox; the result is discarded.
+   * mailbox; the result is discarded. With delay_ms, stores it to be
+   * delivered once the delay has passed (docs/delivery.md, "Delayed tells").
    */
   tell: handleUnaryCall<TellRequest, TellResponse>;
   /**
@@ -2647,7 +2713,8 @@ export interface ActorClientClient extends Client {
   ): ClientUnaryCall;
   /**
    * Queues a method call and returns once it is accepted into the actor's
-   * mailbox; the result is discarded.
+   * mailbox; the result is discarded. With delay_ms, stores it to be
+   * delivered once the delay has passed (docs/delivery.md, "Delayed tells").
    */
   tell(request: TellRequest, callback: (error: ServiceError | null, response: TellResponse) => void): ClientUnaryCall;
   tell(
