@@ -132,51 +132,40 @@ async fn an_advance_returns_once_due_tells_ran() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `troupe tell TY c append(n) --delay DELAY` with `extra` flags; its output.
+async fn cli_tell_later(
+    daemon: &Daemon,
+    n: i64,
+    delay: &str,
+    extra: &[&str],
+) -> anyhow::Result<String> {
+    let payload = format!("{{\"kwargs\":{{\"n\":{n}}}}}");
+    let mut args = vec![
+        "tell",
+        TY,
+        "c",
+        "append",
+        "--payload",
+        &payload,
+        "--delay",
+        delay,
+    ];
+    args.extend_from_slice(extra);
+    Ok(cli_against(daemon, &args, 0).await?.0)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_schedules_lists_and_cancels_delayed_tells() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let (daemon, _app) = start(dir.path(), &with_test_clock(&TestStore::Sled)).await?;
-    let data = r#"{"kwargs":{"n":7}}"#;
-    let (out, _) = cli_against(
-        &daemon,
-        &[
-            "tell",
-            TY,
-            "c",
-            "append",
-            "--payload",
-            data,
-            "--delay",
-            "2h",
-            "-o",
-            "json",
-        ],
-        0,
-    )
-    .await?;
+    let out = cli_tell_later(&daemon, 7, "2h", &["-o", "json"]).await?;
     let sent: serde_json::Value = serde_json::from_str(&out)?;
     assert_eq!(sent["delivery"], "delayed", "{out}");
     assert_eq!(sent["delay_ms"], 2 * HOUR_MS, "{out}");
     let first = sent["reminder"].as_str().unwrap_or_default().to_owned();
     assert!(first.starts_with("$tell:"), "{out}");
 
-    let (said, _) = cli_against(
-        &daemon,
-        &[
-            "tell",
-            TY,
-            "c",
-            "append",
-            "--payload",
-            r#"{"kwargs":{"n":8}}"#,
-            "--delay",
-            "3h",
-            "--idempotency-key",
-            "cancel-me",
-        ],
-        0,
-    )
-    .await?;
+    let said = cli_tell_later(&daemon, 8, "3h", &["--idempotency-key", "cancel-me"]).await?;
     // The message prints the command that cancels it, quoted for a shell.
     assert!(
         said.contains("troupe reminders delete log c '$tell:cancel-me'"),
@@ -219,7 +208,7 @@ async fn the_cli_schedules_lists_and_cancels_delayed_tells() -> anyhow::Result<(
         .tell(pb::TellRequest {
             actor: Some(actor(TY, "c")),
             method: "append".into(),
-            payload: Some(json_payload(data.to_owned())),
+            payload: Some(json_payload(r#"{"kwargs":{"n":7}}"#)),
             delivery: pb::Delivery::BestEffort.into(),
             delay_ms: 1_000,
             ..Default::default()
