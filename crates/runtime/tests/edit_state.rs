@@ -168,11 +168,13 @@ async fn an_edit_applies_only_while_what_it_expects_holds() -> Result<(), CallEr
             "{stale:?}"
         );
     }
-    let (state, _) = rt.get_state(&d, &[]).await?;
+    let (state, active) = rt.get_state(&d, &[]).await?;
     assert!(
         state.contains(&("n".to_owned(), bytes::Bytes::from("1"))) && state.len() == 2,
         "{state:?}"
     );
+    // Refused against the activation's state: it was not ended for nothing.
+    assert!(active, "a stale compare-and-set ended the activation");
 
     // What a read said, fed back as it came: the edit applies.
     let expect = [StateChange::set("n", "1"), StateChange::delete("gone")];

@@ -15,6 +15,7 @@ mod take;
 
 use batch::Batch;
 pub(crate) use fenced::DropRefused;
+pub(crate) use operator_writes::check_expected;
 pub use report::{FlushBacklog, UnwrittenState};
 
 use std::future::Future;

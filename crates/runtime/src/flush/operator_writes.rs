@@ -72,7 +72,7 @@ impl Flusher {
             .map_err(|e| store_failure(actor, "cannot read the stored state of", e))?
             .into_iter()
             .collect();
-        check_expected(actor, &stored, expect)?;
+        check_expected(actor, |key| stored.get(key), expect)?;
         let before = changes
             .iter()
             .map(|change| StateChange {
@@ -106,17 +106,18 @@ impl Flusher {
     }
 }
 
-/// Whether each expected key holds its value (or is absent, as expected).
-/// The refusal names the keys and what they hold by size only: state may
-/// hold secrets, and refusals reach the audit log.
-fn check_expected(
+/// Whether each expected key holds its value (or is absent, as expected)
+/// in `held` (the store's state, or an activation's). The refusal names
+/// the keys and what they hold by size only: state may hold secrets, and
+/// refusals reach the audit log.
+pub(crate) fn check_expected<'s>(
     actor: &ActorId,
-    stored: &HashMap<String, Bytes>,
+    held: impl Fn(&str) -> Option<&'s Bytes>,
     expect: &[StateChange],
 ) -> Result<(), CallError> {
     let differ: Vec<String> = expect
         .iter()
-        .filter_map(|e| match (stored.get(&e.key), &e.value) {
+        .filter_map(|e| match (held(&e.key), &e.value) {
             (held, wanted) if held == wanted.as_ref() => None,
             (None, _) => Some(format!("{:?} is absent", e.key)),
             (Some(held), None) => Some(format!("{:?} holds a value ({})", e.key, size(held))),

@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use tracing::info;
 
 use crate::error::CallError;
+use crate::flush::check_expected;
 use crate::runtime::Runtime;
 use crate::types::{ActorId, StateChange};
 use crate::validate;
@@ -52,6 +53,16 @@ impl Runtime {
         check_keys("the edit", changes, limit)?;
         check_keys("the expectation", expect, limit)?;
         let shared = &self.shared;
+        // A stale read, the usual refusal, is refused against what the
+        // activation holds (newer than the store), before its activation
+        // would end for nothing. One that holds there is checked again, as
+        // the edit applies, against the store.
+        if let Some(act) = shared.directory.get(actor) {
+            let inner = act.inner.lock();
+            if inner.state_loaded() {
+                check_expected(actor, |key| inner.state.get(key), expect)?;
+            }
+        }
         let held = self.hold_owned_actor(actor, "edited").await?;
         let left = shared.directory.get(actor);
         shared

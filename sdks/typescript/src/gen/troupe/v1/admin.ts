@@ -506,9 +506,11 @@ export interface EditActorStateRequest {
   /**
    * What the edit assumes, checked as it applies (compare-and-set): each
    * key holds exactly this value (`set`) or is absent (`delete`), else
-   * nothing changes and the answer is ABORTED (the actor's activation has
-   * ended all the same: the check reads the settled store). Any keys, edited
-   * or not, each at most once; a response's `before` fits here as it is.
+   * nothing changes and the answer is ABORTED. An active actor's state is
+   * checked first (a refusal there leaves it active), then the settled
+   * store as the edit applies (a refusal then comes after its activation
+   * ended). Any keys, edited or not, each at most once; a response's
+   * `before` fits here as it is.
    */
   expect: StateChange[];
 }
