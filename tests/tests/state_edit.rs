@@ -135,6 +135,18 @@ async fn edits_replace_what_the_actor_held(store: TestStore) -> anyhow::Result<(
     // An actor that never ran gets state it starts on.
     set_log(&daemon, "fresh", "[40]", &["--if-absent"], 0).await?;
     append(&mut client, "fresh", 2).await?;
+    // Deleting one key checks it the same way; with more keys the check is
+    // refused before anything is sent.
+    set_log(&daemon, "gone", "[40,2]", &[], 0).await?;
+    let delete_gone = |extra: &'static [&'static str]| {
+        [&["state", "delete", TY, "gone", "log"][..], extra].concat()
+    };
+    let (_, err) = cli_against(&daemon, &delete_gone(&["--if-value", "[40]"]), 6).await?;
+    assert!(err.contains("\"log\" holds another value"), "{err}");
+    let (_, err) = cli_against(&daemon, &delete_gone(&["x", "--if-value", "[40,2]"]), 2).await?;
+    assert!(err.contains("one key"), "{err}");
+    assert_eq!(stored_log(&mut client, "gone").await?, vec![40, 2]);
+    cli_against(&daemon, &delete_gone(&["--if-value", "[40,2]"]), 0).await?;
 
     // Refusals change nothing and say why.
     let err = set_log(&daemon, "p", "[oops", &[], 2).await?;
@@ -191,6 +203,7 @@ async fn edits_replace_what_the_actor_held(store: TestStore) -> anyhow::Result<(
     let mut client = daemon.client().await?;
     assert_eq!(stored_log(&mut client, "p").await?, vec![5, 4]);
     assert_eq!(stored_log(&mut client, "fresh").await?, vec![40, 2]);
+    assert_eq!(stored_log(&mut client, "gone").await?, Vec::<i64>::new());
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 //! `state_in_editor`).
 
 use super::calls::state_get;
-use super::state_edit::{state_delete, state_set, StateExpect, StateValue};
+use super::state_edit::{state_delete, state_set, DeleteExpect, StateExpect, StateValue};
 use super::state_in_editor::state_in_editor;
 use super::Target;
 
@@ -51,6 +51,8 @@ pub enum StateCommand {
         #[arg(required = true, value_name = "KEY")]
         keys: Vec<String>,
         #[command(flatten)]
+        expect: DeleteExpect,
+        #[command(flatten)]
         target: Target,
     },
 }
@@ -81,7 +83,8 @@ pub async fn run(command: StateCommand) -> anyhow::Result<()> {
             actor_type,
             id,
             keys,
+            expect,
             target,
-        } => state_delete(&target, actor_type, id, keys).await,
+        } => state_delete(&target, actor_type, id, keys, expect).await,
     }
 }

@@ -2,7 +2,8 @@
 //! keys (a cart stuck on a bad value, a key an old version left behind)
 //! without app code or a store client. The daemon ends the actor's
 //! activation first, so the change is what its next activation loads;
-//! `--if-value` makes `set` a compare-and-set against what was read.
+//! `--if-value` makes `set` (and `delete` of one key) a compare-and-set
+//! against what was read.
 
 use base64::Engine as _;
 use serde_json::{json, Value};
@@ -59,19 +60,65 @@ pub struct StateExpect {
 
 impl StateExpect {
     fn change(&self, key: &str) -> anyhow::Result<Option<pb::StateChange>> {
-        let op = match (&self.if_value, &self.if_base64) {
-            (Some(text), _) => pb::state_change::Op::Set(json_bytes("--if-value", text)?.into()),
-            (None, Some(text)) => {
-                pb::state_change::Op::Set(base64_bytes("--if-base64", text)?.into())
-            }
-            (None, None) if self.if_absent => pb::state_change::Op::Delete(true),
-            (None, None) => return Ok(None),
-        };
-        Ok(Some(pb::StateChange {
-            key: key.to_owned(),
-            op: Some(op),
-        }))
+        if self.if_absent {
+            return Ok(Some(pb::StateChange {
+                key: key.to_owned(),
+                op: Some(pb::state_change::Op::Delete(true)),
+            }));
+        }
+        held_value(key, self.if_value.as_deref(), self.if_base64.as_deref())
     }
+}
+
+/// What `troupe state delete` expects its one key to hold as it applies
+/// (compare-and-set); left out, it deletes whatever is there.
+#[derive(Debug, clap::Args)]
+#[group(required = false, multiple = false)]
+pub struct DeleteExpect {
+    /// Only if the key still holds this JSON value (as `state get` showed
+    /// it); else nothing changes and the command exits 6. One key only.
+    #[arg(long, value_name = "JSON")]
+    pub if_value: Option<String>,
+    /// Only if the key still holds these raw bytes, in base64. One key only.
+    #[arg(long, value_name = "BYTES")]
+    pub if_base64: Option<String>,
+}
+
+impl DeleteExpect {
+    fn changes(&self, keys: &[String]) -> anyhow::Result<Vec<pb::StateChange>> {
+        if self.if_value.is_none() && self.if_base64.is_none() {
+            return Ok(Vec::new());
+        }
+        let [key] = keys else {
+            return Err(fail(
+                Exit::Usage,
+                format!(
+                    "--if-value and --if-base64 name the value of one key, and {} keys were \
+                     given; delete them one at a time to check each",
+                    keys.len()
+                ),
+            ));
+        };
+        let expected = held_value(key, self.if_value.as_deref(), self.if_base64.as_deref())?;
+        Ok(expected.into_iter().collect())
+    }
+}
+
+/// `key` expected to hold the value of `--if-value` (JSON) or `--if-base64`.
+fn held_value(
+    key: &str,
+    if_value: Option<&str>,
+    if_base64: Option<&str>,
+) -> anyhow::Result<Option<pb::StateChange>> {
+    let bytes = match (if_value, if_base64) {
+        (Some(text), _) => json_bytes("--if-value", text)?,
+        (None, Some(text)) => base64_bytes("--if-base64", text)?,
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(pb::StateChange {
+        key: key.to_owned(),
+        op: Some(pb::state_change::Op::Set(bytes.into())),
+    }))
 }
 
 /// `given` (JSON, or @FILE) as the SDKs store a JSON value: compact JSON
@@ -113,7 +160,9 @@ pub async fn state_delete(
     actor_type: String,
     id: String,
     keys: Vec<String>,
+    expect: DeleteExpect,
 ) -> anyhow::Result<()> {
+    let expect = expect.changes(&keys)?;
     let changes = keys
         .into_iter()
         .map(|key| pb::StateChange {
@@ -122,7 +171,7 @@ pub async fn state_delete(
         })
         .collect();
     let daemon = connect(target).await?;
-    edit(&daemon, target, actor_type, id, changes, Vec::new()).await
+    edit(&daemon, target, actor_type, id, changes, expect).await
 }
 
 /// Sends the edit and prints each key before and after.
