@@ -148,6 +148,20 @@ CASES = [
         labels={**DAEMON, "actor_type": "orders", "kind": "reminder", "severity": "warning"},
         summary="reminders of orders start late on 10.1.2.3:9090",
     ),
+    # One deployment, two daemons counting the shared store: one alert, the larger count.
+    AlertCase(
+        "TroupeRemindersPausedLong",
+        {"troupe_reminders_paused": "1x4400"},
+        fires_at="73h",
+        quiet_at="71h",
+        labels={"job": "troupe", "namespace": "shop", "severity": "warning"},
+        summary="Reminders of troupe in shop have stayed paused for 3 days (2 now)",
+        others={
+            'troupe_reminders_paused{job="troupe", instance="10.1.2.4:9090", namespace="shop"}': (
+                "1x4000 2x400"
+            ),
+        },
+    ),
     AlertCase(
         "TroupeBackupFailed",
         {

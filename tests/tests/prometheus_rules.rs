@@ -15,7 +15,7 @@ use troupe_tests::cluster_harness::{placement_arg, routing_by, settled_with, sig
 use troupe_tests::prometheus::{prometheus_bin, Job, Prometheus};
 use troupe_tests::replicas::PlacementCluster;
 use troupe_tests::scrape::{http_get, metrics_addr};
-use troupe_tests::{pb, poll_until, type_spec, WAIT};
+use troupe_tests::{actor, pb, poll_until, type_spec, WAIT};
 
 /// The namespace label the scrape adds, as a Kubernetes scrape would.
 const NAMESPACE: &str = "troupe-test";
@@ -227,6 +227,30 @@ async fn a_healthy_cluster_raises_no_alert_and_each_trouble_raises_its_own() -> 
         bail!("one alert for the one failed backup, not {failed:#?}");
     };
     assert_eq!(labels["instance"], instance, "{labels:#}");
+
+    // A reminder paused: the alert for a pause left for days begins to
+    // pend at once (it fires after three days of it), once for both daemons.
+    let mut client = watched.members.first().context("no member")?.client.clone();
+    let bill = || pb::ReminderRef {
+        actor: Some(actor("counter", "c1")),
+        name: "bill".into(),
+    };
+    client
+        .0
+        .set_reminder(pb::SetReminderRequest {
+            actor: Some(actor("counter", "c1")),
+            name: "bill".into(),
+            due: "1h".into(),
+            ..Default::default()
+        })
+        .await?;
+    client.0.pause_reminder(bill()).await?;
+    let paused = raised(prometheus, "TroupeRemindersPausedLong", None).await?;
+    let [(labels, _)] = paused.as_slice() else {
+        bail!("one alert for the deployment's paused reminder, not {paused:#?}");
+    };
+    assert_eq!(labels["job"], "troupe", "{labels:#}");
+    client.0.delete_reminder(bill()).await?;
 
     // Placement stops answering: both daemons' leases lapse, and each is
     // named as not serving; the replica, frozen, fails its scrapes.
