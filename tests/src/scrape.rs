@@ -193,16 +193,25 @@ impl Scrape {
     /// The sum of the samples named `name` whose labels include `labels`
     /// (0 when there are none).
     pub fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        self.samples
-            .iter()
-            .filter(|s| s.name == name)
-            .filter(|s| {
-                labels
+        self.matching(name, labels).map(|s| s.value).sum()
+    }
+
+    /// How many samples named `name` have labels that include `labels`.
+    pub fn count(&self, name: &str, labels: &[(&str, &str)]) -> usize {
+        self.matching(name, labels).count()
+    }
+
+    fn matching<'a>(
+        &'a self,
+        name: &'a str,
+        labels: &'a [(&str, &str)],
+    ) -> impl Iterator<Item = &'a Sample> {
+        self.samples.iter().filter(move |s| {
+            s.name == name
+                && labels
                     .iter()
                     .all(|(k, v)| s.labels.iter().any(|(sk, sv)| sk == k && sv == v))
-            })
-            .map(|s| s.value)
-            .sum()
+        })
     }
 
     /// Whether any sample is named `name`.

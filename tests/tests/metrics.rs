@@ -147,6 +147,21 @@ async fn calls_turns_and_activations_are_counted_exactly() -> anyhow::Result<()>
     };
     assert_eq!(call("ok"), 4.0, "{}", after.text);
     assert_eq!(call("actor_error"), 1.0, "{}", after.text);
+    // The failures alerts take a rate() of are there at 0 before the first:
+    // a counter born at 1 would hide the first burst from rate().
+    for result in ["resource_exhausted", "unavailable", "deadline_exceeded"] {
+        let labels = [
+            ("actor_type", "counter"),
+            ("kind", "call"),
+            ("result", result),
+        ];
+        assert_eq!(
+            (after.count("troupe_calls_total", &labels), call(result)),
+            (1, 0.0),
+            "{result}: {}",
+            after.text
+        );
+    }
     assert_eq!(
         delta(
             &before,

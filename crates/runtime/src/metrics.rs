@@ -115,6 +115,9 @@ fn result_label(error: &CallError) -> &'static str {
     }
 }
 
+/// Call results exported at 0 before the first one (`for_type`).
+const WATCHED_FAILURES: [&str; 3] = ["resource_exhausted", "unavailable", "deadline_exceeded"];
+
 /// One actor type's pre-resolved handles.
 #[derive(Debug)]
 pub(crate) struct TypeStats {
@@ -250,6 +253,15 @@ impl Metrics {
             fired: [fired("reminder"), fired("alarm")],
             lateness: [late("reminder"), late("alarm")],
         });
+        // The failures alerts and dashboards take a rate() of, there at 0
+        // from the type's first use: a series born at its first increment
+        // shows no increase for it, so the first burst of refusals would
+        // not count.
+        for kind in KINDS {
+            for result in WATCHED_FAILURES {
+                call(kind, result);
+            }
+        }
         self.types
             .write()
             .entry(ty.clone())
