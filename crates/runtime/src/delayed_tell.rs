@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 use tracing::warn;
 use troupe_storage::ReminderKey;
 
-use crate::error::{CallError, Unavailable};
+use crate::error::CallError;
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::input::{millis, range, UserDuration};
 use crate::reply::Reply;
@@ -180,12 +180,13 @@ impl Shared {
                 }
                 Fired::Ran
             }
-            Err(CallError::Unavailable(Unavailable::ShuttingDown)) => Fired::NotAttempted,
-            Err(_) if firing.superseded() => Fired::Superseded,
             Err(e) => {
-                warn!(actor = %firing.actor, reminder = %firing.name, error = %e,
-                    "a delayed tell could not be stored in its actor's inbox; retrying");
-                Fired::Failed(e)
+                let fired = Fired::after_error(firing, e);
+                if let Fired::Failed(e) = &fired {
+                    warn!(actor = %firing.actor, reminder = %firing.name, error = %e,
+                        "a delayed tell could not be stored in its actor's inbox; retrying");
+                }
+                fired
             }
         }
     }

@@ -13,7 +13,7 @@ use troupe_storage::ReminderKey;
 
 use crate::clock::{sleep_for, sleep_until};
 use crate::delayed_tell::TELL_PREFIX;
-use crate::error::{CallError, Unavailable};
+use crate::error::CallError;
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::input::millis;
 use crate::mailbox::Envelope;
@@ -123,14 +123,13 @@ impl Shared {
                 }
                 Fired::Ran
             }
-            // The drain refused it: no attempt was made.
-            Err(CallError::Unavailable(Unavailable::ShuttingDown)) => Fired::NotAttempted,
-            // Deleted (by a purge, say) while it waited: not a failure.
-            Err(_) if firing.superseded() => Fired::Superseded,
             Err(e) => {
-                span.record("otel.status_code", "ERROR");
-                span.record("error", tracing::field::display(&e));
-                Fired::Failed(e)
+                let fired = Fired::after_error(firing, e);
+                if let Fired::Failed(e) = &fired {
+                    span.record("otel.status_code", "ERROR");
+                    span.record("error", tracing::field::display(e));
+                }
+                fired
             }
         }
     }

@@ -20,7 +20,7 @@ use super::record::{decode, encode, Meta, RetryPolicy, TellMeta, ALARM_NAME};
 
 use super::load_window::Latest;
 use super::{empty_key, OnItsWay, Queue, Scheduler};
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
 use crate::input::millis;
 use crate::types::{ActorId, Payload};
 
@@ -84,6 +84,20 @@ pub(crate) enum Fired {
     /// The reminder was set again or deleted while this firing was on its
     /// way (a purge deletes it too): not run, or its outcome is moot.
     Superseded,
+}
+
+impl Fired {
+    /// How a firing whose attempt ended in `error` went: a reminder's turn
+    /// or a delayed tell's append alike.
+    pub(crate) fn after_error(firing: &Due, error: CallError) -> Fired {
+        match error {
+            // The drain refused it: no attempt was made.
+            CallError::Unavailable(Unavailable::ShuttingDown) => Fired::NotAttempted,
+            // Deleted (by a purge, say) while it waited: not a failure.
+            _ if firing.superseded() => Fired::Superseded,
+            error => Fired::Failed(error),
+        }
+    }
 }
 
 impl Scheduler {
