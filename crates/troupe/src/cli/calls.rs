@@ -11,6 +11,7 @@ use super::json_arg::JsonArg;
 use super::render::{Shown, Table};
 use super::{actor_name, connect, emit, emit_json, fail, Exit, Output, Target};
 use crate::shell_word::quoted;
+use troupe_runtime::input::millis;
 
 fn actor_ref(ty: String, id: String) -> Option<pb::ActorRef> {
     Some(pb::ActorRef { r#type: ty, id })
@@ -285,9 +286,10 @@ pub async fn tell(
         metadata,
     } = call.outgoing()?;
     let delay = delivery.delay;
+    let delay_ms = delay.map_or(0, millis);
     let delivery = delivery.wire();
     let message = call.request(pb::TellRequest {
-        delay_ms: delay.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        delay_ms,
         actor: to.actor(),
         method: to.method.clone(),
         payload,
@@ -313,7 +315,7 @@ pub async fn tell(
                 "actor": { "type": to.actor_type, "id": to.id },
                 "method": to.method,
                 "delivery": "delayed",
-                "delay_ms": u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                "delay_ms": delay_ms,
                 "reminder": answer.reminder,
             })),
             Output::Table => emit(&format!(

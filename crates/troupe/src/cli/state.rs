@@ -3,7 +3,7 @@
 //! `state_in_editor`).
 
 use super::calls::state_get;
-use super::state_edit::{state_delete, state_set, DeleteExpect, StateExpect, StateValue};
+use super::state_edit::{state_delete, state_set, ExpectedValue, StateExpect, StateValue};
 use super::state_in_editor::state_in_editor;
 use super::Target;
 
@@ -43,7 +43,8 @@ pub enum StateCommand {
         target: Target,
     },
     /// Delete state keys of an actor, all or none (a key it lacks is no
-    /// error). The actor's activation ends first.
+    /// error). The actor's activation ends first. --if-value/--if-base64
+    /// check one key only.
     Delete {
         #[arg(value_name = "TYPE")]
         actor_type: String,
@@ -51,7 +52,7 @@ pub enum StateCommand {
         #[arg(required = true, value_name = "KEY")]
         keys: Vec<String>,
         #[command(flatten)]
-        expect: DeleteExpect,
+        expect: ExpectedValue,
         #[command(flatten)]
         target: Target,
     },

@@ -41,11 +41,12 @@ impl StateValue {
     }
 }
 
-/// What `troupe state set` expects the key to hold as it applies
-/// (compare-and-set); left out, it overwrites whatever is there.
+/// The value a compare-and-set expects a key to hold as the edit applies
+/// (`troupe state set`, and `delete` of one key); left out, whatever is
+/// there is replaced.
 #[derive(Debug, clap::Args)]
 #[group(required = false, multiple = false)]
-pub struct StateExpect {
+pub struct ExpectedValue {
     /// Only if the key still holds this JSON value (as `state get` showed
     /// it); else nothing changes and the command exits 6.
     #[arg(long, value_name = "JSON")]
@@ -53,8 +54,15 @@ pub struct StateExpect {
     /// Only if the key still holds these raw bytes, in base64.
     #[arg(long, value_name = "BYTES")]
     pub if_base64: Option<String>,
+}
+
+/// What `troupe state set` expects the key to hold: a value, or nothing.
+#[derive(Debug, clap::Args)]
+pub struct StateExpect {
+    #[command(flatten)]
+    pub value: ExpectedValue,
     /// Only if the actor does not have the key yet.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["if_value", "if_base64"])]
     pub if_absent: bool,
 }
 
@@ -66,26 +74,13 @@ impl StateExpect {
                 op: Some(pb::state_change::Op::Delete(true)),
             }));
         }
-        held_value(key, self.if_value.as_deref(), self.if_base64.as_deref())
+        self.value.change(key)
     }
 }
 
-/// What `troupe state delete` expects its one key to hold as it applies
-/// (compare-and-set); left out, it deletes whatever is there.
-#[derive(Debug, clap::Args)]
-#[group(required = false, multiple = false)]
-pub struct DeleteExpect {
-    /// Only if the key still holds this JSON value (as `state get` showed
-    /// it); else nothing changes and the command exits 6. One key only.
-    #[arg(long, value_name = "JSON")]
-    pub if_value: Option<String>,
-    /// Only if the key still holds these raw bytes, in base64. One key only.
-    #[arg(long, value_name = "BYTES")]
-    pub if_base64: Option<String>,
-}
-
-impl DeleteExpect {
-    fn changes(&self, keys: &[String]) -> anyhow::Result<Vec<pb::StateChange>> {
+impl ExpectedValue {
+    /// `troupe state delete`'s expectation: of its one key, if any.
+    fn of_one(&self, keys: &[String]) -> anyhow::Result<Vec<pb::StateChange>> {
         if self.if_value.is_none() && self.if_base64.is_none() {
             return Ok(Vec::new());
         }
@@ -99,26 +94,22 @@ impl DeleteExpect {
                 ),
             ));
         };
-        let expected = held_value(key, self.if_value.as_deref(), self.if_base64.as_deref())?;
-        Ok(expected.into_iter().collect())
+        Ok(self.change(key)?.into_iter().collect())
     }
-}
 
-/// `key` expected to hold the value of `--if-value` (JSON) or `--if-base64`.
-fn held_value(
-    key: &str,
-    if_value: Option<&str>,
-    if_base64: Option<&str>,
-) -> anyhow::Result<Option<pb::StateChange>> {
-    let bytes = match (if_value, if_base64) {
-        (Some(text), _) => json_bytes("--if-value", text)?,
-        (None, Some(text)) => base64_bytes("--if-base64", text)?,
-        (None, None) => return Ok(None),
-    };
-    Ok(Some(pb::StateChange {
-        key: key.to_owned(),
-        op: Some(pb::state_change::Op::Set(bytes.into())),
-    }))
+    /// `key` expected to hold the value of `--if-value` (JSON) or
+    /// `--if-base64`; `None` without either.
+    fn change(&self, key: &str) -> anyhow::Result<Option<pb::StateChange>> {
+        let bytes = match (&self.if_value, &self.if_base64) {
+            (Some(text), _) => json_bytes("--if-value", text)?,
+            (None, Some(text)) => base64_bytes("--if-base64", text)?,
+            (None, None) => return Ok(None),
+        };
+        Ok(Some(pb::StateChange {
+            key: key.to_owned(),
+            op: Some(pb::state_change::Op::Set(bytes.into())),
+        }))
+    }
 }
 
 /// `given` (JSON, or @FILE) as the SDKs store a JSON value: compact JSON
@@ -160,9 +151,9 @@ pub async fn state_delete(
     actor_type: String,
     id: String,
     keys: Vec<String>,
-    expect: DeleteExpect,
+    expect: ExpectedValue,
 ) -> anyhow::Result<()> {
-    let expect = expect.changes(&keys)?;
+    let expect = expect.of_one(&keys)?;
     let changes = keys
         .into_iter()
         .map(|key| pb::StateChange {
@@ -288,8 +279,10 @@ mod tests {
     #[test]
     fn an_expectation_is_a_value_or_the_key_absent() -> anyhow::Result<()> {
         let expect = |if_value: Option<&str>, if_absent| StateExpect {
-            if_value: if_value.map(str::to_owned),
-            if_base64: None,
+            value: ExpectedValue {
+                if_value: if_value.map(str::to_owned),
+                if_base64: None,
+            },
             if_absent,
         };
         assert_eq!(expect(None, false).change("k")?, None);
