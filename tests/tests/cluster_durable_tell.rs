@@ -168,7 +168,7 @@ async fn a_non_hosting_daemon_acknowledges_a_default_tell_only_once_the_owner_ha
             actor: Some(actor("dlog", "x")),
             method: "append".into(),
             payload: Some(json_payload(r#"{"kwargs":{"n":3}}"#)),
-            delay_ms: 2_000,
+            delay_ms: 5_000,
             ..Default::default()
         })
         .await
@@ -193,11 +193,25 @@ async fn a_non_hosting_daemon_acknowledges_a_default_tell_only_once_the_owner_ha
     })
     .await
     .with_context(|| fx.logs())?;
-    let gone = via_d2.0.get_reminder(at_owner(&reminder)).await;
-    assert_eq!(
-        gone.map(drop).map_err(|s| s.code()),
-        Err(tonic::Code::NotFound)
-    );
+    // The firing removes the reminder after it stored the tell, so the
+    // tell's turn may run first: wait for the removal, it must come.
+    poll_until(
+        Duration::from_secs(30),
+        "the delayed tell's reminder removed",
+        || {
+            let mut c = via_d2.clone();
+            let name = at_owner(&reminder);
+            async move {
+                match c.0.get_reminder(name).await {
+                    Err(s) if s.code() == tonic::Code::NotFound => Ok(Some(())),
+                    Ok(_) => Ok(None),
+                    Err(s) => Err(s.into()),
+                }
+            }
+        },
+    )
+    .await
+    .with_context(|| fx.logs())?;
     Ok(())
 }
 
