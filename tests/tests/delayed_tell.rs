@@ -1,14 +1,16 @@
-//! Delayed tells (`TellRequest.delay_ms`, `troupe tell --delay`) against the
-//! real daemon on its test clock: one waits, stored, as a `$tell:` reminder
-//! of its actor until its time and then arrives once; a retry with its key
-//! schedules nothing more, and one retried after it arrived is not applied
-//! again; deleting its reminder cancels it; it survives kill -9 (on sled and
-//! PostgreSQL); best effort is refused. On a test clock an advance returns
-//! once the tells that came due have run.
+//! Delayed tells (`TellRequest.delay_ms` and `deliver_at`, `troupe tell
+//! --delay` and `--at`) against the real daemon on its test clock: one
+//! waits, stored, as a `$tell:` reminder of its actor until its time (a
+//! `deliver_at` read by the daemon's clock) and then arrives once; a retry
+//! with its key schedules nothing more, and one retried after it arrived is
+//! not applied again; deleting its reminder cancels it; it survives kill -9
+//! (on sled and PostgreSQL); best effort is refused. On a test clock an
+//! advance returns once the tells that came due have run.
 //!
 //! The actors log the numbers told to them (`troupe_tests::log_app`), so a
 //! duplicate, a loss or an early delivery shows in their stored state.
 
+use troupe_tests::cluster_harness::unix_now_ms;
 use troupe_tests::log_app::{log_of, settled_log, start, LOG_TYPE};
 use troupe_tests::*;
 
@@ -216,6 +218,116 @@ async fn the_cli_schedules_lists_and_cancels_delayed_tells() -> anyhow::Result<(
         .await;
     let code = refused.map(drop).map_err(|s| s.code());
     assert_eq!(code, Err(tonic::Code::InvalidArgument));
+    Ok(())
+}
+
+fn rfc3339(unix_ms: u64) -> anyhow::Result<String> {
+    let nanos = i128::from(unix_ms) * 1_000_000;
+    let at = time::OffsetDateTime::from_unix_timestamp_nanos(nanos)?;
+    Ok(at.format(&time::format_description::well_known::Rfc3339)?)
+}
+
+/// `deliver_at` is read against the daemon's clock, which a caller cannot
+/// compute a delay from: here it runs 30 days ahead of the wall clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tell_at_a_time_waits_for_it_on_the_daemons_clock() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (daemon, _app) = start(dir.path(), &with_test_clock(&TestStore::Sled)).await?;
+    let mut client = daemon.client().await?;
+    let now = daemon.advance_clock_ms(30 * 24 * HOUR_MS).await?;
+    let at = |id: &str, deliver_at: String| pb::TellRequest {
+        actor: Some(actor(TY, id)),
+        method: "append".into(),
+        payload: Some(json_payload(r#"{"kwargs":{"n":1}}"#)),
+        deliver_at,
+        ..Default::default()
+    };
+    let due = now + 2 * HOUR_MS;
+    let named = client.0.tell(at("a", rfc3339(due)?)).await?.into_inner();
+    let waiting = client
+        .0
+        .get_reminder(reminder_ref("a", &named.reminder))
+        .await?
+        .into_inner();
+    // Read a few milliseconds after `now`, by the same clock.
+    assert!(
+        waiting.next_due_unix_ms.abs_diff(due) < 5_000,
+        "{waiting:?}, due {due}"
+    );
+    daemon.advance_clock_ms(HOUR_MS).await?;
+    assert_eq!(stored_log(&mut client, "a").await?, [0_i64; 0]);
+    daemon.advance_clock_ms(2 * HOUR_MS).await?;
+    assert_eq!(settled_log(&daemon, "a", 1).await?, [1]);
+
+    // A time the daemon's clock has passed is delivered at once, stored.
+    let wall_in_an_hour = unix_now_ms() + HOUR_MS;
+    let past = client.0.tell(at("b", rfc3339(wall_in_an_hour)?)).await?;
+    assert!(past.into_inner().reminder.starts_with("$tell:"));
+    daemon.advance_clock_ms(1_000).await?;
+    assert_eq!(settled_log(&daemon, "b", 1).await?, [1]);
+
+    // The CLI sends the time as given.
+    let (out, _) = cli_against(
+        &daemon,
+        &[
+            "tell",
+            TY,
+            "c",
+            "append",
+            "--payload",
+            r#"{"kwargs":{"n":3}}"#,
+            "--at",
+            &rfc3339(now + 10 * HOUR_MS)?,
+            "-o",
+            "json",
+        ],
+        0,
+    )
+    .await?;
+    let sent: serde_json::Value = serde_json::from_str(&out)?;
+    assert_eq!(sent["delivery"], "delayed", "{out}");
+    assert!(sent["delay_ms"].is_null(), "{out}");
+    daemon.advance_clock_ms(10 * HOUR_MS).await?;
+    assert_eq!(settled_log(&daemon, "c", 1).await?, [3]);
+    let (_, err) = cli_against(
+        &daemon,
+        &[
+            "tell",
+            TY,
+            "c",
+            "append",
+            "--at",
+            "2030-01-01T00:00:00Z",
+            "--delay",
+            "1h",
+        ],
+        2,
+    )
+    .await?;
+    assert!(err.contains("--delay"), "{err}");
+
+    // Refused with the field named, nothing stored.
+    let both = pb::TellRequest {
+        delay_ms: 1_000,
+        ..at("d", rfc3339(due)?)
+    };
+    let best_effort = pb::TellRequest {
+        delivery: pb::Delivery::BestEffort.into(),
+        ..at("d", rfc3339(due)?)
+    };
+    for (request, says) in [
+        (both, "both"),
+        (best_effort, "best effort"),
+        (at("d", "2026-13-01T00:00:00Z".into()), "deliver_at"),
+        (at("d", "tomorrow".into()), "deliver_at"),
+        (at("d", "2200-01-01T00:00:00Z".into()), "deliver_at"),
+    ] {
+        let Err(status) = client.0.tell(request).await else {
+            anyhow::bail!("a tell that {says} was taken");
+        };
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(status.message().contains(says), "{status:?}");
+    }
     Ok(())
 }
 

@@ -13,7 +13,9 @@ use troupe_runtime::{ActorId, ActorRequest, Call, CallTrace, RequestContext, Run
 use troupe_transport::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
 
 use crate::convert::errors::status_of;
-use crate::convert::requests::{request_from_pb, response_to_pb, PbRequest, PbResponse};
+use crate::convert::requests::{
+    request_from_pb, response_to_pb, tell_delay, PbRequest, PbResponse,
+};
 use crate::convert::{self, paging};
 use crate::telemetry;
 
@@ -55,21 +57,21 @@ impl ClientApi {
         Ok(response_to_pb(answer))
     }
 
-    /// A tell to deliver `delay_ms` from now: stored at once (as a reminder
-    /// of the actor), so it is never best effort.
+    /// A tell to deliver later (`delay` from now): stored at once (as a
+    /// reminder of the actor), so it is never best effort.
     async fn tell_later(
         &self,
         headers: MetadataMap,
         extensions: tonic::Extensions,
         r: pb::TellRequest,
+        delay: std::time::Duration,
     ) -> Result<Response<pb::TellResponse>, Status> {
         if r.delivery() == pb::Delivery::BestEffort {
             return Err(Status::invalid_argument(
-                "a delayed tell (delay_ms) is stored until it is due, so it cannot be best \
-                 effort; send it with delivery DELIVERY_DURABLE or unset",
+                "a delayed tell (delay_ms or deliver_at) is stored until it is due, so it \
+                 cannot be best effort; send it with delivery DELIVERY_DURABLE or unset",
             ));
         }
-        let delay = std::time::Duration::from_millis(r.delay_ms);
         let call = call(PbRequest::Tell(r), &headers, &extensions)?;
         let traced = telemetry::incoming_call(&headers, "Tell", &call.actor, &call.method);
         let result = self
@@ -105,7 +107,8 @@ fn call(
     extensions: &tonic::Extensions,
 ) -> Result<Call, Status> {
     let timeout = convert::answer_within(headers);
-    // A call carries no times to read, so no scheduling "now" is needed.
+    // A delayed tell's time was read by the caller, against the daemon's
+    // clock; only its call is taken here, so no scheduling "now" is needed.
     let mut call = match request_from_pb(request, timeout, 0)? {
         ActorRequest::Invoke(call)
         | ActorRequest::Tell(call)
@@ -203,8 +206,8 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         request: Request<pb::TellRequest>,
     ) -> Result<Response<pb::TellResponse>, Status> {
         let (headers, extensions, r) = request.into_parts();
-        if r.delay_ms > 0 {
-            return self.tell_later(headers, extensions, r).await;
+        if let Some(delay) = tell_delay(&r, self.runtime.schedule_now_ms())? {
+            return self.tell_later(headers, extensions, r, delay).await;
         }
         // Unset: the type's default, where this daemon hosts the type; one
         // that does not forwards the tell to its owner, which applies it,

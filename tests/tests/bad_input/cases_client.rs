@@ -176,6 +176,31 @@ pub fn call_cases() -> Vec<Case> {
         }),
         bad(&["delay"]),
     ));
+    for (name, at) in [
+        ("deliver_at not a time", "next tuesday"),
+        ("deliver_at month 13", "2026-13-01T00:00:00Z"),
+        ("deliver_at past the delay limit", "9999-12-31T23:59:59Z"),
+    ] {
+        cases.push(case(
+            "times",
+            name,
+            Req::Tell(pb::TellRequest {
+                delay_ms: 0,
+                deliver_at: at.into(),
+                ..delayed_tell_of(invoke())
+            }),
+            bad(&["deliver_at"]),
+        ));
+    }
+    cases.push(case(
+        "times",
+        "delay_ms and deliver_at both",
+        Req::Tell(pb::TellRequest {
+            deliver_at: "2030-01-01T00:00:00Z".into(),
+            ..delayed_tell_of(invoke())
+        }),
+        bad(&["delay_ms", "deliver_at"]),
+    ));
     // Deadlines: the caller's `grpc-timeout`. Malformed ones are ignored
     // (as tonic's server does), absurdly long ones capped by --call-timeout.
     // Not here: deadlines of a millisecond or less, which tonic's client

@@ -219,6 +219,7 @@ pub fn tell_of(r: pb::InvokeRequest) -> pb::TellRequest {
         new_key: r.new_key,
         key_retention_ms: r.key_retention_ms,
         delay_ms: 0,
+        deliver_at: String::new(),
     }
 }
 

@@ -241,7 +241,7 @@ pub async fn invoke(target: &Target, to: MethodRef, call: CallArgs) -> anyhow::R
 }
 
 /// How `troupe tell` asks for its message to be delivered.
-#[derive(Debug, Clone, Copy, Default, clap::Args)]
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct TellDelivery {
     /// Deliver the message this long from now ("90s", "2h", "P1D"): it is
     /// stored at once, waits as a reminder of the actor named `$tell:KEY`
@@ -250,6 +250,11 @@ pub struct TellDelivery {
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::flag,
           conflicts_with = "best_effort")]
     pub delay: Option<Duration>,
+    /// Deliver the message at this RFC 3339 time ("2026-12-01T09:00:00Z"),
+    /// by the daemon's clock (its test clock under --test-clock); otherwise
+    /// as --delay. A time already past delivers it at once.
+    #[arg(long, value_name = "TIME", conflicts_with_all = ["best_effort", "delay"])]
+    pub at: Option<String>,
     /// Store the message in the actor's inbox before answering: it is
     /// delivered at least once across crashes and restarts, its effects once
     /// (docs/delivery.md). Left out, the actor type's default.
@@ -262,7 +267,7 @@ pub struct TellDelivery {
 }
 
 impl TellDelivery {
-    fn wire(self) -> pb::Delivery {
+    fn wire(&self) -> pb::Delivery {
         match (self.durable, self.best_effort) {
             (true, _) => pb::Delivery::Durable,
             (false, true) => pb::Delivery::BestEffort,
@@ -285,11 +290,13 @@ pub async fn tell(
         key_retention_ms,
         metadata,
     } = call.outgoing()?;
-    let delay = delivery.delay;
+    let TellDelivery { delay, at, .. } = &delivery;
     let delay_ms = delay.map_or(0, millis);
+    let deliver_at = at.clone().unwrap_or_default();
     let delivery = delivery.wire();
     let message = call.request(pb::TellRequest {
         delay_ms,
+        deliver_at: deliver_at.clone(),
         actor: to.actor(),
         method: to.method.clone(),
         payload,
@@ -309,20 +316,33 @@ pub async fn tell(
         .await
         .map_err(|s| request.failed(s))?
         .into_inner();
-    if let Some(delay) = delay {
+    let delayed = delay.is_some() || at.is_some();
+    if delayed && answer.reminder.is_empty() {
+        // A daemon from before delayed tells reads neither field.
+        anyhow::bail!(
+            "the daemon took the tell of {} but named no reminder for it: it is older than \
+             this CLI and delivered the message at once; upgrade the daemon to delay tells",
+            to.name()
+        );
+    }
+    if delayed {
+        let when = match delay {
+            Some(delay) => format!("in {}", humantime::format_duration(*delay)),
+            None => format!("at {deliver_at}"),
+        };
         return match target.output {
             Output::Json => emit_json(&json!({
                 "actor": { "type": to.actor_type, "id": to.id },
                 "method": to.method,
                 "delivery": "delayed",
-                "delay_ms": delay_ms,
+                "delay_ms": delay.map(millis),
+                "deliver_at": at,
                 "reminder": answer.reminder,
             })),
             Output::Table => emit(&format!(
-                "scheduled {}: stored, delivered in {} as a durable tell; it waits as reminder \
+                "scheduled {}: stored, delivered {when} as a durable tell; it waits as reminder \
                  {} (troupe reminders delete {} {} {} cancels it)\n",
                 to.name(),
-                humantime::format_duration(delay),
                 answer.reminder,
                 quoted(&to.actor_type),
                 quoted(&to.id),

@@ -72,6 +72,7 @@ pub fn request_from_pb(
         )?),
         PbRequest::Tell(r) => {
             let durable = r.delivery() == pb::Delivery::Durable;
+            let delay = tell_delay(&r, now)?;
             let call = call(
                 r.actor,
                 r.method,
@@ -85,11 +86,8 @@ pub fn request_from_pb(
                 ),
                 None,
             )?;
-            if r.delay_ms > 0 {
-                ActorRequest::TellLater {
-                    call,
-                    delay: Duration::from_millis(r.delay_ms),
-                }
+            if let Some(delay) = delay {
+                ActorRequest::TellLater { call, delay }
             } else if durable {
                 ActorRequest::TellDurable(call)
             } else {
@@ -184,6 +182,29 @@ pub fn request_from_pb(
     })
 }
 
+/// How long a tell waits before it is delivered: `None` at once. A
+/// `deliver_at` is read against `now`, the daemon's scheduling clock, and
+/// one already past still waits (the least delay), so the caller gets the
+/// stored tell's reminder as with any other time.
+pub fn tell_delay(r: &pb::TellRequest, now: u64) -> Result<Option<Duration>, Status> {
+    let at = r.deliver_at.trim();
+    match (r.delay_ms, at.is_empty()) {
+        (0, true) => Ok(None),
+        (ms, true) => Ok(Some(Duration::from_millis(ms))),
+        (0, false) => {
+            let due = instant("deliver_at", at, now)?.unix_ms();
+            let delay = Duration::from_millis(due.saturating_sub(now).max(1));
+            UserDuration::new("deliver_at's time from now", delay, &range::POSITIVE)
+                .map_err(super::errors::status_of)?;
+            Ok(Some(delay))
+        }
+        (_, false) => Err(Status::invalid_argument(
+            "a tell gives both delay_ms and deliver_at: give one, the delay from now or the \
+             time to deliver it at",
+        )),
+    }
+}
+
 fn tell_to_pb(c: Call, delivery: pb::Delivery, delay: Option<Duration>) -> PbRequest {
     let p = call_parts(c);
     PbRequest::Tell(pb::TellRequest {
@@ -196,7 +217,9 @@ fn tell_to_pb(c: Call, delivery: pb::Delivery, delay: Option<Duration>) -> PbReq
         idempotency_key: p.idempotency_key,
         new_key: p.new_key,
         key_retention_ms: p.key_retention_ms,
+        // The entry daemon read any time into this delay already.
         delay_ms: delay.map_or(0, millis),
+        deliver_at: String::new(),
     })
 }
 

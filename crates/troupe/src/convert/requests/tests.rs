@@ -181,3 +181,42 @@ fn answers_read_back_as_written() {
         assert_eq!(response_from_pb(response_to_pb(answer.clone())), answer);
     }
 }
+
+#[test]
+fn a_tell_waits_its_delay_or_until_its_time_by_the_daemons_clock() {
+    // The daemon's (test) clock, not the wall clock.
+    let now = 1_767_225_600_000;
+    let tell = |delay_ms: u64, deliver_at: &str| pb::TellRequest {
+        delay_ms,
+        deliver_at: deliver_at.into(),
+        ..pb::TellRequest::default()
+    };
+    let delay = |r: pb::TellRequest| tell_delay(&r, now).map_err(|s| s.code());
+    assert_eq!(delay(tell(0, "")), Ok(None));
+    assert_eq!(delay(tell(0, "  ")), Ok(None));
+    assert_eq!(
+        delay(tell(1_500, "")),
+        Ok(Some(Duration::from_millis(1_500)))
+    );
+    assert_eq!(
+        delay(tell(0, "2026-01-01T01:00:00Z")),
+        Ok(Some(Duration::from_secs(3_600)))
+    );
+    assert_eq!(
+        delay(tell(0, "2026-01-01T02:00:00+02:00")),
+        Ok(Some(Duration::from_millis(1)))
+    );
+    assert_eq!(delay(tell(0, "90s")), Ok(Some(Duration::from_secs(90))));
+    // Past: it still waits as a reminder, due at once.
+    assert_eq!(
+        delay(tell(0, "2025-06-01T00:00:00Z")),
+        Ok(Some(Duration::from_millis(1)))
+    );
+    for bad in [
+        tell(5, "2026-01-01T01:00:00Z"),
+        tell(0, "tomorrow"),
+        tell(0, "2200-01-01T00:00:00Z"),
+    ] {
+        assert_eq!(delay(bad), Err(tonic::Code::InvalidArgument));
+    }
+}
