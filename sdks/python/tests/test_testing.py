@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -236,3 +236,40 @@ async def test_a_delayed_tell_arrives_when_its_time_comes(troupe_env: TestEnv) -
         await client.tell("kit_trial", "t3", "expire", delay="1h", durable=False)
     with pytest.raises(troupe.InvalidArgument, match="delay"):
         await client.tell("kit_trial", "t3", "expire", delay=0)
+
+
+async def test_a_tell_at_a_time_is_read_against_the_daemons_clock(troupe_env: TestEnv) -> None:
+    await troupe_env.host(KitTrial)
+    client = troupe_env.client
+    # The kit's clock runs 30 days ahead of the wall clock from here on: a delay
+    # computed by the caller from its own clock would be 30 days too long.
+    await troupe_env.advance(timedelta(days=30))
+    at = await troupe_env.daemon.now() + timedelta(hours=2)
+    named = await client.tell("kit_trial", "t4", "expire", {"reason": "at two"}, at=at)
+    assert named is not None and named.startswith("$tell:")
+    waiting = await client.get_reminder("kit_trial", "t4", named)
+    assert waiting is not None
+    assert abs(waiting.next_due - at) < timedelta(seconds=5), (waiting.next_due, at)
+    await troupe_env.advance(timedelta(hours=1))
+    assert await troupe_env.state(KitTrial, "t4", "reason") == {}
+    await troupe_env.advance(timedelta(hours=2))
+    assert await troupe_env.state(KitTrial, "t4", "reason") == {"reason": "at two"}
+
+    # A time the daemon's clock has passed (an hour from now on the wall clock, a
+    # month ago on the kit's) is delivered at once, still as a stored tell.
+    wall = datetime.now(timezone.utc) + timedelta(hours=1)
+    past = await client.tell("kit_trial", "t5", "expire", {"reason": "late"}, at=wall.isoformat())
+    assert past is not None and past.startswith("$tell:")
+    await troupe_env.advance(timedelta(seconds=1))
+    assert await troupe_env.state(KitTrial, "t5", "reason") == {"reason": "late"}
+
+    with pytest.raises(troupe.InvalidArgument, match="not a time"):
+        await client.tell("kit_trial", "t6", "expire", at="10m")
+    with pytest.raises(troupe.InvalidArgument, match="time zone"):
+        await client.tell("kit_trial", "t6", "expire", at=datetime(2030, 1, 1))
+    with pytest.raises(troupe.InvalidArgument, match="not both"):
+        await client.tell("kit_trial", "t6", "expire", at=at, delay="1h")
+    with pytest.raises(troupe.InvalidArgument, match="cannot be best effort"):
+        await client.tell("kit_trial", "t6", "expire", at=at, durable=False)
+    with pytest.raises(troupe.InvalidArgument, match="deliver_at"):
+        await client.tell("kit_trial", "t6", "expire", at="2026-13-01T00:00:00Z")

@@ -24,6 +24,7 @@ import {
   RetryThrottle,
   sendWithRetries,
 } from "./retry.js";
+import { toWireInstant } from "./schedule.js";
 import { Tracing } from "./tracing.js";
 import { callDeadline, chainForCall } from "./turn.js";
 
@@ -76,10 +77,17 @@ export interface TellOptions extends CallOptions {
    * Cannot be combined with `durable: false`.
    */
   delay?: Duration;
+  /**
+   * Deliver the call at this time (a `Date`, or an RFC 3339 string) instead of at
+   * once, read against the daemon's clock (the test kit's clock under
+   * `@troupe/sdk/testing`); otherwise as `delay`. A time already past delivers it at
+   * once. Not with `delay`.
+   */
+  at?: Date | string;
 }
 
 /** Options of a handle (`client.actor(...)`, `ctx.actor(...)`): those of its calls, each with its own key. */
-export type HandleOptions = Omit<TellOptions, "idempotencyKey" | "idempotencyRetention" | "delay">;
+export type HandleOptions = Omit<TellOptions, "idempotencyKey" | "idempotencyRetention" | "delay" | "at">;
 
 /**
  * @internal A handle's options, refusing a key: one key on every call of the
@@ -92,6 +100,11 @@ export function handleOptions(options: HandleOptions | undefined): HandleOptions
       throw new InvalidArgument(
         `${option}: an idempotency key names one call, so a handle, whose calls are many, cannot take one: pass it to invoke() or tell() instead`,
       );
+    }
+  }
+  for (const option of ["delay", "at"]) {
+    if (options !== undefined && Reflect.get(options, option) !== undefined) {
+      throw new InvalidArgument(`${option}: a handle's options apply to all its calls, invokes too, which cannot wait: pass it to tell() instead`);
     }
   }
   return options ?? {};
@@ -338,8 +351,12 @@ export class Caller {
     const keyed = { key: checkKeyType(options.idempotencyKey), retry: this.#retry, what };
     const callOptions = deadline(options.timeout, what);
     const delayMs = toMillis(options.delay, "delay") ?? 0;
-    if (delayMs > 0 && options.durable === false) {
-      throw new InvalidArgument(`${what}: a delayed tell is stored until it is due, so it cannot be best effort; leave durable unset (or true) with delay`);
+    const deliverAt = toWireInstant(options.at, "at", "delay");
+    if (options.delay !== undefined && options.at !== undefined) {
+      throw new InvalidArgument(`${what}: give delay (from now) or at (a time), not both`);
+    }
+    if ((delayMs > 0 || deliverAt !== "") && options.durable === false) {
+      throw new InvalidArgument(`${what}: a delayed tell is stored until it is due, so it cannot be best effort; leave durable unset (or true) with delay or at`);
     }
     const request = {
       actor: { type, id },
@@ -352,6 +369,7 @@ export class Caller {
       newKey: false,
       keyRetentionMs: passedKeyRetentionMs(keyed.key, options.idempotencyRetention),
       delayMs: BigInt(delayMs),
+      deliverAt,
     };
     const answer = await this.#tracing.call({ rpc: "Tell", type, id, method }, (md) => this.#calls.tell(request, md, callOptions, keyed));
     return answer.reminder === "" ? null : answer.reminder;

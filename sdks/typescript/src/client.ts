@@ -267,8 +267,8 @@ export class Client {
    * actor's inbox, from where it is delivered at least once (see {@link TellOptions}).
    * Keyed and retried as {@link Client.invoke}: a durable tell retried with its
    * key is stored once. With `{ delay: "10m" }` the call is delivered that long
-   * from now, and this resolves to the name of the reminder it waits as (null
-   * without `delay`).
+   * from now, with `{ at }` at that time by the daemon's clock, and this resolves to
+   * the name of the reminder it waits as (null without either).
    */
   tell(
     type: string,

@@ -100,7 +100,7 @@ export class Context {
 
   /**
    * Queue a call on another actor without waiting for its result (`{ durable: true }`:
-   * see {@link TellOptions}). With `{ delay }` it is delivered later (to this actor
+   * see {@link TellOptions}). With `{ delay }` or `{ at }` it is delivered later (to this actor
    * too: a message to its future self) and resolves to the reminder it waits as.
    */
   tell(

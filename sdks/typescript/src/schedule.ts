@@ -207,6 +207,16 @@ export function toWireTime(value: ScheduleTime | undefined, what: string): strin
   return `${String(toMillis(value, what, true))}ms`;
 }
 
+/**
+ * @internal A point in time only, a Date or an RFC 3339 string, as the daemon's string;
+ * a duration is refused, since `what` has a sibling option that takes one.
+ */
+export function toWireInstant(value: Date | string | undefined, what: string, sibling: string): string {
+  if (value === undefined) return "";
+  if (value instanceof Date || (typeof value === "string" && isRfc3339(value.trim()))) return toWireTime(value, what);
+  throw invalid(`${what} ${JSON.stringify(value)} is not a time: give a Date or an RFC 3339 string such as "2026-12-01T09:00:00Z" (for a duration from now, use ${sibling})`);
+}
+
 /** @internal A period as the daemon's string: `"1500ms"`, or `"R5/10000ms"` for a reminder's repetition. */
 export function toWirePeriod(value: SchedulePeriod | undefined, what = "period", repetitions = true): string {
   return value === undefined ? "" : periodWire(value, what, repetitions);

@@ -1,7 +1,7 @@
 // @troupe/sdk/testing beyond the cart example: steps, the shared daemon's clock, the time it reports.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { Actor, actor, type CallFilter, InvalidArgument, method } from "../src/index.js";
+import { Actor, actor, type CallFilter, InvalidArgument, method, type TellOptions } from "../src/index.js";
 import { clockStepText, startTestEnv, TestDaemon, TestDaemonError, TestEnv } from "../src/testing.js";
 import { troupeBin } from "./helpers.js";
 
@@ -240,6 +240,44 @@ test("a delayed tell arrives when its time comes", async () => {
     assert.equal(await env.client.tell("kit_trial", "t3", "expire"), null);
     await assert.rejects(env.client.tell("kit_trial", "t3", "expire", [], {}, { delay: "1h", durable: false }), (err) => err instanceof InvalidArgument && /cannot be best effort/.test(err.message));
     await assert.rejects(env.client.tell("kit_trial", "t3", "expire", [], {}, { delay: 0 }), (err) => err instanceof InvalidArgument && /delay/.test(err.message));
+  } finally {
+    await env.close();
+  }
+});
+
+test("a tell at a time is read against the daemon's clock", async () => {
+  const env = await startTestEnv({ binary: troupeBin() });
+  try {
+    await env.host(KitTrial);
+    // The kit's clock runs 30 days ahead of the wall clock from here on: a delay
+    // computed by the caller from its own clock would be 30 days too long.
+    await env.advance("720h");
+    const at = new Date((await env.daemon.now()).getTime() + 2 * 3_600_000);
+    const named = await env.client.tell("kit_trial", "t4", "expire", ["at two"], undefined, { at });
+    assert.ok(named !== null && named.startsWith("$tell:"), String(named));
+    const waiting = await env.client.getReminder(KitTrial, "t4", named);
+    assert.ok(waiting !== null && Math.abs(waiting.nextDue.getTime() - at.getTime()) < 5_000, String(waiting?.nextDue));
+    await env.advance("1h");
+    assert.deepEqual(await env.state(KitTrial, "t4", "reason"), {});
+    await env.advance("2h");
+    assert.deepEqual(await env.state(KitTrial, "t4", "reason"), { reason: "at two" });
+
+    // A time the daemon's clock has passed (an hour from now on the wall clock, a
+    // month ago on the kit's) is delivered at once, still as a stored tell.
+    const wall = new Date(Date.now() + 3_600_000).toISOString();
+    const past = await env.client.tell("kit_trial", "t5", "expire", ["late"], undefined, { at: wall });
+    assert.ok(past?.startsWith("$tell:"), String(past));
+    await env.advance("1s");
+    assert.deepEqual(await env.state(KitTrial, "t5", "reason"), { reason: "late" });
+
+    const refused = (options: TellOptions, pattern: RegExp) =>
+      assert.rejects(env.client.tell("kit_trial", "t6", "expire", [], {}, options), (err) => err instanceof InvalidArgument && pattern.test(err.message));
+    await refused({ at: "10m" }, /not a time/);
+    await refused({ at: new Date(Number.NaN) }, /invalid Date/);
+    await refused({ at, delay: "1h" }, /not both/);
+    await refused({ at, durable: false }, /cannot be best effort/);
+    await refused({ at: "2026-13-01T00:00:00Z" }, /deliver_at/);
+    await assert.rejects(async () => env.client.actor(KitTrial, "t6", { at } as object), (err) => err instanceof InvalidArgument && /handle/.test(err.message));
   } finally {
     await env.close();
   }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import grpc
@@ -23,6 +24,7 @@ from ._retry import (
     key_retention_ms,
     send_with_retries,
 )
+from ._schedule import format_instant
 from ._schedule_calls import SchedulingCalls
 from ._tracing import Metadata, Tracing
 from ._turn import chain_for_call, timeout_for_call
@@ -213,13 +215,17 @@ class Caller(SchedulingCalls):
         idempotency_key: str | None = None,
         idempotency_retention: DurationLike | None = None,
         delay: DurationLike | None = None,
+        at: datetime | str | None = None,
     ) -> str | None:
         what = f"tell {actor_type}/{actor_id}.{method}"
         delay_ms = 0 if delay is None else to_millis(delay, "delay")
-        if delay_ms and durable is False:
+        deliver_at = "" if at is None else format_instant(at, "at")
+        if delay is not None and at is not None:
+            raise InvalidArgument(f"{what}: give delay (from now) or at (a time), not both")
+        if (delay_ms or deliver_at) and durable is False:
             raise InvalidArgument(
                 f"{what}: a delayed tell is stored until it is due, so it cannot be best "
-                "effort; leave durable unset (or True) with delay"
+                "effort; leave durable unset (or True) with delay or at"
             )
         native = self._native
         key = call_key(idempotency_key) if native is None else None
@@ -239,6 +245,7 @@ class Caller(SchedulingCalls):
             new_key=idempotency_key is None,
             key_retention_ms=keep,
             delay_ms=delay_ms,
+            deliver_at=deliver_at,
         )
         with self._rpc("Tell", actor_type, actor_id, method) as md:
             if native is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -276,6 +277,7 @@ class Client:
         idempotency_key: str | None = None,
         idempotency_retention: DurationLike | None = None,
         delay: DurationLike | None = None,
+        at: datetime | str | None = None,
     ) -> str | None:
         """Send a call whose result is dropped.
 
@@ -291,8 +293,10 @@ class Client:
         delivered that long from now as a durable tell; it waits as a reminder of the
         actor, whose name this returns (``"$tell:"`` and its idempotency key):
         :meth:`delete_reminder` with that name cancels it, :meth:`get_reminder` reads it.
-        A retry with the same ``idempotency_key`` keeps the one that waits. Returns None
-        without ``delay``.
+        A retry with the same ``idempotency_key`` keeps the one that waits. ``at`` (an aware
+        datetime or an RFC 3339 string) delivers it at that time instead, read against the
+        daemon's clock (the test kit's clock under :mod:`troupe.testing`); a time already
+        past delivers it at once. Not with ``delay``. Returns None without either.
         """
         args, kwargs = split_params(params)
         return await self._get_caller().tell(
@@ -307,6 +311,7 @@ class Client:
             idempotency_key=idempotency_key,
             idempotency_retention=idempotency_retention,
             delay=delay,
+            at=at,
         )
 
     async def get_state(

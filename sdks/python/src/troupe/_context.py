@@ -4,6 +4,7 @@ own reminders, alarm and timers."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, overload
 
@@ -150,13 +151,14 @@ class Context:
         idempotency_key: str | None = None,
         idempotency_retention: DurationLike | None = None,
         delay: DurationLike | None = None,
+        at: datetime | str | None = None,
     ) -> str | None:
         """Queue a call on another actor without waiting for its result.
 
-        ``durable``, ``idempotency_key``, ``idempotency_retention`` and ``delay`` as in
-        :meth:`Client.tell`: True returns once the call is stored in the target's inbox;
-        a ``delay`` delivers it later (to this actor too: a message to its future self)
-        and returns the name of the reminder it waits as.
+        ``durable``, ``idempotency_key``, ``idempotency_retention``, ``delay`` and ``at`` as
+        in :meth:`Client.tell`: True returns once the call is stored in the target's inbox;
+        a ``delay`` or an ``at`` delivers it later (to this actor too: a message to its
+        future self) and returns the name of the reminder it waits as.
         """
         args, kwargs = split_params(params)
         return await self._caller.tell(
@@ -171,6 +173,7 @@ class Context:
             idempotency_key=idempotency_key,
             idempotency_retention=idempotency_retention,
             delay=delay,
+            at=at,
         )
 
     # ---- reminders ----

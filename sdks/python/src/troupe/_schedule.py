@@ -86,6 +86,19 @@ def format_when(value: When, what: str) -> str:
     return format_duration(value, what)
 
 
+def format_instant(value: datetime | str, what: str) -> str:
+    """A point in time only, an aware datetime or an RFC 3339 string, as RFC 3339 (the daemon
+    checks the string); a duration is refused, since ``what`` has a sibling that takes one."""
+    if isinstance(value, datetime):
+        return format_time(value)
+    if isinstance(value, str) and _is_rfc3339(value.strip()):
+        return value.strip()
+    raise InvalidArgument(
+        f"{what} {value!r} is not a time: give an aware datetime or an RFC 3339 string such as"
+        " '2026-12-01T09:00:00Z' (for a duration from now, use delay=)"
+    )
+
+
 def format_missed(value: str) -> client_pb2.MissedFirings:
     """``"fire_once"`` or ``"skip"`` as the MissedFirings enum."""
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, TypeVar, overload
 
@@ -213,6 +214,7 @@ class SyncClient:
         idempotency_key: str | None = None,
         idempotency_retention: DurationLike | None = None,
         delay: DurationLike | None = None,
+        at: datetime | str | None = None,
     ) -> str | None:
         """See :meth:`Client.tell`."""
         return self._run(
@@ -227,6 +229,7 @@ class SyncClient:
                 idempotency_key=idempotency_key,
                 idempotency_retention=idempotency_retention,
                 delay=delay,
+                at=at,
             )
         )
 

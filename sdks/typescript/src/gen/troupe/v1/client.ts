@@ -287,6 +287,15 @@ export interface TellRequest {
    * DELIVERY_BEST_EFFORT. 0: at once.
    */
   delayMs: bigint;
+  /**
+   * Deliver the tell at this time instead of at once: an RFC 3339 time
+   * ("2026-12-01T09:00:00Z"), read against the daemon's clock (its test
+   * clock under --test-clock, which a caller cannot compute a delay from),
+   * or a duration from now as SetReminderRequest.due. Otherwise as
+   * delay_ms; a time already past delivers the tell as soon as it is
+   * stored. Empty: at once. Not with delay_ms.
+   */
+  deliverAt: string;
 }
 
 export interface TellRequest_MetadataEntry {
@@ -1897,6 +1906,7 @@ function createBaseTellRequest(): TellRequest {
     newKey: false,
     keyRetentionMs: 0n,
     delayMs: 0n,
+    deliverAt: "",
   };
 }
 
@@ -1937,6 +1947,9 @@ export const TellRequest: MessageFns<TellRequest> = {
         throw new globalThis.Error("value provided for field message.delayMs of type uint64 too large");
       }
       writer.uint32(80).uint64(message.delayMs);
+    }
+    if (message.deliverAt !== "") {
+      writer.uint32(90).string(message.deliverAt);
     }
     return writer;
   },
@@ -2037,6 +2050,14 @@ export const TellRequest: MessageFns<TellRequest> = {
             message.delayMs = reader.uint64() as bigint;
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.deliverAt = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2080,6 +2101,7 @@ export const TellRequest: MessageFns<TellRequest> = {
       ? BigInt(object.keyRetentionMs)
       : 0n;
     message.delayMs = (object.delayMs !== undefined && object.delayMs !== null) ? BigInt(object.delayMs) : 0n;
+    message.deliverAt = object.deliverAt ?? "";
     return message;
   },
 };

@@ -208,7 +208,7 @@ class InvokeResponse(_message.Message):
     def __init__(self, payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ...) -> None: ...
 
 class TellRequest(_message.Message):
-    __slots__ = ("actor", "method", "payload", "metadata", "chain", "delivery", "idempotency_key", "new_key", "key_retention_ms", "delay_ms")
+    __slots__ = ("actor", "method", "payload", "metadata", "chain", "delivery", "idempotency_key", "new_key", "key_retention_ms", "delay_ms", "deliver_at")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -226,6 +226,7 @@ class TellRequest(_message.Message):
     NEW_KEY_FIELD_NUMBER: _ClassVar[int]
     KEY_RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
     DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    DELIVER_AT_FIELD_NUMBER: _ClassVar[int]
     actor: _common_pb2.ActorRef
     method: str
     payload: _common_pb2.Payload
@@ -236,7 +237,8 @@ class TellRequest(_message.Message):
     new_key: bool
     key_retention_ms: int
     delay_ms: int
-    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., method: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ..., delivery: _Optional[_Union[_common_pb2.Delivery, str]] = ..., idempotency_key: _Optional[str] = ..., new_key: bool = ..., key_retention_ms: _Optional[int] = ..., delay_ms: _Optional[int] = ...) -> None: ...
+    deliver_at: str
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., method: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ..., delivery: _Optional[_Union[_common_pb2.Delivery, str]] = ..., idempotency_key: _Optional[str] = ..., new_key: bool = ..., key_retention_ms: _Optional[int] = ..., delay_ms: _Optional[int] = ..., deliver_at: _Optional[str] = ...) -> None: ...
 
 class TellResponse(_message.Message):
     __slots__ = ("reminder",)
