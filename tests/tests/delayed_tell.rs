@@ -305,6 +305,9 @@ async fn a_tell_at_a_time_waits_for_it_on_the_daemons_clock() -> anyhow::Result<
     )
     .await?;
     assert!(err.contains("--delay"), "{err}");
+    // Empty would read as "no time" and deliver at once.
+    let (_, err) = cli_against(&daemon, &["tell", TY, "c", "append", "--at", ""], 2).await?;
+    assert!(err.contains("--at"), "{err}");
 
     // Refused with the field named, nothing stored.
     let both = pb::TellRequest {

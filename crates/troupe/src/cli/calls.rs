@@ -253,7 +253,8 @@ pub struct TellDelivery {
     /// Deliver the message at this RFC 3339 time ("2026-12-01T09:00:00Z"),
     /// by the daemon's clock (its test clock under --test-clock); otherwise
     /// as --delay. A time already past delivers it at once.
-    #[arg(long, value_name = "TIME", conflicts_with_all = ["best_effort", "delay"])]
+    #[arg(long, value_name = "TIME", conflicts_with_all = ["best_effort", "delay"],
+          value_parser = clap::builder::NonEmptyStringValueParser::new())]
     pub at: Option<String>,
     /// Store the message in the actor's inbox before answering: it is
     /// delivered at least once across crashes and restarts, its effects once
