@@ -266,6 +266,17 @@ async fn a_tell_at_a_time_waits_for_it_on_the_daemons_clock() -> anyhow::Result<
     daemon.advance_clock_ms(1_000).await?;
     assert_eq!(settled_log(&daemon, "b", 1).await?, [1]);
 
+    // Far out but within the limit from the daemon's now (80 years): taken
+    // (it was once read again against 1970 and refused past 2070).
+    let far = client
+        .0
+        .tell(at("e", rfc3339(now + 80 * 365 * 24 * HOUR_MS)?))
+        .await?;
+    let far = far.into_inner().reminder;
+    let kept = client.0.get_reminder(reminder_ref("e", &far)).await?;
+    assert!(kept.into_inner().next_due_unix_ms > now + 79 * 365 * 24 * HOUR_MS);
+    client.0.delete_reminder(reminder_ref("e", &far)).await?;
+
     // The CLI sends the time as given.
     let (out, _) = cli_against(
         &daemon,

@@ -72,6 +72,13 @@ impl ClientApi {
                  cannot be best effort; send it with delivery DELIVERY_DURABLE or unset",
             ));
         }
+        // Its time is read (into `delay`, against the daemon's clock); the
+        // call is what is left.
+        let r = pb::TellRequest {
+            delay_ms: 0,
+            deliver_at: String::new(),
+            ..r
+        };
         let call = call(PbRequest::Tell(r), &headers, &extensions)?;
         let traced = telemetry::incoming_call(&headers, "Tell", &call.actor, &call.method);
         let result = self
@@ -107,8 +114,7 @@ fn call(
     extensions: &tonic::Extensions,
 ) -> Result<Call, Status> {
     let timeout = convert::answer_within(headers);
-    // A delayed tell's time was read by the caller, against the daemon's
-    // clock; only its call is taken here, so no scheduling "now" is needed.
+    // A call carries no times to read, so no scheduling "now" is needed.
     let mut call = match request_from_pb(request, timeout, 0)? {
         ActorRequest::Invoke(call)
         | ActorRequest::Tell(call)

@@ -293,11 +293,10 @@ pub async fn tell(
     } = call.outgoing()?;
     let TellDelivery { delay, at, .. } = &delivery;
     let delay_ms = delay.map_or(0, millis);
-    let deliver_at = at.clone().unwrap_or_default();
     let delivery = delivery.wire();
     let message = call.request(pb::TellRequest {
         delay_ms,
-        deliver_at: deliver_at.clone(),
+        deliver_at: at.clone().unwrap_or_default(),
         actor: to.actor(),
         method: to.method.clone(),
         payload,
@@ -329,7 +328,7 @@ pub async fn tell(
     if delayed {
         let when = match delay {
             Some(delay) => format!("in {}", humantime::format_duration(*delay)),
-            None => format!("at {deliver_at}"),
+            None => format!("at {}", at.as_deref().unwrap_or_default()),
         };
         return match target.output {
             Output::Json => emit_json(&json!({
