@@ -342,14 +342,13 @@ impl Shared {
         }
     }
 
-    /// Measures the round trip now and then. With `liveness`, a connection
+    /// Measures the round trip now and then, and gives up a connection
     /// that delivered nothing for a whole interval and then nothing for the
-    /// keep-alive timeout after a ping is given up (a peer whose host
-    /// vanished never closes it), as hyper's HTTP/2 keep-alive does for the
-    /// `grpc` protocol. Anything read counts, not just the pong: under a
-    /// full link the pong waits behind megabytes already on their way, and
-    /// a connection that delivers them is alive.
-    async fn ping(&self, liveness: bool) -> Result<(), String> {
+    /// keep-alive timeout after a ping (a peer whose host vanished never
+    /// closes it). Anything read counts, not just the pong: under a full
+    /// link the pong waits behind megabytes already on their way, and a
+    /// connection that delivers them is alive.
+    async fn ping(&self) -> Result<(), String> {
         let mut every = tokio::time::interval(self.config.keep_alive_interval);
         let mut read_at_last_tick = None;
         loop {
@@ -370,7 +369,7 @@ impl Shared {
                 id
             };
             self.wake.wake();
-            if !liveness || !quiet {
+            if !quiet {
                 continue;
             }
             tokio::time::sleep(self.config.keep_alive_timeout).await;

@@ -149,7 +149,7 @@ impl Shared {
         // taken the replies sent before, so only what it never answered fails.
         let ended = tokio::select! {
             r = self.read(reader) => r,
-            r = self.ping(true) => r,
+            r = self.ping() => r,
             r = write_frames(write_half, frames) => match r {
                 Ok(()) => Err("the link was replaced".to_owned()),
                 Err(e) => Err(format!("writing to the peer failed: {e}")),

@@ -19,10 +19,12 @@ impl Shared {
         let endpoint = Endpoint::from_shared(self.uri())
             .map_err(|e| format!("bad peer address: {e}"))?
             .connect_timeout(config.connect_timeout)
-            .tcp_nodelay(true)
-            .http2_keep_alive_interval(config.keep_alive_interval)
-            .keep_alive_timeout(config.keep_alive_timeout)
-            .keep_alive_while_idle(true);
+            .tcp_nodelay(true);
+        // No HTTP/2 keep-alive: hyper gives a connection up when a PING's
+        // ACK is late, even while the connection delivers the megabytes
+        // queued ahead of that ACK (a big answer on a narrow path), and fails
+        // what was in flight with it. The link's own pings (`ping`)
+        // count anything read instead, as on framed links.
         Ok(match config.window {
             Window::Default => endpoint,
             Window::Auto => endpoint.http2_adaptive_window(true),
@@ -71,7 +73,7 @@ impl Shared {
         // the replies sent before, so only what it never answered fails.
         let ended = tokio::select! {
             r = self.read(incoming) => r,
-            r = self.ping(false) => r,
+            r = self.ping() => r,
         };
         self.counters.connected.fetch_sub(1, Ordering::Relaxed);
         self.counters.connected_grpc.fetch_sub(1, Ordering::Relaxed);
