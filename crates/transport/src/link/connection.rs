@@ -350,6 +350,8 @@ impl Shared {
     /// connection that delivers them is alive.
     async fn ping(&self) -> Result<(), String> {
         let mut every = tokio::time::interval(self.config.keep_alive_interval);
+        // After waiting out a timeout, one ping, not a burst of the missed.
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut read_at_last_tick = None;
         loop {
             every.tick().await;
