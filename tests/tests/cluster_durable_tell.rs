@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use troupe_tests::cluster_fixture::{until_served, Cluster};
+use troupe_tests::cluster_harness::unix_now_ms;
 use troupe_tests::log_app::{log_of, tell_durable, tell_with, LogApp};
 use troupe_tests::store::ids;
 use troupe_tests::*;
@@ -161,8 +162,10 @@ async fn a_non_hosting_daemon_acknowledges_a_default_tell_only_once_the_owner_ha
     })
     .await?;
 
-    // A delayed tell through d2 waits on the owner, which delivers it.
-    let reminder = via_d2
+    // A delayed tell through d2 waits on the owner, which delivers it and
+    // says, through d2, when it is due.
+    let sent_at = unix_now_ms();
+    let told = via_d2
         .0
         .tell(pb::TellRequest {
             actor: Some(actor("dlog", "x")),
@@ -173,8 +176,9 @@ async fn a_non_hosting_daemon_acknowledges_a_default_tell_only_once_the_owner_ha
         })
         .await
         .with_context(|| fx.logs())?
-        .into_inner()
-        .reminder;
+        .into_inner();
+    assert!(told.due_unix_ms >= sent_at + 5_000, "{told:?}");
+    let reminder = told.reminder;
     let at_owner = |name: &str| pb::ReminderRef {
         actor: Some(actor("dlog", "x")),
         name: name.into(),

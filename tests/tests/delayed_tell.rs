@@ -18,14 +18,14 @@ const TY: &str = LOG_TYPE;
 const HOUR_MS: u64 = 3_600_000;
 
 /// `append(n)` to `TY/id`, delivered `delay_ms` from now; with `key` as its
-/// idempotency key. Answers the reminder it waits as.
+/// idempotency key. Answers the reminder it waits as and when it is due.
 async fn tell_later(
     client: &mut Client,
     id: &str,
     n: i64,
     delay_ms: u64,
     key: &str,
-) -> Result<String, tonic::Status> {
+) -> Result<pb::TellResponse, tonic::Status> {
     let request = pb::TellRequest {
         actor: Some(actor(TY, id)),
         method: "append".into(),
@@ -36,7 +36,7 @@ async fn tell_later(
         delay_ms,
         ..Default::default()
     };
-    Ok(client.0.tell(request).await?.into_inner().reminder)
+    Ok(client.0.tell(request).await?.into_inner())
 }
 
 fn reminder_ref(id: &str, name: &str) -> pb::ReminderRef {
@@ -63,16 +63,26 @@ async fn a_delayed_tell_arrives_once_when_due_and_not_before() -> anyhow::Result
     let (daemon, _app) = start(dir.path(), &with_test_clock(&TestStore::Sled)).await?;
     let mut client = daemon.client().await?;
 
+    // Due by the daemon's clock (its test clock, far from ours).
+    let start = daemon.advance_clock_ms(0).await?;
     let made = tell_later(&mut client, "a", 1, HOUR_MS, "").await?;
     assert!(
-        made.starts_with("$tell:") && made.len() > 6,
+        made.reminder.starts_with("$tell:") && made.reminder.len() > 6,
         "{made:?}: a key is made"
     );
     let named = tell_later(&mut client, "a", 2, 2 * HOUR_MS, "order-2").await?;
-    assert_eq!(named, "$tell:order-2");
-    // A retry of the same tell (same key) keeps the one that waits.
+    let end = daemon.advance_clock_ms(0).await?;
+    assert!(
+        (start + HOUR_MS..=end + HOUR_MS).contains(&made.due_unix_ms),
+        "{made:?} between {start} and {end}"
+    );
+    assert_eq!(named.reminder, "$tell:order-2");
+    // A retry of the same tell (same key) keeps the one that waits, and
+    // says when that one is due.
     let again = tell_later(&mut client, "a", 2, 5 * HOUR_MS, "order-2").await?;
     assert_eq!(again, named);
+    assert!(again.due_unix_ms <= end + 2 * HOUR_MS, "{again:?}");
+    let named = named.reminder;
     let waiting = client
         .0
         .get_reminder(reminder_ref("a", &named))
@@ -160,10 +170,27 @@ async fn cli_tell_later(
 async fn the_cli_schedules_lists_and_cancels_delayed_tells() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let (daemon, _app) = start(dir.path(), &with_test_clock(&TestStore::Sled)).await?;
+    let start = daemon.advance_clock_ms(0).await?;
     let out = cli_tell_later(&daemon, 7, "2h", &["-o", "json"]).await?;
+    let end = daemon.advance_clock_ms(0).await?;
     let sent: serde_json::Value = serde_json::from_str(&out)?;
     assert_eq!(sent["delivery"], "delayed", "{out}");
     assert_eq!(sent["delay_ms"], 2 * HOUR_MS, "{out}");
+    // When it is due by the daemon's clock (its test clock here, not ours).
+    let due_ms = sent["due_unix_ms"].as_u64().unwrap_or_default();
+    assert!(
+        (start + 2 * HOUR_MS..=end + 2 * HOUR_MS).contains(&due_ms),
+        "{out}"
+    );
+    let due = time::OffsetDateTime::parse(
+        sent["due"].as_str().unwrap_or_default(),
+        &time::format_description::well_known::Rfc3339,
+    )?;
+    assert_eq!(
+        due.unix_timestamp_nanos() / 1_000_000,
+        i128::from(due_ms),
+        "{out}"
+    );
     let first = sent["reminder"].as_str().unwrap_or_default().to_owned();
     assert!(first.starts_with("$tell:"), "{out}");
 

@@ -22,7 +22,9 @@ use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::input::{millis, range, UserDuration};
 use crate::reply::Reply;
 use crate::runtime::Runtime;
-use crate::schedule::{Due, Fired, MissedFirings, ReminderSpec, RetryPolicy, TellMeta};
+use crate::schedule::{
+    Due, Fired, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy, TellMeta,
+};
 use crate::shared::Shared;
 use crate::types::{Call, CallExtra};
 use crate::validate;
@@ -60,11 +62,25 @@ fn fresh_key() -> Result<String, CallError> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// A delayed tell, stored: the reminder it waits as and when it is due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DelayedTell {
+    pub reminder: String,
+    /// By the owner's clock; `None` when the owner is a daemon from before
+    /// it said.
+    pub due_unix_ms: Option<u64>,
+}
+
 impl Runtime {
     /// Stores `call` to be delivered `delay` from now as a durable tell;
-    /// answers the name of the reminder it waits as. A call carrying a key
-    /// already waiting is acknowledged without being scheduled again.
-    pub async fn tell_later(&self, mut call: Call, delay: Duration) -> Result<String, CallError> {
+    /// answers the reminder it waits as. A call carrying a key already
+    /// waiting is acknowledged without being scheduled again, with the
+    /// waiting one's due time.
+    pub async fn tell_later(
+        &self,
+        mut call: Call,
+        delay: Duration,
+    ) -> Result<DelayedTell, CallError> {
         UserDuration::new("delay", delay, &range::POSITIVE)?;
         // Its chain is checked as any call's, then dropped: the tell runs
         // later, in a chain of its own.
@@ -85,19 +101,28 @@ impl Runtime {
             .request(ActorRequest::TellLater { call, delay }, context)
             .await?
         {
-            ActorResponse::Accepted => Ok(tell_reminder_name(&key)),
-            other => Err(other.unexpected("an acceptance")),
+            ActorResponse::TellScheduled { due_unix_ms } => Ok(DelayedTell {
+                reminder: tell_reminder_name(&key),
+                due_unix_ms: Some(due_unix_ms),
+            }),
+            // An owner from before due times were answered.
+            ActorResponse::Accepted => Ok(DelayedTell {
+                reminder: tell_reminder_name(&key),
+                due_unix_ms: None,
+            }),
+            other => Err(other.unexpected("the delayed tell's reminder")),
         }
     }
 }
 
 impl Shared {
-    /// Schedules a delayed tell of an actor this daemon owns.
+    /// Schedules a delayed tell of an actor this daemon owns; its reminder,
+    /// or the one already waiting with its key.
     pub(crate) async fn tell_later_here(
         self: &Arc<Self>,
         call: Call,
         delay: Duration,
-    ) -> Result<(), CallError> {
+    ) -> Result<ReminderInfo, CallError> {
         // What a tell is checked for as it enters the mailbox, now: a due
         // tell refused then would have been acknowledged for nothing.
         self.check_schedule(&call.actor, call.payload.len())?;
@@ -117,9 +142,9 @@ impl Shared {
             actor_id: call.actor.id.to_string(),
             name: name.clone(),
         };
-        if self.scheduler.get(&reminder).await?.is_some() {
+        if let Some(waiting) = self.scheduler.get(&reminder).await? {
             // A retry of a tell that waits already: that one stands.
-            return Ok(());
+            return Ok(waiting);
         }
         let spec = ReminderSpec {
             actor: call.actor,
@@ -141,7 +166,7 @@ impl Shared {
             key: key.to_string(),
             key_retention_ms: extra.key_retention.map(millis),
         };
-        self.scheduler.set_with(spec, Some(tell)).await.map(drop)
+        self.scheduler.set_with(spec, Some(tell)).await
     }
 
     /// A delayed tell's firing: its call appended to the actor's inbox.

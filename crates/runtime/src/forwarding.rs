@@ -123,6 +123,9 @@ pub enum ActorResponse {
     Payload(Payload),
     /// A tell was queued; a timer was started.
     Accepted,
+    /// A delayed tell was stored, to be delivered then (by the owner's
+    /// clock; for a retry, the time of the one that waits already).
+    TellScheduled { due_unix_ms: u64 },
     /// The state read (sorted by key), and whether the actor is active.
     State {
         entries: Vec<(String, Bytes)>,

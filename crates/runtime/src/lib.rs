@@ -51,7 +51,7 @@ pub mod validate;
 
 pub use advance::Advanced;
 pub use config::RuntimeConfig;
-pub use delayed_tell::{tell_reminder_name, TELL_PREFIX};
+pub use delayed_tell::{tell_reminder_name, DelayedTell, TELL_PREFIX};
 pub use dispatch::ActorRef;
 pub use error::{
     AppWork, CallError, ChainRefused, ConfigError, HostGone, MemoryPressure, MessageBound,

@@ -234,10 +234,9 @@ impl Shared {
                 self.tell_durable_here(call).await?;
                 ActorResponse::Accepted
             }
-            ActorRequest::TellLater { call, delay } => {
-                self.tell_later_here(call, delay).await?;
-                ActorResponse::Accepted
-            }
+            ActorRequest::TellLater { call, delay } => ActorResponse::TellScheduled {
+                due_unix_ms: self.tell_later_here(call, delay).await?.next_due_unix_ms,
+            },
             ActorRequest::GetState { actor, keys } => {
                 let (entries, active) = self.get_state_here(&actor, &keys).await?;
                 ActorResponse::State { entries, active }

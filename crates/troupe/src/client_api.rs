@@ -86,7 +86,12 @@ impl ClientApi {
             .tell_later(call, delay)
             .await
             .map_err(status_of)
-            .map(|reminder| Response::new(pb::TellResponse { reminder }));
+            .map(|stored| {
+                Response::new(pb::TellResponse {
+                    reminder: stored.reminder,
+                    due_unix_ms: stored.due_unix_ms.unwrap_or(0),
+                })
+            });
         traced.finish(&result);
         result
     }

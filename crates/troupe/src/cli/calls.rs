@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
 use super::json_arg::JsonArg;
-use super::render::{Shown, Table};
+use super::render::{self, Shown, Table};
 use super::{actor_name, connect, emit, emit_json, fail, Exit, Output, Target};
 use crate::shell_word::quoted;
 use troupe_runtime::input::millis;
@@ -326,19 +326,29 @@ pub async fn tell(
         );
     }
     if delayed {
-        let when = match delay {
-            Some(delay) => format!("in {}", humantime::format_duration(*delay)),
-            None => format!("at {}", at.as_deref().unwrap_or_default()),
+        // The daemon's time: what it will do, by its clock, and for a retry
+        // the time of the tell that waits already. One from before it said
+        // leaves what was asked.
+        let when = match (render::time(answer.due_unix_ms), delay) {
+            (Some(due), _) => format!("at {due}"),
+            (None, Some(delay)) => format!("in {}", humantime::format_duration(*delay)),
+            (None, None) => format!("at {}", at.as_deref().unwrap_or_default()),
         };
         return match target.output {
-            Output::Json => emit_json(&json!({
-                "actor": { "type": to.actor_type, "id": to.id },
-                "method": to.method,
-                "delivery": "delayed",
-                "delay_ms": delay.map(millis),
-                "deliver_at": at,
-                "reminder": answer.reminder,
-            })),
+            Output::Json => {
+                let mut said = json!({
+                    "actor": { "type": to.actor_type, "id": to.id },
+                    "method": to.method,
+                    "delivery": "delayed",
+                    "delay_ms": delay.map(millis),
+                    "deliver_at": at,
+                    "reminder": answer.reminder,
+                });
+                if let Some(object) = said.as_object_mut() {
+                    render::time_json(object, "due", answer.due_unix_ms);
+                }
+                emit_json(&said)
+            }
             Output::Table => emit(&format!(
                 "scheduled {}: stored, delivered {when} as a durable tell; it waits as reminder \
                  {} (troupe reminders delete {} {} {} cancels it)\n",

@@ -320,6 +320,11 @@ pub fn response_to_pb(response: ActorResponse) -> PbResponse {
             payload: Some(payload_to_pb(p)),
         }),
         ActorResponse::Accepted => PbResponse::Tell(pb::TellResponse::default()),
+        // The reminder's name is the entry daemon's to say (it made the key).
+        ActorResponse::TellScheduled { due_unix_ms } => PbResponse::Tell(pb::TellResponse {
+            reminder: String::new(),
+            due_unix_ms,
+        }),
         ActorResponse::State { entries, active } => PbResponse::State(pb::GetStateResponse {
             entries: entries.into_iter().collect(),
             active,
@@ -335,6 +340,9 @@ pub fn response_to_pb(response: ActorResponse) -> PbResponse {
 pub fn response_from_pb(response: PbResponse) -> ActorResponse {
     match response {
         PbResponse::Invoke(r) => ActorResponse::Payload(payload(r.payload)),
+        PbResponse::Tell(r) if r.due_unix_ms > 0 => ActorResponse::TellScheduled {
+            due_unix_ms: r.due_unix_ms,
+        },
         PbResponse::Tell(_) | PbResponse::Timer(_) => ActorResponse::Accepted,
         PbResponse::State(r) => {
             let mut entries: Vec<_> = r.entries.into_iter().collect();

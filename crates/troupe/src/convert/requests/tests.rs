@@ -152,6 +152,9 @@ fn answers_read_back_as_written() {
     for answer in [
         ActorResponse::Payload(Payload::json("7")),
         ActorResponse::Accepted,
+        ActorResponse::TellScheduled {
+            due_unix_ms: 1_800_000_000_123,
+        },
         ActorResponse::State {
             entries: vec![("a".into(), "1".into()), ("b".into(), "2".into())],
             active: true,

@@ -309,6 +309,12 @@ export interface TellResponse {
    * read or delete with the reminder calls. Empty for any other tell.
    */
   reminder: string;
+  /**
+   * A delayed tell: when it is due, by the clock of the daemon that owns
+   * the actor. For a retry of one that waits already (its idempotency key),
+   * that one's time, which stands. 0 for any other tell.
+   */
+  dueUnixMs: bigint;
 }
 
 export interface GetStateRequest {
@@ -2174,13 +2180,19 @@ export const TellRequest_MetadataEntry: MessageFns<TellRequest_MetadataEntry> = 
 };
 
 function createBaseTellResponse(): TellResponse {
-  return { reminder: "" };
+  return { reminder: "", dueUnixMs: 0n };
 }
 
 export const TellResponse: MessageFns<TellResponse> = {
   encode(message: TellResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.reminder !== "") {
       writer.uint32(10).string(message.reminder);
+    }
+    if (message.dueUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.dueUnixMs) !== message.dueUnixMs) {
+        throw new globalThis.Error("value provided for field message.dueUnixMs of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.dueUnixMs);
     }
     return writer;
   },
@@ -2206,6 +2218,14 @@ export const TellResponse: MessageFns<TellResponse> = {
             message.reminder = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.dueUnixMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2224,6 +2244,7 @@ export const TellResponse: MessageFns<TellResponse> = {
   fromPartial<I extends Exact<DeepPartial<TellResponse>, I>>(object: I): TellResponse {
     const message = createBaseTellResponse();
     message.reminder = object.reminder ?? "";
+    message.dueUnixMs = (object.dueUnixMs !== undefined && object.dueUnixMs !== null) ? BigInt(object.dueUnixMs) : 0n;
     return message;
   },
 };

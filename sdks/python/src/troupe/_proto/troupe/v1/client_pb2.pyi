@@ -241,10 +241,12 @@ class TellRequest(_message.Message):
     def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., method: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ..., delivery: _Optional[_Union[_common_pb2.Delivery, str]] = ..., idempotency_key: _Optional[str] = ..., new_key: bool = ..., key_retention_ms: _Optional[int] = ..., delay_ms: _Optional[int] = ..., deliver_at: _Optional[str] = ...) -> None: ...
 
 class TellResponse(_message.Message):
-    __slots__ = ("reminder",)
+    __slots__ = ("reminder", "due_unix_ms")
     REMINDER_FIELD_NUMBER: _ClassVar[int]
+    DUE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     reminder: str
-    def __init__(self, reminder: _Optional[str] = ...) -> None: ...
+    due_unix_ms: int
+    def __init__(self, reminder: _Optional[str] = ..., due_unix_ms: _Optional[int] = ...) -> None: ...
 
 class GetStateRequest(_message.Message):
     __slots__ = ("actor", "keys")
