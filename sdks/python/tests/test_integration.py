@@ -46,12 +46,18 @@ async def test_decorated_actor_called_from_separate_client(
         await client.tell("counter", "c1", "incr", {"by": 100})
         # The mailbox is ordered, so this call runs after the told one.
         assert await c1.get() == 111
-        assert await client.get_state("counter", "c1") == {"count": 111}
-        assert await client.get_state("counter", "c1", raw=True) == {"count": b"111"}
+        await client.actor(Counter, "c1").tell(Counter.incr, by=1000)
+        assert await c1.get() == 1111
+        await c1.tell("incr", 10000)
+        assert await c1.get() == 11111
+        assert await client.get_state("counter", "c1") == {"count": 11111}
+        assert await client.get_state("counter", "c1", raw=True) == {"count": b"11111"}
         assert await client.get_state("counter", "other") == {}
         assert await client.invoke("counter", "c1", "echo_bytes", b"\x00abc") == b"cba\x00"
         with troupe.SyncClient(daemon.address) as sync:
             assert await asyncio.to_thread(lambda: sync.actor("counter", "c2").incr(by=4)) == 4
+            await asyncio.to_thread(lambda: sync.actor(Counter, "c2").tell(Counter.incr, by=6))
+            assert await client.actor("counter", "c2").get() == 10
 
 
 async def test_state_survives_daemon_restart_and_app_reconnects(
@@ -151,6 +157,7 @@ async def test_actor_calls_another_actor_inside_a_turn(
             first = await self.ctx.actor("counter", target).incr(by=by)
             second = await self.ctx.invoke("counter", target, "incr", {"by": by})
             await self.ctx.tell("counter", target, "incr", {"by": 0})
+            await self.ctx.actor(Counter, target).tell(Counter.incr, by=10)
             self.state["last"] = second
             return [first, second]
 
@@ -161,6 +168,8 @@ async def test_actor_calls_another_actor_inside_a_turn(
     async with hosting(daemon.address, Counter, Front):
         assert await client.actor("front", "f").add_twice("t1", 2) == [2, 4]
         assert await client.get_state("front", "f") == {"last": 4}
+        # Both tells were queued before the turn ended, so they ran before this call.
+        assert await client.actor("counter", "t1").get() == 14
         with pytest.raises(troupe.ActorError) as err:
             await client.actor("front", "f").relay_failure()
         assert err.value.remote_type == "ValueError"

@@ -219,7 +219,14 @@ class Client:
                 t, i, m, args, kwargs, timeout=deadline, metadata=metadata
             )
 
-        return ActorProxy(invoke, actor_type, actor_id)
+        async def tell(
+            t: str, i: str, m: str, args: Sequence[Any], kwargs: Mapping[str, Any]
+        ) -> object:
+            return await self._get_caller().tell(
+                t, i, m, args, kwargs, timeout=deadline, metadata=metadata
+            )
+
+        return ActorProxy(invoke, actor_type, actor_id, tell)
 
     async def invoke(
         self,

@@ -109,7 +109,14 @@ class Context:
                 t, i, m, args, kwargs, timeout=timeout, metadata=metadata
             )
 
-        return ActorProxy(invoke, actor_type, actor_id)
+        async def tell(
+            t: str, i: str, m: str, args: Sequence[Any], kwargs: Mapping[str, Any]
+        ) -> object:
+            return await self._caller.tell(
+                t, i, m, args, kwargs, timeout=timeout, metadata=metadata
+            )
+
+        return ActorProxy(invoke, actor_type, actor_id, tell)
 
     async def invoke(
         self,

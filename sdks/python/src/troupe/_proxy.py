@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar,
 from ._actor import method_name
 
 InvokeFn = Callable[[str, str, str, Sequence[Any], Mapping[str, Any]], Awaitable[Any]]
+TellFn = Callable[[str, str, str, Sequence[Any], Mapping[str, Any]], Awaitable[object]]
 
 if TYPE_CHECKING:
     from ._actor import Actor
@@ -46,6 +47,10 @@ class ActorProxy(Generic[A]):
     ``await proxy.call(Cart.add_item, "apple", qty=2)``, is checked by mypy against
     the method's parameters and returns its (awaited) return type. Attribute calls
     are not typed: Python's type system cannot map a class's methods to a proxy's.
+
+    :meth:`tell` sends a call without waiting for its result. ``call`` and ``tell`` are
+    the proxy's own: an actor method of either name is reached as
+    ``proxy.call("tell", ...)``.
     """
 
     def __init__(
@@ -53,8 +58,10 @@ class ActorProxy(Generic[A]):
         invoke: InvokeFn,
         actor_type: str,
         actor_id: str,
+        tell: TellFn,
     ) -> None:
         self._invoke_fn = invoke
+        self._tell_fn = tell
         self._actor_type = actor_type
         self._actor_id = actor_id
 
@@ -84,6 +91,28 @@ class ActorProxy(Generic[A]):
         arguments and return its result."""
         name = method if isinstance(method, str) else method_name(method)
         return await self._invoke(name, args, kwargs)
+
+    @overload
+    async def tell(
+        self,
+        method: Callable[Concatenate[A, P], Any],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> None: ...
+
+    @overload
+    async def tell(self, method: str, /, *args: Any, **kwargs: Any) -> None: ...
+
+    async def tell(self, method: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> None:
+        """Send ``method`` (a ``@troupe.method`` of the actor class, or its name) with these
+        arguments without waiting for its result: returns once the actor's mailbox took it,
+        delivered as its type delivers tells (durable when its app registered it with
+        durable tells). For ``durable``, ``delay``, ``at`` or an idempotency key, use
+        ``tell`` of the client or the context, whose options no method argument can
+        shadow."""
+        name = method if isinstance(method, str) else method_name(method)
+        await self._tell_fn(self._actor_type, self._actor_id, name, args, kwargs)
 
     def __getattr__(self, name: str) -> MethodCaller:
         if name.startswith("_"):

@@ -55,6 +55,22 @@ class SyncActorProxy(Generic[A]):
         """See :meth:`ActorProxy.call`; blocks until the result is there."""
         return self._client._run(self._proxy.call(method, *args, **kwargs))
 
+    @overload
+    def tell(
+        self,
+        method: Callable[Concatenate[A, P], Any],
+        /,
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> None: ...
+
+    @overload
+    def tell(self, method: str, /, *args: Any, **kwargs: Any) -> None: ...
+
+    def tell(self, method: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> None:
+        """See :meth:`ActorProxy.tell`; blocks until the actor's mailbox took the call."""
+        self._client._run(self._proxy.tell(method, *args, **kwargs))
+
     def __getattr__(self, name: str) -> Any:
         caller = getattr(self._proxy, name)
 

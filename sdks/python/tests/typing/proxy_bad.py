@@ -19,4 +19,6 @@ async def calls(client: troupe.Client) -> None:
     await cart.call(Cart.add_item, 5)  # E: sku is a str
     await cart.call(Cart.add_item, "apple", colour="red")  # E: no such parameter
     await cart.call(Other.ping)  # E: a method of another actor class
+    await cart.tell(Cart.add_item, 5)  # E: sku is a str
+    await cart.tell(Other.ping)  # E: a method of another actor class
     print(text)

@@ -26,9 +26,13 @@ async def calls(client: troupe.Client, ctx: troupe.Context) -> None:
     by_name: Any = await client.actor("typed-cart", "c1").call("add_item", "apple")
     attr: Any = await cart.add_item("apple")  # attribute calls work, untyped
     nested: int = await ctx.actor(Cart, "c2").call(Cart.add_item, "pear")
+    await cart.tell(Cart.add_item, "apple", qty=2)
+    await cart.tell("add_item", "apple")
+    await ctx.actor(Cart, "c2").tell(Cart.count)
     print(added, counted, by_name, attr, nested)
 
 
 def sync_calls(client: troupe.SyncClient) -> None:
     added: int = client.actor(Cart, "c1").call(Cart.add_item, "apple", qty=2)
+    client.actor(Cart, "c1").tell(Cart.add_item, "apple", qty=2)
     print(added)
