@@ -56,7 +56,7 @@ class FakeActorClient {
         answer({ rpc: "invoke", key: call.request.idempotencyKey, delivery: undefined, newKey: call.request.newKey, keyRetentionMs: call.request.keyRetentionMs, at: performance.now() }, callback, { payload: encodeResult("ok") });
       },
       tell: (call: grpc.ServerUnaryCall<TellRequest, TellResponse>, callback: grpc.sendUnaryData<TellResponse>) => {
-        answer({ rpc: "tell", key: call.request.idempotencyKey, delivery: call.request.delivery, newKey: call.request.newKey, keyRetentionMs: call.request.keyRetentionMs, at: performance.now() }, callback, { reminder: "" });
+        answer({ rpc: "tell", key: call.request.idempotencyKey, delivery: call.request.delivery, newKey: call.request.newKey, keyRetentionMs: call.request.keyRetentionMs, at: performance.now() }, callback, { reminder: "", dueUnixMs: 0n });
       },
     });
     const port = await new Promise<number>((resolve, reject) => {
