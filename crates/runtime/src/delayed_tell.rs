@@ -66,9 +66,8 @@ fn fresh_key() -> Result<String, CallError> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DelayedTell {
     pub reminder: String,
-    /// By the owner's clock; `None` when the owner is a daemon from before
-    /// it said.
-    pub due_unix_ms: Option<u64>,
+    /// By the owner's clock.
+    pub due_unix_ms: u64,
 }
 
 impl Runtime {
@@ -103,12 +102,7 @@ impl Runtime {
         {
             ActorResponse::TellScheduled { due_unix_ms } => Ok(DelayedTell {
                 reminder: tell_reminder_name(&key),
-                due_unix_ms: Some(due_unix_ms),
-            }),
-            // An owner from before due times were answered.
-            ActorResponse::Accepted => Ok(DelayedTell {
-                reminder: tell_reminder_name(&key),
-                due_unix_ms: None,
+                due_unix_ms,
             }),
             other => Err(other.unexpected("the delayed tell's reminder")),
         }

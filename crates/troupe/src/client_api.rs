@@ -89,7 +89,7 @@ impl ClientApi {
             .map(|stored| {
                 Response::new(pb::TellResponse {
                     reminder: stored.reminder,
-                    due_unix_ms: stored.due_unix_ms.unwrap_or(0),
+                    due_unix_ms: stored.due_unix_ms,
                 })
             });
         traced.finish(&result);

@@ -327,13 +327,8 @@ pub async fn tell(
     }
     if delayed {
         // The daemon's time: what it will do, by its clock, and for a retry
-        // the time of the tell that waits already. One from before it said
-        // leaves what was asked.
-        let when = match (render::time(answer.due_unix_ms), delay) {
-            (Some(due), _) => format!("at {due}"),
-            (None, Some(delay)) => format!("in {}", humantime::format_duration(*delay)),
-            (None, None) => format!("at {}", at.as_deref().unwrap_or_default()),
-        };
+        // the time of the tell that waits already.
+        let when = render::time_cell(answer.due_unix_ms);
         return match target.output {
             Output::Json => {
                 let mut said = json!({
@@ -350,7 +345,7 @@ pub async fn tell(
                 emit_json(&said)
             }
             Output::Table => emit(&format!(
-                "scheduled {}: stored, delivered {when} as a durable tell; it waits as reminder \
+                "scheduled {}: stored, delivered at {when} as a durable tell; it waits as reminder \
                  {} (troupe reminders delete {} {} {} cancels it)\n",
                 to.name(),
                 answer.reminder,
