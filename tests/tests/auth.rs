@@ -286,6 +286,74 @@ async fn nothing_listens_beyond_loopback_unprotected_unless_told() -> anyhow::Re
     Ok(())
 }
 
+/// A token short enough to guess is refused where other machines reach a
+/// listener it guards (the daemon does not start), named by its place and
+/// never shown; on loopback it is taken, with a warning.
+#[tokio::test]
+async fn short_tokens_are_refused_beyond_loopback() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let data = dir.path().to_str().context("temp path is not UTF-8")?;
+    let short = "hunter2";
+    let long = "a-token-long-enough-to-keep";
+    let tokens = [("TROUPE_API_TOKEN", long), ("TROUPE_APP_TOKEN", short)];
+    let beyond = ["serve", "--listen", "0.0.0.0:0", "--data-dir", data];
+    let (status, _, stderr) = run_cli_env(&beyond, &tokens).await?;
+    assert!(
+        !status.success(),
+        "a daemon with a short token started on 0.0.0.0"
+    );
+    assert!(
+        stderr.contains("token 1 of TROUPE_APP_TOKEN is 7 characters"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains(short), "the token shown: {stderr}");
+
+    let metrics = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "0.0.0.0:0",
+        "--data-dir",
+        data,
+    ];
+    let (status, _, stderr) = run_cli_env(&metrics, &tokens).await?;
+    assert!(
+        !status.success(),
+        "metrics beyond loopback took a short token"
+    );
+    assert!(stderr.contains("TROUPE_APP_TOKEN"), "{stderr}");
+
+    let replica = [
+        "placement",
+        "serve",
+        "--id",
+        "1",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "0.0.0.0:0",
+        "--read-token-file",
+    ];
+    let file = dir.path().join("read-token");
+    std::fs::write(&file, format!("{short}\n"))?;
+    let mut args: Vec<&str> = replica.to_vec();
+    args.extend([
+        file.to_str().context("temp path is not UTF-8")?,
+        "--data-dir",
+        data,
+    ]);
+    let (status, _, stderr) = run_cli(&args).await?;
+    assert!(!status.success(), "a replica's metrics took a short token");
+    assert!(stderr.contains("is 7 characters"), "{stderr}");
+
+    // On loopback a short token is only warned of.
+    let dir = tempfile::tempdir()?;
+    let daemon = Daemon::start_with_env(dir.path(), &[], &tokens).await?;
+    assert!(daemon.log().contains("too short"), "no warning logged");
+    Ok(())
+}
+
 #[tokio::test]
 async fn metrics_want_the_api_token_when_the_daemon_does() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;

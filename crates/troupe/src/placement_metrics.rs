@@ -51,7 +51,8 @@ pub struct CheckedMetrics {
 /// Reads the tokens and checks who could scrape, before the replica
 /// starts: a port anyone beyond loopback could read is refused.
 pub fn check(settings: MetricsSettings) -> anyhow::Result<CheckedMetrics> {
-    let tokens = token_source(Credential::Read, settings.read_token_file)
+    let refuse_short = !settings.listen.ip().is_loopback() && !settings.insecure;
+    let tokens = token_source(Credential::Read, settings.read_token_file, refuse_short)
         .map(Tokens::load)
         .transpose()?;
     check_exposure(

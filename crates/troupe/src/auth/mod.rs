@@ -30,7 +30,7 @@ pub use guard::{Caller, Guard};
 pub use read_only::Stamped;
 pub use refusals::{Reason, Refusals};
 pub use token_use::{encode as encode_token_use, Place, Source, TokenUsage};
-pub use tokens::Tokens;
+pub use tokens::{Tokens, MIN_TOKEN_CHARS};
 
 /// The metadata key tokens travel in, as gRPC clients send them.
 pub const AUTHORIZATION: &str = "authorization";
@@ -98,6 +98,11 @@ pub struct TokenSource {
     /// Tokens given in the environment.
     pub inline: Vec<String>,
     pub file: Option<PathBuf>,
+    /// Refuse tokens shorter than [`MIN_TOKEN_CHARS`]: set where they
+    /// guard a listener other machines reach, which a guesser can try
+    /// them from. A file that gains one is not taken (its tokens before
+    /// stay); at the start, the daemon does not start.
+    pub refuse_short: bool,
 }
 
 impl std::fmt::Debug for TokenSource {
@@ -106,6 +111,7 @@ impl std::fmt::Debug for TokenSource {
             .field("credential", &self.credential)
             .field("inline_tokens", &self.inline.len())
             .field("file", &self.file)
+            .field("refuse_short", &self.refuse_short)
             .finish()
     }
 }
@@ -195,6 +201,13 @@ pub enum TokenError {
     },
     #[error("{flag} {path} holds no token; put one token per line (several while rotating)")]
     Empty { path: PathBuf, flag: &'static str },
+    #[error(
+        "{place} is {chars} characters, and this daemon can be reached from other machines, \
+         where a token under {MIN_TOKEN_CHARS} characters falls to guessing; replace it with 32 \
+         random bytes (head -c 32 /dev/urandom | base64), listen on a loopback address, or pass \
+         --insecure if only trusted callers can reach it"
+    )]
+    TooShort { place: Place, chars: usize },
 }
 
 #[cfg(test)]

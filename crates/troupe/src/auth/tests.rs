@@ -12,6 +12,7 @@ fn source(inline: &[&str], file: Option<PathBuf>) -> TokenSource {
         credential: Credential::Api,
         inline: inline.iter().map(|s| s.to_string()).collect(),
         file,
+        refuse_short: false,
     }
 }
 
@@ -181,5 +182,47 @@ fn a_refused_token_counts_for_none() -> Result<(), TokenError> {
     assert!(tokens.check(&with("three"), || None).is_err());
     assert!(tokens.check(&MetadataMap::new(), || None).is_err());
     assert!(tokens.usage().iter().all(|u| u.accepted == 0));
+    Ok(())
+}
+
+/// Where other machines reach the daemon, a short token is refused: at the
+/// start, named by its place and never shown; and in a changed file, which
+/// is then not taken, so the tokens before keep working.
+#[test]
+fn a_short_token_is_refused_where_it_can_be_guessed() -> Result<(), Box<dyn std::error::Error>> {
+    let long = "a-token-long-enough-to-keep";
+    let exposed = |inline: &[&str], file| TokenSource {
+        refuse_short: true,
+        ..source(inline, file)
+    };
+    match Tokens::load(exposed(&[long, "hunter2"], None)) {
+        Err(TokenError::TooShort { place, chars }) => {
+            assert_eq!(place.to_string(), "token 2 of TROUPE_API_TOKEN");
+            assert_eq!(chars, 7);
+        }
+        other => panic!("a short token was not refused: {other:?}"),
+    }
+    let refused = Tokens::load(exposed(&["hunter2"], None))
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(!refused.contains("hunter2"), "the token shown: {refused}");
+    // Long enough: 16 characters.
+    assert!(Tokens::load(exposed(&["0123456789abcdef"], None)).is_ok());
+
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("token");
+    std::fs::write(&path, format!("{long}\n"))?;
+    let tokens = Tokens::load(exposed(&[], Some(path.clone())))?;
+    std::fs::write(&path, "another-token-long-enough\nhunter2\n")?;
+    assert!(matches!(
+        tokens.reload(),
+        Err(TokenError::TooShort { chars: 7, .. })
+    ));
+    assert!(tokens.check(&with(long), || None).is_ok());
+    assert!(tokens
+        .check(&with("another-token-long-enough"), || None)
+        .is_err());
+    assert!(tokens.check(&with("hunter2"), || None).is_err());
     Ok(())
 }

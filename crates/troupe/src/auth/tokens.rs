@@ -21,9 +21,10 @@ use super::{Credential, Place, Source, TokenError, TokenSource, TokenUsage, AUTH
 /// How often token files are looked at for changes.
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
 
-/// Tokens shorter than this are called out (a warning, status, `--check`):
-/// a word or a short code falls to guessing, where 16 random base64
-/// characters (96 bits) do not.
+/// Tokens shorter than this are called out (a warning, status, `--check`),
+/// and refused where other machines can reach the daemon
+/// (`TokenSource::refuse_short`): a word or a short code falls to guessing,
+/// where 16 random base64 characters (96 bits) do not.
 pub const MIN_TOKEN_CHARS: usize = 16;
 
 fn digest(token: &[u8]) -> [u8; 32] {
@@ -177,6 +178,18 @@ impl Tokens {
                 (token, Place { source, position })
             }));
         }
+        if source.refuse_short {
+            let short = places
+                .iter()
+                .map(|(token, place)| (token.chars().count(), place))
+                .find(|(chars, _)| *chars < MIN_TOKEN_CHARS);
+            if let Some((chars, place)) = short {
+                return Err(TokenError::TooShort {
+                    place: place.clone(),
+                    chars,
+                });
+            }
+        }
         Ok(Accepted::of(places, before))
     }
 
@@ -221,12 +234,8 @@ impl Tokens {
                     continue;
                 }
                 seen = now;
-                let before = tokens.accepted.load_full();
-                match Self::read(&tokens.source, Some(&before)) {
-                    Ok(accepted) => {
-                        let count = accepted.entries.len();
-                        accepted.warn_short(tokens.source.credential);
-                        tokens.accepted.store(Arc::new(accepted));
+                match tokens.reload() {
+                    Ok(count) => {
                         info!(file = %path.display(), tokens = count, "token file changed: reloaded");
                     }
                     Err(error) => warn!(
@@ -236,6 +245,17 @@ impl Tokens {
                 }
             }
         }))
+    }
+
+    /// Reads the source again and takes its tokens, keeping those it had
+    /// when it cannot (see [`Tokens::watch`]); how many it holds now.
+    pub(super) fn reload(&self) -> Result<usize, TokenError> {
+        let before = self.accepted.load_full();
+        let accepted = Self::read(&self.source, Some(&before))?;
+        let count = accepted.entries.len();
+        accepted.warn_short(self.source.credential);
+        self.accepted.store(Arc::new(accepted));
+        Ok(count)
     }
 
     /// Whether `metadata` carries one of the accepted tokens; the status to

@@ -317,17 +317,26 @@ impl ServeArgs {
             }),
             None => None,
         };
+        let insecure = self.insecure || file.insecure;
+        // Where other machines reach a listener the tokens guard, a short
+        // one can be guessed from there.
+        let exposed = !listen.ip().is_loopback()
+            || metrics_listen.is_some_and(|metrics| !metrics.ip().is_loopback());
+        let refuse_short = exposed && !insecure;
         let api_tokens = token_source(
             Credential::Api,
             self.api_token_file.clone().or(file.api_token_file),
+            refuse_short,
         );
         let app_tokens = token_source(
             Credential::App,
             self.app_token_file.clone().or(file.app_token_file),
+            refuse_short,
         );
         let read_tokens = token_source(
             Credential::Read,
             self.read_token_file.clone().or(file.read_token_file),
+            refuse_short,
         );
         if read_tokens.is_some() && api_tokens.is_none() {
             anyhow::bail!(
@@ -338,7 +347,6 @@ impl ServeArgs {
                  read-only token"
             );
         }
-        let insecure = self.insecure || file.insecure;
         let tls = self.tls.resolve(file.tls.as_ref(), TlsRole::Daemon)?;
         // Client certificates authenticate every caller as tokens would.
         let callers_proven = tls

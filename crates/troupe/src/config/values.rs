@@ -10,7 +10,11 @@ use crate::auth::{Credential, TokenSource};
 
 /// A credential's tokens from its environment variable and its file;
 /// `None` when neither gives any (the API it guards stays open).
-pub(crate) fn token_source(credential: Credential, file: Option<PathBuf>) -> Option<TokenSource> {
+pub(crate) fn token_source(
+    credential: Credential,
+    file: Option<PathBuf>,
+    refuse_short: bool,
+) -> Option<TokenSource> {
     let inline = credential.env_tokens();
     if inline.is_empty() && file.is_none() {
         return None;
@@ -19,6 +23,7 @@ pub(crate) fn token_source(credential: Credential, file: Option<PathBuf>) -> Opt
         credential,
         inline,
         file,
+        refuse_short,
     })
 }
 
