@@ -413,6 +413,58 @@ async fn reminder_firings_are_counted() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A delayed tell's firing counts as kind `tell`, apart from reminders,
+/// with how late it was stored in the actor's inbox.
+#[tokio::test]
+async fn delayed_tells_are_counted_apart_from_reminders() -> anyhow::Result<()> {
+    const HOUR_MS: u64 = 3_600_000;
+    let args = ["--metrics-listen", "127.0.0.1:0", "--test-clock"];
+    let (_dir, daemon, app, mut client) = daemon_with_app(&args, counter_type()).await?;
+    let addr = endpoint(&daemon)?;
+    let before = scrape(addr).await?;
+    client
+        .0
+        .tell(pb::TellRequest {
+            actor: Some(actor("counter", "t")),
+            method: "get".into(),
+            payload: Some(json_payload("{}")),
+            delay_ms: HOUR_MS,
+            ..Default::default()
+        })
+        .await?;
+    // Returns once the tell came due and its turn ran.
+    daemon.advance_clock_ms(2 * HOUR_MS).await?;
+    app.wait_for("the tell's turn", WAIT, |e| e.turns >= 1)
+        .await?;
+    let tells = [("actor_type", "counter"), ("kind", "tell")];
+    let after = poll_until(WAIT, "the firing to be counted", || async {
+        let s = scrape(addr).await?;
+        Ok((s.sum("troupe_reminders_fired_total", &tells) >= 1.0).then_some(s))
+    })
+    .await?;
+    let changed = |name: &str, labels: &[(&str, &str)]| delta(&before, &after, name, labels);
+    assert_eq!(
+        changed("troupe_reminders_fired_total", &tells),
+        1.0,
+        "{}",
+        after.text
+    );
+    assert_eq!(
+        changed("troupe_reminder_lateness_seconds_count", &tells),
+        1.0,
+        "{}",
+        after.text
+    );
+    let reminders = [("actor_type", "counter"), ("kind", "reminder")];
+    assert_eq!(
+        changed("troupe_reminders_fired_total", &reminders),
+        0.0,
+        "{}",
+        after.text
+    );
+    Ok(())
+}
+
 /// A reminder that comes due while its actor is busy starts late, and the
 /// lateness histogram says by how much: the operator's measure of
 /// "reminders on time".

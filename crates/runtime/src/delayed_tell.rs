@@ -20,6 +20,7 @@ use troupe_storage::ReminderKey;
 use crate::error::CallError;
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::input::{millis, range, UserDuration};
+use crate::metrics::Scheduled;
 use crate::reply::Reply;
 use crate::runtime::Runtime;
 use crate::schedule::{
@@ -193,6 +194,12 @@ impl Shared {
         };
         match self.store_tell(call, turn).await {
             Ok(()) => {
+                if let Some(metrics) = &self.metrics {
+                    let late = self.time.now_ms().saturating_sub(firing.due_unix_ms());
+                    let stats = metrics.for_type(&firing.actor.ty);
+                    stats.firing_started(Scheduled::Tell, Duration::from_millis(late));
+                    metrics.fired(&firing.actor.ty, Scheduled::Tell);
+                }
                 if let Some(ran) = ran {
                     // However it went: a failed turn is the inbox's to retry.
                     let _ = tokio::time::timeout(self.config.call_timeout, ran).await;

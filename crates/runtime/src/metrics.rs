@@ -125,9 +125,38 @@ pub(crate) struct TypeStats {
     ok: [Counter; 4],
     actor_errors: [Counter; 4],
     turn_seconds: [Histogram; 4],
-    fired: [Counter; 2],
-    /// Reminders', then alarms'.
-    lateness: [Histogram; 2],
+    fired: [Counter; 3],
+    lateness: [Histogram; 3],
+}
+
+/// What a firing of the scheduler was: the `kind` label of
+/// `reminders_fired` and `reminder_lateness`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scheduled {
+    Reminder,
+    Alarm,
+    /// A delayed tell, stored in its actor's inbox when due.
+    Tell,
+}
+
+impl Scheduled {
+    const ALL: [Self; 3] = [Self::Reminder, Self::Alarm, Self::Tell];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Reminder => "reminder",
+            Self::Alarm => "alarm",
+            Self::Tell => "tell",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Self::Reminder => 0,
+            Self::Alarm => 1,
+            Self::Tell => 2,
+        }
+    }
 }
 
 impl TypeStats {
@@ -146,10 +175,11 @@ impl TypeStats {
         }
     }
 
-    /// A reminder's or alarm's turn handed to the app `late` after it was
-    /// due (by the scheduling clock).
-    pub(crate) fn firing_started(&self, alarm: bool, late: Duration) {
-        self.lateness[usize::from(alarm)].observe(late.as_secs_f64());
+    /// A firing `late` after it was due (by the scheduling clock): a
+    /// reminder's or alarm's turn handed to the app, or a delayed tell
+    /// stored in its actor's inbox.
+    pub(crate) fn firing_started(&self, kind: Scheduled, late: Duration) {
+        self.lateness[kind.index()].observe(late.as_secs_f64());
     }
 }
 
@@ -250,8 +280,8 @@ impl Metrics {
                     kind: k.as_str().into(),
                 })
             }),
-            fired: [fired("reminder"), fired("alarm")],
-            lateness: [late("reminder"), late("alarm")],
+            fired: Scheduled::ALL.map(|k| fired(k.label())),
+            lateness: Scheduled::ALL.map(|k| late(k.label())),
         });
         // The failures alerts and dashboards take a rate() of, there at 0
         // from the type's first use: a series born at its first increment
@@ -314,8 +344,8 @@ impl Metrics {
             .inc();
     }
 
-    pub(crate) fn fired(&self, ty: &Arc<str>, alarm: bool) {
-        self.for_type(ty).fired[usize::from(alarm)].inc();
+    pub(crate) fn fired(&self, ty: &Arc<str>, kind: Scheduled) {
+        self.for_type(ty).fired[kind.index()].inc();
     }
 
     pub(crate) fn flushed(&self, keys: usize, took: Duration) {
@@ -390,12 +420,12 @@ impl Metrics {
         );
         registry.register(
             "reminders_fired",
-            "Reminder and alarm firings delivered",
+            "Reminder, alarm and delayed tell firings delivered",
             self.reminders_fired.clone(),
         );
         registry.register_with_unit(
             "reminder_lateness",
-            "Time from a reminder's or alarm's due time until its turn was handed to the app",
+            "Time from a reminder's or alarm's due time until its turn was handed to the app (a delayed tell's: until it was stored in the actor's inbox)",
             Unit::Seconds,
             self.lateness.clone(),
         );

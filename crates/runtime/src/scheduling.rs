@@ -17,6 +17,7 @@ use crate::error::CallError;
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::input::millis;
 use crate::mailbox::Envelope;
+use crate::metrics::Scheduled;
 use crate::reply::{wait_reply, FiringReply, Reply};
 use crate::runtime::Runtime;
 use crate::schedule::timers::{Timer, TimerSpec};
@@ -119,7 +120,12 @@ impl Shared {
         match result {
             Ok(_) => {
                 if let Some(metrics) = &self.metrics {
-                    metrics.fired(&actor.ty, firing.alarm);
+                    let kind = if firing.alarm {
+                        Scheduled::Alarm
+                    } else {
+                        Scheduled::Reminder
+                    };
+                    metrics.fired(&actor.ty, kind);
                 }
                 Fired::Ran
             }

@@ -14,6 +14,7 @@ use crate::host::{TurnDone, TurnMeta, TurnOutcome, TurnRequest};
 use crate::host_registry::Binding;
 use crate::idempotency::Lookup;
 use crate::lifecycle::events::Ended;
+use crate::metrics::Scheduled;
 use crate::reply::Reply;
 use crate::routing::lease_lapsed;
 use crate::shared::Shared;
@@ -96,7 +97,11 @@ impl Shared {
         });
         if let (Some(stats), Reply::Firing(firing)) = (&binding.stats, &env.reply) {
             let late = self.time.now_ms().saturating_sub(firing.due_unix_ms);
-            stats.firing_started(env.kind == TurnKind::Alarm, Duration::from_millis(late));
+            let kind = match env.kind {
+                TurnKind::Alarm => Scheduled::Alarm,
+                _ => Scheduled::Reminder,
+            };
+            stats.firing_started(kind, Duration::from_millis(late));
         }
         let meta = TurnMeta {
             kind: env.kind,
