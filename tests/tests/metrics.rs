@@ -465,6 +465,55 @@ async fn delayed_tells_are_counted_apart_from_reminders() -> anyhow::Result<()> 
     Ok(())
 }
 
+/// A timer's turn shows how late it started, as kind `timer`, and counts
+/// no firing of its own (its turn is a call of kind `timer`).
+#[tokio::test]
+async fn timer_turns_show_how_late_they_started() -> anyhow::Result<()> {
+    const HOUR_MS: u64 = 3_600_000;
+    let args = ["--metrics-listen", "127.0.0.1:0", "--test-clock"];
+    let (_dir, daemon, app, mut client) = daemon_with_app(&args, counter_type()).await?;
+    let addr = endpoint(&daemon)?;
+    // Timers live in an activation.
+    client.invoke_raw("counter", "t", "get", "{}").await?;
+    let before = scrape(addr).await?;
+    client
+        .0
+        .set_timer(pb::SetTimerRequest {
+            actor: Some(actor("counter", "t")),
+            name: "get".into(),
+            due: "1h".into(),
+            payload: Some(json_payload("{}")),
+            ..Default::default()
+        })
+        .await?;
+    let turns = app.events().turns;
+    // Returns once the timer's turn ran.
+    daemon.advance_clock_ms(HOUR_MS).await?;
+    app.wait_for("the timer's turn", WAIT, |e| e.turns > turns)
+        .await?;
+    let timers = [("actor_type", "counter"), ("kind", "timer")];
+    let after = poll_until(WAIT, "the timer's lateness", || async {
+        let s = scrape(addr).await?;
+        let late = s.sum("troupe_reminder_lateness_seconds_count", &timers);
+        Ok((late >= 1.0).then_some(s))
+    })
+    .await?;
+    let changed = |name: &str| delta(&before, &after, name, &timers);
+    assert_eq!(
+        changed("troupe_reminder_lateness_seconds_count"),
+        1.0,
+        "{}",
+        after.text
+    );
+    assert_eq!(
+        after.count("troupe_reminders_fired_total", &timers),
+        0,
+        "{}",
+        after.text
+    );
+    Ok(())
+}
+
 /// A reminder that comes due while its actor is busy starts late, and the
 /// lateness histogram says by how much: the operator's measure of
 /// "reminders on time".

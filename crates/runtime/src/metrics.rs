@@ -125,8 +125,10 @@ pub(crate) struct TypeStats {
     ok: [Counter; 4],
     actor_errors: [Counter; 4],
     turn_seconds: [Histogram; 4],
+    /// By [`Scheduled::index`]; timers have no firings counted (their
+    /// turns count as calls of kind `timer`).
     fired: [Counter; 3],
-    lateness: [Histogram; 3],
+    lateness: [Histogram; 4],
 }
 
 /// What a firing of the scheduler was: the `kind` label of
@@ -137,16 +139,20 @@ pub(crate) enum Scheduled {
     Alarm,
     /// A delayed tell, stored in its actor's inbox when due.
     Tell,
+    /// A timer's turn: lateness only.
+    Timer,
 }
 
 impl Scheduled {
-    const ALL: [Self; 3] = [Self::Reminder, Self::Alarm, Self::Tell];
+    const FIRED: [Self; 3] = [Self::Reminder, Self::Alarm, Self::Tell];
+    const LATE: [Self; 4] = [Self::Reminder, Self::Alarm, Self::Tell, Self::Timer];
 
     fn label(self) -> &'static str {
         match self {
             Self::Reminder => "reminder",
             Self::Alarm => "alarm",
             Self::Tell => "tell",
+            Self::Timer => "timer",
         }
     }
 
@@ -155,6 +161,7 @@ impl Scheduled {
             Self::Reminder => 0,
             Self::Alarm => 1,
             Self::Tell => 2,
+            Self::Timer => 3,
         }
     }
 }
@@ -176,10 +183,12 @@ impl TypeStats {
     }
 
     /// A firing `late` after it was due (by the scheduling clock): a
-    /// reminder's or alarm's turn handed to the app, or a delayed tell
-    /// stored in its actor's inbox.
+    /// reminder's, alarm's or timer's turn handed to the app, or a delayed
+    /// tell stored in its actor's inbox.
     pub(crate) fn firing_started(&self, kind: Scheduled, late: Duration) {
-        self.lateness[kind.index()].observe(late.as_secs_f64());
+        if let Some(lateness) = self.lateness.get(kind.index()) {
+            lateness.observe(late.as_secs_f64());
+        }
     }
 }
 
@@ -280,8 +289,8 @@ impl Metrics {
                     kind: k.as_str().into(),
                 })
             }),
-            fired: Scheduled::ALL.map(|k| fired(k.label())),
-            lateness: Scheduled::ALL.map(|k| late(k.label())),
+            fired: Scheduled::FIRED.map(|k| fired(k.label())),
+            lateness: Scheduled::LATE.map(|k| late(k.label())),
         });
         // The failures alerts and dashboards take a rate() of, there at 0
         // from the type's first use: a series born at its first increment
@@ -345,7 +354,9 @@ impl Metrics {
     }
 
     pub(crate) fn fired(&self, ty: &Arc<str>, kind: Scheduled) {
-        self.for_type(ty).fired[kind.index()].inc();
+        if let Some(fired) = self.for_type(ty).fired.get(kind.index()) {
+            fired.inc();
+        }
     }
 
     pub(crate) fn flushed(&self, keys: usize, took: Duration) {
@@ -425,7 +436,7 @@ impl Metrics {
         );
         registry.register_with_unit(
             "reminder_lateness",
-            "Time from a reminder's or alarm's due time until its turn was handed to the app (a delayed tell's: until it was stored in the actor's inbox)",
+            "Time from a reminder's, alarm's or timer's due time until its turn was handed to the app (a delayed tell's: until it was stored in the actor's inbox)",
             Unit::Seconds,
             self.lateness.clone(),
         );

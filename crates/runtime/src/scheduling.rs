@@ -478,7 +478,7 @@ impl Shared {
                     break;
                 }
                 shared
-                    .fire_timer(&target, &method, &payload, keep_alive)
+                    .fire_timer(&target, &method, &payload, keep_alive, at)
                     .await;
                 let Some(p) = period else { break };
                 at = if on_grid {
@@ -510,7 +510,7 @@ impl Shared {
         Ok(())
     }
 
-    /// Delivers one TIMER turn. Under a test clock it also waits for the
+    /// Delivers one TIMER turn, due at `due_unix_ms`. Under a test clock it also waits for the
     /// turn to finish, so `advance_clock` returns after timer turns ran;
     /// in production a timer does not wait for its turns (they queue).
     async fn fire_timer(
@@ -519,6 +519,7 @@ impl Shared {
         method: &Arc<str>,
         payload: &Payload,
         keep_alive: bool,
+        due_unix_ms: u64,
     ) {
         let (reply, done) = if self.test_clock.is_some() {
             let (tx, rx) = oneshot::channel();
@@ -526,11 +527,18 @@ impl Shared {
         } else {
             (Reply::None, None)
         };
+        // Only read to measure lateness: no allocation without metrics.
+        let extra = self.metrics.as_ref().map(|_| {
+            Box::new(CallExtra {
+                timer_due_unix_ms: Some(due_unix_ms),
+                ..CallExtra::default()
+            })
+        });
         let envelope = self.envelope(
             TurnKind::Timer,
             method.clone(),
             payload.clone(),
-            None,
+            extra,
             reply,
         );
         let delivered = envelope.and_then(|mut envelope| {

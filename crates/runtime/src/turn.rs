@@ -95,13 +95,22 @@ impl Shared {
             trace.span = span.clone();
             Box::new(span)
         });
-        if let (Some(stats), Reply::Firing(firing)) = (&binding.stats, &env.reply) {
-            let late = self.time.now_ms().saturating_sub(firing.due_unix_ms);
-            let kind = match env.kind {
-                TurnKind::Alarm => Scheduled::Alarm,
-                _ => Scheduled::Reminder,
+        if let Some(stats) = &binding.stats {
+            let due = match (&env.reply, env.kind) {
+                (Reply::Firing(firing), TurnKind::Alarm) => {
+                    Some((Scheduled::Alarm, firing.due_unix_ms))
+                }
+                (Reply::Firing(firing), _) => Some((Scheduled::Reminder, firing.due_unix_ms)),
+                (_, TurnKind::Timer) => extra
+                    .as_ref()
+                    .and_then(|e| e.timer_due_unix_ms)
+                    .map(|due| (Scheduled::Timer, due)),
+                _ => None,
             };
-            stats.firing_started(kind, Duration::from_millis(late));
+            if let Some((kind, due)) = due {
+                let late = self.time.now_ms().saturating_sub(due);
+                stats.firing_started(kind, Duration::from_millis(late));
+            }
         }
         let meta = TurnMeta {
             kind: env.kind,

@@ -344,6 +344,10 @@ pub struct CallExtra {
     /// kept that long (within the runtime's bounds) instead of the whole
     /// retention. `None`: the whole retention.
     pub key_retention: Option<std::time::Duration>,
+    /// A timer's firing: when it was due (by the scheduling clock), so its
+    /// turn's start measures how late it ran. Set only by the runtime's
+    /// timers, and only while metrics are on.
+    pub timer_due_unix_ms: Option<u64>,
 }
 
 impl CallExtra {
