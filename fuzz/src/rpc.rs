@@ -114,6 +114,7 @@ fn guard() -> Guard {
         credential: Credential::Api,
         inline: vec!["fuzz-token".into()],
         file: None,
+        refuse_short: false,
     });
     match tokens {
         Ok(tokens) => Guard::new(Some(tokens)),
