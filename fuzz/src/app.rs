@@ -227,6 +227,8 @@ impl Harness {
             // Large messages in pieces: only an app that accepts parts gets
             // them, and the harness's does not.
             Some(Kind::Part(_)) | None => {}
+            // Advisory: the input decides when the turn is answered.
+            Some(Kind::Cancel(_)) => {}
         }
     }
 }
@@ -317,6 +319,9 @@ fn register(batches: bool) -> Vec<u8> {
         api_version: pb::API_VERSION,
         // Whole messages only: the harness reads no parts.
         accepts_parts: false,
+        // Cancels come with batches: the input still decides when each
+        // turn is answered.
+        accepts_cancel: batches,
     }))
 }
 

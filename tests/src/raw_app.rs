@@ -76,6 +76,8 @@ pub fn register_message(app_name: &str, types: Vec<pb::ActorTypeSpec>) -> pb::Ap
             api_version: pb::API_VERSION,
             // Tests that need pieces set this themselves.
             accepts_parts: false,
+            // Tests of CancelTurn set this themselves.
+            accepts_cancel: false,
         })),
     }
 }

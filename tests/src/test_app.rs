@@ -128,6 +128,7 @@ impl TestApp {
                 max_receive_bytes: 0,
                 api_version: pb::API_VERSION,
                 accepts_parts: false,
+                accepts_cancel: false,
             })),
         })?;
         let mut inbound = within(
@@ -317,7 +318,10 @@ async fn serve_counter(
                 });
                 tokio::spawn(counter_turn(t, counts.clone(), out.clone(), events.clone()));
             }
-            // It did not set accepts_batches nor accepts_parts.
+            // It did not set accepts_batches, accepts_parts nor accepts_cancel.
+            Some(Kind::Cancel(_)) => {
+                break Err("the daemon sent CancelTurn to an app that does not accept it".into())
+            }
             Some(Kind::Batch(_)) => {
                 break Err("the daemon sent a batch to an app that does not accept them".into())
             }

@@ -163,6 +163,9 @@ pub(crate) struct TurnMeta {
     pub(crate) key_terms: crate::types::KeyTerms,
     /// Answered from a call record: the method did not run.
     pub(crate) replayed: bool,
+    /// The host was asked to stop the turn, its caller gone
+    /// ([`TurnDone::cancelling`]).
+    pub(crate) cancelled: bool,
 }
 
 impl TurnDone {
@@ -189,6 +192,28 @@ impl TurnDone {
             tokens.seal(turn, &mut chain);
         }
         chain
+    }
+
+    /// Whether the caller stopped waiting for this turn's reply (it
+    /// cancelled the call, or its deadline passed). Only calls have one:
+    /// tells and scheduled turns never count as left.
+    pub fn caller_left(&self) -> bool {
+        matches!(&self.reply, Reply::To(tx) if tx.is_closed())
+    }
+
+    /// The host is telling the code running this turn to stop, its caller
+    /// gone: a failure it then answers is not recorded as the call's answer
+    /// (a retry of the call must run it again), and counts as cancelled.
+    /// False when it was told so before.
+    pub fn cancelling(&mut self) -> bool {
+        if self.meta.cancelled {
+            return false;
+        }
+        self.meta.cancelled = true;
+        if let (Some(metrics), Some(act)) = (&self.rt.metrics, &self.act) {
+            metrics.turn_cancelled(&act.id.ty);
+        }
+        true
     }
 
     pub fn finish(mut self, outcome: TurnOutcome) {

@@ -202,6 +202,7 @@ pub(crate) struct Metrics {
     turn_seconds: HistogramFamily<KindLabels>,
     reminders_fired: Family<KindLabels, Counter>,
     lateness: HistogramFamily<KindLabels>,
+    turns_cancelled: Family<TypeLabels, Counter>,
     flush_keys: Histogram,
     flush_seconds: Histogram,
     flush_failures: Counter,
@@ -245,6 +246,7 @@ impl Metrics {
             turn_seconds: Family::new_with_constructor(latency_buckets),
             reminders_fired: Family::default(),
             lateness: Family::new_with_constructor(lateness_buckets),
+            turns_cancelled: Family::default(),
             flush_keys: batch_buckets(),
             flush_seconds: latency_buckets(),
             flush_failures: Counter::default(),
@@ -359,6 +361,15 @@ impl Metrics {
         }
     }
 
+    /// A running turn's host was told to stop it, its caller gone.
+    pub(crate) fn turn_cancelled(&self, ty: &str) {
+        self.turns_cancelled
+            .get_or_create(&TypeLabels {
+                actor_type: ty.to_owned(),
+            })
+            .inc();
+    }
+
     pub(crate) fn flushed(&self, keys: usize, took: Duration) {
         self.flush_keys.observe(keys as f64);
         self.flush_seconds.observe(took.as_secs_f64());
@@ -439,6 +450,11 @@ impl Metrics {
             "Time from a reminder's, alarm's or timer's due time until its turn was handed to the app (a delayed tell's: until it was stored in the actor's inbox)",
             Unit::Seconds,
             self.lateness.clone(),
+        );
+        registry.register(
+            "turns_cancelled",
+            "Running turns whose app was told to stop them because their caller stopped waiting",
+            self.turns_cancelled.clone(),
         );
         registry.register(
             "flush_batch_keys",

@@ -121,6 +121,7 @@ impl Shared {
             key_terms: extra.as_ref().map(|e| e.key_terms()).unwrap_or_default(),
             key,
             replayed: false,
+            cancelled: false,
         };
         let request = TurnRequest {
             kind: env.kind,
@@ -215,7 +216,10 @@ impl Shared {
             }) => Err(CallError::Actor(failure)),
             Err(e) => Err(e),
         };
-        if let Some(key) = meta.key.as_deref() {
+        // A turn stopped for its caller leaving did not answer the call: a
+        // retry with its key must run the method, not hear that.
+        let answered = !(meta.cancelled && result.is_err());
+        if let Some(key) = meta.key.as_deref().filter(|_| answered) {
             if self.record_answer(&act, &mut inner, key, meta.key_terms, &result) {
                 // The answer is stored beside the changes, and for a durable
                 // type acknowledged only once it is.

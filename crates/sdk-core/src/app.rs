@@ -236,6 +236,7 @@ pub fn kind_name(msg: &DaemonMessage) -> &'static str {
         Some(daemon_message::Kind::Deactivate(_)) => "deactivate",
         Some(daemon_message::Kind::Batch(_)) => "batch",
         Some(daemon_message::Kind::Part(_)) => "part",
+        Some(daemon_message::Kind::Cancel(_)) => "cancel",
         None => "None",
     }
 }

@@ -53,6 +53,7 @@ fn event_of(generation: u64, msg: DaemonMessage) -> Event {
         Some(daemon_message::Kind::Turn(m)) => m.encode_to_vec(),
         Some(daemon_message::Kind::Activate(m)) => m.encode_to_vec(),
         Some(daemon_message::Kind::Deactivate(m)) => m.encode_to_vec(),
+        Some(daemon_message::Kind::Cancel(m)) => m.encode_to_vec(),
         // Unexpected here; Python logs the kind and ignores it.
         _ => Vec::new(),
     };

@@ -130,6 +130,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             max_receive_bytes,
             api_version: pb::API_VERSION,
             accepts_parts: true,
+            accepts_cancel: false,
         })),
     })?;
     let daemon = Arc::new(DaemonReads::default());
@@ -237,6 +238,6 @@ fn answer(
                 changes: Vec::new(),
             })
         }
-        Kind::Registered(_) | Kind::Batch(_) | Kind::Part(_) => return None,
+        Kind::Registered(_) | Kind::Batch(_) | Kind::Part(_) | Kind::Cancel(_) => return None,
     })
 }

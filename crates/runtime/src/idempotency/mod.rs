@@ -73,6 +73,7 @@ fn hostless_meta(env: &Envelope, readonly: Option<Arc<str>>, replayed: bool) -> 
         key: None,
         key_terms: KeyTerms::default(),
         replayed,
+        cancelled: false,
     }
 }
 

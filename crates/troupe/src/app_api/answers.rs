@@ -26,6 +26,7 @@ pub(super) async fn read_answers(
 ) -> Result<(), Status> {
     use pb::app_message::Kind;
     let mut pieces = Reassembly::new(limit);
+    // Also where turns whose callers left are found.
     let mut overdue = tokio::time::interval(sweep);
     overdue.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -33,6 +34,7 @@ pub(super) async fn read_answers(
             next = inbound.message() => next,
             _ = overdue.tick() => {
                 connection.fail_overdue_turns(Instant::now());
+                connection.cancel_abandoned_turns();
                 continue;
             }
             () = connection.closed.notified() => return Ok(()),

@@ -11,7 +11,7 @@
 //! activation that would not fit fails its callers with RESOURCE_EXHAUSTED
 //! before it is sent, since the app could only fail the whole stream on it.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,9 +24,8 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 use troupe_proto::v1::{self as pb, API_VERSION};
 use troupe_runtime::{
-    ActivateDone, ActivateRequest, ActorHost, ActorId, AppWork, CallError, DeactivateDone,
-    DeactivateReason, DeactivateRequest, MessageBound, Runtime, TooLargeForApp, TurnDone, TurnKind,
-    TurnRequest,
+    ActivateDone, ActivateRequest, ActorHost, ActorId, AppWork, DeactivateDone, DeactivateReason,
+    DeactivateRequest, MessageBound, Runtime, TooLargeForApp, TurnDone, TurnKind, TurnRequest,
 };
 
 use crate::convert::errors::{status_of, API_VERSION_TRAILER};
@@ -34,9 +33,11 @@ use crate::{convert, telemetry};
 
 mod answers;
 mod outbound;
+mod sweep;
 
 use answers::read_answers;
 use outbound::Sized;
+use sweep::{TimedOut, CANCEL_SWEEP};
 
 /// How long a new stream may take to send its Register message.
 const REGISTER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -60,10 +61,6 @@ enum Pending {
     Deactivate(DeactivateDone),
 }
 
-/// How many turns that timed out are remembered, so that their late
-/// answers are dropped quietly rather than taken for protocol errors.
-const REMEMBERED_TIMEOUTS: usize = 65_536;
-
 /// One connected app.
 struct AppConnection {
     name: String,
@@ -84,13 +81,8 @@ struct AppConnection {
     /// Largest message the daemon sends down this stream, and whose limit
     /// that is.
     max_message: (usize, MessageBound),
-}
-
-/// Call ids of timed-out turns, the oldest forgotten first.
-#[derive(Default)]
-struct TimedOut {
-    ids: HashSet<u64>,
-    order: VecDeque<u64>,
+    /// The app stops a turn on `CancelTurn` (`Register.accepts_cancel`).
+    accepts_cancel: bool,
 }
 
 impl AppConnection {
@@ -163,45 +155,6 @@ impl AppConnection {
             pending.shrink_to(keep);
         }
         taken
-    }
-
-    /// Fails every turn past its deadline with `TurnTimedOut`; the runtime
-    /// then deactivates the actor through this app.
-    fn fail_overdue_turns(&self, now: Instant) {
-        let overdue: Vec<(u64, TurnDone, Duration)> = {
-            let mut pending = self.pending.lock();
-            let ids: Vec<u64> = pending
-                .iter()
-                .filter(|(_, p)| matches!(p, Pending::Turn(_, due, _) if *due <= now))
-                .map(|(id, _)| *id)
-                .collect();
-            ids.into_iter()
-                .filter_map(|id| match pending.remove(&id) {
-                    Some(Pending::Turn(done, _, limit)) => Some((id, done, limit)),
-                    _ => None,
-                })
-                .collect()
-        };
-        for (call_id, done, limit) in overdue {
-            {
-                let mut timed_out = self.timed_out.lock();
-                timed_out.ids.insert(call_id);
-                timed_out.order.push_back(call_id);
-                while timed_out.order.len() > REMEMBERED_TIMEOUTS {
-                    if let Some(old) = timed_out.order.pop_front() {
-                        timed_out.ids.remove(&old);
-                    }
-                }
-            }
-            let actor = done.actor().clone();
-            warn!(app = %self.name, actor = %actor, ?limit, "turn timed out; deactivating the actor");
-            done.fail(CallError::TurnTimedOut { actor, limit });
-        }
-    }
-
-    /// Whether `call_id` is a turn that timed out (forgetting it).
-    fn was_timed_out(&self, call_id: u64) -> bool {
-        self.timed_out.lock().ids.remove(&call_id)
     }
 }
 
@@ -391,6 +344,7 @@ impl pb::app_host_server::AppHost for AppApi {
             timed_out: Mutex::default(),
             max_payload_bytes: self.runtime.config().max_payload_bytes,
             max_message,
+            accepts_cancel: register.accepts_cancel,
         });
         let specs = register.types.into_iter().map(convert::type_spec).collect();
         // Work for the new host can be sent the moment it is registered
@@ -402,14 +356,20 @@ impl pb::app_host_server::AppHost for AppApi {
             .register_host(connection.clone(), specs)
             .map_err(status_of)?;
         let host_id = registration.host_id;
-        // Overdue turns are looked for a few times per the shortest timeout.
+        // Overdue turns are looked for a few times per the shortest timeout;
+        // turns whose callers left, every CANCEL_SWEEP.
+        let longest = if connection.accepts_cancel {
+            CANCEL_SWEEP
+        } else {
+            Duration::from_secs(1)
+        };
         let sweep = registration
             .types
             .iter()
             .map(|t| t.turn_timeout / 4)
             .min()
-            .unwrap_or(Duration::from_secs(1))
-            .clamp(Duration::from_millis(10), Duration::from_secs(1));
+            .unwrap_or(longest)
+            .clamp(Duration::from_millis(10), longest);
         let registered = pb::DaemonMessage {
             kind: Some(pb::daemon_message::Kind::Registered(pb::Registered {
                 types: registration
@@ -434,6 +394,7 @@ impl pb::app_host_server::AppHost for AppApi {
         info!(
             app = %name, sdk = %register.sdk, api_version = register.api_version, host_id,
             batches = register.accepts_batches, parts = register.accepts_parts,
+            cancel = register.accepts_cancel,
             max_receive_bytes = register.max_receive_bytes, "app attached"
         );
 

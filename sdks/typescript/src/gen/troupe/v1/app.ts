@@ -111,6 +111,11 @@ export interface Register {
    * goes between them instead of waiting for the whole message.
    */
   acceptsParts: boolean;
+  /**
+   * The app stops a turn's handler on CancelTurn: the daemon then tells it
+   * when a turn's caller stops waiting. Off, turns run to their end.
+   */
+  acceptsCancel: boolean;
 }
 
 /** Per-type options. Zero values mean "use the daemon's default". */
@@ -206,7 +211,27 @@ export interface DaemonMessage {
      * set Register.accepts_parts.
      */
     { $case: "part"; value: MessagePart }
+    | //
+    /** Only to apps that set Register.accepts_cancel. */
+    { $case: "cancel"; value: CancelTurn }
     | undefined;
+}
+
+/**
+ * The caller of a running turn stopped waiting: it cancelled the call, or
+ * the call's deadline passed. No one will read the turn's reply, so the app
+ * should stop the turn's handler (the Python SDK cancels its task, the
+ * TypeScript SDK aborts the turn's `signal`) and answer its TurnResult as
+ * usual, with an error when the handler stopped: like any failed turn's, its
+ * state changes are discarded, and its answer is not recorded under the
+ * call's idempotency key, so a retry of the call runs the method again. An
+ * app that finishes the turn anyway answers as usual (its changes apply).
+ * Sent at most once per turn, within about 100 ms of the caller leaving,
+ * and only for calls: tells, reminders, alarms and timers have no caller
+ * waiting.
+ */
+export interface CancelTurn {
+  callId: bigint;
 }
 
 /**
@@ -577,6 +602,7 @@ function createBaseRegister(): Register {
     maxReceiveBytes: 0n,
     apiVersion: 0,
     acceptsParts: false,
+    acceptsCancel: false,
   };
 }
 
@@ -605,6 +631,9 @@ export const Register: MessageFns<Register> = {
     }
     if (message.acceptsParts !== false) {
       writer.uint32(56).bool(message.acceptsParts);
+    }
+    if (message.acceptsCancel !== false) {
+      writer.uint32(64).bool(message.acceptsCancel);
     }
     return writer;
   },
@@ -678,6 +707,14 @@ export const Register: MessageFns<Register> = {
             message.acceptsParts = reader.bool();
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.acceptsCancel = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -704,6 +741,7 @@ export const Register: MessageFns<Register> = {
       : 0n;
     message.apiVersion = object.apiVersion ?? 0;
     message.acceptsParts = object.acceptsParts ?? false;
+    message.acceptsCancel = object.acceptsCancel ?? false;
     return message;
   },
 };
@@ -1190,6 +1228,9 @@ export const DaemonMessage: MessageFns<DaemonMessage> = {
       case "part":
         MessagePart.encode(message.kind.value, writer.uint32(50).fork()).join();
         break;
+      case "cancel":
+        CancelTurn.encode(message.kind.value, writer.uint32(58).fork()).join();
+        break;
     }
     return writer;
   },
@@ -1255,6 +1296,14 @@ export const DaemonMessage: MessageFns<DaemonMessage> = {
             message.kind = { $case: "part", value: MessagePart.decode(reader, reader.uint32()) };
             continue;
           }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.kind = { $case: "cancel", value: CancelTurn.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1309,7 +1358,71 @@ export const DaemonMessage: MessageFns<DaemonMessage> = {
         }
         break;
       }
+      case "cancel": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "cancel", value: CancelTurn.fromPartial(object.kind.value) };
+        }
+        break;
+      }
     }
+    return message;
+  },
+};
+
+function createBaseCancelTurn(): CancelTurn {
+  return { callId: 0n };
+}
+
+export const CancelTurn: MessageFns<CancelTurn> = {
+  encode(message: CancelTurn, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.callId !== 0n) {
+      if (BigInt.asUintN(64, message.callId) !== message.callId) {
+        throw new globalThis.Error("value provided for field message.callId of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.callId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CancelTurn {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCancelTurn();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.callId = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<CancelTurn>, I>>(base?: I): CancelTurn {
+    return CancelTurn.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CancelTurn>, I>>(object: I): CancelTurn {
+    const message = createBaseCancelTurn();
+    message.callId = (object.callId !== undefined && object.callId !== null) ? BigInt(object.callId) : 0n;
     return message;
   },
 };

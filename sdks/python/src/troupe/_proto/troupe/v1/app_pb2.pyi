@@ -30,7 +30,7 @@ class AppBatch(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[AppMessage, _Mapping]]] = ...) -> None: ...
 
 class Register(_message.Message):
-    __slots__ = ("app_name", "types", "sdk", "accepts_batches", "max_receive_bytes", "api_version", "accepts_parts")
+    __slots__ = ("app_name", "types", "sdk", "accepts_batches", "max_receive_bytes", "api_version", "accepts_parts", "accepts_cancel")
     APP_NAME_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
     SDK_FIELD_NUMBER: _ClassVar[int]
@@ -38,6 +38,7 @@ class Register(_message.Message):
     MAX_RECEIVE_BYTES_FIELD_NUMBER: _ClassVar[int]
     API_VERSION_FIELD_NUMBER: _ClassVar[int]
     ACCEPTS_PARTS_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTS_CANCEL_FIELD_NUMBER: _ClassVar[int]
     app_name: str
     types: _containers.RepeatedCompositeFieldContainer[ActorTypeSpec]
     sdk: str
@@ -45,7 +46,8 @@ class Register(_message.Message):
     max_receive_bytes: int
     api_version: int
     accepts_parts: bool
-    def __init__(self, app_name: _Optional[str] = ..., types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., sdk: _Optional[str] = ..., accepts_batches: bool = ..., max_receive_bytes: _Optional[int] = ..., api_version: _Optional[int] = ..., accepts_parts: bool = ...) -> None: ...
+    accepts_cancel: bool
+    def __init__(self, app_name: _Optional[str] = ..., types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., sdk: _Optional[str] = ..., accepts_batches: bool = ..., max_receive_bytes: _Optional[int] = ..., api_version: _Optional[int] = ..., accepts_parts: bool = ..., accepts_cancel: bool = ...) -> None: ...
 
 class ActorTypeSpec(_message.Message):
     __slots__ = ("name", "idle_timeout_ms", "max_mailbox", "reentrant", "state_mode", "readonly_methods", "turn_timeout_ms", "max_pending_calls", "durable_tells")
@@ -104,20 +106,28 @@ class DeactivateResult(_message.Message):
     def __init__(self, call_id: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ...) -> None: ...
 
 class DaemonMessage(_message.Message):
-    __slots__ = ("registered", "activate", "turn", "deactivate", "batch", "part")
+    __slots__ = ("registered", "activate", "turn", "deactivate", "batch", "part", "cancel")
     REGISTERED_FIELD_NUMBER: _ClassVar[int]
     ACTIVATE_FIELD_NUMBER: _ClassVar[int]
     TURN_FIELD_NUMBER: _ClassVar[int]
     DEACTIVATE_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     PART_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
     registered: Registered
     activate: Activate
     turn: Turn
     deactivate: Deactivate
     batch: DaemonBatch
     part: MessagePart
-    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., activate: _Optional[_Union[Activate, _Mapping]] = ..., turn: _Optional[_Union[Turn, _Mapping]] = ..., deactivate: _Optional[_Union[Deactivate, _Mapping]] = ..., batch: _Optional[_Union[DaemonBatch, _Mapping]] = ..., part: _Optional[_Union[MessagePart, _Mapping]] = ...) -> None: ...
+    cancel: CancelTurn
+    def __init__(self, registered: _Optional[_Union[Registered, _Mapping]] = ..., activate: _Optional[_Union[Activate, _Mapping]] = ..., turn: _Optional[_Union[Turn, _Mapping]] = ..., deactivate: _Optional[_Union[Deactivate, _Mapping]] = ..., batch: _Optional[_Union[DaemonBatch, _Mapping]] = ..., part: _Optional[_Union[MessagePart, _Mapping]] = ..., cancel: _Optional[_Union[CancelTurn, _Mapping]] = ...) -> None: ...
+
+class CancelTurn(_message.Message):
+    __slots__ = ("call_id",)
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    call_id: int
+    def __init__(self, call_id: _Optional[int] = ...) -> None: ...
 
 class MessagePart(_message.Message):
     __slots__ = ("data", "last", "whole_bytes")

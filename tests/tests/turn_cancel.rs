@@ -1,0 +1,149 @@
+//! A turn whose caller stops waiting (its deadline passed, or it cancelled
+//! the call) is cancelled: an app that set `Register.accepts_cancel` gets
+//! one `CancelTurn` for it, the failure it answers is not recorded under the
+//! call's idempotency key (a retry runs the method again), and the actor's
+//! next turn runs at once instead of after the turn timeout. An app that did
+//! not ask gets no `CancelTurn`.
+
+use std::time::Duration;
+
+use prost::Message as _;
+use tonic::Code;
+use troupe_tests::scrape::{metrics_addr, scrape};
+use troupe_tests::*;
+
+const TY: &str = "slow";
+
+/// A raw app hosting `TY` that asked for `CancelTurn` or not.
+async fn app(daemon: &Daemon, accepts_cancel: bool) -> anyhow::Result<RawApp> {
+    let mut register = register_message("cancel-test", vec![type_spec(TY)]);
+    if let Some(pb::app_message::Kind::Register(r)) = register.kind.as_mut() {
+        r.accepts_cancel = accepts_cancel;
+    }
+    let mut app = RawApp::open(daemon.addr, register.encode_to_vec().into()).await?;
+    match app.recv().await?.and_then(|m| m.kind) {
+        Some(pb::daemon_message::Kind::Registered(_)) => Ok(app),
+        other => anyhow::bail!("expected Registered, got {other:?}"),
+    }
+}
+
+/// Invokes `method` of `TY/id`, giving up after `timeout`.
+async fn call_within(
+    client: &mut Client,
+    id: &str,
+    key: &str,
+    timeout: Duration,
+) -> Result<pb::InvokeResponse, tonic::Status> {
+    let mut request = tonic::Request::new(pb::InvokeRequest {
+        actor: Some(actor(TY, id)),
+        method: "work".into(),
+        payload: Some(json_payload("[]")),
+        idempotency_key: key.into(),
+        ..Default::default()
+    });
+    request.set_timeout(timeout);
+    Ok(client.0.invoke(request).await?.into_inner())
+}
+
+/// Answers turn `call_id` as an SDK does when its handler was stopped.
+fn answer_cancelled(app: &RawApp, call_id: u64) -> anyhow::Result<()> {
+    app.send(pb::AppMessage {
+        kind: Some(pb::app_message::Kind::TurnResult(pb::TurnResult {
+            call_id,
+            outcome: Some(pb::turn_result::Outcome::Error(pb::ActorFailure {
+                r#type: "CancelledError".into(),
+                message: "the caller stopped waiting".into(),
+                ..Default::default()
+            })),
+            ..Default::default()
+        })),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_whose_caller_left_is_cancelled_once_and_its_key_stays_unanswered(
+) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let daemon = Daemon::start(dir.path(), &["--metrics-listen", "127.0.0.1:0"]).await?;
+    let mut app = app(&daemon, true).await?;
+    let client = daemon.client().await?;
+
+    let left = {
+        let mut client = client.clone();
+        tokio::spawn(async move {
+            call_within(&mut client, "a", "job-1", Duration::from_millis(300)).await
+        })
+    };
+    let turn = app.next_turn().await?;
+    let status = within(WAIT, "the caller's deadline", left)
+        .await??
+        .err()
+        .map(|s| s.code());
+    assert_eq!(status, Some(Code::DeadlineExceeded));
+    match app.recv().await?.and_then(|m| m.kind) {
+        Some(pb::daemon_message::Kind::Cancel(cancel)) => assert_eq!(cancel.call_id, turn.call_id),
+        other => anyhow::bail!("expected CancelTurn for the turn, got {other:?}"),
+    }
+    answer_cancelled(&app, turn.call_id)?;
+
+    // The retry with the same key runs the method: the cancelled turn's
+    // failure was not its answer. It is also the next message: one cancel.
+    let retry = {
+        let mut client = client.clone();
+        tokio::spawn(async move { call_within(&mut client, "a", "job-1", WAIT).await })
+    };
+    let again = app.next_turn().await?;
+    assert_eq!(again.name, "work");
+    app.reply(again.call_id, "\"done\"")?;
+    let reply = within(WAIT, "the retry", retry).await??;
+    assert_eq!(
+        reply.map(|r| r.payload.map(|p| p.data))?,
+        Some("\"done\"".into())
+    );
+
+    let addr = metrics_addr(&daemon.log()).ok_or_else(|| anyhow::anyhow!("no metrics address"))?;
+    let metrics = scrape(addr).await?;
+    assert_eq!(
+        metrics.sum("troupe_turns_cancelled_total", &[("actor_type", TY)]),
+        1.0,
+        "{}",
+        metrics.text
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_that_did_not_ask_gets_no_cancel() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let daemon = Daemon::start(dir.path(), &[]).await?;
+    let mut app = app(&daemon, false).await?;
+    let client = daemon.client().await?;
+
+    let left = {
+        let mut client = client.clone();
+        tokio::spawn(
+            async move { call_within(&mut client, "a", "", Duration::from_millis(100)).await },
+        )
+    };
+    let turn = app.next_turn().await?;
+    within(WAIT, "the caller's deadline", left).await??.err();
+    // Not a wait for anything: long enough for several sweeps (every 100 ms
+    // to 1 s) to have found the caller gone, had they been looking.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let other = {
+        let mut client = client.clone();
+        tokio::spawn(async move { call_within(&mut client, "b", "", WAIT).await })
+    };
+    let next = app.next_turn().await?;
+    assert_eq!(
+        next.actor.map(|a| a.id).as_deref(),
+        Some("b"),
+        "no CancelTurn came first"
+    );
+    app.reply(next.call_id, "1")?;
+    within(WAIT, "the other call", other)
+        .await??
+        .map_err(anyhow::Error::new)?;
+    app.reply(turn.call_id, "1")?;
+    Ok(())
+}
