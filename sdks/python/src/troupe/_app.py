@@ -191,6 +191,8 @@ class App:
             sdk=SDK_NAME,
             api_version=API_VERSION,
             accepts_batches=True,
+            # A turn whose caller stopped waiting is cancelled (Session.cancel_turn).
+            accepts_cancel=True,
             # accepts_parts stays off here: the native core turns it on for itself. On
             # grpcio each of an 8 MiB message's 64 pieces costs a read of its own, and
             # pieces halved 8 MiB calls/s (small calls beside them ran twice as fast).

@@ -69,7 +69,9 @@ class _NativeSession(_Session):
 
     def dispatch(self, kind: object, data: bytes) -> None:
         if kind == "turn":
-            self.spawn(self._turn(app_pb2.Turn.FromString(data)))
+            self.spawn_turn(app_pb2.Turn.FromString(data))
+        elif kind == "cancel":
+            self.cancel_turn(app_pb2.CancelTurn.FromString(data).call_id)
         elif kind == "activate":
             self.spawn(self._activate(app_pb2.Activate.FromString(data)))
         elif kind == "deactivate":

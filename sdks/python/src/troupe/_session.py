@@ -165,6 +165,15 @@ def _failure(exc: BaseException) -> common_pb2.ActorFailure:
     return common_pb2.ActorFailure(type=kind, message=message, details=details[-_MAX_DETAILS:])
 
 
+# The answer of a turn stopped by CancelTurn; no one reads it, but the daemon ends the
+# turn on it (discarding its changes) and runs the actor's next one.
+_CANCELLED = common_pb2.ActorFailure(
+    type="CancelledError",
+    message="the caller stopped waiting (it cancelled the call or its deadline passed), "
+    "so the turn was stopped and its state changes discarded",
+)
+
+
 def _lease_late_ms(lease_deadline_unix_ms: int) -> float | None:
     """How long ago (ms) the placement lease a Turn or Activate was sent under ended, or None
     while it lasts (or when there is none: 0, a single daemon).
@@ -222,6 +231,10 @@ class _Session:
         self.auth = auth
         self.instances: dict[_Key, Actor] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        # The running turns by call id, for the daemon's CancelTurn; and those it
+        # cancelled, whose CancelledError is the answer rather than the session ending.
+        self.turns: dict[int, asyncio.Task[None]] = {}
+        self.cancelled: set[int] = set()
         # gRPC streams allow one write at a time; every reply goes through this queue.
         self.out: asyncio.Queue[app_pb2.AppMessage] = asyncio.Queue()
         # An answer taken from `out` that did not fit in the previous batch: written next.
@@ -230,10 +243,28 @@ class _Session:
         # An older one would end the stream on an AppBatch (to it an empty AppMessage).
         self.batch_answers = False
 
-    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        return task
+
+    def spawn_turn(self, msg: app_pb2.Turn) -> None:
+        call_id = msg.call_id
+        self.turns[call_id] = self.spawn(self._turn(msg))
+
+        def ended(_: asyncio.Task[None]) -> None:
+            self.turns.pop(call_id, None)
+            self.cancelled.discard(call_id)
+
+        self.turns[call_id].add_done_callback(ended)
+
+    def cancel_turn(self, call_id: int) -> None:
+        """The turn's caller stopped waiting: stop its handler, which sees CancelledError
+        at its next await (a turn already answered is left alone)."""
+        task = self.turns.get(call_id)
+        if task is not None and task.cancel():
+            self.cancelled.add(call_id)
 
     async def run(self) -> None:
         if self.stub is None:
@@ -340,7 +371,9 @@ class _Session:
     def _dispatch(self, msg: app_pb2.DaemonMessage, *, in_batch: bool = False) -> None:
         kind = msg.WhichOneof("kind")
         if kind == "turn":
-            self.spawn(self._turn(msg.turn))
+            self.spawn_turn(msg.turn)
+        elif kind == "cancel":
+            self.cancel_turn(msg.cancel.call_id)
         elif kind == "activate":
             self.spawn(self._activate(msg.activate))
         elif kind == "deactivate":
@@ -410,6 +443,11 @@ class _Session:
             with self.app._tracing.turn(msg):
                 reply = await self._run_turn(msg, result)
             result.reply.CopyFrom(reply)
+        except asyncio.CancelledError:
+            if msg.call_id not in self.cancelled:
+                raise  # the session is ending: the daemon fails the turn with it
+            result.ClearField("changes")
+            result.error.CopyFrom(_CANCELLED)
         except Exception as e:
             result.ClearField("changes")
             result.error.CopyFrom(_failure(e))
