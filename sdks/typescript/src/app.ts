@@ -215,6 +215,8 @@ export class App {
         // Both wires put a large message's pieces back together (grpc_wire.ts's
         // Pieces, the native core's reader).
         acceptsParts: true,
+        // A turn whose caller stopped waiting gets its ctx.signal aborted.
+        acceptsCancel: true,
         // 0: no limit of the app's own (the channel takes any size).
         maxReceiveBytes: BigInt(maxReceiveBytes ?? 0),
       }),

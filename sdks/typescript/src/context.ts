@@ -17,6 +17,9 @@ import type { ActorRef } from "./gen/troupe/v1/common.js";
 import type { AlarmOptions, Reminder, ReminderOptions, Scheduler, ScheduleTime, TimerOptions } from "./schedule.js";
 import { liveTurn } from "./turn.js";
 
+/** `ctx.signal` outside a turn: nothing to cancel. */
+const NEVER_ABORTED = new AbortController().signal;
+
 /**
  * What an actor can do from inside a turn beyond its own state: call other
  * actors, and manage its own reminders, alarm and timers.
@@ -68,6 +71,17 @@ export class Context {
   get deadline(): Date | undefined {
     const ms = liveTurn()?.deadline;
     return ms === undefined ? undefined : new Date(ms);
+  }
+
+  /**
+   * Aborted when the running turn's caller stops waiting (it cancelled the call, or
+   * its deadline passed): nobody will read the turn's result, and the actor's next
+   * turns wait behind it. Pass it to work that takes one (`fetch(url, { signal })`),
+   * or `signal.throwIfAborted()` between steps; a turn that throws its reason ends
+   * as a failure and its state changes are discarded. Outside a turn, never aborted.
+   */
+  get signal(): AbortSignal {
+    return liveTurn()?.signal ?? NEVER_ABORTED;
   }
 
   /** A handle on another actor: `await this.ctx.actor<Counter>("counter", "c2").call("incr", 1)`. */

@@ -32,6 +32,7 @@ export type { ActorHandle, CallOptions, GetStateOptions, HandleOptions, MethodAr
 export { Client } from "./client.js";
 export type { ClientOptions } from "./client.js";
 export { Context } from "./context.js";
+export { TurnCancelled } from "./turn.js";
 export { daemonPackage, daemonPath, DaemonNotFound, platformKey } from "./daemon.js";
 export type { CallFilter, IncomingCall, Next, TurnKindName } from "./filters.js";
 export type { Duration } from "./duration.js";

@@ -188,6 +188,8 @@ export class Session {
   readonly #caller: Caller;
   readonly #scheduler: Scheduler;
   readonly #instances = new Map<string, Actor>();
+  /** The turns running, by call id, for the daemon's CancelTurn. */
+  readonly #running = new Map<bigint, TurnScope>();
   #closed = false;
 
   constructor(app: SessionHost, target: string) {
@@ -251,6 +253,9 @@ export class Session {
         break;
       case "deactivate":
         void this.#deactivate(kind.value);
+        break;
+      case "cancel":
+        this.#running.get(kind.value.callId)?.cancel();
         break;
       default:
         this.#app.logger.warn(`troupe: ignoring unexpected daemon message ${kind?.$case ?? "(empty)"}${where}`);
@@ -389,6 +394,7 @@ export class Session {
               { actorType: ref.type, actorId: ref.id, actor: obj, method: name, kind: KINDS.get(msg.kind) ?? "call", args, metadata: { ...msg.metadata }, readonly },
               handler,
             );
+    this.#running.set(msg.callId, scope);
     try {
       const value: unknown = await currentTurn.run(scope, run);
       // A scheduled turn has no caller: its reply is JSON null.
@@ -399,6 +405,7 @@ export class Session {
       rollbackState(state, scope);
       throw e;
     } finally {
+      this.#running.delete(msg.callId);
       endTurn(state, scope);
     }
   }

@@ -23,6 +23,8 @@ export class TurnScope {
   readonly written = new Set<string>();
   /** When the turn's caller stops waiting (unix ms), if it set a deadline. */
   readonly deadline: number | undefined;
+  /** Made on first use: most turns are never asked for their signal nor cancelled. */
+  #abort: AbortController | undefined;
 
   constructor(
     /** The State instance of the actor the turn belongs to. */
@@ -38,6 +40,30 @@ export class TurnScope {
   ) {
     this.deadline = deadlineUnixMs > 0n ? Number(deadlineUnixMs) : undefined;
   }
+
+  /** Aborted when the daemon says the turn's caller stopped waiting (CancelTurn). */
+  get signal(): AbortSignal {
+    this.#abort ??= new AbortController();
+    return this.#abort.signal;
+  }
+
+  /** The daemon's CancelTurn: whoever listens to `signal` stops the turn's work. */
+  cancel(): void {
+    this.#abort ??= new AbortController();
+    this.#abort.abort(
+      new TurnCancelled(
+        `${this.actor}.${this.method}: the caller stopped waiting (it cancelled the call or its deadline passed), so the turn was cancelled`,
+      ),
+    );
+  }
+}
+
+/**
+ * The reason of a cancelled turn's `ctx.signal`; thrown by the handler, it ends the
+ * turn as a failure whose state changes are discarded.
+ */
+export class TurnCancelled extends Error {
+  override name = "CancelledError";
 }
 
 /** @internal */
