@@ -118,13 +118,27 @@ impl Cluster {
         &mut self,
         spec: pb::ActorTypeSpec,
     ) -> anyhow::Result<[RawApp; 2]> {
+        self.raw_apps_on_two_as(spec, crate::register_message).await
+    }
+
+    /// [`Cluster::raw_apps_on_two`], each registered with `register(app
+    /// name, types)`.
+    pub async fn raw_apps_on_two_as(
+        &mut self,
+        spec: pb::ActorTypeSpec,
+        register: fn(&str, Vec<pb::ActorTypeSpec>) -> pb::AppMessage,
+    ) -> anyhow::Result<[RawApp; 2]> {
         let name = spec.name.clone();
         // The cluster runs with TLS: the apps dial as its clients do.
         let d1 = self.member("d1")?.daemon.channel().await?;
         let d2 = self.member("d2")?.daemon.channel().await?;
         let apps = [
-            RawApp::register_over(d1, vec![spec.clone()]).await?.0,
-            RawApp::register_over(d2, vec![spec]).await?.0,
+            RawApp::register_as(d1, register("raw-test-app", vec![spec.clone()]))
+                .await?
+                .0,
+            RawApp::register_as(d2, register("raw-test-app", vec![spec]))
+                .await?
+                .0,
         ];
         let version = settled_with(&self.replicas, &["d1", "d2"], &name).await?;
         routing_by(&self.members, version).await?;

@@ -64,6 +64,15 @@ pub fn chain_actors(turn: &pb::Turn) -> Vec<String> {
         .collect()
 }
 
+/// A Register for `types` that asks for `CancelTurn`.
+pub fn register_cancelling(app_name: &str, types: Vec<pb::ActorTypeSpec>) -> pb::AppMessage {
+    let mut message = register_message(app_name, types);
+    if let Some(pb::app_message::Kind::Register(register)) = message.kind.as_mut() {
+        register.accepts_cancel = true;
+    }
+    message
+}
+
 pub fn register_message(app_name: &str, types: Vec<pb::ActorTypeSpec>) -> pb::AppMessage {
     pb::AppMessage {
         kind: Some(pb::app_message::Kind::Register(pb::Register {
@@ -143,13 +152,16 @@ impl RawApp {
         channel: Channel,
         types: Vec<pb::ActorTypeSpec>,
     ) -> anyhow::Result<(RawApp, pb::Registered)> {
-        let mut app = RawApp::open_over(
-            channel,
-            register_message("raw-test-app", types)
-                .encode_to_vec()
-                .into(),
-        )
-        .await?;
+        Self::register_as(channel, register_message("raw-test-app", types)).await
+    }
+
+    /// [`RawApp::register_over`] with a Register of the test's own (e.g.
+    /// one that sets `accepts_cancel`).
+    pub async fn register_as(
+        channel: Channel,
+        register: pb::AppMessage,
+    ) -> anyhow::Result<(RawApp, pb::Registered)> {
+        let mut app = RawApp::open_over(channel, register.encode_to_vec().into()).await?;
         match app.recv().await?.and_then(|m| m.kind) {
             Some(pb::daemon_message::Kind::Registered(r)) => Ok((app, r)),
             other => bail!("expected Registered, got {other:?}"),

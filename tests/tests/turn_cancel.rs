@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use prost::Message as _;
 use tonic::Code;
 use troupe_tests::scrape::{metrics_addr, scrape};
 use troupe_tests::*;
@@ -16,15 +15,17 @@ const TY: &str = "slow";
 
 /// A raw app hosting `TY` that asked for `CancelTurn` or not.
 async fn app(daemon: &Daemon, accepts_cancel: bool) -> anyhow::Result<RawApp> {
-    let mut register = register_message("cancel-test", vec![type_spec(TY)]);
-    if let Some(pb::app_message::Kind::Register(r)) = register.kind.as_mut() {
-        r.accepts_cancel = accepts_cancel;
-    }
-    let mut app = RawApp::open(daemon.addr, register.encode_to_vec().into()).await?;
-    match app.recv().await?.and_then(|m| m.kind) {
-        Some(pb::daemon_message::Kind::Registered(_)) => Ok(app),
-        other => anyhow::bail!("expected Registered, got {other:?}"),
-    }
+    let register = if accepts_cancel {
+        register_cancelling
+    } else {
+        register_message
+    };
+    let channel = daemon.channel().await?;
+    Ok(
+        RawApp::register_as(channel, register("cancel-test", vec![type_spec(TY)]))
+            .await?
+            .0,
+    )
 }
 
 /// Invokes `method` of `TY/id`, giving up after `timeout`.
@@ -126,7 +127,7 @@ async fn an_app_that_did_not_ask_gets_no_cancel() -> anyhow::Result<()> {
         )
     };
     let turn = app.next_turn().await?;
-    within(WAIT, "the caller's deadline", left).await??.err();
+    let _ = within(WAIT, "the caller's deadline", left).await??;
     // Not a wait for anything: long enough for several sweeps (every 100 ms
     // to 1 s) to have found the caller gone, had they been looking.
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -145,5 +146,58 @@ async fn an_app_that_did_not_ask_gets_no_cancel() -> anyhow::Result<()> {
         .await??
         .map_err(anyhow::Error::new)?;
     app.reply(turn.call_id, "1")?;
+    Ok(())
+}
+
+/// A call forwarded to the daemon that owns the actor: when its caller
+/// cancels it, the non-owner tells the owner over their link
+/// (`LinkCancel`), and the owner's app gets `CancelTurn`. Needs PostgreSQL
+/// (`TROUPE_TEST_POSTGRES`), as tests/tests/cluster.rs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_forwarded_call_whose_caller_left_is_cancelled_on_its_owner() -> anyhow::Result<()> {
+    let Some(mut cluster) = cluster_fixture::Cluster::start("forwarded_cancel", 2).await? else {
+        return Ok(());
+    };
+    let [mut app1, mut app2] = cluster
+        .raw_apps_on_two_as(type_spec(TY), register_cancelling)
+        .await?;
+    let client = cluster.member("d1")?.client.clone();
+    // An actor d2 owns, called through d1.
+    let mut owned_by_d2 = None;
+    for i in 0..200 {
+        let id = format!("f{i}");
+        let call = {
+            let (mut client, id) = (client.clone(), id.clone());
+            tokio::spawn(async move { call_within(&mut client, &id, "", WAIT).await })
+        };
+        let (app, turn) = tokio::select! {
+            turn = app1.next_turn() => (&app1, turn?),
+            turn = app2.next_turn() => (&app2, turn?),
+        };
+        app.reply(turn.call_id, "null")?;
+        within(WAIT, "the call", call)
+            .await??
+            .map_err(anyhow::Error::new)?;
+        if std::ptr::eq(app, &app2) {
+            owned_by_d2 = Some(id);
+            break;
+        }
+    }
+    let Some(id) = owned_by_d2 else {
+        anyhow::bail!("200 actors and none owned by d2");
+    };
+    // No deadline (the owner would see that pass itself): the caller
+    // cancels, which only d1 sees.
+    let left = {
+        let mut client = client.clone();
+        tokio::spawn(async move { call_within(&mut client, &id, "", WAIT).await })
+    };
+    let turn = app2.next_turn().await?;
+    left.abort();
+    match app2.recv().await?.and_then(|m| m.kind) {
+        Some(pb::daemon_message::Kind::Cancel(cancel)) => assert_eq!(cancel.call_id, turn.call_id),
+        other => anyhow::bail!("expected CancelTurn on the owner, got {other:?}"),
+    }
+    answer_cancelled(&app2, turn.call_id)?;
     Ok(())
 }

@@ -92,7 +92,8 @@ impl Drop for Connection {
 }
 
 /// Removes a request's waiter when its caller stops waiting (deadline or
-/// dropped), so the table only holds requests someone waits for.
+/// dropped), so the table only holds requests someone waits for, and tells
+/// the peer to drop the request's work.
 struct Forget<'a> {
     shared: &'a Shared,
     id: u64,
@@ -100,11 +101,22 @@ struct Forget<'a> {
 
 impl Drop for Forget<'_> {
     fn drop(&mut self) {
-        if self.shared.state.lock().waiting.remove(&self.id).is_some() {
-            self.shared
-                .counters
-                .in_flight
-                .fetch_sub(1, Ordering::Relaxed);
+        let shared = self.shared;
+        let mut state = shared.state.lock();
+        if state.waiting.remove(&self.id).is_none() {
+            return; // answered, or failed with its connection
+        }
+        shared.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
+        // Unanswered: the peer is still working on it for nobody.
+        if matches!(state.link, Link::Up) {
+            let cancel = pb::LinkMessage {
+                id: self.id,
+                body: Some(pb::link_message::Body::Cancel(pb::LinkCancel {})),
+            };
+            let size = cancel.encoded_len();
+            shared.enqueue(&mut state, cancel, size);
+            drop(state);
+            shared.wake.wake();
         }
     }
 }

@@ -7,11 +7,13 @@
 //! replies go back through an outbox like the sender's, which the response
 //! stream drains as the connection takes frames.
 
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use futures::future::{abortable, AbortHandle};
 use futures::stream::{FuturesUnordered, Stream, StreamExt};
 use futures::task::AtomicWaker;
 use parking_lot::Mutex;
@@ -223,6 +225,9 @@ async fn serve(
     let _served = ServedStream::new(counters.clone());
     let mut reassembly = Reassembly::new(max_message_bytes);
     let mut running = FuturesUnordered::new();
+    // How to drop each running request's work when its sender stops
+    // waiting (`LinkCancel`).
+    let mut cancels: HashMap<u64, AbortHandle> = HashMap::new();
     let mut draining = false;
     // The dialler's pings keep a stream alive; one whose peer's host
     // vanished (no reset ever comes) would otherwise hold its task, buffers
@@ -275,9 +280,17 @@ async fn serve(
                 for message in messages {
                     match message.body {
                         Some(pb::link_message::Body::Request(request)) => {
-                            let answer = inbound.handle(request);
+                            let (answer, cancel) = abortable(inbound.handle(request));
                             let id = message.id;
+                            cancels.insert(id, cancel);
                             running.push(async move { (id, answer.await) });
+                        }
+                        Some(pb::link_message::Body::Cancel(_)) => {
+                            // Dropping the work drops the runtime's wait for
+                            // its turn, which the app is then told to stop.
+                            if let Some(cancel) = cancels.remove(&message.id) {
+                                cancel.abort();
+                            }
                         }
                         Some(pb::link_message::Body::Ping(ping)) => {
                             replies.push(pb::LinkMessage {
@@ -303,10 +316,14 @@ async fn serve(
                 }
             }
             Some((id, reply)) = running.next(), if !running.is_empty() => {
-                replies.push(pb::LinkMessage {
-                    id,
-                    body: Some(pb::link_message::Body::Reply(reply)),
-                });
+                cancels.remove(&id);
+                // Aborted: its sender stopped waiting, and wants no reply.
+                if let Ok(reply) = reply {
+                    replies.push(pb::LinkMessage {
+                        id,
+                        body: Some(pb::link_message::Body::Reply(reply)),
+                    });
+                }
             }
         }
     };

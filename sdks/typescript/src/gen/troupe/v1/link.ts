@@ -102,10 +102,21 @@ export interface LinkMessage {
     /** Measures the stream's round trip (answered with `pong`, same id). */
     { $case: "ping"; value: LinkPing }
     | { $case: "pong"; value: LinkPing }
+    | //
+    /**
+     * The sender stopped waiting for request `id` (its caller left, or its
+     * deadline passed): the receiver drops the request's work, and a turn
+     * it started is cancelled in its app (app.proto, CancelTurn). No reply
+     * follows. A receiver that no longer runs `id` ignores it.
+     */
+    { $case: "cancel"; value: LinkCancel }
     | undefined;
 }
 
 export interface LinkPing {
+}
+
+export interface LinkCancel {
 }
 
 /**
@@ -446,6 +457,9 @@ export const LinkMessage: MessageFns<LinkMessage> = {
       case "pong":
         LinkPing.encode(message.body.value, writer.uint32(42).fork()).join();
         break;
+      case "cancel":
+        LinkCancel.encode(message.body.value, writer.uint32(50).fork()).join();
+        break;
     }
     return writer;
   },
@@ -503,6 +517,14 @@ export const LinkMessage: MessageFns<LinkMessage> = {
             message.body = { $case: "pong", value: LinkPing.decode(reader, reader.uint32()) };
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.body = { $case: "cancel", value: LinkCancel.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -543,6 +565,12 @@ export const LinkMessage: MessageFns<LinkMessage> = {
       case "pong": {
         if (object.body?.value !== undefined && object.body?.value !== null) {
           message.body = { $case: "pong", value: LinkPing.fromPartial(object.body.value) };
+        }
+        break;
+      }
+      case "cancel": {
+        if (object.body?.value !== undefined && object.body?.value !== null) {
+          message.body = { $case: "cancel", value: LinkCancel.fromPartial(object.body.value) };
         }
         break;
       }
@@ -590,6 +618,49 @@ export const LinkPing: MessageFns<LinkPing> = {
   },
   fromPartial<I extends Exact<DeepPartial<LinkPing>, I>>(_: I): LinkPing {
     const message = createBaseLinkPing();
+    return message;
+  },
+};
+
+function createBaseLinkCancel(): LinkCancel {
+  return {};
+}
+
+export const LinkCancel: MessageFns<LinkCancel> = {
+  encode(_: LinkCancel, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): LinkCancel {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseLinkCancel();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<LinkCancel>, I>>(base?: I): LinkCancel {
+    return LinkCancel.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<LinkCancel>, I>>(_: I): LinkCancel {
+    const message = createBaseLinkCancel();
     return message;
   },
 };

@@ -39,20 +39,26 @@ class LinkChunk(_message.Message):
     def __init__(self, id: _Optional[int] = ..., data: _Optional[bytes] = ..., last: bool = ...) -> None: ...
 
 class LinkMessage(_message.Message):
-    __slots__ = ("id", "request", "reply", "ping", "pong")
+    __slots__ = ("id", "request", "reply", "ping", "pong", "cancel")
     ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     REPLY_FIELD_NUMBER: _ClassVar[int]
     PING_FIELD_NUMBER: _ClassVar[int]
     PONG_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_FIELD_NUMBER: _ClassVar[int]
     id: int
     request: LinkRequest
     reply: LinkReply
     ping: LinkPing
     pong: LinkPing
-    def __init__(self, id: _Optional[int] = ..., request: _Optional[_Union[LinkRequest, _Mapping]] = ..., reply: _Optional[_Union[LinkReply, _Mapping]] = ..., ping: _Optional[_Union[LinkPing, _Mapping]] = ..., pong: _Optional[_Union[LinkPing, _Mapping]] = ...) -> None: ...
+    cancel: LinkCancel
+    def __init__(self, id: _Optional[int] = ..., request: _Optional[_Union[LinkRequest, _Mapping]] = ..., reply: _Optional[_Union[LinkReply, _Mapping]] = ..., ping: _Optional[_Union[LinkPing, _Mapping]] = ..., pong: _Optional[_Union[LinkPing, _Mapping]] = ..., cancel: _Optional[_Union[LinkCancel, _Mapping]] = ...) -> None: ...
 
 class LinkPing(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class LinkCancel(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
