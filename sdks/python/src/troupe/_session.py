@@ -253,9 +253,16 @@ class _Session:
         call_id = msg.call_id
         self.turns[call_id] = self.spawn(self._turn(msg))
 
-        def ended(_: asyncio.Task[None]) -> None:
+        def ended(task: asyncio.Task[None]) -> None:
             self.turns.pop(call_id, None)
+            if call_id not in self.cancelled:
+                return
             self.cancelled.discard(call_id)
+            if task.cancelled():
+                # Cancelled before its first step (the CancelTurn came in the same
+                # read): _turn never ran to answer, and the daemon waits for one.
+                result = app_pb2.TurnResult(call_id=call_id, error=_CANCELLED)
+                self.out.put_nowait(app_pb2.AppMessage(turn_result=result))
 
         self.turns[call_id].add_done_callback(ended)
 
