@@ -33,8 +33,7 @@ pub(super) async fn read_answers(
         let next = tokio::select! {
             next = inbound.message() => next,
             _ = overdue.tick() => {
-                connection.fail_overdue_turns(Instant::now());
-                connection.cancel_abandoned_turns();
+                connection.sweep_turns(Instant::now());
                 continue;
             }
             () = connection.closed.notified() => return Ok(()),

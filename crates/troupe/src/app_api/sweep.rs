@@ -14,7 +14,7 @@ use super::outbound::Sized;
 use super::{AppConnection, Pending};
 
 /// How often, at most, running turns are looked at for callers that left
-/// (`AppConnection::cancel_abandoned_turns`): what `CancelTurn` promises.
+/// (`AppConnection::sweep_turns`): what `CancelTurn` promises.
 pub(super) const CANCEL_SWEEP: Duration = Duration::from_millis(100);
 
 /// How many turns that timed out are remembered, so that their late
@@ -29,61 +29,67 @@ pub(super) struct TimedOut {
 }
 
 impl AppConnection {
-    /// Fails every turn past its deadline with `TurnTimedOut`; the runtime
-    /// then deactivates the actor through this app.
-    pub(super) fn fail_overdue_turns(&self, now: Instant) {
-        let overdue: Vec<(u64, TurnDone, Duration)> = {
+    /// Looks at the running turns once: fails those past their deadline
+    /// with `TurnTimedOut` (the runtime then deactivates the actor through
+    /// this app), and tells the app to stop each one whose caller stopped
+    /// waiting (once per turn; only an app that asked): no one reads its
+    /// reply, and the actor's next turns wait behind it.
+    pub(super) fn sweep_turns(&self, now: Instant) {
+        let (overdue, abandoned) = {
             let mut pending = self.pending.lock();
-            let ids: Vec<u64> = pending
-                .iter()
-                .filter(|(_, p)| matches!(p, Pending::Turn(_, due, _) if *due <= now))
-                .map(|(id, _)| *id)
-                .collect();
-            ids.into_iter()
+            let mut overdue = Vec::new();
+            let mut abandoned = Vec::new();
+            for (id, work) in pending.iter_mut() {
+                let Pending::Turn(done, due, _) = work else {
+                    continue;
+                };
+                if *due <= now {
+                    overdue.push(*id);
+                } else if self.accepts_cancel && done.caller_left() && done.cancelling() {
+                    abandoned.push(*id);
+                }
+            }
+            let overdue: Vec<(u64, TurnDone, Duration)> = overdue
+                .into_iter()
                 .filter_map(|id| match pending.remove(&id) {
                     Some(Pending::Turn(done, _, limit)) => Some((id, done, limit)),
                     _ => None,
                 })
-                .collect()
+                .collect();
+            (overdue, abandoned)
         };
+        self.cancel_in_app(abandoned);
         for (call_id, done, limit) in overdue {
-            {
-                let mut timed_out = self.timed_out.lock();
-                timed_out.ids.insert(call_id);
-                timed_out.order.push_back(call_id);
-                while timed_out.order.len() > REMEMBERED_TIMEOUTS {
-                    if let Some(old) = timed_out.order.pop_front() {
-                        timed_out.ids.remove(&old);
-                    }
-                }
-            }
+            self.remember_timed_out(call_id);
             let actor = done.actor().clone();
             warn!(app = %self.name, actor = %actor, ?limit, "turn timed out; deactivating the actor");
             done.fail(CallError::TurnTimedOut { actor, limit });
         }
     }
 
-    /// Tells the app to stop each running turn whose caller stopped waiting
-    /// (once per turn): no one reads its reply, and the actor's next turns
-    /// wait behind it.
-    pub(super) fn cancel_abandoned_turns(&self) {
-        if !self.accepts_cancel {
+    /// Remembers `call_id` timed out, forgetting the oldest past
+    /// [`REMEMBERED_TIMEOUTS`].
+    fn remember_timed_out(&self, call_id: u64) {
+        let mut timed_out = self.timed_out.lock();
+        timed_out.ids.insert(call_id);
+        timed_out.order.push_back(call_id);
+        while timed_out.order.len() > REMEMBERED_TIMEOUTS {
+            if let Some(old) = timed_out.order.pop_front() {
+                timed_out.ids.remove(&old);
+            }
+        }
+    }
+
+    /// Sends `CancelTurn` for each of `call_ids`.
+    fn cancel_in_app(&self, call_ids: Vec<u64>) {
+        if call_ids.is_empty() {
             return;
         }
-        let abandoned: Vec<u64> = self
-            .pending
-            .lock()
-            .iter_mut()
-            .filter_map(|(id, pending)| match pending {
-                Pending::Turn(done, ..) if done.caller_left() => done.cancelling().then_some(*id),
-                _ => None,
-            })
-            .collect();
         let outbound = self.outbound.lock();
         let Some(tx) = outbound.as_ref() else {
             return;
         };
-        for call_id in abandoned {
+        for call_id in call_ids {
             debug!(app = %self.name, call_id, "turn's caller left; telling the app to stop it");
             let message = pb::DaemonMessage {
                 kind: Some(pb::daemon_message::Kind::Cancel(pb::CancelTurn { call_id })),
