@@ -198,7 +198,7 @@ impl Shared {
                     let late = self.time.now_ms().saturating_sub(firing.due_unix_ms());
                     let stats = metrics.for_type(&firing.actor.ty);
                     stats.firing_started(Scheduled::Tell, Duration::from_millis(late));
-                    metrics.fired(&firing.actor.ty, Scheduled::Tell);
+                    stats.fired(Scheduled::Tell);
                 }
                 if let Some(ran) = ran {
                     // However it went: a failed turn is the inbox's to retry.

@@ -147,6 +147,15 @@ impl Scheduled {
     const FIRED: [Self; 3] = [Self::Reminder, Self::Alarm, Self::Tell];
     const LATE: [Self; 4] = [Self::Reminder, Self::Alarm, Self::Tell, Self::Timer];
 
+    /// A reminder's firing: the alarm's, or another reminder's.
+    pub(crate) fn firing(alarm: bool) -> Self {
+        if alarm {
+            Self::Alarm
+        } else {
+            Self::Reminder
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Self::Reminder => "reminder",
@@ -188,6 +197,13 @@ impl TypeStats {
     pub(crate) fn firing_started(&self, kind: Scheduled, late: Duration) {
         if let Some(lateness) = self.lateness.get(kind.index()) {
             lateness.observe(late.as_secs_f64());
+        }
+    }
+
+    /// A firing of `kind` went through (for timers: nothing to count).
+    pub(crate) fn fired(&self, kind: Scheduled) {
+        if let Some(fired) = self.fired.get(kind.index()) {
+            fired.inc();
         }
     }
 }
@@ -356,9 +372,7 @@ impl Metrics {
     }
 
     pub(crate) fn fired(&self, ty: &Arc<str>, kind: Scheduled) {
-        if let Some(fired) = self.for_type(ty).fired.get(kind.index()) {
-            fired.inc();
-        }
+        self.for_type(ty).fired(kind);
     }
 
     /// A running turn's host was told to stop it, its caller gone.

@@ -120,12 +120,7 @@ impl Shared {
         match result {
             Ok(_) => {
                 if let Some(metrics) = &self.metrics {
-                    let kind = if firing.alarm {
-                        Scheduled::Alarm
-                    } else {
-                        Scheduled::Reminder
-                    };
-                    metrics.fired(&actor.ty, kind);
+                    metrics.fired(&actor.ty, Scheduled::firing(firing.alarm));
                 }
                 Fired::Ran
             }
@@ -510,9 +505,10 @@ impl Shared {
         Ok(())
     }
 
-    /// Delivers one TIMER turn, due at `due_unix_ms`. Under a test clock it also waits for the
-    /// turn to finish, so `advance_clock` returns after timer turns ran;
-    /// in production a timer does not wait for its turns (they queue).
+    /// Delivers one TIMER turn, due at `due_unix_ms`. Under a test clock it
+    /// also waits for the turn to finish, so `advance_clock` returns after
+    /// timer turns ran; in production a timer does not wait for its turns
+    /// (they queue).
     async fn fire_timer(
         self: &Arc<Self>,
         target: &ActorId,

@@ -97,10 +97,10 @@ impl Shared {
         });
         if let Some(stats) = &binding.stats {
             let due = match (&env.reply, env.kind) {
-                (Reply::Firing(firing), TurnKind::Alarm) => {
-                    Some((Scheduled::Alarm, firing.due_unix_ms))
-                }
-                (Reply::Firing(firing), _) => Some((Scheduled::Reminder, firing.due_unix_ms)),
+                (Reply::Firing(firing), kind) => Some((
+                    Scheduled::firing(kind == TurnKind::Alarm),
+                    firing.due_unix_ms,
+                )),
                 (_, TurnKind::Timer) => extra
                     .as_ref()
                     .and_then(|e| e.timer_due_unix_ms)
