@@ -232,7 +232,8 @@ class _Session:
         self.instances: dict[_Key, Actor] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         # The running turns by call id, for the daemon's CancelTurn; and those it
-        # cancelled, whose CancelledError is the answer rather than the session ending.
+        # cancelled, answered as such when their task ends (spawn_turn), unlike the
+        # tasks a session ending cancels, whose turns the daemon fails with it.
         self.turns: dict[int, asyncio.Task[None]] = {}
         self.cancelled: set[int] = set()
         # gRPC streams allow one write at a time; every reply goes through this queue.
@@ -251,20 +252,23 @@ class _Session:
 
     def spawn_turn(self, msg: app_pb2.Turn) -> None:
         call_id = msg.call_id
-        self.turns[call_id] = self.spawn(self._turn(msg))
+        task = self.spawn(self._turn(msg))
+        self.turns[call_id] = task
 
         def ended(task: asyncio.Task[None]) -> None:
             self.turns.pop(call_id, None)
             if call_id not in self.cancelled:
                 return
             self.cancelled.discard(call_id)
+            # Answered here, not in _turn: a task cancelled before its first step (the
+            # CancelTurn came in the same read) never ran _turn at all. _run_turn undid
+            # the changes of one that did. A handler that caught CancelledError and
+            # finished has answered already.
             if task.cancelled():
-                # Cancelled before its first step (the CancelTurn came in the same
-                # read): _turn never ran to answer, and the daemon waits for one.
                 result = app_pb2.TurnResult(call_id=call_id, error=_CANCELLED)
                 self.out.put_nowait(app_pb2.AppMessage(turn_result=result))
 
-        self.turns[call_id].add_done_callback(ended)
+        task.add_done_callback(ended)
 
     def cancel_turn(self, call_id: int) -> None:
         """The turn's caller stopped waiting: stop its handler, which sees CancelledError
@@ -450,11 +454,6 @@ class _Session:
             with self.app._tracing.turn(msg):
                 reply = await self._run_turn(msg, result)
             result.reply.CopyFrom(reply)
-        except asyncio.CancelledError:
-            if msg.call_id not in self.cancelled:
-                raise  # the session is ending: the daemon fails the turn with it
-            result.ClearField("changes")
-            result.error.CopyFrom(_CANCELLED)
         except Exception as e:
             result.ClearField("changes")
             result.error.CopyFrom(_failure(e))
