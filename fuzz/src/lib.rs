@@ -18,6 +18,8 @@ mod admin_api;
 mod app_api;
 #[path = "../../crates/troupe/src/auth/mod.rs"]
 mod auth;
+#[path = "../../crates/troupe/src/call_deadline.rs"]
+mod call_deadline;
 #[path = "../../crates/troupe/src/client_api.rs"]
 mod client_api;
 #[path = "../../crates/troupe/src/config/mod.rs"]

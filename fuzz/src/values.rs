@@ -8,6 +8,7 @@ use tonic::metadata::{MetadataMap, MetadataValue};
 use troupe_runtime::input::range;
 
 use crate::config::ServeArgs;
+use crate::call_deadline;
 use crate::convert::{self, paging, time};
 use crate::input::prefixed;
 
@@ -48,8 +49,9 @@ pub fn run_durations(data: &[u8]) {
             let mut headers = MetadataMap::new();
             if let Ok(value) = MetadataValue::try_from(text) {
                 headers.insert("grpc-timeout", value);
-                if let Some(within) = convert::answer_within(&headers) {
-                    let timeout = convert::grpc_timeout(&headers);
+                let unstamped = tonic::Extensions::new();
+                if let Some(within) = call_deadline::answer_within(&headers, &unstamped) {
+                    let timeout = call_deadline::grpc_timeout(&headers);
                     assert!(timeout.is_some_and(|t| within <= t), "{text:?}");
                 }
             }

@@ -12,6 +12,7 @@ use troupe_proto::v1 as pb;
 use troupe_runtime::{ActorId, ActorRequest, Call, CallTrace, RequestContext, Runtime};
 use troupe_transport::{TRACEPARENT_HEADER, TRACESTATE_HEADER};
 
+use crate::call_deadline;
 use crate::convert::errors::status_of;
 use crate::convert::requests::{
     request_from_pb, response_to_pb, tell_delay, PbRequest, PbResponse,
@@ -39,10 +40,11 @@ impl ClientApi {
     async fn answer(
         &self,
         headers: &MetadataMap,
+        extensions: &tonic::Extensions,
         request: PbRequest,
     ) -> Result<PbResponse, Status> {
         let context = RequestContext {
-            timeout: convert::answer_within(headers),
+            timeout: call_deadline::answer_within(headers, extensions),
             hops: troupe_transport::forwarded_hops(headers),
             traceparent: header(headers, TRACEPARENT_HEADER),
             tracestate: header(headers, TRACESTATE_HEADER),
@@ -118,7 +120,7 @@ fn call(
     headers: &MetadataMap,
     extensions: &tonic::Extensions,
 ) -> Result<Call, Status> {
-    let timeout = convert::answer_within(headers);
+    let timeout = call_deadline::answer_within(headers, extensions);
     // A call carries no times to read, so no scheduling "now" is needed.
     let mut call = match request_from_pb(request, timeout, 0)? {
         ActorRequest::Invoke(call)
@@ -163,8 +165,11 @@ fn attach(call: &mut Call, trace: Option<CallTrace>) {
 /// Answers one RPC that is not a call, expecting its own kind of answer.
 macro_rules! answer {
     ($self:ident, $request:ident, $variant:ident, $answer:ident) => {{
-        let (headers, _, r) = $request.into_parts();
-        match $self.answer(&headers, PbRequest::$variant(r)).await? {
+        let (headers, extensions, r) = $request.into_parts();
+        match $self
+            .answer(&headers, &extensions, PbRequest::$variant(r))
+            .await?
+        {
             PbResponse::$answer(answer) => Ok(Response::new(answer)),
             other => Err(mismatch(other)),
         }

@@ -5,6 +5,7 @@
 mod admin_api;
 mod app_api;
 mod auth;
+mod call_deadline;
 mod cert_metrics;
 mod certs_cmd;
 mod cli;

@@ -26,6 +26,7 @@ use troupe_transport::{Peers, PeersConfig};
 use crate::admin_api::{AdminApi, Owners as AdminOwners, Security};
 use crate::app_api::{AppApi, APP_MESSAGE_LIMIT};
 use crate::auth::{peer_authorization, Guard, Refusals, Stamped, Tokens};
+use crate::call_deadline::Arrival;
 use crate::client_api::ClientApi;
 use crate::config::{ServeConfig, StoreKind};
 use crate::daemon_metrics::DaemonMetrics;
@@ -299,14 +300,14 @@ pub async fn run_until(
             InterceptedService::new(reflection, inspect_guard.clone()),
             stamp,
         ))
-        .add_service(Stamped::new(
+        .add_service(Arrival::new(Stamped::new(
             InterceptedService::new(
                 pb::actor_client_server::ActorClientServer::new(ClientApi::new(runtime.clone()))
                     .max_decoding_message_size(limit),
                 client_guard,
             ),
             stamp,
-        ))
+        )))
         .add_service(InterceptedService::new(
             // An app's answer larger than --max-payload-bytes fails its turn
             // (app_api); only beyond this does it break the stream.

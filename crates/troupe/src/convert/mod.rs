@@ -2,8 +2,7 @@
 //! directions: what the daemon's services read and answer, and what its
 //! forwarder sends to and reads from another daemon.
 //!
-//! - this module: actors, payloads, chains, state changes, type options,
-//!   deadlines.
+//! - this module: actors, payloads, chains, state changes, type options.
 //! - [`requests`]: every per-actor request and its answer.
 //! - [`errors`]: errors as gRPC statuses and back.
 //! - [`time`]: durations and instants as the API spells them.
@@ -184,34 +183,4 @@ pub fn type_options_to_pb(o: &TypeOptions) -> pb::ActorTypeSpec {
         max_pending_calls: u32::try_from(o.max_pending_calls).unwrap_or(u32::MAX),
         durable_tells: o.durable_tells,
     }
-}
-
-/// How long the daemon has to answer a call whose caller set a deadline:
-/// a little less than the `grpc-timeout` header says. tonic's server cuts
-/// the request off at exactly that time and answers CANCELLED ("Timeout
-/// expired"); answering first gives the caller DEADLINE_EXCEEDED with a
-/// message naming the actor, which is what ran out.
-pub fn answer_within(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
-    let timeout = grpc_timeout(metadata)?;
-    // Enough to be ahead of tonic's timer (started when the request arrived,
-    // before the call reached us); small, because every hop of a call chain
-    // takes it off again.
-    let margin = (timeout / 100).clamp(Duration::from_millis(1), Duration::from_millis(10));
-    Some(timeout.saturating_sub(margin))
-}
-
-/// The caller's deadline from the `grpc-timeout` header ("100m", "5S", ...).
-pub fn grpc_timeout(metadata: &tonic::metadata::MetadataMap) -> Option<Duration> {
-    let value = metadata.get("grpc-timeout")?.to_str().ok()?;
-    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
-    let n: u64 = digits.parse().ok()?;
-    Some(match unit {
-        "H" => Duration::from_secs(n.saturating_mul(3600)),
-        "M" => Duration::from_secs(n.saturating_mul(60)),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
-        _ => return None,
-    })
 }
