@@ -334,6 +334,16 @@ impl NativeClient {
             .collect()
     }
 
+    /// Ends call `id` (its caller's signal aborted, or its turn was
+    /// cancelled); no answer follows. Dropping the call resets its HTTP/2
+    /// stream, so the daemon sees its caller leave and cancels the turn.
+    #[napi]
+    pub fn cancel(&self, id: u32) {
+        if let Some(task) = self.running.lock().remove(&id) {
+            task.abort();
+        }
+    }
+
     /// Ends every call under way (none of them is answered) and lets go of
     /// the channel; later calls answer CANCELLED.
     #[napi]

@@ -26,7 +26,7 @@ import {
 } from "./retry.js";
 import { toWireInstant } from "./schedule.js";
 import { Tracing } from "./tracing.js";
-import { callDeadline, chainForCall } from "./turn.js";
+import { callDeadline, type CallStop, callStop, chainForCall } from "./turn.js";
 
 
 /** Options of one call. */
@@ -55,6 +55,13 @@ export interface CallOptions {
    * when your own resends end sooner, e.g. with a job's retries.
    */
   idempotencyRetention?: Duration;
+  /**
+   * Aborting it ends the call: the promise rejects with the signal's reason, and
+   * the daemon cancels the actor's turn if it is running (its `ctx.signal` aborts).
+   * Calls made while a turn runs also end when that turn is cancelled, with
+   * {@link TurnCancelled}: a cancelled turn cancels the turns it waits on.
+   */
+  signal?: AbortSignal;
 }
 
 /**
@@ -211,6 +218,13 @@ function deadline(timeout: Duration | undefined, what: string): Partial<grpc.Cal
   return callDeadline(toMillis(timeout, "timeout"), what);
 }
 
+/** What stops a call made now with `signal`; throws its reason if it already did, so nothing is sent. */
+function stopped(signal: AbortSignal | undefined): CallStop | undefined {
+  const stop = callStop(signal);
+  if (stop?.reason !== undefined) throw stop.reason;
+  return stop;
+}
+
 /** The absolute deadline (unix ms) in call options, if any. */
 function deadlineMs(options: Partial<grpc.CallOptions>): number | undefined {
   const d = options.deadline;
@@ -236,12 +250,12 @@ export type UnaryMethod<Req, Resp> = grpc.MethodDefinition<Req, Resp>;
  * (native_calls.ts, whose core keys and retries invoke and tell itself).
  */
 export interface CallTransport {
-  /** Invoke with its key and retries; rejects with the SDK's error (TroupeError). */
-  invoke(request: InvokeRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed): Promise<InvokeResponse>;
+  /** Invoke with its key and retries; rejects with the SDK's error (TroupeError), or with `stop`'s reason once it stopped the call. */
+  invoke(request: InvokeRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed, stop?: CallStop): Promise<InvokeResponse>;
   /** Tell, as invoke. */
-  tell(request: TellRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed): Promise<TellResponse>;
-  /** One of the rarer RPCs, sent once; rejects with a grpc.ServiceError (or an error shaped like one). */
-  unary<Req, Resp>(method: UnaryMethod<Req, Resp>, request: Req, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<Resp>;
+  tell(request: TellRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed, stop?: CallStop): Promise<TellResponse>;
+  /** One of the rarer RPCs, sent once; rejects with a grpc.ServiceError (or an error shaped like one), or with `stop`'s reason. */
+  unary<Req, Resp>(method: UnaryMethod<Req, Resp>, request: Req, md: grpc.Metadata, options: Partial<grpc.CallOptions>, stop?: CallStop): Promise<Resp>;
 }
 
 /**
@@ -251,13 +265,27 @@ export interface CallTransport {
  */
 export function stubTransport(stub: ActorClientClient, retryBudget: Readonly<Required<RetryBudget>> | false = DEFAULT_RETRY_BUDGET): CallTransport {
   const throttle = retryBudget === false ? undefined : new RetryThrottle(retryBudget);
-  const unary = <Req, Resp>(method: UnaryMethod<Req, Resp>, request: Req, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<Resp> =>
+  const unary = <Req, Resp>(method: UnaryMethod<Req, Resp>, request: Req, md: grpc.Metadata, options: Partial<grpc.CallOptions>, stop?: CallStop): Promise<Resp> =>
     new Promise<Resp>((resolve, reject) => {
-      stub.makeUnaryRequest(method.path, method.requestSerialize, method.responseDeserialize, request, md, options, (err: grpc.ServiceError | null, r?: Resp) => {
+      if (stop?.reason !== undefined) {
+        reject(stop.reason);
+        return;
+      }
+      let stopped = false;
+      const call = stub.makeUnaryRequest(method.path, method.requestSerialize, method.responseDeserialize, request, md, options, (err: grpc.ServiceError | null, r?: Resp) => {
+        forget();
+        if (stopped) return;
         if (err !== null) reject(err);
         else if (r === undefined) reject(new Error(`${method.path}: no answer and no error`));
         else resolve(r);
       });
+      // Cancelling resets the call's stream: the daemon sees its caller leave.
+      const forget =
+        stop?.listen((reason) => {
+          stopped = true;
+          reject(reason);
+          call.cancel();
+        }) ?? (() => undefined);
     });
   // A key made here was never sent, so the first attempt says so (the daemon
   // then need not look for it); a retry's may be recorded by now. No one but
@@ -279,14 +307,14 @@ export function stubTransport(stub: ActorClientClient, retryBudget: Readonly<Req
     };
   };
   return {
-    invoke: async (request, md, options, keyed) => {
+    invoke: async (request, md, options, keyed, stop) => {
       const req = attempts(request, keyed, options);
       // A copy of the metadata per attempt: interceptors may edit what they are given.
-      return sendWithRetries(() => unary(ActorClientService.invoke, req(), md.clone(), options), deadlineMs(options), { ...keyed, throttle });
+      return sendWithRetries(() => unary(ActorClientService.invoke, req(), md.clone(), options, stop), deadlineMs(options), { ...keyed, throttle, stop });
     },
-    tell: async (request, md, options, keyed) => {
+    tell: async (request, md, options, keyed, stop) => {
       const req = attempts(request, keyed, options);
-      return sendWithRetries(() => unary(ActorClientService.tell, req(), md.clone(), options), deadlineMs(options), { ...keyed, throttle });
+      return sendWithRetries(() => unary(ActorClientService.tell, req(), md.clone(), options, stop), deadlineMs(options), { ...keyed, throttle, stop });
     },
     unary,
   };
@@ -329,11 +357,12 @@ export class Caller {
     const what = `invoke ${type}/${id}.${method}`;
     const keyed = { key: checkKeyType(options.idempotencyKey), retry: this.#retry, what };
     const callOptions = deadline(options.timeout, what);
+    const stop = stopped(options.signal);
     const keyRetentionMs = passedKeyRetentionMs(keyed.key, options.idempotencyRetention);
     const request = { actor: { type, id }, method, payload: encodeCall(args, kw), metadata: { ...options.metadata }, chain: chain ?? chainForCall(), idempotencyKey: "", newKey: false, keyRetentionMs };
     // One span for the logical call: its retries are not separate calls.
     return this.#tracing.call({ rpc: "Invoke", type, id, method }, async (md) => {
-      const resp = await this.#calls.invoke(request, md, callOptions, keyed);
+      const resp = await this.#calls.invoke(request, md, callOptions, keyed, stop);
       return decodeResult(resp.payload);
     });
   }
@@ -350,6 +379,7 @@ export class Caller {
     const what = `tell ${type}/${id}.${method}`;
     const keyed = { key: checkKeyType(options.idempotencyKey), retry: this.#retry, what };
     const callOptions = deadline(options.timeout, what);
+    const stop = stopped(options.signal);
     const delayMs = toMillis(options.delay, "delay") ?? 0;
     const deliverAt = toWireInstant(options.at, "at", "delay");
     if (options.delay !== undefined && options.at !== undefined) {
@@ -371,7 +401,7 @@ export class Caller {
       delayMs: BigInt(delayMs),
       deliverAt,
     };
-    const answer = await this.#tracing.call({ rpc: "Tell", type, id, method }, (md) => this.#calls.tell(request, md, callOptions, keyed));
+    const answer = await this.#tracing.call({ rpc: "Tell", type, id, method }, (md) => this.#calls.tell(request, md, callOptions, keyed, stop));
     return answer.reminder === "" ? null : answer.reminder;
   }
 

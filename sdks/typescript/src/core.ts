@@ -76,6 +76,8 @@ export interface NativeClient {
   /** One of the rarer ActorClient RPCs, by path ("/troupe.v1.ActorClient/GetState"), sent once. */
   unary(id: number, method: string, request: Buffer, timeoutMs: number | undefined | null, metadata: string[]): void;
   take(): NativeAnswer[];
+  /** Ends call `id` (its stop came); no answer follows. */
+  cancel(id: number): void;
   close(): void;
 }
 

@@ -9,12 +9,15 @@ import type { NativeAnswer, NativeClient, NativeStatus } from "./core.js";
 import { fromRpcError, InvalidArgument } from "./errors.js";
 import { InvokeRequest, InvokeResponse, TellRequest, TellResponse } from "./gen/troupe/v1/client.js";
 import { failureNote, logRetry, type GaveUp } from "./retry.js";
+import type { CallStop } from "./turn.js";
 
 interface Waiting {
   resolve(response: Buffer): void;
   reject(err: Error): void;
   /** Names an invoke or tell in its error; undefined for the rarer RPCs, which reject with the status. */
   what: string | undefined;
+  /** Forgets the call's CallStop listener. */
+  forget: (() => void) | undefined;
 }
 
 /** The bytes of an encoded message as a Buffer, without a copy. */
@@ -87,25 +90,37 @@ export class NativeCalls implements CallTransport {
     this.#keepAlive.unref();
   }
 
-  invoke(request: InvokeRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed): Promise<InvokeResponse> {
+  invoke(request: InvokeRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed, stop?: CallStop): Promise<InvokeResponse> {
     const bytes = asBuffer(InvokeRequest.encode(request).finish());
-    return this.#start(keyed.what, (id) => {
-      this.#client.invoke(id, bytes, keyed.key, timeoutMs(options), flatMetadata(md, this.#extra), keyed.retry);
-    }).then((response) => InvokeResponse.decode(response));
+    return this.#start(
+      keyed.what,
+      (id) => {
+        this.#client.invoke(id, bytes, keyed.key, timeoutMs(options), flatMetadata(md, this.#extra), keyed.retry);
+      },
+      stop,
+    ).then((response) => InvokeResponse.decode(response));
   }
 
-  tell(request: TellRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed): Promise<TellResponse> {
+  tell(request: TellRequest, md: grpc.Metadata, options: Partial<grpc.CallOptions>, keyed: Keyed, stop?: CallStop): Promise<TellResponse> {
     const bytes = asBuffer(TellRequest.encode(request).finish());
-    return this.#start(keyed.what, (id) => {
-      this.#client.tell(id, bytes, keyed.key, timeoutMs(options), flatMetadata(md, this.#extra), keyed.retry);
-    }).then((response) => TellResponse.decode(response));
+    return this.#start(
+      keyed.what,
+      (id) => {
+        this.#client.tell(id, bytes, keyed.key, timeoutMs(options), flatMetadata(md, this.#extra), keyed.retry);
+      },
+      stop,
+    ).then((response) => TellResponse.decode(response));
   }
 
-  unary<Req, Resp>(method: UnaryMethod<Req, Resp>, request: Req, md: grpc.Metadata, options: Partial<grpc.CallOptions>): Promise<Resp> {
+  unary<Req, Resp>(method: UnaryMethod<Req, Resp>, request: Req, md: grpc.Metadata, options: Partial<grpc.CallOptions>, stop?: CallStop): Promise<Resp> {
     const bytes = method.requestSerialize(request);
-    return this.#start(undefined, (id) => {
-      this.#client.unary(id, method.path, bytes, timeoutMs(options), flatMetadata(md, this.#extra));
-    }).then((response) => method.responseDeserialize(response));
+    return this.#start(
+      undefined,
+      (id) => {
+        this.#client.unary(id, method.path, bytes, timeoutMs(options), flatMetadata(md, this.#extra));
+      },
+      stop,
+    ).then((response) => method.responseDeserialize(response));
   }
 
   /** Ends the calls under way: they reject with CANCELLED. */
@@ -115,11 +130,15 @@ export class NativeCalls implements CallTransport {
     clearInterval(this.#keepAlive);
     const waiting = [...this.#waiting.values()];
     this.#waiting.clear();
-    for (const w of waiting) w.reject(w.what === undefined ? closed() : fromRpcError(closed(), w.what));
+    for (const w of waiting) {
+      w.forget?.();
+      w.reject(w.what === undefined ? closed() : fromRpcError(closed(), w.what));
+    }
   }
 
-  #start(what: string | undefined, send: (id: number) => void): Promise<Buffer> {
+  #start(what: string | undefined, send: (id: number) => void, stop: CallStop | undefined): Promise<Buffer> {
     if (this.#closed) return Promise.reject(what === undefined ? closed() : fromRpcError(closed(), what));
+    if (stop?.reason !== undefined) return Promise.reject(stop.reason);
     // Ids wrap at 2^32 (the addon's u32); a call is long done by the time its id comes round again.
     const id = (this.#next = (this.#next + 1) >>> 0);
     return new Promise<Buffer>((resolve, reject) => {
@@ -131,7 +150,15 @@ export class NativeCalls implements CallTransport {
         throw e;
       }
       if (this.#waiting.size === 0) this.#keepAlive.ref();
-      this.#waiting.set(id, { resolve, reject, what });
+      const waiting: Waiting = { resolve, reject, what, forget: undefined };
+      this.#waiting.set(id, waiting);
+      // The addon drops the call, which resets its stream: the daemon sees its caller leave.
+      waiting.forget = stop?.listen((reason) => {
+        if (!this.#waiting.delete(id)) return;
+        this.#client.cancel(id);
+        if (this.#waiting.size === 0) this.#keepAlive.unref();
+        reject(reason);
+      });
     });
   }
 
@@ -145,6 +172,7 @@ export class NativeCalls implements CallTransport {
         continue;
       }
       this.#waiting.delete(answer.id);
+      w.forget?.();
       if (answer.error !== undefined && answer.error !== null) w.reject(failure(answer, answer.error, w.what));
       else w.resolve(answer.response ?? Buffer.alloc(0));
     }

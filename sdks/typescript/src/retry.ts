@@ -27,6 +27,7 @@ import { randomUUID } from "node:crypto";
 import { debuglog } from "node:util";
 import { type Duration, toMillis } from "./duration.js";
 import { fromRpcError, InvalidArgument, isServiceError } from "./errors.js";
+import type { CallStop } from "./turn.js";
 
 export const MAX_KEY_BYTES = 256;
 const FIRST_BACKOFF_MS = 50;
@@ -213,8 +214,17 @@ export function checkKeyType(key: unknown): string | undefined {
   return key;
 }
 
-function pause(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+function pause(ms: number, stop: CallStop | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => {
+      forget?.();
+      resolve();
+    }, ms);
+    const forget = stop?.listen(() => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }
 
 /** What the error message adds about the retries made before it ("" for none). */
@@ -292,6 +302,8 @@ export interface RetryOptions {
   what: string;
   /** The client's retry budget; undefined: none. */
   throttle?: RetryThrottle | undefined;
+  /** Ends the pause before a retry too (the attempt after it then rejects with its reason). */
+  stop?: CallStop | undefined;
 }
 
 /**
@@ -343,7 +355,8 @@ export async function sendWithRetries<T>(attempt: () => Promise<T>, deadline: nu
       }
       const wait = Math.min(Math.max(backoff * (0.8 + 0.4 * Math.random()), least), room);
       logRetry(options.what, last, retries + 1, wait);
-      await pause(wait);
+      await pause(wait, options.stop);
+      if (options.stop?.reason !== undefined) throw options.stop.reason;
       retries += 1;
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
     }

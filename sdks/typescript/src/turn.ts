@@ -25,6 +25,10 @@ export class TurnScope {
   readonly deadline: number | undefined;
   /** Made on first use: most turns are never asked for their signal nor cancelled. */
   #abort: AbortController | undefined;
+  /** The calls the turn has under way, stopped with it (made on first use). */
+  #calls: Set<(reason: Error) => void> | undefined;
+  /** Why the turn was cancelled, once it was. */
+  #cancelled: TurnCancelled | undefined;
 
   constructor(
     /** The State instance of the actor the turn belongs to. */
@@ -47,15 +51,118 @@ export class TurnScope {
     return this.#abort.signal;
   }
 
-  /** The daemon's CancelTurn: whoever listens to `signal` stops the turn's work. */
+  /** The daemon's CancelTurn: whoever listens to `signal` stops the turn's work, and the calls the turn made end. */
   cancel(): void {
-    this.#abort ??= new AbortController();
-    this.#abort.abort(
-      new TurnCancelled(
-        `${this.actor}.${this.method}: the caller stopped waiting (it cancelled the call or its deadline passed), so the turn was cancelled`,
-      ),
+    if (this.#cancelled !== undefined) return;
+    const reason = new TurnCancelled(
+      `${this.actor}.${this.method}: the caller stopped waiting (it cancelled the call or its deadline passed), so the turn was cancelled`,
     );
+    this.#cancelled = reason;
+    this.#abort ??= new AbortController();
+    this.#abort.abort(reason);
+    const calls = this.#calls;
+    this.#calls = undefined;
+    for (const stop of calls ?? []) stop(reason);
   }
+
+  /** @internal Runs `stop` when the turn is cancelled (at once if it was); returns what forgets it. */
+  onCancel(stop: (reason: Error) => void): () => void {
+    if (this.#cancelled !== undefined) {
+      stop(this.#cancelled);
+      return () => undefined;
+    }
+    const calls = (this.#calls ??= new Set());
+    calls.add(stop);
+    return () => calls.delete(stop);
+  }
+
+  /** @internal Why the turn was cancelled; undefined while it was not. */
+  get cancelled(): TurnCancelled | undefined {
+    return this.#cancelled;
+  }
+}
+
+/**
+ * @internal What ends a call before its answer: the caller's AbortSignal (the
+ * call's `signal` option), the cancellation of the turn the call was made in,
+ * or either.
+ */
+export interface CallStop {
+  /** Why the call must stop already; undefined: it need not (yet). */
+  readonly reason: Error | undefined;
+  /** Runs `stop` once when the call must stop (at once if it must already); returns what forgets it. */
+  listen(stop: (reason: Error) => void): () => void;
+}
+
+/** A signal's reason as the call's error: itself when it is one (`abort()`'s AbortError is). */
+function abortError(reason: unknown): Error {
+  if (reason instanceof Error) return reason;
+  const err = new Error(`the call's signal was aborted: ${String(reason)}`, { cause: reason });
+  err.name = "AbortError";
+  return err;
+}
+
+function signalStop(signal: AbortSignal): CallStop {
+  return {
+    get reason(): Error | undefined {
+      return signal.aborted ? abortError(signal.reason) : undefined;
+    },
+    listen(stop) {
+      if (signal.aborted) {
+        stop(abortError(signal.reason));
+        return () => undefined;
+      }
+      const onAbort = (): void => {
+        stop(abortError(signal.reason));
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      return () => {
+        signal.removeEventListener("abort", onAbort);
+      };
+    },
+  };
+}
+
+function turnStop(scope: TurnScope): CallStop {
+  return {
+    get reason(): Error | undefined {
+      return scope.cancelled;
+    },
+    listen: (stop) => scope.onCancel(stop),
+  };
+}
+
+/**
+ * @internal What stops a call made now with `signal`: that, and the running
+ * turn's cancellation, so that a cancelled turn's calls end with it (and the
+ * turns they started are cancelled in turn). Undefined, at no cost, for a call
+ * with neither.
+ */
+export function callStop(signal: AbortSignal | undefined): CallStop | undefined {
+  const scope = liveTurn();
+  const own = signal === undefined ? undefined : signalStop(signal);
+  if (scope === undefined) return own;
+  const turn = turnStop(scope);
+  if (own === undefined) return turn;
+  return {
+    get reason(): Error | undefined {
+      return own.reason ?? turn.reason;
+    },
+    listen(stop) {
+      let once = false;
+      const first = (reason: Error): void => {
+        if (once) return;
+        once = true;
+        stop(reason);
+      };
+      const offOwn = own.listen(first);
+      const offTurn = turn.listen(first);
+      return () => {
+        offOwn();
+        offTurn();
+      };
+    },
+  };
 }
 
 /**
