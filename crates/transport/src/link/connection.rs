@@ -107,17 +107,20 @@ impl Drop for Forget<'_> {
             return; // answered, or failed with its connection
         }
         shared.counters.in_flight.fetch_sub(1, Ordering::Relaxed);
-        // Unanswered: the peer is still working on it for nobody.
-        if matches!(state.link, Link::Up) {
-            let cancel = pb::LinkMessage {
-                id: self.id,
-                body: Some(pb::link_message::Body::Cancel(pb::LinkCancel {})),
-            };
-            let size = cancel.encoded_len();
-            shared.enqueue(&mut state, cancel, size);
-            drop(state);
-            shared.wake.wake();
-        }
+        // Unanswered: the peer is working on it for nobody, or will once
+        // the connection being dialled is up and the request goes out; the
+        // cancel follows it in order either way. (Taking the request back
+        // out of the queue instead would cost a scan of the queue per
+        // abandoned request, which a flapping peer makes quadratic.) A
+        // broken connection cleared its queue and its waiters already.
+        let cancel = pb::LinkMessage {
+            id: self.id,
+            body: Some(pb::link_message::Body::Cancel(pb::LinkCancel {})),
+        };
+        let size = cancel.encoded_len();
+        shared.enqueue(&mut state, cancel, size);
+        drop(state);
+        shared.wake.wake();
     }
 }
 
