@@ -128,6 +128,8 @@ export interface GetStateOptions {
   /** Return the stored bytes instead of JSON-decoded values. */
   raw?: boolean;
   timeout?: Duration;
+  /** Aborting it ends the read, which rejects with the signal's reason (see {@link CallOptions.signal}). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -408,10 +410,11 @@ export class Caller {
   async getState(type: string, id: string, keys: readonly string[], options: GetStateOptions): Promise<Record<string, unknown>> {
     const what = `getState ${type}/${id}`;
     const callOptions = deadline(options.timeout, what);
+    const stop = stopped(options.signal);
     return this.#tracing.call({ rpc: "GetState", type, id }, async (md) => {
       let resp;
       try {
-        resp = await this.#calls.unary(ActorClientService.getState, { actor: { type, id }, keys: [...keys] }, md, callOptions);
+        resp = await this.#calls.unary(ActorClientService.getState, { actor: { type, id }, keys: [...keys] }, md, callOptions, stop);
       } catch (err) {
         throw fromRpcError(err, what);
       }

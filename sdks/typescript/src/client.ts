@@ -295,7 +295,7 @@ export class Client {
     options?: GetStateOptions,
   ): Promise<Partial<S>>;
   getState(type: string, id: string, keys: readonly string[] = [], options: GetStateOptions = {}): Promise<Record<string, unknown>> {
-    return this.#getCaller().getState(type, id, keys, { raw: options.raw, timeout: options.timeout ?? this.timeout });
+    return this.#getCaller().getState(type, id, keys, { raw: options.raw, timeout: options.timeout ?? this.timeout, signal: options.signal });
   }
 
   /**

@@ -19,7 +19,7 @@ import {
 import type { Payload } from "./gen/troupe/v1/common.js";
 import { decodeResult, encodeResult } from "./payload.js";
 import { type CallTarget, Tracing } from "./tracing.js";
-import { callDeadline } from "./turn.js";
+import { callDeadline, callStop } from "./turn.js";
 
 /**
  * When something fires: a {@link Duration} from now (seconds as a number, or a
@@ -379,7 +379,8 @@ export class Scheduler {
     return this.#tracing.call(target, async (md) => {
       let resp: Resp;
       try {
-        resp = await transport.unary(method, request, md, callDeadline(ms, what));
+        // A cancelled turn's scheduling ends with it, as its calls do.
+        resp = await transport.unary(method, request, md, callDeadline(ms, what), callStop(undefined));
       } catch (err) {
         if (ifNotFound !== undefined && isServiceError(err) && err.code === grpc.status.NOT_FOUND) return ifNotFound.value;
         throw fromRpcError(err, what);

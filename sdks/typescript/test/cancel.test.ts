@@ -127,6 +127,7 @@ describe("turn cancellation", () => {
       assert.equal(await within(10_000, "the next turn", client.invoke("canceled-inner", "s1", "ping")), "pong");
       // Aborted already: nothing is sent.
       await assert.rejects(client.invoke("canceled-inner", "s1", "ping", [], undefined, { signal: abort.signal }), { name: "AbortError" });
+      await assert.rejects(client.getState("canceled-inner", "s1", [], { signal: abort.signal }), { name: "AbortError" });
     } finally {
       await app.close();
     }
