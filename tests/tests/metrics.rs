@@ -162,6 +162,17 @@ async fn calls_turns_and_activations_are_counted_exactly() -> anyhow::Result<()>
             after.text
         );
     }
+    // So are the turns stopped for their caller leaving.
+    let cancelled = [("actor_type", "counter")];
+    assert_eq!(
+        (
+            after.count("troupe_turns_cancelled_total", &cancelled),
+            after.sum("troupe_turns_cancelled_total", &cancelled)
+        ),
+        (1, 0.0),
+        "{}",
+        after.text
+    );
     assert_eq!(
         delta(
             &before,

@@ -319,6 +319,10 @@ impl Metrics {
                 call(kind, result);
             }
         }
+        // Cancelled turns too: their first one must show in rate().
+        drop(self.turns_cancelled.get_or_create(&TypeLabels {
+            actor_type: actor_type.clone(),
+        }));
         self.types
             .write()
             .entry(ty.clone())
