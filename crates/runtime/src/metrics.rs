@@ -129,6 +129,8 @@ pub(crate) struct TypeStats {
     /// turns count as calls of kind `timer`).
     fired: [Counter; 3],
     lateness: [Histogram; 4],
+    /// Running turns its apps were told to stop, their callers gone.
+    cancelled: Counter,
 }
 
 /// What a firing of the scheduler was: the `kind` label of
@@ -309,6 +311,11 @@ impl Metrics {
             }),
             fired: Scheduled::FIRED.map(|k| fired(k.label())),
             lateness: Scheduled::LATE.map(|k| late(k.label())),
+            // Made here, so there at 0 from the type's first use: the first
+            // cancellation must show in rate().
+            cancelled: self.turns_cancelled.get_or_create_owned(&TypeLabels {
+                actor_type: actor_type.clone(),
+            }),
         });
         // The failures alerts and dashboards take a rate() of, there at 0
         // from the type's first use: a series born at its first increment
@@ -319,10 +326,6 @@ impl Metrics {
                 call(kind, result);
             }
         }
-        // Cancelled turns too: their first one must show in rate().
-        drop(self.turns_cancelled.get_or_create(&TypeLabels {
-            actor_type: actor_type.clone(),
-        }));
         self.types
             .write()
             .entry(ty.clone())
@@ -380,12 +383,8 @@ impl Metrics {
     }
 
     /// A running turn's host was told to stop it, its caller gone.
-    pub(crate) fn turn_cancelled(&self, ty: &str) {
-        self.turns_cancelled
-            .get_or_create(&TypeLabels {
-                actor_type: ty.to_owned(),
-            })
-            .inc();
+    pub(crate) fn turn_cancelled(&self, ty: &Arc<str>) {
+        self.for_type(ty).cancelled.inc();
     }
 
     pub(crate) fn flushed(&self, keys: usize, took: Duration) {
