@@ -69,11 +69,11 @@ async fn a_turn_whose_caller_left_is_cancelled_once_and_its_key_stays_unanswered
     let mut app = app(&daemon, true).await?;
     let client = daemon.client().await?;
 
-    // A deadline of 1 s: the daemon answers DEADLINE_EXCEEDED 1% ahead of
-    // the deadline (`call_deadline`), but this tonic client cuts the call
-    // off itself at the full deadline with CANCELLED ("Timeout expired"),
-    // and at 300 ms the daemon's 3 ms lost that race in half the runs on a
-    // loaded machine. (The SDKs' core reads that CANCELLED as the deadline.)
+    // The daemon answers DEADLINE_EXCEEDED 1% ahead of the deadline
+    // (`call_deadline`), but this tonic client cuts the call off itself at
+    // the full deadline with CANCELLED ("Timeout expired"). Which comes
+    // first is a race the daemon's 10 ms lost once in CI at 1 s; either is
+    // the caller's deadline passing, as the SDKs' core reads it too.
     let left = {
         let mut client = client.clone();
         tokio::spawn(
@@ -84,8 +84,13 @@ async fn a_turn_whose_caller_left_is_cancelled_once_and_its_key_stays_unanswered
     let status = within(WAIT, "the caller's deadline", left)
         .await??
         .err()
-        .map(|s| s.code());
-    assert_eq!(status, Some(Code::DeadlineExceeded));
+        .map(|s| (s.code(), s.message().to_owned()));
+    let deadline_passed = match &status {
+        Some((Code::DeadlineExceeded, _)) => true,
+        Some((Code::Cancelled, message)) => message == "Timeout expired",
+        _ => false,
+    };
+    assert!(deadline_passed, "{status:?}");
     match app.recv().await?.and_then(|m| m.kind) {
         Some(pb::daemon_message::Kind::Cancel(cancel)) => assert_eq!(cancel.call_id, turn.call_id),
         other => anyhow::bail!("expected CancelTurn for the turn, got {other:?}"),
