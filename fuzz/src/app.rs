@@ -356,6 +356,7 @@ pub fn seeds() -> Vec<Vec<u8>> {
             r#type: "KeyError".into(),
             message: "no".into(),
             details: String::new(),
+            ..Default::default()
         })),
         ..Default::default()
     }

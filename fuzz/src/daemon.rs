@@ -128,6 +128,7 @@ fn turn(_actor: &ActorId, request: TurnRequest) -> TurnOutcome {
                 ty: "ValueError".into(),
                 message: String::from_utf8_lossy(&data).into_owned(),
                 details: String::new(),
+                ..Default::default()
             }),
             changes: Vec::new(),
         },

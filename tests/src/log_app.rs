@@ -173,6 +173,7 @@ async fn turn(t: pb::Turn, fail: bool, logs: Logs, out: mpsc::UnboundedSender<pb
                 r#type: "ValueError".into(),
                 message: format!("{other} failed on purpose"),
                 details: String::new(),
+                ..Default::default()
             }),
             Vec::new(),
         ),

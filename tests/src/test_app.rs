@@ -208,6 +208,7 @@ fn bind_sku(payload: &Option<pb::Payload>) -> Result<String, pb::ActorFailure> {
         r#type: ty.into(),
         message,
         details: String::new(),
+        kind: pb::FailureKind::BadArguments.into(),
     };
     let data = payload.as_ref().map(|p| p.data.clone()).unwrap_or_default();
     let call: serde_json::Value = serde_json::from_slice(&data).map_err(|e| {
@@ -438,6 +439,22 @@ async fn counter_turn(
                 r#type: "ValueError".into(),
                 message: "boom".into(),
                 details: String::new(),
+                ..Default::default()
+            })),
+            Vec::new(),
+        ),
+        // A TypeError the method raised, said so (as the SDKs do) or not
+        // (as SDKs from before FailureKind).
+        "fail_type" | "fail_type_unsaid" => (
+            Some(pb::turn_result::Outcome::Error(pb::ActorFailure {
+                r#type: "TypeError".into(),
+                message: "unsupported operand".into(),
+                details: String::new(),
+                kind: if turn.name == "fail_type" {
+                    pb::FailureKind::Raised.into()
+                } else {
+                    pb::FailureKind::Unspecified.into()
+                },
             })),
             Vec::new(),
         ),
@@ -446,6 +463,7 @@ async fn counter_turn(
                 r#type: "AttributeError".into(),
                 message: format!("counter has no method {other:?}"),
                 details: String::new(),
+                kind: pb::FailureKind::NoSuchMethod.into(),
             })),
             Vec::new(),
         ),

@@ -352,6 +352,7 @@ async fn a_failed_call_is_an_error_span_with_its_grpc_code() -> anyhow::Result<(
                 r#type: "ValueError".into(),
                 message: "boom".into(),
                 details: String::new(),
+                ..Default::default()
             })),
             changes: Vec::new(),
             ..Default::default()

@@ -85,6 +85,6 @@ pub use schedule::{
 pub use shutdown::{ShutdownReport, UnwrittenState};
 pub use types::{
     ActorFailure, ActorId, BoxFuture, Call, CallChain, CallExtra, CallTrace, ChainToken,
-    ContentType, DeactivateReason, Payload, StateChange, StateMap, StateMode, StateSnapshot,
-    TurnKind, TypeOptions, TypeSpec, TRACE_TARGET,
+    ContentType, DeactivateReason, FailureKind, Payload, StateChange, StateMap, StateMode,
+    StateSnapshot, TurnKind, TypeOptions, TypeSpec, TRACE_TARGET,
 };

@@ -129,6 +129,51 @@ pub struct ActorFailure {
     pub ty: String,
     pub message: String,
     pub details: String,
+    pub kind: FailureKind,
+}
+
+/// Whether the failed method ran, as the app's SDK says: the type name
+/// cannot tell (a bug in a method and arguments that do not fit it are both
+/// a `TypeError` in Python and JavaScript).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailureKind {
+    /// An SDK that does not say.
+    #[default]
+    Unspecified,
+    /// The method (or hook) ran and raised.
+    Raised,
+    /// The caller named a method the actor's type lacks; nothing ran.
+    NoSuchMethod,
+    /// The caller's arguments do not fit the method; nothing ran.
+    BadArguments,
+}
+
+impl FailureKind {
+    /// Its name on the wire (the `troupe-failure-kind` trailer); `None`
+    /// when not said.
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            Self::Unspecified => None,
+            Self::Raised => Some("raised"),
+            Self::NoSuchMethod => Some("no-such-method"),
+            Self::BadArguments => Some("bad-arguments"),
+        }
+    }
+
+    /// The kind named `name` (unknown names read as not said).
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "raised" => Self::Raised,
+            "no-such-method" => Self::NoSuchMethod,
+            "bad-arguments" => Self::BadArguments,
+            _ => Self::Unspecified,
+        }
+    }
+
+    /// Whether the caller's call was at fault, not the actor's code.
+    pub fn is_callers_mistake(self) -> bool {
+        matches!(self, Self::NoSuchMethod | Self::BadArguments)
+    }
 }
 
 impl fmt::Display for ActorFailure {

@@ -129,6 +129,7 @@ impl ActorHost for ChainHost {
                             ty: "CallFailed".into(),
                             message: e.to_string(),
                             details: String::new(),
+                            ..Default::default()
                         }),
                     }
                 }

@@ -41,6 +41,7 @@ fn start(
                     ty: "ValueError".into(),
                     message: format!("refusing {item}"),
                     details: String::new(),
+                    ..Default::default()
                 })
             } else {
                 Ok(Payload::json("null"))

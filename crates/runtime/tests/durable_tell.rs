@@ -44,6 +44,7 @@ fn start(
                         ty: "ValueError".into(),
                         message: format!("refusing {item}"),
                         details: String::new(),
+                        ..Default::default()
                     }),
                     changes: Vec::new(),
                 };

@@ -45,6 +45,7 @@ fn start(fail_once: Arc<Mutex<HashSet<String>>>) -> Result<Runtime, CallError> {
                         ty: "ValueError".into(),
                         message: format!("{item} fails once"),
                         details: String::new(),
+                        ..Default::default()
                     }),
                     changes: Vec::new(),
                 };

@@ -73,6 +73,7 @@ fn start_configured(
                         ty: "ValueError".into(),
                         message: format!("refused at {count}"),
                         details: String::new(),
+                        ..Default::default()
                     }),
                     changes: Vec::new(),
                 },

@@ -21,6 +21,7 @@ fn runtime(config: RuntimeConfig) -> Result<Runtime, CallError> {
                     ty: "ValueError".into(),
                     message: "boom".into(),
                     details: String::new(),
+                    ..Default::default()
                 }),
                 changes: Vec::new(),
             };

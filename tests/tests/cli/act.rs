@@ -111,6 +111,21 @@ pub(crate) async fn invoke(fx: &Fixture) -> anyhow::Result<()> {
     ])
     .await?
     .exit(2)?;
+    // Whether the method ran decides, not the type's name: a TypeError the
+    // method raised is the actor's (exit 5); a method the type lacks is not
+    // found (exit 4). Only an app that does not say is judged by the name.
+    fx.run(&["invoke", "counter", "c2", "fail_type"])
+        .await?
+        .exit(5)?
+        .stderr_has(&["the actor raised TypeError", "unsupported operand"])?;
+    fx.run(&["invoke", "counter", "c2", "fail_type_unsaid"])
+        .await?
+        .exit(2)?
+        .stderr_has(&["refused the arguments", "TypeError"])?;
+    fx.run(&["invoke", "counter", "c2", "no_such_method"])
+        .await?
+        .exit(4)?
+        .stderr_has(&["counter/c2.no_such_method", "has no method"])?;
     fx.run(&["invoke", "counter", "c2", ""])
         .await?
         .exit(2)?

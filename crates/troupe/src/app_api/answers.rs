@@ -123,6 +123,7 @@ fn answer(
                         message: "the app answered the turn with neither a reply nor an error"
                             .into(),
                         details: String::new(),
+                        kind: troupe_runtime::FailureKind::Unspecified,
                     }),
                 };
                 done.finish(TurnOutcome { result, changes });

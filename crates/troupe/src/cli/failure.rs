@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use tonic::{Code, Status};
+use troupe_runtime::FailureKind;
 
 use super::{fail, root_cause, Daemon, Exit};
 use crate::convert::errors::code_name;
@@ -32,12 +33,11 @@ impl Daemon {
     }
 }
 
-/// The failure types with which the SDKs refuse a call's arguments rather
-/// than fail running it: `TypeError` (Python's argument binding: a missing,
-/// unexpected or surplus argument; TypeScript's unknown method) and
-/// `PayloadError` (arguments that are not a call payload). A `TypeError`
-/// the method raises itself says, by Python's convention, that it was given
-/// a value of the wrong type: the caller's to fix as well.
+/// The failure types with which SDKs that do not say whether the method
+/// ran (no `troupe-failure-kind` trailer: from before it) refuse a call's
+/// arguments: `TypeError` (Python's argument binding, TypeScript's unknown
+/// method) and `PayloadError` (arguments that are not a call payload). The
+/// guess also takes a `TypeError` the method raised for one.
 const REFUSED_ARGUMENTS: [&str; 2] = ["TypeError", "PayloadError"];
 
 impl Request<'_> {
@@ -82,12 +82,19 @@ impl Request<'_> {
                 )
             }
             Code::Unknown => {
-                let ty = status
-                    .metadata()
-                    .get(crate::convert::errors::ERROR_TYPE_TRAILER)
-                    .and_then(|v| v.to_str().ok());
+                let trailer = |name| status.metadata().get(name).and_then(|v| v.to_str().ok());
+                let ty = trailer(crate::convert::errors::ERROR_TYPE_TRAILER);
+                let kind = trailer(crate::convert::errors::FAILURE_KIND_TRAILER)
+                    .map(FailureKind::from_name);
+                let refused = |ty: &str| match kind {
+                    Some(FailureKind::Unspecified) | None => REFUSED_ARGUMENTS.contains(&ty),
+                    Some(kind) => kind == FailureKind::BadArguments,
+                };
                 match ty {
-                    Some(ty) if REFUSED_ARGUMENTS.contains(&ty) => {
+                    Some(_) if kind == Some(FailureKind::NoSuchMethod) => {
+                        fail(Exit::NotFound, format!("{what}: {message}"))
+                    }
+                    Some(ty) if refused(ty) => {
                         let hint = match self.refused_hint {
                             "" => {
                                 "check the arguments against the method's parameters \

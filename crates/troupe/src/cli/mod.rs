@@ -64,9 +64,10 @@ Exit codes:
   0  success
   1  any other error (e.g. writing the output failed)
   2  bad input: wrong arguments, --data that is not JSON, INVALID_ARGUMENT from the daemon,
-     or an actor refusing the call's arguments (TypeError, PayloadError)
+     or an actor refusing the call's arguments (they do not fit the method)
   3  the daemon is unreachable (not running, wrong --addr, connection lost)
-  4  not found: unknown actor type, no such actor, state key, reminder or dead letter
+  4  not found: unknown actor type or method, no such actor, state key, reminder or
+     dead letter
   5  the actor raised an error (invoke)
   6  the daemon refused or failed the request (UNAVAILABLE, RESOURCE_EXHAUSTED,
      no answer within --timeout, ...)

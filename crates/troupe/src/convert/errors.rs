@@ -7,12 +7,16 @@ use std::time::Duration;
 
 use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
-use troupe_runtime::{ActorFailure, CallError, Unavailable};
+use troupe_runtime::{ActorFailure, CallError, FailureKind, Unavailable};
 use troupe_transport::TransportError;
 
 /// Trailer that marks an UNKNOWN status as an exception raised by actor
 /// code; its value is the exception's type. SDKs read it.
 pub const ERROR_TYPE_TRAILER: &str = "troupe-error-type";
+
+/// Trailer beside [`ERROR_TYPE_TRAILER`] saying whether the method ran
+/// ([`FailureKind::name`]); absent when the app's SDK did not say.
+pub const FAILURE_KIND_TRAILER: &str = "troupe-failure-kind";
 
 /// Trailer on UNAVAILABLE naming a cause the caller acts on: whether to
 /// retry this daemon later or another one now.
@@ -107,6 +111,11 @@ fn status_without_pushback(error: CallError) -> Status {
             let ty = MetadataValue::try_from(failure.ty.as_str())
                 .unwrap_or_else(|_| MetadataValue::from_static("ActorError"));
             status.metadata_mut().insert(ERROR_TYPE_TRAILER, ty);
+            if let Some(kind) = failure.kind.name() {
+                status
+                    .metadata_mut()
+                    .insert(FAILURE_KIND_TRAILER, MetadataValue::from_static(kind));
+            }
             status
         }
     }
@@ -129,6 +138,8 @@ pub fn call_error(status: Status) -> CallError {
                 ty,
                 message,
                 details: String::new(),
+                kind: trailer(FAILURE_KIND_TRAILER)
+                    .map_or(FailureKind::Unspecified, |k| FailureKind::from_name(&k)),
             }),
             None => CallError::Internal(format!("another daemon answered UNKNOWN: {message}")),
         },
@@ -310,6 +321,7 @@ mod tests {
                 ty: "ValueError".into(),
                 message: "boom".into(),
                 details: String::new(),
+                kind: FailureKind::Raised,
             }),
             CallError::FailedPrecondition("deadlock: a → b → a".into()),
             CallError::NotFound("no alarm".into()),
@@ -338,12 +350,23 @@ mod tests {
                 std::mem::discriminant(&cause)
             );
         }
-        let raised = call_error(status_of(CallError::Actor(ActorFailure {
-            ty: "KeyError".into(),
-            message: "'x'".into(),
-            details: String::new(),
-        })));
-        assert!(matches!(raised, CallError::Actor(f) if f.ty == "KeyError" && f.message == "'x'"));
+        for kind in [
+            FailureKind::Unspecified,
+            FailureKind::Raised,
+            FailureKind::NoSuchMethod,
+            FailureKind::BadArguments,
+        ] {
+            let raised = call_error(status_of(CallError::Actor(ActorFailure {
+                ty: "KeyError".into(),
+                message: "'x'".into(),
+                details: String::new(),
+                kind,
+            })));
+            assert!(
+                matches!(&raised, CallError::Actor(f) if f.ty == "KeyError" && f.message == "'x'" && f.kind == kind),
+                "{raised:?}"
+            );
+        }
     }
 
     #[test]

@@ -18,8 +18,8 @@ use std::time::Duration;
 use tonic::Status;
 use troupe_proto::v1 as pb;
 use troupe_runtime::{
-    ActorFailure, ActorId, CallChain, CallExtra, ChainToken, ContentType, Payload, StateChange,
-    StateMode, TypeOptions, TypeSpec,
+    ActorFailure, ActorId, CallChain, CallExtra, ChainToken, ContentType, FailureKind, Payload,
+    StateChange, StateMode, TypeOptions, TypeSpec,
 };
 
 pub fn actor_id(actor: Option<pb::ActorRef>) -> Result<ActorId, Status> {
@@ -135,12 +135,19 @@ pub fn state_changes(changes: Vec<pb::StateChange>) -> Result<Vec<StateChange>, 
 }
 
 pub fn failure(f: pb::ActorFailure) -> ActorFailure {
+    let kind = match f.kind() {
+        pb::FailureKind::Unspecified => FailureKind::Unspecified,
+        pb::FailureKind::Raised => FailureKind::Raised,
+        pb::FailureKind::NoSuchMethod => FailureKind::NoSuchMethod,
+        pb::FailureKind::BadArguments => FailureKind::BadArguments,
+    };
     ActorFailure {
         ty: if f.r#type.is_empty() {
             "ActorError".into()
         } else {
             f.r#type
         },
+        kind,
         message: f.message,
         details: f.details,
     }

@@ -2480,7 +2480,10 @@ export const ActorClientService = {
    *   UNAVAILABLE        the hosting app disconnected, or the daemon is shutting down
    *   DEADLINE_EXCEEDED  the call did not finish before its deadline
    *   UNKNOWN            the actor raised: trailer "troupe-error-type" holds the remote
-   *                      type, the status message the remote message
+   *                      type, the status message the remote message, and trailer
+   *                      "troupe-failure-kind" (where the app's SDK says) whether the
+   *                      method ran: "raised", or the caller's mistake, "no-such-method"
+   *                      or "bad-arguments" (FailureKind)
    */
   invoke: {
     path: "/troupe.v1.ActorClient/Invoke" as const,
@@ -2665,7 +2668,10 @@ export interface ActorClientServer extends UntypedServiceImplementation {
    *   UNAVAILABLE        the hosting app disconnected, or the daemon is shutting down
    *   DEADLINE_EXCEEDED  the call did not finish before its deadline
    *   UNKNOWN            the actor raised: trailer "troupe-error-type" holds the remote
-   *                      type, the status message the remote message
+   *                      type, the status message the remote message, and trailer
+   *                      "troupe-failure-kind" (where the app's SDK says) whether the
+   *                      method ran: "raised", or the caller's mistake, "no-such-method"
+   *                      or "bad-arguments" (FailureKind)
    */
   invoke: handleUnaryCall<InvokeRequest, InvokeResponse>;
   /**
@@ -2737,7 +2743,10 @@ export interface ActorClientClient extends Client {
    *   UNAVAILABLE        the hosting app disconnected, or the daemon is shutting down
    *   DEADLINE_EXCEEDED  the call did not finish before its deadline
    *   UNKNOWN            the actor raised: trailer "troupe-error-type" holds the remote
-   *                      type, the status message the remote message
+   *                      type, the status message the remote message, and trailer
+   *                      "troupe-failure-kind" (where the app's SDK says) whether the
+   *                      method ran: "raised", or the caller's mistake, "no-such-method"
+   *                      or "bad-arguments" (FailureKind)
    */
   invoke(
     request: InvokeRequest,

@@ -26,6 +26,24 @@ export enum ContentType {
   UNRECOGNIZED = -1,
 }
 
+export enum FailureKind {
+  /**
+   * FAILURE_KIND_UNSPECIFIED - Not said (an SDK from before this field): callers can only guess from
+   * the type.
+   */
+  FAILURE_KIND_UNSPECIFIED = 0,
+  /** FAILURE_KIND_RAISED - The method (or hook) ran and raised; its state changes are discarded. */
+  FAILURE_KIND_RAISED = 1,
+  /** FAILURE_KIND_NO_SUCH_METHOD - The actor's type has no method of that name; nothing ran. */
+  FAILURE_KIND_NO_SUCH_METHOD = 2,
+  /**
+   * FAILURE_KIND_BAD_ARGUMENTS - The call's arguments could not be decoded or do not fit the method's
+   * parameters; nothing ran.
+   */
+  FAILURE_KIND_BAD_ARGUMENTS = 3,
+  UNRECOGNIZED = -1,
+}
+
 /** How an actor type's state reaches storage. */
 export enum StateMode {
   /** STATE_MODE_UNSPECIFIED - the daemon's default (write_behind) */
@@ -112,6 +130,13 @@ export interface ActorFailure {
   message: string;
   /** e.g. a stack trace; may be empty */
   details: string;
+  /**
+   * Whether the method ran: a caller's mistake (a method the type lacks,
+   * arguments that do not fit it) reads as one, however the language names
+   * it (Python and JavaScript both say TypeError for a bug in the method
+   * too). Travels to the caller in the trailer "troupe-failure-kind".
+   */
+  kind: FailureKind;
 }
 
 /**
@@ -361,7 +386,7 @@ export const StateChange: MessageFns<StateChange> = {
 };
 
 function createBaseActorFailure(): ActorFailure {
-  return { type: "", message: "", details: "" };
+  return { type: "", message: "", details: "", kind: 0 };
 }
 
 export const ActorFailure: MessageFns<ActorFailure> = {
@@ -374,6 +399,9 @@ export const ActorFailure: MessageFns<ActorFailure> = {
     }
     if (message.details !== "") {
       writer.uint32(26).string(message.details);
+    }
+    if (message.kind !== 0) {
+      writer.uint32(32).int32(message.kind);
     }
     return writer;
   },
@@ -415,6 +443,14 @@ export const ActorFailure: MessageFns<ActorFailure> = {
             message.details = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.kind = reader.int32() as any;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -435,6 +471,7 @@ export const ActorFailure: MessageFns<ActorFailure> = {
     message.type = object.type ?? "";
     message.message = object.message ?? "";
     message.details = object.details ?? "";
+    message.kind = object.kind ?? 0;
     return message;
   },
 };

@@ -122,7 +122,10 @@ class ActorClientServicer(object):
         UNAVAILABLE        the hosting app disconnected, or the daemon is shutting down
         DEADLINE_EXCEEDED  the call did not finish before its deadline
         UNKNOWN            the actor raised: trailer "troupe-error-type" holds the remote
-        type, the status message the remote message
+        type, the status message the remote message, and trailer
+        "troupe-failure-kind" (where the app's SDK says) whether the
+        method ran: "raised", or the caller's mistake, "no-such-method"
+        or "bad-arguments" (FailureKind)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

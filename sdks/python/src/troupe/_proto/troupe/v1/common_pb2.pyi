@@ -12,6 +12,13 @@ class ContentType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CONTENT_TYPE_JSON: _ClassVar[ContentType]
     CONTENT_TYPE_BYTES: _ClassVar[ContentType]
 
+class FailureKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FAILURE_KIND_UNSPECIFIED: _ClassVar[FailureKind]
+    FAILURE_KIND_RAISED: _ClassVar[FailureKind]
+    FAILURE_KIND_NO_SUCH_METHOD: _ClassVar[FailureKind]
+    FAILURE_KIND_BAD_ARGUMENTS: _ClassVar[FailureKind]
+
 class StateMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     STATE_MODE_UNSPECIFIED: _ClassVar[StateMode]
@@ -34,6 +41,10 @@ class Delivery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 CONTENT_TYPE_UNSPECIFIED: ContentType
 CONTENT_TYPE_JSON: ContentType
 CONTENT_TYPE_BYTES: ContentType
+FAILURE_KIND_UNSPECIFIED: FailureKind
+FAILURE_KIND_RAISED: FailureKind
+FAILURE_KIND_NO_SUCH_METHOD: FailureKind
+FAILURE_KIND_BAD_ARGUMENTS: FailureKind
 STATE_MODE_UNSPECIFIED: StateMode
 STATE_MODE_WRITE_BEHIND: StateMode
 STATE_MODE_DURABLE: StateMode
@@ -73,14 +84,16 @@ class StateChange(_message.Message):
     def __init__(self, key: _Optional[str] = ..., set: _Optional[bytes] = ..., delete: bool = ...) -> None: ...
 
 class ActorFailure(_message.Message):
-    __slots__ = ("type", "message", "details")
+    __slots__ = ("type", "message", "details", "kind")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     DETAILS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     type: str
     message: str
     details: str
-    def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., details: _Optional[str] = ...) -> None: ...
+    kind: FailureKind
+    def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., details: _Optional[str] = ..., kind: _Optional[_Union[FailureKind, str]] = ...) -> None: ...
 
 class CallChain(_message.Message):
     __slots__ = ("id", "actors", "token")
