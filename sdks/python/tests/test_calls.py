@@ -404,3 +404,40 @@ async def test_an_unknown_method_is_the_callers_type_error(
             await client.invoke("plain_order", "o1", "no_such_method")
     assert err.value.remote_type == "TypeError"
     assert "has no method 'no_such_method'" in str(err.value)
+    assert err.value.kind == "no-such-method"
+
+
+@troupe.actor("typed_sum")
+class TypedSum(troupe.Actor):
+    @troupe.method
+    async def add(self, a: int, b: int) -> int:
+        return a + b
+
+    @troupe.method
+    async def relay(self, a: Any) -> int:
+        return int(await self.ctx.actor("typed_sum", "t2").add(a))
+
+
+async def test_a_callers_mistake_is_told_from_what_the_method_raised(
+    daemon: Daemon, client: troupe.Client
+) -> None:
+    # All are TypeErrors by Python's naming; only the kind says whether the method ran.
+    async with hosting(daemon.address, TypedSum):
+        s = client.actor("typed_sum", "t1")
+        assert await s.add(1, 2) == 3
+        with pytest.raises(troupe.ActorError) as surplus:
+            await s.add(1, 2, 3)
+        with pytest.raises(troupe.ActorError) as unknown_name:
+            await s.add(1, c=2)
+        with pytest.raises(troupe.ActorError) as in_body:
+            await s.add(1, "two")
+        with pytest.raises(troupe.ActorError) as nested:
+            await s.relay(1)
+    assert [e.value.remote_type for e in (surplus, unknown_name, in_body, nested)] == [
+        "TypeError"
+    ] * 4
+    assert surplus.value.kind == "bad-arguments"
+    assert unknown_name.value.kind == "bad-arguments"
+    assert in_body.value.kind == "raised"
+    # The nested call's bad arguments are the relaying method's bug.
+    assert nested.value.kind == "raised"

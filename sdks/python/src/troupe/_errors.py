@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import grpc
 
 ERROR_TYPE_TRAILER = "troupe-error-type"
+# Beside it: whether the method ran ("raised") or the caller was at fault.
+FAILURE_KIND_TRAILER = "troupe-failure-kind"
+FailureKind = Literal["raised", "no-such-method", "bad-arguments"]
+_KINDS: dict[str, FailureKind] = {
+    "raised": "raised",
+    "no-such-method": "no-such-method",
+    "bad-arguments": "bad-arguments",
+}
 # On the FAILED_PRECONDITION that refuses an app of another app API version: the
 # daemon's version (its message says the rest).
 API_VERSION_TRAILER = "troupe-api-version"
@@ -115,12 +123,20 @@ class ActorError(TroupeError):
     Attributes:
         remote_type: name of the exception type raised in the actor, e.g. ``"ValueError"``.
         message: the exception's message.
+        kind: whether the method ran: ``"raised"`` (it did, and raised), or the caller's
+            mistake, where nothing ran: ``"no-such-method"`` (the actor's type has no
+            method of that name) or ``"bad-arguments"`` (the arguments could not be
+            decoded or do not fit the method's parameters). ``None`` when the app's SDK
+            does not say (one from before this attribute). Python and JavaScript name
+            both a bad call and a bug in the method ``TypeError``; ``kind`` tells them
+            apart.
     """
 
-    def __init__(self, remote_type: str, message: str) -> None:
+    def __init__(self, remote_type: str, message: str, kind: FailureKind | None = None) -> None:
         super().__init__(f"{remote_type}: {message}" if message else remote_type)
         self.remote_type = remote_type
         self.message = message
+        self.kind = kind
 
 
 _BY_CODE: dict[grpc.StatusCode, type[TroupeError]] = {
@@ -147,10 +163,14 @@ def from_rpc_error(err: grpc.aio.AioRpcError, what: str, *, note: str = "") -> T
     if code == grpc.StatusCode.UNKNOWN:
         # grpc.aio yields (key, value) pairs; the stubs describe the sync API's objects.
         trailers: Any = err.trailing_metadata() or ()
-        for key, value in trailers:
-            if key == ERROR_TYPE_TRAILER:
-                remote = value.decode() if isinstance(value, bytes) else str(value)
-                return ActorError(remote, details)
+        found = {
+            key: value.decode() if isinstance(value, bytes) else str(value)
+            for key, value in trailers
+            if key in (ERROR_TYPE_TRAILER, FAILURE_KIND_TRAILER)
+        }
+        remote = found.get(ERROR_TYPE_TRAILER)
+        if remote is not None:
+            return ActorError(remote, details, _KINDS.get(found.get(FAILURE_KIND_TRAILER, "")))
     cls = _BY_CODE.get(code, TroupeError)
     name = code.name if code is not None else "UNKNOWN"
     message = f"{what}: {details} ({name})" if details else f"{what}: {name}"

@@ -154,15 +154,45 @@ def _check_api_version(address: str, registered: app_pb2.Registered) -> None:
     )
 
 
+# Set on an exception that says the caller was at fault (nothing ran): its
+# FailureKind. Any other exception the method raised.
+_FAILURE_KIND_ATTR = "_troupe_failure_kind"
+
+
+def _callers_mistake(exc: BaseException, kind: common_pb2.FailureKind) -> None:
+    setattr(exc, _FAILURE_KIND_ATTR, kind)
+
+
 def _failure(exc: BaseException) -> common_pb2.ActorFailure:
     # An ActorError from a nested call propagates like any exception up a stack:
-    # the caller sees the type that was originally raised.
+    # the caller sees the type that was originally raised (and that this method
+    # raised: a nested call's bad arguments are this method's bug).
     if isinstance(exc, ActorError):
-        kind, message = exc.remote_type, exc.message
+        ty, message = exc.remote_type, exc.message
     else:
-        kind, message = type(exc).__name__, str(exc)
+        ty, message = type(exc).__name__, str(exc)
+    kind = getattr(exc, _FAILURE_KIND_ATTR, common_pb2.FAILURE_KIND_RAISED)
     details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return common_pb2.ActorFailure(type=kind, message=message, details=details[-_MAX_DETAILS:])
+    return common_pb2.ActorFailure(
+        type=ty, message=message, details=details[-_MAX_DETAILS:], kind=kind
+    )
+
+
+def _bound(method: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """``method`` called with the call's arguments, marking a TypeError that the call
+    itself raised (the arguments do not bind: nothing of the method ran) as the
+    caller's mistake, apart from one its body raised."""
+
+    def call() -> Any:
+        try:
+            return method(*args, **kwargs)
+        except TypeError as e:
+            # Raised here, not in a frame of the method: binding failed.
+            if e.__traceback__ is not None and e.__traceback__.tb_next is None:
+                _callers_mistake(e, common_pb2.FAILURE_KIND_BAD_ARGUMENTS)
+            raise
+
+    return call
 
 
 # The answer of a turn stopped by CancelTurn; no one reads it, but the daemon ends the
@@ -477,13 +507,19 @@ class _Session:
             if attr is None:
                 # TypeError, as the TypeScript SDK raises: the caller named a
                 # method the type lacks, a caller error (the CLI exits 2).
-                raise TypeError(
+                missing = TypeError(
                     f"actor type {ref.type!r} has no method {msg.name!r};"
                     f" its methods are: {', '.join(sorted(spec.methods))}"
                 )
+                _callers_mistake(missing, common_pb2.FAILURE_KIND_NO_SUCH_METHOD)
+                raise missing
             readonly = msg.name in spec.readonly
-            args, kwargs = decode_call(msg.payload)
-            handler = functools.partial(getattr(obj, attr), *args, **kwargs)
+            try:
+                args, kwargs = decode_call(msg.payload)
+            except Exception as e:
+                _callers_mistake(e, common_pb2.FAILURE_KIND_BAD_ARGUMENTS)
+                raise
+            handler = _bound(getattr(obj, attr), args, kwargs)
         elif kind == common_pb2.TURN_KIND_REMINDER:
             name = "on_reminder"
             args = (msg.name, decode_data(msg.payload))
