@@ -9,6 +9,7 @@ import { APP_TOKEN_ENV, tokenClientOptions, tokenMetadata, tokenSource } from ".
 import { type Duration, toMillis } from "./duration.js";
 import { type CallFilter, checkFilters } from "./filters.js";
 import { TroupeError } from "./errors.js";
+import { FailureKind } from "./gen/troupe/v1/common.js";
 import { checkRetryBudget, type RetryBudget } from "./retry.js";
 import { channelCredentials, resolveTls, tlsBytes, type TlsOptions } from "./tls.js";
 import { nativeCore } from "./core.js";
@@ -224,6 +225,7 @@ export class App {
         type: "LookupError",
         message: `this app does not host actor type ${JSON.stringify(name)}; it hosts ${[...this.#specs.keys()].join(", ")}`,
         details: "",
+        kind: FailureKind.FAILURE_KIND_UNSPECIFIED,
       }),
     };
   }

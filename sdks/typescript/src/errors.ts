@@ -2,6 +2,22 @@
 import * as grpc from "@grpc/grpc-js";
 
 export const ERROR_TYPE_TRAILER = "troupe-error-type";
+/** @internal Beside it: whether the method ran ("raised") or the caller was at fault. */
+export const FAILURE_KIND_TRAILER = "troupe-failure-kind";
+
+/**
+ * Whether an actor's failed method ran: `"raised"` (it did, and threw), or the
+ * caller's mistake, where nothing ran: `"no-such-method"` (the actor's type has
+ * no method of that name) or `"bad-arguments"` (the arguments could not be
+ * decoded or do not fit the method).
+ */
+export type FailureKind = "raised" | "no-such-method" | "bad-arguments";
+
+const FAILURE_KINDS: ReadonlySet<string> = new Set<FailureKind>(["raised", "no-such-method", "bad-arguments"]);
+
+function failureKind(name: string | undefined): FailureKind | null {
+  return name !== undefined && FAILURE_KINDS.has(name) ? (name as FailureKind) : null;
+}
 /** On the FAILED_PRECONDITION that refuses an app of another app API version: the daemon's version. */
 export const API_VERSION_TRAILER = "troupe-api-version";
 /** What to do about an API version mismatch, in the SDK's messages as in the daemon's. */
@@ -128,18 +144,26 @@ export class TlsConfigError extends TroupeError {
  * The actor's code threw while handling the call.
  *
  * `remoteType` is the name of the error type thrown in the actor (`"RangeError"`,
- * or `"ValueError"` from a Python actor); `message` is its message.
+ * or `"ValueError"` from a Python actor); `message` is its message; `kind` says
+ * whether the method ran (see {@link FailureKind}).
  */
 export class ActorError extends TroupeError {
   /** Name of the error type thrown in the actor, e.g. `"RangeError"` or `"ValueError"`. */
   readonly remoteType: string;
+  /**
+   * Whether the method ran, or the caller was at fault (JavaScript and Python name
+   * both a bad call and a bug in the method `TypeError`); null when the app's SDK
+   * does not say (one from before this field).
+   */
+  readonly kind: FailureKind | null;
 
-  constructor(remoteType: string, message: string) {
+  constructor(remoteType: string, message: string, kind: FailureKind | null = null) {
     // The stack trace shows "ActorError: <type>: <message>"; `message` itself is the
     // remote message alone, as `ActorError.message` in the Python SDK.
     super(message === "" ? remoteType : `${remoteType}: ${message}`, grpc.status.UNKNOWN);
     this.remoteType = remoteType;
     this.message = message;
+    this.kind = kind;
   }
 
   override toString(): string {
@@ -180,7 +204,12 @@ export function fromRpcError(err: unknown, what: string, note = ""): Error {
   if (err.code === grpc.status.UNKNOWN) {
     const remote = err.metadata.get(ERROR_TYPE_TRAILER)[0];
     if (remote !== undefined) {
-      return new ActorError(typeof remote === "string" ? remote : remote.toString("utf8"), details);
+      const kind = err.metadata.get(FAILURE_KIND_TRAILER)[0];
+      return new ActorError(
+        typeof remote === "string" ? remote : remote.toString("utf8"),
+        details,
+        failureKind(kind === undefined || typeof kind === "string" ? kind : kind.toString("utf8")),
+      );
     }
   }
   const name = grpc.status[err.code];

@@ -36,6 +36,7 @@ export { TurnCancelled } from "./turn.js";
 export { daemonPackage, daemonPath, DaemonNotFound, platformKey } from "./daemon.js";
 export type { CallFilter, IncomingCall, Next, TurnKindName } from "./filters.js";
 export type { Duration } from "./duration.js";
+export type { FailureKind } from "./errors.js";
 export {
   ActorError,
   ApiVersionMismatch,

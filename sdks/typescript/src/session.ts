@@ -19,7 +19,7 @@ import {
   type Turn,
   type TurnResult,
 } from "./gen/troupe/v1/app.js";
-import { type ActorFailure, type Payload, TurnKind } from "./gen/troupe/v1/common.js";
+import { type ActorFailure, FailureKind, type Payload, TurnKind } from "./gen/troupe/v1/common.js";
 import { type CallFilter, runFiltered, type TurnKindName } from "./filters.js";
 import { decodeCall, encodeResult } from "./payload.js";
 import { decodeData, Scheduler } from "./schedule.js";
@@ -105,18 +105,28 @@ function versionMismatch(address: string, registered: Registered): ApiVersionMis
   });
 }
 
+/** Errors that say the caller was at fault (nothing of the method ran), by kind. */
+const callersMistakes = new WeakMap<Error, FailureKind>();
+
+function callersMistake(err: Error, kind: FailureKind): Error {
+  callersMistakes.set(err, kind);
+  return err;
+}
+
 function failure(err: unknown): ActorFailure {
   // An ActorError from a nested call propagates like an exception up a stack:
-  // the caller sees the type that was originally thrown.
+  // the caller sees the type that was originally thrown (and that this method
+  // threw: a nested call's bad arguments are this method's bug).
   if (err instanceof ActorError) {
-    return { type: err.remoteType, message: err.message, details: (err.stack ?? "").slice(-MAX_DETAILS) };
+    return { type: err.remoteType, message: err.message, details: (err.stack ?? "").slice(-MAX_DETAILS), kind: FailureKind.FAILURE_KIND_RAISED };
   }
   if (err instanceof Error) {
     const ctorName = (err.constructor as { name?: unknown } | undefined)?.name;
     const type = err.name !== "" && err.name !== "Error" ? err.name : typeof ctorName === "string" && ctorName !== "" ? ctorName : "Error";
-    return { type, message: err.message, details: (err.stack ?? "").slice(-MAX_DETAILS) };
+    const kind = callersMistakes.get(err) ?? FailureKind.FAILURE_KIND_RAISED;
+    return { type, message: err.message, details: (err.stack ?? "").slice(-MAX_DETAILS), kind };
   }
-  return { type: "Error", message: String(err), details: "" };
+  return { type: "Error", message: String(err), details: "", kind: FailureKind.FAILURE_KIND_RAISED };
 }
 
 function namedError(name: string, message: string): Error {
@@ -353,18 +363,29 @@ export class Session {
     const spec = this.#app.specs.get(ref.type) as ActorSpec;
     const prop = spec.methods.get(msg.name);
     if (prop === undefined) {
-      throw new TypeError(
-        `actor type ${JSON.stringify(ref.type)} has no method ${JSON.stringify(msg.name)}; its methods are: ${[...spec.methods.keys()].sort().join(", ")}`,
+      throw callersMistake(
+        new TypeError(
+          `actor type ${JSON.stringify(ref.type)} has no method ${JSON.stringify(msg.name)}; its methods are: ${[...spec.methods.keys()].sort().join(", ")}`,
+        ),
+        FailureKind.FAILURE_KIND_NO_SUCH_METHOD,
       );
     }
-    const args = decodeCall(msg.payload);
+    let args: unknown[];
+    try {
+      args = decodeCall(msg.payload);
+    } catch (e) {
+      throw e instanceof Error ? callersMistake(e, FailureKind.FAILURE_KIND_BAD_ARGUMENTS) : e;
+    }
     const most = spec.maxArgs.get(msg.name);
     if (most !== undefined && args.length > most) {
       // JS would drop the extra arguments and run with the wrong values; Python raises
       // TypeError for the same call, so the caller sees ActorError("TypeError") from either.
-      throw new TypeError(
-        `${ref.type}.${msg.name} takes at most ${most} argument${most === 1 ? "" : "s"} but was called with ${args.length}` +
-          " (keyword arguments, when there are any, count as one last argument: docs/payloads.md); call it with fewer",
+      throw callersMistake(
+        new TypeError(
+          `${ref.type}.${msg.name} takes at most ${most} argument${most === 1 ? "" : "s"} but was called with ${args.length}` +
+            " (keyword arguments, when there are any, count as one last argument: docs/payloads.md); call it with fewer",
+        ),
+        FailureKind.FAILURE_KIND_BAD_ARGUMENTS,
       );
     }
     const fn = (obj as unknown as Record<string, unknown>)[prop];

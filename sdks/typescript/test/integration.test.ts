@@ -208,6 +208,7 @@ describe("hosting and calling", () => {
         assert.ok(err instanceof ActorError);
         assert.equal(err.remoteType, "BadValue");
         assert.equal(err.message, "bad value 99");
+        assert.equal(err.kind, "raised");
         assert.match(String(err), /BadValue: bad value 99/);
         return true;
       });
@@ -217,6 +218,7 @@ describe("hosting and calling", () => {
       await assert.rejects(client.invoke("counter", "err", "noSuchMethod"), (err: unknown) => {
         assert.ok(err instanceof ActorError);
         assert.equal(err.remoteType, "TypeError");
+        assert.equal(err.kind, "no-such-method");
         assert.match(err.message, /incr/);
         return true;
       });
@@ -226,10 +228,16 @@ describe("hosting and calling", () => {
         range(): never {
           throw new RangeError("out of range");
         }
+        @method
+        typed(): never {
+          throw new TypeError("not a number");
+        }
       }
       const app2 = await host(daemon.address, Thrower);
       try {
         await assert.rejects(client.actor<Thrower>("thrower", "t").call("range"), { name: "ActorError", remoteType: "RangeError", message: "out of range" });
+        // A TypeError the method throws is no caller's mistake: the kind tells it from one.
+        await assert.rejects(client.actor<Thrower>("thrower", "t").call("typed"), { name: "ActorError", remoteType: "TypeError", kind: "raised" });
       } finally {
         await app2.close();
       }
@@ -254,6 +262,7 @@ describe("hosting and calling", () => {
         });
         assert.ok(err !== null);
         assert.equal(err.metadata.get("troupe-error-type")[0], "PayloadError");
+        assert.equal(err.metadata.get("troupe-failure-kind")[0], "bad-arguments");
       } finally {
         stub.close();
       }

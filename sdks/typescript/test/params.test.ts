@@ -97,6 +97,7 @@ describe("calls with more arguments than declared", () => {
     await assert.rejects(sums.call("add", 1, 2, 3), (err) => {
       assert.ok(err instanceof ActorError);
       assert.equal(err.remoteType, "TypeError");
+      assert.equal(err.kind, "bad-arguments");
       assert.match(err.message, /params-ts\.add takes at most 2 arguments but was called with 3/);
       return true;
     });
