@@ -169,11 +169,6 @@ impl FailureKind {
             _ => Self::Unspecified,
         }
     }
-
-    /// Whether the caller's call was at fault, not the actor's code.
-    pub fn is_callers_mistake(self) -> bool {
-        matches!(self, Self::NoSuchMethod | Self::BadArguments)
-    }
 }
 
 impl fmt::Display for ActorFailure {

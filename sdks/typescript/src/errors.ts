@@ -18,6 +18,11 @@ const FAILURE_KINDS: ReadonlySet<string> = new Set<FailureKind>(["raised", "no-s
 function failureKind(name: string | undefined): FailureKind | null {
   return name !== undefined && FAILURE_KINDS.has(name) ? (name as FailureKind) : null;
 }
+
+function metadataText(value: grpc.MetadataValue): string {
+  return typeof value === "string" ? value : value.toString("utf8");
+}
+
 /** On the FAILED_PRECONDITION that refuses an app of another app API version: the daemon's version. */
 export const API_VERSION_TRAILER = "troupe-api-version";
 /** What to do about an API version mismatch, in the SDK's messages as in the daemon's. */
@@ -205,11 +210,7 @@ export function fromRpcError(err: unknown, what: string, note = ""): Error {
     const remote = err.metadata.get(ERROR_TYPE_TRAILER)[0];
     if (remote !== undefined) {
       const kind = err.metadata.get(FAILURE_KIND_TRAILER)[0];
-      return new ActorError(
-        typeof remote === "string" ? remote : remote.toString("utf8"),
-        details,
-        failureKind(kind === undefined || typeof kind === "string" ? kind : kind.toString("utf8")),
-      );
+      return new ActorError(metadataText(remote), details, failureKind(kind === undefined ? undefined : metadataText(kind)));
     }
   }
   const name = grpc.status[err.code];

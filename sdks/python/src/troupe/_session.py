@@ -506,7 +506,7 @@ class _Session:
             attr = spec.methods.get(msg.name)
             if attr is None:
                 # TypeError, as the TypeScript SDK raises: the caller named a
-                # method the type lacks, a caller error (the CLI exits 2).
+                # method the type lacks, a caller error (its kind: the CLI exits 4).
                 missing = TypeError(
                     f"actor type {ref.type!r} has no method {msg.name!r};"
                     f" its methods are: {', '.join(sorted(spec.methods))}"
