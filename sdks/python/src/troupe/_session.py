@@ -8,7 +8,6 @@ import asyncio
 import functools
 import logging
 import time
-import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,6 @@ from ._context import Context
 from ._errors import (
     API_VERSION_TRAILER,
     INSTALL_MATCHING,
-    ActorError,
     ApiVersionMismatch,
     error_for_code,
 )
@@ -35,6 +33,7 @@ from ._proto.troupe.v1 import app_pb2, app_pb2_grpc, common_pb2
 from ._state import State
 from ._tracing import Metadata
 from ._turn import TurnScope, current_turn
+from ._turn_failure import bound, callers_mistake, failure
 
 if TYPE_CHECKING:
     from ._app import App
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
 # Records carry the logger's name ("troupe"), so messages do not repeat it.
 log = logging.getLogger("troupe")
 
-_MAX_DETAILS = 8 * 1024
 # Answers that are ready together go out in one AppBatch (many tiny HTTP/2 DATA
 # frames cost the daemon far more than a few larger ones, and HTTP/2 peers limit
 # how many they buffer). A batch stays well under the daemon's 64 MiB message
@@ -152,47 +150,6 @@ def _check_api_version(address: str, registered: app_pb2.Registered) -> None:
         sdk_api_version=API_VERSION,
         daemon_api_version=registered.api_version,
     )
-
-
-# Set on an exception that says the caller was at fault (nothing ran): its
-# FailureKind. Any other exception the method raised.
-_FAILURE_KIND_ATTR = "_troupe_failure_kind"
-
-
-def _callers_mistake(exc: BaseException, kind: common_pb2.FailureKind) -> None:
-    setattr(exc, _FAILURE_KIND_ATTR, kind)
-
-
-def _failure(exc: BaseException) -> common_pb2.ActorFailure:
-    # An ActorError from a nested call propagates like any exception up a stack:
-    # the caller sees the type that was originally raised (and that this method
-    # raised: a nested call's bad arguments are this method's bug).
-    if isinstance(exc, ActorError):
-        ty, message = exc.remote_type, exc.message
-    else:
-        ty, message = type(exc).__name__, str(exc)
-    kind = getattr(exc, _FAILURE_KIND_ATTR, common_pb2.FAILURE_KIND_RAISED)
-    details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return common_pb2.ActorFailure(
-        type=ty, message=message, details=details[-_MAX_DETAILS:], kind=kind
-    )
-
-
-def _bound(method: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
-    """``method`` called with the call's arguments, marking a TypeError that the call
-    itself raised (the arguments do not bind: nothing of the method ran) as the
-    caller's mistake, apart from one its body raised."""
-
-    def call() -> Any:
-        try:
-            return method(*args, **kwargs)
-        except TypeError as e:
-            # Raised here, not in a frame of the method: binding failed.
-            if e.__traceback__ is not None and e.__traceback__.tb_next is None:
-                _callers_mistake(e, common_pb2.FAILURE_KIND_BAD_ARGUMENTS)
-            raise
-
-    return call
 
 
 # The answer of a turn stopped by CancelTurn; no one reads it, but the daemon ends the
@@ -457,7 +414,7 @@ class _Session:
                 finally:
                     obj.state._end(scope)
             except Exception as e:
-                result.error.CopyFrom(_failure(e))
+                result.error.CopyFrom(failure(e))
             else:
                 self.instances[(ref.type, ref.id)] = obj
         self.out.put_nowait(app_pb2.AppMessage(activated=result))
@@ -486,7 +443,7 @@ class _Session:
             result.reply.CopyFrom(reply)
         except Exception as e:
             result.ClearField("changes")
-            result.error.CopyFrom(_failure(e))
+            result.error.CopyFrom(failure(e))
         self.out.put_nowait(app_pb2.AppMessage(turn_result=result))
 
     async def _run_turn(self, msg: app_pb2.Turn, result: app_pb2.TurnResult) -> common_pb2.Payload:
@@ -511,15 +468,15 @@ class _Session:
                     f"actor type {ref.type!r} has no method {msg.name!r};"
                     f" its methods are: {', '.join(sorted(spec.methods))}"
                 )
-                _callers_mistake(missing, common_pb2.FAILURE_KIND_NO_SUCH_METHOD)
+                callers_mistake(missing, common_pb2.FAILURE_KIND_NO_SUCH_METHOD)
                 raise missing
             readonly = msg.name in spec.readonly
             try:
                 args, kwargs = decode_call(msg.payload)
             except Exception as e:
-                _callers_mistake(e, common_pb2.FAILURE_KIND_BAD_ARGUMENTS)
+                callers_mistake(e, common_pb2.FAILURE_KIND_BAD_ARGUMENTS)
                 raise
-            handler = _bound(getattr(obj, attr), args, kwargs)
+            handler = bound(getattr(obj, attr), args, kwargs)
         elif kind == common_pb2.TURN_KIND_REMINDER:
             name = "on_reminder"
             args = (msg.name, decode_data(msg.payload))
