@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use troupe_tests::cluster_harness::{memory_member_args, placement_arg};
+use troupe_tests::cluster_harness::{cluster_status, memory_member_args, placement_arg};
 use troupe_tests::replicas::PlacementCluster;
 use troupe_tests::scrape::{metrics_addr, scrape};
 use troupe_tests::tls::TestCa;
@@ -72,6 +72,21 @@ async fn member(
     let args = memory_member_args(&placement_arg(&replicas), "d1", extra);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let daemon = Daemon::start_with_env(dir, &args, env).await?;
+    // The daemon listens before its join reaches the table; `cluster
+    // status` only asks the members the table names.
+    poll_until(Duration::from_secs(15), "d1 in the table", || async {
+        let Ok(status) = cluster_status(&replicas).await else {
+            return Ok(None);
+        };
+        let table = status.table.unwrap_or_default();
+        let mut members = table
+            .current
+            .iter()
+            .chain(&table.next)
+            .flat_map(|t| &t.members);
+        Ok(members.any(|m| m.node == "d1").then_some(()))
+    })
+    .await?;
     Ok((replicas, daemon))
 }
 
