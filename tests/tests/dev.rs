@@ -12,7 +12,7 @@ use anyhow::{bail, ensure, Context};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
-use troupe_tests::{run_cli, run_cli_env, troupe_bin, within, WAIT};
+use troupe_tests::{poll_until, run_cli, run_cli_env, troupe_bin, within, WAIT};
 
 const BENCH_APP: &str = env!("CARGO_BIN_EXE_bench_app");
 
@@ -22,6 +22,8 @@ struct Dev {
     lines: mpsc::UnboundedReceiver<String>,
     /// Every line read so far, for failure messages.
     seen: Vec<String>,
+    /// Holds the read end of dev's stderr.
+    reader: tokio::task::JoinHandle<()>,
 }
 
 impl Dev {
@@ -39,7 +41,7 @@ impl Dev {
             .context("spawning troupe dev")?;
         let stderr = child.stderr.take().context("no stderr pipe")?;
         let (tx, lines) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
+        let reader = tokio::spawn(async move {
             let mut reader = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = reader.next_line().await {
                 if tx.send(line).is_err() {
@@ -51,7 +53,16 @@ impl Dev {
             child,
             lines,
             seen: Vec::new(),
+            reader,
         })
+    }
+
+    /// Closes the read end of dev's stderr, as `| head` does once it has
+    /// its lines.
+    async fn stop_reading(&mut self) {
+        self.reader.abort();
+        // Done once the task (and the pipe it holds) is dropped.
+        let _ = (&mut self.reader).await;
     }
 
     /// Reads lines until one contains `needle`; returns it.
@@ -246,6 +257,43 @@ async fn sigint_stops_the_app_then_the_daemon() -> anyhow::Result<()> {
     let said = dev.seen.join("\n");
     ensure!(said.contains("SIGINT: stopping `"), "{said}");
     ensure!(said.contains("SIGINT: stopping the daemon"), "{said}");
+    Ok(())
+}
+
+/// A reader that went away (`troupe dev -- app 2>&1 | head`) is no reason
+/// to stop: dev still restarts the app it supervises, and Ctrl-C still
+/// stops both and removes the state.
+#[tokio::test]
+async fn dev_outlives_the_reader_of_its_lines() -> anyhow::Result<()> {
+    let mut dev = Dev::start(&["--", BENCH_APP])?;
+    let addr = dev.address().await?;
+    let state = dev.expect("state in ").await?;
+    let state = PathBuf::from(after(&state, "state in ")?);
+    let app = dev.app_pid().await?;
+    dev.expect("registered actor types: ").await?;
+    dev.stop_reading().await;
+
+    // Its end and the restart are lines dev writes to the closed pipe.
+    let kill = Command::new("kill")
+        .args(["-KILL", &app.to_string()])
+        .status()
+        .await?;
+    ensure!(kill.success(), "kill -KILL {app} failed");
+    poll_until(WAIT, "the killed app to be gone", || async {
+        Ok((!pid_alive(app)).then_some(()))
+    })
+    .await?;
+    let env = [("TROUPE_ADDR", addr.to_string())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    poll_until(WAIT, "the restarted app to answer", || async {
+        let (status, _, _) = run_cli_env(&["invoke", "counter", "c1", "incr"], &env).await?;
+        Ok(status.success().then_some(()))
+    })
+    .await?;
+
+    let status = dev.interrupt().await?;
+    ensure!(status.success(), "exit {status}");
+    ensure!(!state.exists(), "{} was not removed", state.display());
     Ok(())
 }
 

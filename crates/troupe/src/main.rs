@@ -360,7 +360,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => match args.resolve() {
             Ok(config) => Some(config),
             Err(e) => {
-                eprintln!("error: {e:#}");
+                cli::tell_user(format_args!("error: {e:#}\n"));
                 return cli::exit_code(&e);
             }
         },
@@ -373,7 +373,7 @@ fn main() -> ExitCode {
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            cli::tell_user(format_args!("error: cannot start the async runtime: {e}\n"));
             return ExitCode::FAILURE;
         }
     };
@@ -390,13 +390,13 @@ fn main() -> ExitCode {
         telemetry::init(default_filter, format, export.as_ref())
     };
     if let Err(e) = logging {
-        eprintln!("error: {e:#}");
+        cli::tell_user(format_args!("error: {e:#}\n"));
         return ExitCode::FAILURE;
     }
     match runtime.block_on(run(cli.command, serve)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            cli::tell_user(format_args!("error: {e:#}\n"));
             cli::exit_code(&e)
         }
     }

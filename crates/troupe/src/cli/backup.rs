@@ -78,7 +78,7 @@ async fn backup_to_stdout(target: &Target) -> anyhow::Result<()> {
     let summary = receive(target, &mut out, "standard output").await?;
     out.flush()
         .map_err(|e| fail(Exit::Other, format!("cannot write standard output: {e}")))?;
-    eprint!("{}", report(target.output, STDIO, &summary));
+    super::tell_user(format_args!("{}", report(target.output, STDIO, &summary)));
     Ok(())
 }
 

@@ -329,6 +329,14 @@ pub fn emit_bytes(bytes: &[u8]) -> anyhow::Result<()> {
     }
 }
 
+/// Writes `text` to stderr for the person watching. Unlike `eprint!`, a
+/// stderr nobody reads any more (`troupe dev ... 2>&1 | head`) is not a
+/// panic: the work this only reports on goes on.
+pub fn tell_user(text: std::fmt::Arguments<'_>) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_fmt(text).and_then(|()| err.flush());
+}
+
 /// Prints a JSON document, pretty and newline-terminated.
 fn emit_json(value: &serde_json::Value) -> anyhow::Result<()> {
     let mut text = serde_json::to_string_pretty(value)?;

@@ -142,10 +142,10 @@ async fn refuse_live(end: End, side: &Opened) -> anyhow::Result<()> {
             ),
         )),
         End::From { live_ok: true } => {
-            eprintln!(
+            super::tell_user(format_args!(
                 "{connected}; copying anyway (--live-source) the database as of now: what they \
-                 write from now on, and state they have not flushed yet, is not in the copy"
-            );
+                 write from now on, and state they have not flushed yet, is not in the copy\n"
+            ));
             Ok(())
         }
         End::From { live_ok: false } => Err(fail(
@@ -202,10 +202,10 @@ pub async fn store_copy(
     let copied = copy_store(source.stores(), destination.stores(), |so_far| {
         if last.elapsed() >= PROGRESS_EVERY {
             last = Instant::now();
-            eprintln!(
-                "copied {} actors and {} reminders so far",
+            super::tell_user(format_args!(
+                "copied {} actors and {} reminders so far\n",
                 so_far.actors, so_far.reminders
-            );
+            ));
         }
     })
     .await

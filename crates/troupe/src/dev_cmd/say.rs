@@ -8,6 +8,8 @@ use std::fmt::Display;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
+use crate::cli::tell_user;
+
 /// How often a plain (not terminal) progress line repeats.
 const PLAIN_EVERY_SECS: u64 = 5;
 
@@ -32,7 +34,7 @@ impl Say {
     /// One line.
     pub fn line(&mut self, text: impl Display) {
         self.clear_progress();
-        eprintln!("troupe dev: {text}");
+        tell_user(format_args!("troupe dev: {text}\n"));
     }
 
     /// The wait for `command` to register its types, `waited` in.
@@ -55,7 +57,9 @@ impl Say {
         };
         if due {
             self.last_plain = Some(secs);
-            eprintln!("troupe dev: waiting for `{command}` to register its types… {secs}s");
+            tell_user(format_args!(
+                "troupe dev: waiting for `{command}` to register its types… {secs}s\n"
+            ));
         }
     }
 
