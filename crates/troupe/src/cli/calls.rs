@@ -62,11 +62,13 @@ struct Outgoing {
 pub struct CallArgs {
     /// The arguments as JSON: an object is keyword arguments ('{"by": 5}'),
     /// an array positional ones ('[5]'), anything else one positional
-    /// argument, as the Python client's `invoke` takes them.
+    /// argument, as the Python client's `invoke` takes them. @FILE reads
+    /// the JSON from FILE, @- from standard input.
     #[arg(long, conflicts_with = "payload")]
     pub data: Option<String>,
     /// The call payload exactly as sent, '{"args": [...], "kwargs": {...}}'
     /// (docs/payloads.md): positional and keyword arguments together.
+    /// @FILE reads it from FILE, @- from standard input.
     #[arg(long)]
     pub payload: Option<String>,
     /// Names this call (1 to 256 bytes of printable UTF-8), so that the

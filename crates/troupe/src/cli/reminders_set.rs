@@ -45,7 +45,7 @@ pub struct ReminderSet {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub times: Option<u32>,
     /// What each firing passes to the actor's handler, as JSON (its `data`);
-    /// left out, null.
+    /// left out, null. @FILE reads it from FILE, @- from standard input.
     #[arg(long, value_name = "JSON")]
     pub data: Option<String>,
     /// Skip firings that came due while the daemon was down, instead of

@@ -23,7 +23,8 @@ const SHOWN_CHARS: usize = 80;
 #[group(required = true, multiple = false)]
 pub struct StateValue {
     /// The key's new value as JSON, stored as the SDKs store state (the
-    /// JSON text), e.g. --data 5 or --data '{"items": []}'.
+    /// JSON text), e.g. --data 5 or --data '{"items": []}'. @FILE reads
+    /// it from FILE, @- from standard input.
     #[arg(long, value_name = "JSON")]
     pub data: Option<String>,
     /// The key's new value as raw bytes, in base64.
@@ -48,7 +49,8 @@ impl StateValue {
 #[group(required = false, multiple = false)]
 pub struct ExpectedValue {
     /// Only if the key still holds this JSON value (as `state get` showed
-    /// it); else nothing changes and the command exits 6.
+    /// it); else nothing changes and the command exits 6. @FILE reads it
+    /// from FILE, @- from standard input.
     #[arg(long, value_name = "JSON")]
     pub if_value: Option<String>,
     /// Only if the key still holds these raw bytes, in base64.
