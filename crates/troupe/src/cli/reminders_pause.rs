@@ -63,7 +63,8 @@ pub async fn reminders_pause(target: &Target, which: Paused, pause: bool) -> any
         all => return change_all(target, all, pause).await,
     };
     let whose = actor_name(&actor_type, &id);
-    if name == ALARM_NAME || name.starts_with('$') {
+    // Other '$' names (a delayed tell's, `$retain`) pause as reminders do.
+    if name == ALARM_NAME {
         return Err(fail(
             Exit::Usage,
             format!(
