@@ -235,8 +235,10 @@ enum RemindersCommand {
     /// List reminders and alarms with their next due time, schedule and
     /// attempts.
     List {
+        /// Only those of actors of this type.
         #[arg(long = "type", value_name = "TYPE")]
         actor_type: Option<String>,
+        /// Only those of this actor (with --type).
         #[arg(long = "id", value_name = "ID", requires = "actor_type")]
         actor_id: Option<String>,
         #[command(flatten)]
