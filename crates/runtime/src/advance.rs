@@ -119,6 +119,9 @@ impl Runtime {
         // Concurrent advances would each wait on the other's firings.
         let _one_at_a_time = shared.advancing.lock().await;
         let deadline = Instant::now() + shared.config.call_timeout;
+        // Activations that ended before the call count their retention
+        // from their end, not from a mark still on its way.
+        let _ = tokio::time::timeout_at(deadline, shared.retention.settled(None)).await;
         let before = shared.counts();
         let target = clock.now_ms().saturating_add(millis(by));
         let mut steps = 0;

@@ -114,6 +114,10 @@ const MAX_MAILBOX_LIMIT: usize = 1_000_000;
 const MIN_IDLE_TIMEOUT: Duration = Duration::from_millis(10);
 /// Activations track idleness in u32 milliseconds (49 days); stay well inside.
 const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
+/// An actor type's retention: from a minute (a shorter one is more likely
+/// "30" meant as days than a wish to erase actors within seconds).
+const RETENTIONS: std::ops::RangeInclusive<Duration> =
+    std::ops::RangeInclusive::new(Duration::from_secs(60), crate::input::MAX_DURATION);
 /// A turn may run from a millisecond to a day.
 const TURN_TIMEOUTS: std::ops::RangeInclusive<Duration> =
     std::ops::RangeInclusive::new(Duration::from_millis(1), Duration::from_secs(24 * 3600));
@@ -241,6 +245,13 @@ impl RuntimeConfig {
                 spec.name
             )));
         }
+        if let Some(retention) = spec.retention {
+            UserDuration::new(
+                &format!("actor type '{}': retention", spec.name),
+                retention,
+                &RETENTIONS,
+            )?;
+        }
         let mut readonly_methods = spec.readonly_methods.clone();
         readonly_methods.sort();
         readonly_methods.dedup();
@@ -254,6 +265,7 @@ impl RuntimeConfig {
             turn_timeout,
             max_pending_calls,
             durable_tells: spec.durable_tells,
+            retention: spec.retention,
         })
     }
 }

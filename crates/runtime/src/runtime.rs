@@ -117,6 +117,7 @@ impl Runtime {
             inbox_stats,
             inbox_retries: Default::default(),
             holds: Default::default(),
+            retention: crate::retention::marks::Marks::new(),
             chain_tokens,
             config,
         };
@@ -168,6 +169,9 @@ impl Runtime {
                     .run(due, shutdown.reached(Stage::Draining)),
             );
             shutdown.spawn(shared.clone().fire_due(firings));
+        }
+        if let Some(marks) = shared.retention.take_receiver() {
+            shutdown.spawn(shared.clone().write_retention_marks(marks));
         }
         if let Some(mut changes) = shared.placement.changes() {
             // Reminders of actors this daemon gained are in the store, not in

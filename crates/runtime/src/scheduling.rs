@@ -19,6 +19,7 @@ use crate::input::millis;
 use crate::mailbox::Envelope;
 use crate::metrics::Scheduled;
 use crate::reply::{wait_reply, FiringReply, Reply};
+use crate::retention::{RetainFiring, RETAIN_NAME};
 use crate::runtime::Runtime;
 use crate::schedule::timers::{Timer, TimerSpec};
 use crate::schedule::{
@@ -71,6 +72,12 @@ impl Shared {
         }
         if let Some(tell) = firing.tell() {
             return self.store_due_tell(firing, tell).await;
+        }
+        if firing.name == RETAIN_NAME {
+            return match self.fire_retention(firing).await {
+                RetainFiring::Done(fired) => fired,
+                RetainFiring::Erase { retention } => self.erase_expired(firing, retention).await,
+            };
         }
         let (kind, method) = if firing.alarm {
             (TurnKind::Alarm, ALARM_METHOD.to_owned())
@@ -156,8 +163,12 @@ fn check_reminder_name(name: &str) -> Result<(), CallError> {
 }
 
 /// A name a caller may read, delete, pause or resume a reminder by: one it
-/// could set, or a delayed tell's (its key may fill a name's whole length).
+/// could set, a delayed tell's (its key may fill a name's whole length), or
+/// the retention's (pausing it keeps the actor, as a legal hold would).
 fn check_reminder_ref(name: &str) -> Result<(), CallError> {
+    if name == RETAIN_NAME {
+        return Ok(());
+    }
     match name.strip_prefix(TELL_PREFIX) {
         Some(key) => validate::name("the delayed tell's idempotency key", key),
         None => check_reminder_name(name),

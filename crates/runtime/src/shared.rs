@@ -94,6 +94,9 @@ pub(crate) struct Shared {
     /// Actors being purged or edited, whose activations wait
     /// (`lifecycle::held_actor`).
     pub(crate) holds: crate::lifecycle::hold::Holds,
+    /// The `$retain` marks of types with a retention, on their way to the
+    /// scheduler (`retention`).
+    pub(crate) retention: crate::retention::marks::Marks,
 }
 
 impl std::fmt::Debug for Shared {

@@ -338,6 +338,8 @@ pub struct TypeSpec {
     pub max_pending_calls: Option<usize>,
     /// Tells sent without a delivery mode are durable (docs/delivery.md).
     pub durable_tells: bool,
+    /// Erase an actor nothing reached for this long (`retention`).
+    pub retention: Option<Duration>,
 }
 
 /// Per-type options in force, defaults filled in.
@@ -352,6 +354,8 @@ pub struct TypeOptions {
     pub turn_timeout: Duration,
     pub max_pending_calls: usize,
     pub durable_tells: bool,
+    /// `None`: actors are kept until purged.
+    pub retention: Option<Duration>,
 }
 
 /// Metadata, call chain and trace of a call; boxed because most calls carry

@@ -235,6 +235,7 @@ impl Shared {
                 }
                 drop(inner);
                 events::activated(&self.config.node, &act.id);
+                self.retention_started(&act.id);
                 if host_lost {
                     tokio::spawn(self.clone().finish_deactivation(
                         act,

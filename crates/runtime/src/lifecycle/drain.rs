@@ -72,13 +72,19 @@ impl Runtime {
     /// Ends `actor`'s activation now: a running turn finishes first, the
     /// deactivation hook runs and its state is flushed; waits until it has,
     /// at most the shutdown grace period. Returns whether there was an
-    /// activation to end. Calls arriving meanwhile activate it again.
+    /// activation to end. Calls arriving meanwhile activate it again. Its
+    /// retention mark (`retention`) is stored by then too, so a test clock
+    /// moved next counts the retention from this end.
     pub async fn deactivate_actor(&self, actor: &ActorId) -> Result<bool, CallError> {
         validate::name("actor type", &actor.ty)?;
         validate::name("actor id", &actor.id)?;
-        self.shared
+        let ended = self
+            .shared
             .end_activation(actor, "check `troupe actors get` and retry")
-            .await
+            .await?;
+        let marked = self.shared.retention.settled(Some(actor));
+        let _ = tokio::time::timeout(self.shared.config.call_timeout, marked).await;
+        Ok(ended)
     }
 
     /// The placement lease lapsed at `lapsed_unix_ms`: another daemon may

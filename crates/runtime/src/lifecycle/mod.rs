@@ -234,6 +234,9 @@ impl Shared {
         if let Err(e) = self.flusher.flush_actor(&act).await {
             warn!(actor = %act.id, error = %e, "flush on deactivation failed; state kept in memory");
         }
+        if announced {
+            self.retention_ended(&act.id);
+        }
         let mut wake = false;
         let removed = self.directory.remove_if(&act, |inner| {
             if inner.mailbox.is_empty() && !inner.is_dirty() {

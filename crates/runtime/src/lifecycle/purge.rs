@@ -22,12 +22,18 @@
 //! So a call is answered either before the purge (its effects are erased)
 //! or after it (it sees none of what was there).
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use tracing::info;
 use troupe_storage::PurgedActor;
 
+use super::held_actor::HeldActor;
 use crate::error::CallError;
+use crate::input::millis;
 use crate::runtime::Runtime;
-use crate::schedule::ALARM_NAME;
+use crate::schedule::{Due, Fired, ALARM_NAME};
+use crate::shared::Shared;
 use crate::types::{ActorId, TurnKind};
 
 /// Reminders listed per page while they are deleted.
@@ -50,8 +56,23 @@ impl Runtime {
     /// calls that arrive meanwhile wait and then find it empty. Only the
     /// daemon that owns the actor purges it.
     pub async fn purge_actor(&self, actor: &ActorId) -> Result<Purged, CallError> {
-        let shared = &self.shared;
         let held = self.hold_owned_actor(actor, "purged").await?;
+        self.purge_held(actor, held).await
+    }
+
+    /// Purges `actor` past its type's retention (`retention`), unless it
+    /// turned out active as the hold took it: a call reached it after all,
+    /// and its end sets the next retention mark. `None` then.
+    pub(crate) async fn expire_actor(&self, actor: &ActorId) -> Result<Option<Purged>, CallError> {
+        let held = self.hold_owned_actor(actor, "erased").await?;
+        if held.was_active {
+            return Ok(None);
+        }
+        self.purge_held(actor, held).await.map(Some)
+    }
+
+    async fn purge_held(&self, actor: &ActorId, held: HeldActor) -> Result<Purged, CallError> {
+        let shared = &self.shared;
         let was_active = held.was_active;
         let left = shared.directory.get(actor);
         shared
@@ -67,6 +88,10 @@ impl Runtime {
             })
             .await?;
         let stored = shared.flusher.purge_stored(actor, held.epoch).await?;
+        // A retention mark noted as its activation ended must not land
+        // after its reminders are gone.
+        let marked = shared.retention.settled(Some(actor));
+        let _ = tokio::time::timeout(shared.config.call_timeout, marked).await;
         let reminders = self.delete_reminders_of(actor).await?;
         let dropped_firings = self.drop_waiting_firings(actor);
         info!(
@@ -130,6 +155,36 @@ impl Runtime {
                 Some(last) if page.len() == REMINDER_PAGE => after = Some(last.name.clone()),
                 _ => return Ok(deleted),
             }
+        }
+    }
+}
+
+impl Shared {
+    /// Erases `firing`'s actor, past its type's `retention` (`retention.rs`
+    /// decided it was idle), and says how the firing went.
+    pub(crate) async fn erase_expired(
+        self: &Arc<Self>,
+        firing: &Due,
+        retention: Duration,
+    ) -> Fired {
+        let actor = &firing.actor;
+        let runtime = Runtime {
+            shared: self.clone(),
+        };
+        match runtime.expire_actor(actor).await {
+            Ok(Some(purged)) => {
+                info!(
+                    actor = %actor,
+                    retention_ms = millis(retention),
+                    state_keys = purged.stored.state_keys,
+                    reminders = purged.reminders,
+                    "erased an actor past its type's retention"
+                );
+                Fired::Superseded
+            }
+            // Activated meanwhile: its end writes the next mark.
+            Ok(None) => Fired::Superseded,
+            Err(e) => Fired::after_error(firing, e),
         }
     }
 }

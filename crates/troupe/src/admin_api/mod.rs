@@ -190,6 +190,7 @@ impl pb::admin_server::Admin for AdminApi {
                         out.idle_timeout_ms = o.idle_timeout.as_millis() as u64;
                         out.max_mailbox = u32::try_from(o.max_mailbox).unwrap_or(u32::MAX);
                         out.reentrant = o.reentrant;
+                        out.retention_ms = o.retention.map_or(0, |r| r.as_millis() as u64);
                     }
                     out
                 })

@@ -172,6 +172,7 @@ pub fn type_spec(t: pb::ActorTypeSpec) -> TypeSpec {
         turn_timeout: millis(t.turn_timeout_ms),
         max_pending_calls: (t.max_pending_calls > 0).then_some(t.max_pending_calls as usize),
         durable_tells: t.durable_tells,
+        retention: millis(t.retention_ms),
     }
 }
 
@@ -189,5 +190,6 @@ pub fn type_options_to_pb(o: &TypeOptions) -> pb::ActorTypeSpec {
         turn_timeout_ms: troupe_runtime::input::millis(o.turn_timeout),
         max_pending_calls: u32::try_from(o.max_pending_calls).unwrap_or(u32::MAX),
         durable_tells: o.durable_tells,
+        retention_ms: o.retention.map_or(0, troupe_runtime::input::millis),
     }
 }

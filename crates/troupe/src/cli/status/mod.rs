@@ -64,6 +64,7 @@ pub(super) fn status_json(s: &pb::StatusResponse) -> Value {
                 "idle_timeout_ms": t.idle_timeout_ms,
                 "max_mailbox": t.max_mailbox,
                 "reentrant": t.reentrant,
+                "retention_ms": t.retention_ms,
             })
         })
         .collect();
@@ -180,6 +181,7 @@ pub(super) fn status_table(s: &pb::StatusResponse) -> String {
         ("IDLE TIMEOUT", true),
         ("MAX MAILBOX", true),
         ("REENTRANT", false),
+        ("RETENTION", true),
         ("APPS", false),
     ]);
     for ty in &s.types {
@@ -190,6 +192,7 @@ pub(super) fn status_table(s: &pb::StatusResponse) -> String {
             render::duration_cell(ty.idle_timeout_ms),
             ty.max_mailbox.to_string(),
             render::yes_no(ty.reentrant).to_owned(),
+            render::duration_cell(ty.retention_ms),
             if ty.apps.is_empty() {
                 "(no app connected)".to_owned()
             } else {
