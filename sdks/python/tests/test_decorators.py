@@ -32,6 +32,17 @@ def test_actor_spec_carries_options_and_methods() -> None:
     assert proto.state_mode == common_pb2.STATE_MODE_DURABLE
     assert proto.max_mailbox == 8
     assert list(proto.readonly_methods) == ["get"]
+    assert proto.retention_ms == 0
+
+
+def test_retention_reaches_the_registration() -> None:
+    @troupe.actor("session", retention="90d")
+    class Session(troupe.Actor):
+        @troupe.method
+        def ping(self) -> str:
+            return "pong"
+
+    assert spec_of(Session).to_proto().retention_ms == 90 * 24 * 3600 * 1000
 
 
 def test_methods_are_inherited() -> None:

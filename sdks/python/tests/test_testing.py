@@ -273,3 +273,42 @@ async def test_a_tell_at_a_time_is_read_against_the_daemons_clock(troupe_env: Te
         await client.tell("kit_trial", "t6", "expire", at=at, durable=False)
     with pytest.raises(troupe.InvalidArgument, match="deliver_at"):
         await client.tell("kit_trial", "t6", "expire", at="2026-13-01T00:00:00Z")
+
+
+# The ids whose on_deactivate ran.
+_SESSIONS_ENDED: list[str] = []
+
+
+@troupe.actor("kit_session", retention="1h")
+class KitSession(troupe.Actor):
+    """A session nobody keeps: erased an hour after its last activation ends."""
+
+    @troupe.method
+    async def touch(self) -> int:
+        seen = int(self.state.get("seen", 0)) + 1
+        self.state["seen"] = seen
+        return seen
+
+    async def on_deactivate(self) -> None:
+        _SESSIONS_ENDED.append(self.id)
+
+
+async def test_an_actor_nothing_reached_for_its_retention_is_erased(troupe_env: TestEnv) -> None:
+    await troupe_env.host(KitSession)
+    session = troupe_env.actor(KitSession, "s1")
+    assert await session.touch() == 1
+    assert await troupe_env.deactivate(KitSession, "s1")
+    assert _SESSIONS_ENDED == ["s1"]
+    assert not await troupe_env.deactivate(KitSession, "s1")
+
+    await troupe_env.advance("59m")
+    assert await troupe_env.state(KitSession, "s1") == {"seen": 1}
+    await troupe_env.advance("2m")
+    assert await troupe_env.state(KitSession, "s1") == {}
+    # Called again, it starts afresh.
+    assert await session.touch() == 1
+
+
+def test_a_retention_under_a_minute_is_refused_at_the_decorator() -> None:
+    with pytest.raises(ValueError, match="at least a minute"):
+        troupe.actor("kit_short", retention=30)

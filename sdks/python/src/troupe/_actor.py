@@ -48,6 +48,7 @@ class ActorSpec:
     state_mode: common_pb2.StateMode = common_pb2.STATE_MODE_UNSPECIFIED
     turn_timeout_ms: int = 0
     durable_tells: bool = False
+    retention_ms: int = 0
 
     def to_proto(self) -> app_pb2.ActorTypeSpec:
         return app_pb2.ActorTypeSpec(
@@ -59,6 +60,7 @@ class ActorSpec:
             readonly_methods=sorted(self.readonly),
             turn_timeout_ms=self.turn_timeout_ms,
             durable_tells=self.durable_tells,
+            retention_ms=self.retention_ms,
         )
 
 
@@ -138,6 +140,8 @@ def _unhandled(obj: Actor, what: str, name: str | None, hook: str) -> str:
 
 
 _NAME_RE = re.compile(r"^[^\s/]{1,256}$")
+# The daemon's lower bound on a type's retention.
+_MIN_RETENTION_MS = 60_000
 
 
 def actor(
@@ -149,6 +153,7 @@ def actor(
     reentrant: bool = False,
     turn_timeout: DurationLike | None = None,
     durable_tells: bool = False,
+    retention: DurationLike | None = None,
 ) -> Callable[[A], A]:
     """Declare an :class:`Actor` subclass as the actor type ``name``.
 
@@ -164,6 +169,10 @@ def actor(
         durable_tells: tells to this type sent without ``durable=`` are durable: stored in
             the actor's inbox before the sender hears back, delivered at least once
             (docs/delivery.md). A sender's ``durable=False`` still opts out.
+        retention: erase an actor nothing has reached for this long (``"90d"``): its
+            state, reminders and everything else ``troupe actors purge`` erases, counted
+            from the end of its last activation (docs/retention.md). At least a minute.
+            None keeps actors until purged.
 
     Options left as None use the daemon's defaults. A bad option raises
     :class:`InvalidArgument` (durations) or ValueError here, not when the app registers.
@@ -177,6 +186,13 @@ def actor(
     # Read now, so that a bad duration fails at the decorator, not when the app registers.
     idle_timeout_ms = 0 if idle_timeout is None else to_millis(idle_timeout, "idle_timeout")
     turn_timeout_ms = 0 if turn_timeout is None else to_millis(turn_timeout, "turn_timeout")
+    retention_ms = 0 if retention is None else to_millis(retention, "retention")
+    if retention is not None and retention_ms < _MIN_RETENTION_MS:
+        # Most likely days or hours given as a bare number, which reads as seconds.
+        raise ValueError(
+            f"retention must be at least a minute, got {retention!r} ({retention_ms} ms); "
+            f"a bare number is seconds: write e.g. '30d' for thirty days"
+        )
     if max_mailbox is not None and max_mailbox <= 0:
         raise ValueError(f"max_mailbox must be a positive int, got {max_mailbox!r}")
 
@@ -209,6 +225,7 @@ def actor(
             state_mode=_STATE_MODES[state],
             turn_timeout_ms=turn_timeout_ms,
             durable_tells=durable_tells,
+            retention_ms=retention_ms,
         )
         setattr(cls, _SPEC_ATTR, spec)
         return cls

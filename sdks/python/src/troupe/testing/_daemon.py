@@ -163,6 +163,21 @@ class TestDaemon:
             except grpc.aio.AioRpcError as e:
                 raise from_rpc_error(e, f"setting the state of {actor_type}/{actor_id}") from None
 
+    async def deactivate(self, actor_type: str, actor_id: str) -> bool:
+        """End the actor's activation now (``Admin.DeactivateActor``): its running turn
+        finishes, ``on_deactivate`` runs, its state is stored. False if it was not active."""
+        async with open_channel(self.address) as channel:
+            stub = admin_pb2_grpc.AdminStub(channel)  # type: ignore[no-untyped-call]
+            try:
+                reply: admin_pb2.DeactivateActorResponse = await stub.DeactivateActor(
+                    admin_pb2.DeactivateActorRequest(
+                        actor=common_pb2.ActorRef(type=actor_type, id=actor_id)
+                    )
+                )
+            except grpc.aio.AioRpcError as e:
+                raise from_rpc_error(e, f"deactivating {actor_type}/{actor_id}") from None
+        return reply.deactivated
+
     async def _advance(self, by: str) -> Advanced:
         async with open_channel(self.address) as channel:
             stub = admin_pb2_grpc.AdminStub(channel)  # type: ignore[no-untyped-call]

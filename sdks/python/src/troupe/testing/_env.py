@@ -102,6 +102,13 @@ class TestEnv:
             raise TypeError("set_state needs values to store or keys to delete")
         await self.daemon.edit_state(_type_name(actor_type), actor_id, encoded, delete)
 
+    async def deactivate(self, actor_type: str | type[Actor], actor_id: str) -> bool:
+        """End the actor's activation now, as its idle timeout would: its running turn
+        finishes, ``on_deactivate`` runs and its state is stored; the next call activates
+        it again. For testing deactivation hooks and a type's ``retention``. False if the
+        actor was not active."""
+        return await self.daemon.deactivate(_type_name(actor_type), actor_id)
+
     async def advance(self, by: Duration) -> Advanced:
         """Move the clock forward by ``by`` (seconds, a timedelta or "720h"): every reminder,
         alarm and timer due on the way fires in due order, and this returns once their turns

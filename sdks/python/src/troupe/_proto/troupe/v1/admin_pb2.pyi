@@ -248,7 +248,7 @@ class FlushBacklog(_message.Message):
     def __init__(self, dirty_actors: _Optional[int] = ..., dirty_bytes: _Optional[int] = ..., held_replies: _Optional[int] = ..., batches: _Optional[int] = ..., keys_written: _Optional[int] = ..., last_flush_unix_ms: _Optional[int] = ..., failing: bool = ..., last_error: _Optional[str] = ...) -> None: ...
 
 class RegisteredType(_message.Message):
-    __slots__ = ("name", "apps", "active_actors", "state_mode", "idle_timeout_ms", "max_mailbox", "reentrant")
+    __slots__ = ("name", "apps", "active_actors", "state_mode", "idle_timeout_ms", "max_mailbox", "reentrant", "retention_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     APPS_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_ACTORS_FIELD_NUMBER: _ClassVar[int]
@@ -256,6 +256,7 @@ class RegisteredType(_message.Message):
     IDLE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_MAILBOX_FIELD_NUMBER: _ClassVar[int]
     REENTRANT_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     apps: _containers.RepeatedScalarFieldContainer[str]
     active_actors: int
@@ -263,7 +264,8 @@ class RegisteredType(_message.Message):
     idle_timeout_ms: int
     max_mailbox: int
     reentrant: bool
-    def __init__(self, name: _Optional[str] = ..., apps: _Optional[_Iterable[str]] = ..., active_actors: _Optional[int] = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., idle_timeout_ms: _Optional[int] = ..., max_mailbox: _Optional[int] = ..., reentrant: bool = ...) -> None: ...
+    retention_ms: int
+    def __init__(self, name: _Optional[str] = ..., apps: _Optional[_Iterable[str]] = ..., active_actors: _Optional[int] = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., idle_timeout_ms: _Optional[int] = ..., max_mailbox: _Optional[int] = ..., reentrant: bool = ..., retention_ms: _Optional[int] = ...) -> None: ...
 
 class ListActorsRequest(_message.Message):
     __slots__ = ("type", "page_size", "page_token")

@@ -50,7 +50,7 @@ class Register(_message.Message):
     def __init__(self, app_name: _Optional[str] = ..., types: _Optional[_Iterable[_Union[ActorTypeSpec, _Mapping]]] = ..., sdk: _Optional[str] = ..., accepts_batches: bool = ..., max_receive_bytes: _Optional[int] = ..., api_version: _Optional[int] = ..., accepts_parts: bool = ..., accepts_cancel: bool = ...) -> None: ...
 
 class ActorTypeSpec(_message.Message):
-    __slots__ = ("name", "idle_timeout_ms", "max_mailbox", "reentrant", "state_mode", "readonly_methods", "turn_timeout_ms", "max_pending_calls", "durable_tells")
+    __slots__ = ("name", "idle_timeout_ms", "max_mailbox", "reentrant", "state_mode", "readonly_methods", "turn_timeout_ms", "max_pending_calls", "durable_tells", "retention_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_MAILBOX_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +60,7 @@ class ActorTypeSpec(_message.Message):
     TURN_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_PENDING_CALLS_FIELD_NUMBER: _ClassVar[int]
     DURABLE_TELLS_FIELD_NUMBER: _ClassVar[int]
+    RETENTION_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     idle_timeout_ms: int
     max_mailbox: int
@@ -69,7 +70,8 @@ class ActorTypeSpec(_message.Message):
     turn_timeout_ms: int
     max_pending_calls: int
     durable_tells: bool
-    def __init__(self, name: _Optional[str] = ..., idle_timeout_ms: _Optional[int] = ..., max_mailbox: _Optional[int] = ..., reentrant: bool = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., readonly_methods: _Optional[_Iterable[str]] = ..., turn_timeout_ms: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., durable_tells: bool = ...) -> None: ...
+    retention_ms: int
+    def __init__(self, name: _Optional[str] = ..., idle_timeout_ms: _Optional[int] = ..., max_mailbox: _Optional[int] = ..., reentrant: bool = ..., state_mode: _Optional[_Union[_common_pb2.StateMode, str]] = ..., readonly_methods: _Optional[_Iterable[str]] = ..., turn_timeout_ms: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., durable_tells: bool = ..., retention_ms: _Optional[int] = ...) -> None: ...
 
 class ActivateResult(_message.Message):
     __slots__ = ("call_id", "error", "changes", "lease_expired")
