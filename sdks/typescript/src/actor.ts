@@ -141,7 +141,17 @@ export interface ActorOptions {
    * A sender's `{ durable: false }` still opts out.
    */
   durableTells?: boolean;
+  /**
+   * Erase an actor nothing has reached for this long (`"90d"`): its state, reminders
+   * and everything else `troupe actors purge` erases, counted from the end of its last
+   * activation (docs/retention.md). At least a minute; left out, actors are kept
+   * until purged.
+   */
+  retention?: Duration;
 }
+
+/** The daemon's lower bound on a type's retention. */
+const MIN_RETENTION_MS = 60_000;
 
 /** Options of {@link method}. */
 export interface MethodOptions {
@@ -265,6 +275,14 @@ export function actor(name: string, options: ActorOptions = {}) {
   }
   const idleTimeoutMs = toMillis(options.idleTimeout, "idleTimeout") ?? 0;
   const turnTimeoutMs = toMillis(options.turnTimeout, "turnTimeout") ?? 0;
+  const retentionMs = toMillis(options.retention, "retention");
+  if (retentionMs !== undefined && retentionMs < MIN_RETENTION_MS) {
+    // Most likely days or hours given as a bare number, which reads as seconds.
+    throw new TypeError(
+      `retention must be at least a minute, got ${JSON.stringify(options.retention)} (${retentionMs} ms); ` +
+        `a bare number is seconds: write e.g. "30d" for thirty days`,
+    );
+  }
 
   return function (cls: ActorClass): void {
     if (!(cls.prototype instanceof Actor)) {
@@ -290,6 +308,7 @@ export function actor(name: string, options: ActorOptions = {}) {
         // Not an option of this SDK yet: the daemon's --max-pending-per-type.
         maxPendingCalls: 0,
         durableTells: options.durableTells ?? false,
+        retentionMs: BigInt(retentionMs ?? 0),
       },
     });
   };

@@ -38,7 +38,7 @@ import { daemonPath } from "./daemon.js";
 import { type Duration, toMillis } from "./duration.js";
 import type { CallFilter } from "./filters.js";
 import { TroupeError, fromRpcError } from "./errors.js";
-import { AdminClient, type AdvanceClockResponse } from "./gen/troupe/v1/admin.js";
+import { AdminClient, type AdvanceClockResponse, type DeactivateActorResponse } from "./gen/troupe/v1/admin.js";
 import type { StateChange } from "./gen/troupe/v1/common.js";
 import { encodeState } from "./payload.js";
 
@@ -184,6 +184,22 @@ export class TestDaemon {
     });
   }
 
+  /**
+   * End the actor's activation now (`Admin.DeactivateActor`): its running turn
+   * finishes, `onDeactivate` runs, its state is stored. False if it was not active.
+   */
+  deactivate(type: string, id: string): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      this.#admin.deactivateActor({ actor: { type, id } }, (err: grpc.ServiceError | null, reply: DeactivateActorResponse) => {
+        if (err !== null) {
+          reject(fromRpcError(err, `deactivating ${type}/${id}`));
+          return;
+        }
+        resolve(reply.deactivated);
+      });
+    });
+  }
+
   /** The daemon's scheduling time (flows with real time, jumps on {@link advance}). */
   async now(): Promise<Date> {
     return (await this.advance("0s")).now;
@@ -291,6 +307,17 @@ export class TestEnv {
       throw new TypeError("setState needs values to store or keys to delete");
     }
     await this.daemon.editState(type, id, encoded, remove);
+  }
+
+  /**
+   * End the actor's activation now, as its idle timeout would: its running
+   * turn finishes, `onDeactivate` runs and its state is stored; the next call
+   * activates it again. For testing deactivation hooks and a type's
+   * `retention`. False if the actor was not active.
+   */
+  deactivate(typeOrClass: string | ActorClass, id: string): Promise<boolean> {
+    const type = typeof typeOrClass === "string" ? typeOrClass : actorTypeName(typeOrClass);
+    return this.daemon.deactivate(type, id);
   }
 
   /**

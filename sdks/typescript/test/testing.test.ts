@@ -282,3 +282,48 @@ test("a tell at a time is read against the daemon's clock", async () => {
     await env.close();
   }
 });
+
+/** The ids whose onDeactivate ran. */
+const sessionsEnded: string[] = [];
+
+@actor("kit_session", { retention: "1h" })
+class KitSession extends Actor<{ seen: number }> {
+  /** A session nobody keeps: erased an hour after its last activation ends. */
+  @method
+  touch(): number {
+    const seen = this.state.get("seen", 0) + 1;
+    this.state.set("seen", seen);
+    return seen;
+  }
+
+  override onDeactivate(): void {
+    sessionsEnded.push(this.id);
+  }
+}
+
+test("an actor nothing reached for its retention is erased", async () => {
+  const env = await startTestEnv({ binary: troupeBin() });
+  try {
+    await env.host(KitSession);
+    const session = env.actor<KitSession>(KitSession, "s1");
+    assert.equal(await session.call("touch"), 1);
+    assert.equal(await env.deactivate(KitSession, "s1"), true);
+    assert.deepEqual(sessionsEnded, ["s1"]);
+    assert.equal(await env.deactivate(KitSession, "s1"), false);
+    // The daemon's reminder it waits as, due an hour after the end.
+    assert.notEqual(await env.client.getReminder(KitSession, "s1", "$retain"), null);
+
+    await env.advance("59m");
+    assert.deepEqual(await env.state(KitSession, "s1"), { seen: 1 });
+    await env.advance("2m");
+    assert.deepEqual(await env.state(KitSession, "s1"), {});
+    // Called again, it starts afresh.
+    assert.equal(await session.call("touch"), 1);
+  } finally {
+    await env.close();
+  }
+});
+
+test("a retention under a minute is refused at the decorator", () => {
+  assert.throws(() => actor("kit_short", { retention: 30 }), (err) => err instanceof TypeError && /at least a minute/.test(err.message));
+});

@@ -352,6 +352,11 @@ export interface RegisteredType {
   idleTimeoutMs: bigint;
   maxMailbox: number;
   reentrant: boolean;
+  /**
+   * Its actors are erased this long after their last activation ends
+   * (ActorTypeSpec.retention_ms); 0: kept until purged.
+   */
+  retentionMs: bigint;
 }
 
 export interface ListActorsRequest {
@@ -2498,7 +2503,16 @@ export const FlushBacklog: MessageFns<FlushBacklog> = {
 };
 
 function createBaseRegisteredType(): RegisteredType {
-  return { name: "", apps: [], activeActors: 0n, stateMode: 0, idleTimeoutMs: 0n, maxMailbox: 0, reentrant: false };
+  return {
+    name: "",
+    apps: [],
+    activeActors: 0n,
+    stateMode: 0,
+    idleTimeoutMs: 0n,
+    maxMailbox: 0,
+    reentrant: false,
+    retentionMs: 0n,
+  };
 }
 
 export const RegisteredType: MessageFns<RegisteredType> = {
@@ -2529,6 +2543,12 @@ export const RegisteredType: MessageFns<RegisteredType> = {
     }
     if (message.reentrant !== false) {
       writer.uint32(56).bool(message.reentrant);
+    }
+    if (message.retentionMs !== 0n) {
+      if (BigInt.asUintN(64, message.retentionMs) !== message.retentionMs) {
+        throw new globalThis.Error("value provided for field message.retentionMs of type uint64 too large");
+      }
+      writer.uint32(64).uint64(message.retentionMs);
     }
     return writer;
   },
@@ -2602,6 +2622,14 @@ export const RegisteredType: MessageFns<RegisteredType> = {
             message.reentrant = reader.bool();
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.retentionMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2630,6 +2658,9 @@ export const RegisteredType: MessageFns<RegisteredType> = {
       : 0n;
     message.maxMailbox = object.maxMailbox ?? 0;
     message.reentrant = object.reentrant ?? false;
+    message.retentionMs = (object.retentionMs !== undefined && object.retentionMs !== null)
+      ? BigInt(object.retentionMs)
+      : 0n;
     return message;
   },
 };

@@ -160,6 +160,18 @@ export interface ActorTypeSpec {
    * acknowledgement must mean "stored".
    */
   durableTells: boolean;
+  /**
+   * Erase an actor nothing has reached for this long: everything `troupe
+   * actors purge` erases (state, inbox, dead letters, call records,
+   * reminders and alarm), so the store does not keep every cart, session
+   * or device ever seen. Counted from the end of its last activation (the
+   * idle timeout after its last turn); any call, tell or firing that
+   * activates it starts the count again, so an actor with a reminder that
+   * fires within the retention is kept. It waits as the daemon's reminder
+   * "$retain", due when the actor would go. 0 keeps actors until purged;
+   * else at least a minute (docs/retention.md).
+   */
+  retentionMs: bigint;
 }
 
 export interface ActivateResult {
@@ -757,6 +769,7 @@ function createBaseActorTypeSpec(): ActorTypeSpec {
     turnTimeoutMs: 0n,
     maxPendingCalls: 0,
     durableTells: false,
+    retentionMs: 0n,
   };
 }
 
@@ -794,6 +807,12 @@ export const ActorTypeSpec: MessageFns<ActorTypeSpec> = {
     }
     if (message.durableTells !== false) {
       writer.uint32(72).bool(message.durableTells);
+    }
+    if (message.retentionMs !== 0n) {
+      if (BigInt.asUintN(64, message.retentionMs) !== message.retentionMs) {
+        throw new globalThis.Error("value provided for field message.retentionMs of type uint64 too large");
+      }
+      writer.uint32(80).uint64(message.retentionMs);
     }
     return writer;
   },
@@ -883,6 +902,14 @@ export const ActorTypeSpec: MessageFns<ActorTypeSpec> = {
             message.durableTells = reader.bool();
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.retentionMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -913,6 +940,9 @@ export const ActorTypeSpec: MessageFns<ActorTypeSpec> = {
       : 0n;
     message.maxPendingCalls = object.maxPendingCalls ?? 0;
     message.durableTells = object.durableTells ?? false;
+    message.retentionMs = (object.retentionMs !== undefined && object.retentionMs !== null)
+      ? BigInt(object.retentionMs)
+      : 0n;
     return message;
   },
 };
