@@ -60,12 +60,21 @@ impl Runtime {
         self.purge_held(actor, held).await
     }
 
-    /// Purges `actor` past its type's retention (`retention`), unless it
-    /// turned out active as the hold took it: a call reached it after all,
-    /// and its end sets the next retention mark. `None` then.
-    pub(crate) async fn expire_actor(&self, actor: &ActorId) -> Result<Option<Purged>, CallError> {
+    /// Purges `firing`'s actor past its type's retention (`retention`),
+    /// unless a call reached it after all: the hold found it active (its
+    /// end sets the next mark), or a mark written since the firing popped
+    /// (an activation that began and ended meanwhile, or an operator's
+    /// pause) superseded the firing. `None` then.
+    async fn expire_actor(&self, firing: &Due) -> Result<Option<Purged>, CallError> {
+        let actor = &firing.actor;
         let held = self.hold_owned_actor(actor, "erased").await?;
         if held.was_active {
+            return Ok(None);
+        }
+        // Held, it gains no marks; those on their way land first.
+        let marked = self.shared.retention.settled(Some(actor));
+        let _ = tokio::time::timeout(self.shared.config.call_timeout, marked).await;
+        if firing.superseded() {
             return Ok(None);
         }
         self.purge_held(actor, held).await.map(Some)
@@ -171,7 +180,7 @@ impl Shared {
         let runtime = Runtime {
             shared: self.clone(),
         };
-        match runtime.expire_actor(actor).await {
+        match runtime.expire_actor(firing).await {
             Ok(Some(purged)) => {
                 info!(
                     actor = %actor,
@@ -182,7 +191,7 @@ impl Shared {
                 );
                 Fired::Superseded
             }
-            // Activated meanwhile: its end writes the next mark.
+            // Reached meanwhile: its newer mark decides.
             Ok(None) => Fired::Superseded,
             Err(e) => Fired::after_error(firing, e),
         }

@@ -51,6 +51,10 @@ const MARK_BATCH: usize = 1_024;
 /// which only keeps their actors longer.
 const LAST_MARKS_WAIT: Duration = Duration::from_secs(2);
 
+/// How soon a mark that says no retention (unreadable) fires again while
+/// no app says the type's.
+const UNKNOWN_RETRY: Duration = Duration::from_secs(3_600);
+
 /// A firing fails only while the store or the owner is away: keep trying
 /// for about 16 hours, as a delayed tell's storing does.
 const FIRING_RETRY: RetryPolicy = RetryPolicy {
@@ -67,16 +71,12 @@ pub(crate) enum RetainFiring {
     Erase { retention: Duration },
 }
 
-/// The `$retain` reminder of `actor`, due a retention from `now_ms`.
-fn mark_spec(actor: &ActorId, seen: Seen, retention: Duration, now_ms: u64) -> ReminderSpec {
-    let mark = Mark {
-        seen,
-        retention_ms: millis(retention),
-    };
+/// The `$retain` reminder of `actor`: `mark`, due at `due_unix_ms`.
+fn mark_spec(actor: &ActorId, mark: Mark, due_unix_ms: u64) -> ReminderSpec {
     ReminderSpec {
         actor: actor.clone(),
         name: RETAIN_NAME.to_owned(),
-        due_unix_ms: now_ms.saturating_add(mark.retention_ms),
+        due_unix_ms,
         period: None,
         cron: None,
         jitter: None,
@@ -87,6 +87,13 @@ fn mark_spec(actor: &ActorId, seen: Seen, retention: Duration, now_ms: u64) -> R
         retry: FIRING_RETRY,
         missed: MissedFirings::FireOnce,
     }
+}
+
+/// `mark_spec` for `seen` with `retention`, due a retention from `now_ms`.
+fn retain_for(actor: &ActorId, seen: Seen, retention: Duration, now_ms: u64) -> ReminderSpec {
+    let retention_ms = millis(retention);
+    let mark = Mark { seen, retention_ms };
+    mark_spec(actor, mark, now_ms.saturating_add(retention_ms))
 }
 
 impl Shared {
@@ -151,7 +158,7 @@ impl Shared {
         }
         let now_ms = self.time.now_ms();
         let writes = latest.into_iter().map(|(actor, (seen, retention, count))| {
-            let spec = mark_spec(&actor, seen, retention, now_ms);
+            let spec = retain_for(&actor, seen, retention, now_ms);
             async move {
                 if let Err(e) = self.scheduler.set(spec).await {
                     // Not the owner any more (its new owner writes its
@@ -186,7 +193,15 @@ impl Shared {
                 });
             }
             Some(options) => options.retention.unwrap_or_default(),
-            None => Duration::from_millis(stored.retention_ms),
+            None if stored.retention_ms > 0 => Duration::from_millis(stored.retention_ms),
+            // Neither an app nor the mark says how long: never erase on a
+            // guess; ask again later.
+            None => {
+                let again = self.time.now_ms().saturating_add(millis(UNKNOWN_RETRY));
+                return self
+                    .move_mark(firing, mark_spec(actor, stored, again))
+                    .await;
+            }
         };
         let seen = if self.is_active(actor) {
             Some(Seen::Active)
@@ -195,14 +210,21 @@ impl Shared {
         } else {
             None
         };
-        if let Some(seen) = seen {
-            let spec = mark_spec(actor, seen, retention, self.time.now_ms());
-            return RetainFiring::Done(match self.scheduler.set(spec).await {
-                Ok(_) => Fired::Superseded,
-                Err(e) => Fired::after_error(firing, e),
-            });
+        match seen {
+            Some(seen) => {
+                let spec = retain_for(actor, seen, retention, self.time.now_ms());
+                self.move_mark(firing, spec).await
+            }
+            None => RetainFiring::Erase { retention },
         }
-        RetainFiring::Erase { retention }
+    }
+
+    /// Writes the firing's next mark: the firing is over.
+    async fn move_mark(&self, firing: &Due, spec: ReminderSpec) -> RetainFiring {
+        RetainFiring::Done(match self.scheduler.set(spec).await {
+            Ok(_) => Fired::Superseded,
+            Err(e) => Fired::after_error(firing, e),
+        })
     }
 }
 
@@ -213,7 +235,7 @@ mod tests {
     #[test]
     fn a_mark_reads_back_and_an_unreadable_one_reads_as_active() {
         let actor = ActorId::new("cart", "c1");
-        let spec = mark_spec(&actor, Seen::Idle, Duration::from_secs(3_600), 1_000);
+        let spec = retain_for(&actor, Seen::Idle, Duration::from_secs(3_600), 1_000);
         assert_eq!(spec.due_unix_ms, 3_601_000);
         assert_eq!(spec.name, RETAIN_NAME);
         let read = Mark::read(&spec.payload.data, Duration::ZERO);
