@@ -21,6 +21,9 @@
 //! due in one instant. Each firing's due time is the minute plus the delay
 //! the reminder's jitter chose (`troupe_runtime::jitter_delay`).
 
+mod common;
+
+use common::arg;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -51,15 +54,6 @@ pub static malloc_conf: &[u8] =
 
 const DAPR_REGISTRATIONS: f64 = 667.0;
 const DAPR_FIRINGS: f64 = 15_463.0;
-
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// Whether `--state-on-sled` was given.
 fn state_on_sled() -> bool {

@@ -10,6 +10,9 @@
 //!
 //! `cargo bench -p troupe-runtime --bench retention -- [--actors N] [--rounds R]`
 
+mod common;
+
+use common::arg;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,15 +27,6 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Calls or deactivations in flight at once.
 const CONCURRENCY: usize = 64;
-
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// User plus system CPU time of this process.
 fn cpu_time() -> Duration {
