@@ -39,6 +39,10 @@ async fn an_idle_actor_past_its_types_retention_is_erased() -> anyhow::Result<()
     assert!(retain_mark(&mut client, "c1").await?.contains("idle"));
     let (listed, _) = cli_against(&daemon, &["reminders", "list", "--type", "counter"], 0).await?;
     assert!(listed.contains("$retain"), "{listed}");
+    let (c1, _) = cli_against(&daemon, &["actors", "get", "counter", "c1"], 0).await?;
+    assert!(c1.contains("unless reached before"), "{c1}");
+    let (c2, _) = cli_against(&daemon, &["actors", "get", "counter", "c2"], 0).await?;
+    assert!(c2.contains("held: its $retain is paused"), "{c2}");
 
     advance(&daemon, "59m").await?;
     assert_eq!(client.stored_count("counter", "c1").await?, Some(5));

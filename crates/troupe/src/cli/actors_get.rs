@@ -2,6 +2,7 @@
 
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
+use troupe_runtime::RETAIN_NAME;
 
 use super::actors::actor_ref;
 use super::render::{self, Shown, Table};
@@ -75,8 +76,21 @@ fn describe_json(ty: &str, id: &str, d: &pb::DescribeActorResponse) -> Value {
     if let Some(o) = out.as_object_mut() {
         render::time_json(o, "activated", d.activated_unix_ms);
         render::time_json(o, "last_active", d.last_active_unix_ms);
+        let retain = retention_mark(d);
+        let held = retain.is_some_and(|r| r.paused);
+        let erased = retain
+            .filter(|r| !r.paused)
+            .map_or(0, |r| r.next_due_unix_ms);
+        render::time_json(o, "erased", erased);
+        o.insert("erasure_held".into(), json!(held));
     }
     out
+}
+
+/// The `$retain` reminder of an actor whose type has a retention: when the
+/// daemon erases it unless something reaches it first (docs/retention.md).
+fn retention_mark(d: &pb::DescribeActorResponse) -> Option<&pb::Reminder> {
+    d.reminders.iter().find(|r| r.name == RETAIN_NAME)
 }
 
 fn describe_table(name: &str, d: &pb::DescribeActorResponse) -> String {
@@ -87,7 +101,7 @@ fn describe_table(name: &str, d: &pb::DescribeActorResponse) -> String {
             s.to_owned()
         }
     };
-    let mut out = render::fields(&[
+    let mut fields = vec![
         ("actor", name.to_owned()),
         ("status", render::activation_status(d.status).to_owned()),
         ("node", or_dash(&d.node)),
@@ -101,7 +115,21 @@ fn describe_table(name: &str, d: &pb::DescribeActorResponse) -> String {
         ("stored", render::yes_no(d.stored).to_owned()),
         ("inbox", inbox_cell(d)),
         ("dead letters", d.dead_letters.to_string()),
-    ]);
+    ];
+    if let Some(retain) = retention_mark(d) {
+        fields.push((
+            "erased",
+            if retain.paused {
+                "held: its $retain is paused".to_owned()
+            } else {
+                format!(
+                    "{} unless reached before",
+                    render::time_cell(retain.next_due_unix_ms)
+                )
+            },
+        ));
+    }
+    let mut out = render::fields(&fields);
 
     // Only actors with trouble have retries: no empty section for the rest.
     if !d.inbox_retries.is_empty() {
@@ -237,6 +265,39 @@ mod tests {
         assert_eq!(json["state_mode"], "WRITE_BEHIND");
         assert_eq!(json["inbox_retries"], json!([]));
         assert!(!text.contains("RETRIES"), "{text}");
+    }
+
+    #[test]
+    fn the_retention_says_when_the_actor_is_erased_or_that_it_is_held() {
+        let retain = |paused| pb::Reminder {
+            actor: actor_ref("session", "s1"),
+            name: RETAIN_NAME.into(),
+            next_due_unix_ms: 1_795_244_602_217,
+            paused,
+            ..Default::default()
+        };
+        let mut d = pb::DescribeActorResponse {
+            actor: actor_ref("session", "s1"),
+            reminders: vec![retain(false)],
+            ..Default::default()
+        };
+        let text = describe_table("session/s1", &d);
+        assert!(
+            text.contains("\nerased        2026-11-21T07:03:22.217Z unless reached before\n"),
+            "{text}"
+        );
+        let json = describe_json("session", "s1", &d);
+        assert_eq!(json["erased_unix_ms"], 1_795_244_602_217u64);
+        assert_eq!(json["erasure_held"], false);
+
+        d.reminders = vec![retain(true)];
+        assert!(describe_table("session/s1", &d).contains("\nerased        held:"));
+        let json = describe_json("session", "s1", &d);
+        assert_eq!(json["erased_unix_ms"], Value::Null);
+        assert_eq!(json["erasure_held"], true);
+
+        d.reminders.clear();
+        assert!(!describe_table("session/s1", &d).contains("erased"));
     }
 
     #[test]
