@@ -103,6 +103,8 @@ struct Queue {
     paused: PausedKeys,
     /// Numbers reads of the paused keys.
     paused_generation: u64,
+    /// The placement table version the paused keys follow (`pause.rs`).
+    paused_table: u64,
 }
 
 /// A firing on its way, as the queue knows it.
@@ -345,6 +347,7 @@ impl Scheduler {
         let (done, wake) = loop {
             let queued = {
                 let mut q = self.queue.lock();
+                self.paused_follow_table(&mut q);
                 // A paused reminder set again (as apps do at each
                 // activation) takes the new schedule and stays paused.
                 match q.paused.contains(&record.key) {

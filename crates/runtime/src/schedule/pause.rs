@@ -188,6 +188,21 @@ impl Scheduler {
         self.queue.lock().paused.count()
     }
 
+    /// Forgets the paused keys once the placement table moved past the
+    /// version they follow. `reload` forgets them on a table change too,
+    /// but a moment after routing already follows the new table: a `set`
+    /// of an actor this daemon just took over, in between, would answer
+    /// from keys read before its old owner paused the reminder, and set
+    /// it running again.
+    pub(super) fn paused_follow_table(&self, q: &mut Queue) {
+        let version = self.placement.table_version();
+        if version != q.paused_table {
+            q.paused_table = version;
+            q.paused = PausedKeys::Unknown;
+            self.paused_read.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
     /// Forgets which reminders are paused: they are read again before the
     /// next write that needs to know.
     pub(super) fn forget_paused(&self) {
