@@ -23,9 +23,7 @@ use crate::input::{millis, range, UserDuration};
 use crate::metrics::Scheduled;
 use crate::reply::Reply;
 use crate::runtime::Runtime;
-use crate::schedule::{
-    Due, Fired, MissedFirings, ReminderInfo, ReminderSpec, RetryPolicy, TellMeta,
-};
+use crate::schedule::{Due, Fired, ReminderInfo, ReminderSpec, RetryPolicy, TellMeta};
 use crate::shared::Shared;
 use crate::types::{Call, CallExtra};
 use crate::validate;
@@ -141,19 +139,13 @@ impl Shared {
             // A retry of a tell that waits already: that one stands.
             return Ok(waiting);
         }
-        let spec = ReminderSpec {
-            actor: call.actor,
+        let spec = ReminderSpec::once(
+            call.actor,
             name,
-            due_unix_ms: self.time.now_ms().saturating_add(millis(delay)),
-            period: None,
-            cron: None,
-            jitter: None,
-            repeat: None,
-            until_unix_ms: None,
-            payload: call.payload,
-            retry: STORE_RETRY,
-            missed: MissedFirings::FireOnce,
-        };
+            self.time.now_ms().saturating_add(millis(delay)),
+            call.payload,
+            STORE_RETRY,
+        );
         spec.check()?;
         let tell = TellMeta {
             method: call.method.to_string(),

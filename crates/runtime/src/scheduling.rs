@@ -22,9 +22,7 @@ use crate::reply::{wait_reply, FiringReply, Reply};
 use crate::retention::{RetainFiring, RETAIN_NAME};
 use crate::runtime::Runtime;
 use crate::schedule::timers::{Timer, TimerSpec};
-use crate::schedule::{
-    AlarmSpec, Due, Fired, MissedFirings, ReminderInfo, ReminderSpec, ALARM_NAME,
-};
+use crate::schedule::{AlarmSpec, Due, Fired, ReminderInfo, ReminderSpec, ALARM_NAME};
 use crate::shared::Shared;
 use crate::shutdown::Stage;
 use crate::types::{ActorId, Call, CallExtra, CallTrace, Payload, TurnKind, TRACE_TARGET};
@@ -378,19 +376,13 @@ impl Shared {
         self.check_schedule(&spec.actor, spec.payload.len())?;
         spec.check()?;
         self.scheduler
-            .set(ReminderSpec {
-                actor: spec.actor,
-                name: ALARM_NAME.into(),
-                due_unix_ms: spec.at_unix_ms,
-                period: None,
-                cron: None,
-                jitter: None,
-                repeat: None,
-                until_unix_ms: None,
-                payload: spec.payload,
-                retry: spec.retry,
-                missed: MissedFirings::FireOnce,
-            })
+            .set(ReminderSpec::once(
+                spec.actor,
+                ALARM_NAME.into(),
+                spec.at_unix_ms,
+                spec.payload,
+                spec.retry,
+            ))
             .await
     }
 

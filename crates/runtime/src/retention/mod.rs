@@ -35,7 +35,7 @@ use troupe_storage::ReminderKey;
 use marks::{Mark, Noted, Seen};
 
 use crate::input::millis;
-use crate::schedule::{Due, Fired, MissedFirings, ReminderSpec, RetryPolicy};
+use crate::schedule::{Due, Fired, ReminderSpec, RetryPolicy};
 use crate::shared::Shared;
 use crate::shutdown::Stage;
 use crate::types::{ActorId, Payload};
@@ -73,20 +73,15 @@ pub(crate) enum RetainFiring {
 
 /// The `$retain` reminder of `actor`: `mark`, due at `due_unix_ms`.
 fn mark_spec(actor: &ActorId, mark: Mark, due_unix_ms: u64) -> ReminderSpec {
-    ReminderSpec {
-        actor: actor.clone(),
-        name: RETAIN_NAME.to_owned(),
+    // Two short words and a number: it cannot fail to encode.
+    let payload = Payload::json(serde_json::to_vec(&mark).unwrap_or_default());
+    ReminderSpec::once(
+        actor.clone(),
+        RETAIN_NAME.to_owned(),
         due_unix_ms,
-        period: None,
-        cron: None,
-        jitter: None,
-        repeat: None,
-        until_unix_ms: None,
-        // Two short words and a number: it cannot fail to encode.
-        payload: Payload::json(serde_json::to_vec(&mark).unwrap_or_default()),
-        retry: FIRING_RETRY,
-        missed: MissedFirings::FireOnce,
-    }
+        payload,
+        FIRING_RETRY,
+    )
 }
 
 /// `mark_spec` for `seen` with `retention`, due a retention from `now_ms`.

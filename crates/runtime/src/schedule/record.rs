@@ -103,6 +103,30 @@ pub struct AlarmSpec {
 }
 
 impl ReminderSpec {
+    /// A reminder that fires once, at `due_unix_ms`: the alarm, a delayed
+    /// tell, a retention mark.
+    pub fn once(
+        actor: ActorId,
+        name: String,
+        due_unix_ms: u64,
+        payload: Payload,
+        retry: RetryPolicy,
+    ) -> Self {
+        Self {
+            actor,
+            name,
+            due_unix_ms,
+            period: None,
+            cron: None,
+            jitter: None,
+            repeat: None,
+            until_unix_ms: None,
+            payload,
+            retry,
+            missed: MissedFirings::FireOnce,
+        }
+    }
+
     /// Checks the times and counts a user gave, so nothing computed from
     /// them later can overflow.
     pub(crate) fn check(&self) -> Result<(), CallError> {

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use troupe_placement::SingleNode;
 use troupe_runtime::{
-    ActorId, Call, CallError, FnHost, MissedFirings, Payload, ReminderSpec, RetryPolicy, Runtime,
-    RuntimeConfig, StateChange, TurnOutcome, TurnRequest, TypeSpec,
+    ActorId, Call, CallError, FnHost, Payload, ReminderSpec, RetryPolicy, Runtime, RuntimeConfig,
+    StateChange, TurnOutcome, TurnRequest, TypeSpec,
 };
 use troupe_storage::{
     ActorWrite, Epoch, FencedActor, MemoryReminders, MemoryStore, ReminderStore, StateStore,
@@ -263,19 +263,13 @@ impl StateStore for HookedStore {
 
 /// A reminder of `actor` named `name` that fires once, at `due_unix_ms`.
 pub fn one_shot_reminder(actor: ActorId, name: &str, due_unix_ms: u64) -> ReminderSpec {
-    ReminderSpec {
+    ReminderSpec::once(
         actor,
-        name: name.into(),
+        name.into(),
         due_unix_ms,
-        period: None,
-        cron: None,
-        jitter: None,
-        repeat: None,
-        until_unix_ms: None,
-        payload: Payload::json("null"),
-        retry: RetryPolicy::default(),
-        missed: MissedFirings::FireOnce,
-    }
+        Payload::json("null"),
+        RetryPolicy::default(),
+    )
 }
 
 /// Until `check` gives a value; at most 10 s.
