@@ -158,6 +158,7 @@ async fn turn(t: pb::Turn, fail: bool, logs: Logs, out: mpsc::UnboundedSender<pb
                 serde_json::to_vec(log).unwrap_or_default()
             });
             let change = pb::StateChange {
+                ttl_ms: None,
                 key: "log".into(),
                 op: Some(pb::state_change::Op::Set(log.unwrap_or_default().into())),
             };

@@ -382,6 +382,7 @@ async fn counter_turn(
                 c.insert(key.clone(), new);
             }
             let change = pb::StateChange {
+                ttl_ms: None,
                 key: "count".into(),
                 op: Some(pb::state_change::Op::Set(new.to_string().into())),
             };
@@ -395,6 +396,7 @@ async fn counter_turn(
                 c.insert(key.clone(), new);
             }
             let set = |k: &str| pb::StateChange {
+                ttl_ms: None,
                 key: k.into(),
                 op: Some(pb::state_change::Op::Set(new.to_string().into())),
             };
@@ -425,6 +427,7 @@ async fn counter_turn(
         "put_raw" => {
             let data = turn.payload.map(|p| p.data).unwrap_or_default();
             let change = pb::StateChange {
+                ttl_ms: None,
                 key: "raw".into(),
                 op: Some(pb::state_change::Op::Set(data.clone())),
             };

@@ -204,6 +204,7 @@ async fn an_activation_too_large_to_send_fails_its_calls_not_the_stream() -> any
             outcome: Some(pb::turn_result::Outcome::Reply(json_payload("null"))),
             changes: (0..KEYS)
                 .map(|i| pb::StateChange {
+                    ttl_ms: None,
                     key: format!("k{i}"),
                     op: Some(pb::state_change::Op::Set(vec![b'v'; VALUE].into())),
                 })

@@ -392,11 +392,13 @@ async fn two_daemons_share_actors_and_hand_them_off() -> anyhow::Result<()> {
         .edit_actor_state(pb::EditActorStateRequest {
             actor: Some(edited.clone()),
             changes: vec![pb::StateChange {
+                ttl_ms: None,
                 key: "count".into(),
                 op: Some(pb::state_change::Op::Set(Bytes::from_static(b"100"))),
             }],
             // Compare-and-set, checked by the owner.
             expect: vec![pb::StateChange {
+                ttl_ms: None,
                 key: "count".into(),
                 op: Some(pb::state_change::Op::Set(Bytes::from_static(b"3"))),
             }],
@@ -407,6 +409,7 @@ async fn two_daemons_share_actors_and_hand_them_off() -> anyhow::Result<()> {
     assert_eq!(
         reply.before,
         vec![pb::StateChange {
+            ttl_ms: None,
             key: "count".into(),
             op: Some(pb::state_change::Op::Set(Bytes::from_static(b"3"))),
         }]

@@ -182,6 +182,7 @@ async fn edits_replace_what_the_actor_held(store: TestStore) -> anyhow::Result<(
         .edit_actor_state(pb::EditActorStateRequest {
             actor: Some(actor(TY, "big")),
             changes: vec![pb::StateChange {
+                ttl_ms: None,
                 key: "blob".into(),
                 op: Some(pb::state_change::Op::Set(big.clone().into())),
             }],

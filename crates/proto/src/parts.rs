@@ -277,6 +277,7 @@ mod tests {
                     content_type: pb::ContentType::Bytes as i32,
                 })),
                 changes: vec![pb::StateChange {
+                    ttl_ms: None,
                     key: "count".into(),
                     op: Some(pb::state_change::Op::Set(bytes(10))),
                 }],

@@ -126,10 +126,12 @@ pub enum ActorResponse {
     /// A delayed tell was stored, to be delivered then (by the owner's
     /// clock; for a retry, the time of the one that waits already).
     TellScheduled { due_unix_ms: u64 },
-    /// The state read (sorted by key), and whether the actor is active.
+    /// The state read (sorted by key), whether the actor is active, and
+    /// when those of the keys read that expire do (unix ms).
     State {
         entries: Vec<(String, Bytes)>,
         active: bool,
+        expires: Box<[(String, u64)]>,
     },
     /// The reminder or alarm set or read; `None`: there is none. Boxed: it
     /// is several times the size of every other answer, which are moved

@@ -59,6 +59,10 @@ pub struct TurnRequest {
     /// host must not start the turn after it: another daemon may own the
     /// actor by then (an app answers `lease_expired`).
     pub lease_deadline_unix_ms: u64,
+    /// State keys that expired since the host last saw the actor's state
+    /// (`StateChange::ttl_ms`): a host keeping its own copy drops them
+    /// before the turn runs. `state` no longer holds them.
+    pub expired_keys: Vec<String>,
 }
 
 #[derive(Debug)]

@@ -13,6 +13,7 @@ use troupe_storage::StoredState;
 
 use crate::activation::{Inner, Status};
 use crate::error::{CallError, Unavailable};
+use crate::expiry;
 use crate::flush::FlushBacklog;
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::inbox::status::InboxRetry;
@@ -23,6 +24,10 @@ use crate::schedule::{ReminderInfo, ALARM_NAME};
 use crate::shared::Shared;
 use crate::types::{ActorId, StateMode, TypeOptions};
 use crate::validate;
+
+/// A state read: the entries (sorted by key), whether the actor is active,
+/// and when those of them that expire do.
+type StateRead = (Vec<(String, Bytes)>, bool, Box<[(String, u64)]>);
 
 /// Where an actor's activation is in its life, as operators see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -264,7 +269,9 @@ impl Runtime {
             keys: keys.to_vec(),
         };
         match self.request(request, RequestContext::default()).await? {
-            ActorResponse::State { entries, active } => Ok((entries, active)),
+            ActorResponse::State {
+                entries, active, ..
+            } => Ok((entries, active)),
             other => Err(other.unexpected("state")),
         }
     }
@@ -431,31 +438,44 @@ impl Shared {
         &self,
         actor: &ActorId,
         keys: &[String],
-    ) -> Result<(Vec<(String, Bytes)>, bool), CallError> {
+    ) -> Result<StateRead, CallError> {
         validate::name("actor type", &actor.ty)?;
         validate::name("actor id", &actor.id)?;
         for key in keys {
             validate::name("state key", key)?;
         }
         let wanted = |k: &str| keys.is_empty() || keys.iter().any(|w| w == k);
-        if let Some(act) = self.directory.get(actor) {
-            let inner = act.inner.lock();
-            if inner.state_loaded() {
-                let mut out: Vec<_> = inner
-                    .state
-                    .iter()
-                    .filter(|(k, _)| wanted(k))
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect();
-                out.sort_by(|a, b| a.0.cmp(&b.0));
-                return Ok((out, inner.status != Status::Unloaded));
+        let (state, active): (Vec<(String, Bytes)>, bool) = match self.loaded_state(actor) {
+            Some(loaded) => loaded,
+            None => (self.stored_state(actor).await?.into_iter().collect(), false),
+        };
+        let mut entries = Vec::new();
+        let mut expires = Vec::new();
+        for (key, value, at) in expiry::visible(state, self.time.now_ms()) {
+            if wanted(&key) {
+                if let Some(at) = at {
+                    expires.push((key.clone(), at));
+                }
+                entries.push((key, value));
             }
         }
-        let stored = self.stored_state(actor).await?;
-        Ok((
-            stored.into_iter().filter(|(k, _)| wanted(k)).collect(),
-            false,
-        ))
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok((entries, active, expires.into_boxed_slice()))
+    }
+
+    /// The state an activation of `actor` holds, and whether it is active;
+    /// `None` when none holds it loaded.
+    fn loaded_state(&self, actor: &ActorId) -> Option<(Vec<(String, Bytes)>, bool)> {
+        let act = self.directory.get(actor)?;
+        let inner = act.inner.lock();
+        inner.state_loaded().then(|| {
+            let entries = inner
+                .state
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            (entries, inner.status != Status::Unloaded)
+        })
     }
 
     /// What the store holds for `actor`.

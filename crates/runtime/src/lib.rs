@@ -23,6 +23,7 @@ mod delayed_tell;
 mod directory;
 mod dispatch;
 mod error;
+mod expiry;
 mod flush;
 mod fn_host;
 mod forwarding;
@@ -58,6 +59,7 @@ pub use error::{
     AppWork, CallError, ChainRefused, ConfigError, HostGone, MemoryPressure, MessageBound,
     TooLargeForApp, Unavailable,
 };
+pub use expiry::{EXPIRES_KEY, EXPIRE_NAME, MIN_TTL_MS};
 pub use flush::FlushBacklog;
 pub use fn_host::FnHost;
 pub use forwarding::{ActorRequest, ActorResponse, Forwarder, Peer, RequestContext};

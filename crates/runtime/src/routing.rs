@@ -238,8 +238,12 @@ impl Shared {
                 due_unix_ms: self.tell_later_here(call, delay).await?.next_due_unix_ms,
             },
             ActorRequest::GetState { actor, keys } => {
-                let (entries, active) = self.get_state_here(&actor, &keys).await?;
-                ActorResponse::State { entries, active }
+                let (entries, active, expires) = self.get_state_here(&actor, &keys).await?;
+                ActorResponse::State {
+                    entries,
+                    active,
+                    expires,
+                }
             }
             ActorRequest::SetReminder(spec) => {
                 ActorResponse::Reminder(Some(Box::new(self.set_reminder_here(spec).await?)))

@@ -14,6 +14,7 @@ use troupe_storage::ReminderKey;
 use crate::clock::{sleep_for, sleep_until};
 use crate::delayed_tell::TELL_PREFIX;
 use crate::error::CallError;
+use crate::expiry::EXPIRE_NAME;
 use crate::forwarding::{ActorRequest, ActorResponse, RequestContext};
 use crate::input::millis;
 use crate::mailbox::Envelope;
@@ -70,6 +71,9 @@ impl Shared {
         }
         if let Some(tell) = firing.tell() {
             return self.store_due_tell(firing, tell).await;
+        }
+        if firing.name == EXPIRE_NAME {
+            return self.fire_expiry(firing).await;
         }
         if firing.name == RETAIN_NAME {
             return match self.fire_retention(firing).await {
@@ -162,9 +166,10 @@ fn check_reminder_name(name: &str) -> Result<(), CallError> {
 
 /// A name a caller may read, delete, pause or resume a reminder by: one it
 /// could set, a delayed tell's (its key may fill a name's whole length), or
-/// the retention's (pausing it keeps the actor, as a legal hold would).
+/// the retention's (pausing it keeps the actor, as a legal hold would), or
+/// the expiry's (pausing it keeps an idle actor's expired keys stored).
 fn check_reminder_ref(name: &str) -> Result<(), CallError> {
-    if name == RETAIN_NAME {
+    if name == RETAIN_NAME || name == EXPIRE_NAME {
         return Ok(());
     }
     match name.strip_prefix(TELL_PREFIX) {

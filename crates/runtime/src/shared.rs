@@ -127,7 +127,8 @@ impl Shared {
         if changes.is_empty() {
             return;
         }
-        let bytes = inner.apply(changes);
+        let changes = crate::expiry::with_times(&inner.state, changes, || self.time.now_ms());
+        let bytes = inner.apply(&changes);
         self.flusher.mark_dirty(act, inner, bytes);
     }
 

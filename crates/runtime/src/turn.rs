@@ -123,6 +123,7 @@ impl Shared {
             replayed: false,
             cancelled: false,
         };
+        let (state, expired_keys) = self.expire_at_turn_start(&act, state);
         let request = TurnRequest {
             kind: env.kind,
             name: env.name,
@@ -131,6 +132,7 @@ impl Shared {
             state,
             timeout: binding.options.turn_timeout,
             lease_deadline_unix_ms: self.placement.lease_end_unix_ms().unwrap_or(0),
+            expired_keys,
         };
         let done = TurnDone {
             rt: self.clone(),

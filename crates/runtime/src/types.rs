@@ -105,6 +105,10 @@ pub struct StateChange {
     pub key: String,
     /// `None` deletes the key.
     pub value: Option<Bytes>,
+    /// With a value, the key's expiry (see the expiry module): `None` keeps the
+    /// one it has, `Some(0)` ends it, `Some(ms)` sets it to that long after
+    /// the change applies.
+    pub ttl_ms: Option<u64>,
 }
 
 impl StateChange {
@@ -112,6 +116,15 @@ impl StateChange {
         Self {
             key: key.into(),
             value: Some(value.into()),
+            ttl_ms: None,
+        }
+    }
+
+    /// `set`, with the key expiring `ttl` after the change applies.
+    pub fn set_expiring(key: impl Into<String>, value: impl Into<Bytes>, ttl: Duration) -> Self {
+        Self {
+            ttl_ms: Some(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX)),
+            ..Self::set(key, value)
         }
     }
 
@@ -119,6 +132,7 @@ impl StateChange {
         Self {
             key: key.into(),
             value: None,
+            ttl_ms: None,
         }
     }
 }

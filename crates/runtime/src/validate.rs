@@ -69,11 +69,12 @@ pub fn extra(extra: &CallExtra, limit: usize) -> Result<(), CallError> {
     Ok(())
 }
 
-/// Checks one state change: its key a valid name, its value within the
-/// payload limit.
+/// Checks one state change: its key a valid name and not the daemon's, its
+/// value within the payload limit, its expiry one the daemon keeps.
 pub fn state_change(change: &StateChange, value_limit: usize) -> Result<(), CallError> {
     name("state key", &change.key)
         .and_then(|()| payload(change.value.as_ref().map_or(0, |v| v.len()), value_limit))
+        .and_then(|()| crate::expiry::check(change))
 }
 
 /// Checks the state changes a host returned for a turn.

@@ -8,7 +8,6 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_placement::SingleNode;
 use troupe_runtime::{
     ActorId, Call, CallError, FnHost, Payload, Runtime, RuntimeConfig, StateChange, TurnOutcome,
     TypeSpec, RETAIN_NAME,
@@ -24,17 +23,7 @@ fn runtime(
     store: Arc<dyn StateStore>,
     reminders: Arc<dyn ReminderStore>,
 ) -> Result<Runtime, CallError> {
-    let rt = Runtime::create(
-        RuntimeConfig {
-            test_clock: true,
-            ..RuntimeConfig::default()
-        },
-        store,
-        reminders,
-        Arc::new(SingleNode),
-    )
-    .map_err(|e| CallError::Internal(e.to_string()))?;
-    rt.start();
+    let rt = common::on_test_clock_over(store, reminders)?;
     let host = FnHost::new("cart-app", |_actor: &ActorId, _req| TurnOutcome {
         result: Ok(Payload::json("null")),
         changes: vec![StateChange::set("items", "[\"tea\"]")],

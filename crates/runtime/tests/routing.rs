@@ -104,6 +104,7 @@ impl Forwarder for Recorder {
             ActorRequest::GetState { .. } => ActorResponse::State {
                 entries: vec![("from".into(), address.into())],
                 active: true,
+                expires: Box::default(),
             },
             ActorRequest::DeleteTimer { .. } => ActorResponse::Deleted(true),
             _ => ActorResponse::Reminder(None),

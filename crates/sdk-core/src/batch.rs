@@ -251,6 +251,7 @@ mod tests {
                 )),
                 changes: if changes {
                     vec![troupe_proto::v1::StateChange {
+                        ttl_ms: None,
                         key: "k".into(),
                         op: None,
                     }]

@@ -214,6 +214,7 @@ fn answer(
                         content_type: pb::ContentType::Json as i32,
                     })),
                     changes: vec![pb::StateChange {
+                        ttl_ms: None,
                         key: "count".into(),
                         op: Some(pb::state_change::Op::Set(value.into_bytes().into())),
                     }],

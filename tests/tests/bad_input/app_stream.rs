@@ -19,6 +19,7 @@ pub fn msg(kind: pb::app_message::Kind) -> pb::AppMessage {
 
 pub fn set(key: &str, value: impl Into<Bytes>) -> pb::StateChange {
     pb::StateChange {
+        ttl_ms: None,
         key: key.into(),
         op: Some(pb::state_change::Op::Set(value.into())),
     }

@@ -205,6 +205,7 @@ pub fn stream_cases() -> Vec<StreamCase> {
                     vec![
                         set("k", "v2"),
                         pb::StateChange {
+                            ttl_ms: None,
                             key: "k".into(),
                             op: None,
                         },

@@ -327,6 +327,7 @@ pub fn state_key_cases() -> Vec<Case> {
             "names",
             "edit with neither set nor delete",
             edit(vec![pb::StateChange {
+                ttl_ms: None,
                 key: "probe".into(),
                 op: None,
             }]),

@@ -71,6 +71,7 @@ async fn fixed_a_long_bad_state_key_is_cut_short_on_the_app_stream() -> anyhow::
         script: Script::Turn(
             |id| {
                 let change = pb::StateChange {
+                    ttl_ms: None,
                     key: "k".repeat(100 * 1024),
                     op: None,
                 };

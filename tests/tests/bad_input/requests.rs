@@ -317,6 +317,7 @@ pub fn edit_state(changes: Vec<pb::StateChange>) -> pb::EditActorStateRequest {
 
 pub fn delete_key(key: &str) -> pb::StateChange {
     pb::StateChange {
+        ttl_ms: None,
         key: key.into(),
         op: Some(pb::state_change::Op::Delete(true)),
     }

@@ -13,7 +13,7 @@ use troupe_storage::{ActorWrite, Epoch, PurgedActor, StoreError};
 use super::Flusher;
 use crate::activation::{Activation, Inner};
 use crate::error::{abridged_list, CallError, Unavailable};
-use crate::types::{ActorId, StateChange};
+use crate::types::{ActorId, StateChange, StateSnapshot};
 
 impl Flusher {
     /// Writes what `act` (the held actor's activation, if one is left) has
@@ -53,6 +53,15 @@ impl Flusher {
             .map_err(|e| store_failure(actor, "cannot purge the stored records of", e))
     }
 
+    /// A settled actor's stored state.
+    pub(crate) async fn stored_state(&self, actor: &ActorId) -> Result<StateSnapshot, CallError> {
+        self.store
+            .load(&actor.ty, &actor.id)
+            .await
+            .map(|entries| entries.into_iter().collect())
+            .map_err(|e| store_failure(actor, "cannot read the stored state of", e))
+    }
+
     /// Applies `changes` to a settled actor's stored state in one atomic,
     /// fenced write if every one of `expect` holds; answers each changed
     /// key as it was, in `changes`' order (`None`: the actor did not have
@@ -78,6 +87,7 @@ impl Flusher {
             .map(|change| StateChange {
                 key: change.key.clone(),
                 value: stored.remove(&change.key),
+                ttl_ms: None,
             })
             .collect();
         let write = ActorWrite {

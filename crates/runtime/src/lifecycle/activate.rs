@@ -109,6 +109,7 @@ impl Shared {
                     let complete = records.len() < LOAD_LIMIT;
                     self.records.loaded(&act.id, records, complete);
                     inner.set_state_loaded();
+                    self.expire_at_load(&act, &mut inner);
                     self.inbox_loaded(&act, &mut inner, inbox);
                 }
                 // The table moved on while the calls waited: route again.

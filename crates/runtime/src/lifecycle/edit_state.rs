@@ -95,6 +95,13 @@ fn check_keys(what: &str, changes: &[StateChange], value_limit: usize) -> Result
         validate::state_change(change, value_limit).map_err(|e| {
             CallError::InvalidArgument(format!("{what} was refused, nothing changed: {e}"))
         })?;
+        if change.ttl_ms.is_some() {
+            return Err(CallError::InvalidArgument(format!(
+                "{what} gives state key {:?} an expiry; an edit keeps each key's expiry as it \
+                 is, so send it without one",
+                change.key
+            )));
+        }
         if !seen.insert(change.key.as_str()) {
             return Err(CallError::InvalidArgument(format!(
                 "{what} names state key {:?} twice; name each key once",

@@ -23,6 +23,7 @@ mod capacity;
 mod drain;
 pub(crate) mod edit_state;
 pub(crate) mod events;
+mod expire_keys;
 mod held_actor;
 pub(crate) mod hold;
 pub(crate) mod purge;
@@ -236,6 +237,8 @@ impl Shared {
         }
         if announced {
             self.retention_ended(&act.id);
+            let state = act.inner.lock().state.clone();
+            self.expiry_ended(&act.id, &state);
         }
         let mut wake = false;
         let removed = self.directory.remove_if(&act, |inner| {

@@ -2,7 +2,9 @@
 //! was last seen, as its `$retain` reminder's data, and the queue the
 //! lifecycle notes them in without waiting, with how many wait per actor
 //! (a purge waits for its actor's, admin deactivation and the test clock
-//! for theirs). Data only, so that `Shared` can hold the queue.
+//! for theirs). The same queue carries the `$expire` reminder an actor
+//! leaves as it goes holding keys that expire (`crate::expiry`), so those
+//! waits cover it too. Data only, so that `Shared` can hold the queue.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -42,12 +44,27 @@ impl Mark {
     }
 }
 
-/// A mark waiting to be written.
+/// A daemon reminder of one actor to write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Noting {
+    /// Its `$retain` mark, seen so, for the type's retention.
+    Retain { seen: Seen, retention: Duration },
+    /// Its `$expire` reminder, due when its first key expires.
+    Expire { due_unix_ms: u64 },
+}
+
+impl Noting {
+    /// Which reminder it writes: the latest noted of each is written.
+    pub(crate) fn is_expire(self) -> bool {
+        matches!(self, Noting::Expire { .. })
+    }
+}
+
+/// A reminder waiting to be written.
 #[derive(Debug)]
 pub(crate) struct Noted {
     pub(crate) actor: ActorId,
-    pub(crate) seen: Seen,
-    pub(crate) retention: Duration,
+    pub(crate) noting: Noting,
 }
 
 /// The queue of marks the lifecycle notes, and how many wait per actor.
@@ -71,12 +88,11 @@ impl Marks {
         }
     }
 
-    pub(crate) fn note(&self, actor: &ActorId, seen: Seen, retention: Duration) {
+    pub(crate) fn note(&self, actor: &ActorId, noting: Noting) {
         *self.waiting.lock().entry(actor.clone()).or_default() += 1;
         let noted = Noted {
             actor: actor.clone(),
-            seen,
-            retention,
+            noting,
         };
         if self.tx.send(noted).is_err() {
             // No writer (stopped): nothing will be written.
@@ -132,8 +148,12 @@ mod tests {
     async fn settled_waits_for_the_marks_of_its_actor_only() {
         let marks = Arc::new(Marks::new());
         let (a, b) = (ActorId::new("cart", "a"), ActorId::new("cart", "b"));
-        marks.note(&a, Seen::Active, Duration::from_secs(60));
-        marks.note(&b, Seen::Active, Duration::from_secs(60));
+        let active = Noting::Retain {
+            seen: Seen::Active,
+            retention: Duration::from_secs(60),
+        };
+        marks.note(&a, active);
+        marks.note(&b, active);
         marks.settled(Some(&ActorId::new("cart", "c"))).await;
         let waiting = tokio::spawn({
             let marks = marks.clone();

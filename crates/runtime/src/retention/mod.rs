@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 use tracing::debug;
 use troupe_storage::ReminderKey;
 
-use marks::{Mark, Noted, Seen};
+use marks::{Mark, Noted, Noting, Seen};
 
 use crate::input::millis;
 use crate::schedule::{Due, Fired, ReminderSpec, RetryPolicy};
@@ -100,14 +100,26 @@ impl Shared {
     /// An activation of `actor` started serving turns.
     pub(crate) fn retention_started(&self, actor: &ActorId) {
         if let Some(retention) = self.retention_of(&actor.ty) {
-            self.retention.note(actor, Seen::Active, retention);
+            self.retention.note(
+                actor,
+                Noting::Retain {
+                    seen: Seen::Active,
+                    retention,
+                },
+            );
         }
     }
 
     /// An activation of `actor` that served turns has ended.
     pub(crate) fn retention_ended(&self, actor: &ActorId) {
         if let Some(retention) = self.retention_of(&actor.ty) {
-            self.retention.note(actor, Seen::Idle, retention);
+            self.retention.note(
+                actor,
+                Noting::Retain {
+                    seen: Seen::Idle,
+                    retention,
+                },
+            );
         }
     }
 
@@ -135,12 +147,15 @@ impl Shared {
         }
     }
 
-    /// Writes `first` and the marks queued behind it, the latest per actor.
+    /// Writes `first` and the reminders queued behind it, the latest per
+    /// actor and reminder.
     async fn write_marks(&self, noted: &mut mpsc::UnboundedReceiver<Noted>, first: Option<Noted>) {
-        let mut latest: HashMap<ActorId, (Seen, Duration, usize)> = HashMap::new();
+        let mut latest: HashMap<(ActorId, bool), (Noting, usize)> = HashMap::new();
         let mut take = |n: Noted| {
-            let entry = latest.entry(n.actor).or_insert((n.seen, n.retention, 0));
-            *entry = (n.seen, n.retention, entry.2.saturating_add(1));
+            let entry = latest
+                .entry((n.actor, n.noting.is_expire()))
+                .or_insert((n.noting, 0));
+            *entry = (n.noting, entry.1.saturating_add(1));
         };
         if let Some(first) = first {
             take(first);
@@ -152,13 +167,16 @@ impl Shared {
             }
         }
         let now_ms = self.time.now_ms();
-        let writes = latest.into_iter().map(|(actor, (seen, retention, count))| {
-            let spec = retain_for(&actor, seen, retention, now_ms);
+        let writes = latest.into_iter().map(|((actor, _), (noting, count))| {
+            let spec = match noting {
+                Noting::Retain { seen, retention } => retain_for(&actor, seen, retention, now_ms),
+                Noting::Expire { due_unix_ms } => crate::expiry::expire_spec(&actor, due_unix_ms),
+            };
             async move {
                 if let Err(e) = self.scheduler.set(spec).await {
                     // Not the owner any more (its new owner writes its
                     // own), or stopping: either way, nothing to retry.
-                    debug!(actor = %actor, error = %e, "retention mark not written");
+                    debug!(actor = %actor, error = %e, reminder = ?noting, "daemon reminder not written");
                 }
                 self.retention.done(&actor, count);
             }

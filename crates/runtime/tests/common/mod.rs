@@ -48,17 +48,25 @@ pub fn single_node(
 /// A started single-node runtime on its test clock, state in memory and
 /// reminders in `reminders` (a hooked store, say).
 pub fn on_test_clock(reminders: Arc<dyn ReminderStore>) -> Result<Arc<Runtime>, CallError> {
+    on_test_clock_over(Arc::new(MemoryStore::new()), reminders).map(Arc::new)
+}
+
+/// A started single-node runtime on its test clock over `store` and
+/// `reminders` (shared with a runtime before it, say, as a restart's).
+pub fn on_test_clock_over(
+    store: Arc<dyn StateStore>,
+    reminders: Arc<dyn ReminderStore>,
+) -> Result<Runtime, CallError> {
     let rt = Runtime::create(
         RuntimeConfig {
             test_clock: true,
             ..RuntimeConfig::default()
         },
-        Arc::new(MemoryStore::new()),
+        store,
         reminders,
         Arc::new(SingleNode),
     )
     .map_err(|e| CallError::Internal(e.to_string()))?;
-    let rt = Arc::new(rt);
     rt.start();
     Ok(rt)
 }

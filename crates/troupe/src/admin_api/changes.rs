@@ -72,6 +72,7 @@ impl AdminApi {
                 .before
                 .into_iter()
                 .map(|change| pb::StateChange {
+                    ttl_ms: None,
                     key: change.key,
                     op: Some(match change.value {
                         Some(value) => pb::state_change::Op::Set(value),

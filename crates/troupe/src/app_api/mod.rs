@@ -26,6 +26,7 @@ use troupe_proto::v1::{self as pb, API_VERSION};
 use troupe_runtime::{
     ActivateDone, ActivateRequest, ActorHost, ActorId, AppWork, DeactivateDone, DeactivateReason,
     DeactivateRequest, MessageBound, Runtime, TooLargeForApp, TurnDone, TurnKind, TurnRequest,
+    EXPIRES_KEY,
 };
 
 use crate::convert::errors::{status_of, API_VERSION_TRAILER};
@@ -164,9 +165,12 @@ impl ActorHost for AppConnection {
     }
 
     fn activate(&self, request: ActivateRequest, done: ActivateDone) {
+        // The expiry times are the daemon's; the app is told of expired
+        // keys as turns start.
         let state = request
             .state
             .iter()
+            .filter(|(k, _)| k.as_str() != EXPIRES_KEY)
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let call_id = self.next_call_id();
@@ -213,6 +217,7 @@ impl ActorHost for AppConnection {
             tracestate,
             deadline_unix_ms,
             lease_deadline_unix_ms: request.lease_deadline_unix_ms,
+            expired_keys: request.expired_keys,
         });
         let work = || AppWork::Turn {
             name: request.name.to_string(),

@@ -72,6 +72,7 @@ impl StateExpect {
     fn change(&self, key: &str) -> anyhow::Result<Option<pb::StateChange>> {
         if self.if_absent {
             return Ok(Some(pb::StateChange {
+                ttl_ms: None,
                 key: key.to_owned(),
                 op: Some(pb::state_change::Op::Delete(true)),
             }));
@@ -108,6 +109,7 @@ impl ExpectedValue {
             (None, None) => return Ok(None),
         };
         Ok(Some(pb::StateChange {
+            ttl_ms: None,
             key: key.to_owned(),
             op: Some(pb::state_change::Op::Set(bytes.into())),
         }))
@@ -141,6 +143,7 @@ pub async fn state_set(
 ) -> anyhow::Result<()> {
     let expect = expect.change(&key)?.into_iter().collect();
     let change = pb::StateChange {
+        ttl_ms: None,
         key,
         op: Some(pb::state_change::Op::Set(value.bytes()?.into())),
     };
@@ -159,6 +162,7 @@ pub async fn state_delete(
     let changes = keys
         .into_iter()
         .map(|key| pb::StateChange {
+            ttl_ms: None,
             key,
             op: Some(pb::state_change::Op::Delete(true)),
         })
@@ -291,6 +295,7 @@ mod tests {
         assert_eq!(
             expect(Some("[7, 3]"), false).change("k")?,
             Some(pb::StateChange {
+                ttl_ms: None,
                 key: "k".into(),
                 op: Some(pb::state_change::Op::Set(b"[7,3]".to_vec().into())),
             })
@@ -298,6 +303,7 @@ mod tests {
         assert_eq!(
             expect(None, true).change("k")?,
             Some(pb::StateChange {
+                ttl_ms: None,
                 key: "k".into(),
                 op: Some(pb::state_change::Op::Delete(true)),
             })

@@ -78,6 +78,7 @@ pub async fn state_in_editor(
         return emit(&format!("no change to {key:?} of {name}\n"));
     }
     let change = pb::StateChange {
+        ttl_ms: None,
         key: key.clone(),
         op: Some(pb::state_change::Op::Set(
             edited.to_string().into_bytes().into(),
@@ -85,6 +86,7 @@ pub async fn state_in_editor(
     };
     // The bytes as read, not re-encoded: the daemon compares bytes.
     let expect = pb::StateChange {
+        ttl_ms: None,
         key,
         op: Some(match stored {
             Some(bytes) => pb::state_change::Op::Set(bytes.clone()),

@@ -124,7 +124,10 @@ pub fn state_changes(changes: Vec<pb::StateChange>) -> Result<Vec<StateChange>, 
     changes
         .into_iter()
         .map(|c| match c.op {
-            Some(pb::state_change::Op::Set(v)) => Ok(StateChange::set(c.key, v)),
+            Some(pb::state_change::Op::Set(v)) => Ok(StateChange {
+                ttl_ms: c.ttl_ms,
+                ..StateChange::set(c.key, v)
+            }),
             Some(pb::state_change::Op::Delete(_)) => Ok(StateChange::delete(c.key)),
             None => Err(Status::invalid_argument(format!(
                 "state change for key {} has neither `set` nor `delete`",

@@ -325,9 +325,14 @@ pub fn response_to_pb(response: ActorResponse) -> PbResponse {
             reminder: String::new(),
             due_unix_ms,
         }),
-        ActorResponse::State { entries, active } => PbResponse::State(pb::GetStateResponse {
+        ActorResponse::State {
+            entries,
+            active,
+            expires,
+        } => PbResponse::State(pb::GetStateResponse {
             entries: entries.into_iter().collect(),
             active,
+            expires_unix_ms: expires.into_vec().into_iter().collect(),
         }),
         ActorResponse::Reminder(info) => {
             PbResponse::Reminder(info.map(|info| Box::new(reminder_to_pb(*info))))
@@ -347,9 +352,12 @@ pub fn response_from_pb(response: PbResponse) -> ActorResponse {
         PbResponse::State(r) => {
             let mut entries: Vec<_> = r.entries.into_iter().collect();
             entries.sort_by(|a, b| a.0.cmp(&b.0));
+            let mut expires: Vec<_> = r.expires_unix_ms.into_iter().collect();
+            expires.sort_by(|a, b| a.0.cmp(&b.0));
             ActorResponse::State {
                 entries,
                 active: r.active,
+                expires: expires.into_boxed_slice(),
             }
         }
         PbResponse::Reminder(r) => {

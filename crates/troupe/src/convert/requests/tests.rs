@@ -158,6 +158,7 @@ fn answers_read_back_as_written() {
         ActorResponse::State {
             entries: vec![("a".into(), "1".into()), ("b".into(), "2".into())],
             active: true,
+            expires: vec![("b".into(), 1_800_000_000_456)].into_boxed_slice(),
         },
         ActorResponse::Reminder(Some(Box::new(reminder.clone()))),
         ActorResponse::Reminder(Some(Box::new(ReminderInfo {
