@@ -354,6 +354,11 @@ async fn counter_turn(
         let max = e.max_concurrent.entry(key.clone()).or_default();
         *max = (*max).max(now);
     });
+    if turn.expired_keys.iter().any(|k| k == "count") {
+        if let Ok(mut c) = counts.lock() {
+            c.remove(&key);
+        }
+    }
     let read = || {
         counts
             .lock()
@@ -376,13 +381,14 @@ async fn counter_turn(
                 Vec::new(),
             )
         }
-        "incr" | "alarm" => {
+        // `incr_for(by, ttl_ms)`: the count expires ttl_ms after the turn.
+        "incr" | "alarm" | "incr_for" => {
             let new = current + parse_by(&turn.payload);
             if let Ok(mut c) = counts.lock() {
                 c.insert(key.clone(), new);
             }
             let change = pb::StateChange {
-                ttl_ms: None,
+                ttl_ms: json_kwarg(&turn.payload, "ttl_ms").and_then(|t| u64::try_from(t).ok()),
                 key: "count".into(),
                 op: Some(pb::state_change::Op::Set(new.to_string().into())),
             };

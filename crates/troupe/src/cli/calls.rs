@@ -1,5 +1,4 @@
-//! `troupe invoke`, `troupe tell` and `troupe state get`: the client API
-//! from the shell.
+//! `troupe invoke` and `troupe tell`: the client API from the shell.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -8,7 +7,7 @@ use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
 use super::json_arg::JsonArg;
-use super::render::{self, Shown, Table};
+use super::render::{self, Shown};
 use super::{actor_name, connect, emit, emit_json, fail, Exit, Output, Target};
 use crate::shell_word::quoted;
 use troupe_runtime::input::millis;
@@ -369,78 +368,5 @@ pub async fn tell(
             "delivery": how,
         })),
         Output::Table => emit(&format!("sent {}: {said}\n", to.name())),
-    }
-}
-
-pub async fn state_get(
-    target: &Target,
-    actor_type: String,
-    id: String,
-    key: Option<String>,
-) -> anyhow::Result<()> {
-    let daemon = connect(target).await?;
-    let mut client = daemon.actor_client();
-    let name = actor_name(&actor_type, &id);
-    let request = daemon.request(format!("read the state of {name}"));
-    let reply = client
-        .get_state(pb::GetStateRequest {
-            actor: actor_ref(actor_type.clone(), id.clone()),
-            keys: key.iter().cloned().collect(),
-        })
-        .await
-        .map_err(|s| request.failed(s))?
-        .into_inner();
-    let mut entries: Vec<_> = reply.entries.into_iter().collect();
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
-
-    if let Some(key) = &key {
-        if entries.is_empty() {
-            // Name the keys there are, so the next try can be right.
-            let all = client
-                .get_state(pb::GetStateRequest {
-                    actor: actor_ref(actor_type.clone(), id.clone()),
-                    keys: Vec::new(),
-                })
-                .await
-                .map_err(|s| request.failed(s))?
-                .into_inner();
-            let mut keys: Vec<String> = all.entries.into_keys().collect();
-            keys.sort();
-            let has = if keys.is_empty() {
-                "it has no state".to_owned()
-            } else {
-                format!("its keys: {}", keys.join(", "))
-            };
-            return Err(fail(
-                Exit::NotFound,
-                format!("{name} has no state key {key:?} ({has})"),
-            ));
-        }
-    }
-
-    match target.output {
-        Output::Json => {
-            let state: serde_json::Map<String, Value> = entries
-                .iter()
-                .map(|(k, v)| (k.clone(), Shown::of(v).json()))
-                .collect();
-            emit_json(&json!({ "active": reply.active, "state": state }))
-        }
-        // One key: its value alone, ready to read or paste.
-        Output::Table if key.is_some() => {
-            let text = entries
-                .first()
-                .map(|(_, v)| Shown::of(v).pretty())
-                .unwrap_or_default();
-            emit(&format!("{text}\n"))
-        }
-        Output::Table if entries.is_empty() => emit(&format!("{name} has no state\n")),
-        Output::Table => {
-            let mut t = Table::new(&[("KEY", false), ("VALUE", false)]);
-            for (k, v) in entries {
-                t.row(vec![k, Shown::of(&v).text()]);
-            }
-            emit(&t.render())
-        }
     }
 }

@@ -23,6 +23,7 @@ mod reminders_set;
 pub(crate) mod render;
 mod state;
 mod state_edit;
+mod state_get;
 mod state_in_editor;
 mod status;
 mod store_copy;

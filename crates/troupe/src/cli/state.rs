@@ -1,9 +1,9 @@
 //! `troupe state`: its subcommands, and which module serves each (`get` is
-//! `calls`, `set` and `delete` are `state_edit`, `edit` is
+//! `state_get`, `set` and `delete` are `state_edit`, `edit` is
 //! `state_in_editor`).
 
-use super::calls::state_get;
 use super::state_edit::{state_delete, state_set, ExpectedValue, StateExpect, StateValue};
+use super::state_get::state_get;
 use super::state_in_editor::state_in_editor;
 use super::Target;
 

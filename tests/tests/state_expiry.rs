@@ -1,0 +1,82 @@
+//! State keys that expire, with the real daemon and app on the test clock:
+//! `troupe state get` shows when a key expires, the key reads as absent
+//! from then on, the app is told at its next turn (its count starts over),
+//! and an idle actor's `$expire` reminder erases the key from the store.
+
+use troupe_proto::v1 as pb;
+use troupe_tests::{cli_against, daemon_with_app, type_spec, Daemon};
+
+async fn advance(daemon: &Daemon, by: &str) -> anyhow::Result<()> {
+    let mut admin = daemon.admin().await?;
+    admin
+        .advance_clock(pb::AdvanceClockRequest { by: by.into() })
+        .await?;
+    Ok(())
+}
+
+const FOR_AN_HOUR: &str = r#"{"kwargs": {"by": 5, "ttl_ms": 3600000}}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_set_for_an_hour_is_shown_then_gone() -> anyhow::Result<()> {
+    let (_dir, daemon, _app, mut client) =
+        daemon_with_app(&["--test-clock"], vec![type_spec("counter")]).await?;
+    assert_eq!(
+        client
+            .invoke("counter", "c1", "incr_for", FOR_AN_HOUR)
+            .await?,
+        5
+    );
+
+    let (json, _) =
+        cli_against(&daemon, &["state", "get", "counter", "c1", "-o", "json"], 0).await?;
+    let json: serde_json::Value = serde_json::from_str(&json)?;
+    assert!(
+        json["expires_unix_ms"]["count"].as_u64().is_some(),
+        "{json}"
+    );
+    assert!(
+        json["expires"]["count"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{json}"
+    );
+    assert!(json["state"].get("$expires").is_none(), "{json}");
+    let (table, _) = cli_against(&daemon, &["state", "get", "counter", "c1"], 0).await?;
+    assert!(table.contains("EXPIRES"), "{table}");
+
+    advance(&daemon, "59m").await?;
+    assert_eq!(client.stored_count("counter", "c1").await?, Some(5));
+    advance(&daemon, "2m").await?;
+    assert_eq!(client.stored_count("counter", "c1").await?, None);
+    let (gone, _) = cli_against(&daemon, &["state", "get", "counter", "c1"], 0).await?;
+    assert!(gone.contains("has no state"), "{gone}");
+    // Told as the turn starts, the app counts from nothing again.
+    assert_eq!(client.incr("counter", "c1", 1).await?, 1);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_actor_s_expired_key_leaves_the_store() -> anyhow::Result<()> {
+    let (_dir, daemon, _app, mut client) =
+        daemon_with_app(&["--test-clock"], vec![type_spec("counter")]).await?;
+    assert_eq!(
+        client
+            .invoke("counter", "c1", "incr_for", FOR_AN_HOUR)
+            .await?,
+        5
+    );
+    cli_against(&daemon, &["actors", "deactivate", "counter", "c1"], 0).await?;
+    let listed = ["reminders", "list", "--type", "counter", "--id", "c1"];
+    let (before, _) = cli_against(&daemon, &listed, 0).await?;
+    assert!(before.contains("$expire"), "{before}");
+
+    advance(&daemon, "61m").await?;
+    let (after, _) = cli_against(&daemon, &listed, 0).await?;
+    assert!(!after.contains("$expire"), "{after}");
+    // Erased without activating it: nothing of it is left, stored or live
+    // (`actors get` exits 4 for an actor it knows nothing of).
+    let (_, unknown) = cli_against(&daemon, &["actors", "get", "counter", "c1"], 4).await?;
+    assert!(unknown.contains("no stored state"), "{unknown}");
+    assert_eq!(client.stored_count("counter", "c1").await?, None);
+    Ok(())
+}
