@@ -129,6 +129,9 @@ impl Shared {
         }
         let changes = crate::expiry::with_times(&inner.state, changes, || self.time.now_ms());
         let bytes = inner.apply(&changes);
+        if matches!(changes, std::borrow::Cow::Owned(_)) {
+            self.expiry_changed(&act.id, &inner.state);
+        }
         self.flusher.mark_dirty(act, inner, bytes);
     }
 

@@ -201,3 +201,41 @@ async fn the_times_key_and_a_sub_second_ttl_are_refused() -> Result<(), CallErro
     assert!(keys(&rt).await?.is_empty());
     Ok(())
 }
+
+/// The reminder follows the keys while the actor is active, so the store
+/// forgets them whichever daemon holds the actor when it goes idle; one
+/// that fires while the actor is active comes back later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_active_actor_s_reminder_waits_until_it_goes_idle() -> Result<(), CallError> {
+    let store = Arc::new(MemoryStore::new());
+    let rt = runtime(store.clone(), Arc::new(MemoryReminders::new()))?;
+    call(&rt, "login").await?;
+    rt.advance_clock(Duration::ZERO).await?;
+    let Some(set) = rt.get_reminder(&session(), EXPIRE_NAME).await? else {
+        return Err(CallError::Internal(format!(
+            "no {EXPIRE_NAME} while active"
+        )));
+    };
+    // Active through its time, no turn forgets the key.
+    rt.advance_clock(HOUR + MINUTE).await?;
+    let Some(again) = rt.get_reminder(&session(), EXPIRE_NAME).await? else {
+        return Err(CallError::Internal(format!(
+            "{EXPIRE_NAME} went while active"
+        )));
+    };
+    assert!(
+        again.next_due_unix_ms > set.next_due_unix_ms,
+        "{again:?}, first {set:?}"
+    );
+    assert!(rt.deactivate_actor(&session()).await?);
+    rt.advance_clock(MINUTE).await?;
+    let stored: Vec<String> = store
+        .load("session", "s1")
+        .await
+        .map_err(|e| CallError::Internal(e.to_string()))?
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(stored, ["name"]);
+    Ok(())
+}

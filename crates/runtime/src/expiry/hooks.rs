@@ -2,20 +2,25 @@
 //! and its end (see the module doc for why each).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{due, earliest, EXPIRE_NAME};
 use crate::activation::{Activation, Inner};
+use crate::input::millis;
 use crate::retention::marks::Noting;
 use crate::schedule::{ReminderSpec, RetryPolicy};
 use crate::shared::Shared;
 use crate::types::{ActorId, Payload, StateSnapshot};
 
+/// How long an active actor of a type no app hosts here may stay so.
+const IDLE_FALLBACK: Duration = Duration::from_secs(60);
+
 /// The firing only fails while the store or the owner is away: keep
 /// trying for hours, as retention's firings do.
 const FIRING_RETRY: RetryPolicy = RetryPolicy {
     max_attempts: 1_000,
-    initial_backoff: std::time::Duration::from_secs(1),
-    max_backoff: std::time::Duration::from_secs(60),
+    initial_backoff: Duration::from_secs(1),
+    max_backoff: Duration::from_secs(60),
 };
 
 /// The `$expire` reminder of `actor`, due when its first key expires.
@@ -62,12 +67,36 @@ impl Shared {
         }
     }
 
-    /// An activation of `actor` that served turns ended holding `state`: if
-    /// keys of it expire, its `$expire` reminder erases them from the store
-    /// (`lifecycle/expire_keys.rs`) as they do.
-    pub(crate) fn expiry_ended(&self, actor: &ActorId, state: &StateSnapshot) {
+    /// The expiry times of `actor`'s `state` changed (a turn set or ended
+    /// one, or keys expired), or its activation ended holding them: its
+    /// `$expire` reminder follows the first, so that it erases the keys
+    /// from the store (`lifecycle/expire_keys.rs`) whichever daemon owns
+    /// the actor when it goes idle. None left: a reminder set before finds
+    /// nothing and goes.
+    pub(crate) fn expiry_changed(&self, actor: &ActorId, state: &StateSnapshot) {
         if let Some(due_unix_ms) = earliest(state) {
             self.retention.note(actor, Noting::Expire { due_unix_ms });
         }
+    }
+
+    /// When an `$expire` that found `actor` active fires again: at its
+    /// first key's time, or, with that past (no turn came to forget it),
+    /// once the actor may have gone idle. `None`: nothing of it expires.
+    pub(crate) fn expiry_recheck(&self, actor: &ActorId) -> Option<u64> {
+        let first = {
+            let act = self.directory.get(actor)?;
+            let inner = act.inner.lock();
+            earliest(&inner.state)?
+        };
+        let now = self.time.now_ms();
+        if first > now {
+            return Some(first);
+        }
+        let idle = self
+            .hosts
+            .options(&actor.ty)
+            .map_or(IDLE_FALLBACK, |o| o.idle_timeout)
+            .saturating_add(Duration::from_secs(1));
+        Some(now.saturating_add(millis(idle)))
     }
 }

@@ -4,8 +4,10 @@
 //! the actor is held unloaded (`held_actor`), so no activation loads the
 //! state between the read and the write, or writes over it after.
 //!
-//! An active actor is let be: its turns forget its keys as they expire,
-//! and its end notes the reminder again.
+//! An active actor is let be: its turns forget its keys as they expire.
+//! Its reminder comes back at the first key's time, or, when that passed
+//! with no turn to forget it, once the actor may have gone idle (its end
+//! also notes the reminder anew).
 
 use std::sync::Arc;
 
@@ -31,7 +33,13 @@ impl Shared {
     /// it is active.
     pub(crate) async fn fire_expiry(self: &Arc<Self>, firing: &Due) -> Fired {
         if self.is_active(&firing.actor) {
-            return Fired::Ran;
+            let Some(next) = self.expiry_recheck(&firing.actor) else {
+                return Fired::Ran;
+            };
+            return match self.scheduler.set(expire_spec(&firing.actor, next)).await {
+                Ok(_) => Fired::Superseded,
+                Err(e) => Fired::after_error(firing, e),
+            };
         }
         let runtime = Runtime {
             shared: self.clone(),
