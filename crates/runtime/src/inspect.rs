@@ -361,6 +361,18 @@ impl Runtime {
         if !have_state {
             details.state_entries = stored.into_iter().map(|(k, v)| (k, v, false)).collect();
         }
+        // As state reads show it: without the daemon's expiry times, and
+        // without the keys past theirs.
+        let times = details
+            .state_entries
+            .iter()
+            .find(|(k, _, _)| k == expiry::EXPIRES_KEY)
+            .map(|(_, v, _)| expiry::Expiries::read(v))
+            .unwrap_or_default();
+        let now = shared.time.now_ms();
+        details
+            .state_entries
+            .retain(|(k, _, _)| k != expiry::EXPIRES_KEY && times.get(k).is_none_or(|at| at > now));
         details.state_entries.sort_by(|a, b| a.0.cmp(&b.0));
         let reminders = shared
             .scheduler

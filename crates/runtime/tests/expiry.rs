@@ -85,6 +85,14 @@ async fn keys(rt: &Runtime) -> Result<Vec<String>, CallError> {
     Ok(entries.into_iter().map(|(k, _)| k).collect())
 }
 
+/// The keys `troupe actors get` shows.
+async fn described_keys(rt: &Runtime) -> Result<Vec<String>, CallError> {
+    let details = rt.describe_actor(&session()).await?;
+    Ok(details
+        .map(|d| d.state_entries.into_iter().map(|(k, _, _)| k).collect())
+        .unwrap_or_default())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_reads_as_absent_from_its_time_and_the_next_turn_is_told() -> Result<(), CallError> {
     let rt = runtime(
@@ -101,9 +109,12 @@ async fn a_key_reads_as_absent_from_its_time_and_the_next_turn_is_told() -> Resu
     rt.advance_clock(HOUR - MINUTE).await?;
     assert_eq!(call(&rt, "look").await?, r#"{"told":[],"has_token":true}"#);
 
+    assert_eq!(described_keys(&rt).await?, ["name", "token"]);
+
     rt.advance_clock(2 * MINUTE).await?;
     // Read before any turn forgot it.
     assert_eq!(keys(&rt).await?, ["name"]);
+    assert_eq!(described_keys(&rt).await?, ["name"]);
     assert_eq!(
         call(&rt, "look").await?,
         r#"{"told":["token"],"has_token":false}"#
