@@ -334,6 +334,7 @@ fn op(op: Op) -> u8 {
 /// deactivations one by one and in batches, a turn timing out, an error.
 pub fn seeds() -> Vec<Vec<u8>> {
     let set = pb::StateChange {
+        ttl_ms: None,
         key: "k".into(),
         op: Some(pb::state_change::Op::Set(Bytes::from_static(b"\"v\""))),
     };
@@ -363,6 +364,7 @@ pub fn seeds() -> Vec<Vec<u8>> {
     .encode_to_vec();
     let deactivated = pb::DeactivateResult {
         changes: vec![pb::StateChange {
+            ttl_ms: None,
             key: "k".into(),
             op: Some(pb::state_change::Op::Delete(true)),
         }],

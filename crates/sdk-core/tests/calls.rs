@@ -89,6 +89,7 @@ impl ActorClient for Fake {
         Ok(Response::new(GetStateResponse {
             entries: entries.collect(),
             active: true,
+            expires_unix_ms: Default::default(),
         }))
     }
     async fn set_reminder(
