@@ -7,6 +7,7 @@ import { fromRpcError, InvalidArgument } from "./errors.js";
 import {
   type ActorClientClient,
   ActorClientService,
+  type GetStateResponse,
   type InvokeRequest,
   type InvokeResponse,
   type TellRequest,
@@ -127,6 +128,13 @@ function delivery(durable: boolean | undefined): Delivery {
 export interface GetStateOptions {
   /** Return the stored bytes instead of JSON-decoded values. */
   raw?: boolean;
+  timeout?: Duration;
+  /** Aborting it ends the read, which rejects with the signal's reason (see {@link CallOptions.signal}). */
+  signal?: AbortSignal;
+}
+
+/** Options of getStateExpiry. */
+export interface GetStateExpiryOptions {
   timeout?: Duration;
   /** Aborting it ends the read, which rejects with the signal's reason (see {@link CallOptions.signal}). */
   signal?: AbortSignal;
@@ -408,19 +416,28 @@ export class Caller {
   }
 
   async getState(type: string, id: string, keys: readonly string[], options: GetStateOptions): Promise<Record<string, unknown>> {
-    const what = `getState ${type}/${id}`;
+    const resp = await this.#getState(type, id, keys, options, `getState ${type}/${id}`);
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(resp.entries)) out[k] = options.raw === true ? new Uint8Array(v) : decodeState(v);
+    return out;
+  }
+
+  async getStateExpiry(type: string, id: string, keys: readonly string[], options: GetStateExpiryOptions): Promise<Record<string, Date>> {
+    const resp = await this.#getState(type, id, keys, options, `getStateExpiry ${type}/${id}`);
+    const out: Record<string, Date> = {};
+    for (const [k, ms] of Object.entries(resp.expiresUnixMs)) out[k] = new Date(Number(ms));
+    return out;
+  }
+
+  #getState(type: string, id: string, keys: readonly string[], options: GetStateExpiryOptions, what: string): Promise<GetStateResponse> {
     const callOptions = deadline(options.timeout, what);
     const stop = stopped(options.signal);
     return this.#tracing.call({ rpc: "GetState", type, id }, async (md) => {
-      let resp;
       try {
-        resp = await this.#calls.unary(ActorClientService.getState, { actor: { type, id }, keys: [...keys] }, md, callOptions, stop);
+        return await this.#calls.unary(ActorClientService.getState, { actor: { type, id }, keys: [...keys] }, md, callOptions, stop);
       } catch (err) {
         throw fromRpcError(err, what);
       }
-      const out: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(resp.entries)) out[k] = options.raw === true ? new Uint8Array(v) : decodeState(v);
-      return out;
     });
   }
 }

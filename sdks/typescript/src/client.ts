@@ -11,6 +11,7 @@ import {
   type TellOptions,
   Caller,
   type CallTransport,
+  type GetStateExpiryOptions,
   type GetStateOptions,
   makeHandle,
   type Params,
@@ -285,7 +286,8 @@ export class Client {
   /**
    * Read an actor's state without running a turn: the JSON-decoded values of
    * `keys` (every key if empty), or the stored bytes with `{ raw: true }`.
-   * Missing keys are absent from the result.
+   * Missing keys are absent from the result, and so are expired ones (see
+   * `State.set`'s `ttl`); {@link Client.getStateExpiry} says when the others expire.
    */
   getState(type: string, id: string, keys: readonly string[], options: GetStateOptions & { raw: true }): Promise<Record<string, Uint8Array>>;
   getState<S extends object = Record<string, unknown>>(
@@ -296,6 +298,19 @@ export class Client {
   ): Promise<Partial<S>>;
   getState(type: string, id: string, keys: readonly string[] = [], options: GetStateOptions = {}): Promise<Record<string, unknown>> {
     return this.#getCaller().getState(type, id, keys, { raw: options.raw, timeout: options.timeout ?? this.timeout, signal: options.signal });
+  }
+
+  /**
+   * When an actor's state keys that expire (`this.state.set(key, value, { ttl })`)
+   * do so, by the daemon's clock: for each of `keys` (every key if empty) that has
+   * an expiry. Keys that do not expire, missing keys and expired ones are absent.
+   *
+   * ```ts
+   * await client.getStateExpiry("session", "s1"); // { token: 2026-01-05T10:30:00.000Z }
+   * ```
+   */
+  getStateExpiry(type: string, id: string, keys: readonly string[] = [], options: GetStateExpiryOptions = {}): Promise<Record<string, Date>> {
+    return this.#getCaller().getStateExpiry(type, id, keys, { timeout: options.timeout ?? this.timeout, signal: options.signal });
   }
 
   /**

@@ -28,7 +28,7 @@ export { Actor, actor, method, actorTypeName } from "./actor.js";
 export type { ActorClass, ActorInstance, ActorOptions, MethodOptions, StateModeName } from "./actor.js";
 export { App } from "./app.js";
 export type { AppOptions, Logger, WaitRegisteredOptions } from "./app.js";
-export type { ActorHandle, CallOptions, GetStateOptions, HandleOptions, MethodArgs, MethodName, MethodResult, Params, TellOptions, UntypedActor, WithKwargs } from "./caller.js";
+export type { ActorHandle, CallOptions, GetStateExpiryOptions, GetStateOptions, HandleOptions, MethodArgs, MethodName, MethodResult, Params, TellOptions, UntypedActor, WithKwargs } from "./caller.js";
 export { Client } from "./client.js";
 export type { ClientOptions } from "./client.js";
 export { Context } from "./context.js";
@@ -68,6 +68,6 @@ export type {
 } from "./schedule.js";
 export type { RetryBudget } from "./retry.js";
 export { State } from "./state.js";
-export type { StateShape } from "./state.js";
+export type { StateSetOptions, StateShape } from "./state.js";
 export type { TlsOptions } from "./tls.js";
 export { API_VERSION, DEFAULT_ADDRESS, SDK_NAME, SDK_VERSION } from "./address.js";

@@ -23,7 +23,7 @@ import { type ActorFailure, FailureKind, type Payload, TurnKind } from "./gen/tr
 import { type CallFilter, runFiltered, type TurnKindName } from "./filters.js";
 import { decodeCall, encodeResult } from "./payload.js";
 import { decodeData, Scheduler } from "./schedule.js";
-import { commitState, endTurn, refuseState, rollbackState, State } from "./state.js";
+import { commitState, endTurn, expireState, refuseState, rollbackState, State } from "./state.js";
 import { Tracing } from "./tracing.js";
 import { currentTurn, TurnScope } from "./turn.js";
 import type { AppWire } from "./wire.js";
@@ -323,6 +323,13 @@ export class Session {
 
   async #turn(msg: Turn): Promise<void> {
     const result: TurnResult = { callId: msg.callId, outcome: undefined, changes: [], leaseExpired: false };
+    if (msg.expiredKeys.length > 0) {
+      // The daemon deleted these keys whatever becomes of this turn (even one not
+      // run below), and tells of them once: drop them before any handler runs.
+      const ref = msg.actor ?? { type: "", id: "" };
+      const obj = this.#instances.get(key(ref.type, ref.id));
+      if (obj !== undefined) expireState(obj.state, msg.expiredKeys);
+    }
     // Checked here, where the turn starts (nothing is awaited between this and the
     // handler), not when the message arrived: no outcome, no changes, no span.
     const late = leaseLateMs(msg.leaseDeadlineUnixMs);

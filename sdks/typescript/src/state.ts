@@ -1,4 +1,5 @@
 // The Map-like view of an actor's state and the bookkeeping that turns it into changes.
+import { type Duration, toMillis } from "./duration.js";
 import { ReadOnlyStateError } from "./errors.js";
 import type { StateChange } from "./gen/troupe/v1/common.js";
 import { decodeState, encodeState } from "./payload.js";
@@ -16,13 +17,58 @@ interface Internals {
   refuse(state: State, scope: TurnScope): StateChange[];
   rollback(state: State, scope: TurnScope | undefined): void;
   end(state: State, scope: TurnScope): void;
+  expire(state: State, keys: readonly string[]): void;
 }
 let internals: Internals | undefined;
 
-function toChanges(encoded: Iterable<[string, Buffer | undefined]>): StateChange[] {
+/** Options of {@link State.set}. */
+export interface StateSetOptions {
+  /**
+   * How long the key lives once the turn's changes are stored: a duration of at
+   * least a second (a number is seconds, as in every duration option: `"30m"`,
+   * `"1h"`, `90`) makes it expire that long after; `null` makes it no longer
+   * expire; left out (or `undefined`) it keeps the expiry it has.
+   */
+  ttl?: Duration | null;
+}
+
+/** The daemon's shortest expiry (it refuses a shorter ttl_ms). */
+const MIN_TTL_MS = 1_000;
+
+/** The state key the daemon keeps the expiry times in; a turn writing it is refused. */
+const EXPIRES_KEY = "$expires";
+
+/** The ttl_ms of a set with `options`: undefined (keep the expiry), 0n (none), or ms. */
+function ttlOf(options: StateSetOptions | undefined): bigint | undefined {
+  if (options === undefined) return undefined;
+  // Plain JS callers may pass the ttl itself.
+  const given: unknown = options;
+  if (typeof given !== "object" || given === null) {
+    throw new TypeError(`state.set's third argument is its options, e.g. { ttl: "1h" }, not ${String(given)}`);
+  }
+  const { ttl } = options;
+  if (ttl === undefined) return undefined;
+  if (ttl === null) return 0n;
+  const ms = toMillis(ttl, "ttl", true) ?? 0;
+  if (ms < MIN_TTL_MS) {
+    // Most likely minutes or hours given as a bare number, which reads as seconds.
+    throw new RangeError(
+      `ttl must be at least a second, got ${JSON.stringify(ttl)} (${ms} ms); a bare number is seconds: ` +
+        `write e.g. "30m" for thirty minutes, or { ttl: null } for a key that does not expire`,
+    );
+  }
+  return BigInt(ms);
+}
+
+function toChanges(encoded: Iterable<[string, Buffer | undefined]>, ttls: ReadonlyMap<string, bigint>): StateChange[] {
   const changes: StateChange[] = [];
   for (const [key, data] of encoded) {
-    changes.push(data === undefined ? { key, op: { $case: "delete", value: true } } : { key, op: { $case: "set", value: data } });
+    if (data === undefined) {
+      changes.push({ key, op: { $case: "delete", value: true } });
+      continue;
+    }
+    const ttlMs = ttls.get(key);
+    changes.push(ttlMs === undefined ? { key, op: { $case: "set", value: data } } : { key, op: { $case: "set", value: data }, ttlMs });
   }
   return changes;
 }
@@ -39,6 +85,11 @@ function toChanges(encoded: Iterable<[string, Buffer | undefined]>): StateChange
  * reentrant actor called back by a chain it is waiting on); each reports only
  * the keys it changed itself. In a read-only method every write throws
  * {@link ReadOnlyStateError}.
+ *
+ * A key can expire: `set(key, value, { ttl: "1h" })`. An expired key is gone
+ * everywhere: the SDK drops it from this view before the actor's next turn
+ * (call, reminder, timer or alarm) runs, and the daemon from the store. See
+ * {@link State.set} for the rules.
  */
 export class State<S extends object = StateShape> implements Iterable<[Key<S>, S[Key<S>]]> {
   // What the daemon holds, as far as this app knows: the baseline of every turn.
@@ -49,6 +100,11 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   #writers = new Map<string, number>();
   // Keys touched outside any running turn; the next writing turn sends them.
   #loose = new Set<string>();
+  // The expiries set outside any running turn; the next writing turn sends them.
+  #looseTtls = new Map<string, bigint>();
+  // The running writing turns that wrote a key: what they wrote reaches the
+  // daemon after an expiry it told this app of, so #expire keeps it.
+  #writing = new Set<TurnScope>();
 
   /** @internal Built by the SDK from the stored bytes; actors use `this.state`. */
   constructor(stored: Readonly<Record<string, Uint8Array>> = {}) {
@@ -76,16 +132,42 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     return this.#values.get(key) as S[K];
   }
 
-  /** Set `key` to a JSON-serialisable value. */
-  set<K extends Key<S>>(key: K, value: S[K]): this {
+  /**
+   * Set `key` to a JSON-serialisable value; with `{ ttl }`, also set when it expires.
+   *
+   * - `{ ttl: "1h" }` (any duration of at least a second; a number is seconds):
+   *   the key expires an hour after the turn's changes are stored. This is sent
+   *   even when the value is unchanged, so setting the same value again renews
+   *   the expiry. A ttl under a second throws RangeError here, a value that is no
+   *   duration InvalidArgument.
+   * - `{ ttl: null }`: the key no longer expires.
+   * - No ttl (a plain `set`, or `ttl: undefined`), and changes made in place:
+   *   the key keeps the expiry it has, so updating a value does not end it; a new
+   *   key does not expire.
+   * - `delete(key)` ends the key's expiry: set again later (even in the same
+   *   turn) without a ttl, it does not expire.
+   *
+   * The expiry belongs to the turn's changes: it is stored with them when the
+   * turn ends, forgotten with them when the turn throws, and refused like any
+   * write in a read-only method. Set outside a turn, it goes with the actor's
+   * next writing turn, as other changes made there do. The key `"$expires"` is
+   * the daemon's and cannot be set.
+   */
+  set<K extends Key<S>>(key: K, value: S[K], options?: StateSetOptions): this {
     if (typeof key !== "string" || key === "") {
       throw new TypeError(`state keys must be non-empty strings, got ${JSON.stringify(key)}`);
+    }
+    if (key === EXPIRES_KEY) {
+      throw new TypeError(`state key ${JSON.stringify(EXPIRES_KEY)} is the daemon's (it keeps the keys' expiry times there); use another key`);
     }
     if (value === undefined) {
       throw new TypeError(`state[${JSON.stringify(key)}] cannot be undefined; use state.delete(key)`);
     }
-    this.#touch(key, "set");
+    // Read before anything changes: a bad ttl leaves the state as it was.
+    const ttlMs = ttlOf(options);
+    const scope = this.#touch(key, "set");
     this.#values.set(key, value);
+    if (ttlMs !== undefined) (scope?.ttls ?? this.#looseTtls).set(key, ttlMs);
     return this;
   }
 
@@ -95,16 +177,24 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     return this.get(key, value);
   }
 
-  /** Remove `key`; returns whether it was there. */
+  /** Remove `key` (and its expiry); returns whether it was there. */
   delete(key: Key<S>): boolean {
-    this.#touch(key, "delete");
+    this.#forget(key);
     return this.#values.delete(key);
   }
 
   /** Remove every key. */
   clear(): void {
-    for (const key of this.#values.keys()) this.#touch(key, "delete");
+    for (const key of this.#values.keys()) this.#forget(key);
     this.#values.clear();
+  }
+
+  /** Record the deletion of `key` by the running turn (or code outside turns). */
+  #forget(key: string): void {
+    const scope = this.#touch(key, "delete");
+    // Deleted and set again in one turn, the daemon sees a set alone, which would
+    // keep the old expiry: the deletion must end it. Sent only with a set.
+    (scope?.ttls ?? this.#looseTtls).set(key, 0n);
   }
 
   has(key: Key<S>): boolean {
@@ -148,13 +238,14 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   /**
    * Record that the running turn reads (or, with `write`, changes) `key`. Only
    * touched keys are re-encoded at turn end, so a turn costs O(keys touched),
-   * not O(state size). Call it before changing the value.
+   * not O(state size). Call it before changing the value. Returns the turn,
+   * undefined outside turns.
    */
-  #touch(key: string, write?: Write): void {
+  #touch(key: string, write?: Write): TurnScope | undefined {
     const scope = this.#scope();
     if (scope === undefined) {
       this.#loose.add(key);
-      return;
+      return undefined;
     }
     if (write !== undefined && scope.readonly) {
       throw new ReadOnlyStateError(
@@ -167,7 +258,11 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
       scope.snapshots.set(key, this.#snapshot(key));
       if (!scope.readonly) this.#writers.set(key, (this.#writers.get(key) ?? 0) + 1);
     }
-    if (write !== undefined) scope.written.add(key);
+    if (write !== undefined) {
+      scope.written.add(key);
+      this.#writing.add(scope);
+    }
+    return scope;
   }
 
   #snapshot(key: string): Buffer | undefined {
@@ -186,14 +281,20 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
    * without a turn, of code outside turns), encoded; undefined means deleted. A
    * key the turn only read counts when its value changed since the turn first
    * touched it (in place), so a turn nested in another one does not send the
-   * outer turn's unsent changes. Throws TypeError if a value cannot be encoded.
+   * outer turn's unsent changes. A key present with an expiry in `ttls` counts
+   * even unchanged: the set renews (or ends) its expiry. Throws TypeError if a
+   * value cannot be encoded.
    */
-  #changed(scope: TurnScope | undefined): Map<string, Buffer | undefined> {
+  #changed(scope: TurnScope | undefined, ttls: ReadonlyMap<string, bigint>): Map<string, Buffer | undefined> {
     const keys = new Set(this.#loose);
     if (scope !== undefined) for (const key of scope.snapshots.keys()) keys.add(key);
     const out = new Map<string, Buffer | undefined>();
     for (const key of [...keys].sort()) {
       const current = this.#values.has(key) ? encodeState(key, this.#values.get(key)) : undefined;
+      if (current !== undefined && ttls.has(key)) {
+        out.set(key, current);
+        continue;
+      }
       const base = this.#stored.get(key);
       if (same(current, base)) continue;
       const written = scope === undefined || !scope.snapshots.has(key) || scope.written.has(key);
@@ -203,14 +304,18 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   }
 
   #commit(scope: TurnScope | undefined): StateChange[] {
+    // The turn's own expiries win over those set outside turns, which go with it.
+    const ttls = new Map([...this.#looseTtls, ...(scope?.ttls ?? [])]);
     // Encode first, so a value that cannot be encoded leaves the baseline untouched.
-    const encoded = this.#changed(scope);
+    const encoded = this.#changed(scope, ttls);
     for (const [key, data] of encoded) {
       if (data === undefined) this.#stored.delete(key);
       else this.#stored.set(key, data);
     }
     this.#loose.clear();
-    return toChanges(encoded);
+    this.#looseTtls.clear();
+    scope?.ttls.clear();
+    return toChanges(encoded, ttls);
   }
 
   /**
@@ -221,13 +326,15 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   #refuse(scope: TurnScope): StateChange[] {
     let encoded: Map<string, Buffer | undefined>;
     try {
-      encoded = new Map([...this.#changed(scope)].filter(([key]) => scope.snapshots.has(key)));
+      // No expiries: a read-only turn cannot set any, and those set outside
+      // turns wait for a writing one.
+      encoded = new Map([...this.#changed(scope, new Map())].filter(([key]) => scope.snapshots.has(key)));
     } catch {
       // A value that no longer encodes was certainly changed; undo every key read.
       encoded = new Map([...scope.snapshots.keys()].map((key) => [key, this.#stored.get(key)]));
     }
     for (const key of encoded.keys()) this.#restore(key, scope.snapshots.get(key));
-    return toChanges(encoded);
+    return toChanges(encoded, new Map());
   }
 
   /**
@@ -240,12 +347,14 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     if (scope === undefined) {
       for (const key of this.#loose) this.#restore(key, this.#stored.get(key));
       this.#loose.clear();
+      this.#looseTtls.clear();
       return;
     }
     if (scope.readonly) {
       this.#refuse(scope);
       return;
     }
+    scope.ttls.clear();
     for (const [key, snapshot] of scope.snapshots) {
       const others = (this.#writers.get(key) ?? 0) - 1;
       this.#restore(key, others > 0 ? snapshot : this.#stored.get(key));
@@ -255,11 +364,39 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   /** The turn is over: later touches from work it started are not its own. */
   #end(scope: TurnScope): void {
     scope.live = false;
+    this.#writing.delete(scope);
     if (scope.readonly) return;
     for (const key of scope.snapshots.keys()) {
       const left = (this.#writers.get(key) ?? 0) - 1;
       if (left > 0) this.#writers.set(key, left);
       else this.#writers.delete(key);
+    }
+  }
+
+  /**
+   * The daemon says these keys expired (Turn.expired_keys) and deleted them: they
+   * leave the baseline, and the view unless a change of them is still unsent (a
+   * running turn, or code outside turns, set them), which the daemon applies
+   * after the expiry. Nothing is sent for them.
+   */
+  #expire(keys: readonly string[]): void {
+    for (const key of keys) {
+      const stored = this.#stored.get(key);
+      this.#stored.delete(key);
+      if (!this.#values.has(key) || this.#unsent(key, stored)) continue;
+      this.#values.delete(key);
+    }
+  }
+
+  /** Whether the value of `key` is a change the daemon has not been sent. */
+  #unsent(key: string, stored: Buffer | undefined): boolean {
+    if (this.#looseTtls.has(key)) return true;
+    for (const scope of this.#writing) if (scope.written.has(key)) return true;
+    if (stored === undefined) return true;
+    try {
+      return !encodeState(key, this.#values.get(key)).equals(stored);
+    } catch {
+      return true;
     }
   }
 
@@ -277,6 +414,9 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
       },
       end: (state, scope) => {
         state.#end(scope);
+      },
+      expire: (state, keys) => {
+        state.#expire(keys);
       },
     };
   }
@@ -312,4 +452,9 @@ export function rollbackState<S extends object>(state: State<S>, scope?: TurnSco
 /** @internal The turn is over. */
 export function endTurn<S extends object>(state: State<S>, scope: TurnScope): void {
   impl().end(state as unknown as State, scope);
+}
+
+/** @internal Drop the keys the daemon says expired (Turn.expired_keys); see State#expire. */
+export function expireState<S extends object>(state: State<S>, keys: readonly string[]): void {
+  impl().expire(state as unknown as State, keys);
 }

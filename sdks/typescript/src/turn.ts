@@ -14,13 +14,16 @@ import type { CallChain } from "./gen/troupe/v1/common.js";
  *
  * `snapshots` holds, per state key the turn touched, the encoded value it had
  * when the turn first touched it (undefined: absent); `written` the keys it set
- * or deleted. `live` turns false when the turn ends, so that work which
- * outlives it neither records state into it nor claims its chain.
+ * or deleted; `ttls` the expiry its sets and deletes gave a key (StateChange.ttl_ms:
+ * 0 no expiry), sent only with this turn's changes. `live` turns false when the
+ * turn ends, so that work which outlives it neither records state into it nor
+ * claims its chain.
  */
 export class TurnScope {
   live = true;
   readonly snapshots = new Map<string, Buffer | undefined>();
   readonly written = new Set<string>();
+  readonly ttls = new Map<string, bigint>();
   /** When the turn's caller stops waiting (unix ms), if it set a deadline. */
   readonly deadline: number | undefined;
   /** Made on first use: most turns are never asked for their signal nor cancelled. */

@@ -52,6 +52,7 @@ function turn(callId: bigint, id: string): DaemonMessage {
     tracestate: "",
     deadlineUnixMs: 0n,
     leaseDeadlineUnixMs: 0n,
+    expiredKeys: [],
   };
   return { kind: { $case: "turn", value } };
 }

@@ -53,6 +53,7 @@ function turn(leaseDeadlineUnixMs: bigint, kind = TurnKind.TURN_KIND_CALL, name 
     tracestate: "",
     deadlineUnixMs: 0n,
     leaseDeadlineUnixMs,
+    expiredKeys: [],
   };
   return { kind: { $case: "turn", value } };
 }

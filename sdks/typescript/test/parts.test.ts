@@ -37,6 +37,7 @@ function turn(callId: bigint, id: string, value: string): DaemonMessage {
     tracestate: "",
     deadlineUnixMs: 0n,
     leaseDeadlineUnixMs: 0n,
+    expiredKeys: [],
   };
   return { kind: { $case: "turn", value: turn } };
 }

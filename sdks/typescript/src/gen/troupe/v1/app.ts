@@ -312,7 +312,10 @@ export interface Registered {
  */
 export interface Activate {
   callId: bigint;
-  actor?: ActorRef | undefined;
+  actor?:
+    | ActorRef
+    | undefined;
+  /** Its stored state, expired keys (StateChange.ttl_ms) left out. */
   state: { [key: string]: Buffer };
   /**
    * As Turn.lease_deadline_unix_ms: past it, answer lease_expired and do
@@ -373,6 +376,12 @@ export interface Turn {
    * way to the app would otherwise run it after the actor moved.
    */
   leaseDeadlineUnixMs: bigint;
+  /**
+   * State keys that expired (StateChange.ttl_ms) since the app last heard
+   * of the actor's state: drop them from the actor's copy before the turn
+   * runs. The daemon has deleted them; the turn's changes may set them again.
+   */
+  expiredKeys: string[];
 }
 
 export interface Turn_MetadataEntry {
@@ -1891,6 +1900,7 @@ function createBaseTurn(): Turn {
     tracestate: "",
     deadlineUnixMs: 0n,
     leaseDeadlineUnixMs: 0n,
+    expiredKeys: [],
   };
 }
 
@@ -1937,6 +1947,9 @@ export const Turn: MessageFns<Turn> = {
         throw new globalThis.Error("value provided for field message.leaseDeadlineUnixMs of type uint64 too large");
       }
       writer.uint32(88).uint64(message.leaseDeadlineUnixMs);
+    }
+    for (const v of message.expiredKeys) {
+      writer.uint32(98).string(v!);
     }
     return writer;
   },
@@ -2045,6 +2058,14 @@ export const Turn: MessageFns<Turn> = {
             message.leaseDeadlineUnixMs = reader.uint64() as bigint;
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.expiredKeys.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2091,6 +2112,7 @@ export const Turn: MessageFns<Turn> = {
     message.leaseDeadlineUnixMs = (object.leaseDeadlineUnixMs !== undefined && object.leaseDeadlineUnixMs !== null)
       ? BigInt(object.leaseDeadlineUnixMs)
       : 0n;
+    message.expiredKeys = object.expiredKeys?.map((e) => e) || [];
     return message;
   },
 };

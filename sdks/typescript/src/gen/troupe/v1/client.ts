@@ -326,14 +326,22 @@ export interface GetStateRequest {
 }
 
 export interface GetStateResponse {
+  /** Expired keys (StateChange.ttl_ms) are left out. */
   entries: { [key: string]: Buffer };
   /** Whether the actor has a live activation on this daemon. */
   active: boolean;
+  /** When each returned key that expires does so (unix ms). */
+  expiresUnixMs: { [key: string]: bigint };
 }
 
 export interface GetStateResponse_EntriesEntry {
   key: string;
   value: Buffer;
+}
+
+export interface GetStateResponse_ExpiresUnixMsEntry {
+  key: string;
+  value: bigint;
 }
 
 function createBaseRetryPolicy(): RetryPolicy {
@@ -2319,7 +2327,7 @@ export const GetStateRequest: MessageFns<GetStateRequest> = {
 };
 
 function createBaseGetStateResponse(): GetStateResponse {
-  return { entries: {}, active: false };
+  return { entries: {}, active: false, expiresUnixMs: {} };
 }
 
 export const GetStateResponse: MessageFns<GetStateResponse> = {
@@ -2330,6 +2338,9 @@ export const GetStateResponse: MessageFns<GetStateResponse> = {
     if (message.active !== false) {
       writer.uint32(16).bool(message.active);
     }
+    globalThis.Object.entries(message.expiresUnixMs).forEach(([key, value]: [string, bigint]) => {
+      GetStateResponse_ExpiresUnixMsEntry.encode({ key: key as any, value }, writer.uint32(26).fork()).join();
+    });
     return writer;
   },
 
@@ -2365,6 +2376,17 @@ export const GetStateResponse: MessageFns<GetStateResponse> = {
             message.active = reader.bool();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            const entry3 = GetStateResponse_ExpiresUnixMsEntry.decode(reader, reader.uint32());
+            if (entry3.value !== undefined) {
+              message.expiresUnixMs[entry3.key] = entry3.value;
+            }
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2392,6 +2414,15 @@ export const GetStateResponse: MessageFns<GetStateResponse> = {
       {},
     );
     message.active = object.active ?? false;
+    message.expiresUnixMs = (globalThis.Object.entries(object.expiresUnixMs ?? {}) as [string, bigint][]).reduce(
+      (acc: { [key: string]: bigint }, [key, value]: [string, bigint]) => {
+        if (value !== undefined) {
+          acc[key] = BigInt(value as string | number | bigint | boolean);
+        }
+        return acc;
+      },
+      {},
+    );
     return message;
   },
 };
@@ -2461,6 +2492,80 @@ export const GetStateResponse_EntriesEntry: MessageFns<GetStateResponse_EntriesE
     const message = createBaseGetStateResponse_EntriesEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseGetStateResponse_ExpiresUnixMsEntry(): GetStateResponse_ExpiresUnixMsEntry {
+  return { key: "", value: 0n };
+}
+
+export const GetStateResponse_ExpiresUnixMsEntry: MessageFns<GetStateResponse_ExpiresUnixMsEntry> = {
+  encode(message: GetStateResponse_ExpiresUnixMsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== 0n) {
+      if (BigInt.asUintN(64, message.value) !== message.value) {
+        throw new globalThis.Error("value provided for field message.value of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetStateResponse_ExpiresUnixMsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetStateResponse_ExpiresUnixMsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<GetStateResponse_ExpiresUnixMsEntry>, I>>(
+    base?: I,
+  ): GetStateResponse_ExpiresUnixMsEntry {
+    return GetStateResponse_ExpiresUnixMsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetStateResponse_ExpiresUnixMsEntry>, I>>(
+    object: I,
+  ): GetStateResponse_ExpiresUnixMsEntry {
+    const message = createBaseGetStateResponse_ExpiresUnixMsEntry();
+    message.key = object.key ?? "";
+    message.value = (object.value !== undefined && object.value !== null) ? BigInt(object.value) : 0n;
     return message;
   },
 };

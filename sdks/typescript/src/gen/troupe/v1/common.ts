@@ -115,9 +115,23 @@ export interface Payload {
  */
 export interface StateChange {
   key: string;
-  op?: { $case: "set"; value: Buffer } | //
-  /** value ignored; presence means delete */
-  { $case: "delete"; value: boolean } | undefined;
+  op?:
+    | { $case: "set"; value: Buffer }
+    | //
+    /** value ignored; presence means delete */
+    { $case: "delete"; value: boolean }
+    | undefined;
+  /**
+   * With `set`, the key's expiry (docs/state.md, "Keys that expire"):
+   * unset, the key keeps the expiry it has (none for a new key), so a change
+   * of its value does not end it; 0, the key no longer expires; otherwise it
+   * expires this many milliseconds after the daemon applies the change (at
+   * least a second). An expired key reads as absent everywhere: the app is
+   * told at the actor's next turn (Turn.expired_keys) and the daemon deletes
+   * it from the store. The key "$expires" is the daemon's (it keeps the
+   * expiry times there, beside the values).
+   */
+  ttlMs?: bigint | undefined;
 }
 
 /**
@@ -293,7 +307,7 @@ export const Payload: MessageFns<Payload> = {
 };
 
 function createBaseStateChange(): StateChange {
-  return { key: "", op: undefined };
+  return { key: "", op: undefined, ttlMs: undefined };
 }
 
 export const StateChange: MessageFns<StateChange> = {
@@ -308,6 +322,12 @@ export const StateChange: MessageFns<StateChange> = {
       case "delete":
         writer.uint32(24).bool(message.op.value);
         break;
+    }
+    if (message.ttlMs !== undefined) {
+      if (BigInt.asUintN(64, message.ttlMs) !== message.ttlMs) {
+        throw new globalThis.Error("value provided for field message.ttlMs of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.ttlMs);
     }
     return writer;
   },
@@ -349,6 +369,14 @@ export const StateChange: MessageFns<StateChange> = {
             message.op = { $case: "delete", value: reader.bool() };
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.ttlMs = reader.uint64() as bigint;
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -381,6 +409,7 @@ export const StateChange: MessageFns<StateChange> = {
         break;
       }
     }
+    message.ttlMs = (object.ttlMs !== undefined && object.ttlMs !== null) ? BigInt(object.ttlMs) : undefined;
     return message;
   },
 };
