@@ -59,7 +59,7 @@ pub use error::{
     AppWork, CallError, ChainRefused, ConfigError, HostGone, MemoryPressure, MessageBound,
     TooLargeForApp, Unavailable,
 };
-pub use expiry::{EXPIRES_KEY, EXPIRE_NAME, MIN_TTL_MS};
+pub use expiry::{is_expiry_key, EXPIRES_KEY, EXPIRE_NAME, MIN_TTL_MS};
 pub use flush::FlushBacklog;
 pub use fn_host::FnHost;
 pub use forwarding::{ActorRequest, ActorResponse, Forwarder, Peer, RequestContext};

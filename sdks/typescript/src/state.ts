@@ -35,7 +35,7 @@ export interface StateSetOptions {
 /** The daemon's shortest expiry (it refuses a shorter ttl_ms). */
 const MIN_TTL_MS = 1_000;
 
-/** The state key the daemon keeps the expiry times in; a turn writing it is refused. */
+/** The state key (and, after a slash, the prefix of the keys) the daemon keeps the expiry times in; a turn writing one is refused. */
 const EXPIRES_KEY = "$expires";
 
 /** The ttl_ms of a set with `options`: undefined (keep the expiry), 0n (none), or ms. */
@@ -157,8 +157,10 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     if (typeof key !== "string" || key === "") {
       throw new TypeError(`state keys must be non-empty strings, got ${JSON.stringify(key)}`);
     }
-    if (key === EXPIRES_KEY) {
-      throw new TypeError(`state key ${JSON.stringify(EXPIRES_KEY)} is the daemon's (it keeps the keys' expiry times there); use another key`);
+    if (key === EXPIRES_KEY || key.startsWith(`${EXPIRES_KEY}/`)) {
+      throw new TypeError(
+        `state key ${JSON.stringify(key)} is the daemon's (${JSON.stringify(EXPIRES_KEY)} and the keys under ${JSON.stringify(`${EXPIRES_KEY}/`)} keep the keys' expiry times); use another key`,
+      );
     }
     if (value === undefined) {
       throw new TypeError(`state[${JSON.stringify(key)}] cannot be undefined; use state.delete(key)`);

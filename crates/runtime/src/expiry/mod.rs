@@ -2,37 +2,41 @@
 //! cached answer or a one-time code that an actor keeps for a while and
 //! then forgets, without a reminder of its own to delete it.
 //!
-//! The expiry times live beside the values, as the daemon's state key
-//! [`EXPIRES_KEY`], so that they are written, flushed, fenced, copied,
-//! backed up and purged with the keys they time, atomically, by every
-//! store, with no change to any store's format. Its value starts with the
-//! earliest time (8 bytes, big-endian), which is all a turn reads to know
-//! that nothing is due; the times per key follow as JSON.
+//! The expiry times live beside the values, as daemon state keys, so that
+//! they are written, flushed, fenced, copied, backed up and purged with the
+//! keys they time, atomically, by every store, with no change to any
+//! store's format: `$expires/KEY` holds KEY's time, and [`EXPIRES_KEY`] a
+//! time no later than the first of them (8 bytes each, big-endian unix ms
+//! on the daemon's scheduling clock). So a turn that sets or ends an expiry
+//! writes a key or two, whatever the number of keys that expire, and a turn
+//! that does not reads one key to know that nothing is due; only a time
+//! that came due looks at the other times.
 //!
 //! An expired key reads as absent everywhere, at once:
 //! - a turn starting at or after the time drops it first (`Shared::
-//!   expire_at_turn_start`, in `hooks.rs`) and tells the app (`Turn.expired_keys`);
+//!   expire_at_turn_start`, in `hooks.rs`) and tells the app
+//!   (`Turn.expired_keys`);
 //! - an activation drops what expired while the actor was away before the
 //!   app sees its state;
 //! - state reads leave it out ([`visible`]).
 //!
-//! The store forgets it with the actor's next change, or, for an actor
-//! that went idle holding keys that expire, when its `$expire` reminder
-//! fires (`lifecycle/expire_keys.rs`).
+//! The store forgets it with the actor's next turn, or, for an idle actor,
+//! when its `$expire` reminder fires (`lifecycle/expire_keys.rs`).
 
 mod hooks;
 
 pub(crate) use hooks::expire_spec;
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{HashMap, HashSet};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::error::CallError;
 use crate::types::{StateChange, StateSnapshot};
 
-/// The daemon's state key holding the expiry times of an actor's keys.
+/// The daemon's state key holding a time no later than the first expiry of
+/// an actor's keys; `$expires/KEY` holds KEY's.
 pub const EXPIRES_KEY: &str = "$expires";
 
 /// The reminder that erases the keys of an idle actor as they expire.
@@ -42,73 +46,42 @@ pub const EXPIRE_NAME: &str = "$expire";
 /// before most flushes, and are a unit mistake more often than not.
 pub const MIN_TTL_MS: u64 = 1_000;
 
-/// The expiry times of an actor's keys (unix ms on the daemon's scheduling
-/// clock), by key.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Expiries {
-    by_key: BTreeMap<String, u64>,
+/// What starts the key of a key's time.
+const TIME_PREFIX: &str = "$expires/";
+
+/// The key holding `key`'s time.
+fn time_key(key: &str) -> String {
+    format!("{TIME_PREFIX}{key}")
 }
 
-impl Expiries {
-    /// The times stored in `value`. A value the daemon did not write (a
-    /// hand-edited store) reads as no times: a guess must never erase.
-    pub(crate) fn read(value: &[u8]) -> Self {
-        let by_key = value
-            .get(8..)
-            .and_then(|json| serde_json::from_slice(json).ok())
-            .unwrap_or_default();
-        Self { by_key }
-    }
-
-    /// The times of `state`.
-    pub(crate) fn of(state: &StateSnapshot) -> Self {
-        state
-            .get(EXPIRES_KEY)
-            .map_or_else(Self::default, |v| Self::read(v))
-    }
-
-    pub(crate) fn earliest(&self) -> Option<u64> {
-        self.by_key.values().min().copied()
-    }
-
-    pub(crate) fn get(&self, key: &str) -> Option<u64> {
-        self.by_key.get(key).copied()
-    }
-
-    /// The change that stores these times: a set, or the key's deletion
-    /// when no key expires any more.
-    pub(crate) fn change(&self) -> StateChange {
-        let Some(earliest) = self.earliest() else {
-            return StateChange::delete(EXPIRES_KEY);
-        };
-        // Strings and numbers only: it cannot fail to encode.
-        let json = serde_json::to_vec(&self.by_key).unwrap_or_default();
-        let mut value = BytesMut::with_capacity(8 + json.len());
-        value.put_u64(earliest);
-        value.put_slice(&json);
-        StateChange::set(EXPIRES_KEY, value.freeze())
-    }
-
-    /// Takes the keys due at `now_ms` out; their names, in key order.
-    fn take_due(&mut self, now_ms: u64) -> Vec<String> {
-        let due: Vec<String> = self
-            .by_key
-            .iter()
-            .filter(|(_, at)| **at <= now_ms)
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in &due {
-            self.by_key.remove(key);
-        }
-        due
-    }
+/// Whether `key` is one of the daemon's expiry keys, which apps never see.
+pub fn is_expiry_key(key: &str) -> bool {
+    key == EXPIRES_KEY || key.starts_with(TIME_PREFIX)
 }
 
-/// When the first key of `state` expires, read from the stored times'
-/// first 8 bytes only: the check every turn makes.
+fn time_value(unix_ms: u64) -> Bytes {
+    Bytes::copy_from_slice(&unix_ms.to_be_bytes())
+}
+
+/// A stored time. One the daemon did not write (a hand-edited store)
+/// reads as none: a guess must never erase.
+fn read_time(value: &[u8]) -> Option<u64> {
+    let bytes: [u8; 8] = value.try_into().ok()?;
+    Some(u64::from_be_bytes(bytes))
+}
+
+/// No later than when the first key of `state` expires: the check every
+/// turn makes.
 pub(crate) fn earliest(state: &StateSnapshot) -> Option<u64> {
-    let head: [u8; 8] = state.get(EXPIRES_KEY)?.get(..8)?.try_into().ok()?;
-    Some(u64::from_be_bytes(head))
+    read_time(state.get(EXPIRES_KEY)?)
+}
+
+/// The time of each key of `state` that expires, by key.
+fn times_of<'s>(state: impl IntoIterator<Item = (&'s String, &'s Bytes)>) -> HashMap<String, u64> {
+    state
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix(TIME_PREFIX)?.to_owned(), read_time(v)?)))
+        .collect()
 }
 
 /// What expired in a state, and the changes that forget it.
@@ -116,32 +89,40 @@ pub(crate) fn earliest(state: &StateSnapshot) -> Option<u64> {
 pub(crate) struct Expired {
     /// The expired keys, in key order.
     pub(crate) keys: Vec<String>,
-    /// Their deletions and the times' new value.
+    /// Their deletions, their times', and the first time's new value.
     pub(crate) changes: Vec<StateChange>,
 }
 
 /// The keys of `state` due at `now_ms` (those `state` still holds: a key
-/// deleted since is not reported), or `None` when none is.
+/// deleted since is not reported), or `None` when the first time is later.
 pub(crate) fn due(state: &StateSnapshot, now_ms: u64) -> Option<Expired> {
     if earliest(state)? > now_ms {
         return None;
     }
-    let mut times = Expiries::of(state);
-    let due = times.take_due(now_ms);
     let mut expired = Expired::default();
-    for key in due {
+    let mut next: Option<u64> = None;
+    for (key, at) in times_of(state.iter()) {
+        if at > now_ms {
+            next = Some(next.map_or(at, |n| n.min(at)));
+            continue;
+        }
+        expired.changes.push(StateChange::delete(time_key(&key)));
         if state.get(&key).is_some() {
             expired.changes.push(StateChange::delete(key.clone()));
             expired.keys.push(key);
         }
     }
-    expired.changes.push(times.change());
+    expired.keys.sort();
+    expired.changes.push(match next {
+        Some(at) => StateChange::set(EXPIRES_KEY, time_value(at)),
+        None => StateChange::delete(EXPIRES_KEY),
+    });
     Some(expired)
 }
 
 /// `changes` with the times they make: a ttl sets or ends a key's time, a
 /// deletion ends it, a set without one keeps it. Borrowed as they are when
-/// no change asks for a time and the state holds none.
+/// they change no time (always so for an actor with no key that expires).
 pub(crate) fn with_times<'c>(
     state: &StateSnapshot,
     changes: &'c [StateChange],
@@ -151,62 +132,68 @@ pub(crate) fn with_times<'c>(
     if !asks && state.get(EXPIRES_KEY).is_none() {
         return Cow::Borrowed(changes);
     }
-    let mut times = Expiries::of(state);
-    let before = times.clone();
     let now_ms = now_ms();
+    let mut times: Vec<StateChange> = Vec::new();
+    // A key this batch gave a time to, whose time an end must delete too.
+    let mut timed: HashSet<&str> = HashSet::new();
+    let mut first: Option<u64> = None;
     for change in changes {
+        let has_time =
+            || state.get(&time_key(&change.key)).is_some() || timed.contains(&change.key.as_str());
         match (&change.value, change.ttl_ms) {
             (None, _) | (Some(_), Some(0)) => {
-                times.by_key.remove(&change.key);
+                if has_time() {
+                    times.push(StateChange::delete(time_key(&change.key)));
+                }
             }
             (Some(_), Some(ttl)) => {
-                times
-                    .by_key
-                    .insert(change.key.clone(), now_ms.saturating_add(ttl));
+                let at = now_ms.saturating_add(ttl);
+                times.push(StateChange::set(time_key(&change.key), time_value(at)));
+                timed.insert(&change.key);
+                first = Some(first.map_or(at, |f| f.min(at)));
             }
             (Some(_), None) => {}
         }
     }
-    if times == before {
+    if times.is_empty() {
         return Cow::Borrowed(changes);
     }
+    // The first time only moves earlier here; an ended or later time leaves
+    // it early, and the turn it comes due for finds the true one (`due`).
+    if let Some(at) = first.filter(|at| earliest(state).is_none_or(|e| *at < e)) {
+        times.push(StateChange::set(EXPIRES_KEY, time_value(at)));
+    }
     let mut with = changes.to_vec();
-    with.push(times.change());
+    with.extend(times);
     Cow::Owned(with)
 }
 
-/// The entries of `state` a reader sees at `now_ms` (not the times' key,
-/// not an expired key), each with its expiry time if it has one.
+/// The entries of `state` a reader sees at `now_ms` (none of the daemon's
+/// keys, no expired key), each with its expiry time if it has one.
 pub(crate) fn visible(
     state: impl IntoIterator<Item = (String, Bytes)>,
     now_ms: u64,
 ) -> Vec<(String, Bytes, Option<u64>)> {
-    let mut entries: Vec<(String, Bytes)> = Vec::new();
-    let mut times = None;
-    for (key, value) in state {
-        if key == EXPIRES_KEY {
-            times = Some(Expiries::read(&value));
-        } else {
-            entries.push((key, value));
-        }
-    }
-    let times = times.unwrap_or_default();
-    entries
+    let state: Vec<(String, Bytes)> = state.into_iter().collect();
+    let times = times_of(state.iter().map(|(k, v)| (k, v)));
+    state
         .into_iter()
-        .filter_map(|(key, value)| match times.get(&key) {
+        .filter(|(key, _)| !is_expiry_key(key))
+        .filter_map(|(key, value)| match times.get(&key).copied() {
             Some(at) if at <= now_ms => None,
             at => Some((key, value, at)),
         })
         .collect()
 }
 
-/// Checks what a change asks of expiry: not the times' key itself, and a
-/// ttl of at least [`MIN_TTL_MS`] (or 0, none).
+/// Checks what a change asks of expiry: not one of the daemon's keys, and
+/// a ttl of at least [`MIN_TTL_MS`] (or 0, none), with a set.
 pub(crate) fn check(change: &StateChange) -> Result<(), CallError> {
-    if change.key == EXPIRES_KEY {
+    if is_expiry_key(&change.key) {
         return Err(CallError::InvalidArgument(format!(
-            "state key {EXPIRES_KEY:?} is the daemon's (it holds the expiry times of the \
-             other keys); use another key"
+            "state key {:?} is the daemon's (keys {EXPIRES_KEY:?} and {TIME_PREFIX:?}... hold \
+             the expiry times of the others); use another key",
+            change.key
         )));
     }
     match change.ttl_ms {
@@ -235,39 +222,44 @@ mod tests {
         state
     }
 
+    /// `changes` applied to `state` with the times they make, at `now_ms`.
+    fn apply(state: &mut StateSnapshot, changes: &[StateChange], now_ms: u64) {
+        let with = with_times(state, changes, || now_ms).into_owned();
+        state.apply(&with);
+    }
+
+    fn time(state: &StateSnapshot, key: &str) -> Option<u64> {
+        read_time(state.get(&time_key(key))?)
+    }
+
     fn hour() -> Duration {
         Duration::from_secs(3_600)
     }
 
     #[test]
-    fn a_ttl_stores_its_time_and_the_earliest_leads() {
-        let changes = [
-            StateChange::set_expiring("token", "t", hour()),
-            StateChange::set_expiring("code", "c", Duration::from_secs(60)),
-            StateChange::set("name", "n"),
-        ];
-        let with = with_times(&StateSnapshot::default(), &changes, || 1_000);
-        assert_eq!(with.len(), 4);
-        let state = state(&with);
-        assert_eq!(earliest(&state), Some(61_000));
-        let times = Expiries::of(&state);
-        assert_eq!(times.get("token"), Some(3_601_000));
-        assert_eq!(times.get("name"), None);
+    fn a_ttl_stores_its_time_and_the_first_leads() {
+        let mut held = StateSnapshot::default();
+        apply(
+            &mut held,
+            &[
+                StateChange::set_expiring("token", "t", hour()),
+                StateChange::set_expiring("code", "c", Duration::from_secs(60)),
+                StateChange::set("name", "n"),
+            ],
+            1_000,
+        );
+        assert_eq!(earliest(&held), Some(61_000));
+        assert_eq!(time(&held, "token"), Some(3_601_000));
+        assert_eq!(time(&held, "name"), None);
     }
 
     #[test]
     fn a_set_keeps_the_time_a_zero_ttl_or_a_delete_ends_it() {
-        let start = state(&with_times(
-            &StateSnapshot::default(),
-            &[
-                StateChange::set_expiring("a", "1", hour()),
-                StateChange::set_expiring("b", "1", hour()),
-                StateChange::set_expiring("c", "1", hour()),
-            ],
-            || 0,
-        ));
+        let mut held = StateSnapshot::default();
+        let each = ["a", "b", "c"].map(|k| StateChange::set_expiring(k, "1", hour()));
+        apply(&mut held, &each, 0);
         let kept = [StateChange::set("a", "2")];
-        assert!(matches!(with_times(&start, &kept, || 5), Cow::Borrowed(_)));
+        assert!(matches!(with_times(&held, &kept, || 5), Cow::Borrowed(_)));
         let ended = [
             StateChange {
                 ttl_ms: Some(0),
@@ -275,51 +267,77 @@ mod tests {
             },
             StateChange::delete("b"),
         ];
-        let after = state(&with_times(&start, &ended, || 5));
-        let times = Expiries::of(&after);
-        assert_eq!((times.get("a"), times.get("b")), (None, None));
-        assert_eq!(times.get("c"), Some(3_600_000));
-        let last = [StateChange::delete("c")];
-        let all_gone = with_times(&after, &last, || 5);
-        assert_eq!(all_gone.last(), Some(&StateChange::delete(EXPIRES_KEY)));
+        apply(&mut held, &ended, 5);
+        assert_eq!((time(&held, "a"), time(&held, "b")), (None, None));
+        assert_eq!(time(&held, "c"), Some(3_600_000));
+        // Set and ended in one batch: no time left behind.
+        let mut fresh = StateSnapshot::default();
+        let both = [
+            StateChange::set_expiring("d", "1", hour()),
+            StateChange::delete("d"),
+        ];
+        apply(&mut fresh, &both, 0);
+        assert_eq!(time(&fresh, "d"), None);
     }
 
     #[test]
     fn due_keys_go_with_their_times_and_readers_never_see_them() {
-        let mut held = state(&with_times(
-            &StateSnapshot::default(),
+        let mut held = StateSnapshot::default();
+        apply(
+            &mut held,
             &[
                 StateChange::set_expiring("soon", "1", Duration::from_secs(10)),
                 StateChange::set_expiring("later", "2", hour()),
                 StateChange::set("kept", "3"),
             ],
-            || 0,
-        ));
+            0,
+        );
         assert_eq!(due(&held, 9_999), None);
         let seen = visible(held.iter().map(|(k, v)| (k.clone(), v.clone())), 10_000);
         let keys: Vec<_> = seen.iter().map(|(k, _, at)| (k.as_str(), *at)).collect();
-        assert_eq!(keys.len(), 2);
+        assert_eq!(keys.len(), 2, "{keys:?}");
         assert!(keys.contains(&("later", Some(3_600_000))));
         assert!(keys.contains(&("kept", None)));
         let expired = due(&held, 10_000).unwrap_or_default();
         assert_eq!(expired.keys, vec!["soon".to_owned()]);
         held.apply(&expired.changes);
-        assert_eq!(held.get("soon"), None);
+        assert_eq!((held.get("soon"), time(&held, "soon")), (None, None));
         assert_eq!(earliest(&held), Some(3_600_000));
+        // The last one gone, no time is left.
+        let last = due(&held, 3_600_000).unwrap_or_default();
+        held.apply(&last.changes);
+        assert_eq!(held.len(), 1, "{held:?}");
     }
 
     #[test]
-    fn unreadable_times_expire_nothing_and_the_key_is_refused() {
-        let state = state(&[
-            StateChange::set(EXPIRES_KEY, "garbage!{"),
+    fn a_renewed_first_time_is_found_again_without_expiring_anything() {
+        let mut held = StateSnapshot::default();
+        apply(&mut held, &[StateChange::set_expiring("a", "1", hour())], 0);
+        apply(
+            &mut held,
+            &[StateChange::set_expiring("a", "1", 2 * hour())],
+            10,
+        );
+        assert_eq!(earliest(&held), Some(3_600_000), "only ever moves earlier");
+        let renewed = due(&held, 3_600_000).unwrap_or_default();
+        assert!(renewed.keys.is_empty());
+        held.apply(&renewed.changes);
+        assert_eq!(earliest(&held), Some(7_200_010));
+    }
+
+    #[test]
+    fn unreadable_times_expire_nothing_and_the_daemon_keys_are_refused() {
+        let held = state(&[
+            StateChange::set(EXPIRES_KEY, "0"),
+            StateChange::set(time_key("a"), "garbage!{"),
             StateChange::set("a", "1"),
         ]);
-        assert!(Expiries::of(&state).earliest().is_none());
-        assert_eq!(
-            visible([("a".to_owned(), Bytes::from("1"))], u64::MAX).len(),
-            1
-        );
-        assert!(check(&StateChange::set(EXPIRES_KEY, "x")).is_err());
+        assert_eq!(earliest(&held), None);
+        let seen = visible(held.iter().map(|(k, v)| (k.clone(), v.clone())), u64::MAX);
+        assert_eq!(seen.len(), 1);
+        for key in [EXPIRES_KEY.to_owned(), time_key("a")] {
+            assert!(check(&StateChange::set(key, "x")).is_err());
+        }
         let short = StateChange {
             ttl_ms: Some(999),
             ..StateChange::set("a", "1")

@@ -24,9 +24,9 @@ use tonic::{Request, Response, Status, Streaming};
 use tracing::{debug, info, warn};
 use troupe_proto::v1::{self as pb, API_VERSION};
 use troupe_runtime::{
-    ActivateDone, ActivateRequest, ActorHost, ActorId, AppWork, DeactivateDone, DeactivateReason,
-    DeactivateRequest, MessageBound, Runtime, TooLargeForApp, TurnDone, TurnKind, TurnRequest,
-    EXPIRES_KEY,
+    is_expiry_key, ActivateDone, ActivateRequest, ActorHost, ActorId, AppWork, DeactivateDone,
+    DeactivateReason, DeactivateRequest, MessageBound, Runtime, TooLargeForApp, TurnDone, TurnKind,
+    TurnRequest,
 };
 
 use crate::convert::errors::{status_of, API_VERSION_TRAILER};
@@ -170,7 +170,7 @@ impl ActorHost for AppConnection {
         let state = request
             .state
             .iter()
-            .filter(|(k, _)| k.as_str() != EXPIRES_KEY)
+            .filter(|(k, _)| !is_expiry_key(k))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let call_id = self.next_call_id();

@@ -128,8 +128,9 @@ export interface StateChange {
    * expires this many milliseconds after the daemon applies the change (at
    * least a second). An expired key reads as absent everywhere: the app is
    * told at the actor's next turn (Turn.expired_keys) and the daemon deletes
-   * it from the store. The key "$expires" is the daemon's (it keeps the
-   * expiry times there, beside the values).
+   * it from the store. The key "$expires" and the keys starting
+   * "$expires/" are the daemon's (it keeps the expiry times there, beside
+   * the values).
    */
   ttlMs?: bigint | undefined;
 }
