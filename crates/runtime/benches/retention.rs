@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::arg;
+use common::{arg, cpu_time};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,21 +27,6 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// Calls or deactivations in flight at once.
 const CONCURRENCY: usize = 64;
-
-/// User plus system CPU time of this process.
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command's closing parenthesis; utime and stime are
-    // the 14th and 15th of the whole line, in clock ticks (100 per second).
-    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let ticks: u64 = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|t| t.parse::<u64>().ok())
-        .sum();
-    Duration::from_millis(ticks.saturating_mul(10))
-}
 
 fn runtime(dir: &std::path::Path) -> Result<Runtime, String> {
     let sled = SledStore::open(dir).map_err(|e| e.to_string())?;

@@ -1,4 +1,7 @@
-//! What the runtime's in-process benchmarks share.
+//! What the runtime's in-process benchmarks share; each uses some of it.
+#![allow(dead_code)]
+
+use std::time::Duration;
 
 /// The number after `name` on the command line, or `default`.
 pub fn arg(name: &str, default: u64) -> u64 {
@@ -8,4 +11,19 @@ pub fn arg(name: &str, default: u64) -> u64 {
         .and_then(|i| args.get(i + 1))
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// User plus system CPU time of this process.
+pub fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command's closing parenthesis; utime and stime are
+    // the 14th and 15th of the whole line, in clock ticks (100 per second).
+    let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: u64 = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|t| t.parse::<u64>().ok())
+        .sum();
+    Duration::from_millis(ticks.saturating_mul(10))
 }

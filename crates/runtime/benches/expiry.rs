@@ -1,0 +1,151 @@
+//! What keys that expire cost a turn. In process, on sled (the daemon's
+//! default store, so the flushes of the time keys count), one runtime
+//! hosting two types alike: `plain`, whose actors hold one key, and `full`,
+//! whose actors hold 1,000 keys that expire. Each round makes every actor
+//! of a type take `--calls` turns (64 in flight) that set one key, either
+//! without a ttl or with one (renewing it each turn). Rounds alternate, and
+//! the table compares each case with `plain` turns without a ttl (the
+//! anchor) in the same run: turns/s and process CPU per turn.
+//!
+//! `cargo bench -p troupe-runtime --bench expiry -- [--actors N] [--calls C] [--rounds R]`
+
+mod common;
+
+use common::{arg, cpu_time};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use troupe_placement::SingleNode;
+use troupe_runtime::{
+    ActorId, Call, FnHost, Payload, Runtime, RuntimeConfig, StateChange, TurnOutcome, TypeSpec,
+};
+use troupe_storage_sled::{SledReminders, SledStore};
+
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Calls in flight at once.
+const CONCURRENCY: usize = 64;
+
+/// Keys that expire a `full` actor holds.
+const HELD: usize = 1_000;
+
+const HOUR: Duration = Duration::from_secs(3_600);
+
+fn turn(method: &str) -> Vec<StateChange> {
+    match method {
+        "set" => vec![StateChange::set("v", "1")],
+        "set_ttl" => vec![StateChange::set_expiring("v", "1", HOUR)],
+        "fill" => (0..HELD)
+            .map(|i| StateChange::set_expiring(format!("k{i}"), "1", 2 * HOUR))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn runtime(dir: &std::path::Path) -> Result<Runtime, String> {
+    let sled = SledStore::open(dir).map_err(|e| e.to_string())?;
+    let reminders = SledReminders::open(&sled).map_err(|e| e.to_string())?;
+    let config = RuntimeConfig {
+        max_pending_calls: 1_000_000,
+        default_idle_timeout: Duration::from_secs(3_600),
+        ..RuntimeConfig::default()
+    };
+    let rt = Runtime::create(
+        config,
+        Arc::new(sled),
+        Arc::new(reminders),
+        Arc::new(SingleNode),
+    )
+    .map_err(|e| e.to_string())?;
+    rt.start();
+    let host = FnHost::new("bench", |_actor: &ActorId, req| TurnOutcome {
+        result: Ok(Payload::json("null")),
+        changes: turn(&req.name),
+    });
+    let spec = |name: &str| TypeSpec {
+        name: name.into(),
+        ..TypeSpec::default()
+    };
+    rt.register_host(Arc::new(host), vec![spec("plain"), spec("full")])
+        .map_err(|e| e.to_string())?;
+    Ok(rt)
+}
+
+/// `calls` turns of `method` on each of `ids`, `CONCURRENCY` in flight.
+/// Returns the wall and CPU time they took.
+async fn turns(
+    rt: &Arc<Runtime>,
+    ids: &[ActorId],
+    method: &str,
+    calls: u64,
+) -> Result<(Duration, Duration), String> {
+    let (wall, cpu) = (Instant::now(), cpu_time());
+    for _ in 0..calls {
+        for chunk in ids.chunks(CONCURRENCY) {
+            let each = chunk.iter().map(|id| {
+                let rt = rt.clone();
+                let call = Call::new(id.clone(), method, Payload::json("null"));
+                async move { rt.invoke(call).await.map(drop).map_err(|e| e.to_string()) }
+            });
+            futures::future::try_join_all(each).await?;
+        }
+    }
+    // The turns' writes are part of their cost.
+    rt.flush().await.map_err(|e| e.to_string())?;
+    Ok((wall.elapsed(), cpu_time().saturating_sub(cpu)))
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), String> {
+    let actors = arg("--actors", 256);
+    let calls = arg("--calls", 40);
+    let rounds = arg("--rounds", 3);
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let rt = Arc::new(runtime(dir.path())?);
+    let ids = |ty: &str| -> Vec<ActorId> {
+        (0..actors)
+            .map(|i| ActorId::new(ty, format!("a{i}")))
+            .collect()
+    };
+    let (plain, full) = (ids("plain"), ids("full"));
+    turns(&rt, &full, "fill", 1).await?;
+    // Warm up sled and the allocator on no measurement.
+    turns(&rt, &plain, "set", 2).await?;
+    let cases: [(&str, &[ActorId], &str); 4] = [
+        ("1 key, set without ttl (anchor)", &plain, "set"),
+        ("1 key, set with ttl", &plain, "set_ttl"),
+        ("1,000 keys that expire, set without ttl", &full, "set"),
+        ("1,000 keys that expire, set with ttl", &full, "set_ttl"),
+    ];
+    let mut totals = [(Duration::ZERO, Duration::ZERO); 4];
+    for r in 0..rounds {
+        // Rotate which goes first, so a trend in the machine favours none.
+        for i in 0..cases.len() {
+            let which = (i + r as usize) % cases.len();
+            let (_, ids, method) = cases[which];
+            let (wall, cpu) = turns(&rt, ids, method, calls).await?;
+            totals[which].0 += wall;
+            totals[which].1 += cpu;
+        }
+    }
+    let n = (actors * calls * rounds) as f64;
+    let rate = |t: (Duration, Duration)| n / t.0.as_secs_f64().max(1e-9);
+    let cpu_us = |t: (Duration, Duration)| t.1.as_secs_f64() * 1e6 / n;
+    println!("{actors} actors per case x {calls} turns x {rounds} rounds; each turn sets one key; flushed each round");
+    println!(
+        "{:<44} {:>10} {:>16} {:>14}",
+        "case", "turns/s", "CPU µs per turn", "CPU vs anchor"
+    );
+    for (which, (label, _, _)) in cases.iter().enumerate() {
+        let t = totals[which];
+        println!(
+            "{:<44} {:>10.0} {:>16.1} {:>13.2}x",
+            label,
+            rate(t),
+            cpu_us(t),
+            cpu_us(t) / cpu_us(totals[0]).max(1e-9)
+        );
+    }
+    Ok(())
+}
