@@ -1,11 +1,13 @@
 //! What keys that expire cost a turn. In process, on sled (the daemon's
 //! default store, so the flushes of the time keys count), one runtime
-//! hosting two types alike: `plain`, whose actors hold one key, and `full`,
-//! whose actors hold 1,000 keys that expire. Each round makes every actor
-//! of a type take `--calls` turns (64 in flight) that set one key, either
-//! without a ttl or with one (renewing it each turn). Rounds alternate, and
-//! the table compares each case with `plain` turns without a ttl (the
-//! anchor) in the same run: turns/s and process CPU per turn.
+//! hosting three types alike: `plain`, whose actors hold one key, `big`,
+//! whose actors hold 1,000 keys that never expire, and `full`, whose actors
+//! hold 1,000 keys that expire. Each round makes every actor of a type take
+//! `--calls` turns (64 in flight) that set one key, either without a ttl or
+//! with one (renewing it each turn). Cases alternate, and the table compares
+//! each with the case of the same state size without a ttl and without keys
+//! that expire (its anchor) in the same run: turns/s and process CPU per
+//! turn.
 //!
 //! `cargo bench -p troupe-runtime --bench expiry -- [--actors N] [--calls C] [--rounds R]`
 
@@ -39,6 +41,9 @@ fn turn(method: &str) -> Vec<StateChange> {
         "fill" => (0..HELD)
             .map(|i| StateChange::set_expiring(format!("k{i}"), "1", 2 * HOUR))
             .collect(),
+        "fill_plain" => (0..HELD)
+            .map(|i| StateChange::set(format!("k{i}"), "1"))
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -67,8 +72,11 @@ fn runtime(dir: &std::path::Path) -> Result<Runtime, String> {
         name: name.into(),
         ..TypeSpec::default()
     };
-    rt.register_host(Arc::new(host), vec![spec("plain"), spec("full")])
-        .map_err(|e| e.to_string())?;
+    rt.register_host(
+        Arc::new(host),
+        vec![spec("plain"), spec("big"), spec("full")],
+    )
+    .map_err(|e| e.to_string())?;
     Ok(rt)
 }
 
@@ -108,22 +116,25 @@ async fn main() -> Result<(), String> {
             .map(|i| ActorId::new(ty, format!("a{i}")))
             .collect()
     };
-    let (plain, full) = (ids("plain"), ids("full"));
+    let (plain, big, full) = (ids("plain"), ids("big"), ids("full"));
+    turns(&rt, &big, "fill_plain", 1).await?;
     turns(&rt, &full, "fill", 1).await?;
     // Warm up sled and the allocator on no measurement.
     turns(&rt, &plain, "set", 2).await?;
-    let cases: [(&str, &[ActorId], &str); 4] = [
-        ("1 key, set without ttl (anchor)", &plain, "set"),
-        ("1 key, set with ttl", &plain, "set_ttl"),
-        ("1,000 keys that expire, set without ttl", &full, "set"),
-        ("1,000 keys that expire, set with ttl", &full, "set_ttl"),
+    // (label, actors, method, index of its anchor)
+    let cases: [(&str, &[ActorId], &str, usize); 5] = [
+        ("1 key, set without ttl (anchor)", &plain, "set", 0),
+        ("1 key, set with ttl", &plain, "set_ttl", 0),
+        ("1,000 keys, set without ttl (anchor)", &big, "set", 2),
+        ("1,000 keys that expire, set without ttl", &full, "set", 2),
+        ("1,000 keys that expire, set with ttl", &full, "set_ttl", 2),
     ];
-    let mut totals = [(Duration::ZERO, Duration::ZERO); 4];
+    let mut totals = [(Duration::ZERO, Duration::ZERO); 5];
     for r in 0..rounds {
         // Rotate which goes first, so a trend in the machine favours none.
         for i in 0..cases.len() {
             let which = (i + r as usize) % cases.len();
-            let (_, ids, method) = cases[which];
+            let (_, ids, method, _) = cases[which];
             let (wall, cpu) = turns(&rt, ids, method, calls).await?;
             totals[which].0 += wall;
             totals[which].1 += cpu;
@@ -137,14 +148,14 @@ async fn main() -> Result<(), String> {
         "{:<44} {:>10} {:>16} {:>14}",
         "case", "turns/s", "CPU µs per turn", "CPU vs anchor"
     );
-    for (which, (label, _, _)) in cases.iter().enumerate() {
+    for (which, (label, _, _, anchor)) in cases.iter().enumerate() {
         let t = totals[which];
         println!(
             "{:<44} {:>10.0} {:>16.1} {:>13.2}x",
             label,
             rate(t),
             cpu_us(t),
-            cpu_us(t) / cpu_us(totals[0]).max(1e-9)
+            cpu_us(t) / cpu_us(totals[*anchor]).max(1e-9)
         );
     }
     Ok(())

@@ -128,9 +128,13 @@ impl Shared {
             return;
         }
         let changes = crate::expiry::with_times(&inner.state, changes, || self.time.now_ms());
+        let timed = matches!(changes, std::borrow::Cow::Owned(_));
+        let first_before = timed
+            .then(|| crate::expiry::earliest(&inner.state))
+            .flatten();
         let bytes = inner.apply(&changes);
-        if matches!(changes, std::borrow::Cow::Owned(_)) {
-            self.expiry_changed(&act.id, &inner.state);
+        if timed {
+            self.expiry_changed(&act.id, first_before, &inner.state);
         }
         self.flusher.mark_dirty(act, inner, bytes);
     }
