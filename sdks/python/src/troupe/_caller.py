@@ -24,7 +24,7 @@ from ._retry import (
     key_retention_ms,
     send_with_retries,
 )
-from ._schedule import format_instant
+from ._schedule import format_instant, from_unix_ms
 from ._schedule_calls import SchedulingCalls
 from ._tracing import Metadata, Tracing
 from ._turn import chain_for_call, timeout_for_call
@@ -297,3 +297,23 @@ class Caller(SchedulingCalls):
         if raw:
             return dict(resp.entries)
         return {k: decode_state(v) for k, v in resp.entries.items()}
+
+    async def get_state_expiry(
+        self,
+        actor_type: str,
+        actor_id: str,
+        keys: Sequence[str] = (),
+        *,
+        timeout: DurationLike | None = None,
+    ) -> dict[str, datetime]:
+        what = f"get_state_expiry {actor_type}/{actor_id}"
+        timeout = timeout_for_call(timeout, what)
+        if isinstance(keys, str):
+            raise InvalidArgument("keys must be a list of key names, not a single string")
+        req = client_pb2.GetStateRequest(
+            actor=common_pb2.ActorRef(type=actor_type, id=actor_id), keys=list(keys)
+        )
+        resp = await self._call_once(
+            "GetState", actor_type, actor_id, req, client_pb2.GetStateResponse, timeout, what
+        )
+        return {k: from_unix_ms(ms) for k, ms in resp.expires_unix_ms.items()}

@@ -333,13 +333,35 @@ class Client:
         """Read an actor's state without running a turn.
 
         Returns the JSON-decoded values of ``keys`` (every key if empty), or
-        the stored bytes with ``raw=True``. Missing keys are absent from the result.
+        the stored bytes with ``raw=True``. Missing keys are absent from the result, and so
+        are expired ones (``State.set`` with ``ttl``).
         """
         return await self._get_caller().get_state(
             actor_type,
             actor_id,
             keys,
             raw=raw,
+            timeout=self.timeout if timeout is None else timeout,
+        )
+
+    async def get_state_expiry(
+        self,
+        actor_type: str,
+        actor_id: str,
+        keys: Sequence[str] = (),
+        *,
+        timeout: DurationLike | None = None,
+    ) -> dict[str, datetime]:
+        """When the actor's state keys that expire (``State.set`` with ``ttl``) do so.
+
+        Returns, for each of ``keys`` (every key if empty) that has an expiry, its time as
+        an aware UTC datetime on the daemon's clock. Keys that do not expire, missing keys
+        and expired ones are absent from the result.
+        """
+        return await self._get_caller().get_state_expiry(
+            actor_type,
+            actor_id,
+            keys,
             timeout=self.timeout if timeout is None else timeout,
         )
 

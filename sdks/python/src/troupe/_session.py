@@ -238,6 +238,13 @@ class _Session:
         return task
 
     def spawn_turn(self, msg: app_pb2.Turn) -> None:
+        if msg.expired_keys:
+            obj = self.instances.get((msg.actor.type, msg.actor.id))
+            if obj is not None:
+                # Here, not in the turn's task: the daemon deleted these keys and counts
+                # the app told, even if the turn is cancelled before its task starts or
+                # is refused for a lapsed lease; the handler must not see them.
+                obj.state._expire(msg.expired_keys)
         call_id = msg.call_id
         task = self.spawn(self._turn(msg))
         self.turns[call_id] = task

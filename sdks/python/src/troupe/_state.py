@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
+from ._duration import DurationLike, to_millis
 from ._errors import ReadOnlyStateError
 from ._payload import decode_state, encode_state
 from ._proto.troupe.v1 import common_pb2
 from ._turn import TurnScope, current_turn
+
+# The daemon's lower bound on a key's ttl (it refuses a shorter one with the whole turn).
+_MIN_TTL_MS = 1_000
+# The daemon keeps the expiry times under this key and the keys below it ("$expires/KEY"),
+# and refuses a turn that writes one.
+_EXPIRES_KEY = "$expires"
 
 
 class State(MutableMapping[str, Any]):
@@ -23,6 +30,12 @@ class State(MutableMapping[str, Any]):
     a reentrant actor called back by a chain it is waiting on); each reports
     only the keys it changed itself. In a read-only method every write raises
     :class:`ReadOnlyStateError`.
+
+    Keys that expire: :meth:`set` with ``ttl`` gives a key an expiry, after which it
+    is gone as if deleted (the daemon deletes it and this view drops it before the
+    actor's next turn runs). ``state[key] = value`` and in-place changes keep the
+    expiry the key has; ``set(key, value, ttl=None)`` ends it; deleting the key ends
+    it too, so a key deleted and set again does not expire unless set with a ttl.
     """
 
     def __init__(self, stored: Mapping[str, bytes]) -> None:
@@ -42,6 +55,10 @@ class State(MutableMapping[str, Any]):
         self._writers: dict[str, int] = {}
         # Keys touched outside any running turn; the next writing turn sends them.
         self._loose: set[str] = set()
+        # The expiries (ttl ms, 0: none) given outside any running turn, sent with _loose.
+        self._loose_ttls: dict[str, int] = {}
+        # The running turns that touched a key, whose snapshots an expiry must reach.
+        self._turns: set[TurnScope] = set()
 
     def _scope(self) -> TurnScope | None:
         scope = current_turn.get()
@@ -68,6 +85,7 @@ class State(MutableMapping[str, Any]):
             )
         if key not in scope.snapshots:
             scope.snapshots[key] = self._snapshot(key)
+            self._turns.add(scope)
             if not scope.readonly:
                 self._writers[key] = self._writers.get(key, 0) + 1
         if write is not None:
@@ -92,12 +110,50 @@ class State(MutableMapping[str, Any]):
     def __setitem__(self, key: str, value: Any) -> None:
         if not isinstance(key, str) or not key:
             raise TypeError(f"state keys must be non-empty strings, got {key!r}")
+        if key == _EXPIRES_KEY or key.startswith(_EXPIRES_KEY + "/"):
+            # Refused here, at the write, rather than with the whole turn by the daemon.
+            raise ValueError(
+                f"state key {key!r} is the daemon's ({_EXPIRES_KEY!r} and the keys under"
+                f" '{_EXPIRES_KEY}/' keep the expiry times of the other keys); use another key"
+            )
         self._touch(key, "set")
         self._values[key] = value
 
     def __delitem__(self, key: str) -> None:
         self._touch(key, "delete")
         del self._values[key]
+        # A deleted key loses its expiry: set again by this turn, it must reach the
+        # daemon as a new key (ttl 0), not as a change keeping the expiry it had.
+        self._pending_ttls()[key] = 0
+
+    def set(self, key: str, value: Any, *, ttl: DurationLike | None) -> None:
+        """Set ``key`` to ``value`` and give the key an expiry: ``ttl`` after the daemon
+        stores this turn's changes, the key is gone, as if deleted.
+
+        ``ttl`` is a duration as the SDK's other options take one (``"30m"``, ``"1h"``,
+        ``"PT1H"``, a number of seconds, a ``timedelta``), at least a second; ``None``
+        makes the key not expire. The expiry is sent with the turn's changes even when
+        the value is unchanged, so setting the same value again renews it. If the turn
+        raises, the value and the expiry are both discarded.
+
+        Later writes keep the expiry: ``state[key] = other`` or an in-place change of the
+        value does not end it; another ``set`` replaces it; deleting the key ends it.
+        Outside a turn (a task that outlived its turn) the value and expiry go with the
+        actor's next writing turn, like any other change made there.
+
+        Raises ValueError for a ttl under a second, :class:`InvalidArgument` for one that
+        is not a duration, and :class:`ReadOnlyStateError` in a read-only method, each
+        before anything changes.
+        """
+        ttl_ms = _ttl_ms(ttl)
+        self[key] = value
+        self._pending_ttls()[key] = ttl_ms
+
+    def _pending_ttls(self) -> dict[str, int]:
+        """Where a write made now records a key's expiry: the running turn's (only it sends
+        it), else the one of code outside turns."""
+        scope = self._scope()
+        return self._loose_ttls if scope is None else scope.ttls
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
@@ -111,9 +167,20 @@ class State(MutableMapping[str, Any]):
     def __repr__(self) -> str:
         return f"State({self._values!r})"
 
-    def _changed(self, scope: TurnScope | None) -> dict[str, bytes | None]:
+    def _ttls(self, scope: TurnScope | None) -> dict[str, int]:
+        """The expiries a writing turn (with no turn: code outside turns) sends: those given
+        outside turns, which go with the next writing turn as loose changes do, and its own.
+        A read-only turn sends none."""
+        if scope is None:
+            return dict(self._loose_ttls)
+        if scope.readonly:
+            return {}
+        return {**self._loose_ttls, **scope.ttls}
+
+    def _changed(self, scope: TurnScope | None, ttls: Mapping[str, int]) -> dict[str, bytes | None]:
         """The keys whose value differs from the daemon's because of this turn (or, without a
-        turn, of code outside turns), encoded; None means deleted.
+        turn, of code outside turns), encoded; None means deleted. A key with an expiry in
+        ``ttls`` counts while it has a value, changed or not: its expiry must be sent.
 
         A key the turn only read counts when its value changed since the turn first
         touched it (in place), so a turn nested in another one does not send the
@@ -125,6 +192,9 @@ class State(MutableMapping[str, Any]):
         out: dict[str, bytes | None] = {}
         for key in sorted(keys):
             current = encode_state(key, self._values[key]) if key in self._values else None
+            if current is not None and key in ttls:
+                out[key] = current
+                continue
             base = self._stored.get(key)
             if current == base:
                 continue
@@ -138,9 +208,12 @@ class State(MutableMapping[str, Any]):
         """Return the changes of a writing turn (with no turn: of code outside turns) and make
         them the new baseline.
 
+        A key given an expiry (:meth:`set`, or a delete then a set) carries it in ``ttl_ms``;
+        any other ``set`` leaves ``ttl_ms`` unset, so the daemon keeps the key's expiry.
         Raises TypeError (leaving the baseline untouched) if a value cannot be encoded.
         """
-        encoded = self._changed(scope)
+        ttls = self._ttls(scope)
+        encoded = self._changed(scope, ttls)
         changes: list[common_pb2.StateChange] = []
         for key, value in encoded.items():
             if value is None:
@@ -148,8 +221,14 @@ class State(MutableMapping[str, Any]):
                 changes.append(common_pb2.StateChange(key=key, delete=True))
             else:
                 self._stored[key] = value
-                changes.append(common_pb2.StateChange(key=key, set=value))
+                change = common_pb2.StateChange(key=key, set=value)
+                if key in ttls:
+                    change.ttl_ms = ttls[key]
+                changes.append(change)
         self._loose.clear()
+        self._loose_ttls.clear()
+        if scope is not None:
+            scope.ttls.clear()
         return changes
 
     def _refuse(self, scope: TurnScope) -> list[common_pb2.StateChange]:
@@ -159,7 +238,7 @@ class State(MutableMapping[str, Any]):
         FAILED_PRECONDITION, naming the keys; here the view is back to the daemon's.
         """
         try:
-            encoded = {k: v for k, v in self._changed(scope).items() if k in scope.snapshots}
+            encoded = {k: v for k, v in self._changed(scope, {}).items() if k in scope.snapshots}
         except TypeError:
             # A value that no longer encodes was certainly changed; undo every key read.
             encoded = {k: self._stored.get(k) for k in scope.snapshots}
@@ -183,10 +262,12 @@ class State(MutableMapping[str, Any]):
             for key in self._loose:
                 self._restore(key, self._stored.get(key))
             self._loose.clear()
+            self._loose_ttls.clear()
             return
         if scope.readonly:
             self._refuse(scope)
             return
+        scope.ttls.clear()
         for key, snapshot in scope.snapshots.items():
             others = self._writers.get(key, 0) - 1
             self._restore(key, snapshot if others > 0 else self._stored.get(key))
@@ -194,6 +275,7 @@ class State(MutableMapping[str, Any]):
     def _end(self, scope: TurnScope) -> None:
         """The turn is over: later touches from tasks it started are not its own."""
         scope.live = False
+        self._turns.discard(scope)
         if scope.readonly:
             return
         for key in scope.snapshots:
@@ -203,8 +285,61 @@ class State(MutableMapping[str, Any]):
             else:
                 self._writers.pop(key, None)
 
+    def _expire(self, keys: Iterable[str]) -> None:
+        """Drop keys the daemon let expire (``Turn.expired_keys``; it has deleted them), before
+        the turn that reports them runs.
+
+        Each leaves the baseline. Its value goes too, unless a change of it is still unsent
+        (a running turn assigned it or changed it in place, or code outside turns did):
+        the daemon applies that change after the expiry, setting the key again, so the
+        value stays and the change is sent as usual. Running turns that saw the expired
+        value now see it as absent when they first touched the key, so a failed one does
+        not bring the value back.
+        """
+        for key in keys:
+            old = self._stored.pop(key, None)
+            if old is None:
+                # Not in the daemon's state as far as this app knows: anything here is unsent.
+                continue
+            if not self._unsent(key, old):
+                self._values.pop(key, None)
+            for scope in self._turns:
+                if scope.snapshots.get(key) == old:
+                    scope.snapshots[key] = None
+
+    def _unsent(self, key: str, stored: bytes) -> bool:
+        """Whether ``key`` has a change not sent yet, its daemon value being ``stored``."""
+        if key not in self._values:
+            return False
+        if key in self._loose_ttls or any(
+            key in scope.written for scope in self._turns if not scope.readonly
+        ):
+            return True
+        if not self._writers.get(key) and key not in self._loose:
+            return False
+        try:
+            return encode_state(key, self._values[key]) != stored
+        except TypeError:
+            # A value that no longer encodes was certainly changed.
+            return True
+
     def _restore(self, key: str, data: bytes | None) -> None:
         if data is None:
             self._values.pop(key, None)
         else:
             self._values[key] = decode_state(data)
+
+
+def _ttl_ms(ttl: DurationLike | None) -> int:
+    """``State.set``'s ttl as ``StateChange.ttl_ms``: 0 (no expiry) for None."""
+    if ttl is None:
+        return 0
+    ms = to_millis(ttl, "ttl", allow_zero=True)
+    if ms < _MIN_TTL_MS:
+        hint = (
+            "ttl=None makes the key not expire"
+            if ms == 0
+            else "a bare number is seconds: write e.g. '30s' or '30m'"
+        )
+        raise ValueError(f"ttl must be at least a second, got {ttl!r} ({ms} ms); {hint}")
+    return ms

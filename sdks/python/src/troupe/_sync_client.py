@@ -263,6 +263,17 @@ class SyncClient:
             self._client.get_state(actor_type, actor_id, keys, raw=raw, timeout=timeout)
         )
 
+    def get_state_expiry(
+        self,
+        actor_type: str,
+        actor_id: str,
+        keys: Sequence[str] = (),
+        *,
+        timeout: DurationLike | None = None,
+    ) -> dict[str, datetime]:
+        """See :meth:`Client.get_state_expiry`."""
+        return self._run(self._client.get_state_expiry(actor_type, actor_id, keys, timeout=timeout))
+
     def set_reminder(
         self,
         actor_type: str,

@@ -26,8 +26,11 @@ class TurnScope:
 
     ``snapshots`` holds, per state key the turn touched, the encoded value it had when
     the turn first touched it (None: absent); ``written`` the keys it assigned or
-    deleted. ``live`` turns False when the turn ends, so that tasks which outlive it
-    neither record state into it nor claim its chain.
+    deleted; ``ttls`` the expiry it gives a key (``State.set``'s ttl in ms, 0: none; a
+    delete records 0, so that a key deleted and set again in one turn loses its old
+    expiry), sent with the key's value by this turn alone. ``live`` turns False when the
+    turn ends, so that tasks which outlive it neither record state into it nor claim its
+    chain.
     """
 
     __slots__ = (
@@ -40,6 +43,7 @@ class TurnScope:
         "readonly",
         "snapshots",
         "state",
+        "ttls",
         "written",
     )
 
@@ -64,6 +68,7 @@ class TurnScope:
         self.live = True
         self.snapshots: dict[str, bytes | None] = {}
         self.written: set[str] = set()
+        self.ttls: dict[str, int] = {}
 
 
 current_turn: ContextVar[TurnScope | None] = ContextVar("troupe_current_turn", default=None)

@@ -257,7 +257,7 @@ class GetStateRequest(_message.Message):
     def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetStateResponse(_message.Message):
-    __slots__ = ("entries", "active")
+    __slots__ = ("entries", "active", "expires_unix_ms")
     class EntriesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -265,8 +265,17 @@ class GetStateResponse(_message.Message):
         key: str
         value: bytes
         def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
+    class ExpiresUnixMsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     ACTIVE_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     entries: _containers.ScalarMap[str, bytes]
     active: bool
-    def __init__(self, entries: _Optional[_Mapping[str, bytes]] = ..., active: bool = ...) -> None: ...
+    expires_unix_ms: _containers.ScalarMap[str, int]
+    def __init__(self, entries: _Optional[_Mapping[str, bytes]] = ..., active: bool = ..., expires_unix_ms: _Optional[_Mapping[str, int]] = ...) -> None: ...

@@ -24,31 +24,31 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16troupe/v1/common.proto\x12\ttroupe.v1\"$\n\x08\x41\x63torRef\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"E\n\x07Payload\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12,\n\x0c\x63ontent_type\x18\x02 \x01(\x0e\x32\x16.troupe.v1.ContentType\"A\n\x0bStateChange\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x03set\x18\x02 \x01(\x0cH\x00\x12\x10\n\x06\x64\x65lete\x18\x03 \x01(\x08H\x00\x42\x04\n\x02op\"d\n\x0c\x41\x63torFailure\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0f\n\x07\x64\x65tails\x18\x03 \x01(\t\x12$\n\x04kind\x18\x04 \x01(\x0e\x32\x16.troupe.v1.FailureKind\"K\n\tCallChain\x12\n\n\x02id\x18\x01 \x01(\t\x12#\n\x06\x61\x63tors\x18\x02 \x03(\x0b\x32\x13.troupe.v1.ActorRef\x12\r\n\x05token\x18\x03 \x01(\x0c*Z\n\x0b\x43ontentType\x12\x1c\n\x18\x43ONTENT_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43ONTENT_TYPE_JSON\x10\x01\x12\x16\n\x12\x43ONTENT_TYPE_BYTES\x10\x02*\x85\x01\n\x0b\x46\x61ilureKind\x12\x1c\n\x18\x46\x41ILURE_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13\x46\x41ILURE_KIND_RAISED\x10\x01\x12\x1f\n\x1b\x46\x41ILURE_KIND_NO_SUCH_METHOD\x10\x02\x12\x1e\n\x1a\x46\x41ILURE_KIND_BAD_ARGUMENTS\x10\x03*\\\n\tStateMode\x12\x1a\n\x16STATE_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17STATE_MODE_WRITE_BEHIND\x10\x01\x12\x16\n\x12STATE_MODE_DURABLE\x10\x02*{\n\x08TurnKind\x12\x19\n\x15TURN_KIND_UNSPECIFIED\x10\x00\x12\x12\n\x0eTURN_KIND_CALL\x10\x01\x12\x16\n\x12TURN_KIND_REMINDER\x10\x02\x12\x13\n\x0fTURN_KIND_TIMER\x10\x03\x12\x13\n\x0fTURN_KIND_ALARM\x10\x04*T\n\x08\x44\x65livery\x12\x18\n\x14\x44\x45LIVERY_UNSPECIFIED\x10\x00\x12\x18\n\x14\x44\x45LIVERY_BEST_EFFORT\x10\x01\x12\x14\n\x10\x44\x45LIVERY_DURABLE\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16troupe/v1/common.proto\x12\ttroupe.v1\"$\n\x08\x41\x63torRef\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\t\"E\n\x07Payload\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\x12,\n\x0c\x63ontent_type\x18\x02 \x01(\x0e\x32\x16.troupe.v1.ContentType\"a\n\x0bStateChange\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x03set\x18\x02 \x01(\x0cH\x00\x12\x10\n\x06\x64\x65lete\x18\x03 \x01(\x08H\x00\x12\x13\n\x06ttl_ms\x18\x04 \x01(\x04H\x01\x88\x01\x01\x42\x04\n\x02opB\t\n\x07_ttl_ms\"d\n\x0c\x41\x63torFailure\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0f\n\x07\x64\x65tails\x18\x03 \x01(\t\x12$\n\x04kind\x18\x04 \x01(\x0e\x32\x16.troupe.v1.FailureKind\"K\n\tCallChain\x12\n\n\x02id\x18\x01 \x01(\t\x12#\n\x06\x61\x63tors\x18\x02 \x03(\x0b\x32\x13.troupe.v1.ActorRef\x12\r\n\x05token\x18\x03 \x01(\x0c*Z\n\x0b\x43ontentType\x12\x1c\n\x18\x43ONTENT_TYPE_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43ONTENT_TYPE_JSON\x10\x01\x12\x16\n\x12\x43ONTENT_TYPE_BYTES\x10\x02*\x85\x01\n\x0b\x46\x61ilureKind\x12\x1c\n\x18\x46\x41ILURE_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13\x46\x41ILURE_KIND_RAISED\x10\x01\x12\x1f\n\x1b\x46\x41ILURE_KIND_NO_SUCH_METHOD\x10\x02\x12\x1e\n\x1a\x46\x41ILURE_KIND_BAD_ARGUMENTS\x10\x03*\\\n\tStateMode\x12\x1a\n\x16STATE_MODE_UNSPECIFIED\x10\x00\x12\x1b\n\x17STATE_MODE_WRITE_BEHIND\x10\x01\x12\x16\n\x12STATE_MODE_DURABLE\x10\x02*{\n\x08TurnKind\x12\x19\n\x15TURN_KIND_UNSPECIFIED\x10\x00\x12\x12\n\x0eTURN_KIND_CALL\x10\x01\x12\x16\n\x12TURN_KIND_REMINDER\x10\x02\x12\x13\n\x0fTURN_KIND_TIMER\x10\x03\x12\x13\n\x0fTURN_KIND_ALARM\x10\x04*T\n\x08\x44\x65livery\x12\x18\n\x14\x44\x45LIVERY_UNSPECIFIED\x10\x00\x12\x18\n\x14\x44\x45LIVERY_BEST_EFFORT\x10\x01\x12\x14\n\x10\x44\x45LIVERY_DURABLE\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'troupe.v1.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CONTENTTYPE']._serialized_start=392
-  _globals['_CONTENTTYPE']._serialized_end=482
-  _globals['_FAILUREKIND']._serialized_start=485
-  _globals['_FAILUREKIND']._serialized_end=618
-  _globals['_STATEMODE']._serialized_start=620
-  _globals['_STATEMODE']._serialized_end=712
-  _globals['_TURNKIND']._serialized_start=714
-  _globals['_TURNKIND']._serialized_end=837
-  _globals['_DELIVERY']._serialized_start=839
-  _globals['_DELIVERY']._serialized_end=923
+  _globals['_CONTENTTYPE']._serialized_start=424
+  _globals['_CONTENTTYPE']._serialized_end=514
+  _globals['_FAILUREKIND']._serialized_start=517
+  _globals['_FAILUREKIND']._serialized_end=650
+  _globals['_STATEMODE']._serialized_start=652
+  _globals['_STATEMODE']._serialized_end=744
+  _globals['_TURNKIND']._serialized_start=746
+  _globals['_TURNKIND']._serialized_end=869
+  _globals['_DELIVERY']._serialized_start=871
+  _globals['_DELIVERY']._serialized_end=955
   _globals['_ACTORREF']._serialized_start=37
   _globals['_ACTORREF']._serialized_end=73
   _globals['_PAYLOAD']._serialized_start=75
   _globals['_PAYLOAD']._serialized_end=144
   _globals['_STATECHANGE']._serialized_start=146
-  _globals['_STATECHANGE']._serialized_end=211
-  _globals['_ACTORFAILURE']._serialized_start=213
-  _globals['_ACTORFAILURE']._serialized_end=313
-  _globals['_CALLCHAIN']._serialized_start=315
-  _globals['_CALLCHAIN']._serialized_end=390
+  _globals['_STATECHANGE']._serialized_end=243
+  _globals['_ACTORFAILURE']._serialized_start=245
+  _globals['_ACTORFAILURE']._serialized_end=345
+  _globals['_CALLCHAIN']._serialized_start=347
+  _globals['_CALLCHAIN']._serialized_end=422
 # @@protoc_insertion_point(module_scope)

@@ -74,14 +74,16 @@ class Payload(_message.Message):
     def __init__(self, data: _Optional[bytes] = ..., content_type: _Optional[_Union[ContentType, str]] = ...) -> None: ...
 
 class StateChange(_message.Message):
-    __slots__ = ("key", "set", "delete")
+    __slots__ = ("key", "set", "delete", "ttl_ms")
     KEY_FIELD_NUMBER: _ClassVar[int]
     SET_FIELD_NUMBER: _ClassVar[int]
     DELETE_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
     key: str
     set: bytes
     delete: bool
-    def __init__(self, key: _Optional[str] = ..., set: _Optional[bytes] = ..., delete: bool = ...) -> None: ...
+    ttl_ms: int
+    def __init__(self, key: _Optional[str] = ..., set: _Optional[bytes] = ..., delete: bool = ..., ttl_ms: _Optional[int] = ...) -> None: ...
 
 class ActorFailure(_message.Message):
     __slots__ = ("type", "message", "details", "kind")
