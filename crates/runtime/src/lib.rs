@@ -47,6 +47,7 @@ mod scheduling;
 mod shards;
 mod shared;
 mod shutdown;
+mod state_read;
 mod turn;
 mod types;
 pub mod validate;
