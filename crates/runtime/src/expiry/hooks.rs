@@ -60,7 +60,8 @@ impl Shared {
     }
 
     /// Forgets what expired while the actor was away, before its app sees
-    /// its state (so the app need not be told).
+    /// its state (so the app need not be told), whether the state was just
+    /// read or kept loaded since an earlier activation.
     pub(crate) fn expire_at_load(&self, act: &Arc<Activation>, inner: &mut Inner) {
         if let Some(expired) = due(&inner.state, self.time.now_ms()) {
             self.record_changes(act, inner, &expired.changes);

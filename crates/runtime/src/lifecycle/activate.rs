@@ -109,7 +109,6 @@ impl Shared {
                     let complete = records.len() < LOAD_LIMIT;
                     self.records.loaded(&act.id, records, complete);
                     inner.set_state_loaded();
-                    self.expire_at_load(&act, &mut inner);
                     self.inbox_loaded(&act, &mut inner, inbox);
                 }
                 // The table moved on while the calls waited: route again.
@@ -129,6 +128,9 @@ impl Shared {
             inner.set_host_lost(false);
             // Exact: once per activation, and shown to people as its time.
             inner.activated_ms = self.clock.now_ms() as u32;
+            // Also a state kept loaded since an earlier activation (its
+            // changes unwritten) may hold keys that expired meanwhile.
+            self.expire_at_load(&act, &mut inner);
             inner.state.clone()
         };
         if let Some(stats) = &binding.stats {
