@@ -50,7 +50,8 @@ pub struct TurnRequest {
     pub payload: Payload,
     pub extra: Option<Box<CallExtra>>,
     /// The actor's state before this turn. Hosts that keep their own copy
-    /// (apps) ignore it; in-process hosts read it instead of keeping one.
+    /// (apps) ignore it; in-process hosts read it instead of keeping one,
+    /// skipping the daemon's expiry keys ([`crate::is_expiry_key`]).
     pub state: StateSnapshot,
     /// The type's turn timeout: a host that can lose track of a turn (an
     /// app) fails it with [`CallError::TurnTimedOut`] once it runs longer.
