@@ -80,3 +80,47 @@ async fn an_idle_actor_s_expired_key_leaves_the_store() -> anyhow::Result<()> {
     assert_eq!(client.stored_count("counter", "c1").await?, None);
     Ok(())
 }
+
+/// An operator gives a key an expiry, or ends one, with `troupe state set
+/// --ttl`: the actor held unloaded, its `$expire` reminder erases the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sets_and_ends_an_expiry() -> anyhow::Result<()> {
+    let (_dir, daemon, _app, mut client) =
+        daemon_with_app(&["--test-clock"], vec![type_spec("counter")]).await?;
+    let set = |id: &'static str, ttl: &'static str| {
+        [
+            "state", "set", "counter", id, "count", "--data", "9", "--ttl", ttl,
+        ]
+    };
+    cli_against(&daemon, &set("c1", "1h"), 0).await?;
+    assert_eq!(
+        client
+            .invoke("counter", "c2", "incr_for", FOR_AN_HOUR)
+            .await?,
+        5
+    );
+    cli_against(&daemon, &set("c2", "0"), 0).await?;
+    let (json, _) =
+        cli_against(&daemon, &["state", "get", "counter", "c1", "-o", "json"], 0).await?;
+    let json: serde_json::Value = serde_json::from_str(&json)?;
+    assert!(
+        json["expires_unix_ms"]["count"].as_u64().is_some(),
+        "{json}"
+    );
+
+    advance(&daemon, "61m").await?;
+    assert_eq!(client.stored_count("counter", "c1").await?, None);
+    let listed = ["reminders", "list", "--type", "counter", "--id", "c1"];
+    let (left, _) = cli_against(&daemon, &listed, 0).await?;
+    assert!(!left.contains("$expire"), "{left}");
+    assert_eq!(client.stored_count("counter", "c2").await?, Some(9));
+    cli_against(
+        &daemon,
+        &[
+            "state", "set", "counter", "c1", "count", "--data", "1", "--ttl", "10ms",
+        ],
+        2,
+    )
+    .await?;
+    Ok(())
+}

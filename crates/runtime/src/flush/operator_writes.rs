@@ -13,6 +13,7 @@ use troupe_storage::{ActorWrite, Epoch, PurgedActor, StoreError};
 use super::Flusher;
 use crate::activation::{Activation, Inner};
 use crate::error::{abridged_list, CallError, Unavailable};
+use crate::expiry;
 use crate::types::{ActorId, StateChange, StateSnapshot};
 
 impl Flusher {
@@ -62,18 +63,20 @@ impl Flusher {
             .map_err(|e| store_failure(actor, "cannot read the stored state of", e))
     }
 
-    /// Applies `changes` to a settled actor's stored state in one atomic,
-    /// fenced write if every one of `expect` holds; answers each changed
-    /// key as it was, in `changes`' order (`None`: the actor did not have
-    /// it). Exact, since only this daemon writes the actor and its hold
-    /// keeps it unloaded.
+    /// Applies `changes` (with the expiry times they set or end, as of
+    /// `now_ms`) to a settled actor's stored state in one atomic, fenced
+    /// write if every one of `expect` holds; answers each changed key as it
+    /// was, in `changes`' order (`None`: the actor did not have it), and the
+    /// first expiry time if the edit moved it earlier. Exact, since only
+    /// this daemon writes the actor and its hold keeps it unloaded.
     pub(crate) async fn edit_stored(
         &self,
         actor: &ActorId,
         epoch: Option<Epoch>,
         changes: &[StateChange],
         expect: &[StateChange],
-    ) -> Result<Vec<StateChange>, CallError> {
+        now_ms: u64,
+    ) -> Result<(Vec<StateChange>, Option<u64>), CallError> {
         let mut stored: HashMap<String, _> = self
             .store
             .load(&actor.ty, &actor.id)
@@ -82,6 +85,12 @@ impl Flusher {
             .into_iter()
             .collect();
         check_expected(actor, |key| stored.get(key), expect)?;
+        let mut state: StateSnapshot = stored.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let first_before = expiry::earliest(&state);
+        let timed = expiry::with_times(&state, changes, || now_ms);
+        state.apply(&timed);
+        let first = expiry::earliest(&state)
+            .filter(|first| first_before.is_none_or(|before| *first < before));
         let before = changes
             .iter()
             .map(|change| StateChange {
@@ -94,7 +103,7 @@ impl Flusher {
             actor_type: actor.ty.to_string(),
             actor_id: actor.id.to_string(),
             epoch,
-            changes: changes
+            changes: timed
                 .iter()
                 .map(|change| (change.key.clone(), change.value.clone()))
                 .collect(),
@@ -112,7 +121,7 @@ impl Flusher {
             }
             .into());
         }
-        Ok(before)
+        Ok((before, first))
     }
 }
 

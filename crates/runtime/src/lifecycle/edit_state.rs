@@ -17,6 +17,7 @@ use tracing::info;
 
 use crate::error::CallError;
 use crate::flush::check_expected;
+use crate::retention::marks::Noting;
 use crate::runtime::Runtime;
 use crate::types::{ActorId, StateChange};
 use crate::validate;
@@ -50,8 +51,8 @@ impl Runtime {
                 "the edit names no state key; give at least one key to set or delete".into(),
             ));
         }
-        check_keys("the edit", changes, limit)?;
-        check_keys("the expectation", expect, limit)?;
+        check_keys("the edit", changes, limit, true)?;
+        check_keys("the expectation", expect, limit, false)?;
         let shared = &self.shared;
         // A stale read, the usual refusal, is refused against what the
         // activation holds (newer than the store), before its activation
@@ -69,10 +70,15 @@ impl Runtime {
             .flusher
             .settle_held(left.as_ref(), |inner| inner.forget_state())
             .await?;
-        let before = shared
+        let now_ms = shared.time.now_ms();
+        let (before, first_expiry) = shared
             .flusher
-            .edit_stored(actor, held.epoch, changes, expect)
+            .edit_stored(actor, held.epoch, changes, expect, now_ms)
             .await?;
+        // Held unloaded, it may stay idle: its reminder erases the key.
+        if let Some(due_unix_ms) = first_expiry {
+            shared.retention.note(actor, Noting::Expire { due_unix_ms });
+        }
         info!(
             actor = %actor,
             was_active = held.was_active,
@@ -88,17 +94,23 @@ impl Runtime {
 }
 
 /// `what` (an edit, or what it expects) names each key once, each a valid
-/// key with a value within the payload limit.
-fn check_keys(what: &str, changes: &[StateChange], value_limit: usize) -> Result<(), CallError> {
+/// key with a value within the payload limit, and an expiry only where one
+/// may be set (`ttl`: the edit's, not what it expects).
+fn check_keys(
+    what: &str,
+    changes: &[StateChange],
+    value_limit: usize,
+    ttl: bool,
+) -> Result<(), CallError> {
     let mut seen = HashSet::with_capacity(changes.len());
     for change in changes {
         validate::state_change(change, value_limit).map_err(|e| {
             CallError::InvalidArgument(format!("{what} was refused, nothing changed: {e}"))
         })?;
-        if change.ttl_ms.is_some() {
+        if change.ttl_ms.is_some() && !ttl {
             return Err(CallError::InvalidArgument(format!(
-                "{what} gives state key {:?} an expiry; an edit keeps each key's expiry as it \
-                 is, so send it without one",
+                "{what} gives state key {:?} an expiry; an expectation names a value only, so \
+                 send it without one",
                 change.key
             )));
         }
@@ -119,8 +131,15 @@ mod tests {
     #[test]
     fn an_edit_names_keys_once_within_the_limits() {
         let ok = [StateChange::set("a", "1"), StateChange::delete("b")];
-        assert!(check_keys("the edit", &ok, 8).is_ok());
-        assert!(check_keys("the expectation", &[], 8).is_ok());
+        assert!(check_keys("the edit", &ok, 8, true).is_ok());
+        assert!(check_keys("the expectation", &[], 8, false).is_ok());
+        let timed = [StateChange::set_expiring(
+            "a",
+            "1",
+            std::time::Duration::from_secs(60),
+        )];
+        assert!(check_keys("the edit", &timed, 8, true).is_ok());
+        assert!(check_keys("the expectation", &timed, 8, false).is_err());
         for bad in [
             vec![StateChange::set("a", "1"), StateChange::delete("a")],
             vec![StateChange::set("", "1")],
@@ -128,7 +147,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    check_keys("the edit", &bad, 8),
+                    check_keys("the edit", &bad, 8, true),
                     Err(CallError::InvalidArgument(_))
                 ),
                 "{bad:?}"

@@ -68,10 +68,11 @@ impl Runtime {
             .settle_held(left.as_ref(), |inner| inner.forget_state())
             .await?;
         let mut state = shared.flusher.stored_state(actor).await?;
-        if let Some(expired) = due(&state, shared.time.now_ms()) {
+        let now_ms = shared.time.now_ms();
+        if let Some(expired) = due(&state, now_ms) {
             shared
                 .flusher
-                .edit_stored(actor, held.epoch, &expired.changes, &[])
+                .edit_stored(actor, held.epoch, &expired.changes, &[], now_ms)
                 .await?;
             state.apply(&expired.changes);
             info!(

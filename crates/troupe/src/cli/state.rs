@@ -29,6 +29,11 @@ pub enum StateCommand {
         value: StateValue,
         #[command(flatten)]
         expect: StateExpect,
+        /// The key expires this long after the edit (at least a second); 0
+        /// makes it never expire. Left out, it keeps the expiry it has
+        /// (docs/state.md).
+        #[arg(long, value_name = "DURATION", value_parser = crate::duration::flag)]
+        ttl: Option<std::time::Duration>,
         #[command(flatten)]
         target: Target,
     },
@@ -72,8 +77,9 @@ pub async fn run(command: StateCommand) -> anyhow::Result<()> {
             key,
             value,
             expect,
+            ttl,
             target,
-        } => state_set(&target, actor_type, id, key, value, expect).await,
+        } => state_set(&target, actor_type, id, key, value, expect, ttl).await,
         StateCommand::Edit {
             actor_type,
             id,

@@ -3,11 +3,14 @@
 //! without app code or a store client. The daemon ends the actor's
 //! activation first, so the change is what its next activation loads;
 //! `--if-value` makes `set` (and `delete` of one key) a compare-and-set
-//! against what was read.
+//! against what was read; `--ttl` sets or ends the key's expiry.
+
+use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
+use troupe_runtime::input::millis;
 
 use super::actors::actor_ref;
 use super::json_arg::JsonArg;
@@ -140,10 +143,11 @@ pub async fn state_set(
     key: String,
     value: StateValue,
     expect: StateExpect,
+    ttl: Option<Duration>,
 ) -> anyhow::Result<()> {
     let expect = expect.change(&key)?.into_iter().collect();
     let change = pb::StateChange {
-        ttl_ms: None,
+        ttl_ms: ttl.map(millis),
         key,
         op: Some(pb::state_change::Op::Set(value.bytes()?.into())),
     };

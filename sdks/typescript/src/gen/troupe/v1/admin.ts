@@ -505,7 +505,9 @@ export interface EditActorStateRequest {
     | undefined;
   /**
    * `set` writes the key's value (the SDKs store JSON text), `delete`
-   * removes it. Each key at most once.
+   * removes it. Each key at most once. `ttl_ms` sets or ends a key's
+   * expiry, counted from the edit, as a turn's does; unset, the key keeps
+   * the expiry it has.
    */
   changes: StateChange[];
   /**
@@ -514,8 +516,8 @@ export interface EditActorStateRequest {
    * nothing changes and the answer is ABORTED. An active actor's state is
    * checked first (a refusal there leaves it active), then the settled
    * store as the edit applies (a refusal then comes after its activation
-   * ended). Any keys, edited or not, each at most once; a response's
-   * `before` fits here as it is.
+   * ended). Any keys, edited or not, each at most once, without `ttl_ms`;
+   * a response's `before` fits here as it is.
    */
   expect: StateChange[];
 }
