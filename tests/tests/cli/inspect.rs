@@ -268,13 +268,20 @@ pub(crate) async fn state_get(fx: &Fixture) -> anyhow::Result<()> {
         .await?
         .ok()?
         .json()?;
-    assert_eq!(j, json!({"active": true, "state": {"count": 5}}));
+    let none = json!({});
+    assert_eq!(
+        j,
+        json!({"active": true, "state": {"count": 5}, "expires": none, "expires_unix_ms": none})
+    );
     let j = fx
         .run(&["state", "get", "vault", "v1", "-o", "json"])
         .await?
         .ok()?
         .json()?;
-    assert_eq!(j, json!({"active": true, "state": {"count": 7, "copy": 7}}));
+    assert_eq!(
+        j,
+        json!({"active": true, "state": {"count": 7, "copy": 7}, "expires": none, "expires_unix_ms": none})
+    );
 
     for output in ["table", "json"] {
         let missing = fx
@@ -293,7 +300,10 @@ pub(crate) async fn state_get(fx: &Fixture) -> anyhow::Result<()> {
         .await?
         .ok()?
         .json()?;
-    assert_eq!(ghost, json!({"active": false, "state": {}}));
+    assert_eq!(
+        ghost,
+        json!({"active": false, "state": {}, "expires": {}, "expires_unix_ms": {}})
+    );
     Ok(())
 }
 
