@@ -32,14 +32,6 @@ use crate::validate;
 /// follows.
 pub const TELL_PREFIX: &str = "$tell:";
 
-/// Storing a due tell fails only while the store or the actor's type is
-/// away: keep trying for about 16 hours before giving it up.
-const STORE_RETRY: RetryPolicy = RetryPolicy {
-    max_attempts: 1_000,
-    initial_backoff: Duration::from_secs(1),
-    max_backoff: Duration::from_secs(60),
-};
-
 /// The least time a fired tell's key is remembered: a firing repeated after
 /// a crash comes once the daemon is back, which may take longer than the
 /// minute an SDK asks for the keys it makes.
@@ -144,7 +136,7 @@ impl Shared {
             name,
             self.time.now_ms().saturating_add(millis(delay)),
             call.payload,
-            STORE_RETRY,
+            RetryPolicy::DAEMON,
         );
         spec.check()?;
         let tell = TellMeta {

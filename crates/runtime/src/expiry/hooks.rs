@@ -15,14 +15,6 @@ use crate::types::{ActorId, Payload, StateSnapshot};
 /// How long an active actor of a type no app hosts here may stay so.
 const IDLE_FALLBACK: Duration = Duration::from_secs(60);
 
-/// The firing only fails while the store or the owner is away: keep
-/// trying for hours, as retention's firings do.
-const FIRING_RETRY: RetryPolicy = RetryPolicy {
-    max_attempts: 1_000,
-    initial_backoff: Duration::from_secs(1),
-    max_backoff: Duration::from_secs(60),
-};
-
 /// The `$expire` reminder of `actor`, due when its first key expires.
 pub(crate) fn expire_spec(actor: &ActorId, due_unix_ms: u64) -> ReminderSpec {
     ReminderSpec::once(
@@ -30,7 +22,7 @@ pub(crate) fn expire_spec(actor: &ActorId, due_unix_ms: u64) -> ReminderSpec {
         EXPIRE_NAME.to_owned(),
         due_unix_ms,
         Payload::default(),
-        FIRING_RETRY,
+        RetryPolicy::DAEMON,
     )
 }
 

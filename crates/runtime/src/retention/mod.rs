@@ -55,14 +55,6 @@ const LAST_MARKS_WAIT: Duration = Duration::from_secs(2);
 /// no app says the type's.
 const UNKNOWN_RETRY: Duration = Duration::from_secs(3_600);
 
-/// A firing fails only while the store or the owner is away: keep trying
-/// for about 16 hours, as a delayed tell's storing does.
-const FIRING_RETRY: RetryPolicy = RetryPolicy {
-    max_attempts: 1_000,
-    initial_backoff: Duration::from_secs(1),
-    max_backoff: Duration::from_secs(60),
-};
-
 /// What a `$retain` firing comes to.
 pub(crate) enum RetainFiring {
     /// Its mark moved on (or went): the firing is over.
@@ -80,7 +72,7 @@ fn mark_spec(actor: &ActorId, mark: Mark, due_unix_ms: u64) -> ReminderSpec {
         RETAIN_NAME.to_owned(),
         due_unix_ms,
         payload,
-        FIRING_RETRY,
+        RetryPolicy::DAEMON,
     )
 }
 

@@ -35,6 +35,16 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// The daemon's own one-shot reminders (a delayed tell's storing, a
+    /// retention mark, the expiry of idle actors' keys) fail only while the
+    /// store, the owner or the actor's type is away: keep trying for about
+    /// 16 hours before giving up.
+    pub(crate) const DAEMON: RetryPolicy = RetryPolicy {
+        max_attempts: 1_000,
+        initial_backoff: Duration::from_secs(1),
+        max_backoff: Duration::from_secs(60),
+    };
+
     pub(crate) fn backoff(&self, attempt: u32) -> Duration {
         let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
         self.initial_backoff
