@@ -337,23 +337,13 @@ impl Runtime {
         }
         // As state reads show it: without the daemon's expiry times, and
         // without the keys past theirs.
-        let dirty: std::collections::HashSet<String> = details
-            .state_entries
-            .iter()
-            .filter(|(_, _, d)| *d)
-            .map(|(k, _, _)| k.clone())
-            .collect();
-        let entries = std::mem::take(&mut details.state_entries);
-        details.state_entries = expiry::visible(
-            entries.into_iter().map(|(k, v, _)| (k, v)),
+        let view = expiry::ReaderView::of(
+            details.state_entries.iter().map(|(k, v, _)| (k, v)),
             shared.time.now_ms(),
-        )
-        .into_iter()
-        .map(|(k, v, _)| {
-            let d = dirty.contains(&k);
-            (k, v, d)
-        })
-        .collect();
+        );
+        details
+            .state_entries
+            .retain(|(k, _, _)| view.shows(k).is_some());
         details.state_entries.sort_by(|a, b| a.0.cmp(&b.0));
         let reminders = shared
             .scheduler

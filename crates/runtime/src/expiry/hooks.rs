@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{due, earliest, EXPIRE_NAME};
+use super::{due, earliest, first_if_earlier, EXPIRE_NAME};
 use crate::activation::{Activation, Inner};
 use crate::input::millis;
 use crate::retention::marks::Noting;
@@ -61,30 +61,20 @@ impl Shared {
     }
 
     /// The expiry times of `actor`'s `state` changed (a turn set or ended
-    /// one, or keys expired), the first having been `first_before`: its
-    /// `$expire` reminder follows the first when it moved earlier, so that
-    /// it erases the keys from the store (`lifecycle/expire_keys.rs`)
-    /// whichever daemon owns the actor when it goes idle. One that moved
-    /// later (a renewed ttl, the every-turn case) leaves the reminder early:
-    /// its firing finds the true first time, so a turn writes no reminder.
+    /// one, or keys expired), the first having been `first_before`; or its
+    /// activation ended holding them (`None`: it may have been left early,
+    /// or, on a daemon that took the actor over, never set). Its `$expire`
+    /// reminder follows the first when it moved earlier, so that it erases
+    /// the keys from the store (`lifecycle/expire_keys.rs`) whichever daemon
+    /// owns the actor when it goes idle; a renewed ttl, the every-turn case,
+    /// writes no reminder ([`first_if_earlier`]).
     pub(crate) fn expiry_changed(
         &self,
         actor: &ActorId,
         first_before: Option<u64>,
         state: &StateSnapshot,
     ) {
-        if let Some(due_unix_ms) = earliest(state) {
-            if first_before.is_none_or(|before| due_unix_ms < before) {
-                self.retention.note(actor, Noting::Expire { due_unix_ms });
-            }
-        }
-    }
-
-    /// `actor`'s activation ended holding `state`: its `$expire` reminder
-    /// is due when the first of its keys expires (it may have been left
-    /// early, or, on a daemon that took the actor over, never set).
-    pub(crate) fn expiry_ended(&self, actor: &ActorId, state: &StateSnapshot) {
-        if let Some(due_unix_ms) = earliest(state) {
+        if let Some(due_unix_ms) = first_if_earlier(first_before, state) {
             self.retention.note(actor, Noting::Expire { due_unix_ms });
         }
     }

@@ -168,22 +168,56 @@ pub(crate) fn with_times<'c>(
     Cow::Owned(with)
 }
 
-/// The entries of `state` a reader sees at `now_ms` (none of the daemon's
-/// keys, no expired key), each with its expiry time if it has one.
+/// What a reader sees of a state at one moment: none of the daemon's
+/// expiry keys, no key past its time.
+pub(crate) struct ReaderView {
+    times: HashMap<String, u64>,
+    now_ms: u64,
+}
+
+impl ReaderView {
+    pub(crate) fn of<'s>(
+        state: impl IntoIterator<Item = (&'s String, &'s Bytes)>,
+        now_ms: u64,
+    ) -> Self {
+        Self {
+            times: times_of(state),
+            now_ms,
+        }
+    }
+
+    /// Whether `key` shows (`None`: hidden), and until when if it expires.
+    pub(crate) fn shows(&self, key: &str) -> Option<Option<u64>> {
+        if is_expiry_key(key) {
+            return None;
+        }
+        match self.times.get(key).copied() {
+            Some(at) if at <= self.now_ms => None,
+            at => Some(at),
+        }
+    }
+}
+
+/// The entries of `state` a reader sees at `now_ms` ([`ReaderView`]), each
+/// with its expiry time if it has one.
 pub(crate) fn visible(
     state: impl IntoIterator<Item = (String, Bytes)>,
     now_ms: u64,
 ) -> Vec<(String, Bytes, Option<u64>)> {
     let state: Vec<(String, Bytes)> = state.into_iter().collect();
-    let times = times_of(state.iter().map(|(k, v)| (k, v)));
+    let view = ReaderView::of(state.iter().map(|(k, v)| (k, v)), now_ms);
     state
         .into_iter()
-        .filter(|(key, _)| !is_expiry_key(key))
-        .filter_map(|(key, value)| match times.get(&key).copied() {
-            Some(at) if at <= now_ms => None,
-            at => Some((key, value, at)),
-        })
+        .filter_map(|(key, value)| view.shows(&key).map(|at| (key, value, at)))
         .collect()
+}
+
+/// The first time of `state`, when it comes before `first_before` (or
+/// there was none): when an actor's `$expire` reminder must move. A first
+/// time that moved later leaves the reminder early, and its firing finds
+/// the true one.
+pub(crate) fn first_if_earlier(first_before: Option<u64>, state: &StateSnapshot) -> Option<u64> {
+    earliest(state).filter(|first| first_before.is_none_or(|before| *first < before))
 }
 
 /// Checks what a change asks of expiry: not one of the daemon's keys, and

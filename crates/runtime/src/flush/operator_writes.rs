@@ -4,7 +4,6 @@
 //! flight while the store changes its records, or lands after; the change
 //! itself outside it.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -54,15 +53,6 @@ impl Flusher {
             .map_err(|e| store_failure(actor, "cannot purge the stored records of", e))
     }
 
-    /// A settled actor's stored state.
-    pub(crate) async fn stored_state(&self, actor: &ActorId) -> Result<StateSnapshot, CallError> {
-        self.store
-            .load(&actor.ty, &actor.id)
-            .await
-            .map(|entries| entries.into_iter().collect())
-            .map_err(|e| store_failure(actor, "cannot read the stored state of", e))
-    }
-
     /// Applies `changes` (with the expiry times they set or end, as of
     /// `now_ms`) to a settled actor's stored state in one atomic, fenced
     /// write if every one of `expect` holds; answers each changed key as it
@@ -77,28 +67,41 @@ impl Flusher {
         expect: &[StateChange],
         now_ms: u64,
     ) -> Result<(Vec<StateChange>, Option<u64>), CallError> {
-        let mut stored: HashMap<String, _> = self
+        let stored: StateSnapshot = self
             .store
             .load(&actor.ty, &actor.id)
             .await
             .map_err(|e| store_failure(actor, "cannot read the stored state of", e))?
             .into_iter()
             .collect();
+        self.write_edit(actor, epoch, stored, changes, expect, now_ms)
+            .await
+    }
+
+    /// [`Flusher::edit_stored`] on `stored`, the settled actor's stored
+    /// state as just read.
+    pub(crate) async fn write_edit(
+        &self,
+        actor: &ActorId,
+        epoch: Option<Epoch>,
+        mut stored: StateSnapshot,
+        changes: &[StateChange],
+        expect: &[StateChange],
+        now_ms: u64,
+    ) -> Result<(Vec<StateChange>, Option<u64>), CallError> {
         check_expected(actor, |key| stored.get(key), expect)?;
-        let mut state: StateSnapshot = stored.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let first_before = expiry::earliest(&state);
-        let timed = expiry::with_times(&state, changes, || now_ms);
-        state.apply(&timed);
-        let first = expiry::earliest(&state)
-            .filter(|first| first_before.is_none_or(|before| *first < before));
         let before = changes
             .iter()
             .map(|change| StateChange {
                 key: change.key.clone(),
-                value: stored.remove(&change.key),
+                value: stored.get(&change.key).cloned(),
                 ttl_ms: None,
             })
             .collect();
+        let first_before = expiry::earliest(&stored);
+        let timed = expiry::with_times(&stored, changes, || now_ms);
+        stored.apply(&timed);
+        let first = expiry::first_if_earlier(first_before, &stored);
         let write = ActorWrite {
             actor_type: actor.ty.to_string(),
             actor_id: actor.id.to_string(),

@@ -18,7 +18,7 @@ use crate::expiry::{due, earliest, expire_spec};
 use crate::runtime::Runtime;
 use crate::schedule::{Due, Fired};
 use crate::shared::Shared;
-use crate::types::ActorId;
+use crate::types::{ActorId, StateSnapshot};
 
 /// What an erasure came to.
 enum Erased {
@@ -67,12 +67,13 @@ impl Runtime {
             .flusher
             .settle_held(left.as_ref(), |inner| inner.forget_state())
             .await?;
-        let mut state = shared.flusher.stored_state(actor).await?;
+        let mut state: StateSnapshot = shared.stored_state(actor).await?.into_iter().collect();
         let now_ms = shared.time.now_ms();
         if let Some(expired) = due(&state, now_ms) {
+            let read = state.clone();
             shared
                 .flusher
-                .edit_stored(actor, held.epoch, &expired.changes, &[], now_ms)
+                .write_edit(actor, held.epoch, read, &expired.changes, &[], now_ms)
                 .await?;
             state.apply(&expired.changes);
             info!(

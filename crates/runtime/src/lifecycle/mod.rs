@@ -238,7 +238,7 @@ impl Shared {
         if announced {
             self.retention_ended(&act.id);
             let state = act.inner.lock().state.clone();
-            self.expiry_ended(&act.id, &state);
+            self.expiry_changed(&act.id, None, &state);
         }
         let mut wake = false;
         let removed = self.directory.remove_if(&act, |inner| {
