@@ -106,6 +106,28 @@ impl Cluster {
             .with_context(|| format!("no member {node}"))
     }
 
+    /// A counter id (`prefix` and a number, one of `tries`) that `owner`
+    /// activated when called through `via`, as a test of forwarding wants.
+    pub async fn counter_owned_by(
+        &mut self,
+        owner: &str,
+        via: &str,
+        prefix: &str,
+        tries: usize,
+    ) -> anyhow::Result<String> {
+        let mut client = self.member(via)?.client.clone();
+        for id in crate::store::ids(prefix, tries) {
+            client
+                .incr("counter", &id, 0)
+                .await
+                .with_context(|| self.logs())?;
+            if self.member(owner)?.live_ids().await?.contains(&id) {
+                return Ok(id);
+            }
+        }
+        bail!("no actor landed on {owner} in {tries} tries")
+    }
+
     /// Removes `node` from the fixture (after killing or stopping it).
     pub fn forget(&mut self, node: &str) -> Option<Member> {
         let i = self.members.iter().position(|m| m.node == node)?;

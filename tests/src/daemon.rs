@@ -227,19 +227,22 @@ impl Daemon {
         Ok(pb::admin_client::AdminClient::new(self.channel().await?))
     }
 
-    /// Moves a `--test-clock` daemon's clock on by `by_ms` and waits until
-    /// what came due has fired; its time then, in Unix ms (`0`: what time
-    /// it is, once what is due now has fired).
-    pub async fn advance_clock_ms(&self, by_ms: u64) -> anyhow::Result<u64> {
+    /// Moves a `--test-clock` daemon's clock on by `by` ("59m", "0s") and
+    /// waits until what came due has fired; its time then, in Unix ms.
+    pub async fn advance_clock(&self, by: &str) -> anyhow::Result<u64> {
         Ok(self
             .admin()
             .await?
-            .advance_clock(pb::AdvanceClockRequest {
-                by: format!("{by_ms}ms"),
-            })
+            .advance_clock(pb::AdvanceClockRequest { by: by.into() })
             .await?
             .into_inner()
             .now_unix_ms)
+    }
+
+    /// [`Daemon::advance_clock`] by `by_ms` (`0`: what time it is, once
+    /// what is due now has fired).
+    pub async fn advance_clock_ms(&self, by_ms: u64) -> anyhow::Result<u64> {
+        self.advance_clock(&format!("{by_ms}ms")).await
     }
 
     /// What `troupe status` shows, as the Admin API answers it.

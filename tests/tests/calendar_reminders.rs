@@ -6,19 +6,10 @@
 
 use serde_json::Value;
 use troupe_proto::v1 as pb;
-use troupe_tests::{actor, cli_against, daemon_with_app, expect_code, type_spec, Client, Daemon};
+use troupe_tests::{actor, cli_against, daemon_with_app, expect_code, type_spec, Client};
 
 const HOUR_MS: u64 = 3600 * 1000;
 const DAY_MS: u64 = 24 * HOUR_MS;
-
-async fn advance(daemon: &Daemon, by: &str) -> anyhow::Result<u64> {
-    let mut admin = daemon.admin().await?;
-    Ok(admin
-        .advance_clock(pb::AdvanceClockRequest { by: by.into() })
-        .await?
-        .into_inner()
-        .now_unix_ms)
-}
 
 fn calendar_reminder(id: &str, cron: &str, time_zone: &str) -> pb::SetReminderRequest {
     pb::SetReminderRequest {
@@ -45,7 +36,7 @@ async fn get(client: &mut Client, id: &str) -> anyhow::Result<pb::Reminder> {
 async fn nine_in_kolkata_fires_at_three_thirty_utc_each_day() -> anyhow::Result<()> {
     let (_dir, daemon, _app, mut client) =
         daemon_with_app(&["--test-clock"], vec![type_spec("counter")]).await?;
-    let start = advance(&daemon, "0s").await?;
+    let start = daemon.advance_clock("0s").await?;
     let set = client
         .0
         .set_reminder(calendar_reminder("c1", "0 9 * * *", "Asia/Kolkata"))
@@ -61,7 +52,7 @@ async fn nine_in_kolkata_fires_at_three_thirty_utc_each_day() -> anyhow::Result<
     assert_eq!((set.cron.as_str(), set.period_ms), ("0 9 * * *", 0));
     assert_eq!(set.time_zone, "Asia/Kolkata");
 
-    advance(&daemon, "72h").await?;
+    daemon.advance_clock("72h").await?;
     assert_eq!(client.stored_count("counter", "c1").await?, Some(3));
     let after = get(&mut client, "c1").await?;
     assert_eq!(after.fired, 3);

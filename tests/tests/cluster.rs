@@ -442,18 +442,7 @@ async fn a_reminder_moves_with_its_actor() -> anyhow::Result<()> {
     };
     // An actor owned by d1, its reminder set through d2 (which forwards it).
     let mut via_d2 = fx.member("d2")?.client.clone();
-    let mut target = None;
-    for id in ids("r", 20) {
-        via_d2
-            .incr("counter", &id, 0)
-            .await
-            .with_context(|| fx.logs())?;
-        if fx.member("d1")?.live_ids().await?.contains(&id) {
-            target = Some(id);
-            break;
-        }
-    }
-    let id = target.context("no actor landed on d1")?;
+    let id = fx.counter_owned_by("d1", "d2", "r", 20).await?;
     via_d2
         .0
         .set_reminder(pb::SetReminderRequest {

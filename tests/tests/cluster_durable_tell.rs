@@ -11,7 +11,6 @@ use anyhow::Context;
 use troupe_tests::cluster_fixture::{until_served, Cluster};
 use troupe_tests::cluster_harness::unix_now_ms;
 use troupe_tests::log_app::{log_of, tell_durable, tell_with, LogApp};
-use troupe_tests::store::ids;
 use troupe_tests::*;
 
 const TELLS: i64 = 30;
@@ -25,18 +24,7 @@ async fn durable_tells_are_forwarded_and_survive_a_hand_off() -> anyhow::Result<
     };
     // An actor d1 owns, reached through d2.
     let mut via_d2 = fx.member("d2")?.client.clone();
-    let mut target = None;
-    for id in ids("t", 20) {
-        via_d2
-            .incr("counter", &id, 0)
-            .await
-            .with_context(|| fx.logs())?;
-        if fx.member("d1")?.live_ids().await?.contains(&id) {
-            target = Some(id);
-            break;
-        }
-    }
-    let id = target.context("no actor landed on d1")?;
+    let id = fx.counter_owned_by("d1", "d2", "t", 20).await?;
     // A long turn on d1 keeps the tells waiting there, stored.
     let mut holder = via_d2.clone();
     let hold_id = id.clone();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use troupe_proto::v1 as pb;
 use troupe_tests::cluster_fixture::*;
-use troupe_tests::store::{ids, postgres_state};
+use troupe_tests::store::postgres_state;
 use troupe_tests::*;
 
 /// The shortest ttl there is, so the test waits a second for it.
@@ -25,18 +25,7 @@ async fn a_key_expires_through_a_non_owner_and_leaves_the_shared_store() -> anyh
         return Ok(());
     };
     let mut via_d2 = fx.member("d2")?.client.clone();
-    let mut target = None;
-    for id in ids("x", 40) {
-        via_d2
-            .incr("counter", &id, 0)
-            .await
-            .with_context(|| fx.logs())?;
-        if fx.member("d1")?.live_ids().await?.contains(&id) {
-            target = Some(id);
-            break;
-        }
-    }
-    let id = target.context("no actor landed on d1")?;
+    let id = fx.counter_owned_by("d1", "d2", "x", 40).await?;
     assert_eq!(
         via_d2
             .invoke("counter", &id, "incr_for", FOR_A_SECOND)

@@ -9,14 +9,6 @@ use troupe_tests::{
     actor, cli_against, daemon_with_app, poll_until, type_spec, Client, Daemon, TestApp, WAIT,
 };
 
-async fn advance(daemon: &Daemon, by: &str) -> anyhow::Result<()> {
-    let mut admin = daemon.admin().await?;
-    admin
-        .advance_clock(pb::AdvanceClockRequest { by: by.into() })
-        .await?;
-    Ok(())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_actor_past_its_types_retention_is_erased() -> anyhow::Result<()> {
     let spec = pb::ActorTypeSpec {
@@ -44,9 +36,9 @@ async fn an_idle_actor_past_its_types_retention_is_erased() -> anyhow::Result<()
     let (c2, _) = cli_against(&daemon, &["actors", "get", "counter", "c2"], 0).await?;
     assert!(c2.contains("held: its $retain is paused"), "{c2}");
 
-    advance(&daemon, "59m").await?;
+    daemon.advance_clock("59m").await?;
     assert_eq!(client.stored_count("counter", "c1").await?, Some(5));
-    advance(&daemon, "2m").await?;
+    daemon.advance_clock("2m").await?;
     assert_eq!(client.stored_count("counter", "c1").await?, None);
     assert_eq!(client.stored_count("counter", "c2").await?, Some(7));
     let (listed, _) = cli_against(
@@ -93,10 +85,10 @@ async fn after_a_kill_the_actor_is_kept_a_retention_more() -> anyhow::Result<()>
     let daemon = Daemon::start(dir.path(), &["--test-clock"]).await?;
     let _app = TestApp::attach(daemon.addr, vec![spec()]).await?;
     let mut client = daemon.client().await?;
-    advance(&daemon, "61m").await?;
+    daemon.advance_clock("61m").await?;
     assert_eq!(client.stored_count("counter", "c1").await?, Some(5));
     assert!(retain_mark(&mut client, "c1").await?.contains("idle"));
-    advance(&daemon, "61m").await?;
+    daemon.advance_clock("61m").await?;
     assert_eq!(client.stored_count("counter", "c1").await?, None);
     Ok(())
 }

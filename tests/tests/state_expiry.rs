@@ -3,16 +3,7 @@
 //! from then on, the app is told at its next turn (its count starts over),
 //! and an idle actor's `$expire` reminder erases the key from the store.
 
-use troupe_proto::v1 as pb;
-use troupe_tests::{cli_against, daemon_with_app, type_spec, Daemon};
-
-async fn advance(daemon: &Daemon, by: &str) -> anyhow::Result<()> {
-    let mut admin = daemon.admin().await?;
-    admin
-        .advance_clock(pb::AdvanceClockRequest { by: by.into() })
-        .await?;
-    Ok(())
-}
+use troupe_tests::{cli_against, daemon_with_app, type_spec};
 
 const FOR_AN_HOUR: &str = r#"{"kwargs": {"by": 5, "ttl_ms": 3600000}}"#;
 
@@ -44,9 +35,9 @@ async fn a_key_set_for_an_hour_is_shown_then_gone() -> anyhow::Result<()> {
     let (table, _) = cli_against(&daemon, &["state", "get", "counter", "c1"], 0).await?;
     assert!(table.contains("EXPIRES"), "{table}");
 
-    advance(&daemon, "59m").await?;
+    daemon.advance_clock("59m").await?;
     assert_eq!(client.stored_count("counter", "c1").await?, Some(5));
-    advance(&daemon, "2m").await?;
+    daemon.advance_clock("2m").await?;
     assert_eq!(client.stored_count("counter", "c1").await?, None);
     let (gone, _) = cli_against(&daemon, &["state", "get", "counter", "c1"], 0).await?;
     assert!(gone.contains("has no state"), "{gone}");
@@ -70,7 +61,7 @@ async fn an_idle_actor_s_expired_key_leaves_the_store() -> anyhow::Result<()> {
     let (before, _) = cli_against(&daemon, &listed, 0).await?;
     assert!(before.contains("$expire"), "{before}");
 
-    advance(&daemon, "61m").await?;
+    daemon.advance_clock("61m").await?;
     let (after, _) = cli_against(&daemon, &listed, 0).await?;
     assert!(!after.contains("$expire"), "{after}");
     // Erased without activating it: nothing of it is left, stored or live
@@ -108,7 +99,7 @@ async fn an_operator_sets_and_ends_an_expiry() -> anyhow::Result<()> {
         "{json}"
     );
 
-    advance(&daemon, "61m").await?;
+    daemon.advance_clock("61m").await?;
     assert_eq!(client.stored_count("counter", "c1").await?, None);
     let listed = ["reminders", "list", "--type", "counter", "--id", "c1"];
     let (left, _) = cli_against(&daemon, &listed, 0).await?;

@@ -5,18 +5,9 @@
 //! a reminder named "incr" (and the alarm) as its incr method.
 
 use serde_json::json;
-use troupe_tests::{actor, cli_against, daemon_with_app, pb, type_spec, Daemon};
+use troupe_tests::{actor, cli_against, daemon_with_app, pb, type_spec};
 
 /// Moves the test clock on; answers the time it shows then.
-async fn advance(daemon: &Daemon, by: &str) -> anyhow::Result<u64> {
-    Ok(daemon
-        .admin()
-        .await?
-        .advance_clock(pb::AdvanceClockRequest { by: by.into() })
-        .await?
-        .into_inner()
-        .now_unix_ms)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_the_cli_sets_fires_as_its_flags_say() -> anyhow::Result<()> {
@@ -99,9 +90,11 @@ async fn what_the_cli_sets_fires_as_its_flags_say() -> anyhow::Result<()> {
 
     // Past the period's and the alarm's firings, then past the calendar's
     // first (up to a day and its jitter away), not its second.
-    let now = advance(&daemon, "2h").await?;
+    let now = daemon.advance_clock("2h").await?;
     if due >= now {
-        advance(&daemon, &format!("{}ms", due + 1 - now)).await?;
+        daemon
+            .advance_clock(&format!("{}ms", due + 1 - now))
+            .await?;
     }
     assert_eq!(client.stored_count("counter", "k1").await?, Some(2));
     assert_eq!(client.stored_count("counter", "p1").await?, Some(15));
