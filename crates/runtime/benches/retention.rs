@@ -12,15 +12,11 @@
 
 mod common;
 
-use common::{arg, cpu_time};
+use common::{arg, cpu_time, sled_runtime};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use troupe_placement::SingleNode;
-use troupe_runtime::{
-    ActorId, Call, FnHost, Payload, Runtime, RuntimeConfig, StateChange, TurnOutcome, TypeSpec,
-};
-use troupe_storage_sled::{SledReminders, SledStore};
+use troupe_runtime::{ActorId, Call, FnHost, Payload, Runtime, StateChange, TurnOutcome, TypeSpec};
 
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -29,21 +25,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 const CONCURRENCY: usize = 64;
 
 fn runtime(dir: &std::path::Path) -> Result<Runtime, String> {
-    let sled = SledStore::open(dir).map_err(|e| e.to_string())?;
-    let reminders = SledReminders::open(&sled).map_err(|e| e.to_string())?;
-    let config = RuntimeConfig {
-        max_pending_calls: 1_000_000,
-        default_idle_timeout: Duration::from_secs(3_600),
-        ..RuntimeConfig::default()
-    };
-    let rt = Runtime::create(
-        config,
-        Arc::new(sled),
-        Arc::new(reminders),
-        Arc::new(SingleNode),
-    )
-    .map_err(|e| e.to_string())?;
-    rt.start();
+    let rt = sled_runtime(dir)?;
     let host = FnHost::new("bench", |_actor: &ActorId, _req| TurnOutcome {
         result: Ok(Payload::json("null")),
         changes: vec![StateChange::set("seen", "1")],

@@ -85,6 +85,15 @@ async fn keys(rt: &Runtime) -> Result<Vec<String>, CallError> {
     Ok(entries.into_iter().map(|(k, _)| k).collect())
 }
 
+/// The keys the store holds for the session, the daemon's included.
+async fn stored_keys(store: &MemoryStore) -> Result<Vec<String>, CallError> {
+    let stored = store
+        .load("session", "s1")
+        .await
+        .map_err(|e| CallError::Internal(e.to_string()))?;
+    Ok(stored.into_iter().map(|(k, _)| k).collect())
+}
+
 /// The keys `troupe actors get` shows.
 async fn described_keys(rt: &Runtime) -> Result<Vec<String>, CallError> {
     let details = rt.describe_actor(&session()).await?;
@@ -159,13 +168,7 @@ async fn an_idle_actor_s_expired_keys_leave_the_store() -> Result<(), CallError>
     );
 
     rt.advance_clock(HOUR + MINUTE).await?;
-    let stored: Vec<String> = store
-        .load("session", "s1")
-        .await
-        .map_err(|e| CallError::Internal(e.to_string()))?
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
+    let stored = stored_keys(&store).await?;
     assert_eq!(stored, ["name"], "the token and the times stayed stored");
     let left = rt
         .list_reminders(Some("session"), Some("s1"), None, 10)
@@ -240,13 +243,7 @@ async fn an_active_actor_s_reminder_waits_until_it_goes_idle() -> Result<(), Cal
     );
     assert!(rt.deactivate_actor(&session()).await?);
     rt.advance_clock(MINUTE).await?;
-    let stored: Vec<String> = store
-        .load("session", "s1")
-        .await
-        .map_err(|e| CallError::Internal(e.to_string()))?
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
+    let stored = stored_keys(&store).await?;
     assert_eq!(stored, ["name"]);
     Ok(())
 }

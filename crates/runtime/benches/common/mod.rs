@@ -27,3 +27,26 @@ pub fn cpu_time() -> Duration {
         .sum();
     Duration::from_millis(ticks.saturating_mul(10))
 }
+
+/// A started single-node runtime on sled (the daemon's default store) in
+/// `dir`, with room for every call a benchmark has in flight and actors
+/// kept active for the run.
+pub fn sled_runtime(dir: &std::path::Path) -> Result<troupe_runtime::Runtime, String> {
+    use std::sync::Arc;
+    let sled = troupe_storage_sled::SledStore::open(dir).map_err(|e| e.to_string())?;
+    let reminders = troupe_storage_sled::SledReminders::open(&sled).map_err(|e| e.to_string())?;
+    let config = troupe_runtime::RuntimeConfig {
+        max_pending_calls: 1_000_000,
+        default_idle_timeout: Duration::from_secs(3_600),
+        ..troupe_runtime::RuntimeConfig::default()
+    };
+    let rt = troupe_runtime::Runtime::create(
+        config,
+        Arc::new(sled),
+        Arc::new(reminders),
+        Arc::new(troupe_placement::SingleNode),
+    )
+    .map_err(|e| e.to_string())?;
+    rt.start();
+    Ok(rt)
+}
