@@ -199,6 +199,12 @@ export interface TurnResult {
    * its lease_deadline_unix_ms.
    */
   leaseExpired: boolean;
+  /**
+   * Sent, in order, to the actor's watchers (ActorClient.Watch) when the
+   * turn succeeded; dropped with its changes when it failed. Each counts
+   * against the daemon's payload limit.
+   */
+  events: Payload[];
 }
 
 export interface DeactivateResult {
@@ -1053,7 +1059,7 @@ export const ActivateResult: MessageFns<ActivateResult> = {
 };
 
 function createBaseTurnResult(): TurnResult {
-  return { callId: 0n, outcome: undefined, changes: [], leaseExpired: false };
+  return { callId: 0n, outcome: undefined, changes: [], leaseExpired: false, events: [] };
 }
 
 export const TurnResult: MessageFns<TurnResult> = {
@@ -1077,6 +1083,9 @@ export const TurnResult: MessageFns<TurnResult> = {
     }
     if (message.leaseExpired !== false) {
       writer.uint32(40).bool(message.leaseExpired);
+    }
+    for (const v of message.events) {
+      Payload.encode(v!, writer.uint32(50).fork()).join();
     }
     return writer;
   },
@@ -1134,6 +1143,14 @@ export const TurnResult: MessageFns<TurnResult> = {
             message.leaseExpired = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.events.push(Payload.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1168,6 +1185,7 @@ export const TurnResult: MessageFns<TurnResult> = {
     }
     message.changes = object.changes?.map((e) => StateChange.fromPartial(e)) || [];
     message.leaseExpired = object.leaseExpired ?? false;
+    message.events = object.events?.map((e) => Payload.fromPartial(e)) || [];
     return message;
   },
 };

@@ -11,7 +11,9 @@ import {
   type ChannelCredentials,
   Client,
   type ClientOptions,
+  type ClientReadableStream,
   type ClientUnaryCall,
+  type handleServerStreamingCall,
   type handleUnaryCall,
   makeGenericClientConstructor,
   type Metadata,
@@ -323,6 +325,39 @@ export interface GetStateRequest {
     | undefined;
   /** Keys to read; empty reads every key. */
   keys: string[];
+}
+
+export interface WatchRequest {
+  actor?:
+    | ActorRef
+    | undefined;
+  /**
+   * Resume after this event: an ActorEvent.cursor this watcher was sent.
+   * The stream starts with the events published since that the owner still
+   * holds. Empty: only events published from now on.
+   */
+  after: string;
+}
+
+export interface ActorEvent {
+  /** What the turn published (JSON from the SDKs). */
+  payload?:
+    | Payload
+    | undefined;
+  /**
+   * Where this event is in the actor's stream: pass it as
+   * WatchRequest.after to resume after it.
+   */
+  cursor: string;
+  /**
+   * Events published before this one (since the watch began, or since its
+   * cursor) may not have reached this watcher: it fell more than the owner
+   * holds behind, the actor moved to another daemon, or that daemon
+   * restarted.
+   */
+  missedBefore: boolean;
+  /** When the turn that published it ended (the owner's clock, unix ms). */
+  publishedUnixMs: bigint;
 }
 
 export interface GetStateResponse {
@@ -2326,6 +2361,173 @@ export const GetStateRequest: MessageFns<GetStateRequest> = {
   },
 };
 
+function createBaseWatchRequest(): WatchRequest {
+  return { actor: undefined, after: "" };
+}
+
+export const WatchRequest: MessageFns<WatchRequest> = {
+  encode(message: WatchRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    if (message.after !== "") {
+      writer.uint32(18).string(message.after);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.after = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WatchRequest>, I>>(base?: I): WatchRequest {
+    return WatchRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchRequest>, I>>(object: I): WatchRequest {
+    const message = createBaseWatchRequest();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    message.after = object.after ?? "";
+    return message;
+  },
+};
+
+function createBaseActorEvent(): ActorEvent {
+  return { payload: undefined, cursor: "", missedBefore: false, publishedUnixMs: 0n };
+}
+
+export const ActorEvent: MessageFns<ActorEvent> = {
+  encode(message: ActorEvent, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.payload !== undefined) {
+      Payload.encode(message.payload, writer.uint32(10).fork()).join();
+    }
+    if (message.cursor !== "") {
+      writer.uint32(18).string(message.cursor);
+    }
+    if (message.missedBefore !== false) {
+      writer.uint32(24).bool(message.missedBefore);
+    }
+    if (message.publishedUnixMs !== 0n) {
+      if (BigInt.asUintN(64, message.publishedUnixMs) !== message.publishedUnixMs) {
+        throw new globalThis.Error("value provided for field message.publishedUnixMs of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.publishedUnixMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ActorEvent {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseActorEvent();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.payload = Payload.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.cursor = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.missedBefore = reader.bool();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.publishedUnixMs = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<ActorEvent>, I>>(base?: I): ActorEvent {
+    return ActorEvent.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ActorEvent>, I>>(object: I): ActorEvent {
+    const message = createBaseActorEvent();
+    message.payload = (object.payload !== undefined && object.payload !== null)
+      ? Payload.fromPartial(object.payload)
+      : undefined;
+    message.cursor = object.cursor ?? "";
+    message.missedBefore = object.missedBefore ?? false;
+    message.publishedUnixMs = (object.publishedUnixMs !== undefined && object.publishedUnixMs !== null)
+      ? BigInt(object.publishedUnixMs)
+      : 0n;
+    return message;
+  },
+};
+
 function createBaseGetStateResponse(): GetStateResponse {
   return { entries: {}, active: false, expiresUnixMs: {} };
 }
@@ -2627,6 +2829,28 @@ export const ActorClientService = {
     responseDeserialize: (value: Buffer): GetStateResponse => GetStateResponse.decode(value),
   },
   /**
+   * Streams the events an actor publishes (a turn's TurnResult.events, in
+   * turn order, once the turn succeeded; docs/events.md) until the caller
+   * leaves. Watching does not activate the actor or keep it active, and
+   * works from any daemon of the cluster. Events are live, not stored:
+   * a watcher sees those published while it watches, and on resuming
+   * (WatchRequest.after) those the owner still holds (the last 256 per
+   * actor, within 1 MiB); ActorEvent.missed_before says when some did not
+   * reach it. Errors:
+   *   INVALID_ARGUMENT   bad type/id or cursor
+   *   RESOURCE_EXHAUSTED the daemon watches as many actors as it may
+   *                      (its max_watched_actors)
+   */
+  watch: {
+    path: "/troupe.v1.ActorClient/Watch" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchRequest): Buffer => Buffer.from(WatchRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchRequest => WatchRequest.decode(value),
+    responseSerialize: (value: ActorEvent): Buffer => Buffer.from(ActorEvent.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ActorEvent => ActorEvent.decode(value),
+  },
+  /**
    * Reminders: durable, many per actor (by name). Stored with the actor's
    * state, they fire as turns of kind REMINDER even when the actor is
    * inactive (activating it) and survive restarts. Delivery is
@@ -2791,6 +3015,20 @@ export interface ActorClientServer extends UntypedServiceImplementation {
    */
   getState: handleUnaryCall<GetStateRequest, GetStateResponse>;
   /**
+   * Streams the events an actor publishes (a turn's TurnResult.events, in
+   * turn order, once the turn succeeded; docs/events.md) until the caller
+   * leaves. Watching does not activate the actor or keep it active, and
+   * works from any daemon of the cluster. Events are live, not stored:
+   * a watcher sees those published while it watches, and on resuming
+   * (WatchRequest.after) those the owner still holds (the last 256 per
+   * actor, within 1 MiB); ActorEvent.missed_before says when some did not
+   * reach it. Errors:
+   *   INVALID_ARGUMENT   bad type/id or cursor
+   *   RESOURCE_EXHAUSTED the daemon watches as many actors as it may
+   *                      (its max_watched_actors)
+   */
+  watch: handleServerStreamingCall<WatchRequest, ActorEvent>;
+  /**
    * Reminders: durable, many per actor (by name). Stored with the actor's
    * state, they fire as turns of kind REMINDER even when the actor is
    * inactive (activating it) and survive restarts. Delivery is
@@ -2904,6 +3142,21 @@ export interface ActorClientClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetStateResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Streams the events an actor publishes (a turn's TurnResult.events, in
+   * turn order, once the turn succeeded; docs/events.md) until the caller
+   * leaves. Watching does not activate the actor or keep it active, and
+   * works from any daemon of the cluster. Events are live, not stored:
+   * a watcher sees those published while it watches, and on resuming
+   * (WatchRequest.after) those the owner still holds (the last 256 per
+   * actor, within 1 MiB); ActorEvent.missed_before says when some did not
+   * reach it. Errors:
+   *   INVALID_ARGUMENT   bad type/id or cursor
+   *   RESOURCE_EXHAUSTED the daemon watches as many actors as it may
+   *                      (its max_watched_actors)
+   */
+  watch(request: WatchRequest, options?: Partial<CallOptions>): ClientReadableStream<ActorEvent>;
+  watch(request: WatchRequest, metadata?: Metadata, options?: Partial<CallOptions>): ClientReadableStream<ActorEvent>;
   /**
    * Reminders: durable, many per actor (by name). Stored with the actor's
    * state, they fire as turns of kind REMINDER even when the actor is

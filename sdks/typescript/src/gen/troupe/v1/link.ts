@@ -18,6 +18,7 @@ import {
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
 import {
+  ActorEvent,
   AlarmRef,
   DeleteResponse,
   GetStateRequest,
@@ -34,6 +35,7 @@ import {
   TellResponse,
   TimerRef,
 } from "./client.js";
+import { ActorRef } from "./common.js";
 
 export const protobufPackage = "troupe.v1";
 
@@ -145,6 +147,7 @@ export interface LinkRequest {
     | { $case: "deleteTimer"; value: TimerRef }
     | { $case: "pauseReminder"; value: ReminderRef }
     | { $case: "resumeReminder"; value: ReminderRef }
+    | { $case: "pollEvents"; value: PollEvents }
     | undefined;
 }
 
@@ -156,6 +159,7 @@ export interface LinkReply {
     | { $case: "reminder"; value: Reminder }
     | { $case: "deleted"; value: DeleteResponse }
     | { $case: "timer"; value: SetTimerResponse }
+    | { $case: "events"; value: PolledEvents }
     | //
     /**
      * The request failed: the status the owner would have answered the
@@ -174,6 +178,29 @@ export interface LinkStatus {
 export interface LinkStatus_MetadataEntry {
   key: string;
   value: string;
+}
+
+/**
+ * One long poll of a watcher's daemon at the actor's owner
+ * (ActorClient.Watch across daemons): answered at once with the events
+ * after `after`, or when one is published, the placement table changes or
+ * wait_ms pass.
+ */
+export interface PollEvents {
+  actor?: ActorRef | undefined;
+  after: string;
+  waitMs: number;
+}
+
+export interface PolledEvents {
+  events: ActorEvent[];
+  /**
+   * Where the next poll continues (the last event's cursor, or the
+   * stream's position when there was none).
+   */
+  cursor: string;
+  /** Events may have been lost before these (see ActorEvent.missed_before). */
+  missed: boolean;
 }
 
 function createBaseLinkFrame(): LinkFrame {
@@ -726,6 +753,9 @@ export const LinkRequest: MessageFns<LinkRequest> = {
       case "resumeReminder":
         ReminderRef.encode(message.call.value, writer.uint32(178).fork()).join();
         break;
+      case "pollEvents":
+        PollEvents.encode(message.call.value, writer.uint32(186).fork()).join();
+        break;
     }
     return writer;
   },
@@ -879,6 +909,14 @@ export const LinkRequest: MessageFns<LinkRequest> = {
             message.call = { $case: "resumeReminder", value: ReminderRef.decode(reader, reader.uint32()) };
             continue;
           }
+          case 23: {
+            if (tag !== 186) {
+              break;
+            }
+
+            message.call = { $case: "pollEvents", value: PollEvents.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -979,6 +1017,12 @@ export const LinkRequest: MessageFns<LinkRequest> = {
         }
         break;
       }
+      case "pollEvents": {
+        if (object.call?.value !== undefined && object.call?.value !== null) {
+          message.call = { $case: "pollEvents", value: PollEvents.fromPartial(object.call.value) };
+        }
+        break;
+      }
     }
     return message;
   },
@@ -1008,6 +1052,9 @@ export const LinkReply: MessageFns<LinkReply> = {
         break;
       case "timer":
         SetTimerResponse.encode(message.result.value, writer.uint32(122).fork()).join();
+        break;
+      case "events":
+        PolledEvents.encode(message.result.value, writer.uint32(130).fork()).join();
         break;
       case "error":
         LinkStatus.encode(message.result.value, writer.uint32(162).fork()).join();
@@ -1077,6 +1124,14 @@ export const LinkReply: MessageFns<LinkReply> = {
             message.result = { $case: "timer", value: SetTimerResponse.decode(reader, reader.uint32()) };
             continue;
           }
+          case 16: {
+            if (tag !== 130) {
+              break;
+            }
+
+            message.result = { $case: "events", value: PolledEvents.decode(reader, reader.uint32()) };
+            continue;
+          }
           case 20: {
             if (tag !== 162) {
               break;
@@ -1136,6 +1191,12 @@ export const LinkReply: MessageFns<LinkReply> = {
       case "timer": {
         if (object.result?.value !== undefined && object.result?.value !== null) {
           message.result = { $case: "timer", value: SetTimerResponse.fromPartial(object.result.value) };
+        }
+        break;
+      }
+      case "events": {
+        if (object.result?.value !== undefined && object.result?.value !== null) {
+          message.result = { $case: "events", value: PolledEvents.fromPartial(object.result.value) };
         }
         break;
       }
@@ -1303,6 +1364,166 @@ export const LinkStatus_MetadataEntry: MessageFns<LinkStatus_MetadataEntry> = {
     const message = createBaseLinkStatus_MetadataEntry();
     message.key = object.key ?? "";
     message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBasePollEvents(): PollEvents {
+  return { actor: undefined, after: "", waitMs: 0 };
+}
+
+export const PollEvents: MessageFns<PollEvents> = {
+  encode(message: PollEvents, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(10).fork()).join();
+    }
+    if (message.after !== "") {
+      writer.uint32(18).string(message.after);
+    }
+    if (message.waitMs !== 0) {
+      writer.uint32(24).uint32(message.waitMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PollEvents {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePollEvents();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.after = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.waitMs = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PollEvents>, I>>(base?: I): PollEvents {
+    return PollEvents.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PollEvents>, I>>(object: I): PollEvents {
+    const message = createBasePollEvents();
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
+    message.after = object.after ?? "";
+    message.waitMs = object.waitMs ?? 0;
+    return message;
+  },
+};
+
+function createBasePolledEvents(): PolledEvents {
+  return { events: [], cursor: "", missed: false };
+}
+
+export const PolledEvents: MessageFns<PolledEvents> = {
+  encode(message: PolledEvents, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.events) {
+      ActorEvent.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.cursor !== "") {
+      writer.uint32(18).string(message.cursor);
+    }
+    if (message.missed !== false) {
+      writer.uint32(24).bool(message.missed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PolledEvents {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePolledEvents();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.events.push(ActorEvent.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.cursor = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.missed = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PolledEvents>, I>>(base?: I): PolledEvents {
+    return PolledEvents.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PolledEvents>, I>>(object: I): PolledEvents {
+    const message = createBasePolledEvents();
+    message.events = object.events?.map((e) => ActorEvent.fromPartial(e)) || [];
+    message.cursor = object.cursor ?? "";
+    message.missed = object.missed ?? false;
     return message;
   },
 };

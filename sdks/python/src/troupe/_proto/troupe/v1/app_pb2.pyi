@@ -86,18 +86,20 @@ class ActivateResult(_message.Message):
     def __init__(self, call_id: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ActorFailure, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ..., lease_expired: bool = ...) -> None: ...
 
 class TurnResult(_message.Message):
-    __slots__ = ("call_id", "reply", "error", "changes", "lease_expired")
+    __slots__ = ("call_id", "reply", "error", "changes", "lease_expired", "events")
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
     REPLY_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     CHANGES_FIELD_NUMBER: _ClassVar[int]
     LEASE_EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
     call_id: int
     reply: _common_pb2.Payload
     error: _common_pb2.ActorFailure
     changes: _containers.RepeatedCompositeFieldContainer[_common_pb2.StateChange]
     lease_expired: bool
-    def __init__(self, call_id: _Optional[int] = ..., reply: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ActorFailure, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ..., lease_expired: bool = ...) -> None: ...
+    events: _containers.RepeatedCompositeFieldContainer[_common_pb2.Payload]
+    def __init__(self, call_id: _Optional[int] = ..., reply: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., error: _Optional[_Union[_common_pb2.ActorFailure, _Mapping]] = ..., changes: _Optional[_Iterable[_Union[_common_pb2.StateChange, _Mapping]]] = ..., lease_expired: bool = ..., events: _Optional[_Iterable[_Union[_common_pb2.Payload, _Mapping]]] = ...) -> None: ...
 
 class DeactivateResult(_message.Message):
     __slots__ = ("call_id", "changes")

@@ -256,6 +256,26 @@ class GetStateRequest(_message.Message):
     keys: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., keys: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class WatchRequest(_message.Message):
+    __slots__ = ("actor", "after")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    actor: _common_pb2.ActorRef
+    after: str
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., after: _Optional[str] = ...) -> None: ...
+
+class ActorEvent(_message.Message):
+    __slots__ = ("payload", "cursor", "missed_before", "published_unix_ms")
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    MISSED_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    PUBLISHED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    payload: _common_pb2.Payload
+    cursor: str
+    missed_before: bool
+    published_unix_ms: int
+    def __init__(self, payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., cursor: _Optional[str] = ..., missed_before: bool = ..., published_unix_ms: _Optional[int] = ...) -> None: ...
+
 class GetStateResponse(_message.Message):
     __slots__ = ("entries", "active", "expires_unix_ms")
     class EntriesEntry(_message.Message):

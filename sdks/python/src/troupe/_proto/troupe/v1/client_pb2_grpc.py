@@ -49,6 +49,11 @@ class ActorClientStub(object):
                 request_serializer=troupe_dot_v1_dot_client__pb2.GetStateRequest.SerializeToString,
                 response_deserializer=troupe_dot_v1_dot_client__pb2.GetStateResponse.FromString,
                 _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/troupe.v1.ActorClient/Watch',
+                request_serializer=troupe_dot_v1_dot_client__pb2.WatchRequest.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_client__pb2.ActorEvent.FromString,
+                _registered_method=True)
         self.SetReminder = channel.unary_unary(
                 '/troupe.v1.ActorClient/SetReminder',
                 request_serializer=troupe_dot_v1_dot_client__pb2.SetReminderRequest.SerializeToString,
@@ -143,6 +148,23 @@ class ActorClientServicer(object):
     def GetState(self, request, context):
         """Reads an actor's state (from the active activation if there is one,
         otherwise from storage) without running a turn.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Watch(self, request, context):
+        """Streams the events an actor publishes (a turn's TurnResult.events, in
+        turn order, once the turn succeeded; docs/events.md) until the caller
+        leaves. Watching does not activate the actor or keep it active, and
+        works from any daemon of the cluster. Events are live, not stored:
+        a watcher sees those published while it watches, and on resuming
+        (WatchRequest.after) those the owner still holds (the last 256 per
+        actor, within 1 MiB); ActorEvent.missed_before says when some did not
+        reach it. Errors:
+        INVALID_ARGUMENT   bad type/id or cursor
+        RESOURCE_EXHAUSTED the daemon watches as many actors as it may
+        (its max_watched_actors)
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -252,6 +274,11 @@ def add_ActorClientServicer_to_server(servicer, server):
                     servicer.GetState,
                     request_deserializer=troupe_dot_v1_dot_client__pb2.GetStateRequest.FromString,
                     response_serializer=troupe_dot_v1_dot_client__pb2.GetStateResponse.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=troupe_dot_v1_dot_client__pb2.WatchRequest.FromString,
+                    response_serializer=troupe_dot_v1_dot_client__pb2.ActorEvent.SerializeToString,
             ),
             'SetReminder': grpc.unary_unary_rpc_method_handler(
                     servicer.SetReminder,
@@ -390,6 +417,33 @@ class ActorClient(object):
             '/troupe.v1.ActorClient/GetState',
             troupe_dot_v1_dot_client__pb2.GetStateRequest.SerializeToString,
             troupe_dot_v1_dot_client__pb2.GetStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/troupe.v1.ActorClient/Watch',
+            troupe_dot_v1_dot_client__pb2.WatchRequest.SerializeToString,
+            troupe_dot_v1_dot_client__pb2.ActorEvent.FromString,
             options,
             channel_credentials,
             insecure,

@@ -23,9 +23,10 @@ _sym_db = _symbol_database.Default()
 
 
 from troupe._proto.troupe.v1 import client_pb2 as troupe_dot_v1_dot_client__pb2
+from troupe._proto.troupe.v1 import common_pb2 as troupe_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14troupe/v1/link.proto\x12\ttroupe.v1\x1a\x16troupe/v1/client.proto\"\xa8\x01\n\tLinkFrame\x12#\n\x05hello\x18\x01 \x01(\x0b\x32\x14.troupe.v1.LinkHello\x12(\n\x08messages\x18\x02 \x03(\x0b\x32\x16.troupe.v1.LinkMessage\x12$\n\x06\x63hunks\x18\x03 \x03(\x0b\x32\x14.troupe.v1.LinkChunk\x12&\n\x07refused\x18\x04 \x01(\x0b\x32\x15.troupe.v1.LinkStatus\"A\n\tLinkHello\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12\x15\n\rauthorization\x18\x03 \x01(\t\"3\n\tLinkChunk\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0c\n\x04last\x18\x03 \x01(\x08\"\xe6\x01\n\x0bLinkMessage\x12\n\n\x02id\x18\x01 \x01(\x04\x12)\n\x07request\x18\x02 \x01(\x0b\x32\x16.troupe.v1.LinkRequestH\x00\x12%\n\x05reply\x18\x03 \x01(\x0b\x32\x14.troupe.v1.LinkReplyH\x00\x12#\n\x04ping\x18\x04 \x01(\x0b\x32\x13.troupe.v1.LinkPingH\x00\x12#\n\x04pong\x18\x05 \x01(\x0b\x32\x13.troupe.v1.LinkPingH\x00\x12\'\n\x06\x63\x61ncel\x18\x06 \x01(\x0b\x32\x15.troupe.v1.LinkCancelH\x00\x42\x06\n\x04\x62ody\"\n\n\x08LinkPing\"\x0c\n\nLinkCancel\"\xca\x05\n\x0bLinkRequest\x12\x0c\n\x04hops\x18\x01 \x01(\r\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x04\x12\x13\n\x0btraceparent\x18\x03 \x01(\t\x12\x12\n\ntracestate\x18\x04 \x01(\t\x12*\n\x06invoke\x18\n \x01(\x0b\x32\x18.troupe.v1.InvokeRequestH\x00\x12&\n\x04tell\x18\x0b \x01(\x0b\x32\x16.troupe.v1.TellRequestH\x00\x12/\n\tget_state\x18\x0c \x01(\x0b\x32\x1a.troupe.v1.GetStateRequestH\x00\x12\x35\n\x0cset_reminder\x18\r \x01(\x0b\x32\x1d.troupe.v1.SetReminderRequestH\x00\x12.\n\x0cget_reminder\x18\x0e \x01(\x0b\x32\x16.troupe.v1.ReminderRefH\x00\x12\x31\n\x0f\x64\x65lete_reminder\x18\x0f \x01(\x0b\x32\x16.troupe.v1.ReminderRefH\x00\x12/\n\tset_alarm\x18\x10 \x01(\x0b\x32\x1a.troupe.v1.SetAlarmRequestH\x00\x12(\n\tget_alarm\x18\x11 \x01(\x0b\x32\x13.troupe.v1.AlarmRefH\x00\x12+\n\x0c\x64\x65lete_alarm\x18\x12 \x01(\x0b\x32\x13.troupe.v1.AlarmRefH\x00\x12/\n\tset_timer\x18\x13 \x01(\x0b\x32\x1a.troupe.v1.SetTimerRequestH\x00\x12+\n\x0c\x64\x65lete_timer\x18\x14 \x01(\x0b\x32\x13.troupe.v1.TimerRefH\x00\x12\x30\n\x0epause_reminder\x18\x15 \x01(\x0b\x32\x16.troupe.v1.ReminderRefH\x00\x12\x31\n\x0fresume_reminder\x18\x16 \x01(\x0b\x32\x16.troupe.v1.ReminderRefH\x00\x42\x06\n\x04\x63\x61ll\"\xc6\x02\n\tLinkReply\x12+\n\x06invoke\x18\n \x01(\x0b\x32\x19.troupe.v1.InvokeResponseH\x00\x12\'\n\x04tell\x18\x0b \x01(\x0b\x32\x17.troupe.v1.TellResponseH\x00\x12,\n\x05state\x18\x0c \x01(\x0b\x32\x1b.troupe.v1.GetStateResponseH\x00\x12\'\n\x08reminder\x18\r \x01(\x0b\x32\x13.troupe.v1.ReminderH\x00\x12,\n\x07\x64\x65leted\x18\x0e \x01(\x0b\x32\x19.troupe.v1.DeleteResponseH\x00\x12,\n\x05timer\x18\x0f \x01(\x0b\x32\x1b.troupe.v1.SetTimerResponseH\x00\x12&\n\x05\x65rror\x18\x14 \x01(\x0b\x32\x15.troupe.v1.LinkStatusH\x00\x42\x08\n\x06result\"\x93\x01\n\nLinkStatus\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x35\n\x08metadata\x18\x03 \x03(\x0b\x32#.troupe.v1.LinkStatus.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32\x42\n\x08PeerLink\x12\x36\n\x04Open\x12\x14.troupe.v1.LinkFrame\x1a\x14.troupe.v1.LinkFrame(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14troupe/v1/link.proto\x12\ttroupe.v1\x1a\x16troupe/v1/client.proto\x1a\x16troupe/v1/common.proto\"\xa8\x01\n\tLinkFrame\x12#\n\x05hello\x18\x01 \x01(\x0b\x32\x14.troupe.v1.LinkHello\x12(\n\x08messages\x18\x02 \x03(\x0b\x32\x16.troupe.v1.LinkMessage\x12$\n\x06\x63hunks\x18\x03 \x03(\x0b\x32\x14.troupe.v1.LinkChunk\x12&\n\x07refused\x18\x04 \x01(\x0b\x32\x15.troupe.v1.LinkStatus\"A\n\tLinkHello\x12\x0c\n\x04node\x18\x01 \x01(\t\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12\x15\n\rauthorization\x18\x03 \x01(\t\"3\n\tLinkChunk\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x12\x0c\n\x04last\x18\x03 \x01(\x08\"\xe6\x01\n\x0bLinkMessage\x12\n\n\x02id\x18\x01 \x01(\x04\x12)\n\x07request\x18\x02 \x01(\x0b\x32\x16.troupe.v1.LinkRequestH\x00\x12%\n\x05reply\x18\x03 \x01(\x0b\x32\x14.troupe.v1.LinkReplyH\x00\x12#\n\x04ping\x18\x04 \x01(\x0b\x32\x13.troupe.v1.LinkPingH\x00\x12#\n\x04pong\x18\x05 \x01(\x0b\x32\x13.troupe.v1.LinkPingH\x00\x12\'\n\x06\x63\x61ncel\x18\x06 \x01(\x0b\x32\x15.troupe.v1.LinkCancelH\x00\x42\x06\n\x04\x62ody\"\n\n\x08LinkPing\"\x0c\n\nLinkCancel\"\xf8\x05\n\x0bLinkRequest\x12\x0c\n\x04hops\x18\x01 \x01(\r\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x04\x12\x13\n\x0btraceparent\x18\x03 \x01(\t\x12\x12\n\ntracestate\x18\x04 \x01(\t\x12*\n\x06invoke\x18\n \x01(\x0b\x32\x18.troupe.v1.InvokeRequestH\x00\x12&\n\x04tell\x18\x0b \x01(\x0b\x32\x16.troupe.v1.TellRequestH\x00\x12/\n\tget_state\x18\x0c \x01(\x0b\x32\x1a.troupe.v1.GetStateRequestH\x00\x12\x35\n\x0cset_reminder\x18\r \x01(\x0b\x32\x1d.troupe.v1.SetReminderRequestH\x00\x12.\n\x0cget_reminder\x18\x0e \x01(\x0b\x32\x16.troupe.v1.ReminderRefH\x00\x12\x31\n\x0f\x64\x65lete_reminder\x18\x0f \x01(\x0b\x32\x16.troupe.v1.ReminderRefH\x00\x12/\n\tset_alarm\x18\x10 \x01(\x0b\x32\x1a.troupe.v1.SetAlarmRequestH\x00\x12(\n\tget_alarm\x18\x11 \x01(\x0b\x32\x13.troupe.v1.AlarmRefH\x00\x12+\n\x0c\x64\x65lete_alarm\x18\x12 \x01(\x0b\x32\x13.troupe.v1.AlarmRefH\x00\x12/\n\tset_timer\x18\x13 \x01(\x0b\x32\x1a.troupe.v1.SetTimerRequestH\x00\x12+\n\x0c\x64\x65lete_timer\x18\x14 \x01(\x0b\x32\x13.troupe.v1.TimerRefH\x00\x12\x30\n\x0epause_reminder\x18\x15 \x01(\x0b\x32\x16.troupe.v1.ReminderRefH\x00\x12\x31\n\x0fresume_reminder\x18\x16 \x01(\x0b\x32\x16.troupe.v1.ReminderRefH\x00\x12,\n\x0bpoll_events\x18\x17 \x01(\x0b\x32\x15.troupe.v1.PollEventsH\x00\x42\x06\n\x04\x63\x61ll\"\xf1\x02\n\tLinkReply\x12+\n\x06invoke\x18\n \x01(\x0b\x32\x19.troupe.v1.InvokeResponseH\x00\x12\'\n\x04tell\x18\x0b \x01(\x0b\x32\x17.troupe.v1.TellResponseH\x00\x12,\n\x05state\x18\x0c \x01(\x0b\x32\x1b.troupe.v1.GetStateResponseH\x00\x12\'\n\x08reminder\x18\r \x01(\x0b\x32\x13.troupe.v1.ReminderH\x00\x12,\n\x07\x64\x65leted\x18\x0e \x01(\x0b\x32\x19.troupe.v1.DeleteResponseH\x00\x12,\n\x05timer\x18\x0f \x01(\x0b\x32\x1b.troupe.v1.SetTimerResponseH\x00\x12)\n\x06\x65vents\x18\x10 \x01(\x0b\x32\x17.troupe.v1.PolledEventsH\x00\x12&\n\x05\x65rror\x18\x14 \x01(\x0b\x32\x15.troupe.v1.LinkStatusH\x00\x42\x08\n\x06result\"\x93\x01\n\nLinkStatus\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x35\n\x08metadata\x18\x03 \x03(\x0b\x32#.troupe.v1.LinkStatus.MetadataEntry\x1a/\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"P\n\nPollEvents\x12\"\n\x05\x61\x63tor\x18\x01 \x01(\x0b\x32\x13.troupe.v1.ActorRef\x12\r\n\x05\x61\x66ter\x18\x02 \x01(\t\x12\x0f\n\x07wait_ms\x18\x03 \x01(\r\"U\n\x0cPolledEvents\x12%\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x15.troupe.v1.ActorEvent\x12\x0e\n\x06\x63ursor\x18\x02 \x01(\t\x12\x0e\n\x06missed\x18\x03 \x01(\x08\x32\x42\n\x08PeerLink\x12\x36\n\x04Open\x12\x14.troupe.v1.LinkFrame\x1a\x14.troupe.v1.LinkFrame(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,26 +35,30 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_LINKSTATUS_METADATAENTRY']._loaded_options = None
   _globals['_LINKSTATUS_METADATAENTRY']._serialized_options = b'8\001'
-  _globals['_LINKFRAME']._serialized_start=60
-  _globals['_LINKFRAME']._serialized_end=228
-  _globals['_LINKHELLO']._serialized_start=230
-  _globals['_LINKHELLO']._serialized_end=295
-  _globals['_LINKCHUNK']._serialized_start=297
-  _globals['_LINKCHUNK']._serialized_end=348
-  _globals['_LINKMESSAGE']._serialized_start=351
-  _globals['_LINKMESSAGE']._serialized_end=581
-  _globals['_LINKPING']._serialized_start=583
-  _globals['_LINKPING']._serialized_end=593
-  _globals['_LINKCANCEL']._serialized_start=595
-  _globals['_LINKCANCEL']._serialized_end=607
-  _globals['_LINKREQUEST']._serialized_start=610
-  _globals['_LINKREQUEST']._serialized_end=1324
-  _globals['_LINKREPLY']._serialized_start=1327
-  _globals['_LINKREPLY']._serialized_end=1653
-  _globals['_LINKSTATUS']._serialized_start=1656
-  _globals['_LINKSTATUS']._serialized_end=1803
-  _globals['_LINKSTATUS_METADATAENTRY']._serialized_start=1756
-  _globals['_LINKSTATUS_METADATAENTRY']._serialized_end=1803
-  _globals['_PEERLINK']._serialized_start=1805
-  _globals['_PEERLINK']._serialized_end=1871
+  _globals['_LINKFRAME']._serialized_start=84
+  _globals['_LINKFRAME']._serialized_end=252
+  _globals['_LINKHELLO']._serialized_start=254
+  _globals['_LINKHELLO']._serialized_end=319
+  _globals['_LINKCHUNK']._serialized_start=321
+  _globals['_LINKCHUNK']._serialized_end=372
+  _globals['_LINKMESSAGE']._serialized_start=375
+  _globals['_LINKMESSAGE']._serialized_end=605
+  _globals['_LINKPING']._serialized_start=607
+  _globals['_LINKPING']._serialized_end=617
+  _globals['_LINKCANCEL']._serialized_start=619
+  _globals['_LINKCANCEL']._serialized_end=631
+  _globals['_LINKREQUEST']._serialized_start=634
+  _globals['_LINKREQUEST']._serialized_end=1394
+  _globals['_LINKREPLY']._serialized_start=1397
+  _globals['_LINKREPLY']._serialized_end=1766
+  _globals['_LINKSTATUS']._serialized_start=1769
+  _globals['_LINKSTATUS']._serialized_end=1916
+  _globals['_LINKSTATUS_METADATAENTRY']._serialized_start=1869
+  _globals['_LINKSTATUS_METADATAENTRY']._serialized_end=1916
+  _globals['_POLLEVENTS']._serialized_start=1918
+  _globals['_POLLEVENTS']._serialized_end=1998
+  _globals['_POLLEDEVENTS']._serialized_start=2000
+  _globals['_POLLEDEVENTS']._serialized_end=2085
+  _globals['_PEERLINK']._serialized_start=2087
+  _globals['_PEERLINK']._serialized_end=2153
 # @@protoc_insertion_point(module_scope)

@@ -1,4 +1,5 @@
 from troupe._proto.troupe.v1 import client_pb2 as _client_pb2
+from troupe._proto.troupe.v1 import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -63,7 +64,7 @@ class LinkCancel(_message.Message):
     def __init__(self) -> None: ...
 
 class LinkRequest(_message.Message):
-    __slots__ = ("hops", "timeout_ms", "traceparent", "tracestate", "invoke", "tell", "get_state", "set_reminder", "get_reminder", "delete_reminder", "set_alarm", "get_alarm", "delete_alarm", "set_timer", "delete_timer", "pause_reminder", "resume_reminder")
+    __slots__ = ("hops", "timeout_ms", "traceparent", "tracestate", "invoke", "tell", "get_state", "set_reminder", "get_reminder", "delete_reminder", "set_alarm", "get_alarm", "delete_alarm", "set_timer", "delete_timer", "pause_reminder", "resume_reminder", "poll_events")
     HOPS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +82,7 @@ class LinkRequest(_message.Message):
     DELETE_TIMER_FIELD_NUMBER: _ClassVar[int]
     PAUSE_REMINDER_FIELD_NUMBER: _ClassVar[int]
     RESUME_REMINDER_FIELD_NUMBER: _ClassVar[int]
+    POLL_EVENTS_FIELD_NUMBER: _ClassVar[int]
     hops: int
     timeout_ms: int
     traceparent: str
@@ -98,16 +100,18 @@ class LinkRequest(_message.Message):
     delete_timer: _client_pb2.TimerRef
     pause_reminder: _client_pb2.ReminderRef
     resume_reminder: _client_pb2.ReminderRef
-    def __init__(self, hops: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ..., invoke: _Optional[_Union[_client_pb2.InvokeRequest, _Mapping]] = ..., tell: _Optional[_Union[_client_pb2.TellRequest, _Mapping]] = ..., get_state: _Optional[_Union[_client_pb2.GetStateRequest, _Mapping]] = ..., set_reminder: _Optional[_Union[_client_pb2.SetReminderRequest, _Mapping]] = ..., get_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., delete_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., set_alarm: _Optional[_Union[_client_pb2.SetAlarmRequest, _Mapping]] = ..., get_alarm: _Optional[_Union[_client_pb2.AlarmRef, _Mapping]] = ..., delete_alarm: _Optional[_Union[_client_pb2.AlarmRef, _Mapping]] = ..., set_timer: _Optional[_Union[_client_pb2.SetTimerRequest, _Mapping]] = ..., delete_timer: _Optional[_Union[_client_pb2.TimerRef, _Mapping]] = ..., pause_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., resume_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ...) -> None: ...
+    poll_events: PollEvents
+    def __init__(self, hops: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ..., invoke: _Optional[_Union[_client_pb2.InvokeRequest, _Mapping]] = ..., tell: _Optional[_Union[_client_pb2.TellRequest, _Mapping]] = ..., get_state: _Optional[_Union[_client_pb2.GetStateRequest, _Mapping]] = ..., set_reminder: _Optional[_Union[_client_pb2.SetReminderRequest, _Mapping]] = ..., get_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., delete_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., set_alarm: _Optional[_Union[_client_pb2.SetAlarmRequest, _Mapping]] = ..., get_alarm: _Optional[_Union[_client_pb2.AlarmRef, _Mapping]] = ..., delete_alarm: _Optional[_Union[_client_pb2.AlarmRef, _Mapping]] = ..., set_timer: _Optional[_Union[_client_pb2.SetTimerRequest, _Mapping]] = ..., delete_timer: _Optional[_Union[_client_pb2.TimerRef, _Mapping]] = ..., pause_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., resume_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., poll_events: _Optional[_Union[PollEvents, _Mapping]] = ...) -> None: ...
 
 class LinkReply(_message.Message):
-    __slots__ = ("invoke", "tell", "state", "reminder", "deleted", "timer", "error")
+    __slots__ = ("invoke", "tell", "state", "reminder", "deleted", "timer", "events", "error")
     INVOKE_FIELD_NUMBER: _ClassVar[int]
     TELL_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     REMINDER_FIELD_NUMBER: _ClassVar[int]
     DELETED_FIELD_NUMBER: _ClassVar[int]
     TIMER_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     invoke: _client_pb2.InvokeResponse
     tell: _client_pb2.TellResponse
@@ -115,8 +119,9 @@ class LinkReply(_message.Message):
     reminder: _client_pb2.Reminder
     deleted: _client_pb2.DeleteResponse
     timer: _client_pb2.SetTimerResponse
+    events: PolledEvents
     error: LinkStatus
-    def __init__(self, invoke: _Optional[_Union[_client_pb2.InvokeResponse, _Mapping]] = ..., tell: _Optional[_Union[_client_pb2.TellResponse, _Mapping]] = ..., state: _Optional[_Union[_client_pb2.GetStateResponse, _Mapping]] = ..., reminder: _Optional[_Union[_client_pb2.Reminder, _Mapping]] = ..., deleted: _Optional[_Union[_client_pb2.DeleteResponse, _Mapping]] = ..., timer: _Optional[_Union[_client_pb2.SetTimerResponse, _Mapping]] = ..., error: _Optional[_Union[LinkStatus, _Mapping]] = ...) -> None: ...
+    def __init__(self, invoke: _Optional[_Union[_client_pb2.InvokeResponse, _Mapping]] = ..., tell: _Optional[_Union[_client_pb2.TellResponse, _Mapping]] = ..., state: _Optional[_Union[_client_pb2.GetStateResponse, _Mapping]] = ..., reminder: _Optional[_Union[_client_pb2.Reminder, _Mapping]] = ..., deleted: _Optional[_Union[_client_pb2.DeleteResponse, _Mapping]] = ..., timer: _Optional[_Union[_client_pb2.SetTimerResponse, _Mapping]] = ..., events: _Optional[_Union[PolledEvents, _Mapping]] = ..., error: _Optional[_Union[LinkStatus, _Mapping]] = ...) -> None: ...
 
 class LinkStatus(_message.Message):
     __slots__ = ("code", "message", "metadata")
@@ -134,3 +139,23 @@ class LinkStatus(_message.Message):
     message: str
     metadata: _containers.ScalarMap[str, str]
     def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class PollEvents(_message.Message):
+    __slots__ = ("actor", "after", "wait_ms")
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    actor: _common_pb2.ActorRef
+    after: str
+    wait_ms: int
+    def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., after: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class PolledEvents(_message.Message):
+    __slots__ = ("events", "cursor", "missed")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    MISSED_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[_client_pb2.ActorEvent]
+    cursor: str
+    missed: bool
+    def __init__(self, events: _Optional[_Iterable[_Union[_client_pb2.ActorEvent, _Mapping]]] = ..., cursor: _Optional[str] = ..., missed: bool = ...) -> None: ...
