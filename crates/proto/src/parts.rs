@@ -282,6 +282,7 @@ mod tests {
                     op: Some(pb::state_change::Op::Set(bytes(10))),
                 }],
                 lease_expired: false,
+                events: Vec::new(),
             })),
         };
         assert_eq!(round_trip(&answer).1, Some(answer));

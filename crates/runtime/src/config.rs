@@ -76,6 +76,9 @@ pub struct RuntimeConfig {
     /// Refuse new work while resident memory is at this share of the
     /// limit (`memory_gate`); `None`: never.
     pub memory_shedding: Option<crate::MemoryShedding>,
+    /// Actors whose events this daemon holds for watchers at once
+    /// (`watch`); a watch past it is refused with RESOURCE_EXHAUSTED.
+    pub max_watched_actors: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -105,6 +108,7 @@ impl Default for RuntimeConfig {
             idempotency_memory_bytes: 64 * 1024 * 1024,
             max_activations: None,
             memory_shedding: None,
+            max_watched_actors: 65_536,
         }
     }
 }
@@ -137,6 +141,10 @@ impl RuntimeConfig {
                 self.max_pending_calls,
             ),
             ("`max_mailbox` (--max-mailbox)", self.default_max_mailbox),
+            (
+                "`max_watched_actors` (--max-watched-actors)",
+                self.max_watched_actors,
+            ),
             (
                 "`flush_max_dirty_bytes` (--flush-max-dirty-bytes)",
                 self.flush_max_dirty_bytes,

@@ -10,6 +10,7 @@ use crate::error::CallError;
 use crate::schedule::timers::TimerSpec;
 use crate::schedule::{AlarmSpec, ReminderInfo, ReminderSpec};
 use crate::types::{ActorId, BoxFuture, Call, Payload};
+use crate::watch::{Cursor, Polled};
 
 /// Another daemon, as the placement table names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +69,14 @@ pub enum ActorRequest {
         actor: ActorId,
         name: String,
     },
+    /// A watcher's long poll for the actor's events (`watch`): those after
+    /// `after` (`None`: a position to watch from), or the first published
+    /// within `wait`.
+    PollEvents {
+        actor: ActorId,
+        after: Option<Cursor>,
+        wait: Duration,
+    },
 }
 
 impl ActorRequest {
@@ -88,7 +97,8 @@ impl ActorRequest {
             | Self::ResumeReminder { actor, .. }
             | Self::GetAlarm { actor }
             | Self::DeleteAlarm { actor }
-            | Self::DeleteTimer { actor, .. } => actor,
+            | Self::DeleteTimer { actor, .. }
+            | Self::PollEvents { actor, .. } => actor,
         }
     }
 }
@@ -139,6 +149,8 @@ pub enum ActorResponse {
     Reminder(Option<Box<ReminderInfo>>),
     /// Whether there was a reminder, alarm or timer to delete.
     Deleted(bool),
+    /// A poll's events. Boxed, as `Reminder`.
+    Events(Box<Polled>),
 }
 
 impl ActorResponse {

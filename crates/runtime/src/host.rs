@@ -148,6 +148,8 @@ pub struct TurnDone {
     /// The turn's number among the running turns, once it was issued a
     /// chain: its tokens are valid until the turn ends.
     pub(crate) chain_turn: Option<NonZeroU64>,
+    /// What the turn publishes to the actor's watchers if it succeeds.
+    pub(crate) events: Vec<Payload>,
 }
 
 /// What the runtime needs back when a turn ends, besides the outcome.
@@ -221,6 +223,16 @@ impl TurnDone {
         true
     }
 
+    /// Events for the actor's watchers (`ActorClient.Watch`), published in
+    /// order once the turn succeeds; dropped with its changes if it fails.
+    pub fn publish(&mut self, events: Vec<Payload>) {
+        if self.events.is_empty() {
+            self.events = events;
+        } else {
+            self.events.extend(events);
+        }
+    }
+
     pub fn finish(mut self, outcome: TurnOutcome) {
         self.end(Ok(outcome));
     }
@@ -238,8 +250,15 @@ impl TurnDone {
         }
         if let Some(act) = self.act.take() {
             let reply = std::mem::take(&mut self.reply);
-            self.rt
-                .turn_finished(act, reply, &self.meta, self.span.as_deref(), outcome);
+            let events = std::mem::take(&mut self.events);
+            self.rt.turn_finished(
+                act,
+                reply,
+                &self.meta,
+                self.span.as_deref(),
+                outcome,
+                events,
+            );
         }
     }
 }

@@ -51,6 +51,7 @@ mod state_read;
 mod turn;
 mod types;
 pub mod validate;
+mod watch;
 
 pub use advance::Advanced;
 pub use config::RuntimeConfig;
@@ -92,4 +93,9 @@ pub use types::{
     ActorFailure, ActorId, BoxFuture, Call, CallChain, CallExtra, CallTrace, ChainToken,
     ContentType, DeactivateReason, FailureKind, Payload, StateChange, StateMap, StateMode,
     StateSnapshot, TurnKind, TypeOptions, TypeSpec, TRACE_TARGET,
+};
+pub use watch::poll::MAX_POLL_WAIT;
+pub use watch::{
+    BadCursor, Cursor, Polled, WatchedEvent, HELD_BYTES, HELD_BYTES_PER_ACTOR, HELD_EVENTS,
+    KEPT_AFTER_LAST_POLL, MAX_EVENTS_PER_TURN,
 };

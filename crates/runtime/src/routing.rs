@@ -214,7 +214,7 @@ impl Shared {
             }
         };
         match peer {
-            None => self.answer_here(request).await,
+            None => self.answer_here(request, deadline).await,
             Some(peer) => self.forward(peer, request, context, deadline).await,
         }
     }
@@ -223,6 +223,7 @@ impl Shared {
     async fn answer_here(
         self: &Arc<Self>,
         request: ActorRequest,
+        deadline: Instant,
     ) -> Result<ActorResponse, CallError> {
         Ok(match request {
             ActorRequest::Invoke(call) => ActorResponse::Payload(self.invoke_here(call).await?),
@@ -280,6 +281,9 @@ impl Shared {
             ActorRequest::DeleteTimer { actor, name } => {
                 ActorResponse::Deleted(self.delete_timer_here(&actor, &name)?)
             }
+            ActorRequest::PollEvents { actor, after, wait } => ActorResponse::Events(Box::new(
+                self.poll_events_here(&actor, after, wait, deadline).await?,
+            )),
         })
     }
 

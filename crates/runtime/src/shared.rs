@@ -97,6 +97,8 @@ pub(crate) struct Shared {
     /// The `$retain` marks of types with a retention, on their way to the
     /// scheduler (`retention`).
     pub(crate) retention: crate::retention::marks::Marks,
+    /// Watched actors' recent events (`watch`).
+    pub(crate) events: crate::watch::EventHub,
 }
 
 impl std::fmt::Debug for Shared {

@@ -19,7 +19,8 @@ use crate::reply::Reply;
 use crate::routing::lease_lapsed;
 use crate::shared::Shared;
 use crate::types::{
-    ActorId, DeactivateReason, StateChange, StateMode, StateSnapshot, TurnKind, TRACE_TARGET,
+    ActorId, DeactivateReason, Payload, StateChange, StateMode, StateSnapshot, TurnKind,
+    TRACE_TARGET,
 };
 use crate::validate;
 
@@ -142,6 +143,7 @@ impl Shared {
             meta,
             span,
             chain_turn: None,
+            events: Vec::new(),
         };
         binding.host.turn(request, done);
     }
@@ -156,6 +158,7 @@ impl Shared {
         meta: &TurnMeta,
         span: Option<&tracing::Span>,
         outcome: Result<TurnOutcome, CallError>,
+        events: Vec<Payload>,
     ) {
         let touch = meta.touch;
         let mut inner = act.inner.lock();
@@ -202,7 +205,9 @@ impl Shared {
             Ok(TurnOutcome {
                 result: Ok(payload),
                 changes,
-            }) => match validate::state_changes(&changes, self.config.max_payload_bytes) {
+            }) => match validate::state_changes(&changes, self.config.max_payload_bytes)
+                .and_then(|()| self.check_events(&events))
+            {
                 Ok(()) => {
                     if !changes.is_empty() {
                         self.record_changes(&act, &mut inner, &changes);
@@ -291,6 +296,11 @@ impl Shared {
         let retry_due = retry
             .and_then(|(delivery, backoff)| self.hold_retry(&act, &mut inner, delivery, backoff));
         drop(inner);
+        if result.is_ok() && !events.is_empty() {
+            // Before the reply, so a caller that watches sees its turn's
+            // events once it has the answer.
+            self.events.publish(&act.id, events, self.time.now_ms());
+        }
         if let Some(backoff) = retry_due {
             self.wake_after(act.clone(), backoff);
         }

@@ -71,10 +71,11 @@ pub struct Batcher {
     daemon: Arc<DaemonReads>,
 }
 
-/// Whether the daemon applies state changes when it reads `msg`.
+/// Whether the daemon applies state changes (or publishes events, which
+/// watchers see in the order the turns ended) when it reads `msg`.
 fn changes_state(msg: &AppMessage) -> bool {
     match &msg.kind {
-        Some(app_message::Kind::TurnResult(r)) => !r.changes.is_empty(),
+        Some(app_message::Kind::TurnResult(r)) => !r.changes.is_empty() || !r.events.is_empty(),
         Some(app_message::Kind::Activated(r)) => !r.changes.is_empty(),
         Some(app_message::Kind::Deactivated(r)) => !r.changes.is_empty(),
         Some(app_message::Kind::Register(_)) | None => false,

@@ -68,6 +68,15 @@ fn unimplemented<T>() -> Result<Response<T>, Status> {
 
 #[tonic::async_trait]
 impl ActorClient for Fake {
+    type WatchStream = tokio_stream::Empty<Result<troupe_proto::v1::ActorEvent, Status>>;
+
+    async fn watch(
+        &self,
+        _: Request<troupe_proto::v1::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        unimplemented()
+    }
+
     async fn invoke(&self, r: Request<InvokeRequest>) -> Result<Response<InvokeResponse>, Status> {
         let r = r.get_ref();
         self.answer(&r.idempotency_key, r.new_key, r.key_retention_ms)?;

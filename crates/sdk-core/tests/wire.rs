@@ -113,6 +113,15 @@ fn unimplemented<T>() -> Result<Response<T>, Status> {
 
 #[tonic::async_trait]
 impl ActorClient for Fake {
+    type WatchStream = tokio_stream::Empty<Result<troupe_proto::v1::ActorEvent, Status>>;
+
+    async fn watch(
+        &self,
+        _: Request<troupe_proto::v1::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        unimplemented()
+    }
+
     async fn invoke(
         &self,
         request: Request<InvokeRequest>,

@@ -133,7 +133,7 @@ impl Shared {
             result: answer,
             changes: Vec::new(),
         });
-        self.turn_finished(act, env.reply, &meta, None, outcome);
+        self.turn_finished(act, env.reply, &meta, None, outcome, Vec::new());
     }
 
     /// A keyed turn whose answer only the store can give (its key is
@@ -184,7 +184,7 @@ impl Shared {
         error: CallError,
     ) {
         let meta = hostless_meta(&env, readonly, false);
-        self.turn_finished(act, env.reply, &meta, None, Err(error));
+        self.turn_finished(act, env.reply, &meta, None, Err(error), Vec::new());
     }
 
     /// Records a keyed turn's answer beside its state changes (the

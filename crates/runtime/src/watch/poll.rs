@@ -1,0 +1,103 @@
+//! One long poll at the actor's owner: answered at once when events wait,
+//! else when one is published, the placement table changes (the actor may
+//! be another daemon's now: the watcher's next poll finds out) or the
+//! poll's time is up.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Cursor, Polled, Take, MAX_EVENTS_PER_TURN};
+use crate::error::CallError;
+use crate::runtime::Runtime;
+use crate::shared::Shared;
+use crate::shutdown::Stage;
+use crate::types::{ActorId, Payload};
+
+/// The longest one poll waits: a watcher re-polls, so this only bounds how
+/// long a link carries a quiet poll.
+pub const MAX_POLL_WAIT: Duration = Duration::from_secs(15);
+
+impl Runtime {
+    /// Resolves once the daemon begins shutting down: long-lived streams
+    /// (watches) end then, so the server can close.
+    pub fn draining(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.shared.shutdown.reached(Stage::Draining)
+    }
+
+    /// Actors whose events this daemon holds for watchers now.
+    pub fn watched_actors(&self) -> usize {
+        self.shared.events.watched()
+    }
+}
+
+impl Shared {
+    pub(crate) async fn poll_events_here(
+        self: &Arc<Self>,
+        actor: &ActorId,
+        after: Option<Cursor>,
+        wait: Duration,
+        deadline: Instant,
+    ) -> Result<Polled, CallError> {
+        let until = deadline.min(Instant::now() + wait.min(MAX_POLL_WAIT));
+        let (cursor, mut published) = match self.events.take(actor, after, Instant::now())? {
+            Take::Ready(polled) => return Ok(polled),
+            Take::Wait(cursor, published) => (cursor, published),
+        };
+        let changes = self.placement.changes();
+        let table_changed = async move {
+            match changes {
+                // A table that can no longer change never wakes the poll.
+                Some(mut changes) => {
+                    if changes.changed().await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let woke = tokio::select! {
+            r = published.changed() => r.is_ok(),
+            () = table_changed => false,
+            () = self.shutdown.reached(Stage::Draining) => false,
+            () = tokio::time::sleep_until(until) => false,
+        };
+        self.events.done_waiting(actor, Instant::now());
+        if woke {
+            if let Take::Ready(polled) = self.events.take(actor, Some(cursor), Instant::now())? {
+                return Ok(polled);
+            }
+            // Woken for nothing new to this cursor: the waiter we just
+            // registered again is not awaited.
+            self.events.done_waiting(actor, Instant::now());
+        }
+        Ok(Polled {
+            events: Vec::new(),
+            cursor,
+            missed: false,
+        })
+    }
+
+    /// Checks a turn's events before it commits: a turn whose events are
+    /// refused fails like one whose state changes are.
+    pub(crate) fn check_events(&self, events: &[Payload]) -> Result<(), CallError> {
+        if events.len() > MAX_EVENTS_PER_TURN {
+            return Err(CallError::InvalidArgument(format!(
+                "the turn published {} events, more than the {MAX_EVENTS_PER_TURN} one turn may; \
+                 its changes were discarded. Publish fewer, larger events",
+                events.len()
+            )));
+        }
+        let limit = self.config.max_payload_bytes;
+        if let Some(big) = events.iter().find(|e| e.len() > limit) {
+            return Err(CallError::InvalidArgument(format!(
+                "the turn published an event of {} bytes, more than the daemon's \
+                 --max-payload-bytes ({limit}); its changes were discarded. Publish a smaller \
+                 event (a reference to the data, say)",
+                big.len()
+            )));
+        }
+        Ok(())
+    }
+}

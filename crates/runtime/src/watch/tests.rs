@@ -1,0 +1,131 @@
+use super::*;
+
+fn actor() -> ActorId {
+    ActorId::new("bus", "b1")
+}
+
+fn event(n: u32) -> Payload {
+    Payload::json(n.to_string())
+}
+
+fn ready(take: Result<Take, CallError>) -> Polled {
+    match take {
+        Ok(Take::Ready(polled)) => polled,
+        Ok(Take::Wait(cursor, _)) => panic!("expected events, the poll would wait at {cursor}"),
+        Err(e) => panic!("the poll failed: {e}"),
+    }
+}
+
+fn numbers(polled: &Polled) -> Vec<String> {
+    polled
+        .events
+        .iter()
+        .map(|e| String::from_utf8_lossy(&e.payload.data).into_owned())
+        .collect()
+}
+
+#[test]
+fn cursors_print_and_parse_back() {
+    let c = Cursor {
+        epoch: 0x00c0_ffee_00c0_ffee,
+        seq: 42,
+    };
+    assert_eq!(c.to_string(), "00c0ffee00c0ffee-42");
+    assert_eq!("00c0ffee00c0ffee-42".parse::<Cursor>(), Ok(c));
+    for bad in [
+        "",
+        "zz",
+        "00c0ffee-42",
+        "00c0ffee00c0ffee-",
+        "00c0ffee00c0ffeg-1",
+    ] {
+        assert!(bad.parse::<Cursor>().is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn nobody_watching_holds_nothing() {
+    let hub = EventHub::new(10);
+    hub.publish(&actor(), vec![event(1)], 0);
+    assert_eq!(hub.watched(), 0);
+}
+
+#[test]
+fn a_watcher_gets_what_was_published_after_its_cursor_in_order() {
+    let hub = EventHub::new(10);
+    let now = Instant::now();
+    let start = ready(hub.take(&actor(), None, now));
+    assert!(start.events.is_empty() && !start.missed);
+    hub.publish(&actor(), vec![event(1), event(2)], 7);
+    hub.publish(&actor(), vec![event(3)], 8);
+    let polled = ready(hub.take(&actor(), Some(start.cursor), now));
+    assert_eq!(numbers(&polled), ["1", "2", "3"]);
+    assert!(!polled.missed);
+    assert_eq!(polled.events[2].published_unix_ms, 8);
+    // Resuming after the second gets the third only.
+    let second = polled.events[1].cursor;
+    assert_eq!(
+        numbers(&ready(hub.take(&actor(), Some(second), now))),
+        ["3"]
+    );
+    // Up to date: the poll waits.
+    assert!(matches!(
+        hub.take(&actor(), Some(polled.cursor), now),
+        Ok(Take::Wait(..))
+    ));
+}
+
+#[test]
+fn a_watcher_that_fell_behind_is_told() {
+    let hub = EventHub::new(10);
+    let now = Instant::now();
+    let start = ready(hub.take(&actor(), None, now));
+    let many: Vec<Payload> = (1..=HELD_EVENTS as u32 + 5).map(event).collect();
+    hub.publish(&actor(), many, 0);
+    let polled = ready(hub.take(&actor(), Some(start.cursor), now));
+    assert!(polled.missed);
+    assert_eq!(polled.events.len(), HELD_EVENTS);
+    assert_eq!(numbers(&polled)[0], "6");
+}
+
+#[test]
+fn a_cursor_of_another_epoch_gets_what_is_held_and_is_told() {
+    let hub = EventHub::new(10);
+    let now = Instant::now();
+    let start = ready(hub.take(&actor(), None, now));
+    hub.publish(&actor(), vec![event(1)], 0);
+    let other = Cursor {
+        epoch: start.cursor.epoch ^ 1,
+        seq: 0,
+    };
+    let polled = ready(hub.take(&actor(), Some(other), now));
+    assert!(polled.missed);
+    assert_eq!(numbers(&polled), ["1"]);
+}
+
+#[test]
+fn the_watched_actors_are_bounded_and_stale_ones_are_forgotten() {
+    let hub = EventHub::new(1);
+    let now = Instant::now();
+    ready(hub.take(&actor(), None, now));
+    let other = ActorId::new("bus", "b2");
+    assert!(matches!(
+        hub.take(&other, None, now),
+        Err(CallError::Overloaded(_))
+    ));
+    let later = now + KEPT_AFTER_LAST_POLL + SWEEP_EVERY;
+    ready(hub.take(&other, None, later));
+    assert_eq!(hub.watched(), 1);
+}
+
+#[test]
+fn held_bytes_are_bounded_per_actor() {
+    let hub = EventHub::new(10);
+    let now = Instant::now();
+    let start = ready(hub.take(&actor(), None, now));
+    let big = Payload::json(vec![b'1'; HELD_BYTES_PER_ACTOR / 2 + 1]);
+    hub.publish(&actor(), vec![big.clone(), big.clone(), big], 0);
+    let polled = ready(hub.take(&actor(), Some(start.cursor), now));
+    assert_eq!(polled.events.len(), 1);
+    assert!(polled.missed);
+}
