@@ -20,7 +20,7 @@ mod app_api;
 mod auth;
 #[path = "../../crates/troupe/src/call_deadline.rs"]
 mod call_deadline;
-#[path = "../../crates/troupe/src/client_api.rs"]
+#[path = "../../crates/troupe/src/client_api/mod.rs"]
 mod client_api;
 #[path = "../../crates/troupe/src/config/mod.rs"]
 mod config;

@@ -51,6 +51,7 @@ fn link_request(mut request: ActorRequest, context: RequestContext) -> pb::LinkR
         PbRequest::DeleteAlarm(r) => Call::DeleteAlarm(r),
         PbRequest::SetTimer(r) => Call::SetTimer(r),
         PbRequest::DeleteTimer(r) => Call::DeleteTimer(r),
+        PbRequest::PollEvents(r) => Call::PollEvents(r),
     };
     pb::LinkRequest {
         hops: context.hops,
@@ -93,6 +94,7 @@ fn answer(
         Some(Answer::Reminder(r)) => PbResponse::Reminder(Some(Box::new(r))),
         Some(Answer::Deleted(r)) => PbResponse::Deleted(r),
         Some(Answer::Timer(r)) => PbResponse::Timer(r),
+        Some(Answer::Events(r)) => PbResponse::Events(r),
         // A reminder or alarm the owner does not have.
         Some(Answer::Error(e)) if absent_ok && e.code == tonic::Code::NotFound as i32 => {
             PbResponse::Reminder(None)

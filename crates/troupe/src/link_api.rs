@@ -119,6 +119,13 @@ impl Inbound for LinkApi {
                 Call::DeleteTimer(r) => {
                     reply(client.delete_timer(rpc(metadata, r)).await, Answer::Deleted)
                 }
+                Call::PollEvents(r) => reply(
+                    client
+                        .poll_events(rpc(metadata, r))
+                        .await
+                        .map(Response::new),
+                    Answer::Events,
+                ),
             }
         })
     }

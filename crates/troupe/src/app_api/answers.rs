@@ -98,7 +98,7 @@ fn answer(
             Some(Pending::Turn(done, ..)) if t.lease_expired => {
                 done.fail(Unavailable::LeaseLapsed.into());
             }
-            Some(Pending::Turn(done, ..)) => {
+            Some(Pending::Turn(mut done, ..)) => {
                 if let Some(pb::turn_result::Outcome::Reply(reply)) = &t.outcome {
                     let size = reply.data.len();
                     if size > connection.max_payload_bytes {
@@ -115,6 +115,14 @@ fn answer(
                     }
                 }
                 let changes = convert::state_changes(t.changes)?;
+                if !t.events.is_empty() {
+                    done.publish(
+                        t.events
+                            .into_iter()
+                            .map(|e| convert::payload(Some(e)))
+                            .collect(),
+                    );
+                }
                 let result = match t.outcome {
                     Some(pb::turn_result::Outcome::Reply(p)) => Ok(convert::payload(Some(p))),
                     Some(pb::turn_result::Outcome::Error(f)) => Err(convert::failure(f)),

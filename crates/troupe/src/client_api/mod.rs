@@ -4,7 +4,8 @@
 //! Each RPC becomes one [`ActorRequest`] for the runtime, which answers it
 //! here or forwards it to the actor's owner (one path for all of them, in
 //! the runtime's `routing`); this module only reads requests, writes
-//! answers and opens the call span of Invoke and Tell.
+//! answers and opens the call span of Invoke and Tell. Watch, a stream of
+//! such requests, is in `watch`.
 
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
@@ -26,14 +27,20 @@ use crate::telemetry;
 #[derive(Debug, Clone, Copy)]
 pub struct FromPeer;
 
+mod watch;
+
 #[derive(Debug, Clone)]
 pub struct ClientApi {
     runtime: Runtime,
+    watches: std::sync::Arc<watch::WatchCount>,
 }
 
 impl ClientApi {
     pub fn new(runtime: Runtime) -> Self {
-        Self { runtime }
+        Self {
+            runtime,
+            watches: Default::default(),
+        }
     }
 
     /// Answers a request that is not a call: here or at the actor's owner.
@@ -263,6 +270,15 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         request: Request<pb::GetStateRequest>,
     ) -> Result<Response<pb::GetStateResponse>, Status> {
         answer!(self, request, GetState, State)
+    }
+
+    type WatchStream = watch::WatchStream;
+
+    async fn watch(
+        &self,
+        request: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        self.open_watch(request).await
     }
 
     async fn set_reminder(

@@ -94,6 +94,11 @@ pub struct ServeArgs {
     /// tenths of it [default: no bound but the idle timeouts].
     #[arg(long, env = "TROUPE_MAX_ACTIVATIONS")]
     pub max_activations: Option<usize>,
+    /// Actors whose events this daemon holds for watchers at once (`troupe
+    /// actors watch`, ActorClient.Watch; up to 1 MiB each); a watch past it
+    /// is refused with RESOURCE_EXHAUSTED [default: 65536].
+    #[arg(long, env = "TROUPE_MAX_WATCHED_ACTORS")]
+    pub max_watched_actors: Option<usize>,
     /// Under a memory limit (cgroup), refuse new calls and reminder, alarm
     /// and timer settings with RESOURCE_EXHAUSTED while resident memory is
     /// at this percentage of the limit or above, until it is five points

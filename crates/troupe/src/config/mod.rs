@@ -61,6 +61,7 @@ struct FileConfig {
     idempotency_retention: Option<Duration>,
     idempotency_memory_bytes: Option<usize>,
     max_activations: Option<usize>,
+    max_watched_actors: Option<usize>,
     memory_shed_percent: Option<u8>,
     threads: Option<usize>,
     workers: Option<usize>,
@@ -237,6 +238,7 @@ impl ServeArgs {
         pick!(shutdown_flush_timeout, runtime.shutdown_flush_timeout);
         pick!(idempotency_retention, runtime.idempotency_retention);
         pick!(idempotency_memory_bytes, runtime.idempotency_memory_bytes);
+        pick!(max_watched_actors, runtime.max_watched_actors);
         runtime.max_activations = self.max_activations.or(file.max_activations);
         let shed_percent = self
             .memory_shed_percent

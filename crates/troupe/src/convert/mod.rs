@@ -4,11 +4,13 @@
 //!
 //! - this module: actors, payloads, chains, state changes, type options.
 //! - [`requests`]: every per-actor request and its answer.
+//! - [`events`]: watch polls and the events they bring back.
 //! - [`errors`]: errors as gRPC statuses and back.
 //! - [`time`]: durations and instants as the API spells them.
 //! - [`paging`]: page sizes and tokens.
 
 pub mod errors;
+pub mod events;
 pub mod paging;
 pub mod requests;
 pub mod time;

@@ -16,6 +16,7 @@ use troupe_runtime::{
 
 use troupe_runtime::input::{millis, range, UserDuration};
 
+use super::events;
 use super::time::{duration, format_duration, format_instant, instant, period};
 use super::{actor_id, actor_ref, chain_to_pb, extra, payload, payload_to_pb};
 
@@ -35,6 +36,7 @@ pub enum PbRequest {
     DeleteAlarm(pb::AlarmRef),
     SetTimer(pb::SetTimerRequest),
     DeleteTimer(pb::TimerRef),
+    PollEvents(pb::PollEvents),
 }
 
 /// An `ActorClient` answer message.
@@ -47,6 +49,7 @@ pub enum PbResponse {
     Reminder(Option<Box<pb::Reminder>>),
     Deleted(pb::DeleteResponse),
     Timer(pb::SetTimerResponse),
+    Events(pb::PolledEvents),
 }
 
 /// Reads a request; `timeout` is the caller's deadline (calls carry it),
@@ -179,6 +182,7 @@ pub fn request_from_pb(
             actor: actor_id(r.actor)?,
             name: r.name,
         },
+        PbRequest::PollEvents(r) => events::poll_from_pb(r)?,
     })
 }
 
@@ -310,6 +314,9 @@ pub fn request_to_pb(request: ActorRequest) -> PbRequest {
             actor: Some(actor_ref(&actor)),
             name,
         }),
+        ActorRequest::PollEvents { actor, after, wait } => {
+            PbRequest::PollEvents(events::poll_to_pb(&actor, after, wait))
+        }
     }
 }
 
@@ -338,6 +345,7 @@ pub fn response_to_pb(response: ActorResponse) -> PbResponse {
             PbResponse::Reminder(info.map(|info| Box::new(reminder_to_pb(*info))))
         }
         ActorResponse::Deleted(deleted) => PbResponse::Deleted(pb::DeleteResponse { deleted }),
+        ActorResponse::Events(polled) => PbResponse::Events(events::polled_to_pb(*polled)),
     }
 }
 
@@ -364,6 +372,7 @@ pub fn response_from_pb(response: PbResponse) -> ActorResponse {
             ActorResponse::Reminder(r.map(|r| Box::new(reminder_from_pb(*r))))
         }
         PbResponse::Deleted(r) => ActorResponse::Deleted(r.deleted),
+        PbResponse::Events(r) => ActorResponse::Events(Box::new(events::polled_from_pb(r))),
     }
 }
 

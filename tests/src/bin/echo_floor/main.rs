@@ -38,6 +38,15 @@ fn none<T>() -> Result<Response<T>, Status> {
 
 #[tonic::async_trait]
 impl pb::actor_client_server::ActorClient for Echo {
+    type WatchStream = tokio_stream::Empty<Result<pb::ActorEvent, Status>>;
+
+    async fn watch(
+        &self,
+        _: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        none()
+    }
+
     async fn invoke(
         &self,
         request: Request<pb::InvokeRequest>,
