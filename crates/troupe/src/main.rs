@@ -331,6 +331,23 @@ enum ActorsCommand {
         #[command(flatten)]
         target: cli::Target,
     },
+    /// Print the events an actor publishes as they come (one line each;
+    /// `-o json`: one JSON object per line), from now or after --after.
+    /// Watching does not activate the actor.
+    Watch {
+        #[arg(value_name = "TYPE")]
+        actor_type: String,
+        id: String,
+        /// Resume after this event's cursor (from an earlier watch's
+        /// output): the events since that the daemon still holds come first.
+        #[arg(long, value_name = "CURSOR")]
+        after: Option<String>,
+        /// Stop after this many events.
+        #[arg(long, value_name = "N")]
+        count: Option<u64>,
+        #[command(flatten)]
+        target: cli::Target,
+    },
     /// End an actor's activation now (its state is flushed first).
     Deactivate {
         #[arg(value_name = "TYPE")]
@@ -445,6 +462,13 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
                 id,
                 target,
             } => cli::actors_get(&target, actor_type, id).await,
+            ActorsCommand::Watch {
+                actor_type,
+                id,
+                after,
+                count,
+                target,
+            } => cli::actors_watch(&target, actor_type, id, after, count).await,
             ActorsCommand::Deactivate {
                 actor_type,
                 id,

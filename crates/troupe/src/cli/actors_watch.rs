@@ -1,0 +1,88 @@
+//! `troupe actors watch TYPE ID`: prints an actor's events as it publishes
+//! them (`ActorClient.Watch`), until interrupted, `--count` events, or a
+//! reader that closed the pipe.
+
+use std::io::Write as _;
+
+use serde_json::{json, Value};
+use troupe_proto::v1 as pb;
+
+use super::actors::actor_ref;
+use super::render::{self, Shown};
+use super::{actor_name, connect, fail, tell_user, Exit, Output, Target};
+
+pub async fn actors_watch(
+    target: &Target,
+    actor_type: String,
+    id: String,
+    after: Option<String>,
+    count: Option<u64>,
+) -> anyhow::Result<()> {
+    let daemon = connect(target).await?;
+    let name = actor_name(&actor_type, &id);
+    let request = daemon.request(format!("watch {name}"));
+    let mut events = daemon
+        .actor_client()
+        .watch(pb::WatchRequest {
+            actor: actor_ref(&actor_type, &id),
+            after: after.unwrap_or_default(),
+        })
+        .await
+        .map_err(|s| request.failed(s))?
+        .into_inner();
+    // Once the daemon answered: every event published from here on comes.
+    tell_user(format_args!("watching {name}; Ctrl-C to stop\n"));
+    let mut seen = 0u64;
+    while count.is_none_or(|n| seen < n) {
+        let Some(event) = events.message().await.map_err(|s| request.failed(s))? else {
+            return Err(fail(
+                Exit::Daemon,
+                format!(
+                    "the daemon at {} ended the watch of {name}; watch again (with --after and \
+                     the last cursor to resume)",
+                    target.addr
+                ),
+            ));
+        };
+        let line = match target.output {
+            Output::Json => event_json(&event).to_string(),
+            Output::Table => event_line(&event),
+        };
+        let mut out = std::io::stdout().lock();
+        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+            // Nobody reads any more (`| head -1`): done.
+            return Ok(());
+        }
+        seen = seen.saturating_add(1);
+    }
+    Ok(())
+}
+
+/// One event per line: its time, cursor and value, after a note when
+/// events may be missing before it.
+fn event_line(event: &pb::ActorEvent) -> String {
+    let value = Shown::payload(event.payload.as_ref()).text();
+    let line = format!(
+        "{}  {}  {value}",
+        render::time_cell(event.published_unix_ms),
+        event.cursor
+    );
+    if event.missed_before {
+        format!("(events may be missing here)\n{line}")
+    } else {
+        line
+    }
+}
+
+/// One JSON object per line, so a script reads events as they come.
+fn event_json(event: &pb::ActorEvent) -> Value {
+    let mut object = serde_json::Map::new();
+    object.insert(
+        "value".into(),
+        Shown::payload(event.payload.as_ref()).json(),
+    );
+    object.insert("cursor".into(), json!(event.cursor));
+    object.insert("missed_before".into(), json!(event.missed_before));
+    render::time_json(&mut object, "published", event.published_unix_ms);
+    Value::Object(object)
+}
