@@ -76,7 +76,10 @@ impl AppEvents {
 /// object), "sleep" (`{"kwargs":{"ms":N}}`: holds the turn open
 /// that long, then replies null), and "put_raw" (stores the call's payload
 /// bytes as they are under key "raw" and replies them with content type
-/// BYTES: state and results that are not JSON).
+/// BYTES: state and results that are not JSON), "incr_publish" (as
+/// "incr", and publishes the new count, then `{"after": count}`, to the
+/// actor's watchers), "publish_fail" (publishes, then raises) and
+/// "publish_many" (publishes more events than a turn may).
 ///
 /// Like the SDKs, it refuses an activation or a turn that arrives after its
 /// lease deadline (`lease_expired`).
@@ -372,6 +375,8 @@ async fn counter_turn(
         tokio::task::yield_now().await;
     }
     let json = |v: i64| Some(pb::turn_result::Outcome::Reply(json_payload(v.to_string())));
+    // What the turn publishes to the actor's watchers.
+    let mut published = Vec::new();
     let (outcome, changes) = match turn.name.as_str() {
         "sleep" => {
             let ms = json_kwarg(&turn.payload, "ms").unwrap_or(0);
@@ -409,6 +414,39 @@ async fn counter_turn(
             (json(new), vec![set("count"), set("copy")])
         }
         "get" => (json(current), Vec::new()),
+        // `incr_publish(by)`: "incr", publishing the new count (a JSON
+        // number) as an event, then `{"after": count}`.
+        "incr_publish" => {
+            let new = current + parse_by(&turn.payload);
+            if let Ok(mut c) = counts.lock() {
+                c.insert(key.clone(), new);
+            }
+            published.push(json_payload(new.to_string()));
+            published.push(json_payload(format!(r#"{{"after":{new}}}"#)));
+            let change = pb::StateChange {
+                ttl_ms: None,
+                key: "count".into(),
+                op: Some(pb::state_change::Op::Set(new.to_string().into())),
+            };
+            (json(new), vec![change])
+        }
+        // More events than a turn may publish: the daemon fails the turn.
+        "publish_many" => {
+            published.extend((0..257).map(|n| json_payload(n.to_string())));
+            (json(current), Vec::new())
+        }
+        // Publishes an event, then fails: nobody may see the event.
+        "publish_fail" => {
+            published.push(json_payload(r#""never seen""#));
+            (
+                Some(pb::turn_result::Outcome::Error(pb::ActorFailure {
+                    r#type: "ValueError".into(),
+                    message: "failed after publishing".into(),
+                    ..Default::default()
+                })),
+                Vec::new(),
+            )
+        }
         "add_item" => match bind_sku(&turn.payload) {
             Ok(sku) => (
                 Some(pb::turn_result::Outcome::Reply(json_payload(sku))),
@@ -490,6 +528,7 @@ async fn counter_turn(
             call_id: turn.call_id,
             outcome,
             changes,
+            events: published,
             ..Default::default()
         })),
     });

@@ -68,6 +68,7 @@ pub fn answer(
         outcome,
         changes: vec![set("k", "v2")],
         lease_expired,
+        events: Vec::new(),
     })))
 }
 

@@ -1,0 +1,91 @@
+//! Actor events in a cluster (PostgreSQL): a watch through a daemon that
+//! does not own the actor gets its events over the link, and when the
+//! owner leaves, the watch follows the actor to its new owner and says
+//! that events may have been missed in between.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_stream::StreamExt;
+use troupe_proto::v1 as pb;
+use troupe_tests::cluster_fixture::*;
+use troupe_tests::*;
+
+async fn next(events: &mut tonic::Streaming<pb::ActorEvent>) -> anyhow::Result<pb::ActorEvent> {
+    match tokio::time::timeout(Duration::from_secs(30), events.next()).await {
+        Ok(Some(Ok(event))) => Ok(event),
+        Ok(Some(Err(status))) => anyhow::bail!("the watch failed: {status}"),
+        Ok(None) => anyhow::bail!("the watch ended"),
+        Err(_) => anyhow::bail!("no event within 30 s"),
+    }
+}
+
+fn text(event: &pb::ActorEvent) -> String {
+    event
+        .payload
+        .as_ref()
+        .map(|p| String::from_utf8_lossy(&p.data).into_owned())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_watch_through_another_daemon_follows_the_actor_when_its_owner_leaves(
+) -> anyhow::Result<()> {
+    let Some(mut fx) = Cluster::start(
+        "a_watch_through_another_daemon_follows_the_actor_when_its_owner_leaves",
+        2,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let mut via_d2 = fx.member("d2")?.client.clone();
+    let id = fx.counter_owned_by("d1", "d2", "w", 40).await?;
+    let mut events = via_d2
+        .0
+        .watch(pb::WatchRequest {
+            actor: Some(actor("counter", &id)),
+            after: String::new(),
+        })
+        .await?
+        .into_inner();
+    let by_one = r#"{"kwargs": {"by": 1}}"#;
+    via_d2
+        .invoke("counter", &id, "incr_publish", by_one)
+        .await
+        .with_context(|| fx.logs())?;
+    let first = next(&mut events)
+        .await
+        .context("the first event, over the link")?;
+    assert_eq!((text(&first), first.missed_before), ("1".into(), false));
+    assert_eq!(text(&next(&mut events).await?), r#"{"after":1}"#);
+
+    // d1 leaves: d2 takes the actor over, and the watch goes with it.
+    let mut d1 = fx.forget("d1").context("no d1")?;
+    let status = d1.daemon.terminate().await?;
+    anyhow::ensure!(status.success(), "d1 did not stop cleanly: {status:?}");
+    // Until the watch reaches d2, d2 holds no events for the actor: what
+    // it publishes meanwhile is gone, which the watch is told.
+    let mut moved = None;
+    for _ in 0..30 {
+        let _ = via_d2.invoke("counter", &id, "incr_publish", by_one).await;
+        match tokio::time::timeout(Duration::from_secs(1), events.next()).await {
+            Ok(Some(Ok(event))) => {
+                moved = Some(event);
+                break;
+            }
+            Ok(Some(Err(status))) => anyhow::bail!("the watch failed: {status}\n{}", fx.logs()),
+            Ok(None) => anyhow::bail!("the watch ended\n{}", fx.logs()),
+            Err(_) => {}
+        }
+    }
+    let moved = moved.with_context(|| format!("no event from d2\n{}", fx.logs()))?;
+    let count: i64 = text(&moved).parse()?;
+    assert!(count >= 2, "the count came from the shared store: {count}");
+    assert!(
+        moved.missed_before,
+        "a new owner cannot know what the watch missed: {moved:?}"
+    );
+    assert!(!next(&mut events).await?.missed_before);
+    Ok(())
+}
