@@ -21,6 +21,10 @@ overriding ``on_reminder(name, data)``, ``on_alarm(data)`` and
 ``on_timer(name, data)`` and setting them with ``self.ctx.set_reminder(...)``
 or ``client.set_reminder(type, id, ...)``; see docs/scheduling.md.
 
+Publish events from a turn with ``self.ctx.publish(value)``; watch them with
+``async with client.watch(type, id) as events: async for event in events: ...``
+(:class:`ActorEvent`; resume with ``after=event.cursor``); see docs/events.md.
+
 A daemon that requires tokens gets them from ``Client(token=...)`` /
 ``token_file=...`` or ``$TROUPE_API_TOKEN``, and ``App(token=...)`` /
 ``token_file=...`` or ``$TROUPE_APP_TOKEN``; a missing or wrong one raises
@@ -49,12 +53,13 @@ from ._errors import (
     Unauthenticated,
     Unavailable,
 )
+from ._events import ActorEvent, Watch
 from ._filters import CallFilter, IncomingCall, Next
 from ._proxy import ActorProxy
 from ._retry import RetryBudget
 from ._schedule import Reminder, RetryPolicy
 from ._state import State
-from ._sync_client import SyncActorProxy, SyncClient
+from ._sync_client import SyncActorProxy, SyncClient, SyncWatch
 
 __version__ = SDK_VERSION
 
@@ -62,6 +67,7 @@ __all__ = [
     "API_VERSION",
     "Actor",
     "ActorError",
+    "ActorEvent",
     "ActorProxy",
     "ApiVersionMismatch",
     "App",
@@ -83,10 +89,12 @@ __all__ = [
     "State",
     "SyncActorProxy",
     "SyncClient",
+    "SyncWatch",
     "TlsConfigError",
     "TroupeError",
     "Unauthenticated",
     "Unavailable",
+    "Watch",
     "__version__",
     "actor",
     "daemon_path",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -16,14 +17,17 @@ from ._address import open_channel, resolve_address
 from ._auth import API_TOKEN_ENV, TokenPath, TokenSource
 from ._caller import Caller, Params, split_params
 from ._duration import DurationLike, timeout_seconds
+from ._events import Watch
+from ._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
 from ._proxy import A, ActorProxy
 from ._retry import DEFAULT_RETRY_BUDGET, RetryBudget, check_retry_budget, native_budget
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, TimeZoneLike, When
 from ._tls import TlsPath, TlsSource
-from ._tracing import Tracing
+from ._tracing import Metadata, Tracing
 
 if TYPE_CHECKING:
     from ._actor import Actor
+    from ._events import WatchCall
     from ._native_calls import NativeCalls
     from ._sync_client import SyncClient
 
@@ -120,6 +124,12 @@ class Client:
         self._channel: grpc.aio.Channel | None = None
         self._caller: Caller | None = None
         self._native: NativeCalls | None = None
+        # The token metadata of the connection open now (read with it).
+        self._call_auth: Metadata = ()
+        # The native core's watches: a grpcio channel of their own, opened by the first.
+        self._watch_channel: grpc.aio.Channel | None = None
+        # Open watches, ended by close(); one left unclosed is not kept alive by it.
+        self._watches: weakref.WeakSet[Watch] = weakref.WeakSet()
 
     def __repr__(self) -> str:
         tls = self._tls.describe()
@@ -130,6 +140,7 @@ class Client:
         # the calls run on, not whichever loop existed when the Client was built.
         if self._caller is None:
             auth = self._auth.metadata()
+            self._call_auth = auth
             if _core.native is not None:
                 # Every call goes through the native core: no grpcio channel at all.
                 from ._native_calls import NativeCalls
@@ -167,8 +178,15 @@ class Client:
         await self.close()
 
     async def close(self) -> None:
-        """Close the connection; in-flight calls are cancelled."""
+        """Close the connection; in-flight calls are cancelled and open watches end."""
         self._caller = None
+        watches = list(self._watches)
+        self._watches.clear()
+        for watch in watches:
+            watch._end()
+        if self._watch_channel is not None:
+            watch_channel, self._watch_channel = self._watch_channel, None
+            await watch_channel.close(None)
         if self._native is not None:
             native, self._native = self._native, None
             native.close()
@@ -364,6 +382,73 @@ class Client:
             keys,
             timeout=self.timeout if timeout is None else timeout,
         )
+
+    # ---- events (docs/events.md) ----
+
+    def watch(
+        self,
+        actor_type: str | type[Actor],
+        actor_id: str,
+        *,
+        after: str | None = None,
+    ) -> Watch:
+        """Stream the events the actor publishes (``self.ctx.publish(value)`` in its turns)::
+
+            async with client.watch("bus", "7") as events:
+                async for event in events:
+                    print(event.value, event.cursor)
+
+        Entering the block returns once the daemon watches the actor: every event
+        published after that arrives, in the order published (a turn's events when the turn
+        has succeeded; a failed turn publishes none). Iterating without entering starts
+        the watch at the first event asked for. Leaving the block, ``aclose()`` or
+        :meth:`close` ends it. Watching does not activate the actor, and works on any
+        daemon of the cluster.
+
+        ``after`` resumes after an event: its :attr:`ActorEvent.cursor`. The stream starts
+        with the events published since that the daemon still holds (the last 256 of the
+        actor, kept 30 s after its last watcher left); when it cannot tell whether some
+        were missed (they were dropped, the actor moved to another daemon, or that daemon
+        restarted), the first event says so with ``missed_before=True``. None: only events
+        published from now on.
+
+        Events are live, not stored: a watch gets them in the order published, but those
+        published while nobody watched, or beyond what the daemon holds, are not delivered
+        at all. The stream has no timeout and is not retried: after an error,
+        watch again with ``after=`` the last cursor. Errors raise as for other calls:
+        :class:`InvalidArgument` for a bad type, id or cursor, :class:`Overloaded` when the
+        daemon watches as many actors as it may, :class:`Unavailable` when it is unreachable.
+        """
+        actor_type = type_name(actor_type)
+        if after is not None and not isinstance(after, str):
+            raise TypeError(
+                f"after must be an event's cursor (a str, ActorEvent.cursor) or None, not"
+                f" {type(after).__name__}"
+            )
+        request = client_pb2.WatchRequest(
+            actor=common_pb2.ActorRef(type=actor_type, id=actor_id), after=after or ""
+        )
+
+        def open_call() -> WatchCall:
+            # Here, in the event loop the watch runs on, as the channels bind to it.
+            channel = self._open_watch_channel()
+            stub = client_pb2_grpc.ActorClientStub(channel)  # type: ignore[no-untyped-call]
+            call: WatchCall = stub.Watch(request, metadata=self._call_auth or None)
+            return call
+
+        watch = Watch(open_call, f"watch {actor_type}/{actor_id}")
+        self._watches.add(watch)
+        return watch
+
+    def _open_watch_channel(self) -> grpc.aio.Channel:
+        """The grpcio channel watches use: the pure core's own; on the native core one opened
+        for them as the pure core opens its channel (address, TLS, token)."""
+        self._get_caller()  # opens the connection, reading the token and TLS files
+        if self._channel is not None:
+            return self._channel
+        if self._watch_channel is None:
+            self._watch_channel = open_channel(self.address, credentials=self._tls.credentials())
+        return self._watch_channel
 
     # ---- reminders, alarms, timers (docs/scheduling.md) ----
 

@@ -11,12 +11,17 @@ from typing import TYPE_CHECKING, Any, overload
 from ._actor import type_name
 from ._caller import Caller, Params, split_params
 from ._duration import DurationLike, timeout_seconds
+from ._payload import encode_result
 from ._proxy import A, ActorProxy
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, TimeZoneLike, When
 from ._turn import live_turn
 
 if TYPE_CHECKING:
     from ._actor import Actor
+
+# The daemon fails a turn that publishes more (with its changes); refused here, at the
+# publish that goes over, where the handler can still act on it.
+MAX_EVENTS_PER_TURN = 256
 
 
 class Context:
@@ -31,6 +36,9 @@ class Context:
     (in memory, gone when the actor deactivates) fire as turns that call the
     actor's ``on_reminder(name, data)``, ``on_alarm(data)`` and
     ``on_timer(name, data)``; see docs/scheduling.md.
+
+    Events (:meth:`publish`) go to the clients that watch this actor
+    (:meth:`Client.watch`) once the turn that published them succeeded.
 
     Invoke and tell carry an idempotency key and are retried on UNAVAILABLE (or a
     RESOURCE_EXHAUSTED with a retry pushback) within the turn's caller's deadline, as a
@@ -68,6 +76,44 @@ class Context:
         when it set no deadline (or outside a turn). Calls the turn makes end by then."""
         scope = live_turn()
         return scope.deadline if scope is not None else None
+
+    def publish(self, value: Any) -> None:
+        """Publish ``value`` as an event of the running turn to this actor's watchers
+        (:meth:`Client.watch`).
+
+        ``value`` is encoded as a method's return value is: any JSON value, or bytes. The
+        events of a turn go out in the order published, once the turn has succeeded; a turn
+        that fails (it raises, is cancelled, or the daemon refuses its changes) publishes
+        none. Events are live: a client sees those published while it watches, and on
+        resuming (``watch(..., after=cursor)``) those the daemon still holds (at most the
+        last 256 of the actor).
+
+        Raises TypeError for a value that cannot be encoded, ValueError for a turn's 257th
+        event (the most one turn may publish is 256), and RuntimeError outside a turn of
+        this actor (``on_activate``, ``on_deactivate``, or a task that outlived its turn):
+        only a turn has a result that carries events.
+        """
+        scope = live_turn()
+        name = f"{self._type}/{self._id}"
+        if scope is None or scope.actor != name or scope.events is None:
+            where = (
+                f"in {scope.method} of {scope.actor}"
+                if scope is not None
+                else "outside any turn (a task that outlived its turn, or code not run by one)"
+            )
+            raise RuntimeError(
+                f"{name} cannot publish an event {where}: events can only be published from a"
+                " turn of the actor (a method, on_reminder, on_timer or on_alarm, or a task it"
+                " awaits while it runs), whose result carries them; publish from such a turn"
+                " instead"
+            )
+        if len(scope.events) >= MAX_EVENTS_PER_TURN:
+            raise ValueError(
+                f"{name} published more than {MAX_EVENTS_PER_TURN} events in one turn of"
+                f" {scope.method}, the most the daemon takes (it would fail the turn);"
+                " publish fewer, larger events (a list of changes, say)"
+            )
+        scope.events.append(encode_result(value, "a published event"))
 
     @overload
     def actor(

@@ -57,14 +57,15 @@ def decode_call(payload: common_pb2.Payload) -> tuple[list[Any], dict[str, Any]]
     return args, kwargs
 
 
-def encode_result(value: Any) -> common_pb2.Payload:
-    """Encode a return value: ``bytes`` travel raw, anything else as JSON (None is null)."""
+def encode_result(value: Any, what: str = "return value") -> common_pb2.Payload:
+    """Encode a return value (or, as ``what`` names it, a published event, encoded alike):
+    ``bytes`` travel raw, anything else as JSON (None is null)."""
     if isinstance(value, bytes | bytearray | memoryview):
         return common_pb2.Payload(data=bytes(value), content_type=BYTES)
     try:
         data = _dumps(value)
     except (TypeError, ValueError) as e:
-        raise TypeError(f"return value must be JSON-serialisable or bytes: {e}") from e
+        raise TypeError(f"{what} must be JSON-serialisable or bytes: {e}") from e
     return common_pb2.Payload(data=data, content_type=JSON)
 
 
@@ -75,6 +76,18 @@ def decode_result(payload: common_pb2.Payload) -> Any:
     if not payload.data:
         return None
     return json.loads(payload.data)
+
+
+def decode_event(payload: common_pb2.Payload) -> Any:
+    """Decode a watched event's payload: like a result, a JSON value or, for BYTES, the raw
+    bytes."""
+    try:
+        return decode_result(payload)
+    except ValueError as e:
+        raise PayloadError(
+            f"event payload is not valid JSON ({e}): the actor that published it did not"
+            " encode it as the troupe SDKs do (JSON, or raw bytes marked as such)"
+        ) from e
 
 
 def decode_data(payload: common_pb2.Payload) -> Any:

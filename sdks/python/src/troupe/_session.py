@@ -450,6 +450,7 @@ class _Session:
             result.reply.CopyFrom(reply)
         except Exception as e:
             result.ClearField("changes")
+            result.ClearField("events")
             result.error.CopyFrom(failure(e))
         self.out.put_nowait(app_pb2.AppMessage(turn_result=result))
 
@@ -509,6 +510,7 @@ class _Session:
             f"{ref.type}/{ref.id}",
             name,
             readonly=readonly,
+            turn=True,
             chain=msg.chain if msg.HasField("chain") else None,
             deadline_unix_ms=msg.deadline_unix_ms,
             metadata=msg.metadata,
@@ -539,6 +541,8 @@ class _Session:
                 result.changes.extend(state._refuse(scope))
             else:
                 result.changes.extend(state._commit(scope))
+            # Last: what the turn published goes only with a result that succeeded.
+            result.events.extend(scope.events or ())
         except BaseException:
             state._rollback(scope)
             raise

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, TypeVar, overload
@@ -15,6 +16,7 @@ from ._auth import TokenPath
 from ._caller import Params
 from ._client import Client
 from ._duration import DurationLike
+from ._events import ActorEvent, Watch
 from ._proxy import A, ActorProxy, P, R
 from ._retry import DEFAULT_RETRY_BUDGET, RetryBudget
 from ._schedule import Duration, MissedName, Reminder, RetryPolicy, TimeZoneLike, When
@@ -83,6 +85,55 @@ class SyncActorProxy(Generic[A]):
         return repr(self._proxy).replace("<troupe", "<troupe sync", 1)
 
 
+class SyncWatch(Iterator[ActorEvent]):
+    """The blocking twin of :class:`Watch`: a context manager and an iterator of
+    :class:`ActorEvent`, from :meth:`SyncClient.watch`."""
+
+    def __init__(self, client: SyncClient, watch: Watch) -> None:
+        self._client = client
+        self._watch = watch
+
+    def __repr__(self) -> str:
+        return repr(self._watch).replace("<troupe", "<troupe sync", 1)
+
+    def _wait(self, coro: Coroutine[Any, Any, T]) -> T:
+        future = self._client._submit(coro)
+        try:
+            return future.result()
+        except BaseException:
+            # Interrupted (Ctrl-C): stop the wait on the loop too, which ends the stream,
+            # rather than leave a read under way that the next one would collide with. (A
+            # no-op when the coroutine itself raised: its future is done.)
+            future.cancel()
+            raise
+
+    def __enter__(self) -> SyncWatch:
+        self._wait(self._watch.__aenter__())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __iter__(self) -> SyncWatch:
+        return self
+
+    def __next__(self) -> ActorEvent:
+        try:
+            return self._wait(self._watch.__anext__())
+        except StopAsyncIteration:
+            raise StopIteration from None
+
+    def close(self) -> None:
+        """End the stream; iterating then stops. Closing twice, or after the client, is fine."""
+        if not self._watch.closed and not self._client._loop.is_closed():
+            self._wait(self._watch.aclose())
+
+
 class SyncClient:
     """A blocking client: the async Client driven by an event loop on a private thread.
 
@@ -131,12 +182,15 @@ class SyncClient:
         return repr(self._client).replace("troupe.Client", "troupe.SyncClient", 1)
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._submit(coro).result()
+
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         if self._loop.is_closed():
             coro.close()
             raise RuntimeError("this SyncClient is closed")
         # The task runs in a copy of this thread's contextvars (call_soon_threadsafe
         # captures them), so the caller's current span is the parent of the call's.
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def __enter__(self) -> SyncClient:
         return self
@@ -273,6 +327,18 @@ class SyncClient:
     ) -> dict[str, datetime]:
         """See :meth:`Client.get_state_expiry`."""
         return self._run(self._client.get_state_expiry(actor_type, actor_id, keys, timeout=timeout))
+
+    def watch(
+        self,
+        actor_type: str | type[Actor],
+        actor_id: str,
+        *,
+        after: str | None = None,
+    ) -> SyncWatch:
+        """See :meth:`Client.watch`: ``with client.watch("bus", "7") as events:`` returns
+        once the daemon watches the actor, and ``for event in events:`` blocks for each
+        event. Leaving the block, ``events.close()`` or :meth:`close` ends it."""
+        return SyncWatch(self, self._client.watch(actor_type, actor_id, after=after))
 
     def set_reminder(
         self,

@@ -28,15 +28,18 @@ class TurnScope:
     the turn first touched it (None: absent); ``written`` the keys it assigned or
     deleted; ``ttls`` the expiry it gives a key (``State.set``'s ttl in ms, 0: none; a
     delete records 0, so that a key deleted and set again in one turn loses its old
-    expiry), sent with the key's value by this turn alone. ``live`` turns False when the
-    turn ends, so that tasks which outlive it neither record state into it nor claim its
-    chain.
+    expiry), sent with the key's value by this turn alone. ``events`` holds what the turn
+    published (``Context.publish``), sent with its result only if it succeeds; None for an
+    activation or deactivation hook (``turn=False``), whose answer carries no events.
+    ``live`` turns False when the turn ends, so that tasks which outlive it neither record
+    state into it, nor publish into it, nor claim its chain.
     """
 
     __slots__ = (
         "actor",
         "chain",
         "deadline",
+        "events",
         "live",
         "metadata",
         "method",
@@ -54,6 +57,7 @@ class TurnScope:
         method: str,
         *,
         readonly: bool = False,
+        turn: bool = False,
         chain: common_pb2.CallChain | None = None,
         deadline_unix_ms: int = 0,
         metadata: Mapping[str, str] | None = None,
@@ -69,6 +73,7 @@ class TurnScope:
         self.snapshots: dict[str, bytes | None] = {}
         self.written: set[str] = set()
         self.ttls: dict[str, int] = {}
+        self.events: list[common_pb2.Payload] | None = [] if turn else None
 
 
 current_turn: ContextVar[TurnScope | None] = ContextVar("troupe_current_turn", default=None)

@@ -1,0 +1,411 @@
+"""Actor events: self.ctx.publish(value) in a turn (TurnScope.events, sent in TurnResult.events
+when the turn succeeds) and client.watch(type, id) streaming them (ActorClient.Watch), on the
+real daemon through the test kit. Run once per core (TROUPE_SDK_CORE)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+import troupe
+from troupe import ActorEvent
+from troupe._caller import Caller
+from troupe._context import MAX_EVENTS_PER_TURN, Context
+from troupe._proto.troupe.v1 import common_pb2
+from troupe._state import State
+from troupe._turn import TurnScope, current_turn
+from troupe.testing import TestEnv
+
+from .conftest import hosting
+from .test_tls import make_certs, tls_daemon_of
+
+# Every wait on the daemon is bounded by this (seconds).
+WAIT = 10
+
+# --- publish, no daemon ---------------------------------------------------------------------
+
+
+def _ctx(actor: str = "bus/b1") -> Context:
+    actor_type, actor_id = actor.split("/")
+    # publish() never calls out: it records into the running turn.
+    return Context(cast(Caller, None), actor_type, actor_id)
+
+
+def _turn(method: str = "go", *, turn: bool = True, actor: str = "bus/b1") -> TurnScope:
+    return TurnScope(State({}), actor, method, turn=turn)
+
+
+def _in(scope: TurnScope, fn: Callable[[], object]) -> None:
+    token = current_turn.set(scope)
+    try:
+        fn()
+    finally:
+        current_turn.reset(token)
+
+
+def _values(scope: TurnScope) -> list[bytes]:
+    assert scope.events is not None
+    return [e.data for e in scope.events]
+
+
+def test_publish_records_encoded_events_in_the_turn_in_order() -> None:
+    ctx, scope = _ctx(), _turn()
+
+    def publish() -> None:
+        ctx.publish({"lat": 1.5})
+        ctx.publish(None)
+        ctx.publish(b"\x00raw")
+
+    _in(scope, publish)
+    assert _values(scope) == [b'{"lat":1.5}', b"null", b"\x00raw"]
+    assert scope.events is not None
+    kinds = [e.content_type for e in scope.events]
+    assert kinds == [common_pb2.CONTENT_TYPE_JSON] * 2 + [common_pb2.CONTENT_TYPE_BYTES]
+
+
+def test_publish_outside_a_turn_says_where_events_can_come_from() -> None:
+    with pytest.raises(RuntimeError, match=r"outside any turn.*can only be published from a turn"):
+        _ctx().publish(1)
+
+
+def test_publish_from_a_hook_is_refused() -> None:
+    scope = _turn("on_activate", turn=False)
+    with pytest.raises(RuntimeError, match="in on_activate of bus/b1: events can only be"):
+        _in(scope, lambda: _ctx().publish(1))
+    assert scope.events is None
+
+
+def test_publish_through_another_actors_context_is_refused() -> None:
+    scope = _turn(actor="bus/other")
+    with pytest.raises(RuntimeError, match="bus/b1 cannot publish an event in go of bus/other"):
+        _in(scope, lambda: _ctx("bus/b1").publish(1))
+    assert _values(scope) == []
+
+
+def test_publish_after_the_turn_ended_is_refused() -> None:
+    scope = _turn()
+    scope.live = False  # as State._end leaves it
+    with pytest.raises(RuntimeError, match="outside any turn"):
+        _in(scope, lambda: _ctx().publish(1))
+
+
+def test_a_value_that_cannot_be_encoded_raises_at_the_publish() -> None:
+    scope = _turn()
+    with pytest.raises(TypeError, match="a published event must be JSON-serialisable or bytes"):
+        _in(scope, lambda: _ctx().publish(object()))
+    assert _values(scope) == []
+
+
+def test_a_turns_events_are_bounded_at_the_publish() -> None:
+    ctx, scope = _ctx(), _turn()
+
+    def publish_all() -> None:
+        for i in range(MAX_EVENTS_PER_TURN):
+            ctx.publish(i)
+
+    _in(scope, publish_all)
+    with pytest.raises(ValueError, match="more than 256 events in one turn of go"):
+        _in(scope, lambda: ctx.publish("one too many"))
+    assert len(_values(scope)) == MAX_EVENTS_PER_TURN
+
+
+async def test_interleaved_turns_each_keep_their_own_events() -> None:
+    """Two turns of one actor in flight at once (a reentrant or read-only one beside
+    another): each event goes to the turn whose task, or a task it started, published it."""
+    ctx = _ctx()
+    first, second = _turn("first"), _turn("second")
+
+    async def run(scope: TurnScope, values: list[str]) -> None:
+        current_turn.set(scope)  # as _Session._run_turn does, in the turn's own task
+        for value in values:
+            ctx.publish(value)
+            await asyncio.sleep(0)  # the other turn publishes in between
+        # A task the turn starts publishes into it too.
+        await asyncio.create_task(_publish_later(ctx, f"{scope.method}-child"))
+
+    await asyncio.wait_for(
+        asyncio.gather(run(first, ["f1", "f2"]), run(second, ["s1", "s2"])), WAIT
+    )
+    assert _values(first) == [b'"f1"', b'"f2"', b'"first-child"']
+    assert _values(second) == [b'"s1"', b'"s2"', b'"second-child"']
+
+
+async def _publish_later(ctx: Context, value: str) -> None:
+    await asyncio.sleep(0)
+    ctx.publish(value)
+
+
+def test_watch_refuses_an_after_that_is_not_a_cursor() -> None:
+    client = troupe.Client("127.0.0.1:1")
+    with pytest.raises(TypeError, match="after must be an event's cursor"):
+        client.watch("bus", "b1", after=cast(Any, 42))
+
+
+# --- On the daemon ----------------------------------------------------------------------------
+
+
+@troupe.actor("events_bus", reentrant=True)
+class Bus(troupe.Actor):
+    @troupe.method
+    async def publish(self, values: list[Any]) -> int:
+        for value in values:
+            self.ctx.publish(value)
+        return len(values)
+
+    @troupe.method
+    async def publish_bytes(self, text: str) -> None:
+        self.ctx.publish(text.encode())
+
+    @troupe.method
+    async def publish_then_fail(self, values: list[Any]) -> None:
+        for value in values:
+            self.ctx.publish(value)
+        self.state["touched"] = True
+        raise RuntimeError("failed after publishing")
+
+    @troupe.method
+    async def publish_unencodable(self) -> str:
+        try:
+            self.ctx.publish({"not json": object()})
+        except TypeError as e:
+            return str(e)
+        return "published"
+
+    @troupe.method
+    async def outer(self) -> None:
+        """Publishes around two turns of its own it calls (re-entering itself): one that
+        fails, one that succeeds. Their events are theirs, not this turn's."""
+        self.ctx.publish("outer-1")
+        me = self.ctx.actor(Bus, self.id)
+        with contextlib.suppress(troupe.ActorError):
+            await me.publish_then_fail(["inner-failed"])
+        await me.publish(["inner-ok"])
+        self.ctx.publish("outer-2")
+
+    @troupe.method
+    async def schedule(self) -> None:
+        await self.ctx.set_reminder("r", "1m")
+        await self.ctx.set_timer("t", "2m")
+        await self.ctx.set_alarm("3m", {"n": 3})
+
+    async def on_reminder(self, name: str, data: Any) -> None:
+        self.ctx.publish({"reminder": name})
+
+    async def on_timer(self, name: str, data: Any) -> None:
+        self.ctx.publish({"timer": name})
+
+    async def on_alarm(self, data: Any) -> None:
+        self.ctx.publish({"alarm": data})
+
+
+@troupe.actor("events_greeter")
+class Greeter(troupe.Actor):
+    async def on_activate(self) -> None:
+        self.ctx.publish("hello")
+
+    @troupe.method
+    async def ping(self) -> str:
+        return "pong"
+
+
+async def _take(events: troupe.Watch, n: int) -> list[ActorEvent]:
+    async def take() -> list[ActorEvent]:
+        return [await anext(events) for _ in range(n)]
+
+    return await asyncio.wait_for(take(), WAIT)
+
+
+def _cursor(cursor: str) -> tuple[int, int]:
+    """A cursor's (epoch, number): they look like ``<16 hex digits>-<decimal>``."""
+    epoch, _, seq = cursor.partition("-")
+    assert len(epoch) == 16, cursor
+    return int(epoch, 16), int(seq)
+
+
+async def test_events_of_several_turns_arrive_in_order(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus)
+    bus = troupe_env.actor(Bus, "b1")
+    async with troupe_env.client.watch(Bus, "b1") as events:
+        assert await bus.publish([1, "two", {"three": [3]}]) == 3
+        await bus.publish_bytes("four")
+        await bus.publish([None, 6])
+        got = await _take(events, 6)
+    assert [e.value for e in got] == [1, "two", {"three": [3]}, b"four", None, 6]
+    assert not any(e.missed_before for e in got)
+    assert all(e.published_at_unix_ms > 0 for e in got)
+    cursors = [_cursor(e.cursor) for e in got]
+    assert len({epoch for epoch, _ in cursors}) == 1
+    seqs = [seq for _, seq in cursors]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    assert events.closed
+
+
+async def test_a_failed_turn_publishes_nothing(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus)
+    bus = troupe_env.actor(Bus, "b2")
+    async with troupe_env.client.watch("events_bus", "b2") as events:
+        with pytest.raises(troupe.ActorError, match="failed after publishing"):
+            await bus.publish_then_fail(["lost-1", "lost-2"])
+        message = await bus.publish_unencodable()
+        assert "a published event must be JSON-serialisable" in message
+        await bus.publish(["kept"])
+        # The first event is the successful turn's: the failed one's never came.
+        [event] = await _take(events, 1)
+    assert event.value == "kept"
+    assert not event.missed_before
+    assert await troupe_env.state(Bus, "b2") == {}
+
+
+async def test_events_belong_to_the_turn_that_published_them(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus)
+    async with troupe_env.client.watch(Bus, "b3") as events:
+        await troupe_env.actor(Bus, "b3").outer()
+        got = await _take(events, 3)
+    # The nested turns end first; the one that failed published nothing, and the outer
+    # turn's events came with its own result, not with theirs.
+    assert [e.value for e in got] == ["inner-ok", "outer-1", "outer-2"]
+
+
+async def test_reminders_timers_and_alarms_publish(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus)
+    async with troupe_env.client.watch(Bus, "b4") as events:
+        await troupe_env.actor(Bus, "b4").schedule()
+        await troupe_env.advance("4m")  # returns once the firings' turns ran
+        got = await _take(events, 3)
+    assert [e.value for e in got] == [{"reminder": "r"}, {"timer": "t"}, {"alarm": {"n": 3}}]
+
+
+async def test_resume_after_a_cursor(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus)
+    bus = troupe_env.actor(Bus, "b5")
+    async with troupe_env.client.watch(Bus, "b5") as events:
+        await bus.publish(["a", "b", "c"])
+        first = await _take(events, 3)
+    cursor = first[1].cursor  # resume after "b": "c" is held, so it comes again
+    await bus.publish(["d", "e"])
+    async with troupe_env.client.watch(Bus, "b5", after=cursor) as events:
+        resumed = await _take(events, 3)
+        # Nothing else came between: the next event is the one published now.
+        await bus.publish(["f"])
+        [after] = await _take(events, 1)
+    assert [e.value for e in resumed] == ["c", "d", "e"]
+    assert resumed[0].cursor == first[2].cursor
+    assert not any(e.missed_before for e in [*resumed, after])
+    assert after.value == "f"
+
+
+async def test_iterating_without_entering_starts_the_watch(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus)
+    bus = troupe_env.actor(Bus, "b6")
+    async with troupe_env.client.watch(Bus, "b6") as events:
+        await bus.publish(["a", "b"])
+        [a, _] = await _take(events, 2)
+    # From a cursor, so the held "b" is there whenever the watch starts.
+    watch = troupe_env.client.watch(Bus, "b6", after=a.cursor)
+    try:
+        [b] = await _take(watch, 1)
+    finally:
+        await watch.aclose()
+    assert b.value == "b"
+    assert await anext(watch, None) is None  # closed: the iteration is over
+
+
+async def test_a_malformed_cursor_is_invalid_argument(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus)
+    with pytest.raises(troupe.InvalidArgument, match=r"watch events_bus/b7: .*cursor"):
+        async with troupe_env.client.watch(Bus, "b7", after="zz") as events:
+            await asyncio.wait_for(anext(events), WAIT)
+
+
+async def test_a_cursor_of_another_epoch_says_events_were_missed(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus)
+    bus = troupe_env.actor(Bus, "b8")
+    async with troupe_env.client.watch(Bus, "b8") as events:
+        await bus.publish(["a"])
+        [a] = await _take(events, 1)
+    epoch, seq = _cursor(a.cursor)
+    elsewhere = f"{(epoch + 1) % 2**64:016x}-{seq}"  # as from a restarted or other owner
+    async with troupe_env.client.watch(Bus, "b8", after=elsewhere) as events:
+        await bus.publish(["b"])
+        got = [await asyncio.wait_for(anext(events), WAIT)]
+        while got[-1].value != "b":
+            got.append(await asyncio.wait_for(anext(events), WAIT))
+    assert got[0].missed_before
+    assert not any(e.missed_before for e in got[1:])
+    assert [e.value for e in got] in (["a", "b"], ["b"])
+
+
+async def test_publishing_from_on_activate_fails_the_activation(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Greeter)
+    with pytest.raises(troupe.ActorError) as raised:
+        await troupe_env.actor(Greeter, "g1").ping()
+    assert raised.value.remote_type == "RuntimeError"
+    assert "in on_activate of events_greeter/g1" in raised.value.message
+    assert "events can only be published from a turn" in raised.value.message
+
+
+async def test_closing_the_client_ends_its_watches(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus)
+    client = troupe.Client(troupe_env.daemon.address)
+    async with client.watch(Bus, "b9") as events:
+        waiting = asyncio.create_task(anext(events, None))
+        await client.close()
+        assert await asyncio.wait_for(waiting, WAIT) is None
+    assert events.closed
+
+
+async def test_sync_client_watch(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus)
+    # Its calls block: made from threads, so that this loop goes on hosting the actor.
+    sync = await asyncio.to_thread(troupe.SyncClient, troupe_env.daemon.address, timeout=WAIT)
+    try:
+        events = await asyncio.to_thread(sync.watch(Bus, "b10").__enter__)
+        await troupe_env.actor(Bus, "b10").publish(["a", "b"])
+        got = await asyncio.wait_for(asyncio.to_thread(lambda: [next(events), next(events)]), WAIT)
+        assert [e.value for e in got] == ["a", "b"]
+        await asyncio.to_thread(events.close)
+        assert await asyncio.to_thread(next, events, None) is None
+    finally:
+        await asyncio.to_thread(sync.close)
+
+
+async def test_a_watch_carries_the_clients_token_and_certificate(
+    daemon_binary: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On the native core the watch has a grpcio channel of its own: it must reach the
+    daemon as the client's calls do."""
+    for variable in ("TROUPE_API_TOKEN", "TROUPE_APP_TOKEN"):
+        monkeypatch.delenv(variable, raising=False)
+    certs = make_certs(tmp_path / "certs")
+    d = tls_daemon_of(
+        daemon_binary,
+        tmp_path,
+        certs,
+        require_client_certs=True,
+        env={"TROUPE_API_TOKEN": "api-events-7c1e", "TROUPE_APP_TOKEN": "app-events-2b9f"},
+    )
+    tls: dict[str, Any] = {
+        "tls_ca": certs.ca,
+        "tls_cert": certs.pem("app"),
+        "tls_key": certs.key("app"),
+    }
+    await d.start()
+    try:
+        async with (
+            hosting(d.address, Bus, token="app-events-2b9f", **tls),
+            troupe.Client(d.address, timeout=WAIT, token="api-events-7c1e", **tls) as client,
+            troupe.Client(d.address, timeout=WAIT, **tls) as anonymous,
+        ):
+            with pytest.raises(troupe.Unauthenticated, match="watch events_bus/s1"):
+                await asyncio.wait_for(anonymous.watch(Bus, "s1").__aenter__(), WAIT)
+            async with client.watch(Bus, "s1") as events:
+                await client.actor(Bus, "s1").publish(["secure"])
+                [event] = await _take(events, 1)
+            assert event.value == "secure"
+    finally:
+        await d.kill()
