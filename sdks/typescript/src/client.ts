@@ -20,6 +20,7 @@ import {
   type UntypedActor,
 } from "./caller.js";
 import { type Duration, toMillis } from "./duration.js";
+import { type ActorEventStream, openWatch, type WatchOptions } from "./events.js";
 import { ActorClientClient } from "./gen/troupe/v1/client.js";
 import {
   type AlarmOptions,
@@ -145,6 +146,8 @@ export class Client {
   // Private, so that inspecting or serialising the Client never shows it.
   readonly #token: string | undefined;
   readonly #tls: TlsFiles | undefined;
+  /** What ends each open watch (closing the channel would leave its streams running). */
+  readonly #watches = new Set<() => void>();
 
   constructor(options: ClientOptions = {}) {
     this.address = resolveAddress(options.address);
@@ -187,22 +190,30 @@ export class Client {
       }
       return this.#native;
     }
-    if (this.#stub === undefined) {
-      this.#stub = new ActorClientClient(grpcTarget(this.address), channelCredentials(this.#tls), {
-        ...CHANNEL_OPTIONS,
-        ...tokenClientOptions(this.#token),
-      });
-      // A budget per connection: a closed client's next calls start with a full one.
-      this.#stubCalls = stubTransport(this.#stub, this.retryBudget);
-    }
-    return this.#stubCalls ?? stubTransport(this.#stub, this.retryBudget);
+    const stub = this.#grpcStub();
+    // A budget per connection: a closed client's next calls start with a full one.
+    this.#stubCalls ??= stubTransport(stub, this.retryBudget);
+    return this.#stubCalls;
+  }
+
+  /**
+   * The client's grpc-js channel, made at first use: every RPC's on the
+   * @grpc/grpc-js core; on the native core, whose client has no server
+   * streams, only the watches'.
+   */
+  #grpcStub(): ActorClientClient {
+    this.#stub ??= new ActorClientClient(grpcTarget(this.address), channelCredentials(this.#tls), {
+      ...CHANNEL_OPTIONS,
+      ...tokenClientOptions(this.#token),
+    });
+    return this.#stub;
   }
 
   #options(options: TellOptions | undefined): TellOptions {
     return { ...options, timeout: options?.timeout ?? this.timeout };
   }
 
-  /** Close the connection; in-flight calls fail. The client re-connects if used again. */
+  /** Close the connection; in-flight calls fail and watches end. The client re-connects if used again. */
   close(): void {
     const stub = this.#stub;
     const native = this.#native;
@@ -210,6 +221,7 @@ export class Client {
     this.#stubCalls = undefined;
     this.#caller = undefined;
     this.#native = undefined;
+    for (const end of [...this.#watches]) end();
     stub?.close();
     native?.close();
   }
@@ -311,6 +323,35 @@ export class Client {
    */
   getStateExpiry(type: string, id: string, keys: readonly string[] = [], options: GetStateExpiryOptions = {}): Promise<Record<string, Date>> {
     return this.#getCaller().getStateExpiry(type, id, keys, { timeout: options.timeout ?? this.timeout, signal: options.signal });
+  }
+
+  /**
+   * Watch the events an actor publishes (`this.ctx.publish(value)` in its
+   * turns), from this call on: resolves once the daemon watches the actor, so
+   * every event published after that is in the stream, in the order published.
+   * `T` types the events' values (JSON-decoded, as a method's result).
+   *
+   * ```ts
+   * const stream = await client.watch<Position>("bus", "b7");
+   * for await (const { value, cursor } of stream) show(value); // break, or stream.close(), to stop
+   * // later, resuming after the last event seen:
+   * const again = await client.watch<Position>("bus", "b7", { after: cursor });
+   * ```
+   *
+   * Events are live, not stored: a watch sees those published while it
+   * watches; with `after` it first gets those the daemon still holds (the last
+   * 256 per actor, for a while after the last watcher left), and
+   * `missedBefore` marks an event when some before it did not reach the
+   * watcher. Watching does not activate the actor. A turn that fails publishes
+   * nothing. The client's `timeout` does not apply: a watch lasts until it is
+   * closed, the client is closed, `signal` aborts, or the daemon ends it (the
+   * iteration then throws). Rejects with {@link InvalidArgument} for a bad type,
+   * id or cursor, and as other calls for the rest ({@link Unavailable},
+   * {@link Unauthenticated}...).
+   */
+  watch<T = unknown>(actorType: TypeOrClass, actorId: string, options: WatchOptions = {}): Promise<ActorEventStream<T>> {
+    // On the native core too, grpc-js carries the stream: the addon's client has no server streams.
+    return openWatch<T>(this.#grpcStub(), typeName(actorType), actorId, options, this.#watches);
   }
 
   /**

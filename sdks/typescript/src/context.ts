@@ -14,6 +14,8 @@ import {
 } from "./caller.js";
 import { toMillis } from "./duration.js";
 import type { ActorRef } from "./gen/troupe/v1/common.js";
+import { TroupeError } from "./errors.js";
+import { encodeResult } from "./payload.js";
 import type { AlarmOptions, Reminder, ReminderOptions, Scheduler, ScheduleTime, TimerOptions } from "./schedule.js";
 import { liveTurn } from "./turn.js";
 
@@ -22,7 +24,8 @@ const NEVER_ABORTED = new AbortController().signal;
 
 /**
  * What an actor can do from inside a turn beyond its own state: call other
- * actors, and manage its own reminders, alarm and timers.
+ * actors, publish events to its watchers, and manage its own reminders, alarm
+ * and timers.
  *
  * A call made while a turn runs (through `this.ctx` or any {@link Client})
  * carries the turn's call chain, so the daemon can let a chain re-enter a
@@ -82,6 +85,44 @@ export class Context {
    */
   get signal(): AbortSignal {
     return liveTurn()?.signal ?? NEVER_ABORTED;
+  }
+
+  /**
+   * Publish `value` as an event of the running turn, to every client watching
+   * this actor (`client.watch(type, id)`). It travels as a method's return
+   * value does: JSON, or raw bytes for a Uint8Array, encoded here, so a value
+   * that cannot be sent throws TypeError at this call.
+   *
+   * Events are the turn's, like its state changes: they reach the watchers,
+   * in the order they were published and after the events of earlier turns,
+   * once the turn succeeded, and not at all when it fails (the handler threw,
+   * its caller cancelled it...). Publish from a method (a read-only one too:
+   * events are no state), `onReminder`, `onTimer` or `onAlarm` while it runs;
+   * `onActivate`, `onDeactivate` and work that outlives its turn cannot
+   * publish (it throws {@link TroupeError}).
+   *
+   * ```ts
+   * this.state.set("position", pos);
+   * this.ctx.publish({ kind: "moved", pos });
+   * ```
+   */
+  publish(value: unknown): void {
+    const self = `${this.#self.type}/${this.#self.id}`;
+    const scope = liveTurn();
+    if (scope === undefined || scope.events === undefined) {
+      const where = scope === undefined ? "outside any turn (from work that outlived its turn, or no turn at all)" : `from ${scope.method}`;
+      throw new TroupeError(
+        `${self} called this.ctx.publish ${where}, but events can only be published from a turn: a method, onReminder, onTimer or onAlarm while it runs. ` +
+          "Publish from the method that made the change (for an activation, from a timer it sets in onActivate, say)",
+      );
+    }
+    if (scope.actor !== self) {
+      throw new TroupeError(
+        `this.ctx.publish of ${self} was called during a turn of ${scope.actor}; an actor publishes only from its own turns: publish through the ctx of ${scope.actor}`,
+      );
+    }
+    // Encoded now: a value that cannot be sent fails here, where it was published, not the whole turn at its end.
+    scope.events.push(encodeResult(value, `the event ${self} published`));
   }
 
   /** A handle on another actor: `await this.ctx.actor<Counter>("counter", "c2").call("incr", 1)`. */

@@ -109,8 +109,11 @@ export function decodeCall(payload: Payload | undefined): unknown[] {
   return out;
 }
 
-/** Encode a return value: Uint8Array travels raw, anything else as JSON (undefined is null). */
-export function encodeResult(value: unknown): Payload {
+/**
+ * Encode a return value (or an event, which travels as one): Uint8Array travels
+ * raw, anything else as JSON (undefined is null). `what` names the value in errors.
+ */
+export function encodeResult(value: unknown, what = "return value"): Payload {
   if (isBytes(value)) {
     return { data: Buffer.from(value.buffer, value.byteOffset, value.byteLength), contentType: ContentType.CONTENT_TYPE_BYTES };
   }
@@ -118,9 +121,9 @@ export function encodeResult(value: unknown): Payload {
   try {
     data = dumps(value === undefined ? null : value);
   } catch (e) {
-    throw new TypeError(`return value must be JSON-serialisable or a Uint8Array: ${describeError(e)}`);
+    throw new TypeError(`${what} must be JSON-serialisable or a Uint8Array: ${describeError(e)}`);
   }
-  if (data === undefined) throw new TypeError(`return value must be JSON-serialisable or a Uint8Array, got ${typeof value}`);
+  if (data === undefined) throw new TypeError(`${what} must be JSON-serialisable or a Uint8Array, got ${typeof value}`);
   return { data, contentType: ContentType.CONTENT_TYPE_JSON };
 }
 

@@ -322,7 +322,7 @@ export class Session {
   }
 
   async #turn(msg: Turn): Promise<void> {
-    const result: TurnResult = { callId: msg.callId, outcome: undefined, changes: [], leaseExpired: false };
+    const result: TurnResult = { callId: msg.callId, outcome: undefined, changes: [], leaseExpired: false, events: [] };
     if (msg.expiredKeys.length > 0) {
       // The daemon deleted these keys whatever becomes of this turn (even one not
       // run below), and tells of them once: drop them before any handler runs.
@@ -346,7 +346,9 @@ export class Session {
       const reply = await this.#app.tracing.turn(msg, () => this.#runTurn(msg, result));
       result.outcome = { $case: "reply", value: reply };
     } catch (e) {
+      // A failed turn publishes nothing, as it changes nothing.
       result.changes = [];
+      result.events = [];
       result.outcome = { $case: "error", value: failure(e) };
     }
     this.#send({ kind: { $case: "turnResult", value: result } });
@@ -412,6 +414,7 @@ export class Session {
     // or one nested in a turn waiting on a chain that called back into this
     // reentrant actor): the scope keeps this turn's chain, deadline and changes apart.
     const scope = new TurnScope(state, `${ref.type}/${ref.id}`, name, readonly, msg.chain, msg.deadlineUnixMs, msg.metadata);
+    scope.events = [];
     const filters = this.#app.filters;
     const run =
       filters.length === 0
@@ -428,6 +431,7 @@ export class Session {
       // A scheduled turn has no caller: its reply is JSON null.
       const reply = encodeResult(msg.kind === TurnKind.TURN_KIND_UNSPECIFIED || msg.kind === TurnKind.TURN_KIND_CALL ? value : null);
       result.changes = readonly ? refuseState(state, scope) : commitState(state, scope);
+      result.events = scope.events;
       return reply;
     } catch (e) {
       rollbackState(state, scope);

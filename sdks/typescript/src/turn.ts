@@ -7,7 +7,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type * as grpc from "@grpc/grpc-js";
 import { DeadlineExceeded } from "./errors.js";
-import type { CallChain } from "./gen/troupe/v1/common.js";
+import type { CallChain, Payload } from "./gen/troupe/v1/common.js";
 
 /**
  * @internal One turn (or activation/deactivation hook) of one actor instance in this app.
@@ -15,15 +15,22 @@ import type { CallChain } from "./gen/troupe/v1/common.js";
  * `snapshots` holds, per state key the turn touched, the encoded value it had
  * when the turn first touched it (undefined: absent); `written` the keys it set
  * or deleted; `ttls` the expiry its sets and deletes gave a key (StateChange.ttl_ms:
- * 0 no expiry), sent only with this turn's changes. `live` turns false when the
- * turn ends, so that work which outlives it neither records state into it nor
- * claims its chain.
+ * 0 no expiry), sent only with this turn's changes; `events` what it published
+ * (`ctx.publish`), sent only with its success. `live` turns false when the turn
+ * ends, so that work which outlives it neither records state or events into it
+ * nor claims its chain.
  */
 export class TurnScope {
   live = true;
   readonly snapshots = new Map<string, Buffer | undefined>();
   readonly written = new Set<string>();
   readonly ttls = new Map<string, bigint>();
+  /**
+   * The events the turn published, encoded, in call order; undefined for an
+   * activation or deactivation hook, whose results carry no events (the
+   * session opens it for the turns it runs).
+   */
+  events: Payload[] | undefined;
   /** When the turn's caller stops waiting (unix ms), if it set a deadline. */
   readonly deadline: number | undefined;
   /** Made on first use: most turns are never asked for their signal nor cancelled. */
@@ -97,8 +104,8 @@ export interface CallStop {
   listen(stop: (reason: Error) => void): () => void;
 }
 
-/** A signal's reason as the call's error: itself when it is one (`abort()`'s AbortError is). */
-function abortError(reason: unknown): Error {
+/** @internal A signal's reason as the call's error: itself when it is one (`abort()`'s AbortError is). */
+export function abortError(reason: unknown): Error {
   if (reason instanceof Error) return reason;
   const err = new Error(`the call's signal was aborted: ${String(reason)}`, { cause: reason });
   err.name = "AbortError";

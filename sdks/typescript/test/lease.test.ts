@@ -120,7 +120,7 @@ describe("placement lease", () => {
     ] as const) {
       daemon.send(turn(now() - 500n, kind, name));
       const answer = await daemon.next();
-      assert.deepEqual(answer.kind, { $case: "turnResult", value: { callId: 7n, outcome: undefined, changes: [], leaseExpired: true } });
+      assert.deepEqual(answer.kind, { $case: "turnResult", value: { callId: 7n, outcome: undefined, changes: [], leaseExpired: true, events: [] } });
       assert.match(warnings.at(-1) ?? "", new RegExp(`not running ${label} of leased/a1: .* ended \\d+ ms`));
     }
     assert.deepEqual(ran, []);

@@ -1,0 +1,251 @@
+// Watching an actor's events (ActorClient.Watch, docs/events.md): the stream a
+// Client opens, as an async iterable. It always runs on a @grpc/grpc-js channel,
+// on the native core too, whose client has no server streams (a watch carries
+// few messages, so its speed does not matter).
+import * as grpc from "@grpc/grpc-js";
+import { fromRpcError, TroupeError } from "./errors.js";
+import { type ActorClientClient, type ActorEvent as WireEvent, ActorClientService } from "./gen/troupe/v1/client.js";
+import { decodeResult } from "./payload.js";
+import { abortError } from "./turn.js";
+
+/** One event an actor published (`this.ctx.publish(value)`), as a watcher receives it. */
+export interface ActorEvent<T = unknown> {
+  /** What the actor published: JSON-decoded, or a Uint8Array for bytes (as a method's result). */
+  value: T;
+  /** Where the event is in the actor's stream: `watch(..., { after: cursor })` resumes after it. */
+  cursor: string;
+  /**
+   * Events published before this one (since the watch began, or since its
+   * `after` cursor) may not have reached this watcher: it fell behind by more
+   * than the daemon holds, the actor moved to another daemon or that daemon
+   * restarted, or the cursor was one the daemon no longer knows.
+   */
+  missedBefore: boolean;
+  /** When the turn that published it ended, in unix milliseconds by the clock of the daemon that ran it. */
+  publishedAtUnixMs: number;
+}
+
+/** Options of {@link Client.watch}. */
+export interface WatchOptions {
+  /**
+   * Resume after this event: the `cursor` of an {@link ActorEvent} a watch
+   * received. The stream then starts with the events published since that
+   * the daemon still holds; left out (or empty), only events published from now on.
+   */
+  after?: string;
+  /**
+   * Aborting it ends the watch: `watch()` rejects with the signal's reason
+   * while it waits for the daemon, and afterwards the iteration throws it.
+   */
+  signal?: AbortSignal;
+}
+
+// Events the stream holds for a reader that does not keep up before it stops
+// reading from the connection (HTTP/2 flow control then holds the daemon back),
+// and how few it must hold again before reading resumes.
+const PAUSE_AT = 32;
+const RESUME_BELOW = 8;
+
+/**
+ * The events of one watched actor, in the order it published them:
+ * `for await (const event of stream)`. Ends when {@link close}d (a `break` out
+ * of the loop closes it too). When the daemon ends the watch (it shut down,
+ * the connection broke...) the iteration throws the SDK's error for it
+ * ({@link Unavailable}, say) once the events received before it were read; a
+ * new watch with `after` set to the last cursor read resumes. It can be
+ * iterated once.
+ */
+export class ActorEventStream<T = unknown> implements AsyncIterableIterator<ActorEvent<T>> {
+  /** `type/id` of the watched actor. */
+  readonly actor: string;
+  readonly #call: grpc.ClientReadableStream<WireEvent>;
+  readonly #queue: ActorEvent<T>[] = [];
+  #waiter: { resolve: (r: IteratorResult<ActorEvent<T>>) => void; reject: (e: Error) => void } | undefined;
+  /** Set once the watch is over; `error` is thrown by the next read, once. */
+  #ended: { error: Error | undefined } | undefined;
+  #paused = false;
+  #onEnd: (() => void) | undefined;
+
+  /** @internal Opened by {@link openWatch}, which feeds it. */
+  constructor(actor: string, call: grpc.ClientReadableStream<WireEvent>, onEnd: () => void) {
+    this.actor = actor;
+    this.#call = call;
+    this.#onEnd = onEnd;
+  }
+
+  /** Whether the watch is over (closed, or ended by the daemon); events received before may still be read. */
+  get ended(): boolean {
+    return this.#ended !== undefined;
+  }
+
+  /** @internal An event from the daemon. */
+  push(wire: WireEvent): void {
+    if (this.#ended !== undefined) return;
+    let event: ActorEvent<T>;
+    try {
+      event = {
+        value: decodeResult(wire.payload) as T,
+        cursor: wire.cursor,
+        missedBefore: wire.missedBefore,
+        publishedAtUnixMs: Number(wire.publishedUnixMs),
+      };
+    } catch (e) {
+      this.end(
+        new TroupeError(
+          `watch ${this.actor}: the event at cursor ${JSON.stringify(wire.cursor)} is not JSON (${e instanceof Error ? e.message : String(e)}), ` +
+            "so it was not published with a troupe SDK's ctx.publish; watch again with { after } set to that cursor to skip it",
+        ),
+      );
+      this.#call.cancel();
+      return;
+    }
+    const waiter = this.#waiter;
+    if (waiter !== undefined) {
+      this.#waiter = undefined;
+      waiter.resolve({ value: event, done: false });
+      return;
+    }
+    this.#queue.push(event);
+    if (!this.#paused && this.#queue.length >= PAUSE_AT) {
+      this.#paused = true;
+      this.#call.pause();
+    }
+  }
+
+  /** @internal The watch is over: `error` undefined for a plain end (or a close). Only the first end counts. */
+  end(error: Error | undefined): void {
+    if (this.#ended !== undefined) return;
+    this.#ended = { error };
+    const onEnd = this.#onEnd;
+    this.#onEnd = undefined;
+    onEnd?.();
+    const waiter = this.#waiter;
+    this.#waiter = undefined;
+    if (waiter === undefined) return;
+    // A reader waits only on an empty queue: the end is what it reads.
+    this.#ended.error = undefined;
+    if (error === undefined) waiter.resolve({ value: undefined, done: true });
+    else waiter.reject(error);
+  }
+
+  next(): Promise<IteratorResult<ActorEvent<T>>> {
+    const event = this.#queue.shift();
+    if (event !== undefined) {
+      if (this.#paused && this.#queue.length < RESUME_BELOW && this.#ended === undefined) {
+        this.#paused = false;
+        this.#call.resume();
+      }
+      return Promise.resolve({ value: event, done: false });
+    }
+    const ended = this.#ended;
+    if (ended !== undefined) {
+      // The error is thrown once; later reads see the end.
+      const error = ended.error;
+      ended.error = undefined;
+      return error === undefined ? Promise.resolve({ value: undefined, done: true }) : Promise.reject(error);
+    }
+    if (this.#waiter !== undefined) {
+      return Promise.reject(new TypeError(`watch ${this.actor}: next() was called again before the previous read settled; read the stream from one loop`));
+    }
+    return new Promise((resolve, reject) => {
+      this.#waiter = { resolve, reject };
+    });
+  }
+
+  /** Ends the iteration (a `break` out of `for await`): closes the watch. */
+  return(): Promise<IteratorResult<ActorEvent<T>>> {
+    this.close();
+    return Promise.resolve({ value: undefined, done: true });
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  /** Stop watching: the daemon stops sending and the iteration ends. Idempotent. */
+  close(): void {
+    if (this.#ended !== undefined) return;
+    this.end(undefined);
+    this.#call.cancel();
+  }
+
+  /** For `using stream = await client.watch(...)`. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+}
+
+/**
+ * @internal Opens a watch of `type/id` on `stub`: resolves once the daemon sent
+ * the response headers, which it does once it watches the actor, so that every
+ * event published after that reaches the stream. Rejects with the SDK's error
+ * (fromRpcError) when the daemon refuses the watch, with the signal's reason, or
+ * when the client is closed first.
+ */
+export function openWatch<T>(
+  stub: ActorClientClient,
+  type: string,
+  id: string,
+  options: WatchOptions,
+  /** The client's open watches, which its close() ends: this one is in it until it ends. */
+  watches: Set<() => void>,
+): Promise<ActorEventStream<T>> {
+  const actor = `${type}/${id}`;
+  const what = `watch ${actor}`;
+  const after: unknown = options.after ?? "";
+  if (typeof after !== "string") {
+    return Promise.reject(new TypeError(`${what}: after must be the cursor (a string) of an event a watch received, not ${String(after)}`));
+  }
+  const signal = options.signal;
+  if (signal?.aborted === true) return Promise.reject(abortError(signal.reason));
+  const method = ActorClientService.watch;
+  return new Promise<ActorEventStream<T>>((resolve, reject) => {
+    // No deadline, not even the client's timeout: a watch lasts until it is closed.
+    const call = stub.makeServerStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, { actor: { type, id }, after }, new grpc.Metadata(), {});
+    const onAbort = (): void => {
+      fail(abortError(signal?.reason));
+      call.cancel();
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+    const stream = new ActorEventStream<T>(actor, call, () => {
+      signal?.removeEventListener("abort", onAbort);
+      watches.delete(closeWithClient);
+    });
+    let began = false;
+    // The client's close() ends the iteration as the stream's own close() does.
+    const closeWithClient = (): void => {
+      if (!began) reject(new TroupeError(`${what}: the client was closed before the daemon began the watch`));
+      stream.close();
+    };
+    watches.add(closeWithClient);
+    // Until the headers came, a failure rejects watch(); after, the iteration
+    // throws it. The first end counts: the CANCELLED of our own cancel comes
+    // after the close or abort that caused it.
+    function fail(error: Error): void {
+      if (!began) reject(error);
+      stream.end(began ? error : undefined);
+    }
+    call.on("metadata", () => {
+      if (began || stream.ended) return;
+      began = true;
+      resolve(stream);
+    });
+    call.on("data", (event: WireEvent) => {
+      stream.push(event);
+    });
+    call.on("error", (err: grpc.ServiceError) => {
+      // Events that came before the status may still wait in the call's buffer
+      // (the reader was behind): they are read first (read() hands each to "data").
+      while (call.readableLength > 0) {
+        // Typed as an event, but null when nothing can be read after all.
+        const read: unknown = call.read();
+        if (read === null) break;
+      }
+      fail(fromRpcError(err, what));
+    });
+    call.on("end", () => {
+      if (began) stream.end(undefined);
+      else fail(new TroupeError(`${what}: the daemon ended the watch before it began; watch again`));
+    });
+  });
+}

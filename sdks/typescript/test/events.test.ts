@@ -1,0 +1,696 @@
+// Actor events (docs/events.md): what `ctx.publish` puts in TurnResult.events,
+// on a fake daemon (through whichever core TROUPE_SDK_CORE picks, so the native
+// core is seen to forward them), and the whole round trip with `client.watch`
+// on the real daemon.
+import * as grpc from "@grpc/grpc-js";
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import type { AppMessage, DaemonMessage, Turn, TurnResult } from "../src/gen/troupe/v1/app.js";
+import { type ActorEvent as WireEvent, ActorClientService, type WatchRequest } from "../src/gen/troupe/v1/client.js";
+import { ContentType, TurnKind } from "../src/gen/troupe/v1/common.js";
+import {
+  Actor,
+  actor,
+  ActorError,
+  type ActorEvent,
+  type ActorEventStream,
+  App,
+  Client,
+  InvalidArgument,
+  method,
+  TroupeError,
+  Unauthenticated,
+  Unavailable,
+} from "../src/index.js";
+import { startTestEnv, type TestEnv } from "../src/testing.js";
+import { attachedApp, FakeDaemon } from "./fake_daemon.js";
+import { type Daemon, quietLogger, signal, startDaemon, troupeBin, within } from "./helpers.js";
+
+const WAIT_MS = 10_000;
+const HOOK_ERROR = /events can only be published from a turn/;
+
+/** Where a cursor is: `<16 hex epoch>-<decimal seq>`. */
+function parseCursor(cursor: string): { epoch: string; seq: bigint } {
+  const m = /^([0-9a-f]{16})-(\d+)$/.exec(cursor);
+  assert.ok(m?.[1] !== undefined && m[2] !== undefined, `cursor ${JSON.stringify(cursor)} is not <16 hex>-<seq>`);
+  return { epoch: m[1], seq: BigInt(m[2]) };
+}
+
+/** The next `n` events of `stream`, each awaited for at most WAIT_MS. */
+async function take<T>(stream: ActorEventStream<T>, n: number): Promise<ActorEvent<T>[]> {
+  const got: ActorEvent<T>[] = [];
+  while (got.length < n) {
+    const r = await within(WAIT_MS, `event ${String(got.length + 1)} of ${String(n)} from ${stream.actor}`, stream.next());
+    assert.equal(r.done, false, `the watch of ${stream.actor} ended after ${String(got.length)} of ${String(n)} events`);
+    got.push(r.value);
+  }
+  return got;
+}
+
+const values = <T>(events: readonly ActorEvent<T>[]): T[] => events.map((e) => e.value);
+
+// ---------------------------------------------------------------------------
+// The app's side on a fake daemon.
+
+/** Turns the fake-daemon tests hold at an await, to run another turn of the actor meanwhile. */
+let gate = signal();
+/** What publishing from work that outlived its turn threw. */
+let lateError = signal<unknown>();
+
+@actor("ev_fake")
+class EvFake extends Actor {
+  override onActivate(): void {
+    if (this.id.startsWith("hook")) this.ctx.publish("from onActivate");
+  }
+
+  @method
+  publishAll(values: unknown[]): string {
+    for (const v of values) this.ctx.publish(v);
+    return "ok";
+  }
+
+  @method
+  publishThenFail(values: unknown[]): void {
+    for (const v of values) this.ctx.publish(v);
+    throw new Error("fails after publishing");
+  }
+
+  @method
+  publishBytes(text: string): void {
+    this.ctx.publish(new TextEncoder().encode(text));
+  }
+
+  /** Publishes, waits for `gate`, publishes again. */
+  @method
+  async around(tag: string): Promise<void> {
+    this.ctx.publish(`${tag}1`);
+    await gate.promise;
+    this.ctx.publish(`${tag}2`);
+  }
+
+  /** What publishing `what` throws, as [name, message]; then publishes "after". */
+  @method
+  tryPublish(what: "bigint" | "function" | "cycle"): [string, string] | null {
+    const cycle: Record<string, unknown> = {};
+    cycle["self"] = cycle;
+    const value = what === "bigint" ? 10n : what === "function" ? () => 1 : cycle;
+    let thrown: [string, string] | null = null;
+    try {
+      this.ctx.publish(value);
+    } catch (e) {
+      thrown = e instanceof Error ? [e.name, e.message] : ["?", String(e)];
+    }
+    this.ctx.publish("after");
+    return thrown;
+  }
+
+  /** Publishes from a timer callback, after the turn ended. */
+  @method
+  publishLater(): void {
+    setTimeout(() => {
+      try {
+        this.ctx.publish("too late");
+        lateError.resolve(undefined);
+      } catch (e) {
+        lateError.resolve(e);
+      }
+    }, 0);
+  }
+
+  override onReminder(name: string): void {
+    this.ctx.publish({ reminder: name });
+  }
+
+  override onTimer(name: string): void {
+    this.ctx.publish({ timer: name });
+  }
+
+  override onAlarm(data: unknown): void {
+    this.ctx.publish({ alarm: data });
+  }
+}
+
+describe("ctx.publish: TurnResult.events on a fake daemon", () => {
+  const daemon = new FakeDaemon();
+  let app: App;
+  let callId = 100n;
+
+  function turn(id: string, name: string, args: unknown[], kind = TurnKind.TURN_KIND_CALL): DaemonMessage {
+    callId += 1n;
+    const value: Turn = {
+      callId,
+      actor: { type: "ev_fake", id },
+      kind,
+      name,
+      payload: { data: Buffer.from(kind === TurnKind.TURN_KIND_CALL ? JSON.stringify({ args, kwargs: {} }) : JSON.stringify(args[0] ?? null)), contentType: ContentType.CONTENT_TYPE_JSON },
+      metadata: {},
+      chain: undefined,
+      traceparent: "",
+      tracestate: "",
+      deadlineUnixMs: 0n,
+      leaseDeadlineUnixMs: 0n,
+      expiredKeys: [],
+    };
+    return { kind: { $case: "turn", value } };
+  }
+
+  function activate(id: string): DaemonMessage {
+    callId += 1n;
+    return { kind: { $case: "activate", value: { callId, actor: { type: "ev_fake", id }, state: {}, leaseDeadlineUnixMs: 0n } } };
+  }
+
+  /** The app's next `n` answers, batches unpacked. */
+  async function answers(n: number): Promise<AppMessage[]> {
+    const writes = await daemon.writes(n);
+    return writes.flatMap((w) => (w.kind?.$case === "batch" ? w.kind.value.messages : [w]));
+  }
+
+  function result(msg: AppMessage | undefined): TurnResult {
+    assert.equal(msg?.kind?.$case, "turnResult");
+    return msg.kind.value;
+  }
+
+  /** A result's events as their JSON text. */
+  const texts = (r: TurnResult): string[] => r.events.map((e) => Buffer.from(e.data).toString("utf8"));
+
+  async function run(msg: DaemonMessage): Promise<TurnResult> {
+    daemon.send(msg);
+    return result((await answers(1))[0]);
+  }
+
+  before(async () => {
+    app = await attachedApp(daemon, [EvFake], "events-fake", quietLogger);
+    daemon.send(activate("f1"));
+    assert.equal((await answers(1))[0]?.kind?.$case, "activated");
+  });
+
+  after(async () => {
+    await app.close();
+    daemon.stop();
+  });
+
+  test("a turn's events are sent with its result, in call order, encoded as return values", async () => {
+    const r = await run(turn("f1", "publishAll", [[1, "ü", { a: [true, null] }, null]]));
+    assert.equal(r.outcome?.$case, "reply");
+    assert.deepEqual(texts(r), ["1", '"\\u00fc"', '{"a":[true,null]}', "null"]);
+    assert.ok(r.events.every((e) => e.contentType === ContentType.CONTENT_TYPE_JSON));
+    // A turn that publishes nothing sends no events.
+    assert.deepEqual(texts(await run(turn("f1", "publishAll", [[]]))), []);
+  });
+
+  test("a failed turn sends no events", async () => {
+    const r = await run(turn("f1", "publishThenFail", [["lost"]]));
+    assert.equal(r.outcome?.$case, "error");
+    assert.deepEqual(r.events, []);
+    assert.deepEqual(texts(await run(turn("f1", "publishAll", [["kept"]]))), ['"kept"']);
+  });
+
+  test("reminders, timers and the alarm publish as methods do", async () => {
+    assert.deepEqual(texts(await run(turn("f1", "r1", [null], TurnKind.TURN_KIND_REMINDER))), ['{"reminder":"r1"}']);
+    assert.deepEqual(texts(await run(turn("f1", "t1", [null], TurnKind.TURN_KIND_TIMER))), ['{"timer":"t1"}']);
+    assert.deepEqual(texts(await run(turn("f1", "", ["wake"], TurnKind.TURN_KIND_ALARM))), ['{"alarm":"wake"}']);
+  });
+
+  test("turns of one actor run side by side: each sends only the events it published", async () => {
+    gate = signal();
+    // `around` publishes a1, then waits; `publishAll` runs meanwhile and ends first.
+    daemon.send(turn("f1", "around", ["a"]));
+    daemon.send(turn("f1", "publishAll", [["b"]]));
+    const first = result((await answers(1))[0]);
+    gate.resolve();
+    const second = result((await answers(1))[0]);
+    assert.deepEqual(texts(first), ['"b"']);
+    assert.deepEqual(texts(second), ['"a1"', '"a2"']);
+  });
+
+  test("a value that cannot be sent throws at publish; the turn goes on", async () => {
+    for (const what of ["bigint", "function", "cycle"]) {
+      const r = await run(turn("f1", "tryPublish", [what]));
+      assert.equal(r.outcome?.$case, "reply");
+      const thrown = JSON.parse(Buffer.from(r.outcome.value.data).toString("utf8")) as [string, string];
+      assert.equal(thrown[0], "TypeError", what);
+      assert.match(thrown[1], /the event ev_fake\/f1 published must be JSON-serialisable or a Uint8Array/, what);
+      assert.deepEqual(texts(r), ['"after"'], what);
+    }
+  });
+
+  test("a Uint8Array is published raw", async () => {
+    const r = await run(turn("f1", "publishBytes", ["raw"]));
+    const [event, ...more] = r.events;
+    assert.ok(event !== undefined && more.length === 0, `one event, got ${String(r.events.length)}`);
+    assert.equal(event.contentType, ContentType.CONTENT_TYPE_BYTES);
+    assert.equal(Buffer.from(event.data).toString("utf8"), "raw");
+  });
+
+  test("publishing from onActivate fails the activation with a clear error", async () => {
+    daemon.send(activate("hook1"));
+    const answer = (await answers(1))[0];
+    assert.equal(answer?.kind?.$case, "activated");
+    const error = answer.kind.value.error;
+    assert.equal(error?.type, "TroupeError");
+    assert.match(error.message, HOOK_ERROR);
+    assert.match(error.message, /ev_fake\/hook1 called this\.ctx\.publish from onActivate/);
+  });
+
+  test("work that outlives its turn cannot publish", async () => {
+    lateError = signal<unknown>();
+    const r = await run(turn("f1", "publishLater", []));
+    assert.deepEqual(r.events, []);
+    const e = await within(WAIT_MS, "the late publish", lateError.promise);
+    assert.ok(e instanceof TroupeError, String(e));
+    assert.match(e.message, /outside any turn/);
+    assert.match(e.message, HOOK_ERROR);
+  });
+});
+
+// ---------------------------------------------------------------------------
+// The watching client on a fake server: when watch() resolves, what the stream
+// does with a reader that falls behind and with the way the server ends it, and
+// what the call carries (on the native core too, where grpc-js carries it).
+
+/** One Watch the fake server received, for the test to answer. */
+interface FakeWatch {
+  call: grpc.ServerWritableStream<WatchRequest, WireEvent>;
+  /** Resolves when the client leaves (it cancelled the call). */
+  cancelled: Promise<void>;
+}
+
+class FakeWatchServer {
+  readonly #server = new grpc.Server();
+  readonly #waiting: ((w: FakeWatch) => void)[] = [];
+  readonly #arrived: FakeWatch[] = [];
+  port = 0;
+
+  async start(): Promise<void> {
+    this.#server.addService(ActorClientService, {
+      watch: (call: grpc.ServerWritableStream<WatchRequest, WireEvent>) => {
+        const cancelled = new Promise<void>((resolve) => {
+          call.on("cancelled", () => {
+            resolve();
+          });
+        });
+        const w = { call, cancelled };
+        const waiter = this.#waiting.shift();
+        if (waiter === undefined) this.#arrived.push(w);
+        else waiter(w);
+      },
+    });
+    this.port = await new Promise<number>((resolve, reject) => {
+      this.#server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => {
+        if (err === null) resolve(port);
+        else reject(err);
+      });
+    });
+  }
+
+  get address(): string {
+    return `127.0.0.1:${String(this.port)}`;
+  }
+
+  /** The next Watch to arrive. */
+  next(): Promise<FakeWatch> {
+    const w = this.#arrived.shift();
+    if (w !== undefined) return Promise.resolve(w);
+    return within(WAIT_MS, "a Watch at the fake server", new Promise<FakeWatch>((resolve) => this.#waiting.push(resolve)));
+  }
+
+  stop(): void {
+    this.#server.forceShutdown();
+  }
+}
+
+function wireEvent(value: unknown, seq: number, missedBefore = false): WireEvent {
+  return {
+    payload: { data: Buffer.from(JSON.stringify(value)), contentType: ContentType.CONTENT_TYPE_JSON },
+    cursor: `00000000000000ab-${String(seq)}`,
+    missedBefore,
+    publishedUnixMs: 1_700_000_000_000n + BigInt(seq),
+  };
+}
+
+/** Ends a fake Watch with `code`, as the daemon does. */
+function endWith(call: grpc.ServerWritableStream<WatchRequest, WireEvent>, code: grpc.status, details: string): void {
+  call.emit("error", { code, details, metadata: new grpc.Metadata() });
+}
+
+describe("client.watch on a fake server", () => {
+  const server = new FakeWatchServer();
+  let client: Client;
+
+  before(async () => {
+    await server.start();
+    client = new Client({ address: server.address, token: "fake-token" });
+  });
+
+  after(() => {
+    client.close();
+    server.stop();
+  });
+
+  test("resolves once the server sent its headers; the request and the token are sent", async () => {
+    let settled = false;
+    const watching = client.watch("bus", "b1", { after: "00000000000000ab-7" }).finally(() => {
+      settled = true;
+    });
+    const { call, cancelled } = await server.next();
+    assert.deepEqual(call.request, { actor: { type: "bus", id: "b1" }, after: "00000000000000ab-7" });
+    assert.deepEqual(call.metadata.get("authorization"), ["Bearer fake-token"]);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(settled, false, "watch() resolved before the headers");
+    call.sendMetadata(new grpc.Metadata());
+    const stream = await within(WAIT_MS, "watch() after the headers", watching);
+    call.write(wireEvent({ n: 1 }, 8, true));
+    const [event] = await take(stream, 1);
+    assert.deepEqual(event, { value: { n: 1 }, cursor: "00000000000000ab-8", missedBefore: true, publishedAtUnixMs: 1_700_000_000_008 });
+    stream.close();
+    await within(WAIT_MS, "the server to see the client leave", cancelled);
+  });
+
+  test("a refusal before the headers rejects watch() with the SDK's error", async () => {
+    const watching = client.watch("bus", "b2", { after: "zz" });
+    const { call } = await server.next();
+    endWith(call, grpc.status.INVALID_ARGUMENT, "malformed cursor");
+    await assert.rejects(watching, (e: unknown) => e instanceof InvalidArgument && /watch bus\/b2: malformed cursor/.test(e.message));
+  });
+
+  test("a reader that falls behind gets every event, in order, then the error that ended the watch", async () => {
+    const watching = client.watch("bus", "b3");
+    const { call } = await server.next();
+    call.sendMetadata(new grpc.Metadata());
+    const stream = await watching;
+    const total = 500;
+    for (let i = 1; i <= total; i++) call.write(wireEvent(i, i));
+    endWith(call, grpc.status.UNAVAILABLE, "the daemon is shutting down");
+    const got = await take(stream, total);
+    assert.deepEqual(
+      values(got),
+      Array.from({ length: total }, (_, i) => i + 1),
+    );
+    await assert.rejects(within(WAIT_MS, "the end of the watch", stream.next()), (e: unknown) => e instanceof Unavailable && /shutting down/.test(e.message));
+    assert.deepEqual(await stream.next(), { value: undefined, done: true });
+  });
+
+  test("a watch the server ends plainly ends the iteration", async () => {
+    const watching = client.watch("bus", "b4");
+    const { call } = await server.next();
+    call.sendMetadata(new grpc.Metadata());
+    const stream = await watching;
+    call.write(wireEvent("last", 1));
+    call.end();
+    const seen: unknown[] = [];
+    for await (const e of stream) seen.push(e.value);
+    assert.deepEqual(seen, ["last"]);
+  });
+
+  test("an event that is not JSON ends the watch with an error naming its cursor", async () => {
+    const watching = client.watch("bus", "b5");
+    const { call, cancelled } = await server.next();
+    call.sendMetadata(new grpc.Metadata());
+    const stream = await watching;
+    call.write({ ...wireEvent(null, 3), payload: { data: Buffer.from("{nope"), contentType: ContentType.CONTENT_TYPE_JSON } });
+    await assert.rejects(within(WAIT_MS, "the bad event", stream.next()), (e: unknown) => e instanceof TroupeError && /00000000000000ab-3" is not JSON/.test(e.message));
+    await within(WAIT_MS, "the server to see the client leave", cancelled);
+  });
+
+  test("closing the client before the headers rejects watch()", async () => {
+    const own = new Client({ address: server.address });
+    const watching = own.watch("bus", "b6");
+    const { cancelled } = await server.next();
+    own.close();
+    await assert.rejects(watching, (e: unknown) => e instanceof TroupeError && /the client was closed/.test(e.message));
+    await within(WAIT_MS, "the server to see the client leave", cancelled);
+  });
+});
+
+// ---------------------------------------------------------------------------
+// The round trip on the real daemon.
+
+@actor("ev_bus", { idleTimeout: "30d" })
+class Bus extends Actor {
+  @method
+  publishAll(values: unknown[]): void {
+    for (const v of values) this.ctx.publish(v);
+  }
+
+  @method
+  publishThenFail(values: unknown[]): void {
+    for (const v of values) this.ctx.publish(v);
+    throw new Error("fails after publishing");
+  }
+
+  @method
+  publishBytes(text: string): void {
+    this.ctx.publish(new TextEncoder().encode(text));
+  }
+
+  /** Events are no state: a read-only method publishes too. */
+  @method({ readonly: true })
+  peek(tag: string): void {
+    this.ctx.publish(tag);
+  }
+
+  @method
+  async schedule(): Promise<void> {
+    await this.ctx.setReminder("r", { due: "1m" });
+    await this.ctx.setTimer("t", { due: "2m" });
+    await this.ctx.setAlarm("3m", { data: "a" });
+  }
+
+  override onReminder(name: string): void {
+    this.ctx.publish({ reminder: name });
+  }
+
+  override onTimer(name: string): void {
+    this.ctx.publish({ timer: name });
+  }
+
+  override onAlarm(data: unknown): void {
+    this.ctx.publish({ alarm: data });
+  }
+}
+
+@actor("ev_hook")
+class Hook extends Actor {
+  override onActivate(): void {
+    this.ctx.publish("from onActivate");
+  }
+
+  @method
+  ping(): string {
+    return "pong";
+  }
+}
+
+describe("client.watch on the daemon", () => {
+  let env: TestEnv;
+  let n = 0;
+  const bus = (): { id: string; call: (m: "publishAll" | "publishThenFail", values: unknown[]) => Promise<unknown> } => {
+    n += 1;
+    const id = `bus${String(n)}`;
+    return { id, call: (m, vals) => env.client.invoke("ev_bus", id, m, [vals]) };
+  };
+
+  before(async () => {
+    env = await startTestEnv({ binary: troupeBin() });
+    await env.host(Bus, Hook);
+  });
+
+  after(async () => {
+    await env.close();
+  });
+
+  test("events of several turns, several each, arrive in order with increasing cursors", async () => {
+    const { id, call } = bus();
+    const stream = await env.client.watch("ev_bus", id);
+    try {
+      await call("publishAll", [1, 2]);
+      await call("publishAll", ["three"]);
+      await call("publishAll", [{ four: [4] }, null]);
+      const events = await take(stream, 5);
+      assert.deepEqual(values(events), [1, 2, "three", { four: [4] }, null]);
+      const cursors = events.map((e) => parseCursor(e.cursor));
+      for (const [i, c] of cursors.entries()) {
+        const prev = cursors[i - 1];
+        if (prev === undefined) continue;
+        assert.equal(c.epoch, prev.epoch);
+        assert.ok(c.seq > prev.seq, `cursor ${events[i]?.cursor ?? ""} after ${events[i - 1]?.cursor ?? ""}`);
+      }
+      assert.ok(events.every((e) => !e.missedBefore));
+      const times = events.map((e) => e.publishedAtUnixMs);
+      assert.ok(times.every((t, i) => t > 0 && t >= (times[i - 1] ?? 0)), `published at ${times.join(", ")}`);
+    } finally {
+      stream.close();
+    }
+  });
+
+  test("a turn that publishes then throws delivers nothing; the next one's events arrive", async () => {
+    const { id, call } = bus();
+    const stream = await env.client.watch("ev_bus", id);
+    try {
+      await assert.rejects(call("publishThenFail", ["lost1", "lost2"]), (e: unknown) => e instanceof ActorError && /fails after publishing/.test(e.message));
+      await call("publishAll", ["kept"]);
+      // Had the failed turn's events been sent, they would come first.
+      assert.deepEqual(values(await take(stream, 1)), ["kept"]);
+    } finally {
+      stream.close();
+    }
+  });
+
+  test("resume: a watch after a cursor gets exactly the events published since", async () => {
+    const { id, call } = bus();
+    const first = await env.client.watch("ev_bus", id);
+    await call("publishAll", ["a"]);
+    const [a] = await take(first, 1);
+    assert.ok(a !== undefined);
+    first.close();
+    assert.deepEqual(await within(WAIT_MS, "the closed watch to end", first.next()), { value: undefined, done: true });
+    await call("publishAll", ["b", "c"]);
+    const again = await env.client.watch("ev_bus", id, { after: a.cursor });
+    try {
+      const resumed = await take(again, 2);
+      assert.deepEqual(values(resumed), ["b", "c"]);
+      assert.ok(resumed.every((e) => !e.missedBefore));
+      // Then on live.
+      await call("publishAll", ["d"]);
+      assert.deepEqual(values(await take(again, 1)), ["d"]);
+    } finally {
+      again.close();
+    }
+  });
+
+  test("a malformed cursor is InvalidArgument; an unknown one marks the first event missedBefore", async () => {
+    const { id, call } = bus();
+    await assert.rejects(env.client.watch("ev_bus", id, { after: "zz" }), InvalidArgument);
+    const probe = await env.client.watch("ev_bus", id);
+    await call("publishAll", ["first"]);
+    const [known] = await take(probe, 1);
+    probe.close();
+    assert.ok(known !== undefined);
+    const { epoch, seq } = parseCursor(known.cursor);
+    // Another epoch: the cursor of an earlier incarnation of the actor's stream.
+    const other = (BigInt(`0x${epoch}`) ^ 0xffffn).toString(16).padStart(16, "0");
+    const stream = await env.client.watch("ev_bus", id, { after: `${other}-${String(seq)}` });
+    try {
+      await call("publishAll", ["x"]);
+      const events: ActorEvent[] = await take(stream, 1);
+      assert.equal(events[0]?.missedBefore, true, JSON.stringify(events[0]));
+      // What the daemon still held may come first; "x" follows.
+      while (events.at(-1)?.value !== "x") events.push(...(await take(stream, 1)));
+      assert.deepEqual(
+        values(events).filter((v) => v !== "first"),
+        ["x"],
+      );
+    } finally {
+      stream.close();
+    }
+  });
+
+  test("reminders, timers and the alarm publish", async () => {
+    const { id } = bus();
+    const stream = await env.client.watch(Bus, id);
+    try {
+      await env.client.invoke("ev_bus", id, "schedule");
+      await env.advance("4m");
+      assert.deepEqual(values(await take(stream, 3)), [{ reminder: "r" }, { timer: "t" }, { alarm: "a" }]);
+    } finally {
+      stream.close();
+    }
+  });
+
+  test("typed values; bytes arrive as a Uint8Array", async () => {
+    const { id, call } = bus();
+    const stream = await env.client.watch<{ n: number } | Uint8Array>("ev_bus", id);
+    try {
+      await call("publishAll", [{ n: 1 }]);
+      await env.client.invoke("ev_bus", id, "publishBytes", ["raw"]);
+      const [json, bytes] = values(await take(stream, 2));
+      assert.deepEqual(json, { n: 1 });
+      assert.ok(bytes instanceof Uint8Array);
+      assert.equal(new TextDecoder().decode(bytes), "raw");
+    } finally {
+      stream.close();
+    }
+  });
+
+  test("a read-only method publishes", async () => {
+    const { id } = bus();
+    const stream = await env.client.watch(Bus, id);
+    try {
+      await env.client.invoke("ev_bus", id, "peek", ["looked"]);
+      assert.deepEqual(values(await take(stream, 1)), ["looked"]);
+    } finally {
+      stream.close();
+    }
+  });
+
+  test("publishing from onActivate fails the activation visibly", async () => {
+    await assert.rejects(
+      env.client.invoke("ev_hook", "h1", "ping"),
+      (e: unknown) => e instanceof ActorError && e.remoteType === "TroupeError" && HOOK_ERROR.test(e.message) && /ev_hook\/h1 .* from onActivate/.test(e.message),
+    );
+  });
+
+  test("break ends the watch; an aborted signal or a closed client ends it too", async () => {
+    const { id, call } = bus();
+    const stream = await env.client.watch("ev_bus", id);
+    await call("publishAll", [1, 2]);
+    const seen: unknown[] = [];
+    for await (const e of stream) {
+      seen.push(e.value);
+      if (seen.length === 2) break;
+    }
+    assert.deepEqual(seen, [1, 2]);
+    assert.equal(stream.ended, true);
+
+    const abort = new AbortController();
+    const aborted = await env.client.watch("ev_bus", id, { signal: abort.signal });
+    const read = aborted.next();
+    abort.abort();
+    await assert.rejects(within(WAIT_MS, "the aborted watch", read), { name: "AbortError" });
+    assert.deepEqual(await aborted.next(), { value: undefined, done: true });
+    await assert.rejects(env.client.watch("ev_bus", id, { signal: AbortSignal.abort() }), { name: "AbortError" });
+
+    const own = new Client({ address: env.daemon.address });
+    const watched = await own.watch("ev_bus", id);
+    const waiting = watched.next();
+    own.close();
+    assert.deepEqual(await within(WAIT_MS, "the watch of a closed client", waiting), { value: undefined, done: true });
+  });
+});
+
+describe("client.watch with tokens", () => {
+  const API_TOKEN = "api-events-secret";
+  const APP_TOKEN = "app-events-secret";
+  let daemon: Daemon;
+  let app: App;
+
+  before(async () => {
+    daemon = await startDaemon([], { TROUPE_API_TOKEN: API_TOKEN, TROUPE_APP_TOKEN: APP_TOKEN });
+    app = new App({ actors: [Bus], address: daemon.address, appName: "events-auth", logger: quietLogger, token: APP_TOKEN });
+    await app.start({ timeout: 15 });
+  });
+
+  after(async () => {
+    await app.close();
+    await daemon.dispose();
+  });
+
+  test("the watch sends the client's token, as its other calls do", async () => {
+    const anonymous = new Client({ address: daemon.address });
+    try {
+      await assert.rejects(anonymous.watch("ev_bus", "t1"), Unauthenticated);
+    } finally {
+      anonymous.close();
+    }
+    const client = new Client({ address: daemon.address, token: API_TOKEN });
+    try {
+      const stream = await client.watch("ev_bus", "t1");
+      await client.invoke("ev_bus", "t1", "publishAll", [["with token"]]);
+      assert.deepEqual(values(await take(stream, 1)), ["with token"]);
+      stream.close();
+    } finally {
+      client.close();
+    }
+  });
+});
+
