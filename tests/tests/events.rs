@@ -143,12 +143,24 @@ async fn a_watcher_that_falls_behind_is_told_what_it_missed() -> anyhow::Result<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watching_does_not_activate_and_a_shutdown_ends_the_watch() -> anyhow::Result<()> {
-    let (_dir, mut daemon, _app, mut client) =
-        daemon_with_app(&[], vec![type_spec("counter")]).await?;
+    let (_dir, mut daemon, _app, mut client) = daemon_with_app(
+        &["--metrics-listen", "127.0.0.1:0"],
+        vec![type_spec("counter")],
+    )
+    .await?;
     let mut events = watch(&mut client, "quiet", "").await?;
     let (listed, _) =
         troupe_tests::cli_against(&daemon, &["actors", "list", "-o", "json"], 0).await?;
     assert!(!listed.contains("quiet"), "{listed}");
+    let metrics = troupe_tests::scrape::metrics_addr(&daemon.log())
+        .ok_or_else(|| anyhow::anyhow!("no metrics address in the log"))?;
+    let scraped = troupe_tests::scrape::scrape(metrics).await?;
+    assert_eq!(
+        scraped.sum("troupe_watched_actors", &[]),
+        1.0,
+        "{}",
+        scraped.text
+    );
 
     daemon.terminate().await?;
     // The watch ended as the daemon began to stop, so the server closed

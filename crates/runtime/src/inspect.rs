@@ -385,6 +385,7 @@ impl Runtime {
             max_pending_calls: i64::try_from(self.shared.config.max_pending_calls)
                 .unwrap_or(i64::MAX),
             serving: self.shared.placement.may_serve(),
+            watched_actors: i64::try_from(self.shared.events.watched()).unwrap_or(i64::MAX),
             reminders_paused: self
                 .shared
                 .scheduler

@@ -251,6 +251,8 @@ pub(crate) struct Snapshot {
     pub(crate) delivery: Vec<TypeDelivery>,
     /// Reminders paused, once this daemon has read which.
     pub(crate) reminders_paused: Option<i64>,
+    /// Actors whose events are held for watchers (`watch`).
+    pub(crate) watched_actors: i64,
 }
 
 impl Metrics {
@@ -542,6 +544,12 @@ impl Metrics {
                 gauge(paused),
             );
         }
+        registry.register(
+            "watched_actors",
+            "Actors whose events this daemon holds for watchers (ActorClient.Watch), against \
+             --max-watched-actors",
+            gauge(snapshot.watched_actors),
+        );
         registry.register(
             "pending_calls",
             "Calls admitted and not yet answered",

@@ -25,11 +25,6 @@ impl Runtime {
     pub fn draining(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         self.shared.shutdown.reached(Stage::Draining)
     }
-
-    /// Actors whose events this daemon holds for watchers now.
-    pub fn watched_actors(&self) -> usize {
-        self.shared.events.watched()
-    }
 }
 
 impl Shared {

@@ -1,6 +1,6 @@
 //! The read-only token's reach: the methods that inspect and change
-//! nothing (status, actors and their state, reminders, dead letters,
-//! reflection), and the stamp that tells a guard which method a request
+//! nothing (status, actors and their state and events, reminders, dead
+//! letters, reflection), and the stamp that tells a guard which method a request
 //! calls, since tonic hands interceptors the metadata but not the path.
 //!
 //! The list names what the token may call rather than what it may not, so
@@ -24,6 +24,8 @@ pub const READ_ONLY_METHODS: &[&str] = &[
     "/troupe.v1.ActorClient/GetReminder",
     "/troupe.v1.ActorClient/ListReminders",
     "/troupe.v1.ActorClient/GetAlarm",
+    // Events are what an actor shows the outside: a dashboard watches.
+    "/troupe.v1.ActorClient/Watch",
     "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
 ];
 
