@@ -1,0 +1,218 @@
+//! What publishing events costs a turn, and how soon a watcher has them.
+//! In process, on sled, one runtime hosting three types alike: each turn
+//! sets one key; `quiet` and `watched` turns also publish one event. Nobody
+//! watches `quiet` actors (the common case: events go nowhere); each
+//! `watched` actor has a watcher polling the way `ActorClient.Watch` does.
+//! Cases alternate; the table gives turns/s and process CPU per turn (the
+//! watchers' included) against the turn that publishes nothing, in the
+//! same run, and the time from a turn's end to its watcher having the event.
+//!
+//! `cargo bench -p troupe-runtime --bench events -- [--actors N] [--calls C] [--rounds R]`
+
+mod common;
+
+use common::{arg, cpu_time, sled_runtime};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use troupe_runtime::{
+    ActivateDone, ActivateRequest, ActorHost, ActorId, ActorRequest, ActorResponse, Call,
+    DeactivateDone, DeactivateRequest, Payload, RequestContext, Runtime, StateChange, TurnDone,
+    TurnOutcome, TurnRequest, TypeSpec,
+};
+
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Calls in flight at once.
+const CONCURRENCY: usize = 64;
+
+/// The events carry when they were published, in ns since this instant.
+fn epoch() -> Instant {
+    static START: OnceLock<Instant> = OnceLock::new();
+    *START.get_or_init(Instant::now)
+}
+
+#[derive(Debug)]
+struct Publisher;
+
+impl ActorHost for Publisher {
+    fn name(&self) -> &str {
+        "bench"
+    }
+
+    fn activate(&self, _request: ActivateRequest, done: ActivateDone) {
+        done.finish(Ok(Vec::new()));
+    }
+
+    fn turn(&self, request: TurnRequest, mut done: TurnDone) {
+        if &*request.name == "publish" {
+            let now = epoch().elapsed().as_nanos().to_string();
+            done.publish(vec![Payload::json(now)]);
+        }
+        done.finish(TurnOutcome {
+            result: Ok(Payload::json("null")),
+            changes: vec![StateChange::set("v", "1")],
+        });
+    }
+
+    fn deactivate(&self, _request: DeactivateRequest, done: DeactivateDone) {
+        done.finish(Vec::new());
+    }
+}
+
+fn runtime(dir: &std::path::Path) -> Result<Runtime, String> {
+    let rt = sled_runtime(dir)?;
+    let spec = |name: &str| TypeSpec {
+        name: name.into(),
+        ..TypeSpec::default()
+    };
+    rt.register_host(
+        Arc::new(Publisher),
+        vec![spec("plain"), spec("quiet"), spec("watched")],
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(rt)
+}
+
+/// `calls` turns of `method` on each of `ids`, `CONCURRENCY` in flight.
+async fn turns(
+    rt: &Arc<Runtime>,
+    ids: &[ActorId],
+    method: &str,
+    calls: u64,
+) -> Result<(Duration, Duration), String> {
+    let (wall, cpu) = (Instant::now(), cpu_time());
+    for _ in 0..calls {
+        for chunk in ids.chunks(CONCURRENCY) {
+            let each = chunk.iter().map(|id| {
+                let rt = rt.clone();
+                let call = Call::new(id.clone(), method, Payload::json("null"));
+                async move { rt.invoke(call).await.map(drop).map_err(|e| e.to_string()) }
+            });
+            futures::future::try_join_all(each).await?;
+        }
+    }
+    rt.flush().await.map_err(|e| e.to_string())?;
+    Ok((wall.elapsed(), cpu_time().saturating_sub(cpu)))
+}
+
+/// Polls `actor`'s events until `stop`, recording each one's delay.
+async fn watch(
+    rt: Arc<Runtime>,
+    actor: ActorId,
+    delays: Arc<Mutex<Vec<Duration>>>,
+    stop: Arc<tokio::sync::Notify>,
+) {
+    let mut after = None;
+    loop {
+        let poll = rt.request(
+            ActorRequest::PollEvents {
+                actor: actor.clone(),
+                after,
+                wait: Duration::from_secs(10),
+            },
+            RequestContext::default(),
+        );
+        let answer = tokio::select! {
+            answer = poll => answer,
+            () = stop.notified() => return,
+        };
+        let Ok(ActorResponse::Events(polled)) = answer else {
+            return;
+        };
+        let now = epoch().elapsed();
+        if let Ok(mut delays) = delays.lock() {
+            for event in &polled.events {
+                let sent: u64 = std::str::from_utf8(&event.payload.data)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                delays.push(now.saturating_sub(Duration::from_nanos(sent)));
+            }
+        }
+        after = Some(polled.cursor);
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), String> {
+    let actors = arg("--actors", 256);
+    let calls = arg("--calls", 40);
+    let rounds = arg("--rounds", 3);
+    epoch();
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let rt = Arc::new(runtime(dir.path())?);
+    let ids = |ty: &str| -> Vec<ActorId> {
+        (0..actors)
+            .map(|i| ActorId::new(ty, format!("a{i}")))
+            .collect()
+    };
+    let (plain, quiet, watched) = (ids("plain"), ids("quiet"), ids("watched"));
+    let delays = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let watchers: Vec<_> = watched
+        .iter()
+        .map(|id| tokio::spawn(watch(rt.clone(), id.clone(), delays.clone(), stop.clone())))
+        .collect();
+    // Warm up every actor, sled and the allocator on no measurement.
+    for ids in [&plain, &quiet, &watched] {
+        turns(&rt, ids, "set", 2).await?;
+    }
+    let cases: [(&str, &[ActorId], &str); 3] = [
+        ("no event (anchor)", &plain, "set"),
+        ("1 event, nobody watching", &quiet, "publish"),
+        ("1 event, a watcher per actor", &watched, "publish"),
+    ];
+    let mut totals = [(Duration::ZERO, Duration::ZERO); 3];
+    for r in 0..rounds {
+        for i in 0..cases.len() {
+            let which = (i + r as usize) % cases.len();
+            let (_, ids, method) = cases[which];
+            let (wall, cpu) = turns(&rt, ids, method, calls).await?;
+            totals[which].0 += wall;
+            totals[which].1 += cpu;
+        }
+    }
+    stop.notify_waiters();
+    for w in watchers {
+        let _ = w.await;
+    }
+    let mut delays = delays.lock().map_err(|e| e.to_string())?.clone();
+    delays.sort();
+    let n = (actors * calls * rounds) as f64;
+    let rate = |t: (Duration, Duration)| n / t.0.as_secs_f64().max(1e-9);
+    let cpu_us = |t: (Duration, Duration)| t.1.as_secs_f64() * 1e6 / n;
+    println!("{actors} actors per case x {calls} turns x {rounds} rounds; each turn sets one key");
+    println!(
+        "{:<32} {:>10} {:>16} {:>14}",
+        "case", "turns/s", "CPU µs per turn", "CPU vs anchor"
+    );
+    for (which, (label, _, _)) in cases.iter().enumerate() {
+        let t = totals[which];
+        println!(
+            "{:<32} {:>10.0} {:>16.1} {:>13.2}x",
+            label,
+            rate(t),
+            cpu_us(t),
+            cpu_us(t) / cpu_us(totals[0]).max(1e-9)
+        );
+    }
+    println!(
+        "watched events received: {} of {}; turn end to watcher: p50 {:?}, p99 {:?}, max {:?}",
+        delays.len(),
+        actors * calls * rounds,
+        percentile(&delays, 0.50),
+        percentile(&delays, 0.99),
+        delays.last().copied().unwrap_or_default()
+    );
+    Ok(())
+}
