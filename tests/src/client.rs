@@ -136,3 +136,38 @@ impl Client {
         }
     }
 }
+
+/// An actor's events as a watch streams them (`ActorClient.Watch`).
+pub type Events = tonic::Streaming<pb::ActorEvent>;
+
+impl Client {
+    /// Watches a counter (`after`: a cursor, or "" for from now on); the
+    /// daemon watches once this returns.
+    pub async fn watch_counter(&mut self, id: &str, after: &str) -> Result<Events, Status> {
+        let request = pb::WatchRequest {
+            actor: Some(actor("counter", id)),
+            after: after.to_owned(),
+        };
+        Ok(self.0.watch(request).await?.into_inner())
+    }
+}
+
+/// The next event of a watch, failing when it fails, ends, or sends none
+/// within `limit`.
+pub async fn next_event(events: &mut Events, limit: Duration) -> anyhow::Result<pb::ActorEvent> {
+    match tokio::time::timeout(limit, events.message()).await {
+        Ok(Ok(Some(event))) => Ok(event),
+        Ok(Err(status)) => anyhow::bail!("the watch failed: {status}"),
+        Ok(Ok(None)) => anyhow::bail!("the watch ended"),
+        Err(_) => anyhow::bail!("no event within {limit:?}"),
+    }
+}
+
+/// An event's payload as text.
+pub fn event_text(event: &pb::ActorEvent) -> String {
+    event
+        .payload
+        .as_ref()
+        .map(|p| String::from_utf8_lossy(&p.data).into_owned())
+        .unwrap_or_default()
+}

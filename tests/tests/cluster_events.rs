@@ -7,26 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio_stream::StreamExt;
-use troupe_proto::v1 as pb;
 use troupe_tests::cluster_fixture::*;
 use troupe_tests::*;
-
-async fn next(events: &mut tonic::Streaming<pb::ActorEvent>) -> anyhow::Result<pb::ActorEvent> {
-    match tokio::time::timeout(Duration::from_secs(30), events.next()).await {
-        Ok(Some(Ok(event))) => Ok(event),
-        Ok(Some(Err(status))) => anyhow::bail!("the watch failed: {status}"),
-        Ok(None) => anyhow::bail!("the watch ended"),
-        Err(_) => anyhow::bail!("no event within 30 s"),
-    }
-}
-
-fn text(event: &pb::ActorEvent) -> String {
-    event
-        .payload
-        .as_ref()
-        .map(|p| String::from_utf8_lossy(&p.data).into_owned())
-        .unwrap_or_default()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_watch_through_another_daemon_follows_the_actor_when_its_owner_leaves(
@@ -41,24 +23,23 @@ async fn a_watch_through_another_daemon_follows_the_actor_when_its_owner_leaves(
     };
     let mut via_d2 = fx.member("d2")?.client.clone();
     let id = fx.counter_owned_by("d1", "d2", "w", 40).await?;
-    let mut events = via_d2
-        .0
-        .watch(pb::WatchRequest {
-            actor: Some(actor("counter", &id)),
-            after: String::new(),
-        })
-        .await?
-        .into_inner();
+    let mut events = via_d2.watch_counter(&id, "").await?;
     let by_one = r#"{"kwargs": {"by": 1}}"#;
     via_d2
         .invoke("counter", &id, "incr_publish", by_one)
         .await
         .with_context(|| fx.logs())?;
-    let first = next(&mut events)
+    let first = next_event(&mut events, WAIT)
         .await
         .context("the first event, over the link")?;
-    assert_eq!((text(&first), first.missed_before), ("1".into(), false));
-    assert_eq!(text(&next(&mut events).await?), r#"{"after":1}"#);
+    assert_eq!(
+        (event_text(&first), first.missed_before),
+        ("1".into(), false)
+    );
+    assert_eq!(
+        event_text(&next_event(&mut events, WAIT).await?),
+        r#"{"after":1}"#
+    );
 
     // d1 leaves: d2 takes the actor over, and the watch goes with it.
     let mut d1 = fx.forget("d1").context("no d1")?;
@@ -80,12 +61,12 @@ async fn a_watch_through_another_daemon_follows_the_actor_when_its_owner_leaves(
         }
     }
     let moved = moved.with_context(|| format!("no event from d2\n{}", fx.logs()))?;
-    let count: i64 = text(&moved).parse()?;
+    let count: i64 = event_text(&moved).parse()?;
     assert!(count >= 2, "the count came from the shared store: {count}");
     assert!(
         moved.missed_before,
         "a new owner cannot know what the watch missed: {moved:?}"
     );
-    assert!(!next(&mut events).await?.missed_before);
+    assert!(!next_event(&mut events, WAIT).await?.missed_before);
     Ok(())
 }

@@ -7,39 +7,22 @@
 use std::time::Duration;
 
 use tokio_stream::StreamExt;
-use tonic::{Code, Streaming};
+use tonic::Code;
 use troupe_proto::v1 as pb;
-use troupe_tests::{actor, daemon_with_app, type_spec, Client};
+use troupe_tests::{daemon_with_app, event_text, next_event, type_spec, Client, Events};
 
 const WAIT: Duration = Duration::from_secs(20);
 
-async fn watch(
-    client: &mut Client,
-    id: &str,
-    after: &str,
-) -> Result<Streaming<pb::ActorEvent>, tonic::Status> {
-    let request = pb::WatchRequest {
-        actor: Some(actor("counter", id)),
-        after: after.to_owned(),
-    };
-    Ok(client.0.watch(request).await?.into_inner())
+async fn watch(client: &mut Client, id: &str, after: &str) -> Result<Events, tonic::Status> {
+    client.watch_counter(id, after).await
 }
 
-async fn next(events: &mut Streaming<pb::ActorEvent>) -> anyhow::Result<pb::ActorEvent> {
-    match tokio::time::timeout(WAIT, events.next()).await {
-        Ok(Some(Ok(event))) => Ok(event),
-        Ok(Some(Err(status))) => anyhow::bail!("the watch failed: {status}"),
-        Ok(None) => anyhow::bail!("the watch ended"),
-        Err(_) => anyhow::bail!("no event within {WAIT:?}"),
-    }
+async fn next(events: &mut Events) -> anyhow::Result<pb::ActorEvent> {
+    next_event(events, WAIT).await
 }
 
 fn text(event: &pb::ActorEvent) -> String {
-    event
-        .payload
-        .as_ref()
-        .map(|p| String::from_utf8_lossy(&p.data).into_owned())
-        .unwrap_or_default()
+    event_text(event)
 }
 
 async fn publish(client: &mut Client, id: &str, by: i64) -> anyhow::Result<()> {

@@ -11,14 +11,14 @@
 
 mod common;
 
-use common::{arg, cpu_time, sled_runtime};
+use common::{arg, sled_runtime, turns};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use troupe_runtime::{
-    ActivateDone, ActivateRequest, ActorHost, ActorId, ActorRequest, ActorResponse, Call,
-    DeactivateDone, DeactivateRequest, Payload, RequestContext, Runtime, StateChange, TurnDone,
-    TurnOutcome, TurnRequest, TypeSpec,
+    ActivateDone, ActivateRequest, ActorHost, ActorId, ActorRequest, ActorResponse, DeactivateDone,
+    DeactivateRequest, Payload, RequestContext, Runtime, StateChange, TurnDone, TurnOutcome,
+    TurnRequest, TypeSpec,
 };
 
 #[global_allocator]
@@ -73,28 +73,6 @@ fn runtime(dir: &std::path::Path) -> Result<Runtime, String> {
     )
     .map_err(|e| e.to_string())?;
     Ok(rt)
-}
-
-/// `calls` turns of `method` on each of `ids`, `CONCURRENCY` in flight.
-async fn turns(
-    rt: &Arc<Runtime>,
-    ids: &[ActorId],
-    method: &str,
-    calls: u64,
-) -> Result<(Duration, Duration), String> {
-    let (wall, cpu) = (Instant::now(), cpu_time());
-    for _ in 0..calls {
-        for chunk in ids.chunks(CONCURRENCY) {
-            let each = chunk.iter().map(|id| {
-                let rt = rt.clone();
-                let call = Call::new(id.clone(), method, Payload::json("null"));
-                async move { rt.invoke(call).await.map(drop).map_err(|e| e.to_string()) }
-            });
-            futures::future::try_join_all(each).await?;
-        }
-    }
-    rt.flush().await.map_err(|e| e.to_string())?;
-    Ok((wall.elapsed(), cpu_time().saturating_sub(cpu)))
 }
 
 /// Polls `actor`'s events until `stop`, recording each one's delay.
@@ -165,7 +143,7 @@ async fn main() -> Result<(), String> {
         .collect();
     // Warm up every actor, sled and the allocator on no measurement.
     for ids in [&plain, &quiet, &watched] {
-        turns(&rt, ids, "set", 2).await?;
+        turns(&rt, ids, "set", 2, CONCURRENCY).await?;
     }
     let cases: [(&str, &[ActorId], &str); 3] = [
         ("no event (anchor)", &plain, "set"),
@@ -177,7 +155,7 @@ async fn main() -> Result<(), String> {
         for i in 0..cases.len() {
             let which = (i + r as usize) % cases.len();
             let (_, ids, method) = cases[which];
-            let (wall, cpu) = turns(&rt, ids, method, calls).await?;
+            let (wall, cpu) = turns(&rt, ids, method, calls, CONCURRENCY).await?;
             totals[which].0 += wall;
             totals[which].1 += cpu;
         }

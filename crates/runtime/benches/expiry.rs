@@ -13,11 +13,11 @@
 
 mod common;
 
-use common::{arg, cpu_time, sled_runtime};
+use common::{arg, sled_runtime, turns};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use troupe_runtime::{ActorId, Call, FnHost, Payload, Runtime, StateChange, TurnOutcome, TypeSpec};
+use troupe_runtime::{ActorId, FnHost, Payload, Runtime, StateChange, TurnOutcome, TypeSpec};
 
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -62,30 +62,6 @@ fn runtime(dir: &std::path::Path) -> Result<Runtime, String> {
     Ok(rt)
 }
 
-/// `calls` turns of `method` on each of `ids`, `CONCURRENCY` in flight.
-/// Returns the wall and CPU time they took.
-async fn turns(
-    rt: &Arc<Runtime>,
-    ids: &[ActorId],
-    method: &str,
-    calls: u64,
-) -> Result<(Duration, Duration), String> {
-    let (wall, cpu) = (Instant::now(), cpu_time());
-    for _ in 0..calls {
-        for chunk in ids.chunks(CONCURRENCY) {
-            let each = chunk.iter().map(|id| {
-                let rt = rt.clone();
-                let call = Call::new(id.clone(), method, Payload::json("null"));
-                async move { rt.invoke(call).await.map(drop).map_err(|e| e.to_string()) }
-            });
-            futures::future::try_join_all(each).await?;
-        }
-    }
-    // The turns' writes are part of their cost.
-    rt.flush().await.map_err(|e| e.to_string())?;
-    Ok((wall.elapsed(), cpu_time().saturating_sub(cpu)))
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), String> {
     let actors = arg("--actors", 256);
@@ -99,10 +75,10 @@ async fn main() -> Result<(), String> {
             .collect()
     };
     let (plain, big, full) = (ids("plain"), ids("big"), ids("full"));
-    turns(&rt, &big, "fill_plain", 1).await?;
-    turns(&rt, &full, "fill", 1).await?;
+    turns(&rt, &big, "fill_plain", 1, CONCURRENCY).await?;
+    turns(&rt, &full, "fill", 1, CONCURRENCY).await?;
     // Warm up sled and the allocator on no measurement.
-    turns(&rt, &plain, "set", 2).await?;
+    turns(&rt, &plain, "set", 2, CONCURRENCY).await?;
     // (label, actors, method, index of its anchor)
     let cases: [(&str, &[ActorId], &str, usize); 5] = [
         ("1 key, set without ttl (anchor)", &plain, "set", 0),
@@ -117,7 +93,7 @@ async fn main() -> Result<(), String> {
         for i in 0..cases.len() {
             let which = (i + r as usize) % cases.len();
             let (_, ids, method, _) = cases[which];
-            let (wall, cpu) = turns(&rt, ids, method, calls).await?;
+            let (wall, cpu) = turns(&rt, ids, method, calls, CONCURRENCY).await?;
             totals[which].0 += wall;
             totals[which].1 += cpu;
         }

@@ -50,3 +50,29 @@ pub fn sled_runtime(dir: &std::path::Path) -> Result<troupe_runtime::Runtime, St
     rt.start();
     Ok(rt)
 }
+
+/// `calls` turns of `method` on each of `ids`, `concurrency` in flight,
+/// then a flush (the turns' writes are part of their cost). Returns the
+/// wall and CPU time they took.
+pub async fn turns(
+    rt: &std::sync::Arc<troupe_runtime::Runtime>,
+    ids: &[troupe_runtime::ActorId],
+    method: &str,
+    calls: u64,
+    concurrency: usize,
+) -> Result<(Duration, Duration), String> {
+    use troupe_runtime::{Call, Payload};
+    let (wall, cpu) = (std::time::Instant::now(), cpu_time());
+    for _ in 0..calls {
+        for chunk in ids.chunks(concurrency) {
+            let each = chunk.iter().map(|id| {
+                let rt = rt.clone();
+                let call = Call::new(id.clone(), method, Payload::json("null"));
+                async move { rt.invoke(call).await.map(drop).map_err(|e| e.to_string()) }
+            });
+            futures::future::try_join_all(each).await?;
+        }
+    }
+    rt.flush().await.map_err(|e| e.to_string())?;
+    Ok((wall.elapsed(), cpu_time().saturating_sub(cpu)))
+}
