@@ -104,6 +104,23 @@ async fn a_watch_resumes_after_its_cursor_and_a_strange_epoch_is_told() -> anyho
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_of_a_type_nobody_hosts_is_refused() -> anyhow::Result<()> {
+    let (_dir, _daemon, _app, mut client) =
+        daemon_with_app(&["--host-wait", "0s"], vec![type_spec("counter")]).await?;
+    let request = pb::WatchRequest {
+        actor: Some(troupe_tests::actor("countr", "c1")),
+        after: String::new(),
+    };
+    let refused = client.0.watch(request).await.map(|_| ());
+    let status = refused
+        .err()
+        .ok_or_else(|| anyhow::anyhow!("watched a type nobody hosts"))?;
+    assert_eq!(status.code(), Code::NotFound, "{status}");
+    assert!(status.message().contains("counter"), "{status}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watcher_that_falls_behind_is_told_what_it_missed() -> anyhow::Result<()> {
     let (_dir, _daemon, _app, mut client) =
         daemon_with_app(&[], vec![type_spec("counter")]).await?;

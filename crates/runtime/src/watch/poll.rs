@@ -35,6 +35,15 @@ impl Shared {
         wait: Duration,
         deadline: Instant,
     ) -> Result<Polled, CallError> {
+        // A new watch of a type nobody hosts is most likely a typo: told
+        // so, as a call would be (after the start-up grace, while apps
+        // reconnect). A watch under way goes on while its app is away.
+        if after.is_none()
+            && self.hosts.options(&actor.ty).is_none()
+            && self.clock.uptime() >= self.config.host_wait
+        {
+            return Err(self.unknown_type(&actor.ty));
+        }
         let until = deadline.min(Instant::now() + wait.min(MAX_POLL_WAIT));
         let (cursor, mut published) = match self.events.take(actor, after, Instant::now())? {
             Take::Ready(polled) => return Ok(polled),

@@ -2838,6 +2838,8 @@ export const ActorClientService = {
    * actor, within 1 MiB); ActorEvent.missed_before says when some did not
    * reach it. Errors:
    *   INVALID_ARGUMENT   bad type/id or cursor
+   *   NOT_FOUND          no app registered the actor type (a new watch only;
+   *                      one under way goes on while its app is away)
    *   RESOURCE_EXHAUSTED the daemon watches as many actors as it may
    *                      (its max_watched_actors)
    */
@@ -3024,6 +3026,8 @@ export interface ActorClientServer extends UntypedServiceImplementation {
    * actor, within 1 MiB); ActorEvent.missed_before says when some did not
    * reach it. Errors:
    *   INVALID_ARGUMENT   bad type/id or cursor
+   *   NOT_FOUND          no app registered the actor type (a new watch only;
+   *                      one under way goes on while its app is away)
    *   RESOURCE_EXHAUSTED the daemon watches as many actors as it may
    *                      (its max_watched_actors)
    */
@@ -3152,6 +3156,8 @@ export interface ActorClientClient extends Client {
    * actor, within 1 MiB); ActorEvent.missed_before says when some did not
    * reach it. Errors:
    *   INVALID_ARGUMENT   bad type/id or cursor
+   *   NOT_FOUND          no app registered the actor type (a new watch only;
+   *                      one under way goes on while its app is away)
    *   RESOURCE_EXHAUSTED the daemon watches as many actors as it may
    *                      (its max_watched_actors)
    */
