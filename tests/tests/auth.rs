@@ -32,6 +32,7 @@ const READ_ONLY: &[&str] = &[
     "/troupe.v1.ActorClient/GetReminder",
     "/troupe.v1.ActorClient/ListReminders",
     "/troupe.v1.ActorClient/GetAlarm",
+    "/troupe.v1.ActorClient/Watch",
     "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
 ];
 
