@@ -19,6 +19,7 @@ pub(crate) mod poll;
 use std::collections::VecDeque;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hashbrown::HashMap;
@@ -148,6 +149,10 @@ struct Topics {
 /// Every watched actor's recent events on this daemon.
 pub(crate) struct EventHub {
     topics: Mutex<Topics>,
+    /// How many actors `topics` holds, read without its lock: while none is
+    /// watched, which is most of the time, a publishing turn takes no lock
+    /// that every worker shares.
+    watched: AtomicUsize,
     max_watched: usize,
 }
 
@@ -163,6 +168,7 @@ impl EventHub {
     pub(crate) fn new(max_watched: usize) -> Self {
         Self {
             topics: Mutex::new(Topics::default()),
+            watched: AtomicUsize::new(0),
             max_watched,
         }
     }
@@ -174,6 +180,11 @@ impl EventHub {
 
     /// Hands a turn's events to the actor's watchers, if it has any.
     pub(crate) fn publish(&self, actor: &ActorId, events: Vec<Payload>, now_unix_ms: u64) {
+        // A watch that began before this turn ended stored its count before
+        // (its poll returned first), so this load sees it.
+        if self.watched.load(Ordering::Relaxed) == 0 {
+            return;
+        }
         let mut topics = self.topics.lock();
         let topics = &mut *topics;
         let Some(topic) = topics.by_actor.get_mut(actor) else {
@@ -213,6 +224,7 @@ impl EventHub {
         let topics = &mut *topics;
         if !topics.by_actor.contains_key(actor) {
             sweep(topics, now);
+            self.watched.store(topics.by_actor.len(), Ordering::Relaxed);
             if topics.by_actor.len() >= self.max_watched {
                 return Err(CallError::Overloaded(format!(
                     "this daemon already holds events for {} watched actors (its \
@@ -232,6 +244,7 @@ impl EventHub {
                     last_poll: now,
                 },
             );
+            self.watched.store(topics.by_actor.len(), Ordering::Relaxed);
         }
         let Some(topic) = topics.by_actor.get_mut(actor) else {
             return Err(CallError::Internal(
