@@ -387,10 +387,16 @@ async fn counter_turn(
             )
         }
         // `incr_for(by, ttl_ms)`: the count expires ttl_ms after the turn.
-        "incr" | "alarm" | "incr_for" => {
+        // `incr_publish(by)` publishes the new count (a JSON number), then
+        // `{"after": count}`.
+        "incr" | "alarm" | "incr_for" | "incr_publish" => {
             let new = current + parse_by(&turn.payload);
             if let Ok(mut c) = counts.lock() {
                 c.insert(key.clone(), new);
+            }
+            if turn.name == "incr_publish" {
+                published.push(json_payload(new.to_string()));
+                published.push(json_payload(format!(r#"{{"after":{new}}}"#)));
             }
             let change = pb::StateChange {
                 ttl_ms: json_kwarg(&turn.payload, "ttl_ms").and_then(|t| u64::try_from(t).ok()),
@@ -414,22 +420,6 @@ async fn counter_turn(
             (json(new), vec![set("count"), set("copy")])
         }
         "get" => (json(current), Vec::new()),
-        // `incr_publish(by)`: "incr", publishing the new count (a JSON
-        // number) as an event, then `{"after": count}`.
-        "incr_publish" => {
-            let new = current + parse_by(&turn.payload);
-            if let Ok(mut c) = counts.lock() {
-                c.insert(key.clone(), new);
-            }
-            published.push(json_payload(new.to_string()));
-            published.push(json_payload(format!(r#"{{"after":{new}}}"#)));
-            let change = pb::StateChange {
-                ttl_ms: None,
-                key: "count".into(),
-                op: Some(pb::state_change::Op::Set(new.to_string().into())),
-            };
-            (json(new), vec![change])
-        }
         // More events than a turn may publish: the daemon fails the turn.
         "publish_many" => {
             published.extend((0..257).map(|n| json_payload(n.to_string())));

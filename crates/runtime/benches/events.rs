@@ -11,14 +11,14 @@
 
 mod common;
 
-use common::{arg, sled_runtime, turns};
+use common::{actor_ids, arg, sled_runtime_hosting, turns};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use troupe_runtime::{
     ActivateDone, ActivateRequest, ActorHost, ActorId, ActorRequest, ActorResponse, DeactivateDone,
     DeactivateRequest, Payload, RequestContext, Runtime, StateChange, TurnDone, TurnOutcome,
-    TurnRequest, TypeSpec,
+    TurnRequest,
 };
 
 #[global_allocator]
@@ -65,20 +65,6 @@ impl ActorHost for Publisher {
     fn deactivate(&self, _request: DeactivateRequest, done: DeactivateDone) {
         done.finish(Vec::new());
     }
-}
-
-fn runtime(dir: &std::path::Path) -> Result<Runtime, String> {
-    let rt = sled_runtime(dir)?;
-    let spec = |name: &str| TypeSpec {
-        name: name.into(),
-        ..TypeSpec::default()
-    };
-    rt.register_host(
-        Arc::new(Publisher),
-        vec![spec("plain"), spec("quiet"), spec("watched")],
-    )
-    .map_err(|e| e.to_string())?;
-    Ok(rt)
 }
 
 /// Polls `actor`'s events until `stop`, recording each one's delay.
@@ -134,12 +120,12 @@ async fn main() -> Result<(), String> {
     let rounds = arg("--rounds", 3);
     epoch();
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let rt = Arc::new(runtime(dir.path())?);
-    let ids = |ty: &str| -> Vec<ActorId> {
-        (0..actors)
-            .map(|i| ActorId::new(ty, format!("a{i}")))
-            .collect()
-    };
+    let rt = Arc::new(sled_runtime_hosting(
+        dir.path(),
+        Arc::new(Publisher),
+        &["plain", "quiet", "watched"],
+    )?);
+    let ids = |ty: &str| actor_ids(ty, actors);
     let (plain, quiet, watched) = (ids("plain"), ids("quiet"), ids("watched"));
     let delays = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(tokio::sync::Notify::new());

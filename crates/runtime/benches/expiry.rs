@@ -13,11 +13,11 @@
 
 mod common;
 
-use common::{arg, sled_runtime, turns};
+use common::{actor_ids, arg, sled_runtime_hosting, turns};
 use std::sync::Arc;
 use std::time::Duration;
 
-use troupe_runtime::{ActorId, FnHost, Payload, Runtime, StateChange, TurnOutcome, TypeSpec};
+use troupe_runtime::{ActorId, FnHost, Payload, Runtime, StateChange, TurnOutcome};
 
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -45,21 +45,11 @@ fn turn(method: &str) -> Vec<StateChange> {
 }
 
 fn runtime(dir: &std::path::Path) -> Result<Runtime, String> {
-    let rt = sled_runtime(dir)?;
     let host = FnHost::new("bench", |_actor: &ActorId, req| TurnOutcome {
         result: Ok(Payload::json("null")),
         changes: turn(&req.name),
     });
-    let spec = |name: &str| TypeSpec {
-        name: name.into(),
-        ..TypeSpec::default()
-    };
-    rt.register_host(
-        Arc::new(host),
-        vec![spec("plain"), spec("big"), spec("full")],
-    )
-    .map_err(|e| e.to_string())?;
-    Ok(rt)
+    sled_runtime_hosting(dir, Arc::new(host), &["plain", "big", "full"])
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -69,11 +59,7 @@ async fn main() -> Result<(), String> {
     let rounds = arg("--rounds", 3);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let rt = Arc::new(runtime(dir.path())?);
-    let ids = |ty: &str| -> Vec<ActorId> {
-        (0..actors)
-            .map(|i| ActorId::new(ty, format!("a{i}")))
-            .collect()
-    };
+    let ids = |ty: &str| actor_ids(ty, actors);
     let (plain, big, full) = (ids("plain"), ids("big"), ids("full"));
     turns(&rt, &big, "fill_plain", 1, CONCURRENCY).await?;
     turns(&rt, &full, "fill", 1, CONCURRENCY).await?;

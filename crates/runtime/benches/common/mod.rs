@@ -76,3 +76,28 @@ pub async fn turns(
     rt.flush().await.map_err(|e| e.to_string())?;
     Ok((wall.elapsed(), cpu_time().saturating_sub(cpu)))
 }
+
+/// [`sled_runtime`] with `host` serving `types`, each with default options.
+pub fn sled_runtime_hosting(
+    dir: &std::path::Path,
+    host: std::sync::Arc<dyn troupe_runtime::ActorHost>,
+    types: &[&str],
+) -> Result<troupe_runtime::Runtime, String> {
+    let rt = sled_runtime(dir)?;
+    let specs = types
+        .iter()
+        .map(|name| troupe_runtime::TypeSpec {
+            name: (*name).into(),
+            ..troupe_runtime::TypeSpec::default()
+        })
+        .collect();
+    rt.register_host(host, specs).map_err(|e| e.to_string())?;
+    Ok(rt)
+}
+
+/// Actors `a0`..`a{n-1}` of type `ty`.
+pub fn actor_ids(ty: &str, n: u64) -> Vec<troupe_runtime::ActorId> {
+    (0..n)
+        .map(|i| troupe_runtime::ActorId::new(ty, format!("a{i}")))
+        .collect()
+}

@@ -159,7 +159,7 @@ pub(crate) struct EventHub {
 impl std::fmt::Debug for EventHub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EventHub")
-            .field("watched", &self.topics.lock().by_actor.len())
+            .field("watched", &self.watched())
             .finish_non_exhaustive()
     }
 }
@@ -175,7 +175,7 @@ impl EventHub {
 
     /// Actors whose events are held now.
     pub(crate) fn watched(&self) -> usize {
-        self.topics.lock().by_actor.len()
+        self.watched.load(Ordering::Relaxed)
     }
 
     /// Hands a turn's events to the actor's watchers, if it has any.

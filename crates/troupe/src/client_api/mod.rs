@@ -32,14 +32,14 @@ mod watch;
 #[derive(Debug, Clone)]
 pub struct ClientApi {
     runtime: Runtime,
-    watches: std::sync::Arc<watch::WatchCount>,
+    watches: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl ClientApi {
     pub fn new(runtime: Runtime) -> Self {
         Self {
             runtime,
-            watches: Default::default(),
+            watches: watch::watch_permits(),
         }
     }
 

@@ -4,11 +4,10 @@
 //! follows its actor when it moves; the runtime's `watch` module holds the
 //! events and says when some may have been missed.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 use tracing::debug;
@@ -39,30 +38,9 @@ pub const MAX_WATCHES: usize = 65_536;
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_MOST: Duration = Duration::from_secs(2);
 
-/// Counts a daemon's open watches; one is held per watch.
-#[derive(Debug, Default)]
-pub struct WatchCount(AtomicUsize);
-
-struct Held(Arc<WatchCount>);
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.0 .0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-impl WatchCount {
-    fn hold(self: &Arc<Self>) -> Result<Held, Status> {
-        let before = self.0.fetch_add(1, Ordering::Relaxed);
-        let held = Held(self.clone());
-        if before >= MAX_WATCHES {
-            return Err(Status::resource_exhausted(format!(
-                "this daemon has {MAX_WATCHES} watches open, as many as it serves; end watches \
-                 you no longer read, or watch through another daemon"
-            )));
-        }
-        Ok(held)
-    }
+/// A daemon's open watches: a permit per watch, at most [`MAX_WATCHES`].
+pub fn watch_permits() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(MAX_WATCHES))
 }
 
 impl ClientApi {
@@ -86,7 +64,12 @@ impl ClientApi {
         &self,
         request: Request<pb::WatchRequest>,
     ) -> Result<Response<WatchStream>, Status> {
-        let held = self.watches.hold()?;
+        let held = self.watches.clone().try_acquire_owned().map_err(|_| {
+            Status::resource_exhausted(format!(
+                "this daemon has {MAX_WATCHES} watches open, as many as it serves; end watches \
+                 you no longer read, or watch through another daemon"
+            ))
+        })?;
         let r = request.into_inner();
         let actor = convert::actor_id(r.actor)?;
         let after = events::cursor(&r.after)?;
@@ -144,7 +127,7 @@ async fn follow(
     actor: ActorId,
     mut polled: Polled,
     tx: mpsc::Sender<Result<pb::ActorEvent, Status>>,
-    _held: Held,
+    _held: OwnedSemaphorePermit,
 ) {
     let draining = runtime.draining();
     tokio::pin!(draining);
