@@ -7,6 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Unavailable};
 use crate::types::{ActorId, Payload};
+use crate::watch::StoredEvents;
 
 /// Where a call's result goes.
 #[derive(Debug, Default)]
@@ -21,6 +22,16 @@ pub(crate) enum Reply {
     /// Boxed: every call's envelope carries a `Reply`, and two pointers
     /// here made each 8 bytes larger and the ring benchmark slower.
     Firing(Box<FiringReply>),
+    /// A durable turn's reply, held until its writes are stored, with the
+    /// events it published: they go to its watchers if it succeeds, just
+    /// before the caller hears (`watch::stored`).
+    Publishing(Box<PublishingReply>),
+}
+
+#[derive(Debug)]
+pub(crate) struct PublishingReply {
+    pub(crate) events: StoredEvents,
+    pub(crate) then: Reply,
 }
 
 #[derive(Debug)]
@@ -38,6 +49,7 @@ impl Reply {
             Reply::None => false,
             Reply::To(tx) => tx.is_closed(),
             Reply::Firing(firing) => firing.to.is_closed() || firing.superseded.is_cancelled(),
+            Reply::Publishing(publishing) => publishing.then.abandoned(),
         }
     }
 
@@ -46,6 +58,11 @@ impl Reply {
             Reply::None => return,
             Reply::To(tx) => tx,
             Reply::Firing(firing) => firing.to,
+            Reply::Publishing(publishing) => {
+                let PublishingReply { events, then } = *publishing;
+                events.settle(result.is_ok());
+                return then.send(result);
+            }
         };
         // The caller may have given up; nothing to do then.
         let _ = tx.send(result);

@@ -118,7 +118,7 @@ impl Runtime {
             inbox_retries: Default::default(),
             holds: Default::default(),
             retention: crate::retention::marks::Marks::new(),
-            events: crate::watch::EventHub::new(config.max_watched_actors),
+            events: Arc::new(crate::watch::EventHub::new(config.max_watched_actors)),
             chain_tokens,
             config,
         };

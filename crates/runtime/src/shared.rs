@@ -98,7 +98,7 @@ pub(crate) struct Shared {
     /// scheduler (`retention`).
     pub(crate) retention: crate::retention::marks::Marks,
     /// Watched actors' recent events (`watch`).
-    pub(crate) events: crate::watch::EventHub,
+    pub(crate) events: Arc<crate::watch::EventHub>,
 }
 
 impl std::fmt::Debug for Shared {

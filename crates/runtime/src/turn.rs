@@ -15,7 +15,7 @@ use crate::host_registry::Binding;
 use crate::idempotency::Lookup;
 use crate::lifecycle::events::Ended;
 use crate::metrics::Scheduled;
-use crate::reply::Reply;
+use crate::reply::{PublishingReply, Reply};
 use crate::routing::lease_lapsed;
 use crate::shared::Shared;
 use crate::types::{
@@ -296,11 +296,11 @@ impl Shared {
         let retry_due = retry
             .and_then(|(delivery, backoff)| self.hold_retry(&act, &mut inner, delivery, backoff));
         drop(inner);
-        if result.is_ok() && !events.is_empty() {
-            // Before the reply, so a caller that watches sees its turn's
-            // events once it has the answer.
-            self.events.publish(&act.id, events, self.time.now_ms());
-        }
+        let reply = if result.is_ok() && !events.is_empty() {
+            self.publish_events(&act, events, hold_until_flushed, reply)
+        } else {
+            reply
+        };
         if let Some(backoff) = retry_due {
             self.wake_after(act.clone(), backoff);
         }
@@ -330,5 +330,31 @@ impl Shared {
             self.schedule(act);
         }
         self.notify_drains();
+    }
+}
+
+impl Shared {
+    /// Hands a succeeded turn's events to its watchers before its reply
+    /// goes, so a caller that watches sees them once it has the answer; a
+    /// reply held until the turn's writes are stored holds them too.
+    fn publish_events(
+        self: &Arc<Self>,
+        act: &Arc<Activation>,
+        events: Vec<Payload>,
+        held_until_stored: bool,
+        reply: Reply,
+    ) -> Reply {
+        let now = self.time.now_ms();
+        if !held_until_stored {
+            self.events.publish(&act.id, events, now);
+            return reply;
+        }
+        match self.events.hold_until_stored(&act.id, events, now) {
+            Some(events) => Reply::Publishing(Box::new(PublishingReply {
+                events,
+                then: reply,
+            })),
+            None => reply,
+        }
     }
 }

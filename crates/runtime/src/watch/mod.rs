@@ -15,6 +15,9 @@
 //! what was missed, so the watcher is told some may have been.
 
 pub(crate) mod poll;
+mod stored;
+
+pub(crate) use stored::StoredEvents;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -118,9 +121,54 @@ struct Topic {
     /// Polls waiting now: the topic stays while any does.
     waiting: usize,
     last_poll: Instant,
+    /// Events not yet given numbers, in turn order: those of durable turns
+    /// whose writes are not stored yet, and every later turn's behind them
+    /// (`stored`).
+    queued: VecDeque<stored::Queued>,
+    queued_bytes: usize,
+    queued_events: usize,
 }
 
 impl Topic {
+    fn new(now: Instant) -> Self {
+        Self {
+            epoch: new_epoch(),
+            last_seq: 0,
+            held: VecDeque::new(),
+            held_bytes: 0,
+            published: watch::Sender::new(0),
+            waiting: 0,
+            last_poll: now,
+            queued: VecDeque::new(),
+            queued_bytes: 0,
+            queued_events: 0,
+        }
+    }
+
+    /// Numbers `events` and holds them for the watchers, making room within
+    /// the bounds; `daemon_bytes` counts every actor's.
+    fn append(&mut self, daemon_bytes: &mut usize, events: Vec<Payload>, now_unix_ms: u64) {
+        for payload in events {
+            self.last_seq = self.last_seq.saturating_add(1);
+            let size = payload.len();
+            while self.held.len() >= HELD_EVENTS
+                || (!self.held.is_empty()
+                    && (self.held_bytes.saturating_add(size) > HELD_BYTES_PER_ACTOR
+                        || daemon_bytes.saturating_add(size) > HELD_BYTES))
+            {
+                let freed = self.drop_oldest();
+                *daemon_bytes = daemon_bytes.saturating_sub(freed);
+            }
+            self.held_bytes = self.held_bytes.saturating_add(size);
+            *daemon_bytes = daemon_bytes.saturating_add(size);
+            self.held.push_back(Held {
+                seq: self.last_seq,
+                payload,
+                published_unix_ms: now_unix_ms,
+            });
+        }
+    }
+
     fn drop_oldest(&mut self) -> usize {
         match self.held.pop_front() {
             Some(h) => {
@@ -178,7 +226,9 @@ impl EventHub {
         self.watched.load(Ordering::Relaxed)
     }
 
-    /// Hands a turn's events to the actor's watchers, if it has any.
+    /// Hands a turn's events to the actor's watchers, if it has any: at
+    /// once, or behind events still waiting for their turns' writes
+    /// (`stored`).
     pub(crate) fn publish(&self, actor: &ActorId, events: Vec<Payload>, now_unix_ms: u64) {
         // A watch that began before this turn ended stored its count before
         // (its poll returned first), so this load sees it.
@@ -190,26 +240,15 @@ impl EventHub {
         let Some(topic) = topics.by_actor.get_mut(actor) else {
             return;
         };
-        for payload in events {
-            topic.last_seq = topic.last_seq.saturating_add(1);
-            let size = payload.len();
-            while topic.held.len() >= HELD_EVENTS
-                || (!topic.held.is_empty()
-                    && (topic.held_bytes.saturating_add(size) > HELD_BYTES_PER_ACTOR
-                        || topics.held_bytes.saturating_add(size) > HELD_BYTES))
-            {
-                let freed = topic.drop_oldest();
-                topics.held_bytes = topics.held_bytes.saturating_sub(freed);
-            }
-            topic.held_bytes = topic.held_bytes.saturating_add(size);
-            topics.held_bytes = topics.held_bytes.saturating_add(size);
-            topic.held.push_back(Held {
-                seq: topic.last_seq,
-                payload,
-                published_unix_ms: now_unix_ms,
-            });
+        let published = if topic.queued.is_empty() {
+            topic.append(&mut topics.held_bytes, events, now_unix_ms);
+            true
+        } else {
+            topic.queue(&mut topics.held_bytes, None, events, now_unix_ms)
+        };
+        if published {
+            topic.published.send_replace(topic.last_seq);
         }
-        topic.published.send_replace(topic.last_seq);
     }
 
     /// The events after `after` (`None`: from now on), or what to wait on
@@ -232,18 +271,7 @@ impl EventHub {
                     self.max_watched
                 )));
             }
-            topics.by_actor.insert(
-                actor.clone(),
-                Topic {
-                    epoch: new_epoch(),
-                    last_seq: 0,
-                    held: VecDeque::new(),
-                    held_bytes: 0,
-                    published: watch::Sender::new(0),
-                    waiting: 0,
-                    last_poll: now,
-                },
-            );
+            topics.by_actor.insert(actor.clone(), Topic::new(now));
             self.watched.store(topics.by_actor.len(), Ordering::Relaxed);
         }
         let Some(topic) = topics.by_actor.get_mut(actor) else {
@@ -269,24 +297,39 @@ impl EventHub {
             Some(c) if c.epoch != topic.epoch || c.seq > topic.last_seq => None,
             Some(c) => Some(c.seq),
         };
-        let first_held = topic.held.front().map_or(topic.last_seq + 1, |h| h.seq);
+        let first_after = topic
+            .held
+            .iter()
+            .find(|h| from.is_none_or(|seq| h.seq > seq))
+            .map_or(topic.last_seq.saturating_add(1), |h| h.seq);
         let missed = match from {
             None => true,
-            Some(seq) => seq.saturating_add(1) < first_held,
+            Some(seq) => seq.saturating_add(1) < first_after,
         };
-        let events: Vec<WatchedEvent> = topic
+        // Up to a gap (events dropped while queued): the next poll starts
+        // after it and is told.
+        let mut events: Vec<WatchedEvent> = Vec::new();
+        for h in topic
             .held
             .iter()
             .filter(|h| from.is_none_or(|seq| h.seq > seq))
-            .map(|h| WatchedEvent {
+        {
+            if events
+                .last()
+                .is_some_and(|e| e.cursor.seq.saturating_add(1) != h.seq)
+            {
+                break;
+            }
+            events.push(WatchedEvent {
                 cursor: Cursor {
                     epoch: topic.epoch,
                     seq: h.seq,
                 },
                 payload: h.payload.clone(),
                 published_unix_ms: h.published_unix_ms,
-            })
-            .collect();
+            });
+        }
+        let position = events.last().map_or(position, |e| e.cursor);
         if events.is_empty() && !missed {
             topic.waiting += 1;
             return Ok(Take::Wait(position, topic.published.subscribe()));
@@ -321,7 +364,7 @@ fn sweep(topics: &mut Topics, now: Instant) {
         let keep =
             t.waiting > 0 || now.saturating_duration_since(t.last_poll) < KEPT_AFTER_LAST_POLL;
         if !keep {
-            freed = freed.saturating_add(t.held_bytes);
+            freed = freed.saturating_add(t.held_bytes.saturating_add(t.queued_bytes));
         }
         keep
     });

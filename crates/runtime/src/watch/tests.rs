@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use super::*;
 
 fn actor() -> ActorId {
@@ -128,4 +130,74 @@ fn held_bytes_are_bounded_per_actor() {
     let polled = ready(hub.take(&actor(), Some(start.cursor), now));
     assert_eq!(polled.events.len(), 1);
     assert!(polled.missed);
+}
+
+#[test]
+fn a_durable_turns_events_wait_for_its_write_and_later_ones_wait_behind() {
+    let hub = Arc::new(EventHub::new(10));
+    let now = Instant::now();
+    let start = ready(hub.take(&actor(), None, now));
+    let Some(first) = hub.hold_until_stored(&actor(), vec![event(1)], 0) else {
+        panic!("a watched actor's events are queued");
+    };
+    // A later turn (one that read the unstored state, say) waits behind.
+    hub.publish(&actor(), vec![event(2)], 0);
+    assert!(matches!(
+        hub.take(&actor(), Some(start.cursor), now),
+        Ok(Take::Wait(..))
+    ));
+    first.settle(true);
+    let polled = ready(hub.take(&actor(), Some(start.cursor), now));
+    assert_eq!(numbers(&polled), ["1", "2"]);
+    assert!(!polled.missed);
+    assert_eq!(polled.events[0].cursor.seq, start.cursor.seq + 1);
+}
+
+#[test]
+fn a_write_that_fails_drops_only_its_turns_events() {
+    let hub = Arc::new(EventHub::new(10));
+    let now = Instant::now();
+    let start = ready(hub.take(&actor(), None, now));
+    let failed = hub.hold_until_stored(&actor(), vec![event(1)], 0);
+    let stored = hub.hold_until_stored(&actor(), vec![event(2)], 0);
+    hub.publish(&actor(), vec![event(3)], 0);
+    // Settled out of order: the second waits for the first.
+    if let Some(stored) = stored {
+        stored.settle(true);
+    }
+    assert!(matches!(
+        hub.take(&actor(), Some(start.cursor), now),
+        Ok(Take::Wait(..))
+    ));
+    // A reply never answered (dropped) counts as not stored.
+    drop(failed);
+    let polled = ready(hub.take(&actor(), Some(start.cursor), now));
+    assert_eq!(numbers(&polled), ["2", "3"]);
+    assert!(!polled.missed, "a failed turn's events never happened");
+}
+
+#[test]
+fn events_dropped_from_a_long_queue_are_told_as_missed() {
+    let hub = Arc::new(EventHub::new(10));
+    let now = Instant::now();
+    let start = ready(hub.take(&actor(), None, now));
+    hub.publish(&actor(), vec![event(1)], 0);
+    let big = |n: u8| Payload::json(vec![n; HELD_BYTES_PER_ACTOR / 2 + 1]);
+    let waiting = hub.hold_until_stored(&actor(), vec![big(b'2')], 0);
+    // More than the queue keeps waits behind it: the oldest, 2, goes.
+    hub.publish(&actor(), vec![big(b'3')], 0);
+    drop(waiting);
+    let polled = ready(hub.take(&actor(), Some(start.cursor), now));
+    assert_eq!(numbers(&polled), ["1"], "events stop at the gap");
+    assert!(!polled.missed);
+    let after_gap = ready(hub.take(&actor(), Some(polled.cursor), now));
+    assert!(after_gap.missed);
+    assert_eq!(after_gap.events.len(), 1);
+    assert_eq!(after_gap.events[0].cursor.seq, polled.cursor.seq + 2);
+}
+
+#[test]
+fn nothing_is_queued_for_an_actor_nobody_watches() {
+    let hub = Arc::new(EventHub::new(10));
+    assert!(hub.hold_until_stored(&actor(), vec![event(1)], 0).is_none());
 }

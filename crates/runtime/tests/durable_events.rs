@@ -1,0 +1,175 @@
+//! A `durable` type's watchers hear of a turn only once its writes are
+//! stored, as its caller does, and in the order the turns ended: a crash
+//! must not undo what a watcher was told happened.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use troupe_runtime::{
+    ActivateDone, ActivateRequest, ActorHost, ActorId, ActorRequest, ActorResponse, Call,
+    CallError, DeactivateDone, DeactivateRequest, Payload, RequestContext, Runtime, RuntimeConfig,
+    StateChange, StateMode, TurnDone, TurnOutcome, TurnRequest, TypeSpec,
+};
+use troupe_runtime::{Cursor, Polled};
+use troupe_storage::StoreError;
+
+mod common;
+use common::{single_node, HookedStore};
+
+/// `set` writes a key and publishes "set"; `read` writes nothing and
+/// publishes "read".
+#[derive(Debug)]
+struct Publishing;
+
+impl ActorHost for Publishing {
+    fn name(&self) -> &str {
+        "test"
+    }
+
+    fn activate(&self, _request: ActivateRequest, done: ActivateDone) {
+        done.finish(Ok(Vec::new()));
+    }
+
+    fn turn(&self, request: TurnRequest, mut done: TurnDone) {
+        let changes = match &*request.name {
+            "set" => vec![StateChange::set("v", "1")],
+            _ => Vec::new(),
+        };
+        done.publish(vec![Payload::json(format!("\"{}\"", request.name))]);
+        done.finish(TurnOutcome {
+            result: Ok(Payload::json("null")),
+            changes,
+        });
+    }
+
+    fn deactivate(&self, _request: DeactivateRequest, done: DeactivateDone) {
+        done.finish(Vec::new());
+    }
+}
+
+const PASS: u8 = 0;
+const HOLD: u8 = 1;
+const FAIL: u8 = 2;
+
+/// How the store answers the next batches, and the hold's two sides.
+#[derive(Clone, Default)]
+struct Gate {
+    mode: Arc<AtomicU8>,
+    reached: Arc<Notify>,
+    release: Arc<Notify>,
+}
+
+fn durable_runtime(gate: &Gate) -> Result<Runtime, CallError> {
+    let hook = gate.clone();
+    let store = Arc::new(HookedStore::new(Box::new(move |_| {
+        let hook = hook.clone();
+        Box::pin(async move {
+            match hook.mode.load(Ordering::SeqCst) {
+                HOLD => {
+                    hook.reached.notify_one();
+                    hook.release.notified().await;
+                    Ok(())
+                }
+                FAIL => Err(StoreError::Io("the test broke the store".into())),
+                _ => Ok(()),
+            }
+        })
+    })));
+    let rt = single_node(RuntimeConfig::default(), store)?;
+    rt.register_host(
+        Arc::new(Publishing),
+        vec![TypeSpec {
+            name: "d".into(),
+            state_mode: Some(StateMode::Durable),
+            ..TypeSpec::default()
+        }],
+    )?;
+    Ok(rt)
+}
+
+/// What has been published after `after`, without waiting.
+async fn events_now(rt: &Runtime, actor: &ActorId, after: Option<Cursor>) -> Polled {
+    let answer = rt
+        .request(
+            ActorRequest::PollEvents {
+                actor: actor.clone(),
+                after,
+                wait: Duration::ZERO,
+            },
+            RequestContext::default(),
+        )
+        .await;
+    match answer {
+        Ok(ActorResponse::Events(polled)) => *polled,
+        other => panic!("a poll answered {other:?}"),
+    }
+}
+
+fn texts(polled: &Polled) -> Vec<String> {
+    polled
+        .events
+        .iter()
+        .map(|e| String::from_utf8_lossy(&e.payload.data).into_owned())
+        .collect()
+}
+
+fn call(actor: &ActorId, method: &str) -> Call {
+    Call::new(actor.clone(), method, Payload::default())
+}
+
+#[tokio::test]
+async fn watchers_hear_of_a_durable_turn_once_its_write_is_stored() -> Result<(), CallError> {
+    let gate = Gate::default();
+    let rt = Arc::new(durable_runtime(&gate)?);
+    let actor = ActorId::new("d", "a1");
+    let start = events_now(&rt, &actor, None).await.cursor;
+
+    gate.mode.store(HOLD, Ordering::SeqCst);
+    let reached = gate.reached.notified();
+    let set = tokio::spawn({
+        let (rt, actor) = (rt.clone(), actor.clone());
+        async move { rt.invoke(call(&actor, "set")).await }
+    });
+    reached.await;
+    // A later turn that writes nothing is answered at once, but its events
+    // wait behind the unstored ones.
+    rt.invoke(call(&actor, "read")).await?;
+    let early = events_now(&rt, &actor, Some(start)).await;
+    assert_eq!(
+        texts(&early),
+        Vec::<String>::new(),
+        "a watcher heard of a durable turn before its write was stored"
+    );
+
+    gate.mode.store(PASS, Ordering::SeqCst);
+    gate.release.notify_one();
+    set.await
+        .map_err(|e| CallError::Internal(e.to_string()))??;
+    let stored = events_now(&rt, &actor, Some(start)).await;
+    assert_eq!(texts(&stored), ["\"set\"", "\"read\""]);
+    assert!(!stored.missed);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_durable_turn_whose_write_fails_publishes_nothing() -> Result<(), CallError> {
+    let gate = Gate::default();
+    let rt = durable_runtime(&gate)?;
+    let actor = ActorId::new("d", "a2");
+    let start = events_now(&rt, &actor, None).await.cursor;
+
+    gate.mode.store(FAIL, Ordering::SeqCst);
+    let failed = rt.invoke(call(&actor, "set")).await;
+    assert!(
+        matches!(failed, Err(CallError::Unavailable(_))),
+        "{failed:?}"
+    );
+    gate.mode.store(PASS, Ordering::SeqCst);
+    rt.invoke(call(&actor, "read")).await?;
+    let polled = events_now(&rt, &actor, Some(start)).await;
+    assert_eq!(texts(&polled), ["\"read\""]);
+    assert!(!polled.missed, "a failed turn's events never happened");
+    Ok(())
+}
