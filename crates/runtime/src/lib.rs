@@ -48,6 +48,7 @@ mod shards;
 mod shared;
 mod shutdown;
 mod state_read;
+mod timer_turns;
 mod turn;
 mod types;
 pub mod validate;
