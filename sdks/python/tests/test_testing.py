@@ -193,6 +193,76 @@ async def test_set_state_gives_an_actor_a_starting_point(troupe_env: TestEnv) ->
         await troupe_env.set_state(KitCart, "c1")
 
 
+@troupe.actor("kit_login")
+class KitLogin(troupe.Actor):
+    """Holds a session token that lasts an hour."""
+
+    @troupe.method
+    async def issue(self, token: str) -> None:
+        self.state.set("token", token, ttl="1h")
+
+    @troupe.method
+    async def token(self) -> str | None:
+        token: str | None = self.state.get("token")
+        return token
+
+
+async def test_set_state_with_a_ttl_expires_the_keys_on_the_clock(troupe_env: TestEnv) -> None:
+    await troupe_env.host(KitLogin)
+    login = troupe_env.actor(KitLogin, "u1")
+    await troupe_env.set_state(KitLogin, "u1", {"token": "t-1", "scope": "read"}, ttl="1h")
+    assert await troupe_env.state(KitLogin, "u1") == {"token": "t-1", "scope": "read"}
+    now = await troupe_env.daemon.now()
+    expiry = await troupe_env.client.get_state_expiry("kit_login", "u1")
+    assert set(expiry) == {"token", "scope"}
+    assert abs(expiry["token"] - now - timedelta(hours=1)) < timedelta(seconds=5)
+
+    await troupe_env.advance("30m")
+    assert await troupe_env.state(KitLogin, "u1") == {"token": "t-1", "scope": "read"}
+    assert await login.token() == "t-1"
+    await troupe_env.advance("31m")
+    assert await troupe_env.state(KitLogin, "u1") == {}
+    assert await login.token() is None
+
+
+async def test_set_state_without_a_ttl_keeps_the_expiry_and_ttl_none_ends_it(
+    troupe_env: TestEnv,
+) -> None:
+    await troupe_env.host(KitLogin)
+    # Set by a turn, replaced without a ttl: the hour still runs.
+    await troupe_env.actor(KitLogin, "kept").issue("t-1")
+    await troupe_env.set_state(KitLogin, "kept", {"token": "t-2"})
+    # Set by a turn, then ended by the edit: it outlives the hour.
+    await troupe_env.actor(KitLogin, "ended").issue("t-1")
+    await troupe_env.set_state(KitLogin, "ended", {"token": "t-2"}, ttl=None)
+    assert await troupe_env.client.get_state_expiry("kit_login", "ended") == {}
+    # A ttl as a timedelta, then seconds, each replacing the one before.
+    await troupe_env.set_state(KitLogin, "renewed", {"token": "t-1"}, ttl=timedelta(minutes=10))
+    await troupe_env.set_state(KitLogin, "renewed", {"token": "t-2"}, ttl=2 * 3600)
+
+    await troupe_env.advance("61m")
+    assert await troupe_env.state(KitLogin, "kept") == {}
+    assert await troupe_env.state(KitLogin, "ended") == {"token": "t-2"}
+    assert await troupe_env.actor(KitLogin, "ended").token() == "t-2"
+    assert await troupe_env.state(KitLogin, "renewed") == {"token": "t-2"}
+    await troupe_env.advance("60m")
+    assert await troupe_env.state(KitLogin, "renewed") == {}
+    assert await troupe_env.state(KitLogin, "ended") == {"token": "t-2"}
+
+
+async def test_set_state_refuses_a_ttl_it_cannot_apply(troupe_shared_env: TestEnv) -> None:
+    env, user = troupe_shared_env, TestEnv.unique_id("u")
+    with pytest.raises(ValueError, match="at least a second"):
+        await env.set_state(KitLogin, user, {"token": "t-1"}, ttl=0.5)
+    with pytest.raises(troupe.InvalidArgument, match="ttl 'soon' is not a duration"):
+        await env.set_state(KitLogin, user, {"token": "t-1"}, ttl="soon")
+    with pytest.raises(TypeError, match="ttl expires the keys in values"):
+        await env.set_state(KitLogin, user, ttl="1h")
+    with pytest.raises(TypeError, match="ttl expires the keys in values"):
+        await env.set_state(KitLogin, user, delete=["token"], ttl="1h")
+    assert await env.state(KitLogin, user) == {}
+
+
 @troupe.actor("kit_trial")
 class KitTrial(troupe.Actor):
     """Starts a trial that ends itself: a delayed tell to its own future self."""

@@ -39,7 +39,7 @@ const MIN_TTL_MS = 1_000;
 const EXPIRES_KEY = "$expires";
 
 /** The ttl_ms of a set with `options`: undefined (keep the expiry), 0n (none), or ms. */
-function ttlOf(options: StateSetOptions | undefined): bigint | undefined {
+export function ttlOf(options: StateSetOptions | undefined): bigint | undefined {
   if (options === undefined) return undefined;
   // Plain JS callers may pass the ttl itself.
   const given: unknown = options;

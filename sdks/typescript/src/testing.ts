@@ -41,6 +41,7 @@ import { TroupeError, fromRpcError } from "./errors.js";
 import { AdminClient, type AdvanceClockResponse, type DeactivateActorResponse } from "./gen/troupe/v1/admin.js";
 import type { StateChange } from "./gen/troupe/v1/common.js";
 import { encodeState } from "./payload.js";
+import { ttlOf } from "./state.js";
 
 /** The line the daemon prints on stdout once it serves, with the bound address. */
 const ANNOUNCE = /^troupe listening on (\S+)/;
@@ -167,10 +168,15 @@ export class TestDaemon {
   /**
    * Store `values` (encoded) as keys of the actor's state and remove the keys
    * in `remove` (`Admin.EditActorState`); an active actor is deactivated first.
+   *
+   * `ttlMs` is each stored key's `StateChange.ttl_ms`: undefined, the key keeps
+   * the expiry it has (none for a new key); `0n`, it no longer expires;
+   * otherwise it expires that many milliseconds after the edit (the daemon
+   * refuses under a second).
    */
-  editState(type: string, id: string, values: ReadonlyMap<string, Buffer>, remove: readonly string[]): Promise<void> {
+  editState(type: string, id: string, values: ReadonlyMap<string, Buffer>, remove: readonly string[], ttlMs?: bigint): Promise<void> {
     const changes: StateChange[] = [
-      ...[...values].map(([key, value]): StateChange => ({ key, op: { $case: "set", value } })),
+      ...[...values].map(([key, value]): StateChange => ({ key, op: { $case: "set", value }, ...(ttlMs === undefined ? {} : { ttlMs }) })),
       ...remove.map((key): StateChange => ({ key, op: { $case: "delete", value: true } })),
     ];
     return new Promise<void>((resolve, reject) => {
@@ -237,6 +243,20 @@ export interface TestEnvOptions {
   timeout?: Duration;
 }
 
+/** Options of {@link TestEnv.setState}. */
+export interface SetStateOptions {
+  /** Keys to remove. */
+  readonly delete?: readonly string[];
+  /**
+   * An expiry for every key in `values`, counted from the edit, as
+   * `this.state.set(key, value, { ttl })` gives one from a turn and read as it
+   * reads it: a duration of at least a second (`"1h"`, a number of seconds),
+   * or `null` for keys that no longer expire. Left out (or `undefined`), each
+   * key keeps the expiry it has (none for a new key).
+   */
+  readonly ttl?: Duration | null;
+}
+
 /** Options of {@link TestEnv.host}. */
 export interface HostOptions {
   /** Call filters the App runs around every turn (see `CallFilter`). */
@@ -293,20 +313,34 @@ export class TestEnv {
    * is stored as the actor's own writes store it, the keys in `options.delete`
    * go, other keys stay. An active actor is deactivated first, so its next
    * turn starts on this state.
+   *
+   * With `options.ttl` the keys in `values` expire (see
+   * {@link SetStateOptions.ttl}): `setState(Login, id, { token }, { ttl: "1h" })`
+   * then `advance("1h")`, and the token is gone. A ttl under a second rejects
+   * with RangeError, one that is no duration with InvalidArgument, and a ttl
+   * without `values` with TypeError, each before anything changes.
    */
   async setState(
     typeOrClass: string | ActorClass,
     id: string,
     values: Readonly<Record<string, unknown>> = {},
-    options: { readonly delete?: readonly string[] } = {},
+    options: SetStateOptions = {},
   ): Promise<void> {
     const type = typeof typeOrClass === "string" ? typeOrClass : actorTypeName(typeOrClass);
+    const { ttl } = options;
+    if (ttl !== undefined && Object.keys(values).length === 0) {
+      throw new TypeError(
+        "setState's ttl expires the keys in values, and no values were given; pass the keys to expire with their values " +
+          "(a deleted key's expiry ends with it), or drop ttl",
+      );
+    }
+    const ttlMs = ttlOf({ ttl });
     const encoded = new Map(Object.entries(values).map(([key, value]) => [key, encodeState(key, value)]));
     const remove = options.delete ?? [];
     if (encoded.size === 0 && remove.length === 0) {
       throw new TypeError("setState needs values to store or keys to delete");
     }
-    await this.daemon.editState(type, id, encoded, remove);
+    await this.daemon.editState(type, id, encoded, remove, ttlMs);
   }
 
   /**

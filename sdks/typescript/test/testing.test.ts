@@ -200,6 +200,85 @@ test("setState gives an actor a starting point", async () => {
   }
 });
 
+@actor("kit_login")
+class KitLogin extends Actor<{ token: string; scope: string }> {
+  /** Holds a session token that lasts an hour. */
+  @method
+  issue(token: string): void {
+    this.state.set("token", token, { ttl: "1h" });
+  }
+
+  @method
+  token(): string | null {
+    return this.state.get("token") ?? null;
+  }
+}
+
+test("setState with a ttl expires the keys on the clock", async () => {
+  const env = await startTestEnv({ binary: troupeBin() });
+  try {
+    await env.host(KitLogin);
+    const login = env.actor<KitLogin>(KitLogin, "u1");
+    await env.setState(KitLogin, "u1", { token: "t-1", scope: "read" }, { ttl: "1h" });
+    assert.deepEqual(await env.state(KitLogin, "u1"), { token: "t-1", scope: "read" });
+    const now = await env.daemon.now();
+    const expiry = await env.client.getStateExpiry("kit_login", "u1");
+    assert.deepEqual(Object.keys(expiry).sort(), ["scope", "token"]);
+    assert.ok(Math.abs((expiry.token?.getTime() ?? 0) - now.getTime() - 3_600_000) < 5_000, String(expiry.token));
+
+    await env.advance("30m");
+    assert.deepEqual(await env.state(KitLogin, "u1"), { token: "t-1", scope: "read" });
+    assert.equal(await login.call("token"), "t-1");
+    await env.advance("31m");
+    assert.deepEqual(await env.state(KitLogin, "u1"), {});
+    assert.equal(await login.call("token"), null);
+  } finally {
+    await env.close();
+  }
+});
+
+test("setState without a ttl keeps the expiry, and ttl null ends it", async () => {
+  const env = await startTestEnv({ binary: troupeBin() });
+  try {
+    await env.host(KitLogin);
+    // Set by a turn, replaced without a ttl: the hour still runs.
+    await env.actor<KitLogin>(KitLogin, "kept").call("issue", "t-1");
+    await env.setState(KitLogin, "kept", { token: "t-2" });
+    // Set by a turn, then ended by the edit: it outlives the hour.
+    await env.actor<KitLogin>(KitLogin, "ended").call("issue", "t-1");
+    await env.setState(KitLogin, "ended", { token: "t-2" }, { ttl: null });
+    assert.deepEqual(await env.client.getStateExpiry("kit_login", "ended"), {});
+    // A ttl in seconds replacing an earlier one.
+    await env.setState(KitLogin, "renewed", { token: "t-1" }, { ttl: "10m" });
+    await env.setState(KitLogin, "renewed", { token: "t-2" }, { ttl: 2 * 3600 });
+
+    await env.advance("61m");
+    assert.deepEqual(await env.state(KitLogin, "kept"), {});
+    assert.deepEqual(await env.state(KitLogin, "ended"), { token: "t-2" });
+    assert.equal(await env.actor<KitLogin>(KitLogin, "ended").call("token"), "t-2");
+    assert.deepEqual(await env.state(KitLogin, "renewed"), { token: "t-2" });
+    await env.advance("60m");
+    assert.deepEqual(await env.state(KitLogin, "renewed"), {});
+    assert.deepEqual(await env.state(KitLogin, "ended"), { token: "t-2" });
+  } finally {
+    await env.close();
+  }
+});
+
+test("setState refuses a ttl it cannot apply", async () => {
+  const env = new TestEnv(daemon, { ownsClock: false });
+  try {
+    const user = TestEnv.uniqueId("u");
+    await assert.rejects(env.setState(KitLogin, user, { token: "t-1" }, { ttl: 0.5 }), (err) => err instanceof RangeError && /at least a second/.test(err.message));
+    await assert.rejects(env.setState(KitLogin, user, { token: "t-1" }, { ttl: "soon" }), (err) => err instanceof InvalidArgument && /ttl "soon" is not a duration/.test(err.message));
+    await assert.rejects(env.setState(KitLogin, user, {}, { ttl: "1h" }), (err) => err instanceof TypeError && /ttl expires the keys in values/.test(err.message));
+    await assert.rejects(env.setState(KitLogin, user, {}, { delete: ["token"], ttl: "1h" }), (err) => err instanceof TypeError && /ttl expires the keys in values/.test(err.message));
+    assert.deepEqual(await env.state(KitLogin, user), {});
+  } finally {
+    await env.close();
+  }
+});
+
 @actor("kit_trial")
 class KitTrial extends Actor<{ active: boolean; reason: string }> {
   /** Starts a trial that ends itself: a delayed tell to the actor's future self. */

@@ -146,11 +146,20 @@ class TestDaemon:
         return (await self._advance("0s")).now
 
     async def edit_state(
-        self, actor_type: str, actor_id: str, values: Mapping[str, bytes], delete: Sequence[str]
+        self,
+        actor_type: str,
+        actor_id: str,
+        values: Mapping[str, bytes],
+        delete: Sequence[str],
+        ttl_ms: int | None = None,
     ) -> None:
         """Store ``values`` (encoded) as keys of the actor's state and remove the keys in
-        ``delete`` (``Admin.EditActorState``); an active actor is deactivated first."""
-        changes = [common_pb2.StateChange(key=k, set=v) for k, v in values.items()]
+        ``delete`` (``Admin.EditActorState``); an active actor is deactivated first.
+
+        ``ttl_ms`` is each stored key's ``StateChange.ttl_ms``: None, the key keeps the expiry
+        it has (none for a new key); 0, it no longer expires; otherwise it expires that many
+        milliseconds after the edit (the daemon refuses under a second)."""
+        changes = [common_pb2.StateChange(key=k, set=v, ttl_ms=ttl_ms) for k, v in values.items()]
         changes += [common_pb2.StateChange(key=k, delete=True) for k in delete]
         async with open_channel(self.address) as channel:
             stub = admin_pb2_grpc.AdminStub(channel)  # type: ignore[no-untyped-call]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, overload
@@ -17,13 +18,25 @@ from typing import Any, overload
 from .._actor import Actor, spec_of
 from .._app import App
 from .._client import Client
+from .._duration import DurationLike
 from .._filters import CallFilter
 from .._payload import encode_state
 from .._proxy import A, ActorProxy
+from .._state import _ttl_ms
 from ._daemon import Advanced, Duration, TestDaemon, TestDaemonError
 
 # How long hosting waits for the daemon to accept the app's types.
 _REGISTER_TIMEOUT = 30.0
+
+
+class _KeepExpiry(enum.Enum):
+    """``set_state``'s ttl when none is given: unlike ``ttl=None``, which ends a key's
+    expiry, this leaves each key the expiry it has, as ``state[key] = value`` does."""
+
+    KEEP = "keep"
+
+    def __repr__(self) -> str:
+        return "<keep each key's expiry>"
 
 
 class TestEnv:
@@ -92,15 +105,35 @@ class TestEnv:
         values: Mapping[str, Any] | None = None,
         *,
         delete: Sequence[str] = (),
+        ttl: DurationLike | _KeepExpiry | None = _KeepExpiry.KEEP,
     ) -> None:
         """Give an actor state without running a turn, as a test's starting point (a cart
         with items, a device that went silent a week ago): each of ``values`` is stored as
         the actor's own writes store it, the keys in ``delete`` go, other keys stay. An
-        active actor is deactivated first, so its next turn starts on this state."""
+        active actor is deactivated first, so its next turn starts on this state.
+
+        ``ttl`` gives every key in ``values`` an expiry, counted from this edit, as
+        ``self.state.set(key, value, ttl=...)`` does from a turn, and read as it reads it
+        (``"1h"``, seconds as a number, a ``timedelta``; at least a second): ``ttl="1h"``
+        then ``advance("1h")`` and the keys are gone. ``ttl=None`` ends the keys' expiry;
+        without ``ttl`` each key keeps the expiry it has (none for a new key).
+
+        Raises ValueError for a ttl under a second, :class:`troupe.InvalidArgument` for one
+        that is not a duration, and TypeError for a ttl without ``values``, each before
+        anything changes."""
+        ttl_ms: int | None = None
+        if ttl is not _KeepExpiry.KEEP:
+            if not values:
+                raise TypeError(
+                    "set_state's ttl expires the keys in values, and no values were given;"
+                    " pass the keys to expire with their values (a deleted key's expiry ends"
+                    " with it), or drop ttl"
+                )
+            ttl_ms = _ttl_ms(ttl)
         encoded = {key: encode_state(key, value) for key, value in (values or {}).items()}
         if not encoded and not delete:
             raise TypeError("set_state needs values to store or keys to delete")
-        await self.daemon.edit_state(_type_name(actor_type), actor_id, encoded, delete)
+        await self.daemon.edit_state(_type_name(actor_type), actor_id, encoded, delete, ttl_ms)
 
     async def deactivate(self, actor_type: str | type[Actor], actor_id: str) -> bool:
         """End the actor's activation now, as its idle timeout would: its running turn
