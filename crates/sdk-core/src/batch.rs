@@ -296,6 +296,37 @@ mod tests {
         assert_eq!(sent, vec![vec![2, 4], vec![0], vec![3], vec![1]]);
     }
 
+    /// An answer that publishes an event and changes no state.
+    fn publishing(call_id: u64, bytes: usize) -> AppMessage {
+        let mut msg = answer_of(call_id, bytes, false);
+        if let Some(app_message::Kind::TurnResult(r)) = &mut msg.kind {
+            r.events.push(troupe_proto::v1::Payload::default());
+        }
+        msg
+    }
+
+    /// The daemon publishes a turn's events as it reads its answer: a
+    /// small answer that publishes must not pass a large one that does, or
+    /// watchers would see the later turn's events first.
+    #[tokio::test]
+    async fn answers_that_publish_keep_their_order_as_state_changes_do() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut batcher = Batcher::new(rx, reads(true, false));
+        for msg in [
+            publishing(0, 2 * ALONE_BYTES),
+            publishing(1, 10),
+            answer_of(2, 10, false),
+        ] {
+            assert!(tx.send(msg).is_ok());
+        }
+        drop(tx);
+        let mut sent = Vec::new();
+        while let Some(msg) = batcher.next().await {
+            sent.push(call_ids(&msg));
+        }
+        assert_eq!(sent, vec![vec![2], vec![0], vec![1]]);
+    }
+
     #[tokio::test]
     async fn a_batch_holds_at_most_batch_messages() {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
