@@ -185,8 +185,33 @@ fn unknown_settings_are_refused() -> anyhow::Result<()> {
         config: Some(path),
         ..ServeArgs::default()
     };
-    assert!(args.resolve().is_err());
+    let Err(e) = args.resolve() else {
+        anyhow::bail!("an unknown setting was accepted");
+    };
+    assert!(
+        format!("{e:#}").contains("did you mean `flush_interval`?"),
+        "{e:#}"
+    );
     Ok(())
+}
+
+#[test]
+fn a_typo_gets_the_setting_it_is_closest_to_and_nonsense_gets_none() {
+    use super::values::closest_setting;
+    let error = |unknown: &str| {
+        format!(
+            "unknown field `{unknown}`, expected one of `listen`, `flush_interval`, \
+             `idle_timeout`"
+        )
+    };
+    assert_eq!(closest_setting(&error("idle_timout")), Some("idle_timeout"));
+    assert_eq!(closest_setting(&error("lisen")), Some("listen"));
+    assert_eq!(closest_setting(&error("zzz")), None);
+    assert_eq!(
+        closest_setting("unknown field `cert`, expected `cert_file`"),
+        Some("cert_file")
+    );
+    assert_eq!(closest_setting("invalid type: string"), None);
 }
 
 #[test]

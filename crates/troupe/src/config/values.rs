@@ -141,11 +141,30 @@ pub(super) fn otlp_endpoint(url: &str) -> anyhow::Result<String> {
 pub(super) fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read config file {}", path.display()))?;
-    toml::from_str(&text).with_context(|| {
-        format!(
-            "config file {} is not valid: settings are the `serve` flag names with `_` \
+    toml::from_str(&text).map_err(|e| {
+        let hint = closest_setting(e.message())
+            .map(|s| format!(" (did you mean `{s}`?)"))
+            .unwrap_or_default();
+        anyhow::Error::new(e).context(format!(
+            "config file {} is not valid{hint}: settings are the `serve` flag names with `_` \
              (e.g. listen = \"127.0.0.1:7420\", flush_interval = \"500ms\")",
             path.display()
-        )
+        ))
     })
+}
+
+/// The known setting closest to the unknown one a parse error names, if
+/// one is close enough to be a typo. serde words the error "unknown field
+/// `x`, expected one of `a`, `b`" (or "expected `a`" for one).
+pub(super) fn closest_setting(message: &str) -> Option<&str> {
+    let rest = message.split_once("unknown field `")?.1;
+    let (unknown, expected) = rest.split_once('`')?;
+    expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|known| (strsim::jaro_winkler(unknown, known), known))
+        .filter(|(score, _)| *score >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, known)| known)
 }
