@@ -30,6 +30,7 @@ mod placement_cmd;
 mod placement_metrics;
 mod process_stats;
 mod readiness;
+mod serve_end;
 mod server;
 mod shell_word;
 mod store_metrics;

@@ -12,7 +12,7 @@ use anyhow::Context;
 use futures::{Stream, StreamExt};
 use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 use troupe_placement::view::ClusterPlacement;
 use troupe_placement::{Placement, SingleNode};
 use troupe_proto::v1 as pb;
@@ -34,6 +34,7 @@ use crate::forwarder::TransportForwarder;
 use crate::link_api::LinkApi;
 use crate::membership;
 use crate::readiness::Readiness;
+use crate::serve_end::{unwritten_error, ShutdownSignals};
 use crate::store_metrics::StoreMetrics;
 use crate::unix_listen::{self, UnixSocket};
 use crate::{health_listen, memory_watch, metrics_http, telemetry};
@@ -469,51 +470,6 @@ pub async fn run_until(
     }
 }
 
-/// Actors a log names one by one when a shutdown could not write them; the
-/// rest are counted, so a daemon with a million dirty actors still stops.
-const UNWRITTEN_LOGGED: usize = 1000;
-
-/// Logs what the store did not confirm (names only: values may be secrets)
-/// and says what the operator can do.
-fn unwritten_error(report: &troupe_runtime::ShutdownReport) -> anyhow::Error {
-    for state in report.unwritten_state.iter().take(UNWRITTEN_LOGGED) {
-        error!(
-            actor_type = %state.actor_type,
-            actor_id = %state.actor_id,
-            keys = ?state.keys,
-            "state not written to the store"
-        );
-    }
-    let actors = report.unwritten_state.len();
-    if actors > UNWRITTEN_LOGGED {
-        error!(
-            more_actors = actors - UNWRITTEN_LOGGED,
-            "more actors' state not written to the store"
-        );
-    }
-    let mut what = Vec::new();
-    if actors > 0 {
-        what.push(format!(
-            "the state of {actors} actors (each logged above with its keys)"
-        ));
-    }
-    if report.failed_reminder_writes > 0 {
-        what.push(format!(
-            "{} reminder writes (those reminders may fire again after a restart)",
-            report.failed_reminder_writes
-        ));
-    }
-    if report.abandoned_tasks {
-        what.push("a store write that was still running".to_owned());
-    }
-    anyhow::anyhow!(
-        "stopped without the store confirming {}: it failed or did not answer within \
-         --shutdown-flush-timeout. Check the store; unconfirmed state changes are lost unless it \
-         applied them before it stopped answering",
-        what.join(", ")
-    )
-}
-
 /// The answer to a request whose handler panicked (the panic itself is in
 /// the log, from the panic hook).
 fn internal_for_panic(
@@ -530,33 +486,4 @@ fn internal_for_panic(
          it if it happens again",
     )
     .into_http()
-}
-
-/// SIGTERM and SIGINT, the signals that start a graceful shutdown.
-#[derive(Debug)]
-pub(crate) struct ShutdownSignals {
-    terminate: tokio::signal::unix::Signal,
-    interrupt: tokio::signal::unix::Signal,
-}
-
-impl ShutdownSignals {
-    pub(crate) fn install() -> anyhow::Result<Self> {
-        use tokio::signal::unix::{signal, SignalKind};
-        Ok(Self {
-            terminate: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
-            interrupt: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
-        })
-    }
-
-    async fn received(mut self) {
-        self.next().await;
-    }
-
-    /// The next signal, by name. Cancel-safe.
-    pub(crate) async fn next(&mut self) -> &'static str {
-        tokio::select! {
-            _ = self.terminate.recv() => "SIGTERM",
-            _ = self.interrupt.recv() => "SIGINT",
-        }
-    }
 }

@@ -19,7 +19,8 @@ use tokio::sync::oneshot;
 use tracing::info;
 
 use crate::config::{ServeArgs, ServeConfig};
-use crate::server::{self, ShutdownSignals};
+use crate::serve_end::ShutdownSignals;
+use crate::server;
 use child::AppCommand;
 use say::Say;
 use supervise::{Ending, Supervisor};

@@ -22,7 +22,7 @@ use troupe_runtime::Runtime;
 use super::child::{describe, App, AppCommand, Backoff};
 use super::say::Say;
 use super::watch::Watch;
-use crate::server::ShutdownSignals;
+use crate::serve_end::ShutdownSignals;
 
 /// How long a stopped app may take to exit before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(5);
