@@ -20,7 +20,7 @@ use troupe_transport::link::{ChannelStats, Links};
 use crate::convert;
 use crate::convert::errors::status_of;
 use crate::convert::paging;
-use crate::convert::requests::reminder_to_pb;
+use crate::convert::reminders::reminder_to_pb;
 use crate::store_metrics::StoreMetrics;
 use audit::Audit;
 

@@ -351,7 +351,7 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         Ok(Response::new(pb::ListRemindersResponse {
             reminders: reminders
                 .into_iter()
-                .map(convert::requests::reminder_to_pb)
+                .map(convert::reminders::reminder_to_pb)
                 .collect(),
             next_page_token,
         }))

@@ -12,6 +12,7 @@
 pub mod errors;
 pub mod events;
 pub mod paging;
+pub mod reminders;
 pub mod requests;
 pub mod time;
 

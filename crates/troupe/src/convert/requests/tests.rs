@@ -2,7 +2,9 @@
 //! messages: what the forwarder writes, the owner reads back the same.
 
 use bytes::Bytes;
-use troupe_runtime::{ActorId, CallChain, ChainToken, Payload};
+use troupe_runtime::{
+    ActorId, CallChain, ChainToken, CronSchedule, MissedFirings, Payload, ReminderInfo, RetryPolicy,
+};
 
 use super::*;
 
