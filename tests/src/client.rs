@@ -150,6 +150,25 @@ impl Client {
         };
         Ok(self.0.watch(request).await?.into_inner())
     }
+
+    /// Watches every actor of `ty` (`after`: a type watch's cursor, or ""
+    /// for from now on); every daemon hosting it watches once this returns.
+    pub async fn watch_type(&mut self, ty: &str, after: &str) -> Result<Events, Status> {
+        let request = pb::WatchTypeRequest {
+            r#type: ty.to_owned(),
+            after: after.to_owned(),
+        };
+        Ok(self.0.watch_type(request).await?.into_inner())
+    }
+}
+
+/// The id of the actor that published `event`.
+pub fn event_actor(event: &pb::ActorEvent) -> String {
+    event
+        .actor
+        .as_ref()
+        .map(|a| a.id.clone())
+        .unwrap_or_default()
 }
 
 /// The next event of a watch, failing when it fails, ends, or sends none

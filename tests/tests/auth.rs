@@ -33,6 +33,7 @@ const READ_ONLY: &[&str] = &[
     "/troupe.v1.ActorClient/ListReminders",
     "/troupe.v1.ActorClient/GetAlarm",
     "/troupe.v1.ActorClient/Watch",
+    "/troupe.v1.ActorClient/WatchType",
     "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
 ];
 

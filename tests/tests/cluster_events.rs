@@ -70,3 +70,63 @@ async fn a_watch_through_another_daemon_follows_the_actor_when_its_owner_leaves(
     assert!(!next_event(&mut events, WAIT).await?.missed_before);
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_type_watch_through_one_daemon_gets_the_events_of_every_daemons_actors(
+) -> anyhow::Result<()> {
+    let Some(mut fx) = Cluster::start(
+        "a_type_watch_through_one_daemon_gets_the_events_of_every_daemons_actors",
+        2,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let mut via_d2 = fx.member("d2")?.client.clone();
+    let on_d1 = fx.counter_owned_by("d1", "d2", "t1-", 40).await?;
+    let on_d2 = fx.counter_owned_by("d2", "d2", "t2-", 40).await?;
+    let mut events = via_d2
+        .watch_type("counter", "")
+        .await
+        .with_context(|| fx.logs())?;
+    let by_one = r#"{"kwargs": {"by": 1}}"#;
+    for id in [&on_d1, &on_d2] {
+        via_d2
+            .invoke("counter", id, "incr_publish", by_one)
+            .await
+            .with_context(|| fx.logs())?;
+    }
+    let mut seen = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for _ in 0..4 {
+        let event = next_event(&mut events, WAIT)
+            .await
+            .with_context(|| fx.logs())?;
+        assert!(!event.missed_before, "{event:?}");
+        seen.entry(event_actor(&event))
+            .or_default()
+            .push(event_text(&event));
+    }
+    let each = vec!["1".to_owned(), r#"{"after":1}"#.to_owned()];
+    assert_eq!(
+        seen,
+        std::collections::BTreeMap::from([(on_d1.clone(), each.clone()), (on_d2, each)]),
+        "d1's actor's events come over the link"
+    );
+    // The cursor names both daemons' streams: resuming through d1 gets
+    // what came after it, from both.
+    let last = {
+        via_d2
+            .invoke("counter", &on_d1, "incr_publish", by_one)
+            .await?;
+        next_event(&mut events, WAIT).await?
+    };
+    assert_eq!(last.cursor.split('.').count(), 2, "{}", last.cursor);
+    let mut via_d1 = fx.member("d1")?.client.clone();
+    let mut resumed = via_d1.watch_type("counter", &last.cursor).await?;
+    let next = next_event(&mut resumed, WAIT).await?;
+    assert_eq!(
+        (event_actor(&next), event_text(&next), next.missed_before),
+        (on_d1, r#"{"after":2}"#.to_owned(), false)
+    );
+    Ok(())
+}

@@ -85,6 +85,15 @@ pub trait Placement: Send + Sync + std::fmt::Debug + 'static {
     fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
     }
+
+    /// Every daemon that may own an actor of `actor_type` now: the members
+    /// hosting it under the current table and the change in flight, this
+    /// daemon as [`Owner::Local`], each other once as [`Owner::Remote`].
+    /// Where a type's events are published, for a watch of the whole type.
+    fn hosts_of(&self, actor_type: &str) -> Vec<Owner> {
+        let _ = actor_type;
+        vec![Owner::Local]
+    }
 }
 
 /// One daemon owns every actor.

@@ -187,6 +187,28 @@ impl Placement for ClusterPlacement {
     fn changes(&self) -> Option<watch::Receiver<u64>> {
         Some(self.changes.subscribe())
     }
+
+    fn hosts_of(&self, actor_type: &str) -> Vec<Owner> {
+        let view = self.view.load();
+        let listed = std::iter::once(&view.table.current).chain(view.table.next.as_ref());
+        let mut hosts: Vec<Owner> = Vec::new();
+        let mut seen: Vec<&str> = Vec::new();
+        for member in listed.flat_map(|t| &t.members) {
+            if !member.types.iter().any(|t| t == actor_type) || seen.contains(&&*member.node) {
+                continue;
+            }
+            seen.push(&member.node);
+            hosts.push(if member.node == self.node {
+                Owner::Local
+            } else {
+                Owner::Remote {
+                    node: member.node.clone(),
+                    address: member.address.clone(),
+                }
+            });
+        }
+        hosts
+    }
 }
 
 #[cfg(test)]
@@ -217,6 +239,33 @@ mod tests {
         assert_eq!(p.owner("Counter", "1"), Owner::Unplaced);
         assert!(!p.may_serve());
         assert_eq!(p.lease_end(), None);
+    }
+
+    #[test]
+    fn a_types_hosts_are_those_of_both_tables_each_once() {
+        let p = ClusterPlacement::new("a");
+        assert!(p.hosts_of("Counter").is_empty());
+        p.set_table(Table {
+            current: version(
+                1,
+                vec![member("a", &["Counter"]), member("b", &["Counter", "Bus"])],
+            ),
+            next: Some(version(
+                2,
+                vec![member("b", &["Counter"]), member("c", &["Counter"])],
+            )),
+            waiting_for: vec![],
+        });
+        let remote = |node: &str| Owner::Remote {
+            node: node.into(),
+            address: format!("{node}:1"),
+        };
+        assert_eq!(
+            p.hosts_of("Counter"),
+            vec![Owner::Local, remote("b"), remote("c")]
+        );
+        assert_eq!(p.hosts_of("Bus"), vec![remote("b")]);
+        assert!(p.hosts_of("Other").is_empty());
     }
 
     #[test]

@@ -76,8 +76,8 @@ pub struct RuntimeConfig {
     /// Refuse new work while resident memory is at this share of the
     /// limit (`memory_gate`); `None`: never.
     pub memory_shedding: Option<crate::MemoryShedding>,
-    /// Actors whose events this daemon holds for watchers at once
-    /// (`watch`); a watch past it is refused with RESOURCE_EXHAUSTED.
+    /// Actors and types whose events this daemon holds for watchers at
+    /// once (`watch`); a watch past it is refused with RESOURCE_EXHAUSTED.
     pub max_watched_actors: usize,
 }
 

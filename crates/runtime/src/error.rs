@@ -142,6 +142,13 @@ pub enum Unavailable {
         node: String,
         address: String,
     },
+    /// Another daemon has what was asked for (a type's events) and this
+    /// one has no link to it.
+    #[error(
+        "daemon {node} ({address}) has part of what was asked for, and this daemon cannot reach \
+         it (it has no links to other daemons); ask through that daemon"
+    )]
+    PeerUnreachable { node: String, address: String },
     /// Daemons disagree on the placement table.
     #[error(
         "actor {actor} was forwarded {hops} times without reaching its owner (daemons disagree \

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
 use crate::schedule::timers::TimerSpec;
 use crate::schedule::{AlarmSpec, ReminderInfo, ReminderSpec};
 use crate::types::{ActorId, BoxFuture, Call, Payload};
@@ -195,4 +195,22 @@ pub trait Forwarder: Send + Sync + std::fmt::Debug + 'static {
         request: ActorRequest,
         context: RequestContext,
     ) -> BoxFuture<Result<ActorResponse, CallError>>;
+
+    /// Has `host` answer one long poll of the events of every actor of
+    /// `ty` it runs (`Runtime::poll_type_events`): after the cursor among
+    /// `after` of its stream, waiting up to `wait`.
+    fn poll_type_events(
+        &self,
+        host: &Peer,
+        ty: &str,
+        after: &[Cursor],
+        wait: Duration,
+    ) -> BoxFuture<Result<Polled, CallError>> {
+        let _ = (ty, after, wait);
+        let unreachable = Unavailable::PeerUnreachable {
+            node: host.node.clone(),
+            address: host.address.clone(),
+        };
+        Box::pin(async move { Err(unreachable.into()) })
+    }
 }

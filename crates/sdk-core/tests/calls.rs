@@ -77,6 +77,15 @@ impl ActorClient for Fake {
         unimplemented()
     }
 
+    type WatchTypeStream = tokio_stream::Empty<Result<troupe_proto::v1::ActorEvent, Status>>;
+
+    async fn watch_type(
+        &self,
+        _: Request<troupe_proto::v1::WatchTypeRequest>,
+    ) -> Result<Response<Self::WatchTypeStream>, Status> {
+        unimplemented()
+    }
+
     async fn invoke(&self, r: Request<InvokeRequest>) -> Result<Response<InvokeResponse>, Status> {
         let r = r.get_ref();
         self.answer(&r.idempotency_key, r.new_key, r.key_retention_ms)?;

@@ -122,6 +122,15 @@ impl ActorClient for Fake {
         unimplemented()
     }
 
+    type WatchTypeStream = tokio_stream::Empty<Result<troupe_proto::v1::ActorEvent, Status>>;
+
+    async fn watch_type(
+        &self,
+        _: Request<troupe_proto::v1::WatchTypeRequest>,
+    ) -> Result<Response<Self::WatchTypeStream>, Status> {
+        unimplemented()
+    }
+
     async fn invoke(
         &self,
         request: Request<InvokeRequest>,

@@ -275,11 +275,13 @@ pub(crate) enum ActorsCommand {
     },
     /// Print the events an actor publishes as they come (one line each;
     /// `-o json`: one JSON object per line), from now or after --after.
+    /// Without ID, those of every actor of the type, on every daemon.
     /// Watching does not activate the actor.
     Watch {
         #[arg(value_name = "TYPE")]
         actor_type: String,
-        id: String,
+        /// The actor to watch; none: every actor of TYPE.
+        id: Option<String>,
         /// Resume after this event's cursor (from an earlier watch's
         /// output): the events since that the daemon still holds come first.
         #[arg(long, value_name = "CURSOR")]

@@ -5,17 +5,21 @@
 //! picks and the connection its actor and call chain pick; the owner's
 //! answer (or error) comes back as the runtime's.
 
+use std::time::Duration;
 use troupe_proto::v1 as pb;
 use troupe_proto::v1::link_reply::Result as Answer;
 use troupe_proto::v1::link_request::Call;
 use troupe_runtime::input::millis;
+
 use troupe_runtime::{
-    ActorRequest, ActorResponse, BoxFuture, CallError, Forwarder, Peer, RequestContext,
+    ActorRequest, ActorResponse, BoxFuture, CallError, Cursor, Forwarder, Peer, Polled,
+    RequestContext,
 };
 use troupe_transport::link::{affinity, status_of_reply, Links};
 use troupe_transport::{MessageClass, TransportError};
 
 use crate::convert::errors::forward_error;
+use crate::convert::events;
 use crate::convert::requests::{request_to_pb, response_from_pb, PbRequest, PbResponse};
 use crate::telemetry;
 
@@ -139,7 +143,47 @@ impl Forwarder for TransportForwarder {
                 .map_err(|e| forward_error(&actor.to_string(), e))
         })
     }
+
+    fn poll_type_events(
+        &self,
+        host: &Peer,
+        ty: &str,
+        after: &[Cursor],
+        wait: Duration,
+    ) -> BoxFuture<Result<Polled, CallError>> {
+        let links = self.links.clone();
+        let address = host.address.clone();
+        let what = format!("the events of type {ty} on daemon {}", host.node);
+        let affinity = affinity(ty, "", "");
+        let request = pb::LinkRequest {
+            hops: 1,
+            // Room for the wait and the way there and back.
+            timeout_ms: millis(wait.saturating_add(POLL_SLACK)),
+            call: Some(Call::PollTypeEvents(pb::PollTypeEvents {
+                r#type: ty.to_owned(),
+                after: after.iter().map(ToString::to_string).collect(),
+                wait_ms: u32::try_from(wait.as_millis()).unwrap_or(u32::MAX),
+            })),
+            ..pb::LinkRequest::default()
+        };
+        Box::pin(async move {
+            let reply = links
+                .request(&address, links.class_of(0), affinity, request)
+                .await
+                .and_then(|reply| answer(&address, reply, false));
+            match reply {
+                Ok(PbResponse::Events(polled)) => Ok(events::polled_from_pb(polled)),
+                Ok(other) => Err(CallError::Internal(format!(
+                    "a poll of {what} was answered with {other:?}"
+                ))),
+                Err(e) => Err(forward_error(&what, e)),
+            }
+        })
+    }
 }
+
+/// Beyond a type poll's wait: time to reach the daemon and back.
+const POLL_SLACK: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {

@@ -126,6 +126,13 @@ impl Inbound for LinkApi {
                         .map(Response::new),
                     Answer::Events,
                 ),
+                Call::PollTypeEvents(r) => reply(
+                    client
+                        .poll_type_events(rpc(metadata, r))
+                        .await
+                        .map(Response::new),
+                    Answer::Events,
+                ),
             }
         })
     }

@@ -153,8 +153,8 @@ impl Metrics {
         }
         registry.register(
             "watched_actors",
-            "Actors whose events this daemon holds for watchers (ActorClient.Watch), against \
-             --max-watched-actors",
+            "Actors and whole types whose events this daemon holds for watchers \
+             (ActorClient.Watch, WatchType), against --max-watched-actors",
             gauge(snapshot.watched_actors),
         );
         registry.register(

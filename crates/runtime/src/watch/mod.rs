@@ -1,28 +1,33 @@
-//! Events actors publish to whoever watches them (`ActorClient.Watch`,
-//! docs/events.md): the events a turn published, held per actor on its
-//! owner for the watchers' long polls (`poll`).
+//! Events actors publish to whoever watches them (`ActorClient.Watch` and
+//! `WatchType`, docs/events.md): the events a turn published, held on its
+//! owner for the watchers' long polls (`poll`), per watched actor and per
+//! watched type (`topic`).
 //!
 //! Events are live, not stored. The owner keeps an actor's recent events
 //! only while someone watches it (and for [`KEPT_AFTER_LAST_POLL`] after the
 //! last poll, so a watcher that reconnects resumes where it was): at most
-//! [`HELD_EVENTS`] of them within [`HELD_BYTES_PER_ACTOR`], and
-//! [`HELD_BYTES`] across the daemon. An actor nobody watches publishes into
-//! nothing, so a turn's events cost one map lookup.
+//! [`HELD_EVENTS`] of them within [`HELD_BYTES_PER_ACTOR`]; a watched type's,
+//! [`HELD_EVENTS_PER_TYPE`] within [`HELD_BYTES_PER_TYPE`]; [`HELD_BYTES`]
+//! across the daemon. An actor nobody watches, of a type nobody watches,
+//! publishes into nothing, so a turn's events cost one map lookup.
 //!
-//! A [`Cursor`] is an event's place: an epoch, drawn when the owner began
-//! holding the actor's events, and the event's number. A cursor of another
-//! epoch (the actor moved, or its owner restarted or forgot it) cannot say
-//! what was missed, so the watcher is told some may have been.
+//! A [`Cursor`] is an event's place in its stream: an epoch, drawn when the
+//! owner began holding the stream's events, and the event's number. A
+//! cursor of another epoch (the actor moved, or its owner restarted or
+//! forgot it) cannot say what was missed, so the watcher is told some may
+//! have been.
 
 pub(crate) mod poll;
 mod stored;
+mod topic;
 
 pub(crate) use stored::StoredEvents;
 
-use std::collections::VecDeque;
 use std::fmt;
+use std::hash::Hash;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hashbrown::HashMap;
@@ -32,22 +37,36 @@ use tokio::time::Instant;
 
 use crate::error::CallError;
 use crate::types::{ActorId, Payload};
+use topic::{Bounds, From, Topic};
 
 /// Events held per actor for watchers that fall behind or reconnect.
 pub const HELD_EVENTS: usize = 256;
 /// Bytes of events held per actor (the oldest go first).
 pub const HELD_BYTES_PER_ACTOR: usize = 1024 * 1024;
+/// Events held per watched type: its actors' together.
+pub const HELD_EVENTS_PER_TYPE: usize = 4096;
+/// Bytes of events held per watched type.
+pub const HELD_BYTES_PER_TYPE: usize = 8 * 1024 * 1024;
 /// Bytes of events held across the daemon.
 pub const HELD_BYTES: usize = 64 * 1024 * 1024;
 /// Events one turn may publish.
 pub const MAX_EVENTS_PER_TURN: usize = HELD_EVENTS;
-/// How long an actor's events are held after its last watcher's poll: a
+/// How long a stream's events are held after its last watcher's poll: a
 /// watcher's next poll comes within milliseconds, a reconnect within seconds.
 pub const KEPT_AFTER_LAST_POLL: Duration = Duration::from_secs(30);
-/// Stale actors are looked for at most this often.
+/// Stale streams are looked for at most this often.
 const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
-/// Where an event is in its actor's stream (see the module docs).
+const ACTOR_BOUNDS: Bounds = Bounds {
+    events: HELD_EVENTS,
+    bytes: HELD_BYTES_PER_ACTOR,
+};
+const TYPE_BOUNDS: Bounds = Bounds {
+    events: HELD_EVENTS_PER_TYPE,
+    bytes: HELD_BYTES_PER_TYPE,
+};
+
+/// Where an event is in its stream (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cursor {
     pub epoch: u64,
@@ -89,6 +108,8 @@ impl FromStr for Cursor {
 #[derive(Debug, Clone, PartialEq)]
 pub struct WatchedEvent {
     pub cursor: Cursor,
+    /// The actor that published it.
+    pub actor: ActorId,
     pub payload: Payload,
     /// When the turn that published it ended (unix ms).
     pub published_unix_ms: u64,
@@ -104,82 +125,6 @@ pub struct Polled {
     pub missed: bool,
 }
 
-struct Held {
-    seq: u64,
-    payload: Payload,
-    published_unix_ms: u64,
-}
-
-struct Topic {
-    epoch: u64,
-    /// The number of the last event published (0: none yet).
-    last_seq: u64,
-    held: VecDeque<Held>,
-    held_bytes: usize,
-    /// Tells waiting polls the last number moved.
-    published: watch::Sender<u64>,
-    /// Polls waiting now: the topic stays while any does.
-    waiting: usize,
-    last_poll: Instant,
-    /// Events not yet given numbers, in turn order: those of durable turns
-    /// whose writes are not stored yet, and every later turn's behind them
-    /// (`stored`).
-    queued: VecDeque<stored::Queued>,
-    queued_bytes: usize,
-    queued_events: usize,
-}
-
-impl Topic {
-    fn new(now: Instant) -> Self {
-        Self {
-            epoch: new_epoch(),
-            last_seq: 0,
-            held: VecDeque::new(),
-            held_bytes: 0,
-            published: watch::Sender::new(0),
-            waiting: 0,
-            last_poll: now,
-            queued: VecDeque::new(),
-            queued_bytes: 0,
-            queued_events: 0,
-        }
-    }
-
-    /// Numbers `events` and holds them for the watchers, making room within
-    /// the bounds; `daemon_bytes` counts every actor's.
-    fn append(&mut self, daemon_bytes: &mut usize, events: Vec<Payload>, now_unix_ms: u64) {
-        for payload in events {
-            self.last_seq = self.last_seq.saturating_add(1);
-            let size = payload.len();
-            while self.held.len() >= HELD_EVENTS
-                || (!self.held.is_empty()
-                    && (self.held_bytes.saturating_add(size) > HELD_BYTES_PER_ACTOR
-                        || daemon_bytes.saturating_add(size) > HELD_BYTES))
-            {
-                let freed = self.drop_oldest();
-                *daemon_bytes = daemon_bytes.saturating_sub(freed);
-            }
-            self.held_bytes = self.held_bytes.saturating_add(size);
-            *daemon_bytes = daemon_bytes.saturating_add(size);
-            self.held.push_back(Held {
-                seq: self.last_seq,
-                payload,
-                published_unix_ms: now_unix_ms,
-            });
-        }
-    }
-
-    fn drop_oldest(&mut self) -> usize {
-        match self.held.pop_front() {
-            Some(h) => {
-                self.held_bytes = self.held_bytes.saturating_sub(h.payload.len());
-                h.payload.len()
-            }
-            None => 0,
-        }
-    }
-}
-
 /// What a poll finds now.
 pub(crate) enum Take {
     Ready(Polled),
@@ -190,16 +135,51 @@ pub(crate) enum Take {
 #[derive(Default)]
 struct Topics {
     by_actor: HashMap<ActorId, Topic>,
+    by_type: HashMap<Arc<str>, Topic>,
+    /// Events waiting for durable turns' writes, per actor (`stored`).
+    queues: HashMap<ActorId, stored::Queue>,
     held_bytes: usize,
     last_sweep: Option<Instant>,
 }
 
-/// Every watched actor's recent events on this daemon.
+impl Topics {
+    fn watched(&self) -> usize {
+        self.by_actor.len().saturating_add(self.by_type.len())
+    }
+
+    /// Whether anyone watches `actor`, alone or with its type.
+    fn watches(&self, actor: &ActorId) -> bool {
+        self.by_actor.contains_key(actor) || self.by_type.contains_key(&actor.ty)
+    }
+
+    /// Hands `actor`'s events to its stream and its type's, if watched.
+    fn deliver(&mut self, actor: &ActorId, events: &[Payload], now_unix_ms: u64) {
+        if let Some(topic) = self.by_actor.get_mut(actor) {
+            topic.append(&mut self.held_bytes, None, events, now_unix_ms);
+        }
+        if let Some(topic) = self.by_type.get_mut(&actor.ty) {
+            topic.append(&mut self.held_bytes, Some(actor), events, now_unix_ms);
+        }
+    }
+
+    /// Numbers `count` of `actor`'s events that were dropped unheld, in
+    /// both its streams, so their watchers hear of the gap.
+    fn skip(&mut self, actor: &ActorId, count: usize) {
+        if let Some(topic) = self.by_actor.get_mut(actor) {
+            topic.skip(count);
+        }
+        if let Some(topic) = self.by_type.get_mut(&actor.ty) {
+            topic.skip(count);
+        }
+    }
+}
+
+/// Every watched stream's recent events on this daemon.
 pub(crate) struct EventHub {
     topics: Mutex<Topics>,
-    /// How many actors `topics` holds, read without its lock: while none is
-    /// watched, which is most of the time, a publishing turn takes no lock
-    /// that every worker shares.
+    /// How many streams `topics` holds, read without its lock: while none
+    /// is watched, which is most of the time, a publishing turn takes no
+    /// lock that every worker shares.
     watched: AtomicUsize,
     max_watched: usize,
 }
@@ -221,14 +201,14 @@ impl EventHub {
         }
     }
 
-    /// Actors whose events are held now.
+    /// Streams (actors and types) whose events are held now.
     pub(crate) fn watched(&self) -> usize {
         self.watched.load(Ordering::Relaxed)
     }
 
-    /// Hands a turn's events to the actor's watchers, if it has any: at
-    /// once, or behind events still waiting for their turns' writes
-    /// (`stored`).
+    /// Hands a turn's events to the actor's watchers and its type's, if it
+    /// has any: at once, or behind events still waiting for their turns'
+    /// writes (`stored`).
     pub(crate) fn publish(&self, actor: &ActorId, events: Vec<Payload>, now_unix_ms: u64) {
         // A watch that began before this turn ended stored its count before
         // (its poll returned first), so this load sees it.
@@ -236,121 +216,111 @@ impl EventHub {
             return;
         }
         let mut topics = self.topics.lock();
-        let topics = &mut *topics;
-        let Some(topic) = topics.by_actor.get_mut(actor) else {
+        if !topics.watches(actor) {
             return;
-        };
-        let published = if topic.queued.is_empty() {
-            topic.append(&mut topics.held_bytes, events, now_unix_ms);
-            true
+        }
+        if topics.queues.contains_key(actor) {
+            topics.queue(actor, None, events, now_unix_ms);
         } else {
-            topic.queue(&mut topics.held_bytes, None, events, now_unix_ms)
-        };
-        if published {
-            topic.published.send_replace(topic.last_seq);
+            topics.deliver(actor, &events, now_unix_ms);
         }
     }
 
-    /// The events after `after` (`None`: from now on), or what to wait on
-    /// when there are none yet. Begins holding the actor's events.
+    /// The events of `actor` after `after` (`None`: from now on), or what
+    /// to wait on when there are none yet. Begins holding its events.
     pub(crate) fn take(
         &self,
         actor: &ActorId,
         after: Option<Cursor>,
         now: Instant,
     ) -> Result<Take, CallError> {
+        let from = after.map_or(From::Now, From::After);
+        self.take_from(
+            actor,
+            now,
+            |t| &mut t.by_actor,
+            ACTOR_BOUNDS,
+            |topic| topic.take(Some(actor), from, now),
+        )
+    }
+
+    /// The events of every actor of `ty` after the cursor among `after`
+    /// that is of this daemon's stream (none given: from now on), or what
+    /// to wait on. Begins holding the type's events.
+    pub(crate) fn take_type(
+        &self,
+        ty: &Arc<str>,
+        after: &[Cursor],
+        now: Instant,
+    ) -> Result<Take, CallError> {
+        self.take_from(
+            ty,
+            now,
+            |t| &mut t.by_type,
+            TYPE_BOUNDS,
+            |topic| {
+                let from = match after.iter().find(|c| c.epoch == topic.epoch()) {
+                    _ if after.is_empty() => From::Now,
+                    Some(c) => From::After(*c),
+                    None => From::Unknown,
+                };
+                topic.take(None, from, now)
+            },
+        )
+    }
+
+    /// `take` on the stream of `key` in the map `map` picks, made (within
+    /// the bound on watched streams) if there is none.
+    fn take_from<K: Hash + Eq + Clone>(
+        &self,
+        key: &K,
+        now: Instant,
+        map: impl Fn(&mut Topics) -> &mut HashMap<K, Topic>,
+        bounds: Bounds,
+        take: impl FnOnce(&mut Topic) -> Take,
+    ) -> Result<Take, CallError> {
         let mut topics = self.topics.lock();
         let topics = &mut *topics;
-        if !topics.by_actor.contains_key(actor) {
+        if !map(topics).contains_key(key) {
             sweep(topics, now);
-            self.watched.store(topics.by_actor.len(), Ordering::Relaxed);
-            if topics.by_actor.len() >= self.max_watched {
+            self.watched.store(topics.watched(), Ordering::Relaxed);
+            if topics.watched() >= self.max_watched {
                 return Err(CallError::Overloaded(format!(
-                    "this daemon already holds events for {} watched actors (its \
+                    "this daemon already holds events for {} watched actors and types (its \
                      max_watched_actors); stop watches you no longer need, or raise the limit",
                     self.max_watched
                 )));
             }
-            topics.by_actor.insert(actor.clone(), Topic::new(now));
-            self.watched.store(topics.by_actor.len(), Ordering::Relaxed);
+            map(topics).insert(key.clone(), Topic::new(bounds, now));
+            self.watched.store(topics.watched(), Ordering::Relaxed);
         }
-        let Some(topic) = topics.by_actor.get_mut(actor) else {
-            return Err(CallError::Internal(
+        match map(topics).get_mut(key) {
+            Some(topic) => Ok(take(topic)),
+            None => Err(CallError::Internal(
                 "a topic vanished under its lock".into(),
-            ));
-        };
-        topic.last_poll = now;
-        let position = Cursor {
-            epoch: topic.epoch,
-            seq: topic.last_seq,
-        };
-        let from = match after {
-            None => {
-                return Ok(Take::Ready(Polled {
-                    events: Vec::new(),
-                    cursor: position,
-                    missed: false,
-                }))
-            }
-            // Another epoch's cursor (or one past the end, which only a
-            // made-up cursor is): what it missed is unknown, so all held.
-            Some(c) if c.epoch != topic.epoch || c.seq > topic.last_seq => None,
-            Some(c) => Some(c.seq),
-        };
-        let first_after = topic
-            .held
-            .iter()
-            .find(|h| from.is_none_or(|seq| h.seq > seq))
-            .map_or(topic.last_seq.saturating_add(1), |h| h.seq);
-        let missed = match from {
-            None => true,
-            Some(seq) => seq.saturating_add(1) < first_after,
-        };
-        // Up to a gap (events dropped while queued): the next poll starts
-        // after it and is told.
-        let mut events: Vec<WatchedEvent> = Vec::new();
-        for h in topic
-            .held
-            .iter()
-            .filter(|h| from.is_none_or(|seq| h.seq > seq))
-        {
-            if events
-                .last()
-                .is_some_and(|e| e.cursor.seq.saturating_add(1) != h.seq)
-            {
-                break;
-            }
-            events.push(WatchedEvent {
-                cursor: Cursor {
-                    epoch: topic.epoch,
-                    seq: h.seq,
-                },
-                payload: h.payload.clone(),
-                published_unix_ms: h.published_unix_ms,
-            });
+            )),
         }
-        let position = events.last().map_or(position, |e| e.cursor);
-        if events.is_empty() && !missed {
-            topic.waiting += 1;
-            return Ok(Take::Wait(position, topic.published.subscribe()));
-        }
-        Ok(Take::Ready(Polled {
-            events,
-            cursor: position,
-            missed,
-        }))
     }
 
-    /// A poll that waited is over.
+    /// A poll of `actor`'s events that waited is over.
     pub(crate) fn done_waiting(&self, actor: &ActorId, now: Instant) {
-        if let Some(topic) = self.topics.lock().by_actor.get_mut(actor) {
-            topic.waiting = topic.waiting.saturating_sub(1);
-            topic.last_poll = now;
-        }
+        done(self.topics.lock().by_actor.get_mut(actor), now);
+    }
+
+    /// A poll of `ty`'s events that waited is over.
+    pub(crate) fn done_waiting_type(&self, ty: &Arc<str>, now: Instant) {
+        done(self.topics.lock().by_type.get_mut(ty), now);
     }
 }
 
-/// Forgets actors nobody polled for [`KEPT_AFTER_LAST_POLL`].
+fn done(topic: Option<&mut Topic>, now: Instant) {
+    if let Some(topic) = topic {
+        topic.waiting = topic.waiting.saturating_sub(1);
+        topic.last_poll = now;
+    }
+}
+
+/// Forgets streams nobody polled for [`KEPT_AFTER_LAST_POLL`].
 fn sweep(topics: &mut Topics, now: Instant) {
     if topics
         .last_sweep
@@ -360,14 +330,16 @@ fn sweep(topics: &mut Topics, now: Instant) {
     }
     topics.last_sweep = Some(now);
     let mut freed = 0usize;
-    topics.by_actor.retain(|_, t| {
+    let mut stale = |t: &Topic| {
         let keep =
             t.waiting > 0 || now.saturating_duration_since(t.last_poll) < KEPT_AFTER_LAST_POLL;
         if !keep {
-            freed = freed.saturating_add(t.held_bytes.saturating_add(t.queued_bytes));
+            freed = freed.saturating_add(t.held_bytes);
         }
         keep
-    });
+    };
+    topics.by_actor.retain(|_, t| stale(t));
+    topics.by_type.retain(|_, t| stale(t));
     topics.held_bytes = topics.held_bytes.saturating_sub(freed);
 }
 

@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use troupe_placement::Owner;
 
 use super::{Cursor, Polled, Take, MAX_EVENTS_PER_TURN};
-use crate::error::CallError;
+use crate::error::{CallError, Unavailable};
+use crate::forwarding::Peer;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
 use crate::shutdown::Stage;
@@ -24,6 +26,54 @@ impl Runtime {
     /// (watches) end then, so the server can close.
     pub fn draining(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         self.shared.shutdown.reached(Stage::Draining)
+    }
+
+    /// The daemons whose actors of `ty` publish events now: each to be
+    /// polled by a watch of the whole type.
+    pub fn type_hosts(&self, ty: &str) -> Vec<Owner> {
+        self.shared.placement.hosts_of(ty)
+    }
+
+    /// Ticks when the placement table changes (and so, maybe, a type's
+    /// hosts); `None` on a single daemon, whose table never does.
+    pub fn table_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.shared.placement.changes()
+    }
+
+    /// One long poll of the events every actor of `ty` publishes on `host`
+    /// (one of [`Runtime::type_hosts`]): those after the cursor among
+    /// `after` of that daemon's stream (none given: a position to watch
+    /// from), or the first published within `wait`.
+    pub async fn poll_type_events(
+        &self,
+        host: &Owner,
+        ty: &Arc<str>,
+        after: &[Cursor],
+        wait: Duration,
+    ) -> Result<Polled, CallError> {
+        crate::validate::name("actor type", ty)?;
+        match host {
+            Owner::Remote { node, address } => {
+                let peer = Peer {
+                    node: node.clone(),
+                    address: address.clone(),
+                };
+                match self.shared.forwarder.get() {
+                    Some(forwarder) => forwarder.poll_type_events(&peer, ty, after, wait).await,
+                    None => Err(Unavailable::PeerUnreachable {
+                        node: peer.node,
+                        address: peer.address,
+                    }
+                    .into()),
+                }
+            }
+            _ => {
+                let deadline = Instant::now() + self.shared.config.call_timeout;
+                self.shared
+                    .poll_type_events_here(ty, after, wait, deadline)
+                    .await
+            }
+        }
     }
 }
 
@@ -45,7 +95,53 @@ impl Shared {
             return Err(self.unknown_type(&actor.ty));
         }
         let until = deadline.min(Instant::now() + wait.min(MAX_POLL_WAIT));
-        let (cursor, mut published) = match self.events.take(actor, after, Instant::now())? {
+        self.wait_for_events(
+            until,
+            |resume| self.events.take(actor, resume.or(after), Instant::now()),
+            || self.events.done_waiting(actor, Instant::now()),
+        )
+        .await
+    }
+
+    /// One long poll of the events every actor of `ty` publishes on this
+    /// daemon, after the cursor among `after` of this daemon's stream.
+    pub(crate) async fn poll_type_events_here(
+        self: &Arc<Self>,
+        ty: &Arc<str>,
+        after: &[Cursor],
+        wait: Duration,
+        deadline: Instant,
+    ) -> Result<Polled, CallError> {
+        if after.is_empty()
+            && self.hosts.options(ty).is_none()
+            && self.clock.uptime() >= self.config.host_wait
+        {
+            return Err(self.unknown_type(ty));
+        }
+        let until = deadline.min(Instant::now() + wait.min(MAX_POLL_WAIT));
+        self.wait_for_events(
+            until,
+            |resume| match resume {
+                Some(cursor) => self.events.take_type(ty, &[cursor], Instant::now()),
+                None => self.events.take_type(ty, after, Instant::now()),
+            },
+            || self.events.done_waiting_type(ty, Instant::now()),
+        )
+        .await
+    }
+
+    /// What `take` finds at once (called with `None`), else what it finds
+    /// after its cursor once an event is published, with nothing when the
+    /// table changes (an actor watched alone may have moved: the watcher's
+    /// next poll finds out), the daemon drains or `until` passes. `done`
+    /// ends a wait `take` began.
+    async fn wait_for_events(
+        &self,
+        until: Instant,
+        take: impl Fn(Option<Cursor>) -> Result<Take, CallError>,
+        done: impl Fn(),
+    ) -> Result<Polled, CallError> {
+        let (cursor, mut published) = match take(None)? {
             Take::Ready(polled) => return Ok(polled),
             Take::Wait(cursor, published) => (cursor, published),
         };
@@ -67,14 +163,14 @@ impl Shared {
             () = self.shutdown.reached(Stage::Draining) => false,
             () = tokio::time::sleep_until(until) => false,
         };
-        self.events.done_waiting(actor, Instant::now());
+        done();
         if woke {
-            if let Take::Ready(polled) = self.events.take(actor, Some(cursor), Instant::now())? {
+            if let Take::Ready(polled) = take(Some(cursor))? {
                 return Ok(polled);
             }
             // Woken for nothing new to this cursor: the waiter we just
             // registered again is not awaited.
-            self.events.done_waiting(actor, Instant::now());
+            done();
         }
         Ok(Polled {
             events: Vec::new(),

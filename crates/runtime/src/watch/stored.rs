@@ -2,20 +2,30 @@
 //!
 //! A `durable` type's caller hears of a turn only once its writes are
 //! stored; its watchers must not hear of it sooner, or a crash could undo
-//! what they were told happened. So such a turn's events are queued on the
-//! actor's topic with a ticket, given numbers when the flush that stores
-//! them answers (or dropped if it fails), and every turn's events published
-//! after them wait behind them: watchers see turns in the order they ended.
-//! Nothing is queued for an actor nobody watches.
+//! what they were told happened. So such a turn's events wait in a queue
+//! of their actor with a ticket, are handed to the actor's and its type's
+//! streams when the flush that stores them answers (or dropped if it
+//! fails), and every turn's events published after them wait behind them:
+//! watchers see an actor's turns in the order they ended. Nothing is queued
+//! for an actor nobody watches, alone or with its type.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{EventHub, Topic, HELD_BYTES, HELD_BYTES_PER_ACTOR, HELD_EVENTS};
+use super::{EventHub, Topics, HELD_BYTES, HELD_BYTES_PER_ACTOR, HELD_EVENTS};
 use crate::types::{ActorId, Payload};
 
-/// One turn's events on the queue.
-pub(super) struct Queued {
+/// One actor's events waiting, oldest first.
+#[derive(Default)]
+pub(super) struct Queue {
+    entries: VecDeque<Queued>,
+    events: usize,
+    bytes: usize,
+}
+
+/// One turn's events on a queue.
+struct Queued {
     /// Waiting for this ticket's write; `None`: ready once those before are.
     ticket: Option<u64>,
     events: Vec<Payload>,
@@ -31,87 +41,104 @@ impl Queued {
 /// Tickets tell queued turns apart across the daemon.
 static NEXT_TICKET: AtomicU64 = AtomicU64::new(1);
 
-impl Topic {
-    /// Queues a turn's events behind the others, within the bounds: past
-    /// them the oldest go, and their numbers are skipped so that watchers
-    /// are told some were missed. Whether any were published.
+impl Topics {
+    /// Queues a turn's events behind `actor`'s others, within the bounds:
+    /// past them the oldest go, and their numbers are skipped so that
+    /// watchers are told some were missed.
     pub(super) fn queue(
         &mut self,
-        daemon_bytes: &mut usize,
+        actor: &ActorId,
         ticket: Option<u64>,
         events: Vec<Payload>,
         published_unix_ms: u64,
-    ) -> bool {
+    ) {
         let queued = Queued {
             ticket,
             events,
             published_unix_ms,
         };
         let size = queued.bytes();
-        self.queued_events = self.queued_events.saturating_add(queued.events.len());
-        self.queued_bytes = self.queued_bytes.saturating_add(size);
-        *daemon_bytes = daemon_bytes.saturating_add(size);
-        self.queued.push_back(queued);
-        while self.queued.len() > 1
-            && (self.queued_events > HELD_EVENTS
-                || self.queued_bytes > HELD_BYTES_PER_ACTOR
-                || *daemon_bytes > HELD_BYTES)
+        self.held_bytes = self.held_bytes.saturating_add(size);
+        if !self.queues.contains_key(actor) {
+            self.queues.insert(actor.clone(), Queue::default());
+        }
+        let Some(queue) = self.queues.get_mut(actor) else {
+            return;
+        };
+        queue.events = queue.events.saturating_add(queued.events.len());
+        queue.bytes = queue.bytes.saturating_add(size);
+        queue.entries.push_back(queued);
+        let mut skipped = 0usize;
+        while queue.entries.len() > 1
+            && (queue.events > HELD_EVENTS
+                || queue.bytes > HELD_BYTES_PER_ACTOR
+                || self.held_bytes > HELD_BYTES)
         {
-            if let Some(dropped) = self.unqueue_front(daemon_bytes) {
-                let skipped = u64::try_from(dropped.events.len()).unwrap_or(u64::MAX);
-                self.last_seq = self.last_seq.saturating_add(skipped);
+            if let Some(dropped) = queue.entries.pop_front() {
+                self.held_bytes = self.held_bytes.saturating_sub(queue.forget(&dropped));
+                skipped = skipped.saturating_add(dropped.events.len());
             }
         }
-        self.publish_ready(daemon_bytes)
+        if skipped > 0 {
+            self.skip(actor, skipped);
+        }
+        self.deliver_ready(actor);
     }
 
-    fn unqueue_front(&mut self, daemon_bytes: &mut usize) -> Option<Queued> {
-        let front = self.queued.pop_front()?;
-        self.forget_queued(daemon_bytes, &front);
-        Some(front)
-    }
-
-    fn forget_queued(&mut self, daemon_bytes: &mut usize, queued: &Queued) {
-        let size = queued.bytes();
-        self.queued_events = self.queued_events.saturating_sub(queued.events.len());
-        self.queued_bytes = self.queued_bytes.saturating_sub(size);
-        *daemon_bytes = daemon_bytes.saturating_sub(size);
-    }
-
-    /// Ends `ticket`'s wait (its events kept if `stored`), then publishes
-    /// what is ready at the front. Whether any was published.
-    fn settle(&mut self, daemon_bytes: &mut usize, ticket: u64, stored: bool) -> bool {
-        let Some(at) = self.queued.iter().position(|q| q.ticket == Some(ticket)) else {
-            // Dropped past the bounds, or its topic was forgotten and made anew.
-            return false;
+    /// Ends `ticket`'s wait (its events kept if `stored`), then delivers
+    /// what is ready at the front of `actor`'s queue.
+    fn settle(&mut self, actor: &ActorId, ticket: u64, stored: bool) {
+        let Some(queue) = self.queues.get_mut(actor) else {
+            return;
+        };
+        // Dropped past the bounds, its events skipped: nothing to do.
+        let Some(at) = queue.entries.iter().position(|q| q.ticket == Some(ticket)) else {
+            return;
         };
         if stored {
-            if let Some(q) = self.queued.get_mut(at) {
+            if let Some(q) = queue.entries.get_mut(at) {
                 q.ticket = None;
             }
-        } else if let Some(failed) = self.queued.remove(at) {
-            self.forget_queued(daemon_bytes, &failed);
+        } else if let Some(failed) = queue.entries.remove(at) {
+            self.held_bytes = self.held_bytes.saturating_sub(queue.forget(&failed));
         }
-        self.publish_ready(daemon_bytes)
+        self.deliver_ready(actor);
     }
 
-    /// Numbers and holds the ready events at the front of the queue.
-    fn publish_ready(&mut self, daemon_bytes: &mut usize) -> bool {
-        let mut published = false;
-        while self.queued.front().is_some_and(|q| q.ticket.is_none()) {
-            if let Some(ready) = self.unqueue_front(daemon_bytes) {
-                self.append(daemon_bytes, ready.events, ready.published_unix_ms);
-                published = true;
+    /// Hands the ready turns at the front of `actor`'s queue to its
+    /// streams, and forgets the queue once it is empty.
+    fn deliver_ready(&mut self, actor: &ActorId) {
+        loop {
+            let Some(queue) = self.queues.get_mut(actor) else {
+                return;
+            };
+            if queue.entries.front().is_some_and(|q| q.ticket.is_some()) {
+                return;
             }
+            let Some(ready) = queue.entries.pop_front() else {
+                self.queues.remove(actor);
+                return;
+            };
+            self.held_bytes = self.held_bytes.saturating_sub(queue.forget(&ready));
+            self.deliver(actor, &ready.events, ready.published_unix_ms);
         }
-        published
+    }
+}
+
+impl Queue {
+    /// Takes `queued`'s share out of the counts; its bytes.
+    fn forget(&mut self, queued: &Queued) -> usize {
+        let size = queued.bytes();
+        self.events = self.events.saturating_sub(queued.events.len());
+        self.bytes = self.bytes.saturating_sub(size);
+        size
     }
 }
 
 impl EventHub {
     /// Queues a durable turn's events until [`StoredEvents::settle`] says
     /// whether its writes were stored; `None` when nobody watches the actor
-    /// (the events go nowhere, as [`EventHub::publish`]'s would).
+    /// or its type (the events go nowhere, as [`EventHub::publish`]'s would).
     pub(crate) fn hold_until_stored(
         self: &Arc<Self>,
         actor: &ActorId,
@@ -122,28 +149,17 @@ impl EventHub {
             return None;
         }
         let mut topics = self.topics.lock();
-        let topics = &mut *topics;
-        let topic = topics.by_actor.get_mut(actor)?;
-        let ticket = NEXT_TICKET.fetch_add(1, Ordering::Relaxed);
-        if topic.queue(&mut topics.held_bytes, Some(ticket), events, now_unix_ms) {
-            topic.published.send_replace(topic.last_seq);
+        if !topics.watches(actor) {
+            return None;
         }
+        let ticket = NEXT_TICKET.fetch_add(1, Ordering::Relaxed);
+        topics.queue(actor, Some(ticket), events, now_unix_ms);
         Some(StoredEvents {
             hub: self.clone(),
             actor: actor.clone(),
             ticket,
             settled: false,
         })
-    }
-
-    fn settle(&self, actor: &ActorId, ticket: u64, stored: bool) {
-        let mut topics = self.topics.lock();
-        let topics = &mut *topics;
-        if let Some(topic) = topics.by_actor.get_mut(actor) {
-            if topic.settle(&mut topics.held_bytes, ticket, stored) {
-                topic.published.send_replace(topic.last_seq);
-            }
-        }
     }
 }
 
@@ -170,14 +186,20 @@ impl StoredEvents {
     /// them; either way the events queued behind them may go.
     pub(crate) fn settle(mut self, stored: bool) {
         self.settled = true;
-        self.hub.settle(&self.actor, self.ticket, stored);
+        self.hub
+            .topics
+            .lock()
+            .settle(&self.actor, self.ticket, stored);
     }
 }
 
 impl Drop for StoredEvents {
     fn drop(&mut self) {
         if !self.settled {
-            self.hub.settle(&self.actor, self.ticket, false);
+            self.hub
+                .topics
+                .lock()
+                .settle(&self.actor, self.ticket, false);
         }
     }
 }

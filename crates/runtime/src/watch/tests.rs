@@ -201,3 +201,77 @@ fn nothing_is_queued_for_an_actor_nobody_watches() {
     let hub = Arc::new(EventHub::new(10));
     assert!(hub.hold_until_stored(&actor(), vec![event(1)], 0).is_none());
 }
+
+fn ty() -> Arc<str> {
+    Arc::from("bus")
+}
+
+fn publishers(polled: &Polled) -> Vec<String> {
+    polled
+        .events
+        .iter()
+        .map(|e| e.actor.id.to_string())
+        .collect()
+}
+
+#[test]
+fn a_type_watcher_gets_every_actors_events_each_named() {
+    let hub = Arc::new(EventHub::new(10));
+    let now = Instant::now();
+    let start = ready(hub.take_type(&ty(), &[], now));
+    let b2 = ActorId::new("bus", "b2");
+    hub.publish(&actor(), vec![event(1)], 0);
+    hub.publish(&b2, vec![event(2)], 0);
+    hub.publish(&ActorId::new("tram", "t1"), vec![event(9)], 0);
+    hub.publish(&actor(), vec![event(3)], 0);
+    let polled = ready(hub.take_type(&ty(), &[start.cursor], now));
+    assert_eq!(numbers(&polled), ["1", "2", "3"]);
+    assert_eq!(publishers(&polled), ["b1", "b2", "b1"]);
+    assert!(!polled.missed);
+    // An actor watched alone too gets its own, named.
+    let alone = ready(hub.take(&b2, None, now));
+    hub.publish(&b2, vec![event(4)], 0);
+    let polled = ready(hub.take(&b2, Some(alone.cursor), now));
+    assert_eq!(publishers(&polled), ["b2"]);
+    assert_eq!(hub.watched(), 2);
+}
+
+#[test]
+fn a_type_poll_resumes_after_its_own_cursor_among_others() {
+    let hub = Arc::new(EventHub::new(10));
+    let now = Instant::now();
+    let start = ready(hub.take_type(&ty(), &[], now));
+    hub.publish(&actor(), vec![event(1), event(2)], 0);
+    let first = ready(hub.take_type(&ty(), &[start.cursor], now)).events[0].cursor;
+    // Another daemon's cursor beside this one's: this one's counts.
+    let elsewhere = Cursor {
+        epoch: first.epoch ^ 1,
+        seq: 7,
+    };
+    let polled = ready(hub.take_type(&ty(), &[elsewhere, first], now));
+    assert_eq!(numbers(&polled), ["2"]);
+    assert!(!polled.missed);
+    // None of them this daemon's: it sends what it holds, and says so.
+    let polled = ready(hub.take_type(&ty(), &[elsewhere], now));
+    assert_eq!(numbers(&polled), ["1", "2"]);
+    assert!(polled.missed);
+}
+
+#[test]
+fn a_durable_turns_events_wait_for_its_write_in_its_types_stream_too() {
+    let hub = Arc::new(EventHub::new(10));
+    let now = Instant::now();
+    let start = ready(hub.take_type(&ty(), &[], now));
+    let Some(held) = hub.hold_until_stored(&actor(), vec![event(1)], 0) else {
+        panic!("an actor of a watched type has its events queued");
+    };
+    hub.publish(&actor(), vec![event(2)], 0);
+    // Another actor's events do not wait for this one's write.
+    hub.publish(&ActorId::new("bus", "b2"), vec![event(3)], 0);
+    let polled = ready(hub.take_type(&ty(), &[start.cursor], now));
+    assert_eq!(numbers(&polled), ["3"]);
+    held.settle(true);
+    let polled = ready(hub.take_type(&ty(), &[polled.cursor], now));
+    assert_eq!(numbers(&polled), ["1", "2"]);
+    assert!(!polled.missed);
+}

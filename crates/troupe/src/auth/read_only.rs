@@ -26,6 +26,7 @@ pub const READ_ONLY_METHODS: &[&str] = &[
     "/troupe.v1.ActorClient/GetAlarm",
     // Events are what an actor shows the outside: a dashboard watches.
     "/troupe.v1.ActorClient/Watch",
+    "/troupe.v1.ActorClient/WatchType",
     "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
 ];
 

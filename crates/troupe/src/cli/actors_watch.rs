@@ -1,6 +1,7 @@
-//! `troupe actors watch TYPE ID`: prints an actor's events as it publishes
-//! them (`ActorClient.Watch`), until interrupted, `--count` events, or a
-//! reader that closed the pipe.
+//! `troupe actors watch TYPE [ID]`: prints an actor's events as it
+//! publishes them (`ActorClient.Watch`), or every actor's of the type
+//! (`WatchType`), until interrupted, `--count` events, or a reader that
+//! closed the pipe.
 
 use std::io::Write as _;
 
@@ -14,22 +15,38 @@ use super::{actor_name, connect, fail, tell_user, Exit, Output, Target};
 pub async fn actors_watch(
     target: &Target,
     actor_type: String,
-    id: String,
+    id: Option<String>,
     after: Option<String>,
     count: Option<u64>,
 ) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
-    let name = actor_name(&actor_type, &id);
+    let after = after.unwrap_or_default();
+    let name = match &id {
+        Some(id) => actor_name(&actor_type, id),
+        None => format!("every {actor_type}"),
+    };
     let request = daemon.request(format!("watch {name}"));
-    let mut events = daemon
-        .actor_client()
-        .watch(pb::WatchRequest {
-            actor: actor_ref(&actor_type, &id),
-            after: after.unwrap_or_default(),
-        })
-        .await
-        .map_err(|s| request.failed(s))?
-        .into_inner();
+    let mut client = daemon.actor_client();
+    let watched = match &id {
+        Some(id) => {
+            client
+                .watch(pb::WatchRequest {
+                    actor: actor_ref(&actor_type, id),
+                    after,
+                })
+                .await
+        }
+        None => {
+            client
+                .watch_type(pb::WatchTypeRequest {
+                    r#type: actor_type.clone(),
+                    after,
+                })
+                .await
+        }
+    };
+    let mut events = watched.map_err(|s| request.failed(s))?.into_inner();
+    let whole_type = id.is_none();
     // Once the daemon answered: every event published from here on comes.
     tell_user(format_args!("watching {name}; Ctrl-C to stop\n"));
     let mut seen = 0u64;
@@ -46,7 +63,7 @@ pub async fn actors_watch(
         };
         let line = match target.output {
             Output::Json => event_json(&event).to_string(),
-            Output::Table => event_line(&event),
+            Output::Table => event_line(&event, whole_type),
         };
         let mut out = std::io::stdout().lock();
         if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
@@ -58,15 +75,21 @@ pub async fn actors_watch(
     Ok(())
 }
 
-/// One event per line: its time, cursor and value, after a note when
-/// events may be missing before it.
-fn event_line(event: &pb::ActorEvent) -> String {
+/// The id of the actor that published `event`.
+fn publisher(event: &pb::ActorEvent) -> &str {
+    event.actor.as_ref().map_or("", |a| a.id.as_str())
+}
+
+/// One event per line: its time, cursor (and actor, watching a type) and
+/// value, after a note when events may be missing before it.
+fn event_line(event: &pb::ActorEvent, whole_type: bool) -> String {
     let value = Shown::payload(event.payload.as_ref()).text();
-    let line = format!(
-        "{}  {}  {value}",
-        render::time_cell(event.published_unix_ms),
-        event.cursor
-    );
+    let time = render::time_cell(event.published_unix_ms);
+    let line = if whole_type {
+        format!("{time}  {}  {}  {value}", event.cursor, publisher(event))
+    } else {
+        format!("{time}  {}  {value}", event.cursor)
+    };
     if event.missed_before {
         format!("(events may be missing here)\n{line}")
     } else {
@@ -81,6 +104,7 @@ fn event_json(event: &pb::ActorEvent) -> Value {
         "value".into(),
         Shown::payload(event.payload.as_ref()).json(),
     );
+    object.insert("actor".into(), json!(publisher(event)));
     object.insert("cursor".into(), json!(event.cursor));
     object.insert("missed_before".into(), json!(event.missed_before));
     render::time_json(&mut object, "published", event.published_unix_ms);

@@ -5,7 +5,8 @@
 //! here or forwards it to the actor's owner (one path for all of them, in
 //! the runtime's `routing`); this module only reads requests, writes
 //! answers and opens the call span of Invoke and Tell. Watch, a stream of
-//! such requests, is in `watch`.
+//! such requests, is in `watch`; WatchType, which polls every daemon that
+//! hosts the type, in `watch_type`.
 
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
@@ -28,6 +29,7 @@ use crate::telemetry;
 pub struct FromPeer;
 
 mod watch;
+mod watch_type;
 
 #[derive(Debug, Clone)]
 pub struct ClientApi {
@@ -279,6 +281,15 @@ impl pb::actor_client_server::ActorClient for ClientApi {
         request: Request<pb::WatchRequest>,
     ) -> Result<Response<Self::WatchStream>, Status> {
         self.open_watch(request).await
+    }
+
+    type WatchTypeStream = watch_type::WatchTypeStream;
+
+    async fn watch_type(
+        &self,
+        request: Request<pb::WatchTypeRequest>,
+    ) -> Result<Response<Self::WatchTypeStream>, Status> {
+        self.open_type_watch(request).await
     }
 
     async fn set_reminder(

@@ -24,19 +24,19 @@ use crate::convert::{self, events};
 pub type WatchStream = ReceiverStream<Result<pb::ActorEvent, Status>>;
 
 /// How long one poll waits at the owner before the next is sent.
-const POLL_WAIT: Duration = Duration::from_secs(10);
+pub(super) const POLL_WAIT: Duration = Duration::from_secs(10);
 /// Beyond a poll's wait: time to reach the owner and wait out a move.
 const POLL_SLACK: Duration = Duration::from_secs(5);
 /// Events on their way to one watcher. A watcher slower than its actor
 /// holds its polls back; the owner keeps what it holds, and the watcher is
 /// told of what it missed.
-const WATCH_BUFFER: usize = 64;
+pub(super) const WATCH_BUFFER: usize = 64;
 /// Watches open at once on one daemon.
 pub const MAX_WATCHES: usize = 65_536;
 /// Pauses before polling again after a failure that passes (the actor
 /// moving, its owner leaving or overloaded).
-const RETRY_FIRST: Duration = Duration::from_millis(100);
-const RETRY_MOST: Duration = Duration::from_secs(2);
+pub(super) const RETRY_FIRST: Duration = Duration::from_millis(100);
+pub(super) const RETRY_MOST: Duration = Duration::from_secs(2);
 
 /// A daemon's open watches: a permit per watch, at most [`MAX_WATCHES`].
 pub fn watch_permits() -> Arc<Semaphore> {
@@ -60,16 +60,21 @@ impl ClientApi {
         }
     }
 
-    pub(super) async fn open_watch(
-        &self,
-        request: Request<pb::WatchRequest>,
-    ) -> Result<Response<WatchStream>, Status> {
-        let held = self.watches.clone().try_acquire_owned().map_err(|_| {
+    /// A watch's place among the daemon's open watches.
+    pub(super) fn watch_permit(&self) -> Result<OwnedSemaphorePermit, Status> {
+        self.watches.clone().try_acquire_owned().map_err(|_| {
             Status::resource_exhausted(format!(
                 "this daemon has {MAX_WATCHES} watches open, as many as it serves; end watches \
                  you no longer read, or watch through another daemon"
             ))
-        })?;
+        })
+    }
+
+    pub(super) async fn open_watch(
+        &self,
+        request: Request<pb::WatchRequest>,
+    ) -> Result<Response<WatchStream>, Status> {
+        let held = self.watch_permit()?;
         let r = request.into_inner();
         let actor = convert::actor_id(r.actor)?;
         let after = events::cursor(&r.after)?;
@@ -109,7 +114,7 @@ async fn poll(
 }
 
 /// Whether a poll that failed so may work if sent again.
-fn passes(error: &CallError) -> bool {
+pub(super) fn passes(error: &CallError) -> bool {
     matches!(
         error,
         CallError::Unavailable(_)

@@ -94,8 +94,9 @@ pub struct ServeArgs {
     /// tenths of it [default: no bound but the idle timeouts].
     #[arg(long, env = "TROUPE_MAX_ACTIVATIONS")]
     pub max_activations: Option<usize>,
-    /// Actors whose events this daemon holds for watchers at once (`troupe
-    /// actors watch`, ActorClient.Watch; up to 1 MiB each); a watch past it
+    /// Actors (and whole types) whose events this daemon holds for
+    /// watchers at once (`troupe actors watch`, ActorClient.Watch and
+    /// WatchType; up to 1 MiB per actor, 8 MiB per type); a watch past it
     /// is refused with RESOURCE_EXHAUSTED [default: 65536].
     #[arg(long, env = "TROUPE_MAX_WATCHED_ACTORS")]
     pub max_watched_actors: Option<usize>,

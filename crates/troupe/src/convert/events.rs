@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tonic::Status;
 use troupe_proto::v1 as pb;
-use troupe_runtime::{ActorRequest, Cursor, Polled, WatchedEvent};
+use troupe_runtime::{ActorId, ActorRequest, Cursor, Polled, WatchedEvent};
 
 use super::{actor_id, actor_ref, payload, payload_to_pb};
 
@@ -47,6 +47,7 @@ pub fn event_to_pb(e: WatchedEvent, missed_before: bool) -> pb::ActorEvent {
         cursor: e.cursor.to_string(),
         missed_before,
         published_unix_ms: e.published_unix_ms,
+        actor: Some(actor_ref(&e.actor)),
     }
 }
 
@@ -77,6 +78,10 @@ pub fn polled_from_pb(r: pb::PolledEvents) -> Polled {
             .into_iter()
             .map(|e| WatchedEvent {
                 cursor: read(&e.cursor),
+                // A daemon of this version always names the actor.
+                actor: e
+                    .actor
+                    .map_or_else(|| ActorId::new("", ""), |a| ActorId::new(a.r#type, a.id)),
                 payload: payload(e.payload),
                 published_unix_ms: e.published_unix_ms,
             })

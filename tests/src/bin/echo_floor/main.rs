@@ -47,6 +47,15 @@ impl pb::actor_client_server::ActorClient for Echo {
         none()
     }
 
+    type WatchTypeStream = tokio_stream::Empty<Result<pb::ActorEvent, Status>>;
+
+    async fn watch_type(
+        &self,
+        _: Request<pb::WatchTypeRequest>,
+    ) -> Result<Response<Self::WatchTypeStream>, Status> {
+        none()
+    }
+
     async fn invoke(
         &self,
         request: Request<pb::InvokeRequest>,

@@ -339,14 +339,24 @@ export interface WatchRequest {
   after: string;
 }
 
+export interface WatchTypeRequest {
+  type: string;
+  /**
+   * Resume after this event: an ActorEvent.cursor a WatchType of this type
+   * sent. Empty: only events published from now on.
+   */
+  after: string;
+}
+
 export interface ActorEvent {
   /** What the turn published (JSON from the SDKs). */
   payload?:
     | Payload
     | undefined;
   /**
-   * Where this event is in the actor's stream: pass it as
-   * WatchRequest.after to resume after it.
+   * Where this event is in the watched stream: pass it as
+   * WatchRequest.after (WatchTypeRequest.after for a type's stream) to
+   * resume after it.
    */
   cursor: string;
   /**
@@ -358,6 +368,8 @@ export interface ActorEvent {
   missedBefore: boolean;
   /** When the turn that published it ended (the owner's clock, unix ms). */
   publishedUnixMs: bigint;
+  /** The actor that published it. */
+  actor?: ActorRef | undefined;
 }
 
 export interface GetStateResponse {
@@ -2430,8 +2442,75 @@ export const WatchRequest: MessageFns<WatchRequest> = {
   },
 };
 
+function createBaseWatchTypeRequest(): WatchTypeRequest {
+  return { type: "", after: "" };
+}
+
+export const WatchTypeRequest: MessageFns<WatchTypeRequest> = {
+  encode(message: WatchTypeRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.type !== "") {
+      writer.uint32(10).string(message.type);
+    }
+    if (message.after !== "") {
+      writer.uint32(18).string(message.after);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): WatchTypeRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseWatchTypeRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.after = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<WatchTypeRequest>, I>>(base?: I): WatchTypeRequest {
+    return WatchTypeRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<WatchTypeRequest>, I>>(object: I): WatchTypeRequest {
+    const message = createBaseWatchTypeRequest();
+    message.type = object.type ?? "";
+    message.after = object.after ?? "";
+    return message;
+  },
+};
+
 function createBaseActorEvent(): ActorEvent {
-  return { payload: undefined, cursor: "", missedBefore: false, publishedUnixMs: 0n };
+  return { payload: undefined, cursor: "", missedBefore: false, publishedUnixMs: 0n, actor: undefined };
 }
 
 export const ActorEvent: MessageFns<ActorEvent> = {
@@ -2450,6 +2529,9 @@ export const ActorEvent: MessageFns<ActorEvent> = {
         throw new globalThis.Error("value provided for field message.publishedUnixMs of type uint64 too large");
       }
       writer.uint32(32).uint64(message.publishedUnixMs);
+    }
+    if (message.actor !== undefined) {
+      ActorRef.encode(message.actor, writer.uint32(42).fork()).join();
     }
     return writer;
   },
@@ -2499,6 +2581,14 @@ export const ActorEvent: MessageFns<ActorEvent> = {
             message.publishedUnixMs = reader.uint64() as bigint;
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.actor = ActorRef.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2524,6 +2614,9 @@ export const ActorEvent: MessageFns<ActorEvent> = {
     message.publishedUnixMs = (object.publishedUnixMs !== undefined && object.publishedUnixMs !== null)
       ? BigInt(object.publishedUnixMs)
       : 0n;
+    message.actor = (object.actor !== undefined && object.actor !== null)
+      ? ActorRef.fromPartial(object.actor)
+      : undefined;
     return message;
   },
 };
@@ -2853,6 +2946,24 @@ export const ActorClientService = {
     responseDeserialize: (value: Buffer): ActorEvent => ActorEvent.decode(value),
   },
   /**
+   * Streams the events every actor of a type publishes, on every daemon
+   * that hosts the type (a map of every bus), until the caller leaves. Each
+   * event names its actor (ActorEvent.actor); one actor's events arrive in
+   * its turn order, different actors' as they come. Like Watch it activates
+   * nothing and is live, not stored: on resuming (WatchTypeRequest.after)
+   * each daemon sends what it still holds of the type's last 4096 events
+   * (within 8 MiB). Errors as Watch's.
+   */
+  watchType: {
+    path: "/troupe.v1.ActorClient/WatchType" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: WatchTypeRequest): Buffer => Buffer.from(WatchTypeRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): WatchTypeRequest => WatchTypeRequest.decode(value),
+    responseSerialize: (value: ActorEvent): Buffer => Buffer.from(ActorEvent.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ActorEvent => ActorEvent.decode(value),
+  },
+  /**
    * Reminders: durable, many per actor (by name). Stored with the actor's
    * state, they fire as turns of kind REMINDER even when the actor is
    * inactive (activating it) and survive restarts. Delivery is
@@ -3033,6 +3144,16 @@ export interface ActorClientServer extends UntypedServiceImplementation {
    */
   watch: handleServerStreamingCall<WatchRequest, ActorEvent>;
   /**
+   * Streams the events every actor of a type publishes, on every daemon
+   * that hosts the type (a map of every bus), until the caller leaves. Each
+   * event names its actor (ActorEvent.actor); one actor's events arrive in
+   * its turn order, different actors' as they come. Like Watch it activates
+   * nothing and is live, not stored: on resuming (WatchTypeRequest.after)
+   * each daemon sends what it still holds of the type's last 4096 events
+   * (within 8 MiB). Errors as Watch's.
+   */
+  watchType: handleServerStreamingCall<WatchTypeRequest, ActorEvent>;
+  /**
    * Reminders: durable, many per actor (by name). Stored with the actor's
    * state, they fire as turns of kind REMINDER even when the actor is
    * inactive (activating it) and survive restarts. Delivery is
@@ -3163,6 +3284,21 @@ export interface ActorClientClient extends Client {
    */
   watch(request: WatchRequest, options?: Partial<CallOptions>): ClientReadableStream<ActorEvent>;
   watch(request: WatchRequest, metadata?: Metadata, options?: Partial<CallOptions>): ClientReadableStream<ActorEvent>;
+  /**
+   * Streams the events every actor of a type publishes, on every daemon
+   * that hosts the type (a map of every bus), until the caller leaves. Each
+   * event names its actor (ActorEvent.actor); one actor's events arrive in
+   * its turn order, different actors' as they come. Like Watch it activates
+   * nothing and is live, not stored: on resuming (WatchTypeRequest.after)
+   * each daemon sends what it still holds of the type's last 4096 events
+   * (within 8 MiB). Errors as Watch's.
+   */
+  watchType(request: WatchTypeRequest, options?: Partial<CallOptions>): ClientReadableStream<ActorEvent>;
+  watchType(
+    request: WatchTypeRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<ActorEvent>;
   /**
    * Reminders: durable, many per actor (by name). Stored with the actor's
    * state, they fire as turns of kind REMINDER even when the actor is

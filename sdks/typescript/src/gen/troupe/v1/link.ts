@@ -148,6 +148,7 @@ export interface LinkRequest {
     | { $case: "pauseReminder"; value: ReminderRef }
     | { $case: "resumeReminder"; value: ReminderRef }
     | { $case: "pollEvents"; value: PollEvents }
+    | { $case: "pollTypeEvents"; value: PollTypeEvents }
     | undefined;
 }
 
@@ -189,6 +190,21 @@ export interface LinkStatus_MetadataEntry {
 export interface PollEvents {
   actor?: ActorRef | undefined;
   after: string;
+  waitMs: number;
+}
+
+/**
+ * A type watcher's poll at one daemon that hosts the type: answered by
+ * that daemon alone, never forwarded.
+ */
+export interface PollTypeEvents {
+  type: string;
+  /**
+   * The watcher's cursors, one per daemon it polls: the receiver resumes
+   * after the one of its own stream (none of them: it says events may have
+   * been missed; none given: from now on).
+   */
+  after: string[];
   waitMs: number;
 }
 
@@ -756,6 +772,9 @@ export const LinkRequest: MessageFns<LinkRequest> = {
       case "pollEvents":
         PollEvents.encode(message.call.value, writer.uint32(186).fork()).join();
         break;
+      case "pollTypeEvents":
+        PollTypeEvents.encode(message.call.value, writer.uint32(194).fork()).join();
+        break;
     }
     return writer;
   },
@@ -917,6 +936,14 @@ export const LinkRequest: MessageFns<LinkRequest> = {
             message.call = { $case: "pollEvents", value: PollEvents.decode(reader, reader.uint32()) };
             continue;
           }
+          case 24: {
+            if (tag !== 194) {
+              break;
+            }
+
+            message.call = { $case: "pollTypeEvents", value: PollTypeEvents.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1020,6 +1047,12 @@ export const LinkRequest: MessageFns<LinkRequest> = {
       case "pollEvents": {
         if (object.call?.value !== undefined && object.call?.value !== null) {
           message.call = { $case: "pollEvents", value: PollEvents.fromPartial(object.call.value) };
+        }
+        break;
+      }
+      case "pollTypeEvents": {
+        if (object.call?.value !== undefined && object.call?.value !== null) {
+          message.call = { $case: "pollTypeEvents", value: PollTypeEvents.fromPartial(object.call.value) };
         }
         break;
       }
@@ -1444,6 +1477,85 @@ export const PollEvents: MessageFns<PollEvents> = {
       ? ActorRef.fromPartial(object.actor)
       : undefined;
     message.after = object.after ?? "";
+    message.waitMs = object.waitMs ?? 0;
+    return message;
+  },
+};
+
+function createBasePollTypeEvents(): PollTypeEvents {
+  return { type: "", after: [], waitMs: 0 };
+}
+
+export const PollTypeEvents: MessageFns<PollTypeEvents> = {
+  encode(message: PollTypeEvents, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.type !== "") {
+      writer.uint32(10).string(message.type);
+    }
+    for (const v of message.after) {
+      writer.uint32(18).string(v!);
+    }
+    if (message.waitMs !== 0) {
+      writer.uint32(24).uint32(message.waitMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PollTypeEvents {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePollTypeEvents();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.after.push(reader.string());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.waitMs = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<PollTypeEvents>, I>>(base?: I): PollTypeEvents {
+    return PollTypeEvents.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PollTypeEvents>, I>>(object: I): PollTypeEvents {
+    const message = createBasePollTypeEvents();
+    message.type = object.type ?? "";
+    message.after = object.after?.map((e) => e) || [];
     message.waitMs = object.waitMs ?? 0;
     return message;
   },

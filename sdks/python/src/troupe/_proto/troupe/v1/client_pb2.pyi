@@ -264,17 +264,27 @@ class WatchRequest(_message.Message):
     after: str
     def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., after: _Optional[str] = ...) -> None: ...
 
+class WatchTypeRequest(_message.Message):
+    __slots__ = ("type", "after")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    after: str
+    def __init__(self, type: _Optional[str] = ..., after: _Optional[str] = ...) -> None: ...
+
 class ActorEvent(_message.Message):
-    __slots__ = ("payload", "cursor", "missed_before", "published_unix_ms")
+    __slots__ = ("payload", "cursor", "missed_before", "published_unix_ms", "actor")
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     MISSED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     PUBLISHED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
     payload: _common_pb2.Payload
     cursor: str
     missed_before: bool
     published_unix_ms: int
-    def __init__(self, payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., cursor: _Optional[str] = ..., missed_before: bool = ..., published_unix_ms: _Optional[int] = ...) -> None: ...
+    actor: _common_pb2.ActorRef
+    def __init__(self, payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., cursor: _Optional[str] = ..., missed_before: bool = ..., published_unix_ms: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ...) -> None: ...
 
 class GetStateResponse(_message.Message):
     __slots__ = ("entries", "active", "expires_unix_ms")

@@ -54,6 +54,11 @@ class ActorClientStub(object):
                 request_serializer=troupe_dot_v1_dot_client__pb2.WatchRequest.SerializeToString,
                 response_deserializer=troupe_dot_v1_dot_client__pb2.ActorEvent.FromString,
                 _registered_method=True)
+        self.WatchType = channel.unary_stream(
+                '/troupe.v1.ActorClient/WatchType',
+                request_serializer=troupe_dot_v1_dot_client__pb2.WatchTypeRequest.SerializeToString,
+                response_deserializer=troupe_dot_v1_dot_client__pb2.ActorEvent.FromString,
+                _registered_method=True)
         self.SetReminder = channel.unary_unary(
                 '/troupe.v1.ActorClient/SetReminder',
                 request_serializer=troupe_dot_v1_dot_client__pb2.SetReminderRequest.SerializeToString,
@@ -172,6 +177,19 @@ class ActorClientServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchType(self, request, context):
+        """Streams the events every actor of a type publishes, on every daemon
+        that hosts the type (a map of every bus), until the caller leaves. Each
+        event names its actor (ActorEvent.actor); one actor's events arrive in
+        its turn order, different actors' as they come. Like Watch it activates
+        nothing and is live, not stored: on resuming (WatchTypeRequest.after)
+        each daemon sends what it still holds of the type's last 4096 events
+        (within 8 MiB). Errors as Watch's.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SetReminder(self, request, context):
         """Reminders: durable, many per actor (by name). Stored with the actor's
         state, they fire as turns of kind REMINDER even when the actor is
@@ -280,6 +298,11 @@ def add_ActorClientServicer_to_server(servicer, server):
             'Watch': grpc.unary_stream_rpc_method_handler(
                     servicer.Watch,
                     request_deserializer=troupe_dot_v1_dot_client__pb2.WatchRequest.FromString,
+                    response_serializer=troupe_dot_v1_dot_client__pb2.ActorEvent.SerializeToString,
+            ),
+            'WatchType': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchType,
+                    request_deserializer=troupe_dot_v1_dot_client__pb2.WatchTypeRequest.FromString,
                     response_serializer=troupe_dot_v1_dot_client__pb2.ActorEvent.SerializeToString,
             ),
             'SetReminder': grpc.unary_unary_rpc_method_handler(
@@ -445,6 +468,33 @@ class ActorClient(object):
             target,
             '/troupe.v1.ActorClient/Watch',
             troupe_dot_v1_dot_client__pb2.WatchRequest.SerializeToString,
+            troupe_dot_v1_dot_client__pb2.ActorEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchType(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/troupe.v1.ActorClient/WatchType',
+            troupe_dot_v1_dot_client__pb2.WatchTypeRequest.SerializeToString,
             troupe_dot_v1_dot_client__pb2.ActorEvent.FromString,
             options,
             channel_credentials,

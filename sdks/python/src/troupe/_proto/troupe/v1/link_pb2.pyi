@@ -64,7 +64,7 @@ class LinkCancel(_message.Message):
     def __init__(self) -> None: ...
 
 class LinkRequest(_message.Message):
-    __slots__ = ("hops", "timeout_ms", "traceparent", "tracestate", "invoke", "tell", "get_state", "set_reminder", "get_reminder", "delete_reminder", "set_alarm", "get_alarm", "delete_alarm", "set_timer", "delete_timer", "pause_reminder", "resume_reminder", "poll_events")
+    __slots__ = ("hops", "timeout_ms", "traceparent", "tracestate", "invoke", "tell", "get_state", "set_reminder", "get_reminder", "delete_reminder", "set_alarm", "get_alarm", "delete_alarm", "set_timer", "delete_timer", "pause_reminder", "resume_reminder", "poll_events", "poll_type_events")
     HOPS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
@@ -83,6 +83,7 @@ class LinkRequest(_message.Message):
     PAUSE_REMINDER_FIELD_NUMBER: _ClassVar[int]
     RESUME_REMINDER_FIELD_NUMBER: _ClassVar[int]
     POLL_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    POLL_TYPE_EVENTS_FIELD_NUMBER: _ClassVar[int]
     hops: int
     timeout_ms: int
     traceparent: str
@@ -101,7 +102,8 @@ class LinkRequest(_message.Message):
     pause_reminder: _client_pb2.ReminderRef
     resume_reminder: _client_pb2.ReminderRef
     poll_events: PollEvents
-    def __init__(self, hops: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ..., invoke: _Optional[_Union[_client_pb2.InvokeRequest, _Mapping]] = ..., tell: _Optional[_Union[_client_pb2.TellRequest, _Mapping]] = ..., get_state: _Optional[_Union[_client_pb2.GetStateRequest, _Mapping]] = ..., set_reminder: _Optional[_Union[_client_pb2.SetReminderRequest, _Mapping]] = ..., get_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., delete_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., set_alarm: _Optional[_Union[_client_pb2.SetAlarmRequest, _Mapping]] = ..., get_alarm: _Optional[_Union[_client_pb2.AlarmRef, _Mapping]] = ..., delete_alarm: _Optional[_Union[_client_pb2.AlarmRef, _Mapping]] = ..., set_timer: _Optional[_Union[_client_pb2.SetTimerRequest, _Mapping]] = ..., delete_timer: _Optional[_Union[_client_pb2.TimerRef, _Mapping]] = ..., pause_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., resume_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., poll_events: _Optional[_Union[PollEvents, _Mapping]] = ...) -> None: ...
+    poll_type_events: PollTypeEvents
+    def __init__(self, hops: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ..., invoke: _Optional[_Union[_client_pb2.InvokeRequest, _Mapping]] = ..., tell: _Optional[_Union[_client_pb2.TellRequest, _Mapping]] = ..., get_state: _Optional[_Union[_client_pb2.GetStateRequest, _Mapping]] = ..., set_reminder: _Optional[_Union[_client_pb2.SetReminderRequest, _Mapping]] = ..., get_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., delete_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., set_alarm: _Optional[_Union[_client_pb2.SetAlarmRequest, _Mapping]] = ..., get_alarm: _Optional[_Union[_client_pb2.AlarmRef, _Mapping]] = ..., delete_alarm: _Optional[_Union[_client_pb2.AlarmRef, _Mapping]] = ..., set_timer: _Optional[_Union[_client_pb2.SetTimerRequest, _Mapping]] = ..., delete_timer: _Optional[_Union[_client_pb2.TimerRef, _Mapping]] = ..., pause_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., resume_reminder: _Optional[_Union[_client_pb2.ReminderRef, _Mapping]] = ..., poll_events: _Optional[_Union[PollEvents, _Mapping]] = ..., poll_type_events: _Optional[_Union[PollTypeEvents, _Mapping]] = ...) -> None: ...
 
 class LinkReply(_message.Message):
     __slots__ = ("invoke", "tell", "state", "reminder", "deleted", "timer", "events", "error")
@@ -149,6 +151,16 @@ class PollEvents(_message.Message):
     after: str
     wait_ms: int
     def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., after: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class PollTypeEvents(_message.Message):
+    __slots__ = ("type", "after", "wait_ms")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    AFTER_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    after: _containers.RepeatedScalarFieldContainer[str]
+    wait_ms: int
+    def __init__(self, type: _Optional[str] = ..., after: _Optional[_Iterable[str]] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class PolledEvents(_message.Message):
     __slots__ = ("events", "cursor", "missed")

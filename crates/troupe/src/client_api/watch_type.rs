@@ -1,0 +1,339 @@
+//! `ActorClient.WatchType`: one caller's stream of the events of every actor
+//! of a type. Each daemon that hosts the type holds its own actors' events
+//! (the runtime's `watch`), so the watch long-polls every one of them — this
+//! daemon directly, the others over the links — and merges what comes back.
+//! When the table changes, daemons that begin to host the type are polled
+//! too, and those that stop are polled until they have nothing more.
+//!
+//! A type watch's cursor is every polled daemon's cursor, joined by `.`:
+//! resuming, each daemon picks its own.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use tokio::sync::{mpsc, watch as signal, OwnedSemaphorePermit};
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+use tracing::debug;
+use troupe_placement::Owner;
+use troupe_proto::v1 as pb;
+use troupe_runtime::{Cursor, Polled, Runtime};
+
+use super::watch::{passes, POLL_WAIT, RETRY_FIRST, RETRY_MOST, WATCH_BUFFER};
+use super::ClientApi;
+use crate::convert::errors::status_of;
+use crate::convert::events;
+
+pub type WatchTypeStream = ReceiverStream<Result<pb::ActorEvent, Status>>;
+
+/// Cursors one type watch's cursor may carry: one per daemon polled.
+const MAX_CURSOR_PARTS: usize = 1024;
+
+/// A daemon that hosts the type, as the watch knows it: "" for this one.
+type HostKey = String;
+
+fn key_of(host: &Owner) -> HostKey {
+    match host {
+        Owner::Remote { node, .. } => node.clone(),
+        _ => String::new(),
+    }
+}
+
+/// A type watch's cursor as the caller gave it (empty: none).
+pub fn type_cursors(after: &str) -> Result<Vec<Cursor>, Status> {
+    let after = after.trim();
+    if after.is_empty() {
+        return Ok(Vec::new());
+    }
+    let parts: Vec<&str> = after.split('.').collect();
+    if parts.len() > MAX_CURSOR_PARTS {
+        return Err(Status::invalid_argument(format!(
+            "the cursor has {} parts, more than a type watch's cursor has ({MAX_CURSOR_PARTS} \
+             at most); pass one a WatchType of this type sent",
+            parts.len()
+        )));
+    }
+    parts
+        .into_iter()
+        .map(|part| events::cursor(part).map(|c| c.into_iter()))
+        .collect::<Result<Vec<_>, _>>()
+        .map(|cs| cs.into_iter().flatten().collect())
+}
+
+fn joined(cursors: &BTreeMap<HostKey, Cursor>) -> String {
+    let parts: Vec<String> = cursors.values().map(Cursor::to_string).collect();
+    parts.join(".")
+}
+
+/// What one daemon's poller hands the merge.
+enum FromHost {
+    Polled(HostKey, Polled),
+    Failed(Status),
+}
+
+impl ClientApi {
+    /// A type watcher's poll forwarded by another daemon: this daemon's
+    /// own actors' events, never forwarded further.
+    pub async fn poll_type_events(
+        &self,
+        request: Request<pb::PollTypeEvents>,
+    ) -> Result<pb::PolledEvents, Status> {
+        let r = request.into_inner();
+        let after = r
+            .after
+            .iter()
+            .map(|c| events::cursor(c).map(|c| c.into_iter()))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>();
+        let wait = Duration::from_millis(u64::from(r.wait_ms));
+        self.runtime
+            .poll_type_events(&Owner::Local, &Arc::from(r.r#type), &after, wait)
+            .await
+            .map(events::polled_to_pb)
+            .map_err(status_of)
+    }
+
+    pub(super) async fn open_type_watch(
+        &self,
+        request: Request<pb::WatchTypeRequest>,
+    ) -> Result<Response<WatchTypeStream>, Status> {
+        let held = self.watch_permit()?;
+        let r = request.into_inner();
+        let ty: Arc<str> = Arc::from(r.r#type.trim());
+        let after = type_cursors(&r.after)?;
+        let hosts = self.runtime.type_hosts(&ty);
+        if hosts.is_empty() && after.is_empty() {
+            return Err(Status::not_found(format!(
+                "no daemon of the cluster hosts actor type '{ty}'; check the name, or start the \
+                 app that registers it"
+            )));
+        }
+        // Each daemon answers at once; then it holds the type's events, and
+        // the headers that go out with the response tell the caller that
+        // every event from now on reaches it.
+        let first = join_all(hosts.iter().map(|host| {
+            self.runtime
+                .poll_type_events(host, &ty, &after, Duration::ZERO)
+        }))
+        .await;
+        let mut started = Vec::new();
+        for (host, polled) in hosts.into_iter().zip(first) {
+            match polled {
+                Ok(polled) => started.push((host, Some(polled))),
+                // A daemon away for now is polled again by its poller; what
+                // it held may be missed.
+                Err(e) if passes(&e) => started.push((host, None)),
+                Err(e) => return Err(status_of(e)),
+            }
+        }
+        let (tx, rx) = mpsc::channel(WATCH_BUFFER);
+        let merge = Merge {
+            runtime: self.runtime.clone(),
+            ty,
+            after,
+            tx,
+            _held: held,
+        };
+        tokio::spawn(merge.run(started));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// One type watch: its pollers, and the events they bring merged into the
+/// caller's stream.
+struct Merge {
+    runtime: Runtime,
+    ty: Arc<str>,
+    /// The cursors the caller resumed from, for daemons polled first.
+    after: Vec<Cursor>,
+    tx: mpsc::Sender<Result<pb::ActorEvent, Status>>,
+    _held: OwnedSemaphorePermit,
+}
+
+/// A daemon's poller, and the flag that tells it the daemon no longer
+/// hosts the type (it then stops once it has nothing more).
+struct Poller {
+    task: JoinHandle<()>,
+    retired: signal::Sender<bool>,
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Merge {
+    async fn run(self, started: Vec<(Owner, Option<Polled>)>) {
+        // Room for every first answer, handed over before the merge begins.
+        let room = WATCH_BUFFER.max(started.len().saturating_add(1));
+        let (from_hosts, mut polled) = mpsc::channel::<FromHost>(room);
+        let mut pollers: BTreeMap<HostKey, Poller> = BTreeMap::new();
+        let mut cursors: BTreeMap<HostKey, Cursor> = BTreeMap::new();
+        // Before a daemon's first answer, what it held may be missed.
+        let mut missed = false;
+        for (host, first) in started {
+            let key = key_of(&host);
+            let resume = match &first {
+                Some(p) => vec![p.cursor],
+                None => {
+                    missed = true;
+                    self.after.clone()
+                }
+            };
+            if let Some(p) = first {
+                // Sent through the channel so the merge below sees it first.
+                let _ = from_hosts.try_send(FromHost::Polled(key.clone(), p));
+            }
+            pollers.insert(key, self.poller(host, resume, from_hosts.clone()));
+        }
+        let mut table = self.runtime.table_changes();
+        let draining = self.runtime.draining();
+        tokio::pin!(draining);
+        loop {
+            let next = tokio::select! {
+                () = self.tx.closed() => return,
+                () = &mut draining => {
+                    let _ = self.tx.send(Err(Status::unavailable(format!(
+                        "the daemon is shutting down; watch type {} again through another \
+                         daemon or once it restarts, after the last event's cursor to resume",
+                        self.ty
+                    )))).await;
+                    return;
+                }
+                () = changed(&mut table) => {
+                    missed |= self.follow_hosts(&mut pollers, &mut cursors, &from_hosts);
+                    continue;
+                }
+                next = polled.recv() => next,
+            };
+            let Some(next) = next else { return };
+            let (key, batch) = match next {
+                FromHost::Polled(key, batch) => (key, batch),
+                FromHost::Failed(status) => {
+                    let _ = self.tx.send(Err(status)).await;
+                    return;
+                }
+            };
+            missed |= batch.missed;
+            for event in batch.events {
+                cursors.insert(key.clone(), event.cursor);
+                let mut event = events::event_to_pb(event, std::mem::take(&mut missed));
+                event.cursor = joined(&cursors);
+                if self.tx.send(Ok(event)).await.is_err() {
+                    return;
+                }
+            }
+            cursors.insert(key, batch.cursor);
+        }
+    }
+
+    /// Starts polling daemons that began to host the type and retires
+    /// those that stopped. Whether events of a new one may be missed (it
+    /// may have published before its first poll).
+    fn follow_hosts(
+        &self,
+        pollers: &mut BTreeMap<HostKey, Poller>,
+        cursors: &mut BTreeMap<HostKey, Cursor>,
+        from_hosts: &mpsc::Sender<FromHost>,
+    ) -> bool {
+        let hosts = self.runtime.type_hosts(&self.ty);
+        let mut added = false;
+        // Retired and done: its cursor leaves the watch's.
+        pollers.retain(|_, p| !p.task.is_finished());
+        cursors.retain(|key, _| pollers.contains_key(key));
+        for (key, poller) in pollers.iter() {
+            let hosted = hosts.iter().any(|h| key_of(h) == *key);
+            poller.retired.send_replace(!hosted);
+        }
+        for host in hosts {
+            let key = key_of(&host);
+            if let std::collections::btree_map::Entry::Vacant(slot) = pollers.entry(key) {
+                debug!(actor_type = %self.ty, host = %slot.key(), "a type watch polls a new host");
+                slot.insert(self.poller(host, Vec::new(), from_hosts.clone()));
+                added = true;
+            }
+        }
+        added
+    }
+
+    fn poller(&self, host: Owner, after: Vec<Cursor>, to: mpsc::Sender<FromHost>) -> Poller {
+        let (retired, retired_rx) = signal::channel(false);
+        let task = tokio::spawn(poll_host(
+            self.runtime.clone(),
+            self.ty.clone(),
+            host,
+            after,
+            to,
+            retired_rx,
+        ));
+        Poller { task, retired }
+    }
+}
+
+/// Long-polls one daemon's stream of the type until the watch ends, or the
+/// daemon no longer hosts the type and has nothing more.
+async fn poll_host(
+    runtime: Runtime,
+    ty: Arc<str>,
+    host: Owner,
+    mut after: Vec<Cursor>,
+    to: mpsc::Sender<FromHost>,
+    retired: signal::Receiver<bool>,
+) {
+    let key = key_of(&host);
+    let mut pause = RETRY_FIRST;
+    loop {
+        // A new daemon's first poll waits for nothing: it begins holding.
+        let wait = if after.is_empty() {
+            Duration::ZERO
+        } else {
+            POLL_WAIT
+        };
+        match runtime.poll_type_events(&host, &ty, &after, wait).await {
+            Ok(polled) => {
+                pause = RETRY_FIRST;
+                let idle = polled.events.is_empty() && !polled.missed;
+                after = vec![polled.cursor];
+                if *retired.borrow() && idle {
+                    return;
+                }
+                if to
+                    .send(FromHost::Polled(key.clone(), polled))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            Err(_) if *retired.borrow() => return,
+            Err(e) if passes(&e) => {
+                debug!(actor_type = %ty, host = %key, error = %e, "a type watch's poll failed; polling again");
+                tokio::time::sleep(pause).await;
+                pause = pause.saturating_mul(2).min(RETRY_MOST);
+            }
+            Err(e) => {
+                let _ = to.send(FromHost::Failed(status_of(e))).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Resolves when the table changes; never on a single daemon.
+async fn changed(table: &mut Option<signal::Receiver<u64>>) {
+    match table {
+        Some(rx) => {
+            if rx.changed().await.is_err() {
+                *table = None;
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
+}

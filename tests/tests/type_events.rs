@@ -1,0 +1,150 @@
+//! Watching a whole type with the real daemon and app: a type watcher gets
+//! every actor's events, each named with its actor and in that actor's
+//! turn order; it resumes after its cursor; a bad cursor or a type nobody
+//! hosts is refused; and the CLI prints a type's events with their actors.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tonic::Code;
+use troupe_proto::v1 as pb;
+use troupe_tests::{
+    cli_against, daemon_with_app, event_actor, event_text, next_event, type_spec, Client, Events,
+};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn publish(client: &mut Client, id: &str, by: i64) -> anyhow::Result<()> {
+    let by = format!(r#"{{"kwargs": {{"by": {by}}}}}"#);
+    client.invoke("counter", id, "incr_publish", &by).await?;
+    Ok(())
+}
+
+/// The next `count` events, as (actor, text), failing on a gap.
+async fn take(events: &mut Events, count: usize) -> anyhow::Result<Vec<pb::ActorEvent>> {
+    let mut seen = Vec::new();
+    for _ in 0..count {
+        let event = next_event(events, WAIT).await?;
+        anyhow::ensure!(!event.missed_before, "{event:?}");
+        seen.push(event);
+    }
+    Ok(seen)
+}
+
+fn by_actor(events: &[pb::ActorEvent]) -> BTreeMap<String, Vec<String>> {
+    let mut by = BTreeMap::<String, Vec<String>>::new();
+    for event in events {
+        by.entry(event_actor(event))
+            .or_default()
+            .push(event_text(event));
+    }
+    by
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_watcher_gets_every_actors_events_each_in_its_order() -> anyhow::Result<()> {
+    let (_dir, _daemon, _app, mut client) =
+        daemon_with_app(&[], vec![type_spec("counter")]).await?;
+    let mut events = client.watch_type("counter", "").await?;
+    publish(&mut client, "c1", 1).await?;
+    publish(&mut client, "c2", 5).await?;
+    publish(&mut client, "c1", 1).await?;
+    let seen = take(&mut events, 6).await?;
+    let expected = BTreeMap::from([
+        (
+            "c1".to_owned(),
+            vec![
+                "1".to_owned(),
+                r#"{"after":1}"#.to_owned(),
+                "2".to_owned(),
+                r#"{"after":2}"#.to_owned(),
+            ],
+        ),
+        (
+            "c2".to_owned(),
+            vec!["5".to_owned(), r#"{"after":5}"#.to_owned()],
+        ),
+    ]);
+    assert_eq!(by_actor(&seen), expected);
+    assert!(seen
+        .iter()
+        .all(|e| e.actor.as_ref().is_some_and(|a| a.r#type == "counter")));
+
+    // A one-actor watch names its actor too.
+    let mut alone = client.watch_counter("c2", "").await?;
+    publish(&mut client, "c2", 1).await?;
+    assert_eq!(event_actor(&next_event(&mut alone, WAIT).await?), "c2");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_watch_resumes_after_its_cursor() -> anyhow::Result<()> {
+    let (_dir, _daemon, _app, mut client) =
+        daemon_with_app(&[], vec![type_spec("counter")]).await?;
+    let mut events = client.watch_type("counter", "").await?;
+    publish(&mut client, "c1", 1).await?;
+    let first = take(&mut events, 1).await?.remove(0);
+    drop(events);
+    // Published while nobody watches: held for the watcher's return.
+    publish(&mut client, "c2", 3).await?;
+
+    let mut resumed = client.watch_type("counter", &first.cursor).await?;
+    let seen = take(&mut resumed, 3).await?;
+    let expected = BTreeMap::from([
+        ("c1".to_owned(), vec![r#"{"after":1}"#.to_owned()]),
+        (
+            "c2".to_owned(),
+            vec!["3".to_owned(), r#"{"after":3}"#.to_owned()],
+        ),
+    ]);
+    assert_eq!(by_actor(&seen), expected);
+
+    for bad in ["zz", "0123456789abcdef-1.zz"] {
+        let refused = client.watch_type("counter", bad).await.map(|_| ());
+        assert_eq!(
+            refused.map_err(|s| s.code()),
+            Err(Code::InvalidArgument),
+            "{bad}"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_watch_of_a_type_nobody_hosts_is_refused() -> anyhow::Result<()> {
+    let (_dir, _daemon, _app, mut client) =
+        daemon_with_app(&["--host-wait", "0s"], vec![type_spec("counter")]).await?;
+    let refused = client.watch_type("countr", "").await.map(|_| ());
+    let status = refused
+        .err()
+        .ok_or_else(|| anyhow::anyhow!("watched a type nobody hosts"))?;
+    assert_eq!(status.code(), Code::NotFound, "{status}");
+    assert!(status.message().contains("counter"), "{status}");
+    let empty = client.watch_type("", "").await.map(|_| ());
+    assert_eq!(empty.map_err(|s| s.code()), Err(Code::InvalidArgument));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_prints_a_types_events_with_their_actors() -> anyhow::Result<()> {
+    let (_dir, daemon, _app, mut client) = daemon_with_app(&[], vec![type_spec("counter")]).await?;
+    let mut events = client.watch_type("counter", "").await?;
+    publish(&mut client, "c1", 1).await?;
+    publish(&mut client, "c2", 2).await?;
+    let seen = take(&mut events, 1).await?;
+    let after = seen[0].cursor.clone();
+    let args = [
+        "actors", "watch", "counter", "--after", &after, "--count", "3", "-o", "json",
+    ];
+    let (out, err) = cli_against(&daemon, &args, 0).await?;
+    assert!(err.contains("watching every counter"), "{err}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    assert_eq!(lines.len(), 3, "{out}");
+    let actors: Vec<&str> = lines.iter().filter_map(|l| l["actor"].as_str()).collect();
+    assert_eq!(actors.iter().filter(|a| **a == "c1").count(), 1, "{out}");
+    assert_eq!(actors.iter().filter(|a| **a == "c2").count(), 2, "{out}");
+    Ok(())
+}
