@@ -1,5 +1,6 @@
 """Actor events: self.ctx.publish(value) in a turn (TurnScope.events, sent in TurnResult.events
-when the turn succeeds) and client.watch(type, id) streaming them (ActorClient.Watch), on the
+when the turn succeeds), client.watch(type, id) streaming them (ActorClient.Watch) and
+client.watch_type(type) streaming every actor's of a type (ActorClient.WatchType), on the
 real daemon through the test kit. Run once per core (TROUPE_SDK_CORE)."""
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ import troupe
 from troupe import ActorEvent
 from troupe._caller import Caller
 from troupe._context import MAX_EVENTS_PER_TURN, Context
-from troupe._proto.troupe.v1 import common_pb2
+from troupe._proto.troupe.v1 import client_pb2, common_pb2
 from troupe._state import State
 from troupe._turn import TurnScope, current_turn
 from troupe.testing import TestEnv
 
-from .conftest import hosting
+from .conftest import Daemon, hosting
 from .test_tls import make_certs, tls_daemon_of
 
 # Every wait on the daemon is bounded by this (seconds).
@@ -144,6 +145,62 @@ def test_watch_refuses_an_after_that_is_not_a_cursor() -> None:
     client = troupe.Client("127.0.0.1:1")
     with pytest.raises(TypeError, match="after must be an event's cursor"):
         client.watch("bus", "b1", after=cast(Any, 42))
+    with pytest.raises(TypeError, match="after must be an event's cursor"):
+        client.watch_type("bus", after=cast(Any, 42))
+
+
+class _FakeCall:
+    """A watch RPC that answered its headers and sends ``events``, then stays open."""
+
+    def __init__(self, events: list[client_pb2.ActorEvent]) -> None:
+        self._events = events
+        self.cancelled = False
+
+    async def initial_metadata(self) -> tuple[()]:
+        return ()
+
+    def done(self) -> bool:
+        return self.cancelled
+
+    async def read(self) -> client_pb2.ActorEvent:
+        if self._events:
+            return self._events.pop(0)
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    def cancel(self) -> bool:
+        self.cancelled = True
+        return True
+
+
+async def test_an_event_that_does_not_name_its_actor_is_the_watched_actors() -> None:
+    """A daemon from before ActorEvent.actor sends none: a one-actor watch's events are
+    still its actor's; one that names its actor is taken at its word."""
+    payload = common_pb2.Payload(content_type=common_pb2.CONTENT_TYPE_JSON, data=b"1")
+    call = _FakeCall(
+        [
+            client_pb2.ActorEvent(payload=payload, cursor="0000000000000001-1"),
+            client_pb2.ActorEvent(
+                payload=payload,
+                cursor="0000000000000001-2",
+                actor=common_pb2.ActorRef(type="bus", id="b2"),
+            ),
+        ]
+    )
+    watch = troupe.Watch(
+        lambda: cast(Any, call),
+        "watch bus/b1",
+        again="client.watch(...)",
+        actor_type="bus",
+        actor_id="b1",
+    )
+    async with watch as events:
+        got = await _take(events, 2)
+    assert [(e.actor_type, e.actor_id, e.value) for e in got] == [
+        ("bus", "b1", 1),
+        ("bus", "b2", 1),
+    ]
+    assert call.cancelled
 
 
 # --- On the daemon ----------------------------------------------------------------------------
@@ -211,6 +268,13 @@ class Greeter(troupe.Actor):
     @troupe.method
     async def ping(self) -> str:
         return "pong"
+
+
+@troupe.actor("events_tram")
+class Tram(troupe.Actor):
+    @troupe.method
+    async def publish(self, value: Any) -> None:
+        self.ctx.publish(value)
 
 
 async def _take(events: troupe.Watch, n: int) -> list[ActorEvent]:
@@ -340,6 +404,103 @@ async def test_a_cursor_of_another_epoch_says_events_were_missed(troupe_env: Tes
     assert [e.value for e in got] in (["a", "b"], ["b"])
 
 
+async def test_watched_events_name_their_actor(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus)
+    async with troupe_env.client.watch(Bus, "b11") as events:
+        await troupe_env.actor(Bus, "b11").publish(["a", "b"])
+        got = await _take(events, 2)
+    assert [(e.actor_type, e.actor_id, e.value) for e in got] == [
+        ("events_bus", "b11", "a"),
+        ("events_bus", "b11", "b"),
+    ]
+
+
+def _by_actor(events: list[ActorEvent]) -> dict[str, list[Any]]:
+    """Each actor's values, in the order they came."""
+    by_actor: dict[str, list[Any]] = {}
+    for event in events:
+        by_actor.setdefault(event.actor_id, []).append(event.value)
+    return by_actor
+
+
+async def test_watch_type_streams_every_actor_of_the_type(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus, Tram)
+
+    async def publish(actor_id: str, batches: list[list[Any]]) -> None:
+        # One turn after another, so that the actor's order is the batches'.
+        for batch in batches:
+            await troupe_env.actor(Bus, actor_id).publish(batch)
+
+    async with troupe_env.client.watch_type(Bus) as events:
+        # Another type's events are not this stream's.
+        await troupe_env.actor(Tram, "tram1").publish("tram")
+        await asyncio.gather(
+            publish("t1", [[1, 2], [3]]),
+            publish("t2", [["x"], ["y", "z"]]),
+        )
+        got = await _take(events, 6)
+    assert _by_actor(got) == {"t1": [1, 2, 3], "t2": ["x", "y", "z"]}
+    assert all(e.actor_type == "events_bus" for e in got)
+    assert not any(e.missed_before for e in got)
+    assert all(e.published_at_unix_ms > 0 for e in got)
+    assert len({e.cursor for e in got}) == len(got)
+    assert events.closed
+
+
+async def test_watch_type_resumes_after_a_cursor(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus)
+    bus = troupe_env.client.actor("events_bus", "r1"), troupe_env.client.actor("events_bus", "r2")
+    async with troupe_env.client.watch_type("events_bus") as events:
+        for i, value in enumerate(["a", "b", "c", "d"]):
+            await bus[i % 2].publish([value])
+        first = await _take(events, 4)
+    assert [(e.actor_id, e.value) for e in first] == [
+        ("r1", "a"),
+        ("r2", "b"),
+        ("r1", "c"),
+        ("r2", "d"),
+    ]
+    # After "b": "c" and "d" are held, so they come again; "a" and "b" do not.
+    await bus[1].publish(["e"])
+    async with troupe_env.client.watch_type(Bus, after=first[1].cursor) as events:
+        resumed = await _take(events, 3)
+        # Nothing else came between: the next event is the one published now.
+        await bus[0].publish(["f"])
+        [after] = await _take(events, 1)
+    assert _by_actor(resumed) == {"r1": ["c"], "r2": ["d", "e"]}
+    assert (after.actor_id, after.value) == ("r1", "f")
+    assert not any(e.missed_before for e in [*resumed, after])
+
+
+@pytest.mark.parametrize(
+    ("actor_type", "after", "match"),
+    [
+        ("events_bus", "zz", r"watch_type events_bus: .*cursor"),
+        ("", None, r"watch_type : "),
+    ],
+    ids=["malformed cursor", "empty type"],
+)
+async def test_watch_type_refuses_a_bad_cursor_or_type(
+    troupe_env: TestEnv, actor_type: str, after: str | None, match: str
+) -> None:
+    await troupe_env.host(Bus)
+    with pytest.raises(troupe.InvalidArgument, match=match):
+        async with troupe_env.client.watch_type(actor_type, after=after) as events:
+            await asyncio.wait_for(anext(events), WAIT)
+
+
+async def test_watch_type_of_a_type_nobody_registered_is_not_found(
+    daemon: Daemon, client: troupe.Client
+) -> None:
+    async with hosting(daemon.address, Bus):
+        # Past the daemon's start-up grace (--host-wait 200ms), in which a watch of an
+        # unknown type waits for its app rather than being refused.
+        await asyncio.sleep(0.2)
+        with pytest.raises(troupe.NotFound, match=r"watch_type events_nobody: .*events_nobody"):
+            async with client.watch_type("events_nobody") as events:
+                await asyncio.wait_for(anext(events), WAIT)
+
+
 async def test_publishing_from_on_activate_fails_the_activation(troupe_env: TestEnv) -> None:
     await troupe_env.host(Greeter)
     with pytest.raises(troupe.ActorError) as raised:
@@ -349,10 +510,12 @@ async def test_publishing_from_on_activate_fails_the_activation(troupe_env: Test
     assert "events can only be published from a turn" in raised.value.message
 
 
-async def test_closing_the_client_ends_its_watches(troupe_env: TestEnv) -> None:
+@pytest.mark.parametrize("kind", ["watch", "watch_type"])
+async def test_closing_the_client_ends_its_watches(troupe_env: TestEnv, kind: str) -> None:
     await troupe_env.host(Bus)
     client = troupe.Client(troupe_env.daemon.address)
-    async with client.watch(Bus, "b9") as events:
+    watch = client.watch(Bus, "b9") if kind == "watch" else client.watch_type(Bus)
+    async with watch as events:
         waiting = asyncio.create_task(anext(events, None))
         await client.close()
         assert await asyncio.wait_for(waiting, WAIT) is None
@@ -368,6 +531,24 @@ async def test_sync_client_watch(troupe_env: TestEnv) -> None:
         await troupe_env.actor(Bus, "b10").publish(["a", "b"])
         got = await asyncio.wait_for(asyncio.to_thread(lambda: [next(events), next(events)]), WAIT)
         assert [e.value for e in got] == ["a", "b"]
+        await asyncio.to_thread(events.close)
+        assert await asyncio.to_thread(next, events, None) is None
+    finally:
+        await asyncio.to_thread(sync.close)
+
+
+async def test_sync_client_watch_type(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus)
+    sync = await asyncio.to_thread(troupe.SyncClient, troupe_env.daemon.address, timeout=WAIT)
+    try:
+        events = await asyncio.to_thread(sync.watch_type(Bus).__enter__)
+        await troupe_env.actor(Bus, "s1").publish(["a"])
+        await troupe_env.actor(Bus, "s2").publish(["b"])
+        got = await asyncio.wait_for(asyncio.to_thread(lambda: [next(events), next(events)]), WAIT)
+        assert [(e.actor_type, e.actor_id, e.value) for e in got] == [
+            ("events_bus", "s1", "a"),
+            ("events_bus", "s2", "b"),
+        ]
         await asyncio.to_thread(events.close)
         assert await asyncio.to_thread(next, events, None) is None
     finally:

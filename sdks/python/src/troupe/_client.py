@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -403,7 +403,7 @@ class Client:
         has succeeded; a failed turn publishes none). Iterating without entering starts
         the watch at the first event asked for. Leaving the block, ``aclose()`` or
         :meth:`close` ends it. Watching does not activate the actor, and works on any
-        daemon of the cluster.
+        daemon of the cluster. (Every actor of a type at once: :meth:`watch_type`.)
 
         ``after`` resumes after an event: its :attr:`ActorEvent.cursor`. The stream starts
         with the events published since that the daemon still holds (the last 256 of the
@@ -420,23 +420,77 @@ class Client:
         daemon watches as many actors as it may, :class:`Unavailable` when it is unreachable.
         """
         actor_type = type_name(actor_type)
-        if after is not None and not isinstance(after, str):
-            raise TypeError(
-                f"after must be an event's cursor (a str, ActorEvent.cursor) or None, not"
-                f" {type(after).__name__}"
-            )
         request = client_pb2.WatchRequest(
-            actor=common_pb2.ActorRef(type=actor_type, id=actor_id), after=after or ""
+            actor=common_pb2.ActorRef(type=actor_type, id=actor_id), after=_cursor(after)
         )
+        return self._new_watch(
+            lambda stub, metadata: stub.Watch(request, metadata=metadata),
+            f"watch {actor_type}/{actor_id}",
+            again="client.watch(...)",
+            actor_type=actor_type,
+            actor_id=actor_id,
+        )
+
+    def watch_type(
+        self,
+        actor_type: str | type[Actor],
+        *,
+        after: str | None = None,
+    ) -> Watch:
+        """Stream the events every actor of a type publishes, on every daemon of the cluster
+        that hosts it: a map of every bus::
+
+            async with client.watch_type("bus") as events:
+                async for event in events:
+                    show(event.actor_id, event.value)
+
+        Each :class:`ActorEvent` names the actor that published it (``actor_id``). One
+        actor's events arrive in the order it published them; different actors' events
+        interleave as they come. Otherwise it is :meth:`watch`: entering the block returns
+        once the daemon watches the type, iterating without entering starts the watch at
+        the first event asked for, leaving the block, ``aclose()`` or :meth:`close` ends
+        it, and watching activates no actor.
+
+        ``after`` resumes after an event of a type watch: its :attr:`ActorEvent.cursor`
+        (a cursor of :meth:`watch` is not one). The stream starts with the events
+        published since that the daemons still hold (the type's last 4096 on each, within
+        8 MiB); ``missed_before=True`` says some may be missing. None: only events
+        published from now on.
+
+        Events are live, not stored, and the stream has no timeout and is not retried:
+        after an error, watch again with ``after=`` the last cursor. Errors raise as for
+        other calls: :class:`InvalidArgument` for an empty type or a bad cursor,
+        :class:`NotFound` for a type no app has registered, :class:`Overloaded` past the
+        daemon's bounds on watches, :class:`Unavailable` when it is unreachable.
+        """
+        actor_type = type_name(actor_type)
+        request = client_pb2.WatchTypeRequest(type=actor_type, after=_cursor(after))
+        return self._new_watch(
+            lambda stub, metadata: stub.WatchType(request, metadata=metadata),
+            f"watch_type {actor_type}",
+            again="client.watch_type(...)",
+            actor_type=actor_type,
+        )
+
+    def _new_watch(
+        self,
+        rpc: Callable[[Any, Metadata | None], WatchCall],
+        what: str,
+        *,
+        again: str,
+        actor_type: str,
+        actor_id: str = "",
+    ) -> Watch:
+        """A Watch that opens ``rpc(stub, metadata)`` on the watch channel, ended by
+        :meth:`close`."""
 
         def open_call() -> WatchCall:
             # Here, in the event loop the watch runs on, as the channels bind to it.
             channel = self._open_watch_channel()
             stub = client_pb2_grpc.ActorClientStub(channel)  # type: ignore[no-untyped-call]
-            call: WatchCall = stub.Watch(request, metadata=self._call_auth or None)
-            return call
+            return rpc(stub, self._call_auth or None)
 
-        watch = Watch(open_call, f"watch {actor_type}/{actor_id}")
+        watch = Watch(open_call, what, again=again, actor_type=actor_type, actor_id=actor_id)
         self._watches.add(watch)
         return watch
 
@@ -644,3 +698,13 @@ class Client:
             tls_key=tls_key,
             retry=retry,
         )
+
+
+def _cursor(after: str | None) -> str:
+    """A watch's ``after`` as the request's field ("": from now on)."""
+    if after is not None and not isinstance(after, str):
+        raise TypeError(
+            f"after must be an event's cursor (a str, ActorEvent.cursor) or None, not"
+            f" {type(after).__name__}"
+        )
+    return after or ""

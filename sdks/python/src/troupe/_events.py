@@ -1,5 +1,5 @@
-"""Watching an actor's events (ActorClient.Watch): Watch, the stream a Client opens, and
-ActorEvent, what it yields.
+"""Watching actors' events (ActorClient.Watch for one actor, ActorClient.WatchType for every
+actor of a type): Watch, the stream a Client opens for either, and ActorEvent, what it yields.
 
 Both cores watch on a grpcio channel: the native core has no streaming client, and a watch
 carries a few events, not the call rate invoke and tell are tuned for.
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from ._address import SDK_NAME
 from ._errors import from_rpc_error
 from ._payload import decode_event
 from ._proto.troupe.v1 import client_pb2
@@ -23,7 +24,15 @@ from ._proto.troupe.v1 import client_pb2
 _EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]
 
 if TYPE_CHECKING:
-    WatchCall = grpc.aio.UnaryStreamCall[client_pb2.WatchRequest, client_pb2.ActorEvent]
+    WatchCall = grpc.aio.UnaryStreamCall[
+        client_pb2.WatchRequest | client_pb2.WatchTypeRequest, client_pb2.ActorEvent
+    ]
+
+# Why a daemon would not know a watch RPC (WatchType came after Watch), and what to do.
+_OLDER_DAEMON = (
+    f"; the daemon is older than this SDK ({SDK_NAME}) and lacks this call: run the daemon"
+    " of the SDK's release"
+)
 
 # Opens the RPC on the client's channel, with its metadata.
 OpenWatch = Callable[[], "WatchCall"]
@@ -36,31 +45,39 @@ class ActorEvent:
     Attributes:
         value: what the actor published, decoded as a method's result is (a JSON value,
             or bytes).
-        cursor: the event's place in the actor's stream: pass it as
-            ``client.watch(..., after=cursor)`` to resume after it.
+        cursor: the event's place in the stream it came in: pass it as ``after=cursor`` to
+            the same kind of watch (``client.watch(type, id, ...)`` or
+            ``client.watch_type(type, ...)``) to resume after it; a cursor of one kind
+            does not resume the other.
         missed_before: events published before this one (since the watch began, or since
             its ``after`` cursor) may not have reached this watcher: it fell more than the
             daemon holds behind, the actor moved to another daemon, or that daemon
             restarted.
         published_at_unix_ms: when the turn that published it ended, in milliseconds since
             the Unix epoch on the clock of the daemon that ran it.
+        actor_type: the type of the actor that published it.
+        actor_id: the id of the actor that published it: what tells the actors of a
+            :meth:`Client.watch_type` stream apart.
     """
 
     value: Any
     cursor: str
     missed_before: bool
     published_at_unix_ms: int
+    actor_type: str
+    actor_id: str
 
 
 class Watch:
-    """The events of one actor, as :meth:`Client.watch` streams them: an async context
-    manager and an async iterator of :class:`ActorEvent`.
+    """The events of one actor (:meth:`Client.watch`) or of every actor of a type
+    (:meth:`Client.watch_type`), as the client streams them: an async context manager and
+    an async iterator of :class:`ActorEvent`.
 
     ``async with client.watch("bus", "7") as events:`` returns once the daemon watches the
-    actor, so every event published after that reaches the loop ``async for event in
-    events``. Iterating without entering starts the watch at the first ``__anext__``; then
-    events published before the daemon watched the actor are missed (unless ``after``
-    names a cursor the daemon still holds).
+    actor (``client.watch_type("bus")``: the type), so every event published after that
+    reaches the loop ``async for event in events``. Iterating without entering starts the
+    watch at the first ``__anext__``; then events published before the daemon watched are
+    missed (unless ``after`` names a cursor the daemon still holds).
 
     Leaving the block, or :meth:`aclose`, ends the stream; so does :meth:`Client.close`.
     The iteration then stops. A failure (the daemon is unreachable, it refused the actor's
@@ -69,9 +86,24 @@ class Watch:
     not retried: watch again with ``after=`` the last event's cursor to resume.
     """
 
-    def __init__(self, open_call: OpenWatch, what: str) -> None:
+    def __init__(
+        self,
+        open_call: OpenWatch,
+        what: str,
+        *,
+        again: str,
+        actor_type: str,
+        actor_id: str = "",
+    ) -> None:
+        """``what`` names the watch in errors, ``again`` is the call that starts another
+        (for the error a closed watch raises); ``actor_type`` and ``actor_id`` are the
+        watched actor's (a type watch: the type, no id), for events that do not name their
+        actor."""
         self._open = open_call
         self._what = what
+        self._again = again
+        self._actor_type = actor_type
+        self._actor_id = actor_id
         self._call: WatchCall | None = None
         self._closed = False
 
@@ -86,12 +118,12 @@ class Watch:
 
     async def _start(self) -> WatchCall:
         """Open the RPC and wait for the daemon's response headers, which it sends once it
-        watches the actor; raises the SDK's error when it refused the watch."""
+        watches; raises the SDK's error when it refused the watch."""
         if self._call is not None:
             return self._call
         if self._closed:
             raise RuntimeError(
-                f"{self._what}: this watch is closed; call client.watch(...) again, with"
+                f"{self._what}: this watch is closed; call {self._again} again, with"
                 " after= the last event's cursor to resume where it ended"
             )
         call = self._open()
@@ -104,7 +136,8 @@ class Watch:
                 await call.wait_for_connection()
         except grpc.aio.AioRpcError as e:
             self._end()
-            raise from_rpc_error(e, self._what) from None
+            note = _OLDER_DAEMON if e.code() == grpc.StatusCode.UNIMPLEMENTED else ""
+            raise from_rpc_error(e, self._what, note=note) from None
         except asyncio.CancelledError:
             ended_elsewhere = self._closed
             self._end()
@@ -155,11 +188,15 @@ class Watch:
             self._end()
             raise StopAsyncIteration
         assert isinstance(msg, client_pb2.ActorEvent)
+        # A daemon older than ActorEvent.actor leaves it unset: a one-actor watch's events
+        # are still its actor's.
         return ActorEvent(
             value=decode_event(msg.payload),
             cursor=msg.cursor,
             missed_before=msg.missed_before,
             published_at_unix_ms=msg.published_unix_ms,
+            actor_type=msg.actor.type or self._actor_type,
+            actor_id=msg.actor.id or self._actor_id,
         )
 
     async def aclose(self) -> None:

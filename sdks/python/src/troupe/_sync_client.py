@@ -87,7 +87,7 @@ class SyncActorProxy(Generic[A]):
 
 class SyncWatch(Iterator[ActorEvent]):
     """The blocking twin of :class:`Watch`: a context manager and an iterator of
-    :class:`ActorEvent`, from :meth:`SyncClient.watch`."""
+    :class:`ActorEvent`, from :meth:`SyncClient.watch` or :meth:`SyncClient.watch_type`."""
 
     def __init__(self, client: SyncClient, watch: Watch) -> None:
         self._client = client
@@ -339,6 +339,23 @@ class SyncClient:
         once the daemon watches the actor, and ``for event in events:`` blocks for each
         event. Leaving the block, ``events.close()`` or :meth:`close` ends it."""
         return SyncWatch(self, self._client.watch(actor_type, actor_id, after=after))
+
+    def watch_type(
+        self,
+        actor_type: str | type[Actor],
+        *,
+        after: str | None = None,
+    ) -> SyncWatch:
+        """See :meth:`Client.watch_type`: the events of every actor of a type, a map of
+        every bus::
+
+            with client.watch_type("bus") as events:
+                for event in events:
+                    show(event.actor_id, event.value)
+
+        Entering returns once the daemon watches the type; leaving the block,
+        ``events.close()`` or :meth:`close` ends it."""
+        return SyncWatch(self, self._client.watch_type(actor_type, after=after))
 
     def set_reminder(
         self,
