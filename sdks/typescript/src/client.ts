@@ -351,7 +351,37 @@ export class Client {
    */
   watch<T = unknown>(actorType: TypeOrClass, actorId: string, options: WatchOptions = {}): Promise<ActorEventStream<T>> {
     // On the native core too, grpc-js carries the stream: the addon's client has no server streams.
-    return openWatch<T>(this.#grpcStub(), typeName(actorType), actorId, options, this.#watches);
+    return openWatch<T>(this.#grpcStub(), { type: typeName(actorType), id: actorId }, options, this.#watches);
+  }
+
+  /**
+   * Watch the events every actor of a type publishes, on every daemon that
+   * hosts it, from this call on: {@link Client.watch} for all the type's
+   * actors at once (a map of every bus). Each event's `actorType` and
+   * `actorId` name the actor that published it; one actor's events arrive in
+   * the order it published them, different actors' interleaved as they come.
+   * The stream's `actor` is the type name. Resolves once the daemon watches the
+   * type.
+   *
+   * ```ts
+   * const events = await client.watchType<Position>("bus");
+   * for await (const e of events) show(e.actorId, e.value); // break, or events.close(), to stop
+   * // later, resuming after the last event seen (a cursor of this type's watch):
+   * const again = await client.watchType<Position>("bus", { after: lastCursor });
+   * ```
+   *
+   * As {@link Client.watch} otherwise: live, not stored (with `after`, each
+   * daemon first sends what it still holds of the type's recent events, and
+   * `missedBefore` marks an event when some before it did not reach the
+   * watcher); it activates no actor; the client's `timeout` does not apply;
+   * `close()`, `signal`, and the client's `close()` end it. Rejects with
+   * {@link InvalidArgument} for an empty type or a bad cursor,
+   * {@link NotFound} for a type no app registered, and as other calls for
+   * the rest.
+   */
+  watchType<T = unknown>(actorType: TypeOrClass, options: WatchOptions = {}): Promise<ActorEventStream<T>> {
+    // grpc-js carries the stream on the native core too, as for watch().
+    return openWatch<T>(this.#grpcStub(), { type: typeName(actorType) }, options, this.#watches);
   }
 
   /**

@@ -1,7 +1,8 @@
-// Watching an actor's events (ActorClient.Watch, docs/events.md): the stream a
-// Client opens, as an async iterable. It always runs on a @grpc/grpc-js channel,
-// on the native core too, whose client has no server streams (a watch carries
-// few messages, so its speed does not matter).
+// Watching events (docs/events.md): one actor's (ActorClient.Watch) or every
+// actor's of a type (ActorClient.WatchType), as the stream a Client opens, an
+// async iterable. It always runs on a @grpc/grpc-js channel, on the native core
+// too, whose client has no server streams (a watch carries few messages, so its
+// speed does not matter).
 import * as grpc from "@grpc/grpc-js";
 import { fromRpcError, TroupeError } from "./errors.js";
 import { type ActorClientClient, type ActorEvent as WireEvent, ActorClientService } from "./gen/troupe/v1/client.js";
@@ -12,7 +13,16 @@ import { abortError } from "./turn.js";
 export interface ActorEvent<T = unknown> {
   /** What the actor published: JSON-decoded, or a Uint8Array for bytes (as a method's result). */
   value: T;
-  /** Where the event is in the actor's stream: `watch(..., { after: cursor })` resumes after it. */
+  /** The type of the actor that published it. */
+  actorType: string;
+  /** The id of the actor that published it: in a {@link Client.watchType} stream, which of the type's actors. */
+  actorId: string;
+  /**
+   * Where the event is in the watched stream: the same watch resumes after it
+   * with `{ after: cursor }` (`watch(type, id, ...)` with a cursor of that
+   * actor's watch, `watchType(type, ...)` with one of that type's watch; the
+   * two kinds of cursor are not interchangeable).
+   */
   cursor: string;
   /**
    * Events published before this one (since the watch began, or since its
@@ -25,7 +35,7 @@ export interface ActorEvent<T = unknown> {
   publishedAtUnixMs: number;
 }
 
-/** Options of {@link Client.watch}. */
+/** Options of {@link Client.watch} and {@link Client.watchType}. */
 export interface WatchOptions {
   /**
    * Resume after this event: the `cursor` of an {@link ActorEvent} a watch
@@ -34,8 +44,9 @@ export interface WatchOptions {
    */
   after?: string;
   /**
-   * Aborting it ends the watch: `watch()` rejects with the signal's reason
-   * while it waits for the daemon, and afterwards the iteration throws it.
+   * Aborting it ends the watch: `watch()` (or `watchType()`) rejects with the
+   * signal's reason while it waits for the daemon, and afterwards the
+   * iteration throws it.
    */
   signal?: AbortSignal;
 }
@@ -47,7 +58,9 @@ const PAUSE_AT = 32;
 const RESUME_BELOW = 8;
 
 /**
- * The events of one watched actor, in the order it published them:
+ * The events of one watched actor, in the order it published them, or of every
+ * actor of a watched type (each actor's in the order it published them,
+ * different actors' interleaved as they come):
  * `for await (const event of stream)`. Ends when {@link close}d (a `break` out
  * of the loop closes it too). When the daemon ends the watch (it shut down,
  * the connection broke...) the iteration throws the SDK's error for it
@@ -56,8 +69,13 @@ const RESUME_BELOW = 8;
  * iterated once.
  */
 export class ActorEventStream<T = unknown> implements AsyncIterableIterator<ActorEvent<T>> {
-  /** `type/id` of the watched actor. */
+  /**
+   * What is watched: `type/id` of the watched actor ({@link Client.watch}), or
+   * the type name for a watch of every actor of a type ({@link Client.watchType}).
+   * Each event's `actorType` and `actorId` name the actor that published it.
+   */
   readonly actor: string;
+  readonly #target: WatchTarget;
   readonly #call: grpc.ClientReadableStream<WireEvent>;
   readonly #queue: ActorEvent<T>[] = [];
   #waiter: { resolve: (r: IteratorResult<ActorEvent<T>>) => void; reject: (e: Error) => void } | undefined;
@@ -67,8 +85,9 @@ export class ActorEventStream<T = unknown> implements AsyncIterableIterator<Acto
   #onEnd: (() => void) | undefined;
 
   /** @internal Opened by {@link openWatch}, which feeds it. */
-  constructor(actor: string, call: grpc.ClientReadableStream<WireEvent>, onEnd: () => void) {
-    this.actor = actor;
+  constructor(target: WatchTarget, call: grpc.ClientReadableStream<WireEvent>, onEnd: () => void) {
+    this.actor = target.id === undefined ? target.type : `${target.type}/${target.id}`;
+    this.#target = target;
     this.#call = call;
     this.#onEnd = onEnd;
   }
@@ -81,22 +100,36 @@ export class ActorEventStream<T = unknown> implements AsyncIterableIterator<Acto
   /** @internal An event from the daemon. */
   push(wire: WireEvent): void {
     if (this.#ended !== undefined) return;
+    const what = watchLabel(this.#target);
+    // A daemon older than ActorEvent.actor leaves it out of a one-actor watch,
+    // whose actor is known; a type watch needs it (and such a daemon has no WatchType).
+    const publisher = wire.actor ?? (this.#target.id === undefined ? undefined : { type: this.#target.type, id: this.#target.id });
+    if (publisher === undefined) {
+      this.#fail(
+        new TroupeError(
+          `${what}: the daemon sent the event at cursor ${JSON.stringify(wire.cursor)} without the actor that published it; ` +
+            "run a daemon of the same version as the SDK",
+        ),
+      );
+      return;
+    }
     let event: ActorEvent<T>;
     try {
       event = {
         value: decodeResult(wire.payload) as T,
+        actorType: publisher.type,
+        actorId: publisher.id,
         cursor: wire.cursor,
         missedBefore: wire.missedBefore,
         publishedAtUnixMs: Number(wire.publishedUnixMs),
       };
     } catch (e) {
-      this.end(
+      this.#fail(
         new TroupeError(
-          `watch ${this.actor}: the event at cursor ${JSON.stringify(wire.cursor)} is not JSON (${e instanceof Error ? e.message : String(e)}), ` +
+          `${what}: the event ${publisher.type}/${publisher.id} published at cursor ${JSON.stringify(wire.cursor)} is not JSON (${e instanceof Error ? e.message : String(e)}), ` +
             "so it was not published with a troupe SDK's ctx.publish; watch again with { after } set to that cursor to skip it",
         ),
       );
-      this.#call.cancel();
       return;
     }
     const waiter = this.#waiter;
@@ -110,6 +143,12 @@ export class ActorEventStream<T = unknown> implements AsyncIterableIterator<Acto
       this.#paused = true;
       this.#call.pause();
     }
+  }
+
+  /** Ends the watch with `error` and leaves the call: the daemon sent what the stream cannot pass on. */
+  #fail(error: Error): void {
+    this.end(error);
+    this.#call.cancel();
   }
 
   /** @internal The watch is over: `error` undefined for a plain end (or a close). Only the first end counts. */
@@ -145,7 +184,7 @@ export class ActorEventStream<T = unknown> implements AsyncIterableIterator<Acto
       return error === undefined ? Promise.resolve({ value: undefined, done: true }) : Promise.reject(error);
     }
     if (this.#waiter !== undefined) {
-      return Promise.reject(new TypeError(`watch ${this.actor}: next() was called again before the previous read settled; read the stream from one loop`));
+      return Promise.reject(new TypeError(`${watchLabel(this.#target)}: next() was called again before the previous read settled; read the stream from one loop`));
     }
     return new Promise((resolve, reject) => {
       this.#waiter = { resolve, reject };
@@ -169,45 +208,64 @@ export class ActorEventStream<T = unknown> implements AsyncIterableIterator<Acto
     this.#call.cancel();
   }
 
-  /** For `using stream = await client.watch(...)`. */
+  /** For `using stream = await client.watch(...)` (or `client.watchType(...)`). */
   [Symbol.dispose](): void {
     this.close();
   }
 }
 
+/** @internal What a watch watches: one actor (`id` set: Watch), or every actor of `type` (WatchType). */
+export interface WatchTarget {
+  type: string;
+  id?: string | undefined;
+}
+
+/** How errors name a watch: `watch bus/b7`, `watchType bus`. */
+function watchLabel(target: WatchTarget): string {
+  return target.id === undefined ? `watchType ${target.type}` : `watch ${target.type}/${target.id}`;
+}
+
 /**
- * @internal Opens a watch of `type/id` on `stub`: resolves once the daemon sent
- * the response headers, which it does once it watches the actor, so that every
- * event published after that reaches the stream. Rejects with the SDK's error
+ * @internal Opens a watch of `target` on `stub`: resolves once the daemon sent
+ * the response headers, which it does once it watches the actor (the type, for
+ * WatchType), so that every event published after that reaches the stream. Rejects with the SDK's error
  * (fromRpcError) when the daemon refuses the watch, with the signal's reason, or
  * when the client is closed first.
  */
 export function openWatch<T>(
   stub: ActorClientClient,
-  type: string,
-  id: string,
+  target: WatchTarget,
   options: WatchOptions,
   /** The client's open watches, which its close() ends: this one is in it until it ends. */
   watches: Set<() => void>,
 ): Promise<ActorEventStream<T>> {
-  const actor = `${type}/${id}`;
-  const what = `watch ${actor}`;
+  const what = watchLabel(target);
   const after: unknown = options.after ?? "";
   if (typeof after !== "string") {
     return Promise.reject(new TypeError(`${what}: after must be the cursor (a string) of an event a watch received, not ${String(after)}`));
   }
   const signal = options.signal;
   if (signal?.aborted === true) return Promise.reject(abortError(signal.reason));
-  const method = ActorClientService.watch;
+  const { type, id } = target;
+  // No deadline, not even the client's timeout: a watch lasts until it is closed.
+  const open = (): grpc.ClientReadableStream<WireEvent> => {
+    if (id === undefined) {
+      const method = ActorClientService.watchType;
+      return stub.makeServerStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, { type, after }, new grpc.Metadata(), {});
+    }
+    const method = ActorClientService.watch;
+    return stub.makeServerStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, { actor: { type, id }, after }, new grpc.Metadata(), {});
+  };
+  // Said when a daemon without WatchType refuses one, instead of a bare UNIMPLEMENTED.
+  const unimplementedNote = id === undefined ? "; this daemon has no WatchType: run a daemon of the same version as the SDK" : "";
   return new Promise<ActorEventStream<T>>((resolve, reject) => {
-    // No deadline, not even the client's timeout: a watch lasts until it is closed.
-    const call = stub.makeServerStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, { actor: { type, id }, after }, new grpc.Metadata(), {});
+    const call = open();
     const onAbort = (): void => {
       fail(abortError(signal?.reason));
       call.cancel();
     };
     signal?.addEventListener("abort", onAbort, { once: true });
-    const stream = new ActorEventStream<T>(actor, call, () => {
+    const stream = new ActorEventStream<T>(target, call, () => {
       signal?.removeEventListener("abort", onAbort);
       watches.delete(closeWithClient);
     });
@@ -241,7 +299,7 @@ export function openWatch<T>(
         const read: unknown = call.read();
         if (read === null) break;
       }
-      fail(fromRpcError(err, what));
+      fail(fromRpcError(err, what, err.code === grpc.status.UNIMPLEMENTED ? unimplementedNote : ""));
     });
     call.on("end", () => {
       if (began) stream.end(undefined);

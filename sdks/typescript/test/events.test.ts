@@ -1,13 +1,13 @@
 // Actor events (docs/events.md): what `ctx.publish` puts in TurnResult.events,
 // on a fake daemon (through whichever core TROUPE_SDK_CORE picks, so the native
 // core is seen to forward them), and the whole round trip with `client.watch`
-// on the real daemon.
+// and `client.watchType` on the real daemon.
 import * as grpc from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { AppMessage, DaemonMessage, Turn, TurnResult } from "../src/gen/troupe/v1/app.js";
-import { type ActorEvent as WireEvent, ActorClientService, type WatchRequest } from "../src/gen/troupe/v1/client.js";
-import { ContentType, TurnKind } from "../src/gen/troupe/v1/common.js";
+import { type ActorEvent as WireEvent, ActorClientService, type WatchRequest, type WatchTypeRequest } from "../src/gen/troupe/v1/client.js";
+import { type ActorRef, ContentType, TurnKind } from "../src/gen/troupe/v1/common.js";
 import {
   Actor,
   actor,
@@ -18,6 +18,7 @@ import {
   Client,
   InvalidArgument,
   method,
+  NotFound,
   TroupeError,
   Unauthenticated,
   Unavailable,
@@ -268,9 +269,12 @@ describe("ctx.publish: TurnResult.events on a fake daemon", () => {
 // does with a reader that falls behind and with the way the server ends it, and
 // what the call carries (on the native core too, where grpc-js carries it).
 
-/** One Watch the fake server received, for the test to answer. */
+type FakeCall = grpc.ServerWritableStream<WatchRequest, WireEvent> | grpc.ServerWritableStream<WatchTypeRequest, WireEvent>;
+
+/** One Watch or WatchType the fake server received, for the test to answer. */
 interface FakeWatch {
-  call: grpc.ServerWritableStream<WatchRequest, WireEvent>;
+  rpc: "watch" | "watchType";
+  call: FakeCall;
   /** Resolves when the client leaves (it cancelled the call). */
   cancelled: Promise<void>;
 }
@@ -282,17 +286,23 @@ class FakeWatchServer {
   port = 0;
 
   async start(): Promise<void> {
+    const arrive = (rpc: FakeWatch["rpc"], call: FakeCall): void => {
+      const cancelled = new Promise<void>((resolve) => {
+        call.on("cancelled", () => {
+          resolve();
+        });
+      });
+      const w = { rpc, call, cancelled };
+      const waiter = this.#waiting.shift();
+      if (waiter === undefined) this.#arrived.push(w);
+      else waiter(w);
+    };
     this.#server.addService(ActorClientService, {
       watch: (call: grpc.ServerWritableStream<WatchRequest, WireEvent>) => {
-        const cancelled = new Promise<void>((resolve) => {
-          call.on("cancelled", () => {
-            resolve();
-          });
-        });
-        const w = { call, cancelled };
-        const waiter = this.#waiting.shift();
-        if (waiter === undefined) this.#arrived.push(w);
-        else waiter(w);
+        arrive("watch", call);
+      },
+      watchType: (call: grpc.ServerWritableStream<WatchTypeRequest, WireEvent>) => {
+        arrive("watchType", call);
       },
     });
     this.port = await new Promise<number>((resolve, reject) => {
@@ -307,7 +317,7 @@ class FakeWatchServer {
     return `127.0.0.1:${String(this.port)}`;
   }
 
-  /** The next Watch to arrive. */
+  /** The next Watch or WatchType to arrive. */
   next(): Promise<FakeWatch> {
     const w = this.#arrived.shift();
     if (w !== undefined) return Promise.resolve(w);
@@ -319,17 +329,19 @@ class FakeWatchServer {
   }
 }
 
-function wireEvent(value: unknown, seq: number, missedBefore = false): WireEvent {
+/** An event as the daemon sends it; `actor` left out as a daemon older than ActorEvent.actor does. */
+function wireEvent(value: unknown, seq: number, missedBefore = false, actor?: ActorRef): WireEvent {
   return {
     payload: { data: Buffer.from(JSON.stringify(value)), contentType: ContentType.CONTENT_TYPE_JSON },
     cursor: `00000000000000ab-${String(seq)}`,
     missedBefore,
     publishedUnixMs: 1_700_000_000_000n + BigInt(seq),
+    actor,
   };
 }
 
 /** Ends a fake Watch with `code`, as the daemon does. */
-function endWith(call: grpc.ServerWritableStream<WatchRequest, WireEvent>, code: grpc.status, details: string): void {
+function endWith(call: FakeCall, code: grpc.status, details: string): void {
   call.emit("error", { code, details, metadata: new grpc.Metadata() });
 }
 
@@ -352,16 +364,21 @@ describe("client.watch on a fake server", () => {
     const watching = client.watch("bus", "b1", { after: "00000000000000ab-7" }).finally(() => {
       settled = true;
     });
-    const { call, cancelled } = await server.next();
+    const { rpc, call, cancelled } = await server.next();
+    assert.equal(rpc, "watch");
     assert.deepEqual(call.request, { actor: { type: "bus", id: "b1" }, after: "00000000000000ab-7" });
     assert.deepEqual(call.metadata.get("authorization"), ["Bearer fake-token"]);
     await new Promise((resolve) => setImmediate(resolve));
     assert.equal(settled, false, "watch() resolved before the headers");
     call.sendMetadata(new grpc.Metadata());
     const stream = await within(WAIT_MS, "watch() after the headers", watching);
+    assert.equal(stream.actor, "bus/b1");
+    // A daemon that names no actor: the event is the watched actor's.
     call.write(wireEvent({ n: 1 }, 8, true));
-    const [event] = await take(stream, 1);
-    assert.deepEqual(event, { value: { n: 1 }, cursor: "00000000000000ab-8", missedBefore: true, publishedAtUnixMs: 1_700_000_000_008 });
+    call.write(wireEvent({ n: 2 }, 9, false, { type: "bus", id: "b1" }));
+    const [event, named] = await take(stream, 2);
+    assert.deepEqual(event, { value: { n: 1 }, actorType: "bus", actorId: "b1", cursor: "00000000000000ab-8", missedBefore: true, publishedAtUnixMs: 1_700_000_000_008 });
+    assert.deepEqual(named, { value: { n: 2 }, actorType: "bus", actorId: "b1", cursor: "00000000000000ab-9", missedBefore: false, publishedAtUnixMs: 1_700_000_000_009 });
     stream.close();
     await within(WAIT_MS, "the server to see the client leave", cancelled);
   });
@@ -410,6 +427,64 @@ describe("client.watch on a fake server", () => {
     call.write({ ...wireEvent(null, 3), payload: { data: Buffer.from("{nope"), contentType: ContentType.CONTENT_TYPE_JSON } });
     await assert.rejects(within(WAIT_MS, "the bad event", stream.next()), (e: unknown) => e instanceof TroupeError && /00000000000000ab-3" is not JSON/.test(e.message));
     await within(WAIT_MS, "the server to see the client leave", cancelled);
+  });
+
+  test("watchType sends its request and resolves once the server sent its headers; each event names its actor", async () => {
+    let settled = false;
+    const watching = client.watchType<{ n: number }>("bus", { after: "00000000000000ab-7.00000000000000cd-2" }).finally(() => {
+      settled = true;
+    });
+    const { rpc, call, cancelled } = await server.next();
+    assert.equal(rpc, "watchType");
+    assert.deepEqual(call.request, { type: "bus", after: "00000000000000ab-7.00000000000000cd-2" });
+    assert.deepEqual(call.metadata.get("authorization"), ["Bearer fake-token"]);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(settled, false, "watchType() resolved before the headers");
+    call.sendMetadata(new grpc.Metadata());
+    const stream = await within(WAIT_MS, "watchType() after the headers", watching);
+    assert.equal(stream.actor, "bus");
+    call.write(wireEvent({ n: 1 }, 1, false, { type: "bus", id: "b1" }));
+    call.write(wireEvent({ n: 2 }, 2, true, { type: "bus", id: "b2" }));
+    const events = await take(stream, 2);
+    assert.deepEqual(events, [
+      { value: { n: 1 }, actorType: "bus", actorId: "b1", cursor: "00000000000000ab-1", missedBefore: false, publishedAtUnixMs: 1_700_000_000_001 },
+      { value: { n: 2 }, actorType: "bus", actorId: "b2", cursor: "00000000000000ab-2", missedBefore: true, publishedAtUnixMs: 1_700_000_000_002 },
+    ]);
+    // An event of a type watch that names no actor cannot be placed: the watch ends saying so.
+    call.write(wireEvent({ n: 3 }, 3));
+    await assert.rejects(
+      within(WAIT_MS, "the event without an actor", stream.next()),
+      (e: unknown) => e instanceof TroupeError && /watchType bus: .*"00000000000000ab-3" without the actor that published it/.test(e.message),
+    );
+    await within(WAIT_MS, "the server to see the client leave", cancelled);
+  });
+
+  test("watchType: a refusal before the headers rejects with the SDK's error", async () => {
+    const watching = client.watchType("bus", { after: "zz" });
+    const { call } = await server.next();
+    endWith(call, grpc.status.INVALID_ARGUMENT, "malformed cursor");
+    await assert.rejects(watching, (e: unknown) => e instanceof InvalidArgument && /watchType bus: malformed cursor/.test(e.message));
+  });
+
+  test("watchType on a server without WatchType says the daemon must be upgraded", async () => {
+    const bare = new grpc.Server();
+    bare.addService(ActorClientService, {});
+    const port = await new Promise<number>((resolve, reject) => {
+      bare.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => {
+        if (err === null) resolve(p);
+        else reject(err);
+      });
+    });
+    const own = new Client({ address: `127.0.0.1:${String(port)}` });
+    try {
+      await assert.rejects(
+        within(WAIT_MS, "watchType() on a server without it", own.watchType("bus")),
+        (e: unknown) => e instanceof TroupeError && e.code === grpc.status.UNIMPLEMENTED && /no WatchType: run a daemon of the same version/.test(e.message),
+      );
+    } finally {
+      own.close();
+      bare.forceShutdown();
+    }
   });
 
   test("closing the client before the headers rejects watch()", async () => {
@@ -469,6 +544,15 @@ class Bus extends Actor {
   }
 }
 
+/** Watched as a type: only the watchType tests publish from it, so a type watch sees only theirs. */
+@actor("ev_fleet", { idleTimeout: "30d" })
+class Fleet extends Actor {
+  @method
+  publishAll(values: unknown[]): void {
+    for (const v of values) this.ctx.publish(v);
+  }
+}
+
 @actor("ev_hook")
 class Hook extends Actor {
   override onActivate(): void {
@@ -481,8 +565,12 @@ class Hook extends Actor {
   }
 }
 
-describe("client.watch on the daemon", () => {
+describe("client.watch and client.watchType on the daemon", () => {
+  // The daemon's start-up grace, during which a new watch of a type no app
+  // registered waits for one instead of being refused (the default is 10 s).
+  const HOST_WAIT_MS = 200;
   let env: TestEnv;
+  let servingSince = 0;
   let n = 0;
   const bus = (): { id: string; call: (m: "publishAll" | "publishThenFail", values: unknown[]) => Promise<unknown> } => {
     n += 1;
@@ -491,8 +579,9 @@ describe("client.watch on the daemon", () => {
   };
 
   before(async () => {
-    env = await startTestEnv({ binary: troupeBin() });
-    await env.host(Bus, Hook);
+    env = await startTestEnv({ binary: troupeBin(), extraArgs: ["--host-wait", `${String(HOST_WAIT_MS)}ms`] });
+    servingSince = performance.now();
+    await env.host(Bus, Hook, Fleet);
   });
 
   after(async () => {
@@ -518,6 +607,24 @@ describe("client.watch on the daemon", () => {
       assert.ok(events.every((e) => !e.missedBefore));
       const times = events.map((e) => e.publishedAtUnixMs);
       assert.ok(times.every((t, i) => t > 0 && t >= (times[i - 1] ?? 0)), `published at ${times.join(", ")}`);
+    } finally {
+      stream.close();
+    }
+  });
+
+  test("each event of a one-actor watch names that actor", async () => {
+    const { id, call } = bus();
+    const stream = await env.client.watch(Bus, id);
+    try {
+      await call("publishAll", ["x", "y"]);
+      const events = await take(stream, 2);
+      assert.deepEqual(
+        events.map((e) => [e.actorType, e.actorId, e.value]),
+        [
+          ["ev_bus", id, "x"],
+          ["ev_bus", id, "y"],
+        ],
+      );
     } finally {
       stream.close();
     }
@@ -655,6 +762,105 @@ describe("client.watch on the daemon", () => {
     const waiting = watched.next();
     own.close();
     assert.deepEqual(await within(WAIT_MS, "the watch of a closed client", waiting), { value: undefined, done: true });
+  });
+
+  describe("watchType", () => {
+    let fleetN = 0;
+    const fleetId = (): string => {
+      fleetN += 1;
+      return `f${String(fleetN)}`;
+    };
+    const publish = async (id: string, vals: unknown[]): Promise<void> => {
+      await env.client.invoke("ev_fleet", id, "publishAll", [vals]);
+    };
+    /** [actorId, value] of each event, sorted: the order between different actors is not fixed. */
+    const placed = (events: readonly ActorEvent[]): [string, unknown][] =>
+      events.map((e): [string, unknown] => [e.actorId, e.value]).sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y)));
+
+    test("gets every actor's events, each naming its actor, each actor's in the order published", async () => {
+      const [a, b] = [fleetId(), fleetId()];
+      const stream = await env.client.watchType<string>(Fleet);
+      try {
+        assert.equal(stream.actor, "ev_fleet");
+        // The two actors publish at once, so their events may interleave.
+        await Promise.all(
+          [a, b].map(async (id) => {
+            for (const n of [1, 2, 3]) await publish(id, [`${id}:${String(n)}`]);
+          }),
+        );
+        await publish(a, [`${a}:4`, `${a}:5`]);
+        const events = await take(stream, 8);
+        assert.ok(
+          events.every((e) => e.actorType === "ev_fleet"),
+          JSON.stringify(events),
+        );
+        const byActor = new Map<string, string[]>();
+        for (const e of events) byActor.set(e.actorId, [...(byActor.get(e.actorId) ?? []), e.value]);
+        assert.deepEqual(
+          Object.fromEntries(byActor),
+          {
+            [a]: [`${a}:1`, `${a}:2`, `${a}:3`, `${a}:4`, `${a}:5`],
+            [b]: [`${b}:1`, `${b}:2`, `${b}:3`],
+          },
+        );
+        assert.ok(events.every((e) => !e.missedBefore && e.cursor !== "" && e.publishedAtUnixMs > 0));
+      } finally {
+        stream.close();
+      }
+    });
+
+    test("resume: a type watch after a cursor gets exactly the events published since, then goes on live", async () => {
+      const [a, b] = [fleetId(), fleetId()];
+      const first = await env.client.watchType(Fleet);
+      await publish(a, ["r1"]);
+      const [r1] = await take(first, 1);
+      assert.ok(r1 !== undefined);
+      first.close();
+      assert.deepEqual(await within(WAIT_MS, "the closed type watch to end", first.next()), { value: undefined, done: true });
+      await publish(b, ["r2"]);
+      await publish(a, ["r3"]);
+      const again = await env.client.watchType(Fleet, { after: r1.cursor });
+      try {
+        const resumed = await take(again, 2);
+        assert.deepEqual(placed(resumed), [
+          [a, "r3"],
+          [b, "r2"],
+        ]);
+        assert.ok(resumed.every((e) => !e.missedBefore));
+        await publish(b, ["r4"]);
+        assert.deepEqual(placed(await take(again, 1)), [[b, "r4"]]);
+      } finally {
+        again.close();
+      }
+    });
+
+    test("a malformed cursor or an empty type is InvalidArgument", async () => {
+      await assert.rejects(env.client.watchType(Fleet, { after: "zz" }), (e: unknown) => e instanceof InvalidArgument && /watchType ev_fleet: /.test(e.message));
+      await assert.rejects(env.client.watchType(""), InvalidArgument);
+    });
+
+    test("a type no app registered is NotFound", async () => {
+      const graceLeft = servingSince + HOST_WAIT_MS + 50 - performance.now();
+      if (graceLeft > 0) await new Promise((resolve) => setTimeout(resolve, graceLeft));
+      await assert.rejects(env.client.watchType("ev_nobody"), (e: unknown) => e instanceof NotFound && /watchType ev_nobody: /.test(e.message));
+    });
+
+    test("an aborted signal ends a type watch; so does closing the client", async () => {
+      const abort = new AbortController();
+      const stream = await env.client.watchType(Fleet, { signal: abort.signal });
+      const read = stream.next();
+      abort.abort();
+      await assert.rejects(within(WAIT_MS, "the aborted type watch", read), { name: "AbortError" });
+      assert.equal(stream.ended, true);
+      assert.deepEqual(await stream.next(), { value: undefined, done: true });
+      await assert.rejects(env.client.watchType(Fleet, { signal: AbortSignal.abort() }), { name: "AbortError" });
+
+      const own = new Client({ address: env.daemon.address });
+      const watched = await own.watchType(Fleet);
+      const waiting = watched.next();
+      own.close();
+      assert.deepEqual(await within(WAIT_MS, "the type watch of a closed client", waiting), { value: undefined, done: true });
+    });
   });
 });
 
