@@ -105,6 +105,7 @@ impl ClientApi {
         let held = self.watch_permit()?;
         let r = request.into_inner();
         let ty: Arc<str> = Arc::from(r.r#type.trim());
+        troupe_runtime::validate::name("actor type", &ty).map_err(status_of)?;
         let after = type_cursors(&r.after)?;
         let hosts = self.runtime.type_hosts(&ty);
         if hosts.is_empty() && after.is_empty() {
