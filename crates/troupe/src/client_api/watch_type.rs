@@ -178,19 +178,27 @@ impl Merge {
         let mut cursors: BTreeMap<HostKey, Cursor> = BTreeMap::new();
         // Before a daemon's first answer, what it held may be missed.
         let mut missed = false;
+        let mut resumes = Vec::new();
         for (host, first) in started {
             let key = key_of(&host);
-            let resume = match &first {
-                Some(p) => vec![p.cursor],
+            let resume = match first {
+                // Queued before any poller runs, so the merge below sees
+                // every first answer before what follows it.
+                Some(p) => {
+                    let resume = vec![p.cursor];
+                    missed |= from_hosts
+                        .try_send(FromHost::Polled(key.clone(), p))
+                        .is_err();
+                    resume
+                }
                 None => {
                     missed = true;
                     self.after.clone()
                 }
             };
-            if let Some(p) = first {
-                // Sent through the channel so the merge below sees it first.
-                let _ = from_hosts.try_send(FromHost::Polled(key.clone(), p));
-            }
+            resumes.push((key, host, resume));
+        }
+        for (key, host, resume) in resumes {
             pollers.insert(key, self.poller(host, resume, from_hosts.clone()));
         }
         let mut table = self.runtime.table_changes();
