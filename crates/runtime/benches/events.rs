@@ -1,8 +1,10 @@
 //! What publishing events costs a turn, and how soon a watcher has them.
-//! In process, on sled, one runtime hosting three types alike: each turn
-//! sets one key; `quiet` and `watched` turns also publish one event. Nobody
-//! watches `quiet` actors (the common case: events go nowhere); each
-//! `watched` actor has a watcher polling the way `ActorClient.Watch` does.
+//! In process, on sled, one runtime hosting four types alike: each turn
+//! sets one key; `quiet`, `watched` and `fleet` turns also publish one
+//! event. Nobody watches `quiet` actors (the common case: events go
+//! nowhere); each `watched` actor has a watcher polling the way
+//! `ActorClient.Watch` does; one watcher polls all of `fleet` the way
+//! `ActorClient.WatchType` polls each daemon.
 //! Cases alternate; the table gives turns/s and process CPU per turn (the
 //! watchers' included) against the turn that publishes nothing, in the
 //! same run, and the time from a turn's end to its watcher having the event.
@@ -15,10 +17,11 @@ use common::{actor_ids, arg, sled_runtime_hosting, turns};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use troupe_placement::Owner;
 use troupe_runtime::{
     ActivateDone, ActivateRequest, ActorHost, ActorId, ActorRequest, ActorResponse, DeactivateDone,
     DeactivateRequest, Payload, RequestContext, Runtime, StateChange, TurnDone, TurnOutcome,
-    TurnRequest,
+    TurnRequest, WatchedEvent,
 };
 
 #[global_allocator]
@@ -67,6 +70,42 @@ impl ActorHost for Publisher {
     }
 }
 
+/// Polls every `ty` actor's events until `stop`, recording each one's delay.
+async fn watch_type(
+    rt: Arc<Runtime>,
+    ty: Arc<str>,
+    delays: Arc<Mutex<Vec<Duration>>>,
+    stop: Arc<tokio::sync::Notify>,
+) {
+    let mut after = Vec::new();
+    loop {
+        let poll = rt.poll_type_events(&Owner::Local, &ty, &after, Duration::from_secs(10));
+        let answer = tokio::select! {
+            answer = poll => answer,
+            () = stop.notified() => return,
+        };
+        let Ok(polled) = answer else {
+            return;
+        };
+        record(&delays, &polled.events);
+        after = vec![polled.cursor];
+    }
+}
+
+/// Each event's time from its turn's end (its payload) to now.
+fn record(delays: &Mutex<Vec<Duration>>, events: &[WatchedEvent]) {
+    let now = epoch().elapsed();
+    if let Ok(mut delays) = delays.lock() {
+        for event in events {
+            let sent: u64 = std::str::from_utf8(&event.payload.data)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
+            delays.push(now.saturating_sub(Duration::from_nanos(sent)));
+        }
+    }
+}
+
 /// Polls `actor`'s events until `stop`, recording each one's delay.
 async fn watch(
     rt: Arc<Runtime>,
@@ -91,18 +130,15 @@ async fn watch(
         let Ok(ActorResponse::Events(polled)) = answer else {
             return;
         };
-        let now = epoch().elapsed();
-        if let Ok(mut delays) = delays.lock() {
-            for event in &polled.events {
-                let sent: u64 = std::str::from_utf8(&event.payload.data)
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(0);
-                delays.push(now.saturating_sub(Duration::from_nanos(sent)));
-            }
-        }
+        record(&delays, &polled.events);
         after = Some(polled.cursor);
     }
+}
+
+fn sorted(delays: &Mutex<Vec<Duration>>) -> Result<Vec<Duration>, String> {
+    let mut delays = delays.lock().map_err(|e| e.to_string())?.clone();
+    delays.sort();
+    Ok(delays)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -123,26 +159,34 @@ async fn main() -> Result<(), String> {
     let rt = Arc::new(sled_runtime_hosting(
         dir.path(),
         Arc::new(Publisher),
-        &["plain", "quiet", "watched"],
+        &["plain", "quiet", "watched", "fleet"],
     )?);
     let ids = |ty: &str| actor_ids(ty, actors);
-    let (plain, quiet, watched) = (ids("plain"), ids("quiet"), ids("watched"));
+    let (plain, quiet, watched, fleet) = (ids("plain"), ids("quiet"), ids("watched"), ids("fleet"));
     let delays = Arc::new(Mutex::new(Vec::new()));
+    let type_delays = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(tokio::sync::Notify::new());
-    let watchers: Vec<_> = watched
+    let mut watchers: Vec<_> = watched
         .iter()
         .map(|id| tokio::spawn(watch(rt.clone(), id.clone(), delays.clone(), stop.clone())))
         .collect();
+    watchers.push(tokio::spawn(watch_type(
+        rt.clone(),
+        Arc::from("fleet"),
+        type_delays.clone(),
+        stop.clone(),
+    )));
     // Warm up every actor, sled and the allocator on no measurement.
-    for ids in [&plain, &quiet, &watched] {
+    for ids in [&plain, &quiet, &watched, &fleet] {
         turns(&rt, ids, "set", 2, CONCURRENCY).await?;
     }
-    let cases: [(&str, &[ActorId], &str); 3] = [
+    let cases: [(&str, &[ActorId], &str); 4] = [
         ("no event (anchor)", &plain, "set"),
         ("1 event, nobody watching", &quiet, "publish_unread"),
         ("1 event, a watcher per actor", &watched, "publish"),
+        ("1 event, one watcher of the type", &fleet, "publish"),
     ];
-    let mut totals = [(Duration::ZERO, Duration::ZERO); 3];
+    let mut totals = [(Duration::ZERO, Duration::ZERO); 4];
     for r in 0..rounds {
         for i in 0..cases.len() {
             let which = (i + r as usize) % cases.len();
@@ -156,8 +200,8 @@ async fn main() -> Result<(), String> {
     for w in watchers {
         let _ = w.await;
     }
-    let mut delays = delays.lock().map_err(|e| e.to_string())?.clone();
-    delays.sort();
+    let delays = sorted(&delays)?;
+    let type_delays = sorted(&type_delays)?;
     let n = (actors * calls * rounds) as f64;
     let rate = |t: (Duration, Duration)| n / t.0.as_secs_f64().max(1e-9);
     let cpu_us = |t: (Duration, Duration)| t.1.as_secs_f64() * 1e6 / n;
@@ -176,13 +220,18 @@ async fn main() -> Result<(), String> {
             cpu_us(t) / cpu_us(totals[0]).max(1e-9)
         );
     }
-    println!(
-        "watched events received: {} of {}; turn end to watcher: p50 {:?}, p99 {:?}, max {:?}",
-        delays.len(),
-        actors * calls * rounds,
-        percentile(&delays, 0.50),
-        percentile(&delays, 0.99),
-        delays.last().copied().unwrap_or_default()
-    );
+    for (label, delays) in [
+        ("a watcher per actor", &delays),
+        ("one type watcher", &type_delays),
+    ] {
+        println!(
+            "{label}: events received {} of {}; turn end to watcher: p50 {:?}, p99 {:?}, max {:?}",
+            delays.len(),
+            actors * calls * rounds,
+            percentile(delays, 0.50),
+            percentile(delays, 0.99),
+            delays.last().copied().unwrap_or_default()
+        );
+    }
     Ok(())
 }
