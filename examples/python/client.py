@@ -56,10 +56,28 @@ def distance_m(a: dict[str, Any], b: dict[str, Any]) -> float:
     return 6_371_000 * math.hypot(dx, dy)
 
 
+async def live_map(events: troupe.Watch, moves: dict[str, int]) -> None:
+    """Count each bus's moves as its actor publishes them: what a map on a screen would
+    redraw from."""
+    async for event in events:
+        moves[event.actor_id] = moves.get(event.actor_id, 0) + 1
+        if sum(moves.values()) == len(BUSES) * FIXES_PER_BUS:
+            return
+
+
 async def main() -> None:
     async with troupe.Client(timeout=10) as client:
         await wait_for_host(client)
-        totals = await asyncio.gather(*(drive(client, bus, i) for i, bus in enumerate(BUSES)))
+        # Every bus's moves, as they happen, from one watch of the whole type.
+        moves: dict[str, int] = {}
+        async with client.watch_type("vehicle") as events:
+            watching = asyncio.create_task(live_map(events, moves))
+            totals = await asyncio.gather(*(drive(client, bus, i) for i, bus in enumerate(BUSES)))
+            await asyncio.wait_for(watching, 10)
+        print(
+            f"live map: {sum(moves.values())} moves of {len(moves)} buses watched as they"
+            " happened (client.watch_type)"
+        )
 
         print(f"{'bus':<8} {'reports':>7} {'last position':>22} {'last leg':>9} {'history':>8}")
         for bus, total in zip(BUSES, totals, strict=True):

@@ -40,6 +40,8 @@ class Vehicle(troupe.Actor):
         else:
             self.state["position"] = fix
             history = [*self.state.get("history", []), fix]
+            # For whoever watches the buses move (client.watch_type("vehicle")).
+            self.ctx.publish(fix)
         self.state["history"] = history[-HISTORY_LENGTH:]
         self.state["reports"] = self.state.get("reports", 0) + 1
         self.state["parked"] = False

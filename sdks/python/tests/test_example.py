@@ -37,6 +37,7 @@ async def test_vehicle_app_process_serves_client_and_exits_cleanly(daemon: Daemo
         assert "bus-7" in text and "bus-44" in text
         assert "bad fix refused by the actor: ValueError" in text
         assert "parked reminders: 4, first due in 10 min" in text
+        assert "live map: 32 moves of 4 buses" in text
 
         async with troupe.Client(daemon.address, timeout=10) as c:
             history = await c.actor("vehicle", "bus-12").history()
