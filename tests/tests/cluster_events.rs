@@ -130,3 +130,37 @@ async fn a_type_watch_through_one_daemon_gets_the_events_of_every_daemons_actors
     );
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_type_watch_polls_a_daemon_that_joins_the_cluster() -> anyhow::Result<()> {
+    let Some(mut fx) =
+        Cluster::start("a_type_watch_polls_a_daemon_that_joins_the_cluster", 2).await?
+    else {
+        return Ok(());
+    };
+    let mut via_d1 = fx.member("d1")?.client.clone();
+    let mut events = via_d1
+        .watch_type("counter", "")
+        .await
+        .with_context(|| fx.logs())?;
+    fx.add("d3").await?;
+    fx.settle().await.with_context(|| fx.logs())?;
+    let on_d3 = fx.counter_owned_by("d3", "d1", "j-", 60).await?;
+    let by_one = r#"{"kwargs": {"by": 1}}"#;
+    via_d1
+        .invoke("counter", &on_d3, "incr_publish", by_one)
+        .await
+        .with_context(|| fx.logs())?;
+    // Events of other actors may come first (the ones counter_owned_by
+    // tried on the way): wait for this one's.
+    for _ in 0..200 {
+        let event = next_event(&mut events, WAIT)
+            .await
+            .with_context(|| fx.logs())?;
+        if event_actor(&event) == on_d3 {
+            assert_eq!(event_text(&event), "1");
+            return Ok(());
+        }
+    }
+    anyhow::bail!("no event of {on_d3} on d3\n{}", fx.logs())
+}
