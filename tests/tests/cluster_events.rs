@@ -1,7 +1,9 @@
 //! Actor events in a cluster (PostgreSQL): a watch through a daemon that
 //! does not own the actor gets its events over the link, and when the
 //! owner leaves, the watch follows the actor to its new owner and says
-//! that events may have been missed in between.
+//! that events may have been missed in between. A watch of the whole type
+//! gets every daemon's actors' events, resumes through another daemon
+//! after its cursor, and polls a daemon that joins.
 
 use std::time::Duration;
 
