@@ -58,7 +58,23 @@ async function main(): Promise<void> {
   const client = new Client({ timeout: "10s" });
   try {
     await waitForHost(client);
+    // Every bus's moves, as they happen, from one watch of the whole type: what a
+    // map on a screen would redraw from.
+    const events = await client.watchType<Fix>("vehicle");
+    const moves = new Map<string, number>();
+    const watching = (async (): Promise<void> => {
+      let seen = 0;
+      for await (const event of events) {
+        moves.set(event.actorId, (moves.get(event.actorId) ?? 0) + 1);
+        if (++seen === BUSES.length * FIXES_PER_BUS) break;
+      }
+    })();
     const totals = await Promise.all(BUSES.map((bus, i) => drive(client, bus, i)));
+    const late = setTimeout(() => events.close(), 10_000);
+    await watching;
+    clearTimeout(late);
+    const seen = [...moves.values()].reduce((a, b) => a + b, 0);
+    console.log(`live map: ${seen} moves of ${moves.size} buses watched as they happened (client.watchType)`);
 
     console.log(`${"bus".padEnd(8)} ${pad("reports", 7)} ${pad("last position", 22)} ${pad("last leg", 9)} ${pad("history", 8)}`);
     for (const [i, bus] of BUSES.entries()) {

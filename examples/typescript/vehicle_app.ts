@@ -46,6 +46,8 @@ export class Vehicle extends Actor<VehicleState> {
     } else {
       this.state.set("position", fix);
       history = [...this.state.get("history", []), fix];
+      // For whoever watches the buses move (client.watchType("vehicle")).
+      this.ctx.publish(fix);
     }
     this.state.set("history", history.slice(-HISTORY_LENGTH));
     const reports = this.state.get("reports", 0) + 1;

@@ -32,6 +32,7 @@ test("the vehicle app process serves the client and exits cleanly on SIGTERM", a
     assert.match(out, /bad fix refused by the actor: RangeError/);
     assert.match(out, /stored state of bus-7: reports=8/);
     assert.match(out, /parked reminders: 4, first due in 10 min/);
+    assert.match(out, /live map: 32 moves of 4 buses/);
 
     const client = new Client({ address: daemon.address, timeout: 10 });
     try {
