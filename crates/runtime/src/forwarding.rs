@@ -20,6 +20,17 @@ pub struct Peer {
     pub address: String,
 }
 
+impl Peer {
+    /// This daemon has no link to the peer (it runs alone).
+    pub(crate) fn unreachable(&self) -> CallError {
+        Unavailable::PeerUnreachable {
+            node: self.node.clone(),
+            address: self.address.clone(),
+        }
+        .into()
+    }
+}
+
 /// A request about one actor, which any daemon may receive: answered by the
 /// daemon that owns the actor, forwarded there by any other.
 #[derive(Debug, Clone)]
@@ -207,10 +218,7 @@ pub trait Forwarder: Send + Sync + std::fmt::Debug + 'static {
         wait: Duration,
     ) -> BoxFuture<Result<Polled, CallError>> {
         let _ = (ty, after, wait);
-        let unreachable = Unavailable::PeerUnreachable {
-            node: host.node.clone(),
-            address: host.address.clone(),
-        };
-        Box::pin(async move { Err(unreachable.into()) })
+        let unreachable = host.unreachable();
+        Box::pin(async move { Err(unreachable) })
     }
 }

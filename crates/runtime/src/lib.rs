@@ -95,7 +95,7 @@ pub use types::{
     ContentType, DeactivateReason, FailureKind, Payload, StateChange, StateMap, StateMode,
     StateSnapshot, TurnKind, TypeOptions, TypeSpec, TRACE_TARGET,
 };
-pub use watch::poll::MAX_POLL_WAIT;
+pub use watch::poll::{MAX_POLL_WAIT, POLL_SLACK};
 pub use watch::{
     BadCursor, Cursor, Polled, WatchedEvent, HELD_BYTES, HELD_BYTES_PER_ACTOR, HELD_EVENTS,
     KEPT_AFTER_LAST_POLL, MAX_EVENTS_PER_TURN,

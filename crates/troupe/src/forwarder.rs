@@ -13,7 +13,7 @@ use troupe_runtime::input::millis;
 
 use troupe_runtime::{
     ActorRequest, ActorResponse, BoxFuture, CallError, Cursor, Forwarder, Peer, Polled,
-    RequestContext,
+    RequestContext, POLL_SLACK,
 };
 use troupe_transport::link::{affinity, status_of_reply, Links};
 use troupe_transport::{MessageClass, TransportError};
@@ -159,11 +159,9 @@ impl Forwarder for TransportForwarder {
             hops: 1,
             // Room for the wait and the way there and back.
             timeout_ms: millis(wait.saturating_add(POLL_SLACK)),
-            call: Some(Call::PollTypeEvents(pb::PollTypeEvents {
-                r#type: ty.to_owned(),
-                after: after.iter().map(ToString::to_string).collect(),
-                wait_ms: u32::try_from(wait.as_millis()).unwrap_or(u32::MAX),
-            })),
+            call: Some(Call::PollTypeEvents(events::type_poll_to_pb(
+                ty, after, wait,
+            ))),
             ..pb::LinkRequest::default()
         };
         Box::pin(async move {
@@ -181,9 +179,6 @@ impl Forwarder for TransportForwarder {
         })
     }
 }
-
-/// Beyond a type poll's wait: time to reach the daemon and back.
-const POLL_SLACK: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use troupe_placement::Owner;
 
 use super::{Cursor, Polled, Take, MAX_EVENTS_PER_TURN};
-use crate::error::{CallError, Unavailable};
+use crate::error::CallError;
 use crate::forwarding::Peer;
 use crate::runtime::Runtime;
 use crate::shared::Shared;
@@ -20,6 +20,9 @@ use crate::types::{ActorId, Payload};
 /// The longest one poll waits: a watcher re-polls, so this only bounds how
 /// long a link carries a quiet poll.
 pub const MAX_POLL_WAIT: Duration = Duration::from_secs(15);
+/// A poll's deadline beyond its wait: time to reach the daemon that
+/// answers it and back, and to wait out a move.
+pub const POLL_SLACK: Duration = Duration::from_secs(5);
 
 impl Runtime {
     /// Resolves once the daemon begins shutting down: long-lived streams
@@ -60,11 +63,7 @@ impl Runtime {
                 };
                 match self.shared.forwarder.get() {
                     Some(forwarder) => forwarder.poll_type_events(&peer, ty, after, wait).await,
-                    None => Err(Unavailable::PeerUnreachable {
-                        node: peer.node,
-                        address: peer.address,
-                    }
-                    .into()),
+                    None => Err(peer.unreachable()),
                 }
             }
             _ => {
@@ -85,15 +84,7 @@ impl Shared {
         wait: Duration,
         deadline: Instant,
     ) -> Result<Polled, CallError> {
-        // A new watch of a type nobody hosts is most likely a typo: told
-        // so, as a call would be (after the start-up grace, while apps
-        // reconnect). A watch under way goes on while its app is away.
-        if after.is_none()
-            && self.hosts.options(&actor.ty).is_none()
-            && self.clock.uptime() >= self.config.host_wait
-        {
-            return Err(self.unknown_type(&actor.ty));
-        }
+        self.check_new_watch(&actor.ty, after.is_none())?;
         let until = deadline.min(Instant::now() + wait.min(MAX_POLL_WAIT));
         self.wait_for_events(
             until,
@@ -112,12 +103,7 @@ impl Shared {
         wait: Duration,
         deadline: Instant,
     ) -> Result<Polled, CallError> {
-        if after.is_empty()
-            && self.hosts.options(ty).is_none()
-            && self.clock.uptime() >= self.config.host_wait
-        {
-            return Err(self.unknown_type(ty));
-        }
+        self.check_new_watch(ty, after.is_empty())?;
         let until = deadline.min(Instant::now() + wait.min(MAX_POLL_WAIT));
         self.wait_for_events(
             until,
@@ -128,6 +114,17 @@ impl Shared {
             || self.events.done_waiting_type(ty, Instant::now()),
         )
         .await
+    }
+
+    /// A new watch (`new`: from no cursor) of a type nobody hosts is most
+    /// likely a typo: told so, as a call would be (after the start-up
+    /// grace, while apps reconnect). A watch under way goes on while its
+    /// app is away.
+    fn check_new_watch(&self, ty: &str, new: bool) -> Result<(), CallError> {
+        if new && self.hosts.options(ty).is_none() && self.clock.uptime() >= self.config.host_wait {
+            return Err(self.unknown_type(ty));
+        }
+        Ok(())
     }
 
     /// What `take` finds at once (called with `None`), else what it finds

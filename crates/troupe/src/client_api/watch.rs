@@ -14,6 +14,7 @@ use tracing::debug;
 use troupe_proto::v1 as pb;
 use troupe_runtime::{
     ActorId, ActorRequest, ActorResponse, CallError, Cursor, Polled, RequestContext, Runtime,
+    POLL_SLACK,
 };
 
 use super::{mismatch, ClientApi};
@@ -25,8 +26,6 @@ pub type WatchStream = ReceiverStream<Result<pb::ActorEvent, Status>>;
 
 /// How long one poll waits at the owner before the next is sent.
 pub(super) const POLL_WAIT: Duration = Duration::from_secs(10);
-/// Beyond a poll's wait: time to reach the owner and wait out a move.
-const POLL_SLACK: Duration = Duration::from_secs(5);
 /// Events on their way to one watcher. A watcher slower than its actor
 /// holds its polls back; the owner keeps what it holds, and the watcher is
 /// told of what it missed.

@@ -29,9 +29,6 @@ use crate::convert::events;
 
 pub type WatchTypeStream = ReceiverStream<Result<pb::ActorEvent, Status>>;
 
-/// Cursors one type watch's cursor may carry: one per daemon polled.
-const MAX_CURSOR_PARTS: usize = 1024;
-
 /// A daemon that hosts the type, as the watch knows it: "" for this one.
 type HostKey = String;
 
@@ -40,32 +37,6 @@ fn key_of(host: &Owner) -> HostKey {
         Owner::Remote { node, .. } => node.clone(),
         _ => String::new(),
     }
-}
-
-/// A type watch's cursor as the caller gave it (empty: none).
-pub fn type_cursors(after: &str) -> Result<Vec<Cursor>, Status> {
-    let after = after.trim();
-    if after.is_empty() {
-        return Ok(Vec::new());
-    }
-    let parts: Vec<&str> = after.split('.').collect();
-    if parts.len() > MAX_CURSOR_PARTS {
-        return Err(Status::invalid_argument(format!(
-            "the cursor has {} parts, more than a type watch's cursor has ({MAX_CURSOR_PARTS} \
-             at most); pass one a WatchType of this type sent",
-            parts.len()
-        )));
-    }
-    parts
-        .into_iter()
-        .map(|part| events::cursor(part).map(|c| c.into_iter()))
-        .collect::<Result<Vec<_>, _>>()
-        .map(|cs| cs.into_iter().flatten().collect())
-}
-
-fn joined(cursors: &BTreeMap<HostKey, Cursor>) -> String {
-    let parts: Vec<String> = cursors.values().map(Cursor::to_string).collect();
-    parts.join(".")
 }
 
 /// What one daemon's poller hands the merge.
@@ -81,18 +52,9 @@ impl ClientApi {
         &self,
         request: Request<pb::PollTypeEvents>,
     ) -> Result<pb::PolledEvents, Status> {
-        let r = request.into_inner();
-        let after = r
-            .after
-            .iter()
-            .map(|c| events::cursor(c).map(|c| c.into_iter()))
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>();
-        let wait = Duration::from_millis(u64::from(r.wait_ms));
+        let (ty, after, wait) = events::type_poll_from_pb(request.into_inner())?;
         self.runtime
-            .poll_type_events(&Owner::Local, &Arc::from(r.r#type), &after, wait)
+            .poll_type_events(&Owner::Local, &Arc::from(ty), &after, wait)
             .await
             .map(events::polled_to_pb)
             .map_err(status_of)
@@ -106,7 +68,7 @@ impl ClientApi {
         let r = request.into_inner();
         let ty: Arc<str> = Arc::from(r.r#type.trim());
         troupe_runtime::validate::name("actor type", &ty).map_err(status_of)?;
-        let after = type_cursors(&r.after)?;
+        let after = events::type_cursors(&r.after)?;
         let hosts = self.runtime.type_hosts(&ty);
         if hosts.is_empty() && after.is_empty() {
             return Err(Status::not_found(format!(
@@ -233,7 +195,7 @@ impl Merge {
             for event in batch.events {
                 cursors.insert(key.clone(), event.cursor);
                 let mut event = events::event_to_pb(event, std::mem::take(&mut missed));
-                event.cursor = joined(&cursors);
+                event.cursor = events::type_cursor_text(cursors.values());
                 if self.tx.send(Ok(event)).await.is_err() {
                     return;
                 }

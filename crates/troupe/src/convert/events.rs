@@ -21,6 +21,58 @@ pub fn cursor(after: &str) -> Result<Option<Cursor>, Status> {
         .map_err(|e: troupe_runtime::BadCursor| Status::invalid_argument(e.to_string()))
 }
 
+/// Cursors one type watch's cursor may carry: one per daemon polled.
+const MAX_CURSOR_PARTS: usize = 1024;
+
+/// Cursors as the caller or a peer gave them, empty ones left out.
+fn cursors<'a>(parts: impl IntoIterator<Item = &'a str>) -> Result<Vec<Cursor>, Status> {
+    let mut read = Vec::new();
+    for part in parts {
+        read.extend(cursor(part)?);
+    }
+    Ok(read)
+}
+
+/// A type watch's cursor as the caller gave it: one part per daemon, joined
+/// by `.` (empty: none).
+pub fn type_cursors(after: &str) -> Result<Vec<Cursor>, Status> {
+    let parts = after.trim().split('.').count();
+    if parts > MAX_CURSOR_PARTS {
+        return Err(Status::invalid_argument(format!(
+            "the cursor has {parts} parts, more than a type watch's cursor has \
+             ({MAX_CURSOR_PARTS} at most); pass one a WatchType of this type sent"
+        )));
+    }
+    cursors(after.trim().split('.'))
+}
+
+/// A type watch's cursor for the caller: each daemon's part, as
+/// [`type_cursors`] reads it back.
+pub fn type_cursor_text<'a>(parts: impl IntoIterator<Item = &'a Cursor>) -> String {
+    let parts: Vec<String> = parts.into_iter().map(Cursor::to_string).collect();
+    parts.join(".")
+}
+
+/// A wait as the wire's milliseconds.
+fn wait_ms(wait: Duration) -> u32 {
+    u32::try_from(wait.as_millis()).unwrap_or(u32::MAX)
+}
+
+/// A type watcher's poll from another daemon: the type, its cursors and
+/// how long to wait.
+pub fn type_poll_from_pb(r: pb::PollTypeEvents) -> Result<(String, Vec<Cursor>, Duration), Status> {
+    let after = cursors(r.after.iter().map(String::as_str))?;
+    Ok((r.r#type, after, Duration::from_millis(u64::from(r.wait_ms))))
+}
+
+pub fn type_poll_to_pb(ty: &str, after: &[Cursor], wait: Duration) -> pb::PollTypeEvents {
+    pb::PollTypeEvents {
+        r#type: ty.to_owned(),
+        after: after.iter().map(ToString::to_string).collect(),
+        wait_ms: wait_ms(wait),
+    }
+}
+
 pub fn poll_from_pb(r: pb::PollEvents) -> Result<ActorRequest, Status> {
     Ok(ActorRequest::PollEvents {
         actor: actor_id(r.actor)?,
@@ -37,7 +89,7 @@ pub fn poll_to_pb(
     pb::PollEvents {
         actor: Some(actor_ref(actor)),
         after: after.map(|c| c.to_string()).unwrap_or_default(),
-        wait_ms: u32::try_from(wait.as_millis()).unwrap_or(u32::MAX),
+        wait_ms: wait_ms(wait),
     }
 }
 
@@ -88,5 +140,28 @@ pub fn polled_from_pb(r: pb::PolledEvents) -> Polled {
             .collect(),
         cursor: read(&r.cursor),
         missed: r.missed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_type_watchs_cursor_reads_back_as_written() -> Result<(), Status> {
+        let parts = [
+            Cursor { epoch: 1, seq: 7 },
+            Cursor {
+                epoch: u64::MAX,
+                seq: 0,
+            },
+        ];
+        let text = type_cursor_text(&parts);
+        assert_eq!(type_cursors(&text)?, parts);
+        assert!(type_cursors("  ")?.is_empty());
+        assert!(type_cursors(&format!("{text}.zz")).is_err());
+        let too_many = vec!["0000000000000001-1"; MAX_CURSOR_PARTS + 1].join(".");
+        assert!(type_cursors(&too_many).is_err());
+        Ok(())
     }
 }
