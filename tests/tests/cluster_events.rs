@@ -85,6 +85,12 @@ async fn a_type_watch_through_one_daemon_gets_the_events_of_every_daemons_actors
         return Ok(());
     };
     let mut via_d2 = fx.member("d2")?.client.clone();
+    // No daemon hosts "": the name is wrong, which is what the caller hears.
+    let empty = via_d2.watch_type("", "").await.map(|_| ());
+    assert_eq!(
+        empty.map_err(|s| s.code()),
+        Err(tonic::Code::InvalidArgument)
+    );
     let on_d1 = fx.counter_owned_by("d1", "d2", "t1-", 40).await?;
     let on_d2 = fx.counter_owned_by("d2", "d2", "t2-", 40).await?;
     let mut events = via_d2
