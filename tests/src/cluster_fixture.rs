@@ -82,12 +82,23 @@ impl Cluster {
     }
 
     pub async fn add(&mut self, node: &str) -> anyhow::Result<()> {
+        self.add_with(node, vec![durable("counter")], &[]).await
+    }
+
+    /// A daemon `node` whose app hosts `types` (the counter's logic under
+    /// each name), started with `extra` arguments.
+    pub async fn add_with(
+        &mut self,
+        node: &str,
+        types: Vec<pb::ActorTypeSpec>,
+        extra: &[&str],
+    ) -> anyhow::Result<()> {
         let member = Member::start(
             node,
             &placement_arg(&self.replicas),
             &self.store_url,
-            vec![durable("counter")],
-            &[],
+            types,
+            extra,
             self.replicas.tls.as_deref(),
         )
         .await?;

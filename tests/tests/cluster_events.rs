@@ -3,7 +3,8 @@
 //! owner leaves, the watch follows the actor to its new owner and says
 //! that events may have been missed in between. A watch of the whole type
 //! gets every daemon's actors' events, resumes through another daemon
-//! after its cursor, and polls a daemon that joins.
+//! after its cursor, and polls a daemon that joins — or, opened right
+//! after start before any daemon hosts the type, waits for the first.
 
 use std::time::Duration;
 
@@ -171,4 +172,44 @@ async fn a_type_watch_polls_a_daemon_that_joins_the_cluster() -> anyhow::Result<
         }
     }
     anyhow::bail!("no event of {on_d3} on d3\n{}", fx.logs())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_type_watch_opened_before_any_daemon_hosts_the_type_waits_for_one() -> anyhow::Result<()>
+{
+    let Some(mut fx) = Cluster::start(
+        "a_type_watch_opened_before_any_daemon_hosts_the_type_waits_for_one",
+        1,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    // d2's start-up grace outlasts the test, so its watch below is surely
+    // opened within it, as one is while a cluster's apps connect.
+    fx.add_with("d2", vec![durable("counter")], &["--host-wait", "300s"])
+        .await?;
+    fx.settle().await.with_context(|| fx.logs())?;
+    let mut via_d2 = fx.member("d2")?.client.clone();
+    let mut events = via_d2
+        .watch_type("meter", "")
+        .await
+        .with_context(|| fx.logs())?;
+    // d3's app is the first to host "meter".
+    fx.add_with("d3", vec![durable("counter"), durable("meter")], &[])
+        .await?;
+    fx.settle().await.with_context(|| fx.logs())?;
+    let by_two = r#"{"kwargs": {"by": 2}}"#;
+    via_d2
+        .invoke("meter", "m1", "incr_publish", by_two)
+        .await
+        .with_context(|| fx.logs())?;
+    let event = next_event(&mut events, WAIT)
+        .await
+        .with_context(|| fx.logs())?;
+    assert_eq!(
+        (event_actor(&event), event_text(&event)),
+        ("m1".to_owned(), "2".to_owned())
+    );
+    Ok(())
 }

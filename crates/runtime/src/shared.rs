@@ -148,6 +148,14 @@ impl Shared {
             .is_some_and(|act| matches!(act.inner.lock().status, Status::Idle | Status::Running))
     }
 
+    /// Whether the daemon started less than `--host-wait` ago, while apps
+    /// (re)connect after a restart: a call or a new watch of a type nobody
+    /// hosts waits for it then, and is refused with [`Self::unknown_type`]
+    /// after.
+    pub(crate) fn awaiting_apps(&self) -> bool {
+        self.clock.uptime() < self.config.host_wait
+    }
+
     /// NOT_FOUND for a type no app registered, naming the ones that are.
     pub(crate) fn unknown_type(&self, ty: &str) -> CallError {
         CallError::UnknownType {

@@ -268,9 +268,7 @@ impl Shared {
     }
 
     pub(crate) fn new_activation(&self, id: &ActorId) -> Result<Activation, CallError> {
-        // Unknown types wait for an app only while the daemon has just
-        // started (apps reconnecting after a restart); later they are errors.
-        if self.hosts.options(&id.ty).is_none() && self.clock.uptime() >= self.config.host_wait {
+        if self.hosts.options(&id.ty).is_none() && !self.awaiting_apps() {
             return Err(self.unknown_type(&id.ty));
         }
         // Keep the registry's copy of the type name: every activation of the

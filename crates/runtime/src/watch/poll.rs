@@ -37,6 +37,13 @@ impl Runtime {
         self.shared.placement.hosts_of(ty)
     }
 
+    /// Whether a new watch of a type no daemon hosts waits for one (the
+    /// daemon started less than `--host-wait` ago, while apps connect)
+    /// rather than being refused as a typo.
+    pub fn awaiting_apps(&self) -> bool {
+        self.shared.awaiting_apps()
+    }
+
     /// Ticks when the placement table changes (and so, maybe, a type's
     /// hosts); `None` on a single daemon, whose table never does.
     pub fn table_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
@@ -121,7 +128,7 @@ impl Shared {
     /// grace, while apps reconnect). A watch under way goes on while its
     /// app is away.
     fn check_new_watch(&self, ty: &str, new: bool) -> Result<(), CallError> {
-        if new && self.hosts.options(ty).is_none() && self.clock.uptime() >= self.config.host_wait {
+        if new && self.hosts.options(ty).is_none() && !self.awaiting_apps() {
             return Err(self.unknown_type(ty));
         }
         Ok(())

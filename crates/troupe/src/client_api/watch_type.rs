@@ -70,7 +70,9 @@ impl ClientApi {
         troupe_runtime::validate::name("actor type", &ty).map_err(status_of)?;
         let after = events::type_cursors(&r.after)?;
         let hosts = self.runtime.type_hosts(&ty);
-        if hosts.is_empty() && after.is_empty() {
+        // Right after start, apps are still connecting across the cluster:
+        // the watch waits for a host, following the table, as a call would.
+        if hosts.is_empty() && after.is_empty() && !self.runtime.awaiting_apps() {
             return Err(Status::not_found(format!(
                 "no daemon of the cluster hosts actor type '{ty}'; check the name, or start the \
                  app that registers it"
