@@ -1,7 +1,7 @@
 //! Commands that act on the shared daemon: `invoke`, `reminders list`,
 //! `actors deactivate`, and a type whose app went away.
 
-use anyhow::Context;
+use anyhow::{ensure, Context};
 use serde_json::{json, Value};
 use troupe_tests::{poll_until, type_spec, TestApp, WAIT};
 
@@ -91,6 +91,19 @@ pub(crate) async fn invoke(fx: &Fixture) -> anyhow::Result<()> {
     .await?
     .exit(2)?
     .stderr_has(&["\"tenant\" is not KEY=VALUE", "--metadata tenant=acme"])?;
+    // An id longer than any the daemon takes is shown cut, with its length,
+    // in the CLI's words as in the daemon's: the line stays readable.
+    let long_id = "i".repeat(5_000);
+    let refused = fx
+        .run(&["invoke", "counter", &long_id, "incr"])
+        .await?
+        .exit(2)?
+        .stderr_has(&["call counter/iii", "(5000 bytes).incr:"])?;
+    ensure!(
+        refused.err.len() < 2_000,
+        "the error repeats the long id:\n{}",
+        refused.err
+    );
     fx.run(&["invoke", "counter", "c2", "fail"])
         .await?
         .exit(5)?

@@ -352,9 +352,16 @@ fn plural(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// Shows an actor as people write it: `type/id`.
+/// Shows an actor as people write it: `type/id`. A part longer than the
+/// daemon accepts (a mistyped or pasted argument) is cut, with its length
+/// said, so the error that refuses it stays a readable line.
 fn actor_name(ty: &str, id: &str) -> String {
-    format!("{ty}/{id}")
+    use troupe_runtime::validate::{shortened, MAX_NAME_BYTES};
+    format!(
+        "{}/{}",
+        shortened(ty, MAX_NAME_BYTES),
+        shortened(id, MAX_NAME_BYTES)
+    )
 }
 
 /// Fetches every page of a paged list: `page(token)` returns one page's
