@@ -154,9 +154,20 @@ impl Client {
     /// Watches every actor of `ty` (`after`: a type watch's cursor, or ""
     /// for from now on); every daemon hosting it watches once this returns.
     pub async fn watch_type(&mut self, ty: &str, after: &str) -> Result<Events, Status> {
+        self.watch_type_ids(ty, "", after).await
+    }
+
+    /// [`Client::watch_type`] of the actors whose id starts with `id_prefix`.
+    pub async fn watch_type_ids(
+        &mut self,
+        ty: &str,
+        id_prefix: &str,
+        after: &str,
+    ) -> Result<Events, Status> {
         let request = pb::WatchTypeRequest {
             r#type: ty.to_owned(),
             after: after.to_owned(),
+            id_prefix: id_prefix.to_owned(),
         };
         Ok(self.0.watch_type(request).await?.into_inner())
     }

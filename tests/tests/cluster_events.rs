@@ -2,9 +2,10 @@
 //! does not own the actor gets its events over the link, and when the
 //! owner leaves, the watch follows the actor to its new owner and says
 //! that events may have been missed in between. A watch of the whole type
-//! gets every daemon's actors' events, resumes through another daemon
-//! after its cursor, and polls a daemon that joins — or, opened right
-//! after start before any daemon hosts the type, waits for the first.
+//! gets every daemon's actors' events (or those of an id prefix), resumes
+//! through another daemon after its cursor, and polls a daemon that joins;
+//! opened right after start before any daemon hosts the type, it waits
+//! for the first.
 
 use std::time::Duration;
 
@@ -135,8 +136,20 @@ async fn a_type_watch_through_one_daemon_gets_the_events_of_every_daemons_actors
     let next = next_event(&mut resumed, WAIT).await?;
     assert_eq!(
         (event_actor(&next), event_text(&next), next.missed_before),
-        (on_d1, r#"{"after":2}"#.to_owned(), false)
+        (on_d1.clone(), r#"{"after":2}"#.to_owned(), false)
     );
+
+    // An id prefix crosses the link: d1 leaves out its other actors' events.
+    let other_on_d1 = fx.counter_owned_by("d1", "d2", "x1-", 40).await?;
+    let mut t1_only = via_d2.watch_type_ids("counter", "t1-", "").await?;
+    for id in [&other_on_d1, &on_d1] {
+        via_d2
+            .invoke("counter", id, "incr_publish", by_one)
+            .await
+            .with_context(|| fx.logs())?;
+    }
+    let first = next_event(&mut t1_only, WAIT).await?;
+    assert_eq!(event_actor(&first), on_d1, "{first:?}");
     Ok(())
 }
 

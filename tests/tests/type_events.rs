@@ -1,7 +1,8 @@
 //! Watching a whole type with the real daemon and app: a type watcher gets
 //! every actor's events, each named with its actor and in that actor's
 //! turn order; it resumes after its cursor; a bad cursor or a type nobody
-//! hosts is refused; and the CLI prints a type's events with their actors.
+//! hosts is refused; one of an id prefix gets only those actors' events;
+//! and the CLI prints a type's events with their actors.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -146,5 +147,70 @@ async fn the_cli_prints_a_types_events_with_their_actors() -> anyhow::Result<()>
     let actors: Vec<&str> = lines.iter().filter_map(|l| l["actor"].as_str()).collect();
     assert_eq!(actors.iter().filter(|a| **a == "c1").count(), 1, "{out}");
     assert_eq!(actors.iter().filter(|a| **a == "c2").count(), 2, "{out}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_watch_of_an_id_prefix_gets_only_those_actors_events() -> anyhow::Result<()> {
+    let (_dir, daemon, _app, mut client) = daemon_with_app(&[], vec![type_spec("counter")]).await?;
+    let mut tenant = client.watch_type_ids("counter", "t1/", "").await?;
+    publish(&mut client, "t1/a", 1).await?;
+    publish(&mut client, "t2/b", 5).await?;
+    publish(&mut client, "t1/c", 2).await?;
+    let seen = take(&mut tenant, 4).await?;
+    let expected = BTreeMap::from([
+        (
+            "t1/a".to_owned(),
+            vec!["1".to_owned(), r#"{"after":1}"#.to_owned()],
+        ),
+        (
+            "t1/c".to_owned(),
+            vec!["2".to_owned(), r#"{"after":2}"#.to_owned()],
+        ),
+    ]);
+    assert_eq!(by_actor(&seen), expected);
+    drop(tenant);
+
+    // Resuming keeps to the prefix: t2's event after the cursor is not sent.
+    let first = seen[0].cursor.clone();
+    let mut resumed = client.watch_type_ids("counter", "t1/", &first).await?;
+    let again = take(&mut resumed, 3).await?;
+    assert!(
+        again.iter().all(|e| event_actor(e).starts_with("t1/")),
+        "{again:?}"
+    );
+
+    // The CLI's --id-prefix, from the same cursor.
+    let args = [
+        "actors",
+        "watch",
+        "counter",
+        "--id-prefix",
+        "t1/",
+        "--after",
+        &first,
+        "--count",
+        "3",
+        "-o",
+        "json",
+    ];
+    let (out, err) = cli_against(&daemon, &args, 0).await?;
+    assert!(
+        err.contains(r#"watching every counter whose id starts with "t1/""#),
+        "{err}"
+    );
+    let actors: Vec<String> = out
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).map(|v| v["actor"].to_string()))
+        .collect::<Result<_, _>>()?;
+    assert_eq!(actors.len(), 3, "{out}");
+    assert!(actors.iter().all(|a| a.starts_with(r#""t1/"#)), "{out}");
+
+    let long = "p".repeat(257);
+    let refused = client
+        .watch_type_ids("counter", &long, "")
+        .await
+        .map(|_| ());
+    assert_eq!(refused.map_err(|s| s.code()), Err(Code::InvalidArgument));
     Ok(())
 }

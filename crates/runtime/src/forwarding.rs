@@ -10,7 +10,7 @@ use crate::error::{CallError, Unavailable};
 use crate::schedule::timers::TimerSpec;
 use crate::schedule::{AlarmSpec, ReminderInfo, ReminderSpec};
 use crate::types::{ActorId, BoxFuture, Call, Payload};
-use crate::watch::{Cursor, Polled};
+use crate::watch::{Cursor, Polled, WatchedType};
 
 /// Another daemon, as the placement table names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -207,17 +207,17 @@ pub trait Forwarder: Send + Sync + std::fmt::Debug + 'static {
         context: RequestContext,
     ) -> BoxFuture<Result<ActorResponse, CallError>>;
 
-    /// Has `host` answer one long poll of the events of every actor of
-    /// `ty` it runs (`Runtime::poll_type_events`): after the cursor among
-    /// `after` of its stream, waiting up to `wait`.
+    /// Has `host` answer one long poll of the events of the actors of a
+    /// type it runs that `watched` wants (`Runtime::poll_type_events`):
+    /// after the cursor among `after` of its stream, waiting up to `wait`.
     fn poll_type_events(
         &self,
         host: &Peer,
-        ty: &str,
+        watched: &WatchedType,
         after: &[Cursor],
         wait: Duration,
     ) -> BoxFuture<Result<Polled, CallError>> {
-        let _ = (ty, after, wait);
+        let _ = (watched, after, wait);
         let unreachable = host.unreachable();
         Box::pin(async move { Err(unreachable) })
     }

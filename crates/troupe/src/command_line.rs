@@ -282,6 +282,10 @@ pub(crate) enum ActorsCommand {
         actor_type: String,
         /// The actor to watch; none: every actor of TYPE.
         id: Option<String>,
+        /// Without ID: only the actors whose id starts with this
+        /// ("tenant-42/"), left out by each daemon before they travel.
+        #[arg(long, value_name = "PREFIX", conflicts_with = "id")]
+        id_prefix: Option<String>,
         /// Resume after this event's cursor (from an earlier watch's
         /// output): the events since that the daemon still holds come first.
         #[arg(long, value_name = "CURSOR")]

@@ -13,7 +13,7 @@ use troupe_runtime::input::millis;
 
 use troupe_runtime::{
     ActorRequest, ActorResponse, BoxFuture, CallError, Cursor, Forwarder, Peer, Polled,
-    RequestContext, POLL_SLACK,
+    RequestContext, WatchedType, POLL_SLACK,
 };
 use troupe_transport::link::{affinity, status_of_reply, Links};
 use troupe_transport::{MessageClass, TransportError};
@@ -147,20 +147,20 @@ impl Forwarder for TransportForwarder {
     fn poll_type_events(
         &self,
         host: &Peer,
-        ty: &str,
+        watched: &WatchedType,
         after: &[Cursor],
         wait: Duration,
     ) -> BoxFuture<Result<Polled, CallError>> {
         let links = self.links.clone();
         let address = host.address.clone();
-        let what = format!("the events of type {ty} on daemon {}", host.node);
-        let affinity = affinity(ty, "", "");
+        let what = format!("the events of type {} on daemon {}", watched.ty, host.node);
+        let affinity = affinity(&watched.ty, "", "");
         let request = pb::LinkRequest {
             hops: 1,
             // Room for the wait and the way there and back.
             timeout_ms: millis(wait.saturating_add(POLL_SLACK)),
             call: Some(Call::PollTypeEvents(events::type_poll_to_pb(
-                ty, after, wait,
+                watched, after, wait,
             ))),
             ..pb::LinkRequest::default()
         };

@@ -163,10 +163,11 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
             ActorsCommand::Watch {
                 actor_type,
                 id,
+                id_prefix,
                 after,
                 count,
                 target,
-            } => cli::actors_watch(&target, actor_type, id, after, count).await,
+            } => cli::actors_watch(&target, actor_type, id, id_prefix, after, count).await,
             ActorsCommand::Deactivate {
                 actor_type,
                 id,

@@ -37,7 +37,7 @@ use tokio::time::Instant;
 
 use crate::error::CallError;
 use crate::types::{ActorId, Payload};
-use topic::{Bounds, From, Topic};
+use topic::{Bounds, From, Publisher, Topic};
 
 /// Events held per actor for watchers that fall behind or reconnect.
 pub const HELD_EVENTS: usize = 256;
@@ -113,6 +113,38 @@ pub struct WatchedEvent {
     pub payload: Payload,
     /// When the turn that published it ended (unix ms).
     pub published_unix_ms: u64,
+}
+
+/// What a watch of a whole type follows: the type's events, or only those
+/// of its actors whose id starts with `id_prefix` (empty: all of them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchedType {
+    pub ty: Arc<str>,
+    pub id_prefix: Arc<str>,
+}
+
+impl WatchedType {
+    /// Every actor of `ty`.
+    pub fn all(ty: impl Into<Arc<str>>) -> Self {
+        Self {
+            ty: ty.into(),
+            id_prefix: Arc::from(""),
+        }
+    }
+
+    /// Refuses an empty or unprintable type, and a prefix no id could
+    /// start with.
+    pub fn validate(&self) -> Result<(), CallError> {
+        crate::validate::name("actor type", &self.ty)?;
+        if !self.id_prefix.is_empty() {
+            crate::validate::name("id prefix", &self.id_prefix)?;
+        }
+        Ok(())
+    }
+
+    fn wants(&self, actor: &ActorId) -> bool {
+        actor.id.starts_with(&*self.id_prefix)
+    }
 }
 
 /// The answer to one poll.
@@ -240,21 +272,21 @@ impl EventHub {
             now,
             |t| &mut t.by_actor,
             ACTOR_BOUNDS,
-            |topic| topic.take(Some(actor), from, now),
+            |topic| topic.take(Publisher::Named(actor), from, now),
         )
     }
 
-    /// The events of every actor of `ty` after the cursor among `after`
-    /// that is of this daemon's stream (none given: from now on), or what
-    /// to wait on. Begins holding the type's events.
+    /// The events of every actor of the type `watched` wants after the
+    /// cursor among `after` that is of this daemon's stream (none given:
+    /// from now on), or what to wait on. Begins holding the type's events.
     pub(crate) fn take_type(
         &self,
-        ty: &Arc<str>,
+        watched: &WatchedType,
         after: &[Cursor],
         now: Instant,
     ) -> Result<Take, CallError> {
         self.take_from(
-            ty,
+            &watched.ty,
             now,
             |t| &mut t.by_type,
             TYPE_BOUNDS,
@@ -264,7 +296,7 @@ impl EventHub {
                     Some(c) => From::After(*c),
                     None => From::Unknown,
                 };
-                topic.take(None, from, now)
+                topic.take(Publisher::Held(&|a| watched.wants(a)), from, now)
             },
         )
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use troupe_placement::Owner;
 
-use super::{Cursor, Polled, Take, MAX_EVENTS_PER_TURN};
+use super::{Cursor, Polled, Take, WatchedType, MAX_EVENTS_PER_TURN};
 use crate::error::CallError;
 use crate::forwarding::Peer;
 use crate::runtime::Runtime;
@@ -50,18 +50,18 @@ impl Runtime {
         self.shared.placement.changes()
     }
 
-    /// One long poll of the events every actor of `ty` publishes on `host`
-    /// (one of [`Runtime::type_hosts`]): those after the cursor among
-    /// `after` of that daemon's stream (none given: a position to watch
-    /// from), or the first published within `wait`.
+    /// One long poll of the events the actors of a type publish on `host`
+    /// (one of [`Runtime::type_hosts`]), those `watched` wants: after the
+    /// cursor among `after` of that daemon's stream (none given: a position
+    /// to watch from), or the first published within `wait`.
     pub async fn poll_type_events(
         &self,
         host: &Owner,
-        ty: &Arc<str>,
+        watched: &WatchedType,
         after: &[Cursor],
         wait: Duration,
     ) -> Result<Polled, CallError> {
-        crate::validate::name("actor type", ty)?;
+        watched.validate()?;
         match host {
             Owner::Remote { node, address } => {
                 let peer = Peer {
@@ -69,14 +69,18 @@ impl Runtime {
                     address: address.clone(),
                 };
                 match self.shared.forwarder.get() {
-                    Some(forwarder) => forwarder.poll_type_events(&peer, ty, after, wait).await,
+                    Some(forwarder) => {
+                        forwarder
+                            .poll_type_events(&peer, watched, after, wait)
+                            .await
+                    }
                     None => Err(peer.unreachable()),
                 }
             }
             _ => {
                 let deadline = Instant::now() + self.shared.config.call_timeout;
                 self.shared
-                    .poll_type_events_here(ty, after, wait, deadline)
+                    .poll_type_events_here(watched, after, wait, deadline)
                     .await
             }
         }
@@ -101,24 +105,25 @@ impl Shared {
         .await
     }
 
-    /// One long poll of the events every actor of `ty` publishes on this
-    /// daemon, after the cursor among `after` of this daemon's stream.
+    /// One long poll of the events the actors of a type publish on this
+    /// daemon, those `watched` wants, after the cursor among `after` of
+    /// this daemon's stream.
     pub(crate) async fn poll_type_events_here(
         self: &Arc<Self>,
-        ty: &Arc<str>,
+        watched: &WatchedType,
         after: &[Cursor],
         wait: Duration,
         deadline: Instant,
     ) -> Result<Polled, CallError> {
-        self.check_new_watch(ty, after.is_empty())?;
+        self.check_new_watch(&watched.ty, after.is_empty())?;
         let until = deadline.min(Instant::now() + wait.min(MAX_POLL_WAIT));
         self.wait_for_events(
             until,
             |resume| match resume {
-                Some(cursor) => self.events.take_type(ty, &[cursor], Instant::now()),
-                None => self.events.take_type(ty, after, Instant::now()),
+                Some(cursor) => self.events.take_type(watched, &[cursor], Instant::now()),
+                None => self.events.take_type(watched, after, Instant::now()),
             },
-            || self.events.done_waiting_type(ty, Instant::now()),
+            || self.events.done_waiting_type(&watched.ty, Instant::now()),
         )
         .await
     }
@@ -138,14 +143,16 @@ impl Shared {
     /// after its cursor once an event is published, with nothing when the
     /// table changes (an actor watched alone may have moved: the watcher's
     /// next poll finds out), the daemon drains or `until` passes. `done`
-    /// ends a wait `take` began.
+    /// ends a wait `take` began. Woken by events this poll does not want
+    /// (another actor's, past a type watch's id prefix), it waits on, past
+    /// them, rather than answer with nothing.
     async fn wait_for_events(
         &self,
         until: Instant,
         take: impl Fn(Option<Cursor>) -> Result<Take, CallError>,
         done: impl Fn(),
     ) -> Result<Polled, CallError> {
-        let (cursor, mut published) = match take(None)? {
+        let (mut cursor, mut published) = match take(None)? {
             Take::Ready(polled) => return Ok(polled),
             Take::Wait(cursor, published) => (cursor, published),
         };
@@ -161,20 +168,22 @@ impl Shared {
                 None => std::future::pending().await,
             }
         };
-        let woke = tokio::select! {
-            r = published.changed() => r.is_ok(),
-            () = table_changed => false,
-            () = self.shutdown.reached(Stage::Draining) => false,
-            () = tokio::time::sleep_until(until) => false,
-        };
-        done();
-        if woke {
-            if let Take::Ready(polled) = take(Some(cursor))? {
-                return Ok(polled);
-            }
-            // Woken for nothing new to this cursor: the waiter we just
-            // registered again is not awaited.
+        tokio::pin!(table_changed);
+        loop {
+            let woke = tokio::select! {
+                r = published.changed() => r.is_ok(),
+                () = &mut table_changed => false,
+                () = self.shutdown.reached(Stage::Draining) => false,
+                () = tokio::time::sleep_until(until) => false,
+            };
             done();
+            if !woke {
+                break;
+            }
+            match take(Some(cursor))? {
+                Take::Ready(polled) => return Ok(polled),
+                Take::Wait(at, next) => (cursor, published) = (at, next),
+            }
         }
         Ok(Polled {
             events: Vec::new(),

@@ -202,8 +202,15 @@ fn nothing_is_queued_for_an_actor_nobody_watches() {
     assert!(hub.hold_until_stored(&actor(), vec![event(1)], 0).is_none());
 }
 
-fn ty() -> Arc<str> {
-    Arc::from("bus")
+fn ty() -> WatchedType {
+    WatchedType::all("bus")
+}
+
+fn ids_from(prefix: &str) -> WatchedType {
+    WatchedType {
+        ty: Arc::from("bus"),
+        id_prefix: Arc::from(prefix),
+    }
 }
 
 fn publishers(polled: &Polled) -> Vec<String> {
@@ -274,4 +281,60 @@ fn a_durable_turns_events_wait_for_its_write_in_its_types_stream_too() {
     let polled = ready(hub.take_type(&ty(), &[polled.cursor], now));
     assert_eq!(numbers(&polled), ["1", "2"]);
     assert!(!polled.missed);
+}
+
+#[test]
+fn a_type_watch_of_an_id_prefix_gets_those_actors_only_and_waits_past_the_rest() {
+    let hub = Arc::new(EventHub::new(10));
+    let now = Instant::now();
+    let r12 = ids_from("r12-");
+    let start = ready(hub.take_type(&r12, &[], now));
+    hub.publish(&ActorId::new("bus", "r12-a"), vec![event(1)], 0);
+    hub.publish(&ActorId::new("bus", "r7-b"), vec![event(2)], 0);
+    hub.publish(&ActorId::new("bus", "r12-c"), vec![event(3)], 0);
+    let polled = ready(hub.take_type(&r12, &[start.cursor], now));
+    assert_eq!(numbers(&polled), ["1", "3"]);
+    assert_eq!(publishers(&polled), ["r12-a", "r12-c"]);
+    // Only another actor's event since: nothing to send, so the poll waits,
+    // at a cursor past it.
+    hub.publish(&ActorId::new("bus", "r7-b"), vec![event(4)], 0);
+    match hub.take_type(&r12, &[polled.cursor], now) {
+        Ok(Take::Wait(at, _)) => assert_eq!(at.seq, 4),
+        Ok(Take::Ready(p)) => panic!("expected a wait, got {:?}", numbers(&p)),
+        Err(e) => panic!("the poll failed: {e}"),
+    }
+    // A watcher of the whole type shares the stream and gets all four.
+    let all = ready(hub.take_type(&ty(), &[start.cursor], now));
+    assert_eq!(numbers(&all), ["1", "2", "3", "4"]);
+}
+
+#[test]
+fn a_filtered_poll_stops_at_a_gap_and_the_next_says_events_may_be_missing() {
+    let now = Instant::now();
+    let mut topic = Topic::new(TYPE_BOUNDS, now);
+    let mut bytes = 0;
+    let r12 = ids_from("r12-");
+    let wants = |a: &ActorId| r12.wants(a);
+    let Take::Ready(start) = topic.take(Publisher::Held(&wants), From::Now, now) else {
+        panic!("a new watch starts at once");
+    };
+    let (mine, other) = (ActorId::new("bus", "r12-a"), ActorId::new("bus", "r7-b"));
+    topic.append(&mut bytes, Some(&other), &[event(1)], 0);
+    // An event dropped unheld (it waited behind a durable write too long).
+    topic.skip(1);
+    topic.append(&mut bytes, Some(&mine), &[event(3)], 0);
+    let Take::Ready(before_gap) =
+        topic.take(Publisher::Held(&wants), From::After(start.cursor), now)
+    else {
+        panic!("a poll stopped at a gap answers at once");
+    };
+    assert!(before_gap.events.is_empty() && !before_gap.missed);
+    assert_eq!(before_gap.cursor.seq, 1);
+    let Take::Ready(after_gap) =
+        topic.take(Publisher::Held(&wants), From::After(before_gap.cursor), now)
+    else {
+        panic!("events wait past the gap");
+    };
+    assert_eq!(numbers(&after_gap), ["3"]);
+    assert!(after_gap.missed);
 }

@@ -24,6 +24,14 @@ struct Held {
     published_unix_ms: u64,
 }
 
+/// Who published a stream's events, for a poll of it.
+pub(super) enum Publisher<'a> {
+    /// One actor's stream: this actor, every event.
+    Named(&'a ActorId),
+    /// A type's stream: each event's own, and only those this wants.
+    Held(&'a dyn Fn(&ActorId) -> bool),
+}
+
 /// Where a poll starts.
 pub(super) enum From {
     /// From now on: no events, only a position.
@@ -116,11 +124,11 @@ impl Topic {
         }
     }
 
-    /// The events after `from`, or what to wait on when there are none yet.
-    /// `actor` names the publisher of an actor's stream.
-    pub(super) fn take(&mut self, actor: Option<&ActorId>, from: From, now: Instant) -> Take {
+    /// The events after `from` that `publisher` wants, or what to wait on
+    /// when there are none yet.
+    pub(super) fn take(&mut self, publisher: Publisher<'_>, from: From, now: Instant) -> Take {
         self.last_poll = now;
-        let position = Cursor {
+        let end = Cursor {
             epoch: self.epoch,
             seq: self.last_seq,
         };
@@ -128,7 +136,7 @@ impl Topic {
             From::Now => {
                 return Take::Ready(Polled {
                     events: Vec::new(),
-                    cursor: position,
+                    cursor: end,
                     missed: false,
                 })
             }
@@ -149,17 +157,19 @@ impl Topic {
             Some(seq) => seq.saturating_add(1) < first_after,
         };
         // Up to a gap (events dropped while queued): the next poll starts
-        // after it and is told.
+        // after it and is told. Events the watcher does not want are passed
+        // over, so its cursor moves past them.
         let mut events: Vec<WatchedEvent> = Vec::new();
+        let mut looked: Option<u64> = None;
         for h in self.held.iter().filter(after) {
-            if events
-                .last()
-                .is_some_and(|e| e.cursor.seq.saturating_add(1) != h.seq)
-            {
+            if looked.is_some_and(|seq| seq.saturating_add(1) != h.seq) {
                 break;
             }
-            let Some(publisher) = h.actor.as_ref().or(actor) else {
-                continue;
+            looked = Some(h.seq);
+            let publisher = match (&publisher, &h.actor) {
+                (Publisher::Named(actor), _) => *actor,
+                (Publisher::Held(wants), Some(actor)) if wants(actor) => actor,
+                (Publisher::Held(_), _) => continue,
             };
             events.push(WatchedEvent {
                 cursor: Cursor {
@@ -171,8 +181,13 @@ impl Topic {
                 published_unix_ms: h.published_unix_ms,
             });
         }
-        let position = events.last().map_or(position, |e| e.cursor);
-        if events.is_empty() && !missed {
+        let position = looked.map_or(end, |seq| Cursor {
+            epoch: self.epoch,
+            seq,
+        });
+        // Nothing wanted up to the end: wait there. Stopped at a gap with
+        // nothing wanted before it, the next poll (at once) crosses it.
+        if events.is_empty() && !missed && position == end {
             self.waiting += 1;
             return Take::Wait(position, self.published.subscribe());
         }

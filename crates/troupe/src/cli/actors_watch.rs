@@ -1,7 +1,7 @@
 //! `troupe actors watch TYPE [ID]`: prints an actor's events as it
 //! publishes them (`ActorClient.Watch`), or every actor's of the type
-//! (`WatchType`), until interrupted, `--count` events, or a reader that
-//! closed the pipe.
+//! (`WatchType`, those whose id starts with `--id-prefix` if given), until
+//! interrupted, `--count` events, or a reader that closed the pipe.
 
 use std::io::Write as _;
 
@@ -16,14 +16,20 @@ pub async fn actors_watch(
     target: &Target,
     actor_type: String,
     id: Option<String>,
+    id_prefix: Option<String>,
     after: Option<String>,
     count: Option<u64>,
 ) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
     let after = after.unwrap_or_default();
+    let id_prefix = id_prefix.unwrap_or_default();
     let name = match &id {
         Some(id) => actor_name(&actor_type, id),
-        None => format!("every {actor_type}"),
+        None if id_prefix.is_empty() => format!("every {actor_type}"),
+        None => format!(
+            "every {actor_type} whose id starts with {}",
+            troupe_runtime::validate::abridged(&id_prefix, 64)
+        ),
     };
     let request = daemon.request(format!("watch {name}"));
     let mut client = daemon.actor_client();
@@ -41,6 +47,7 @@ pub async fn actors_watch(
                 .watch_type(pb::WatchTypeRequest {
                     r#type: actor_type.clone(),
                     after,
+                    id_prefix,
                 })
                 .await
         }

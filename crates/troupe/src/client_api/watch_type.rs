@@ -9,7 +9,6 @@
 //! resuming, each daemon picks its own.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -20,7 +19,7 @@ use tonic::{Request, Response, Status};
 use tracing::debug;
 use troupe_placement::Owner;
 use troupe_proto::v1 as pb;
-use troupe_runtime::{Cursor, Polled, Runtime};
+use troupe_runtime::{Cursor, Polled, Runtime, WatchedType};
 
 use super::watch::{passes, POLL_WAIT, RETRY_FIRST, RETRY_MOST, WATCH_BUFFER};
 use super::ClientApi;
@@ -52,9 +51,9 @@ impl ClientApi {
         &self,
         request: Request<pb::PollTypeEvents>,
     ) -> Result<pb::PolledEvents, Status> {
-        let (ty, after, wait) = events::type_poll_from_pb(request.into_inner())?;
+        let (watched, after, wait) = events::type_poll_from_pb(request.into_inner())?;
         self.runtime
-            .poll_type_events(&Owner::Local, &Arc::from(ty), &after, wait)
+            .poll_type_events(&Owner::Local, &watched, &after, wait)
             .await
             .map(events::polled_to_pb)
             .map_err(status_of)
@@ -66,8 +65,8 @@ impl ClientApi {
     ) -> Result<Response<WatchTypeStream>, Status> {
         let held = self.watch_permit()?;
         let r = request.into_inner();
-        let ty: Arc<str> = Arc::from(r.r#type.trim());
-        troupe_runtime::validate::name("actor type", &ty).map_err(status_of)?;
+        let watched = events::watched_type(&r.r#type, &r.id_prefix)?;
+        let ty = watched.ty.clone();
         let after = events::type_cursors(&r.after)?;
         let hosts = self.runtime.type_hosts(&ty);
         // Right after start, apps are still connecting across the cluster:
@@ -83,7 +82,7 @@ impl ClientApi {
         // every event from now on reaches it.
         let first = join_all(hosts.iter().map(|host| {
             self.runtime
-                .poll_type_events(host, &ty, &after, Duration::ZERO)
+                .poll_type_events(host, &watched, &after, Duration::ZERO)
         }))
         .await;
         let mut started = Vec::new();
@@ -99,7 +98,7 @@ impl ClientApi {
         let (tx, rx) = mpsc::channel(WATCH_BUFFER);
         let merge = Merge {
             runtime: self.runtime.clone(),
-            ty,
+            watched,
             after,
             tx,
             _held: held,
@@ -113,7 +112,7 @@ impl ClientApi {
 /// caller's stream.
 struct Merge {
     runtime: Runtime,
-    ty: Arc<str>,
+    watched: WatchedType,
     /// The cursors the caller resumed from, for daemons polled first.
     after: Vec<Cursor>,
     tx: mpsc::Sender<Result<pb::ActorEvent, Status>>,
@@ -175,7 +174,7 @@ impl Merge {
                     let _ = self.tx.send(Err(Status::unavailable(format!(
                         "the daemon is shutting down; watch type {} again through another \
                          daemon or once it restarts, after the last event's cursor to resume",
-                        self.ty
+                        self.watched.ty
                     )))).await;
                     return;
                 }
@@ -215,7 +214,7 @@ impl Merge {
         cursors: &mut BTreeMap<HostKey, Cursor>,
         from_hosts: &mpsc::Sender<FromHost>,
     ) -> bool {
-        let hosts = self.runtime.type_hosts(&self.ty);
+        let hosts = self.runtime.type_hosts(&self.watched.ty);
         let mut added = false;
         // Retired and done: its cursor leaves the watch's.
         pollers.retain(|_, p| !p.task.is_finished());
@@ -227,7 +226,7 @@ impl Merge {
         for host in hosts {
             let key = key_of(&host);
             if let std::collections::btree_map::Entry::Vacant(slot) = pollers.entry(key) {
-                debug!(actor_type = %self.ty, host = %slot.key(), "a type watch polls a new host");
+                debug!(actor_type = %self.watched.ty, host = %slot.key(), "a type watch polls a new host");
                 slot.insert(self.poller(host, Vec::new(), from_hosts.clone()));
                 added = true;
             }
@@ -239,7 +238,7 @@ impl Merge {
         let (retired, retired_rx) = signal::channel(false);
         let task = tokio::spawn(poll_host(
             self.runtime.clone(),
-            self.ty.clone(),
+            self.watched.clone(),
             host,
             after,
             to,
@@ -253,7 +252,7 @@ impl Merge {
 /// daemon no longer hosts the type and has nothing more.
 async fn poll_host(
     runtime: Runtime,
-    ty: Arc<str>,
+    watched: WatchedType,
     host: Owner,
     mut after: Vec<Cursor>,
     to: mpsc::Sender<FromHost>,
@@ -268,7 +267,10 @@ async fn poll_host(
         } else {
             POLL_WAIT
         };
-        match runtime.poll_type_events(&host, &ty, &after, wait).await {
+        match runtime
+            .poll_type_events(&host, &watched, &after, wait)
+            .await
+        {
             Ok(polled) => {
                 pause = RETRY_FIRST;
                 let idle = polled.events.is_empty() && !polled.missed;
@@ -286,7 +288,7 @@ async fn poll_host(
             }
             Err(_) if *retired.borrow() => return,
             Err(e) if passes(&e) => {
-                debug!(actor_type = %ty, host = %key, error = %e, "a type watch's poll failed; polling again");
+                debug!(actor_type = %watched.ty, host = %key, error = %e, "a type watch's poll failed; polling again");
                 tokio::time::sleep(pause).await;
                 pause = pause.saturating_mul(2).min(RETRY_MOST);
             }

@@ -1,12 +1,14 @@
 //! Watch polls and the events they bring back (`ActorClient.Watch`, the
 //! runtime's `watch`), between the wire and the runtime.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tonic::Status;
 use troupe_proto::v1 as pb;
-use troupe_runtime::{ActorId, ActorRequest, Cursor, Polled, WatchedEvent};
+use troupe_runtime::{ActorId, ActorRequest, Cursor, Polled, WatchedEvent, WatchedType};
 
+use super::errors::status_of;
 use super::{actor_id, actor_ref, payload, payload_to_pb};
 
 /// A watch's cursor as the caller gave it; empty: none.
@@ -58,18 +60,37 @@ fn wait_ms(wait: Duration) -> u32 {
     u32::try_from(wait.as_millis()).unwrap_or(u32::MAX)
 }
 
-/// A type watcher's poll from another daemon: the type, its cursors and
-/// how long to wait.
-pub fn type_poll_from_pb(r: pb::PollTypeEvents) -> Result<(String, Vec<Cursor>, Duration), Status> {
-    let after = cursors(r.after.iter().map(String::as_str))?;
-    Ok((r.r#type, after, Duration::from_millis(u64::from(r.wait_ms))))
+/// What a type watch wants, as its caller sent it: a type and maybe an id
+/// prefix, both as they must be.
+pub fn watched_type(ty: &str, id_prefix: &str) -> Result<WatchedType, Status> {
+    let watched = WatchedType {
+        ty: Arc::from(ty.trim()),
+        id_prefix: Arc::from(id_prefix),
+    };
+    watched.validate().map_err(status_of)?;
+    Ok(watched)
 }
 
-pub fn type_poll_to_pb(ty: &str, after: &[Cursor], wait: Duration) -> pb::PollTypeEvents {
+/// A type watcher's poll from another daemon: what it wants, its cursors
+/// and how long to wait.
+pub fn type_poll_from_pb(
+    r: pb::PollTypeEvents,
+) -> Result<(WatchedType, Vec<Cursor>, Duration), Status> {
+    let watched = watched_type(&r.r#type, &r.id_prefix)?;
+    let after = cursors(r.after.iter().map(String::as_str))?;
+    Ok((watched, after, Duration::from_millis(u64::from(r.wait_ms))))
+}
+
+pub fn type_poll_to_pb(
+    watched: &WatchedType,
+    after: &[Cursor],
+    wait: Duration,
+) -> pb::PollTypeEvents {
     pb::PollTypeEvents {
-        r#type: ty.to_owned(),
+        r#type: watched.ty.to_string(),
         after: after.iter().map(ToString::to_string).collect(),
         wait_ms: wait_ms(wait),
+        id_prefix: watched.id_prefix.to_string(),
     }
 }
 
@@ -162,6 +183,24 @@ mod tests {
         assert!(type_cursors(&format!("{text}.zz")).is_err());
         let too_many = vec!["0000000000000001-1"; MAX_CURSOR_PARTS + 1].join(".");
         assert!(type_cursors(&too_many).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn a_type_poll_crosses_the_link_with_its_id_prefix() -> Result<(), Status> {
+        let watched = watched_type("cart", "tenant-42/")?;
+        let after = [Cursor { epoch: 3, seq: 9 }];
+        let wire = type_poll_to_pb(&watched, &after, Duration::from_millis(1500));
+        assert_eq!(
+            type_poll_from_pb(wire)?,
+            (watched, after.to_vec(), Duration::from_millis(1500))
+        );
+        let long = "p".repeat(troupe_runtime::validate::MAX_NAME_BYTES + 1);
+        let refused = watched_type("cart", &long).map(|_| ());
+        assert_eq!(
+            refused.map_err(|s| s.code()),
+            Err(tonic::Code::InvalidArgument)
+        );
         Ok(())
     }
 }

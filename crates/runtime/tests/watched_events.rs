@@ -1,18 +1,21 @@
-//! A `durable` type's watchers hear of a turn only once its writes are
-//! stored, as its caller does, and in the order the turns ended: a crash
-//! must not undo what a watcher was told happened.
+//! What the runtime's watchers hear. A `durable` type's watchers hear of a
+//! turn only once its writes are stored, as its caller does, and in the
+//! order the turns ended: a crash must not undo what a watcher was told
+//! happened. A type watch of an id prefix hears those actors only, and its
+//! poll waits on past the others' events instead of answering with none.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use troupe_placement::Owner;
 use troupe_runtime::{
     ActivateDone, ActivateRequest, ActorHost, ActorId, ActorRequest, ActorResponse, Call,
     CallError, DeactivateDone, DeactivateRequest, Payload, RequestContext, Runtime, RuntimeConfig,
     StateChange, StateMode, TurnDone, TurnOutcome, TurnRequest, TypeSpec,
 };
-use troupe_runtime::{Cursor, Polled};
+use troupe_runtime::{Cursor, Polled, WatchedType};
 use troupe_storage::StoreError;
 
 mod common;
@@ -171,5 +174,36 @@ async fn a_durable_turn_whose_write_fails_publishes_nothing() -> Result<(), Call
     let polled = events_now(&rt, &actor, Some(start)).await;
     assert_eq!(texts(&polled), ["\"read\""]);
     assert!(!polled.missed, "a failed turn's events never happened");
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_type_poll_of_an_id_prefix_waits_on_past_other_actors_events() -> Result<(), CallError> {
+    let rt = durable_runtime(&Gate::default())?;
+    let watched = WatchedType {
+        ty: Arc::from("d"),
+        id_prefix: Arc::from("mine-"),
+    };
+    let start = rt
+        .poll_type_events(&Owner::Local, &watched, &[], Duration::ZERO)
+        .await?
+        .cursor;
+    let after = [start];
+    let poll = rt.poll_type_events(&Owner::Local, &watched, &after, Duration::from_secs(30));
+    tokio::pin!(poll);
+    // Polled once, it waits for the type's next event.
+    assert!(futures::poll!(&mut poll).is_pending());
+    rt.invoke(call(&ActorId::new("d", "other-1"), "set"))
+        .await?;
+    assert!(
+        futures::poll!(&mut poll).is_pending(),
+        "a poll woken by an event it does not want answered"
+    );
+    rt.invoke(call(&ActorId::new("d", "mine-1"), "read"))
+        .await?;
+    let polled = poll.await?;
+    assert_eq!(texts(&polled), ["\"read\""]);
+    assert_eq!(&*polled.events[0].actor.id, "mine-1");
+    assert_eq!(polled.events[0].cursor.seq, start.seq + 2, "past other-1's");
     Ok(())
 }
