@@ -1,10 +1,12 @@
 //! What publishing events costs a turn, and how soon a watcher has them.
-//! In process, on sled, one runtime hosting four types alike: each turn
-//! sets one key; `quiet`, `watched` and `fleet` turns also publish one
-//! event. Nobody watches `quiet` actors (the common case: events go
-//! nowhere); each `watched` actor has a watcher polling the way
+//! In process, on sled, one runtime hosting five types alike: each turn
+//! sets one key; `quiet`, `watched`, `fleet` and `tenants` turns also
+//! publish one event. Nobody watches `quiet` actors (the common case:
+//! events go nowhere); each `watched` actor has a watcher polling the way
 //! `ActorClient.Watch` does; one watcher polls all of `fleet` the way
-//! `ActorClient.WatchType` polls each daemon.
+//! `ActorClient.WatchType` polls each daemon; one polls the `tenants`
+//! whose id starts with `a25` (7 of 256), as a type watch with an id
+//! prefix does, so the others' events are left out where they are held.
 //! Cases alternate; the table gives turns/s and process CPU per turn (the
 //! watchers' included) against the turn that publishes nothing, in the
 //! same run, and the time from a turn's end to its watcher having the event.
@@ -21,7 +23,7 @@ use troupe_placement::Owner;
 use troupe_runtime::{
     ActivateDone, ActivateRequest, ActorHost, ActorId, ActorRequest, ActorResponse, DeactivateDone,
     DeactivateRequest, Payload, RequestContext, Runtime, StateChange, TurnDone, TurnOutcome,
-    TurnRequest, WatchedEvent,
+    TurnRequest, WatchedEvent, WatchedType,
 };
 
 #[global_allocator]
@@ -70,16 +72,17 @@ impl ActorHost for Publisher {
     }
 }
 
-/// Polls every `ty` actor's events until `stop`, recording each one's delay.
+/// Polls the events of the actors `watched` names until `stop`, recording
+/// each one's delay.
 async fn watch_type(
     rt: Arc<Runtime>,
-    ty: Arc<str>,
+    watched: WatchedType,
     delays: Arc<Mutex<Vec<Duration>>>,
     stop: Arc<tokio::sync::Notify>,
 ) {
     let mut after = Vec::new();
     loop {
-        let poll = rt.poll_type_events(&Owner::Local, &ty, &after, Duration::from_secs(10));
+        let poll = rt.poll_type_events(&Owner::Local, &watched, &after, Duration::from_secs(10));
         let answer = tokio::select! {
             answer = poll => answer,
             () = stop.notified() => return,
@@ -159,12 +162,17 @@ async fn main() -> Result<(), String> {
     let rt = Arc::new(sled_runtime_hosting(
         dir.path(),
         Arc::new(Publisher),
-        &["plain", "quiet", "watched", "fleet"],
+        &["plain", "quiet", "watched", "fleet", "tenants"],
     )?);
     let ids = |ty: &str| actor_ids(ty, actors);
     let (plain, quiet, watched, fleet) = (ids("plain"), ids("quiet"), ids("watched"), ids("fleet"));
+    let tenants = ids("tenants");
+    // A selective prefix: with 256 actors, a25 and a250..a255.
+    let prefix = "a25";
+    let in_prefix = tenants.iter().filter(|a| a.id.starts_with(prefix)).count();
     let delays = Arc::new(Mutex::new(Vec::new()));
     let type_delays = Arc::new(Mutex::new(Vec::new()));
+    let prefix_delays = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(tokio::sync::Notify::new());
     let mut watchers: Vec<_> = watched
         .iter()
@@ -172,21 +180,33 @@ async fn main() -> Result<(), String> {
         .collect();
     watchers.push(tokio::spawn(watch_type(
         rt.clone(),
-        Arc::from("fleet"),
+        WatchedType::all("fleet"),
         type_delays.clone(),
         stop.clone(),
     )));
+    let tenant = WatchedType {
+        ty: Arc::from("tenants"),
+        id_prefix: Arc::from(prefix),
+    };
+    watchers.push(tokio::spawn(watch_type(
+        rt.clone(),
+        tenant,
+        prefix_delays.clone(),
+        stop.clone(),
+    )));
     // Warm up every actor, sled and the allocator on no measurement.
-    for ids in [&plain, &quiet, &watched, &fleet] {
+    for ids in [&plain, &quiet, &watched, &fleet, &tenants] {
         turns(&rt, ids, "set", 2, CONCURRENCY).await?;
     }
-    let cases: [(&str, &[ActorId], &str); 4] = [
+    let of_prefix = format!("1 event, a type watch of {in_prefix} ids");
+    let cases: [(&str, &[ActorId], &str); 5] = [
         ("no event (anchor)", &plain, "set"),
         ("1 event, nobody watching", &quiet, "publish_unread"),
         ("1 event, a watcher per actor", &watched, "publish"),
         ("1 event, one watcher of the type", &fleet, "publish"),
+        (&of_prefix, &tenants, "publish"),
     ];
-    let mut totals = [(Duration::ZERO, Duration::ZERO); 4];
+    let mut totals = [(Duration::ZERO, Duration::ZERO); 5];
     for r in 0..rounds {
         for i in 0..cases.len() {
             let which = (i + r as usize) % cases.len();
@@ -202,6 +222,7 @@ async fn main() -> Result<(), String> {
     }
     let delays = sorted(&delays)?;
     let type_delays = sorted(&type_delays)?;
+    let prefix_delays = sorted(&prefix_delays)?;
     let n = (actors * calls * rounds) as f64;
     let rate = |t: (Duration, Duration)| n / t.0.as_secs_f64().max(1e-9);
     let cpu_us = |t: (Duration, Duration)| t.1.as_secs_f64() * 1e6 / n;
@@ -220,14 +241,21 @@ async fn main() -> Result<(), String> {
             cpu_us(t) / cpu_us(totals[0]).max(1e-9)
         );
     }
-    for (label, delays) in [
-        ("a watcher per actor", &delays),
-        ("one type watcher", &type_delays),
+    let all = actors * calls * rounds;
+    let of_prefix_count = in_prefix as u64 * calls * rounds;
+    for (label, delays, sent) in [
+        ("a watcher per actor", &delays, all),
+        ("one type watcher", &type_delays, all),
+        (
+            "a type watch of an id prefix",
+            &prefix_delays,
+            of_prefix_count,
+        ),
     ] {
         println!(
             "{label}: events received {} of {}; turn end to watcher: p50 {:?}, p99 {:?}, max {:?}",
             delays.len(),
-            actors * calls * rounds,
+            sent,
             percentile(delays, 0.50),
             percentile(delays, 0.99),
             delays.last().copied().unwrap_or_default()
