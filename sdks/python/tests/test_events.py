@@ -472,6 +472,30 @@ async def test_watch_type_resumes_after_a_cursor(troupe_env: TestEnv) -> None:
     assert not any(e.missed_before for e in [*resumed, after])
 
 
+async def test_watch_type_of_an_id_prefix_gets_only_those_actors(troupe_env: TestEnv) -> None:
+    await troupe_env.host(Bus)
+    client = troupe_env.client
+    async with client.watch_type(Bus, id_prefix="acme/") as events:
+        for actor_id, value in [("acme/1", "a"), ("other/2", "x"), ("acme/3", "b")]:
+            await troupe_env.actor(Bus, actor_id).publish([value])
+        got = await _take(events, 2)
+        # Nothing of other/2 came between, nor after.
+        await troupe_env.actor(Bus, "acme/1").publish(["c"])
+        [last] = await _take(events, 1)
+    assert [(e.actor_id, e.value) for e in [*got, last]] == [
+        ("acme/1", "a"),
+        ("acme/3", "b"),
+        ("acme/1", "c"),
+    ]
+    # Resumed with its prefix, the watch keeps to it.
+    async with client.watch_type(Bus, after=got[0].cursor, id_prefix="acme/") as events:
+        resumed = await _take(events, 2)
+    assert [e.value for e in resumed] == ["b", "c"]
+    with pytest.raises(troupe.InvalidArgument, match=r"id_prefix='pppp.*id prefix"):
+        async with client.watch_type(Bus, id_prefix="p" * 300) as events:
+            await asyncio.wait_for(anext(events), WAIT)
+
+
 @pytest.mark.parametrize(
     ("actor_type", "after", "match"),
     [
@@ -541,8 +565,9 @@ async def test_sync_client_watch_type(troupe_env: TestEnv) -> None:
     await troupe_env.host(Bus)
     sync = await asyncio.to_thread(troupe.SyncClient, troupe_env.daemon.address, timeout=WAIT)
     try:
-        events = await asyncio.to_thread(sync.watch_type(Bus).__enter__)
+        events = await asyncio.to_thread(sync.watch_type(Bus, id_prefix="s").__enter__)
         await troupe_env.actor(Bus, "s1").publish(["a"])
+        await troupe_env.actor(Bus, "t1").publish(["t"])
         await troupe_env.actor(Bus, "s2").publish(["b"])
         got = await asyncio.wait_for(asyncio.to_thread(lambda: [next(events), next(events)]), WAIT)
         assert [(e.actor_type, e.actor_id, e.value) for e in got] == [

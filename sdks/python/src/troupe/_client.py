@@ -436,6 +436,7 @@ class Client:
         actor_type: str | type[Actor],
         *,
         after: str | None = None,
+        id_prefix: str | None = None,
     ) -> Watch:
         """Stream the events every actor of a type publishes, on every daemon of the cluster
         that hosts it: a map of every bus::
@@ -443,6 +444,10 @@ class Client:
             async with client.watch_type("bus") as events:
                 async for event in events:
                     show(event.actor_id, event.value)
+
+        ``id_prefix`` keeps only the actors whose id starts with it: one tenant's carts
+        with ``client.watch_type("cart", id_prefix="tenant-42/")``. Each daemon leaves the
+        others' events out before they travel. Resume such a watch with the same prefix.
 
         Each :class:`ActorEvent` names the actor that published it (``actor_id``). One
         actor's events arrive in the order it published them; different actors' events
@@ -459,15 +464,21 @@ class Client:
 
         Events are live, not stored, and the stream has no timeout and is not retried:
         after an error, watch again with ``after=`` the last cursor. Errors raise as for
-        other calls: :class:`InvalidArgument` for an empty type or a bad cursor,
-        :class:`NotFound` for a type no app has registered, :class:`Overloaded` past the
-        daemon's bounds on watches, :class:`Unavailable` when it is unreachable.
+        other calls: :class:`InvalidArgument` for an empty type, a bad cursor or a prefix
+        longer than any id, :class:`NotFound` for a type no app has registered,
+        :class:`Overloaded` past the daemon's bounds on watches, :class:`Unavailable` when
+        it is unreachable.
         """
         actor_type = type_name(actor_type)
-        request = client_pb2.WatchTypeRequest(type=actor_type, after=_cursor(after))
+        request = client_pb2.WatchTypeRequest(
+            type=actor_type, after=_cursor(after), id_prefix=id_prefix or ""
+        )
+        what = f"watch_type {actor_type}"
+        if id_prefix:
+            what += f" id_prefix={id_prefix[:64]!r}"
         return self._new_watch(
             lambda stub, metadata: stub.WatchType(request, metadata=metadata),
-            f"watch_type {actor_type}",
+            what,
             again="client.watch_type(...)",
             actor_type=actor_type,
         )

@@ -345,9 +345,10 @@ class SyncClient:
         actor_type: str | type[Actor],
         *,
         after: str | None = None,
+        id_prefix: str | None = None,
     ) -> SyncWatch:
-        """See :meth:`Client.watch_type`: the events of every actor of a type, a map of
-        every bus::
+        """See :meth:`Client.watch_type`: the events of every actor of a type (or of those
+        whose id starts with ``id_prefix``), a map of every bus::
 
             with client.watch_type("bus") as events:
                 for event in events:
@@ -355,7 +356,9 @@ class SyncClient:
 
         Entering returns once the daemon watches the type; leaving the block,
         ``events.close()`` or :meth:`close` ends it."""
-        return SyncWatch(self, self._client.watch_type(actor_type, after=after))
+        return SyncWatch(
+            self, self._client.watch_type(actor_type, after=after, id_prefix=id_prefix)
+        )
 
     def set_reminder(
         self,

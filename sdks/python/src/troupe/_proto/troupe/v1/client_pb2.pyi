@@ -265,12 +265,14 @@ class WatchRequest(_message.Message):
     def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., after: _Optional[str] = ...) -> None: ...
 
 class WatchTypeRequest(_message.Message):
-    __slots__ = ("type", "after")
+    __slots__ = ("type", "after", "id_prefix")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
+    ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
     type: str
     after: str
-    def __init__(self, type: _Optional[str] = ..., after: _Optional[str] = ...) -> None: ...
+    id_prefix: str
+    def __init__(self, type: _Optional[str] = ..., after: _Optional[str] = ..., id_prefix: _Optional[str] = ...) -> None: ...
 
 class ActorEvent(_message.Message):
     __slots__ = ("payload", "cursor", "missed_before", "published_unix_ms", "actor")

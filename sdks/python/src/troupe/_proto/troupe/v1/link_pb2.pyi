@@ -153,14 +153,16 @@ class PollEvents(_message.Message):
     def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., after: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class PollTypeEvents(_message.Message):
-    __slots__ = ("type", "after", "wait_ms")
+    __slots__ = ("type", "after", "wait_ms", "id_prefix")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
     type: str
     after: _containers.RepeatedScalarFieldContainer[str]
     wait_ms: int
-    def __init__(self, type: _Optional[str] = ..., after: _Optional[_Iterable[str]] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+    id_prefix: str
+    def __init__(self, type: _Optional[str] = ..., after: _Optional[_Iterable[str]] = ..., wait_ms: _Optional[int] = ..., id_prefix: _Optional[str] = ...) -> None: ...
 
 class PolledEvents(_message.Message):
     __slots__ = ("events", "cursor", "missed")
