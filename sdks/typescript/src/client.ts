@@ -20,7 +20,7 @@ import {
   type UntypedActor,
 } from "./caller.js";
 import { type Duration, toMillis } from "./duration.js";
-import { type ActorEventStream, openWatch, type WatchOptions } from "./events.js";
+import { type ActorEventStream, openWatch, type WatchOptions, type WatchTypeOptions } from "./events.js";
 import { ActorClientClient } from "./gen/troupe/v1/client.js";
 import {
   type AlarmOptions,
@@ -368,6 +368,8 @@ export class Client {
    * for await (const e of events) show(e.actorId, e.value); // break, or events.close(), to stop
    * // later, resuming after the last event seen (a cursor of this type's watch):
    * const again = await client.watchType<Position>("bus", { after: lastCursor });
+   * // one tenant's carts only, left out by each daemon before they travel:
+   * const carts = await client.watchType("cart", { idPrefix: "tenant-42/" });
    * ```
    *
    * As {@link Client.watch} otherwise: live, not stored (with `after`, each
@@ -375,13 +377,15 @@ export class Client {
    * `missedBefore` marks an event when some before it did not reach the
    * watcher); it activates no actor; the client's `timeout` does not apply;
    * `close()`, `signal`, and the client's `close()` end it. Rejects with
-   * {@link InvalidArgument} for an empty type or a bad cursor,
+   * {@link InvalidArgument} for an empty type, a bad cursor or an `idPrefix`
+   * longer than any id,
    * {@link NotFound} for a type no app registered, and as other calls for
    * the rest.
    */
-  watchType<T = unknown>(actorType: TypeOrClass, options: WatchOptions = {}): Promise<ActorEventStream<T>> {
+  watchType<T = unknown>(actorType: TypeOrClass, options: WatchTypeOptions = {}): Promise<ActorEventStream<T>> {
     // grpc-js carries the stream on the native core too, as for watch().
-    return openWatch<T>(this.#grpcStub(), { type: typeName(actorType) }, options, this.#watches);
+    const target = { type: typeName(actorType), idPrefix: options.idPrefix };
+    return openWatch<T>(this.#grpcStub(), target, options, this.#watches);
   }
 
   /**

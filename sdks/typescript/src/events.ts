@@ -51,6 +51,16 @@ export interface WatchOptions {
   signal?: AbortSignal;
 }
 
+/** Options of {@link Client.watchType}: those of a watch, and which actors. */
+export interface WatchTypeOptions extends WatchOptions {
+  /**
+   * Only the actors whose id starts with this (`"tenant-42/"`: one tenant's
+   * carts); each daemon leaves the others' events out before they travel.
+   * Resume such a watch with the same prefix. Left out (or empty): every actor.
+   */
+  idPrefix?: string;
+}
+
 // Events the stream holds for a reader that does not keep up before it stops
 // reading from the connection (HTTP/2 flow control then holds the daemon back),
 // and how few it must hold again before reading resumes.
@@ -218,11 +228,15 @@ export class ActorEventStream<T = unknown> implements AsyncIterableIterator<Acto
 export interface WatchTarget {
   type: string;
   id?: string | undefined;
+  /** A type watch's: only the actors whose id starts with it. */
+  idPrefix?: string | undefined;
 }
 
-/** How errors name a watch: `watch bus/b7`, `watchType bus`. */
+/** How errors name a watch: `watch bus/b7`, `watchType bus`, `watchType bus idPrefix="t1/"`. */
 function watchLabel(target: WatchTarget): string {
-  return target.id === undefined ? `watchType ${target.type}` : `watch ${target.type}/${target.id}`;
+  if (target.id !== undefined) return `watch ${target.type}/${target.id}`;
+  const prefix = target.idPrefix ?? "";
+  return prefix === "" ? `watchType ${target.type}` : `watchType ${target.type} idPrefix=${JSON.stringify(prefix.slice(0, 64))}`;
 }
 
 /**
@@ -247,11 +261,15 @@ export function openWatch<T>(
   const signal = options.signal;
   if (signal?.aborted === true) return Promise.reject(abortError(signal.reason));
   const { type, id } = target;
+  const idPrefix: unknown = target.idPrefix ?? "";
+  if (typeof idPrefix !== "string") {
+    return Promise.reject(new TypeError(`${what}: idPrefix must be a string, not ${String(idPrefix)}`));
+  }
   // No deadline, not even the client's timeout: a watch lasts until it is closed.
   const open = (): grpc.ClientReadableStream<WireEvent> => {
     if (id === undefined) {
       const method = ActorClientService.watchType;
-      return stub.makeServerStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, { type, after }, new grpc.Metadata(), {});
+      return stub.makeServerStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, { type, after, idPrefix }, new grpc.Metadata(), {});
     }
     const method = ActorClientService.watch;
     return stub.makeServerStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, { actor: { type, id }, after }, new grpc.Metadata(), {});

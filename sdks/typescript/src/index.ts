@@ -33,7 +33,7 @@ export { Client } from "./client.js";
 export type { ClientOptions } from "./client.js";
 export { Context } from "./context.js";
 export { ActorEventStream } from "./events.js";
-export type { ActorEvent, WatchOptions } from "./events.js";
+export type { ActorEvent, WatchOptions, WatchTypeOptions } from "./events.js";
 export { TurnCancelled } from "./turn.js";
 export { daemonPackage, daemonPath, DaemonNotFound, platformKey } from "./daemon.js";
 export type { CallFilter, IncomingCall, Next, TurnKindName } from "./filters.js";

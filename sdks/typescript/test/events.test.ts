@@ -436,7 +436,7 @@ describe("client.watch on a fake server", () => {
     });
     const { rpc, call, cancelled } = await server.next();
     assert.equal(rpc, "watchType");
-    assert.deepEqual(call.request, { type: "bus", after: "00000000000000ab-7.00000000000000cd-2" });
+    assert.deepEqual(call.request, { type: "bus", after: "00000000000000ab-7.00000000000000cd-2", idPrefix: "" });
     assert.deepEqual(call.metadata.get("authorization"), ["Bearer fake-token"]);
     await new Promise((resolve) => setImmediate(resolve));
     assert.equal(settled, false, "watchType() resolved before the headers");
@@ -834,9 +834,46 @@ describe("client.watch and client.watchType on the daemon", () => {
       }
     });
 
-    test("a malformed cursor or an empty type is InvalidArgument", async () => {
+    test("an idPrefix keeps to the actors whose id starts with it, resumed too", async () => {
+      const tenant = `t${String(fleetN)}/`;
+      fleetN += 1;
+      const [mine, other] = [`${tenant}a`, `x${tenant}b`];
+      const stream = await env.client.watchType<string>(Fleet, { idPrefix: tenant });
+      let firstCursor = "";
+      try {
+        await publish(mine, ["m1"]);
+        await publish(other, ["o1"]);
+        await publish(mine, ["m2"]);
+        const events = await take(stream, 2);
+        assert.deepEqual(
+          events.map((e) => [e.actorId, e.value]),
+          [
+            [mine, "m1"],
+            [mine, "m2"],
+          ],
+        );
+        firstCursor = events[0]?.cursor ?? "";
+      } finally {
+        stream.close();
+      }
+      const again = await env.client.watchType<string>(Fleet, { after: firstCursor, idPrefix: tenant });
+      try {
+        assert.deepEqual(
+          (await take(again, 1)).map((e) => e.value),
+          ["m2"],
+        );
+      } finally {
+        again.close();
+      }
+    });
+
+    test("a malformed cursor, an empty type or an idPrefix longer than any id is InvalidArgument", async () => {
       await assert.rejects(env.client.watchType(Fleet, { after: "zz" }), (e: unknown) => e instanceof InvalidArgument && /watchType ev_fleet: /.test(e.message));
       await assert.rejects(env.client.watchType(""), InvalidArgument);
+      await assert.rejects(
+        env.client.watchType(Fleet, { idPrefix: "p".repeat(300) }),
+        (e: unknown) => e instanceof InvalidArgument && /watchType ev_fleet idPrefix="p{64}": .*id prefix/.test(e.message),
+      );
     });
 
     test("a type no app registered is NotFound", async () => {

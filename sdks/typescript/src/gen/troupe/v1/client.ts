@@ -346,6 +346,12 @@ export interface WatchTypeRequest {
    * sent. Empty: only events published from now on.
    */
   after: string;
+  /**
+   * Only the events of the actors whose id starts with this ("tenant-42/":
+   * one tenant's carts), left out by each daemon before they travel; a
+   * cursor resumes the same filtered stream. Empty: every actor's.
+   */
+  idPrefix: string;
 }
 
 export interface ActorEvent {
@@ -2443,7 +2449,7 @@ export const WatchRequest: MessageFns<WatchRequest> = {
 };
 
 function createBaseWatchTypeRequest(): WatchTypeRequest {
-  return { type: "", after: "" };
+  return { type: "", after: "", idPrefix: "" };
 }
 
 export const WatchTypeRequest: MessageFns<WatchTypeRequest> = {
@@ -2453,6 +2459,9 @@ export const WatchTypeRequest: MessageFns<WatchTypeRequest> = {
     }
     if (message.after !== "") {
       writer.uint32(18).string(message.after);
+    }
+    if (message.idPrefix !== "") {
+      writer.uint32(26).string(message.idPrefix);
     }
     return writer;
   },
@@ -2486,6 +2495,14 @@ export const WatchTypeRequest: MessageFns<WatchTypeRequest> = {
             message.after = reader.string();
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.idPrefix = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2505,6 +2522,7 @@ export const WatchTypeRequest: MessageFns<WatchTypeRequest> = {
     const message = createBaseWatchTypeRequest();
     message.type = object.type ?? "";
     message.after = object.after ?? "";
+    message.idPrefix = object.idPrefix ?? "";
     return message;
   },
 };

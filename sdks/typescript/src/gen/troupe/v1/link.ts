@@ -206,6 +206,8 @@ export interface PollTypeEvents {
    */
   after: string[];
   waitMs: number;
+  /** WatchTypeRequest.id_prefix: only these actors' events. */
+  idPrefix: string;
 }
 
 export interface PolledEvents {
@@ -1483,7 +1485,7 @@ export const PollEvents: MessageFns<PollEvents> = {
 };
 
 function createBasePollTypeEvents(): PollTypeEvents {
-  return { type: "", after: [], waitMs: 0 };
+  return { type: "", after: [], waitMs: 0, idPrefix: "" };
 }
 
 export const PollTypeEvents: MessageFns<PollTypeEvents> = {
@@ -1496,6 +1498,9 @@ export const PollTypeEvents: MessageFns<PollTypeEvents> = {
     }
     if (message.waitMs !== 0) {
       writer.uint32(24).uint32(message.waitMs);
+    }
+    if (message.idPrefix !== "") {
+      writer.uint32(34).string(message.idPrefix);
     }
     return writer;
   },
@@ -1537,6 +1542,14 @@ export const PollTypeEvents: MessageFns<PollTypeEvents> = {
             message.waitMs = reader.uint32();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.idPrefix = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1557,6 +1570,7 @@ export const PollTypeEvents: MessageFns<PollTypeEvents> = {
     message.type = object.type ?? "";
     message.after = object.after?.map((e) => e) || [];
     message.waitMs = object.waitMs ?? 0;
+    message.idPrefix = object.idPrefix ?? "";
     return message;
   },
 };
