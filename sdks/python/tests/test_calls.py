@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 import pytest
@@ -407,10 +409,25 @@ async def test_an_unknown_method_is_the_callers_type_error(
     assert err.value.kind == "no-such-method"
 
 
+def logged(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """A decorator as users write them: a ``(*args, **kwargs)`` wrapper."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return await fn(*args, **kwargs)
+
+    return wrapper
+
+
 @troupe.actor("typed_sum")
 class TypedSum(troupe.Actor):
     @troupe.method
     async def add(self, a: int, b: int) -> int:
+        return a + b
+
+    @troupe.method
+    @logged
+    async def add_logged(self, a: int, b: int) -> int:
         return a + b
 
     @troupe.method
@@ -441,3 +458,20 @@ async def test_a_callers_mistake_is_told_from_what_the_method_raised(
     assert in_body.value.kind == "raised"
     # The nested call's bad arguments are the relaying method's bug.
     assert nested.value.kind == "raised"
+
+
+async def test_a_decorated_methods_arguments_are_judged_by_the_method_it_wraps(
+    daemon: Daemon, client: troupe.Client
+) -> None:
+    async with hosting(daemon.address, TypedSum):
+        s = client.actor("typed_sum", "t3")
+        assert await s.add_logged(1, 2) == 3
+        with pytest.raises(troupe.ActorError) as surplus:
+            await s.add_logged(1, 2, 3)
+        with pytest.raises(troupe.ActorError) as unknown_name:
+            await s.add_logged(1, c=2)
+        with pytest.raises(troupe.ActorError) as in_body:
+            await s.add_logged(1, "two")
+    assert surplus.value.kind == "bad-arguments"
+    assert unknown_name.value.kind == "bad-arguments"
+    assert in_body.value.kind == "raised"

@@ -3,6 +3,8 @@ method ran (its FailureKind) for the failures that are the caller's mistake."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -43,6 +45,15 @@ def bound(method: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any
     caller's mistake, apart from one its body raised."""
 
     def call() -> Any:
+        declared = _wrapped_signature(method)
+        if declared is not None:
+            # A decorator's ``(*args, **kwargs)`` wrapper takes anything: the
+            # arguments are checked against the method it wraps before it runs.
+            try:
+                declared.bind(*args, **kwargs)
+            except TypeError as e:
+                callers_mistake(e, common_pb2.FAILURE_KIND_BAD_ARGUMENTS)
+                raise
         try:
             return method(*args, **kwargs)
         except TypeError as e:
@@ -52,3 +63,26 @@ def bound(method: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any
             raise
 
     return call
+
+
+@functools.lru_cache(maxsize=1024)
+def _declared(function: Callable[..., Any], of_instance: bool) -> inspect.Signature | None:
+    """What ``function`` declares through its decorators (``inspect.signature`` follows
+    ``__wrapped__``), without its first parameter when ``of_instance`` gives it."""
+    try:
+        declared = inspect.signature(function)
+    except (TypeError, ValueError):
+        return None
+    if of_instance:
+        declared = declared.replace(parameters=list(declared.parameters.values())[1:])
+    return declared
+
+
+def _wrapped_signature(method: Callable[..., Any]) -> inspect.Signature | None:
+    """The signature a method wrapped by a decorator (``functools.wraps`` sets
+    ``__wrapped__``) declares, as its callers call it; None for a plain method, whose
+    call binds its arguments itself."""
+    function = getattr(method, "__func__", method)
+    if getattr(function, "__wrapped__", None) is None:
+        return None
+    return _declared(function, function is not method)
