@@ -10,10 +10,11 @@ use serde::Deserialize;
 use troupe_runtime::{RuntimeConfig, StateMode};
 use troupe_transport::link::{ChannelPlan, LinkProtocol, LinksConfig, Window};
 
-use crate::auth::{Credential, TokenSource};
+use crate::auth::TokenSource;
 use crate::telemetry::LogFormat;
 
 mod args;
+mod exposure;
 pub mod memory_limit;
 mod tls;
 mod values;
@@ -208,15 +209,118 @@ impl ServeArgs {
             None => FileConfig::default(),
         };
         let links = self.link_settings(&file)?;
-        let mut runtime = RuntimeConfig::default();
         let memory = memory_limit::defaults_under(
             memory_limit,
             memory_limit::MemoryDefaults {
                 sled_cache_bytes: troupe_storage_sled::DEFAULT_CACHE_BYTES,
-                idempotency_memory_bytes: runtime.idempotency_memory_bytes,
+                idempotency_memory_bytes: RuntimeConfig::default().idempotency_memory_bytes,
             },
         );
-        runtime.idempotency_memory_bytes = memory.idempotency_memory_bytes;
+        let (mut runtime, threads) = self.runtime_settings(&file, memory_limit, &memory)?;
+
+        let listen = match self.listen.or(file.listen) {
+            Some(a) => a,
+            None => DEFAULT_LISTEN.parse().context("built-in listen address")?,
+        };
+        let data_dir = self
+            .data_dir
+            .clone()
+            .or(file.data_dir.clone())
+            .unwrap_or_else(|| PathBuf::from("troupe-data"));
+        let store = match self.store.clone().or(file.store.clone()).as_deref() {
+            None | Some("sled") => StoreKind::Sled(data_dir),
+            Some("memory") => StoreKind::Memory,
+            Some(url) if is_postgres_url(url) => StoreKind::Postgres(PostgresUrl(url.to_owned())),
+            Some(other) => anyhow::bail!(
+                "unknown --store {:?}; use `sled` (the default, under --data-dir), \
+                 `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` or `memory`",
+                troupe_storage_postgres::PostgresStore::redact(other)
+            ),
+        };
+        runtime.node = match self.node.clone().or(file.node.clone()) {
+            Some(node) => node_name(&node)?,
+            None => default_node_name(),
+        };
+        let cluster = match self.placement.clone().or(file.placement.clone()) {
+            None => None,
+            Some(replicas) => Some(ClusterConfig {
+                placement: placement_addresses(&replicas)?,
+                advertise: match self.advertise.clone().or(file.advertise.clone()) {
+                    Some(a) => Some(host_port("--advertise", &a)?),
+                    None => None,
+                },
+                links,
+            }),
+        };
+        if cluster.is_some() && matches!(store, StoreKind::Sled(_)) {
+            anyhow::bail!(
+                "--placement (a cluster) needs a store the daemons share: with sled each daemon \
+                 keeps its own state, and an actor moving to another daemon would lose it; use \
+                 --store postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (or --store memory for \
+                 actors without state)"
+            );
+        }
+        let metrics_listen = self.metrics_listen.or(file.metrics_listen);
+        runtime.metrics = metrics_listen.is_some();
+        let trace_export = match self.otlp_endpoint.clone().or(file.otlp_endpoint.clone()) {
+            Some(url) => Some(TraceExport {
+                endpoint: otlp_endpoint(&url)?,
+                node: runtime.node.clone(),
+            }),
+            None => None,
+        };
+        let listen_unix = self.listen_unix.clone().or(file.listen_unix.clone());
+        let guards = self.guards(
+            &file,
+            &exposure::Listeners {
+                listen,
+                listen_unix: listen_unix.as_deref(),
+                metrics_listen,
+            },
+        )?;
+        if self.test_clock {
+            check_test_clock(listen, cluster.is_some())?;
+            runtime.test_clock = true;
+        }
+        // Before anything starts, with the setting's name in the message.
+        runtime.check()?;
+        Ok(ServeConfig {
+            listen,
+            listen_unix,
+            threads,
+            store,
+            sled_cache_bytes: sled_cache_bytes(
+                self.sled_cache_bytes.or(file.sled_cache_bytes),
+                memory.sled_cache_bytes,
+            )?,
+            memory_limit,
+            runtime,
+            trace_export,
+            metrics_listen,
+            metrics_tls: guards.metrics_tls,
+            health_listen: self.health_listen.or(file.health_listen),
+            cluster,
+            api_tokens: guards.api_tokens,
+            app_tokens: guards.app_tokens,
+            read_tokens: guards.read_tokens,
+            tls: guards.tls,
+            log_format: self.log_format.or(file.log_format).unwrap_or_default(),
+        })
+    }
+
+    /// The runtime's settings from flags and `file`, and the daemon's
+    /// thread count; memory bounds default to what `memory` (under
+    /// `memory_limit`) says.
+    fn runtime_settings(
+        &self,
+        file: &FileConfig,
+        memory_limit: Option<u64>,
+        memory: &memory_limit::MemoryDefaults,
+    ) -> anyhow::Result<(RuntimeConfig, usize)> {
+        let mut runtime = RuntimeConfig {
+            idempotency_memory_bytes: memory.idempotency_memory_bytes,
+            ..RuntimeConfig::default()
+        };
         macro_rules! pick {
             ($field:ident, $target:expr) => {
                 if let Some(v) = self.$field.clone().or(file.$field.clone()) {
@@ -267,185 +371,7 @@ impl ServeArgs {
         pick!(workers, runtime.workers);
         runtime.default_state_mode = StateMode::WriteBehind;
         runtime.write_through = self.write_through || file.write_through;
-
-        let listen = match self.listen.or(file.listen) {
-            Some(a) => a,
-            None => DEFAULT_LISTEN.parse().context("built-in listen address")?,
-        };
-        let data_dir = self
-            .data_dir
-            .clone()
-            .or(file.data_dir)
-            .unwrap_or_else(|| PathBuf::from("troupe-data"));
-        let store = match self.store.clone().or(file.store).as_deref() {
-            None | Some("sled") => StoreKind::Sled(data_dir),
-            Some("memory") => StoreKind::Memory,
-            Some(url) if is_postgres_url(url) => StoreKind::Postgres(PostgresUrl(url.to_owned())),
-            Some(other) => anyhow::bail!(
-                "unknown --store {:?}; use `sled` (the default, under --data-dir), \
-                 `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` or `memory`",
-                troupe_storage_postgres::PostgresStore::redact(other)
-            ),
-        };
-        runtime.node = match self.node.clone().or(file.node) {
-            Some(node) => node_name(&node)?,
-            None => default_node_name(),
-        };
-        let cluster = match self.placement.clone().or(file.placement) {
-            None => None,
-            Some(replicas) => Some(ClusterConfig {
-                placement: placement_addresses(&replicas)?,
-                advertise: match self.advertise.clone().or(file.advertise) {
-                    Some(a) => Some(host_port("--advertise", &a)?),
-                    None => None,
-                },
-                links,
-            }),
-        };
-        if cluster.is_some() && matches!(store, StoreKind::Sled(_)) {
-            anyhow::bail!(
-                "--placement (a cluster) needs a store the daemons share: with sled each daemon \
-                 keeps its own state, and an actor moving to another daemon would lose it; use \
-                 --store postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (or --store memory for \
-                 actors without state)"
-            );
-        }
-        let metrics_listen = self.metrics_listen.or(file.metrics_listen);
-        runtime.metrics = metrics_listen.is_some();
-        let trace_export = match self.otlp_endpoint.clone().or(file.otlp_endpoint) {
-            Some(url) => Some(TraceExport {
-                endpoint: otlp_endpoint(&url)?,
-                node: runtime.node.clone(),
-            }),
-            None => None,
-        };
-        let insecure = self.insecure || file.insecure;
-        // Where other machines reach a listener the tokens guard, a short
-        // one can be guessed from there.
-        let exposed = !listen.ip().is_loopback()
-            || metrics_listen.is_some_and(|metrics| !metrics.ip().is_loopback());
-        let refuse_short = exposed && !insecure;
-        let api_tokens = token_source(
-            Credential::Api,
-            self.api_token_file.clone().or(file.api_token_file),
-            refuse_short,
-        );
-        let app_tokens = token_source(
-            Credential::App,
-            self.app_token_file.clone().or(file.app_token_file),
-            refuse_short,
-        );
-        let read_tokens = token_source(
-            Credential::Read,
-            self.read_token_file.clone().or(file.read_token_file),
-            refuse_short,
-        );
-        if read_tokens.is_some() && api_tokens.is_none() {
-            anyhow::bail!(
-                "a read-only token (TROUPE_READ_TOKEN or --read-token-file) is set but no API \
-                 token: without TROUPE_API_TOKEN the client and admin APIs are open to everyone, \
-                 so a read-only token restricts nothing. Set TROUPE_API_TOKEN (or \
-                 --api-token-file) for the callers that may change things, or drop the \
-                 read-only token"
-            );
-        }
-        let tls = self.tls.resolve(file.tls.as_ref(), TlsRole::Daemon)?;
-        // Client certificates authenticate every caller as tokens would.
-        let callers_proven = tls
-            .as_ref()
-            .is_some_and(|t| t.client_certs == troupe_tls::ClientCerts::Required);
-        if !listen.ip().is_loopback() && !insecure && !callers_proven {
-            let missing: Vec<&str> = [
-                (&api_tokens, Credential::Api),
-                (&app_tokens, Credential::App),
-            ]
-            .into_iter()
-            .filter(|(tokens, _)| tokens.is_none())
-            .map(|(_, credential)| credential.env_var())
-            .collect();
-            if !missing.is_empty() {
-                let missing = missing.join(" and ");
-                anyhow::bail!(
-                    "--listen {listen} is reachable from other machines, and without {missing} \
-                     anyone who reaches it can call, read and deactivate every actor or register \
-                     as an app and take a type's calls. Set {missing} (or --api-token-file / \
-                     --app-token-file; docs/security.md), listen on a loopback address, or pass \
-                     --insecure if only trusted callers can reach it"
-                );
-            }
-            if tls.is_none() {
-                tracing::warn!(%listen, "listening beyond loopback without TLS: tokens and calls cross the network in plaintext; give --tls-cert, --tls-key and --tls-ca (docs/security.md)");
-            }
-        }
-        let listen_unix = self.listen_unix.clone().or(file.listen_unix);
-        if let (Some(path), Some(_)) = (&listen_unix, &tls) {
-            anyhow::bail!(
-                "--listen-unix {} serves without TLS, which would let local callers past the \
-                 TLS settings of --listen; use one or the other",
-                path.display()
-            );
-        }
-        let metrics_plain_http = self.metrics_plain_http || file.metrics_plain_http;
-        let metrics_tls = match (&tls, metrics_plain_http) {
-            (Some(tls), false) => Some(MetricsTls {
-                files: tls.files.clone(),
-                clients_required: callers_proven,
-            }),
-            _ => None,
-        };
-        // As on --listen: certificates prove scrapers as the token would.
-        // Plain HTTP checks no certificate, so it proves nothing.
-        let scrapers_proven = metrics_tls.as_ref().is_some_and(|t| t.clients_required);
-        if let Some(metrics) = metrics_listen {
-            if !metrics.ip().is_loopback() && api_tokens.is_some() && metrics_tls.is_none() {
-                tracing::warn!(%metrics, "serving /metrics beyond loopback over plain HTTP: scrapers' API token crosses the network in plaintext; give the daemon --tls-cert (and drop --metrics-plain-http) for HTTPS (docs/security.md)");
-            }
-            if !metrics.ip().is_loopback() && !insecure && api_tokens.is_none() && !scrapers_proven
-            {
-                let plain = if callers_proven {
-                    " (over --metrics-plain-http no client certificate is checked: drop it and \
-                     scrapers need a certificate from --tls-ca instead)"
-                } else {
-                    ""
-                };
-                anyhow::bail!(
-                    "--metrics-listen {metrics} is reachable from other machines, and without \
-                     TROUPE_API_TOKEN anyone who reaches it reads the metrics (actor types, peers, \
-                     load){plain}. Set the API token (scrapers then send it as a bearer token, \
-                     e.g. Prometheus's authorization.credentials_file), serve metrics on a \
-                     loopback address, or pass --insecure if only the monitoring network can \
-                     reach it"
-                );
-            }
-        }
-        if self.test_clock {
-            check_test_clock(listen, cluster.is_some())?;
-            runtime.test_clock = true;
-        }
-        // Before anything starts, with the setting's name in the message.
-        runtime.check()?;
-        Ok(ServeConfig {
-            listen,
-            listen_unix,
-            threads,
-            store,
-            sled_cache_bytes: sled_cache_bytes(
-                self.sled_cache_bytes.or(file.sled_cache_bytes),
-                memory.sled_cache_bytes,
-            )?,
-            memory_limit,
-            runtime,
-            trace_export,
-            metrics_listen,
-            metrics_tls,
-            health_listen: self.health_listen.or(file.health_listen),
-            cluster,
-            api_tokens,
-            app_tokens,
-            read_tokens,
-            tls,
-            log_format: self.log_format.or(file.log_format).unwrap_or_default(),
-        })
+        Ok((runtime, threads))
     }
 
     fn link_settings(&self, file: &FileConfig) -> anyhow::Result<LinkSettings> {
