@@ -13,9 +13,10 @@ import os
 import signal
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -143,6 +144,23 @@ def _daemon_args(request: pytest.FixtureRequest) -> list[str]:
     if marker is not None:
         args.extend(marker.args)
     return args
+
+
+@contextlib.asynccontextmanager
+async def fake_server(
+    add_servicer: Callable[[Any, grpc.aio.Server], None], servicer: Any
+) -> AsyncIterator[str]:
+    """A grpc.aio server on a free loopback port serving ``servicer`` (added with its
+    generated ``add_*_to_server``), for tests that script what the daemon answers; yields
+    its address."""
+    server = grpc.aio.server()
+    add_servicer(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        await server.stop(None)
 
 
 @pytest.fixture(autouse=True)

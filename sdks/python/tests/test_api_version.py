@@ -18,7 +18,7 @@ import troupe
 from troupe import _app, _session
 from troupe._proto.troupe.v1 import app_pb2, app_pb2_grpc
 
-from .conftest import REPO_ROOT, Daemon
+from .conftest import REPO_ROOT, Daemon, fake_server
 
 
 @troupe.actor("versioned")
@@ -86,14 +86,8 @@ async def fake_daemon(
 ) -> AsyncIterator[tuple[str, _FakeDaemon]]:
     """A fake daemon answering api_version ``request.param``, and its address."""
     servicer = _FakeDaemon(request.param)
-    server = grpc.aio.server()
-    app_pb2_grpc.add_AppHostServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        yield f"127.0.0.1:{port}", servicer
-    finally:
-        await server.stop(None)
+    async with fake_server(app_pb2_grpc.add_AppHostServicer_to_server, servicer) as address:
+        yield address, servicer
 
 
 @pytest.mark.parametrize("fake_daemon", [2, 0], indirect=True, ids=["version 2", "no version"])

@@ -188,7 +188,7 @@ async def test_an_event_that_does_not_name_its_actor_is_the_watched_actors() -> 
         ]
     )
     watch = troupe.Watch(
-        lambda: cast(Any, call),
+        lambda _after: cast(Any, call),
         "watch bus/b1",
         again="client.watch(...)",
         actor_type="bus",

@@ -19,6 +19,8 @@ from troupe._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
 from troupe._retry import call_key, made_key_retention_ms
 from troupe._turn import TurnScope, current_turn
 
+from .conftest import fake_server
+
 
 class FakeActorClient(client_pb2_grpc.ActorClientServicer):
     """Answers Invoke with "ok" and Tell with nothing, after failing the first
@@ -71,14 +73,8 @@ class FakeActorClient(client_pb2_grpc.ActorClientServicer):
 @pytest.fixture
 async def fake() -> AsyncIterator[tuple[str, FakeActorClient]]:
     servicer = FakeActorClient()
-    server = grpc.aio.server()
-    client_pb2_grpc.add_ActorClientServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
-    try:
-        yield f"127.0.0.1:{port}", servicer
-    finally:
-        await server.stop(None)
+    async with fake_server(client_pb2_grpc.add_ActorClientServicer_to_server, servicer) as address:
+        yield address, servicer
 
 
 def test_a_made_keys_answer_is_kept_for_the_calls_retries_and_a_minute() -> None:

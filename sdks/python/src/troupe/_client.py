@@ -391,6 +391,7 @@ class Client:
         actor_id: str,
         *,
         after: str | None = None,
+        reconnect: bool = False,
     ) -> Watch:
         """Stream the events the actor publishes (``self.ctx.publish(value)`` in its turns)::
 
@@ -414,21 +415,32 @@ class Client:
 
         Events are live, not stored: a watch gets them in the order published, but those
         published while nobody watched, or beyond what the daemon holds, are not delivered
-        at all. The stream has no timeout and is not retried: after an error,
-        watch again with ``after=`` the last cursor. Errors raise as for other calls:
+        at all. The stream has no timeout. Errors raise as for other calls:
         :class:`InvalidArgument` for a bad type, id or cursor, :class:`Overloaded` when the
         daemon watches as many actors as it may, :class:`Unavailable` when it is unreachable.
+
+        ``reconnect=True`` makes the watch outlive a daemon's restart or a broken
+        connection, once it has begun (the first open raises as above): when the stream
+        fails with UNAVAILABLE or the daemon ends it, the watch opens it again by itself,
+        after the last event it yielded (else after ``after``), pausing 0.1 s doubling to
+        5 s between attempts, until it is closed; each re-open is logged once (INFO, logger
+        ``troupe``). Events the daemon can no longer send come as for any resume, the first
+        with ``missed_before=True``; so does the first after a re-open with no cursor to
+        resume from. Other errors still raise. Without it the watch is not retried: watch
+        again with ``after=`` the last cursor.
         """
         actor_type = type_name(actor_type)
-        request = client_pb2.WatchRequest(
-            actor=common_pb2.ActorRef(type=actor_type, id=actor_id), after=_cursor(after)
-        )
+        actor = common_pb2.ActorRef(type=actor_type, id=actor_id)
         return self._new_watch(
-            lambda stub, metadata: stub.Watch(request, metadata=metadata),
+            lambda stub, metadata, cursor: stub.Watch(
+                client_pb2.WatchRequest(actor=actor, after=cursor), metadata=metadata
+            ),
             f"watch {actor_type}/{actor_id}",
             again="client.watch(...)",
             actor_type=actor_type,
             actor_id=actor_id,
+            after=_cursor(after),
+            reconnect=reconnect,
         )
 
     def watch_type(
@@ -437,6 +449,7 @@ class Client:
         *,
         after: str | None = None,
         id_prefix: str | None = None,
+        reconnect: bool = False,
     ) -> Watch:
         """Stream the events every actor of a type publishes, on every daemon of the cluster
         that hosts it: a map of every bus::
@@ -462,46 +475,60 @@ class Client:
         8 MiB); ``missed_before=True`` says some may be missing. None: only events
         published from now on.
 
-        Events are live, not stored, and the stream has no timeout and is not retried:
-        after an error, watch again with ``after=`` the last cursor. Errors raise as for
-        other calls: :class:`InvalidArgument` for an empty type, a bad cursor or a prefix
-        longer than any id, :class:`NotFound` for a type no app has registered,
-        :class:`Overloaded` past the daemon's bounds on watches, :class:`Unavailable` when
-        it is unreachable.
+        Events are live, not stored, and the stream has no timeout. ``reconnect=True``
+        re-opens a broken stream by itself as for :meth:`watch`, with the same
+        ``id_prefix``; without it, after an error, watch again with ``after=`` the last
+        cursor. Errors raise as for other calls: :class:`InvalidArgument` for an empty
+        type, a bad cursor or a prefix longer than any id, :class:`NotFound` for a type no
+        app has registered, :class:`Overloaded` past the daemon's bounds on watches,
+        :class:`Unavailable` when it is unreachable.
         """
         actor_type = type_name(actor_type)
-        request = client_pb2.WatchTypeRequest(
-            type=actor_type, after=_cursor(after), id_prefix=id_prefix or ""
-        )
+        prefix = id_prefix or ""
         what = f"watch_type {actor_type}"
         if id_prefix:
             what += f" id_prefix={id_prefix[:64]!r}"
         return self._new_watch(
-            lambda stub, metadata: stub.WatchType(request, metadata=metadata),
+            lambda stub, metadata, cursor: stub.WatchType(
+                client_pb2.WatchTypeRequest(type=actor_type, after=cursor, id_prefix=prefix),
+                metadata=metadata,
+            ),
             what,
             again="client.watch_type(...)",
             actor_type=actor_type,
+            after=_cursor(after),
+            reconnect=reconnect,
         )
 
     def _new_watch(
         self,
-        rpc: Callable[[Any, Metadata | None], WatchCall],
+        rpc: Callable[[Any, Metadata | None, str], WatchCall],
         what: str,
         *,
         again: str,
         actor_type: str,
         actor_id: str = "",
+        after: str,
+        reconnect: bool,
     ) -> Watch:
-        """A Watch that opens ``rpc(stub, metadata)`` on the watch channel, ended by
-        :meth:`close`."""
+        """A Watch that opens ``rpc(stub, metadata, cursor)`` on the watch channel (a
+        request resuming after ``cursor``), ended by :meth:`close`."""
 
-        def open_call() -> WatchCall:
+        def open_call(cursor: str) -> WatchCall:
             # Here, in the event loop the watch runs on, as the channels bind to it.
             channel = self._open_watch_channel()
             stub = client_pb2_grpc.ActorClientStub(channel)  # type: ignore[no-untyped-call]
-            return rpc(stub, self._call_auth or None)
+            return rpc(stub, self._call_auth or None, cursor)
 
-        watch = Watch(open_call, what, again=again, actor_type=actor_type, actor_id=actor_id)
+        watch = Watch(
+            open_call,
+            what,
+            again=again,
+            actor_type=actor_type,
+            actor_id=actor_id,
+            after=after,
+            reconnect=reconnect,
+        )
         self._watches.add(watch)
         return watch
 

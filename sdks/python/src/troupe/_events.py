@@ -8,6 +8,8 @@ carries a few events, not the call rate invoke and tell are tuned for.
 from __future__ import annotations
 
 import asyncio
+import logging
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -34,8 +36,17 @@ _OLDER_DAEMON = (
     " of the SDK's release"
 )
 
-# Opens the RPC on the client's channel, with its metadata.
-OpenWatch = Callable[[], "WatchCall"]
+# Opens the RPC on the client's channel, with its metadata, resuming after the cursor it is
+# given ("": from now on).
+OpenWatch = Callable[[str], "WatchCall"]
+
+# The pause before a reconnecting watch's first attempt to re-open its stream, doubled
+# after each up to the last; a re-open the daemon answered starts it over.
+_FIRST_PAUSE = 0.1
+_LAST_PAUSE = 5.0
+
+# Records carry the logger's name ("troupe"), so messages do not repeat it.
+log = logging.getLogger("troupe")
 
 
 @dataclass(frozen=True)
@@ -82,8 +93,14 @@ class Watch:
     Leaving the block, or :meth:`aclose`, ends the stream; so does :meth:`Client.close`.
     The iteration then stops. A failure (the daemon is unreachable, it refused the actor's
     type or id or the cursor, or the connection broke) raises the SDK's error for it
-    (:class:`Unavailable`, :class:`InvalidArgument`, ...), as other client calls do; it is
-    not retried: watch again with ``after=`` the last event's cursor to resume.
+    (:class:`Unavailable`, :class:`InvalidArgument`, ...), as other client calls do.
+
+    Made with ``reconnect=True``, a watch that has begun outlives a broken connection or a
+    daemon's restart: when the stream fails with UNAVAILABLE or the daemon ends it, the
+    watch opens it again after the last event it yielded, pausing between attempts (from
+    0.1 s, doubling to 5 s), for as long as it takes, until it is closed. Any other error
+    still raises. Without it the watch is not retried: watch again with ``after=`` the last
+    event's cursor to resume.
     """
 
     def __init__(
@@ -94,21 +111,40 @@ class Watch:
         again: str,
         actor_type: str,
         actor_id: str = "",
+        after: str = "",
+        reconnect: bool = False,
     ) -> None:
-        """``what`` names the watch in errors, ``again`` is the call that starts another
-        (for the error a closed watch raises); ``actor_type`` and ``actor_id`` are the
-        watched actor's (a type watch: the type, no id), for events that do not name their
-        actor."""
+        """``open_call(after)`` opens the RPC resuming after that cursor ("": from now on);
+        ``what`` names the watch in errors and logs, ``again`` is the call that starts
+        another (for the error a closed watch raises); ``actor_type`` and ``actor_id`` are
+        the watched actor's (a type watch: the type, no id), for events that do not name
+        their actor; ``after`` is where the watch starts, ``reconnect`` whether it re-opens
+        a broken stream."""
         self._open = open_call
         self._what = what
         self._again = again
         self._actor_type = actor_type
         self._actor_id = actor_id
+        # Where a re-open resumes: the cursor of the last event yielded, else the one given.
+        self._after = after
+        self._reconnect = reconnect
         self._call: WatchCall | None = None
         self._closed = False
+        # Re-opened from now on (no cursor to resume after): the next event says that
+        # events may be missing, which the daemon cannot know.
+        self._missed = False
+        # The next pause before a re-open, and the wait in it (which closing ends).
+        self._pause = _FIRST_PAUSE
+        self._waking: asyncio.Future[None] | None = None
+        self._reopening = False
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open" if self._call is not None else "not started"
+        if self._closed:
+            state = "closed"
+        elif self._reopening:
+            state = "re-opening"
+        else:
+            state = "open" if self._call is not None else "not started"
         return f"<troupe.Watch {self._what}, {state}>"
 
     @property
@@ -117,8 +153,8 @@ class Watch:
         return self._closed
 
     async def _start(self) -> WatchCall:
-        """Open the RPC and wait for the daemon's response headers, which it sends once it
-        watches; raises the SDK's error when it refused the watch."""
+        """Open the RPC the first time; raises the SDK's error when the daemon refused the
+        watch or is unreachable (a reconnecting watch too: it has not begun)."""
         if self._call is not None:
             return self._call
         if self._closed:
@@ -126,28 +162,32 @@ class Watch:
                 f"{self._what}: this watch is closed; call {self._again} again, with"
                 " after= the last event's cursor to resume where it ended"
             )
-        call = self._open()
-        self._call = call
         try:
-            await call.initial_metadata()
-            if call.done():
-                # Refused (a bad cursor, type or id) or unreachable: the status came
-                # instead of the headers.
-                await call.wait_for_connection()
+            return await self._connect()
         except grpc.aio.AioRpcError as e:
             self._end()
-            note = _OLDER_DAEMON if e.code() == grpc.StatusCode.UNIMPLEMENTED else ""
-            raise from_rpc_error(e, self._what, note=note) from None
+            raise self._error(e) from None
         except asyncio.CancelledError:
             ended_elsewhere = self._closed
             self._end()
-            if ended_elsewhere and not _cancelling():
+            if ended_elsewhere and not _cancelling() and self._call is not None:
                 # Client.close() while it started: an ended watch, which yields nothing.
-                return call
+                return self._call
             raise
         except BaseException:
             self._end()
             raise
+
+    async def _connect(self) -> WatchCall:
+        """Open the RPC after ``self._after`` and wait for the daemon's response headers,
+        which it sends once it watches; raises the AioRpcError of a refusal."""
+        call = self._open(self._after)
+        self._call = call
+        await call.initial_metadata()
+        if call.done():
+            # Refused (a bad cursor, type or id) or unreachable: the status came instead
+            # of the headers.
+            await call.wait_for_connection()
         return call
 
     async def __aenter__(self) -> Watch:
@@ -169,38 +209,144 @@ class Watch:
         if self._closed:
             raise StopAsyncIteration
         call = await self._start()
-        try:
-            msg = await call.read()
-        except grpc.aio.AioRpcError as e:
-            self._end()
-            raise from_rpc_error(e, self._what) from None
-        except asyncio.CancelledError:
-            # grpc.aio cancels the RPC with the read, so the watch is over either way. Ended
-            # by aclose() or Client.close() from elsewhere, that is the iteration's end; the
-            # task's own cancellation goes on.
-            ended_here = self._closed
-            self._end()
-            if ended_here and not _cancelling():
-                raise StopAsyncIteration from None
-            raise
-        if msg is _EOF:
-            # The daemon ended the stream without an error (it is shutting down).
-            self._end()
-            raise StopAsyncIteration
-        assert isinstance(msg, client_pb2.ActorEvent)
+        # A pass per stream: it ends with an event, an error, the watch's close, or (a
+        # reconnecting watch whose stream broke) a re-opened stream to read next.
+        while True:
+            try:
+                msg = await call.read()
+            except grpc.aio.AioRpcError as e:
+                if not (self._reconnect and e.code() == grpc.StatusCode.UNAVAILABLE):
+                    self._end()
+                    raise from_rpc_error(e, self._what) from None
+                cause = _describe(e)
+            except asyncio.CancelledError:
+                self._interrupted()
+                raise
+            else:
+                if msg is not _EOF:
+                    assert isinstance(msg, client_pb2.ActorEvent)
+                    return self._event(msg)
+                # The daemon ended the stream without an error (it is shutting down).
+                if not self._reconnect:
+                    self._end()
+                    raise StopAsyncIteration
+                cause = "the daemon ended the stream"
+            call = await self._reopen(cause)
+
+    def _event(self, msg: client_pb2.ActorEvent) -> ActorEvent:
+        if msg.cursor:
+            self._after = msg.cursor
+        missed, self._missed = self._missed, False
         # A daemon older than ActorEvent.actor leaves it unset: a one-actor watch's events
         # are still its actor's.
         return ActorEvent(
             value=decode_event(msg.payload),
             cursor=msg.cursor,
-            missed_before=msg.missed_before,
+            missed_before=msg.missed_before or missed,
             published_at_unix_ms=msg.published_unix_ms,
             actor_type=msg.actor.type or self._actor_type,
             actor_id=msg.actor.id or self._actor_id,
         )
 
+    async def _reopen(self, cause: str) -> WatchCall:
+        """Open the broken stream again after the last event yielded, pausing before each
+        attempt, until the daemon watches again; raises the SDK's error of a refusal other
+        than UNAVAILABLE, StopAsyncIteration when the watch is closed meanwhile."""
+        if not self._after:
+            # From now on: what was published while the stream was down is skipped, and
+            # the daemon, given no cursor, cannot say so.
+            self._missed = True
+        where = (
+            f"after cursor {self._after}"
+            if self._after
+            else "from now on (events published meanwhile are missed)"
+        )
+        log.debug("%s: the stream broke (%s); re-opening it %s", self._what, cause, where)
+        self._reopening = True
+        try:
+            attempts = 0
+            # An attempt a pass, each after a longer pause; ended by a re-open, an error
+            # other than UNAVAILABLE, or the watch's close.
+            while True:
+                await self._wait_before_attempt()
+                if self._closed:
+                    raise StopAsyncIteration
+                attempts += 1
+                try:
+                    call = await self._connect()
+                except grpc.aio.AioRpcError as e:
+                    if self._closed:
+                        raise StopAsyncIteration from None
+                    if e.code() != grpc.StatusCode.UNAVAILABLE:
+                        self._end()
+                        raise self._error(e) from None
+                    log.debug(
+                        "%s: not re-opened yet (%s); next attempt in up to %.0f ms",
+                        self._what,
+                        _describe(e),
+                        self._pause * 1000,
+                    )
+                    continue
+                if not call.done():
+                    # The daemon watches again: the next outage starts from the shortest
+                    # pause. (A stream that ended at once does not count: retrying it
+                    # without a growing pause would spin.)
+                    self._pause = _FIRST_PAUSE
+                log.info(
+                    "%s: the stream broke (%s); re-opened it %s, attempt %d",
+                    self._what,
+                    cause,
+                    where,
+                    attempts,
+                )
+                return call
+        except asyncio.CancelledError:
+            self._interrupted()
+            raise
+        except StopAsyncIteration:
+            raise
+        except BaseException:
+            self._end()
+            raise
+        finally:
+            self._reopening = False
+
+    async def _wait_before_attempt(self) -> None:
+        """Pause before a re-open, for the current pause times a random factor in [0.5, 1]
+        (so that the watchers of a restarted daemon do not all come back at once), and
+        double the next one; closing the watch ends the pause at once."""
+        seconds = self._pause * random.uniform(0.5, 1.0)
+        self._pause = min(self._pause * 2, _LAST_PAUSE)
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        waking = loop.create_future()
+        timer = loop.call_later(seconds, _wake, waking)
+        self._waking = waking
+        try:
+            await waking
+        finally:
+            timer.cancel()
+            self._waking = None
+
+    def _error(self, e: grpc.aio.AioRpcError) -> Exception:
+        """The SDK's error for a refused open (or re-open) of the watch."""
+        note = _OLDER_DAEMON if e.code() == grpc.StatusCode.UNIMPLEMENTED else ""
+        return from_rpc_error(e, self._what, note=note)
+
+    def _interrupted(self) -> None:
+        """After a wait on the stream was cancelled: grpc.aio cancels the RPC with the
+        read, so the watch is over either way. Ended by aclose() or Client.close() from
+        elsewhere, that is the iteration's end (raises StopAsyncIteration); the task's own
+        cancellation goes on (the caller re-raises it)."""
+        ended_here = self._closed
+        self._end()
+        if ended_here and not _cancelling():
+            raise StopAsyncIteration from None
+
     async def aclose(self) -> None:
-        """End the stream (cancelling the RPC); iterating then stops. Closing twice is fine."""
+        """End the stream (cancelling the RPC, or the pause before a re-open); iterating
+        then stops. Closing twice is fine."""
         self._end()
 
     def _end(self) -> None:
@@ -208,6 +354,17 @@ class Watch:
         call = self._call
         if call is not None and not call.done():
             call.cancel()
+        _wake(self._waking)
+
+
+def _wake(waking: asyncio.Future[None] | None) -> None:
+    if waking is not None and not waking.done():
+        waking.set_result(None)
+
+
+def _describe(e: grpc.aio.AioRpcError) -> str:
+    details = e.details()
+    return f"{e.code().name}: {details}" if details else e.code().name
 
 
 def _cancelling() -> bool:

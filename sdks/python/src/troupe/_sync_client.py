@@ -334,11 +334,16 @@ class SyncClient:
         actor_id: str,
         *,
         after: str | None = None,
+        reconnect: bool = False,
     ) -> SyncWatch:
         """See :meth:`Client.watch`: ``with client.watch("bus", "7") as events:`` returns
         once the daemon watches the actor, and ``for event in events:`` blocks for each
-        event. Leaving the block, ``events.close()`` or :meth:`close` ends it."""
-        return SyncWatch(self, self._client.watch(actor_type, actor_id, after=after))
+        event. Leaving the block, ``events.close()`` or :meth:`close` ends it.
+        ``reconnect=True``: a broken stream is re-opened by itself after the last event
+        (the wait for the next event goes on meanwhile)."""
+        return SyncWatch(
+            self, self._client.watch(actor_type, actor_id, after=after, reconnect=reconnect)
+        )
 
     def watch_type(
         self,
@@ -346,6 +351,7 @@ class SyncClient:
         *,
         after: str | None = None,
         id_prefix: str | None = None,
+        reconnect: bool = False,
     ) -> SyncWatch:
         """See :meth:`Client.watch_type`: the events of every actor of a type (or of those
         whose id starts with ``id_prefix``), a map of every bus::
@@ -355,9 +361,13 @@ class SyncClient:
                     show(event.actor_id, event.value)
 
         Entering returns once the daemon watches the type; leaving the block,
-        ``events.close()`` or :meth:`close` ends it."""
+        ``events.close()`` or :meth:`close` ends it. ``reconnect=True``: a broken stream is
+        re-opened by itself, as :meth:`Client.watch_type` says."""
         return SyncWatch(
-            self, self._client.watch_type(actor_type, after=after, id_prefix=id_prefix)
+            self,
+            self._client.watch_type(
+                actor_type, after=after, id_prefix=id_prefix, reconnect=reconnect
+            ),
         )
 
     def set_reminder(
