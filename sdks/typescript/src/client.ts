@@ -348,6 +348,19 @@ export class Client {
    * iteration then throws). Rejects with {@link InvalidArgument} for a bad type,
    * id or cursor, and as other calls for the rest ({@link Unavailable},
    * {@link Unauthenticated}...).
+   *
+   * With `{ reconnect: true }` the watch outlives a daemon restart or a broken
+   * connection: once it began, a stream that fails with {@link Unavailable} or
+   * that the daemon ends is opened again by itself after the last event's
+   * cursor (100 ms doubling to 5 s between attempts, jittered, until it is
+   * closed), and the iteration throws only other errors. The first event after
+   * a re-open that may have lost some says `missedBefore`. The first open is
+   * not retried: this still rejects when the daemon cannot be reached.
+   *
+   * ```ts
+   * const live = await client.watch<Position>("bus", "b7", { reconnect: true });
+   * for await (const e of live) show(e.value); // goes on across daemon restarts
+   * ```
    */
   watch<T = unknown>(actorType: TypeOrClass, actorId: string, options: WatchOptions = {}): Promise<ActorEventStream<T>> {
     // On the native core too, grpc-js carries the stream: the addon's client has no server streams.
@@ -376,7 +389,9 @@ export class Client {
    * daemon first sends what it still holds of the type's recent events, and
    * `missedBefore` marks an event when some before it did not reach the
    * watcher); it activates no actor; the client's `timeout` does not apply;
-   * `close()`, `signal`, and the client's `close()` end it. Rejects with
+   * `close()`, `signal`, and the client's `close()` end it; `{ reconnect: true }`
+   * re-opens it after a daemon restart or a broken connection (keeping its
+   * `idPrefix`). Rejects with
    * {@link InvalidArgument} for an empty type, a bad cursor or an `idPrefix`
    * longer than any id,
    * {@link NotFound} for a type no app registered, and as other calls for

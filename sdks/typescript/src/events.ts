@@ -4,6 +4,7 @@
 // too, whose client has no server streams (a watch carries few messages, so its
 // speed does not matter).
 import * as grpc from "@grpc/grpc-js";
+import { debuglog } from "node:util";
 import { fromRpcError, TroupeError } from "./errors.js";
 import { type ActorClientClient, type ActorEvent as WireEvent, ActorClientService } from "./gen/troupe/v1/client.js";
 import { decodeResult } from "./payload.js";
@@ -49,6 +50,22 @@ export interface WatchOptions {
    * iteration throws it.
    */
   signal?: AbortSignal;
+  /**
+   * Keep watching across a daemon restart or a broken connection (default
+   * false): once the watch has begun, a stream that fails with
+   * {@link Unavailable} or that the daemon ends (it shut down) is opened again
+   * by itself, after the cursor of the last event received (or the `after`
+   * given, when none came yet), waiting 100 ms doubling to 5 s (jittered)
+   * between attempts, with no limit: it lasts until closed. The iteration
+   * throws only the other errors ({@link InvalidArgument}, {@link NotFound},
+   * {@link Unauthenticated}...), a re-open's included. The daemon marks
+   * `missedBefore` on the first event after a re-open when events may be lost
+   * (it restarted, say); a watch that had no cursor yet (no event, no `after`)
+   * re-opens from then on, and the SDK marks its next event `missedBefore`
+   * itself. The first open is not retried: `watch()` rejects as without it.
+   * Each re-open is logged with `NODE_DEBUG=troupe`.
+   */
+  reconnect?: boolean;
 }
 
 /** Options of {@link Client.watchType}: those of a watch, and which actors. */
@@ -67,6 +84,33 @@ export interface WatchTypeOptions extends WatchOptions {
 const PAUSE_AT = 32;
 const RESUME_BELOW = 8;
 
+// A reconnecting watch's wait before each re-open: doubling from the first to
+// the last, each jittered by a factor in [0.5, 1]; back to the first once a
+// re-open began (the daemon sent its headers).
+const REOPEN_FIRST_MS = 100;
+const REOPEN_MAX_MS = 5000;
+
+// NODE_DEBUG=troupe prints it, as the client's retries (retry.ts).
+const debug = debuglog("troupe");
+
+/** @internal What a reconnecting watch waits with: the real timers and Math.random, or a test's. */
+export interface WatchClock {
+  /** Calls `callback` after `ms`; the function returned cancels it. */
+  after(ms: number, callback: () => void): () => void;
+  /** A number in [0, 1). */
+  random(): number;
+}
+
+const systemClock: WatchClock = {
+  after(ms, callback) {
+    const timer = setTimeout(callback, ms);
+    return () => {
+      clearTimeout(timer);
+    };
+  },
+  random: () => Math.random(),
+};
+
 /**
  * The events of one watched actor, in the order it published them, or of every
  * actor of a watched type (each actor's in the order it published them,
@@ -75,8 +119,9 @@ const RESUME_BELOW = 8;
  * of the loop closes it too). When the daemon ends the watch (it shut down,
  * the connection broke...) the iteration throws the SDK's error for it
  * ({@link Unavailable}, say) once the events received before it were read; a
- * new watch with `after` set to the last cursor read resumes. It can be
- * iterated once.
+ * new watch with `after` set to the last cursor read resumes, or the watch
+ * does so itself when opened with `{ reconnect: true }` ({@link WatchOptions}).
+ * It can be iterated once.
  */
 export class ActorEventStream<T = unknown> implements AsyncIterableIterator<ActorEvent<T>> {
   /**
@@ -86,7 +131,8 @@ export class ActorEventStream<T = unknown> implements AsyncIterableIterator<Acto
    */
   readonly actor: string;
   readonly #target: WatchTarget;
-  readonly #call: grpc.ClientReadableStream<WireEvent>;
+  /** The call the events come from: the first, then each re-open's of a reconnecting watch. */
+  #call: grpc.ClientReadableStream<WireEvent> | undefined;
   readonly #queue: ActorEvent<T>[] = [];
   #waiter: { resolve: (r: IteratorResult<ActorEvent<T>>) => void; reject: (e: Error) => void } | undefined;
   /** Set once the watch is over; `error` is thrown by the next read, once. */
@@ -95,11 +141,19 @@ export class ActorEventStream<T = unknown> implements AsyncIterableIterator<Acto
   #onEnd: (() => void) | undefined;
 
   /** @internal Opened by {@link openWatch}, which feeds it. */
-  constructor(target: WatchTarget, call: grpc.ClientReadableStream<WireEvent>, onEnd: () => void) {
+  constructor(target: WatchTarget, onEnd: () => void) {
     this.actor = target.id === undefined ? target.type : `${target.type}/${target.id}`;
     this.#target = target;
-    this.#call = call;
     this.#onEnd = onEnd;
+  }
+
+  /**
+   * @internal The call events now come from (the first, or a re-open's): held
+   * back at once while the reader has not caught up with those already queued.
+   */
+  attach(call: grpc.ClientReadableStream<WireEvent>): void {
+    this.#call = call;
+    if (this.#paused) call.pause();
   }
 
   /** Whether the watch is over (closed, or ended by the daemon); events received before may still be read. */
@@ -151,14 +205,14 @@ export class ActorEventStream<T = unknown> implements AsyncIterableIterator<Acto
     this.#queue.push(event);
     if (!this.#paused && this.#queue.length >= PAUSE_AT) {
       this.#paused = true;
-      this.#call.pause();
+      this.#call?.pause();
     }
   }
 
   /** Ends the watch with `error` and leaves the call: the daemon sent what the stream cannot pass on. */
   #fail(error: Error): void {
     this.end(error);
-    this.#call.cancel();
+    this.#call?.cancel();
   }
 
   /** @internal The watch is over: `error` undefined for a plain end (or a close). Only the first end counts. */
@@ -182,7 +236,8 @@ export class ActorEventStream<T = unknown> implements AsyncIterableIterator<Acto
     if (event !== undefined) {
       if (this.#paused && this.#queue.length < RESUME_BELOW && this.#ended === undefined) {
         this.#paused = false;
-        this.#call.resume();
+        // Between a reconnecting watch's calls, the next one starts unpaused.
+        this.#call?.resume();
       }
       return Promise.resolve({ value: event, done: false });
     }
@@ -215,7 +270,7 @@ export class ActorEventStream<T = unknown> implements AsyncIterableIterator<Acto
   close(): void {
     if (this.#ended !== undefined) return;
     this.end(undefined);
-    this.#call.cancel();
+    this.#call?.cancel();
   }
 
   /** For `using stream = await client.watch(...)` (or `client.watchType(...)`). */
@@ -244,7 +299,9 @@ function watchLabel(target: WatchTarget): string {
  * the response headers, which it does once it watches the actor (the type, for
  * WatchType), so that every event published after that reaches the stream. Rejects with the SDK's error
  * (fromRpcError) when the daemon refuses the watch, with the signal's reason, or
- * when the client is closed first.
+ * when the client is closed first. With `options.reconnect`, a watch under way
+ * whose call fails with UNAVAILABLE or ends is opened again (WatchOptions.reconnect),
+ * waiting on `clock` in between.
  */
 export function openWatch<T>(
   stub: ActorClientClient,
@@ -252,11 +309,16 @@ export function openWatch<T>(
   options: WatchOptions,
   /** The client's open watches, which its close() ends: this one is in it until it ends. */
   watches: Set<() => void>,
+  clock: WatchClock = systemClock,
 ): Promise<ActorEventStream<T>> {
   const what = watchLabel(target);
   const after: unknown = options.after ?? "";
   if (typeof after !== "string") {
     return Promise.reject(new TypeError(`${what}: after must be the cursor (a string) of an event a watch received, not ${String(after)}`));
+  }
+  const reconnect: unknown = options.reconnect ?? false;
+  if (typeof reconnect !== "boolean") {
+    return Promise.reject(new TypeError(`${what}: reconnect must be true or false, not ${String(reconnect)}`));
   }
   const signal = options.signal;
   if (signal?.aborted === true) return Promise.reject(abortError(signal.reason));
@@ -266,28 +328,38 @@ export function openWatch<T>(
     return Promise.reject(new TypeError(`${what}: idPrefix must be a string, not ${String(idPrefix)}`));
   }
   // No deadline, not even the client's timeout: a watch lasts until it is closed.
-  const open = (): grpc.ClientReadableStream<WireEvent> => {
+  const open = (from: string): grpc.ClientReadableStream<WireEvent> => {
     if (id === undefined) {
       const method = ActorClientService.watchType;
-      return stub.makeServerStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, { type, after, idPrefix }, new grpc.Metadata(), {});
+      return stub.makeServerStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, { type, after: from, idPrefix }, new grpc.Metadata(), {});
     }
     const method = ActorClientService.watch;
-    return stub.makeServerStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, { actor: { type, id }, after }, new grpc.Metadata(), {});
+    return stub.makeServerStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, { actor: { type, id }, after: from }, new grpc.Metadata(), {});
   };
   // Said when a daemon without WatchType refuses one, instead of a bare UNIMPLEMENTED.
   const unimplementedNote = id === undefined ? "; this daemon has no WatchType: run a daemon of the same version as the SDK" : "";
   return new Promise<ActorEventStream<T>>((resolve, reject) => {
-    const call = open();
+    let began = false;
+    /** The call under way (or the last one, while a reconnecting watch waits to re-open). */
+    let current: grpc.ClientReadableStream<WireEvent> | undefined;
+    /** Where a re-open resumes: the `after` given, then the cursor of each event received. */
+    let cursor = after;
+    let reopenMs = REOPEN_FIRST_MS;
+    /** Cancels the wait before the next re-open, while there is one. */
+    let cancelWait: (() => void) | undefined;
+    /** A re-open without a cursor resumed from then on: its first event says some may be missing. */
+    let markMissed = false;
     const onAbort = (): void => {
       fail(abortError(signal?.reason));
-      call.cancel();
+      current?.cancel();
     };
     signal?.addEventListener("abort", onAbort, { once: true });
-    const stream = new ActorEventStream<T>(target, call, () => {
+    const stream = new ActorEventStream<T>(target, () => {
       signal?.removeEventListener("abort", onAbort);
       watches.delete(closeWithClient);
+      cancelWait?.();
+      cancelWait = undefined;
     });
-    let began = false;
     // The client's close() ends the iteration as the stream's own close() does.
     const closeWithClient = (): void => {
       if (!began) reject(new TroupeError(`${what}: the client was closed before the daemon began the watch`));
@@ -301,27 +373,72 @@ export function openWatch<T>(
       if (!began) reject(error);
       stream.end(began ? error : undefined);
     }
-    call.on("metadata", () => {
-      if (began || stream.ended) return;
-      began = true;
-      resolve(stream);
-    });
-    call.on("data", (event: WireEvent) => {
-      stream.push(event);
-    });
-    call.on("error", (err: grpc.ServiceError) => {
-      // Events that came before the status may still wait in the call's buffer
-      // (the reader was behind): they are read first (read() hands each to "data").
-      while (call.readableLength > 0) {
-        // Typed as an event, but null when nothing can be read after all.
-        const read: unknown = call.read();
-        if (read === null) break;
-      }
-      fail(fromRpcError(err, what, err.code === grpc.status.UNIMPLEMENTED ? unimplementedNote : ""));
-    });
-    call.on("end", () => {
-      if (began) stream.end(undefined);
-      else fail(new TroupeError(`${what}: the daemon ended the watch before it began; watch again`));
-    });
+    /** A reconnecting watch's call failed with UNAVAILABLE (`err`) or ended (undefined): open another after a while. */
+    const reopenLater = (err: grpc.ServiceError | undefined): void => {
+      if (stream.ended) return;
+      const waitMs = reopenMs * (0.5 + 0.5 * clock.random());
+      reopenMs = Math.min(reopenMs * 2, REOPEN_MAX_MS);
+      if (cursor === "") markMissed = true;
+      const why = err === undefined ? "the daemon ended the stream" : `${grpc.status[err.code]}: ${err.details === "" ? "no details" : err.details}`;
+      const from = cursor === "" ? "from then on (no event yet)" : `after ${cursor}`;
+      debug("%s: %s; re-opening %s in %d ms", what, why, from, Math.round(waitMs));
+      cancelWait = clock.after(waitMs, () => {
+        cancelWait = undefined;
+        if (stream.ended) return;
+        try {
+          connect();
+        } catch (e) {
+          fail(e instanceof Error ? e : new Error(String(e)));
+        }
+      });
+    };
+    /** Opens a call (the first, or a re-open) and feeds the stream from it. */
+    const connect = (): void => {
+      const call = open(cursor);
+      current = call;
+      stream.attach(call);
+      // Whether this call's end (its error, or its plain end) was handled: only the first counts.
+      let over = false;
+      call.on("metadata", () => {
+        if (stream.ended) return;
+        if (began) {
+          reopenMs = REOPEN_FIRST_MS; // a re-open began
+          return;
+        }
+        began = true;
+        resolve(stream);
+      });
+      call.on("data", (event: WireEvent) => {
+        if (markMissed) {
+          markMissed = false;
+          stream.push({ ...event, missedBefore: true });
+        } else {
+          stream.push(event);
+        }
+        cursor = event.cursor;
+      });
+      call.on("error", (err: grpc.ServiceError) => {
+        if (over) return;
+        // Events that came before the status may still wait in the call's buffer
+        // (the reader was behind): they are read first (read() hands each to "data").
+        while (call.readableLength > 0) {
+          // Typed as an event, but null when nothing can be read after all.
+          const read: unknown = call.read();
+          if (read === null) break;
+        }
+        over = true;
+        if (reconnect && began && err.code === grpc.status.UNAVAILABLE) reopenLater(err);
+        else fail(fromRpcError(err, what, err.code === grpc.status.UNIMPLEMENTED ? unimplementedNote : ""));
+      });
+      // After the events before it were read: a paused call ends once the reader caught up.
+      call.on("end", () => {
+        if (over) return;
+        over = true;
+        if (!began) fail(new TroupeError(`${what}: the daemon ended the watch before it began; watch again`));
+        else if (reconnect) reopenLater(undefined);
+        else stream.end(undefined);
+      });
+    };
+    connect();
   });
 }

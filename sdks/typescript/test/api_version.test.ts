@@ -10,7 +10,7 @@ import { after, before, describe, test } from "node:test";
 import { inspect } from "node:util";
 import { type AppMessage, AppHostService, type DaemonMessage, type Register } from "../src/gen/troupe/v1/app.js";
 import { Actor, actor, API_VERSION, ApiVersionMismatch, App, FailedPrecondition, method, SDK_NAME, SDK_VERSION } from "../src/index.js";
-import { type Daemon, host, quietLogger, REPO_ROOT, SDK_ROOT, startDaemon, within } from "./helpers.js";
+import { bindLoopback, type Daemon, host, quietLogger, REPO_ROOT, SDK_ROOT, startDaemon, within } from "./helpers.js";
 
 @actor("versioned")
 class Versioned extends Actor {
@@ -72,12 +72,7 @@ class FakeDaemon {
         stream.on("error", () => undefined);
       },
     });
-    this.port = await new Promise<number>((resolve, reject) => {
-      this.#server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => {
-        if (err === null) resolve(port);
-        else reject(err);
-      });
-    });
+    this.port = await bindLoopback(this.#server);
   }
 
   get address(): string {

@@ -6,14 +6,13 @@ import * as grpc from "@grpc/grpc-js";
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { AppMessage, DaemonMessage, Turn, TurnResult } from "../src/gen/troupe/v1/app.js";
-import { type ActorEvent as WireEvent, ActorClientService, type WatchRequest, type WatchTypeRequest } from "../src/gen/troupe/v1/client.js";
-import { type ActorRef, ContentType, TurnKind } from "../src/gen/troupe/v1/common.js";
+import { ActorClientService } from "../src/gen/troupe/v1/client.js";
+import { ContentType, TurnKind } from "../src/gen/troupe/v1/common.js";
 import {
   Actor,
   actor,
   ActorError,
   type ActorEvent,
-  type ActorEventStream,
   App,
   Client,
   InvalidArgument,
@@ -25,9 +24,9 @@ import {
 } from "../src/index.js";
 import { startTestEnv, type TestEnv } from "../src/testing.js";
 import { attachedApp, FakeDaemon } from "./fake_daemon.js";
-import { type Daemon, quietLogger, signal, startDaemon, troupeBin, within } from "./helpers.js";
+import { endWith, FakeWatchServer, take, values, WAIT_MS, wireEvent } from "./fake_watch.js";
+import { bindLoopback, type Daemon, quietLogger, signal, startDaemon, troupeBin, within } from "./helpers.js";
 
-const WAIT_MS = 10_000;
 const HOOK_ERROR = /events can only be published from a turn/;
 
 /** Where a cursor is: `<16 hex epoch>-<decimal seq>`. */
@@ -36,19 +35,6 @@ function parseCursor(cursor: string): { epoch: string; seq: bigint } {
   assert.ok(m?.[1] !== undefined && m[2] !== undefined, `cursor ${JSON.stringify(cursor)} is not <16 hex>-<seq>`);
   return { epoch: m[1], seq: BigInt(m[2]) };
 }
-
-/** The next `n` events of `stream`, each awaited for at most WAIT_MS. */
-async function take<T>(stream: ActorEventStream<T>, n: number): Promise<ActorEvent<T>[]> {
-  const got: ActorEvent<T>[] = [];
-  while (got.length < n) {
-    const r = await within(WAIT_MS, `event ${String(got.length + 1)} of ${String(n)} from ${stream.actor}`, stream.next());
-    assert.equal(r.done, false, `the watch of ${stream.actor} ended after ${String(got.length)} of ${String(n)} events`);
-    got.push(r.value);
-  }
-  return got;
-}
-
-const values = <T>(events: readonly ActorEvent<T>[]): T[] => events.map((e) => e.value);
 
 // ---------------------------------------------------------------------------
 // The app's side on a fake daemon.
@@ -269,82 +255,6 @@ describe("ctx.publish: TurnResult.events on a fake daemon", () => {
 // does with a reader that falls behind and with the way the server ends it, and
 // what the call carries (on the native core too, where grpc-js carries it).
 
-type FakeCall = grpc.ServerWritableStream<WatchRequest, WireEvent> | grpc.ServerWritableStream<WatchTypeRequest, WireEvent>;
-
-/** One Watch or WatchType the fake server received, for the test to answer. */
-interface FakeWatch {
-  rpc: "watch" | "watchType";
-  call: FakeCall;
-  /** Resolves when the client leaves (it cancelled the call). */
-  cancelled: Promise<void>;
-}
-
-class FakeWatchServer {
-  readonly #server = new grpc.Server();
-  readonly #waiting: ((w: FakeWatch) => void)[] = [];
-  readonly #arrived: FakeWatch[] = [];
-  port = 0;
-
-  async start(): Promise<void> {
-    const arrive = (rpc: FakeWatch["rpc"], call: FakeCall): void => {
-      const cancelled = new Promise<void>((resolve) => {
-        call.on("cancelled", () => {
-          resolve();
-        });
-      });
-      const w = { rpc, call, cancelled };
-      const waiter = this.#waiting.shift();
-      if (waiter === undefined) this.#arrived.push(w);
-      else waiter(w);
-    };
-    this.#server.addService(ActorClientService, {
-      watch: (call: grpc.ServerWritableStream<WatchRequest, WireEvent>) => {
-        arrive("watch", call);
-      },
-      watchType: (call: grpc.ServerWritableStream<WatchTypeRequest, WireEvent>) => {
-        arrive("watchType", call);
-      },
-    });
-    this.port = await new Promise<number>((resolve, reject) => {
-      this.#server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => {
-        if (err === null) resolve(port);
-        else reject(err);
-      });
-    });
-  }
-
-  get address(): string {
-    return `127.0.0.1:${String(this.port)}`;
-  }
-
-  /** The next Watch or WatchType to arrive. */
-  next(): Promise<FakeWatch> {
-    const w = this.#arrived.shift();
-    if (w !== undefined) return Promise.resolve(w);
-    return within(WAIT_MS, "a Watch at the fake server", new Promise<FakeWatch>((resolve) => this.#waiting.push(resolve)));
-  }
-
-  stop(): void {
-    this.#server.forceShutdown();
-  }
-}
-
-/** An event as the daemon sends it; `actor` left out as a daemon older than ActorEvent.actor does. */
-function wireEvent(value: unknown, seq: number, missedBefore = false, actor?: ActorRef): WireEvent {
-  return {
-    payload: { data: Buffer.from(JSON.stringify(value)), contentType: ContentType.CONTENT_TYPE_JSON },
-    cursor: `00000000000000ab-${String(seq)}`,
-    missedBefore,
-    publishedUnixMs: 1_700_000_000_000n + BigInt(seq),
-    actor,
-  };
-}
-
-/** Ends a fake Watch with `code`, as the daemon does. */
-function endWith(call: FakeCall, code: grpc.status, details: string): void {
-  call.emit("error", { code, details, metadata: new grpc.Metadata() });
-}
-
 describe("client.watch on a fake server", () => {
   const server = new FakeWatchServer();
   let client: Client;
@@ -469,12 +379,7 @@ describe("client.watch on a fake server", () => {
   test("watchType on a server without WatchType says the daemon must be upgraded", async () => {
     const bare = new grpc.Server();
     bare.addService(ActorClientService, {});
-    const port = await new Promise<number>((resolve, reject) => {
-      bare.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => {
-        if (err === null) resolve(p);
-        else reject(err);
-      });
-    });
+    const port = await bindLoopback(bare);
     const own = new Client({ address: `127.0.0.1:${String(port)}` });
     try {
       await assert.rejects(

@@ -3,7 +3,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { type AppMessage, AppHostService, type DaemonMessage, type Register } from "../src/gen/troupe/v1/app.js";
 import { type ActorClass, API_VERSION, App, type Logger } from "../src/index.js";
-import { within } from "./helpers.js";
+import { bindLoopback, within } from "./helpers.js";
 
 /** The daemon's side of one Attach stream: keeps Register, and every later write of the app as it came. */
 export class FakeDaemon {
@@ -32,12 +32,7 @@ export class FakeDaemon {
         stream.on("error", () => undefined);
       },
     });
-    this.port = await new Promise<number>((resolve, reject) => {
-      this.#server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => {
-        if (err === null) resolve(port);
-        else reject(err);
-      });
-    });
+    this.port = await bindLoopback(this.#server);
   }
 
   send(msg: DaemonMessage): void {

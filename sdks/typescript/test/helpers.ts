@@ -1,4 +1,5 @@
 // Test support: the real `troupe` daemon binary, an App hosted for a block, bounded waits.
+import * as grpc from "@grpc/grpc-js";
 import { type ChildProcess, spawn } from "node:child_process";
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -187,4 +188,14 @@ export function signal<T = void>(): { promise: Promise<T>; resolve: (value: T) =
     resolveFn = r;
   });
   return { promise, resolve: resolveFn };
+}
+
+/** Binds `server` to a free loopback port, for a fake daemon; resolves with the port. */
+export function bindLoopback(server: grpc.Server): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, port) => {
+      if (err === null) resolve(port);
+      else reject(err);
+    });
+  });
 }

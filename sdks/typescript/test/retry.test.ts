@@ -13,7 +13,7 @@ import { encodeResult } from "../src/payload.js";
 import { callKey, madeKeyRetentionMs } from "../src/retry.js";
 import type { Scheduler } from "../src/schedule.js";
 import { currentTurn, TurnScope } from "../src/turn.js";
-import { within } from "./helpers.js";
+import { bindLoopback, within } from "./helpers.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -59,12 +59,7 @@ class FakeActorClient {
         answer({ rpc: "tell", key: call.request.idempotencyKey, delivery: call.request.delivery, newKey: call.request.newKey, keyRetentionMs: call.request.keyRetentionMs, at: performance.now() }, callback, { reminder: "", dueUnixMs: 0n });
       },
     });
-    const port = await new Promise<number>((resolve, reject) => {
-      this.#server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => {
-        if (err === null) resolve(p);
-        else reject(err);
-      });
-    });
+    const port = await bindLoopback(this.#server);
     this.address = `127.0.0.1:${port}`;
   }
 
