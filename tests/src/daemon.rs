@@ -130,8 +130,24 @@ impl Daemon {
 
     /// Runs `cmd serve --listen 127.0.0.1:0 --data-dir DIR ARGS...`, `cmd`
     /// being the daemon or what execs it.
-    async fn launch(
+    async fn launch(cmd: Command, data_dir: &Path, extra_args: &[&str]) -> anyhow::Result<Daemon> {
+        Self::launch_on(cmd, "127.0.0.1:0", data_dir, extra_args).await
+    }
+
+    /// Stops the daemon (SIGTERM) and starts it again on the same address
+    /// and data dir with `extra_args`, as a restart in place would: clients
+    /// that dial its address reach the new one.
+    pub async fn restart(&mut self, extra_args: &[&str]) -> anyhow::Result<()> {
+        self.terminate().await?;
+        let listen = self.addr.to_string();
+        let cmd = Command::new(troupe_bin());
+        *self = Self::launch_on(cmd, &listen, &self.data_dir, extra_args).await?;
+        Ok(())
+    }
+
+    async fn launch_on(
         mut cmd: Command,
+        listen: &str,
         data_dir: &Path,
         extra_args: &[&str],
     ) -> anyhow::Result<Daemon> {
@@ -140,7 +156,7 @@ impl Daemon {
             .suffix(".log")
             .tempfile()?;
         cmd.arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .args(["--listen", listen, "--data-dir"])
             .arg(data_dir)
             .args(extra_args);
         let (child, addr) = spawn_announced(cmd, &log, "troupe listening on ").await?;

@@ -2,15 +2,19 @@
 //! every actor's events, each named with its actor and in that actor's
 //! turn order; it resumes after its cursor; a bad cursor or a type nobody
 //! hosts is refused; one of an id prefix gets only those actors' events;
-//! and the CLI prints a type's events with their actors.
+//! and the CLI prints a type's events with their actors, through a daemon's
+//! restart with `--reconnect`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use anyhow::Context;
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tonic::Code;
 use troupe_proto::v1 as pb;
 use troupe_tests::{
-    cli_against, daemon_with_app, event_actor, event_text, next_event, type_spec, Client, Events,
+    cli_against, daemon_with_app, event_actor, event_text, next_event, troupe_bin, type_spec,
+    within, Client, Events, TestApp,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -212,5 +216,62 @@ async fn a_type_watch_of_an_id_prefix_gets_only_those_actors_events() -> anyhow:
         .await
         .map(|_| ());
     assert_eq!(refused.map_err(|s| s.code()), Err(Code::InvalidArgument));
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_watch_with_reconnect_outlives_a_daemon_restart() -> anyhow::Result<()> {
+    // The restarted daemon waits for the app to come back rather than refuse
+    // the type, for longer than the test takes.
+    let args = ["--host-wait", "120s"];
+    let (_dir, mut daemon, app, mut client) =
+        daemon_with_app(&args, vec![type_spec("counter")]).await?;
+    let mut events = client.watch_type("counter", "").await?;
+    publish(&mut client, "r1", 1).await?;
+    let before = take(&mut events, 1).await?.remove(0);
+    let addr = daemon.addr.to_string();
+    let mut watch = tokio::process::Command::new(troupe_bin())
+        .args(["actors", "watch", "counter", "--reconnect", "--count", "3"])
+        .args(["--after", &before.cursor, "-o", "json", "--addr", &addr])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdout = watch.stdout.take().context("the watch's stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let mut next_line = async || -> anyhow::Result<serde_json::Value> {
+        let line = within(WAIT, "the CLI's next event", lines.next_line()).await??;
+        Ok(serde_json::from_str(
+            &line.context("the CLI's output ended")?,
+        )?)
+    };
+    // The event after the cursor, held for it: the CLI is watching.
+    assert_eq!(next_line().await?["value"], serde_json::json!({"after": 1}));
+
+    drop(events);
+    drop(app);
+    daemon.restart(&args).await?;
+    let _app = TestApp::attach(daemon.addr, vec![type_spec("counter")]).await?;
+    let mut client = daemon.client().await?;
+    // A watch of the type opened before the next publish makes the new daemon
+    // hold the type's events, whenever the CLI's re-open comes.
+    let mut events = client.watch_type("counter", "").await?;
+    publish(&mut client, "r2", 5).await?;
+    take(&mut events, 2).await?;
+    let after = next_line().await?;
+    assert_eq!(
+        (&after["actor"], &after["value"], &after["missed_before"]),
+        (
+            &serde_json::json!("r2"),
+            &serde_json::json!(5),
+            &serde_json::json!(true)
+        ),
+        "the restarted daemon's stream is another: events may be missing before it"
+    );
+    assert_eq!(next_line().await?["value"], serde_json::json!({"after": 5}));
+    let output = within(WAIT, "the CLI to exit", watch.wait_with_output()).await??;
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{err}");
+    assert!(err.contains("watching every counter again"), "{err}");
     Ok(())
 }

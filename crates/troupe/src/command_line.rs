@@ -278,21 +278,8 @@ pub(crate) enum ActorsCommand {
     /// Without ID, those of every actor of the type, on every daemon.
     /// Watching does not activate the actor.
     Watch {
-        #[arg(value_name = "TYPE")]
-        actor_type: String,
-        /// The actor to watch; none: every actor of TYPE.
-        id: Option<String>,
-        /// Without ID: only the actors whose id starts with this
-        /// ("tenant-42/"), left out by each daemon before they travel.
-        #[arg(long, value_name = "PREFIX", conflicts_with = "id")]
-        id_prefix: Option<String>,
-        /// Resume after this event's cursor (from an earlier watch's
-        /// output): the events since that the daemon still holds come first.
-        #[arg(long, value_name = "CURSOR")]
-        after: Option<String>,
-        /// Stop after this many events.
-        #[arg(long, value_name = "N")]
-        count: Option<u64>,
+        #[command(flatten)]
+        args: cli::WatchArgs,
         #[command(flatten)]
         target: cli::Target,
     },

@@ -160,14 +160,7 @@ async fn run(command: Command, serve: Option<config::ServeConfig>) -> anyhow::Re
                 id,
                 target,
             } => cli::actors_get(&target, actor_type, id).await,
-            ActorsCommand::Watch {
-                actor_type,
-                id,
-                id_prefix,
-                after,
-                count,
-                target,
-            } => cli::actors_watch(&target, actor_type, id, id_prefix, after, count).await,
+            ActorsCommand::Watch { args, target } => cli::actors_watch(&target, args).await,
             ActorsCommand::Deactivate {
                 actor_type,
                 id,

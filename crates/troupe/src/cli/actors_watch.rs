@@ -1,9 +1,11 @@
 //! `troupe actors watch TYPE [ID]`: prints an actor's events as it
 //! publishes them (`ActorClient.Watch`), or every actor's of the type
 //! (`WatchType`, those whose id starts with `--id-prefix` if given), until
-//! interrupted, `--count` events, or a reader that closed the pipe.
+//! interrupted, `--count` events, or a reader that closed the pipe; with
+//! `--reconnect`, through the daemon's restarts.
 
 use std::io::Write as _;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
@@ -12,74 +14,154 @@ use super::actors::actor_ref;
 use super::render::{self, Shown};
 use super::{actor_name, connect, fail, tell_user, Exit, Output, Target};
 
-pub async fn actors_watch(
-    target: &Target,
-    actor_type: String,
-    id: Option<String>,
-    id_prefix: Option<String>,
-    after: Option<String>,
-    count: Option<u64>,
-) -> anyhow::Result<()> {
+type ActorClient = pb::actor_client_client::ActorClientClient<super::Authed>;
+
+/// What `troupe actors watch` watches, and how (its arguments).
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    #[arg(value_name = "TYPE")]
+    pub actor_type: String,
+    /// The actor to watch; none: every actor of TYPE.
+    pub id: Option<String>,
+    /// Without ID: only the actors whose id starts with this
+    /// ("tenant-42/"), left out by each daemon before they travel.
+    #[arg(long, value_name = "PREFIX", conflicts_with = "id")]
+    pub id_prefix: Option<String>,
+    /// Resume after this event's cursor (from an earlier watch's
+    /// output): the events since that the daemon still holds come first.
+    #[arg(long, value_name = "CURSOR")]
+    pub after: Option<String>,
+    /// Stop after this many events.
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    /// When the daemon goes away (it restarts, the connection breaks),
+    /// watch again after the last event's cursor, pausing 0.1 s doubling
+    /// to 5 s between attempts, rather than exit.
+    #[arg(long)]
+    pub reconnect: bool,
+}
+
+type Events = tonic::Streaming<pb::ActorEvent>;
+
+// A reconnecting watch's pause before each re-open: doubling from the first
+// to the last, back to the first once a re-open is answered.
+const REOPEN_FIRST: Duration = Duration::from_millis(100);
+const REOPEN_MOST: Duration = Duration::from_secs(5);
+
+pub async fn actors_watch(target: &Target, args: WatchArgs) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
-    let after = after.unwrap_or_default();
-    let id_prefix = id_prefix.unwrap_or_default();
-    let name = match &id {
-        Some(id) => actor_name(&actor_type, id),
-        None if id_prefix.is_empty() => format!("every {actor_type}"),
+    let id_prefix = args.id_prefix.clone().unwrap_or_default();
+    let name = match &args.id {
+        Some(id) => actor_name(&args.actor_type, id),
+        None if id_prefix.is_empty() => format!("every {}", args.actor_type),
         None => format!(
-            "every {actor_type} whose id starts with {}",
+            "every {} whose id starts with {}",
+            args.actor_type,
             troupe_runtime::validate::abridged(&id_prefix, 64)
         ),
     };
     let request = daemon.request(format!("watch {name}"));
-    let mut client = daemon.actor_client();
-    let watched = match &id {
-        Some(id) => {
-            client
-                .watch(pb::WatchRequest {
-                    actor: actor_ref(&actor_type, id),
-                    after,
-                })
-                .await
-        }
-        None => {
-            client
-                .watch_type(pb::WatchTypeRequest {
-                    r#type: actor_type.clone(),
-                    after,
-                    id_prefix,
-                })
-                .await
+    let client = daemon.actor_client();
+    // Where a re-open resumes: the cursor given, then each event's.
+    let mut cursor = args.after.clone().unwrap_or_default();
+    let open = |client: &ActorClient, after: String| {
+        let mut client = client.clone();
+        let (ty, id, id_prefix) = (args.actor_type.clone(), args.id.clone(), id_prefix.clone());
+        async move {
+            let watched = match id {
+                Some(id) => {
+                    let actor = actor_ref(&ty, &id);
+                    client.watch(pb::WatchRequest { actor, after }).await
+                }
+                None => {
+                    let r#type = ty;
+                    let request = pb::WatchTypeRequest {
+                        r#type,
+                        after,
+                        id_prefix,
+                    };
+                    client.watch_type(request).await
+                }
+            };
+            watched.map(tonic::Response::into_inner)
         }
     };
-    let mut events = watched.map_err(|s| request.failed(s))?.into_inner();
-    let whole_type = id.is_none();
+    let mut events: Events = open(&client, cursor.clone())
+        .await
+        .map_err(|s| request.failed(s))?;
+    let whole_type = args.id.is_none();
     // Once the daemon answered: every event published from here on comes.
     tell_user(format_args!("watching {name}; Ctrl-C to stop\n"));
     let mut seen = 0u64;
-    while count.is_none_or(|n| seen < n) {
-        let Some(event) = events.message().await.map_err(|s| request.failed(s))? else {
+    // Re-opened with no cursor, from then on: what was published meanwhile
+    // is skipped, which the daemon cannot say.
+    let mut missed = false;
+    while args.count.is_none_or(|n| seen < n) {
+        let broke = match events.message().await {
+            Ok(Some(mut event)) => {
+                event.missed_before |= std::mem::take(&mut missed);
+                cursor.clone_from(&event.cursor);
+                let line = match target.output {
+                    Output::Json => event_json(&event).to_string(),
+                    Output::Table => event_line(&event, whole_type),
+                };
+                let mut out = std::io::stdout().lock();
+                if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+                    // Nobody reads any more (`| head -1`): done.
+                    return Ok(());
+                }
+                seen = seen.saturating_add(1);
+                continue;
+            }
+            Ok(None) => "the daemon ended it".to_owned(),
+            Err(status) if args.reconnect && status.code() == tonic::Code::Unavailable => {
+                status.message().to_owned()
+            }
+            Err(status) => return Err(request.failed(status)),
+        };
+        if !args.reconnect {
             return Err(fail(
                 Exit::Daemon,
                 format!(
                     "the daemon at {} ended the watch of {name}; watch again (with --after and \
-                     the last cursor to resume)",
+                     the last cursor to resume, or --reconnect)",
                     target.addr
                 ),
             ));
-        };
-        let line = match target.output {
-            Output::Json => event_json(&event).to_string(),
-            Output::Table => event_line(&event, whole_type),
-        };
-        let mut out = std::io::stdout().lock();
-        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
-            // Nobody reads any more (`| head -1`): done.
-            return Ok(());
         }
-        seen = seen.saturating_add(1);
+        missed |= cursor.is_empty();
+        let from = if cursor.is_empty() {
+            "from now on".to_owned()
+        } else {
+            format!("after {cursor}")
+        };
+        tell_user(format_args!(
+            "the watch of {name} broke ({broke}); watching again {from}\n"
+        ));
+        let mut pause = REOPEN_FIRST;
+        events = loop {
+            tokio::time::sleep(jittered(pause)).await;
+            pause = pause.saturating_mul(2).min(REOPEN_MOST);
+            match open(&client, cursor.clone()).await {
+                Ok(events) => break events,
+                Err(status) if status.code() == tonic::Code::Unavailable => continue,
+                Err(status) => return Err(request.failed(status)),
+            }
+        };
+        tell_user(format_args!("watching {name} again\n"));
     }
     Ok(())
+}
+
+/// `pause` times a factor in [0.5, 1], so that the watches of a restarted
+/// daemon do not all come back at once; the clock's nanoseconds are random
+/// enough for that.
+fn jittered(pause: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let factor = 0.5 + 0.5 * (f64::from(nanos % 1000) / 1000.0);
+    pause.mul_f64(factor)
 }
 
 /// The id of the actor that published `event`.

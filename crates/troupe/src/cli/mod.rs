@@ -42,7 +42,7 @@ use crate::auth::BearerToken;
 
 pub use actors::{actors_deactivate, actors_list};
 pub use actors_get::actors_get;
-pub use actors_watch::actors_watch;
+pub use actors_watch::{actors_watch, WatchArgs};
 pub use backup::{backup, restore};
 pub use calls::{invoke, tell, CallArgs, MethodRef, TellDelivery};
 pub use cluster::{cluster_status, ClusterTarget};
