@@ -419,8 +419,11 @@ export function openWatch<T>(
       });
       call.on("error", (err: grpc.ServiceError) => {
         if (over) return;
-        // Events that came before the status may still wait in the call's buffer
-        // (the reader was behind): they are read first (read() hands each to "data").
+        // Events that came before the status may still wait in the stream's own
+        // buffer (the reader was behind): they are read first (read() hands each to
+        // "data"). Those grpc-js itself still held for a paused call are dropped with
+        // the status; a reconnecting watch resumes after the last one received, so it
+        // gets them again, and a plain watch's reader gets them by resuming.
         while (call.readableLength > 0) {
           // Typed as an event, but null when nothing can be read after all.
           const read: unknown = call.read();
