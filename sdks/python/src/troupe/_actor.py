@@ -5,12 +5,13 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from ._duration import DurationLike, to_millis
 from ._proto.troupe.v1 import app_pb2, common_pb2
 from ._state import State
+from ._turn_failure import declared_signature
 
 if TYPE_CHECKING:
     from ._context import Context
@@ -49,6 +50,8 @@ class ActorSpec:
     turn_timeout_ms: int = 0
     durable_tells: bool = False
     retention_ms: int = 0
+    # wire name -> what a method behind a decorator declares (`bound` checks calls by it)
+    declared: dict[str, inspect.Signature] = field(default_factory=dict)
 
     def to_proto(self) -> app_pb2.ActorTypeSpec:
         return app_pb2.ActorTypeSpec(
@@ -201,6 +204,7 @@ def actor(
             raise TypeError(f"@troupe.actor({name!r}) must decorate a subclass of troupe.Actor")
         methods: dict[str, str] = {}
         readonly: set[str] = set()
+        declared: dict[str, inspect.Signature] = {}
         for klass in reversed(cls.__mro__):
             for attr, value in vars(klass).items():
                 info = getattr(value, _METHOD_ATTR, None)
@@ -210,6 +214,11 @@ def actor(
                         readonly.add(info.name)
                     else:
                         readonly.discard(info.name)
+                    signature = declared_signature(value)
+                    if signature is None:
+                        declared.pop(info.name, None)
+                    else:
+                        declared[info.name] = signature
         if not methods:
             raise TypeError(
                 f"actor type {name!r} ({cls.__qualname__}) has no @troupe.method methods"
@@ -219,6 +228,7 @@ def actor(
             cls=cls,
             methods=methods,
             readonly=frozenset(readonly),
+            declared=declared,
             idle_timeout_ms=idle_timeout_ms,
             max_mailbox=max_mailbox or 0,
             reentrant=reentrant,

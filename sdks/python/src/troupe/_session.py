@@ -484,7 +484,7 @@ class _Session:
             except Exception as e:
                 callers_mistake(e, common_pb2.FAILURE_KIND_BAD_ARGUMENTS)
                 raise
-            handler = bound(getattr(obj, attr), args, kwargs)
+            handler = bound(getattr(obj, attr), args, kwargs, spec.declared.get(msg.name))
         elif kind == common_pb2.TURN_KIND_REMINDER:
             name = "on_reminder"
             args = (msg.name, decode_data(msg.payload))

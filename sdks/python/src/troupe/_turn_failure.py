@@ -3,7 +3,6 @@ method ran (its FailureKind) for the failures that are the caller's mistake."""
 
 from __future__ import annotations
 
-import functools
 import inspect
 import traceback
 from collections.abc import Callable, Sequence
@@ -39,13 +38,18 @@ def failure(exc: BaseException) -> common_pb2.ActorFailure:
     )
 
 
-def bound(method: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+def bound(
+    method: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    declared: inspect.Signature | None = None,
+) -> Any:
     """``method`` called with the call's arguments, marking a TypeError that the call
     itself raised (the arguments do not bind: nothing of the method ran) as the
-    caller's mistake, apart from one its body raised."""
+    caller's mistake, apart from one its body raised. ``declared`` is what a method behind
+    a decorator declares (:func:`declared_signature`), checked before the wrapper runs."""
 
     def call() -> Any:
-        declared = _wrapped_signature(method)
         if declared is not None:
             # A decorator's ``(*args, **kwargs)`` wrapper takes anything: the
             # arguments are checked against the method it wraps before it runs.
@@ -65,24 +69,18 @@ def bound(method: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any
     return call
 
 
-@functools.lru_cache(maxsize=1024)
-def _declared(function: Callable[..., Any], of_instance: bool) -> inspect.Signature | None:
-    """What ``function`` declares through its decorators (``inspect.signature`` follows
-    ``__wrapped__``), without its first parameter when ``of_instance`` gives it."""
+def declared_signature(value: Any) -> inspect.Signature | None:
+    """What a class attribute that is a method behind a decorator (``functools.wraps``
+    sets ``__wrapped__``) declares, as its callers call it (without ``self``, or ``cls``
+    for a classmethod); None for a plain method, whose call binds its arguments itself.
+    Read once per method when its actor type is declared."""
+    function = getattr(value, "__func__", value)  # a staticmethod's or classmethod's
+    if getattr(function, "__wrapped__", None) is None:
+        return None
     try:
         declared = inspect.signature(function)
     except (TypeError, ValueError):
         return None
-    if of_instance:
-        declared = declared.replace(parameters=list(declared.parameters.values())[1:])
-    return declared
-
-
-def _wrapped_signature(method: Callable[..., Any]) -> inspect.Signature | None:
-    """The signature a method wrapped by a decorator (``functools.wraps`` sets
-    ``__wrapped__``) declares, as its callers call it; None for a plain method, whose
-    call binds its arguments itself."""
-    function = getattr(method, "__func__", method)
-    if getattr(function, "__wrapped__", None) is None:
-        return None
-    return _declared(function, function is not method)
+    if isinstance(value, staticmethod):
+        return declared
+    return declared.replace(parameters=list(declared.parameters.values())[1:])
