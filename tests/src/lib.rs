@@ -24,6 +24,7 @@ pub mod freeze;
 pub mod injector;
 pub mod log_app;
 pub mod log_seed;
+pub mod otlp;
 pub mod prometheus;
 mod raw_app;
 pub mod replicas;

@@ -2,211 +2,23 @@
 //! headers to the app's `Turn` and on into a nested call, and the spans the
 //! daemon exports over OTLP/gRPC (received here by a small collector).
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
-
 use anyhow::{bail, Context};
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
-use opentelemetry_proto::tonic::common::v1::{any_value, KeyValue};
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tonic::metadata::MetadataValue;
-use tonic::transport::server::TcpIncoming;
-use troupe_tests::{actor, json_payload, pb, within, Client, Daemon, RawApp, WAIT};
+use troupe_tests::otlp::{
+    invoke_traced, parse_traceparent, traceparent, Collector, Exported, CLIENT_SPAN, CLIENT_TRACE,
+};
+use troupe_tests::{actor, pb, within, Daemon, RawApp, WAIT};
 
-// ---------------------------------------------------------------- collector
-
-/// One exported span, flattened.
-#[derive(Debug, Clone)]
-struct Exported {
-    name: String,
-    trace_id: String,
-    span_id: String,
-    parent_span_id: String,
-    kind: i32,
-    status: i32,
-    attributes: HashMap<String, String>,
-    resource: HashMap<String, String>,
-}
-
-impl Exported {
-    fn attr(&self, key: &str) -> &str {
-        self.attributes.get(key).map_or("", String::as_str)
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn flatten(attributes: &[KeyValue]) -> HashMap<String, String> {
-    attributes
-        .iter()
-        .map(|kv| {
-            let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
-                Some(any_value::Value::StringValue(s)) => s.clone(),
-                Some(any_value::Value::IntValue(i)) => i.to_string(),
-                Some(any_value::Value::BoolValue(b)) => b.to_string(),
-                Some(any_value::Value::DoubleValue(d)) => d.to_string(),
-                other => format!("{other:?}"),
-            };
-            (kv.key.clone(), value)
-        })
-        .collect()
-}
-
-/// An OTLP/gRPC trace receiver on 127.0.0.1; every span it gets lands in
-/// a watch channel the test waits on.
-struct Collector {
-    addr: SocketAddr,
-    spans: watch::Sender<Vec<Exported>>,
-    task: JoinHandle<()>,
-}
-
-#[derive(Clone)]
-struct Receiver(Arc<watch::Sender<Vec<Exported>>>);
-
-#[tonic::async_trait]
-impl TraceService for Receiver {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        let mut got = Vec::new();
-        for rs in request.into_inner().resource_spans {
-            let resource = rs
-                .resource
-                .as_ref()
-                .map(|r| flatten(&r.attributes))
-                .unwrap_or_default();
-            for ss in rs.scope_spans {
-                for s in ss.spans {
-                    got.push(Exported {
-                        name: s.name.clone(),
-                        trace_id: hex(&s.trace_id),
-                        span_id: hex(&s.span_id),
-                        parent_span_id: hex(&s.parent_span_id),
-                        kind: s.kind,
-                        status: s.status.as_ref().map_or(0, |st| st.code),
-                        attributes: flatten(&s.attributes),
-                        resource: resource.clone(),
-                    });
-                }
-            }
-        }
-        self.0.send_modify(|all| all.extend(got));
-        Ok(tonic::Response::new(ExportTraceServiceResponse {
-            partial_success: None,
-        }))
-    }
-}
-
-impl Collector {
-    async fn start() -> anyhow::Result<Collector> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let spans = watch::Sender::new(Vec::new());
-        let receiver = Receiver(Arc::new(spans.clone()));
-        let task = tokio::spawn(async move {
-            let _ = tonic::transport::Server::builder()
-                .add_service(TraceServiceServer::new(receiver))
-                .serve_with_incoming(TcpIncoming::from(listener))
-                .await;
-        });
-        Ok(Collector { addr, spans, task })
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// Waits (bounded) until the spans received satisfy `pred`.
-    async fn wait_for(
-        &self,
-        what: &str,
-        mut pred: impl FnMut(&[Exported]) -> bool,
-    ) -> anyhow::Result<Vec<Exported>> {
-        let mut rx = self.spans.subscribe();
-        let seen = within(WAIT, what, rx.wait_for(|s| pred(s))).await?;
-        let spans = seen.context("the collector stopped")?.clone();
-        Ok(spans)
-    }
-}
-
-impl Drop for Collector {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-// ---------------------------------------------------------------- helpers
-
-const CLIENT_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
-const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 /// The span the app's handler for A would open, as an SDK does.
 const APP_SPAN: &str = "b7ad6b7169203331";
-
-fn traceparent(trace: &str, span: &str) -> String {
-    format!("00-{trace}-{span}-01")
-}
-
-/// (trace id, span id) of a well-formed sampled `traceparent`.
-fn parse_traceparent(tp: &str) -> anyhow::Result<(String, String)> {
-    let parts: Vec<&str> = tp.split('-').collect();
-    match parts.as_slice() {
-        ["00", trace, span, flags] if trace.len() == 32 && span.len() == 16 && flags.len() == 2 => {
-            Ok(((*trace).to_owned(), (*span).to_owned()))
-        }
-        _ => bail!("not a W3C traceparent: {tp:?}"),
-    }
-}
 
 fn svc() -> Vec<pb::ActorTypeSpec> {
     vec![pb::ActorTypeSpec {
         name: "svc".into(),
         ..Default::default()
     }]
-}
-
-/// Invokes `svc/id` with the given trace headers, in its own task (the test
-/// plays the app meanwhile).
-fn invoke_traced(
-    client: &Client,
-    id: &str,
-    traceparent: &str,
-    tracestate: &str,
-) -> anyhow::Result<JoinHandle<Result<pb::InvokeResponse, tonic::Status>>> {
-    let mut request = tonic::Request::new(pb::InvokeRequest {
-        actor: Some(actor("svc", id)),
-        method: "work".into(),
-        payload: Some(json_payload("{}")),
-        ..Default::default()
-    });
-    request.set_timeout(Duration::from_secs(30));
-    if !traceparent.is_empty() {
-        request
-            .metadata_mut()
-            .insert("traceparent", MetadataValue::try_from(traceparent)?);
-    }
-    if !tracestate.is_empty() {
-        request
-            .metadata_mut()
-            .insert("tracestate", MetadataValue::try_from(tracestate)?);
-    }
-    let mut client = client.clone();
-    Ok(tokio::spawn(async move {
-        client.0.invoke(request).await.map(|r| r.into_inner())
-    }))
 }
 
 async fn joined<T>(what: &str, task: JoinHandle<Result<T, tonic::Status>>) -> anyhow::Result<T> {
@@ -254,6 +66,7 @@ async fn one_trace_runs_from_the_client_through_the_app_into_a_nested_call() -> 
 
     let outer = invoke_traced(
         &client,
+        "svc",
         "a",
         &traceparent(CLIENT_TRACE, CLIENT_SPAN),
         "vendor=opaque",
@@ -265,7 +78,7 @@ async fn one_trace_runs_from_the_client_through_the_app_into_a_nested_call() -> 
     assert_eq!(turn_a.tracestate, "vendor=opaque");
 
     // The app's handler for A calls B, passing its own span as the parent.
-    let nested = invoke_traced(&client, "b", &traceparent(&trace_a, APP_SPAN), "")?;
+    let nested = invoke_traced(&client, "svc", "b", &traceparent(&trace_a, APP_SPAN), "")?;
     let turn_b = app.next_turn().await?;
     let (trace_b, turn_b_span) = parse_traceparent(&turn_b.traceparent)?;
     assert_eq!(trace_b, CLIENT_TRACE, "B's turn is in the same trace");
@@ -343,7 +156,13 @@ async fn a_failed_call_is_an_error_span_with_its_grpc_code() -> anyhow::Result<(
     let (mut app, _) = RawApp::register(daemon.addr, svc()).await?;
     let client = daemon.client().await?;
 
-    let call = invoke_traced(&client, "f", &traceparent(CLIENT_TRACE, CLIENT_SPAN), "")?;
+    let call = invoke_traced(
+        &client,
+        "svc",
+        "f",
+        &traceparent(CLIENT_TRACE, CLIENT_SPAN),
+        "",
+    )?;
     let turn = app.next_turn().await?;
     app.send(pb::AppMessage {
         kind: Some(pb::app_message::Kind::TurnResult(pb::TurnResult {
@@ -434,7 +253,13 @@ async fn spans_buffered_at_sigterm_are_exported_before_exit() -> anyhow::Result<
     .await?;
     let (mut app, _) = RawApp::register(daemon.addr, svc()).await?;
     let client = daemon.client().await?;
-    let call = invoke_traced(&client, "s", &traceparent(CLIENT_TRACE, CLIENT_SPAN), "")?;
+    let call = invoke_traced(
+        &client,
+        "svc",
+        "s",
+        &traceparent(CLIENT_TRACE, CLIENT_SPAN),
+        "",
+    )?;
     let turn = app.next_turn().await?;
     app.reply(turn.call_id, "1")?;
     joined("the call", call).await?;
@@ -483,14 +308,14 @@ async fn without_export_the_callers_context_passes_through_unchanged() -> anyhow
     let client = daemon.client().await?;
 
     let sent = traceparent(CLIENT_TRACE, CLIENT_SPAN);
-    let call = invoke_traced(&client, "p", &sent, "a=1,b=2")?;
+    let call = invoke_traced(&client, "svc", "p", &sent, "a=1,b=2")?;
     let turn = app.next_turn().await?;
     assert_eq!(turn.traceparent, sent);
     assert_eq!(turn.tracestate, "a=1,b=2");
     app.reply(turn.call_id, "1")?;
     joined("the traced call", call).await?;
 
-    let call = invoke_traced(&client, "p", "", "")?;
+    let call = invoke_traced(&client, "svc", "p", "", "")?;
     let turn = app.next_turn().await?;
     assert_eq!(turn.traceparent, "");
     assert_eq!(turn.tracestate, "");
