@@ -220,6 +220,16 @@ impl RawApp {
 
     /// Answers turn `call_id` with a JSON reply and no state changes.
     pub fn reply(&self, call_id: u64, json: &str) -> anyhow::Result<()> {
+        self.reply_publishing(call_id, json, &[])
+    }
+
+    /// [`RawApp::reply`], publishing `events` (JSON) to the actor's watchers.
+    pub fn reply_publishing(
+        &self,
+        call_id: u64,
+        json: &str,
+        events: &[&str],
+    ) -> anyhow::Result<()> {
         self.send(pb::AppMessage {
             kind: Some(pb::app_message::Kind::TurnResult(pb::TurnResult {
                 call_id,
@@ -227,6 +237,10 @@ impl RawApp {
                     json.to_owned(),
                 ))),
                 changes: Vec::new(),
+                events: events
+                    .iter()
+                    .map(|e| json_payload((*e).to_owned()))
+                    .collect(),
                 ..Default::default()
             })),
         })

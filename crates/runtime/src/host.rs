@@ -20,6 +20,7 @@ use crate::types::{
     ActorFailure, ActorId, CallChain, CallExtra, DeactivateReason, Payload, StateChange,
     StateSnapshot, TurnKind,
 };
+use crate::watch::EventTrace;
 
 /// Runs actor code for the types it registered.
 pub trait ActorHost: Send + Sync + 'static {
@@ -149,7 +150,14 @@ pub struct TurnDone {
     /// chain: its tokens are valid until the turn ends.
     pub(crate) chain_turn: Option<NonZeroU64>,
     /// What the turn publishes to the actor's watchers if it succeeds.
+    pub(crate) events: TurnEvents,
+}
+
+/// A turn's events and what they carry to the watchers besides.
+#[derive(Debug, Default)]
+pub(crate) struct TurnEvents {
     pub(crate) events: Vec<Payload>,
+    pub(crate) trace: Option<Arc<EventTrace>>,
 }
 
 /// What the runtime needs back when a turn ends, besides the outcome.
@@ -226,11 +234,18 @@ impl TurnDone {
     /// Events for the actor's watchers (`ActorClient.Watch`), published in
     /// order once the turn succeeds; dropped with its changes if it fails.
     pub fn publish(&mut self, events: Vec<Payload>) {
-        if self.events.is_empty() {
-            self.events = events;
+        if self.events.events.is_empty() {
+            self.events.events = events;
         } else {
-            self.events.extend(events);
+            self.events.events.extend(events);
         }
+    }
+
+    /// The trace context the host handed the turn's code, for the events it
+    /// publishes to carry (`WatchedEvent::trace`). Hosts of traced turns
+    /// give it when the turn starts; an untraced turn's events carry none.
+    pub fn trace_events(&mut self, trace: EventTrace) {
+        self.events.trace = Some(Arc::new(trace));
     }
 
     pub fn finish(mut self, outcome: TurnOutcome) {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::activation::{Activation, Envelope, Status};
 use crate::error::{CallError, Unavailable};
-use crate::host::{TurnDone, TurnMeta, TurnOutcome, TurnRequest};
+use crate::host::{TurnDone, TurnEvents, TurnMeta, TurnOutcome, TurnRequest};
 use crate::host_registry::Binding;
 use crate::idempotency::Lookup;
 use crate::lifecycle::events::Ended;
@@ -19,10 +19,10 @@ use crate::reply::{PublishingReply, Reply};
 use crate::routing::lease_lapsed;
 use crate::shared::Shared;
 use crate::types::{
-    ActorId, DeactivateReason, Payload, StateChange, StateMode, StateSnapshot, TurnKind,
-    TRACE_TARGET,
+    ActorId, DeactivateReason, StateChange, StateMode, StateSnapshot, TurnKind, TRACE_TARGET,
 };
 use crate::validate;
+use crate::watch::Origin;
 
 /// A read-only turn returned state changes: refused, state unchanged.
 fn readonly_wrote(actor: &ActorId, method: Option<&str>, changes: &[StateChange]) -> CallError {
@@ -143,7 +143,7 @@ impl Shared {
             meta,
             span,
             chain_turn: None,
-            events: Vec::new(),
+            events: TurnEvents::default(),
         };
         binding.host.turn(request, done);
     }
@@ -158,7 +158,7 @@ impl Shared {
         meta: &TurnMeta,
         span: Option<&tracing::Span>,
         outcome: Result<TurnOutcome, CallError>,
-        events: Vec<Payload>,
+        events: TurnEvents,
     ) {
         let touch = meta.touch;
         let mut inner = act.inner.lock();
@@ -206,7 +206,7 @@ impl Shared {
                 result: Ok(payload),
                 changes,
             }) => match validate::state_changes(&changes, self.config.max_payload_bytes)
-                .and_then(|()| self.check_events(&events))
+                .and_then(|()| self.check_events(&events.events))
             {
                 Ok(()) => {
                     if !changes.is_empty() {
@@ -296,7 +296,7 @@ impl Shared {
         let retry_due = retry
             .and_then(|(delivery, backoff)| self.hold_retry(&act, &mut inner, delivery, backoff));
         drop(inner);
-        let reply = if result.is_ok() && !events.is_empty() {
+        let reply = if result.is_ok() && !events.events.is_empty() {
             self.publish_events(&act, events, hold_until_flushed, reply)
         } else {
             reply
@@ -340,16 +340,22 @@ impl Shared {
     fn publish_events(
         self: &Arc<Self>,
         act: &Arc<Activation>,
-        events: Vec<Payload>,
+        events: TurnEvents,
         held_until_stored: bool,
         reply: Reply,
     ) -> Reply {
-        let now = self.time.now_ms();
+        let origin = Origin {
+            published_unix_ms: self.time.now_ms(),
+            trace: events.trace,
+        };
         if !held_until_stored {
-            self.events.publish(&act.id, events, now);
+            self.events.publish(&act.id, events.events, origin);
             return reply;
         }
-        match self.events.hold_until_stored(&act.id, events, now) {
+        match self
+            .events
+            .hold_until_stored(&act.id, events.events, origin)
+        {
             Some(events) => Reply::Publishing(Box::new(PublishingReply {
                 events,
                 then: reply,

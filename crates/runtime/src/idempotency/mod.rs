@@ -48,7 +48,7 @@ pub(crate) use answer::Answer;
 
 use crate::activation::{Activation, Envelope, Inner};
 use crate::error::{CallError, Unavailable};
-use crate::host::{TurnMeta, TurnOutcome};
+use crate::host::{TurnEvents, TurnMeta, TurnOutcome};
 use crate::shared::Shared;
 use crate::types::{ActorId, Payload, StateSnapshot, TurnKind};
 
@@ -133,7 +133,7 @@ impl Shared {
             result: answer,
             changes: Vec::new(),
         });
-        self.turn_finished(act, env.reply, &meta, None, outcome, Vec::new());
+        self.turn_finished(act, env.reply, &meta, None, outcome, TurnEvents::default());
     }
 
     /// A keyed turn whose answer only the store can give (its key is
@@ -184,7 +184,14 @@ impl Shared {
         error: CallError,
     ) {
         let meta = hostless_meta(&env, readonly, false);
-        self.turn_finished(act, env.reply, &meta, None, Err(error), Vec::new());
+        self.turn_finished(
+            act,
+            env.reply,
+            &meta,
+            None,
+            Err(error),
+            TurnEvents::default(),
+        );
     }
 
     /// Records a keyed turn's answer beside its state changes (the

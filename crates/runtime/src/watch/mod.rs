@@ -113,6 +113,26 @@ pub struct WatchedEvent {
     pub payload: Payload,
     /// When the turn that published it ended (unix ms).
     pub published_unix_ms: u64,
+    /// The trace context of the turn that published it; `None`: untraced.
+    pub trace: Option<Arc<EventTrace>>,
+}
+
+/// The W3C trace context of the turn that published an event, as the
+/// turn's host was handed it, passed on to watchers so that their work
+/// joins the trace of the call that caused the event. Like every trace
+/// context, the runtime carries it and never parses it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EventTrace {
+    pub traceparent: String,
+    pub tracestate: String,
+}
+
+/// What every event of one turn shares.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Origin {
+    /// When the turn ended (unix ms).
+    pub(crate) published_unix_ms: u64,
+    pub(crate) trace: Option<Arc<EventTrace>>,
 }
 
 /// What a watch of a whole type follows: the type's events, or only those
@@ -185,12 +205,12 @@ impl Topics {
     }
 
     /// Hands `actor`'s events to its stream and its type's, if watched.
-    fn deliver(&mut self, actor: &ActorId, events: &[Payload], now_unix_ms: u64) {
+    fn deliver(&mut self, actor: &ActorId, events: &[Payload], origin: &Origin) {
         if let Some(topic) = self.by_actor.get_mut(actor) {
-            topic.append(&mut self.held_bytes, None, events, now_unix_ms);
+            topic.append(&mut self.held_bytes, None, events, origin);
         }
         if let Some(topic) = self.by_type.get_mut(&actor.ty) {
-            topic.append(&mut self.held_bytes, Some(actor), events, now_unix_ms);
+            topic.append(&mut self.held_bytes, Some(actor), events, origin);
         }
     }
 
@@ -241,7 +261,7 @@ impl EventHub {
     /// Hands a turn's events to the actor's watchers and its type's, if it
     /// has any: at once, or behind events still waiting for their turns'
     /// writes (`stored`).
-    pub(crate) fn publish(&self, actor: &ActorId, events: Vec<Payload>, now_unix_ms: u64) {
+    pub(crate) fn publish(&self, actor: &ActorId, events: Vec<Payload>, origin: Origin) {
         // A watch that began before this turn ended stored its count before
         // (its poll returned first), so this load sees it.
         if self.watched.load(Ordering::Relaxed) == 0 {
@@ -252,9 +272,9 @@ impl EventHub {
             return;
         }
         if topics.queues.contains_key(actor) {
-            topics.queue(actor, None, events, now_unix_ms);
+            topics.queue(actor, None, events, origin);
         } else {
-            topics.deliver(actor, &events, now_unix_ms);
+            topics.deliver(actor, &events, &origin);
         }
     }
 

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::{EventHub, Topics, HELD_BYTES, HELD_BYTES_PER_ACTOR, HELD_EVENTS};
+use super::{EventHub, Origin, Topics, HELD_BYTES, HELD_BYTES_PER_ACTOR, HELD_EVENTS};
 use crate::types::{ActorId, Payload};
 
 /// One actor's events waiting, oldest first.
@@ -29,7 +29,7 @@ struct Queued {
     /// Waiting for this ticket's write; `None`: ready once those before are.
     ticket: Option<u64>,
     events: Vec<Payload>,
-    published_unix_ms: u64,
+    origin: Origin,
 }
 
 impl Queued {
@@ -50,12 +50,12 @@ impl Topics {
         actor: &ActorId,
         ticket: Option<u64>,
         events: Vec<Payload>,
-        published_unix_ms: u64,
+        origin: Origin,
     ) {
         let queued = Queued {
             ticket,
             events,
-            published_unix_ms,
+            origin,
         };
         let size = queued.bytes();
         self.held_bytes = self.held_bytes.saturating_add(size);
@@ -120,7 +120,7 @@ impl Topics {
                 return;
             };
             self.held_bytes = self.held_bytes.saturating_sub(queue.forget(&ready));
-            self.deliver(actor, &ready.events, ready.published_unix_ms);
+            self.deliver(actor, &ready.events, &ready.origin);
         }
     }
 }
@@ -143,7 +143,7 @@ impl EventHub {
         self: &Arc<Self>,
         actor: &ActorId,
         events: Vec<Payload>,
-        now_unix_ms: u64,
+        origin: Origin,
     ) -> Option<StoredEvents> {
         if self.watched.load(Ordering::Relaxed) == 0 {
             return None;
@@ -153,7 +153,7 @@ impl EventHub {
             return None;
         }
         let ticket = NEXT_TICKET.fetch_add(1, Ordering::Relaxed);
-        topics.queue(actor, Some(ticket), events, now_unix_ms);
+        topics.queue(actor, Some(ticket), events, origin);
         Some(StoredEvents {
             hub: self.clone(),
             actor: actor.clone(),

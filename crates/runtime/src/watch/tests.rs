@@ -10,6 +10,14 @@ fn event(n: u32) -> Payload {
     Payload::json(n.to_string())
 }
 
+/// The origin of an untraced turn's events that ended at `ms`.
+fn at(ms: u64) -> Origin {
+    Origin {
+        published_unix_ms: ms,
+        trace: None,
+    }
+}
+
 fn ready(take: Result<Take, CallError>) -> Polled {
     match take {
         Ok(Take::Ready(polled)) => polled,
@@ -46,9 +54,60 @@ fn cursors_print_and_parse_back() {
 }
 
 #[test]
+fn events_carry_their_turns_trace_context_to_both_streams_held_or_not() {
+    let hub = Arc::new(EventHub::new(10));
+    let now = Instant::now();
+    let start = ready(hub.take(&actor(), None, now));
+    let type_start = ready(hub.take_type(&WatchedType::all("bus"), &[], now));
+    let traced = |span: &str| Origin {
+        published_unix_ms: 5,
+        trace: Some(Arc::new(EventTrace {
+            traceparent: format!("00-4bf92f3577b34da6a3ce929d0e0e4736-{span}-01"),
+            tracestate: "k=v".into(),
+        })),
+    };
+    hub.publish(
+        &actor(),
+        vec![event(1), event(2)],
+        traced("00f067aa0ba902b7"),
+    );
+    hub.publish(&actor(), vec![event(3)], at(6));
+    // A durable turn's events wait for its writes and keep their context.
+    let Some(held) = hub.hold_until_stored(&actor(), vec![event(4)], traced("00f067aa0ba902b8"))
+    else {
+        panic!("the actor is watched, so its durable events are held");
+    };
+    held.settle(true);
+    let spans = |polled: &Polled| -> Vec<Option<String>> {
+        polled
+            .events
+            .iter()
+            .map(|e| e.trace.as_ref().map(|t| t.traceparent[36..52].to_owned()))
+            .collect()
+    };
+    let want = [
+        Some("00f067aa0ba902b7".to_owned()),
+        Some("00f067aa0ba902b7".to_owned()),
+        None,
+        Some("00f067aa0ba902b8".to_owned()),
+    ];
+    let polled = ready(hub.take(&actor(), Some(start.cursor), now));
+    assert_eq!(spans(&polled), want);
+    assert_eq!(
+        polled.events[0]
+            .trace
+            .as_ref()
+            .map(|t| t.tracestate.as_str()),
+        Some("k=v")
+    );
+    let whole_type = ready(hub.take_type(&WatchedType::all("bus"), &[type_start.cursor], now));
+    assert_eq!(spans(&whole_type), want);
+}
+
+#[test]
 fn nobody_watching_holds_nothing() {
     let hub = EventHub::new(10);
-    hub.publish(&actor(), vec![event(1)], 0);
+    hub.publish(&actor(), vec![event(1)], at(0));
     assert_eq!(hub.watched(), 0);
 }
 
@@ -58,8 +117,8 @@ fn a_watcher_gets_what_was_published_after_its_cursor_in_order() {
     let now = Instant::now();
     let start = ready(hub.take(&actor(), None, now));
     assert!(start.events.is_empty() && !start.missed);
-    hub.publish(&actor(), vec![event(1), event(2)], 7);
-    hub.publish(&actor(), vec![event(3)], 8);
+    hub.publish(&actor(), vec![event(1), event(2)], at(7));
+    hub.publish(&actor(), vec![event(3)], at(8));
     let polled = ready(hub.take(&actor(), Some(start.cursor), now));
     assert_eq!(numbers(&polled), ["1", "2", "3"]);
     assert!(!polled.missed);
@@ -83,7 +142,7 @@ fn a_watcher_that_fell_behind_is_told() {
     let now = Instant::now();
     let start = ready(hub.take(&actor(), None, now));
     let many: Vec<Payload> = (1..=HELD_EVENTS as u32 + 5).map(event).collect();
-    hub.publish(&actor(), many, 0);
+    hub.publish(&actor(), many, at(0));
     let polled = ready(hub.take(&actor(), Some(start.cursor), now));
     assert!(polled.missed);
     assert_eq!(polled.events.len(), HELD_EVENTS);
@@ -95,7 +154,7 @@ fn a_cursor_of_another_epoch_gets_what_is_held_and_is_told() {
     let hub = EventHub::new(10);
     let now = Instant::now();
     let start = ready(hub.take(&actor(), None, now));
-    hub.publish(&actor(), vec![event(1)], 0);
+    hub.publish(&actor(), vec![event(1)], at(0));
     let other = Cursor {
         epoch: start.cursor.epoch ^ 1,
         seq: 0,
@@ -126,7 +185,7 @@ fn held_bytes_are_bounded_per_actor() {
     let now = Instant::now();
     let start = ready(hub.take(&actor(), None, now));
     let big = Payload::json(vec![b'1'; HELD_BYTES_PER_ACTOR / 2 + 1]);
-    hub.publish(&actor(), vec![big.clone(), big.clone(), big], 0);
+    hub.publish(&actor(), vec![big.clone(), big.clone(), big], at(0));
     let polled = ready(hub.take(&actor(), Some(start.cursor), now));
     assert_eq!(polled.events.len(), 1);
     assert!(polled.missed);
@@ -137,11 +196,11 @@ fn a_durable_turns_events_wait_for_its_write_and_later_ones_wait_behind() {
     let hub = Arc::new(EventHub::new(10));
     let now = Instant::now();
     let start = ready(hub.take(&actor(), None, now));
-    let Some(first) = hub.hold_until_stored(&actor(), vec![event(1)], 0) else {
+    let Some(first) = hub.hold_until_stored(&actor(), vec![event(1)], at(0)) else {
         panic!("a watched actor's events are queued");
     };
     // A later turn (one that read the unstored state, say) waits behind.
-    hub.publish(&actor(), vec![event(2)], 0);
+    hub.publish(&actor(), vec![event(2)], at(0));
     assert!(matches!(
         hub.take(&actor(), Some(start.cursor), now),
         Ok(Take::Wait(..))
@@ -158,9 +217,9 @@ fn a_write_that_fails_drops_only_its_turns_events() {
     let hub = Arc::new(EventHub::new(10));
     let now = Instant::now();
     let start = ready(hub.take(&actor(), None, now));
-    let failed = hub.hold_until_stored(&actor(), vec![event(1)], 0);
-    let stored = hub.hold_until_stored(&actor(), vec![event(2)], 0);
-    hub.publish(&actor(), vec![event(3)], 0);
+    let failed = hub.hold_until_stored(&actor(), vec![event(1)], at(0));
+    let stored = hub.hold_until_stored(&actor(), vec![event(2)], at(0));
+    hub.publish(&actor(), vec![event(3)], at(0));
     // Settled out of order: the second waits for the first.
     if let Some(stored) = stored {
         stored.settle(true);
@@ -181,11 +240,11 @@ fn events_dropped_from_a_long_queue_are_told_as_missed() {
     let hub = Arc::new(EventHub::new(10));
     let now = Instant::now();
     let start = ready(hub.take(&actor(), None, now));
-    hub.publish(&actor(), vec![event(1)], 0);
+    hub.publish(&actor(), vec![event(1)], at(0));
     let big = |n: u8| Payload::json(vec![n; HELD_BYTES_PER_ACTOR / 2 + 1]);
-    let waiting = hub.hold_until_stored(&actor(), vec![big(b'2')], 0);
+    let waiting = hub.hold_until_stored(&actor(), vec![big(b'2')], at(0));
     // More than the queue keeps waits behind it: the oldest, 2, goes.
-    hub.publish(&actor(), vec![big(b'3')], 0);
+    hub.publish(&actor(), vec![big(b'3')], at(0));
     drop(waiting);
     let polled = ready(hub.take(&actor(), Some(start.cursor), now));
     assert_eq!(numbers(&polled), ["1"], "events stop at the gap");
@@ -199,7 +258,9 @@ fn events_dropped_from_a_long_queue_are_told_as_missed() {
 #[test]
 fn nothing_is_queued_for_an_actor_nobody_watches() {
     let hub = Arc::new(EventHub::new(10));
-    assert!(hub.hold_until_stored(&actor(), vec![event(1)], 0).is_none());
+    assert!(hub
+        .hold_until_stored(&actor(), vec![event(1)], at(0))
+        .is_none());
 }
 
 fn ty() -> WatchedType {
@@ -227,17 +288,17 @@ fn a_type_watcher_gets_every_actors_events_each_named() {
     let now = Instant::now();
     let start = ready(hub.take_type(&ty(), &[], now));
     let b2 = ActorId::new("bus", "b2");
-    hub.publish(&actor(), vec![event(1)], 0);
-    hub.publish(&b2, vec![event(2)], 0);
-    hub.publish(&ActorId::new("tram", "t1"), vec![event(9)], 0);
-    hub.publish(&actor(), vec![event(3)], 0);
+    hub.publish(&actor(), vec![event(1)], at(0));
+    hub.publish(&b2, vec![event(2)], at(0));
+    hub.publish(&ActorId::new("tram", "t1"), vec![event(9)], at(0));
+    hub.publish(&actor(), vec![event(3)], at(0));
     let polled = ready(hub.take_type(&ty(), &[start.cursor], now));
     assert_eq!(numbers(&polled), ["1", "2", "3"]);
     assert_eq!(publishers(&polled), ["b1", "b2", "b1"]);
     assert!(!polled.missed);
     // An actor watched alone too gets its own, named.
     let alone = ready(hub.take(&b2, None, now));
-    hub.publish(&b2, vec![event(4)], 0);
+    hub.publish(&b2, vec![event(4)], at(0));
     let polled = ready(hub.take(&b2, Some(alone.cursor), now));
     assert_eq!(publishers(&polled), ["b2"]);
     assert_eq!(hub.watched(), 2);
@@ -248,7 +309,7 @@ fn a_type_poll_resumes_after_its_own_cursor_among_others() {
     let hub = Arc::new(EventHub::new(10));
     let now = Instant::now();
     let start = ready(hub.take_type(&ty(), &[], now));
-    hub.publish(&actor(), vec![event(1), event(2)], 0);
+    hub.publish(&actor(), vec![event(1), event(2)], at(0));
     let first = ready(hub.take_type(&ty(), &[start.cursor], now)).events[0].cursor;
     // Another daemon's cursor beside this one's: this one's counts.
     let elsewhere = Cursor {
@@ -269,12 +330,12 @@ fn a_durable_turns_events_wait_for_its_write_in_its_types_stream_too() {
     let hub = Arc::new(EventHub::new(10));
     let now = Instant::now();
     let start = ready(hub.take_type(&ty(), &[], now));
-    let Some(held) = hub.hold_until_stored(&actor(), vec![event(1)], 0) else {
+    let Some(held) = hub.hold_until_stored(&actor(), vec![event(1)], at(0)) else {
         panic!("an actor of a watched type has its events queued");
     };
-    hub.publish(&actor(), vec![event(2)], 0);
+    hub.publish(&actor(), vec![event(2)], at(0));
     // Another actor's events do not wait for this one's write.
-    hub.publish(&ActorId::new("bus", "b2"), vec![event(3)], 0);
+    hub.publish(&ActorId::new("bus", "b2"), vec![event(3)], at(0));
     let polled = ready(hub.take_type(&ty(), &[start.cursor], now));
     assert_eq!(numbers(&polled), ["3"]);
     held.settle(true);
@@ -289,15 +350,15 @@ fn a_type_watch_of_an_id_prefix_gets_those_actors_only_and_waits_past_the_rest()
     let now = Instant::now();
     let r12 = ids_from("r12-");
     let start = ready(hub.take_type(&r12, &[], now));
-    hub.publish(&ActorId::new("bus", "r12-a"), vec![event(1)], 0);
-    hub.publish(&ActorId::new("bus", "r7-b"), vec![event(2)], 0);
-    hub.publish(&ActorId::new("bus", "r12-c"), vec![event(3)], 0);
+    hub.publish(&ActorId::new("bus", "r12-a"), vec![event(1)], at(0));
+    hub.publish(&ActorId::new("bus", "r7-b"), vec![event(2)], at(0));
+    hub.publish(&ActorId::new("bus", "r12-c"), vec![event(3)], at(0));
     let polled = ready(hub.take_type(&r12, &[start.cursor], now));
     assert_eq!(numbers(&polled), ["1", "3"]);
     assert_eq!(publishers(&polled), ["r12-a", "r12-c"]);
     // Only another actor's event since: nothing to send, so the poll waits,
     // at a cursor past it.
-    hub.publish(&ActorId::new("bus", "r7-b"), vec![event(4)], 0);
+    hub.publish(&ActorId::new("bus", "r7-b"), vec![event(4)], at(0));
     match hub.take_type(&r12, &[polled.cursor], now) {
         Ok(Take::Wait(at, _)) => assert_eq!(at.seq, 4),
         Ok(Take::Ready(p)) => panic!("expected a wait, got {:?}", numbers(&p)),
@@ -319,10 +380,10 @@ fn a_filtered_poll_stops_at_a_gap_and_the_next_says_events_may_be_missing() {
         panic!("a new watch starts at once");
     };
     let (mine, other) = (ActorId::new("bus", "r12-a"), ActorId::new("bus", "r7-b"));
-    topic.append(&mut bytes, Some(&other), &[event(1)], 0);
+    topic.append(&mut bytes, Some(&other), &[event(1)], &at(0));
     // An event dropped unheld (it waited behind a durable write too long).
     topic.skip(1);
-    topic.append(&mut bytes, Some(&mine), &[event(3)], 0);
+    topic.append(&mut bytes, Some(&mine), &[event(3)], &at(0));
     let Take::Ready(before_gap) =
         topic.take(Publisher::Held(&wants), From::After(start.cursor), now)
     else {

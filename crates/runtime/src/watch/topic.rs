@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{new_epoch, Cursor, Polled, Take, WatchedEvent, HELD_BYTES};
+use super::{new_epoch, Cursor, Origin, Polled, Take, WatchedEvent, HELD_BYTES};
 use crate::types::{ActorId, Payload};
 
 /// How much one stream holds.
@@ -21,7 +21,7 @@ struct Held {
     /// Who published it; in a type's stream only (an actor's names its own).
     actor: Option<ActorId>,
     payload: Payload,
-    published_unix_ms: u64,
+    origin: Origin,
 }
 
 /// Who published a stream's events, for a poll of it.
@@ -82,7 +82,7 @@ impl Topic {
         daemon_bytes: &mut usize,
         actor: Option<&ActorId>,
         events: &[Payload],
-        now_unix_ms: u64,
+        origin: &Origin,
     ) {
         for payload in events {
             self.last_seq = self.last_seq.saturating_add(1);
@@ -101,7 +101,7 @@ impl Topic {
                 seq: self.last_seq,
                 actor: actor.cloned(),
                 payload: payload.clone(),
-                published_unix_ms: now_unix_ms,
+                origin: origin.clone(),
             });
         }
         self.published.send_replace(self.last_seq);
@@ -178,7 +178,8 @@ impl Topic {
                 },
                 actor: publisher.clone(),
                 payload: h.payload.clone(),
-                published_unix_ms: h.published_unix_ms,
+                published_unix_ms: h.origin.published_unix_ms,
+                trace: h.origin.trace.clone(),
             });
         }
         let position = looked.map_or(end, |seq| Cursor {

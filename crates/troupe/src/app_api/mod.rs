@@ -25,8 +25,8 @@ use tracing::{debug, info, warn};
 use troupe_proto::v1::{self as pb, API_VERSION};
 use troupe_runtime::{
     is_expiry_key, ActivateDone, ActivateRequest, ActorHost, ActorId, AppWork, DeactivateDone,
-    DeactivateReason, DeactivateRequest, MessageBound, Runtime, TooLargeForApp, TurnDone, TurnKind,
-    TurnRequest,
+    DeactivateReason, DeactivateRequest, EventTrace, MessageBound, Runtime, TooLargeForApp,
+    TurnDone, TurnKind, TurnRequest,
 };
 
 use crate::convert::errors::{status_of, API_VERSION_TRAILER};
@@ -194,6 +194,14 @@ impl ActorHost for AppConnection {
         let mut extra = request.extra;
         let trace = extra.as_mut().and_then(|e| e.trace.take());
         let (traceparent, tracestate) = telemetry::turn_context(trace);
+        if !traceparent.is_empty() {
+            // Whatever the turn publishes continues the context its code
+            // was handed: a watcher's work joins the same trace.
+            done.trace_events(EventTrace {
+                traceparent: traceparent.clone(),
+                tracestate: tracestate.clone(),
+            });
+        }
         let (metadata, came_with, deadline_unix_ms) = convert::turn_extra(extra);
         // Every turn gets one, reminders' and timers' too: the app may make
         // calls from any turn.

@@ -197,5 +197,12 @@ fn event_json(event: &pb::ActorEvent) -> Value {
     object.insert("cursor".into(), json!(event.cursor));
     object.insert("missed_before".into(), json!(event.missed_before));
     render::time_json(&mut object, "published", event.published_unix_ms);
+    // Only a traced turn's: a script joins its trace from here.
+    if !event.traceparent.is_empty() {
+        object.insert("traceparent".into(), json!(event.traceparent));
+        if !event.tracestate.is_empty() {
+            object.insert("tracestate".into(), json!(event.tracestate));
+        }
+    }
     Value::Object(object)
 }

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use tonic::Status;
 use troupe_proto::v1 as pb;
-use troupe_runtime::{ActorId, ActorRequest, Cursor, Polled, WatchedEvent, WatchedType};
+use troupe_runtime::{
+    ActorId, ActorRequest, Cursor, EventTrace, Polled, WatchedEvent, WatchedType,
+};
 
 use super::errors::status_of;
 use super::{actor_id, actor_ref, payload, payload_to_pb};
@@ -121,6 +123,16 @@ pub fn event_to_pb(e: WatchedEvent, missed_before: bool) -> pb::ActorEvent {
         missed_before,
         published_unix_ms: e.published_unix_ms,
         actor: Some(actor_ref(&e.actor)),
+        traceparent: e
+            .trace
+            .as_ref()
+            .map(|t| t.traceparent.clone())
+            .unwrap_or_default(),
+        tracestate: e
+            .trace
+            .as_ref()
+            .map(|t| t.tracestate.clone())
+            .unwrap_or_default(),
     }
 }
 
@@ -157,11 +169,22 @@ pub fn polled_from_pb(r: pb::PolledEvents) -> Polled {
                     .map_or_else(|| ActorId::new("", ""), |a| ActorId::new(a.r#type, a.id)),
                 payload: payload(e.payload),
                 published_unix_ms: e.published_unix_ms,
+                trace: trace(e.traceparent, e.tracestate),
             })
             .collect(),
         cursor: read(&r.cursor),
         missed: r.missed,
     }
+}
+
+/// An event's trace context as another daemon sent it; none when empty.
+fn trace(traceparent: String, tracestate: String) -> Option<Arc<EventTrace>> {
+    (!traceparent.is_empty()).then(|| {
+        Arc::new(EventTrace {
+            traceparent,
+            tracestate,
+        })
+    })
 }
 
 #[cfg(test)]
@@ -184,6 +207,27 @@ mod tests {
         let too_many = vec!["0000000000000001-1"; MAX_CURSOR_PARTS + 1].join(".");
         assert!(type_cursors(&too_many).is_err());
         Ok(())
+    }
+
+    #[test]
+    fn an_events_trace_context_crosses_the_link_and_none_stays_none() {
+        let event = |trace| WatchedEvent {
+            cursor: Cursor { epoch: 2, seq: 1 },
+            actor: ActorId::new("bus", "b1"),
+            payload: troupe_runtime::Payload::json("1"),
+            published_unix_ms: 9,
+            trace,
+        };
+        let traced = Some(Arc::new(EventTrace {
+            traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+            tracestate: "k=v".into(),
+        }));
+        let polled = Polled {
+            events: vec![event(traced), event(None)],
+            cursor: Cursor { epoch: 2, seq: 2 },
+            missed: false,
+        };
+        assert_eq!(polled_from_pb(polled_to_pb(polled.clone())), polled);
     }
 
     #[test]

@@ -375,7 +375,19 @@ export interface ActorEvent {
   /** When the turn that published it ended (the owner's clock, unix ms). */
   publishedUnixMs: bigint;
   /** The actor that published it. */
-  actor?: ActorRef | undefined;
+  actor?:
+    | ActorRef
+    | undefined;
+  /**
+   * The W3C trace context of the turn that published it, as that turn's
+   * app was handed it (Turn.traceparent / tracestate): with trace export
+   * on, the daemon's troupe.turn span; off, the caller's headers as they
+   * came. Continue it (a child span, or a link) and a watcher's work joins
+   * the trace of the call that caused the event. Empty: the turn was not
+   * traced (a reminder's with export off, or a call without the headers).
+   */
+  traceparent: string;
+  tracestate: string;
 }
 
 export interface GetStateResponse {
@@ -2528,7 +2540,15 @@ export const WatchTypeRequest: MessageFns<WatchTypeRequest> = {
 };
 
 function createBaseActorEvent(): ActorEvent {
-  return { payload: undefined, cursor: "", missedBefore: false, publishedUnixMs: 0n, actor: undefined };
+  return {
+    payload: undefined,
+    cursor: "",
+    missedBefore: false,
+    publishedUnixMs: 0n,
+    actor: undefined,
+    traceparent: "",
+    tracestate: "",
+  };
 }
 
 export const ActorEvent: MessageFns<ActorEvent> = {
@@ -2550,6 +2570,12 @@ export const ActorEvent: MessageFns<ActorEvent> = {
     }
     if (message.actor !== undefined) {
       ActorRef.encode(message.actor, writer.uint32(42).fork()).join();
+    }
+    if (message.traceparent !== "") {
+      writer.uint32(50).string(message.traceparent);
+    }
+    if (message.tracestate !== "") {
+      writer.uint32(58).string(message.tracestate);
     }
     return writer;
   },
@@ -2607,6 +2633,22 @@ export const ActorEvent: MessageFns<ActorEvent> = {
             message.actor = ActorRef.decode(reader, reader.uint32());
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.traceparent = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.tracestate = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2635,6 +2677,8 @@ export const ActorEvent: MessageFns<ActorEvent> = {
     message.actor = (object.actor !== undefined && object.actor !== null)
       ? ActorRef.fromPartial(object.actor)
       : undefined;
+    message.traceparent = object.traceparent ?? "";
+    message.tracestate = object.tracestate ?? "";
     return message;
   },
 };

@@ -275,18 +275,22 @@ class WatchTypeRequest(_message.Message):
     def __init__(self, type: _Optional[str] = ..., after: _Optional[str] = ..., id_prefix: _Optional[str] = ...) -> None: ...
 
 class ActorEvent(_message.Message):
-    __slots__ = ("payload", "cursor", "missed_before", "published_unix_ms", "actor")
+    __slots__ = ("payload", "cursor", "missed_before", "published_unix_ms", "actor", "traceparent", "tracestate")
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     MISSED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     PUBLISHED_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     ACTOR_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    TRACESTATE_FIELD_NUMBER: _ClassVar[int]
     payload: _common_pb2.Payload
     cursor: str
     missed_before: bool
     published_unix_ms: int
     actor: _common_pb2.ActorRef
-    def __init__(self, payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., cursor: _Optional[str] = ..., missed_before: bool = ..., published_unix_ms: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ...) -> None: ...
+    traceparent: str
+    tracestate: str
+    def __init__(self, payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., cursor: _Optional[str] = ..., missed_before: bool = ..., published_unix_ms: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ...) -> None: ...
 
 class GetStateResponse(_message.Message):
     __slots__ = ("entries", "active", "expires_unix_ms")
