@@ -12,18 +12,22 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 import troupe
 from troupe import ActorEvent
 from troupe._caller import Caller
 from troupe._context import MAX_EVENTS_PER_TURN, Context
-from troupe._proto.troupe.v1 import client_pb2, common_pb2
+from troupe._payload import encode_result
+from troupe._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
 from troupe._state import State
 from troupe._turn import TurnScope, current_turn
 from troupe.testing import TestEnv
 
-from .conftest import Daemon, hosting
+from .conftest import Daemon, fake_server, hosting
 from .test_tls import make_certs, tls_daemon_of
+from .test_watch_reconnect import FakeWatches, Stream
 
 # Every wait on the daemon is bounded by this (seconds).
 WAIT = 10
@@ -201,6 +205,51 @@ async def test_an_event_that_does_not_name_its_actor_is_the_watched_actors() -> 
         ("bus", "b2", 1),
     ]
     assert call.cancelled
+
+
+# The span of a call that publishes, as a caller's trace would have it.
+CALLER_SPAN = SpanContext(
+    trace_id=0x4BF92F3577B34DA6A3CE929D0E0E4736,
+    span_id=0x00F067AA0BA902B7,
+    is_remote=True,
+    trace_flags=TraceFlags(TraceFlags.SAMPLED),
+)
+
+
+async def test_an_event_carries_the_trace_context_of_the_turn_that_published_it() -> None:
+    """The traceparent and tracestate the daemon sends with an event come through, and
+    trace_context() continues them; an event of an untraced turn gives an empty context."""
+    traceparent = f"00-{CALLER_SPAN.trace_id:032x}-{CALLER_SPAN.span_id:016x}-01"
+    servicer = FakeWatches()
+    servicer.streams = [
+        Stream(
+            events=[
+                client_pb2.ActorEvent(
+                    payload=encode_result("traced"),
+                    cursor="00000000000000aa-1",
+                    traceparent=traceparent,
+                    tracestate="vendor=x",
+                ),
+                client_pb2.ActorEvent(
+                    payload=encode_result("untraced"), cursor="00000000000000aa-2"
+                ),
+            ],
+            hold=True,
+        )
+    ]
+    async with (
+        fake_server(client_pb2_grpc.add_ActorClientServicer_to_server, servicer) as address,
+        troupe.Client(address, timeout=WAIT) as client,
+        client.watch("bus", "b1") as events,
+    ):
+        traced, untraced = await _take(events, 2)
+    assert (traced.traceparent, traced.tracestate) == (traceparent, "vendor=x")
+    parent = trace.get_current_span(traced.trace_context()).get_span_context()
+    assert (parent.trace_id, parent.span_id) == (CALLER_SPAN.trace_id, CALLER_SPAN.span_id)
+    assert parent.is_remote and parent.trace_flags.sampled
+    assert parent.trace_state.get("vendor") == "x"
+    assert (untraced.traceparent, untraced.tracestate) == ("", "")
+    assert not trace.get_current_span(untraced.trace_context()).get_span_context().is_valid
 
 
 # --- On the daemon ----------------------------------------------------------------------------
@@ -413,6 +462,24 @@ async def test_watched_events_name_their_actor(troupe_env: TestEnv) -> None:
         ("events_bus", "b11", "a"),
         ("events_bus", "b11", "b"),
     ]
+
+
+@pytest.mark.parametrize("kind", ["watch", "watch_type"])
+async def test_a_watched_event_carries_the_trace_of_the_call_that_caused_it(
+    troupe_env: TestEnv, kind: str
+) -> None:
+    await troupe_env.host(Bus)
+    client = troupe_env.client
+    watch = client.watch(Bus, "b12") if kind == "watch" else client.watch_type(Bus)
+    async with watch as events:
+        with trace.use_span(NonRecordingSpan(CALLER_SPAN)):
+            await troupe_env.actor(Bus, "b12").publish(["traced"])
+        [event] = await _take(events, 1)
+    # The daemon's turn span when it exports traces, else the caller's span: the caller's
+    # trace either way.
+    assert event.traceparent.split("-")[1] == f"{CALLER_SPAN.trace_id:032x}"
+    parent = trace.get_current_span(event.trace_context()).get_span_context()
+    assert parent.is_valid and parent.trace_id == CALLER_SPAN.trace_id
 
 
 def _by_actor(events: list[ActorEvent]) -> dict[str, list[Any]]:

@@ -4,10 +4,12 @@
 // too, whose client has no server streams (a watch carries few messages, so its
 // speed does not matter).
 import * as grpc from "@grpc/grpc-js";
+import type { Context as OtelContext } from "@opentelemetry/api";
 import { debuglog } from "node:util";
 import { fromRpcError, TroupeError } from "./errors.js";
 import { type ActorClientClient, type ActorEvent as WireEvent, ActorClientService } from "./gen/troupe/v1/client.js";
 import { decodeResult } from "./payload.js";
+import { remoteContext } from "./tracing.js";
 import { abortError } from "./turn.js";
 
 /** One event an actor published (`this.ctx.publish(value)`), as a watcher receives it. */
@@ -34,6 +36,29 @@ export interface ActorEvent<T = unknown> {
   missedBefore: boolean;
   /** When the turn that published it ended, in unix milliseconds by the clock of the daemon that ran it. */
   publishedAtUnixMs: number;
+  /**
+   * The W3C `traceparent` of the turn that published it, as that turn was
+   * handed it (the daemon's turn span with trace export on, else the caller's
+   * own); `""` when that turn was not traced. {@link eventContext} continues it.
+   */
+  traceparent: string;
+  /** The W3C `tracestate` that goes with {@link ActorEvent.traceparent} (`""` if none). */
+  tracestate: string;
+}
+
+/**
+ * The OpenTelemetry context of the turn that published `event`, so that the
+ * work it causes joins that call's trace: start a span in it to make it a
+ * child of the publishing turn (`tracer.startActiveSpan("project", {},
+ * eventContext(event), ...)`), or link to it (`links: [{ context:
+ * trace.getSpanContext(eventContext(event)) }]`, when defined).
+ *
+ * The root context when the turn was not traced: a span started in it begins
+ * a new trace (rather than joining whatever is active), and
+ * `trace.getSpanContext` of it is undefined.
+ */
+export function eventContext(event: Pick<ActorEvent, "traceparent" | "tracestate">): OtelContext {
+  return remoteContext(event.traceparent, event.tracestate);
 }
 
 /** Options of {@link Client.watch} and {@link Client.watchType}. */
@@ -186,6 +211,8 @@ export class ActorEventStream<T = unknown> implements AsyncIterableIterator<Acto
         cursor: wire.cursor,
         missedBefore: wire.missedBefore,
         publishedAtUnixMs: Number(wire.publishedUnixMs),
+        traceparent: wire.traceparent,
+        tracestate: wire.tracestate,
       };
     } catch (e) {
       this.#fail(

@@ -32,7 +32,7 @@ export type { ActorHandle, CallOptions, GetStateExpiryOptions, GetStateOptions, 
 export { Client } from "./client.js";
 export type { ClientOptions } from "./client.js";
 export { Context } from "./context.js";
-export { ActorEventStream } from "./events.js";
+export { ActorEventStream, eventContext } from "./events.js";
 export type { ActorEvent, WatchOptions, WatchTypeOptions } from "./events.js";
 export { TurnCancelled } from "./turn.js";
 export { daemonPackage, daemonPath, DaemonNotFound, platformKey } from "./daemon.js";

@@ -60,12 +60,21 @@ export function formatTraceparent(sc: SpanContext): string {
   return `00-${sc.traceId}-${sc.spanId}-${(sc.traceFlags & 0xff).toString(16).padStart(2, "0")}`;
 }
 
+/**
+ * @internal The context holding the remote span of a W3C `traceparent` and
+ * `tracestate` the daemon passed on; the root context when there is none or it
+ * is malformed.
+ */
+export function remoteContext(traceparent: string, tracestate: string): Context {
+  // On the root, not context.active(): what continues is the daemon's trace,
+  // never whatever happens to be active where it is read.
+  const sc = traceparent === "" ? undefined : parseTraceparent(traceparent, tracestate);
+  return sc === undefined ? ROOT_CONTEXT : trace.setSpanContext(ROOT_CONTEXT, sc);
+}
+
 /** @internal The context a turn continues: the daemon's span for it, or a fresh root when untraced. */
 export function turnParent(msg: Pick<Turn, "traceparent" | "tracestate">): Context {
-  // A root, not context.active(): a turn must not inherit whatever was active
-  // where the App happened to be started.
-  const sc = msg.traceparent === "" ? undefined : parseTraceparent(msg.traceparent, msg.tracestate);
-  return sc === undefined ? ROOT_CONTEXT : trace.setSpanContext(ROOT_CONTEXT, sc);
+  return remoteContext(msg.traceparent, msg.tracestate);
 }
 
 /** Where calls made now belong: the active context if it has a span, else the running turn's. */

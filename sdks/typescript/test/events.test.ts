@@ -3,6 +3,8 @@
 // core is seen to forward them), and the whole round trip with `client.watch`
 // and `client.watchType` on the real daemon.
 import * as grpc from "@grpc/grpc-js";
+import { context, type SpanContext, trace, TraceFlags } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { AppMessage, DaemonMessage, Turn, TurnResult } from "../src/gen/troupe/v1/app.js";
@@ -15,6 +17,7 @@ import {
   type ActorEvent,
   App,
   Client,
+  eventContext,
   InvalidArgument,
   method,
   NotFound,
@@ -28,6 +31,14 @@ import { endWith, FakeWatchServer, take, values, WAIT_MS, wireEvent } from "./fa
 import { bindLoopback, type Daemon, quietLogger, signal, startDaemon, troupeBin, within } from "./helpers.js";
 
 const HOOK_ERROR = /events can only be published from a turn/;
+
+/** The span of a call that publishes, as a caller's trace would have it. */
+const CALLER_SPAN: SpanContext = {
+  traceId: "4bf92f3577b34da6a3ce929d0e0e4736",
+  spanId: "00f067aa0ba902b7",
+  traceFlags: TraceFlags.SAMPLED,
+  isRemote: true,
+};
 
 /** Where a cursor is: `<16 hex epoch>-<decimal seq>`. */
 function parseCursor(cursor: string): { epoch: string; seq: bigint } {
@@ -287,8 +298,9 @@ describe("client.watch on a fake server", () => {
     call.write(wireEvent({ n: 1 }, 8, true));
     call.write(wireEvent({ n: 2 }, 9, false, { type: "bus", id: "b1" }));
     const [event, named] = await take(stream, 2);
-    assert.deepEqual(event, { value: { n: 1 }, actorType: "bus", actorId: "b1", cursor: "00000000000000ab-8", missedBefore: true, publishedAtUnixMs: 1_700_000_000_008 });
-    assert.deepEqual(named, { value: { n: 2 }, actorType: "bus", actorId: "b1", cursor: "00000000000000ab-9", missedBefore: false, publishedAtUnixMs: 1_700_000_000_009 });
+    const untraced = { traceparent: "", tracestate: "" };
+    assert.deepEqual(event, { value: { n: 1 }, actorType: "bus", actorId: "b1", cursor: "00000000000000ab-8", missedBefore: true, publishedAtUnixMs: 1_700_000_000_008, ...untraced });
+    assert.deepEqual(named, { value: { n: 2 }, actorType: "bus", actorId: "b1", cursor: "00000000000000ab-9", missedBefore: false, publishedAtUnixMs: 1_700_000_000_009, ...untraced });
     stream.close();
     await within(WAIT_MS, "the server to see the client leave", cancelled);
   });
@@ -357,8 +369,8 @@ describe("client.watch on a fake server", () => {
     call.write(wireEvent({ n: 2 }, 2, true, { type: "bus", id: "b2" }));
     const events = await take(stream, 2);
     assert.deepEqual(events, [
-      { value: { n: 1 }, actorType: "bus", actorId: "b1", cursor: "00000000000000ab-1", missedBefore: false, publishedAtUnixMs: 1_700_000_000_001 },
-      { value: { n: 2 }, actorType: "bus", actorId: "b2", cursor: "00000000000000ab-2", missedBefore: true, publishedAtUnixMs: 1_700_000_000_002 },
+      { value: { n: 1 }, actorType: "bus", actorId: "b1", cursor: "00000000000000ab-1", missedBefore: false, publishedAtUnixMs: 1_700_000_000_001, traceparent: "", tracestate: "" },
+      { value: { n: 2 }, actorType: "bus", actorId: "b2", cursor: "00000000000000ab-2", missedBefore: true, publishedAtUnixMs: 1_700_000_000_002, traceparent: "", tracestate: "" },
     ]);
     // An event of a type watch that names no actor cannot be placed: the watch ends saying so.
     call.write(wireEvent({ n: 3 }, 3));
@@ -366,6 +378,28 @@ describe("client.watch on a fake server", () => {
       within(WAIT_MS, "the event without an actor", stream.next()),
       (e: unknown) => e instanceof TroupeError && /watchType bus: .*"00000000000000ab-3" without the actor that published it/.test(e.message),
     );
+    await within(WAIT_MS, "the server to see the client leave", cancelled);
+  });
+
+  test("an event carries the trace context of the turn that published it; eventContext continues it", async () => {
+    const traceparent = `00-${CALLER_SPAN.traceId}-${CALLER_SPAN.spanId}-01`;
+    const watching = client.watch("bus", "b9");
+    const { call, cancelled } = await server.next();
+    call.sendMetadata(new grpc.Metadata());
+    const stream = await within(WAIT_MS, "watch() after the headers", watching);
+    call.write({ ...wireEvent("traced", 1), traceparent, tracestate: "vendor=x" });
+    call.write(wireEvent("untraced", 2));
+    const [traced, untraced] = await take(stream, 2);
+    stream.close();
+    assert.ok(traced !== undefined && untraced !== undefined);
+    assert.deepEqual([traced.traceparent, traced.tracestate], [traceparent, "vendor=x"]);
+    const parent = trace.getSpanContext(eventContext(traced));
+    assert.deepEqual(
+      parent && { traceId: parent.traceId, spanId: parent.spanId, traceFlags: parent.traceFlags, isRemote: parent.isRemote, vendor: parent.traceState?.get("vendor") },
+      { ...CALLER_SPAN, vendor: "x" },
+    );
+    assert.deepEqual([untraced.traceparent, untraced.tracestate], ["", ""]);
+    assert.equal(trace.getSpanContext(eventContext(untraced)), undefined);
     await within(WAIT_MS, "the server to see the client leave", cancelled);
   });
 
@@ -532,6 +566,34 @@ describe("client.watch and client.watchType on the daemon", () => {
       );
     } finally {
       stream.close();
+    }
+  });
+
+  test("a watched event carries the trace of the call that published it, in a one-actor and a type watch", async () => {
+    // The API follows the active context across awaits only with a context manager.
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    try {
+      const caller = trace.setSpanContext(context.active(), CALLER_SPAN);
+      const { id, call } = bus();
+      const watches = [
+        { open: () => env.client.watch(Bus, id), publish: () => call("publishAll", ["traced"]) },
+        { open: () => env.client.watchType(Fleet), publish: () => env.client.invoke("ev_fleet", "traced", "publishAll", [["traced"]]) },
+      ];
+      for (const { open, publish } of watches) {
+        const stream = await open();
+        try {
+          await context.with(caller, publish);
+          const [event] = await take(stream, 1);
+          assert.ok(event !== undefined);
+          // The daemon's turn span when it exports traces, else the caller's span: the caller's trace either way.
+          assert.equal(event.traceparent.split("-")[1], CALLER_SPAN.traceId, `${stream.actor}: ${event.traceparent}`);
+          assert.equal(trace.getSpanContext(eventContext(event))?.traceId, CALLER_SPAN.traceId);
+        } finally {
+          stream.close();
+        }
+      }
+    } finally {
+      context.disable();
     }
   });
 

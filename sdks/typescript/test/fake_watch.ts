@@ -85,6 +85,8 @@ export function wireEvent(value: unknown, seq: number, missedBefore = false, act
     missedBefore,
     publishedUnixMs: 1_700_000_000_000n + BigInt(seq),
     actor,
+    traceparent: "",
+    tracestate: "",
   };
 }
 

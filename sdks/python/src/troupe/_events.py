@@ -16,11 +16,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import grpc
+from opentelemetry.context import Context as OtelContext
 
 from ._address import SDK_NAME
 from ._errors import from_rpc_error
 from ._payload import decode_event
 from ._proto.troupe.v1 import client_pb2
+from ._tracing import remote_context
 
 # grpc.aio's end-of-stream marker (missing from the type stubs).
 _EOF: object = grpc.aio.EOF  # type: ignore[attr-defined]
@@ -69,6 +71,10 @@ class ActorEvent:
         actor_type: the type of the actor that published it.
         actor_id: the id of the actor that published it: what tells the actors of a
             :meth:`Client.watch_type` stream apart.
+        traceparent: the W3C ``traceparent`` of the turn that published it, as that turn
+            was handed it (the daemon's turn span with trace export on, else the caller's
+            own); "" when that turn was not traced. :meth:`trace_context` continues it.
+        tracestate: the W3C ``tracestate`` that goes with ``traceparent`` ("" if none).
     """
 
     value: Any
@@ -77,6 +83,22 @@ class ActorEvent:
     published_at_unix_ms: int
     actor_type: str
     actor_id: str
+    # Defaulted so that events a test builds by hand need not name them.
+    traceparent: str = ""
+    tracestate: str = ""
+
+    def trace_context(self) -> OtelContext:
+        """The OpenTelemetry context of the turn that published this event, so that the
+        work it causes joins that call's trace: start a span in it to make it a child of
+        the publishing turn (``tracer.start_as_current_span("project",
+        context=event.trace_context())``), or link to it (``trace.Link(
+        trace.get_current_span(event.trace_context()).get_span_context())``).
+
+        An empty context when the turn was not traced: a span started in it is a new
+        trace's root (not a child of whatever span is current), and its span context is
+        not valid.
+        """
+        return remote_context(self.traceparent, self.tracestate)
 
 
 class Watch:
@@ -246,6 +268,8 @@ class Watch:
             published_at_unix_ms=msg.published_unix_ms,
             actor_type=msg.actor.type or self._actor_type,
             actor_id=msg.actor.id or self._actor_id,
+            traceparent=msg.traceparent,
+            tracestate=msg.tracestate,
         )
 
     async def _reopen(self, cause: str) -> WatchCall:

@@ -57,18 +57,25 @@ _HOOKS = {
 _UNTRACED: AbstractContextManager[None] = contextlib.nullcontext()
 
 
-def turn_parent(msg: app_pb2.Turn) -> OtelContext:
-    """The context a turn continues: the daemon's turn span, or a fresh root when untraced.
+def remote_context(traceparent: str, tracestate: str) -> OtelContext:
+    """The context holding the (remote) span of a W3C ``traceparent`` and ``tracestate`` the
+    daemon passed on; an empty context when there is none or it is malformed.
 
-    Starting from an empty context (not the current one) keeps a turn from
-    inheriting whatever span was current where the App was started.
+    Built on an empty context, not the current one: what it continues is the daemon's
+    trace, never whatever span happens to be current where it is read.
     """
-    if not msg.traceparent:
+    if not traceparent:
         return OtelContext()
-    carrier = {"traceparent": msg.traceparent}
-    if msg.tracestate:
-        carrier["tracestate"] = msg.tracestate
+    carrier = {"traceparent": traceparent}
+    if tracestate:
+        carrier["tracestate"] = tracestate
     return _PROPAGATOR.extract(carrier, OtelContext())
+
+
+def turn_parent(msg: app_pb2.Turn) -> OtelContext:
+    """The context a turn continues: the daemon's turn span, or a fresh root when untraced
+    (so a turn does not inherit whatever span was current where the App was started)."""
+    return remote_context(msg.traceparent, msg.tracestate)
 
 
 class Tracing:
