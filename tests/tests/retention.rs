@@ -53,6 +53,77 @@ async fn an_idle_actor_past_its_types_retention_is_erased() -> anyhow::Result<()
     Ok(())
 }
 
+/// An operator's hold (a paused `$retain`) outlives "pause every
+/// reminder of the type" and "resume them all": `--all` leaves the daemon's
+/// own reminders alone unless `--name` names them. Before, the resume lifted
+/// the hold and the next hour erased the actor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_outlives_pausing_and_resuming_every_reminder() -> anyhow::Result<()> {
+    let spec = pb::ActorTypeSpec {
+        retention_ms: 3_600_000,
+        ..type_spec("counter")
+    };
+    let (_dir, daemon, _app, mut client) = daemon_with_app(&["--test-clock"], vec![spec]).await?;
+    assert_eq!(client.incr("counter", "c2", 7).await?, 7);
+    client
+        .0
+        .set_reminder(pb::SetReminderRequest {
+            actor: Some(actor("counter", "c2")),
+            name: "audit".into(),
+            due: "1d".into(),
+            payload: Some(troupe_tests::json_payload("{}")),
+            ..Default::default()
+        })
+        .await?;
+    cli_against(&daemon, &["actors", "deactivate", "counter", "c2"], 0).await?;
+    let hold = ["reminders", "pause", "counter", "c2", "$retain"];
+    cli_against(&daemon, &hold, 0).await?;
+
+    let all = |verb: &'static str| {
+        let daemon = &daemon;
+        async move {
+            let args = ["reminders", verb, "--all", "--type", "counter"];
+            Ok::<_, anyhow::Error>(cli_against(daemon, &args, 0).await?.0)
+        }
+    };
+    let paused = all("pause").await?;
+    assert!(paused.contains("paused 1 of 1 reminder of type counter"), "{paused}");
+    let resumed = all("resume").await?;
+    assert!(resumed.contains("resumed 1 of 1 reminder of type counter"), "{resumed}");
+    assert!(reminder(&mut client, "c2", "$retain").await?.paused);
+    assert!(!reminder(&mut client, "c2", "audit").await?.paused);
+
+    daemon.advance_clock("2h").await?;
+    assert_eq!(client.stored_count("counter", "c2").await?, Some(7));
+
+    // Named, the daemon's own are changed too: every hold of the type lifted.
+    let lift = [
+        "reminders",
+        "resume",
+        "--all",
+        "--type",
+        "counter",
+        "--name",
+        "$retain",
+    ];
+    let (lifted, _) = cli_against(&daemon, &lift, 0).await?;
+    assert!(lifted.contains("resumed 1 of 1"), "{lifted}");
+    daemon.advance_clock("0s").await?;
+    assert_eq!(client.stored_count("counter", "c2").await?, None);
+    Ok(())
+}
+
+async fn reminder(client: &mut Client, id: &str, name: &str) -> anyhow::Result<pb::Reminder> {
+    let found = client
+        .0
+        .get_reminder(pb::ReminderRef {
+            actor: Some(actor("counter", id)),
+            name: name.into(),
+        })
+        .await?;
+    Ok(found.into_inner())
+}
+
 /// A `kill -9` leaves the mark of the activation's start: the restarted
 /// daemon keeps the actor a retention more, then erases it. Its state
 /// reached the store before the kill (a durable type), so a crash that

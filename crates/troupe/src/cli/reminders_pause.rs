@@ -8,6 +8,7 @@ use futures::stream::{self, StreamExt};
 use serde_json::json;
 use tonic::{Code, Status};
 use troupe_proto::v1 as pb;
+use troupe_runtime::{EXPIRE_NAME, RETAIN_NAME};
 
 use super::reminders::{fetch, row_json, table, ALARM_NAME};
 use super::render::Table;
@@ -33,8 +34,9 @@ pub struct Paused {
     /// The reminder's name, as `troupe reminders list` shows it.
     #[arg(required_unless_present = "all")]
     pub name: Option<String>,
-    /// Every reminder listed when the command starts (alarms are left
-    /// alone), narrowed by --type, --id and --name.
+    /// Every reminder listed when the command starts (alarms and the
+    /// daemon's own `$retain` and `$expire` are left alone unless --name
+    /// names them), narrowed by --type, --id and --name.
     #[arg(long, conflicts_with_all = ["actor_type", "id", "name"])]
     pub all: bool,
     /// With --all: only the reminders of actors of this type.
@@ -130,7 +132,13 @@ enum Outcome {
 async fn change_all(target: &Target, which: Paused, pause: bool) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
     let mut listed = fetch(&daemon, which.of_type.as_deref(), which.of_id.as_deref()).await?;
-    listed.retain(|r| !r.alarm && which.named.as_ref().is_none_or(|n| *n == r.name));
+    listed.retain(|r| {
+        !r.alarm
+            && match &which.named {
+                Some(name) => *name == r.name,
+                None => !is_housekeeping(&r.name),
+            }
+    });
     let count = listed.len();
     // Those already as asked need no call.
     let (already, to_change): (Vec<_>, Vec<_>) =
@@ -164,6 +172,14 @@ async fn change_all(target: &Target, which: Paused, pause: bool) -> anyhow::Resu
         already.len(),
         outcomes,
     )
+}
+
+/// The daemon's own reminders, which `--all` changes only when `--name`
+/// names them: a paused `$retain` is an operator's legal hold, and
+/// "resume every billing job" must not lift it (a resume past its due time
+/// erases the actor at once).
+fn is_housekeeping(name: &str) -> bool {
+    name == RETAIN_NAME || name == EXPIRE_NAME
 }
 
 /// e.g. " of type billing, named invoice"; empty for every reminder.
