@@ -120,10 +120,18 @@ async fn a_watch_of_a_type_nobody_hosts_is_refused() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// ... and the daemon counts it (`troupe_watch_gaps_total`), beside the
+/// events published and the bytes it holds for watchers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watcher_that_falls_behind_is_told_what_it_missed() -> anyhow::Result<()> {
-    let (_dir, _daemon, _app, mut client) =
-        daemon_with_app(&[], vec![type_spec("counter")]).await?;
+    let (_dir, daemon, _app, mut client) = daemon_with_app(
+        &["--metrics-listen", "127.0.0.1:0"],
+        vec![type_spec("counter")],
+    )
+    .await?;
+    let metrics = troupe_tests::scrape::metrics_addr(&daemon.log())
+        .ok_or_else(|| anyhow::anyhow!("no metrics address in the log"))?;
+    let counter = [("actor_type", "counter")];
     let mut events = watch(&mut client, "c1", "").await?;
     let cursor = {
         publish(&mut client, "c1", 1).await?;
@@ -135,9 +143,24 @@ async fn a_watcher_that_falls_behind_is_told_what_it_missed() -> anyhow::Result<
     for _ in 0..turns {
         publish(&mut client, "c1", 1).await?;
     }
+    let scraped = troupe_tests::scrape::scrape(metrics).await?;
+    assert_eq!(scraped.sum("troupe_watch_gaps_total", &counter), 0.0);
     let mut resumed = watch(&mut client, "c1", &cursor).await?;
     let event = next(&mut resumed).await?;
     assert!(event.missed_before, "{event:?}");
+
+    let scraped = troupe_tests::scrape::scrape(metrics).await?;
+    let published = f64::from(2 * (1 + turns));
+    assert_eq!(
+        scraped.sum("troupe_events_published_total", &counter),
+        published,
+        "{}",
+        scraped.text
+    );
+    assert_eq!(scraped.sum("troupe_watch_gaps_total", &counter), 1.0);
+    // The 256 newest are held, a few bytes each.
+    let held = scraped.sum("troupe_events_held_bytes", &[]);
+    assert!((256.0..=256.0 * 64.0).contains(&held), "{held}");
     Ok(())
 }
 

@@ -386,6 +386,7 @@ impl Runtime {
                 .unwrap_or(i64::MAX),
             serving: self.shared.placement.may_serve(),
             watched_actors: i64::try_from(self.shared.events.watched()).unwrap_or(i64::MAX),
+            events_held_bytes: i64::try_from(self.shared.events.held_bytes()).unwrap_or(i64::MAX),
             reminders_paused: self
                 .shared
                 .scheduler

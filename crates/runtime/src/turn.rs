@@ -249,6 +249,9 @@ impl Shared {
             match &result {
                 Ok(_) | Err(CallError::Actor(_)) => {
                     stats.turn(meta.kind, started.elapsed(), result.is_ok());
+                    if result.is_ok() && !events.events.is_empty() {
+                        stats.published(events.events.len());
+                    }
                 }
                 Err(e) => {
                     if let Some(metrics) = &self.metrics {

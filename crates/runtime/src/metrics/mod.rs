@@ -131,6 +131,8 @@ pub(crate) struct TypeStats {
     lateness: [Histogram; 4],
     /// Running turns its apps were told to stop, their callers gone.
     cancelled: Counter,
+    /// Events its succeeded turns published, watched or not.
+    published: Counter,
 }
 
 /// What a firing of the scheduler was: the `kind` label of
@@ -202,6 +204,12 @@ impl TypeStats {
         }
     }
 
+    /// A succeeded turn published `events` events.
+    pub(crate) fn published(&self, events: usize) {
+        self.published
+            .inc_by(u64::try_from(events).unwrap_or(u64::MAX));
+    }
+
     /// A firing of `kind` went through (for timers: nothing to count).
     pub(crate) fn fired(&self, kind: Scheduled) {
         if let Some(fired) = self.fired.get(kind.index()) {
@@ -221,6 +229,8 @@ pub(crate) struct Metrics {
     reminders_fired: Family<KindLabels, Counter>,
     lateness: HistogramFamily<KindLabels>,
     turns_cancelled: Family<TypeLabels, Counter>,
+    events_published: Family<TypeLabels, Counter>,
+    watch_gaps: Family<TypeLabels, Counter>,
     flush_keys: Histogram,
     flush_seconds: Histogram,
     flush_failures: Counter,
@@ -253,6 +263,8 @@ pub(crate) struct Snapshot {
     pub(crate) reminders_paused: Option<i64>,
     /// Actors whose events are held for watchers (`watch`).
     pub(crate) watched_actors: i64,
+    /// Bytes of events held for watchers, of [`crate::HELD_BYTES`].
+    pub(crate) events_held_bytes: i64,
 }
 
 impl Metrics {
@@ -267,6 +279,8 @@ impl Metrics {
             reminders_fired: Family::default(),
             lateness: Family::new_with_constructor(lateness_buckets),
             turns_cancelled: Family::default(),
+            events_published: Family::default(),
+            watch_gaps: Family::default(),
             flush_keys: batch_buckets(),
             flush_seconds: latency_buckets(),
             flush_failures: Counter::default(),
@@ -318,6 +332,13 @@ impl Metrics {
             cancelled: self.turns_cancelled.get_or_create_owned(&TypeLabels {
                 actor_type: actor_type.clone(),
             }),
+            published: self.events_published.get_or_create_owned(&TypeLabels {
+                actor_type: actor_type.clone(),
+            }),
+        });
+        // There at 0 too, for an alert on its increase().
+        self.watch_gaps.get_or_create_owned(&TypeLabels {
+            actor_type: actor_type.clone(),
         });
         // The failures alerts and dashboards take a rate() of, there at 0
         // from the type's first use: a series born at its first increment
@@ -387,6 +408,16 @@ impl Metrics {
     /// A running turn's host was told to stop it, its caller gone.
     pub(crate) fn turn_cancelled(&self, ty: &Arc<str>) {
         self.for_type(ty).cancelled.inc();
+    }
+
+    /// A poll of `ty`'s events (an actor's, or the whole type's) was
+    /// answered with "events may be missing before these".
+    pub(crate) fn watch_gap(&self, ty: &str) {
+        self.watch_gaps
+            .get_or_create(&TypeLabels {
+                actor_type: ty.to_owned(),
+            })
+            .inc();
     }
 
     pub(crate) fn flushed(&self, keys: usize, took: Duration) {

@@ -157,6 +157,25 @@ impl Metrics {
              (ActorClient.Watch, WatchType), against --max-watched-actors",
             gauge(snapshot.watched_actors),
         );
+        registry.register_with_unit(
+            "events_held",
+            "Bytes of events this daemon holds for watchers to poll, of at most 64 MiB (the \
+             oldest go first)",
+            Unit::Bytes,
+            gauge(snapshot.events_held_bytes),
+        );
+        registry.register(
+            "events_published",
+            "Events the succeeded turns of a type published here, watched or not",
+            self.events_published.clone(),
+        );
+        registry.register(
+            "watch_gaps",
+            "Polls of a type's events (one actor's or the whole type's) answered here with \
+             'events may be missing before these': a watcher fell behind what is held, resumed \
+             from an unknown cursor, or the actor's events were dropped waiting for a durable write",
+            self.watch_gaps.clone(),
+        );
         registry.register(
             "pending_calls",
             "Calls admitted and not yet answered",

@@ -258,6 +258,11 @@ impl EventHub {
         self.watched.load(Ordering::Relaxed)
     }
 
+    /// Bytes of events held now, queued ones included; read when scraped.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.topics.lock().held_bytes
+    }
+
     /// Hands a turn's events to the actor's watchers and its type's, if it
     /// has any: at once, or behind events still waiting for their turns'
     /// writes (`stored`).

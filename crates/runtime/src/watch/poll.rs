@@ -97,12 +97,15 @@ impl Shared {
     ) -> Result<Polled, CallError> {
         self.check_new_watch(&actor.ty, after.is_none())?;
         let until = deadline.min(Instant::now() + wait.min(MAX_POLL_WAIT));
-        self.wait_for_events(
-            until,
-            |resume| self.events.take(actor, resume.or(after), Instant::now()),
-            || self.events.done_waiting(actor, Instant::now()),
-        )
-        .await
+        let polled = self
+            .wait_for_events(
+                until,
+                |resume| self.events.take(actor, resume.or(after), Instant::now()),
+                || self.events.done_waiting(actor, Instant::now()),
+            )
+            .await?;
+        self.count_gap(&actor.ty, &polled);
+        Ok(polled)
     }
 
     /// One long poll of the events the actors of a type publish on this
@@ -117,15 +120,26 @@ impl Shared {
     ) -> Result<Polled, CallError> {
         self.check_new_watch(&watched.ty, after.is_empty())?;
         let until = deadline.min(Instant::now() + wait.min(MAX_POLL_WAIT));
-        self.wait_for_events(
-            until,
-            |resume| match resume {
-                Some(cursor) => self.events.take_type(watched, &[cursor], Instant::now()),
-                None => self.events.take_type(watched, after, Instant::now()),
-            },
-            || self.events.done_waiting_type(&watched.ty, Instant::now()),
-        )
-        .await
+        let polled = self
+            .wait_for_events(
+                until,
+                |resume| match resume {
+                    Some(cursor) => self.events.take_type(watched, &[cursor], Instant::now()),
+                    None => self.events.take_type(watched, after, Instant::now()),
+                },
+                || self.events.done_waiting_type(&watched.ty, Instant::now()),
+            )
+            .await?;
+        self.count_gap(&watched.ty, &polled);
+        Ok(polled)
+    }
+
+    /// A watcher told that events may be missing is what an operator looks
+    /// for when a dashboard shows gaps (`troupe_watch_gaps_total`).
+    fn count_gap(&self, ty: &str, polled: &Polled) {
+        if let (true, Some(metrics)) = (polled.missed, &self.metrics) {
+            metrics.watch_gap(ty);
+        }
     }
 
     /// A new watch (`new`: from no cursor) of a type nobody hosts is most
