@@ -87,9 +87,15 @@ async fn a_hold_outlives_pausing_and_resuming_every_reminder() -> anyhow::Result
         }
     };
     let paused = all("pause").await?;
-    assert!(paused.contains("paused 1 of 1 reminder of type counter"), "{paused}");
+    assert!(
+        paused.contains("paused 1 of 1 reminder of type counter"),
+        "{paused}"
+    );
     let resumed = all("resume").await?;
-    assert!(resumed.contains("resumed 1 of 1 reminder of type counter"), "{resumed}");
+    assert!(
+        resumed.contains("resumed 1 of 1 reminder of type counter"),
+        "{resumed}"
+    );
     assert!(reminder(&mut client, "c2", "$retain").await?.paused);
     assert!(!reminder(&mut client, "c2", "audit").await?.paused);
 
