@@ -184,6 +184,15 @@ async fn watching_does_not_activate_and_a_shutdown_ends_the_watch() -> anyhow::R
         "{}",
         scraped.text
     );
+    let (status, _) = troupe_tests::cli_against(&daemon, &["status", "-o", "json"], 0).await?;
+    let status: serde_json::Value = serde_json::from_str(&status)?;
+    assert_eq!(status["events"]["watched"], 1, "{status}");
+    assert_eq!(status["events"]["max_held_bytes"], 64 << 20, "{status}");
+    let (table, _) = troupe_tests::cli_against(&daemon, &["status"], 0).await?;
+    assert!(
+        table.contains("1 of at most 65536 actors and types watched"),
+        "{table}"
+    );
 
     daemon.terminate().await?;
     // The watch ended as the daemon began to stop, so the server closed

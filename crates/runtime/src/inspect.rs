@@ -83,6 +83,19 @@ pub struct RuntimeStatus {
     /// Whether this daemon may serve actors (its placement lease holds).
     pub serving: bool,
     pub memory: MemoryBounds,
+    pub events: EventsHeld,
+}
+
+/// What the daemon holds for watchers of actor events, against its bounds.
+#[derive(Debug, Clone, Default)]
+pub struct EventsHeld {
+    /// Actors and whole types whose events are held, and the bound
+    /// (`RuntimeConfig::max_watched_actors`).
+    pub watched: usize,
+    pub max_watched: usize,
+    /// Bytes of events held, and the most held ([`crate::HELD_BYTES`]).
+    pub held_bytes: usize,
+    pub max_held_bytes: usize,
 }
 
 /// The daemon's memory bounds, how near it is, and what they did since it
@@ -180,6 +193,12 @@ impl Runtime {
             placement_version: shared.placement.table_version(),
             serving: shared.placement.may_serve(),
             memory: self.memory_bounds(),
+            events: EventsHeld {
+                watched: shared.events.watched(),
+                max_watched: shared.config.max_watched_actors,
+                held_bytes: shared.events.held_bytes(),
+                max_held_bytes: crate::HELD_BYTES,
+            },
         }
     }
 

@@ -75,7 +75,7 @@ pub use inbox::stats::DeliveryCounts;
 pub use inbox::status::{DeadLetterCount, DeliveryStatus, InboxRetry, DEAD_LETTERS_COUNTED};
 pub use inbox::DeadLetterInfo;
 pub use inspect::{
-    ActivationState, ActorDetails, ActorInfo, MemoryBounds, RuntimeStatus, TypeStatus,
+    ActivationState, ActorDetails, ActorInfo, EventsHeld, MemoryBounds, RuntimeStatus, TypeStatus,
 };
 pub use lifecycle::edit_state::EditedState;
 pub use lifecycle::events::ACTIVATION_LOG;

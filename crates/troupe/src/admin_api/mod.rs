@@ -232,6 +232,12 @@ impl pb::admin_server::Admin for AdminApi {
                 }
             }),
             memory: Some(memory_to_pb(&s.memory, self.memory_limit)),
+            events: Some(pb::EventsStatus {
+                watched: s.events.watched as u64,
+                max_watched: s.events.max_watched as u64,
+                held_bytes: s.events.held_bytes as u64,
+                max_held_bytes: s.events.max_held_bytes as u64,
+            }),
             security: Some(self.security.status()),
         }))
     }

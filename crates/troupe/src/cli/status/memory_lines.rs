@@ -1,6 +1,7 @@
 //! The memory lines of `troupe status`: resident memory against the
-//! process's limit, load shedding, the bound on activations and what stored
-//! idempotency keys take, each next to the flag that sets it.
+//! process's limit, load shedding, the bound on activations, what stored
+//! idempotency keys take and what is held for watchers of events, each
+//! next to the flag that sets it.
 
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
@@ -36,6 +37,32 @@ pub(super) fn memory_pairs(m: &pb::MemoryBounds) -> Vec<(&'static str, String)> 
     }
     pairs.push(("key memory", key_memory(m)));
     pairs
+}
+
+pub(super) fn events_json(e: &pb::EventsStatus) -> Value {
+    json!({
+        "watched": e.watched,
+        "max_watched": e.max_watched,
+        "held_bytes": e.held_bytes,
+        "max_held_bytes": e.max_held_bytes,
+    })
+}
+
+/// What is held for watchers of events, against the bounds.
+pub(super) fn events_held(e: &pb::EventsStatus) -> String {
+    if e.watched == 0 {
+        return format!(
+            "nothing watched (at most {} actors and types, --max-watched-actors)",
+            e.max_watched
+        );
+    }
+    format!(
+        "{} of at most {} actors and types watched (--max-watched-actors), {} held of {}",
+        e.watched,
+        e.max_watched,
+        render::bytes(e.held_bytes),
+        render::bytes(e.max_held_bytes)
+    )
 }
 
 /// Whether new work is refused for memory, and from where.

@@ -13,7 +13,7 @@ use super::render::{self, Table};
 use super::{connect, plural, Target};
 use cluster_lines::cluster_pairs;
 use delivery_lines::{delivery_json, delivery_pairs};
-use memory_lines::{active_actors, memory_json, memory_pairs};
+use memory_lines::{active_actors, events_held, events_json, memory_json, memory_pairs};
 use problems::{emit_checked, now_ms, problems};
 use security_lines::{security_json, security_pairs};
 
@@ -87,6 +87,7 @@ pub(super) fn status_json(s: &pb::StatusResponse) -> Value {
         "serving": s.serving,
         "inbound_links": super::links::inbound_json(s.inbound_links.as_ref()),
         "memory": s.memory.as_ref().map(memory_json),
+        "events": s.events.as_ref().map(events_json),
         "security": s.security.as_ref().map(security_json),
         "types": types,
     });
@@ -154,6 +155,9 @@ pub(super) fn status_table(s: &pb::StatusResponse) -> String {
     }
     if let Some(m) = &s.memory {
         pairs.extend(memory_pairs(m));
+    }
+    if let Some(e) = &s.events {
+        pairs.push(("events", events_held(e)));
     }
     pairs.extend(cluster_pairs(s));
     if let Some(security) = &s.security {

@@ -12,8 +12,9 @@ use troupe_proto::v1 as pb;
 use super::security_lines::{lapse, Lapse};
 use crate::cli::{emit, emit_json, fail, plural, render, Exit, Output};
 
-/// Pending calls from this share of --max-pending-calls on.
-const PENDING_NEAR_PERCENT: u64 = 90;
+/// A bound counts as nearly reached from this share of it on (pending
+/// calls, watched streams): new work is about to be refused.
+const NEAR_BOUND_PERCENT: u64 = 90;
 
 /// Now, in Unix ms, to judge certificates by.
 pub(in crate::cli) fn now_ms() -> u64 {
@@ -66,7 +67,7 @@ pub(in crate::cli) fn problems(s: &pb::StatusResponse, now_ms: u64) -> Vec<Probl
     }
     let near = s
         .max_pending_calls
-        .saturating_mul(PENDING_NEAR_PERCENT)
+        .saturating_mul(NEAR_BOUND_PERCENT)
         .div_ceil(100);
     if s.max_pending_calls > 0 && s.pending_calls >= near {
         found.push(problem(
@@ -76,6 +77,23 @@ pub(in crate::cli) fn problems(s: &pb::StatusResponse, now_ms: u64) -> Vec<Probl
             ),
             "add daemons or app instances, or raise --max-pending-calls if there is room",
         ));
+    }
+    if let Some(e) = s.events.as_ref().filter(|e| e.max_watched > 0) {
+        let near = e
+            .max_watched
+            .saturating_mul(NEAR_BOUND_PERCENT)
+            .div_ceil(100);
+        if e.watched >= near {
+            found.push(problem(
+                format!(
+                    "{} of at most {} actors and types watched: new watches are about to get \
+                     RESOURCE_EXHAUSTED",
+                    e.watched, e.max_watched
+                ),
+                "stop watches nobody reads (a stream is held 30 s after its last poll), or \
+                 raise --max-watched-actors if there is memory for it",
+            ));
+        }
     }
     if let Some(d) = s.delivery.as_ref() {
         if d.dead_letters_error.is_empty() && d.dead_letters > 0 {
@@ -229,6 +247,11 @@ mod tests {
             }],
             delivery: Some(pb::DeliveryStatus::default()),
             memory: Some(pb::MemoryBounds::default()),
+            events: Some(pb::EventsStatus {
+                watched: 89,
+                max_watched: 100,
+                ..Default::default()
+            }),
             security: Some(pb::SecurityStatus {
                 tls: Some(pb::TlsStatus {
                     client_certificates: "optional".into(),
@@ -269,6 +292,11 @@ mod tests {
         });
         s.serving = false;
         s.pending_calls = 90;
+        s.events = Some(pb::EventsStatus {
+            watched: 100,
+            max_watched: 100,
+            ..Default::default()
+        });
         s.memory = Some(pb::MemoryBounds {
             shedding: true,
             resident_bytes: 240 << 20,
@@ -313,6 +341,8 @@ mod tests {
                 "its placement lease lapsed: every call to its actors gets UNAVAILABLE",
                 "it refuses new calls for memory: 240.0 MiB resident of a 256.0 MiB limit",
                 "90 of at most 100 calls pending: new ones are about to get RESOURCE_EXHAUSTED",
+                "100 of at most 100 actors and types watched: new watches are about to get \
+                 RESOURCE_EXHAUSTED",
                 "≥1000 dead letters in the store",
                 "actor type counter has no app connected",
                 "the client API on 0.0.0.0:7420 is open to anyone who reaches it (--insecure)",
@@ -323,7 +353,7 @@ mod tests {
         );
         let text = problems_text(&problems(&s, NOW));
         assert!(
-            text.starts_with("10 problems:\n  - the store is failing"),
+            text.starts_with("11 problems:\n  - the store is failing"),
             "{text}"
         );
         assert!(

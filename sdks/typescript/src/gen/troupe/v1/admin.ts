@@ -110,7 +110,33 @@ export interface StatusResponse {
    * Reminders paused (PauseReminder) as this daemon last read them from the
    * store; absent until it has (and from a daemon older than this field).
    */
-  remindersPaused?: bigint | undefined;
+  remindersPaused?:
+    | bigint
+    | undefined;
+  /**
+   * What this daemon holds for watchers of actor events (absent from a
+   * daemon older than this field).
+   */
+  events?: EventsStatus | undefined;
+}
+
+/**
+ * The events this daemon holds for watchers (ActorClient.Watch, WatchType),
+ * and the bounds on them.
+ */
+export interface EventsStatus {
+  /**
+   * Actors and whole types whose events it holds now, and the bound
+   * (--max-watched-actors) past which a new watch gets RESOURCE_EXHAUSTED.
+   */
+  watched: bigint;
+  maxWatched: bigint;
+  /**
+   * Bytes of events held, queued ones included, and the most it holds (the
+   * oldest go first, their watchers told that events may be missing).
+   */
+  heldBytes: bigint;
+  maxHeldBytes: bigint;
 }
 
 /**
@@ -696,6 +722,7 @@ function createBaseStatusResponse(): StatusResponse {
     storeBytes: 0n,
     security: undefined,
     remindersPaused: undefined,
+    events: undefined,
   };
 }
 
@@ -796,6 +823,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
         throw new globalThis.Error("value provided for field message.remindersPaused of type uint64 too large");
       }
       writer.uint32(176).uint64(message.remindersPaused);
+    }
+    if (message.events !== undefined) {
+      EventsStatus.encode(message.events, writer.uint32(186).fork()).join();
     }
     return writer;
   },
@@ -989,6 +1019,14 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.remindersPaused = reader.uint64() as bigint;
             continue;
           }
+          case 23: {
+            if (tag !== 186) {
+              break;
+            }
+
+            message.events = EventsStatus.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1056,6 +1094,116 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.remindersPaused = (object.remindersPaused !== undefined && object.remindersPaused !== null)
       ? BigInt(object.remindersPaused)
       : undefined;
+    message.events = (object.events !== undefined && object.events !== null)
+      ? EventsStatus.fromPartial(object.events)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseEventsStatus(): EventsStatus {
+  return { watched: 0n, maxWatched: 0n, heldBytes: 0n, maxHeldBytes: 0n };
+}
+
+export const EventsStatus: MessageFns<EventsStatus> = {
+  encode(message: EventsStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.watched !== 0n) {
+      if (BigInt.asUintN(64, message.watched) !== message.watched) {
+        throw new globalThis.Error("value provided for field message.watched of type uint64 too large");
+      }
+      writer.uint32(8).uint64(message.watched);
+    }
+    if (message.maxWatched !== 0n) {
+      if (BigInt.asUintN(64, message.maxWatched) !== message.maxWatched) {
+        throw new globalThis.Error("value provided for field message.maxWatched of type uint64 too large");
+      }
+      writer.uint32(16).uint64(message.maxWatched);
+    }
+    if (message.heldBytes !== 0n) {
+      if (BigInt.asUintN(64, message.heldBytes) !== message.heldBytes) {
+        throw new globalThis.Error("value provided for field message.heldBytes of type uint64 too large");
+      }
+      writer.uint32(24).uint64(message.heldBytes);
+    }
+    if (message.maxHeldBytes !== 0n) {
+      if (BigInt.asUintN(64, message.maxHeldBytes) !== message.maxHeldBytes) {
+        throw new globalThis.Error("value provided for field message.maxHeldBytes of type uint64 too large");
+      }
+      writer.uint32(32).uint64(message.maxHeldBytes);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): EventsStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseEventsStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.watched = reader.uint64() as bigint;
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.maxWatched = reader.uint64() as bigint;
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.heldBytes = reader.uint64() as bigint;
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.maxHeldBytes = reader.uint64() as bigint;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  create<I extends Exact<DeepPartial<EventsStatus>, I>>(base?: I): EventsStatus {
+    return EventsStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<EventsStatus>, I>>(object: I): EventsStatus {
+    const message = createBaseEventsStatus();
+    message.watched = (object.watched !== undefined && object.watched !== null) ? BigInt(object.watched) : 0n;
+    message.maxWatched = (object.maxWatched !== undefined && object.maxWatched !== null)
+      ? BigInt(object.maxWatched)
+      : 0n;
+    message.heldBytes = (object.heldBytes !== undefined && object.heldBytes !== null) ? BigInt(object.heldBytes) : 0n;
+    message.maxHeldBytes = (object.maxHeldBytes !== undefined && object.maxHeldBytes !== null)
+      ? BigInt(object.maxHeldBytes)
+      : 0n;
     return message;
   },
 };

@@ -28,7 +28,7 @@ class StatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("version", "uptime_ms", "types", "store", "active_actors", "dirty_actors", "node", "listen", "flush", "pending_calls", "max_pending_calls", "reminders_fired", "started_unix_ms", "placement_version", "serving", "links", "delivery", "inbound_links", "memory", "store_bytes", "security", "reminders_paused")
+    __slots__ = ("version", "uptime_ms", "types", "store", "active_actors", "dirty_actors", "node", "listen", "flush", "pending_calls", "max_pending_calls", "reminders_fired", "started_unix_ms", "placement_version", "serving", "links", "delivery", "inbound_links", "memory", "store_bytes", "security", "reminders_paused", "events")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     UPTIME_MS_FIELD_NUMBER: _ClassVar[int]
     TYPES_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class StatusResponse(_message.Message):
     STORE_BYTES_FIELD_NUMBER: _ClassVar[int]
     SECURITY_FIELD_NUMBER: _ClassVar[int]
     REMINDERS_PAUSED_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
     version: str
     uptime_ms: int
     types: _containers.RepeatedCompositeFieldContainer[RegisteredType]
@@ -73,7 +74,20 @@ class StatusResponse(_message.Message):
     store_bytes: int
     security: SecurityStatus
     reminders_paused: int
-    def __init__(self, version: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., types: _Optional[_Iterable[_Union[RegisteredType, _Mapping]]] = ..., store: _Optional[str] = ..., active_actors: _Optional[int] = ..., dirty_actors: _Optional[int] = ..., node: _Optional[str] = ..., listen: _Optional[str] = ..., flush: _Optional[_Union[FlushBacklog, _Mapping]] = ..., pending_calls: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., reminders_fired: _Optional[int] = ..., started_unix_ms: _Optional[int] = ..., placement_version: _Optional[int] = ..., serving: bool = ..., links: _Optional[_Iterable[_Union[PeerLinkStatus, _Mapping]]] = ..., delivery: _Optional[_Union[DeliveryStatus, _Mapping]] = ..., inbound_links: _Optional[_Union[InboundLinks, _Mapping]] = ..., memory: _Optional[_Union[MemoryBounds, _Mapping]] = ..., store_bytes: _Optional[int] = ..., security: _Optional[_Union[SecurityStatus, _Mapping]] = ..., reminders_paused: _Optional[int] = ...) -> None: ...
+    events: EventsStatus
+    def __init__(self, version: _Optional[str] = ..., uptime_ms: _Optional[int] = ..., types: _Optional[_Iterable[_Union[RegisteredType, _Mapping]]] = ..., store: _Optional[str] = ..., active_actors: _Optional[int] = ..., dirty_actors: _Optional[int] = ..., node: _Optional[str] = ..., listen: _Optional[str] = ..., flush: _Optional[_Union[FlushBacklog, _Mapping]] = ..., pending_calls: _Optional[int] = ..., max_pending_calls: _Optional[int] = ..., reminders_fired: _Optional[int] = ..., started_unix_ms: _Optional[int] = ..., placement_version: _Optional[int] = ..., serving: bool = ..., links: _Optional[_Iterable[_Union[PeerLinkStatus, _Mapping]]] = ..., delivery: _Optional[_Union[DeliveryStatus, _Mapping]] = ..., inbound_links: _Optional[_Union[InboundLinks, _Mapping]] = ..., memory: _Optional[_Union[MemoryBounds, _Mapping]] = ..., store_bytes: _Optional[int] = ..., security: _Optional[_Union[SecurityStatus, _Mapping]] = ..., reminders_paused: _Optional[int] = ..., events: _Optional[_Union[EventsStatus, _Mapping]] = ...) -> None: ...
+
+class EventsStatus(_message.Message):
+    __slots__ = ("watched", "max_watched", "held_bytes", "max_held_bytes")
+    WATCHED_FIELD_NUMBER: _ClassVar[int]
+    MAX_WATCHED_FIELD_NUMBER: _ClassVar[int]
+    HELD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_HELD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    watched: int
+    max_watched: int
+    held_bytes: int
+    max_held_bytes: int
+    def __init__(self, watched: _Optional[int] = ..., max_watched: _Optional[int] = ..., held_bytes: _Optional[int] = ..., max_held_bytes: _Optional[int] = ...) -> None: ...
 
 class SecurityStatus(_message.Message):
     __slots__ = ("api_tokens", "app_tokens", "read_tokens", "tls", "refused", "tokens")
