@@ -1,12 +1,14 @@
-"""Calling actors from any program with asyncio: Client. (SyncClient wraps it.)"""
+"""Calling actors from any program with asyncio: Client. (SyncClient wraps it.)
+
+Its watches are in _client_watch.py, its reminders, alarms and timers in
+_client_schedule.py."""
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import grpc
 from opentelemetry.trace import TracerProvider
@@ -16,25 +18,21 @@ from ._actor import type_name
 from ._address import open_channel, resolve_address
 from ._auth import API_TOKEN_ENV, TokenPath, TokenSource
 from ._caller import Caller, Params, split_params
+from ._client_schedule import ClientScheduling
+from ._client_watch import ClientWatches
 from ._duration import DurationLike, timeout_seconds
-from ._events import Watch
-from ._proto.troupe.v1 import client_pb2, client_pb2_grpc, common_pb2
 from ._proxy import A, ActorProxy
 from ._retry import DEFAULT_RETRY_BUDGET, RetryBudget, check_retry_budget, native_budget
-from ._schedule import Duration, MissedName, Reminder, RetryPolicy, TimeZoneLike, When
 from ._tls import TlsPath, TlsSource
 from ._tracing import Metadata, Tracing
 
 if TYPE_CHECKING:
     from ._actor import Actor
-    from ._events import WatchCall
     from ._native_calls import NativeCalls
     from ._sync_client import SyncClient
 
-T = TypeVar("T")
 
-
-class Client:
+class Client(ClientWatches, ClientScheduling):
     """An asyncio client for the daemon's ActorClient API.
 
     ``address`` defaults to ``$TROUPE_ADDR``, then ``127.0.0.1:7420``. ``timeout``
@@ -126,10 +124,7 @@ class Client:
         self._native: NativeCalls | None = None
         # The token metadata of the connection open now (read with it).
         self._call_auth: Metadata = ()
-        # The native core's watches: a grpcio channel of their own, opened by the first.
-        self._watch_channel: grpc.aio.Channel | None = None
-        # Open watches, ended by close(); one left unclosed is not kept alive by it.
-        self._watches: weakref.WeakSet[Watch] = weakref.WeakSet()
+        self._init_watches()
 
     def __repr__(self) -> str:
         tls = self._tls.describe()
@@ -180,13 +175,7 @@ class Client:
     async def close(self) -> None:
         """Close the connection; in-flight calls are cancelled and open watches end."""
         self._caller = None
-        watches = list(self._watches)
-        self._watches.clear()
-        for watch in watches:
-            watch._end()
-        if self._watch_channel is not None:
-            watch_channel, self._watch_channel = self._watch_channel, None
-            await watch_channel.close(None)
+        await self._close_watches()
         if self._native is not None:
             native, self._native = self._native, None
             native.close()
@@ -383,331 +372,6 @@ class Client:
             timeout=self.timeout if timeout is None else timeout,
         )
 
-    # ---- events (docs/events.md) ----
-
-    def watch(
-        self,
-        actor_type: str | type[Actor],
-        actor_id: str,
-        *,
-        after: str | None = None,
-        reconnect: bool = False,
-    ) -> Watch:
-        """Stream the events the actor publishes (``self.ctx.publish(value)`` in its turns)::
-
-            async with client.watch("bus", "7") as events:
-                async for event in events:
-                    print(event.value, event.cursor)
-
-        Entering the block returns once the daemon watches the actor: every event
-        published after that arrives, in the order published (a turn's events when the turn
-        has succeeded; a failed turn publishes none). Iterating without entering starts
-        the watch at the first event asked for. Leaving the block, ``aclose()`` or
-        :meth:`close` ends it. Watching does not activate the actor, and works on any
-        daemon of the cluster. (Every actor of a type at once: :meth:`watch_type`.)
-
-        ``after`` resumes after an event: its :attr:`ActorEvent.cursor`. The stream starts
-        with the events published since that the daemon still holds (the last 256 of the
-        actor, kept 30 s after its last watcher left); when it cannot tell whether some
-        were missed (they were dropped, the actor moved to another daemon, or that daemon
-        restarted), the first event says so with ``missed_before=True``. None: only events
-        published from now on.
-
-        Events are live, not stored: a watch gets them in the order published, but those
-        published while nobody watched, or beyond what the daemon holds, are not delivered
-        at all. The stream has no timeout. Errors raise as for other calls:
-        :class:`InvalidArgument` for a bad type, id or cursor, :class:`Overloaded` when the
-        daemon watches as many actors as it may, :class:`Unavailable` when it is unreachable.
-
-        ``reconnect=True`` makes the watch outlive a daemon's restart or a broken
-        connection, once it has begun (the first open raises as above): when the stream
-        fails with UNAVAILABLE or the daemon ends it, the watch opens it again by itself,
-        after the last event it yielded (else after ``after``), pausing 0.1 s doubling to
-        5 s between attempts, until it is closed; each re-open is logged once (INFO, logger
-        ``troupe``). Events the daemon can no longer send come as for any resume, the first
-        with ``missed_before=True``; so does the first after a re-open with no cursor to
-        resume from. Other errors still raise. Without it the watch is not retried: watch
-        again with ``after=`` the last cursor.
-        """
-        actor_type = type_name(actor_type)
-        actor = common_pb2.ActorRef(type=actor_type, id=actor_id)
-        return self._new_watch(
-            lambda stub, metadata, cursor: stub.Watch(
-                client_pb2.WatchRequest(actor=actor, after=cursor), metadata=metadata
-            ),
-            f"watch {actor_type}/{actor_id}",
-            again="client.watch(...)",
-            actor_type=actor_type,
-            actor_id=actor_id,
-            after=_cursor(after),
-            reconnect=reconnect,
-        )
-
-    def watch_type(
-        self,
-        actor_type: str | type[Actor],
-        *,
-        after: str | None = None,
-        id_prefix: str | None = None,
-        reconnect: bool = False,
-    ) -> Watch:
-        """Stream the events every actor of a type publishes, on every daemon of the cluster
-        that hosts it: a map of every bus::
-
-            async with client.watch_type("bus") as events:
-                async for event in events:
-                    show(event.actor_id, event.value)
-
-        ``id_prefix`` keeps only the actors whose id starts with it: one tenant's carts
-        with ``client.watch_type("cart", id_prefix="tenant-42/")``. Each daemon leaves the
-        others' events out before they travel. Resume such a watch with the same prefix.
-
-        Each :class:`ActorEvent` names the actor that published it (``actor_id``). One
-        actor's events arrive in the order it published them; different actors' events
-        interleave as they come. Otherwise it is :meth:`watch`: entering the block returns
-        once the daemon watches the type, iterating without entering starts the watch at
-        the first event asked for, leaving the block, ``aclose()`` or :meth:`close` ends
-        it, and watching activates no actor.
-
-        ``after`` resumes after an event of a type watch: its :attr:`ActorEvent.cursor`
-        (a cursor of :meth:`watch` is not one). The stream starts with the events
-        published since that the daemons still hold (the type's last 4096 on each, within
-        8 MiB); ``missed_before=True`` says some may be missing. None: only events
-        published from now on.
-
-        Events are live, not stored, and the stream has no timeout. ``reconnect=True``
-        re-opens a broken stream by itself as for :meth:`watch`, with the same
-        ``id_prefix``; without it, after an error, watch again with ``after=`` the last
-        cursor. Errors raise as for other calls: :class:`InvalidArgument` for an empty
-        type, a bad cursor or a prefix longer than any id, :class:`NotFound` for a type no
-        app has registered, :class:`Overloaded` past the daemon's bounds on watches,
-        :class:`Unavailable` when it is unreachable.
-        """
-        actor_type = type_name(actor_type)
-        prefix = id_prefix or ""
-        what = f"watch_type {actor_type}"
-        if id_prefix:
-            what += f" id_prefix={id_prefix[:64]!r}"
-        return self._new_watch(
-            lambda stub, metadata, cursor: stub.WatchType(
-                client_pb2.WatchTypeRequest(type=actor_type, after=cursor, id_prefix=prefix),
-                metadata=metadata,
-            ),
-            what,
-            again="client.watch_type(...)",
-            actor_type=actor_type,
-            after=_cursor(after),
-            reconnect=reconnect,
-        )
-
-    def _new_watch(
-        self,
-        rpc: Callable[[Any, Metadata | None, str], WatchCall],
-        what: str,
-        *,
-        again: str,
-        actor_type: str,
-        actor_id: str = "",
-        after: str,
-        reconnect: bool,
-    ) -> Watch:
-        """A Watch that opens ``rpc(stub, metadata, cursor)`` on the watch channel (a
-        request resuming after ``cursor``), ended by :meth:`close`."""
-
-        def open_call(cursor: str) -> WatchCall:
-            # Here, in the event loop the watch runs on, as the channels bind to it.
-            channel = self._open_watch_channel()
-            stub = client_pb2_grpc.ActorClientStub(channel)  # type: ignore[no-untyped-call]
-            return rpc(stub, self._call_auth or None, cursor)
-
-        watch = Watch(
-            open_call,
-            what,
-            again=again,
-            actor_type=actor_type,
-            actor_id=actor_id,
-            after=after,
-            reconnect=reconnect,
-        )
-        self._watches.add(watch)
-        return watch
-
-    def _open_watch_channel(self) -> grpc.aio.Channel:
-        """The grpcio channel watches use: the pure core's own; on the native core one opened
-        for them as the pure core opens its channel (address, TLS, token)."""
-        self._get_caller()  # opens the connection, reading the token and TLS files
-        if self._channel is not None:
-            return self._channel
-        if self._watch_channel is None:
-            self._watch_channel = open_channel(self.address, credentials=self._tls.credentials())
-        return self._watch_channel
-
-    # ---- reminders, alarms, timers (docs/scheduling.md) ----
-
-    def _deadline(self, timeout: DurationLike | None) -> DurationLike | None:
-        return self.timeout if timeout is None else timeout
-
-    async def set_reminder(
-        self,
-        actor_type: str,
-        actor_id: str,
-        name: str,
-        due: When = "10s",
-        period: Duration | None = None,
-        *,
-        repeat: int = 0,
-        until: When | None = None,
-        data: Any = None,
-        retry: RetryPolicy | None = None,
-        missed: MissedName = "fire_once",
-        cron: str | None = None,
-        time_zone: TimeZoneLike | None = None,
-        jitter: DurationLike | None = None,
-        timeout: DurationLike | None = None,
-    ) -> Reminder:
-        """Register (or replace) a durable reminder of an actor; see
-        :meth:`troupe.Context.set_reminder` for the arguments.
-
-        The actor need not be active: when the reminder comes due the daemon
-        activates it and calls its ``on_reminder(name, data)``.
-        """
-        return await self._get_caller().set_reminder(
-            actor_type,
-            actor_id,
-            name,
-            due,
-            period,
-            repeat=repeat,
-            until=until,
-            data=data,
-            retry=retry,
-            missed=missed,
-            cron=cron,
-            time_zone=time_zone,
-            jitter=jitter,
-            timeout=self._deadline(timeout),
-        )
-
-    async def get_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
-    ) -> Reminder | None:
-        """An actor's reminder ``name``, or None if it has none of that name."""
-        return await self._get_caller().get_reminder(
-            actor_type, actor_id, name, timeout=self._deadline(timeout)
-        )
-
-    async def delete_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
-    ) -> bool:
-        """Delete an actor's reminder ``name``; returns whether it existed."""
-        return await self._get_caller().delete_reminder(
-            actor_type, actor_id, name, timeout=self._deadline(timeout)
-        )
-
-    async def pause_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
-    ) -> Reminder | None:
-        """Hold an actor's reminder ``name``, keeping its schedule, until
-        :meth:`resume_reminder`; setting it again keeps it paused. Returns it, or None
-        if there is none of that name."""
-        return await self._get_caller().pause_reminder(
-            actor_type, actor_id, name, timeout=self._deadline(timeout)
-        )
-
-    async def resume_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
-    ) -> Reminder | None:
-        """Let a paused reminder fire again from when it was due (past that, its
-        ``missed`` rule applies). Returns it, or None if there is none of that name."""
-        return await self._get_caller().resume_reminder(
-            actor_type, actor_id, name, timeout=self._deadline(timeout)
-        )
-
-    async def list_reminders(
-        self,
-        actor_type: str | None = None,
-        actor_id: str | None = None,
-        *,
-        timeout: DurationLike | None = None,
-    ) -> list[Reminder]:
-        """Registered reminders and alarms: of every actor, of one type, or of one actor.
-
-        Reads every page of the daemon's listing; ``timeout`` bounds each page.
-        """
-        return await self._get_caller().list_reminders(
-            actor_type, actor_id, timeout=self._deadline(timeout)
-        )
-
-    async def set_alarm(
-        self,
-        actor_type: str,
-        actor_id: str,
-        at: When,
-        data: Any = None,
-        *,
-        retry: RetryPolicy | None = None,
-        timeout: DurationLike | None = None,
-    ) -> Reminder:
-        """Set an actor's alarm (one per actor), replacing any earlier one.
-
-        ``at`` is an aware datetime, an RFC 3339 string, or a duration from now.
-        """
-        return await self._get_caller().set_alarm(
-            actor_type, actor_id, at, data, retry=retry, timeout=self._deadline(timeout)
-        )
-
-    async def get_alarm(
-        self, actor_type: str, actor_id: str, *, timeout: DurationLike | None = None
-    ) -> Reminder | None:
-        """An actor's alarm, or None if none is set."""
-        return await self._get_caller().get_alarm(
-            actor_type, actor_id, timeout=self._deadline(timeout)
-        )
-
-    async def delete_alarm(
-        self, actor_type: str, actor_id: str, *, timeout: DurationLike | None = None
-    ) -> bool:
-        """Delete an actor's alarm; returns whether one was set."""
-        return await self._get_caller().delete_alarm(
-            actor_type, actor_id, timeout=self._deadline(timeout)
-        )
-
-    async def set_timer(
-        self,
-        actor_type: str,
-        actor_id: str,
-        name: str,
-        due: Duration = "1s",
-        period: Duration | None = None,
-        *,
-        data: Any = None,
-        keep_alive: bool = False,
-        timeout: DurationLike | None = None,
-    ) -> None:
-        """Start an in-memory timer on an active actor.
-
-        Raises :class:`FailedPrecondition` when the actor is not active; timers
-        are usually set from inside a turn with ``self.ctx.set_timer``.
-        """
-        await self._get_caller().set_timer(
-            actor_type,
-            actor_id,
-            name,
-            due,
-            period,
-            data=data,
-            keep_alive=keep_alive,
-            timeout=self._deadline(timeout),
-        )
-
-    async def delete_timer(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
-    ) -> bool:
-        """Stop an actor's timer ``name``; returns whether it existed."""
-        return await self._get_caller().delete_timer(
-            actor_type, actor_id, name, timeout=self._deadline(timeout)
-        )
-
     @staticmethod
     def sync(
         address: str | None = None,
@@ -736,13 +400,3 @@ class Client:
             tls_key=tls_key,
             retry=retry,
         )
-
-
-def _cursor(after: str | None) -> str:
-    """A watch's ``after`` as the request's field ("": from now on)."""
-    if after is not None and not isinstance(after, str):
-        raise TypeError(
-            f"after must be an event's cursor (a str, ActorEvent.cursor) or None, not"
-            f" {type(after).__name__}"
-        )
-    return after or ""
