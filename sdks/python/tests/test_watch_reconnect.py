@@ -16,14 +16,13 @@ import grpc
 import pytest
 
 import troupe
-from troupe import ActorEvent, _events
+from troupe import _events
 from troupe._payload import encode_result
 from troupe._proto.troupe.v1 import client_pb2, client_pb2_grpc
 
 from .conftest import Daemon, fake_server, free_port, hosting
+from .events_common import WAIT, take
 
-# Every wait on a watch or the daemon is bounded by this (seconds).
-WAIT = 10
 # A daemon's restart and the watches' paused attempts around it (up to 5 s each) take longer.
 RESTART_WAIT = 30
 
@@ -146,13 +145,6 @@ def listening() -> Iterator[Heard]:
         logger.setLevel(level)
 
 
-async def _take(events: troupe.Watch, n: int) -> list[ActorEvent]:
-    async def take() -> list[ActorEvent]:
-        return [await anext(events) for _ in range(n)]
-
-    return await asyncio.wait_for(take(), WAIT)
-
-
 # --- against the fake -----------------------------------------------------------------------
 
 
@@ -169,7 +161,7 @@ async def test_a_broken_stream_resumes_after_the_last_event_and_a_refusal_raises
         client.watch("bus", "b1", reconnect=True) as events,
     ):
         servicer.begun.set()
-        got = await _take(events, 2)
+        got = await take(events, 2)
         with pytest.raises(troupe.InvalidArgument, match=r"watch bus/b1: fake refusal"):
             await asyncio.wait_for(anext(events), WAIT)
         assert events.closed
@@ -202,7 +194,7 @@ async def test_a_type_watch_resumes_with_its_prefix_and_logs_each_reopen_once(
             ) as events,
         ):
             servicer.begun.set()
-            got = await _take(events, 4)
+            got = await take(events, 4)
     assert [e.value for e in got] == [1, 2, 3, 4]
     # The daemon's word on missed events is kept; with a cursor to resume from, the SDK adds
     # none of its own.
@@ -245,7 +237,7 @@ async def test_a_watch_with_no_cursor_marks_the_first_event_after_a_reopen(
         client.watch_type("bus", reconnect=True) as events,
     ):
         servicer.begun.set()
-        got = await _take(events, 2)
+        got = await take(events, 2)
     assert [(e.value, e.missed_before) for e in got] == [(1, True), (2, False)]
     assert [r.after for r in servicer.requests] == ["", "", ""]
 
@@ -265,7 +257,7 @@ async def test_without_reconnect_a_broken_stream_raises(fake: tuple[str, FakeWat
         client.watch("bus", "b1") as events,
     ):
         servicer.begun.set()
-        await _take(events, 1)
+        await take(events, 1)
         with pytest.raises(troupe.Unavailable, match="watch bus/b1: the daemon is shutting"):
             await asyncio.wait_for(anext(events), WAIT)
     assert len(servicer.requests) == 1
@@ -347,7 +339,7 @@ async def test_a_reconnecting_watch_outlives_a_daemon_restart(
                 ):
                     await bus.publish("before")
                     for events in (by_type, one, plain):
-                        [event] = await _take(events, 1)
+                        [event] = await take(events, 1)
                         assert event.value == "before"
                     type_next = asyncio.create_task(anext(by_type))
                     one_next = asyncio.create_task(anext(one))

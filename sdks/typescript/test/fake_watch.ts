@@ -1,10 +1,11 @@
 // A fake server of ActorClient.Watch and WatchType, answered by the test, and
-// what the watch tests share (events.test.ts, watch_reconnect.test.ts).
+// what the watch tests share (events_*.test.ts, watch_reconnect.test.ts).
 import * as grpc from "@grpc/grpc-js";
 import assert from "node:assert/strict";
+import { after, before } from "node:test";
 import { type ActorEvent as WireEvent, ActorClientService, type WatchRequest, type WatchTypeRequest } from "../src/gen/troupe/v1/client.js";
 import { type ActorRef, ContentType } from "../src/gen/troupe/v1/common.js";
-import type { ActorEvent, ActorEventStream } from "../src/index.js";
+import { type ActorEvent, type ActorEventStream, Client, type ClientOptions } from "../src/index.js";
 import { bindLoopback, within } from "./helpers.js";
 
 export const WAIT_MS = 10_000;
@@ -93,4 +94,29 @@ export function wireEvent(value: unknown, seq: number, missedBefore = false, act
 /** Ends a fake Watch with `code`, as the daemon does. */
 export function endWith(call: FakeCall, code: grpc.status, details: string): void {
   call.emit("error", { code, details, metadata: new grpc.Metadata() });
+}
+
+/**
+ * For the enclosing describe: a FakeWatchServer, started in the describe's
+ * before() and stopped in its after(), and a Client of it made with `options`
+ * (closed with it).
+ */
+export function fakeWatchSuite(options: Omit<ClientOptions, "address"> = {}): { readonly server: FakeWatchServer; readonly client: Client } {
+  const server = new FakeWatchServer();
+  let client: Client | undefined;
+  before(async () => {
+    await server.start();
+    client = new Client({ ...options, address: server.address });
+  });
+  after(() => {
+    client?.close();
+    server.stop();
+  });
+  return {
+    server,
+    get client(): Client {
+      assert.ok(client !== undefined, "the client is made in the describe's before()");
+      return client;
+    },
+  };
 }
