@@ -136,7 +136,7 @@ async fn a_turn_held_across_a_freeze_is_not_run_by_the_old_owners_app() -> anyho
     };
     // The turn was started under the lease; its message is not sent yet.
     let location = source_line(
-        "crates/troupe/src/app_api/mod.rs",
+        "crates/troupe/src/app_api/app_connection.rs",
         "self.send(call_id, Pending::Turn(",
     )?;
     let d1 = fx.member("d1")?;
