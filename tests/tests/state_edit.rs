@@ -38,13 +38,24 @@ async fn edit_with(
     script: &str,
     code: i32,
 ) -> anyhow::Result<(String, String)> {
+    edit_with_args(daemon, dir, script, &[], code).await
+}
+
+/// [`edit_with`], with `extra` flags after the key.
+async fn edit_with_args(
+    daemon: &Daemon,
+    dir: &std::path::Path,
+    script: &str,
+    extra: &[&str],
+    code: i32,
+) -> anyhow::Result<(String, String)> {
     use std::os::unix::fs::PermissionsExt as _;
     let editor = dir.join("editor.sh");
     std::fs::write(&editor, format!("#!/bin/sh\nset -e\n{script}\n"))?;
     std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755))?;
     let addr = daemon.addr.to_string();
     let editor = editor.display().to_string();
-    let args = ["state", "edit", TY, "p", "log", "--addr", &addr];
+    let args = [&["state", "edit", TY, "p", "log", "--addr", &addr], extra].concat();
     let (status, out, err) = run_cli_env(&args, &[("VISUAL", ""), ("EDITOR", &editor)]).await?;
     anyhow::ensure!(
         status.code() == Some(code),
@@ -65,6 +76,13 @@ async fn in_editor(daemon: &Daemon, dir: &std::path::Path) -> anyhow::Result<()>
     // Saved unchanged, or emptied: nothing is sent.
     let (out, _) = edit_with(daemon, dir, "true", 0).await?;
     assert_eq!(out, "no change to \"log\" of log/p\n");
+    // With --ttl the new expiry is a change, the value saved as it was.
+    let (out, _) = edit_with_args(daemon, dir, "true", &["--ttl", "1h"], 0).await?;
+    assert!(out.starts_with("edited log/p"), "{out}");
+    let (got, _) = cli_against(daemon, &["state", "get", TY, "p", "-o", "json"], 0).await?;
+    let got: serde_json::Value = serde_json::from_str(&got)?;
+    assert_eq!(got["state"]["log"], json!([50, 4]), "{got}");
+    assert!(got["expires_unix_ms"]["log"].as_u64().is_some(), "{got}");
     let (out, _) = edit_with(daemon, dir, r#": > "$1""#, 0).await?;
     assert!(
         out.starts_with("the file was left empty: nothing changed"),
@@ -92,7 +110,9 @@ sed -i 's/50/51/' "$1""#,
     // Back to what the test expects of log/p from here on.
     cli_against(
         daemon,
-        &["state", "set", TY, "p", "log", "--data", "[5,4]"],
+        &[
+            "state", "set", TY, "p", "log", "--data", "[5,4]", "--ttl", "0",
+        ],
         0,
     )
     .await?;

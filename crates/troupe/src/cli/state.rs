@@ -44,6 +44,11 @@ pub enum StateCommand {
         actor_type: String,
         id: String,
         key: String,
+        /// The saved key expires this long after the edit (at least a
+        /// second); 0 makes it never expire. Left out, it keeps the expiry
+        /// it has. Given, a value saved unchanged is written back too.
+        #[arg(long, value_name = "DURATION", value_parser = crate::duration::flag)]
+        ttl: Option<std::time::Duration>,
         #[command(flatten)]
         target: Target,
     },
@@ -84,8 +89,9 @@ pub async fn run(command: StateCommand) -> anyhow::Result<()> {
             actor_type,
             id,
             key,
+            ttl,
             target,
-        } => state_in_editor(&target, actor_type, id, key).await,
+        } => state_in_editor(&target, actor_type, id, key, ttl).await,
         StateCommand::Delete {
             actor_type,
             id,

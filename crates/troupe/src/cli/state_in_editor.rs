@@ -6,9 +6,11 @@
 
 use std::io::Write as _;
 use std::path::Path;
+use std::time::Duration;
 
 use serde_json::Value;
 use troupe_proto::v1 as pb;
+use troupe_runtime::input::millis;
 
 use super::actors::actor_ref;
 use super::state_edit::edit;
@@ -19,6 +21,7 @@ pub async fn state_in_editor(
     actor_type: String,
     id: String,
     key: String,
+    ttl: Option<Duration>,
 ) -> anyhow::Result<()> {
     let name = actor_name(&actor_type, &id);
     let daemon = connect(target).await?;
@@ -74,11 +77,12 @@ pub async fn state_in_editor(
             ));
         }
     };
-    if edited == opened {
+    // A new expiry is a change of its own, whatever the value.
+    if edited == opened && ttl.is_none() {
         return emit(&format!("no change to {key:?} of {name}\n"));
     }
     let change = pb::StateChange {
-        ttl_ms: None,
+        ttl_ms: ttl.map(millis),
         key: key.clone(),
         op: Some(pb::state_change::Op::Set(
             edited.to_string().into_bytes().into(),
