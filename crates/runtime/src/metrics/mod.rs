@@ -133,6 +133,8 @@ pub(crate) struct TypeStats {
     cancelled: Counter,
     /// Events its succeeded turns published, watched or not.
     published: Counter,
+    /// Polls of its events answered with "some may be missing".
+    watch_gaps: Counter,
 }
 
 /// What a firing of the scheduler was: the `kind` label of
@@ -335,10 +337,9 @@ impl Metrics {
             published: self.events_published.get_or_create_owned(&TypeLabels {
                 actor_type: actor_type.clone(),
             }),
-        });
-        // There at 0 too, for an alert on its increase().
-        self.watch_gaps.get_or_create_owned(&TypeLabels {
-            actor_type: actor_type.clone(),
+            watch_gaps: self.watch_gaps.get_or_create_owned(&TypeLabels {
+                actor_type: actor_type.clone(),
+            }),
         });
         // The failures alerts and dashboards take a rate() of, there at 0
         // from the type's first use: a series born at its first increment
@@ -412,12 +413,8 @@ impl Metrics {
 
     /// A poll of `ty`'s events (an actor's, or the whole type's) was
     /// answered with "events may be missing before these".
-    pub(crate) fn watch_gap(&self, ty: &str) {
-        self.watch_gaps
-            .get_or_create(&TypeLabels {
-                actor_type: ty.to_owned(),
-            })
-            .inc();
+    pub(crate) fn watch_gap(&self, ty: &Arc<str>) {
+        self.for_type(ty).watch_gaps.inc();
     }
 
     pub(crate) fn flushed(&self, keys: usize, took: Duration) {

@@ -136,7 +136,7 @@ impl Shared {
 
     /// A watcher told that events may be missing is what an operator looks
     /// for when a dashboard shows gaps (`troupe_watch_gaps_total`).
-    fn count_gap(&self, ty: &str, polled: &Polled) {
+    fn count_gap(&self, ty: &Arc<str>, polled: &Polled) {
         if let (true, Some(metrics)) = (polled.missed, &self.metrics) {
             metrics.watch_gap(ty);
         }

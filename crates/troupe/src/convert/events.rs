@@ -117,22 +117,18 @@ pub fn poll_to_pb(
 }
 
 pub fn event_to_pb(e: WatchedEvent, missed_before: bool) -> pb::ActorEvent {
+    let (traceparent, tracestate) = e.trace.map_or_else(Default::default, |t| {
+        let t = Arc::unwrap_or_clone(t);
+        (t.traceparent, t.tracestate)
+    });
     pb::ActorEvent {
         payload: Some(payload_to_pb(e.payload)),
         cursor: e.cursor.to_string(),
         missed_before,
         published_unix_ms: e.published_unix_ms,
         actor: Some(actor_ref(&e.actor)),
-        traceparent: e
-            .trace
-            .as_ref()
-            .map(|t| t.traceparent.clone())
-            .unwrap_or_default(),
-        tracestate: e
-            .trace
-            .as_ref()
-            .map(|t| t.tracestate.clone())
-            .unwrap_or_default(),
+        traceparent,
+        tracestate,
     }
 }
 
