@@ -62,7 +62,7 @@ async def wait_healthy(
         else grpc.aio.secure_channel(address, credentials)
     )
     async with channel_cm as channel:
-        stub = health_pb2_grpc.HealthStub(channel)  # type: ignore[no-untyped-call]
+        stub = health_pb2_grpc.HealthStub(channel)
         while True:
             if proc.returncode is not None:
                 raise RuntimeError(f"daemon exited with {proc.returncode} before becoming healthy")

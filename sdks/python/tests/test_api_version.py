@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 import troupe
-from troupe import _app, _session
+from troupe import _app, _attach_errors
 from troupe._proto.troupe.v1 import app_pb2, app_pb2_grpc
 
 from .conftest import REPO_ROOT, Daemon, fake_server
@@ -125,7 +125,7 @@ async def test_the_daemon_refuses_an_sdk_of_another_api_version(
 ) -> None:
     # This SDK as if it were a release of API version 2 meeting today's daemon.
     monkeypatch.setattr(_app, "API_VERSION", 2)  # what Register sends
-    monkeypatch.setattr(_session, "API_VERSION", 2)  # what the refusal reports
+    monkeypatch.setattr(_attach_errors, "API_VERSION", 2)  # what the refusal reports
     app = troupe.App([Versioned], address=daemon.address, app_name="pytest")
     with pytest.raises(troupe.ApiVersionMismatch) as info:
         await asyncio.wait_for(app.run(), 10)

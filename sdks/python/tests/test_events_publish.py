@@ -120,7 +120,7 @@ async def test_interleaved_turns_each_keep_their_own_events() -> None:
     first, second = _turn("first"), _turn("second")
 
     async def run(scope: TurnScope, values: list[str]) -> None:
-        current_turn.set(scope)  # as _Session._run_turn does, in the turn's own task
+        current_turn.set(scope)  # as ActorHost._run_turn does, in the turn's own task
         for value in values:
             ctx.publish(value)
             await asyncio.sleep(0)  # the other turn publishes in between

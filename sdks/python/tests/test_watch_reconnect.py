@@ -70,13 +70,13 @@ class FakeWatches(client_pb2_grpc.ActorClientServicer):
             await context.abort(stream.end, "the daemon is shutting down (fake)")
 
     # grpc.aio serves a stream from a handler that is an async generator function itself.
-    async def Watch(  # type: ignore[override]
+    async def Watch(
         self, request: client_pb2.WatchRequest, context: Any
     ) -> AsyncIterator[client_pb2.ActorEvent]:
         async for event in self._serve(request, context):
             yield event
 
-    async def WatchType(  # type: ignore[override]
+    async def WatchType(
         self, request: client_pb2.WatchTypeRequest, context: Any
     ) -> AsyncIterator[client_pb2.ActorEvent]:
         async for event in self._serve(request, context):

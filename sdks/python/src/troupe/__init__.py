@@ -59,7 +59,8 @@ from ._proxy import ActorProxy
 from ._retry import RetryBudget
 from ._schedule import Reminder, RetryPolicy
 from ._state import State
-from ._sync_client import SyncActorProxy, SyncClient, SyncWatch
+from ._sync_client import SyncClient
+from ._sync_handles import SyncActorProxy, SyncWatch
 
 __version__ = SDK_VERSION
 

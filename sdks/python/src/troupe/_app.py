@@ -24,19 +24,19 @@ from ._address import (
     open_channel,
     resolve_address,
 )
+from ._attach_errors import (
+    CONNECTION_ERRORS,
+    StreamEnded,
+    describe,
+    log_no_connection,
+    log_stream_closed,
+)
 from ._auth import APP_TOKEN_ENV, TokenPath, TokenSource
 from ._duration import DurationLike, timeout_seconds, to_seconds
 from ._filters import CallFilter, check_filters
 from ._proto.troupe.v1 import app_pb2, common_pb2
 from ._retry import DEFAULT_RETRY_BUDGET, RetryBudget, check_retry_budget
-from ._session import (
-    _CONNECTION_ERRORS,
-    _describe,
-    _Session,
-    _StreamEnded,
-    log_no_connection,
-    log_stream_closed,
-)
+from ._session import _Session
 from ._tls import TlsPath, TlsSource
 from ._tracing import Tracing
 
@@ -263,13 +263,13 @@ class App:
                         await self._set_registered(False)
                     await channel.close(None)
                 error = None if task.cancelled() else task.exception()
-                if isinstance(error, _StreamEnded):
+                if isinstance(error, StreamEnded):
                     log_stream_closed(self.address)
                     quiet = True
-                elif isinstance(error, _CONNECTION_ERRORS):
+                elif isinstance(error, CONNECTION_ERRORS):
                     if self._sessions > sessions_before:
                         quiet = False
-                    log_no_connection(self.address, _describe(error), first=not quiet)
+                    log_no_connection(self.address, describe(error), first=not quiet)
                     quiet = True
                 elif error is not None:
                     raise error

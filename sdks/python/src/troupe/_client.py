@@ -130,6 +130,10 @@ class Client(ClientWatches, ClientScheduling):
         tls = self._tls.describe()
         return f"<troupe.Client {self.address}, {self._auth.describe()}{', ' + tls if tls else ''}>"
 
+    def _deadline(self, timeout: DurationLike | None) -> DurationLike | None:
+        """A call's deadline: its own ``timeout``, else the client's default."""
+        return self.timeout if timeout is None else timeout
+
     def _get_caller(self) -> Caller:
         # The channel is created on first use so that it binds to the event loop
         # the calls run on, not whichever loop existed when the Client was built.
@@ -217,7 +221,8 @@ class Client(ClientWatches, ClientScheduling):
         ``await proxy.call(Cart.add_item, ...)`` is type-checked (see :class:`ActorProxy`).
         """
         actor_type = type_name(actor_type)
-        deadline = self.timeout if timeout is None else timeout_seconds(timeout)
+        # Read here, where the option is given: a bad timeout fails now, not at a call.
+        deadline = self._deadline(timeout_seconds(timeout))
 
         async def invoke(
             t: str, i: str, m: str, args: Sequence[Any], kwargs: Mapping[str, Any]
@@ -272,7 +277,7 @@ class Client(ClientWatches, ClientScheduling):
             method,
             args,
             kwargs,
-            timeout=self.timeout if timeout is None else timeout,
+            timeout=self._deadline(timeout),
             metadata=metadata,
             idempotency_key=idempotency_key,
             idempotency_retention=idempotency_retention,
@@ -319,7 +324,7 @@ class Client(ClientWatches, ClientScheduling):
             method,
             args,
             kwargs,
-            timeout=self.timeout if timeout is None else timeout,
+            timeout=self._deadline(timeout),
             metadata=metadata,
             durable=durable,
             idempotency_key=idempotency_key,
@@ -348,7 +353,7 @@ class Client(ClientWatches, ClientScheduling):
             actor_id,
             keys,
             raw=raw,
-            timeout=self.timeout if timeout is None else timeout,
+            timeout=self._deadline(timeout),
         )
 
     async def get_state_expiry(
@@ -369,7 +374,7 @@ class Client(ClientWatches, ClientScheduling):
             actor_type,
             actor_id,
             keys,
-            timeout=self.timeout if timeout is None else timeout,
+            timeout=self._deadline(timeout),
         )
 
     @staticmethod

@@ -15,16 +15,13 @@ if TYPE_CHECKING:
 class ClientScheduling:
     """:class:`Client`'s reminder, alarm and timer methods."""
 
-    # The Client's (declared for the type checker; Client sets them): the default deadline
-    # of its calls, in seconds, and the connection they go through.
-    timeout: float | None
-
+    # The Client's (declared for the type checker): the connection its calls go through,
+    # and their deadline, the client's default unless a call gives its own.
     if TYPE_CHECKING:
 
         def _get_caller(self) -> Caller: ...
 
-    def _deadline(self, timeout: DurationLike | None) -> DurationLike | None:
-        return self.timeout if timeout is None else timeout
+        def _deadline(self, timeout: DurationLike | None) -> DurationLike | None: ...
 
     async def set_reminder(
         self,

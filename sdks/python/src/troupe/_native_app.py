@@ -12,10 +12,10 @@ import asyncio
 from types import ModuleType
 from typing import TYPE_CHECKING, cast
 
+from ._attach_errors import check_api_version, log_no_connection, log_stream_closed
 from ._native_session import _NativeSession, describe_outage, refusal
 from ._proto.troupe.v1 import app_pb2
 from ._retry import native_budget
-from ._session import _check_api_version, log_no_connection, log_stream_closed
 from ._tracing import Metadata
 
 if TYPE_CHECKING:
@@ -105,7 +105,7 @@ class NativeApp:
 
     def _registered(self, generation: int, registered: app_pb2.Registered) -> None:
         try:
-            _check_api_version(self.app.address, registered)
+            check_api_version(self.app.address, registered)
         except Exception as e:
             self._fail(e)
             return

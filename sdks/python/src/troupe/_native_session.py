@@ -1,10 +1,11 @@
-"""One Attach stream's work on the native core: _Session's turns, activations and answers,
-for one generation of the session troupe._native.Session keeps attached (_native_app.py).
+"""One Attach stream's work on the native core: the actors it hosts (ActorHost's turns,
+activations and answers), for one generation of the session troupe._native.Session keeps
+attached (_native_app.py).
 
 What the daemon pushes arrives serialized, in batches, through the session's socket;
 _native_app.py hands each message of this generation here, and each starts its task in
-arrival order, as in _Session. Answers carry the generation, so one finished after its
-stream was lost is dropped by the core instead of reaching the next stream.
+arrival order, as on grpcio (_session.py). Answers carry the generation, so one finished
+after its stream was lost is dropped by the core instead of reaching the next stream.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from ._actor_host import ActorHost
+from ._attach_errors import raise_refusal
 from ._errors import TroupeError
 from ._native_calls import NativeCalls, rpc_error
 from ._proto.troupe.v1 import app_pb2
-from ._session import _raise_refusal, _Session
 from ._tracing import Metadata
 
 if TYPE_CHECKING:
@@ -31,7 +33,7 @@ _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 class _Outbox:
-    """Where _Session's handlers put answers. The answers of one pass of the event loop go
+    """Where ActorHost's handlers put answers. The answers of one pass of the event loop go
     to the native writer together at its end (one wake of the writer for all of them),
     which batches them on the stream."""
 
@@ -51,7 +53,7 @@ class _Outbox:
         self._native.send(self._generation, pending)
 
 
-class _NativeSession(_Session):
+class _NativeSession(ActorHost):
     """The instances and tasks of one registered stream (one generation)."""
 
     def __init__(
@@ -63,9 +65,8 @@ class _NativeSession(_Session):
     ) -> None:
         # Every call a turn makes goes through the core, on the stream's own connection.
         self.calls = NativeCalls(native.client())
-        super().__init__(app, None, auth, native=self.calls)
+        super().__init__(app, None, auth, _Outbox(native, generation), native=self.calls)
         self.generation = generation
-        self.out = _Outbox(native, generation)  # type: ignore[assignment]
 
     def dispatch(self, kind: object, data: bytes) -> None:
         if kind == "turn":
@@ -94,7 +95,7 @@ def refusal(code: Any, details: Any, trailers: Any) -> BaseException:
     ApiVersionMismatch for the API-version trailer), as on the pure-Python core."""
     status = _CODES.get(code, grpc.StatusCode.UNKNOWN)
     try:
-        _raise_refusal(status, details, trailers)
+        raise_refusal(status, details, trailers)
     except TroupeError as e:
         return e
     return rpc_error(code, str(details), trailers)

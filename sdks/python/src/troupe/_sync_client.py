@@ -1,14 +1,17 @@
-"""Calling actors from blocking code: SyncClient runs a Client on a private event loop."""
+"""Calling actors from blocking code: SyncClient runs a Client on a private event loop.
+
+The actor proxies and watches it hands out are in _sync_handles.py, its reminders, alarms
+and timers in _sync_schedule.py."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from opentelemetry.trace import TracerProvider
 
@@ -16,10 +19,10 @@ from ._auth import TokenPath
 from ._caller import Params
 from ._client import Client
 from ._duration import DurationLike
-from ._events import ActorEvent, Watch
-from ._proxy import A, ActorProxy, P, R
+from ._proxy import A
 from ._retry import DEFAULT_RETRY_BUDGET, RetryBudget
-from ._schedule import Duration, MissedName, Reminder, RetryPolicy, TimeZoneLike, When
+from ._sync_handles import SyncActorProxy, SyncWatch
+from ._sync_schedule import SyncClientScheduling
 from ._tls import TlsPath
 
 if TYPE_CHECKING:
@@ -28,113 +31,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class SyncActorProxy(Generic[A]):
-    """The blocking twin of ActorProxy: ``client.actor("counter", "c1").incr(by=5)``,
-    or typed, ``client.actor(Cart, "c1").call(Cart.add_item, "apple")``."""
-
-    def __init__(self, client: SyncClient, proxy: ActorProxy[A]) -> None:
-        self._client = client
-        self._proxy = proxy
-
-    @overload
-    def call(
-        self,
-        method: Callable[Concatenate[A, P], Awaitable[R]],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> R: ...
-
-    @overload
-    def call(
-        self, method: Callable[Concatenate[A, P], R], /, *args: P.args, **kwargs: P.kwargs
-    ) -> R: ...
-
-    @overload
-    def call(self, method: str, /, *args: Any, **kwargs: Any) -> Any: ...
-
-    def call(self, method: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> Any:
-        """See :meth:`ActorProxy.call`; blocks until the result is there."""
-        return self._client._run(self._proxy.call(method, *args, **kwargs))
-
-    @overload
-    def tell(
-        self,
-        method: Callable[Concatenate[A, P], Any],
-        /,
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> None: ...
-
-    @overload
-    def tell(self, method: str, /, *args: Any, **kwargs: Any) -> None: ...
-
-    def tell(self, method: Callable[..., Any] | str, /, *args: Any, **kwargs: Any) -> None:
-        """See :meth:`ActorProxy.tell`; blocks until the actor's mailbox took the call."""
-        self._client._run(self._proxy.tell(method, *args, **kwargs))
-
-    def __getattr__(self, name: str) -> Any:
-        caller = getattr(self._proxy, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return self._client._run(caller(*args, **kwargs))
-
-        return call
-
-    def __repr__(self) -> str:
-        return repr(self._proxy).replace("<troupe", "<troupe sync", 1)
-
-
-class SyncWatch(Iterator[ActorEvent]):
-    """The blocking twin of :class:`Watch`: a context manager and an iterator of
-    :class:`ActorEvent`, from :meth:`SyncClient.watch` or :meth:`SyncClient.watch_type`."""
-
-    def __init__(self, client: SyncClient, watch: Watch) -> None:
-        self._client = client
-        self._watch = watch
-
-    def __repr__(self) -> str:
-        return repr(self._watch).replace("<troupe", "<troupe sync", 1)
-
-    def _wait(self, coro: Coroutine[Any, Any, T]) -> T:
-        future = self._client._submit(coro)
-        try:
-            return future.result()
-        except BaseException:
-            # Interrupted (Ctrl-C): stop the wait on the loop too, which ends the stream,
-            # rather than leave a read under way that the next one would collide with. (A
-            # no-op when the coroutine itself raised: its future is done.)
-            future.cancel()
-            raise
-
-    def __enter__(self) -> SyncWatch:
-        self._wait(self._watch.__aenter__())
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __iter__(self) -> SyncWatch:
-        return self
-
-    def __next__(self) -> ActorEvent:
-        try:
-            return self._wait(self._watch.__anext__())
-        except StopAsyncIteration:
-            raise StopIteration from None
-
-    def close(self) -> None:
-        """End the stream; iterating then stops. Closing twice, or after the client, is fine."""
-        if not self._watch.closed and not self._client._loop.is_closed():
-            self._wait(self._watch.aclose())
-
-
-class SyncClient:
+class SyncClient(SyncClientScheduling):
     """A blocking client: the async Client driven by an event loop on a private thread.
 
     Use it in scripts and non-async code; inside asyncio code use :class:`Client`.
@@ -369,134 +266,3 @@ class SyncClient:
                 actor_type, after=after, id_prefix=id_prefix, reconnect=reconnect
             ),
         )
-
-    def set_reminder(
-        self,
-        actor_type: str,
-        actor_id: str,
-        name: str,
-        due: When = "10s",
-        period: Duration | None = None,
-        *,
-        repeat: int = 0,
-        until: When | None = None,
-        data: Any = None,
-        retry: RetryPolicy | None = None,
-        missed: MissedName = "fire_once",
-        cron: str | None = None,
-        time_zone: TimeZoneLike | None = None,
-        jitter: DurationLike | None = None,
-        timeout: DurationLike | None = None,
-    ) -> Reminder:
-        """See :meth:`Client.set_reminder`."""
-        return self._run(
-            self._client.set_reminder(
-                actor_type,
-                actor_id,
-                name,
-                due,
-                period,
-                repeat=repeat,
-                until=until,
-                data=data,
-                retry=retry,
-                missed=missed,
-                cron=cron,
-                time_zone=time_zone,
-                jitter=jitter,
-                timeout=timeout,
-            )
-        )
-
-    def get_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
-    ) -> Reminder | None:
-        """See :meth:`Client.get_reminder`."""
-        return self._run(self._client.get_reminder(actor_type, actor_id, name, timeout=timeout))
-
-    def delete_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
-    ) -> bool:
-        """See :meth:`Client.delete_reminder`."""
-        return self._run(self._client.delete_reminder(actor_type, actor_id, name, timeout=timeout))
-
-    def pause_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
-    ) -> Reminder | None:
-        """See :meth:`Client.pause_reminder`."""
-        return self._run(self._client.pause_reminder(actor_type, actor_id, name, timeout=timeout))
-
-    def resume_reminder(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
-    ) -> Reminder | None:
-        """See :meth:`Client.resume_reminder`."""
-        return self._run(self._client.resume_reminder(actor_type, actor_id, name, timeout=timeout))
-
-    def list_reminders(
-        self,
-        actor_type: str | None = None,
-        actor_id: str | None = None,
-        *,
-        timeout: DurationLike | None = None,
-    ) -> list[Reminder]:
-        """See :meth:`Client.list_reminders`."""
-        return self._run(self._client.list_reminders(actor_type, actor_id, timeout=timeout))
-
-    def set_alarm(
-        self,
-        actor_type: str,
-        actor_id: str,
-        at: When,
-        data: Any = None,
-        *,
-        retry: RetryPolicy | None = None,
-        timeout: DurationLike | None = None,
-    ) -> Reminder:
-        """See :meth:`Client.set_alarm`."""
-        return self._run(
-            self._client.set_alarm(actor_type, actor_id, at, data, retry=retry, timeout=timeout)
-        )
-
-    def get_alarm(
-        self, actor_type: str, actor_id: str, *, timeout: DurationLike | None = None
-    ) -> Reminder | None:
-        """See :meth:`Client.get_alarm`."""
-        return self._run(self._client.get_alarm(actor_type, actor_id, timeout=timeout))
-
-    def delete_alarm(
-        self, actor_type: str, actor_id: str, *, timeout: DurationLike | None = None
-    ) -> bool:
-        """See :meth:`Client.delete_alarm`."""
-        return self._run(self._client.delete_alarm(actor_type, actor_id, timeout=timeout))
-
-    def set_timer(
-        self,
-        actor_type: str,
-        actor_id: str,
-        name: str,
-        due: Duration = "1s",
-        period: Duration | None = None,
-        *,
-        data: Any = None,
-        keep_alive: bool = False,
-        timeout: DurationLike | None = None,
-    ) -> None:
-        """See :meth:`Client.set_timer`."""
-        self._run(
-            self._client.set_timer(
-                actor_type,
-                actor_id,
-                name,
-                due,
-                period,
-                data=data,
-                keep_alive=keep_alive,
-                timeout=timeout,
-            )
-        )
-
-    def delete_timer(
-        self, actor_type: str, actor_id: str, name: str, *, timeout: DurationLike | None = None
-    ) -> bool:
-        """See :meth:`Client.delete_timer`."""
-        return self._run(self._client.delete_timer(actor_type, actor_id, name, timeout=timeout))
