@@ -192,20 +192,35 @@ def test_expired_keys_leave_the_view_and_send_nothing() -> None:
 
 
 def test_a_running_turns_unsent_change_outlives_the_expiry() -> None:
-    s = State({"a": b"0", "b": b"0", "c": b"[]"})
+    s = State({"a": b"0", "b": b"0", "c": b"[]", "d": b"0"})
     outer = TurnScope(s, "t/1", "outer")
 
     def change() -> None:
         s["a"] = 5  # assigned
         s["c"].append(1)  # changed in place
         _ = s["b"]  # only read
+        s["d"] = 0  # assigned the value it holds
 
     _in_turn(outer, change)
-    s._expire(["a", "b", "c"])
+    s._expire(["a", "b", "c", "d"])
     # The daemon applies the outer turn's changes after the expiry: they set the keys again.
-    assert dict(s) == {"a": 5, "c": [1]}
-    assert _sent(s._commit(outer)) == {"a": (b"5", None), "c": (b"[1]", None)}
+    assert dict(s) == {"a": 5, "c": [1], "d": 0}
+    assert _sent(s._commit(outer)) == {"a": (b"5", None), "c": (b"[1]", None), "d": (b"0", None)}
     s._end(outer)
+
+
+def test_an_assignment_outside_turns_outlives_the_expiry_even_of_the_same_value() -> None:
+    s = State({"same": b"0", "other": b"0", "read": b"0"})
+    s["same"] = 0  # by a task that outlived its turn: the value the key holds
+    s["other"] = 1
+    _ = s["read"]  # only read there
+    s._expire(["same", "other", "read"])
+    # The next writing turn sends both assignments after the expiry: they set the keys
+    # again (as new keys, without the expiry they had).
+    assert dict(s) == {"same": 0, "other": 1}
+    write = TurnScope(s, "t/1", "write")
+    assert _sent(s._commit(write)) == {"same": (b"0", None), "other": (b"1", None)}
+    s._end(write)
 
 
 def test_a_failed_turn_does_not_bring_an_expired_value_back() -> None:
@@ -234,6 +249,9 @@ def test_a_failed_turn_does_not_bring_an_expired_value_back() -> None:
 
 # Activations per actor id: a key gone with no new activation came in Turn.expired_keys.
 _ACTIVATIONS: Counter[str] = Counter()
+# Changes an actor left for later, made by the test outside any turn (as by a task that
+# outlived its turn).
+_LATER: list[Callable[[], None]] = []
 
 
 @troupe.actor("ttl_box")
@@ -248,6 +266,10 @@ class TtlBox(troupe.Actor):
     @troupe.method
     async def assign(self, key: str, value: Any) -> None:
         self.state[key] = value
+
+    @troupe.method
+    async def assign_later(self, key: str, value: Any) -> None:
+        _LATER.append(lambda: self.state.__setitem__(key, value))
 
     @troupe.method
     async def remove(self, key: str) -> None:
@@ -307,6 +329,23 @@ async def test_a_plain_assignment_keeps_the_expiry(troupe_env: TestEnv) -> None:
     await troupe_env.advance("2m")
     assert await box.peek() == {}
     assert await troupe_env.state(TtlBox, "b2") == {}
+
+
+async def test_an_assignment_outside_turns_sets_an_expired_key_again(
+    troupe_env: TestEnv,
+) -> None:
+    await troupe_env.host(TtlBox)
+    box = troupe_env.actor(TtlBox, "b11")
+    await box.put("otp", "1234", "1h")
+    await box.assign_later("otp", "1234")
+    _LATER.pop()()  # the value the key holds, assigned outside any turn
+    await troupe_env.advance("61m")
+    # The next turn is told the key expired, and sends the assignment after it: the key
+    # is set again, as a new key, without the expiry it had.
+    await box.assign("other", 1)
+    assert _ACTIVATIONS["b11"] == 1
+    assert await troupe_env.state(TtlBox, "b11") == {"otp": "1234", "other": 1}
+    assert await troupe_env.client.get_state_expiry("ttl_box", "b11") == {}
 
 
 async def test_ttl_none_ends_the_expiry(troupe_env: TestEnv) -> None:

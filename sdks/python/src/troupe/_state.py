@@ -55,6 +55,10 @@ class State(MutableMapping[str, Any]):
         self._writers: dict[str, int] = {}
         # Keys touched outside any running turn; the next writing turn sends them.
         self._loose: set[str] = set()
+        # Of those, the keys assigned or deleted there (not only read). An expiry must not
+        # drop such a key's value even when it equals the expired one: the daemon applies
+        # the assignment after the expiry, setting the key again.
+        self._loose_written: set[str] = set()
         # The expiries (ttl ms, 0: none) given outside any running turn, sent with _loose.
         self._loose_ttls: dict[str, int] = {}
         # The running turns that touched a key, whose snapshots an expiry must reach.
@@ -75,6 +79,8 @@ class State(MutableMapping[str, Any]):
         scope = self._scope()
         if scope is None:
             self._loose.add(key)
+            if write is not None:
+                self._loose_written.add(key)
             return
         if write is not None and scope.readonly:
             raise ReadOnlyStateError(
@@ -226,6 +232,7 @@ class State(MutableMapping[str, Any]):
                     change.ttl_ms = ttls[key]
                 changes.append(change)
         self._loose.clear()
+        self._loose_written.clear()
         self._loose_ttls.clear()
         if scope is not None:
             scope.ttls.clear()
@@ -262,6 +269,7 @@ class State(MutableMapping[str, Any]):
             for key in self._loose:
                 self._restore(key, self._stored.get(key))
             self._loose.clear()
+            self._loose_written.clear()
             self._loose_ttls.clear()
             return
         if scope.readonly:
@@ -290,9 +298,9 @@ class State(MutableMapping[str, Any]):
         the turn that reports them runs.
 
         Each leaves the baseline. Its value goes too, unless a change of it is still unsent
-        (a running turn assigned it or changed it in place, or code outside turns did):
-        the daemon applies that change after the expiry, setting the key again, so the
-        value stays and the change is sent as usual. Running turns that saw the expired
+        (a running turn or code outside turns assigned it, even the value it had, or changed
+        it in place): the daemon applies that change after the expiry, setting the key again,
+        so the value stays and the change is sent as usual. Running turns that saw the expired
         value now see it as absent when they first touched the key, so a failed one does
         not bring the value back.
         """
@@ -311,7 +319,8 @@ class State(MutableMapping[str, Any]):
         """Whether ``key`` has a change not sent yet, its daemon value being ``stored``."""
         if key not in self._values:
             return False
-        if key in self._loose_ttls or any(
+        # An assignment, even of the value the key had, sets the key again after the expiry.
+        if key in self._loose_written or any(
             key in scope.written for scope in self._turns if not scope.readonly
         ):
             return True
