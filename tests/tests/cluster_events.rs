@@ -3,15 +3,17 @@
 //! owner leaves, the watch follows the actor to its new owner and says
 //! that events may have been missed in between. A watch of the whole type
 //! gets every daemon's actors' events (or those of an id prefix), resumes
-//! through another daemon after its cursor, and polls a daemon that joins;
-//! opened right after start before any daemon hosts the type, it waits
-//! for the first.
+//! through another daemon after its cursor, and polls a daemon that joins
+//! (saying events may be missing only when they may: not for a daemon that
+//! had published none, but when one crashes); opened right after start
+//! before any daemon hosts the type, it waits for the first.
 
 use std::time::Duration;
 
 use anyhow::Context;
 use tokio_stream::StreamExt;
 use troupe_tests::cluster_fixture::*;
+use troupe_tests::cluster_harness::Member;
 use troupe_tests::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -154,12 +156,17 @@ async fn a_type_watch_through_one_daemon_gets_the_events_of_every_daemons_actors
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_type_watch_polls_a_daemon_that_joins_the_cluster() -> anyhow::Result<()> {
-    let Some(mut fx) =
-        Cluster::start("a_type_watch_polls_a_daemon_that_joins_the_cluster", 2).await?
+async fn a_type_watch_polls_a_daemon_that_joins_the_cluster_and_hears_when_one_is_lost(
+) -> anyhow::Result<()> {
+    let Some(mut fx) = Cluster::start(
+        "a_type_watch_polls_a_daemon_that_joins_the_cluster_and_hears_when_one_is_lost",
+        2,
+    )
+    .await?
     else {
         return Ok(());
     };
+    let on_d1 = fx.counter_owned_by("d1", "d1", "k-", 40).await?;
     let mut via_d1 = fx.member("d1")?.client.clone();
     let mut events = via_d1
         .watch_type("counter", "")
@@ -167,24 +174,66 @@ async fn a_type_watch_polls_a_daemon_that_joins_the_cluster() -> anyhow::Result<
         .with_context(|| fx.logs())?;
     fx.add("d3").await?;
     fx.settle().await.with_context(|| fx.logs())?;
+    // The watch's first poll of d3 makes d3 hold the type's events.
+    until_holding_events(fx.member("d3")?)
+        .await
+        .with_context(|| fx.logs())?;
     let on_d3 = fx.counter_owned_by("d3", "d1", "j-", 60).await?;
     let by_one = r#"{"kwargs": {"by": 1}}"#;
     via_d1
         .invoke("counter", &on_d3, "incr_publish", by_one)
         .await
         .with_context(|| fx.logs())?;
-    // Events of other actors may come first (the ones counter_owned_by
-    // tried on the way): wait for this one's.
-    for _ in 0..200 {
+    let event = next_event(&mut events, WAIT)
+        .await
+        .with_context(|| fx.logs())?;
+    assert_eq!(
+        (event_actor(&event), event_text(&event)),
+        (on_d3, "1".to_owned())
+    );
+    // d3 had published nothing of the type before the watch first polled
+    // it, so the watch missed nothing.
+    assert!(!event.missed_before, "{event:?}");
+    assert!(!next_event(&mut events, WAIT).await?.missed_before);
+
+    // d3 crashes: what it held and the watch had not fetched is gone, which
+    // the watch says once the cluster has let d3 go.
+    let mut d3 = fx.forget("d3").context("no d3")?;
+    d3.daemon.kill9().await?;
+    fx.settle().await.with_context(|| fx.logs())?;
+    // d1 then stops polling d3, after one more failed poll: probe at a
+    // pace until an event says so.
+    for _ in 0..60 {
+        via_d1
+            .invoke("counter", &on_d1, "incr_publish", by_one)
+            .await
+            .with_context(|| fx.logs())?;
         let event = next_event(&mut events, WAIT)
             .await
             .with_context(|| fx.logs())?;
-        if event_actor(&event) == on_d3 {
-            assert_eq!(event_text(&event), "1");
+        assert_eq!(event_actor(&event), on_d1);
+        if event.missed_before {
             return Ok(());
         }
+        let _after = next_event(&mut events, WAIT).await?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    anyhow::bail!("no event of {on_d3} on d3\n{}", fx.logs())
+    anyhow::bail!(
+        "no event said events may be missing after d3 crashed\n{}",
+        fx.logs()
+    )
+}
+
+/// Until `member` holds the events of some watched actor or type.
+async fn until_holding_events(member: &Member) -> anyhow::Result<()> {
+    for _ in 0..200 {
+        let status = member.daemon.status().await?;
+        if status.events.is_some_and(|e| e.watched > 0) {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    anyhow::bail!("{} holds no watched events after 10 s", member.node)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

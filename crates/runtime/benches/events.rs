@@ -23,7 +23,7 @@ use troupe_placement::Owner;
 use troupe_runtime::{
     ActivateDone, ActivateRequest, ActorHost, ActorId, ActorRequest, ActorResponse, DeactivateDone,
     DeactivateRequest, Payload, RequestContext, Runtime, StateChange, TurnDone, TurnOutcome,
-    TurnRequest, WatchedEvent, WatchedType,
+    TurnRequest, TypeFrom, WatchedEvent, WatchedType,
 };
 
 #[global_allocator]
@@ -80,9 +80,9 @@ async fn watch_type(
     delays: Arc<Mutex<Vec<Duration>>>,
     stop: Arc<tokio::sync::Notify>,
 ) {
-    let mut after = Vec::new();
+    let mut from = TypeFrom::Now;
     loop {
-        let poll = rt.poll_type_events(&Owner::Local, &watched, &after, Duration::from_secs(10));
+        let poll = rt.poll_type_events(&Owner::Local, &watched, &from, Duration::from_secs(10));
         let answer = tokio::select! {
             answer = poll => answer,
             () = stop.notified() => return,
@@ -91,7 +91,7 @@ async fn watch_type(
             return;
         };
         record(&delays, &polled.events);
-        after = vec![polled.cursor];
+        from = TypeFrom::After(vec![polled.cursor]);
     }
 }
 

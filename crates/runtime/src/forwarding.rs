@@ -10,7 +10,7 @@ use crate::error::{CallError, Unavailable};
 use crate::schedule::timers::TimerSpec;
 use crate::schedule::{AlarmSpec, ReminderInfo, ReminderSpec};
 use crate::types::{ActorId, BoxFuture, Call, Payload};
-use crate::watch::{Cursor, Polled, WatchedType};
+use crate::watch::{Cursor, Polled, TypeFrom, WatchedType};
 
 /// Another daemon, as the placement table names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,15 +209,15 @@ pub trait Forwarder: Send + Sync + std::fmt::Debug + 'static {
 
     /// Has `host` answer one long poll of the events of the actors of a
     /// type it runs that `watched` wants (`Runtime::poll_type_events`):
-    /// after the cursor among `after` of its stream, waiting up to `wait`.
+    /// from `from` on, waiting up to `wait`.
     fn poll_type_events(
         &self,
         host: &Peer,
         watched: &WatchedType,
-        after: &[Cursor],
+        from: &TypeFrom,
         wait: Duration,
     ) -> BoxFuture<Result<Polled, CallError>> {
-        let _ = (watched, after, wait);
+        let _ = (watched, from, wait);
         let unreachable = host.unreachable();
         Box::pin(async move { Err(unreachable) })
     }

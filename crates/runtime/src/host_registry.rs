@@ -18,6 +18,7 @@ use crate::inbox::stats::{InboxCounters, InboxStats};
 use crate::metrics::{Metrics, TypeStats};
 use crate::types::{TypeOptions, TypeSpec};
 use crate::validate;
+use crate::watch::PublishedFlag;
 
 /// Most actor types one registration may list: the daemon answers a
 /// registration with every type's options, and that answer must fit the
@@ -35,6 +36,8 @@ pub(crate) struct Binding {
     pub(crate) stats: Option<Arc<TypeStats>>,
     /// The type's durable-tell counters (always on).
     pub(crate) inbox: &'static InboxCounters,
+    /// Marked by the type's first turn that publishes events here.
+    pub(crate) published: &'static PublishedFlag,
 }
 
 impl std::fmt::Debug for Binding {
@@ -54,6 +57,8 @@ struct TypeSlot {
     /// Kept for the life of the process once a type is known: one small
     /// counter per distinct type name.
     pending: &'static PendingCalls,
+    /// Whether any of its turns published events here, for as long.
+    published: &'static PublishedFlag,
     /// Round-robin position for spreading new activations over hosts.
     next: usize,
 }
@@ -150,6 +155,7 @@ impl HostRegistry {
                     options: options.clone(),
                     bindings: Vec::new(),
                     pending: PendingCalls::new(options.max_pending_calls),
+                    published: Box::leak(Box::default()),
                     next: 0,
                 });
             // With no live host the new registration's options take over.
@@ -162,6 +168,7 @@ impl HostRegistry {
                 pending: slot.pending,
                 stats: metrics.map(|m| m.for_type(&options.name)),
                 inbox: self.inbox.for_type(&options.name),
+                published: slot.published,
             }));
             out.push(options);
         }
@@ -188,6 +195,14 @@ impl HostRegistry {
     /// Options of a type, if any host ever registered it.
     pub(crate) fn options(&self, ty: &str) -> Option<Arc<TypeOptions>> {
         self.types.read().get(ty).map(|s| s.options.clone())
+    }
+
+    /// Whether the actors of `ty` ever published events on this daemon.
+    pub(crate) fn published_events(&self, ty: &str) -> bool {
+        self.types
+            .read()
+            .get(ty)
+            .is_some_and(|slot| slot.published.get())
     }
 
     /// A host for a new activation of `ty`, spreading activations over hosts.

@@ -97,6 +97,6 @@ pub use types::{
 };
 pub use watch::poll::{MAX_POLL_WAIT, POLL_SLACK};
 pub use watch::{
-    BadCursor, Cursor, EventTrace, Polled, WatchedEvent, WatchedType, HELD_BYTES,
+    BadCursor, Cursor, EventTrace, Polled, TypeFrom, WatchedEvent, WatchedType, HELD_BYTES,
     HELD_BYTES_PER_ACTOR, HELD_EVENTS, KEPT_AFTER_LAST_POLL, MAX_EVENTS_PER_TURN,
 };

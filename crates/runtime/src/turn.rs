@@ -298,8 +298,14 @@ impl Shared {
         }
         let retry_due = retry
             .and_then(|(delivery, backoff)| self.hold_retry(&act, &mut inner, delivery, backoff));
+        let publishing = result.is_ok() && !events.events.is_empty();
+        if publishing {
+            if let Some(binding) = &inner.binding {
+                binding.published.mark();
+            }
+        }
         drop(inner);
-        let reply = if result.is_ok() && !events.events.is_empty() {
+        let reply = if publishing {
             self.publish_events(&act, events, hold_until_flushed, reply)
         } else {
             reply

@@ -15,7 +15,7 @@ use troupe_runtime::{
     CallError, DeactivateDone, DeactivateRequest, Payload, RequestContext, Runtime, RuntimeConfig,
     StateChange, StateMode, TurnDone, TurnOutcome, TurnRequest, TypeSpec,
 };
-use troupe_runtime::{Cursor, Polled, WatchedType};
+use troupe_runtime::{Cursor, Polled, TypeFrom, WatchedType};
 use troupe_storage::StoreError;
 
 mod common;
@@ -185,10 +185,10 @@ async fn a_type_poll_of_an_id_prefix_waits_on_past_other_actors_events() -> Resu
         id_prefix: Arc::from("mine-"),
     };
     let start = rt
-        .poll_type_events(&Owner::Local, &watched, &[], Duration::ZERO)
+        .poll_type_events(&Owner::Local, &watched, &TypeFrom::Now, Duration::ZERO)
         .await?
         .cursor;
-    let after = [start];
+    let after = TypeFrom::After(vec![start]);
     let poll = rt.poll_type_events(&Owner::Local, &watched, &after, Duration::from_secs(30));
     tokio::pin!(poll);
     // Polled once, it waits for the type's next event.
@@ -206,4 +206,39 @@ async fn a_type_poll_of_an_id_prefix_waits_on_past_other_actors_events() -> Resu
     assert_eq!(&*polled.events[0].actor.id, "mine-1");
     assert_eq!(polled.events[0].cursor.seq, start.seq + 2, "past other-1's");
     Ok(())
+}
+
+#[tokio::test]
+async fn a_new_host_poll_says_events_may_be_missing_only_if_the_type_published_before(
+) -> Result<(), CallError> {
+    let watched = WatchedType::all("d");
+    // A daemon whose actors of the type published nothing yet.
+    let quiet = durable_runtime(&Gate::default())?;
+    let first = poll_as_new_host(&quiet, &watched).await?;
+    assert!(first.events.is_empty() && !first.missed, "{first:?}");
+    quiet.invoke(call(&ActorId::new("d", "x"), "set")).await?;
+    let after = TypeFrom::After(vec![first.cursor]);
+    let next = quiet
+        .poll_type_events(&Owner::Local, &watched, &after, Duration::ZERO)
+        .await?;
+    assert_eq!(
+        (texts(&next), next.missed),
+        (vec!["\"set\"".to_owned()], false)
+    );
+
+    // One whose actor published before the watch reached it: unheld, so
+    // maybe missed.
+    let published = durable_runtime(&Gate::default())?;
+    published
+        .invoke(call(&ActorId::new("d", "x"), "set"))
+        .await?;
+    let first = poll_as_new_host(&published, &watched).await?;
+    assert!(first.events.is_empty() && first.missed, "{first:?}");
+    Ok(())
+}
+
+/// A type poll from a watch that reaches this daemon for the first time.
+async fn poll_as_new_host(rt: &Runtime, watched: &WatchedType) -> Result<Polled, CallError> {
+    rt.poll_type_events(&Owner::Local, watched, &TypeFrom::NewHost, Duration::ZERO)
+        .await
 }

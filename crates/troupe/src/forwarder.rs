@@ -12,8 +12,8 @@ use troupe_proto::v1::link_request::Call;
 use troupe_runtime::input::millis;
 
 use troupe_runtime::{
-    ActorRequest, ActorResponse, BoxFuture, CallError, Cursor, Forwarder, Peer, Polled,
-    RequestContext, WatchedType, POLL_SLACK,
+    ActorRequest, ActorResponse, BoxFuture, CallError, Forwarder, Peer, Polled, RequestContext,
+    TypeFrom, WatchedType, POLL_SLACK,
 };
 use troupe_transport::link::{affinity, status_of_reply, Links};
 use troupe_transport::{MessageClass, TransportError};
@@ -148,19 +148,20 @@ impl Forwarder for TransportForwarder {
         &self,
         host: &Peer,
         watched: &WatchedType,
-        after: &[Cursor],
+        from: &TypeFrom,
         wait: Duration,
     ) -> BoxFuture<Result<Polled, CallError>> {
         let links = self.links.clone();
         let address = host.address.clone();
         let what = format!("the events of type {} on daemon {}", watched.ty, host.node);
         let affinity = affinity(&watched.ty, "", "");
+        let new_host = *from == TypeFrom::NewHost;
         let request = pb::LinkRequest {
             hops: 1,
             // Room for the wait and the way there and back.
             timeout_ms: millis(wait.saturating_add(POLL_SLACK)),
             call: Some(Call::PollTypeEvents(events::type_poll_to_pb(
-                watched, after, wait,
+                watched, from, wait,
             ))),
             ..pb::LinkRequest::default()
         };
@@ -170,7 +171,13 @@ impl Forwarder for TransportForwarder {
                 .await
                 .and_then(|reply| answer(&address, reply, false));
             match reply {
-                Ok(PbResponse::Events(polled)) => Ok(events::polled_from_pb(polled)),
+                Ok(PbResponse::Events(polled)) => {
+                    // A daemon older than the question answered from now on.
+                    let unchecked = new_host && !polled.new_host_checked;
+                    let mut polled = events::polled_from_pb(polled);
+                    polled.missed |= unchecked;
+                    Ok(polled)
+                }
                 Ok(other) => Err(CallError::Internal(format!(
                     "a poll of {what} was answered with {other:?}"
                 ))),

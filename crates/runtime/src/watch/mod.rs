@@ -26,7 +26,7 @@ pub(crate) use stored::StoredEvents;
 use std::fmt;
 use std::hash::Hash;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -167,6 +167,38 @@ impl WatchedType {
     }
 }
 
+/// Where a type watch's poll of one daemon begins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TypeFrom {
+    /// From now on: a new watch's first poll.
+    Now,
+    /// From now on, for a watch under way that polls this daemon for the
+    /// first time (it joined, or began to host the type): the answer's
+    /// `missed` says whether the daemon published any of the type's events
+    /// before, which the watch may not have seen. A daemon that published
+    /// none, as a new one mostly has not, adds no gap to the watch.
+    NewHost,
+    /// After the cursor among these that is of this daemon's stream; none
+    /// is: events may have been missed.
+    After(Vec<Cursor>),
+}
+
+impl TypeFrom {
+    /// After `cursors`, or from now on when there are none.
+    pub fn after(cursors: Vec<Cursor>) -> Self {
+        if cursors.is_empty() {
+            Self::Now
+        } else {
+            Self::After(cursors)
+        }
+    }
+
+    /// Whether this poll begins a watch, which a type must be known for.
+    pub(crate) fn begins(&self) -> bool {
+        !matches!(self, Self::After(_))
+    }
+}
+
 /// The answer to one poll.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Polled {
@@ -175,6 +207,27 @@ pub struct Polled {
     pub cursor: Cursor,
     /// Events may have been lost before these.
     pub missed: bool,
+}
+
+/// Whether a type's actors ever published an event on this daemon, kept
+/// per type for the life of the process: a type watch's first poll of this
+/// daemon is told events may be missing only if they did
+/// ([`TypeFrom::NewHost`]).
+#[derive(Debug, Default)]
+pub(crate) struct PublishedFlag(AtomicBool);
+
+impl PublishedFlag {
+    /// A turn of the type published, before its events are handed over.
+    pub(crate) fn mark(&self) {
+        // Written once: publishing turns on every worker then only read it.
+        if !self.0.load(Ordering::Acquire) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    pub(crate) fn get(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
 }
 
 /// What a poll finds now.
@@ -269,7 +322,9 @@ impl EventHub {
     pub(crate) fn publish(&self, actor: &ActorId, events: Vec<Payload>, origin: Origin) {
         // A watch that began before this turn ended stored its count before
         // (its poll returned first), so this load sees it.
-        if self.watched.load(Ordering::Relaxed) == 0 {
+        // SeqCst: after the turn marked its type as publishing (see
+        // `take_from`); on x86 as cheap as a relaxed load.
+        if self.watched.load(Ordering::SeqCst) == 0 {
             return;
         }
         let mut topics = self.topics.lock();
@@ -301,14 +356,18 @@ impl EventHub {
         )
     }
 
-    /// The events of every actor of the type `watched` wants after the
-    /// cursor among `after` that is of this daemon's stream (none given:
-    /// from now on), or what to wait on. Begins holding the type's events.
+    /// The events of every actor of the type `watched` wants from `from`
+    /// on, or what to wait on. Begins holding the type's events.
+    /// `published_before` tells whether this daemon ever published events
+    /// of the type (read for [`TypeFrom::NewHost`], once the type's events
+    /// are held, so that a turn ending meanwhile is either delivered or
+    /// seen by it).
     pub(crate) fn take_type(
         &self,
         watched: &WatchedType,
-        after: &[Cursor],
+        from: &TypeFrom,
         now: Instant,
+        published_before: impl FnOnce() -> bool,
     ) -> Result<Take, CallError> {
         self.take_from(
             &watched.ty,
@@ -316,12 +375,27 @@ impl EventHub {
             |t| &mut t.by_type,
             TYPE_BOUNDS,
             |topic| {
-                let from = match after.iter().find(|c| c.epoch == topic.epoch()) {
-                    _ if after.is_empty() => From::Now,
-                    Some(c) => From::After(*c),
-                    None => From::Unknown,
-                };
-                topic.take(Publisher::Held(&|a| watched.wants(a)), from, now)
+                let wants = |a: &ActorId| watched.wants(a);
+                match from {
+                    TypeFrom::Now => topic.take(Publisher::Held(&wants), From::Now, now),
+                    // From now on, which is always an answer at once.
+                    TypeFrom::NewHost => {
+                        match topic.take(Publisher::Held(&wants), From::Now, now) {
+                            Take::Ready(polled) => Take::Ready(Polled {
+                                missed: published_before(),
+                                ..polled
+                            }),
+                            wait @ Take::Wait(..) => wait,
+                        }
+                    }
+                    TypeFrom::After(after) => {
+                        let from = after
+                            .iter()
+                            .find(|c| c.epoch == topic.epoch())
+                            .map_or(From::Unknown, |c| From::After(*c));
+                        topic.take(Publisher::Held(&wants), from, now)
+                    }
+                }
             },
         )
     }
@@ -349,7 +423,10 @@ impl EventHub {
                 )));
             }
             map(topics).insert(key.clone(), Topic::new(bounds, now));
-            self.watched.store(topics.watched(), Ordering::Relaxed);
+            // Before a new-host poll reads whether the type published: a
+            // turn that published after that read sees this count (both
+            // SeqCst) and delivers to the new topic.
+            self.watched.store(topics.watched(), Ordering::SeqCst);
         }
         match map(topics).get_mut(key) {
             Some(topic) => Ok(take(topic)),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use troupe_placement::Owner;
 
-use super::{Cursor, Polled, Take, WatchedType, MAX_EVENTS_PER_TURN};
+use super::{Cursor, Polled, Take, TypeFrom, WatchedType, MAX_EVENTS_PER_TURN};
 use crate::error::CallError;
 use crate::forwarding::Peer;
 use crate::runtime::Runtime;
@@ -51,14 +51,13 @@ impl Runtime {
     }
 
     /// One long poll of the events the actors of a type publish on `host`
-    /// (one of [`Runtime::type_hosts`]), those `watched` wants: after the
-    /// cursor among `after` of that daemon's stream (none given: a position
-    /// to watch from), or the first published within `wait`.
+    /// (one of [`Runtime::type_hosts`]), those `watched` wants, from
+    /// `from` on, or the first published within `wait`.
     pub async fn poll_type_events(
         &self,
         host: &Owner,
         watched: &WatchedType,
-        after: &[Cursor],
+        from: &TypeFrom,
         wait: Duration,
     ) -> Result<Polled, CallError> {
         watched.validate()?;
@@ -69,18 +68,14 @@ impl Runtime {
                     address: address.clone(),
                 };
                 match self.shared.forwarder.get() {
-                    Some(forwarder) => {
-                        forwarder
-                            .poll_type_events(&peer, watched, after, wait)
-                            .await
-                    }
+                    Some(forwarder) => forwarder.poll_type_events(&peer, watched, from, wait).await,
                     None => Err(peer.unreachable()),
                 }
             }
             _ => {
                 let deadline = Instant::now() + self.shared.config.call_timeout;
                 self.shared
-                    .poll_type_events_here(watched, after, wait, deadline)
+                    .poll_type_events_here(watched, from, wait, deadline)
                     .await
             }
         }
@@ -109,23 +104,30 @@ impl Shared {
     }
 
     /// One long poll of the events the actors of a type publish on this
-    /// daemon, those `watched` wants, after the cursor among `after` of
-    /// this daemon's stream.
+    /// daemon, those `watched` wants, from `from` on.
     pub(crate) async fn poll_type_events_here(
         self: &Arc<Self>,
         watched: &WatchedType,
-        after: &[Cursor],
+        from: &TypeFrom,
         wait: Duration,
         deadline: Instant,
     ) -> Result<Polled, CallError> {
-        self.check_new_watch(&watched.ty, after.is_empty())?;
+        self.check_new_watch(&watched.ty, from.begins())?;
+        let published_before = || self.hosts.published_events(&watched.ty);
         let until = deadline.min(Instant::now() + wait.min(MAX_POLL_WAIT));
         let polled = self
             .wait_for_events(
                 until,
                 |resume| match resume {
-                    Some(cursor) => self.events.take_type(watched, &[cursor], Instant::now()),
-                    None => self.events.take_type(watched, after, Instant::now()),
+                    Some(cursor) => self.events.take_type(
+                        watched,
+                        &TypeFrom::After(vec![cursor]),
+                        Instant::now(),
+                        published_before,
+                    ),
+                    None => self
+                        .events
+                        .take_type(watched, from, Instant::now(), published_before),
                 },
                 || self.events.done_waiting_type(&watched.ty, Instant::now()),
             )

@@ -145,7 +145,8 @@ impl EventHub {
         events: Vec<Payload>,
         origin: Origin,
     ) -> Option<StoredEvents> {
-        if self.watched.load(Ordering::Relaxed) == 0 {
+        // SeqCst, as in `publish`.
+        if self.watched.load(Ordering::SeqCst) == 0 {
             return None;
         }
         let mut topics = self.topics.lock();

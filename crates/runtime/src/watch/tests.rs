@@ -26,6 +26,17 @@ fn ready(take: Result<Take, CallError>) -> Polled {
     }
 }
 
+/// A type poll after `after` (none: from now on) on a daemon whose type
+/// never published before.
+fn take_type(
+    hub: &EventHub,
+    watched: &WatchedType,
+    after: &[Cursor],
+    now: Instant,
+) -> Result<Take, CallError> {
+    hub.take_type(watched, &TypeFrom::after(after.to_vec()), now, || false)
+}
+
 fn numbers(polled: &Polled) -> Vec<String> {
     polled
         .events
@@ -58,7 +69,7 @@ fn events_carry_their_turns_trace_context_to_both_streams_held_or_not() {
     let hub = Arc::new(EventHub::new(10));
     let now = Instant::now();
     let start = ready(hub.take(&actor(), None, now));
-    let type_start = ready(hub.take_type(&WatchedType::all("bus"), &[], now));
+    let type_start = ready(take_type(&hub, &WatchedType::all("bus"), &[], now));
     let traced = |span: &str| Origin {
         published_unix_ms: 5,
         trace: Some(Arc::new(EventTrace {
@@ -100,7 +111,12 @@ fn events_carry_their_turns_trace_context_to_both_streams_held_or_not() {
             .map(|t| t.tracestate.as_str()),
         Some("k=v")
     );
-    let whole_type = ready(hub.take_type(&WatchedType::all("bus"), &[type_start.cursor], now));
+    let whole_type = ready(take_type(
+        &hub,
+        &WatchedType::all("bus"),
+        &[type_start.cursor],
+        now,
+    ));
     assert_eq!(spans(&whole_type), want);
 }
 
@@ -286,13 +302,13 @@ fn publishers(polled: &Polled) -> Vec<String> {
 fn a_type_watcher_gets_every_actors_events_each_named() {
     let hub = Arc::new(EventHub::new(10));
     let now = Instant::now();
-    let start = ready(hub.take_type(&ty(), &[], now));
+    let start = ready(take_type(&hub, &ty(), &[], now));
     let b2 = ActorId::new("bus", "b2");
     hub.publish(&actor(), vec![event(1)], at(0));
     hub.publish(&b2, vec![event(2)], at(0));
     hub.publish(&ActorId::new("tram", "t1"), vec![event(9)], at(0));
     hub.publish(&actor(), vec![event(3)], at(0));
-    let polled = ready(hub.take_type(&ty(), &[start.cursor], now));
+    let polled = ready(take_type(&hub, &ty(), &[start.cursor], now));
     assert_eq!(numbers(&polled), ["1", "2", "3"]);
     assert_eq!(publishers(&polled), ["b1", "b2", "b1"]);
     assert!(!polled.missed);
@@ -308,19 +324,19 @@ fn a_type_watcher_gets_every_actors_events_each_named() {
 fn a_type_poll_resumes_after_its_own_cursor_among_others() {
     let hub = Arc::new(EventHub::new(10));
     let now = Instant::now();
-    let start = ready(hub.take_type(&ty(), &[], now));
+    let start = ready(take_type(&hub, &ty(), &[], now));
     hub.publish(&actor(), vec![event(1), event(2)], at(0));
-    let first = ready(hub.take_type(&ty(), &[start.cursor], now)).events[0].cursor;
+    let first = ready(take_type(&hub, &ty(), &[start.cursor], now)).events[0].cursor;
     // Another daemon's cursor beside this one's: this one's counts.
     let elsewhere = Cursor {
         epoch: first.epoch ^ 1,
         seq: 7,
     };
-    let polled = ready(hub.take_type(&ty(), &[elsewhere, first], now));
+    let polled = ready(take_type(&hub, &ty(), &[elsewhere, first], now));
     assert_eq!(numbers(&polled), ["2"]);
     assert!(!polled.missed);
     // None of them this daemon's: it sends what it holds, and says so.
-    let polled = ready(hub.take_type(&ty(), &[elsewhere], now));
+    let polled = ready(take_type(&hub, &ty(), &[elsewhere], now));
     assert_eq!(numbers(&polled), ["1", "2"]);
     assert!(polled.missed);
 }
@@ -329,17 +345,17 @@ fn a_type_poll_resumes_after_its_own_cursor_among_others() {
 fn a_durable_turns_events_wait_for_its_write_in_its_types_stream_too() {
     let hub = Arc::new(EventHub::new(10));
     let now = Instant::now();
-    let start = ready(hub.take_type(&ty(), &[], now));
+    let start = ready(take_type(&hub, &ty(), &[], now));
     let Some(held) = hub.hold_until_stored(&actor(), vec![event(1)], at(0)) else {
         panic!("an actor of a watched type has its events queued");
     };
     hub.publish(&actor(), vec![event(2)], at(0));
     // Another actor's events do not wait for this one's write.
     hub.publish(&ActorId::new("bus", "b2"), vec![event(3)], at(0));
-    let polled = ready(hub.take_type(&ty(), &[start.cursor], now));
+    let polled = ready(take_type(&hub, &ty(), &[start.cursor], now));
     assert_eq!(numbers(&polled), ["3"]);
     held.settle(true);
-    let polled = ready(hub.take_type(&ty(), &[polled.cursor], now));
+    let polled = ready(take_type(&hub, &ty(), &[polled.cursor], now));
     assert_eq!(numbers(&polled), ["1", "2"]);
     assert!(!polled.missed);
 }
@@ -349,23 +365,23 @@ fn a_type_watch_of_an_id_prefix_gets_those_actors_only_and_waits_past_the_rest()
     let hub = Arc::new(EventHub::new(10));
     let now = Instant::now();
     let r12 = ids_from("r12-");
-    let start = ready(hub.take_type(&r12, &[], now));
+    let start = ready(take_type(&hub, &r12, &[], now));
     hub.publish(&ActorId::new("bus", "r12-a"), vec![event(1)], at(0));
     hub.publish(&ActorId::new("bus", "r7-b"), vec![event(2)], at(0));
     hub.publish(&ActorId::new("bus", "r12-c"), vec![event(3)], at(0));
-    let polled = ready(hub.take_type(&r12, &[start.cursor], now));
+    let polled = ready(take_type(&hub, &r12, &[start.cursor], now));
     assert_eq!(numbers(&polled), ["1", "3"]);
     assert_eq!(publishers(&polled), ["r12-a", "r12-c"]);
     // Only another actor's event since: nothing to send, so the poll waits,
     // at a cursor past it.
     hub.publish(&ActorId::new("bus", "r7-b"), vec![event(4)], at(0));
-    match hub.take_type(&r12, &[polled.cursor], now) {
+    match take_type(&hub, &r12, &[polled.cursor], now) {
         Ok(Take::Wait(at, _)) => assert_eq!(at.seq, 4),
         Ok(Take::Ready(p)) => panic!("expected a wait, got {:?}", numbers(&p)),
         Err(e) => panic!("the poll failed: {e}"),
     }
     // A watcher of the whole type shares the stream and gets all four.
-    let all = ready(hub.take_type(&ty(), &[start.cursor], now));
+    let all = ready(take_type(&hub, &ty(), &[start.cursor], now));
     assert_eq!(numbers(&all), ["1", "2", "3", "4"]);
 }
 
@@ -398,4 +414,26 @@ fn a_filtered_poll_stops_at_a_gap_and_the_next_says_events_may_be_missing() {
     };
     assert_eq!(numbers(&after_gap), ["3"]);
     assert!(after_gap.missed);
+}
+
+#[test]
+fn a_new_host_poll_begins_now_and_reads_whether_the_type_published_once_held() {
+    let hub = EventHub::new(10);
+    let now = Instant::now();
+    let mut held_when_read = None;
+    let first = ready(hub.take_type(&ty(), &TypeFrom::NewHost, now, || {
+        // Read once the type's events are held, so that a turn ending
+        // after the read delivers to the watcher.
+        held_when_read = Some(hub.watched.load(Ordering::SeqCst));
+        false
+    }));
+    assert_eq!(held_when_read, Some(1));
+    assert!(first.events.is_empty() && !first.missed);
+    hub.publish(&actor(), vec![event(1)], at(0));
+    let next = ready(take_type(&hub, &ty(), &[first.cursor], now));
+    assert_eq!((numbers(&next), next.missed), (vec!["1".to_owned()], false));
+
+    let other = EventHub::new(10);
+    let published_before = ready(other.take_type(&ty(), &TypeFrom::NewHost, now, || true));
+    assert!(published_before.events.is_empty() && published_before.missed);
 }

@@ -4,6 +4,10 @@
 //! daemon directly, the others over the links — and merges what comes back.
 //! When the table changes, daemons that begin to host the type are polled
 //! too, and those that stop are polled until they have nothing more.
+//! Whether events may be missing is said only when they may: a daemon
+//! polled as a new host says whether it published any before its first
+//! poll, and a departed one that went away before it had nothing more
+//! leaves a gap.
 //!
 //! A type watch's cursor is every polled daemon's cursor, joined by `.`:
 //! resuming, each daemon picks its own.
@@ -19,7 +23,7 @@ use tonic::{Request, Response, Status};
 use tracing::debug;
 use troupe_placement::Owner;
 use troupe_proto::v1 as pb;
-use troupe_runtime::{Cursor, Polled, Runtime, WatchedType};
+use troupe_runtime::{Cursor, Polled, Runtime, TypeFrom, WatchedType};
 
 use super::watch::{passes, POLL_WAIT, RETRY_FIRST, RETRY_MOST, WATCH_BUFFER};
 use super::ClientApi;
@@ -41,6 +45,9 @@ fn key_of(host: &Owner) -> HostKey {
 /// What one daemon's poller hands the merge.
 enum FromHost {
     Polled(HostKey, Polled),
+    /// A daemon that no longer hosts the type became unreachable before it
+    /// answered with nothing more: what it held is lost to the watch.
+    Lost,
     Failed(Status),
 }
 
@@ -51,12 +58,16 @@ impl ClientApi {
         &self,
         request: Request<pb::PollTypeEvents>,
     ) -> Result<pb::PolledEvents, Status> {
-        let (watched, after, wait) = events::type_poll_from_pb(request.into_inner())?;
-        self.runtime
-            .poll_type_events(&Owner::Local, &watched, &after, wait)
+        let (watched, from, wait) = events::type_poll_from_pb(request.into_inner())?;
+        let polled = self
+            .runtime
+            .poll_type_events(&Owner::Local, &watched, &from, wait)
             .await
-            .map(events::polled_to_pb)
-            .map_err(status_of)
+            .map_err(status_of)?;
+        Ok(pb::PolledEvents {
+            new_host_checked: from == TypeFrom::NewHost,
+            ..events::polled_to_pb(polled)
+        })
     }
 
     pub(super) async fn open_type_watch(
@@ -67,11 +78,11 @@ impl ClientApi {
         let r = request.into_inner();
         let watched = events::watched_type(&r.r#type, &r.id_prefix)?;
         let ty = watched.ty.clone();
-        let after = events::type_cursors(&r.after)?;
+        let from = TypeFrom::after(events::type_cursors(&r.after)?);
         let hosts = self.runtime.type_hosts(&ty);
         // Right after start, apps are still connecting across the cluster:
         // the watch waits for a host, following the table, as a call would.
-        if hosts.is_empty() && after.is_empty() && !self.runtime.awaiting_apps() {
+        if hosts.is_empty() && from == TypeFrom::Now && !self.runtime.awaiting_apps() {
             return Err(Status::not_found(format!(
                 "no daemon of the cluster hosts actor type '{ty}'; check the name, or start the \
                  app that registers it"
@@ -82,7 +93,7 @@ impl ClientApi {
         // every event from now on reaches it.
         let first = join_all(hosts.iter().map(|host| {
             self.runtime
-                .poll_type_events(host, &watched, &after, Duration::ZERO)
+                .poll_type_events(host, &watched, &from, Duration::ZERO)
         }))
         .await;
         let mut started = Vec::new();
@@ -99,7 +110,7 @@ impl ClientApi {
         let merge = Merge {
             runtime: self.runtime.clone(),
             watched,
-            after,
+            from,
             tx,
             _held: held,
         };
@@ -113,8 +124,8 @@ impl ClientApi {
 struct Merge {
     runtime: Runtime,
     watched: WatchedType,
-    /// The cursors the caller resumed from, for daemons polled first.
-    after: Vec<Cursor>,
+    /// Where the caller's watch began, for the daemons polled first.
+    from: TypeFrom,
     tx: mpsc::Sender<Result<pb::ActorEvent, Status>>,
     _held: OwnedSemaphorePermit,
 }
@@ -139,7 +150,6 @@ impl Merge {
         let (from_hosts, mut polled) = mpsc::channel::<FromHost>(room);
         let mut pollers: BTreeMap<HostKey, Poller> = BTreeMap::new();
         let mut cursors: BTreeMap<HostKey, Cursor> = BTreeMap::new();
-        // Before a daemon's first answer, what it held may be missed.
         let mut missed = false;
         let mut resumes = Vec::new();
         for (host, first) in started {
@@ -148,16 +158,19 @@ impl Merge {
                 // Queued before any poller runs, so the merge below sees
                 // every first answer before what follows it.
                 Some(p) => {
-                    let resume = vec![p.cursor];
+                    let resume = TypeFrom::After(vec![p.cursor]);
                     missed |= from_hosts
                         .try_send(FromHost::Polled(key.clone(), p))
                         .is_err();
                     resume
                 }
-                None => {
-                    missed = true;
-                    self.after.clone()
-                }
+                // Not answered yet: from the caller's cursors, or, for a
+                // watch from now on, as a new host, whose answer says
+                // whether it published meanwhile.
+                None => match &self.from {
+                    TypeFrom::Now => TypeFrom::NewHost,
+                    from => from.clone(),
+                },
             };
             resumes.push((key, host, resume));
         }
@@ -179,7 +192,7 @@ impl Merge {
                     return;
                 }
                 () = changed(&mut table) => {
-                    missed |= self.follow_hosts(&mut pollers, &mut cursors, &from_hosts);
+                    self.follow_hosts(&mut pollers, &mut cursors, &from_hosts);
                     continue;
                 }
                 next = polled.recv() => next,
@@ -187,6 +200,10 @@ impl Merge {
             let Some(next) = next else { return };
             let (key, batch) = match next {
                 FromHost::Polled(key, batch) => (key, batch),
+                FromHost::Lost => {
+                    missed = true;
+                    continue;
+                }
                 FromHost::Failed(status) => {
                     let _ = self.tx.send(Err(status)).await;
                     return;
@@ -205,17 +222,16 @@ impl Merge {
         }
     }
 
-    /// Starts polling daemons that began to host the type and retires
-    /// those that stopped. Whether events of a new one may be missed (it
-    /// may have published before its first poll).
+    /// Starts polling daemons that began to host the type, as new hosts
+    /// (whose first answer says whether they published before it), and
+    /// retires those that stopped.
     fn follow_hosts(
         &self,
         pollers: &mut BTreeMap<HostKey, Poller>,
         cursors: &mut BTreeMap<HostKey, Cursor>,
         from_hosts: &mpsc::Sender<FromHost>,
-    ) -> bool {
+    ) {
         let hosts = self.runtime.type_hosts(&self.watched.ty);
-        let mut added = false;
         // Retired and done: its cursor leaves the watch's.
         pollers.retain(|_, p| !p.task.is_finished());
         cursors.retain(|key, _| pollers.contains_key(key));
@@ -227,20 +243,18 @@ impl Merge {
             let key = key_of(&host);
             if let std::collections::btree_map::Entry::Vacant(slot) = pollers.entry(key) {
                 debug!(actor_type = %self.watched.ty, host = %slot.key(), "a type watch polls a new host");
-                slot.insert(self.poller(host, Vec::new(), from_hosts.clone()));
-                added = true;
+                slot.insert(self.poller(host, TypeFrom::NewHost, from_hosts.clone()));
             }
         }
-        added
     }
 
-    fn poller(&self, host: Owner, after: Vec<Cursor>, to: mpsc::Sender<FromHost>) -> Poller {
+    fn poller(&self, host: Owner, from: TypeFrom, to: mpsc::Sender<FromHost>) -> Poller {
         let (retired, retired_rx) = signal::channel(false);
         let task = tokio::spawn(poll_host(
             self.runtime.clone(),
             self.watched.clone(),
             host,
-            after,
+            from,
             to,
             retired_rx,
         ));
@@ -254,7 +268,7 @@ async fn poll_host(
     runtime: Runtime,
     watched: WatchedType,
     host: Owner,
-    mut after: Vec<Cursor>,
+    mut from: TypeFrom,
     to: mpsc::Sender<FromHost>,
     retired: signal::Receiver<bool>,
 ) {
@@ -262,19 +276,15 @@ async fn poll_host(
     let mut pause = RETRY_FIRST;
     loop {
         // A new daemon's first poll waits for nothing: it begins holding.
-        let wait = if after.is_empty() {
-            Duration::ZERO
-        } else {
-            POLL_WAIT
+        let wait = match from {
+            TypeFrom::After(_) => POLL_WAIT,
+            TypeFrom::Now | TypeFrom::NewHost => Duration::ZERO,
         };
-        match runtime
-            .poll_type_events(&host, &watched, &after, wait)
-            .await
-        {
+        match runtime.poll_type_events(&host, &watched, &from, wait).await {
             Ok(polled) => {
                 pause = RETRY_FIRST;
                 let idle = polled.events.is_empty() && !polled.missed;
-                after = vec![polled.cursor];
+                from = TypeFrom::After(vec![polled.cursor]);
                 if *retired.borrow() && idle {
                     return;
                 }
@@ -286,10 +296,19 @@ async fn poll_host(
                     return;
                 }
             }
-            Err(_) if *retired.borrow() => return,
+            Err(_) if *retired.borrow() => {
+                let _ = to.send(FromHost::Lost).await;
+                return;
+            }
             Err(e) if passes(&e) => {
                 debug!(actor_type = %watched.ty, host = %key, error = %e, "a type watch's poll failed; polling again");
-                tokio::time::sleep(pause).await;
+                // Retired meanwhile: one more try says at once whether it
+                // is gone, rather than after the pause.
+                let mut retired_now = retired.clone();
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    _ = retired_now.wait_for(|r| *r) => {}
+                }
                 pause = pause.saturating_mul(2).min(RETRY_MOST);
             }
             Err(e) => {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tonic::Status;
 use troupe_proto::v1 as pb;
 use troupe_runtime::{
-    ActorId, ActorRequest, Cursor, EventTrace, Polled, WatchedEvent, WatchedType,
+    ActorId, ActorRequest, Cursor, EventTrace, Polled, TypeFrom, WatchedEvent, WatchedType,
 };
 
 use super::errors::status_of;
@@ -73,26 +73,40 @@ pub fn watched_type(ty: &str, id_prefix: &str) -> Result<WatchedType, Status> {
     Ok(watched)
 }
 
-/// A type watcher's poll from another daemon: what it wants, its cursors
-/// and how long to wait.
+/// A type watcher's poll from another daemon: what it wants, where it
+/// begins and how long to wait.
 pub fn type_poll_from_pb(
     r: pb::PollTypeEvents,
-) -> Result<(WatchedType, Vec<Cursor>, Duration), Status> {
+) -> Result<(WatchedType, TypeFrom, Duration), Status> {
     let watched = watched_type(&r.r#type, &r.id_prefix)?;
     let after = cursors(r.after.iter().map(String::as_str))?;
-    Ok((watched, after, Duration::from_millis(u64::from(r.wait_ms))))
+    let from = match (r.new_host, after.is_empty()) {
+        (true, true) => TypeFrom::NewHost,
+        (true, false) => {
+            return Err(Status::invalid_argument(
+                "a type poll of a new host carries no cursor; send one or the other",
+            ))
+        }
+        (false, _) => TypeFrom::after(after),
+    };
+    Ok((watched, from, Duration::from_millis(u64::from(r.wait_ms))))
 }
 
 pub fn type_poll_to_pb(
     watched: &WatchedType,
-    after: &[Cursor],
+    from: &TypeFrom,
     wait: Duration,
 ) -> pb::PollTypeEvents {
+    let after = match from {
+        TypeFrom::After(after) => after.iter().map(ToString::to_string).collect(),
+        TypeFrom::Now | TypeFrom::NewHost => Vec::new(),
+    };
     pb::PollTypeEvents {
         r#type: watched.ty.to_string(),
-        after: after.iter().map(ToString::to_string).collect(),
+        after,
         wait_ms: wait_ms(wait),
         id_prefix: watched.id_prefix.to_string(),
+        new_host: *from == TypeFrom::NewHost,
     }
 }
 
@@ -141,6 +155,7 @@ pub fn polled_to_pb(p: Polled) -> pb::PolledEvents {
             .collect(),
         cursor: p.cursor.to_string(),
         missed: p.missed,
+        new_host_checked: false,
     }
 }
 
@@ -229,11 +244,20 @@ mod tests {
     #[test]
     fn a_type_poll_crosses_the_link_with_its_id_prefix() -> Result<(), Status> {
         let watched = watched_type("cart", "tenant-42/")?;
-        let after = [Cursor { epoch: 3, seq: 9 }];
-        let wire = type_poll_to_pb(&watched, &after, Duration::from_millis(1500));
+        let wait = Duration::from_millis(1500);
+        for from in [
+            TypeFrom::After(vec![Cursor { epoch: 3, seq: 9 }]),
+            TypeFrom::NewHost,
+            TypeFrom::Now,
+        ] {
+            let wire = type_poll_to_pb(&watched, &from, wait);
+            assert_eq!(type_poll_from_pb(wire)?, (watched.clone(), from, wait));
+        }
+        let mut both = type_poll_to_pb(&watched, &TypeFrom::NewHost, wait);
+        both.after = vec![Cursor { epoch: 3, seq: 9 }.to_string()];
         assert_eq!(
-            type_poll_from_pb(wire)?,
-            (watched, after.to_vec(), Duration::from_millis(1500))
+            type_poll_from_pb(both).map_err(|s| s.code()),
+            Err(tonic::Code::InvalidArgument)
         );
         let long = "p".repeat(troupe_runtime::validate::MAX_NAME_BYTES + 1);
         let refused = watched_type("cart", &long).map(|_| ());

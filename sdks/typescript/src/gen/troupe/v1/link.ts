@@ -208,6 +208,13 @@ export interface PollTypeEvents {
   waitMs: number;
   /** WatchTypeRequest.id_prefix: only these actors' events. */
   idPrefix: string;
+  /**
+   * The watch is under way and polls this daemon for the first time (it
+   * joined, or began to host the type); `after` is empty. From now on, and
+   * the answer's `missed` says whether this daemon published any of the
+   * type's events before, which the watch may not have seen.
+   */
+  newHost: boolean;
 }
 
 export interface PolledEvents {
@@ -219,6 +226,12 @@ export interface PolledEvents {
   cursor: string;
   /** Events may have been lost before these (see ActorEvent.missed_before). */
   missed: boolean;
+  /**
+   * The answer to a `new_host` poll, from a daemon that knows the field:
+   * an older one answers from now on and says nothing of earlier events, so
+   * its watcher takes them as maybe missed.
+   */
+  newHostChecked: boolean;
 }
 
 function createBaseLinkFrame(): LinkFrame {
@@ -1485,7 +1498,7 @@ export const PollEvents: MessageFns<PollEvents> = {
 };
 
 function createBasePollTypeEvents(): PollTypeEvents {
-  return { type: "", after: [], waitMs: 0, idPrefix: "" };
+  return { type: "", after: [], waitMs: 0, idPrefix: "", newHost: false };
 }
 
 export const PollTypeEvents: MessageFns<PollTypeEvents> = {
@@ -1501,6 +1514,9 @@ export const PollTypeEvents: MessageFns<PollTypeEvents> = {
     }
     if (message.idPrefix !== "") {
       writer.uint32(34).string(message.idPrefix);
+    }
+    if (message.newHost !== false) {
+      writer.uint32(40).bool(message.newHost);
     }
     return writer;
   },
@@ -1550,6 +1566,14 @@ export const PollTypeEvents: MessageFns<PollTypeEvents> = {
             message.idPrefix = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.newHost = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1571,12 +1595,13 @@ export const PollTypeEvents: MessageFns<PollTypeEvents> = {
     message.after = object.after?.map((e) => e) || [];
     message.waitMs = object.waitMs ?? 0;
     message.idPrefix = object.idPrefix ?? "";
+    message.newHost = object.newHost ?? false;
     return message;
   },
 };
 
 function createBasePolledEvents(): PolledEvents {
-  return { events: [], cursor: "", missed: false };
+  return { events: [], cursor: "", missed: false, newHostChecked: false };
 }
 
 export const PolledEvents: MessageFns<PolledEvents> = {
@@ -1589,6 +1614,9 @@ export const PolledEvents: MessageFns<PolledEvents> = {
     }
     if (message.missed !== false) {
       writer.uint32(24).bool(message.missed);
+    }
+    if (message.newHostChecked !== false) {
+      writer.uint32(32).bool(message.newHostChecked);
     }
     return writer;
   },
@@ -1630,6 +1658,14 @@ export const PolledEvents: MessageFns<PolledEvents> = {
             message.missed = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.newHostChecked = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1650,6 +1686,7 @@ export const PolledEvents: MessageFns<PolledEvents> = {
     message.events = object.events?.map((e) => ActorEvent.fromPartial(e)) || [];
     message.cursor = object.cursor ?? "";
     message.missed = object.missed ?? false;
+    message.newHostChecked = object.newHostChecked ?? false;
     return message;
   },
 };

@@ -153,23 +153,27 @@ class PollEvents(_message.Message):
     def __init__(self, actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., after: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class PollTypeEvents(_message.Message):
-    __slots__ = ("type", "after", "wait_ms", "id_prefix")
+    __slots__ = ("type", "after", "wait_ms", "id_prefix", "new_host")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     AFTER_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     ID_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    NEW_HOST_FIELD_NUMBER: _ClassVar[int]
     type: str
     after: _containers.RepeatedScalarFieldContainer[str]
     wait_ms: int
     id_prefix: str
-    def __init__(self, type: _Optional[str] = ..., after: _Optional[_Iterable[str]] = ..., wait_ms: _Optional[int] = ..., id_prefix: _Optional[str] = ...) -> None: ...
+    new_host: bool
+    def __init__(self, type: _Optional[str] = ..., after: _Optional[_Iterable[str]] = ..., wait_ms: _Optional[int] = ..., id_prefix: _Optional[str] = ..., new_host: bool = ...) -> None: ...
 
 class PolledEvents(_message.Message):
-    __slots__ = ("events", "cursor", "missed")
+    __slots__ = ("events", "cursor", "missed", "new_host_checked")
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     MISSED_FIELD_NUMBER: _ClassVar[int]
+    NEW_HOST_CHECKED_FIELD_NUMBER: _ClassVar[int]
     events: _containers.RepeatedCompositeFieldContainer[_client_pb2.ActorEvent]
     cursor: str
     missed: bool
-    def __init__(self, events: _Optional[_Iterable[_Union[_client_pb2.ActorEvent, _Mapping]]] = ..., cursor: _Optional[str] = ..., missed: bool = ...) -> None: ...
+    new_host_checked: bool
+    def __init__(self, events: _Optional[_Iterable[_Union[_client_pb2.ActorEvent, _Mapping]]] = ..., cursor: _Optional[str] = ..., missed: bool = ..., new_host_checked: bool = ...) -> None: ...
