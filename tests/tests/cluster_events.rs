@@ -160,15 +160,25 @@ async fn a_type_watch_polls_a_daemon_that_joins_the_cluster_and_hears_when_one_i
 ) -> anyhow::Result<()> {
     let Some(mut fx) = Cluster::start(
         "a_type_watch_polls_a_daemon_that_joins_the_cluster_and_hears_when_one_is_lost",
-        2,
+        1,
     )
     .await?
     else {
         return Ok(());
     };
-    let on_d1 = fx.counter_owned_by("d1", "d1", "k-", 40).await?;
-    let mut via_d1 = fx.member("d1")?.client.clone();
-    let mut events = via_d1
+    // The watch goes to d2, whose /metrics counts the gaps it tells.
+    let metrics = ["--metrics-listen", "127.0.0.1:0", "--metrics-plain-http"];
+    fx.add_with("d2", vec![durable("counter")], &metrics)
+        .await?;
+    fx.settle().await.with_context(|| fx.logs())?;
+    let on_d1 = fx.counter_owned_by("d1", "d2", "k-", 40).await?;
+    let scrape_d2 = troupe_tests::scrape::metrics_addr(&fx.member("d2")?.daemon.log())
+        .context("no metrics address in d2's log")?;
+    let gaps = |scraped: &troupe_tests::scrape::Scrape| {
+        scraped.sum("troupe_watch_gaps_total", &[("actor_type", "counter")])
+    };
+    let mut via_d2 = fx.member("d2")?.client.clone();
+    let mut events = via_d2
         .watch_type("counter", "")
         .await
         .with_context(|| fx.logs())?;
@@ -178,9 +188,9 @@ async fn a_type_watch_polls_a_daemon_that_joins_the_cluster_and_hears_when_one_i
     until_holding_events(fx.member("d3")?)
         .await
         .with_context(|| fx.logs())?;
-    let on_d3 = fx.counter_owned_by("d3", "d1", "j-", 60).await?;
+    let on_d3 = fx.counter_owned_by("d3", "d2", "j-", 60).await?;
     let by_one = r#"{"kwargs": {"by": 1}}"#;
-    via_d1
+    via_d2
         .invoke("counter", &on_d3, "incr_publish", by_one)
         .await
         .with_context(|| fx.logs())?;
@@ -195,6 +205,7 @@ async fn a_type_watch_polls_a_daemon_that_joins_the_cluster_and_hears_when_one_i
     // it, so the watch missed nothing.
     assert!(!event.missed_before, "{event:?}");
     assert!(!next_event(&mut events, WAIT).await?.missed_before);
+    assert_eq!(gaps(&troupe_tests::scrape::scrape(scrape_d2).await?), 0.0);
 
     // d3 crashes: what it held and the watch had not fetched is gone, which
     // the watch says once the cluster has let d3 go.
@@ -204,7 +215,7 @@ async fn a_type_watch_polls_a_daemon_that_joins_the_cluster_and_hears_when_one_i
     // d1 then stops polling d3, after one more failed poll: probe at a
     // pace until an event says so.
     for _ in 0..60 {
-        via_d1
+        via_d2
             .invoke("counter", &on_d1, "incr_publish", by_one)
             .await
             .with_context(|| fx.logs())?;
@@ -213,6 +224,8 @@ async fn a_type_watch_polls_a_daemon_that_joins_the_cluster_and_hears_when_one_i
             .with_context(|| fx.logs())?;
         assert_eq!(event_actor(&event), on_d1);
         if event.missed_before {
+            // Counted where the watch went.
+            assert_eq!(gaps(&troupe_tests::scrape::scrape(scrape_d2).await?), 1.0);
             return Ok(());
         }
         let _after = next_event(&mut events, WAIT).await?;

@@ -37,6 +37,14 @@ impl Runtime {
         self.shared.placement.hosts_of(ty)
     }
 
+    /// A type watch served here lost what a daemon that went away held for
+    /// it: counted with the gaps polls answer (`troupe_watch_gaps_total`).
+    pub fn count_lost_host(&self, ty: &Arc<str>) {
+        if let Some(metrics) = &self.shared.metrics {
+            metrics.watch_gap(ty);
+        }
+    }
+
     /// Whether a new watch of a type no daemon hosts waits for one (the
     /// daemon started less than `--host-wait` ago, while apps connect)
     /// rather than being refused as a typo.

@@ -201,6 +201,7 @@ impl Merge {
             let (key, batch) = match next {
                 FromHost::Polled(key, batch) => (key, batch),
                 FromHost::Lost => {
+                    self.runtime.count_lost_host(&self.watched.ty);
                     missed = true;
                     continue;
                 }
