@@ -263,6 +263,37 @@ async def test_without_reconnect_a_broken_stream_raises(fake: tuple[str, FakeWat
     assert len(servicer.requests) == 1
 
 
+async def test_a_daemon_that_drops_each_reopened_stream_is_retried_ever_more_slowly(
+    fake: tuple[str, FakeWatches], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    address, servicer = fake
+    drops = [Stream(end=grpc.StatusCode.UNAVAILABLE) for _ in range(4)]
+    servicer.streams = [
+        *drops,
+        Stream(events=[_event(1)], end=grpc.StatusCode.UNAVAILABLE),
+        Stream(events=[_event(2)], hold=True),
+    ]
+    monkeypatch.setattr(_events, "_FIRST_PAUSE", 0.01)
+    pauses: list[float] = []
+    wait_before_attempt = _events.Watch._wait_before_attempt
+
+    async def recorded(watch: _events.Watch) -> None:
+        pauses.append(watch._pause)
+        await wait_before_attempt(watch)
+
+    monkeypatch.setattr(_events.Watch, "_wait_before_attempt", recorded)
+    async with (
+        troupe.Client(address, timeout=WAIT) as client,
+        client.watch("bus", "b1", reconnect=True) as events,
+    ):
+        servicer.begun.set()
+        got = await take(events, 2)
+    assert [e.value for e in got] == [1, 2]
+    # Each stream the daemon answered and dropped at once left the pause where it was,
+    # doubling on; the event showed the daemon watching again.
+    assert pauses == [0.01, 0.02, 0.04, 0.08, 0.01]
+
+
 @pytest.mark.parametrize("how", ["aclose", "client close", "sync close"])
 async def test_closing_a_watch_ends_its_pause_before_a_reopen(
     fake: tuple[str, FakeWatches], monkeypatch: pytest.MonkeyPatch, how: str

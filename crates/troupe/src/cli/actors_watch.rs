@@ -5,7 +5,7 @@
 //! `--reconnect`, through the daemon's restarts.
 
 use std::io::Write as _;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
@@ -43,10 +43,45 @@ pub struct WatchArgs {
 
 type Events = tonic::Streaming<pb::ActorEvent>;
 
-// A reconnecting watch's pause before each re-open: doubling from the first
-// to the last, back to the first once a re-open is answered.
+// A reconnecting watch's pauses before re-opens (`Reopening`).
 const REOPEN_FIRST: Duration = Duration::from_millis(100);
 const REOPEN_MOST: Duration = Duration::from_secs(5);
+
+/// The pauses of a reconnecting watch before its re-opens: doubling from
+/// [`REOPEN_FIRST`] to [`REOPEN_MOST`] across outages, and back to the
+/// first only once the daemon shows it watches again (an event comes, or
+/// a stream outlives the longest pause). A daemon that answers a re-open
+/// and then drops the stream at once is not re-opened ten times a second.
+#[derive(Debug)]
+struct Reopening {
+    next: Duration,
+}
+
+impl Reopening {
+    fn new() -> Self {
+        Self { next: REOPEN_FIRST }
+    }
+
+    /// An event came.
+    fn heard(&mut self) {
+        self.next = REOPEN_FIRST;
+    }
+
+    /// A stream that had been open for `lived` broke.
+    fn broke(&mut self, lived: Duration) {
+        if lived >= REOPEN_MOST {
+            self.next = REOPEN_FIRST;
+        }
+    }
+
+    /// The pause before the next attempt (jitter aside); the one after it
+    /// is twice as long, up to the longest.
+    fn next_pause(&mut self) -> Duration {
+        let pause = self.next;
+        self.next = pause.saturating_mul(2).min(REOPEN_MOST);
+        pause
+    }
+}
 
 pub async fn actors_watch(target: &Target, args: WatchArgs) -> anyhow::Result<()> {
     let daemon = connect(target).await?;
@@ -89,6 +124,8 @@ pub async fn actors_watch(target: &Target, args: WatchArgs) -> anyhow::Result<()
     let mut events: Events = open(&client, cursor.clone())
         .await
         .map_err(|s| request.failed(s))?;
+    let mut opened = Instant::now();
+    let mut reopening = Reopening::new();
     let whole_type = args.id.is_none();
     // Once the daemon answered: every event published from here on comes.
     tell_user(format_args!("watching {name}; Ctrl-C to stop\n"));
@@ -99,6 +136,7 @@ pub async fn actors_watch(target: &Target, args: WatchArgs) -> anyhow::Result<()
     while args.count.is_none_or(|n| seen < n) {
         let broke = match events.message().await {
             Ok(Some(mut event)) => {
+                reopening.heard();
                 event.missed_before |= std::mem::take(&mut missed);
                 cursor.clone_from(&event.cursor);
                 let line = match target.output {
@@ -138,16 +176,16 @@ pub async fn actors_watch(target: &Target, args: WatchArgs) -> anyhow::Result<()
         tell_user(format_args!(
             "the watch of {name} broke ({broke}); watching again {from}\n"
         ));
-        let mut pause = REOPEN_FIRST;
+        reopening.broke(opened.elapsed());
         events = loop {
-            tokio::time::sleep(jittered(pause)).await;
-            pause = pause.saturating_mul(2).min(REOPEN_MOST);
+            tokio::time::sleep(jittered(reopening.next_pause())).await;
             match open(&client, cursor.clone()).await {
                 Ok(events) => break events,
                 Err(status) if status.code() == tonic::Code::Unavailable => continue,
                 Err(status) => return Err(request.failed(status)),
             }
         };
+        opened = Instant::now();
         tell_user(format_args!("watching {name} again\n"));
     }
     Ok(())
@@ -205,4 +243,34 @@ fn event_json(event: &pb::ActorEvent) -> Value {
         }
     }
     Value::Object(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pauses_grow_across_streams_that_break_at_once_and_start_over_once_one_is_heard() {
+        let mut reopening = Reopening::new();
+        let ms = Duration::from_millis;
+        // Two attempts refused, then a stream that broke as it opened: the
+        // next outage goes on from the pause reached.
+        assert_eq!(
+            (reopening.next_pause(), reopening.next_pause()),
+            (ms(100), ms(200))
+        );
+        reopening.broke(Duration::ZERO);
+        assert_eq!(reopening.next_pause(), ms(400));
+        for _ in 0..8 {
+            reopening.broke(Duration::ZERO);
+            reopening.next_pause();
+        }
+        assert_eq!(reopening.next_pause(), REOPEN_MOST);
+        // An event, or a stream that lasted, shows the daemon watches again.
+        reopening.heard();
+        assert_eq!(reopening.next_pause(), REOPEN_FIRST);
+        reopening.next_pause();
+        reopening.broke(REOPEN_MOST);
+        assert_eq!(reopening.next_pause(), REOPEN_FIRST);
+    }
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -43,7 +44,9 @@ _OLDER_DAEMON = (
 OpenWatch = Callable[[str], "WatchCall"]
 
 # The pause before a reconnecting watch's first attempt to re-open its stream, doubled
-# after each up to the last; a re-open the daemon answered starts it over.
+# after each up to the last, across outages. It starts over only once the daemon shows it
+# watches again: an event comes, or a stream stays open for the last pause. A daemon that
+# answers each re-open and then drops the stream is not re-opened ten times a second.
 _FIRST_PAUSE = 0.1
 _LAST_PAUSE = 5.0
 
@@ -157,6 +160,8 @@ class Watch:
         self._missed = False
         # The next pause before a re-open, and the wait in it (which closing ends).
         self._pause = _FIRST_PAUSE
+        # When the current stream opened (time.monotonic()).
+        self._opened_at = 0.0
         self._waking: asyncio.Future[None] | None = None
         self._reopening = False
 
@@ -206,6 +211,7 @@ class Watch:
         call = self._open(self._after)
         self._call = call
         await call.initial_metadata()
+        self._opened_at = time.monotonic()
         if call.done():
             # Refused (a bad cursor, type or id) or unreachable: the status came instead
             # of the headers.
@@ -256,6 +262,7 @@ class Watch:
             call = await self._reopen(cause)
 
     def _event(self, msg: client_pb2.ActorEvent) -> ActorEvent:
+        self._pause = _FIRST_PAUSE
         if msg.cursor:
             self._after = msg.cursor
         missed, self._missed = self._missed, False
@@ -276,6 +283,8 @@ class Watch:
         """Open the broken stream again after the last event yielded, pausing before each
         attempt, until the daemon watches again; raises the SDK's error of a refusal other
         than UNAVAILABLE, StopAsyncIteration when the watch is closed meanwhile."""
+        if time.monotonic() - self._opened_at >= _LAST_PAUSE:
+            self._pause = _FIRST_PAUSE
         if not self._after:
             # From now on: what was published while the stream was down is skipped, and
             # the daemon, given no cursor, cannot say so.
@@ -311,11 +320,6 @@ class Watch:
                         self._pause * 1000,
                     )
                     continue
-                if not call.done():
-                    # The daemon watches again: the next outage starts from the shortest
-                    # pause. (A stream that ended at once does not count: retrying it
-                    # without a growing pause would spin.)
-                    self._pause = _FIRST_PAUSE
                 log.info(
                     "%s: the stream broke (%s); re-opened it %s, attempt %d",
                     self._what,
