@@ -110,8 +110,10 @@ const PAUSE_AT = 32;
 const RESUME_BELOW = 8;
 
 // A reconnecting watch's wait before each re-open: doubling from the first to
-// the last, each jittered by a factor in [0.5, 1]; back to the first once a
-// re-open began (the daemon sent its headers).
+// the last across outages, each jittered by a factor in [0.5, 1]; back to the
+// first only once the daemon shows it watches again (an event comes, or a
+// stream stays open for the longest wait), so a daemon that answers each
+// re-open and then drops the stream is not re-opened ten times a second.
 const REOPEN_FIRST_MS = 100;
 const REOPEN_MAX_MS = 5000;
 
@@ -124,6 +126,8 @@ export interface WatchClock {
   after(ms: number, callback: () => void): () => void;
   /** A number in [0, 1). */
   random(): number;
+  /** Milliseconds since some fixed point, never going back. */
+  now(): number;
 }
 
 const systemClock: WatchClock = {
@@ -134,6 +138,7 @@ const systemClock: WatchClock = {
     };
   },
   random: () => Math.random(),
+  now: () => performance.now(),
 };
 
 /**
@@ -372,6 +377,8 @@ export function openWatch<T>(
     /** Where a re-open resumes: the `after` given, then the cursor of each event received. */
     let cursor = after;
     let reopenMs = REOPEN_FIRST_MS;
+    /** When the current call began (its headers came), by `clock.now()`. */
+    let openedAt = 0;
     /** Cancels the wait before the next re-open, while there is one. */
     let cancelWait: (() => void) | undefined;
     /** A re-open without a cursor resumed from then on: its first event says some may be missing. */
@@ -403,6 +410,7 @@ export function openWatch<T>(
     /** A reconnecting watch's call failed with UNAVAILABLE (`err`) or ended (undefined): open another after a while. */
     const reopenLater = (err: grpc.ServiceError | undefined): void => {
       if (stream.ended) return;
+      if (clock.now() - openedAt >= REOPEN_MAX_MS) reopenMs = REOPEN_FIRST_MS;
       const waitMs = reopenMs * (0.5 + 0.5 * clock.random());
       reopenMs = Math.min(reopenMs * 2, REOPEN_MAX_MS);
       if (cursor === "") markMissed = true;
@@ -428,14 +436,13 @@ export function openWatch<T>(
       let over = false;
       call.on("metadata", () => {
         if (stream.ended) return;
-        if (began) {
-          reopenMs = REOPEN_FIRST_MS; // a re-open began
-          return;
-        }
+        openedAt = clock.now();
+        if (began) return;
         began = true;
         resolve(stream);
       });
       call.on("data", (event: WireEvent) => {
+        reopenMs = REOPEN_FIRST_MS;
         if (markMissed) {
           markMissed = false;
           stream.push({ ...event, missedBefore: true });

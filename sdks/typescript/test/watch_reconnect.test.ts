@@ -216,6 +216,16 @@ class TestClock implements WatchClock {
     return this.draw;
   }
 
+  /** What now() returns first, and how much later each next call says it is. */
+  nowMs = 0;
+  step = 0;
+
+  now(): number {
+    const now = this.nowMs;
+    this.nowMs += this.step;
+    return now;
+  }
+
   /** The next wait the watch begins. */
   next(): Promise<Wait> {
     const w = this.#waits.shift();
@@ -266,21 +276,39 @@ describe("a reconnecting watch's waits", () => {
     assert.equal(current.cancelled, true);
   });
 
-  test("a re-open that began sets the wait back to 100 ms", async () => {
+  test("a re-open that began and broke at once keeps the wait doubling; an event, or a stream open 5 s, sets it back to 100 ms", async () => {
     const clock = new TestClock();
     clock.draw = 0.999;
-    const { stream, wait } = await waiting("w2", clock, new Set());
-    assert.ok(Math.abs(wait.ms - 99.95) < 1e-9, String(wait.ms));
+    const { stream, wait, read } = await waiting("w2", clock, new Set());
+    const about = (w: Wait, ms: number): void => {
+      assert.ok(Math.abs(w.ms - ms) < 1e-9, `${w.ms} is not ${ms}`);
+    };
+    about(wait, 99.95);
     wait.fire();
-    endWith((await server.next()).call, grpc.status.UNAVAILABLE, "Connection refused");
+    // The headers, then the status at once: the daemon answered, but does not
+    // watch; the wait goes on doubling.
+    const dropped = await server.next();
+    dropped.call.sendMetadata(new grpc.Metadata());
+    endWith(dropped.call, grpc.status.UNAVAILABLE, "the daemon is shutting down");
     const longer = await clock.next();
-    assert.ok(Math.abs(longer.ms - 199.9) < 1e-9, String(longer.ms));
+    about(longer, 199.9);
     longer.fire();
-    const began = await server.next();
-    began.call.sendMetadata(new grpc.Metadata());
-    // The headers come before the status: the re-open began, then failed.
-    endWith(began.call, grpc.status.UNAVAILABLE, "the daemon is shutting down");
-    assert.ok(Math.abs((await clock.next()).ms - 99.95) < 1e-9);
+    const heard = await server.next();
+    heard.call.sendMetadata(new grpc.Metadata());
+    heard.call.write(wireEvent("a", 1));
+    const first = await within(WAIT_MS, "the event", read);
+    assert.equal(first.done, false);
+    endWith(heard.call, grpc.status.UNAVAILABLE, "the daemon is shutting down");
+    const afterEvent = await clock.next();
+    about(afterEvent, 99.95);
+    // No event, but the stream stayed open the longest wait (the clock says
+    // 5 s passed between its headers and its end): the daemon watched.
+    clock.step = 5000;
+    afterEvent.fire();
+    const lasted = await server.next();
+    lasted.call.sendMetadata(new grpc.Metadata());
+    endWith(lasted.call, grpc.status.UNAVAILABLE, "the daemon is shutting down");
+    about(await clock.next(), 99.95);
     stream.close();
   });
 
