@@ -352,8 +352,8 @@ export class Client {
    * With `{ reconnect: true }` the watch outlives a daemon restart or a broken
    * connection: once it began, a stream that fails with {@link Unavailable} or
    * that the daemon ends is opened again by itself after the last event's
-   * cursor (100 ms doubling to 5 s between attempts, jittered, until it is
-   * closed), and the iteration throws only other errors. The first event after
+   * cursor (100 ms doubling to 5 s between attempts, jittered, back to 100 ms
+   * once an event comes or a stream stays open 5 s, until it is closed), and the iteration throws only other errors. The first event after
    * a re-open that may have lost some says `missedBefore`. The first open is
    * not retried: this still rejects when the daemon cannot be reached.
    *

@@ -91,7 +91,8 @@ class ClientWatches:
         connection, once it has begun (the first open raises as above): when the stream
         fails with UNAVAILABLE or the daemon ends it, the watch opens it again by itself,
         after the last event it yielded (else after ``after``), pausing 0.1 s doubling to
-        5 s between attempts, until it is closed; each re-open is logged once (INFO, logger
+        5 s between attempts (back to 0.1 s once an event comes or a stream stays open
+        5 s), until it is closed; each re-open is logged once (INFO, logger
         ``troupe``). Events the daemon can no longer send come as for any resume, the first
         with ``missed_before=True``; so does the first after a re-open with no cursor to
         resume from. Other errors still raise. Without it the watch is not retried: watch

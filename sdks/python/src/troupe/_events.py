@@ -123,7 +123,8 @@ class Watch:
     Made with ``reconnect=True``, a watch that has begun outlives a broken connection or a
     daemon's restart: when the stream fails with UNAVAILABLE or the daemon ends it, the
     watch opens it again after the last event it yielded, pausing between attempts (from
-    0.1 s, doubling to 5 s), for as long as it takes, until it is closed. Any other error
+    0.1 s, doubling to 5 s; back to 0.1 s once an event comes or a stream stays open 5 s),
+    for as long as it takes, until it is closed. Any other error
     still raises. Without it the watch is not retried: watch again with ``after=`` the last
     event's cursor to resume.
     """
