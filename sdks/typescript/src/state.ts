@@ -102,9 +102,9 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   #loose = new Set<string>();
   // The expiries set outside any running turn; the next writing turn sends them.
   #looseTtls = new Map<string, bigint>();
-  // The running writing turns that wrote a key: what they wrote reaches the
-  // daemon after an expiry it told this app of, so #expire keeps it.
-  #writing = new Set<TurnScope>();
+  // The running turns that touched a key: an expiry must reach their snapshots,
+  // and what those that wrote a key send reaches the daemon after the expiry.
+  #turns = new Set<TurnScope>();
 
   /** @internal Built by the SDK from the stored bytes; actors use `this.state`. */
   constructor(stored: Readonly<Record<string, Uint8Array>> = {}) {
@@ -258,12 +258,10 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     }
     if (!scope.snapshots.has(key)) {
       scope.snapshots.set(key, this.#snapshot(key));
+      this.#turns.add(scope);
       if (!scope.readonly) this.#writers.set(key, (this.#writers.get(key) ?? 0) + 1);
     }
-    if (write !== undefined) {
-      scope.written.add(key);
-      this.#writing.add(scope);
-    }
+    if (write !== undefined) scope.written.add(key);
     return scope;
   }
 
@@ -349,7 +347,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     if (scope === undefined) {
       for (const key of this.#loose) this.#restore(key, this.#stored.get(key));
       this.#loose.clear();
-      this.#looseTtls.clear();
+        this.#looseTtls.clear();
       return;
     }
     if (scope.readonly) {
@@ -366,7 +364,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   /** The turn is over: later touches from work it started are not its own. */
   #end(scope: TurnScope): void {
     scope.live = false;
-    this.#writing.delete(scope);
+    this.#turns.delete(scope);
     if (scope.readonly) return;
     for (const key of scope.snapshots.keys()) {
       const left = (this.#writers.get(key) ?? 0) - 1;
@@ -384,17 +382,24 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   #expire(keys: readonly string[]): void {
     for (const key of keys) {
       const stored = this.#stored.get(key);
+      // Not in the daemon's state as far as this app knows: anything here is unsent.
+      if (stored === undefined) continue;
       this.#stored.delete(key);
-      if (!this.#values.has(key) || this.#unsent(key, stored)) continue;
-      this.#values.delete(key);
+      if (this.#values.has(key) && !this.#unsent(key, stored)) this.#values.delete(key);
+      // A running turn that first saw the expired value now saw the key absent:
+      // undoing the turn must not bring the value back, for a later commit to
+      // send as a key without expiry. A snapshot holding another turn's unsent
+      // change stays; that change comes after the expiry.
+      for (const scope of this.#turns) {
+        if (same(scope.snapshots.get(key), stored)) scope.snapshots.set(key, undefined);
+      }
     }
   }
 
-  /** Whether the value of `key` is a change the daemon has not been sent. */
-  #unsent(key: string, stored: Buffer | undefined): boolean {
+  /** Whether the value of `key` is a change the daemon, which held `stored`, has not been sent. */
+  #unsent(key: string, stored: Buffer): boolean {
     if (this.#looseTtls.has(key)) return true;
-    for (const scope of this.#writing) if (scope.written.has(key)) return true;
-    if (stored === undefined) return true;
+    for (const scope of this.#turns) if (scope.written.has(key)) return true;
     try {
       return !encodeState(key, this.#values.get(key)).equals(stored);
     } catch {

@@ -1,10 +1,11 @@
 // State keys that expire (State.set's `ttl`, docs/state.md): the changes the
 // State view sends, the app dropping what the daemon says expired
 // (Turn.expired_keys) on a fake daemon, and the whole round trip on the real
-// daemon, moved through time by the test clock.
+// daemon, moved through time by the test clock. An expiry meeting turns that
+// run side by side: state_ttl_turns.test.ts.
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
-import type { DaemonMessage, Turn } from "../src/gen/troupe/v1/app.js";
+import { type DaemonMessage, Turn } from "../src/gen/troupe/v1/app.js";
 import { type StateChange, TurnKind } from "../src/gen/troupe/v1/common.js";
 import { Actor, actor, ActorError, type App, InvalidArgument, type Logger, method, ReadOnlyStateError, State } from "../src/index.js";
 import { commitState, endTurn, expireState, refuseState, rollbackState } from "../src/state.js";
@@ -164,20 +165,6 @@ describe("State ttl, the changes it sends", () => {
     s.set("k", 1);
     assert.deepEqual(sent(commitState(s)), [["k", "1", "keep"]]);
   });
-
-  test("an expiry keeps a running turn's unsent set of the key, which comes after it", () => {
-    const s = new State<S>(stored({ k: 1, other: 1 }));
-    const outer = new TurnScope(s, "t/1", "outer");
-    currentTurn.run(outer, () => {
-      s.set("k", 1, { ttl: "1h" });
-      s.get("other");
-    });
-    // A nested turn tells of both keys' expiry; the outer one only read `other`.
-    expireState(s, ["k", "other"]);
-    assert.deepEqual(s.toJSON(), { k: 1 });
-    assert.deepEqual(sent(commitState(s, outer)), [["k", "1", HOUR_MS]]);
-    endTurn(s, outer);
-  });
 });
 
 // The app's side on a fake daemon: a Turn naming expired keys reaches the handler
@@ -211,20 +198,7 @@ describe("Turn.expired_keys on a fake daemon", () => {
 
   function turn(name: string, expiredKeys: string[], kind = TurnKind.TURN_KIND_CALL): DaemonMessage {
     callId += 1n;
-    const value: Turn = {
-      callId,
-      actor: ref,
-      kind,
-      name,
-      payload: undefined,
-      metadata: {},
-      chain: undefined,
-      traceparent: "",
-      tracestate: "",
-      deadlineUnixMs: 0n,
-      leaseDeadlineUnixMs: 0n,
-      expiredKeys,
-    };
+    const value = Turn.fromPartial({ callId, actor: ref, kind, name, expiredKeys });
     return { kind: { $case: "turn", value } };
   }
 
