@@ -100,6 +100,9 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   #writers = new Map<string, number>();
   // Keys touched outside any running turn; the next writing turn sends them.
   #loose = new Set<string>();
+  // Of those, the keys assigned or deleted there (not only read): such a change
+  // sets the key again after an expiry, even to the value it had.
+  #looseWritten = new Set<string>();
   // The expiries set outside any running turn; the next writing turn sends them.
   #looseTtls = new Map<string, bigint>();
   // The running turns that touched a key: an expiry must reach their snapshots,
@@ -247,6 +250,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     const scope = this.#scope();
     if (scope === undefined) {
       this.#loose.add(key);
+      if (write !== undefined) this.#looseWritten.add(key);
       return undefined;
     }
     if (write !== undefined && scope.readonly) {
@@ -313,6 +317,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
       else this.#stored.set(key, data);
     }
     this.#loose.clear();
+    this.#looseWritten.clear();
     this.#looseTtls.clear();
     scope?.ttls.clear();
     return toChanges(encoded, ttls);
@@ -347,7 +352,8 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     if (scope === undefined) {
       for (const key of this.#loose) this.#restore(key, this.#stored.get(key));
       this.#loose.clear();
-        this.#looseTtls.clear();
+      this.#looseWritten.clear();
+      this.#looseTtls.clear();
       return;
     }
     if (scope.readonly) {
@@ -398,7 +404,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
 
   /** Whether the value of `key` is a change the daemon, which held `stored`, has not been sent. */
   #unsent(key: string, stored: Buffer): boolean {
-    if (this.#looseTtls.has(key)) return true;
+    if (this.#looseWritten.has(key)) return true;
     for (const scope of this.#turns) if (scope.written.has(key)) return true;
     try {
       return !encodeState(key, this.#values.get(key)).equals(stored);

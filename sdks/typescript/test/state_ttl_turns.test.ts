@@ -155,6 +155,18 @@ describe("an expiry while turns run side by side", () => {
     ]);
     endTurn(s, next);
   });
+
+  test("an assignment outside turns outlives the expiry even of the value the key had; a key only read there goes", () => {
+    const s = new State<S>(stored({ k: 0, other: 1 }));
+    s.set("k", 0);
+    assert.equal(s.get("other"), 1);
+    expireState(s, ["k", "other"]);
+    // The daemon applies the assignment after the expiry: the key is set again.
+    assert.deepEqual(s.toJSON(), { k: 0 });
+    const [next] = turnOf(s, "next");
+    assert.deepEqual(sent(commitState(s, next)), [["k", "0", "keep"]]);
+    endTurn(s, next);
+  });
 });
 
 // The same through the app's turn loop, on a fake daemon (on whichever core
