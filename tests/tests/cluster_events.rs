@@ -237,6 +237,52 @@ async fn a_type_watch_polls_a_daemon_that_joins_the_cluster_and_hears_when_one_i
     )
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_daemon_that_leaves_gracefully_leaves_a_type_watch_no_gap() -> anyhow::Result<()> {
+    let Some(mut fx) = Cluster::start(
+        "a_daemon_that_leaves_gracefully_leaves_a_type_watch_no_gap",
+        3,
+    )
+    .await?
+    else {
+        return Ok(());
+    };
+    let on_d1 = fx.counter_owned_by("d1", "d1", "g-", 40).await?;
+    let on_d3 = fx.counter_owned_by("d3", "d1", "h-", 60).await?;
+    let mut via_d1 = fx.member("d1")?.client.clone();
+    let mut events = via_d1
+        .watch_type("counter", "")
+        .await
+        .with_context(|| fx.logs())?;
+    let by_one = r#"{"kwargs": {"by": 1}}"#;
+    via_d1
+        .invoke("counter", &on_d3, "incr_publish", by_one)
+        .await
+        .with_context(|| fx.logs())?;
+    for _ in 0..2 {
+        let event = next_event(&mut events, WAIT).await?;
+        assert_eq!(
+            (event_actor(&event), event.missed_before),
+            (on_d3.clone(), false)
+        );
+    }
+    // d3 drains and leaves: the watch polls it until it has nothing more,
+    // so nothing it held is lost and no gap is told.
+    let mut d3 = fx.forget("d3").context("no d3")?;
+    let status = d3.daemon.terminate().await?;
+    anyhow::ensure!(status.success(), "d3 did not stop cleanly: {status:?}");
+    fx.settle().await.with_context(|| fx.logs())?;
+    via_d1
+        .invoke("counter", &on_d1, "incr_publish", by_one)
+        .await
+        .with_context(|| fx.logs())?;
+    let event = next_event(&mut events, WAIT)
+        .await
+        .with_context(|| fx.logs())?;
+    assert_eq!((event_actor(&event), event.missed_before), (on_d1, false));
+    Ok(())
+}
+
 /// Until `member` holds the events of some watched actor or type.
 async fn until_holding_events(member: &Member) -> anyhow::Result<()> {
     for _ in 0..200 {
