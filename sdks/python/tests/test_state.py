@@ -1,12 +1,16 @@
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+import troupe
 from troupe import ReadOnlyStateError, State
 from troupe._proto.troupe.v1 import common_pb2
 from troupe._turn import TurnScope, current_turn
+from troupe.testing import TestEnv
 
 
 def _changes(state: State) -> dict[str, bytes | None]:
@@ -134,3 +138,220 @@ def test_read_only_turn_cannot_write() -> None:
     _in_turn(s, scope, lambda: s["a"].append(2))
     assert _as_dict(s._refuse(scope)) == {"a": b"[1,2]"}
     assert dict(s) == {"a": [1]}
+
+
+# --- A failed turn undoes its own changes only, whatever ran beside it --------------------
+# Turns of one actor can run at once (a reentrant actor called back by a chain it waits on).
+# The daemon discards only a failed turn's own changes, so the view must too: a key another
+# turn (or code outside turns) wrote after the failed turn first touched it keeps that write,
+# sent or still to be sent by its author.
+
+
+def test_a_failed_outer_turn_keeps_what_a_nested_turn_committed() -> None:
+    s = State({"k": b"1"})
+    outer = TurnScope(s, "t/1", "outer")
+    inner = TurnScope(s, "t/1", "inner")
+    _in_turn(s, outer, lambda: s.__setitem__("k", 2))
+    _in_turn(s, inner, lambda: s.__setitem__("k", 3))
+    assert _as_dict(s._commit(inner)) == {"k": b"3"}
+    s._end(inner)
+    s._rollback(outer)
+    s._end(outer)
+    assert dict(s) == {"k": 3}  # what the daemon holds
+    assert s._commit() == []
+
+
+def test_a_nested_turns_committed_write_stays_while_a_third_turn_that_read_the_key_runs() -> None:
+    s = State({"k": b"1"})
+    outer = TurnScope(s, "t/1", "outer")
+    reader = TurnScope(s, "t/1", "reader")
+    inner = TurnScope(s, "t/1", "inner")
+    _in_turn(s, outer, lambda: s.__setitem__("k", 2))
+    _in_turn(s, reader, lambda: s["k"])
+    _in_turn(s, inner, lambda: s.__setitem__("k", 3))
+    assert _as_dict(s._commit(inner)) == {"k": b"3"}
+    s._end(inner)
+    s._rollback(outer)
+    s._end(outer)
+    assert dict(s) == {"k": 3}
+    assert s._commit(reader) == []
+    s._end(reader)
+
+
+def test_a_failed_outer_turn_keeps_a_running_nested_turns_write() -> None:
+    s = State({"k": b"1", "r": b"1"})
+    outer = TurnScope(s, "t/1", "outer")
+    inner = TurnScope(s, "t/1", "inner")
+
+    def outer_part() -> None:
+        s["k"] = 2
+        _ = s["r"]  # only read by the outer turn
+
+    def inner_part() -> None:
+        s["k"] = 3
+        s["r"] = 3
+
+    _in_turn(s, outer, outer_part)
+    _in_turn(s, inner, inner_part)
+    s._rollback(outer)
+    s._end(outer)
+    assert dict(s) == {"k": 3, "r": 3}
+    assert _as_dict(s._commit(inner)) == {"k": b"3", "r": b"3"}
+    s._end(inner)
+
+
+def test_a_failed_nested_turn_that_read_the_outer_turns_change_goes_back_to_it() -> None:
+    s = State({"k": b"1"})
+    outer = TurnScope(s, "t/1", "outer")
+    inner = TurnScope(s, "t/1", "inner")
+    _in_turn(s, outer, lambda: s.__setitem__("k", 2))
+    _in_turn(s, inner, lambda: s["k"])
+    s._rollback(inner)
+    s._end(inner)
+    assert dict(s) == {"k": 2}
+    assert _as_dict(s._commit(outer)) == {"k": b"2"}
+    s._end(outer)
+
+
+def test_a_failed_turn_alone_goes_back_to_the_stored_value() -> None:
+    s = State({"k": b"1", "d": b"1"})
+    turn = TurnScope(s, "t/1", "turn")
+
+    def change() -> None:
+        s["k"] = 2
+        del s["d"]
+        s["new"] = 1
+
+    _in_turn(s, turn, change)
+    s._rollback(turn)
+    s._end(turn)
+    assert dict(s) == {"k": 1, "d": 1}
+    assert s._commit() == []
+
+
+@pytest.mark.parametrize(("failed", "kept", "left"), [("outer", "inner", 3), ("inner", "outer", 4)])
+def test_a_failed_turn_that_wrote_last_goes_back_to_the_write_it_replaced(
+    failed: str, kept: str, left: int
+) -> None:
+    s = State({"k": b"1"})
+    turns = {name: TurnScope(s, "t/1", name) for name in ("outer", "inner")}
+    _in_turn(s, turns["outer"], lambda: s.__setitem__("k", 2))
+    _in_turn(s, turns["inner"], lambda: s.__setitem__("k", 3))
+    # The outer turn writes again (from a task of its own) after the nested turn's write.
+    _in_turn(s, turns["outer"], lambda: s.__setitem__("k", 4))
+    s._rollback(turns[failed])
+    s._end(turns[failed])
+    assert dict(s) == {"k": left}
+    assert _as_dict(s._commit(turns[kept])) == {"k": str(left).encode()}
+    s._end(turns[kept])
+
+
+def test_a_failed_turns_change_in_place_of_a_value_another_turn_committed_is_undone() -> None:
+    s = State({"k": b"[1]"})
+    outer = TurnScope(s, "t/1", "outer")
+    inner = TurnScope(s, "t/1", "inner")
+    _in_turn(s, outer, lambda: s["k"])
+    _in_turn(s, inner, lambda: s.__setitem__("k", [2]))
+    assert _as_dict(s._commit(inner)) == {"k": b"[2]"}
+    s._end(inner)
+    _in_turn(s, outer, lambda: s["k"].append(3))  # the committed value, changed in place
+    s._rollback(outer)
+    s._end(outer)
+    assert dict(s) == {"k": [2]}  # what the daemon holds
+    assert s._commit() == []
+
+
+def test_a_failed_turn_keeps_changes_made_outside_turns() -> None:
+    s = State({"k": b"1", "later": b"1"})
+    s["k"] = 5  # by a task that outlived its turn, before the next turn
+    turn = TurnScope(s, "t/1", "turn")
+
+    def change() -> None:
+        s["k"] = 6
+        s["later"] = 6
+
+    _in_turn(s, turn, change)
+    s["later"] = 7  # by such a task while the turn runs
+    s._rollback(turn)
+    s._end(turn)
+    assert dict(s) == {"k": 5, "later": 7}
+    assert _as_dict(s._commit()) == {"k": b"5", "later": b"7"}
+
+
+def test_a_read_only_turn_may_read_a_change_made_outside_turns() -> None:
+    s = State({"k": b"1"})
+    s["k"] = 2  # by a task that outlived its turn, not sent yet
+    reader = TurnScope(s, "t/1", "peek", readonly=True)
+    _in_turn(s, reader, lambda: s["k"])
+    assert s._refuse(reader) == []  # it changed nothing
+    s._end(reader)
+    assert dict(s) == {"k": 2}
+    assert _as_dict(s._commit()) == {"k": b"2"}
+
+
+def test_a_failed_turn_does_not_bring_back_what_an_earlier_failed_turn_discarded() -> None:
+    s = State({"k": b"1"})
+    first = TurnScope(s, "t/1", "first")
+    second = TurnScope(s, "t/1", "second")
+    third = TurnScope(s, "t/1", "third")
+    _in_turn(s, first, lambda: s.__setitem__("k", 2))
+    _in_turn(s, second, lambda: s["k"])  # saw the first turn's unsent 2
+    _in_turn(s, third, lambda: s["k"])
+    s._rollback(first)
+    s._end(first)
+    assert dict(s) == {"k": 1}
+    s._rollback(second)
+    s._end(second)
+    assert dict(s) == {"k": 1}
+    assert s._commit(third) == []
+    s._end(third)
+
+
+# On the daemon: an outer turn fails while the turn nested in it (its chain called back into
+# the actor) still runs, which the daemon allows; the nested turn's write is then applied.
+
+# What the nested turn and the test wait for: set by the test, per run.
+_SIDE: dict[str, Any] = {}
+
+
+@troupe.actor("ledger", reentrant=True)
+class Ledger(troupe.Actor):
+    @troupe.method
+    async def outer_fails(self) -> None:
+        self.state["k"] = 2
+        # The peer calls back into set_and_wait, nested in this turn; the call is left
+        # running when this turn fails.
+        _SIDE["call"] = asyncio.ensure_future(self.ctx.actor("ledger_peer", "p").call_back(self.id))
+        await _SIDE["nested_set"].wait()
+        raise RuntimeError("the outer turn fails")
+
+    @troupe.method
+    async def set_and_wait(self) -> None:
+        self.state["k"] = 3
+        _SIDE["nested_set"].set()
+        await _SIDE["release"].wait()
+
+    @troupe.method(readonly=True)
+    async def peek(self) -> dict[str, Any]:
+        return dict(self.state)
+
+
+@troupe.actor("ledger_peer")
+class LedgerPeer(troupe.Actor):
+    @troupe.method
+    async def call_back(self, ledger_id: str) -> None:
+        await self.ctx.actor("ledger", ledger_id).set_and_wait()
+
+
+async def test_a_failed_outer_turn_keeps_the_write_of_a_nested_turn_still_running(
+    troupe_env: TestEnv,
+) -> None:
+    _SIDE.update(nested_set=asyncio.Event(), release=asyncio.Event())
+    await troupe_env.host(Ledger, LedgerPeer)
+    ledger = troupe_env.actor(Ledger, "l1")
+    with pytest.raises(troupe.ActorError, match="the outer turn fails"):
+        await ledger.outer_fails()
+    _SIDE["release"].set()
+    await asyncio.wait_for(_SIDE["call"], 10)  # the nested turn ended and was applied
+    assert await troupe_env.state(Ledger, "l1") == {"k": 3}
+    assert await ledger.peek() == {"k": 3}

@@ -1,8 +1,9 @@
 // The Map-like view of an actor's state and the bookkeeping that turns it into changes.
-import { type Duration, toMillis } from "./duration.js";
 import { ReadOnlyStateError } from "./errors.js";
 import type { StateChange } from "./gen/troupe/v1/common.js";
 import { decodeState, encodeState } from "./payload.js";
+import { type StateSetOptions, toChanges, ttlOf } from "./state_ttl.js";
+import { type Author, COMMITTED, LOOSE, Writes } from "./state_writes.js";
 import { currentTurn, type TurnScope } from "./turn.js";
 
 /** The shape of an actor's state: string keys, JSON-serialisable values. */
@@ -21,57 +22,10 @@ interface Internals {
 }
 let internals: Internals | undefined;
 
-/** Options of {@link State.set}. */
-export interface StateSetOptions {
-  /**
-   * How long the key lives once the turn's changes are stored: a duration of at
-   * least a second (a number is seconds, as in every duration option: `"30m"`,
-   * `"1h"`, `90`) makes it expire that long after; `null` makes it no longer
-   * expire; left out (or `undefined`) it keeps the expiry it has.
-   */
-  ttl?: Duration | null;
-}
-
-/** The daemon's shortest expiry (it refuses a shorter ttl_ms). */
-const MIN_TTL_MS = 1_000;
+export { type StateSetOptions, ttlOf } from "./state_ttl.js";
 
 /** The state key (and, after a slash, the prefix of the keys) the daemon keeps the expiry times in; a turn writing one is refused. */
 const EXPIRES_KEY = "$expires";
-
-/** The ttl_ms of a set with `options`: undefined (keep the expiry), 0n (none), or ms. */
-export function ttlOf(options: StateSetOptions | undefined): bigint | undefined {
-  if (options === undefined) return undefined;
-  // Plain JS callers may pass the ttl itself.
-  const given: unknown = options;
-  if (typeof given !== "object" || given === null) {
-    throw new TypeError(`state.set's third argument is its options, e.g. { ttl: "1h" }, not ${String(given)}`);
-  }
-  const { ttl } = options;
-  if (ttl === undefined) return undefined;
-  if (ttl === null) return 0n;
-  const ms = toMillis(ttl, "ttl", true) ?? 0;
-  if (ms < MIN_TTL_MS) {
-    // Most likely minutes or hours given as a bare number, which reads as seconds.
-    throw new RangeError(
-      `ttl must be at least a second, got ${JSON.stringify(ttl)} (${ms} ms); a bare number is seconds: ` +
-        `write e.g. "30m" for thirty minutes, or { ttl: null } for a key that does not expire`,
-    );
-  }
-  return BigInt(ms);
-}
-
-function toChanges(encoded: Iterable<[string, Buffer | undefined]>, ttls: ReadonlyMap<string, bigint>): StateChange[] {
-  const changes: StateChange[] = [];
-  for (const [key, data] of encoded) {
-    if (data === undefined) {
-      changes.push({ key, op: { $case: "delete", value: true } });
-      continue;
-    }
-    const ttlMs = ttls.get(key);
-    changes.push(ttlMs === undefined ? { key, op: { $case: "set", value: data } } : { key, op: { $case: "set", value: data }, ttlMs });
-  }
-  return changes;
-}
 
 /**
  * An actor's state: string keys, JSON-serialisable values, typed by `S`.
@@ -79,7 +33,8 @@ function toChanges(encoded: Iterable<[string, Buffer | undefined]>, ttls: Readon
  * Changes made during a turn, including in-place changes to values read during
  * the turn (`this.state.get("items")?.push(x)`), are sent to the daemon when the
  * turn ends and applied atomically. If the turn throws, they are discarded and
- * the keys it touched return to what they were.
+ * the keys it touched return to what they were, except a key another turn wrote
+ * after it: that write stays.
  *
  * Several turns of one actor can be in flight at once (read-only methods, and a
  * reentrant actor called back by a chain it is waiting on); each reports only
@@ -98,16 +53,21 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   // Per key, how many running writing turns touched it: their changes are not in
   // #stored yet, so a turn touching the key later snapshots the live value.
   #writers = new Map<string, number>();
-  // Keys touched outside any running turn; the next writing turn sends them.
-  #loose = new Set<string>();
+  // Keys touched outside any running turn (when first: a #writes tick); the
+  // next writing turn sends them.
+  #loose = new Map<string, number>();
   // Of those, the keys assigned or deleted there (not only read): such a change
   // sets the key again after an expiry, even to the value it had.
   #looseWritten = new Set<string>();
   // The expiries set outside any running turn; the next writing turn sends them.
   #looseTtls = new Map<string, bigint>();
-  // The running turns that touched a key: an expiry must reach their snapshots,
-  // and what those that wrote a key send reaches the daemon after the expiry.
-  #turns = new Set<TurnScope>();
+  // The running turns that touched a key, and when each first touched each key
+  // (#writes ticks: then, and the write it found): an expiry or a rollback must
+  // reach their snapshots, and what those that wrote a key send reaches the
+  // daemon after the expiry.
+  #turns = new Map<TurnScope, Map<string, [number, number]>>();
+  // Who wrote which key lately, for a rollback to undo only its turn's writes.
+  readonly #writes = new Writes();
 
   /** @internal Built by the SDK from the stored bytes; actors use `this.state`. */
   constructor(stored: Readonly<Record<string, Uint8Array>> = {}) {
@@ -170,7 +130,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     }
     // Read before anything changes: a bad ttl leaves the state as it was.
     const ttlMs = ttlOf(options);
-    const scope = this.#touch(key, "set");
+    const scope = this.#touch(key, "set", value);
     this.#values.set(key, value);
     if (ttlMs !== undefined) (scope?.ttls ?? this.#looseTtls).set(key, ttlMs);
     return this;
@@ -241,16 +201,19 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   }
 
   /**
-   * Record that the running turn reads (or, with `write`, changes) `key`. Only
-   * touched keys are re-encoded at turn end, so a turn costs O(keys touched),
-   * not O(state size). Call it before changing the value. Returns the turn,
-   * undefined outside turns.
+   * Record that the running turn reads (or, with `write`, changes to `value`)
+   * `key`. Only touched keys are re-encoded at turn end, so a turn costs O(keys
+   * touched), not O(state size). Call it before changing the value. Returns the
+   * turn, undefined outside turns.
    */
-  #touch(key: string, write?: Write): TurnScope | undefined {
+  #touch(key: string, write?: Write, value?: unknown): TurnScope | undefined {
     const scope = this.#scope();
     if (scope === undefined) {
-      this.#loose.add(key);
-      if (write !== undefined) this.#looseWritten.add(key);
+      if (!this.#loose.has(key)) this.#loose.set(key, this.#writes.tick());
+      if (write !== undefined) {
+        this.#looseWritten.add(key);
+        this.#writes.wrote(key, LOOSE, value);
+      }
       return undefined;
     }
     if (write !== undefined && scope.readonly) {
@@ -262,16 +225,20 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     }
     if (!scope.snapshots.has(key)) {
       scope.snapshots.set(key, this.#snapshot(key));
-      this.#turns.add(scope);
+      const touches = this.#turns.get(scope) ?? new Map<string, [number, number]>();
+      this.#turns.set(scope, touches.set(key, this.#writes.touch(key)));
       if (!scope.readonly) this.#writers.set(key, (this.#writers.get(key) ?? 0) + 1);
     }
-    if (write !== undefined) scope.written.add(key);
+    if (write !== undefined) {
+      scope.written.add(key);
+      this.#writes.wrote(key, scope, value);
+    }
     return scope;
   }
 
   #snapshot(key: string): Buffer | undefined {
     // Nobody has an unsent change of this key: the value is the stored one.
-    if ((this.#writers.get(key) ?? 0) === 0) return this.#stored.get(key);
+    if ((this.#writers.get(key) ?? 0) === 0 && !this.#loose.has(key)) return this.#stored.get(key);
     if (!this.#values.has(key)) return undefined;
     try {
       return encodeState(key, this.#values.get(key));
@@ -290,7 +257,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
    * value cannot be encoded.
    */
   #changed(scope: TurnScope | undefined, ttls: ReadonlyMap<string, bigint>): Map<string, Buffer | undefined> {
-    const keys = new Set(this.#loose);
+    const keys = new Set(this.#loose.keys());
     if (scope !== undefined) for (const key of scope.snapshots.keys()) keys.add(key);
     const out = new Map<string, Buffer | undefined>();
     for (const key of [...keys].sort()) {
@@ -301,7 +268,9 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
       }
       const base = this.#stored.get(key);
       if (same(current, base)) continue;
-      const written = scope === undefined || !scope.snapshots.has(key) || scope.written.has(key);
+      // A key touched outside turns goes with a writing turn whatever that turn saw.
+      const loose = this.#loose.has(key) && scope?.readonly !== true;
+      const written = scope === undefined || !scope.snapshots.has(key) || scope.written.has(key) || loose;
       if (written || !same(current, scope.snapshots.get(key))) out.set(key, current);
     }
     return out;
@@ -312,6 +281,12 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     const ttls = new Map([...this.#looseTtls, ...(scope?.ttls ?? [])]);
     // Encode first, so a value that cannot be encoded leaves the baseline untouched.
     const encoded = this.#changed(scope, ttls);
+    // The daemon now holds the view's value of these keys, whoever wrote it: a
+    // failed turn must not undo that, only its own writes that come after.
+    for (const key of new Set([...encoded.keys(), ...this.#loose.keys(), ...(scope?.written ?? [])])) {
+      const own = scope?.snapshots.has(key) === true ? 1 : 0;
+      this.#writes.committed(key, (this.#writers.get(key) ?? 0) > own);
+    }
     for (const [key, data] of encoded) {
       if (data === undefined) this.#stored.delete(key);
       else this.#stored.set(key, data);
@@ -342,15 +317,10 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     return toChanges(encoded, new Map());
   }
 
-  /**
-   * Undo what a failed turn (without a turn: code outside turns) changed. A key
-   * another running turn also touched goes back to what it was when this turn
-   * first touched it, keeping that turn's unsent change; any other key goes
-   * back to the daemon's value.
-   */
+  /** Undo what a failed turn (without a turn: code outside turns) changed: see #undo. */
   #rollback(scope: TurnScope | undefined): void {
     if (scope === undefined) {
-      for (const key of this.#loose) this.#restore(key, this.#stored.get(key));
+      for (const [key, first] of this.#loose) this.#undo(key, LOOSE, [first, 0], this.#stored.get(key));
       this.#loose.clear();
       this.#looseWritten.clear();
       this.#looseTtls.clear();
@@ -361,9 +331,38 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
       return;
     }
     scope.ttls.clear();
-    for (const [key, snapshot] of scope.snapshots) {
-      const others = (this.#writers.get(key) ?? 0) - 1;
-      this.#restore(key, others > 0 ? snapshot : this.#stored.get(key));
+    const touches = this.#turns.get(scope);
+    for (const [key, snapshot] of scope.snapshots) this.#undo(key, scope, touches?.get(key) ?? [0, 0], snapshot);
+  }
+
+  /**
+   * Undo what `author` did to `key`, which it first touched at `touch`: back
+   * to what it found (`snapshot`), unless another author wrote the key since
+   * (Writes#undo). Turns that touched the key after the change saw the result.
+   */
+  #undo(key: string, author: Author, touch: readonly [number, number], snapshot: Buffer | undefined): void {
+    const back = this.#writes.undo(key, author, ...touch);
+    if (back === undefined) return;
+    const [since, who, value] = back;
+    let data = this.#stored.get(key);
+    const others = (this.#writers.get(key) ?? 0) > 1 || this.#loose.has(key);
+    if (who === undefined && others) data = snapshot; // what it found holds others' unsent changes
+    if (who === undefined || who === COMMITTED) this.#restore(key, data);
+    else {
+      if (value === undefined) this.#values.delete(key);
+      else this.#values.set(key, value);
+      try {
+        data = value === undefined ? undefined : encodeState(key, value);
+      } catch {
+        return; // its author cannot send it either: that turn fails too
+      }
+    }
+    const found = this.#writes.found(key);
+    for (const [turn, touches] of this.#turns) {
+      const first = touches.get(key)?.[0] ?? 0;
+      if (turn === author || first <= since) continue;
+      turn.snapshots.set(key, data);
+      touches.set(key, [first, found]);
     }
   }
 
@@ -376,6 +375,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
       const left = (this.#writers.get(key) ?? 0) - 1;
       if (left > 0) this.#writers.set(key, left);
       else this.#writers.delete(key);
+      this.#writes.ended(key, scope, left > 0);
     }
   }
 
@@ -396,7 +396,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
       // undoing the turn must not bring the value back, for a later commit to
       // send as a key without expiry. A snapshot holding another turn's unsent
       // change stays; that change comes after the expiry.
-      for (const scope of this.#turns) {
+      for (const scope of this.#turns.keys()) {
         if (same(scope.snapshots.get(key), stored)) scope.snapshots.set(key, undefined);
       }
     }
@@ -405,7 +405,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   /** Whether the value of `key` is a change the daemon, which held `stored`, has not been sent. */
   #unsent(key: string, stored: Buffer): boolean {
     if (this.#looseWritten.has(key)) return true;
-    for (const scope of this.#turns) if (scope.written.has(key)) return true;
+    for (const scope of this.#turns.keys()) if (scope.written.has(key)) return true;
     try {
       return !encodeState(key, this.#values.get(key)).equals(stored);
     } catch {

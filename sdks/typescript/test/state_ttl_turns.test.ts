@@ -8,9 +8,9 @@ import { type DaemonMessage, Turn } from "../src/gen/troupe/v1/app.js";
 import { type StateChange, TurnKind } from "../src/gen/troupe/v1/common.js";
 import { Actor, actor, type App, method, State } from "../src/index.js";
 import { commitState, endTurn, expireState, refuseState, rollbackState } from "../src/state.js";
-import { currentTurn, TurnScope } from "../src/turn.js";
 import { attachedApp, FakeDaemon } from "./fake_daemon.js";
 import { quietLogger, signal } from "./helpers.js";
+import { stored, turnOf } from "./state_turns.js";
 
 const HOUR_MS = 3_600_000n;
 
@@ -19,17 +19,7 @@ function sent(changes: StateChange[]): [string, string, bigint | "keep"][] {
   return changes.map((c) => [c.key, c.op?.$case === "set" ? Buffer.from(c.op.value).toString("utf8") : "delete", c.ttlMs ?? "keep"]);
 }
 
-function stored(values: Record<string, unknown>): Record<string, Buffer> {
-  return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, Buffer.from(JSON.stringify(v))]));
-}
-
 type S = { k: number; other: number; list: number[] };
-
-/** A turn of `s` named `name`, and a way to run code as it. */
-function turnOf(s: State<S>, name: string, readonly = false): [TurnScope, <T>(fn: () => T) => T] {
-  const scope = new TurnScope(s, "t/1", name, readonly);
-  return [scope, (fn) => currentTurn.run(scope, fn)];
-}
 
 describe("an expiry while turns run side by side", () => {
   test("a failed turn does not bring back a key that expired while it and another turn both read it", () => {

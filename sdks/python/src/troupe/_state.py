@@ -9,6 +9,7 @@ from ._duration import DurationLike, to_millis
 from ._errors import ReadOnlyStateError
 from ._payload import decode_state, encode_state
 from ._proto.troupe.v1 import common_pb2
+from ._state_writes import ABSENT, COMMITTED, LOOSE, Writes
 from ._turn import TurnScope, current_turn
 
 # The daemon's lower bound on a key's ttl (it refuses a shorter one with the whole turn).
@@ -24,7 +25,8 @@ class State(MutableMapping[str, Any]):
     Changes made during a turn, including in-place changes to values read during
     the turn (``self.state["items"].append(x)``), are sent to the daemon when the
     turn ends and applied atomically. If the turn raises, they are discarded and
-    the keys it touched return to what they were.
+    the keys it touched return to what they were, except a key another turn wrote
+    after it: that write stays.
 
     Several turns of one actor can be in flight at once (read-only methods, and
     a reentrant actor called back by a chain it is waiting on); each reports
@@ -53,16 +55,21 @@ class State(MutableMapping[str, Any]):
         # Per key, how many running writing turns touched it: their changes are not
         # in _stored yet, so a turn touching the key later snapshots the live value.
         self._writers: dict[str, int] = {}
-        # Keys touched outside any running turn; the next writing turn sends them.
-        self._loose: set[str] = set()
+        # Keys touched outside any running turn (when first: a _writes tick); the next
+        # writing turn sends them.
+        self._loose: dict[str, int] = {}
         # Of those, the keys assigned or deleted there (not only read). An expiry must not
         # drop such a key's value even when it equals the expired one: the daemon applies
         # the assignment after the expiry, setting the key again.
         self._loose_written: set[str] = set()
         # The expiries (ttl ms, 0: none) given outside any running turn, sent with _loose.
         self._loose_ttls: dict[str, int] = {}
-        # The running turns that touched a key, whose snapshots an expiry must reach.
-        self._turns: set[TurnScope] = set()
+        # The running turns that touched a key, whose snapshots an expiry or a rollback
+        # must reach, and when each first touched each key (_writes ticks: then, and the
+        # write it found).
+        self._turns: dict[TurnScope, dict[str, tuple[int, int]]] = {}
+        # Who wrote which key lately, for a rollback to undo only its turn's writes.
+        self._writes = Writes()
 
     def _scope(self) -> TurnScope | None:
         scope = current_turn.get()
@@ -70,17 +77,19 @@ class State(MutableMapping[str, Any]):
             return None
         return scope
 
-    def _touch(self, key: str, write: str | None = None) -> None:
-        """Record that the running turn reads (or, with ``write``, changes) ``key``.
+    def _touch(self, key: str, write: str | None = None, value: Any = ABSENT) -> None:
+        """Record that the running turn reads (or, with ``write``, changes to ``value``) ``key``.
 
         Only touched keys are re-encoded at turn end, so a turn costs O(keys
         touched), not O(state size). Call it before changing the value.
         """
         scope = self._scope()
         if scope is None:
-            self._loose.add(key)
+            if key not in self._loose:
+                self._loose[key] = self._writes.tick()
             if write is not None:
                 self._loose_written.add(key)
+                self._writes.wrote(key, LOOSE, value)
             return
         if write is not None and scope.readonly:
             raise ReadOnlyStateError(
@@ -91,14 +100,15 @@ class State(MutableMapping[str, Any]):
             )
         if key not in scope.snapshots:
             scope.snapshots[key] = self._snapshot(key)
-            self._turns.add(scope)
+            self._turns.setdefault(scope, {})[key] = self._writes.touch(key)
             if not scope.readonly:
                 self._writers[key] = self._writers.get(key, 0) + 1
         if write is not None:
             scope.written.add(key)
+            self._writes.wrote(key, scope, value)
 
     def _snapshot(self, key: str) -> bytes | None:
-        if not self._writers.get(key):
+        if not self._writers.get(key) and key not in self._loose:
             # Nobody has an unsent change of this key: the value is the stored one.
             return self._stored.get(key)
         if key not in self._values:
@@ -122,7 +132,7 @@ class State(MutableMapping[str, Any]):
                 f"state key {key!r} is the daemon's ({_EXPIRES_KEY!r} and the keys under"
                 f" '{_EXPIRES_KEY}/' keep the expiry times of the other keys); use another key"
             )
-        self._touch(key, "set")
+        self._touch(key, "set", value)
         self._values[key] = value
 
     def __delitem__(self, key: str) -> None:
@@ -205,7 +215,10 @@ class State(MutableMapping[str, Any]):
             if current == base:
                 continue
             snapshot = scope.snapshots.get(key, base) if scope is not None else base
-            written = scope is None or key in scope.written
+            # A key touched outside turns goes with a writing turn whatever that turn saw.
+            written = (
+                scope is None or key in scope.written or (key in self._loose and not scope.readonly)
+            )
             if written or current != snapshot:
                 out[key] = current
         return out
@@ -220,6 +233,11 @@ class State(MutableMapping[str, Any]):
         """
         ttls = self._ttls(scope)
         encoded = self._changed(scope, ttls)
+        # The daemon now holds the view's value of these keys, whoever wrote it: a failed
+        # turn must not undo that, only its own writes that come after.
+        for key in {*encoded, *self._loose, *(scope.written if scope is not None else ())}:
+            own = scope is not None and key in scope.snapshots
+            self._writes.committed(key, self._writers.get(key, 0) > (1 if own else 0))
         changes: list[common_pb2.StateChange] = []
         for key, value in encoded.items():
             if value is None:
@@ -259,15 +277,10 @@ class State(MutableMapping[str, Any]):
         ]
 
     def _rollback(self, scope: TurnScope | None = None) -> None:
-        """Undo what a failed turn (with no turn: code outside turns) changed.
-
-        A key another running turn also touched goes back to what it was when this
-        turn first touched it, keeping that turn's unsent change; any other key
-        goes back to the daemon's value.
-        """
+        """Undo what a failed turn (with no turn: code outside turns) changed: see _undo."""
         if scope is None:
-            for key in self._loose:
-                self._restore(key, self._stored.get(key))
+            for key, first in self._loose.items():
+                self._undo(key, LOOSE, (first, 0), self._stored.get(key))
             self._loose.clear()
             self._loose_written.clear()
             self._loose_ttls.clear()
@@ -276,14 +289,46 @@ class State(MutableMapping[str, Any]):
             self._refuse(scope)
             return
         scope.ttls.clear()
+        firsts = self._turns.get(scope, {})
         for key, snapshot in scope.snapshots.items():
-            others = self._writers.get(key, 0) - 1
-            self._restore(key, snapshot if others > 0 else self._stored.get(key))
+            self._undo(key, scope, firsts.get(key, (0, 0)), snapshot)
+
+    def _undo(
+        self, key: str, author: object, touch: tuple[int, int], snapshot: bytes | None
+    ) -> None:
+        """Undo what ``author`` did to ``key``, which it first touched at ``touch``: back to
+        what it found (``snapshot``), unless another author wrote the key since
+        (:meth:`Writes.undo`). Turns that touched the key after the change saw the result.
+        """
+        back = self._writes.undo(key, author, *touch)
+        if back is None:
+            return
+        since, who, value = back
+        data = self._stored.get(key)
+        if who is None and (self._writers.get(key, 0) > 1 or key in self._loose):
+            data = snapshot  # what it found holds others' unsent changes
+        if who is None or who == COMMITTED:
+            self._restore(key, data)
+        else:
+            if value is ABSENT:
+                self._values.pop(key, None)
+            else:
+                self._values[key] = value
+            try:
+                data = None if value is ABSENT else encode_state(key, value)
+            except TypeError:
+                return  # its author cannot send it either: that turn fails too
+        found = self._writes.found(key)
+        for turn, firsts in self._turns.items():
+            first = firsts.get(key, (0, 0))[0]
+            if turn is not author and first > since:
+                turn.snapshots[key] = data
+                firsts[key] = (first, found)
 
     def _end(self, scope: TurnScope) -> None:
         """The turn is over: later touches from tasks it started are not its own."""
         scope.live = False
-        self._turns.discard(scope)
+        self._turns.pop(scope, None)
         if scope.readonly:
             return
         for key in scope.snapshots:
@@ -292,6 +337,7 @@ class State(MutableMapping[str, Any]):
                 self._writers[key] = left
             else:
                 self._writers.pop(key, None)
+            self._writes.ended(key, scope, left > 0)
 
     def _expire(self, keys: Iterable[str]) -> None:
         """Drop keys the daemon let expire (``Turn.expired_keys``; it has deleted them), before

@@ -1,0 +1,116 @@
+// Who wrote each state key lately: what a failed turn's rollback must keep.
+//
+// Turns of one actor can run at once (a reentrant actor called back by a chain
+// it waits on), and code outside turns (work that outlived its turn) can write
+// too. The daemon discards only a failed turn's own changes, so the view must
+// too: a key another author wrote after the failed turn first touched it keeps
+// that write, which the daemon holds or will get from its author. Kept in step
+// with the Python SDK's _state_writes.py.
+
+/** An author besides the turns (a TurnScope each): code outside any running turn. */
+export const LOOSE: unique symbol = Symbol("loose");
+/** An author besides the turns: a commit (the daemon then held the view's value, whoever wrote it). */
+export const COMMITTED: unique symbol = Symbol("committed");
+
+/** A running turn (its TurnScope), LOOSE or COMMITTED. */
+export type Author = object | typeof LOOSE | typeof COMMITTED;
+
+/** A write: when (a tick), and the value written (undefined: deleted). */
+type Write = readonly [at: number, value: unknown];
+
+/** What a key goes back to (see Writes#undo): since when, whose write (undefined: what the author found), its value. */
+export type Back = readonly [since: number, who: Author | undefined, value: unknown];
+
+/** The last entry of `map`, the latest write. */
+function latest(map: ReadonlyMap<Author, Write>): [Author, Write] | undefined {
+  let last: [Author, Write] | undefined;
+  for (const entry of map) last = entry;
+  return last;
+}
+
+/**
+ * Per key, the latest write of each author, oldest first, timed on a clock
+ * that also times when turns first touch keys (`tick`).
+ */
+export class Writes {
+  #clock = 0;
+  readonly #keys = new Map<string, Map<Author, Write>>();
+
+  tick(): number {
+    this.#clock += 1;
+    return this.#clock;
+  }
+
+  wrote(key: string, author: Author, value: unknown): void {
+    let writes = this.#keys.get(key);
+    if (writes === undefined) this.#keys.set(key, (writes = new Map<Author, Write>()));
+    writes.delete(author); // its latest write goes last
+    writes.set(author, [this.tick(), value]);
+  }
+
+  /**
+   * The daemon now holds the view's value of `key`: no rollback goes behind it.
+   * `watched`: a running writing turn touched the key (only their rollbacks look).
+   */
+  committed(key: string, watched: boolean): void {
+    if (watched) this.#keys.set(key, new Map<Author, Write>([[COMMITTED, [this.tick(), undefined]]]));
+    else this.#keys.delete(key);
+  }
+
+  /**
+   * `turn`, which touched `key`, is over; `watched` as for `committed`. Writes
+   * made outside turns stay until a commit sends them.
+   */
+  ended(key: string, turn: Author, watched: boolean): void {
+    const writes = this.#keys.get(key);
+    if (writes === undefined) return;
+    writes.delete(turn);
+    if (writes.size === 0 || (!watched && !writes.has(LOOSE))) this.#keys.delete(key);
+  }
+
+  /**
+   * When the latest write of `key` was (0: none is kept): what a turn touching
+   * the key now finds, for `undo` to tell whether that write was undone since.
+   */
+  found(key: string): number {
+    const writes = this.#keys.get(key);
+    return writes === undefined ? 0 : (latest(writes)?.[1][0] ?? 0);
+  }
+
+  /** A turn first touches `key`: now, and the write it finds (see `undo`). */
+  touch(key: string): [first: number, found: number] {
+    return [this.tick(), this.found(key)];
+  }
+
+  /**
+   * Forget `author`'s write of `key`, which it first touched at `first`
+   * finding the write of time `found`, and say what the key goes back to.
+   *
+   * Undefined: it keeps its value, another author's write made since (`author`
+   * did not write the key again after it). Else `[since, who, value]`: back to
+   * the write of `value` by `who` (for COMMITTED, the stored value), the latest
+   * before `author`'s own, or, with `who` undefined, to what `author` found;
+   * turns that first touched the key after `since` saw `author`'s change.
+   */
+  undo(key: string, author: Author, first: number, found: number): Back | undefined {
+    const writes = this.#keys.get(key);
+    const mine = writes?.get(author);
+    writes?.delete(author);
+    const last = writes === undefined ? undefined : latest(writes);
+    if (last === undefined) {
+      this.#keys.delete(key);
+      // What it found was written by a turn that failed since: back to the stored value.
+      return [first, found === 0 ? undefined : COMMITTED, undefined];
+    }
+    const [who, [at, value]] = last;
+    if (at > first) {
+      if (mine !== undefined && mine[0] > at) return [mine[0], who, value];
+      // Another author's write stands; a commit is what the daemon holds,
+      // without any change `author` made in place since.
+      return who === COMMITTED ? [at, who, value] : undefined;
+    }
+    // What it found stands: its snapshot holds that and changes made in place
+    // before it. Code outside turns keeps no snapshot.
+    return at === found && author !== LOOSE ? [first, undefined, undefined] : [first, who, value];
+  }
+}

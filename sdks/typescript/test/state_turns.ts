@@ -1,0 +1,15 @@
+// For unit tests of State with turns side by side: stored state from plain
+// values, and turns to run code as.
+import { State } from "../src/index.js";
+import { currentTurn, TurnScope } from "../src/turn.js";
+
+/** `values` as the daemon hands them over: each one's JSON bytes. */
+export function stored(values: Record<string, unknown>): Record<string, Buffer> {
+  return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, Buffer.from(JSON.stringify(v))]));
+}
+
+/** A turn of `s` named `name`, and a way to run code as it. */
+export function turnOf<S extends object>(s: State<S>, name: string, readonly = false): [TurnScope, <T>(fn: () => T) => T] {
+  const scope = new TurnScope(s, "t/1", name, readonly);
+  return [scope, (fn) => currentTurn.run(scope, fn)];
+}
