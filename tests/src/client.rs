@@ -105,6 +105,15 @@ impl Client {
         v.as_i64().with_context(|| format!("incr replied {v}"))
     }
 
+    /// `counter.incr_publish(by)`: publishes the new count, then
+    /// `{"after": count}`; the new count.
+    pub async fn incr_publish(&mut self, ty: &str, id: &str, by: i64) -> anyhow::Result<i64> {
+        let data = serde_json::json!({"kwargs": {"by": by}}).to_string();
+        let v = self.invoke(ty, id, "incr_publish", &data).await?;
+        v.as_i64()
+            .with_context(|| format!("incr_publish replied {v}"))
+    }
+
     /// GetState: (entries, active).
     pub async fn state(
         &mut self,

@@ -30,9 +30,8 @@ async fn a_watch_through_another_daemon_follows_the_actor_when_its_owner_leaves(
     let mut via_d2 = fx.member("d2")?.client.clone();
     let id = fx.counter_owned_by("d1", "d2", "w", 40).await?;
     let mut events = via_d2.watch_counter(&id, "").await?;
-    let by_one = r#"{"kwargs": {"by": 1}}"#;
     via_d2
-        .invoke("counter", &id, "incr_publish", by_one)
+        .incr_publish("counter", &id, 1)
         .await
         .with_context(|| fx.logs())?;
     let first = next_event(&mut events, WAIT)
@@ -55,7 +54,7 @@ async fn a_watch_through_another_daemon_follows_the_actor_when_its_owner_leaves(
     // it publishes meanwhile is gone, which the watch is told.
     let mut moved = None;
     for _ in 0..30 {
-        let _ = via_d2.invoke("counter", &id, "incr_publish", by_one).await;
+        let _ = via_d2.incr_publish("counter", &id, 1).await;
         match tokio::time::timeout(Duration::from_secs(1), events.next()).await {
             Ok(Some(Ok(event))) => {
                 moved = Some(event);
@@ -101,10 +100,9 @@ async fn a_type_watch_through_one_daemon_gets_the_events_of_every_daemons_actors
         .watch_type("counter", "")
         .await
         .with_context(|| fx.logs())?;
-    let by_one = r#"{"kwargs": {"by": 1}}"#;
     for id in [&on_d1, &on_d2] {
         via_d2
-            .invoke("counter", id, "incr_publish", by_one)
+            .incr_publish("counter", id, 1)
             .await
             .with_context(|| fx.logs())?;
     }
@@ -127,9 +125,7 @@ async fn a_type_watch_through_one_daemon_gets_the_events_of_every_daemons_actors
     // The cursor names both daemons' streams: resuming through d1 gets
     // what came after it, from both.
     let last = {
-        via_d2
-            .invoke("counter", &on_d1, "incr_publish", by_one)
-            .await?;
+        via_d2.incr_publish("counter", &on_d1, 1).await?;
         next_event(&mut events, WAIT).await?
     };
     assert_eq!(last.cursor.split('.').count(), 2, "{}", last.cursor);
@@ -146,7 +142,7 @@ async fn a_type_watch_through_one_daemon_gets_the_events_of_every_daemons_actors
     let mut t1_only = via_d2.watch_type_ids("counter", "t1-", "").await?;
     for id in [&other_on_d1, &on_d1] {
         via_d2
-            .invoke("counter", id, "incr_publish", by_one)
+            .incr_publish("counter", id, 1)
             .await
             .with_context(|| fx.logs())?;
     }
@@ -189,9 +185,8 @@ async fn a_type_watch_polls_a_daemon_that_joins_the_cluster_and_hears_when_one_i
         .await
         .with_context(|| fx.logs())?;
     let on_d3 = fx.counter_owned_by("d3", "d2", "j-", 60).await?;
-    let by_one = r#"{"kwargs": {"by": 1}}"#;
     via_d2
-        .invoke("counter", &on_d3, "incr_publish", by_one)
+        .incr_publish("counter", &on_d3, 1)
         .await
         .with_context(|| fx.logs())?;
     let event = next_event(&mut events, WAIT)
@@ -216,7 +211,7 @@ async fn a_type_watch_polls_a_daemon_that_joins_the_cluster_and_hears_when_one_i
     // pace until an event says so.
     for _ in 0..60 {
         via_d2
-            .invoke("counter", &on_d1, "incr_publish", by_one)
+            .incr_publish("counter", &on_d1, 1)
             .await
             .with_context(|| fx.logs())?;
         let event = next_event(&mut events, WAIT)
@@ -254,9 +249,8 @@ async fn a_daemon_that_leaves_gracefully_leaves_a_type_watch_no_gap() -> anyhow:
         .watch_type("counter", "")
         .await
         .with_context(|| fx.logs())?;
-    let by_one = r#"{"kwargs": {"by": 1}}"#;
     via_d1
-        .invoke("counter", &on_d3, "incr_publish", by_one)
+        .incr_publish("counter", &on_d3, 1)
         .await
         .with_context(|| fx.logs())?;
     for _ in 0..2 {
@@ -273,7 +267,7 @@ async fn a_daemon_that_leaves_gracefully_leaves_a_type_watch_no_gap() -> anyhow:
     anyhow::ensure!(status.success(), "d3 did not stop cleanly: {status:?}");
     fx.settle().await.with_context(|| fx.logs())?;
     via_d1
-        .invoke("counter", &on_d1, "incr_publish", by_one)
+        .incr_publish("counter", &on_d1, 1)
         .await
         .with_context(|| fx.logs())?;
     let event = next_event(&mut events, WAIT)
@@ -320,9 +314,8 @@ async fn a_type_watch_opened_before_any_daemon_hosts_the_type_waits_for_one() ->
     fx.add_with("d3", vec![durable("counter"), durable("meter")], &[])
         .await?;
     fx.settle().await.with_context(|| fx.logs())?;
-    let by_two = r#"{"kwargs": {"by": 2}}"#;
     via_d2
-        .invoke("meter", "m1", "incr_publish", by_two)
+        .incr_publish("meter", "m1", 2)
         .await
         .with_context(|| fx.logs())?;
     let event = next_event(&mut events, WAIT)

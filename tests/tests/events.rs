@@ -25,19 +25,13 @@ fn text(event: &pb::ActorEvent) -> String {
     event_text(event)
 }
 
-async fn publish(client: &mut Client, id: &str, by: i64) -> anyhow::Result<()> {
-    let by = format!(r#"{{"kwargs": {{"by": {by}}}}}"#);
-    client.invoke("counter", id, "incr_publish", &by).await?;
-    Ok(())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watcher_gets_each_succeeding_turn_s_events_in_order_and_no_others() -> anyhow::Result<()>
 {
     let (_dir, _daemon, _app, mut client) =
         daemon_with_app(&[], vec![type_spec("counter")]).await?;
     let mut events = watch(&mut client, "c1", "").await?;
-    publish(&mut client, "c1", 1).await?;
+    client.incr_publish("counter", "c1", 1).await?;
     // A failed turn's events go with its changes.
     let failed = client
         .invoke_raw("counter", "c1", "publish_fail", "{}")
@@ -51,7 +45,7 @@ async fn a_watcher_gets_each_succeeding_turn_s_events_in_order_and_no_others() -
         too_many.map(|_| ()).map_err(|s| s.code()),
         Err(Code::InvalidArgument)
     );
-    publish(&mut client, "c1", 2).await?;
+    client.incr_publish("counter", "c1", 2).await?;
 
     let mut seen = Vec::new();
     let mut cursors = Vec::new();
@@ -76,11 +70,11 @@ async fn a_watch_resumes_after_its_cursor_and_a_strange_epoch_is_told() -> anyho
     let (_dir, _daemon, _app, mut client) =
         daemon_with_app(&[], vec![type_spec("counter")]).await?;
     let mut events = watch(&mut client, "c1", "").await?;
-    publish(&mut client, "c1", 1).await?;
+    client.incr_publish("counter", "c1", 1).await?;
     let first = next(&mut events).await?;
     drop(events);
     // Published while nobody watches: held for the watcher's return.
-    publish(&mut client, "c1", 1).await?;
+    client.incr_publish("counter", "c1", 1).await?;
 
     let mut resumed = watch(&mut client, "c1", &first.cursor).await?;
     let mut seen = Vec::new();
@@ -134,14 +128,14 @@ async fn a_watcher_that_falls_behind_is_told_what_it_missed() -> anyhow::Result<
     let counter = [("actor_type", "counter")];
     let mut events = watch(&mut client, "c1", "").await?;
     let cursor = {
-        publish(&mut client, "c1", 1).await?;
+        client.incr_publish("counter", "c1", 1).await?;
         next(&mut events).await?.cursor
     };
     drop(events);
     // 2 events per turn: more than the 256 the owner holds.
     let turns = 256 / 2 + 1;
     for _ in 0..turns {
-        publish(&mut client, "c1", 1).await?;
+        client.incr_publish("counter", "c1", 1).await?;
     }
     let scraped = troupe_tests::scrape::scrape(metrics).await?;
     assert_eq!(scraped.sum("troupe_watch_gaps_total", &counter), 0.0);
@@ -212,9 +206,9 @@ async fn watching_does_not_activate_and_a_shutdown_ends_the_watch() -> anyhow::R
 async fn the_cli_prints_the_events_after_a_cursor() -> anyhow::Result<()> {
     let (_dir, daemon, _app, mut client) = daemon_with_app(&[], vec![type_spec("counter")]).await?;
     let mut events = watch(&mut client, "c1", "").await?;
-    publish(&mut client, "c1", 1).await?;
+    client.incr_publish("counter", "c1", 1).await?;
     let first = next(&mut events).await?;
-    publish(&mut client, "c1", 1).await?;
+    client.incr_publish("counter", "c1", 1).await?;
 
     let watch_after = |output: &'static str, after: String| {
         let daemon = &daemon;

@@ -14,16 +14,10 @@ use tonic::Code;
 use troupe_proto::v1 as pb;
 use troupe_tests::{
     cli_against, daemon_with_app, event_actor, event_text, next_event, troupe_bin, type_spec,
-    within, Client, Events, TestApp,
+    within, Events, TestApp,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
-
-async fn publish(client: &mut Client, id: &str, by: i64) -> anyhow::Result<()> {
-    let by = format!(r#"{{"kwargs": {{"by": {by}}}}}"#);
-    client.invoke("counter", id, "incr_publish", &by).await?;
-    Ok(())
-}
 
 /// The next `count` events, as (actor, text), failing on a gap.
 async fn take(events: &mut Events, count: usize) -> anyhow::Result<Vec<pb::ActorEvent>> {
@@ -51,9 +45,9 @@ async fn a_type_watcher_gets_every_actors_events_each_in_its_order() -> anyhow::
     let (_dir, _daemon, _app, mut client) =
         daemon_with_app(&[], vec![type_spec("counter")]).await?;
     let mut events = client.watch_type("counter", "").await?;
-    publish(&mut client, "c1", 1).await?;
-    publish(&mut client, "c2", 5).await?;
-    publish(&mut client, "c1", 1).await?;
+    client.incr_publish("counter", "c1", 1).await?;
+    client.incr_publish("counter", "c2", 5).await?;
+    client.incr_publish("counter", "c1", 1).await?;
     let seen = take(&mut events, 6).await?;
     let expected = BTreeMap::from([
         (
@@ -77,7 +71,7 @@ async fn a_type_watcher_gets_every_actors_events_each_in_its_order() -> anyhow::
 
     // A one-actor watch names its actor too.
     let mut alone = client.watch_counter("c2", "").await?;
-    publish(&mut client, "c2", 1).await?;
+    client.incr_publish("counter", "c2", 1).await?;
     assert_eq!(event_actor(&next_event(&mut alone, WAIT).await?), "c2");
     Ok(())
 }
@@ -87,11 +81,11 @@ async fn a_type_watch_resumes_after_its_cursor() -> anyhow::Result<()> {
     let (_dir, _daemon, _app, mut client) =
         daemon_with_app(&[], vec![type_spec("counter")]).await?;
     let mut events = client.watch_type("counter", "").await?;
-    publish(&mut client, "c1", 1).await?;
+    client.incr_publish("counter", "c1", 1).await?;
     let first = take(&mut events, 1).await?.remove(0);
     drop(events);
     // Published while nobody watches: held for the watcher's return.
-    publish(&mut client, "c2", 3).await?;
+    client.incr_publish("counter", "c2", 3).await?;
 
     let mut resumed = client.watch_type("counter", &first.cursor).await?;
     let seen = take(&mut resumed, 3).await?;
@@ -134,8 +128,8 @@ async fn a_type_watch_of_a_type_nobody_hosts_is_refused() -> anyhow::Result<()> 
 async fn the_cli_prints_a_types_events_with_their_actors() -> anyhow::Result<()> {
     let (_dir, daemon, _app, mut client) = daemon_with_app(&[], vec![type_spec("counter")]).await?;
     let mut events = client.watch_type("counter", "").await?;
-    publish(&mut client, "c1", 1).await?;
-    publish(&mut client, "c2", 2).await?;
+    client.incr_publish("counter", "c1", 1).await?;
+    client.incr_publish("counter", "c2", 2).await?;
     let seen = take(&mut events, 1).await?;
     let after = seen[0].cursor.clone();
     let args = [
@@ -158,9 +152,9 @@ async fn the_cli_prints_a_types_events_with_their_actors() -> anyhow::Result<()>
 async fn a_type_watch_of_an_id_prefix_gets_only_those_actors_events() -> anyhow::Result<()> {
     let (_dir, daemon, _app, mut client) = daemon_with_app(&[], vec![type_spec("counter")]).await?;
     let mut tenant = client.watch_type_ids("counter", "t1/", "").await?;
-    publish(&mut client, "t1/a", 1).await?;
-    publish(&mut client, "t2/b", 5).await?;
-    publish(&mut client, "t1/c", 2).await?;
+    client.incr_publish("counter", "t1/a", 1).await?;
+    client.incr_publish("counter", "t2/b", 5).await?;
+    client.incr_publish("counter", "t1/c", 2).await?;
     let seen = take(&mut tenant, 4).await?;
     let expected = BTreeMap::from([
         (
@@ -227,7 +221,7 @@ async fn the_cli_watch_with_reconnect_outlives_a_daemon_restart() -> anyhow::Res
     let (_dir, mut daemon, app, mut client) =
         daemon_with_app(&args, vec![type_spec("counter")]).await?;
     let mut events = client.watch_type("counter", "").await?;
-    publish(&mut client, "r1", 1).await?;
+    client.incr_publish("counter", "r1", 1).await?;
     let before = take(&mut events, 1).await?.remove(0);
     let addr = daemon.addr.to_string();
     let mut watch = tokio::process::Command::new(troupe_bin())
@@ -256,7 +250,7 @@ async fn the_cli_watch_with_reconnect_outlives_a_daemon_restart() -> anyhow::Res
     // A watch of the type opened before the next publish makes the new daemon
     // hold the type's events, whenever the CLI's re-open comes.
     let mut events = client.watch_type("counter", "").await?;
-    publish(&mut client, "r2", 5).await?;
+    client.incr_publish("counter", "r2", 5).await?;
     take(&mut events, 2).await?;
     let after = next_line().await?;
     assert_eq!(
