@@ -200,6 +200,39 @@ def test_a_failed_outer_turn_keeps_a_running_nested_turns_write() -> None:
     s._end(inner)
 
 
+def test_a_turn_ending_first_does_not_send_a_running_turns_write_of_a_key_it_only_read() -> None:
+    s = State({"k": b"1", "r": b"1"})
+    outer = TurnScope(s, "t/1", "outer")
+    inner = TurnScope(s, "t/1", "inner")
+
+    def outer_part() -> None:
+        s["k"] = 2
+        _ = s["r"]
+
+    _in_turn(s, outer, outer_part)
+    _in_turn(s, inner, lambda: s.__setitem__("r", 3))
+    assert _as_dict(s._commit(outer)) == {"k": b"2"}
+    s._end(outer)
+    # The nested turn then fails: the daemon never got its write, and the view drops it.
+    s._rollback(inner)
+    s._end(inner)
+    assert dict(s) == {"k": 2, "r": 1}
+    assert s._commit() == []
+
+
+def test_a_read_only_turn_ending_first_is_not_refused_for_a_running_turns_write() -> None:
+    s = State({"r": b"1"})
+    reader = TurnScope(s, "t/1", "peek", readonly=True)
+    inner = TurnScope(s, "t/1", "inner")
+    _in_turn(s, reader, lambda: s["r"])
+    _in_turn(s, inner, lambda: s.__setitem__("r", 3))
+    assert s._refuse(reader) == []
+    s._end(reader)
+    assert dict(s) == {"r": 3}
+    assert _as_dict(s._commit(inner)) == {"r": b"3"}
+    s._end(inner)
+
+
 def test_a_failed_nested_turn_that_read_the_outer_turns_change_goes_back_to_it() -> None:
     s = State({"k": b"1"})
     outer = TurnScope(s, "t/1", "outer")
@@ -335,6 +368,15 @@ class Ledger(troupe.Actor):
     async def peek(self) -> dict[str, Any]:
         return dict(self.state)
 
+    @troupe.method(readonly=True)
+    async def peek_beside_a_nested_write(self) -> dict[str, Any]:
+        seen = dict(self.state)
+        # The nested turn writes a key this turn read, and is still running when this
+        # turn ends: the write is its own, not a change this read-only turn made.
+        _SIDE["call"] = asyncio.ensure_future(self.ctx.actor("ledger_peer", "p").call_back(self.id))
+        await _SIDE["nested_set"].wait()
+        return seen
+
 
 @troupe.actor("ledger_peer")
 class LedgerPeer(troupe.Actor):
@@ -354,4 +396,18 @@ async def test_a_failed_outer_turn_keeps_the_write_of_a_nested_turn_still_runnin
     _SIDE["release"].set()
     await asyncio.wait_for(_SIDE["call"], 10)  # the nested turn ended and was applied
     assert await troupe_env.state(Ledger, "l1") == {"k": 3}
+    assert await ledger.peek() == {"k": 3}
+
+
+async def test_a_read_only_turn_ending_before_a_nested_turn_that_writes_succeeds(
+    troupe_env: TestEnv,
+) -> None:
+    _SIDE.update(nested_set=asyncio.Event(), release=asyncio.Event())
+    await troupe_env.host(Ledger, LedgerPeer)
+    await troupe_env.set_state(Ledger, "l2", {"k": 1})
+    ledger = troupe_env.actor(Ledger, "l2")
+    assert await ledger.peek_beside_a_nested_write() == {"k": 1}
+    _SIDE["release"].set()
+    await asyncio.wait_for(_SIDE["call"], 10)
+    assert await troupe_env.state(Ledger, "l2") == {"k": 3}
     assert await ledger.peek() == {"k": 3}

@@ -53,9 +53,10 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   // Per key, how many running writing turns touched it: their changes are not in
   // #stored yet, so a turn touching the key later snapshots the live value.
   #writers = new Map<string, number>();
-  // Keys touched outside any running turn (when first: a #writes tick); the
-  // next writing turn sends them.
-  #loose = new Map<string, number>();
+  // Keys touched outside any running turn (when first: #writes ticks of then
+  // and of the write found, and the value then, encoded, to tell changes made
+  // in place); the next writing turn sends them.
+  #loose = new Map<string, [first: number, found: number, snapshot: Buffer | undefined]>();
   // Of those, the keys assigned or deleted there (not only read): such a change
   // sets the key again after an expiry, even to the value it had.
   #looseWritten = new Set<string>();
@@ -209,7 +210,10 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   #touch(key: string, write?: Write, value?: unknown): TurnScope | undefined {
     const scope = this.#scope();
     if (scope === undefined) {
-      if (!this.#loose.has(key)) this.#loose.set(key, this.#writes.tick());
+      if (!this.#loose.has(key)) {
+        const snapshot = this.#snapshot(key);
+        this.#loose.set(key, [...this.#writes.touch(key), snapshot]);
+      }
       if (write !== undefined) {
         this.#looseWritten.add(key);
         this.#writes.wrote(key, LOOSE, value);
@@ -250,28 +254,63 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   /**
    * The keys whose value differs from the daemon's because of this turn (or,
    * without a turn, of code outside turns), encoded; undefined means deleted. A
-   * key the turn only read counts when its value changed since the turn first
-   * touched it (in place), so a turn nested in another one does not send the
-   * outer turn's unsent changes. A key present with an expiry in `ttls` counts
-   * even unchanged: the set renews (or ends) its expiry. Throws TypeError if a
-   * value cannot be encoded.
+   * key present with an expiry in `ttls` counts even unchanged: the set renews
+   * (or ends) its expiry.
+   *
+   * A writing turn also sends what code outside turns changed. Each sends only
+   * its own writes: a key another running author wrote later goes as the
+   * senders last wrote it (the later write is its author's to send, and to
+   * undo), recorded in `heldBack` with the time of the write sent, undefined if
+   * none is (a commit since replaced theirs). A key only read counts when
+   * changed in place since first touched, not by another author's write: a
+   * nested turn does not send the outer turn's unsent changes, and a read-only
+   * turn is not refused for another's write (`heldBack` undefined otherwise).
+   * Throws TypeError if a value cannot be encoded.
    */
-  #changed(scope: TurnScope | undefined, ttls: ReadonlyMap<string, bigint>): Map<string, Buffer | undefined> {
-    const keys = new Set(this.#loose.keys());
+  #changed(
+    scope: TurnScope | undefined,
+    ttls: ReadonlyMap<string, bigint>,
+    heldBack?: Map<string, number | undefined>,
+  ): Map<string, Buffer | undefined> {
+    const authors = authorsOf(scope);
+    const loose = authors.includes(LOOSE);
+    const keys = new Set(loose ? this.#loose.keys() : []);
     if (scope !== undefined) for (const key of scope.snapshots.keys()) keys.add(key);
     const out = new Map<string, Buffer | undefined>();
     for (const key of [...keys].sort()) {
-      const current = this.#values.has(key) ? encodeState(key, this.#values.get(key)) : undefined;
+      const base = this.#stored.get(key);
+      const assigned = scope?.written.has(key) === true || (loose && this.#looseWritten.has(key));
+      const held = assigned ? this.#writes.heldBack(key, authors) : undefined;
+      let current: Buffer | undefined;
+      if (held !== undefined) {
+        heldBack?.set(key, held[0]);
+        if (held[0] === undefined) continue;
+        current = held[1] === undefined ? undefined : encodeState(key, held[1]);
+      } else current = this.#values.has(key) ? encodeState(key, this.#values.get(key)) : undefined;
       if (current !== undefined && ttls.has(key)) {
         out.set(key, current);
         continue;
       }
-      const base = this.#stored.get(key);
-      if (same(current, base)) continue;
-      // A key touched outside turns goes with a writing turn whatever that turn saw.
-      const loose = this.#loose.has(key) && scope?.readonly !== true;
-      const written = scope === undefined || !scope.snapshots.has(key) || scope.written.has(key) || loose;
-      if (written || !same(current, scope.snapshots.get(key))) out.set(key, current);
+      if (assigned) {
+        if (!same(current, base)) out.set(key, current);
+        continue;
+      }
+      // Only read: sent if changed in place since first touched, unless another
+      // author's write is what changed it. Else the view's value is not theirs.
+      let changed = false;
+      const firsts: number[] = [];
+      if (scope?.snapshots.has(key) === true) {
+        firsts.push(this.#turns.get(scope)?.get(key)?.[0] ?? 0);
+        changed = !same(current, scope.snapshots.get(key));
+      }
+      const touched = loose ? this.#loose.get(key) : undefined;
+      if (touched !== undefined) {
+        firsts.push(touched[0]);
+        changed ||= !same(current, touched[2]);
+      }
+      if (changed && !same(current, base) && !this.#writes.overwritten(key, authors, Math.min(...firsts))) {
+        out.set(key, current);
+      } else heldBack?.set(key, undefined);
     }
     return out;
   }
@@ -280,12 +319,19 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     // The turn's own expiries win over those set outside turns, which go with it.
     const ttls = new Map([...this.#looseTtls, ...(scope?.ttls ?? [])]);
     // Encode first, so a value that cannot be encoded leaves the baseline untouched.
-    const encoded = this.#changed(scope, ttls);
-    // The daemon now holds the view's value of these keys, whoever wrote it: a
-    // failed turn must not undo that, only its own writes that come after.
+    const heldBack = new Map<string, number | undefined>();
+    const encoded = this.#changed(scope, ttls, heldBack);
+    // The daemon now holds the view's value of these keys, whoever wrote it (or
+    // the write held back): a failed turn must not undo that, only its own
+    // writes that come after.
     for (const key of new Set([...encoded.keys(), ...this.#loose.keys(), ...(scope?.written ?? [])])) {
       const own = scope?.snapshots.has(key) === true ? 1 : 0;
-      this.#writes.committed(key, (this.#writers.get(key) ?? 0) > own);
+      const watched = (this.#writers.get(key) ?? 0) > own;
+      if (!heldBack.has(key)) this.#writes.committed(key, watched);
+      else {
+        const at = heldBack.get(key);
+        if (at !== undefined) this.#writes.committed(key, watched, at);
+      }
     }
     for (const [key, data] of encoded) {
       if (data === undefined) this.#stored.delete(key);
@@ -320,7 +366,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   /** Undo what a failed turn (without a turn: code outside turns) changed: see #undo. */
   #rollback(scope: TurnScope | undefined): void {
     if (scope === undefined) {
-      for (const [key, first] of this.#loose) this.#undo(key, LOOSE, [first, 0], this.#stored.get(key));
+      for (const [key, [first]] of this.#loose) this.#undo(key, LOOSE, [first, 0], this.#stored.get(key));
       this.#loose.clear();
       this.#looseWritten.clear();
       this.#looseTtls.clear();
@@ -343,7 +389,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   #undo(key: string, author: Author, touch: readonly [number, number], snapshot: Buffer | undefined): void {
     const back = this.#writes.undo(key, author, ...touch);
     if (back === undefined) return;
-    const [since, who, value] = back;
+    const [since, who, value, at] = back;
     let data = this.#stored.get(key);
     const others = (this.#writers.get(key) ?? 0) > 1 || this.#loose.has(key);
     if (who === undefined && others) data = snapshot; // what it found holds others' unsent changes
@@ -358,12 +404,15 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
       }
     }
     const found = this.#writes.found(key);
+    const sawUndone = (first: number, saw: number): boolean => first > since || (at !== undefined && first > at && saw !== at);
     for (const [turn, touches] of this.#turns) {
-      const first = touches.get(key)?.[0] ?? 0;
-      if (turn === author || first <= since) continue;
+      const [first, saw] = touches.get(key) ?? [0, 0];
+      if (turn === author || first === 0 || !sawUndone(first, saw)) continue;
       turn.snapshots.set(key, data);
       touches.set(key, [first, found]);
     }
+    const loose = this.#loose.get(key);
+    if (author !== LOOSE && loose !== undefined && sawUndone(loose[0], loose[1])) this.#loose.set(key, [loose[0], found, data]);
   }
 
   /** The turn is over: later touches from work it started are not its own. */
@@ -433,6 +482,15 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
       },
     };
   }
+}
+
+/**
+ * Whose writes the end of `scope` (undefined: code outside turns) sends: its
+ * own, and those made outside turns, which go with a writing turn.
+ */
+function authorsOf(scope: TurnScope | undefined): readonly Author[] {
+  if (scope === undefined) return [LOOSE];
+  return scope.readonly ? [scope] : [scope, LOOSE];
 }
 
 function same(a: Buffer | undefined, b: Buffer | undefined): boolean {

@@ -18,8 +18,14 @@ export type Author = object | typeof LOOSE | typeof COMMITTED;
 /** A write: when (a tick), and the value written (undefined: deleted). */
 type Write = readonly [at: number, value: unknown];
 
-/** What a key goes back to (see Writes#undo): since when, whose write (undefined: what the author found), its value. */
-export type Back = readonly [since: number, who: Author | undefined, value: unknown];
+/**
+ * What a key goes back to (see Writes#undo): since when, whose write
+ * (undefined: what the author found), its value, and when that write was.
+ */
+export type Back = readonly [since: number, who: Author | undefined, value: unknown, at: number | undefined];
+
+/** What a commit sends instead of the view's value (see Writes#heldBack). */
+export type Held = readonly [at: number | undefined, value: unknown];
 
 /** The last entry of `map`, the latest write. */
 function latest(map: ReadonlyMap<Author, Write>): [Author, Write] | undefined {
@@ -51,9 +57,15 @@ export class Writes {
   /**
    * The daemon now holds the view's value of `key`: no rollback goes behind it.
    * `watched`: a running writing turn touched the key (only their rollbacks look).
+   * `heldBack`: it holds the write of that time instead (see `heldBack`); the
+   * later writes, not sent, stay.
    */
-  committed(key: string, watched: boolean): void {
-    if (watched) this.#keys.set(key, new Map<Author, Write>([[COMMITTED, [this.tick(), undefined]]]));
+  committed(key: string, watched: boolean, heldBack?: number): void {
+    if (heldBack !== undefined) {
+      const kept = new Map<Author, Write>([[COMMITTED, [heldBack, undefined]]]);
+      for (const [who, write] of this.#keys.get(key) ?? []) if (write[0] > heldBack) kept.set(who, write);
+      this.#keys.set(key, kept);
+    } else if (watched) this.#keys.set(key, new Map<Author, Write>([[COMMITTED, [this.tick(), undefined]]]));
     else this.#keys.delete(key);
   }
 
@@ -77,6 +89,38 @@ export class Writes {
     return writes === undefined ? 0 : (latest(writes)?.[1][0] ?? 0);
   }
 
+  /**
+   * Whether an author other than `authors` (a running turn, or code outside
+   * turns) wrote `key` after `since`. A value that changed so is that author's
+   * change: only it sends the write, and only its rollback undoes it.
+   */
+  overwritten(key: string, authors: readonly Author[], since: number): boolean {
+    const writes = this.#keys.get(key);
+    if (writes === undefined) return false;
+    for (const [who, [at]] of writes) {
+      if (at > since && who !== COMMITTED && !authors.includes(who)) return true;
+    }
+    return false;
+  }
+
+  /**
+   * What a commit by `authors` sends of `key` when another running turn (or
+   * code outside turns) wrote it after them: their latest write, as [when,
+   * value], or [undefined] when a commit since replaced their writes.
+   * Undefined: the view's value is theirs to send.
+   */
+  heldBack(key: string, authors: readonly Author[]): Held | undefined {
+    const writes = this.#keys.get(key);
+    if (writes === undefined) return undefined;
+    let mine: [Author, Write] | undefined;
+    for (const [who, write] of writes) {
+      // Oldest first: the last of theirs, else the commit that replaced them.
+      if (authors.includes(who) || (mine === undefined && who === COMMITTED)) mine = [who, write];
+    }
+    if (mine === undefined || !this.overwritten(key, authors, mine[1][0])) return undefined;
+    return mine[0] === COMMITTED ? [undefined, undefined] : mine[1];
+  }
+
   /** A turn first touches `key`: now, and the write it finds (see `undo`). */
   touch(key: string): [first: number, found: number] {
     return [this.tick(), this.found(key)];
@@ -87,10 +131,12 @@ export class Writes {
    * finding the write of time `found`, and say what the key goes back to.
    *
    * Undefined: it keeps its value, another author's write made since (`author`
-   * did not write the key again after it). Else `[since, who, value]`: back to
-   * the write of `value` by `who` (for COMMITTED, the stored value), the latest
-   * before `author`'s own, or, with `who` undefined, to what `author` found;
-   * turns that first touched the key after `since` saw `author`'s change.
+   * did not write the key again after it). Else `[since, who, value, at]`: back
+   * to the write of `value` by `who` (for COMMITTED, the stored value), the
+   * latest before `author`'s own, or, with `who` undefined, to what `author`
+   * found; turns that first touched the key after `since` saw `author`'s
+   * change, and so did those that first touched it after the write of time
+   * `at` gone back to (if kept) but found a later one, since undone.
    */
   undo(key: string, author: Author, first: number, found: number): Back | undefined {
     const writes = this.#keys.get(key);
@@ -100,17 +146,17 @@ export class Writes {
     if (last === undefined) {
       this.#keys.delete(key);
       // What it found was written by a turn that failed since: back to the stored value.
-      return [first, found === 0 ? undefined : COMMITTED, undefined];
+      return [first, found === 0 ? undefined : COMMITTED, undefined, undefined];
     }
     const [who, [at, value]] = last;
     if (at > first) {
-      if (mine !== undefined && mine[0] > at) return [mine[0], who, value];
+      if (mine !== undefined && mine[0] > at) return [mine[0], who, value, at];
       // Another author's write stands; a commit is what the daemon holds,
       // without any change `author` made in place since.
-      return who === COMMITTED ? [at, who, value] : undefined;
+      return who === COMMITTED ? [at, who, value, undefined] : undefined;
     }
     // What it found stands: its snapshot holds that and changes made in place
     // before it. Code outside turns keeps no snapshot.
-    return at === found && author !== LOOSE ? [first, undefined, undefined] : [first, who, value];
+    return at === found && author !== LOOSE ? [first, undefined, undefined, at] : [first, who, value, at];
   }
 }

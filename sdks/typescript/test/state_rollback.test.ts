@@ -72,6 +72,37 @@ describe("a failed turn beside others undoes only its own changes", () => {
     endTurn(s, inner);
   });
 
+  test("a turn ending first does not send a running turn's write of a key it only read", () => {
+    const s = new State<S>(stored({ k: 1, r: 1 }));
+    const [outer, inOuter] = turnOf(s, "outer");
+    const [inner, inInner] = turnOf(s, "inner");
+    inOuter(() => {
+      s.set("k", 2);
+      s.get("r");
+    });
+    inInner(() => s.set("r", 3));
+    assert.deepEqual(sent(commitState(s, outer)), { k: "2" });
+    endTurn(s, outer);
+    // The nested turn then fails: the daemon never got its write, and the view drops it.
+    rollbackState(s, inner);
+    endTurn(s, inner);
+    assert.deepEqual(s.toJSON(), { k: 2, r: 1 });
+    assert.deepEqual(sent(commitState(s)), {});
+  });
+
+  test("a read-only turn ending first is not refused for a running turn's write", () => {
+    const s = new State<S>(stored({ r: 1 }));
+    const [reader, inReader] = turnOf(s, "peek", true);
+    const [inner, inInner] = turnOf(s, "inner");
+    inReader(() => s.get("r"));
+    inInner(() => s.set("r", 3));
+    assert.deepEqual(sent(refuseState(s, reader)), {});
+    endTurn(s, reader);
+    assert.deepEqual(s.toJSON(), { r: 3 });
+    assert.deepEqual(sent(commitState(s, inner)), { r: "3" });
+    endTurn(s, inner);
+  });
+
   test("a failed nested turn that read the outer turn's change goes back to it", () => {
     const s = new State<S>(stored({ k: 1 }));
     const [outer, inOuter] = turnOf(s, "outer");
@@ -209,6 +240,16 @@ class Ledger extends Actor<{ k: number }> {
   peek(): Partial<{ k: number }> {
     return this.state.toJSON();
   }
+
+  @method({ readonly: true })
+  async peekBesideANestedWrite(): Promise<Partial<{ k: number }>> {
+    const seen = this.state.toJSON();
+    // The nested turn writes a key this turn read, and is still running when
+    // this turn ends: the write is its own, not a change this turn made.
+    call = this.ctx.actor<LedgerPeer>("ledger_peer", "p").call("callBack", this.id);
+    await nestedSet.promise;
+    return seen;
+  }
 }
 
 @actor("ledger_peer")
@@ -239,6 +280,18 @@ describe("a failed outer turn beside a nested one, on the daemon", () => {
     release.resolve();
     await within(10_000, "the nested turn to end", call ?? Promise.reject(new Error("no call")));
     assert.deepEqual(await env.state(Ledger, "l1"), { k: 3 });
+    assert.deepEqual(await ledger.call("peek"), { k: 3 });
+  });
+
+  test("a read-only turn ending before a nested turn that writes succeeds", async () => {
+    nestedSet = signal();
+    release = signal();
+    await env.setState(Ledger, "l2", { k: 1 });
+    const ledger = env.actor<Ledger>(Ledger, "l2");
+    assert.deepEqual(await ledger.call("peekBesideANestedWrite"), { k: 1 });
+    release.resolve();
+    await within(10_000, "the nested turn to end", call ?? Promise.reject(new Error("no call")));
+    assert.deepEqual(await env.state(Ledger, "l2"), { k: 3 });
     assert.deepEqual(await ledger.call("peek"), { k: 3 });
   });
 });

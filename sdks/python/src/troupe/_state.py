@@ -55,9 +55,10 @@ class State(MutableMapping[str, Any]):
         # Per key, how many running writing turns touched it: their changes are not
         # in _stored yet, so a turn touching the key later snapshots the live value.
         self._writers: dict[str, int] = {}
-        # Keys touched outside any running turn (when first: a _writes tick); the next
-        # writing turn sends them.
-        self._loose: dict[str, int] = {}
+        # Keys touched outside any running turn (when first: _writes ticks of then and of
+        # the write found, and the value then, encoded, to tell changes made in place);
+        # the next writing turn sends them.
+        self._loose: dict[str, tuple[int, int, bytes | None]] = {}
         # Of those, the keys assigned or deleted there (not only read). An expiry must not
         # drop such a key's value even when it equals the expired one: the daemon applies
         # the assignment after the expiry, setting the key again.
@@ -86,7 +87,8 @@ class State(MutableMapping[str, Any]):
         scope = self._scope()
         if scope is None:
             if key not in self._loose:
-                self._loose[key] = self._writes.tick()
+                snapshot = self._snapshot(key)
+                self._loose[key] = (*self._writes.touch(key), snapshot)
             if write is not None:
                 self._loose_written.add(key)
                 self._writes.wrote(key, LOOSE, value)
@@ -193,34 +195,71 @@ class State(MutableMapping[str, Any]):
             return {}
         return {**self._loose_ttls, **scope.ttls}
 
-    def _changed(self, scope: TurnScope | None, ttls: Mapping[str, int]) -> dict[str, bytes | None]:
+    def _changed(
+        self,
+        scope: TurnScope | None,
+        ttls: Mapping[str, int],
+        held_back: dict[str, int | None] | None = None,
+    ) -> dict[str, bytes | None]:
         """The keys whose value differs from the daemon's because of this turn (or, without a
         turn, of code outside turns), encoded; None means deleted. A key with an expiry in
         ``ttls`` counts while it has a value, changed or not: its expiry must be sent.
 
-        A key the turn only read counts when its value changed since the turn first
-        touched it (in place), so a turn nested in another one does not send the
-        outer turn's unsent changes. Raises TypeError if a value cannot be encoded.
+        A writing turn also sends what code outside turns changed. Each sends only its own
+        writes: a key another running author wrote later goes as the senders last wrote it
+        (the later write is its author's to send, and to undo), recorded in ``held_back``
+        with the time of the write sent, None if none is (a commit since replaced theirs).
+        A key only read counts when changed in place since first touched, not by another
+        author's write: a nested turn does not send the outer turn's unsent changes, and a
+        read-only turn is not refused for another's write (``held_back`` None otherwise).
+        Raises TypeError if a value cannot be encoded.
         """
-        keys = set(self._loose)
+        authors = _authors(scope)
+        loose = LOOSE in authors
+        keys = set(self._loose) if loose else set()
         if scope is not None:
             keys.update(scope.snapshots)
         out: dict[str, bytes | None] = {}
         for key in sorted(keys):
-            current = encode_state(key, self._values[key]) if key in self._values else None
+            base = self._stored.get(key)
+            assigned = (scope is not None and key in scope.written) or (
+                loose and key in self._loose_written
+            )
+            held = self._writes.held_back(key, authors) if assigned else None
+            if held is not None:
+                if held_back is not None:
+                    held_back[key] = held[0]
+                if held[0] is None:
+                    continue
+                current = None if held[1] is ABSENT else encode_state(key, held[1])
+            else:
+                current = encode_state(key, self._values[key]) if key in self._values else None
             if current is not None and key in ttls:
                 out[key] = current
                 continue
-            base = self._stored.get(key)
-            if current == base:
+            if assigned:
+                if current != base:
+                    out[key] = current
                 continue
-            snapshot = scope.snapshots.get(key, base) if scope is not None else base
-            # A key touched outside turns goes with a writing turn whatever that turn saw.
-            written = (
-                scope is None or key in scope.written or (key in self._loose and not scope.readonly)
-            )
-            if written or current != snapshot:
+            # Only read: sent if changed in place since first touched, unless another
+            # author's write is what changed it. Else the view's value is not theirs.
+            changed = False
+            firsts = []
+            if scope is not None and key in scope.snapshots:
+                firsts.append(self._turns.get(scope, {}).get(key, (0, 0))[0])
+                changed = current != scope.snapshots[key]
+            if loose and key in self._loose:
+                first, _, found = self._loose[key]
+                firsts.append(first)
+                changed = changed or current != found
+            if (
+                changed
+                and current != base
+                and not self._writes.overwritten(key, authors, min(firsts))
+            ):
                 out[key] = current
+            elif held_back is not None:
+                held_back[key] = None
         return out
 
     def _commit(self, scope: TurnScope | None = None) -> list[common_pb2.StateChange]:
@@ -232,12 +271,17 @@ class State(MutableMapping[str, Any]):
         Raises TypeError (leaving the baseline untouched) if a value cannot be encoded.
         """
         ttls = self._ttls(scope)
-        encoded = self._changed(scope, ttls)
-        # The daemon now holds the view's value of these keys, whoever wrote it: a failed
-        # turn must not undo that, only its own writes that come after.
+        held_back: dict[str, int | None] = {}
+        encoded = self._changed(scope, ttls, held_back)
+        # The daemon now holds the view's value of these keys, whoever wrote it (or the
+        # write held back): a failed turn must not undo that, only its own writes after.
         for key in {*encoded, *self._loose, *(scope.written if scope is not None else ())}:
             own = scope is not None and key in scope.snapshots
-            self._writes.committed(key, self._writers.get(key, 0) > (1 if own else 0))
+            watched = self._writers.get(key, 0) > (1 if own else 0)
+            if key not in held_back:
+                self._writes.committed(key, watched)
+            elif (at := held_back[key]) is not None:
+                self._writes.committed(key, watched, at)
         changes: list[common_pb2.StateChange] = []
         for key, value in encoded.items():
             if value is None:
@@ -279,7 +323,7 @@ class State(MutableMapping[str, Any]):
     def _rollback(self, scope: TurnScope | None = None) -> None:
         """Undo what a failed turn (with no turn: code outside turns) changed: see _undo."""
         if scope is None:
-            for key, first in self._loose.items():
+            for key, (first, _, _) in self._loose.items():
                 self._undo(key, LOOSE, (first, 0), self._stored.get(key))
             self._loose.clear()
             self._loose_written.clear()
@@ -303,7 +347,7 @@ class State(MutableMapping[str, Any]):
         back = self._writes.undo(key, author, *touch)
         if back is None:
             return
-        since, who, value = back
+        since, who, value, at = back
         data = self._stored.get(key)
         if who is None and (self._writers.get(key, 0) > 1 or key in self._loose):
             data = snapshot  # what it found holds others' unsent changes
@@ -319,11 +363,19 @@ class State(MutableMapping[str, Any]):
             except TypeError:
                 return  # its author cannot send it either: that turn fails too
         found = self._writes.found(key)
+
+        def saw_undone(first: int, saw: int) -> bool:
+            return first > since or (at is not None and first > at and saw != at)
+
         for turn, firsts in self._turns.items():
-            first = firsts.get(key, (0, 0))[0]
-            if turn is not author and first > since:
+            first, saw = firsts.get(key, (0, 0))
+            if turn is not author and first != 0 and saw_undone(first, saw):
                 turn.snapshots[key] = data
                 firsts[key] = (first, found)
+        if author != LOOSE and key in self._loose:
+            first, saw, _ = self._loose[key]
+            if saw_undone(first, saw):
+                self._loose[key] = (first, found, data)
 
     def _end(self, scope: TurnScope) -> None:
         """The turn is over: later touches from tasks it started are not its own."""
@@ -383,6 +435,14 @@ class State(MutableMapping[str, Any]):
             self._values.pop(key, None)
         else:
             self._values[key] = decode_state(data)
+
+
+def _authors(scope: TurnScope | None) -> tuple[object, ...]:
+    """Whose writes the end of ``scope`` (None: code outside turns) sends: its own, and
+    those made outside turns, which go with a writing turn."""
+    if scope is None:
+        return (LOOSE,)
+    return (scope,) if scope.readonly else (scope, LOOSE)
 
 
 def _ttl_ms(ttl: DurationLike | None) -> int:

@@ -36,10 +36,16 @@ class Writes:
         writes.pop(author, None)  # its latest write goes last
         writes[author] = (self.tick(), value)
 
-    def committed(self, key: str, watched: bool) -> None:
+    def committed(self, key: str, watched: bool, held_back: int | None = None) -> None:
         """The daemon now holds the view's value of ``key``: no rollback goes behind it.
-        ``watched``: a running writing turn touched the key (only their rollbacks look)."""
-        if watched:
+        ``watched``: a running writing turn touched the key (only their rollbacks look).
+        ``held_back``: it holds the write of that time instead (:meth:`held_back`); the
+        later writes, not sent, stay."""
+        writes = self._keys.get(key, {})
+        if held_back is not None:
+            later = {who: write for who, write in writes.items() if write[0] > held_back}
+            self._keys[key] = {COMMITTED: (held_back, None), **later}
+        elif watched:
             self._keys[key] = {COMMITTED: (self.tick(), None)}
         else:
             self._keys.pop(key, None)
@@ -59,35 +65,65 @@ class Writes:
         writes = self._keys.get(key)
         return next(reversed(writes.values()))[0] if writes else 0
 
+    def overwritten(self, key: str, authors: tuple[object, ...], since: int) -> bool:
+        """Whether an author other than ``authors`` (a running turn, or code outside turns)
+        wrote ``key`` after ``since``. A value that changed so is that author's change: only
+        it sends the write, and only its rollback undoes it."""
+        writes = self._keys.get(key)
+        return writes is not None and any(
+            at > since for who, (at, _) in writes.items() if who not in authors and who != COMMITTED
+        )
+
+    def held_back(self, key: str, authors: tuple[object, ...]) -> tuple[int | None, Any] | None:
+        """What a commit by ``authors`` sends of ``key`` when another running turn (or code
+        outside turns) wrote it after them: their latest write, as (when, value), or
+        (None, _) when a commit since replaced their writes. None: the view's value is
+        theirs to send."""
+        writes = self._keys.get(key)
+        if not writes:
+            return None
+        mine = None
+        for who, write in writes.items():  # oldest first
+            if who in authors or (mine is None and who == COMMITTED):
+                mine = (who, write)
+        if mine is None or not self.overwritten(key, authors, mine[1][0]):
+            return None
+        who, (at, value) = mine
+        return (None, None) if who == COMMITTED else (at, value)
+
     def touch(self, key: str) -> tuple[int, int]:
         """A turn first touches ``key``: now, and the write it finds (see :meth:`undo`)."""
         return self.tick(), self.found(key)
 
     def undo(
         self, key: str, author: object, first: int, found: int
-    ) -> tuple[int, object, Any] | None:
+    ) -> tuple[int, object, Any, int | None] | None:
         """Forget ``author``'s write of ``key``, which it first touched at ``first`` finding
         the write of time ``found``, and say what the key goes back to.
 
         None: it keeps its value, another author's write made since (``author`` did not write
-        the key again after it). Else ``(since, who, value)``: back to the write of ``value``
-        by ``who`` (for COMMITTED, the stored value), the latest before ``author``'s own, or,
-        with ``who`` None, to what ``author`` found; turns that first touched the key after
-        ``since`` saw ``author``'s change.
+        the key again after it). Else ``(since, who, value, at)``: back to the write of
+        ``value`` by ``who`` (for COMMITTED, the stored value), the latest before
+        ``author``'s own, or, with ``who`` None, to what ``author`` found; turns that first
+        touched the key after ``since`` saw ``author``'s change, and so did those that first
+        touched it after the write of time ``at`` gone back to (if kept) but found a later
+        one, since undone.
         """
         writes = self._keys.get(key, {})
         mine = writes.pop(author, None)
         if not writes:
             self._keys.pop(key, None)
             # What it found was written by a turn that failed since: back to the stored value.
-            return first, None if found == 0 else COMMITTED, None
+            return first, None if found == 0 else COMMITTED, None, None
         who, (at, value) = next(reversed(writes.items()))
         if at > first:
             if mine is not None and mine[0] > at:
-                return mine[0], who, value
+                return mine[0], who, value, at
             # Another author's write stands; a commit is what the daemon holds, without any
             # change ``author`` made in place since.
-            return (at, who, value) if who == COMMITTED else None
+            return (at, who, value, None) if who == COMMITTED else None
         # What it found stands: its snapshot holds that and changes made in place before it.
         # Code outside turns keeps no snapshot.
-        return (first, None, None) if at == found and author != LOOSE else (first, who, value)
+        if at == found and author != LOOSE:
+            return first, None, None, at
+        return first, who, value, at

@@ -1,0 +1,140 @@
+"""State with turns side by side, checked against a model on random runs.
+
+Turns of one actor interleave (a reentrant actor's nested turns, read-only turns, code
+outside turns) and end in any order, each committing or failing. Whatever the order, a
+key must end as its latest write by an author that did not fail, and the daemon (the
+changes sent, applied in turn) must hold what the view holds. In-place changes are left
+out: they cannot be told apart once two turns share a value.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from troupe import State
+from troupe._proto.troupe.v1 import common_pb2
+from troupe._turn import TurnScope, current_turn
+
+_KEYS = ("a", "b", "c")
+_GONE = object()
+
+
+class _Run:
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        initial = {k: rng.randrange(3) for k in _KEYS if rng.random() < 0.7}
+        self.state = State({k: str(v).encode() for k, v in initial.items()})
+        self.daemon: dict[str, bytes] = {k: str(v).encode() for k, v in initial.items()}
+        self.initial: dict[str, Any] = dict(initial)
+        # Per key, every write: (author, value); the model keeps the latest that stands.
+        self.writes: dict[str, list[tuple[object, Any]]] = {k: [] for k in _KEYS}
+        self.failed: set[object] = set()
+        self.running: list[TurnScope] = []
+        self.log: list[str] = []
+        self.values = iter(range(10, 10_000))
+
+    def apply(self, changes: list[common_pb2.StateChange]) -> None:
+        for change in changes:
+            if change.WhichOneof("op") == "delete":
+                self.daemon.pop(change.key, None)
+            else:
+                self.daemon[change.key] = change.set
+
+    def act(self, scope: TurnScope | None) -> None:
+        key = self.rng.choice(_KEYS)
+        token = current_turn.set(scope)
+        try:
+            if (scope is not None and scope.readonly) or self.rng.random() < 0.3:
+                _ = self.state.get(key)
+                self.log.append(f"{_name(scope)} reads {key}")
+            elif self.rng.random() < 0.2 and key in self.state:
+                del self.state[key]
+                self.writes[key].append((scope, _GONE))
+                self.log.append(f"{_name(scope)} deletes {key}")
+            else:
+                value = next(self.values)
+                self.state[key] = value
+                self.writes[key].append((scope, value))
+                self.log.append(f"{_name(scope)} sets {key}={value}")
+        finally:
+            current_turn.reset(token)
+
+    def end(self, scope: TurnScope) -> None:
+        self.running.remove(scope)
+        if scope.readonly:
+            refused = self.state._refuse(scope)
+            self.log.append(f"{_name(scope)} ends (read-only)")
+            assert refused == [], f"a read-only turn was refused: {refused}\n{self.trace()}"
+        elif self.rng.random() < 0.5:
+            changes = self.state._commit(scope)
+            self.log.append(f"{_name(scope)} commits {_shown(changes)}")
+            self.apply(changes)
+        else:
+            self.state._rollback(scope)
+            self.failed.add(scope)
+            self.log.append(f"{_name(scope)} fails")
+        self.state._end(scope)
+
+    def expected(self) -> dict[str, Any]:
+        out = dict(self.initial)
+        for key, writes in self.writes.items():
+            standing = [value for author, value in writes if author not in self.failed]
+            if standing:
+                if standing[-1] is _GONE:
+                    out.pop(key, None)
+                else:
+                    out[key] = standing[-1]
+        return out
+
+    def trace(self) -> str:
+        return "\n".join(self.log)
+
+
+def _name(scope: TurnScope | None) -> str:
+    return "outside turns" if scope is None else scope.method
+
+
+def _shown(changes: list[common_pb2.StateChange]) -> str:
+    return str({c.key: None if c.WhichOneof("op") == "delete" else c.set for c in changes})
+
+
+def _run(seed: int) -> None:
+    rng = random.Random(seed)
+    run = _Run(rng)
+    started = 0
+    for _ in range(rng.randrange(4, 24)):
+        roll = rng.random()
+        if roll < 0.2 and started < 4:
+            readonly = rng.random() < 0.25
+            scope = TurnScope(run.state, "t/1", f"turn{started}", readonly=readonly)
+            started += 1
+            run.running.append(scope)
+            run.log.append(f"{scope.method} starts" + (" (read-only)" if readonly else ""))
+        elif roll < 0.35 and run.running:
+            run.end(rng.choice(run.running))
+        elif roll < 0.42:
+            run.act(None)
+        elif run.running:
+            run.act(rng.choice(run.running))
+    while run.running:
+        run.end(rng.choice(run.running))
+    # What code outside turns changed goes with the next writing turn: send it now.
+    leftover = run.state._commit()
+    run.log.append(f"outside turns commits {_shown(leftover)}")
+    run.apply(leftover)
+    expected = run.expected()
+    assert dict(run.state) == expected, f"the view is not the model\n{run.trace()}"
+    daemon = {k: int(v) for k, v in run.daemon.items()}
+    assert daemon == expected, f"the daemon is not the model\n{run.trace()}"
+
+
+@pytest.mark.parametrize("block", range(8))
+def test_turns_side_by_side_leave_each_key_at_its_latest_write_that_stands(block: int) -> None:
+    for seed in range(block * 500, (block + 1) * 500):
+        try:
+            _run(seed)
+        except AssertionError as e:
+            raise AssertionError(f"seed {seed}: {e}") from None

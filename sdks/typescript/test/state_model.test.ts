@@ -1,0 +1,170 @@
+// State with turns side by side, checked against a model on random runs.
+//
+// Turns of one actor interleave (a reentrant actor's nested turns, read-only
+// turns, code outside turns) and end in any order, each committing or failing.
+// Whatever the order, a key must end as its latest write by an author that did
+// not fail, and the daemon (the changes sent, applied in turn) must hold what
+// the view holds. In-place changes are left out: they cannot be told apart once
+// two turns share a value. Kept in step with the Python SDK's
+// test_state_model.py.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import type { StateChange } from "../src/gen/troupe/v1/common.js";
+import { State } from "../src/index.js";
+import { commitState, endTurn, refuseState, rollbackState } from "../src/state.js";
+import type { TurnScope } from "../src/turn.js";
+import { turnOf } from "./state_turns.js";
+
+const KEYS = ["a", "b", "c"] as const;
+type Key = (typeof KEYS)[number];
+type S = Record<Key, number>;
+const GONE = Symbol("gone");
+
+/** A small seeded generator (mulberry32), so a failing seed replays. */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+type Turn = { scope: TurnScope; run: <T>(fn: () => T) => T; name: string };
+type Author = Turn | undefined;
+
+class Run {
+  readonly state: State<S>;
+  readonly daemon = new Map<string, string>();
+  readonly initial = new Map<string, number>();
+  // Per key, every write: [author, value]; the model keeps the latest that stands.
+  readonly writes = new Map<string, [Author, number | typeof GONE][]>(KEYS.map((k) => [k, []]));
+  readonly failed = new Set<Author>();
+  readonly running: Turn[] = [];
+  readonly log: string[] = [];
+  #next = 10;
+
+  constructor(readonly rand: () => number) {
+    for (const key of KEYS) if (rand() < 0.7) this.initial.set(key, Math.floor(rand() * 3));
+    const stored: Record<string, Buffer> = {};
+    for (const [key, value] of this.initial) {
+      stored[key] = Buffer.from(String(value));
+      this.daemon.set(key, String(value));
+    }
+    this.state = new State<S>(stored);
+  }
+
+  pick<T>(items: readonly T[]): T {
+    const item = items[Math.floor(this.rand() * items.length)];
+    if (item === undefined) throw new Error("nothing to pick from");
+    return item;
+  }
+
+  apply(changes: StateChange[]): void {
+    for (const c of changes) {
+      if (c.op?.$case === "set") this.daemon.set(c.key, Buffer.from(c.op.value).toString("utf8"));
+      else this.daemon.delete(c.key);
+    }
+  }
+
+  act(turn: Author): void {
+    const key = this.pick(KEYS);
+    const name = turn?.name ?? "outside turns";
+    const s = this.state;
+    const step = (): void => {
+      if (turn?.scope.readonly === true || this.rand() < 0.3) {
+        s.get(key);
+        this.log.push(`${name} reads ${key}`);
+      } else if (this.rand() < 0.2 && s.has(key)) {
+        s.delete(key);
+        this.writes.get(key)?.push([turn, GONE]);
+        this.log.push(`${name} deletes ${key}`);
+      } else {
+        const value = this.#next++;
+        s.set(key, value);
+        this.writes.get(key)?.push([turn, value]);
+        this.log.push(`${name} sets ${key}=${String(value)}`);
+      }
+    };
+    if (turn === undefined) step();
+    else turn.run(step);
+  }
+
+  end(turn: Turn): void {
+    this.running.splice(this.running.indexOf(turn), 1);
+    if (turn.scope.readonly) {
+      const refused = refuseState(this.state, turn.scope);
+      this.log.push(`${turn.name} ends (read-only)`);
+      assert.deepEqual(refused, [], `a read-only turn was refused\n${this.trace()}`);
+    } else if (this.rand() < 0.5) {
+      const changes = commitState(this.state, turn.scope);
+      this.log.push(`${turn.name} commits ${shown(changes)}`);
+      this.apply(changes);
+    } else {
+      rollbackState(this.state, turn.scope);
+      this.failed.add(turn);
+      this.log.push(`${turn.name} fails`);
+    }
+    endTurn(this.state, turn.scope);
+  }
+
+  expected(): Record<string, number> {
+    const out = new Map(this.initial);
+    for (const [key, writes] of this.writes) {
+      const standing = writes.filter(([author]) => !this.failed.has(author));
+      const last = standing.at(-1);
+      if (last === undefined) continue;
+      if (last[1] === GONE) out.delete(key);
+      else out.set(key, last[1]);
+    }
+    return Object.fromEntries(out);
+  }
+
+  trace(): string {
+    return this.log.join("\n");
+  }
+}
+
+function shown(changes: StateChange[]): string {
+  return JSON.stringify(Object.fromEntries(changes.map((c) => [c.key, c.op?.$case === "set" ? Buffer.from(c.op.value).toString("utf8") : null])));
+}
+
+function runSeed(seed: number): void {
+  const rand = random(seed);
+  const run = new Run(rand);
+  let started = 0;
+  const steps = 4 + Math.floor(rand() * 20);
+  for (let i = 0; i < steps; i++) {
+    const roll = rand();
+    if (roll < 0.2 && started < 4) {
+      const readonly = rand() < 0.25;
+      const name = `turn${String(started++)}`;
+      const [scope, runAs] = turnOf(run.state, name, readonly);
+      run.running.push({ scope, run: runAs, name });
+      run.log.push(`${name} starts${readonly ? " (read-only)" : ""}`);
+    } else if (roll < 0.35 && run.running.length > 0) run.end(run.pick(run.running));
+    else if (roll < 0.42) run.act(undefined);
+    else if (run.running.length > 0) run.act(run.pick(run.running));
+  }
+  while (run.running.length > 0) run.end(run.pick(run.running));
+  // What code outside turns changed goes with the next writing turn: send it now.
+  const leftover = commitState(run.state);
+  run.log.push(`outside turns commits ${shown(leftover)}`);
+  run.apply(leftover);
+  const expected = run.expected();
+  assert.deepEqual(run.state.toJSON(), expected, `the view is not the model\n${run.trace()}`);
+  const daemon = Object.fromEntries([...run.daemon].map(([k, v]) => [k, Number(v)]));
+  assert.deepEqual(daemon, expected, `the daemon is not the model\n${run.trace()}`);
+}
+
+test("turns side by side leave each key at its latest write that stands", () => {
+  for (let seed = 0; seed < 4000; seed++) {
+    try {
+      runSeed(seed);
+    } catch (e) {
+      throw new Error(`seed ${String(seed)}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+});
