@@ -297,20 +297,19 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
       }
       // Only read: sent if changed in place since first touched, unless another
       // author's write is what changed it. Else the view's value is not theirs.
-      let changed = false;
-      const firsts: number[] = [];
-      if (scope?.snapshots.has(key) === true) {
-        firsts.push(this.#turns.get(scope)?.get(key)?.[0] ?? 0);
-        changed = !same(current, scope.snapshots.get(key));
-      }
       const touched = loose ? this.#loose.get(key) : undefined;
-      if (touched !== undefined) {
-        firsts.push(touched[0]);
-        changed ||= !same(current, touched[2]);
+      const inTurn = scope?.snapshots.has(key) === true;
+      const changed =
+        (inTurn && !same(current, scope.snapshots.get(key))) || (touched !== undefined && !same(current, touched[2]));
+      if (changed && !same(current, base)) {
+        const firsts = touched === undefined ? [] : [touched[0]];
+        if (inTurn) firsts.push(this.#turns.get(scope)?.get(key)?.[0] ?? 0);
+        if (!this.#writes.overwritten(key, authors, Math.min(...firsts))) {
+          out.set(key, current);
+          continue;
+        }
       }
-      if (changed && !same(current, base) && !this.#writes.overwritten(key, authors, Math.min(...firsts))) {
-        out.set(key, current);
-      } else heldBack?.set(key, undefined);
+      if (touched !== undefined) heldBack?.set(key, undefined);
     }
     return out;
   }

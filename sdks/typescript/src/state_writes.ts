@@ -111,7 +111,8 @@ export class Writes {
    */
   heldBack(key: string, authors: readonly Author[]): Held | undefined {
     const writes = this.#keys.get(key);
-    if (writes === undefined) return undefined;
+    // One author alone: nobody wrote after it.
+    if (writes === undefined || writes.size < 2) return undefined;
     let mine: [Author, Write] | undefined;
     for (const [who, write] of writes) {
       // Oldest first: the last of theirs, else the commit that replaced them.

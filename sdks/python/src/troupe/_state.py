@@ -243,22 +243,19 @@ class State(MutableMapping[str, Any]):
                 continue
             # Only read: sent if changed in place since first touched, unless another
             # author's write is what changed it. Else the view's value is not theirs.
-            changed = False
-            firsts = []
-            if scope is not None and key in scope.snapshots:
-                firsts.append(self._turns.get(scope, {}).get(key, (0, 0))[0])
-                changed = current != scope.snapshots[key]
-            if loose and key in self._loose:
-                first, _, found = self._loose[key]
-                firsts.append(first)
-                changed = changed or current != found
-            if (
-                changed
-                and current != base
-                and not self._writes.overwritten(key, authors, min(firsts))
+            touched = self._loose.get(key) if loose else None
+            snapshots = scope.snapshots if scope is not None else {}
+            if current != base and (
+                (key in snapshots and current != snapshots[key])
+                or (touched is not None and current != touched[2])
             ):
-                out[key] = current
-            elif held_back is not None:
+                firsts = [touched[0]] if touched is not None else []
+                if scope is not None and key in snapshots:
+                    firsts.append(self._turns.get(scope, {}).get(key, (0, 0))[0])
+                if not self._writes.overwritten(key, authors, min(firsts)):
+                    out[key] = current
+                    continue
+            if held_back is not None and touched is not None:
                 held_back[key] = None
         return out
 

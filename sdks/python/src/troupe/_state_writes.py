@@ -80,8 +80,8 @@ class Writes:
         (None, _) when a commit since replaced their writes. None: the view's value is
         theirs to send."""
         writes = self._keys.get(key)
-        if not writes:
-            return None
+        if writes is None or len(writes) < 2:
+            return None  # one author alone: nobody wrote after it
         mine = None
         for who, write in writes.items():  # oldest first
             if who in authors or (mine is None and who == COMMITTED):
