@@ -220,6 +220,54 @@ def test_a_turn_ending_first_does_not_send_a_running_turns_write_of_a_key_it_onl
     assert s._commit() == []
 
 
+def test_a_turn_ending_first_sends_its_own_write_under_a_running_turns_later_one() -> None:
+    s = State({"k": b"1"})
+    outer = TurnScope(s, "t/1", "outer")
+    inner = TurnScope(s, "t/1", "inner")
+    _in_turn(s, outer, lambda: s.__setitem__("k", 2))
+    _in_turn(s, inner, lambda: s.__setitem__("k", 3))
+    assert _as_dict(s._commit(outer)) == {"k": b"2"}
+    s._end(outer)
+    assert dict(s) == {"k": 3}  # the nested turn's write, still to be sent
+    s._rollback(inner)
+    s._end(inner)
+    assert dict(s) == {"k": 2}
+    assert s._commit() == []
+
+
+def test_a_change_in_place_outside_turns_outlives_a_later_write_that_fails() -> None:
+    s = State({"k": b"[1]"})
+    s["k"].append(2)  # outside turns: sent with the next writing turn
+    writer = TurnScope(s, "t/1", "writer")
+    other = TurnScope(s, "t/1", "other")
+    _in_turn(s, writer, lambda: s.__setitem__("k", [9]))
+    # Another turn ends first: the change outside turns is under the writer's, so it waits.
+    _in_turn(s, other, lambda: s.__setitem__("x", 1))
+    assert _as_dict(s._commit(other)) == {"x": b"1"}
+    s._end(other)
+    s._rollback(writer)
+    s._end(writer)
+    assert dict(s) == {"k": [1, 2], "x": 1}
+    assert _as_dict(s._commit()) == {"k": b"[1,2]"}
+
+
+def test_a_turn_that_found_an_earlier_write_of_a_failed_turn_goes_back_beneath_it() -> None:
+    s = State({"k": b"[1]"})
+    s["k"].append(2)  # outside turns, not sent yet
+    first = TurnScope(s, "t/1", "first")
+    second = TurnScope(s, "t/1", "second")
+    _in_turn(s, first, lambda: s.__setitem__("k", 3))
+    _in_turn(s, second, lambda: s.__delitem__("k"))  # found the first turn's 3
+    _in_turn(s, first, lambda: s.__setitem__("k", 4))
+    s._rollback(first)
+    s._end(first)
+    assert dict(s) == {}  # the second turn's delete stands
+    s._rollback(second)
+    s._end(second)
+    assert dict(s) == {"k": [1, 2]}
+    assert _as_dict(s._commit()) == {"k": b"[1,2]"}
+
+
 def test_a_read_only_turn_ending_first_is_not_refused_for_a_running_turns_write() -> None:
     s = State({"r": b"1"})
     reader = TurnScope(s, "t/1", "peek", readonly=True)

@@ -3,7 +3,7 @@ import { ReadOnlyStateError } from "./errors.js";
 import type { StateChange } from "./gen/troupe/v1/common.js";
 import { decodeState, encodeState } from "./payload.js";
 import { type StateSetOptions, toChanges, ttlOf } from "./state_ttl.js";
-import { type Author, COMMITTED, LOOSE, Writes } from "./state_writes.js";
+import { type Author, COMMITTED, LOOSE, type Touch, Writes } from "./state_writes.js";
 import { currentTurn, type TurnScope } from "./turn.js";
 
 /** The shape of an actor's state: string keys, JSON-serialisable values. */
@@ -26,6 +26,11 @@ export { type StateSetOptions, ttlOf } from "./state_ttl.js";
 
 /** The state key (and, after a slash, the prefix of the keys) the daemon keeps the expiry times in; a turn writing one is refused. */
 const EXPIRES_KEY = "$expires";
+// A key a turn has not touched.
+const NO_TOUCH: Touch = [0, 0, undefined];
+
+/** What a turn found instead of an undone write: the value, when it was written, and by whom. */
+type Instead = readonly [data: Buffer | undefined, at: number, by: Author | undefined];
 
 /**
  * An actor's state: string keys, JSON-serialisable values, typed by `S`.
@@ -53,20 +58,21 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   // Per key, how many running writing turns touched it: their changes are not in
   // #stored yet, so a turn touching the key later snapshots the live value.
   #writers = new Map<string, number>();
-  // Keys touched outside any running turn (when first: #writes ticks of then
-  // and of the write found, and the value then, encoded, to tell changes made
-  // in place); the next writing turn sends them.
-  #loose = new Map<string, [first: number, found: number, snapshot: Buffer | undefined]>();
+  // Keys touched outside any running turn (when first: as #turns has it, and
+  // the value then, encoded, to tell changes made in place); the next writing
+  // turn sends them.
+  #loose = new Map<string, [...touch: Touch, snapshot: Buffer | undefined]>();
   // Of those, the keys assigned or deleted there (not only read): such a change
   // sets the key again after an expiry, even to the value it had.
   #looseWritten = new Set<string>();
   // The expiries set outside any running turn; the next writing turn sends them.
   #looseTtls = new Map<string, bigint>();
   // The running turns that touched a key, and when each first touched each key
-  // (#writes ticks: then, and the write it found): an expiry or a rollback must
-  // reach their snapshots, and what those that wrote a key send reaches the
-  // daemon after the expiry.
-  #turns = new Map<TurnScope, Map<string, [number, number]>>();
+  // (#writes ticks: then, and the write it found, with its author: a failed
+  // author's writes are all undone): an expiry or a rollback must reach their
+  // snapshots, and what those that wrote a key send reaches the daemon after
+  // the expiry.
+  #turns = new Map<TurnScope, Map<string, Touch>>();
   // Who wrote which key lately, for a rollback to undo only its turn's writes.
   readonly #writes = new Writes();
 
@@ -229,7 +235,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     }
     if (!scope.snapshots.has(key)) {
       scope.snapshots.set(key, this.#snapshot(key));
-      const touches = this.#turns.get(scope) ?? new Map<string, [number, number]>();
+      const touches = this.#turns.get(scope) ?? new Map<string, Touch>();
       this.#turns.set(scope, touches.set(key, this.#writes.touch(key)));
       if (!scope.readonly) this.#writers.set(key, (this.#writers.get(key) ?? 0) + 1);
     }
@@ -265,12 +271,15 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
    * changed in place since first touched, not by another author's write: a
    * nested turn does not send the outer turn's unsent changes, and a read-only
    * turn is not refused for another's write (`heldBack` undefined otherwise).
+   * A change made in place outside turns under another running author's later
+   * write goes in `kept`: it is sent once that author is done, or undone with it.
    * Throws TypeError if a value cannot be encoded.
    */
   #changed(
     scope: TurnScope | undefined,
     ttls: ReadonlyMap<string, bigint>,
     heldBack?: Map<string, number | undefined>,
+    kept?: Set<string>,
   ): Map<string, Buffer | undefined> {
     const authors = authorsOf(scope);
     const loose = authors.includes(LOOSE);
@@ -300,7 +309,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
       const touched = loose ? this.#loose.get(key) : undefined;
       const inTurn = scope?.snapshots.has(key) === true;
       const changed =
-        (inTurn && !same(current, scope.snapshots.get(key))) || (touched !== undefined && !same(current, touched[2]));
+        (inTurn && !same(current, scope.snapshots.get(key))) || (touched !== undefined && !same(current, touched[3]));
       if (changed && !same(current, base)) {
         const firsts = touched === undefined ? [] : [touched[0]];
         if (inTurn) firsts.push(this.#turns.get(scope)?.get(key)?.[0] ?? 0);
@@ -308,6 +317,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
           out.set(key, current);
           continue;
         }
+        if (touched !== undefined) kept?.add(key);
       }
       if (touched !== undefined) heldBack?.set(key, undefined);
     }
@@ -319,7 +329,8 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     const ttls = new Map([...this.#looseTtls, ...(scope?.ttls ?? [])]);
     // Encode first, so a value that cannot be encoded leaves the baseline untouched.
     const heldBack = new Map<string, number | undefined>();
-    const encoded = this.#changed(scope, ttls, heldBack);
+    const kept = new Set<string>();
+    const encoded = this.#changed(scope, ttls, heldBack, kept);
     // The daemon now holds the view's value of these keys, whoever wrote it (or
     // the write held back): a failed turn must not undo that, only its own
     // writes that come after.
@@ -336,7 +347,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
       if (data === undefined) this.#stored.delete(key);
       else this.#stored.set(key, data);
     }
-    this.#loose.clear();
+    for (const key of this.#loose.keys()) if (!kept.has(key)) this.#loose.delete(key);
     this.#looseWritten.clear();
     this.#looseTtls.clear();
     scope?.ttls.clear();
@@ -365,7 +376,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   /** Undo what a failed turn (without a turn: code outside turns) changed: see #undo. */
   #rollback(scope: TurnScope | undefined): void {
     if (scope === undefined) {
-      for (const [key, [first]] of this.#loose) this.#undo(key, LOOSE, [first, 0], this.#stored.get(key));
+      for (const [key, [first]] of this.#loose) this.#undo(key, LOOSE, [first, 0, undefined], this.#stored.get(key));
       this.#loose.clear();
       this.#looseWritten.clear();
       this.#looseTtls.clear();
@@ -377,7 +388,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     }
     scope.ttls.clear();
     const touches = this.#turns.get(scope);
-    for (const [key, snapshot] of scope.snapshots) this.#undo(key, scope, touches?.get(key) ?? [0, 0], snapshot);
+    for (const [key, snapshot] of scope.snapshots) this.#undo(key, scope, touches?.get(key) ?? NO_TOUCH, snapshot);
   }
 
   /**
@@ -385,9 +396,12 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
    * to what it found (`snapshot`), unless another author wrote the key since
    * (Writes#undo). Turns that touched the key after the change saw the result.
    */
-  #undo(key: string, author: Author, touch: readonly [number, number], snapshot: Buffer | undefined): void {
-    const back = this.#writes.undo(key, author, ...touch);
-    if (back === undefined) return;
+  #undo(key: string, author: Author, touch: Touch, snapshot: Buffer | undefined): void {
+    const back = this.#writes.undo(key, author, touch[0], touch[1]);
+    if (back === undefined) {
+      this.#foundInstead(key, author, touch, snapshot);
+      return;
+    }
     const [since, who, value, at] = back;
     let data = this.#stored.get(key);
     const others = (this.#writers.get(key) ?? 0) > 1 || this.#loose.has(key);
@@ -402,16 +416,63 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
         return; // its author cannot send it either: that turn fails too
       }
     }
-    const found = this.#writes.found(key);
     const sawUndone = (first: number, saw: number): boolean => first > since || (at !== undefined && first > at && saw !== at);
+    this.#foundInstead(key, author, touch, snapshot, sawUndone, data);
+  }
+
+  /**
+   * `author`'s writes of `key` are undone: turns (and code outside turns) that
+   * found one of them now found what they would have without it; those that
+   * `sawUndone` (given when they first touched the key and the write they
+   * found), `data`, what the key went back to. `touch` and `snapshot` are
+   * `author`'s.
+   */
+  #foundInstead(
+    key: string,
+    author: Author,
+    touch: Touch,
+    snapshot: Buffer | undefined,
+    sawUndone?: (first: number, saw: number) => boolean,
+    data?: Buffer,
+  ): void {
+    const latest = this.#writes.latest(key);
+    const foundInstead = (first: number, saw: number, by: Author | undefined): Instead | undefined => {
+      if (by === author) return this.#foundBefore(key, first, touch, snapshot);
+      if (sawUndone?.(first, saw) === true) return [data, ...latest];
+      return undefined;
+    };
     for (const [turn, touches] of this.#turns) {
-      const [first, saw] = touches.get(key) ?? [0, 0];
-      if (turn === author || first === 0 || !sawUndone(first, saw)) continue;
-      turn.snapshots.set(key, data);
-      touches.set(key, [first, found]);
+      const [first, saw, by] = touches.get(key) ?? NO_TOUCH;
+      if (turn === author || first === 0) continue;
+      const instead = foundInstead(first, saw, by);
+      if (instead === undefined) continue;
+      turn.snapshots.set(key, instead[0]);
+      touches.set(key, [first, instead[1], instead[2]]);
     }
     const loose = this.#loose.get(key);
-    if (author !== LOOSE && loose !== undefined && sawUndone(loose[0], loose[1])) this.#loose.set(key, [loose[0], found, data]);
+    if (author === LOOSE || loose === undefined) return;
+    const instead = foundInstead(loose[0], loose[1], loose[2]);
+    if (instead !== undefined) this.#loose.set(key, [loose[0], instead[1], instead[2], instead[0]]);
+  }
+
+  /**
+   * What a turn first touching `key` at `first` finds now that the writes of
+   * the author that touched it at `touch` finding `snapshot` are undone: the
+   * latest write kept from before it, or else what that author found.
+   */
+  #foundBefore(key: string, first: number, touch: Touch, snapshot: Buffer | undefined): Instead | undefined {
+    const below = this.#writes.beneath(key, first);
+    if (below === undefined || below[1] < touch[0]) {
+      const others = (this.#writers.get(key) ?? 0) > 1 || this.#loose.has(key);
+      return [others ? snapshot : this.#stored.get(key), touch[1], touch[2]];
+    }
+    const [who, at, value] = below;
+    if (who === COMMITTED) return [this.#stored.get(key), at, who];
+    try {
+      return [value === undefined ? undefined : encodeState(key, value), at, who];
+    } catch {
+      return undefined; // its author cannot send it either: that turn fails too
+    }
   }
 
   /** The turn is over: later touches from work it started are not its own. */

@@ -24,6 +24,12 @@ type Write = readonly [at: number, value: unknown];
  */
 export type Back = readonly [since: number, who: Author | undefined, value: unknown, at: number | undefined];
 
+/** A write found: when, and by whom (undefined: none is kept). */
+export type Found = readonly [at: number, by: Author | undefined];
+
+/** When a key was first touched, and the write found then. */
+export type Touch = readonly [first: number, at: number, by: Author | undefined];
+
 /** What a commit sends instead of the view's value (see Writes#heldBack). */
 export type Held = readonly [at: number | undefined, value: unknown];
 
@@ -81,12 +87,14 @@ export class Writes {
   }
 
   /**
-   * When the latest write of `key` was (0: none is kept): what a turn touching
-   * the key now finds, for `undo` to tell whether that write was undone since.
+   * The latest write of `key` kept: when, and by whom ([0, undefined]: none is
+   * kept). What a turn touching the key now finds, for `undo` to tell whether
+   * that write was undone since.
    */
-  found(key: string): number {
+  latest(key: string): Found {
     const writes = this.#keys.get(key);
-    return writes === undefined ? 0 : (latest(writes)?.[1][0] ?? 0);
+    const last = writes === undefined ? undefined : latest(writes);
+    return last === undefined ? [0, undefined] : [last[1][0], last[0]];
   }
 
   /**
@@ -122,9 +130,16 @@ export class Writes {
     return mine[0] === COMMITTED ? [undefined, undefined] : mine[1];
   }
 
+  /** The latest write of `key` kept from before time `at`: [who, when, value]. */
+  beneath(key: string, at: number): [Author, number, unknown] | undefined {
+    let below: [Author, number, unknown] | undefined;
+    for (const [who, [when, value]] of this.#keys.get(key) ?? []) if (when < at) below = [who, when, value];
+    return below;
+  }
+
   /** A turn first touches `key`: now, and the write it finds (see `undo`). */
-  touch(key: string): [first: number, found: number] {
-    return [this.tick(), this.found(key)];
+  touch(key: string): Touch {
+    return [this.tick(), ...this.latest(key)];
   }
 
   /**

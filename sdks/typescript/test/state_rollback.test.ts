@@ -90,6 +90,54 @@ describe("a failed turn beside others undoes only its own changes", () => {
     assert.deepEqual(sent(commitState(s)), {});
   });
 
+  test("a turn ending first sends its own write under a running turn's later one", () => {
+    const s = new State<S>(stored({ k: 1 }));
+    const [outer, inOuter] = turnOf(s, "outer");
+    const [inner, inInner] = turnOf(s, "inner");
+    inOuter(() => s.set("k", 2));
+    inInner(() => s.set("k", 3));
+    assert.deepEqual(sent(commitState(s, outer)), { k: "2" });
+    endTurn(s, outer);
+    assert.deepEqual(s.toJSON(), { k: 3 }); // the nested turn's write, still to be sent
+    rollbackState(s, inner);
+    endTurn(s, inner);
+    assert.deepEqual(s.toJSON(), { k: 2 });
+    assert.deepEqual(sent(commitState(s)), {});
+  });
+
+  test("a change in place outside turns outlives a later write that fails", () => {
+    const s = new State<S>(stored({ list: [1] }));
+    s.get("list")?.push(2); // outside turns: sent with the next writing turn
+    const [writer, inWriter] = turnOf(s, "writer");
+    const [other, inOther] = turnOf(s, "other");
+    inWriter(() => s.set("list", [9]));
+    // Another turn ends first: the change outside turns is under the writer's, so it waits.
+    inOther(() => s.set("k", 1));
+    assert.deepEqual(sent(commitState(s, other)), { k: "1" });
+    endTurn(s, other);
+    rollbackState(s, writer);
+    endTurn(s, writer);
+    assert.deepEqual(s.toJSON(), { list: [1, 2], k: 1 });
+    assert.deepEqual(sent(commitState(s)), { list: "[1,2]" });
+  });
+
+  test("a turn that found an earlier write of a failed turn goes back beneath it", () => {
+    const s = new State<S>(stored({ list: [1] }));
+    s.get("list")?.push(2); // outside turns, not sent yet
+    const [first, inFirst] = turnOf(s, "first");
+    const [second, inSecond] = turnOf(s, "second");
+    inFirst(() => s.set("list", [3]));
+    inSecond(() => s.delete("list")); // found the first turn's [3]
+    inFirst(() => s.set("list", [4]));
+    rollbackState(s, first);
+    endTurn(s, first);
+    assert.deepEqual(s.toJSON(), {}); // the second turn's delete stands
+    rollbackState(s, second);
+    endTurn(s, second);
+    assert.deepEqual(s.toJSON(), { list: [1, 2] });
+    assert.deepEqual(sent(commitState(s)), { list: "[1,2]" });
+  });
+
   test("a read-only turn ending first is not refused for a running turn's write", () => {
     const s = new State<S>(stored({ r: 1 }));
     const [reader, inReader] = turnOf(s, "peek", true);

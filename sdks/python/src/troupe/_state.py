@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, MutableSet
 from typing import Any
 
 from ._duration import DurationLike, to_millis
@@ -55,10 +55,9 @@ class State(MutableMapping[str, Any]):
         # Per key, how many running writing turns touched it: their changes are not
         # in _stored yet, so a turn touching the key later snapshots the live value.
         self._writers: dict[str, int] = {}
-        # Keys touched outside any running turn (when first: _writes ticks of then and of
-        # the write found, and the value then, encoded, to tell changes made in place);
-        # the next writing turn sends them.
-        self._loose: dict[str, tuple[int, int, bytes | None]] = {}
+        # Keys touched outside any running turn (when first: as _turns has it, and the value
+        # then, encoded, to tell changes made in place); the next writing turn sends them.
+        self._loose: dict[str, tuple[int, int, object, bytes | None]] = {}
         # Of those, the keys assigned or deleted there (not only read). An expiry must not
         # drop such a key's value even when it equals the expired one: the daemon applies
         # the assignment after the expiry, setting the key again.
@@ -67,8 +66,8 @@ class State(MutableMapping[str, Any]):
         self._loose_ttls: dict[str, int] = {}
         # The running turns that touched a key, whose snapshots an expiry or a rollback
         # must reach, and when each first touched each key (_writes ticks: then, and the
-        # write it found).
-        self._turns: dict[TurnScope, dict[str, tuple[int, int]]] = {}
+        # write it found, with its author: a failed author's writes are all undone).
+        self._turns: dict[TurnScope, dict[str, tuple[int, int, object]]] = {}
         # Who wrote which key lately, for a rollback to undo only its turn's writes.
         self._writes = Writes()
 
@@ -200,6 +199,7 @@ class State(MutableMapping[str, Any]):
         scope: TurnScope | None,
         ttls: Mapping[str, int],
         held_back: dict[str, int | None] | None = None,
+        kept: MutableSet[str] | None = None,
     ) -> dict[str, bytes | None]:
         """The keys whose value differs from the daemon's because of this turn (or, without a
         turn, of code outside turns), encoded; None means deleted. A key with an expiry in
@@ -212,6 +212,8 @@ class State(MutableMapping[str, Any]):
         A key only read counts when changed in place since first touched, not by another
         author's write: a nested turn does not send the outer turn's unsent changes, and a
         read-only turn is not refused for another's write (``held_back`` None otherwise).
+        A change made in place outside turns under another running author's later write
+        goes in ``kept``: it is sent once that author is done, or undone with it.
         Raises TypeError if a value cannot be encoded.
         """
         authors = _authors(scope)
@@ -247,14 +249,16 @@ class State(MutableMapping[str, Any]):
             snapshots = scope.snapshots if scope is not None else {}
             if current != base and (
                 (key in snapshots and current != snapshots[key])
-                or (touched is not None and current != touched[2])
+                or (touched is not None and current != touched[3])
             ):
                 firsts = [touched[0]] if touched is not None else []
                 if scope is not None and key in snapshots:
-                    firsts.append(self._turns.get(scope, {}).get(key, (0, 0))[0])
+                    firsts.append(self._turns.get(scope, {}).get(key, (0, 0, None))[0])
                 if not self._writes.overwritten(key, authors, min(firsts)):
                     out[key] = current
                     continue
+                if kept is not None and touched is not None:
+                    kept.add(key)
             if held_back is not None and touched is not None:
                 held_back[key] = None
         return out
@@ -269,7 +273,8 @@ class State(MutableMapping[str, Any]):
         """
         ttls = self._ttls(scope)
         held_back: dict[str, int | None] = {}
-        encoded = self._changed(scope, ttls, held_back)
+        kept: set[str] = set()
+        encoded = self._changed(scope, ttls, held_back, kept)
         # The daemon now holds the view's value of these keys, whoever wrote it (or the
         # write held back): a failed turn must not undo that, only its own writes after.
         for key in {*encoded, *self._loose, *(scope.written if scope is not None else ())}:
@@ -290,7 +295,7 @@ class State(MutableMapping[str, Any]):
                 if key in ttls:
                     change.ttl_ms = ttls[key]
                 changes.append(change)
-        self._loose.clear()
+        self._loose = {key: self._loose[key] for key in kept}
         self._loose_written.clear()
         self._loose_ttls.clear()
         if scope is not None:
@@ -320,8 +325,8 @@ class State(MutableMapping[str, Any]):
     def _rollback(self, scope: TurnScope | None = None) -> None:
         """Undo what a failed turn (with no turn: code outside turns) changed: see _undo."""
         if scope is None:
-            for key, (first, _, _) in self._loose.items():
-                self._undo(key, LOOSE, (first, 0), self._stored.get(key))
+            for key, (first, _, _, _) in self._loose.items():
+                self._undo(key, LOOSE, (first, 0, None), self._stored.get(key))
             self._loose.clear()
             self._loose_written.clear()
             self._loose_ttls.clear()
@@ -332,17 +337,18 @@ class State(MutableMapping[str, Any]):
         scope.ttls.clear()
         firsts = self._turns.get(scope, {})
         for key, snapshot in scope.snapshots.items():
-            self._undo(key, scope, firsts.get(key, (0, 0)), snapshot)
+            self._undo(key, scope, firsts.get(key, (0, 0, None)), snapshot)
 
     def _undo(
-        self, key: str, author: object, touch: tuple[int, int], snapshot: bytes | None
+        self, key: str, author: object, touch: tuple[int, int, object], snapshot: bytes | None
     ) -> None:
         """Undo what ``author`` did to ``key``, which it first touched at ``touch``: back to
         what it found (``snapshot``), unless another author wrote the key since
         (:meth:`Writes.undo`). Turns that touched the key after the change saw the result.
         """
-        back = self._writes.undo(key, author, *touch)
+        back = self._writes.undo(key, author, touch[0], touch[1])
         if back is None:
+            self._found_instead(key, author, touch, snapshot)
             return
         since, who, value, at = back
         data = self._stored.get(key)
@@ -359,20 +365,64 @@ class State(MutableMapping[str, Any]):
                 data = None if value is ABSENT else encode_state(key, value)
             except TypeError:
                 return  # its author cannot send it either: that turn fails too
-        found = self._writes.found(key)
 
         def saw_undone(first: int, saw: int) -> bool:
             return first > since or (at is not None and first > at and saw != at)
 
+        self._found_instead(key, author, touch, snapshot, saw_undone, data)
+
+    def _found_instead(
+        self,
+        key: str,
+        author: object,
+        touch: tuple[int, int, object],
+        snapshot: bytes | None,
+        saw_undone: Callable[[int, int], bool] | None = None,
+        data: bytes | None = None,
+    ) -> None:
+        """``author``'s writes of ``key`` are undone: turns (and code outside turns) that
+        found one of them now found what they would have without it; those that
+        ``saw_undone`` (given when they first touched the key and the write they found),
+        ``data``, what the key went back to. ``touch`` and ``snapshot`` are ``author``'s."""
+        latest = self._writes.latest(key)
+
+        def found_instead(first: int, saw: int, by: object) -> tuple[bytes | None, int, object]:
+            if by is author:
+                return self._found_before(key, first, touch, snapshot)
+            if saw_undone is not None and saw_undone(first, saw):
+                return data, *latest
+            return _UNCHANGED
+
         for turn, firsts in self._turns.items():
-            first, saw = firsts.get(key, (0, 0))
-            if turn is not author and first != 0 and saw_undone(first, saw):
-                turn.snapshots[key] = data
-                firsts[key] = (first, found)
-        if author != LOOSE and key in self._loose:
-            first, saw, _ = self._loose[key]
-            if saw_undone(first, saw):
-                self._loose[key] = (first, found, data)
+            first, saw, by = firsts.get(key, (0, 0, None))
+            if turn is not author and first != 0:
+                instead = found_instead(first, saw, by)
+                if instead is not _UNCHANGED:
+                    turn.snapshots[key] = instead[0]
+                    firsts[key] = (first, instead[1], instead[2])
+        touched = self._loose.get(key)
+        if author != LOOSE and touched is not None:
+            instead = found_instead(*touched[:3])
+            if instead is not _UNCHANGED:
+                self._loose[key] = (touched[0], instead[1], instead[2], instead[0])
+
+    def _found_before(
+        self, key: str, first: int, touch: tuple[int, int, object], snapshot: bytes | None
+    ) -> tuple[bytes | None, int, object]:
+        """What a turn first touching ``key`` at ``first`` finds now that the writes of the
+        author that touched it at ``touch`` finding ``snapshot`` are undone: the latest write
+        kept from before it, or else what that author found."""
+        below = self._writes.beneath(key, first)
+        if below is None or below[1] < touch[0]:
+            others = self._writers.get(key, 0) > 1 or key in self._loose
+            return (snapshot if others else self._stored.get(key)), touch[1], touch[2]
+        who, at, value = below
+        if who == COMMITTED or value is ABSENT:
+            return (self._stored.get(key) if who == COMMITTED else None), at, who
+        try:
+            return encode_state(key, value), at, who
+        except TypeError:
+            return _UNCHANGED  # its author cannot send it either: that turn fails too
 
     def _end(self, scope: TurnScope) -> None:
         """The turn is over: later touches from tasks it started are not its own."""
@@ -432,6 +482,10 @@ class State(MutableMapping[str, Any]):
             self._values.pop(key, None)
         else:
             self._values[key] = decode_state(data)
+
+
+# What _found_instead leaves as it was.
+_UNCHANGED: tuple[bytes | None, int, object] = (None, -1, None)
 
 
 def _authors(scope: TurnScope | None) -> tuple[object, ...]:

@@ -59,11 +59,15 @@ class Writes:
             if not writes or (not watched and LOOSE not in writes):
                 del self._keys[key]
 
-    def found(self, key: str) -> int:
-        """When the latest write of ``key`` was (0: none is kept): what a turn touching the
-        key now finds, for :meth:`undo` to tell whether that write was undone since."""
+    def latest(self, key: str) -> tuple[int, object]:
+        """The latest write of ``key`` kept: when, and by whom ((0, None): none is kept). What
+        a turn touching the key now finds, for :meth:`undo` to tell whether that write was
+        undone since."""
         writes = self._keys.get(key)
-        return next(reversed(writes.values()))[0] if writes else 0
+        if not writes:
+            return 0, None
+        who, (at, _) = next(reversed(writes.items()))
+        return at, who
 
     def overwritten(self, key: str, authors: tuple[object, ...], since: int) -> bool:
         """Whether an author other than ``authors`` (a running turn, or code outside turns)
@@ -91,9 +95,18 @@ class Writes:
         who, (at, value) = mine
         return (None, None) if who == COMMITTED else (at, value)
 
-    def touch(self, key: str) -> tuple[int, int]:
-        """A turn first touches ``key``: now, and the write it finds (see :meth:`undo`)."""
-        return self.tick(), self.found(key)
+    def beneath(self, key: str, at: int) -> tuple[object, int, Any] | None:
+        """The latest write of ``key`` kept from before time ``at``: (who, when, value)."""
+        below = None
+        for who, write in self._keys.get(key, {}).items():  # oldest first
+            if write[0] < at:
+                below = (who, *write)
+        return below
+
+    def touch(self, key: str) -> tuple[int, int, object]:
+        """A turn first touches ``key``: now, and the write it finds (see :meth:`undo`): when,
+        and by whom (None: none is kept)."""
+        return self.tick(), *self.latest(key)
 
     def undo(
         self, key: str, author: object, first: int, found: int
