@@ -217,12 +217,15 @@ class State(MutableMapping[str, Any]):
         Raises TypeError if a value cannot be encoded.
         """
         authors = _authors(scope)
-        loose = LOOSE in authors
-        keys = set(self._loose) if loose else set()
-        if scope is not None:
-            keys.update(scope.snapshots)
+        loose = scope is None or not scope.readonly
+        if scope is None:
+            keys: Iterable[str] = sorted(self._loose)
+        elif loose and self._loose:
+            keys = sorted({*self._loose, *scope.snapshots})
+        else:
+            keys = sorted(scope.snapshots)
         out: dict[str, bytes | None] = {}
-        for key in sorted(keys):
+        for key in keys:
             base = self._stored.get(key)
             assigned = (scope is not None and key in scope.written) or (
                 loose and key in self._loose_written
@@ -295,7 +298,10 @@ class State(MutableMapping[str, Any]):
                 if key in ttls:
                     change.ttl_ms = ttls[key]
                 changes.append(change)
-        self._loose = {key: self._loose[key] for key in kept}
+        if kept:
+            self._loose = {key: self._loose[key] for key in kept}
+        else:
+            self._loose.clear()
         self._loose_written.clear()
         self._loose_ttls.clear()
         if scope is not None:

@@ -106,7 +106,12 @@ class Writes:
     def touch(self, key: str) -> tuple[int, int, object]:
         """A turn first touches ``key``: now, and the write it finds (see :meth:`undo`): when,
         and by whom (None: none is kept)."""
-        return self.tick(), *self.latest(key)
+        self._clock += 1
+        writes = self._keys.get(key)
+        if not writes:
+            return self._clock, 0, None
+        who, (at, _) = next(reversed(writes.items()))
+        return self._clock, at, who
 
     def undo(
         self, key: str, author: object, first: int, found: int
