@@ -402,7 +402,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
       this.#foundInstead(key, author, touch, snapshot);
       return;
     }
-    const [since, who, value, at] = back;
+    const [since, who, value] = back;
     let data = this.#stored.get(key);
     const others = (this.#writers.get(key) ?? 0) > 1 || this.#loose.has(key);
     if (who === undefined && others) data = snapshot; // what it found holds others' unsent changes
@@ -416,42 +416,33 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
         return; // its author cannot send it either: that turn fails too
       }
     }
-    const sawUndone = (first: number, saw: number): boolean => first > since || (at !== undefined && first > at && saw !== at);
-    this.#foundInstead(key, author, touch, snapshot, sawUndone, data);
+    this.#foundInstead(key, author, touch, snapshot, since, data);
   }
 
   /**
    * `author`'s writes of `key` are undone: turns (and code outside turns) that
-   * found one of them now found what they would have without it; those that
-   * `sawUndone` (given when they first touched the key and the write they
-   * found), `data`, what the key went back to. `touch` and `snapshot` are
-   * `author`'s.
+   * found one of them now found what they would have without it, and those
+   * that first touched the key after `since` (the view went back to `data`
+   * then) find `data`. `touch` and `snapshot` are `author`'s.
    */
-  #foundInstead(
-    key: string,
-    author: Author,
-    touch: Touch,
-    snapshot: Buffer | undefined,
-    sawUndone?: (first: number, saw: number) => boolean,
-    data?: Buffer,
-  ): void {
+  #foundInstead(key: string, author: Author, touch: Touch, snapshot: Buffer | undefined, since?: number, data?: Buffer): void {
     const latest = this.#writes.latest(key);
-    const foundInstead = (first: number, saw: number, by: Author | undefined): Instead | undefined => {
+    const foundInstead = (first: number, by: Author | undefined): Instead | undefined => {
       if (by === author) return this.#foundBefore(key, first, touch, snapshot);
-      if (sawUndone?.(first, saw) === true) return [data, ...latest];
+      if (since !== undefined && first > since) return [data, ...latest];
       return undefined;
     };
     for (const [turn, touches] of this.#turns) {
-      const [first, saw, by] = touches.get(key) ?? NO_TOUCH;
+      const [first, , by] = touches.get(key) ?? NO_TOUCH;
       if (turn === author || first === 0) continue;
-      const instead = foundInstead(first, saw, by);
+      const instead = foundInstead(first, by);
       if (instead === undefined) continue;
       turn.snapshots.set(key, instead[0]);
       touches.set(key, [first, instead[1], instead[2]]);
     }
     const loose = this.#loose.get(key);
     if (author === LOOSE || loose === undefined) return;
-    const instead = foundInstead(loose[0], loose[1], loose[2]);
+    const instead = foundInstead(loose[0], loose[2]);
     if (instead !== undefined) this.#loose.set(key, [loose[0], instead[1], instead[2], instead[0]]);
   }
 

@@ -18,11 +18,8 @@ export type Author = object | typeof LOOSE | typeof COMMITTED;
 /** A write: when (a tick), and the value written (undefined: deleted). */
 type Write = readonly [at: number, value: unknown];
 
-/**
- * What a key goes back to (see Writes#undo): since when, whose write
- * (undefined: what the author found), its value, and when that write was.
- */
-export type Back = readonly [since: number, who: Author | undefined, value: unknown, at: number | undefined];
+/** What a key goes back to (see Writes#undo): since when, whose write (undefined: what the author found), its value. */
+export type Back = readonly [since: number, who: Author | undefined, value: unknown];
 
 /** A write found: when, and by whom (undefined: none is kept). */
 export type Found = readonly [at: number, by: Author | undefined];
@@ -147,12 +144,10 @@ export class Writes {
    * finding the write of time `found`, and say what the key goes back to.
    *
    * Undefined: it keeps its value, another author's write made since (`author`
-   * did not write the key again after it). Else `[since, who, value, at]`: back
-   * to the write of `value` by `who` (for COMMITTED, the stored value), the
-   * latest before `author`'s own, or, with `who` undefined, to what `author`
-   * found; turns that first touched the key after `since` saw `author`'s
-   * change, and so did those that first touched it after the write of time
-   * `at` gone back to (if kept) but found a later one, since undone.
+   * did not write the key again after it). Else `[since, who, value]`: back to
+   * the write of `value` by `who` (for COMMITTED, the stored value), the latest
+   * before `author`'s own, or, with `who` undefined, to what `author` found;
+   * turns that first touched the key after `since` saw `author`'s change.
    */
   undo(key: string, author: Author, first: number, found: number): Back | undefined {
     const writes = this.#keys.get(key);
@@ -162,17 +157,17 @@ export class Writes {
     if (last === undefined) {
       this.#keys.delete(key);
       // What it found was written by a turn that failed since: back to the stored value.
-      return [first, found === 0 ? undefined : COMMITTED, undefined, undefined];
+      return [first, found === 0 ? undefined : COMMITTED, undefined];
     }
     const [who, [at, value]] = last;
     if (at > first) {
-      if (mine !== undefined && mine[0] > at) return [mine[0], who, value, at];
+      if (mine !== undefined && mine[0] > at) return [mine[0], who, value];
       // Another author's write stands; a commit is what the daemon holds,
       // without any change `author` made in place since.
-      return who === COMMITTED ? [at, who, value, undefined] : undefined;
+      return who === COMMITTED ? [at, who, value] : undefined;
     }
     // What it found stands: its snapshot holds that and changes made in place
     // before it. Code outside turns keeps no snapshot.
-    return at === found && author !== LOOSE ? [first, undefined, undefined, at] : [first, who, value, at];
+    return at === found && author !== LOOSE ? [first, undefined, undefined] : [first, who, value];
   }
 }

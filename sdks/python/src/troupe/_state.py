@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, MutableSet
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, MutableSet
 from typing import Any
 
 from ._duration import DurationLike, to_millis
@@ -356,7 +356,7 @@ class State(MutableMapping[str, Any]):
         if back is None:
             self._found_instead(key, author, touch, snapshot)
             return
-        since, who, value, at = back
+        since, who, value = back
         data = self._stored.get(key)
         if who is None and (self._writers.get(key, 0) > 1 or key in self._loose):
             data = snapshot  # what it found holds others' unsent changes
@@ -372,10 +372,7 @@ class State(MutableMapping[str, Any]):
             except TypeError:
                 return  # its author cannot send it either: that turn fails too
 
-        def saw_undone(first: int, saw: int) -> bool:
-            return first > since or (at is not None and first > at and saw != at)
-
-        self._found_instead(key, author, touch, snapshot, saw_undone, data)
+        self._found_instead(key, author, touch, snapshot, since, data)
 
     def _found_instead(
         self,
@@ -383,32 +380,32 @@ class State(MutableMapping[str, Any]):
         author: object,
         touch: tuple[int, int, object],
         snapshot: bytes | None,
-        saw_undone: Callable[[int, int], bool] | None = None,
+        since: int | None = None,
         data: bytes | None = None,
     ) -> None:
         """``author``'s writes of ``key`` are undone: turns (and code outside turns) that
-        found one of them now found what they would have without it; those that
-        ``saw_undone`` (given when they first touched the key and the write they found),
-        ``data``, what the key went back to. ``touch`` and ``snapshot`` are ``author``'s."""
+        found one of them now found what they would have without it, and those that first
+        touched the key after ``since`` (the view went back to ``data`` then) find ``data``.
+        ``touch`` and ``snapshot`` are ``author``'s."""
         latest = self._writes.latest(key)
 
-        def found_instead(first: int, saw: int, by: object) -> tuple[bytes | None, int, object]:
+        def found_instead(first: int, by: object) -> tuple[bytes | None, int, object]:
             if by is author:
                 return self._found_before(key, first, touch, snapshot)
-            if saw_undone is not None and saw_undone(first, saw):
+            if since is not None and first > since:
                 return data, *latest
             return _UNCHANGED
 
         for turn, firsts in self._turns.items():
-            first, saw, by = firsts.get(key, (0, 0, None))
+            first, _, by = firsts.get(key, (0, 0, None))
             if turn is not author and first != 0:
-                instead = found_instead(first, saw, by)
+                instead = found_instead(first, by)
                 if instead is not _UNCHANGED:
                     turn.snapshots[key] = instead[0]
                     firsts[key] = (first, instead[1], instead[2])
         touched = self._loose.get(key)
         if author != LOOSE and touched is not None:
-            instead = found_instead(*touched[:3])
+            instead = found_instead(touched[0], touched[2])
             if instead is not _UNCHANGED:
                 self._loose[key] = (touched[0], instead[1], instead[2], instead[0])
 

@@ -115,33 +115,29 @@ class Writes:
 
     def undo(
         self, key: str, author: object, first: int, found: int
-    ) -> tuple[int, object, Any, int | None] | None:
+    ) -> tuple[int, object, Any] | None:
         """Forget ``author``'s write of ``key``, which it first touched at ``first`` finding
         the write of time ``found``, and say what the key goes back to.
 
         None: it keeps its value, another author's write made since (``author`` did not write
-        the key again after it). Else ``(since, who, value, at)``: back to the write of
-        ``value`` by ``who`` (for COMMITTED, the stored value), the latest before
-        ``author``'s own, or, with ``who`` None, to what ``author`` found; turns that first
-        touched the key after ``since`` saw ``author``'s change, and so did those that first
-        touched it after the write of time ``at`` gone back to (if kept) but found a later
-        one, since undone.
+        the key again after it). Else ``(since, who, value)``: back to the write of ``value``
+        by ``who`` (for COMMITTED, the stored value), the latest before ``author``'s own, or,
+        with ``who`` None, to what ``author`` found; turns that first touched the key after
+        ``since`` saw ``author``'s change.
         """
         writes = self._keys.get(key, {})
         mine = writes.pop(author, None)
         if not writes:
             self._keys.pop(key, None)
             # What it found was written by a turn that failed since: back to the stored value.
-            return first, None if found == 0 else COMMITTED, None, None
+            return first, None if found == 0 else COMMITTED, None
         who, (at, value) = next(reversed(writes.items()))
         if at > first:
             if mine is not None and mine[0] > at:
-                return mine[0], who, value, at
+                return mine[0], who, value
             # Another author's write stands; a commit is what the daemon holds, without any
             # change ``author`` made in place since.
-            return (at, who, value, None) if who == COMMITTED else None
+            return (at, who, value) if who == COMMITTED else None
         # What it found stands: its snapshot holds that and changes made in place before it.
         # Code outside turns keeps no snapshot.
-        if at == found and author != LOOSE:
-            return first, None, None, at
-        return first, who, value, at
+        return (first, None, None) if at == found and author != LOOSE else (first, who, value)
