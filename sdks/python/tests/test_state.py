@@ -268,6 +268,20 @@ def test_a_turn_that_found_an_earlier_write_of_a_failed_turn_goes_back_beneath_i
     assert _as_dict(s._commit()) == {"k": b"[1,2]"}
 
 
+def test_a_turns_write_that_a_committed_one_replaced_does_not_outlive_its_expiry() -> None:
+    s = State({"k": b"1"})
+    outer = TurnScope(s, "t/1", "outer")
+    inner = TurnScope(s, "t/1", "inner")
+    _in_turn(s, outer, lambda: s.__setitem__("k", 2))
+    _in_turn(s, inner, lambda: s.__setitem__("k", 3))
+    assert _as_dict(s._commit(inner)) == {"k": b"3"}
+    s._end(inner)
+    s._expire(["k"])  # the daemon let the nested turn's 3 expire
+    assert dict(s) == {}
+    assert s._commit(outer) == []  # not 3 again, as a key that never expires
+    s._end(outer)
+
+
 def test_a_read_only_turn_ending_first_is_not_refused_for_a_running_turns_write() -> None:
     s = State({"r": b"1"})
     reader = TurnScope(s, "t/1", "peek", readonly=True)

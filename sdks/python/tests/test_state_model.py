@@ -3,7 +3,9 @@
 Turns of one actor interleave (a reentrant actor's nested turns, read-only turns, code
 outside turns) and end in any order, each committing or failing. Whatever the order, a
 key must end as its latest write by an author that did not fail, and the daemon (the
-changes sent, applied in turn) must hold what the view holds. A list is changed in place
+changes sent, applied in turn) must hold what the view holds. When the daemon lets a key
+expire, it deletes what it holds: writes sent before go with it, writes not sent yet come
+after it (and set the key again once sent). A list is changed in place
 only by the author of its latest write, while no other author touched the key since and no
 other running turn holds it: a change in place of a value two turns hold cannot be told apart.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -22,6 +25,15 @@ from troupe._turn import TurnScope, current_turn
 
 _KEYS = ("a", "b", "c")
 _GONE = object()
+# The author of an expiry.
+_DAEMON = object()
+
+
+@dataclass
+class _Write:
+    author: object
+    value: Any
+    sent: bool = False
 
 
 class _Run:
@@ -31,8 +43,9 @@ class _Run:
         self.state = State({k: str(v).encode() for k, v in initial.items()})
         self.daemon: dict[str, bytes] = {k: str(v).encode() for k, v in initial.items()}
         self.initial: dict[str, Any] = dict(initial)
-        # Per key, every write: (author, value); the model keeps the latest that stands.
-        self.writes: dict[str, list[tuple[object, Any]]] = {k: [] for k in _KEYS}
+        # Per key, every write in the order it takes effect; the model keeps the latest
+        # that stands.
+        self.writes: dict[str, list[_Write]] = {k: [] for k in _KEYS}
         self.failed: set[object] = set()
         # Per key, who touched it since its latest write, and the running turns that did.
         self.touched: dict[str, set[object]] = {k: set() for k in _KEYS}
@@ -52,8 +65,8 @@ class _Run:
         key = self.rng.choice(_KEYS)
         token = current_turn.set(scope)
         try:
-            standing = [(a, v) for a, v in self.writes[key] if a not in self.failed]
-            own = standing[-1][1] if standing and standing[-1][0] is scope else None
+            standing = [w for w in self.writes[key] if w.author not in self.failed]
+            own = standing[-1].value if standing and standing[-1].author is scope else None
             if (scope is not None and scope.readonly) or self.rng.random() < 0.3:
                 if key in self.state:
                     _ = self.state[key]
@@ -70,6 +83,8 @@ class _Run:
                 held.append(value)
                 if held is not own:
                     own.append(value)
+                # A change not sent yet, of a value that may have been.
+                self.writes[key].append(_Write(scope, own))
                 self.log.append(f"{_name(scope)} appends {value} to {key}")
             elif self.rng.random() < 0.2 and key in self.state:
                 del self.state[key]
@@ -85,7 +100,7 @@ class _Run:
             current_turn.reset(token)
 
     def _wrote(self, key: str, author: object, value: Any) -> None:
-        self.writes[key].append((author, value))
+        self.writes[key].append(_Write(author, value))
         self.touched[key] = set()
         self._touched(key, author)
 
@@ -106,16 +121,38 @@ class _Run:
             changes = self.state._commit(scope)
             self.log.append(f"{_name(scope)} commits {_shown(changes)}")
             self.apply(changes)
+            self.sent(scope)
         else:
             self.state._rollback(scope)
             self.failed.add(scope)
             self.log.append(f"{_name(scope)} fails")
         self.state._end(scope)
 
+    def sent(self, scope: TurnScope | None) -> None:
+        """A commit by ``scope`` sent its writes and those made outside turns."""
+        for writes in self.writes.values():
+            for write in writes:
+                if write.author is scope or write.author is None:
+                    write.sent = True
+
+    def expire(self) -> None:
+        key = self.rng.choice(_KEYS)
+        if key not in self.daemon:
+            return
+        del self.daemon[key]
+        self.state._expire([key])
+        writes = self.writes[key]
+        after = max(
+            (i + 1 for i, w in enumerate(writes) if w.sent and w.author not in self.failed),
+            default=0,
+        )
+        writes.insert(after, _Write(_DAEMON, _GONE, sent=True))
+        self.log.append(f"{key} expires")
+
     def expected(self) -> dict[str, Any]:
         out = dict(self.initial)
         for key, writes in self.writes.items():
-            standing = [value for author, value in writes if author not in self.failed]
+            standing = [w.value for w in writes if w.author not in self.failed]
             if standing:
                 if standing[-1] is _GONE:
                     out.pop(key, None)
@@ -151,12 +188,15 @@ def _run(seed: int) -> None:
             run.end(rng.choice(run.running))
         elif roll < 0.42:
             run.act(None)
+        elif roll < 0.47:
+            run.expire()
         elif run.running:
             run.act(rng.choice(run.running))
     while run.running:
         run.end(rng.choice(run.running))
     # What code outside turns changed goes with the next writing turn: send it now.
     leftover = run.state._commit()
+    run.sent(None)
     run.log.append(f"outside turns commits {_shown(leftover)}")
     run.apply(leftover)
     expected = run.expected()

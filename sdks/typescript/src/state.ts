@@ -309,15 +309,21 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
       const touched = loose ? this.#loose.get(key) : undefined;
       const inTurn = scope?.snapshots.has(key) === true;
       const changed =
-        (inTurn && !same(current, scope.snapshots.get(key))) || (touched !== undefined && !same(current, touched[3]));
-      if (changed && !same(current, base)) {
+        !same(current, base) &&
+        ((inTurn && !same(current, scope.snapshots.get(key))) || (touched !== undefined && !same(current, touched[3])));
+      if (changed || touched !== undefined) {
         const firsts = touched === undefined ? [] : [touched[0]];
         if (inTurn) firsts.push(this.#turns.get(scope)?.get(key)?.[0] ?? 0);
         if (!this.#writes.overwritten(key, authors, Math.min(...firsts))) {
-          out.set(key, current);
-          continue;
+          if (changed) {
+            out.set(key, current);
+            continue;
+          }
+        } else if (touched !== undefined) {
+          // What was changed outside turns, if anything, lies under another
+          // author's write: it is known once that one is sent or undone.
+          kept?.add(key);
         }
-        if (touched !== undefined) kept?.add(key);
       }
       if (touched !== undefined) heldBack?.set(key, undefined);
     }
@@ -504,8 +510,10 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
 
   /** Whether the value of `key` is a change the daemon, which held `stored`, has not been sent. */
   #unsent(key: string, stored: Buffer): boolean {
-    if (this.#looseWritten.has(key)) return true;
-    for (const scope of this.#turns.keys()) if (scope.written.has(key)) return true;
+    // An assignment, even of the value the key had, sets the key again after
+    // the expiry; not one that a commit since replaced, whose value the daemon
+    // held and let expire.
+    if (this.#writes.unsent(key)) return true;
     try {
       return !encodeState(key, this.#values.get(key)).equals(stored);
     } catch {

@@ -83,6 +83,12 @@ export class Writes {
     if (writes.size === 0 || (!watched && !writes.has(LOOSE))) this.#keys.delete(key);
   }
 
+  /** Whether a running author's write of `key` is kept that no commit has sent or replaced since. */
+  unsent(key: string): boolean {
+    for (const who of this.#keys.get(key)?.keys() ?? []) if (who !== COMMITTED) return true;
+    return false;
+  }
+
   /**
    * The latest write of `key` kept: when, and by whom ([0, undefined]: none is
    * kept). What a turn touching the key now finds, for `undo` to tell whether

@@ -4,7 +4,9 @@
 // turns, code outside turns) and end in any order, each committing or failing.
 // Whatever the order, a key must end as its latest write by an author that did
 // not fail, and the daemon (the changes sent, applied in turn) must hold what
-// the view holds. A list is changed in place only by the author of its latest
+// the view holds. When the daemon lets a key expire, it deletes what it holds:
+// writes sent before go with it, writes not sent yet come after it (and set the
+// key again once sent). A list is changed in place only by the author of its latest
 // write, while no other author touched the key since and no other running turn
 // holds it: a change in place of a value two turns hold cannot be told apart.
 // Kept in step with the Python SDK's test_state_model.py.
@@ -12,7 +14,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { StateChange } from "../src/gen/troupe/v1/common.js";
 import { State } from "../src/index.js";
-import { commitState, endTurn, refuseState, rollbackState } from "../src/state.js";
+import { commitState, endTurn, expireState, refuseState, rollbackState } from "../src/state.js";
 import type { TurnScope } from "../src/turn.js";
 import { turnOf } from "./state_turns.js";
 
@@ -21,6 +23,8 @@ type Key = (typeof KEYS)[number];
 type Value = number | number[];
 type S = Record<Key, Value>;
 const GONE = Symbol("gone");
+// The author of an expiry.
+const DAEMON = Symbol("daemon");
 
 /** A small seeded generator (mulberry32), so a failing seed replays. */
 function random(seed: number): () => number {
@@ -35,14 +39,15 @@ function random(seed: number): () => number {
 }
 
 type Turn = { scope: TurnScope; run: <T>(fn: () => T) => T; name: string };
-type Author = Turn | undefined;
+type Author = Turn | undefined | typeof DAEMON;
+type Write = { author: Author; value: Value | typeof GONE; sent: boolean };
 
 class Run {
   readonly state: State<S>;
   readonly daemon = new Map<string, string>();
   readonly initial = new Map<string, Value>();
-  // Per key, every write: [author, value]; the model keeps the latest that stands.
-  readonly writes = new Map<string, [Author, Value | typeof GONE][]>(KEYS.map((k) => [k, []]));
+  // Per key, every write in the order it takes effect; the model keeps the latest that stands.
+  readonly writes = new Map<string, Write[]>(KEYS.map((k) => [k, []]));
   readonly failed = new Set<Author>();
   // Per key, who touched it since its latest write, and the running turns that did.
   readonly touched = new Map<string, Set<Author>>(KEYS.map((k) => [k, new Set()]));
@@ -74,13 +79,12 @@ class Run {
     }
   }
 
-  act(turn: Author): void {
+  act(turn: Turn | undefined): void {
     const key = this.pick(KEYS);
     const name = turn?.name ?? "outside turns";
     const s = this.state;
-    const standing = (this.writes.get(key) ?? []).filter(([author]) => !this.failed.has(author));
-    const last = standing.at(-1);
-    const own = last !== undefined && last[0] === turn ? last[1] : undefined;
+    const last = (this.writes.get(key) ?? []).filter((w) => !this.failed.has(w.author)).at(-1);
+    const own = last !== undefined && last.author === turn ? last.value : undefined;
     const alone = (who: Set<Author> | undefined): boolean => [...(who ?? [])].every((a) => a === turn);
     const step = (): void => {
       if (turn?.scope.readonly === true || this.rand() < 0.3) {
@@ -95,6 +99,8 @@ class Run {
         if (!Array.isArray(held)) throw new Error(`${key} holds ${JSON.stringify(held)}, not a list`);
         held.push(value);
         if (held !== own) own.push(value);
+        // A change not sent yet, of a value that may have been.
+        this.writes.get(key)?.push({ author: turn, value: own, sent: false });
         this.log.push(`${name} appends ${String(value)} to ${key}`);
       } else if (this.rand() < 0.2 && s.has(key)) {
         s.delete(key);
@@ -113,7 +119,7 @@ class Run {
   }
 
   #wrote(key: string, author: Author, value: Value | typeof GONE): void {
-    this.writes.get(key)?.push([author, value]);
+    this.writes.get(key)?.push({ author, value, sent: false });
     this.touched.set(key, new Set());
     this.#touch(key, author);
   }
@@ -134,6 +140,7 @@ class Run {
       const changes = commitState(this.state, turn.scope);
       this.log.push(`${turn.name} commits ${shown(changes)}`);
       this.apply(changes);
+      this.sent(turn);
     } else {
       rollbackState(this.state, turn.scope);
       this.failed.add(turn);
@@ -142,14 +149,34 @@ class Run {
     endTurn(this.state, turn.scope);
   }
 
+  /** A commit by `turn` sent its writes and those made outside turns. */
+  sent(turn: Turn | undefined): void {
+    for (const writes of this.writes.values()) {
+      for (const w of writes) if (w.author === turn || w.author === undefined) w.sent = true;
+    }
+  }
+
+  expire(): void {
+    const key = this.pick(KEYS);
+    if (!this.daemon.has(key)) return;
+    this.daemon.delete(key);
+    expireState(this.state, [key]);
+    const writes = this.writes.get(key) ?? [];
+    let after = 0;
+    writes.forEach((w, i) => {
+      if (w.sent && !this.failed.has(w.author)) after = i + 1;
+    });
+    writes.splice(after, 0, { author: DAEMON, value: GONE, sent: true });
+    this.log.push(`${key} expires`);
+  }
+
   expected(): Record<string, Value> {
     const out = new Map(this.initial);
     for (const [key, writes] of this.writes) {
-      const standing = writes.filter(([author]) => !this.failed.has(author));
-      const last = standing.at(-1);
+      const last = writes.filter((w) => !this.failed.has(w.author)).at(-1);
       if (last === undefined) continue;
-      if (last[1] === GONE) out.delete(key);
-      else out.set(key, last[1]);
+      if (last.value === GONE) out.delete(key);
+      else out.set(key, last.value);
     }
     return Object.fromEntries(out);
   }
@@ -178,11 +205,13 @@ function runSeed(seed: number): void {
       run.log.push(`${name} starts${readonly ? " (read-only)" : ""}`);
     } else if (roll < 0.35 && run.running.length > 0) run.end(run.pick(run.running));
     else if (roll < 0.42) run.act(undefined);
+    else if (roll < 0.47) run.expire();
     else if (run.running.length > 0) run.act(run.pick(run.running));
   }
   while (run.running.length > 0) run.end(run.pick(run.running));
   // What code outside turns changed goes with the next writing turn: send it now.
   const leftover = commitState(run.state);
+  run.sent(undefined);
   run.log.push(`outside turns commits ${shown(leftover)}`);
   run.apply(leftover);
   const expected = run.expected();

@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import type { StateChange } from "../src/gen/troupe/v1/common.js";
 import { Actor, actor, ActorError, method, State } from "../src/index.js";
-import { commitState, endTurn, refuseState, rollbackState } from "../src/state.js";
+import { commitState, endTurn, expireState, refuseState, rollbackState } from "../src/state.js";
 import { startTestEnv, type TestEnv } from "../src/testing.js";
 import { signal, troupeBin, within } from "./helpers.js";
 import { stored, turnOf } from "./state_turns.js";
@@ -136,6 +136,20 @@ describe("a failed turn beside others undoes only its own changes", () => {
     endTurn(s, second);
     assert.deepEqual(s.toJSON(), { list: [1, 2] });
     assert.deepEqual(sent(commitState(s)), { list: "[1,2]" });
+  });
+
+  test("a turn's write that a committed one replaced does not outlive its expiry", () => {
+    const s = new State<S>(stored({ k: 1 }));
+    const [outer, inOuter] = turnOf(s, "outer");
+    const [inner, inInner] = turnOf(s, "inner");
+    inOuter(() => s.set("k", 2));
+    inInner(() => s.set("k", 3));
+    assert.deepEqual(sent(commitState(s, inner)), { k: "3" });
+    endTurn(s, inner);
+    expireState(s, ["k"]); // the daemon let the nested turn's 3 expire
+    assert.deepEqual(s.toJSON(), {});
+    assert.deepEqual(sent(commitState(s, outer)), {}); // not 3 again, as a key that never expires
+    endTurn(s, outer);
   });
 
   test("a read-only turn ending first is not refused for a running turn's write", () => {

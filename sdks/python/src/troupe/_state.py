@@ -250,17 +250,21 @@ class State(MutableMapping[str, Any]):
             # author's write is what changed it. Else the view's value is not theirs.
             touched = self._loose.get(key) if loose else None
             snapshots = scope.snapshots if scope is not None else {}
-            if current != base and (
+            changed = current != base and (
                 (key in snapshots and current != snapshots[key])
                 or (touched is not None and current != touched[3])
-            ):
+            )
+            if changed or touched is not None:
                 firsts = [touched[0]] if touched is not None else []
                 if scope is not None and key in snapshots:
                     firsts.append(self._turns.get(scope, {}).get(key, (0, 0, None))[0])
                 if not self._writes.overwritten(key, authors, min(firsts)):
-                    out[key] = current
-                    continue
-                if kept is not None and touched is not None:
+                    if changed:
+                        out[key] = current
+                        continue
+                elif kept is not None and touched is not None:
+                    # What was changed outside turns, if anything, lies under another
+                    # author's write: it is known once that one is sent or undone.
                     kept.add(key)
             if held_back is not None and touched is not None:
                 held_back[key] = None
@@ -446,11 +450,11 @@ class State(MutableMapping[str, Any]):
         the turn that reports them runs.
 
         Each leaves the baseline. Its value goes too, unless a change of it is still unsent
-        (a running turn or code outside turns assigned it, even the value it had, or changed
-        it in place): the daemon applies that change after the expiry, setting the key again,
-        so the value stays and the change is sent as usual. Running turns that saw the expired
-        value now see it as absent when they first touched the key, so a failed one does
-        not bring the value back.
+        (a running turn or code outside turns assigned it, even the value it had, and no
+        commit replaced that since, or changed it in place): the daemon applies that change
+        after the expiry, setting the key again, so the value stays and is sent as usual.
+        Running turns that saw the expired value now see it as absent when they first
+        touched the key, so a failed one does not bring the value back.
         """
         for key in keys:
             old = self._stored.pop(key, None)
@@ -467,10 +471,9 @@ class State(MutableMapping[str, Any]):
         """Whether ``key`` has a change not sent yet, its daemon value being ``stored``."""
         if key not in self._values:
             return False
-        # An assignment, even of the value the key had, sets the key again after the expiry.
-        if key in self._loose_written or any(
-            key in scope.written for scope in self._turns if not scope.readonly
-        ):
+        # An assignment, even of the value the key had, sets the key again after the expiry;
+        # not one that a commit since replaced, whose value the daemon held and let expire.
+        if self._writes.unsent(key):
             return True
         if not self._writers.get(key) and key not in self._loose:
             return False

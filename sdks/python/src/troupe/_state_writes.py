@@ -59,6 +59,11 @@ class Writes:
             if not writes or (not watched and LOOSE not in writes):
                 del self._keys[key]
 
+    def unsent(self, key: str) -> bool:
+        """Whether a running author's write of ``key`` is kept that no commit has sent or
+        replaced since."""
+        return any(who != COMMITTED for who in self._keys.get(key, ()))
+
     def latest(self, key: str) -> tuple[int, object]:
         """The latest write of ``key`` kept: when, and by whom ((0, None): none is kept). What
         a turn touching the key now finds, for :meth:`undo` to tell whether that write was
