@@ -30,11 +30,7 @@ async fn a_watch_through_another_daemon_follows_the_actor_when_its_owner_leaves(
     let mut via_d2 = fx.member("d2")?.client.clone();
     let id = fx.counter_owned_by("d1", "d2", "w", 40).await?;
     let mut events = via_d2.watch_counter(&id, "").await?;
-    via_d2
-        .incr_publish("counter", &id, 1)
-        .await
-        .with_context(|| fx.logs())?;
-    let first = next_event(&mut events, WAIT)
+    let first = publish_then_next(&fx, &mut via_d2, &mut events, ("counter", &id), 1)
         .await
         .context("the first event, over the link")?;
     assert_eq!(
@@ -124,10 +120,7 @@ async fn a_type_watch_through_one_daemon_gets_the_events_of_every_daemons_actors
     );
     // The cursor names both daemons' streams: resuming through d1 gets
     // what came after it, from both.
-    let last = {
-        via_d2.incr_publish("counter", &on_d1, 1).await?;
-        next_event(&mut events, WAIT).await?
-    };
+    let last = publish_then_next(&fx, &mut via_d2, &mut events, ("counter", &on_d1), 1).await?;
     assert_eq!(last.cursor.split('.').count(), 2, "{}", last.cursor);
     let mut via_d1 = fx.member("d1")?.client.clone();
     let mut resumed = via_d1.watch_type("counter", &last.cursor).await?;
@@ -185,13 +178,7 @@ async fn a_type_watch_polls_a_daemon_that_joins_the_cluster_and_hears_when_one_i
         .await
         .with_context(|| fx.logs())?;
     let on_d3 = fx.counter_owned_by("d3", "d2", "j-", 60).await?;
-    via_d2
-        .incr_publish("counter", &on_d3, 1)
-        .await
-        .with_context(|| fx.logs())?;
-    let event = next_event(&mut events, WAIT)
-        .await
-        .with_context(|| fx.logs())?;
+    let event = publish_then_next(&fx, &mut via_d2, &mut events, ("counter", &on_d3), 1).await?;
     assert_eq!(
         (event_actor(&event), event_text(&event)),
         (on_d3, "1".to_owned())
@@ -210,13 +197,8 @@ async fn a_type_watch_polls_a_daemon_that_joins_the_cluster_and_hears_when_one_i
     // d1 then stops polling d3, after one more failed poll: probe at a
     // pace until an event says so.
     for _ in 0..60 {
-        via_d2
-            .incr_publish("counter", &on_d1, 1)
-            .await
-            .with_context(|| fx.logs())?;
-        let event = next_event(&mut events, WAIT)
-            .await
-            .with_context(|| fx.logs())?;
+        let event =
+            publish_then_next(&fx, &mut via_d2, &mut events, ("counter", &on_d1), 1).await?;
         assert_eq!(event_actor(&event), on_d1);
         if event.missed_before {
             // Counted where the watch went.
@@ -266,15 +248,24 @@ async fn a_daemon_that_leaves_gracefully_leaves_a_type_watch_no_gap() -> anyhow:
     let status = d3.daemon.terminate().await?;
     anyhow::ensure!(status.success(), "d3 did not stop cleanly: {status:?}");
     fx.settle().await.with_context(|| fx.logs())?;
-    via_d1
-        .incr_publish("counter", &on_d1, 1)
-        .await
-        .with_context(|| fx.logs())?;
-    let event = next_event(&mut events, WAIT)
-        .await
-        .with_context(|| fx.logs())?;
+    let event = publish_then_next(&fx, &mut via_d1, &mut events, ("counter", &on_d1), 1).await?;
     assert_eq!((event_actor(&event), event.missed_before), (on_d1, false));
     Ok(())
+}
+
+/// `actor` publishes (`incr_publish(by)`, called through `via`): the next
+/// event `events` brings, with the cluster's logs on failure.
+async fn publish_then_next(
+    fx: &Cluster,
+    via: &mut Client,
+    events: &mut Events,
+    (ty, id): (&str, &str),
+    by: i64,
+) -> anyhow::Result<pb::ActorEvent> {
+    via.incr_publish(ty, id, by)
+        .await
+        .with_context(|| fx.logs())?;
+    next_event(events, WAIT).await.with_context(|| fx.logs())
 }
 
 /// Until `member` holds the events of some watched actor or type.
@@ -314,13 +305,7 @@ async fn a_type_watch_opened_before_any_daemon_hosts_the_type_waits_for_one() ->
     fx.add_with("d3", vec![durable("counter"), durable("meter")], &[])
         .await?;
     fx.settle().await.with_context(|| fx.logs())?;
-    via_d2
-        .incr_publish("meter", "m1", 2)
-        .await
-        .with_context(|| fx.logs())?;
-    let event = next_event(&mut events, WAIT)
-        .await
-        .with_context(|| fx.logs())?;
+    let event = publish_then_next(&fx, &mut via_d2, &mut events, ("meter", "m1"), 2).await?;
     assert_eq!(
         (event_actor(&event), event_text(&event)),
         ("m1".to_owned(), "2".to_owned())
