@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -52,6 +53,25 @@ async def test_the_env_hosts_with_call_filters(troupe_env: TestEnv) -> None:
 
     await troupe_env.host(KitFiltered, filters=[as_alice])
     assert await troupe_env.actor(KitFiltered, "k1").who() == "nobody (filtered)"
+
+
+async def test_a_call_to_a_type_no_app_registered_is_not_found_at_once(
+    troupe_env: TestEnv,
+) -> None:
+    # The kit's daemon runs with --host-wait 0s. With the daemon's default (10s) the
+    # call to the misspelled type would wait that long for an app to register it,
+    # and the 5 s bound below would fail the test.
+    await troupe_env.host(KitFiltered)
+    with pytest.raises(troupe.NotFound):
+        await asyncio.wait_for(troupe_env.actor("kit_filterd", "k1").who(), 5)
+
+
+async def test_a_host_wait_in_extra_args_replaces_the_kits() -> None:
+    # The daemon takes the flag once: were the kit to add its own too, it would not start.
+    with TestDaemon.start(extra_args=["--host-wait=10s"]) as daemon:
+        async with TestEnv(daemon) as env:
+            await env.host(KitFiltered)
+            assert await env.actor(KitFiltered, "k1").who() == "nobody"
 
 
 @troupe.actor("kit_standup")
@@ -121,15 +141,17 @@ async def test_jittered_reminders_set_alike_fire_at_their_own_delay(troupe_env: 
 async def test_calendar_arguments_are_checked_by_the_sdk_then_the_daemon(
     troupe_env: TestEnv,
 ) -> None:
+    # A hosted type: the kit's daemon refuses one no app registered (NotFound) first.
+    await troupe_env.host(KitDigest)
     client = troupe_env.client
     with pytest.raises(troupe.InvalidArgument, match="both a period and a cron schedule"):
-        await client.set_reminder("t", "1", "r", period="1h", cron="@daily")
+        await client.set_reminder("kit_digest", "1", "r", period="1h", cron="@daily")
     with pytest.raises(troupe.InvalidArgument, match="without cron"):
-        await client.set_reminder("t", "1", "r", time_zone="Europe/Berlin")
+        await client.set_reminder("kit_digest", "1", "r", time_zone="Europe/Berlin")
     with pytest.raises(troupe.InvalidArgument, match="not a known IANA time zone"):
-        await client.set_reminder("t", "1", "r", cron="@daily", time_zone="Mars/Olympus")
+        await client.set_reminder("kit_digest", "1", "r", cron="@daily", time_zone="Mars/Olympus")
     with pytest.raises(troupe.InvalidArgument, match="jitter"):
-        await client.set_reminder("t", "1", "r", cron="@daily", jitter=timedelta(0))
+        await client.set_reminder("kit_digest", "1", "r", cron="@daily", jitter=timedelta(0))
 
 
 @troupe.actor("kit_billing")

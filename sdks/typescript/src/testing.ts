@@ -67,7 +67,10 @@ export class TestDaemonError extends TroupeError {}
 export interface TestDaemonOptions {
   /** The daemon binary; defaults to {@link daemonPath} (`$TROUPE_BIN` or the installed one). */
   binary?: string;
-  /** Added to `troupe serve`. */
+  /**
+   * Added to `troupe serve`. A `--host-wait` here replaces the kit's
+   * `--host-wait 0s` (see {@link TestDaemon}).
+   */
   extraArgs?: readonly string[];
   /** How long to wait for the daemon to serve (default 30 s). */
   startTimeoutMs?: number;
@@ -79,7 +82,17 @@ export function clockStepText(by: ClockStep): string {
   return `${String(toMillis(by, "advance by", true))}ms`;
 }
 
-/** One `troupe serve --test-clock` process. Stop it with {@link stop} (or `await using`). */
+/**
+ * One `troupe serve --test-clock` process. Stop it with {@link stop} (or `await using`).
+ *
+ * It runs with `--host-wait 0s`: a call to a type no app registered rejects at
+ * once with `NotFound` naming the registered types, rather than after the
+ * daemon's start-up wait for apps (10 s by default; `TestEnv.host()` resolves
+ * once the daemon accepted the app's types, so there is nothing to wait for). A
+ * type whose app has gone is refused with UNAVAILABLE at once too, which the
+ * client resends until the call's deadline, so an app that reconnects meanwhile
+ * still answers. A `--host-wait` in `extraArgs` replaces the kit's.
+ */
 export class TestDaemon {
   /** `127.0.0.1:PORT`, for `new Client({ address })` and `new App({ address })`. */
   readonly address: string;
@@ -109,7 +122,8 @@ export class TestDaemon {
     const dir = mkdtempSync(join(tmpdir(), "troupe-test-"));
     const logPath = join(dir, "daemon.log");
     const log = openSync(logPath, "w");
-    const args = ["serve", "--test-clock", "--listen", "127.0.0.1:0", "--data-dir", join(dir, "data"), ...(options.extraArgs ?? [])];
+    const extra = options.extraArgs ?? [];
+    const args = ["serve", "--test-clock", "--listen", "127.0.0.1:0", "--data-dir", join(dir, "data"), ...hostWait(extra), ...extra];
     let proc: ChildProcess;
     try {
       proc = spawn(binary, args, { stdio: ["ignore", "pipe", log] });
@@ -402,6 +416,11 @@ export class TestEnv {
  */
 export async function startTestEnv(options: TestDaemonOptions = {}): Promise<TestEnv> {
   return TestEnv.owning(await TestDaemon.start(options));
+}
+
+/** `--host-wait 0s`, unless `extra` gives the flag (the daemon takes it once). */
+function hostWait(extra: readonly string[]): string[] {
+  return extra.some((a) => a === "--host-wait" || a.startsWith("--host-wait=")) ? [] : ["--host-wait", "0s"];
 }
 
 function announced(proc: ChildProcess, timeoutMs: number): Promise<string> {

@@ -1,9 +1,9 @@
 // @troupe/sdk/testing beyond the cart example: steps, the shared daemon's clock, the time it reports.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { Actor, actor, type CallFilter, InvalidArgument, method, type TellOptions } from "../src/index.js";
+import { Actor, actor, type CallFilter, InvalidArgument, method, NotFound, type TellOptions } from "../src/index.js";
 import { clockStepText, startTestEnv, TestDaemon, TestDaemonError, TestEnv } from "../src/testing.js";
-import { troupeBin } from "./helpers.js";
+import { troupeBin, within } from "./helpers.js";
 
 let daemon: TestDaemon;
 before(async () => {
@@ -52,6 +52,30 @@ test("the env hosts with call filters", async () => {
     const filtered: CallFilter = async (_call, next) => `${String(await next())} (filtered)`;
     await env.host({ filters: [filtered] }, KitFiltered);
     assert.equal(await env.actor<KitFiltered>(KitFiltered, TestEnv.uniqueId("k")).call("who"), "nobody (filtered)");
+  } finally {
+    await env.close();
+  }
+});
+
+test("a call to a type no app registered is NotFound at once, not after a start-up wait", async () => {
+  // The kit's daemon runs with --host-wait 0s. With the daemon's default (10s)
+  // the call to the misspelled type would wait that long for an app to
+  // register it, and the 5 s bound below would fail the test.
+  const env = await startTestEnv({ binary: troupeBin() });
+  try {
+    await env.host(KitFiltered);
+    await assert.rejects(within(5_000, "the call to a misspelled type", env.actor("kit_filterd", "k1").call("who")), NotFound);
+  } finally {
+    await env.close();
+  }
+});
+
+test("a --host-wait in extraArgs replaces the kit's", async () => {
+  // The daemon takes the flag once: were the kit to add its own too, it would not start.
+  const env = await startTestEnv({ binary: troupeBin(), extraArgs: ["--host-wait=10s"] });
+  try {
+    await env.host(KitFiltered);
+    assert.equal(await env.actor<KitFiltered>(KitFiltered, "k1").call("who"), "nobody");
   } finally {
     await env.close();
   }

@@ -67,6 +67,15 @@ class TestDaemon:
     ``binary`` defaults to :func:`troupe.daemon_path` (``$TROUPE_BIN`` or the
     binary installed with the package). ``extra_args`` are added to ``serve``.
     Use :meth:`start` and :meth:`stop`, or ``with TestDaemon.start() as d:``.
+
+    The daemon runs with ``--host-wait 0s``: a call to a type no app registered
+    fails at once with :class:`troupe.NotFound` naming the registered types,
+    rather than after the daemon's start-up wait for apps (10 s by default;
+    ``TestEnv.host`` returns once the daemon accepted the app's types, so there
+    is nothing to wait for). A type whose app has gone is refused with UNAVAILABLE
+    at once too, which the client resends until the call's deadline, so an app
+    that reconnects meanwhile still answers. ``extra_args`` with a ``--host-wait``
+    of their own replace the kit's.
     """
 
     __test__ = False
@@ -92,7 +101,7 @@ class TestDaemon:
         data_dir = Path(tempfile.mkdtemp(prefix="troupe-test-"))
         log = data_dir / "daemon.log"
         args = [exe, "serve", "--test-clock", "--listen", "127.0.0.1:0"]
-        args += ["--data-dir", str(data_dir / "data"), *extra_args]
+        args += ["--data-dir", str(data_dir / "data"), *_host_wait(extra_args), *extra_args]
         with log.open("w") as log_file:
             proc = subprocess.Popen(
                 args, stdout=subprocess.PIPE, stderr=log_file, text=True, bufsize=1
@@ -202,6 +211,12 @@ class TestDaemon:
             alarms_fired=reply.alarms_fired,
             timers_fired=reply.timers_fired,
         )
+
+
+def _host_wait(extra_args: Sequence[str]) -> list[str]:
+    """``--host-wait 0s``, unless ``extra_args`` give the flag (the daemon takes it once)."""
+    given = any(a == "--host-wait" or a.startswith("--host-wait=") for a in extra_args)
+    return [] if given else ["--host-wait", "0s"]
 
 
 def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
