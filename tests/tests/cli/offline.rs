@@ -50,6 +50,28 @@ async fn an_unreachable_daemon_exits_3_naming_the_address_and_the_fix() -> anyho
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_placement_service_exits_3_pointing_a_lone_daemon_to_status(
+) -> anyhow::Result<()> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?.to_string();
+    drop(listener);
+    // A newcomer's daemon runs alone (placement in-process): `cluster status`
+    // asks a placement service there is none of, so the answer must say where
+    // that daemon's own view is.
+    let run = cli(&["cluster", "status", "--placement", &addr], &[])
+        .await?
+        .exit(3)?;
+    assert_eq!(run.out, "", "nothing on stdout");
+    run.stderr_has(&[
+        &format!("cannot reach the placement service ({addr}"),
+        "troupe placement serve",
+        "runs alone",
+        "`troupe status`",
+    ])?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_exits_2_and_help_lists_the_exit_codes() -> anyhow::Result<()> {
     let help = cli(&["--help"], &[]).await?.ok()?;
     for line in [

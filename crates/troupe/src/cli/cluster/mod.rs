@@ -162,7 +162,9 @@ pub(super) async fn ask_placement(
             Exit::Unreachable,
             format!(
                 "cannot reach the placement service ({})\n  start it with `troupe placement \
-                 serve`, or point --placement / TROUPE_PLACEMENT at its replicas' addresses",
+                 serve`, or point --placement / TROUPE_PLACEMENT at its replicas' addresses; \
+                 a daemon started without --placement runs alone, with no cluster to show \
+                 (`troupe status` shows it)",
                 unreachable.join("; ")
             ),
         ));
