@@ -35,7 +35,6 @@
 //! the first, how often a call was retried).
 
 pub mod app;
-mod backoff;
 pub mod batch;
 pub mod client;
 pub mod connect;
@@ -47,5 +46,11 @@ pub mod runtime;
 pub mod unary;
 
 pub use error::{AttachError, CallError, ConnectError};
+
+/// The factor every pause between attempts is jittered by (re-opening the
+/// app stream, resending a refused call), as the SDKs' fallback cores draw
+/// it, so that many clients of a restarted daemon do not come back in
+/// lockstep.
+pub(crate) const JITTER: std::ops::RangeInclusive<f64> = 0.8..=1.2;
 pub use runtime::runtime;
 pub use troupe_proto::v1 as proto;

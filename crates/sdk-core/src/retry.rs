@@ -29,9 +29,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 use tonic::Code;
+use troupe_backoff::Backoff;
 
-use crate::backoff::jittered;
 use crate::CallError;
+use crate::JITTER;
 
 /// The trailer in which the daemon says a RESOURCE_EXHAUSTED ran nothing,
 /// and how many milliseconds to wait at least before resending it (gRFC A6).
@@ -257,7 +258,7 @@ where
     let deadline = timeout.and_then(|t| start.checked_add(t));
     let mut attempt_timeout = timeout;
     let mut window_end = deadline;
-    let mut backoff = FIRST_BACKOFF;
+    let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF, JITTER);
     let mut retries: u32 = 0;
     let mut last: Option<String> = None;
     // A call sent once is outside the retry policy, and so outside its
@@ -314,7 +315,7 @@ where
         }
         // Jitter keeps many clients of a restarted daemon from retrying in
         // lockstep.
-        let pause = jittered(backoff).max(least).min(room);
+        let pause = backoff.next_pause().max(least).min(room);
         retries = retries.saturating_add(1);
         tracing::debug!(
             call = %what,
@@ -330,7 +331,6 @@ where
         });
         last = Some(details);
         tokio::time::sleep(pause).await;
-        backoff = backoff.saturating_mul(2).min(MAX_BACKOFF);
         if let Some(deadline) = deadline {
             attempt_timeout = Some(deadline.saturating_duration_since(Instant::now()));
         }

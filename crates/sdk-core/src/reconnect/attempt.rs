@@ -9,9 +9,9 @@ use troupe_proto::v1::Register;
 
 use super::{lock, Current, Outage, SessionEnd, SessionEvent, SessionLayer, FATAL_CODES};
 use crate::app::{self, AppEvent, Attached};
-use crate::backoff::Backoff;
 use crate::connect::{self, ConnectOptions};
 use crate::{AttachError, CallError};
+use troupe_backoff::Backoff;
 
 pub(super) struct Run {
     pub(super) options: ConnectOptions,

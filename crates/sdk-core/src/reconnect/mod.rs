@@ -23,11 +23,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tonic::transport::Channel;
 use tonic::Code;
+use troupe_backoff::Backoff;
 use troupe_proto::v1::{AppMessage, DaemonMessage, Register, Registered};
 
 use crate::app::AppSender;
-use crate::backoff::Backoff;
 use crate::connect::{ConnectOptions, TlsOptions};
+use crate::JITTER;
 use crate::{CallError, ConnectError};
 
 mod attempt;
@@ -182,7 +183,7 @@ impl AppSession {
         let run = Run {
             options,
             register,
-            backoff: Backoff::new(policy.initial_delay, policy.max_delay),
+            backoff: Backoff::new(policy.initial_delay, policy.max_delay, JITTER),
             current: current.clone(),
             stopped,
         };

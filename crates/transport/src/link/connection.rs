@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 use prost::Message;
 use tokio::sync::oneshot;
 use tracing::{debug, info};
+use troupe_backoff::Backoff;
 use troupe_proto::v1 as pb;
 
 use super::config::{LinkProtocol, LinksConfig};
@@ -219,7 +220,7 @@ impl Shared {
     }
 
     async fn keep_connected(self: Arc<Self>) {
-        let mut failures = 0u32;
+        let mut backoff = redial_backoff();
         loop {
             let started = Instant::now();
             let session = match self.config.protocol {
@@ -233,22 +234,20 @@ impl Shared {
             // A peer that ends every stream at once (a daemon draining its
             // links before it stops) must not be dialled in a hot loop.
             if was_up && started.elapsed() < STEADY {
-                failures = failures.saturating_add(1);
                 self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
                 self.fail_all(&reason, Link::Connecting);
-                tokio::time::sleep(backoff(failures)).await;
+                tokio::time::sleep(backoff.next_pause()).await;
             } else if was_up {
                 // Only what was in flight on the broken stream fails; new
                 // requests wait for the stream dialled at once.
-                failures = 0;
+                backoff.reset();
                 self.counters.reconnects.fetch_add(1, Ordering::Relaxed);
                 info!(peer = %self.address, channel = self.channel, %reason, "peer link broke; reconnecting");
                 self.fail_all(&reason, Link::Connecting);
             } else {
-                failures = failures.saturating_add(1);
                 debug!(peer = %self.address, channel = self.channel, %reason, "cannot open a peer link");
                 self.fail_all(&reason, Link::Down(reason.clone()));
-                tokio::time::sleep(backoff(failures)).await;
+                tokio::time::sleep(backoff.next_pause()).await;
                 self.state.lock().link = Link::Connecting;
             }
         }
@@ -448,29 +447,13 @@ impl Stream for RequestFrames {
     }
 }
 
-/// How long to wait before dialling again after `failures` failed attempts
-/// in a row: 50 ms doubling to 2 s, each drawn between half and all of it,
-/// so that daemons cut off together do not all dial back at once.
-fn backoff(failures: u32) -> Duration {
-    let ceiling = 50u64.saturating_mul(1u64 << failures.min(6)).min(2_000);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::from(d.subsec_nanos()));
-    let half = ceiling / 2;
-    Duration::from_millis(half + nanos % (half + 1))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::backoff;
-    use std::time::Duration;
-
-    #[test]
-    fn backoff_grows_to_two_seconds_and_stays_jittered() {
-        for failures in 0..40 {
-            let wait = backoff(failures);
-            assert!(wait >= Duration::from_millis(25) && wait <= Duration::from_secs(2));
-        }
-        assert!(backoff(30) >= Duration::from_secs(1));
-    }
+/// The pauses before dialling a peer again after failed attempts in a row:
+/// 100 ms doubling to 2 s, each drawn between half and all of it, so that
+/// daemons cut off together do not all dial back at once.
+fn redial_backoff() -> Backoff {
+    Backoff::new(
+        Duration::from_millis(100),
+        Duration::from_secs(2),
+        0.5..=1.0,
+    )
 }

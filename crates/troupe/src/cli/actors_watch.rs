@@ -5,9 +5,11 @@
 //! `--reconnect`, through the daemon's restarts.
 
 use std::io::Write as _;
+use std::ops::RangeInclusive;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use troupe_backoff::Backoff;
 use troupe_proto::v1 as pb;
 
 use super::actors::actor_ref;
@@ -54,32 +56,33 @@ const REOPEN_MOST: Duration = Duration::from_secs(5);
 /// and then drops the stream at once is not re-opened ten times a second.
 #[derive(Debug)]
 struct Reopening {
-    next: Duration,
+    backoff: Backoff,
 }
 
 impl Reopening {
-    fn new() -> Self {
-        Self { next: REOPEN_FIRST }
+    /// Each pause jittered by a factor in `jitter`.
+    fn new(jitter: RangeInclusive<f64>) -> Self {
+        Self {
+            backoff: Backoff::new(REOPEN_FIRST, REOPEN_MOST, jitter),
+        }
     }
 
     /// An event came.
     fn heard(&mut self) {
-        self.next = REOPEN_FIRST;
+        self.backoff.reset();
     }
 
     /// A stream that had been open for `lived` broke.
     fn broke(&mut self, lived: Duration) {
         if lived >= REOPEN_MOST {
-            self.next = REOPEN_FIRST;
+            self.backoff.reset();
         }
     }
 
-    /// The pause before the next attempt (jitter aside); the one after it
-    /// is twice as long, up to the longest.
+    /// The pause before the next attempt; the one after it is twice as
+    /// long (before jitter), up to the longest.
     fn next_pause(&mut self) -> Duration {
-        let pause = self.next;
-        self.next = pause.saturating_mul(2).min(REOPEN_MOST);
-        pause
+        self.backoff.next_pause()
     }
 }
 
@@ -125,7 +128,9 @@ pub async fn actors_watch(target: &Target, args: WatchArgs) -> anyhow::Result<()
         .await
         .map_err(|s| request.failed(s))?;
     let mut opened = Instant::now();
-    let mut reopening = Reopening::new();
+    // Jittered, so that the watches of a restarted daemon do not all come
+    // back at once.
+    let mut reopening = Reopening::new(0.5..=1.0);
     let whole_type = args.id.is_none();
     // Once the daemon answered: every event published from here on comes.
     tell_user(format_args!("watching {name}; Ctrl-C to stop\n"));
@@ -178,7 +183,7 @@ pub async fn actors_watch(target: &Target, args: WatchArgs) -> anyhow::Result<()
         ));
         reopening.broke(opened.elapsed());
         events = loop {
-            tokio::time::sleep(jittered(reopening.next_pause())).await;
+            tokio::time::sleep(reopening.next_pause()).await;
             match open(&client, cursor.clone()).await {
                 Ok(events) => break events,
                 Err(status) if status.code() == tonic::Code::Unavailable => continue,
@@ -189,17 +194,6 @@ pub async fn actors_watch(target: &Target, args: WatchArgs) -> anyhow::Result<()
         tell_user(format_args!("watching {name} again\n"));
     }
     Ok(())
-}
-
-/// `pause` times a factor in [0.5, 1], so that the watches of a restarted
-/// daemon do not all come back at once; the clock's nanoseconds are random
-/// enough for that.
-fn jittered(pause: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let factor = 0.5 + 0.5 * (f64::from(nanos % 1000) / 1000.0);
-    pause.mul_f64(factor)
 }
 
 /// The id of the actor that published `event`.
@@ -251,7 +245,7 @@ mod tests {
 
     #[test]
     fn pauses_grow_across_streams_that_break_at_once_and_start_over_once_one_is_heard() {
-        let mut reopening = Reopening::new();
+        let mut reopening = Reopening::new(1.0..=1.0);
         let ms = Duration::from_millis;
         // Two attempts refused, then a stream that broke as it opened: the
         // next outage goes on from the pause reached.
