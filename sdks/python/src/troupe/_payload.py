@@ -18,9 +18,14 @@ class PayloadError(ValueError):
     """A payload that does not follow docs/payloads.md."""
 
 
+# Compact and ASCII-safe so every SDK decodes the bytes the same way. One encoder for every
+# value: json.dumps with any option builds a new one per call, a cost paid on every argument,
+# result and state value.
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
 def _dumps(value: Any) -> bytes:
-    # Compact and ASCII-safe so every SDK decodes the bytes the same way.
-    return json.dumps(value, separators=(",", ":")).encode()
+    return _ENCODER.encode(value).encode()
 
 
 def encode_call(args: Sequence[Any], kwargs: Mapping[str, Any]) -> common_pb2.Payload:
