@@ -44,19 +44,22 @@ const EXPIRES_KEY = "$expires";
  */
 export class State<S extends object = StateShape> implements Iterable<[Key<S>, S[Key<S>]]> {
   readonly #ledger: StateLedger;
+  // The ledger's map, held here too: reads are the hot path.
+  readonly #values: Map<string, unknown>;
 
   /** @internal Built by the SDK from the stored bytes; actors use `this.state`. */
   constructor(stored: Readonly<Record<string, Uint8Array>> = {}) {
     this.#ledger = new StateLedger(stored);
+    this.#values = this.#ledger.values;
   }
 
   /** The value of `key`, or `fallback` (default undefined) when the key is absent. */
   get<K extends Key<S>>(key: K): S[K] | undefined;
   get<K extends Key<S>>(key: K, fallback: S[K]): S[K];
   get<K extends Key<S>>(key: K, fallback?: S[K]): S[K] | undefined {
-    if (!this.#ledger.values.has(key)) return fallback;
+    if (!this.#values.has(key)) return fallback;
     this.#touch(key);
-    return this.#ledger.values.get(key) as S[K];
+    return this.#values.get(key) as S[K];
   }
 
   /**
@@ -95,27 +98,27 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     // Read before anything changes: a bad ttl leaves the state as it was.
     const ttlMs = ttlOf(options);
     const scope = this.#touch(key, "set", value);
-    this.#ledger.values.set(key, value);
+    this.#values.set(key, value);
     if (ttlMs !== undefined) (scope?.ttls ?? this.#ledger.looseTtls).set(key, ttlMs);
     return this;
   }
 
   /** The value of `key`, first setting it to `value` if absent (Python's `setdefault`). */
   setDefault<K extends Key<S>>(key: K, value: S[K]): S[K] {
-    if (!this.#ledger.values.has(key)) this.set(key, value);
+    if (!this.#values.has(key)) this.set(key, value);
     return this.get(key, value);
   }
 
   /** Remove `key` (and its expiry); returns whether it was there. */
   delete(key: Key<S>): boolean {
     this.#forget(key);
-    return this.#ledger.values.delete(key);
+    return this.#values.delete(key);
   }
 
   /** Remove every key. */
   clear(): void {
-    for (const key of this.#ledger.values.keys()) this.#forget(key);
-    this.#ledger.values.clear();
+    for (const key of this.#values.keys()) this.#forget(key);
+    this.#values.clear();
   }
 
   /** Record the deletion of `key` by the running turn (or code outside turns). */
@@ -127,15 +130,15 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   }
 
   has(key: Key<S>): boolean {
-    return this.#ledger.values.has(key);
+    return this.#values.has(key);
   }
 
   get size(): number {
-    return this.#ledger.values.size;
+    return this.#values.size;
   }
 
   keys(): IterableIterator<Key<S>> {
-    return this.#ledger.values.keys() as IterableIterator<Key<S>>;
+    return this.#values.keys() as IterableIterator<Key<S>>;
   }
 
   *values(): IterableIterator<S[Key<S>]> {
@@ -143,7 +146,7 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   }
 
   *entries(): IterableIterator<[Key<S>, S[Key<S>]]> {
-    for (const [key, value] of this.#ledger.values) {
+    for (const [key, value] of this.#values) {
       // Values handed out may be changed in place: re-encode them at turn end.
       this.#touch(key);
       yield [key as Key<S>, value as S[Key<S>]];
