@@ -46,11 +46,11 @@ pub mod runtime;
 pub mod unary;
 
 pub use error::{AttachError, CallError, ConnectError};
+pub use runtime::runtime;
+pub use troupe_proto::v1 as proto;
 
 /// The factor every pause between attempts is jittered by (re-opening the
 /// app stream, resending a refused call), as the SDKs' fallback cores draw
 /// it, so that many clients of a restarted daemon do not come back in
 /// lockstep.
 pub(crate) const JITTER: std::ops::RangeInclusive<f64> = 0.8..=1.2;
-pub use runtime::runtime;
-pub use troupe_proto::v1 as proto;

@@ -5,13 +5,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
+use troupe_backoff::Backoff;
 use troupe_proto::v1::Register;
 
 use super::{lock, Current, Outage, SessionEnd, SessionEvent, SessionLayer, FATAL_CODES};
 use crate::app::{self, AppEvent, Attached};
 use crate::connect::{self, ConnectOptions};
 use crate::{AttachError, CallError};
-use troupe_backoff::Backoff;
 
 pub(super) struct Run {
     pub(super) options: ConnectOptions,
