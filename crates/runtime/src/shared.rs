@@ -8,6 +8,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, Notify};
@@ -154,6 +155,18 @@ impl Shared {
     /// after.
     pub(crate) fn awaiting_apps(&self) -> bool {
         self.clock.uptime() < self.config.host_wait
+    }
+
+    /// How long an activation of `ty` waits for an app to host it: the
+    /// whole `--host-wait` for a type an app registered before (its app may
+    /// be coming back), and for one never registered only what is left of
+    /// the start-up window, after which a call of it is refused at once.
+    pub(crate) fn host_wait_for(&self, ty: &str) -> Duration {
+        if self.hosts.options(ty).is_some() {
+            self.config.host_wait
+        } else {
+            self.config.host_wait.saturating_sub(self.clock.uptime())
+        }
     }
 
     /// NOT_FOUND for a type no app registered, naming the ones that are.

@@ -253,6 +253,35 @@ async fn unknown_types_and_bad_names_are_refused() -> Result<(), CallError> {
     Ok(())
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_never_registered_type_waits_only_out_the_start_up_window() -> Result<(), CallError> {
+    let config = RuntimeConfig {
+        host_wait: Duration::from_secs(10),
+        ..RuntimeConfig::default()
+    };
+    let rt = runtime(Arc::new(MemoryStore::new()), config);
+    rt.register_host(
+        Arc::new(FnHost::new("test", counter_turn)),
+        vec![spec("counter")],
+    )?;
+    // Near the window's end a misspelled type is still waited for, but only
+    // until the window closes: refused from then on, it is no likelier to
+    // come later for a call that came in it.
+    tokio::time::advance(Duration::from_millis(9_500)).await;
+    let asked = tokio::time::Instant::now();
+    let unknown = Call::new(ActorId::new("countr", "x"), "incr", Payload::default());
+    match rt.invoke(unknown).await {
+        Err(CallError::UnknownType { .. }) => {}
+        other => panic!("expected UnknownType, got {other:?}"),
+    }
+    let waited = asked.elapsed();
+    assert!(
+        waited <= Duration::from_millis(500),
+        "waited {waited:?}, past the start-up window's end"
+    );
+    Ok(())
+}
+
 async fn futures_join_all<F, T>(futures: impl Iterator<Item = F>) -> Result<Vec<T>, CallError>
 where
     F: std::future::Future<Output = Result<T, CallError>> + Send + 'static,

@@ -64,7 +64,7 @@ impl Shared {
             Some(b) => Some(b),
             None => {
                 debug!(actor = %act.id, "waiting for an app that hosts the type");
-                let deadline = Instant::now() + self.config.host_wait;
+                let deadline = Instant::now() + self.host_wait_for(&act.id.ty);
                 tokio::select! {
                     binding = self.hosts.wait_for(&act.id.ty, deadline) => binding,
                     // No app comes back to a stopping daemon: waiting would
