@@ -74,6 +74,16 @@ async def test_a_host_wait_in_extra_args_replaces_the_kits() -> None:
             assert await env.actor(KitFiltered, "k1").who() == "nobody"
 
 
+def test_a_host_wait_in_the_environment_replaces_the_kits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Out of the daemon's range: the daemon refuses to start only if the kit leaves the
+    # environment's value in force rather than overriding it with its own flag.
+    monkeypatch.setenv("TROUPE_HOST_WAIT", "25h")
+    with pytest.raises(TestDaemonError, match="host_wait"), TestDaemon.start():
+        pass
+
+
 @troupe.actor("kit_standup")
 class KitStandup(troupe.Actor):
     @troupe.method

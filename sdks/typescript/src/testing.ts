@@ -68,8 +68,8 @@ export interface TestDaemonOptions {
   /** The daemon binary; defaults to {@link daemonPath} (`$TROUPE_BIN` or the installed one). */
   binary?: string;
   /**
-   * Added to `troupe serve`. A `--host-wait` here replaces the kit's
-   * `--host-wait 0s` (see {@link TestDaemon}).
+   * Added to `troupe serve`. A `--host-wait` here (or `TROUPE_HOST_WAIT` in
+   * the environment) replaces the kit's `--host-wait 0s` (see {@link TestDaemon}).
    */
   extraArgs?: readonly string[];
   /** How long to wait for the daemon to serve (default 30 s). */
@@ -91,7 +91,8 @@ export function clockStepText(by: ClockStep): string {
  * once the daemon accepted the app's types, so there is nothing to wait for). A
  * type whose app has gone is refused with UNAVAILABLE at once too, which the
  * client resends until the call's deadline, so an app that reconnects meanwhile
- * still answers. A `--host-wait` in `extraArgs` replaces the kit's.
+ * still answers. A `--host-wait` in `extraArgs`, or `TROUPE_HOST_WAIT` in the
+ * environment, replaces the kit's.
  */
 export class TestDaemon {
   /** `127.0.0.1:PORT`, for `new Client({ address })` and `new App({ address })`. */
@@ -418,9 +419,13 @@ export async function startTestEnv(options: TestDaemonOptions = {}): Promise<Tes
   return TestEnv.owning(await TestDaemon.start(options));
 }
 
-/** `--host-wait 0s`, unless `extra` gives the flag (the daemon takes it once). */
+/**
+ * `--host-wait 0s`, unless `extra` gives the flag (the daemon takes it once)
+ * or `TROUPE_HOST_WAIT` does (the daemon inherits the environment; a flag would win).
+ */
 function hostWait(extra: readonly string[]): string[] {
-  return extra.some((a) => a === "--host-wait" || a.startsWith("--host-wait=")) ? [] : ["--host-wait", "0s"];
+  const given = extra.some((a) => a === "--host-wait" || a.startsWith("--host-wait=")) || process.env.TROUPE_HOST_WAIT !== undefined;
+  return given ? [] : ["--host-wait", "0s"];
 }
 
 function announced(proc: ChildProcess, timeoutMs: number): Promise<string> {

@@ -81,6 +81,20 @@ test("a --host-wait in extraArgs replaces the kit's", async () => {
   }
 });
 
+test("a TROUPE_HOST_WAIT in the environment replaces the kit's", async () => {
+  // Out of the daemon's range: the daemon refuses to start only if the kit leaves the
+  // environment's value in force rather than overriding it with its own flag.
+  process.env.TROUPE_HOST_WAIT = "25h";
+  try {
+    await assert.rejects(
+      TestDaemon.start({ binary: troupeBin() }),
+      (err) => err instanceof TestDaemonError && /host_wait/.test(err.message),
+    );
+  } finally {
+    delete process.env.TROUPE_HOST_WAIT;
+  }
+});
+
 @actor("kit_standup")
 class KitStandup extends Actor<{ held: number }> {
   @method

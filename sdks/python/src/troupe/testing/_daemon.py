@@ -74,8 +74,8 @@ class TestDaemon:
     ``TestEnv.host`` returns once the daemon accepted the app's types, so there
     is nothing to wait for). A type whose app has gone is refused with UNAVAILABLE
     at once too, which the client resends until the call's deadline, so an app
-    that reconnects meanwhile still answers. ``extra_args`` with a ``--host-wait``
-    of their own replace the kit's.
+    that reconnects meanwhile still answers. A ``--host-wait`` in ``extra_args``, or
+    ``TROUPE_HOST_WAIT`` in the environment, replaces the kit's.
     """
 
     __test__ = False
@@ -214,9 +214,10 @@ class TestDaemon:
 
 
 def _host_wait(extra_args: Sequence[str]) -> list[str]:
-    """``--host-wait 0s``, unless ``extra_args`` give the flag (the daemon takes it once)."""
+    """``--host-wait 0s``, unless ``extra_args`` give the flag (the daemon takes it once) or
+    ``TROUPE_HOST_WAIT`` does (the daemon inherits the environment; a flag would win)."""
     given = any(a == "--host-wait" or a.startswith("--host-wait=") for a in extra_args)
-    return [] if given else ["--host-wait", "0s"]
+    return [] if given or "TROUPE_HOST_WAIT" in os.environ else ["--host-wait", "0s"]
 
 
 def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
