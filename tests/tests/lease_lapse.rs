@@ -80,6 +80,7 @@ async fn a_lease_lapse_nobody_took_over_keeps_the_changes_not_yet_flushed() -> a
     assert!(code.success(), "{err}");
     let status: serde_json::Value = serde_json::from_str(&out)?;
     assert_eq!(status["serving"], true, "{status}");
+    assert_eq!(status["standalone"], false, "a cluster member: {status}");
     assert_eq!(scrape(metrics).await?.sum("troupe_serving", &[]), 1.0);
     assert_eq!(
         after,

@@ -20,6 +20,7 @@ pub(crate) async fn status(fx: &Fixture) -> anyhow::Result<()> {
     assert_eq!(s["active_actors"], 4, "{s}");
     assert_eq!(s["pending_calls"], 0, "{s}");
     assert_eq!(s["max_pending_calls"], 100_000, "{s}");
+    assert_eq!(s["standalone"], true, "started without --placement: {s}");
     assert!(s["uptime_ms"].is_u64(), "{s}");
     assert!(s["started_unix_ms"].as_u64().is_some_and(|t| t > 0), "{s}");
     assert!(
@@ -52,6 +53,12 @@ pub(crate) async fn status(fx: &Fixture) -> anyhow::Result<()> {
     let t = fx.run(&["status"]).await?.ok()?;
     assert_eq!(t.field("listen"), Some(fx.addr.as_str()), "{}", t.out);
     assert_eq!(t.field("active actors"), Some("4"), "{}", t.out);
+    assert!(
+        t.field("placement")
+            .is_some_and(|p| p.starts_with("in-process: this daemon runs alone")),
+        "{}",
+        t.out
+    );
     assert!(
         t.field("store")
             .is_some_and(|s| s.starts_with("sled") && s.ends_with(" on disk)")),

@@ -224,6 +224,7 @@ impl pb::admin_server::Admin for AdminApi {
                 .map(|l| l.stats().into_iter().map(link_to_pb).collect())
                 .unwrap_or_default(),
             delivery: Some(delivery::status_to_pb(delivery)),
+            standalone: self.links.is_none(),
             inbound_links: self.links.as_ref().map(|l| {
                 let inbound = l.inbound_stats();
                 pb::InboundLinks {

@@ -6,9 +6,17 @@ use troupe_proto::v1 as pb;
 
 use crate::cli::plural;
 
-/// Empty on a single node (or a daemon older than the CLI), which reports
-/// no inbound links.
+/// On a daemon that runs alone, one line saying so; empty on a daemon older
+/// than the CLI, which reports neither that nor inbound links.
 pub(super) fn cluster_pairs(s: &pb::StatusResponse) -> Vec<(&'static str, String)> {
+    if s.standalone {
+        return vec![(
+            "placement",
+            "in-process: this daemon runs alone and places every actor itself (daemons \
+             started with --placement and a shared store form a cluster)"
+                .to_owned(),
+        )];
+    }
     let Some(links) = &s.inbound_links else {
         return Vec::new();
     };
@@ -90,11 +98,28 @@ mod tests {
     }
 
     #[test]
-    fn a_single_node_has_no_cluster_lines() {
-        // A single node, or a daemon older than the CLI.
-        let single = status_table(&pb::StatusResponse::default());
-        assert!(!single.contains("inbound links"), "{single}");
-        assert!(!single.contains("placement "), "{single}");
+    fn a_daemon_that_runs_alone_says_so() {
+        let alone = pb::StatusResponse {
+            standalone: true,
+            ..Default::default()
+        };
+        let text = status_table(&alone);
+        assert!(
+            text.contains("placement         in-process: this daemon runs alone"),
+            "{text}"
+        );
+        assert!(!text.contains("inbound links"), "{text}");
+        let json = status_json(&alone);
+        assert_eq!(json["standalone"], true, "{json}");
+        assert_eq!(json["inbound_links"], Value::Null, "{json}");
+        assert_eq!(status_json(&member(true))["standalone"], false);
+    }
+
+    #[test]
+    fn a_daemon_older_than_the_cli_has_no_cluster_lines() {
+        let older = status_table(&pb::StatusResponse::default());
+        assert!(!older.contains("inbound links"), "{older}");
+        assert!(!older.contains("placement "), "{older}");
         assert_eq!(
             status_json(&pb::StatusResponse::default())["inbound_links"],
             Value::Null

@@ -85,6 +85,7 @@ pub(super) fn status_json(s: &pb::StatusResponse) -> Value {
         "delivery": s.delivery.as_ref().map(delivery_json),
         "placement_version": s.placement_version,
         "serving": s.serving,
+        "standalone": s.standalone,
         "inbound_links": super::links::inbound_json(s.inbound_links.as_ref()),
         "memory": s.memory.as_ref().map(memory_json),
         "events": s.events.as_ref().map(events_json),

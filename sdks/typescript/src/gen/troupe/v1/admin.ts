@@ -117,7 +117,15 @@ export interface StatusResponse {
    * What this daemon holds for watchers of actor events (absent from a
    * daemon older than this field).
    */
-  events?: EventsStatus | undefined;
+  events?:
+    | EventsStatus
+    | undefined;
+  /**
+   * This daemon runs alone: started without --placement, it places every
+   * actor itself and has no other daemons. False on a cluster member, and
+   * from a daemon older than this field.
+   */
+  standalone: boolean;
 }
 
 /**
@@ -723,6 +731,7 @@ function createBaseStatusResponse(): StatusResponse {
     security: undefined,
     remindersPaused: undefined,
     events: undefined,
+    standalone: false,
   };
 }
 
@@ -826,6 +835,9 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     }
     if (message.events !== undefined) {
       EventsStatus.encode(message.events, writer.uint32(186).fork()).join();
+    }
+    if (message.standalone !== false) {
+      writer.uint32(192).bool(message.standalone);
     }
     return writer;
   },
@@ -1027,6 +1039,14 @@ export const StatusResponse: MessageFns<StatusResponse> = {
             message.events = EventsStatus.decode(reader, reader.uint32());
             continue;
           }
+          case 24: {
+            if (tag !== 192) {
+              break;
+            }
+
+            message.standalone = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -1097,6 +1117,7 @@ export const StatusResponse: MessageFns<StatusResponse> = {
     message.events = (object.events !== undefined && object.events !== null)
       ? EventsStatus.fromPartial(object.events)
       : undefined;
+    message.standalone = object.standalone ?? false;
     return message;
   },
 };
