@@ -83,6 +83,16 @@ def _in_turn(state: State, scope: TurnScope, fn: Callable[[], None]) -> None:
         current_turn.reset(token)
 
 
+def _outer_then_nested_wrote_k() -> tuple[State, TurnScope, TurnScope]:
+    """Key k stored as 1; an outer turn wrote 2, then a nested turn wrote 3. Both run."""
+    s = State({"k": b"1"})
+    outer = TurnScope(s, "t/1", "outer")
+    inner = TurnScope(s, "t/1", "inner")
+    _in_turn(s, outer, lambda: s.__setitem__("k", 2))
+    _in_turn(s, inner, lambda: s.__setitem__("k", 3))
+    return s, outer, inner
+
+
 def _as_dict(changes: list[common_pb2.StateChange]) -> dict[str, bytes | None]:
     return {c.key: None if c.WhichOneof("op") == "delete" else c.set for c in changes}
 
@@ -148,11 +158,7 @@ def test_read_only_turn_cannot_write() -> None:
 
 
 def test_a_failed_outer_turn_keeps_what_a_nested_turn_committed() -> None:
-    s = State({"k": b"1"})
-    outer = TurnScope(s, "t/1", "outer")
-    inner = TurnScope(s, "t/1", "inner")
-    _in_turn(s, outer, lambda: s.__setitem__("k", 2))
-    _in_turn(s, inner, lambda: s.__setitem__("k", 3))
+    s, outer, inner = _outer_then_nested_wrote_k()
     assert _as_dict(s._commit(inner)) == {"k": b"3"}
     s._end(inner)
     s._rollback(outer)
@@ -221,11 +227,7 @@ def test_a_turn_ending_first_does_not_send_a_running_turns_write_of_a_key_it_onl
 
 
 def test_a_turn_ending_first_sends_its_own_write_under_a_running_turns_later_one() -> None:
-    s = State({"k": b"1"})
-    outer = TurnScope(s, "t/1", "outer")
-    inner = TurnScope(s, "t/1", "inner")
-    _in_turn(s, outer, lambda: s.__setitem__("k", 2))
-    _in_turn(s, inner, lambda: s.__setitem__("k", 3))
+    s, outer, inner = _outer_then_nested_wrote_k()
     assert _as_dict(s._commit(outer)) == {"k": b"2"}
     s._end(outer)
     assert dict(s) == {"k": 3}  # the nested turn's write, still to be sent
@@ -269,11 +271,7 @@ def test_a_turn_that_found_an_earlier_write_of_a_failed_turn_goes_back_beneath_i
 
 
 def test_a_turns_write_that_a_committed_one_replaced_does_not_outlive_its_expiry() -> None:
-    s = State({"k": b"1"})
-    outer = TurnScope(s, "t/1", "outer")
-    inner = TurnScope(s, "t/1", "inner")
-    _in_turn(s, outer, lambda: s.__setitem__("k", 2))
-    _in_turn(s, inner, lambda: s.__setitem__("k", 3))
+    s, outer, inner = _outer_then_nested_wrote_k()
     assert _as_dict(s._commit(inner)) == {"k": b"3"}
     s._end(inner)
     s._expire(["k"])  # the daemon let the nested turn's 3 expire

@@ -11,6 +11,7 @@ import type { StateChange } from "../src/gen/troupe/v1/common.js";
 import { Actor, actor, ActorError, method, State } from "../src/index.js";
 import { commitState, endTurn, expireState, refuseState, rollbackState } from "../src/state.js";
 import { startTestEnv, type TestEnv } from "../src/testing.js";
+import type { TurnScope } from "../src/turn.js";
 import { signal, troupeBin, within } from "./helpers.js";
 import { stored, turnOf } from "./state_turns.js";
 
@@ -21,13 +22,19 @@ function sent(changes: StateChange[]): Record<string, string | null> {
   return Object.fromEntries(changes.map((c) => [c.key, c.op?.$case === "set" ? Buffer.from(c.op.value).toString("utf8") : null]));
 }
 
+/** Key k stored as 1; an outer turn wrote 2, then a nested turn wrote 3. Both run. */
+function outerThenNestedWroteK(): [State<S>, TurnScope, TurnScope] {
+  const s = new State<S>(stored({ k: 1 }));
+  const [outer, inOuter] = turnOf(s, "outer");
+  const [inner, inInner] = turnOf(s, "inner");
+  inOuter(() => s.set("k", 2));
+  inInner(() => s.set("k", 3));
+  return [s, outer, inner];
+}
+
 describe("a failed turn beside others undoes only its own changes", () => {
   test("a failed outer turn keeps what a nested turn committed", () => {
-    const s = new State<S>(stored({ k: 1 }));
-    const [outer, inOuter] = turnOf(s, "outer");
-    const [inner, inInner] = turnOf(s, "inner");
-    inOuter(() => s.set("k", 2));
-    inInner(() => s.set("k", 3));
+    const [s, outer, inner] = outerThenNestedWroteK();
     assert.deepEqual(sent(commitState(s, inner)), { k: "3" });
     endTurn(s, inner);
     rollbackState(s, outer);
@@ -91,11 +98,7 @@ describe("a failed turn beside others undoes only its own changes", () => {
   });
 
   test("a turn ending first sends its own write under a running turn's later one", () => {
-    const s = new State<S>(stored({ k: 1 }));
-    const [outer, inOuter] = turnOf(s, "outer");
-    const [inner, inInner] = turnOf(s, "inner");
-    inOuter(() => s.set("k", 2));
-    inInner(() => s.set("k", 3));
+    const [s, outer, inner] = outerThenNestedWroteK();
     assert.deepEqual(sent(commitState(s, outer)), { k: "2" });
     endTurn(s, outer);
     assert.deepEqual(s.toJSON(), { k: 3 }); // the nested turn's write, still to be sent
@@ -139,11 +142,7 @@ describe("a failed turn beside others undoes only its own changes", () => {
   });
 
   test("a turn's write that a committed one replaced does not outlive its expiry", () => {
-    const s = new State<S>(stored({ k: 1 }));
-    const [outer, inOuter] = turnOf(s, "outer");
-    const [inner, inInner] = turnOf(s, "inner");
-    inOuter(() => s.set("k", 2));
-    inInner(() => s.set("k", 3));
+    const [s, outer, inner] = outerThenNestedWroteK();
     assert.deepEqual(sent(commitState(s, inner)), { k: "3" });
     endTurn(s, inner);
     expireState(s, ["k"]); // the daemon let the nested turn's 3 expire
