@@ -129,7 +129,7 @@ class StateLedger:
         Raises TypeError if a value cannot be encoded.
         """
         authors = _authors(scope)
-        loose = scope is None or not scope.readonly
+        loose = LOOSE in authors
         if scope is None:
             keys: Iterable[str] = sorted(self.loose)
         elif loose and self.loose:
@@ -203,17 +203,11 @@ class StateLedger:
                 self.writes.committed(key, watched)
             elif (at := held_back[key]) is not None:
                 self.writes.committed(key, watched, at)
-        changes: list[common_pb2.StateChange] = []
         for key, value in encoded.items():
             if value is None:
                 self.stored.pop(key, None)
-                changes.append(common_pb2.StateChange(key=key, delete=True))
             else:
                 self.stored[key] = value
-                change = common_pb2.StateChange(key=key, set=value)
-                if key in ttls:
-                    change.ttl_ms = ttls[key]
-                changes.append(change)
         if kept:
             self.loose = {key: self.loose[key] for key in kept}
         else:
@@ -222,7 +216,7 @@ class StateLedger:
         self.loose_ttls.clear()
         if scope is not None:
             scope.ttls.clear()
-        return changes
+        return _to_changes(encoded, ttls)
 
     def refuse(self, scope: TurnScope) -> list[common_pb2.StateChange]:
         """End a read-only turn: undo any in-place change it made and return those changes.
@@ -237,12 +231,7 @@ class StateLedger:
             encoded = {k: self.stored.get(k) for k in scope.snapshots}
         for key in encoded:
             self.restore(key, scope.snapshots[key])
-        return [
-            common_pb2.StateChange(key=k, delete=True)
-            if v is None
-            else common_pb2.StateChange(key=k, set=v)
-            for k, v in encoded.items()
-        ]
+        return _to_changes(encoded, {})
 
     def end(self, scope: TurnScope) -> None:
         """The turn is over: later touches from tasks it started are not its own."""
@@ -309,3 +298,20 @@ def _authors(scope: TurnScope | None) -> tuple[object, ...]:
     if scope is None:
         return (LOOSE,)
     return (scope,) if scope.readonly else (scope, LOOSE)
+
+
+def _to_changes(
+    encoded: Mapping[str, bytes | None], ttls: Mapping[str, int]
+) -> list[common_pb2.StateChange]:
+    """The changes to send: each key's encoded value (None: deleted), a set with its
+    ``ttl_ms`` from ``ttls`` if any. As the TypeScript SDK's ``toChanges``."""
+    changes: list[common_pb2.StateChange] = []
+    for key, value in encoded.items():
+        if value is None:
+            changes.append(common_pb2.StateChange(key=key, delete=True))
+        else:
+            change = common_pb2.StateChange(key=key, set=value)
+            if key in ttls:
+                change.ttl_ms = ttls[key]
+            changes.append(change)
+    return changes
