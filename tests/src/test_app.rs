@@ -199,6 +199,10 @@ fn json_kwarg(payload: &Option<pb::Payload>, name: &str) -> Option<i64> {
         .and_then(|v| v.get("kwargs")?.get(name)?.as_i64())
 }
 
+/// The stack trace "fail" reports, as the Python SDK would: callers must
+/// see it whole, newlines and non-ASCII included, through every hop.
+pub const FAIL_TRACE: &str = "Traceback (most recent call last):\n  File \"counter.py\", line 7, in fail\n    raise ValueError(\"boom\")\nValueError: boom — 100%\n";
+
 fn parse_by(payload: &Option<pb::Payload>) -> i64 {
     json_kwarg(payload, "by").unwrap_or(1)
 }
@@ -475,7 +479,7 @@ async fn counter_turn(
             Some(pb::turn_result::Outcome::Error(pb::ActorFailure {
                 r#type: "ValueError".into(),
                 message: "boom".into(),
-                details: String::new(),
+                details: FAIL_TRACE.into(),
                 ..Default::default()
             })),
             Vec::new(),

@@ -209,6 +209,22 @@ async fn two_daemons_share_actors_and_hand_them_off() -> anyhow::Result<()> {
             "{id}"
         );
     }
+    // An actor's exception comes back through the other daemon as it was
+    // raised, its stack trace included.
+    for id in &ids {
+        let status = match client_a.invoke_raw("counter", id, "fail", "{}").await {
+            Err(status) => status,
+            Ok(reply) => anyhow::bail!("{id}: fail answered {reply:?}"),
+        };
+        let trailer = |name| status.metadata().get(name).and_then(|v| v.to_str().ok());
+        assert_eq!(trailer("troupe-error-type"), Some("ValueError"), "{id}");
+        let trace = trailer("troupe-error-details").map(|v| {
+            percent_encoding::percent_decode_str(v)
+                .decode_utf8_lossy()
+                .into_owned()
+        });
+        assert_eq!(trace.as_deref(), Some(troupe_tests::FAIL_TRACE), "{id}");
+    }
     // Timers live in the owner's activation: setting one through either
     // daemon works only if the request reaches the owner.
     for id in &ids {

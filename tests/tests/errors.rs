@@ -198,6 +198,17 @@ async fn actor_exception_is_unknown_with_its_type() -> anyhow::Result<()> {
         .get("troupe-error-type")
         .map(|v| v.to_str().unwrap_or_default());
     assert_eq!(ty, Some("ValueError"));
+    // Where it raised travels too: the trace the app sent, percent-encoded.
+    let trace = status
+        .metadata()
+        .get("troupe-error-details")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            percent_encoding::percent_decode_str(v)
+                .decode_utf8_lossy()
+                .into_owned()
+        });
+    assert_eq!(trace.as_deref(), Some(troupe_tests::FAIL_TRACE));
     // The failed turn changed nothing; the actor keeps working.
     assert_eq!(client.incr("counter", "c1", 1).await?, 3);
     Ok(())

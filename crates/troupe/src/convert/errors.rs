@@ -10,6 +10,8 @@ use tonic::{Code, Status};
 use troupe_runtime::{ActorFailure, CallError, FailureKind, Unavailable};
 use troupe_transport::TransportError;
 
+use super::error_details::{details_of_trailer, details_trailer, ERROR_DETAILS_TRAILER};
+
 /// Trailer that marks an UNKNOWN status as an exception raised by actor
 /// code; its value is the exception's type. SDKs read it.
 pub const ERROR_TYPE_TRAILER: &str = "troupe-error-type";
@@ -111,6 +113,9 @@ fn status_without_pushback(error: CallError) -> Status {
             let ty = MetadataValue::try_from(failure.ty.as_str())
                 .unwrap_or_else(|_| MetadataValue::from_static("ActorError"));
             status.metadata_mut().insert(ERROR_TYPE_TRAILER, ty);
+            if let Some(details) = details_trailer(&failure.details) {
+                status.metadata_mut().insert(ERROR_DETAILS_TRAILER, details);
+            }
             if let Some(kind) = failure.kind.name() {
                 status
                     .metadata_mut()
@@ -137,7 +142,9 @@ pub fn call_error(status: Status) -> CallError {
             Some(ty) => CallError::Actor(ActorFailure {
                 ty,
                 message,
-                details: String::new(),
+                details: trailer(ERROR_DETAILS_TRAILER)
+                    .map(|d| details_of_trailer(&d))
+                    .unwrap_or_default(),
                 kind: trailer(FAILURE_KIND_TRAILER)
                     .map_or(FailureKind::Unspecified, |k| FailureKind::from_name(&k)),
             }),
@@ -320,7 +327,9 @@ mod tests {
             CallError::Actor(ActorFailure {
                 ty: "ValueError".into(),
                 message: "boom".into(),
-                details: String::new(),
+                details:
+                    "Traceback (most recent call last):\n  File \"app.py\"\nValueError: boom 100%"
+                        .into(),
                 kind: FailureKind::Raised,
             }),
             CallError::FailedPrecondition("deadlock: a → b → a".into()),

@@ -5,10 +5,12 @@
 //! - this module: actors, payloads, chains, state changes, type options.
 //! - [`requests`]: every per-actor request and its answer.
 //! - [`events`]: watch polls and the events they bring back.
-//! - [`errors`]: errors as gRPC statuses and back.
+//! - [`errors`]: errors as gRPC statuses and back; [`error_details`]: an
+//!   actor exception's stack trace in their trailers.
 //! - [`time`]: durations and instants as the API spells them.
 //! - [`paging`]: page sizes and tokens.
 
+pub mod error_details;
 pub mod errors;
 pub mod events;
 pub mod paging;

@@ -2945,7 +2945,9 @@ export const ActorClientService = {
    *                      type, the status message the remote message, and trailer
    *                      "troupe-failure-kind" (where the app's SDK says) whether the
    *                      method ran: "raised", or the caller's mistake, "no-such-method"
-   *                      or "bad-arguments" (FailureKind)
+   *                      or "bad-arguments" (FailureKind); trailer "troupe-error-details"
+   *                      (where the SDK sent one) the actor's stack trace, percent-encoded
+   *                      as "grpc-message" is
    */
   invoke: {
     path: "/troupe.v1.ActorClient/Invoke" as const,
@@ -3175,7 +3177,9 @@ export interface ActorClientServer extends UntypedServiceImplementation {
    *                      type, the status message the remote message, and trailer
    *                      "troupe-failure-kind" (where the app's SDK says) whether the
    *                      method ran: "raised", or the caller's mistake, "no-such-method"
-   *                      or "bad-arguments" (FailureKind)
+   *                      or "bad-arguments" (FailureKind); trailer "troupe-error-details"
+   *                      (where the SDK sent one) the actor's stack trace, percent-encoded
+   *                      as "grpc-message" is
    */
   invoke: handleUnaryCall<InvokeRequest, InvokeResponse>;
   /**
@@ -3276,7 +3280,9 @@ export interface ActorClientClient extends Client {
    *                      type, the status message the remote message, and trailer
    *                      "troupe-failure-kind" (where the app's SDK says) whether the
    *                      method ran: "raised", or the caller's mistake, "no-such-method"
-   *                      or "bad-arguments" (FailureKind)
+   *                      or "bad-arguments" (FailureKind); trailer "troupe-error-details"
+   *                      (where the SDK sent one) the actor's stack trace, percent-encoded
+   *                      as "grpc-message" is
    */
   invoke(
     request: InvokeRequest,

@@ -135,7 +135,9 @@ class ActorClientServicer(object):
         type, the status message the remote message, and trailer
         "troupe-failure-kind" (where the app's SDK says) whether the
         method ran: "raised", or the caller's mistake, "no-such-method"
-        or "bad-arguments" (FailureKind)
+        or "bad-arguments" (FailureKind); trailer "troupe-error-details"
+        (where the SDK sent one) the actor's stack trace, percent-encoded
+        as "grpc-message" is
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
