@@ -173,7 +173,7 @@ async fn turn(t: pb::Turn, fail: bool, logs: Logs, out: mpsc::UnboundedSender<pb
             Outcome::Error(pb::ActorFailure {
                 r#type: "ValueError".into(),
                 message: format!("{other} failed on purpose"),
-                details: String::new(),
+                details: format!("Traceback (most recent call last):\n  File \"log.py\", line 9, in {other}\nValueError: {other} failed on purpose\n"),
                 ..Default::default()
             }),
             Vec::new(),

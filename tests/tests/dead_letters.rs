@@ -42,10 +42,12 @@ async fn failed_tells_become_dead_letters_the_cli_lists_and_redrives() -> anyhow
         (&"log".into(), &"d".into(), &"flaky".into(), &3.into()),
         "{letters}"
     );
-    assert!(
-        letter["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("flaky failed on purpose")),
+    // The error, and under it where the actor raised.
+    assert_eq!(
+        letter["error"].as_str(),
+        Some(
+            "actor raised ValueError: flaky failed on purpose\nTraceback (most recent call last):\n  File \"log.py\", line 9, in flaky\nValueError: flaky failed on purpose"
+        ),
         "{letter}"
     );
     let seq = letter["seq"]
@@ -54,6 +56,15 @@ async fn failed_tells_become_dead_letters_the_cli_lists_and_redrives() -> anyhow
         .to_string();
     let table = cli(&daemon, &["dead-letters", "list", "--type", TY], 0).await?;
     assert!(table.starts_with("TYPE") && table.contains(&seq), "{table}");
+    // The list has a line per letter; `get` shows the trace under the error.
+    assert!(!table.contains("Traceback"), "{table}");
+    let got = cli(&daemon, &["dead-letters", "get", TY, "d", &seq], 0).await?;
+    assert!(
+        got.contains(
+            "\nerror     actor raised ValueError: flaky failed on purpose\n          Traceback (most recent call last):\n            File \"log.py\", line 9, in flaky\n"
+        ),
+        "{got}"
+    );
     let shown = cli(
         &daemon,
         &["dead-letters", "get", TY, "d", &seq, "-o", "json"],

@@ -107,7 +107,14 @@ pub(crate) async fn invoke(fx: &Fixture) -> anyhow::Result<()> {
     fx.run(&["invoke", "counter", "c2", "fail"])
         .await?
         .exit(5)?
-        .stderr_has(&["counter/c2.fail", "ValueError", "boom"])?;
+        .stderr_has(&[
+            "counter/c2.fail",
+            "ValueError",
+            "boom",
+            // where it raised, one trace line per line
+            "\n      File \"counter.py\", line 7, in fail\n",
+            "ValueError: boom — 100%",
+        ])?;
     fx.run(&["invoke", "counter", "c2", "incr", "--data", "{nope"])
         .await?
         .exit(2)?

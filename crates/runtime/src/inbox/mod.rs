@@ -262,7 +262,7 @@ impl Shared {
                 seq: delivery.seq,
             },
             data: delivery.data.clone(),
-            error: error.to_string(),
+            error: dead_letter_error(error),
             attempts,
             failed_unix_ms: crate::clock::unix_now_ms(),
         };
@@ -322,4 +322,26 @@ impl Shared {
             }
         });
     }
+}
+
+/// Most bytes of an actor's stack trace a dead letter keeps (its end, where a
+/// Python traceback names the raising line; the SDKs send about 3 KiB).
+const MAX_DEAD_LETTER_TRACE: usize = 4 * 1024;
+
+/// What a dead letter keeps of its last failure: the error, and under it the
+/// stack trace an actor's exception came with, so that `troupe dead-letters
+/// get` shows where the actor raised (the list shows the first line).
+fn dead_letter_error(error: &CallError) -> String {
+    let trace = match error {
+        CallError::Actor(failure) => failure.details.trim_end(),
+        _ => "",
+    };
+    if trace.is_empty() {
+        return error.to_string();
+    }
+    let mut start = trace.len().saturating_sub(MAX_DEAD_LETTER_TRACE);
+    while !trace.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("{error}\n{}", &trace[start..])
 }

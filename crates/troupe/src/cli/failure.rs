@@ -8,6 +8,7 @@ use tonic::{Code, Status};
 use troupe_runtime::FailureKind;
 
 use super::{fail, root_cause, Daemon, Exit};
+use crate::convert::error_details::{details_of_trailer, ERROR_DETAILS_TRAILER};
 use crate::convert::errors::code_name;
 
 /// What a failed call was about, for its error message.
@@ -39,6 +40,20 @@ impl Daemon {
 /// method) and `PayloadError` (arguments that are not a call payload). The
 /// guess also takes a `TypeError` the method raised for one.
 const REFUSED_ARGUMENTS: [&str; 2] = ["TypeError", "PayloadError"];
+
+/// The actor's stack trace under the error line, indented, for the user to
+/// find the line that raised; nothing when its SDK sent none.
+fn where_raised(trace: &str) -> String {
+    let trace = trace.trim_end();
+    if trace.is_empty() {
+        return String::new();
+    }
+    let lines: Vec<String> = trace.lines().map(|line| format!("    {line}")).collect();
+    format!(
+        "\n  where it raised (the stack trace the actor's SDK sent):\n{}",
+        lines.join("\n")
+    )
+}
 
 impl Request<'_> {
     /// Says `hint` too when the actor refuses the arguments.
@@ -110,10 +125,15 @@ impl Request<'_> {
                             ),
                         )
                     }
-                    Some(ty) => fail(
-                        Exit::ActorError,
-                        format!("{what}: the actor raised {ty}: {message}"),
-                    ),
+                    Some(ty) => {
+                        let trace = trailer(ERROR_DETAILS_TRAILER)
+                            .map(details_of_trailer)
+                            .map_or_else(String::new, |trace| where_raised(&trace));
+                        fail(
+                            Exit::ActorError,
+                            format!("{what}: the actor raised {ty}: {message}{trace}"),
+                        )
+                    }
                     None => fail(Exit::Daemon, format!("{what} failed: UNKNOWN: {message}")),
                 }
             }

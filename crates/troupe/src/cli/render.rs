@@ -220,15 +220,36 @@ impl Table {
 /// `label  value` lines with the values aligned, for one object's fields.
 pub fn fields(pairs: &[(&str, String)]) -> String {
     let width = pairs.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+    // A value of several lines (a dead letter's error and stack trace) keeps
+    // to its column, so the labels stay readable down the left.
+    let continued = format!("\n{:width$}  ", "");
     pairs
         .iter()
-        .map(|(label, value)| format!("{label:<width$}  {value}\n"))
+        .map(|(label, value)| {
+            let value = value.lines().collect::<Vec<_>>().join(&continued);
+            format!("{label:<width$}  {value}\n")
+        })
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_of_several_lines_keeps_to_its_column() {
+        let shown = fields(&[
+            ("seq", "7".into()),
+            (
+                "error",
+                "the actor raised X: y\nTraceback:\n  File \"a.py\"".into(),
+            ),
+        ]);
+        assert_eq!(
+            shown,
+            "seq    7\nerror  the actor raised X: y\n       Traceback:\n         File \"a.py\"\n"
+        );
+    }
 
     #[test]
     fn json_shows_as_itself_and_other_bytes_as_base64() {

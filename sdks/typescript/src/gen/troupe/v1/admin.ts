@@ -612,7 +612,10 @@ export interface DeadLetter {
   /** unset in listings */
   payload?: Payload | undefined;
   metadata: { [key: string]: string };
-  /** The last attempt's error. */
+  /**
+   * The last attempt's error; for an actor's exception, the stack trace its
+   * SDK sent on the lines below it.
+   */
   error: string;
   attempts: number;
   failedUnixMs: bigint;
