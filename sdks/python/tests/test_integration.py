@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from typing import Any
 
 import pytest
@@ -174,6 +175,11 @@ async def test_actor_calls_another_actor_inside_a_turn(
             await client.actor("front", "f").relay_failure()
         assert err.value.remote_type == "ValueError"
         assert "bad value 13" in err.value.message
+        # The relaying actor's traceback leads on to the one that raised.
+        trace = err.value.remote_traceback
+        assert "in relay_failure" in trace, trace
+        assert 'raise ValueError(f"bad value {value}")' in trace, trace
+        assert trace.index("in relay_failure") < trace.index("in fail_after_write"), trace
 
 
 async def test_remote_exception_becomes_actor_error_and_rolls_back(
@@ -186,6 +192,14 @@ async def test_remote_exception_becomes_actor_error_and_rolls_back(
             await c.fail_after_write(value=99)
         assert err.value.remote_type == "ValueError"
         assert err.value.message == "bad value 99"
+        # Where it raised: the app's traceback, as the daemon passed it on.
+        trace = err.value.remote_traceback
+        assert "in fail_after_write" in trace, trace
+        # ...from the actor's first frame: not the SDK's frames that ran the turn.
+        assert trace.splitlines()[1].startswith(f'  File "{__file__}"'), trace
+        assert trace.rstrip().endswith("ValueError: bad value 99"), trace
+        if sys.version_info >= (3, 11):
+            assert trace.rstrip() in "\n".join(err.value.__notes__)
         # Neither the stored state nor the instance's own view kept the failed write.
         assert await client.get_state("counter", "err") == {"count": 1}
         assert await c.get() == 1

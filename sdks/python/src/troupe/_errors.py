@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Literal
+from urllib.parse import unquote
 
 import grpc
 
 ERROR_TYPE_TRAILER = "troupe-error-type"
 # Beside it: whether the method ran ("raised") or the caller was at fault.
 FAILURE_KIND_TRAILER = "troupe-failure-kind"
+# And the traceback the actor's SDK sent, percent-encoded as grpc-message is (a
+# header carries no newlines); the daemon keeps its last 4 KiB.
+ERROR_DETAILS_TRAILER = "troupe-error-details"
+_REMOTE_NOTE = "where the actor raised it (the traceback its SDK sent):"
 FailureKind = Literal["raised", "no-such-method", "bad-arguments"]
 _KINDS: dict[str, FailureKind] = {
     "raised": "raised",
@@ -130,13 +136,27 @@ class ActorError(TroupeError):
             does not say (one from before this attribute). Python and JavaScript name
             both a bad call and a bug in the method ``TypeError``; ``kind`` tells them
             apart.
+        remote_traceback: where the actor raised it: the traceback (or JavaScript stack)
+            its SDK sent, at most its last 4 KiB; ``""`` when it sent none. From Python
+            3.11 it is also the exception's note, so an uncaught ``ActorError`` prints it.
     """
 
-    def __init__(self, remote_type: str, message: str, kind: FailureKind | None = None) -> None:
+    def __init__(
+        self,
+        remote_type: str,
+        message: str,
+        kind: FailureKind | None = None,
+        remote_traceback: str = "",
+    ) -> None:
         super().__init__(f"{remote_type}: {message}" if message else remote_type)
         self.remote_type = remote_type
         self.message = message
         self.kind = kind
+        self.remote_traceback = remote_traceback
+        if remote_traceback and sys.version_info >= (3, 11):
+            # Printed under the error when nobody catches it, so the caller's
+            # traceback leads on to the line in the actor that raised.
+            self.add_note(f"{_REMOTE_NOTE}\n{remote_traceback.rstrip()}")
 
 
 _BY_CODE: dict[grpc.StatusCode, type[TroupeError]] = {
@@ -166,11 +186,16 @@ def from_rpc_error(err: grpc.aio.AioRpcError, what: str, *, note: str = "") -> T
         found = {
             key: value.decode() if isinstance(value, bytes) else str(value)
             for key, value in trailers
-            if key in (ERROR_TYPE_TRAILER, FAILURE_KIND_TRAILER)
+            if key in (ERROR_TYPE_TRAILER, FAILURE_KIND_TRAILER, ERROR_DETAILS_TRAILER)
         }
         remote = found.get(ERROR_TYPE_TRAILER)
         if remote is not None:
-            return ActorError(remote, details, _KINDS.get(found.get(FAILURE_KIND_TRAILER, "")))
+            return ActorError(
+                remote,
+                details,
+                _KINDS.get(found.get(FAILURE_KIND_TRAILER, "")),
+                unquote(found.get(ERROR_DETAILS_TRAILER, ""), errors="replace"),
+            )
     cls = _BY_CODE.get(code, TroupeError)
     name = code.name if code is not None else "UNKNOWN"
     message = f"{what}: {details} ({name})" if details else f"{what}: {name}"

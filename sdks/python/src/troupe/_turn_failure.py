@@ -4,19 +4,38 @@ method ran (its FailureKind) for the failures that are the caller's mistake."""
 from __future__ import annotations
 
 import inspect
+import os
 import traceback
 from collections.abc import Callable, Sequence
+from types import TracebackType
 from typing import Any
 
 from ._errors import ActorError
 from ._proto.troupe.v1 import common_pb2
 
-_MAX_DETAILS = 8 * 1024
+# A failure's traceback, as callers see it: its end (the raising line) last, within
+# what the daemon passes on whole (4 KiB percent-encoded; it keeps the end of more).
+_MAX_DETAILS = 3 * 1024
 
 
 # Set on an exception that says the caller was at fault (nothing ran): its
 # FailureKind. Any other exception the method raised.
 _FAILURE_KIND_ATTR = "_troupe_failure_kind"
+
+
+# The SDK's own frames that run a turn (read from the stream, dispatch, await the
+# handler) lead every traceback and say nothing about the actor: callers see the
+# traceback from the actor's first frame on.
+_SDK_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _from_the_actor(exc: BaseException) -> TracebackType | None:
+    """``exc``'s traceback from its first frame outside this SDK; all of it when every
+    frame is the SDK's (a call whose arguments did not bind)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_SDK_DIR):
+        tb = tb.tb_next
+    return tb if tb is not None else exc.__traceback__
 
 
 def callers_mistake(exc: BaseException, kind: common_pb2.FailureKind) -> None:
@@ -32,7 +51,7 @@ def failure(exc: BaseException) -> common_pb2.ActorFailure:
     else:
         ty, message = type(exc).__name__, str(exc)
     kind = getattr(exc, _FAILURE_KIND_ATTR, common_pb2.FAILURE_KIND_RAISED)
-    details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    details = "".join(traceback.format_exception(type(exc), exc, _from_the_actor(exc)))
     return common_pb2.ActorFailure(
         type=ty, message=message, details=details[-_MAX_DETAILS:], kind=kind
     )
