@@ -4,6 +4,18 @@ import * as grpc from "@grpc/grpc-js";
 export const ERROR_TYPE_TRAILER = "troupe-error-type";
 /** @internal Beside it: whether the method ran ("raised") or the caller was at fault. */
 export const FAILURE_KIND_TRAILER = "troupe-failure-kind";
+/** The stack the actor's SDK sent, percent-encoded as grpc-message is (a header carries no newlines). */
+export const ERROR_DETAILS_TRAILER = "troupe-error-details";
+const REMOTE_STACK_HEADING = "where the actor threw it (the stack its SDK sent):";
+
+/** A percent-encoded trailer's text; one that is not valid encoding as it came. */
+function percentDecoded(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
 
 /**
  * Whether an actor's failed method ran: `"raised"` (it did, and threw), or the
@@ -161,14 +173,22 @@ export class ActorError extends TroupeError {
    * does not say (one from before this field).
    */
   readonly kind: FailureKind | null;
+  /**
+   * Where the actor threw it: the stack (or Python traceback) its SDK sent, at most its
+   * last 4 KiB; `""` when it sent none. `stack` ends with it too, so an uncaught
+   * ActorError prints the line in the actor that threw.
+   */
+  readonly remoteStack: string;
 
-  constructor(remoteType: string, message: string, kind: FailureKind | null = null) {
+  constructor(remoteType: string, message: string, kind: FailureKind | null = null, remoteStack = "") {
     // The stack trace shows "ActorError: <type>: <message>"; `message` itself is the
     // remote message alone, as `ActorError.message` in the Python SDK.
     super(message === "" ? remoteType : `${remoteType}: ${message}`, grpc.status.UNKNOWN);
     this.remoteType = remoteType;
     this.message = message;
     this.kind = kind;
+    this.remoteStack = remoteStack;
+    if (remoteStack !== "" && this.stack !== undefined) this.stack += `\n${REMOTE_STACK_HEADING}\n${remoteStack.trimEnd()}`;
   }
 
   override toString(): string {
@@ -210,7 +230,8 @@ export function fromRpcError(err: unknown, what: string, note = ""): Error {
     const remote = err.metadata.get(ERROR_TYPE_TRAILER)[0];
     if (remote !== undefined) {
       const kind = err.metadata.get(FAILURE_KIND_TRAILER)[0];
-      return new ActorError(metadataText(remote), details, failureKind(kind === undefined ? undefined : metadataText(kind)));
+      const stack = err.metadata.get(ERROR_DETAILS_TRAILER)[0];
+      return new ActorError(metadataText(remote), details, failureKind(kind === undefined ? undefined : metadataText(kind)), stack === undefined ? "" : percentDecoded(metadataText(stack)));
     }
   }
   const name = grpc.status[err.code];

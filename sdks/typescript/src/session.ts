@@ -6,7 +6,7 @@ import { type Actor, type ActorSpec, instantiate } from "./actor.js";
 import { API_VERSION, SDK_NAME } from "./address.js";
 import { Caller } from "./caller.js";
 import { Context } from "./context.js";
-import { ActorError, API_VERSION_TRAILER, ApiVersionMismatch, errorForCode, INSTALL_MATCHING, TroupeError } from "./errors.js";
+import { API_VERSION_TRAILER, ApiVersionMismatch, errorForCode, INSTALL_MATCHING, TroupeError } from "./errors.js";
 import {
   type Activate,
   type ActivateResult,
@@ -25,13 +25,13 @@ import { decodeCall, encodeResult } from "./payload.js";
 import { decodeData, Scheduler } from "./schedule.js";
 import { commitState, endTurn, expireState, refuseState, rollbackState, State } from "./state.js";
 import { Tracing } from "./tracing.js";
+import { callersMistake, failure } from "./turn_failure.js";
 import { currentTurn, TurnScope } from "./turn.js";
 import type { AppWire } from "./wire.js";
 
 // The tests of packAnswers import it from here.
 export { packAnswers } from "./grpc_wire.js";
 
-const MAX_DETAILS = 8 * 1024;
 // Registration failures that a retry cannot fix: report them instead of looping.
 // A missing or wrong token is one: the app reads its token once.
 const FATAL_CODES = new Set<grpc.status>([
@@ -105,29 +105,6 @@ function versionMismatch(address: string, registered: Registered): ApiVersionMis
   });
 }
 
-/** Errors that say the caller was at fault (nothing of the method ran), by kind. */
-const callersMistakes = new WeakMap<Error, FailureKind>();
-
-function callersMistake(err: Error, kind: FailureKind): Error {
-  callersMistakes.set(err, kind);
-  return err;
-}
-
-function failure(err: unknown): ActorFailure {
-  // An ActorError from a nested call propagates like an exception up a stack:
-  // the caller sees the type that was originally thrown (and that this method
-  // threw: a nested call's bad arguments are this method's bug).
-  if (err instanceof ActorError) {
-    return { type: err.remoteType, message: err.message, details: (err.stack ?? "").slice(-MAX_DETAILS), kind: FailureKind.FAILURE_KIND_RAISED };
-  }
-  if (err instanceof Error) {
-    const ctorName = (err.constructor as { name?: unknown } | undefined)?.name;
-    const type = err.name !== "" && err.name !== "Error" ? err.name : typeof ctorName === "string" && ctorName !== "" ? ctorName : "Error";
-    const kind = callersMistakes.get(err) ?? FailureKind.FAILURE_KIND_RAISED;
-    return { type, message: err.message, details: (err.stack ?? "").slice(-MAX_DETAILS), kind };
-  }
-  return { type: "Error", message: String(err), details: "", kind: FailureKind.FAILURE_KIND_RAISED };
-}
 
 function namedError(name: string, message: string): Error {
   const e = new Error(message);

@@ -192,6 +192,8 @@ describe("hosting and calling", () => {
         assert.ok(err instanceof ActorError);
         assert.equal(err.remoteType, "BadValue");
         assert.equal(err.message, "bad value 13");
+        // What the relaying actor passed on leads to the one that threw.
+        assert.match(err.remoteStack, /bad value 13\n\s+at \S*failAfterWrite /);
         return true;
       });
     } finally {
@@ -210,6 +212,12 @@ describe("hosting and calling", () => {
         assert.equal(err.message, "bad value 99");
         assert.equal(err.kind, "raised");
         assert.match(String(err), /BadValue: bad value 99/);
+        // Where it threw: the app's stack, top first, as the daemon passed it on;
+        // the caller's own stack leads on to it.
+        assert.match(err.remoteStack, /^\w+: bad value 99\n\s+at \S*failAfterWrite /);
+        // ...the actor's frames only, not the SDK's that ran the turn.
+        assert.doesNotMatch(err.remoteStack, /session\.js/);
+        assert.ok(err.stack?.endsWith(err.remoteStack.trimEnd()), err.stack);
         return true;
       });
       // Neither the stored state nor the instance's own view kept the failed write.
