@@ -228,3 +228,31 @@ async fn apps_of_this_api_version_and_from_before_it_are_answered_with_it() -> a
     }
     still_serves(&mut daemon, "a").await
 }
+
+/// The app hears which turns no caller waits for, so it can log their
+/// failures itself: a best-effort tell's, not an invoke's nor a durable
+/// tell's (retried, then kept as a dead letter).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_turn_no_caller_waits_for_is_marked_unanswered() -> anyhow::Result<()> {
+    use troupe_tests::log_app::tell_with;
+    let dir = tempfile::tempdir()?;
+    let daemon = Daemon::start(dir.path(), &[]).await?;
+    let (mut app, _) = RawApp::register(daemon.addr, vec![type_spec("counter")]).await?;
+    let mut client = daemon.client().await?;
+    for (delivery, unanswered) in [
+        (pb::Delivery::BestEffort, true),
+        (pb::Delivery::Durable, false),
+    ] {
+        tell_with(&mut client, "counter", "c1", "incr", 1, delivery).await?;
+        let turn = within(WAIT, "the tell's turn", app.next_turn()).await??;
+        assert_eq!(turn.unanswered, unanswered, "{delivery:?}");
+        app.reply(turn.call_id, "null")?;
+    }
+    let mut caller = client.clone();
+    let call = tokio::spawn(async move { caller.invoke_raw("counter", "c1", "get", "{}").await });
+    let turn = within(WAIT, "the invoke's turn", app.next_turn()).await??;
+    assert!(!turn.unanswered);
+    app.reply(turn.call_id, "1")?;
+    within(WAIT, "the invoke's answer", call).await???;
+    Ok(())
+}

@@ -65,6 +65,9 @@ pub struct TurnRequest {
     /// (`StateChange::ttl_ms`): a host keeping its own copy drops them
     /// before the turn runs. `state` no longer holds them.
     pub expired_keys: Vec<String>,
+    /// No caller waits for the turn's answer (a best-effort tell): a host
+    /// reports its failure itself, or nobody hears of it.
+    pub unanswered: bool,
 }
 
 #[derive(Debug)]

@@ -44,6 +44,15 @@ pub(crate) struct FiringReply {
 }
 
 impl Reply {
+    /// Nobody hears the result: a one-way call's.
+    pub(crate) fn unanswered(&self) -> bool {
+        match self {
+            Reply::None => true,
+            Reply::Publishing(publishing) => publishing.then.unanswered(),
+            Reply::To(_) | Reply::Firing(_) => false,
+        }
+    }
+
     pub(crate) fn abandoned(&self) -> bool {
         match self {
             Reply::None => false,

@@ -113,6 +113,9 @@ impl Shared {
                 stats.firing_started(kind, Duration::from_millis(late));
             }
         }
+        // A durable tell's failure is retried and kept as a dead letter.
+        let unanswered =
+            env.kind == TurnKind::Call && env.inbox.is_none() && env.reply.unanswered();
         let meta = TurnMeta {
             kind: env.kind,
             touch: env.touch,
@@ -134,6 +137,7 @@ impl Shared {
             timeout: binding.options.turn_timeout,
             lease_deadline_unix_ms: self.placement.lease_end_unix_ms().unwrap_or(0),
             expired_keys,
+            unanswered,
         };
         let done = TurnDone {
             rt: self.clone(),

@@ -53,6 +53,7 @@ function turn(callId: bigint, id: string): DaemonMessage {
     deadlineUnixMs: 0n,
     leaseDeadlineUnixMs: 0n,
     expiredKeys: [],
+    unanswered: false,
   };
   return { kind: { $case: "turn", value } };
 }

@@ -120,6 +120,7 @@ describe("ctx.publish: TurnResult.events on a fake daemon", () => {
       deadlineUnixMs: 0n,
       leaseDeadlineUnixMs: 0n,
       expiredKeys: [],
+      unanswered: false,
     };
     return { kind: { $case: "turn", value } };
   }

@@ -54,6 +54,7 @@ function turn(leaseDeadlineUnixMs: bigint, kind = TurnKind.TURN_KIND_CALL, name 
     deadlineUnixMs: 0n,
     leaseDeadlineUnixMs,
     expiredKeys: [],
+    unanswered: false,
   };
   return { kind: { $case: "turn", value } };
 }

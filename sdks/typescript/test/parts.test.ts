@@ -38,6 +38,7 @@ function turn(callId: bigint, id: string, value: string): DaemonMessage {
     deadlineUnixMs: 0n,
     leaseDeadlineUnixMs: 0n,
     expiredKeys: [],
+    unanswered: false,
   };
   return { kind: { $case: "turn", value: turn } };
 }

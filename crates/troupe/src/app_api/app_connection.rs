@@ -196,6 +196,7 @@ impl ActorHost for AppConnection {
             deadline_unix_ms,
             lease_deadline_unix_ms: request.lease_deadline_unix_ms,
             expired_keys: request.expired_keys,
+            unanswered: request.unanswered,
         });
         let work = || AppWork::Turn {
             name: request.name.to_string(),

@@ -388,6 +388,13 @@ export interface Turn {
    * runs. The daemon has deleted them; the turn's changes may set them again.
    */
   expiredKeys: string[];
+  /**
+   * No caller waits for this call's answer: a best-effort tell. Its error
+   * reaches nobody but the app, which should log it (the SDKs do, as they
+   * do a failed reminder, timer or alarm turn). Durable tells are false:
+   * the daemon retries them and keeps the last failure as a dead letter.
+   */
+  unanswered: boolean;
 }
 
 export interface Turn_MetadataEntry {
@@ -1919,6 +1926,7 @@ function createBaseTurn(): Turn {
     deadlineUnixMs: 0n,
     leaseDeadlineUnixMs: 0n,
     expiredKeys: [],
+    unanswered: false,
   };
 }
 
@@ -1968,6 +1976,9 @@ export const Turn: MessageFns<Turn> = {
     }
     for (const v of message.expiredKeys) {
       writer.uint32(98).string(v!);
+    }
+    if (message.unanswered !== false) {
+      writer.uint32(104).bool(message.unanswered);
     }
     return writer;
   },
@@ -2084,6 +2095,14 @@ export const Turn: MessageFns<Turn> = {
             message.expiredKeys.push(reader.string());
             continue;
           }
+          case 13: {
+            if (tag !== 104) {
+              break;
+            }
+
+            message.unanswered = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2131,6 +2150,7 @@ export const Turn: MessageFns<Turn> = {
       ? BigInt(object.leaseDeadlineUnixMs)
       : 0n;
     message.expiredKeys = object.expiredKeys?.map((e) => e) || [];
+    message.unanswered = object.unanswered ?? false;
     return message;
   },
 };

@@ -183,7 +183,7 @@ class Activate(_message.Message):
     def __init__(self, call_id: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., state: _Optional[_Mapping[str, bytes]] = ..., lease_deadline_unix_ms: _Optional[int] = ...) -> None: ...
 
 class Turn(_message.Message):
-    __slots__ = ("call_id", "actor", "kind", "name", "payload", "metadata", "chain", "traceparent", "tracestate", "deadline_unix_ms", "lease_deadline_unix_ms", "expired_keys")
+    __slots__ = ("call_id", "actor", "kind", "name", "payload", "metadata", "chain", "traceparent", "tracestate", "deadline_unix_ms", "lease_deadline_unix_ms", "expired_keys", "unanswered")
     class MetadataEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -203,6 +203,7 @@ class Turn(_message.Message):
     DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     LEASE_DEADLINE_UNIX_MS_FIELD_NUMBER: _ClassVar[int]
     EXPIRED_KEYS_FIELD_NUMBER: _ClassVar[int]
+    UNANSWERED_FIELD_NUMBER: _ClassVar[int]
     call_id: int
     actor: _common_pb2.ActorRef
     kind: _common_pb2.TurnKind
@@ -215,7 +216,8 @@ class Turn(_message.Message):
     deadline_unix_ms: int
     lease_deadline_unix_ms: int
     expired_keys: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, call_id: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., kind: _Optional[_Union[_common_pb2.TurnKind, str]] = ..., name: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ..., deadline_unix_ms: _Optional[int] = ..., lease_deadline_unix_ms: _Optional[int] = ..., expired_keys: _Optional[_Iterable[str]] = ...) -> None: ...
+    unanswered: bool
+    def __init__(self, call_id: _Optional[int] = ..., actor: _Optional[_Union[_common_pb2.ActorRef, _Mapping]] = ..., kind: _Optional[_Union[_common_pb2.TurnKind, str]] = ..., name: _Optional[str] = ..., payload: _Optional[_Union[_common_pb2.Payload, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ..., chain: _Optional[_Union[_common_pb2.CallChain, _Mapping]] = ..., traceparent: _Optional[str] = ..., tracestate: _Optional[str] = ..., deadline_unix_ms: _Optional[int] = ..., lease_deadline_unix_ms: _Optional[int] = ..., expired_keys: _Optional[_Iterable[str]] = ..., unanswered: bool = ...) -> None: ...
 
 class Deactivate(_message.Message):
     __slots__ = ("call_id", "actor", "reason")
