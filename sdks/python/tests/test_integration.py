@@ -211,6 +211,33 @@ async def test_remote_exception_becomes_actor_error_and_rolls_back(
         assert err.value.remote_type == "TypeError"
 
 
+async def test_a_failed_tell_is_logged_in_the_app(
+    daemon: Daemon, client: troupe.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="troupe")
+
+    def warned() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.name == "troupe" and "raised" in r.getMessage()]
+
+    async with hosting(daemon.address, Counter):
+        # A best-effort tell's error reaches no caller: the app logs it, with where.
+        await client.tell("counter", "told", "fail_after_write", {"value": 7})
+        # One turn of an actor at a time, in order per caller: once this call is
+        # answered, the tell's turn has ended.
+        assert await client.actor("counter", "told").get() == 0
+        [record] = warned()
+        assert record.getMessage().startswith(
+            "tell fail_after_write of counter/told raised ValueError: bad value 7"
+        ), record.getMessage()
+        logged = caplog.text
+        assert 'raise ValueError(f"bad value {value}")' in logged, logged
+        assert "in _run_turn" not in logged, logged  # the SDK's frames are left out
+        # An invoke's error goes to its caller, and is not logged here too.
+        with pytest.raises(troupe.ActorError):
+            await client.actor("counter", "told").fail_after_write(value=8)
+        assert len(warned()) == 1, caplog.text
+
+
 async def test_lifecycle_hooks(daemon: Daemon, client: troupe.Client) -> None:
     deactivated = asyncio.Event()
 

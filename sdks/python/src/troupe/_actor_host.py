@@ -25,7 +25,7 @@ from ._proto.troupe.v1 import app_pb2, common_pb2
 from ._state import State
 from ._tracing import Metadata
 from ._turn import TurnScope, current_turn
-from ._turn_failure import bound, callers_mistake, failure
+from ._turn_failure import bound, callers_mistake, failure, from_the_actor
 
 if TYPE_CHECKING:
     from ._app import App
@@ -79,6 +79,27 @@ def _turn_label(msg: app_pb2.Turn) -> str:
     if kind == common_pb2.TURN_KIND_ALARM:
         return "alarm"
     return f"turn of kind {kind}"
+
+
+# Turns a caller waits for (unless the daemon marks one unanswered: a tell).
+_ANSWERED = (common_pb2.TURN_KIND_UNSPECIFIED, common_pb2.TURN_KIND_CALL)
+
+
+def _log_unheard(msg: app_pb2.Turn, exc: Exception) -> None:
+    """Logs a failed turn no caller hears of: a best-effort tell's, or a reminder's,
+    timer's or alarm's (the daemon retries a reminder as its policy says, and logs
+    only the last failure). Without this line nobody would see where it raised."""
+    ref = msg.actor
+    label = f"tell {msg.name}" if msg.unanswered else _turn_label(msg)
+    log.warning(
+        "%s of %s/%s raised %s: %s (no caller hears of it)",
+        label,
+        ref.type,
+        ref.id,
+        type(exc).__name__,
+        exc,
+        exc_info=(type(exc), exc, from_the_actor(exc)),
+    )
 
 
 class Outbox(Protocol):
@@ -227,6 +248,8 @@ class ActorHost:
             result.ClearField("changes")
             result.ClearField("events")
             result.error.CopyFrom(failure(e))
+            if msg.unanswered or msg.kind not in _ANSWERED:
+                _log_unheard(msg, e)
         self.out.put_nowait(app_pb2.AppMessage(turn_result=result))
 
     async def _run_turn(self, msg: app_pb2.Turn, result: app_pb2.TurnResult) -> common_pb2.Payload:

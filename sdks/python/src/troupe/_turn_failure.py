@@ -29,7 +29,7 @@ _FAILURE_KIND_ATTR = "_troupe_failure_kind"
 _SDK_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _from_the_actor(exc: BaseException) -> TracebackType | None:
+def from_the_actor(exc: BaseException) -> TracebackType | None:
     """``exc``'s traceback from its first frame outside this SDK; all of it when every
     frame is the SDK's (a call whose arguments did not bind)."""
     tb = exc.__traceback__
@@ -51,7 +51,7 @@ def failure(exc: BaseException) -> common_pb2.ActorFailure:
     else:
         ty, message = type(exc).__name__, str(exc)
     kind = getattr(exc, _FAILURE_KIND_ATTR, common_pb2.FAILURE_KIND_RAISED)
-    details = "".join(traceback.format_exception(type(exc), exc, _from_the_actor(exc)))
+    details = "".join(traceback.format_exception(type(exc), exc, from_the_actor(exc)))
     return common_pb2.ActorFailure(
         type=ty, message=message, details=details[-_MAX_DETAILS:], kind=kind
     )
