@@ -32,6 +32,8 @@ import type { AppWire } from "./wire.js";
 // The tests of packAnswers import it from here.
 export { packAnswers } from "./grpc_wire.js";
 
+// Turns a caller waits for (unless the daemon marks one unanswered: a tell).
+const ANSWERED = new Set<TurnKind>([TurnKind.TURN_KIND_UNSPECIFIED, TurnKind.TURN_KIND_CALL]);
 // Registration failures that a retry cannot fix: report them instead of looping.
 // A missing or wrong token is one: the app reads its token once.
 const FATAL_CODES = new Set<grpc.status>([
@@ -326,9 +328,23 @@ export class Session {
       // A failed turn publishes nothing, as it changes nothing.
       result.changes = [];
       result.events = [];
-      result.outcome = { $case: "error", value: failure(e) };
+      const failed = failure(e);
+      result.outcome = { $case: "error", value: failed };
+      if (msg.unanswered || !ANSWERED.has(msg.kind)) this.#logUnheard(msg, failed);
     }
     this.#send({ kind: { $case: "turnResult", value: result } });
+  }
+
+  /**
+   * Logs a failed turn no caller hears of: a best-effort tell's, or a reminder's,
+   * timer's or alarm's (the daemon retries a reminder as its policy says, and logs only
+   * the last failure). Without this line nobody would see where it threw.
+   */
+  #logUnheard(msg: Turn, failed: ActorFailure): void {
+    const ref = msg.actor ?? { type: "", id: "" };
+    const label = msg.unanswered ? `tell ${msg.name}` : turnLabel(msg);
+    const where = failed.details === "" ? "" : `\n${failed.details}`;
+    this.#app.logger.warn(`troupe: ${label} of ${ref.type}/${ref.id} raised ${failed.type}: ${failed.message} (no caller hears of it)${where}`);
   }
 
   async #runTurn(msg: Turn, result: TurnResult): Promise<Payload> {

@@ -254,6 +254,27 @@ describe("hosting and calling", () => {
     }
   });
 
+  test("a failed tell is logged in the app, where it threw", async () => {
+    const warned: string[] = [];
+    const app = new App({ actors: [Counter], address: daemon.address, appName: "node-test", logger: { ...quietLogger, warn: (m: string) => warned.push(m) } });
+    await app.start({ timeout: 15 });
+    try {
+      // A best-effort tell's error reaches no caller: the app logs it.
+      await client.tell("counter", "told", "failAfterWrite", [7]);
+      // One turn of an actor at a time, in order per caller: once this call is
+      // answered, the tell's turn has ended.
+      assert.equal(await client.actor<Counter>("counter", "told").call("get"), 0);
+      const raised = warned.filter((m) => m.includes(" raised "));
+      assert.equal(raised.length, 1, warned.join("\n"));
+      assert.match(raised[0] ?? "", /^troupe: tell failAfterWrite of counter\/told raised BadValue: bad value 7 \(no caller hears of it\)\n\w+: bad value 7\n\s+at \S*failAfterWrite /);
+      // An invoke's error goes to its caller, and is not logged here too.
+      await assert.rejects(client.actor<Counter>("counter", "told").call("failAfterWrite", 8), ActorError);
+      assert.equal(warned.filter((m) => m.includes(" raised ")).length, 1, warned.join("\n"));
+    } finally {
+      await app.close();
+    }
+  });
+
   test("a call payload that is not {args, kwargs} fails the turn with PayloadError", async () => {
     const app = await host(daemon.address, Counter);
     try {
