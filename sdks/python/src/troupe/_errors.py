@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any, Literal
 from urllib.parse import unquote
@@ -33,7 +34,13 @@ INSTALL_MATCHING = (
 
 
 class TroupeError(Exception):
-    """Base class of every error raised by the troupe SDK."""
+    """Base class of every error raised by the troupe SDK.
+
+    Each one pickles and copies with its attributes, so it can cross processes
+    (``multiprocessing``, ``concurrent.futures``, task queues): an error whose
+    constructor takes more than its message says how to make it again
+    (``__reduce__``), as Python's default would call it with the message alone.
+    """
 
 
 class NotFound(TroupeError):
@@ -85,6 +92,14 @@ class ApiVersionMismatch(FailedPrecondition):
         self.sdk_api_version = sdk_api_version
         self.daemon_api_version = daemon_api_version
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        made = functools.partial(
+            type(self),
+            sdk_api_version=self.sdk_api_version,
+            daemon_api_version=self.daemon_api_version,
+        )
+        return (made, self.args)
+
 
 class Unauthenticated(TroupeError):
     """The daemon requires a token and none was sent, or not one it accepts.
@@ -113,6 +128,9 @@ class TlsConfigError(TroupeError):
         super().__init__(message)
         self.option = option
         self.path = path
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (functools.partial(type(self), option=self.option, path=self.path), self.args)
 
 
 class ReadOnlyStateError(TroupeError):
@@ -157,6 +175,9 @@ class ActorError(TroupeError):
             # Printed under the error when nobody catches it, so the caller's
             # traceback leads on to the line in the actor that raised.
             self.add_note(f"{_REMOTE_NOTE}\n{remote_traceback.rstrip()}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.remote_type, self.message, self.kind, self.remote_traceback))
 
 
 _BY_CODE: dict[grpc.StatusCode, type[TroupeError]] = {
