@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import pickle
 import sys
+import traceback
 
 import pytest
 
@@ -36,3 +37,13 @@ def test_an_unpickled_actor_error_has_its_note_once() -> None:
     again = pickle.loads(pickle.dumps(ERRORS[0]))
     assert again.__notes__ == ERRORS[0].__notes__
     assert len(again.__notes__) == 1
+
+
+def test_errors_print_by_their_public_name() -> None:
+    # An uncaught one reads as users import it.
+    shown = traceback.format_exception_only(ERRORS[0])
+    assert shown[0].startswith("troupe.ActorError: ValueError: boom"), shown
+    public = [getattr(troupe, name) for name in troupe.__all__]
+    errors = [obj for obj in public if isinstance(obj, type) and issubclass(obj, BaseException)]
+    assert errors, "troupe exports no errors"
+    assert {e.__name__: e.__module__ for e in errors} == {e.__name__: "troupe" for e in errors}

@@ -64,6 +64,27 @@ from ._sync_handles import SyncActorProxy, SyncWatch
 
 __version__ = SDK_VERSION
 
+# Errors print as users name them, `troupe.ActorError: ...` rather than
+# `troupe._errors.ActorError: ...`, in tracebacks and reprs, and pickle by
+# that name too.
+for _error in (
+    ActorError,
+    ApiVersionMismatch,
+    DaemonNotFound,
+    DeadlineExceeded,
+    FailedPrecondition,
+    InvalidArgument,
+    NotFound,
+    Overloaded,
+    ReadOnlyStateError,
+    TlsConfigError,
+    TroupeError,
+    Unauthenticated,
+    Unavailable,
+):
+    _error.__module__ = __name__
+del _error
+
 __all__ = [
     "API_VERSION",
     "Actor",
