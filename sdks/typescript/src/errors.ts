@@ -173,22 +173,29 @@ export class ActorError extends TroupeError {
    * does not say (one from before this field).
    */
   readonly kind: FailureKind | null;
+  // Behind a getter, so that printing the error shows it once, in `stack`.
+  readonly #remoteStack: string;
+
+  constructor(remoteType: string, message: string, kind: FailureKind | null = null, remoteStack = "") {
+    super(message === "" ? remoteType : `${remoteType}: ${message}`, grpc.status.UNKNOWN);
+    // The stack trace shows "ActorError: <type>: <message>": V8 writes its first line
+    // out when `stack` is first read, so it is read before `message` becomes the remote
+    // message alone (as `ActorError.message` in the Python SDK).
+    const stack = this.stack;
+    this.remoteType = remoteType;
+    this.message = message;
+    this.kind = kind;
+    this.#remoteStack = remoteStack;
+    if (remoteStack !== "" && stack !== undefined) this.stack = `${stack}\n${REMOTE_STACK_HEADING}\n${remoteStack.trimEnd()}`;
+  }
+
   /**
    * Where the actor threw it: the stack (or Python traceback) its SDK sent, at most its
    * last 4 KiB; `""` when it sent none. `stack` ends with it too, so an uncaught
    * ActorError prints the line in the actor that threw.
    */
-  readonly remoteStack: string;
-
-  constructor(remoteType: string, message: string, kind: FailureKind | null = null, remoteStack = "") {
-    // The stack trace shows "ActorError: <type>: <message>"; `message` itself is the
-    // remote message alone, as `ActorError.message` in the Python SDK.
-    super(message === "" ? remoteType : `${remoteType}: ${message}`, grpc.status.UNKNOWN);
-    this.remoteType = remoteType;
-    this.message = message;
-    this.kind = kind;
-    this.remoteStack = remoteStack;
-    if (remoteStack !== "" && this.stack !== undefined) this.stack += `\n${REMOTE_STACK_HEADING}\n${remoteStack.trimEnd()}`;
+  get remoteStack(): string {
+    return this.#remoteStack;
   }
 
   override toString(): string {

@@ -1,6 +1,7 @@
 // End-to-end tests: the SDK on both sides of the real daemon binary.
 import * as grpc from "@grpc/grpc-js";
 import assert from "node:assert/strict";
+import { inspect } from "node:util";
 import { after, before, describe, test } from "node:test";
 import {
   Actor,
@@ -218,6 +219,10 @@ describe("hosting and calling", () => {
         // ...the actor's frames only, not the SDK's that ran the turn.
         assert.doesNotMatch(err.remoteStack, /session\.js/);
         assert.ok(err.stack?.endsWith(err.remoteStack.trimEnd()), err.stack);
+        // Printed, it names the remote type first and shows the remote stack once.
+        const shown = inspect(err);
+        assert.match(shown, /^ActorError: BadValue: bad value 99\n/);
+        assert.equal(shown.split("failAfterWrite (").length - 1, 1, shown);
         return true;
       });
       // Neither the stored state nor the instance's own view kept the failed write.
