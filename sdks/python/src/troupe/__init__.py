@@ -64,26 +64,6 @@ from ._sync_handles import SyncActorProxy, SyncWatch
 
 __version__ = SDK_VERSION
 
-# Errors print as users name them, `troupe.ActorError: ...` rather than
-# `troupe._errors.ActorError: ...`, in tracebacks and reprs, and pickle by
-# that name too.
-for _error in (
-    ActorError,
-    ApiVersionMismatch,
-    DaemonNotFound,
-    DeadlineExceeded,
-    FailedPrecondition,
-    InvalidArgument,
-    NotFound,
-    Overloaded,
-    ReadOnlyStateError,
-    TlsConfigError,
-    TroupeError,
-    Unauthenticated,
-    Unavailable,
-):
-    _error.__module__ = __name__
-del _error
 
 __all__ = [
     "API_VERSION",
@@ -122,3 +102,12 @@ __all__ = [
     "daemon_path",
     "method",
 ]
+
+# Errors print as users name them, `troupe.ActorError: ...` rather than
+# `troupe._errors.ActorError: ...`, in tracebacks and reprs, and pickle by
+# that name too.
+for _name in __all__:
+    _exported = globals()[_name]
+    if isinstance(_exported, type) and issubclass(_exported, BaseException):
+        _exported.__module__ = __name__
+del _name, _exported
