@@ -40,7 +40,12 @@ pub fn details_trailer(details: &str) -> Option<MetadataValue<Ascii>> {
         room = left;
         start = at;
     }
-    let kept = details.get(start..).filter(|kept| !kept.is_empty())?;
+    // A header value must not start or end with a space (RFC 9113, 8.2.1):
+    // a cut into an indented line would start with one.
+    let kept = details
+        .get(start..)
+        .map(|kept| kept.trim_matches(' '))
+        .filter(|kept| !kept.is_empty())?;
     MetadataValue::try_from(utf8_percent_encode(kept, ENCODED).to_string()).ok()
 }
 
@@ -76,6 +81,23 @@ mod tests {
         let back = details_of_trailer(encoded);
         assert!(trace.ends_with(&back));
         assert!(back.ends_with("ValueError: the last line"));
+        Ok(())
+    }
+
+    #[test]
+    fn a_trailer_never_starts_or_ends_with_a_space() -> Outcome {
+        // Cut into an indented line, as the end of a long Python traceback is.
+        let trace = format!(
+            "{}    raise ValueError()\nValueError ",
+            "  File \"a.py\"\n".repeat(1_000)
+        );
+        let value = details_trailer(&trace).ok_or("no trailer")?;
+        let encoded = value.to_str()?;
+        assert!(
+            !encoded.starts_with(' ') && !encoded.ends_with(' '),
+            "{encoded:?}"
+        );
+        assert!(details_of_trailer(encoded).ends_with("ValueError"));
         Ok(())
     }
 
