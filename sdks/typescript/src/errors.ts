@@ -4,7 +4,7 @@ import * as grpc from "@grpc/grpc-js";
 export const ERROR_TYPE_TRAILER = "troupe-error-type";
 /** @internal Beside it: whether the method ran ("raised") or the caller was at fault. */
 export const FAILURE_KIND_TRAILER = "troupe-failure-kind";
-/** The stack the actor's SDK sent, percent-encoded as grpc-message is (a header carries no newlines). */
+/** @internal The stack the actor's SDK sent, percent-encoded as grpc-message is (a header carries no newlines). */
 export const ERROR_DETAILS_TRAILER = "troupe-error-details";
 const REMOTE_STACK_HEADING = "where the actor threw it (the stack its SDK sent):";
 

@@ -32,8 +32,6 @@ import type { AppWire } from "./wire.js";
 // The tests of packAnswers import it from here.
 export { packAnswers } from "./grpc_wire.js";
 
-// Turns a caller waits for (unless the daemon marks one unanswered: a tell).
-const ANSWERED = new Set<TurnKind>([TurnKind.TURN_KIND_UNSPECIFIED, TurnKind.TURN_KIND_CALL]);
 // Registration failures that a retry cannot fix: report them instead of looping.
 // A missing or wrong token is one: the app reads its token once.
 const FATAL_CODES = new Set<grpc.status>([
@@ -107,6 +105,10 @@ function versionMismatch(address: string, registered: Registered): ApiVersionMis
   });
 }
 
+/** A caller waits for a turn of this kind (unless the daemon marks it unanswered: a tell). */
+function callKind(kind: TurnKind): boolean {
+  return kind === TurnKind.TURN_KIND_UNSPECIFIED || kind === TurnKind.TURN_KIND_CALL;
+}
 
 function namedError(name: string, message: string): Error {
   const e = new Error(message);
@@ -330,7 +332,7 @@ export class Session {
       result.events = [];
       const failed = failure(e);
       result.outcome = { $case: "error", value: failed };
-      if (msg.unanswered || !ANSWERED.has(msg.kind)) this.#logUnheard(msg, failed);
+      if (msg.unanswered || !callKind(msg.kind)) this.#logUnheard(msg, failed);
     }
     this.#send({ kind: { $case: "turnResult", value: result } });
   }
@@ -422,7 +424,7 @@ export class Session {
     try {
       const value: unknown = await currentTurn.run(scope, run);
       // A scheduled turn has no caller: its reply is JSON null.
-      const reply = encodeResult(msg.kind === TurnKind.TURN_KIND_UNSPECIFIED || msg.kind === TurnKind.TURN_KIND_CALL ? value : null);
+      const reply = encodeResult(callKind(msg.kind) ? value : null);
       result.changes = readonly ? refuseState(state, scope) : commitState(state, scope);
       result.events = scope.events;
       return reply;

@@ -64,7 +64,6 @@ from ._sync_handles import SyncActorProxy, SyncWatch
 
 __version__ = SDK_VERSION
 
-
 __all__ = [
     "API_VERSION",
     "Actor",

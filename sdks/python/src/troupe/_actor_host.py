@@ -259,7 +259,7 @@ class ActorHost:
             raise LookupError(f"actor {ref.type}/{ref.id} is not active in this app")
         kind = msg.kind
         readonly = False
-        scheduled = kind != common_pb2.TURN_KIND_UNSPECIFIED and kind != common_pb2.TURN_KIND_CALL
+        scheduled = kind not in _ANSWERED
         handler: Callable[[], Any]
         name = msg.name  # the method, or the hook a scheduled turn runs (for messages)
         args: Sequence[Any]
