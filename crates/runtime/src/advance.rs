@@ -136,6 +136,8 @@ impl Runtime {
                     steps,
                     "advancing the test clock: too many firings on the way; jumping to the end"
                 );
+                // Timers then fire once for the rest, as reminders do.
+                shared.timers_jumped_to_ms.store(target, Ordering::Relaxed);
                 break;
             }
             // Never back: what flowing time already passed settles at now.

@@ -100,6 +100,7 @@ impl Runtime {
             test_clock,
             advancing: tokio::sync::Mutex::new(()),
             timers_fired: Default::default(),
+            timers_jumped_to_ms: Default::default(),
             shutdown: Shutdown::new(),
             changed: Notify::new(),
             drains: AtomicUsize::new(0),

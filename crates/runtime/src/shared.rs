@@ -55,6 +55,10 @@ pub(crate) struct Shared {
     pub(crate) advancing: tokio::sync::Mutex<()>,
     /// Timer firings whose turn was delivered, since start.
     pub(crate) timers_fired: std::sync::atomic::AtomicU64,
+    /// The test clock's time an advance last jumped to when it ran out of
+    /// steps (0: never): timers behind it fire once and go on from the
+    /// first time on their grid after it, as reminders do after downtime.
+    pub(crate) timers_jumped_to_ms: std::sync::atomic::AtomicU64,
     /// The stop sequence, and every background task to wait for.
     pub(crate) shutdown: Shutdown,
     /// While a drain waits: an activation became idle or went away.
@@ -147,6 +151,18 @@ impl Shared {
         self.directory
             .get(id)
             .is_some_and(|act| matches!(act.inner.lock().status, Status::Idle | Status::Running))
+    }
+
+    /// Whether `id` is active or its activation is under way: its app's
+    /// activation hook may set timers (as Orleans' and Dapr's users do in
+    /// OnActivate), whose turns queue until the activation is done.
+    pub(crate) fn is_active_or_activating(&self, id: &ActorId) -> bool {
+        self.directory.get(id).is_some_and(|act| {
+            matches!(
+                act.inner.lock().status,
+                Status::Activating | Status::Idle | Status::Running
+            )
+        })
     }
 
     /// Whether the daemon started less than `--host-wait` ago, while apps

@@ -32,10 +32,11 @@ impl Shared {
         } = spec;
         self.check_schedule(&actor, payload.len())?;
         validate::name("timer name", &name)?;
-        if !self.is_active(&actor) {
+        if !self.is_active_or_activating(&actor) {
             return Err(CallError::FailedPrecondition(format!(
                 "actor {actor} is not active; timers live in an activation, so set them from \
-                 inside one of its turns (or use a reminder, which outlives activations)"
+                 inside one of its turns or its activation hook (or use a reminder, which \
+                 outlives activations)"
             )));
         }
         let shared = self.clone();
@@ -56,8 +57,9 @@ impl Shared {
                 sleep_for(&*shared.time, due).await;
             }
             loop {
-                // A timer never brings an actor back: only fire while active.
-                if !shared.is_active(&target) {
+                // A timer never brings an actor back: only fire while it is
+                // active (or still activating: set by its activation hook).
+                if !shared.is_active_or_activating(&target) {
                     break;
                 }
                 shared
@@ -65,7 +67,8 @@ impl Shared {
                     .await;
                 let Some(p) = period else { break };
                 at = if on_grid {
-                    at.saturating_add(millis(p))
+                    let jumped_to = shared.timers_jumped_to_ms.load(Ordering::Relaxed);
+                    next_on_grid(at, millis(p), jumped_to)
                 } else {
                     shared.time.now_ms().saturating_add(millis(p))
                 };
@@ -157,5 +160,35 @@ impl Shared {
             },
         ) > 0;
         Ok(existed || unqueued)
+    }
+}
+
+/// The next due time of a timer on the test clock's grid that last fired at
+/// `last`: one period on, unless an advance jumped past that to `jumped_to`
+/// (out of steps), when the timer, which has just fired once for all it
+/// missed, goes on from the first grid time after the jump. Without that,
+/// an advance of a month over a timer every second would run 2.6 million
+/// turns after it stopped stepping.
+fn next_on_grid(last: u64, period: u64, jumped_to: u64) -> u64 {
+    let next = last.saturating_add(period);
+    if next > jumped_to || period == 0 {
+        return next;
+    }
+    let missed = (jumped_to - next) / period + 1;
+    next.saturating_add(missed.saturating_mul(period))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_on_grid;
+
+    #[test]
+    fn a_timer_goes_on_a_period_later_unless_a_jump_passed_it() {
+        assert_eq!(next_on_grid(1_000, 100, 0), 1_100);
+        assert_eq!(next_on_grid(1_000, 100, 1_099), 1_100);
+        // Jumped past: the first grid time after the jump.
+        assert_eq!(next_on_grid(1_000, 100, 1_100), 1_200);
+        assert_eq!(next_on_grid(1_000, 100, 5_050), 5_100);
+        assert_eq!(next_on_grid(u64::MAX - 5, 100, u64::MAX), u64::MAX);
     }
 }

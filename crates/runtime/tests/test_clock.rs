@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use troupe_runtime::{
-    ActorId, CallError, FnHost, Payload, ReminderSpec, Runtime, RuntimeConfig, TurnOutcome,
-    TypeSpec,
+    ActorId, Call, CallError, FnHost, Payload, ReminderSpec, Runtime, RuntimeConfig, TimerSpec,
+    TurnOutcome, TypeSpec,
 };
 use troupe_storage::MemoryStore;
 
@@ -70,6 +70,42 @@ async fn advancing_fires_what_is_due_in_due_order_and_nothing_later() -> Result<
 
     assert_eq!(rt.advance_clock(5 * DAY).await?.reminders_fired, 1);
     assert_eq!(*turns.lock(), ["ten", "twenty", "thirty"]);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_past_the_advances_step_bound_fires_once_for_the_rest() -> Result<(), CallError> {
+    let (rt, turns) = runtime(true)?;
+    let b1 = ActorId::new("box", "b1");
+    // Timers live in an activation: a call makes one.
+    rt.invoke(Call::new(b1.clone(), "wake", Payload::json("null")))
+        .await?;
+    rt.set_timer(TimerSpec {
+        actor: b1.clone(),
+        name: "tick".into(),
+        due: Duration::from_secs(1),
+        period: Some(Duration::from_secs(1)),
+        payload: Payload::json("null"),
+        keep_alive: true,
+    })
+    .await?;
+
+    // A day of ticks is 86,400 of them, far past the 10,000 steps an
+    // advance takes: it stops stepping, and the timer then fires once for
+    // the rest. Before, it ran every tick it missed, and the advance ran
+    // out of time.
+    let advanced = rt.advance_clock(DAY).await?;
+    let ticks = turns.lock().iter().filter(|name| *name == "tick").count();
+    assert_eq!(u64::try_from(ticks).ok(), Some(advanced.timers_fired));
+    assert!(
+        (10_000..=10_002).contains(&ticks),
+        "{ticks} ticks in an advance of a day"
+    );
+    // And on its grid a second later, as before the jump.
+    assert_eq!(
+        rt.advance_clock(Duration::from_secs(1)).await?.timers_fired,
+        1
+    );
     Ok(())
 }
 

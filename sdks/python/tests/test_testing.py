@@ -414,3 +414,27 @@ async def test_an_actor_nothing_reached_for_its_retention_is_erased(troupe_env: 
 def test_a_retention_under_a_minute_is_refused_at_the_decorator() -> None:
     with pytest.raises(ValueError, match="at least a minute"):
         troupe.actor("kit_short", retention=30)
+
+
+@troupe.actor("kit_ticker")
+class KitTicker(troupe.Actor):
+    """Sets its timer as Orleans and Dapr users do: when it activates."""
+
+    async def on_activate(self) -> None:
+        await self.ctx.set_timer("tick", due="1m", period="1m")
+
+    async def on_timer(self, name: str, data: object) -> None:
+        self.state["ticks"] = self.state.get("ticks", 0) + 1
+
+    @troupe.method
+    async def ticks(self) -> int:
+        return int(self.state.get("ticks", 0))
+
+
+async def test_a_timer_set_by_the_activation_hook_fires(troupe_env: TestEnv) -> None:
+    await troupe_env.host(KitTicker)
+    # Before, the daemon refused a timer until the activation was done, so
+    # this first call failed with the hook's FailedPrecondition.
+    assert await troupe_env.actor(KitTicker, "t1").ticks() == 0
+    assert (await troupe_env.advance("3m")).timers_fired == 3
+    assert await troupe_env.actor(KitTicker, "t1").ticks() == 3

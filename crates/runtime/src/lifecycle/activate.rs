@@ -260,6 +260,8 @@ impl Shared {
             // another host; the calls keep their own deadlines.
             Err(CallError::Unavailable(reason)) => {
                 debug!(actor = %act.id, %reason, "activation lost its host; retrying");
+                // The lost instance's hook may have set some; the next one's sets its own.
+                self.timers.end_actor(&act.id);
                 let mut inner = act.inner.lock();
                 inner.binding = None;
                 inner.set_host_lost(false);

@@ -126,6 +126,8 @@ impl Shared {
     /// Activation failed: fail the queued calls with `error` and forget the
     /// activation (unless it still holds unflushed state).
     fn abandon(self: &Arc<Self>, act: Arc<Activation>, error: CallError) {
+        // Set by an activation hook that then failed: they die with it.
+        self.timers.end_actor(&act.id);
         for env in self.unload(&act) {
             self.count_failed(&act.id.ty, env.kind, &error);
             env.reply.send(Err(error.clone()));
