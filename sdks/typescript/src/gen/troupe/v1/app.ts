@@ -31,6 +31,26 @@ export const protobufFileName = "troupe/v1/app.proto";
  * each item, matched by call_id. Many items for different actors are in flight
  * at once; for one actor the daemon sends at most one turn at a time (unless
  * the type is reentrant or the method read-only). The app needs no port.
+ *
+ * For one actor, in order: Activate; once the app answered it, turns; then
+ * Deactivate, sent once no turn of it runs (but for REASON_TURN_TIMEOUT,
+ * sent while the stuck turn may still run: drop the instance, the late
+ * answer is ignored). The actor's next Activate comes only after the
+ * DeactivateResult. The app keeps no state of its own across activations:
+ * Activate brings the stored state.
+ *
+ * When the stream ends (the app stops, the connection breaks, the daemon
+ * restarts), the app's instances are gone: the daemon fails the turns
+ * running on it with UNAVAILABLE ("may or may not have run"), drops answers
+ * that come later, keeps the state the answered turns changed, and sends no
+ * Deactivate. Calls queued for the type wait up to the daemon's --host-wait
+ * for an app to attach again; a re-attached app gets a fresh Activate for
+ * each actor it is sent. An app re-attaches with backoff on UNAVAILABLE and
+ * other transient errors (and when the daemon ends the stream without
+ * one: it is stopping); INVALID_ARGUMENT, UNAUTHENTICATED, PERMISSION_DENIED,
+ * ALREADY_EXISTS, FAILED_PRECONDITION (e.g. another api_version) and
+ * UNIMPLEMENTED refuse it for good, as the SDKs treat them.
+ * docs/other-languages.md walks through an implementation.
  */
 
 export interface AppMessage {
@@ -339,7 +359,10 @@ export interface Activate_StateEntry {
  * A turn. CALL runs method `name`; REMINDER and TIMER fire the reminder or
  * timer `name` (SDKs call the actor's on_reminder/on_timer hook); ALARM fires
  * the alarm (on_alarm). A scheduled turn that answers with an error is retried
- * by the daemon per the reminder's RetryPolicy.
+ * by the daemon per the reminder's RetryPolicy; one that succeeds answers a
+ * reply (JSON `null` will do: nobody reads it). A Turn for an actor the app
+ * has no instance of cannot come from a daemon that follows this protocol;
+ * answer it with an error.
  */
 export interface Turn {
   callId: bigint;
@@ -362,15 +385,19 @@ export interface Turn {
   /**
    * W3C trace context of the daemon's span for this turn (or, when the
    * daemon exports no traces, the caller's): SDKs start the handler's span
-   * as its child and pass it on with calls made from the handler, so one
-   * trace runs client -> daemon -> app -> nested call. Empty: not traced.
+   * as its child and send that span's context as the `traceparent` /
+   * `tracestate` gRPC headers of calls made from the handler (not in their
+   * metadata map), so one trace runs client -> daemon -> app -> nested
+   * call. Empty: not traced.
    */
   traceparent: string;
   tracestate: string;
   /**
-   * When the caller stops waiting (unix ms; 0: it set no deadline). Calls the
-   * turn makes should set a deadline no later than this, so deadlines shrink
-   * along a chain and a wait across chains ends with the outermost caller's.
+   * When the caller stops waiting (unix ms; 0: it set no deadline, though
+   * the daemon still fails the call after its --call-timeout, 60 s by
+   * default; tells and scheduled turns have none). Calls the turn makes
+   * should set a deadline no later than this, so deadlines shrink along a
+   * chain and a wait across chains ends with the outermost caller's.
    */
   deadlineUnixMs: bigint;
   /**

@@ -198,7 +198,13 @@ export interface InvokeRequest {
   payload?:
     | Payload
     | undefined;
-  /** Propagated to the app with the call (e.g. traceparent). */
+  /**
+   * Application key/value pairs handed to the app with the call
+   * (Turn.metadata), e.g. a request id; the SDKs do not pass them on to the
+   * calls a turn makes. Trace context does not go here: send W3C
+   * `traceparent` / `tracestate` as gRPC headers of the call, which the
+   * daemon reads and hands on as Turn.traceparent (docs/observability.md).
+   */
   metadata: { [key: string]: string };
   /**
    * For calls made from inside a turn: the turn's chain (Turn.chain),
@@ -258,7 +264,10 @@ export interface InvokeResponse {
 export interface TellRequest {
   actor?: ActorRef | undefined;
   method: string;
-  payload?: Payload | undefined;
+  payload?:
+    | Payload
+    | undefined;
+  /** As InvokeRequest.metadata. */
   metadata: { [key: string]: string };
   /** As InvokeRequest.chain. */
   chain?:
