@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 use troupe_runtime::{
-    ActorFailure, ActorId, Call, CallError, FnHost, Payload, Runtime, RuntimeConfig, StateChange,
-    TurnOutcome, TypeSpec,
+    ActorFailure, ActorId, Call, CallError, FailureKind, FnHost, Payload, Runtime, RuntimeConfig,
+    StateChange, TurnOutcome, TypeSpec,
 };
 use troupe_storage::{MemoryStore, StateStore};
 
@@ -38,6 +38,17 @@ fn start(
         move |_actor: &ActorId, req: troupe_runtime::TurnRequest| {
             let item = String::from_utf8_lossy(&req.payload.data).into_owned();
             let _ = handled.send(item.clone());
+            if &*req.name != "append" {
+                return TurnOutcome {
+                    result: Err(ActorFailure {
+                        ty: "AttributeError".into(),
+                        message: format!("no method {}", req.name),
+                        kind: FailureKind::NoSuchMethod,
+                        ..Default::default()
+                    }),
+                    changes: Vec::new(),
+                };
+            }
             if failing.load(Ordering::SeqCst) {
                 return TurnOutcome {
                     result: Err(ActorFailure {
@@ -172,6 +183,40 @@ async fn failing_tells_retry_then_become_dead_letters_that_redrive() -> TestResu
     assert!(rt.list_dead_letters(None, None, 10).await?.is_empty());
     let _ = rt.shutdown().await;
     assert_eq!(stored_log(&store, &actor).await?, vec!["x"]);
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_tell_no_method_can_take_is_a_dead_letter_at_once() -> TestResult {
+    let store = Arc::new(MemoryStore::new());
+    let (tx, mut handled) = mpsc::unbounded_channel();
+    let rt = start(store.clone(), Arc::new(AtomicBool::new(false)), tx)?;
+    let actor = ActorId::new("t", "d");
+    rt.tell_durable(Call::new(actor.clone(), "apend", Payload::json("x")))
+        .await?;
+    rt.tell_durable(tell(&actor, "y")).await?;
+    // The misspelt method would fail alike every time, while each retry
+    // held the tells behind it: it is not tried again.
+    assert_eq!(handled.recv().await.as_deref(), Some("x"));
+    assert_eq!(handled.recv().await.as_deref(), Some("y"));
+    let letters = loop {
+        rt.deactivate_actor(&actor).await?;
+        let letters = rt.list_dead_letters(Some("t"), None, 10).await?;
+        if !letters.is_empty() {
+            break letters;
+        }
+        tokio::task::yield_now().await;
+    };
+    assert_eq!(
+        (
+            letters.len(),
+            letters[0].method.as_str(),
+            letters[0].attempts
+        ),
+        (1, "apend", 1)
+    );
+    let _ = rt.shutdown().await;
+    assert_eq!(stored_log(&store, &actor).await?, vec!["y"]);
     Ok(())
 }
 

@@ -42,7 +42,7 @@ use crate::activation::{Activation, Envelope, Inner, Status};
 use crate::error::CallError;
 use crate::reply::Reply;
 use crate::shared::Shared;
-use crate::types::{CallExtra, Payload, TurnKind};
+use crate::types::{CallExtra, FailureKind, Payload, TurnKind};
 
 use crate::idempotency::Lookup;
 pub use api::DeadLetterInfo;
@@ -240,7 +240,15 @@ impl Shared {
             Err(e) => e,
         };
         let attempts = delivery.attempts.saturating_add(1);
-        if attempts < MAX_ATTEMPTS {
+        // A method the type lacks, or arguments that do not fit it, fail
+        // alike on every attempt, and each retry holds the caller's tells
+        // behind it: such a tell is a dead letter at once, to re-drive
+        // once the app has the method.
+        let callers_mistake = matches!(
+            error,
+            CallError::Actor(f) if matches!(f.kind, FailureKind::NoSuchMethod | FailureKind::BadArguments)
+        );
+        if attempts < MAX_ATTEMPTS && !callers_mistake {
             let factor = 2u32.saturating_pow(attempts.saturating_sub(1));
             let backoff = FIRST_BACKOFF.saturating_mul(factor).min(MAX_BACKOFF);
             debug!(actor = %act.id, seq = delivery.seq, attempts, error = %error, "durable tell failed; retrying");
@@ -253,7 +261,11 @@ impl Shared {
                 backoff,
             ));
         }
-        warn!(actor = %act.id, seq = delivery.seq, attempts, error = %error, "durable tell failed every attempt; moved to the dead letters");
+        if callers_mistake {
+            warn!(actor = %act.id, seq = delivery.seq, error = %error, "durable tell names no method the actor can run with its arguments; moved to the dead letters without retries");
+        } else {
+            warn!(actor = %act.id, seq = delivery.seq, attempts, error = %error, "durable tell failed every attempt; moved to the dead letters");
+        }
         self.tell_dead_lettered(act, delivery);
         let letter = DeadLetter {
             key: DeadLetterKey {
