@@ -147,6 +147,11 @@ pub(crate) async fn actors_list(fx: &Fixture) -> anyhow::Result<()> {
         .await?
         .ok()?;
     assert_eq!(none.out, "no active actors of type nosuch\n");
+    // A misspelt type reads as one with nothing active: say so, on stderr.
+    assert_eq!(
+        none.err,
+        "note: no app attached to this daemon hosts actor type \"nosuch\" (its apps host counter, vault); check the type name\n"
+    );
     let none = fx
         .run(&["actors", "list", "--type", "nosuch", "-o", "json"])
         .await?
@@ -302,6 +307,12 @@ pub(crate) async fn state_get(fx: &Fixture) -> anyhow::Result<()> {
     // An actor with no state at all is not an error: virtual actors exist.
     let ghost = fx.run(&["state", "get", "counter", "ghost"]).await?.ok()?;
     assert_eq!(ghost.out, "counter/ghost has no state\n");
+    assert_eq!(ghost.err, "", "a hosted type gets no note");
+    fx.run(&["state", "get", "counters", "c1"])
+        .await?
+        .ok()?
+        .stdout_has(&["counters/c1 has no state"])?
+        .stderr_has(&["hosts actor type \"counters\" (its apps host counter, vault)"])?;
     let ghost = fx
         .run(&["state", "get", "counter", "ghost", "-o", "json"])
         .await?

@@ -7,7 +7,8 @@ use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
 use super::render::{self, Table};
-use super::{actor_name, all_pages, connect, emit, emit_json, Admin, Output, Target};
+use super::type_hint::unhosted_type_note;
+use super::{actor_name, all_pages, connect, emit, emit_json, tell_user, Admin, Output, Target};
 
 pub(super) fn actor_ref(ty: &str, id: &str) -> Option<pb::ActorRef> {
     Some(pb::ActorRef {
@@ -63,7 +64,11 @@ pub async fn actors_list(
         return emit_json(&Value::Array(actors.iter().map(actor_json).collect()));
     }
     if actors.is_empty() {
-        return emit(&format!("no active actors{of_type}\n"));
+        emit(&format!("no active actors{of_type}\n"))?;
+        if !ty.is_empty() {
+            tell_user(format_args!("{}", unhosted_type_note(&daemon, &ty).await));
+        }
+        return Ok(());
     }
     let mut t = Table::new(ACTOR_COLUMNS);
     for a in &actors {

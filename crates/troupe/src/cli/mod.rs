@@ -29,6 +29,7 @@ mod state_in_editor;
 mod status;
 mod store_copy;
 mod tls;
+mod type_hint;
 
 use std::fmt;
 use std::io::Write as _;

@@ -6,7 +6,8 @@ use troupe_proto::v1 as pb;
 
 use super::actors::actor_ref;
 use super::render::{self, Shown, Table};
-use super::{actor_name, connect, emit, emit_json, fail, Exit, Output, Target};
+use super::type_hint::unhosted_type_note;
+use super::{actor_name, connect, emit, emit_json, fail, tell_user, Exit, Output, Target};
 
 pub async fn state_get(
     target: &Target,
@@ -43,6 +44,10 @@ pub async fn state_get(
             let mut keys: Vec<String> = all.entries.into_keys().collect();
             keys.sort();
             let has = if keys.is_empty() {
+                tell_user(format_args!(
+                    "{}",
+                    unhosted_type_note(&daemon, &actor_type).await
+                ));
                 "it has no state".to_owned()
             } else {
                 format!("its keys: {}", keys.join(", "))
@@ -81,7 +86,12 @@ pub async fn state_get(
                 .unwrap_or_default();
             emit(&format!("{text}\n"))
         }
-        Output::Table if entries.is_empty() => emit(&format!("{name} has no state\n")),
+        Output::Table if entries.is_empty() => {
+            emit(&format!("{name} has no state\n"))?;
+            let note = unhosted_type_note(&daemon, &actor_type).await;
+            tell_user(format_args!("{note}"));
+            Ok(())
+        }
         // An EXPIRES column only when a key expires: most actors have none.
         Output::Table if reply.expires_unix_ms.is_empty() => {
             let mut t = Table::new(&[("KEY", false), ("VALUE", false)]);
