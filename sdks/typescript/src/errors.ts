@@ -221,6 +221,30 @@ export function errorForCode(code: grpc.status, message: string): TroupeError {
   return new cls(message, code);
 }
 
+// The errors whose `details` hold the server's text as it was sent: the native
+// core's, and those the SDK makes itself. Every other one came through grpc-js.
+const exactDetails = new WeakSet();
+
+/** @internal Mark an error shaped like grpc-js's whose `details` need no repair (see rpcDetails). */
+export function withExactDetails<E extends object>(err: E): E {
+  exactDetails.add(err);
+  return err;
+}
+
+/**
+ * @internal A gRPC error's `details` as the server wrote them. The daemon (tonic)
+ * percent-encodes grpc-message, and grpc-js decodes it with `decodeURI`, which
+ * leaves the reserved characters encoded: of those tonic encodes, `#` and `?`
+ * reach us as `%23` and `%3F`. grpc-js drops the raw header, so a message that
+ * itself contained the text "%23" or "%3F" cannot be told apart and reads as
+ * `#` or `?`; far rarer than a question mark in an error message.
+ */
+export function rpcDetails(err: grpc.ServiceError): string {
+  const details = err.details;
+  if (exactDetails.has(err) || !details.includes("%")) return details;
+  return details.replace(/%23|%3F/g, (code) => (code === "%23" ? "#" : "?"));
+}
+
 /** @internal */
 export function isServiceError(err: unknown): err is grpc.ServiceError {
   return err instanceof Error && typeof (err as Partial<grpc.ServiceError>).code === "number" && "metadata" in err;
@@ -232,7 +256,7 @@ export function isServiceError(err: unknown): err is grpc.ServiceError {
  */
 export function fromRpcError(err: unknown, what: string, note = ""): Error {
   if (!isServiceError(err)) return err instanceof Error ? err : new TroupeError(`${what}: ${String(err)}`);
-  const details = err.details;
+  const details = rpcDetails(err);
   if (err.code === grpc.status.UNKNOWN) {
     const remote = err.metadata.get(ERROR_TYPE_TRAILER)[0];
     if (remote !== undefined) {

@@ -6,7 +6,7 @@
 import * as grpc from "@grpc/grpc-js";
 import type { Context as OtelContext } from "@opentelemetry/api";
 import { debuglog } from "node:util";
-import { fromRpcError, TroupeError } from "./errors.js";
+import { fromRpcError, rpcDetails, TroupeError } from "./errors.js";
 import { type ActorClientClient, type ActorEvent as WireEvent, ActorClientService } from "./gen/troupe/v1/client.js";
 import { decodeResult } from "./payload.js";
 import { remoteContext } from "./tracing.js";
@@ -414,7 +414,7 @@ export function openWatch<T>(
       const waitMs = reopenMs * (0.5 + 0.5 * clock.random());
       reopenMs = Math.min(reopenMs * 2, REOPEN_MAX_MS);
       if (cursor === "") markMissed = true;
-      const why = err === undefined ? "the daemon ended the stream" : `${grpc.status[err.code]}: ${err.details === "" ? "no details" : err.details}`;
+      const why = err === undefined ? "the daemon ended the stream" : `${grpc.status[err.code]}: ${rpcDetails(err) || "no details"}`;
       const from = cursor === "" ? "from then on (no event yet)" : `after ${cursor}`;
       debug("%s: %s; re-opening %s in %d ms", what, why, from, Math.round(waitMs));
       cancelWait = clock.after(waitMs, () => {

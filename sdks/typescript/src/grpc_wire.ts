@@ -3,6 +3,7 @@
 // pieces (Pieces), and the turns' calls on a stub sharing its channel.
 import * as grpc from "@grpc/grpc-js";
 import { type CallTransport, stubTransport } from "./caller.js";
+import { withExactDetails } from "./errors.js";
 import type { RetryBudget } from "./retry.js";
 import { AppHostClient, AppMessage, DaemonMessage, type MessagePart, type Register } from "./gen/troupe/v1/app.js";
 import { ActorClientClient } from "./gen/troupe/v1/client.js";
@@ -150,11 +151,13 @@ export class GrpcWire implements AppWire {
       } catch (e) {
         // As grpc-js ends a stream whose message is over the channel's limit.
         const details = e instanceof Error ? e.message : String(e);
-        const err = Object.assign(new Error(details), {
-          code: grpc.status.RESOURCE_EXHAUSTED,
-          details,
-          metadata: new grpc.Metadata(),
-        });
+        const err = withExactDetails(
+          Object.assign(new Error(details), {
+            code: grpc.status.RESOURCE_EXHAUSTED,
+            details,
+            metadata: new grpc.Metadata(),
+          }),
+        );
         handlers.error(err);
         call.cancel();
         return;

@@ -6,7 +6,7 @@
 import * as grpc from "@grpc/grpc-js";
 import type { CallTransport, Keyed, UnaryMethod } from "./caller.js";
 import type { NativeAnswer, NativeClient, NativeStatus } from "./core.js";
-import { fromRpcError, InvalidArgument } from "./errors.js";
+import { fromRpcError, InvalidArgument, withExactDetails } from "./errors.js";
 import { InvokeRequest, InvokeResponse, TellRequest, TellResponse } from "./gen/troupe/v1/client.js";
 import { failureNote, logRetry, type GaveUp } from "./retry.js";
 import type { CallStop } from "./turn.js";
@@ -31,7 +31,8 @@ export function serviceError(status: NativeStatus): grpc.ServiceError {
   for (let i = 0; i + 1 < status.trailers.length; i += 2) metadata.add(status.trailers[i] ?? "", status.trailers[i + 1] ?? "");
   // As grpc-js words its errors' messages.
   const err = new Error(`${String(status.code)} ${grpc.status[status.code]}: ${status.message}`);
-  return Object.assign(err, { code: status.code, details: status.message, metadata });
+  // The core decodes grpc-message in full: unlike grpc-js's, this text needs no repair.
+  return withExactDetails(Object.assign(err, { code: status.code, details: status.message, metadata }));
 }
 
 /** A failed call's error: the status for a rarer RPC, else the SDK's error for an invoke or tell, saying how often it was retried. */

@@ -26,7 +26,7 @@ import * as grpc from "@grpc/grpc-js";
 import { randomUUID } from "node:crypto";
 import { debuglog } from "node:util";
 import { type Duration, toMillis } from "./duration.js";
-import { fromRpcError, InvalidArgument, isServiceError } from "./errors.js";
+import { fromRpcError, InvalidArgument, isServiceError, rpcDetails } from "./errors.js";
 import type { CallStop } from "./turn.js";
 
 export const MAX_KEY_BYTES = 256;
@@ -340,7 +340,7 @@ export async function sendWithRetries<T>(attempt: () => Promise<T>, deadline: nu
       // Every refusal takes its token, the last one of a call too (gRFC A6), even when
       // time would end the retries anyway.
       const throttled = throttle !== undefined && !throttle.onFailure();
-      last = `${grpc.status[err.code]}: ${err.details === "" ? "no details" : err.details}`;
+      last = `${grpc.status[err.code]}: ${rpcDetails(err) || "no details"}`;
       const now = Date.now();
       windowEnd ??= now + NO_DEADLINE_RETRY_WINDOW_MS;
       // Jitter keeps many clients of a restarted daemon from retrying in lockstep;

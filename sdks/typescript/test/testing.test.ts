@@ -1,7 +1,7 @@
 // @troupe/sdk/testing beyond the cart example: steps, the shared daemon's clock, the time it reports.
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { Actor, actor, type CallFilter, InvalidArgument, method, NotFound, type TellOptions } from "../src/index.js";
+import { Actor, actor, type CallFilter, DeadlineExceeded, InvalidArgument, method, NotFound, type TellOptions } from "../src/index.js";
 import { clockStepText, startTestEnv, TestDaemon, TestDaemonError, TestEnv } from "../src/testing.js";
 import { troupeBin, within } from "./helpers.js";
 
@@ -443,4 +443,74 @@ test("an actor nothing reached for its retention is erased", async () => {
 
 test("a retention under a minute is refused at the decorator", () => {
   assert.throws(() => actor("kit_short", { retention: 30 }), (err) => err instanceof TypeError && /at least a minute/.test(err.message));
+});
+
+@actor("kit_ticker")
+class KitTicker extends Actor<{ ticks: number }> {
+  /** Sets its timer as Orleans and Dapr users do: when it activates. */
+  override async onActivate(): Promise<void> {
+    await this.ctx.setTimer("tick", { due: "1m", period: "1m" });
+  }
+
+  override onTimer(): void {
+    this.state.set("ticks", this.state.get("ticks", 0) + 1);
+  }
+
+  @method({ readonly: true })
+  ticks(): number {
+    return this.state.get("ticks", 0);
+  }
+}
+
+test("a timer set by the activation hook fires as the clock moves", async () => {
+  const env = await startTestEnv({ binary: troupeBin() });
+  try {
+    await env.host(KitTicker);
+    const ticker = env.actor<KitTicker>(KitTicker, "t1");
+    // A daemon that refused timers until the activation was done ("actor ... is
+    // not active") failed the hook, and so this first call.
+    assert.equal(await ticker.call("ticks"), 0);
+    assert.equal((await env.advance("3m")).timersFired, 3);
+    assert.equal(await ticker.call("ticks"), 3);
+  } finally {
+    await env.close();
+  }
+});
+
+/** Releases the reminder turn KitStuck holds; set by the test that starts one. */
+let releaseStuck: (() => void) | undefined;
+
+@actor("kit_stuck")
+class KitStuck extends Actor {
+  @method
+  async arm(): Promise<void> {
+    // A reminder, not a timer: a timer's firing stops waiting for its turn
+    // after the call timeout too, racing the advance's own wait; a reminder
+    // stays due until its turn ends (the turn timeout, 60 s).
+    await this.ctx.setReminder("stuck", { due: "1m" });
+  }
+
+  override async onReminder(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      releaseStuck = resolve;
+    });
+  }
+}
+
+test("the kit's errors read as the daemon wrote them, question marks included", async () => {
+  // grpc-js leaves `?` and `#` of a percent-encoded grpc-message encoded: this
+  // error read "...or its app gone%3F (DEADLINE_EXCEEDED)".
+  const env = await startTestEnv({ binary: troupeBin(), extraArgs: ["--call-timeout", "1s"] });
+  try {
+    await env.host(KitStuck);
+    await env.actor<KitStuck>(KitStuck, "s1").call("arm");
+    await assert.rejects(env.advance("1m"), (err: unknown) => {
+      assert.ok(err instanceof DeadlineExceeded, String(err));
+      assert.match(err.message, /is an actor's turn stuck, or its app gone\? \(DEADLINE_EXCEEDED\)$/);
+      return true;
+    });
+  } finally {
+    releaseStuck?.();
+    await env.close();
+  }
 });
