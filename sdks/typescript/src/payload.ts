@@ -37,12 +37,74 @@ function escapeNonAscii(c: string): string {
 /**
  * Compact, ASCII-safe JSON, byte for byte what the Python SDK writes for strings,
  * lists, objects, integers and booleans. Returns undefined for values JSON cannot
- * hold (undefined, functions, symbols).
+ * hold (undefined, functions, symbols). Throws TypeError for a Map or Set at any
+ * depth, which JSON.stringify would turn into `{}` without a word.
  */
 export function dumps(value: unknown): Buffer | undefined {
-  const text = JSON.stringify(value) as string | undefined;
-  if (text === undefined) return undefined;
+  const text = jsonText(value, "");
+  return text === undefined ? undefined : asciiJson(text);
+}
+
+function asciiJson(text: string): Buffer {
   return Buffer.from(text.replace(NON_ASCII, escapeNonAscii), "utf8");
+}
+
+/** JSON.stringify, refusing a Map or Set; `path` is where `value` lies, for the error. */
+function jsonText(value: unknown, path: string): string | undefined {
+  const text = JSON.stringify(value) as string | undefined;
+  // A Map or Set comes out as "{}": only then is the value walked to look for
+  // one, so most values pay for one substring search.
+  if (text?.includes("{}") === true) {
+    const found = mapOrSet(value, "");
+    if (found !== undefined) throw new TypeError(jsonless(found[1], path + found[0]));
+  }
+  return text;
+}
+
+/**
+ * @internal Why `value` itself cannot travel as JSON though JSON.stringify
+ * takes it (a Map or a Set); undefined when that is not so. Nested ones are
+ * found where the value is encoded (dumps).
+ */
+export function jsonlessTopLevel(value: unknown): string | undefined {
+  return value instanceof Map || value instanceof Set ? jsonless(value, "") : undefined;
+}
+
+function jsonless(value: Map<unknown, unknown> | Set<unknown>, path: string): string {
+  const [kind, convert] = value instanceof Map ? ["Map", "Object.fromEntries(map), or [...map] for its entries"] : ["Set", "[...set]"];
+  const where = path === "" ? `it is a ${kind}` : `it holds a ${kind} at ${path}`;
+  return `${where}, which JSON has no form for (it would arrive as {}); convert it first, e.g. with ${convert}`;
+}
+
+const IDENTIFIER = /^[A-Za-z_$][\w$]*$/;
+
+/**
+ * Where `value` (the property `key` of its holder) holds a Map or Set as
+ * JSON.stringify walks it (through toJSON, over own enumerable keys): the
+ * path from `value` and the one found. A walk of its own rather than a second
+ * JSON.stringify with a replacer, which costs several times more.
+ */
+function mapOrSet(value: unknown, key: string): [string, Map<unknown, unknown> | Set<unknown>] | undefined {
+  let v = value;
+  if (typeof v === "object" && v !== null && typeof (v as { toJSON?: unknown }).toJSON === "function") {
+    v = (v as { toJSON(key: string): unknown }).toJSON(key);
+  }
+  if (typeof v !== "object" || v === null) return undefined;
+  if (v instanceof Map || v instanceof Set) return ["", v];
+  if (Array.isArray(v)) {
+    const items = v as unknown[];
+    for (let i = 0; i < items.length; i++) {
+      const found = mapOrSet(items[i], String(i));
+      if (found !== undefined) return [`[${String(i)}]${found[0]}`, found[1]];
+    }
+    return undefined;
+  }
+  const record = v as Record<string, unknown>;
+  for (const k of Object.keys(record)) {
+    const found = mapOrSet(record[k], k);
+    if (found !== undefined) return [`${IDENTIFIER.test(k) ? `.${k}` : `[${JSON.stringify(k)}]`}${found[0]}`, found[1]];
+  }
+  return undefined;
 }
 
 function isBytes(value: unknown): value is Uint8Array {
@@ -72,14 +134,18 @@ export function encodeCall(args: readonly unknown[], kw: Readonly<Record<string,
     return { data: Buffer.from(first.buffer, first.byteOffset, first.byteLength), contentType: ContentType.CONTENT_TYPE_BYTES };
   }
   if (args.length === 0 && !hasKwargs) return { data: EMPTY_CALL, contentType: ContentType.CONTENT_TYPE_JSON };
-  let data: Buffer | undefined;
+  // In two parts, so that the empty kwargs of a call with none ("{}") send
+  // the arguments to no search for a Map or Set (jsonText).
+  let argsText: string | undefined;
+  let kwText: string | undefined;
   try {
-    data = dumps({ args, kwargs: kw });
+    argsText = jsonText(args, ".args");
+    kwText = hasKwargs ? jsonText(kw, ".kwargs") : "{}";
   } catch (e) {
     throw new TypeError(`call arguments must be JSON-serialisable (or one Uint8Array): ${describeError(e)}`);
   }
-  if (data === undefined) throw new TypeError("call arguments must be JSON-serialisable");
-  return { data, contentType: ContentType.CONTENT_TYPE_JSON };
+  if (argsText === undefined || kwText === undefined) throw new TypeError("call arguments must be JSON-serialisable");
+  return { data: asciiJson(`{"args":${argsText},"kwargs":${kwText}}`), contentType: ContentType.CONTENT_TYPE_JSON };
 }
 
 /**

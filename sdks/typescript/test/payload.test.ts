@@ -7,6 +7,7 @@ import { specOf } from "../src/actor.js";
 import { decodeCall, decodeResult, dumps, encodeCall, encodeResult, PayloadError } from "../src/payload.js";
 import { commitState, endTurn, refuseState, rollbackState } from "../src/state.js";
 import { currentTurn, TurnScope } from "../src/turn.js";
+import { committed, turnOf } from "./state_turns.js";
 
 const text = (b: Uint8Array | undefined): string => Buffer.from(b ?? new Uint8Array()).toString("utf8");
 
@@ -51,6 +52,33 @@ describe("call payloads", () => {
     assert.throws(() => encodeResult(() => 1), TypeError);
   });
 
+  test("a Map or Set, at any depth, is refused with where it is and what to send instead", () => {
+    // JSON.stringify writes both as {}: the caller or the store got an empty object.
+    const refused = (where: RegExp, convert: RegExp) => (e: unknown) => {
+      assert.ok(e instanceof TypeError, String(e));
+      assert.match(e.message, where);
+      assert.match(e.message, /which JSON has no form for \(it would arrive as \{\}\); convert it first, e\.g\. with /);
+      assert.match(e.message, convert);
+      return true;
+    };
+    const toEntries = /Object\.fromEntries\(map\), or \[\.\.\.map\] for its entries$/;
+    assert.throws(() => encodeResult(new Map([["a", 1]])), refused(/^return value must be JSON-serialisable or a Uint8Array: it is a Map, /, toEntries));
+    assert.throws(() => encodeResult({ tags: new Set(["x"]) }), refused(/: it holds a Set at \.tags, /, /\[\.\.\.set\]$/));
+    assert.throws(() => encodeResult([{ a: { "b c": [0, new Map()] } }]), refused(/it holds a Map at \[0\]\.a\["b c"\]\[1\], /, toEntries));
+    assert.throws(() => encodeResult(new Set(), "the event e/1 published"), refused(/^the event e\/1 published must be JSON-serialisable or a Uint8Array: it is a Set/, /\[\.\.\.set\]$/));
+    assert.throws(() => encodeCall([1, { m: new Map() }], {}), refused(/^call arguments must be JSON-serialisable \(or one Uint8Array\): it holds a Map at \.args\[1\]\.m, /, toEntries));
+    assert.throws(() => encodeCall([], { s: new Set() }), refused(/it holds a Set at \.kwargs\.s, /, /\[\.\.\.set\]$/));
+    // Empty objects, and "{}" inside strings, are values like any other.
+    assert.equal(text(encodeResult({ a: {}, b: "{}", c: [{}] }).data), '{"a":{},"b":"{}","c":[{}]}');
+    // What a Map or Set becomes through its own toJSON travels.
+    class Tags extends Set<string> {
+      toJSON(): string[] {
+        return [...this];
+      }
+    }
+    assert.equal(text(encodeResult({ tags: new Tags(["x"]) }).data), '{"tags":["x"]}');
+  });
+
   test("kwargs() as the last argument becomes keyword arguments", async () => {
     const { splitArgs } = await import("../src/payload.js");
     assert.deepEqual(splitArgs([1, kwargs({ by: 2 })]), [[1], { by: 2 }]);
@@ -65,29 +93,66 @@ describe("State", () => {
       items: Buffer.from('["a"]'),
       gone: Buffer.from("true"),
     });
-    assert.equal(state.get("count"), 1);
-    assert.deepEqual(commitState(state), []); // read but unchanged
-    state.set("count", 2);
-    state.get("items", []).push("b"); // in-place change of a value read in the turn
-    state.delete("gone");
     assert.deepEqual(
-      commitState(state).map((c) => [c.key, c.op?.$case, c.op?.$case === "set" ? text(c.op.value) : c.op?.value]),
+      committed(state, () => {
+        assert.equal(state.get("count"), 1);
+      }),
+      [],
+    ); // read but unchanged
+    const changes = committed(state, () => {
+      state.set("count", 2);
+      state.get("items", []).push("b"); // in-place change of a value read in the turn
+      state.delete("gone");
+    });
+    assert.deepEqual(
+      changes.map((c) => [c.key, c.op?.$case, c.op?.$case === "set" ? text(c.op.value) : c.op?.value]),
       [
         ["count", "set", "2"],
         ["gone", "delete", true],
         ["items", "set", '["a","b"]'],
       ],
     );
-    state.set("count", 99);
-    state.get("items", []).push("c");
-    rollbackState(state);
+    const [failed, inFailed] = turnOf(state, "fails");
+    inFailed(() => {
+      state.set("count", 99);
+      state.get("items", []).push("c");
+    });
+    rollbackState(state, failed);
+    endTurn(state, failed);
     assert.equal(state.get("count"), 2);
     assert.deepEqual(state.get("items"), ["a", "b"]);
     assert.deepEqual(state.toJSON(), { count: 2, items: ["a", "b"] });
-    assert.equal(state.setDefault("gone", false), false);
-    assert.throws(() => state.set("count", undefined as unknown as number), TypeError);
-    state.set("count", 10n as unknown as number);
-    assert.throws(() => commitState(state), TypeError);
+    const [bad, inBad] = turnOf(state, "bad");
+    inBad(() => {
+      assert.equal(state.setDefault("gone", false), false);
+      assert.throws(() => state.set("count", undefined as unknown as number), TypeError);
+      state.set("count", 10n as unknown as number);
+    });
+    assert.throws(() => commitState(state, bad), TypeError);
+    rollbackState(state, bad);
+    endTurn(state, bad);
+    assert.deepEqual(state.toJSON(), { count: 2, items: ["a", "b"] });
+  });
+
+  test("a Map or Set in state is refused: at the set, or nested, where the turn's changes are encoded", () => {
+    const state = new State<{ m: unknown; o: unknown }>();
+    const [turn, inTurn] = turnOf(state, "turn");
+    inTurn(() => {
+      assert.throws(
+        () => state.set("m", new Map()),
+        (e: unknown) => e instanceof TypeError && /^state\["m"\] must be JSON-serialisable: it is a Map, .* Object\.fromEntries\(map\)/.test(e.message),
+      );
+      assert.throws(() => state.set("m", new Set([1])), (e: unknown) => e instanceof TypeError && /^state\["m"\] must be JSON-serialisable: it is a Set, .*\[\.\.\.set\]$/.test(e.message));
+      assert.equal(state.has("m"), false);
+      state.set("o", { inner: new Set([1]) });
+    });
+    assert.throws(
+      () => commitState(state, turn),
+      (e: unknown) => e instanceof TypeError && /^state\["o"\] must be JSON-serialisable: it holds a Set at \.inner, /.test(e.message),
+    );
+    rollbackState(state, turn);
+    endTurn(state, turn);
+    assert.deepEqual(state.toJSON(), {});
   });
 
   test("stored bytes that are not JSON are reported", () => {
