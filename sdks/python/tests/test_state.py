@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -13,56 +15,78 @@ from troupe._turn import TurnScope, current_turn
 from troupe.testing import TestEnv
 
 
-def _changes(state: State) -> dict[str, bytes | None]:
+def _changes(state: State, scope: TurnScope) -> dict[str, bytes | None]:
+    """What the end of ``scope``, a writing turn that succeeded, sends."""
     out: dict[str, bytes | None] = {}
-    for c in state._commit():
+    for c in state._commit(scope):
         out[c.key] = None if c.WhichOneof("op") == "delete" else c.set
+    state._end(scope)
     return out
+
+
+@contextlib.contextmanager
+def _turn(state: State, name: str = "turn") -> Iterator[TurnScope]:
+    """Runs the block as a turn of ``state`` named ``name``."""
+    scope = TurnScope(state, "t/1", name)
+    token = current_turn.set(scope)
+    try:
+        yield scope
+    finally:
+        current_turn.reset(token)
 
 
 def test_values_are_stored_as_json_bytes() -> None:
     s = State({})
-    s["count"] = 5
-    s["name"] = "bus 7"
-    assert _changes(s) == {"count": b"5", "name": b'"bus 7"'}
+    with _turn(s) as turn:
+        s["count"] = 5
+        s["name"] = "bus 7"
+    assert _changes(s, turn) == {"count": b"5", "name": b'"bus 7"'}
 
 
 def test_loads_stored_state_and_reports_only_real_changes() -> None:
     s = State({"count": b"5", "items": b"[1]"})
-    assert s["count"] == 5
-    s["count"] = 5  # same value: nothing to write
-    s["items"].append(2)  # in-place change of a value read during the turn
-    del s["count"]
-    assert _changes(s) == {"items": b"[1,2]", "count": None}
-    assert _changes(s) == {}
+    with _turn(s) as turn:
+        assert s["count"] == 5
+        s["count"] = 5  # same value: nothing to write
+        s["items"].append(2)  # in-place change of a value read during the turn
+        del s["count"]
+    assert _changes(s, turn) == {"items": b"[1,2]", "count": None}
+    with _turn(s) as turn:
+        assert s["items"] == [1, 2]
+    assert _changes(s, turn) == {}
 
 
 def test_rollback_restores_previous_values() -> None:
     s = State({"items": b"[1]"})
-    s["items"].append(2)
-    s["new"] = True
-    s._rollback()
+    with _turn(s) as turn:
+        s["items"].append(2)
+        s["new"] = True
+    s._rollback(turn)
+    s._end(turn)
     assert dict(s) == {"items": [1]}
     assert s._commit() == []
 
 
 def test_unencodable_value_fails_commit() -> None:
     s = State({})
-    s["bad"] = object()
+    with _turn(s) as turn:
+        s["bad"] = object()
     try:
-        s._commit()
+        s._commit(turn)
     except TypeError as e:
         assert "state['bad']" in str(e)
     else:
         raise AssertionError("commit accepted a value JSON cannot encode")
-    s._rollback()
+    s._rollback(turn)
+    s._end(turn)
     assert "bad" not in s
 
 
 def test_change_messages() -> None:
     s = State({"a": b"1"})
-    del s["a"]
-    (change,) = s._commit()
+    with _turn(s) as turn:
+        del s["a"]
+    (change,) = s._commit(turn)
     assert change == common_pb2.StateChange(key="a", delete=True)
 
 
@@ -153,8 +177,8 @@ def test_read_only_turn_cannot_write() -> None:
 # --- A failed turn undoes its own changes only, whatever ran beside it --------------------
 # Turns of one actor can run at once (a reentrant actor called back by a chain it waits on).
 # The daemon discards only a failed turn's own changes, so the view must too: a key another
-# turn (or code outside turns) wrote after the failed turn first touched it keeps that write,
-# sent or still to be sent by its author.
+# turn wrote (or code outside turns changed in place) after the failed turn first touched it
+# keeps that change, sent or still to be sent by its author.
 
 
 def test_a_failed_outer_turn_keeps_what_a_nested_turn_committed() -> None:
@@ -354,32 +378,15 @@ def test_a_failed_turns_change_in_place_of_a_value_another_turn_committed_is_und
     assert s._commit() == []
 
 
-def test_a_failed_turn_keeps_changes_made_outside_turns() -> None:
-    s = State({"k": b"1", "later": b"1"})
-    s["k"] = 5  # by a task that outlived its turn, before the next turn
-    turn = TurnScope(s, "t/1", "turn")
-
-    def change() -> None:
-        s["k"] = 6
-        s["later"] = 6
-
-    _in_turn(s, turn, change)
-    s["later"] = 7  # by such a task while the turn runs
-    s._rollback(turn)
-    s._end(turn)
-    assert dict(s) == {"k": 5, "later": 7}
-    assert _as_dict(s._commit()) == {"k": b"5", "later": b"7"}
-
-
-def test_a_read_only_turn_may_read_a_change_made_outside_turns() -> None:
-    s = State({"k": b"1"})
-    s["k"] = 2  # by a task that outlived its turn, not sent yet
+def test_a_read_only_turn_may_read_a_change_made_in_place_outside_turns() -> None:
+    s = State({"k": b"[1]"})
+    s["k"].append(2)  # by a task that outlived its turn, not sent yet
     reader = TurnScope(s, "t/1", "peek", readonly=True)
     _in_turn(s, reader, lambda: s["k"])
     assert s._refuse(reader) == []  # it changed nothing
     s._end(reader)
-    assert dict(s) == {"k": 2}
-    assert _as_dict(s._commit()) == {"k": b"2"}
+    assert dict(s) == {"k": [1, 2]}
+    assert _as_dict(s._commit()) == {"k": b"[1,2]"}
 
 
 def test_a_failed_turn_does_not_bring_back_what_an_earlier_failed_turn_discarded() -> None:
@@ -471,3 +478,124 @@ async def test_a_read_only_turn_ending_before_a_nested_turn_that_writes_succeeds
     await asyncio.wait_for(_SIDE["call"], 10)
     assert await troupe_env.state(Ledger, "l2") == {"k": 3}
     assert await ledger.peek() == {"k": 3}
+
+
+# --- State changes only during the actor's turns ------------------------------------------
+# A change made elsewhere (a task a method left running after it returned) raises TroupeError
+# and changes nothing; before, the actor's next writing turn sent it as its own.
+
+_INSTEAD = (
+    r"an actor's state changes only during its turns .*; the state is unchanged\. Await that"
+    r" work inside the turn, or make the change in a turn: call or tell the actor, or set a"
+    r" timer or reminder whose handler makes it$"
+)
+
+
+def test_outside_turns_every_assignment_and_deletion_raises_and_changes_nothing() -> None:
+    s = State({"count": b"1", "items": b'["a"]'})
+    changes: list[tuple[str, Callable[[], object]]] = [
+        ("set key 'count'", lambda: s.__setitem__("count", 2)),
+        ("set key 'count'", lambda: s.set("count", 2, ttl="1h")),
+        ("delete key 'count'", lambda: s.__delitem__("count")),
+        ("delete key 'count'", lambda: s.pop("count")),
+        ("delete key", s.clear),
+        ("set key 'added'", lambda: s.setdefault("added", 1)),
+        ("set key 'count'", lambda: s.update(count=3)),
+    ]
+    for change, attempt in changes:
+        with pytest.raises(troupe.TroupeError) as raised:
+            attempt()
+        message = str(raised.value)
+        assert message.startswith(f"self.state cannot {change}"), message
+        assert " outside any turn: " in message, message
+        assert re.search(_INSTEAD, message), message
+    # Reads work, setdefault of a key there too.
+    assert s.setdefault("count", 5) == 1
+    assert dict(s) == {"count": 1, "items": ["a"]}
+    assert s._commit() == []
+
+
+def test_outside_turns_the_error_says_whose_turn_the_task_came_from() -> None:
+    s = State({"count": b"1"})
+    ended = TurnScope(s, "t/1", "incr")
+    s._end(ended)
+    with pytest.raises(troupe.TroupeError, match=_INSTEAD) as raised:
+        _in_turn(s, ended, lambda: s.__setitem__("count", 2))
+    assert str(raised.value).startswith(
+        "self.state cannot set key 'count' after its turn ended (in a task that incr of t/1"
+        " started and did not await): "
+    )
+    other = State({})
+    with pytest.raises(
+        troupe.TroupeError, match=r"cannot set key 'count' in elsewhere of t/1, which is not"
+    ):
+        _in_turn(s, TurnScope(other, "t/1", "elsewhere"), lambda: s.__setitem__("count", 2))
+    assert dict(s) == {"count": 1}
+
+
+# What the test and LateWriter wait for: set by the test.
+_LATE: dict[str, Any] = {}
+
+
+@troupe.actor("late_writer")
+class LateWriter(troupe.Actor):
+    @troupe.method
+    async def leave_work(self) -> int:
+        async def later() -> None:
+            await _LATE["go"].wait()
+            thrown: list[BaseException | None] = []
+            changes: list[Callable[[], object]] = [
+                lambda: self.state.__setitem__("count", 99),
+                lambda: self.state.setdefault("items", []),
+                lambda: self.state.update(count=98),
+            ]
+            for change in changes:
+                try:
+                    change()
+                    thrown.append(None)
+                except Exception as e:
+                    thrown.append(e)
+            _LATE["thrown"].set_result(thrown)
+
+        # Left running: the task outlives this turn.
+        _LATE["task"] = asyncio.ensure_future(later())
+        return int(self.state.get("count", 0))
+
+    @troupe.method
+    async def incr_when_released(self) -> int:
+        """Waits for the test, then adds one to count: a turn running while the task does."""
+        _LATE["running"] += 1
+        if _LATE["running"] == 2:
+            _LATE["both_running"].set()
+        await _LATE["release"].wait()
+        self.state["count"] = self.state.get("count", 0) + 1
+        return int(self.state["count"])
+
+
+async def test_a_task_that_outlived_its_turn_cannot_change_state(troupe_env: TestEnv) -> None:
+    loop = asyncio.get_running_loop()
+    _LATE.update(
+        go=asyncio.Event(),
+        release=asyncio.Event(),
+        both_running=asyncio.Event(),
+        running=0,
+        thrown=loop.create_future(),
+    )
+    await troupe_env.host(LateWriter)
+    writer = troupe_env.actor(LateWriter, "w1")
+    assert await writer.leave_work() == 0
+    # A turn of the same actor and one of another run while the task does.
+    same = asyncio.ensure_future(writer.incr_when_released())
+    other = asyncio.ensure_future(troupe_env.actor(LateWriter, "w2").incr_when_released())
+    await asyncio.wait_for(_LATE["both_running"].wait(), 10)
+    _LATE["go"].set()
+    thrown = await asyncio.wait_for(_LATE["thrown"], 10)
+    assert [type(e) for e in thrown] == [troupe.TroupeError] * 3, thrown
+    assert str(thrown[0]).startswith(
+        "self.state cannot set key 'count' after its turn ended (in a task that leave_work of"
+        " late_writer/w1 started and did not await): "
+    )
+    _LATE["release"].set()
+    assert await asyncio.gather(same, other) == [1, 1]
+    assert await troupe_env.state(LateWriter, "w1") == {"count": 1}
+    assert await troupe_env.state(LateWriter, "w2") == {"count": 1}

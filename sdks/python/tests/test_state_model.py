@@ -1,7 +1,8 @@
 """State with turns side by side, checked against a model on random runs.
 
-Turns of one actor interleave (a reentrant actor's nested turns, read-only turns, code
-outside turns) and end in any order, each committing or failing. Whatever the order, a
+Turns of one actor interleave (a reentrant actor's nested turns, read-only turns) and end in
+any order, each committing or failing; code outside turns reads, and each assignment or
+deletion it tries raises and changes nothing. Whatever the order, a
 key must end as its latest write by an author that did not fail, and the daemon (the
 changes sent, applied in turn) must hold what the view holds. When the daemon lets a key
 expire, it deletes what it holds: writes sent before go with it, writes not sent yet come
@@ -14,12 +15,13 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from troupe import State
+from troupe import State, TroupeError
 from troupe._proto.troupe.v1 import common_pb2
 from troupe._turn import TurnScope, current_turn
 
@@ -63,6 +65,9 @@ class _Run:
 
     def act(self, scope: TurnScope | None) -> None:
         key = self.rng.choice(_KEYS)
+        if scope is None:
+            self._outside(key)
+            return
         token = current_turn.set(scope)
         try:
             standing = [w for w in self.writes[key] if w.author not in self.failed]
@@ -99,6 +104,25 @@ class _Run:
         finally:
             current_turn.reset(token)
 
+    def _outside(self, key: str) -> None:
+        """Code outside turns reads ``key``; an assignment or deletion it tries raises."""
+        before = json.dumps(self.state[key]) if key in self.state else None
+        if before is not None:
+            self._touched(key, None)
+        tries: list[tuple[str, Callable[[], object]]] = [
+            ("sets", lambda: self.state.__setitem__(key, next(self.values))),
+            ("deletes", lambda: self.state.__delitem__(key)),
+            ("pops", lambda: self.state.pop(key, None)),
+        ]
+        verb, change = self.rng.choice(tries)
+        if verb == "pops" and key not in self.state:
+            return  # pop of an absent key changes nothing, so it raises nothing
+        with pytest.raises(TroupeError):
+            change()
+        after = json.dumps(self.state[key]) if key in self.state else None
+        assert after == before, f"a refused change outside turns changed {key}\n{self.trace()}"
+        self.log.append(f"outside turns reads {key}, and {verb} it in vain")
+
     def _wrote(self, key: str, author: object, value: Any) -> None:
         self.writes[key].append(_Write(author, value))
         self.touched[key] = set()
@@ -128,11 +152,11 @@ class _Run:
             self.log.append(f"{_name(scope)} fails")
         self.state._end(scope)
 
-    def sent(self, scope: TurnScope | None) -> None:
-        """A commit by ``scope`` sent its writes and those made outside turns."""
+    def sent(self, scope: TurnScope) -> None:
+        """A commit by ``scope`` sent its writes."""
         for writes in self.writes.values():
             for write in writes:
-                if write.author is scope or write.author is None:
+                if write.author is scope:
                     write.sent = True
 
     def expire(self) -> None:
@@ -194,11 +218,9 @@ def _run(seed: int) -> None:
             run.act(rng.choice(run.running))
     while run.running:
         run.end(rng.choice(run.running))
-    # What code outside turns changed goes with the next writing turn: send it now.
+    # Code outside turns changed nothing, so it has nothing for a next turn to send.
     leftover = run.state._commit()
-    run.sent(None)
-    run.log.append(f"outside turns commits {_shown(leftover)}")
-    run.apply(leftover)
+    assert leftover == [], f"code outside turns left changes to send\n{run.trace()}"
     expected = run.expected()
     assert dict(run.state) == expected, f"the view is not the model\n{run.trace()}"
     daemon = {k: json.loads(v) for k, v in run.daemon.items()}

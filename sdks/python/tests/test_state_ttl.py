@@ -4,8 +4,9 @@ daemon through the test kit, its clock moved by advance()."""
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -30,6 +31,24 @@ def _in_turn(scope: TurnScope, fn: Callable[[], object]) -> None:
         current_turn.reset(token)
 
 
+@contextlib.contextmanager
+def _turn(s: State, name: str = "turn") -> Iterator[TurnScope]:
+    """Runs the block as a writing turn of ``s``."""
+    scope = TurnScope(s, "t/1", name)
+    token = current_turn.set(scope)
+    try:
+        yield scope
+    finally:
+        current_turn.reset(token)
+
+
+def _ended(s: State, scope: TurnScope) -> dict[str, tuple[bytes | None, int | None]]:
+    """What the end of ``scope``, a turn that succeeded, sends, as _sent gives it."""
+    changes = s._commit(scope)
+    s._end(scope)
+    return _sent(changes)
+
+
 def _sent(changes: list[common_pb2.StateChange]) -> dict[str, tuple[bytes | None, int | None]]:
     """Each change as (value, ttl_ms): value None for a delete, ttl None when unset."""
     return {
@@ -43,11 +62,12 @@ def _sent(changes: list[common_pb2.StateChange]) -> dict[str, tuple[bytes | None
 
 def test_set_sends_the_ttl_and_a_plain_assignment_leaves_it_unset() -> None:
     s = State({})
-    s.set("otp", "1234", ttl="1h")
-    s.set("session", {"user": "ada"}, ttl=timedelta(minutes=30))
-    s.set("count", 1, ttl=90)  # a number is seconds
-    s["plain"] = True
-    assert _sent(s._commit()) == {
+    with _turn(s) as turn:
+        s.set("otp", "1234", ttl="1h")
+        s.set("session", {"user": "ada"}, ttl=timedelta(minutes=30))
+        s.set("count", 1, ttl=90)  # a number is seconds
+        s["plain"] = True
+    assert _ended(s, turn) == {
         "otp": (b'"1234"', HOUR_MS),
         "session": (b'{"user":"ada"}', 1_800_000),
         "count": (b"1", 90_000),
@@ -57,42 +77,49 @@ def test_set_sends_the_ttl_and_a_plain_assignment_leaves_it_unset() -> None:
 
 def test_ttl_none_ends_the_expiry_with_ttl_zero() -> None:
     s = State({"otp": b'"1234"'})
-    s.set("otp", "1234", ttl=None)
+    with _turn(s) as turn:
+        s.set("otp", "1234", ttl=None)
     # Unchanged value, yet sent: ttl_ms 0 is what ends the daemon's expiry.
-    assert _sent(s._commit()) == {"otp": (b'"1234"', 0)}
+    assert _ended(s, turn) == {"otp": (b'"1234"', 0)}
 
 
 def test_set_with_the_same_value_is_sent_to_renew_the_expiry() -> None:
     s = State({"otp": b'"1234"'})
-    s["otp"] = "1234"
-    assert s._commit() == []  # a plain assignment of the same value sends nothing
-    s.set("otp", "1234", ttl="10m")
-    assert _sent(s._commit()) == {"otp": (b'"1234"', 600_000)}
+    with _turn(s) as turn:
+        s["otp"] = "1234"
+    assert _ended(s, turn) == {}  # a plain assignment of the same value sends nothing
+    with _turn(s) as turn:
+        s.set("otp", "1234", ttl="10m")
+    assert _ended(s, turn) == {"otp": (b'"1234"', 600_000)}
     # Sent once: the next changes carry no ttl for it.
-    s["otp"] = "5678"
-    assert _sent(s._commit()) == {"otp": (b'"5678"', None)}
+    with _turn(s) as turn:
+        s["otp"] = "5678"
+    assert _ended(s, turn) == {"otp": (b'"5678"', None)}
 
 
 def test_changes_in_place_keep_the_expiry() -> None:
     s = State({"items": b"[1]"})
-    s["items"].append(2)
-    assert _sent(s._commit()) == {"items": (b"[1,2]", None)}
+    with _turn(s) as turn:
+        s["items"].append(2)
+    assert _ended(s, turn) == {"items": (b"[1,2]", None)}
 
 
 def test_a_key_deleted_and_set_again_in_one_turn_loses_its_expiry() -> None:
     s = State({"otp": b'"1234"', "gone": b"1"})
-    del s["otp"]
-    s["otp"] = "1234"
-    del s["gone"]
+    with _turn(s) as turn:
+        del s["otp"]
+        s["otp"] = "1234"
+        del s["gone"]
     # Net, the key was set again: ttl 0 ends the expiry the daemon keeps for it.
-    assert _sent(s._commit()) == {"otp": (b'"1234"', 0), "gone": (None, None)}
+    assert _ended(s, turn) == {"otp": (b'"1234"', 0), "gone": (None, None)}
 
 
 def test_a_key_set_with_ttl_then_deleted_is_only_deleted() -> None:
     s = State({"otp": b'"1234"'})
-    s.set("otp", "5678", ttl="1h")
-    del s["otp"]
-    assert _sent(s._commit()) == {"otp": (None, None)}
+    with _turn(s) as turn:
+        s.set("otp", "5678", ttl="1h")
+        del s["otp"]
+    assert _ended(s, turn) == {"otp": (None, None)}
 
 
 @pytest.mark.parametrize("ttl", [0.5, "500ms", timedelta(milliseconds=999), "PT0.1S"])
@@ -149,11 +176,6 @@ def test_a_failed_turn_forgets_its_ttls() -> None:
     after = TurnScope(s, "t/1", "after")
     _in_turn(after, lambda: s.__setitem__("k", 2))
     assert _sent(s._commit(after)) == {"k": (b"2", None)}
-    # Outside turns, the same.
-    s.set("k", 3, ttl="1h")
-    s._rollback()
-    assert s["k"] == 2
-    assert s._commit() == []
 
 
 def test_each_turn_sends_only_its_own_ttls() -> None:
@@ -169,26 +191,15 @@ def test_each_turn_sends_only_its_own_ttls() -> None:
     s._end(outer)
 
 
-def test_a_ttl_set_outside_turns_goes_with_the_next_writing_turn() -> None:
-    s = State({"a": b"0"})
-    s.set("a", 0, ttl="1h")
-    peek = TurnScope(s, "t/1", "peek", readonly=True)
-    _in_turn(peek, lambda: s["a"])
-    assert s._refuse(peek) == []  # a read-only turn sends no changes, loose ones neither
-    s._end(peek)
-    write = TurnScope(s, "t/1", "write")
-    _in_turn(write, lambda: s.__setitem__("b", 1))
-    assert _sent(s._commit(write)) == {"a": (b"0", HOUR_MS), "b": (b"1", None)}
-
-
 def test_expired_keys_leave_the_view_and_send_nothing() -> None:
     s = State({"otp": b'"1234"', "keep": b"1"})
     s._expire(["otp", "never-had"])
     assert dict(s) == {"keep": 1}
     assert s._commit() == []
     # Set again, the key is new to the daemon: sent even with its old value.
-    s["otp"] = "1234"
-    assert _sent(s._commit()) == {"otp": (b'"1234"', None)}
+    with _turn(s) as turn:
+        s["otp"] = "1234"
+    assert _ended(s, turn) == {"otp": (b'"1234"', None)}
 
 
 def test_a_running_turns_unsent_change_outlives_the_expiry() -> None:
@@ -209,18 +220,14 @@ def test_a_running_turns_unsent_change_outlives_the_expiry() -> None:
     s._end(outer)
 
 
-def test_an_assignment_outside_turns_outlives_the_expiry_even_of_the_same_value() -> None:
-    s = State({"same": b"0", "other": b"0", "read": b"0"})
-    s["same"] = 0  # by a task that outlived its turn: the value the key holds
-    s["other"] = 1
-    _ = s["read"]  # only read there
-    s._expire(["same", "other", "read"])
-    # The next writing turn sends both assignments after the expiry: they set the keys
-    # again (as new keys, without the expiry they had).
-    assert dict(s) == {"same": 0, "other": 1}
-    write = TurnScope(s, "t/1", "write")
-    assert _sent(s._commit(write)) == {"same": (b"0", None), "other": (b"1", None)}
-    s._end(write)
+def test_a_key_only_read_outside_turns_goes_with_the_expiry() -> None:
+    s = State({"read": b"0", "kept": b"1"})
+    _ = s["read"]  # by a task that outlived its turn
+    s._expire(["read"])
+    assert dict(s) == {"kept": 1}
+    with _turn(s) as turn:
+        pass
+    assert _ended(s, turn) == {}
 
 
 def test_a_failed_turn_does_not_bring_an_expired_value_back() -> None:
@@ -249,7 +256,7 @@ def test_a_failed_turn_does_not_bring_an_expired_value_back() -> None:
 
 # Activations per actor id: a key gone with no new activation came in Turn.expired_keys.
 _ACTIVATIONS: Counter[str] = Counter()
-# Changes an actor left for later, made by the test outside any turn (as by a task that
+# Changes an actor left for later, tried by the test outside any turn (as by a task that
 # outlived its turn).
 _LATER: list[Callable[[], None]] = []
 
@@ -331,21 +338,20 @@ async def test_a_plain_assignment_keeps_the_expiry(troupe_env: TestEnv) -> None:
     assert await troupe_env.state(TtlBox, "b2") == {}
 
 
-async def test_an_assignment_outside_turns_sets_an_expired_key_again(
+async def test_an_assignment_outside_turns_is_refused_and_the_key_still_expires(
     troupe_env: TestEnv,
 ) -> None:
     await troupe_env.host(TtlBox)
     box = troupe_env.actor(TtlBox, "b11")
     await box.put("otp", "1234", "1h")
     await box.assign_later("otp", "1234")
-    _LATER.pop()()  # the value the key holds, assigned outside any turn
+    # Before, the actor's next turn sent this assignment as its own, setting the key again.
+    with pytest.raises(troupe.TroupeError, match="cannot set key 'otp' outside any turn"):
+        _LATER.pop()()
     await troupe_env.advance("61m")
-    # The next turn is told the key expired, and sends the assignment after it: the key
-    # is set again, as a new key, without the expiry it had.
     await box.assign("other", 1)
     assert _ACTIVATIONS["b11"] == 1
-    assert await troupe_env.state(TtlBox, "b11") == {"otp": "1234", "other": 1}
-    assert await troupe_env.client.get_state_expiry("ttl_box", "b11") == {}
+    assert await troupe_env.state(TtlBox, "b11") == {"other": 1}
 
 
 async def test_ttl_none_ends_the_expiry(troupe_env: TestEnv) -> None:

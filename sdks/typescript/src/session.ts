@@ -6,7 +6,7 @@ import { type Actor, type ActorSpec, instantiate } from "./actor.js";
 import { API_VERSION, SDK_NAME } from "./address.js";
 import { Caller } from "./caller.js";
 import { Context } from "./context.js";
-import { API_VERSION_TRAILER, ApiVersionMismatch, errorForCode, INSTALL_MATCHING, TroupeError } from "./errors.js";
+import { API_VERSION_TRAILER, ApiVersionMismatch, errorForCode, INSTALL_MATCHING, rpcDetails, TroupeError } from "./errors.js";
 import {
   type Activate,
   type ActivateResult,
@@ -65,7 +65,7 @@ export function logNoConnection(logger: Logger, address: string, err: unknown, f
 export function describe(err: unknown): string {
   if (err instanceof Error) {
     const code = (err as Partial<grpc.ServiceError>).code;
-    if (typeof code === "number" && "details" in err) return `${grpc.status[code]}: ${(err as grpc.ServiceError).details}`;
+    if (typeof code === "number" && "details" in err) return `${grpc.status[code]}: ${rpcDetails(err as grpc.ServiceError)}`;
     return err.message === "" ? err.name : err.message;
   }
   return String(err);
@@ -78,7 +78,7 @@ export function describe(err: unknown): string {
  */
 export function refusal(err: grpc.ServiceError): TroupeError | undefined {
   if (!FATAL_CODES.has(err.code)) return undefined;
-  const message = `daemon refused the registration: ${err.details}`;
+  const message = `daemon refused the registration: ${rpcDetails(err)}`;
   const [daemonVersion] = err.metadata.get(API_VERSION_TRAILER);
   if (err.code === grpc.status.FAILED_PRECONDITION && daemonVersion !== undefined) {
     const text = typeof daemonVersion === "string" ? daemonVersion : daemonVersion.toString("utf8");
@@ -286,15 +286,16 @@ export class Session {
     } else {
       try {
         const state = new State(msg.state);
-        const obj = instantiate(spec.cls, { id: ref.id, state, ctx: new Context(this.#caller, this.#scheduler, ref.type, ref.id) });
         const scope = new TurnScope(state, `${ref.type}/${ref.id}`, "onActivate");
         try {
+          // The constructor is part of the activation: state it reads or sets there is the activation's.
+          const obj = currentTurn.run(scope, () => instantiate(spec.cls, { id: ref.id, state, ctx: new Context(this.#caller, this.#scheduler, ref.type, ref.id) }));
           await currentTurn.run(scope, () => obj.onActivate());
           result.changes = commitState(state, scope);
+          this.#instances.set(key(ref.type, ref.id), obj);
         } finally {
           endTurn(state, scope);
         }
-        this.#instances.set(key(ref.type, ref.id), obj);
       } catch (e) {
         result.error = failure(e);
       }

@@ -2,8 +2,9 @@
 // view checks what users write and resolves the running turn; the bookkeeping
 // that turns writes into each turn's changes is state_ledger.ts, and what a
 // failed turn undoes is state_rollback.ts.
-import { ReadOnlyStateError } from "./errors.js";
+import { ReadOnlyStateError, TroupeError } from "./errors.js";
 import type { StateChange } from "./gen/troupe/v1/common.js";
+import { jsonlessTopLevel } from "./payload.js";
 import { StateLedger } from "./state_ledger.js";
 import { rollback } from "./state_rollback.js";
 import { type StateSetOptions, ttlOf } from "./state_ttl.js";
@@ -37,6 +38,13 @@ const EXPIRES_KEY = "$expires";
  * the keys it changed itself. In a read-only method every write throws
  * {@link ReadOnlyStateError}.
  *
+ * State changes only during the actor's turns (methods, `onActivate`,
+ * `onDeactivate`, `onReminder`, `onTimer`, `onAlarm`, and work they await).
+ * Outside them (in a `setTimeout` callback, or a promise a method left running
+ * after it returned), `set`, `delete`, `clear` and a `setDefault` that would
+ * add the key throw {@link TroupeError}, as does changing in place a plain
+ * object or array read there; reads work anywhere.
+ *
  * A key can expire: `set(key, value, { ttl: "1h" })`. An expired key is gone
  * everywhere: the SDK drops it from this view before the actor's next turn
  * (call, reminder, timer or alarm) runs, and the daemon from the store. See
@@ -46,6 +54,8 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   readonly #ledger: StateLedger;
   // The ledger's map, held here too: reads are the hot path.
   readonly #values: Map<string, unknown>;
+  // The views handed out outside turns (#guarded), by value; made on first use.
+  #views: WeakMap<object, object> | undefined;
 
   /** @internal Built by the SDK from the stored bytes; actors use `this.state`. */
   constructor(stored: Readonly<Record<string, Uint8Array>> = {}) {
@@ -58,8 +68,8 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   get<K extends Key<S>>(key: K, fallback: S[K]): S[K];
   get<K extends Key<S>>(key: K, fallback?: S[K]): S[K] | undefined {
     if (!this.#values.has(key)) return fallback;
-    this.#touch(key);
-    return this.#values.get(key) as S[K];
+    const value = this.#values.get(key) as S[K];
+    return this.#touch(key) === undefined ? this.#guarded(value, key) : value;
   }
 
   /**
@@ -79,9 +89,11 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
    *
    * The expiry belongs to the turn's changes: it is stored with them when the
    * turn ends, forgotten with them when the turn throws, and refused like any
-   * write in a read-only method. Set outside a turn, it goes with the actor's
-   * next writing turn, as other changes made there do. The key `"$expires"` is
-   * the daemon's and cannot be set.
+   * write in a read-only method. The key `"$expires"` is the daemon's and
+   * cannot be set.
+   *
+   * Throws TroupeError outside the actor's turns (work a turn left running
+   * after it ended, say): see {@link State}.
    */
   set<K extends Key<S>>(key: K, value: S[K], options?: StateSetOptions): this {
     if (typeof key !== "string" || key === "") {
@@ -95,6 +107,9 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     if (value === undefined) {
       throw new TypeError(`state[${JSON.stringify(key)}] cannot be undefined; use state.delete(key)`);
     }
+    // Nested ones are refused where the turn's changes are encoded, at its end.
+    const jsonless = jsonlessTopLevel(value);
+    if (jsonless !== undefined) throw new TypeError(`state[${JSON.stringify(key)}] must be JSON-serialisable: ${jsonless}`);
     // Read before anything changes: a bad ttl leaves the state as it was.
     const ttlMs = ttlOf(options);
     const scope = this.#touch(key, "set", value);
@@ -148,8 +163,8 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   *entries(): IterableIterator<[Key<S>, S[Key<S>]]> {
     for (const [key, value] of this.#values) {
       // Values handed out may be changed in place: re-encode them at turn end.
-      this.#touch(key);
-      yield [key as Key<S>, value as S[Key<S>]];
+      const inTurn = this.#touch(key) !== undefined;
+      yield [key as Key<S>, (inTurn ? value : this.#guarded(value, key)) as S[Key<S>]];
     }
   }
 
@@ -170,11 +185,12 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
   /**
    * Record that the running turn reads (or, with `write`, changes to `value`)
    * `key`; call it before changing the value. Returns the turn, undefined
-   * outside turns. Throws ReadOnlyStateError for a write in a read-only turn,
-   * before anything changes.
+   * outside turns. Throws, before anything changes, TroupeError for a write
+   * outside the actor's turns and ReadOnlyStateError for one in a read-only turn.
    */
   #touch(key: string, write?: Write, value?: unknown): TurnScope | undefined {
     const scope = this.#scope();
+    if (write !== undefined && scope === undefined) throw this.#outsideTurns(`${write} key ${JSON.stringify(key)}`);
     if (write !== undefined && scope?.readonly === true) {
       throw new ReadOnlyStateError(
         `method ${JSON.stringify(scope.method)} of ${scope.actor} is read-only (declared with @method({ readonly: true })), ` +
@@ -186,9 +202,92 @@ export class State<S extends object = StateShape> implements Iterable<[Key<S>, S
     return scope;
   }
 
+  /**
+   * The error of a change outside the actor's turns. Only a turn's end sends
+   * changes, so one made elsewhere would wait for whichever turn came next and
+   * be saved (or undone) with that turn's, which did not make it.
+   */
+  #outsideTurns(change: string): TroupeError {
+    const store = currentTurn.getStore();
+    const where =
+      store === undefined
+        ? "outside any turn"
+        : store.state !== this
+          ? `in ${store.method} of ${store.actor}, which is not this state's actor`
+          : `after its turn ended (in work that ${store.method} of ${store.actor} started and did not await)`;
+    return new TroupeError(
+      `this.state cannot ${change} ${where}: an actor's state changes only during its turns (methods, onActivate, onDeactivate, ` +
+        "onReminder, onTimer, onAlarm), whose end saves them; the state is unchanged. Await that work inside the turn, " +
+        "or make the change in a turn: call or tell the actor, or set a timer or reminder whose handler makes it",
+    );
+  }
+
+  /**
+   * `value`, read outside the actor's turns, as a view that refuses changes
+   * in place there as set() does (see #outsideTurns); inside a turn of the
+   * actor the view changes the value as the turn's own change. Plain objects
+   * and arrays only: other classes' methods need their own instance as `this`.
+   */
+  #guarded<T>(value: T, key: string): T {
+    if (!isPlainData(value)) return value;
+    this.#views ??= new WeakMap();
+    let view = this.#views.get(value);
+    if (view === undefined) {
+      view = new Proxy(value, this.#viewHandler(key));
+      this.#views.set(value, view);
+    }
+    return view as T;
+  }
+
+  #viewHandler(key: string): ProxyHandler<object> {
+    const change = (): void => {
+      const scope = this.#scope();
+      if (scope === undefined) throw this.#outsideTurns(`change key ${JSON.stringify(key)} in place`);
+      // The turn re-encodes the key at its end, so it sends the change.
+      this.#ledger.touch(key, scope, false);
+    };
+    return {
+      get: (target, prop) => {
+        const inner: unknown = Reflect.get(target, prop);
+        if (!isPlainData(inner)) return inner;
+        // A proxy must return a property that can neither change nor be redefined as it is.
+        const own = Reflect.getOwnPropertyDescriptor(target, prop);
+        return own?.configurable === false && own.writable === false ? inner : this.#guarded(inner, key);
+      },
+      set: (target, prop, v) => {
+        change();
+        return Reflect.set(target, prop, v);
+      },
+      deleteProperty: (target, prop) => {
+        change();
+        return Reflect.deleteProperty(target, prop);
+      },
+      defineProperty: (target, prop, descriptor) => {
+        change();
+        return Reflect.defineProperty(target, prop, descriptor);
+      },
+      setPrototypeOf: (target, proto) => {
+        change();
+        return Reflect.setPrototypeOf(target, proto);
+      },
+      preventExtensions: (target) => {
+        change();
+        return Reflect.preventExtensions(target);
+      },
+    };
+  }
+
   static {
     ledgerOf = (state) => state.#ledger;
   }
+}
+
+/** A plain object or an array: what a view of #guarded can stand in for. */
+function isPlainData(value: unknown): value is object {
+  if (typeof value !== "object" || value === null) return false;
+  if (Array.isArray(value)) return true;
+  const proto: unknown = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
 }
 
 function ledger(state: object): StateLedger {

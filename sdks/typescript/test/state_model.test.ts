@@ -1,7 +1,8 @@
 // State with turns side by side, checked against a model on random runs.
 //
 // Turns of one actor interleave (a reentrant actor's nested turns, read-only
-// turns, code outside turns) and end in any order, each committing or failing.
+// turns) and end in any order, each committing or failing; code outside turns
+// reads, and each change it tries throws and changes nothing.
 // Whatever the order, a key must end as its latest write by an author that did
 // not fail, and the daemon (the changes sent, applied in turn) must hold what
 // the view holds. When the daemon lets a key expire, it deletes what it holds:
@@ -13,7 +14,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { StateChange } from "../src/gen/troupe/v1/common.js";
-import { State } from "../src/index.js";
+import { State, TroupeError } from "../src/index.js";
 import { commitState, endTurn, expireState, refuseState, rollbackState } from "../src/state.js";
 import type { TurnScope } from "../src/turn.js";
 import { turnOf } from "./state_turns.js";
@@ -114,8 +115,28 @@ class Run {
         this.log.push(`${name} sets ${key}=${JSON.stringify(value)}`);
       }
     };
-    if (turn === undefined) step();
+    if (turn === undefined) this.#outside(key);
     else turn.run(step);
+  }
+
+  /** Code outside turns reads `key`, and every change it tries throws and changes nothing. */
+  #outside(key: Key): void {
+    const s = this.state;
+    const before = s.has(key) ? JSON.stringify(s.get(key)) : undefined;
+    if (before !== undefined) this.#touch(key, undefined);
+    const held = s.get(key);
+    const tries: [string, () => unknown][] = [
+      ["sets", () => s.set(key, this.#next++)],
+      ["deletes", () => s.delete(key)],
+      ["adds", () => s.setDefault("c", 0)],
+    ];
+    if (Array.isArray(held)) tries.push(["appends to", () => held.push(this.#next++)]);
+    const [verb, change] = this.pick(tries);
+    if (verb === "adds" && s.has("c")) return;
+    assert.throws(change, TroupeError, `outside turns ${verb} ${key}\n${this.trace()}`);
+    const after = s.has(key) ? JSON.stringify(s.get(key)) : undefined;
+    assert.equal(after, before, `a refused change outside turns changed ${key}\n${this.trace()}`);
+    this.log.push(`outside turns reads ${key}, and ${verb} it in vain`);
   }
 
   #wrote(key: string, author: Author, value: Value | typeof GONE): void {
@@ -149,10 +170,10 @@ class Run {
     endTurn(this.state, turn.scope);
   }
 
-  /** A commit by `turn` sent its writes and those made outside turns. */
-  sent(turn: Turn | undefined): void {
+  /** A commit by `turn` sent its writes. */
+  sent(turn: Turn): void {
     for (const writes of this.writes.values()) {
-      for (const w of writes) if (w.author === turn || w.author === undefined) w.sent = true;
+      for (const w of writes) if (w.author === turn) w.sent = true;
     }
   }
 
@@ -209,11 +230,8 @@ function runSeed(seed: number): void {
     else if (run.running.length > 0) run.act(run.pick(run.running));
   }
   while (run.running.length > 0) run.end(run.pick(run.running));
-  // What code outside turns changed goes with the next writing turn: send it now.
-  const leftover = commitState(run.state);
-  run.sent(undefined);
-  run.log.push(`outside turns commits ${shown(leftover)}`);
-  run.apply(leftover);
+  // Code outside turns changed nothing, so it has nothing for a next turn to send.
+  assert.deepEqual(commitState(run.state), [], `code outside turns left changes to send\n${run.trace()}`);
   const expected = run.expected();
   assert.deepEqual(run.state.toJSON(), expected, `the view is not the model\n${run.trace()}`);
   const daemon = Object.fromEntries([...run.daemon].map(([k, v]) => [k, JSON.parse(v) as unknown]));

@@ -13,6 +13,7 @@ import { startTestEnv, type TestEnv } from "../src/testing.js";
 import { currentTurn, TurnScope } from "../src/turn.js";
 import { attachedApp, FakeDaemon } from "./fake_daemon.js";
 import { troupeBin } from "./helpers.js";
+import { committed, stored } from "./state_turns.js";
 
 const HOUR_MS = 3_600_000n;
 
@@ -25,75 +26,79 @@ function sent(changes: StateChange[]): [string, string, bigint | "keep"][] {
   ]);
 }
 
-function stored(values: Record<string, unknown>): Record<string, Buffer> {
-  return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, Buffer.from(JSON.stringify(v))]));
-}
 
 type S = { k: number; other: number; list: number[] };
 
 describe("State ttl, the changes it sends", () => {
   test("a ttl is sent as ttl_ms; null as 0; a plain set or in-place change leaves it unset", () => {
     const s = new State<S>(stored({ list: [1] }));
-    s.set("k", 1, { ttl: "1h" });
-    s.set("other", 2, { ttl: null });
-    s.get("list", []).push(2);
-    assert.deepEqual(sent(commitState(s)), [
+    const first = committed(s, () => {
+      s.set("k", 1, { ttl: "1h" });
+      s.set("other", 2, { ttl: null });
+      s.get("list", []).push(2);
+    });
+    assert.deepEqual(sent(first), [
       ["k", "1", HOUR_MS],
       ["list", "[1,2]", "keep"],
       ["other", "2", 0n],
     ]);
-    s.set("k", 2);
-    s.set("other", 3, { ttl: undefined });
-    s.set("list", [3], {});
-    assert.deepEqual(sent(commitState(s)), [
+    const second = committed(s, () => {
+      s.set("k", 2);
+      s.set("other", 3, { ttl: undefined });
+      s.set("list", [3], {});
+    });
+    assert.deepEqual(sent(second), [
       ["k", "2", "keep"],
       ["list", "[3]", "keep"],
       ["other", "3", "keep"],
     ]);
     // A number is seconds, as in every duration option.
-    s.set("k", 3, { ttl: 90 });
-    assert.deepEqual(sent(commitState(s)), [["k", "3", 90_000n]]);
+    assert.deepEqual(sent(committed(s, () => s.set("k", 3, { ttl: 90 }))), [["k", "3", 90_000n]]);
     // Plain changes never repeat an expiry already sent.
-    s.set("k", 4);
-    assert.deepEqual(sent(commitState(s)), [["k", "4", "keep"]]);
+    assert.deepEqual(sent(committed(s, () => s.set("k", 4))), [["k", "4", "keep"]]);
   });
 
   test("a set with a ttl is sent even with the stored value: it renews the expiry", () => {
     const s = new State<S>(stored({ k: 1 }));
-    s.set("k", 1);
-    assert.deepEqual(sent(commitState(s)), []);
-    s.set("k", 1, { ttl: "30m" });
-    assert.deepEqual(sent(commitState(s)), [["k", "1", 1_800_000n]]);
-    s.set("k", 1, { ttl: null });
-    assert.deepEqual(sent(commitState(s)), [["k", "1", 0n]]);
+    assert.deepEqual(sent(committed(s, () => s.set("k", 1))), []);
+    assert.deepEqual(sent(committed(s, () => s.set("k", 1, { ttl: "30m" }))), [["k", "1", 1_800_000n]]);
+    assert.deepEqual(sent(committed(s, () => s.set("k", 1, { ttl: null }))), [["k", "1", 0n]]);
   });
 
   test("in one turn: the last ttl given wins and a later plain set keeps it", () => {
     const s = new State<S>();
-    s.set("k", 1, { ttl: "1h" });
-    s.set("k", 2, { ttl: "2h" });
-    s.set("k", 3);
-    assert.deepEqual(sent(commitState(s)), [["k", "3", 2n * HOUR_MS]]);
+    const changes = committed(s, () => {
+      s.set("k", 1, { ttl: "1h" });
+      s.set("k", 2, { ttl: "2h" });
+      s.set("k", 3);
+    });
+    assert.deepEqual(sent(changes), [["k", "3", 2n * HOUR_MS]]);
   });
 
   test("a deletion ends the expiry: deleted and set again, the key does not expire", () => {
     const s = new State<S>(stored({ k: 1, other: 1 }));
-    s.delete("k");
-    s.set("k", 1);
-    s.clear();
-    s.set("other", 5);
+    const changes = committed(s, () => {
+      s.delete("k");
+      s.set("k", 1);
+      s.clear();
+      s.set("other", 5);
+    });
     // Unchanged in value, k must still be sent: the daemon would keep its old expiry.
-    assert.deepEqual(sent(commitState(s)), [
+    assert.deepEqual(sent(changes), [
       ["k", "delete", "keep"],
       ["other", "5", 0n],
     ]);
-    s.set("k", 2, { ttl: "1h" });
-    s.delete("k");
-    assert.deepEqual(sent(commitState(s)), []);
-    s.set("k", 3);
-    s.delete("k");
-    s.set("k", 3);
-    assert.deepEqual(sent(commitState(s)), [["k", "3", 0n]]);
+    const setThenDeleted = committed(s, () => {
+      s.set("k", 2, { ttl: "1h" });
+      s.delete("k");
+    });
+    assert.deepEqual(sent(setThenDeleted), []);
+    const deletedThenSet = committed(s, () => {
+      s.set("k", 3);
+      s.delete("k");
+      s.set("k", 3);
+    });
+    assert.deepEqual(sent(deletedThenSet), [["k", "3", 0n]]);
   });
 
   test("a ttl under a second, or not a duration, throws and changes nothing", () => {
@@ -132,24 +137,15 @@ describe("State ttl, the changes it sends", () => {
     currentTurn.run(next, () => s.set("k", 2));
     assert.deepEqual(sent(commitState(s, next)), [["k", "2", "keep"]]);
     endTurn(s, next);
-    // Outside turns too.
-    s.set("k", 2, { ttl: "1h" });
-    rollbackState(s);
-    s.set("other", 1);
-    assert.deepEqual(sent(commitState(s)), [["other", "1", "keep"]]);
   });
 
-  test("turns side by side: each sends only its own ttls; those set outside turns go with the next writing one", () => {
+  test("turns side by side: each sends only its own ttls", () => {
     const s = new State<S>(stored({ k: 0, other: 0 }));
-    s.set("list", [1], { ttl: "2h" });
     const outer = new TurnScope(s, "t/1", "outer");
     const inner = new TurnScope(s, "t/1", "inner");
     currentTurn.run(outer, () => s.set("k", 0, { ttl: "1h" }));
     currentTurn.run(inner, () => s.set("other", s.get("k", 0) + 1));
-    assert.deepEqual(sent(commitState(s, inner)), [
-      ["list", "[1]", 2n * HOUR_MS],
-      ["other", "1", "keep"],
-    ]);
+    assert.deepEqual(sent(commitState(s, inner)), [["other", "1", "keep"]]);
     endTurn(s, inner);
     assert.deepEqual(sent(commitState(s, outer)), [["k", "0", HOUR_MS]]);
     endTurn(s, outer);
@@ -162,8 +158,7 @@ describe("State ttl, the changes it sends", () => {
     assert.deepEqual(s.toJSON(), { other: 2 });
     assert.deepEqual(sent(commitState(s)), []);
     // Set again to its old value, it is a new key to send.
-    s.set("k", 1);
-    assert.deepEqual(sent(commitState(s)), [["k", "1", "keep"]]);
+    assert.deepEqual(sent(committed(s, () => s.set("k", 1))), [["k", "1", "keep"]]);
   });
 });
 

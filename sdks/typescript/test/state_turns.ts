@@ -1,6 +1,8 @@
 // For unit tests of State with turns side by side: stored state from plain
 // values, and turns to run code as.
+import type { StateChange } from "../src/gen/troupe/v1/common.js";
 import { State } from "../src/index.js";
+import { commitState, endTurn } from "../src/state.js";
 import { currentTurn, TurnScope } from "../src/turn.js";
 
 /** `values` as the daemon hands them over: each one's JSON bytes. */
@@ -12,4 +14,15 @@ export function stored(values: Record<string, unknown>): Record<string, Buffer> 
 export function turnOf<S extends object>(s: State<S>, name: string, readonly = false): [TurnScope, <T>(fn: () => T) => T] {
   const scope = new TurnScope(s, "t/1", name, readonly);
   return [scope, (fn) => currentTurn.run(scope, fn)];
+}
+
+/** Run `fn` as a writing turn of `s` that succeeds; returns the changes its end sends. */
+export function committed<S extends object>(s: State<S>, fn: () => void, name = "turn"): StateChange[] {
+  const [scope, run] = turnOf(s, name);
+  try {
+    run(fn);
+    return commitState(s, scope);
+  } finally {
+    endTurn(s, scope);
+  }
 }

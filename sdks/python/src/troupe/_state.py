@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from typing import Any
 
 from ._duration import DurationLike, to_millis
-from ._errors import ReadOnlyStateError
+from ._errors import ReadOnlyStateError, TroupeError
 from ._proto.troupe.v1 import common_pb2
 from ._state_ledger import StateLedger
 from ._state_rollback import rollback
@@ -39,6 +39,12 @@ class State(MutableMapping[str, Any]):
     only the keys it changed itself. In a read-only method every write raises
     :class:`ReadOnlyStateError`.
 
+    State changes only during the actor's turns (methods, ``on_activate``,
+    ``on_deactivate``, ``on_reminder``, ``on_timer``, ``on_alarm``, and tasks they await).
+    Outside them (a task a method left running after it returned), assigning or deleting a
+    key raises :class:`TroupeError` and changes nothing; reads work anywhere. A value read
+    there and changed in place cannot be seen at the change: don't.
+
     Keys that expire: :meth:`set` with ``ttl`` gives a key an expiry, after which it
     is gone as if deleted (the daemon deletes it and this view drops it before the
     actor's next turn runs). ``state[key] = value`` and in-place changes keep the
@@ -59,9 +65,12 @@ class State(MutableMapping[str, Any]):
 
     def _touch(self, key: str, write: str | None = None, value: Any = ABSENT) -> None:
         """Record that the running turn reads (or, with ``write``, changes to ``value``)
-        ``key``; call it before changing the value. Raises ReadOnlyStateError for a write in
-        a read-only turn, before anything changes."""
+        ``key``; call it before changing the value. Raises, before anything changes,
+        TroupeError for a write outside the actor's turns and ReadOnlyStateError for one in
+        a read-only turn."""
         scope = self._scope()
+        if write is not None and scope is None:
+            raise self._outside_turns(f"{write} key {key!r}")
         if write is not None and scope is not None and scope.readonly:
             raise ReadOnlyStateError(
                 f"method {scope.method!r} of {scope.actor} is read-only (declared with"
@@ -70,6 +79,28 @@ class State(MutableMapping[str, Any]):
                 " method, or make the change in a method that is not read-only"
             )
         self._ledger.touch(key, scope, write is not None, value)
+
+    def _outside_turns(self, change: str) -> TroupeError:
+        """The error of a change outside the actor's turns. Only a turn's end sends changes,
+        so one made elsewhere would wait for whichever turn came next and be saved (or
+        undone) with that turn's, which did not make it."""
+        scope = current_turn.get()
+        if scope is None:
+            where = "outside any turn"
+        elif scope.state is not self:
+            where = f"in {scope.method} of {scope.actor}, which is not this state's actor"
+        else:
+            where = (
+                f"after its turn ended (in a task that {scope.method} of {scope.actor} started"
+                " and did not await)"
+            )
+        return TroupeError(
+            f"self.state cannot {change} {where}: an actor's state changes only during its"
+            " turns (methods, on_activate, on_deactivate, on_reminder, on_timer, on_alarm),"
+            " whose end saves them; the state is unchanged. Await that work inside the turn,"
+            " or make the change in a turn: call or tell the actor, or set a timer or reminder"
+            " whose handler makes it"
+        )
 
     def __getitem__(self, key: str) -> Any:
         value = self._values[key]
@@ -107,12 +138,10 @@ class State(MutableMapping[str, Any]):
 
         Later writes keep the expiry: ``state[key] = other`` or an in-place change of the
         value does not end it; another ``set`` replaces it; deleting the key ends it.
-        Outside a turn (a task that outlived its turn) the value and expiry go with the
-        actor's next writing turn, like any other change made there.
 
         Raises ValueError for a ttl under a second, :class:`InvalidArgument` for one that
-        is not a duration, and :class:`ReadOnlyStateError` in a read-only method, each
-        before anything changes.
+        is not a duration, :class:`ReadOnlyStateError` in a read-only method and
+        :class:`TroupeError` outside the actor's turns, each before anything changes.
         """
         ttl_ms = _ttl_ms(ttl)
         self[key] = value
