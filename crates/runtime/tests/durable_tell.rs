@@ -80,6 +80,22 @@ fn start(
     Ok(rt)
 }
 
+/// The dead letters of type "t" once there are some: a dead letter is
+/// written with the actor's next flush, which deactivating it makes.
+async fn flushed_dead_letters(
+    rt: &Runtime,
+    actor: &ActorId,
+) -> Result<Vec<troupe_runtime::DeadLetterInfo>, CallError> {
+    loop {
+        rt.deactivate_actor(actor).await?;
+        let letters = rt.list_dead_letters(Some("t"), None, 10).await?;
+        if !letters.is_empty() {
+            return Ok(letters);
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
 fn tell(actor: &ActorId, item: &str) -> Call {
     Call::new(actor.clone(), "append", Payload::json(item.to_owned()))
 }
@@ -160,14 +176,7 @@ async fn failing_tells_retry_then_become_dead_letters_that_redrive() -> TestResu
     for _ in 0..3 {
         assert_eq!(handled.recv().await.as_deref(), Some("x"));
     }
-    let letters = loop {
-        rt.deactivate_actor(&actor).await?;
-        let letters = rt.list_dead_letters(Some("t"), None, 10).await?;
-        if !letters.is_empty() {
-            break letters;
-        }
-        tokio::task::yield_now().await;
-    };
+    let letters = flushed_dead_letters(&rt, &actor).await?;
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].method, "append");
     assert_eq!(letters[0].attempts, 3);
@@ -199,14 +208,7 @@ async fn a_tell_no_method_can_take_is_a_dead_letter_at_once() -> TestResult {
     // held the tells behind it: it is not tried again.
     assert_eq!(handled.recv().await.as_deref(), Some("x"));
     assert_eq!(handled.recv().await.as_deref(), Some("y"));
-    let letters = loop {
-        rt.deactivate_actor(&actor).await?;
-        let letters = rt.list_dead_letters(Some("t"), None, 10).await?;
-        if !letters.is_empty() {
-            break letters;
-        }
-        tokio::task::yield_now().await;
-    };
+    let letters = flushed_dead_letters(&rt, &actor).await?;
     assert_eq!(
         (
             letters.len(),

@@ -1,9 +1,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +13,8 @@ from troupe._proto.troupe.v1 import common_pb2
 from troupe._turn import TurnScope, current_turn
 from troupe.testing import TestEnv
 
+from .state_turns import in_turn as _turn
+
 
 def _changes(state: State, scope: TurnScope) -> dict[str, bytes | None]:
     """What the end of ``scope``, a writing turn that succeeded, sends."""
@@ -22,17 +23,6 @@ def _changes(state: State, scope: TurnScope) -> dict[str, bytes | None]:
         out[c.key] = None if c.WhichOneof("op") == "delete" else c.set
     state._end(scope)
     return out
-
-
-@contextlib.contextmanager
-def _turn(state: State, name: str = "turn") -> Iterator[TurnScope]:
-    """Runs the block as a turn of ``state`` named ``name``."""
-    scope = TurnScope(state, "t/1", name)
-    token = current_turn.set(scope)
-    try:
-        yield scope
-    finally:
-        current_turn.reset(token)
 
 
 def test_values_are_stored_as_json_bytes() -> None:

@@ -4,9 +4,8 @@ daemon through the test kit, its clock moved by advance()."""
 
 from __future__ import annotations
 
-import contextlib
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -18,6 +17,8 @@ from troupe._proto.troupe.v1 import common_pb2
 from troupe._turn import TurnScope, current_turn
 from troupe.testing import TestEnv
 
+from .state_turns import in_turn as _turn
+
 HOUR_MS = 3_600_000
 
 # --- State, no daemon -------------------------------------------------------------------
@@ -27,17 +28,6 @@ def _in_turn(scope: TurnScope, fn: Callable[[], object]) -> None:
     token = current_turn.set(scope)
     try:
         fn()
-    finally:
-        current_turn.reset(token)
-
-
-@contextlib.contextmanager
-def _turn(s: State, name: str = "turn") -> Iterator[TurnScope]:
-    """Runs the block as a writing turn of ``s``."""
-    scope = TurnScope(s, "t/1", name)
-    token = current_turn.set(scope)
-    try:
-        yield scope
     finally:
         current_turn.reset(token)
 
