@@ -36,9 +36,22 @@ def test_empty_and_unspecified_payloads_mean_no_arguments() -> None:
     assert decode_call(unspecified) == ([], {"x": 1})
 
 
-@pytest.mark.parametrize("data", [b"[1, 2]", b'{"args": 1}', b'{"other": 1}', b"not json"])
-def test_malformed_call_payload_is_rejected(data: bytes) -> None:
-    with pytest.raises(PayloadError):
+@pytest.mark.parametrize(
+    ("data", "says"),
+    [
+        (b"[1, 2]", r"must be an object .*, not an array$"),
+        (b'"x"', r"not a string$"),
+        (b'{"args": 1}', r'"args" must be a JSON array'),
+        # An object, so the message names the member that does not belong.
+        (
+            b'{"args": [10], "extra": 1}',
+            r'holds only "args" and "kwargs"; this one also has "extra"$',
+        ),
+        (b"not json", r"not valid JSON"),
+    ],
+)
+def test_malformed_call_payload_is_rejected(data: bytes, says: str) -> None:
+    with pytest.raises(PayloadError, match=says):
         decode_call(common_pb2.Payload(data=data, content_type=JSON))
 
 

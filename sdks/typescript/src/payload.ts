@@ -148,6 +148,15 @@ export function encodeCall(args: readonly unknown[], kw: Readonly<Record<string,
   return { data: asciiJson(`{"args":${argsText},"kwargs":${kwText}}`), contentType: ContentType.CONTENT_TYPE_JSON };
 }
 
+/** What a parsed JSON value is, in JSON's words. */
+function jsonKind(value: unknown): string {
+  if (Array.isArray(value)) return "an array";
+  if (typeof value === "string") return "a string";
+  if (typeof value === "number") return "a number";
+  if (typeof value === "boolean") return String(value);
+  return "null";
+}
+
 /**
  * Decode a call's arguments into the positional arguments of a TypeScript method:
  * `args` one to one, then `kwargs` as one extra last argument when it is non-empty.
@@ -162,8 +171,14 @@ export function decodeCall(payload: Payload | undefined): unknown[] {
   } catch (e) {
     throw new PayloadError(`call payload is not valid JSON: ${describeError(e)}`);
   }
-  if (!isPlainObject(obj) || Object.keys(obj).some((k) => k !== "args" && k !== "kwargs")) {
-    throw new PayloadError('a JSON call payload must be an object {"args": [...], "kwargs": {...}}');
+  if (!isPlainObject(obj)) {
+    throw new PayloadError(`a JSON call payload must be an object {"args": [...], "kwargs": {...}}, not ${jsonKind(obj)}`);
+  }
+  const extra = Object.keys(obj)
+    .filter((k) => k !== "args" && k !== "kwargs")
+    .sort();
+  if (extra.length > 0) {
+    throw new PayloadError(`a JSON call payload holds only "args" and "kwargs"; this one also has ${extra.map((k) => JSON.stringify(k)).join(", ")}`);
   }
   const args = obj["args"] ?? [];
   const kw = obj["kwargs"] ?? {};

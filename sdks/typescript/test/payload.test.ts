@@ -37,8 +37,9 @@ describe("call payloads", () => {
     assert.deepEqual(decodeCall(json("{ }")), []);
     assert.deepEqual(decodeCall({ data: Buffer.alloc(0), contentType: ContentType.CONTENT_TYPE_UNSPECIFIED }), []);
     assert.deepEqual(decodeCall({ data: Buffer.from([7]), contentType: ContentType.CONTENT_TYPE_BYTES }), [new Uint8Array([7])]);
-    assert.throws(() => decodeCall(json("[1]")), PayloadError);
-    assert.throws(() => decodeCall(json('{"args":[],"extra":1}')), PayloadError);
+    assert.throws(() => decodeCall(json("[1]")), { name: "PayloadError", message: /must be an object .*, not an array$/ });
+    // An object, so the message names the member that does not belong.
+    assert.throws(() => decodeCall(json('{"args":[],"extra":1}')), { name: "PayloadError", message: /holds only "args" and "kwargs"; this one also has "extra"$/ });
     assert.throws(() => decodeCall(json('{"args":{}}')), PayloadError);
     assert.throws(() => decodeCall(json("{nope")), PayloadError);
   });

@@ -53,13 +53,35 @@ def decode_call(payload: common_pb2.Payload) -> tuple[list[Any], dict[str, Any]]
         obj = json.loads(payload.data)
     except ValueError as e:
         raise PayloadError(f"call payload is not valid JSON: {e}") from e
-    if not isinstance(obj, dict) or not set(obj) <= {"args", "kwargs"}:
-        raise PayloadError('a JSON call payload must be an object {"args": [...], "kwargs": {...}}')
+    if not isinstance(obj, dict):
+        raise PayloadError(
+            'a JSON call payload must be an object {"args": [...], "kwargs": {...}},'
+            f" not {_json_kind(obj)}"
+        )
+    extra = sorted(set(obj) - {"args", "kwargs"})
+    if extra:
+        raise PayloadError(
+            'a JSON call payload holds only "args" and "kwargs"; this one also has '
+            + ", ".join(json.dumps(k) for k in extra)
+        )
     args = obj.get("args", [])
     kwargs = obj.get("kwargs", {})
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise PayloadError('"args" must be a JSON array and "kwargs" a JSON object')
     return args, kwargs
+
+
+def _json_kind(value: Any) -> str:
+    """What a decoded JSON value is, in JSON's words."""
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return "a number"
+    return "null"
 
 
 def encode_result(value: Any, what: str = "return value") -> common_pb2.Payload:
