@@ -38,7 +38,27 @@ export function failure(err: unknown): ActorFailure {
     const kind = callersMistakes.get(err) ?? FailureKind.FAILURE_KIND_RAISED;
     return { type, message: err.message, details: fromTheActor(err.stack ?? "").slice(0, MAX_DETAILS), kind };
   }
-  return { type: "Error", message: String(err), details: "", kind: FailureKind.FAILURE_KIND_RAISED };
+  return { type: "Error", message: thrownText(err), details: "", kind: FailureKind.FAILURE_KIND_RAISED };
+}
+
+/** The longest message a thrown non-Error becomes, so a huge object cannot fill the trailers. */
+const MAX_THROWN_TEXT = 1024;
+
+/**
+ * A thrown non-Error's text: its JSON where it has one (`throw { code: 42 }` says
+ * `{"code":42}`, not `[object Object]`), else what `String` makes of it.
+ */
+function thrownText(value: unknown): string {
+  let text: string | undefined;
+  if (typeof value === "object" && value !== null) {
+    try {
+      text = JSON.stringify(value);
+    } catch {
+      // A cycle or a BigInt inside: String below says what it can.
+    }
+  }
+  text ??= String(value);
+  return text.length > MAX_THROWN_TEXT ? `${text.slice(0, MAX_THROWN_TEXT)}…` : text;
 }
 
 /**
