@@ -7,8 +7,8 @@ use serde_json::{json, Value};
 use troupe_proto::v1 as pb;
 
 use super::render::{self, Table};
-use super::type_hint::unhosted_type_note;
-use super::{actor_name, all_pages, connect, emit, emit_json, tell_user, Admin, Output, Target};
+use super::type_hint::note_if_unhosted;
+use super::{actor_name, all_pages, connect, emit, emit_json, Admin, Output, Target};
 
 pub(super) fn actor_ref(ty: &str, id: &str) -> Option<pb::ActorRef> {
     Some(pb::ActorRef {
@@ -66,7 +66,7 @@ pub async fn actors_list(
     if actors.is_empty() {
         emit(&format!("no active actors{of_type}\n"))?;
         if !ty.is_empty() {
-            tell_user(format_args!("{}", unhosted_type_note(&daemon, &ty).await));
+            note_if_unhosted(&daemon, &ty).await;
         }
         return Ok(());
     }

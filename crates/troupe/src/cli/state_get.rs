@@ -6,8 +6,8 @@ use troupe_proto::v1 as pb;
 
 use super::actors::actor_ref;
 use super::render::{self, Shown, Table};
-use super::type_hint::unhosted_type_note;
-use super::{actor_name, connect, emit, emit_json, fail, tell_user, Exit, Output, Target};
+use super::type_hint::note_if_unhosted;
+use super::{actor_name, connect, emit, emit_json, fail, Exit, Output, Target};
 
 pub async fn state_get(
     target: &Target,
@@ -44,10 +44,7 @@ pub async fn state_get(
             let mut keys: Vec<String> = all.entries.into_keys().collect();
             keys.sort();
             let has = if keys.is_empty() {
-                tell_user(format_args!(
-                    "{}",
-                    unhosted_type_note(&daemon, &actor_type).await
-                ));
+                note_if_unhosted(&daemon, &actor_type).await;
                 "it has no state".to_owned()
             } else {
                 format!("its keys: {}", keys.join(", "))
@@ -88,8 +85,7 @@ pub async fn state_get(
         }
         Output::Table if entries.is_empty() => {
             emit(&format!("{name} has no state\n"))?;
-            let note = unhosted_type_note(&daemon, &actor_type).await;
-            tell_user(format_args!("{note}"));
+            note_if_unhosted(&daemon, &actor_type).await;
             Ok(())
         }
         // An EXPIRES column only when a key expires: most actors have none.

@@ -4,16 +4,16 @@
 
 use troupe_proto::v1 as pb;
 
-use super::Daemon;
+use super::{tell_user, Daemon};
 
-/// `""` when an app attached to `daemon` hosts `ty` (or the daemon's
-/// status cannot be read: the note is a courtesy, never a failure);
-/// otherwise a line naming the types it does host.
-pub(super) async fn unhosted_type_note(daemon: &Daemon, ty: &str) -> String {
+/// Tells the user, on stderr, when no app attached to `daemon` hosts `ty`,
+/// naming the types its apps do host. Nothing when one does, or when the
+/// daemon's status cannot be read: the note is a courtesy, never a failure.
+pub(super) async fn note_if_unhosted(daemon: &Daemon, ty: &str) {
     let Ok(status) = daemon.admin().status(pb::StatusRequest {}).await else {
-        return String::new();
+        return;
     };
-    note_for(&status.into_inner(), ty)
+    tell_user(format_args!("{}", note_for(&status.into_inner(), ty)));
 }
 
 fn note_for(status: &pb::StatusResponse, ty: &str) -> String {
