@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -122,15 +121,7 @@ func decodeInto(p *pb.Payload, out any) error {
 	if out == nil {
 		return nil
 	}
-	v, err := troupe.DecodeResult(p)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(b, out)
+	return troupe.DecodeResultInto(p, out)
 }
 
 // poll asks until check is true or the time is up: the daemon has real time

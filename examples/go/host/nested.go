@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"strings"
 	"time"
 
@@ -57,13 +56,7 @@ func (tc *turnCtx) invoke(to *pb.ActorRef, methodName string, kwargs map[string]
 	if err != nil {
 		return relay("invoke "+refString(to)+"."+methodName, troupe.NewCallError(err, trailer))
 	}
-	value, err := troupe.DecodeResult(resp.GetPayload())
-	if err != nil {
-		return raised("DecodeError", "result of %s.%s: %v", refString(to), methodName, err)
-	}
-	// Round-trip through JSON into the caller's type (json.Number etc.).
-	b, _ := json.Marshal(value)
-	if err := json.Unmarshal(b, result); err != nil {
+	if err := troupe.DecodeResultInto(resp.GetPayload(), result); err != nil {
 		return raised("DecodeError", "result of %s.%s: %v", refString(to), methodName, err)
 	}
 	return nil

@@ -81,16 +81,24 @@ func Call(args []any, kwargs map[string]any) (*pb.Payload, error) {
 // Kwargs is the common case: named arguments only.
 func Kwargs(kv map[string]any) (*pb.Payload, error) { return Call(nil, kv) }
 
-// DecodeResult decodes a result payload: JSON to Go values (numbers as
-// json.Number, so integers stay exact), empty data to nil, BYTES as []byte.
-func DecodeResult(p *pb.Payload) (any, error) {
-	if p == nil || len(p.GetData()) == 0 {
-		return nil, nil
+// DecodeResultInto decodes a result payload into out as encoding/json does:
+// empty data is null, BYTES are decoded as a []byte would be.
+func DecodeResultInto(p *pb.Payload, out any) error {
+	data := p.GetData()
+	if p.GetContentType() == pb.ContentType_CONTENT_TYPE_BYTES && len(data) > 0 {
+		b, err := json.Marshal(data)
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, out)
 	}
-	if p.GetContentType() == pb.ContentType_CONTENT_TYPE_BYTES {
-		return p.GetData(), nil
+	if len(data) == 0 {
+		data = []byte("null")
 	}
-	return DecodeJSON(p.GetData())
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("decode JSON %q: %w", truncate(data, 80), err)
+	}
+	return nil
 }
 
 // DecodeJSON decodes one JSON value, numbers as json.Number.
